@@ -1,0 +1,219 @@
+// Package ir is the intermediate model between policies and Envoy resources: plain values that say what each
+// proxy group must serve, with every default already applied and every conflict already resolved. The xDS
+// builders read it and nothing else, so they never see a user error.
+package ir
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is everything every proxy group serves.
+type Config struct {
+	// Groups by proxy group name.
+	Groups map[string]*Group
+}
+
+// Group is what one proxy group (the Envoys whose node cluster has this name) serves.
+type Group struct {
+	Name      string
+	Listeners []*Listener // sorted by port
+	Clusters  []*Cluster  // sorted by name
+}
+
+// Protocol of a listener.
+type Protocol string
+
+const (
+	HTTP Protocol = "HTTP"
+	TCP  Protocol = "TCP"
+)
+
+// Listener is one Envoy listener: one port of one group.
+type Listener struct {
+	Name     string
+	Address  string
+	Port     uint32
+	Protocol Protocol
+	// VirtualHosts (HTTP): one per policy on the port, most specific domains first.
+	VirtualHosts []*VirtualHost
+	// TCP: the clusters connections are spread over.
+	TCP *TCPRoute
+}
+
+// RouteConfigName is the RDS resource an HTTP listener reads.
+func (l *Listener) RouteConfigName() string { return l.Name }
+
+// VirtualHost is one policy's share of an HTTP listener.
+type VirtualHost struct {
+	Name    string
+	Domains []string
+	Routes  []*Route
+}
+
+// PathMatch kinds.
+const (
+	PathPrefix = "Prefix"
+	PathExact  = "Exact"
+)
+
+// Route is one HTTP route.
+type Route struct {
+	Name     string
+	PathType string
+	Path     string
+	Headers  []HeaderMatch
+	Clusters []WeightedCluster
+	Timeout  time.Duration
+	HashKeys []HashKey
+}
+
+// HeaderMatch kinds.
+const (
+	HeaderExact   = "Exact"
+	HeaderPrefix  = "Prefix"
+	HeaderPresent = "Present"
+	HeaderRegex   = "RegularExpression"
+)
+
+// HeaderMatch matches one request header.
+type HeaderMatch struct {
+	Name   string
+	Type   string
+	Value  string
+	Invert bool
+}
+
+// WeightedCluster is a route destination.
+type WeightedCluster struct {
+	Name   string
+	Weight uint32
+}
+
+// HashKey is one input of a hashing load balancer. Only the source IP exists so far.
+type HashKey struct {
+	SourceIP bool
+}
+
+// TCPRoute spreads TCP connections over clusters.
+type TCPRoute struct {
+	Clusters []WeightedCluster
+	HashKeys []HashKey
+}
+
+// Algorithm is a cluster load-balancing algorithm.
+type Algorithm string
+
+const (
+	RoundRobin   Algorithm = "RoundRobin"
+	LeastRequest Algorithm = "LeastRequest"
+	Random       Algorithm = "Random"
+	RingHash     Algorithm = "RingHash"
+	Maglev       Algorithm = "Maglev"
+)
+
+// Cluster is one backend of one policy.
+type Cluster struct {
+	Name            string
+	Algorithm       Algorithm
+	ChoiceCount     uint32
+	ConnectTimeout  time.Duration
+	CircuitBreakers CircuitBreakers
+	Endpoints       []Endpoint
+}
+
+// CircuitBreakers are the default-priority thresholds.
+type CircuitBreakers struct {
+	MaxConnections, MaxPendingRequests, MaxRequests, MaxRetries uint32
+}
+
+// Endpoint is one upstream address.
+type Endpoint struct {
+	Address string
+	Port    uint32
+	Weight  uint32
+}
+
+// Errors returned by Validate, so that callers and tests can tell them apart.
+var (
+	ErrNoName          = errors.New("missing name")
+	ErrDuplicateName   = errors.New("duplicate name")
+	ErrUnknownCluster  = errors.New("reference to an unknown cluster")
+	ErrInvalidPort     = errors.New("invalid port")
+	ErrNoDestinations  = errors.New("no destinations")
+	ErrInvalidWeight   = errors.New("invalid weight")
+	ErrInvalidProtocol = errors.New("invalid protocol")
+)
+
+// Validate checks the invariants the builders rely on. A failure here is a bug in translation, not a user
+// error: translation reports user errors on the policy instead of emitting them.
+func (c *Config) Validate() error {
+	var errs []error
+	for name, g := range c.Groups {
+		if name != g.Name {
+			errs = append(errs, fmt.Errorf("group %q stored under %q: %w", g.Name, name, ErrDuplicateName))
+		}
+		errs = append(errs, g.validate())
+	}
+	return errors.Join(errs...)
+}
+
+func (g *Group) validate() error {
+	var errs []error
+	clusters := map[string]bool{}
+	for _, c := range g.Clusters {
+		if c.Name == "" {
+			errs = append(errs, fmt.Errorf("group %s cluster: %w", g.Name, ErrNoName))
+		}
+		if clusters[c.Name] {
+			errs = append(errs, fmt.Errorf("group %s cluster %s: %w", g.Name, c.Name, ErrDuplicateName))
+		}
+		clusters[c.Name] = true
+		for _, e := range c.Endpoints {
+			if e.Port == 0 || e.Port > 65535 {
+				errs = append(errs, fmt.Errorf("cluster %s endpoint %s:%d: %w", c.Name, e.Address, e.Port, ErrInvalidPort))
+			}
+			if e.Weight == 0 {
+				errs = append(errs, fmt.Errorf("cluster %s endpoint %s:%d: %w", c.Name, e.Address, e.Port, ErrInvalidWeight))
+			}
+		}
+	}
+	checkDest := func(where string, wcs []WeightedCluster) {
+		if len(wcs) == 0 {
+			errs = append(errs, fmt.Errorf("%s: %w", where, ErrNoDestinations))
+		}
+		for _, wc := range wcs {
+			if !clusters[wc.Name] {
+				errs = append(errs, fmt.Errorf("%s -> %s: %w", where, wc.Name, ErrUnknownCluster))
+			}
+		}
+	}
+	listeners := map[string]bool{}
+	for _, l := range g.Listeners {
+		if listeners[l.Name] {
+			errs = append(errs, fmt.Errorf("group %s listener %s: %w", g.Name, l.Name, ErrDuplicateName))
+		}
+		listeners[l.Name] = true
+		if l.Port == 0 || l.Port > 65535 {
+			errs = append(errs, fmt.Errorf("listener %s: %w", l.Name, ErrInvalidPort))
+		}
+		switch l.Protocol {
+		case HTTP:
+			for _, vh := range l.VirtualHosts {
+				for _, r := range vh.Routes {
+					checkDest("route "+r.Name, r.Clusters)
+				}
+			}
+		case TCP:
+			if l.TCP == nil {
+				errs = append(errs, fmt.Errorf("listener %s: %w", l.Name, ErrNoDestinations))
+			} else {
+				checkDest("listener "+l.Name, l.TCP.Clusters)
+			}
+		default:
+			errs = append(errs, fmt.Errorf("listener %s protocol %q: %w", l.Name, l.Protocol, ErrInvalidProtocol))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,188 @@
+// Package manifest reads LoadBalancerPolicy documents from YAML or JSON: files, directories and streams of
+// several documents separated by "---". Decoding is strict: an unknown or misspelled field is an error, never
+// silently dropped.
+package manifest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// MaxDocumentBytes bounds one document: a policy is a few KiB; anything near this is a mistake or an attack.
+const MaxDocumentBytes = 1 << 20
+
+// Document is one decoded policy and where it came from.
+type Document struct {
+	Source string // "file.yaml#2": file name and document index (from 1)
+	Policy *v1alpha1.LoadBalancerPolicy
+	// Raw is the document as JSON, byte for byte what was decoded.
+	Raw []byte
+}
+
+// DecodeError is a document that could not be decoded.
+type DecodeError struct {
+	Source string
+	Err    error
+}
+
+func (e *DecodeError) Error() string { return e.Source + ": " + e.Err.Error() }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Decode reads every document in r. It returns all documents it could decode and every error, joined.
+func Decode(source string, r io.Reader) ([]Document, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
+	var docs []Document
+	var errs []error
+	for i := 1; ; i++ {
+		chunk, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		src := fmt.Sprintf("%s#%d", source, i)
+		if err != nil {
+			errs = append(errs, &DecodeError{src, err})
+			break
+		}
+		if len(bytes.TrimSpace(stripComments(chunk))) == 0 {
+			i--
+			continue
+		}
+		doc, err := DecodeDocument(chunk)
+		if err != nil {
+			errs = append(errs, &DecodeError{src, err})
+			continue
+		}
+		doc.Source = src
+		docs = append(docs, doc)
+	}
+	return docs, errors.Join(errs...)
+}
+
+// DecodeDocument decodes exactly one YAML or JSON document.
+func DecodeDocument(b []byte) (Document, error) {
+	if len(b) > MaxDocumentBytes {
+		return Document{}, fmt.Errorf("document is %d bytes; at most %d allowed", len(b), MaxDocumentBytes)
+	}
+	if !utf8.Valid(b) {
+		return Document{}, errors.New("document is not valid UTF-8")
+	}
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return Document{}, fmt.Errorf("not valid YAML: %w", err)
+	}
+	p := &v1alpha1.LoadBalancerPolicy{}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p); err != nil {
+		return Document{}, describe(err)
+	}
+	if p.Kind != "" && p.Kind != v1alpha1.Kind {
+		return Document{}, fmt.Errorf("kind: must be %q, got %q", v1alpha1.Kind, p.Kind)
+	}
+	return Document{Policy: p, Raw: j}, nil
+}
+
+// describe turns encoding/json errors into "field: reason" form.
+func describe(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%s: must be %s, got %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return fmt.Errorf("unknown field %s", f)
+	}
+	return errors.New(strings.TrimPrefix(msg, "json: "))
+}
+
+func jsonKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
+		return "an integer"
+	case k == "string":
+		return "a string"
+	case k == "bool":
+		return "true or false"
+	case k == "slice":
+		return "a list"
+	case k == "struct", k == "map":
+		return "an object"
+	}
+	return k
+}
+
+func stripComments(b []byte) []byte {
+	var out [][]byte
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			out = append(out, line)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
+
+// ReadPath reads a file, every *.yaml, *.yml and *.json file of a directory (not recursive, sorted by
+// name), or standard input for "-".
+func ReadPath(path string, stdin io.Reader) ([]Document, error) {
+	if path == "-" {
+		return Decode("<stdin>", stdin)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{path}
+	if info.IsDir() {
+		files, err = PolicyFiles(path)
+		if err != nil {
+			return nil, err
+		}
+	}
+	var docs []Document
+	var errs []error
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d, err := Decode(f, fh)
+		fh.Close()
+		docs = append(docs, d...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return docs, errors.Join(errs...)
+}
+
+// PolicyFiles lists the policy files of a directory, sorted.
+func PolicyFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		ext := strings.ToLower(filepath.Ext(e.Name()))
+		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	slices.Sort(files)
+	return files, nil
+}

@@ -1,0 +1,117 @@
+// Package envoyvalidate asks a real Envoy binary whether it accepts a set of generated resources. Envoy only
+// validates a bootstrap, so the dynamic resources are folded into a static one: EDS clusters become static
+// clusters carrying their load assignment, and RDS listeners carry their route table inline.
+package envoyvalidate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Static folds the resources of one proxy group into a bootstrap Envoy can validate offline.
+func Static(res map[string][]proto.Message) (*bootstrapv3.Bootstrap, error) {
+	clas := map[string]*endpointv3.ClusterLoadAssignment{}
+	for _, m := range res[resource.EndpointType] {
+		cla := m.(*endpointv3.ClusterLoadAssignment)
+		clas[cla.ClusterName] = cla
+	}
+	routes := map[string]*routev3.RouteConfiguration{}
+	for _, m := range res[resource.RouteType] {
+		rc := m.(*routev3.RouteConfiguration)
+		routes[rc.Name] = rc
+	}
+	b := &bootstrapv3.Bootstrap{
+		Admin: &bootstrapv3.Admin{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0}}}}},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{},
+	}
+	for _, m := range res[resource.ClusterType] {
+		c := proto.Clone(m).(*clusterv3.Cluster)
+		name := c.GetEdsClusterConfig().GetServiceName()
+		if name == "" {
+			name = c.Name
+		}
+		cla, ok := clas[name]
+		if !ok {
+			return nil, fmt.Errorf("cluster %s: no load assignment named %s", c.Name, name)
+		}
+		c.EdsClusterConfig = nil
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
+		c.LoadAssignment = proto.Clone(cla).(*endpointv3.ClusterLoadAssignment)
+		c.LoadAssignment.ClusterName = c.Name
+		b.StaticResources.Clusters = append(b.StaticResources.Clusters, c)
+	}
+	for _, m := range res[resource.ListenerType] {
+		l := proto.Clone(m).(*listenerv3.Listener)
+		for _, fc := range l.FilterChains {
+			for _, f := range fc.Filters {
+				tc := f.GetTypedConfig()
+				if tc == nil || tc.TypeUrl != "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager" {
+					continue
+				}
+				hcm := &hcmv3.HttpConnectionManager{}
+				if err := tc.UnmarshalTo(hcm); err != nil {
+					return nil, err
+				}
+				name := hcm.GetRds().GetRouteConfigName()
+				rc, ok := routes[name]
+				if !ok {
+					return nil, fmt.Errorf("listener %s: no route configuration named %s", l.Name, name)
+				}
+				hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc}
+				a, err := anypb.New(hcm)
+				if err != nil {
+					return nil, err
+				}
+				f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
+			}
+		}
+		b.StaticResources.Listeners = append(b.StaticResources.Listeners, l)
+	}
+	return b, nil
+}
+
+// Check runs `envoy --mode validate` on the folded resources and returns Envoy's complaint if it rejects them.
+func Check(ctx context.Context, envoy string, res map[string][]proto.Message) error {
+	b, err := Static(res)
+	if err != nil {
+		return err
+	}
+	js, err := protojson.Marshal(b)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "envoy-validate-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "bootstrap.json")
+	if err := os.WriteFile(cfg, js, 0o600); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, envoy, "--mode", "validate", "-c", cfg, "-l", "error", "--base-id-path", filepath.Join(dir, "base-id"), "--use-dynamic-base-id")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("envoy rejected the config: %v\n%s", err, out)
+	}
+	return nil
+}
