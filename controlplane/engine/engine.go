@@ -1,0 +1,138 @@
+// Package engine runs the pipeline: it holds the policies of every source, translates them, builds each proxy
+// group's resources and publishes them to the xDS cache. User errors end up in the translation result (and so
+// in status); a failure to build a group is a bug, and that group keeps serving its last good config.
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsbuild"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+)
+
+// Source names, in priority order: when two sources define the same namespace/name, the first wins.
+const (
+	SourceConfigDir = "config-dir"
+	SourceStore     = "store"
+)
+
+var sourceOrder = []string{SourceConfigDir, SourceStore}
+
+// Engine is safe for concurrent use.
+type Engine struct {
+	cache *xdscache.Cache
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	sources   map[string][]*v1alpha1.LoadBalancerPolicy
+	result    *translate.Result
+	origin    map[translate.Key]string
+	published map[string]bool
+	// BuildDuration of the last run, for logs and metrics.
+	lastRun time.Duration
+}
+
+// New returns an engine publishing to cache.
+func New(cache *xdscache.Cache, log *slog.Logger) *Engine {
+	return &Engine{cache: cache, log: log, sources: map[string][]*v1alpha1.LoadBalancerPolicy{},
+		result: translate.Translate(nil), origin: map[translate.Key]string{}, published: map[string]bool{}}
+}
+
+// merge returns every policy of every source; a name defined by two sources goes to the first.
+func merge(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadBalancerPolicy, map[translate.Key]string, map[translate.Key]string) {
+	var all []*v1alpha1.LoadBalancerPolicy
+	origin := map[translate.Key]string{}
+	shadowed := map[translate.Key]string{}
+	for _, src := range sourceOrder {
+		for _, p := range sources[src] {
+			k := translate.KeyOf(p)
+			if first, dup := origin[k]; dup {
+				shadowed[k] = fmt.Sprintf("%s is defined by both the %s and the %s; the %s wins", k, first, src, first)
+				continue
+			}
+			origin[k] = src
+			all = append(all, p)
+		}
+	}
+	return all, origin, shadowed
+}
+
+// Preview translates what the policies would be if source held policies, without publishing anything.
+func (e *Engine) Preview(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
+	e.mu.Lock()
+	sources := make(map[string][]*v1alpha1.LoadBalancerPolicy, len(e.sources))
+	for k, v := range e.sources {
+		sources[k] = v
+	}
+	e.mu.Unlock()
+	sources[source] = policies
+	all, _, _ := merge(sources)
+	return translate.Translate(all)
+}
+
+// Set replaces the policies of one source and publishes the result.
+func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sources[source] = slices.Clone(policies)
+	return e.run()
+}
+
+func (e *Engine) run() *translate.Result {
+	start := time.Now()
+	all, origin, shadowed := merge(e.sources)
+	res := translate.Translate(all)
+	for k, msg := range shadowed {
+		e.log.Warn("policy defined twice", "policy", k.String(), "detail", msg)
+	}
+	if err := res.IR.Validate(); err != nil {
+		// A bug in translation: keep everything as it is.
+		e.log.Error("translation produced an invalid IR; keeping the last good config", "error", err)
+		return e.result
+	}
+	for name, g := range res.IR.Groups {
+		resources, err := xdsbuild.Build(g)
+		if err != nil {
+			e.log.Error("building config failed; the group keeps its last good config", "group", name, "error", err)
+			continue
+		}
+		st, err := xdscache.NewState(resources)
+		if err != nil {
+			e.log.Error("versioning config failed; the group keeps its last good config", "group", name, "error", err)
+			continue
+		}
+		e.cache.Publish(name, st)
+		e.published[name] = true
+	}
+	for name := range e.published {
+		if _, ok := res.IR.Groups[name]; !ok {
+			st, _ := xdscache.NewState(nil)
+			e.cache.Publish(name, st)
+			delete(e.published, name)
+		}
+	}
+	e.result, e.origin = res, origin
+	e.lastRun = time.Since(start)
+	e.log.Debug("translated and published", "policies", len(all), "groups", len(res.IR.Groups), "duration", e.lastRun)
+	return res
+}
+
+// Result returns the last translation result and which source each policy came from.
+func (e *Engine) Result() (*translate.Result, map[translate.Key]string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.result, e.origin
+}
+
+// Policies returns the policies of one source.
+func (e *Engine) Policies(source string) []*v1alpha1.LoadBalancerPolicy {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.sources[source])
+}

@@ -1,0 +1,63 @@
+// Package policystatus computes a policy's status from what translation concluded and what the connected
+// Envoys of its proxy group acknowledged. The same function serves the standalone API and the Kubernetes
+// status writer.
+package policystatus
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// Reasons of the Programmed condition.
+const (
+	ReasonProgrammed  = "Programmed"
+	ReasonNotAccepted = "NotAccepted"
+	ReasonNoProxies   = "NoProxies"
+	ReasonRejected    = "Rejected"
+	ReasonPending     = "Pending"
+)
+
+// Compute returns the status of one policy.
+func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
+	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Conditions: r.Conditions(now)}
+	st.Endpoints.Total = r.Endpoints
+	// Until active health checking reports per-endpoint health, every configured endpoint counts as healthy.
+	st.Endpoints.Healthy = r.Endpoints
+	var nacks []string
+	for _, p := range proxies {
+		if p.Group != r.ProxyGroup {
+			continue
+		}
+		st.Proxies.Connected++
+		switch p.State {
+		case xdsserver.Synced:
+			st.Proxies.Synced++
+		case xdsserver.Nacked:
+			nacks = append(nacks, fmt.Sprintf("%s: %s", p.NodeID, p.Message))
+		}
+	}
+	prog := metav1.Condition{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionFalse,
+		ObservedGeneration: r.Generation, LastTransitionTime: now}
+	switch {
+	case !r.Accepted:
+		prog.Reason, prog.Message = ReasonNotAccepted, "the policy is not accepted"
+	case st.Proxies.Connected == 0:
+		prog.Reason, prog.Message = ReasonNoProxies, fmt.Sprintf("no Envoy of proxy group %q is connected", r.ProxyGroup)
+	case len(nacks) > 0:
+		prog.Reason, prog.Message = ReasonRejected, "Envoy rejected the config: "+strings.Join(nacks, "; ")
+	case st.Proxies.Synced == st.Proxies.Connected:
+		prog.Status, prog.Reason = metav1.ConditionTrue, ReasonProgrammed
+		prog.Message = fmt.Sprintf("%d of %d proxies of group %q run this config", st.Proxies.Synced, st.Proxies.Connected, r.ProxyGroup)
+	default:
+		prog.Reason = ReasonPending
+		prog.Message = fmt.Sprintf("%d of %d proxies of group %q run this config", st.Proxies.Synced, st.Proxies.Connected, r.ProxyGroup)
+	}
+	st.Conditions = append(st.Conditions, prog)
+	return st
+}

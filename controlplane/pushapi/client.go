@@ -1,0 +1,112 @@
+package pushapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// Client calls the API.
+type Client struct {
+	BaseURL string
+	Token   string
+	HTTP    *http.Client
+}
+
+// APIError is a refused call, with every error the server gave.
+type APIError struct {
+	Status int
+	Errors []string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s: %s", http.StatusText(e.Status), strings.Join(e.Errors, "; "))
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/yaml")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach lbplane at %s: %w", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := &APIError{Status: resp.StatusCode}
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) == nil && len(eb.Errors) > 0 {
+			e.Errors = eb.Errors
+		} else {
+			e.Errors = []string{strings.TrimSpace(string(data))}
+		}
+		return e
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// Apply pushes YAML or JSON documents, all or nothing.
+func (c *Client) Apply(ctx context.Context, docs []byte, dryRun bool) (*ApplyResult, error) {
+	path := "/v1/policies"
+	if dryRun {
+		path += "?dryRun=true"
+	}
+	res := &ApplyResult{}
+	return res, c.do(ctx, http.MethodPost, path, docs, res)
+}
+
+// List returns every policy with its status.
+func (c *Client) List(ctx context.Context) ([]*v1alpha1.LoadBalancerPolicy, error) {
+	var l struct {
+		Items []*v1alpha1.LoadBalancerPolicy `json:"items"`
+	}
+	return l.Items, c.do(ctx, http.MethodGet, "/v1/policies", nil, &l)
+}
+
+// Get returns one policy with its status.
+func (c *Client) Get(ctx context.Context, namespace, name string) (*v1alpha1.LoadBalancerPolicy, error) {
+	p := &v1alpha1.LoadBalancerPolicy{}
+	return p, c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), nil, p)
+}
+
+// Delete removes one policy.
+func (c *Client) Delete(ctx context.Context, namespace, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), nil, nil)
+}
+
+// Proxies returns every connected Envoy.
+func (c *Client) Proxies(ctx context.Context) ([]xdsserver.ProxyStatus, error) {
+	var out []xdsserver.ProxyStatus
+	return out, c.do(ctx, http.MethodGet, "/v1/proxies", nil, &out)
+}

@@ -1,0 +1,433 @@
+// Package pushapi is the HTTP API lbctl talks to in standalone mode: push (all or nothing), list, get and
+// delete policies, and see the connected proxies. Every call but the health checks needs the bearer token.
+package pushapi
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/policystatus"
+	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// MaxBodyBytes bounds one push: many policies, far fewer than this.
+const MaxBodyBytes = 8 << 20
+
+// Outcome of one policy in a push.
+const (
+	Created    = "created"
+	Configured = "configured"
+	Unchanged  = "unchanged"
+	Deleted    = "deleted"
+)
+
+// ApplyResult answers a push.
+type ApplyResult struct {
+	Policies []AppliedPolicy `json:"policies"`
+	DryRun   bool            `json:"dryRun,omitempty"`
+}
+
+// AppliedPolicy is one policy of a push.
+type AppliedPolicy struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Outcome    string `json:"outcome"`
+	Generation int64  `json:"generation"`
+}
+
+// ErrorBody is the body of every failed call.
+type ErrorBody struct {
+	Errors []string `json:"errors"`
+}
+
+// Server serves the API.
+type Server struct {
+	Store   *store.Store
+	Engine  *engine.Engine
+	Tracker *xdsserver.Tracker
+	Token   string
+	Log     *slog.Logger
+	// Now is the clock, replaceable in tests.
+	Now func() time.Time
+
+	mu sync.Mutex // one write at a time: store and engine change together
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("POST /v1/policies", s.auth(s.apply))
+	mux.Handle("GET /v1/policies", s.auth(s.list))
+	mux.Handle("GET /v1/policies/{namespace}/{name}", s.auth(s.get))
+	mux.Handle("DELETE /v1/policies/{namespace}/{name}", s.auth(s.delete))
+	mux.Handle("GET /v1/proxies", s.auth(s.proxies))
+	return mux
+}
+
+func (s *Server) auth(h http.HandlerFunc) http.Handler {
+	want := []byte("Bearer " + s.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if s.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="lbplane"`)
+			writeErr(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		h(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, errs ...string) {
+	writeJSON(w, code, ErrorBody{Errors: errs})
+}
+
+// apply accepts every document of the body or none of them.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
+			return
+		}
+		writeErr(w, http.StatusBadRequest, "reading the request: "+err.Error())
+		return
+	}
+	dryRun := r.URL.Query().Get("dryRun") == "true"
+	res, code, errs := s.Apply(body, dryRun)
+	if len(errs) > 0 {
+		writeErr(w, code, errs...)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// Apply validates and stores the documents in body, all or nothing. It returns the HTTP status and every
+// error when it refuses.
+func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
+	docs, err := manifest.Decode("request", bytes.NewReader(body))
+	var errs []string
+	if err != nil {
+		errs = append(errs, splitJoined(err)...)
+	}
+	if len(docs) == 0 && err == nil {
+		return nil, http.StatusBadRequest, []string{"the request holds no policy"}
+	}
+	pushed := map[translate.Key]manifest.Document{}
+	var order []translate.Key
+	for _, d := range docs {
+		k := translate.KeyOf(d.Policy)
+		if _, dup := pushed[k]; dup {
+			errs = append(errs, fmt.Sprintf("%s: %s is in the request twice", d.Source, k))
+			continue
+		}
+		if _, fe := translate.Prepare(d.Policy); len(fe) > 0 {
+			for _, e := range fe {
+				errs = append(errs, fmt.Sprintf("%s (%s): %s", k, d.Source, e.Error()))
+			}
+		}
+		pushed[k] = d
+		order = append(order, k)
+	}
+	if len(errs) > 0 {
+		return nil, http.StatusUnprocessableEntity, errs
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	records, err := s.Store.List()
+	if err != nil {
+		return nil, http.StatusInternalServerError, []string{"reading the store: " + err.Error()}
+	}
+	byKey := map[translate.Key]*store.Record{}
+	for _, rec := range records {
+		byKey[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
+	}
+	_, origin := s.Engine.Result()
+	now := s.now()
+	res := &ApplyResult{DryRun: dryRun}
+	var puts []*store.Record
+	for _, k := range order {
+		if origin[k] == engine.SourceConfigDir {
+			errs = append(errs, fmt.Sprintf("%s: managed by --config-dir; change its file instead", k))
+			continue
+		}
+		d := pushed[k]
+		old := byKey[k]
+		rec := &store.Record{Namespace: k.Namespace, Name: k.Name, Document: d.Raw, Generation: 1, Created: now, Updated: now, UID: newUID()}
+		outcome := Created
+		if old != nil {
+			rec.Created, rec.UID, rec.Generation = old.Created, old.UID, old.Generation
+			outcome = Unchanged
+			if !bytes.Equal(old.Document, d.Raw) {
+				outcome = Configured
+				if !sameSpec(old.Document, d.Raw) {
+					rec.Generation++
+				}
+			} else {
+				rec.Updated = old.Updated
+			}
+		}
+		byKey[k] = rec
+		if outcome != Unchanged {
+			puts = append(puts, rec)
+		}
+		res.Policies = append(res.Policies, AppliedPolicy{Namespace: k.Namespace, Name: k.Name, Outcome: outcome, Generation: rec.Generation})
+	}
+	if len(errs) > 0 {
+		return nil, http.StatusConflict, errs
+	}
+	candidate, err := policiesOf(byKey)
+	if err != nil {
+		return nil, http.StatusInternalServerError, []string{err.Error()}
+	}
+	// Conflicts: a pushed policy that would not be accepted, or an accepted one that this push would push out.
+	before, _ := s.Engine.Result()
+	after := s.Engine.Preview(engine.SourceStore, candidate)
+	for _, k := range order {
+		if pr := after.Policies[k]; pr != nil && !pr.Accepted {
+			errs = append(errs, fmt.Sprintf("%s: %s", k, pr.AcceptedMessage))
+		}
+	}
+	for k, pr := range before.Policies {
+		if _, ok := pushed[k]; ok || !pr.Accepted {
+			continue
+		}
+		if now := after.Policies[k]; now != nil && !now.Accepted {
+			errs = append(errs, fmt.Sprintf("%s would no longer be accepted: %s", k, now.AcceptedMessage))
+		}
+	}
+	if len(errs) > 0 {
+		slices.Sort(errs)
+		return nil, http.StatusConflict, errs
+	}
+	if dryRun {
+		return res, http.StatusOK, nil
+	}
+	if err := s.Store.Apply(puts, nil); err != nil {
+		return nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
+	}
+	s.Engine.Set(engine.SourceStore, candidate)
+	for _, p := range res.Policies {
+		if p.Outcome != Unchanged {
+			s.Log.Info("policy "+p.Outcome, "policy", p.Namespace+"/"+p.Name, "generation", p.Generation)
+		}
+	}
+	return res, http.StatusOK, nil
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC().Truncate(time.Second)
+	}
+	return time.Now().UTC().Truncate(time.Second)
+}
+
+func newUID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// sameSpec reports whether two documents have equal specs; metadata changes do not bump the generation.
+func sameSpec(a, b []byte) bool {
+	var pa, pb struct {
+		Spec any `json:"spec"`
+	}
+	if json.Unmarshal(a, &pa) != nil || json.Unmarshal(b, &pb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(pa.Spec, pb.Spec)
+}
+
+func splitJoined(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// PolicyOf decodes a stored record into a policy with its server-side metadata.
+func PolicyOf(rec *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
+	d, err := manifest.DecodeDocument(rec.Document)
+	if err != nil {
+		return nil, fmt.Errorf("stored policy %s no longer decodes: %w", rec.Key(), err)
+	}
+	p := d.Policy
+	p.Namespace = rec.Namespace
+	p.Generation = rec.Generation
+	p.CreationTimestamp = metav1.NewTime(rec.Created)
+	p.UID = types.UID(rec.UID)
+	return p, nil
+}
+
+func policiesOf(byKey map[translate.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
+	out := make([]*v1alpha1.LoadBalancerPolicy, 0, len(byKey))
+	for _, rec := range byKey {
+		p, err := PolicyOf(rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int {
+		return cmpKey(translate.KeyOf(a), translate.KeyOf(b))
+	})
+	return out, nil
+}
+
+func cmpKey(a, b translate.Key) int {
+	switch {
+	case a.String() < b.String():
+		return -1
+	case a.String() > b.String():
+		return 1
+	}
+	return 0
+}
+
+// Load reads the store into the engine; serve calls it before xDS is served.
+func (s *Server) Load() error {
+	records, err := s.Store.List()
+	if err != nil {
+		return err
+	}
+	byKey := map[translate.Key]*store.Record{}
+	for _, rec := range records {
+		byKey[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
+	}
+	ps, err := policiesOf(byKey)
+	if err != nil {
+		return err
+	}
+	s.Engine.Set(engine.SourceStore, ps)
+	return nil
+}
+
+// views returns every policy with its live status.
+func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
+	res, origin := s.Engine.Result()
+	proxies := s.Tracker.Proxies()
+	now := metav1.NewTime(s.now())
+	var out []*v1alpha1.LoadBalancerPolicy
+	for _, src := range []string{engine.SourceConfigDir, engine.SourceStore} {
+		for _, p := range s.Engine.Policies(src) {
+			k := translate.KeyOf(p)
+			if origin[k] != src {
+				continue
+			}
+			v := *p
+			if v.Namespace == "" {
+				v.Namespace = v1alpha1.DefaultNamespace
+			}
+			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
+			if pr := res.Policies[k]; pr != nil {
+				v.Status = policystatus.Compute(pr, proxies, now)
+			}
+			out = append(out, &v)
+		}
+	}
+	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int { return cmpKey(translate.KeyOf(a), translate.KeyOf(b)) })
+	return out
+}
+
+func mergeAnnotation(in map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(in)+1)
+	for a, b := range in {
+		out[a] = b
+	}
+	out[k] = v
+	return out
+}
+
+func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
+	items := s.views()
+	if items == nil {
+		items = []*v1alpha1.LoadBalancerPolicy{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"apiVersion": v1alpha1.APIVersion, "kind": "LoadBalancerPolicyList", "items": items})
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	for _, v := range s.views() {
+		if translate.KeyOf(v) == k {
+			writeJSON(w, http.StatusOK, v)
+			return
+		}
+	}
+	writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, origin := s.Engine.Result(); origin[k] == engine.SourceConfigDir {
+		writeErr(w, http.StatusConflict, fmt.Sprintf("%s: managed by --config-dir; remove its file instead", k))
+		return
+	}
+	records, err := s.Store.List()
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	byKey := map[translate.Key]*store.Record{}
+	for _, rec := range records {
+		byKey[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
+	}
+	if _, ok := byKey[k]; !ok {
+		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
+		return
+	}
+	delete(byKey, k)
+	candidate, err := policiesOf(byKey)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if err := s.Store.Apply(nil, []string{k.String()}); err != nil {
+		writeErr(w, http.StatusInternalServerError, "writing the store: "+err.Error())
+		return
+	}
+	s.Engine.Set(engine.SourceStore, candidate)
+	s.Log.Info("policy deleted", "policy", k.String())
+	writeJSON(w, http.StatusOK, ApplyResult{Policies: []AppliedPolicy{{Namespace: k.Namespace, Name: k.Name, Outcome: Deleted}}})
+}
+
+func (s *Server) proxies(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Tracker.Proxies())
+}

@@ -1,0 +1,147 @@
+// Package serve wires the standalone control plane: store and config-dir sources, the pipeline, the xDS
+// server and the push API. xDS is served only once every source has loaded, so a restarted lbplane never
+// hands an Envoy an empty or partial config.
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/lbplane/lbplane/controlplane/configdir"
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// Config of a standalone lbplane.
+type Config struct {
+	XDSAddress string
+	APIAddress string
+	DataDir    string
+	ConfigDir  string
+	Token      string
+	// SettleTimeout bounds how long each step of a change waits for the group's Envoys to acknowledge the
+	// previous one (see xdscache.Cache.Publish); an Envoy that is stuck or rejects config must not hold the
+	// rest back forever.
+	SettleTimeout time.Duration
+	Log           *slog.Logger
+	// Ready, if set, is called with the bound addresses once xDS and the API are served.
+	Ready func(xds, api net.Addr)
+}
+
+// TokenFile is where the push API token lives in the data directory.
+const TokenFile = "token"
+
+// loadToken returns the configured token, or the one in the data dir, generating it on first start.
+func loadToken(cfg *Config) (string, error) {
+	if cfg.Token != "" {
+		return cfg.Token, nil
+	}
+	path := filepath.Join(cfg.DataDir, TokenFile)
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	cfg.Log.Info("generated the push API token", "file", path)
+	return t, nil
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	st, err := store.Open(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	token, err := loadToken(&cfg)
+	if err != nil {
+		return fmt.Errorf("push API token: %w", err)
+	}
+
+	cache := xdscache.New()
+	tracker := xdsserver.NewTracker(cache, cfg.Log)
+	cache.Settle = func(ctx context.Context, group, version string) {
+		if !tracker.WaitGroupSynced(ctx, group, version, cfg.SettleTimeout) && ctx.Err() == nil {
+			cfg.Log.Warn("not every proxy acknowledged a step of a change in time; going on", "group", group, "version", version)
+		}
+	}
+	eng := engine.New(cache, cfg.Log)
+	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log}
+
+	// Load every source before opening the xDS port.
+	var watcher *configdir.Watcher
+	if cfg.ConfigDir != "" {
+		watcher = &configdir.Watcher{Dir: cfg.ConfigDir, Engine: eng, Log: cfg.Log}
+		if err := watcher.Load(); err != nil {
+			return fmt.Errorf("--config-dir: %w", err)
+		}
+	}
+	if err := api.Load(); err != nil {
+		return fmt.Errorf("loading the store: %w", err)
+	}
+	res, _ := eng.Result()
+	cfg.Log.Info("sources loaded", "policies", len(res.Policies), "groups", len(res.IR.Groups))
+
+	xdsLis, err := net.Listen("tcp", cfg.XDSAddress)
+	if err != nil {
+		return fmt.Errorf("xDS address: %w", err)
+	}
+	apiLis, err := net.Listen("tcp", cfg.APIAddress)
+	if err != nil {
+		xdsLis.Close()
+		return fmt.Errorf("API address: %w", err)
+	}
+	cfg.Log.Info("serving", "xds", xdsLis.Addr().String(), "api", apiLis.Addr().String())
+	if cfg.Ready != nil {
+		cfg.Ready(xdsLis.Addr(), apiLis.Addr())
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker)
+	g.Go(func() error { return xdsserver.Serve(ctx, grpcServer, xdsLis) })
+	httpServer := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
+	g.Go(func() error {
+		if err := httpServer.Serve(apiLis); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return httpServer.Shutdown(sctx)
+	})
+	if watcher != nil {
+		g.Go(func() error { watcher.Run(ctx); return nil })
+	}
+	return g.Wait()
+}

@@ -1,0 +1,107 @@
+// Package store keeps accepted policies on disk in standalone mode.
+//
+// It uses bbolt: pure Go (no cgo, so the binary stays static), a single file, and transactions that are
+// fsynced on commit, so an acknowledged push survives a crash. Policies are keyed by namespace/name and kept
+// as the exact bytes that were pushed, so a restart returns them byte for byte. SQLite would add cgo or a
+// large pure-Go port for queries we never make.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var bucket = []byte("policies")
+
+// Record is one stored policy.
+type Record struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Document is the policy as pushed (JSON), byte for byte.
+	Document json.RawMessage `json:"document"`
+	// Generation increases by one each time the spec changes.
+	Generation int64 `json:"generation"`
+	// Created is when the policy was first accepted; it decides who wins a conflict.
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	UID     string    `json:"uid"`
+}
+
+// Key is "namespace/name".
+func (r *Record) Key() string { return r.Namespace + "/" + r.Name }
+
+// Store is an open policy database.
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) the store in dir. Only one process may hold it.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(filepath.Join(dir, "policies.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("%s is in use by another lbplane", dir)
+		}
+		return nil, err
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucket)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// List returns every record, sorted by key.
+func (s *Store) List() ([]*Record, error) {
+	var out []*Record
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			r := &Record{}
+			if err := json.Unmarshal(v, r); err != nil {
+				return fmt.Errorf("record %s: %w", k, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out, err
+}
+
+// Apply writes puts and deletes in one transaction: all of them or none.
+func (s *Store) Apply(puts []*Record, deletes []string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		for _, r := range puts {
+			v, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(r.Key()), v); err != nil {
+				return err
+			}
+		}
+		for _, k := range deletes {
+			if err := b.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,312 @@
+package xdscache
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// DefaultGroup serves Envoys whose node has no cluster set.
+const DefaultGroup = "default"
+
+// GroupOf is the proxy group of a node: its cluster name.
+func GroupOf(n *corev3.Node) string {
+	if n.GetCluster() == "" {
+		return DefaultGroup
+	}
+	return n.GetCluster()
+}
+
+// Cache implements go-control-plane's cache.Cache over one State per proxy group.
+type Cache struct {
+	// Settle blocks until every connected proxy of a group has acknowledged version, or gives up (it must
+	// bound its own wait); it returns early when ctx ends. Nil applies all steps of a publish at once.
+	Settle func(ctx context.Context, group, version string)
+
+	mu     sync.Mutex
+	nextID int64
+	groups map[string]*group
+}
+
+type group struct {
+	state  *State // what is served now
+	target *State // what the last publish asked for; differs from state while a publish is staged
+	cancel context.CancelFunc
+	sotw   map[int64]*sotwWatch
+	delta  map[int64]*deltaWatch
+}
+
+type sotwWatch struct {
+	req *cachev3.Request
+	sub cachev3.Subscription
+	ch  chan cachev3.Response
+}
+
+type deltaWatch struct {
+	req *cachev3.DeltaRequest
+	sub cachev3.Subscription
+	ch  chan cachev3.DeltaResponse
+}
+
+var _ cachev3.Cache = (*Cache)(nil)
+
+// New returns an empty cache.
+func New() *Cache {
+	return &Cache{groups: map[string]*group{}}
+}
+
+var emptyState, _ = NewState(nil)
+
+func (c *Cache) group(name string) *group {
+	g, ok := c.groups[name]
+	if !ok {
+		g = &group{state: emptyState, target: emptyState, sotw: map[int64]*sotwWatch{}, delta: map[int64]*deltaWatch{}}
+		c.groups[name] = g
+	}
+	return g
+}
+
+// Publish makes s the config of a group, make-before-break (see plan). The first step is served before
+// Publish returns; later steps follow as the group's proxies acknowledge the earlier ones. A newer Publish
+// cancels the remaining steps of an older one.
+func (c *Cache) Publish(groupName string, s *State) {
+	c.mu.Lock()
+	g := c.group(groupName)
+	if g.target.Version == s.Version {
+		c.mu.Unlock()
+		return
+	}
+	if g.cancel != nil {
+		g.cancel()
+		g.cancel = nil
+	}
+	g.target = s
+	steps := plan(g.state, s)
+	if c.Settle == nil {
+		for _, st := range steps {
+			c.set(g, st)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.set(g, steps[0])
+	if len(steps) == 1 {
+		c.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	c.mu.Unlock()
+	go func() {
+		prev := steps[0]
+		for _, st := range steps[1:] {
+			c.Settle(ctx, groupName, prev.Version)
+			c.mu.Lock()
+			if ctx.Err() != nil {
+				c.mu.Unlock()
+				return
+			}
+			c.set(g, st)
+			c.mu.Unlock()
+			prev = st
+		}
+	}()
+}
+
+// set serves a new state and answers the open watches it changes, type by type in Types order. The server's
+// channels hold one response per type, so sending under the lock never blocks.
+func (c *Cache) set(g *group, s *State) {
+	if g.state == s {
+		return
+	}
+	g.state = s
+	for _, typ := range Types {
+		for id, w := range g.sotw {
+			if w.req.GetTypeUrl() != typ {
+				continue
+			}
+			if resp := sotwResponse(s, w.req, w.sub, false); resp != nil {
+				w.ch <- resp
+				delete(g.sotw, id)
+			}
+		}
+		for id, w := range g.delta {
+			if w.req.GetTypeUrl() != typ {
+				continue
+			}
+			if resp := deltaResponse(s, w.req, w.sub); resp != nil {
+				w.ch <- resp
+				delete(g.delta, id)
+			}
+		}
+	}
+}
+
+// Groups lists every group that has been published to or watched.
+func (c *Cache) Groups() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slicesKeys(c.groups)
+}
+
+// State returns what a group is served now and what it will be served once pending removals are done.
+func (c *Cache) State(groupName string) (current, target *State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.group(groupName)
+	return g.state, g.target
+}
+
+// CreateWatch answers a state-of-the-world request now if the stream lacks something, or parks it.
+func (c *Cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.group(GroupOf(req.GetNode()))
+	if resp := sotwResponse(g.state, req, sub, req.GetResponseNonce() == ""); resp != nil {
+		ch <- resp
+		return func() {}, nil
+	}
+	c.nextID++
+	id := c.nextID
+	g.sotw[id] = &sotwWatch{req: req, sub: sub, ch: ch}
+	return func() {
+		c.mu.Lock()
+		delete(g.sotw, id)
+		c.mu.Unlock()
+	}, nil
+}
+
+// CreateDeltaWatch answers a delta request now if anything differs from what the stream holds, or parks it.
+func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.group(GroupOf(req.GetNode()))
+	if resp := deltaResponse(g.state, req, sub); resp != nil {
+		ch <- resp
+		return func() {}, nil
+	}
+	c.nextID++
+	id := c.nextID
+	g.delta[id] = &deltaWatch{req: req, sub: sub, ch: ch}
+	return func() {
+		c.mu.Lock()
+		delete(g.delta, id)
+		c.mu.Unlock()
+	}, nil
+}
+
+// Fetch (REST xDS) is not offered: Envoys use ADS.
+func (c *Cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
+	return nil, errors.New("lbplane serves xDS over ADS only")
+}
+
+// sotwResponse returns the response a state-of-the-world stream needs, or nil when it holds everything
+// already. Clusters and listeners are sent whole (the protocol treats a missing one as removed); endpoints
+// and routes only when one the stream asked for changed. A NACK leaves the stream's versions as they were
+// sent, so it gets no response until the config changes.
+func sotwResponse(s *State, req *cachev3.Request, sub cachev3.Subscription, first bool) cachev3.Response {
+	typ := req.GetTypeUrl()
+	entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
+	known := sub.ReturnedResources()
+	changed := first
+	if cachev3.ResourceRequiresFullStateInSotw(typ) {
+		changed = changed || !maps.Equal(versions, known)
+	} else {
+		for n, v := range versions {
+			if known[n] != v {
+				changed = true
+				break
+			}
+		}
+	}
+	if !changed {
+		return nil
+	}
+	anys := make([]*anypb.Any, len(entries))
+	for i, e := range entries {
+		anys[i] = e.any
+	}
+	return &sotwResp{req: req, version: s.Version, resources: anys, returned: versions}
+}
+
+// deltaResponse returns the changes a delta stream needs, or nil.
+func deltaResponse(s *State, req *cachev3.DeltaRequest, sub cachev3.Subscription) cachev3.DeltaResponse {
+	typ := req.GetTypeUrl()
+	entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
+	known := sub.ReturnedResources()
+	next := maps.Clone(known)
+	if next == nil {
+		next = map[string]string{}
+	}
+	var changed []*discovery.Resource
+	for _, e := range entries {
+		if known[e.name] != e.version {
+			changed = append(changed, &discovery.Resource{Name: e.name, Version: e.version, Resource: e.any})
+			next[e.name] = e.version
+		}
+	}
+	var removed []string
+	for n := range known {
+		if _, ok := versions[n]; !ok {
+			removed = append(removed, n)
+			delete(next, n)
+		}
+	}
+	// The first wildcard request must be answered even when empty, or Envoy never finishes initialising.
+	first := sub.IsWildcard() && req.GetResponseNonce() == ""
+	if len(changed) == 0 && len(removed) == 0 && !first {
+		return nil
+	}
+	return &deltaResp{req: req, version: s.Version, resources: changed, removed: removed, returned: next}
+}
+
+type sotwResp struct {
+	req       *cachev3.Request
+	version   string
+	resources []*anypb.Any
+	returned  map[string]string
+}
+
+func (r *sotwResp) GetDiscoveryResponse() (*discovery.DiscoveryResponse, error) {
+	return &discovery.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: r.req.GetTypeUrl()}, nil
+}
+func (r *sotwResp) GetRequest() *discovery.DiscoveryRequest { return r.req }
+func (r *sotwResp) GetVersion() (string, error)             { return r.version, nil }
+func (r *sotwResp) GetResponseVersion() string              { return r.version }
+func (r *sotwResp) GetReturnedResources() map[string]string {
+	return r.returned
+}
+func (r *sotwResp) GetContext() context.Context { return context.Background() }
+
+type deltaResp struct {
+	req       *cachev3.DeltaRequest
+	version   string
+	resources []*discovery.Resource
+	removed   []string
+	returned  map[string]string
+}
+
+func (r *deltaResp) GetDeltaDiscoveryResponse() (*discovery.DeltaDiscoveryResponse, error) {
+	return &discovery.DeltaDiscoveryResponse{SystemVersionInfo: r.version, Resources: r.resources,
+		RemovedResources: r.removed, TypeUrl: r.req.GetTypeUrl()}, nil
+}
+func (r *deltaResp) GetDeltaRequest() *discovery.DeltaDiscoveryRequest { return r.req }
+func (r *deltaResp) GetSystemVersion() (string, error)                 { return r.version, nil }
+func (r *deltaResp) GetResponseVersion() string                        { return r.version }
+func (r *deltaResp) GetNextVersionMap() map[string]string              { return r.returned }
+func (r *deltaResp) GetReturnedResources() map[string]string           { return r.returned }
+func (r *deltaResp) GetContext() context.Context                       { return context.Background() }
+
+func slicesKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

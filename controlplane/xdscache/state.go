@@ -1,0 +1,218 @@
+// Package xdscache holds what each proxy group is served and answers go-control-plane's xDS server with it,
+// for state-of-the-world and delta streams alike.
+//
+// It exists instead of go-control-plane's snapshot cache for three reasons:
+//   - A NACK must not be answered by re-sending the rejected version. Responses are decided by comparing the
+//     per-resource versions the stream was last sent with the current ones, so a NACK (which changes neither)
+//     parks the watch until the config changes.
+//   - EDS requests for names the group does not have are answered with an empty assignment, so a cluster that
+//     is about to be removed (or a stale Envoy after a restart) never waits for its endpoints.
+//   - Removals go last: a publish first serves the union of old and new clusters, and removes the old ones
+//     only after the listeners and routes that stopped using them had time to arrive.
+package xdscache
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Types are the resource types served, in the order they are sent after a change.
+var Types = []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
+
+// entry is one resource, marshalled once and shared by every response that carries it.
+type entry struct {
+	name    string
+	version string
+	any     *anypb.Any
+	msg     proto.Message
+}
+
+// State is the immutable set of resources one group serves.
+type State struct {
+	// Version is derived from the content of every resource: the same config always has the same version.
+	Version string
+	byType  map[string]map[string]*entry
+}
+
+// NewState marshals and versions resources given by type URL.
+func NewState(resources map[string][]proto.Message) (*State, error) {
+	s := &State{byType: map[string]map[string]*entry{}}
+	opts := proto.MarshalOptions{Deterministic: true}
+	for _, typ := range Types {
+		s.byType[typ] = map[string]*entry{}
+		list := resources[typ]
+		for _, m := range list {
+			name := cachev3.GetResourceName(m)
+			if _, dup := s.byType[typ][name]; dup {
+				return nil, fmt.Errorf("%s %q appears twice", typ, name)
+			}
+			b, err := opts.Marshal(m)
+			if err != nil {
+				return nil, fmt.Errorf("%s %q: %w", typ, name, err)
+			}
+			sum := sha256.Sum256(b)
+			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), msg: m,
+				any: &anypb.Any{TypeUrl: typ, Value: b}}
+			s.byType[typ][name] = e
+		}
+	}
+	s.Version = s.hash()
+	return s, nil
+}
+
+// Names lists the resource names of a type, sorted.
+func (s *State) Names(typ string) []string {
+	names := make([]string, 0, len(s.byType[typ]))
+	for n := range s.byType[typ] {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Resources returns the resources of a type, sorted by name. The messages must not be modified.
+func (s *State) Resources(typ string) []proto.Message {
+	out := make([]proto.Message, 0, len(s.byType[typ]))
+	for _, n := range s.Names(typ) {
+		out = append(out, s.byType[typ][n].msg)
+	}
+	return out
+}
+
+// plan returns the states that take a group from old to next without a request failing on the way:
+//  1. new and changed clusters and endpoints, next to every old one, with the old listeners and routes, so
+//     that no route points at a cluster Envoy is still warming;
+//  2. the new listeners and routes, with the old clusters still there, so that nothing routed to a removed
+//     cluster loses it before the route that stops using it has arrived;
+//  3. next itself.
+//
+// Steps that change nothing are left out.
+func plan(old, next *State) []*State {
+	front := []string{resource.ListenerType, resource.RouteType}
+	back := []string{resource.ClusterType, resource.EndpointType}
+	staged := combine(map[string][]*State{
+		resource.ClusterType: {next, old}, resource.EndpointType: {next, old},
+		resource.ListenerType: {old}, resource.RouteType: {old},
+	})
+	bridged := combine(map[string][]*State{
+		resource.ClusterType: {next, old}, resource.EndpointType: {next, old},
+		resource.ListenerType: {next}, resource.RouteType: {next},
+	})
+	var steps []*State
+	add := func(s *State) {
+		last := old
+		if len(steps) > 0 {
+			last = steps[len(steps)-1]
+		}
+		if s.Version != last.Version {
+			steps = append(steps, s)
+		}
+	}
+	// Staging only matters when a route may point at a cluster that is new to Envoy.
+	if addsAny(old, next, back) && !sameTypes(old, next, front) {
+		add(staged)
+	}
+	add(bridged)
+	add(next)
+	if len(steps) == 0 {
+		steps = append(steps, next)
+	}
+	return steps
+}
+
+// combine builds a state whose resources of each type come from the given states, the first one having a
+// name winning.
+func combine(from map[string][]*State) *State {
+	u := &State{byType: map[string]map[string]*entry{}}
+	for _, typ := range Types {
+		u.byType[typ] = map[string]*entry{}
+		for _, s := range from[typ] {
+			for n, e := range s.byType[typ] {
+				if _, ok := u.byType[typ][n]; !ok {
+					u.byType[typ][n] = e
+				}
+			}
+		}
+	}
+	u.Version = u.hash()
+	return u
+}
+
+func (s *State) hash() string {
+	h := sha256.New()
+	for _, typ := range Types {
+		for _, n := range s.Names(typ) {
+			fmt.Fprintf(h, "%s\x00%s\x00%s\n", typ, n, s.byType[typ][n].version)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+func addsAny(old, next *State, types []string) bool {
+	for _, typ := range types {
+		for n := range next.byType[typ] {
+			if _, ok := old.byType[typ][n]; !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sameTypes(a, b *State, types []string) bool {
+	for _, typ := range types {
+		if len(a.byType[typ]) != len(b.byType[typ]) {
+			return false
+		}
+		for n, e := range a.byType[typ] {
+			if f, ok := b.byType[typ][n]; !ok || f.version != e.version {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// emptyAssignment answers an EDS name the group does not have.
+func emptyAssignment(name string) *entry {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&endpointv3.ClusterLoadAssignment{ClusterName: name})
+	return &entry{name: name, version: "empty", any: &anypb.Any{TypeUrl: resource.EndpointType, Value: b}}
+}
+
+// pick returns the entries a subscription should hold now, and their versions.
+func (s *State) pick(typ string, wildcard bool, subscribed map[string]struct{}) ([]*entry, map[string]string) {
+	var names []string
+	if wildcard {
+		names = s.Names(typ)
+	}
+	for n := range subscribed {
+		if _, ok := s.byType[typ][n]; !ok || !wildcard {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	entries := make([]*entry, 0, len(names))
+	versions := make(map[string]string, len(names))
+	for _, n := range names {
+		e, ok := s.byType[typ][n]
+		if !ok {
+			if typ != resource.EndpointType {
+				continue
+			}
+			e = emptyAssignment(n)
+		}
+		entries = append(entries, e)
+		versions[n] = e.version
+	}
+	return entries, versions
+}

@@ -1,0 +1,65 @@
+package xdsserver
+
+import (
+	"context"
+	"net"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+)
+
+// Limits set on purpose rather than left to gRPC's defaults.
+const (
+	// A large fleet config (10,000 policies) is tens of MiB in one CDS response; gRPC's default 4 MiB would
+	// make Envoy drop the stream and retry forever.
+	maxSendBytes = 512 << 20
+	// Requests are small; a NACK's error detail is the largest part.
+	maxRecvBytes = 16 << 20
+	// Envoys send keepalive pings (bootstrap: every 30s); allow down to 5s, refuse anything faster.
+	keepaliveMinTime = 5 * time.Second
+	// Ping idle connections so a vanished Envoy (power loss, partition) frees its stream within a minute.
+	keepaliveTime    = 30 * time.Second
+	keepaliveTimeout = 10 * time.Second
+)
+
+// NewGRPC returns a gRPC server serving ADS from cache, with tracker recording every exchange.
+func NewGRPC(ctx context.Context, cache *xdscache.Cache, tracker *Tracker, extra ...grpc.ServerOption) *grpc.Server {
+	opts := append([]grpc.ServerOption{
+		grpc.MaxSendMsgSize(maxSendBytes),
+		grpc.MaxRecvMsgSize(maxRecvBytes),
+		grpc.MaxConcurrentStreams(1 << 20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
+	}, extra...)
+	g := grpc.NewServer(opts...)
+	// Ordered ADS sends responses in the order the cache produced them (clusters, endpoints, listeners,
+	// routes); the delta server always does.
+	srv := serverv3.NewServer(ctx, cache, tracker, sotwv3.WithOrderedADS())
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, srv)
+	return g
+}
+
+// Serve runs g on lis until ctx ends, then stops it gracefully (bounded).
+func Serve(ctx context.Context, g *grpc.Server, lis net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		done := make(chan struct{})
+		go func() { g.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			g.Stop()
+		}
+		return nil
+	}
+}

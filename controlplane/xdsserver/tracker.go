@@ -1,0 +1,259 @@
+// Package xdsserver serves the cache over ADS (state of the world and delta) and records, per connected
+// Envoy, what it was sent and what it acknowledged or rejected.
+package xdsserver
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+)
+
+// Sync states of a proxy.
+const (
+	Synced = "SYNCED" // acknowledged everything it was sent, and was sent the current config
+	Stale  = "STALE"  // has not acknowledged the current config yet
+	Nacked = "NACKED" // rejected the last response of some type
+)
+
+// TypeStatus is what one stream knows of one resource type.
+type TypeStatus struct {
+	TypeURL      string    `json:"typeUrl"`
+	SentVersion  string    `json:"sentVersion"`
+	AckedVersion string    `json:"ackedVersion,omitempty"`
+	Nacked       bool      `json:"nacked,omitempty"`
+	NackMessage  string    `json:"nackMessage,omitempty"`
+	NackedAt     time.Time `json:"nackedAt,omitzero"`
+
+	sentNonce string
+	pending   bool // sent, neither ACKed nor NACKed yet
+}
+
+// ProxyStatus describes one connected Envoy (one ADS stream).
+type ProxyStatus struct {
+	NodeID      string       `json:"nodeId"`
+	Group       string       `json:"group"`
+	API         string       `json:"api"` // "sotw" or "delta"
+	ConnectedAt time.Time    `json:"connectedAt"`
+	State       string       `json:"state"`
+	Version     string       `json:"version"` // the config version it last acknowledged
+	Current     string       `json:"currentVersion"`
+	Message     string       `json:"message,omitempty"`
+	Types       []TypeStatus `json:"types"`
+}
+
+type stream struct {
+	api         string
+	node        *corev3.Node
+	connectedAt time.Time
+	types       map[string]*TypeStatus
+	lastAcked   string
+}
+
+// Tracker implements go-control-plane's server callbacks.
+type Tracker struct {
+	cache *xdscache.Cache
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	streams map[int64]*stream
+	// changed is closed and replaced whenever any stream's state changes, for waiters.
+	changed chan struct{}
+}
+
+var _ serverv3.Callbacks = (*Tracker)(nil)
+
+// NewTracker returns a tracker that compares proxies with what cache serves.
+func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
+	return &Tracker{cache: cache, log: log, streams: map[int64]*stream{}, changed: make(chan struct{})}
+}
+
+func (t *Tracker) notify() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+func (t *Tracker) open(id int64, api string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.streams[id] = &stream{api: api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
+	t.notify()
+}
+
+func (t *Tracker) closed(id int64, node *corev3.Node) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.streams[id]; s != nil && s.node != nil {
+		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "stream", id)
+	}
+	delete(t.streams, id)
+	t.notify()
+}
+
+// request records an ACK or NACK. Requests whose nonce is not the last one sent are stale: the server
+// ignores them and so do we.
+func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.streams[id]
+	if s == nil {
+		return
+	}
+	if s.node == nil && node != nil {
+		s.node = node
+		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id)
+	}
+	ts := s.types[typeURL]
+	if ts == nil {
+		ts = &TypeStatus{TypeURL: typeURL}
+		s.types[typeURL] = ts
+	}
+	if nonce == "" || nonce != ts.sentNonce || !ts.pending {
+		return
+	}
+	ts.pending = false
+	if hasErr {
+		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
+		t.log.Warn("proxy rejected config", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node),
+			"type", shortType(typeURL), "version", ts.SentVersion, "error", errDetail)
+	} else {
+		ts.Nacked, ts.NackMessage = false, ""
+		ts.AckedVersion = ts.SentVersion
+		s.lastAcked = ts.SentVersion
+	}
+	t.notify()
+}
+
+func (t *Tracker) response(id int64, typeURL, nonce, version string, resources int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.streams[id]
+	if s == nil {
+		return
+	}
+	ts := s.types[typeURL]
+	if ts == nil {
+		ts = &TypeStatus{TypeURL: typeURL}
+		s.types[typeURL] = ts
+	}
+	ts.sentNonce, ts.SentVersion, ts.pending = nonce, version, true
+	t.log.Debug("push", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "type", shortType(typeURL),
+		"version", version, "resources", resources, "api", s.api)
+	t.notify()
+}
+
+func shortType(u string) string { return u[strings.LastIndex(u, ".")+1:] }
+
+// Proxies returns the status of every connected Envoy, sorted by node id.
+func (t *Tracker) Proxies() []ProxyStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.proxies()
+}
+
+func (t *Tracker) proxies() []ProxyStatus {
+	out := make([]ProxyStatus, 0, len(t.streams))
+	for _, s := range t.streams {
+		if s.node == nil {
+			continue
+		}
+		g := xdscache.GroupOf(s.node)
+		current, _ := t.cache.State(g)
+		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
+			Version: s.lastAcked, Current: current.Version, State: Synced}
+		latestSent := ""
+		for _, ts := range s.types {
+			p.Types = append(p.Types, *ts)
+			if ts.SentVersion == current.Version {
+				latestSent = current.Version
+			}
+			switch {
+			case ts.Nacked:
+				p.State = Nacked
+				p.Message = shortType(ts.TypeURL) + ": " + ts.NackMessage
+			case ts.pending && p.State == Synced:
+				p.State = Stale
+			}
+		}
+		if p.State == Synced && latestSent != current.Version {
+			p.State = Stale
+		}
+		slices.SortFunc(p.Types, func(a, b TypeStatus) int { return strings.Compare(a.TypeURL, b.TypeURL) })
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b ProxyStatus) int {
+		return strings.Compare(a.NodeID+"\x00"+a.API, b.NodeID+"\x00"+b.API)
+	})
+	return out
+}
+
+// Wait blocks until cond holds for the current proxies or ctx ends; it returns whether cond held.
+func (t *Tracker) Wait(ctx context.Context, cond func([]ProxyStatus) bool) bool {
+	for {
+		t.mu.Lock()
+		ok := cond(t.proxies())
+		ch := t.changed
+		t.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		case <-time.After(200 * time.Millisecond): // the cache may change without any stream event
+		}
+	}
+}
+
+// go-control-plane callbacks.
+
+func (t *Tracker) OnStreamOpen(_ context.Context, id int64, _ string) error {
+	t.open(id, "sotw")
+	return nil
+}
+func (t *Tracker) OnStreamClosed(id int64, node *corev3.Node) { t.closed(id, node) }
+func (t *Tracker) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error {
+	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	return nil
+}
+func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
+	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo(), len(r.GetResources()))
+}
+func (t *Tracker) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error {
+	t.open(id, "delta")
+	return nil
+}
+func (t *Tracker) OnDeltaStreamClosed(id int64, node *corev3.Node) { t.closed(id, node) }
+func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequest) error {
+	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	return nil
+}
+func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
+	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo(), len(r.GetResources())+len(r.GetRemovedResources()))
+}
+func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
+func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}
+
+// WaitGroupSynced waits, at most timeout, until every connected proxy of group has acknowledged version.
+// A group with no proxy connected is synced.
+func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return t.Wait(ctx, func(ps []ProxyStatus) bool {
+		for _, p := range ps {
+			if p.Group == group && (p.State != Synced || p.Current != version) {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,405 @@
+// Package e2e runs lbplane as users do: the real binaries, a real Envoy, real HTTP backends, all on
+// loopback, with assertions on the traffic that goes through.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+	"github.com/lbplane/lbplane/internal/backend"
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+const token = "e2e-test-token"
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lbplane-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	args := []string{"build", "-o", dir + "/"}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/...")...)
+	cmd.Dir = tools.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the binaries: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback port nobody listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Backend is a real HTTP server on loopback.
+type Backend struct {
+	*backend.Backend
+	Port int
+	srv  *http.Server
+	lis  net.Listener
+}
+
+func startBackend(t *testing.T, name string, delay time.Duration) *Backend {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Backend{Backend: backend.New(name, 1024, delay), Port: lis.Addr().(*net.TCPAddr).Port, lis: lis}
+	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
+	go b.srv.Serve(lis)
+	t.Cleanup(func() { b.srv.Close() })
+	return b
+}
+
+func startBackends(t *testing.T, names ...string) []*Backend {
+	var out []*Backend
+	for _, n := range names {
+		out = append(out, startBackend(t, n, 0))
+	}
+	return out
+}
+
+// Stop closes the backend's listener and connections: a dead backend.
+func (b *Backend) Stop() { b.srv.Close() }
+
+// Process is a child process whose output goes to a file kept for failed tests.
+type Process struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func startProcess(t *testing.T, logName string, name string, args ...string) *Process {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), logName)
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			t.Logf("--- %s (last 20000 bytes)\n%s", logName, b)
+		}
+	})
+	return p
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (p *Process) Kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Lbplane is a running `lbplane serve`.
+type Lbplane struct {
+	*Process
+	DataDir  string
+	XDSAddr  string
+	APIURL   string
+	Client   *pushapi.Client
+	xdsPort  int
+	apiPort  int
+	extraArg []string
+}
+
+func startLbplane(t *testing.T, extra ...string) *Lbplane {
+	t.Helper()
+	l := &Lbplane{DataDir: t.TempDir(), xdsPort: freePort(t), apiPort: freePort(t), extraArg: extra}
+	l.XDSAddr = fmt.Sprintf("127.0.0.1:%d", l.xdsPort)
+	l.APIURL = fmt.Sprintf("http://127.0.0.1:%d", l.apiPort)
+	l.Client = &pushapi.Client{BaseURL: l.APIURL, Token: token}
+	l.start(t)
+	return l
+}
+
+func (l *Lbplane) start(t *testing.T) {
+	t.Helper()
+	args := append([]string{"serve", "--data-dir", l.DataDir, "--xds-address", l.XDSAddr,
+		"--api-address", fmt.Sprintf("127.0.0.1:%d", l.apiPort), "--token", token, "--log-level", "debug"}, l.extraArg...)
+	l.Process = startProcess(t, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
+	eventually(t, 30*time.Second, "lbplane serves its API", func() error {
+		resp, err := http.Get(l.APIURL + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+}
+
+// Restart starts lbplane again on the same ports and data directory after it was killed.
+func (l *Lbplane) Restart(t *testing.T) { l.start(t) }
+
+// Envoy is a running Envoy fed by lbplane.
+type Envoy struct {
+	*Process
+	NodeID    string
+	AdminPort int
+}
+
+func startEnvoy(t *testing.T, l *Lbplane, nodeID string, delta bool) *Envoy {
+	t.Helper()
+	bin := tools.Require(t, "envoy")
+	e := &Envoy{NodeID: nodeID, AdminPort: freePort(t)}
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, "-c", cfg, "--use-dynamic-base-id",
+		"--concurrency", "1", "-l", "info", "--drain-time-s", "1")
+	return e
+}
+
+// ConfigDump returns Envoy's dynamic config, without timestamps.
+func (e *Envoy) ConfigDump(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/config_dump", e.AdminPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "last_updated") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// policy renders a YAML template with the given data (ports of backends etc.).
+func policy(t *testing.T, text string, data any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	funcs := template.FuncMap{"inc": func(i int) int { return i + 1 }}
+	if err := template.Must(template.New("p").Funcs(funcs).Parse(text)).Execute(&buf, data); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func push(t *testing.T, l *Lbplane, doc []byte) {
+	t.Helper()
+	if _, err := l.Client.Apply(context.Background(), doc, false); err != nil {
+		t.Fatalf("push: %v", err)
+	}
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting until %s: %v", timeout, what, err)
+}
+
+// waitSynced waits until every connected proxy runs the current config.
+func waitSynced(t *testing.T, l *Lbplane, proxies int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d proxies are SYNCED", proxies), func() error {
+		ps, err := l.Client.Proxies(context.Background())
+		if err != nil {
+			return err
+		}
+		if len(ps) != proxies {
+			return fmt.Errorf("%d proxies connected", len(ps))
+		}
+		for _, p := range ps {
+			if p.State != xdsserver.Synced {
+				return fmt.Errorf("%s is %s %s", p.NodeID, p.State, p.Message)
+			}
+		}
+		return nil
+	})
+}
+
+// waitServing waits until url answers 200 through Envoy with one of the wanted backends.
+func waitServing(t *testing.T, url string, want ...string) {
+	t.Helper()
+	eventually(t, 30*time.Second, url+" answers", func() error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		got := resp.Header.Get("X-Backend")
+		for _, w := range want {
+			if got == w {
+				return nil
+			}
+		}
+		return fmt.Errorf("answered by %q", got)
+	})
+}
+
+// Client sends requests and counts answers by backend.
+type Client struct {
+	HTTP *http.Client
+}
+
+func newClient(keepAlive bool) *Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableKeepAlives: !keepAlive}
+	return &Client{HTTP: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+}
+
+// Do sends one request and returns the backend that answered and the status.
+func (c *Client) Do(req *http.Request) (string, int, error) {
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return "", 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.Header.Get("X-Backend"), resp.StatusCode, nil
+}
+
+// Spread sends n sequential GETs and counts the answers by backend; any failure fails the test.
+func (c *Client) Spread(t *testing.T, url string, n int, header map[string]string) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for i := 0; i < n; i++ {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		b, code, err := c.Do(req)
+		if err != nil || code != 200 {
+			t.Fatalf("request %d to %s: status %d, error %v", i, url, code, err)
+		}
+		counts[b]++
+	}
+	return counts
+}
+
+// Load sends requests at a steady rate from several goroutines until stopped, counting failures.
+type Load struct {
+	OK, Failed atomic.Int64
+	mu         sync.Mutex
+	Errors     []string
+	Backends   map[string]int
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// startLoad sends about rps requests per second to url over `workers` keep-alive connections. The loop is
+// bounded: it stops at Stop or after maxDuration, whichever comes first.
+func startLoad(url string, rps, workers int, maxDuration time.Duration) *Load {
+	l := &Load{stop: make(chan struct{}), Backends: map[string]int{}}
+	c := newClient(true)
+	interval := time.Duration(int64(time.Second) * int64(workers) / int64(rps))
+	deadline := time.Now().Add(maxDuration)
+	for w := 0; w < workers; w++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for time.Now().Before(deadline) {
+				select {
+				case <-l.stop:
+					return
+				case <-tick.C:
+				}
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				b, code, err := c.Do(req)
+				l.mu.Lock()
+				if err != nil || code != 200 {
+					l.Failed.Add(1)
+					if len(l.Errors) < 20 {
+						l.Errors = append(l.Errors, fmt.Sprintf("%s: status %d backend %q err %v", time.Now().Format("15:04:05.000"), code, b, err))
+					}
+				} else {
+					l.OK.Add(1)
+					l.Backends[b]++
+				}
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+// Stop ends the load and waits for in-flight requests.
+func (l *Load) Stop() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// RequireNoFailures fails the test if any request failed, and if too few were sent to mean anything.
+func (l *Load) RequireNoFailures(t *testing.T, minOK int64) {
+	t.Helper()
+	if f := l.Failed.Load(); f > 0 {
+		t.Errorf("%d of %d requests failed: %v", f, f+l.OK.Load(), l.Errors)
+	}
+	if ok := l.OK.Load(); ok < minOK {
+		t.Errorf("only %d requests succeeded; expected at least %d", ok, minOK)
+	}
+}
+
+func within(t *testing.T, what string, got, want int, tolerance float64) {
+	t.Helper()
+	lo, hi := float64(want)*(1-tolerance), float64(want)*(1+tolerance)
+	if float64(got) < lo || float64(got) > hi {
+		t.Errorf("%s: got %d, want %d ±%.0f%% (%.0f..%.0f)", what, got, want, tolerance*100, lo, hi)
+	}
+}

@@ -1,0 +1,36 @@
+package lbctl
+
+import (
+	"github.com/spf13/cobra"
+
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+)
+
+func newBootstrap() *cobra.Command {
+	p := envoybootstrap.Params{}
+	cmd := &cobra.Command{
+		Use:   "bootstrap --node-id ID",
+		Short: "Print an Envoy bootstrap that gets its config from lbplane",
+		Example: `  lbctl bootstrap --node-id envoy-1 > envoy.yaml && envoy -c envoy.yaml
+  lbctl bootstrap --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000
+  lbctl bootstrap --node-id envoy-1 | envoy -c /dev/stdin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := envoybootstrap.Render(p)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.NodeID, "node-id", "", "Envoy node id, unique per Envoy")
+	f.StringVar(&p.Group, "proxy-group", "default", "proxy group: serves the policies with this spec.proxyGroup")
+	f.StringVar(&p.XDS, "xds-address", "127.0.0.1:18000", "lbplane xDS address")
+	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
+	f.IntVar(&p.AdminPort, "admin-port", 19000, "Envoy admin port (bound to 127.0.0.1 only)")
+	f.IntVar(&p.MaxConnections, "max-connections", 100000, "Envoy's global limit on downstream connections")
+	cmd.MarkFlagRequired("node-id")
+	return cmd
+}

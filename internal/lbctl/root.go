@@ -1,0 +1,104 @@
+// Package lbctl holds the lbctl commands, one file each. Each command's RunE hands off to a plain function
+// that writes to the command's output, so tests can run them without a process.
+package lbctl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+)
+
+// globals are the flags every remote command shares.
+type globals struct {
+	server    string
+	token     string
+	tokenFile string
+}
+
+func (g *globals) client() (*pushapi.Client, error) {
+	token := g.token
+	if token == "" {
+		token = os.Getenv("LBPLANE_TOKEN")
+	}
+	if token == "" && g.tokenFile != "" {
+		b, err := os.ReadFile(g.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		return nil, errors.New("no token: pass --token or --token-file, or set LBPLANE_TOKEN or LBPLANE_TOKEN_FILE (lbplane writes it to <data-dir>/token)")
+	}
+	return &pushapi.Client{BaseURL: g.server, Token: token}, nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// New returns the root command.
+func New() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "lbctl",
+		Short:         "Push, inspect and check lbplane load-balancing policies",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", envOr("LBPLANE_SERVER", "http://127.0.0.1:18001"), "lbplane push API URL (env LBPLANE_SERVER)")
+	pf.StringVar(&g.token, "token", "", "push API bearer token (env LBPLANE_TOKEN)")
+	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE)")
+	root.AddCommand(newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newTranslate(), newBootstrap(), newVersion())
+	return root
+}
+
+// Main runs lbctl and returns the process exit code. Errors go to stderr, one line each.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := New()
+	cmd.SetArgs(args)
+	cmd.SetIn(stdin)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	if err := cmd.Execute(); err != nil {
+		PrintError(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// PrintError writes every error of err on its own line.
+func PrintError(w io.Writer, err error) {
+	var apiErr *pushapi.APIError
+	var lines []string
+	switch {
+	case errors.As(err, &apiErr):
+		lines = apiErr.Errors
+	default:
+		lines = flatten(err)
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, "error: "+strings.ReplaceAll(l, "\n", " "))
+	}
+}
+
+func flatten(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []string{err.Error()}
+}

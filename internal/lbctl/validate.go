@@ -1,0 +1,86 @@
+package lbctl
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+func newValidate() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "validate -f FILE|DIR|-",
+		Short: "Check policies offline: every field error, and conflicts between the given policies",
+		Example: `  lbctl validate -f examples/
+  lbctl validate -f policy.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			docs, err := manifest.ReadPath(file, cmd.InOrStdin())
+			var errs []error
+			if err != nil {
+				errs = append(errs, err)
+			}
+			res, derrs := translateDocs(docs)
+			errs = append(errs, derrs...)
+			if len(errs) > 0 {
+				return errors.Join(errs...)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d policies valid\n", len(res.Policies))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
+	cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+// translateDocs translates documents offline and returns every field error and conflict, one per policy
+// problem, named by source.
+func translateDocs(docs []manifest.Document) (*translate.Result, []error) {
+	var policies []*v1alpha1.LoadBalancerPolicy
+	source := map[translate.Key]string{}
+	var errs []error
+	for _, d := range docs {
+		k := translate.KeyOf(d.Policy)
+		if prev, dup := source[k]; dup {
+			errs = append(errs, fmt.Errorf("%s: %s is also defined in %s", d.Source, k, prev))
+			continue
+		}
+		source[k] = d.Source
+		policies = append(policies, d.Policy)
+	}
+	res := translate.Translate(policies)
+	keys := make([]translate.Key, 0, len(res.Policies))
+	for k := range res.Policies {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b translate.Key) int { return cmpString(source[a], source[b]) })
+	for _, k := range keys {
+		r := res.Policies[k]
+		switch {
+		case len(r.Errors) > 0:
+			for _, e := range r.Errors {
+				errs = append(errs, fmt.Errorf("%s (%s): %s", k, source[k], e.Error()))
+			}
+		case !r.Accepted:
+			errs = append(errs, fmt.Errorf("%s (%s): %s", k, source[k], r.AcceptedMessage))
+		}
+	}
+	return res, errs
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

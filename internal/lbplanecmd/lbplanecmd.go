@@ -1,0 +1,83 @@
+// Package lbplanecmd holds the lbplane command line.
+package lbplanecmd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lbplane/lbplane/controlplane/serve"
+	"github.com/lbplane/lbplane/internal/version"
+)
+
+// Main runs lbplane and returns the exit code.
+func Main(args []string) int {
+	root := &cobra.Command{Use: "lbplane", Short: "Load-balancing control plane for Envoy", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newServe(), &cobra.Command{
+		Use: "version", Short: "Print lbplane's version", Args: cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "lbplane "+version.String()) },
+	})
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error: "+err.Error())
+		return 1
+	}
+	return 0
+}
+
+func newServe() *cobra.Command {
+	cfg := serve.Config{}
+	var logFormat, logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve xDS to Envoy and the push API to lbctl",
+		Example: `  lbplane serve --data-dir /var/lib/lbplane
+  lbplane serve --data-dir ./data --config-dir ./policies --xds-address 0.0.0.0:18000`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.Log = log
+			if cfg.Token == "" {
+				cfg.Token = os.Getenv("LBPLANE_TOKEN")
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve.Run(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.XDSAddress, "xds-address", "0.0.0.0:18000", "address Envoys connect to (ADS over gRPC)")
+	f.StringVar(&cfg.APIAddress, "api-address", "127.0.0.1:18001", "address of the push API lbctl uses")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the durable policy store and the generated token (required)")
+	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
+	f.StringVar(&cfg.Token, "token", "", "push API bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
+	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long each step of a make-before-break change waits for every Envoy of the group to acknowledge the previous one")
+	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: unsupported value %q; supported: debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: unsupported value %q; supported: text, json", format)
+}
