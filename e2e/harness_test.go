@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -196,26 +197,57 @@ func startEnvoy(t *testing.T, l *Lbplane, nodeID string, delta bool) *Envoy {
 		t.Fatal(err)
 	}
 	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, "-c", cfg, "--use-dynamic-base-id",
-		"--concurrency", "1", "-l", "info", "--drain-time-s", "1")
+		"--concurrency", "1", "-l", "warn", "--component-log-level", "config:info,upstream:info", "--drain-time-s", "1")
 	return e
 }
 
-// ConfigDump returns Envoy's dynamic config, without timestamps.
+// ConfigDump returns Envoy's dynamic config (clusters, endpoints, listeners, routes) as canonical JSON,
+// without update timestamps: the bootstrap part is left out because Envoy prints its maps in random order.
 func (e *Envoy) ConfigDump(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/config_dump", e.AdminPort))
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/config_dump?include_eds", e.AdminPort))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.Contains(line, "last_updated") {
-			out = append(out, line)
-		}
+	var dump struct {
+		Configs []map[string]any `json:"configs"`
 	}
-	return strings.Join(out, "\n")
+	if err := json.NewDecoder(resp.Body).Decode(&dump); err != nil {
+		t.Fatal(err)
+	}
+	var keep []any
+	for _, c := range dump.Configs {
+		if typ, _ := c["@type"].(string); strings.HasSuffix(typ, "BootstrapConfigDump") {
+			continue
+		}
+		keep = append(keep, dropKey(c, "last_updated"))
+	}
+	b, err := json.MarshalIndent(keep, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func dropKey(v any, key string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, val := range x {
+			if k != key {
+				out[k] = dropKey(val, key)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, val := range x {
+			out[i] = dropKey(val, key)
+		}
+		return out
+	}
+	return v
 }
 
 // policy renders a YAML template with the given data (ports of backends etc.).
@@ -318,11 +350,7 @@ func (c *Client) Spread(t *testing.T, url string, n int, header map[string]strin
 	t.Helper()
 	counts := map[string]int{}
 	for i := 0; i < n; i++ {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		b, code, err := c.Do(req)
+		b, code, err := doWith(c, url, header)
 		if err != nil || code != 200 {
 			t.Fatalf("request %d to %s: status %d, error %v", i, url, code, err)
 		}
@@ -402,4 +430,28 @@ func within(t *testing.T, what string, got, want int, tolerance float64) {
 	if float64(got) < lo || float64(got) > hi {
 		t.Errorf("%s: got %d, want %d ±%.0f%% (%.0f..%.0f)", what, got, want, tolerance*100, lo, hi)
 	}
+}
+
+func doWith(c *Client, url string, header map[string]string) (string, int, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	for k, v := range header {
+		if strings.EqualFold(k, "Host") {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	return c.Do(req)
+}
+
+// requestVia returns an error unless the request gets a 200.
+func requestVia(c *Client, url string, header map[string]string) (string, error) {
+	b, code, err := doWith(c, url, header)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("status %d", code)
+	}
+	return b, err
 }

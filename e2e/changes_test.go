@@ -1,0 +1,310 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"github.com/google/go-cmp/cmp"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// changeSteps are the policies pushed one after the other while traffic flows. Each names the backends that
+// must be serving once it is live.
+var changeSteps = []struct {
+	name, yaml string
+	serving    []string
+}{
+	{"three endpoints", `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: live}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      endpoints:
+        - {address: 127.0.0.1, port: {{(index .B 0).Port}}}
+        - {address: 127.0.0.1, port: {{(index .B 1).Port}}}
+        - {address: 127.0.0.1, port: {{(index .B 2).Port}}}
+`, []string{"b0", "b1", "b2"}},
+	{"new weights", `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: live}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      endpoints:
+        - {address: 127.0.0.1, port: {{(index .B 0).Port}}, weight: 5}
+        - {address: 127.0.0.1, port: {{(index .B 1).Port}}, weight: 1}
+        - {address: 127.0.0.1, port: {{(index .B 2).Port}}, weight: 1}
+`, []string{"b0", "b1", "b2"}},
+	{"a new endpoint", `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: live}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      endpoints:
+        - {address: 127.0.0.1, port: {{(index .B 0).Port}}, weight: 5}
+        - {address: 127.0.0.1, port: {{(index .B 1).Port}}, weight: 1}
+        - {address: 127.0.0.1, port: {{(index .B 2).Port}}, weight: 1}
+        - {address: 127.0.0.1, port: {{(index .B 3).Port}}, weight: 1}
+`, []string{"b0", "b1", "b2", "b3"}},
+	{"a removed endpoint", `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: live}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      endpoints:
+        - {address: 127.0.0.1, port: {{(index .B 1).Port}}}
+        - {address: 127.0.0.1, port: {{(index .B 2).Port}}}
+        - {address: 127.0.0.1, port: {{(index .B 3).Port}}}
+`, []string{"b1", "b2", "b3"}},
+	{"a new backend behind a weighted route (a new cluster)", `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: live}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  routes:
+    - backends: [{name: app, weight: 1}, {name: green, weight: 1}]
+  backends:
+    - name: app
+      endpoints:
+        - {address: 127.0.0.1, port: {{(index .B 1).Port}}}
+        - {address: 127.0.0.1, port: {{(index .B 2).Port}}}
+    - name: green
+      endpoints:
+        - {address: 127.0.0.1, port: {{(index .B 4).Port}}}
+`, []string{"b1", "b2", "b4"}},
+	{"the old backend removed (a removed cluster)", `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: live}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: green
+      loadBalancing: {algorithm: LeastRequest}
+      endpoints:
+        - {address: 127.0.0.1, port: {{(index .B 4).Port}}}
+        - {address: 127.0.0.1, port: {{(index .B 0).Port}}}
+`, []string{"b4", "b0"}},
+}
+
+func TestChangesUnderLoadLoseNoRequest(t *testing.T) {
+	for _, delta := range []bool{true, false} {
+		t.Run(map[bool]string{true: "delta", false: "sotw"}[delta], func(t *testing.T) {
+			bs := startBackends(t, "b0", "b1", "b2", "b3", "b4")
+			e := setup(t, delta, changeSteps[0].yaml, bs...)
+			waitServing(t, e.URL, "b0", "b1", "b2")
+			waitSynced(t, e.L, 1)
+			dumpBefore := e.E.ConfigDump(t)
+			load := startLoad(e.URL, 400, 8, 2*time.Minute)
+			c := newClient(true)
+			for _, step := range changeSteps[1:] {
+				push(t, e.L, policy(t, step.yaml, e))
+				want := map[string]bool{}
+				for _, s := range step.serving {
+					want[s] = true
+				}
+				eventually(t, 20*time.Second, "step "+step.name+" is live", func() error {
+					got := c.Spread(t, e.URL, 60, nil)
+					for b := range got {
+						if !want[b] {
+							return fmt.Errorf("still served by %s: %v", b, got)
+						}
+					}
+					for b := range want {
+						if got[b] == 0 {
+							return fmt.Errorf("%s not serving yet: %v", b, got)
+						}
+					}
+					return nil
+				})
+				waitSynced(t, e.L, 1)
+				time.Sleep(300 * time.Millisecond)
+			}
+			load.Stop()
+			load.RequireNoFailures(t, 300)
+			t.Logf("%d requests during %d changes, %d failed; served by %v", load.OK.Load(), len(changeSteps)-1, load.Failed.Load(), load.Backends)
+			if e.E.ConfigDump(t) == dumpBefore {
+				t.Error("Envoy's config did not change")
+			}
+		})
+	}
+}
+
+const twoPolicies = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: good}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      endpoints: [{address: 127.0.0.1, port: {{(index .B 0).Port}}}]
+---
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: other}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port2}}, protocol: HTTP}
+  backends:
+    - name: app
+      endpoints: [{address: 127.0.0.1, port: {{(index .B 0).Port}}}]
+`
+
+func lbctl(t *testing.T, l *Lbplane, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "lbctl"), append([]string{"--server", l.APIURL, "--token", token}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+func TestInvalidPolicyIsRejectedAndNothingChanges(t *testing.T) {
+	bs := startBackends(t, "good", "other", "newer")
+	l := startLbplane(t)
+	port, port2 := freePort(t), freePort(t)
+	data := map[string]any{"Port": port, "Port2": port2, "B": bs}
+	startEnvoy(t, l, "envoy-1", true)
+	push(t, l, policy(t, twoPolicies, data))
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitServing(t, url, "good")
+	waitSynced(t, l, 1)
+	before, _, err := lbctl(t, l, "", "get", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bad := fmt.Sprintf(`
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: good}
+spec:
+  listener: {address: 127.0.0.1, port: %d, protocol: HTTP}
+  backends:
+    - name: app
+      loadBalancing: {algorithm: RoundRobn}
+      endpoints: [{address: 127.0.0.1, port: 0}, {address: nowhere, port: %d}]
+---
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: other}
+spec:
+  listener: {address: 127.0.0.1, port: %d, protocol: HTTP}
+  backends:
+    - name: app
+      endpoints: [{address: 127.0.0.1, port: %d}]
+`, port, bs[1].Port, port2, bs[2].Port)
+	load := startLoad(url, 200, 4, time.Minute)
+	_, stderr, err := lbctl(t, l, bad, "push-config", "-f", "-")
+	if err == nil {
+		t.Fatal("lbctl push-config accepted an invalid policy")
+	}
+	for _, want := range []string{
+		`error: default/good (<stdin>#1): spec.backends[0].loadBalancing.algorithm: unsupported value "RoundRobn"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev`,
+		`error: default/good (<stdin>#1): spec.backends[0].endpoints[0].port: must be between 1 and 65535, got 0`,
+		`error: default/good (<stdin>#1): spec.backends[0].endpoints[1].address: must be an IP address, got "nowhere"`,
+	} {
+		if !strings.Contains(stderr, want+"\n") {
+			t.Errorf("stderr lacks the line %q:\n%s", want, stderr)
+		}
+	}
+	if n := strings.Count(stderr, "\n"); n != 3 {
+		t.Errorf("want one line per error (3), got %d:\n%s", n, stderr)
+	}
+	// All or nothing: the valid "other" in the same push was not applied either.
+	after, _, _ := lbctl(t, l, "", "get", "-o", "json")
+	if stripVolatile(after) != stripVolatile(before) {
+		t.Errorf("the accepted state changed after a refused push:\nbefore %s\nafter %s", before, after)
+	}
+	// Envoy keeps serving the previous config...
+	got := newClient(true).Spread(t, url, 100, nil)
+	if got["good"] != 100 {
+		t.Errorf("after the refused push: %v, want all on good", got)
+	}
+	// ...and other policies still update.
+	fixed := strings.SplitN(bad, "---", 2)[1]
+	if out, stderr, err := lbctl(t, l, fixed, "push-config", "-f", "-"); err != nil {
+		t.Fatalf("a valid push after a refused one: %v %s", err, stderr)
+	} else if !strings.Contains(out, "default/other configured (generation 2)") {
+		t.Errorf("push output: %q", out)
+	}
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port2), "newer")
+	load.Stop()
+	load.RequireNoFailures(t, 100)
+}
+
+// stripVolatile drops what changes on its own (ages and transition times).
+func stripVolatile(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.Contains(l, "lastTransitionTime") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestRestartLosesNothing(t *testing.T) {
+	bs := startBackends(t, "r0", "r1", "r2")
+	e := setup(t, true, roundRobin, bs...)
+	waitServing(t, e.URL, "r0", "r1", "r2")
+	waitSynced(t, e.L, 1)
+	getBefore, _, err := lbctl(t, e.L, "", "get", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumpBefore := e.E.ConfigDump(t)
+
+	load := startLoad(e.URL, 300, 6, 2*time.Minute)
+	time.Sleep(500 * time.Millisecond)
+	e.L.Kill() // SIGKILL: no chance to clean up
+	time.Sleep(3 * time.Second)
+	okWhileDown := load.OK.Load()
+	e.L.Restart(t)
+	waitSynced(t, e.L, 1)
+	time.Sleep(time.Second)
+	load.Stop()
+	load.RequireNoFailures(t, 1000)
+	if okWhileDown == 0 {
+		t.Error("no request succeeded while lbplane was down")
+	}
+
+	getAfter, _, err := lbctl(t, e.L, "", "get", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stripVolatile(getAfter) != stripVolatile(getBefore) {
+		t.Errorf("policies differ after the restart:\nbefore %s\nafter %s", getBefore, getAfter)
+	}
+	p, err := e.L.Client.Get(context.Background(), "default", "rr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Generation != 1 || p.CreationTimestamp.IsZero() {
+		t.Errorf("metadata not kept: generation %d created %v", p.Generation, p.CreationTimestamp)
+	}
+	if dumpAfter := e.E.ConfigDump(t); dumpAfter != dumpBefore {
+		t.Errorf("Envoy's config changed across the restart (-before +after):\n%s", cmp.Diff(dumpBefore, dumpAfter))
+	}
+	out, _, err := lbctl(t, e.L, "", "status")
+	if err != nil || !strings.Contains(out, "SYNCED") {
+		t.Errorf("lbctl status after restart: %v\n%s", err, out)
+	}
+	t.Logf("%d requests, %d while lbplane was down, 0 failed", load.OK.Load(), okWhileDown)
+}
