@@ -39,7 +39,13 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, now met
 		case xdsserver.Synced:
 			st.Proxies.Synced++
 		case xdsserver.Nacked:
-			nacks = append(nacks, fmt.Sprintf("%s: %s", p.NodeID, p.Message))
+			// Envoy applies the resources of an update it can and names the ones it rejects; a rejection of
+			// another policy's listener or cluster does not make this one unprogrammed.
+			if mentionsAny(p.Message, append([]string{r.Listener}, r.Clusters...)) {
+				nacks = append(nacks, fmt.Sprintf("%s: %s", p.NodeID, p.Message))
+			} else {
+				st.Proxies.Synced++
+			}
 		}
 	}
 	prog := metav1.Condition{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionFalse,
@@ -60,4 +66,27 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, now met
 	}
 	st.Conditions = append(st.Conditions, prog)
 	return st
+}
+
+// mentionsAny reports whether msg names one of the resources as a whole word: "http-80" is not named by a
+// message about "http-8080".
+func mentionsAny(msg string, names []string) bool {
+	for _, n := range names {
+		for i := 0; n != "" && i < len(msg); {
+			j := strings.Index(msg[i:], n)
+			if j < 0 {
+				break
+			}
+			start, end := i+j, i+j+len(n)
+			if (start == 0 || !nameChar(msg[start-1])) && (end == len(msg) || !nameChar(msg[end])) {
+				return true
+			}
+			i = start + 1
+		}
+	}
+	return false
+}
+
+func nameChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '/' || c == '.'
 }

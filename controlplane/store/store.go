@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 var bucket = []byte("policies")
@@ -49,7 +50,7 @@ func Open(dir string) (*Store, error) {
 	}
 	db, err := bolt.Open(filepath.Join(dir, "policies.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("%s is in use by another lbplane", dir)
 		}
 		return nil, err

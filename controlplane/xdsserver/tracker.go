@@ -39,15 +39,17 @@ type TypeStatus struct {
 
 // ProxyStatus describes one connected Envoy (one ADS stream).
 type ProxyStatus struct {
-	NodeID      string       `json:"nodeId"`
-	Group       string       `json:"group"`
-	API         string       `json:"api"` // "sotw" or "delta"
-	ConnectedAt time.Time    `json:"connectedAt"`
-	State       string       `json:"state"`
-	Version     string       `json:"version"` // the config version it last acknowledged
-	Current     string       `json:"currentVersion"`
-	Message     string       `json:"message,omitempty"`
-	Types       []TypeStatus `json:"types"`
+	NodeID      string    `json:"nodeId"`
+	Group       string    `json:"group"`
+	API         string    `json:"api"` // "sotw" or "delta"
+	ConnectedAt time.Time `json:"connectedAt"`
+	State       string    `json:"state"`
+	Version     string    `json:"version"` // the config version it last acknowledged
+	Current     string    `json:"currentVersion"`
+	Message     string    `json:"message,omitempty"`
+	// Responses counts the responses sent on the stream.
+	Responses int64        `json:"responses"`
+	Types     []TypeStatus `json:"types"`
 }
 
 type stream struct {
@@ -56,6 +58,7 @@ type stream struct {
 	connectedAt time.Time
 	types       map[string]*TypeStatus
 	lastAcked   string
+	responses   int64
 }
 
 // Tracker implements go-control-plane's server callbacks.
@@ -145,6 +148,7 @@ func (t *Tracker) response(id int64, typeURL, nonce, version string, resources i
 		s.types[typeURL] = ts
 	}
 	ts.sentNonce, ts.SentVersion, ts.pending = nonce, version, true
+	s.responses++
 	t.log.Debug("push", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "type", shortType(typeURL),
 		"version", version, "resources", resources, "api", s.api)
 	t.notify()
@@ -168,7 +172,7 @@ func (t *Tracker) proxies() []ProxyStatus {
 		g := xdscache.GroupOf(s.node)
 		current, _ := t.cache.State(g)
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
-			Version: s.lastAcked, Current: current.Version, State: Synced}
+			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses}
 		latestSent := ""
 		for _, ts := range s.types {
 			p.Types = append(p.Types, *ts)
@@ -243,17 +247,35 @@ func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryReq
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
 func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}
 
-// WaitGroupSynced waits, at most timeout, until every connected proxy of group has acknowledged version.
-// A group with no proxy connected is synced.
+// WaitGroupSynced waits, at most timeout, until every connected proxy of group has answered version: it
+// acknowledged it, or rejected it (Envoy applies what it can of a rejected update, and waiting longer would
+// not change its answer). A group with no proxy connected is synced.
 func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return t.Wait(ctx, func(ps []ProxyStatus) bool {
 		for _, p := range ps {
-			if p.Group == group && (p.State != Synced || p.Current != version) {
+			if p.Group == group && !answered(p, version) {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+func answered(p ProxyStatus, version string) bool {
+	if p.Current != version {
+		return false
+	}
+	if p.State == Synced {
+		return true
+	}
+	sent := false
+	for _, ts := range p.Types {
+		if ts.pending {
+			return false
+		}
+		sent = sent || ts.SentVersion == version
+	}
+	return p.State == Nacked && sent
 }
