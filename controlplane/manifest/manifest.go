@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -84,6 +85,13 @@ func DecodeDocument(b []byte) (Document, error) {
 	if err != nil {
 		return Document{}, fmt.Errorf("not valid YAML: %w", err)
 	}
+	var generic any
+	if err := json.Unmarshal(j, &generic); err != nil {
+		return Document{}, describe(err)
+	}
+	if unknown := unknownFields(generic, reflect.TypeOf(v1alpha1.LoadBalancerPolicy{}), ""); len(unknown) > 0 {
+		return Document{}, fmt.Errorf("unknown field %s", strings.Join(unknown, ", "))
+	}
 	p := &v1alpha1.LoadBalancerPolicy{}
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()
@@ -95,6 +103,8 @@ func DecodeDocument(b []byte) (Document, error) {
 	}
 	return Document{Policy: p, Raw: j}, nil
 }
+
+var unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
 
 // describe turns encoding/json errors into "field: reason" form.
 func describe(err error) error {

@@ -26,7 +26,7 @@ type Record struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Document is the policy as pushed (JSON), byte for byte.
-	Document json.RawMessage `json:"document"`
+	Document []byte `json:"document"`
 	// Generation increases by one each time the spec changes.
 	Generation int64 `json:"generation"`
 	// Created is when the policy was first accepted; it decides who wins a conflict.
