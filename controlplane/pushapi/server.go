@@ -247,9 +247,9 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 
 func (s *Server) now() time.Time {
 	if s.Now != nil {
-		return s.Now().UTC().Truncate(time.Second)
+		return s.Now().UTC()
 	}
-	return time.Now().UTC().Truncate(time.Second)
+	return time.Now().UTC()
 }
 
 func newUID() string {

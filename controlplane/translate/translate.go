@@ -100,8 +100,16 @@ func clone(p *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
 // so accepting a new policy never takes a port or hostname away from a live one.
 func Translate(policies []*v1alpha1.LoadBalancerPolicy) *Result {
 	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
+	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
+	// two policies created within one second must still be told apart.
+	ordered := slices.Clone(policies)
+	slices.SortStableFunc(ordered, func(a, b *v1alpha1.LoadBalancerPolicy) int {
+		ka, kb := KeyOf(a), KeyOf(b)
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+			cmp.Compare(ka.Namespace, kb.Namespace), cmp.Compare(ka.Name, kb.Name))
+	})
 	prepared := make([]*v1alpha1.LoadBalancerPolicy, 0, len(policies))
-	for _, p := range policies {
+	for _, p := range ordered {
 		c, errs := Prepare(p)
 		r := &PolicyResult{Key: KeyOf(p), Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup}
 		res.Policies[r.Key] = r
@@ -113,10 +121,6 @@ func Translate(policies []*v1alpha1.LoadBalancerPolicy) *Result {
 		}
 		prepared = append(prepared, c)
 	}
-	slices.SortStableFunc(prepared, func(a, b *v1alpha1.LoadBalancerPolicy) int {
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
-			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
 
 	ports := map[portKey]*portUse{}
 	for _, p := range prepared {

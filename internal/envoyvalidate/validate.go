@@ -106,9 +106,14 @@ func Check(ctx context.Context, envoy string, res map[string][]proto.Message) er
 	if err := os.WriteFile(cfg, js, 0o600); err != nil {
 		return err
 	}
+	return CheckBootstrap(ctx, envoy, cfg)
+}
+
+// CheckBootstrap runs `envoy --mode validate` on a bootstrap file.
+func CheckBootstrap(ctx context.Context, envoy, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, envoy, "--mode", "validate", "-c", cfg, "-l", "error", "--base-id-path", filepath.Join(dir, "base-id"), "--use-dynamic-base-id")
+	cmd := exec.CommandContext(ctx, envoy, "--mode", "validate", "-c", path, "-l", "error", "--use-dynamic-base-id")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("envoy rejected the config: %v\n%s", err, out)

@@ -1,0 +1,58 @@
+package policystatus
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+func TestMentionsAnyMatchesWholeNamesOnly(t *testing.T) {
+	msg := "Listener: Error adding/updating listener(s) http-8080: cannot bind"
+	for name, want := range map[string]bool{"http-8080": true, "http-80": false, "http-808": false, "ttp-8080": false, "default/a/b": false} {
+		if got := mentionsAny(msg, []string{name}); got != want {
+			t.Errorf("%s: got %v", name, got)
+		}
+	}
+	if !mentionsAny("cluster default/a/b: bad", []string{"x", "default/a/b"}) {
+		t.Error("cluster name not found")
+	}
+}
+
+func TestProgrammed(t *testing.T) {
+	r := &translate.PolicyResult{Accepted: true, ProxyGroup: "g", Listener: "http-80", Clusters: []string{"ns/p/a"}, Generation: 4}
+	now := metav1.Now()
+	prog := func(ps ...xdsserver.ProxyStatus) metav1.Condition {
+		st := Compute(r, ps, now)
+		return st.Conditions[len(st.Conditions)-1]
+	}
+	if c := prog(); c.Reason != ReasonNoProxies || c.Status != metav1.ConditionFalse {
+		t.Errorf("no proxy: %+v", c)
+	}
+	other := xdsserver.ProxyStatus{Group: "other", State: xdsserver.Synced}
+	if c := prog(other); c.Reason != ReasonNoProxies {
+		t.Errorf("a proxy of another group counts: %+v", c)
+	}
+	synced := xdsserver.ProxyStatus{NodeID: "a", Group: "g", State: xdsserver.Synced}
+	if c := prog(synced); c.Status != metav1.ConditionTrue || c.ObservedGeneration != 4 {
+		t.Errorf("synced: %+v", c)
+	}
+	stale := xdsserver.ProxyStatus{NodeID: "b", Group: "g", State: xdsserver.Stale}
+	if c := prog(synced, stale); c.Reason != ReasonPending {
+		t.Errorf("one stale: %+v", c)
+	}
+	mine := xdsserver.ProxyStatus{NodeID: "c", Group: "g", State: xdsserver.Nacked, Message: "Cluster: ns/p/a: bad"}
+	if c := prog(synced, mine); c.Reason != ReasonRejected || c.Message != "Envoy rejected the config: c: Cluster: ns/p/a: bad" {
+		t.Errorf("rejected: %+v", c)
+	}
+	theirs := xdsserver.ProxyStatus{NodeID: "d", Group: "g", State: xdsserver.Nacked, Message: "Listener: http-8080: bad"}
+	if c := prog(synced, theirs); c.Status != metav1.ConditionTrue {
+		t.Errorf("another policy's rejection: %+v", c)
+	}
+	r.Accepted = false
+	if c := prog(synced); c.Reason != ReasonNotAccepted {
+		t.Errorf("not accepted: %+v", c)
+	}
+}

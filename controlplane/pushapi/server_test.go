@@ -1,0 +1,177 @@
+package pushapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+func newServer(t *testing.T) (*pushapi.Client, *pushapi.Server, *xdscache.Cache) {
+	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cache := xdscache.New()
+	s := &pushapi.Server{Store: st, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Token: "secret", Log: log}
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return &pushapi.Client{BaseURL: hs.URL, Token: "secret"}, s, cache
+}
+
+func doc(name string, port int, hosts string) string {
+	return fmt.Sprintf(`apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: %s}
+spec:
+  listener: {port: %d, protocol: HTTP, hostnames: [%s]}
+  backends: [{name: a, endpoints: [{address: 10.0.0.1, port: 80}]}]
+`, name, port, hosts)
+}
+
+func apiErr(t *testing.T, err error) *pushapi.APIError {
+	t.Helper()
+	var e *pushapi.APIError
+	if !errors.As(err, &e) {
+		t.Fatalf("want an API error, got %v", err)
+	}
+	return e
+}
+
+func TestTokenRequired(t *testing.T) {
+	c, _, _ := newServer(t)
+	for _, tok := range []string{"", "wrong", "secret2"} {
+		bad := &pushapi.Client{BaseURL: c.BaseURL, Token: tok}
+		_, err := bad.Apply(context.Background(), []byte(doc("a", 80, "a.example.com")), false)
+		if e := apiErr(t, err); e.Status != http.StatusUnauthorized {
+			t.Errorf("token %q: status %d", tok, e.Status)
+		}
+	}
+	list, err := c.List(context.Background())
+	if err != nil || len(list) != 0 {
+		t.Fatalf("an unauthorised push changed something: %v %v", list, err)
+	}
+	resp, err := http.Get(c.BaseURL + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("healthz needs no token: %v %v", resp, err)
+	}
+}
+
+func TestApplyIsAllOrNothing(t *testing.T) {
+	c, _, _ := newServer(t)
+	ctx := context.Background()
+	res, err := c.Apply(ctx, []byte(doc("a", 80, "a.example.com")), false)
+	if err != nil || res.Policies[0].Outcome != pushapi.Created || res.Policies[0].Generation != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	// One valid and one invalid document: neither is applied.
+	body := doc("a", 80, "a2.example.com") + "---\n" + strings.Replace(doc("b", 81, "b.example.com"), "port: 81", "port: 0", 1)
+	_, err = c.Apply(ctx, []byte(body), false)
+	e := apiErr(t, err)
+	if e.Status != http.StatusUnprocessableEntity || len(e.Errors) != 1 || !strings.Contains(e.Errors[0], "default/b (request#2): spec.listener.port: must be between 1 and 65535, got 0") {
+		t.Fatalf("got %d %q", e.Status, e.Errors)
+	}
+	p, err := c.Get(ctx, "default", "a")
+	if err != nil || p.Spec.Listener.Hostnames[0] != "a.example.com" || p.Generation != 1 {
+		t.Fatalf("a changed after a refused push: %+v %v", p, err)
+	}
+	if _, err := c.Get(ctx, "default", "b"); apiErr(t, err).Status != http.StatusNotFound {
+		t.Fatal("b exists after a refused push")
+	}
+	// Same document again: unchanged; new spec: configured, generation 2; metadata only: no new generation.
+	res, _ = c.Apply(ctx, []byte(doc("a", 80, "a.example.com")), false)
+	if res.Policies[0].Outcome != pushapi.Unchanged {
+		t.Errorf("same document: %+v", res.Policies[0])
+	}
+	res, _ = c.Apply(ctx, []byte(doc("a", 80, "a3.example.com")), false)
+	if res.Policies[0].Outcome != pushapi.Configured || res.Policies[0].Generation != 2 {
+		t.Errorf("new spec: %+v", res.Policies[0])
+	}
+	res, err = c.Apply(ctx, []byte(strings.Replace(doc("a", 80, "a3.example.com"), "{name: a}", "{name: a, labels: {team: web}}", 1)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Policies[0].Outcome != pushapi.Configured || res.Policies[0].Generation != 2 {
+		t.Errorf("metadata change: %+v", res.Policies[0])
+	}
+}
+
+func TestConflictsAreRefused(t *testing.T) {
+	c, _, _ := newServer(t)
+	ctx := context.Background()
+	if _, err := c.Apply(ctx, []byte(doc("old", 80, "x.example.com")+"---\n"+doc("other", 80, "y.example.com")), false); err != nil {
+		t.Fatal(err)
+	}
+	// A new policy taking a hostname already served.
+	_, err := c.Apply(ctx, []byte(doc("new", 80, "x.example.com")), false)
+	if e := apiErr(t, err); e.Status != http.StatusConflict || !strings.Contains(e.Errors[0], `default/new: spec.listener.hostnames: hostname "x.example.com" on port 80 is already served by policy default/old`) {
+		t.Fatalf("%d %q", e.Status, e.Errors)
+	}
+	// A change to an older policy that would take a newer one's hostname away from it.
+	_, err = c.Apply(ctx, []byte(doc("old", 80, "x.example.com, y.example.com")), false)
+	if e := apiErr(t, err); e.Status != http.StatusConflict || !strings.Contains(e.Errors[0], "default/other would no longer be accepted") {
+		t.Fatalf("%d %q", e.Status, e.Errors)
+	}
+	// Twice in one request.
+	_, err = c.Apply(ctx, []byte(doc("z", 90, "z.example.com")+"---\n"+doc("z", 90, "z.example.com")), false)
+	if e := apiErr(t, err); !strings.Contains(e.Errors[0], "default/z is in the request twice") {
+		t.Fatalf("%q", e.Errors)
+	}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	c, _, cache := newServer(t)
+	ctx := context.Background()
+	res, err := c.Apply(ctx, []byte(doc("a", 80, "a.example.com")), true)
+	if err != nil || !res.DryRun || res.Policies[0].Outcome != pushapi.Created {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if list, _ := c.List(ctx); len(list) != 0 {
+		t.Fatalf("dry run stored %d policies", len(list))
+	}
+	if cur, _ := cache.State("default"); len(cur.Names("type.googleapis.com/envoy.config.cluster.v3.Cluster")) != 0 {
+		t.Fatal("dry run published config")
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	c, _, _ := newServer(t)
+	_, err := c.Apply(context.Background(), []byte(strings.Repeat("#", pushapi.MaxBodyBytes+1)), false)
+	if e := apiErr(t, err); e.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d", e.Status)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	c, _, cache := newServer(t)
+	ctx := context.Background()
+	if _, err := c.Apply(ctx, []byte(doc("a", 80, "a.example.com")), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "default", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if e := apiErr(t, c.Delete(ctx, "default", "a")); e.Status != http.StatusNotFound {
+		t.Errorf("second delete: %d", e.Status)
+	}
+	if cur, target := cache.State("default"); len(target.Names("type.googleapis.com/envoy.config.listener.v3.Listener")) != 0 || cur != target {
+		t.Error("the deleted policy is still served")
+	}
+}

@@ -1,0 +1,109 @@
+package lbctl_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lbplane/lbplane/internal/envoyvalidate"
+	"github.com/lbplane/lbplane/internal/lbctl"
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+func run(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code := lbctl.Main(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestValidateAcceptsEveryExample(t *testing.T) {
+	code, out, errs := run(t, "", "validate", "-f", filepath.Join(tools.RepoRoot(), "examples"))
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.HasSuffix(out, " policies valid\n") {
+		t.Errorf("output %q", out)
+	}
+}
+
+func TestValidateListsEveryErrorOnItsOwnLine(t *testing.T) {
+	bad := `apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: bad}
+spec:
+  listener: {port: 0, protocol: HTTP}
+  backends: [{name: a, loadBalancing: {algorithm: Fastest}, endpoints: [{address: 10.0.0.1, port: 80}]}]
+---
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: typo}
+spec:
+  listenr: {port: 80, protocol: HTTP}
+`
+	code, _, errs := run(t, bad, "validate", "-f", "-")
+	if code == 0 {
+		t.Fatal("invalid policies validated")
+	}
+	want := []string{
+		`error: <stdin>#2: unknown field "spec.listenr"`,
+		`error: default/bad (<stdin>#1): spec.listener.port: must be between 1 and 65535, got 0`,
+		`error: default/bad (<stdin>#1): spec.backends[0].loadBalancing.algorithm: unsupported value "Fastest"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev`,
+	}
+	if got := strings.Split(strings.TrimSpace(errs), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errs, strings.Join(want, "\n"))
+	}
+}
+
+func TestTranslatePrintsResourcesByGroupAndType(t *testing.T) {
+	code, out, errs := run(t, "", "translate", "-f", filepath.Join(tools.RepoRoot(), "examples", "round-robin.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"default:", "type.googleapis.com/envoy.config.cluster.v3.Cluster:", "name: default/demo/app", "envoy.load_balancing_policies.round_robin", "routeConfigName: http-10080"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+func TestBootstrapIsAcceptedByEnvoyWithAdminOnLoopback(t *testing.T) {
+	envoy := tools.Require(t, "envoy")
+	for _, args := range [][]string{{"--node-id", "e1"}, {"--node-id", "e2", "--proxy-group", "edge", "--delta=false", "--xds-address", "lbplane.example.com:18000"}} {
+		code, out, errs := run(t, "", append([]string{"bootstrap"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		if !strings.Contains(out, "address: 127.0.0.1\n      port_value: 19000") {
+			t.Errorf("admin not bound to 127.0.0.1:\n%s", out)
+		}
+		path := filepath.Join(t.TempDir(), "b.yaml")
+		os.WriteFile(path, []byte(out), 0o600)
+		if err := envoyvalidate.CheckBootstrap(context.Background(), envoy, path); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	if code, _, errs := run(t, "", "bootstrap", "--node-id", "bad id"); code == 0 || !strings.Contains(errs, "--node-id") {
+		t.Errorf("a bad node id: exit %d %s", code, errs)
+	}
+}
+
+func TestRemoteCommandsNeedAToken(t *testing.T) {
+	t.Setenv("LBPLANE_TOKEN", "")
+	t.Setenv("LBPLANE_TOKEN_FILE", "")
+	code, _, errs := run(t, "", "--token-file", "", "get")
+	if code == 0 || !strings.Contains(errs, "error: no token") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	if code, out, _ := run(t, "", "version"); code != 0 || !strings.HasPrefix(out, "lbctl ") {
+		t.Errorf("version: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "", "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {
+		t.Errorf("completion: %d", code)
+	}
+}
