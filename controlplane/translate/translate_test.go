@@ -37,9 +37,9 @@ func TestOlderWinsWithinOneSecond(t *testing.T) {
 
 func TestTranslateDoesNotModifyItsInput(t *testing.T) {
 	p := pol("a", time.Now())
-	before := p.Spec.Listener
+	before := p.Spec.Listener.Address
 	translate.Translate([]*v1alpha1.LoadBalancerPolicy{p})
-	if p.Namespace != "" || p.Spec.Listener != before || p.Spec.ProxyGroup != "" {
+	if p.Namespace != "" || p.Spec.Listener.Address != before || p.Spec.ProxyGroup != "" {
 		t.Error("translate changed its input")
 	}
 }
