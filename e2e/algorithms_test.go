@@ -31,19 +31,32 @@ func setup(t *testing.T, delta bool, tmpl string, backends ...*Backend) *env {
 	return e
 }
 
-const roundRobin = `
+// oneBackend renders a policy with one backend over every test backend; lb is its loadBalancing (YAML flow
+// style, "" for the default) and weighted gives the endpoints weights 1, 2, 3, ...
+func oneBackend(protocol, lb string, weighted bool) string {
+	weight := ""
+	if weighted {
+		weight = ", weight: {{inc $i}}"
+	}
+	if lb != "" {
+		lb = "\n      loadBalancing: " + lb
+	}
+	return `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
-metadata: {name: rr}
+metadata: {name: p}
 spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: ` + protocol + `}
   backends:
-    - name: app
+    - name: app` + lb + `
       endpoints:
-{{- range .B}}
-        - {address: 127.0.0.1, port: {{.Port}}}
+{{- range $i, $b := .B}}
+        - {address: 127.0.0.1, port: {{$b.Port}}` + weight + `}
 {{- end}}
 `
+}
+
+var roundRobin = oneBackend("HTTP", "", false)
 
 func TestRoundRobinSpreadsEvenly(t *testing.T) {
 	for _, delta := range []bool{true, false} {
@@ -63,19 +76,7 @@ func TestRoundRobinSpreadsEvenly(t *testing.T) {
 
 func TestWeightedRoundRobin(t *testing.T) {
 	bs := startBackends(t, "w1", "w2", "w3")
-	e := setup(t, true, `
-apiVersion: lbplane.io/v1alpha1
-kind: LoadBalancerPolicy
-metadata: {name: weighted}
-spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
-  backends:
-    - name: app
-      endpoints:
-{{- range $i, $b := .B}}
-        - {address: 127.0.0.1, port: {{$b.Port}}, weight: {{inc $i}}}
-{{- end}}
-`, bs...)
+	e := setup(t, true, oneBackend("HTTP", "", true), bs...)
 	waitServing(t, e.URL, "w1", "w2", "w3")
 	counts := newClient(true).Spread(t, e.URL, 3000, nil)
 	within(t, "w1", counts["w1"], 500, 0.05)
@@ -86,20 +87,7 @@ spec:
 
 func TestRandomSpreads(t *testing.T) {
 	bs := startBackends(t, "r1", "r2", "r3")
-	e := setup(t, true, `
-apiVersion: lbplane.io/v1alpha1
-kind: LoadBalancerPolicy
-metadata: {name: random}
-spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
-  backends:
-    - name: app
-      loadBalancing: {algorithm: Random}
-      endpoints:
-{{- range .B}}
-        - {address: 127.0.0.1, port: {{.Port}}}
-{{- end}}
-`, bs...)
+	e := setup(t, true, oneBackend("HTTP", "{algorithm: Random}", false), bs...)
 	waitServing(t, e.URL, "r1", "r2", "r3")
 	counts := newClient(true).Spread(t, e.URL, 3000, nil)
 	for _, b := range bs {
@@ -110,20 +98,7 @@ spec:
 
 func TestLeastRequestAvoidsSlowBackend(t *testing.T) {
 	bs := []*Backend{startBackend(t, "fast1", 0), startBackend(t, "fast2", 0), startBackend(t, "slow", 100*time.Millisecond)}
-	e := setup(t, true, `
-apiVersion: lbplane.io/v1alpha1
-kind: LoadBalancerPolicy
-metadata: {name: lr}
-spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
-  backends:
-    - name: app
-      loadBalancing: {algorithm: LeastRequest, leastRequest: {choiceCount: 2}}
-      endpoints:
-{{- range .B}}
-        - {address: 127.0.0.1, port: {{.Port}}}
-{{- end}}
-`, bs...)
+	e := setup(t, true, oneBackend("HTTP", "{algorithm: LeastRequest, leastRequest: {choiceCount: 2}}", false), bs...)
 	waitServing(t, e.URL, "fast1", "fast2", "slow")
 	// 12 concurrent clients keep requests in flight, so that "least requests" has something to compare.
 	var mu sync.Mutex
@@ -157,19 +132,7 @@ spec:
 
 func TestTCPListenerRoundRobinsConnections(t *testing.T) {
 	bs := startBackends(t, "t1", "t2", "t3")
-	e := setup(t, true, `
-apiVersion: lbplane.io/v1alpha1
-kind: LoadBalancerPolicy
-metadata: {name: tcp}
-spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: TCP}
-  backends:
-    - name: app
-      endpoints:
-{{- range .B}}
-        - {address: 127.0.0.1, port: {{.Port}}}
-{{- end}}
-`, bs...)
+	e := setup(t, true, oneBackend("TCP", "", false), bs...)
 	addr := fmt.Sprintf("127.0.0.1:%d", e.Port)
 	eventually(t, 30*time.Second, "the TCP listener accepts", func() error {
 		_, err := tcpRequest(addr)

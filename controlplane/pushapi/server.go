@@ -164,13 +164,9 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	records, err := s.Store.List()
+	byKey, err := s.records()
 	if err != nil {
 		return nil, http.StatusInternalServerError, []string{"reading the store: " + err.Error()}
-	}
-	byKey := map[translate.Key]*store.Record{}
-	for _, rec := range records {
-		byKey[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
 	}
 	_, origin := s.Engine.Result()
 	now := s.now()
@@ -319,15 +315,24 @@ func cmpKey(a, b translate.Key) int {
 	return 0
 }
 
-// Load reads the store into the engine; serve calls it before xDS is served.
-func (s *Server) Load() error {
+// records returns the stored policies by key.
+func (s *Server) records() (map[translate.Key]*store.Record, error) {
 	records, err := s.Store.List()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	byKey := map[translate.Key]*store.Record{}
+	byKey := make(map[translate.Key]*store.Record, len(records))
 	for _, rec := range records {
 		byKey[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
+	}
+	return byKey, nil
+}
+
+// Load reads the store into the engine; serve calls it before xDS is served.
+func (s *Server) Load() error {
+	byKey, err := s.records()
+	if err != nil {
+		return err
 	}
 	ps, err := policiesOf(byKey)
 	if err != nil {
@@ -400,14 +405,10 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusConflict, fmt.Sprintf("%s: managed by --config-dir; remove its file instead", k))
 		return
 	}
-	records, err := s.Store.List()
+	byKey, err := s.records()
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err.Error())
 		return
-	}
-	byKey := map[translate.Key]*store.Record{}
-	for _, rec := range records {
-		byKey[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
 	}
 	if _, ok := byKey[k]; !ok {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
