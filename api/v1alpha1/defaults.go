@@ -22,9 +22,45 @@ const (
 	DefaultMaxPendingRequests = 1 << 20
 	DefaultMaxRequests        = 1 << 20
 	DefaultMaxRetries         = 1 << 10
+
+	DefaultRetryAttempts        = 2
+	DefaultRetryBackoffBase     = 25 * time.Millisecond
+	DefaultSessionName          = "lbplane-session"
+	DefaultHealthInterval       = 5 * time.Second
+	DefaultHealthTimeout        = time.Second
+	DefaultHealthyThreshold     = 2
+	DefaultUnhealthyThreshold   = 3
+	DefaultOutlierInterval      = 10 * time.Second
+	DefaultBaseEjectionTime     = 30 * time.Second
+	DefaultMaxEjectionPercent   = 10
+	DefaultStdevFactor          = "1.9"
+	DefaultSuccessRateHosts     = 5
+	DefaultSuccessRateVolume    = 100
+	DefaultFailurePercent       = 85
+	DefaultFailurePercentHosts  = 5
+	DefaultFailurePercentVolume = 50
+	DefaultMinRingSize          = 1024
+	DefaultMaxRingSize          = 8388608
+	DefaultMaglevTableSize      = 65537
+	DefaultSlowStartAggression  = "1.0"
+	DefaultSlowStartMinPercent  = 10
+	DefaultRetryBudgetPercent   = 20
+	DefaultRetryBudgetMinConc   = 3
 )
 
 func ptr[T any](v T) *T { return &v }
+
+func orDefault[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
+func durationOr(p **metav1.Duration, d time.Duration) {
+	if *p == nil {
+		*p = &metav1.Duration{Duration: d}
+	}
+}
 
 // Default fills every optional field that has a default, in place. Call it on a copy.
 func Default(p *LoadBalancerPolicy) {
@@ -37,6 +73,14 @@ func Default(p *LoadBalancerPolicy) {
 	}
 	if s.Listener.Address == "" {
 		s.Listener.Address = DefaultListenAddress
+	}
+	if t := s.Listener.TLS; t != nil {
+		if t.MinVersion == "" {
+			t.MinVersion = TLSv12
+		}
+		if t.MaxVersion == "" {
+			t.MaxVersion = TLSv13
+		}
 	}
 	for i := range s.Routes {
 		r := &s.Routes[i]
@@ -59,6 +103,29 @@ func Default(p *LoadBalancerPolicy) {
 		if r.Timeout == nil {
 			r.Timeout = &metav1.Duration{Duration: DefaultRouteTimeout}
 		}
+		if rt := r.Retry; rt != nil {
+			if len(rt.Conditions) == 0 {
+				rt.Conditions = []RetryOn{RetryOnConnectFailure, RetryOnRefusedStream, RetryOnReset}
+			}
+			orDefault(&rt.Attempts, int32(DefaultRetryAttempts))
+			orDefault(&rt.AvoidPreviousHosts, true)
+			if rt.Backoff == nil {
+				rt.Backoff = &Backoff{}
+			}
+			durationOr(&rt.Backoff.Base, DefaultRetryBackoffBase)
+			durationOr(&rt.Backoff.Max, 10*rt.Backoff.Base.Duration)
+		}
+		if sp := r.SessionPersistence; sp != nil {
+			if sp.Type == "" {
+				sp.Type = SessionCookie
+			}
+			if sp.Name == "" {
+				sp.Name = DefaultSessionName
+			}
+			if sp.Path == "" && sp.Type == SessionCookie {
+				sp.Path = "/"
+			}
+		}
 	}
 	for i := range s.Backends {
 		b := &s.Backends[i]
@@ -66,7 +133,12 @@ func Default(p *LoadBalancerPolicy) {
 			if b.Endpoints[j].Weight == nil {
 				b.Endpoints[j].Weight = ptr(int32(DefaultWeight))
 			}
+			if b.Endpoints[j].State == "" {
+				b.Endpoints[j].State = EndpointActive
+			}
 		}
+		defaultLoadBalancing(&b.LoadBalancing)
+		defaultHealthCheck(b.HealthCheck)
 		if b.LoadBalancing.Algorithm == "" {
 			b.LoadBalancing.Algorithm = AlgorithmRoundRobin
 		}
@@ -96,6 +168,94 @@ func Default(p *LoadBalancerPolicy) {
 		}
 		if cb.MaxRetries == nil {
 			cb.MaxRetries = ptr(int32(DefaultMaxRetries))
+		}
+		if rb := cb.RetryBudget; rb != nil {
+			orDefault(&rb.Percent, int32(DefaultRetryBudgetPercent))
+			orDefault(&rb.MinConcurrency, int32(DefaultRetryBudgetMinConc))
+		}
+		if c := b.Connection; c != nil && c.Protocol == "" {
+			c.Protocol = UpstreamHTTP1
+		}
+	}
+}
+
+func defaultLoadBalancing(lb *LoadBalancing) {
+	switch lb.Algorithm {
+	case AlgorithmRingHash:
+		if lb.RingHash == nil {
+			lb.RingHash = &RingHash{}
+		}
+		orDefault(&lb.RingHash.MinimumRingSize, int64(DefaultMinRingSize))
+		orDefault(&lb.RingHash.MaximumRingSize, int64(DefaultMaxRingSize))
+	case AlgorithmMaglev:
+		if lb.Maglev == nil {
+			lb.Maglev = &Maglev{}
+		}
+		orDefault(&lb.Maglev.TableSize, int64(DefaultMaglevTableSize))
+	}
+	if (lb.Algorithm == AlgorithmRingHash || lb.Algorithm == AlgorithmMaglev) && len(lb.HashKeys) == 0 {
+		lb.HashKeys = []HashKey{{SourceIP: &SourceIPHashKey{}}}
+	}
+	for i := range lb.HashKeys {
+		if c := lb.HashKeys[i].Cookie; c != nil && c.Generate != nil {
+			g := c.Generate
+			durationOr(&g.TTL, 0)
+			if g.Path == "" {
+				g.Path = "/"
+			}
+			if g.SameSite == "" {
+				g.SameSite = SameSiteLax
+			}
+		}
+	}
+	if ss := lb.SlowStart; ss != nil {
+		if ss.Aggression == "" {
+			ss.Aggression = DefaultSlowStartAggression
+		}
+		orDefault(&ss.MinWeightPercent, int32(DefaultSlowStartMinPercent))
+	}
+}
+
+func defaultHealthCheck(hc *HealthCheck) {
+	if hc == nil {
+		return
+	}
+	if a := hc.Active; a != nil {
+		durationOr(&a.Interval, DefaultHealthInterval)
+		durationOr(&a.Timeout, DefaultHealthTimeout)
+		durationOr(&a.Jitter, 0)
+		orDefault(&a.HealthyThreshold, int32(DefaultHealthyThreshold))
+		orDefault(&a.UnhealthyThreshold, int32(DefaultUnhealthyThreshold))
+		if a.Type == HealthCheckHTTP {
+			if a.HTTP == nil {
+				a.HTTP = &HTTPHealthCheck{}
+			}
+			if a.HTTP.Path == "" {
+				a.HTTP.Path = "/"
+			}
+			if a.HTTP.Method == "" {
+				a.HTTP.Method = "GET"
+			}
+			if len(a.HTTP.ExpectedStatuses) == 0 {
+				a.HTTP.ExpectedStatuses = []StatusRange{{Start: 200, End: 399}}
+			}
+		}
+	}
+	if p := hc.Passive; p != nil {
+		durationOr(&p.Interval, DefaultOutlierInterval)
+		durationOr(&p.BaseEjectionTime, DefaultBaseEjectionTime)
+		orDefault(&p.MaxEjectionPercent, int32(DefaultMaxEjectionPercent))
+		if sr := p.SuccessRate; sr != nil {
+			if sr.StdevFactor == "" {
+				sr.StdevFactor = DefaultStdevFactor
+			}
+			orDefault(&sr.MinimumHosts, int32(DefaultSuccessRateHosts))
+			orDefault(&sr.RequestVolume, int32(DefaultSuccessRateVolume))
+		}
+		if fp := p.FailurePercentage; fp != nil {
+			orDefault(&fp.Threshold, int32(DefaultFailurePercent))
+			orDefault(&fp.MinimumHosts, int32(DefaultFailurePercentHosts))
+			orDefault(&fp.RequestVolume, int32(DefaultFailurePercentVolume))
 		}
 	}
 }

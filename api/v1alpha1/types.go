@@ -75,8 +75,46 @@ type Listener struct {
 	Port int32 `json:"port"`
 	// protocol is HTTP or TCP (HTTPS arrives with TLS support).
 	Protocol Protocol `json:"protocol"`
-	// hostnames (HTTP) are the Host header values this policy answers on its port. Several HTTP policies may
+	// hostnames (HTTP, HTTPS) are the Host header values this policy answers on its port. Several policies may
 	// share a port when their hostnames differ. Empty means every host ("*").
+	Hostnames []string `json:"hostnames,omitempty"`
+	// tls terminates TLS (protocol HTTPS).
+	TLS *ListenerTLS `json:"tls,omitempty"`
+}
+
+// TLSVersion is a TLS protocol version.
+// +kubebuilder:validation:Enum=TLSv1.2;TLSv1.3
+type TLSVersion string
+
+const (
+	TLSv12 TLSVersion = "TLSv1.2"
+	TLSv13 TLSVersion = "TLSv1.3"
+)
+
+// ListenerTLS terminates TLS on an HTTPS listener.
+type ListenerTLS struct {
+	// certificates are served by SNI: each to the hostnames it lists (or, if it lists none, to the listener's
+	// hostnames). The first one is also served to clients that send no SNI or an unknown name.
+	Certificates []Certificate `json:"certificates"`
+	// minVersion is the lowest TLS version accepted. Defaults to TLSv1.2.
+	MinVersion TLSVersion `json:"minVersion,omitempty"`
+	// maxVersion is the highest TLS version accepted. Defaults to TLSv1.3.
+	MaxVersion TLSVersion `json:"maxVersion,omitempty"`
+	// cipherSuites (TLS 1.2 and below; TLS 1.3 suites are not configurable) in OpenSSL names, in order of
+	// preference. Empty means Envoy's defaults.
+	CipherSuites []string `json:"cipherSuites,omitempty"`
+}
+
+// Certificate is a certificate chain and its private key, PEM files read by lbplane (standalone mode) and
+// delivered to Envoy over SDS; lbplane re-reads them when they change.
+type Certificate struct {
+	// certificateFile is the PEM certificate chain.
+	CertificateFile string `json:"certificateFile,omitempty"`
+	// privateKeyFile is the PEM private key.
+	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
+	// secretName references a Secret of type kubernetes.io/tls (Kubernetes mode only).
+	SecretName string `json:"secretName,omitempty"`
+	// hostnames this certificate is served for (SNI). Empty means the listener's hostnames.
 	Hostnames []string `json:"hostnames,omitempty"`
 }
 
@@ -91,6 +129,76 @@ type Route struct {
 	// timeout is the whole-request timeout, from the request's end to the response's end. Defaults to 15s;
 	// "0s" disables it.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// idleTimeout closes a request stream (a long poll, a WebSocket) that sends nothing either way for this
+	// long. Defaults to Envoy's 5m; "0s" disables it.
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+	// retry retries failed requests on another endpoint.
+	Retry *Retry `json:"retry,omitempty"`
+	// sessionPersistence keeps a client on the endpoint that served it, even when endpoints are added or
+	// removed, as long as that endpoint is there.
+	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
+}
+
+// RetryOn is a condition that makes Envoy retry.
+// +kubebuilder:validation:Enum=connect-failure;reset;5xx;gateway-error;retriable-status-codes;refused-stream
+type RetryOn string
+
+const (
+	RetryOnConnectFailure  RetryOn = "connect-failure"
+	RetryOnReset           RetryOn = "reset"
+	RetryOn5xx             RetryOn = "5xx"
+	RetryOnGatewayError    RetryOn = "gateway-error"
+	RetryOnRetriableStatus RetryOn = "retriable-status-codes"
+	RetryOnRefusedStream   RetryOn = "refused-stream"
+)
+
+// Retry retries failed requests.
+type Retry struct {
+	// conditions that trigger a retry. Defaults to [connect-failure, refused-stream, reset]. (Not "on": YAML
+	// reads that key as the boolean true.)
+	Conditions []RetryOn `json:"conditions,omitempty"`
+	// statusCodes are retried when conditions has retriable-status-codes.
+	StatusCodes []int32 `json:"statusCodes,omitempty"`
+	// attempts is the number of retries after the first try. Defaults to 2.
+	Attempts *int32 `json:"attempts,omitempty"`
+	// perTryTimeout bounds each try. Defaults to the route timeout.
+	PerTryTimeout *metav1.Duration `json:"perTryTimeout,omitempty"`
+	// backoff between retries: exponential from base, capped at max. Defaults to 25ms and 10 times base.
+	Backoff *Backoff `json:"backoff,omitempty"`
+	// avoidPreviousHosts retries on endpoints other than those that already failed. Defaults to true.
+	AvoidPreviousHosts *bool `json:"avoidPreviousHosts,omitempty"`
+}
+
+// Backoff is an exponential back-off.
+type Backoff struct {
+	Base *metav1.Duration `json:"base,omitempty"`
+	Max  *metav1.Duration `json:"max,omitempty"`
+}
+
+// SessionPersistenceType says where the session lives.
+// +kubebuilder:validation:Enum=Cookie;Header
+type SessionPersistenceType string
+
+const (
+	SessionCookie SessionPersistenceType = "Cookie"
+	SessionHeader SessionPersistenceType = "Header"
+)
+
+// SessionPersistence pins a client to an endpoint with Envoy's stateful session filter: the endpoint is
+// recorded in a cookie or header that the client sends back. A client without one, or whose endpoint is
+// gone, is balanced as usual (and by the backend's hash keys when it hashes).
+type SessionPersistence struct {
+	// type is Cookie or Header. Defaults to Cookie.
+	Type SessionPersistenceType `json:"type,omitempty"`
+	// name of the cookie or header. Defaults to "lbplane-session".
+	Name string `json:"name,omitempty"`
+	// ttl of the cookie; unset makes a session cookie.
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// path of the cookie. Defaults to "/".
+	Path string `json:"path,omitempty"`
+	// acrossBackends also keeps a client on the same backend of a weighted route, while new clients are still
+	// spread by the weights. It adds a second cookie, "<name>-backend".
+	AcrossBackends bool `json:"acrossBackends,omitempty"`
 }
 
 // RouteMatch selects requests by path and headers; all given conditions must hold.
@@ -164,6 +272,175 @@ type Backend struct {
 	// circuitBreakers cap concurrent work towards the backend. The defaults are high enough not to throttle
 	// (Envoy's own defaults of 1024 would).
 	CircuitBreakers *CircuitBreakers `json:"circuitBreakers,omitempty"`
+	// healthCheck takes failing endpoints out of rotation: actively (probes) and passively (outlier detection).
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// connection tunes the connections Envoy opens to the endpoints.
+	Connection *Connection `json:"connection,omitempty"`
+	// tls makes Envoy speak TLS to the endpoints.
+	TLS *BackendTLS `json:"tls,omitempty"`
+}
+
+// UpstreamProtocol is the protocol Envoy speaks to endpoints.
+// +kubebuilder:validation:Enum=HTTP1;HTTP2
+type UpstreamProtocol string
+
+const (
+	UpstreamHTTP1 UpstreamProtocol = "HTTP1"
+	UpstreamHTTP2 UpstreamProtocol = "HTTP2"
+)
+
+// Connection tunes upstream connections.
+type Connection struct {
+	// protocol is HTTP1 (default) or HTTP2; HTTP2 without tls is h2c, as gRPC backends need.
+	Protocol UpstreamProtocol `json:"protocol,omitempty"`
+	// maxRequestsPerConnection closes a connection after this many requests. Unset means no limit.
+	MaxRequestsPerConnection *int32 `json:"maxRequestsPerConnection,omitempty"`
+	// idleTimeout closes an upstream connection idle this long. Defaults to Envoy's 1h.
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+	// tcpKeepalive turns on TCP keepalive probes on upstream connections.
+	TCPKeepalive *TCPKeepalive `json:"tcpKeepalive,omitempty"`
+}
+
+// TCPKeepalive sets the kernel's keepalive probes.
+type TCPKeepalive struct {
+	// time idle before the first probe. Defaults to 2h (the kernel's default).
+	Time *metav1.Duration `json:"time,omitempty"`
+	// interval between probes. Defaults to 75s.
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// probes unanswered before the connection is dropped. Defaults to 9.
+	Probes *int32 `json:"probes,omitempty"`
+}
+
+// BackendTLS makes Envoy connect to the endpoints over TLS.
+type BackendTLS struct {
+	// sni is the server name sent and verified. Required unless insecureSkipVerify.
+	SNI string `json:"sni,omitempty"`
+	// caFile is the PEM bundle that must have signed the endpoints' certificates.
+	CAFile string `json:"caFile,omitempty"`
+	// insecureSkipVerify accepts any certificate. For tests only.
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// HealthCheck takes failing endpoints out of rotation.
+type HealthCheck struct {
+	// active probes every endpoint on a schedule.
+	Active *ActiveHealthCheck `json:"active,omitempty"`
+	// passive ejects endpoints that fail real traffic (outlier detection).
+	Passive *PassiveHealthCheck `json:"passive,omitempty"`
+	// panicThreshold is the percentage of healthy endpoints under which Envoy stops trusting health and
+	// balances over every endpoint. Defaults to Envoy's 50; 0 disables panic mode.
+	PanicThreshold *int32 `json:"panicThreshold,omitempty"`
+}
+
+// HealthCheckType is the kind of active probe.
+// +kubebuilder:validation:Enum=HTTP;TCP;GRPC
+type HealthCheckType string
+
+const (
+	HealthCheckHTTP HealthCheckType = "HTTP"
+	HealthCheckTCP  HealthCheckType = "TCP"
+	HealthCheckGRPC HealthCheckType = "GRPC"
+)
+
+// ActiveHealthCheck probes each endpoint.
+type ActiveHealthCheck struct {
+	// type is HTTP, TCP or GRPC.
+	Type HealthCheckType `json:"type"`
+	// interval between probes of one endpoint. Defaults to 5s.
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// timeout of one probe. Defaults to 1s.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// jitter adds up to this much random delay to each interval. Defaults to 0.
+	Jitter *metav1.Duration `json:"jitter,omitempty"`
+	// healthyThreshold probes must pass in a row to mark an endpoint healthy. Defaults to 2.
+	HealthyThreshold *int32 `json:"healthyThreshold,omitempty"`
+	// unhealthyThreshold probes must fail in a row to mark an endpoint unhealthy. Defaults to 3.
+	UnhealthyThreshold *int32 `json:"unhealthyThreshold,omitempty"`
+	// port probes this port instead of the endpoint's.
+	Port *int32 `json:"port,omitempty"`
+	// http settings (type HTTP).
+	HTTP *HTTPHealthCheck `json:"http,omitempty"`
+	// tcp settings (type TCP).
+	TCP *TCPHealthCheck `json:"tcp,omitempty"`
+	// grpc settings (type GRPC).
+	GRPC *GRPCHealthCheck `json:"grpc,omitempty"`
+}
+
+// HTTPHealthCheck is an HTTP probe.
+type HTTPHealthCheck struct {
+	// path probed. Defaults to "/".
+	Path string `json:"path,omitempty"`
+	// method of the probe. Defaults to GET.
+	Method string `json:"method,omitempty"`
+	// host sent in the probe's Host header. Defaults to the endpoint's own "address:port", never the
+	// hostnames the policy serves: a probe tests the endpoint, not a virtual host.
+	Host string `json:"host,omitempty"`
+	// expectedStatuses are the status ranges that pass. Defaults to 200-399.
+	ExpectedStatuses []StatusRange `json:"expectedStatuses,omitempty"`
+	// expectedBody must appear in the first 1 KiB of the response body.
+	ExpectedBody string `json:"expectedBody,omitempty"`
+}
+
+// StatusRange is an inclusive range of HTTP statuses.
+type StatusRange struct {
+	Start int32 `json:"start"`
+	End   int32 `json:"end"`
+}
+
+// TCPHealthCheck connects, optionally sends a payload and expects one back. Without payloads a completed
+// connection passes.
+type TCPHealthCheck struct {
+	Send    string `json:"send,omitempty"`
+	Receive string `json:"receive,omitempty"`
+}
+
+// GRPCHealthCheck calls grpc.health.v1.Health/Check.
+type GRPCHealthCheck struct {
+	// serviceName asked about; empty asks about the server as a whole.
+	ServiceName string `json:"serviceName,omitempty"`
+}
+
+// PassiveHealthCheck ejects endpoints that fail real requests (Envoy outlier detection). Each detector is on
+// only when its field is set.
+type PassiveHealthCheck struct {
+	// consecutive5xx responses (or connection failures) eject an endpoint.
+	Consecutive5xx *int32 `json:"consecutive5xx,omitempty"`
+	// consecutiveGatewayErrors (502, 503, 504, connection failures) eject an endpoint.
+	ConsecutiveGatewayErrors *int32 `json:"consecutiveGatewayErrors,omitempty"`
+	// consecutiveLocalOriginFailures (connect failures, timeouts, resets seen by Envoy itself) eject an
+	// endpoint; they then no longer count as 5xx.
+	ConsecutiveLocalOriginFailures *int32 `json:"consecutiveLocalOriginFailures,omitempty"`
+	// successRate ejects endpoints whose success rate is far below the others'.
+	SuccessRate *SuccessRateEjection `json:"successRate,omitempty"`
+	// failurePercentage ejects endpoints whose failure rate is above a threshold.
+	FailurePercentage *FailurePercentageEjection `json:"failurePercentage,omitempty"`
+	// interval between ejection sweeps. Defaults to 10s.
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// baseEjectionTime is how long a first ejection lasts; it grows with each ejection. Defaults to 30s.
+	BaseEjectionTime *metav1.Duration `json:"baseEjectionTime,omitempty"`
+	// maxEjectionPercent caps the share of endpoints ejected at once. Defaults to 10 (at least one endpoint
+	// can always be ejected).
+	MaxEjectionPercent *int32 `json:"maxEjectionPercent,omitempty"`
+}
+
+// SuccessRateEjection ejects endpoints whose success rate is below mean - stdevFactor * stdev.
+type SuccessRateEjection struct {
+	// stdevFactor, as a decimal string. Defaults to "1.9".
+	StdevFactor string `json:"stdevFactor,omitempty"`
+	// minimumHosts with enough requests for the detector to run. Defaults to 5.
+	MinimumHosts *int32 `json:"minimumHosts,omitempty"`
+	// requestVolume an endpoint needs in an interval to be judged. Defaults to 100.
+	RequestVolume *int32 `json:"requestVolume,omitempty"`
+}
+
+// FailurePercentageEjection ejects endpoints whose failure percentage is at or above threshold.
+type FailurePercentageEjection struct {
+	// threshold percentage. Defaults to 85.
+	Threshold *int32 `json:"threshold,omitempty"`
+	// minimumHosts with enough requests for the detector to run. Defaults to 5.
+	MinimumHosts *int32 `json:"minimumHosts,omitempty"`
+	// requestVolume an endpoint needs in an interval to be judged. Defaults to 50.
+	RequestVolume *int32 `json:"requestVolume,omitempty"`
 }
 
 // Endpoint is one static backend address.
@@ -174,7 +451,19 @@ type Endpoint struct {
 	Port int32 `json:"port"`
 	// weight is the endpoint's relative share for weighted algorithms. Defaults to 1.
 	Weight *int32 `json:"weight,omitempty"`
+	// state Draining takes the endpoint out of new traffic while its open connections carry on.
+	// Defaults to Active.
+	State EndpointState `json:"state,omitempty"`
 }
+
+// EndpointState is an endpoint's administrative state.
+// +kubebuilder:validation:Enum=Active;Draining
+type EndpointState string
+
+const (
+	EndpointActive   EndpointState = "Active"
+	EndpointDraining EndpointState = "Draining"
+)
 
 // ServiceRef references a Kubernetes Service and one of its ports.
 type ServiceRef struct {
@@ -206,12 +495,99 @@ type LoadBalancing struct {
 	Algorithm Algorithm `json:"algorithm,omitempty"`
 	// leastRequest tunes LeastRequest.
 	LeastRequest *LeastRequest `json:"leastRequest,omitempty"`
+	// ringHash tunes RingHash.
+	RingHash *RingHash `json:"ringHash,omitempty"`
+	// maglev tunes Maglev.
+	Maglev *Maglev `json:"maglev,omitempty"`
+	// hashKeys (RingHash, Maglev) are what a request is hashed on, tried in order; the hashes of the keys a
+	// request has are combined. Defaults to the client's address.
+	HashKeys []HashKey `json:"hashKeys,omitempty"`
+	// slowStart (RoundRobin, LeastRequest) ramps a new endpoint's share up over a window.
+	SlowStart *SlowStart `json:"slowStart,omitempty"`
 }
 
 // LeastRequest tunes the LeastRequest algorithm (power of N choices).
 type LeastRequest struct {
 	// choiceCount is how many random endpoints are compared per pick. Defaults to 2.
 	ChoiceCount *int32 `json:"choiceCount,omitempty"`
+}
+
+// RingHash tunes the ring (Ketama) consistent hash.
+type RingHash struct {
+	// minimumRingSize in entries. Defaults to 1024.
+	MinimumRingSize *int64 `json:"minimumRingSize,omitempty"`
+	// maximumRingSize in entries. Defaults to 8388608.
+	MaximumRingSize *int64 `json:"maximumRingSize,omitempty"`
+}
+
+// Maglev tunes the Maglev consistent hash.
+type Maglev struct {
+	// tableSize, a prime. Defaults to 65537.
+	TableSize *int64 `json:"tableSize,omitempty"`
+}
+
+// HashKey is one input of a consistent hash. Exactly one of header, cookie, sourceIP and queryParameter.
+type HashKey struct {
+	Header         *HeaderHashKey         `json:"header,omitempty"`
+	Cookie         *CookieHashKey         `json:"cookie,omitempty"`
+	SourceIP       *SourceIPHashKey       `json:"sourceIP,omitempty"`
+	QueryParameter *QueryParameterHashKey `json:"queryParameter,omitempty"`
+	// terminal stops at this key when the request has it: later keys are not hashed.
+	Terminal bool `json:"terminal,omitempty"`
+}
+
+// HeaderHashKey hashes a request header.
+type HeaderHashKey struct {
+	Name string `json:"name"`
+}
+
+// QueryParameterHashKey hashes a query parameter.
+type QueryParameterHashKey struct {
+	Name string `json:"name"`
+}
+
+// SourceIPHashKey hashes the client's address.
+type SourceIPHashKey struct{}
+
+// SameSite is a cookie's SameSite attribute.
+// +kubebuilder:validation:Enum=Strict;Lax;None
+type SameSite string
+
+const (
+	SameSiteStrict SameSite = "Strict"
+	SameSiteLax    SameSite = "Lax"
+	SameSiteNone   SameSite = "None"
+)
+
+// CookieHashKey hashes a cookie, and can have Envoy set it when the request has none.
+type CookieHashKey struct {
+	// name of the cookie.
+	Name string `json:"name"`
+	// generate has Envoy set the cookie on responses to requests that lack it.
+	Generate *GeneratedCookie `json:"generate,omitempty"`
+}
+
+// GeneratedCookie says how Envoy sets a hash cookie.
+type GeneratedCookie struct {
+	// ttl of the cookie; "0s" makes a session cookie. Defaults to 0s.
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// path of the cookie. Defaults to "/".
+	Path string `json:"path,omitempty"`
+	// secure sends the cookie over HTTPS only. Defaults to false.
+	Secure bool `json:"secure,omitempty"`
+	// sameSite is Strict, Lax or None (None needs secure). Defaults to Lax.
+	SameSite SameSite `json:"sameSite,omitempty"`
+}
+
+// SlowStart ramps a new endpoint's share of traffic up over a window, so that a cold cache or JIT is not
+// hit with a full share at once.
+type SlowStart struct {
+	// window over which the share ramps up.
+	Window metav1.Duration `json:"window"`
+	// aggression, a decimal string: 1.0 ramps linearly, more is faster at first. Defaults to "1.0".
+	Aggression string `json:"aggression,omitempty"`
+	// minWeightPercent is the share an endpoint starts with. Defaults to 10.
+	MinWeightPercent *int32 `json:"minWeightPercent,omitempty"`
 }
 
 // CircuitBreakers cap concurrent work towards a backend; past a cap Envoy answers 503 at once.
@@ -224,6 +600,18 @@ type CircuitBreakers struct {
 	MaxRequests *int32 `json:"maxRequests,omitempty"`
 	// maxRetries in flight.
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
+	// maxConnectionsPerEndpoint caps connections to any one endpoint. Unset means no per-endpoint cap.
+	MaxConnectionsPerEndpoint *int32 `json:"maxConnectionsPerEndpoint,omitempty"`
+	// retryBudget caps retries as a share of active requests, instead of maxRetries.
+	RetryBudget *RetryBudget `json:"retryBudget,omitempty"`
+}
+
+// RetryBudget limits retries to a percentage of requests in flight.
+type RetryBudget struct {
+	// percent of active requests that may be retries. Defaults to 20.
+	Percent *int32 `json:"percent,omitempty"`
+	// minConcurrency of retries allowed whatever the percentage. Defaults to 3.
+	MinConcurrency *int32 `json:"minConcurrency,omitempty"`
 }
 
 // Condition types.

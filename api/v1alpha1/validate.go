@@ -2,11 +2,15 @@ package v1alpha1
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Limits keep one policy from producing an Envoy config that is too large to push or too slow to apply.
@@ -19,16 +23,34 @@ const (
 	MaxRouteBackends  = 100
 	MaxWeight         = 100000
 	MaxChoiceCount    = 100
+	MaxHashKeys       = 8
+	MaxCertificates   = 100
 	maxNameLength     = 253
 	maxStringLength   = 4096
 	maxTimeoutSeconds = 24 * 3600
 )
 
 var (
-	supportedProtocols  = []Protocol{ProtocolHTTP, ProtocolTCP}
+	supportedProtocols  = []Protocol{ProtocolHTTP, ProtocolHTTPS, ProtocolTCP}
 	supportedAlgorithms = []Algorithm{AlgorithmRoundRobin, AlgorithmLeastRequest, AlgorithmRandom, AlgorithmRingHash, AlgorithmMaglev}
 	supportedPathTypes  = []PathMatchType{PathMatchPrefix, PathMatchExact}
 	supportedHeaderType = []HeaderMatchType{HeaderMatchExact, HeaderMatchPrefix, HeaderMatchPresent, HeaderMatchRegex}
+
+	supportedEndpointStates    = []EndpointState{EndpointActive, EndpointDraining}
+	supportedSameSite          = []SameSite{SameSiteStrict, SameSiteLax, SameSiteNone}
+	supportedHealthTypes       = []HealthCheckType{HealthCheckHTTP, HealthCheckTCP, HealthCheckGRPC}
+	supportedHealthMethods     = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "TRACE", "PATCH"}
+	supportedUpstreamProtocols = []UpstreamProtocol{UpstreamHTTP1, UpstreamHTTP2}
+	supportedTLSVersions       = []TLSVersion{TLSv12, TLSv13}
+	supportedRetryOn           = []RetryOn{RetryOnConnectFailure, RetryOnReset, RetryOn5xx, RetryOnGatewayError, RetryOnRetriableStatus, RetryOnRefusedStream}
+	supportedSessionTypes      = []SessionPersistenceType{SessionCookie, SessionHeader}
+	// The TLS 1.2 suites BoringSSL (Envoy's TLS library) implements, by OpenSSL name.
+	supportedCiphers = []string{
+		"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+		"ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+		"ECDHE-ECDSA-AES128-SHA", "ECDHE-RSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA", "ECDHE-RSA-AES256-SHA",
+		"AES128-GCM-SHA256", "AES256-GCM-SHA384", "AES128-SHA", "AES256-SHA",
+	}
 
 	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
@@ -103,11 +125,17 @@ func (v *validator) listener(p path, l *Listener) {
 	}
 	switch {
 	case l.Protocol == "":
-		v.add(p.child("protocol"), "required; supported: HTTP, TCP")
-	case l.Protocol == ProtocolHTTPS:
-		v.add(p.child("protocol"), "HTTPS needs listener TLS settings, which this version does not support yet; supported: HTTP, TCP")
+		v.add(p.child("protocol"), "required; supported: HTTP, HTTPS, TCP")
 	case !oneOf(l.Protocol, supportedProtocols):
 		v.add(p.child("protocol"), "%s", unsupported(l.Protocol, supportedProtocols))
+	}
+	switch {
+	case l.Protocol == ProtocolHTTPS && l.TLS == nil:
+		v.add(p.child("tls"), "required with protocol HTTPS")
+	case l.Protocol != ProtocolHTTPS && l.TLS != nil:
+		v.add(p.child("tls"), "only allowed with protocol HTTPS, got %q", l.Protocol)
+	case l.TLS != nil:
+		v.listenerTLS(p.child("tls"), l.TLS)
 	}
 	if len(l.Hostnames) > 0 && l.Protocol == ProtocolTCP {
 		v.add(p.child("hostnames"), "not allowed on a TCP listener: TCP carries no Host header")
@@ -161,6 +189,9 @@ func (v *validator) backends(p path, bs []Backend) map[string]bool {
 			v.add(bp, "set endpoints or service")
 		}
 		v.endpoints(bp.child("endpoints"), b.Endpoints)
+		v.healthCheck(bp.child("healthCheck"), b.HealthCheck)
+		v.connection(bp.child("connection"), b.Connection)
+		v.backendTLS(bp.child("tls"), b.TLS)
 		if b.Service != nil {
 			v.service(bp.child("service"), b.Service)
 		}
@@ -187,6 +218,9 @@ func (v *validator) endpoints(p path, es []Endpoint) {
 		}
 		if w := *e.Weight; w < 1 || w > MaxWeight {
 			v.add(ep.child("weight"), "must be between 1 and %d, got %d", MaxWeight, w)
+		}
+		if !oneOf(e.State, supportedEndpointStates) {
+			v.add(ep.child("state"), "%s", unsupported(e.State, supportedEndpointStates))
 		}
 		key := net.JoinHostPort(e.Address, fmt.Sprint(e.Port))
 		if j, dup := seen[key]; dup {
@@ -225,16 +259,320 @@ func (v *validator) loadBalancing(p path, lb *LoadBalancing) {
 			v.add(p.child("leastRequest").child("choiceCount"), "must be between 2 and %d, got %d", MaxChoiceCount, c)
 		}
 	}
+	hashing := lb.Algorithm == AlgorithmRingHash || lb.Algorithm == AlgorithmMaglev
+	if rh := lb.RingHash; rh != nil {
+		if lb.Algorithm != AlgorithmRingHash {
+			v.add(p.child("ringHash"), "only allowed with algorithm RingHash, got %q", lb.Algorithm)
+		} else {
+			v.intRange(p.child("ringHash").child("minimumRingSize"), *rh.MinimumRingSize, 1, DefaultMaxRingSize)
+			v.intRange(p.child("ringHash").child("maximumRingSize"), *rh.MaximumRingSize, *rh.MinimumRingSize, DefaultMaxRingSize)
+		}
+	}
+	if mg := lb.Maglev; mg != nil {
+		if lb.Algorithm != AlgorithmMaglev {
+			v.add(p.child("maglev"), "only allowed with algorithm Maglev, got %q", lb.Algorithm)
+		} else if t := *mg.TableSize; t < 1 || t > 5000011 || !isPrime(t) {
+			v.add(p.child("maglev").child("tableSize"), "must be a prime number up to 5000011, got %d", t)
+		}
+	}
+	if len(lb.HashKeys) > 0 && !hashing {
+		v.add(p.child("hashKeys"), "only allowed with algorithm RingHash or Maglev, got %q: other algorithms ignore hash keys", lb.Algorithm)
+	}
+	if len(lb.HashKeys) > MaxHashKeys {
+		v.add(p.child("hashKeys"), "at most %d hash keys, got %d", MaxHashKeys, len(lb.HashKeys))
+		return
+	}
+	for i, k := range lb.HashKeys {
+		v.hashKey(p.child("hashKeys").index(i), k)
+	}
+	if ss := lb.SlowStart; ss != nil {
+		sp := p.child("slowStart")
+		if lb.Algorithm != AlgorithmRoundRobin && lb.Algorithm != AlgorithmLeastRequest {
+			v.add(sp, "only allowed with algorithm RoundRobin or LeastRequest, got %q", lb.Algorithm)
+		}
+		v.duration(sp.child("window"), ss.Window.Duration, false)
+		v.decimal(sp.child("aggression"), ss.Aggression)
+		v.intRange(sp.child("minWeightPercent"), int64(*ss.MinWeightPercent), 0, 100)
+	}
+}
+
+func (v *validator) hashKey(p path, k HashKey) {
+	n := 0
+	for _, set := range []bool{k.Header != nil, k.Cookie != nil, k.SourceIP != nil, k.QueryParameter != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		v.add(p, "set exactly one of header, cookie, sourceIP and queryParameter, got %d", n)
+		return
+	}
+	switch {
+	case k.Header != nil:
+		v.token(p.child("header").child("name"), k.Header.Name, "an HTTP header name")
+	case k.QueryParameter != nil:
+		if k.QueryParameter.Name == "" || len(k.QueryParameter.Name) > 256 || strings.ContainsAny(k.QueryParameter.Name, "&=# ") {
+			v.add(p.child("queryParameter").child("name"), "must be a query parameter name (no '&', '=', '#' or spaces, at most 256), got %q", clip(k.QueryParameter.Name))
+		}
+	case k.Cookie != nil:
+		cp := p.child("cookie")
+		v.token(cp.child("name"), k.Cookie.Name, "a cookie name")
+		if g := k.Cookie.Generate; g != nil {
+			gp := cp.child("generate")
+			v.duration(gp.child("ttl"), g.TTL.Duration, true)
+			v.cookiePath(gp.child("path"), g.Path)
+			if !oneOf(g.SameSite, supportedSameSite) {
+				v.add(gp.child("sameSite"), "%s", unsupported(g.SameSite, supportedSameSite))
+			} else if g.SameSite == SameSiteNone && !g.Secure {
+				v.add(gp.child("sameSite"), "None requires secure: true (browsers drop SameSite=None cookies that are not Secure)")
+			}
+		}
+	}
+}
+
+func (v *validator) token(p path, s, what string) {
+	if len(s) > 256 || !headerNameRe.MatchString(s) {
+		v.add(p, "must be %s (token characters, at most 256), got %q", what, clip(s))
+	}
+}
+
+func (v *validator) cookiePath(p path, s string) {
+	if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "; \t\r\n") || len(s) > 1024 {
+		v.add(p, "must start with \"/\" and contain no ';' or white space, got %q", clip(s))
+	}
+}
+
+func (v *validator) intRange(p path, got, lo, hi int64) {
+	if got < lo || got > hi {
+		v.add(p, "must be between %d and %d, got %d", lo, hi, got)
+	}
+}
+
+func (v *validator) decimal(p path, s string) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || f > 1000 || math.IsNaN(f) {
+		v.add(p, "must be a decimal number greater than 0 and at most 1000, such as \"1.5\", got %q", clip(s))
+	}
+}
+
+func isPrime(n int64) bool {
+	if n < 2 {
+		return false
+	}
+	for d := int64(2); d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *validator) healthCheck(p path, hc *HealthCheck) {
+	if hc == nil {
+		return
+	}
+	if hc.Active == nil && hc.Passive == nil && hc.PanicThreshold == nil {
+		v.add(p, "set active, passive or panicThreshold")
+	}
+	if hc.PanicThreshold != nil {
+		v.intRange(p.child("panicThreshold"), int64(*hc.PanicThreshold), 0, 100)
+	}
+	if a := hc.Active; a != nil {
+		ap := p.child("active")
+		if !oneOf(a.Type, supportedHealthTypes) {
+			v.add(ap.child("type"), "%s", unsupported(a.Type, supportedHealthTypes))
+		}
+		v.duration(ap.child("interval"), a.Interval.Duration, false)
+		v.duration(ap.child("timeout"), a.Timeout.Duration, false)
+		v.duration(ap.child("jitter"), a.Jitter.Duration, true)
+		v.intRange(ap.child("healthyThreshold"), int64(*a.HealthyThreshold), 1, 100)
+		v.intRange(ap.child("unhealthyThreshold"), int64(*a.UnhealthyThreshold), 1, 100)
+		if a.Port != nil {
+			v.intRange(ap.child("port"), int64(*a.Port), 1, 65535)
+		}
+		for _, f := range []struct {
+			typ HealthCheckType
+			set bool
+		}{{HealthCheckHTTP, a.HTTP != nil}, {HealthCheckTCP, a.TCP != nil}, {HealthCheckGRPC, a.GRPC != nil}} {
+			if f.set && a.Type != f.typ {
+				v.add(ap.child(strings.ToLower(string(f.typ))), "only allowed with type %s, got %q", f.typ, a.Type)
+			}
+		}
+		if h := a.HTTP; h != nil && a.Type == HealthCheckHTTP {
+			hp := ap.child("http")
+			if !strings.HasPrefix(h.Path, "/") || strings.ContainsAny(h.Path, " \t\r\n") || len(h.Path) > maxStringLength {
+				v.add(hp.child("path"), "must start with \"/\" and contain no white space, got %q", clip(h.Path))
+			}
+			if !oneOf(h.Method, supportedHealthMethods) {
+				v.add(hp.child("method"), "%s", unsupported(h.Method, supportedHealthMethods))
+			}
+			if h.Host != "" && (len(h.Host) > maxNameLength || strings.ContainsAny(h.Host, " \t\r\n/")) {
+				v.add(hp.child("host"), "must be a host name, optionally with a port, got %q", clip(h.Host))
+			}
+			for i, r := range h.ExpectedStatuses {
+				rp := hp.child("expectedStatuses").index(i)
+				if r.Start < 100 || r.Start > 599 || r.End < r.Start || r.End > 599 {
+					v.add(rp, "must be an inclusive range within 100-599 with start <= end, got %d-%d", r.Start, r.End)
+				}
+			}
+			if len(h.ExpectedBody) > 1024 {
+				v.add(hp.child("expectedBody"), "at most 1024 bytes, got %d", len(h.ExpectedBody))
+			}
+		}
+		if t := a.TCP; t != nil && a.Type == HealthCheckTCP {
+			if len(t.Send) > 1024 || len(t.Receive) > 1024 {
+				v.add(ap.child("tcp"), "send and receive are at most 1024 bytes each")
+			}
+		}
+		if g := a.GRPC; g != nil && len(g.ServiceName) > maxNameLength {
+			v.add(ap.child("grpc").child("serviceName"), "at most %d characters", maxNameLength)
+		}
+	}
+	if ps := hc.Passive; ps != nil {
+		pp := p.child("passive")
+		for _, f := range []struct {
+			name string
+			val  *int32
+		}{{"consecutive5xx", ps.Consecutive5xx}, {"consecutiveGatewayErrors", ps.ConsecutiveGatewayErrors},
+			{"consecutiveLocalOriginFailures", ps.ConsecutiveLocalOriginFailures}} {
+			if f.val != nil {
+				v.intRange(pp.child(f.name), int64(*f.val), 1, 1000)
+			}
+		}
+		if ps.Consecutive5xx == nil && ps.ConsecutiveGatewayErrors == nil && ps.ConsecutiveLocalOriginFailures == nil &&
+			ps.SuccessRate == nil && ps.FailurePercentage == nil {
+			v.add(pp, "set at least one detector: consecutive5xx, consecutiveGatewayErrors, consecutiveLocalOriginFailures, successRate or failurePercentage")
+		}
+		if sr := ps.SuccessRate; sr != nil {
+			sp := pp.child("successRate")
+			v.decimal(sp.child("stdevFactor"), sr.StdevFactor)
+			v.intRange(sp.child("minimumHosts"), int64(*sr.MinimumHosts), 1, 10000)
+			v.intRange(sp.child("requestVolume"), int64(*sr.RequestVolume), 1, 1000000)
+		}
+		if fp := ps.FailurePercentage; fp != nil {
+			fpp := pp.child("failurePercentage")
+			v.intRange(fpp.child("threshold"), int64(*fp.Threshold), 0, 100)
+			v.intRange(fpp.child("minimumHosts"), int64(*fp.MinimumHosts), 1, 10000)
+			v.intRange(fpp.child("requestVolume"), int64(*fp.RequestVolume), 1, 1000000)
+		}
+		v.duration(pp.child("interval"), ps.Interval.Duration, false)
+		v.duration(pp.child("baseEjectionTime"), ps.BaseEjectionTime.Duration, false)
+		v.intRange(pp.child("maxEjectionPercent"), int64(*ps.MaxEjectionPercent), 0, 100)
+	}
+}
+
+func (v *validator) connection(p path, c *Connection) {
+	if c == nil {
+		return
+	}
+	if !oneOf(c.Protocol, supportedUpstreamProtocols) {
+		v.add(p.child("protocol"), "%s", unsupported(c.Protocol, supportedUpstreamProtocols))
+	}
+	if c.MaxRequestsPerConnection != nil {
+		v.intRange(p.child("maxRequestsPerConnection"), int64(*c.MaxRequestsPerConnection), 1, 1<<30)
+	}
+	if c.IdleTimeout != nil {
+		v.duration(p.child("idleTimeout"), c.IdleTimeout.Duration, false)
+	}
+	if k := c.TCPKeepalive; k != nil {
+		kp := p.child("tcpKeepalive")
+		for _, f := range []struct {
+			name string
+			d    *metav1.Duration
+		}{{"time", k.Time}, {"interval", k.Interval}} {
+			if f.d != nil && (f.d.Duration < time.Second || f.d.Duration%time.Second != 0 || f.d.Duration > 24*time.Hour) {
+				v.add(kp.child(f.name), "must be a whole number of seconds between 1s and 24h, got %s", f.d.Duration)
+			}
+		}
+		if k.Probes != nil {
+			v.intRange(kp.child("probes"), int64(*k.Probes), 1, 100)
+		}
+	}
+}
+
+func (v *validator) backendTLS(p path, t *BackendTLS) {
+	if t == nil {
+		return
+	}
+	switch {
+	case t.InsecureSkipVerify && t.CAFile != "":
+		v.add(p, "set caFile or insecureSkipVerify, not both")
+	case !t.InsecureSkipVerify && t.CAFile == "":
+		v.add(p.child("caFile"), "required: without it any certificate would be accepted (set insecureSkipVerify to mean that)")
+	case !t.InsecureSkipVerify && t.SNI == "":
+		v.add(p.child("sni"), "required to verify the endpoints' certificates")
+	}
+	if t.SNI != "" && (!hostnameRe.MatchString(t.SNI) || strings.HasPrefix(t.SNI, "*")) {
+		v.add(p.child("sni"), "must be a lowercase DNS name, got %q", clip(t.SNI))
+	}
+	v.filePath(p.child("caFile"), t.CAFile)
+}
+
+func (v *validator) filePath(p path, f string) {
+	if f != "" && (len(f) > maxStringLength || strings.ContainsRune(f, 0)) {
+		v.add(p, "must be a file path, got %q", clip(f))
+	}
+}
+
+func (v *validator) listenerTLS(p path, t *ListenerTLS) {
+	if len(t.Certificates) == 0 {
+		v.add(p.child("certificates"), "at least one certificate is required")
+	}
+	if len(t.Certificates) > MaxCertificates {
+		v.add(p.child("certificates"), "at most %d certificates, got %d", MaxCertificates, len(t.Certificates))
+		return
+	}
+	for i, c := range t.Certificates {
+		cp := p.child("certificates").index(i)
+		files := c.CertificateFile != "" || c.PrivateKeyFile != ""
+		switch {
+		case files && c.SecretName != "":
+			v.add(cp, "set certificateFile and privateKeyFile, or secretName, not both")
+		case !files && c.SecretName == "":
+			v.add(cp, "set certificateFile and privateKeyFile, or secretName")
+		case files && (c.CertificateFile == "" || c.PrivateKeyFile == ""):
+			v.add(cp, "certificateFile and privateKeyFile go together")
+		}
+		v.filePath(cp.child("certificateFile"), c.CertificateFile)
+		v.filePath(cp.child("privateKeyFile"), c.PrivateKeyFile)
+		for j, h := range c.Hostnames {
+			if !hostnameRe.MatchString(h) || len(h) > maxNameLength {
+				v.add(cp.child("hostnames").index(j), "must be a lowercase DNS name, optionally starting with \"*.\", got %q", clip(h))
+			}
+		}
+	}
+	if !oneOf(t.MinVersion, supportedTLSVersions) {
+		v.add(p.child("minVersion"), "%s", unsupported(t.MinVersion, supportedTLSVersions))
+	}
+	if !oneOf(t.MaxVersion, supportedTLSVersions) {
+		v.add(p.child("maxVersion"), "%s", unsupported(t.MaxVersion, supportedTLSVersions))
+	}
+	if t.MinVersion == TLSv13 && t.MaxVersion == TLSv12 {
+		v.add(p.child("maxVersion"), "must not be lower than minVersion")
+	}
+	for i, c := range t.CipherSuites {
+		if !oneOf(c, supportedCiphers) {
+			v.add(p.child("cipherSuites").index(i), "%s", unsupported(c, supportedCiphers))
+		}
+	}
+	if len(t.CipherSuites) > 0 && t.MinVersion == TLSv13 {
+		v.add(p.child("cipherSuites"), "not allowed with minVersion TLSv1.3: TLS 1.3 suites are not configurable")
+	}
 }
 
 func (v *validator) circuitBreakers(p path, cb *CircuitBreakers) {
-	for name, val := range map[string]*int32{
-		"maxConnections": cb.MaxConnections, "maxPendingRequests": cb.MaxPendingRequests,
-		"maxRequests": cb.MaxRequests, "maxRetries": cb.MaxRetries,
-	} {
-		if *val < 1 {
-			v.add(p.child(name), "must be at least 1, got %d", *val)
+	for _, f := range []struct {
+		name string
+		val  *int32
+	}{{"maxConnections", cb.MaxConnections}, {"maxPendingRequests", cb.MaxPendingRequests}, {"maxRequests", cb.MaxRequests},
+		{"maxRetries", cb.MaxRetries}, {"maxConnectionsPerEndpoint", cb.MaxConnectionsPerEndpoint}} {
+		if f.val != nil && *f.val < 1 {
+			v.add(p.child(f.name), "must be at least 1, got %d", *f.val)
 		}
+	}
+	if rb := cb.RetryBudget; rb != nil {
+		v.intRange(p.child("retryBudget").child("percent"), int64(*rb.Percent), 0, 100)
+		v.intRange(p.child("retryBudget").child("minConcurrency"), int64(*rb.MinConcurrency), 0, 1<<20)
 	}
 }
 
@@ -276,8 +614,67 @@ func (v *validator) routes(p path, s *LoadBalancerPolicySpec, backends map[strin
 		names[r.Name] = true
 		v.match(rp.child("match"), &r.Match)
 		v.duration(rp.child("timeout"), r.Timeout.Duration, true)
+		if r.IdleTimeout != nil {
+			v.duration(rp.child("idleTimeout"), r.IdleTimeout.Duration, true)
+		}
+		v.retry(rp.child("retry"), r.Retry)
+		v.session(rp.child("sessionPersistence"), r.SessionPersistence)
 		v.routeBackends(rp.child("backends"), r.Backends, backends)
 	}
+}
+
+func (v *validator) retry(p path, r *Retry) {
+	if r == nil {
+		return
+	}
+	statusOn := false
+	for i, on := range r.Conditions {
+		if !oneOf(on, supportedRetryOn) {
+			v.add(p.child("conditions").index(i), "%s", unsupported(on, supportedRetryOn))
+		}
+		statusOn = statusOn || on == RetryOnRetriableStatus
+	}
+	switch {
+	case statusOn && len(r.StatusCodes) == 0:
+		v.add(p.child("statusCodes"), "required when conditions has retriable-status-codes")
+	case !statusOn && len(r.StatusCodes) > 0:
+		v.add(p.child("statusCodes"), "only allowed when conditions has retriable-status-codes")
+	}
+	for i, c := range r.StatusCodes {
+		v.intRange(p.child("statusCodes").index(i), int64(c), 100, 599)
+	}
+	v.intRange(p.child("attempts"), int64(*r.Attempts), 0, 10)
+	if r.PerTryTimeout != nil {
+		v.duration(p.child("perTryTimeout"), r.PerTryTimeout.Duration, false)
+	}
+	v.duration(p.child("backoff").child("base"), r.Backoff.Base.Duration, false)
+	v.duration(p.child("backoff").child("max"), r.Backoff.Max.Duration, false)
+	if r.Backoff.Max.Duration < r.Backoff.Base.Duration {
+		v.add(p.child("backoff").child("max"), "must not be less than base (%s), got %s", r.Backoff.Base.Duration, r.Backoff.Max.Duration)
+	}
+}
+
+func (v *validator) session(p path, s *SessionPersistence) {
+	if s == nil {
+		return
+	}
+	if !oneOf(s.Type, supportedSessionTypes) {
+		v.add(p.child("type"), "%s", unsupported(s.Type, supportedSessionTypes))
+	}
+	v.token(p.child("name"), s.Name, "a cookie or header name")
+	if s.Type == SessionHeader {
+		if s.TTL != nil || s.Path != "" {
+			v.add(p, "ttl and path are only allowed with type Cookie")
+		}
+		if s.AcrossBackends {
+			v.add(p.child("acrossBackends"), "only allowed with type Cookie")
+		}
+		return
+	}
+	if s.TTL != nil {
+		v.duration(p.child("ttl"), s.TTL.Duration, true)
+	}
+	v.cookiePath(p.child("path"), s.Path)
 }
 
 func (v *validator) match(p path, m *RouteMatch) {

@@ -37,7 +37,7 @@ func TestValidate(t *testing.T) {
 		"bad name": {func(p *v1alpha1.LoadBalancerPolicy) { p.Name = "Bad_Name" }, []string{
 			`metadata.name: must be lowercase letters, digits, '-' and '.', at most 253 characters, got "Bad_Name"`}},
 		"port and protocol": {func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Listener.Port, p.Spec.Listener.Protocol = 0, "UDP" }, []string{
-			`spec.listener.port: must be between 1 and 65535, got 0`, `spec.listener.protocol: unsupported value "UDP"; supported: HTTP, TCP`}},
+			`spec.listener.port: must be between 1 and 65535, got 0`, `spec.listener.protocol: unsupported value "UDP"; supported: HTTP, HTTPS, TCP`}},
 		"hostnames on TCP": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Listener.Protocol, p.Spec.Listener.Hostnames = v1alpha1.ProtocolTCP, []string{"a.example.com"}
 		}, []string{`spec.listener.hostnames: not allowed on a TCP listener: TCP carries no Host header`}},

@@ -4,9 +4,12 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,14 +37,70 @@ type Engine struct {
 	result    *translate.Result
 	origin    map[translate.Key]string
 	published map[string]bool
-	// BuildDuration of the last run, for logs and metrics.
+	// files holds the last good content of every file a policy references.
+	files translate.Files
+	// ReadFile reads a referenced file; tests replace it.
+	ReadFile func(string) ([]byte, error)
+	// lastRun is how long the last translation and publish took.
 	lastRun time.Duration
 }
 
 // New returns an engine publishing to cache.
 func New(cache *xdscache.Cache, log *slog.Logger) *Engine {
 	return &Engine{cache: cache, log: log, sources: map[string][]*v1alpha1.LoadBalancerPolicy{},
-		result: translate.Translate(nil), origin: map[translate.Key]string{}, published: map[string]bool{}}
+		result: translate.Translate(nil, nil), origin: map[translate.Key]string{}, published: map[string]bool{},
+		files: translate.Files{}, ReadFile: os.ReadFile}
+}
+
+func (e *Engine) read(path string) translate.File {
+	data, err := e.ReadFile(path)
+	if err != nil {
+		return translate.File{Err: err.Error()}
+	}
+	return translate.File{Data: data}
+}
+
+// loadFiles reads the files of policies that were never read. Caller holds e.mu.
+func (e *Engine) loadFiles(policies []*v1alpha1.LoadBalancerPolicy) {
+	for _, path := range translate.ReferencedFiles(policies) {
+		if _, ok := e.files[path]; !ok {
+			e.files[path] = e.read(path)
+		}
+	}
+}
+
+// RefreshFiles re-reads every referenced file and publishes again if one changed. A policy's new files are
+// taken only if they work together (a certificate and its key, a CA bundle); in the middle of a rotation
+// (a new certificate written, its key not yet) the policy keeps serving the old pair.
+func (e *Engine) RefreshFiles() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	all, _, _ := merge(e.sources)
+	next := translate.Files{}
+	for _, path := range translate.ReferencedFiles(all) {
+		next[path] = e.read(path)
+	}
+	for _, p := range all {
+		if len(translate.FileErrors(p, next)) == 0 || len(translate.FileErrors(p, e.files)) > 0 {
+			continue
+		}
+		e.log.Warn("a referenced file changed into something unusable; keeping the last good one", "policy", translate.KeyOf(p).String(),
+			"error", strings.Join(translate.FileErrors(p, next), "; "))
+		for _, path := range translate.PolicyFiles(p) {
+			next[path] = e.files[path]
+		}
+	}
+	changed := len(next) != len(e.files)
+	for path, f := range next {
+		old, ok := e.files[path]
+		changed = changed || !ok || old.Err != f.Err || !bytes.Equal(old.Data, f.Data)
+	}
+	if !changed {
+		return
+	}
+	e.files = next
+	e.log.Info("referenced files changed; publishing again")
+	e.run()
 }
 
 // merge returns every policy of every source; a name defined by two sources goes to the first.
@@ -66,14 +125,15 @@ func merge(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadB
 // Preview translates what the policies would be if source held policies, without publishing anything.
 func (e *Engine) Preview(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	sources := make(map[string][]*v1alpha1.LoadBalancerPolicy, len(e.sources))
 	for k, v := range e.sources {
 		sources[k] = v
 	}
-	e.mu.Unlock()
 	sources[source] = policies
 	all, _, _ := merge(sources)
-	return translate.Translate(all)
+	e.loadFiles(all)
+	return translate.Translate(all, e.files)
 }
 
 // Set replaces the policies of one source and publishes the result.
@@ -87,7 +147,8 @@ func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *tr
 func (e *Engine) run() *translate.Result {
 	start := time.Now()
 	all, origin, shadowed := merge(e.sources)
-	res := translate.Translate(all)
+	e.loadFiles(all)
+	res := translate.Translate(all, e.files)
 	for k, msg := range shadowed {
 		e.log.Warn("policy defined twice", "policy", k.String(), "detail", msg)
 	}

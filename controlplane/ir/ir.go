@@ -20,6 +20,16 @@ type Group struct {
 	Name      string
 	Listeners []*Listener // sorted by port
 	Clusters  []*Cluster  // sorted by name
+	Secrets   []*Secret   // sorted by name; delivered over SDS
+}
+
+// Secret is TLS material Envoy gets over SDS: a certificate with its key, or a CA bundle.
+type Secret struct {
+	Name             string
+	CertificateChain []byte
+	PrivateKey       []byte
+	// CA, when set, makes this a validation context instead of a certificate.
+	CA []byte
 }
 
 // Protocol of a listener.
@@ -40,6 +50,24 @@ type Listener struct {
 	VirtualHosts []*VirtualHost
 	// TCP: the clusters connections are spread over.
 	TCP *TCPRoute
+	// TLS (HTTPS listeners): one filter chain per certificate, chosen by SNI.
+	TLS *ListenerTLS
+}
+
+// ListenerTLS terminates TLS.
+type ListenerTLS struct {
+	Chains []TLSChain
+	// Default is the chain for clients with no SNI or an unknown name; -1 for none.
+	Default    int
+	MinVersion string // "TLSv1_2" or "TLSv1_3"
+	MaxVersion string
+	Ciphers    []string
+}
+
+// TLSChain is one certificate and the names it serves.
+type TLSChain struct {
+	ServerNames []string
+	Secret      string
 }
 
 // RouteConfigName is the RDS resource an HTTP listener reads.
@@ -67,6 +95,32 @@ type Route struct {
 	Clusters []WeightedCluster
 	Timeout  time.Duration
 	HashKeys []HashKey
+	// IdleTimeout, when set, overrides Envoy's stream idle timeout.
+	IdleTimeout *time.Duration
+	Retry       *Retry
+	Session     *Session
+	// HashClusters picks among weighted clusters by the hash keys instead of at random, so that a client stays
+	// on one backend while new clients still follow the weights.
+	HashClusters bool
+}
+
+// Retry is a route's retry policy.
+type Retry struct {
+	On                 []string
+	StatusCodes        []uint32
+	Attempts           uint32
+	PerTryTimeout      time.Duration
+	BackoffBase        time.Duration
+	BackoffMax         time.Duration
+	AvoidPreviousHosts bool
+}
+
+// Session is stateful session persistence: in a header, or in a cookie.
+type Session struct {
+	Header string
+	Cookie string
+	TTL    *time.Duration
+	Path   string
 }
 
 // HeaderMatch kinds.
@@ -91,9 +145,23 @@ type WeightedCluster struct {
 	Weight uint32
 }
 
-// HashKey is one input of a hashing load balancer. Only the source IP exists so far.
+// HashKey is one input of a hashing load balancer; exactly one of the inputs is set.
 type HashKey struct {
-	SourceIP bool
+	SourceIP       bool
+	Header         string
+	QueryParameter string
+	Cookie         *CookieKey
+	Terminal       bool
+}
+
+// CookieKey hashes a cookie; with Generate, Envoy sets it when absent.
+type CookieKey struct {
+	Name     string
+	Generate bool
+	TTL      time.Duration
+	Path     string
+	Secure   bool
+	SameSite string
 }
 
 // TCPRoute spreads TCP connections over clusters.
@@ -121,11 +189,95 @@ type Cluster struct {
 	ConnectTimeout  time.Duration
 	CircuitBreakers CircuitBreakers
 	Endpoints       []Endpoint
+
+	RingHash        *RingHashSize
+	MaglevTableSize uint64
+	SlowStart       *SlowStart
+	HealthCheck     *HealthCheck
+	Outlier         *Outlier
+	// PanicThreshold in percent; nil keeps Envoy's default.
+	PanicThreshold *float64
+	HTTP2          bool
+	// MaxRequestsPerConnection 0 means no limit.
+	MaxRequestsPerConnection uint32
+	IdleTimeout              *time.Duration
+	TCPKeepalive             *TCPKeepalive
+	TLS                      *UpstreamTLS
+}
+
+// RingHashSize bounds the ring.
+type RingHashSize struct{ Min, Max uint64 }
+
+// SlowStart ramps new endpoints up.
+type SlowStart struct {
+	Window           time.Duration
+	Aggression       float64
+	MinWeightPercent float64
+}
+
+// Health check types.
+const (
+	HealthHTTP = "HTTP"
+	HealthTCP  = "TCP"
+	HealthGRPC = "GRPC"
+)
+
+// HealthCheck is an active health check.
+type HealthCheck struct {
+	Type               string // HTTP, TCP, GRPC
+	Interval, Timeout  time.Duration
+	Jitter             time.Duration
+	Healthy, Unhealthy uint32
+	// HTTP
+	Path, Method, Host string
+	Statuses           [][2]int64 // half-open [start, end) as Envoy wants them
+	Body               string
+	// TCP
+	Send, Receive string
+	// GRPC
+	Service string
+}
+
+// Outlier is outlier detection; nil detectors are off.
+type Outlier struct {
+	Consecutive5xx, ConsecutiveGateway, ConsecutiveLocalOrigin *uint32
+	SuccessRate                                                *SuccessRate
+	FailurePercentage                                          *FailurePercentage
+	Interval, BaseEjectionTime                                 time.Duration
+	MaxEjectionPercent                                         uint32
+}
+
+// SuccessRate ejection; StdevFactor is in thousandths, as Envoy takes it.
+type SuccessRate struct{ StdevFactor, MinimumHosts, RequestVolume uint32 }
+
+// FailurePercentage ejection.
+type FailurePercentage struct{ Threshold, MinimumHosts, RequestVolume uint32 }
+
+// TCPKeepalive settings; zero values keep the kernel's.
+type TCPKeepalive struct {
+	Time, Interval time.Duration
+	Probes         uint32
+}
+
+// UpstreamTLS makes the cluster speak TLS.
+type UpstreamTLS struct {
+	SNI string
+	// CASecret names the validation context secret; empty skips verification.
+	CASecret string
 }
 
 // CircuitBreakers are the default-priority thresholds.
 type CircuitBreakers struct {
 	MaxConnections, MaxPendingRequests, MaxRequests, MaxRetries uint32
+	// MaxConnectionsPerEndpoint 0 means no per-endpoint cap.
+	MaxConnectionsPerEndpoint uint32
+	RetryBudget               *RetryBudget
+}
+
+// RetryBudget limits retries to a share of active requests.
+type RetryBudget struct {
+	Percent        float64
+	MinConcurrency uint32
 }
 
 // Endpoint is one upstream address.
@@ -133,6 +285,12 @@ type Endpoint struct {
 	Address string
 	Port    uint32
 	Weight  uint32
+	// Draining takes the endpoint out of new traffic; open connections carry on.
+	Draining bool
+	// HealthCheckPort, when set, is probed instead of Port.
+	HealthCheckPort uint32
+	// HealthCheckHost, when set, is the Host of HTTP probes of this endpoint.
+	HealthCheckHost string
 }
 
 // Errors returned by Validate, so that callers and tests can tell them apart.

@@ -143,5 +143,19 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
+	g.Go(func() error {
+		// Certificates and CA bundles are re-read so that a rotated certificate reaches Envoy (over SDS)
+		// without a push.
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				eng.RefreshFiles()
+			}
+		}
+	})
 	return g.Wait()
 }

@@ -6,8 +6,13 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,6 +27,7 @@ const (
 	ReasonConflicted     = "Conflicted"
 	ReasonResolvedRefs   = "ResolvedRefs"
 	ReasonBackendMissing = "BackendNotFound"
+	ReasonInvalidRef     = "InvalidReference"
 )
 
 // Key identifies a policy.
@@ -97,8 +103,9 @@ func clone(p *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
 }
 
 // Translate turns policies into the IR. Older policies (by creation time, then namespace/name) win conflicts,
-// so accepting a new policy never takes a port or hostname away from a live one.
-func Translate(policies []*v1alpha1.LoadBalancerPolicy) *Result {
+// so accepting a new policy never takes a port or hostname away from a live one. files holds the content of
+// the files the policies reference (see ReferencedFiles).
+func Translate(policies []*v1alpha1.LoadBalancerPolicy, files Files) *Result {
 	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
 	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
 	// two policies created within one second must still be told apart.
@@ -131,11 +138,18 @@ func Translate(policies []*v1alpha1.LoadBalancerPolicy) *Result {
 			continue
 		}
 		r.Accepted, r.AcceptedReason, r.AcceptedMessage = true, ReasonAccepted, "the policy is valid and has no conflicts"
-		addPolicy(res.IR, p, r)
+		secrets, errs := resolveFiles(p, files)
+		if len(errs) > 0 {
+			r.ResolvedRefs, r.ResolvedRefsReason = false, ReasonInvalidRef
+			r.ResolvedRefsMessage = strings.Join(errs, "; ") + " (the policy is not served until this is fixed)"
+			continue
+		}
+		addPolicy(res.IR, p, r, secrets)
 	}
 	for _, g := range res.IR.Groups {
 		slices.SortFunc(g.Listeners, func(a, b *ir.Listener) int { return cmp.Compare(a.Port, b.Port) })
 		slices.SortFunc(g.Clusters, func(a, b *ir.Cluster) int { return cmp.Compare(a.Name, b.Name) })
+		slices.SortFunc(g.Secrets, func(a, b *ir.Secret) int { return cmp.Compare(a.Name, b.Name) })
 		for _, l := range g.Listeners {
 			sortVirtualHosts(l.VirtualHosts)
 		}
@@ -153,6 +167,7 @@ type portUse struct {
 	protocol v1alpha1.Protocol
 	owner    Key
 	hosts    map[string]Key
+	sni      map[string]Key
 }
 
 // claim records the policy's use of its port and returns why it cannot have it, or "".
@@ -161,7 +176,7 @@ func claim(ports map[portKey]*portUse, p *v1alpha1.LoadBalancerPolicy) string {
 	l := &p.Spec.Listener
 	use, ok := ports[k]
 	if !ok {
-		use = &portUse{address: l.Address, protocol: l.Protocol, owner: KeyOf(p), hosts: map[string]Key{}}
+		use = &portUse{address: l.Address, protocol: l.Protocol, owner: KeyOf(p), hosts: map[string]Key{}, sni: map[string]Key{}}
 		ports[k] = use
 	} else {
 		switch {
@@ -182,49 +197,97 @@ func claim(ports map[portKey]*portUse, p *v1alpha1.LoadBalancerPolicy) string {
 			return fmt.Sprintf("spec.listener.hostnames: hostname %q on port %d is already served by policy %s", h, l.Port, owner)
 		}
 	}
+	names := sniNames(p)
+	for _, n := range names {
+		if owner, taken := use.sni[n]; taken {
+			return fmt.Sprintf("spec.listener.tls: a certificate for %q on port %d is already served by policy %s", n, l.Port, owner)
+		}
+	}
 	for _, h := range hosts {
 		use.hosts[h] = KeyOf(p)
 	}
+	for _, n := range names {
+		use.sni[n] = KeyOf(p)
+	}
 	return ""
+}
+
+// sniNames are the server names the policy's certificates are chosen for; "" stands for the default chain.
+func sniNames(p *v1alpha1.LoadBalancerPolicy) []string {
+	t := p.Spec.Listener.TLS
+	if t == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range t.Certificates {
+		names := c.Hostnames
+		if len(names) == 0 {
+			names = p.Spec.Listener.Hostnames
+		}
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		out = append(out, names...)
+	}
+	return out
+}
+
+// resolveFiles turns the policy's file references into SDS secrets, or says what is wrong with them.
+func resolveFiles(p *v1alpha1.LoadBalancerPolicy, files Files) (map[string]*ir.Secret, []string) {
+	secrets := map[string]*ir.Secret{}
+	var errs []string
+	if t := p.Spec.Listener.TLS; t != nil {
+		for i, c := range t.Certificates {
+			name := fmt.Sprintf("%s/%s/certificate-%d", p.Namespace, p.Name, i)
+			if c.SecretName != "" {
+				errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secrets need Kubernetes mode (lbplane serve --kubernetes)", i))
+				continue
+			}
+			cert, key, err := files.keyPair(c.CertificateFile, c.PrivateKeyFile)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d]: %v", i, err))
+				continue
+			}
+			secrets[name] = &ir.Secret{Name: name, CertificateChain: cert, PrivateKey: key}
+		}
+	}
+	for i, b := range p.Spec.Backends {
+		if b.TLS == nil || b.TLS.CAFile == "" {
+			continue
+		}
+		ca, err := files.caBundle(b.TLS.CAFile)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("spec.backends[%d].tls.caFile: %v", i, err))
+			continue
+		}
+		name := clusterName(p, b.Name) + "/ca"
+		secrets[name] = &ir.Secret{Name: name, CA: ca}
+	}
+	return secrets, errs
 }
 
 func clusterName(p *v1alpha1.LoadBalancerPolicy, backend string) string {
 	return p.Namespace + "/" + p.Name + "/" + backend
 }
 
-func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult) {
+func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, secrets map[string]*ir.Secret) {
 	s := &p.Spec
 	g, ok := c.Groups[s.ProxyGroup]
 	if !ok {
 		g = &ir.Group{Name: s.ProxyGroup}
 		c.Groups[s.ProxyGroup] = g
 	}
+	for _, name := range slices.Sorted(maps.Keys(secrets)) {
+		g.Secrets = append(g.Secrets, secrets[name])
+	}
 	r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = true, ReasonResolvedRefs, "all backends resolved"
 	var missing []string
 	hashKeys := map[string][]ir.HashKey{}
 	for i := range s.Backends {
 		b := &s.Backends[i]
-		cl := &ir.Cluster{
-			Name:           clusterName(p, b.Name),
-			Algorithm:      ir.Algorithm(b.LoadBalancing.Algorithm),
-			ConnectTimeout: b.ConnectTimeout.Duration,
-			CircuitBreakers: ir.CircuitBreakers{
-				MaxConnections:     uint32(*b.CircuitBreakers.MaxConnections),
-				MaxPendingRequests: uint32(*b.CircuitBreakers.MaxPendingRequests),
-				MaxRequests:        uint32(*b.CircuitBreakers.MaxRequests),
-				MaxRetries:         uint32(*b.CircuitBreakers.MaxRetries),
-			},
-		}
-		if lr := b.LoadBalancing.LeastRequest; lr != nil {
-			cl.ChoiceCount = uint32(*lr.ChoiceCount)
-		}
-		if cl.Algorithm == ir.RingHash || cl.Algorithm == ir.Maglev {
-			// Until configurable hash keys exist, hash on the client address (nginx's ip_hash). The key must be
-			// set on the route too: a hashing cluster without a route hash policy silently picks at random.
-			hashKeys[cl.Name] = []ir.HashKey{{SourceIP: true}}
-		}
-		for _, e := range b.Endpoints {
-			cl.Endpoints = append(cl.Endpoints, ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight)})
+		cl := cluster(p, b)
+		if len(cl.HashKeysFromPolicy) > 0 {
+			hashKeys[cl.Name] = cl.HashKeysFromPolicy
 		}
 		if b.Service != nil {
 			// Services are resolved by the Kubernetes source; without it the backend has no endpoints.
@@ -232,7 +295,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult) {
 		}
 		r.Endpoints += int32(len(cl.Endpoints))
 		r.Clusters = append(r.Clusters, cl.Name)
-		g.Clusters = append(g.Clusters, cl)
+		g.Clusters = append(g.Clusters, cl.Cluster)
 	}
 	if len(missing) > 0 {
 		r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = false, ReasonBackendMissing, strings.Join(missing, "; ")
@@ -244,6 +307,9 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult) {
 		l.TCP.HashKeys = hashKeysFor(l.TCP.Clusters, hashKeys)
 		return
 	}
+	if t := s.Listener.TLS; t != nil {
+		addChains(l, p, t)
+	}
 	vh := &ir.VirtualHost{Name: p.Namespace + "/" + p.Name, Domains: domains(s.Listener.Hostnames)}
 	if len(s.Routes) == 0 {
 		all := allBackends(p)
@@ -251,22 +317,260 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult) {
 			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys)}}
 	}
 	for _, rt := range s.Routes {
-		route := &ir.Route{Name: vh.Name + "/" + rt.Name, PathType: ir.PathPrefix, Path: "/", Timeout: rt.Timeout.Duration}
-		if pm := rt.Match.Path; pm != nil {
-			route.PathType, route.Path = string(pm.Type), pm.Value
-		}
-		for _, h := range rt.Match.Headers {
-			route.Headers = append(route.Headers, ir.HeaderMatch{Name: strings.ToLower(h.Name), Type: string(h.Type), Value: h.Value, Invert: h.Invert})
-		}
-		for _, ref := range rt.Backends {
-			if *ref.Weight > 0 {
-				route.Clusters = append(route.Clusters, ir.WeightedCluster{Name: clusterName(p, ref.Name), Weight: uint32(*ref.Weight)})
-			}
-		}
-		route.HashKeys = hashKeysFor(route.Clusters, hashKeys)
-		vh.Routes = append(vh.Routes, route)
+		vh.Routes = append(vh.Routes, route(p, vh.Name, &rt, hashKeys))
 	}
 	l.VirtualHosts = append(l.VirtualHosts, vh)
+}
+
+func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, hashKeys map[string][]ir.HashKey) *ir.Route {
+	route := &ir.Route{Name: vhost + "/" + rt.Name, PathType: ir.PathPrefix, Path: "/", Timeout: rt.Timeout.Duration}
+	if pm := rt.Match.Path; pm != nil {
+		route.PathType, route.Path = string(pm.Type), pm.Value
+	}
+	for _, h := range rt.Match.Headers {
+		route.Headers = append(route.Headers, ir.HeaderMatch{Name: strings.ToLower(h.Name), Type: string(h.Type), Value: h.Value, Invert: h.Invert})
+	}
+	for _, ref := range rt.Backends {
+		if *ref.Weight > 0 {
+			route.Clusters = append(route.Clusters, ir.WeightedCluster{Name: clusterName(p, ref.Name), Weight: uint32(*ref.Weight)})
+		}
+	}
+	route.HashKeys = hashKeysFor(route.Clusters, hashKeys)
+	if rt.IdleTimeout != nil {
+		d := rt.IdleTimeout.Duration
+		route.IdleTimeout = &d
+	}
+	if rr := rt.Retry; rr != nil {
+		ret := &ir.Retry{Attempts: uint32(*rr.Attempts), BackoffBase: rr.Backoff.Base.Duration, BackoffMax: rr.Backoff.Max.Duration,
+			AvoidPreviousHosts: *rr.AvoidPreviousHosts}
+		for _, on := range rr.Conditions {
+			ret.On = append(ret.On, string(on))
+		}
+		for _, c := range rr.StatusCodes {
+			ret.StatusCodes = append(ret.StatusCodes, uint32(c))
+		}
+		if rr.PerTryTimeout != nil {
+			ret.PerTryTimeout = rr.PerTryTimeout.Duration
+		}
+		route.Retry = ret
+	}
+	if sp := rt.SessionPersistence; sp != nil {
+		sess := &ir.Session{Path: sp.Path}
+		if sp.Type == v1alpha1.SessionHeader {
+			sess.Header = sp.Name
+		} else {
+			sess.Cookie = sp.Name
+		}
+		if sp.TTL != nil {
+			d := sp.TTL.Duration
+			sess.TTL = &d
+		}
+		route.Session = sess
+		if sp.AcrossBackends && len(route.Clusters) > 1 {
+			// The backend is picked by hashing a cookie Envoy sets on the first response, so a returning client
+			// lands on the same backend, and new clients (new random cookies) follow the weights.
+			var ttl time.Duration
+			if sp.TTL != nil {
+				ttl = sp.TTL.Duration
+			}
+			key := ir.HashKey{Cookie: &ir.CookieKey{Name: sp.Name + "-backend", Generate: true, TTL: ttl, Path: sp.Path, SameSite: string(v1alpha1.SameSiteLax)}}
+			route.HashKeys = append([]ir.HashKey{key}, route.HashKeys...)
+			route.HashClusters = true
+		}
+	}
+	return route
+}
+
+// builtCluster is a cluster and the hash keys its policy asks routes to use.
+type builtCluster struct {
+	*ir.Cluster
+	HashKeysFromPolicy []ir.HashKey
+}
+
+func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
+	cb := b.CircuitBreakers
+	cl := &ir.Cluster{
+		Name:           clusterName(p, b.Name),
+		Algorithm:      ir.Algorithm(b.LoadBalancing.Algorithm),
+		ConnectTimeout: b.ConnectTimeout.Duration,
+		CircuitBreakers: ir.CircuitBreakers{
+			MaxConnections:     uint32(*cb.MaxConnections),
+			MaxPendingRequests: uint32(*cb.MaxPendingRequests),
+			MaxRequests:        uint32(*cb.MaxRequests),
+			MaxRetries:         uint32(*cb.MaxRetries),
+		},
+	}
+	if cb.MaxConnectionsPerEndpoint != nil {
+		cl.CircuitBreakers.MaxConnectionsPerEndpoint = uint32(*cb.MaxConnectionsPerEndpoint)
+	}
+	if rb := cb.RetryBudget; rb != nil {
+		cl.CircuitBreakers.RetryBudget = &ir.RetryBudget{Percent: float64(*rb.Percent), MinConcurrency: uint32(*rb.MinConcurrency)}
+	}
+	lb := &b.LoadBalancing
+	if lr := lb.LeastRequest; lr != nil {
+		cl.ChoiceCount = uint32(*lr.ChoiceCount)
+	}
+	if rh := lb.RingHash; rh != nil {
+		cl.RingHash = &ir.RingHashSize{Min: uint64(*rh.MinimumRingSize), Max: uint64(*rh.MaximumRingSize)}
+	}
+	if mg := lb.Maglev; mg != nil {
+		cl.MaglevTableSize = uint64(*mg.TableSize)
+	}
+	if ss := lb.SlowStart; ss != nil {
+		agg, _ := strconv.ParseFloat(ss.Aggression, 64)
+		cl.SlowStart = &ir.SlowStart{Window: ss.Window.Duration, Aggression: agg, MinWeightPercent: float64(*ss.MinWeightPercent)}
+	}
+	var keys []ir.HashKey
+	for _, k := range lb.HashKeys {
+		keys = append(keys, hashKey(k))
+	}
+	if hc := b.HealthCheck; hc != nil {
+		if hc.PanicThreshold != nil {
+			v := float64(*hc.PanicThreshold)
+			cl.PanicThreshold = &v
+		}
+		cl.HealthCheck = healthCheck(hc.Active)
+		cl.Outlier = outlier(hc.Passive)
+	}
+	if c := b.Connection; c != nil {
+		cl.HTTP2 = c.Protocol == v1alpha1.UpstreamHTTP2
+		if c.MaxRequestsPerConnection != nil {
+			cl.MaxRequestsPerConnection = uint32(*c.MaxRequestsPerConnection)
+		}
+		if c.IdleTimeout != nil {
+			d := c.IdleTimeout.Duration
+			cl.IdleTimeout = &d
+		}
+		if k := c.TCPKeepalive; k != nil {
+			ka := &ir.TCPKeepalive{}
+			if k.Time != nil {
+				ka.Time = k.Time.Duration
+			}
+			if k.Interval != nil {
+				ka.Interval = k.Interval.Duration
+			}
+			if k.Probes != nil {
+				ka.Probes = uint32(*k.Probes)
+			}
+			cl.TCPKeepalive = ka
+		}
+	}
+	if t := b.TLS; t != nil {
+		cl.TLS = &ir.UpstreamTLS{SNI: t.SNI}
+		if !t.InsecureSkipVerify {
+			cl.TLS.CASecret = cl.Name + "/ca"
+		}
+	}
+	for _, e := range b.Endpoints {
+		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining}
+		if hc := cl.HealthCheck; hc != nil {
+			if a := b.HealthCheck.Active; a.Port != nil {
+				ep.HealthCheckPort = uint32(*a.Port)
+			}
+			if hc.Type == ir.HealthHTTP && hc.Host == "" {
+				// Probes test the endpoint, not a virtual host: they carry the endpoint's own address, never
+				// one of the hostnames the policy serves.
+				port := ep.Port
+				if ep.HealthCheckPort != 0 {
+					port = ep.HealthCheckPort
+				}
+				ep.HealthCheckHost = net.JoinHostPort(e.Address, strconv.Itoa(int(port)))
+			}
+		}
+		cl.Endpoints = append(cl.Endpoints, ep)
+	}
+	return builtCluster{Cluster: cl, HashKeysFromPolicy: keys}
+}
+
+func hashKey(k v1alpha1.HashKey) ir.HashKey {
+	out := ir.HashKey{Terminal: k.Terminal}
+	switch {
+	case k.SourceIP != nil:
+		out.SourceIP = true
+	case k.Header != nil:
+		out.Header = strings.ToLower(k.Header.Name)
+	case k.QueryParameter != nil:
+		out.QueryParameter = k.QueryParameter.Name
+	case k.Cookie != nil:
+		ck := &ir.CookieKey{Name: k.Cookie.Name}
+		if g := k.Cookie.Generate; g != nil {
+			ck.Generate, ck.TTL, ck.Path, ck.Secure, ck.SameSite = true, g.TTL.Duration, g.Path, g.Secure, string(g.SameSite)
+		}
+		out.Cookie = ck
+	}
+	return out
+}
+
+func healthCheck(a *v1alpha1.ActiveHealthCheck) *ir.HealthCheck {
+	if a == nil {
+		return nil
+	}
+	hc := &ir.HealthCheck{Type: string(a.Type), Interval: a.Interval.Duration, Timeout: a.Timeout.Duration, Jitter: a.Jitter.Duration,
+		Healthy: uint32(*a.HealthyThreshold), Unhealthy: uint32(*a.UnhealthyThreshold)}
+	switch {
+	case a.HTTP != nil && a.Type == v1alpha1.HealthCheckHTTP:
+		hc.Path, hc.Method, hc.Host, hc.Body = a.HTTP.Path, a.HTTP.Method, a.HTTP.Host, a.HTTP.ExpectedBody
+		for _, r := range a.HTTP.ExpectedStatuses {
+			hc.Statuses = append(hc.Statuses, [2]int64{int64(r.Start), int64(r.End) + 1})
+		}
+	case a.TCP != nil:
+		hc.Send, hc.Receive = a.TCP.Send, a.TCP.Receive
+	case a.GRPC != nil:
+		hc.Service = a.GRPC.ServiceName
+	}
+	return hc
+}
+
+func outlier(p *v1alpha1.PassiveHealthCheck) *ir.Outlier {
+	if p == nil {
+		return nil
+	}
+	u32 := func(v *int32) *uint32 {
+		if v == nil {
+			return nil
+		}
+		x := uint32(*v)
+		return &x
+	}
+	o := &ir.Outlier{Consecutive5xx: u32(p.Consecutive5xx), ConsecutiveGateway: u32(p.ConsecutiveGatewayErrors),
+		ConsecutiveLocalOrigin: u32(p.ConsecutiveLocalOriginFailures), Interval: p.Interval.Duration,
+		BaseEjectionTime: p.BaseEjectionTime.Duration, MaxEjectionPercent: uint32(*p.MaxEjectionPercent)}
+	if sr := p.SuccessRate; sr != nil {
+		f, _ := strconv.ParseFloat(sr.StdevFactor, 64)
+		o.SuccessRate = &ir.SuccessRate{StdevFactor: uint32(math.Round(f * 1000)), MinimumHosts: uint32(*sr.MinimumHosts), RequestVolume: uint32(*sr.RequestVolume)}
+	}
+	if fp := p.FailurePercentage; fp != nil {
+		o.FailurePercentage = &ir.FailurePercentage{Threshold: uint32(*fp.Threshold), MinimumHosts: uint32(*fp.MinimumHosts), RequestVolume: uint32(*fp.RequestVolume)}
+	}
+	return o
+}
+
+// addChains adds the policy's certificates to an HTTPS listener, one filter chain each.
+func addChains(l *ir.Listener, p *v1alpha1.LoadBalancerPolicy, t *v1alpha1.ListenerTLS) {
+	if l.TLS == nil {
+		l.TLS = &ir.ListenerTLS{Default: -1, MinVersion: tlsVersion(t.MinVersion), MaxVersion: tlsVersion(t.MaxVersion), Ciphers: t.CipherSuites}
+	}
+	for i, c := range t.Certificates {
+		names := c.Hostnames
+		if len(names) == 0 {
+			names = p.Spec.Listener.Hostnames
+		}
+		chain := ir.TLSChain{ServerNames: slices.Clone(names), Secret: fmt.Sprintf("%s/%s/certificate-%d", p.Namespace, p.Name, i)}
+		l.TLS.Chains = append(l.TLS.Chains, chain)
+		if len(names) == 0 || l.TLS.Default < 0 {
+			// A certificate for every name, or else the oldest policy's first one, answers clients without SNI.
+			if len(names) == 0 || len(l.TLS.Chains) == 1 {
+				l.TLS.Default = len(l.TLS.Chains) - 1
+			}
+		}
+	}
+}
+
+func tlsVersion(v v1alpha1.TLSVersion) string {
+	if v == v1alpha1.TLSv13 {
+		return "TLSv1_3"
+	}
+	return "TLSv1_2"
 }
 
 func allBackends(p *v1alpha1.LoadBalancerPolicy) []ir.WeightedCluster {
@@ -298,7 +602,7 @@ func listenerFor(g *ir.Group, p *v1alpha1.LoadBalancerPolicy) *ir.Listener {
 	if p.Spec.Listener.Protocol == v1alpha1.ProtocolTCP {
 		proto = ir.TCP
 	}
-	l := &ir.Listener{Name: fmt.Sprintf("%s-%d", strings.ToLower(string(proto)), port), Address: p.Spec.Listener.Address, Port: port, Protocol: proto}
+	l := &ir.Listener{Name: fmt.Sprintf("%s-%d", strings.ToLower(string(p.Spec.Listener.Protocol)), port), Address: p.Spec.Listener.Address, Port: port, Protocol: proto}
 	g.Listeners = append(g.Listeners, l)
 	return l
 }

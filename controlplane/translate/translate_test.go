@@ -27,7 +27,7 @@ func TestOlderWinsWithinOneSecond(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	older, newer := pol("zz-older", base.Add(100*time.Millisecond)), pol("aa-newer", base.Add(900*time.Millisecond))
 	for _, order := range [][]*v1alpha1.LoadBalancerPolicy{{older, newer}, {newer, older}} {
-		res := translate.Translate(order)
+		res := translate.Translate(order, nil)
 		o, n := res.Policies[translate.KeyOf(older)], res.Policies[translate.KeyOf(newer)]
 		if !o.Accepted || n.Accepted || !strings.Contains(n.AcceptedMessage, "already served by policy default/zz-older") {
 			t.Errorf("older accepted=%v, newer accepted=%v (%s)", o.Accepted, n.Accepted, n.AcceptedMessage)
@@ -38,7 +38,7 @@ func TestOlderWinsWithinOneSecond(t *testing.T) {
 func TestTranslateDoesNotModifyItsInput(t *testing.T) {
 	p := pol("a", time.Now())
 	before := p.Spec.Listener.Address
-	translate.Translate([]*v1alpha1.LoadBalancerPolicy{p})
+	translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, nil)
 	if p.Namespace != "" || p.Spec.Listener.Address != before || p.Spec.ProxyGroup != "" {
 		t.Error("translate changed its input")
 	}

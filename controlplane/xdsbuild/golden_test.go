@@ -25,6 +25,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/out from the current output")
 
 var typeFiles = map[string]string{
+	resource.SecretType:   "secrets",
 	resource.ClusterType:  "clusters",
 	resource.EndpointType: "endpoints",
 	resource.ListenerType: "listeners",
@@ -62,7 +63,7 @@ func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.R
 	for _, d := range docs {
 		policies = append(policies, d.Policy)
 	}
-	res := translate.Translate(policies)
+	res := translate.Translate(policies, readFiles(policies))
 	if err := res.IR.Validate(); err != nil {
 		t.Fatalf("IR invalid: %v", err)
 	}
@@ -80,7 +81,7 @@ func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.R
 				perType[typ] = map[string][]any{}
 			}
 			for _, m := range list {
-				js, err := protojson.Marshal(m)
+				js, err := protojson.Marshal(xdsbuild.Redacted(m))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -184,4 +185,23 @@ func TestGoldenAcceptedByEnvoy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readFiles reads the files the inputs reference; relative paths are relative to the repository, as they
+// are for a user running lbctl there.
+func readFiles(policies []*v1alpha1.LoadBalancerPolicy) translate.Files {
+	files := translate.Files{}
+	for _, p := range translate.ReferencedFiles(policies) {
+		full := p
+		if !filepath.IsAbs(p) {
+			full = filepath.Join(tools.RepoRoot(), p)
+		}
+		data, err := os.ReadFile(full)
+		if err != nil {
+			files[p] = translate.File{Err: "cannot read it"}
+			continue
+		}
+		files[p] = translate.File{Data: data}
+	}
+	return files
 }

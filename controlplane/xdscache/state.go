@@ -25,8 +25,9 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// Types are the resource types served, in the order they are sent after a change.
-var Types = []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
+// Types are the resource types served, in the order they are sent after a change: certificates before the
+// clusters and listeners that use them.
+var Types = []string{resource.SecretType, resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
 
 // entry is one resource, marshalled once and shared by every response that carries it.
 type entry struct {
@@ -98,13 +99,13 @@ func (s *State) Resources(typ string) []proto.Message {
 // Steps that change nothing are left out.
 func plan(old, next *State) []*State {
 	front := []string{resource.ListenerType, resource.RouteType}
-	back := []string{resource.ClusterType, resource.EndpointType}
+	back := []string{resource.SecretType, resource.ClusterType, resource.EndpointType}
 	staged := combine(map[string][]*State{
-		resource.ClusterType: {next, old}, resource.EndpointType: {next, old},
+		resource.SecretType: {next, old}, resource.ClusterType: {next, old}, resource.EndpointType: {next, old},
 		resource.ListenerType: {old}, resource.RouteType: {old},
 	})
 	bridged := combine(map[string][]*State{
-		resource.ClusterType: {next, old}, resource.EndpointType: {next, old},
+		resource.SecretType: {next, old}, resource.ClusterType: {next, old}, resource.EndpointType: {next, old},
 		resource.ListenerType: {next}, resource.RouteType: {next},
 	})
 	var steps []*State

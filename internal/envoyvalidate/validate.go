@@ -18,6 +18,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -41,8 +42,14 @@ func Static(res map[string][]proto.Message) (*bootstrapv3.Bootstrap, error) {
 			Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0}}}}},
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{},
 	}
+	for _, m := range res[resource.SecretType] {
+		b.StaticResources.Secrets = append(b.StaticResources.Secrets, proto.Clone(m).(*tlsv3.Secret))
+	}
 	for _, m := range res[resource.ClusterType] {
 		c := proto.Clone(m).(*clusterv3.Cluster)
+		if err := staticSecrets(c.TransportSocket, &tlsv3.UpstreamTlsContext{}); err != nil {
+			return nil, err
+		}
 		name := c.GetEdsClusterConfig().GetServiceName()
 		if name == "" {
 			name = c.Name
@@ -59,7 +66,14 @@ func Static(res map[string][]proto.Message) (*bootstrapv3.Bootstrap, error) {
 	}
 	for _, m := range res[resource.ListenerType] {
 		l := proto.Clone(m).(*listenerv3.Listener)
-		for _, fc := range l.FilterChains {
+		chains := l.FilterChains
+		if l.DefaultFilterChain != nil {
+			chains = append(chains, l.DefaultFilterChain)
+		}
+		for _, fc := range chains {
+			if err := staticSecrets(fc.TransportSocket, &tlsv3.DownstreamTlsContext{}); err != nil {
+				return nil, err
+			}
 			for _, f := range fc.Filters {
 				tc := f.GetTypedConfig()
 				if tc == nil || tc.TypeUrl != "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager" {
@@ -85,6 +99,34 @@ func Static(res map[string][]proto.Message) (*bootstrapv3.Bootstrap, error) {
 		b.StaticResources.Listeners = append(b.StaticResources.Listeners, l)
 	}
 	return b, nil
+}
+
+// staticSecrets points the SDS references of a TLS transport socket at static secrets of the same name.
+func staticSecrets(ts *corev3.TransportSocket, ctx tlsContext) error {
+	if ts == nil || ts.GetTypedConfig() == nil {
+		return nil
+	}
+	if err := ts.GetTypedConfig().UnmarshalTo(ctx); err != nil {
+		return err
+	}
+	common := ctx.GetCommonTlsContext()
+	for _, s := range common.GetTlsCertificateSdsSecretConfigs() {
+		s.SdsConfig = nil
+	}
+	if v := common.GetValidationContextSdsSecretConfig(); v != nil {
+		v.SdsConfig = nil
+	}
+	a, err := anypb.New(ctx)
+	if err != nil {
+		return err
+	}
+	ts.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: a}
+	return nil
+}
+
+type tlsContext interface {
+	proto.Message
+	GetCommonTlsContext() *tlsv3.CommonTlsContext
 }
 
 // Check runs `envoy --mode validate` on the folded resources and returns Envoy's complaint if it rejects them.

@@ -45,7 +45,7 @@ func newTranslate() *cobra.Command {
 				out[name] = map[string][]any{}
 				for _, typ := range xdsbuild.Types {
 					for _, m := range r[typ] {
-						b, err := protojson.Marshal(m)
+						b, err := protojson.Marshal(xdsbuild.Redacted(m))
 						if err != nil {
 							return err
 						}

@@ -3,6 +3,7 @@ package lbctl
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -55,7 +56,16 @@ func translateDocs(docs []manifest.Document) (*translate.Result, []error) {
 		source[k] = d.Source
 		policies = append(policies, d.Policy)
 	}
-	res := translate.Translate(policies)
+	files := translate.Files{}
+	for _, path := range translate.ReferencedFiles(policies) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			files[path] = translate.File{Err: err.Error()}
+		} else {
+			files[path] = translate.File{Data: data}
+		}
+	}
+	res := translate.Translate(policies, files)
 	keys := make([]translate.Key, 0, len(res.Policies))
 	for k := range res.Policies {
 		keys = append(keys, k)
@@ -70,6 +80,8 @@ func translateDocs(docs []manifest.Document) (*translate.Result, []error) {
 			}
 		case !r.Accepted:
 			errs = append(errs, fmt.Errorf("%s (%s): %s", k, source[k], r.AcceptedMessage))
+		case !r.ResolvedRefs && r.ResolvedRefsReason == translate.ReasonInvalidRef:
+			errs = append(errs, fmt.Errorf("%s (%s): %s", k, source[k], r.ResolvedRefsMessage))
 		}
 	}
 	return res, errs

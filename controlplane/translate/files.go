@@ -1,0 +1,107 @@
+package translate
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"slices"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// File is the content of a file a policy references (certificates, CA bundles), read by the caller so that
+// translation stays pure. Err says why it could not be read.
+type File struct {
+	Data []byte
+	Err  string
+}
+
+// Files maps paths to contents.
+type Files map[string]File
+
+// ReferencedFiles lists every file the policies reference, sorted and without repeats.
+func ReferencedFiles(policies []*v1alpha1.LoadBalancerPolicy) []string {
+	var out []string
+	for _, p := range policies {
+		if t := p.Spec.Listener.TLS; t != nil {
+			for _, c := range t.Certificates {
+				out = append(out, c.CertificateFile, c.PrivateKeyFile)
+			}
+		}
+		for _, b := range p.Spec.Backends {
+			if b.TLS != nil {
+				out = append(out, b.TLS.CAFile)
+			}
+		}
+	}
+	out = slices.DeleteFunc(out, func(s string) bool { return s == "" })
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (f Files) get(path string) ([]byte, error) {
+	c, ok := f[path]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("file %s was not read", path)
+	case c.Err != "":
+		return nil, fmt.Errorf("file %s: %s", path, c.Err)
+	}
+	return c.Data, nil
+}
+
+// keyPair checks that a certificate and key parse and belong together.
+func (f Files) keyPair(certPath, keyPath string) ([]byte, []byte, error) {
+	cert, err := f.get(certPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := f.get(keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := tls.X509KeyPair(cert, key); err != nil {
+		return nil, nil, fmt.Errorf("%s and %s: %v", certPath, keyPath, err)
+	}
+	return cert, key, nil
+}
+
+// caBundle checks that a file holds at least one PEM certificate.
+func (f Files) caBundle(path string) ([]byte, error) {
+	data, err := f.get(path)
+	if err != nil {
+		return nil, err
+	}
+	rest, n := data, 0
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type == "CERTIFICATE" {
+			if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+				return nil, fmt.Errorf("%s: %v", path, err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", path)
+	}
+	return data, nil
+}
+
+// FileErrors returns what is wrong with the files one policy references, if anything.
+func FileErrors(p *v1alpha1.LoadBalancerPolicy, files Files) []string {
+	c := clone(p)
+	v1alpha1.Default(c)
+	_, errs := resolveFiles(c, files)
+	return errs
+}
+
+// PolicyFiles lists the files one policy references.
+func PolicyFiles(p *v1alpha1.LoadBalancerPolicy) []string {
+	return ReferencedFiles([]*v1alpha1.LoadBalancerPolicy{p})
+}

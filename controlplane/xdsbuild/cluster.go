@@ -1,0 +1,240 @@
+package xdsbuild
+
+import (
+	"encoding/hex"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/common/v3"
+	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
+	maglevv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/maglev/v3"
+	randomv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/random/v3"
+	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+// Cluster builds the cluster of one backend; its endpoints come over EDS under the same name.
+func Cluster(c *ir.Cluster) *clusterv3.Cluster {
+	th := &clusterv3.CircuitBreakers_Thresholds{
+		Priority:           corev3.RoutingPriority_DEFAULT,
+		MaxConnections:     wrapperspb.UInt32(c.CircuitBreakers.MaxConnections),
+		MaxPendingRequests: wrapperspb.UInt32(c.CircuitBreakers.MaxPendingRequests),
+		MaxRequests:        wrapperspb.UInt32(c.CircuitBreakers.MaxRequests),
+		MaxRetries:         wrapperspb.UInt32(c.CircuitBreakers.MaxRetries),
+	}
+	if rb := c.CircuitBreakers.RetryBudget; rb != nil {
+		th.RetryBudget = &clusterv3.CircuitBreakers_Thresholds_RetryBudget{
+			BudgetPercent:       &typev3.Percent{Value: rb.Percent},
+			MinRetryConcurrency: wrapperspb.UInt32(rb.MinConcurrency),
+		}
+	}
+	cb := &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{th}}
+	if n := c.CircuitBreakers.MaxConnectionsPerEndpoint; n > 0 {
+		cb.PerHostThresholds = []*clusterv3.CircuitBreakers_Thresholds{{Priority: corev3.RoutingPriority_DEFAULT, MaxConnections: wrapperspb.UInt32(n)}}
+	}
+	out := &clusterv3.Cluster{
+		Name:                 c.Name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads(edsInitialFetchTimeout), ServiceName: c.Name},
+		ConnectTimeout:       durationpb.New(c.ConnectTimeout),
+		LoadBalancingPolicy:  loadBalancingPolicy(c),
+		CircuitBreakers:      cb,
+		OutlierDetection:     outlierDetection(c.Outlier),
+	}
+	if hc := healthCheck(c.HealthCheck); hc != nil {
+		out.HealthChecks = []*corev3.HealthCheck{hc}
+	}
+	if c.PanicThreshold != nil {
+		out.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: *c.PanicThreshold}}
+	}
+	if po := protocolOptions(c); po != nil {
+		out.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": mustAny(po)}
+	}
+	if ka := c.TCPKeepalive; ka != nil {
+		k := &corev3.TcpKeepalive{}
+		if ka.Time > 0 {
+			k.KeepaliveTime = wrapperspb.UInt32(uint32(ka.Time.Seconds()))
+		}
+		if ka.Interval > 0 {
+			k.KeepaliveInterval = wrapperspb.UInt32(uint32(ka.Interval.Seconds()))
+		}
+		if ka.Probes > 0 {
+			k.KeepaliveProbes = wrapperspb.UInt32(ka.Probes)
+		}
+		out.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
+	}
+	if t := c.TLS; t != nil {
+		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{}}
+		if t.CASecret != "" {
+			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{
+				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: t.CASecret, SdsConfig: ads(0)},
+			}
+		}
+		if c.HTTP2 {
+			ctx.CommonTlsContext.AlpnProtocols = []string{"h2"}
+		}
+		out.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}}
+	}
+	return out
+}
+
+func protocolOptions(c *ir.Cluster) *httpv3.HttpProtocolOptions {
+	if !c.HTTP2 && c.MaxRequestsPerConnection == 0 && c.IdleTimeout == nil {
+		return nil
+	}
+	po := &httpv3.HttpProtocolOptions{}
+	if c.MaxRequestsPerConnection > 0 || c.IdleTimeout != nil {
+		po.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{}
+		if c.MaxRequestsPerConnection > 0 {
+			po.CommonHttpProtocolOptions.MaxRequestsPerConnection = wrapperspb.UInt32(c.MaxRequestsPerConnection)
+		}
+		if c.IdleTimeout != nil {
+			po.CommonHttpProtocolOptions.IdleTimeout = durationpb.New(*c.IdleTimeout)
+		}
+	}
+	explicit := &httpv3.HttpProtocolOptions_ExplicitHttpConfig{}
+	if c.HTTP2 {
+		explicit.ProtocolConfig = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}
+	} else {
+		explicit.ProtocolConfig = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}}
+	}
+	po.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: explicit}
+	return po
+}
+
+func slowStart(s *ir.SlowStart) *commonv3.SlowStartConfig {
+	if s == nil {
+		return nil
+	}
+	return &commonv3.SlowStartConfig{
+		SlowStartWindow:  durationpb.New(s.Window),
+		Aggression:       &corev3.RuntimeDouble{DefaultValue: s.Aggression, RuntimeKey: "lbplane.slow_start.aggression"},
+		MinWeightPercent: &typev3.Percent{Value: s.MinWeightPercent},
+	}
+}
+
+func loadBalancingPolicy(c *ir.Cluster) *clusterv3.LoadBalancingPolicy {
+	var p *corev3.TypedExtensionConfig
+	switch c.Algorithm {
+	case ir.LeastRequest:
+		p = typed("envoy.load_balancing_policies.least_request", &leastrequestv3.LeastRequest{ChoiceCount: wrapperspb.UInt32(c.ChoiceCount), SlowStartConfig: slowStart(c.SlowStart)})
+	case ir.Random:
+		p = typed("envoy.load_balancing_policies.random", &randomv3.Random{})
+	case ir.RingHash:
+		rh := &ringhashv3.RingHash{}
+		if c.RingHash != nil {
+			rh.MinimumRingSize, rh.MaximumRingSize = wrapperspb.UInt64(c.RingHash.Min), wrapperspb.UInt64(c.RingHash.Max)
+		}
+		p = typed("envoy.load_balancing_policies.ring_hash", rh)
+	case ir.Maglev:
+		mg := &maglevv3.Maglev{}
+		if c.MaglevTableSize > 0 {
+			mg.TableSize = wrapperspb.UInt64(c.MaglevTableSize)
+		}
+		p = typed("envoy.load_balancing_policies.maglev", mg)
+	default:
+		p = typed("envoy.load_balancing_policies.round_robin", &roundrobinv3.RoundRobin{SlowStartConfig: slowStart(c.SlowStart)})
+	}
+	return &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{TypedExtensionConfig: p}}}
+}
+
+func payload(s string) *corev3.HealthCheck_Payload {
+	return &corev3.HealthCheck_Payload{Payload: &corev3.HealthCheck_Payload_Text{Text: strings.ToUpper(hex.EncodeToString([]byte(s)))}}
+}
+
+func healthCheck(h *ir.HealthCheck) *corev3.HealthCheck {
+	if h == nil {
+		return nil
+	}
+	hc := &corev3.HealthCheck{
+		Timeout:            durationpb.New(h.Timeout),
+		Interval:           durationpb.New(h.Interval),
+		HealthyThreshold:   wrapperspb.UInt32(h.Healthy),
+		UnhealthyThreshold: wrapperspb.UInt32(h.Unhealthy),
+		// Envoy probes a cluster that never had traffic only every 60s by default; the configured interval
+		// is what users expect, traffic or not.
+		NoTrafficInterval: durationpb.New(h.Interval),
+	}
+	if h.Jitter > 0 {
+		hc.IntervalJitter = durationpb.New(h.Jitter)
+	}
+	switch h.Type {
+	case ir.HealthHTTP:
+		hh := &corev3.HealthCheck_HttpHealthCheck{Path: h.Path, Host: h.Host,
+			Method: corev3.RequestMethod(corev3.RequestMethod_value[h.Method])}
+		for _, r := range h.Statuses {
+			hh.ExpectedStatuses = append(hh.ExpectedStatuses, &typev3.Int64Range{Start: r[0], End: r[1]})
+		}
+		if h.Body != "" {
+			hh.Receive = []*corev3.HealthCheck_Payload{payload(h.Body)}
+		}
+		hc.HealthChecker = &corev3.HealthCheck_HttpHealthCheck_{HttpHealthCheck: hh}
+	case ir.HealthTCP:
+		tc := &corev3.HealthCheck_TcpHealthCheck{}
+		if h.Send != "" {
+			tc.Send = payload(h.Send)
+		}
+		if h.Receive != "" {
+			tc.Receive = []*corev3.HealthCheck_Payload{payload(h.Receive)}
+		}
+		hc.HealthChecker = &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: tc}
+	case ir.HealthGRPC:
+		hc.HealthChecker = &corev3.HealthCheck_GrpcHealthCheck_{GrpcHealthCheck: &corev3.HealthCheck_GrpcHealthCheck{ServiceName: h.Service}}
+	}
+	return hc
+}
+
+// outlierDetection turns on exactly the detectors that are set: Envoy enables consecutive 5xx and success
+// rate by default as soon as outlier detection is present, so the others are switched off explicitly.
+func outlierDetection(o *ir.Outlier) *clusterv3.OutlierDetection {
+	if o == nil {
+		return nil
+	}
+	enforce := func(on bool) *wrapperspb.UInt32Value {
+		if on {
+			return wrapperspb.UInt32(100)
+		}
+		return wrapperspb.UInt32(0)
+	}
+	od := &clusterv3.OutlierDetection{
+		Interval:                           durationpb.New(o.Interval),
+		BaseEjectionTime:                   durationpb.New(o.BaseEjectionTime),
+		MaxEjectionPercent:                 wrapperspb.UInt32(o.MaxEjectionPercent),
+		EnforcingConsecutive_5Xx:           enforce(o.Consecutive5xx != nil),
+		EnforcingConsecutiveGatewayFailure: enforce(o.ConsecutiveGateway != nil),
+		EnforcingSuccessRate:               enforce(o.SuccessRate != nil),
+		EnforcingFailurePercentage:         enforce(o.FailurePercentage != nil),
+	}
+	if o.Consecutive5xx != nil {
+		od.Consecutive_5Xx = wrapperspb.UInt32(*o.Consecutive5xx)
+	}
+	if o.ConsecutiveGateway != nil {
+		od.ConsecutiveGatewayFailure = wrapperspb.UInt32(*o.ConsecutiveGateway)
+	}
+	if o.ConsecutiveLocalOrigin != nil {
+		od.SplitExternalLocalOriginErrors = true
+		od.ConsecutiveLocalOriginFailure = wrapperspb.UInt32(*o.ConsecutiveLocalOrigin)
+		od.EnforcingConsecutiveLocalOriginFailure = wrapperspb.UInt32(100)
+		od.EnforcingLocalOriginSuccessRate = wrapperspb.UInt32(0)
+	}
+	if sr := o.SuccessRate; sr != nil {
+		od.SuccessRateStdevFactor = wrapperspb.UInt32(sr.StdevFactor)
+		od.SuccessRateMinimumHosts = wrapperspb.UInt32(sr.MinimumHosts)
+		od.SuccessRateRequestVolume = wrapperspb.UInt32(sr.RequestVolume)
+	}
+	if fp := o.FailurePercentage; fp != nil {
+		od.FailurePercentageThreshold = wrapperspb.UInt32(fp.Threshold)
+		od.FailurePercentageMinimumHosts = wrapperspb.UInt32(fp.MinimumHosts)
+		od.FailurePercentageRequestVolume = wrapperspb.UInt32(fp.RequestVolume)
+	}
+	return od
+}

@@ -1,0 +1,129 @@
+package xdsbuild
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	statefulsessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/stateful_session/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+const statefulSessionFilter = "envoy.filters.http.stateful_session"
+
+// Listener builds the listener of one port.
+func Listener(l *ir.Listener) *listenerv3.Listener {
+	var filter *listenerv3.Filter
+	if l.Protocol == ir.TCP {
+		filter = &listenerv3.Filter{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(tcpProxy(l))}}
+	} else {
+		filter = &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(httpConnectionManager(l))}}
+	}
+	out := &listenerv3.Listener{Name: l.Name, Address: socketAddress(l.Address, l.Port)}
+	if l.TLS == nil {
+		out.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{filter}}}
+		return out
+	}
+	// SNI picks the filter chain, and with it the certificate.
+	out.ListenerFilters = []*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.tls_inspector",
+		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})}}}
+	for i, ch := range l.TLS.Chains {
+		fc := tlsChain(l.TLS, ch, filter)
+		if len(ch.ServerNames) == 0 {
+			out.DefaultFilterChain = fc
+			continue
+		}
+		fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.ServerNames}
+		out.FilterChains = append(out.FilterChains, fc)
+		if i == l.TLS.Default {
+			out.DefaultFilterChain = tlsChain(l.TLS, ch, filter)
+		}
+	}
+	return out
+}
+
+func tlsChain(t *ir.ListenerTLS, ch ir.TLSChain, filter *listenerv3.Filter) *listenerv3.FilterChain {
+	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: ch.Secret, SdsConfig: ads(0)}},
+		TlsParams: &tlsv3.TlsParameters{
+			TlsMinimumProtocolVersion: tlsv3.TlsParameters_TlsProtocol(tlsv3.TlsParameters_TlsProtocol_value[t.MinVersion]),
+			TlsMaximumProtocolVersion: tlsv3.TlsParameters_TlsProtocol(tlsv3.TlsParameters_TlsProtocol_value[t.MaxVersion]),
+			CipherSuites:              t.Ciphers,
+		},
+		AlpnProtocols: []string{"h2", "http/1.1"},
+	}}
+	return &listenerv3.FilterChain{
+		Filters: []*listenerv3.Filter{filter},
+		TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.tls",
+			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}},
+	}
+}
+
+func tcpProxy(l *ir.Listener) *tcpv3.TcpProxy {
+	tp := &tcpv3.TcpProxy{StatPrefix: l.Name}
+	if len(l.TCP.Clusters) == 1 {
+		tp.ClusterSpecifier = &tcpv3.TcpProxy_Cluster{Cluster: l.TCP.Clusters[0].Name}
+	} else {
+		wc := &tcpv3.TcpProxy_WeightedCluster{}
+		for _, c := range l.TCP.Clusters {
+			wc.Clusters = append(wc.Clusters, &tcpv3.TcpProxy_WeightedCluster_ClusterWeight{Name: c.Name, Weight: c.Weight})
+		}
+		tp.ClusterSpecifier = &tcpv3.TcpProxy_WeightedClusters{WeightedClusters: wc}
+	}
+	for _, k := range l.TCP.HashKeys {
+		// TCP has no headers or cookies: only the client address can be hashed.
+		if k.SourceIP {
+			tp.HashPolicy = append(tp.HashPolicy, &typev3.HashPolicy{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}})
+		}
+	}
+	return tp
+}
+
+func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
+	var filters []*hcmv3.HttpFilter
+	if usesSessions(l) {
+		// Off unless a route turns it on (typed_per_filter_config), so routes without persistence pay nothing.
+		filters = append(filters, &hcmv3.HttpFilter{Name: statefulSessionFilter,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&statefulsessionv3.StatefulSession{})}})
+	}
+	filters = append(filters, &hcmv3.HttpFilter{
+		Name: "envoy.filters.http.router",
+		// Dynamic stats add per-request stat lookups (per virtual cluster, per zone) nobody reads here.
+		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{DynamicStats: wrapperspb.Bool(false)})},
+	})
+	return &hcmv3.HttpConnectionManager{
+		StatPrefix: l.Name,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource:    ads(0),
+			RouteConfigName: l.RouteConfigName(),
+		}},
+		// A front load balancer: the peer address is the client, and X-Forwarded-For gets it appended.
+		UseRemoteAddress: wrapperspb.Bool(true),
+		// Request IDs cost a UUID per request and are only useful with tracing, which is off.
+		GenerateRequestId: wrapperspb.Bool(false),
+		// Clients send "host:port" on non-default ports; hostnames are matched without it.
+		StripPortMode: &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
+		// WebSocket upgrades pass through, as nginx and HAProxy users expect.
+		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
+		// Extended CONNECT, so that WebSockets work over HTTP/2 as well (RFC 8441).
+		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{AllowConnect: true},
+		HttpFilters:          filters,
+	}
+}
+
+func usesSessions(l *ir.Listener) bool {
+	for _, vh := range l.VirtualHosts {
+		for _, r := range vh.Routes {
+			if r.Session != nil {
+				return true
+			}
+		}
+	}
+	return false
+}

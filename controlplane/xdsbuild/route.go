@@ -1,0 +1,153 @@
+package xdsbuild
+
+import (
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	statefulsessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/stateful_session/v3"
+	cookiesessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/stateful_session/cookie/v3"
+	headersessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/stateful_session/header/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/type/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+// RouteConfig builds the route table of one HTTP port: one virtual host per policy.
+func RouteConfig(l *ir.Listener) *routev3.RouteConfiguration {
+	rc := &routev3.RouteConfiguration{
+		Name: l.RouteConfigName(),
+		// Routes never need a cluster that is not there yet (clusters are sent first), and validating each
+		// cluster on every route update costs time at scale.
+		ValidateClusters: wrapperspb.Bool(false),
+	}
+	for _, vh := range l.VirtualHosts {
+		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
+		for _, r := range vh.Routes {
+			v.Routes = append(v.Routes, route(r))
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, v)
+	}
+	return rc
+}
+
+func route(r *ir.Route) *routev3.Route {
+	m := &routev3.RouteMatch{}
+	if r.PathType == ir.PathExact {
+		m.PathSpecifier = &routev3.RouteMatch_Path{Path: r.Path}
+	} else {
+		m.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: r.Path}
+	}
+	for _, h := range r.Headers {
+		m.Headers = append(m.Headers, headerMatcher(h))
+	}
+	action := &routev3.RouteAction{Timeout: durationpb.New(r.Timeout), HashPolicy: hashPolicies(r.HashKeys), RetryPolicy: retryPolicy(r.Retry)}
+	if r.IdleTimeout != nil {
+		action.IdleTimeout = durationpb.New(*r.IdleTimeout)
+	}
+	if len(r.Clusters) == 1 {
+		action.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: r.Clusters[0].Name}
+	} else {
+		wc := &routev3.WeightedCluster{}
+		for _, c := range r.Clusters {
+			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: c.Name, Weight: wrapperspb.UInt32(c.Weight)})
+		}
+		if r.HashClusters {
+			wc.RandomValueSpecifier = &routev3.WeightedCluster_UseHashPolicy{UseHashPolicy: wrapperspb.Bool(true)}
+		}
+		action.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
+	}
+	out := &routev3.Route{Name: r.Name, Match: m, Action: &routev3.Route_Route{Route: action}}
+	if s := r.Session; s != nil {
+		out.TypedPerFilterConfig = map[string]*anypb.Any{statefulSessionFilter: mustAny(&statefulsessionv3.StatefulSessionPerRoute{
+			Override: &statefulsessionv3.StatefulSessionPerRoute_StatefulSession{StatefulSession: &statefulsessionv3.StatefulSession{SessionState: sessionState(s)}},
+		})}
+	}
+	return out
+}
+
+func sessionState(s *ir.Session) *corev3.TypedExtensionConfig {
+	if s.Header != "" {
+		return typed("envoy.http.stateful_session.header", &headersessionv3.HeaderBasedSessionState{Name: s.Header})
+	}
+	c := &httpv3.Cookie{Name: s.Cookie, Path: s.Path}
+	if s.TTL != nil {
+		c.Ttl = durationpb.New(*s.TTL)
+	}
+	return typed("envoy.http.stateful_session.cookie", &cookiesessionv3.CookieBasedSessionState{Cookie: c})
+}
+
+func hashPolicies(keys []ir.HashKey) []*routev3.RouteAction_HashPolicy {
+	var out []*routev3.RouteAction_HashPolicy
+	for _, k := range keys {
+		hp := &routev3.RouteAction_HashPolicy{Terminal: k.Terminal}
+		switch {
+		case k.SourceIP:
+			hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_ConnectionProperties_{
+				ConnectionProperties: &routev3.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true}}
+		case k.Header != "":
+			hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_Header_{Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: k.Header}}
+		case k.QueryParameter != "":
+			hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_QueryParameter_{
+				QueryParameter: &routev3.RouteAction_HashPolicy_QueryParameter{Name: k.QueryParameter}}
+		case k.Cookie != nil:
+			c := &routev3.RouteAction_HashPolicy_Cookie{Name: k.Cookie.Name}
+			if k.Cookie.Generate {
+				c.Ttl, c.Path = durationpb.New(k.Cookie.TTL), k.Cookie.Path
+				if k.Cookie.Secure {
+					c.Attributes = append(c.Attributes, &routev3.RouteAction_HashPolicy_CookieAttribute{Name: "Secure"})
+				}
+				if k.Cookie.SameSite != "" {
+					c.Attributes = append(c.Attributes, &routev3.RouteAction_HashPolicy_CookieAttribute{Name: "SameSite", Value: k.Cookie.SameSite})
+				}
+			}
+			hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_Cookie_{Cookie: c}
+		default:
+			continue
+		}
+		out = append(out, hp)
+	}
+	return out
+}
+
+func retryPolicy(r *ir.Retry) *routev3.RetryPolicy {
+	if r == nil {
+		return nil
+	}
+	rp := &routev3.RetryPolicy{
+		RetryOn:              strings.Join(r.On, ","),
+		NumRetries:           wrapperspb.UInt32(r.Attempts),
+		RetriableStatusCodes: r.StatusCodes,
+		RetryBackOff:         &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(r.BackoffBase), MaxInterval: durationpb.New(r.BackoffMax)},
+	}
+	if r.PerTryTimeout > 0 {
+		rp.PerTryTimeout = durationpb.New(r.PerTryTimeout)
+	}
+	if r.AvoidPreviousHosts {
+		rp.RetryHostPredicate = []*routev3.RetryPolicy_RetryHostPredicate{{Name: "envoy.retry_host_predicates.previous_hosts",
+			ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: mustAny(&previoushostsv3.PreviousHostsPredicate{})}}}
+		// Picks are random with some algorithms; a few tries make landing on a fresh host near certain.
+		rp.HostSelectionRetryMaxAttempts = 5
+	}
+	return rp
+}
+
+func headerMatcher(h ir.HeaderMatch) *routev3.HeaderMatcher {
+	hm := &routev3.HeaderMatcher{Name: h.Name, InvertMatch: h.Invert}
+	switch h.Type {
+	case ir.HeaderPresent:
+		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
+	case ir.HeaderPrefix:
+		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: h.Value}}}
+	case ir.HeaderRegex:
+		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: h.Value}}}}
+	default:
+		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: h.Value}}}
+	}
+	return hm
+}
