@@ -20,7 +20,9 @@ func run(t *testing.T, stdin string, args ...string) (int, string, string) {
 }
 
 func TestValidateAcceptsEveryExample(t *testing.T) {
-	code, out, errs := run(t, "", "validate", "-f", filepath.Join(tools.RepoRoot(), "examples"))
+	// Example file references are relative to the repository, where a user runs lbctl.
+	t.Chdir(tools.RepoRoot())
+	code, out, errs := run(t, "", "validate", "-f", "examples")
 	if code != 0 || errs != "" {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
