@@ -197,7 +197,9 @@ type SessionPersistence struct {
 	// path of the cookie. Defaults to "/".
 	Path string `json:"path,omitempty"`
 	// acrossBackends also keeps a client on the same backend of a weighted route, while new clients are still
-	// spread by the weights. It adds a second cookie, "<name>-backend".
+	// spread by the weights. The route's backends are served as one Envoy cluster (each endpoint weighted by
+	// its backend's share) with the first backend's load-balancing, health and connection settings, because
+	// Envoy can pin a session only within the cluster its router picked.
 	AcrossBackends bool `json:"acrossBackends,omitempty"`
 }
 

@@ -99,9 +99,6 @@ type Route struct {
 	IdleTimeout *time.Duration
 	Retry       *Retry
 	Session     *Session
-	// HashClusters picks among weighted clusters by the hash keys instead of at random, so that a client stays
-	// on one backend while new clients still follow the weights.
-	HashClusters bool
 }
 
 // Retry is a route's retry policy.

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -283,9 +282,11 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = true, ReasonResolvedRefs, "all backends resolved"
 	var missing []string
 	hashKeys := map[string][]ir.HashKey{}
+	byName := map[string]*ir.Cluster{}
 	for i := range s.Backends {
 		b := &s.Backends[i]
 		cl := cluster(p, b)
+		byName[cl.Name] = cl.Cluster
 		if len(cl.HashKeysFromPolicy) > 0 {
 			hashKeys[cl.Name] = cl.HashKeysFromPolicy
 		}
@@ -317,7 +318,14 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys)}}
 	}
 	for _, rt := range s.Routes {
-		vh.Routes = append(vh.Routes, route(p, vh.Name, &rt, hashKeys))
+		route := route(p, vh.Name, &rt, hashKeys)
+		if sp := rt.SessionPersistence; sp != nil && sp.AcrossBackends && len(route.Clusters) > 1 {
+			merged := mergeClusters(route.Name+"/session", route.Clusters, byName)
+			g.Clusters = append(g.Clusters, merged)
+			r.Clusters = append(r.Clusters, merged.Name)
+			route.Clusters = []ir.WeightedCluster{{Name: merged.Name, Weight: 1}}
+		}
+		vh.Routes = append(vh.Routes, route)
 	}
 	l.VirtualHosts = append(l.VirtualHosts, vh)
 }
@@ -366,19 +374,34 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 			sess.TTL = &d
 		}
 		route.Session = sess
-		if sp.AcrossBackends && len(route.Clusters) > 1 {
-			// The backend is picked by hashing a cookie Envoy sets on the first response, so a returning client
-			// lands on the same backend, and new clients (new random cookies) follow the weights.
-			var ttl time.Duration
-			if sp.TTL != nil {
-				ttl = sp.TTL.Duration
-			}
-			key := ir.HashKey{Cookie: &ir.CookieKey{Name: sp.Name + "-backend", Generate: true, TTL: ttl, Path: sp.Path, SameSite: string(v1alpha1.SameSiteLax)}}
-			route.HashKeys = append([]ir.HashKey{key}, route.HashKeys...)
-			route.HashClusters = true
-		}
 	}
 	return route
+}
+
+// mergeClusters builds one cluster over the endpoints of a weighted route's backends, each endpoint weighted
+// by its backend's share of the route and its own share of the backend. The stateful session filter can only
+// pin a client to an endpoint of the cluster the router picked, and the router picks weighted clusters at
+// random, so a client pinned across backends needs them to be one cluster; new clients still follow the
+// route's weights through weighted round robin. The first backend's settings apply to the merged cluster.
+func mergeClusters(name string, wcs []ir.WeightedCluster, byName map[string]*ir.Cluster) *ir.Cluster {
+	first := *byName[wcs[0].Name]
+	merged := &first
+	merged.Name = name
+	merged.Endpoints = nil
+	for _, wc := range wcs {
+		c := byName[wc.Name]
+		var sum uint64
+		for _, e := range c.Endpoints {
+			sum += uint64(e.Weight)
+		}
+		for _, e := range c.Endpoints {
+			// Scaled so that the backend's endpoints add up to its route weight (times 1000 for precision).
+			w := max(uint64(wc.Weight)*uint64(e.Weight)*1000/sum, 1)
+			e.Weight = uint32(min(w, 1<<31))
+			merged.Endpoints = append(merged.Endpoints, e)
+		}
+	}
+	return merged
 }
 
 // builtCluster is a cluster and the hash keys its policy asks routes to use.

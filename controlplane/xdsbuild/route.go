@@ -57,9 +57,6 @@ func route(r *ir.Route) *routev3.Route {
 		for _, c := range r.Clusters {
 			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: c.Name, Weight: wrapperspb.UInt32(c.Weight)})
 		}
-		if r.HashClusters {
-			wc.RandomValueSpecifier = &routev3.WeightedCluster_UseHashPolicy{UseHashPolicy: wrapperspb.Bool(true)}
-		}
 		action.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
 	out := &routev3.Route{Name: r.Name, Match: m, Action: &routev3.Route_Route{Route: action}}
