@@ -31,6 +31,17 @@ func setup(t *testing.T, delta bool, tmpl string, backends ...*Backend) *env {
 	return e
 }
 
+// setupWith is setup (delta) with extra template data; .Port is added to it.
+func setupWith(t *testing.T, tmpl string, data map[string]any, backends ...*Backend) *env {
+	t.Helper()
+	e := &env{L: startLbplane(t), Port: freePort(t), B: backends}
+	e.URL = fmt.Sprintf("http://127.0.0.1:%d", e.Port)
+	e.E = startEnvoy(t, e.L, "envoy-"+strings.ReplaceAll(t.Name(), "/", "."), true)
+	data["Port"] = e.Port
+	push(t, e.L, policy(t, tmpl, data))
+	return e
+}
+
 // oneBackend renders a policy with one backend over every test backend; lb is its loadBalancing (YAML flow
 // style, "" for the default) and weighted gives the endpoints weights 1, 2, 3, ...
 func oneBackend(protocol, lb string, weighted bool) string {

@@ -469,3 +469,33 @@ func cookieFrom(jar http.CookieJar, rawURL string) map[string]string {
 	}
 	return map[string]string{"Cookie": strings.Join(parts, "; ")}
 }
+
+// Restart listens again on the backend's port after Stop.
+func (b *Backend) Restart(t *testing.T) {
+	t.Helper()
+	lis, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", b.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
+	go b.srv.Serve(lis)
+	t.Cleanup(func() { b.srv.Close() })
+}
+
+// Clusters returns Envoy's admin /clusters view (hosts, health flags, counters), for failure messages.
+func (e *Envoy) Clusters(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/clusters", e.AdminPort))
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "health_flags") || strings.Contains(l, "::rq_error") || strings.Contains(l, "::cx_connect_fail") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}

@@ -396,7 +396,7 @@ type TCPHealthCheck struct {
 	Receive string `json:"receive,omitempty"`
 }
 
-// GRPCHealthCheck calls grpc.health.v1.Health/Check.
+// GRPCHealthCheck calls grpc.health.v1.Health/Check, with the endpoint's "address:port" as authority.
 type GRPCHealthCheck struct {
 	// serviceName asked about; empty asks about the server as a whole.
 	ServiceName string `json:"serviceName,omitempty"`

@@ -497,9 +497,10 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 			if a := b.HealthCheck.Active; a.Port != nil {
 				ep.HealthCheckPort = uint32(*a.Port)
 			}
-			if hc.Type == ir.HealthHTTP && hc.Host == "" {
+			if (hc.Type == ir.HealthHTTP && hc.Host == "") || hc.Type == ir.HealthGRPC {
 				// Probes test the endpoint, not a virtual host: they carry the endpoint's own address, never
-				// one of the hostnames the policy serves.
+				// one of the hostnames the policy serves. Left to Envoy, the Host (or gRPC authority) would be
+				// the cluster name, "namespace/policy/backend", which HTTP servers such as Go's reject.
 				port := ep.Port
 				if ep.HealthCheckPort != 0 {
 					port = ep.HealthCheckPort
