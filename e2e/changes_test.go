@@ -43,6 +43,21 @@ spec:
         - {address: 127.0.0.1, port: {{(index .B 1).Port}}, weight: 1}
         - {address: 127.0.0.1, port: {{(index .B 2).Port}}, weight: 1}
 `, []string{"b0", "b1", "b2"}},
+	{"a new algorithm and a health check (a cluster update)", `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: live}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      loadBalancing: {algorithm: Random}
+      healthCheck: {active: {type: HTTP, interval: 1s, http: {path: /healthz}}}
+      endpoints:
+        - {address: 127.0.0.1, port: {{(index .B 0).Port}}}
+        - {address: 127.0.0.1, port: {{(index .B 1).Port}}}
+        - {address: 127.0.0.1, port: {{(index .B 2).Port}}}
+`, []string{"b0", "b1", "b2"}},
 	{"a new endpoint", `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -118,7 +133,9 @@ func TestChangesUnderLoadLoseNoRequest(t *testing.T) {
 				for _, s := range step.serving {
 					want[s] = true
 				}
-				eventually(t, 20*time.Second, "step "+step.name+" is live", func() error {
+				// Each change is live within seconds; a cluster update that waited for Envoy's EDS fetch timeout
+				// would take 15.
+				eventually(t, 5*time.Second, "step "+step.name+" is live", func() error {
 					got := c.Spread(t, e.URL, 60, nil)
 					for b := range got {
 						if !want[b] {

@@ -66,6 +66,15 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 			s.byType[typ][name] = e
 		}
 	}
+	// An updated cluster warms until it gets its endpoints, and Envoy does not reuse the ones it has: unless
+	// the assignment is sent again, the new cluster waits out its initial_fetch_timeout (15s) before serving.
+	// So an assignment's version covers its cluster's version too, and a cluster update re-sends it.
+	for name, e := range s.byType[resource.EndpointType] {
+		if c, ok := s.byType[resource.ClusterType][name]; ok {
+			sum := sha256.Sum256([]byte(e.version + "/" + c.version))
+			e.version = hex.EncodeToString(sum[:8])
+		}
+	}
 	s.Version = s.hash()
 	return s, nil
 }

@@ -116,6 +116,9 @@ func staticSecrets(ts *corev3.TransportSocket, ctx tlsContext) error {
 	if v := common.GetValidationContextSdsSecretConfig(); v != nil {
 		v.SdsConfig = nil
 	}
+	if v := common.GetCombinedValidationContext().GetValidationContextSdsSecretConfig(); v != nil {
+		v.SdsConfig = nil
+	}
 	a, err := anypb.New(ctx)
 	if err != nil {
 		return err
