@@ -16,6 +16,8 @@ import (
 var changeSteps = []struct {
 	name, yaml string
 	serving    []string
+	// active, when set, must appear in Envoy's config once the step is live.
+	active string
 }{
 	{"three endpoints", `
 apiVersion: lbplane.io/v1alpha1
@@ -29,7 +31,7 @@ spec:
         - {address: 127.0.0.1, port: {{(index .B 0).Port}}}
         - {address: 127.0.0.1, port: {{(index .B 1).Port}}}
         - {address: 127.0.0.1, port: {{(index .B 2).Port}}}
-`, []string{"b0", "b1", "b2"}},
+`, []string{"b0", "b1", "b2"}, ""},
 	{"new weights", `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -42,7 +44,7 @@ spec:
         - {address: 127.0.0.1, port: {{(index .B 0).Port}}, weight: 5}
         - {address: 127.0.0.1, port: {{(index .B 1).Port}}, weight: 1}
         - {address: 127.0.0.1, port: {{(index .B 2).Port}}, weight: 1}
-`, []string{"b0", "b1", "b2"}},
+`, []string{"b0", "b1", "b2"}, ""},
 	{"a new algorithm and a health check (a cluster update)", `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -53,11 +55,11 @@ spec:
     - name: app
       loadBalancing: {algorithm: Random}
       healthCheck: {active: {type: HTTP, interval: 1s, http: {path: /healthz}}}
-      endpoints:
-        - {address: 127.0.0.1, port: {{(index .B 0).Port}}}
-        - {address: 127.0.0.1, port: {{(index .B 1).Port}}}
-        - {address: 127.0.0.1, port: {{(index .B 2).Port}}}
-`, []string{"b0", "b1", "b2"}},
+      endpoints:   # the same as the step before: only the cluster changes
+        - {address: 127.0.0.1, port: {{(index .B 0).Port}}, weight: 5}
+        - {address: 127.0.0.1, port: {{(index .B 1).Port}}, weight: 1}
+        - {address: 127.0.0.1, port: {{(index .B 2).Port}}, weight: 1}
+`, []string{"b0", "b1", "b2"}, "envoy.load_balancing_policies.random"},
 	{"a new endpoint", `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -71,7 +73,7 @@ spec:
         - {address: 127.0.0.1, port: {{(index .B 1).Port}}, weight: 1}
         - {address: 127.0.0.1, port: {{(index .B 2).Port}}, weight: 1}
         - {address: 127.0.0.1, port: {{(index .B 3).Port}}, weight: 1}
-`, []string{"b0", "b1", "b2", "b3"}},
+`, []string{"b0", "b1", "b2", "b3"}, ""},
 	{"a removed endpoint", `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -84,7 +86,7 @@ spec:
         - {address: 127.0.0.1, port: {{(index .B 1).Port}}}
         - {address: 127.0.0.1, port: {{(index .B 2).Port}}}
         - {address: 127.0.0.1, port: {{(index .B 3).Port}}}
-`, []string{"b1", "b2", "b3"}},
+`, []string{"b1", "b2", "b3"}, ""},
 	{"a new backend behind a weighted route (a new cluster)", `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -101,7 +103,7 @@ spec:
     - name: green
       endpoints:
         - {address: 127.0.0.1, port: {{(index .B 4).Port}}}
-`, []string{"b1", "b2", "b4"}},
+`, []string{"b1", "b2", "b4"}, ""},
 	{"the old backend removed (a removed cluster)", `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -114,7 +116,7 @@ spec:
       endpoints:
         - {address: 127.0.0.1, port: {{(index .B 4).Port}}}
         - {address: 127.0.0.1, port: {{(index .B 0).Port}}}
-`, []string{"b4", "b0"}},
+`, []string{"b4", "b0"}, ""},
 }
 
 func TestChangesUnderLoadLoseNoRequest(t *testing.T) {
@@ -146,6 +148,14 @@ func TestChangesUnderLoadLoseNoRequest(t *testing.T) {
 						if got[b] == 0 {
 							return fmt.Errorf("%s not serving yet: %v", b, got)
 						}
+					}
+					// Serving is not enough: while an updated cluster warms, the old one serves on.
+					dump := e.E.ConfigDump(t)
+					if strings.Contains(dump, "dynamic_warming_clusters") {
+						return fmt.Errorf("a cluster is still warming")
+					}
+					if step.active != "" && !strings.Contains(dump, step.active) {
+						return fmt.Errorf("Envoy does not run %s yet", step.active)
 					}
 					return nil
 				})
