@@ -136,3 +136,73 @@ func TestDefaultFillsEverything(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateFeatures(t *testing.T) {
+	cases := map[string]struct {
+		mutate func(p *v1alpha1.LoadBalancerPolicy)
+		want   []string
+	}{
+		"hash keys need a hashing algorithm": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing.HashKeys = []v1alpha1.HashKey{{SourceIP: &v1alpha1.SourceIPHashKey{}}}
+		}, []string{`spec.backends[0].loadBalancing.hashKeys: only allowed with algorithm RingHash or Maglev, got "RoundRobin": other algorithms ignore hash keys`}},
+		"a hash key sets exactly one input": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev,
+				HashKeys: []v1alpha1.HashKey{{Header: &v1alpha1.HeaderHashKey{Name: "x"}, SourceIP: &v1alpha1.SourceIPHashKey{}}}}
+		}, []string{`spec.backends[0].loadBalancing.hashKeys[0]: set exactly one of header, cookie, sourceIP and queryParameter, got 2`}},
+		"SameSite None needs Secure": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmRingHash,
+				HashKeys: []v1alpha1.HashKey{{Cookie: &v1alpha1.CookieHashKey{Name: "c", Generate: &v1alpha1.GeneratedCookie{SameSite: v1alpha1.SameSiteNone}}}}}
+		}, []string{`spec.backends[0].loadBalancing.hashKeys[0].cookie.generate.sameSite: None requires secure: true (browsers drop SameSite=None cookies that are not Secure)`}},
+		"maglev table size must be prime": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev, Maglev: &v1alpha1.Maglev{TableSize: ptr64(65536)}}
+		}, []string{`spec.backends[0].loadBalancing.maglev.tableSize: must be a prime number up to 5000011, got 65536`}},
+		"slow start with a hash": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev, SlowStart: &v1alpha1.SlowStart{Window: metav1.Duration{Duration: 1e9}, Aggression: "x"}}
+		}, []string{`spec.backends[0].loadBalancing.slowStart: only allowed with algorithm RoundRobin or LeastRequest, got "Maglev"`,
+			`spec.backends[0].loadBalancing.slowStart.aggression: must be a decimal number greater than 0 and at most 1000, such as "1.5", got "x"`}},
+		"health check settings for another type": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].HealthCheck = &v1alpha1.HealthCheck{Active: &v1alpha1.ActiveHealthCheck{Type: v1alpha1.HealthCheckTCP, HTTP: &v1alpha1.HTTPHealthCheck{Path: "/"},
+				UnhealthyThreshold: i32(0)}}
+		}, []string{`spec.backends[0].healthCheck.active.unhealthyThreshold: must be between 1 and 100, got 0`,
+			`spec.backends[0].healthCheck.active.http: only allowed with type HTTP, got "TCP"`}},
+		"passive needs a detector": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].HealthCheck = &v1alpha1.HealthCheck{Passive: &v1alpha1.PassiveHealthCheck{}}
+		}, []string{`spec.backends[0].healthCheck.passive: set at least one detector: consecutive5xx, consecutiveGatewayErrors, consecutiveLocalOriginFailures, successRate or failurePercentage`}},
+		"HTTPS needs tls": {func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Listener.Protocol = v1alpha1.ProtocolHTTPS },
+			[]string{`spec.listener.tls: required with protocol HTTPS`}},
+		"unknown cipher": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Listener.Protocol = v1alpha1.ProtocolHTTPS
+			p.Spec.Listener.TLS = &v1alpha1.ListenerTLS{Certificates: []v1alpha1.Certificate{{CertificateFile: "a", PrivateKeyFile: "b"}}, CipherSuites: []string{"RC4-MD5"}}
+		}, []string{`spec.listener.tls.cipherSuites[0]: unsupported value "RC4-MD5"; supported: ECDHE-ECDSA-AES128-GCM-SHA256, ECDHE-RSA-AES128-GCM-SHA256, ECDHE-ECDSA-AES256-GCM-SHA384, ECDHE-RSA-AES256-GCM-SHA384, ECDHE-ECDSA-CHACHA20-POLY1305, ECDHE-RSA-CHACHA20-POLY1305, ECDHE-ECDSA-AES128-SHA, ECDHE-RSA-AES128-SHA, ECDHE-ECDSA-AES256-SHA, ECDHE-RSA-AES256-SHA, AES128-GCM-SHA256, AES256-GCM-SHA384, AES128-SHA, AES256-SHA`}},
+		"upstream tls without a CA": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].TLS = &v1alpha1.BackendTLS{SNI: "a.internal"}
+		}, []string{`spec.backends[0].tls.caFile: required: without it any certificate would be accepted (set insecureSkipVerify to mean that)`}},
+		"retry status codes without the condition": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Routes = []v1alpha1.Route{{Backends: []v1alpha1.BackendRef{{Name: "a"}}, Retry: &v1alpha1.Retry{Conditions: []v1alpha1.RetryOn{"5xx", "sometimes"}, StatusCodes: []int32{503}}}}
+		}, []string{`spec.routes[0].retry.conditions[1]: unsupported value "sometimes"; supported: connect-failure, reset, 5xx, gateway-error, retriable-status-codes, refused-stream`,
+			`spec.routes[0].retry.statusCodes: only allowed when conditions has retriable-status-codes`}},
+		"header session with a ttl": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Routes = []v1alpha1.Route{{Backends: []v1alpha1.BackendRef{{Name: "a"}}, SessionPersistence: &v1alpha1.SessionPersistence{Type: v1alpha1.SessionHeader, TTL: &metav1.Duration{Duration: 1e9}}}}
+		}, []string{`spec.routes[0].sessionPersistence: ttl and path are only allowed with type Cookie`}},
+		"endpoint state": {func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Backends[0].Endpoints[0].State = "Off" },
+			[]string{`spec.backends[0].endpoints[0].state: unsupported value "Off"; supported: Active, Draining`}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := valid()
+			tc.mutate(p)
+			v1alpha1.Default(p)
+			got := v1alpha1.Validate(p)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d errors, want %d:\n%v", len(got), len(tc.want), got)
+			}
+			for i := range got {
+				if got[i].Error() != tc.want[i] {
+					t.Errorf("error %d:\n got %s\nwant %s", i, got[i].Error(), tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func ptr64(v int64) *int64 { return &v }
