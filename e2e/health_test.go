@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -209,7 +207,10 @@ func startGRPCBackend(t *testing.T, name string) *grpcBackend {
 		}
 		b.Backend.ServeHTTP(w, r)
 	})
-	b.srv = &http.Server{Handler: h2c.NewHandler(h, &http2.Server{})}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // h2c, as gRPC backends speak it
+	b.srv = &http.Server{Handler: h, Protocols: &protocols}
 	go b.srv.Serve(lis)
 	t.Cleanup(func() { b.srv.Close(); gs.Stop() })
 	return &grpcBackend{Backend: b, health: hs}
