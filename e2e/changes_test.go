@@ -319,7 +319,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	if stripVolatile(getAfter) != stripVolatile(getBefore) {
 		t.Errorf("policies differ after the restart:\nbefore %s\nafter %s", getBefore, getAfter)
 	}
-	p, err := e.L.Client.Get(context.Background(), "default", "rr")
+	p, err := e.L.Client.Get(context.Background(), "default", "p")
 	if err != nil {
 		t.Fatal(err)
 	}
