@@ -75,6 +75,25 @@ func (w *watch) resetFirst() {
 	w.mu.Unlock()
 }
 
+// expectBack runs recover and checks that backend b gets traffic again within backBound.
+func (w *watch) expectBack(t *testing.T, b string, recover func()) {
+	t.Helper()
+	w.resetFirst()
+	backAt := time.Now()
+	recover()
+	eventually(t, backBound+2*time.Second, b+" serves again", func() error {
+		if w.firstServed(b).IsZero() {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	if back := w.firstServed(b).Sub(backAt); back > backBound {
+		t.Errorf("%s got traffic %s after recovering; want at most %s", b, back.Round(time.Millisecond), backBound)
+	} else {
+		t.Logf("%s back in rotation %s after recovering (bound %s)", b, back.Round(time.Millisecond), backBound)
+	}
+}
+
 func (w *watch) firstServed(b string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -135,20 +154,7 @@ func TestActiveHTTPHealthCheck(t *testing.T) {
 		t.Logf("c out of rotation %s after its health endpoint turned 503 (bound %s)", gone.Round(time.Millisecond), outBound)
 	}
 
-	w.resetFirst()
-	backAt := time.Now()
-	bs[2].SetHealth(http.StatusOK)
-	eventually(t, backBound+2*time.Second, "c serves again", func() error {
-		if w.firstServed("c").IsZero() {
-			return fmt.Errorf("not yet")
-		}
-		return nil
-	})
-	if back := w.firstServed("c").Sub(backAt); back > backBound {
-		t.Errorf("c got traffic %s after recovering; want at most %s", back.Round(time.Millisecond), backBound)
-	} else {
-		t.Logf("c back in rotation %s after recovering (bound %s)", back.Round(time.Millisecond), backBound)
-	}
+	w.expectBack(t, "c", func() { bs[2].SetHealth(http.StatusOK) })
 }
 
 func TestActiveTCPHealthCheck(t *testing.T) {
@@ -170,18 +176,7 @@ func TestActiveTCPHealthCheck(t *testing.T) {
 	}
 	t.Logf("c closed: %d requests failed in the first %s, none after", failures, lastFailure.Sub(closedAt).Round(time.Millisecond))
 
-	w.resetFirst()
-	backAt := time.Now()
-	bs[2].Restart(t)
-	eventually(t, backBound+2*time.Second, "c serves again", func() error {
-		if w.firstServed("c").IsZero() {
-			return fmt.Errorf("not yet")
-		}
-		return nil
-	})
-	if back := w.firstServed("c").Sub(backAt); back > backBound {
-		t.Errorf("c got traffic %s after reopening; want at most %s", back.Round(time.Millisecond), backBound)
-	}
+	w.expectBack(t, "c", func() { bs[2].Restart(t) })
 }
 
 // grpcBackend serves the gRPC health service and, for everything else, the sample backend, over h2c.
@@ -231,18 +226,7 @@ func TestActiveGRPCHealthCheck(t *testing.T) {
 	if gone := w.lastServed("c").Sub(failAt); gone > outBound {
 		t.Errorf("c answered traffic %s after reporting NOT_SERVING; want at most %s\n%s", gone.Round(time.Millisecond), outBound, e.E.Clusters(t))
 	}
-	w.resetFirst()
-	backAt := time.Now()
-	gb[2].health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	eventually(t, backBound+2*time.Second, "c serves again", func() error {
-		if w.firstServed("c").IsZero() {
-			return fmt.Errorf("not yet")
-		}
-		return nil
-	})
-	if back := w.firstServed("c").Sub(backAt); back > backBound {
-		t.Errorf("c got traffic %s after SERVING; want at most %s", back.Round(time.Millisecond), backBound)
-	}
+	w.expectBack(t, "c", func() { gb[2].health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) })
 }
 
 func TestOutlierDetectionWithRetriesHidesA5xxBackend(t *testing.T) {

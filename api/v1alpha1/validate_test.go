@@ -23,10 +23,7 @@ func valid() *v1alpha1.LoadBalancerPolicy {
 }
 
 func TestValidate(t *testing.T) {
-	cases := map[string]struct {
-		mutate func(p *v1alpha1.LoadBalancerPolicy)
-		want   []string // every error, in order
-	}{
+	cases := map[string]validateCase{
 		"valid": {func(*v1alpha1.LoadBalancerPolicy) {}, nil},
 		"misspelled algorithm": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends = append(p.Spec.Backends, v1alpha1.Backend{Name: "b", Endpoints: []v1alpha1.Endpoint{{Address: "10.0.0.2", Port: 80}},
@@ -90,22 +87,7 @@ func TestValidate(t *testing.T) {
 			p.Spec.Backends[0].Endpoints[0].Address = strings.Repeat("x", 1<<20)
 		}, []string{`spec.backends[0].endpoints[0].address: must be an IP address, got "` + strings.Repeat("x", 80) + `…"`}},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			p := valid()
-			tc.mutate(p)
-			v1alpha1.Default(p)
-			got := v1alpha1.Validate(p)
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d errors, want %d:\n%v", len(got), len(tc.want), got)
-			}
-			for i := range got {
-				if got[i].Error() != tc.want[i] {
-					t.Errorf("error %d:\n got %s\nwant %s", i, got[i].Error(), tc.want[i])
-				}
-			}
-		})
-	}
+	runCases(t, cases)
 }
 
 func TestDefaultFillsEverything(t *testing.T) {
@@ -138,10 +120,7 @@ func TestDefaultFillsEverything(t *testing.T) {
 }
 
 func TestValidateFeatures(t *testing.T) {
-	cases := map[string]struct {
-		mutate func(p *v1alpha1.LoadBalancerPolicy)
-		want   []string
-	}{
+	cases := map[string]validateCase{
 		"hash keys need a hashing algorithm": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends[0].LoadBalancing.HashKeys = []v1alpha1.HashKey{{SourceIP: &v1alpha1.SourceIPHashKey{}}}
 		}, []string{`spec.backends[0].loadBalancing.hashKeys: only allowed with algorithm RingHash or Maglev, got "RoundRobin": other algorithms ignore hash keys`}},
@@ -187,6 +166,19 @@ func TestValidateFeatures(t *testing.T) {
 		"endpoint state": {func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Backends[0].Endpoints[0].State = "Off" },
 			[]string{`spec.backends[0].endpoints[0].state: unsupported value "Off"; supported: Active, Draining`}},
 	}
+	runCases(t, cases)
+}
+
+func ptr64(v int64) *int64 { return &v }
+
+// validateCase changes a valid policy and lists every error Validate must return, in order.
+type validateCase struct {
+	mutate func(p *v1alpha1.LoadBalancerPolicy)
+	want   []string
+}
+
+func runCases(t *testing.T, cases map[string]validateCase) {
+	t.Helper()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := valid()
@@ -204,5 +196,3 @@ func TestValidateFeatures(t *testing.T) {
 		})
 	}
 }
-
-func ptr64(v int64) *int64 { return &v }
