@@ -5,7 +5,9 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: run stop test tools build lint golden clean
+.PHONY: run stop test tools build lint golden fuzz clean
+
+FUZZTIME ?= 10m
 
 ## run: build, start lbplane + Envoy + 3 sample backends on loopback, push examples/round-robin.yaml, show the spread
 run: tools build
@@ -15,9 +17,14 @@ run: tools build
 stop:
 	@hack/demo.sh stop
 
-## test: vet, staticcheck, and every test under the race detector (real Envoy and backends on loopback)
+## test: vet, staticcheck, every test under the race detector (real Envoy and backends on loopback), and a short fuzz run
 test: tools lint
 	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=15s -fuzzminimizetime=5s ./controlplane/translate
+
+## fuzz: a long fuzz run of decode -> validate -> translate -> build (FUZZTIME=10m by default)
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=$(FUZZTIME) -fuzzminimizetime=30s ./controlplane/translate
 
 ## tools: install the pinned Envoy and staticcheck into .cache/tools (re-used when present)
 tools:

@@ -263,3 +263,28 @@ func defaultHealthCheck(hc *HealthCheck) {
 		}
 	}
 }
+
+// CertificateNames returns the SNI names each certificate serves: its own hostnames, or, for the one
+// certificate without any, the listener hostnames no other certificate lists. An empty list means the
+// certificate only answers clients without SNI or with an unknown name.
+func (t *ListenerTLS) CertificateNames(listenerHostnames []string) [][]string {
+	listed := map[string]bool{}
+	for _, c := range t.Certificates {
+		for _, h := range c.Hostnames {
+			listed[h] = true
+		}
+	}
+	out := make([][]string, len(t.Certificates))
+	for i, c := range t.Certificates {
+		if len(c.Hostnames) > 0 {
+			out[i] = c.Hostnames
+			continue
+		}
+		for _, h := range listenerHostnames {
+			if !listed[h] {
+				out[i] = append(out[i], h)
+			}
+		}
+	}
+	return out
+}

@@ -93,8 +93,9 @@ const (
 
 // ListenerTLS terminates TLS on an HTTPS listener.
 type ListenerTLS struct {
-	// certificates are served by SNI: each to the hostnames it lists (or, if it lists none, to the listener's
-	// hostnames). The first one is also served to clients that send no SNI or an unknown name.
+	// certificates are served by SNI, each to the hostnames it lists. One certificate may list none: it serves
+	// the listener's hostnames no other certificate lists, and clients that send no SNI or an unknown name
+	// (without one, the first certificate answers those).
 	Certificates []Certificate `json:"certificates"`
 	// minVersion is the lowest TLS version accepted. Defaults to TLSv1.2.
 	MinVersion TLSVersion `json:"minVersion,omitempty"`
@@ -114,7 +115,8 @@ type Certificate struct {
 	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
 	// secretName references a Secret of type kubernetes.io/tls (Kubernetes mode only).
 	SecretName string `json:"secretName,omitempty"`
-	// hostnames this certificate is served for (SNI). Empty means the listener's hostnames.
+	// hostnames this certificate is served for (SNI). Empty: the listener's hostnames no other certificate
+	// lists, and clients without SNI.
 	Hostnames []string `json:"hostnames,omitempty"`
 }
 

@@ -136,6 +136,7 @@ func (v *validator) listener(p path, l *Listener) {
 		v.add(p.child("tls"), "only allowed with protocol HTTPS, got %q", l.Protocol)
 	case l.TLS != nil:
 		v.listenerTLS(p.child("tls"), l.TLS)
+		v.certificateNames(p.child("tls").child("certificates"), l.TLS)
 	}
 	if len(l.Hostnames) > 0 && l.Protocol == ProtocolTCP {
 		v.add(p.child("hostnames"), "not allowed on a TCP listener: TCP carries no Host header")
@@ -190,6 +191,10 @@ func (v *validator) backends(p path, bs []Backend) map[string]bool {
 		}
 		v.endpoints(bp.child("endpoints"), b.Endpoints)
 		v.healthCheck(bp.child("healthCheck"), b.HealthCheck)
+		if hc := b.HealthCheck; hc != nil && hc.Active != nil && hc.Active.Type == HealthCheckGRPC &&
+			(b.Connection == nil || b.Connection.Protocol != UpstreamHTTP2) {
+			v.add(bp.child("healthCheck").child("active").child("type"), "GRPC needs connection.protocol: HTTP2 (gRPC runs over HTTP/2)")
+		}
 		v.connection(bp.child("connection"), b.Connection)
 		v.backendTLS(bp.child("tls"), b.TLS)
 		if b.Service != nil {
@@ -506,6 +511,28 @@ func (v *validator) backendTLS(p path, t *BackendTLS) {
 		v.add(p.child("sni"), "must be a lowercase DNS name, got %q", clip(t.SNI))
 	}
 	v.filePath(p.child("caFile"), t.CAFile)
+}
+
+// certificateNames rejects what Envoy would: two filter chains for one SNI name.
+func (v *validator) certificateNames(p path, t *ListenerTLS) {
+	nameless := -1
+	owner := map[string]int{}
+	for i, c := range t.Certificates {
+		if len(c.Hostnames) == 0 {
+			if nameless >= 0 {
+				v.add(p.index(i).child("hostnames"), "required: certificates[%d] already has none, and only one certificate can serve the names no other lists", nameless)
+			}
+			nameless = i
+			continue
+		}
+		for _, h := range c.Hostnames {
+			if j, dup := owner[h]; dup {
+				v.add(p.index(i).child("hostnames"), "%q is already served by certificates[%d]", h, j)
+			} else {
+				owner[h] = i
+			}
+		}
+	}
 }
 
 func (v *validator) filePath(p path, f string) {

@@ -144,6 +144,9 @@ func TestValidateFeatures(t *testing.T) {
 				UnhealthyThreshold: i32(0)}}
 		}, []string{`spec.backends[0].healthCheck.active.unhealthyThreshold: must be between 1 and 100, got 0`,
 			`spec.backends[0].healthCheck.active.http: only allowed with type HTTP, got "TCP"`}},
+		"gRPC health checks need HTTP/2": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].HealthCheck = &v1alpha1.HealthCheck{Active: &v1alpha1.ActiveHealthCheck{Type: v1alpha1.HealthCheckGRPC}}
+		}, []string{`spec.backends[0].healthCheck.active.type: GRPC needs connection.protocol: HTTP2 (gRPC runs over HTTP/2)`}},
 		"passive needs a detector": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends[0].HealthCheck = &v1alpha1.HealthCheck{Passive: &v1alpha1.PassiveHealthCheck{}}
 		}, []string{`spec.backends[0].healthCheck.passive: set at least one detector: consecutive5xx, consecutiveGatewayErrors, consecutiveLocalOriginFailures, successRate or failurePercentage`}},

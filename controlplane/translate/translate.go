@@ -218,11 +218,7 @@ func sniNames(p *v1alpha1.LoadBalancerPolicy) []string {
 		return nil
 	}
 	var out []string
-	for _, c := range t.Certificates {
-		names := c.Hostnames
-		if len(names) == 0 {
-			names = p.Spec.Listener.Hostnames
-		}
+	for _, names := range t.CertificateNames(p.Spec.Listener.Hostnames) {
 		if len(names) == 0 {
 			names = []string{""}
 		}
@@ -581,18 +577,13 @@ func addChains(l *ir.Listener, p *v1alpha1.LoadBalancerPolicy, t *v1alpha1.Liste
 	if l.TLS == nil {
 		l.TLS = &ir.ListenerTLS{Default: -1, MinVersion: tlsVersion(t.MinVersion), MaxVersion: tlsVersion(t.MaxVersion), Ciphers: t.CipherSuites}
 	}
-	for i, c := range t.Certificates {
-		names := c.Hostnames
-		if len(names) == 0 {
-			names = p.Spec.Listener.Hostnames
-		}
+	for i, names := range t.CertificateNames(p.Spec.Listener.Hostnames) {
 		chain := ir.TLSChain{ServerNames: slices.Clone(names), Secret: fmt.Sprintf("%s/%s/certificate-%d", p.Namespace, p.Name, i)}
 		l.TLS.Chains = append(l.TLS.Chains, chain)
-		if len(names) == 0 || l.TLS.Default < 0 {
-			// A certificate for every name, or else the oldest policy's first one, answers clients without SNI.
-			if len(names) == 0 || len(l.TLS.Chains) == 1 {
-				l.TLS.Default = len(l.TLS.Chains) - 1
-			}
+		// The certificate without hostnames answers clients without SNI (or with an unknown name); when there
+		// is none, the oldest policy's first certificate does.
+		if len(t.Certificates[i].Hostnames) == 0 || len(l.TLS.Chains) == 1 {
+			l.TLS.Default = len(l.TLS.Chains) - 1
 		}
 	}
 }

@@ -34,15 +34,13 @@ func Listener(l *ir.Listener) *listenerv3.Listener {
 	out.ListenerFilters = []*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.tls_inspector",
 		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})}}}
 	for i, ch := range l.TLS.Chains {
-		fc := tlsChain(l.TLS, ch, filter)
-		if len(ch.ServerNames) == 0 {
-			out.DefaultFilterChain = fc
-			continue
-		}
-		fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.ServerNames}
-		out.FilterChains = append(out.FilterChains, fc)
 		if i == l.TLS.Default {
 			out.DefaultFilterChain = tlsChain(l.TLS, ch, filter)
+		}
+		if len(ch.ServerNames) > 0 {
+			fc := tlsChain(l.TLS, ch, filter)
+			fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.ServerNames}
+			out.FilterChains = append(out.FilterChains, fc)
 		}
 	}
 	return out
