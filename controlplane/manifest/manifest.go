@@ -89,8 +89,12 @@ func DecodeDocument(b []byte) (Document, error) {
 	if err := json.Unmarshal(j, &generic); err != nil {
 		return Document{}, describe(err)
 	}
-	if unknown := unknownFields(generic, reflect.TypeOf(v1alpha1.LoadBalancerPolicy{}), ""); len(unknown) > 0 {
+	policyType := reflect.TypeOf(v1alpha1.LoadBalancerPolicy{})
+	if unknown := unknownFields(generic, policyType, ""); len(unknown) > 0 {
 		return Document{}, fmt.Errorf("unknown field %s", strings.Join(unknown, ", "))
+	}
+	if bad := typeErrors(generic, policyType, ""); len(bad) > 0 {
+		return Document{}, errors.New(strings.Join(bad, "; "))
 	}
 	p := &v1alpha1.LoadBalancerPolicy{}
 	dec := json.NewDecoder(bytes.NewReader(j))

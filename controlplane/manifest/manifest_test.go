@@ -32,7 +32,7 @@ func TestDecodeMultiDocument(t *testing.T) {
 func TestDecodeErrors(t *testing.T) {
 	cases := map[string]struct{ in, want string }{
 		"unknown field": {strings.Replace(doc, "protocol: HTTP", "protocol: HTTP, proto: x", 1), `f.yaml#1: unknown field "spec.listener.proto"`},
-		"wrong type":    {strings.Replace(doc, "port: 80,", "port: eighty,", 1), `f.yaml#1: spec.listener.port: must be an integer, got string`},
+		"wrong type":    {strings.Replace(doc, "port: 80,", "port: eighty,", 1), `f.yaml#1: spec.listener.port: must be an integer, got the string "eighty"`},
 		"not yaml":      {"a: [b\n", "f.yaml#1: not valid YAML"},
 		"wrong kind":    {strings.Replace(doc, "kind: LoadBalancerPolicy", "kind: Service", 1), `f.yaml#1: kind: must be "LoadBalancerPolicy", got "Service"`},
 		"not utf-8":     {strings.Replace(doc, "%s", "a\xff", 1), "f.yaml#1: document is not valid UTF-8"},

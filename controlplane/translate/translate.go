@@ -108,10 +108,12 @@ func Translate(policies []*v1alpha1.LoadBalancerPolicy, files Files) *Result {
 	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
 	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
 	// two policies created within one second must still be told apart.
+	// A policy without a creation time has not been stored yet: it is the newest.
 	ordered := slices.Clone(policies)
 	slices.SortStableFunc(ordered, func(a, b *v1alpha1.LoadBalancerPolicy) int {
 		ka, kb := KeyOf(a), KeyOf(b)
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+		return cmp.Or(cmp.Compare(boolInt(a.CreationTimestamp.IsZero()), boolInt(b.CreationTimestamp.IsZero())),
+			a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
 			cmp.Compare(ka.Namespace, kb.Namespace), cmp.Compare(ka.Name, kb.Name))
 	})
 	prepared := make([]*v1alpha1.LoadBalancerPolicy, 0, len(policies))
@@ -398,6 +400,13 @@ func mergeClusters(name string, wcs []ir.WeightedCluster, byName map[string]*ir.
 		}
 	}
 	return merged
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // builtCluster is a cluster and the hash keys its policy asks routes to use.
