@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/google/go-cmp/cmp"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -298,10 +299,14 @@ func TestRestartLosesNothing(t *testing.T) {
 	}
 	dumpBefore := e.E.ConfigDump(t)
 
-	load := startLoad(e.URL, 300, 6, 2*time.Minute)
+	down := 30 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("LBPLANE_E2E_DOWNTIME")); err == nil {
+		down = d // e2e/README.md: the 10-minute run
+	}
+	load := startLoad(e.URL, 300, 6, down+2*time.Minute)
 	time.Sleep(500 * time.Millisecond)
 	e.L.Kill() // SIGKILL: no chance to clean up
-	time.Sleep(3 * time.Second)
+	time.Sleep(down)
 	okWhileDown := load.OK.Load()
 	e.L.Restart(t)
 	waitSynced(t, e.L, 1)
@@ -333,5 +338,126 @@ func TestRestartLosesNothing(t *testing.T) {
 	if err != nil || !strings.Contains(out, "SYNCED") {
 		t.Errorf("lbctl status after restart: %v\n%s", err, out)
 	}
-	t.Logf("%d requests, %d while lbplane was down, 0 failed", load.OK.Load(), okWhileDown)
+	t.Logf("%d requests, %d while lbplane was down for %s, 0 failed", load.OK.Load(), okWhileDown, down)
+}
+
+// twentyChanges returns a sequence of policies that changes weights, endpoints, the algorithm and the health
+// check, one step at a time.
+func twentyChanges(t *testing.T, e *env) [][]byte {
+	algos := []string{"RoundRobin", "LeastRequest", "Random", "RoundRobin", "LeastRequest"}
+	var out [][]byte
+	for i := 0; i < 20; i++ {
+		var b strings.Builder
+		fmt.Fprintf(&b, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: twenty}
+spec:
+  listener: {address: 127.0.0.1, port: %d, protocol: HTTP}
+  backends:
+    - name: app
+      loadBalancing: {algorithm: %s}
+`, e.Port, algos[i%len(algos)])
+		if i%3 == 1 {
+			b.WriteString("      healthCheck: {active: {type: HTTP, interval: 1s, http: {path: /healthz}}}\n")
+		}
+		b.WriteString("      endpoints:\n")
+		// Between two and four endpoints, a different set and weights each time.
+		for j, be := range e.B {
+			if (i+j)%5 == 4 && j > 1 {
+				continue
+			}
+			fmt.Fprintf(&b, "        - {address: 127.0.0.1, port: %d, weight: %d}\n", be.Port, 1+(i*7+j*3)%5)
+		}
+		out = append(out, []byte(b.String()))
+	}
+	return out
+}
+
+func TestTwentyChangesUnderLoad(t *testing.T) {
+	bs := startBackends(t, "t0", "t1", "t2", "t3")
+	e := &env{L: startLbplane(t), Port: freePort(t), B: bs}
+	e.URL = fmt.Sprintf("http://127.0.0.1:%d", e.Port)
+	e.E = startEnvoy(t, e.L, "envoy-twenty", true)
+	changes := twentyChanges(t, e)
+	push(t, e.L, changes[0])
+	waitServing(t, e.URL, "t0", "t1", "t2", "t3")
+	waitSynced(t, e.L, 1)
+	load := startLoad(e.URL, 300, 6, 2*time.Minute)
+	for _, c := range changes[1:] {
+		push(t, e.L, c)
+		waitSynced(t, e.L, 1)
+		time.Sleep(150 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	load.Stop()
+	load.RequireNoFailures(t, 300)
+	t.Logf("20 changes (weights, endpoints, algorithm, health check) under load: %d requests, %d not 2xx", load.OK.Load(), load.Failed.Load())
+}
+
+// Without retries a killed backend costs requests until something notices; the count is reported, and it
+// must not be zero, or the retry test above would prove nothing.
+func TestKilledBackendWithoutRetriesCostsRequests(t *testing.T) {
+	bs := startBackends(t, "k1", "k2", "k3")
+	e := setup(t, true, roundRobin, bs...)
+	waitServing(t, e.URL, "k1", "k2", "k3")
+	load := startLoad(e.URL, 300, 6, time.Minute)
+	time.Sleep(time.Second)
+	bs[2].Stop()
+	time.Sleep(3 * time.Second)
+	load.Stop()
+	if load.Failed.Load() == 0 {
+		t.Errorf("no request failed after a backend was killed without retries or health checks")
+	}
+	t.Logf("a backend killed under 300 req/s, no retries, no health checks: %d of %d requests failed in 3s",
+		load.Failed.Load(), load.Failed.Load()+load.OK.Load())
+}
+
+// A restarted Envoy takes no traffic before it has its full config: every connection it accepts is served.
+func TestRestartedEnvoyServesOnlyWithFullConfig(t *testing.T) {
+	bs := startBackends(t, "e1", "e2")
+	e := setup(t, true, routesLikeFor2(), bs...)
+	waitServing(t, e.URL+"/b", "e2")
+	e.E.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	startEnvoy(t, e.L, "envoy-restarted", true)
+	c := newClient(false)
+	refused, served := 0, 0
+	for time.Now().Before(deadline) && served < 200 {
+		b, code, err := doWith(c, e.URL+"/b", nil)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "connection refused"):
+			refused++
+			time.Sleep(2 * time.Millisecond)
+		case err != nil:
+			t.Fatalf("after %d refused connections: %v", refused, err)
+		case code != 200 || b != "e2":
+			t.Fatalf("after %d refused connections the first answers came from a partial config: status %d backend %q", refused, code, b)
+		default:
+			served++
+		}
+	}
+	if served < 200 {
+		t.Fatalf("the restarted Envoy served %d requests in 30s", served)
+	}
+	t.Logf("restarted Envoy: %d connections refused while it loaded its config, then %d requests all served by the right route", refused, served)
+}
+
+func routesLikeFor2() string {
+	return `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: two-routes}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  routes:
+    - match: {path: {value: /b}}
+      backends: [{name: b}]
+    - backends: [{name: a}]
+  backends:
+    - name: a
+      endpoints: [{address: 127.0.0.1, port: {{(index .B 0).Port}}}]
+    - name: b
+      endpoints: [{address: 127.0.0.1, port: {{(index .B 1).Port}}}]
+`
 }
