@@ -27,6 +27,15 @@ type Params struct {
 	Delta          bool
 	AdminPort      int
 	MaxConnections int
+	// TLS, when set, makes Envoy connect to lbplane over mTLS with these files (paths on the Envoy's host).
+	TLS *TLS
+}
+
+// TLS is the Envoy side of xDS over mTLS.
+type TLS struct {
+	Cert, Key, CA string
+	// ServerName is verified against lbplane's certificate; defaults to the xDS host.
+	ServerName string
 }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
@@ -60,8 +69,16 @@ func Render(p Params) ([]byte, error) {
 	if p.Delta {
 		api = "DELTA_GRPC"
 	}
+	if t := p.TLS; t != nil {
+		if t.Cert == "" || t.Key == "" || t.CA == "" {
+			return nil, fmt.Errorf("--xds-tls-cert, --xds-tls-key and --xds-tls-ca go together")
+		}
+		if t.ServerName == "" {
+			t.ServerName = host
+		}
+	}
 	var buf bytes.Buffer
 	err = tmpl.Execute(&buf, map[string]any{"NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
-		"APIType": api, "AdminPort": p.AdminPort, "MaxConnections": p.MaxConnections})
+		"APIType": api, "AdminPort": p.AdminPort, "MaxConnections": p.MaxConnections, "TLS": p.TLS})
 	return buf.Bytes(), err
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/engine"
@@ -39,6 +40,8 @@ type Config struct {
 	// rest back forever.
 	SettleTimeout time.Duration
 	Log           *slog.Logger
+	// XDSTLS, when set, requires mTLS on xDS and binds each node to its client certificate.
+	XDSTLS *xdsserver.TLSFiles
 	// Ready, if set, is called with the bound addresses once xDS and the API are served.
 	Ready func(xds, api net.Addr)
 }
@@ -124,8 +127,19 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Ready(xdsLis.Addr(), apiLis.Addr())
 	}
 
+	var grpcOpts []grpc.ServerOption
+	if cfg.XDSTLS != nil {
+		opt, err := cfg.XDSTLS.ServerOption()
+		if err != nil {
+			xdsLis.Close()
+			apiLis.Close()
+			return err
+		}
+		grpcOpts = append(grpcOpts, opt)
+		cfg.Log.Info("xDS requires mTLS; node ids and proxy groups are bound to client certificates")
+	}
 	g, ctx := errgroup.WithContext(ctx)
-	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker)
+	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker, grpcOpts...)
 	g.Go(func() error { return xdsserver.Serve(ctx, grpcServer, xdsLis) })
 	httpServer := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
 	g.Go(func() error {

@@ -74,7 +74,9 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		out.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
 	}
 	if t := c.TLS; t != nil {
-		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{}}
+		// Envoy as a client stops at TLS 1.2 unless told otherwise.
+		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsParams: &tlsv3.TlsParameters{TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}}}
 		if t.CASecret != "" {
 			// The CA alone would accept any certificate it signed: the name must match the SNI too.
 			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{

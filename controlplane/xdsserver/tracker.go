@@ -13,6 +13,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
@@ -53,6 +55,8 @@ type ProxyStatus struct {
 }
 
 type stream struct {
+	// identity, when the stream came over mTLS, is what its client certificate allows.
+	identity    *Identity
 	api         string
 	node        *corev3.Node
 	connectedAt time.Time
@@ -84,10 +88,14 @@ func (t *Tracker) notify() {
 	t.changed = make(chan struct{})
 }
 
-func (t *Tracker) open(id int64, api string) {
+func (t *Tracker) open(ctx context.Context, id int64, api string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.streams[id] = &stream{api: api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
+	s := &stream{api: api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
+	if ident, ok := identityOf(ctx); ok {
+		s.identity = &ident
+	}
+	t.streams[id] = s
 	t.notify()
 }
 
@@ -101,14 +109,29 @@ func (t *Tracker) closed(id int64, node *corev3.Node) {
 	t.notify()
 }
 
-// request records an ACK or NACK. Requests whose nonce is not the last one sent are stale: the server
-// ignores them and so do we.
-func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) {
+// request records an ACK or NACK, after checking that an mTLS client is the node it claims to be. Requests
+// whose nonce is not the last one sent are stale: the server ignores them and so do we.
+func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
 	if s == nil {
-		return
+		return nil
+	}
+	if s.identity != nil {
+		claimed := node
+		if claimed == nil {
+			claimed = s.node
+		}
+		// Without a node the stream would be served the default group: an mTLS client must say who it is.
+		err := status.Error(codes.PermissionDenied, "the first request must carry the node")
+		if claimed != nil {
+			err = s.identity.authorize(claimed.GetId(), xdscache.GroupOf(claimed))
+		}
+		if err != nil {
+			t.log.Warn("refused a node", "stream", id, "error", err)
+			return err
+		}
 	}
 	if s.node == nil && node != nil {
 		s.node = node
@@ -120,7 +143,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, er
 		s.types[typeURL] = ts
 	}
 	if nonce == "" || nonce != ts.sentNonce || !ts.pending {
-		return
+		return nil
 	}
 	ts.pending = false
 	if hasErr {
@@ -133,6 +156,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, er
 		s.lastAcked = ts.SentVersion
 	}
 	t.notify()
+	return nil
 }
 
 func (t *Tracker) response(id int64, typeURL, nonce, version string, resources int) {
@@ -220,26 +244,24 @@ func (t *Tracker) Wait(ctx context.Context, cond func([]ProxyStatus) bool) bool 
 
 // go-control-plane callbacks.
 
-func (t *Tracker) OnStreamOpen(_ context.Context, id int64, _ string) error {
-	t.open(id, "sotw")
+func (t *Tracker) OnStreamOpen(ctx context.Context, id int64, _ string) error {
+	t.open(ctx, id, "sotw")
 	return nil
 }
 func (t *Tracker) OnStreamClosed(id int64, node *corev3.Node) { t.closed(id, node) }
 func (t *Tracker) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error {
-	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
-	return nil
+	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
 	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo(), len(r.GetResources()))
 }
-func (t *Tracker) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error {
-	t.open(id, "delta")
+func (t *Tracker) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
+	t.open(ctx, id, "delta")
 	return nil
 }
 func (t *Tracker) OnDeltaStreamClosed(id int64, node *corev3.Node) { t.closed(id, node) }
 func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequest) error {
-	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
-	return nil
+	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
 	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo(), len(r.GetResources())+len(r.GetRemovedResources()))

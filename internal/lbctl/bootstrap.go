@@ -8,6 +8,7 @@ import (
 
 func newBootstrap() *cobra.Command {
 	p := envoybootstrap.Params{}
+	var tls envoybootstrap.TLS
 	cmd := &cobra.Command{
 		Use:   "bootstrap --node-id ID",
 		Short: "Print an Envoy bootstrap that gets its config from lbplane",
@@ -16,6 +17,9 @@ func newBootstrap() *cobra.Command {
   lbctl bootstrap --node-id envoy-1 | envoy -c /dev/stdin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tls.Cert != "" || tls.Key != "" || tls.CA != "" {
+				p.TLS = &tls
+			}
 			b, err := envoybootstrap.Render(p)
 			if err != nil {
 				return err
@@ -31,6 +35,10 @@ func newBootstrap() *cobra.Command {
 	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
 	f.IntVar(&p.AdminPort, "admin-port", 19000, "Envoy admin port (bound to 127.0.0.1 only)")
 	f.IntVar(&p.MaxConnections, "max-connections", 100000, "Envoy's global limit on downstream connections")
+	f.StringVar(&tls.Cert, "xds-tls-cert", "", "this Envoy's client certificate for xDS over mTLS (CN = node id, OU = proxy group)")
+	f.StringVar(&tls.Key, "xds-tls-key", "", "its private key")
+	f.StringVar(&tls.CA, "xds-tls-ca", "", "the CA that signed lbplane's certificate")
+	f.StringVar(&tls.ServerName, "xds-tls-server-name", "", "name lbplane's certificate must carry (default: the xDS host)")
 	cmd.MarkFlagRequired("node-id")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lbplane/lbplane/controlplane/serve"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	"github.com/lbplane/lbplane/internal/version"
 )
 
@@ -34,11 +35,13 @@ func Main(args []string) int {
 func newServe() *cobra.Command {
 	cfg := serve.Config{}
 	var logFormat, logLevel string
+	var xdsTLS xdsserver.TLSFiles
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve xDS to Envoy and the push API to lbctl",
 		Example: `  lbplane serve --data-dir /var/lib/lbplane
-  lbplane serve --data-dir ./data --config-dir ./policies --xds-address 0.0.0.0:18000`,
+  lbplane serve --data-dir ./data --config-dir ./policies --xds-address 0.0.0.0:18000
+  lbplane serve --data-dir ./data --xds-tls-cert lbplane.crt --xds-tls-key lbplane.key --xds-tls-client-ca envoys-ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat, logLevel)
@@ -46,6 +49,12 @@ func newServe() *cobra.Command {
 				return err
 			}
 			cfg.Log = log
+			switch set := xdsTLS.Cert != "" || xdsTLS.Key != "" || xdsTLS.ClientCA != ""; {
+			case set && (xdsTLS.Cert == "" || xdsTLS.Key == "" || xdsTLS.ClientCA == ""):
+				return fmt.Errorf("--xds-tls-cert, --xds-tls-key and --xds-tls-client-ca go together")
+			case set:
+				cfg.XDSTLS = &xdsTLS
+			}
 			if cfg.Token == "" {
 				cfg.Token = os.Getenv("LBPLANE_TOKEN")
 			}
@@ -61,6 +70,9 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
 	f.StringVar(&cfg.Token, "token", "", "push API bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long each step of a make-before-break change waits for every Envoy of the group to acknowledge the previous one")
+	f.StringVar(&xdsTLS.Cert, "xds-tls-cert", "", "PEM certificate for xDS over mTLS (with --xds-tls-key and --xds-tls-client-ca)")
+	f.StringVar(&xdsTLS.Key, "xds-tls-key", "", "PEM private key for xDS over mTLS")
+	f.StringVar(&xdsTLS.ClientCA, "xds-tls-client-ca", "", "PEM CA that signs Envoys' client certificates; their CN is the node id and OU the proxy groups")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.MarkFlagRequired("data-dir")
