@@ -163,7 +163,9 @@ func startLbplane(t *testing.T, extra ...string) *Lbplane {
 func (l *Lbplane) start(t *testing.T) {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", l.DataDir, "--xds-address", l.XDSAddr,
-		"--api-address", fmt.Sprintf("127.0.0.1:%d", l.apiPort), "--token", token, "--log-level", "debug"}, l.extraArg...)
+		"--api-address", fmt.Sprintf("127.0.0.1:%d", l.apiPort), "--token", token, "--log-level", "debug",
+		// The tests call the API far faster than people do; the limiter has its own unit test.
+		"--api-rate-limit", "0"}, l.extraArg...)
 	l.Process = startProcess(t, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
 	eventually(t, 30*time.Second, "lbplane serves its API", func() error {
 		resp, err := http.Get(l.APIURL + "/healthz")

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,8 +93,14 @@ func (w *Watcher) Load() error {
 				continue
 			}
 			seen[k] = true
+			problems := ""
 			if _, fe := translate.Prepare(pol); len(fe) > 0 {
-				errs = append(errs, fmt.Sprintf("%s: %s: %v", p, k, fe))
+				problems = fe.Error()
+			} else if ferrs := w.Engine.FileErrors(pol); len(ferrs) > 0 {
+				problems = strings.Join(ferrs, "; ")
+			}
+			if problems != "" {
+				errs = append(errs, fmt.Sprintf("%s: %s: %s", p, k, problems))
 				if g, ok := w.good[k]; ok {
 					policies = append(policies, g)
 				}

@@ -69,6 +69,14 @@ func (e *Engine) loadFiles(policies []*v1alpha1.LoadBalancerPolicy) {
 	}
 }
 
+// FileErrors reads the files a policy references, if not read yet, and says what is wrong with them.
+func (e *Engine) FileErrors(p *v1alpha1.LoadBalancerPolicy) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.loadFiles([]*v1alpha1.LoadBalancerPolicy{p})
+	return translate.FileErrors(p, e.files)
+}
+
 // RefreshFiles re-reads every referenced file and publishes again if one changed. A policy's new files are
 // taken only if they work together (a certificate and its key, a CA bundle); in the middle of a rotation
 // (a new certificate written, its key not yet) the policy keeps serving the old pair.

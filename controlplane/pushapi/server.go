@@ -12,12 +12,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -69,8 +72,38 @@ type Server struct {
 	Log     *slog.Logger
 	// Now is the clock, replaceable in tests.
 	Now func() time.Time
+	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
+	// no limit. It applies before the token check, so guessing tokens is throttled too.
+	RateLimit float64
 
-	mu sync.Mutex // one write at a time: store and engine change together
+	mu       sync.Mutex // one write at a time: store and engine change together
+	limitMu  sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+// allow applies the per-address rate limit.
+func (s *Server) allow(r *http.Request) bool {
+	if s.RateLimit <= 0 {
+		return true
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	if s.limiters == nil {
+		s.limiters = map[string]*rate.Limiter{}
+	}
+	l, ok := s.limiters[host]
+	if !ok {
+		if len(s.limiters) > 10000 { // bound the memory an address scan can take
+			clear(s.limiters)
+		}
+		l = rate.NewLimiter(rate.Limit(s.RateLimit), int(2*s.RateLimit)+1)
+		s.limiters[host] = l
+	}
+	return l.Allow()
 }
 
 // Handler returns the API's routes.
@@ -88,6 +121,11 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	want := []byte("Bearer " + s.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.allow(r) {
+			w.Header().Set("Retry-After", "1")
+			writeErr(w, http.StatusTooManyRequests, "too many requests; slow down")
+			return
+		}
 		got := []byte(r.Header.Get("Authorization"))
 		if s.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="lbplane"`)
@@ -210,8 +248,15 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 	before, _ := s.Engine.Result()
 	after := s.Engine.Preview(engine.SourceStore, candidate)
 	for _, k := range order {
-		if pr := after.Policies[k]; pr != nil && !pr.Accepted {
+		pr := after.Policies[k]
+		switch {
+		case pr == nil:
+		case !pr.Accepted:
 			errs = append(errs, fmt.Sprintf("%s: %s", k, pr.AcceptedMessage))
+		case !pr.ResolvedRefs && pr.ResolvedRefsReason == translate.ReasonInvalidRef:
+			// A certificate or CA that cannot be used would take the policy out of service; refuse the push
+			// and keep the last good version serving.
+			errs = append(errs, fmt.Sprintf("%s: %s", k, strings.TrimSuffix(pr.ResolvedRefsMessage, " (the policy is not served until this is fixed)")))
 		}
 	}
 	for k, pr := range before.Policies {

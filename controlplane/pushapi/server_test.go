@@ -175,3 +175,25 @@ func TestDelete(t *testing.T) {
 		t.Error("the deleted policy is still served")
 	}
 }
+
+func TestRateLimitPerClient(t *testing.T) {
+	c, s, _ := newServer(t)
+	s.RateLimit = 5 // burst 11
+	ctx := context.Background()
+	limited := 0
+	for i := 0; i < 30; i++ {
+		if _, err := c.List(ctx); err != nil {
+			if e := apiErr(t, err); e.Status == http.StatusTooManyRequests {
+				limited++
+			}
+		}
+	}
+	if limited < 15 {
+		t.Errorf("30 calls at once against 5/s (burst 11): %d refused with 429, want at least 15", limited)
+	}
+	// Wrong tokens are throttled too: guessing is not free.
+	bad := &pushapi.Client{BaseURL: c.BaseURL, Token: "guess"}
+	if _, err := bad.List(ctx); apiErr(t, err).Status != http.StatusTooManyRequests {
+		t.Errorf("a token guess after the burst: %v, want 429", err)
+	}
+}

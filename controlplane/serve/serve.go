@@ -40,6 +40,8 @@ type Config struct {
 	// rest back forever.
 	SettleTimeout time.Duration
 	Log           *slog.Logger
+	// APIRateLimit is calls per second per client address on the push API; 0 disables the limit.
+	APIRateLimit float64
 	// XDSTLS, when set, requires mTLS on xDS and binds each node to its client certificate.
 	XDSTLS *xdsserver.TLSFiles
 	// Ready, if set, is called with the bound addresses once xDS and the API are served.
@@ -97,7 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	eng := engine.New(cache, cfg.Log)
-	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log}
+	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log, RateLimit: cfg.APIRateLimit}
 
 	// Load every source before opening the xDS port.
 	var watcher *configdir.Watcher

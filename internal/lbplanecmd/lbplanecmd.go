@@ -73,6 +73,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&xdsTLS.Cert, "xds-tls-cert", "", "PEM certificate for xDS over mTLS (with --xds-tls-key and --xds-tls-client-ca)")
 	f.StringVar(&xdsTLS.Key, "xds-tls-key", "", "PEM private key for xDS over mTLS")
 	f.StringVar(&xdsTLS.ClientCA, "xds-tls-client-ca", "", "PEM CA that signs Envoys' client certificates; their CN is the node id and OU the proxy groups")
+	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.MarkFlagRequired("data-dir")
