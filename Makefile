@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: run stop test tools build lint golden fuzz clean
+.PHONY: run stop test tools build lint golden fuzz generate check-generated clean
 
 FUZZTIME ?= 10m
 
@@ -18,7 +18,7 @@ stop:
 	@hack/demo.sh stop
 
 ## test: vet, staticcheck, every test under the race detector (real Envoy and backends on loopback), and a short fuzz run
-test: tools lint
+test: tools lint check-generated
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=15s -fuzzminimizetime=5s ./controlplane/translate
 
@@ -26,9 +26,9 @@ test: tools lint
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=$(FUZZTIME) -fuzzminimizetime=30s ./controlplane/translate
 
-## tools: install the pinned Envoy and staticcheck into .cache/tools (re-used when present)
+## tools: install the pinned Envoy, staticcheck and controller-gen into .cache/tools (re-used when present)
 tools:
-	@hack/tools.sh envoy staticcheck
+	@hack/tools.sh envoy staticcheck controller-gen
 
 ## build: the binaries into ./bin
 build:
@@ -40,6 +40,18 @@ lint:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$$(hack/tools.sh path-staticcheck) ./...
+
+## generate: deepcopy code and the CRD, from api/ (controller-gen, pinned)
+generate:
+	@hack/tools.sh controller-gen
+	$$(hack/tools.sh path-controller-gen) object paths=./api/...
+	$$(hack/tools.sh path-controller-gen) crd paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
+
+## check-generated: fail when the generated files are not what make generate makes from api/
+check-generated: generate
+	@git diff --exit-code --stat -- api charts/lbplane/crds || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api charts/lbplane/crds); \
+	  if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
 
 ## golden: regenerate the translation golden files (review the diff)
 golden:

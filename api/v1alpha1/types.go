@@ -3,6 +3,7 @@
 // The same types serve the Kubernetes CRD and the standalone push API, so that one YAML document works on
 // both paths.
 //
+// +kubebuilder:object:generate=true
 // +groupName=lbplane.io
 package v1alpha1
 
@@ -25,6 +26,12 @@ var APIVersion = Group + "/" + Version
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=lbp
+// +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=".spec.listener.protocol"
+// +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=".spec.listener.port"
+// +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=".spec.backends[0].loadBalancing.algorithm"
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=".status.conditions[?(@.type==\"Accepted\")].status"
+// +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=".status.conditions[?(@.type==\"Programmed\")].status"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type LoadBalancerPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -34,6 +41,8 @@ type LoadBalancerPolicy struct {
 }
 
 // LoadBalancerPolicyList is a list of policies.
+//
+// +kubebuilder:object:root=true
 type LoadBalancerPolicyList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`

@@ -95,7 +95,7 @@ func (f Files) caBundle(path string) ([]byte, error) {
 
 // FileErrors returns what is wrong with the files one policy references, if anything.
 func FileErrors(p *v1alpha1.LoadBalancerPolicy, files Files) []string {
-	c := clone(p)
+	c := p.DeepCopy()
 	v1alpha1.Default(c)
 	_, errs := resolveFiles(c, files)
 	return errs

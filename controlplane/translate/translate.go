@@ -4,7 +4,6 @@ package translate
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -83,22 +82,9 @@ type Result struct {
 
 // Prepare returns a defaulted copy of the policy and every problem found in it alone.
 func Prepare(p *v1alpha1.LoadBalancerPolicy) (*v1alpha1.LoadBalancerPolicy, v1alpha1.FieldErrors) {
-	c := clone(p)
+	c := p.DeepCopy()
 	v1alpha1.Default(c)
 	return c, v1alpha1.Validate(c)
-}
-
-// clone deep-copies through JSON: policies are small and this keeps the input untouched.
-func clone(p *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
-	b, err := json.Marshal(p)
-	if err != nil {
-		panic(fmt.Sprintf("policy does not marshal: %v", err))
-	}
-	c := &v1alpha1.LoadBalancerPolicy{}
-	if err := json.Unmarshal(b, c); err != nil {
-		panic(fmt.Sprintf("policy does not unmarshal: %v", err))
-	}
-	return c
 }
 
 // Translate turns policies into the IR. Older policies (by creation time, then namespace/name) win conflicts,
