@@ -48,7 +48,7 @@ type Engine struct {
 // New returns an engine publishing to cache.
 func New(cache *xdscache.Cache, log *slog.Logger) *Engine {
 	return &Engine{cache: cache, log: log, sources: map[string][]*v1alpha1.LoadBalancerPolicy{},
-		result: translate.Translate(nil, nil), origin: map[translate.Key]string{}, published: map[string]bool{},
+		result: translate.Translate(nil, translate.Refs{}), origin: map[translate.Key]string{}, published: map[string]bool{},
 		files: translate.Files{}, ReadFile: os.ReadFile}
 }
 
@@ -141,7 +141,7 @@ func (e *Engine) Preview(source string, policies []*v1alpha1.LoadBalancerPolicy)
 	sources[source] = policies
 	all, _, _ := merge(sources)
 	e.loadFiles(all)
-	return translate.Translate(all, e.files)
+	return translate.Translate(all, translate.Refs{Files: e.files})
 }
 
 // Set replaces the policies of one source and publishes the result.
@@ -156,7 +156,7 @@ func (e *Engine) run() *translate.Result {
 	start := time.Now()
 	all, origin, shadowed := merge(e.sources)
 	e.loadFiles(all)
-	res := translate.Translate(all, e.files)
+	res := translate.Translate(all, translate.Refs{Files: e.files})
 	for k, msg := range shadowed {
 		e.log.Warn("policy defined twice", "policy", k.String(), "detail", msg)
 	}

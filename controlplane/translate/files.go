@@ -97,11 +97,61 @@ func (f Files) caBundle(path string) ([]byte, error) {
 func FileErrors(p *v1alpha1.LoadBalancerPolicy, files Files) []string {
 	c := p.DeepCopy()
 	v1alpha1.Default(c)
-	_, errs := resolveFiles(c, files)
+	_, errs := resolveFiles(c, Refs{Files: files})
 	return errs
 }
 
 // PolicyFiles lists the files one policy references.
 func PolicyFiles(p *v1alpha1.LoadBalancerPolicy) []string {
 	return ReferencedFiles([]*v1alpha1.LoadBalancerPolicy{p})
+}
+
+// Refs is everything outside the policies that translation reads, resolved by the caller so that
+// translation stays pure: referenced files, and in Kubernetes mode the Services and Secrets.
+type Refs struct {
+	Files Files
+	// Services is nil outside Kubernetes mode; then Service backends cannot be resolved.
+	Services map[ServiceRef]ServiceEndpoints
+	// Secrets is nil outside Kubernetes mode.
+	Secrets map[SecretRef]TLSSecret
+}
+
+// ServiceRef is a backend's Service reference with its namespace filled in.
+type ServiceRef struct {
+	Namespace, Name string
+	Port            int32
+	PortName        string
+}
+
+// ServiceEndpoints are the endpoints of one Service port, from its EndpointSlices.
+type ServiceEndpoints struct {
+	// Err, when set, says why the reference does not resolve (no such Service, no such port).
+	Err       string
+	Endpoints []ServiceEndpoint
+}
+
+// ServiceEndpoint is one address of a Service port.
+type ServiceEndpoint struct {
+	Address            string
+	Port               int32
+	Ready, Terminating bool
+	Zone               string
+}
+
+// SecretRef names a Secret.
+type SecretRef struct{ Namespace, Name string }
+
+// TLSSecret is a kubernetes.io/tls Secret's certificate and key, or why it cannot be used.
+type TLSSecret struct {
+	Cert, Key []byte
+	Err       string
+}
+
+// ServiceRefOf returns the full reference of a backend's Service.
+func ServiceRefOf(policyNamespace string, s *v1alpha1.ServiceRef) ServiceRef {
+	ns := s.Namespace
+	if ns == "" {
+		ns = policyNamespace
+	}
+	return ServiceRef{Namespace: ns, Name: s.Name, Port: s.Port, PortName: s.PortName}
 }

@@ -31,7 +31,7 @@ func FuzzTranslate(f *testing.F) {
 		for _, d := range docs {
 			policies = append(policies, d.Policy)
 		}
-		res := translate.Translate(policies, fakeFiles(policies))
+		res := translate.Translate(policies, translate.Refs{Files: fakeFiles(policies)})
 		if err := res.IR.Validate(); err != nil {
 			t.Fatalf("accepted policies gave an invalid IR: %v", err)
 		}

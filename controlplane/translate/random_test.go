@@ -114,7 +114,7 @@ func randomPoliciesAccepted(t *testing.T, envoy string, seed uint64) {
 		all = append(all, d.Source)
 	}
 	policies := policiesOf(parsed)
-	res := translate.Translate(policies, fakeFiles(policies))
+	res := translate.Translate(policies, translate.Refs{Files: fakeFiles(policies)})
 	for k, pr := range res.Policies {
 		if !pr.Accepted || !pr.ResolvedRefs {
 			t.Errorf("generated policy %s was not accepted: %s %s", k, pr.AcceptedMessage, pr.ResolvedRefsMessage)

@@ -4,6 +4,7 @@ package translate
 
 import (
 	"cmp"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"math"
@@ -90,7 +91,7 @@ func Prepare(p *v1alpha1.LoadBalancerPolicy) (*v1alpha1.LoadBalancerPolicy, v1al
 // Translate turns policies into the IR. Older policies (by creation time, then namespace/name) win conflicts,
 // so accepting a new policy never takes a port or hostname away from a live one. files holds the content of
 // the files the policies reference (see ReferencedFiles).
-func Translate(policies []*v1alpha1.LoadBalancerPolicy, files Files) *Result {
+func Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
 	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
 	// two policies created within one second must still be told apart.
@@ -125,13 +126,13 @@ func Translate(policies []*v1alpha1.LoadBalancerPolicy, files Files) *Result {
 			continue
 		}
 		r.Accepted, r.AcceptedReason, r.AcceptedMessage = true, ReasonAccepted, "the policy is valid and has no conflicts"
-		secrets, errs := resolveFiles(p, files)
+		secrets, errs := resolveFiles(p, refs)
 		if len(errs) > 0 {
 			r.ResolvedRefs, r.ResolvedRefsReason = false, ReasonInvalidRef
 			r.ResolvedRefsMessage = strings.Join(errs, "; ") + " (the policy is not served until this is fixed)"
 			continue
 		}
-		addPolicy(res.IR, p, r, secrets)
+		addPolicy(res.IR, p, r, secrets, refs)
 	}
 	for _, g := range res.IR.Groups {
 		slices.SortFunc(g.Listeners, func(a, b *ir.Listener) int { return cmp.Compare(a.Port, b.Port) })
@@ -215,15 +216,58 @@ func sniNames(p *v1alpha1.LoadBalancerPolicy) []string {
 	return out
 }
 
-// resolveFiles turns the policy's file references into SDS secrets, or says what is wrong with them.
-func resolveFiles(p *v1alpha1.LoadBalancerPolicy, files Files) (map[string]*ir.Secret, []string) {
+// serviceEndpoints turns a Service backend into endpoints: ready addresses serve, terminating ones drain,
+// and the others are left out. The message says why the reference does not resolve, if it does not.
+func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs Refs) ([]ir.Endpoint, string) {
+	if refs.Services == nil {
+		return nil, fmt.Sprintf("Service %s needs Kubernetes mode (lbplane serve --kubernetes)", b.Service.Name)
+	}
+	ref := ServiceRefOf(p.Namespace, b.Service)
+	se, ok := refs.Services[ref]
+	if !ok {
+		return nil, fmt.Sprintf("Service %s/%s was not looked up", ref.Namespace, ref.Name)
+	}
+	if se.Err != "" {
+		return nil, se.Err
+	}
+	var out []ir.Endpoint
+	for _, e := range se.Endpoints {
+		if !e.Ready && !e.Terminating {
+			continue
+		}
+		out = append(out, ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: 1, Draining: !e.Ready})
+	}
+	slices.SortFunc(out, func(a, b ir.Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+	})
+	return out, ""
+}
+
+// resolveFiles turns the policy's file and Secret references into SDS secrets, or says what is wrong with
+// them.
+func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Secret, []string) {
+	files := refs.Files
 	secrets := map[string]*ir.Secret{}
 	var errs []string
 	if t := p.Spec.Listener.TLS; t != nil {
 		for i, c := range t.Certificates {
 			name := fmt.Sprintf("%s/%s/certificate-%d", p.Namespace, p.Name, i)
 			if c.SecretName != "" {
-				errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secrets need Kubernetes mode (lbplane serve --kubernetes)", i))
+				sec, ok := refs.Secrets[SecretRef{Namespace: p.Namespace, Name: c.SecretName}]
+				switch {
+				case refs.Secrets == nil:
+					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secrets need Kubernetes mode (lbplane serve --kubernetes)", i))
+				case !ok:
+					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secret %s/%s not found", i, p.Namespace, c.SecretName))
+				case sec.Err != "":
+					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: %s", i, sec.Err))
+				default:
+					if _, err := tls.X509KeyPair(sec.Cert, sec.Key); err != nil {
+						errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secret %s/%s: %v", i, p.Namespace, c.SecretName, err))
+					} else {
+						secrets[name] = &ir.Secret{Name: name, CertificateChain: sec.Cert, PrivateKey: sec.Key}
+					}
+				}
 				continue
 			}
 			cert, key, err := files.keyPair(c.CertificateFile, c.PrivateKeyFile)
@@ -253,7 +297,7 @@ func clusterName(p *v1alpha1.LoadBalancerPolicy, backend string) string {
 	return p.Namespace + "/" + p.Name + "/" + backend
 }
 
-func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, secrets map[string]*ir.Secret) {
+func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, secrets map[string]*ir.Secret, refs Refs) {
 	s := &p.Spec
 	g, ok := c.Groups[s.ProxyGroup]
 	if !ok {
@@ -271,12 +315,15 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		b := &s.Backends[i]
 		cl := cluster(p, b)
 		byName[cl.Name] = cl.Cluster
+		if b.Service != nil {
+			eps, msg := serviceEndpoints(p, b, refs)
+			cl.Endpoints = append(cl.Endpoints, eps...)
+			if msg != "" {
+				missing = append(missing, fmt.Sprintf("spec.backends[%d].service: %s", i, msg))
+			}
+		}
 		if len(cl.HashKeysFromPolicy) > 0 {
 			hashKeys[cl.Name] = cl.HashKeysFromPolicy
-		}
-		if b.Service != nil {
-			// Services are resolved by the Kubernetes source; without it the backend has no endpoints.
-			missing = append(missing, fmt.Sprintf("spec.backends[%d].service: Service %s needs Kubernetes mode (lbplane serve --kubernetes)", i, b.Service.Name))
 		}
 		r.Endpoints += int32(len(cl.Endpoints))
 		r.Clusters = append(r.Clusters, cl.Name)

@@ -1,6 +1,7 @@
 package translate_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestOlderWinsWithinOneSecond(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	older, newer := pol("zz-older", base.Add(100*time.Millisecond)), pol("aa-newer", base.Add(900*time.Millisecond))
 	for _, order := range [][]*v1alpha1.LoadBalancerPolicy{{older, newer}, {newer, older}} {
-		res := translate.Translate(order, nil)
+		res := translate.Translate(order, translate.Refs{})
 		o, n := res.Policies[translate.KeyOf(older)], res.Policies[translate.KeyOf(newer)]
 		if !o.Accepted || n.Accepted || !strings.Contains(n.AcceptedMessage, "already served by policy default/zz-older") {
 			t.Errorf("older accepted=%v, newer accepted=%v (%s)", o.Accepted, n.Accepted, n.AcceptedMessage)
@@ -38,8 +39,42 @@ func TestOlderWinsWithinOneSecond(t *testing.T) {
 func TestTranslateDoesNotModifyItsInput(t *testing.T) {
 	p := pol("a", time.Now())
 	before := p.Spec.Listener.Address
-	translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, nil)
+	translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{})
 	if p.Namespace != "" || p.Spec.Listener.Address != before || p.Spec.ProxyGroup != "" {
 		t.Error("translate changed its input")
+	}
+}
+
+func TestServiceBackendsResolveFromEndpointSlices(t *testing.T) {
+	p := pol("svc", time.Now())
+	p.Namespace = "shop"
+	p.Spec.Backends = []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: "web", Port: 80}},
+		{Name: "gone", Service: &v1alpha1.ServiceRef{Name: "gone", PortName: "http"}}}
+	refs := translate.Refs{Services: map[translate.ServiceRef]translate.ServiceEndpoints{
+		{Namespace: "shop", Name: "web", Port: 80}: {Endpoints: []translate.ServiceEndpoint{
+			{Address: "10.0.0.2", Port: 8080, Ready: true},
+			{Address: "10.0.0.1", Port: 8080, Ready: true},
+			{Address: "10.0.0.3", Port: 8080, Terminating: true},
+			{Address: "10.0.0.4", Port: 8080}, // not ready, not terminating: left out
+		}},
+		{Namespace: "shop", Name: "gone", PortName: "http"}: {Err: "Service shop/gone not found"},
+	}}
+	res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
+	r := res.Policies[translate.KeyOf(p)]
+	if !r.Accepted || r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "spec.backends[1].service: Service shop/gone not found") {
+		t.Fatalf("accepted %v resolved %v: %s", r.Accepted, r.ResolvedRefs, r.ResolvedRefsMessage)
+	}
+	g := res.IR.Groups["default"]
+	var web []string
+	for _, c := range g.Clusters {
+		if c.Name == "shop/svc/web" {
+			for _, e := range c.Endpoints {
+				web = append(web, fmt.Sprintf("%s:%d draining=%v", e.Address, e.Port, e.Draining))
+			}
+		}
+	}
+	want := []string{"10.0.0.1:8080 draining=false", "10.0.0.2:8080 draining=false", "10.0.0.3:8080 draining=true"}
+	if strings.Join(web, ",") != strings.Join(want, ",") {
+		t.Errorf("endpoints %v, want %v", web, want)
 	}
 }

@@ -63,7 +63,7 @@ func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.R
 	for _, d := range docs {
 		policies = append(policies, d.Policy)
 	}
-	res := translate.Translate(policies, readFiles(policies))
+	res := translate.Translate(policies, translate.Refs{Files: readFiles(policies)})
 	if err := res.IR.Validate(); err != nil {
 		t.Fatalf("IR invalid: %v", err)
 	}

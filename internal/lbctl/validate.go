@@ -65,7 +65,7 @@ func translateDocs(docs []manifest.Document) (*translate.Result, []error) {
 			files[path] = translate.File{Data: data}
 		}
 	}
-	res := translate.Translate(policies, files)
+	res := translate.Translate(policies, translate.Refs{Files: files})
 	keys := make([]translate.Key, 0, len(res.Policies))
 	for k := range res.Policies {
 		keys = append(keys, k)
