@@ -90,6 +90,7 @@ for t in "$@"; do
     kube-apiserver) kube_apiserver ;;
     etcd) etcd ;;
     path-helm) echo "$TOOLS/helm-$HELM_VERSION/helm" ;;
+    path-kubectl) command -v kubectl || echo "$TOOLS/kubectl-missing" ;;
     path-kube-apiserver) echo "$TOOLS/kube-apiserver-$KUBERNETES_VERSION/kube-apiserver" ;;
     path-etcd) echo "$TOOLS/etcd-$ETCD_VERSION/etcd" ;;
     path-envoy) echo "$TOOLS/envoy-$ENVOY_VERSION/envoy" ;;

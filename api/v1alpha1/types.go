@@ -279,6 +279,7 @@ type Backend struct {
 	// service references a Kubernetes Service (Kubernetes mode only).
 	Service *ServiceRef `json:"service,omitempty"`
 	// loadBalancing chooses the algorithm. Defaults to RoundRobin.
+	// +kubebuilder:default={}
 	LoadBalancing LoadBalancing `json:"loadBalancing,omitempty"`
 	// connectTimeout bounds the TCP (and TLS) connect to an endpoint. Defaults to 5s.
 	ConnectTimeout *metav1.Duration `json:"connectTimeout,omitempty"`
@@ -505,6 +506,7 @@ const (
 // LoadBalancing chooses how requests (or connections, on TCP listeners) are spread over endpoints.
 type LoadBalancing struct {
 	// algorithm is RoundRobin (weighted), LeastRequest, Random, RingHash or Maglev. Defaults to RoundRobin.
+	// +kubebuilder:default=RoundRobin
 	Algorithm Algorithm `json:"algorithm,omitempty"`
 	// leastRequest tunes LeastRequest.
 	LeastRequest *LeastRequest `json:"leastRequest,omitempty"`

@@ -21,11 +21,12 @@ import (
 
 // Source names, in priority order: when two sources define the same namespace/name, the first wins.
 const (
-	SourceConfigDir = "config-dir"
-	SourceStore     = "store"
+	SourceKubernetes = "kubernetes"
+	SourceConfigDir  = "config-dir"
+	SourceStore      = "store"
 )
 
-var sourceOrder = []string{SourceConfigDir, SourceStore}
+var sourceOrder = []string{SourceKubernetes, SourceConfigDir, SourceStore}
 
 // Engine is safe for concurrent use.
 type Engine struct {
@@ -39,6 +40,9 @@ type Engine struct {
 	published map[string]bool
 	// files holds the last good content of every file a policy references.
 	files translate.Files
+	// services and secrets are what the Kubernetes source resolved; nil outside Kubernetes mode.
+	services map[translate.ServiceRef]translate.ServiceEndpoints
+	secrets  map[translate.SecretRef]translate.TLSSecret
 	// ReadFile reads a referenced file; tests replace it.
 	ReadFile func(string) ([]byte, error)
 	// lastRun is how long the last translation and publish took.
@@ -141,7 +145,22 @@ func (e *Engine) Preview(source string, policies []*v1alpha1.LoadBalancerPolicy)
 	sources[source] = policies
 	all, _, _ := merge(sources)
 	e.loadFiles(all)
-	return translate.Translate(all, translate.Refs{Files: e.files})
+	return translate.Translate(all, e.refs())
+}
+
+func (e *Engine) refs() translate.Refs {
+	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets}
+}
+
+// SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and
+// publishes the result.
+func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services map[translate.ServiceRef]translate.ServiceEndpoints,
+	secrets map[translate.SecretRef]translate.TLSSecret) *translate.Result {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sources[SourceKubernetes] = slices.Clone(policies)
+	e.services, e.secrets = services, secrets
+	return e.run()
 }
 
 // Set replaces the policies of one source and publishes the result.
@@ -156,7 +175,7 @@ func (e *Engine) run() *translate.Result {
 	start := time.Now()
 	all, origin, shadowed := merge(e.sources)
 	e.loadFiles(all)
-	res := translate.Translate(all, translate.Refs{Files: e.files})
+	res := translate.Translate(all, e.refs())
 	for k, msg := range shadowed {
 		e.log.Warn("policy defined twice", "policy", k.String(), "detail", msg)
 	}

@@ -72,6 +72,8 @@ type Server struct {
 	Log     *slog.Logger
 	// Now is the clock, replaceable in tests.
 	Now func() time.Time
+	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
+	ReadOnly string
 	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
 	// no limit. It applies before the token check, so guessing tokens is throttled too.
 	RateLimit float64
@@ -158,6 +160,10 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeErr(w, http.StatusBadRequest, "reading the request: "+err.Error())
+		return
+	}
+	if s.ReadOnly != "" {
+		writeErr(w, http.StatusConflict, s.ReadOnly)
 		return
 	}
 	dryRun := r.URL.Query().Get("dryRun") == "true"
@@ -393,7 +399,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 	proxies := s.Tracker.Proxies()
 	now := metav1.NewTime(s.now())
 	var out []*v1alpha1.LoadBalancerPolicy
-	for _, src := range []string{engine.SourceConfigDir, engine.SourceStore} {
+	for _, src := range []string{engine.SourceKubernetes, engine.SourceConfigDir, engine.SourceStore} {
 		for _, p := range s.Engine.Policies(src) {
 			k := translate.KeyOf(p)
 			if origin[k] != src {
@@ -444,6 +450,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if s.ReadOnly != "" {
+		writeErr(w, http.StatusConflict, s.ReadOnly)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, origin := s.Engine.Result(); origin[k] == engine.SourceConfigDir {

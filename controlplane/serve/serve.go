@@ -19,9 +19,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"k8s.io/client-go/rest"
 
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
@@ -44,6 +46,11 @@ type Config struct {
 	APIRateLimit float64
 	// XDSTLS, when set, requires mTLS on xDS and binds each node to its client certificate.
 	XDSTLS *xdsserver.TLSFiles
+	// Kubernetes, when set, reads LoadBalancerPolicies, Services, EndpointSlices and TLS Secrets from this
+	// API server; the push API then only reads.
+	Kubernetes *rest.Config
+	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
+	LeaderElectionNamespace string
 	// Ready, if set, is called with the bound addresses once xDS and the API are served.
 	Ready func(xds, api net.Addr)
 }
@@ -112,6 +119,26 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := api.Load(); err != nil {
 		return fmt.Errorf("loading the store: %w", err)
 	}
+	var kube *kubesource.Source
+	if cfg.Kubernetes != nil {
+		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
+		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace}
+		if err := kube.Start(); err != nil {
+			return fmt.Errorf("kubernetes: %w", err)
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if kube != nil {
+		g.Go(func() error { return kube.Run(ctx) })
+		// xDS is served only once the caches have synced and the first snapshot is built: an Envoy must never
+		// get a partial config from a replica that is still starting.
+		cfg.Log.Info("waiting for the Kubernetes caches to sync")
+		select {
+		case <-kube.Synced():
+		case <-ctx.Done():
+			return g.Wait()
+		}
+	}
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", len(res.Policies), "groups", len(res.IR.Groups))
 
@@ -140,7 +167,6 @@ func Run(ctx context.Context, cfg Config) error {
 		grpcOpts = append(grpcOpts, opt)
 		cfg.Log.Info("xDS requires mTLS; node ids and proxy groups are bound to client certificates")
 	}
-	g, ctx := errgroup.WithContext(ctx)
 	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker, grpcOpts...)
 	g.Go(func() error { return xdsserver.Serve(ctx, grpcServer, xdsLis) })
 	httpServer := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -36,6 +37,8 @@ func newServe() *cobra.Command {
 	cfg := serve.Config{}
 	var logFormat, logLevel string
 	var xdsTLS xdsserver.TLSFiles
+	var kubernetes bool
+	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve xDS to Envoy and the push API to lbctl",
@@ -58,6 +61,17 @@ func newServe() *cobra.Command {
 			if cfg.Token == "" {
 				cfg.Token = os.Getenv("LBPLANE_TOKEN")
 			}
+			// Inside a cluster lbplane reads policies from it unless told otherwise.
+			if !cmd.Flags().Changed("kubernetes") && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+				kubernetes = true
+			}
+			if kubernetes {
+				rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+				if err != nil {
+					return fmt.Errorf("--kubernetes: %w", err)
+				}
+				cfg.Kubernetes = rc
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve.Run(ctx, cfg)
@@ -73,6 +87,9 @@ func newServe() *cobra.Command {
 	f.StringVar(&xdsTLS.Cert, "xds-tls-cert", "", "PEM certificate for xDS over mTLS (with --xds-tls-key and --xds-tls-client-ca)")
 	f.StringVar(&xdsTLS.Key, "xds-tls-key", "", "PEM private key for xDS over mTLS")
 	f.StringVar(&xdsTLS.ClientCA, "xds-tls-client-ca", "", "PEM CA that signs Envoys' client certificates; their CN is the node id and OU the proxy groups")
+	f.BoolVar(&kubernetes, "kubernetes", false, "read LoadBalancerPolicies from Kubernetes (on by default inside a cluster)")
+	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig for --kubernetes outside a cluster (env KUBECONFIG)")
+	f.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "with --kubernetes: elect one replica (a Lease in this namespace) to write status")
 	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -1,0 +1,259 @@
+// Package kubesource feeds LoadBalancerPolicies from a Kubernetes API server into the engine, resolving the
+// Services (through their EndpointSlices) and TLS Secrets they reference, and writes each policy's status
+// back from the leader replica.
+package kubesource
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// Source is the Kubernetes side of lbplane serve --kubernetes.
+type Source struct {
+	Config  *rest.Config
+	Engine  *engine.Engine
+	Tracker *xdsserver.Tracker
+	Log     *slog.Logger
+	// Debounce gathers a burst of changes (a rollout touches many EndpointSlices) into one resync.
+	Debounce time.Duration
+	// StatusInterval is the least time between two status writes of one policy.
+	StatusInterval time.Duration
+	// LeaderElectionNamespace, when set, elects one replica (a Lease there) to write status; every replica
+	// serves xDS either way.
+	LeaderElectionNamespace string
+
+	mgr     manager.Manager
+	trigger chan struct{}
+	synced  chan struct{}
+	once    sync.Once
+}
+
+// Scheme is what the source reads and writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	clientgoscheme.AddToScheme(s)
+	v1alpha1.AddToScheme(s)
+	return s
+}
+
+// Synced is closed once the caches have synced and the first snapshot is built.
+func (s *Source) Synced() <-chan struct{} { return s.synced }
+
+// Start prepares the manager; Run runs it.
+func (s *Source) Start() error {
+	s.trigger = make(chan struct{}, 1)
+	s.synced = make(chan struct{})
+	if s.Debounce == 0 {
+		s.Debounce = 100 * time.Millisecond
+	}
+	if s.StatusInterval == 0 {
+		s.StatusInterval = time.Second
+	}
+	opts := ctrl.Options{
+		Scheme:                 Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only TLS Secrets are ever referenced; caching the others would hold every credential in memory.
+			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))},
+		}},
+	}
+	if s.LeaderElectionNamespace != "" {
+		opts.LeaderElection = true
+		opts.LeaderElectionID = "lbplane-status-writer"
+		opts.LeaderElectionNamespace = s.LeaderElectionNamespace
+		opts.LeaderElectionReleaseOnCancel = true
+	}
+	mgr, err := ctrl.NewManager(s.Config, opts)
+	if err != nil {
+		return err
+	}
+	s.mgr = mgr
+	for _, obj := range []client.Object{&v1alpha1.LoadBalancerPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Secret{}} {
+		inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.poke() },
+			UpdateFunc: func(any, any) { s.poke() },
+			DeleteFunc: func(any) { s.poke() },
+		}); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(manager.RunnableFunc(s.resyncLoop)); err != nil {
+		return err
+	}
+	return mgr.Add(&statusWriter{s: s})
+}
+
+// Run runs the manager until ctx ends.
+func (s *Source) Run(ctx context.Context) error { return s.mgr.Start(ctx) }
+
+func (s *Source) poke() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// resyncLoop runs on every replica (it is not leader-only): each replica serves xDS from its own cache.
+func (s *Source) resyncLoop(ctx context.Context) error {
+	if !s.mgr.GetCache().WaitForCacheSync(ctx) {
+		return ctx.Err()
+	}
+	s.resync(ctx)
+	s.once.Do(func() { close(s.synced) })
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.trigger:
+		}
+		// Gather a burst into one resync.
+		t := time.NewTimer(s.Debounce)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		select {
+		case <-s.trigger:
+		default:
+		}
+		s.resync(ctx)
+	}
+}
+
+func (s *Source) resync(ctx context.Context) {
+	c := s.mgr.GetCache()
+	var list v1alpha1.LoadBalancerPolicyList
+	if err := c.List(ctx, &list); err != nil {
+		s.Log.Error("listing LoadBalancerPolicies", "error", err)
+		return
+	}
+	policies := make([]*v1alpha1.LoadBalancerPolicy, 0, len(list.Items))
+	services := map[translate.ServiceRef]translate.ServiceEndpoints{}
+	secrets := map[translate.SecretRef]translate.TLSSecret{}
+	for i := range list.Items {
+		p := list.Items[i].DeepCopy()
+		policies = append(policies, p)
+		for _, b := range p.Spec.Backends {
+			if b.Service != nil {
+				ref := translate.ServiceRefOf(p.Namespace, b.Service)
+				if _, done := services[ref]; !done {
+					services[ref] = s.endpoints(ctx, ref)
+				}
+			}
+		}
+		if t := p.Spec.Listener.TLS; t != nil {
+			for _, cert := range t.Certificates {
+				if cert.SecretName != "" {
+					ref := translate.SecretRef{Namespace: p.Namespace, Name: cert.SecretName}
+					secrets[ref] = s.secret(ctx, ref)
+				}
+			}
+		}
+	}
+	start := time.Now()
+	s.Engine.SetKubernetes(policies, services, secrets)
+	s.Log.Debug("kubernetes resync", "policies", len(policies), "services", len(services), "secrets", len(secrets), "duration", time.Since(start))
+}
+
+// endpoints resolves one Service port through the Service's EndpointSlices.
+func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) translate.ServiceEndpoints {
+	c := s.mgr.GetCache()
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc); err != nil {
+		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s not found", ref.Namespace, ref.Name)}
+	}
+	var port *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		sp := &svc.Spec.Ports[i]
+		if (ref.PortName != "" && sp.Name == ref.PortName) || (ref.PortName == "" && sp.Port == ref.Port) {
+			port = sp
+		}
+	}
+	if port == nil {
+		want := ref.PortName
+		if want == "" {
+			want = strconv.Itoa(int(ref.Port))
+		}
+		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s has no port %s", ref.Namespace, ref.Name, want)}
+	}
+	var slices_ discoveryv1.EndpointSliceList
+	if err := c.List(ctx, &slices_, client.InNamespace(ref.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: ref.Name}); err != nil {
+		return translate.ServiceEndpoints{Err: err.Error()}
+	}
+	out := translate.ServiceEndpoints{}
+	for _, sl := range slices_.Items {
+		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		var target int32
+		for _, p := range sl.Ports {
+			// A slice port carries the Service port's name and the target (container) port.
+			if p.Name != nil && *p.Name == port.Name && p.Port != nil {
+				target = *p.Port
+			}
+		}
+		if target == 0 {
+			continue
+		}
+		for _, ep := range sl.Endpoints {
+			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+			terminating := ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
+			zone := ""
+			if ep.Zone != nil {
+				zone = *ep.Zone
+			}
+			for _, addr := range ep.Addresses {
+				out.Endpoints = append(out.Endpoints, translate.ServiceEndpoint{Address: addr, Port: target, Ready: ready && !terminating,
+					Terminating: terminating, Zone: zone})
+			}
+		}
+	}
+	slices.SortFunc(out.Endpoints, func(a, b translate.ServiceEndpoint) int {
+		if a.Address != b.Address {
+			if a.Address < b.Address {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Port - b.Port)
+	})
+	return out
+}
+
+func (s *Source) secret(ctx context.Context, ref translate.SecretRef) translate.TLSSecret {
+	sec := &corev1.Secret{}
+	if err := s.mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, sec); err != nil {
+		return translate.TLSSecret{Err: fmt.Sprintf("Secret %s/%s of type kubernetes.io/tls not found", ref.Namespace, ref.Name)}
+	}
+	return translate.TLSSecret{Cert: sec.Data[corev1.TLSCertKey], Key: sec.Data[corev1.TLSPrivateKeyKey]}
+}

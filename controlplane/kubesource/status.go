@@ -1,0 +1,76 @@
+package kubesource
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/policystatus"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+// statusWriter writes each policy's status, on the leader only, at most every StatusInterval, and only when
+// something other than a transition time changed.
+type statusWriter struct{ s *Source }
+
+// NeedLeaderElection makes the manager run the writer on the elected replica only.
+func (w *statusWriter) NeedLeaderElection() bool { return true }
+
+func (w *statusWriter) Start(ctx context.Context) error {
+	s := w.s
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.synced:
+	}
+	t := time.NewTicker(s.StatusInterval)
+	defer t.Stop()
+	for {
+		w.writeAll(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (w *statusWriter) writeAll(ctx context.Context) {
+	s := w.s
+	res, origin := s.Engine.Result()
+	proxies := s.Tracker.Proxies()
+	var list v1alpha1.LoadBalancerPolicyList
+	if err := s.mgr.GetCache().List(ctx, &list); err != nil {
+		return
+	}
+	now := metav1.Now()
+	for i := range list.Items {
+		p := &list.Items[i]
+		k := translate.KeyOf(p)
+		pr := res.Policies[k]
+		if pr == nil || origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
+			continue // not translated from this generation yet
+		}
+		next := policystatus.Compute(pr, proxies, now)
+		// Keep transition times of conditions whose status did not change.
+		for j := range next.Conditions {
+			if old := meta.FindStatusCondition(p.Status.Conditions, next.Conditions[j].Type); old != nil && old.Status == next.Conditions[j].Status {
+				next.Conditions[j].LastTransitionTime = old.LastTransitionTime
+			}
+		}
+		if equality.Semantic.DeepEqual(next, p.Status) {
+			continue
+		}
+		patched := p.DeepCopy()
+		patched.Status = next
+		if err := s.mgr.GetClient().Status().Patch(ctx, patched, client.MergeFrom(p)); err != nil {
+			s.Log.Warn("writing status", "policy", k.String(), "error", err)
+		}
+	}
+}

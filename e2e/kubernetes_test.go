@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lbplane/lbplane/internal/kubetest"
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+func kubectl(t *testing.T, kubeconfig, stdin string, args ...string) (string, error) {
+	t.Helper()
+	bin := tools.Path("kubectl")
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil && strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("kubectl is not installed (%s): install it, or build it from k8s.io/kubernetes/cmd/kubectl", bin)
+	}
+	return string(out), err
+}
+
+const kubeObjects = `
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: default
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+{{- range .Endpoints}}
+  - addresses: [{{.IP}}]
+    conditions: {ready: {{.Ready}}, terminating: {{.Terminating}}}
+{{- end}}
+`
+
+const kubePolicy = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: {{.Name}}, namespace: default}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: web
+      service: {name: web, port: 80}
+`
+
+type kubeEndpoint struct {
+	IP                 string
+	Ready, Terminating bool
+}
+
+func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
+	cluster := kubetest.Start(t)
+	names := []string{"k1", "k2", "k3"}
+	hosts := map[string]*netHost{}
+	for _, n := range names {
+		h := newNetHost(t)
+		h.backend(t, n, 8080)
+		hosts[n] = h
+	}
+	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+	startEnvoy(t, l, "envoy-k8s", true)
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	apply := func(tmpl string, data any) {
+		t.Helper()
+		if out, err := kubectl(t, cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+	}
+	endpoints := func(states ...string) map[string]any {
+		var eps []kubeEndpoint
+		for i, s := range states {
+			eps = append(eps, kubeEndpoint{IP: hosts[names[i]].IP, Ready: s == "ready", Terminating: s == "terminating"})
+		}
+		return map[string]any{"Endpoints": eps}
+	}
+	apply(kubeObjects, endpoints("ready", "ready"))
+	apply(kubePolicy, map[string]any{"Name": "web", "Port": port})
+	waitServing(t, url, "k1", "k2")
+	eventually(t, 20*time.Second, "kubectl get lbp shows Accepted and Programmed", func() error {
+		out, err := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "web")
+		if err != nil {
+			return fmt.Errorf("%v %s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[0], "ACCEPTED") || strings.Count(lines[1], "True") != 2 {
+			return fmt.Errorf("%s", out)
+		}
+		return nil
+	})
+	out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp")
+	t.Logf("kubectl get lbp:\n%s", out)
+
+	// EndpointSlice changes under load: an endpoint joins, one starts terminating, one becomes not ready.
+	load := startLoad(url, 200, 4, 2*time.Minute)
+	apply(kubeObjects, endpoints("ready", "ready", "ready"))
+	waitServing(t, url, "k3")
+	apply(kubeObjects, endpoints("terminating", "ready", "ready"))
+	eventually(t, 10*time.Second, "k1 gets no new requests", func() error {
+		if got := newClient(false).Spread(t, url, 60, nil); got["k1"] > 0 {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
+	apply(kubeObjects, endpoints("terminating", "ready", "notready"))
+	eventually(t, 10*time.Second, "only k2 serves", func() error {
+		if got := newClient(false).Spread(t, url, 60, nil); got["k2"] != 60 {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
+	load.Stop()
+	load.RequireNoFailures(t, 100)
+	t.Logf("EndpointSlice changes under load: %d requests, %d failed, served by %v", load.OK.Load(), load.Failed.Load(), load.Backends)
+
+	// A second policy on the same port and host: accepted by the API server, not by lbplane, which says why.
+	apply(kubePolicy, map[string]any{"Name": "web-copy", "Port": port})
+	eventually(t, 20*time.Second, "web-copy reports the conflict", func() error {
+		out, err := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "web-copy", "-o",
+			`jsonpath={.status.conditions[?(@.type=="Accepted")].status} {.status.conditions[?(@.type=="Accepted")].reason}: {.status.conditions[?(@.type=="Accepted")].message}`)
+		if err != nil || !strings.HasPrefix(out, "False Conflicted:") || !strings.Contains(out, "already served by policy default/web") {
+			return fmt.Errorf("%v %s", err, out)
+		}
+		return nil
+	})
+	if got := newClient(true).Spread(t, url, 30, nil); got["k2"] != 30 {
+		t.Errorf("the older policy stopped serving: %v", got)
+	}
+}
