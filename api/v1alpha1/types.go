@@ -60,14 +60,17 @@ type LoadBalancerPolicySpec struct {
 
 	// routes (HTTP listeners only) send matching requests to weighted backends. Routes are tried in order; a
 	// policy with no routes sends everything to all of its backends, equally weighted.
+	// +kubebuilder:validation:MaxItems=1000
 	Routes []Route `json:"routes,omitempty"`
 
 	// backends are named sets of endpoints and how to balance over them.
+	// +kubebuilder:validation:MaxItems=100
 	Backends []Backend `json:"backends"`
 }
 
 // Protocol is a listener protocol.
 // +kubebuilder:validation:Enum=HTTP;HTTPS;TCP
+// +kubebuilder:validation:MaxLength=32
 type Protocol string
 
 const (
@@ -77,15 +80,21 @@ const (
 )
 
 // Listener is where Envoy accepts traffic for the policy.
+//
+// +kubebuilder:validation:XValidation:rule="(self.protocol == 'HTTPS') == has(self.tls)",message="tls is required with protocol HTTPS and only allowed with it"
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'TCP' || !has(self.hostnames)",message="hostnames are not allowed on a TCP listener"
 type Listener struct {
 	// address is the IP address Envoy binds. Defaults to "0.0.0.0".
 	Address string `json:"address,omitempty"`
 	// port is the TCP port Envoy binds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
 	// protocol is HTTP or TCP (HTTPS arrives with TLS support).
 	Protocol Protocol `json:"protocol"`
 	// hostnames (HTTP, HTTPS) are the Host header values this policy answers on its port. Several policies may
 	// share a port when their hostnames differ. Empty means every host ("*").
+	// +kubebuilder:validation:MaxItems=100
 	Hostnames []string `json:"hostnames,omitempty"`
 	// tls terminates TLS (protocol HTTPS).
 	TLS *ListenerTLS `json:"tls,omitempty"`
@@ -93,6 +102,7 @@ type Listener struct {
 
 // TLSVersion is a TLS protocol version.
 // +kubebuilder:validation:Enum=TLSv1.2;TLSv1.3
+// +kubebuilder:validation:MaxLength=32
 type TLSVersion string
 
 const (
@@ -105,6 +115,7 @@ type ListenerTLS struct {
 	// certificates are served by SNI, each to the hostnames it lists. One certificate may list none: it serves
 	// the listener's hostnames no other certificate lists, and clients that send no SNI or an unknown name
 	// (without one, the first certificate answers those).
+	// +kubebuilder:validation:MaxItems=100
 	Certificates []Certificate `json:"certificates"`
 	// minVersion is the lowest TLS version accepted. Defaults to TLSv1.2.
 	MinVersion TLSVersion `json:"minVersion,omitempty"`
@@ -112,6 +123,7 @@ type ListenerTLS struct {
 	MaxVersion TLSVersion `json:"maxVersion,omitempty"`
 	// cipherSuites (TLS 1.2 and below; TLS 1.3 suites are not configurable) in OpenSSL names, in order of
 	// preference. Empty means Envoy's defaults.
+	// +kubebuilder:validation:MaxItems=20
 	CipherSuites []string `json:"cipherSuites,omitempty"`
 }
 
@@ -136,6 +148,7 @@ type Route struct {
 	// match selects requests. An empty match selects every request.
 	Match RouteMatch `json:"match,omitempty"`
 	// backends are the weighted destinations of matching requests.
+	// +kubebuilder:validation:MaxItems=100
 	Backends []BackendRef `json:"backends"`
 	// timeout is the whole-request timeout, from the request's end to the response's end. Defaults to 15s;
 	// "0s" disables it.
@@ -152,6 +165,7 @@ type Route struct {
 
 // RetryOn is a condition that makes Envoy retry.
 // +kubebuilder:validation:Enum=connect-failure;reset;5xx;gateway-error;retriable-status-codes;refused-stream
+// +kubebuilder:validation:MaxLength=32
 type RetryOn string
 
 const (
@@ -167,8 +181,10 @@ const (
 type Retry struct {
 	// conditions that trigger a retry. Defaults to [connect-failure, refused-stream, reset]. (Not "on": YAML
 	// reads that key as the boolean true.)
+	// +kubebuilder:validation:MaxItems=6
 	Conditions []RetryOn `json:"conditions,omitempty"`
 	// statusCodes are retried when conditions has retriable-status-codes.
+	// +kubebuilder:validation:MaxItems=50
 	StatusCodes []int32 `json:"statusCodes,omitempty"`
 	// attempts is the number of retries after the first try. Defaults to 2.
 	Attempts *int32 `json:"attempts,omitempty"`
@@ -188,6 +204,7 @@ type Backoff struct {
 
 // SessionPersistenceType says where the session lives.
 // +kubebuilder:validation:Enum=Cookie;Header
+// +kubebuilder:validation:MaxLength=32
 type SessionPersistenceType string
 
 const (
@@ -219,11 +236,13 @@ type RouteMatch struct {
 	// path matches the request path.
 	Path *PathMatch `json:"path,omitempty"`
 	// headers must all match.
+	// +kubebuilder:validation:MaxItems=32
 	Headers []HeaderMatch `json:"headers,omitempty"`
 }
 
 // PathMatchType says how a path is compared.
 // +kubebuilder:validation:Enum=Prefix;Exact
+// +kubebuilder:validation:MaxLength=32
 type PathMatchType string
 
 const (
@@ -241,6 +260,7 @@ type PathMatch struct {
 
 // HeaderMatchType says how a header is compared.
 // +kubebuilder:validation:Enum=Exact;Prefix;Present;RegularExpression
+// +kubebuilder:validation:MaxLength=32
 type HeaderMatchType string
 
 const (
@@ -271,10 +291,13 @@ type BackendRef struct {
 }
 
 // Backend is a named set of endpoints and how to balance over them.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.endpoints) != has(self.service)",message="set either endpoints or service"
 type Backend struct {
 	// name identifies the backend within the policy.
 	Name string `json:"name"`
 	// endpoints are static address:port entries. Exactly one of endpoints and service is set.
+	// +kubebuilder:validation:MaxItems=10000
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// service references a Kubernetes Service (Kubernetes mode only).
 	Service *ServiceRef `json:"service,omitempty"`
@@ -296,6 +319,7 @@ type Backend struct {
 
 // UpstreamProtocol is the protocol Envoy speaks to endpoints.
 // +kubebuilder:validation:Enum=HTTP1;HTTP2
+// +kubebuilder:validation:MaxLength=32
 type UpstreamProtocol string
 
 const (
@@ -348,6 +372,7 @@ type HealthCheck struct {
 
 // HealthCheckType is the kind of active probe.
 // +kubebuilder:validation:Enum=HTTP;TCP;GRPC
+// +kubebuilder:validation:MaxLength=32
 type HealthCheckType string
 
 const (
@@ -390,6 +415,7 @@ type HTTPHealthCheck struct {
 	// hostnames the policy serves: a probe tests the endpoint, not a virtual host.
 	Host string `json:"host,omitempty"`
 	// expectedStatuses are the status ranges that pass. Defaults to 200-399.
+	// +kubebuilder:validation:MaxItems=20
 	ExpectedStatuses []StatusRange `json:"expectedStatuses,omitempty"`
 	// expectedBody must appear in the first 1 KiB of the response body.
 	ExpectedBody string `json:"expectedBody,omitempty"`
@@ -462,6 +488,8 @@ type Endpoint struct {
 	// address is the endpoint's IP address.
 	Address string `json:"address"`
 	// port is the endpoint's TCP port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
 	// weight is the endpoint's relative share for weighted algorithms. Defaults to 1.
 	Weight *int32 `json:"weight,omitempty"`
@@ -472,6 +500,7 @@ type Endpoint struct {
 
 // EndpointState is an endpoint's administrative state.
 // +kubebuilder:validation:Enum=Active;Draining
+// +kubebuilder:validation:MaxLength=32
 type EndpointState string
 
 const (
@@ -493,6 +522,7 @@ type ServiceRef struct {
 
 // Algorithm is a load-balancing algorithm.
 // +kubebuilder:validation:Enum=RoundRobin;LeastRequest;Random;RingHash;Maglev
+// +kubebuilder:validation:MaxLength=32
 type Algorithm string
 
 const (
@@ -504,6 +534,10 @@ const (
 )
 
 // LoadBalancing chooses how requests (or connections, on TCP listeners) are spread over endpoints.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.slowStart) || !has(self.algorithm) || self.algorithm in ['RoundRobin', 'LeastRequest']",message="slowStart is only allowed with algorithm RoundRobin or LeastRequest"
+// +kubebuilder:validation:XValidation:rule="!has(self.hashKeys) || size(self.hashKeys) == 0 || (has(self.algorithm) && self.algorithm in ['RingHash', 'Maglev'])",message="hashKeys are only allowed with algorithm RingHash or Maglev"
+// +kubebuilder:validation:XValidation:rule="!has(self.leastRequest) || (has(self.algorithm) && self.algorithm == 'LeastRequest')",message="leastRequest is only allowed with algorithm LeastRequest"
 type LoadBalancing struct {
 	// algorithm is RoundRobin (weighted), LeastRequest, Random, RingHash or Maglev. Defaults to RoundRobin.
 	// +kubebuilder:default=RoundRobin
@@ -516,6 +550,7 @@ type LoadBalancing struct {
 	Maglev *Maglev `json:"maglev,omitempty"`
 	// hashKeys (RingHash, Maglev) are what a request is hashed on, tried in order; the hashes of the keys a
 	// request has are combined. Defaults to the client's address.
+	// +kubebuilder:validation:MaxItems=8
 	HashKeys []HashKey `json:"hashKeys,omitempty"`
 	// slowStart (RoundRobin, LeastRequest) ramps a new endpoint's share up over a window.
 	SlowStart *SlowStart `json:"slowStart,omitempty"`
@@ -546,6 +581,8 @@ type Maglev struct {
 }
 
 // HashKey is one input of a consistent hash. Exactly one of header, cookie, sourceIP and queryParameter.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.cookie) ? 1 : 0) + (has(self.sourceIP) ? 1 : 0) + (has(self.queryParameter) ? 1 : 0) == 1",message="set exactly one of header, cookie, sourceIP and queryParameter"
 type HashKey struct {
 	Header         *HeaderHashKey         `json:"header,omitempty"`
 	Cookie         *CookieHashKey         `json:"cookie,omitempty"`
@@ -570,6 +607,7 @@ type SourceIPHashKey struct{}
 
 // SameSite is a cookie's SameSite attribute.
 // +kubebuilder:validation:Enum=Strict;Lax;None
+// +kubebuilder:validation:MaxLength=32
 type SameSite string
 
 const (
@@ -581,6 +619,7 @@ const (
 // CookieHashKey hashes a cookie, and can have Envoy set it when the request has none.
 type CookieHashKey struct {
 	// name of the cookie.
+	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
 	// generate has Envoy set the cookie on responses to requests that lack it.
 	Generate *GeneratedCookie `json:"generate,omitempty"`
