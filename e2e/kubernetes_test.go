@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -138,5 +139,100 @@ func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
 	})
 	if got := newClient(true).Spread(t, url, 30, nil); got["k2"] != 30 {
 		t.Errorf("the older policy stopped serving: %v", got)
+	}
+}
+
+// The API server down for 30s under load: lbplane and Envoy keep serving; a change made after it returns
+// is applied.
+func TestKubernetesAPIServerOutage(t *testing.T) {
+	cluster := kubetest.Start(t)
+	hosts := map[string]*netHost{}
+	for _, n := range []string{"k1", "k2", "k3"} {
+		hosts[n] = newNetHost(t)
+		hosts[n].backend(t, n, 8080)
+	}
+	names := []string{"k1", "k2", "k3"}
+	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+	startEnvoy(t, l, "envoy-k8s", true)
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	apply := func(tmpl string, data any) {
+		t.Helper()
+		if out, err := kubectl(t, cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+	}
+	endpoints := func(n int) map[string]any {
+		var eps []kubeEndpoint
+		for i := 0; i < n; i++ {
+			eps = append(eps, kubeEndpoint{IP: hosts[names[i]].IP, Ready: true})
+		}
+		return map[string]any{"Endpoints": eps}
+	}
+	apply(kubeObjects, endpoints(2))
+	apply(kubePolicy, map[string]any{"Name": "web", "Port": port})
+	waitServing(t, url, "k1", "k2")
+
+	load := startLoad(url, 200, 4, 2*time.Minute)
+	cluster.Stop()
+	time.Sleep(30 * time.Second)
+	cluster.Restart(t)
+	back := time.Now()
+	apply(kubeObjects, endpoints(3))
+	// client-go's watches back off up to about 30s while the API server is away, so the change can take
+	// that long to arrive; it must arrive.
+	eventually(t, 90*time.Second, "the change made after the API server returned is applied", func() error {
+		got := newClient(false).Spread(t, url, 30, nil)
+		if got["k3"] == 0 {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
+	t.Logf("the change made after the API server returned was applied %s later", time.Since(back).Round(time.Second))
+	load.Stop()
+	load.RequireNoFailures(t, 3000)
+	t.Logf("API server down 30s under 200 req/s: %d requests, %d failed; a change made after it returned was applied", load.OK.Load(), load.Failed.Load())
+
+}
+
+// A policy Envoy rejects shows Programmed=False with Envoy's message; the others stay Programmed and serve.
+func TestKubernetesRejectedPolicy(t *testing.T) {
+	cluster := kubetest.Start(t)
+	h := newNetHost(t)
+	h.backend(t, "k1", 8080)
+	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+	startEnvoy(t, l, "envoy-k8s", true)
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	apply := func(tmpl string, data any) {
+		t.Helper()
+		if out, err := kubectl(t, cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+	}
+	apply(kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: h.IP, Ready: true}}})
+	apply(kubePolicy, map[string]any{"Name": "web", "Port": port})
+	waitServing(t, url, "k1")
+	// A port another process holds: Envoy rejects the listener.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	apply(kubePolicy, map[string]any{"Name": "blocked", "Port": taken.Addr().(*net.TCPAddr).Port})
+	eventually(t, 30*time.Second, "blocked shows Programmed=False with Envoy's message", func() error {
+		out, err := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "blocked", "-o",
+			`jsonpath={.status.conditions[?(@.type=="Programmed")].status} {.status.conditions[?(@.type=="Programmed")].reason}: {.status.conditions[?(@.type=="Programmed")].message}`)
+		if err != nil || !strings.HasPrefix(out, "False Rejected:") || !strings.Contains(out, "Address already in use") {
+			return fmt.Errorf("%v %s", err, out)
+		}
+		return nil
+	})
+	out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "web", "-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status}`)
+	if out != "True" {
+		t.Errorf("the other policy's Programmed is %q, want True", out)
+	}
+	if got := newClient(true).Spread(t, url, 30, nil); got["k1"] != 30 {
+		t.Errorf("the other policy stopped serving: %v", got)
 	}
 }

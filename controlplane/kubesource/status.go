@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
@@ -67,9 +67,12 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		if equality.Semantic.DeepEqual(next, p.Status) {
 			continue
 		}
-		patched := p.DeepCopy()
-		patched.Status = next
-		if err := s.mgr.GetClient().Status().Patch(ctx, patched, client.MergeFrom(p)); err != nil {
+		// A full status update, not a merge patch: a patch computed against the cached object leaves out
+		// counts that are zero on both sides, and the API server then finds them missing on a policy that
+		// never had a status. A conflict (someone changed the policy) is retried on the next tick.
+		updated := p.DeepCopy()
+		updated.Status = next
+		if err := s.mgr.GetClient().Status().Update(ctx, updated); err != nil && !apierrors.IsConflict(err) {
 			s.Log.Warn("writing status", "policy", k.String(), "error", err)
 		}
 	}
