@@ -63,7 +63,9 @@ func TestAPIServerAppliesCrossFieldRules(t *testing.T) {
 		}, "set exactly one of header, cookie, sourceIP and queryParameter"},
 		{"https-without-tls", func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Listener.Protocol = v1alpha1.ProtocolHTTPS },
 			"tls is required with protocol HTTPS"},
-		{"endpoints-and-service", func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Backends[0].Service = &v1alpha1.ServiceRef{Name: "web", Port: 80} },
+		{"endpoints-and-service", func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].Service = &v1alpha1.ServiceRef{Name: "web", Port: 80}
+		},
 			"set either endpoints or service"},
 		{"port", func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Listener.Port = 70000 }, "spec.listener.port"},
 	} {
