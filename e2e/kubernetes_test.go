@@ -62,32 +62,51 @@ type kubeEndpoint struct {
 	Ready, Terminating bool
 }
 
-func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
-	cluster := kubetest.Start(t)
-	names := []string{"k1", "k2", "k3"}
-	hosts := map[string]*netHost{}
-	for _, n := range names {
-		h := newNetHost(t)
-		h.backend(t, n, 8080)
-		hosts[n] = h
+// kubeEnv is a real API server, backends in network namespaces, lbplane in Kubernetes mode and one Envoy.
+type kubeEnv struct {
+	cluster *kubetest.Cluster
+	hosts   map[string]*netHost
+	names   []string
+	url     string
+	port    int
+}
+
+func startKubeEnv(t *testing.T, backends ...string) *kubeEnv {
+	t.Helper()
+	k := &kubeEnv{cluster: kubetest.Start(t), hosts: map[string]*netHost{}, names: backends}
+	for _, n := range backends {
+		k.hosts[n] = newNetHost(t)
+		k.hosts[n].backend(t, n, 8080)
 	}
-	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+	l := startLbplane(t, "--kubernetes", "--kubeconfig", k.cluster.Kubeconfig)
 	startEnvoy(t, l, "envoy-k8s", true)
-	port := freePort(t)
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	apply := func(tmpl string, data any) {
-		t.Helper()
-		if out, err := kubectl(t, cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
-			t.Fatalf("kubectl apply: %v\n%s", err, out)
-		}
+	k.port = freePort(t)
+	k.url = fmt.Sprintf("http://127.0.0.1:%d", k.port)
+	return k
+}
+
+// apply renders tmpl with data and kubectl-applies it.
+func (k *kubeEnv) apply(t *testing.T, tmpl string, data any) {
+	t.Helper()
+	if out, err := kubectl(t, k.cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
-	endpoints := func(states ...string) map[string]any {
-		var eps []kubeEndpoint
-		for i, s := range states {
-			eps = append(eps, kubeEndpoint{IP: hosts[names[i]].IP, Ready: s == "ready", Terminating: s == "terminating"})
-		}
-		return map[string]any{"Endpoints": eps}
+}
+
+// endpoints describes the EndpointSlice: one state (ready, terminating, notready) per backend, in order.
+func (k *kubeEnv) endpoints(states ...string) map[string]any {
+	var eps []kubeEndpoint
+	for i, s := range states {
+		eps = append(eps, kubeEndpoint{IP: k.hosts[k.names[i]].IP, Ready: s == "ready", Terminating: s == "terminating"})
 	}
+	return map[string]any{"Endpoints": eps}
+}
+
+func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
+	k := startKubeEnv(t, "k1", "k2", "k3")
+	cluster, url, port := k.cluster, k.url, k.port
+	apply := func(tmpl string, data any) { t.Helper(); k.apply(t, tmpl, data) }
+	endpoints := k.endpoints
 	apply(kubeObjects, endpoints("ready", "ready"))
 	apply(kubePolicy, map[string]any{"Name": "web", "Port": port})
 	waitServing(t, url, "k1", "k2")
@@ -145,31 +164,10 @@ func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
 // The API server down for 30s under load: lbplane and Envoy keep serving; a change made after it returns
 // is applied.
 func TestKubernetesAPIServerOutage(t *testing.T) {
-	cluster := kubetest.Start(t)
-	hosts := map[string]*netHost{}
-	for _, n := range []string{"k1", "k2", "k3"} {
-		hosts[n] = newNetHost(t)
-		hosts[n].backend(t, n, 8080)
-	}
-	names := []string{"k1", "k2", "k3"}
-	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
-	startEnvoy(t, l, "envoy-k8s", true)
-	port := freePort(t)
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	apply := func(tmpl string, data any) {
-		t.Helper()
-		if out, err := kubectl(t, cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
-			t.Fatalf("kubectl apply: %v\n%s", err, out)
-		}
-	}
-	endpoints := func(n int) map[string]any {
-		var eps []kubeEndpoint
-		for i := 0; i < n; i++ {
-			eps = append(eps, kubeEndpoint{IP: hosts[names[i]].IP, Ready: true})
-		}
-		return map[string]any{"Endpoints": eps}
-	}
-	apply(kubeObjects, endpoints(2))
+	k := startKubeEnv(t, "k1", "k2", "k3")
+	cluster, url, port := k.cluster, k.url, k.port
+	apply := func(tmpl string, data any) { t.Helper(); k.apply(t, tmpl, data) }
+	apply(kubeObjects, k.endpoints("ready", "ready"))
 	apply(kubePolicy, map[string]any{"Name": "web", "Port": port})
 	waitServing(t, url, "k1", "k2")
 
@@ -178,7 +176,7 @@ func TestKubernetesAPIServerOutage(t *testing.T) {
 	time.Sleep(30 * time.Second)
 	cluster.Restart(t)
 	back := time.Now()
-	apply(kubeObjects, endpoints(3))
+	apply(kubeObjects, k.endpoints("ready", "ready", "ready"))
 	// client-go's watches back off up to about 30s while the API server is away, so the change can take
 	// that long to arrive; it must arrive.
 	eventually(t, 90*time.Second, "the change made after the API server returned is applied", func() error {
@@ -197,20 +195,10 @@ func TestKubernetesAPIServerOutage(t *testing.T) {
 
 // A policy Envoy rejects shows Programmed=False with Envoy's message; the others stay Programmed and serve.
 func TestKubernetesRejectedPolicy(t *testing.T) {
-	cluster := kubetest.Start(t)
-	h := newNetHost(t)
-	h.backend(t, "k1", 8080)
-	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
-	startEnvoy(t, l, "envoy-k8s", true)
-	port := freePort(t)
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	apply := func(tmpl string, data any) {
-		t.Helper()
-		if out, err := kubectl(t, cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
-			t.Fatalf("kubectl apply: %v\n%s", err, out)
-		}
-	}
-	apply(kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: h.IP, Ready: true}}})
+	k := startKubeEnv(t, "k1")
+	cluster, url, port := k.cluster, k.url, k.port
+	apply := func(tmpl string, data any) { t.Helper(); k.apply(t, tmpl, data) }
+	apply(kubeObjects, k.endpoints("ready"))
 	apply(kubePolicy, map[string]any{"Name": "web", "Port": port})
 	waitServing(t, url, "k1")
 	// A port another process holds: Envoy rejects the listener.
