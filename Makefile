@@ -26,9 +26,9 @@ test: tools lint check-generated
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=$(FUZZTIME) -fuzzminimizetime=30s ./controlplane/translate
 
-## tools: install the pinned Envoy, staticcheck, controller-gen, etcd and kube-apiserver into .cache/tools (re-used when present; kube-apiserver builds in about 5 minutes, once)
+## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing) into .cache/tools (re-used when present; kube-apiserver builds in about 5 minutes, once)
 tools:
-	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver
+	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl
 
 ## build: the binaries into ./bin
 build:

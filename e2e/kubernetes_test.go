@@ -19,7 +19,7 @@ func kubectl(t *testing.T, kubeconfig, stdin string, args ...string) (string, er
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil && strings.Contains(err.Error(), "no such file") {
-		t.Fatalf("kubectl is not installed (%s): install it, or build it from k8s.io/kubernetes/cmd/kubectl", bin)
+		t.Fatalf("kubectl is not installed (%s): run make tools (hack/tools.sh kubectl builds it)", bin)
 	}
 	return string(out), err
 }

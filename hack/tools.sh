@@ -41,9 +41,10 @@ gotool() { # name module version
 # kube-apiserver is built from k8s.io/kubernetes in a throwaway module: its go.mod points the staging
 # modules (k8s.io/api, ...) at ./staging, so each is replaced by its published version. The version ldflags
 # matter: clients refuse to talk to a server whose version they cannot parse.
-kube_apiserver() {
-  local dir="$TOOLS/kube-apiserver-$KUBERNETES_VERSION"
-  [ -x "$dir/kube-apiserver" ] && return 0
+kube_build() { # command name: kube-apiserver or kubectl
+  local cmd=$1
+  local dir="$TOOLS/$cmd-$KUBERNETES_VERSION"
+  [ -x "$dir/$cmd" ] && return 0
   local tmp; tmp=$(mktemp -d)
   (
     cd "$tmp"
@@ -55,11 +56,11 @@ kube_apiserver() {
     for m in $(grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$modfile" | awk '{print $1}'); do
       go mod edit -replace="$m=$m@v$minor"
     done
-    printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n' > tools.go
+    printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$cmd" > tools.go
     GOFLAGS=-mod=mod go mod tidy >&2
     mkdir -p "$dir"
-    GOFLAGS=-mod=mod go build -o "$dir/kube-apiserver.tmp" -ldflags "-X k8s.io/component-base/version.gitVersion=v$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBERNETES_VERSION#1.}" k8s.io/kubernetes/cmd/kube-apiserver >&2
-    mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
+    GOFLAGS=-mod=mod go build -o "$dir/$cmd.tmp" -ldflags "-X k8s.io/component-base/version.gitVersion=v$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBERNETES_VERSION#1.}" "k8s.io/kubernetes/cmd/$cmd" >&2
+    mv "$dir/$cmd.tmp" "$dir/$cmd"
   )
   rm -rf "$tmp"
 }
@@ -87,10 +88,12 @@ for t in "$@"; do
     controller-gen) gotool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION" ;;
     staticcheck) gotool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION" ;;
     helm) gotool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
-    kube-apiserver) kube_apiserver ;;
+    kube-apiserver) kube_build kube-apiserver ;;
+    # kubectl: the machine's own when it has one, else built like kube-apiserver.
+    kubectl) command -v kubectl >/dev/null || kube_build kubectl ;;
     etcd) etcd ;;
     path-helm) echo "$TOOLS/helm-$HELM_VERSION/helm" ;;
-    path-kubectl) command -v kubectl || echo "$TOOLS/kubectl-missing" ;;
+    path-kubectl) command -v kubectl || echo "$TOOLS/kubectl-$KUBERNETES_VERSION/kubectl" ;;
     path-kube-apiserver) echo "$TOOLS/kube-apiserver-$KUBERNETES_VERSION/kube-apiserver" ;;
     path-etcd) echo "$TOOLS/etcd-$ETCD_VERSION/etcd" ;;
     path-envoy) echo "$TOOLS/envoy-$ENVOY_VERSION/envoy" ;;
