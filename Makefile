@@ -26,9 +26,9 @@ test: tools lint check-generated
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=$(FUZZTIME) -fuzzminimizetime=30s ./controlplane/translate
 
-## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing) into .cache/tools (re-used when present; kube-apiserver builds in about 5 minutes, once)
+## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing) and helm into .cache/tools (re-used when present; kube-apiserver builds in about 5 minutes, once)
 tools:
-	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl
+	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl helm
 
 ## build: the binaries into ./bin
 build:
@@ -46,11 +46,14 @@ generate:
 	@hack/tools.sh controller-gen
 	$$(hack/tools.sh path-controller-gen) object paths=./api/...
 	$$(hack/tools.sh path-controller-gen) crd paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
+	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 > charts/lbplane/files/envoy-bootstrap.yaml
+	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 \
+	  --xds-tls-cert /etc/envoy/tls/tls.crt --xds-tls-key /etc/envoy/tls/tls.key --xds-tls-ca /etc/envoy/tls/ca.crt > charts/lbplane/files/envoy-bootstrap-mtls.yaml
 
 ## check-generated: fail when the generated files are not what make generate makes from api/
 check-generated: generate
-	@git diff --exit-code --stat -- api charts/lbplane/crds || { echo "generated files are stale: run make generate and commit"; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- api charts/lbplane/crds); \
+	@git diff --exit-code --stat -- api charts/lbplane/crds charts/lbplane/files || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api charts/lbplane/crds charts/lbplane/files); \
 	  if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
 
 ## golden: regenerate the translation golden files (review the diff)

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/lbplane/lbplane/internal/envoyvalidate"
+	"github.com/lbplane/lbplane/internal/kubetest"
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+var updateChart = flag.Bool("update-chart", false, "rewrite charts/lbplane/testdata/*.golden.yaml from helm template")
+
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(tools.Require(t, "helm"), args...).CombinedOutput()
+	return string(out), err
+}
+
+var chartDir = filepath.Join(tools.RepoRoot(), "charts", "lbplane")
+
+func TestHelmLintAndSchema(t *testing.T) {
+	for _, set := range [][]string{nil, {"--set", "mtls.enabled=true"}, {"--set", "envoy.enabled=false"}} {
+		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
+			t.Errorf("helm lint %v: %v\n%s", set, err, out)
+		}
+	}
+	// values.schema.json refuses what would render a broken release.
+	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1"} {
+		out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", bad)
+		if err == nil || !strings.Contains(out, "schema") {
+			t.Errorf("--set %s was not refused by the schema: %v %s", bad, err, out)
+		}
+	}
+}
+
+// TestHelmTemplateGolden renders the chart with fixed values and compares with the reviewed output; the
+// rendered Envoy bootstrap must also be accepted by Envoy.
+func TestHelmTemplateGolden(t *testing.T) {
+	envoy := tools.Require(t, "envoy")
+	for name, set := range map[string][]string{
+		"default": {"--set", "apiToken=golden"},
+		"mtls":    {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
+	} {
+		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		golden := filepath.Join(chartDir, "testdata", name+".golden.yaml")
+		if *updateChart {
+			os.WriteFile(golden, []byte(out), 0o644)
+		} else if want, err := os.ReadFile(golden); err != nil || string(want) != out {
+			t.Errorf("%s differs from %s (regenerate with go test ./e2e -run TestHelmTemplateGolden -update-chart and review the diff)", name, golden)
+		}
+		if name != "default" {
+			continue // the mTLS bootstrap names certificate files that exist only in the pod
+		}
+		for _, doc := range strings.Split(out, "\n---\n") {
+			var obj struct {
+				Kind string            `json:"kind"`
+				Data map[string]string `json:"data"`
+			}
+			if yaml.Unmarshal([]byte(doc), &obj) != nil || obj.Kind != "ConfigMap" {
+				continue
+			}
+			path := filepath.Join(t.TempDir(), "envoy.yaml")
+			os.WriteFile(path, []byte(obj.Data["envoy.yaml"]), 0o600)
+			if err := envoyvalidate.CheckBootstrap(context.Background(), envoy, path); err != nil {
+				t.Errorf("the chart's Envoy bootstrap: %v", err)
+			}
+		}
+	}
+}
+
+// TestHelmInstallAndLeastPrivilege installs the chart into a real API server and proves with
+// kubectl auth can-i that lbplane's service account can do what it needs and nothing else.
+func TestHelmInstallAndLeastPrivilege(t *testing.T) {
+	c := kubetest.Start(t)
+	out, err := helm(t, "install", "demo", chartDir, "-n", "lbplane", "--create-namespace", "--kubeconfig", c.Kubeconfig, "--set", "apiToken=t")
+	if err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	as := "system:serviceaccount:lbplane:demo-lbplane"
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"list", "loadbalancerpolicies.lbplane.io", "-A"}, true},
+		{[]string{"watch", "loadbalancerpolicies.lbplane.io", "-A"}, true},
+		{[]string{"update", "loadbalancerpolicies.lbplane.io", "--subresource=status", "-n", "shop"}, true},
+		{[]string{"watch", "endpointslices.discovery.k8s.io", "-A"}, true},
+		{[]string{"get", "services", "-n", "shop"}, true},
+		{[]string{"list", "secrets", "-A"}, true},
+		{[]string{"update", "leases.coordination.k8s.io", "-n", "lbplane"}, true},
+		{[]string{"create", "loadbalancerpolicies.lbplane.io", "-n", "shop"}, false},
+		{[]string{"update", "loadbalancerpolicies.lbplane.io", "-n", "shop"}, false},
+		{[]string{"delete", "secrets", "-n", "shop"}, false},
+		{[]string{"create", "secrets", "-n", "lbplane"}, false},
+		{[]string{"update", "services", "-n", "shop"}, false},
+		{[]string{"create", "pods", "-n", "lbplane"}, false},
+		{[]string{"update", "leases.coordination.k8s.io", "-n", "kube-system"}, false},
+		{[]string{"list", "nodes"}, false},
+		{[]string{"list", "configmaps", "-A"}, false},
+	} {
+		got, _ := kubectl(t, c.Kubeconfig, "", append([]string{"auth", "can-i", "--as", as}, tc.args...)...)
+		allowed := strings.TrimSpace(got) == "yes"
+		if allowed != tc.want {
+			t.Errorf("can-i %v: %q, want allowed=%v", tc.args, strings.TrimSpace(got), tc.want)
+		}
+	}
+}
