@@ -5,9 +5,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/lbplane ./cmd/lbctl
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/lbplane ./cmd/lbctl ./cmd/lbplane-backend
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/lbplane /out/lbctl /
+COPY --from=build /out/lbplane /out/lbctl /out/lbplane-backend /
 USER 65532:65532
 ENTRYPOINT ["/lbplane"]
