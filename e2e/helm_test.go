@@ -99,6 +99,7 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 		{[]string{"get", "services", "-n", "shop"}, true},
 		{[]string{"list", "secrets", "-A"}, true},
 		{[]string{"update", "leases.coordination.k8s.io", "-n", "lbplane"}, true},
+		{[]string{"delete", "leases.coordination.k8s.io", "-n", "lbplane"}, true},
 		{[]string{"create", "loadbalancerpolicies.lbplane.io", "-n", "shop"}, false},
 		{[]string{"update", "loadbalancerpolicies.lbplane.io", "-n", "shop"}, false},
 		{[]string{"delete", "secrets", "-n", "shop"}, false},

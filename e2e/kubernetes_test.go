@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -223,4 +224,69 @@ func TestKubernetesRejectedPolicy(t *testing.T) {
 	if got := newClient(true).Spread(t, url, 30, nil); got["k1"] != 30 {
 		t.Errorf("the other policy stopped serving: %v", got)
 	}
+}
+
+// Two replicas, one Envoy on each. Status counts the Envoys of both; the leader is killed under traffic:
+// no request fails, the other replica takes over status writing, and a change still reaches its Envoy and
+// the policy's status.
+func TestKubernetesReplicasAndLeaderFailover(t *testing.T) {
+	cluster := kubetest.Start(t)
+	hosts := map[string]*netHost{}
+	for _, n := range []string{"k1", "k2"} {
+		hosts[n] = newNetHost(t)
+		hosts[n].backend(t, n, 8080)
+	}
+	args := []string{"--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--leader-election-namespace", "default"}
+	replicas := []*Lbplane{startLbplane(t, args...), startLbplane(t, args...)}
+	startEnvoy(t, replicas[0], "envoy-a", true)
+	startEnvoy(t, replicas[1], "envoy-b", true)
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	apply := func(tmpl string, data any) {
+		t.Helper()
+		if out, err := kubectl(t, cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+	}
+	apply(kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: hosts["k1"].IP, Ready: true}}})
+	apply(kubePolicy, map[string]any{"Name": "web", "Port": port})
+	// Both Envoys bind the same address and port: the kernel spreads connections between them.
+	waitServing(t, url, "k1")
+	status := func() string {
+		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "web", "-o",
+			`jsonpath={.status.observedGeneration} {.status.proxies.connected} {.status.proxies.synced} {.status.conditions[?(@.type=="Programmed")].status}`)
+		return out
+	}
+	eventually(t, 30*time.Second, "status counts the Envoys of both replicas", func() error {
+		if s := status(); s != "1 2 2 True" {
+			return fmt.Errorf("generation, connected, synced, programmed: %q", s)
+		}
+		return nil
+	})
+	leader, follower := -1, -1
+	for i, r := range replicas {
+		if b, _ := os.ReadFile(r.log); strings.Contains(string(b), "this replica writes policy status") {
+			leader, follower = i, 1-i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no replica says it writes status")
+	}
+	load := startLoad(url, 200, 4, 2*time.Minute)
+	replicas[leader].Kill()
+	// A change after the leader is gone: a new generation of the policy, and a new endpoint.
+	apply(kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: hosts["k1"].IP, Ready: true}, {IP: hosts["k2"].IP, Ready: true}}})
+	apply(strings.Replace(kubePolicy, "    - name: web\n", "    - name: web\n      loadBalancing: {algorithm: Random}\n", 1), map[string]any{"Name": "web", "Port": port})
+	eventually(t, 60*time.Second, "the other replica writes the new generation's status", func() error {
+		if s := status(); s != "2 1 1 True" {
+			return fmt.Errorf("generation, connected, synced, programmed: %q", s)
+		}
+		return nil
+	})
+	if b, _ := os.ReadFile(replicas[follower].log); !strings.Contains(string(b), "this replica writes policy status") {
+		t.Error("the surviving replica did not take over status writing")
+	}
+	load.Stop()
+	load.RequireNoFailures(t, 500)
+	t.Logf("leader killed under 200 req/s through two Envoys: %d requests, %d failed; status taken over: %s", load.OK.Load(), load.Failed.Load(), status())
 }

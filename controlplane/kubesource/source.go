@@ -46,6 +46,7 @@ type Source struct {
 	LeaderElectionNamespace string
 
 	mgr     manager.Manager
+	id      string
 	trigger chan struct{}
 	synced  chan struct{}
 	once    sync.Once
@@ -64,6 +65,7 @@ func (s *Source) Synced() <-chan struct{} { return s.synced }
 
 // Start prepares the manager; Run runs it.
 func (s *Source) Start() error {
+	s.id = replicaID()
 	s.trigger = make(chan struct{}, 1)
 	s.synced = make(chan struct{})
 	if s.Debounce == 0 {
@@ -105,14 +107,26 @@ func (s *Source) Start() error {
 			return err
 		}
 	}
-	if err := mgr.Add(manager.RunnableFunc(s.resyncLoop)); err != nil {
+	if err := mgr.Add(everyReplica(s.resyncLoop)); err != nil {
 		return err
+	}
+	if s.LeaderElectionNamespace != "" {
+		if err := mgr.Add(&reporter{s: s}); err != nil {
+			return err
+		}
 	}
 	return mgr.Add(&statusWriter{s: s})
 }
 
 // Run runs the manager until ctx ends.
 func (s *Source) Run(ctx context.Context) error { return s.mgr.Start(ctx) }
+
+// everyReplica is a runnable that runs on every replica: controller-runtime runs anything that does not say
+// so on the leader only, and each replica must serve its own Envoys.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (f everyReplica) NeedLeaderElection() bool        { return false }
 
 func (s *Source) poke() {
 	select {

@@ -29,6 +29,7 @@ func (w *statusWriter) Start(ctx context.Context) error {
 		return nil
 	case <-s.synced:
 	}
+	s.Log.Info("this replica writes policy status", "replica", s.id)
 	t := time.NewTicker(s.StatusInterval)
 	defer t.Stop()
 	for {
@@ -44,7 +45,7 @@ func (w *statusWriter) Start(ctx context.Context) error {
 func (w *statusWriter) writeAll(ctx context.Context) {
 	s := w.s
 	res, origin := s.Engine.Result()
-	proxies := s.Tracker.Proxies()
+	proxies := s.allProxies(ctx)
 	var list v1alpha1.LoadBalancerPolicyList
 	if err := s.mgr.GetCache().List(ctx, &list); err != nil {
 		return
