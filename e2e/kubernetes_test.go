@@ -44,6 +44,9 @@ endpoints:
 {{- range .Endpoints}}
   - addresses: [{{.IP}}]
     conditions: {ready: {{.Ready}}, terminating: {{.Terminating}}}
+{{- if .Zone}}
+    zone: {{.Zone}}
+{{- end}}
 {{- end}}
 `
 
@@ -61,10 +64,12 @@ spec:
 type kubeEndpoint struct {
 	IP                 string
 	Ready, Terminating bool
+	Zone               string
 }
 
 // kubeEnv is a real API server, backends in network namespaces, lbplane in Kubernetes mode and one Envoy.
 type kubeEnv struct {
+	envoy   *Envoy
 	cluster *kubetest.Cluster
 	hosts   map[string]*netHost
 	names   []string
@@ -80,7 +85,7 @@ func startKubeEnv(t *testing.T, backends ...string) *kubeEnv {
 		k.hosts[n].backend(t, n, 8080)
 	}
 	l := startLbplane(t, "--kubernetes", "--kubeconfig", k.cluster.Kubeconfig)
-	startEnvoy(t, l, "envoy-k8s", true)
+	k.envoy = startEnvoy(t, l, "envoy-k8s", true)
 	k.port = freePort(t)
 	k.url = fmt.Sprintf("http://127.0.0.1:%d", k.port)
 	return k
@@ -98,7 +103,8 @@ func (k *kubeEnv) apply(t *testing.T, tmpl string, data any) {
 func (k *kubeEnv) endpoints(states ...string) map[string]any {
 	var eps []kubeEndpoint
 	for i, s := range states {
-		eps = append(eps, kubeEndpoint{IP: k.hosts[k.names[i]].IP, Ready: s == "ready", Terminating: s == "terminating"})
+		// Each endpoint in a zone of its own: zones become Envoy localities.
+		eps = append(eps, kubeEndpoint{IP: k.hosts[k.names[i]].IP, Ready: s == "ready", Terminating: s == "terminating", Zone: "zone-" + k.names[i]})
 	}
 	return map[string]any{"Endpoints": eps}
 }
@@ -124,6 +130,9 @@ func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
 	})
 	out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp")
 	t.Logf("kubectl get lbp:\n%s", out)
+	if dump := k.envoy.ConfigDump(t); !strings.Contains(dump, `"zone": "zone-k1"`) || !strings.Contains(dump, `"zone": "zone-k2"`) {
+		t.Error("the EndpointSlice zones are not Envoy localities")
+	}
 
 	// EndpointSlice changes under load: an endpoint joins, one starts terminating, one becomes not ready.
 	load := startLoad(url, 200, 4, 2*time.Minute)
@@ -289,4 +298,47 @@ func TestKubernetesReplicasAndLeaderFailover(t *testing.T) {
 	load.Stop()
 	load.RequireNoFailures(t, 500)
 	t.Logf("leader killed under 200 req/s through two Envoys: %d requests, %d failed; status taken over: %s", load.OK.Load(), load.Failed.Load(), status())
+}
+
+// A kubernetes.io/tls Secret serves an HTTPS listener; replacing the Secret rotates the certificate.
+func TestKubernetesTLSSecret(t *testing.T) {
+	k := startKubeEnv(t, "k1")
+	k.apply(t, kubeObjects, k.endpoints("ready"))
+	if out, err := kubectl(t, k.cluster.Kubeconfig, "", "create", "secret", "tls", "app-tls", "--cert", certs("app.example.com.crt"), "--key", certs("app.example.com.key")); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	k.apply(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: secure, namespace: default}
+spec:
+  listener:
+    address: 127.0.0.1
+    port: {{.Port}}
+    protocol: HTTPS
+    hostnames: [app.example.com]
+    tls: {certificates: [{secretName: app-tls}]}
+  backends:
+    - name: web
+      service: {name: web, port: 80}
+`, map[string]any{"Port": k.port})
+	c := httpsClient(t, k.port)
+	eventually(t, 30*time.Second, "https://app.example.com answers with the Secret's certificate", func() error {
+		resp, err := c.Get("https://app.example.com/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "k1" || resp.TLS.PeerCertificates[0].DNSNames[0] != "app.example.com" {
+			return fmt.Errorf("status %d backend %q", resp.StatusCode, resp.Header.Get("X-Backend"))
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "ResolvedRefs is True", func() error {
+		out, _ := kubectl(t, k.cluster.Kubeconfig, "", "get", "lbp", "secure", "-o", `jsonpath={.status.conditions[?(@.type=="ResolvedRefs")].status}`)
+		if out != "True" {
+			return fmt.Errorf("ResolvedRefs = %q", out)
+		}
+		return nil
+	})
 }

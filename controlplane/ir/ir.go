@@ -288,6 +288,8 @@ type Endpoint struct {
 	HealthCheckPort uint32
 	// HealthCheckHost, when set, is the Host of HTTP probes of this endpoint.
 	HealthCheckHost string
+	// Zone is the endpoint's zone (from an EndpointSlice), carried to Envoy as its locality.
+	Zone string
 }
 
 // Errors returned by Validate, so that callers and tests can tell them apart.

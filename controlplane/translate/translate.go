@@ -235,7 +235,7 @@ func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs 
 		if !e.Ready && !e.Terminating {
 			continue
 		}
-		out = append(out, ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: 1, Draining: !e.Ready})
+		out = append(out, ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: 1, Draining: !e.Ready, Zone: e.Zone})
 	}
 	slices.SortFunc(out, func(a, b ir.Endpoint) int {
 		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))

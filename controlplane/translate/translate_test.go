@@ -53,7 +53,7 @@ func TestServiceBackendsResolveFromEndpointSlices(t *testing.T) {
 	refs := translate.Refs{Services: map[translate.ServiceRef]translate.ServiceEndpoints{
 		{Namespace: "shop", Name: "web", Port: 80}: {Endpoints: []translate.ServiceEndpoint{
 			{Address: "10.0.0.2", Port: 8080, Ready: true},
-			{Address: "10.0.0.1", Port: 8080, Ready: true},
+			{Address: "10.0.0.1", Port: 8080, Ready: true, Zone: "zone-a"},
 			{Address: "10.0.0.3", Port: 8080, Terminating: true},
 			{Address: "10.0.0.4", Port: 8080}, // not ready, not terminating: left out
 		}},
@@ -69,11 +69,11 @@ func TestServiceBackendsResolveFromEndpointSlices(t *testing.T) {
 	for _, c := range g.Clusters {
 		if c.Name == "shop/svc/web" {
 			for _, e := range c.Endpoints {
-				web = append(web, fmt.Sprintf("%s:%d draining=%v", e.Address, e.Port, e.Draining))
+				web = append(web, fmt.Sprintf("%s:%d draining=%v %s", e.Address, e.Port, e.Draining, e.Zone))
 			}
 		}
 	}
-	want := []string{"10.0.0.1:8080 draining=false", "10.0.0.2:8080 draining=false", "10.0.0.3:8080 draining=true"}
+	want := []string{"10.0.0.1:8080 draining=false zone-a", "10.0.0.2:8080 draining=false ", "10.0.0.3:8080 draining=true "}
 	if strings.Join(web, ",") != strings.Join(want, ",") {
 		t.Errorf("endpoints %v, want %v", web, want)
 	}

@@ -88,9 +88,11 @@ func mustAny(m proto.Message) *anypb.Any {
 	return a
 }
 
-// LoadAssignment builds the EDS resource of one backend.
+// LoadAssignment builds the EDS resource of one backend: one locality per zone, in the order zones first
+// appear (endpoints without a zone share one locality with no zone).
 func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
-	lbs := make([]*endpointv3.LbEndpoint, 0, len(c.Endpoints))
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
+	byZone := map[string]*endpointv3.LocalityLbEndpoints{}
 	for _, e := range c.Endpoints {
 		ep := &endpointv3.Endpoint{Address: socketAddress(e.Address, e.Port)}
 		if e.HealthCheckPort != 0 || e.HealthCheckHost != "" {
@@ -104,11 +106,16 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 			// Draining takes the host out of load balancing; Envoy keeps its open connections.
 			lb.HealthStatus = corev3.HealthStatus_DRAINING
 		}
-		lbs = append(lbs, lb)
-	}
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
-	if len(lbs) > 0 {
-		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}}
+		loc, ok := byZone[e.Zone]
+		if !ok {
+			loc = &endpointv3.LocalityLbEndpoints{}
+			if e.Zone != "" {
+				loc.Locality = &corev3.Locality{Zone: e.Zone}
+			}
+			byZone[e.Zone] = loc
+			cla.Endpoints = append(cla.Endpoints, loc)
+		}
+		loc.LbEndpoints = append(loc.LbEndpoints, lb)
 	}
 	return cla
 }
