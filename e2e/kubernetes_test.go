@@ -152,6 +152,13 @@ func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, 10*time.Second, "status counts 2 endpoints (the not-ready one left out), 1 healthy (the terminating one is not)", func() error {
+		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "web", "-o", `jsonpath={.status.endpoints.total} {.status.endpoints.healthy}`)
+		if out != "2 1" {
+			return fmt.Errorf("total, healthy: %q", out)
+		}
+		return nil
+	})
 	load.Stop()
 	load.RequireNoFailures(t, 100)
 	t.Logf("EndpointSlice changes under load: %d requests, %d failed, served by %v", load.OK.Load(), load.Failed.Load(), load.Backends)
@@ -300,7 +307,7 @@ func TestKubernetesReplicasAndLeaderFailover(t *testing.T) {
 	t.Logf("leader killed under 200 req/s through two Envoys: %d requests, %d failed; status taken over: %s", load.OK.Load(), load.Failed.Load(), status())
 }
 
-// A kubernetes.io/tls Secret serves an HTTPS listener; replacing the Secret rotates the certificate.
+// A kubernetes.io/tls Secret serves an HTTPS listener.
 func TestKubernetesTLSSecret(t *testing.T) {
 	k := startKubeEnv(t, "k1")
 	k.apply(t, kubeObjects, k.endpoints("ready"))

@@ -43,6 +43,8 @@ type Engine struct {
 	// services and secrets are what the Kubernetes source resolved; nil outside Kubernetes mode.
 	services map[translate.ServiceRef]translate.ServiceEndpoints
 	secrets  map[translate.SecretRef]translate.TLSSecret
+	// CrossNamespace allows Service references into other namespaces.
+	CrossNamespace bool
 	// ReadFile reads a referenced file; tests replace it.
 	ReadFile func(string) ([]byte, error)
 	// lastRun is how long the last translation and publish took.
@@ -149,7 +151,7 @@ func (e *Engine) Preview(source string, policies []*v1alpha1.LoadBalancerPolicy)
 }
 
 func (e *Engine) refs() translate.Refs {
-	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets}
+	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and

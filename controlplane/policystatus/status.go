@@ -27,8 +27,8 @@ const (
 func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
 	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Conditions: r.Conditions(now)}
 	st.Endpoints.Total = r.Endpoints
-	// Until active health checking reports per-endpoint health, every configured endpoint counts as healthy.
-	st.Endpoints.Healthy = r.Endpoints
+	// Draining endpoints are not healthy; active health results are not reported back yet.
+	st.Endpoints.Healthy = r.HealthyEndpoints
 	var nacks []string
 	for _, p := range proxies {
 		if p.Group != r.ProxyGroup {

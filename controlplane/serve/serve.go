@@ -49,6 +49,8 @@ type Config struct {
 	// Kubernetes, when set, reads LoadBalancerPolicies, Services, EndpointSlices and TLS Secrets from this
 	// API server; the push API then only reads.
 	Kubernetes *rest.Config
+	// AllowCrossNamespaceRefs lets a policy reference a Service in another namespace.
+	AllowCrossNamespaceRefs bool
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
 	// Ready, if set, is called with the bound addresses once xDS and the API are served.
@@ -106,6 +108,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	eng := engine.New(cache, cfg.Log)
+	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
 	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log, RateLimit: cfg.APIRateLimit}
 
 	// Load every source before opening the xDS port.

@@ -114,6 +114,8 @@ type Refs struct {
 	Services map[ServiceRef]ServiceEndpoints
 	// Secrets is nil outside Kubernetes mode.
 	Secrets map[SecretRef]TLSSecret
+	// CrossNamespace allows a backend to reference a Service in another namespace than its policy's.
+	CrossNamespace bool
 }
 
 // ServiceRef is a backend's Service reference with its namespace filled in.

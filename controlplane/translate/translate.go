@@ -55,6 +55,8 @@ type PolicyResult struct {
 	// Errors are the field errors behind an Invalid policy.
 	Errors    v1alpha1.FieldErrors
 	Endpoints int32
+	// HealthyEndpoints leaves out draining (terminating) endpoints.
+	HealthyEndpoints int32
 	// Resources names the Envoy resources this policy contributes to, for status and explain.
 	Listener string
 	Clusters []string
@@ -223,6 +225,10 @@ func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs 
 		return nil, fmt.Sprintf("Service %s needs Kubernetes mode (lbplane serve --kubernetes)", b.Service.Name)
 	}
 	ref := ServiceRefOf(p.Namespace, b.Service)
+	if ref.Namespace != p.Namespace && !refs.CrossNamespace {
+		// A policy must not send traffic into another team's namespace unless the operator allows it.
+		return nil, fmt.Sprintf("Service %s/%s is in another namespace, which is not allowed (lbplane serve --allow-cross-namespace-refs)", ref.Namespace, ref.Name)
+	}
 	se, ok := refs.Services[ref]
 	if !ok {
 		return nil, fmt.Sprintf("Service %s/%s was not looked up", ref.Namespace, ref.Name)
@@ -326,6 +332,11 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			hashKeys[cl.Name] = cl.HashKeysFromPolicy
 		}
 		r.Endpoints += int32(len(cl.Endpoints))
+		for _, e := range cl.Endpoints {
+			if !e.Draining {
+				r.HealthyEndpoints++
+			}
+		}
 		r.Clusters = append(r.Clusters, cl.Name)
 		g.Clusters = append(g.Clusters, cl.Cluster)
 	}

@@ -78,3 +78,19 @@ func TestServiceBackendsResolveFromEndpointSlices(t *testing.T) {
 		t.Errorf("endpoints %v, want %v", web, want)
 	}
 }
+
+func TestCrossNamespaceServicesNeedPermission(t *testing.T) {
+	p := pol("svc", time.Now())
+	p.Namespace = "shop"
+	p.Spec.Backends = []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: "web", Namespace: "billing", Port: 80}}}
+	services := map[translate.ServiceRef]translate.ServiceEndpoints{{Namespace: "billing", Name: "web", Port: 80}: {
+		Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}}
+	r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services}).Policies[translate.KeyOf(p)]
+	if r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "another namespace, which is not allowed") || r.Endpoints != 0 {
+		t.Errorf("a cross-namespace reference resolved without permission: %v %s", r.ResolvedRefs, r.ResolvedRefsMessage)
+	}
+	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services, CrossNamespace: true}).Policies[translate.KeyOf(p)]
+	if !r.ResolvedRefs || r.Endpoints != 1 || r.HealthyEndpoints != 1 {
+		t.Errorf("with permission: %v %s, %d endpoints", r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
+	}
+}

@@ -89,6 +89,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&xdsTLS.ClientCA, "xds-tls-client-ca", "", "PEM CA that signs Envoys' client certificates; their CN is the node id and OU the proxy groups")
 	f.BoolVar(&kubernetes, "kubernetes", false, "read LoadBalancerPolicies from Kubernetes (on by default inside a cluster)")
 	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig for --kubernetes outside a cluster (env KUBECONFIG)")
+	f.BoolVar(&cfg.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "with --kubernetes: let a policy's backends reference Services in other namespaces")
 	f.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "with --kubernetes: elect one replica (a Lease in this namespace) to write status")
 	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
