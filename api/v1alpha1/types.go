@@ -20,6 +20,9 @@ const (
 // APIVersion is the apiVersion every document must carry.
 var APIVersion = Group + "/" + Version
 
+// Duration fields carry a pattern: a string the schema lets through but Go cannot parse would make every
+// lbplane replica fail to list policies, so one bad policy would freeze the updates of all the others.
+
 // LoadBalancerPolicy describes one frontend (a listener) and the backends it balances over, as an nginx
 // server + upstream or an HAProxy frontend + backend would.
 //
@@ -81,8 +84,8 @@ const (
 
 // Listener is where Envoy accepts traffic for the policy.
 //
-// +kubebuilder:validation:XValidation:rule="(self.protocol == 'HTTPS') == has(self.tls)",message="tls is required with protocol HTTPS and only allowed with it"
-// +kubebuilder:validation:XValidation:rule="self.protocol != 'TCP' || !has(self.hostnames)",message="hostnames are not allowed on a TCP listener"
+// +kubebuilder:validation:XValidation:rule="(self.protocol == 'HTTPS') == has(self.tls)",message="tls is required with protocol HTTPS and only allowed with it",fieldPath=".tls"
+// +kubebuilder:validation:XValidation:rule="self.protocol != 'TCP' || !has(self.hostnames)",message="hostnames are not allowed on a TCP listener",fieldPath=".hostnames"
 type Listener struct {
 	// address is the IP address Envoy binds. Defaults to "0.0.0.0".
 	Address string `json:"address,omitempty"`
@@ -152,9 +155,13 @@ type Route struct {
 	Backends []BackendRef `json:"backends"`
 	// timeout is the whole-request timeout, from the request's end to the response's end. Defaults to 15s;
 	// "0s" disables it.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// idleTimeout closes a request stream (a long poll, a WebSocket) that sends nothing either way for this
 	// long. Defaults to Envoy's 5m; "0s" disables it.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 	// retry retries failed requests on another endpoint.
 	Retry *Retry `json:"retry,omitempty"`
@@ -189,6 +196,8 @@ type Retry struct {
 	// attempts is the number of retries after the first try. Defaults to 2.
 	Attempts *int32 `json:"attempts,omitempty"`
 	// perTryTimeout bounds each try. Defaults to the route timeout.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	PerTryTimeout *metav1.Duration `json:"perTryTimeout,omitempty"`
 	// backoff between retries: exponential from base, capped at max. Defaults to 25ms and 10 times base.
 	Backoff *Backoff `json:"backoff,omitempty"`
@@ -198,6 +207,8 @@ type Retry struct {
 
 // Backoff is an exponential back-off.
 type Backoff struct {
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Base *metav1.Duration `json:"base,omitempty"`
 	Max  *metav1.Duration `json:"max,omitempty"`
 }
@@ -221,6 +232,8 @@ type SessionPersistence struct {
 	// name of the cookie or header. Defaults to "lbplane-session".
 	Name string `json:"name,omitempty"`
 	// ttl of the cookie; unset makes a session cookie.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 	// path of the cookie. Defaults to "/".
 	Path string `json:"path,omitempty"`
@@ -305,6 +318,8 @@ type Backend struct {
 	// +kubebuilder:default={}
 	LoadBalancing LoadBalancing `json:"loadBalancing,omitempty"`
 	// connectTimeout bounds the TCP (and TLS) connect to an endpoint. Defaults to 5s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	ConnectTimeout *metav1.Duration `json:"connectTimeout,omitempty"`
 	// circuitBreakers cap concurrent work towards the backend. The defaults are high enough not to throttle
 	// (Envoy's own defaults of 1024 would).
@@ -334,6 +349,8 @@ type Connection struct {
 	// maxRequestsPerConnection closes a connection after this many requests. Unset means no limit.
 	MaxRequestsPerConnection *int32 `json:"maxRequestsPerConnection,omitempty"`
 	// idleTimeout closes an upstream connection idle this long. Defaults to Envoy's 1h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 	// tcpKeepalive turns on TCP keepalive probes on upstream connections.
 	TCPKeepalive *TCPKeepalive `json:"tcpKeepalive,omitempty"`
@@ -342,8 +359,12 @@ type Connection struct {
 // TCPKeepalive sets the kernel's keepalive probes.
 type TCPKeepalive struct {
 	// time idle before the first probe. Defaults to 2h (the kernel's default).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Time *metav1.Duration `json:"time,omitempty"`
 	// interval between probes. Defaults to 75s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Interval *metav1.Duration `json:"interval,omitempty"`
 	// probes unanswered before the connection is dropped. Defaults to 9.
 	Probes *int32 `json:"probes,omitempty"`
@@ -386,10 +407,16 @@ type ActiveHealthCheck struct {
 	// type is HTTP, TCP or GRPC.
 	Type HealthCheckType `json:"type"`
 	// interval between probes of one endpoint. Defaults to 5s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Interval *metav1.Duration `json:"interval,omitempty"`
 	// timeout of one probe. Defaults to 1s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// jitter adds up to this much random delay to each interval. Defaults to 0.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Jitter *metav1.Duration `json:"jitter,omitempty"`
 	// healthyThreshold probes must pass in a row to mark an endpoint healthy. Defaults to 2.
 	HealthyThreshold *int32 `json:"healthyThreshold,omitempty"`
@@ -455,8 +482,12 @@ type PassiveHealthCheck struct {
 	// failurePercentage ejects endpoints whose failure rate is above a threshold.
 	FailurePercentage *FailurePercentageEjection `json:"failurePercentage,omitempty"`
 	// interval between ejection sweeps. Defaults to 10s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Interval *metav1.Duration `json:"interval,omitempty"`
 	// baseEjectionTime is how long a first ejection lasts; it grows with each ejection. Defaults to 30s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	BaseEjectionTime *metav1.Duration `json:"baseEjectionTime,omitempty"`
 	// maxEjectionPercent caps the share of endpoints ejected at once. Defaults to 10 (at least one endpoint
 	// can always be ejected).
@@ -535,9 +566,9 @@ const (
 
 // LoadBalancing chooses how requests (or connections, on TCP listeners) are spread over endpoints.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.slowStart) || !has(self.algorithm) || self.algorithm in ['RoundRobin', 'LeastRequest']",message="slowStart is only allowed with algorithm RoundRobin or LeastRequest"
-// +kubebuilder:validation:XValidation:rule="!has(self.hashKeys) || size(self.hashKeys) == 0 || (has(self.algorithm) && self.algorithm in ['RingHash', 'Maglev'])",message="hashKeys are only allowed with algorithm RingHash or Maglev"
-// +kubebuilder:validation:XValidation:rule="!has(self.leastRequest) || (has(self.algorithm) && self.algorithm == 'LeastRequest')",message="leastRequest is only allowed with algorithm LeastRequest"
+// +kubebuilder:validation:XValidation:rule="!has(self.slowStart) || !has(self.algorithm) || self.algorithm in ['RoundRobin', 'LeastRequest']",message="slowStart is only allowed with algorithm RoundRobin or LeastRequest",fieldPath=".slowStart"
+// +kubebuilder:validation:XValidation:rule="!has(self.hashKeys) || size(self.hashKeys) == 0 || (has(self.algorithm) && self.algorithm in ['RingHash', 'Maglev'])",message="hashKeys are only allowed with algorithm RingHash or Maglev",fieldPath=".hashKeys"
+// +kubebuilder:validation:XValidation:rule="!has(self.leastRequest) || (has(self.algorithm) && self.algorithm == 'LeastRequest')",message="leastRequest is only allowed with algorithm LeastRequest",fieldPath=".leastRequest"
 type LoadBalancing struct {
 	// algorithm is RoundRobin (weighted), LeastRequest, Random, RingHash or Maglev. Defaults to RoundRobin.
 	// +kubebuilder:default=RoundRobin
@@ -630,6 +661,8 @@ type CookieHashKey struct {
 // limit.
 type GeneratedCookie struct {
 	// ttl of the cookie; "0s" makes a session cookie. Defaults to 0s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 	// path of the cookie. Defaults to "/".
 	Path string `json:"path,omitempty"`
@@ -643,6 +676,8 @@ type GeneratedCookie struct {
 // hit with a full share at once.
 type SlowStart struct {
 	// window over which the share ramps up.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Window metav1.Duration `json:"window"`
 	// aggression, a decimal string: 1.0 ramps linearly, more is faster at first. Defaults to "1.0".
 	Aggression string `json:"aggression,omitempty"`

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -89,6 +90,8 @@ func (s *Source) Start() error {
 		opts.LeaderElectionNamespace = s.LeaderElectionNamespace
 		opts.LeaderElectionReleaseOnCancel = true
 	}
+	// controller-runtime and client-go log through logr: send it to lbplane's log.
+	ctrl.SetLogger(logr.FromSlogHandler(s.Log.Handler()))
 	mgr, err := ctrl.NewManager(s.Config, opts)
 	if err != nil {
 		return err

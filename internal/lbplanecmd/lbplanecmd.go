@@ -70,6 +70,9 @@ func newServe() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--kubernetes: %w", err)
 				}
+				// client-go's default of 5 requests a second (bursts of 10) makes the first status of a few
+				// hundred policies take minutes.
+				rc.QPS, rc.Burst = 100, 200
 				cfg.Kubernetes = rc
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
