@@ -94,7 +94,12 @@ func startKubeEnv(t *testing.T, backends ...string) *kubeEnv {
 // apply renders tmpl with data and kubectl-applies it.
 func (k *kubeEnv) apply(t *testing.T, tmpl string, data any) {
 	t.Helper()
-	if out, err := kubectl(t, k.cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
+	kubeApply(t, k.cluster.Kubeconfig, tmpl, data)
+}
+
+func kubeApply(t *testing.T, kubeconfig, tmpl string, data any) {
+	t.Helper()
+	if out, err := kubectl(t, kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 }
@@ -258,12 +263,7 @@ func TestKubernetesReplicasAndLeaderFailover(t *testing.T) {
 	startEnvoy(t, replicas[1], "envoy-b", true)
 	port := freePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	apply := func(tmpl string, data any) {
-		t.Helper()
-		if out, err := kubectl(t, cluster.Kubeconfig, string(policy(t, tmpl, data)), "apply", "-f", "-"); err != nil {
-			t.Fatalf("kubectl apply: %v\n%s", err, out)
-		}
-	}
+	apply := func(tmpl string, data any) { t.Helper(); kubeApply(t, cluster.Kubeconfig, tmpl, data) }
 	apply(kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: hosts["k1"].IP, Ready: true}}})
 	apply(kubePolicy, map[string]any{"Name": "web", "Port": port})
 	// Both Envoys bind the same address and port: the kernel spreads connections between them.

@@ -47,8 +47,6 @@ type Engine struct {
 	CrossNamespace bool
 	// ReadFile reads a referenced file; tests replace it.
 	ReadFile func(string) ([]byte, error)
-	// lastRun is how long the last translation and publish took.
-	lastRun time.Duration
 }
 
 // New returns an engine publishing to cache.
@@ -208,8 +206,7 @@ func (e *Engine) run() *translate.Result {
 		}
 	}
 	e.result, e.origin = res, origin
-	e.lastRun = time.Since(start)
-	e.log.Debug("translated and published", "policies", len(all), "groups", len(res.IR.Groups), "duration", e.lastRun)
+	e.log.Debug("translated and published", "policies", len(all), "groups", len(res.IR.Groups), "duration", time.Since(start))
 	return res
 }
 

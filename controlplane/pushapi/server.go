@@ -70,8 +70,6 @@ type Server struct {
 	Tracker *xdsserver.Tracker
 	Token   string
 	Log     *slog.Logger
-	// Now is the clock, replaceable in tests.
-	Now func() time.Time
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
 	ReadOnly string
 	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
@@ -293,9 +291,6 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 }
 
 func (s *Server) now() time.Time {
-	if s.Now != nil {
-		return s.Now().UTC()
-	}
 	return time.Now().UTC()
 }
 

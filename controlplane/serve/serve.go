@@ -53,8 +53,6 @@ type Config struct {
 	AllowCrossNamespaceRefs bool
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
-	// Ready, if set, is called with the bound addresses once xDS and the API are served.
-	Ready func(xds, api net.Addr)
 }
 
 // TokenFile is where the push API token lives in the data directory.
@@ -155,9 +153,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("API address: %w", err)
 	}
 	cfg.Log.Info("serving", "xds", xdsLis.Addr().String(), "api", apiLis.Addr().String())
-	if cfg.Ready != nil {
-		cfg.Ready(xdsLis.Addr(), apiLis.Addr())
-	}
 
 	var grpcOpts []grpc.ServerOption
 	if cfg.XDSTLS != nil {

@@ -148,13 +148,6 @@ func (c *Cache) set(g *group, s *State) {
 	}
 }
 
-// Groups lists every group that has been published to or watched.
-func (c *Cache) Groups() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slicesKeys(c.groups)
-}
-
 // State returns what a group is served now and what it will be served once pending removals are done.
 func (c *Cache) State(groupName string) (current, target *State) {
 	c.mu.Lock()
@@ -302,11 +295,3 @@ func (r *deltaResp) GetResponseVersion() string                        { return 
 func (r *deltaResp) GetNextVersionMap() map[string]string              { return r.returned }
 func (r *deltaResp) GetReturnedResources() map[string]string           { return r.returned }
 func (r *deltaResp) GetContext() context.Context                       { return context.Background() }
-
-func slicesKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
