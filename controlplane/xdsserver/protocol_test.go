@@ -149,26 +149,15 @@ func TestStaleNonceIsIgnoredAndOldVersionsCatchUp(t *testing.T) {
 func TestUnsubscribeResubscribeAndAReaddedCluster(t *testing.T) {
 	f := start(t)
 	f.cache.Publish("g", state(t, "a", "b"))
-	s, err := discovery.NewAggregatedDiscoveryServiceClient(f.conn).DeltaAggregatedResources(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openDelta(t, context.Background(), f.conn)
 	recv := func() *discovery.DeltaDiscoveryResponse {
 		t.Helper()
-		ch := make(chan *discovery.DeltaDiscoveryResponse, 1)
-		go func() {
-			if r, err := s.Recv(); err == nil {
-				ch <- r
-			}
-		}()
-		select {
-		case r := <-ch:
-			s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
-			return r
-		case <-time.After(5 * time.Second):
+		r := s.recv(5 * time.Second)
+		if r == nil {
 			t.Fatal("no response")
-			return nil
 		}
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
+		return r
 	}
 	endpoints := func(r *discovery.DeltaDiscoveryResponse) (out []string) {
 		for _, res := range r.Resources {

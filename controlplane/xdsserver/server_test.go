@@ -65,10 +65,39 @@ func state(t *testing.T, clusters ...string) *xdscache.State {
 
 var node = &corev3.Node{Id: "n1", Cluster: "g"}
 
-// sotw is a state-of-the-world ADS stream with one goroutine receiving into a channel.
+// inbox is filled by one goroutine receiving from an ADS stream, so a test can wait for a response with a
+// deadline without a receive left running that would swallow the next one.
+type inbox[R any] chan R
+
+func receiveInto[R any](recv func() (R, error)) inbox[R] {
+	ch := make(inbox[R], 16)
+	go func() {
+		defer close(ch)
+		for {
+			r, err := recv()
+			if err != nil {
+				return
+			}
+			ch <- r
+		}
+	}()
+	return ch
+}
+
+// recv returns the next response, or the zero value if none came within the deadline or the stream ended.
+func (in inbox[R]) recv(within time.Duration) R {
+	select {
+	case r := <-in:
+		return r
+	case <-time.After(within):
+		var zero R
+		return zero
+	}
+}
+
 type sotw struct {
 	discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	ch chan *discovery.DiscoveryResponse
+	inbox[*discovery.DiscoveryResponse]
 }
 
 func openSotw(t *testing.T, ctx context.Context, conn *grpc.ClientConn) *sotw {
@@ -77,27 +106,21 @@ func openSotw(t *testing.T, ctx context.Context, conn *grpc.ClientConn) *sotw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &sotw{s, make(chan *discovery.DiscoveryResponse, 16)}
-	go func() {
-		for {
-			r, err := s.Recv()
-			if err != nil {
-				close(st.ch)
-				return
-			}
-			st.ch <- r
-		}
-	}()
-	return st
+	return &sotw{s, receiveInto(s.Recv)}
 }
 
-func (s *sotw) recv(within time.Duration) *discovery.DiscoveryResponse {
-	select {
-	case r := <-s.ch:
-		return r
-	case <-time.After(within):
-		return nil
+type delta struct {
+	discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+	inbox[*discovery.DeltaDiscoveryResponse]
+}
+
+func openDelta(t *testing.T, ctx context.Context, conn *grpc.ClientConn) *delta {
+	t.Helper()
+	s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return &delta{s, receiveInto(s.Recv)}
 }
 
 func names(t *testing.T, r *discovery.DiscoveryResponse) []string {
@@ -199,29 +222,18 @@ func TestDeltaReconnectRemovesWhatWasDeletedMeanwhile(t *testing.T) {
 	cancel()
 
 	f.cache.Publish("g", state(t, "a"))
-	s2, err := client.DeltaAggregatedResources(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openDelta(t, context.Background(), f.conn)
 	s2.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, InitialResourceVersions: known})
-	r2, err := s2.Recv()
-	if err != nil {
-		t.Fatal(err)
+	r2 := s2.recv(5 * time.Second)
+	if r2 == nil {
+		t.Fatal("no response after reconnecting")
 	}
 	if len(r2.Resources) != 0 || !slices.Equal(r2.RemovedResources, []string{"b"}) {
 		t.Fatalf("reconnect: resources %d, removed %v; want nothing resent and b removed", len(r2.Resources), r2.RemovedResources)
 	}
 	// A NACK of a delta response is not answered either.
 	s2.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r2.Nonce, ErrorDetail: &status.Status{Message: "no"}})
-	got := make(chan *discovery.DeltaDiscoveryResponse, 1)
-	go func() {
-		if r, err := s2.Recv(); err == nil {
-			got <- r
-		}
-	}()
-	select {
-	case r := <-got:
+	if r := s2.recv(time.Second); r != nil {
 		t.Fatalf("a NACK was answered: %v", r)
-	case <-time.After(time.Second):
 	}
 }
