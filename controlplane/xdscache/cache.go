@@ -165,14 +165,19 @@ func (c *Cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 		ch <- resp
 		return func() {}, nil
 	}
+	return park(c, g.sotw, &sotwWatch{req: req, sub: sub, ch: ch}), nil
+}
+
+// park keeps a watch until it is answered or its stream cancels it; c.mu is held.
+func park[W any](c *Cache, watches map[int64]W, w W) (cancel func()) {
 	c.nextID++
 	id := c.nextID
-	g.sotw[id] = &sotwWatch{req: req, sub: sub, ch: ch}
+	watches[id] = w
 	return func() {
 		c.mu.Lock()
-		delete(g.sotw, id)
+		delete(watches, id)
 		c.mu.Unlock()
-	}, nil
+	}
 }
 
 // CreateDeltaWatch answers a delta request now if anything differs from what the stream holds, or parks it.
@@ -184,14 +189,7 @@ func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscrip
 		ch <- resp
 		return func() {}, nil
 	}
-	c.nextID++
-	id := c.nextID
-	g.delta[id] = &deltaWatch{req: req, sub: sub, ch: ch}
-	return func() {
-		c.mu.Lock()
-		delete(g.delta, id)
-		c.mu.Unlock()
-	}, nil
+	return park(c, g.delta, &deltaWatch{req: req, sub: sub, ch: ch}), nil
 }
 
 // Fetch (REST xDS) is not offered: Envoys use ADS.
