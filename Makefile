@@ -9,8 +9,9 @@ BIN := $(CURDIR)/bin
 
 FUZZTIME ?= 10m
 
-## run: build, start lbplane + Envoy + 3 sample backends on loopback, push examples/round-robin.yaml, show the spread
-run: tools build
+## run: build, install the pinned Envoy only (the demo needs nothing else), start lbplane + Envoy + 3 sample backends on loopback, push examples/round-robin.yaml, show the spread
+run: build
+	@hack/tools.sh envoy
 	@hack/demo.sh start
 
 ## stop: stop what `make run` started
