@@ -25,6 +25,8 @@ port_free() {
   python3 - "$1" <<'PY'
 import socket, sys
 s = socket.socket()
+# Go and Envoy listen with SO_REUSEADDR, so a port left in TIME_WAIT by the last demo is free to them too.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:
