@@ -26,6 +26,11 @@ type Params struct {
 	// Delta selects incremental xDS (DELTA_GRPC) instead of state of the world (GRPC).
 	Delta          bool
 	AdminPort      int
+	// StatsPort, when not 0, opens a listener that serves only /stats/prometheus and /clusters from admin,
+	// and tells lbplane (in node metadata) where to read endpoint health from. StatsAddress is where it
+	// binds: loopback by default; 0.0.0.0 where lbplane or Prometheus run on another host.
+	StatsPort      int
+	StatsAddress   string
 	MaxConnections int
 	// TLS, when set, makes Envoy connect to lbplane over mTLS with these files (paths on the Envoy's host).
 	TLS *TLS
@@ -65,6 +70,18 @@ func Render(p Params) ([]byte, error) {
 	if p.AdminPort < 0 || p.AdminPort > 65535 {
 		return nil, fmt.Errorf("--admin-port: must be between 0 and 65535, got %d", p.AdminPort)
 	}
+	if p.StatsPort < 0 || p.StatsPort > 65535 {
+		return nil, fmt.Errorf("--stats-port: must be between 0 and 65535, got %d", p.StatsPort)
+	}
+	if p.StatsPort != 0 && p.StatsPort == p.AdminPort {
+		return nil, fmt.Errorf("--stats-port: must differ from --admin-port (%d)", p.AdminPort)
+	}
+	if p.StatsAddress == "" {
+		p.StatsAddress = "127.0.0.1"
+	}
+	if net.ParseIP(p.StatsAddress) == nil {
+		return nil, fmt.Errorf("--stats-address: must be an IP address, got %q", p.StatsAddress)
+	}
 	api := "GRPC"
 	if p.Delta {
 		api = "DELTA_GRPC"
@@ -79,6 +96,6 @@ func Render(p Params) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	err = tmpl.Execute(&buf, map[string]any{"NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
-		"APIType": api, "AdminPort": p.AdminPort, "MaxConnections": p.MaxConnections, "TLS": p.TLS})
+		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections, "TLS": p.TLS})
 	return buf.Bytes(), err
 }

@@ -527,6 +527,10 @@ type Endpoint struct {
 	// state Draining takes the endpoint out of new traffic while its open connections carry on.
 	// Defaults to Active.
 	State EndpointState `json:"state,omitempty"`
+	// zone is where the endpoint runs (Envoy's locality zone), for loadBalancing.zoneFailover. Service
+	// endpoints take theirs from the EndpointSlice.
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
 }
 
 // EndpointState is an endpoint's administrative state.
@@ -585,6 +589,14 @@ type LoadBalancing struct {
 	HashKeys []HashKey `json:"hashKeys,omitempty"`
 	// slowStart (RoundRobin, LeastRequest) ramps a new endpoint's share up over a window.
 	SlowStart *SlowStart `json:"slowStart,omitempty"`
+	// zoneFailover lists zones in order of preference: all traffic goes to the endpoints of the first zone
+	// that has any, and spills to the next as the first one's healthy share drops below about 71 % (Envoy's
+	// priority levels with its default overprovisioning factor of 1.4). Endpoints of unlisted zones come last.
+	// Failover needs to know what is unhealthy: pair it with healthCheck.passive (outlier detection) and,
+	// ideally, healthCheck.active.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	ZoneFailover []string `json:"zoneFailover,omitempty"`
 }
 
 // LeastRequest tunes the LeastRequest algorithm (power of N choices).
@@ -728,6 +740,52 @@ type LoadBalancerPolicyStatus struct {
 	Endpoints EndpointCounts `json:"endpoints,omitempty"`
 	// proxies counts the Envoys of the policy's proxy group.
 	Proxies ProxyCounts `json:"proxies,omitempty"`
+	// backends is what the group's Envoys report of each backend: endpoint health and the last minute's load.
+	// Empty until a proxy with a stats port (lbctl bootstrap --stats-port) has been read.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Backends []BackendStatus `json:"backends,omitempty"`
+	// warnings are lint findings: valid settings that probably do not do what is meant (lbctl lint explains).
+	// +kubebuilder:validation:MaxItems=64
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// BackendStatus is one backend as the proxies see it.
+type BackendStatus struct {
+	// name of the backend (spec.backends[].name; a merged session cluster is named after its route).
+	Name string `json:"name"`
+	// proxies is how many Envoys reported on this backend.
+	Proxies int32 `json:"proxies"`
+	// endpoints counts the endpoints the Envoys have: ejected ones are not receiving traffic on at least one
+	// Envoy (failed health check, outlier detection, draining, ...).
+	Endpoints BackendEndpointCounts `json:"endpoints"`
+	// ejected lists the endpoints not receiving traffic and why (at most 20).
+	// +kubebuilder:validation:MaxItems=20
+	Ejected []EjectedEndpoint `json:"ejected,omitempty"`
+	// requests, errors (5xx responses and connection failures) and latencyP99 cover windowSeconds, at most
+	// the last minute, summed over the proxies.
+	Requests      int64  `json:"requests"`
+	Errors        int64  `json:"errors"`
+	LatencyP99    string `json:"latencyP99,omitempty"`
+	WindowSeconds int32  `json:"windowSeconds,omitempty"`
+}
+
+// BackendEndpointCounts counts a backend's endpoints.
+type BackendEndpointCounts struct {
+	Total   int32 `json:"total"`
+	Healthy int32 `json:"healthy"`
+	Ejected int32 `json:"ejected"`
+}
+
+// EjectedEndpoint is an endpoint that does not receive traffic.
+type EjectedEndpoint struct {
+	// address is ip:port.
+	Address string `json:"address"`
+	// reasons, e.g. "active health check failed", "outlier detection: consecutive 5xx".
+	Reasons []string `json:"reasons"`
+	// proxies is on how many of the reporting Envoys it is ejected.
+	Proxies int32 `json:"proxies"`
 }
 
 // EndpointCounts counts endpoints.

@@ -24,6 +24,7 @@ const (
 	MaxWeight         = 100000
 	MaxChoiceCount    = 100
 	MaxHashKeys       = 8
+	MaxZones          = 16
 	MaxCertificates   = 100
 	maxNameLength     = 253
 	maxStringLength   = 4096
@@ -52,7 +53,9 @@ var (
 		"AES128-GCM-SHA256", "AES256-GCM-SHA384", "AES128-SHA", "AES256-SHA",
 	}
 
-	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	// zoneName is a Kubernetes label value, as topology.kubernetes.io/zone is.
+	zoneName     = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	hostnameRe   = regexp.MustCompile(`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	// RFC 7230 token characters.
@@ -227,12 +230,21 @@ func (v *validator) endpoints(p path, es []Endpoint) {
 		if !oneOf(e.State, supportedEndpointStates) {
 			v.add(ep.child("state"), "%s", unsupported(e.State, supportedEndpointStates))
 		}
+		if e.Zone != "" {
+			v.zone(ep.child("zone"), e.Zone)
+		}
 		key := net.JoinHostPort(e.Address, fmt.Sprint(e.Port))
 		if j, dup := seen[key]; dup {
 			v.add(ep, "duplicate endpoint %s (also at index %d)", key, j)
 		} else {
 			seen[key] = i
 		}
+	}
+}
+
+func (v *validator) zone(p path, z string) {
+	if len(z) > 63 || !zoneName.MatchString(z) {
+		v.add(p, "must be a zone name (letters, digits, '-', '_', '.'; at most 63), got %q", clip(z))
 	}
 }
 
@@ -289,6 +301,18 @@ func (v *validator) loadBalancing(p path, lb *LoadBalancing) {
 	}
 	for i, k := range lb.HashKeys {
 		v.hashKey(p.child("hashKeys").index(i), k)
+	}
+	if len(lb.ZoneFailover) > MaxZones {
+		v.add(p.child("zoneFailover"), "at most %d zones, got %d", MaxZones, len(lb.ZoneFailover))
+	} else {
+		seen := map[string]int{}
+		for i, z := range lb.ZoneFailover {
+			v.zone(p.child("zoneFailover").index(i), z)
+			if j, dup := seen[z]; dup {
+				v.add(p.child("zoneFailover").index(i), "duplicate zone %q (also at index %d)", clip(z), j)
+			}
+			seen[z] = i
+		}
 	}
 	if ss := lb.SlowStart; ss != nil {
 		sp := p.child("slowStart")

@@ -194,6 +194,8 @@ type Cluster struct {
 	Outlier         *Outlier
 	// PanicThreshold in percent; nil keeps Envoy's default.
 	PanicThreshold *float64
+	// ZoneFailover orders zones by preference; each becomes a priority level.
+	ZoneFailover []string
 	HTTP2          bool
 	// MaxRequestsPerConnection 0 means no limit.
 	MaxRequestsPerConnection uint32

@@ -499,6 +499,9 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		agg, _ := strconv.ParseFloat(ss.Aggression, 64)
 		cl.SlowStart = &ir.SlowStart{Window: ss.Window.Duration, Aggression: agg, MinWeightPercent: float64(*ss.MinWeightPercent)}
 	}
+	if len(lb.ZoneFailover) > 0 {
+		cl.ZoneFailover = slices.Clone(lb.ZoneFailover)
+	}
 	var keys []ir.HashKey
 	for _, k := range lb.HashKeys {
 		keys = append(keys, hashKey(k))
@@ -541,7 +544,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		}
 	}
 	for _, e := range b.Endpoints {
-		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining}
+		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone}
 		if hc := cl.HealthCheck; hc != nil {
 			if a := b.HealthCheck.Active; a.Port != nil {
 				ep.HealthCheckPort = uint32(*a.Port)

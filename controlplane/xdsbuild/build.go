@@ -6,6 +6,8 @@ package xdsbuild
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -89,10 +91,12 @@ func mustAny(m proto.Message) *anypb.Any {
 }
 
 // LoadAssignment builds the EDS resource of one backend: one locality per zone, in the order zones first
-// appear (endpoints without a zone share one locality with no zone).
+// appear (endpoints without a zone share one locality with no zone). With zone failover each zone's
+// locality gets the priority of its place in the list, unlisted zones the last one.
 func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
 	byZone := map[string]*endpointv3.LocalityLbEndpoints{}
+	priority := zonePriorities(c)
 	for _, e := range c.Endpoints {
 		ep := &endpointv3.Endpoint{Address: socketAddress(e.Address, e.Port)}
 		if e.HealthCheckPort != 0 || e.HealthCheckHost != "" {
@@ -112,12 +116,37 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 			if e.Zone != "" {
 				loc.Locality = &corev3.Locality{Zone: e.Zone}
 			}
+			loc.Priority = priority[e.Zone]
 			byZone[e.Zone] = loc
 			cla.Endpoints = append(cla.Endpoints, loc)
 		}
 		loc.LbEndpoints = append(loc.LbEndpoints, lb)
 	}
 	return cla
+}
+
+// zonePriorities maps each zone of the cluster's endpoints to a priority level. Envoy wants the levels it
+// is given to run from 0 without gaps, so listed zones without endpoints take no level.
+func zonePriorities(c *ir.Cluster) map[string]uint32 {
+	if len(c.ZoneFailover) == 0 {
+		return nil
+	}
+	rank := func(zone string) int {
+		if i := slices.Index(c.ZoneFailover, zone); i >= 0 {
+			return i
+		}
+		return len(c.ZoneFailover)
+	}
+	present := map[int]bool{}
+	for _, e := range c.Endpoints {
+		present[rank(e.Zone)] = true
+	}
+	levels := slices.Sorted(maps.Keys(present))
+	out := map[string]uint32{}
+	for _, e := range c.Endpoints {
+		out[e.Zone] = uint32(slices.Index(levels, rank(e.Zone)))
+	}
+	return out
 }
 
 func socketAddress(addr string, port uint32) *corev3.Address {

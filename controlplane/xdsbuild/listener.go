@@ -92,8 +92,9 @@ func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 	}
 	filters = append(filters, &hcmv3.HttpFilter{
 		Name: "envoy.filters.http.router",
-		// Dynamic stats add per-request stat lookups (per virtual cluster, per zone) nobody reads here.
-		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{DynamicStats: wrapperspb.Bool(false)})},
+		// Dynamic stats stay on: upstream_rq_time and the per-status counters are what lbplane reports as each
+		// backend's latency and errors.
+		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})},
 	})
 	return &hcmv3.HttpConnectionManager{
 		StatPrefix: l.Name,

@@ -34,6 +34,8 @@ func newBootstrap() *cobra.Command {
 	f.StringVar(&p.XDS, "xds-address", "127.0.0.1:18000", "lbplane xDS address")
 	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
 	f.IntVar(&p.AdminPort, "admin-port", 19000, "Envoy admin port (bound to 127.0.0.1 only)")
+	f.IntVar(&p.StatsPort, "stats-port", 19001, "port serving Prometheus stats and endpoint health read-only (0: none)")
+	f.StringVar(&p.StatsAddress, "stats-address", "127.0.0.1", "address of the stats port; 0.0.0.0 when lbplane or Prometheus run elsewhere")
 	f.IntVar(&p.MaxConnections, "max-connections", 100000, "Envoy's global limit on downstream connections")
 	f.StringVar(&tls.Cert, "xds-tls-cert", "", "this Envoy's client certificate for xDS over mTLS (CN = node id, OU = proxy group)")
 	f.StringVar(&tls.Key, "xds-tls-key", "", "its private key")
