@@ -196,7 +196,7 @@ type Cluster struct {
 	PanicThreshold *float64
 	// ZoneFailover orders zones by preference; each becomes a priority level.
 	ZoneFailover []string
-	HTTP2          bool
+	HTTP2        bool
 	// MaxRequestsPerConnection 0 means no limit.
 	MaxRequestsPerConnection uint32
 	IdleTimeout              *time.Duration

@@ -85,8 +85,8 @@ func (r *reporter) write(ctx context.Context, name string) error {
 	return c.Update(ctx, lease)
 }
 
-// allProxies returns the proxies of every live replica; without a namespace to report in, this replica's.
-func (s *Source) allProxies(ctx context.Context) []xdsserver.ProxyStatus {
+// AllProxies returns the proxies of every live replica; without a namespace to report in, this replica's.
+func (s *Source) AllProxies(ctx context.Context) []xdsserver.ProxyStatus {
 	if s.LeaderElectionNamespace == "" {
 		return s.Tracker.Proxies()
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -42,6 +43,10 @@ type Source struct {
 	Debounce time.Duration
 	// StatusInterval is the least time between two status writes of one policy.
 	StatusInterval time.Duration
+	// Health, when set, is what the Envoys report of each backend. A change in endpoint health is written
+	// at once; requests, errors and latency, which change all the time, at most every LoadStatusInterval.
+	Health             func() proxystats.Health
+	LoadStatusInterval time.Duration
 	// LeaderElectionNamespace, when set, elects one replica (a Lease there) to write status; every replica
 	// serves xDS either way.
 	LeaderElectionNamespace string
@@ -74,6 +79,9 @@ func (s *Source) Start() error {
 	}
 	if s.StatusInterval == 0 {
 		s.StatusInterval = time.Second
+	}
+	if s.LoadStatusInterval == 0 {
+		s.LoadStatusInterval = time.Minute
 	}
 	opts := ctrl.Options{
 		Scheme:                 Scheme(),

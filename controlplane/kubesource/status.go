@@ -11,13 +11,18 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // statusWriter writes each policy's status, on the leader only, at most every StatusInterval, and only when
 // something other than a transition time changed.
-type statusWriter struct{ s *Source }
+type statusWriter struct {
+	s *Source
+	// loadWritten is when each policy's load figures were last written.
+	loadWritten map[translate.Key]time.Time
+}
 
 // NeedLeaderElection makes the manager run the writer on the elected replica only.
 func (w *statusWriter) NeedLeaderElection() bool { return true }
@@ -45,7 +50,14 @@ func (w *statusWriter) Start(ctx context.Context) error {
 func (w *statusWriter) writeAll(ctx context.Context) {
 	s := w.s
 	res, origin := s.Engine.Result()
-	proxies := s.allProxies(ctx)
+	proxies := s.AllProxies(ctx)
+	var health proxystats.Health
+	if s.Health != nil {
+		health = s.Health()
+	}
+	if w.loadWritten == nil {
+		w.loadWritten = map[translate.Key]time.Time{}
+	}
 	var list v1alpha1.LoadBalancerPolicyList
 	if err := s.mgr.GetCache().List(ctx, &list); err != nil {
 		return
@@ -58,7 +70,11 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		if pr == nil || origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
 			continue // not translated from this generation yet
 		}
-		next := policystatus.Compute(pr, proxies, now)
+		next := policystatus.Compute(pr, proxies, health, now)
+		fresh := now.Sub(w.loadWritten[k]) < s.LoadStatusInterval
+		if fresh {
+			keepLoad(&next, &p.Status)
+		}
 		// Keep transition times of conditions whose status did not change.
 		for j := range next.Conditions {
 			if old := meta.FindStatusCondition(p.Status.Conditions, next.Conditions[j].Type); old != nil && old.Status == next.Conditions[j].Status {
@@ -75,6 +91,21 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		updated.Status = next
 		if err := s.mgr.GetClient().Status().Update(ctx, updated); err != nil && !apierrors.IsConflict(err) {
 			s.Log.Warn("writing status", "policy", k.String(), "error", err)
+		} else if err == nil && !fresh {
+			w.loadWritten[k] = now.Time
+		}
+	}
+}
+
+// keepLoad puts the written requests, errors and latency back into next, so that only a health change
+// makes a write before the load figures are due again.
+func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
+	for i := range next.Backends {
+		b := &next.Backends[i]
+		for _, o := range old.Backends {
+			if o.Name == b.Name {
+				b.Requests, b.Errors, b.LatencyP99, b.WindowSeconds = o.Requests, o.Errors, o.LatencyP99, o.WindowSeconds
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -23,12 +24,31 @@ const (
 	ReasonPending     = "Pending"
 )
 
-// Compute returns the status of one policy.
-func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
-	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Conditions: r.Conditions(now)}
+// Compute returns the status of one policy. health (what the Envoys report of each backend) may be nil.
+func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
+	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Conditions: r.Conditions(now), Warnings: r.Warnings}
 	st.Endpoints.Total = r.Endpoints
-	// Draining endpoints are not healthy; active health results are not reported back yet.
+	// Until an Envoy reports, only draining endpoints are known not to be healthy.
 	st.Endpoints.Healthy = r.HealthyEndpoints
+	prefix := r.Key.Namespace + "/" + r.Key.Name + "/"
+	healthy, reported := int32(0), 0
+	for _, c := range r.Clusters {
+		name := strings.TrimPrefix(c, prefix)
+		b, ok := health.Backend(r.ProxyGroup, c, name)
+		if !ok {
+			continue
+		}
+		st.Backends = append(st.Backends, b)
+		// A session cluster merges a route's backends ("<route>/session"); its endpoints are counted
+		// under those backends already.
+		if !strings.Contains(name, "/") {
+			healthy += b.Endpoints.Healthy
+			reported++
+		}
+	}
+	if reported > 0 && reported == countBackends(r.Clusters, prefix) {
+		st.Endpoints.Healthy = min(healthy, st.Endpoints.Total)
+	}
 	var nacks []string
 	for _, p := range proxies {
 		if p.Group != r.ProxyGroup {
@@ -66,6 +86,16 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, now met
 	}
 	st.Conditions = append(st.Conditions, prog)
 	return st
+}
+
+func countBackends(clusters []string, prefix string) int {
+	n := 0
+	for _, c := range clusters {
+		if !strings.Contains(strings.TrimPrefix(c, prefix), "/") {
+			n++
+		}
+	}
+	return n
 }
 
 // mentionsAny reports whether msg names one of the resources as a whole word: "http-80" is not named by a

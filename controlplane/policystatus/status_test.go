@@ -25,7 +25,7 @@ func TestProgrammed(t *testing.T) {
 	r := &translate.PolicyResult{Accepted: true, ProxyGroup: "g", Listener: "http-80", Clusters: []string{"ns/p/a"}, Generation: 4}
 	now := metav1.Now()
 	prog := func(ps ...xdsserver.ProxyStatus) metav1.Condition {
-		st := Compute(r, ps, now)
+		st := Compute(r, ps, nil, now)
 		return st.Conditions[len(st.Conditions)-1]
 	}
 	if c := prog(); c.Reason != ReasonNoProxies || c.Status != metav1.ConditionFalse {

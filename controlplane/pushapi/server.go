@@ -28,6 +28,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -70,6 +71,8 @@ type Server struct {
 	Tracker *xdsserver.Tracker
 	Token   string
 	Log     *slog.Logger
+	// Health, when set, is what the Envoys report of each backend.
+	Health func() proxystats.Health
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
 	ReadOnly string
 	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
@@ -392,6 +395,10 @@ func (s *Server) Load() error {
 func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 	res, origin := s.Engine.Result()
 	proxies := s.Tracker.Proxies()
+	var health proxystats.Health
+	if s.Health != nil {
+		health = s.Health()
+	}
 	now := metav1.NewTime(s.now())
 	var out []*v1alpha1.LoadBalancerPolicy
 	for _, src := range []string{engine.SourceKubernetes, engine.SourceConfigDir, engine.SourceStore} {
@@ -406,7 +413,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 			}
 			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
 			if pr := res.Policies[k]; pr != nil {
-				v.Status = policystatus.Compute(pr, proxies, now)
+				v.Status = policystatus.Compute(pr, proxies, health, now)
 			}
 			out = append(out, &v)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
@@ -53,6 +54,11 @@ type Config struct {
 	AllowCrossNamespaceRefs bool
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
+	// ProxyStatsInterval is how often each Envoy's stats port is read for backend health and load; 0 turns
+	// reading off.
+	ProxyStatsInterval time.Duration
+	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
+	LoadStatusInterval time.Duration
 }
 
 // TokenFile is where the push API token lives in the data directory.
@@ -108,6 +114,14 @@ func Run(ctx context.Context, cfg Config) error {
 	eng := engine.New(cache, cfg.Log)
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
 	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log, RateLimit: cfg.APIRateLimit}
+	var poller *proxystats.Poller
+	if cfg.ProxyStatsInterval > 0 {
+		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
+			Proxies: func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() },
+			// Never through an HTTP proxy from the environment: the Envoys are reached directly.
+			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
+		api.Health = poller.Health
+	}
 
 	// Load every source before opening the xDS port.
 	var watcher *configdir.Watcher
@@ -124,6 +138,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
 		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace}
+		if poller != nil {
+			// The status writer speaks for every replica's Envoys, so each replica reads them all.
+			poller.Proxies = kube.AllProxies
+			kube.Health, kube.LoadStatusInterval = poller.Health, cfg.LoadStatusInterval
+		}
 		if err := kube.Start(); err != nil {
 			return fmt.Errorf("kubernetes: %w", err)
 		}
@@ -182,6 +201,9 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
+	}
+	if poller != nil {
+		g.Go(func() error { poller.Run(ctx); return nil })
 	}
 	g.Go(func() error {
 		// Certificates and CA bundles are re-read so that a rotated certificate reaches Envoy (over SDS)

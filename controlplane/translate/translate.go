@@ -57,6 +57,8 @@ type PolicyResult struct {
 	Endpoints int32
 	// HealthyEndpoints leaves out draining (terminating) endpoints.
 	HealthyEndpoints int32
+	// Warnings are lint findings on an accepted policy (see package lint).
+	Warnings []string
 	// Resources names the Envoy resources this policy contributes to, for status and explain.
 	Listener string
 	Clusters []string

@@ -5,6 +5,7 @@ package xdsserver
 import (
 	"context"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/lbplane/lbplane/controlplane/xdscache"
@@ -49,6 +51,10 @@ type ProxyStatus struct {
 	Version     string    `json:"version"` // the config version it last acknowledged
 	Current     string    `json:"currentVersion"`
 	Message     string    `json:"message,omitempty"`
+	// Address is the IP the Envoy connects from; StatsPort, from its node metadata (lbctl bootstrap
+	// --stats-port), is where it serves stats and endpoint health there.
+	Address   string `json:"address,omitempty"`
+	StatsPort int    `json:"statsPort,omitempty"`
 	// Responses counts the responses sent on the stream.
 	Responses int64        `json:"responses"`
 	Types     []TypeStatus `json:"types"`
@@ -57,6 +63,7 @@ type ProxyStatus struct {
 type stream struct {
 	// identity, when the stream came over mTLS, is what its client certificate allows.
 	identity    *Identity
+	address     string
 	api         string
 	node        *corev3.Node
 	connectedAt time.Time
@@ -94,6 +101,11 @@ func (t *Tracker) open(ctx context.Context, id int64, api string) {
 	s := &stream{api: api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
 	if ident, ok := identityOf(ctx); ok {
 		s.identity = &ident
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+			s.address = host
+		}
 	}
 	t.streams[id] = s
 	t.notify()
@@ -178,6 +190,18 @@ func (t *Tracker) response(id int64, typeURL, nonce, version string, resources i
 	t.notify()
 }
 
+// StatsPortKey is the node metadata field lbctl bootstrap sets to the Envoy's stats port.
+const StatsPortKey = "lbplane.io/stats-port"
+
+// StatsPortOf returns the node's stats port, or 0.
+func StatsPortOf(n *corev3.Node) int {
+	v := n.GetMetadata().GetFields()[StatsPortKey].GetNumberValue()
+	if v < 1 || v > 65535 || v != float64(int(v)) {
+		return 0
+	}
+	return int(v)
+}
+
 func shortType(u string) string { return u[strings.LastIndex(u, ".")+1:] }
 
 // Proxies returns the status of every connected Envoy, sorted by node id.
@@ -196,7 +220,8 @@ func (t *Tracker) proxies() []ProxyStatus {
 		g := xdscache.GroupOf(s.node)
 		current, _ := t.cache.State(g)
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
-			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses}
+			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
+			Address: s.address, StatsPort: StatsPortOf(s.node)}
 		latestSent := ""
 		for _, ts := range s.types {
 			p.Types = append(p.Types, *ts)

@@ -1,0 +1,266 @@
+// Package proxystats reads what each connected Envoy knows of its backends (endpoint health, requests,
+// errors, latency) from the read-only stats port of the bootstrap lbplane renders, and sums it up per
+// backend over the last minute.
+//
+// Why admin's /clusters and /stats/prometheus rather than a push mechanism: /clusters carries each
+// endpoint's health flags (failed active check, outlier ejection, draining, pending first check), which is
+// exactly what Envoy balances on. LRS reports load per endpoint but neither health nor latency; Envoy 1.40's
+// only health-check and outlier event sinks write to local files; HDS would run checks of its own beside the
+// cluster's. Outlier ejections are attributed to a detector (consecutive 5xx, success rate, ...) by which
+// ejections_enforced_* counter moved when the endpoint was ejected.
+package proxystats
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Host is one endpoint of a cluster as one Envoy sees it.
+type Host struct {
+	Address string
+	// Reasons why it takes no new traffic; empty when it does.
+	Reasons []string
+	// Outlier is set while outlier detection has it ejected.
+	Outlier bool
+	// Total and Errors are Envoy's cumulative rq_total and rq_error for the host.
+	Total, Errors uint64
+}
+
+// Bucket is one cumulative upstream_rq_time bucket: Count requests took at most UpperMs.
+type Bucket struct {
+	UpperMs float64
+	Count   uint64
+}
+
+// Cluster is one Envoy's view of one cluster.
+type Cluster struct {
+	Hosts []Host
+	// Latency holds upstream_rq_time's cumulative buckets, ordered by bound, the last one +Inf.
+	Latency []Bucket
+	// Ejections counts enforced outlier ejections by detector (consecutive_5xx, success_rate, ...).
+	Ejections map[string]uint64
+}
+
+// Sample is everything read from one Envoy at one time.
+type Sample struct {
+	At       time.Time
+	Clusters map[string]*Cluster
+}
+
+// count is a JSON number that Envoy may print as a string (protojson's uint64).
+type count uint64
+
+func (c *count) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	v, err := strconv.ParseUint(s, 10, 64)
+	*c = count(v)
+	return err
+}
+
+type clustersJSON struct {
+	ClusterStatuses []struct {
+		Name         string `json:"name"`
+		HostStatuses []struct {
+			Address struct {
+				SocketAddress struct {
+					Address   string `json:"address"`
+					PortValue uint32 `json:"port_value"`
+				} `json:"socket_address"`
+			} `json:"address"`
+			Stats []struct {
+				Name  string `json:"name"`
+				Value count  `json:"value"`
+			} `json:"stats"`
+			HealthStatus map[string]any `json:"health_status"`
+		} `json:"host_statuses"`
+	} `json:"cluster_statuses"`
+}
+
+// healthFlags maps admin's health_status flags to what a user reads, most telling first.
+var healthFlags = []struct{ key, reason string }{
+	{"failed_active_health_check", "active health check failed"},
+	{"active_hc_timeout", "active health check timed out"},
+	{"failed_outlier_check", "outlier detection"},
+	{"excluded_via_immediate_hc_fail", "asked to be removed (x-envoy-immediate-health-check-fail)"},
+	{"pending_active_hc", "waiting for its first health check"},
+	{"pending_dynamic_removal", "being removed"},
+}
+
+// ParseClusters reads admin's /clusters?format=json.
+func ParseClusters(b []byte) (map[string]*Cluster, error) {
+	var doc clustersJSON
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("/clusters: %w", err)
+	}
+	out := make(map[string]*Cluster, len(doc.ClusterStatuses))
+	for _, cs := range doc.ClusterStatuses {
+		c := &Cluster{}
+		for _, hs := range cs.HostStatuses {
+			sa := hs.Address.SocketAddress
+			h := Host{Address: net.JoinHostPort(sa.Address, strconv.Itoa(int(sa.PortValue)))}
+			for _, st := range hs.Stats {
+				switch st.Name {
+				case "rq_total":
+					h.Total = uint64(st.Value)
+				case "rq_error":
+					h.Errors = uint64(st.Value)
+				}
+			}
+			for _, f := range healthFlags {
+				if set, _ := hs.HealthStatus[f.key].(bool); set {
+					h.Reasons = append(h.Reasons, f.reason)
+					h.Outlier = h.Outlier || f.key == "failed_outlier_check"
+				}
+			}
+			switch eds, _ := hs.HealthStatus["eds_health_status"].(string); eds {
+			case "", "HEALTHY", "UNKNOWN":
+			case "DRAINING":
+				h.Reasons = append(h.Reasons, "draining")
+			default:
+				h.Reasons = append(h.Reasons, "control plane says "+strings.ToLower(eds))
+			}
+			c.Hosts = append(c.Hosts, h)
+		}
+		out[cs.Name] = c
+	}
+	return out, nil
+}
+
+// StatsFilter is the regular expression lbplane asks /stats/prometheus to filter on: the latency histogram
+// and the enforced-ejection counters, instead of every stat of every cluster.
+const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_)`
+
+const (
+	latencyFamily   = "envoy_cluster_upstream_rq_time"
+	ejectionsPrefix = "envoy_cluster_outlier_detection_ejections_enforced_"
+	clusterLabel    = "envoy_cluster_name"
+)
+
+// ParseStats reads /stats/prometheus into clusters (adding to those /clusters returned).
+func ParseStats(b []byte, clusters map[string]*Cluster) error {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("/stats/prometheus: %w", err)
+	}
+	get := func(name string) *Cluster {
+		c := clusters[name]
+		if c == nil {
+			c = &Cluster{}
+			clusters[name] = c
+		}
+		return c
+	}
+	for name, fam := range families {
+		for _, m := range fam.GetMetric() {
+			cluster := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == clusterLabel {
+					cluster = l.GetValue()
+				}
+			}
+			if cluster == "" {
+				continue
+			}
+			switch {
+			case name == latencyFamily && m.GetHistogram() != nil:
+				var bs []Bucket
+				for _, b := range m.GetHistogram().GetBucket() {
+					bs = append(bs, Bucket{UpperMs: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+				}
+				bs = append(bs, Bucket{UpperMs: math.Inf(1), Count: m.GetHistogram().GetSampleCount()})
+				slices.SortStableFunc(bs, func(a, b Bucket) int { return cmpFloat(a.UpperMs, b.UpperMs) })
+				get(cluster).Latency = bs
+			case strings.HasPrefix(name, ejectionsPrefix) && name != ejectionsPrefix+"total" && m.GetCounter() != nil:
+				c := get(cluster)
+				if c.Ejections == nil {
+					c.Ejections = map[string]uint64{}
+				}
+				c.Ejections[strings.TrimPrefix(name, ejectionsPrefix)] = uint64(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Attribute names the outlier detector behind each ejected host of cur: the one whose enforced-ejection
+// counter moved since prev, when the host was not ejected in prev; otherwise what prev said. A host ejected
+// in the first sample, or when no counter moved, keeps the plain "outlier detection".
+func Attribute(prev, cur *Sample) {
+	for name, c := range cur.Clusters {
+		var pc *Cluster
+		if prev != nil {
+			pc = prev.Clusters[name]
+		}
+		for i := range c.Hosts {
+			h := &c.Hosts[i]
+			if !h.Outlier {
+				continue
+			}
+			detail := ""
+			if ph := findHost(pc, h.Address); ph != nil && ph.Outlier {
+				detail = outlierReason(ph.Reasons)
+			} else if pc != nil {
+				var moved []string
+				for kind, n := range c.Ejections {
+					if n > pc.Ejections[kind] {
+						moved = append(moved, strings.ReplaceAll(kind, "_", " "))
+					}
+				}
+				slices.Sort(moved)
+				if len(moved) > 0 {
+					detail = "outlier detection: " + strings.Join(moved, " or ")
+				}
+			}
+			if detail == "" {
+				continue
+			}
+			for j, r := range h.Reasons {
+				if r == "outlier detection" {
+					h.Reasons[j] = detail
+				}
+			}
+		}
+	}
+}
+
+func findHost(c *Cluster, addr string) *Host {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Hosts {
+		if c.Hosts[i].Address == addr {
+			return &c.Hosts[i]
+		}
+	}
+	return nil
+}
+
+func outlierReason(reasons []string) string {
+	for _, r := range reasons {
+		if strings.HasPrefix(r, "outlier detection") {
+			return r
+		}
+	}
+	return ""
+}

@@ -1,0 +1,193 @@
+package proxystats
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// maxBody bounds one answer: /clusters of a few thousand endpoints is a few MiB.
+const maxBody = 32 << 20
+
+// Poller reads every proxy's stats port every Interval and keeps Window of history per proxy.
+type Poller struct {
+	// Proxies lists the Envoys to read: those with a stats port.
+	Proxies  func(context.Context) []xdsserver.ProxyStatus
+	Interval time.Duration
+	Window   time.Duration
+	Client   *http.Client
+	Log      *slog.Logger
+
+	mu      sync.Mutex
+	proxies map[string]*proxy
+}
+
+type proxy struct {
+	group   string
+	samples []*Sample
+	err     string
+}
+
+// Target is the base URL of a proxy's stats port, or "" when it has none.
+func Target(p xdsserver.ProxyStatus) string {
+	if p.StatsPort == 0 || p.Address == "" {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(p.Address, strconv.Itoa(p.StatsPort))
+}
+
+// Run polls until ctx ends.
+func (p *Poller) Run(ctx context.Context) {
+	t := time.NewTicker(p.Interval)
+	defer t.Stop()
+	for {
+		p.PollOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// PollOnce reads every proxy once, at most 16 at a time, and forgets proxies that are gone.
+func (p *Poller) PollOnce(ctx context.Context) {
+	type job struct{ key, group, base string }
+	var jobs []job
+	seen := map[string]bool{}
+	for _, ps := range p.Proxies(ctx) {
+		base := Target(ps)
+		if base == "" {
+			continue
+		}
+		key := ps.NodeID + " " + base
+		if !seen[key] {
+			seen[key] = true
+			jobs = append(jobs, job{key, ps.Group, base})
+		}
+	}
+	p.mu.Lock()
+	if p.proxies == nil {
+		p.proxies = map[string]*proxy{}
+	}
+	for k := range p.proxies {
+		if !seen[k] {
+			delete(p.proxies, k)
+		}
+	}
+	p.mu.Unlock()
+
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s, err := p.read(ctx, j.base)
+			p.add(j.key, j.group, s, err)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *Poller) add(key, group string, s *Sample, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	px := p.proxies[key]
+	if px == nil {
+		px = &proxy{group: group}
+		p.proxies[key] = px
+	}
+	px.group = group
+	if err != nil {
+		if px.err != err.Error() {
+			p.Log.Warn("reading a proxy's stats port", "proxy", key, "error", err)
+		}
+		px.err = err.Error()
+		return
+	}
+	px.err = ""
+	var prev *Sample
+	if n := len(px.samples); n > 0 {
+		prev = px.samples[n-1]
+	}
+	Attribute(prev, s)
+	px.samples = append(px.samples, s)
+	// Keep one sample older than the window, so that the window is covered from its start.
+	cut := 0
+	for i, old := range px.samples {
+		if s.At.Sub(old.At) > p.Window {
+			cut = i
+		}
+	}
+	px.samples = px.samples[cut:]
+}
+
+func (p *Poller) read(ctx context.Context, base string) (*Sample, error) {
+	at := time.Now()
+	cb, err := p.get(ctx, base+"/clusters?format=json")
+	if err != nil {
+		return nil, err
+	}
+	clusters, err := ParseClusters(cb)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := p.get(ctx, base+"/stats/prometheus?usedonly&filter="+url.QueryEscape(StatsFilter))
+	if err != nil {
+		return nil, err
+	}
+	if err := ParseStats(sb, clusters); err != nil {
+		return nil, err
+	}
+	return &Sample{At: at, Clusters: clusters}, nil
+}
+
+func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return b, nil
+}
+
+// Health sums up what every proxy reported. Proxies whose last read failed, or is older than three
+// intervals, are left out: their view is stale.
+func (p *Poller) Health() Health {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var hs []History
+	for _, px := range p.proxies {
+		n := len(px.samples)
+		if px.err != "" || n == 0 || time.Since(px.samples[n-1].At) > 3*p.Interval {
+			continue
+		}
+		hs = append(hs, History{Group: px.group, Samples: px.samples})
+	}
+	return Summarize(hs, p.Window)
+}

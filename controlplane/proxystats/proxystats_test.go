@@ -1,0 +1,160 @@
+package proxystats
+
+import (
+	"math"
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The fixtures were read from Envoy 1.40 with examples/health-checks.yaml after 127.0.0.1:18082 stopped.
+func readFixtures(t *testing.T) map[string]*Cluster {
+	t.Helper()
+	cb, err := os.ReadFile("testdata/clusters.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusters, err := ParseClusters(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := os.ReadFile("testdata/stats.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ParseStats(sb, clusters); err != nil {
+		t.Fatal(err)
+	}
+	return clusters
+}
+
+func TestParseRealEnvoyOutput(t *testing.T) {
+	c := readFixtures(t)["default/health/app"]
+	if c == nil || len(c.Hosts) != 3 {
+		t.Fatalf("want 3 hosts of default/health/app, got %+v", c)
+	}
+	down := findHost(c, "127.0.0.1:18082")
+	if down == nil || !down.Outlier || !slices.Equal(down.Reasons, []string{"active health check failed", "outlier detection"}) {
+		t.Errorf("18082: %+v", down)
+	}
+	if up := findHost(c, "127.0.0.1:18081"); up == nil || len(up.Reasons) != 0 || up.Total == 0 {
+		t.Errorf("18081 should be healthy and have served requests: %+v", up)
+	}
+	if c.Ejections["consecutive_gateway_failure"] != 1 {
+		t.Errorf("ejections: %v", c.Ejections)
+	}
+	if _, ok := c.Ejections["total"]; ok {
+		t.Error("the total is not a detector")
+	}
+	if n := len(c.Latency); n < 2 || !math.IsInf(c.Latency[n-1].UpperMs, 1) || c.Latency[n-1].Count == 0 {
+		t.Errorf("latency buckets: %+v", c.Latency)
+	}
+}
+
+func TestParseRejectsGarbage(t *testing.T) {
+	if _, err := ParseClusters([]byte("<html>")); err == nil {
+		t.Error("ParseClusters accepted HTML")
+	}
+	if err := ParseStats([]byte("not a metric line {"), map[string]*Cluster{}); err == nil {
+		t.Error("ParseStats accepted garbage")
+	}
+}
+
+func sample(at time.Time, hosts []Host, ej map[string]uint64, lat []Bucket) *Sample {
+	return &Sample{At: at, Clusters: map[string]*Cluster{"ns/p/app": {Hosts: hosts, Ejections: ej, Latency: lat}}}
+}
+
+func TestAttributeNamesTheDetectorThatMoved(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	prev := sample(t0, []Host{{Address: "a:1"}}, map[string]uint64{"consecutive_5xx": 2, "success_rate": 1}, nil)
+	cur := sample(t0.Add(2*time.Second), []Host{{Address: "a:1", Outlier: true, Reasons: []string{"outlier detection"}}},
+		map[string]uint64{"consecutive_5xx": 3, "success_rate": 1}, nil)
+	Attribute(prev, cur)
+	if got := cur.Clusters["ns/p/app"].Hosts[0].Reasons; !slices.Equal(got, []string{"outlier detection: consecutive 5xx"}) {
+		t.Fatalf("reasons: %v", got)
+	}
+	// Still ejected later, after another detector fired for some other host: the reason stays.
+	next := sample(t0.Add(4*time.Second), []Host{{Address: "a:1", Outlier: true, Reasons: []string{"outlier detection"}}},
+		map[string]uint64{"consecutive_5xx": 3, "success_rate": 2}, nil)
+	Attribute(cur, next)
+	if got := next.Clusters["ns/p/app"].Hosts[0].Reasons; !slices.Equal(got, []string{"outlier detection: consecutive 5xx"}) {
+		t.Fatalf("reasons after: %v", got)
+	}
+	// Ejected in the very first sample: no counter history, the plain reason stays.
+	first := sample(t0, []Host{{Address: "a:1", Outlier: true, Reasons: []string{"outlier detection"}}}, map[string]uint64{"success_rate": 1}, nil)
+	Attribute(nil, first)
+	if got := first.Clusters["ns/p/app"].Hosts[0].Reasons; !slices.Equal(got, []string{"outlier detection"}) {
+		t.Fatalf("first sample: %v", got)
+	}
+}
+
+func buckets(counts ...uint64) []Bucket {
+	bounds := []float64{1, 10, 100, math.Inf(1)}
+	var out []Bucket
+	for i, c := range counts {
+		out = append(out, Bucket{UpperMs: bounds[i], Count: c})
+	}
+	return out
+}
+
+func TestSummarizeWindowAndProxies(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	// Proxy 1: 90 s of history; only the last minute counts.
+	p1 := History{Group: "g", Samples: []*Sample{
+		sample(t0, []Host{{Address: "a:1", Total: 1000, Errors: 100}}, nil, buckets(500, 1000, 1000, 1000)),
+		sample(t0.Add(30*time.Second), []Host{{Address: "a:1", Total: 1100, Errors: 100}, {Address: "b:1", Total: 10}}, nil, buckets(600, 1110, 1110, 1110)),
+		sample(t0.Add(90*time.Second), []Host{{Address: "a:1", Total: 1300, Errors: 105},
+			{Address: "b:1", Total: 50, Reasons: []string{"active health check failed"}}}, nil, buckets(700, 1340, 1350, 1350)),
+	}}
+	// Proxy 2 restarted: its counters went back; what it has now counts in full.
+	p2 := History{Group: "g", Samples: []*Sample{
+		sample(t0.Add(60*time.Second), []Host{{Address: "a:1", Total: 500, Errors: 5}}, nil, buckets(10, 10, 10, 10)),
+		sample(t0.Add(90*time.Second), []Host{{Address: "a:1", Total: 20, Errors: 1}, {Address: "b:1"}}, nil, buckets(5, 20, 20, 20)),
+	}}
+	h := Summarize([]History{p1, p2}, time.Minute)
+	b, ok := h.Backend("g", "ns/p/app", "app")
+	if !ok {
+		t.Fatal("no backend")
+	}
+	// p1: a 200 + b 40 over 60 s; p2: 20 (restart).
+	if b.Requests != 260 || b.Errors != 6 {
+		t.Errorf("requests %d errors %d, want 260 and 6", b.Requests, b.Errors)
+	}
+	if b.Proxies != 2 || b.Endpoints.Total != 2 || b.Endpoints.Healthy != 1 || b.Endpoints.Ejected != 1 {
+		t.Errorf("counts: %+v proxies %d", b.Endpoints, b.Proxies)
+	}
+	if len(b.Ejected) != 1 || b.Ejected[0].Address != "b:1" || b.Ejected[0].Proxies != 1 {
+		t.Errorf("ejected: %+v", b.Ejected)
+	}
+	if b.WindowSeconds != 60 {
+		t.Errorf("window %d", b.WindowSeconds)
+	}
+	// Latency over the window: p1 adds (100, 230, 240, 240), p2 (5, 20, 20, 20) in full. Of 260 requests
+	// the 257.4th falls in (10ms, 100ms], 7.4 of its 10: 10 + 90 * 0.74 = 76.6ms.
+	if b.LatencyP99 != "77ms" {
+		t.Errorf("p99 %q, want 77ms", b.LatencyP99)
+	}
+	if _, ok := h.Backend("other", "ns/p/app", "app"); ok {
+		t.Error("a group without proxies reported a backend")
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	for _, c := range []struct {
+		bs   []Bucket
+		q    float64
+		want string
+	}{
+		{nil, 0.99, ""},
+		{buckets(0, 0, 0, 0), 0.99, ""},
+		{buckets(100, 100, 100, 100), 0.99, "1ms"},
+		{buckets(0, 100, 100, 100), 0.5, "5.5ms"},
+		{buckets(0, 0, 50, 100), 0.99, ">100ms"},
+		{buckets(0, 0, 100, 100), 0.99, "99ms"},
+	} {
+		if got := Quantile(c.bs, c.q); got != c.want {
+			t.Errorf("Quantile(%v, %v) = %q, want %q", c.bs, c.q, got, c.want)
+		}
+	}
+}

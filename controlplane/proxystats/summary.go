@@ -1,0 +1,218 @@
+package proxystats
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// MaxEjectedListed bounds the endpoints a backend's status lists by name.
+const MaxEjectedListed = 20
+
+// History is what was read from one Envoy, oldest sample first.
+type History struct {
+	Group   string
+	Samples []*Sample
+}
+
+// Health is, per proxy group and cluster name, what the group's Envoys report.
+type Health map[string]map[string]v1alpha1.BackendStatus
+
+// Backend returns one cluster's status, named name.
+func (h Health) Backend(group, cluster, name string) (v1alpha1.BackendStatus, bool) {
+	b, ok := h[group][cluster]
+	b.Name = name
+	return b, ok
+}
+
+type acc struct {
+	proxies   int32
+	hosts     map[string]bool
+	ejected   map[string]*ejected
+	requests  uint64
+	errors    uint64
+	latency   []Bucket
+	windowSec float64
+}
+
+type ejected struct {
+	reasons []string
+	proxies int32
+}
+
+// Summarize sums each Envoy's last window up per group and cluster: an endpoint counts as ejected when one
+// Envoy or more takes no new traffic to it; requests, errors and latency are over the window (or since the
+// oldest sample, when there is less history), summed over the Envoys.
+func Summarize(histories []History, window time.Duration) Health {
+	accs := map[string]map[string]*acc{}
+	for _, h := range histories {
+		if len(h.Samples) == 0 {
+			continue
+		}
+		cur := h.Samples[len(h.Samples)-1]
+		base := cur
+		for _, s := range h.Samples {
+			if !s.At.Before(cur.At.Add(-window)) {
+				base = s
+				break
+			}
+		}
+		g := accs[h.Group]
+		if g == nil {
+			g = map[string]*acc{}
+			accs[h.Group] = g
+		}
+		for name, c := range cur.Clusters {
+			a := g[name]
+			if a == nil {
+				a = &acc{hosts: map[string]bool{}, ejected: map[string]*ejected{}}
+				g[name] = a
+			}
+			a.proxies++
+			var bc *Cluster
+			if base != cur {
+				bc = base.Clusters[name]
+				a.windowSec = max(a.windowSec, cur.At.Sub(base.At).Seconds())
+			}
+			for _, host := range c.Hosts {
+				a.hosts[host.Address] = true
+				if len(host.Reasons) > 0 {
+					e := a.ejected[host.Address]
+					if e == nil {
+						e = &ejected{}
+						a.ejected[host.Address] = e
+					}
+					e.proxies++
+					for _, r := range host.Reasons {
+						if !slices.Contains(e.reasons, r) {
+							e.reasons = append(e.reasons, r)
+						}
+					}
+				}
+				if base == cur {
+					continue
+				}
+				bt, be := uint64(0), uint64(0)
+				if bh := findHost(bc, host.Address); bh != nil && bh.Total <= host.Total {
+					bt, be = bh.Total, bh.Errors
+				}
+				a.requests += host.Total - bt
+				a.errors += sub(host.Errors, be)
+			}
+			if base != cur {
+				a.latency = addBuckets(a.latency, deltaBuckets(c.Latency, bc))
+			}
+		}
+	}
+	out := Health{}
+	for group, g := range accs {
+		out[group] = map[string]v1alpha1.BackendStatus{}
+		for name, a := range g {
+			b := v1alpha1.BackendStatus{Name: name, Proxies: a.proxies, Requests: int64(a.requests), Errors: int64(a.errors),
+				WindowSeconds: int32(math.Round(a.windowSec))}
+			b.Endpoints.Total = int32(len(a.hosts))
+			b.Endpoints.Ejected = int32(len(a.ejected))
+			b.Endpoints.Healthy = b.Endpoints.Total - b.Endpoints.Ejected
+			for addr, e := range a.ejected {
+				b.Ejected = append(b.Ejected, v1alpha1.EjectedEndpoint{Address: addr, Reasons: e.reasons, Proxies: e.proxies})
+			}
+			slices.SortFunc(b.Ejected, func(x, y v1alpha1.EjectedEndpoint) int { return strings.Compare(x.Address, y.Address) })
+			if len(b.Ejected) > MaxEjectedListed {
+				b.Ejected = b.Ejected[:MaxEjectedListed]
+			}
+			b.LatencyP99 = Quantile(a.latency, 0.99)
+			out[group][name] = b
+		}
+	}
+	return out
+}
+
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return a // the counter restarted (a new Envoy, or the host left and came back)
+	}
+	return a - b
+}
+
+// deltaBuckets is cur minus what base had of the same cluster; a counter that went back means Envoy
+// restarted, and then all of cur counts.
+func deltaBuckets(cur []Bucket, base *Cluster) []Bucket {
+	out := slices.Clone(cur)
+	if base == nil || len(base.Latency) != len(cur) {
+		return out
+	}
+	for i := range out {
+		if base.Latency[i].UpperMs != out[i].UpperMs || base.Latency[i].Count > out[i].Count {
+			return slices.Clone(cur)
+		}
+		out[i].Count -= base.Latency[i].Count
+	}
+	return out
+}
+
+func addBuckets(a, b []Bucket) []Bucket {
+	if len(a) == 0 {
+		return b
+	}
+	if len(b) == 0 {
+		return a
+	}
+	m := map[float64]uint64{}
+	for _, x := range a {
+		m[x.UpperMs] += x.Count
+	}
+	for _, x := range b {
+		m[x.UpperMs] += x.Count
+	}
+	out := make([]Bucket, 0, len(m))
+	for ub, n := range m {
+		out = append(out, Bucket{UpperMs: ub, Count: n})
+	}
+	slices.SortFunc(out, func(x, y Bucket) int { return cmp.Compare(x.UpperMs, y.UpperMs) })
+	// Envoys with different bucket bounds would make the merged counts non-cumulative; keep them monotone.
+	for i := 1; i < len(out); i++ {
+		out[i].Count = max(out[i].Count, out[i-1].Count)
+	}
+	return out
+}
+
+// Quantile estimates the q-quantile of cumulative buckets (linear within a bucket, as Prometheus's
+// histogram_quantile does) and prints it as a duration; "" without requests, ">Xms" past the last bound.
+func Quantile(bs []Bucket, q float64) string {
+	if len(bs) == 0 || bs[len(bs)-1].Count == 0 {
+		return ""
+	}
+	rank := q * float64(bs[len(bs)-1].Count)
+	lower, below := 0.0, uint64(0)
+	for _, b := range bs {
+		if float64(b.Count) >= rank {
+			if math.IsInf(b.UpperMs, 1) {
+				return ">" + formatMs(lower)
+			}
+			ms := b.UpperMs
+			if b.Count > below {
+				ms = lower + (b.UpperMs-lower)*(rank-float64(below))/float64(b.Count-below)
+			}
+			return formatMs(ms)
+		}
+		lower, below = b.UpperMs, b.Count
+	}
+	return ""
+}
+
+func formatMs(ms float64) string {
+	d := time.Duration(ms * float64(time.Millisecond))
+	switch {
+	case d < 10*time.Millisecond:
+		d = d.Round(100 * time.Microsecond)
+	case d < time.Second:
+		d = d.Round(time.Millisecond)
+	default:
+		d = d.Round(10 * time.Millisecond)
+	}
+	return d.String()
+}
