@@ -185,13 +185,14 @@ type Envoy struct {
 	*Process
 	NodeID    string
 	AdminPort int
+	StatsPort int
 }
 
 func startEnvoy(t *testing.T, l *Lbplane, nodeID string, delta bool) *Envoy {
 	t.Helper()
 	bin := tools.Require(t, "envoy")
-	e := &Envoy{NodeID: nodeID, AdminPort: freePort(t)}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort})
+	e := &Envoy{NodeID: nodeID, AdminPort: freePort(t), StatsPort: freePort(t)}
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort, StatsPort: e.StatsPort})
 	if err != nil {
 		t.Fatal(err)
 	}
