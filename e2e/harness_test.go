@@ -141,18 +141,19 @@ func (p *Process) Kill() {
 // Lbplane is a running `lbplane serve`.
 type Lbplane struct {
 	*Process
-	DataDir  string
-	XDSAddr  string
-	APIURL   string
-	Client   *pushapi.Client
-	xdsPort  int
-	apiPort  int
-	extraArg []string
+	DataDir     string
+	XDSAddr     string
+	APIURL      string
+	Client      *pushapi.Client
+	xdsPort     int
+	apiPort     int
+	metricsPort int
+	extraArg    []string
 }
 
 func startLbplane(t *testing.T, extra ...string) *Lbplane {
 	t.Helper()
-	l := &Lbplane{DataDir: t.TempDir(), xdsPort: freePort(t), apiPort: freePort(t), extraArg: extra}
+	l := &Lbplane{DataDir: t.TempDir(), xdsPort: freePort(t), apiPort: freePort(t), metricsPort: freePort(t), extraArg: extra}
 	l.XDSAddr = fmt.Sprintf("127.0.0.1:%d", l.xdsPort)
 	l.APIURL = fmt.Sprintf("http://127.0.0.1:%d", l.apiPort)
 	l.Client = &pushapi.Client{BaseURL: l.APIURL, Token: token}
@@ -164,6 +165,7 @@ func (l *Lbplane) start(t *testing.T) {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", l.DataDir, "--xds-address", l.XDSAddr,
 		"--api-address", fmt.Sprintf("127.0.0.1:%d", l.apiPort), "--token", token, "--log-level", "debug",
+		"--metrics-address", fmt.Sprintf("127.0.0.1:%d", l.metricsPort),
 		// The tests call the API far faster than people do; the limiter has its own unit test.
 		"--api-rate-limit", "0"}, l.extraArg...)
 	l.Process = startProcess(t, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)

@@ -55,7 +55,7 @@ PY
 start() {
   stop >/dev/null
   mkdir -p "$RUN"
-  for p in "${BACKEND_PORTS[@]}" 18000 18001 "$ADMIN" "$LISTENER"; do
+  for p in "${BACKEND_PORTS[@]}" 18000 18001 18002 "$ADMIN" 19001 "$LISTENER"; do
     port_free "$p" || { echo "port $p on 127.0.0.1 is in use; the demo needs it (make stop, or free it)" >&2; exit 1; }
   done
   : > "$RUN/pids"

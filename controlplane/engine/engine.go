@@ -13,7 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
@@ -47,6 +50,8 @@ type Engine struct {
 	CrossNamespace bool
 	// ReadFile reads a referenced file; tests replace it.
 	ReadFile func(string) ([]byte, error)
+	// Metrics, when set, times translation and sizes each group's resources.
+	Metrics *metrics.Metrics
 }
 
 // New returns an engine publishing to cache.
@@ -197,17 +202,30 @@ func (e *Engine) run() *translate.Result {
 		}
 		e.cache.Publish(name, st)
 		e.published[name] = true
+		e.Metrics.Snapshot(name, resourceBytes(resources), false)
 	}
 	for name := range e.published {
 		if _, ok := res.IR.Groups[name]; !ok {
 			st, _ := xdscache.NewState(nil)
 			e.cache.Publish(name, st)
 			delete(e.published, name)
+			e.Metrics.Snapshot(name, 0, true)
 		}
 	}
+	e.Metrics.Translation(time.Since(start))
 	e.result, e.origin = res, origin
 	e.log.Debug("translated and published", "policies", len(all), "groups", len(res.IR.Groups), "duration", time.Since(start))
 	return res
+}
+
+func resourceBytes(resources map[string][]proto.Message) int {
+	n := 0
+	for _, list := range resources {
+		for _, m := range list {
+			n += proto.Size(m)
+		}
+	}
+	return n
 }
 
 // Result returns the last translation result and which source each policy came from.

@@ -27,6 +27,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/store"
@@ -71,6 +72,8 @@ type Server struct {
 	Tracker *xdsserver.Tracker
 	Token   string
 	Log     *slog.Logger
+	// Metrics, when set, counts requests by route and status code.
+	Metrics *metrics.Metrics
 	// Health, when set, is what the Envoys report of each backend.
 	Health func() proxystats.Health
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
@@ -118,7 +121,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}", s.auth(s.get))
 	mux.Handle("DELETE /v1/policies/{namespace}/{name}", s.auth(s.delete))
 	mux.Handle("GET /v1/proxies", s.auth(s.proxies))
-	return mux
+	return s.Metrics.Instrument(mux)
 }
 
 func (s *Server) auth(h http.HandlerFunc) http.Handler {

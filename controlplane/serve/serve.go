@@ -24,6 +24,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/store"
@@ -54,6 +55,8 @@ type Config struct {
 	AllowCrossNamespaceRefs bool
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
+	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
+	MetricsAddress string
 	// ProxyStatsInterval is how often each Envoy's stats port is read for backend health and load; 0 turns
 	// reading off.
 	ProxyStatsInterval time.Duration
@@ -106,14 +109,20 @@ func Run(ctx context.Context, cfg Config) error {
 
 	cache := xdscache.New()
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
+	var m *metrics.Metrics
+	if cfg.MetricsAddress != "" {
+		m = metrics.New(tracker.CountByGroup)
+	}
+	tracker.Metrics, st.Metrics = m, m
 	cache.Settle = func(ctx context.Context, group, version string) {
 		if !tracker.WaitGroupSynced(ctx, group, version, cfg.SettleTimeout) && ctx.Err() == nil {
 			cfg.Log.Warn("not every proxy acknowledged a step of a change in time; going on", "group", group, "version", version)
 		}
 	}
 	eng := engine.New(cache, cfg.Log)
+	eng.Metrics = m
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
-	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log, RateLimit: cfg.APIRateLimit}
+	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
 	var poller *proxystats.Poller
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
@@ -171,6 +180,21 @@ func Run(ctx context.Context, cfg Config) error {
 		xdsLis.Close()
 		return fmt.Errorf("API address: %w", err)
 	}
+	servers := []*http.Server{{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}
+	listeners := []net.Listener{apiLis}
+	if m != nil {
+		metricsLis, err := net.Listen("tcp", cfg.MetricsAddress)
+		if err != nil {
+			xdsLis.Close()
+			apiLis.Close()
+			return fmt.Errorf("metrics address: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute})
+		listeners = append(listeners, metricsLis)
+		cfg.Log.Info("serving metrics", "address", metricsLis.Addr().String())
+	}
 	cfg.Log.Info("serving", "xds", xdsLis.Addr().String(), "api", apiLis.Addr().String())
 
 	var grpcOpts []grpc.ServerOption
@@ -186,19 +210,20 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker, grpcOpts...)
 	g.Go(func() error { return xdsserver.Serve(ctx, grpcServer, xdsLis) })
-	httpServer := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
-	g.Go(func() error {
-		if err := httpServer.Serve(apiLis); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return httpServer.Shutdown(sctx)
-	})
+	for i, srv := range servers {
+		g.Go(func() error {
+			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		})
+	}
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}

@@ -17,6 +17,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/lbplane/lbplane/controlplane/metrics"
 )
 
 var bucket = []byte("policies")
@@ -40,6 +42,8 @@ func (r *Record) Key() string { return r.Namespace + "/" + r.Name }
 
 // Store is an open policy database.
 type Store struct {
+	// Metrics, when set, counts the store's operations.
+	Metrics *metrics.Metrics
 	db *bolt.DB
 }
 
@@ -69,9 +73,9 @@ func Open(dir string) (*Store, error) {
 func (s *Store) Close() error { return s.db.Close() }
 
 // List returns every record, sorted by key.
-func (s *Store) List() ([]*Record, error) {
-	var out []*Record
-	err := s.db.View(func(tx *bolt.Tx) error {
+func (s *Store) List() (out []*Record, err error) {
+	defer func() { s.Metrics.StoreOp("list", err) }()
+	err = s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
 			r := &Record{}
 			if err := json.Unmarshal(v, r); err != nil {
@@ -86,7 +90,8 @@ func (s *Store) List() ([]*Record, error) {
 }
 
 // Apply writes puts and deletes in one transaction: all of them or none.
-func (s *Store) Apply(puts []*Record, deletes []string) error {
+func (s *Store) Apply(puts []*Record, deletes []string) (err error) {
+	defer func() { s.Metrics.StoreOp("apply", err) }()
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucket)
 		for _, r := range puts {

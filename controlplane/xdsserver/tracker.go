@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -38,6 +39,7 @@ type TypeStatus struct {
 	NackedAt     time.Time `json:"nackedAt,omitzero"`
 
 	sentNonce string
+	sentAt    time.Time
 	pending   bool // sent, neither ACKed nor NACKed yet
 }
 
@@ -70,12 +72,21 @@ type stream struct {
 	types       map[string]*TypeStatus
 	lastAcked   string
 	responses   int64
+	// push is the config version being sent to this Envoy, for one log line once it has answered every type.
+	push struct {
+		version string
+		start   time.Time
+		types   []string
+		logged  bool
+	}
 }
 
 // Tracker implements go-control-plane's server callbacks.
 type Tracker struct {
 	cache *xdscache.Cache
 	log   *slog.Logger
+	// Metrics, when set, counts pushes, ACKs and NACKs.
+	Metrics *metrics.Metrics
 
 	mu      sync.Mutex
 	streams map[int64]*stream
@@ -158,6 +169,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, er
 		return nil
 	}
 	ts.pending = false
+	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
 		t.log.Warn("proxy rejected config", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node),
@@ -167,11 +179,29 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, er
 		ts.AckedVersion = ts.SentVersion
 		s.lastAcked = ts.SentVersion
 	}
+	t.logPush(s)
 	t.notify()
 	return nil
 }
 
-func (t *Tracker) response(id int64, typeURL, nonce, version string, resources int) {
+// logPush writes one debug line per config version an Envoy has answered for every type it was sent.
+func (t *Tracker) logPush(s *stream) {
+	if s.push.logged || s.push.version == "" {
+		return
+	}
+	nacked := false
+	for _, ts := range s.types {
+		if ts.pending {
+			return
+		}
+		nacked = nacked || (ts.Nacked && ts.SentVersion == s.push.version)
+	}
+	s.push.logged = true
+	t.log.Debug("push", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "api", s.api, "version", s.push.version,
+		"types", strings.Join(s.push.types, ","), "duration", time.Since(s.push.start), "nacked", nacked)
+}
+
+func (t *Tracker) response(id int64, typeURL, nonce, version string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
@@ -183,10 +213,15 @@ func (t *Tracker) response(id int64, typeURL, nonce, version string, resources i
 		ts = &TypeStatus{TypeURL: typeURL}
 		s.types[typeURL] = ts
 	}
-	ts.sentNonce, ts.SentVersion, ts.pending = nonce, version, true
+	ts.sentNonce, ts.SentVersion, ts.pending, ts.sentAt = nonce, version, true, time.Now()
 	s.responses++
-	t.log.Debug("push", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "type", shortType(typeURL),
-		"version", version, "resources", resources, "api", s.api)
+	if s.push.version != version {
+		s.push.version, s.push.start, s.push.types, s.push.logged = version, ts.sentAt, nil, false
+	}
+	if short := shortType(typeURL); !slices.Contains(s.push.types, short) {
+		s.push.types = append(s.push.types, short)
+	}
+	t.Metrics.Push(shortType(typeURL))
 	t.notify()
 }
 
@@ -203,6 +238,19 @@ func StatsPortOf(n *corev3.Node) int {
 }
 
 func shortType(u string) string { return u[strings.LastIndex(u, ".")+1:] }
+
+// CountByGroup counts the connected Envoys of each proxy group.
+func (t *Tracker) CountByGroup() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for _, s := range t.streams {
+		if s.node != nil {
+			out[xdscache.GroupOf(s.node)]++
+		}
+	}
+	return out
+}
 
 // Proxies returns the status of every connected Envoy, sorted by node id.
 func (t *Tracker) Proxies() []ProxyStatus {
@@ -278,7 +326,7 @@ func (t *Tracker) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error
 	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
-	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo(), len(r.GetResources()))
+	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo())
 }
 func (t *Tracker) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
 	t.open(ctx, id, "delta")
@@ -289,7 +337,7 @@ func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequ
 	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
-	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo(), len(r.GetResources())+len(r.GetRemovedResources()))
+	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo())
 }
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
 func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}

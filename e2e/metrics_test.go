@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape reads a Prometheus endpoint into "name{k=v,...}" → value, labels sorted by name.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			slices.Sort(labels)
+			key := name + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[key] = m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				out[key] = float64(m.GetHistogram().GetSampleCount())
+			case m.GetUntyped() != nil:
+				out[key] = m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// TestMetricsMoveWithPushesAndNacks scrapes lbplane before and after a push Envoy accepts and one it
+// rejects, reads Envoy's own stats through its stats port, and checks the JSON log has one debug line per
+// push and a warning per NACK.
+func TestMetricsMoveWithPushesAndNacks(t *testing.T) {
+	bs := startBackends(t, "m1")
+	l := startLbplane(t, "--log-format", "json")
+	e := startEnvoy(t, l, "envoy-metrics", true)
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", l.metricsPort)
+	waitSynced(t, l, 1)
+	before := scrape(t, metricsURL)
+	if got := before["lbplane_connected_proxies{group=default}"]; got != 1 {
+		t.Errorf("connected proxies of group default: %v", got)
+	}
+
+	port := freePort(t)
+	push(t, l, policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: m}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
+`, map[string]any{"Port": port, "Backend": bs[0].Port}))
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitServing(t, url, "m1")
+	waitSynced(t, l, 1)
+
+	// A port another process holds: Envoy rejects the listener.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	push(t, l, policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: blocked}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
+`, map[string]any{"Port": taken.Addr().(*net.TCPAddr).Port, "Backend": bs[0].Port}))
+
+	var after map[string]float64
+	eventually(t, 20*time.Second, "a NACK of the listener counted", func() error {
+		after = scrape(t, metricsURL)
+		if after["lbplane_xds_nacks_total{type=Listener}"] < 1 {
+			return fmt.Errorf("nacks: %v", after["lbplane_xds_nacks_total{type=Listener}"])
+		}
+		return nil
+	})
+	for _, k := range []string{
+		"lbplane_xds_pushes_total{type=Cluster}", "lbplane_xds_pushes_total{type=Listener}",
+		"lbplane_xds_acks_total{type=Cluster}", "lbplane_xds_acks_total{type=ClusterLoadAssignment}",
+		"lbplane_xds_push_duration_seconds{type=Listener}", "lbplane_translation_duration_seconds{}",
+		"lbplane_store_operations_total{operation=apply,result=ok}",
+		"lbplane_api_requests_total{code=200,method=POST,route=POST /v1/policies}",
+	} {
+		if after[k] <= before[k] {
+			t.Errorf("%s did not move: %v → %v", k, before[k], after[k])
+		}
+	}
+	if after["lbplane_snapshot_bytes{group=default}"] <= 0 {
+		t.Errorf("snapshot bytes: %v", after["lbplane_snapshot_bytes{group=default}"])
+	}
+
+	// A refused call is counted with its code.
+	req, _ := http.NewRequest(http.MethodGet, l.APIURL+"/v1/policies", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := scrape(t, metricsURL)["lbplane_api_requests_total{code=401,method=GET,route=GET /v1/policies}"]; got != 1 {
+		t.Errorf("401s counted: %v", got)
+	}
+
+	// Envoy's own stats, in Prometheus format, on the stats port; admin's other pages are not there.
+	stats := fmt.Sprintf("http://127.0.0.1:%d", e.StatsPort)
+	if got := scrape(t, stats+"/stats/prometheus")["envoy_cluster_upstream_rq_total{envoy_cluster_name=default/m/app}"]; got < 1 {
+		t.Errorf("envoy_cluster_upstream_rq_total of default/m/app through the stats port: %v", got)
+	}
+	for _, path := range []string{"/quitquitquit", "/config_dump", "/logging", "/"} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			req, _ := http.NewRequest(method, stats+path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("%s %s on the stats port: %s, want 404", method, path, resp.Status)
+			}
+		}
+	}
+	checkLogLines(t, l)
+
+	resp, err = http.Post(stats+"/clusters", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("POST /clusters on the stats port: %s, want 404", resp.Status)
+	}
+}
+
+func checkLogLines(t *testing.T, l *Lbplane) {
+	t.Helper()
+	b, err := os.ReadFile(l.Process.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pushes, nacks int
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %q", line)
+		}
+		switch {
+		case rec["msg"] == "push" && rec["level"] == "DEBUG":
+			pushes++
+			for _, k := range []string{"node", "group", "version", "types", "duration"} {
+				if v, ok := rec[k]; !ok || v == "" {
+					t.Errorf("push line without %s: %s", k, line)
+				}
+			}
+		case rec["msg"] == "proxy rejected config":
+			nacks++
+			if rec["level"] != "WARN" || rec["node"] != "envoy-metrics" || rec["type"] != "Listener" || rec["error"] == "" {
+				t.Errorf("NACK line: %s", line)
+			}
+		}
+	}
+	// The empty config, the policy, the rejected listener: at least three versions went out.
+	if pushes < 3 || nacks < 1 {
+		t.Errorf("%d push lines and %d NACK lines in the log", pushes, nacks)
+	}
+}
