@@ -3,10 +3,10 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"

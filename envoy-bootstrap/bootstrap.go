@@ -24,8 +24,8 @@ type Params struct {
 	// XDS is lbplane's xDS address, host:port.
 	XDS string
 	// Delta selects incremental xDS (DELTA_GRPC) instead of state of the world (GRPC).
-	Delta          bool
-	AdminPort      int
+	Delta     bool
+	AdminPort int
 	// StatsPort, when not 0, opens a listener that serves only /stats/prometheus and /clusters from admin,
 	// and tells lbplane (in node metadata) where to read endpoint health from. StatsAddress is where it
 	// binds: loopback by default; 0.0.0.0 where lbplane or Prometheus run on another host.

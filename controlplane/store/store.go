@@ -44,7 +44,7 @@ func (r *Record) Key() string { return r.Namespace + "/" + r.Name }
 type Store struct {
 	// Metrics, when set, counts the store's operations.
 	Metrics *metrics.Metrics
-	db *bolt.DB
+	db      *bolt.DB
 }
 
 // Open opens (creating if needed) the store in dir. Only one process may hold it.
