@@ -46,8 +46,9 @@ func TestHelmLintAndSchema(t *testing.T) {
 func TestHelmTemplateGolden(t *testing.T) {
 	envoy := tools.Require(t, "envoy")
 	for name, set := range map[string][]string{
-		"default": {"--set", "apiToken=golden"},
-		"mtls":    {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
+		"default":    {"--set", "apiToken=golden"},
+		"mtls":       {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
+		"dashboards": {"--set", "apiToken=golden", "--set", "metrics.dashboards.enabled=true", "--set", "metrics.podAnnotations=false"},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {
@@ -58,6 +59,10 @@ func TestHelmTemplateGolden(t *testing.T) {
 			os.WriteFile(golden, []byte(out), 0o644)
 		} else if want, err := os.ReadFile(golden); err != nil || string(want) != out {
 			t.Errorf("%s differs from %s (regenerate with go test ./e2e -run TestHelmTemplateGolden -update-chart and review the diff)", name, golden)
+		}
+		if name == "dashboards" {
+			checkDashboardConfigMap(t, out)
+			continue
 		}
 		if name != "default" {
 			continue // the mTLS bootstrap names certificate files that exist only in the pod
@@ -77,6 +82,36 @@ func TestHelmTemplateGolden(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkDashboardConfigMap finds the dashboards ConfigMap with the Grafana sidecar's label and a dashboard
+// that is the JSON file under charts/lbplane/dashboards.
+func checkDashboardConfigMap(t *testing.T, out string) {
+	t.Helper()
+	want, err := os.ReadFile(filepath.Join(chartDir, "dashboards", "lbplane.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Data map[string]string `json:"data"`
+		}
+		if yaml.Unmarshal([]byte(doc), &obj) != nil || obj.Kind != "ConfigMap" || obj.Data["lbplane.json"] == "" {
+			continue
+		}
+		if obj.Metadata.Labels["grafana_dashboard"] != "1" {
+			t.Errorf("dashboards ConfigMap labels: %v", obj.Metadata.Labels)
+		}
+		if obj.Data["lbplane.json"] != string(want) {
+			t.Error("the ConfigMap's lbplane.json differs from charts/lbplane/dashboards/lbplane.json")
+		}
+		return
+	}
+	t.Error("no ConfigMap with lbplane.json when metrics.dashboards.enabled=true")
 }
 
 // TestHelmInstallAndLeastPrivilege installs the chart into a real API server and proves with

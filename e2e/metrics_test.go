@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/lbplane/lbplane/internal/tools"
 )
 
 // scrape reads a Prometheus endpoint into "name{k=v,...}" → value, labels sorted by name.
@@ -78,7 +82,7 @@ kind: LoadBalancerPolicy
 metadata: {name: m}
 spec:
   listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
-  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
+  backends: [{name: app, healthCheck: {passive: {consecutive5xx: 5}}, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
 `, map[string]any{"Port": port, "Backend": bs[0].Port}))
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitServing(t, url, "m1")
@@ -135,9 +139,11 @@ spec:
 
 	// Envoy's own stats, in Prometheus format, on the stats port; admin's other pages are not there.
 	stats := fmt.Sprintf("http://127.0.0.1:%d", e.StatsPort)
-	if got := scrape(t, stats+"/stats/prometheus")["envoy_cluster_upstream_rq_total{envoy_cluster_name=default/m/app}"]; got < 1 {
+	envoyStats := scrape(t, stats+"/stats/prometheus")
+	if got := envoyStats["envoy_cluster_upstream_rq_total{envoy_cluster_name=default/m/app}"]; got < 1 {
 		t.Errorf("envoy_cluster_upstream_rq_total of default/m/app through the stats port: %v", got)
 	}
+	checkDashboardMetrics(t, after, envoyStats)
 	for _, path := range []string{"/quitquitquit", "/config_dump", "/logging", "/"} {
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
 			req, _ := http.NewRequest(method, stats+path, nil)
@@ -193,5 +199,50 @@ func checkLogLines(t *testing.T, l *Lbplane) {
 	// The empty config, the policy, the rejected listener: at least three versions went out.
 	if pushes < 3 || nacks < 1 {
 		t.Errorf("%d push lines and %d NACK lines in the log", pushes, nacks)
+	}
+}
+
+// checkDashboardMetrics fails for every metric the Grafana dashboard queries that neither lbplane nor
+// Envoy exports: a renamed metric would otherwise leave an empty panel.
+func checkDashboardMetrics(t *testing.T, scraped ...map[string]float64) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(tools.RepoRoot(), "charts", "lbplane", "dashboards", "lbplane.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	families := map[string]bool{}
+	for _, m := range scraped {
+		for k := range m {
+			families[k[:strings.Index(k, "{")]] = true
+		}
+	}
+	name := regexp.MustCompile(`\b(lbplane|envoy)_[a-z0-9_]+`)
+	// Label names are not metrics: drop "by (...)" groupings and {...} selectors first.
+	labels := regexp.MustCompile(`by \([^)]*\)|\{[^}]*\}`)
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range name.FindAllString(labels.ReplaceAllString(tg.Expr, ""), -1) {
+				n++
+				fam := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_count"), "_sum")
+				if !families[fam] {
+					t.Errorf("dashboard panel %q queries %s, which nothing exports", p.Title, m)
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d metric references found in the dashboard", n)
 	}
 }
