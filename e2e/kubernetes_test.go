@@ -1,14 +1,17 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/internal/kubetest"
 	"github.com/lbplane/lbplane/internal/tools"
 )
@@ -161,6 +164,18 @@ func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
 		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "web", "-o", `jsonpath={.status.endpoints.total} {.status.endpoints.healthy}`)
 		if out != "2 1" {
 			return fmt.Errorf("total, healthy: %q", out)
+		}
+		return nil
+	})
+	eventually(t, 15*time.Second, "status.backends has what Envoy reports: k1 draining, k2 healthy, requests counted", func() error {
+		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "web", "-o", `jsonpath={.status.backends}`)
+		var bs []v1alpha1.BackendStatus
+		if err := json.Unmarshal([]byte(out), &bs); err != nil {
+			return fmt.Errorf("%v: %q", err, out)
+		}
+		if len(bs) != 1 || bs[0].Name != "web" || bs[0].Endpoints.Total != 2 || bs[0].Endpoints.Healthy != 1 || bs[0].Requests == 0 ||
+			len(bs[0].Ejected) != 1 || bs[0].Ejected[0].Address != k.hosts["k1"].IP+":8080" || !slices.Contains(bs[0].Ejected[0].Reasons, "draining") {
+			return fmt.Errorf("%+v", bs)
 		}
 		return nil
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -103,6 +104,24 @@ func (c *Client) Get(ctx context.Context, namespace, name string) (*v1alpha1.Loa
 // Delete removes one policy.
 func (c *Client) Delete(ctx context.Context, namespace, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), nil, nil)
+}
+
+// Explain asks how one policy became Envoy config.
+func (c *Client) Explain(ctx context.Context, namespace, name string) (*explain.Explanation, error) {
+	var out explain.Explanation
+	if err := c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name)+"/explain", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Diff asks what pushing docs would change in Envoy's resources.
+func (c *Client) Diff(ctx context.Context, docs []byte) (*DiffResult, error) {
+	var out DiffResult
+	if err := c.do(ctx, http.MethodPost, "/v1/diff", docs, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Proxies returns every connected Envoy.

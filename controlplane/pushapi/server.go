@@ -26,12 +26,15 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
+	"github.com/lbplane/lbplane/controlplane/resdiff"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -58,6 +61,8 @@ type AppliedPolicy struct {
 	Name       string `json:"name"`
 	Outcome    string `json:"outcome"`
 	Generation int64  `json:"generation"`
+	// Warnings are lint findings: the policy is accepted, but probably does not do what is meant.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ErrorBody is the body of every failed call.
@@ -121,6 +126,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}", s.auth(s.get))
 	mux.Handle("DELETE /v1/policies/{namespace}/{name}", s.auth(s.delete))
 	mux.Handle("GET /v1/proxies", s.auth(s.proxies))
+	mux.Handle("POST /v1/diff", s.auth(s.diff))
+	mux.Handle("GET /v1/policies/{namespace}/{name}/explain", s.auth(s.explain))
 	return s.Metrics.Instrument(mux)
 }
 
@@ -154,20 +161,29 @@ func writeErr(w http.ResponseWriter, code int, errs ...string) {
 	writeJSON(w, code, ErrorBody{Errors: errs})
 }
 
-// apply accepts every document of the body or none of them.
-func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
+// readPush reads a push's body, refusing it (and answering) when too big or when pushes are not taken here.
+func (s *Server) readPush(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
-			return
+			return nil, false
 		}
 		writeErr(w, http.StatusBadRequest, "reading the request: "+err.Error())
-		return
+		return nil, false
 	}
 	if s.ReadOnly != "" {
 		writeErr(w, http.StatusConflict, s.ReadOnly)
+		return nil, false
+	}
+	return body, true
+}
+
+// apply accepts every document of the body or none of them.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readPush(w, r)
+	if !ok {
 		return
 	}
 	dryRun := r.URL.Query().Get("dryRun") == "true"
@@ -179,9 +195,122 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// diff answers what pushing the body would change in Envoy's resources, without changing anything.
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readPush(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	pl, code, errs := s.plan(body, true)
+	s.mu.Unlock()
+	if errs != nil {
+		writeErr(w, code, errs...)
+		return
+	}
+	changes, err := DiffResults(pl.before, pl.after)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if changes == nil {
+		changes = []resdiff.Change{}
+	}
+	writeJSON(w, http.StatusOK, DiffResult{Policies: pl.res.Policies, Changes: changes})
+}
+
+// explain answers how one policy went through the pipeline, down to the Envoy fields.
+func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
+	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	res, origin := s.Engine.Result()
+	var p *v1alpha1.LoadBalancerPolicy
+	for _, x := range s.Engine.Policies(origin[k]) {
+		if translate.KeyOf(x) == k {
+			p = x
+		}
+	}
+	pr := res.Policies[k]
+	if p == nil || pr == nil {
+		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
+		return
+	}
+	e, err := ExplainPolicy(p, pr, res)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// ExplainPolicy explains p, whose translation is pr within res.
+func ExplainPolicy(p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult, res *translate.Result) (*explain.Explanation, error) {
+	dp, _ := translate.Prepare(p)
+	g := res.IR.Groups[dp.Spec.ProxyGroup]
+	var built xdsbuild.Resources
+	if g != nil {
+		var err error
+		if built, err = xdsbuild.Build(g); err != nil {
+			return nil, err
+		}
+	}
+	return explain.Explain(dp, pr, g, built)
+}
+
+// DiffResult answers POST /v1/diff.
+type DiffResult struct {
+	Policies []AppliedPolicy  `json:"policies"`
+	Changes  []resdiff.Change `json:"changes"`
+}
+
+// DiffResults builds both translations' resources and compares them.
+func DiffResults(before, after *translate.Result) ([]resdiff.Change, error) {
+	b, err := xdsbuild.BuildAll(before.IR)
+	if err != nil {
+		return nil, err
+	}
+	a, err := xdsbuild.BuildAll(after.IR)
+	if err != nil {
+		return nil, err
+	}
+	return resdiff.Diff(b, a)
+}
+
+// plan is what a push would do: the outcome per policy, the records to write, and the translation before
+// and after.
+type plan struct {
+	res           *ApplyResult
+	puts          []*store.Record
+	candidate     []*v1alpha1.LoadBalancerPolicy
+	before, after *translate.Result
+}
+
 // Apply validates and stores the documents in body, all or nothing. It returns the HTTP status and every
 // error when it refuses.
 func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl, code, errs := s.plan(body, dryRun)
+	if errs != nil {
+		return nil, code, errs
+	}
+	res, puts, candidate := pl.res, pl.puts, pl.candidate
+	if dryRun {
+		return res, http.StatusOK, nil
+	}
+	if err := s.Store.Apply(puts, nil); err != nil {
+		return nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
+	}
+	s.Engine.Set(engine.SourceStore, candidate)
+	for _, p := range res.Policies {
+		if p.Outcome != Unchanged {
+			s.Log.Info("policy "+p.Outcome, "policy", p.Namespace+"/"+p.Name, "generation", p.Generation)
+		}
+	}
+	return res, http.StatusOK, nil
+}
+
+// plan validates a push and works out what it would change; the caller holds s.mu.
+func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 	docs, err := manifest.Decode("request", bytes.NewReader(body))
 	var errs []string
 	if err != nil {
@@ -210,8 +339,6 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 		return nil, http.StatusUnprocessableEntity, errs
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	byKey, err := s.records()
 	if err != nil {
 		return nil, http.StatusInternalServerError, []string{"reading the store: " + err.Error()}
@@ -281,19 +408,13 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 		slices.Sort(errs)
 		return nil, http.StatusConflict, errs
 	}
-	if dryRun {
-		return res, http.StatusOK, nil
-	}
-	if err := s.Store.Apply(puts, nil); err != nil {
-		return nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
-	}
-	s.Engine.Set(engine.SourceStore, candidate)
-	for _, p := range res.Policies {
-		if p.Outcome != Unchanged {
-			s.Log.Info("policy "+p.Outcome, "policy", p.Namespace+"/"+p.Name, "generation", p.Generation)
+	for i := range res.Policies {
+		k := translate.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
+		if pr := after.Policies[k]; pr != nil {
+			res.Policies[i].Warnings = pr.Warnings
 		}
 	}
-	return res, http.StatusOK, nil
+	return &plan{res: res, puts: puts, candidate: candidate, before: before, after: after}, http.StatusOK, nil
 }
 
 func (s *Server) now() time.Time {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/lint"
 )
 
 // Reasons set on conditions.
@@ -130,6 +131,7 @@ func Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 			continue
 		}
 		r.Accepted, r.AcceptedReason, r.AcceptedMessage = true, ReasonAccepted, "the policy is valid and has no conflicts"
+		r.Warnings = lint.Strings(lint.Check(p))
 		secrets, errs := resolveFiles(p, refs)
 		if len(errs) > 0 {
 			r.ResolvedRefs, r.ResolvedRefsReason = false, ReasonInvalidRef

@@ -179,3 +179,16 @@ func Redacted(m proto.Message) proto.Message {
 	c.GetTlsCertificate().PrivateKey = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "[redacted]"}}
 	return c
 }
+
+// BuildAll builds every group of c, by group name.
+func BuildAll(c *ir.Config) (map[string]Resources, error) {
+	out := make(map[string]Resources, len(c.Groups))
+	for name, g := range c.Groups {
+		r, err := Build(g)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", name, err)
+		}
+		out[name] = r
+	}
+	return out, nil
+}

@@ -2,6 +2,7 @@ package lbctl
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 )
@@ -18,3 +19,19 @@ func mapErrors(err error, f func(string) string) error {
 	}
 	return out
 }
+
+// exitCode ends a command with a status other than 1 (lint findings, diff differences), printing err when
+// there is one.
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e *exitCode) Error() string {
+	if e.err == nil {
+		return "exit status " + strconv.Itoa(e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitCode) Unwrap() error { return e.err }

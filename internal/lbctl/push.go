@@ -56,6 +56,9 @@ func pushConfig(cmd *cobra.Command, g *globals, file string, dryRun bool) error 
 	}
 	for _, p := range res.Policies {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s %s (generation %d)%s\n", p.Namespace, p.Name, p.Outcome, p.Generation, suffix)
+		for _, w := range p.Warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s/%s: %s\n", p.Namespace, p.Name, w)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,385 @@
+// Package explain traces one policy through the pipeline: its fields (with defaults), the IR it became, and
+// the Envoy resources and fields each policy field set.
+package explain
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsbuild"
+)
+
+// Explanation is one policy's way through the pipeline.
+type Explanation struct {
+	Policy     string `json:"policy"`
+	ProxyGroup string `json:"proxyGroup"`
+	Accepted   bool   `json:"accepted"`
+	Message    string `json:"message,omitempty"`
+	// IR holds the policy's part of the intermediate representation.
+	IR IR `json:"ir"`
+	// Resources are the Envoy resources the policy contributes to.
+	Resources []Resource `json:"resources"`
+	// Fields maps every policy field (defaults included) to the Envoy field it became.
+	Fields []Field `json:"fields"`
+}
+
+// IR is the policy's share of its proxy group's IR.
+type IR struct {
+	Listener    *ir.Listener    `json:"listener,omitempty"`
+	VirtualHost *ir.VirtualHost `json:"virtualHost,omitempty"`
+	Clusters    []*ir.Cluster   `json:"clusters,omitempty"`
+}
+
+// Resource names one Envoy resource.
+type Resource struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+}
+
+// Field is one policy field and where it went.
+type Field struct {
+	Policy string `json:"policy"`
+	Value  string `json:"value"`
+	// Resource and Envoy name the resource and field; Envoy is empty for fields with no Envoy counterpart
+	// (Note says why).
+	Resource   *Resource `json:"resource,omitempty"`
+	Envoy      string    `json:"envoy,omitempty"`
+	EnvoyValue string    `json:"envoyValue,omitempty"`
+	Note       string    `json:"note,omitempty"`
+}
+
+// Explain traces p, which must be defaulted (translate.Prepare), through r, its group's IR g and the
+// resources built from g. g and resources are nil when the policy was not accepted.
+func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Group, resources xdsbuild.Resources) (*Explanation, error) {
+	e := &Explanation{Policy: p.Namespace + "/" + p.Name, ProxyGroup: p.Spec.ProxyGroup, Accepted: r.Accepted && r.ResolvedRefs}
+	if !r.Accepted {
+		e.Message = r.AcceptedMessage
+	} else if !r.ResolvedRefs {
+		e.Message = r.ResolvedRefsMessage
+	}
+	trees, err := resourceTrees(resources)
+	if err != nil {
+		return nil, err
+	}
+	if g != nil && e.Accepted {
+		e.IR = irOf(p, r, g)
+		for _, typ := range []string{Listener, Routes, Cluster, Endpoints} {
+			for _, name := range slices.Sorted(maps.Keys(trees[typ])) {
+				if mine(typ, name, trees[typ][name], p, r) {
+					e.Resources = append(e.Resources, Resource{Type: typ, Name: name})
+				}
+			}
+		}
+	}
+	spec, err := toTree(p.Spec)
+	if err != nil {
+		return nil, err
+	}
+	var leaves []leaf
+	walkLeaves("spec", spec, &leaves)
+	for _, l := range leaves {
+		f := Field{Policy: l.path, Value: render(l.value)}
+		ru, vars, ok := match(l.path, p, r)
+		switch {
+		case !ok:
+			f.Note = "no Envoy field of its own"
+		case ru.typ == "":
+			f.Note = "chooses the Envoys (node.cluster) that are served this policy"
+		case !e.Accepted:
+			f.Note = "not in Envoy: the policy is not served"
+		default:
+			f.Resource = &Resource{Type: ru.typ}
+			name, path, got := resolveIn(trees[ru.typ], expand(ru.name, vars), expand(ru.path, vars))
+			f.Resource.Name, f.Envoy = name, path
+			switch {
+			case got != nil:
+				f.EnvoyValue = render(got)
+			case ru.optional:
+				f.EnvoyValue = "(unset: Envoy's default)"
+			default:
+				f.EnvoyValue = "(not found)"
+			}
+		}
+		e.Fields = append(e.Fields, f)
+	}
+	return e, nil
+}
+
+// mine tells whether a resource belongs to the policy.
+func mine(typ, name string, tree any, p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult) bool {
+	switch typ {
+	case Listener:
+		return name == r.Listener
+	case Cluster, Endpoints:
+		return slices.Contains(r.Clusters, name)
+	case Routes:
+		return resolve(tree, "virtual_hosts[name="+p.Namespace+"/"+p.Name+"]") != nil
+	}
+	return false
+}
+
+func irOf(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Group) IR {
+	var out IR
+	vhost := p.Namespace + "/" + p.Name
+	for _, l := range g.Listeners {
+		if l.Name != r.Listener {
+			continue
+		}
+		// Only this policy's virtual host: the others on a shared port belong to other policies.
+		c := *l
+		c.VirtualHosts = nil
+		out.Listener = &c
+		for _, vh := range l.VirtualHosts {
+			if vh.Name == vhost {
+				out.VirtualHost = vh
+			}
+		}
+	}
+	for _, c := range g.Clusters {
+		if slices.Contains(r.Clusters, c.Name) {
+			out.Clusters = append(out.Clusters, c)
+		}
+	}
+	return out
+}
+
+func resourceTrees(resources xdsbuild.Resources) (map[string]map[string]any, error) {
+	out := map[string]map[string]any{}
+	for typ, list := range resources {
+		short := typ[strings.LastIndex(typ, ".")+1:]
+		if short == "Secret" {
+			continue // never rendered: private keys
+		}
+		out[short] = map[string]any{}
+		for _, m := range list {
+			b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+			if err != nil {
+				return nil, err
+			}
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				return nil, err
+			}
+			out[short][cachev3.GetResourceName(m.(types.Resource))] = v
+		}
+	}
+	return out, nil
+}
+
+func toTree(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	return out, json.Unmarshal(b, &out)
+}
+
+type leaf struct {
+	path  string
+	value any
+}
+
+// walkLeaves lists scalars and lists of scalars; objects and lists of objects are descended into.
+func walkLeaves(path string, v any, out *[]leaf) {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			walkLeaves(path+"."+k, x[k], out)
+		}
+	case []any:
+		objects := len(x) > 0
+		for _, e := range x {
+			if _, ok := e.(map[string]any); !ok {
+				objects = false
+			}
+		}
+		if !objects {
+			*out = append(*out, leaf{path, v})
+			return
+		}
+		for i, e := range x {
+			walkLeaves(fmt.Sprintf("%s[%d]", path, i), e, out)
+		}
+	default:
+		*out = append(*out, leaf{path, v})
+	}
+}
+
+func match(path string, p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult) (rule, map[string]string, bool) {
+	for _, ru := range rules {
+		m := ru.pattern.FindStringSubmatch(path)
+		if m == nil {
+			continue
+		}
+		vars := map[string]string{"ns": p.Namespace, "name": p.Name, "vhost": p.Namespace + "/" + p.Name, "listener": r.Listener}
+		for i, sub := range ru.pattern.SubexpNames() {
+			n, err := strconv.Atoi(m[i])
+			switch {
+			case sub == "b" && err == nil && n < len(p.Spec.Backends):
+				vars["backend"] = p.Spec.Backends[n].Name
+			case sub == "r" && err == nil && n < len(p.Spec.Routes):
+				vars["route"] = p.Spec.Routes[n].Name
+			case sub == "e" && err == nil && vars["backend"] != "":
+				if b := backendNamed(p, vars["backend"]); b != nil && n < len(b.Endpoints) {
+					vars["ep"] = fmt.Sprintf("%s:%d", b.Endpoints[n].Address, b.Endpoints[n].Port)
+				}
+			}
+		}
+		return ru, vars, true
+	}
+	return rule{}, nil, false
+}
+
+func backendNamed(p *v1alpha1.LoadBalancerPolicy, name string) *v1alpha1.Backend {
+	for i := range p.Spec.Backends {
+		if p.Spec.Backends[i].Name == name {
+			return &p.Spec.Backends[i]
+		}
+	}
+	return nil
+}
+
+func expand(s string, vars map[string]string) string {
+	for k, v := range vars {
+		s = strings.ReplaceAll(s, "{"+k+"}", v)
+	}
+	return s
+}
+
+// resolveIn looks paths up in the named resource, or in each resource of the type when name is empty, and
+// returns the resource and the path that matched (the first of "a|b" when none did).
+func resolveIn(byName map[string]any, name, paths string) (string, string, any) {
+	names := []string{name}
+	if name == "" {
+		names = slices.Sorted(maps.Keys(byName))
+	}
+	for _, n := range names {
+		for _, p := range strings.Split(paths, "|") {
+			if v := resolve(byName[n], p); v != nil {
+				return n, p, v
+			}
+		}
+	}
+	first, _, _ := strings.Cut(paths, "|")
+	return name, first, nil
+}
+
+// resolve follows a path; "[*]" and "*" collect every element, and a collection with nothing in it is nil.
+func resolve(tree any, path string) any {
+	if tree == nil {
+		return nil
+	}
+	if path == "" {
+		return tree
+	}
+	seg, rest := splitPath(path)
+	key, sel, hasSel := strings.Cut(seg, "[")
+	var next []any
+	if key == "*" {
+		if m, ok := tree.(map[string]any); ok {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				next = append(next, m[k])
+			}
+		}
+		return collect(next, rest)
+	}
+	m, ok := tree.(map[string]any)
+	if !ok {
+		return nil
+	}
+	v, ok := m[key]
+	if !ok {
+		return nil
+	}
+	if !hasSel {
+		return resolve(v, rest)
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	sel = strings.TrimSuffix(sel, "]")
+	switch {
+	case sel == "*":
+		return collect(list, rest)
+	case strings.HasPrefix(sel, "ep="):
+		// The lb_endpoint whose address is ip:port.
+		for _, e := range list {
+			sa, _ := resolve(e, "endpoint.address.socket_address").(map[string]any)
+			if sa != nil && fmt.Sprintf("%v:%v", sa["address"], sa["port_value"]) == strings.TrimPrefix(sel, "ep=") {
+				return resolve(e, rest)
+			}
+		}
+		return nil
+	case strings.HasPrefix(sel, "name="):
+		for _, e := range list {
+			if o, ok := e.(map[string]any); ok && o["name"] == strings.TrimPrefix(sel, "name=") {
+				return resolve(e, rest)
+			}
+		}
+		return nil
+	default:
+		i, err := strconv.Atoi(sel)
+		if err != nil || i < 0 || i >= len(list) {
+			return nil
+		}
+		return resolve(list[i], rest)
+	}
+}
+
+func collect(list []any, rest string) any {
+	var out []any
+	for _, e := range list {
+		v := resolve(e, rest)
+		if sub, ok := v.([]any); ok && strings.Contains(rest, "*") {
+			out = append(out, sub...)
+		} else if v != nil {
+			out = append(out, v)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0] // a selection that found one element, as for an endpoint picked by address
+	}
+	return out
+}
+
+// splitPath cuts the first segment off; dots inside brackets do not split.
+func splitPath(path string) (string, string) {
+	depth := 0
+	for i, c := range path {
+		switch c {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case '.':
+			if depth == 0 {
+				return path[:i], path[i+1:]
+			}
+		}
+	}
+	return path, ""
+}
+
+func render(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,114 @@
+package explain
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsbuild"
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+// explainDir translates every policy of a directory the way lbctl explain -f does and explains each.
+func explainDir(t *testing.T, dir string) []*Explanation {
+	t.Helper()
+	docs, err := manifest.ReadPath(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*Explanation
+	for _, d := range docs {
+		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d)})
+		k := translate.KeyOf(d.Policy)
+		p, _ := translate.Prepare(d.Policy)
+		pr := res.Policies[k]
+		g := res.IR.Groups[p.Spec.ProxyGroup]
+		var built xdsbuild.Resources
+		if g != nil {
+			if built, err = xdsbuild.Build(g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e, err := Explain(p, pr, g, built)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// readFiles reads the files a policy references, relative to the repository as the examples are written.
+func readFiles(t *testing.T, d manifest.Document) translate.Files {
+	t.Helper()
+	files := translate.Files{}
+	for _, path := range translate.ReferencedFiles([]*v1alpha1.LoadBalancerPolicy{d.Policy}) {
+		b, err := os.ReadFile(filepath.Join(tools.RepoRoot(), path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[path] = translate.File{Data: b}
+	}
+	return files
+}
+
+// Every field of every example leads to the Envoy field it became, and that field is set (or is one Envoy
+// leaves at its default): the table in fields.go cannot drift from what xdsbuild writes.
+func TestEveryExampleFieldResolves(t *testing.T) {
+	es := explainDir(t, filepath.Join(tools.RepoRoot(), "examples"))
+	es = append(es, explainDir(t, filepath.Join(tools.RepoRoot(), "controlplane", "xdsbuild", "testdata", "in", "hashing-and-limits.yaml"))...)
+	if len(es) < 15 {
+		t.Fatalf("only %d example policies", len(es))
+	}
+	fields := 0
+	for _, e := range es {
+		if !e.Accepted {
+			t.Errorf("%s is not accepted: %s", e.Policy, e.Message)
+			continue
+		}
+		if len(e.Resources) < 3 || len(e.IR.Clusters) == 0 || e.IR.Listener == nil {
+			t.Errorf("%s: resources %v, IR %+v", e.Policy, e.Resources, e.IR)
+		}
+		for _, f := range e.Fields {
+			fields++
+			switch {
+			case f.Note == "no Envoy field of its own":
+				t.Errorf("%s: %s has no rule in fields.go", e.Policy, f.Policy)
+			case f.EnvoyValue == "(not found)":
+				t.Errorf("%s: %s → %s %s %s not found", e.Policy, f.Policy, f.Resource.Type, f.Resource.Name, f.Envoy)
+			}
+		}
+	}
+	t.Logf("%d fields of %d policies resolved", fields, len(es))
+}
+
+func TestExplainNamesTheValue(t *testing.T) {
+	for _, e := range explainDir(t, filepath.Join(tools.RepoRoot(), "examples", "health-checks.yaml")) {
+		if e.Policy != "default/health" {
+			continue
+		}
+		want := map[string]string{
+			"spec.backends[0].healthCheck.panicThreshold":         "30",
+			"spec.backends[0].healthCheck.passive.consecutive5xx": "5",
+			"spec.listener.port":                                  "10089",
+			"spec.backends[0].healthCheck.active.interval":        "2s",
+		}
+		for _, f := range e.Fields {
+			if w, ok := want[f.Policy]; ok {
+				if f.EnvoyValue != w || !strings.Contains(f.Value, strings.TrimSuffix(w, "s")) {
+					t.Errorf("%s: policy %s, Envoy %s (%s), want %s", f.Policy, f.Value, f.EnvoyValue, f.Envoy, w)
+				}
+				delete(want, f.Policy)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("fields not explained: %v", want)
+		}
+		return
+	}
+	t.Fatal("default/health not found")
+}

@@ -1,0 +1,142 @@
+package explain
+
+import "regexp"
+
+// Resource types, as short names.
+const (
+	Listener  = "Listener"
+	Routes    = "RouteConfiguration"
+	Cluster   = "Cluster"
+	Endpoints = "ClusterLoadAssignment"
+)
+
+// rule says where a policy field ends up: the resource (by type and a name template) and the Envoy field
+// path in it. Paths use Envoy's field names; "[*]" is every element, "[name=X]" the element named X, "*"
+// every value of a map, and "a|b" tries a, then b. Optional fields are left unset when the policy keeps
+// Envoy's default, so not finding them is no error.
+type rule struct {
+	pattern  *regexp.Regexp
+	typ      string
+	name     string
+	path     string
+	optional bool
+}
+
+const (
+	cl   = "{ns}/{name}/{backend}"
+	rt   = "virtual_hosts[name={vhost}].routes[name={vhost}/{route}]"
+	lbTC = "load_balancing_policy.policies[0].typed_extension_config.typed_config"
+	hc   = "health_checks[0]"
+	ep   = "endpoints[*].lb_endpoints[*].endpoint"
+	lbe  = "endpoints[*].lb_endpoints[ep={ep}]"
+	od   = "outlier_detection"
+	cb   = "circuit_breakers.thresholds[0]"
+	hpo  = "typed_extension_protocol_options.*.common_http_protocol_options"
+	dtls = "filter_chains[*].transport_socket.typed_config.common_tls_context"
+	utls = "transport_socket.typed_config.common_tls_context.combined_validation_context"
+)
+
+func r(pattern, typ, name, path string) rule {
+	return rule{pattern: regexp.MustCompile("^" + pattern + "$"), typ: typ, name: name, path: path}
+}
+
+func opt(pattern, typ, name, path string) rule {
+	x := r(pattern, typ, name, path)
+	x.optional = true
+	return x
+}
+
+// B, E and R capture a backend's, its endpoint's and a route's index.
+const (
+	B = `spec\.backends\[(?P<b>\d+)\]`
+	E = B + `\.endpoints\[(?P<e>\d+)\]`
+	R = `spec\.routes\[(?P<r>\d+)\]`
+)
+
+var rules = []rule{
+	r(`spec\.proxyGroup`, "", "", ""),
+	r(`spec\.listener\.address`, Listener, "{listener}", "address.socket_address.address"),
+	r(`spec\.listener\.port`, Listener, "{listener}", "address.socket_address.port_value"),
+	r(`spec\.listener\.protocol`, Listener, "{listener}", "filter_chains[*].filters[0].name"),
+	r(`spec\.listener\.hostnames`, Routes, "", "virtual_hosts[name={vhost}].domains"),
+	r(`spec\.listener\.tls\.certificates\[\d+\]\..*`, Listener, "{listener}", dtls+".tls_certificate_sds_secret_configs[*].name"),
+	r(`spec\.listener\.tls\.minVersion`, Listener, "{listener}", dtls+".tls_params.tls_minimum_protocol_version"),
+	r(`spec\.listener\.tls\.maxVersion`, Listener, "{listener}", dtls+".tls_params.tls_maximum_protocol_version"),
+	r(`spec\.listener\.tls\.cipherSuites`, Listener, "{listener}", dtls+".tls_params.cipher_suites"),
+
+	r(R+`\.name`, Routes, "", rt+".name"),
+	r(R+`\.match\.path\..*`, Routes, "", rt+".match.prefix|"+rt+".match.path|"+rt+".match.safe_regex|"+rt+".match.path_separated_prefix"),
+	r(R+`\.match\.headers.*`, Routes, "", rt+".match.headers"),
+	r(R+`\.backends.*`, Routes, "", rt+".route.cluster|"+rt+".route.weighted_clusters"),
+	r(R+`\.timeout`, Routes, "", rt+".route.timeout"),
+	r(R+`\.idleTimeout`, Routes, "", rt+".route.idle_timeout"),
+	r(R+`\.retry\.conditions`, Routes, "", rt+".route.retry_policy.retry_on"),
+	r(R+`\.retry\.statusCodes`, Routes, "", rt+".route.retry_policy.retriable_status_codes"),
+	r(R+`\.retry\.attempts`, Routes, "", rt+".route.retry_policy.num_retries"),
+	r(R+`\.retry\.perTryTimeout`, Routes, "", rt+".route.retry_policy.per_try_timeout"),
+	r(R+`\.retry\.backoff\.base`, Routes, "", rt+".route.retry_policy.retry_back_off.base_interval"),
+	r(R+`\.retry\.backoff\.max`, Routes, "", rt+".route.retry_policy.retry_back_off.max_interval"),
+	opt(R+`\.retry\.avoidPreviousHosts`, Routes, "", rt+".route.retry_policy.retry_host_predicate"),
+	r(R+`\.sessionPersistence\..*`, Routes, "", rt+".typed_per_filter_config"),
+
+	r(B+`\.name`, Cluster, cl, "name"),
+	r(E+`\.address`, Endpoints, cl, lbe+".endpoint.address.socket_address.address"),
+	r(E+`\.port`, Endpoints, cl, lbe+".endpoint.address.socket_address.port_value"),
+	r(E+`\.weight`, Endpoints, cl, lbe+".load_balancing_weight"),
+	opt(E+`\.state`, Endpoints, cl, lbe+".health_status"),
+	r(E+`\.zone`, Endpoints, cl, "endpoints[*].locality.zone"),
+	opt(B+`\.service\..*`, Endpoints, cl, "endpoints[*].lb_endpoints[*].endpoint.address.socket_address"),
+	r(B+`\.connectTimeout`, Cluster, cl, "connect_timeout"),
+	r(B+`\.loadBalancing\.algorithm`, Cluster, cl, "load_balancing_policy.policies[0].typed_extension_config.name"),
+	r(B+`\.loadBalancing\.leastRequest\.choiceCount`, Cluster, cl, lbTC+".choice_count"),
+	r(B+`\.loadBalancing\.ringHash\.minimumRingSize`, Cluster, cl, lbTC+".minimum_ring_size"),
+	r(B+`\.loadBalancing\.ringHash\.maximumRingSize`, Cluster, cl, lbTC+".maximum_ring_size"),
+	r(B+`\.loadBalancing\.maglev\.tableSize`, Cluster, cl, lbTC+".table_size"),
+	r(B+`\.loadBalancing\.hashKeys.*`, Routes, "", "virtual_hosts[name={vhost}].routes[*].route.hash_policy"),
+	r(B+`\.loadBalancing\.slowStart\.window`, Cluster, cl, lbTC+".slow_start_config.slow_start_window"),
+	r(B+`\.loadBalancing\.slowStart\.aggression`, Cluster, cl, lbTC+".slow_start_config.aggression.default_value"),
+	r(B+`\.loadBalancing\.slowStart\.minWeightPercent`, Cluster, cl, lbTC+".slow_start_config.min_weight_percent.value"),
+	r(B+`\.loadBalancing\.zoneFailover`, Endpoints, cl, "endpoints[*].priority"),
+	r(B+`\.circuitBreakers\.maxConnections`, Cluster, cl, cb+".max_connections"),
+	r(B+`\.circuitBreakers\.maxPendingRequests`, Cluster, cl, cb+".max_pending_requests"),
+	r(B+`\.circuitBreakers\.maxRequests`, Cluster, cl, cb+".max_requests"),
+	r(B+`\.circuitBreakers\.maxRetries`, Cluster, cl, cb+".max_retries"),
+	r(B+`\.circuitBreakers\.maxConnectionsPerEndpoint`, Cluster, cl, "circuit_breakers.per_host_thresholds[0].max_connections"),
+	r(B+`\.circuitBreakers\.retryBudget\.percent`, Cluster, cl, cb+".retry_budget.budget_percent.value"),
+	r(B+`\.circuitBreakers\.retryBudget\.minConcurrency`, Cluster, cl, cb+".retry_budget.min_retry_concurrency"),
+	r(B+`\.healthCheck\.panicThreshold`, Cluster, cl, "common_lb_config.healthy_panic_threshold.value"),
+	r(B+`\.healthCheck\.active\.type`, Cluster, cl, hc+".http_health_check|"+hc+".tcp_health_check|"+hc+".grpc_health_check"),
+	r(B+`\.healthCheck\.active\.interval`, Cluster, cl, hc+".interval"),
+	r(B+`\.healthCheck\.active\.timeout`, Cluster, cl, hc+".timeout"),
+	opt(B+`\.healthCheck\.active\.jitter`, Cluster, cl, hc+".interval_jitter"),
+	r(B+`\.healthCheck\.active\.healthyThreshold`, Cluster, cl, hc+".healthy_threshold"),
+	r(B+`\.healthCheck\.active\.unhealthyThreshold`, Cluster, cl, hc+".unhealthy_threshold"),
+	r(B+`\.healthCheck\.active\.port`, Endpoints, cl, ep+".health_check_config.port_value"),
+	r(B+`\.healthCheck\.active\.http\.path`, Cluster, cl, hc+".http_health_check.path"),
+	r(B+`\.healthCheck\.active\.http\.method`, Cluster, cl, hc+".http_health_check.method"),
+	r(B+`\.healthCheck\.active\.http\.host`, Endpoints, cl, ep+".health_check_config.hostname"),
+	r(B+`\.healthCheck\.active\.http\.expectedStatuses.*`, Cluster, cl, hc+".http_health_check.expected_statuses"),
+	r(B+`\.healthCheck\.active\.http\.expectedBody`, Cluster, cl, hc+".http_health_check.receive"),
+	r(B+`\.healthCheck\.active\.tcp\.send`, Cluster, cl, hc+".tcp_health_check.send"),
+	r(B+`\.healthCheck\.active\.tcp\.receive`, Cluster, cl, hc+".tcp_health_check.receive"),
+	opt(B+`\.healthCheck\.active\.grpc\.serviceName`, Cluster, cl, hc+".grpc_health_check.service_name"),
+	r(B+`\.healthCheck\.passive\.consecutive5xx`, Cluster, cl, od+".consecutive_5xx"),
+	r(B+`\.healthCheck\.passive\.consecutiveGatewayErrors`, Cluster, cl, od+".consecutive_gateway_failure"),
+	r(B+`\.healthCheck\.passive\.consecutiveLocalOriginFailures`, Cluster, cl, od+".consecutive_local_origin_failure"),
+	r(B+`\.healthCheck\.passive\.successRate\.stdevFactor`, Cluster, cl, od+".success_rate_stdev_factor"),
+	r(B+`\.healthCheck\.passive\.successRate\.minimumHosts`, Cluster, cl, od+".success_rate_minimum_hosts"),
+	r(B+`\.healthCheck\.passive\.successRate\.requestVolume`, Cluster, cl, od+".success_rate_request_volume"),
+	r(B+`\.healthCheck\.passive\.failurePercentage\.threshold`, Cluster, cl, od+".failure_percentage_threshold"),
+	r(B+`\.healthCheck\.passive\.failurePercentage\.minimumHosts`, Cluster, cl, od+".failure_percentage_minimum_hosts"),
+	r(B+`\.healthCheck\.passive\.failurePercentage\.requestVolume`, Cluster, cl, od+".failure_percentage_request_volume"),
+	r(B+`\.healthCheck\.passive\.interval`, Cluster, cl, od+".interval"),
+	r(B+`\.healthCheck\.passive\.baseEjectionTime`, Cluster, cl, od+".base_ejection_time"),
+	r(B+`\.healthCheck\.passive\.maxEjectionPercent`, Cluster, cl, od+".max_ejection_percent"),
+	opt(B+`\.connection\.protocol`, Cluster, cl, "typed_extension_protocol_options.*.explicit_http_config"),
+	r(B+`\.connection\.maxRequestsPerConnection`, Cluster, cl, hpo+".max_requests_per_connection"),
+	r(B+`\.connection\.idleTimeout`, Cluster, cl, hpo+".idle_timeout"),
+	r(B+`\.connection\.tcpKeepalive.*`, Cluster, cl, "upstream_connection_options.tcp_keepalive"),
+	r(B+`\.tls\.sni`, Cluster, cl, "transport_socket.typed_config.sni"),
+	r(B+`\.tls\.caFile`, Cluster, cl, utls+".validation_context_sds_secret_config.name"),
+	opt(B+`\.tls\.insecureSkipVerify`, Cluster, cl, utls),
+}

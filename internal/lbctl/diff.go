@@ -1,0 +1,145 @@
+package lbctl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/resdiff"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+func newDiff(g *globals) *cobra.Command {
+	var file, from, output string
+	cmd := &cobra.Command{
+		Use:   "diff -f FILE|DIR|-",
+		Short: "Show what pushing policies would change in Envoy's resources, field by field (exit 1 when something would)",
+		Long: `Show, before pushing, which clusters, endpoints, listeners, routes and secrets would be added,
+removed or changed, with the Envoy fields that change. Nothing is pushed.
+
+Without --from the server compares what it serves with what it would serve after lbctl push-config of
+the same files (standalone mode). With --from OLD it works offline: OLD is what runs, and FILE's
+policies replace or join those of OLD.
+
+Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 on errors.`,
+		Example: `  lbctl diff -f policy.yaml
+  lbctl diff --from policies/ -f policies-next/
+  lbctl diff -f policy.yaml -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case "", "text", "json":
+			default:
+				return &exitCode{code: 2, err: fmt.Errorf("--output: unsupported value %q; supported: text, json", output)}
+			}
+			var changes []resdiff.Change
+			var err error
+			if from != "" {
+				changes, err = offlineDiff(from, file, cmd.InOrStdin())
+			} else {
+				changes, err = serverDiff(cmd, g, file)
+			}
+			if err != nil {
+				return &exitCode{code: 2, err: err}
+			}
+			w := cmd.OutOrStdout()
+			if output == "json" {
+				if changes == nil {
+					changes = []resdiff.Change{}
+				}
+				if err := printJSON(w, changes); err != nil {
+					return err
+				}
+			} else {
+				printChanges(w, changes)
+			}
+			if len(changes) > 0 {
+				return &exitCode{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
+	cmd.Flags().StringVar(&from, "from", "", "compare offline against these policies (file or directory) instead of the server")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "text (default) or json")
+	cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func serverDiff(cmd *cobra.Command, g *globals, file string) ([]resdiff.Change, error) {
+	c, err := g.client()
+	if err != nil {
+		return nil, err
+	}
+	body, sources, err := readBody(file, cmd.InOrStdin())
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Diff(cmd.Context(), body)
+	if err != nil {
+		return nil, renameSources(err, sources)
+	}
+	return res.Changes, nil
+}
+
+func offlineDiff(from, file string, stdin io.Reader) ([]resdiff.Change, error) {
+	oldDocs, err := manifest.ReadPath(from, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	newDocs, err := manifest.ReadPath(file, stdin)
+	if err != nil {
+		return nil, err
+	}
+	// What a push does: the new documents replace policies of the same name, the others stay.
+	replaced := map[translate.Key]bool{}
+	for _, d := range newDocs {
+		replaced[translate.KeyOf(d.Policy)] = true
+	}
+	next := newDocs
+	for _, d := range oldDocs {
+		if !replaced[translate.KeyOf(d.Policy)] {
+			next = append(next, d)
+		}
+	}
+	before, errs := translateDocs(oldDocs)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("--from: %w", errors.Join(errs...))
+	}
+	after, errs := translateDocs(next)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return pushapi.DiffResults(before, after)
+}
+
+func printChanges(w io.Writer, changes []resdiff.Change) {
+	mark := map[string]string{resdiff.Added: "+", resdiff.Removed: "-", resdiff.Changed: "~"}
+	for _, c := range changes {
+		fmt.Fprintf(w, "%s %s %s (proxy group %s)\n", mark[c.Op], c.Type, c.Name, c.Group)
+		for _, f := range c.Fields {
+			switch {
+			case f.Old == "":
+				fmt.Fprintf(w, "    + %s: %s\n", f.Path, clipValue(f.New))
+			case f.New == "":
+				fmt.Fprintf(w, "    - %s: %s\n", f.Path, clipValue(f.Old))
+			default:
+				fmt.Fprintf(w, "    ~ %s: %s -> %s\n", f.Path, clipValue(f.Old), clipValue(f.New))
+			}
+		}
+	}
+}
+
+// clipValue keeps a whole added sub-tree (a new filter chain, say) from flooding the output.
+func clipValue(s string) string {
+	const most = 200
+	if len(s) <= most {
+		return s
+	}
+	return s[:most] + fmt.Sprintf("... (%d more bytes; -o json has it all)", len(s)-most)
+}
+

@@ -1,0 +1,123 @@
+package lbctl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/explain"
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+func newExplain(g *globals) *cobra.Command {
+	var namespace, file, output string
+	cmd := &cobra.Command{
+		Use:   "explain NAME",
+		Short: "Trace a policy through lbplane: its fields with defaults, the IR, and the Envoy field each became",
+		Long: `Show how one policy becomes Envoy config: every policy field with its value (defaults
+included), the intermediate representation lbplane built from it, the Envoy resources it contributes to,
+and for each field the Envoy resource, field path (as in Envoy's API docs) and value it became.
+
+Without -f it asks the server about the policy it serves; with -f it translates the files offline.`,
+		Example: `  lbctl explain demo
+  lbctl explain health -f examples/health-checks.yaml
+  lbctl explain demo -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var e *explain.Explanation
+			var err error
+			if file != "" {
+				e, err = offlineExplain(file, namespace, args[0], cmd.InOrStdin())
+			} else {
+				var c *pushapi.Client
+				if c, err = g.client(); err == nil {
+					e, err = c.Explain(cmd.Context(), namespace, args[0])
+				}
+			}
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			switch output {
+			case "json":
+				return printJSON(w, e)
+			case "yaml":
+				b, err := yaml.Marshal(e)
+				if err != nil {
+					return err
+				}
+				_, err = w.Write(b)
+				return err
+			case "", "text":
+				return printExplanation(w, e)
+			}
+			return fmt.Errorf("--output: unsupported value %q; supported: text, yaml, json", output)
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "translate these files offline instead of asking the server")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "text (default), yaml or json")
+	return cmd
+}
+
+func offlineExplain(file, namespace, name string, stdin io.Reader) (*explain.Explanation, error) {
+	docs, err := manifest.ReadPath(file, stdin)
+	if err != nil {
+		return nil, err
+	}
+	res, errs := translateDocs(docs)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	k := translate.Key{Namespace: namespace, Name: name}
+	for _, d := range docs {
+		if translate.KeyOf(d.Policy) == k {
+			return pushapi.ExplainPolicy(d.Policy, res.Policies[k], res)
+		}
+	}
+	return nil, fmt.Errorf("policy %s is not in %s", k, file)
+}
+
+func printExplanation(w io.Writer, e *explain.Explanation) error {
+	state := "served"
+	if !e.Accepted {
+		state = "not served: " + e.Message
+	}
+	fmt.Fprintf(w, "Policy %s, proxy group %s (%s)\n\n", e.Policy, e.ProxyGroup, state)
+	if len(e.Resources) > 0 {
+		fmt.Fprintln(w, "Envoy resources:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, r := range e.Resources {
+			fmt.Fprintf(tw, "  %s\t%s\n", r.Type, r.Name)
+		}
+		tw.Flush()
+		b, err := yaml.Marshal(e.IR)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "\nIR:")
+		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+			fmt.Fprintln(w, "  "+line)
+		}
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY FIELD\tVALUE\tENVOY FIELD\tENVOY VALUE")
+	for _, f := range e.Fields {
+		target, value := f.Note, ""
+		if f.Resource != nil {
+			target = fmt.Sprintf("%s %s: %s", f.Resource.Type, f.Resource.Name, f.Envoy)
+			value = f.EnvoyValue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Policy, clipValue(f.Value), target, clipValue(value))
+	}
+	return tw.Flush()
+}
