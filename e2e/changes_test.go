@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/google/go-cmp/cmp"
 	"os"
@@ -278,14 +279,33 @@ spec:
 }
 
 // stripVolatile drops what changes on its own (ages and transition times).
+// stripVolatile drops what changes with time rather than with config from lbctl get -o json: condition
+// transition times, and status.backends (endpoint health and load, as the Envoys observe them).
 func stripVolatile(s string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if !strings.Contains(l, "lastTransitionTime") {
-			out = append(out, l)
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return s
+	}
+	var strip func(any)
+	strip = func(x any) {
+		switch t := x.(type) {
+		case map[string]any:
+			delete(t, "lastTransitionTime")
+			if st, ok := t["status"].(map[string]any); ok {
+				delete(st, "backends")
+			}
+			for _, e := range t {
+				strip(e)
+			}
+		case []any:
+			for _, e := range t {
+				strip(e)
+			}
 		}
 	}
-	return strings.Join(out, "\n")
+	strip(v)
+	b, _ := json.MarshalIndent(v, "", " ")
+	return string(b)
 }
 
 func TestRestartLosesNothing(t *testing.T) {

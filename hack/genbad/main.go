@@ -308,6 +308,8 @@ spec:
 	add("json-not-object", "[1, 2, 3]", "")
 	add("empty-spec", "apiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: empty}\nspec: {}\n", "spec.listener.port", "spec.listener.protocol: required", "spec.backends: at least one backend is required")
 	add("alias-bomb", "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n", "")
+	sub("zone-failover-duplicate", "algorithm: RoundRobin}", "algorithm: RoundRobin, zoneFailover: [zone-a, zone-a]}", "spec.backends[0].loadBalancing.zoneFailover[1]")
+	sub("zone-name", "algorithm: RoundRobin}", "algorithm: RoundRobin, zoneFailover: [\"zone a\"]}", "spec.backends[0].loadBalancing.zoneFailover[0]: must be a zone name")
 	return out
 }
 
