@@ -31,6 +31,11 @@ func randomPolicy(r *rand.Rand, i int) string {
 			lb = append(lb, fmt.Sprintf("slowStart: {window: %ds, aggression: \"%d.5\", minWeightPercent: %d}", 1+r.IntN(120), r.IntN(3), r.IntN(100)))
 		}
 	}
+	zones := [2]string{}
+	if r.IntN(2) == 0 {
+		zones = [2]string{pick("zone-a", "zone-b"), pick("zone-a", "zone-c")}
+		lb = append(lb, "zoneFailover: ["+pick("zone-a", "zone-a, zone-b", "zone-c, zone-a", "zone-x")+"]")
+	}
 	var extras []string
 	http2 := r.IntN(2) == 0
 	if r.IntN(2) == 0 {
@@ -78,8 +83,8 @@ func randomPolicy(r *rand.Rand, i int) string {
 		for _, e := range extras {
 			b += "      " + e + "\n"
 		}
-		return b + fmt.Sprintf("      endpoints: [{address: 10.0.0.%d, port: %d, weight: %d}, {address: 10.0.1.%d, port: %d, state: %s}]\n",
-			1+r.IntN(250), port, 1+r.IntN(100), 1+r.IntN(250), port, pick("Active", "Draining"))
+		return b + fmt.Sprintf("      endpoints: [{address: 10.0.0.%d, port: %d, weight: %d, zone: %q}, {address: 10.0.1.%d, port: %d, state: %s, zone: %q}]\n",
+			1+r.IntN(250), port, 1+r.IntN(100), zones[0], 1+r.IntN(250), port, pick("Active", "Draining"), zones[1])
 	}
 	return fmt.Sprintf(`apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
