@@ -72,6 +72,9 @@ start() {
   export LBPLANE_SERVER="http://$API" LBPLANE_TOKEN_FILE="$RUN/data/token"
   "$BIN/lbctl" push-config -f examples/round-robin.yaml
   wait_for "Envoy to serve :$LISTENER" http_ok "http://127.0.0.1:$LISTENER/"
+  # lbplane reads endpoint health and load from Envoy's stats port every 2s: let it take a first reading,
+  # so that the requests below show in the policy's status.
+  wait_for "a first reading of Envoy's stats" sh -c "\"$BIN/lbctl\" status demo -o json | grep -q '\"backends\"'"
   echo
   echo "300 requests through Envoy on 127.0.0.1:$LISTENER:"
   python3 - "$LISTENER" <<'PY'
@@ -90,6 +93,9 @@ PY
   "$BIN/lbctl" get
   echo
   "$BIN/lbctl" status
+  echo
+  wait_for "the requests in the policy's status" sh -c "\"$BIN/lbctl\" status demo -o json | grep -q '\"latencyP99\"'"
+  "$BIN/lbctl" status demo
   cat <<TEXT
 
 Try it:
@@ -97,6 +103,9 @@ Try it:
   export LBPLANE_SERVER=http://$API LBPLANE_TOKEN_FILE=$RUN/data/token
   bin/lbctl push-config -f examples/weighted-round-robin.yaml   # listens on :10081
   bin/lbctl get -o yaml
+  bin/lbctl status demo; bin/lbctl explain demo; bin/lbctl diff -f examples/least-request.yaml
+  curl -s http://127.0.0.1:18002/metrics | grep ^lbplane_    # lbplane's metrics
+  curl -s http://127.0.0.1:19001/stats/prometheus | head      # Envoy's, on its stats port
 Envoy admin: http://127.0.0.1:$ADMIN   logs: $RUN/   stop everything: make stop
 TEXT
 }
