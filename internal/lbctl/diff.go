@@ -142,4 +142,3 @@ func clipValue(s string) string {
 	}
 	return s[:most] + fmt.Sprintf("... (%d more bytes; -o json has it all)", len(s)-most)
 }
-
