@@ -71,10 +71,7 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 			continue // not translated from this generation yet
 		}
 		next := policystatus.Compute(pr, proxies, health, now)
-		fresh := now.Sub(w.loadWritten[k]) < s.LoadStatusInterval
-		if fresh {
-			keepLoad(&next, &p.Status)
-		}
+		fresh := limitLoad(&next, &p.Status, w.loadWritten[k], now.Time, s.LoadStatusInterval)
 		// Keep transition times of conditions whose status did not change.
 		for j := range next.Conditions {
 			if old := meta.FindStatusCondition(p.Status.Conditions, next.Conditions[j].Type); old != nil && old.Status == next.Conditions[j].Status {
@@ -95,6 +92,26 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 			w.loadWritten[k] = now.Time
 		}
 	}
+}
+
+// limitLoad keeps the written requests, errors and latency in next while they are younger than interval,
+// so that only a change of health makes a write in between; it reports whether it kept them. A status
+// written before the Envoys had a window of history carries no load figures and is never kept.
+func limitLoad(next, old *v1alpha1.LoadBalancerPolicyStatus, written, now time.Time, interval time.Duration) bool {
+	if now.Sub(written) >= interval || !hasLoad(old) {
+		return false
+	}
+	keepLoad(next, old)
+	return true
+}
+
+func hasLoad(st *v1alpha1.LoadBalancerPolicyStatus) bool {
+	for _, b := range st.Backends {
+		if b.WindowSeconds == 0 {
+			return false
+		}
+	}
+	return len(st.Backends) > 0
 }
 
 // keepLoad puts the written requests, errors and latency back into next, so that only a health change

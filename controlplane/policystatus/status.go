@@ -4,7 +4,9 @@
 package policystatus
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +25,9 @@ const (
 	ReasonRejected    = "Rejected"
 	ReasonPending     = "Pending"
 )
+
+// MaxListed bounds status.backends and status.warnings, as the CRD does.
+const MaxListed = 64
 
 // Compute returns the status of one policy. health (what the Envoys report of each backend) may be nil.
 func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
@@ -48,6 +53,18 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 	}
 	if reported > 0 && reported == countBackends(r.Clusters, prefix) {
 		st.Endpoints.Healthy = min(healthy, st.Endpoints.Total)
+	}
+	// The CRD bounds both lists (a policy may have 100 backends and a session cluster per route); a longer
+	// list would make the API server refuse the whole status. Backends come first, session clusters after.
+	slices.SortStableFunc(st.Backends, func(a, b v1alpha1.BackendStatus) int {
+		return cmp.Compare(strings.Count(a.Name, "/"), strings.Count(b.Name, "/"))
+	})
+	if len(st.Backends) > MaxListed {
+		st.Backends = st.Backends[:MaxListed]
+	}
+	if len(st.Warnings) > MaxListed {
+		n := len(st.Warnings) - MaxListed + 1
+		st.Warnings = append(slices.Clone(st.Warnings[:MaxListed-1]), fmt.Sprintf("... and %d more (lbctl lint shows them all)", n))
 	}
 	var nacks []string
 	for _, p := range proxies {

@@ -1,10 +1,13 @@
 package policystatus
 
 import (
+	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -54,5 +57,25 @@ func TestProgrammed(t *testing.T) {
 	r.Accepted = false
 	if c := prog(synced); c.Reason != ReasonNotAccepted {
 		t.Errorf("not accepted: %+v", c)
+	}
+}
+
+func TestBackendsAndWarningsAreBounded(t *testing.T) {
+	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, ProxyGroup: "g", Accepted: true, ResolvedRefs: true}
+	health := proxystats.Health{"g": {}}
+	for i := range 70 {
+		c := fmt.Sprintf("ns/p/route-%d/session", i)
+		r.Clusters = append(r.Clusters, c)
+		health["g"][c] = v1alpha1.BackendStatus{}
+		r.Warnings = append(r.Warnings, fmt.Sprintf("w%d", i))
+	}
+	r.Clusters = append(r.Clusters, "ns/p/app")
+	health["g"]["ns/p/app"] = v1alpha1.BackendStatus{Endpoints: v1alpha1.BackendEndpointCounts{Total: 2, Healthy: 1}}
+	st := Compute(r, nil, health, metav1.Now())
+	if len(st.Backends) != MaxListed || st.Backends[0].Name != "app" {
+		t.Errorf("%d backends, first %q", len(st.Backends), st.Backends[0].Name)
+	}
+	if len(st.Warnings) != MaxListed || st.Warnings[MaxListed-1] != "... and 7 more (lbctl lint shows them all)" {
+		t.Errorf("%d warnings, last %q", len(st.Warnings), st.Warnings[len(st.Warnings)-1])
 	}
 }

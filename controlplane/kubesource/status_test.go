@@ -1,0 +1,41 @@
+package kubesource
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+func backendStatus(requests int64, window int32, healthy int32) v1alpha1.LoadBalancerPolicyStatus {
+	return v1alpha1.LoadBalancerPolicyStatus{Backends: []v1alpha1.BackendStatus{{Name: "app", Requests: requests, WindowSeconds: window,
+		Endpoints: v1alpha1.BackendEndpointCounts{Total: 3, Healthy: healthy, Ejected: 3 - healthy}}}}
+}
+
+func TestLoadFiguresAreRateLimitedButHealthIsNot(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	old := backendStatus(100, 60, 3)
+
+	// Within the interval: the load figures stay as written, so an unchanged health means no write.
+	next := backendStatus(250, 60, 3)
+	if !limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute) || next.Backends[0].Requests != 100 {
+		t.Fatalf("load not kept: %+v", next.Backends[0])
+	}
+	// A health change still shows at once, with the old load figures.
+	next = backendStatus(250, 60, 2)
+	limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute)
+	if next.Backends[0].Endpoints.Healthy != 2 || next.Backends[0].Requests != 100 {
+		t.Fatalf("health change: %+v", next.Backends[0])
+	}
+	// Past the interval the new figures are written.
+	next = backendStatus(250, 60, 3)
+	if limitLoad(&next, &old, t0, t0.Add(61*time.Second), time.Minute) || next.Backends[0].Requests != 250 {
+		t.Fatalf("load not refreshed: %+v", next.Backends[0])
+	}
+	// A status written before there was a window has no figures to keep.
+	empty := backendStatus(0, 0, 3)
+	next = backendStatus(250, 4, 3)
+	if limitLoad(&next, &empty, t0, t0.Add(time.Second), time.Minute) || next.Backends[0].Requests != 250 {
+		t.Fatalf("a first write without load kept: %+v", next.Backends[0])
+	}
+}
