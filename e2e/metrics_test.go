@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -88,20 +87,7 @@ spec:
 	waitServing(t, url, "m1")
 	waitSynced(t, l, 1)
 
-	// A port another process holds: Envoy rejects the listener.
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	push(t, l, policy(t, `
-apiVersion: lbplane.io/v1alpha1
-kind: LoadBalancerPolicy
-metadata: {name: blocked}
-spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
-  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
-`, map[string]any{"Port": taken.Addr().(*net.TCPAddr).Port, "Backend": bs[0].Port}))
+	pushBlocked(t, l, bs[0].Port)
 
 	var after map[string]float64
 	eventually(t, 20*time.Second, "a NACK of the listener counted", func() error {

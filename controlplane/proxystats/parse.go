@@ -12,6 +12,7 @@ package proxystats
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -179,7 +180,7 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 					bs = append(bs, Bucket{UpperMs: b.GetUpperBound(), Count: b.GetCumulativeCount()})
 				}
 				bs = append(bs, Bucket{UpperMs: math.Inf(1), Count: m.GetHistogram().GetSampleCount()})
-				slices.SortStableFunc(bs, func(a, b Bucket) int { return cmpFloat(a.UpperMs, b.UpperMs) })
+				slices.SortStableFunc(bs, func(a, b Bucket) int { return cmp.Compare(a.UpperMs, b.UpperMs) })
 				get(cluster).Latency = bs
 			case strings.HasPrefix(name, ejectionsPrefix) && name != ejectionsPrefix+"total" && m.GetCounter() != nil:
 				c := get(cluster)
@@ -191,16 +192,6 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 		}
 	}
 	return nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Attribute names the outlier detector behind each ejected host of cur: the one whose enforced-ejection
