@@ -50,6 +50,8 @@ type Engine struct {
 	CrossNamespace bool
 	// ReadFile reads a referenced file; tests replace it.
 	ReadFile func(string) ([]byte, error)
+	// NoRouterDynamicStats turns Envoy's per-response upstream stats off in every HTTP listener.
+	NoRouterDynamicStats bool
 	// Metrics, when set, times translation and sizes each group's resources.
 	Metrics *metrics.Metrics
 }
@@ -154,7 +156,8 @@ func (e *Engine) Preview(source string, policies []*v1alpha1.LoadBalancerPolicy)
 }
 
 func (e *Engine) refs() translate.Refs {
-	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace}
+	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
+		NoRouterDynamicStats: e.NoRouterDynamicStats}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and

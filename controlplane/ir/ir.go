@@ -52,6 +52,9 @@ type Listener struct {
 	TCP *TCPRoute
 	// TLS (HTTPS listeners): one filter chain per certificate, chosen by SNI.
 	TLS *ListenerTLS
+	// NoRouterDynamicStats turns off the router's per-response upstream stats (upstream_rq_time, per-status
+	// counters): about 3 % less Envoy CPU per request, and no latency or error figures per backend.
+	NoRouterDynamicStats bool
 }
 
 // ListenerTLS terminates TLS.

@@ -60,6 +60,8 @@ type Config struct {
 	// ProxyStatsInterval is how often each Envoy's stats port is read for backend health and load; 0 turns
 	// reading off.
 	ProxyStatsInterval time.Duration
+	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (no per-backend latency).
+	NoRouterDynamicStats bool
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
 	LoadStatusInterval time.Duration
 }
@@ -121,6 +123,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
+	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
 	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
 	var poller *proxystats.Poller

@@ -116,6 +116,8 @@ type Refs struct {
 	Secrets map[SecretRef]TLSSecret
 	// CrossNamespace allows a backend to reference a Service in another namespace than its policy's.
 	CrossNamespace bool
+	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (see ir.Listener).
+	NoRouterDynamicStats bool
 }
 
 // ServiceRef is a backend's Service reference with its namespace filled in.

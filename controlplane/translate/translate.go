@@ -348,6 +348,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = false, ReasonBackendMissing, strings.Join(missing, "; ")
 	}
 	l := listenerFor(g, p)
+	l.NoRouterDynamicStats = refs.NoRouterDynamicStats
 	r.Listener = l.Name
 	if l.Protocol == ir.TCP {
 		l.TCP = &ir.TCPRoute{Clusters: allBackends(p)}

@@ -3,6 +3,11 @@ package xdsbuild_test
 import (
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 )
@@ -26,5 +31,45 @@ func TestZonesBecomeLocalities(t *testing.T) {
 	}
 	if err := cla.ValidateAll(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestZoneFailoverPrioritiesHaveNoGaps(t *testing.T) {
+	cla := xdsbuild.LoadAssignment(&ir.Cluster{Name: "c", ZoneFailover: []string{"zone-a", "zone-b", "zone-c"}, Endpoints: []ir.Endpoint{
+		{Address: "10.0.0.1", Port: 80, Weight: 1, Zone: "zone-c"},
+		{Address: "10.0.0.2", Port: 80, Weight: 1, Zone: "zone-x"},
+		{Address: "10.0.0.3", Port: 80, Weight: 1, Zone: "zone-a"},
+	}})
+	got := map[string]uint32{}
+	for _, loc := range cla.Endpoints {
+		got[loc.GetLocality().GetZone()] = loc.GetPriority()
+	}
+	// zone-b has no endpoints: zone-c moves up to 1, the unlisted zone-x comes last at 2.
+	if got["zone-a"] != 0 || got["zone-c"] != 1 || got["zone-x"] != 2 {
+		t.Errorf("priorities: %v", got)
+	}
+}
+
+func TestRouterDynamicStatsCanBeTurnedOff(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		g := &ir.Group{Name: "g", Listeners: []*ir.Listener{{Name: "http-80", Address: "127.0.0.1", Port: 80, Protocol: ir.HTTP, NoRouterDynamicStats: off,
+			VirtualHosts: []*ir.VirtualHost{{Name: "v", Domains: []string{"*"}}}}}}
+		res, err := xdsbuild.Build(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := res[resource.ListenerType][0].(*listenerv3.Listener)
+		var hcm hcmv3.HttpConnectionManager
+		if err := l.FilterChains[0].Filters[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+			t.Fatal(err)
+		}
+		var router routerv3.Router
+		if err := hcm.HttpFilters[len(hcm.HttpFilters)-1].GetTypedConfig().UnmarshalTo(&router); err != nil {
+			t.Fatal(err)
+		}
+		// Unset means Envoy's default: on.
+		if got := router.GetDynamicStats() != nil && !router.GetDynamicStats().GetValue(); got != off {
+			t.Errorf("NoRouterDynamicStats %v: router dynamic_stats off = %v", off, got)
+		}
 	}
 }

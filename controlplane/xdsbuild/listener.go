@@ -83,6 +83,13 @@ func tcpProxy(l *ir.Listener) *tcpv3.TcpProxy {
 	return tp
 }
 
+func routerFilter(l *ir.Listener) *routerv3.Router {
+	if l.NoRouterDynamicStats {
+		return &routerv3.Router{DynamicStats: wrapperspb.Bool(false)}
+	}
+	return &routerv3.Router{}
+}
+
 func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 	var filters []*hcmv3.HttpFilter
 	if usesSessions(l) {
@@ -92,9 +99,9 @@ func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 	}
 	filters = append(filters, &hcmv3.HttpFilter{
 		Name: "envoy.filters.http.router",
-		// Dynamic stats stay on: upstream_rq_time and the per-status counters are what lbplane reports as each
-		// backend's latency and errors.
-		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})},
+		// Dynamic stats stay on unless turned off: upstream_rq_time and the per-status counters are what
+		// lbplane reports as each backend's latency and errors.
+		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(routerFilter(l))},
 	})
 	return &hcmv3.HttpConnectionManager{
 		StatPrefix: l.Name,

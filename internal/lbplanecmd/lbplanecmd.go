@@ -39,6 +39,7 @@ func newServe() *cobra.Command {
 	var xdsTLS xdsserver.TLSFiles
 	var kubernetes bool
 	var kubeconfig string
+	dynamicStats := true
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve xDS to Envoy and the push API to lbctl",
@@ -52,6 +53,7 @@ func newServe() *cobra.Command {
 				return err
 			}
 			cfg.Log = log
+			cfg.NoRouterDynamicStats = !dynamicStats
 			switch set := xdsTLS.Cert != "" || xdsTLS.Key != "" || xdsTLS.ClientCA != ""; {
 			case set && (xdsTLS.Cert == "" || xdsTLS.Key == "" || xdsTLS.ClientCA == ""):
 				return fmt.Errorf("--xds-tls-cert, --xds-tls-key and --xds-tls-client-ca go together")
@@ -98,6 +100,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics; empty disables")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
+	f.BoolVar(&dynamicStats, "router-dynamic-stats", true, "Envoy's per-response upstream stats (upstream_rq_time, per-status counters), where each backend's p99 and error figures come from; false saves about 3 % of Envoy's CPU per request (bench/results)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.MarkFlagRequired("data-dir")
