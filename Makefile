@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: run stop test tools build lint golden fuzz generate check-generated clean
+.PHONY: run stop test tools build lint golden fuzz generate check-generated clean bench bench-quick
 
 FUZZTIME ?= 10m
 
@@ -22,6 +22,16 @@ stop:
 test: tools lint check-generated
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=15s -fuzzminimizetime=5s ./controlplane/translate
+
+## bench: every benchmark (bench/README.md), results into bench/results/<date>-<host>/ (27 minutes on a two-core machine)
+bench:
+	@hack/tools.sh envoy bench
+	$(GO) run ./bench/runner
+
+## bench-quick: a reduced set in under 5 minutes, into bench/results/<date>-<host>-quick/
+bench-quick:
+	@hack/tools.sh envoy bench
+	$(GO) run ./bench/runner -quick
 
 ## fuzz: a long fuzz run of decode -> validate -> translate -> build (FUZZTIME=10m by default)
 fuzz:

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+)
+
+const (
+	cpListenerPort = 28300
+	cpBase         = 28400 // xDS, API, Envoy admin and stats
+)
+
+// fillers renders policies [from, to): each its own hostname on one shared port, as many tenants behind
+// one Envoy listener are.
+func fillers(from, to int, backend string) []byte {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: f-%d}\nspec:\n"+
+			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [f-%d.bench.local]}\n"+
+			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", i, cpListenerPort, i, backend)
+	}
+	return []byte(b.String())
+}
+
+// probe is the policy every change edits: its endpoint moves between two backends, and its connect
+// timeout changes so that the cluster (not only its endpoints) changes too.
+func probe(backendPort string, timeout int) []byte {
+	return []byte(fmt.Sprintf("apiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: probe}\nspec:\n"+
+		"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [probe.bench.local]}\n"+
+		"  backends: [{name: app, connectTimeout: %ds, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", cpListenerPort, timeout, backendPort))
+}
+
+func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record func(runRecord)) error {
+	if err := startBackends(e, 2, 28091); err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range e.backendProcs {
+			p.stop()
+		}
+		e.backendProcs, e.backends = nil, nil
+	}()
+	ports := []string{"28091", "28092"}
+	for _, api := range []string{"delta", "sotw"} {
+		if err := propagation(ctx, e, cfg, api, ports, record); err != nil {
+			return fmt.Errorf("propagation (%s): %w", api, err)
+		}
+	}
+	return nil
+}
+
+func propagation(ctx context.Context, e *env, cfg config, api string, ports []string, record func(runRecord)) error {
+	dir := filepath.Join(e.dir, "controlplane-"+api)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
+	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), "serve", "--data-dir", dir, "--xds-address", xds,
+		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0")
+	if err != nil {
+		return err
+	}
+	defer lb.stop()
+	if err := waitPort(apiAddr, 20*time.Second); err != nil {
+		return err
+	}
+	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
+	if _, err := c.Apply(ctx, probe(ports[0], 1), false); err != nil {
+		return err
+	}
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-cp", XDS: xds, Delta: api == "delta", AdminPort: cpBase + 2, MaxConnections: 10000})
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(dir, "envoy.yaml")
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		return err
+	}
+	envoy, err := start(dir, "envoy", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	if err != nil {
+		return err
+	}
+	defer envoy.stop()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	serves := func(backend string) bool {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
+		req.Host = "probe.bench.local"
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200 && resp.Header.Get("X-Backend") == backend
+	}
+	backendName := func(i int) string { return fmt.Sprintf("backend-%d", i) }
+	if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
+		return fmt.Errorf("the Envoy never served the probe policy")
+	}
+
+	// The fan-out first, with only the probe present, so that it measures distribution, not translation.
+	if err := swarm(ctx, cfg, api, xds, c, ports, record); err != nil {
+		return err
+	}
+	if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
+		return fmt.Errorf("the Envoy lost the probe policy after the simulated Envoys left")
+	}
+	have, timeout := 0, 1
+	for _, n := range cfg.PolicyCounts {
+		// Add fillers up to n, a thousand per push (the push API takes 8 MiB at most).
+		for have < n {
+			next := min(n, have+1000)
+			if _, err := c.Apply(ctx, fillers(have, next, ports[0]), false); err != nil {
+				return fmt.Errorf("pushing %d policies: %w", next, err)
+			}
+			have = next
+		}
+		// The last filler is served before any change is timed.
+		last := fmt.Sprintf("f-%d.bench.local", n-1)
+		if !waitFor(2*time.Minute, func() bool {
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
+			req.Host = last
+			resp, err := client.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}) {
+			return fmt.Errorf("the Envoy never served %d policies", n)
+		}
+		before := treeUsage(lb.cmd.Process.Pid)
+		var samples, fromPush []float64
+		changes := cfg.Changes
+		if n >= 10000 && !cfg.Quick {
+			changes = min(changes, 50) // each change rebuilds 10,000 policies' resources; 50 is enough for a p99 of its own
+		}
+		for i := range changes {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			target := (i + 1) % 2
+			timeout = timeout%5 + 1
+			// Two clocks: from the push sent, and from the push API's answer (the policy accepted; lbplane has
+			// translated and started publishing by then) to the first 200 from the new backend.
+			sent := time.Now()
+			if _, err := c.Apply(ctx, probe(ports[target], timeout), false); err != nil {
+				return err
+			}
+			accepted := time.Now()
+			if !waitFor(30*time.Second, func() bool { return serves(backendName(target)) }) {
+				return fmt.Errorf("change %d with %d policies did not reach Envoy in 30s", i, n)
+			}
+			samples = append(samples, float64(time.Since(accepted).Microseconds())/1000)
+			fromPush = append(fromPush, float64(time.Since(sent).Microseconds())/1000)
+		}
+		after := treeUsage(lb.cmd.Process.Pid)
+		rec := runRecord{Scenario: "propagation", Peer: "lbplane", API: api, Policies: n, Samples: samples, Valid: true,
+			LbplaneRSS: after.RSSBytes, LbplaneCPUPerChangeMs: (after.CPUSeconds - before.CPUSeconds) * 1000 / float64(len(samples))}
+		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
+		rec.PushSamples = fromPush
+		record(rec)
+		fmt.Fprintf(os.Stderr, "propagation %-5s %5d policies: accepted→200 p50 %.1f ms p99 %.1f ms; push→200 p50 %.1f ms p99 %.1f ms; lbplane %.1f ms CPU/change, RSS %d MiB\n",
+			api, n, rec.P50, rec.P99, percentile(fromPush, 50), percentile(fromPush, 99), rec.LbplaneCPUPerChangeMs, rec.LbplaneRSS>>20)
+	}
+	return nil
+}
+
+func waitFor(d time.Duration, f func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if f() {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(float64(len(s)-1)*p/100 + 0.5)
+	return s[min(i, len(s)-1)]
+}
+
+// swarm connects cfg.Swarm ADS clients (one process, one gRPC connection each) that subscribe to clusters
+// and acknowledge what they get, then times a cluster change until every client has it.
+func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, ports []string, record func(runRecord)) error {
+	n := cfg.Swarm
+	arrivals := make(chan time.Duration, n*4)
+	var changeAt time.Time
+	var mu sync.Mutex
+	ready := make(chan struct{}, n)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range n {
+		conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A change may come in several responses (make-before-break); each client counts once.
+			reported := false
+			onUpdate := func(first bool) {
+				if first {
+					ready <- struct{}{}
+					return
+				}
+				mu.Lock()
+				at := changeAt
+				mu.Unlock()
+				if !at.IsZero() && !reported {
+					reported = true
+					arrivals <- time.Since(at)
+				}
+			}
+			if api == "delta" {
+				simDelta(sctx, conn, node, onUpdate)
+			} else {
+				simSotw(sctx, conn, node, onUpdate)
+			}
+		}()
+	}
+	for range n {
+		select {
+		case <-ready:
+		case <-time.After(2 * time.Minute):
+			return fmt.Errorf("not all %d simulated Envoys got their first config", n)
+		}
+	}
+	mu.Lock()
+	changeAt = time.Now()
+	mu.Unlock()
+	if _, err := c.Apply(ctx, probe(ports[0], 7), false); err != nil {
+		return err
+	}
+	var samples []float64
+	deadline := time.After(2 * time.Minute)
+	for len(samples) < n {
+		select {
+		case d := <-arrivals:
+			samples = append(samples, float64(d.Microseconds())/1000)
+		case <-deadline:
+			return fmt.Errorf("%d of %d simulated Envoys got the change", len(samples), n)
+		}
+	}
+	cancel()
+	wg.Wait()
+	rec := runRecord{Scenario: "swarm", Peer: "lbplane", API: api, Conns: n, Samples: samples, Valid: true,
+		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100)}
+	record(rec)
+	fmt.Fprintf(os.Stderr, "swarm       %-5s %d simulated Envoys: p50 %.1f ms, p99 %.1f ms, all %.1f ms\n", api, n, rec.P50, rec.P99, rec.P999)
+	return nil
+}
+
+// simSotw is a state-of-the-world client of the cluster type: it reports each response with a new version.
+func simSotw(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node, onUpdate func(first bool)) {
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return
+	}
+	req := &discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}
+	first := true
+	for {
+		if err := stream.Send(req); err != nil {
+			return
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		if resp.GetVersionInfo() != req.GetVersionInfo() {
+			onUpdate(first)
+			first = false
+		}
+		req = &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
+	}
+}
+
+// simDelta is the same over incremental xDS, subscribed to every cluster.
+func simDelta(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node, onUpdate func(first bool)) {
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		return
+	}
+	req := &discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"}}
+	first := true
+	for {
+		if err := stream.Send(req); err != nil {
+			return
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		if len(resp.GetResources()) > 0 || len(resp.GetRemovedResources()) > 0 {
+			onUpdate(first)
+			first = false
+		}
+		req = &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: resp.GetNonce()}
+	}
+}

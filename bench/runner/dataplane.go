@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// runRecord is one measured run; every scenario writes these, one JSON line each.
+type runRecord struct {
+	Scenario string `json:"scenario"` // throughput, l4, fixed-rate, propagation, swarm
+	Peer     string `json:"peer"`
+	Rep      int    `json:"rep"`
+	Conns    int    `json:"conns,omitempty"`
+	Protocol string `json:"protocol,omitempty"` // http or tcp
+	Policies int    `json:"policies,omitempty"`
+	API      string `json:"api,omitempty"` // delta or sotw
+
+	RPS      float64 `json:"rps,omitempty"`
+	Requests int64   `json:"requests,omitempty"`
+	Errors   int64   `json:"errors"`
+	// Latencies in milliseconds.
+	P50  float64 `json:"p50Ms,omitempty"`
+	P90  float64 `json:"p90Ms,omitempty"`
+	P99  float64 `json:"p99Ms,omitempty"`
+	P999 float64 `json:"p999Ms,omitempty"`
+
+	// The peer's CPU per request and its peak memory during the run.
+	CPUMicrosPerRequest float64 `json:"cpuMicrosPerRequest,omitempty"`
+	PeakRSSBytes        int64   `json:"peakRssBytes,omitempty"`
+	// The load generator's share of one core: above 0.8 the generator, not the peer, was the limit.
+	LoadGenCoreShare float64 `json:"loadGenCoreShare,omitempty"`
+	Valid            bool    `json:"valid"`
+	Note             string  `json:"note,omitempty"`
+
+	// Control plane.
+	Samples []float64 `json:"samplesMs,omitempty"`
+	// PushSamples time from the push sent, Samples from its answer (propagation).
+	PushSamples           []float64 `json:"pushSamplesMs,omitempty"`
+	LbplaneRSS            int64     `json:"lbplaneRssBytes,omitempty"`
+	LbplaneCPUPerChangeMs float64   `json:"lbplaneCpuMsPerChange,omitempty"`
+}
+
+func startBackends(e *env, n, base int) error {
+	for i := range n {
+		addr := fmt.Sprintf("127.0.0.1:%d", base+i)
+		p, err := start(e.dir, fmt.Sprintf("backend-%d", i), nil, filepath.Join(e.bin, "lbplane-backend"),
+			"--listen", addr, "--name", fmt.Sprintf("backend-%d", i), "--size", "1024")
+		if err != nil {
+			return err
+		}
+		e.backendProcs = append(e.backendProcs, p)
+		e.backends = append(e.backends, addr)
+		if err := waitPort(addr, 10*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func(runRecord), want func(string) bool) error {
+	epoch := time.Now()
+	if err := startBackends(e, 3, 28081); err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range e.backendProcs {
+			p.stop()
+		}
+		e.backendProcs, e.backends = nil, nil
+	}()
+	ps := peers(28100)
+	if len(cfg.Peers) > 0 {
+		var keep []*peer
+		for _, p := range ps {
+			if slices.Contains(cfg.Peers, p.Name) {
+				keep = append(keep, p)
+			}
+		}
+		ps = keep
+	}
+	samplers := map[string]*sampler{}
+	for _, p := range ps {
+		fmt.Fprintf(os.Stderr, "starting %s\n", p.Name)
+		if err := p.start(e, p); err != nil {
+			for _, q := range ps {
+				q.stop()
+			}
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		samplers[p.Name] = sample(ctx, p.pid(), 500*time.Millisecond, epoch)
+	}
+	defer func() {
+		for _, p := range ps {
+			if s := samplers[p.Name]; s != nil {
+				_, series := s.stop()
+				rep.Memory = append(rep.Memory, memorySeries{Peer: p.Name, Points: series})
+			}
+			p.stop()
+		}
+	}()
+	// Warm every peer up (connections, caches) before anything is measured.
+	for _, p := range ps {
+		if _, _, err := runWrk(ctx, e, fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort), 50, 2*time.Second); err != nil {
+			return fmt.Errorf("warm-up of %s: %w", p.Name, err)
+		}
+	}
+
+	measure := func(p *peer, scenario, protocol string, conns, r int, url string) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		before := treeUsage(p.pid())
+		t0 := time.Since(epoch).Seconds()
+		res, gen, err := runWrk(ctx, e, url, conns, cfg.WrkDuration)
+		after := treeUsage(p.pid())
+		rec := runRecord{Scenario: scenario, Peer: p.Name, Rep: r, Conns: conns, Protocol: protocol}
+		if err != nil {
+			rec.Note = err.Error()
+			record(rec)
+			fmt.Fprintf(os.Stderr, "%s %s c=%d: %v\n", scenario, p.Name, conns, err)
+			return nil
+		}
+		rec.RPS, rec.Requests, rec.Errors = res.rps(), res.Requests, res.errors()
+		rec.P50, rec.P90, rec.P99, rec.P999 = res.LatencyUS.P50/1000, res.LatencyUS.P90/1000, res.LatencyUS.P99/1000, res.LatencyUS.P999/1000
+		if res.Requests > 0 {
+			rec.CPUMicrosPerRequest = (after.CPUSeconds - before.CPUSeconds) * 1e6 / float64(res.Requests)
+		}
+		rec.PeakRSSBytes = samplers[p.Name].peakSince(t0)
+		rec.LoadGenCoreShare = gen.CPUSeconds / cfg.WrkDuration.Seconds()
+		rec.Valid = res.Requests > 0 && rec.Errors*100 < res.Requests
+		if !rec.Valid {
+			rec.Note = fmt.Sprintf("%d of %d requests failed", rec.Errors, res.Requests)
+		}
+		record(rec)
+		fmt.Fprintf(os.Stderr, "%-11s %-14s c=%-5d rep %d: %8.0f req/s  p99 %7.2f ms  %5.1f µs CPU/req  errors %d\n",
+			scenario, p.Name, conns, r, rec.RPS, rec.P99, rec.CPUMicrosPerRequest, rec.Errors)
+		return nil
+	}
+
+	if want("dataplane") {
+		// Interleaved: each repetition goes over every concurrency and every peer, the peers' order rotated.
+		for r := range cfg.Reps {
+			for _, c := range cfg.Concurrency {
+				for i := range ps {
+					p := ps[(i+r)%len(ps)]
+					if err := measure(p, "throughput", "http", c, r, fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort)); err != nil {
+						return err
+					}
+				}
+			}
+			// L4 against L7: the peers with a TCP listener, and direct (which is both).
+			for i := range ps {
+				p := ps[(i+r)%len(ps)]
+				port, protocol := p.TCPPort, "tcp"
+				if p.Name == "direct" {
+					port = p.HTTPPort
+				}
+				if port == 0 {
+					continue
+				}
+				if err := measure(p, "l4", protocol, cfg.L4Conns, r, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if want("k6") {
+		for r := range cfg.Reps {
+			for i := range ps {
+				p := ps[(i+r)%len(ps)]
+				if err := fixedRate(ctx, e, cfg, p, r, samplers[p.Name], epoch, record); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fixedRate measures latency at cfg.K6Rate requests a second with k6.
+func fixedRate(ctx context.Context, e *env, cfg config, p *peer, r int, s *sampler, epoch time.Time, record func(runRecord)) error {
+	before := treeUsage(p.pid())
+	t0 := time.Since(epoch).Seconds()
+	res, k6CPU, err := runK6(ctx, e, e.dir, fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort), cfg.K6Rate, cfg.K6VUs, cfg.K6Duration)
+	after := treeUsage(p.pid())
+	rec := runRecord{Scenario: "fixed-rate", Peer: p.Name, Rep: r, Conns: cfg.K6VUs, Protocol: "http"}
+	rec.LoadGenCoreShare = k6CPU / cfg.K6Duration.Seconds()
+	if res.Metrics != nil {
+		rec.Requests = int64(res.value("http_reqs", "count"))
+		rec.RPS = res.value("http_reqs", "rate")
+		rec.P50, rec.P90 = res.value("http_req_duration", "med"), res.value("http_req_duration", "p(90)")
+		rec.P99, rec.P999 = res.value("http_req_duration", "p(99)"), res.value("http_req_duration", "p(99.9)")
+		rec.Errors = int64(res.value("http_req_failed", "passes"))
+	}
+	if rec.Requests > 0 {
+		rec.CPUMicrosPerRequest = (after.CPUSeconds - before.CPUSeconds) * 1e6 / float64(rec.Requests)
+	}
+	rec.PeakRSSBytes = s.peakSince(t0)
+	rec.Valid = err == nil && rec.LoadGenCoreShare < 0.8
+	switch {
+	case err != nil:
+		rec.Note = err.Error()
+	case !rec.Valid:
+		rec.Note = fmt.Sprintf("k6 used %.0f%% of a core (limit 80%%)", rec.LoadGenCoreShare*100)
+	}
+	record(rec)
+	fmt.Fprintf(os.Stderr, "fixed-rate  %-14s %d/s rep %d: p50 %.2f p99 %.2f p99.9 %.2f ms, k6 %.0f%% of a core, valid %v %s\n",
+		p.Name, cfg.K6Rate, r, rec.P50, rec.P99, rec.P999, rec.LoadGenCoreShare*100, rec.Valid, rec.Note)
+	return ctx.Err()
+}

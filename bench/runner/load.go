@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// wrkResult is what bench/wrk/report.lua prints.
+type wrkResult struct {
+	Requests   int64 `json:"requests"`
+	DurationUS int64 `json:"duration_us"`
+	Bytes      int64 `json:"bytes"`
+	Errors     struct {
+		Connect, Read, Write, Status, Timeout int64
+	} `json:"errors"`
+	LatencyUS struct {
+		P50  float64 `json:"p50"`
+		P90  float64 `json:"p90"`
+		P99  float64 `json:"p99"`
+		P999 float64 `json:"p999"`
+		Max  float64 `json:"max"`
+		Mean float64 `json:"mean"`
+	} `json:"latency_us"`
+}
+
+func (r wrkResult) rps() float64 {
+	if r.DurationUS == 0 {
+		return 0
+	}
+	return float64(r.Requests) / (float64(r.DurationUS) / 1e6)
+}
+
+func (r wrkResult) errors() int64 {
+	return r.Errors.Connect + r.Errors.Read + r.Errors.Write + r.Errors.Status + r.Errors.Timeout
+}
+
+// runWrk runs wrk with one thread (two cores: the rest is the peer's and the backends') against url.
+func runWrk(ctx context.Context, e *env, url string, conns int, d time.Duration) (wrkResult, usage, error) {
+	args := []string{"-t1", "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--timeout", "10s",
+		"-s", filepath.Join(repoRoot, "bench", "wrk", "report.lua"), url}
+	cmd := exec.CommandContext(ctx, e.tools["wrk"], args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		return wrkResult{}, usage{}, err
+	}
+	// wrk's own CPU tells whether the load generator was the bottleneck.
+	cpu := watchCPU(cmd.Process.Pid)
+	err := cmd.Wait()
+	u := usage{CPUSeconds: cpu()}
+	if err != nil {
+		return wrkResult{}, u, fmt.Errorf("wrk: %v: %s", err, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var r wrkResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		return r, u, fmt.Errorf("wrk output: %v: %s", err, out.String())
+	}
+	return r, u, nil
+}
+
+// k6Result is the part of k6's summary export the report uses.
+type k6Result struct {
+	Metrics map[string]map[string]any `json:"metrics"`
+}
+
+func (r k6Result) value(metric, key string) float64 {
+	v, _ := r.Metrics[metric][key].(float64)
+	return v
+}
+
+// runK6 holds rate requests a second for d and returns k6's summary and its CPU seconds. A run whose
+// thresholds fail (a dropped iteration or a failed request) is returned with err set.
+func runK6(ctx context.Context, e *env, dir, url string, rate, vus int, d time.Duration) (k6Result, float64, error) {
+	summary := filepath.Join(dir, fmt.Sprintf("k6-%d.json", time.Now().UnixNano()))
+	cmd := exec.CommandContext(ctx, e.tools["k6"], "run", "--quiet", "--no-usage-report", "--summary-export", summary,
+		filepath.Join(repoRoot, "bench", "k6", "fixed-rate.js"))
+	cmd.Env = append(os.Environ(), "URL="+url, "RATE="+strconv.Itoa(rate), "VUS="+strconv.Itoa(vus),
+		"DURATION="+strconv.Itoa(int(d.Seconds()))+"s", "K6_NO_COLOR=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return k6Result{}, 0, err
+	}
+	cpuOf := watchCPU(cmd.Process.Pid)
+	runErr := cmd.Wait()
+	cpu := cpuOf()
+	var r k6Result
+	b, err := os.ReadFile(summary)
+	if err != nil {
+		return r, cpu, fmt.Errorf("k6: %v: %s", runErr, out.String())
+	}
+	os.Remove(summary)
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, cpu, err
+	}
+	if runErr != nil {
+		return r, cpu, fmt.Errorf("k6 thresholds failed (dropped iterations %v, failed requests %v)",
+			r.value("dropped_iterations", "count"), r.value("http_req_failed", "passes"))
+	}
+	return r, cpu, nil
+}
+
+// watchCPU samples a process tree's CPU seconds until the returned function is called, which returns the
+// last reading (a process's counters vanish when it exits, so they are read while it runs).
+func watchCPU(pid int) func() float64 {
+	done := make(chan struct{})
+	result := make(chan float64, 1)
+	go func() {
+		var cpu float64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if u := treeUsage(pid); u.CPUSeconds > cpu {
+				cpu = u.CPUSeconds
+			}
+			select {
+			case <-done:
+				result <- cpu
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 { close(done); return <-result }
+}

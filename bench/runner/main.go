@@ -1,0 +1,230 @@
+// Command runner runs lbplane's benchmarks: the data plane (lbplane's Envoy against direct, a hand-tuned
+// static Envoy, nginx, HAProxy and Traefik, all on loopback with one worker each) and the control plane
+// (propagation time and cost as the number of policies grows). It writes raw JSON per run, a summary, a
+// REPORT.md and PNG plots into one results directory. make bench and make bench-quick run it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var repoRoot string
+
+// config is one benchmark plan; quick is the reduced set.
+type config struct {
+	Quick        bool          `json:"quick"`
+	Reps         int           `json:"reps"`
+	Concurrency  []int         `json:"concurrency"`
+	WrkDuration  time.Duration `json:"wrkDuration"`
+	L4Conns      int           `json:"l4Connections"`
+	K6Rate       int           `json:"k6Rate"`
+	K6VUs        int           `json:"k6VUs"`
+	K6Duration   time.Duration `json:"k6Duration"`
+	PolicyCounts []int         `json:"policyCounts"`
+	Changes      int           `json:"changes"`
+	Swarm        int           `json:"simulatedEnvoys"`
+	// Peers, when set, limits the data plane runs to these peers.
+	Peers []string `json:"peers,omitempty"`
+}
+
+func plan(quick bool) config {
+	if quick {
+		return config{Quick: true, Reps: 2, Concurrency: []int{100, 1000}, WrkDuration: 3 * time.Second, L4Conns: 100,
+			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100}
+	}
+	// 9,000 rather than 10,000 connections at the top: through a proxy each is two descriptors (client and
+	// upstream side), and these machines' hard open-file limit is 20,000, which lbplane cannot raise.
+	return config{Reps: 3, Concurrency: []int{100, 500, 1000, 5000, 9000}, WrkDuration: 8 * time.Second, L4Conns: 100,
+		K6Rate: 4000, K6VUs: 200, K6Duration: 15 * time.Second, PolicyCounts: []int{10, 100, 1000, 10000}, Changes: 200, Swarm: 1000}
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
+	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
+	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, k6, controlplane (default all)")
+	peerList := flag.String("peers", "", "comma-separated peers to run (default all), for a focused comparison")
+	reps := flag.Int("reps", 0, "repetitions (default 3)")
+	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
+	dur := flag.Duration("duration", 0, "length of each wrk run")
+	flag.Parse()
+	cfg := plan(*quick)
+	if *reps > 0 {
+		cfg.Reps = *reps
+	}
+	if *dur > 0 {
+		cfg.WrkDuration = *dur
+	}
+	if *conc != "" {
+		cfg.Concurrency = nil
+		for _, c := range strings.Split(*conc, ",") {
+			n, err := strconv.Atoi(c)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "error: -concurrency:", err)
+				os.Exit(2)
+			}
+			cfg.Concurrency = append(cfg.Concurrency, n)
+		}
+	}
+	if *peerList != "" {
+		cfg.Peers = strings.Split(*peerList, ",")
+	}
+	if err := run(cfg, *out, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config, out, only string) error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	repoRoot = wd
+	if _, err := os.Stat(filepath.Join(repoRoot, "bench", "peers")); err != nil {
+		return fmt.Errorf("run from the repository root (make bench): %w", err)
+	}
+	host, _ := os.Hostname()
+	if out == "" {
+		name := time.Now().UTC().Format("2006-01-02") + "-" + host
+		if cfg.Quick {
+			name += "-quick"
+		}
+		out = filepath.Join(repoRoot, "bench", "results", name)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "lbplane-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	e := &env{dir: work, tools: map[string]string{}}
+	for _, t := range []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"} {
+		b, err := exec.Command(filepath.Join(repoRoot, "hack", "tools.sh"), "path-"+t).Output()
+		if err != nil {
+			return err
+		}
+		e.tools[t] = strings.TrimSpace(string(b))
+		if _, err := os.Stat(e.tools[t]); err != nil {
+			return fmt.Errorf("%s is missing: run hack/tools.sh bench (make bench does)", t)
+		}
+	}
+	e.noFile = raiseNoFile()
+	// Every peer gets the same limit of client connections, below the open-file limit: each client can
+	// need an upstream connection too (HAProxy refuses to start otherwise).
+	e.maxConn = min(50000, (e.noFile-1000)/2)
+	if most := slices.Max(cfg.Concurrency); e.maxConn < most {
+		return fmt.Errorf("the open-file limit (%d) allows %d client connections per peer, fewer than %d (raise ulimit -n, or -concurrency)", e.noFile, e.maxConn, most)
+	}
+	e.bin = filepath.Join(work, "bin")
+	build := exec.Command("go", "build", "-o", e.bin+"/", "./cmd/lbplane", "./cmd/lbplane-backend")
+	build.Dir, build.Stdout, build.Stderr = repoRoot, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building lbplane: %w", err)
+	}
+	machine := describeMachine(e)
+	rep := &report{Config: cfg, Machine: machine, Command: strings.TrimSpace("go run ./bench/runner " + strings.Join(os.Args[1:], " ")), Started: time.Now().UTC()}
+	runs, err := os.Create(filepath.Join(out, "runs.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer runs.Close()
+	record := func(r runRecord) {
+		b, _ := json.Marshal(r)
+		runs.Write(append(b, '\n'))
+		rep.Runs = append(rep.Runs, r)
+	}
+	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
+
+	if want("dataplane") || want("k6") {
+		if err := dataPlane(ctx, e, cfg, rep, record, want); err != nil {
+			return err
+		}
+	}
+	if want("controlplane") {
+		if err := controlPlane(ctx, e, cfg, rep, record); err != nil {
+			return err
+		}
+	}
+	rep.Finished = time.Now().UTC()
+	return rep.write(out)
+}
+
+// raiseNoFile lifts the open-file limit: 10,000 client connections are 20,000 descriptors in a proxy
+// (client and upstream side). Root may raise the hard limit too; others get the hard limit.
+func raiseNoFile() int {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return 1024
+	}
+	want := uint64(200000)
+	if l.Max < want {
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want}) == nil {
+			return int(want)
+		}
+	}
+	l.Cur = l.Max
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l)
+	return int(min(l.Cur, 1<<20))
+}
+
+func describeMachine(e *env) map[string]string {
+	m := map[string]string{"cpus": fmt.Sprint(runtime.NumCPU()), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				m["cpu"] = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		m["memory"] = strings.TrimSpace(strings.SplitN(strings.Split(string(b), "\n")[0], ":", 2)[1])
+	}
+	if b, err := exec.Command("uname", "-r").Output(); err == nil {
+		m["kernel"] = strings.TrimSpace(string(b))
+	}
+	for _, t := range []struct{ name, flag string }{{"envoy", "--version"}, {"nginx", "-v"}, {"haproxy", "-v"}, {"traefik", "version"}, {"k6", "version"}, {"wrk", "-v"}} {
+		b, _ := exec.Command(e.tools[t.name], t.flag).CombinedOutput()
+		line := strings.TrimSpace(string(b))
+		line = strings.TrimSpace(strings.Split(line, "\n")[0])
+		if t.name == "traefik" {
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "Version:") {
+					line = strings.TrimSpace(strings.TrimPrefix(l, "Version:"))
+				}
+			}
+		}
+		m[t.name] = line
+	}
+	m["noFile"] = fmt.Sprint(e.noFile)
+	return m
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

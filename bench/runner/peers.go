@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/template"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+)
+
+// peer is one load balancer under test (or none: direct).
+type peer struct {
+	Name string
+	// HTTPPort and TCPPort are where it listens; TCPPort 0 when it has no L4 listener here.
+	HTTPPort, TCPPort int
+	start             func(e *env, p *peer) error
+	procs             []*proc
+	// main is the process whose tree is the data plane (CPU and memory are read from it).
+	main *proc
+}
+
+func (p *peer) stop() {
+	for i := len(p.procs) - 1; i >= 0; i-- {
+		p.procs[i].stop()
+	}
+	p.procs, p.main = nil, nil
+}
+
+func (p *peer) pid() int { return p.main.cmd.Process.Pid }
+
+// env is what every peer shares: tools, binaries, backends and the run's directory.
+type env struct {
+	dir      string
+	bin      string // lbplane's binaries
+	tools    map[string]string
+	backends []string // host:port
+	// backendProcs run the backends; direct measures the first.
+	backendProcs []*proc
+	maxConn      int
+	noFile       int
+}
+
+type endpoint struct {
+	Host string
+	Port int
+}
+
+func (e *env) templateData(p *peer, dir string) map[string]any {
+	var eps []endpoint
+	for _, b := range e.backends {
+		h, ps, _ := net.SplitHostPort(b)
+		n, _ := strconv.Atoi(ps)
+		eps = append(eps, endpoint{h, n})
+	}
+	return map[string]any{"Dir": dir, "HTTPPort": p.HTTPPort, "TCPPort": p.TCPPort, "AdminPort": p.HTTPPort + 1000,
+		"Backends": e.backends, "Endpoints": eps, "MaxConn": e.maxConn, "NoFile": e.noFile,
+		// nginx counts client and upstream connections against worker_connections.
+		"NginxConn": e.noFile - 1000}
+}
+
+// render writes bench/peers/<name> with data into dir.
+func render(name, dir string, data map[string]any) (string, error) {
+	src, err := os.ReadFile(filepath.Join(repoRoot, "bench", "peers", name))
+	if err != nil {
+		return "", err
+	}
+	// The static Envoy config iterates over endpoints (host and port apart); the others over host:port.
+	if name == "envoy-static.yaml" || name == "lbplane.yaml" {
+		data = clone(data)
+		data["Backends"] = data["Endpoints"]
+	}
+	t, err := template.New(name).Parse(string(src))
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, name)
+	f, err := os.Create(out)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return out, t.Execute(f, data)
+}
+
+func clone(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func peerDir(e *env, p *peer) (string, error) {
+	dir := filepath.Join(e.dir, "peers", p.Name)
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+func (p *peer) run(e *env, dir, name string, env []string, bin string, args ...string) (*proc, error) {
+	pr, err := start(dir, name, env, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	p.procs = append(p.procs, pr)
+	return pr, nil
+}
+
+// peers returns every peer, ports from base up.
+func peers(base int) []*peer {
+	return []*peer{
+		{Name: "direct", HTTPPort: 0, start: startDirect},
+		{Name: "lbplane-envoy", HTTPPort: base, TCPPort: base + 1, start: startLbplane()},
+		// The same with the router's dynamic stats off: no per-backend latency in status, less CPU.
+		{Name: "lbplane-envoy-lean", HTTPPort: base + 50, TCPPort: base + 51, start: startLbplane("--router-dynamic-stats=false")},
+		{Name: "static-envoy", HTTPPort: base + 10, TCPPort: base + 11, start: startStaticEnvoy},
+		{Name: "nginx", HTTPPort: base + 20, start: startNginx},
+		{Name: "haproxy", HTTPPort: base + 30, TCPPort: base + 31, start: startHAProxy},
+		{Name: "traefik", HTTPPort: base + 40, start: startTraefik},
+	}
+}
+
+// startDirect points the load at the first backend: the ceiling every proxy is compared with.
+func startDirect(e *env, p *peer) error {
+	_, port, _ := net.SplitHostPort(e.backends[0])
+	p.HTTPPort, _ = strconv.Atoi(port)
+	p.main = e.backendProcs[0]
+	return nil
+}
+
+func startLbplane(extra ...string) func(e *env, p *peer) error {
+	return func(e *env, p *peer) error { return startLbplaneWith(e, p, extra) }
+}
+
+func startLbplaneWith(e *env, p *peer, extra []string) error {
+	dir, err := peerDir(e, p)
+	if err != nil {
+		return err
+	}
+	xds, api := p.HTTPPort+100, p.HTTPPort+101
+	_, err = p.run(e, dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), append([]string{"serve", "--data-dir", dir,
+		"--xds-address", fmt.Sprintf("127.0.0.1:%d", xds), "--api-address", fmt.Sprintf("127.0.0.1:%d", api),
+		"--metrics-address", "", "--token", "bench", "--api-rate-limit", "0"}, extra...)...)
+	if err != nil {
+		return err
+	}
+	if err := waitPort(fmt.Sprintf("127.0.0.1:%d", api), 20*time.Second); err != nil {
+		return err
+	}
+	c := &pushapi.Client{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", api), Token: "bench"}
+	policy, err := render("lbplane.yaml", dir, e.templateData(p, dir))
+	if err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(policy)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Apply(context.Background(), doc, false); err != nil {
+		return fmt.Errorf("pushing the bench policies: %w", err)
+	}
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench", XDS: fmt.Sprintf("127.0.0.1:%d", xds), Delta: true,
+		AdminPort: p.HTTPPort + 1000, StatsPort: p.HTTPPort + 1001, MaxConnections: e.maxConn})
+	if err != nil {
+		return err
+	}
+	cfg := filepath.Join(dir, "envoy.yaml")
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		return err
+	}
+	p.main, err = p.run(e, dir, "envoy", nil, e.tools["envoy"], "-c", cfg, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	if err != nil {
+		return err
+	}
+	return waitPort(fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 30*time.Second)
+}
+
+func startStaticEnvoy(e *env, p *peer) error {
+	dir, err := peerDir(e, p)
+	if err != nil {
+		return err
+	}
+	cfg, err := render("envoy-static.yaml", dir, e.templateData(p, dir))
+	if err != nil {
+		return err
+	}
+	p.main, err = p.run(e, dir, "envoy", nil, e.tools["envoy"], "-c", cfg, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	if err != nil {
+		return err
+	}
+	return waitPort(fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 30*time.Second)
+}
+
+func startNginx(e *env, p *peer) error {
+	dir, err := peerDir(e, p)
+	if err != nil {
+		return err
+	}
+	cfg, err := render("nginx.conf", dir, e.templateData(p, dir))
+	if err != nil {
+		return err
+	}
+	p.main, err = p.run(e, dir, "nginx", nil, e.tools["nginx"], "-p", dir, "-c", cfg, "-e", filepath.Join(dir, "nginx-error.log"), "-g", "daemon off;")
+	if err != nil {
+		return err
+	}
+	return waitPort(fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 10*time.Second)
+}
+
+func startHAProxy(e *env, p *peer) error {
+	dir, err := peerDir(e, p)
+	if err != nil {
+		return err
+	}
+	cfg, err := render("haproxy.cfg", dir, e.templateData(p, dir))
+	if err != nil {
+		return err
+	}
+	p.main, err = p.run(e, dir, "haproxy", nil, e.tools["haproxy"], "-db", "-f", cfg)
+	if err != nil {
+		return err
+	}
+	return waitPort(fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 10*time.Second)
+}
+
+func startTraefik(e *env, p *peer) error {
+	dir, err := peerDir(e, p)
+	if err != nil {
+		return err
+	}
+	data := e.templateData(p, dir)
+	if _, err := render("traefik-dynamic.yaml", dir, data); err != nil {
+		return err
+	}
+	cfg, err := render("traefik.yaml", dir, data)
+	if err != nil {
+		return err
+	}
+	p.main, err = p.run(e, dir, "traefik", []string{"GOMAXPROCS=1"}, e.tools["traefik"], "--configFile="+cfg)
+	if err != nil {
+		return err
+	}
+	return waitPort(fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 20*time.Second)
+}

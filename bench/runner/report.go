@@ -1,0 +1,292 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+type memorySeries struct {
+	Peer   string     `json:"peer"`
+	Points []memPoint `json:"points"`
+}
+
+type report struct {
+	Config   config            `json:"config"`
+	Machine  map[string]string `json:"machine"`
+	Command  string            `json:"command"`
+	Started  time.Time         `json:"started"`
+	Finished time.Time         `json:"finished"`
+	Runs     []runRecord       `json:"-"`
+	Memory   []memorySeries    `json:"-"`
+	Summary  []summaryRow      `json:"summary"`
+}
+
+// stat3 is the median of the repetitions with their min and max.
+type stat3 struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+func stats(xs []float64) stat3 {
+	if len(xs) == 0 {
+		return stat3{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return stat3{Median: m, Min: s[0], Max: s[len(s)-1]}
+}
+
+type summaryRow struct {
+	Scenario string `json:"scenario"`
+	Peer     string `json:"peer"`
+	Conns    int    `json:"conns,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	API      string `json:"api,omitempty"`
+	Policies int    `json:"policies,omitempty"`
+	Runs     int    `json:"runs"`
+	Invalid  int    `json:"invalid"`
+	RPS      stat3  `json:"rps"`
+	P50      stat3  `json:"p50Ms"`
+	P90      stat3  `json:"p90Ms"`
+	P99      stat3  `json:"p99Ms"`
+	P999     stat3  `json:"p999Ms"`
+	CPU      stat3  `json:"cpuMicrosPerRequest"`
+	RSS      stat3  `json:"peakRssBytes"`
+	Errors   int64  `json:"errors"`
+	LoadGen  stat3  `json:"loadGenCoreShare"`
+	// Control plane.
+	CPUPerChange stat3     `json:"lbplaneCpuMsPerChange"`
+	LbplaneRSS   stat3     `json:"lbplaneRssBytes"`
+	Samples      []float64 `json:"samplesMs,omitempty"`
+	PushSamples  []float64 `json:"pushSamplesMs,omitempty"`
+}
+
+func (r *report) summarize() {
+	type key struct {
+		scenario, peer, protocol, api string
+		conns, policies               int
+	}
+	groups := map[key][]runRecord{}
+	var order []key
+	for _, run := range r.Runs {
+		k := key{run.Scenario, run.Peer, run.Protocol, run.API, run.Conns, run.Policies}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], run)
+	}
+	for _, k := range order {
+		row := summaryRow{Scenario: k.scenario, Peer: k.peer, Conns: k.conns, Protocol: k.protocol, API: k.api, Policies: k.policies}
+		var rps, p50, p90, p99, p999, cpu, rss, gen, cpc, lrss []float64
+		for _, run := range groups[k] {
+			row.Runs++
+			row.Errors += run.Errors
+			if !run.Valid {
+				row.Invalid++
+				continue
+			}
+			rps, p50, p90, p99, p999 = append(rps, run.RPS), append(p50, run.P50), append(p90, run.P90), append(p99, run.P99), append(p999, run.P999)
+			cpu, rss, gen = append(cpu, run.CPUMicrosPerRequest), append(rss, float64(run.PeakRSSBytes)), append(gen, run.LoadGenCoreShare)
+			cpc, lrss = append(cpc, run.LbplaneCPUPerChangeMs), append(lrss, float64(run.LbplaneRSS))
+			row.Samples = append(row.Samples, run.Samples...)
+			row.PushSamples = append(row.PushSamples, run.PushSamples...)
+		}
+		row.RPS, row.P50, row.P90, row.P99, row.P999 = stats(rps), stats(p50), stats(p90), stats(p99), stats(p999)
+		row.CPU, row.RSS, row.LoadGen, row.CPUPerChange, row.LbplaneRSS = stats(cpu), stats(rss), stats(gen), stats(cpc), stats(lrss)
+		r.Summary = append(r.Summary, row)
+	}
+}
+
+func (r *report) rows(scenario string) []summaryRow {
+	var out []summaryRow
+	for _, s := range r.Summary {
+		if s.Scenario == scenario {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (r *report) find(scenario, peer string, conns int) (summaryRow, bool) {
+	for _, s := range r.Summary {
+		if s.Scenario == scenario && s.Peer == peer && s.Conns == conns {
+			return s, true
+		}
+	}
+	return summaryRow{}, false
+}
+
+func (r *report) write(out string) error {
+	r.summarize()
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "summary.json"), b, 0o644); err != nil {
+		return err
+	}
+	if b, err = json.Marshal(r.Memory); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "memory.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "REPORT.md"), []byte(r.markdown()), 0o644); err != nil {
+		return err
+	}
+	mpl, err := exec.Command(filepath.Join(repoRoot, "hack", "tools.sh"), "path-matplotlib").Output()
+	if err != nil {
+		return err
+	}
+	plot := exec.Command("python3", filepath.Join(repoRoot, "bench", "plot.py"), out)
+	plot.Env = append(os.Environ(), "PYTHONPATH="+strings.TrimSpace(string(mpl)), "MPLBACKEND=Agg")
+	plot.Stdout, plot.Stderr = os.Stderr, os.Stderr
+	if err := plot.Run(); err != nil {
+		return fmt.Errorf("plotting: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "results in %s\n", out)
+	return nil
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.0f", b/(1<<20)) }
+
+func rng(s stat3, format string) string {
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", s.Median, s.Min, s.Max)
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# lbplane benchmark report\n\n")
+	w("Command: `%s` (started %s, took %s).\n\n", r.Command, r.Started.Format(time.RFC3339), r.Finished.Sub(r.Started).Round(time.Second))
+	w("Machine:\n\n")
+	for _, k := range sortedKeys(r.Machine) {
+		w("- %s: %s\n", k, r.Machine[k])
+	}
+	w("\nEvery peer runs on loopback with one worker (Envoy `--concurrency 1`, nginx `worker_processes 1`, HAProxy `nbthread 1`, Traefik `GOMAXPROCS=1`) in front of the same three Go backends (1 KiB responses, no delay); configs in `bench/peers/`. Runs are interleaved (each repetition goes over every peer, the order rotated) and repeated %d times; tables give the median with (min–max). The machine has two cores shared by the load generator, the peer and the backends, so the absolute numbers are low and noisy: compare peers within a table. CPU µs/request is the peer's own CPU time (its whole process tree, from /proc) divided by the requests it served, the fairest figure on a shared machine.\n\n", r.Config.Reps)
+
+	w("## Throughput and latency against concurrency (wrk, %s per run)\n\n", r.Config.WrkDuration)
+	w("| peer | connections | requests/s | p50 ms | p90 ms | p99 ms | p99.9 ms | CPU µs/request | peak RSS MiB | errors | invalid runs |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.rows("throughput") {
+		w("| %s | %d | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %d | %d of %d |\n", s.Peer, s.Conns, rng(s.RPS, "%.0f"), s.P50.Median, s.P90.Median, s.P99.Median, s.P999.Median, s.CPU.Median, mib(s.RSS.Median), s.Errors, s.Invalid, s.Runs)
+	}
+	w("\n![throughput](throughput.png) ![p99](p99.png)\n\n")
+
+	w("## Performance loss against direct\n\n(direct − peer) / direct, on median requests/s, as in the Zuul / Spring Cloud Gateway / EdgeService comparison (their published losses: 60 %%, 34 %%, 18 %%). Direct is wrk against one backend, the ceiling.\n\n")
+	w("| connections |")
+	names := peerNames(r.rows("throughput"))
+	for _, n := range names {
+		if n != "direct" {
+			w(" %s |", n)
+		}
+	}
+	w("\n|---|")
+	for _, n := range names {
+		if n != "direct" {
+			w("---|")
+		}
+	}
+	w("\n")
+	for _, c := range r.Config.Concurrency {
+		d, ok := r.find("throughput", "direct", c)
+		if !ok || d.RPS.Median == 0 {
+			continue
+		}
+		w("| %d |", c)
+		for _, n := range names {
+			if n == "direct" {
+				continue
+			}
+			if s, ok := r.find("throughput", n, c); ok && s.RPS.Median > 0 {
+				w(" %.0f %% |", (d.RPS.Median-s.RPS.Median)/d.RPS.Median*100)
+			} else {
+				w(" - |")
+			}
+		}
+		w("\n")
+	}
+
+	w("\n## lbplane's generated config against the hand-tuned static Envoy\n\nSame binary, same worker count, same backends, measured side by side. `lbplane-envoy` is lbplane's default, with the router's dynamic stats on (they give each backend's p99 and errors in the policy's status); `lbplane-envoy-lean` is `lbplane serve --router-dynamic-stats=false`, which the hand-tuned config also turns off.\n\n| connections | peer | req/s | static req/s | ratio | CPU µs/req | static CPU µs/req | CPU ratio |\n|---|---|---|---|---|---|---|---|\n")
+	for _, c := range r.Config.Concurrency {
+		s, ok := r.find("throughput", "static-envoy", c)
+		if !ok || s.RPS.Median == 0 || s.CPU.Median == 0 {
+			continue
+		}
+		for _, name := range []string{"lbplane-envoy", "lbplane-envoy-lean"} {
+			if a, ok := r.find("throughput", name, c); ok {
+				w("| %d | %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.2f |\n", c, name, a.RPS.Median, s.RPS.Median, a.RPS.Median/s.RPS.Median, a.CPU.Median, s.CPU.Median, a.CPU.Median/s.CPU.Median)
+			}
+		}
+	}
+
+	w("\n## L4 (TCP listener) against L7 (HTTP listener), %d connections\n\n| peer | L4 requests/s | L7 requests/s | L4 p99 ms | L7 p99 ms | L4 CPU µs/req | L7 CPU µs/req |\n|---|---|---|---|---|---|---|\n", r.Config.L4Conns)
+	for _, s := range r.rows("l4") {
+		l7, _ := r.find("throughput", s.Peer, r.Config.L4Conns)
+		w("| %s | %s | %.0f | %.2f | %.2f | %.1f | %.1f |\n", s.Peer, rng(s.RPS, "%.0f"), l7.RPS.Median, s.P99.Median, l7.P99.Median, s.CPU.Median, l7.CPU.Median)
+	}
+
+	if rows := r.rows("fixed-rate"); len(rows) > 0 {
+		w("\n## Latency at a fixed rate (k6 constant-arrival-rate, %d requests/s, %s, %d VUs)\n\nA run counts only when k6 dropped no iteration, no request failed, and k6 stayed under 80 %% of a core.\n\n", r.Config.K6Rate, r.Config.K6Duration, r.Config.K6VUs)
+		w("| peer | p50 ms | p90 ms | p99 ms | p99.9 ms | CPU µs/request | k6 share of a core | valid runs |\n|---|---|---|---|---|---|---|---|\n")
+		for _, s := range rows {
+			w("| %s | %s | %.2f | %s | %.2f | %.1f | %.0f %% | %d of %d |\n", s.Peer, rng(s.P50, "%.2f"), s.P90.Median, rng(s.P99, "%.2f"), s.P999.Median, s.CPU.Median, s.LoadGen.Median*100, s.Runs-s.Invalid, s.Runs)
+		}
+		if rows[0].Runs > 0 {
+			w("\nwrk and k6 at one point: wrk's p50 at %d connections and k6's at %d requests/s measure different things (closed loop at full speed against an open loop at a set rate); the cross-check is that both put the peers in the same order.\n", r.Config.Concurrency[0], r.Config.K6Rate)
+		}
+	}
+
+	if rows := r.rows("propagation"); len(rows) > 0 {
+		w("\n## Control plane: from a policy change to the first 200 through Envoy\n\nOne policy changes (its endpoint moves to another backend and its cluster's connect timeout changes) with N policies already present, timed to the first response from the new backend through a real Envoy: from the push API's answer (the policy accepted), and from the push sent (validation, the store write and translation included). lbplane CPU per change and RSS from /proc.\n\n")
+		w("| xDS | policies | changes | accepted → 200 p50 ms | p99 ms | push → 200 p50 ms | p99 ms | lbplane CPU ms/change | lbplane RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, s := range rows {
+			w("| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", s.API, s.Policies, len(s.Samples), s.P50.Median, s.P99.Median,
+				percentile(s.PushSamples, 50), percentile(s.PushSamples, 99), s.CPUPerChange.Median, mib(s.LbplaneRSS.Median))
+		}
+		var small, big summaryRow
+		for _, s := range rows {
+			if s.API == "delta" && s.Policies == r.Config.PolicyCounts[0] {
+				small = s
+			}
+			if s.API == "delta" && s.Policies == r.Config.PolicyCounts[len(r.Config.PolicyCounts)-1] {
+				big = s
+			}
+		}
+		if small.CPUPerChange.Median > 0 {
+			w("\nCPU per single-policy update with %d policies against %d (delta): %.1f×.\n", big.Policies, small.Policies, big.CPUPerChange.Median/small.CPUPerChange.Median)
+		}
+		w("\n![propagation](propagation.png)\n")
+	}
+	if rows := r.rows("swarm"); len(rows) > 0 {
+		w("\n## A change reaching many Envoys\n\nSimulated Envoys (ADS clients in one process, each its own gRPC connection, subscribed to clusters and acknowledging) beside the real one, with only the probe policy present, one cluster change, time from the push sent to each client's receipt.\n\n| xDS | clients | p50 ms | p99 ms | all ms |\n|---|---|---|---|---|\n")
+		for _, s := range rows {
+			w("| %s | %d | %.1f | %.1f | %.1f |\n", s.API, s.Conns, s.P50.Median, s.P99.Median, s.P999.Median)
+		}
+	}
+	if len(r.Memory) > 0 {
+		w("\n## Memory over the whole run\n\n![memory](memory.png)\n")
+	}
+	w("\n## Not measured yet\n\nHTTPS termination, hash persistence, health-check detection and recovery, and long-lived WebSocket connections (issue 6 scenarios 4 to 7) are not in this runner yet.\n")
+	return b.String()
+}
+
+func peerNames(rows []summaryRow) []string {
+	var out []string
+	for _, s := range rows {
+		if !slices.Contains(out, s.Peer) {
+			out = append(out, s.Peer)
+		}
+	}
+	return out
+}
