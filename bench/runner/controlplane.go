@@ -50,12 +50,7 @@ func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record f
 	if err := startBackends(e, 2, 28091); err != nil {
 		return err
 	}
-	defer func() {
-		for _, p := range e.backendProcs {
-			p.stop()
-		}
-		e.backendProcs, e.backends = nil, nil
-	}()
+	defer e.stopBackends()
 	ports := []string{"28091", "28092"}
 	for _, api := range []string{"delta", "sotw"} {
 		if err := propagation(ctx, e, cfg, api, ports, record); err != nil {

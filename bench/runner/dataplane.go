@@ -61,17 +61,19 @@ func startBackends(e *env, n, base int) error {
 	return nil
 }
 
+func (e *env) stopBackends() {
+	for _, p := range e.backendProcs {
+		p.stop()
+	}
+	e.backendProcs, e.backends = nil, nil
+}
+
 func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func(runRecord), want func(string) bool) error {
 	epoch := time.Now()
 	if err := startBackends(e, 3, 28081); err != nil {
 		return err
 	}
-	defer func() {
-		for _, p := range e.backendProcs {
-			p.stop()
-		}
-		e.backendProcs, e.backends = nil, nil
-	}()
+	defer e.stopBackends()
 	ps := peers(28100)
 	if len(cfg.Peers) > 0 {
 		var keep []*peer
