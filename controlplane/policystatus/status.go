@@ -4,7 +4,6 @@
 package policystatus
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,30 +34,30 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 	st.Endpoints.Total = r.Endpoints
 	// Until an Envoy reports, only draining endpoints are known not to be healthy.
 	st.Endpoints.Healthy = r.HealthyEndpoints
-	prefix := r.Key.Namespace + "/" + r.Key.Name + "/"
+	// Backends first, then session clusters (they merge a route's backends, whose endpoints are counted
+	// already): the CRD bounds the list, and a longer one would make the API server refuse the whole status.
+	var sessions []v1alpha1.BackendStatus
 	healthy, reported := int32(0), 0
 	for _, c := range r.Clusters {
-		name := strings.TrimPrefix(c, prefix)
-		b, ok := health.Backend(r.ProxyGroup, c, name)
-		if !ok {
-			continue
+		name, isBackend := r.BackendOf[c]
+		if !isBackend {
+			name = strings.TrimPrefix(c, r.Key.Namespace+"/"+r.Key.Name+"/") // "<route>/session"
 		}
-		st.Backends = append(st.Backends, b)
-		// A session cluster merges a route's backends ("<route>/session"); its endpoints are counted
-		// under those backends already.
-		if !strings.Contains(name, "/") {
+		b, ok := health.Backend(r.ProxyGroup, c, name)
+		switch {
+		case !ok:
+		case isBackend:
+			st.Backends = append(st.Backends, b)
 			healthy += b.Endpoints.Healthy
 			reported++
+		default:
+			sessions = append(sessions, b)
 		}
 	}
-	if reported > 0 && reported == countBackends(r.Clusters, prefix) {
+	if reported > 0 && reported == len(r.BackendOf) {
 		st.Endpoints.Healthy = min(healthy, st.Endpoints.Total)
 	}
-	// The CRD bounds both lists (a policy may have 100 backends and a session cluster per route); a longer
-	// list would make the API server refuse the whole status. Backends come first, session clusters after.
-	slices.SortStableFunc(st.Backends, func(a, b v1alpha1.BackendStatus) int {
-		return cmp.Compare(strings.Count(a.Name, "/"), strings.Count(b.Name, "/"))
-	})
+	st.Backends = append(st.Backends, sessions...)
 	if len(st.Backends) > MaxListed {
 		st.Backends = st.Backends[:MaxListed]
 	}
@@ -103,16 +102,6 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 	}
 	st.Conditions = append(st.Conditions, prog)
 	return st
-}
-
-func countBackends(clusters []string, prefix string) int {
-	n := 0
-	for _, c := range clusters {
-		if !strings.Contains(strings.TrimPrefix(c, prefix), "/") {
-			n++
-		}
-	}
-	return n
 }
 
 // mentionsAny reports whether msg names one of the resources as a whole word: "http-80" is not named by a

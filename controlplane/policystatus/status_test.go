@@ -70,6 +70,7 @@ func TestBackendsAndWarningsAreBounded(t *testing.T) {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("w%d", i))
 	}
 	r.Clusters = append(r.Clusters, "ns/p/app")
+	r.BackendOf = map[string]string{"ns/p/app": "app"}
 	health["g"]["ns/p/app"] = v1alpha1.BackendStatus{Endpoints: v1alpha1.BackendEndpointCounts{Total: 2, Healthy: 1}}
 	st := Compute(r, nil, health, metav1.Now())
 	if len(st.Backends) != MaxListed || st.Backends[0].Name != "app" {

@@ -63,6 +63,9 @@ type PolicyResult struct {
 	// Resources names the Envoy resources this policy contributes to, for status and explain.
 	Listener string
 	Clusters []string
+	// BackendOf names the spec backend each of Clusters is; a route's session cluster, which merges several
+	// backends, is not in it.
+	BackendOf map[string]string
 }
 
 // Conditions renders the result as Kubernetes conditions (without Programmed, which the server decides).
@@ -342,6 +345,10 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			}
 		}
 		r.Clusters = append(r.Clusters, cl.Name)
+		if r.BackendOf == nil {
+			r.BackendOf = map[string]string{}
+		}
+		r.BackendOf[cl.Name] = b.Name
 		g.Clusters = append(g.Clusters, cl.Cluster)
 	}
 	if len(missing) > 0 {
