@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -205,7 +203,7 @@ func (e *Engine) run() *translate.Result {
 		}
 		e.cache.Publish(name, st)
 		e.published[name] = true
-		e.Metrics.Snapshot(name, resourceBytes(resources), false)
+		e.Metrics.Snapshot(name, st.Bytes, false)
 	}
 	for name := range e.published {
 		if _, ok := res.IR.Groups[name]; !ok {
@@ -219,16 +217,6 @@ func (e *Engine) run() *translate.Result {
 	e.result, e.origin = res, origin
 	e.log.Debug("translated and published", "policies", len(all), "groups", len(res.IR.Groups), "duration", time.Since(start))
 	return res
-}
-
-func resourceBytes(resources map[string][]proto.Message) int {
-	n := 0
-	for _, list := range resources {
-		for _, m := range list {
-			n += proto.Size(m)
-		}
-	}
-	return n
 }
 
 // Result returns the last translation result and which source each policy came from.

@@ -76,3 +76,16 @@ func TestVersionsComeFromContent(t *testing.T) {
 		t.Error("different resources got the same version")
 	}
 }
+
+func TestStateBytesIsTheSerializedSize(t *testing.T) {
+	s := st(t, "r", "a", "b")
+	want := 0
+	for _, typ := range Types {
+		for _, m := range s.Resources(typ) {
+			want += proto.Size(m)
+		}
+	}
+	if want == 0 || s.Bytes != want {
+		t.Errorf("Bytes %d, want %d", s.Bytes, want)
+	}
+}

@@ -41,7 +41,9 @@ type entry struct {
 type State struct {
 	// Version is derived from the content of every resource: the same config always has the same version.
 	Version string
-	byType  map[string]map[string]*entry
+	// Bytes is the serialized size of every resource.
+	Bytes  int
+	byType map[string]map[string]*entry
 }
 
 // NewState marshals and versions resources given by type URL.
@@ -60,6 +62,7 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s %q: %w", typ, name, err)
 			}
+			s.Bytes += len(b)
 			sum := sha256.Sum256(b)
 			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), msg: m,
 				any: &anypb.Any{TypeUrl: typ, Value: b}}
