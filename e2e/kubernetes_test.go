@@ -317,6 +317,15 @@ func TestKubernetesReplicasAndLeaderFailover(t *testing.T) {
 	if b, _ := os.ReadFile(replicas[follower].log); !strings.Contains(string(b), "this replica writes policy status") {
 		t.Error("the surviving replica did not take over status writing")
 	}
+	// Reading the Envoys' health moved with it: the surviving Envoy reports the backend.
+	eventually(t, 30*time.Second, "the new leader reports backend health", func() error {
+		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "web", "-o", `jsonpath={.status.backends[0].proxies} {.status.backends[0].endpoints.healthy}/{.status.backends[0].endpoints.total}`)
+		// One Envoy left (the other replica's went with it); every endpoint healthy.
+		if f := strings.Fields(out); len(f) != 2 || f[0] != "1" || strings.Split(f[1], "/")[0] != strings.Split(f[1], "/")[1] || f[1] == "0/0" {
+			return fmt.Errorf("backends[0] proxies, healthy/total endpoints: %q", out)
+		}
+		return nil
+	})
 	load.Stop()
 	load.RequireNoFailures(t, 500)
 	t.Logf("leader killed under 200 req/s through two Envoys: %d requests, %d failed; status taken over: %s", load.OK.Load(), load.Failed.Load(), status())

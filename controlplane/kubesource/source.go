@@ -47,6 +47,9 @@ type Source struct {
 	// at once; requests, errors and latency, which change all the time, at most every LoadStatusInterval.
 	Health             func() proxystats.Health
 	LoadStatusInterval time.Duration
+	// ReadHealth, when set, reads the Envoys' health until ctx ends. It runs on the replica that writes
+	// status only: the others would read every Envoy again for nothing, and each read costs the Envoy.
+	ReadHealth func(ctx context.Context)
 	// LeaderElectionNamespace, when set, elects one replica (a Lease there) to write status; every replica
 	// serves xDS either way.
 	LeaderElectionNamespace string
@@ -126,6 +129,11 @@ func (s *Source) Start() error {
 			return err
 		}
 	}
+	if s.ReadHealth != nil {
+		if err := mgr.Add(onLeader(func(ctx context.Context) error { s.ReadHealth(ctx); return nil })); err != nil {
+			return err
+		}
+	}
 	return mgr.Add(&statusWriter{s: s})
 }
 
@@ -138,6 +146,12 @@ type everyReplica func(context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (f everyReplica) NeedLeaderElection() bool        { return false }
+
+// onLeader is a runnable for the elected replica only.
+type onLeader func(context.Context) error
+
+func (f onLeader) Start(ctx context.Context) error { return f(ctx) }
+func (f onLeader) NeedLeaderElection() bool        { return true }
 
 func (s *Source) poke() {
 	select {

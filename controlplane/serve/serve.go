@@ -151,9 +151,10 @@ func Run(ctx context.Context, cfg Config) error {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
 		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace}
 		if poller != nil {
-			// The status writer speaks for every replica's Envoys, so each replica reads them all.
+			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
+			// them all, and no other does.
 			poller.Proxies = kube.AllProxies
-			kube.Health, kube.LoadStatusInterval = poller.Health, cfg.LoadStatusInterval
+			kube.Health, kube.LoadStatusInterval, kube.ReadHealth = poller.Health, cfg.LoadStatusInterval, poller.Run
 		}
 		if err := kube.Start(); err != nil {
 			return fmt.Errorf("kubernetes: %w", err)
@@ -230,7 +231,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
-	if poller != nil {
+	if poller != nil && kube == nil {
 		g.Go(func() error { poller.Run(ctx); return nil })
 	}
 	g.Go(func() error {
