@@ -1,5 +1,5 @@
 """Plots a results directory of bench/runner: throughput and p99 against concurrency per peer, the
-propagation latency CDF, and memory over time. Usage: python3 bench/plot.py RESULTS_DIR (make bench runs it
+propagation latency CDF, memory over time, health-check timelines and WebSocket memory. Usage: python3 bench/plot.py RESULTS_DIR (make bench runs it
 with the pinned matplotlib on PYTHONPATH)."""
 import json
 import os
@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main(out):
     with open(os.path.join(out, "summary.json")) as f:
-        summary = json.load(f)["summary"]
+        data = json.load(f)
+    summary = data.get("summary") or []
     rows = [r for r in summary if r["scenario"] == "throughput"]
     peers = []
     for r in rows:
@@ -72,6 +73,48 @@ def main(out):
             fig.tight_layout()
             fig.savefig(os.path.join(out, "memory.png"), dpi=110)
             plt.close(fig)
+
+    health = data.get("health") or []
+    if health:
+        plot_health(out, health)
+    ws = data.get("webSocket") or []
+    if ws:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for r in ws:
+            pts = [(0, r["rssIdleBytes"])] + [(s["conns"], s["rssBytes"]) for s in r["steps"] or []]
+            ax.plot([p[0] for p in pts], [p[1] / 2**20 for p in pts], marker="o",
+                    label=f'{r["peer"]} ({r["bytesPerConnection"] / 1024:.1f} KiB/connection)')
+        ax.set_xlabel("open WebSocket connections")
+        ax.set_ylabel("resident memory, MiB (process tree)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "websocket.png"), dpi=110)
+        plt.close(fig)
+
+
+def plot_health(out, health):
+    """One panel per peer and variant: requests per second served by the backend that is killed, and failed
+    requests, with the kill and the return marked."""
+    fig, axes = plt.subplots(len(health), 1, figsize=(8, 1.9 * len(health)), sharex=False, squeeze=False)
+    for ax, r in zip(axes[:, 0], health):
+        bins = r["bins"] or []
+        width = bins[1]["t"] - bins[0]["t"] if len(bins) > 1 else 0.25
+        ts = [b["t"] for b in bins]
+        ax.plot(ts, [b["killed"] / width for b in bins], color="tab:blue", label="served by the killed backend")
+        ax.plot(ts, [b["total"] / width / 5 for b in bins], color="tab:gray", lw=0.8, ls=":", label="fair share (1/5 of load)")
+        ax.bar(ts, [b["failed"] / width for b in bins], width=width, align="edge", color="tab:red", alpha=0.6, label="failed")
+        ax.axvline(r["killAt"], color="black", lw=0.8)
+        ax.axvline(r["returnAt"], color="green", lw=0.8)
+        ax.set_ylabel("req/s", fontsize=8)
+        ax.set_title(f'{r["peer"]}, {r["variant"]}: {r["checks"]}', fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    axes[0, 0].legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds (black: backend killed, green: started again)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "health.png"), dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

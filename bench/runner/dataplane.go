@@ -15,7 +15,8 @@ type runRecord struct {
 	Peer     string `json:"peer"`
 	Rep      int    `json:"rep"`
 	Conns    int    `json:"conns,omitempty"`
-	Protocol string `json:"protocol,omitempty"` // http or tcp
+	Protocol string `json:"protocol,omitempty"` // http, tcp, or the TLS version and suite
+	Variant  string `json:"variant,omitempty"`  // https: reuse or handshake
 	Policies int    `json:"policies,omitempty"`
 	API      string `json:"api,omitempty"` // delta or sotw
 
@@ -111,15 +112,19 @@ func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func
 		}
 	}
 
-	measure := func(p *peer, scenario, protocol string, conns, r int, url string) error {
+	measureWith := func(p *peer, scenario, protocol, variant string, conns, r int, url string, opt wrkOptions) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		d := cfg.WrkDuration
+		if opt.duration > 0 {
+			d = opt.duration
+		}
 		before := treeUsage(p.pid())
 		t0 := time.Since(epoch).Seconds()
-		res, gen, err := runWrk(ctx, e, url, conns, cfg.WrkDuration)
+		res, gen, err := runWrk(ctx, e, url, conns, d, opt)
 		after := treeUsage(p.pid())
-		rec := runRecord{Scenario: scenario, Peer: p.Name, Rep: r, Conns: conns, Protocol: protocol}
+		rec := runRecord{Scenario: scenario, Peer: p.Name, Rep: r, Conns: conns, Protocol: protocol, Variant: variant}
 		if err != nil {
 			rec.Note = err.Error()
 			record(rec)
@@ -132,15 +137,23 @@ func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func
 			rec.CPUMicrosPerRequest = (after.CPUSeconds - before.CPUSeconds) * 1e6 / float64(res.Requests)
 		}
 		rec.PeakRSSBytes = samplers[p.Name].peakSince(t0)
-		rec.LoadGenCoreShare = gen.CPUSeconds / cfg.WrkDuration.Seconds()
+		rec.LoadGenCoreShare = gen.CPUSeconds / d.Seconds()
 		rec.Valid = res.Requests > 0 && rec.Errors*100 < res.Requests
 		if !rec.Valid {
 			rec.Note = fmt.Sprintf("%d of %d requests failed", rec.Errors, res.Requests)
 		}
+		if opt.check != nil {
+			if msg := opt.check(); msg != "" {
+				rec.Valid, rec.Note = false, msg
+			}
+		}
 		record(rec)
-		fmt.Fprintf(os.Stderr, "%-11s %-14s c=%-5d rep %d: %8.0f req/s  p99 %7.2f ms  %5.1f µs CPU/req  errors %d\n",
-			scenario, p.Name, conns, r, rec.RPS, rec.P99, rec.CPUMicrosPerRequest, rec.Errors)
+		fmt.Fprintf(os.Stderr, "%-11s %-14s c=%-5d %s %s rep %d: %8.0f req/s  p99 %7.2f ms  %5.1f µs CPU/req  errors %d %s\n",
+			scenario, p.Name, conns, protocol, variant, r, rec.RPS, rec.P99, rec.CPUMicrosPerRequest, rec.Errors, rec.Note)
 		return nil
+	}
+	measure := func(p *peer, scenario, protocol string, conns, r int, url string) error {
+		return measureWith(p, scenario, protocol, "", conns, r, url, wrkOptions{})
 	}
 
 	if want("dataplane") {
@@ -167,6 +180,13 @@ func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func
 				if err := measure(p, "l4", protocol, cfg.L4Conns, r, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil {
 					return err
 				}
+			}
+		}
+	}
+	if want("https") {
+		for r := range cfg.Reps {
+			if err := httpsRuns(ctx, e, cfg, ps, r, measureWith); err != nil {
+				return err
 			}
 		}
 	}

@@ -42,11 +42,28 @@ func (r wrkResult) errors() int64 {
 	return r.Errors.Connect + r.Errors.Read + r.Errors.Write + r.Errors.Status + r.Errors.Timeout
 }
 
+// wrkOptions are what some scenarios add to a wrk run.
+type wrkOptions struct {
+	env      []string // OPENSSL_CONF for HTTPS
+	headers  []string
+	duration time.Duration // instead of the plan's
+	// check, when set, runs after the run; a non-empty answer makes the run invalid and is its note.
+	check func() string
+}
+
 // runWrk runs wrk with one thread (two cores: the rest is the peer's and the backends') against url.
-func runWrk(ctx context.Context, e *env, url string, conns int, d time.Duration) (wrkResult, usage, error) {
+func runWrk(ctx context.Context, e *env, url string, conns int, d time.Duration, opt ...wrkOptions) (wrkResult, usage, error) {
 	args := []string{"-t1", "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(int(d.Seconds())) + "s", "--timeout", "10s",
-		"-s", filepath.Join(repoRoot, "bench", "wrk", "report.lua"), url}
-	cmd := exec.CommandContext(ctx, e.tools["wrk"], args...)
+		"-s", filepath.Join(repoRoot, "bench", "wrk", "report.lua")}
+	var env []string
+	for _, o := range opt {
+		for _, h := range o.headers {
+			args = append(args, "-H", h)
+		}
+		env = append(env, o.env...)
+	}
+	cmd := exec.CommandContext(ctx, e.tools["wrk"], append(args, url)...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {

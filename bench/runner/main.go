@@ -37,6 +37,23 @@ type config struct {
 	PolicyCounts []int         `json:"policyCounts"`
 	Changes      int           `json:"changes"`
 	Swarm        int           `json:"simulatedEnvoys"`
+	// HTTPS: the suites, connections and length of each wrk run.
+	TLSSuites     []tlsSuite    `json:"tlsSuites"`
+	HTTPSConns    int           `json:"httpsConnections"`
+	HTTPSDuration time.Duration `json:"httpsDuration"`
+	// Hash persistence: clients, and requests from each.
+	HashClients  int `json:"hashClients"`
+	HashRequests int `json:"hashRequestsPerClient"`
+	// Health: variants, how long the backend stays dead in each, the load's rate, and the peers (all when
+	// empty).
+	HealthVariants []string                 `json:"healthVariants"`
+	HealthDown     map[string]time.Duration `json:"healthDown"`
+	HealthRate     int                      `json:"healthRate"`
+	HealthPeers    []string                 `json:"healthPeers,omitempty"`
+	// WebSockets: connections to hold open through each peer (at most the open-file limit allows), and the
+	// peers (all when empty).
+	WSConns int      `json:"webSocketConnections"`
+	WSPeers []string `json:"webSocketPeers,omitempty"`
 	// Peers, when set, limits the data plane runs to these peers.
 	Peers []string `json:"peers,omitempty"`
 }
@@ -44,18 +61,29 @@ type config struct {
 func plan(quick bool) config {
 	if quick {
 		return config{Quick: true, Reps: 2, Concurrency: []int{100, 1000}, WrkDuration: 3 * time.Second, L4Conns: 100,
-			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100}
+			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100,
+			TLSSuites: tlsSuites[2:], HTTPSConns: 100, HTTPSDuration: 2 * time.Second,
+			HashClients: 200, HashRequests: 20,
+			HealthVariants: []string{"equal"}, HealthDown: map[string]time.Duration{"equal": 5 * time.Second}, HealthRate: 200,
+			HealthPeers: []string{"lbplane-envoy", "haproxy"},
+			WSConns:     2000, WSPeers: []string{"lbplane-envoy", "nginx"}}
 	}
 	// 9,000 rather than 10,000 connections at the top: through a proxy each is two descriptors (client and
 	// upstream side), and these machines' hard open-file limit is 20,000, which lbplane cannot raise.
 	return config{Reps: 3, Concurrency: []int{100, 500, 1000, 5000, 9000}, WrkDuration: 8 * time.Second, L4Conns: 100,
-		K6Rate: 4000, K6VUs: 200, K6Duration: 15 * time.Second, PolicyCounts: []int{10, 100, 1000, 10000}, Changes: 200, Swarm: 1000}
+		K6Rate: 4000, K6VUs: 200, K6Duration: 15 * time.Second, PolicyCounts: []int{10, 100, 1000, 10000}, Changes: 200, Swarm: 1000,
+		TLSSuites: tlsSuites, HTTPSConns: 100, HTTPSDuration: 4 * time.Second,
+		HashClients: 1000, HashRequests: 100,
+		// Traefik checks every 30s by default: the backend stays dead long enough for every default to see it.
+		HealthVariants: []string{"default", "equal"}, HealthDown: map[string]time.Duration{"default": 35 * time.Second, "equal": 8 * time.Second}, HealthRate: 200,
+		// 50,000 is the aim; the open-file limit caps it (the runner says so in the report).
+		WSConns: 50000}
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
 	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
-	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, k6, controlplane (default all)")
+	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, hash, health, websocket, controlplane (default all)")
 	peerList := flag.String("peers", "", "comma-separated peers to run (default all), for a focused comparison")
 	reps := flag.Int("reps", 0, "repetitions (default 3)")
 	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
@@ -128,6 +156,9 @@ func run(cfg config, out, only string) error {
 		}
 	}
 	e.noFile = raiseNoFile()
+	if e.cert, err = makeCert(work); err != nil {
+		return err
+	}
 	// Every peer gets the same limit of client connections, below the open-file limit: each client can
 	// need an upstream connection too (HAProxy refuses to start otherwise).
 	e.maxConn = min(50000, (e.noFile-1000)/2)
@@ -154,8 +185,13 @@ func run(cfg config, out, only string) error {
 	}
 	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
 
-	if want("dataplane") || want("k6") {
+	if want("dataplane") || want("https") || want("k6") {
 		if err := dataPlane(ctx, e, cfg, rep, record, want); err != nil {
+			return err
+		}
+	}
+	if want("hash") || want("health") || want("websocket") {
+		if err := balancing(ctx, e, cfg, rep, want); err != nil {
 			return err
 		}
 	}
@@ -227,4 +263,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// balancing runs the scenarios on five backends: hash persistence, health, WebSockets.
+func balancing(ctx context.Context, e *env, cfg config, rep *report, want func(string) bool) error {
+	if err := startBackends(e, 5, 28201); err != nil {
+		return err
+	}
+	defer e.stopBackends()
+	if want("hash") {
+		if err := hashScenario(ctx, e, cfg, rep); err != nil {
+			return err
+		}
+	}
+	if want("health") {
+		if err := healthScenario(ctx, e, cfg, rep); err != nil {
+			return err
+		}
+	}
+	if want("websocket") {
+		if err := wsScenario(ctx, e, cfg, rep); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -17,10 +17,10 @@ import (
 // peer is one load balancer under test (or none: direct).
 type peer struct {
 	Name string
-	// HTTPPort and TCPPort are where it listens; TCPPort 0 when it has no L4 listener here.
-	HTTPPort, TCPPort int
-	start             func(e *env, p *peer) error
-	procs             []*proc
+	// HTTPPort, TCPPort and TLSPort are where it listens; 0 when it has no such listener here.
+	HTTPPort, TCPPort, TLSPort int
+	start                      func(e *env, p *peer) error
+	procs                      []*proc
 	// main is the process whose tree is the data plane (CPU and memory are read from it).
 	main *proc
 }
@@ -44,6 +44,10 @@ type env struct {
 	backendProcs []*proc
 	maxConn      int
 	noFile       int
+	// cert is the HTTPS peers' certificate and key (RSA, for the ECDHE-RSA suites).
+	cert tlsFiles
+	// variant is what the hash and health scenarios set in the peers' templates (Hash, Health).
+	variant map[string]any
 }
 
 type endpoint struct {
@@ -53,15 +57,32 @@ type endpoint struct {
 
 func (e *env) templateData(p *peer, dir string) map[string]any {
 	var eps []endpoint
+	var servers []server
 	for _, b := range e.backends {
 		h, ps, _ := net.SplitHostPort(b)
 		n, _ := strconv.Atoi(ps)
 		eps = append(eps, endpoint{h, n})
+		// The port is the server's id: it stays when another server leaves (HAProxy's consistent hash
+		// places servers by id).
+		servers = append(servers, server{ID: n, Addr: b})
 	}
-	return map[string]any{"Dir": dir, "HTTPPort": p.HTTPPort, "TCPPort": p.TCPPort, "AdminPort": p.HTTPPort + 1000,
+	data := map[string]any{"Servers": servers, "Hash": "", "Health": ""}
+	for k, v := range e.variant {
+		data[k] = v
+	}
+	for k, v := range map[string]any{"Dir": dir, "HTTPPort": p.HTTPPort, "TCPPort": p.TCPPort, "TLSPort": p.TLSPort, "AdminPort": p.HTTPPort + 1000,
+		"CertFile": e.cert.Cert, "KeyFile": e.cert.Key, "CertKeyFile": e.cert.Both,
 		"Backends": e.backends, "Endpoints": eps, "MaxConn": e.maxConn, "NoFile": e.noFile,
 		// nginx counts client and upstream connections against worker_connections.
-		"NginxConn": e.noFile - 1000}
+		"NginxConn": e.noFile - 1000} {
+		data[k] = v
+	}
+	return data
+}
+
+type server struct {
+	ID   int
+	Addr string
 }
 
 // render writes bench/peers/<name> with data into dir.
@@ -114,14 +135,14 @@ func (p *peer) run(e *env, dir, name string, env []string, bin string, args ...s
 func peers(base int) []*peer {
 	return []*peer{
 		{Name: "direct", HTTPPort: 0, start: startDirect},
-		{Name: "lbplane-envoy", HTTPPort: base, TCPPort: base + 1, start: startLbplane()},
+		{Name: "lbplane-envoy", HTTPPort: base, TCPPort: base + 1, TLSPort: base + 2, start: startLbplane()},
 		// The same without what lbplane adds for observability: the router's dynamic stats off and no reading
 		// of Envoy's stats port, so no backend health or load in status; what the hand-tuned config leaves out.
-		{Name: "lbplane-envoy-lean", HTTPPort: base + 50, TCPPort: base + 51, start: startLbplane("--router-dynamic-stats=false", "--proxy-stats-interval=0")},
-		{Name: "static-envoy", HTTPPort: base + 10, TCPPort: base + 11, start: startStaticEnvoy},
-		{Name: "nginx", HTTPPort: base + 20, start: startNginx},
-		{Name: "haproxy", HTTPPort: base + 30, TCPPort: base + 31, start: startHAProxy},
-		{Name: "traefik", HTTPPort: base + 40, start: startTraefik},
+		{Name: "lbplane-envoy-lean", HTTPPort: base + 50, TCPPort: base + 51, TLSPort: base + 52, start: startLbplane("--router-dynamic-stats=false", "--proxy-stats-interval=0")},
+		{Name: "static-envoy", HTTPPort: base + 10, TCPPort: base + 11, TLSPort: base + 12, start: startStaticEnvoy},
+		{Name: "nginx", HTTPPort: base + 20, TLSPort: base + 22, start: startNginx},
+		{Name: "haproxy", HTTPPort: base + 30, TCPPort: base + 31, TLSPort: base + 32, start: startHAProxy},
+		{Name: "traefik", HTTPPort: base + 40, TLSPort: base + 42, start: startTraefik},
 	}
 }
 
@@ -152,17 +173,8 @@ func startLbplaneWith(e *env, p *peer, extra []string) error {
 	if err := waitPort(fmt.Sprintf("127.0.0.1:%d", api), 20*time.Second); err != nil {
 		return err
 	}
-	c := &pushapi.Client{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", api), Token: "bench"}
-	policy, err := render("lbplane.yaml", dir, e.templateData(p, dir))
-	if err != nil {
+	if err := pushBenchPolicies(e, p); err != nil {
 		return err
-	}
-	doc, err := os.ReadFile(policy)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Apply(context.Background(), doc, false); err != nil {
-		return fmt.Errorf("pushing the bench policies: %w", err)
 	}
 	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench", XDS: fmt.Sprintf("127.0.0.1:%d", xds), Delta: true,
 		AdminPort: p.HTTPPort + 1000, StatsPort: p.HTTPPort + 1001, MaxConnections: e.maxConn})
@@ -246,4 +258,25 @@ func startTraefik(e *env, p *peer) error {
 		return err
 	}
 	return waitPort(fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 20*time.Second)
+}
+
+// pushBenchPolicies renders bench/peers/lbplane.yaml for p and pushes it to p's lbplane.
+func pushBenchPolicies(e *env, p *peer) error {
+	dir, err := peerDir(e, p)
+	if err != nil {
+		return err
+	}
+	c := &pushapi.Client{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", p.HTTPPort+101), Token: "bench"}
+	policy, err := render("lbplane.yaml", dir, e.templateData(p, dir))
+	if err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(policy)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Apply(context.Background(), doc, false); err != nil {
+		return fmt.Errorf("pushing the bench policies: %w", err)
+	}
+	return nil
 }

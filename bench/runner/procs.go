@@ -54,6 +54,12 @@ func (p *proc) stop() {
 	}
 }
 
+// kill ends the process at once, as a crash would: no graceful close of its connections.
+func (p *proc) kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // waitPort waits until something accepts connections on addr.
 func waitPort(addr string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)

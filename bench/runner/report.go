@@ -17,14 +17,17 @@ type memorySeries struct {
 }
 
 type report struct {
-	Config   config            `json:"config"`
-	Machine  map[string]string `json:"machine"`
-	Command  string            `json:"command"`
-	Started  time.Time         `json:"started"`
-	Finished time.Time         `json:"finished"`
-	Runs     []runRecord       `json:"-"`
-	Memory   []memorySeries    `json:"-"`
-	Summary  []summaryRow      `json:"summary"`
+	Config    config            `json:"config"`
+	Machine   map[string]string `json:"machine"`
+	Command   string            `json:"command"`
+	Started   time.Time         `json:"started"`
+	Finished  time.Time         `json:"finished"`
+	Runs      []runRecord       `json:"-"`
+	Memory    []memorySeries    `json:"-"`
+	Summary   []summaryRow      `json:"summary"`
+	Hash      []hashResult      `json:"hash,omitempty"`
+	Health    []healthResult    `json:"health,omitempty"`
+	WebSocket []wsResult        `json:"webSocket,omitempty"`
 }
 
 // stat3 is the median of the repetitions with their min and max.
@@ -52,6 +55,7 @@ type summaryRow struct {
 	Peer     string `json:"peer"`
 	Conns    int    `json:"conns,omitempty"`
 	Protocol string `json:"protocol,omitempty"`
+	Variant  string `json:"variant,omitempty"`
 	API      string `json:"api,omitempty"`
 	Policies int    `json:"policies,omitempty"`
 	Runs     int    `json:"runs"`
@@ -74,20 +78,20 @@ type summaryRow struct {
 
 func (r *report) summarize() {
 	type key struct {
-		scenario, peer, protocol, api string
-		conns, policies               int
+		scenario, peer, protocol, variant, api string
+		conns, policies                        int
 	}
 	groups := map[key][]runRecord{}
 	var order []key
 	for _, run := range r.Runs {
-		k := key{run.Scenario, run.Peer, run.Protocol, run.API, run.Conns, run.Policies}
+		k := key{run.Scenario, run.Peer, run.Protocol, run.Variant, run.API, run.Conns, run.Policies}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], run)
 	}
 	for _, k := range order {
-		row := summaryRow{Scenario: k.scenario, Peer: k.peer, Conns: k.conns, Protocol: k.protocol, API: k.api, Policies: k.policies}
+		row := summaryRow{Scenario: k.scenario, Peer: k.peer, Conns: k.conns, Protocol: k.protocol, Variant: k.variant, API: k.api, Policies: k.policies}
 		var rps, p50, p90, p99, p999, cpu, rss, gen, cpc, lrss []float64
 		for _, run := range groups[k] {
 			row.Runs++
@@ -236,6 +240,8 @@ func (r *report) markdown() string {
 		w("| %s | %s | %.0f | %.2f | %.2f | %.1f | %.1f |\n", s.Peer, rng(s.RPS, "%.0f"), l7.RPS.Median, s.P99.Median, l7.P99.Median, s.CPU.Median, l7.CPU.Median)
 	}
 
+	r.httpsMarkdown(w)
+
 	if rows := r.rows("fixed-rate"); len(rows) > 0 {
 		w("\n## Latency at a fixed rate (k6 constant-arrival-rate, %d requests/s, %s, %d VUs)\n\nA run counts only when k6 dropped no iteration, no request failed, and k6 stayed under 80 %% of a core.\n\n", r.Config.K6Rate, r.Config.K6Duration, r.Config.K6VUs)
 		w("| peer | p50 ms | p90 ms | p99 ms | p99.9 ms | CPU µs/request | k6 share of a core | valid runs |\n|---|---|---|---|---|---|---|---|\n")
@@ -274,11 +280,96 @@ func (r *report) markdown() string {
 			w("| %s | %d | %.1f | %.1f | %.1f |\n", s.API, s.Conns, s.P50.Median, s.P99.Median, s.P999.Median)
 		}
 	}
+	r.hashMarkdown(w)
+	r.healthMarkdown(w)
+	r.wsMarkdown(w)
 	if len(r.Memory) > 0 {
 		w("\n## Memory over the whole run\n\n![memory](memory.png)\n")
 	}
-	w("\n## Not measured yet\n\nHTTPS termination, hash persistence, health-check detection and recovery, and long-lived WebSocket connections (issue 6 scenarios 4 to 7) are not in this runner yet.\n")
 	return b.String()
+}
+
+func (r *report) httpsMarkdown(w func(string, ...any)) {
+	rows := r.rows("https")
+	if len(rows) == 0 {
+		return
+	}
+	w("\n## HTTPS termination (wrk, %d connections, %s per run)\n\n", r.Config.HTTPSConns, r.Config.HTTPSDuration)
+	w("Every peer offers TLS 1.2 and 1.3 with the same suites and a self-signed RSA 2048 certificate; wrk's OpenSSL is limited to one protocol version and one suite per row (`OPENSSL_CONF`), so the suite is the client's choice, as it is on the internet. On the Envoy peers the runner checks Envoy's `ssl.ciphers.*` counters after each run: a run in which Envoy negotiated anything else is invalid. *reuse*: keep-alive connections, the handshake amortised; *handshake*: `Connection: close`, a new TCP connection and a full handshake (wrk does not resume sessions) for every request. The backends speak plain HTTP; there is no direct row.\n\n")
+	w("| suite | connections | peer | requests/s | p99 ms | CPU µs/request | invalid runs |\n|---|---|---|---|---|---|---|\n")
+	for _, suite := range r.Config.TLSSuites {
+		for _, mode := range []string{"reuse", "handshake"} {
+			for _, s := range rows {
+				if s.Protocol == suite.Key && s.Variant == mode {
+					w("| %s | %s | %s | %s | %.2f | %.1f | %d of %d |\n", suite.Key, mode, s.Peer, rng(s.RPS, "%.0f"), s.P99.Median, s.CPU.Median, s.Invalid, s.Runs)
+				}
+			}
+		}
+	}
+	// The price of TLS: HTTPS with reuse against plain HTTP at the same connection count.
+	w("\nHTTPS with reuse against plain HTTP at %d connections (median requests/s, from the throughput table), first suite:\n\n| peer | HTTP | HTTPS reuse | HTTPS handshake per request |\n|---|---|---|---|\n", r.Config.HTTPSConns)
+	for _, s := range rows {
+		if s.Protocol != r.Config.TLSSuites[0].Key || s.Variant != "reuse" {
+			continue
+		}
+		h, _ := r.find("throughput", s.Peer, r.Config.HTTPSConns)
+		var hs summaryRow
+		for _, x := range rows {
+			if x.Peer == s.Peer && x.Protocol == s.Protocol && x.Variant == "handshake" {
+				hs = x
+			}
+		}
+		w("| %s | %.0f | %.0f | %.0f |\n", s.Peer, h.RPS.Median, s.RPS.Median, hs.RPS.Median)
+	}
+}
+
+func (r *report) hashMarkdown(w func(string, ...any)) {
+	if len(r.Hash) == 0 {
+		return
+	}
+	h0 := r.Hash[0]
+	w("\n## Hash persistence\n\n%d clients, each its own source address (127.10.x.y), send %d requests each over %d connections (a new one every 10 requests) through a hash on the client address, to %d backends; the backend is read from each response. *Persistence*: the share of requests that went to their client's usual backend. *Spread*: clients per backend, as the coefficient of variation and the busiest backend against an even share. Then one backend leaves (the peer gets the same config without it, as a user would change it), every client sends 10 more requests, and we count the clients whose backend changed: ideally only those that were on the backend that left.\n\n",
+		h0.Clients, h0.RequestsPerClient, h0.RequestsPerClient/10, h0.Backends)
+	w("| peer | algorithm | persistence | clients always on one backend | spread (cv) | busiest / even | clients moved when 1 of %d left | ideal (were on it) | moved although their backend stayed | errors |\n|---|---|---|---|---|---|---|---|---|---|\n", h0.Backends)
+	for _, h := range r.Hash {
+		w("| %s | %s | %.2f %% | %d of %d | %.3f | %.2f | %.1f %% | %.1f %% | %d | %d |\n", h.Peer, h.Algorithm, h.Persistence*100, h.FullyPersistent, h.Clients,
+			h.SpreadCV, h.MaxOverIdeal, h.RemapShare*100, h.IdealShare*100, h.RemappedOthers, h.Errors)
+	}
+}
+
+func (r *report) healthMarkdown(w func(string, ...any)) {
+	if len(r.Health) == 0 {
+		return
+	}
+	w("\n## Health: one of five backends killed under load\n\nSteady load of %d requests/s (keep-alive, a 2 s client timeout) through each peer to five backends; the third is killed with SIGKILL, stays dead, and is started again on the same port. Seen from the clients: the requests that failed after the kill and when the last one was sent (a proxy that retries elsewhere hides the dead backend's connection refusals, and they show as latency instead: nginx does by default), p99 latency before and while it was dead, and how long after its return it served a request again. *default*: each peer's own defaults with health checking turned on the usual way; *equal*: every active checker at a 1 s interval, out after 2 failures and back after 2 passes where it has such counts (nginx has passive checks only).\n\n", r.Health[0].Rate)
+	w("| peer | checks | dead for | failed requests | last failure after the kill | p99 before ms | p99 while dead ms | max while dead ms | back after return |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, h := range r.Health {
+		last, back := "none", "never"
+		if h.LastFailure >= 0 {
+			last = fmt.Sprintf("%.2f s", h.LastFailure)
+		}
+		if h.Back >= 0 {
+			back = fmt.Sprintf("%.2f s", h.Back)
+		}
+		w("| %s | %s: %s | %.0f s | %d of %d | %s | %.1f | %.1f | %.0f | %s |\n", h.Peer, h.Variant, h.Checks, h.ReturnAt-h.KillAt, h.Failed, h.Requests, last, h.P99Before, h.P99Down, h.MaxDown, back)
+	}
+	w("\n![health timelines](health.png)\n")
+}
+
+func (r *report) wsMarkdown(w func(string, ...any)) {
+	if len(r.WebSocket) == 0 {
+		return
+	}
+	w("\n## Long-lived WebSocket connections\n\nConnections opened through each peer in four steps to the target and held open together (each greeted by its backend), then each sends a message and must get it echoed. Memory per connection is the slope of the peer's resident memory (whole process tree) over the four steps. The aim is 50,000 through Envoy; the target is %d because a proxied connection is two descriptors in the proxy and the machine's hard open-file limit is %s, which an unprivileged process cannot raise.\n\n", r.WebSocket[0].Target, r.Machine["noFile"])
+	w("| peer | opened | echoed | errors | idle RSS MiB | RSS at the target MiB | KiB per connection | seconds to open |\n|---|---|---|---|---|---|---|---|\n")
+	for _, x := range r.WebSocket {
+		var top int64
+		if len(x.Steps) > 0 {
+			top = x.Steps[len(x.Steps)-1].RSS
+		}
+		w("| %s | %d of %d | %d | %d | %s | %s | %.1f | %.1f |\n", x.Peer, x.Opened, x.Target, x.Alive, x.Errors, mib(float64(x.RSSIdle)), mib(float64(top)), x.BytesPerConn/1024, x.OpenSeconds)
+	}
+	w("\n![WebSocket memory](websocket.png)\n")
 }
 
 func peerNames(rows []summaryRow) []string {

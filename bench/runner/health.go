@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// healthResult is one peer's view of a backend killed under steady load and started again, as its clients
+// see it. A connection refused by a dead backend cannot be seen from outside the proxy without root, so a
+// request "goes to" the dead backend when it fails; a proxy that retries elsewhere (nginx does by default)
+// hides those, and they show only as latency.
+type healthResult struct {
+	Peer    string `json:"peer"`
+	Variant string `json:"variant"` // default or equal
+	Checks  string `json:"checks"`  // what the peer was configured with
+	Rate    int    `json:"rate"`
+	// Seconds since the load started.
+	KillAt   float64 `json:"killAt"`
+	ReturnAt float64 `json:"returnAt"`
+	End      float64 `json:"end"`
+	Requests int64   `json:"requests"`
+	// Failed requests after the kill, and the last one's time after the kill (-1: none).
+	Failed      int64   `json:"failed"`
+	LastFailure float64 `json:"lastFailureAfterKill"`
+	// The killed backend's first response after it returned, in seconds after its return (-1: never).
+	Back float64 `json:"backAfterReturn"`
+	// Latency before the kill and from the kill to its return, p99 and max in ms.
+	P99Before float64 `json:"p99BeforeMs"`
+	P99Down   float64 `json:"p99DownMs"`
+	MaxDown   float64 `json:"maxDownMs"`
+	Bins      []bin   `json:"bins"`
+	Note      string  `json:"note,omitempty"`
+}
+
+// bin is one slice of the timeline.
+type bin struct {
+	T      float64 `json:"t"`
+	Total  int     `json:"total"`
+	Killed int     `json:"killed"` // served by the backend that is killed
+	Failed int     `json:"failed"`
+}
+
+const binWidth = 0.25 // seconds
+
+var healthChecks = map[string]map[string]string{
+	"default": {
+		"lbplane-envoy": "active HTTP, lbplane's defaults: every 5s, out after 3, back after 2",
+		"nginx":         "passive only, nginx's defaults: max_fails=1 fail_timeout=10s, retries the next server",
+		"haproxy":       "check: TCP connect every 2s, down after 3, up after 2",
+		"traefik":       "healthCheck path /healthz, Traefik's default interval 30s",
+	},
+	"equal": {
+		"lbplane-envoy": "active HTTP every 1s, out after 2, back after 2",
+		"nginx":         "passive only: max_fails=2 fail_timeout=1s",
+		"haproxy":       "option httpchk, inter 1s fall 2 rise 2",
+		"traefik":       "healthCheck path /healthz, interval 1s",
+	},
+}
+
+type outcome struct {
+	sent, took float64 // seconds since the start
+	backend    string
+	failed     bool
+}
+
+// healthScenario kills the third of five backends under steady load, starts it again, and records what the
+// clients of each peer saw.
+func healthScenario(ctx context.Context, e *env, cfg config, rep *report) error {
+	for _, variant := range cfg.HealthVariants {
+		for _, p := range hashPeers(28500) {
+			if len(cfg.HealthPeers) > 0 && !slices.Contains(cfg.HealthPeers, p.Name) {
+				continue
+			}
+			e.variant = map[string]any{"Health": variant}
+			res, err := healthOne(ctx, e, cfg, p, variant)
+			p.stop()
+			e.variant = nil
+			if err != nil {
+				return fmt.Errorf("health %s %s: %w", p.Name, variant, err)
+			}
+			rep.Health = append(rep.Health, res)
+			fmt.Fprintf(os.Stderr, "health      %-14s %-7s failed %d, last failure %.2fs after the kill, back %.2fs after its return, p99 %.1f→%.1f ms\n",
+				p.Name, variant, res.Failed, res.LastFailure, res.Back, res.P99Before, res.P99Down)
+		}
+	}
+	return ctx.Err()
+}
+
+func healthOne(ctx context.Context, e *env, cfg config, p *peer, variant string) (healthResult, error) {
+	down := cfg.HealthDown[variant]
+	res := healthResult{Peer: p.Name, Variant: variant, Checks: healthChecks[variant][p.Name], Rate: cfg.HealthRate,
+		KillAt: 3, ReturnAt: 3 + down.Seconds(), End: 3 + 2*down.Seconds()}
+	if err := p.start(e, p); err != nil {
+		return res, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort)
+	if err := waitServing(ctx, url, len(e.backends)); err != nil {
+		return res, err
+	}
+	// Let the health checkers see every backend up before anything is measured.
+	time.Sleep(2 * time.Second)
+	const victim = 2
+	killed := fmt.Sprintf("backend-%d", victim)
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
+
+	var mu sync.Mutex
+	var outs []outcome
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 64)
+	began := time.Now()
+	killDone, returnDone := false, false
+	every := time.Second / time.Duration(cfg.HealthRate)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		now := time.Since(began).Seconds()
+		if now >= res.End {
+			break
+		}
+		if !killDone && now >= res.KillAt {
+			e.backendProcs[victim].kill()
+			killDone = true
+		}
+		if !returnDone && now >= res.ReturnAt {
+			pr, err := start(e.dir, killed, nil, filepath.Join(e.bin, "lbplane-backend"),
+				"--listen", e.backends[victim], "--name", killed, "--size", "1024")
+			if err != nil {
+				return res, err
+			}
+			e.backendProcs[victim] = pr
+			returnDone = true
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			// 64 requests outstanding: this one fails as a timeout would, at the time it was due.
+			mu.Lock()
+			outs = append(outs, outcome{sent: now, took: 2, failed: true})
+			mu.Unlock()
+			<-tick.C
+			continue
+		}
+		wg.Add(1)
+		go func(sent float64) {
+			defer wg.Done()
+			defer func() { <-slots }()
+			t0 := time.Now()
+			b, err := get(client, url)
+			o := outcome{sent: sent, took: time.Since(t0).Seconds(), backend: b, failed: err != nil}
+			mu.Lock()
+			outs = append(outs, o)
+			mu.Unlock()
+		}(now)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+	wg.Wait()
+	if !returnDone {
+		return res, ctx.Err()
+	}
+	summarizeHealth(&res, outs, killed)
+	return res, nil
+}
+
+func summarizeHealth(res *healthResult, outs []outcome, killed string) {
+	slices.SortFunc(outs, func(a, b outcome) int {
+		switch {
+		case a.sent < b.sent:
+			return -1
+		case a.sent > b.sent:
+			return 1
+		}
+		return 0
+	})
+	res.LastFailure, res.Back = -1, -1
+	res.Bins = make([]bin, int(res.End/binWidth))
+	for i := range res.Bins {
+		res.Bins[i].T = float64(i) * binWidth
+	}
+	var before, down []float64
+	for _, o := range outs {
+		res.Requests++
+		if i := int(o.sent / binWidth); i < len(res.Bins) {
+			b := &res.Bins[i]
+			b.Total++
+			switch {
+			case o.failed:
+				b.Failed++
+			case o.backend == killed:
+				b.Killed++
+			}
+		}
+		if o.sent >= res.KillAt && o.failed {
+			res.Failed++
+			res.LastFailure = o.sent - res.KillAt
+		}
+		if o.sent >= res.ReturnAt && !o.failed && o.backend == killed && res.Back < 0 {
+			res.Back = o.sent - res.ReturnAt
+		}
+		switch {
+		case o.sent < res.KillAt:
+			before = append(before, o.took*1000)
+		case o.sent < res.ReturnAt:
+			down = append(down, o.took*1000)
+			res.MaxDown = max(res.MaxDown, o.took*1000)
+		}
+	}
+	res.P99Before, res.P99Down = percentile(before, 99), percentile(down, 99)
+}
