@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -39,7 +40,8 @@ type Source struct {
 	Engine  *engine.Engine
 	Tracker *xdsserver.Tracker
 	Log     *slog.Logger
-	// Debounce gathers a burst of changes (a rollout touches many EndpointSlices) into one resync.
+	// Debounce is the least time between two resyncs: a burst of changes (a rollout touches many
+	// EndpointSlices) is gathered into one, while a lone change is resynced at once.
 	Debounce time.Duration
 	// StatusInterval is the least time between two status writes of one policy.
 	StatusInterval time.Duration
@@ -114,8 +116,12 @@ func (s *Source) Start() error {
 			return err
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.poke() },
-			UpdateFunc: func(any, any) { s.poke() },
+			AddFunc: func(any) { s.poke() },
+			UpdateFunc: func(old, cur any) {
+				if !statusOnly(old, cur) {
+					s.poke()
+				}
+			},
 			DeleteFunc: func(any) { s.poke() },
 		}); err != nil {
 			return err
@@ -153,6 +159,19 @@ type onLeader func(context.Context) error
 func (f onLeader) Start(ctx context.Context) error { return f(ctx) }
 func (f onLeader) NeedLeaderElection() bool        { return true }
 
+// statusOnly tells an update of a policy's status (lbplane's own writes) from one that can change what is
+// served: the spec (its generation), annotations, labels or deletion. Resyncing on status writes made every
+// change resync twice, and the second fell in the debounce window of the next change.
+func statusOnly(old, cur any) bool {
+	o, ok1 := old.(*v1alpha1.LoadBalancerPolicy)
+	c, ok2 := cur.(*v1alpha1.LoadBalancerPolicy)
+	if !ok1 || !ok2 {
+		return false
+	}
+	return o.Generation == c.Generation && maps.Equal(o.Annotations, c.Annotations) && maps.Equal(o.Labels, c.Labels) &&
+		(o.DeletionTimestamp == nil) == (c.DeletionTimestamp == nil)
+}
+
 func (s *Source) poke() {
 	select {
 	case s.trigger <- struct{}{}:
@@ -167,24 +186,30 @@ func (s *Source) resyncLoop(ctx context.Context) error {
 	}
 	s.resync(ctx)
 	s.once.Do(func() { close(s.synced) })
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.trigger:
 		}
-		// Gather a burst into one resync.
-		t := time.NewTimer(s.Debounce)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
+		// A lone change goes out at once; a burst is gathered into at most one resync per Debounce. (A
+		// fixed wait before every resync made each single kubectl apply take Debounce longer to reach
+		// Envoy: 100 ms of the 104 ms the benchmark measured.)
+		if wait := s.Debounce - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			select {
+			case <-s.trigger:
+			default:
+			}
 		}
-		select {
-		case <-s.trigger:
-		default:
-		}
+		last = time.Now()
 		s.resync(ctx)
 	}
 }
