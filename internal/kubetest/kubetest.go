@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
-	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -27,6 +26,18 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/internal/tools"
 )
+
+// TB is the part of testing.TB a cluster uses: tests pass their *testing.T, and the benchmark runner, which
+// is not a test, passes its own.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+	Failed() bool
+}
 
 // AdminToken authenticates as a member of system:masters.
 const AdminToken = "kubetest-admin-token"
@@ -52,7 +63,7 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-func freePort(t testing.TB) int {
+func freePort(t TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +72,7 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func start(t testing.TB, name, logPath, bin string, args ...string) *exec.Cmd {
+func start(t TB, name, logPath, bin string, args ...string) *exec.Cmd {
 	t.Helper()
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -78,7 +89,7 @@ func start(t testing.TB, name, logPath, bin string, args ...string) *exec.Cmd {
 }
 
 // Start runs etcd and kube-apiserver until the test ends and installs the CRD.
-func Start(t testing.TB) *Cluster {
+func Start(t TB) *Cluster {
 	t.Helper()
 	etcdBin := tools.Require(t, "etcd")
 	apiBin := tools.Require(t, "kube-apiserver")
@@ -145,14 +156,14 @@ current-context: test
 	return c
 }
 
-func writeFile(t testing.TB, path string, data []byte) {
+func writeFile(t TB, path string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (c *Cluster) waitReady(t testing.TB, timeout time.Duration) {
+func (c *Cluster) waitReady(t TB, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	rc, err := rest.UnversionedRESTClientFor(&rest.Config{Host: c.Config.Host, BearerToken: AdminToken, TLSClientConfig: c.Config.TLSClientConfig,
@@ -173,7 +184,7 @@ func (c *Cluster) waitReady(t testing.TB, timeout time.Duration) {
 	t.Fatalf("kube-apiserver not ready after %s: %v", timeout, last)
 }
 
-func (c *Cluster) installCRDs(t testing.TB) {
+func (c *Cluster) installCRDs(t TB) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "charts", "lbplane", "crds", "*.yaml"))
 	if len(files) == 0 {
@@ -218,7 +229,7 @@ func (c *Cluster) Stop() {
 }
 
 // Restart starts the API server again after Stop and waits until it is ready.
-func (c *Cluster) Restart(t testing.TB) {
+func (c *Cluster) Restart(t TB) {
 	t.Helper()
 	c.apiserver = start(t, "kube-apiserver", c.apiLog+".restarted", tools.Require(t, "kube-apiserver"), c.args...)
 	c.waitReady(t, 90*time.Second)

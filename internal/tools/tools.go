@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"testing"
 )
 
 // RepoRoot is the repository's top directory, found from this source file.
@@ -30,7 +29,10 @@ func Path(tool string) string {
 }
 
 // Require returns the tool's path, or fails the test with the command that installs it.
-func Require(t testing.TB, tool string) string {
+func Require(t interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}, tool string) string {
 	t.Helper()
 	p := Path(tool)
 	if st, err := os.Stat(p); p == "" || err != nil || st.Mode()&0o111 == 0 {
