@@ -47,7 +47,7 @@ def main(out):
         for r in prop:
             s = sorted(r["samplesMs"])
             ys = [(i + 1) / len(s) for i in range(len(s))]
-            ax.step(s, ys, where="post", label=f'{r["api"]}, {r["policies"]} policies')
+            ax.step(s, ys, where="post", label=f'{r.get("variant", "push")}, {r["api"]}, {r["policies"]} policies')
         ax.set_xscale("log")
         ax.set_xlabel("policy accepted → first 200 through Envoy (ms)")
         ax.set_ylabel("fraction of changes")

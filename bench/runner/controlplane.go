@@ -53,21 +53,45 @@ func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record f
 	defer e.stopBackends()
 	ports := []string{"28091", "28092"}
 	for _, api := range []string{"delta", "sotw"} {
-		if err := propagation(ctx, e, cfg, api, ports, record); err != nil {
+		if err := propagation(ctx, e, cfg, api, "push", ports, record); err != nil {
 			return fmt.Errorf("propagation (%s): %w", api, err)
+		}
+	}
+	if cfg.KubePolicyCounts != nil {
+		for _, api := range cfg.KubeAPIs {
+			if err := propagation(ctx, e, cfg, api, "kubernetes", ports, record); err != nil {
+				return fmt.Errorf("propagation (kubernetes, %s): %w", api, err)
+			}
 		}
 	}
 	return nil
 }
 
-func propagation(ctx context.Context, e *env, cfg config, api string, ports []string, record func(runRecord)) error {
-	dir := filepath.Join(e.dir, "controlplane-"+api)
+// applier is how policies reach lbplane: its push API, or the Kubernetes API it watches.
+type applier func(ctx context.Context, docs []byte) error
+
+func propagation(ctx context.Context, e *env, cfg config, api, via string, ports []string, record func(runRecord)) error {
+	dir := filepath.Join(e.dir, "controlplane-"+via+"-"+api)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
-	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), "serve", "--data-dir", dir, "--xds-address", xds,
-		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0")
+	args := []string{"serve", "--data-dir", dir, "--xds-address", xds,
+		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0"}
+	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
+	apply := applier(func(ctx context.Context, docs []byte) error { _, err := c.Apply(ctx, docs, false); return err })
+	counts := cfg.PolicyCounts
+	if via == "kubernetes" {
+		cluster, stopCluster, err := startCluster(dir)
+		if err != nil {
+			return err
+		}
+		defer stopCluster()
+		args = append(args, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+		apply = kubeApplier(cluster)
+		counts = cfg.KubePolicyCounts
+	}
+	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
 	if err != nil {
 		return err
 	}
@@ -75,8 +99,7 @@ func propagation(ctx context.Context, e *env, cfg config, api string, ports []st
 	if err := waitPort(apiAddr, 20*time.Second); err != nil {
 		return err
 	}
-	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
-	if _, err := c.Apply(ctx, probe(ports[0], 1), false); err != nil {
+	if err := apply(ctx, probe(ports[0], 1)); err != nil {
 		return err
 	}
 	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-cp", XDS: xds, Delta: api == "delta", AdminPort: cpBase + 2, MaxConnections: 10000})
@@ -109,18 +132,20 @@ func propagation(ctx context.Context, e *env, cfg config, api string, ports []st
 	}
 
 	// The fan-out first, with only the probe present, so that it measures distribution, not translation.
-	if err := swarm(ctx, cfg, api, xds, c, ports, record); err != nil {
-		return err
-	}
-	if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
-		return fmt.Errorf("the Envoy lost the probe policy after the simulated Envoys left")
+	if via == "push" {
+		if err := swarm(ctx, cfg, api, xds, c, ports, record); err != nil {
+			return err
+		}
+		if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
+			return fmt.Errorf("the Envoy lost the probe policy after the simulated Envoys left")
+		}
 	}
 	have, timeout := 0, 1
-	for _, n := range cfg.PolicyCounts {
+	for _, n := range counts {
 		// Add fillers up to n, a thousand per push (the push API takes 8 MiB at most).
 		for have < n {
 			next := min(n, have+1000)
-			if _, err := c.Apply(ctx, fillers(have, next, ports[0]), false); err != nil {
+			if err := apply(ctx, fillers(have, next, ports[0])); err != nil {
 				return fmt.Errorf("pushing %d policies: %w", next, err)
 			}
 			have = next
@@ -151,10 +176,15 @@ func propagation(ctx context.Context, e *env, cfg config, api string, ports []st
 			}
 			target := (i + 1) % 2
 			timeout = timeout%5 + 1
+			if via == "kubernetes" {
+				// lbplane resyncs from Kubernetes at most every 100 ms (a burst of changes becomes one): a
+				// lone change, as a user applies one, is what is timed.
+				time.Sleep(150 * time.Millisecond)
+			}
 			// Two clocks: from the push sent, and from the push API's answer (the policy accepted; lbplane has
 			// translated and started publishing by then) to the first 200 from the new backend.
 			sent := time.Now()
-			if _, err := c.Apply(ctx, probe(ports[target], timeout), false); err != nil {
+			if err := apply(ctx, probe(ports[target], timeout)); err != nil {
 				return err
 			}
 			accepted := time.Now()
@@ -165,13 +195,13 @@ func propagation(ctx context.Context, e *env, cfg config, api string, ports []st
 			fromPush = append(fromPush, float64(time.Since(sent).Microseconds())/1000)
 		}
 		after := treeUsage(lb.cmd.Process.Pid)
-		rec := runRecord{Scenario: "propagation", Peer: "lbplane", API: api, Policies: n, Samples: samples, Valid: true,
+		rec := runRecord{Scenario: "propagation", Peer: "lbplane", Variant: via, API: api, Policies: n, Samples: samples, Valid: true,
 			LbplaneRSS: after.RSSBytes, LbplaneCPUPerChangeMs: (after.CPUSeconds - before.CPUSeconds) * 1000 / float64(len(samples))}
 		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
 		rec.PushSamples = fromPush
 		record(rec)
-		fmt.Fprintf(os.Stderr, "propagation %-5s %5d policies: accepted→200 p50 %.1f ms p99 %.1f ms; push→200 p50 %.1f ms p99 %.1f ms; lbplane %.1f ms CPU/change, RSS %d MiB\n",
-			api, n, rec.P50, rec.P99, percentile(fromPush, 50), percentile(fromPush, 99), rec.LbplaneCPUPerChangeMs, rec.LbplaneRSS>>20)
+		fmt.Fprintf(os.Stderr, "propagation %-10s %-5s %5d policies: accepted→200 p50 %.1f ms p99 %.1f ms; push→200 p50 %.1f ms p99 %.1f ms; lbplane %.1f ms CPU/change, RSS %d MiB\n",
+			via, api, n, rec.P50, rec.P99, percentile(fromPush, 50), percentile(fromPush, 99), rec.LbplaneCPUPerChangeMs, rec.LbplaneRSS>>20)
 	}
 	return nil
 }

@@ -35,8 +35,12 @@ type config struct {
 	K6VUs        int           `json:"k6VUs"`
 	K6Duration   time.Duration `json:"k6Duration"`
 	PolicyCounts []int         `json:"policyCounts"`
-	Changes      int           `json:"changes"`
-	Swarm        int           `json:"simulatedEnvoys"`
+	// KubePolicyCounts are the sizes for policies written to a real kube-apiserver (none: not run);
+	// KubeAPIs the xDS variants for them.
+	KubePolicyCounts []int    `json:"kubePolicyCounts"`
+	KubeAPIs         []string `json:"kubeApis"`
+	Changes          int      `json:"changes"`
+	Swarm            int      `json:"simulatedEnvoys"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
@@ -63,7 +67,7 @@ func plan(quick bool) config {
 		return config{Quick: true, Reps: 2, Concurrency: []int{100, 1000}, WrkDuration: 3 * time.Second, L4Conns: 100,
 			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100,
 			TLSSuites: tlsSuites[2:], HTTPSConns: 100, HTTPSDuration: 2 * time.Second,
-			HashClients: 200, HashRequests: 20,
+			HashClients: 200, HashRequests: 20, KubePolicyCounts: []int{10}, KubeAPIs: []string{"delta"},
 			HealthVariants: []string{"equal"}, HealthDown: map[string]time.Duration{"equal": 5 * time.Second}, HealthRate: 200,
 			HealthPeers: []string{"lbplane-envoy", "haproxy"},
 			WSConns:     2000, WSPeers: []string{"lbplane-envoy", "nginx"}}
@@ -73,7 +77,7 @@ func plan(quick bool) config {
 	return config{Reps: 3, Concurrency: []int{100, 500, 1000, 5000, 9000}, WrkDuration: 8 * time.Second, L4Conns: 100,
 		K6Rate: 4000, K6VUs: 200, K6Duration: 15 * time.Second, PolicyCounts: []int{10, 100, 1000, 10000}, Changes: 200, Swarm: 1000,
 		TLSSuites: tlsSuites, HTTPSConns: 100, HTTPSDuration: 4 * time.Second,
-		HashClients: 1000, HashRequests: 100,
+		HashClients: 1000, HashRequests: 100, KubePolicyCounts: []int{10, 100, 1000, 10000}, KubeAPIs: []string{"delta", "sotw"},
 		// Traefik checks every 30s by default: the backend stays dead long enough for every default to see it.
 		HealthVariants: []string{"default", "equal"}, HealthDown: map[string]time.Duration{"default": 35 * time.Second, "equal": 8 * time.Second}, HealthRate: 200,
 		// 50,000 is the aim; the open-file limit caps it (the runner says so in the report).

@@ -255,22 +255,23 @@ func (r *report) markdown() string {
 
 	if rows := r.rows("propagation"); len(rows) > 0 {
 		w("\n## Control plane: from a policy change to the first 200 through Envoy\n\nOne policy changes (its endpoint moves to another backend and its cluster's connect timeout changes) with N policies already present, timed to the first response from the new backend through a real Envoy: from the push API's answer (the policy accepted), and from the push sent (validation, the store write and translation included). lbplane CPU per change and RSS from /proc.\n\n")
-		w("| xDS | policies | changes | accepted → 200 p50 ms | p99 ms | push → 200 p50 ms | p99 ms | lbplane CPU ms/change | lbplane RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n")
+		w("Through Kubernetes (*kubernetes* rows) the change is written to a real kube-apiserver (with etcd) as `kubectl apply` writes a custom resource, a JSON merge patch of the object; lbplane watches it. *Accepted* is then the API server's answer, and *push* the patch sent.\n\n")
+		w("| via | xDS | policies | changes | accepted → 200 p50 ms | p99 ms | push → 200 p50 ms | p99 ms | lbplane CPU ms/change | lbplane RSS MiB |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rows {
-			w("| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", s.API, s.Policies, len(s.Samples), s.P50.Median, s.P99.Median,
+			w("| %s | %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", s.Variant, s.API, s.Policies, len(s.Samples), s.P50.Median, s.P99.Median,
 				percentile(s.PushSamples, 50), percentile(s.PushSamples, 99), s.CPUPerChange.Median, mib(s.LbplaneRSS.Median))
 		}
 		var small, big summaryRow
 		for _, s := range rows {
-			if s.API == "delta" && s.Policies == r.Config.PolicyCounts[0] {
+			if s.Variant == "push" && s.API == "delta" && s.Policies == r.Config.PolicyCounts[0] {
 				small = s
 			}
-			if s.API == "delta" && s.Policies == r.Config.PolicyCounts[len(r.Config.PolicyCounts)-1] {
+			if s.Variant == "push" && s.API == "delta" && s.Policies == r.Config.PolicyCounts[len(r.Config.PolicyCounts)-1] {
 				big = s
 			}
 		}
 		if small.CPUPerChange.Median > 0 {
-			w("\nCPU per single-policy update with %d policies against %d (delta): %.1f×.\n", big.Policies, small.Policies, big.CPUPerChange.Median/small.CPUPerChange.Median)
+			w("\nCPU per single-policy update with %d policies against %d (push API, delta): %.1f×.\n", big.Policies, small.Policies, big.CPUPerChange.Median/small.CPUPerChange.Median)
 		}
 		w("\n![propagation](propagation.png)\n")
 	}

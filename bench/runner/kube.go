@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbplane/lbplane/internal/kubetest"
+)
+
+// runnerTB lets the runner start the same etcd and kube-apiserver the tests use: kubetest reports failures
+// through Fatal, which here ends startCluster with an error.
+type runnerTB struct {
+	dir      string
+	cleanups []func()
+	failed   bool
+}
+
+type fatal string
+
+func (t *runnerTB) Helper() {}
+func (t *runnerTB) Fatal(args ...any) {
+	t.failed = true
+	panic(fatal(fmt.Sprint(args...)))
+}
+func (t *runnerTB) Fatalf(format string, args ...any) {
+	t.failed = true
+	panic(fatal(fmt.Sprintf(format, args...)))
+}
+func (t *runnerTB) Logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+func (t *runnerTB) TempDir() string {
+	d, err := os.MkdirTemp(t.dir, "kube-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+func (t *runnerTB) Cleanup(f func()) { t.cleanups = append(t.cleanups, f) }
+func (t *runnerTB) Failed() bool     { return t.failed }
+func (t *runnerTB) close() {
+	for i := len(t.cleanups) - 1; i >= 0; i-- {
+		t.cleanups[i]()
+	}
+}
+
+// startCluster runs etcd and kube-apiserver (installed by make tools) with lbplane's CRD.
+func startCluster(dir string) (c *kubetest.Cluster, stop func(), err error) {
+	t := &runnerTB{dir: dir}
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(fatal)
+			if !ok {
+				panic(r)
+			}
+			t.close()
+			c, stop, err = nil, nil, fmt.Errorf("starting kube-apiserver: %s", msg)
+		}
+	}()
+	c = kubetest.Start(t)
+	return c, t.close, nil
+}
+
+// kubeApplier writes policies to the API server as kubectl apply does for a custom resource: a JSON merge
+// patch of the whole object, or a create when it does not exist yet. Several at once, as many
+// kubectl applies would.
+func kubeApplier(c *kubetest.Cluster) applier {
+	return func(ctx context.Context, docs []byte) error {
+		var objs []*unstructured.Unstructured
+		dec := yamlutil.NewYAMLOrJSONDecoder(bytes.NewReader(docs), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return err
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			u.SetNamespace("default")
+			objs = append(objs, u)
+		}
+		work := make(chan *unstructured.Unstructured)
+		errs := make(chan error, len(objs))
+		var wg sync.WaitGroup
+		for range min(8, len(objs)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for u := range work {
+					errs <- applyOne(ctx, c.Client, u)
+				}
+			}()
+		}
+		for _, u := range objs {
+			work <- u
+		}
+		close(work)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func applyOne(ctx context.Context, cl client.Client, u *unstructured.Unstructured) error {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	target := u.DeepCopy()
+	err = cl.Patch(ctx, target, client.RawPatch(types.MergePatchType, b))
+	if err == nil || client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	return cl.Create(ctx, u)
+}
