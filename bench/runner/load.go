@@ -94,12 +94,13 @@ func (r k6Result) value(metric, key string) float64 {
 	return v
 }
 
-// runK6 holds rate requests a second for d and returns k6's summary and its CPU seconds. A run whose
-// thresholds fail (a dropped iteration or a failed request) is returned with err set.
-func runK6(ctx context.Context, e *env, dir, url string, rate, vus int, d time.Duration) (k6Result, float64, error) {
+// runK6 runs bench/k6/<script> (fixed-rate.js holds rate requests a second; closed-loop.js ignores rate)
+// for d and returns k6's summary and its CPU seconds. A run whose thresholds fail (a dropped iteration or
+// a failed request) is returned with err set.
+func runK6(ctx context.Context, e *env, dir, script, url string, rate, vus int, d time.Duration) (k6Result, float64, error) {
 	summary := filepath.Join(dir, fmt.Sprintf("k6-%d.json", time.Now().UnixNano()))
 	cmd := exec.CommandContext(ctx, e.tools["k6"], "run", "--quiet", "--no-usage-report", "--summary-export", summary,
-		filepath.Join(repoRoot, "bench", "k6", "fixed-rate.js"))
+		filepath.Join(repoRoot, "bench", "k6", script))
 	cmd.Env = append(os.Environ(), "URL="+url, "RATE="+strconv.Itoa(rate), "VUS="+strconv.Itoa(vus),
 		"DURATION="+strconv.Itoa(int(d.Seconds()))+"s", "K6_NO_COLOR=1")
 	var out bytes.Buffer

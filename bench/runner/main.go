@@ -26,15 +26,17 @@ var repoRoot string
 
 // config is one benchmark plan; quick is the reduced set.
 type config struct {
-	Quick        bool          `json:"quick"`
-	Reps         int           `json:"reps"`
-	Concurrency  []int         `json:"concurrency"`
-	WrkDuration  time.Duration `json:"wrkDuration"`
-	L4Conns      int           `json:"l4Connections"`
-	K6Rate       int           `json:"k6Rate"`
-	K6VUs        int           `json:"k6VUs"`
-	K6Duration   time.Duration `json:"k6Duration"`
-	PolicyCounts []int         `json:"policyCounts"`
+	Quick       bool          `json:"quick"`
+	Reps        int           `json:"reps"`
+	Concurrency []int         `json:"concurrency"`
+	WrkDuration time.Duration `json:"wrkDuration"`
+	L4Conns     int           `json:"l4Connections"`
+	K6Rate      int           `json:"k6Rate"`
+	K6VUs       int           `json:"k6VUs"`
+	K6Duration  time.Duration `json:"k6Duration"`
+	// CrossConns is the closed loop at which wrk and k6 are set side by side.
+	CrossConns   int   `json:"crossCheckConnections"`
+	PolicyCounts []int `json:"policyCounts"`
 	// KubePolicyCounts are the sizes for policies written to a real kube-apiserver (none: not run);
 	// KubeAPIs the xDS variants for them.
 	KubePolicyCounts []int    `json:"kubePolicyCounts"`
@@ -65,7 +67,7 @@ type config struct {
 func plan(quick bool) config {
 	if quick {
 		return config{Quick: true, Reps: 2, Concurrency: []int{100, 1000}, WrkDuration: 3 * time.Second, L4Conns: 100,
-			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100,
+			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, CrossConns: 1, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100,
 			TLSSuites: tlsSuites[2:], HTTPSConns: 100, HTTPSDuration: 2 * time.Second,
 			HashClients: 200, HashRequests: 20, KubePolicyCounts: []int{10}, KubeAPIs: []string{"delta"},
 			HealthVariants: []string{"equal"}, HealthDown: map[string]time.Duration{"equal": 5 * time.Second}, HealthRate: 200,
@@ -75,7 +77,7 @@ func plan(quick bool) config {
 	// 9,000 rather than 10,000 connections at the top: through a proxy each is two descriptors (client and
 	// upstream side), and these machines' hard open-file limit is 20,000, which lbplane cannot raise.
 	return config{Reps: 3, Concurrency: []int{100, 500, 1000, 5000, 9000}, WrkDuration: 8 * time.Second, L4Conns: 100,
-		K6Rate: 4000, K6VUs: 200, K6Duration: 15 * time.Second, PolicyCounts: []int{10, 100, 1000, 10000}, Changes: 200, Swarm: 1000,
+		K6Rate: 4000, K6VUs: 200, K6Duration: 15 * time.Second, CrossConns: 1, PolicyCounts: []int{10, 100, 1000, 10000}, Changes: 200, Swarm: 1000,
 		TLSSuites: tlsSuites, HTTPSConns: 100, HTTPSDuration: 4 * time.Second,
 		HashClients: 1000, HashRequests: 100, KubePolicyCounts: []int{10, 100, 1000, 10000}, KubeAPIs: []string{"delta", "sotw"},
 		// Traefik checks every 30s by default: the backend stays dead long enough for every default to see it.

@@ -248,9 +248,30 @@ func (r *report) markdown() string {
 		for _, s := range rows {
 			w("| %s | %s | %.2f | %s | %.2f | %.1f | %.0f %% | %d of %d |\n", s.Peer, rng(s.P50, "%.2f"), s.P90.Median, rng(s.P99, "%.2f"), s.P999.Median, s.CPU.Median, s.LoadGen.Median*100, s.Runs-s.Invalid, s.Runs)
 		}
-		if rows[0].Runs > 0 {
-			w("\nwrk and k6 at one point: wrk's p50 at %d connections and k6's at %d requests/s measure different things (closed loop at full speed against an open loop at a set rate); the cross-check is that both put the peers in the same order.\n", r.Config.Concurrency[0], r.Config.K6Rate)
+	}
+	if rows := r.rows("crosscheck"); len(rows) > 0 {
+		w("\n## wrk and k6 at one point\n\nThe same closed loop from both tools (%d connection for %s: each request sent when the last is answered), direct and through lbplane's Envoy, interleaved. At one connection neither tool nor peer is short of CPU, and each tool's own time per request is the same with or without the proxy, so the latency the proxy adds (p50 through lbplane's Envoy minus p50 direct) should agree between the tools, while their absolute figures differ (k6 spends several times wrk's CPU per request).\n\n", r.Config.CrossConns, r.Config.K6Duration)
+		w("| tool | peer | requests/s | p50 ms | p99 ms | generator's share of a core | valid runs |\n|---|---|---|---|---|---|---|\n")
+		for _, tool := range []string{"wrk", "k6"} {
+			for _, s := range rows {
+				if s.Variant == tool {
+					w("| %s | %s | %s | %.2f | %.2f | %.0f %% | %d of %d |\n", tool, s.Peer, rng(s.RPS, "%.0f"), s.P50.Median, s.P99.Median, s.LoadGen.Median*100, s.Runs-s.Invalid, s.Runs)
+				}
+			}
 		}
+		added := func(tool string) float64 {
+			var d, l float64
+			for _, s := range rows {
+				if s.Variant == tool && s.Peer == "direct" {
+					d = s.P50.Median
+				}
+				if s.Variant == tool && s.Peer == "lbplane-envoy" {
+					l = s.P50.Median
+				}
+			}
+			return (l - d) * 1000
+		}
+		w("\nLatency lbplane's Envoy adds at p50: wrk %.0f µs, k6 %.0f µs.\n", added("wrk"), added("k6"))
 	}
 
 	if rows := r.rows("propagation"); len(rows) > 0 {
