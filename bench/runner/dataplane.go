@@ -210,7 +210,7 @@ func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func
 			for i := range cross {
 				p := cross[(i+r)%len(cross)]
 				url := fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort)
-				if err := measureWith(p, "crosscheck", "http", "wrk", cfg.CrossConns, r, url, wrkOptions{duration: cfg.K6Duration}); err != nil {
+				if err := measureWith(p, "crosscheck", "http", "wrk", cfg.CrossConns, r, url, wrkOptions{duration: cfg.CrossDuration}); err != nil {
 					return err
 				}
 				if err := closedLoopK6(ctx, e, cfg, p, r, record); err != nil {
@@ -225,10 +225,10 @@ func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func
 // closedLoopK6 is k6's half of the cross-check.
 func closedLoopK6(ctx context.Context, e *env, cfg config, p *peer, r int, record func(runRecord)) error {
 	before := treeUsage(p.pid())
-	res, k6CPU, err := runK6(ctx, e, e.dir, "closed-loop.js", fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort), 0, cfg.CrossConns, cfg.K6Duration)
+	res, k6CPU, err := runK6(ctx, e, e.dir, "closed-loop.js", fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort), 0, cfg.CrossConns, cfg.CrossDuration)
 	after := treeUsage(p.pid())
 	rec := runRecord{Scenario: "crosscheck", Peer: p.Name, Rep: r, Conns: cfg.CrossConns, Protocol: "http", Variant: "k6"}
-	rec.LoadGenCoreShare = k6CPU / cfg.K6Duration.Seconds()
+	rec.LoadGenCoreShare = k6CPU / cfg.CrossDuration.Seconds()
 	rec.Requests = int64(res.value("http_reqs", "count"))
 	rec.RPS = res.value("http_reqs", "rate")
 	rec.P50, rec.P90 = res.value("http_req_duration", "med"), res.value("http_req_duration", "p(90)")

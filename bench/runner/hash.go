@@ -136,6 +136,9 @@ func usual(m map[string]int) (string, int) {
 func hashScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 	all := slices.Clone(e.backends)
 	for _, p := range hashPeers(28500) {
+		if !cfg.runs(nil, p.Name) {
+			continue
+		}
 		algos := []string{""}
 		if p.Name == "lbplane-envoy" {
 			algos = []string{"RingHash", "Maglev"}

@@ -74,7 +74,7 @@ type outcome struct {
 func healthScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 	for _, variant := range cfg.HealthVariants {
 		for _, p := range hashPeers(28500) {
-			if len(cfg.HealthPeers) > 0 && !slices.Contains(cfg.HealthPeers, p.Name) {
+			if !cfg.runs(cfg.HealthPeers, p.Name) {
 				continue
 			}
 			e.variant = map[string]any{"Health": variant}

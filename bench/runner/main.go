@@ -35,8 +35,9 @@ type config struct {
 	K6VUs       int           `json:"k6VUs"`
 	K6Duration  time.Duration `json:"k6Duration"`
 	// CrossConns is the closed loop at which wrk and k6 are set side by side.
-	CrossConns   int   `json:"crossCheckConnections"`
-	PolicyCounts []int `json:"policyCounts"`
+	CrossConns    int           `json:"crossCheckConnections"`
+	CrossDuration time.Duration `json:"crossCheckDuration"`
+	PolicyCounts  []int         `json:"policyCounts"`
 	// KubePolicyCounts are the sizes for policies written to a real kube-apiserver (none: not run);
 	// KubeAPIs the xDS variants for them.
 	KubePolicyCounts []int    `json:"kubePolicyCounts"`
@@ -64,10 +65,15 @@ type config struct {
 	Peers []string `json:"peers,omitempty"`
 }
 
+// runs tells whether a scenario whose own peer list is scenarioPeers (all when empty) runs peer, given -peers.
+func (c config) runs(scenarioPeers []string, peer string) bool {
+	return (len(scenarioPeers) == 0 || slices.Contains(scenarioPeers, peer)) && (len(c.Peers) == 0 || slices.Contains(c.Peers, peer))
+}
+
 func plan(quick bool) config {
 	if quick {
 		return config{Quick: true, Reps: 2, Concurrency: []int{100, 1000}, WrkDuration: 3 * time.Second, L4Conns: 100,
-			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, CrossConns: 1, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100,
+			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, CrossConns: 1, CrossDuration: 3 * time.Second, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100,
 			TLSSuites: tlsSuites[2:], HTTPSConns: 100, HTTPSDuration: 2 * time.Second,
 			HashClients: 200, HashRequests: 20, KubePolicyCounts: []int{10}, KubeAPIs: []string{"delta"},
 			HealthVariants: []string{"equal"}, HealthDown: map[string]time.Duration{"equal": 5 * time.Second}, HealthRate: 200,
@@ -77,7 +83,7 @@ func plan(quick bool) config {
 	// 9,000 rather than 10,000 connections at the top: through a proxy each is two descriptors (client and
 	// upstream side), and these machines' hard open-file limit is 20,000, which lbplane cannot raise.
 	return config{Reps: 3, Concurrency: []int{100, 500, 1000, 5000, 9000}, WrkDuration: 8 * time.Second, L4Conns: 100,
-		K6Rate: 4000, K6VUs: 200, K6Duration: 15 * time.Second, CrossConns: 1, PolicyCounts: []int{10, 100, 1000, 10000}, Changes: 200, Swarm: 1000,
+		K6Rate: 4000, K6VUs: 200, K6Duration: 15 * time.Second, CrossConns: 1, CrossDuration: 8 * time.Second, PolicyCounts: []int{10, 100, 1000, 10000}, Changes: 200, Swarm: 1000,
 		TLSSuites: tlsSuites, HTTPSConns: 100, HTTPSDuration: 4 * time.Second,
 		HashClients: 1000, HashRequests: 100, KubePolicyCounts: []int{10, 100, 1000, 10000}, KubeAPIs: []string{"delta", "sotw"},
 		// Traefik checks every 30s by default: the backend stays dead long enough for every default to see it.
@@ -90,10 +96,11 @@ func main() {
 	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
 	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
 	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, hash, health, websocket, controlplane (default all)")
-	peerList := flag.String("peers", "", "comma-separated peers to run (default all), for a focused comparison")
+	peerList := flag.String("peers", "", "comma-separated peers to run in every scenario (default all), for a focused comparison")
 	reps := flag.Int("reps", 0, "repetitions (default 3)")
 	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
 	dur := flag.Duration("duration", 0, "length of each wrk run")
+	keep := flag.Bool("keep", false, "keep the work directory (rendered configs, every process's log) and print its path")
 	flag.Parse()
 	cfg := plan(*quick)
 	if *reps > 0 {
@@ -116,13 +123,13 @@ func main() {
 	if *peerList != "" {
 		cfg.Peers = strings.Split(*peerList, ",")
 	}
-	if err := run(cfg, *out, *only); err != nil {
+	if err := run(cfg, *out, *only, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg config, out, only string) error {
+func run(cfg config, out, only string, keep bool) error {
 	wd, err := os.Getwd()
 	if err != nil {
 		return err
@@ -146,7 +153,11 @@ func run(cfg config, out, only string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	if keep {
+		defer fmt.Fprintf(os.Stderr, "work directory kept: %s\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -250,7 +250,7 @@ func (r *report) markdown() string {
 		}
 	}
 	if rows := r.rows("crosscheck"); len(rows) > 0 {
-		w("\n## wrk and k6 at one point\n\nThe same closed loop from both tools (%d connection for %s: each request sent when the last is answered), direct and through lbplane's Envoy, interleaved. At one connection neither tool nor peer is short of CPU, and each tool's own time per request is the same with or without the proxy, so the latency the proxy adds (p50 through lbplane's Envoy minus p50 direct) should agree between the tools, while their absolute figures differ (k6 spends several times wrk's CPU per request).\n\n", r.Config.CrossConns, r.Config.K6Duration)
+		w("\n## wrk and k6 at one point\n\nThe same closed loop from both tools (%d connection for %s: each request sent when the last is answered), direct and through lbplane's Envoy, interleaved. At one connection neither tool nor peer is short of CPU, and each tool's own time per request is the same with or without the proxy, so the latency the proxy adds (p50 through lbplane's Envoy minus p50 direct) should agree between the tools, while their absolute figures differ (k6 spends several times wrk's CPU per request).\n\n", r.Config.CrossConns, r.Config.CrossDuration)
 		w("| tool | peer | requests/s | p50 ms | p99 ms | generator's share of a core | valid runs |\n|---|---|---|---|---|---|---|\n")
 		for _, tool := range []string{"wrk", "k6"} {
 			for _, s := range rows {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +37,7 @@ type wsStep struct {
 // peer's memory after each, checks that every connection still echoes, and closes them.
 func wsScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 	for _, p := range peers(28700) {
-		if p.Name == "direct" || p.Name == "lbplane-envoy-lean" || (len(cfg.WSPeers) > 0 && !slices.Contains(cfg.WSPeers, p.Name)) {
+		if p.Name == "direct" || p.Name == "lbplane-envoy-lean" || !cfg.runs(cfg.WSPeers, p.Name) {
 			continue
 		}
 		res, err := wsOne(ctx, e, cfg, p)
@@ -61,9 +60,17 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer) (wsResult, error) {
 	}
 	url := fmt.Sprintf("ws://127.0.0.1:%d/ws", p.HTTPPort)
 	origin := fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort)
-	// One connection first: the path works, and the peer has allocated what it allocates once.
-	c, err := websocket.Dial(url, "", origin)
-	if err != nil {
+	// One connection first: the path works (Traefik answers 404 until it has loaded its routes), and the
+	// peer has allocated what it allocates once.
+	var c *websocket.Conn
+	var err error
+	if !waitFor(20*time.Second, func() bool {
+		c, err = websocket.Dial(url, "", origin)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return err == nil
+	}) {
 		return res, fmt.Errorf("first WebSocket: %w", err)
 	}
 	c.Close()
@@ -73,6 +80,14 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer) (wsResult, error) {
 	conns := make([]*websocket.Conn, 0, res.Target)
 	var mu sync.Mutex
 	var errs atomic.Int64
+	var firstErr error
+	fail := func(err error) {
+		if errs.Add(1) == 1 {
+			mu.Lock()
+			firstErr = err
+			mu.Unlock()
+		}
+	}
 	began := time.Now()
 	for step := 1; step <= 4 && ctx.Err() == nil; step++ {
 		goal := res.Target * step / 4
@@ -86,14 +101,14 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer) (wsResult, error) {
 				for todo.Add(-1) >= 0 && ctx.Err() == nil {
 					c, err := websocket.Dial(url, "", origin)
 					if err != nil {
-						errs.Add(1)
+						fail(err)
 						continue
 					}
 					// The backend greets with its name: the connection reached it.
 					var hello string
 					c.SetDeadline(time.Now().Add(10 * time.Second))
 					if err := websocket.Message.Receive(c, &hello); err != nil {
-						errs.Add(1)
+						fail(err)
 						c.Close()
 						continue
 					}
@@ -135,7 +150,7 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer) (wsResult, error) {
 	}
 	res.BytesPerConn = slope(res.Steps)
 	if res.Opened < res.Target {
-		res.Note = fmt.Sprintf("%d connections failed to open", res.Target-res.Opened)
+		res.Note = fmt.Sprintf("%d connections failed to open, the first with: %v", res.Target-res.Opened, firstErr)
 	}
 	return res, nil
 }
