@@ -126,7 +126,12 @@ func isEnvoy(p *peer) bool { return strings.Contains(p.Name, "envoy") }
 // sessions).
 func httpsRuns(ctx context.Context, e *env, cfg config, ps []*peer, r int,
 	measure func(p *peer, scenario, protocol, variant string, conns, r int, url string, opt wrkOptions) error) error {
-	hp := httpsPeers(ps)
+	var hp []*peer
+	for _, p := range httpsPeers(ps) {
+		if cfg.runs(cfg.HTTPSPeers, p.Name) {
+			hp = append(hp, p)
+		}
+	}
 	for _, s := range cfg.TLSSuites {
 		conf, err := opensslConf(e.dir, s)
 		if err != nil {

@@ -48,6 +48,7 @@ type config struct {
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
 	HTTPSDuration time.Duration `json:"httpsDuration"`
+	HTTPSPeers    []string      `json:"httpsPeers,omitempty"` // all with an HTTPS listener when empty
 	// Hash persistence: clients, and requests from each.
 	HashClients  int `json:"hashClients"`
 	HashRequests int `json:"hashRequestsPerClient"`
@@ -72,9 +73,9 @@ func (c config) runs(scenarioPeers []string, peer string) bool {
 
 func plan(quick bool) config {
 	if quick {
-		return config{Quick: true, Reps: 2, Concurrency: []int{100, 1000}, WrkDuration: 3 * time.Second, L4Conns: 100,
-			K6Rate: 2000, K6VUs: 100, K6Duration: 4 * time.Second, CrossConns: 1, CrossDuration: 3 * time.Second, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100,
-			TLSSuites: tlsSuites[2:], HTTPSConns: 100, HTTPSDuration: 2 * time.Second,
+		return config{Quick: true, Reps: 2, Concurrency: []int{100, 1000}, WrkDuration: 2 * time.Second, L4Conns: 100,
+			K6Rate: 2000, K6VUs: 100, K6Duration: 3 * time.Second, CrossConns: 1, CrossDuration: 2 * time.Second, PolicyCounts: []int{10, 1000}, Changes: 20, Swarm: 100,
+			TLSSuites: tlsSuites[2:], HTTPSConns: 100, HTTPSDuration: 2 * time.Second, HTTPSPeers: []string{"lbplane-envoy", "static-envoy", "haproxy"},
 			HashClients: 200, HashRequests: 20, KubePolicyCounts: []int{10}, KubeAPIs: []string{"delta"},
 			HealthVariants: []string{"equal"}, HealthDown: map[string]time.Duration{"equal": 5 * time.Second}, HealthRate: 200,
 			HealthPeers: []string{"lbplane-envoy", "haproxy"},
