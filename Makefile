@@ -23,7 +23,7 @@ test: tools lint check-generated
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=15s -fuzzminimizetime=5s ./controlplane/translate
 
-## bench: every benchmark (bench/README.md), results into bench/results/<date>-<host>/ (27 minutes on a two-core machine)
+## bench: every benchmark (bench/README.md), results into bench/results/<date>-<host>/ (50 minutes on a two-core machine)
 bench:
 	@hack/tools.sh envoy bench
 	$(GO) run ./bench/runner

@@ -101,8 +101,18 @@ func main() {
 	reps := flag.Int("reps", 0, "repetitions (default 3)")
 	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
 	dur := flag.Duration("duration", 0, "length of each wrk run")
+	again := flag.String("report", "", "write REPORT.md and the plots of this results directory again from its JSON, running nothing")
 	keep := flag.Bool("keep", false, "keep the work directory (rendered configs, every process's log) and print its path")
 	flag.Parse()
+	if *again != "" {
+		wd, _ := os.Getwd()
+		repoRoot = wd
+		if err := rerender(*again); err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg := plan(*quick)
 	if *reps > 0 {
 		cfg.Reps = *reps

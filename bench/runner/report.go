@@ -163,6 +163,39 @@ func (r *report) write(out string) error {
 	return nil
 }
 
+// rerender reads a results directory back (summary.json, runs.jsonl, memory.json) and writes its REPORT.md
+// and plots again: a change to the report's wording or tables without running the benchmarks again.
+func rerender(dir string) error {
+	r := &report{}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, r); err != nil {
+		return fmt.Errorf("summary.json: %w", err)
+	}
+	r.Summary = nil
+	if b, err = os.ReadFile(filepath.Join(dir, "runs.jsonl")); err != nil {
+		return err
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var run runRecord
+		if err := json.Unmarshal([]byte(line), &run); err != nil {
+			return fmt.Errorf("runs.jsonl line %d: %w", i+1, err)
+		}
+		r.Runs = append(r.Runs, run)
+	}
+	if b, err = os.ReadFile(filepath.Join(dir, "memory.json")); err == nil {
+		if err := json.Unmarshal(b, &r.Memory); err != nil {
+			return fmt.Errorf("memory.json: %w", err)
+		}
+	}
+	return r.write(dir)
+}
+
 func mib(b float64) string { return fmt.Sprintf("%.0f", b/(1<<20)) }
 
 func rng(s stat3, format string) string {
@@ -318,7 +351,7 @@ func (r *report) httpsMarkdown(w func(string, ...any)) {
 	}
 	w("\n## HTTPS termination (wrk, %d connections, %s per run)\n\n", r.Config.HTTPSConns, r.Config.HTTPSDuration)
 	w("Every peer offers TLS 1.2 and 1.3 with the same suites and a self-signed RSA 2048 certificate; wrk's OpenSSL is limited to one protocol version and one suite per row (`OPENSSL_CONF`), so the suite is the client's choice, as it is on the internet. On the Envoy peers the runner checks Envoy's `ssl.ciphers.*` counters after each run: a run in which Envoy negotiated anything else is invalid. *reuse*: keep-alive connections, the handshake amortised; *handshake*: `Connection: close`, a new TCP connection and a full handshake (wrk does not resume sessions) for every request. The backends speak plain HTTP; there is no direct row.\n\n")
-	w("| suite | connections | peer | requests/s | p99 ms | CPU µs/request | invalid runs |\n|---|---|---|---|---|---|---|\n")
+	w("| suite | mode | peer | requests/s | p99 ms | CPU µs/request | invalid runs |\n|---|---|---|---|---|---|---|\n")
 	for _, suite := range r.Config.TLSSuites {
 		for _, mode := range []string{"reuse", "handshake"} {
 			for _, s := range rows {
