@@ -369,7 +369,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	if len(s.Routes) == 0 {
 		all := allBackends(p)
 		vh.Routes = []*ir.Route{{Name: vh.Name + "/default", PathType: ir.PathPrefix, Path: "/", Clusters: all,
-			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys)}}
+			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys), Retry: defaultRetry()}}
 	}
 	for _, rt := range s.Routes {
 		route := route(p, vh.Name, &rt, hashKeys)
@@ -382,6 +382,18 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		vh.Routes = append(vh.Routes, route)
 	}
 	l.VirtualHosts = append(l.VirtualHosts, vh)
+}
+
+// defaultRetry is what a route without a retry block gets: a request that never reached an endpoint (it
+// refused the connection or the stream) is tried again on another. That is safe for every method, since
+// nothing was sent, and it is what nginx does by default (proxy_next_upstream error). Without it, every
+// request balanced to a dead endpoint failed until health checking took the endpoint out: 599 failed
+// requests in 15 s at 200 requests/s with lbplane's default checks, in the health benchmark, against none
+// through nginx. A retry block with attempts: 0 turns it off.
+func defaultRetry() *ir.Retry {
+	return &ir.Retry{On: []string{string(v1alpha1.RetryOnConnectFailure), string(v1alpha1.RetryOnRefusedStream)},
+		Attempts: v1alpha1.DefaultRetryAttempts, BackoffBase: v1alpha1.DefaultRetryBackoffBase, BackoffMax: 10 * v1alpha1.DefaultRetryBackoffBase,
+		AvoidPreviousHosts: true}
 }
 
 func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, hashKeys map[string][]ir.HashKey) *ir.Route {
@@ -415,6 +427,8 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 			ret.PerTryTimeout = rr.PerTryTimeout.Duration
 		}
 		route.Retry = ret
+	} else {
+		route.Retry = defaultRetry()
 	}
 	if sp := rt.SessionPersistence; sp != nil {
 		sess := &ir.Session{Path: sp.Path}

@@ -94,3 +94,39 @@ func TestCrossNamespaceServicesNeedPermission(t *testing.T) {
 		t.Errorf("with permission: %v %s, %d endpoints", r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
 	}
 }
+
+// A route without a retry block retries only what never reached an endpoint; a block with attempts: 0
+// turns that off, and the implicit route of a policy without routes has the same default.
+func TestDefaultRetryIsConnectFailureOnlyAndCanBeTurnedOff(t *testing.T) {
+	implicit := pol("implicit", time.Now())
+	explicit := pol("explicit", time.Now())
+	explicit.Spec.Listener.Port = 81
+	explicit.Spec.Routes = []v1alpha1.Route{
+		{Name: "default", Backends: []v1alpha1.BackendRef{{Name: "a"}}},
+		{Name: "off", Match: v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Value: "/off"}}, Backends: []v1alpha1.BackendRef{{Name: "a"}},
+			Retry: &v1alpha1.Retry{Attempts: new(int32(0))}},
+	}
+	res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{implicit, explicit}, translate.Refs{})
+	routes := map[string]string{}
+	for _, l := range res.IR.Groups["default"].Listeners {
+		for _, vh := range l.VirtualHosts {
+			for _, r := range vh.Routes {
+				if r.Retry == nil {
+					routes[r.Name] = "none"
+					continue
+				}
+				routes[r.Name] = fmt.Sprintf("%s x%d avoid=%v", strings.Join(r.Retry.On, ","), r.Retry.Attempts, r.Retry.AvoidPreviousHosts)
+			}
+		}
+	}
+	want := map[string]string{
+		"default/implicit/default": "connect-failure,refused-stream x2 avoid=true",
+		"default/explicit/default": "connect-failure,refused-stream x2 avoid=true",
+		"default/explicit/off":     "connect-failure,refused-stream,reset x0 avoid=true",
+	}
+	for name, w := range want {
+		if routes[name] != w {
+			t.Errorf("%s: retry %q, want %q (all: %v)", name, routes[name], w, routes)
+		}
+	}
+}
