@@ -39,6 +39,9 @@ type Engine struct {
 	result    *translate.Result
 	origin    map[translate.Key]string
 	published map[string]bool
+	// rev counts the changes to what translation reads (sources, files, Kubernetes references): a Planned
+	// translation may be published as it is while rev has not moved.
+	rev uint64
 	// files holds the last good content of every file a policy references.
 	files translate.Files
 	// services and secrets are what the Kubernetes source resolved; nil outside Kubernetes mode.
@@ -116,6 +119,7 @@ func (e *Engine) RefreshFiles() {
 		return
 	}
 	e.files = next
+	e.rev++
 	e.log.Info("referenced files changed; publishing again")
 	e.run()
 }
@@ -139,18 +143,53 @@ func merge(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadB
 	return all, origin, shadowed
 }
 
-// Preview translates what the policies would be if source held policies, without publishing anything.
-func (e *Engine) Preview(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
+// Planned is a translation made by Plan, for Commit to publish.
+type Planned struct {
+	// Result is what the policies would become.
+	Result   *translate.Result
+	source   string
+	policies []*v1alpha1.LoadBalancerPolicy
+	origin   map[translate.Key]string
+	shadowed map[translate.Key]string
+	rev      uint64
+	took     time.Duration
+}
+
+// Plan translates what the policies would be if source held policies, without publishing anything.
+func (e *Engine) Plan(source string, policies []*v1alpha1.LoadBalancerPolicy) *Planned {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	start := time.Now()
 	sources := make(map[string][]*v1alpha1.LoadBalancerPolicy, len(e.sources))
 	for k, v := range e.sources {
 		sources[k] = v
 	}
 	sources[source] = policies
-	all, _, _ := merge(sources)
+	all, origin, shadowed := merge(sources)
 	e.loadFiles(all)
-	return translate.Translate(all, e.refs())
+	res := translate.Translate(all, e.refs())
+	return &Planned{Result: res, source: source, policies: slices.Clone(policies), origin: origin, shadowed: shadowed, rev: e.rev, took: time.Since(start)}
+}
+
+// Preview is Plan's translation alone.
+func (e *Engine) Preview(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
+	return e.Plan(source, policies).Result
+}
+
+// Commit makes the plan's source hold its policies and publishes the plan's translation, or translates
+// again if anything translation reads changed since the plan. A push plans (to refuse conflicts) and then
+// commits: translating only once halves what a push costs with many policies.
+func (e *Engine) Commit(p *Planned) *translate.Result {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	stale := p.rev != e.rev
+	e.sources[p.source] = p.policies
+	e.rev++
+	if stale {
+		return e.run()
+	}
+	start := time.Now()
+	return e.publish(p.Result, p.origin, p.shadowed, func() time.Duration { return p.took + time.Since(start) })
 }
 
 func (e *Engine) refs() translate.Refs {
@@ -166,6 +205,7 @@ func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services
 	defer e.mu.Unlock()
 	e.sources[SourceKubernetes] = slices.Clone(policies)
 	e.services, e.secrets = services, secrets
+	e.rev++
 	return e.run()
 }
 
@@ -174,6 +214,7 @@ func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *tr
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sources[source] = slices.Clone(policies)
+	e.rev++
 	return e.run()
 }
 
@@ -182,6 +223,12 @@ func (e *Engine) run() *translate.Result {
 	all, origin, shadowed := merge(e.sources)
 	e.loadFiles(all)
 	res := translate.Translate(all, e.refs())
+	return e.publish(res, origin, shadowed, func() time.Duration { return time.Since(start) })
+}
+
+// publish builds and publishes every group of res; took says how long translating and publishing took.
+// Caller holds e.mu.
+func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.Key]string, took func() time.Duration) *translate.Result {
 	for k, msg := range shadowed {
 		e.log.Warn("policy defined twice", "policy", k.String(), "detail", msg)
 	}
@@ -213,9 +260,9 @@ func (e *Engine) run() *translate.Result {
 			e.Metrics.Snapshot(name, 0, true)
 		}
 	}
-	e.Metrics.Translation(time.Since(start))
+	e.Metrics.Translation(took())
 	e.result, e.origin = res, origin
-	e.log.Debug("translated and published", "policies", len(all), "groups", len(res.IR.Groups), "duration", time.Since(start))
+	e.log.Debug("translated and published", "policies", len(res.Policies), "groups", len(res.IR.Groups), "duration", took())
 	return res
 }
 

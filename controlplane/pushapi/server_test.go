@@ -197,3 +197,39 @@ func TestRateLimitPerClient(t *testing.T) {
 		t.Errorf("a token guess after the burst: %v, want 429", err)
 	}
 }
+
+// BenchmarkApplyOneChangeAmong measures one policy's change pushed with many others stored, as the
+// control-plane benchmark does through HTTP (go test -bench Apply -cpuprofile to see where it goes).
+func BenchmarkApplyOneChangeAmong(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			st, err := store.Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			cache := xdscache.New()
+			s := &pushapi.Server{Store: st, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Token: "t", Log: log}
+			if err := s.Load(); err != nil {
+				b.Fatal(err)
+			}
+			for from := 0; from < n; from += 1000 {
+				var all strings.Builder
+				for i := from; i < min(n, from+1000); i++ {
+					all.WriteString("---\n" + doc(fmt.Sprintf("f-%d", i), 8080, fmt.Sprintf("f-%d.example.com", i)))
+				}
+				if _, code, errs := s.Apply([]byte(all.String()), false); errs != nil {
+					b.Fatalf("%d: %v", code, errs)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				change := strings.Replace(doc("probe", 8080, "probe.example.com"), "port: 80}", fmt.Sprintf("port: %d}", 81+i%2), 1)
+				if _, code, errs := s.Apply([]byte(change), false); errs != nil {
+					b.Fatalf("%d: %v", code, errs)
+				}
+			}
+		})
+	}
+}
