@@ -75,15 +75,11 @@ func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func
 		return err
 	}
 	defer e.stopBackends()
-	ps := peers(28100)
-	if len(cfg.Peers) > 0 {
-		var keep []*peer
-		for _, p := range ps {
-			if slices.Contains(cfg.Peers, p.Name) {
-				keep = append(keep, p)
-			}
+	var ps []*peer
+	for _, p := range peers(28100) {
+		if (len(cfg.Peers) == 0 && !p.optIn) || slices.Contains(cfg.Peers, p.Name) {
+			ps = append(ps, p)
 		}
-		ps = keep
 	}
 	samplers := map[string]*sampler{}
 	for _, p := range ps {

@@ -23,6 +23,10 @@ type peer struct {
 	procs                      []*proc
 	// main is the process whose tree is the data plane (CPU and memory are read from it).
 	main *proc
+	// vars are set in this peer's templates (over the env's variant).
+	vars map[string]any
+	// optIn peers run only when -peers names them: variants for a focused comparison.
+	optIn bool
 }
 
 func (p *peer) stop() {
@@ -66,8 +70,11 @@ func (e *env) templateData(p *peer, dir string) map[string]any {
 		// places servers by id).
 		servers = append(servers, server{ID: n, Addr: b})
 	}
-	data := map[string]any{"Servers": servers, "Hash": "", "Health": ""}
+	data := map[string]any{"Servers": servers, "Hash": "", "Health": "", "NoRetry": false}
 	for k, v := range e.variant {
+		data[k] = v
+	}
+	for k, v := range p.vars {
 		data[k] = v
 	}
 	for k, v := range map[string]any{"Dir": dir, "HTTPPort": p.HTTPPort, "TCPPort": p.TCPPort, "TLSPort": p.TLSPort, "AdminPort": p.HTTPPort + 1000,
@@ -141,6 +148,8 @@ func peers(base int) []*peer {
 		// The same without what lbplane adds for observability: the router's dynamic stats off and no reading
 		// of Envoy's stats port, so no backend health or load in status; what the hand-tuned config leaves out.
 		{Name: "lbplane-envoy-lean", HTTPPort: base + 50, TCPPort: base + 51, start: startLbplane("--router-dynamic-stats=false", "--proxy-stats-interval=0")},
+		// lbplane's default without its default retry of connection failures (retry: {attempts: 0}).
+		{Name: "lbplane-envoy-noretry", HTTPPort: base + 60, TCPPort: base + 61, start: startLbplane(), vars: map[string]any{"NoRetry": true}, optIn: true},
 		{Name: "static-envoy", HTTPPort: base + 10, TCPPort: base + 11, TLSPort: base + 12, start: startStaticEnvoy},
 		{Name: "nginx", HTTPPort: base + 20, TLSPort: base + 22, start: startNginx},
 		{Name: "haproxy", HTTPPort: base + 30, TCPPort: base + 31, TLSPort: base + 32, start: startHAProxy},

@@ -37,7 +37,7 @@ type wsStep struct {
 // peer's memory after each, checks that every connection still echoes, and closes them.
 func wsScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 	for _, p := range peers(28700) {
-		if p.Name == "direct" || p.Name == "lbplane-envoy-lean" || !cfg.runs(cfg.WSPeers, p.Name) {
+		if p.Name == "direct" || p.Name == "lbplane-envoy-lean" || p.optIn || !cfg.runs(cfg.WSPeers, p.Name) {
 			continue
 		}
 		res, err := wsOne(ctx, e, cfg, p)
