@@ -254,13 +254,13 @@ func (r *report) markdown() string {
 		w("\n")
 	}
 
-	w("\n## lbplane's generated config against the hand-tuned static Envoy\n\nSame binary, same worker count, same backends, measured side by side. `lbplane-envoy` is lbplane's default, with the router's dynamic stats on (they give each backend's p99 and errors in the policy's status); `lbplane-envoy-lean` is `lbplane serve --router-dynamic-stats=false --proxy-stats-interval=0`: no dynamic stats (the hand-tuned config turns them off too) and no reading of Envoy's stats port.\n\n| connections | peer | req/s | static req/s | ratio | CPU µs/req | static CPU µs/req | CPU ratio |\n|---|---|---|---|---|---|---|---|\n")
+	w("\n## lbplane's generated config against the hand-tuned static Envoy\n\nSame binary, same worker count, same backends, measured side by side. `lbplane-envoy` is lbplane's default, with the router's dynamic stats on (they give each backend's p99 and errors in the policy's status); `lbplane-envoy-lean` is `lbplane serve --router-dynamic-stats=false --proxy-stats-interval=0`: no dynamic stats (the hand-tuned config turns them off too) and no reading of Envoy's stats port. `lbplane-envoy-noretry`, when it ran, is lbplane's default without the default retry of connection failures (`retry: {attempts: 0}`; the static config has no retry).\n\n| connections | peer | req/s | static req/s | ratio | CPU µs/req | static CPU µs/req | CPU ratio |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Config.Concurrency {
 		s, ok := r.find("throughput", "static-envoy", c)
 		if !ok || s.RPS.Median == 0 || s.CPU.Median == 0 {
 			continue
 		}
-		for _, name := range []string{"lbplane-envoy", "lbplane-envoy-lean"} {
+		for _, name := range []string{"lbplane-envoy", "lbplane-envoy-lean", "lbplane-envoy-noretry"} {
 			if a, ok := r.find("throughput", name, c); ok {
 				w("| %d | %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.2f |\n", c, name, a.RPS.Median, s.RPS.Median, a.RPS.Median/s.RPS.Median, a.CPU.Median, s.CPU.Median, a.CPU.Median/s.CPU.Median)
 			}
