@@ -25,12 +25,12 @@ test: tools lint check-generated
 
 ## bench: every benchmark (bench/README.md), results into bench/results/<date>-<host>/ (50 minutes on a two-core machine)
 bench:
-	@hack/tools.sh envoy bench
+	@hack/tools.sh envoy bench etcd kube-apiserver
 	$(GO) run ./bench/runner
 
 ## bench-quick: a reduced set in under 5 minutes, into bench/results/<date>-<host>-quick/
 bench-quick:
-	@hack/tools.sh envoy bench
+	@hack/tools.sh envoy bench etcd kube-apiserver
 	$(GO) run ./bench/runner -quick
 
 ## fuzz: a long fuzz run of decode -> validate -> translate -> build (FUZZTIME=10m by default)
