@@ -11,6 +11,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def finish(fig, ax, out, name):
+    """Grid, legend, layout, and the PNG written."""
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+
+
 def main(out):
     with open(os.path.join(out, "summary.json")) as f:
         data = json.load(f)
@@ -35,11 +44,7 @@ def main(out):
             ax.set_yscale("log")
         ax.set_xlabel("concurrent connections (wrk, one thread)")
         ax.set_ylabel(label)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, name), dpi=110)
-        plt.close(fig)
+        finish(fig, ax, out, name)
 
     prop = [r for r in summary if r["scenario"] == "propagation" and r.get("samplesMs")]
     if prop:
@@ -51,11 +56,7 @@ def main(out):
         ax.set_xscale("log")
         ax.set_xlabel("policy accepted → first 200 through Envoy (ms)")
         ax.set_ylabel("fraction of changes")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "propagation.png"), dpi=110)
-        plt.close(fig)
+        finish(fig, ax, out, "propagation.png")
 
     mem_path = os.path.join(out, "memory.json")
     if os.path.exists(mem_path):
@@ -68,11 +69,7 @@ def main(out):
                 ax.plot([p["t"] for p in pts], [p["rss"] / 2**20 for p in pts], label=m["peer"])
             ax.set_xlabel("seconds since the data-plane benchmark started")
             ax.set_ylabel("resident memory, MiB (process tree)")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
-            fig.tight_layout()
-            fig.savefig(os.path.join(out, "memory.png"), dpi=110)
-            plt.close(fig)
+            finish(fig, ax, out, "memory.png")
 
     health = data.get("health") or []
     if health:
@@ -86,11 +83,7 @@ def main(out):
                     label=f'{r["peer"]} ({r["bytesPerConnection"] / 1024:.1f} KiB/connection)')
         ax.set_xlabel("open WebSocket connections")
         ax.set_ylabel("resident memory, MiB (process tree)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "websocket.png"), dpi=110)
-        plt.close(fig)
+        finish(fig, ax, out, "websocket.png")
 
 
 def plot_health(out, health):

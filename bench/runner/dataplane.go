@@ -225,11 +225,7 @@ func closedLoopK6(ctx context.Context, e *env, cfg config, p *peer, r int, recor
 	after := treeUsage(p.pid())
 	rec := runRecord{Scenario: "crosscheck", Peer: p.Name, Rep: r, Conns: cfg.CrossConns, Protocol: "http", Variant: "k6"}
 	rec.LoadGenCoreShare = k6CPU / cfg.CrossDuration.Seconds()
-	rec.Requests = int64(res.value("http_reqs", "count"))
-	rec.RPS = res.value("http_reqs", "rate")
-	rec.P50, rec.P90 = res.value("http_req_duration", "med"), res.value("http_req_duration", "p(90)")
-	rec.P99, rec.P999 = res.value("http_req_duration", "p(99)"), res.value("http_req_duration", "p(99.9)")
-	rec.Errors = int64(res.value("http_req_failed", "passes"))
+	res.fill(&rec)
 	if rec.Requests > 0 {
 		rec.CPUMicrosPerRequest = (after.CPUSeconds - before.CPUSeconds) * 1e6 / float64(rec.Requests)
 	}
@@ -253,13 +249,7 @@ func fixedRate(ctx context.Context, e *env, cfg config, p *peer, r int, s *sampl
 	after := treeUsage(p.pid())
 	rec := runRecord{Scenario: "fixed-rate", Peer: p.Name, Rep: r, Conns: cfg.K6VUs, Protocol: "http"}
 	rec.LoadGenCoreShare = k6CPU / cfg.K6Duration.Seconds()
-	if res.Metrics != nil {
-		rec.Requests = int64(res.value("http_reqs", "count"))
-		rec.RPS = res.value("http_reqs", "rate")
-		rec.P50, rec.P90 = res.value("http_req_duration", "med"), res.value("http_req_duration", "p(90)")
-		rec.P99, rec.P999 = res.value("http_req_duration", "p(99)"), res.value("http_req_duration", "p(99.9)")
-		rec.Errors = int64(res.value("http_req_failed", "passes"))
-	}
+	res.fill(&rec)
 	if rec.Requests > 0 {
 		rec.CPUMicrosPerRequest = (after.CPUSeconds - before.CPUSeconds) * 1e6 / float64(rec.Requests)
 	}

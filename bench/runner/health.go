@@ -114,7 +114,10 @@ func healthOne(ctx context.Context, e *env, cfg config, p *peer, variant string)
 	var mu sync.Mutex
 	var outs []outcome
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 64)
+	// More slots than requests can be outstanding (rate × the 2 s client timeout), so that the load stays
+	// open-loop: with 64, a proxy holding requests for seconds (HAProxy retrying a dead server) made the
+	// generator count requests it could not send as failures, 447 where about 240 went to the dead server.
+	slots := make(chan struct{}, max(1000, 3*cfg.HealthRate))
 	began := time.Now()
 	killDone, returnDone := false, false
 	every := time.Second / time.Duration(cfg.HealthRate)
@@ -141,7 +144,7 @@ func healthOne(ctx context.Context, e *env, cfg config, p *peer, variant string)
 		select {
 		case slots <- struct{}{}:
 		default:
-			// 64 requests outstanding: this one fails as a timeout would, at the time it was due.
+			// Every slot taken: this one fails as a timeout would, at the time it was due.
 			mu.Lock()
 			outs = append(outs, outcome{sent: now, took: 2, failed: true})
 			mu.Unlock()

@@ -89,6 +89,18 @@ type k6Result struct {
 	Metrics map[string]map[string]any `json:"metrics"`
 }
 
+// fill sets a run's requests, rate, latencies and failures from k6's summary (nothing when there is none).
+func (r k6Result) fill(rec *runRecord) {
+	if r.Metrics == nil {
+		return
+	}
+	rec.Requests = int64(r.value("http_reqs", "count"))
+	rec.RPS = r.value("http_reqs", "rate")
+	rec.P50, rec.P90 = r.value("http_req_duration", "med"), r.value("http_req_duration", "p(90)")
+	rec.P99, rec.P999 = r.value("http_req_duration", "p(99)"), r.value("http_req_duration", "p(99.9)")
+	rec.Errors = int64(r.value("http_req_failed", "passes"))
+}
+
 func (r k6Result) value(metric, key string) float64 {
 	v, _ := r.Metrics[metric][key].(float64)
 	return v
