@@ -126,7 +126,6 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		resp.Body.Close()
 		return resp.StatusCode == 200 && resp.Header.Get("X-Backend") == backend
 	}
-	backendName := func(i int) string { return fmt.Sprintf("backend-%d", i) }
 	if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
 		return fmt.Errorf("the Envoy never served the probe policy")
 	}

@@ -45,21 +45,29 @@ type runRecord struct {
 	LbplaneCPUPerChangeMs float64   `json:"lbplaneCpuMsPerChange,omitempty"`
 }
 
+// backendName is what the i-th backend answers with (X-Backend), so that a response tells which served it.
+func backendName(i int) string { return fmt.Sprintf("backend-%d", i) }
+
 func startBackends(e *env, n, base int) error {
 	for i := range n {
 		addr := fmt.Sprintf("127.0.0.1:%d", base+i)
-		p, err := start(e.dir, fmt.Sprintf("backend-%d", i), nil, filepath.Join(e.bin, "lbplane-backend"),
-			"--listen", addr, "--name", fmt.Sprintf("backend-%d", i), "--size", "1024")
+		p, err := startBackend(e, i, addr)
 		if err != nil {
 			return err
 		}
 		e.backendProcs = append(e.backendProcs, p)
 		e.backends = append(e.backends, addr)
-		if err := waitPort(addr, 10*time.Second); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// startBackend runs the i-th backend (1 KiB responses, no delay) on addr and waits until it listens.
+func startBackend(e *env, i int, addr string) (*proc, error) {
+	p, err := start(e.dir, backendName(i), nil, filepath.Join(e.bin, "lbplane-backend"), "--listen", addr, "--name", backendName(i), "--size", "1024")
+	if err != nil {
+		return nil, err
+	}
+	return p, waitPort(addr, 10*time.Second)
 }
 
 func (e *env) stopBackends() {

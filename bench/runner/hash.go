@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -44,9 +45,9 @@ type hashResult struct {
 	Note           string  `json:"note,omitempty"`
 }
 
-// hashPeers are the peers the balancing scenarios run, each with a hash on the client address. The static
+// balancingPeers are the peers the hash and health scenarios run, each with a hash on the client address. The static
 // Envoy is left out: it is the same binary with the same ring as lbplane's, which hashing cannot tell apart.
-func hashPeers(base int) []*peer {
+func balancingPeers(base int) []*peer {
 	var out []*peer
 	for _, p := range peers(base) {
 		switch p.Name {
@@ -135,7 +136,7 @@ func usual(m map[string]int) (string, int) {
 // third of them leaves.
 func hashScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 	all := slices.Clone(e.backends)
-	for _, p := range hashPeers(28500) {
+	for _, p := range balancingPeers(28500) {
 		if !cfg.runs(nil, p.Name) {
 			continue
 		}
@@ -148,10 +149,7 @@ func hashScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 				continue
 			}
 			e.backends = all
-			e.variant = map[string]any{"Hash": algo}
-			if algo == "" {
-				e.variant["Hash"] = "yes"
-			}
+			p.vars = map[string]any{"Hash": cmp.Or(algo, "yes")}
 			res, err := hashOne(ctx, e, cfg, p, all)
 			p.stop()
 			e.backends = all
@@ -168,14 +166,13 @@ func hashScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 				p.Name, algo, res.Persistence, res.SpreadCV, res.RemapShare, res.IdealShare, res.RemappedOthers, res.Errors)
 		}
 	}
-	e.variant = nil
 	return ctx.Err()
 }
 
 func hashOne(ctx context.Context, e *env, cfg config, p *peer, all []string) (hashResult, error) {
 	res := hashResult{Peer: p.Name, Clients: cfg.HashClients, RequestsPerClient: cfg.HashRequests, Backends: len(all)}
 	if p.Name == "lbplane-envoy" {
-		res.Peer = "lbplane-envoy " + e.variant["Hash"].(string)
+		res.Peer = "lbplane-envoy " + p.vars["Hash"].(string)
 	}
 	if err := p.start(e, p); err != nil {
 		return res, err
@@ -207,7 +204,7 @@ func hashOne(ctx context.Context, e *env, cfg config, p *peer, all []string) (ha
 	ideal := float64(cfg.HashClients) / float64(len(all))
 	var sum, sq, most float64
 	for _, b := range all {
-		n := float64(res.ClientsPerBackend[backendName(b, all)])
+		n := float64(res.ClientsPerBackend[backendName(slices.Index(all, b))])
 		sum += n
 		sq += n * n
 		most = max(most, n)
@@ -218,7 +215,7 @@ func hashOne(ctx context.Context, e *env, cfg config, p *peer, all []string) (ha
 
 	// One of N leaves: the peer gets the same configuration without it, as its users would change it.
 	gone := all[2]
-	res.Removed = backendName(gone, all)
+	res.Removed = backendName(slices.Index(all, gone))
 	e.backends = slices.Delete(slices.Clone(all), 2, 3)
 	if p.Name == "lbplane-envoy" {
 		if err := pushBenchPolicies(e, p); err != nil {
@@ -250,11 +247,6 @@ func hashOne(ctx context.Context, e *env, cfg config, p *peer, all []string) (ha
 	res.RemapShare = float64(res.Remapped) / float64(cfg.HashClients)
 	res.IdealShare = float64(res.OnRemoved) / float64(cfg.HashClients)
 	return res, nil
-}
-
-// backendName is the name a backend answers with (startBackends names them by position).
-func backendName(addr string, all []string) string {
-	return fmt.Sprintf("backend-%d", slices.Index(all, addr))
 }
 
 // waitServing waits until requests from many client addresses have reached n distinct backends.

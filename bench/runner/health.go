@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -73,14 +72,13 @@ type outcome struct {
 // clients of each peer saw.
 func healthScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 	for _, variant := range cfg.HealthVariants {
-		for _, p := range hashPeers(28500) {
+		for _, p := range balancingPeers(28500) {
 			if !cfg.runs(cfg.HealthPeers, p.Name) {
 				continue
 			}
-			e.variant = map[string]any{"Health": variant}
+			p.vars = map[string]any{"Health": variant}
 			res, err := healthOne(ctx, e, cfg, p, variant)
 			p.stop()
-			e.variant = nil
 			if err != nil {
 				return fmt.Errorf("health %s %s: %w", p.Name, variant, err)
 			}
@@ -106,7 +104,7 @@ func healthOne(ctx context.Context, e *env, cfg config, p *peer, variant string)
 	// Let the health checkers see every backend up before anything is measured.
 	time.Sleep(2 * time.Second)
 	const victim = 2
-	killed := fmt.Sprintf("backend-%d", victim)
+	killed := backendName(victim)
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
@@ -133,12 +131,11 @@ func healthOne(ctx context.Context, e *env, cfg config, p *peer, variant string)
 			killDone = true
 		}
 		if !returnDone && now >= res.ReturnAt {
-			pr, err := start(e.dir, killed, nil, filepath.Join(e.bin, "lbplane-backend"),
-				"--listen", e.backends[victim], "--name", killed, "--size", "1024")
+			pr, err := startBackend(e, victim, e.backends[victim])
+			e.backendProcs[victim] = pr
 			if err != nil {
 				return res, err
 			}
-			e.backendProcs[victim] = pr
 			returnDone = true
 		}
 		select {

@@ -23,7 +23,8 @@ type peer struct {
 	procs                      []*proc
 	// main is the process whose tree is the data plane (CPU and memory are read from it).
 	main *proc
-	// vars are set in this peer's templates (over the env's variant).
+	// vars are set in this peer's templates: NoRetry, and what the hash and health scenarios vary (Hash,
+	// Health).
 	vars map[string]any
 	// optIn peers run only when -peers names them: variants for a focused comparison.
 	optIn bool
@@ -50,8 +51,6 @@ type env struct {
 	noFile       int
 	// cert is the HTTPS peers' certificate and key (RSA, for the ECDHE-RSA suites).
 	cert tlsFiles
-	// variant is what the hash and health scenarios set in the peers' templates (Hash, Health).
-	variant map[string]any
 }
 
 type endpoint struct {
@@ -71,9 +70,6 @@ func (e *env) templateData(p *peer, dir string) map[string]any {
 		servers = append(servers, server{ID: n, Addr: b})
 	}
 	data := map[string]any{"Servers": servers, "Hash": "", "Health": "", "NoRetry": false}
-	for k, v := range e.variant {
-		data[k] = v
-	}
 	for k, v := range p.vars {
 		data[k] = v
 	}
