@@ -99,6 +99,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
+	if err := removePorts(cfg.DataDir); err != nil {
+		return err
+	}
 	st, err := store.Open(cfg.DataDir)
 	if err != nil {
 		return err
@@ -184,6 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 		xdsLis.Close()
 		return fmt.Errorf("API address: %w", err)
 	}
+	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String()}
 	servers := []*http.Server{{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}
 	listeners := []net.Listener{apiLis}
 	if m != nil {
@@ -197,9 +201,16 @@ func Run(ctx context.Context, cfg Config) error {
 		mux.Handle("GET /metrics", m.Handler())
 		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute})
 		listeners = append(listeners, metricsLis)
+		ports.Metrics = metricsLis.Addr().String()
 		cfg.Log.Info("serving metrics", "address", metricsLis.Addr().String())
 	}
-	cfg.Log.Info("serving", "xds", xdsLis.Addr().String(), "api", apiLis.Addr().String())
+	cfg.Log.Info("serving", "xds", ports.XDS, "api", ports.API)
+	if err := writePorts(cfg.DataDir, ports); err != nil {
+		for _, l := range append(listeners, xdsLis) {
+			l.Close()
+		}
+		return fmt.Errorf("writing %s: %w", PortsFile, err)
+	}
 
 	var grpcOpts []grpc.ServerOption
 	if cfg.XDSTLS != nil {

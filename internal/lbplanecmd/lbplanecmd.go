@@ -83,8 +83,8 @@ func newServe() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.XDSAddress, "xds-address", "0.0.0.0:18000", "address Envoys connect to (ADS over gRPC)")
-	f.StringVar(&cfg.APIAddress, "api-address", "127.0.0.1:18001", "address of the push API lbctl uses")
+	f.StringVar(&cfg.XDSAddress, "xds-address", "0.0.0.0:18000", "address Envoys connect to (ADS over gRPC); port 0 picks a free port, written to <data-dir>/ports.json")
+	f.StringVar(&cfg.APIAddress, "api-address", "127.0.0.1:18001", "address of the push API lbctl uses; port 0 picks a free port (<data-dir>/ports.json)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the durable policy store and the generated token (required)")
 	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
 	f.StringVar(&cfg.Token, "token", "", "push API bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
@@ -97,7 +97,7 @@ func newServe() *cobra.Command {
 	f.BoolVar(&cfg.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "with --kubernetes: let a policy's backends reference Services in other namespaces")
 	f.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "with --kubernetes: elect one replica (a Lease in this namespace) to write status")
 	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
-	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics; empty disables")
+	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics (port 0: see <data-dir>/ports.json); empty disables")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
 	f.BoolVar(&dynamicStats, "router-dynamic-stats", true, "Envoy's per-response upstream stats (upstream_rq_time, per-status counters), where each backend's p99 and error figures come from; false saves about 3 % of Envoy's CPU per request (bench/results)")
