@@ -32,6 +32,10 @@ type Params struct {
 	StatsPort      int
 	StatsAddress   string
 	MaxConnections int
+	// ShareAdminPort sets SO_REUSEPORT on the admin socket, so that a process that reserved AdminPort (a
+	// supervisor or a test, see internal/portreserve) can hand it to Envoy with no gap in which another
+	// process could take it.
+	ShareAdminPort bool
 	// TLS, when set, makes Envoy connect to lbplane over mTLS with these files (paths on the Envoy's host).
 	TLS *TLS
 }
@@ -96,6 +100,7 @@ func Render(p Params) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	err = tmpl.Execute(&buf, map[string]any{"NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
-		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections, "TLS": p.TLS})
+		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections, "TLS": p.TLS,
+		"ShareAdminPort": p.ShareAdminPort})
 	return buf.Bytes(), err
 }
