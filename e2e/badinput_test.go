@@ -66,5 +66,5 @@ func TestBadInputsAreRefusedAndChangeNothing(t *testing.T) {
 }
 
 func roundRobinFor(t *testing.T, bs []*Backend) []byte {
-	return policy(t, roundRobin, map[string]any{"Port": freePort(t), "B": bs})
+	return policy(t, roundRobin, map[string]any{"Port": reservePort(t), "B": bs})
 }

@@ -207,7 +207,7 @@ func lbctl(t *testing.T, l *Lbplane, stdin string, args ...string) (string, stri
 func TestInvalidPolicyIsRejectedAndNothingChanges(t *testing.T) {
 	bs := startBackends(t, "good", "other", "newer")
 	l := startLbplane(t)
-	port, port2 := freePort(t), freePort(t)
+	port, port2 := reservePort(t), reservePort(t)
 	data := map[string]any{"Port": port, "Port2": port2, "B": bs}
 	startEnvoy(t, l, "envoy-1", true)
 	push(t, l, policy(t, twoPolicies, data))
@@ -396,7 +396,7 @@ spec:
 
 func TestTwentyChangesUnderLoad(t *testing.T) {
 	bs := startBackends(t, "t0", "t1", "t2", "t3")
-	e := &env{L: startLbplane(t), Port: freePort(t), B: bs}
+	e := &env{L: startLbplane(t), Port: reservePort(t), B: bs}
 	e.URL = fmt.Sprintf("http://127.0.0.1:%d", e.Port)
 	e.E = startEnvoy(t, e.L, "envoy-twenty", true)
 	changes := twentyChanges(t, e)

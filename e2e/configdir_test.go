@@ -21,7 +21,7 @@ spec:
 func TestConfigDirIsLoadedAndWatched(t *testing.T) {
 	bs := startBackends(t, "d1", "d2")
 	dir := t.TempDir()
-	port := freePort(t)
+	port := reservePort(t)
 	file := filepath.Join(dir, "policy.yaml")
 	write := func(content []byte) {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,11 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/backend"
+	"github.com/lbplane/lbplane/internal/portreserve"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
@@ -54,15 +57,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t *testing.T) int {
+// reservePort returns a loopback port held for this test (see internal/portreserve): Envoy's listeners and
+// the backends bind it, and no other process can take it first.
+func reservePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return portreserve.Reserve(t)
 }
 
 // Backend is a real HTTP server on loopback.
@@ -75,11 +74,13 @@ type Backend struct {
 
 func startBackend(t *testing.T, name string, delay time.Duration) *Backend {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	// The port stays reserved after Stop, so that Restart finds it free.
+	port := reservePort(t)
+	lis, err := portreserve.Listen(port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Backend{Backend: backend.New(name, 1024, delay), Port: lis.Addr().(*net.TCPAddr).Port, lis: lis}
+	b := &Backend{Backend: backend.New(name, 1024, delay), Port: port, lis: lis}
 	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
 	go b.srv.Serve(lis)
 	t.Cleanup(func() { b.srv.Close() })
@@ -145,42 +146,76 @@ type Lbplane struct {
 	XDSAddr     string
 	APIURL      string
 	Client      *pushapi.Client
-	xdsPort     int
-	apiPort     int
 	metricsPort int
 	extraArg    []string
+	// ports is what the first start bound; a restart binds the same ones, as Envoys are pointed at them.
+	ports serve.Ports
 }
 
 func startLbplane(t *testing.T, extra ...string) *Lbplane {
 	t.Helper()
-	l := &Lbplane{DataDir: t.TempDir(), xdsPort: freePort(t), apiPort: freePort(t), metricsPort: freePort(t), extraArg: extra}
-	l.XDSAddr = fmt.Sprintf("127.0.0.1:%d", l.xdsPort)
-	l.APIURL = fmt.Sprintf("http://127.0.0.1:%d", l.apiPort)
-	l.Client = &pushapi.Client{BaseURL: l.APIURL, Token: token}
-	l.start(t)
+	l := &Lbplane{DataDir: t.TempDir(), extraArg: extra}
+	if err := l.start(t, serve.Ports{XDS: "127.0.0.1:0", API: "127.0.0.1:0", Metrics: "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
 	return l
 }
 
-func (l *Lbplane) start(t *testing.T) {
+// start runs lbplane on the given addresses and waits until it has written the ports it bound. It fails when
+// lbplane exits first (the caller reads its log) or does not write them within a minute.
+func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 	t.Helper()
-	args := append([]string{"serve", "--data-dir", l.DataDir, "--xds-address", l.XDSAddr,
-		"--api-address", fmt.Sprintf("127.0.0.1:%d", l.apiPort), "--token", token, "--log-level", "debug",
-		"--metrics-address", fmt.Sprintf("127.0.0.1:%d", l.metricsPort),
+	args := append([]string{"serve", "--data-dir", l.DataDir, "--xds-address", addrs.XDS,
+		"--api-address", addrs.API, "--token", token, "--log-level", "debug", "--metrics-address", addrs.Metrics,
 		// The tests call the API far faster than people do; the limiter has its own unit test.
 		"--api-rate-limit", "0"}, l.extraArg...)
+	// The file of an earlier run would say "listening" before this one is.
+	if err := os.Remove(filepath.Join(l.DataDir, serve.PortsFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
 	l.Process = startProcess(t, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
-	eventually(t, 30*time.Second, "lbplane serves its API", func() error {
-		resp, err := http.Get(l.APIURL + "/healthz")
-		if err != nil {
-			return err
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ports, err := serve.ReadPorts(l.DataDir)
+		if err == nil {
+			l.ports = ports
+			l.XDSAddr = ports.XDS
+			l.APIURL = "http://" + ports.API
+			_, mp, _ := net.SplitHostPort(ports.Metrics)
+			l.metricsPort, _ = strconv.Atoi(mp)
+			l.Client = &pushapi.Client{BaseURL: l.APIURL, Token: token}
+			return nil
 		}
-		resp.Body.Close()
-		return nil
-	})
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lbplane wrote no %s within a minute: %v", serve.PortsFile, err)
+		}
+		select {
+		case <-l.done:
+			return fmt.Errorf("lbplane exited before it listened (%s)", l.cmd.ProcessState)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
-// Restart starts lbplane again on the same ports and data directory after it was killed.
-func (l *Lbplane) Restart(t *testing.T) { l.start(t) }
+// Restart starts lbplane again on the same ports and data directory after it was killed: the Envoys are
+// pointed at those. The ports were free for a moment, so an outgoing connection may hold one of them as its
+// source port; then lbplane cannot bind it, and the start is tried again until the port is free (bounded).
+func (l *Lbplane) Restart(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for attempt := 1; ; attempt++ {
+		err := l.start(t, l.ports)
+		if err == nil {
+			return
+		}
+		b, _ := os.ReadFile(l.log)
+		if !bytes.Contains(b, []byte("address already in use")) || time.Now().After(deadline) {
+			t.Fatalf("restarting lbplane on %+v: %v", l.ports, err)
+		}
+		t.Logf("restart attempt %d: a port is still taken; trying again", attempt)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
 
 // Envoy is a running Envoy fed by lbplane.
 type Envoy struct {
@@ -193,8 +228,9 @@ type Envoy struct {
 func startEnvoy(t *testing.T, l *Lbplane, nodeID string, delta bool) *Envoy {
 	t.Helper()
 	bin := tools.Require(t, "envoy")
-	e := &Envoy{NodeID: nodeID, AdminPort: freePort(t), StatsPort: freePort(t)}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort, StatsPort: e.StatsPort})
+	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort,
+		StatsPort: e.StatsPort, ShareAdminPort: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +514,7 @@ func cookieFrom(jar http.CookieJar, rawURL string) map[string]string {
 // Restart listens again on the backend's port after Stop.
 func (b *Backend) Restart(t *testing.T) {
 	t.Helper()
-	lis, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", b.Port))
+	lis, err := portreserve.Listen(b.Port)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func TestHashingIsStickyForEveryKey(t *testing.T) {
 	bs := startBackends(t, "h1", "h2", "h3", "h4", "h5")
 	for _, hc := range hashCases(t) {
 		t.Run(hc.name, func(t *testing.T) {
-			e := &env{L: startLbplane(t), Port: freePort(t), B: bs}
+			e := &env{L: startLbplane(t), Port: reservePort(t), B: bs}
 			e.URL = fmt.Sprintf("http://127.0.0.1:%d", e.Port)
 			startEnvoy(t, e.L, "envoy-"+hc.name, true)
 			push(t, e.L, policy(t, hashPolicy, map[string]any{"Port": e.Port, "B": bs, "Algorithm": "RingHash", "Key": hc.key}))
@@ -132,7 +132,7 @@ func TestRemovingAnEndpointRemapsFewClients(t *testing.T) {
 	header := hashCases(t)[0]
 	for _, algo := range []string{"RingHash", "Maglev"} {
 		t.Run(algo, func(t *testing.T) {
-			e := &env{L: startLbplane(t), Port: freePort(t), B: bs}
+			e := &env{L: startLbplane(t), Port: reservePort(t), B: bs}
 			e.URL = fmt.Sprintf("http://127.0.0.1:%d", e.Port)
 			startEnvoy(t, e.L, "envoy-"+algo, true)
 			data := map[string]any{"Port": e.Port, "B": bs, "Algorithm": algo, "Key": header.key}

@@ -89,7 +89,7 @@ func startKubeEnv(t *testing.T, backends ...string) *kubeEnv {
 	}
 	l := startLbplane(t, "--kubernetes", "--kubeconfig", k.cluster.Kubeconfig)
 	k.envoy = startEnvoy(t, l, "envoy-k8s", true)
-	k.port = freePort(t)
+	k.port = reservePort(t)
 	k.url = fmt.Sprintf("http://127.0.0.1:%d", k.port)
 	return k
 }
@@ -276,7 +276,7 @@ func TestKubernetesReplicasAndLeaderFailover(t *testing.T) {
 	replicas := []*Lbplane{startLbplane(t, args...), startLbplane(t, args...)}
 	startEnvoy(t, replicas[0], "envoy-a", true)
 	startEnvoy(t, replicas[1], "envoy-b", true)
-	port := freePort(t)
+	port := reservePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	apply := func(tmpl string, data any) { t.Helper(); kubeApply(t, cluster.Kubeconfig, tmpl, data) }
 	apply(kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: hosts["k1"].IP, Ready: true}}})

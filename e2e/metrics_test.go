@@ -74,7 +74,7 @@ func TestMetricsMoveWithPushesAndNacks(t *testing.T) {
 		t.Errorf("connected proxies of group default: %v", got)
 	}
 
-	port := freePort(t)
+	port := reservePort(t)
 	push(t, l, policy(t, `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy

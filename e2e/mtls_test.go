@@ -88,10 +88,10 @@ func TestXDSOverMTLSBindsNodesToCertificates(t *testing.T) {
 
 	l := startLbplane(t, "--xds-tls-cert", srvCert, "--xds-tls-key", srvKey, "--xds-tls-client-ca", caPath)
 	bs := startBackends(t, "m1")
-	port := freePort(t)
+	port := reservePort(t)
 	// The real Envoy, over mTLS.
-	adminPort := freePort(t)
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "envoy-1", XDS: l.XDSAddr, Delta: true, AdminPort: adminPort,
+	adminPort := reservePort(t)
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "envoy-1", XDS: l.XDSAddr, Delta: true, AdminPort: adminPort, ShareAdminPort: true,
 		TLS: &envoybootstrap.TLS{Cert: envoyCert, Key: envoyKey, CA: caPath, ServerName: "lbplane.test"}})
 	if err != nil {
 		t.Fatal(err)
@@ -211,16 +211,20 @@ func TestHelmChartMTLSBootstrapConnects(t *testing.T) {
 		t.Fatalf("the chart passes %d mTLS flags to lbplane: %v", len(tlsArgs), args)
 	}
 	l := startLbplane(t, tlsArgs...)
+	adminPort := reservePort(t)
 	// The chart's Envoy bootstrap: same certificates, and the xDS Service's address made reachable here.
 	bootstrap = strings.NewReplacer("/etc/envoy/tls/tls.crt", envoyCert, "/etc/envoy/tls/tls.key", envoyKey, "/etc/envoy/tls/ca.crt", filepath.Join(dir, "ca.crt"),
 		`address: "`+xdsName+`"`, `address: "127.0.0.1"`, "port_value: 18000", "port_value: "+strings.Split(l.XDSAddr, ":")[1],
-		"port_value: 19000", fmt.Sprintf("port_value: %d", freePort(t))).Replace(bootstrap)
+		// Admin (and the stats listener's cluster in front of it) on a reserved port, which admin may share with
+		// the reservation.
+		"      port_value: 19000\noverload_manager:", fmt.Sprintf("      port_value: %d\n  socket_options: [{level: 1, name: 15, int_value: 1, state: STATE_PREBIND}]\noverload_manager:", adminPort),
+		"port_value: 19000", fmt.Sprintf("port_value: %d", adminPort)).Replace(bootstrap)
 	cfg := filepath.Join(dir, "envoy.yaml")
 	os.WriteFile(cfg, []byte(bootstrap), 0o600)
 	startProcess(t, "envoy-chart-mtls.log", tools.Require(t, "envoy"), "-c", cfg, "--service-node", "envoy-pod-1",
 		"--use-dynamic-base-id", "--concurrency", "1", "-l", "warn")
 	bs := startBackends(t, "c1")
-	port := freePort(t)
+	port := reservePort(t)
 	push(t, l, []byte(strings.Replace(string(policy(t, roundRobin, map[string]any{"Port": port, "B": bs})), "spec:\n", "spec:\n  proxyGroup: edge\n", 1)))
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "c1")
 	waitSynced(t, l, 1)

@@ -41,7 +41,7 @@ func TestEnvoyRejectionIsReportedAndContained(t *testing.T) {
 			bs := startBackends(t, "ok1", "ok2")
 			l := startLbplane(t)
 			startEnvoy(t, l, "envoy-1", delta)
-			goodPort := freePort(t)
+			goodPort := reservePort(t)
 			good := `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy

@@ -40,7 +40,7 @@ func TestDiffExplainAndLintAgainstTheServer(t *testing.T) {
 	bs := startBackends(t, "d1")
 	l := startLbplane(t)
 	startEnvoy(t, l, "envoy-op", true)
-	data := map[string]any{"Port": freePort(t), "Backend": bs[0].Port, "Algorithm": "RoundRobin"}
+	data := map[string]any{"Port": reservePort(t), "Backend": bs[0].Port, "Algorithm": "RoundRobin"}
 	doc := string(policy(t, opPolicy, data))
 	out, errOut, err := lbctl(t, l, doc, "push-config", "-f", "-")
 	if err != nil {

@@ -9,21 +9,24 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/internal/portreserve"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
@@ -63,15 +66,6 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-func freePort(t TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func start(t TB, name, logPath, bin string, args ...string) *exec.Cmd {
 	t.Helper()
 	f, err := os.Create(logPath)
@@ -96,11 +90,13 @@ func Start(t TB) *Cluster {
 	dir := t.TempDir()
 	c := &Cluster{Dir: dir, apiLog: filepath.Join(dir, "kube-apiserver.log")}
 
-	clientPort, peerPort := freePort(t), freePort(t)
+	// Ports reserved for the whole test (internal/portreserve): etcd and kube-apiserver bind them with
+	// SO_REUSEPORT, so nothing else can take them first, nor while the API server is stopped and restarted.
+	clientPort, peerPort := portreserve.Reserve(t), portreserve.Reserve(t)
 	c.etcd = start(t, "etcd", filepath.Join(dir, "etcd.log"), etcdBin, "--name", "default", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", clientPort), "--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", clientPort),
 		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort), "--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
-		"--initial-cluster", fmt.Sprintf("default=http://127.0.0.1:%d", peerPort), "--log-level", "warn")
+		"--initial-cluster", fmt.Sprintf("default=http://127.0.0.1:%d", peerPort), "--log-level", "warn", "--socket-reuse-port")
 
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	pub, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
@@ -108,8 +104,9 @@ func Start(t TB) *Cluster {
 	writeFile(t, filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
 	writeFile(t, filepath.Join(dir, "tokens.csv"), []byte(AdminToken+",admin,admin-uid,system:masters\n"))
 
-	port := freePort(t)
+	port := portreserve.Reserve(t)
 	c.args = []string{
+		"--permit-port-sharing",
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", clientPort),
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(port),
 		"--cert-dir", filepath.Join(dir, "certs"),
@@ -218,6 +215,41 @@ func (c *Cluster) installCRDs(t TB) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	next:
+		c.waitServed(t, crd)
+	}
+	// A client made before the CRDs were served may have cached discovery without them; controller-runtime's
+	// mapper reloads a group on a miss, and a new one starts from what is served now.
+	cl, err := client.New(c.Config, client.Options{Scheme: Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Client = cl
+}
+
+// waitServed waits until discovery lists every served version of crd: Established comes first, and a client
+// that maps kinds before discovery has caught up gets "no matches for kind".
+func (c *Cluster) waitServed(t TB, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gv := crd.Spec.Group + "/" + v.Name
+		for {
+			list, err := dc.ServerResourcesForGroupVersion(gv)
+			if err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == crd.Spec.Names.Plural }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("discovery does not serve %s %s after 30s (last error: %v)", gv, crd.Spec.Names.Plural, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }
 
