@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: run stop test tools build lint golden fuzz generate check-generated clean bench bench-quick
+.PHONY: run stop test stress tools build lint golden fuzz generate check-generated clean bench bench-quick
 
 FUZZTIME ?= 10m
 
@@ -22,6 +22,10 @@ stop:
 test: tools lint check-generated
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=15s -fuzzminimizetime=5s ./controlplane/translate
+
+## stress: the e2e and kubetest packages three times in a row while a background load keeps every core busy and churns loopback connections; report into bench/results/<date>-<host>-stress/ (about 45 minutes on two cores)
+stress: tools
+	$(GO) run ./hack/stresscheck
 
 ## bench: every benchmark (bench/README.md), results into bench/results/<date>-<host>/ (50 minutes on a two-core machine)
 bench:
