@@ -23,6 +23,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/fileroots"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
@@ -64,6 +65,31 @@ type Config struct {
 	NoRouterDynamicStats bool
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
 	LoadStatusInterval time.Duration
+
+	// FilesRoots are the only directories whose files policies may name (certificateFile, privateKeyFile,
+	// caFile); relative names resolve against the first. Empty means the config dir (when set) and
+	// <data-dir>/certs. Unused in Kubernetes mode, where file references are refused.
+	FilesRoots []string
+}
+
+// CertsDir is the default files root inside the data directory.
+const CertsDir = "certs"
+
+// openFilesRoots opens the roots policy file references resolve under. The data directory itself is denied
+// even when a root contains it: it holds the push tokens and keys that must never be served.
+func openFilesRoots(cfg *Config) (*fileroots.Roots, error) {
+	dirs := cfg.FilesRoots
+	if len(dirs) == 0 {
+		if cfg.ConfigDir != "" {
+			dirs = append(dirs, cfg.ConfigDir)
+		}
+		certs := filepath.Join(cfg.DataDir, CertsDir)
+		if err := os.MkdirAll(certs, 0o700); err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, certs)
+	}
+	return fileroots.Open(dirs, cfg.DataDir)
 }
 
 // TokenFile is where the push API token lives in the data directory.
@@ -125,6 +151,17 @@ func Run(ctx context.Context, cfg Config) error {
 	eng.Metrics = m
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
+	if cfg.Kubernetes != nil {
+		eng.ReadFile = fileroots.Refuse // Secrets are the way in Kubernetes mode
+	} else {
+		roots, err := openFilesRoots(&cfg)
+		if err != nil {
+			return fmt.Errorf("--files-root: %w", err)
+		}
+		defer roots.Close()
+		eng.ReadFile = roots.ReadFile
+		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
+	}
 	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
 	var poller *proxystats.Poller
 	if cfg.ProxyStatsInterval > 0 {
