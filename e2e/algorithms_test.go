@@ -24,7 +24,8 @@ type env struct {
 // rendered from tmpl with .Port (the listener) and .B (the backends).
 func setup(t *testing.T, delta bool, tmpl string, backends ...*Backend) *env {
 	t.Helper()
-	e := &env{L: startLbplane(t), Port: reservePort(t), B: backends}
+	// Policies name the example certificates, which are outside the default files roots.
+	e := &env{L: startLbplane(t, "--files-root", certs("")), Port: reservePort(t), B: backends}
 	e.URL = fmt.Sprintf("http://127.0.0.1:%d", e.Port)
 	e.E = startEnvoy(t, e.L, "envoy-"+strings.ReplaceAll(t.Name(), "/", "."), delta)
 	push(t, e.L, policy(t, tmpl, e))
@@ -34,7 +35,8 @@ func setup(t *testing.T, delta bool, tmpl string, backends ...*Backend) *env {
 // setupWith is setup (delta) with extra template data; .Port is added to it.
 func setupWith(t *testing.T, tmpl string, data map[string]any, backends ...*Backend) *env {
 	t.Helper()
-	e := &env{L: startLbplane(t), Port: reservePort(t), B: backends}
+	// Policies name the example certificates, which are outside the default files roots.
+	e := &env{L: startLbplane(t, "--files-root", certs("")), Port: reservePort(t), B: backends}
 	e.URL = fmt.Sprintf("http://127.0.0.1:%d", e.Port)
 	e.E = startEnvoy(t, e.L, "envoy-"+strings.ReplaceAll(t.Name(), "/", "."), true)
 	data["Port"] = e.Port

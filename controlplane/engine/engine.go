@@ -83,6 +83,7 @@ func (e *Engine) loadFiles(policies []*v1alpha1.LoadBalancerPolicy) {
 
 // FileErrors reads the files a policy references, if not read yet, and says what is wrong with them.
 func (e *Engine) FileErrors(p *v1alpha1.LoadBalancerPolicy) []string {
+	e.prefetch([]*v1alpha1.LoadBalancerPolicy{p})
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.loadFiles([]*v1alpha1.LoadBalancerPolicy{p})
@@ -93,12 +94,17 @@ func (e *Engine) FileErrors(p *v1alpha1.LoadBalancerPolicy) []string {
 // taken only if they work together (a certificate and its key, a CA bundle); in the middle of a rotation
 // (a new certificate written, its key not yet) the policy keeps serving the old pair.
 func (e *Engine) RefreshFiles() {
+	fresh := e.readUnlocked(e.referencedNow())
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	all, _, _ := merge(e.sources)
 	next := translate.Files{}
 	for _, path := range translate.ReferencedFiles(all) {
-		next[path] = e.read(path)
+		f, ok := fresh[path]
+		if !ok { // a policy that came while reading: rare, and bounded by the reader
+			f = e.read(path)
+		}
+		next[path] = f
 	}
 	for _, p := range all {
 		if len(translate.FileErrors(p, next)) == 0 || len(translate.FileErrors(p, e.files)) > 0 {
@@ -157,6 +163,7 @@ type Planned struct {
 
 // Plan translates what the policies would be if source held policies, without publishing anything.
 func (e *Engine) Plan(source string, policies []*v1alpha1.LoadBalancerPolicy) *Planned {
+	e.prefetch(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := time.Now()
@@ -201,6 +208,7 @@ func (e *Engine) refs() translate.Refs {
 // publishes the result.
 func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services map[translate.ServiceRef]translate.ServiceEndpoints,
 	secrets map[translate.SecretRef]translate.TLSSecret) *translate.Result {
+	e.prefetch(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sources[SourceKubernetes] = slices.Clone(policies)
@@ -211,6 +219,7 @@ func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services
 
 // Set replaces the policies of one source and publishes the result.
 func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
+	e.prefetch(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sources[source] = slices.Clone(policies)

@@ -38,6 +38,10 @@ type Document struct {
 type DecodeError struct {
 	Source string
 	Err    error
+	// Declared says the document's apiVersion and kind name a LoadBalancerPolicy. When false, the document is
+	// something else (or not YAML at all), and callers that log errors should not echo field names from it:
+	// they are content of a file that was never meant to be a policy.
+	Declared bool
 }
 
 func (e *DecodeError) Error() string { return e.Source + ": " + e.Err.Error() }
@@ -55,7 +59,7 @@ func Decode(source string, r io.Reader) ([]Document, error) {
 		}
 		src := fmt.Sprintf("%s#%d", source, i)
 		if err != nil {
-			errs = append(errs, &DecodeError{src, err})
+			errs = append(errs, &DecodeError{Source: src, Err: err})
 			break
 		}
 		if len(bytes.TrimSpace(stripComments(chunk))) == 0 {
@@ -64,7 +68,7 @@ func Decode(source string, r io.Reader) ([]Document, error) {
 		}
 		doc, err := DecodeDocument(chunk)
 		if err != nil {
-			errs = append(errs, &DecodeError{src, err})
+			errs = append(errs, &DecodeError{Source: src, Err: err, Declared: declaresPolicy(chunk)})
 			continue
 		}
 		doc.Source = src
@@ -106,6 +110,19 @@ func DecodeDocument(b []byte) (Document, error) {
 		return Document{}, fmt.Errorf("kind: must be %q, got %q", v1alpha1.Kind, p.Kind)
 	}
 	return Document{Policy: p, Raw: j}, nil
+}
+
+// declaresPolicy reports whether a document says it is a LoadBalancerPolicy (apiVersion lbplane.io/...,
+// kind LoadBalancerPolicy), whatever else is wrong with it.
+func declaresPolicy(b []byte) bool {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if len(b) > MaxDocumentBytes || yaml.Unmarshal(b, &head) != nil {
+		return false
+	}
+	return strings.HasPrefix(head.APIVersion, v1alpha1.Group+"/") && head.Kind == v1alpha1.Kind
 }
 
 var unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,8 @@ type Client struct {
 	BaseURL string
 	Token   string
 	HTTP    *http.Client
+	// NoRetry makes a call refused with 429 fail at once instead of waiting for Retry-After.
+	NoRetry bool
 }
 
 // APIError is a refused call, with every error the server gave.
@@ -33,14 +36,50 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s: %s", http.StatusText(e.Status), strings.Join(e.Errors, "; "))
 }
 
+// Retries of a call refused with 429: the server's rate limit is per address, and a script that pushes in a
+// loop should slow down to it, not fail. Bounded in count and in each wait, so a misbehaving server cannot
+// hold the client for long.
+const (
+	maxRetries    = 4
+	maxRetryAfter = 5 * time.Second
+)
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date), bounded to (0, maxRetryAfter].
+func retryAfter(h string, now time.Time) time.Duration {
+	d := time.Second
+	if secs, err := strconv.Atoi(strings.TrimSpace(h)); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(h); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 100*time.Millisecond), maxRetryAfter)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	for attempt := 0; ; attempt++ {
+		wait, err := c.once(ctx, method, path, body, out)
+		if wait == 0 || attempt == maxRetries || c.NoRetry {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// once makes one call; a positive wait means it was rate-limited and may be retried after that long.
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) (time.Duration, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -54,12 +93,16 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach lbplane at %s: %w", c.BaseURL, err)
+		return 0, fmt.Errorf("cannot reach lbplane at %s: %w", c.BaseURL, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return err
+		return 0, err
+	}
+	var wait time.Duration
+	if resp.StatusCode == http.StatusTooManyRequests {
+		wait = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := &APIError{Status: resp.StatusCode}
@@ -69,12 +112,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		} else {
 			e.Errors = []string{strings.TrimSpace(string(data))}
 		}
-		return e
+		return wait, e
 	}
 	if out != nil {
-		return json.Unmarshal(data, out)
+		return 0, json.Unmarshal(data, out)
 	}
-	return nil
+	return 0, nil
 }
 
 // Apply pushes YAML or JSON documents, all or nothing.

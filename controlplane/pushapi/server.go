@@ -1,5 +1,7 @@
 // Package pushapi is the HTTP API lbctl talks to in standalone mode: push (all or nothing), list, get and
-// delete policies, and see the connected proxies. Every call but the health checks needs the bearer token.
+// delete policies, and see the connected proxies. Every call but the health checks needs a bearer token: the
+// read-only token reads (list, get, status, proxies, explain, diff), the admin token also writes (push,
+// delete, certificates).
 package pushapi
 
 import (
@@ -75,8 +77,12 @@ type Server struct {
 	Store   *store.Store
 	Engine  *engine.Engine
 	Tracker *xdsserver.Tracker
-	Token   string
-	Log     *slog.Logger
+	// Token is the admin token: every call.
+	Token string
+	// ReadOnlyToken may only read: a dashboard or a monitoring script must not be able to change the load
+	// balancer. Empty disables it.
+	ReadOnlyToken string
+	Log           *slog.Logger
 	// Metrics, when set, counts requests by route and status code.
 	Metrics *metrics.Metrics
 	// Health, when set, is what the Envoys report of each backend.
@@ -125,30 +131,66 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("POST /v1/policies", s.auth(s.apply))
-	mux.Handle("GET /v1/policies", s.auth(s.list))
-	mux.Handle("GET /v1/policies/{namespace}/{name}", s.auth(s.get))
+	mux.Handle("GET /v1/policies", s.authRead(s.list))
+	mux.Handle("GET /v1/policies/{namespace}/{name}", s.authRead(s.get))
 	mux.Handle("DELETE /v1/policies/{namespace}/{name}", s.auth(s.delete))
-	mux.Handle("GET /v1/proxies", s.auth(s.proxies))
-	mux.Handle("POST /v1/diff", s.auth(s.diff))
-	mux.Handle("GET /v1/policies/{namespace}/{name}/explain", s.auth(s.explain))
+	mux.Handle("GET /v1/proxies", s.authRead(s.proxies))
+	// A diff changes nothing: it is a read that happens to need a body.
+	mux.Handle("POST /v1/diff", s.authRead(s.diff))
+	mux.Handle("GET /v1/policies/{namespace}/{name}/explain", s.authRead(s.explain))
 	return s.Metrics.Instrument(mux)
 }
 
-func (s *Server) auth(h http.HandlerFunc) http.Handler {
-	want := []byte("Bearer " + s.Token)
+// Role is what a token may do.
+type Role int
+
+const (
+	// RoleNone is no token, or a wrong one.
+	RoleNone Role = iota
+	// RoleReadOnly reads.
+	RoleReadOnly
+	// RoleAdmin reads and writes.
+	RoleAdmin
+)
+
+// RoleOf returns the role of an Authorization header. Both tokens are always compared, in constant time, so
+// the answer's timing tells nothing about either token.
+func RoleOf(authorization, admin, readOnly string) Role {
+	got := []byte(authorization)
+	isAdmin := admin != "" && subtle.ConstantTimeCompare(got, []byte("Bearer "+admin)) == 1
+	isRead := readOnly != "" && subtle.ConstantTimeCompare(got, []byte("Bearer "+readOnly)) == 1
+	switch {
+	case isAdmin:
+		return RoleAdmin
+	case isRead:
+		return RoleReadOnly
+	}
+	return RoleNone
+}
+
+// auth lets only the admin token through: pushes, deletes, certificates.
+func (s *Server) auth(h http.HandlerFunc) http.Handler { return s.authRole(RoleAdmin, h) }
+
+// authRead lets the read-only and the admin token through.
+func (s *Server) authRead(h http.HandlerFunc) http.Handler { return s.authRole(RoleReadOnly, h) }
+
+func (s *Server) authRole(need Role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.allow(r) {
 			w.Header().Set("Retry-After", "1")
 			writeErr(w, http.StatusTooManyRequests, "too many requests; slow down")
 			return
 		}
-		got := []byte(r.Header.Get("Authorization"))
-		if s.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+		role := RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
+		switch {
+		case role == RoleNone:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="lbplane"`)
 			writeErr(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			return
+		case role < need:
+			writeErr(w, http.StatusForbidden, "this token is read-only: pushes, deletes and certificates need the admin token (<data-dir>/token)")
+		default:
+			h(w, r)
 		}
-		h(w, r)
 	})
 }
 

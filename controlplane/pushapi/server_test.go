@@ -178,7 +178,8 @@ func TestDelete(t *testing.T) {
 
 func TestRateLimitPerClient(t *testing.T) {
 	c, s, _ := newServer(t)
-	s.RateLimit = 5 // burst 11
+	s.RateLimit = 5  // burst 11
+	c.NoRetry = true // this test is about the refusals, not the client's patience
 	ctx := context.Background()
 	limited := 0
 	for i := 0; i < 30; i++ {
@@ -192,7 +193,7 @@ func TestRateLimitPerClient(t *testing.T) {
 		t.Errorf("30 calls at once against 5/s (burst 11): %d refused with 429, want at least 15", limited)
 	}
 	// Wrong tokens are throttled too: guessing is not free.
-	bad := &pushapi.Client{BaseURL: c.BaseURL, Token: "guess"}
+	bad := &pushapi.Client{BaseURL: c.BaseURL, Token: "guess", NoRetry: true}
 	if _, err := bad.List(ctx); apiErr(t, err).Status != http.StatusTooManyRequests {
 		t.Errorf("a token guess after the burst: %v, want 429", err)
 	}

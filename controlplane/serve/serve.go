@@ -6,6 +6,7 @@ package serve
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,9 +21,11 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/fileroots"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
@@ -64,19 +67,79 @@ type Config struct {
 	NoRouterDynamicStats bool
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
 	LoadStatusInterval time.Duration
+
+	// FilesRoots are the only directories whose files policies may name (certificateFile, privateKeyFile,
+	// caFile); relative names resolve against the first. Empty means the config dir (when set) and
+	// <data-dir>/certs. Unused in Kubernetes mode, where file references are refused.
+	FilesRoots []string
+
+	// ReadOnlyToken is the push API token that may only read; generated into <data-dir>/token-readonly when
+	// unset.
+	ReadOnlyToken string
+	// APITLSCert and APITLSKey serve the push API over TLS; both files are watched, so a rotated certificate
+	// is used without a restart.
+	APITLSCert, APITLSKey string
+	// APIInsecureListenAny allows the push API in plaintext on a non-loopback address, where the tokens
+	// would cross the network readable by anyone on the path.
+	APIInsecureListenAny bool
 }
 
-// TokenFile is where the push API token lives in the data directory.
+// CertsDir is the default files root inside the data directory.
+const CertsDir = "certs"
+
+// openFilesRoots opens the roots policy file references resolve under. The data directory itself is denied
+// even when a root contains it: it holds the push tokens and keys that must never be served.
+func openFilesRoots(cfg *Config) (*fileroots.Roots, error) {
+	dirs := cfg.FilesRoots
+	if len(dirs) == 0 {
+		if cfg.ConfigDir != "" {
+			dirs = append(dirs, cfg.ConfigDir)
+		}
+		certs := filepath.Join(cfg.DataDir, CertsDir)
+		if err := os.MkdirAll(certs, 0o700); err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, certs)
+	}
+	return fileroots.Open(dirs, cfg.DataDir)
+}
+
+// TokenFile is where the push API's admin token lives in the data directory (the name predates the
+// read-only token; lbctl setups point LBPLANE_TOKEN_FILE at it).
 const TokenFile = "token"
 
-// loadToken returns the configured token, or the one in the data dir, generating it on first start.
-func loadToken(cfg *Config) (string, error) {
-	if cfg.Token != "" {
-		return cfg.Token, nil
+// ReadOnlyTokenFile is where the push API's read-only token lives in the data directory.
+const ReadOnlyTokenFile = "token-readonly"
+
+// loadTokens returns the admin and read-only tokens: configured, or read from the data dir, or generated
+// there on first start.
+func loadTokens(cfg *Config) (string, string, error) {
+	admin, err := loadToken(cfg, cfg.Token, TokenFile)
+	if err != nil {
+		return "", "", err
 	}
-	path := filepath.Join(cfg.DataDir, TokenFile)
+	ro, err := loadToken(cfg, cfg.ReadOnlyToken, ReadOnlyTokenFile)
+	if err != nil {
+		return "", "", err
+	}
+	if admin == ro {
+		return "", "", errors.New("the read-only token must differ from the admin token")
+	}
+	return admin, ro, nil
+}
+
+// loadToken returns the configured token, or the one in the data dir's file, generating it on first start.
+func loadToken(cfg *Config, configured, file string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	path := filepath.Join(cfg.DataDir, file)
 	if b, err := os.ReadFile(path); err == nil {
 		if t := strings.TrimSpace(string(b)); t != "" {
+			// A file copied or restored with looser permissions is tightened: anyone who reads it holds it.
+			if err := os.Chmod(path, 0o600); err != nil {
+				return "", err
+			}
 			return t, nil
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -90,8 +153,45 @@ func loadToken(cfg *Config) (string, error) {
 	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
 		return "", err
 	}
-	cfg.Log.Info("generated the push API token", "file", path)
+	cfg.Log.Info("generated a push API token", "file", path)
 	return t, nil
+}
+
+// apiTLS returns the push API's TLS config, watching the certificate and key files for rotation, or nil
+// when no certificate is configured.
+func apiTLS(ctx context.Context, cfg *Config) (*tls.Config, error) {
+	switch {
+	case cfg.APITLSCert == "" && cfg.APITLSKey == "":
+		return nil, nil
+	case cfg.APITLSCert == "" || cfg.APITLSKey == "":
+		return nil, errors.New("--api-tls-cert and --api-tls-key go together")
+	}
+	w, err := certwatcher.New(cfg.APITLSCert, cfg.APITLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--api-tls-cert/--api-tls-key: %w", err)
+	}
+	go func() {
+		if err := w.Start(ctx); err != nil {
+			cfg.Log.Error("watching the push API certificate stopped", "error", err)
+		}
+	}()
+	return &tls.Config{GetCertificate: w.GetCertificate, MinVersion: tls.VersionTLS12}, nil
+}
+
+// checkAPIListener refuses a plaintext push API on a non-loopback address unless the operator said so: the
+// bearer tokens would travel in clear text.
+func checkAPIListener(cfg *Config, lis net.Listener, tlsOn bool) error {
+	addr, ok := lis.Addr().(*net.TCPAddr)
+	if tlsOn || !ok || addr.IP.IsLoopback() {
+		return nil
+	}
+	if !cfg.APIInsecureListenAny {
+		return fmt.Errorf("--api-address %s is not a loopback address: serve the push API over TLS (--api-tls-cert, --api-tls-key), "+
+			"or accept sending its tokens in clear text with --api-insecure-listen-any", cfg.APIAddress)
+	}
+	cfg.Log.Warn("INSECURE: the push API serves plaintext HTTP on a non-loopback address; its bearer tokens can be read by anyone on the network path",
+		"address", addr.String())
+	return nil
 }
 
 // Run serves until ctx ends.
@@ -107,7 +207,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	token, err := loadToken(&cfg)
+	token, roToken, err := loadTokens(&cfg)
 	if err != nil {
 		return fmt.Errorf("push API token: %w", err)
 	}
@@ -128,7 +228,18 @@ func Run(ctx context.Context, cfg Config) error {
 	eng.Metrics = m
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
-	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
+	if cfg.Kubernetes != nil {
+		eng.ReadFile = fileroots.Refuse // Secrets are the way in Kubernetes mode
+	} else {
+		roots, err := openFilesRoots(&cfg)
+		if err != nil {
+			return fmt.Errorf("--files-root: %w", err)
+		}
+		defer roots.Close()
+		eng.ReadFile = roots.ReadFile
+		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
+	}
+	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, ReadOnlyToken: roToken, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
 	var poller *proxystats.Poller
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
@@ -186,6 +297,19 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		xdsLis.Close()
 		return fmt.Errorf("API address: %w", err)
+	}
+	apiTLSConfig, err := apiTLS(ctx, &cfg)
+	if err == nil {
+		err = checkAPIListener(&cfg, apiLis, apiTLSConfig != nil)
+	}
+	if err != nil {
+		xdsLis.Close()
+		apiLis.Close()
+		return err
+	}
+	if apiTLSConfig != nil {
+		apiLis = tls.NewListener(apiLis, apiTLSConfig)
+		cfg.Log.Info("the push API serves HTTPS", "cert", cfg.APITLSCert)
 	}
 	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String()}
 	servers := []*http.Server{{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}

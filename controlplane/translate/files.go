@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -40,57 +41,75 @@ func ReferencedFiles(policies []*v1alpha1.LoadBalancerPolicy) []string {
 	return slices.Compact(out)
 }
 
-func (f Files) get(path string) ([]byte, error) {
+// get returns a file's content, or an error that starts with the policy field naming it ("field: reason").
+// The reason is what the reader said: for lbplane serve, one message for every file that is not a readable
+// regular file under the files roots, so that the error tells nothing about the rest of the host.
+func (f Files) get(field, path string) ([]byte, error) {
 	c, ok := f[path]
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("file %s was not read", path)
+		return nil, fmt.Errorf("%s: file was not read", field)
 	case c.Err != "":
-		return nil, fmt.Errorf("file %s: %s", path, c.Err)
+		return nil, fmt.Errorf("%s: %s", field, c.Err)
 	}
 	return c.Data, nil
 }
 
-// keyPair checks that a certificate and key parse and belong together.
-func (f Files) keyPair(certPath, keyPath string) ([]byte, []byte, error) {
-	cert, err := f.get(certPath)
+// keyPair checks that a certificate and key parse and belong together; field is the certificate's path in
+// the policy ("spec.listener.tls.certificates[0]"), and every error starts with it or one of its fields.
+func (f Files) keyPair(field, certPath, keyPath string) ([]byte, []byte, error) {
+	cert, err := f.get(field+".certificateFile", certPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := f.get(keyPath)
+	key, err := f.get(field+".privateKeyFile", keyPath)
 	if err != nil {
 		return nil, nil, err
 	}
 	if _, err := tls.X509KeyPair(cert, key); err != nil {
-		return nil, nil, fmt.Errorf("%s and %s: %v", certPath, keyPath, err)
+		return nil, nil, fmt.Errorf("%s: %s and %s: %v", field, certPath, keyPath, err)
 	}
 	return cert, key, nil
 }
 
-// caBundle checks that a file holds at least one PEM certificate.
-func (f Files) caBundle(path string) ([]byte, error) {
-	data, err := f.get(path)
+// caBundle returns the CERTIFICATE blocks of a CA file, and nothing else of it: a combined certificate and
+// key file named as a CA must never send its key to Envoy. field is the caFile's path in the policy.
+func (f Files) caBundle(field, path string) ([]byte, error) {
+	data, err := f.get(field, path)
 	if err != nil {
 		return nil, err
 	}
-	rest, n := data, 0
+	out, err := CertificatePEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", field, err)
+	}
+	return out, nil
+}
+
+// CertificatePEM returns the CERTIFICATE blocks of PEM data, re-encoded without headers or text between
+// them, after checking that each parses. Private keys and every other block are dropped.
+func CertificatePEM(data []byte) ([]byte, error) {
+	var out []byte
+	rest := data
 	for {
 		var b *pem.Block
 		b, rest = pem.Decode(rest)
 		if b == nil {
 			break
 		}
-		if b.Type == "CERTIFICATE" {
-			if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-				return nil, fmt.Errorf("%s: %v", path, err)
-			}
-			n++
+		if b.Type != "CERTIFICATE" {
+			continue
 		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			// The parse error names the ASN.1 problem, never the content.
+			return nil, fmt.Errorf("a CERTIFICATE block does not parse: %v", err)
+		}
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes})...)
 	}
-	if n == 0 {
-		return nil, fmt.Errorf("%s: no PEM certificate in it", path)
+	if len(out) == 0 {
+		return nil, errors.New("no PEM certificate in it")
 	}
-	return data, nil
+	return out, nil
 }
 
 // FileErrors returns what is wrong with the files one policy references, if anything.

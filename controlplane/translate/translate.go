@@ -283,9 +283,9 @@ func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Sec
 				}
 				continue
 			}
-			cert, key, err := files.keyPair(c.CertificateFile, c.PrivateKeyFile)
+			cert, key, err := files.keyPair(fmt.Sprintf("spec.listener.tls.certificates[%d]", i), c.CertificateFile, c.PrivateKeyFile)
 			if err != nil {
-				errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d]: %v", i, err))
+				errs = append(errs, err.Error())
 				continue
 			}
 			secrets[name] = &ir.Secret{Name: name, CertificateChain: cert, PrivateKey: key}
@@ -295,9 +295,9 @@ func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Sec
 		if b.TLS == nil || b.TLS.CAFile == "" {
 			continue
 		}
-		ca, err := files.caBundle(b.TLS.CAFile)
+		ca, err := files.caBundle(fmt.Sprintf("spec.backends[%d].tls.caFile", i), b.TLS.CAFile)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("spec.backends[%d].tls.caFile: %v", i, err))
+			errs = append(errs, err.Error())
 			continue
 		}
 		name := clusterName(p, b.Name) + "/ca"

@@ -3,11 +3,15 @@
 package lbctl
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +23,7 @@ type globals struct {
 	server    string
 	token     string
 	tokenFile string
+	caFile    string
 }
 
 func (g *globals) client() (*pushapi.Client, error) {
@@ -34,9 +39,33 @@ func (g *globals) client() (*pushapi.Client, error) {
 		token = strings.TrimSpace(string(b))
 	}
 	if token == "" {
-		return nil, errors.New("no token: pass --token or --token-file, or set LBPLANE_TOKEN or LBPLANE_TOKEN_FILE (lbplane writes it to <data-dir>/token)")
+		return nil, errors.New("no token: pass --token or --token-file, or set LBPLANE_TOKEN or LBPLANE_TOKEN_FILE (lbplane writes the admin token to <data-dir>/token, a read-only one to <data-dir>/token-readonly)")
 	}
-	return &pushapi.Client{BaseURL: g.server, Token: token}, nil
+	c := &pushapi.Client{BaseURL: g.server, Token: token}
+	if g.caFile != "" {
+		hc, err := httpsClient(g.caFile)
+		if err != nil {
+			return nil, err
+		}
+		c.HTTP = hc
+	}
+	return c, nil
+}
+
+// httpsClient trusts only the CA in caFile (lbplane's --api-tls-cert issuer), not the system roots: the push
+// API is lbplane's, and a certificate some public CA issued for its name proves nothing about it.
+func httpsClient(caFile string) (*http.Client, error) {
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, nil
 }
 
 func envOr(k, def string) string {
@@ -58,7 +87,8 @@ func New() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("LBPLANE_SERVER", "http://127.0.0.1:18001"), "lbplane push API URL (env LBPLANE_SERVER)")
 	pf.StringVar(&g.token, "token", "", "push API bearer token (env LBPLANE_TOKEN)")
-	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE)")
+	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE): <data-dir>/token to change things, <data-dir>/token-readonly to look")
+	pf.StringVar(&g.caFile, "ca-file", os.Getenv("LBPLANE_CA_FILE"), "PEM CA to trust for an https:// --server (env LBPLANE_CA_FILE)")
 	root.AddCommand(newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(), newVersion())
 	return root
 }

@@ -63,6 +63,9 @@ func newServe() *cobra.Command {
 			if cfg.Token == "" {
 				cfg.Token = os.Getenv("LBPLANE_TOKEN")
 			}
+			if cfg.ReadOnlyToken == "" {
+				cfg.ReadOnlyToken = os.Getenv("LBPLANE_TOKEN_READONLY")
+			}
 			// Inside a cluster lbplane reads policies from it unless told otherwise.
 			if !cmd.Flags().Changed("kubernetes") && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 				kubernetes = true
@@ -101,6 +104,11 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
 	f.BoolVar(&dynamicStats, "router-dynamic-stats", true, "Envoy's per-response upstream stats (upstream_rq_time, per-status counters), where each backend's p99 and error figures come from; false saves about 3 % of Envoy's CPU per request (bench/results)")
+	f.StringArrayVar(&cfg.FilesRoots, "files-root", nil, "directory whose files policies may name in certificateFile, privateKeyFile and caFile (repeatable; relative names resolve against the first); default: --config-dir and <data-dir>/certs")
+	f.StringVar(&cfg.ReadOnlyToken, "token-readonly", "", "push API bearer token that may only read (env LBPLANE_TOKEN_READONLY); generated into <data-dir>/token-readonly when unset")
+	f.StringVar(&cfg.APITLSCert, "api-tls-cert", "", "PEM certificate to serve the push API over HTTPS (re-read when it changes); required for a non-loopback --api-address")
+	f.StringVar(&cfg.APITLSKey, "api-tls-key", "", "PEM private key for --api-tls-cert")
+	f.BoolVar(&cfg.APIInsecureListenAny, "api-insecure-listen-any", false, "allow the push API in plaintext on a non-loopback address (its tokens cross the network readable); logs a warning")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.MarkFlagRequired("data-dir")

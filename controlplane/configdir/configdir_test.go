@@ -1,0 +1,107 @@
+package configdir
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+)
+
+const good = `apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: good}
+spec:
+  listener: {port: 10080, protocol: HTTP}
+  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: 8080}]}]
+`
+
+func newWatcher(t *testing.T, dir string) (*Watcher, *bytes.Buffer) {
+	t.Helper()
+	var log bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&log, nil))
+	return &Watcher{Dir: dir, Engine: engine.New(xdscache.New(), l), Log: l}, &log
+}
+
+func TestConfigDirRefusesWhatIsNotItsOwn(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "policies")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(base, "shadow")
+	// Looks like YAML: every line would become an "unknown field" if decoded and reported as before.
+	if err := os.WriteFile(secret, []byte("root:SECRETHASH:19000:0:99999:7:::\nalice:OTHERSECRET:19000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("good.yaml", good)
+	// Inside the directory and broken: the same secret-looking content must not be echoed either.
+	write("junk.yaml", "root: SECRETHASH\nalice: OTHERSECRET\n")
+	write("typo.yaml", strings.Replace(strings.Replace(good, "name: good", "name: typo", 1), "protocol: HTTP", "protocl: HTTP", 1))
+	write("badvalue.yaml", strings.Replace(strings.Replace(good, "name: good", "name: bv", 1), "port: 10080", "port: SECRETVALUE", 1))
+	write("anchor.yaml", "a: *SECRETANCHOR\n")
+	if err := os.Symlink(secret, filepath.Join(dir, "link-out.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../shadow", filepath.Join(dir, "link-rel.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("good.yaml", filepath.Join(dir, "link-in.yaml.bak")); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(500 << 20); err != nil { // sparse: costs no disk
+		t.Fatal(err)
+	}
+	f.Close()
+
+	w, log := newWatcher(t, dir)
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	out := log.String() + strings.Join(w.Errors(), "\n")
+	for _, leak := range []string{"SECRETHASH", "OTHERSECRET", "root", "alice", "SECRETVALUE", "SECRETANCHOR"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("the log echoes %q:\n%s", leak, out)
+		}
+	}
+	for _, want := range []string{
+		"link-out.yaml: " + notInside,
+		"link-rel.yaml: " + notInside,
+		"big.yaml: 524288000 bytes, larger than the 4194304-byte limit",
+		"junk.yaml#1: not a LoadBalancerPolicy",
+		`typo.yaml#1: unknown field "spec.listener.protocl"`,
+		"badvalue.yaml#1: spec.listener.port: must be an integer, got a string",
+		"anchor.yaml#1: not valid YAML",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the errors do not say %q:\n%s", want, out)
+		}
+	}
+	if got := len(w.Engine.Policies(engine.SourceConfigDir)); got != 1 {
+		t.Errorf("%d policies loaded, want the good one", got)
+	}
+
+	// Nothing changed: nothing is read or logged again.
+	log.Reset()
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if log.Len() != 0 {
+		t.Errorf("an unchanged directory was loaded again:\n%s", log.String())
+	}
+}
