@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -9,8 +8,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 )
 
 const httpsEdgePolicy = `apiVersion: lbplane.io/v1alpha1
@@ -35,10 +32,10 @@ spec:
 func TestDownstreamHTTP2IsExplicit(t *testing.T) {
 	e := startEdge(t, "")
 	h2c := func(addr string) (*http.Response, error) {
-		c := &http.Client{Timeout: 5 * time.Second, Transport: &http2.Transport{AllowHTTP: true,
-			DialTLSContext: func(ctx context.Context, network, _ string, _ *tls.Config) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, addr)
-			}}}
+		// HTTP/2 with prior knowledge and nothing else: no fallback to HTTP/1.1.
+		var protocols http.Protocols
+		protocols.SetUnencryptedHTTP2(true)
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Protocols: &protocols}}
 		resp, err := c.Get("http://" + addr + "/")
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
