@@ -29,9 +29,14 @@ type Params struct {
 	// StatsPort, when not 0, opens a listener that serves only /stats/prometheus and /clusters from admin,
 	// and tells lbplane (in node metadata) where to read endpoint health from. StatsAddress is where it
 	// binds: loopback by default; 0.0.0.0 where lbplane or Prometheus run on another host.
-	StatsPort      int
-	StatsAddress   string
+	StatsPort    int
+	StatsAddress string
+	// MaxConnections is Envoy's global limit on downstream connections; 0 derives it from the open-file
+	// limit (see DefaultMaxConnections).
 	MaxConnections int
+	// MaxHeapBytes is the heap budget of the overload manager's actions; 0 means DefaultMaxHeapBytes and a
+	// negative value leaves the heap monitor out.
+	MaxHeapBytes int64
 	// ShareAdminPort sets SO_REUSEPORT on the admin socket, so that a process that reserved AdminPort (a
 	// supervisor or a test, see internal/portreserve) can hand it to Envoy with no gap in which another
 	// process could take it.
@@ -54,8 +59,18 @@ func Render(p Params) ([]byte, error) {
 	if p.Group == "" {
 		p.Group = "default"
 	}
+	source := "set with --max-connections"
 	if p.MaxConnections == 0 {
-		p.MaxConnections = 100000
+		p.MaxConnections, source = DefaultMaxConnections()
+	}
+	if p.MaxConnections < 1 {
+		return nil, fmt.Errorf("--max-connections: must be at least 1, got %d", p.MaxConnections)
+	}
+	if p.MaxHeapBytes == 0 {
+		p.MaxHeapBytes = DefaultMaxHeapBytes
+	}
+	if p.MaxHeapBytes > 0 && p.MaxHeapBytes < 64<<20 {
+		return nil, fmt.Errorf("--max-heap: at least 64Mi (Envoy alone takes tens of MiB), got %d bytes", p.MaxHeapBytes)
 	}
 	if !nameRe.MatchString(p.NodeID) {
 		return nil, fmt.Errorf("--node-id: must be letters, digits, '.', '_', ':' and '-', got %q", p.NodeID)
@@ -100,7 +115,7 @@ func Render(p Params) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	err = tmpl.Execute(&buf, map[string]any{"NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
-		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections, "TLS": p.TLS,
-		"ShareAdminPort": p.ShareAdminPort})
+		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections,
+		"MaxConnectionsSource": source, "MaxHeapBytes": p.MaxHeapBytes, "TLS": p.TLS, "ShareAdminPort": p.ShareAdminPort})
 	return buf.Bytes(), err
 }

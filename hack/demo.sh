@@ -3,21 +3,28 @@
 # loopback, started in the background with their logs and pids under .run/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUN="$PWD/.run"
-BIN="$PWD/bin"
+# LBPLANE_DEMO_RUN_DIR, LBPLANE_DEMO_BIN and LBPLANE_DEMO_PORT_OFFSET (added to every port) let a test run a
+# second demo beside one already running.
+RUN="${LBPLANE_DEMO_RUN_DIR:-$PWD/.run}"
+BIN="${LBPLANE_DEMO_BIN:-$PWD/bin}"
+OFF="${LBPLANE_DEMO_PORT_OFFSET:-0}"
 ENVOY="$(hack/tools.sh path-envoy)"
-BACKEND_PORTS=(18081 18082 18083)
-XDS=127.0.0.1:18000
-API=127.0.0.1:18001
-ADMIN=19000
-LISTENER=10080
+BACKEND_PORTS=($((18081 + OFF)) $((18082 + OFF)) $((18083 + OFF)))
+XDS=127.0.0.1:$((18000 + OFF))
+API=127.0.0.1:$((18001 + OFF))
+METRICS=127.0.0.1:$((18002 + OFF))
+ADMIN=$((19000 + OFF))
+STATS=$((19001 + OFF))
+LISTENER=$((10080 + OFF))
 
 stop() {
   [ -f "$RUN/pids" ] || return 0
   while read -r pid; do kill "$pid" 2>/dev/null || true; done < "$RUN/pids"
   sleep 0.5
   while read -r pid; do kill -9 "$pid" 2>/dev/null || true; done < "$RUN/pids"
-  rm -f "$RUN/pids"
+  # Envoy stops with its supervisor (PR_SET_PDEATHSIG); its own pid is there should it linger.
+  [ -f "$RUN/envoy.pid" ] && kill "$(cat "$RUN/envoy.pid")" 2>/dev/null || true
+  rm -f "$RUN/pids" "$RUN/envoy.pid" "$RUN/supervise.pid"
   echo "stopped the demo"
 }
 
@@ -55,22 +62,31 @@ PY
 start() {
   stop >/dev/null
   mkdir -p "$RUN"
-  for p in "${BACKEND_PORTS[@]}" 18000 18001 18002 "$ADMIN" 19001 "$LISTENER"; do
+  for p in "${BACKEND_PORTS[@]}" "${XDS#*:}" "${API#*:}" "${METRICS#*:}" "$ADMIN" "$STATS" "$LISTENER"; do
     port_free "$p" || { echo "port $p on 127.0.0.1 is in use; the demo needs it (make stop, or free it)" >&2; exit 1; }
   done
   : > "$RUN/pids"
   for p in "${BACKEND_PORTS[@]}"; do
-    "$BIN/lbplane-backend" --listen "127.0.0.1:$p" --name "backend-$p" > "$RUN/backend-$p.log" 2>&1 &
+    "$BIN/lbplane-backend" --listen "127.0.0.1:$p" --name "backend-$p" < /dev/null > "$RUN/backend-$p.log" 2>&1 &
     echo $! >> "$RUN/pids"
   done
-  "$BIN/lbplane" serve --data-dir "$RUN/data" --xds-address "$XDS" --api-address "$API" > "$RUN/lbplane.log" 2>&1 &
+  "$BIN/lbplane" serve --data-dir "$RUN/data" --xds-address "$XDS" --api-address "$API" --metrics-address "$METRICS" \
+    < /dev/null > "$RUN/lbplane.log" 2>&1 &
   echo $! >> "$RUN/pids"
   wait_for "lbplane" http_ok "http://$API/healthz"
-  "$BIN/lbctl" bootstrap --node-id demo-envoy --xds-address "$XDS" --admin-port "$ADMIN" > "$RUN/envoy.yaml"
-  "$ENVOY" -c "$RUN/envoy.yaml" --use-dynamic-base-id --concurrency 1 -l warn > "$RUN/envoy.log" 2>&1 &
+  "$BIN/lbctl" bootstrap --node-id demo-envoy --xds-address "$XDS" --admin-port "$ADMIN" --stats-port "$STATS" > "$RUN/envoy.yaml"
+  # Envoy sets PR_SET_PDEATHSIG (SIGTERM) on itself: started by this script it would stop when the script
+  # returns. Its parent is a supervisor in a session of its own (setsid), which outlives the script and
+  # `make run`'s terminal, and forwards make stop's SIGTERM.
+  setsid "$BIN/lbplane-supervise" --pid-file "$RUN/supervise.pid" --child-pid-file "$RUN/envoy.pid" --log "$RUN/envoy.log" -- \
+    "$ENVOY" -c "$RUN/envoy.yaml" --use-dynamic-base-id --concurrency 1 -l warn < /dev/null > "$RUN/supervise.log" 2>&1 &
   echo $! >> "$RUN/pids"
   export LBPLANE_SERVER="http://$API" LBPLANE_TOKEN_FILE="$RUN/data/token"
-  "$BIN/lbctl" push-config -f examples/round-robin.yaml
+  # The example listens on 10080; with a port offset the demo pushes a copy on its own port.
+  sed -e "s/port: 10080\b/port: $LISTENER/" -e "s/port: 18081\b/port: ${BACKEND_PORTS[0]}/" \
+    -e "s/port: 18082\b/port: ${BACKEND_PORTS[1]}/" -e "s/port: 18083\b/port: ${BACKEND_PORTS[2]}/" \
+    examples/round-robin.yaml > "$RUN/policy.yaml"
+  "$BIN/lbctl" push-config -f "$RUN/policy.yaml"
   wait_for "Envoy to serve :$LISTENER" http_ok "http://127.0.0.1:$LISTENER/"
   # lbplane reads endpoint health and load from Envoy's stats port every 2s: let it take a first reading,
   # so that the requests below show in the policy's status.
@@ -104,8 +120,8 @@ Try it:
   bin/lbctl push-config -f examples/weighted-round-robin.yaml   # listens on :10081
   bin/lbctl get -o yaml
   bin/lbctl status demo; bin/lbctl explain demo; bin/lbctl diff -f examples/least-request.yaml
-  curl -s http://127.0.0.1:18002/metrics | grep ^lbplane_    # lbplane's metrics
-  curl -s http://127.0.0.1:19001/stats/prometheus | head      # Envoy's, on its stats port
+  curl -s http://$METRICS/metrics | grep ^lbplane_    # lbplane's metrics
+  curl -s http://127.0.0.1:$STATS/stats/prometheus | head      # Envoy's, on its stats port
 Envoy admin: http://127.0.0.1:$ADMIN   logs: $RUN/   stop everything: make stop
 TEXT
 }

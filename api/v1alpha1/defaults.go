@@ -53,6 +53,19 @@ const (
 
 func ptr[T any](v T) *T { return &v }
 
+// Edge defaults, after Envoy's "Configuring Envoy as an edge proxy".
+const (
+	DefaultConnectionBufferBytes        = 32 * 1024
+	DefaultMaxRequestHeadersKB          = 60
+	DefaultMaxHeadersCount              = 100
+	DefaultRequestHeadersTimeout        = 10 * time.Second
+	DefaultStreamIdleTimeout            = 5 * time.Minute
+	DefaultConnectionIdleTimeout        = time.Hour
+	DefaultHTTP2MaxConcurrentStreams    = 100
+	DefaultHTTP2InitialStreamWindow     = 64 * 1024
+	DefaultHTTP2InitialConnectionWindow = 1024 * 1024
+)
+
 func orDefault[T any](p **T, v T) {
 	if *p == nil {
 		*p = &v

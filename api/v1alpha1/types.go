@@ -101,6 +101,117 @@ type Listener struct {
 	Hostnames []string `json:"hostnames,omitempty"`
 	// tls terminates TLS (protocol HTTPS).
 	TLS *ListenerTLS `json:"tls,omitempty"`
+	// limits bound what one client can make Envoy hold. Unset fields keep lbplane's edge defaults; see
+	// docs/policy-reference.md ("Edge defaults"). Policies sharing a port must agree on limits, timeouts,
+	// http2 and requests: the listener takes them from the oldest policy on the port.
+	Limits *ListenerLimits `json:"limits,omitempty"`
+	// timeouts (HTTP, HTTPS) close connections and streams that stop making progress.
+	Timeouts *ListenerTimeouts `json:"timeouts,omitempty"`
+	// http2 (HTTP, HTTPS) turns downstream HTTP/2 on or off and bounds it.
+	HTTP2 *ListenerHTTP2 `json:"http2,omitempty"`
+	// requests (HTTP, HTTPS) says how Envoy treats header names with underscores and unusual paths.
+	Requests *ListenerRequests `json:"requests,omitempty"`
+}
+
+// ListenerLimits bound a listener's connections and what each may buffer.
+type ListenerLimits struct {
+	// maxConnections caps the connections open on this listener at once (each certificate's filter chain
+	// counts its own); connections beyond it are closed as soon as they are accepted. Unset means only the
+	// Envoy-wide limit (lbctl bootstrap --max-connections) applies.
+	// +kubebuilder:validation:Minimum=1
+	MaxConnections *int32 `json:"maxConnections,omitempty"`
+	// connectionBufferBytes is how much Envoy buffers per downstream connection before it stops reading
+	// (per_connection_buffer_limit_bytes). Defaults to 32768 (Envoy's own default is 1 MiB).
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=16777216
+	ConnectionBufferBytes *int32 `json:"connectionBufferBytes,omitempty"`
+	// maxRequestHeadersKB (HTTP, HTTPS) is the largest request header block, in KiB; larger gets 431.
+	// Defaults to 60.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8192
+	MaxRequestHeadersKB *int32 `json:"maxRequestHeadersKB,omitempty"`
+	// maxHeadersCount (HTTP, HTTPS) is the most request headers accepted; more gets 431. Defaults to 100.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxHeadersCount *int32 `json:"maxHeadersCount,omitempty"`
+}
+
+// ListenerTimeouts close downstream connections and streams that stop making progress.
+type ListenerTimeouts struct {
+	// requestHeaders is how long a client has to send a request's complete headers from its first byte
+	// (request_headers_timeout); then the connection is closed. Against slowloris. Defaults to 10s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	RequestHeaders *metav1.Duration `json:"requestHeaders,omitempty"`
+	// streamIdle closes a request with no activity in either direction for this long (stream_idle_timeout).
+	// A route's idleTimeout overrides it. Defaults to 5m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	StreamIdle *metav1.Duration `json:"streamIdle,omitempty"`
+	// connectionIdle closes a downstream connection with no open request for this long
+	// (common_http_protocol_options.idle_timeout). Defaults to 1h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	ConnectionIdle *metav1.Duration `json:"connectionIdle,omitempty"`
+}
+
+// ListenerHTTP2 is downstream HTTP/2.
+type ListenerHTTP2 struct {
+	// enabled offers HTTP/2: by ALPN "h2" on HTTPS, as h2c (prior knowledge) on HTTP. Defaults to true on
+	// HTTPS and false on HTTP, where clients that want HTTP/2 without TLS are rare and h2c is easy to abuse.
+	Enabled *bool `json:"enabled,omitempty"`
+	// maxConcurrentStreams per connection. Defaults to 100.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2147483647
+	MaxConcurrentStreams *int32 `json:"maxConcurrentStreams,omitempty"`
+	// initialStreamWindowSize in bytes: what a client may send on one stream before Envoy reads it.
+	// Defaults to 65536.
+	// +kubebuilder:validation:Minimum=65535
+	// +kubebuilder:validation:Maximum=2147483647
+	InitialStreamWindowSize *int32 `json:"initialStreamWindowSize,omitempty"`
+	// initialConnectionWindowSize in bytes, over all streams of a connection. Defaults to 1048576.
+	// +kubebuilder:validation:Minimum=65535
+	// +kubebuilder:validation:Maximum=2147483647
+	InitialConnectionWindowSize *int32 `json:"initialConnectionWindowSize,omitempty"`
+}
+
+// HeadersWithUnderscores is what happens to a request header whose name has an underscore.
+// +kubebuilder:validation:Enum=Reject;Drop;Allow
+type HeadersWithUnderscores string
+
+const (
+	// UnderscoresReject answers 400: such names can alias dash-named headers in CGI-style backends
+	// (X_Auth_User becomes X-Auth-User), so a client could smuggle an identity header past a filter.
+	UnderscoresReject HeadersWithUnderscores = "Reject"
+	// UnderscoresDrop removes the header and passes the request on.
+	UnderscoresDrop HeadersWithUnderscores = "Drop"
+	// UnderscoresAllow passes it on unchanged (Envoy's own default).
+	UnderscoresAllow HeadersWithUnderscores = "Allow"
+)
+
+// EscapedSlashes is what happens to %2F and %5C in a request path.
+// +kubebuilder:validation:Enum=Keep;Reject;UnescapeAndRedirect;UnescapeAndForward
+type EscapedSlashes string
+
+const (
+	EscapedSlashesKeep                EscapedSlashes = "Keep"
+	EscapedSlashesReject              EscapedSlashes = "Reject"
+	EscapedSlashesUnescapeAndRedirect EscapedSlashes = "UnescapeAndRedirect"
+	EscapedSlashesUnescapeAndForward  EscapedSlashes = "UnescapeAndForward"
+)
+
+// ListenerRequests says how requests are normalised before routing.
+type ListenerRequests struct {
+	// headersWithUnderscores: Reject (default), Drop or Allow.
+	HeadersWithUnderscores HeadersWithUnderscores `json:"headersWithUnderscores,omitempty"`
+	// normalizePath resolves "." and ".." segments (RFC 3986) before routing, so /public/../admin is routed
+	// as /admin. Defaults to true.
+	NormalizePath *bool `json:"normalizePath,omitempty"`
+	// mergeSlashes turns "//" into "/" before routing. Defaults to true.
+	MergeSlashes *bool `json:"mergeSlashes,omitempty"`
+	// escapedSlashes: Keep, Reject, UnescapeAndRedirect (default: the client is redirected to the unescaped
+	// path, so routing and the backend see one and the same path) or UnescapeAndForward.
+	EscapedSlashes EscapedSlashes `json:"escapedSlashes,omitempty"`
 }
 
 // TLSVersion is a TLS protocol version.
@@ -354,6 +465,11 @@ type Connection struct {
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 	// tcpKeepalive turns on TCP keepalive probes on upstream connections.
 	TCPKeepalive *TCPKeepalive `json:"tcpKeepalive,omitempty"`
+	// bufferBytes is how much Envoy buffers per upstream connection (per_connection_buffer_limit_bytes).
+	// Defaults to 32768 (Envoy's own default is 1 MiB).
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=16777216
+	BufferBytes *int32 `json:"bufferBytes,omitempty"`
 }
 
 // TCPKeepalive sets the kernel's keepalive probes.

@@ -144,6 +144,7 @@ func (v *validator) listener(p path, l *Listener) {
 	if len(l.Hostnames) > 0 && l.Protocol == ProtocolTCP {
 		v.add(p.child("hostnames"), "not allowed on a TCP listener: TCP carries no Host header")
 	}
+	v.listenerEdge(p, l)
 	if len(l.Hostnames) > MaxHostnames {
 		v.add(p.child("hostnames"), "at most %d hostnames, got %d", MaxHostnames, len(l.Hostnames))
 		return
@@ -502,6 +503,9 @@ func (v *validator) connection(p path, c *Connection) {
 	}
 	if c.IdleTimeout != nil {
 		v.duration(p.child("idleTimeout"), c.IdleTimeout.Duration, false)
+	}
+	if c.BufferBytes != nil {
+		v.intRange(p.child("bufferBytes"), int64(*c.BufferBytes), 1024, 16<<20)
 	}
 	if k := c.TCPKeepalive; k != nil {
 		kp := p.child("tcpKeepalive")

@@ -36,6 +36,16 @@ const (
 	utls = "transport_socket.typed_config.common_tls_context.combined_validation_context"
 )
 
+// nf is a field of the named network filter's config, in the listener's filter chains or its default chain
+// (HTTPS listeners with a certificate for every name).
+func nf(filter, field string) string {
+	sel := ".filters[name=" + filter + "].typed_config." + field
+	return "filter_chains[*]" + sel + "|default_filter_chain" + sel
+}
+
+// hcmField is a field of the HTTP connection manager.
+func hcmField(field string) string { return nf("envoy.filters.network.http_connection_manager", field) }
+
 func r(pattern, typ, name, path string) rule {
 	return rule{pattern: regexp.MustCompile("^" + pattern + "$"), typ: typ, name: name, path: path}
 }
@@ -63,6 +73,21 @@ var rules = []rule{
 	r(`spec\.listener\.tls\.minVersion`, Listener, "{listener}", dtls+".tls_params.tls_minimum_protocol_version"),
 	r(`spec\.listener\.tls\.maxVersion`, Listener, "{listener}", dtls+".tls_params.tls_maximum_protocol_version"),
 	r(`spec\.listener\.tls\.cipherSuites`, Listener, "{listener}", dtls+".tls_params.cipher_suites"),
+	opt(`spec\.listener\.limits\.maxConnections`, Listener, "{listener}", nf("envoy.filters.network.connection_limit", "max_connections")),
+	r(`spec\.listener\.limits\.connectionBufferBytes`, Listener, "{listener}", "per_connection_buffer_limit_bytes"),
+	r(`spec\.listener\.limits\.maxRequestHeadersKB`, Listener, "{listener}", hcmField("max_request_headers_kb")),
+	r(`spec\.listener\.limits\.maxHeadersCount`, Listener, "{listener}", hcmField("common_http_protocol_options.max_headers_count")),
+	r(`spec\.listener\.timeouts\.requestHeaders`, Listener, "{listener}", hcmField("request_headers_timeout")),
+	r(`spec\.listener\.timeouts\.streamIdle`, Listener, "{listener}", hcmField("stream_idle_timeout")),
+	r(`spec\.listener\.timeouts\.connectionIdle`, Listener, "{listener}", hcmField("common_http_protocol_options.idle_timeout")),
+	opt(`spec\.listener\.http2\.enabled`, Listener, "{listener}", hcmField("codec_type")),
+	opt(`spec\.listener\.http2\.maxConcurrentStreams`, Listener, "{listener}", hcmField("http2_protocol_options.max_concurrent_streams")),
+	opt(`spec\.listener\.http2\.initialStreamWindowSize`, Listener, "{listener}", hcmField("http2_protocol_options.initial_stream_window_size")),
+	opt(`spec\.listener\.http2\.initialConnectionWindowSize`, Listener, "{listener}", hcmField("http2_protocol_options.initial_connection_window_size")),
+	opt(`spec\.listener\.requests\.headersWithUnderscores`, Listener, "{listener}", hcmField("common_http_protocol_options.headers_with_underscores_action")),
+	r(`spec\.listener\.requests\.normalizePath`, Listener, "{listener}", hcmField("normalize_path")),
+	opt(`spec\.listener\.requests\.mergeSlashes`, Listener, "{listener}", hcmField("merge_slashes")),
+	r(`spec\.listener\.requests\.escapedSlashes`, Listener, "{listener}", hcmField("path_with_escaped_slashes_action")),
 
 	r(R+`\.name`, Routes, "", rt+".name"),
 	r(R+`\.match\.path\..*`, Routes, "", rt+".match.prefix|"+rt+".match.path|"+rt+".match.safe_regex|"+rt+".match.path_separated_prefix"),
@@ -136,6 +161,7 @@ var rules = []rule{
 	r(B+`\.connection\.maxRequestsPerConnection`, Cluster, cl, hpo+".max_requests_per_connection"),
 	r(B+`\.connection\.idleTimeout`, Cluster, cl, hpo+".idle_timeout"),
 	r(B+`\.connection\.tcpKeepalive.*`, Cluster, cl, "upstream_connection_options.tcp_keepalive"),
+	r(B+`\.connection\.bufferBytes`, Cluster, cl, "per_connection_buffer_limit_bytes"),
 	r(B+`\.tls\.sni`, Cluster, cl, "transport_socket.typed_config.sni"),
 	r(B+`\.tls\.caFile`, Cluster, cl, utls+".validation_context_sds_secret_config.name"),
 	opt(B+`\.tls\.insecureSkipVerify`, Cluster, cl, utls),

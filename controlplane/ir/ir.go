@@ -55,6 +55,34 @@ type Listener struct {
 	// NoRouterDynamicStats turns off the router's per-response upstream stats (upstream_rq_time, per-status
 	// counters): about 3 % less Envoy CPU per request, and no latency or error figures per backend.
 	NoRouterDynamicStats bool
+	// Edge is the listener's hardening against slow, greedy or malformed clients.
+	Edge Edge
+}
+
+// Edge is a listener's hardening, every value resolved (defaults applied). The HTTP fields are ignored on
+// TCP listeners.
+type Edge struct {
+	// MaxConnections 0 means no per-listener limit (the Envoy-wide one still applies).
+	MaxConnections      uint32
+	BufferBytes         uint32
+	MaxRequestHeadersKB uint32
+	MaxHeadersCount     uint32
+
+	RequestHeadersTimeout time.Duration
+	StreamIdleTimeout     time.Duration
+	ConnectionIdleTimeout time.Duration
+
+	// HTTP2 offers HTTP/2: ALPN h2 on TLS, h2c on plain HTTP.
+	HTTP2                        bool
+	HTTP2MaxConcurrentStreams    uint32
+	HTTP2InitialStreamWindow     uint32
+	HTTP2InitialConnectionWindow uint32
+
+	// HeadersWithUnderscores and EscapedSlashes hold Envoy's enum names (REJECT_REQUEST, UNESCAPE_AND_REDIRECT, ...).
+	HeadersWithUnderscores string
+	NormalizePath          bool
+	MergeSlashes           bool
+	EscapedSlashes         string
 }
 
 // ListenerTLS terminates TLS.
@@ -205,6 +233,8 @@ type Cluster struct {
 	IdleTimeout              *time.Duration
 	TCPKeepalive             *TCPKeepalive
 	TLS                      *UpstreamTLS
+	// BufferBytes is Envoy's per-connection buffer limit towards the endpoints; 0 keeps Envoy's 1 MiB.
+	BufferBytes uint32
 }
 
 // RingHashSize bounds the ring.

@@ -540,6 +540,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		cl.HealthCheck = healthCheck(hc.Active)
 		cl.Outlier = outlier(hc.Passive)
 	}
+	cl.BufferBytes = clusterBufferBytes(b)
 	if c := b.Connection; c != nil {
 		cl.HTTP2 = c.Protocol == v1alpha1.UpstreamHTTP2
 		if c.MaxRequestsPerConnection != nil {
@@ -706,7 +707,7 @@ func listenerFor(g *ir.Group, p *v1alpha1.LoadBalancerPolicy) *ir.Listener {
 	if p.Spec.Listener.Protocol == v1alpha1.ProtocolTCP {
 		proto = ir.TCP
 	}
-	l := &ir.Listener{Name: fmt.Sprintf("%s-%d", strings.ToLower(string(p.Spec.Listener.Protocol)), port), Address: p.Spec.Listener.Address, Port: port, Protocol: proto}
+	l := &ir.Listener{Name: fmt.Sprintf("%s-%d", strings.ToLower(string(p.Spec.Listener.Protocol)), port), Address: p.Spec.Listener.Address, Port: port, Protocol: proto, Edge: listenerEdge(p)}
 	g.Listeners = append(g.Listeners, l)
 	return l
 }

@@ -51,6 +51,10 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		CircuitBreakers:      cb,
 		OutlierDetection:     outlierDetection(c.Outlier),
 	}
+	if c.BufferBytes > 0 {
+		// Bounds what Envoy buffers from a backend that sends faster than the client reads (1 MiB by default).
+		out.PerConnectionBufferLimitBytes = wrapperspb.UInt32(c.BufferBytes)
+	}
 	if hc := healthCheck(c.HealthCheck); hc != nil {
 		out.HealthChecks = []*corev3.HealthCheck{hc}
 	}

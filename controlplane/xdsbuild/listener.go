@@ -6,10 +6,12 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	statefulsessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/stateful_session/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	connlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -25,9 +27,17 @@ func Listener(l *ir.Listener) *listenerv3.Listener {
 	} else {
 		filter = &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(httpConnectionManager(l))}}
 	}
-	out := &listenerv3.Listener{Name: l.Name, Address: socketAddress(l.Address, l.Port)}
+	filters := []*listenerv3.Filter{filter}
+	if n := l.Edge.MaxConnections; n > 0 {
+		// First in the chain, so that a connection over the limit is closed before any other filter runs.
+		filters = []*listenerv3.Filter{connectionLimit(l.Name, n), filter}
+	}
+	out := &listenerv3.Listener{Name: l.Name, Address: socketAddress(l.Address, l.Port),
+		// Envoy's default is 1 MiB per connection; a client that sends faster than the backend reads (or
+		// headers that never end) would otherwise pin that much each.
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(l.Edge.BufferBytes)}
 	if l.TLS == nil {
-		out.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{filter}}}
+		out.FilterChains = []*listenerv3.FilterChain{{Filters: filters}}
 		return out
 	}
 	// SNI picks the filter chain, and with it the certificate.
@@ -35,10 +45,10 @@ func Listener(l *ir.Listener) *listenerv3.Listener {
 		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspectorv3.TlsInspector{})}}}
 	for i, ch := range l.TLS.Chains {
 		if i == l.TLS.Default {
-			out.DefaultFilterChain = tlsChain(l.TLS, ch, filter)
+			out.DefaultFilterChain = tlsChain(l, ch, filters)
 		}
 		if len(ch.ServerNames) > 0 {
-			fc := tlsChain(l.TLS, ch, filter)
+			fc := tlsChain(l, ch, filters)
 			fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.ServerNames}
 			out.FilterChains = append(out.FilterChains, fc)
 		}
@@ -46,7 +56,24 @@ func Listener(l *ir.Listener) *listenerv3.Listener {
 	return out
 }
 
-func tlsChain(t *ir.ListenerTLS, ch ir.TLSChain, filter *listenerv3.Filter) *listenerv3.FilterChain {
+// connectionLimit closes connections beyond n on one filter chain (Envoy counts per chain, across workers).
+func connectionLimit(name string, n uint32) *listenerv3.Filter {
+	return &listenerv3.Filter{Name: "envoy.filters.network.connection_limit", ConfigType: &listenerv3.Filter_TypedConfig{
+		TypedConfig: mustAny(&connlimitv3.ConnectionLimit{StatPrefix: name, MaxConnections: wrapperspb.UInt64(uint64(n))})}}
+}
+
+func tlsChain(l *ir.Listener, ch ir.TLSChain, filters []*listenerv3.Filter) *listenerv3.FilterChain {
+	t := l.TLS
+	// ALPN decides the protocol on TLS: h2 is offered only when the listener has HTTP/2 on. TCP listeners
+	// pass bytes through and announce nothing.
+	var alpn []string
+	switch {
+	case l.Protocol == ir.TCP:
+	case l.Edge.HTTP2:
+		alpn = []string{"h2", "http/1.1"}
+	default:
+		alpn = []string{"http/1.1"}
+	}
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
 		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: ch.Secret, SdsConfig: ads(0)}},
 		TlsParams: &tlsv3.TlsParameters{
@@ -54,10 +81,10 @@ func tlsChain(t *ir.ListenerTLS, ch ir.TLSChain, filter *listenerv3.Filter) *lis
 			TlsMaximumProtocolVersion: tlsv3.TlsParameters_TlsProtocol(tlsv3.TlsParameters_TlsProtocol_value[t.MaxVersion]),
 			CipherSuites:              t.Ciphers,
 		},
-		AlpnProtocols: []string{"h2", "http/1.1"},
+		AlpnProtocols: alpn,
 	}}
 	return &listenerv3.FilterChain{
-		Filters: []*listenerv3.Filter{filter},
+		Filters: filters,
 		TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.tls",
 			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}},
 	}
@@ -103,7 +130,8 @@ func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 		// lbplane reports as each backend's latency and errors.
 		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(routerFilter(l))},
 	})
-	return &hcmv3.HttpConnectionManager{
+	e := l.Edge
+	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix: l.Name,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource:    ads(0),
@@ -117,10 +145,36 @@ func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 		StripPortMode: &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
 		// WebSocket upgrades pass through, as nginx and HAProxy users expect.
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
-		// Extended CONNECT, so that WebSockets work over HTTP/2 as well (RFC 8441).
-		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{AllowConnect: true},
-		HttpFilters:          filters,
+		HttpFilters:    filters,
+		// Edge hardening (Envoy's "Configuring Envoy as an edge proxy"): slow clients are cut off, header
+		// blocks are bounded (431 beyond), and paths are normalised before routing so that a route's prefix
+		// cannot be sidestepped with "..", "//" or an escaped slash.
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{
+			IdleTimeout:                  durationpb.New(e.ConnectionIdleTimeout),
+			MaxHeadersCount:              wrapperspb.UInt32(e.MaxHeadersCount),
+			HeadersWithUnderscoresAction: corev3.HttpProtocolOptions_HeadersWithUnderscoresAction(corev3.HttpProtocolOptions_HeadersWithUnderscoresAction_value[e.HeadersWithUnderscores]),
+		},
+		RequestHeadersTimeout:        durationpb.New(e.RequestHeadersTimeout),
+		StreamIdleTimeout:            durationpb.New(e.StreamIdleTimeout),
+		MaxRequestHeadersKb:          wrapperspb.UInt32(e.MaxRequestHeadersKB),
+		NormalizePath:                wrapperspb.Bool(e.NormalizePath),
+		MergeSlashes:                 e.MergeSlashes,
+		PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction(hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction_value[e.EscapedSlashes]),
+		// HTTP/1.1 only unless the listener turns HTTP/2 on: AUTO would accept h2c prior knowledge on plain
+		// HTTP, which the listener did not ask for.
+		CodecType: hcmv3.HttpConnectionManager_HTTP1,
 	}
+	if e.HTTP2 {
+		hcm.CodecType = hcmv3.HttpConnectionManager_AUTO
+		hcm.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{
+			// Extended CONNECT, so that WebSockets work over HTTP/2 as well (RFC 8441).
+			AllowConnect:                true,
+			MaxConcurrentStreams:        wrapperspb.UInt32(e.HTTP2MaxConcurrentStreams),
+			InitialStreamWindowSize:     wrapperspb.UInt32(e.HTTP2InitialStreamWindow),
+			InitialConnectionWindowSize: wrapperspb.UInt32(e.HTTP2InitialConnectionWindow),
+		}
+	}
+	return hcm
 }
 
 func usesSessions(l *ir.Listener) bool {

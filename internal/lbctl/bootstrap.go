@@ -1,7 +1,10 @@
 package lbctl
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
@@ -36,7 +39,8 @@ func newBootstrap() *cobra.Command {
 	f.IntVar(&p.AdminPort, "admin-port", 19000, "Envoy admin port (bound to 127.0.0.1 only)")
 	f.IntVar(&p.StatsPort, "stats-port", 19001, "port serving Prometheus stats and endpoint health read-only (0: none)")
 	f.StringVar(&p.StatsAddress, "stats-address", "127.0.0.1", "address of the stats port; 0.0.0.0 when lbplane or Prometheus run elsewhere")
-	f.IntVar(&p.MaxConnections, "max-connections", 100000, "Envoy's global limit on downstream connections")
+	f.IntVar(&p.MaxConnections, "max-connections", 0, "Envoy's global limit on downstream connections (0: 80% of the open-file limit here)")
+	f.Var((*heapFlag)(&p.MaxHeapBytes), "max-heap", "heap budget for Envoy's overload actions, e.g. 512Mi, 2Gi (0: no heap actions)")
 	f.StringVar(&tls.Cert, "xds-tls-cert", "", "this Envoy's client certificate for xDS over mTLS (CN = node id, OU = proxy group)")
 	f.StringVar(&tls.Key, "xds-tls-key", "", "its private key")
 	f.StringVar(&tls.CA, "xds-tls-ca", "", "the CA that signed lbplane's certificate")
@@ -44,3 +48,29 @@ func newBootstrap() *cobra.Command {
 	cmd.MarkFlagRequired("node-id")
 	return cmd
 }
+
+// heapFlag is a byte quantity in Kubernetes notation ("1Gi", "512Mi", "1073741824"); "0" turns the heap
+// actions off.
+type heapFlag int64
+
+func (h *heapFlag) String() string {
+	if *h == 0 {
+		return "1Gi"
+	}
+	return resource.NewQuantity(int64(*h), resource.BinarySI).String()
+}
+
+func (h *heapFlag) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() < 0 {
+		return fmt.Errorf("want a byte quantity such as 1Gi or 512Mi, got %q", s)
+	}
+	if q.IsZero() {
+		*h = -1 // no heap monitor
+		return nil
+	}
+	*h = heapFlag(q.Value())
+	return nil
+}
+
+func (h *heapFlag) Type() string { return "quantity" }

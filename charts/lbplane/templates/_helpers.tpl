@@ -26,3 +26,18 @@ runAsNonRoot: true
 capabilities: {drop: [ALL]}
 seccompProfile: {type: RuntimeDefault}
 {{- end -}}
+
+{{- /* Envoy's heap budget for its overload actions (max_heap_size_bytes): 80 % of the container's memory
+limit, so that Envoy sheds load (shrink heap, no keep-alive at 95 %, refuse requests at 98 %) before the
+kernel kills it for memory; the other 20 % is Envoy's memory outside the heap, and slack. 1 GiB when the limit
+is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
+{{- define "lbplane.envoyMaxHeap" -}}
+{{- $limit := "" -}}
+{{- with .Values.envoy.resources -}}{{- with .limits -}}{{- $limit = toString (.memory | default "") -}}{{- end -}}{{- end -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "K" 1000 "M" 1000000 "G" 1000000000 "" 1 -}}
+{{- $num := regexFind "^[0-9]+" $limit -}}
+{{- $unit := trimPrefix $num $limit -}}
+{{- if and $num (hasKey $units $unit) -}}
+{{- div (mul (atoi $num) (get $units $unit)) 10 | mul 8 -}}
+{{- else -}}1073741824{{- end -}}
+{{- end -}}

@@ -1,0 +1,75 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+var (
+	supportedUnderscores    = []HeadersWithUnderscores{UnderscoresReject, UnderscoresDrop, UnderscoresAllow}
+	supportedEscapedSlashes = []EscapedSlashes{EscapedSlashesKeep, EscapedSlashesReject, EscapedSlashesUnescapeAndRedirect, EscapedSlashesUnescapeAndForward}
+)
+
+// listenerEdge validates the listener's hardening overrides (limits, timeouts, http2, requests).
+func (v *validator) listenerEdge(p path, l *Listener) {
+	if lim := l.Limits; lim != nil {
+		lp := p.child("limits")
+		if lim.MaxConnections != nil {
+			v.intRange(lp.child("maxConnections"), int64(*lim.MaxConnections), 1, 1<<30)
+		}
+		if lim.ConnectionBufferBytes != nil {
+			v.intRange(lp.child("connectionBufferBytes"), int64(*lim.ConnectionBufferBytes), 1024, 16<<20)
+		}
+		if lim.MaxRequestHeadersKB != nil {
+			v.intRange(lp.child("maxRequestHeadersKB"), int64(*lim.MaxRequestHeadersKB), 1, 8192)
+		}
+		if lim.MaxHeadersCount != nil {
+			v.intRange(lp.child("maxHeadersCount"), int64(*lim.MaxHeadersCount), 1, 10000)
+		}
+		if l.Protocol == ProtocolTCP && (lim.MaxRequestHeadersKB != nil || lim.MaxHeadersCount != nil) {
+			v.add(lp, "maxRequestHeadersKB and maxHeadersCount are not allowed on a TCP listener: TCP has no headers")
+		}
+	}
+	if l.Protocol == ProtocolTCP {
+		// HTTP settings on a TCP listener would be silently ignored: refuse them instead.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"timeouts", l.Timeouts != nil}, {"http2", l.HTTP2 != nil}, {"requests", l.Requests != nil}} {
+			if f.set {
+				v.add(p.child(f.name), "not allowed on a TCP listener: it applies to HTTP only")
+			}
+		}
+		return
+	}
+	if t := l.Timeouts; t != nil {
+		tp := p.child("timeouts")
+		for _, f := range []struct {
+			name string
+			d    *metav1.Duration
+		}{{"requestHeaders", t.RequestHeaders}, {"streamIdle", t.StreamIdle}, {"connectionIdle", t.ConnectionIdle}} {
+			if f.d != nil {
+				v.duration(tp.child(f.name), f.d.Duration, false)
+			}
+		}
+	}
+	if h := l.HTTP2; h != nil {
+		hp := p.child("http2")
+		if h.MaxConcurrentStreams != nil {
+			v.intRange(hp.child("maxConcurrentStreams"), int64(*h.MaxConcurrentStreams), 1, 1<<31-1)
+		}
+		// Envoy refuses windows below the HTTP/2 minimum of 65535 bytes.
+		if h.InitialStreamWindowSize != nil {
+			v.intRange(hp.child("initialStreamWindowSize"), int64(*h.InitialStreamWindowSize), 65535, 1<<31-1)
+		}
+		if h.InitialConnectionWindowSize != nil {
+			v.intRange(hp.child("initialConnectionWindowSize"), int64(*h.InitialConnectionWindowSize), 65535, 1<<31-1)
+		}
+	}
+	if r := l.Requests; r != nil {
+		rp := p.child("requests")
+		if r.HeadersWithUnderscores != "" && !oneOf(r.HeadersWithUnderscores, supportedUnderscores) {
+			v.add(rp.child("headersWithUnderscores"), "%s", unsupported(r.HeadersWithUnderscores, supportedUnderscores))
+		}
+		if r.EscapedSlashes != "" && !oneOf(r.EscapedSlashes, supportedEscapedSlashes) {
+			v.add(rp.child("escapedSlashes"), "%s", unsupported(r.EscapedSlashes, supportedEscapedSlashes))
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package translate
+
+import (
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+// listenerEdge resolves a policy's listener hardening (spec.listener.limits, timeouts, http2, requests) to
+// values, with the edge defaults for whatever it leaves unset. On a shared port the listener keeps the
+// settings of the policy that created it (the oldest), since Envoy has one connection manager per port.
+func listenerEdge(p *v1alpha1.LoadBalancerPolicy) ir.Edge {
+	l := &p.Spec.Listener
+	e := ir.Edge{
+		BufferBytes:                  v1alpha1.DefaultConnectionBufferBytes,
+		MaxRequestHeadersKB:          v1alpha1.DefaultMaxRequestHeadersKB,
+		MaxHeadersCount:              v1alpha1.DefaultMaxHeadersCount,
+		RequestHeadersTimeout:        v1alpha1.DefaultRequestHeadersTimeout,
+		StreamIdleTimeout:            v1alpha1.DefaultStreamIdleTimeout,
+		ConnectionIdleTimeout:        v1alpha1.DefaultConnectionIdleTimeout,
+		HTTP2:                        l.Protocol == v1alpha1.ProtocolHTTPS,
+		HTTP2MaxConcurrentStreams:    v1alpha1.DefaultHTTP2MaxConcurrentStreams,
+		HTTP2InitialStreamWindow:     v1alpha1.DefaultHTTP2InitialStreamWindow,
+		HTTP2InitialConnectionWindow: v1alpha1.DefaultHTTP2InitialConnectionWindow,
+		HeadersWithUnderscores:       "REJECT_REQUEST",
+		NormalizePath:                true,
+		MergeSlashes:                 true,
+		EscapedSlashes:               "UNESCAPE_AND_REDIRECT",
+	}
+	if lim := l.Limits; lim != nil {
+		setU32(&e.MaxConnections, lim.MaxConnections)
+		setU32(&e.BufferBytes, lim.ConnectionBufferBytes)
+		setU32(&e.MaxRequestHeadersKB, lim.MaxRequestHeadersKB)
+		setU32(&e.MaxHeadersCount, lim.MaxHeadersCount)
+	}
+	if t := l.Timeouts; t != nil {
+		if t.RequestHeaders != nil {
+			e.RequestHeadersTimeout = t.RequestHeaders.Duration
+		}
+		if t.StreamIdle != nil {
+			e.StreamIdleTimeout = t.StreamIdle.Duration
+		}
+		if t.ConnectionIdle != nil {
+			e.ConnectionIdleTimeout = t.ConnectionIdle.Duration
+		}
+	}
+	if h := l.HTTP2; h != nil {
+		if h.Enabled != nil {
+			e.HTTP2 = *h.Enabled
+		}
+		setU32(&e.HTTP2MaxConcurrentStreams, h.MaxConcurrentStreams)
+		setU32(&e.HTTP2InitialStreamWindow, h.InitialStreamWindowSize)
+		setU32(&e.HTTP2InitialConnectionWindow, h.InitialConnectionWindowSize)
+	}
+	if r := l.Requests; r != nil {
+		switch r.HeadersWithUnderscores {
+		case v1alpha1.UnderscoresDrop:
+			e.HeadersWithUnderscores = "DROP_HEADER"
+		case v1alpha1.UnderscoresAllow:
+			e.HeadersWithUnderscores = "ALLOW"
+		}
+		if r.NormalizePath != nil {
+			e.NormalizePath = *r.NormalizePath
+		}
+		if r.MergeSlashes != nil {
+			e.MergeSlashes = *r.MergeSlashes
+		}
+		switch r.EscapedSlashes {
+		case v1alpha1.EscapedSlashesKeep:
+			e.EscapedSlashes = "KEEP_UNCHANGED"
+		case v1alpha1.EscapedSlashesReject:
+			e.EscapedSlashes = "REJECT_REQUEST"
+		case v1alpha1.EscapedSlashesUnescapeAndForward:
+			e.EscapedSlashes = "UNESCAPE_AND_FORWARD"
+		}
+	}
+	return e
+}
+
+// clusterBufferBytes is the per-connection buffer limit towards a backend's endpoints.
+func clusterBufferBytes(b *v1alpha1.Backend) uint32 {
+	if c := b.Connection; c != nil && c.BufferBytes != nil {
+		return uint32(*c.BufferBytes)
+	}
+	return v1alpha1.DefaultConnectionBufferBytes
+}
+
+func setU32(dst *uint32, v *int32) {
+	if v != nil {
+		*dst = uint32(*v)
+	}
+}
