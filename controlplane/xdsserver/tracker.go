@@ -81,6 +81,19 @@ type stream struct {
 	}
 }
 
+// streamKey names a stream. go-control-plane numbers state-of-the-world and delta streams separately, both
+// from 1, so the number alone would let a delta stream be taken for the SotW stream with the same number
+// (and inherit its client certificate identity, its status and its stats target).
+type streamKey struct {
+	api string // apiSotW or apiDelta
+	id  int64
+}
+
+const (
+	apiSotW  = "sotw"
+	apiDelta = "delta"
+)
+
 // Tracker implements go-control-plane's server callbacks.
 type Tracker struct {
 	cache *xdscache.Cache
@@ -89,7 +102,7 @@ type Tracker struct {
 	Metrics *metrics.Metrics
 
 	mu      sync.Mutex
-	streams map[int64]*stream
+	streams map[streamKey]*stream
 	// changed is closed and replaced whenever any stream's state changes, for waiters.
 	changed chan struct{}
 }
@@ -98,7 +111,7 @@ var _ serverv3.Callbacks = (*Tracker)(nil)
 
 // NewTracker returns a tracker that compares proxies with what cache serves.
 func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
-	return &Tracker{cache: cache, log: log, streams: map[int64]*stream{}, changed: make(chan struct{})}
+	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{}, changed: make(chan struct{})}
 }
 
 func (t *Tracker) notify() {
@@ -106,10 +119,10 @@ func (t *Tracker) notify() {
 	t.changed = make(chan struct{})
 }
 
-func (t *Tracker) open(ctx context.Context, id int64, api string) {
+func (t *Tracker) open(ctx context.Context, id streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := &stream{api: api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
+	s := &stream{api: id.api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
 	if ident, ok := identityOf(ctx); ok {
 		s.identity = &ident
 	}
@@ -122,11 +135,11 @@ func (t *Tracker) open(ctx context.Context, id int64, api string) {
 	t.notify()
 }
 
-func (t *Tracker) closed(id int64, node *corev3.Node) {
+func (t *Tracker) closed(id streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.streams[id]; s != nil && s.node != nil {
-		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "stream", id)
+		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "api", id.api, "stream", id.id)
 	}
 	delete(t.streams, id)
 	t.notify()
@@ -134,7 +147,7 @@ func (t *Tracker) closed(id int64, node *corev3.Node) {
 
 // request records an ACK or NACK, after checking that an mTLS client is the node it claims to be. Requests
 // whose nonce is not the last one sent are stale: the server ignores them and so do we.
-func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) error {
+func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
@@ -152,13 +165,13 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, er
 			err = s.identity.authorize(claimed.GetId(), xdscache.GroupOf(claimed))
 		}
 		if err != nil {
-			t.log.Warn("refused a node", "stream", id, "error", err)
+			t.log.Warn("refused a node", "api", id.api, "stream", id.id, "address", s.address, "error", err)
 			return err
 		}
 	}
 	if s.node == nil && node != nil {
 		s.node = node
-		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id)
+		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id.id)
 	}
 	ts := s.types[typeURL]
 	if ts == nil {
@@ -201,7 +214,7 @@ func (t *Tracker) logPush(s *stream) {
 		"types", strings.Join(s.push.types, ","), "duration", time.Since(s.push.start), "nacked", nacked)
 }
 
-func (t *Tracker) response(id int64, typeURL, nonce, version string) {
+func (t *Tracker) response(id streamKey, typeURL, nonce, version string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
@@ -318,26 +331,26 @@ func (t *Tracker) Wait(ctx context.Context, cond func([]ProxyStatus) bool) bool 
 // go-control-plane callbacks.
 
 func (t *Tracker) OnStreamOpen(ctx context.Context, id int64, _ string) error {
-	t.open(ctx, id, "sotw")
+	t.open(ctx, streamKey{apiSotW, id})
 	return nil
 }
-func (t *Tracker) OnStreamClosed(id int64, node *corev3.Node) { t.closed(id, node) }
+func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(streamKey{apiSotW, id}) }
 func (t *Tracker) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error {
-	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	return t.request(streamKey{apiSotW, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
-	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo())
+	t.response(streamKey{apiSotW, id}, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo())
 }
 func (t *Tracker) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
-	t.open(ctx, id, "delta")
+	t.open(ctx, streamKey{apiDelta, id})
 	return nil
 }
-func (t *Tracker) OnDeltaStreamClosed(id int64, node *corev3.Node) { t.closed(id, node) }
+func (t *Tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) { t.closed(streamKey{apiDelta, id}) }
 func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequest) error {
-	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	return t.request(streamKey{apiDelta, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
-	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo())
+	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo())
 }
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
 func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}
