@@ -4,6 +4,7 @@ package xdsserver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
@@ -57,6 +58,13 @@ type ProxyStatus struct {
 	// --stats-port), is where it serves stats and endpoint health there.
 	Address   string `json:"address,omitempty"`
 	StatsPort int    `json:"statsPort,omitempty"`
+	// Authenticated is true when the stream came over mTLS and its node id and group match its client
+	// certificate. Only authenticated proxies are read by the stats poller and, when mTLS is required,
+	// counted by settle waits.
+	Authenticated bool `json:"authenticated"`
+	// Unresponsive is true when a response has gone unanswered for longer than the tracker's AckTimeout: the
+	// proxy is shown STALE and left out of settle waits until it answers, so it cannot hold a change back.
+	Unresponsive bool `json:"unresponsive,omitempty"`
 	// Responses counts the responses sent on the stream.
 	Responses int64        `json:"responses"`
 	Types     []TypeStatus `json:"types"`
@@ -100,6 +108,12 @@ type Tracker struct {
 	log   *slog.Logger
 	// Metrics, when set, counts pushes, ACKs and NACKs.
 	Metrics *metrics.Metrics
+	// RequireIdentity refuses any stream without a verified client certificate (set whenever xDS runs over
+	// mTLS; the TLS handshake already enforces it, this keeps a misconfigured listener from serving anyone).
+	RequireIdentity bool
+	// AckTimeout is how long a response may go unanswered before its stream stops counting for settle
+	// waits (DefaultAckTimeout when 0).
+	AckTimeout time.Duration
 
 	mu      sync.Mutex
 	streams map[streamKey]*stream
@@ -108,6 +122,17 @@ type Tracker struct {
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
+
+// DefaultAckTimeout bounds how long one proxy that does not answer can hold up a change: Envoy answers in
+// milliseconds, and a config too big to apply in 5s is better pushed on than waited for.
+const DefaultAckTimeout = 5 * time.Second
+
+func (t *Tracker) ackTimeout() time.Duration {
+	if t.AckTimeout > 0 {
+		return t.AckTimeout
+	}
+	return DefaultAckTimeout
+}
 
 // NewTracker returns a tracker that compares proxies with what cache serves.
 func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
@@ -153,6 +178,11 @@ func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string
 	s := t.streams[id]
 	if s == nil {
 		return nil
+	}
+	if s.identity == nil && t.RequireIdentity {
+		err := status.Error(codes.Unauthenticated, "a client certificate is required")
+		t.log.Warn("refused a node", "api", id.api, "stream", id.id, "address", s.address, "error", err)
+		return err
 	}
 	if s.identity != nil {
 		claimed := node
@@ -274,6 +304,7 @@ func (t *Tracker) Proxies() []ProxyStatus {
 
 func (t *Tracker) proxies() []ProxyStatus {
 	out := make([]ProxyStatus, 0, len(t.streams))
+	now := time.Now()
 	for _, s := range t.streams {
 		if s.node == nil {
 			continue
@@ -282,9 +313,13 @@ func (t *Tracker) proxies() []ProxyStatus {
 		current, _ := t.cache.State(g)
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
-			Address: s.address, StatsPort: StatsPortOf(s.node)}
+			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil}
 		latestSent := ""
 		for _, ts := range s.types {
+			if ts.pending && now.Sub(ts.sentAt) > t.ackTimeout() && !p.Unresponsive {
+				p.Unresponsive = true
+				p.Message = fmt.Sprintf("%s: no answer for %s; left out of settle waits until it answers", shortType(ts.TypeURL), now.Sub(ts.sentAt).Round(time.Second))
+			}
 			p.Types = append(p.Types, *ts)
 			if ts.SentVersion == current.Version {
 				latestSent = current.Version
@@ -292,12 +327,14 @@ func (t *Tracker) proxies() []ProxyStatus {
 			switch {
 			case ts.Nacked:
 				p.State = Nacked
-				p.Message = shortType(ts.TypeURL) + ": " + ts.NackMessage
+				if !p.Unresponsive {
+					p.Message = shortType(ts.TypeURL) + ": " + ts.NackMessage
+				}
 			case ts.pending && p.State == Synced:
 				p.State = Stale
 			}
 		}
-		if p.State == Synced && latestSent != current.Version {
+		if (p.State == Synced && latestSent != current.Version) || p.Unresponsive {
 			p.State = Stale
 		}
 		slices.SortFunc(p.Types, func(a, b TypeStatus) int { return strings.Compare(a.TypeURL, b.TypeURL) })
@@ -357,12 +394,17 @@ func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.Discov
 
 // WaitGroupSynced waits, at most timeout, until every connected proxy of group has answered version: it
 // acknowledged it, or rejected it (Envoy applies what it can of a rejected update, and waiting longer would
-// not change its answer). A group with no proxy connected is synced.
+// not change its answer). A group with no proxy connected is synced. Proxies that left a response
+// unanswered longer than AckTimeout, and (with RequireIdentity) unauthenticated ones, do not count: one
+// client that never ACKs must not hold back every change for the real Envoys.
 func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return t.Wait(ctx, func(ps []ProxyStatus) bool {
 		for _, p := range ps {
+			if p.Unresponsive || (t.RequireIdentity && !p.Authenticated) {
+				continue
+			}
 			if p.Group == group && !answered(p, version) {
 				return false
 			}
