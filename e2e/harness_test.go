@@ -194,7 +194,8 @@ func startEnvoy(t *testing.T, l *Lbplane, nodeID string, delta bool) *Envoy {
 	t.Helper()
 	bin := tools.Require(t, "envoy")
 	e := &Envoy{NodeID: nodeID, AdminPort: freePort(t), StatsPort: freePort(t)}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort, StatsPort: e.StatsPort})
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort, StatsPort: e.StatsPort,
+		TLS: envoyTLS(t, l, nodeID, "default")})
 	if err != nil {
 		t.Fatal(err)
 	}

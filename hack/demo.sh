@@ -66,10 +66,12 @@ start() {
   "$BIN/lbplane" serve --data-dir "$RUN/data" --xds-address "$XDS" --api-address "$API" > "$RUN/lbplane.log" 2>&1 &
   echo $! >> "$RUN/pids"
   wait_for "lbplane" http_ok "http://$API/healthz"
-  "$BIN/lbctl" bootstrap --node-id demo-envoy --xds-address "$XDS" --admin-port "$ADMIN" > "$RUN/envoy.yaml"
+  export LBPLANE_SERVER="http://$API" LBPLANE_TOKEN_FILE="$RUN/data/token"
+  # xDS is mTLS with lbplane's own CA: lbctl asks lbplane for this node's certificate (24 h) and writes it to
+  # $RUN/envoy-certs, which Envoy watches; re-running the same command renews it without a restart.
+  "$BIN/lbctl" bootstrap --node-id demo-envoy --xds-address "$XDS" --admin-port "$ADMIN" --out-dir "$RUN/envoy-certs" > "$RUN/envoy.yaml"
   "$ENVOY" -c "$RUN/envoy.yaml" --use-dynamic-base-id --concurrency 1 -l warn > "$RUN/envoy.log" 2>&1 &
   echo $! >> "$RUN/pids"
-  export LBPLANE_SERVER="http://$API" LBPLANE_TOKEN_FILE="$RUN/data/token"
   "$BIN/lbctl" push-config -f examples/round-robin.yaml
   wait_for "Envoy to serve :$LISTENER" http_ok "http://127.0.0.1:$LISTENER/"
   # lbplane reads endpoint health and load from Envoy's stats port every 2s: let it take a first reading,

@@ -59,7 +59,7 @@ func New() *cobra.Command {
 	pf.StringVar(&g.server, "server", envOr("LBPLANE_SERVER", "http://127.0.0.1:18001"), "lbplane push API URL (env LBPLANE_SERVER)")
 	pf.StringVar(&g.token, "token", "", "push API bearer token (env LBPLANE_TOKEN)")
 	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE)")
-	root.AddCommand(newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(), newVersion())
+	root.AddCommand(newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newVersion())
 	return root
 }
 
