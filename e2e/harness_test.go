@@ -230,7 +230,7 @@ func startEnvoy(t *testing.T, l *Lbplane, nodeID string, delta bool) *Envoy {
 	bin := tools.Require(t, "envoy")
 	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
 	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort,
-		StatsPort: e.StatsPort, ShareAdminPort: true})
+		StatsPort: e.StatsPort, ShareAdminPort: true, TLS: envoyTLS(t, l, nodeID, "default")})
 	if err != nil {
 		t.Fatal(err)
 	}

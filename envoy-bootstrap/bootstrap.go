@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"net"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"text/template"
@@ -45,12 +46,32 @@ type Params struct {
 	TLS *TLS
 }
 
-// TLS is the Envoy side of xDS over mTLS.
+// TLS is the Envoy side of xDS over mTLS. Exactly one of three sources: Dir (SDS files written by
+// WriteCredentials, watched, so renewals need no restart), Inline (PEM embedded in the bootstrap), or the
+// Cert, Key and CA files (bring your own CA; Envoy reads them at start).
 type TLS struct {
 	Cert, Key, CA string
-	// ServerName is verified against lbplane's certificate; defaults to the xDS host.
+	Dir           string
+	Inline        *Credentials
+	// ServerName is verified against lbplane's certificate (a DNS name, or an IP address SAN); defaults to
+	// the xDS host.
 	ServerName string
 }
+
+// ServerIsIP tells the template to match an IP address SAN and send no SNI (an IP is not a server name).
+func (t *TLS) ServerIsIP() bool { return net.ParseIP(t.ServerName) != nil }
+
+// SANType is the kind of subject alternative name ServerName is matched against.
+func (t *TLS) SANType() string {
+	if t.ServerIsIP() {
+		return "IP_ADDRESS"
+	}
+	return "DNS"
+}
+
+// ClientSDS and CASDS are the SDS files in Dir.
+func (t *TLS) ClientSDS() string { return filepath.Join(t.Dir, ClientSDSFile) }
+func (t *TLS) CASDS() string     { return filepath.Join(t.Dir, CASDSFile) }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 
@@ -106,8 +127,16 @@ func Render(p Params) ([]byte, error) {
 		api = "DELTA_GRPC"
 	}
 	if t := p.TLS; t != nil {
-		if t.Cert == "" || t.Key == "" || t.CA == "" {
+		files := t.Cert != "" || t.Key != "" || t.CA != ""
+		switch {
+		case files && (t.Cert == "" || t.Key == "" || t.CA == ""):
 			return nil, fmt.Errorf("--xds-tls-cert, --xds-tls-key and --xds-tls-ca go together")
+		case (files && (t.Dir != "" || t.Inline != nil)) || (t.Dir != "" && t.Inline != nil):
+			return nil, fmt.Errorf("xDS TLS: give certificate files, a directory or embedded certificates, not several")
+		case !files && t.Dir == "" && t.Inline == nil:
+			return nil, fmt.Errorf("xDS TLS: no certificate given")
+		case t.Dir != "" && !filepath.IsAbs(t.Dir):
+			return nil, fmt.Errorf("--out-dir: must be an absolute path in the bootstrap, got %q", t.Dir)
 		}
 		if t.ServerName == "" {
 			t.ServerName = host

@@ -74,14 +74,17 @@ start() {
     < /dev/null > "$RUN/lbplane.log" 2>&1 &
   echo $! >> "$RUN/pids"
   wait_for "lbplane" http_ok "http://$API/healthz"
-  "$BIN/lbctl" bootstrap --node-id demo-envoy --xds-address "$XDS" --admin-port "$ADMIN" --stats-port "$STATS" > "$RUN/envoy.yaml"
+  export LBPLANE_SERVER="http://$API" LBPLANE_TOKEN_FILE="$RUN/data/token"
+  # xDS is mTLS with lbplane's own CA: lbctl asks lbplane for this node's certificate (24 h) and writes it to
+  # $RUN/envoy-certs, which Envoy watches; re-running the same command renews it without a restart.
+  "$BIN/lbctl" bootstrap --node-id demo-envoy --xds-address "$XDS" --admin-port "$ADMIN" --stats-port "$STATS" \
+    --out-dir "$RUN/envoy-certs" > "$RUN/envoy.yaml"
   # Envoy sets PR_SET_PDEATHSIG (SIGTERM) on itself: started by this script it would stop when the script
   # returns. Its parent is a supervisor in a session of its own (setsid), which outlives the script and
   # `make run`'s terminal, and forwards make stop's SIGTERM.
   setsid "$BIN/lbplane-supervise" --pid-file "$RUN/supervise.pid" --child-pid-file "$RUN/envoy.pid" --log "$RUN/envoy.log" -- \
     "$ENVOY" -c "$RUN/envoy.yaml" --use-dynamic-base-id --concurrency 1 -l warn < /dev/null > "$RUN/supervise.log" 2>&1 &
   echo $! >> "$RUN/pids"
-  export LBPLANE_SERVER="http://$API" LBPLANE_TOKEN_FILE="$RUN/data/token"
   # The example listens on 10080; with a port offset the demo pushes a copy on its own port.
   sed -e "s/port: 10080\b/port: $LISTENER/" -e "s/port: 18081\b/port: ${BACKEND_PORTS[0]}/" \
     -e "s/port: 18082\b/port: ${BACKEND_PORTS[1]}/" -e "s/port: 18083\b/port: ${BACKEND_PORTS[2]}/" \

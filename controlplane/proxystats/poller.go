@@ -15,17 +15,22 @@ import (
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
-// maxBody bounds one answer: /clusters of a few thousand endpoints is a few MiB.
-const maxBody = 32 << 20
+// maxBody bounds one answer: /clusters of a thousand endpoints is well under 1 MiB, and a larger answer is
+// refused rather than read, so a client that declared a stats port cannot make lbplane buffer much.
+const maxBody = 4 << 20
 
 // Poller reads every proxy's stats port every Interval and keeps Window of history per proxy.
 type Poller struct {
 	// Proxies lists the Envoys to read: those with a stats port.
-	Proxies  func(context.Context) []xdsserver.ProxyStatus
-	Interval time.Duration
-	Window   time.Duration
-	Client   *http.Client
-	Log      *slog.Logger
+	Proxies func(context.Context) []xdsserver.ProxyStatus
+	// TrustUnauthenticated also reads proxies that did not authenticate with a client certificate (xDS
+	// served with --xds-insecure). Otherwise a client could declare any stats port and have lbplane read
+	// from it and report what it says as backend health.
+	TrustUnauthenticated bool
+	Interval             time.Duration
+	Window               time.Duration
+	Client               *http.Client
+	Log                  *slog.Logger
 
 	mu      sync.Mutex
 	proxies map[string]*proxy
@@ -66,7 +71,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	seen := map[string]bool{}
 	for _, ps := range p.Proxies(ctx) {
 		base := Target(ps)
-		if base == "" {
+		if base == "" || (!ps.Authenticated && !p.TrustUnauthenticated) {
 			continue
 		}
 		key := ps.NodeID + " " + base
@@ -166,9 +171,12 @@ func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > maxBody {
+		return nil, fmt.Errorf("GET %s: answer over %d MiB, not read", u, maxBody>>20)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)

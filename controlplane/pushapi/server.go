@@ -87,6 +87,8 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// Health, when set, is what the Envoys report of each backend.
 	Health func() proxystats.Health
+	// IssueCert, when set, issues Envoys' xDS client certificates (certs.go).
+	IssueCert CertIssuer
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
 	ReadOnly string
 	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
@@ -138,6 +140,7 @@ func (s *Server) Handler() http.Handler {
 	// A diff changes nothing: it is a read that happens to need a body.
 	mux.Handle("POST /v1/diff", s.authRead(s.diff))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/explain", s.authRead(s.explain))
+	mux.Handle("POST /v1/certificates", s.auth(s.issueCert)) // admin token only: it can mint any Envoy's identity
 	return s.Metrics.Instrument(mux)
 }
 

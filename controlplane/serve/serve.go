@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
@@ -49,8 +48,23 @@ type Config struct {
 	Log           *slog.Logger
 	// APIRateLimit is calls per second per client address on the push API; 0 disables the limit.
 	APIRateLimit float64
-	// XDSTLS, when set, requires mTLS on xDS and binds each node to its client certificate.
+	// XDSTLS, when set, requires mTLS on xDS with these files (bring your own CA) instead of lbplane's own CA.
 	XDSTLS *xdsserver.TLSFiles
+	// XDSInsecure serves xDS in plaintext, without authentication: only on loopback unless
+	// XDSInsecureListenAny is also set. Without it (and without XDSTLS) lbplane runs its own CA in
+	// <data-dir>/pki and requires mTLS.
+	XDSInsecure          bool
+	XDSInsecureListenAny bool
+	// XDSServerNames are extra DNS names or IPs for lbplane's own xDS certificate (the bind host, localhost,
+	// 127.0.0.1 and ::1 are always in it).
+	XDSServerNames []string
+	// EnvoyCertValidity is the life of the client certificates the push API issues (pki.ClientValidity when 0).
+	EnvoyCertValidity time.Duration
+	// MaxXDSConnections caps xDS connections open at once (xdsserver.DefaultMaxConnections when 0, none when
+	// negative).
+	MaxXDSConnections int
+	// AckTimeout: a proxy that leaves a response unanswered this long stops counting for settle waits.
+	AckTimeout time.Duration
 	// Kubernetes, when set, reads LoadBalancerPolicies, Services, EndpointSlices and TLS Secrets from this
 	// API server; the push API then only reads.
 	Kubernetes *rest.Config
@@ -214,6 +228,12 @@ func Run(ctx context.Context, cfg Config) error {
 
 	cache := xdscache.New()
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
+	tracker.AckTimeout = cfg.AckTimeout
+	xdsOpts, issuer, err := xdsSecurity(&cfg)
+	if err != nil {
+		return err
+	}
+	tracker.RequireIdentity = !cfg.XDSInsecure
 	var m *metrics.Metrics
 	if cfg.MetricsAddress != "" {
 		m = metrics.New(tracker.CountByGroup)
@@ -240,10 +260,14 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
 	}
 	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, ReadOnlyToken: roToken, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
+	api.IssueCert = issuer
 	var poller *proxystats.Poller
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
 			Proxies: func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() },
+			// Only Envoys that proved who they are over mTLS, unless xDS was explicitly made insecure (and then
+			// only on loopback, by default).
+			TrustUnauthenticated: cfg.XDSInsecure,
 			// Never through an HTTP proxy from the environment: the Envoys are reached directly.
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
 		api.Health = poller.Health
@@ -293,6 +317,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("xDS address: %w", err)
 	}
+	maxConns := cfg.MaxXDSConnections
+	if maxConns == 0 {
+		maxConns = xdsserver.DefaultMaxConnections()
+	}
+	xdsLis = xdsserver.LimitConnections(xdsLis, maxConns)
 	apiLis, err := net.Listen("tcp", cfg.APIAddress)
 	if err != nil {
 		xdsLis.Close()
@@ -336,18 +365,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("writing %s: %w", PortsFile, err)
 	}
 
-	var grpcOpts []grpc.ServerOption
-	if cfg.XDSTLS != nil {
-		opt, err := cfg.XDSTLS.ServerOption()
-		if err != nil {
-			xdsLis.Close()
-			apiLis.Close()
-			return err
-		}
-		grpcOpts = append(grpcOpts, opt)
-		cfg.Log.Info("xDS requires mTLS; node ids and proxy groups are bound to client certificates")
-	}
-	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker, grpcOpts...)
+	cfg.Log.Info("xDS connection limit", "max", maxConns)
+	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker, xdsOpts...)
 	g.Go(func() error { return xdsserver.Serve(ctx, grpcServer, xdsLis) })
 	for i, srv := range servers {
 		g.Go(func() error {

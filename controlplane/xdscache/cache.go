@@ -37,6 +37,8 @@ type Cache struct {
 type group struct {
 	state  *State // what is served now
 	target *State // what the last publish asked for; differs from state while a publish is staged
+	// refs are the Secrets state's listeners and clusters reference: the only ones its streams are given.
+	refs   map[string]bool
 	cancel context.CancelFunc
 	sotw   map[int64]*sotwWatch
 	delta  map[int64]*deltaWatch
@@ -126,12 +128,13 @@ func (c *Cache) set(g *group, s *State) {
 		return
 	}
 	g.state = s
+	g.refs = referencedSecrets(s)
 	for _, typ := range Types {
 		for id, w := range g.sotw {
 			if w.req.GetTypeUrl() != typ {
 				continue
 			}
-			if resp := sotwResponse(s, w.req, w.sub, false); resp != nil {
+			if resp := sotwResponse(s, g.refs, w.req, w.sub, false); resp != nil {
 				w.ch <- resp
 				delete(g.sotw, id)
 			}
@@ -140,7 +143,7 @@ func (c *Cache) set(g *group, s *State) {
 			if w.req.GetTypeUrl() != typ {
 				continue
 			}
-			if resp := deltaResponse(s, w.req, w.sub); resp != nil {
+			if resp := deltaResponse(s, g.refs, w.req, w.sub); resp != nil {
 				w.ch <- resp
 				delete(g.delta, id)
 			}
@@ -161,7 +164,7 @@ func (c *Cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.group(GroupOf(req.GetNode()))
-	if resp := sotwResponse(g.state, req, sub, req.GetResponseNonce() == ""); resp != nil {
+	if resp := sotwResponse(g.state, g.refs, req, sub, req.GetResponseNonce() == ""); resp != nil {
 		ch <- resp
 		return func() {}, nil
 	}
@@ -185,7 +188,7 @@ func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscrip
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.group(GroupOf(req.GetNode()))
-	if resp := deltaResponse(g.state, req, sub); resp != nil {
+	if resp := deltaResponse(g.state, g.refs, req, sub); resp != nil {
 		ch <- resp
 		return func() {}, nil
 	}
@@ -201,9 +204,10 @@ func (c *Cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, erro
 // already. Clusters and listeners are sent whole (the protocol treats a missing one as removed); endpoints
 // and routes only when one the stream asked for changed. A NACK leaves the stream's versions as they were
 // sent, so it gets no response until the config changes.
-func sotwResponse(s *State, req *cachev3.Request, sub cachev3.Subscription, first bool) cachev3.Response {
+func sotwResponse(s *State, refs map[string]bool, req *cachev3.Request, sub cachev3.Subscription, first bool) cachev3.Response {
 	typ := req.GetTypeUrl()
 	entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
+	entries, versions = servable(typ, refs, entries, versions)
 	known := sub.ReturnedResources()
 	changed := first
 	if cachev3.ResourceRequiresFullStateInSotw(typ) {
@@ -227,9 +231,10 @@ func sotwResponse(s *State, req *cachev3.Request, sub cachev3.Subscription, firs
 }
 
 // deltaResponse returns the changes a delta stream needs, or nil.
-func deltaResponse(s *State, req *cachev3.DeltaRequest, sub cachev3.Subscription) cachev3.DeltaResponse {
+func deltaResponse(s *State, refs map[string]bool, req *cachev3.DeltaRequest, sub cachev3.Subscription) cachev3.DeltaResponse {
 	typ := req.GetTypeUrl()
 	entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
+	entries, versions = servable(typ, refs, entries, versions)
 	known := sub.ReturnedResources()
 	next := maps.Clone(known)
 	if next == nil {

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/lbplane/lbplane/controlplane/pki"
 )
 
 // TLSFiles configures mTLS for xDS: lbplane's certificate and key, and the CA that signs Envoys' client
@@ -49,6 +51,17 @@ func (f TLSFiles) ServerOption() (grpc.ServerOption, error) {
 		},
 	}
 	return grpc.Creds(credentials.NewTLS(cfg)), nil
+}
+
+// CAServerOption returns the gRPC option for mTLS with lbplane's own CA (the default): TLS 1.3 only, the
+// serving certificate from serving (renewed in place), and a client certificate signed by ca required.
+func CAServerOption(serving *pki.ServingCert, ca *pki.CA) grpc.ServerOption {
+	return grpc.Creds(credentials.NewTLS(&tls.Config{
+		MinVersion:     tls.VersionTLS13,
+		ClientAuth:     tls.RequireAndVerifyClientCert,
+		ClientCAs:      ca.Pool(),
+		GetCertificate: serving.GetCertificate,
+	}))
 }
 
 func loadPool(path string) (*x509.CertPool, error) {

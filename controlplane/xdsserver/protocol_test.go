@@ -29,8 +29,10 @@ func fullState(t *testing.T, tag string) *xdscache.State {
 			Secret: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: tag}}}}}},
 		resource.ClusterType:  {&clusterv3.Cluster{Name: "c", AltStatName: tag}},
 		resource.EndpointType: {&endpointv3.ClusterLoadAssignment{ClusterName: "c", Endpoints: []*endpointv3.LocalityLbEndpoints{{Priority: uint32(len(tag))}}}},
-		resource.ListenerType: {&listenerv3.Listener{Name: "l", StatPrefix: tag}},
-		resource.RouteType:    {&routev3.RouteConfiguration{Name: "r", InternalOnlyHeaders: []string{tag}}},
+		// The listener references the secret: a group is served only the secrets it uses.
+		resource.ListenerType: {&listenerv3.Listener{Name: "l", StatPrefix: tag, FilterChains: []*listenerv3.FilterChain{{TransportSocket: transportSocket(t,
+			&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsRef("s")}}})}}}},
+		resource.RouteType: {&routev3.RouteConfiguration{Name: "r", InternalOnlyHeaders: []string{tag}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,10 +3,12 @@ package xdsserver
 import (
 	"context"
 	"net"
+	"syscall"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
@@ -26,6 +28,14 @@ const (
 	// Ping idle connections so a vanished Envoy (power loss, partition) frees its stream within a minute.
 	keepaliveTime    = 30 * time.Second
 	keepaliveTimeout = 10 * time.Second
+	// An Envoy opens one ADS stream per connection; a handful leaves room for a reconnecting one and for
+	// tools, and keeps one connection from opening thousands of streams (each a goroutine and watches).
+	maxStreamsPerConn = 16
+	// A connection must finish its TLS handshake in this time, or it is closed: a client that connects and
+	// says nothing holds a file descriptor only briefly.
+	handshakeTimeout = 10 * time.Second
+	// Requests carry a node and resource names; 1 MiB of headers is far more than any of them needs.
+	maxHeaderBytes = 1 << 20
 )
 
 // NewGRPC returns a gRPC server serving ADS from cache, with tracker recording every exchange.
@@ -33,7 +43,9 @@ func NewGRPC(ctx context.Context, cache *xdscache.Cache, tracker *Tracker, extra
 	opts := append([]grpc.ServerOption{
 		grpc.MaxSendMsgSize(maxSendBytes),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
-		grpc.MaxConcurrentStreams(1 << 20),
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}, extra...)
@@ -62,4 +74,24 @@ func Serve(ctx context.Context, g *grpc.Server, lis net.Listener) error {
 		}
 		return nil
 	}
+}
+
+// LimitConnections caps the connections open at once on lis. When the cap is reached, Accept waits for one
+// to close, and further clients wait in the kernel's backlog (or are refused) instead of taking file
+// descriptors lbplane needs for its push API, health endpoint, store and the Envoys already connected.
+func LimitConnections(lis net.Listener, max int) net.Listener {
+	if max <= 0 {
+		return lis
+	}
+	return netutil.LimitListener(lis, max)
+}
+
+// DefaultMaxConnections derives the xDS connection cap from the process's file descriptor limit: half of
+// it, leaving the other half for everything else (Go raises the soft limit to the hard one at start).
+func DefaultMaxConnections() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 || rl.Cur > 1<<20 {
+		return 10000
+	}
+	return int(rl.Cur / 2)
 }

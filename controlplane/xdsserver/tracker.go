@@ -4,6 +4,7 @@ package xdsserver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
@@ -57,6 +58,13 @@ type ProxyStatus struct {
 	// --stats-port), is where it serves stats and endpoint health there.
 	Address   string `json:"address,omitempty"`
 	StatsPort int    `json:"statsPort,omitempty"`
+	// Authenticated is true when the stream came over mTLS and its node id and group match its client
+	// certificate. Only authenticated proxies are read by the stats poller and, when mTLS is required,
+	// counted by settle waits.
+	Authenticated bool `json:"authenticated"`
+	// Unresponsive is true when a response has gone unanswered for longer than the tracker's AckTimeout: the
+	// proxy is shown STALE and left out of settle waits until it answers, so it cannot hold a change back.
+	Unresponsive bool `json:"unresponsive,omitempty"`
 	// Responses counts the responses sent on the stream.
 	Responses int64        `json:"responses"`
 	Types     []TypeStatus `json:"types"`
@@ -81,24 +89,54 @@ type stream struct {
 	}
 }
 
+// streamKey names a stream. go-control-plane numbers state-of-the-world and delta streams separately, both
+// from 1, so the number alone would let a delta stream be taken for the SotW stream with the same number
+// (and inherit its client certificate identity, its status and its stats target).
+type streamKey struct {
+	api string // apiSotW or apiDelta
+	id  int64
+}
+
+const (
+	apiSotW  = "sotw"
+	apiDelta = "delta"
+)
+
 // Tracker implements go-control-plane's server callbacks.
 type Tracker struct {
 	cache *xdscache.Cache
 	log   *slog.Logger
 	// Metrics, when set, counts pushes, ACKs and NACKs.
 	Metrics *metrics.Metrics
+	// RequireIdentity refuses any stream without a verified client certificate (set whenever xDS runs over
+	// mTLS; the TLS handshake already enforces it, this keeps a misconfigured listener from serving anyone).
+	RequireIdentity bool
+	// AckTimeout is how long a response may go unanswered before its stream stops counting for settle
+	// waits (DefaultAckTimeout when 0).
+	AckTimeout time.Duration
 
 	mu      sync.Mutex
-	streams map[int64]*stream
+	streams map[streamKey]*stream
 	// changed is closed and replaced whenever any stream's state changes, for waiters.
 	changed chan struct{}
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
 
+// DefaultAckTimeout bounds how long one proxy that does not answer can hold up a change: Envoy answers in
+// milliseconds, and a config too big to apply in 5s is better pushed on than waited for.
+const DefaultAckTimeout = 5 * time.Second
+
+func (t *Tracker) ackTimeout() time.Duration {
+	if t.AckTimeout > 0 {
+		return t.AckTimeout
+	}
+	return DefaultAckTimeout
+}
+
 // NewTracker returns a tracker that compares proxies with what cache serves.
 func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
-	return &Tracker{cache: cache, log: log, streams: map[int64]*stream{}, changed: make(chan struct{})}
+	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{}, changed: make(chan struct{})}
 }
 
 func (t *Tracker) notify() {
@@ -106,10 +144,10 @@ func (t *Tracker) notify() {
 	t.changed = make(chan struct{})
 }
 
-func (t *Tracker) open(ctx context.Context, id int64, api string) {
+func (t *Tracker) open(ctx context.Context, id streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := &stream{api: api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
+	s := &stream{api: id.api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
 	if ident, ok := identityOf(ctx); ok {
 		s.identity = &ident
 	}
@@ -122,11 +160,11 @@ func (t *Tracker) open(ctx context.Context, id int64, api string) {
 	t.notify()
 }
 
-func (t *Tracker) closed(id int64, node *corev3.Node) {
+func (t *Tracker) closed(id streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.streams[id]; s != nil && s.node != nil {
-		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "stream", id)
+		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "api", id.api, "stream", id.id)
 	}
 	delete(t.streams, id)
 	t.notify()
@@ -134,12 +172,17 @@ func (t *Tracker) closed(id int64, node *corev3.Node) {
 
 // request records an ACK or NACK, after checking that an mTLS client is the node it claims to be. Requests
 // whose nonce is not the last one sent are stale: the server ignores them and so do we.
-func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) error {
+func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
 	if s == nil {
 		return nil
+	}
+	if s.identity == nil && t.RequireIdentity {
+		err := status.Error(codes.Unauthenticated, "a client certificate is required")
+		t.log.Warn("refused a node", "api", id.api, "stream", id.id, "address", s.address, "error", err)
+		return err
 	}
 	if s.identity != nil {
 		claimed := node
@@ -152,13 +195,13 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce string, er
 			err = s.identity.authorize(claimed.GetId(), xdscache.GroupOf(claimed))
 		}
 		if err != nil {
-			t.log.Warn("refused a node", "stream", id, "error", err)
+			t.log.Warn("refused a node", "api", id.api, "stream", id.id, "address", s.address, "error", err)
 			return err
 		}
 	}
 	if s.node == nil && node != nil {
 		s.node = node
-		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id)
+		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id.id)
 	}
 	ts := s.types[typeURL]
 	if ts == nil {
@@ -201,7 +244,7 @@ func (t *Tracker) logPush(s *stream) {
 		"types", strings.Join(s.push.types, ","), "duration", time.Since(s.push.start), "nacked", nacked)
 }
 
-func (t *Tracker) response(id int64, typeURL, nonce, version string) {
+func (t *Tracker) response(id streamKey, typeURL, nonce, version string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
@@ -261,6 +304,7 @@ func (t *Tracker) Proxies() []ProxyStatus {
 
 func (t *Tracker) proxies() []ProxyStatus {
 	out := make([]ProxyStatus, 0, len(t.streams))
+	now := time.Now()
 	for _, s := range t.streams {
 		if s.node == nil {
 			continue
@@ -269,9 +313,13 @@ func (t *Tracker) proxies() []ProxyStatus {
 		current, _ := t.cache.State(g)
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
-			Address: s.address, StatsPort: StatsPortOf(s.node)}
+			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil}
 		latestSent := ""
 		for _, ts := range s.types {
+			if ts.pending && now.Sub(ts.sentAt) > t.ackTimeout() && !p.Unresponsive {
+				p.Unresponsive = true
+				p.Message = fmt.Sprintf("%s: no answer for %s; left out of settle waits until it answers", shortType(ts.TypeURL), now.Sub(ts.sentAt).Round(time.Second))
+			}
 			p.Types = append(p.Types, *ts)
 			if ts.SentVersion == current.Version {
 				latestSent = current.Version
@@ -279,12 +327,14 @@ func (t *Tracker) proxies() []ProxyStatus {
 			switch {
 			case ts.Nacked:
 				p.State = Nacked
-				p.Message = shortType(ts.TypeURL) + ": " + ts.NackMessage
+				if !p.Unresponsive {
+					p.Message = shortType(ts.TypeURL) + ": " + ts.NackMessage
+				}
 			case ts.pending && p.State == Synced:
 				p.State = Stale
 			}
 		}
-		if p.State == Synced && latestSent != current.Version {
+		if (p.State == Synced && latestSent != current.Version) || p.Unresponsive {
 			p.State = Stale
 		}
 		slices.SortFunc(p.Types, func(a, b TypeStatus) int { return strings.Compare(a.TypeURL, b.TypeURL) })
@@ -318,38 +368,43 @@ func (t *Tracker) Wait(ctx context.Context, cond func([]ProxyStatus) bool) bool 
 // go-control-plane callbacks.
 
 func (t *Tracker) OnStreamOpen(ctx context.Context, id int64, _ string) error {
-	t.open(ctx, id, "sotw")
+	t.open(ctx, streamKey{apiSotW, id})
 	return nil
 }
-func (t *Tracker) OnStreamClosed(id int64, node *corev3.Node) { t.closed(id, node) }
+func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(streamKey{apiSotW, id}) }
 func (t *Tracker) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error {
-	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	return t.request(streamKey{apiSotW, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
-	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo())
+	t.response(streamKey{apiSotW, id}, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo())
 }
 func (t *Tracker) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
-	t.open(ctx, id, "delta")
+	t.open(ctx, streamKey{apiDelta, id})
 	return nil
 }
-func (t *Tracker) OnDeltaStreamClosed(id int64, node *corev3.Node) { t.closed(id, node) }
+func (t *Tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) { t.closed(streamKey{apiDelta, id}) }
 func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequest) error {
-	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	return t.request(streamKey{apiDelta, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
-	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo())
+	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo())
 }
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
 func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}
 
 // WaitGroupSynced waits, at most timeout, until every connected proxy of group has answered version: it
 // acknowledged it, or rejected it (Envoy applies what it can of a rejected update, and waiting longer would
-// not change its answer). A group with no proxy connected is synced.
+// not change its answer). A group with no proxy connected is synced. Proxies that left a response
+// unanswered longer than AckTimeout, and (with RequireIdentity) unauthenticated ones, do not count: one
+// client that never ACKs must not hold back every change for the real Envoys.
 func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return t.Wait(ctx, func(ps []ProxyStatus) bool {
 		for _, p := range ps {
+			if p.Unresponsive || (t.RequireIdentity && !p.Authenticated) {
+				continue
+			}
 			if p.Group == group && !answered(p, version) {
 				return false
 			}

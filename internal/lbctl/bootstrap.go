@@ -1,7 +1,11 @@
 package lbctl
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -9,18 +13,74 @@ import (
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
 
-func newBootstrap() *cobra.Command {
+func newBootstrap(g *globals) *cobra.Command {
 	p := envoybootstrap.Params{}
 	var tls envoybootstrap.TLS
+	var outDir string
+	var insecure bool
 	cmd := &cobra.Command{
 		Use:   "bootstrap --node-id ID",
-		Short: "Print an Envoy bootstrap that gets its config from lbplane",
-		Example: `  lbctl bootstrap --node-id envoy-1 > envoy.yaml && envoy -c envoy.yaml
-  lbctl bootstrap --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000
-  lbctl bootstrap --node-id envoy-1 | envoy -c /dev/stdin`,
+		Short: "Print an Envoy bootstrap that gets its config from lbplane, with a client certificate for the node",
+		Long: `Print an Envoy bootstrap that gets its config from lbplane.
+
+By default it asks lbplane (the push API, admin token) for a client certificate for exactly this node id and
+proxy group, valid 24 hours. With --out-dir the certificate, its key and lbplane's CA are written into that
+directory and the bootstrap points Envoy at them over SDS files it watches: re-running the same command
+(from cron or a systemd timer, say every 12 hours) renews the certificate and Envoy picks it up without a
+restart. Without --out-dir the certificate is embedded and Envoy must be restarted with a new bootstrap
+before it expires.`,
+		Example: `  lbctl bootstrap --node-id envoy-1 --out-dir /etc/envoy/lbplane > envoy.yaml && envoy -c envoy.yaml
+  lbctl bootstrap --node-id envoy-1 --out-dir /etc/envoy/lbplane > /dev/null   # renew, Envoy keeps running
+  lbctl bootstrap --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000 --out-dir ./edge-1
+  lbctl bootstrap --node-id envoy-1 --xds-tls-cert e.crt --xds-tls-key e.key --xds-tls-ca ca.crt   # your own CA
+  lbctl bootstrap --node-id envoy-1 --xds-insecure                             # lbplane serve --xds-insecure`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tls.Cert != "" || tls.Key != "" || tls.CA != "" {
+			// Check every flag before asking lbplane for a certificate.
+			if _, err := envoybootstrap.Render(p); err != nil {
+				return err
+			}
+			byo := tls.Cert != "" || tls.Key != "" || tls.CA != ""
+			switch {
+			case insecure && (byo || outDir != ""):
+				return errors.New("--xds-insecure: cannot be combined with --xds-tls-* or --out-dir")
+			case byo && outDir != "":
+				return errors.New("--out-dir: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-ca")
+			case insecure:
+			case byo:
+				p.TLS = &tls
+			default:
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				group := p.Group
+				if group == "" {
+					group = "default"
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+				defer cancel()
+				issued, err := c.IssueCertificate(ctx, p.NodeID, group)
+				if err != nil {
+					return fmt.Errorf("getting a certificate for node %q from lbplane: %w", p.NodeID, err)
+				}
+				creds := envoybootstrap.Credentials{Cert: []byte(issued.Certificate), Key: []byte(issued.PrivateKey), CA: []byte(issued.CA)}
+				if outDir != "" {
+					abs, err := filepath.Abs(outDir)
+					if err != nil {
+						return fmt.Errorf("--out-dir: %w", err)
+					}
+					if err := envoybootstrap.WriteCredentials(abs, creds); err != nil {
+						return err
+					}
+					tls.Dir = abs
+					fmt.Fprintf(cmd.ErrOrStderr(), "certificate for node %s (group %s) in %s, valid until %s; run this again before then to renew\n",
+						p.NodeID, group, abs, issued.NotAfter.UTC().Format(time.RFC3339))
+				} else {
+					tls.Inline = &creds
+					fmt.Fprintf(cmd.ErrOrStderr(), "certificate for node %s (group %s) embedded, valid until %s; use --out-dir to renew without restarting Envoy\n",
+						p.NodeID, group, issued.NotAfter.UTC().Format(time.RFC3339))
+				}
 				p.TLS = &tls
 			}
 			b, err := envoybootstrap.Render(p)
@@ -32,8 +92,8 @@ func newBootstrap() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&p.NodeID, "node-id", "", "Envoy node id, unique per Envoy")
-	f.StringVar(&p.Group, "proxy-group", "default", "proxy group: serves the policies with this spec.proxyGroup")
+	f.StringVar(&p.NodeID, "node-id", "", "Envoy node id, unique per Envoy (the certificate's CN)")
+	f.StringVar(&p.Group, "proxy-group", "default", "proxy group: serves the policies with this spec.proxyGroup (the certificate's OU)")
 	f.StringVar(&p.XDS, "xds-address", "127.0.0.1:18000", "lbplane xDS address")
 	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
 	f.IntVar(&p.AdminPort, "admin-port", 19000, "Envoy admin port (bound to 127.0.0.1 only)")
@@ -41,10 +101,12 @@ func newBootstrap() *cobra.Command {
 	f.StringVar(&p.StatsAddress, "stats-address", "127.0.0.1", "address of the stats port; 0.0.0.0 when lbplane or Prometheus run elsewhere")
 	f.IntVar(&p.MaxConnections, "max-connections", 0, "Envoy's global limit on downstream connections (0: 80% of the open-file limit here)")
 	f.Var((*heapFlag)(&p.MaxHeapBytes), "max-heap", "heap budget for Envoy's overload actions, e.g. 512Mi, 2Gi (0: no heap actions)")
-	f.StringVar(&tls.Cert, "xds-tls-cert", "", "this Envoy's client certificate for xDS over mTLS (CN = node id, OU = proxy group)")
-	f.StringVar(&tls.Key, "xds-tls-key", "", "its private key")
-	f.StringVar(&tls.CA, "xds-tls-ca", "", "the CA that signed lbplane's certificate")
-	f.StringVar(&tls.ServerName, "xds-tls-server-name", "", "name lbplane's certificate must carry (default: the xDS host)")
+	f.StringVar(&outDir, "out-dir", "", "write the certificate, key and CA here and point Envoy at them (renewable without restart)")
+	f.BoolVar(&insecure, "xds-insecure", false, "plaintext xDS, no certificate (for lbplane serve --xds-insecure)")
+	f.StringVar(&tls.Cert, "xds-tls-cert", "", "bring your own CA: this Envoy's client certificate file (CN = node id, OU = proxy group)")
+	f.StringVar(&tls.Key, "xds-tls-key", "", "its private key file")
+	f.StringVar(&tls.CA, "xds-tls-ca", "", "the CA file that signed lbplane's certificate")
+	f.StringVar(&tls.ServerName, "xds-tls-server-name", "", "name (or IP) lbplane's certificate must carry (default: the xDS host)")
 	cmd.MarkFlagRequired("node-id")
 	return cmd
 }

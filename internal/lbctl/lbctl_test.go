@@ -73,7 +73,7 @@ func TestTranslatePrintsResourcesByGroupAndType(t *testing.T) {
 
 func TestBootstrapIsAcceptedByEnvoyWithAdminOnLoopback(t *testing.T) {
 	envoy := tools.Require(t, "envoy")
-	for _, args := range [][]string{{"--node-id", "e1"}, {"--node-id", "e2", "--proxy-group", "edge", "--delta=false", "--xds-address", "lbplane.example.com:18000"}} {
+	for _, args := range [][]string{{"--node-id", "e1", "--xds-insecure"}, {"--node-id", "e2", "--proxy-group", "edge", "--delta=false", "--xds-address", "lbplane.example.com:18000", "--xds-insecure"}} {
 		code, out, errs := run(t, "", append([]string{"bootstrap"}, args...)...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errs)

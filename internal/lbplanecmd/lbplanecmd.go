@@ -43,9 +43,10 @@ func newServe() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve xDS to Envoy and the push API to lbctl",
-		Example: `  lbplane serve --data-dir /var/lib/lbplane
-  lbplane serve --data-dir ./data --config-dir ./policies --xds-address 0.0.0.0:18000
-  lbplane serve --data-dir ./data --xds-tls-cert lbplane.crt --xds-tls-key lbplane.key --xds-tls-client-ca envoys-ca.crt`,
+		Example: `  lbplane serve --data-dir /var/lib/lbplane                 # mTLS with its own CA in /var/lib/lbplane/pki
+  lbplane serve --data-dir ./data --config-dir ./policies --xds-server-name lbplane.internal
+  lbplane serve --data-dir ./data --xds-tls-cert lbplane.crt --xds-tls-key lbplane.key --xds-tls-client-ca envoys-ca.crt
+  lbplane serve --data-dir ./data --xds-insecure            # plaintext, loopback only: experiments`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat, logLevel)
@@ -86,13 +87,19 @@ func newServe() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.XDSAddress, "xds-address", "0.0.0.0:18000", "address Envoys connect to (ADS over gRPC); port 0 picks a free port, written to <data-dir>/ports.json")
+	f.StringVar(&cfg.XDSAddress, "xds-address", "0.0.0.0:18000", "address Envoys connect to (ADS over gRPC, mTLS); with --xds-insecure the default becomes 127.0.0.1:18000; port 0 picks a free port, written to <data-dir>/ports.json")
 	f.StringVar(&cfg.APIAddress, "api-address", "127.0.0.1:18001", "address of the push API lbctl uses; port 0 picks a free port (<data-dir>/ports.json)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the durable policy store and the generated token (required)")
 	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
 	f.StringVar(&cfg.Token, "token", "", "push API bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long each step of a make-before-break change waits for every Envoy of the group to acknowledge the previous one")
-	f.StringVar(&xdsTLS.Cert, "xds-tls-cert", "", "PEM certificate for xDS over mTLS (with --xds-tls-key and --xds-tls-client-ca)")
+	f.BoolVar(&cfg.XDSInsecure, "xds-insecure", false, "serve xDS in plaintext without authentication (any client gets any group's config and keys); binds loopback only")
+	f.BoolVar(&cfg.XDSInsecureListenAny, "xds-insecure-listen-any", false, "with --xds-insecure: allow a non-loopback --xds-address")
+	f.StringSliceVar(&cfg.XDSServerNames, "xds-server-name", nil, "extra DNS name or IP in lbplane's own xDS certificate (repeatable; the bind host, localhost, 127.0.0.1 and ::1 are always in it)")
+	f.DurationVar(&cfg.EnvoyCertValidity, "envoy-cert-validity", 24*time.Hour, "life of the Envoy client certificates lbctl bootstrap obtains")
+	f.IntVar(&cfg.MaxXDSConnections, "xds-max-connections", 0, "xDS connections open at once; further clients wait (0: half the open-file limit, -1: no limit)")
+	f.DurationVar(&cfg.AckTimeout, "ack-timeout", xdsserver.DefaultAckTimeout, "a proxy that leaves a response unanswered this long is shown STALE and no longer holds back changes for the others")
+	f.StringVar(&xdsTLS.Cert, "xds-tls-cert", "", "bring your own CA: PEM certificate for xDS over mTLS (with --xds-tls-key and --xds-tls-client-ca) instead of lbplane's CA")
 	f.StringVar(&xdsTLS.Key, "xds-tls-key", "", "PEM private key for xDS over mTLS")
 	f.StringVar(&xdsTLS.ClientCA, "xds-tls-client-ca", "", "PEM CA that signs Envoys' client certificates; their CN is the node id and OU the proxy groups")
 	f.BoolVar(&kubernetes, "kubernetes", false, "read LoadBalancerPolicies from Kubernetes (on by default inside a cluster)")

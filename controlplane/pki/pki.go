@@ -1,0 +1,352 @@
+// Package pki is lbplane's own certificate authority: it is created on first start in the data directory,
+// signs lbplane's xDS serving certificate, and issues each Envoy a short-lived client certificate that names
+// its node id and proxy group. The CA key never leaves the directory it was created in.
+package pki
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Files in the PKI directory. It is a directory of its own (<data-dir>/pki), never one of the roots policy
+// file references resolve under: a policy must not be able to name the CA key.
+const (
+	CACertFile     = "ca.crt"
+	CAKeyFile      = "ca.key"
+	ServerCertFile = "xds.crt"
+	ServerKeyFile  = "xds.key"
+)
+
+const (
+	caValidity = 10 * 365 * 24 * time.Hour
+	// ServerValidity is how long lbplane's own xDS certificate lives; it is re-issued in memory (and on disk)
+	// once two thirds of that have passed, without a restart.
+	ServerValidity = 30 * 24 * time.Hour
+	// ClientValidity is the default life of an Envoy's certificate: short, so that a leaked one is worth little
+	// and renewal is routine (lbctl bootstrap --out-dir, re-run).
+	ClientValidity = 24 * time.Hour
+	// clockSkew back-dates certificates so a host whose clock is a little behind accepts them at once.
+	clockSkew = 5 * time.Minute
+)
+
+// CA signs certificates with a key kept in its directory.
+type CA struct {
+	Cert    *x509.Certificate
+	CertPEM []byte
+	key     crypto.Signer
+}
+
+// LoadOrCreateCA loads the CA from dir, or creates it (directory 0700, key 0600) when neither of its files
+// exists. created tells which.
+func LoadOrCreateCA(dir string) (ca *CA, created bool, err error) {
+	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+	_, certErr := os.Stat(certPath)
+	_, keyErr := os.Stat(keyPath)
+	switch {
+	case certErr == nil && keyErr == nil:
+		ca, err := loadCA(certPath, keyPath)
+		return ca, false, err
+	case !errors.Is(certErr, os.ErrNotExist) || !errors.Is(keyErr, os.ErrNotExist):
+		// One without the other, or unreadable: never overwrite what might be the only copy of a CA key.
+		return nil, false, fmt.Errorf("%s: the CA needs both %s and %s (or neither, to create a new CA)", dir, CACertFile, CAKeyFile)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, false, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, false, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: "lbplane CA", Organization: []string{"lbplane"}},
+		NotBefore: now.Add(-clockSkew), NotAfter: now.Add(caValidity),
+		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, false, err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	// The key first: a crash in between leaves a key without a certificate, which the next start refuses
+	// instead of silently making a second CA.
+	if err := WriteFileAtomic(keyPath, pemBlock("PRIVATE KEY", kder), 0o600); err != nil {
+		return nil, false, err
+	}
+	if err := WriteFileAtomic(certPath, pemBlock("CERTIFICATE", der), 0o644); err != nil {
+		return nil, false, err
+	}
+	ca, err = loadCA(certPath, keyPath)
+	return ca, true, err
+}
+
+func loadCA(certPath, keyPath string) (*CA, error) {
+	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		// tls errors name the problem (no PEM, mismatched key), never the content.
+		return nil, fmt.Errorf("CA %s / %s: %w", certPath, keyPath, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("CA %s: %w", certPath, err)
+	}
+	if !cert.IsCA {
+		return nil, fmt.Errorf("CA %s: not a CA certificate", certPath)
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA %s: unsupported key type", keyPath)
+	}
+	return &CA{Cert: cert, CertPEM: pemBlock("CERTIFICATE", cert.Raw), key: signer}, nil
+}
+
+// Pool returns a pool holding only this CA.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$`)
+
+// ClientURI is the SPIFFE-style URI SAN of an Envoy's certificate, next to its CN (node id) and OU (group).
+func ClientURI(nodeID, group string) *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: "lbplane", Path: "/group/" + group + "/node/" + nodeID}
+}
+
+// Issued is a certificate and its key, PEM encoded, with the CA that signed it.
+type Issued struct {
+	CertPEM  []byte
+	KeyPEM   []byte
+	CAPEM    []byte
+	NotAfter time.Time
+	Serial   string
+}
+
+// IssueClient issues an Envoy a client certificate for exactly one node id and one proxy group: CN is the
+// node id and the only OU the group (what the xDS server checks every stream against), plus a URI SAN. It
+// has no DNS or IP name, so it cannot pass as lbplane's server certificate.
+func (ca *CA) IssueClient(nodeID, group string, validity time.Duration) (*Issued, error) {
+	if !nameRe.MatchString(nodeID) {
+		return nil, fmt.Errorf("nodeId: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", nodeID)
+	}
+	if !nameRe.MatchString(group) {
+		return nil, fmt.Errorf("proxyGroup: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", group)
+	}
+	if validity <= 0 {
+		validity = ClientValidity
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{group}, Organization: []string{"lbplane envoy"}},
+		URIs:        []*url.URL{ClientURI(nodeID, group)},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	return ca.issue(tmpl, validity)
+}
+
+// IssueServer issues lbplane's xDS serving certificate for the given DNS names and IP addresses.
+func (ca *CA) IssueServer(names []string, validity time.Duration) (*Issued, error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "lbplane xds", Organization: []string{"lbplane"}},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if n != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	return ca.issue(tmpl, validity)
+}
+
+func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (*Issued, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-clockSkew), now.Add(validity)
+	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
+		tmpl.NotAfter = ca.Cert.NotAfter
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
+	if err != nil {
+		return nil, err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Issued{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder), CAPEM: ca.CertPEM,
+		NotAfter: tmpl.NotAfter, Serial: tmpl.SerialNumber.Text(16)}, nil
+}
+
+// ServingCert is lbplane's xDS certificate, re-issued by the CA when two thirds of its life have passed or
+// when the names it must carry change. Use GetCertificate in a tls.Config.
+type ServingCert struct {
+	ca    *CA
+	dir   string
+	names []string
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	renewAt time.Time
+}
+
+// NewServingCert loads the serving certificate from dir when it was signed by ca, carries every name and
+// is not due for renewal; otherwise it issues and writes a new one.
+func NewServingCert(ca *CA, dir string, names []string) (*ServingCert, error) {
+	s := &ServingCert{ca: ca, dir: dir, names: dedupe(names)}
+	if pair, err := tls.LoadX509KeyPair(filepath.Join(dir, ServerCertFile), filepath.Join(dir, ServerKeyFile)); err == nil {
+		if c, err := x509.ParseCertificate(pair.Certificate[0]); err == nil && s.fits(c) {
+			pair.Leaf = c
+			s.cert, s.renewAt = &pair, renewAt(c)
+		}
+	}
+	if s.cert == nil {
+		if err := s.renew(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *ServingCert) fits(c *x509.Certificate) bool {
+	if c.CheckSignatureFrom(s.ca.Cert) != nil || time.Now().After(renewAt(c)) {
+		return false
+	}
+	have := slices.Clone(c.DNSNames)
+	for _, ip := range c.IPAddresses {
+		have = append(have, ip.String())
+	}
+	for _, n := range s.names {
+		if ip := net.ParseIP(n); ip != nil {
+			n = ip.String()
+		}
+		if !slices.Contains(have, n) {
+			return false
+		}
+	}
+	return true
+}
+
+func renewAt(c *x509.Certificate) time.Time {
+	return c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3)
+}
+
+func (s *ServingCert) renew() error {
+	is, err := s.ca.IssueServer(s.names, ServerValidity)
+	if err != nil {
+		return err
+	}
+	pair, err := tls.X509KeyPair(is.CertPEM, is.KeyPEM)
+	if err != nil {
+		return err
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return err
+	}
+	pair.Leaf = leaf
+	// On disk for operators to inspect; the in-memory copy is what is served.
+	if err := WriteFileAtomic(filepath.Join(s.dir, ServerKeyFile), is.KeyPEM, 0o600); err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(filepath.Join(s.dir, ServerCertFile), is.CertPEM, 0o644); err != nil {
+		return err
+	}
+	s.cert, s.renewAt = &pair, renewAt(leaf)
+	return nil
+}
+
+// GetCertificate serves the current certificate, renewing it first when it is due. A failed renewal keeps
+// the old one in service while it is still valid.
+func (s *ServingCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Now().After(s.renewAt) {
+		if err := s.renew(); err != nil && time.Now().After(s.cert.Leaf.NotAfter) {
+			return nil, err
+		}
+	}
+	return s.cert, nil
+}
+
+// Names are the DNS names and IP addresses the certificate carries.
+func (s *ServingCert) Names() []string { return slices.Clone(s.names) }
+
+func dedupe(in []string) []string {
+	var out []string
+	for _, n := range in {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return n.Add(n, big.NewInt(1))
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+// WriteFileAtomic writes data to a temporary file in path's directory and renames it over path, so a
+// reader (or Envoy watching the directory) sees the old file or the new one, never half of one.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := io.Copy(f, bytes.NewReader(data)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
