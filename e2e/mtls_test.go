@@ -211,14 +211,16 @@ func TestHelmChartMTLSBootstrapConnects(t *testing.T) {
 		t.Fatalf("the chart passes %d mTLS flags to lbplane: %v", len(tlsArgs), args)
 	}
 	l := startLbplane(t, tlsArgs...)
-	adminPort := reservePort(t)
+	adminPort, statsPort := reservePort(t), reservePort(t)
 	// The chart's Envoy bootstrap: same certificates, and the xDS Service's address made reachable here.
 	bootstrap = strings.NewReplacer("/etc/envoy/tls/tls.crt", envoyCert, "/etc/envoy/tls/tls.key", envoyKey, "/etc/envoy/tls/ca.crt", filepath.Join(dir, "ca.crt"),
 		`address: "`+xdsName+`"`, `address: "127.0.0.1"`, "port_value: 18000", "port_value: "+strings.Split(l.XDSAddr, ":")[1],
 		// Admin (and the stats listener's cluster in front of it) on a reserved port, which admin may share with
 		// the reservation.
-		"      port_value: 19000\noverload_manager:", fmt.Sprintf("      port_value: %d\n  socket_options: [{level: 1, name: 15, int_value: 1, state: STATE_PREBIND}]\noverload_manager:", adminPort),
-		"port_value: 19000", fmt.Sprintf("port_value: %d", adminPort)).Replace(bootstrap)
+		"\nadmin:\n", "\nadmin:\n  socket_options: [{level: 1, name: 15, int_value: 1, state: STATE_PREBIND}]\n",
+		"port_value: 19000", fmt.Sprintf("port_value: %d", adminPort),
+		// The stats listener too: Envoy's listeners share a reserved port.
+		"port_value: 19001", fmt.Sprintf("port_value: %d", statsPort), "stats-port: 19001", fmt.Sprintf("stats-port: %d", statsPort)).Replace(bootstrap)
 	cfg := filepath.Join(dir, "envoy.yaml")
 	os.WriteFile(cfg, []byte(bootstrap), 0o600)
 	startProcess(t, "envoy-chart-mtls.log", tools.Require(t, "envoy"), "-c", cfg, "--service-node", "envoy-pod-1",
