@@ -78,10 +78,11 @@ def main(out):
     if ws:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for r in ws:
+            kind = r.get("kind") or "websocket"
             pts = [(0, r["rssIdleBytes"])] + [(s["conns"], s["rssBytes"]) for s in r["steps"] or []]
             ax.plot([p[0] for p in pts], [p[1] / 2**20 for p in pts], marker="o",
-                    label=f'{r["peer"]} ({r["bytesPerConnection"] / 1024:.1f} KiB/connection)')
-        ax.set_xlabel("open WebSocket connections")
+                    label=f'{r["peer"]} {kind} ({r["bytesPerConnection"] / 1024:.1f} KiB/connection)')
+        ax.set_xlabel("open connections (WebSocket, or idle keep-alive HTTP)")
         ax.set_ylabel("resident memory, MiB (process tree)")
         finish(fig, ax, out, "websocket.png")
 

@@ -22,10 +22,18 @@ import (
 var demoPorts = []int{18000, 18001, 18002, 18081, 18082, 18083, 19000, 19001, 10080}
 
 // demoOffset finds a port offset at which every demo port is free, so the test runs beside a developer's
-// own `make run`.
+// own `make run`. It stays out of the kernel's ephemeral port range, where client sockets of other tests
+// (thousands after a connection flood) come and go.
 func demoOffset(t *testing.T) int {
 	t.Helper()
-	for off := 21000; off <= 45000; off += 1000 {
+	lo, hi := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &lo, &hi)
+	}
+	for off := 500; off <= 46000; off += 500 {
+		if first, last := 10080+off, 19001+off; last >= lo && first <= hi || last > 65535 {
+			continue
+		}
 		free := true
 		for _, p := range demoPorts {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+off))

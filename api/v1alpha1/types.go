@@ -102,8 +102,9 @@ type Listener struct {
 	// tls terminates TLS (protocol HTTPS).
 	TLS *ListenerTLS `json:"tls,omitempty"`
 	// limits bound what one client can make Envoy hold. Unset fields keep lbplane's edge defaults; see
-	// docs/policy-reference.md ("Edge defaults"). Policies sharing a port must agree on limits, timeouts,
-	// http2 and requests: the listener takes them from the oldest policy on the port.
+	// docs/policy-reference.md ("Edge defaults"). Policies sharing a port share these and timeouts, http2
+	// and requests: the oldest policy on the port sets them, and a newer one that sets them differently
+	// conflicts.
 	Limits *ListenerLimits `json:"limits,omitempty"`
 	// timeouts (HTTP, HTTPS) close connections and streams that stop making progress.
 	Timeouts *ListenerTimeouts `json:"timeouts,omitempty"`

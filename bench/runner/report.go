@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -416,13 +417,15 @@ func (r *report) wsMarkdown(w func(string, ...any)) {
 		return
 	}
 	w("\n## Long-lived WebSocket connections\n\nConnections opened through each peer in four steps to the target and held open together (each greeted by its backend), then each sends a message and must get it echoed. Memory per connection is the slope of the peer's resident memory (whole process tree) over the four steps. The aim is 50,000 through Envoy; the target is %d because a proxied connection is two descriptors in the proxy and the machine's hard open-file limit is %s, which an unprivileged process cannot raise.\n\n", r.WebSocket[0].Target, r.Machine["noFile"])
-	w("| peer | opened | echoed | errors | idle RSS MiB | RSS at the target MiB | KiB per connection | seconds to open |\n|---|---|---|---|---|---|---|---|\n")
+	w("Each kind runs in a fresh peer process: *websocket* as above; *http-idle* keep-alive HTTP/1.1 connections left idle after one request (checked again with a second one), the memory a proxy spends on clients that hold connections open between requests.\n\n")
+	w("| peer | kind | opened | echoed / answered again | errors | idle RSS MiB | RSS at the target MiB | KiB per connection | seconds to open |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.WebSocket {
 		var top int64
 		if len(x.Steps) > 0 {
 			top = x.Steps[len(x.Steps)-1].RSS
 		}
-		w("| %s | %d of %d | %d | %d | %s | %s | %.1f | %.1f |\n", x.Peer, x.Opened, x.Target, x.Alive, x.Errors, mib(float64(x.RSSIdle)), mib(float64(top)), x.BytesPerConn/1024, x.OpenSeconds)
+		kind := cmp.Or(x.Kind, "websocket")
+		w("| %s | %s | %d of %d | %d | %d | %s | %s | %.1f | %.1f |\n", x.Peer, kind, x.Opened, x.Target, x.Alive, x.Errors, mib(float64(x.RSSIdle)), mib(float64(top)), x.BytesPerConn/1024, x.OpenSeconds)
 	}
 	w("\n![WebSocket memory](websocket.png)\n")
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -13,7 +17,9 @@ import (
 
 // wsResult is how many WebSocket connections a peer held open at once and what each cost it in memory.
 type wsResult struct {
-	Peer   string `json:"peer"`
+	Peer string `json:"peer"`
+	// Kind is "websocket" or "http-idle": keep-alive HTTP/1.1 connections left idle after one request.
+	Kind   string `json:"kind,omitempty"`
 	Target int    `json:"target"`
 	Opened int    `json:"opened"`
 	// Alive answered an echo after all were open.
@@ -40,44 +46,114 @@ func wsScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 		if p.Name == "direct" || p.Name == "lbplane-envoy-lean" || p.optIn || !cfg.runs(cfg.WSPeers, p.Name) {
 			continue
 		}
-		res, err := wsOne(ctx, e, cfg, p)
-		p.stop()
-		if err != nil {
-			return fmt.Errorf("websocket %s: %w", p.Name, err)
+		// A fresh peer process for each kind, so that neither measure carries memory over from the other.
+		for _, kind := range []string{"http-idle", "websocket"} {
+			if ctx.Err() != nil {
+				break
+			}
+			res, err := wsOne(ctx, e, cfg, p, kind)
+			p.stop()
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", kind, p.Name, err)
+			}
+			rep.WebSocket = append(rep.WebSocket, res)
+			fmt.Fprintf(os.Stderr, "%-11s %-14s %d of %d open, %d answered again, %.0f bytes/connection, errors %d %s\n",
+				kind, p.Name, res.Opened, res.Target, res.Alive, res.BytesPerConn, res.Errors, res.Note)
 		}
-		rep.WebSocket = append(rep.WebSocket, res)
-		fmt.Fprintf(os.Stderr, "websocket   %-14s %d of %d open, %d echoed, %.0f bytes/connection, errors %d %s\n",
-			p.Name, res.Opened, res.Target, res.Alive, res.BytesPerConn, res.Errors, res.Note)
 	}
 	return ctx.Err()
 }
 
-func wsOne(ctx context.Context, e *env, cfg config, p *peer) (wsResult, error) {
+// conn is a connection held open through a peer: a WebSocket, or an idle keep-alive HTTP/1.1 connection.
+type conn interface {
+	// again checks the connection still works: an echo, or a second request answered 200.
+	again() bool
+	Close() error
+}
+
+type wsConn struct{ *websocket.Conn }
+
+func (c wsConn) again() bool {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	var got string
+	return websocket.Message.Send(c.Conn, "ping") == nil && websocket.Message.Receive(c.Conn, &got) == nil && got == "ping"
+}
+
+type httpConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// get sends one GET on the connection and reads the answer, leaving the connection open.
+func (c httpConn) get() error {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: bench\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func (c httpConn) again() bool { return c.get() == nil }
+
+func wsOne(ctx context.Context, e *env, cfg config, p *peer, kind string) (wsResult, error) {
 	// Each connection through a proxy is two descriptors in it; HAProxy's maxconn is the limit exactly.
-	res := wsResult{Peer: p.Name, Target: min(cfg.WSConns, e.maxConn-100)}
+	res := wsResult{Peer: p.Name, Kind: kind, Target: min(cfg.WSConns, e.maxConn-100)}
 	if err := p.start(e, p); err != nil {
 		return res, err
 	}
-	url := fmt.Sprintf("ws://127.0.0.1:%d/ws", p.HTTPPort)
-	origin := fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort)
+	dial := func() (conn, error) {
+		if kind == "http-idle" {
+			nc, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 10*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			c := httpConn{Conn: nc, r: bufio.NewReader(nc)}
+			if err := c.get(); err != nil {
+				nc.Close()
+				return nil, err
+			}
+			return c, nil
+		}
+		c, err := websocket.Dial(fmt.Sprintf("ws://127.0.0.1:%d/ws", p.HTTPPort), "", fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort))
+		if err != nil {
+			return nil, err
+		}
+		// The backend greets with its name: the connection reached it.
+		var hello string
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := websocket.Message.Receive(c, &hello); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return wsConn{c}, nil
+	}
 	// One connection first: the path works (Traefik answers 404 until it has loaded its routes), and the
 	// peer has allocated what it allocates once.
-	var c *websocket.Conn
+	var c conn
 	var err error
 	if !waitFor(20*time.Second, func() bool {
-		c, err = websocket.Dial(url, "", origin)
+		c, err = dial()
 		if err != nil {
 			time.Sleep(100 * time.Millisecond)
 		}
 		return err == nil
 	}) {
-		return res, fmt.Errorf("first WebSocket: %w", err)
+		return res, fmt.Errorf("first connection: %w", err)
 	}
 	c.Close()
 	time.Sleep(time.Second)
 	res.RSSIdle = treeUsage(p.pid()).RSSBytes
 
-	conns := make([]*websocket.Conn, 0, res.Target)
+	conns := make([]conn, 0, res.Target)
 	var mu sync.Mutex
 	var errs atomic.Int64
 	var firstErr error
@@ -99,17 +175,9 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer) (wsResult, error) {
 			go func() {
 				defer wg.Done()
 				for todo.Add(-1) >= 0 && ctx.Err() == nil {
-					c, err := websocket.Dial(url, "", origin)
+					c, err := dial()
 					if err != nil {
 						fail(err)
-						continue
-					}
-					// The backend greets with its name: the connection reached it.
-					var hello string
-					c.SetDeadline(time.Now().Add(10 * time.Second))
-					if err := websocket.Message.Receive(c, &hello); err != nil {
-						fail(err)
-						c.Close()
 						continue
 					}
 					mu.Lock()
@@ -134,10 +202,7 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer) (wsResult, error) {
 		go func() {
 			defer wg.Done()
 			for j := i; j < len(conns); j += 32 {
-				c := conns[j]
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				var got string
-				if websocket.Message.Send(c, "ping") == nil && websocket.Message.Receive(c, &got) == nil && got == "ping" {
+				if conns[j].again() {
 					alive.Add(1)
 				}
 			}

@@ -7,7 +7,8 @@ import (
 
 // listenerEdge resolves a policy's listener hardening (spec.listener.limits, timeouts, http2, requests) to
 // values, with the edge defaults for whatever it leaves unset. On a shared port the listener keeps the
-// settings of the policy that created it (the oldest), since Envoy has one connection manager per port.
+// settings of the policy that created it (the oldest; see edgeConflict), since Envoy has one connection
+// manager per port.
 func listenerEdge(p *v1alpha1.LoadBalancerPolicy) ir.Edge {
 	l := &p.Spec.Listener
 	e := ir.Edge{
@@ -88,4 +89,18 @@ func setU32(dst *uint32, v *int32) {
 	if v != nil {
 		*dst = uint32(*v)
 	}
+}
+
+// edgeConflict says which of the policy's listener hardening fields differ from those of the listener it
+// joins (owner), or "". One Envoy listener serves a port, so its settings cannot differ per policy; a policy
+// that leaves them all unset takes the listener's as they are.
+func edgeConflict(owner ir.Edge, p *v1alpha1.LoadBalancerPolicy) string {
+	l := &p.Spec.Listener
+	if l.Limits == nil && l.Timeouts == nil && l.HTTP2 == nil && l.Requests == nil {
+		return ""
+	}
+	if listenerEdge(p) == owner {
+		return ""
+	}
+	return "spec.listener: sets other limits, timeouts, http2 or requests"
 }

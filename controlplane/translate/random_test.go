@@ -55,7 +55,8 @@ func randomPolicy(r *rand.Rand, i int) string {
 		if http2 {
 			proto = "HTTP2"
 		}
-		extras = append(extras, fmt.Sprintf("connection: {protocol: %s, maxRequestsPerConnection: %d, tcpKeepalive: {time: %ds}}", proto, 1+r.IntN(1000), 1+r.IntN(600)))
+		extras = append(extras, fmt.Sprintf("connection: {protocol: %s, maxRequestsPerConnection: %d, tcpKeepalive: {time: %ds}, bufferBytes: %d}",
+			proto, 1+r.IntN(1000), 1+r.IntN(600), 1024+r.IntN(1<<20)))
 	}
 	if r.IntN(3) == 0 {
 		extras = append(extras, "tls: {sni: backend.internal, caFile: ca.crt}")
@@ -65,6 +66,20 @@ func randomPolicy(r *rand.Rand, i int) string {
 	if protocol == "HTTPS" {
 		listener += ", hostnames: [a.example.com, b.example.com], tls: {minVersion: " + pick("TLSv1.2", "TLSv1.3") +
 			", certificates: [{certificateFile: a.crt, privateKeyFile: a.key, hostnames: [a.example.com]}, {certificateFile: b.crt, privateKeyFile: b.key}]}"
+	}
+	if r.IntN(2) == 0 {
+		lim := fmt.Sprintf("maxConnections: %d, connectionBufferBytes: %d", 1+r.IntN(100000), 1024+r.IntN(1<<20))
+		if protocol != "TCP" {
+			lim += fmt.Sprintf(", maxRequestHeadersKB: %d, maxHeadersCount: %d", 1+r.IntN(8192), 1+r.IntN(10000))
+		}
+		listener += ", limits: {" + lim + "}"
+	}
+	if protocol != "TCP" && r.IntN(2) == 0 {
+		listener += fmt.Sprintf(", timeouts: {requestHeaders: %dms, streamIdle: %ds, connectionIdle: %dm}", 1+r.IntN(60000), 1+r.IntN(3600), 1+r.IntN(600))
+		listener += fmt.Sprintf(", http2: {enabled: %s, maxConcurrentStreams: %d, initialStreamWindowSize: %d, initialConnectionWindowSize: %d}",
+			pick("true", "false"), 1+r.IntN(1000), 65535+r.IntN(1<<24), 65535+r.IntN(1<<26))
+		listener += fmt.Sprintf(", requests: {headersWithUnderscores: %s, normalizePath: %s, mergeSlashes: %s, escapedSlashes: %s}",
+			pick("Reject", "Drop", "Allow"), pick("true", "false"), pick("true", "false"), pick("Keep", "Reject", "UnescapeAndRedirect", "UnescapeAndForward"))
 	}
 	listener += "}"
 	routes := ""

@@ -165,6 +165,7 @@ type portUse struct {
 	owner    Key
 	hosts    map[string]Key
 	sni      map[string]Key
+	edge     ir.Edge // the owner's listener hardening, which the port's listener gets
 }
 
 // claim records the policy's use of its port and returns why it cannot have it, or "".
@@ -173,7 +174,7 @@ func claim(ports map[portKey]*portUse, p *v1alpha1.LoadBalancerPolicy) string {
 	l := &p.Spec.Listener
 	use, ok := ports[k]
 	if !ok {
-		use = &portUse{address: l.Address, protocol: l.Protocol, owner: KeyOf(p), hosts: map[string]Key{}, sni: map[string]Key{}}
+		use = &portUse{address: l.Address, protocol: l.Protocol, owner: KeyOf(p), hosts: map[string]Key{}, sni: map[string]Key{}, edge: listenerEdge(p)}
 		ports[k] = use
 	} else {
 		switch {
@@ -183,6 +184,8 @@ func claim(ports map[portKey]*portUse, p *v1alpha1.LoadBalancerPolicy) string {
 			return fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", l.Port, use.owner)
 		case use.address != l.Address:
 			return fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", l.Port, use.address, use.owner)
+		case edgeConflict(use.edge, p) != "":
+			return edgeConflict(use.edge, p) + fmt.Sprintf(" on port %d than policy %s, which owns the listener", l.Port, use.owner)
 		}
 	}
 	hosts := l.Hostnames
