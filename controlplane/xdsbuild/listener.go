@@ -35,7 +35,7 @@ func Listener(l *ir.Listener) *listenerv3.Listener {
 	out := &listenerv3.Listener{Name: l.Name, Address: socketAddress(l.Address, l.Port),
 		// Envoy's default is 1 MiB per connection; a client that sends faster than the backend reads (or
 		// headers that never end) would otherwise pin that much each.
-		PerConnectionBufferLimitBytes: wrapperspb.UInt32(l.Edge.BufferBytes)}
+		PerConnectionBufferLimitBytes: setOrDefault(l.Edge.BufferBytes)}
 	if l.TLS == nil {
 		out.FilterChains = []*listenerv3.FilterChain{{Filters: filters}}
 		return out
@@ -151,12 +151,12 @@ func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 		// cannot be sidestepped with "..", "//" or an escaped slash.
 		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{
 			IdleTimeout:                  durationpb.New(e.ConnectionIdleTimeout),
-			MaxHeadersCount:              wrapperspb.UInt32(e.MaxHeadersCount),
+			MaxHeadersCount:              setOrDefault(e.MaxHeadersCount),
 			HeadersWithUnderscoresAction: corev3.HttpProtocolOptions_HeadersWithUnderscoresAction(corev3.HttpProtocolOptions_HeadersWithUnderscoresAction_value[e.HeadersWithUnderscores]),
 		},
 		RequestHeadersTimeout:        durationpb.New(e.RequestHeadersTimeout),
 		StreamIdleTimeout:            durationpb.New(e.StreamIdleTimeout),
-		MaxRequestHeadersKb:          wrapperspb.UInt32(e.MaxRequestHeadersKB),
+		MaxRequestHeadersKb:          setOrDefault(e.MaxRequestHeadersKB),
 		NormalizePath:                wrapperspb.Bool(e.NormalizePath),
 		MergeSlashes:                 e.MergeSlashes,
 		PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction(hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction_value[e.EscapedSlashes]),
@@ -169,9 +169,9 @@ func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 		hcm.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{
 			// Extended CONNECT, so that WebSockets work over HTTP/2 as well (RFC 8441).
 			AllowConnect:                true,
-			MaxConcurrentStreams:        wrapperspb.UInt32(e.HTTP2MaxConcurrentStreams),
-			InitialStreamWindowSize:     wrapperspb.UInt32(e.HTTP2InitialStreamWindow),
-			InitialConnectionWindowSize: wrapperspb.UInt32(e.HTTP2InitialConnectionWindow),
+			MaxConcurrentStreams:        setOrDefault(e.HTTP2MaxConcurrentStreams),
+			InitialStreamWindowSize:     setOrDefault(e.HTTP2InitialStreamWindow),
+			InitialConnectionWindowSize: setOrDefault(e.HTTP2InitialConnectionWindow),
 		}
 	}
 	return hcm
@@ -186,4 +186,14 @@ func usesSessions(l *ir.Listener) bool {
 		}
 	}
 	return false
+}
+
+// setOrDefault leaves a limit that is 0 in the IR unset, so that Envoy applies its own default: 0 is never a
+// valid value for these, and an IR made without defaults (a test's, a future source's) must still build
+// something Envoy accepts.
+func setOrDefault(v uint32) *wrapperspb.UInt32Value {
+	if v == 0 {
+		return nil
+	}
+	return wrapperspb.UInt32(v)
 }
