@@ -256,7 +256,7 @@ func TestAttackPolicyFilesOutsideTheRoots(t *testing.T) {
 				continue // "[redacted]": the listener's own key, which Envoy hides
 			}
 			if strings.Contains(string(b), "PRIVATE KEY") {
-				t.Fatalf("the key of the combined CA file reached Envoy:\n%s", b)
+				t.Fatalf("the key of the combined CA file reached Envoy (%d bytes of trusted_ca)", len(b))
 			}
 			if strings.Count(string(b), "BEGIN CERTIFICATE") == 2 {
 				found = true
