@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/internal/kubetest"
 )
 
 // rssKiB reads a process's resident set size from /proc.
@@ -589,4 +590,22 @@ func lastLines(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// In Kubernetes mode the files of lbplane's pod are not the user's to name: a policy that names one is not
+// served, and its status says why, with the field.
+func TestAttackKubernetesPolicyNamingAFile(t *testing.T) {
+	cluster := kubetest.Start(t)
+	startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+	port := freePort(t)
+	kubeApply(t, cluster.Kubeconfig, attackCA, map[string]any{"Name": "names-a-file", "Port": port, "CA": "/etc/ssl/certs/ca-certificates.crt", "B": 8080})
+	want := "spec.backends[0].tls.caFile: file references are not allowed in Kubernetes mode"
+	eventually(t, 60*time.Second, "the policy's ResolvedRefs says file references are refused", func() error {
+		out, err := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "names-a-file", "-o",
+			`jsonpath={.status.conditions[?(@.type=="ResolvedRefs")].status}: {.status.conditions[?(@.type=="ResolvedRefs")].message}`)
+		if err != nil || !strings.HasPrefix(out, "False:") || !strings.Contains(out, want) {
+			return fmt.Errorf("%v %s", err, out)
+		}
+		return nil
+	})
 }
