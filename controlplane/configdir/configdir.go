@@ -64,6 +64,11 @@ func (w *Watcher) Load() error {
 	if w.files == nil {
 		w.files, w.good, w.firstSeen = map[string][]*v1alpha1.LoadBalancerPolicy{}, map[translate.Key]*v1alpha1.LoadBalancerPolicy{}, map[translate.Key]time.Time{}
 	}
+	if w.root != nil && !w.sameDir() {
+		// The directory was replaced (a rename-based deploy): the open root still points at the old one.
+		w.root.Close()
+		w.root = nil
+	}
 	if w.root == nil {
 		r, err := os.OpenRoot(w.Dir)
 		if err != nil {
@@ -181,6 +186,16 @@ func (w *Watcher) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// sameDir reports whether the open root is still the directory at w.Dir.
+func (w *Watcher) sameDir() bool {
+	now, err := os.Stat(w.Dir)
+	if err != nil {
+		return true // gone: keep the last good policies, as for a missing file
+	}
+	open, err := w.root.Stat(".")
+	return err == nil && os.SameFile(now, open)
 }
 
 // MaxFileBytes caps one file of the directory: a policy is a few KiB, and a manifest of thousands stays far

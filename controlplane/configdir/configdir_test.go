@@ -105,3 +105,37 @@ func TestConfigDirRefusesWhatIsNotItsOwn(t *testing.T) {
 		t.Errorf("an unchanged directory was loaded again:\n%s", log.String())
 	}
 }
+
+func TestConfigDirReplacedByRenameIsFollowed(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "policies")
+	for _, d := range []string{dir, dir + ".new"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "good.yaml"), []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	renamed := strings.Replace(good, "name: good", "name: renamed", 1)
+	if err := os.WriteFile(filepath.Join(dir+".new", "good.yaml"), []byte(renamed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := newWatcher(t, dir)
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir+".new", dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	ps := w.Engine.Policies(engine.SourceConfigDir)
+	if len(ps) != 1 || ps[0].Name != "renamed" {
+		t.Errorf("after the directory was replaced: %d policies (%v)", len(ps), ps)
+	}
+}

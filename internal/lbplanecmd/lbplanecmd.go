@@ -91,7 +91,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.APIAddress, "api-address", "127.0.0.1:18001", "address of the push API lbctl uses; port 0 picks a free port (<data-dir>/ports.json)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the durable policy store and the generated token (required)")
 	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
-	f.StringVar(&cfg.Token, "token", "", "push API bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
+	f.StringVar(&cfg.Token, "token", "", "push API admin bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long each step of a make-before-break change waits for every Envoy of the group to acknowledge the previous one")
 	f.BoolVar(&cfg.XDSInsecure, "xds-insecure", false, "serve xDS in plaintext without authentication (any client gets any group's config and keys); binds loopback only")
 	f.BoolVar(&cfg.XDSInsecureListenAny, "xds-insecure-listen-any", false, "with --xds-insecure: allow a non-loopback --xds-address")
