@@ -149,7 +149,7 @@ func TestAttackPolicyFilesOutsideTheRoots(t *testing.T) {
 	bs := startBackends(t, "a1", "a2")
 	l := startLbplane(t, "--files-root", root)
 	pid := l.cmd.Process.Pid
-	plainPort, httpsPort, caPort := freePort(t), freePort(t), freePort(t)
+	plainPort, httpsPort, caPort := reservePort(t), reservePort(t), reservePort(t)
 	e := startEnvoy(t, l, "envoy-files", true)
 	push(t, l, policy(t, attackPlain, map[string]any{"Port": plainPort, "B": bs[0].Port}))
 	// A good HTTPS policy by a relative name and by an absolute one, to show the roots do serve.
@@ -303,7 +303,7 @@ func TestAttackConfigDirSymlinkOutAndHugeFile(t *testing.T) {
 	}
 	f.Close()
 	bs := startBackends(t, "c1", "c2")
-	port := freePort(t)
+	port := reservePort(t)
 	good := filepath.Join(dir, "good.yaml")
 	write := func(b int) {
 		t.Helper()
@@ -377,7 +377,7 @@ func TestAttackPushAPIRefusesWithoutTheRightToken(t *testing.T) {
 		t.Errorf("token-readonly is %v, want 0600", info.Mode().Perm())
 	}
 	bs := startBackends(t, "t1")
-	doc := policy(t, attackPlain, map[string]any{"Port": freePort(t), "B": bs[0].Port})
+	doc := policy(t, attackPlain, map[string]any{"Port": reservePort(t), "B": bs[0].Port})
 	call := func(method, path, tok string, body io.Reader) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, l.APIURL+path, body)
@@ -557,7 +557,7 @@ func TestAttackPushAPIPlaintextOffLoopbackRefused(t *testing.T) {
 		t.Fatalf("plaintext push API on 0.0.0.0: %v\n%s", err, lastLines(out, 20))
 	}
 	// With the flag it starts, and says loudly what it does.
-	port := freePort(t)
+	port := reservePort(t)
 	p := startProcess(t, "lbplane-any.log", filepath.Join(binDir, "lbplane"), "serve", "--data-dir", dir, "--xds-address", "127.0.0.1:0",
 		"--api-address", fmt.Sprintf("0.0.0.0:%d", port), "--metrics-address", "", "--token", token, "--api-insecure-listen-any")
 	eventually(t, 30*time.Second, "lbplane serves its API on every address", func() error {
@@ -597,7 +597,7 @@ func lastLines(b []byte, n int) string {
 func TestAttackKubernetesPolicyNamingAFile(t *testing.T) {
 	cluster := kubetest.Start(t)
 	startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
-	port := freePort(t)
+	port := reservePort(t)
 	kubeApply(t, cluster.Kubeconfig, attackCA, map[string]any{"Name": "names-a-file", "Port": port, "CA": "/etc/ssl/certs/ca-certificates.crt", "B": 8080})
 	want := "spec.backends[0].tls.caFile: file references are not allowed in Kubernetes mode"
 	eventually(t, 60*time.Second, "the policy's ResolvedRefs says file references are refused", func() error {

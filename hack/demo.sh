@@ -125,6 +125,7 @@ Try it:
   bin/lbctl status demo; bin/lbctl explain demo; bin/lbctl diff -f examples/least-request.yaml
   curl -s http://$METRICS/metrics | grep ^lbplane_    # lbplane's metrics
   curl -s http://127.0.0.1:$STATS/stats/prometheus | head      # Envoy's, on its stats port
+  bin/lbctl bootstrap --node-id demo-envoy --xds-address $XDS --out-dir $RUN/envoy-certs > /dev/null   # renew Envoy's certificate, no restart
 Envoy admin: http://127.0.0.1:$ADMIN   logs: $RUN/   stop everything: make stop
 TEXT
 }
