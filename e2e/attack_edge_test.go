@@ -115,7 +115,8 @@ spec:
 // `extra` (YAML lines under spec.listener, indented four spaces; empty for the defaults).
 func startEdge(t *testing.T, extra string) *edge {
 	t.Helper()
-	e := &edge{be: startRecorder(t), lb: startLbplane(t)}
+	// Some cases put HTTPS listeners on it, with the example certificates.
+	e := &edge{be: startRecorder(t), lb: startLbplane(t, "--files-root", certs(""))}
 	e.envoy = startEnvoy(t, e.lb, "edge", true)
 	port := reservePort(t)
 	push(t, e.lb, policy(t, edgePolicy, map[string]any{"Name": "edge", "Port": port, "Extra": extra, "B": e.be.port}))

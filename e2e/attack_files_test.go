@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/internal/kubetest"
 )
 
@@ -557,11 +558,20 @@ func TestAttackPushAPIPlaintextOffLoopbackRefused(t *testing.T) {
 		t.Fatalf("plaintext push API on 0.0.0.0: %v\n%s", err, lastLines(out, 20))
 	}
 	// With the flag it starts, and says loudly what it does.
-	port := reservePort(t)
 	p := startProcess(t, "lbplane-any.log", filepath.Join(binDir, "lbplane"), "serve", "--data-dir", dir, "--xds-address", "127.0.0.1:0",
-		"--api-address", fmt.Sprintf("0.0.0.0:%d", port), "--metrics-address", "", "--token", token, "--api-insecure-listen-any")
+		"--api-address", "0.0.0.0:0", "--metrics-address", "", "--token", token, "--api-insecure-listen-any")
+	var ports serve.Ports
+	eventually(t, 30*time.Second, "lbplane binds its API on every address", func() error {
+		var err error
+		ports, err = serve.ReadPorts(dir)
+		return err
+	})
+	if host, _, _ := net.SplitHostPort(ports.API); host != "::" && host != "0.0.0.0" {
+		t.Fatalf("the push API is bound to %s, want every address", ports.API)
+	}
 	eventually(t, 30*time.Second, "lbplane serves its API on every address", func() error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		_, port, _ := net.SplitHostPort(ports.API)
+		resp, err := http.Get("http://127.0.0.1:" + port + "/healthz")
 		if err != nil {
 			return err
 		}

@@ -43,30 +43,12 @@ import (
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
-	"github.com/lbplane/lbplane/internal/tools"
 )
 
 // startEnvoyInGroup is startEnvoy for another proxy group.
 func startEnvoyInGroup(t *testing.T, l *Lbplane, nodeID, group string, delta bool) *Envoy {
 	t.Helper()
 	return startEnvoyWith(t, l, nodeID, group, delta, envoyTLS(t, l, nodeID, group))
-}
-
-func startEnvoyWith(t *testing.T, l *Lbplane, nodeID, group string, delta bool, tlsParams *envoybootstrap.TLS) *Envoy {
-	t.Helper()
-	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, Group: group, XDS: l.XDSAddr, Delta: delta,
-		AdminPort: e.AdminPort, StatsPort: e.StatsPort, TLS: tlsParams})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
-	if err := os.WriteFile(cfg, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e.Process = startProcess(t, "envoy-"+nodeID+".log", tools.Require(t, "envoy"), "-c", cfg, "--use-dynamic-base-id",
-		"--concurrency", "1", "-l", "warn", "--drain-time-s", "1")
-	return e
 }
 
 // lbplaneCA is the CA lbplane created in its data directory.
@@ -198,7 +180,8 @@ func victimSecrets(t *testing.T, l *Lbplane, port int, bs []*Backend) []string {
 }
 
 func TestAttackXDSIdentityAndAuthorization(t *testing.T) {
-	l := startLbplane(t)
+	// The victim's listener serves the example certificates.
+	l := startLbplane(t, "--files-root", certs(""))
 	bs := startBackends(t, "v1")
 	secrets := victimSecrets(t, l, reservePort(t), bs)
 	t.Logf("victim group secrets: %v", secrets)
@@ -301,7 +284,7 @@ func expiredCert(t *testing.T, l *Lbplane, node, group string) *tls.Certificate 
 func TestAttackStreamCollision(t *testing.T) {
 	for _, attackerDelta := range []bool{true, false} {
 		t.Run(map[bool]string{true: "attacker-delta-victim-sotw", false: "attacker-sotw-victim-delta"}[attackerDelta], func(t *testing.T) {
-			l := startLbplane(t)
+			l := startLbplane(t, "--files-root", certs(""))
 			bs := startBackends(t, "v1")
 			port := reservePort(t)
 			secrets := victimSecrets(t, l, port, bs)

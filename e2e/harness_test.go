@@ -227,10 +227,16 @@ type Envoy struct {
 
 func startEnvoy(t *testing.T, l *Lbplane, nodeID string, delta bool) *Envoy {
 	t.Helper()
+	return startEnvoyWith(t, l, nodeID, "default", delta, envoyTLS(t, l, nodeID, "default"))
+}
+
+// startEnvoyWith starts an Envoy in a proxy group with the given xDS client credentials (nil: plaintext).
+func startEnvoyWith(t *testing.T, l *Lbplane, nodeID, group string, delta bool, tlsParams *envoybootstrap.TLS) *Envoy {
+	t.Helper()
 	bin := tools.Require(t, "envoy")
 	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, XDS: l.XDSAddr, Delta: delta, AdminPort: e.AdminPort,
-		StatsPort: e.StatsPort, ShareAdminPort: true, TLS: envoyTLS(t, l, nodeID, "default")})
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, Group: group, XDS: l.XDSAddr, Delta: delta,
+		AdminPort: e.AdminPort, StatsPort: e.StatsPort, ShareAdminPort: true, TLS: tlsParams})
 	if err != nil {
 		t.Fatal(err)
 	}
