@@ -96,10 +96,9 @@ func Prepare(p *v1alpha1.LoadBalancerPolicy) (*v1alpha1.LoadBalancerPolicy, v1al
 	return c, v1alpha1.Validate(c)
 }
 
-// Translate turns policies into the IR. Older policies (by creation time, then namespace/name) win conflicts,
-// so accepting a new policy never takes a port or hostname away from a live one. files holds the content of
-// the files the policies reference (see ReferencedFiles).
-func Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
+// translateAll is the whole-set translation the incremental Translator must agree with; tests use it as
+// the reference (see fragment.go).
+func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
 	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
 	// two policies created within one second must still be told apart.
