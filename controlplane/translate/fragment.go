@@ -632,7 +632,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 		if f.vhost == nil {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(vhosts, f.vhost, compareVirtualHosts)
+		i, _ := slices.BinarySearchFunc(vhosts, f.vhost, CompareVirtualHosts)
 		vhosts = slices.Insert(vhosts, i, f.vhost)
 	}
 	ix.vhosts = vhosts
@@ -741,8 +741,8 @@ func (t *Translator) assembleGroup(c *ir.Config, name string, add, drop []*fragm
 	c.Groups[name] = g
 }
 
-// compareVirtualHosts is sortVirtualHosts' order: the catch-all last, then by name.
-func compareVirtualHosts(a, b *ir.VirtualHost) int {
+// CompareVirtualHosts is sortVirtualHosts' order: the catch-all last, then by name.
+func CompareVirtualHosts(a, b *ir.VirtualHost) int {
 	aw, bw := slices.Contains(a.Domains, "*"), slices.Contains(b.Domains, "*")
 	switch {
 	case aw && !bw:
