@@ -61,6 +61,7 @@ type Engine struct {
 	// builds is what each group was last published as (see rebuild).
 	builds map[string]*groupBuild
 	stats  BuildStats
+	merged *merged
 	// loaded is the policy list files were last loaded for (see loadFiles).
 	loaded []*v1alpha1.LoadBalancerPolicy
 }
@@ -186,7 +187,7 @@ func (e *Engine) Plan(source string, policies []*v1alpha1.LoadBalancerPolicy) *P
 		sources[k] = v
 	}
 	sources[source] = policies
-	all, origin, shadowed := merge(sources)
+	all, origin, shadowed := e.mergeSources(sources)
 	e.loadFiles(all)
 	res := e.translator.Translate(all, e.refs())
 	return &Planned{Result: res, source: source, policies: slices.Clone(policies), origin: origin, shadowed: shadowed, rev: e.rev, took: time.Since(start)}
@@ -241,7 +242,7 @@ func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *tr
 
 func (e *Engine) run() *translate.Result {
 	start := time.Now()
-	all, origin, shadowed := merge(e.sources)
+	all, origin, shadowed := e.mergeSources(e.sources)
 	e.loadFiles(all)
 	res := e.translator.Translate(all, e.refs())
 	return e.publish(res, origin, shadowed, func() time.Duration { return time.Since(start) })

@@ -3,9 +3,11 @@ package engine
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
@@ -34,12 +37,15 @@ type groupBuild struct {
 type routeBuild struct {
 	vhosts []*ir.VirtualHost
 	built  []*builtVHost
+	// sum adds the hosts' short hashes; size their encoded sizes.
+	sum  uint64
+	size int
 }
 
 type builtVHost struct {
 	msg   *routev3.VirtualHost
 	bytes []byte
-	sum   [32]byte
+	short uint64 // the first bytes of the hash of bytes
 }
 
 var emptyBuild = func() *groupBuild {
@@ -189,9 +195,11 @@ func (e *Engine) routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*rou
 		prev = &routeBuild{}
 	}
 	rb := &routeBuild{vhosts: l.VirtualHosts, built: make([]*builtVHost, 0, len(l.VirtualHosts))}
+	var gone, fresh []*builtVHost
 	i := 0
 	for _, vh := range l.VirtualHosts {
-		for i < len(prev.vhosts) && prev.vhosts[i] != vh && translate.CompareVirtualHosts(prev.vhosts[i], vh) < 0 {
+		for i < len(prev.vhosts) && prev.vhosts[i] != vh && translate.CompareVirtualHosts(prev.vhosts[i], vh) <= 0 {
+			gone = append(gone, prev.built[i])
 			i++
 		}
 		if i < len(prev.vhosts) && prev.vhosts[i] == vh {
@@ -206,35 +214,58 @@ func (e *Engine) routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*rou
 		if err := b.msg.ValidateAll(); err != nil {
 			errs = append(errs, fmt.Errorf("virtual host %s: %w", vh.Name, err))
 		}
+		fresh = append(fresh, b)
 		rb.built = append(rb.built, b)
 	}
+	gone = append(gone, prev.built[i:]...)
 	head := xdsbuild.RouteConfig(&ir.Listener{Name: l.Name})
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(head)
+	// The order of the hosts follows from the hosts themselves (see translate.CompareVirtualHosts), so a
+	// sum of their hashes versions the table as well as a hash of the whole would, and a change costs an
+	// add and a subtract instead of a pass over every host.
+	rb.sum, rb.size = prev.sum, prev.size
+	if prev.built == nil {
+		rb.sum, rb.size = 0, 0
+	}
+	for _, v := range gone {
+		rb.sum -= v.short
+		rb.size -= protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
+	}
+	for _, v := range fresh {
+		rb.sum += v.short
+		rb.size += protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
+	}
 	h := sha256.New()
 	h.Write(b)
-	msgs := make([]*routev3.VirtualHost, len(rb.built))
-	size := len(b)
-	for k, v := range rb.built {
-		msgs[k] = v.msg
-		h.Write(v.sum[:])
-		size += protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
-	}
-	out := make([]byte, 0, size)
-	out = append(out, b...)
-	for _, v := range rb.built {
-		out = protowire.AppendTag(out, 2, protowire.BytesType)
-		out = protowire.AppendBytes(out, v.bytes)
-	}
-	head.VirtualHosts = msgs
+	var sum [8]byte
+	binary.LittleEndian.PutUint64(sum[:], rb.sum)
+	h.Write(sum[:])
 	version := hex.EncodeToString(h.Sum(nil)[:8])
-	return rb, xdscache.NewMarshalledResource(resource.RouteType, l.RouteConfigName(), head, out, version), errors.Join(errs...)
+	size := len(b) + rb.size
+	// The parts are immutable; the table is joined from them when a stream first sends it.
+	parts := rb.built
+	join := func() (proto.Message, []byte) {
+		msgs := make([]*routev3.VirtualHost, len(parts))
+		out := make([]byte, 0, size)
+		out = append(out, b...)
+		for k, v := range parts {
+			msgs[k] = v.msg
+			out = protowire.AppendTag(out, 2, protowire.BytesType)
+			out = protowire.AppendBytes(out, v.bytes)
+		}
+		rc := proto.Clone(head).(*routev3.RouteConfiguration)
+		rc.VirtualHosts = msgs
+		return rc, out
+	}
+	return rb, xdscache.NewLazyResource(resource.RouteType, l.RouteConfigName(), version, size, join), errors.Join(errs...)
 }
 
 func (e *Engine) buildVHost(vh *ir.VirtualHost) *builtVHost {
 	msg := xdsbuild.RouteConfig(&ir.Listener{VirtualHosts: []*ir.VirtualHost{vh}}).VirtualHosts[0]
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	e.stats.VirtualHosts++
-	return &builtVHost{msg: msg, bytes: b, sum: sha256.Sum256(b)}
+	sum := sha256.Sum256(b)
+	return &builtVHost{msg: msg, bytes: b, short: binary.LittleEndian.Uint64(sum[:])}
 }
 
 // checkDestinations is ir.Validate's reference check for one destination set, built now: it points at
@@ -253,3 +284,69 @@ func checkDestinations(g *ir.Group, where string, wcs []ir.WeightedCluster) erro
 }
 
 func xdsName(m proto.Message) string { return cachev3.GetResourceName(m) }
+
+// merged is the last merge of the sources, kept so that an edit in place (another policy under the same
+// name at the same place of its source) patches it instead of merging every policy again.
+type merged struct {
+	sources  map[string][]*v1alpha1.LoadBalancerPolicy
+	pos      map[string][]int // where each source's policies are in all; -1 when shadowed
+	all      []*v1alpha1.LoadBalancerPolicy
+	origin   map[translate.Key]string
+	shadowed map[translate.Key]string
+}
+
+// mergeSources is merge, patched from the last one when only edits in place happened. The maps it
+// returns are shared with earlier results and must not be modified.
+func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadBalancerPolicy, map[translate.Key]string, map[translate.Key]string) {
+	if m := e.merged; m != nil && len(m.sources) == len(sources) {
+		var all []*v1alpha1.LoadBalancerPolicy
+		ok := true
+		for src, list := range sources {
+			prev, had := m.sources[src]
+			if !had || len(prev) != len(list) {
+				ok = false
+				break
+			}
+			for i, p := range list {
+				if prev[i] == p {
+					continue
+				}
+				if translate.KeyOf(prev[i]) != translate.KeyOf(p) {
+					ok = false
+					break
+				}
+				if at := m.pos[src][i]; at >= 0 {
+					if all == nil {
+						all = slices.Clone(m.all)
+					}
+					all[at] = p
+				}
+			}
+			if !ok {
+				break
+			}
+		}
+		if ok {
+			if all == nil {
+				all = m.all
+			}
+			e.merged = &merged{sources: maps.Clone(sources), pos: m.pos, all: all, origin: m.origin, shadowed: m.shadowed}
+			return all, m.origin, m.shadowed
+		}
+	}
+	all, origin, shadowed := merge(sources)
+	pos := map[string][]int{}
+	at := 0
+	for _, src := range sourceOrder {
+		for _, p := range sources[src] {
+			if at < len(all) && all[at] == p {
+				pos[src] = append(pos[src], at)
+				at++
+			} else {
+				pos[src] = append(pos[src], -1)
+			}
+		}
+	}
+	e.merged = &merged{sources: maps.Clone(sources), pos: pos, all: all, origin: origin, shadowed: shadowed}
+	return all, origin, shadowed
+}

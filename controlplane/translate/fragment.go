@@ -389,11 +389,12 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 			continue
 		}
 		k := KeyOf(p)
+		// Another policy under the same name at the same place (an edit) keeps the lists aligned: every
+		// name of the previous list is still there.
+		aligned = aligned && i < len(t.prev) && KeyOf(t.prev[i]) == k
 		if f := t.frags[k]; f != nil && f.src == p {
-			aligned = false
 			continue
 		}
-		aligned = false
 		changed[k] = p
 	}
 	if !aligned {

@@ -37,6 +37,8 @@ type entry struct {
 	any     *anypb.Any
 	msg     proto.Message
 	sum     uint64 // see entrySum
+	// lazy, when set, makes any and msg on first use (see NewLazyResource); size is then known before.
+	lazy *lazyParts
 }
 
 // State is the immutable set of resources one group serves.
@@ -54,6 +56,7 @@ type State struct {
 	// the make-before-break union of the two is then this state's own resources where none was removed.
 	parent  string
 	removed map[string]bool
+	added   map[string]bool
 }
 
 // NewState marshals and versions resources given by type URL.
@@ -114,7 +117,7 @@ func (s *State) Names(typ string) []string {
 func (s *State) Resources(typ string) []proto.Message {
 	out := make([]proto.Message, 0, len(s.byType[typ]))
 	for _, n := range s.Names(typ) {
-		out = append(out, s.byType[typ][n].msg)
+		out = append(out, s.byType[typ][n].message())
 	}
 	return out
 }
@@ -228,6 +231,9 @@ func (s *State) hash() string {
 }
 
 func addsAny(old, next *State, types []string) bool {
+	if next.parent != "" && next.parent == old.Version {
+		return next.addsTo(types)
+	}
 	for _, typ := range types {
 		for n := range next.byType[typ] {
 			if _, ok := old.byType[typ][n]; !ok {
@@ -240,6 +246,9 @@ func addsAny(old, next *State, types []string) bool {
 
 func sameTypes(a, b *State, types []string) bool {
 	for _, typ := range types {
+		if as, bs := a.sets[typ], b.sets[typ]; as != nil && as == bs {
+			continue
+		}
 		if len(a.byType[typ]) != len(b.byType[typ]) {
 			return false
 		}

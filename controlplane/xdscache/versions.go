@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -25,7 +26,7 @@ func (r *Resource) Name() string { return r.e.name }
 func (r *Resource) Version() string { return r.e.version }
 
 // Size is the resource's serialized size.
-func (r *Resource) Size() int { return len(r.e.any.Value) }
+func (r *Resource) Size() int { return r.e.size() }
 
 // NewResource marshals m and versions it by its content.
 func NewResource(typ string, m proto.Message) (*Resource, error) {
@@ -91,7 +92,7 @@ type Change struct {
 // Derive returns a state equal to s with c applied. Only the changed types are copied, so its cost follows
 // the size of the change and of the changed types' maps, not that of every resource.
 func (s *State) Derive(c Change) (*State, error) {
-	next := &State{byType: maps.Clone(s.byType), sets: maps.Clone(s.sets), Bytes: s.Bytes, parent: s.Version, removed: map[string]bool{}}
+	next := &State{byType: maps.Clone(s.byType), sets: maps.Clone(s.sets), Bytes: s.Bytes, parent: s.Version, removed: map[string]bool{}, added: map[string]bool{}}
 	if next.sets == nil {
 		next.sets = map[string]*typeSet{}
 	}
@@ -109,7 +110,7 @@ func (s *State) Derive(c Change) (*State, error) {
 			if e, ok := ts.byName[n]; ok {
 				next.removed[typ] = true
 				ts.sum -= e.sum
-				next.Bytes -= len(e.any.Value)
+				next.Bytes -= e.size()
 				delete(ts.byName, n)
 				if i, found := slices.BinarySearch(ts.names, n); found {
 					ts.names = slices.Delete(ts.names, i, i+1)
@@ -125,14 +126,15 @@ func (s *State) Derive(c Change) (*State, error) {
 			seen[e.name] = true
 			if was, ok := ts.byName[e.name]; ok {
 				ts.sum -= was.sum
-				next.Bytes -= len(was.any.Value)
+				next.Bytes -= was.size()
 			} else {
+				next.added[typ] = true
 				i, _ := slices.BinarySearch(ts.names, e.name)
 				ts.names = slices.Insert(ts.names, i, e.name)
 			}
 			ts.byName[e.name] = e
 			ts.sum += e.sum
-			next.Bytes += len(e.any.Value)
+			next.Bytes += e.size()
 		}
 		next.byType[typ] = ts.byName
 		next.sets[typ] = ts
@@ -165,4 +167,66 @@ func derivedWithoutRemovals(next, old *State, typ string) bool {
 }
 
 // Any is the resource as sent.
-func (r *Resource) Any() *anypb.Any { return r.e.any }
+func (r *Resource) Any() *anypb.Any { return r.e.resource() }
+
+// addsTo tells whether a derived state added a name of one of the types to its parent.
+func (s *State) addsTo(types []string) bool {
+	for _, typ := range types {
+		if s.added[typ] {
+			return true
+		}
+	}
+	return false
+}
+
+// lazyParts makes a resource's message and bytes when a stream first needs them.
+type lazyParts struct {
+	typ   string
+	n     int
+	make  func() (proto.Message, []byte)
+	once  sync.Once
+	msg   proto.Message
+	value *anypb.Any
+}
+
+// NewLazyResource is a resource whose message and bytes are made by build on first use, once, and shared
+// from then on. A route table shared by thousands of policies changes with each of them; joining its bytes
+// is left to the first response that carries it, so that changes no proxy has asked for yet cost nothing,
+// and a burst of changes costs one join. version and size must be those of what build returns.
+func NewLazyResource(typ, name, version string, size int, build func() (proto.Message, []byte)) *Resource {
+	e := &entry{name: name, version: version, lazy: &lazyParts{typ: typ, n: size, make: build}}
+	e.sum = entrySum(typ, name, version)
+	return &Resource{e: e}
+}
+
+func (l *lazyParts) get() {
+	l.once.Do(func() {
+		m, b := l.make()
+		l.msg, l.value, l.make = m, &anypb.Any{TypeUrl: l.typ, Value: b}, nil
+	})
+}
+
+// resource is the entry as sent.
+func (e *entry) resource() *anypb.Any {
+	if e.lazy != nil {
+		e.lazy.get()
+		return e.lazy.value
+	}
+	return e.any
+}
+
+// message is the entry's message; it must not be modified.
+func (e *entry) message() proto.Message {
+	if e.lazy != nil {
+		e.lazy.get()
+		return e.lazy.msg
+	}
+	return e.msg
+}
+
+func (e *entry) size() int {
+	if e.lazy != nil {
+		return e.lazy.n
+	}
+	return len(e.any.Value)
+}
