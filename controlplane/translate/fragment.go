@@ -637,6 +637,8 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 		vhosts = slices.Insert(vhosts, i, f.vhost)
 	}
 	ix.vhosts = vhosts
+	// The oldest served member names the listener; it is almost always the first member, so this stops
+	// early. Only HTTPS policies carry TLS (validation), so only an HTTPS port looks at every member.
 	var first *fragment
 	tlsUsed := false
 	for _, m := range ix.members {
@@ -645,6 +647,9 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 				first = m.f
 			}
 			tlsUsed = tlsUsed || m.f.listener.TLS != nil
+			if first.protocol != v1alpha1.ProtocolHTTPS {
+				break
+			}
 		}
 	}
 	if first == nil {
