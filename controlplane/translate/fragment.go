@@ -337,7 +337,14 @@ type groupState struct {
 }
 
 // refsIdentity tells whether refs may have changed since the last call without looking at their content.
+// It holds the maps themselves, not only their addresses: a map it no longer held could be collected and
+// a new one, with other content, allocated at the same address.
 type refsIdentity struct {
+	held *Refs
+	refsKey
+}
+
+type refsKey struct {
 	files, services, secrets uintptr
 	nFiles, nServices        int
 	nSecrets                 int
@@ -353,16 +360,16 @@ func identityOf(r Refs) refsIdentity {
 		}
 		return v.Pointer()
 	}
-	return refsIdentity{files: ptr(r.Files), services: ptr(r.Services), secrets: ptr(r.Secrets),
+	return refsIdentity{held: &r, refsKey: refsKey{files: ptr(r.Files), services: ptr(r.Services), secrets: ptr(r.Secrets),
 		nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets),
 		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats,
-		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil}
+		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil}}
 }
 
 // NewTranslator returns a translator with nothing cached.
 func NewTranslator() *Translator {
 	return &Translator{frags: map[Key]*fragment{}, ports: map[portKey]*portIndex{}, groups: map[string]*groupState{},
-		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}, refs: refsIdentity{files: 1}}
+		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}, refs: refsIdentity{refsKey: refsKey{files: 1}}}
 }
 
 // Runs counts the policies translated so far (cache misses), for tests and metrics.
@@ -408,7 +415,7 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 			}
 		}
 	}
-	if id != t.refs {
+	if !id.same(t.refs) {
 		// Some file, Service or Secret may have changed: check the policies that read any.
 		for k, f := range t.frags {
 			if _, ok := changed[k]; ok || len(f.files)+len(f.services)+len(f.secrets) == 0 {
@@ -766,3 +773,6 @@ func CompareVirtualHosts(a, b *ir.VirtualHost) int {
 func Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 	return NewTranslator().Translate(policies, refs)
 }
+
+// same compares everything but the maps held (which are compared by address).
+func (a refsIdentity) same(b refsIdentity) bool { return a.refsKey == b.refsKey }

@@ -224,3 +224,34 @@ func TestTranslatorTranslatesOnlyWhatChanged(t *testing.T) {
 		t.Fatalf("an equal copy ran the translator %d times, want 0", n-301)
 	}
 }
+
+// An endpoint change of one Service translates the one policy that references it.
+func TestTranslatorRetranslatesOnlyThePolicyOfAChangedService(t *testing.T) {
+	var set []*v1alpha1.LoadBalancerPolicy
+	services := map[ServiceRef]ServiceEndpoints{}
+	for i := range 200 {
+		name := fmt.Sprintf("s%d", i)
+		p := &v1alpha1.LoadBalancerPolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.Kind},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+			Spec: v1alpha1.LoadBalancerPolicySpec{
+				Listener: v1alpha1.Listener{Port: 8080, Protocol: v1alpha1.ProtocolHTTP, Hostnames: []string{name + ".example.com"}},
+				Backends: []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: name, Port: 80}}}}}
+		set = append(set, p)
+		services[ServiceRef{Namespace: "shop", Name: name, Port: 80}] = ServiceEndpoints{Endpoints: []ServiceEndpoint{{Address: "10.0.0.1", Port: 8080, Ready: true}}}
+	}
+	tr := NewTranslator()
+	tr.Translate(set, Refs{Services: services})
+	next := map[ServiceRef]ServiceEndpoints{}
+	for k, v := range services {
+		next[k] = v
+	}
+	next[ServiceRef{Namespace: "shop", Name: "s42", Port: 80}] = ServiceEndpoints{Endpoints: []ServiceEndpoint{{Address: "10.0.0.2", Port: 8080, Ready: true}}}
+	before := tr.Runs()
+	res := tr.Translate(set, Refs{Services: next})
+	if n := tr.Runs() - before; n != 1 {
+		t.Fatalf("one Service change translated %d policies, want 1", n)
+	}
+	if !reflect.DeepEqual(res.IR, translateAll(set, Refs{Services: next}).IR) {
+		t.Fatal("IR differs from a translation from scratch")
+	}
+}
