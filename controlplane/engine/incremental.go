@@ -350,3 +350,11 @@ func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy)
 	e.merged = &merged{sources: maps.Clone(sources), pos: pos, all: all, origin: origin, shadowed: shadowed}
 	return all, origin, shadowed
 }
+
+// Translations counts the policies translated so far (not served from the translator's cache), for tests
+// and metrics.
+func (e *Engine) Translations() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.translator.Runs()
+}
