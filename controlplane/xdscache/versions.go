@@ -102,7 +102,14 @@ func (s *State) Derive(c Change) (*State, error) {
 			continue
 		}
 		old := s.set(typ)
-		ts := &typeSet{byName: maps.Clone(old.byName), names: slices.Clone(old.names), sum: old.sum}
+		// names is copied only when a name comes or goes: a replaced resource keeps the sorted list.
+		ts := &typeSet{byName: maps.Clone(old.byName), names: old.names, sum: old.sum}
+		ownNames := false
+		own := func() {
+			if !ownNames {
+				ts.names, ownNames = slices.Clone(ts.names), true
+			}
+		}
 		if ts.byName == nil {
 			ts.byName = map[string]*entry{}
 		}
@@ -113,6 +120,7 @@ func (s *State) Derive(c Change) (*State, error) {
 				next.Bytes -= e.size()
 				delete(ts.byName, n)
 				if i, found := slices.BinarySearch(ts.names, n); found {
+					own()
 					ts.names = slices.Delete(ts.names, i, i+1)
 				}
 			}
@@ -130,6 +138,7 @@ func (s *State) Derive(c Change) (*State, error) {
 			} else {
 				next.added[typ] = true
 				i, _ := slices.BinarySearch(ts.names, e.name)
+				own()
 				ts.names = slices.Insert(ts.names, i, e.name)
 			}
 			ts.byName[e.name] = e
