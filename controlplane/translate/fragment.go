@@ -666,8 +666,11 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 		}
 		return
 	}
-	l := &ir.Listener{Name: first.listener.Name, Address: first.listener.Address, Port: first.listener.Port,
-		Protocol: first.listener.Protocol, NoRouterDynamicStats: noStats, TCP: first.listener.TCP}
+	// A copy of the oldest served policy's listener, so that every listener setting translation makes per
+	// port (listenerFor) carries over; what several policies share is set below.
+	c := *first.listener
+	l := &c
+	l.NoRouterDynamicStats, l.TLS, l.VirtualHosts = noStats, nil, nil
 	if l.Protocol == ir.HTTP {
 		l.VirtualHosts = vhosts
 	}
