@@ -198,7 +198,9 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	f.contributes = true
 	alone := &ir.Config{Groups: map[string]*ir.Group{}}
 	// NoRouterDynamicStats is the listener's, set when the port is assembled: it is not the policy's.
-	addPolicy(alone, c, r, secrets, Refs{Files: refs.Files, Services: refs.Services, Secrets: refs.Secrets, CrossNamespace: refs.CrossNamespace})
+	own := refs
+	own.NoRouterDynamicStats = false
+	addPolicy(alone, c, r, secrets, own)
 	g := alone.Groups[c.Spec.ProxyGroup]
 	slices.SortFunc(g.Clusters, func(a, b *ir.Cluster) int { return cmp.Compare(a.Name, b.Name) })
 	f.clusters, f.secretsIR = g.Clusters, g.Secrets
