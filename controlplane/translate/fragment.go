@@ -46,6 +46,8 @@ type fragment struct {
 	address  string
 	protocol v1alpha1.Protocol
 	claims   []string // "h\x00host" and "s\x00server name", in the order the checks look at them
+	// edge is the listener hardening the policy asks for; a port's listener gets its owner's (see edgeConflict).
+	edge ir.Edge
 
 	// served is the result when the policy wins its port; nil until built.
 	served *PolicyResult
@@ -174,6 +176,7 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	f.prepared = c
 	l := &c.Spec.Listener
 	f.port, f.address, f.protocol = l.Port, l.Address, l.Protocol
+	f.edge = listenerEdge(c)
 	hosts := l.Hostnames
 	if len(hosts) == 0 {
 		hosts = []string{"*"}
@@ -295,6 +298,8 @@ func (ix *portIndex) decide(m *member) (bool, string) {
 		return false, fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", f.port, o.key)
 	case o.address != f.address:
 		return false, fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", f.port, o.address, o.key)
+	case edgeConflict(o.edge, f.prepared) != "":
+		return false, edgeConflict(o.edge, f.prepared) + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
 	}
 	for _, c := range f.claims {
 		for _, other := range ix.claimants[c] {
