@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/translate"
-	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -55,13 +55,22 @@ type Engine struct {
 	NoRouterDynamicStats bool
 	// Metrics, when set, times translation and sizes each group's resources.
 	Metrics *metrics.Metrics
+
+	// translator keeps every policy's translation, so that a change translates only what it touches.
+	translator *translate.Translator
+	// builds is what each group was last published as (see rebuild).
+	builds map[string]*groupBuild
+	stats  BuildStats
+	merged *merged
+	// loaded is the policy list files were last loaded for (see loadFiles).
+	loaded []*v1alpha1.LoadBalancerPolicy
 }
 
 // New returns an engine publishing to cache.
 func New(cache *xdscache.Cache, log *slog.Logger) *Engine {
 	return &Engine{cache: cache, log: log, sources: map[string][]*v1alpha1.LoadBalancerPolicy{},
 		result: translate.Translate(nil, translate.Refs{}), origin: map[translate.Key]string{}, published: map[string]bool{},
-		files: translate.Files{}, ReadFile: os.ReadFile}
+		files: translate.Files{}, ReadFile: os.ReadFile, translator: translate.NewTranslator(), builds: map[string]*groupBuild{}}
 }
 
 func (e *Engine) read(path string) translate.File {
@@ -72,9 +81,18 @@ func (e *Engine) read(path string) translate.File {
 	return translate.File{Data: data}
 }
 
-// loadFiles reads the files of policies that were never read. Caller holds e.mu.
+// loadFiles reads the files of policies that were never read. A policy at the same place as in the last
+// list loaded is the same policy (policies are never modified), so only the others are looked at. Caller
+// holds e.mu.
 func (e *Engine) loadFiles(policies []*v1alpha1.LoadBalancerPolicy) {
-	for _, path := range translate.ReferencedFiles(policies) {
+	var fresh []*v1alpha1.LoadBalancerPolicy
+	for i, p := range policies {
+		if i >= len(e.loaded) || e.loaded[i] != p {
+			fresh = append(fresh, p)
+		}
+	}
+	e.loaded = policies
+	for _, path := range translate.ReferencedFiles(fresh) {
 		if _, ok := e.files[path]; !ok {
 			e.files[path] = e.read(path)
 		}
@@ -86,7 +104,11 @@ func (e *Engine) FileErrors(p *v1alpha1.LoadBalancerPolicy) []string {
 	e.prefetch([]*v1alpha1.LoadBalancerPolicy{p})
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.loadFiles([]*v1alpha1.LoadBalancerPolicy{p})
+	for _, path := range translate.PolicyFiles(p) {
+		if _, ok := e.files[path]; !ok {
+			e.files[path] = e.read(path)
+		}
+	}
 	return translate.FileErrors(p, e.files)
 }
 
@@ -172,9 +194,9 @@ func (e *Engine) Plan(source string, policies []*v1alpha1.LoadBalancerPolicy) *P
 		sources[k] = v
 	}
 	sources[source] = policies
-	all, origin, shadowed := merge(sources)
+	all, origin, shadowed := e.mergeSources(sources)
 	e.loadFiles(all)
-	res := translate.Translate(all, e.refs())
+	res := e.translator.Translate(all, e.refs())
 	return &Planned{Result: res, source: source, policies: slices.Clone(policies), origin: origin, shadowed: shadowed, rev: e.rev, took: time.Since(start)}
 }
 
@@ -229,9 +251,9 @@ func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *tr
 
 func (e *Engine) run() *translate.Result {
 	start := time.Now()
-	all, origin, shadowed := merge(e.sources)
+	all, origin, shadowed := e.mergeSources(e.sources)
 	e.loadFiles(all)
-	res := translate.Translate(all, e.refs())
+	res := e.translator.Translate(all, e.refs())
 	return e.publish(res, origin, shadowed, func() time.Duration { return time.Since(start) })
 }
 
@@ -241,31 +263,37 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 	for k, msg := range shadowed {
 		e.log.Warn("policy defined twice", "policy", k.String(), "detail", msg)
 	}
-	if err := res.IR.Validate(); err != nil {
-		// A bug in translation: keep everything as it is.
-		e.log.Error("translation produced an invalid IR; keeping the last good config", "error", err)
-		return e.result
-	}
+	// Only groups whose IR changed are built, and within them only what changed (see rebuild). What is
+	// built is validated as it is built: a failure is a bug in translation, and that group keeps its last
+	// good config.
 	for name, g := range res.IR.Groups {
-		resources, err := xdsbuild.Build(g)
+		prev := e.builds[name]
+		if prev == nil {
+			prev = emptyBuild()
+		}
+		if prev.ir == g {
+			continue
+		}
+		if g.Name != name {
+			e.log.Error("translation produced an invalid IR; the group keeps its last good config", "group", name, "error", ir.ErrDuplicateName)
+			continue
+		}
+		next, err := e.rebuild(prev, g)
 		if err != nil {
 			e.log.Error("building config failed; the group keeps its last good config", "group", name, "error", err)
 			continue
 		}
-		st, err := xdscache.NewState(resources)
-		if err != nil {
-			e.log.Error("versioning config failed; the group keeps its last good config", "group", name, "error", err)
-			continue
-		}
-		e.cache.Publish(name, st)
+		e.builds[name] = next
+		e.cache.Publish(name, next.state)
 		e.published[name] = true
-		e.Metrics.Snapshot(name, st.Bytes, false)
+		e.Metrics.Snapshot(name, next.state.Bytes, false)
 	}
 	for name := range e.published {
 		if _, ok := res.IR.Groups[name]; !ok {
 			st, _ := xdscache.NewState(nil)
 			e.cache.Publish(name, st)
 			delete(e.published, name)
+			delete(e.builds, name)
 			e.Metrics.Snapshot(name, 0, true)
 		}
 	}

@@ -131,7 +131,9 @@ func mine(typ, name string, tree any, p *v1alpha1.LoadBalancerPolicy, r *transla
 
 func irOf(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Group) IR {
 	var out IR
-	vhost := p.Namespace + "/" + p.Name
+	// Translation records on each IR object the policy it came from: that, not a resource's name, says
+	// what is this policy's.
+	mine := func(s ir.Source) bool { return s.Namespace == r.Key.Namespace && s.Name == r.Key.Name }
 	for _, l := range g.Listeners {
 		if l.Name != r.Listener {
 			continue
@@ -141,13 +143,13 @@ func irOf(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Group
 		c.VirtualHosts = nil
 		out.Listener = &c
 		for _, vh := range l.VirtualHosts {
-			if vh.Name == vhost {
+			if mine(vh.Source) {
 				out.VirtualHost = vh
 			}
 		}
 	}
 	for _, c := range g.Clusters {
-		if slices.Contains(r.Clusters, c.Name) {
+		if mine(c.Source) {
 			out.Clusters = append(out.Clusters, c)
 		}
 	}

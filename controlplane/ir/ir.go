@@ -107,6 +107,7 @@ func (l *Listener) RouteConfigName() string { return l.Name }
 // VirtualHost is one policy's share of an HTTP listener.
 type VirtualHost struct {
 	Name    string
+	Source  Source
 	Domains []string
 	Routes  []*Route
 }
@@ -120,6 +121,7 @@ const (
 // Route is one HTTP route.
 type Route struct {
 	Name     string
+	Source   Source
 	PathType string
 	Path     string
 	Headers  []HeaderMatch
@@ -212,6 +214,7 @@ const (
 // Cluster is one backend of one policy.
 type Cluster struct {
 	Name            string
+	Source          Source
 	Algorithm       Algorithm
 	ChoiceCount     uint32
 	ConnectTimeout  time.Duration

@@ -18,6 +18,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -61,6 +62,7 @@ type Source struct {
 	trigger chan struct{}
 	synced  chan struct{}
 	once    sync.Once
+	known   *resolved
 }
 
 // Scheme is what the source reads and writes.
@@ -110,19 +112,25 @@ func (s *Source) Start() error {
 		return err
 	}
 	s.mgr = mgr
+	s.known = newResolved()
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &discoveryv1.EndpointSlice{}, serviceNameIndex, indexServiceName); err != nil {
+		return err
+	}
 	for _, obj := range []client.Object{&v1alpha1.LoadBalancerPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Secret{}} {
 		inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
 		if err != nil {
 			return err
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { s.poke() },
+			AddFunc: func(o any) { s.known.mark(o); s.poke() },
 			UpdateFunc: func(old, cur any) {
 				if !statusOnly(old, cur) {
+					s.known.mark(old)
+					s.known.mark(cur)
 					s.poke()
 				}
 			},
-			DeleteFunc: func(any) { s.poke() },
+			DeleteFunc: func(o any) { s.known.mark(o); s.poke() },
 		}); err != nil {
 			return err
 		}
@@ -221,16 +229,29 @@ func (s *Source) resync(ctx context.Context) {
 		s.Log.Error("listing LoadBalancerPolicies", "error", err)
 		return
 	}
+	// Only what events marked is read again; the rest is what the last resync read (see resolved).
+	dirtyServices, dirtySecrets, all := s.known.take()
 	policies := make([]*v1alpha1.LoadBalancerPolicy, 0, len(list.Items))
 	services := map[translate.ServiceRef]translate.ServiceEndpoints{}
 	secrets := map[translate.SecretRef]translate.TLSSecret{}
+	copies := make(map[types.UID]*v1alpha1.LoadBalancerPolicy, len(list.Items))
 	for i := range list.Items {
-		p := list.Items[i].DeepCopy()
+		item := &list.Items[i]
+		p := s.known.policies[item.UID]
+		if p == nil || p.ResourceVersion != item.ResourceVersion || item.UID == "" {
+			p = item.DeepCopy()
+		}
+		copies[item.UID] = p
 		policies = append(policies, p)
 		for _, b := range p.Spec.Backends {
 			if b.Service != nil {
 				ref := translate.ServiceRefOf(p.Namespace, b.Service)
-				if _, done := services[ref]; !done {
+				if _, done := services[ref]; done {
+					continue
+				}
+				if se, ok := s.known.services[ref]; ok && !all && !dirtyServices[types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}] {
+					services[ref] = se
+				} else {
 					services[ref] = s.endpoints(ctx, ref)
 				}
 			}
@@ -239,11 +260,16 @@ func (s *Source) resync(ctx context.Context) {
 			for _, cert := range t.Certificates {
 				if cert.SecretName != "" {
 					ref := translate.SecretRef{Namespace: p.Namespace, Name: cert.SecretName}
-					secrets[ref] = s.secret(ctx, ref)
+					if sec, ok := s.known.secrets[ref]; ok && !all && !dirtySecrets[types.NamespacedName(ref)] {
+						secrets[ref] = sec
+					} else {
+						secrets[ref] = s.secret(ctx, ref)
+					}
 				}
 			}
 		}
 	}
+	s.known.services, s.known.secrets, s.known.policies = services, secrets, copies
 	start := time.Now()
 	s.Engine.SetKubernetes(policies, services, secrets)
 	s.Log.Debug("kubernetes resync", "policies", len(policies), "services", len(services), "secrets", len(secrets), "duration", time.Since(start))
@@ -271,7 +297,7 @@ func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) transl
 		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s has no port %s", ref.Namespace, ref.Name, want)}
 	}
 	var slices_ discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &slices_, client.InNamespace(ref.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: ref.Name}); err != nil {
+	if err := c.List(ctx, &slices_, client.InNamespace(ref.Namespace), client.MatchingFields{serviceNameIndex: ref.Name}); err != nil {
 		return translate.ServiceEndpoints{Err: err.Error()}
 	}
 	out := translate.ServiceEndpoints{}
@@ -320,4 +346,9 @@ func (s *Source) secret(ctx context.Context, ref translate.SecretRef) translate.
 		return translate.TLSSecret{Err: fmt.Sprintf("Secret %s/%s of type kubernetes.io/tls not found", ref.Namespace, ref.Name)}
 	}
 	return translate.TLSSecret{Cert: sec.Data[corev1.TLSCertKey], Key: sec.Data[corev1.TLSPrivateKeyKey]}
+}
+
+func isSecret(o client.Object) bool {
+	_, ok := o.(*corev1.Secret)
+	return ok
 }

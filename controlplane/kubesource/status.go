@@ -22,6 +22,22 @@ type statusWriter struct {
 	s *Source
 	// loadWritten is when each policy's load figures were last written.
 	loadWritten map[translate.Key]time.Time
+	// pendingSince is when a programmed policy was first seen pending (see pendingGrace).
+	pendingSince map[translate.Key]time.Time
+}
+
+// pendingGrace is how long a programmed policy may show its proxies as pending before that is written.
+// Any change publishes a new version of the whole group, so every policy of the group is pending until
+// the proxies acknowledge it, usually within milliseconds: writing that would write every policy's status
+// twice for a change to one of them (a thousand writes for one endpoint).
+const pendingGrace = 5 * time.Second
+
+// transientPending tells whether next only reports a programmed policy's proxies as catching up.
+func transientPending(next, old *v1alpha1.LoadBalancerPolicyStatus) bool {
+	n := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionProgrammed)
+	o := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionProgrammed)
+	return n != nil && o != nil && n.Reason == policystatus.ReasonPending && o.Status == metav1.ConditionTrue &&
+		n.ObservedGeneration == o.ObservedGeneration
 }
 
 // NeedLeaderElection makes the manager run the writer on the elected replica only.
@@ -55,6 +71,9 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	if s.Health != nil {
 		health = s.Health()
 	}
+	if w.pendingSince == nil {
+		w.pendingSince = map[translate.Key]time.Time{}
+	}
 	if w.loadWritten == nil {
 		w.loadWritten = map[translate.Key]time.Time{}
 	}
@@ -71,6 +90,17 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 			continue // not translated from this generation yet
 		}
 		next := policystatus.Compute(pr, proxies, health, now)
+		if transientPending(&next, &p.Status) {
+			since, seen := w.pendingSince[k]
+			if !seen {
+				w.pendingSince[k] = now.Time
+			}
+			if !seen || now.Sub(since) < pendingGrace {
+				continue
+			}
+		} else {
+			delete(w.pendingSince, k)
+		}
 		fresh := limitLoad(&next, &p.Status, w.loadWritten[k], now.Time, s.LoadStatusInterval)
 		// Keep transition times of conditions whose status did not change.
 		for j := range next.Conditions {

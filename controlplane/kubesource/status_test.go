@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/policystatus"
 )
 
 func backendStatus(requests int64, window int32, healthy int32) v1alpha1.LoadBalancerPolicyStatus {
@@ -37,5 +40,26 @@ func TestLoadFiguresAreRateLimitedButHealthIsNot(t *testing.T) {
 	next = backendStatus(250, 4, 3)
 	if limitLoad(&next, &empty, t0, t0.Add(time.Second), time.Minute) || next.Backends[0].Requests != 250 {
 		t.Fatalf("a first write without load kept: %+v", next.Backends[0])
+	}
+}
+
+// A programmed policy whose proxies are only catching up with a new version is not written at once.
+func TestPendingAfterProgrammedIsTransient(t *testing.T) {
+	cond := func(status metav1.ConditionStatus, reason string, gen int64) v1alpha1.LoadBalancerPolicyStatus {
+		return v1alpha1.LoadBalancerPolicyStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionProgrammed, Status: status, Reason: reason, ObservedGeneration: gen}}}
+	}
+	programmed := cond(metav1.ConditionTrue, policystatus.ReasonProgrammed, 1)
+	for name, c := range map[string]struct {
+		next, old v1alpha1.LoadBalancerPolicyStatus
+		want      bool
+	}{
+		"catching up":          {cond(metav1.ConditionFalse, policystatus.ReasonPending, 1), programmed, true},
+		"a new generation":     {cond(metav1.ConditionFalse, policystatus.ReasonPending, 2), programmed, false},
+		"rejected":             {cond(metav1.ConditionFalse, policystatus.ReasonRejected, 1), programmed, false},
+		"never programmed yet": {cond(metav1.ConditionFalse, policystatus.ReasonPending, 1), cond(metav1.ConditionFalse, policystatus.ReasonNoProxies, 1), false},
+	} {
+		if got := transientPending(&c.next, &c.old); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -101,7 +102,28 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 		prog.Message = fmt.Sprintf("%d of %d proxies of group %q run this config", st.Proxies.Synced, st.Proxies.Connected, r.ProxyGroup)
 	}
 	st.Conditions = append(st.Conditions, prog)
+	for i := range st.Conditions {
+		st.Conditions[i].Message = limitMessage(st.Conditions[i].Message)
+	}
 	return st
+}
+
+// MaxConditionMessage is the API server's limit on a condition message, in bytes: a status with a longer
+// one is refused whole. Many NACKing Envoys, or many field errors, exceed it.
+const MaxConditionMessage = 32768
+
+// limitMessage cuts a condition message to MaxConditionMessage, on a UTF-8 boundary, and says how much it
+// left out. Every condition goes through Compute, so this is the one place messages are cut.
+func limitMessage(msg string) string {
+	if len(msg) <= MaxConditionMessage {
+		return msg
+	}
+	suffix := fmt.Sprintf(" ... (%d bytes more)", len(msg))
+	cut := MaxConditionMessage - len(suffix)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + fmt.Sprintf(" ... (%d bytes more)", len(msg)-cut)
 }
 
 // mentionsAny reports whether msg names one of the resources as a whole word: "http-80" is not named by a

@@ -2,7 +2,9 @@ package policystatus
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,5 +80,20 @@ func TestBackendsAndWarningsAreBounded(t *testing.T) {
 	}
 	if len(st.Warnings) != MaxListed || st.Warnings[MaxListed-1] != "... and 7 more (lbctl lint shows them all)" {
 		t.Errorf("%d warnings, last %q", len(st.Warnings), st.Warnings[len(st.Warnings)-1])
+	}
+}
+
+// A message over the API server's limit is cut, on a character boundary, and says so.
+func TestLongConditionMessagesAreCut(t *testing.T) {
+	r := &translate.PolicyResult{Key: translate.Key{Namespace: "a", Name: "b"}, ProxyGroup: "default",
+		AcceptedReason: translate.ReasonInvalid, AcceptedMessage: strings.Repeat("é", 40000)}
+	st := Compute(r, nil, nil, metav1.Now())
+	for _, c := range st.Conditions {
+		if len(c.Message) > MaxConditionMessage || !utf8.ValidString(c.Message) {
+			t.Errorf("%s: %d bytes, valid UTF-8 %v", c.Type, len(c.Message), utf8.ValidString(c.Message))
+		}
+	}
+	if m := st.Conditions[0].Message; !strings.HasSuffix(m, "bytes more)") {
+		t.Errorf("a cut message does not say so: ...%s", m[len(m)-40:])
 	}
 }

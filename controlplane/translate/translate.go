@@ -96,10 +96,9 @@ func Prepare(p *v1alpha1.LoadBalancerPolicy) (*v1alpha1.LoadBalancerPolicy, v1al
 	return c, v1alpha1.Validate(c)
 }
 
-// Translate turns policies into the IR. Older policies (by creation time, then namespace/name) win conflicts,
-// so accepting a new policy never takes a port or hostname away from a live one. files holds the content of
-// the files the policies reference (see ReferencedFiles).
-func Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
+// translateAll is the whole-set translation the incremental Translator must agree with; tests use it as
+// the reference (see fragment.go).
+func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
 	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
 	// two policies created within one second must still be told apart.
@@ -330,6 +329,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	for i := range s.Backends {
 		b := &s.Backends[i]
 		cl := cluster(p, b)
+		cl.Source = ir.Source{Namespace: p.Namespace, Name: p.Name, Backend: b.Name}
 		byName[cl.Name] = cl.Cluster
 		if b.Service != nil {
 			eps, msg := serviceEndpoints(p, b, refs)
@@ -368,16 +368,19 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	if t := s.Listener.TLS; t != nil {
 		addChains(l, p, t)
 	}
-	vh := &ir.VirtualHost{Name: p.Namespace + "/" + p.Name, Domains: domains(s.Listener.Hostnames)}
+	src := ir.Source{Namespace: p.Namespace, Name: p.Name}
+	vh := &ir.VirtualHost{Name: p.Namespace + "/" + p.Name, Source: src, Domains: domains(s.Listener.Hostnames)}
 	if len(s.Routes) == 0 {
 		all := allBackends(p)
-		vh.Routes = []*ir.Route{{Name: vh.Name + "/default", PathType: ir.PathPrefix, Path: "/", Clusters: all,
+		vh.Routes = []*ir.Route{{Name: vh.Name + "/default", Source: src, PathType: ir.PathPrefix, Path: "/", Clusters: all,
 			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys), Retry: defaultRetry()}}
 	}
-	for _, rt := range s.Routes {
+	for i, rt := range s.Routes {
 		route := route(p, vh.Name, &rt, hashKeys)
+		route.Source = src.RouteSource(i)
 		if sp := rt.SessionPersistence; sp != nil && sp.AcrossBackends && len(route.Clusters) > 1 {
 			merged := mergeClusters(route.Name+"/session", route.Clusters, byName)
+			merged.Source = route.Source
 			g.Clusters = append(g.Clusters, merged)
 			r.Clusters = append(r.Clusters, merged.Name)
 			route.Clusters = []ir.WeightedCluster{{Name: merged.Name, Weight: 1}}

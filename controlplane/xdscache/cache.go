@@ -225,7 +225,7 @@ func sotwResponse(s *State, refs map[string]bool, req *cachev3.Request, sub cach
 	}
 	anys := make([]*anypb.Any, len(entries))
 	for i, e := range entries {
-		anys[i] = e.any
+		anys[i] = e.resource()
 	}
 	return &sotwResp{req: req, version: s.Version, resources: anys, returned: versions}
 }
@@ -243,7 +243,7 @@ func deltaResponse(s *State, refs map[string]bool, req *cachev3.DeltaRequest, su
 	var changed []*discovery.Resource
 	for _, e := range entries {
 		if known[e.name] != e.version {
-			changed = append(changed, &discovery.Resource{Name: e.name, Version: e.version, Resource: e.any})
+			changed = append(changed, &discovery.Resource{Name: e.name, Version: e.version, Resource: e.resource()})
 			next[e.name] = e.version
 		}
 	}

@@ -13,6 +13,7 @@ package xdscache
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -35,6 +36,9 @@ type entry struct {
 	version string
 	any     *anypb.Any
 	msg     proto.Message
+	sum     uint64 // see entrySum
+	// lazy, when set, makes any and msg on first use (see NewLazyResource); size is then known before.
+	lazy *lazyParts
 }
 
 // State is the immutable set of resources one group serves.
@@ -44,6 +48,15 @@ type State struct {
 	// Bytes is the serialized size of every resource.
 	Bytes  int
 	byType map[string]map[string]*entry
+	// sets holds each type's sorted names and digest, shared by the states derived from this one while
+	// the type does not change (see Derive).
+	sets map[string]*typeSet
+	// parent is the version of the state this one was derived from (a version, not a pointer, so that
+	// states do not keep their ancestors alive), and removed the types that lost a resource on the way:
+	// the make-before-break union of the two is then this state's own resources where none was removed.
+	parent  string
+	removed map[string]bool
+	added   map[string]bool
 }
 
 // NewState marshals and versions resources given by type URL.
@@ -78,12 +91,20 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 			e.version = hex.EncodeToString(sum[:8])
 		}
 	}
+	s.sets = map[string]*typeSet{}
+	for _, typ := range Types {
+		s.sets[typ] = newTypeSet(typ, s.byType[typ])
+	}
 	s.Version = s.hash()
 	return s, nil
 }
 
 // Names lists the resource names of a type, sorted.
 func (s *State) Names(typ string) []string {
+	if ts := s.sets[typ]; ts != nil {
+		// Clipped: a caller appending to it gets its own copy.
+		return slices.Clip(ts.names)
+	}
 	names := make([]string, 0, len(s.byType[typ]))
 	for n := range s.byType[typ] {
 		names = append(names, n)
@@ -96,7 +117,7 @@ func (s *State) Names(typ string) []string {
 func (s *State) Resources(typ string) []proto.Message {
 	out := make([]proto.Message, 0, len(s.byType[typ]))
 	for _, n := range s.Names(typ) {
-		out = append(out, s.byType[typ][n].msg)
+		out = append(out, s.byType[typ][n].message())
 	}
 	return out
 }
@@ -145,8 +166,13 @@ func plan(old, next *State) []*State {
 // combine builds a state whose resources of each type come from the given states, the first one having a
 // name winning.
 func combine(from map[string][]*State) *State {
-	u := &State{byType: map[string]map[string]*entry{}}
+	u := &State{byType: map[string]map[string]*entry{}, sets: map[string]*typeSet{}}
 	for _, typ := range Types {
+		if ts := shared(typ, from[typ]); ts != nil {
+			// One state, or states that hold the same resources of this type: nothing to merge.
+			u.byType[typ], u.sets[typ] = ts.byName, ts
+			continue
+		}
 		u.byType[typ] = map[string]*entry{}
 		for _, s := range from[typ] {
 			for n, e := range s.byType[typ] {
@@ -156,11 +182,45 @@ func combine(from map[string][]*State) *State {
 			}
 		}
 	}
+	for _, typ := range Types {
+		if u.sets[typ] == nil {
+			u.sets[typ] = newTypeSet(typ, u.byType[typ])
+		}
+	}
 	u.Version = u.hash()
 	return u
 }
 
+// shared returns the typeSet the states all hold for typ, or nil when they differ.
+func shared(typ string, states []*State) *typeSet {
+	if len(states) == 0 {
+		return nil
+	}
+	if len(states) == 2 && derivedWithoutRemovals(states[0], states[1], typ) {
+		return states[0].sets[typ]
+	}
+	first := states[0].sets[typ]
+	for _, s := range states[1:] {
+		if ts := s.sets[typ]; first == nil || ts == nil || ts.sum != first.sum || len(ts.names) != len(first.names) {
+			return nil
+		}
+	}
+	return first
+}
+
 func (s *State) hash() string {
+	if len(s.sets) == len(Types) {
+		// The sum of the entries' shares per type: the same resources give the same version, and a
+		// derived state gets its version without visiting every resource.
+		var b [8]byte
+		h := sha256.New()
+		for _, typ := range Types {
+			binary.LittleEndian.PutUint64(b[:], s.sets[typ].sum)
+			h.Write([]byte(typ))
+			h.Write(b[:])
+		}
+		return hex.EncodeToString(h.Sum(nil)[:8])
+	}
 	h := sha256.New()
 	for _, typ := range Types {
 		for _, n := range s.Names(typ) {
@@ -171,6 +231,9 @@ func (s *State) hash() string {
 }
 
 func addsAny(old, next *State, types []string) bool {
+	if next.parent != "" && next.parent == old.Version {
+		return next.addsTo(types)
+	}
 	for _, typ := range types {
 		for n := range next.byType[typ] {
 			if _, ok := old.byType[typ][n]; !ok {
@@ -183,6 +246,9 @@ func addsAny(old, next *State, types []string) bool {
 
 func sameTypes(a, b *State, types []string) bool {
 	for _, typ := range types {
+		if as, bs := a.sets[typ], b.sets[typ]; as != nil && as == bs {
+			continue
+		}
 		if len(a.byType[typ]) != len(b.byType[typ]) {
 			return false
 		}

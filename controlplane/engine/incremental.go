@@ -1,0 +1,360 @@
+package engine
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsbuild"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+)
+
+// groupBuild is what one group was last published as: its IR, the state built from it, and the marshalled
+// virtual hosts of each HTTP port. The translator hands out IR that shares every unchanged object with the
+// previous IR, so comparing pointers of the two (both sorted) finds what changed without looking inside,
+// and only that is built, marshalled and versioned again.
+type groupBuild struct {
+	ir     *ir.Group
+	state  *xdscache.State
+	routes map[uint32]*routeBuild
+}
+
+// routeBuild is an HTTP port's route table: its virtual hosts, each marshalled once, in the listener's order.
+type routeBuild struct {
+	vhosts []*ir.VirtualHost
+	built  []*builtVHost
+	// sum adds the hosts' short hashes; size their encoded sizes.
+	sum  uint64
+	size int
+}
+
+type builtVHost struct {
+	msg   *routev3.VirtualHost
+	bytes []byte
+	short uint64 // the first bytes of the hash of bytes
+}
+
+var emptyBuild = func() *groupBuild {
+	st, _ := xdscache.NewState(nil)
+	return &groupBuild{ir: &ir.Group{}, state: st, routes: map[uint32]*routeBuild{}}
+}
+
+// BuildStats counts what incremental builds did, for tests.
+type BuildStats struct {
+	// Resources counts the resources built and marshalled; VirtualHosts the virtual hosts.
+	Resources, VirtualHosts int64
+}
+
+// rebuild returns the group's new build: prev with what differs between prev.ir and g built again.
+func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
+	change := xdscache.Change{Put: map[string][]*xdscache.Resource{}, Remove: map[string][]string{}}
+	var errs []error
+	put := func(typ string, m proto.Message) *xdscache.Resource {
+		if v, ok := m.(interface{ ValidateAll() error }); ok {
+			if err := v.ValidateAll(); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %w", typ, xdsName(m), err))
+			}
+		}
+		r, err := xdscache.NewResource(typ, m)
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		e.stats.Resources++
+		change.Put[typ] = append(change.Put[typ], r)
+		return r
+	}
+	remove := func(typ, name string) { change.Remove[typ] = append(change.Remove[typ], name) }
+
+	walk(prev.ir.Secrets, g.Secrets, func(s *ir.Secret) string { return s.Name },
+		func(s *ir.Secret) { put(resource.SecretType, xdsbuild.Secret(s)) },
+		func(s *ir.Secret) { remove(resource.SecretType, s.Name) })
+	walk(prev.ir.Clusters, g.Clusters, func(c *ir.Cluster) string { return c.Name },
+		func(c *ir.Cluster) {
+			cr := put(resource.ClusterType, xdsbuild.Cluster(c))
+			la := xdsbuild.LoadAssignment(c)
+			if v := la.ValidateAll(); v != nil {
+				errs = append(errs, fmt.Errorf("endpoints %s: %w", c.Name, v))
+			}
+			er, err := xdscache.NewResource(resource.EndpointType, la)
+			if err != nil || cr == nil {
+				errs = append(errs, err)
+				return
+			}
+			e.stats.Resources++
+			change.Put[resource.EndpointType] = append(change.Put[resource.EndpointType], er.WithVersionOf(cr))
+		},
+		func(c *ir.Cluster) { remove(resource.ClusterType, c.Name); remove(resource.EndpointType, c.Name) })
+
+	next := &groupBuild{ir: g, routes: map[uint32]*routeBuild{}}
+	for port, rb := range prev.routes {
+		next.routes[port] = rb
+	}
+	walk(prev.ir.Listeners, g.Listeners, func(l *ir.Listener) string { return fmt.Sprintf("%05d", l.Port) },
+		func(l *ir.Listener) {
+			// A listener replaced on the same port drops the old names if they differ.
+			if i, ok := slices.BinarySearchFunc(prev.ir.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok {
+				if old := prev.ir.Listeners[i]; old.Name != l.Name {
+					remove(resource.ListenerType, old.Name)
+					if old.Protocol == ir.HTTP {
+						remove(resource.RouteType, old.RouteConfigName())
+					}
+				}
+			}
+			put(resource.ListenerType, xdsbuild.Listener(l))
+			delete(next.routes, l.Port)
+			if l.Protocol != ir.HTTP {
+				if l.TCP == nil {
+					errs = append(errs, fmt.Errorf("listener %s: %w", l.Name, ir.ErrNoDestinations))
+				} else if err := checkDestinations(g, "listener "+l.Name, l.TCP.Clusters); err != nil {
+					errs = append(errs, err)
+				}
+				return
+			}
+			rb, r, err := e.routeTable(g, prev.routes[l.Port], l)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			next.routes[l.Port] = rb
+			change.Put[resource.RouteType] = append(change.Put[resource.RouteType], r)
+		},
+		func(l *ir.Listener) {
+			if i, ok := slices.BinarySearchFunc(g.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok && g.Listeners[i].Name == l.Name {
+				return // replaced on the same port, under the same names
+			}
+			remove(resource.ListenerType, l.Name)
+			if l.Protocol == ir.HTTP {
+				remove(resource.RouteType, l.RouteConfigName())
+			}
+			delete(next.routes, l.Port)
+		})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	st, err := prev.state.Derive(change)
+	if err != nil {
+		return nil, err
+	}
+	next.state = st
+	return next, nil
+}
+
+// walk compares two slices sorted by key and calls put for what is new or changed in next (a different
+// pointer: the translator never modifies what it handed out) and drop for what next no longer has.
+func walk[T any](prev, next []*T, key func(*T) string, put, drop func(*T)) {
+	i, j := 0, 0
+	for i < len(prev) || j < len(next) {
+		switch {
+		case i < len(prev) && j < len(next) && prev[i] == next[j]:
+			i++
+			j++
+		case j == len(next):
+			drop(prev[i])
+			i++
+		case i == len(prev):
+			put(next[j])
+			j++
+		default:
+			switch c := cmp.Compare(key(prev[i]), key(next[j])); {
+			case c == 0:
+				put(next[j])
+				i++
+				j++
+			case c < 0:
+				drop(prev[i])
+				i++
+			default:
+				put(next[j])
+				j++
+			}
+		}
+	}
+}
+
+// routeTable builds an HTTP port's route configuration, marshalling only the virtual hosts that are not in
+// prev. The resource's bytes are the table's own fields followed by each virtual host's bytes: a repeated
+// message field may be encoded as the concatenation of its elements, so a table of many hosts costs a copy,
+// not a marshal, when one of them changes. Its version hashes the parts' hashes.
+func (e *Engine) routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*routeBuild, *xdscache.Resource, error) {
+	var errs []error
+	if prev == nil {
+		prev = &routeBuild{}
+	}
+	rb := &routeBuild{vhosts: l.VirtualHosts, built: make([]*builtVHost, 0, len(l.VirtualHosts))}
+	var gone, fresh []*builtVHost
+	i := 0
+	for _, vh := range l.VirtualHosts {
+		for i < len(prev.vhosts) && prev.vhosts[i] != vh && translate.CompareVirtualHosts(prev.vhosts[i], vh) <= 0 {
+			gone = append(gone, prev.built[i])
+			i++
+		}
+		if i < len(prev.vhosts) && prev.vhosts[i] == vh {
+			rb.built = append(rb.built, prev.built[i])
+			i++
+			continue
+		}
+		for _, r := range vh.Routes {
+			errs = append(errs, checkDestinations(g, "route "+r.Name, r.Clusters))
+		}
+		b := e.buildVHost(vh)
+		if err := b.msg.ValidateAll(); err != nil {
+			errs = append(errs, fmt.Errorf("virtual host %s: %w", vh.Name, err))
+		}
+		fresh = append(fresh, b)
+		rb.built = append(rb.built, b)
+	}
+	gone = append(gone, prev.built[i:]...)
+	head := xdsbuild.RouteConfig(&ir.Listener{Name: l.Name})
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(head)
+	// The order of the hosts follows from the hosts themselves (see translate.CompareVirtualHosts), so a
+	// sum of their hashes versions the table as well as a hash of the whole would, and a change costs an
+	// add and a subtract instead of a pass over every host.
+	rb.sum, rb.size = prev.sum, prev.size
+	if prev.built == nil {
+		rb.sum, rb.size = 0, 0
+	}
+	for _, v := range gone {
+		rb.sum -= v.short
+		rb.size -= protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
+	}
+	for _, v := range fresh {
+		rb.sum += v.short
+		rb.size += protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
+	}
+	h := sha256.New()
+	h.Write(b)
+	var sum [8]byte
+	binary.LittleEndian.PutUint64(sum[:], rb.sum)
+	h.Write(sum[:])
+	version := hex.EncodeToString(h.Sum(nil)[:8])
+	size := len(b) + rb.size
+	// The parts are immutable; the table is joined from them when a stream first sends it.
+	parts := rb.built
+	join := func() (proto.Message, []byte) {
+		msgs := make([]*routev3.VirtualHost, len(parts))
+		out := make([]byte, 0, size)
+		out = append(out, b...)
+		for k, v := range parts {
+			msgs[k] = v.msg
+			out = protowire.AppendTag(out, 2, protowire.BytesType)
+			out = protowire.AppendBytes(out, v.bytes)
+		}
+		rc := proto.Clone(head).(*routev3.RouteConfiguration)
+		rc.VirtualHosts = msgs
+		return rc, out
+	}
+	return rb, xdscache.NewLazyResource(resource.RouteType, l.RouteConfigName(), version, size, join), errors.Join(errs...)
+}
+
+func (e *Engine) buildVHost(vh *ir.VirtualHost) *builtVHost {
+	msg := xdsbuild.RouteConfig(&ir.Listener{VirtualHosts: []*ir.VirtualHost{vh}}).VirtualHosts[0]
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	e.stats.VirtualHosts++
+	sum := sha256.Sum256(b)
+	return &builtVHost{msg: msg, bytes: b, short: binary.LittleEndian.Uint64(sum[:])}
+}
+
+// checkDestinations is ir.Validate's reference check for one destination set, built now: it points at
+// clusters of the group (sorted by name). What was not built again was checked when it was.
+func checkDestinations(g *ir.Group, where string, wcs []ir.WeightedCluster) error {
+	if len(wcs) == 0 {
+		return fmt.Errorf("%s: %w", where, ir.ErrNoDestinations)
+	}
+	var errs []error
+	for _, wc := range wcs {
+		if _, ok := slices.BinarySearchFunc(g.Clusters, wc.Name, func(c *ir.Cluster, n string) int { return cmp.Compare(c.Name, n) }); !ok {
+			errs = append(errs, fmt.Errorf("%s -> %s: %w", where, wc.Name, ir.ErrUnknownCluster))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func xdsName(m proto.Message) string { return cachev3.GetResourceName(m) }
+
+// merged is the last merge of the sources, kept so that an edit in place (another policy under the same
+// name at the same place of its source) patches it instead of merging every policy again.
+type merged struct {
+	sources  map[string][]*v1alpha1.LoadBalancerPolicy
+	pos      map[string][]int // where each source's policies are in all; -1 when shadowed
+	all      []*v1alpha1.LoadBalancerPolicy
+	origin   map[translate.Key]string
+	shadowed map[translate.Key]string
+}
+
+// mergeSources is merge, patched from the last one when only edits in place happened. The maps it
+// returns are shared with earlier results and must not be modified.
+func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadBalancerPolicy, map[translate.Key]string, map[translate.Key]string) {
+	if m := e.merged; m != nil && len(m.sources) == len(sources) {
+		var all []*v1alpha1.LoadBalancerPolicy
+		ok := true
+		for src, list := range sources {
+			prev, had := m.sources[src]
+			if !had || len(prev) != len(list) {
+				ok = false
+				break
+			}
+			for i, p := range list {
+				if prev[i] == p {
+					continue
+				}
+				if translate.KeyOf(prev[i]) != translate.KeyOf(p) {
+					ok = false
+					break
+				}
+				if at := m.pos[src][i]; at >= 0 {
+					if all == nil {
+						all = slices.Clone(m.all)
+					}
+					all[at] = p
+				}
+			}
+			if !ok {
+				break
+			}
+		}
+		if ok {
+			if all == nil {
+				all = m.all
+			}
+			e.merged = &merged{sources: maps.Clone(sources), pos: m.pos, all: all, origin: m.origin, shadowed: m.shadowed}
+			return all, m.origin, m.shadowed
+		}
+	}
+	all, origin, shadowed := merge(sources)
+	pos := map[string][]int{}
+	at := 0
+	for _, src := range sourceOrder {
+		for _, p := range sources[src] {
+			if at < len(all) && all[at] == p {
+				pos[src] = append(pos[src], at)
+				at++
+			} else {
+				pos[src] = append(pos[src], -1)
+			}
+		}
+	}
+	e.merged = &merged{sources: maps.Clone(sources), pos: pos, all: all, origin: origin, shadowed: shadowed}
+	return all, origin, shadowed
+}
+
+// Translations counts the policies translated so far (not served from the translator's cache), for tests
+// and metrics.
+func (e *Engine) Translations() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.translator.Runs()
+}

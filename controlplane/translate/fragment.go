@@ -1,0 +1,788 @@
+package translate
+
+import (
+	"cmp"
+	"container/heap"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/lint"
+)
+
+// fragment is what one policy translates into on its own, before any other policy is looked at: its
+// defaulted copy, its field errors, and, when valid, its status and its share of the IR as if it were alone
+// in its group. Conflicts between policies are decided afterwards (see portIndex), and the group's IR is
+// assembled from the fragments of the policies that won. A fragment is immutable once built: the Result
+// hands out its IR pointers, and the next translation reuses them as they are.
+type fragment struct {
+	src  *v1alpha1.LoadBalancerPolicy
+	key  Key
+	hash [32]byte // of the policy's content (see policyHash)
+	// refsHash covers the content of every file, Service and Secret the policy read (see refsHash).
+	refsHash [32]byte
+	files    []string
+	services []ServiceRef
+	secrets  []SecretRef
+
+	// Ordering, from the policy as given (see older): creation time, then namespace and name.
+	created  int64 // unix nanoseconds; math.MaxInt64 when not stored yet
+	prepared *v1alpha1.LoadBalancerPolicy
+	group    string
+	// invalid is the result of a policy that failed validation; nil when it is valid.
+	invalid *PolicyResult
+
+	// The claim the policy makes on its port, for the conflict checks.
+	port     int32
+	address  string
+	protocol v1alpha1.Protocol
+	claims   []string // "h\x00host" and "s\x00server name", in the order the checks look at them
+	// edge is the listener hardening the policy asks for; a port's listener gets its owner's (see edgeConflict).
+	edge ir.Edge
+
+	// served is the result when the policy wins its port; nil until built.
+	served *PolicyResult
+	// contributes is false when a referenced file or Secret cannot be used: the policy is accepted but not
+	// served, and adds nothing to the IR.
+	contributes bool
+	clusters    []*ir.Cluster // sorted by name
+	secretsIR   []*ir.Secret  // sorted by name
+	listener    *ir.Listener  // this policy's share: name, address, port, protocol, TLS settings, chains, TCP
+	vhost       *ir.VirtualHost
+	// defaultChain tells, per chain of listener.TLS, whether its certificate lists no hostnames (and so may
+	// answer clients without SNI).
+	defaultChain []bool
+}
+
+// older orders policies for conflicts: the older wins; a policy not stored yet is the newest.
+func older(a, b *fragment) int {
+	return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.key.Namespace, b.key.Namespace), cmp.Compare(a.key.Name, b.key.Name))
+}
+
+func createdOf(p *v1alpha1.LoadBalancerPolicy) int64 {
+	if p.CreationTimestamp.IsZero() {
+		return 1<<63 - 1
+	}
+	return p.CreationTimestamp.UnixNano()
+}
+
+// policyHash covers everything of a policy that translation reads.
+func policyHash(p *v1alpha1.LoadBalancerPolicy) [32]byte {
+	h := sha256.New()
+	spec, err := json.Marshal(&p.Spec)
+	if err != nil {
+		// Never for a typed spec; a unique value keeps the policy from matching a cached fragment.
+		spec = []byte(err.Error() + p.ResourceVersion)
+	}
+	h.Write(spec)
+	writeString(h, p.Namespace)
+	writeString(h, p.Name)
+	writeInt(h, p.Generation)
+	writeInt(h, createdOf(p))
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func writeString(h hash.Hash, s string) {
+	writeInt(h, int64(len(s)))
+	h.Write([]byte(s))
+}
+
+func writeInt(h hash.Hash, v int64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(v))
+	h.Write(b[:])
+}
+
+// refsOf lists what a defaulted policy references outside itself.
+func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceRef, secrets []SecretRef) {
+	files = PolicyFiles(p)
+	for _, b := range p.Spec.Backends {
+		if b.Service != nil {
+			services = append(services, ServiceRefOf(p.Namespace, b.Service))
+		}
+	}
+	if t := p.Spec.Listener.TLS; t != nil {
+		for _, c := range t.Certificates {
+			if c.SecretName != "" {
+				secrets = append(secrets, SecretRef{Namespace: p.Namespace, Name: c.SecretName})
+			}
+		}
+	}
+	return files, services, secrets
+}
+
+// refsHash covers the content of what a fragment references, as refs holds it now.
+func (f *fragment) refsHashIn(refs Refs) [32]byte {
+	h := sha256.New()
+	writeInt(h, int64(boolInt(refs.CrossNamespace)))
+	for _, path := range f.files {
+		c, ok := refs.Files[path]
+		writeString(h, path)
+		writeInt(h, int64(boolInt(ok)))
+		writeString(h, c.Err)
+		writeInt(h, int64(len(c.Data)))
+		h.Write(c.Data)
+	}
+	writeInt(h, int64(boolInt(refs.Services == nil)))
+	for _, ref := range f.services {
+		se, ok := refs.Services[ref]
+		writeInt(h, int64(boolInt(ok)))
+		writeString(h, se.Err)
+		writeInt(h, int64(len(se.Endpoints)))
+		for _, e := range se.Endpoints {
+			writeString(h, e.Address)
+			writeString(h, e.Zone)
+			writeInt(h, int64(e.Port)<<2|int64(boolInt(e.Ready))<<1|int64(boolInt(e.Terminating)))
+		}
+	}
+	writeInt(h, int64(boolInt(refs.Secrets == nil)))
+	for _, ref := range f.secrets {
+		s, ok := refs.Secrets[ref]
+		writeInt(h, int64(boolInt(ok)))
+		writeString(h, s.Err)
+		writeInt(h, int64(len(s.Cert)))
+		h.Write(s.Cert)
+		writeInt(h, int64(len(s.Key)))
+		h.Write(s.Key)
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// translateOne builds the fragment of one policy. It reads nothing but the policy and refs.
+func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fragment {
+	c, errs := Prepare(p)
+	f := &fragment{src: p, key: KeyOf(p), hash: hash, created: createdOf(p), group: c.Spec.ProxyGroup}
+	f.files, f.services, f.secrets = refsOf(c)
+	f.refsHash = f.refsHashIn(refs)
+	if len(errs) > 0 {
+		f.invalid = &PolicyResult{Key: f.key, Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup,
+			AcceptedReason: ReasonInvalid, AcceptedMessage: errs.Error(), Errors: errs,
+			ResolvedRefsReason: ReasonInvalid, ResolvedRefsMessage: "not checked: the policy is invalid"}
+		return f
+	}
+	f.prepared = c
+	l := &c.Spec.Listener
+	f.port, f.address, f.protocol = l.Port, l.Address, l.Protocol
+	f.edge = listenerEdge(c)
+	hosts := l.Hostnames
+	if len(hosts) == 0 {
+		hosts = []string{"*"}
+	}
+	for _, h := range hosts {
+		f.claims = append(f.claims, "h\x00"+h)
+	}
+	for _, n := range sniNames(c) {
+		f.claims = append(f.claims, "s\x00"+n)
+	}
+
+	r := &PolicyResult{Key: f.key, Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup,
+		Accepted: true, AcceptedReason: ReasonAccepted, AcceptedMessage: "the policy is valid and has no conflicts"}
+	r.Warnings = lint.Strings(lint.Check(c))
+	f.served = r
+	secrets, ferrs := resolveFiles(c, refs)
+	if len(ferrs) > 0 {
+		r.ResolvedRefs, r.ResolvedRefsReason = false, ReasonInvalidRef
+		r.ResolvedRefsMessage = strings.Join(ferrs, "; ") + " (the policy is not served until this is fixed)"
+		return f
+	}
+	f.contributes = true
+	alone := &ir.Config{Groups: map[string]*ir.Group{}}
+	// NoRouterDynamicStats is the listener's, set when the port is assembled: it is not the policy's.
+	own := refs
+	own.NoRouterDynamicStats = false
+	addPolicy(alone, c, r, secrets, own)
+	g := alone.Groups[c.Spec.ProxyGroup]
+	slices.SortFunc(g.Clusters, func(a, b *ir.Cluster) int { return cmp.Compare(a.Name, b.Name) })
+	f.clusters, f.secretsIR = g.Clusters, g.Secrets
+	f.listener = g.Listeners[0]
+	if len(f.listener.VirtualHosts) > 0 {
+		f.vhost = f.listener.VirtualHosts[0]
+	}
+	if t := l.TLS; t != nil {
+		for _, cert := range t.Certificates {
+			f.defaultChain = append(f.defaultChain, len(cert.Hostnames) == 0)
+		}
+	}
+	return f
+}
+
+// conflicted is the result of a valid policy that lost its port to an older one.
+func (f *fragment) conflicted(msg string) *PolicyResult {
+	return &PolicyResult{Key: f.key, Generation: f.src.Generation, ProxyGroup: f.group,
+		AcceptedReason: ReasonConflicted, AcceptedMessage: msg,
+		ResolvedRefsReason: ReasonConflicted, ResolvedRefsMessage: "not checked: the policy conflicts with another"}
+}
+
+// member is a valid policy's place on its port, and whether it won it.
+type member struct {
+	f        *fragment
+	accepted bool
+	msg      string
+}
+
+// portIndex holds the valid policies that claim one port of one group, oldest first, and for each hostname
+// and server name the policies that claim it. A change on the port re-decides the policies it can affect
+// only: the changed one and the newer ones sharing one of its names, transitively.
+type portIndex struct {
+	key       portKey
+	members   []*member // sorted by older
+	claimants map[string][]*member
+	// vhosts are the served policies' virtual hosts in the listener's order (see sortVirtualHosts).
+	vhosts   []*ir.VirtualHost
+	listener *ir.Listener // assembled; nil when no policy is served on the port
+}
+
+func (ix *portIndex) find(f *fragment) int {
+	i, _ := slices.BinarySearchFunc(ix.members, f, func(m *member, f *fragment) int { return older(m.f, f) })
+	return i
+}
+
+func (ix *portIndex) insert(m *member) {
+	ix.members = slices.Insert(ix.members, ix.find(m.f), m)
+	for _, c := range m.f.claims {
+		list := ix.claimants[c]
+		i, _ := slices.BinarySearchFunc(list, m.f, func(m *member, f *fragment) int { return older(m.f, f) })
+		if i < len(list) && list[i] == m {
+			continue // a policy naming a host twice claims it once
+		}
+		ix.claimants[c] = slices.Insert(list, i, m)
+	}
+}
+
+func (ix *portIndex) remove(f *fragment) *member {
+	i := ix.find(f)
+	if i >= len(ix.members) || ix.members[i].f != f {
+		return nil
+	}
+	m := ix.members[i]
+	ix.members = slices.Delete(ix.members, i, i+1)
+	for _, c := range f.claims {
+		list := ix.claimants[c]
+		if j := slices.Index(list, m); j >= 0 {
+			list = slices.Delete(list, j, j+1)
+		}
+		if len(list) == 0 {
+			delete(ix.claimants, c)
+		} else {
+			ix.claimants[c] = list
+		}
+	}
+	return m
+}
+
+// decide says whether m wins its port, with the same checks and messages as claim, given that every older
+// member is decided already.
+func (ix *portIndex) decide(m *member) (bool, string) {
+	owner := ix.members[0]
+	if owner == m {
+		return true, ""
+	}
+	o, f := owner.f, m.f
+	switch {
+	case o.protocol != f.protocol:
+		return false, fmt.Sprintf("spec.listener.port: port %d is already used by policy %s with protocol %s", f.port, o.key, o.protocol)
+	case o.protocol == v1alpha1.ProtocolTCP:
+		return false, fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", f.port, o.key)
+	case o.address != f.address:
+		return false, fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", f.port, o.address, o.key)
+	case edgeConflict(o.edge, f.prepared) != "":
+		return false, edgeConflict(o.edge, f.prepared) + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
+	}
+	for _, c := range f.claims {
+		for _, other := range ix.claimants[c] {
+			if older(other.f, f) >= 0 {
+				break
+			}
+			if !other.accepted {
+				continue
+			}
+			name := c[2:]
+			if c[0] == 'h' {
+				return false, fmt.Sprintf("spec.listener.hostnames: hostname %q on port %d is already served by policy %s", name, f.port, other.f.key)
+			}
+			return false, fmt.Sprintf("spec.listener.tls: a certificate for %q on port %d is already served by policy %s", name, f.port, other.f.key)
+		}
+	}
+	return true, ""
+}
+
+// Translator translates policies incrementally: each call diffs its input with the previous one,
+// translates only the policies that changed (or whose files, Services or Secrets changed), re-decides
+// conflicts only on the ports they touch, and rebuilds only the listeners and groups they are part of.
+// The Results it returns share every unchanged part with the previous ones; they are never modified.
+//
+// A Translator is not safe for concurrent use. Its output is the same as a fresh Translate of the same
+// input: the cache changes the cost, never the result.
+type Translator struct {
+	frags  map[Key]*fragment
+	ports  map[portKey]*portIndex
+	groups map[string]*groupState
+	last   *Result
+	prev   []*v1alpha1.LoadBalancerPolicy
+	refs   refsIdentity
+	runs   atomic.Int64
+}
+
+// groupState is the IR of one group as last handed out, and what it is made of.
+type groupState struct {
+	ir *ir.Group
+	// served counts the policies adding to the group; the group is left out of the IR without any.
+	served int
+}
+
+// refsIdentity tells whether refs may have changed since the last call without looking at their content.
+// It holds the maps themselves, not only their addresses: a map it no longer held could be collected and
+// a new one, with other content, allocated at the same address.
+type refsIdentity struct {
+	held *Refs
+	refsKey
+}
+
+type refsKey struct {
+	files, services, secrets uintptr
+	nFiles, nServices        int
+	nSecrets                 int
+	crossNamespace, noStats  bool
+	servicesNil, secretsNil  bool
+}
+
+func identityOf(r Refs) refsIdentity {
+	ptr := func(m any) uintptr {
+		v := reflect.ValueOf(m)
+		if v.IsNil() {
+			return 0
+		}
+		return v.Pointer()
+	}
+	return refsIdentity{held: &r, refsKey: refsKey{files: ptr(r.Files), services: ptr(r.Services), secrets: ptr(r.Secrets),
+		nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets),
+		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats,
+		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil}}
+}
+
+// NewTranslator returns a translator with nothing cached.
+func NewTranslator() *Translator {
+	return &Translator{frags: map[Key]*fragment{}, ports: map[portKey]*portIndex{}, groups: map[string]*groupState{},
+		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}, refs: refsIdentity{refsKey: refsKey{files: 1}}}
+}
+
+// Runs counts the policies translated so far (cache misses), for tests and metrics.
+func (t *Translator) Runs() int64 { return t.runs.Load() }
+
+// Translate returns what Translate(policies, refs) returns, reusing the work of earlier calls. policies are
+// not modified, and must not be modified by the caller afterwards: an unchanged pointer is an unchanged
+// policy.
+func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
+	changed := map[Key]*v1alpha1.LoadBalancerPolicy{} // nil value: removed
+	id := identityOf(refs)
+	if id.noStats != t.refs.noStats || id.crossNamespace != t.refs.crossNamespace {
+		// Settings that touch every policy: start over.
+		for k := range t.frags {
+			changed[k] = nil
+		}
+		t.prev = nil
+		t.dropAll()
+		t.last = &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
+	}
+	aligned := len(policies) == len(t.prev)
+	for i, p := range policies {
+		if i < len(t.prev) && t.prev[i] == p {
+			continue
+		}
+		k := KeyOf(p)
+		// Another policy under the same name at the same place (an edit) keeps the lists aligned: every
+		// name of the previous list is still there.
+		aligned = aligned && i < len(t.prev) && KeyOf(t.prev[i]) == k
+		if f := t.frags[k]; f != nil && f.src == p {
+			continue
+		}
+		changed[k] = p
+	}
+	if !aligned {
+		present := make(map[Key]struct{}, len(policies))
+		for _, p := range policies {
+			present[KeyOf(p)] = struct{}{}
+		}
+		for k := range t.frags {
+			if _, ok := present[k]; !ok {
+				changed[k] = nil
+			}
+		}
+	}
+	if !id.same(t.refs) {
+		// Some file, Service or Secret may have changed: check the policies that read any.
+		for k, f := range t.frags {
+			if _, ok := changed[k]; ok || len(f.files)+len(f.services)+len(f.secrets) == 0 {
+				continue
+			}
+			if f.refsHashIn(refs) != f.refsHash {
+				changed[k] = f.src
+			}
+		}
+	}
+	t.refs, t.prev = id, slices.Clone(policies)
+	t.apply(changed, refs)
+	return t.last
+}
+
+func (t *Translator) dropAll() {
+	t.frags = map[Key]*fragment{}
+	t.ports = map[portKey]*portIndex{}
+	t.groups = map[string]*groupState{}
+}
+
+// apply replaces the fragments of the changed policies and hands out a new Result.
+func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Refs) {
+	if len(changed) == 0 {
+		return
+	}
+	res := &Result{IR: &ir.Config{Groups: maps.Clone(t.last.IR.Groups)}, Policies: maps.Clone(t.last.Policies)}
+	// Per touched port: the members whose decision may change, and the owner before this call.
+	type touched struct {
+		dirty map[*member]bool
+		owner *fragment
+	}
+	ports := map[portKey]*touched{}
+	touch := func(ix *portIndex) *touched {
+		tp := ports[ix.key]
+		if tp == nil {
+			tp = &touched{dirty: map[*member]bool{}}
+			if len(ix.members) > 0 {
+				tp.owner = ix.members[0].f
+			}
+			ports[ix.key] = tp
+		}
+		return tp
+	}
+	markNewer := func(ix *portIndex, tp *touched, f *fragment) {
+		for _, c := range f.claims {
+			for _, other := range ix.claimants[c] {
+				if older(other.f, f) > 0 {
+					tp.dirty[other] = true
+				}
+			}
+		}
+	}
+	// What each group and port gains and loses.
+	type change struct{ add, drop []*fragment }
+	byGroup := map[string]*change{}
+	byPort := map[portKey]*change{}
+	note := func(f *fragment, add bool) {
+		if !f.contributes {
+			return
+		}
+		pk := portKey{f.group, f.port}
+		gc, pc := byGroup[f.group], byPort[pk]
+		if gc == nil {
+			gc = &change{}
+			byGroup[f.group] = gc
+		}
+		if pc == nil {
+			pc = &change{}
+			byPort[pk] = pc
+		}
+		if add {
+			gc.add, pc.add = append(gc.add, f), append(pc.add, f)
+		} else {
+			gc.drop, pc.drop = append(gc.drop, f), append(pc.drop, f)
+		}
+	}
+	fresh := map[*member]bool{}
+	for k, p := range changed {
+		old := t.frags[k]
+		var f *fragment
+		if p != nil {
+			h := policyHash(p)
+			if old != nil && old.hash == h && old.refsHashIn(refs) == old.refsHash {
+				old.src = p // the same content under a new pointer: keep the fragment
+				continue
+			}
+			t.runs.Add(1)
+			f = translateOne(p, h, refs)
+		}
+		if old != nil {
+			if old.prepared != nil {
+				ix := t.ports[portKey{old.group, old.port}]
+				tp := touch(ix)
+				if m := ix.remove(old); m != nil {
+					delete(tp.dirty, m)
+					if m.accepted {
+						note(old, false)
+					}
+					markNewer(ix, tp, old)
+				}
+			}
+			delete(t.frags, k)
+			delete(res.Policies, k)
+		}
+		if f == nil {
+			continue
+		}
+		t.frags[k] = f
+		if f.invalid != nil {
+			res.Policies[k] = f.invalid
+			continue
+		}
+		pk := portKey{f.group, f.port}
+		ix := t.ports[pk]
+		if ix == nil {
+			ix = &portIndex{key: pk, claimants: map[string][]*member{}}
+			t.ports[pk] = ix
+		}
+		tp := touch(ix)
+		m := &member{f: f}
+		ix.insert(m)
+		fresh[m] = true
+		tp.dirty[m] = true
+		markNewer(ix, tp, f)
+	}
+
+	// Re-decide the touched members of each port, oldest first. A member whose decision flips may change
+	// the decision of newer members sharing a name with it, so those join the queue.
+	for pk, tp := range ports {
+		ix := t.ports[pk]
+		if len(ix.members) == 0 {
+			continue
+		}
+		if ix.members[0].f != tp.owner {
+			// The owner sets the port's protocol and address: every decision on the port depends on it.
+			for _, m := range ix.members {
+				tp.dirty[m] = true
+			}
+		}
+		q := &memberQueue{}
+		for m := range tp.dirty {
+			heap.Push(q, m)
+		}
+		seen := map[*member]bool{}
+		for q.Len() > 0 {
+			m := heap.Pop(q).(*member)
+			if seen[m] {
+				continue
+			}
+			seen[m] = true
+			before, beforeMsg := m.accepted, m.msg
+			m.accepted, m.msg = ix.decide(m)
+			switch {
+			case fresh[m]:
+				if m.accepted {
+					note(m.f, true)
+				}
+			case before == m.accepted && beforeMsg == m.msg:
+				continue
+			case before && !m.accepted:
+				note(m.f, false)
+			case !before && m.accepted:
+				note(m.f, true)
+			}
+			if m.accepted {
+				res.Policies[m.f.key] = m.f.served
+			} else {
+				res.Policies[m.f.key] = m.f.conflicted(m.msg)
+			}
+			if before != m.accepted || fresh[m] {
+				for _, c := range m.f.claims {
+					for _, other := range ix.claimants[c] {
+						if older(other.f, m.f) > 0 && !seen[other] {
+							heap.Push(q, other)
+						}
+					}
+				}
+			}
+		}
+	}
+	for pk, pc := range byPort {
+		t.assemblePort(pk, pc.add, pc.drop, refs.NoRouterDynamicStats)
+	}
+	for name, gc := range byGroup {
+		t.assembleGroup(res.IR, name, gc.add, gc.drop)
+	}
+	t.last = res
+}
+
+// memberQueue is a min-heap of members, oldest first.
+type memberQueue []*member
+
+func (q memberQueue) Len() int           { return len(q) }
+func (q memberQueue) Less(i, j int) bool { return older(q[i].f, q[j].f) < 0 }
+func (q memberQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *memberQueue) Push(x any)        { *q = append(*q, x.(*member)) }
+func (q *memberQueue) Pop() any {
+	old := *q
+	m := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return m
+}
+
+// assemblePort rebuilds the listener of one port from its served fragments.
+func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats bool) {
+	ix := t.ports[pk]
+	if ix == nil {
+		ix = &portIndex{key: pk, claimants: map[string][]*member{}}
+		t.ports[pk] = ix
+	}
+	vhosts := slices.Clone(ix.vhosts)
+	for _, f := range drop {
+		if f.vhost == nil {
+			continue
+		}
+		if i := slices.Index(vhosts, f.vhost); i >= 0 {
+			vhosts = slices.Delete(vhosts, i, i+1)
+		}
+	}
+	for _, f := range add {
+		if f.vhost == nil {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(vhosts, f.vhost, CompareVirtualHosts)
+		vhosts = slices.Insert(vhosts, i, f.vhost)
+	}
+	ix.vhosts = vhosts
+	// The oldest served member names the listener; it is almost always the first member, so this stops
+	// early. Only HTTPS policies carry TLS (validation), so only an HTTPS port looks at every member.
+	var first *fragment
+	tlsUsed := false
+	for _, m := range ix.members {
+		if m.accepted && m.f.contributes {
+			if first == nil {
+				first = m.f
+			}
+			tlsUsed = tlsUsed || m.f.listener.TLS != nil
+			if first.protocol != v1alpha1.ProtocolHTTPS {
+				break
+			}
+		}
+	}
+	if first == nil {
+		ix.listener = nil
+		if len(ix.members) == 0 {
+			delete(t.ports, pk)
+		}
+		return
+	}
+	// A copy of the oldest served policy's listener, so that every listener setting translation makes per
+	// port (listenerFor) carries over; what several policies share is set below.
+	c := *first.listener
+	l := &c
+	l.NoRouterDynamicStats, l.TLS, l.VirtualHosts = noStats, nil, nil
+	if l.Protocol == ir.HTTP {
+		l.VirtualHosts = vhosts
+	}
+	if tlsUsed {
+		// Chains go in policy order, and the settings are the oldest served policy's (as in addChains).
+		for _, m := range ix.members {
+			f := m.f
+			if !m.accepted || !f.contributes || f.listener.TLS == nil {
+				continue
+			}
+			if l.TLS == nil {
+				ft := f.listener.TLS
+				l.TLS = &ir.ListenerTLS{Default: -1, MinVersion: ft.MinVersion, MaxVersion: ft.MaxVersion, Ciphers: ft.Ciphers}
+			}
+			for i, ch := range f.listener.TLS.Chains {
+				l.TLS.Chains = append(l.TLS.Chains, ch)
+				if (i < len(f.defaultChain) && f.defaultChain[i]) || len(l.TLS.Chains) == 1 {
+					l.TLS.Default = len(l.TLS.Chains) - 1
+				}
+			}
+		}
+	}
+	ix.listener = l
+}
+
+// assembleGroup hands out a new IR group with the changed fragments' clusters, secrets and listeners.
+func (t *Translator) assembleGroup(c *ir.Config, name string, add, drop []*fragment) {
+	gs := t.groups[name]
+	if gs == nil {
+		gs = &groupState{ir: &ir.Group{Name: name}}
+		t.groups[name] = gs
+	}
+	g := &ir.Group{Name: name, Clusters: slices.Clone(gs.ir.Clusters), Secrets: slices.Clone(gs.ir.Secrets)}
+	ports := map[uint32]bool{}
+	for _, f := range drop {
+		gs.served--
+		ports[uint32(f.port)] = true
+		for _, cl := range f.clusters {
+			if i, ok := slices.BinarySearchFunc(g.Clusters, cl.Name, func(c *ir.Cluster, n string) int { return cmp.Compare(c.Name, n) }); ok {
+				g.Clusters = slices.Delete(g.Clusters, i, i+1)
+			}
+		}
+		for _, s := range f.secretsIR {
+			if i, ok := slices.BinarySearchFunc(g.Secrets, s.Name, func(c *ir.Secret, n string) int { return cmp.Compare(c.Name, n) }); ok {
+				g.Secrets = slices.Delete(g.Secrets, i, i+1)
+			}
+		}
+	}
+	for _, f := range add {
+		gs.served++
+		ports[uint32(f.port)] = true
+		for _, cl := range f.clusters {
+			i, _ := slices.BinarySearchFunc(g.Clusters, cl.Name, func(c *ir.Cluster, n string) int { return cmp.Compare(c.Name, n) })
+			g.Clusters = slices.Insert(g.Clusters, i, cl)
+		}
+		for _, s := range f.secretsIR {
+			i, _ := slices.BinarySearchFunc(g.Secrets, s.Name, func(c *ir.Secret, n string) int { return cmp.Compare(c.Name, n) })
+			g.Secrets = slices.Insert(g.Secrets, i, s)
+		}
+	}
+	for _, l := range gs.ir.Listeners {
+		if !ports[l.Port] {
+			g.Listeners = append(g.Listeners, l)
+		}
+	}
+	for port := range ports {
+		if ix := t.ports[portKey{name, int32(port)}]; ix != nil && ix.listener != nil {
+			g.Listeners = append(g.Listeners, ix.listener)
+		}
+	}
+	slices.SortFunc(g.Listeners, func(a, b *ir.Listener) int { return cmp.Compare(a.Port, b.Port) })
+	if len(g.Clusters) == 0 {
+		g.Clusters = nil
+	}
+	if len(g.Secrets) == 0 {
+		g.Secrets = nil
+	}
+	gs.ir = g
+	if gs.served == 0 {
+		delete(t.groups, name)
+		delete(c.Groups, name)
+		return
+	}
+	c.Groups[name] = g
+}
+
+// CompareVirtualHosts is sortVirtualHosts' order: the catch-all last, then by name.
+func CompareVirtualHosts(a, b *ir.VirtualHost) int {
+	aw, bw := slices.Contains(a.Domains, "*"), slices.Contains(b.Domains, "*")
+	switch {
+	case aw && !bw:
+		return 1
+	case !aw && bw:
+		return -1
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// Translate turns policies into the IR. Older policies (by creation time, then namespace/name) win conflicts,
+// so accepting a new policy never takes a port or hostname away from a live one. refs holds the content of
+// the files, Services and Secrets the policies reference (see ReferencedFiles). Callers that translate again
+// and again keep a Translator instead, which redoes only what changed.
+func Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
+	return NewTranslator().Translate(policies, refs)
+}
+
+// same compares everything but the maps held (which are compared by address).
+func (a refsIdentity) same(b refsIdentity) bool { return a.refsKey == b.refsKey }

@@ -1,0 +1,241 @@
+package xdscache
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Resource is one marshalled resource with its own version (a hash of its content). It is immutable: every
+// state that serves it, and every response that carries it, shares it.
+type Resource struct{ e *entry }
+
+// Name is the resource's name.
+func (r *Resource) Name() string { return r.e.name }
+
+// Version is the resource's own version.
+func (r *Resource) Version() string { return r.e.version }
+
+// Size is the resource's serialized size.
+func (r *Resource) Size() int { return r.e.size() }
+
+// NewResource marshals m and versions it by its content.
+func NewResource(typ string, m proto.Message) (*Resource, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", typ, cachev3.GetResourceName(m), err)
+	}
+	sum := sha256.Sum256(b)
+	return NewMarshalledResource(typ, cachev3.GetResourceName(m), m, b, hex.EncodeToString(sum[:8])), nil
+}
+
+// NewMarshalledResource wraps a resource the caller marshalled itself (say, by joining the bytes of parts
+// it keeps marshalled). version must change whenever b does.
+func NewMarshalledResource(typ, name string, m proto.Message, b []byte, version string) *Resource {
+	e := &entry{name: name, version: version, msg: m, any: &anypb.Any{TypeUrl: typ, Value: b}}
+	e.sum = entrySum(typ, name, version)
+	return &Resource{e: e}
+}
+
+// WithVersionOf returns an endpoint assignment whose version also covers its cluster's: an updated cluster
+// warms until it gets its endpoints again, so a cluster change must re-send them (see NewState).
+func (r *Resource) WithVersionOf(cluster *Resource) *Resource {
+	sum := sha256.Sum256([]byte(r.e.version + "/" + cluster.e.version))
+	e := *r.e
+	e.version = hex.EncodeToString(sum[:8])
+	e.sum = entrySum(resource.EndpointType, e.name, e.version)
+	return &Resource{e: &e}
+}
+
+// entrySum is an entry's share of its type's digest. Digests add the shares of their entries, so one
+// changed resource updates a state's version without visiting the others.
+func entrySum(typ, name, version string) uint64 {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\n", typ, name, version)
+	return binary.LittleEndian.Uint64(h.Sum(nil))
+}
+
+// typeSet is the resources of one type in a state. States share a typeSet while the type does not change.
+type typeSet struct {
+	byName map[string]*entry
+	names  []string // sorted; never appended to in place
+	sum    uint64
+}
+
+func newTypeSet(typ string, byName map[string]*entry) *typeSet {
+	ts := &typeSet{byName: byName, names: slices.Sorted(maps.Keys(byName))}
+	for _, e := range byName {
+		if e.sum == 0 {
+			e.sum = entrySum(typ, e.name, e.version)
+		}
+		ts.sum += e.sum
+	}
+	return ts
+}
+
+// Change says what a new state changes from the one it derives from: resources put (added or replaced, by
+// name) and names removed, by type URL.
+type Change struct {
+	Put    map[string][]*Resource
+	Remove map[string][]string
+}
+
+// Derive returns a state equal to s with c applied. Only the changed types are copied, so its cost follows
+// the size of the change and of the changed types' maps, not that of every resource.
+func (s *State) Derive(c Change) (*State, error) {
+	next := &State{byType: maps.Clone(s.byType), sets: maps.Clone(s.sets), Bytes: s.Bytes, parent: s.Version, removed: map[string]bool{}, added: map[string]bool{}}
+	if next.sets == nil {
+		next.sets = map[string]*typeSet{}
+	}
+	for _, typ := range Types {
+		put, rm := c.Put[typ], c.Remove[typ]
+		if len(put) == 0 && len(rm) == 0 {
+			continue
+		}
+		old := s.set(typ)
+		// names is copied only when a name comes or goes: a replaced resource keeps the sorted list.
+		ts := &typeSet{byName: maps.Clone(old.byName), names: old.names, sum: old.sum}
+		ownNames := false
+		own := func() {
+			if !ownNames {
+				ts.names, ownNames = slices.Clone(ts.names), true
+			}
+		}
+		if ts.byName == nil {
+			ts.byName = map[string]*entry{}
+		}
+		for _, n := range rm {
+			if e, ok := ts.byName[n]; ok {
+				next.removed[typ] = true
+				ts.sum -= e.sum
+				next.Bytes -= e.size()
+				delete(ts.byName, n)
+				if i, found := slices.BinarySearch(ts.names, n); found {
+					own()
+					ts.names = slices.Delete(ts.names, i, i+1)
+				}
+			}
+		}
+		seen := map[string]bool{}
+		for _, r := range put {
+			e := r.e
+			if seen[e.name] {
+				return nil, fmt.Errorf("%s %q appears twice", typ, e.name)
+			}
+			seen[e.name] = true
+			if was, ok := ts.byName[e.name]; ok {
+				ts.sum -= was.sum
+				next.Bytes -= was.size()
+			} else {
+				next.added[typ] = true
+				i, _ := slices.BinarySearch(ts.names, e.name)
+				own()
+				ts.names = slices.Insert(ts.names, i, e.name)
+			}
+			ts.byName[e.name] = e
+			ts.sum += e.sum
+			next.Bytes += e.size()
+		}
+		next.byType[typ] = ts.byName
+		next.sets[typ] = ts
+	}
+	next.Version = next.hash()
+	return next, nil
+}
+
+// set returns the typeSet of a type, building it for states made without one.
+func (s *State) set(typ string) *typeSet {
+	if ts := s.sets[typ]; ts != nil {
+		return ts
+	}
+	return newTypeSet(typ, s.byType[typ])
+}
+
+// Lookup returns one resource of a state, if it has it.
+func (s *State) Lookup(typ, name string) (*Resource, bool) {
+	e, ok := s.byType[typ][name]
+	if !ok {
+		return nil, false
+	}
+	return &Resource{e: e}, true
+}
+
+// derivedWithoutRemovals tells whether next holds every resource of old for typ (next was derived from old
+// by puts only), so that their union is next's.
+func derivedWithoutRemovals(next, old *State, typ string) bool {
+	return next.parent != "" && next.parent == old.Version && !next.removed[typ] && next.sets[typ] != nil
+}
+
+// Any is the resource as sent.
+func (r *Resource) Any() *anypb.Any { return r.e.resource() }
+
+// addsTo tells whether a derived state added a name of one of the types to its parent.
+func (s *State) addsTo(types []string) bool {
+	for _, typ := range types {
+		if s.added[typ] {
+			return true
+		}
+	}
+	return false
+}
+
+// lazyParts makes a resource's message and bytes when a stream first needs them.
+type lazyParts struct {
+	typ   string
+	n     int
+	make  func() (proto.Message, []byte)
+	once  sync.Once
+	msg   proto.Message
+	value *anypb.Any
+}
+
+// NewLazyResource is a resource whose message and bytes are made by build on first use, once, and shared
+// from then on. A route table shared by thousands of policies changes with each of them; joining its bytes
+// is left to the first response that carries it, so that changes no proxy has asked for yet cost nothing,
+// and a burst of changes costs one join. version and size must be those of what build returns.
+func NewLazyResource(typ, name, version string, size int, build func() (proto.Message, []byte)) *Resource {
+	e := &entry{name: name, version: version, lazy: &lazyParts{typ: typ, n: size, make: build}}
+	e.sum = entrySum(typ, name, version)
+	return &Resource{e: e}
+}
+
+func (l *lazyParts) get() {
+	l.once.Do(func() {
+		m, b := l.make()
+		l.msg, l.value, l.make = m, &anypb.Any{TypeUrl: l.typ, Value: b}, nil
+	})
+}
+
+// resource is the entry as sent.
+func (e *entry) resource() *anypb.Any {
+	if e.lazy != nil {
+		e.lazy.get()
+		return e.lazy.value
+	}
+	return e.any
+}
+
+// message is the entry's message; it must not be modified.
+func (e *entry) message() proto.Message {
+	if e.lazy != nil {
+		e.lazy.get()
+		return e.lazy.msg
+	}
+	return e.msg
+}
+
+func (e *entry) size() int {
+	if e.lazy != nil {
+		return e.lazy.n
+	}
+	return len(e.any.Value)
+}
