@@ -27,6 +27,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/fileroots"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/store"
@@ -96,6 +97,9 @@ type Config struct {
 	// APIInsecureListenAny allows the push API in plaintext on a non-loopback address, where the tokens
 	// would cross the network readable by anyone on the path.
 	APIInsecureListenAny bool
+	// APITLSAuto serves the push API over HTTPS with lbplane's own serving certificate (issued by its CA,
+	// with the xDS names), for a cluster where nobody provisions one; lbctl trusts it with the CA certificate.
+	APITLSAuto bool
 }
 
 // CertsDir is the default files root inside the data directory.
@@ -173,8 +177,12 @@ func loadToken(cfg *Config, configured, file string) (string, error) {
 
 // apiTLS returns the push API's TLS config, watching the certificate and key files for rotation, or nil
 // when no certificate is configured.
-func apiTLS(ctx context.Context, cfg *Config) (*tls.Config, error) {
+func apiTLS(ctx context.Context, cfg *Config, serving *pki.ServingCert) (*tls.Config, error) {
 	switch {
+	case cfg.APITLSAuto && (cfg.APITLSCert != "" || cfg.APITLSKey != ""):
+		return nil, errors.New("--api-tls-auto: cannot be combined with --api-tls-cert/--api-tls-key")
+	case cfg.APITLSAuto:
+		return &tls.Config{GetCertificate: serving.GetCertificate, MinVersion: tls.VersionTLS12}, nil
 	case cfg.APITLSCert == "" && cfg.APITLSKey == "":
 		return nil, nil
 	case cfg.APITLSCert == "" || cfg.APITLSKey == "":
@@ -229,7 +237,7 @@ func Run(ctx context.Context, cfg Config) error {
 	cache := xdscache.New()
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
 	tracker.AckTimeout = cfg.AckTimeout
-	xdsOpts, issuer, err := xdsSecurity(&cfg)
+	xdsOpts, issuer, serving, err := xdsSecurity(&cfg)
 	if err != nil {
 		return err
 	}
@@ -327,7 +335,7 @@ func Run(ctx context.Context, cfg Config) error {
 		xdsLis.Close()
 		return fmt.Errorf("API address: %w", err)
 	}
-	apiTLSConfig, err := apiTLS(ctx, &cfg)
+	apiTLSConfig, err := apiTLS(ctx, &cfg, serving)
 	if err == nil {
 		err = checkAPIListener(&cfg, apiLis, apiTLSConfig != nil)
 	}
@@ -338,7 +346,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if apiTLSConfig != nil {
 		apiLis = tls.NewListener(apiLis, apiTLSConfig)
-		cfg.Log.Info("the push API serves HTTPS", "cert", cfg.APITLSCert)
+		if cfg.APITLSAuto {
+			cfg.Log.Info("the push API serves HTTPS with lbplane's own certificate", "names", serving.Names())
+		} else {
+			cfg.Log.Info("the push API serves HTTPS", "cert", cfg.APITLSCert)
+		}
 	}
 	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String()}
 	servers := []*http.Server{{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}

@@ -115,6 +115,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.ReadOnlyToken, "token-readonly", "", "push API bearer token that may only read (env LBPLANE_TOKEN_READONLY); generated into <data-dir>/token-readonly when unset")
 	f.StringVar(&cfg.APITLSCert, "api-tls-cert", "", "PEM certificate to serve the push API over HTTPS (re-read when it changes); required for a non-loopback --api-address")
 	f.StringVar(&cfg.APITLSKey, "api-tls-key", "", "PEM private key for --api-tls-cert")
+	f.BoolVar(&cfg.APITLSAuto, "api-tls-auto", false, "serve the push API over HTTPS with a certificate from lbplane's own CA (the --xds-server-name names); for Kubernetes, where probes do not verify and lbctl trusts the CA")
 	f.BoolVar(&cfg.APIInsecureListenAny, "api-insecure-listen-any", false, "allow the push API in plaintext on a non-loopback address (its tokens cross the network readable); logs a warning")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
