@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,7 +9,9 @@ import (
 	"path/filepath"
 
 	"google.golang.org/grpc"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -21,19 +24,19 @@ const PKIDir = "pki"
 // xdsSecurity decides how xDS is protected and returns the gRPC options for it and, with lbplane's own CA,
 // the function the push API issues Envoy certificates with. serving is lbplane's own serving certificate
 // whenever its CA is in use, for xDS or for the push API (--api-tls-auto); nil otherwise.
-func xdsSecurity(cfg *Config) (opts []grpc.ServerOption, issue pushapi.CertIssuer, serving *pki.ServingCert, err error) {
+func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, issue pushapi.CertIssuer, serving *pki.ServingCert, ca *pki.CA, err error) {
 	host, port, err := net.SplitHostPort(cfg.XDSAddress)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--xds-address: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("--xds-address: %w", err)
 	}
 	ownCA := false
 	switch {
 	case cfg.XDSInsecure && cfg.XDSTLS != nil:
-		return nil, nil, nil, errors.New("--xds-insecure: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-client-ca")
+		return nil, nil, nil, nil, errors.New("--xds-insecure: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-client-ca")
 	case cfg.XDSInsecure:
 		if !cfg.XDSInsecureListenAny && !isLoopback(host) {
 			if host != "" && !net.ParseIP(host).IsUnspecified() {
-				return nil, nil, nil, fmt.Errorf("--xds-address: %s is not a loopback address, and --xds-insecure serves only loopback; add --xds-insecure-listen-any to serve plaintext xDS beyond this host", host)
+				return nil, nil, nil, nil, fmt.Errorf("--xds-address: %s is not a loopback address, and --xds-insecure serves only loopback; add --xds-insecure-listen-any to serve plaintext xDS beyond this host", host)
 			}
 			// The default 0.0.0.0: narrowed to loopback rather than refused, so --xds-insecure alone works.
 			cfg.XDSAddress = net.JoinHostPort("127.0.0.1", port)
@@ -43,23 +46,51 @@ func xdsSecurity(cfg *Config) (opts []grpc.ServerOption, issue pushapi.CertIssue
 	case cfg.XDSTLS != nil:
 		opt, err := cfg.XDSTLS.ServerOption()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		cfg.Log.Info("xDS requires mTLS (certificates from files); node ids and proxy groups are bound to client certificates")
 		opts = []grpc.ServerOption{opt}
 	default:
 		ownCA = true
 	}
+	if len(cfg.EnvoyCertSecrets) > 0 && (!ownCA || cfg.CASecret == "") {
+		return nil, nil, nil, nil, errors.New("--envoy-cert-secret: needs lbplane's own CA in a Secret (--ca-secret), without --xds-insecure or --xds-tls-*")
+	}
 	if !ownCA && !cfg.APITLSAuto {
-		return opts, nil, nil, nil
+		return opts, nil, nil, nil, nil
 	}
 	dir := filepath.Join(cfg.DataDir, PKIDir)
-	ca, created, err := pki.LoadOrCreateCA(dir)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("lbplane's CA: %w", err)
-	}
-	if created {
-		cfg.Log.Info("created lbplane's CA", "certificate", filepath.Join(dir, pki.CACertFile))
+	var created bool
+	if cfg.CASecret != "" {
+		if cfg.Kubernetes == nil {
+			return nil, nil, nil, nil, errors.New("--ca-secret: needs --kubernetes")
+		}
+		ns, err := cfg.namespace()
+		if err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("--ca-secret: %w", err)
+		}
+		client, err := kubernetes.NewForConfig(cfg.Kubernetes)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		// Every replica shares one CA, so an Envoy's certificate is good with any of them; the serving
+		// certificate is issued in memory at each start.
+		if ca, created, err = kubepki.LoadOrCreateCA(ctx, client, ns, cfg.CASecret); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("lbplane's CA: %w", err)
+		}
+		dir = ""
+		if created {
+			cfg.Log.Info("created lbplane's CA", "secret", ns+"/"+cfg.CASecret)
+		} else {
+			cfg.Log.Info("loaded lbplane's CA", "secret", ns+"/"+cfg.CASecret)
+		}
+	} else {
+		if ca, created, err = pki.LoadOrCreateCA(dir); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("lbplane's CA: %w", err)
+		}
+		if created {
+			cfg.Log.Info("created lbplane's CA", "certificate", filepath.Join(dir, pki.CACertFile))
+		}
 	}
 	names := []string{"localhost", "127.0.0.1", "::1"}
 	if host != "" && !net.ParseIP(host).IsUnspecified() {
@@ -70,16 +101,16 @@ func xdsSecurity(cfg *Config) (opts []grpc.ServerOption, issue pushapi.CertIssue
 	// One serving certificate for xDS and the push API: both are lbplane, under the same names.
 	serving, err = pki.NewServingCert(ca, dir, append(names, cfg.XDSServerNames...))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("lbplane's serving certificate: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("lbplane's serving certificate: %w", err)
 	}
 	if !ownCA {
-		return opts, nil, serving, nil
+		return opts, nil, serving, ca, nil
 	}
 	cfg.Log.Info("xDS requires mTLS with lbplane's CA; get an Envoy's certificate with lbctl bootstrap", "names", serving.Names())
 	issue = func(nodeID, group string) (*pki.Issued, error) {
 		return ca.IssueClient(nodeID, group, cfg.EnvoyCertValidity)
 	}
-	return []grpc.ServerOption{xdsserver.CAServerOption(serving, ca)}, issue, serving, nil
+	return []grpc.ServerOption{xdsserver.CAServerOption(serving, ca)}, issue, serving, ca, nil
 }
 
 func isLoopback(host string) bool {
@@ -88,4 +119,16 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// namespace is where lbplane's own Secrets live in Kubernetes mode: --namespace, else the leader election
+// namespace (the chart sets both to the release namespace).
+func (cfg *Config) namespace() (string, error) {
+	switch {
+	case cfg.Namespace != "":
+		return cfg.Namespace, nil
+	case cfg.LeaderElectionNamespace != "":
+		return cfg.LeaderElectionNamespace, nil
+	}
+	return "", errors.New("needs --namespace (or --leader-election-namespace)")
 }

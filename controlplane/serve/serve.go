@@ -19,12 +19,14 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
+	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/pki"
@@ -100,6 +102,16 @@ type Config struct {
 	// APITLSAuto serves the push API over HTTPS with lbplane's own serving certificate (issued by its CA,
 	// with the xDS names), for a cluster where nobody provisions one; lbctl trusts it with the CA certificate.
 	APITLSAuto bool
+	// CASecret, with Kubernetes, keeps lbplane's CA in this Secret of Namespace instead of <data-dir>/pki:
+	// created by the first replica, loaded by the others.
+	CASecret string
+	// Namespace holds lbplane's own Secrets in Kubernetes mode (LeaderElectionNamespace when empty).
+	Namespace string
+	// EnvoyCertSecrets maps a proxy group to the Secret in Namespace where lbplane keeps that group's Envoy
+	// client certificate (pki.IssueGroup), renewed at two thirds of EnvoyCertValidity.
+	EnvoyCertSecrets map[string]string
+	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
+	EnvoyCertCheckInterval time.Duration
 }
 
 // CertsDir is the default files root inside the data directory.
@@ -237,7 +249,7 @@ func Run(ctx context.Context, cfg Config) error {
 	cache := xdscache.New()
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
 	tracker.AckTimeout = cfg.AckTimeout
-	xdsOpts, issuer, serving, err := xdsSecurity(&cfg)
+	xdsOpts, issuer, serving, ca, err := xdsSecurity(ctx, &cfg)
 	if err != nil {
 		return err
 	}
@@ -396,6 +408,19 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
+	}
+	if len(cfg.EnvoyCertSecrets) > 0 {
+		g.Go(func() error {
+			client, err := kubernetes.NewForConfig(cfg.Kubernetes)
+			if err != nil {
+				return err
+			}
+			ns, _ := cfg.namespace() // checked with --ca-secret
+			gc := &kubepki.GroupCerts{Client: client, Namespace: ns, CA: ca, Secrets: cfg.EnvoyCertSecrets,
+				Validity: cfg.EnvoyCertValidity, Log: cfg.Log, Interval: cfg.EnvoyCertCheckInterval}
+			gc.Run(ctx)
+			return nil
+		})
 	}
 	if poller != nil && kube == nil {
 		g.Go(func() error { poller.Run(ctx); return nil })
