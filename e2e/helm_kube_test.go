@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,22 +82,52 @@ func chartLbplaneArgs(t *testing.T, args []string, kubeconfig string) []string {
 func secretAsVolume(t *testing.T, s *corev1.Secret) string {
 	t.Helper()
 	dir := t.TempDir()
-	ts := "..2026_11_23_10_00_00.000000001"
-	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range s.Data {
-		if err := os.WriteFile(filepath.Join(dir, ts, k), v, 0o440); err != nil {
-			t.Fatal(err)
-		}
+	updateSecretVolume(t, dir, s)
+	for k := range s.Data {
 		if err := os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
+	return dir
+}
+
+// updateSecretVolume does what the kubelet does when a mounted Secret changes: the new contents go into a
+// new timestamped directory, a ..data_tmp symlink to it is renamed over ..data (one atomic swap of every
+// file), and the old directory is removed.
+func updateSecretVolume(t *testing.T, dir string, s *corev1.Secret) {
+	t.Helper()
+	ts, err := os.MkdirTemp(dir, "..2026_11_23_")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	for k, v := range s.Data {
+		if err := os.WriteFile(filepath.Join(ts, k), v, 0o440); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, _ := os.Readlink(filepath.Join(dir, "..data"))
+	if err := os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if old != "" {
+		os.RemoveAll(filepath.Join(dir, old))
+	}
+}
+
+func serialOfSecret(t *testing.T, s *corev1.Secret) string {
+	t.Helper()
+	b, _ := pem.Decode(s.Data[kubepki.CertKey])
+	if b == nil {
+		t.Fatal("no certificate in the group Secret")
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.SerialNumber.Text(16)
 }
 
 // httpsAPI points l's client at its push API, which the chart serves over HTTPS (--api-tls-auto), trusting
@@ -134,7 +166,8 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 			t.Fatalf("the chart does not pass %s: %v", want, chartArgs)
 		}
 	}
-	l := startLbplane(t, args...)
+	// Checked every second here instead of every minute, so that a renewal shows within the test's time.
+	l := startLbplane(t, append(args, "--envoy-cert-check-interval", "1s")...)
 
 	var caSecret, envoySecret *corev1.Secret
 	eventually(t, 30*time.Second, "lbplane has made its CA and the group certificate Secrets", func() error {
@@ -183,6 +216,45 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 	if err != nil || len(ps) != 1 || ps[0].NodeID != "demo-lbplane-envoy-5d8f7-x2x9q" {
 		t.Fatalf("proxies over the HTTPS push API: %+v %v", ps, err)
 	}
+
+	// Renewal: the group Secret is rewritten when it is no longer good (here: deleted), the kubelet swaps the
+	// mounted files, and Envoy, watching the directory, loads the new certificate without a restart; its next
+	// handshake (lbplane restarted) uses it.
+	oldSerial := serialOfSecret(t, envoySecret)
+	if out, err := kubectl(t, c.Kubeconfig, "", "delete", "secret", "-n", "lbplane", "demo-lbplane-envoy-tls"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	var renewed *corev1.Secret
+	eventually(t, 20*time.Second, "lbplane writes the group certificate Secret again", func() error {
+		var err error
+		renewed, err = getSecret(t, c, "demo-lbplane-envoy-tls")
+		return err
+	})
+	newSerial := serialOfSecret(t, renewed)
+	if newSerial == oldSerial {
+		t.Fatal("the rewritten Secret has the old certificate")
+	}
+	updateSecretVolume(t, tlsDir, renewed)
+	eventually(t, 30*time.Second, "Envoy loads the renewed certificate from the swapped volume", func() error {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/certs", adminPort))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(strings.ToLower(string(b)), newSerial) {
+			return fmt.Errorf("serial %s not in /certs", newSerial)
+		}
+		return nil
+	})
+	l.Kill()
+	l.Restart(t)
+	httpsAPI(t, l, caSecret.Data[kubepki.CertKey])
+	waitSynced(t, l, 1)
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "k1")
 
 	// A second replica against the same API server loads that CA: its HTTPS API verifies with the CA from the
 	// Secret, and the Secret is untouched.
