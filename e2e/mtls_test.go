@@ -156,4 +156,3 @@ func TestXDSOverMTLSBindsNodesToCertificates(t *testing.T) {
 		}
 	}
 }
-
