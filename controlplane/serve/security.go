@@ -29,6 +29,9 @@ func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, is
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("--xds-address: %w", err)
 	}
+	if len(cfg.EnvoyCertSecrets) > 0 && (cfg.XDSInsecure || cfg.XDSTLS != nil || cfg.CASecret == "") {
+		return nil, nil, nil, nil, errors.New("--envoy-cert-secret: needs lbplane's own CA in a Secret (--ca-secret), without --xds-insecure or --xds-tls-*")
+	}
 	ownCA := false
 	switch {
 	case cfg.XDSInsecure && cfg.XDSTLS != nil:
@@ -52,9 +55,6 @@ func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, is
 		opts = []grpc.ServerOption{opt}
 	default:
 		ownCA = true
-	}
-	if len(cfg.EnvoyCertSecrets) > 0 && (!ownCA || cfg.CASecret == "") {
-		return nil, nil, nil, nil, errors.New("--envoy-cert-secret: needs lbplane's own CA in a Secret (--ca-secret), without --xds-insecure or --xds-tls-*")
 	}
 	if !ownCA && !cfg.APITLSAuto {
 		return opts, nil, nil, nil, nil
