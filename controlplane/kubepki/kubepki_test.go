@@ -58,6 +58,10 @@ func TestGroupCertsWrittenOnlyWhenNeeded(t *testing.T) {
 	if err := g.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A short life, too, counts from when it was issued, not from the clock-skew back-dating.
+	if short, err := ca.IssueGroup("edge", 3*time.Minute); err != nil || !ca.Fresh(short.CertPEM) {
+		t.Errorf("a three-minute certificate is due at once: %v", err)
+	}
 	if got := get(); string(got.Data[CertKey]) != string(first.Data[CertKey]) {
 		t.Error("a fresh certificate was replaced")
 	}
@@ -73,11 +77,14 @@ func TestGroupCertsWrittenOnlyWhenNeeded(t *testing.T) {
 	if got := get(); !other.Fresh(got.Data[CertKey]) || string(got.Data[CAKey]) != string(other.CertPEM) {
 		t.Error("the group certificate was not re-issued from the new CA")
 	}
-	// Due for renewal: a certificate past two thirds of its life is replaced. One minute of life, back-dated
-	// five for clock skew, is past two thirds already.
-	due, err := other.IssueGroup("edge", time.Minute)
+	// Due for renewal: a certificate past two thirds of its life is replaced; one of 30ms is, 20ms after issue.
+	due, err := other.IssueGroup("edge", 30*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
+	}
+	time.Sleep(25 * time.Millisecond)
+	if other.Fresh(due.CertPEM) {
+		t.Fatal("a certificate past two thirds of its life counts as fresh")
 	}
 	s := get()
 	s.Data[CertKey] = due.CertPEM

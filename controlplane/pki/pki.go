@@ -323,8 +323,15 @@ func (s *ServingCert) fits(c *x509.Certificate) bool {
 	return true
 }
 
+// renewAt is two thirds into a certificate's life, counted from when it was issued: NotBefore is back-dated
+// by clockSkew, and counting from it would make a short-lived certificate (under 15 minutes) due as soon as it
+// is issued, and rewritten at every check.
 func renewAt(c *x509.Certificate) time.Time {
-	return c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3)
+	issued := c.NotBefore.Add(clockSkew)
+	if !issued.Before(c.NotAfter) {
+		issued = c.NotBefore
+	}
+	return issued.Add(c.NotAfter.Sub(issued) * 2 / 3)
 }
 
 func (s *ServingCert) renew() error {
