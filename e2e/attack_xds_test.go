@@ -56,7 +56,7 @@ func startEnvoyWith(t *testing.T, l *Lbplane, nodeID, group string, delta bool, 
 	t.Helper()
 	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
 	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, Group: group, XDS: l.XDSAddr, Delta: delta,
-		AdminPort: e.AdminPort, StatsPort: e.StatsPort, TLS: tlsParams})
+		AdminPort: e.AdminPort, StatsPort: e.StatsPort, ShareAdminPort: true, TLS: tlsParams})
 	if err != nil {
 		t.Fatal(err)
 	}
