@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
@@ -75,7 +76,11 @@ func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, is
 		}
 		// Every replica shares one CA, so an Envoy's certificate is good with any of them; the serving
 		// certificate is issued in memory at each start.
-		if ca, created, err = kubepki.LoadOrCreateCA(ctx, client, ns, cfg.CASecret); err != nil {
+		// Bounded: a start that cannot reach the API server fails (and the pod restarts) instead of hanging.
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ca, created, err = kubepki.LoadOrCreateCA(lctx, client, ns, cfg.CASecret)
+		cancel()
+		if err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("lbplane's CA: %w", err)
 		}
 		dir = ""
