@@ -95,7 +95,11 @@ func (g *GroupCerts) Run(ctx context.Context) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := g.Sync(ctx); err != nil && ctx.Err() == nil {
+		// Each check is bounded, so a hung API server call cannot stop later checks (and renewals).
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := g.Sync(sctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			g.Log.Error("keeping Envoy group certificates", "error", err)
 		}
 		select {
