@@ -63,7 +63,7 @@ generate:
 	$$(hack/tools.sh path-controller-gen) crd paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 --xds-insecure > charts/lbplane/files/envoy-bootstrap.yaml
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 \
-	  --xds-tls-cert /etc/envoy/tls/tls.crt --xds-tls-key /etc/envoy/tls/tls.key --xds-tls-ca /etc/envoy/tls/ca.crt > charts/lbplane/files/envoy-bootstrap-mtls.yaml
+	  --xds-tls-dir /etc/envoy/tls > charts/lbplane/files/envoy-bootstrap-mtls.yaml
 
 ## check-generated: fail when the generated files are not what make generate makes from api/
 check-generated: generate

@@ -11,6 +11,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/lbplane/lbplane/controlplane/pki"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/envoyvalidate"
 	"github.com/lbplane/lbplane/internal/kubetest"
 	"github.com/lbplane/lbplane/internal/tools"
@@ -27,7 +29,7 @@ func helm(t *testing.T, args ...string) (string, error) {
 var chartDir = filepath.Join(tools.RepoRoot(), "charts", "lbplane")
 
 func TestHelmLintAndSchema(t *testing.T) {
-	for _, set := range [][]string{nil, {"--set", "mtls.enabled=true"}, {"--set", "envoy.enabled=false"}} {
+	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
 			t.Errorf("helm lint %v: %v\n%s", set, err, out)
 		}
@@ -47,6 +49,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 	envoy := tools.Require(t, "envoy")
 	for name, set := range map[string][]string{
 		"default":    {"--set", "apiToken=golden"},
+		"insecure":   {"--set", "apiToken=golden", "--set", "mtls.enabled=false"},
 		"mtls":       {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
 		"dashboards": {"--set", "apiToken=golden", "--set", "metrics.dashboards.enabled=true", "--set", "metrics.podAnnotations=false"},
 	} {
@@ -64,8 +67,8 @@ func TestHelmTemplateGolden(t *testing.T) {
 			checkDashboardConfigMap(t, out)
 			continue
 		}
-		if name != "default" {
-			continue // the mTLS bootstrap names certificate files that exist only in the pod
+		if name == "mtls" {
+			continue // the default is mTLS too
 		}
 		for _, doc := range strings.Split(out, "\n---\n") {
 			var obj struct {
@@ -75,8 +78,11 @@ func TestHelmTemplateGolden(t *testing.T) {
 			if yaml.Unmarshal([]byte(doc), &obj) != nil || obj.Kind != "ConfigMap" {
 				continue
 			}
-			path := filepath.Join(t.TempDir(), "envoy.yaml")
-			os.WriteFile(path, []byte(obj.Data["envoy.yaml"]), 0o600)
+			dir := t.TempDir()
+			// The credentials the pod mounts from lbplane's Secret, here written into a directory of the test.
+			bootstrap := strings.ReplaceAll(obj.Data["envoy.yaml"], "/etc/envoy/tls", writeTestCredentials(t, "default"))
+			path := filepath.Join(dir, "envoy.yaml")
+			os.WriteFile(path, []byte(bootstrap), 0o600)
 			if err := envoyvalidate.CheckBootstrap(context.Background(), envoy, path); err != nil {
 				t.Errorf("the chart's Envoy bootstrap: %v", err)
 			}
@@ -138,7 +144,14 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 		{[]string{"create", "loadbalancerpolicies.lbplane.io", "-n", "shop"}, false},
 		{[]string{"update", "loadbalancerpolicies.lbplane.io", "-n", "shop"}, false},
 		{[]string{"delete", "secrets", "-n", "shop"}, false},
-		{[]string{"create", "secrets", "-n", "lbplane"}, false},
+		// lbplane's own Secrets: created in its namespace, then read and renewed by name only.
+		{[]string{"create", "secrets", "-n", "lbplane"}, true},
+		{[]string{"update", "secrets/demo-lbplane-ca", "-n", "lbplane"}, true},
+		{[]string{"update", "secrets/demo-lbplane-envoy-tls", "-n", "lbplane"}, true},
+		{[]string{"update", "secrets/demo-lbplane-api-token", "-n", "lbplane"}, false},
+		{[]string{"delete", "secrets/demo-lbplane-ca", "-n", "lbplane"}, false},
+		{[]string{"create", "secrets", "-n", "shop"}, false},
+		{[]string{"update", "secrets", "-n", "shop"}, false},
 		{[]string{"update", "services", "-n", "shop"}, false},
 		{[]string{"create", "pods", "-n", "lbplane"}, false},
 		{[]string{"update", "leases.coordination.k8s.io", "-n", "kube-system"}, false},
@@ -151,4 +164,23 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 			t.Errorf("can-i %v: %q, want allowed=%v", tc.args, strings.TrimSpace(got), tc.want)
 		}
 	}
+}
+
+// writeTestCredentials writes, into a new directory, what lbplane's group certificate Secret holds (a CA of
+// the test's, and a group certificate from it), as the kubelet would mount it; it returns the directory.
+func writeTestCredentials(t *testing.T, group string) string {
+	t.Helper()
+	ca, _, err := pki.LoadOrCreateCA(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := ca.IssueGroup(group, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tls")
+	if err := envoybootstrap.WriteCredentials(dir, envoybootstrap.Credentials{Cert: is.CertPEM, Key: is.KeyPEM, CA: is.CAPEM}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"sigs.k8s.io/yaml"
 	"strings"
 	"testing"
 	"time"
@@ -156,78 +155,4 @@ func TestXDSOverMTLSBindsNodesToCertificates(t *testing.T) {
 			t.Logf("%s: refused: %.160s", tc.name, err)
 		}
 	}
-}
-
-// The Helm chart's mTLS option works as rendered: lbplane with the chart's arguments and a real Envoy with the
-// chart's mTLS bootstrap, both pointed at test certificates instead of the Secrets' mount paths.
-func TestHelmChartMTLSBootstrapConnects(t *testing.T) {
-	out, err := helm(t, "template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1",
-		"--set", "apiToken=t", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	var bootstrap string
-	var args []string
-	for _, doc := range strings.Split(out, "\n---\n") {
-		var obj struct {
-			Kind     string                `json:"kind"`
-			Metadata struct{ Name string } `json:"metadata"`
-			Data     map[string]string     `json:"data"`
-			Spec     struct {
-				Template struct {
-					Spec struct {
-						Containers []struct{ Args []string } `json:"containers"`
-					} `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-		}
-		if yaml.Unmarshal([]byte(doc), &obj) != nil {
-			continue
-		}
-		switch {
-		case obj.Kind == "ConfigMap":
-			bootstrap = obj.Data["envoy.yaml"]
-		case obj.Kind == "Deployment" && obj.Metadata.Name == "demo-lbplane":
-			args = obj.Spec.Template.Spec.Containers[0].Args
-		}
-	}
-	if bootstrap == "" || len(args) == 0 {
-		t.Fatal("the chart rendered no bootstrap or no lbplane arguments")
-	}
-	dir := t.TempDir()
-	pki := newPKI(t, dir, "ca")
-	xdsName := "demo-lbplane-xds.lbplane.svc"
-	srvCert, srvKey := pki.issue(t, "lbplane", "lbplane", nil, []string{xdsName}, x509.ExtKeyUsageServerAuth)
-	envoyCert, envoyKey := pki.issue(t, "envoy", "envoy-pod-1", []string{"edge"}, nil, x509.ExtKeyUsageClientAuth)
-	// The chart's lbplane mTLS flags, with the Secret's mount path replaced by the test files.
-	var tlsArgs []string
-	for _, a := range args {
-		if strings.HasPrefix(a, "--xds-tls-") {
-			a = strings.NewReplacer("/etc/lbplane/tls/tls.crt", srvCert, "/etc/lbplane/tls/tls.key", srvKey, "/etc/lbplane/tls/ca.crt", filepath.Join(dir, "ca.crt")).Replace(a)
-			tlsArgs = append(tlsArgs, a)
-		}
-	}
-	if len(tlsArgs) != 3 {
-		t.Fatalf("the chart passes %d mTLS flags to lbplane: %v", len(tlsArgs), args)
-	}
-	l := startLbplane(t, tlsArgs...)
-	adminPort, statsPort := reservePort(t), reservePort(t)
-	// The chart's Envoy bootstrap: same certificates, and the xDS Service's address made reachable here.
-	bootstrap = strings.NewReplacer("/etc/envoy/tls/tls.crt", envoyCert, "/etc/envoy/tls/tls.key", envoyKey, "/etc/envoy/tls/ca.crt", filepath.Join(dir, "ca.crt"),
-		`address: "`+xdsName+`"`, `address: "127.0.0.1"`, "port_value: 18000", "port_value: "+strings.Split(l.XDSAddr, ":")[1],
-		// Admin (and the stats listener's cluster in front of it) on a reserved port, which admin may share with
-		// the reservation.
-		"\nadmin:\n", "\nadmin:\n  socket_options: [{level: 1, name: 15, int_value: 1, state: STATE_PREBIND}]\n",
-		"port_value: 19000", fmt.Sprintf("port_value: %d", adminPort),
-		// The stats listener too: Envoy's listeners share a reserved port.
-		"port_value: 19001", fmt.Sprintf("port_value: %d", statsPort), "stats-port: 19001", fmt.Sprintf("stats-port: %d", statsPort)).Replace(bootstrap)
-	cfg := filepath.Join(dir, "envoy.yaml")
-	os.WriteFile(cfg, []byte(bootstrap), 0o600)
-	startProcess(t, "envoy-chart-mtls.log", tools.Require(t, "envoy"), "-c", cfg, "--service-node", "envoy-pod-1",
-		"--use-dynamic-base-id", "--concurrency", "1", "-l", "warn")
-	bs := startBackends(t, "c1")
-	port := reservePort(t)
-	push(t, l, []byte(strings.Replace(string(policy(t, roundRobin, map[string]any{"Port": port, "B": bs})), "spec:\n", "spec:\n  proxyGroup: edge\n", 1)))
-	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "c1")
-	waitSynced(t, l, 1)
 }

@@ -37,32 +37,45 @@ func WriteCredentials(dir string, c Credentials) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--out-dir: %w", err)
 	}
+	files, err := CredentialFiles(c)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := pki.WriteFileAtomic(filepath.Join(dir, f.Name), f.Data, f.Perm); err != nil {
+			return fmt.Errorf("--out-dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// CredentialFile is one file of an Envoy's credentials directory.
+type CredentialFile struct {
+	Name string
+	Data []byte
+	Perm os.FileMode
+}
+
+// CredentialFiles are the files of an Envoy's credentials directory, in the order they must be written
+// (lbctl bootstrap --out-dir, and the group certificate Secrets lbplane keeps in Kubernetes).
+func CredentialFiles(c Credentials) ([]CredentialFile, error) {
 	client, err := sdsFile(map[string]any{"name": "lbplane_xds_client", "tls_certificate": map[string]any{
 		"certificate_chain": map[string]string{"inline_string": string(c.Cert)},
 		"private_key":       map[string]string{"inline_string": string(c.Key)},
 	}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ca, err := sdsFile(map[string]any{"name": "lbplane_xds_ca", "validation_context": map[string]any{
 		"trusted_ca": map[string]string{"inline_string": string(c.CA)},
 	}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, f := range []struct {
-		name string
-		data []byte
-		perm os.FileMode
-	}{
+	return []CredentialFile{
 		{CAFile, c.CA, 0o644}, {CASDSFile, ca, 0o644},
 		{CertFile, c.Cert, 0o644}, {KeyFile, c.Key, 0o600}, {ClientSDSFile, client, 0o600},
-	} {
-		if err := pki.WriteFileAtomic(filepath.Join(dir, f.name), f.data, f.perm); err != nil {
-			return fmt.Errorf("--out-dir: %w", err)
-		}
-	}
-	return nil
+	}, nil
 }
 
 // sdsFile is a DiscoveryResponse holding one Secret, the format of an SDS path_config_source.

@@ -72,9 +72,28 @@ func LoadOrCreateCA(dir string) (ca *CA, created bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, false, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := NewCAPEM()
 	if err != nil {
 		return nil, false, err
+	}
+	// The key first: a crash in between leaves a key without a certificate, which the next start refuses
+	// instead of silently making a second CA.
+	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return nil, false, err
+	}
+	if err := WriteFileAtomic(certPath, certPEM, 0o644); err != nil {
+		return nil, false, err
+	}
+	ca, err = loadCA(certPath, keyPath)
+	return ca, true, err
+}
+
+// NewCAPEM makes a new CA certificate and key, PEM encoded, for a store other than a directory (a
+// Kubernetes Secret).
+func NewCAPEM() (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
@@ -85,22 +104,23 @@ func LoadOrCreateCA(dir string) (ca *CA, created bool, err error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
-	// The key first: a crash in between leaves a key without a certificate, which the next start refuses
-	// instead of silently making a second CA.
-	if err := WriteFileAtomic(keyPath, pemBlock("PRIVATE KEY", kder), 0o600); err != nil {
-		return nil, false, err
+	return pemBlock("CERTIFICATE", der), pemBlock("PRIVATE KEY", kder), nil
+}
+
+// ParseCA is a CA from its PEM certificate and key; source names where they came from in errors.
+func ParseCA(source string, certPEM, keyPEM []byte) (*CA, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		// tls errors name the problem (no PEM, mismatched key), never the content.
+		return nil, fmt.Errorf("CA %s: %w", source, err)
 	}
-	if err := WriteFileAtomic(certPath, pemBlock("CERTIFICATE", der), 0o644); err != nil {
-		return nil, false, err
-	}
-	ca, err = loadCA(certPath, keyPath)
-	return ca, true, err
+	return caFromPair(source, pair)
 }
 
 func loadCA(certPath, keyPath string) (*CA, error) {
@@ -109,16 +129,20 @@ func loadCA(certPath, keyPath string) (*CA, error) {
 		// tls errors name the problem (no PEM, mismatched key), never the content.
 		return nil, fmt.Errorf("CA %s / %s: %w", certPath, keyPath, err)
 	}
+	return caFromPair(certPath, pair)
+}
+
+func caFromPair(source string, pair tls.Certificate) (*CA, error) {
 	cert, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return nil, fmt.Errorf("CA %s: %w", certPath, err)
+		return nil, fmt.Errorf("CA %s: %w", source, err)
 	}
 	if !cert.IsCA {
-		return nil, fmt.Errorf("CA %s: not a CA certificate", certPath)
+		return nil, fmt.Errorf("CA %s: not a CA certificate", source)
 	}
 	signer, ok := pair.PrivateKey.(crypto.Signer)
 	if !ok {
-		return nil, fmt.Errorf("CA %s: unsupported key type", keyPath)
+		return nil, fmt.Errorf("CA %s: unsupported key type", source)
 	}
 	return &CA{Cert: cert, CertPEM: pemBlock("CERTIFICATE", cert.Raw), key: signer}, nil
 }
@@ -135,6 +159,44 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$`)
 // ClientURI is the SPIFFE-style URI SAN of an Envoy's certificate, next to its CN (node id) and OU (group).
 func ClientURI(nodeID, group string) *url.URL {
 	return &url.URL{Scheme: "spiffe", Host: "lbplane", Path: "/group/" + group + "/node/" + nodeID}
+}
+
+// GroupURI is the URI SAN of a group certificate: it names no node, and so serves any node id of the group.
+func GroupURI(group string) *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: "lbplane", Path: "/group/" + group}
+}
+
+// IssueGroup issues a client certificate for any node of one proxy group, for an Envoy Deployment whose
+// pods (and so node ids) come and go: URI SAN spiffe://lbplane/group/<group> without a node part, OU the
+// group. It still binds the group: such a certificate never serves a node of another group.
+func (ca *CA) IssueGroup(group string, validity time.Duration) (*Issued, error) {
+	if !nameRe.MatchString(group) {
+		return nil, fmt.Errorf("proxyGroup: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", group)
+	}
+	if validity <= 0 {
+		validity = ClientValidity
+	}
+	tmpl := &x509.Certificate{
+		// The CN is not a node id (no node id contains a space), so a node-scoped check can never match it.
+		Subject:     pkix.Name{CommonName: "lbplane group " + group, OrganizationalUnit: []string{group}, Organization: []string{"lbplane envoy"}},
+		URIs:        []*url.URL{GroupURI(group)},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	return ca.issue(tmpl, validity)
+}
+
+// Fresh tells whether certPEM was signed by ca and is not yet due for renewal (two thirds of its life).
+func (ca *CA) Fresh(certPEM []byte) bool {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return false
+	}
+	return c.CheckSignatureFrom(ca.Cert) == nil && time.Now().Before(renewAt(c))
 }
 
 // Issued is a certificate and its key, PEM encoded, with the CA that signed it.
@@ -221,9 +283,13 @@ type ServingCert struct {
 }
 
 // NewServingCert loads the serving certificate from dir when it was signed by ca, carries every name and
-// is not due for renewal; otherwise it issues and writes a new one.
+// is not due for renewal; otherwise it issues and writes a new one. An empty dir keeps it in memory only
+// (Kubernetes, where every start issues its own from the CA in a Secret).
 func NewServingCert(ca *CA, dir string, names []string) (*ServingCert, error) {
 	s := &ServingCert{ca: ca, dir: dir, names: dedupe(names)}
+	if dir == "" {
+		return s, s.renew()
+	}
 	if pair, err := tls.LoadX509KeyPair(filepath.Join(dir, ServerCertFile), filepath.Join(dir, ServerKeyFile)); err == nil {
 		if c, err := x509.ParseCertificate(pair.Certificate[0]); err == nil && s.fits(c) {
 			pair.Leaf = c
@@ -257,8 +323,15 @@ func (s *ServingCert) fits(c *x509.Certificate) bool {
 	return true
 }
 
+// renewAt is two thirds into a certificate's life, counted from when it was issued: NotBefore is back-dated
+// by clockSkew, and counting from it would make a short-lived certificate (under 15 minutes) due as soon as it
+// is issued, and rewritten at every check.
 func renewAt(c *x509.Certificate) time.Time {
-	return c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3)
+	issued := c.NotBefore.Add(clockSkew)
+	if !issued.Before(c.NotAfter) {
+		issued = c.NotBefore
+	}
+	return issued.Add(c.NotAfter.Sub(issued) * 2 / 3)
 }
 
 func (s *ServingCert) renew() error {
@@ -275,6 +348,10 @@ func (s *ServingCert) renew() error {
 		return err
 	}
 	pair.Leaf = leaf
+	if s.dir == "" {
+		s.cert, s.renewAt = &pair, renewAt(leaf)
+		return nil
+	}
 	// On disk for operators to inspect; the in-memory copy is what is served.
 	if err := WriteFileAtomic(filepath.Join(s.dir, ServerKeyFile), is.KeyPEM, 0o600); err != nil {
 		return err

@@ -1,14 +1,18 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -19,41 +23,79 @@ import (
 const PKIDir = "pki"
 
 // xdsSecurity decides how xDS is protected and returns the gRPC options for it and, with lbplane's own CA,
-// the function the push API issues Envoy certificates with.
-func xdsSecurity(cfg *Config) ([]grpc.ServerOption, pushapi.CertIssuer, error) {
+// the function the push API issues Envoy certificates with. serving is lbplane's own serving certificate
+// whenever its CA is in use, for xDS or for the push API (--api-tls-auto); nil otherwise.
+func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, issue pushapi.CertIssuer, serving *pki.ServingCert, ca *pki.CA, err error) {
 	host, port, err := net.SplitHostPort(cfg.XDSAddress)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--xds-address: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("--xds-address: %w", err)
 	}
+	if len(cfg.EnvoyCertSecrets) > 0 && (cfg.XDSInsecure || cfg.XDSTLS != nil || cfg.CASecret == "") {
+		return nil, nil, nil, nil, errors.New("--envoy-cert-secret: needs lbplane's own CA in a Secret (--ca-secret), without --xds-insecure or --xds-tls-*")
+	}
+	ownCA := false
 	switch {
 	case cfg.XDSInsecure && cfg.XDSTLS != nil:
-		return nil, nil, errors.New("--xds-insecure: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-client-ca")
+		return nil, nil, nil, nil, errors.New("--xds-insecure: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-client-ca")
 	case cfg.XDSInsecure:
 		if !cfg.XDSInsecureListenAny && !isLoopback(host) {
 			if host != "" && !net.ParseIP(host).IsUnspecified() {
-				return nil, nil, fmt.Errorf("--xds-address: %s is not a loopback address, and --xds-insecure serves only loopback; add --xds-insecure-listen-any to serve plaintext xDS beyond this host", host)
+				return nil, nil, nil, nil, fmt.Errorf("--xds-address: %s is not a loopback address, and --xds-insecure serves only loopback; add --xds-insecure-listen-any to serve plaintext xDS beyond this host", host)
 			}
 			// The default 0.0.0.0: narrowed to loopback rather than refused, so --xds-insecure alone works.
 			cfg.XDSAddress = net.JoinHostPort("127.0.0.1", port)
 		}
 		cfg.Log.Warn("INSECURE: xDS is served in plaintext without authentication; any client that reaches " +
 			cfg.XDSAddress + " can claim any node id and proxy group and receive its listeners, clusters and TLS private keys. Use it for local experiments only.")
-		return nil, nil, nil
 	case cfg.XDSTLS != nil:
 		opt, err := cfg.XDSTLS.ServerOption()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		cfg.Log.Info("xDS requires mTLS (certificates from files); node ids and proxy groups are bound to client certificates")
-		return []grpc.ServerOption{opt}, nil, nil
+		opts = []grpc.ServerOption{opt}
+	default:
+		ownCA = true
+	}
+	if !ownCA && !cfg.APITLSAuto {
+		return opts, nil, nil, nil, nil
 	}
 	dir := filepath.Join(cfg.DataDir, PKIDir)
-	ca, created, err := pki.LoadOrCreateCA(dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("xDS CA: %w", err)
-	}
-	if created {
-		cfg.Log.Info("created lbplane's CA for xDS", "certificate", filepath.Join(dir, pki.CACertFile))
+	var created bool
+	if cfg.CASecret != "" {
+		if cfg.Kubernetes == nil {
+			return nil, nil, nil, nil, errors.New("--ca-secret: needs --kubernetes")
+		}
+		ns, err := cfg.namespace()
+		if err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("--ca-secret: %w", err)
+		}
+		client, err := kubernetes.NewForConfig(cfg.Kubernetes)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		// Every replica shares one CA, so an Envoy's certificate is good with any of them; the serving
+		// certificate is issued in memory at each start.
+		// Bounded: a start that cannot reach the API server fails (and the pod restarts) instead of hanging.
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ca, created, err = kubepki.LoadOrCreateCA(lctx, client, ns, cfg.CASecret)
+		cancel()
+		if err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("lbplane's CA: %w", err)
+		}
+		dir = ""
+		if created {
+			cfg.Log.Info("created lbplane's CA", "secret", ns+"/"+cfg.CASecret)
+		} else {
+			cfg.Log.Info("loaded lbplane's CA", "secret", ns+"/"+cfg.CASecret)
+		}
+	} else {
+		if ca, created, err = pki.LoadOrCreateCA(dir); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("lbplane's CA: %w", err)
+		}
+		if created {
+			cfg.Log.Info("created lbplane's CA", "certificate", filepath.Join(dir, pki.CACertFile))
+		}
 	}
 	names := []string{"localhost", "127.0.0.1", "::1"}
 	if host != "" && !net.ParseIP(host).IsUnspecified() {
@@ -61,15 +103,19 @@ func xdsSecurity(cfg *Config) ([]grpc.ServerOption, pushapi.CertIssuer, error) {
 	} else if h, err := os.Hostname(); err == nil {
 		names = append(names, h)
 	}
-	serving, err := pki.NewServingCert(ca, dir, append(names, cfg.XDSServerNames...))
+	// One serving certificate for xDS and the push API: both are lbplane, under the same names.
+	serving, err = pki.NewServingCert(ca, dir, append(names, cfg.XDSServerNames...))
 	if err != nil {
-		return nil, nil, fmt.Errorf("xDS certificate: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("lbplane's serving certificate: %w", err)
+	}
+	if !ownCA {
+		return opts, nil, serving, ca, nil
 	}
 	cfg.Log.Info("xDS requires mTLS with lbplane's CA; get an Envoy's certificate with lbctl bootstrap", "names", serving.Names())
-	issue := func(nodeID, group string) (*pki.Issued, error) {
+	issue = func(nodeID, group string) (*pki.Issued, error) {
 		return ca.IssueClient(nodeID, group, cfg.EnvoyCertValidity)
 	}
-	return []grpc.ServerOption{xdsserver.CAServerOption(serving, ca)}, issue, nil
+	return []grpc.ServerOption{xdsserver.CAServerOption(serving, ca)}, issue, serving, ca, nil
 }
 
 func isLoopback(host string) bool {
@@ -78,4 +124,16 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// namespace is where lbplane's own Secrets live in Kubernetes mode: --namespace, else the leader election
+// namespace (the chart sets both to the release namespace).
+func (cfg *Config) namespace() (string, error) {
+	switch {
+	case cfg.Namespace != "":
+		return cfg.Namespace, nil
+	case cfg.LeaderElectionNamespace != "":
+		return cfg.LeaderElectionNamespace, nil
+	}
+	return "", errors.New("needs --namespace (or --leader-election-namespace)")
 }

@@ -19,14 +19,17 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
+	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/store"
@@ -96,6 +99,19 @@ type Config struct {
 	// APIInsecureListenAny allows the push API in plaintext on a non-loopback address, where the tokens
 	// would cross the network readable by anyone on the path.
 	APIInsecureListenAny bool
+	// APITLSAuto serves the push API over HTTPS with lbplane's own serving certificate (issued by its CA,
+	// with the xDS names), for a cluster where nobody provisions one; lbctl trusts it with the CA certificate.
+	APITLSAuto bool
+	// CASecret, with Kubernetes, keeps lbplane's CA in this Secret of Namespace instead of <data-dir>/pki:
+	// created by the first replica, loaded by the others.
+	CASecret string
+	// Namespace holds lbplane's own Secrets in Kubernetes mode (LeaderElectionNamespace when empty).
+	Namespace string
+	// EnvoyCertSecrets maps a proxy group to the Secret in Namespace where lbplane keeps that group's Envoy
+	// client certificate (pki.IssueGroup), renewed at two thirds of EnvoyCertValidity.
+	EnvoyCertSecrets map[string]string
+	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
+	EnvoyCertCheckInterval time.Duration
 }
 
 // CertsDir is the default files root inside the data directory.
@@ -173,8 +189,12 @@ func loadToken(cfg *Config, configured, file string) (string, error) {
 
 // apiTLS returns the push API's TLS config, watching the certificate and key files for rotation, or nil
 // when no certificate is configured.
-func apiTLS(ctx context.Context, cfg *Config) (*tls.Config, error) {
+func apiTLS(ctx context.Context, cfg *Config, serving *pki.ServingCert) (*tls.Config, error) {
 	switch {
+	case cfg.APITLSAuto && (cfg.APITLSCert != "" || cfg.APITLSKey != ""):
+		return nil, errors.New("--api-tls-auto: cannot be combined with --api-tls-cert/--api-tls-key")
+	case cfg.APITLSAuto:
+		return &tls.Config{GetCertificate: serving.GetCertificate, MinVersion: tls.VersionTLS12}, nil
 	case cfg.APITLSCert == "" && cfg.APITLSKey == "":
 		return nil, nil
 	case cfg.APITLSCert == "" || cfg.APITLSKey == "":
@@ -229,7 +249,7 @@ func Run(ctx context.Context, cfg Config) error {
 	cache := xdscache.New()
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
 	tracker.AckTimeout = cfg.AckTimeout
-	xdsOpts, issuer, err := xdsSecurity(&cfg)
+	xdsOpts, issuer, serving, ca, err := xdsSecurity(ctx, &cfg)
 	if err != nil {
 		return err
 	}
@@ -327,7 +347,7 @@ func Run(ctx context.Context, cfg Config) error {
 		xdsLis.Close()
 		return fmt.Errorf("API address: %w", err)
 	}
-	apiTLSConfig, err := apiTLS(ctx, &cfg)
+	apiTLSConfig, err := apiTLS(ctx, &cfg, serving)
 	if err == nil {
 		err = checkAPIListener(&cfg, apiLis, apiTLSConfig != nil)
 	}
@@ -338,7 +358,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if apiTLSConfig != nil {
 		apiLis = tls.NewListener(apiLis, apiTLSConfig)
-		cfg.Log.Info("the push API serves HTTPS", "cert", cfg.APITLSCert)
+		if cfg.APITLSAuto {
+			cfg.Log.Info("the push API serves HTTPS with lbplane's own certificate", "names", serving.Names())
+		} else {
+			cfg.Log.Info("the push API serves HTTPS", "cert", cfg.APITLSCert)
+		}
 	}
 	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String()}
 	servers := []*http.Server{{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}
@@ -384,6 +408,19 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
+	}
+	if len(cfg.EnvoyCertSecrets) > 0 {
+		g.Go(func() error {
+			client, err := kubernetes.NewForConfig(cfg.Kubernetes)
+			if err != nil {
+				return err
+			}
+			ns, _ := cfg.namespace() // checked with --ca-secret
+			gc := &kubepki.GroupCerts{Client: client, Namespace: ns, CA: ca, Secrets: cfg.EnvoyCertSecrets,
+				Validity: cfg.EnvoyCertValidity, Log: cfg.Log, Interval: cfg.EnvoyCertCheckInterval}
+			gc.Run(ctx)
+			return nil
+		})
 	}
 	if poller != nil && kube == nil {
 		g.Go(func() error { poller.Run(ctx); return nil })

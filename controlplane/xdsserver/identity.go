@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -77,10 +78,12 @@ func loadPool(path string) (*x509.CertPool, error) {
 }
 
 // Identity is who a client certificate says a node is: its common name is the node id, and its
-// organizational units the proxy groups it may serve.
+// organizational units the proxy groups it may serve. A group certificate (URI SAN
+// spiffe://lbplane/group/<G>, no node part; pki.IssueGroup) is AnyNode: any node id, of group G only.
 type Identity struct {
-	NodeID string
-	Groups []string
+	NodeID  string
+	Groups  []string
+	AnyNode bool
 }
 
 // identityOf reads the client certificate of a stream; ok is false when the connection has none (no mTLS).
@@ -93,13 +96,25 @@ func identityOf(ctx context.Context) (Identity, bool) {
 	if !ok || len(ti.State.PeerCertificates) == 0 {
 		return Identity{}, false
 	}
-	c := ti.State.PeerCertificates[0]
-	return Identity{NodeID: c.Subject.CommonName, Groups: c.Subject.OrganizationalUnit}, true
+	return identityOfCert(ti.State.PeerCertificates[0]), true
+}
+
+func identityOfCert(c *x509.Certificate) Identity {
+	for _, u := range c.URIs {
+		// Exactly the group URI, and only when the OU agrees with it: then the certificate names no node.
+		if len(c.URIs) == 1 && u.Scheme == "spiffe" && u.Host == "lbplane" && u.RawQuery == "" && u.Fragment == "" {
+			if g, ok := strings.CutPrefix(u.Path, "/group/"); ok && g != "" && !strings.Contains(g, "/") &&
+				slices.Equal(c.Subject.OrganizationalUnit, []string{g}) {
+				return Identity{Groups: []string{g}, AnyNode: true}
+			}
+		}
+	}
+	return Identity{NodeID: c.Subject.CommonName, Groups: c.Subject.OrganizationalUnit}
 }
 
 // authorize refuses a node that claims an id or a proxy group its certificate does not carry.
 func (id Identity) authorize(nodeID, group string) error {
-	if nodeID != id.NodeID {
+	if !id.AnyNode && nodeID != id.NodeID {
 		return status.Errorf(codes.PermissionDenied, "node id %q does not match the client certificate (%q)", nodeID, id.NodeID)
 	}
 	if !slices.Contains(id.Groups, group) {

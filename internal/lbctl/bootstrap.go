@@ -42,12 +42,14 @@ before it expires.`,
 			}
 			byo := tls.Cert != "" || tls.Key != "" || tls.CA != ""
 			switch {
-			case insecure && (byo || outDir != ""):
-				return errors.New("--xds-insecure: cannot be combined with --xds-tls-* or --out-dir")
+			case insecure && (byo || outDir != "" || tls.Dir != ""):
+				return errors.New("--xds-insecure: cannot be combined with --xds-tls-*, --xds-tls-dir or --out-dir")
 			case byo && outDir != "":
 				return errors.New("--out-dir: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-ca")
+			case tls.Dir != "" && (byo || outDir != ""):
+				return errors.New("--xds-tls-dir: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-ca or --out-dir")
 			case insecure:
-			case byo:
+			case byo, tls.Dir != "":
 				p.TLS = &tls
 			default:
 				c, err := g.client()
@@ -106,6 +108,7 @@ before it expires.`,
 	f.StringVar(&tls.Cert, "xds-tls-cert", "", "bring your own CA: this Envoy's client certificate file (CN = node id, OU = proxy group)")
 	f.StringVar(&tls.Key, "xds-tls-key", "", "its private key file")
 	f.StringVar(&tls.CA, "xds-tls-ca", "", "the CA file that signed lbplane's certificate")
+	f.StringVar(&tls.Dir, "xds-tls-dir", "", "point Envoy at credentials files someone else keeps in this directory (xds-client.json, xds-ca.json), watched for renewals: e.g. the Secret lbplane serve --envoy-cert-secret writes, mounted there")
 	f.StringVar(&tls.ServerName, "xds-tls-server-name", "", "name (or IP) lbplane's certificate must carry (default: the xDS host)")
 	cmd.MarkFlagRequired("node-id")
 	return cmd

@@ -69,3 +69,22 @@ func TestBootstrapGetsAndRenewsTheNodeCertificate(t *testing.T) {
 		t.Error("a refused request wrote an output directory")
 	}
 }
+
+// --xds-tls-dir points Envoy at credentials someone else keeps (the chart's mounted Secret) without asking
+// lbplane for a certificate, and refuses to be mixed with the other sources.
+func TestBootstrapXDSTLSDir(t *testing.T) {
+	code, out, errs := run(t, "", "--server", "http://127.0.0.1:1", "bootstrap", "--node-id", "n1", "--xds-address", "lbplane.ns.svc:18000", "--xds-tls-dir", "/etc/envoy/tls")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{`path: "/etc/envoy/tls/xds-client.json"`, `watched_directory: {path: "/etc/envoy/tls"}`, `sni: "lbplane.ns.svc"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bootstrap lacks %s", want)
+		}
+	}
+	for _, extra := range [][]string{{"--xds-insecure"}, {"--out-dir", t.TempDir()}, {"--xds-tls-ca", "ca.crt"}} {
+		if code, _, _ := run(t, "", append([]string{"bootstrap", "--node-id", "n1", "--xds-tls-dir", "/etc/envoy/tls"}, extra...)...); code == 0 {
+			t.Errorf("--xds-tls-dir with %v was accepted", extra)
+		}
+	}
+}

@@ -41,3 +41,11 @@ is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- div (mul (atoi $num) (get $units $unit)) 10 | mul 8 -}}
 {{- else -}}1073741824{{- end -}}
 {{- end -}}
+
+{{- /* The Secret lbplane keeps its CA in, and the one it keeps the Envoys' group certificate in. */ -}}
+{{- define "lbplane.caSecret" -}}
+{{ include "lbplane.fullname" . }}-ca
+{{- end -}}
+{{- define "lbplane.envoySecret" -}}
+{{ include "lbplane.fullname" . }}-envoy-tls
+{{- end -}}
