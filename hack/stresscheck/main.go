@@ -233,8 +233,12 @@ func render(results []runResult, pkgs []string, s loadStats, runs, rate int) str
 		}
 	}
 	fmt.Fprintf(&b, "# Stress check: %d of %d runs passed\n\n", passed, runs)
-	fmt.Fprintf(&b, "Command: `make stress` (`go run ./hack/stresscheck %s`), %s, %d cores.\n\n",
-		strings.Join(pkgs, " "), time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
+	commit := "unknown"
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
+	fmt.Fprintf(&b, "Command: `make stress` (`go run ./hack/stresscheck %s`), %s, %d cores, commit %s.\n\n",
+		strings.Join(pkgs, " "), time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), commit)
 	fmt.Fprintf(&b, "Each run is `go test -race -count=1 %s`. Alongside, for %s: %d goroutines burning CPU and %d loopback connections opened and closed a second (%d in all, %d failed to connect), each from a fresh ephemeral port.\n\n",
 		strings.Join(pkgs, " "), s.took.Round(time.Second), s.spinners, rate, s.conns, s.errs)
 	b.WriteString("| run | verdict | time | packages | failed tests |\n|---|---|---|---|---|\n")
