@@ -29,13 +29,13 @@ func helm(t *testing.T, args ...string) (string, error) {
 var chartDir = filepath.Join(tools.RepoRoot(), "charts", "lbplane")
 
 func TestHelmLintAndSchema(t *testing.T) {
-	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}} {
+	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}, {"--set", "mtls.certManager.issuerRef.name=ca"}} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
 			t.Errorf("helm lint %v: %v\n%s", set, err, out)
 		}
 	}
 	// values.schema.json refuses what would render a broken release.
-	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1"} {
+	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1", "mtls.certManager.issuerRef.kind=Secret", "mtls.certManager.duration=1d"} {
 		out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", bad)
 		if err == nil || !strings.Contains(out, "schema") {
 			t.Errorf("--set %s was not refused by the schema: %v %s", bad, err, out)
