@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,8 +24,9 @@ import (
 )
 
 // The chart with mtls.certManager.issuerRef against a real API server. cert-manager's own CRDs (from its Go
-// module, hack/tools.sh cert-manager-crds) are installed and the rendered Certificates created, so the API
-// server validates them against cert-manager's schema; a broken one is refused, which shows it does. The
+// module, hack/tools.sh cert-manager-crds) are installed and the chart helm-installed, so the API server
+// validates its Certificates against cert-manager's schema; a broken one is refused, which shows it does.
+// lbplane's RBAC no longer lets it write Secrets. The
 // cert-manager controller does not run here (it cannot simply be built in this repository's toolchain): a
 // test issuer writes the Secrets it would, from the Certificates' specs. lbplane runs with the chart's
 // arguments on its Secret, an Envoy with the chart's bootstrap on the projected volume (Secret and SDS
@@ -61,9 +63,21 @@ func TestHelmChartCertManager(t *testing.T) {
 	if out, err := kubectl(t, c.Kubeconfig, bad, "create", "--dry-run=server", "-f", "-"); err == nil || !strings.Contains(out, "usages") {
 		t.Fatalf("a Certificate with an unknown usage was not refused by cert-manager's CRD: %v %s", err, out)
 	}
+	// The release itself, Certificates included, goes through the API server.
+	if out, err := helm(t, append([]string{"install", "demo", chartDir, "-n", "lbplane", "--kubeconfig", c.Kubeconfig, "--set", "apiToken=t"},
+		certManagerValues...)...); err != nil {
+		t.Fatalf("helm install with cert-manager: %v\n%s", err, out)
+	}
 	for _, cert := range []cmCertificate{serving, group} {
-		if out, err := kubectl(t, c.Kubeconfig, cert.raw, "create", "-f", "-"); err != nil {
-			t.Fatalf("the chart's Certificate %s, created: %v\n%s", cert.Metadata.Name, err, out)
+		if out, err := kubectl(t, c.Kubeconfig, "", "get", "-n", "lbplane", "certificates.cert-manager.io", cert.Metadata.Name); err != nil {
+			t.Fatalf("the chart's Certificate %s: %v\n%s", cert.Metadata.Name, err, out)
+		}
+	}
+	// lbplane writes no Secret in this mode, so its service account may not.
+	as := "system:serviceaccount:lbplane:demo-lbplane"
+	for _, verb := range []string{"create", "update"} {
+		if got, _ := kubectl(t, c.Kubeconfig, "", "auth", "can-i", "--as", as, verb, "secrets", "-n", "lbplane"); strings.TrimSpace(got) != "no" {
+			t.Errorf("with cert-manager lbplane may still %s Secrets: %s", verb, got)
 		}
 	}
 
@@ -167,17 +181,19 @@ func TestHelmChartCertManager(t *testing.T) {
 	waitSynced(t, l, 1)
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "k1")
 
-	// lbplane keeps no CA and writes no certificate in this mode: the issuer's two Secrets are all there is.
+	// lbplane keeps no CA and writes no certificate in this mode: the issuer's two Secrets, the release's API
+	// token and helm's release record are all there is.
 	var secrets corev1.SecretList
 	if err := c.Client.List(context.Background(), &secrets, client.InNamespace("lbplane")); err != nil {
 		t.Fatal(err)
 	}
-	if len(secrets.Items) != 2 {
-		var names []string
-		for _, s := range secrets.Items {
-			names = append(names, s.Name)
-		}
-		t.Errorf("want only the issued Secrets, got %v", names)
+	var names []string
+	for _, s := range secrets.Items {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"demo-lbplane-api-token", "demo-lbplane-envoy-tls", "demo-lbplane-xds-tls", "sh.helm.release.v1.demo.v1"}; !slices.Equal(names, want) {
+		t.Errorf("Secrets in the release namespace: %v, want %v", names, want)
 	}
 }
 
