@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbplane/lbplane/internal/backend"
 	"github.com/lbplane/lbplane/internal/kubetest"
 	"github.com/lbplane/lbplane/internal/tools"
 )
@@ -140,12 +137,12 @@ func TestHelmChartCertManager(t *testing.T) {
 	startProcess(t, "envoy-certmanager.log", tools.Require(t, "envoy"), "-c", cfg, "--service-node", "demo-lbplane-envoy-5d8f7-x2x9q",
 		"--use-dynamic-base-id", "--concurrency", "1", "-l", "warn")
 
-	// A backend without a network namespace: on this host's own non-loopback address, as an EndpointSlice may
-	// not hold a loopback one.
-	ip, b := hostAddressBackend(t, "k1")
+	// The backend lives in a network namespace the test creates: an EndpointSlice may not hold a loopback
+	// address, and test traffic stays on this machine.
+	h := newNetHost(t)
+	h.backend(t, "k1", 8080)
 	port := reservePort(t)
-	kubeApply(t, c.Kubeconfig, strings.ReplaceAll(kubeObjects, "8080", strconv.Itoa(b)),
-		map[string]any{"Endpoints": []kubeEndpoint{{IP: ip, Ready: true}}})
+	kubeApply(t, c.Kubeconfig, kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: h.IP, Ready: true}}})
 	kubeApply(t, c.Kubeconfig, strings.Replace(kubePolicy, "spec:\n", "spec:\n  proxyGroup: edge\n", 1), map[string]any{"Name": "web", "Port": port})
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "k1")
 	waitSynced(t, l, 1)
@@ -195,30 +192,4 @@ func TestHelmChartCertManager(t *testing.T) {
 	if want := []string{"demo-lbplane-api-token", "demo-lbplane-envoy-tls", "demo-lbplane-xds-tls", "sh.helm.release.v1.demo.v1"}; !slices.Equal(names, want) {
 		t.Errorf("Secrets in the release namespace: %v, want %v", names, want)
 	}
-}
-
-// hostAddressBackend serves a backend named name on this host's first non-loopback IPv4 address, on a port
-// the kernel picks, and returns the address and port.
-func hostAddressBackend(t *testing.T, name string) (string, int) {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if !ok || n.IP.To4() == nil || n.IP.IsLoopback() || n.IP.IsLinkLocalUnicast() {
-			continue
-		}
-		lis, err := net.Listen("tcp", net.JoinHostPort(n.IP.String(), "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: backend.New(name, 1024, 0), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(lis)
-		t.Cleanup(func() { srv.Close() })
-		return n.IP.String(), lis.Addr().(*net.TCPAddr).Port
-	}
-	t.Fatal("this host has no non-loopback IPv4 address for a backend an EndpointSlice may name")
-	return "", 0
 }
