@@ -43,7 +43,7 @@ fuzz:
 
 ## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing) and helm into .cache/tools (re-used when present; kube-apiserver builds in about 5 minutes, once)
 tools:
-	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl helm
+	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl helm cert-manager-crds
 
 ## build: the binaries into ./bin
 build:

@@ -29,13 +29,13 @@ func helm(t *testing.T, args ...string) (string, error) {
 var chartDir = filepath.Join(tools.RepoRoot(), "charts", "lbplane")
 
 func TestHelmLintAndSchema(t *testing.T) {
-	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}} {
+	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}, {"--set", "mtls.certManager.issuerRef.name=ca"}} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
 			t.Errorf("helm lint %v: %v\n%s", set, err, out)
 		}
 	}
 	// values.schema.json refuses what would render a broken release.
-	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1"} {
+	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1", "mtls.certManager.issuerRef.kind=Secret", "mtls.certManager.duration=1d"} {
 		out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", bad)
 		if err == nil || !strings.Contains(out, "schema") {
 			t.Errorf("--set %s was not refused by the schema: %v %s", bad, err, out)
@@ -48,10 +48,11 @@ func TestHelmLintAndSchema(t *testing.T) {
 func TestHelmTemplateGolden(t *testing.T) {
 	envoy := tools.Require(t, "envoy")
 	for name, set := range map[string][]string{
-		"default":    {"--set", "apiToken=golden"},
-		"insecure":   {"--set", "apiToken=golden", "--set", "mtls.enabled=false"},
-		"mtls":       {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
-		"dashboards": {"--set", "apiToken=golden", "--set", "metrics.dashboards.enabled=true", "--set", "metrics.podAnnotations=false"},
+		"default":     {"--set", "apiToken=golden"},
+		"insecure":    {"--set", "apiToken=golden", "--set", "mtls.enabled=false"},
+		"mtls":        {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
+		"dashboards":  {"--set", "apiToken=golden", "--set", "metrics.dashboards.enabled=true", "--set", "metrics.podAnnotations=false"},
+		"certmanager": append([]string{"--set", "apiToken=golden"}, certManagerValues...),
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {
@@ -79,8 +80,20 @@ func TestHelmTemplateGolden(t *testing.T) {
 				continue
 			}
 			dir := t.TempDir()
-			// The credentials the pod mounts from lbplane's Secret, here written into a directory of the test.
-			bootstrap := strings.ReplaceAll(obj.Data["envoy.yaml"], "/etc/envoy/tls", writeTestCredentials(t, "default"))
+			// The credentials the pod mounts from lbplane's Secret, here written into a directory of the test;
+			// with cert-manager, its Secret (as a test issuer makes it from the chart's Certificate) and the
+			// ConfigMap's SDS files, as the pod's projected volume holds them.
+			var tlsDir string
+			if name == "certmanager" {
+				cert, ok := chartCertificates(t, out)["demo-lbplane-envoy-tls"]
+				if !ok {
+					t.Fatal("certmanager: no Certificate demo-lbplane-envoy-tls")
+				}
+				tlsDir, _ = certManagerEnvoyVolume(t, obj.Data, newTestIssuer(t).issue(t, cert))
+			} else {
+				tlsDir = writeTestCredentials(t, "default")
+			}
+			bootstrap := strings.ReplaceAll(obj.Data["envoy.yaml"], "/etc/envoy/tls", tlsDir)
 			path := filepath.Join(dir, "envoy.yaml")
 			os.WriteFile(path, []byte(bootstrap), 0o600)
 			if err := envoyvalidate.CheckBootstrap(context.Background(), envoy, path); err != nil {

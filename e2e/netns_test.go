@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,17 +29,33 @@ func newNetHost(t *testing.T) *netHost {
 	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
 		t.Fatalf("this test creates a network namespace: it needs root and iproute2 (apt-get install iproute2)")
 	}
-	n := (int(netSeq.Add(1)) + os.Getpid()) % 60
-	h := &netHost{name: fmt.Sprintf("lbp%d-%d", os.Getpid()%100000, n), hostIP: fmt.Sprintf("198.51.100.%d", 4*n+1),
-		IP: fmt.Sprintf("198.51.100.%d", 4*n+2), hostLink: fmt.Sprintf("lbh%d-%d", os.Getpid()%10000, n)}
-	peer := h.hostLink + "p"
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v %s", args, err, out)
 		}
 	}
-	run("netns", "add", h.name)
+	// Each namespace takes one /30 of 198.51.100.0/24, and its name says which: `ip netns add` refuses a name
+	// that exists, so the name is an exclusive claim on the subnet, between test processes too (two suites
+	// on one machine would otherwise put the same host address on two links).
+	var h *netHost
+	start := int(netSeq.Add(1)) + os.Getpid()
+	for i := 0; i < 64 && h == nil; i++ {
+		n := (start + i) % 64
+		name := fmt.Sprintf("lbp-net%d", n)
+		out, err := exec.Command("ip", "netns", "add", name).CombinedOutput()
+		switch {
+		case err == nil:
+			h = &netHost{name: name, hostIP: fmt.Sprintf("198.51.100.%d", 4*n+1), IP: fmt.Sprintf("198.51.100.%d", 4*n+2),
+				hostLink: fmt.Sprintf("lbp-veth%d", n)}
+		case !strings.Contains(string(out), "File exists"):
+			t.Fatalf("ip netns add %s: %v %s", name, err, out)
+		}
+	}
+	if h == nil {
+		t.Fatal("every network namespace lbp-net0..63 exists: other test runs hold them, or left them (ip netns del)")
+	}
+	peer := h.hostLink + "p"
 	t.Cleanup(func() {
 		exec.Command("ip", "link", "del", h.hostLink).Run()
 		exec.Command("ip", "netns", "del", h.name).Run()

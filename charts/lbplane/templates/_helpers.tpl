@@ -49,3 +49,17 @@ is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- define "lbplane.envoySecret" -}}
 {{ include "lbplane.fullname" . }}-envoy-tls
 {{- end -}}
+
+{{- /* cert-manager issues the certificates (mtls.certManager.issuerRef.name set) instead of lbplane's CA. */ -}}
+{{- define "lbplane.certManager" -}}
+{{- if and .Values.mtls.enabled .Values.mtls.certManager.issuerRef.name -}}true{{- end -}}
+{{- end -}}
+{{- /* The Secret cert-manager keeps lbplane's own (xDS and push API) certificate in. */ -}}
+{{- define "lbplane.xdsSecret" -}}
+{{ include "lbplane.fullname" . }}-xds-tls
+{{- end -}}
+{{- /* The xds Service's names: in lbplane's certificate, and what Envoys and lbctl connect to. */ -}}
+{{- define "lbplane.xdsNames" -}}
+{{- $svc := printf "%s-xds" (include "lbplane.fullname" .) -}}
+{{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | toJson -}}
+{{- end -}}
