@@ -3,14 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -156,21 +153,7 @@ func TestHelmChartCertManager(t *testing.T) {
 	renewed := issuer.issue(t, group)
 	newSerial := serialOfSecret(t, renewed)
 	renew(renewed)
-	eventually(t, 30*time.Second, "Envoy loads the renewed certificate from the swapped volume", func() error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/certs", adminPort))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(strings.ToLower(string(body)), newSerial) {
-			return fmt.Errorf("serial %s not in /certs", newSerial)
-		}
-		return nil
-	})
+	waitEnvoyCertificate(t, adminPort, newSerial)
 	// Its next handshake uses it: lbplane restarted, the Envoy reconnects and is served again.
 	l.Kill()
 	l.Restart(t)

@@ -235,21 +235,7 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 		t.Fatal("the rewritten Secret has the old certificate")
 	}
 	updateSecretVolume(t, tlsDir, renewed)
-	eventually(t, 30*time.Second, "Envoy loads the renewed certificate from the swapped volume", func() error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/certs", adminPort))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(strings.ToLower(string(b)), newSerial) {
-			return fmt.Errorf("serial %s not in /certs", newSerial)
-		}
-		return nil
-	})
+	waitEnvoyCertificate(t, adminPort, newSerial)
 	l.Kill()
 	l.Restart(t)
 	httpsAPI(t, l, caSecret.Data[kubepki.CertKey])
@@ -274,4 +260,25 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 	if len(secrets.Items) != 2 {
 		t.Errorf("want the CA and the group certificate Secrets only, got %d Secrets", len(secrets.Items))
 	}
+}
+
+// waitEnvoyCertificate waits until Envoy's admin /certs lists the certificate with this serial (lower-case hex):
+// the renewed certificate it loaded from the swapped Secret volume.
+func waitEnvoyCertificate(t *testing.T, adminPort int, serial string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "Envoy loads the renewed certificate from the swapped volume", func() error {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/certs", adminPort))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(strings.ToLower(string(b)), serial) {
+			return fmt.Errorf("serial %s not in /certs", serial)
+		}
+		return nil
+	})
 }
