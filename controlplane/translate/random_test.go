@@ -3,10 +3,11 @@ package translate_test
 import (
 	"context"
 	"fmt"
-	"github.com/lbplane/lbplane/api/v1alpha1"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
 
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/translate"

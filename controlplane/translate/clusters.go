@@ -1,0 +1,236 @@
+package translate
+
+import (
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+func clusterName(p *v1alpha1.LoadBalancerPolicy, backend string) string {
+	return p.Namespace + "/" + p.Name + "/" + backend
+}
+
+// mergeClusters builds one cluster over the endpoints of a weighted route's backends, each endpoint weighted
+// by its backend's share of the route and its own share of the backend. The stateful session filter can only
+// pin a client to an endpoint of the cluster the router picked, and the router picks weighted clusters at
+// random, so a client pinned across backends needs them to be one cluster; new clients still follow the
+// route's weights through weighted round robin. The first backend's settings apply to the merged cluster.
+func mergeClusters(name string, wcs []ir.WeightedCluster, byName map[string]*ir.Cluster) *ir.Cluster {
+	first := *byName[wcs[0].Name]
+	merged := &first
+	merged.Name = name
+	merged.Endpoints = nil
+	for _, wc := range wcs {
+		c := byName[wc.Name]
+		var sum uint64
+		for _, e := range c.Endpoints {
+			sum += uint64(e.Weight)
+		}
+		for _, e := range c.Endpoints {
+			// Scaled so that the backend's endpoints add up to its route weight (times 1000 for precision).
+			w := max(uint64(wc.Weight)*uint64(e.Weight)*1000/sum, 1)
+			e.Weight = uint32(min(w, 1<<31))
+			merged.Endpoints = append(merged.Endpoints, e)
+		}
+	}
+	return merged
+}
+
+// builtCluster is a cluster and the hash keys its policy asks routes to use.
+type builtCluster struct {
+	*ir.Cluster
+	HashKeysFromPolicy []ir.HashKey
+}
+
+func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
+	cb := b.CircuitBreakers
+	cl := &ir.Cluster{
+		Name:           clusterName(p, b.Name),
+		Algorithm:      ir.Algorithm(b.LoadBalancing.Algorithm),
+		ConnectTimeout: b.ConnectTimeout.Duration,
+		CircuitBreakers: ir.CircuitBreakers{
+			MaxConnections:     uint32(*cb.MaxConnections),
+			MaxPendingRequests: uint32(*cb.MaxPendingRequests),
+			MaxRequests:        uint32(*cb.MaxRequests),
+			MaxRetries:         uint32(*cb.MaxRetries),
+		},
+	}
+	if cb.MaxConnectionsPerEndpoint != nil {
+		cl.CircuitBreakers.MaxConnectionsPerEndpoint = uint32(*cb.MaxConnectionsPerEndpoint)
+	}
+	if rb := cb.RetryBudget; rb != nil {
+		cl.CircuitBreakers.RetryBudget = &ir.RetryBudget{Percent: float64(*rb.Percent), MinConcurrency: uint32(*rb.MinConcurrency)}
+	}
+	lb := &b.LoadBalancing
+	if lr := lb.LeastRequest; lr != nil {
+		cl.ChoiceCount = uint32(*lr.ChoiceCount)
+	}
+	if rh := lb.RingHash; rh != nil {
+		cl.RingHash = &ir.RingHashSize{Min: uint64(*rh.MinimumRingSize), Max: uint64(*rh.MaximumRingSize)}
+	} else if lb.Algorithm == v1alpha1.AlgorithmRingHash {
+		var weight uint64
+		for _, e := range b.Endpoints {
+			weight += uint64(*e.Weight)
+		}
+		size := min(max(weight*v1alpha1.RingEntriesPerWeight, 1), v1alpha1.DefaultMaxRingSize)
+		cl.RingHash = &ir.RingHashSize{Min: size, Max: v1alpha1.DefaultMaxRingSize}
+	}
+	if mg := lb.Maglev; mg != nil {
+		cl.MaglevTableSize = uint64(*mg.TableSize)
+	}
+	if ss := lb.SlowStart; ss != nil {
+		agg, _ := strconv.ParseFloat(ss.Aggression, 64)
+		cl.SlowStart = &ir.SlowStart{Window: ss.Window.Duration, Aggression: agg, MinWeightPercent: float64(*ss.MinWeightPercent)}
+	}
+	if len(lb.ZoneFailover) > 0 {
+		cl.ZoneFailover = slices.Clone(lb.ZoneFailover)
+	}
+	var keys []ir.HashKey
+	for _, k := range lb.HashKeys {
+		keys = append(keys, hashKey(k))
+	}
+	if hc := b.HealthCheck; hc != nil {
+		if hc.PanicThreshold != nil {
+			v := float64(*hc.PanicThreshold)
+			cl.PanicThreshold = &v
+		}
+		cl.HealthCheck = healthCheck(hc.Active)
+		cl.Outlier = outlier(hc.Passive)
+	}
+	cl.BufferBytes = clusterBufferBytes(b)
+	if c := b.Connection; c != nil {
+		cl.HTTP2 = c.Protocol == v1alpha1.UpstreamHTTP2
+		if c.MaxRequestsPerConnection != nil {
+			cl.MaxRequestsPerConnection = uint32(*c.MaxRequestsPerConnection)
+		}
+		if c.IdleTimeout != nil {
+			d := c.IdleTimeout.Duration
+			cl.IdleTimeout = &d
+		}
+		if k := c.TCPKeepalive; k != nil {
+			ka := &ir.TCPKeepalive{}
+			if k.Time != nil {
+				ka.Time = k.Time.Duration
+			}
+			if k.Interval != nil {
+				ka.Interval = k.Interval.Duration
+			}
+			if k.Probes != nil {
+				ka.Probes = uint32(*k.Probes)
+			}
+			cl.TCPKeepalive = ka
+		}
+	}
+	if t := b.TLS; t != nil {
+		cl.TLS = &ir.UpstreamTLS{SNI: t.SNI}
+		if !t.InsecureSkipVerify {
+			cl.TLS.CASecret = cl.Name + "/ca"
+		}
+	}
+	for _, e := range b.Endpoints {
+		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone}
+		if hc := cl.HealthCheck; hc != nil {
+			if a := b.HealthCheck.Active; a.Port != nil {
+				ep.HealthCheckPort = uint32(*a.Port)
+			}
+			if (hc.Type == ir.HealthHTTP && hc.Host == "") || hc.Type == ir.HealthGRPC {
+				// Probes test the endpoint, not a virtual host: they carry the endpoint's own address, never
+				// one of the hostnames the policy serves. Left to Envoy, the Host (or gRPC authority) would be
+				// the cluster name, "namespace/policy/backend", which HTTP servers such as Go's reject.
+				port := ep.Port
+				if ep.HealthCheckPort != 0 {
+					port = ep.HealthCheckPort
+				}
+				ep.HealthCheckHost = net.JoinHostPort(e.Address, strconv.Itoa(int(port)))
+			}
+		}
+		cl.Endpoints = append(cl.Endpoints, ep)
+	}
+	return builtCluster{Cluster: cl, HashKeysFromPolicy: keys}
+}
+
+func hashKey(k v1alpha1.HashKey) ir.HashKey {
+	out := ir.HashKey{Terminal: k.Terminal}
+	switch {
+	case k.SourceIP != nil:
+		out.SourceIP = true
+	case k.Header != nil:
+		out.Header = strings.ToLower(k.Header.Name)
+	case k.QueryParameter != nil:
+		out.QueryParameter = k.QueryParameter.Name
+	case k.Cookie != nil:
+		ck := &ir.CookieKey{Name: k.Cookie.Name}
+		if g := k.Cookie.Generate; g != nil {
+			ck.Generate, ck.TTL, ck.Path, ck.Secure, ck.SameSite = true, g.TTL.Duration, g.Path, g.Secure, string(g.SameSite)
+		}
+		out.Cookie = ck
+	}
+	return out
+}
+
+func healthCheck(a *v1alpha1.ActiveHealthCheck) *ir.HealthCheck {
+	if a == nil {
+		return nil
+	}
+	hc := &ir.HealthCheck{Type: string(a.Type), Interval: a.Interval.Duration, Timeout: a.Timeout.Duration, Jitter: a.Jitter.Duration,
+		Healthy: uint32(*a.HealthyThreshold), Unhealthy: uint32(*a.UnhealthyThreshold)}
+	switch {
+	case a.HTTP != nil && a.Type == v1alpha1.HealthCheckHTTP:
+		hc.Path, hc.Method, hc.Host, hc.Body = a.HTTP.Path, a.HTTP.Method, a.HTTP.Host, a.HTTP.ExpectedBody
+		for _, r := range a.HTTP.ExpectedStatuses {
+			hc.Statuses = append(hc.Statuses, [2]int64{int64(r.Start), int64(r.End) + 1})
+		}
+	case a.TCP != nil:
+		hc.Send, hc.Receive = a.TCP.Send, a.TCP.Receive
+	case a.GRPC != nil:
+		hc.Service = a.GRPC.ServiceName
+	}
+	return hc
+}
+
+func outlier(p *v1alpha1.PassiveHealthCheck) *ir.Outlier {
+	if p == nil {
+		return nil
+	}
+	u32 := func(v *int32) *uint32 {
+		if v == nil {
+			return nil
+		}
+		x := uint32(*v)
+		return &x
+	}
+	o := &ir.Outlier{Consecutive5xx: u32(p.Consecutive5xx), ConsecutiveGateway: u32(p.ConsecutiveGatewayErrors),
+		ConsecutiveLocalOrigin: u32(p.ConsecutiveLocalOriginFailures), Interval: p.Interval.Duration,
+		BaseEjectionTime: p.BaseEjectionTime.Duration, MaxEjectionPercent: uint32(*p.MaxEjectionPercent)}
+	if sr := p.SuccessRate; sr != nil {
+		f, _ := strconv.ParseFloat(sr.StdevFactor, 64)
+		o.SuccessRate = &ir.SuccessRate{StdevFactor: uint32(math.Round(f * 1000)), MinimumHosts: uint32(*sr.MinimumHosts), RequestVolume: uint32(*sr.RequestVolume)}
+	}
+	if fp := p.FailurePercentage; fp != nil {
+		o.FailurePercentage = &ir.FailurePercentage{Threshold: uint32(*fp.Threshold), MinimumHosts: uint32(*fp.MinimumHosts), RequestVolume: uint32(*fp.RequestVolume)}
+	}
+	return o
+}
+
+func allBackends(p *v1alpha1.LoadBalancerPolicy) []ir.WeightedCluster {
+	out := make([]ir.WeightedCluster, 0, len(p.Spec.Backends))
+	for _, b := range p.Spec.Backends {
+		out = append(out, ir.WeightedCluster{Name: clusterName(p, b.Name), Weight: 1})
+	}
+	return out
+}
+
+// hashKeysFor returns the hash keys a destination set needs: those of its first hashing cluster.
+func hashKeysFor(wcs []ir.WeightedCluster, keys map[string][]ir.HashKey) []ir.HashKey {
+	for _, wc := range wcs {
+		if k, ok := keys[wc.Name]; ok {
+			return k
+		}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package translate
+
+import (
+	"cmp"
+	"crypto/tls"
+	"fmt"
+	"slices"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+// serviceEndpoints turns a Service backend into endpoints: ready addresses serve, terminating ones drain,
+// and the others are left out. The message says why the reference does not resolve, if it does not.
+func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs Refs) ([]ir.Endpoint, string) {
+	if refs.Services == nil {
+		return nil, fmt.Sprintf("Service %s needs Kubernetes mode (lbplane serve --kubernetes)", b.Service.Name)
+	}
+	ref := ServiceRefOf(p.Namespace, b.Service)
+	if ref.Namespace != p.Namespace && !refs.CrossNamespace {
+		// A policy must not send traffic into another team's namespace unless the operator allows it.
+		return nil, fmt.Sprintf("Service %s/%s is in another namespace, which is not allowed (lbplane serve --allow-cross-namespace-refs)", ref.Namespace, ref.Name)
+	}
+	se, ok := refs.Services[ref]
+	if !ok {
+		return nil, fmt.Sprintf("Service %s/%s was not looked up", ref.Namespace, ref.Name)
+	}
+	if se.Err != "" {
+		return nil, se.Err
+	}
+	var out []ir.Endpoint
+	for _, e := range se.Endpoints {
+		if !e.Ready && !e.Terminating {
+			continue
+		}
+		out = append(out, ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: 1, Draining: !e.Ready, Zone: e.Zone})
+	}
+	slices.SortFunc(out, func(a, b ir.Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port))
+	})
+	return out, ""
+}
+
+// resolveFiles turns the policy's file and Secret references into SDS secrets, or says what is wrong with
+// them.
+func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Secret, []string) {
+	files := refs.Files
+	secrets := map[string]*ir.Secret{}
+	var errs []string
+	if t := p.Spec.Listener.TLS; t != nil {
+		for i, c := range t.Certificates {
+			name := fmt.Sprintf("%s/%s/certificate-%d", p.Namespace, p.Name, i)
+			if c.SecretName != "" {
+				sec, ok := refs.Secrets[SecretRef{Namespace: p.Namespace, Name: c.SecretName}]
+				switch {
+				case refs.Secrets == nil:
+					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secrets need Kubernetes mode (lbplane serve --kubernetes)", i))
+				case !ok:
+					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secret %s/%s not found", i, p.Namespace, c.SecretName))
+				case sec.Err != "":
+					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: %s", i, sec.Err))
+				default:
+					if _, err := tls.X509KeyPair(sec.Cert, sec.Key); err != nil {
+						errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secret %s/%s: %v", i, p.Namespace, c.SecretName, err))
+					} else {
+						secrets[name] = &ir.Secret{Name: name, CertificateChain: sec.Cert, PrivateKey: sec.Key}
+					}
+				}
+				continue
+			}
+			cert, key, err := files.keyPair(fmt.Sprintf("spec.listener.tls.certificates[%d]", i), c.CertificateFile, c.PrivateKeyFile)
+			if err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			secrets[name] = &ir.Secret{Name: name, CertificateChain: cert, PrivateKey: key}
+		}
+	}
+	for i, b := range p.Spec.Backends {
+		if b.TLS == nil || b.TLS.CAFile == "" {
+			continue
+		}
+		ca, err := files.caBundle(fmt.Sprintf("spec.backends[%d].tls.caFile", i), b.TLS.CAFile)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		name := clusterName(p, b.Name) + "/ca"
+		secrets[name] = &ir.Secret{Name: name, CA: ca}
+	}
+	return secrets, errs
+}

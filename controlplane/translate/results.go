@@ -1,0 +1,93 @@
+package translate
+
+import (
+	"cmp"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+// Reasons set on conditions.
+const (
+	ReasonAccepted       = "Accepted"
+	ReasonInvalid        = "Invalid"
+	ReasonConflicted     = "Conflicted"
+	ReasonResolvedRefs   = "ResolvedRefs"
+	ReasonBackendMissing = "BackendNotFound"
+	ReasonInvalidRef     = "InvalidReference"
+)
+
+// Key identifies a policy.
+type Key struct{ Namespace, Name string }
+
+func (k Key) String() string { return k.Namespace + "/" + k.Name }
+
+// KeyOf returns the key of a policy, with the default namespace applied.
+func KeyOf(p *v1alpha1.LoadBalancerPolicy) Key {
+	return Key{Namespace: cmp.Or(p.Namespace, v1alpha1.DefaultNamespace), Name: p.Name}
+}
+
+// PolicyResult is what translation concluded about one policy.
+type PolicyResult struct {
+	Key        Key
+	Generation int64
+	ProxyGroup string
+	// Accepted is false when the policy is invalid or conflicts with an older one; it is then not served.
+	Accepted        bool
+	AcceptedReason  string
+	AcceptedMessage string
+	// ResolvedRefs is false when a backend references something that does not exist.
+	ResolvedRefs        bool
+	ResolvedRefsReason  string
+	ResolvedRefsMessage string
+	// Errors are the field errors behind an Invalid policy.
+	Errors    v1alpha1.FieldErrors
+	Endpoints int32
+	// HealthyEndpoints leaves out draining (terminating) endpoints.
+	HealthyEndpoints int32
+	// Warnings are lint findings on an accepted policy (see package lint).
+	Warnings []string
+	// Resources names the Envoy resources this policy contributes to, for status and explain.
+	Listener string
+	Clusters []string
+	// BackendOf names the spec backend each of Clusters is; a route's session cluster, which merges several
+	// backends, is not in it.
+	BackendOf map[string]string
+}
+
+// Conditions renders the result as Kubernetes conditions (without Programmed, which the server decides).
+func (r *PolicyResult) Conditions(now metav1.Time) []metav1.Condition {
+	cond := func(t string, ok bool, reason, msg string) metav1.Condition {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: r.Generation, LastTransitionTime: now}
+	}
+	return []metav1.Condition{
+		cond(v1alpha1.ConditionAccepted, r.Accepted, r.AcceptedReason, r.AcceptedMessage),
+		cond(v1alpha1.ConditionResolvedRefs, r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage),
+	}
+}
+
+// Result is the output of Translate.
+type Result struct {
+	IR       *ir.Config
+	Policies map[Key]*PolicyResult
+}
+
+// Prepare returns a defaulted copy of the policy and every problem found in it alone.
+func Prepare(p *v1alpha1.LoadBalancerPolicy) (*v1alpha1.LoadBalancerPolicy, v1alpha1.FieldErrors) {
+	c := p.DeepCopy()
+	v1alpha1.Default(c)
+	return c, v1alpha1.Validate(c)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
