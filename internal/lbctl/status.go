@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
 func newStatus(g *globals) *cobra.Command {
@@ -79,7 +79,7 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
-func printProxies(w io.Writer, proxies []xdsserver.ProxyStatus) error {
+func printProxies(w io.Writer, proxies []apiwire.ProxyStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tGROUP\tAPI\tSTATE\tVERSION\tCURRENT\tCONNECTED\tMESSAGE")
 	for _, p := range proxies {
