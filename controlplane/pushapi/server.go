@@ -277,7 +277,7 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 			p = x
 		}
 	}
-	pr := res.Policies[k]
+	pr := res.Policies.Of(k)
 	if p == nil || pr == nil {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
 		return
@@ -434,7 +434,7 @@ func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 	planned := s.Engine.Plan(engine.SourceStore, candidate)
 	after := planned.Result
 	for _, k := range order {
-		pr := after.Policies[k]
+		pr := after.Policies.Of(k)
 		switch {
 		case pr == nil:
 		case !pr.Accepted:
@@ -445,11 +445,11 @@ func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 			errs = append(errs, fmt.Sprintf("%s: %s", k, strings.TrimSuffix(pr.ResolvedRefsMessage, " (the policy is not served until this is fixed)")))
 		}
 	}
-	for k, pr := range before.Policies {
+	for k, pr := range before.Policies.All() {
 		if _, ok := pushed[k]; ok || !pr.Accepted {
 			continue
 		}
-		if now := after.Policies[k]; now != nil && !now.Accepted {
+		if now := after.Policies.Of(k); now != nil && !now.Accepted {
 			errs = append(errs, fmt.Sprintf("%s would no longer be accepted: %s", k, now.AcceptedMessage))
 		}
 	}
@@ -459,7 +459,7 @@ func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 	}
 	for i := range res.Policies {
 		k := translate.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
-		if pr := after.Policies[k]; pr != nil {
+		if pr := after.Policies.Of(k); pr != nil {
 			res.Policies[i].Warnings = pr.Warnings
 		}
 	}
@@ -611,7 +611,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 				v.Namespace = v1alpha1.DefaultNamespace
 			}
 			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
-			if pr := res.Policies[k]; pr != nil {
+			if pr := res.Policies.Of(k); pr != nil {
 				v.Status = policystatus.Compute(pr, proxies, health, now)
 			}
 			out = append(out, &v)
