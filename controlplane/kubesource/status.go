@@ -85,7 +85,7 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	for i := range list.Items {
 		p := &list.Items[i]
 		k := translate.KeyOf(p)
-		pr := res.Policies[k]
+		pr := res.Policies.Of(k)
 		if pr == nil || origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
 			continue // not translated from this generation yet
 		}

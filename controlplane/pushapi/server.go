@@ -246,7 +246,7 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 			p = x
 		}
 	}
-	pr := res.Policies[k]
+	pr := res.Policies.Of(k)
 	if p == nil || pr == nil {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
 		return
@@ -280,7 +280,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 				v.Namespace = v1alpha1.DefaultNamespace
 			}
 			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
-			if pr := res.Policies[k]; pr != nil {
+			if pr := res.Policies.Of(k); pr != nil {
 				v.Status = policystatus.Compute(pr, proxies, health, now)
 			}
 			out = append(out, &v)

@@ -331,7 +331,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	res, _ := eng.Result()
-	cfg.Log.Info("sources loaded", "policies", len(res.Policies), "groups", len(res.IR.Groups))
+	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
 	xdsLis, err := net.Listen("tcp", cfg.XDSAddress)
 	if err != nil {
