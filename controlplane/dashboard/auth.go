@@ -28,6 +28,61 @@ type session struct {
 type sessions struct {
 	mu sync.Mutex
 	m  map[string]session
+	// codes are one-time login codes (lbctl dashboard): a URL that is printed or handed to a browser holds
+	// one of these, used once within CodeTTL, never the token itself.
+	codes map[string]session
+}
+
+// CodeTTL is how long a one-time login code is valid.
+const CodeTTL = time.Minute
+
+func (ss *sessions) createCode(role pushapi.Role, now time.Time) string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.codes == nil {
+		ss.codes = map[string]session{}
+	}
+	for k, v := range ss.codes {
+		if now.After(v.expires) {
+			delete(ss.codes, k)
+		}
+	}
+	if len(ss.codes) >= maxSessions {
+		return ""
+	}
+	ss.codes[id] = session{role: role, expires: now.Add(CodeTTL)}
+	return id
+}
+
+// useCode returns the code's role and forgets the code.
+func (ss *sessions) useCode(code string, now time.Time) pushapi.Role {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s, ok := ss.codes[code]
+	delete(ss.codes, code)
+	if !ok || now.After(s.expires) {
+		return pushapi.RoleNone
+	}
+	return s.role
+}
+
+// postCode mints a one-time login code for a bearer token (lbctl dashboard).
+func (s *Server) postCode(w http.ResponseWriter, r *http.Request) {
+	role := pushapi.RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
+	if role == pushapi.RoleNone {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="lbplane"`)
+		http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+		return
+	}
+	code := s.sessions.createCode(role, time.Now())
+	if code == "" {
+		http.Error(w, "too many unused login codes; try again in a minute", http.StatusTooManyRequests)
+		return
+	}
+	writeJSON(w, map[string]string{"code": code, "path": Prefix + "?code=" + code})
 }
 
 func (ss *sessions) create(role pushapi.Role, now time.Time) string {

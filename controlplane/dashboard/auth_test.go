@@ -28,8 +28,12 @@ func testServer() *Server {
 	return &Server{Token: admin, ReadOnlyToken: readOnly,
 		Policies: func() []*v1alpha1.LoadBalancerPolicy { return []*v1alpha1.LoadBalancerPolicy{p} },
 		Proxies:  func(context.Context) []xdsserver.ProxyStatus { return nil },
-		Explain:  func(translate.Key) (*explain.Explanation, error) { return &explain.Explanation{Policy: "default/demo"}, nil },
-		Live:     func(translate.Key) (*pushapi.LiveResult, error) { return &pushapi.LiveResult{Policy: "default/demo"}, nil }}
+		Explain: func(translate.Key) (*explain.Explanation, error) {
+			return &explain.Explanation{Policy: "default/demo"}, nil
+		},
+		Live: func(translate.Key) (*pushapi.LiveResult, error) {
+			return &pushapi.LiveResult{Policy: "default/demo"}, nil
+		}}
 }
 
 // client does not follow redirects, so that each answer can be checked.
@@ -191,5 +195,35 @@ func TestCookieIsSecureOverTLS(t *testing.T) {
 	resp.Body.Close()
 	if ck := sessionCookie(t, resp); ck == nil || !ck.Secure {
 		t.Errorf("cookie over TLS: %+v", ck)
+	}
+}
+
+func TestOneTimeCodeLogsInOnce(t *testing.T) {
+	srv := httptest.NewServer(testServer().Handler())
+	defer srv.Close()
+	mint := func(auth string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+Prefix+"login-code", nil)
+		req.Header.Set("Authorization", auth)
+		resp, err := client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if r := mint("Bearer wrong"); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong token minted a code: %s", r.Status)
+	}
+	body := readAll(t, mint("Bearer "+readOnly))
+	_, code, ok := strings.Cut(body, `"code":"`)
+	code, _, _ = strings.Cut(code, `"`)
+	if !ok || len(code) != 64 {
+		t.Fatalf("answer %s", body)
+	}
+	if r := get(t, srv, Prefix+"?code="+code, nil); r.StatusCode != http.StatusSeeOther || sessionCookie(t, r) == nil {
+		t.Fatalf("code exchange: %s", r.Status)
+	}
+	if r := get(t, srv, Prefix+"?code="+code, nil); r.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a code worked twice: %s", r.Status)
 	}
 }

@@ -63,6 +63,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"{$}", s.index)
 	mux.HandleFunc("POST "+Prefix+"login", s.postLogin)
 	mux.HandleFunc("POST "+Prefix+"logout", s.postLogout)
+	mux.HandleFunc("POST "+Prefix+"login-code", s.postCode)
 	// The script and style hold no data: they load before login too.
 	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET "+Prefix+"api/state", s.requireSession(s.state))
@@ -86,10 +87,14 @@ func securityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// index serves the app to a session, exchanges ?token= for one, or shows the login form.
+// index serves the app to a session, exchanges ?token= (or a one-time ?code=) for one, or shows the login
+// form.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Has("token") {
-		role := s.tokenRole(r.URL.Query().Get("token"))
+	if q := r.URL.Query(); q.Has("token") || q.Has("code") {
+		role := s.tokenRole(q.Get("token"))
+		if q.Has("code") {
+			role = s.sessions.useCode(q.Get("code"), time.Now())
+		}
 		if role == pushapi.RoleNone {
 			s.loginPage(w, http.StatusUnauthorized, "wrong token")
 			return
