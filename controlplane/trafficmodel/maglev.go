@@ -23,8 +23,8 @@ func newMaglev(hosts []weighted, size uint64) *maglev {
 	sorted := slices.Clone(hosts)
 	slices.SortStableFunc(sorted, func(a, b weighted) int { return strings.Compare(a.key, b.key) })
 	type entry struct {
-		host                int
-		offset, skip, next  uint64
+		host                 int
+		offset, skip, next   uint64
 		weight, targetWeight float64
 	}
 	maxW := 0.0

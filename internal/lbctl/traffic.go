@@ -1,6 +1,7 @@
 package lbctl
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -247,4 +248,21 @@ func trafficChanges(pvs []*trafficmodel.Preview) bool {
 		}
 	}
 	return false
+}
+
+// dryRunTraffic prints the traffic preview after a successful dry run. The dry run's verdict is what
+// counts, so a preview that cannot be made is a warning, not a failure.
+func dryRunTraffic(cmd *cobra.Command, c *pushapi.Client, body []byte) {
+	// The body is what was sent, also when it came from standard input, which is read by now.
+	s, err := serverSides(cmd.Context(), c, "-", bytes.NewReader(body))
+	var pvs []*trafficmodel.Preview
+	if err == nil {
+		pvs, err = s.previews()
+	}
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: no traffic preview: %v\n", err)
+		return
+	}
+	fmt.Fprintln(cmd.OutOrStdout())
+	printPreviews(cmd.OutOrStdout(), pvs)
 }
