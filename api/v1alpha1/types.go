@@ -69,7 +69,16 @@ type LoadBalancerPolicySpec struct {
 	// backends are named sets of endpoints and how to balance over them.
 	// +kubebuilder:validation:MaxItems=100
 	Backends []Backend `json:"backends"`
+
+	// debugHeaders (HTTP listeners) adds the x-lbplane-upstream response header, the address:port of the
+	// endpoint that served the request, to every response of the policy's routes. lbctl trace --live reads
+	// it to compare Envoy's pick with its offline answer. Off by default: it tells clients your endpoints'
+	// addresses.
+	DebugHeaders bool `json:"debugHeaders,omitempty"`
 }
+
+// UpstreamHostHeader is the response header debugHeaders adds.
+const UpstreamHostHeader = "x-lbplane-upstream"
 
 // Protocol is a listener protocol.
 // +kubebuilder:validation:Enum=HTTP;HTTPS;TCP

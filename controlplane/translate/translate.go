@@ -129,6 +129,9 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	}
 	src := ir.Source{Namespace: p.Namespace, Name: p.Name}
 	vh := &ir.VirtualHost{Name: p.Namespace + "/" + p.Name, Source: src, Domains: domains(s.Listener.Hostnames)}
+	if s.DebugHeaders {
+		vh.UpstreamHostHeader = v1alpha1.UpstreamHostHeader
+	}
 	if len(s.Routes) == 0 {
 		all := allBackends(p)
 		vh.Routes = []*ir.Route{{Name: vh.Name + "/default", Source: src, PathType: ir.PathPrefix, Path: "/", Clusters: all,

@@ -29,7 +29,7 @@ func newPushConfig(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check everything the server would check, change nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check everything the server would check, change nothing, and preview the traffic (as lbctl diff --traffic)")
 	cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -59,6 +59,9 @@ func pushConfig(cmd *cobra.Command, g *globals, file string, dryRun bool) error 
 		for _, w := range p.Warnings {
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s/%s: %s\n", p.Namespace, p.Name, w)
 		}
+	}
+	if res.DryRun {
+		dryRunTraffic(cmd, c, body)
 	}
 	return nil
 }

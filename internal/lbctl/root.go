@@ -90,7 +90,7 @@ func New() *cobra.Command {
 	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE): <data-dir>/token to change things, <data-dir>/token-readonly to look")
 	pf.StringVar(&g.caFile, "ca-file", os.Getenv("LBPLANE_CA_FILE"), "PEM CA to trust for an https:// --server (env LBPLANE_CA_FILE)")
 	root.AddCommand(newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newVersion())
-	root.AddCommand(newDashboard(g))
+	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g))
 	return root
 }
 
