@@ -34,8 +34,8 @@ type wsResult struct {
 	// HeapPerConn is the same slope through Envoy's allocated heap (admin /memory): live objects only,
 	// without what the allocator keeps cached. Envoy peers only.
 	HeapPerConn float64 `json:"heapBytesPerConnection,omitempty"`
-	OpenSeconds  float64 `json:"openSeconds"`
-	Note         string  `json:"note,omitempty"`
+	OpenSeconds float64 `json:"openSeconds"`
+	Note        string  `json:"note,omitempty"`
 }
 
 type wsStep struct {
