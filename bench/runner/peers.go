@@ -180,8 +180,10 @@ func startLbplaneWith(e *env, p *peer, extra []string) error {
 		return err
 	}
 	xds, api := p.HTTPPort+100, p.HTTPPort+101
+	// xDS in plaintext on loopback (lbplane's default is mTLS, which costs the data path nothing): the bench
+	// measures Envoy's traffic, not its certificates.
 	_, err = p.run(e, dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), append([]string{"serve", "--data-dir", dir,
-		"--xds-address", fmt.Sprintf("127.0.0.1:%d", xds), "--api-address", fmt.Sprintf("127.0.0.1:%d", api),
+		"--xds-address", fmt.Sprintf("127.0.0.1:%d", xds), "--xds-insecure", "--api-address", fmt.Sprintf("127.0.0.1:%d", api),
 		"--metrics-address", "", "--token", "bench", "--api-rate-limit", "0",
 		// The HTTPS scenario's certificate lives in the work directory; policies may name files there only.
 		"--files-root", filepath.Dir(e.cert.Cert)}, extra...)...)
