@@ -112,6 +112,7 @@ func main() {
 	envoyRuntime := flag.String("envoy-runtime", "", "comma-separated key=value runtime settings applied to lbplane's Envoys through admin after start (experiments)")
 	envoyArgs := flag.String("envoy-args", "", "space-separated extra command-line arguments for lbplane's Envoys (experiments)")
 	envoyEnv := flag.String("envoy-env", "", "comma-separated KEY=VALUE environment for lbplane's Envoys (experiments, e.g. tcmalloc settings)")
+	heapDumps := flag.String("envoy-heap-dumps", "", "directory for the Envoys' heap profiles (admin /heap_dump) with every WebSocket or idle connection open")
 	memConc := flag.String("mem-concurrency", "", "comma-separated connection counts for the memory-at-load runs, each in a fresh peer process")
 	flag.Parse()
 	if *again != "" {
@@ -166,6 +167,7 @@ func main() {
 		}
 	}
 	ex.args = strings.Fields(*envoyArgs)
+	ex.heapDumps = *heapDumps
 	if *envoyEnv != "" {
 		ex.env = strings.Split(*envoyEnv, ",")
 	}
@@ -177,9 +179,10 @@ func main() {
 
 // experiment is what -envoy-runtime, -envoy-args and -envoy-env change in lbplane's Envoys.
 type experiment struct {
-	runtime map[string]string
-	args    []string
-	env     []string
+	runtime   map[string]string
+	args      []string
+	env       []string
+	heapDumps string
 }
 
 func run(cfg config, out, only string, keep bool, ex experiment) error {
@@ -215,7 +218,7 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 	defer stop()
 
 	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
-	e := &env{dir: work, tools: map[string]string{}, envoyRuntime: ex.runtime, envoyArgs: ex.args, envoyEnv: ex.env}
+	e := &env{dir: work, tools: map[string]string{}, envoyRuntime: ex.runtime, envoyArgs: ex.args, envoyEnv: ex.env, heapDumps: ex.heapDumps}
 	for _, t := range []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"} {
 		b, err := exec.Command(filepath.Join(repoRoot, "hack", "tools.sh"), "path-"+t).Output()
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -138,4 +139,29 @@ func setEnvoyRuntime(adminPort int, kv map[string]string) error {
 		return fmt.Errorf("runtime_modify: %s: %s", resp.Status, b)
 	}
 	return nil
+}
+
+// saveHeapDump writes Envoy's tcmalloc heap profile (admin /heap_dump, pprof format) to path: with every
+// connection of a step open, the sizes of the objects they hold.
+func saveHeapDump(adminPort int, path string) error {
+	c := http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/heap_dump", adminPort))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }

@@ -57,6 +57,9 @@ type env struct {
 	envoyRuntime map[string]string
 	envoyArgs    []string
 	envoyEnv     []string
+	// heapDumps, when set (-envoy-heap-dumps), is where the WebSocket runs save Envoy's heap profile with
+	// every connection open.
+	heapDumps string
 }
 
 type endpoint struct {

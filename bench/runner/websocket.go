@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,6 +200,11 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer, kind string) (wsRes
 			step.Heap = envoyAllocated(p.HTTPPort + 1000)
 		}
 		res.Steps = append(res.Steps, step)
+	}
+	if e.heapDumps != "" && strings.Contains(p.Name, "envoy") {
+		if err := saveHeapDump(p.HTTPPort+1000, filepath.Join(e.heapDumps, p.Name+"-"+kind+".pb.gz")); err != nil {
+			fmt.Fprintf(os.Stderr, "heap dump of %s: %v\n", p.Name, err)
+		}
 	}
 	res.OpenSeconds = time.Since(began).Seconds()
 	res.Opened = len(conns)
