@@ -6,6 +6,7 @@ package pushapi
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
@@ -96,9 +98,10 @@ type Server struct {
 	RateLimit float64
 
 	mu sync.Mutex // one write at a time: store and engine change together
-	// decoded holds the policy decoded from each record last time, to reuse while the record is the same.
-	// Guarded by mu.
-	decoded  map[translate.Key]decodedPolicy
+	// recs and sorted are the store's records and their policies in key order (cmpKey), read once (see
+	// loaded) and kept up to date by every write, so that a push decodes only what it pushes. Guarded by mu.
+	recs     map[translate.Key]*store.Record
+	sorted   []*v1alpha1.LoadBalancerPolicy
 	limitMu  sync.Mutex
 	limiters map[string]*rate.Limiter
 }
@@ -328,6 +331,8 @@ func DiffResults(before, after *translate.Result) ([]resdiff.Change, error) {
 type plan struct {
 	res           *ApplyResult
 	puts          []*store.Record
+	changes       map[translate.Key]*store.Record
+	candidate     []*v1alpha1.LoadBalancerPolicy
 	planned       *engine.Planned
 	before, after *translate.Result
 }
@@ -348,6 +353,7 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 	if err := s.Store.Apply(puts, nil); err != nil {
 		return nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
 	}
+	s.committed(pl.changes, pl.candidate)
 	s.Engine.Commit(pl.planned)
 	for _, p := range res.Policies {
 		if p.Outcome != Unchanged {
@@ -387,10 +393,10 @@ func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 		return nil, http.StatusUnprocessableEntity, errs
 	}
 
-	byKey, err := s.records()
-	if err != nil {
+	if err := s.loaded(); err != nil {
 		return nil, http.StatusInternalServerError, []string{"reading the store: " + err.Error()}
 	}
+	changes := map[translate.Key]*store.Record{}
 	_, origin := s.Engine.Result()
 	now := s.now()
 	res := &ApplyResult{DryRun: dryRun}
@@ -401,7 +407,7 @@ func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 			continue
 		}
 		d := pushed[k]
-		old := byKey[k]
+		old := s.recs[k]
 		rec := &store.Record{Namespace: k.Namespace, Name: k.Name, Document: d.Raw, Generation: 1, Created: now, Updated: now, UID: newUID()}
 		outcome := Created
 		if old != nil {
@@ -416,16 +422,16 @@ func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 				rec.Updated = old.Updated
 			}
 		}
-		byKey[k] = rec
 		if outcome != Unchanged {
 			puts = append(puts, rec)
+			changes[k] = rec
 		}
 		res.Policies = append(res.Policies, AppliedPolicy{Namespace: k.Namespace, Name: k.Name, Outcome: outcome, Generation: rec.Generation})
 	}
 	if len(errs) > 0 {
 		return nil, http.StatusConflict, errs
 	}
-	candidate, err := s.policiesOf(byKey)
+	candidate, err := s.candidate(changes)
 	if err != nil {
 		return nil, http.StatusInternalServerError, []string{err.Error()}
 	}
@@ -445,12 +451,22 @@ func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 			errs = append(errs, fmt.Sprintf("%s: %s", k, strings.TrimSuffix(pr.ResolvedRefsMessage, " (the policy is not served until this is fixed)")))
 		}
 	}
-	for k, pr := range before.Policies.All() {
-		if _, ok := pushed[k]; ok || !pr.Accepted {
-			continue
+	pushedOut := func(k translate.Key, pr *translate.PolicyResult) {
+		if _, ok := pushed[k]; ok || pr == nil || !pr.Accepted {
+			return
 		}
 		if now := after.Policies.Of(k); now != nil && !now.Accepted {
 			errs = append(errs, fmt.Sprintf("%s would no longer be accepted: %s", k, now.AcceptedMessage))
+		}
+	}
+	if keys, ok := after.ChangedSince(before); ok {
+		// Only the policies the translator touched can have lost their acceptance.
+		for _, k := range keys {
+			pushedOut(k, before.Policies.Of(k))
+		}
+	} else {
+		for k, pr := range before.Policies.All() {
+			pushedOut(k, pr)
 		}
 	}
 	if len(errs) > 0 {
@@ -463,7 +479,7 @@ func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
 			res.Policies[i].Warnings = pr.Warnings
 		}
 	}
-	return &plan{res: res, puts: puts, planned: planned, before: before, after: after}, http.StatusOK, nil
+	return &plan{res: res, puts: puts, changes: changes, candidate: candidate, planned: planned, before: before, after: after}, http.StatusOK, nil
 }
 
 func (s *Server) now() time.Time {
@@ -512,81 +528,99 @@ func PolicyOf(rec *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
 	return p, nil
 }
 
-// decodedPolicy is a record's policy with the record fields PolicyOf read.
-type decodedPolicy struct {
-	document   []byte
-	generation int64
-	created    time.Time
-	uid        string
-	policy     *v1alpha1.LoadBalancerPolicy
-}
-
-func (d decodedPolicy) of(rec *store.Record) bool {
-	return d.generation == rec.Generation && d.created.Equal(rec.Created) && d.uid == rec.UID && bytes.Equal(d.document, rec.Document)
-}
-
-// policiesOf decodes the records in key order, reusing what it decoded last time for records that have not
-// changed: decoding every stored document again (YAML, then strict field checks) was 61 % of a push's CPU
-// with 10,000 policies stored. The policies are shared, so nothing may modify them (translation copies what
-// it changes). The caller holds s.mu.
-func (s *Server) policiesOf(byKey map[translate.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
-	out := make([]*v1alpha1.LoadBalancerPolicy, 0, len(byKey))
-	next := make(map[translate.Key]decodedPolicy, len(byKey))
-	for k, rec := range byKey {
-		d, ok := s.decoded[k]
-		if !ok || !d.of(rec) {
-			p, err := PolicyOf(rec)
-			if err != nil {
-				return nil, err
-			}
-			d = decodedPolicy{document: rec.Document, generation: rec.Generation, created: rec.Created, uid: rec.UID, policy: p}
-		}
-		next[k] = d
-		out = append(out, d.policy)
+// loaded reads the store into s.recs and s.sorted once. Afterwards this server is the store's only writer
+// (bbolt lets one process open it, and every write goes through s.mu and committed), so what it keeps is
+// what the store holds, and a push reads and decodes only the records it changes instead of every one:
+// listing and decoding every record was most of a push's CPU with 10,000 policies stored. The caller holds
+// s.mu.
+func (s *Server) loaded() error {
+	if s.recs != nil {
+		return nil
 	}
-	s.decoded = next
-	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int {
-		return cmpKey(translate.KeyOf(a), translate.KeyOf(b))
-	})
+	records, err := s.Store.List()
+	if err != nil {
+		return err
+	}
+	recs := make(map[translate.Key]*store.Record, len(records))
+	sorted := make([]*v1alpha1.LoadBalancerPolicy, 0, len(records))
+	for _, rec := range records { // sorted by namespace/name, as cmpKey orders
+		p, err := PolicyOf(rec)
+		if err != nil {
+			return err
+		}
+		recs[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
+		sorted = append(sorted, p)
+	}
+	s.recs, s.sorted = recs, sorted
+	return nil
+}
+
+// candidate is the stored policies with changes applied (a nil record deletes), in key order. Unchanged
+// policies are the ones decoded before (shared, so nothing may modify them; translation copies what it
+// changes), which also tells the engine they did not change. The caller holds s.mu.
+func (s *Server) candidate(changes map[translate.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
+	out := slices.Clone(s.sorted)
+	for _, k := range slices.SortedFunc(maps.Keys(changes), cmpKey) {
+		i, found := slices.BinarySearchFunc(out, k, func(p *v1alpha1.LoadBalancerPolicy, k translate.Key) int { return cmpKey(translate.KeyOf(p), k) })
+		rec := changes[k]
+		if rec == nil {
+			if found {
+				out = slices.Delete(out, i, i+1)
+			}
+			continue
+		}
+		p, err := PolicyOf(rec)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out[i] = p
+		} else {
+			out = slices.Insert(out, i, p)
+		}
+	}
 	return out, nil
 }
 
-func cmpKey(a, b translate.Key) int {
-	switch {
-	case a.String() < b.String():
-		return -1
-	case a.String() > b.String():
-		return 1
+// committed records that the store now holds changes, and candidate is its policies. The caller holds s.mu.
+func (s *Server) committed(changes map[translate.Key]*store.Record, candidate []*v1alpha1.LoadBalancerPolicy) {
+	for k, rec := range changes {
+		if rec == nil {
+			delete(s.recs, k)
+		} else {
+			s.recs[k] = rec
+		}
 	}
-	return 0
+	s.sorted = candidate
 }
 
-// records returns the stored policies by key.
-func (s *Server) records() (map[translate.Key]*store.Record, error) {
-	records, err := s.Store.List()
-	if err != nil {
-		return nil, err
+// cmpKey is the order of the store's keys ("namespace/name"), without building the strings.
+func cmpKey(a, b translate.Key) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		// One namespace is a prefix of the other: "ns/" sorts against the longer one's next byte.
+		switch {
+		case strings.HasPrefix(b.Namespace, a.Namespace):
+			c = cmp.Compare(byte('/'), b.Namespace[len(a.Namespace)])
+		case strings.HasPrefix(a.Namespace, b.Namespace):
+			c = cmp.Compare(a.Namespace[len(b.Namespace)], byte('/'))
+		}
+		if c == 0 { // a namespace with a slash in it: never valid, but ordered all the same
+			return strings.Compare(a.String(), b.String())
+		}
+		return c
 	}
-	byKey := make(map[translate.Key]*store.Record, len(records))
-	for _, rec := range records {
-		byKey[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
-	}
-	return byKey, nil
+	return strings.Compare(a.Name, b.Name)
 }
 
 // Load reads the store into the engine; serve calls it before xDS is served.
 func (s *Server) Load() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	byKey, err := s.records()
-	if err != nil {
+	s.recs, s.sorted = nil, nil
+	if err := s.loaded(); err != nil {
 		return err
 	}
-	ps, err := s.policiesOf(byKey)
-	if err != nil {
-		return err
-	}
-	s.Engine.Set(engine.SourceStore, ps)
+	s.Engine.Set(engine.SourceStore, s.sorted)
 	return nil
 }
 
@@ -661,17 +695,16 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusConflict, fmt.Sprintf("%s: managed by --config-dir; remove its file instead", k))
 		return
 	}
-	byKey, err := s.records()
-	if err != nil {
+	if err := s.loaded(); err != nil {
 		writeErr(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if _, ok := byKey[k]; !ok {
+	if _, ok := s.recs[k]; !ok {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
 		return
 	}
-	delete(byKey, k)
-	candidate, err := s.policiesOf(byKey)
+	changes := map[translate.Key]*store.Record{k: nil}
+	candidate, err := s.candidate(changes)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err.Error())
 		return
@@ -680,6 +713,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, "writing the store: "+err.Error())
 		return
 	}
+	s.committed(changes, candidate)
 	s.Engine.Set(engine.SourceStore, candidate)
 	s.Log.Info("policy deleted", "policy", k.String())
 	writeJSON(w, http.StatusOK, ApplyResult{Policies: []AppliedPolicy{{Namespace: k.Namespace, Name: k.Name, Outcome: Deleted}}})
