@@ -43,6 +43,10 @@ type config struct {
 	KubePolicyCounts []int    `json:"kubePolicyCounts"`
 	KubeAPIs         []string `json:"kubeApis"`
 	Changes          int      `json:"changes"`
+	// APIs are the xDS variants of the push runs; ColdStart restarts lbplane with the most policies pushed
+	// and times an Envoy's first full config.
+	APIs      []string `json:"apis,omitempty"`
+	ColdStart bool     `json:"coldStart,omitempty"`
 	Swarm            int      `json:"simulatedEnvoys"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
@@ -103,6 +107,13 @@ func main() {
 	dur := flag.Duration("duration", 0, "length of each wrk run")
 	again := flag.String("report", "", "write REPORT.md and the plots of this results directory again from its JSON, running nothing")
 	keep := flag.Bool("keep", false, "keep the work directory (rendered configs, every process's log) and print its path")
+	policyCounts := flag.String("policies", "", "comma-separated policy counts of the push propagation runs")
+	kubeCounts := flag.String("kube-policies", "", "comma-separated policy counts of the Kubernetes propagation runs (\"none\": not run)")
+	apis := flag.String("apis", "", "comma-separated xDS variants of the push propagation runs (delta, sotw)")
+	kubeAPIs := flag.String("kube-apis", "", "comma-separated xDS variants of the Kubernetes propagation runs")
+	swarmN := flag.Int("swarm", 0, "simulated Envoys of the fan-out run")
+	changes := flag.Int("changes", 0, "timed changes per propagation row")
+	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	flag.Parse()
 	if *again != "" {
 		wd, _ := os.Getwd()
@@ -134,6 +145,40 @@ func main() {
 	if *peerList != "" {
 		cfg.Peers = strings.Split(*peerList, ",")
 	}
+	ints := func(name, s string) []int {
+		var out []int
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "error: -%s: %v\n", name, err)
+				os.Exit(2)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	switch {
+	case *kubeCounts == "none":
+		cfg.KubePolicyCounts = nil
+	case *kubeCounts != "":
+		cfg.KubePolicyCounts = ints("kube-policies", *kubeCounts)
+	}
+	if *policyCounts != "" {
+		cfg.PolicyCounts = ints("policies", *policyCounts)
+	}
+	if *apis != "" {
+		cfg.APIs = strings.Split(*apis, ",")
+	}
+	if *kubeAPIs != "" {
+		cfg.KubeAPIs = strings.Split(*kubeAPIs, ",")
+	}
+	if *swarmN > 0 {
+		cfg.Swarm = *swarmN
+	}
+	if *changes > 0 {
+		cfg.Changes = *changes
+	}
+	cfg.ColdStart = *coldStart
 	if err := run(cfg, *out, *only, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
