@@ -81,7 +81,10 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
 	args := []string{"serve", "--data-dir", dir, "--xds-address", xds,
-		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0"}
+		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0",
+		// Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect without certificates
+		// (xDS over mTLS is the default since lbplane runs its own CA).
+		"--xds-insecure"}
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
 	apply := applier(func(ctx context.Context, docs []byte) error { _, err := c.Apply(ctx, docs, false); return err })
 	counts := cfg.PolicyCounts

@@ -218,7 +218,11 @@ func run(cfg config, out, only string, keep bool) error {
 	defer stop()
 
 	e := &env{dir: work, tools: map[string]string{}}
-	for _, t := range []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"} {
+	tools := []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"}
+	if only == "controlplane" {
+		tools = tools[:1] // the control-plane rows need Envoy only
+	}
+	for _, t := range tools {
 		b, err := exec.Command(filepath.Join(repoRoot, "hack", "tools.sh"), "path-"+t).Output()
 		if err != nil {
 			return err
