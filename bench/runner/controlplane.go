@@ -84,7 +84,10 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0",
 		// Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect without certificates
 		// (xDS over mTLS is the default since lbplane runs its own CA).
-		"--xds-insecure"}
+		"--xds-insecure",
+		// The fan-out row's simulated Envoys and the real one: more than the default cap (half the open-file
+		// limit, 10,000 on these machines).
+		"--xds-max-connections", "-1"}
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
 	apply := applier(func(ctx context.Context, docs []byte) error { _, err := c.Apply(ctx, docs, false); return err })
 	counts := cfg.PolicyCounts
