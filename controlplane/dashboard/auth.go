@@ -154,12 +154,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, role pushapi.Role
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
-// sameOrigin refuses cross-site form posts (login CSRF, forced logout): a browser sends Origin with every
-// POST, and Sec-Fetch-Site when it knows it. A client that sends neither (curl) is not a browser a page could
+// sameOrigin refuses cross-site form posts (login CSRF, forced logout). Browsers send Sec-Fetch-Site with
+// every request, and it is what decides; without it, an Origin must name this host ("null", from a sandboxed
+// frame or a no-referrer page, does not). A client that sends neither (curl) is not a browser a page could
 // drive.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {

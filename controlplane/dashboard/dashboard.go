@@ -73,15 +73,15 @@ func (s *Server) Handler() http.Handler {
 }
 
 // securityHeaders: scripts and styles only from the dashboard itself (no inline script can run, should
-// some data ever reach the page unescaped), no framing, no caching of data, and no Referer that could carry
-// a ?token= to another site.
+// some data ever reach the page unescaped), no framing, no caching of data, and no Referer to another site
+// (one could carry a ?token=).
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
@@ -210,7 +210,12 @@ func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "{\"errors\":[%q]}\n", "policy "+k.String()+" not found")
 }
 
-// events streams the state every Interval until the client goes or its session ends.
+// healthCheckEvery is how often an event stream looks for a change of health or sync state, which it sends
+// at once rather than at the next Interval: an ejection shows as soon as lbplane has read it from Envoy.
+const healthCheckEvery = 250 * time.Millisecond
+
+// events streams the state every Interval, and at once when health or sync state changes, until the client
+// goes or its session ends.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	interval := s.Interval
 	if interval <= 0 {
@@ -220,22 +225,28 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	selected := r.URL.Query().Get("policy")
-	t := time.NewTicker(interval)
+	t := time.NewTicker(min(healthCheckEvery, interval))
 	defer t.Stop()
+	var sent time.Time
+	lastHealth := ""
 	for {
-		// The API server's write timeout is for calls, not streams: each event gets its own deadline.
-		if err := rc.SetWriteDeadline(time.Now().Add(10 * interval)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return
-		}
-		b, err := json.Marshal(s.snapshot(r.Context(), selected))
-		if err != nil {
-			return
-		}
-		if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
+		st := s.snapshot(r.Context(), selected)
+		if h := healthOf(st); h != lastHealth || time.Since(sent) >= interval {
+			lastHealth, sent = h, time.Now()
+			// The API server's write timeout is for calls, not streams: each event gets its own deadline.
+			if err := rc.SetWriteDeadline(time.Now().Add(10 * interval)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return
+			}
+			b, err := json.Marshal(st)
+			if err != nil {
+				return
+			}
+			if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
 		}
 		select {
 		case <-r.Context().Done():
@@ -246,6 +257,25 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return // logged out or expired
 		}
 	}
+}
+
+// healthOf sums up what the page logs as events: the endpoints not taking traffic and why, and each
+// Envoy's sync state.
+func healthOf(st State) string {
+	var b strings.Builder
+	for _, p := range st.Policies {
+		for _, be := range p.Status.Backends {
+			for _, e := range be.PerEndpoint {
+				if e.EjectedOn > 0 {
+					fmt.Fprintf(&b, "%s/%s/%s %s %d %v\n", p.Namespace, p.Name, be.Name, e.Address, e.EjectedOn, e.Reasons)
+				}
+			}
+		}
+	}
+	for _, px := range st.Proxies {
+		fmt.Fprintf(&b, "%s %s %s\n", px.NodeID, px.State, px.Message)
+	}
+	return b.String()
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
