@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -52,6 +53,8 @@ type Server struct {
 	Log      *slog.Logger
 
 	sessions sessions
+	cacheMu  sync.Mutex
+	cache    cached
 }
 
 var loginTemplate = template.Must(template.ParseFS(assets, "assets/login.html"))
@@ -127,10 +130,11 @@ type State struct {
 	Policies []PolicySummary              `json:"policies"`
 	Proxies  []xdsserver.ProxyStatus      `json:"proxies"`
 	Live     *pushapi.LiveResult          `json:"live,omitempty"`
-	Policy   *v1alpha1.LoadBalancerPolicy `json:"policy,omitempty"`
+	Policy   *v1alpha1.LoadBalancerPolicy `json:"-"`
 }
 
-// PolicySummary is one policy in the list.
+// PolicySummary is one policy in the list: its conditions and counts, not its backends (the selected
+// policy's are in Live), so that an event stays small with many policies.
 type PolicySummary struct {
 	Namespace string                            `json:"namespace"`
 	Name      string                            `json:"name"`
@@ -140,13 +144,35 @@ type PolicySummary struct {
 	Algorithms map[string]v1alpha1.Algorithm `json:"algorithms"`
 }
 
+// cacheFor is how long the policies and proxies read for one event serve the next ones: every open page
+// asks four times a second, and computing every policy's status is not free with many policies.
+const cacheFor = 200 * time.Millisecond
+
+type cached struct {
+	at       time.Time
+	policies []*v1alpha1.LoadBalancerPolicy
+	proxies  []xdsserver.ProxyStatus
+}
+
+// read returns the policies and proxies, at most cacheFor old.
+func (s *Server) read(ctx context.Context) ([]*v1alpha1.LoadBalancerPolicy, []xdsserver.ProxyStatus) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if time.Since(s.cache.at) > cacheFor {
+		s.cache = cached{at: time.Now(), policies: s.Policies(), proxies: s.Proxies(ctx)}
+	}
+	return s.cache.policies, s.cache.proxies
+}
+
 func (s *Server) snapshot(ctx context.Context, selected string) State {
-	st := State{Time: time.Now().UTC(), Policies: []PolicySummary{}, Proxies: s.Proxies(ctx)}
+	policies, proxies := s.read(ctx)
+	st := State{Time: time.Now().UTC(), Policies: []PolicySummary{}, Proxies: proxies}
 	if st.Proxies == nil {
 		st.Proxies = []xdsserver.ProxyStatus{}
 	}
-	for _, p := range s.Policies() {
-		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Spec.ProxyGroup, Status: p.Status,
+	for _, p := range policies {
+		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Spec.ProxyGroup,
+			Status:     v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies},
 			Algorithms: map[string]v1alpha1.Algorithm{}}
 		if ps.Group == "" {
 			ps.Group = "default"
@@ -259,17 +285,22 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// healthOf sums up what the page logs as events: the endpoints not taking traffic and why, and each
-// Envoy's sync state.
+// healthOf sums up what the page logs as events: the selected policy's endpoints not taking traffic and
+// why, each policy's conditions, and each Envoy's sync state.
 func healthOf(st State) string {
 	var b strings.Builder
-	for _, p := range st.Policies {
-		for _, be := range p.Status.Backends {
+	if st.Live != nil {
+		for _, be := range st.Live.Backends {
 			for _, e := range be.PerEndpoint {
 				if e.EjectedOn > 0 {
-					fmt.Fprintf(&b, "%s/%s/%s %s %d %v\n", p.Namespace, p.Name, be.Name, e.Address, e.EjectedOn, e.Reasons)
+					fmt.Fprintf(&b, "%s %s %d %v\n", be.Name, e.Address, e.EjectedOn, e.Reasons)
 				}
 			}
+		}
+	}
+	for _, p := range st.Policies {
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, "%s/%s %s %s %s\n", p.Namespace, p.Name, c.Type, c.Status, c.Reason)
 		}
 	}
 	for _, px := range st.Proxies {
