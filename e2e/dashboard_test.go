@@ -223,6 +223,14 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Errorf("events: %q", events)
 	}
 
+	// lbctl status shows the same per endpoint, summed and per Envoy.
+	out := lbctlOK(t, l, "status", "dash", "--per-proxy")
+	for _, want := range []string{"OBSERVED", addr(dead), "ejected on 1 of 1: outlier detection", "envoy-dash"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lbctl status dash --per-proxy lacks %q:\n%s", want, out)
+		}
+	}
+
 	var png []byte
 	run(t, ctx, 30*time.Second, "taking a screenshot", chromedp.FullScreenshot(&png, 100))
 	shot := filepath.Join(t.ArtifactDir(), "dashboard.png")
