@@ -228,3 +228,22 @@ func TestOneTimeCodeLogsInOnce(t *testing.T) {
 		t.Errorf("a code worked twice: %s", r.Status)
 	}
 }
+
+func TestTokenGuessingIsThrottled(t *testing.T) {
+	s := testServer()
+	s.RateLimit = 1 // burst 3
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	codes := map[int]int{}
+	for range 6 {
+		resp, err := client().PostForm(srv.URL+Prefix+"login", url.Values{"token": {"guess"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusUnauthorized] == 0 {
+		t.Errorf("six quick guesses: %v", codes)
+	}
+}

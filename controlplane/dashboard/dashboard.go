@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -50,11 +51,16 @@ type Server struct {
 	Live    func(translate.Key) (*pushapi.LiveResult, error)
 	// Interval between two server-sent events (a second when 0).
 	Interval time.Duration
-	Log      *slog.Logger
+	// RateLimit is token checks per second per client address (the push API's --api-rate-limit); 0 means
+	// no limit.
+	RateLimit float64
+	Log       *slog.Logger
 
 	sessions sessions
 	cacheMu  sync.Mutex
 	cache    cached
+	limitMu  sync.Mutex
+	limiters map[string]*rate.Limiter
 }
 
 var loginTemplate = template.Must(template.ParseFS(assets, "assets/login.html"))
@@ -94,6 +100,10 @@ func securityHeaders(h http.Handler) http.Handler {
 // form.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("token") || q.Has("code") {
+		if !s.allowLogin(r) {
+			tooMany(w)
+			return
+		}
 		role := s.tokenRole(q.Get("token"))
 		if q.Has("code") {
 			role = s.sessions.useCode(q.Get("code"), time.Now())
