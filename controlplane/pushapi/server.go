@@ -363,7 +363,7 @@ type LiveResult struct {
 
 // ProxyLive is one Envoy's own view of a policy's backends.
 type ProxyLive struct {
-	NodeID   string                   `json:"nodeID"`
+	NodeID   string                   `json:"nodeId"`
 	Backends []v1alpha1.BackendStatus `json:"backends"`
 }
 

@@ -21,7 +21,7 @@ import (
 
 func newStatus(g *globals) *cobra.Command {
 	var output, namespace string
-	var watch bool
+	var watch, perProxy bool
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
@@ -42,12 +42,14 @@ over the last reading, active requests, requests and error rate over the window,
 backend's requests it is expected to get by weight against the share it got, and health. Envoy keeps no
 latency per endpoint, so P99 is per backend. SKEW is the coefficient of variation of observed over
 expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
-Each Envoy's own view is at GET /v1/policies/NAMESPACE/NAME/live and on the dashboard (lbctl dashboard).
+--per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
+(lbctl dashboard) shows them too.
 
 --watch redraws every --interval until interrupted.`,
 		Example: `  lbctl status
   lbctl status demo
   lbctl status demo --watch
+  lbctl status demo --per-proxy
   lbctl status demo -n shop -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -71,7 +73,7 @@ Each Envoy's own view is at GET /v1/policies/NAMESPACE/NAME/live and on the dash
 						if err != nil {
 							return err
 						}
-						return printPolicyStatus(w, p)
+						return printStatusOf(cmd.Context(), w, c, p, perProxy)
 					}
 					proxies, err := c.Proxies(cmd.Context())
 					if err != nil {
@@ -88,7 +90,7 @@ Each Envoy's own view is at GET /v1/policies/NAMESPACE/NAME/live and on the dash
 				if output == "json" {
 					return printJSON(w, p.Status)
 				}
-				return printPolicyStatus(w, p)
+				return printStatusOf(cmd.Context(), w, c, p, perProxy)
 			}
 			proxies, err := c.Proxies(cmd.Context())
 			if err != nil {
@@ -104,6 +106,7 @@ Each Envoy's own view is at GET /v1/policies/NAMESPACE/NAME/live and on the dash
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every --interval until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "with --watch, how often to redraw")
+	cmd.Flags().BoolVar(&perProxy, "per-proxy", false, "with NAME, also each Envoy's own per-endpoint figures")
 	return cmd
 }
 
