@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -225,14 +223,4 @@ func exitCodeOf(err error) int {
 		return e.ExitCode()
 	}
 	return -1
-}
-
-func portOf(t *testing.T, addr string) int {
-	t.Helper()
-	i := strings.LastIndex(addr, ":")
-	p, err := strconv.Atoi(addr[i+1:])
-	if err != nil {
-		t.Fatalf("%q: no port", addr)
-	}
-	return p
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
+	"net/netip"
 	"regexp"
 	"strings"
 
@@ -201,8 +201,8 @@ func DecodeSession(v string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("not base64")
 	}
-	if _, _, err := net.SplitHostPort(string(b)); err == nil {
-		return string(b), nil
+	if ap, err := netip.ParseAddrPort(string(b)); err == nil {
+		return ap.String(), nil
 	}
 	var j struct {
 		Address string `json:"address"`
