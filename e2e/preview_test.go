@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,6 +184,15 @@ func TestPreviewHashOwnersAndMovedKeysMatchEnvoy(t *testing.T) {
 			previewMoved := pvs[0].Movements[0].Moved
 			text, _, _ := lbctl(t, e.L, "", "diff", "--traffic", "-f", next)
 			t.Logf("lbctl diff --traffic -f next.yaml:\n%s", text)
+
+			// push-config --dry-run previews the same, and changes nothing.
+			dry := lbctlOK(t, e.L, "push-config", "--dry-run", "-f", next)
+			if !strings.Contains(dry, "(dry run)") || !strings.Contains(dry, "hash keys that move to another endpoint") {
+				t.Errorf("push-config --dry-run shows no traffic preview:\n%s", dry)
+			}
+			if _, b := owners(t, e.URL, keys[:200]); countOf(b)["k6"] > 0 {
+				t.Fatalf("k6 serves after a dry run")
+			}
 
 			push(t, e.L, after)
 			eventually(t, 20*time.Second, "k6 serves its keys", func() error {
