@@ -234,3 +234,77 @@ func exitCodeOf(err error) int {
 	}
 	return -1
 }
+
+const previewSessionPolicy = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: sessions}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  routes:
+    - backends: [{name: app}]
+      sessionPersistence: {type: Cookie, name: sticky}
+  backends:
+    - name: app
+      endpoints:
+{{- range .B}}
+        - {address: 127.0.0.1, port: {{.Port}}}
+{{- end}}
+`
+
+// TestPreviewSessionsThatMove: lbctl diff --traffic says what share of established sessions an endpoint's
+// removal sends elsewhere; 100 clients with session cookies then measure it through Envoy.
+func TestPreviewSessionsThatMove(t *testing.T) {
+	bs := startBackends(t, "s1", "s2", "s3", "s4", "s5")
+	data := map[string]any{"B": bs}
+	e := setupWith(t, previewSessionPolicy, data, bs...)
+	waitServing(t, e.URL, "s1", "s2", "s3", "s4", "s5")
+	waitSynced(t, e.L, 1)
+	clients := make([]*Client, 100)
+	pinned := make([]string, len(clients))
+	for i := range clients {
+		clients[i] = jarClient()
+		b, err := requestVia(clients[i], e.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pinned[i] = b
+	}
+
+	data["B"] = bs[:4] // s5 leaves
+	next := filepath.Join(t.TempDir(), "next.yaml")
+	if err := os.WriteFile(next, policy(t, previewSessionPolicy, data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := lbctl(t, e.L, "", "diff", "--traffic", "-f", next, "-o", "json")
+	var pvs []trafficmodel.Preview
+	if jerr := json.Unmarshal([]byte(out), &pvs); jerr != nil || len(pvs) != 1 || len(pvs[0].Movements) != 1 || pvs[0].Movements[0].Kind != "sessions" {
+		t.Fatalf("lbctl diff --traffic: %v %v\n%s%s", err, jerr, out, errOut)
+	}
+	predicted := pvs[0].Movements[0].Moved
+
+	push(t, e.L, policy(t, previewSessionPolicy, data))
+	eventually(t, 20*time.Second, "s5 gets no new clients", func() error {
+		for i := 0; i < 10; i++ {
+			if b, _ := requestVia(newClient(false), e.URL, nil); b == "s5" {
+				return fmt.Errorf("s5 still serves")
+			}
+		}
+		return nil
+	})
+	moved := 0
+	for i, c := range clients {
+		b, err := requestVia(c, e.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b != pinned[i] {
+			moved++
+		}
+	}
+	measured := float64(moved) / float64(len(clients))
+	if d := predicted - measured; d > 0.01 || d < -0.01 {
+		t.Errorf("lbctl diff --traffic predicted %.1f%% of sessions move; %d of %d clients moved (%v)", 100*predicted, moved, len(clients), countOf(pinned))
+	}
+	t.Logf("predicted %.1f%% of sessions move, measured %.1f%% of %d clients", 100*predicted, 100*measured, len(clients))
+}

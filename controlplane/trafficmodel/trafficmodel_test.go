@@ -239,7 +239,7 @@ func TestRequestHash(t *testing.T) {
 	if h := xxhash.Sum64String(""); h != 0xef46db3751d8e999 {
 		t.Fatalf("xxHash64(\"\") = %x", h)
 	}
-	req := Request{Path: "/p?user=u1&x=2", ClientIP: "10.1.2.3", Headers: map[string][]string{
+	req := Request{Path: "/p?user=u1&x=2&e=%41+b&user=u2", ClientIP: "10.1.2.3", Headers: map[string][]string{
 		"x-user": {"bob", "alice"}, "cookie": {"a=1; sid=s42"}}}
 	hdr := xxhash64Seed("bob", xxhash64Seed("alice", 0)) // sorted, then chained
 	ip, q, ck := xxhash.Sum64String("10.1.2.3"), xxhash.Sum64String("u1"), xxhash.Sum64String("s42")
@@ -254,6 +254,7 @@ func TestRequestHash(t *testing.T) {
 		{"terminal stops", []ir.HashKey{{Cookie: &ir.CookieKey{Name: "sid"}, Terminal: true}, {SourceIP: true}}, ck, true},
 		{"missing inputs are skipped", []ir.HashKey{{Header: "x-none"}, {Cookie: &ir.CookieKey{Name: "sid"}}}, ck, true},
 		{"nothing present", []ir.HashKey{{Header: "x-none"}}, 0, false},
+		{"query values are not decoded", []ir.HashKey{{QueryParameter: "e"}}, xxhash.Sum64String("%41+b"), true},
 	}
 	for _, tc := range cases {
 		h, ok, _ := RequestHash(tc.keys, req)
