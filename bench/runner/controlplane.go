@@ -76,7 +76,9 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		return err
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
-	args := []string{"serve", "--data-dir", dir, "--xds-address", xds,
+	// xDS in plaintext on loopback (lbplane's default is mTLS): the simulated Envoys are plain gRPC clients,
+	// and the real one uses the same bootstrap as the data plane runs.
+	args := []string{"serve", "--data-dir", dir, "--xds-address", xds, "--xds-insecure",
 		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0"}
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
 	apply := applier(func(ctx context.Context, docs []byte) error { _, err := c.Apply(ctx, docs, false); return err })

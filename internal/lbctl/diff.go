@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lbplane/lbplane/controlplane/manifest"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
@@ -125,7 +124,7 @@ func offlineDiff(from, file string, stdin io.Reader) ([]resdiff.Change, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return pushapi.DiffResults(before, after)
+	return resdiff.Results(before, after)
 }
 
 func printChanges(w io.Writer, changes []resdiff.Change) {

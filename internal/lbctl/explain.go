@@ -13,7 +13,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/manifest"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
@@ -37,7 +37,7 @@ Without -f it asks the server about the policy it serves; with -f it translates 
 			if file != "" {
 				e, err = offlineExplain(file, namespace, args[0], cmd.InOrStdin())
 			} else {
-				var c *pushapi.Client
+				var c *pushclient.Client
 				if c, err = g.client(); err == nil {
 					e, err = c.Explain(cmd.Context(), namespace, args[0])
 				}
@@ -80,7 +80,7 @@ func offlineExplain(file, namespace, name string, stdin io.Reader) (*explain.Exp
 	k := translate.Key{Namespace: namespace, Name: name}
 	for _, d := range docs {
 		if translate.KeyOf(d.Policy) == k {
-			return pushapi.ExplainPolicy(d.Policy, res.Policies[k], res)
+			return explain.Policy(d.Policy, res.Policies.Of(k), res)
 		}
 	}
 	return nil, fmt.Errorf("policy %s is not in %s", k, file)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
 // globals are the flags every remote command shares.
@@ -26,7 +26,7 @@ type globals struct {
 	caFile    string
 }
 
-func (g *globals) client() (*pushapi.Client, error) {
+func (g *globals) client() (*pushclient.Client, error) {
 	token := g.token
 	if token == "" {
 		token = os.Getenv("LBPLANE_TOKEN")
@@ -41,7 +41,7 @@ func (g *globals) client() (*pushapi.Client, error) {
 	if token == "" {
 		return nil, errors.New("no token: pass --token or --token-file, or set LBPLANE_TOKEN or LBPLANE_TOKEN_FILE (lbplane writes the admin token to <data-dir>/token, a read-only one to <data-dir>/token-readonly)")
 	}
-	c := &pushapi.Client{BaseURL: g.server, Token: token}
+	c := &pushclient.Client{BaseURL: g.server, Token: token}
 	if g.caFile != "" {
 		hc, err := httpsClient(g.caFile)
 		if err != nil {
@@ -90,7 +90,7 @@ func New() *cobra.Command {
 	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE): <data-dir>/token to change things, <data-dir>/token-readonly to look")
 	pf.StringVar(&g.caFile, "ca-file", os.Getenv("LBPLANE_CA_FILE"), "PEM CA to trust for an https:// --server (env LBPLANE_CA_FILE)")
 	root.AddCommand(newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newVersion())
-	root.AddCommand(newTrace(g), newWhatIf(g))
+	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g))
 	return root
 }
 
@@ -117,7 +117,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // PrintError writes every error of err on its own line.
 func PrintError(w io.Writer, err error) {
-	var apiErr *pushapi.APIError
+	var apiErr *pushclient.APIError
 	var lines []string
 	switch {
 	case errors.As(err, &apiErr):

@@ -1,9 +1,13 @@
 package lbctl
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
 func newStatus(g *globals) *cobra.Command {
 	var output, namespace string
+	var watch bool
+	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show the connected Envoys, or one policy's backends: endpoint health and the last minute's load",
@@ -29,9 +35,19 @@ With NAME: the policy's conditions and, per backend, what its Envoys report: end
 and ejected, the ejected ones with the reason (active health check failed, outlier detection:
 consecutive 5xx, success rate, draining, ...), and requests, errors (5xx and connection failures) and
 p99 latency over the last minute, summed over the Envoys. Envoys report through their stats port
-(lbctl bootstrap --stats-port, on by default); lbplane reads it every --proxy-stats-interval.`,
+(lbctl bootstrap --stats-port, on by default); lbplane reads it every --proxy-stats-interval.
+
+Then, per endpoint (the ten busiest and every one not taking traffic): weight, requests per second
+over the last reading, active requests, requests and error rate over the window, the share of the
+backend's requests it is expected to get by weight against the share it got, and health. Envoy keeps no
+latency per endpoint, so P99 is per backend. SKEW is the coefficient of variation of observed over
+expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
+Each Envoy's own view is at GET /v1/policies/NAMESPACE/NAME/live and on the dashboard (lbctl dashboard).
+
+--watch redraws every --interval until interrupted.`,
 		Example: `  lbctl status
   lbctl status demo
+  lbctl status demo --watch
   lbctl status demo -n shop -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -45,6 +61,25 @@ p99 latency over the last minute, summed over the Envoys. Envoys report through 
 				return fmt.Errorf("--output: unsupported value %q; supported: table, json", output)
 			}
 			w := cmd.OutOrStdout()
+			if watch {
+				if output == "json" {
+					return errors.New("--watch: only with the table output")
+				}
+				return watchStatus(cmd.Context(), w, interval, func(w io.Writer) error {
+					if len(args) == 1 {
+						p, err := c.Get(cmd.Context(), namespace, args[0])
+						if err != nil {
+							return err
+						}
+						return printPolicyStatus(w, p)
+					}
+					proxies, err := c.Proxies(cmd.Context())
+					if err != nil {
+						return err
+					}
+					return printProxies(w, proxies)
+				})
+			}
 			if len(args) == 1 {
 				p, err := c.Get(cmd.Context(), namespace, args[0])
 				if err != nil {
@@ -67,7 +102,36 @@ p99 latency over the last minute, summed over the Envoys. Envoys report through 
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "table (default) or json")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every --interval until interrupted")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "with --watch, how often to redraw")
 	return cmd
+}
+
+// watchStatus redraws print's output every interval until ctx ends: each frame is rendered whole first,
+// then the screen is cleared and the frame written, so that it does not flicker. A failed read is shown in
+// place of the frame and the watch goes on (lbplane restarting, a network blip).
+func watchStatus(ctx context.Context, w io.Writer, interval time.Duration, print func(io.Writer) error) error {
+	if interval <= 0 {
+		return errors.New("--interval must be positive")
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var frame bytes.Buffer
+		if err := print(&frame); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			frame.Reset()
+			fmt.Fprintf(&frame, "error: %v\n", err)
+		}
+		fmt.Fprintf(w, "\x1b[H\x1b[2J%s (every %s)\n\n%s", time.Now().Format(time.TimeOnly), interval, frame.Bytes())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -79,7 +143,7 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
-func printProxies(w io.Writer, proxies []xdsserver.ProxyStatus) error {
+func printProxies(w io.Writer, proxies []apiwire.ProxyStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tGROUP\tAPI\tSTATE\tVERSION\tCURRENT\tCONNECTED\tMESSAGE")
 	for _, p := range proxies {
@@ -109,6 +173,7 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 				b.Endpoints.Ejected, b.Requests, b.Errors, dash(b.LatencyP99), time.Duration(b.WindowSeconds)*time.Second)
 		}
 		tw.Flush()
+		printEndpoints(w, p, st.Backends)
 		var rows []string
 		for _, b := range st.Backends {
 			for _, e := range b.Ejected {
@@ -133,6 +198,64 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 		}
 	}
 	return nil
+}
+
+// SkewHint is the skew above which a hash backend gets a hint: shares off their weight by a third on average.
+const SkewHint = 0.33
+
+// printEndpoints prints each backend's per-endpoint load and, for hash algorithms, a hint on a high skew.
+func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1alpha1.BackendStatus) {
+	listed := false
+	for _, b := range backends {
+		listed = listed || len(b.PerEndpoint) > 0
+	}
+	if !listed {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tENDPOINT\tWEIGHT\tRPS\tACTIVE\tREQUESTS\tERRORS\tEXPECTED\tOBSERVED\tHEALTH")
+	for _, b := range backends {
+		for _, e := range b.PerEndpoint {
+			health := "healthy"
+			if e.EjectedOn > 0 {
+				health = fmt.Sprintf("ejected on %d of %d: %s", e.EjectedOn, b.Proxies, strings.Join(e.Reasons, "; "))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, e.Weight, dash(e.RequestsPerSecond),
+				e.ActiveRequests, e.Requests, dash(e.ErrorRate), dash(e.ExpectedShare), dash(e.ObservedShare), health)
+		}
+	}
+	tw.Flush()
+	for _, b := range backends {
+		if b.Skew == "" {
+			continue
+		}
+		fmt.Fprintf(w, "%s: skew %s", b.Name, b.Skew)
+		if hint := skewHint(p, b); hint != "" {
+			fmt.Fprintf(w, " (high: %s)", hint)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// skewHint explains a high skew on a hash backend; "" when the skew is low or the algorithm does not hash.
+func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
+	skew, err := strconv.ParseFloat(b.Skew, 64)
+	if err != nil || skew < SkewHint {
+		return ""
+	}
+	for _, sb := range p.Spec.Backends {
+		if sb.Name != b.Name {
+			continue
+		}
+		switch sb.LoadBalancing.Algorithm {
+		case v1alpha1.AlgorithmRingHash:
+			return "a few hash keys carry most requests, or the ring is too small for the endpoints (raise ringHash.minimumRingSize, or use Maglev)"
+		case v1alpha1.AlgorithmMaglev:
+			return "a few hash keys carry most requests (hash on a key with more distinct values)"
+		}
+	}
+	return ""
 }
 
 func dash(s string) string {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
@@ -91,7 +91,7 @@ func offlineSides(from, file string, stdin io.Reader) (*trafficSides, error) {
 
 // serverSides: the server's policies (and the health in their status) are what runs. A read-only token is
 // enough: nothing is sent but reads.
-func serverSides(ctx context.Context, c *pushapi.Client, file string, stdin io.Reader) (*trafficSides, error) {
+func serverSides(ctx context.Context, c *pushclient.Client, file string, stdin io.Reader) (*trafficSides, error) {
 	newDocs, err := manifest.ReadPath(file, stdin)
 	if err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func (s *trafficSides) previews() ([]*trafficmodel.Preview, error) {
 		before, _ := trafficmodel.ForPolicy(s.before.IR, k.Namespace, k.Name, s.down[k])
 		after, err := trafficmodel.ForPolicy(s.after.IR, k.Namespace, k.Name, s.down[k])
 		if err != nil {
-			if r := s.after.Policies[k]; r != nil && !r.Accepted {
+			if r := s.after.Policies.Of(k); r != nil && !r.Accepted {
 				return nil, fmt.Errorf("%s would not be served: %s", k, r.AcceptedMessage)
 			}
 			after = nil
@@ -204,7 +204,7 @@ func trafficDiff(cmd *cobra.Command, g *globals, from, file, output string) erro
 	if from != "" {
 		s, err = offlineSides(from, file, cmd.InOrStdin())
 	} else {
-		var c *pushapi.Client
+		var c *pushclient.Client
 		if c, err = g.client(); err == nil {
 			s, err = serverSides(cmd.Context(), c, file, cmd.InOrStdin())
 		}
@@ -252,7 +252,7 @@ func trafficChanges(pvs []*trafficmodel.Preview) bool {
 
 // dryRunTraffic prints the traffic preview after a successful dry run. The dry run's verdict is what
 // counts, so a preview that cannot be made is a warning, not a failure.
-func dryRunTraffic(cmd *cobra.Command, c *pushapi.Client, body []byte) {
+func dryRunTraffic(cmd *cobra.Command, c *pushclient.Client, body []byte) {
 	// The body is what was sent, also when it came from standard input, which is read by now.
 	s, err := serverSides(cmd.Context(), c, "-", bytes.NewReader(body))
 	var pvs []*trafficmodel.Preview
