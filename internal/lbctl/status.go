@@ -1,7 +1,7 @@
 package lbctl
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -10,13 +10,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
 func newStatus(g *globals) *cobra.Command {
-	var output, namespace string
+	var namespace string
+	var w watchFlags
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show the connected Envoys, or one policy's backends: endpoint health and the last minute's load",
@@ -29,64 +32,85 @@ With NAME: the policy's conditions and, per backend, what its Envoys report: end
 and ejected, the ejected ones with the reason (active health check failed, outlier detection:
 consecutive 5xx, success rate, draining, ...), and requests, errors (5xx and connection failures) and
 p99 latency over the last minute, summed over the Envoys. Envoys report through their stats port
-(lbctl bootstrap --stats-port, on by default); lbplane reads it every --proxy-stats-interval.`,
+(lbctl bootstrap --stats-port, on by default); lbplane reads it every --proxy-stats-interval.
+-o json|yaml prints the policy's status.
+
+--watch prints again whenever the answer changes, until Ctrl-C (or --watch-timeout, --watch-max).`,
 		Example: `  lbctl status
+  lbctl status -o wide
   lbctl status demo
-  lbctl status demo -n shop -o json`,
-		Args: cobra.MaximumNArgs(1),
+  lbctl status demo -n shop -o json
+  lbctl status demo --watch`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				src, err := g.policies()
+				if err != nil {
+					return err
+				}
+				ns := g.namespaceFor(cmd, namespace)
+				return w.run(cmd, out, func(ctx context.Context) (printable, error) {
+					p, err := src.Get(ctx, ns, args[0])
+					if err != nil {
+						return printable{}, err
+					}
+					return printable{Object: p.Status, Names: []string{policyName(p.Name)},
+						Text: func(w io.Writer, _ bool) error { return printPolicyStatus(w, p) }}, nil
+				})
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			switch output {
-			case "", "table", "json":
-			default:
-				return fmt.Errorf("--output: unsupported value %q; supported: table, json", output)
-			}
-			w := cmd.OutOrStdout()
-			if len(args) == 1 {
-				p, err := c.Get(cmd.Context(), namespace, args[0])
+			return w.run(cmd, out, func(ctx context.Context) (printable, error) {
+				proxies, err := c.Proxies(ctx)
 				if err != nil {
-					return err
+					return printable{}, err
 				}
-				if output == "json" {
-					return printJSON(w, p.Status)
+				if proxies == nil {
+					proxies = []apiwire.ProxyStatus{}
 				}
-				return printPolicyStatus(w, p)
-			}
-			proxies, err := c.Proxies(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return printJSON(w, proxies)
-			}
-			return printProxies(w, proxies)
+				if len(proxies) == 0 && out.isHuman() && !w.on {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No Envoy connected.")
+				}
+				names := make([]string, len(proxies))
+				for i, p := range proxies {
+					names[i] = "proxy/" + p.NodeID
+				}
+				return printable{Object: proxies, Names: names, Table: proxyTable(proxies)}, nil
+			})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "table (default) or json")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME (Kubernetes mode: the context's, unless given)")
+	out = addOutputFlags(cmd, "")
+	w.add(cmd)
 	return cmd
 }
 
-func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
-}
-
-func printProxies(w io.Writer, proxies []apiwire.ProxyStatus) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tGROUP\tAPI\tSTATE\tVERSION\tCURRENT\tCONNECTED\tMESSAGE")
+func proxyTable(proxies []apiwire.ProxyStatus) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Node", Type: "string", Format: "name"},
+		{Name: "Group", Type: "string"},
+		{Name: "API", Type: "string"},
+		{Name: "State", Type: "string"},
+		{Name: "Version", Type: "string"},
+		{Name: "Current", Type: "string"},
+		{Name: "Connected", Type: "string"},
+		{Name: "Message", Type: "string"},
+		{Name: "Address", Type: "string", Priority: 1},
+		{Name: "Stats Port", Type: "integer", Priority: 1},
+		{Name: "Authenticated", Type: "boolean", Priority: 1},
+		{Name: "Responses", Type: "integer", Priority: 1},
+	}}
 	for _, p := range proxies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.NodeID, p.Group, p.API, p.State, dash(p.Version), p.Current,
-			time.Since(p.ConnectedAt).Truncate(time.Second), p.Message)
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{p.NodeID, p.Group, p.API, p.State, dash(p.Version), p.Current,
+			age(metav1.NewTime(p.ConnectedAt)), dash(p.Message), dash(p.Address), p.StatsPort, p.Authenticated, p.Responses}})
 	}
-	return tw.Flush()
+	return t
 }
 
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
