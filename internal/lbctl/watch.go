@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,8 @@ func (w *watchFlags) add(cmd *cobra.Command) {
 	f.DurationVar(&w.timeout, "watch-timeout", 0, "end --watch after this long (0: until Ctrl-C)")
 	f.IntVar(&w.max, "watch-max", 0, "end --watch after printing this many answers, the first included (0: no limit)")
 }
+
+var transitionTime = regexp.MustCompile(`"lastTransitionTime":"[^"]*"`)
 
 // run prints fetch's answer once, or, with --watch, again each time it changes.
 func (w *watchFlags) run(cmd *cobra.Command, out *outputFlags, fetch func(context.Context) (printable, error)) error {
@@ -55,11 +58,13 @@ func (w *watchFlags) run(cmd *cobra.Command, out *outputFlags, fetch func(contex
 			return err
 		}
 		// Answers are compared as data, not as printed: a table's AGE moves every second without
-		// anything having changed.
+		// anything having changed. So does lastTransitionTime in standalone mode, where the push API
+		// computes conditions afresh on each call.
 		cur, err := json.Marshal(p.Object)
 		if err != nil {
 			return err
 		}
+		cur = transitionTime.ReplaceAll(cur, nil)
 		if !bytes.Equal(cur, last) {
 			last = cur
 			if err := out.Print(cmd.OutOrStdout(), p); err != nil {
