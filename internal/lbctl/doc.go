@@ -4,7 +4,7 @@
 // # Output
 //
 // Every command that prints an answer takes the same -o flag set (printer.go): table (the default), wide,
-// json, yaml, name, jsonpath=... and go-template=..., json, yaml, name and the templates through
+// json, yaml, name, jsonpath=..., jsonpath-as-json=... and go-template=..., the machine formats through
 // cli-runtime's printers, as kubectl prints them. A command adopts it in three steps:
 //
 //	out := addOutputFlags(cmd, "")          // when building the command; "" means table

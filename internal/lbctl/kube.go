@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -19,11 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
@@ -57,25 +58,27 @@ type Options struct {
 	PortForward PortForward
 }
 
-// kubeFlags are Kubernetes mode's flags: cli-runtime's kubeconfig flags (--kubeconfig, --context, --cluster,
-// --user, ...) and where lbplane runs. Kubernetes mode is on when --kubeconfig or --context is given.
+// kubeFlags are Kubernetes mode's flags, kubectl's names for the kubeconfig (--kubeconfig, --context,
+// --cluster, --user), and where lbplane runs. Kubernetes mode is on when --kubeconfig or --context is
+// given. They are read with client-go's clientcmd rather than cli-runtime's ConfigFlags, which links the
+// resource builder and kustomize (30 MB of lbctl) for flags lbctl does not have; -n and -A stay each
+// command's own, and --server and --token the push API's.
 type kubeFlags struct {
-	config *genericclioptions.ConfigFlags
+	kubeconfig, context, cluster, user string
 	// lbplaneNamespace is where lbplane's chart is installed; empty: found by label in every namespace.
 	lbplaneNamespace string
 	portForward      PortForward
 
-	cluster *Cluster // connected once per run
+	conn *Cluster // connected once per run
 }
 
-// newKubeFlags adds the flags to the root's persistent flags. The namespace, server and token flags of
-// ConfigFlags are left out: -n is each command's own, and --server and --token are the push API's.
+// newKubeFlags adds the flags to the root's persistent flags.
 func newKubeFlags(pf *pflag.FlagSet, o Options) *kubeFlags {
-	cf := genericclioptions.NewConfigFlags(true)
-	cf.Namespace, cf.APIServer, cf.BearerToken, cf.Username, cf.Password = nil, nil, nil, nil, nil
-	cf.CacheDir, cf.Impersonate, cf.ImpersonateUID, cf.ImpersonateGroup, cf.DisableCompression = nil, nil, nil, nil, nil
-	cf.AddFlags(pf)
-	k := &kubeFlags{config: cf, portForward: o.PortForward}
+	k := &kubeFlags{portForward: o.PortForward}
+	pf.StringVar(&k.kubeconfig, "kubeconfig", "", "Kubernetes mode: path to the kubeconfig file")
+	pf.StringVar(&k.context, "context", "", "Kubernetes mode: the kubeconfig context to use")
+	pf.StringVar(&k.cluster, "cluster", "", "Kubernetes mode: the kubeconfig cluster to use")
+	pf.StringVar(&k.user, "user", "", "Kubernetes mode: the kubeconfig user to use")
 	pf.StringVar(&k.lbplaneNamespace, "lbplane-namespace", "", "Kubernetes mode: the namespace lbplane's chart is installed in (default: found by its labels)")
 	if k.portForward == nil {
 		k.portForward = SPDYPortForward
@@ -84,7 +87,7 @@ func newKubeFlags(pf *pflag.FlagSet, o Options) *kubeFlags {
 }
 
 func (k *kubeFlags) enabled() bool {
-	return k != nil && (*k.config.KubeConfig != "" || *k.config.Context != "")
+	return k != nil && (k.kubeconfig != "" || k.context != "")
 }
 
 // Cluster is lbplane in a Kubernetes cluster, reached the way kubectl reaches pods: its policies are read
@@ -96,8 +99,9 @@ type Cluster struct {
 	Namespace string
 	// Lbplane is where lbplane runs: its namespace, Service and the pod the port-forward goes to.
 	LbplaneNamespace, Service, Pod string
-	Dynamic                        dynamic.Interface
-	Core                           corev1client.CoreV1Interface
+	// Dynamic reads everything: typed clients (client-go's kubernetes package) would add 20 MB to lbctl
+	// for the three kinds it reads.
+	Dynamic dynamic.Interface
 
 	opts   *kubeFlags
 	client *pushclient.Client
@@ -105,10 +109,14 @@ type Cluster struct {
 
 // connect reads the kubeconfig the flags name; the push API is reached on the first call to Client.
 func (k *kubeFlags) connect() (*Cluster, error) {
-	if k.cluster != nil {
-		return k.cluster, nil
+	if k.conn != nil {
+		return k.conn, nil
 	}
-	loader := k.config.ToRawKubeConfigLoader()
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = k.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: k.context}
+	overrides.Context.Cluster, overrides.Context.AuthInfo = k.cluster, k.user
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -123,12 +131,8 @@ func (k *kubeFlags) connect() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	core, err := corev1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	k.cluster = &Cluster{REST: cfg, Namespace: ns, Dynamic: dyn, Core: core, opts: k}
-	return k.cluster, nil
+	k.conn = &Cluster{REST: cfg, Namespace: ns, Dynamic: dyn, opts: k}
+	return k.conn, nil
 }
 
 // Client returns a push API client that goes through a port-forward to an lbplane pod, authenticated with
@@ -189,7 +193,8 @@ func suffixed(base string, tails []string) []string {
 // every namespace the user may list.
 func (c *Cluster) findService(ctx context.Context) (*corev1.Service, error) {
 	ns := c.opts.lbplaneNamespace
-	list, err := c.Core.Services(ns).List(ctx, metav1.ListOptions{LabelSelector: chartNameLabel})
+	var list corev1.ServiceList
+	err := c.list(ctx, servicesGVR, ns, chartNameLabel, &list)
 	if err != nil {
 		if apierrors.IsForbidden(err) && ns == "" {
 			return nil, fmt.Errorf("finding lbplane: %w (name its namespace with --lbplane-namespace)", err)
@@ -224,8 +229,8 @@ func (c *Cluster) findPod(ctx context.Context, svc *corev1.Service) (*corev1.Pod
 	if len(svc.Spec.Selector) == 0 {
 		return nil, fmt.Errorf("Service %s/%s selects no pods", svc.Namespace, svc.Name)
 	}
-	pods, err := c.Core.Pods(svc.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
-	if err != nil {
+	var pods corev1.PodList
+	if err := c.list(ctx, podsGVR, svc.Namespace, labels.SelectorFromSet(svc.Spec.Selector).String(), &pods); err != nil {
 		return nil, fmt.Errorf("finding lbplane's pods: %w", err)
 	}
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
@@ -275,8 +280,8 @@ func apiPort(svc *corev1.Service, pod *corev1.Pod) (int, error) {
 func (c *Cluster) secretKey(ctx context.Context, ns string, names []string, key string) ([]byte, error) {
 	var errs []error
 	for _, n := range names {
-		s, err := c.Core.Secrets(ns).Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
+		s := &corev1.Secret{}
+		if err := c.get(ctx, secretsGVR, ns, n, s); err != nil {
 			errs = append(errs, fmt.Errorf("Secret %s/%s: %w", ns, n, err))
 			continue
 		}
@@ -295,12 +300,12 @@ func SPDYPortForward(ctx context.Context, cfg *rest.Config, namespace, pod strin
 	if err != nil {
 		return "", err
 	}
-	core, err := corev1client.NewForConfig(cfg)
+	u, err := url.Parse(cfg.Host)
 	if err != nil {
 		return "", err
 	}
-	u := core.RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("portforward").URL()
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path})
+	u.Path = path.Join(u.Path, cfg.APIPath, "api/v1/namespaces", namespace, "pods", pod, "portforward")
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
 	ready := make(chan struct{})
 	fw, err := portforward.NewOnAddressesWithContext(ctx, dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, ready, io.Discard, io.Discard)
 	if err != nil {
@@ -353,4 +358,28 @@ func (c *Cluster) Get(ctx context.Context, ns, name string) (*v1alpha1.LoadBalan
 	}
 	p := &v1alpha1.LoadBalancerPolicy{}
 	return p, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p)
+}
+
+var (
+	servicesGVR = corev1.SchemeGroupVersion.WithResource("services")
+	podsGVR     = corev1.SchemeGroupVersion.WithResource("pods")
+	secretsGVR  = corev1.SchemeGroupVersion.WithResource("secrets")
+)
+
+// list lists gvr in ns ("" for all) with a label selector into out, a typed list.
+func (c *Cluster) list(ctx context.Context, gvr schema.GroupVersionResource, ns, selector string, out any) error {
+	l, err := c.Dynamic.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(l.UnstructuredContent(), out)
+}
+
+// get reads one object of gvr into out, a typed object.
+func (c *Cluster) get(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, out any) error {
+	u, err := c.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)
 }

@@ -168,7 +168,7 @@ func TestOutputGolden(t *testing.T) {
 func TestOutputRefusesUnknownFormats(t *testing.T) {
 	for _, args := range [][]string{{"get"}, {"status"}, {"explain", "x"}, {"apply", "-f", "x.yaml"}, {"delete", "x"}, {"version"}, {"translate", "-f", "x.yaml"}, {"diff", "-f", "x.yaml"}} {
 		code, out, errs := run(t, "", append(args, "--server", "http://127.0.0.1:1", "--token", "t", "-o", "xml")...)
-		if code == 0 || out != "" || !strings.Contains(errs, `--output: unsupported value "xml"; supported: table, wide, json, yaml, kyaml, name,`) {
+		if code == 0 || out != "" || !strings.Contains(errs, `--output: unsupported value "xml"; supported: table, wide, json, yaml, name, jsonpath=...,`) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
 		}
 	}

@@ -114,7 +114,7 @@ func TestCompletionOfPolicyNamesAsksTheServer(t *testing.T) {
 		t.Errorf("completed names of namespace shop in default: %q", out)
 	}
 	// -o completes with the formats.
-	if _, out, _ := run(t, "", "__complete", "get", "-o", ""); !strings.Contains(out, "wide\n") || !strings.Contains(out, "jsonpath\n") {
+	if _, out, _ := run(t, "", "__complete", "get", "-o", ""); !strings.Contains(out, "wide\n") || !strings.Contains(out, "jsonpath=\n") {
 		t.Errorf("-o completions: %q", out)
 	}
 }
