@@ -2,60 +2,22 @@ package lbctl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
-// getLive reads GET /v1/policies/NAMESPACE/NAME/live: each Envoy's own view of the policy's backends.
-func getLive(ctx context.Context, c *pushapi.Client, namespace, name string) (*pushapi.LiveResult, error) {
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	u := strings.TrimSuffix(c.BaseURL, "/") + "/v1/policies/" + url.PathEscape(namespace) + "/" + url.PathEscape(name) + "/live"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e pushapi.ErrorBody
-		if json.Unmarshal(body, &e) == nil && len(e.Errors) > 0 {
-			return nil, fmt.Errorf("%s: %s", resp.Status, strings.Join(e.Errors, "; "))
-		}
-		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	var l pushapi.LiveResult
-	if err := json.Unmarshal(body, &l); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	return &l, nil
-}
-
 // printStatusOf prints p's status and, with perProxy, each Envoy's figures.
-func printStatusOf(ctx context.Context, w io.Writer, c *pushapi.Client, p *v1alpha1.LoadBalancerPolicy, perProxy bool) error {
+func printStatusOf(ctx context.Context, w io.Writer, c *pushclient.Client, p *v1alpha1.LoadBalancerPolicy, perProxy bool) error {
 	if err := printPolicyStatus(w, p); err != nil || !perProxy {
 		return err
 	}
-	l, err := getLive(ctx, c, p.Namespace, p.Name)
+	l, err := c.Live(ctx, p.Namespace, p.Name)
 	if err != nil {
 		return err
 	}
@@ -64,7 +26,7 @@ func printStatusOf(ctx context.Context, w io.Writer, c *pushapi.Client, p *v1alp
 }
 
 // printPerProxy prints each Envoy's own per-endpoint figures.
-func printPerProxy(w io.Writer, l *pushapi.LiveResult) {
+func printPerProxy(w io.Writer, l *apiwire.LiveResult) {
 	fmt.Fprintln(w)
 	if len(l.Proxies) == 0 {
 		fmt.Fprintln(w, "No Envoy has reported on this policy's backends yet.")

@@ -3,7 +3,6 @@ package lbctl
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,15 +13,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
 func newStatus(g *globals) *cobra.Command {
-	var output, namespace string
-	var watch, perProxy bool
-	var interval time.Duration
+	var namespace string
+	var w watchFlags
+	var out *outputFlags
+	var perProxy bool
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show the connected Envoys, or one policy's backends: endpoint health and the last minute's load",
@@ -44,116 +46,94 @@ latency per endpoint, so P99 is per backend. SKEW is the coefficient of variatio
 expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
 --per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
 (lbctl dashboard) shows them too.
+-o json|yaml prints the policy's status.
 
---watch redraws every --interval until interrupted.`,
+--watch: with NAME, the screen is redrawn every --interval (the load moves all the time); without NAME,
+and with -o json|yaml|..., the answer is printed again whenever it changes. Both end on Ctrl-C, or after
+--watch-timeout.`,
 		Example: `  lbctl status
+  lbctl status -o wide
   lbctl status demo
+  lbctl status demo -n shop -o json
   lbctl status demo --watch
-  lbctl status demo --per-proxy
-  lbctl status demo -n shop -o json`,
-		Args: cobra.MaximumNArgs(1),
+  lbctl status demo --per-proxy`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				src, err := g.policies()
+				if err != nil {
+					return err
+				}
+				ns := g.namespaceFor(cmd, namespace)
+				var c *pushclient.Client
+				if perProxy {
+					if c, err = g.client(); err != nil {
+						return err
+					}
+				}
+				return w.run(cmd, out, func(ctx context.Context) (printable, error) {
+					p, err := src.Get(ctx, ns, args[0])
+					if err != nil {
+						return printable{}, err
+					}
+					return printable{Object: p.Status, Names: []string{policyName(p.Name)},
+						Text: func(w io.Writer, _ bool) error { return printStatusOf(ctx, w, c, p, perProxy) }}, nil
+				})
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			switch output {
-			case "", "table", "json":
-			default:
-				return fmt.Errorf("--output: unsupported value %q; supported: table, json", output)
-			}
-			w := cmd.OutOrStdout()
-			if watch {
-				if output == "json" {
-					return errors.New("--watch: only with the table output")
-				}
-				return watchStatus(cmd.Context(), w, interval, func(w io.Writer) error {
-					if len(args) == 1 {
-						p, err := c.Get(cmd.Context(), namespace, args[0])
-						if err != nil {
-							return err
-						}
-						return printStatusOf(cmd.Context(), w, c, p, perProxy)
-					}
-					proxies, err := c.Proxies(cmd.Context())
-					if err != nil {
-						return err
-					}
-					return printProxies(w, proxies)
-				})
-			}
-			if len(args) == 1 {
-				p, err := c.Get(cmd.Context(), namespace, args[0])
+			return w.run(cmd, out, func(ctx context.Context) (printable, error) {
+				proxies, err := c.Proxies(ctx)
 				if err != nil {
-					return err
+					return printable{}, err
 				}
-				if output == "json" {
-					return printJSON(w, p.Status)
+				if proxies == nil {
+					proxies = []apiwire.ProxyStatus{}
 				}
-				return printStatusOf(cmd.Context(), w, c, p, perProxy)
-			}
-			proxies, err := c.Proxies(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return printJSON(w, proxies)
-			}
-			return printProxies(w, proxies)
+				if len(proxies) == 0 && out.isHuman() && !w.on {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No Envoy connected.")
+				}
+				names := make([]string, len(proxies))
+				for i, p := range proxies {
+					names[i] = "proxy/" + p.NodeID
+				}
+				return printable{Object: proxies, Names: names, Table: proxyTable(proxies)}, nil
+			})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "table (default) or json")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every --interval until interrupted")
-	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "with --watch, how often to redraw")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME (Kubernetes mode: the context's, unless given)")
+	out = addOutputFlags(cmd, "")
+	w.add(cmd)
 	cmd.Flags().BoolVar(&perProxy, "per-proxy", false, "with NAME, also each Envoy's own per-endpoint figures")
 	return cmd
 }
 
-// watchStatus redraws print's output every interval until ctx ends: each frame is rendered whole first,
-// then the screen is cleared and the frame written, so that it does not flicker. A failed read is shown in
-// place of the frame and the watch goes on (lbplane restarting, a network blip).
-func watchStatus(ctx context.Context, w io.Writer, interval time.Duration, print func(io.Writer) error) error {
-	if interval <= 0 {
-		return errors.New("--interval must be positive")
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		var frame bytes.Buffer
-		if err := print(&frame); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			frame.Reset()
-			fmt.Fprintf(&frame, "error: %v\n", err)
-		}
-		fmt.Fprintf(w, "\x1b[H\x1b[2J%s (every %s)\n\n%s", time.Now().Format(time.TimeOnly), interval, frame.Bytes())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
-}
-
-func printProxies(w io.Writer, proxies []apiwire.ProxyStatus) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tGROUP\tAPI\tSTATE\tVERSION\tCURRENT\tCONNECTED\tMESSAGE")
+func proxyTable(proxies []apiwire.ProxyStatus) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Node", Type: "string", Format: "name"},
+		{Name: "Group", Type: "string"},
+		{Name: "API", Type: "string"},
+		{Name: "State", Type: "string"},
+		{Name: "Version", Type: "string"},
+		{Name: "Current", Type: "string"},
+		{Name: "Connected", Type: "string"},
+		{Name: "Message", Type: "string"},
+		{Name: "Address", Type: "string", Priority: 1},
+		{Name: "Stats Port", Type: "integer", Priority: 1},
+		{Name: "Authenticated", Type: "boolean", Priority: 1},
+		{Name: "Responses", Type: "integer", Priority: 1},
+	}}
 	for _, p := range proxies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.NodeID, p.Group, p.API, p.State, dash(p.Version), p.Current,
-			time.Since(p.ConnectedAt).Truncate(time.Second), p.Message)
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{p.NodeID, p.Group, p.API, p.State, dash(p.Version), p.Current,
+			age(metav1.NewTime(p.ConnectedAt)), dash(p.Message), dash(p.Address), p.StatsPort, p.Authenticated, p.Responses}})
 	}
-	return tw.Flush()
+	return t
 }
 
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
@@ -266,4 +246,31 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// watchStatus redraws print's output every interval until ctx ends: each frame is rendered whole first,
+// then the screen is cleared and the frame written, so that it does not flicker. A failed read is shown in
+// place of the frame and the watch goes on (lbplane restarting, a network blip).
+func watchStatus(ctx context.Context, w io.Writer, interval time.Duration, print func(io.Writer) error) error {
+	if interval <= 0 {
+		return errors.New("--interval must be positive")
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var frame bytes.Buffer
+		if err := print(&frame); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			frame.Reset()
+			fmt.Fprintf(&frame, "error: %v\n", err)
+		}
+		fmt.Fprintf(w, "\x1b[H\x1b[2J%s (every %s)\n\n%s", time.Now().Format(time.TimeOnly), interval, frame.Bytes())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -58,7 +58,8 @@ func (m modelSource) load(cmd *cobra.Command, g *globals) (*translate.Result, *v
 }
 
 func newTrace(g *globals) *cobra.Command {
-	var namespace, file, path, clientIP, output, envoyURL string
+	var namespace, file, path, clientIP, envoyURL string
+	var output *outputFlags
 	var headers, cookies, downs []string
 	var live bool
 	cmd := &cobra.Command{
@@ -84,10 +85,8 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
   lbctl trace shop --header x-user=bob --down zone=zone-a -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch output {
-			case "", "text", "json":
-			default:
-				return fmt.Errorf("--output: unsupported value %q; supported: text, json", output)
+			if err := output.check(); err != nil {
+				return err
 			}
 			req, err := traceRequest(path, headers, cookies, clientIP)
 			if err != nil {
@@ -109,13 +108,10 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 			if live {
 				out.Live = liveTrace(cmd.Context(), p, envoyURL, req, out.Trace)
 			}
-			w := cmd.OutOrStdout()
-			if output == "json" {
-				if err := printJSON(w, out); err != nil {
-					return err
-				}
-			} else {
-				printTrace(w, out)
+			err = output.Print(cmd.OutOrStdout(), printable{Object: out, Names: []string{policyName(args[0])},
+				Text: func(w io.Writer, _ bool) error { printTrace(w, out); return nil }})
+			if err != nil {
+				return err
 			}
 			if out.Live != nil && !out.Live.Agrees {
 				return &exitCode{code: 1}
@@ -133,7 +129,7 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 	f.StringArrayVar(&downs, "down", nil, "also take endpoints down: zone=NAME or endpoint=ADDRESS[:PORT] (repeatable)")
 	f.BoolVar(&live, "live", false, "also send the request through Envoy and compare the endpoint it chose")
 	f.StringVar(&envoyURL, "envoy", "", "with --live: Envoy's URL for the policy (default: http://LISTENER-ADDRESS:PORT)")
-	f.StringVarP(&output, "output", "o", "", "text (default) or json")
+	output = addOutputFlags(cmd, "")
 	return cmd
 }
 

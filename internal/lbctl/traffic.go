@@ -198,7 +198,7 @@ func zoneNames(z []string) string {
 }
 
 // trafficDiff is lbctl diff --traffic.
-func trafficDiff(cmd *cobra.Command, g *globals, from, file, output string) error {
+func trafficDiff(cmd *cobra.Command, g *globals, from, file string, out *outputFlags) error {
 	var s *trafficSides
 	var err error
 	if from != "" {
@@ -216,16 +216,12 @@ func trafficDiff(cmd *cobra.Command, g *globals, from, file, output string) erro
 	if err != nil {
 		return &exitCode{code: 2, err: err}
 	}
-	w := cmd.OutOrStdout()
-	if output == "json" {
-		if pvs == nil {
-			pvs = []*trafficmodel.Preview{}
-		}
-		if err := printJSON(w, pvs); err != nil {
-			return err
-		}
-	} else {
-		printPreviews(w, pvs)
+	if pvs == nil {
+		pvs = []*trafficmodel.Preview{}
+	}
+	err = out.Print(cmd.OutOrStdout(), printable{Object: pvs, Text: func(w io.Writer, _ bool) error { printPreviews(w, pvs); return nil }})
+	if err != nil {
+		return &exitCode{code: 2, err: err}
 	}
 	if trafficChanges(pvs) {
 		return &exitCode{code: 1}

@@ -2,6 +2,7 @@ package lbctl
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -10,7 +11,8 @@ import (
 )
 
 func newWhatIf(g *globals) *cobra.Command {
-	var namespace, file, output string
+	var namespace, file string
+	var out *outputFlags
 	var downs []string
 	cmd := &cobra.Command{
 		Use:   "whatif NAME --down zone=NAME|endpoint=ADDRESS[:PORT]...",
@@ -26,10 +28,8 @@ priority and panic rules (see lbctl trace). Nothing is changed.
   lbctl whatif shop -f shop.yaml --down zone=zone-a -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch output {
-			case "", "text", "json":
-			default:
-				return fmt.Errorf("--output: unsupported value %q; supported: text, json", output)
+			if err := out.check(); err != nil {
+				return err
 			}
 			if len(downs) == 0 {
 				return fmt.Errorf("--down: name at least one zone=NAME or endpoint=ADDRESS[:PORT]")
@@ -51,17 +51,14 @@ priority and panic rules (see lbctl trace). Nothing is changed.
 				return err
 			}
 			pv := []*trafficmodel.Preview{trafficmodel.Compare(before, after)}
-			if output == "json" {
-				return printJSON(cmd.OutOrStdout(), pv)
-			}
-			printPreviews(cmd.OutOrStdout(), pv)
-			return nil
+			return out.Print(cmd.OutOrStdout(), printable{Object: pv, Names: []string{policyName(args[0])},
+				Text: func(w io.Writer, _ bool) error { printPreviews(w, pv); return nil }})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
 	f.StringVarP(&file, "filename", "f", "", "model these files offline instead of the server's policies")
 	f.StringArrayVar(&downs, "down", nil, "zone=NAME or endpoint=ADDRESS[:PORT] to take down (repeatable)")
-	f.StringVarP(&output, "output", "o", "", "text (default) or json")
+	out = addOutputFlags(cmd, "")
 	return cmd
 }
