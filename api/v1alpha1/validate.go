@@ -33,7 +33,7 @@ const (
 
 var (
 	supportedProtocols  = []Protocol{ProtocolHTTP, ProtocolHTTPS, ProtocolTCP}
-	supportedAlgorithms = []Algorithm{AlgorithmRoundRobin, AlgorithmLeastRequest, AlgorithmRandom, AlgorithmRingHash, AlgorithmMaglev}
+	supportedAlgorithms = []Algorithm{AlgorithmRoundRobin, AlgorithmLeastRequest, AlgorithmRandom, AlgorithmRingHash, AlgorithmMaglev, AlgorithmBackendUtilization}
 	supportedPathTypes  = []PathMatchType{PathMatchPrefix, PathMatchExact}
 	supportedHeaderType = []HeaderMatchType{HeaderMatchExact, HeaderMatchPrefix, HeaderMatchPresent, HeaderMatchRegex}
 
@@ -92,6 +92,7 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v.listener(spec.child("listener"), &s.Listener)
 	backends := v.backends(spec.child("backends"), s.Backends)
 	v.routes(spec.child("routes"), s, backends)
+	v.traffic(spec, s, backends)
 	return v.errs
 }
 

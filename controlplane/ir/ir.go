@@ -83,6 +83,13 @@ type Edge struct {
 	NormalizePath          bool
 	MergeSlashes           bool
 	EscapedSlashes         string
+
+	// AcceptProxyProtocol reads a PROXY protocol header first; ProxyProtocolOptional lets connections
+	// without one through.
+	AcceptProxyProtocol   bool `json:",omitzero"`
+	ProxyProtocolOptional bool `json:",omitzero"`
+	// ConnectionRateLimit (TCP) caps new connections; zero is off.
+	ConnectionRateLimit RateLimit `json:",omitzero"`
 }
 
 // ListenerTLS terminates TLS.
@@ -132,6 +139,9 @@ type Route struct {
 	IdleTimeout *time.Duration
 	Retry       *Retry
 	Session     *Session
+	// RateLimit, when set, caps the route's requests (429 beyond).
+	RateLimit *RateLimit `json:",omitzero"`
+	Mirrors   []Mirror   `json:",omitzero"`
 }
 
 // Retry is a route's retry policy.
@@ -143,6 +153,8 @@ type Retry struct {
 	BackoffBase        time.Duration
 	BackoffMax         time.Duration
 	AvoidPreviousHosts bool
+	// AvoidPreviousPriorities moves retries to other priority levels.
+	AvoidPreviousPriorities bool `json:",omitzero"`
 }
 
 // Session is stateful session persistence: in a header, or in a cookie.
@@ -209,6 +221,8 @@ const (
 	Random       Algorithm = "Random"
 	RingHash     Algorithm = "RingHash"
 	Maglev       Algorithm = "Maglev"
+	// BackendUtilization is client-side weighted round robin (see Utilization).
+	BackendUtilization Algorithm = "BackendUtilization"
 )
 
 // Cluster is one backend of one policy.
@@ -238,6 +252,34 @@ type Cluster struct {
 	TLS                      *UpstreamTLS
 	// BufferBytes is Envoy's per-connection buffer limit towards the endpoints; 0 keeps Envoy's 1 MiB.
 	BufferBytes uint32
+
+	// ProxyProtocol is "V1" or "V2" to send a PROXY header on each upstream connection; empty: none.
+	ProxyProtocol    string `json:",omitzero"`
+	PerEndpointStats bool   `json:",omitzero"`
+	// MaxConnectionDuration, when set, closes upstream connections this long after they opened.
+	MaxConnectionDuration *time.Duration `json:",omitzero"`
+	// ActiveRequestBias (LeastRequest), when set, overrides Envoy's 1.0.
+	ActiveRequestBias *float64 `json:",omitzero"`
+	// Utilization (algorithm BackendUtilization) weighs endpoints by the load they report (ORCA).
+	Utilization *Utilization `json:",omitzero"`
+}
+
+// Utilization is client-side weighted round robin fed by ORCA load reports.
+type Utilization struct {
+	BlackoutPeriod, WeightUpdatePeriod, WeightExpirationPeriod time.Duration
+	ErrorUtilizationPenalty                                    float64
+}
+
+// RateLimit is a token bucket: MaxTokens, refilled with Tokens every Interval.
+type RateLimit struct {
+	Tokens, MaxTokens uint32
+	Interval          time.Duration
+}
+
+// Mirror copies a share of a route's requests to a cluster.
+type Mirror struct {
+	Cluster string
+	Percent uint32
 }
 
 // RingHashSize bounds the ring.
@@ -280,6 +322,9 @@ type Outlier struct {
 	FailurePercentage                                          *FailurePercentage
 	Interval, BaseEjectionTime                                 time.Duration
 	MaxEjectionPercent                                         uint32
+	// MaxEjectionTime 0 keeps Envoy's 300s.
+	MaxEjectionTime time.Duration `json:",omitzero"`
+	AlwaysEjectOne  bool          `json:",omitzero"`
 }
 
 // SuccessRate ejection; StdevFactor is in thousandths, as Envoy takes it.
@@ -299,6 +344,8 @@ type UpstreamTLS struct {
 	SNI string
 	// CASecret names the validation context secret; empty skips verification.
 	CASecret string
+	// ClientCertSecret names the client certificate secret presented to the endpoints; empty: none.
+	ClientCertSecret string `json:",omitzero"`
 }
 
 // CircuitBreakers are the default-priority thresholds.

@@ -96,23 +96,30 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		if c.HTTP2 {
 			ctx.CommonTlsContext.AlpnProtocols = []string{"h2"}
 		}
+		if t.ClientCertSecret != "" {
+			ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: t.ClientCertSecret, SdsConfig: ads(0)}}
+		}
 		out.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}}
 	}
+	trafficCluster(c, out)
 	return out
 }
 
 func protocolOptions(c *ir.Cluster) *httpv3.HttpProtocolOptions {
-	if !c.HTTP2 && c.MaxRequestsPerConnection == 0 && c.IdleTimeout == nil {
+	if !c.HTTP2 && c.MaxRequestsPerConnection == 0 && c.IdleTimeout == nil && c.MaxConnectionDuration == nil {
 		return nil
 	}
 	po := &httpv3.HttpProtocolOptions{}
-	if c.MaxRequestsPerConnection > 0 || c.IdleTimeout != nil {
+	if c.MaxRequestsPerConnection > 0 || c.IdleTimeout != nil || c.MaxConnectionDuration != nil {
 		po.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{}
 		if c.MaxRequestsPerConnection > 0 {
 			po.CommonHttpProtocolOptions.MaxRequestsPerConnection = wrapperspb.UInt32(c.MaxRequestsPerConnection)
 		}
 		if c.IdleTimeout != nil {
 			po.CommonHttpProtocolOptions.IdleTimeout = durationpb.New(*c.IdleTimeout)
+		}
+		if c.MaxConnectionDuration != nil {
+			po.CommonHttpProtocolOptions.MaxConnectionDuration = durationpb.New(*c.MaxConnectionDuration)
 		}
 	}
 	explicit := &httpv3.HttpProtocolOptions_ExplicitHttpConfig{}
@@ -140,7 +147,13 @@ func loadBalancingPolicy(c *ir.Cluster) *clusterv3.LoadBalancingPolicy {
 	var p *corev3.TypedExtensionConfig
 	switch c.Algorithm {
 	case ir.LeastRequest:
-		p = typed("envoy.load_balancing_policies.least_request", &leastrequestv3.LeastRequest{ChoiceCount: wrapperspb.UInt32(c.ChoiceCount), SlowStartConfig: slowStart(c.SlowStart)})
+		lr := &leastrequestv3.LeastRequest{ChoiceCount: wrapperspb.UInt32(c.ChoiceCount), SlowStartConfig: slowStart(c.SlowStart)}
+		if c.ActiveRequestBias != nil {
+			lr.ActiveRequestBias = &corev3.RuntimeDouble{DefaultValue: *c.ActiveRequestBias, RuntimeKey: "lbplane.least_request.active_request_bias"}
+		}
+		p = typed("envoy.load_balancing_policies.least_request", lr)
+	case ir.BackendUtilization:
+		p = utilizationPolicy(c)
 	case ir.Random:
 		p = typed("envoy.load_balancing_policies.random", &randomv3.Random{})
 	case ir.RingHash:
@@ -227,6 +240,12 @@ func outlierDetection(o *ir.Outlier) *clusterv3.OutlierDetection {
 		EnforcingConsecutiveGatewayFailure: enforce(o.ConsecutiveGateway != nil),
 		EnforcingSuccessRate:               enforce(o.SuccessRate != nil),
 		EnforcingFailurePercentage:         enforce(o.FailurePercentage != nil),
+	}
+	if o.MaxEjectionTime > 0 {
+		od.MaxEjectionTime = durationpb.New(o.MaxEjectionTime)
+	}
+	if o.AlwaysEjectOne {
+		od.AlwaysEjectOneHost = wrapperspb.Bool(true)
 	}
 	if o.Consecutive5xx != nil {
 		od.Consecutive_5Xx = wrapperspb.UInt32(*o.Consecutive5xx)
