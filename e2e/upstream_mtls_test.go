@@ -156,3 +156,57 @@ func TestUpstreamMTLSPresentsTheClientCertificate(t *testing.T) {
 		t.Log(e.Clusters(t))
 	}
 }
+
+// TestKubernetesUpstreamClientCertificateSecret: in Kubernetes mode the client certificate comes from a
+// kubernetes.io/tls Secret; the backend that requires it answers, and replacing the Secret's certificate by
+// one its CA did not sign makes it refuse, as Envoy gets the new Secret.
+func TestKubernetesUpstreamClientCertificateSecret(t *testing.T) {
+	dir := t.TempDir()
+	clientCA, cert, key := clientPKI(t, "envoy")
+	_, otherCert, otherKey := clientPKI(t, "intruder")
+	for name, data := range map[string][]byte{"client-ca.crt": clientCA, "client.crt": cert, "client.key": key, "other.crt": otherCert, "other.key": otherKey} {
+		writeAtomically(t, filepath.Join(dir, name), data)
+	}
+	cfg, err := backend.ServerTLS(certs("backend.internal.crt"), certs("backend.internal.key"), filepath.Join(dir, "client-ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBackendWith(t, "secure", backend.ServeOptions{TLS: cfg})
+	k := startKubeEnv(t)
+	secret := func(certFile, keyFile string) {
+		t.Helper()
+		y, err := kubectl(t, k.cluster.Kubeconfig, "", "create", "secret", "tls", "envoy-client", "--cert", certFile, "--key", keyFile, "--dry-run=client", "-o", "yaml")
+		if err != nil {
+			t.Fatalf("%v %s", err, y)
+		}
+		if out, err := kubectl(t, k.cluster.Kubeconfig, y, "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	secret(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
+	// File references are refused in Kubernetes mode, so the backend's certificate is not verified here; the
+	// file-based test verifies it.
+	k.apply(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: mtls, namespace: default}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: secure
+      tls: {insecureSkipVerify: true, clientCertificate: {secretName: envoy-client}}
+      connection: {maxRequestsPerConnection: 1}
+      endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]
+`, map[string]any{"Port": k.port, "Backend": b.Port})
+	waitServing(t, k.url, "secure")
+	secret(filepath.Join(dir, "other.crt"), filepath.Join(dir, "other.key"))
+	c := newClient(false)
+	eventually(t, 30*time.Second, "the replaced Secret's certificate is refused by the backend", func() error {
+		if _, code, err := doWith(c, k.url, nil); err != nil || code != 503 {
+			return fmt.Errorf("status %d %v", code, err)
+		}
+		return nil
+	})
+	secret(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
+	waitServing(t, k.url, "secure")
+}
