@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,15 @@ func TestUpstreamMTLSPresentsTheClientCertificate(t *testing.T) {
 		if _, code, err := doWith(c, plainURL, nil); err != nil || code != 503 {
 			t.Fatalf("request %d without a client certificate: status %d, error %v; want 503", i, code, err)
 		}
+	}
+	// The key goes only to the proxy group whose policy names it: an Envoy of another group never gets it.
+	other := startEnvoyWith(t, l, "envoy-other", "other", true, envoyTLS(t, l, "envoy-other", "other"))
+	waitSynced(t, l, 2)
+	if !strings.Contains(e.ConfigDump(t), "client-certificate") {
+		t.Errorf("the policy's Envoy has no client-certificate secret")
+	}
+	if d := other.ConfigDump(t); strings.Contains(d, "client-certificate") || strings.Contains(d, "PRIVATE KEY") {
+		t.Errorf("an Envoy of another proxy group got the client certificate")
 	}
 
 	// A certificate from another CA: the backend refuses it.
