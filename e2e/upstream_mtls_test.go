@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,4 +220,47 @@ spec:
 	})
 	secret(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
 	waitServing(t, k.url, "secure")
+}
+
+// TestUpstreamAutoSNIFromEndpointHostname: with tls.autoSNI each endpoint gets its own hostname as SNI, and
+// its certificate must carry that name: the endpoint named as in its certificate answers, the same server
+// named otherwise is refused.
+func TestUpstreamAutoSNIFromEndpointHostname(t *testing.T) {
+	cfg, err := backend.ServerTLS(certs("backend.internal.crt"), certs("backend.internal.key"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sni atomic.Value
+	cfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) { sni.Store(h.ServerName); return nil, nil }
+	b := startBackendWith(t, "secure", backend.ServeOptions{TLS: cfg})
+	tmpl := `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: {{.Name}}}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: secure
+      tls: {autoSNI: true, caFile: {{.CA}}}
+      endpoints: [{address: 127.0.0.1, port: {{.Backend}}, hostname: {{.Hostname}}}]
+`
+	l := startLbplane(t, "--files-root", certs(""))
+	startEnvoy(t, l, "envoy-autosni", true)
+	good, bad := reservePort(t), reservePort(t)
+	push(t, l, policy(t, tmpl, map[string]any{"Name": "good", "Port": good, "CA": certs("ca.crt"), "Backend": b.Port, "Hostname": "backend.internal"}))
+	push(t, l, policy(t, tmpl, map[string]any{"Name": "bad", "Port": bad, "CA": certs("ca.crt"), "Backend": b.Port, "Hostname": "other.internal"}))
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", good), "secure")
+	waitSynced(t, l, 1)
+	if got, _ := sni.Load().(string); got != "backend.internal" {
+		t.Errorf("the backend got SNI %q, want the endpoint's hostname backend.internal", got)
+	}
+	c := newClient(false)
+	for i := 0; i < 5; i++ {
+		if _, code, err := doWith(c, fmt.Sprintf("http://127.0.0.1:%d", bad), nil); err != nil || code != 503 {
+			t.Fatalf("request %d to an endpoint named other.internal: status %d, error %v; want 503 (its certificate is for backend.internal)", i, code, err)
+		}
+	}
+	if got, _ := sni.Load().(string); got != "other.internal" {
+		t.Errorf("the backend got SNI %q, want other.internal", got)
+	}
 }

@@ -522,6 +522,9 @@ type BackendTLS struct {
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 	// clientCertificate is presented to endpoints that require one (mutual TLS).
 	ClientCertificate *ClientCertificate `json:"clientCertificate,omitempty"`
+	// autoSNI sends each endpoint its own hostname as SNI and verifies its certificate against that name,
+	// instead of one sni for all; every endpoint needs a hostname. Defaults to false.
+	AutoSNI bool `json:"autoSNI,omitempty"`
 }
 
 // HealthCheck takes failing endpoints out of rotation.
@@ -683,6 +686,10 @@ type Endpoint struct {
 	// endpoints take theirs from the EndpointSlice.
 	// +kubebuilder:validation:MaxLength=63
 	Zone string `json:"zone,omitempty"`
+	// hostname is the endpoint's DNS name: with tls.autoSNI it is the SNI sent to it and the name its
+	// certificate must carry.
+	// +kubebuilder:validation:MaxLength=253
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // EndpointState is an endpoint's administrative state.

@@ -533,7 +533,7 @@ func (v *validator) backendTLS(p path, t *BackendTLS) {
 		v.add(p, "set caFile or insecureSkipVerify, not both")
 	case !t.InsecureSkipVerify && t.CAFile == "":
 		v.add(p.child("caFile"), "required: without it any certificate would be accepted (set insecureSkipVerify to mean that)")
-	case !t.InsecureSkipVerify && t.SNI == "":
+	case !t.InsecureSkipVerify && t.SNI == "" && !t.AutoSNI:
 		v.add(p.child("sni"), "required to verify the endpoints' certificates")
 	}
 	if t.SNI != "" && (!hostnameRe.MatchString(t.SNI) || strings.HasPrefix(t.SNI, "*")) {

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"math"
 	"strconv"
+	"strings"
 )
 
 var supportedProxyProtocolVersions = []ProxyProtocolVersion{ProxyProtocolV1, ProxyProtocolV2}
@@ -72,6 +73,7 @@ func (v *validator) traffic(spec path, s *LoadBalancerPolicySpec, backends map[s
 			v.filePath(cp.child("certificateFile"), c.CertificateFile)
 			v.filePath(cp.child("privateKeyFile"), c.PrivateKeyFile)
 		}
+		v.autoSNI(bp, b)
 		if c := b.Connection; c != nil && c.MaxConnectionDuration != nil {
 			v.duration(bp.child("connection").child("maxConnectionDuration"), c.MaxConnectionDuration.Duration, false)
 			if s.Listener.Protocol == ProtocolTCP {
@@ -124,5 +126,30 @@ func (v *validator) nonNegativeDecimal(p path, s string, hi float64) {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f < 0 || f > hi || math.IsNaN(f) {
 		v.add(p, "must be a decimal number from 0 to %g, such as \"0.5\", got %q", hi, clip(s))
+	}
+}
+
+// autoSNI checks endpoint host names and that autoSNI has one for every endpoint.
+func (v *validator) autoSNI(bp path, b *Backend) {
+	for i, e := range b.Endpoints {
+		if e.Hostname != "" && (len(e.Hostname) > maxNameLength || !hostnameRe.MatchString(e.Hostname) || strings.HasPrefix(e.Hostname, "*")) {
+			v.add(bp.child("endpoints").index(i).child("hostname"), "must be a lowercase DNS name, got %q", clip(e.Hostname))
+		}
+	}
+	t := b.TLS
+	if t == nil || !t.AutoSNI {
+		return
+	}
+	tp := bp.child("tls").child("autoSNI")
+	switch {
+	case t.SNI != "":
+		v.add(tp, "set sni or autoSNI, not both")
+	case b.Service != nil:
+		v.add(tp, "needs endpoints with a hostname; Service endpoints have none")
+	}
+	for i, e := range b.Endpoints {
+		if e.Hostname == "" {
+			v.add(bp.child("endpoints").index(i).child("hostname"), "required with tls.autoSNI: it is the name sent and verified")
+		}
 	}
 }

@@ -73,6 +73,20 @@ func TestValidateTraffic(t *testing.T) {
 			`spec.backends[0].loadBalancing.backendUtilization.errorUtilizationPenalty: must be a decimal number from 0 to 1000, such as "0.5", got "-1"`,
 			`spec.backends[1].loadBalancing.leastRequest.activeRequestBias: must be a decimal number from 0 to 100, such as "0.5", got "lots"`,
 		}},
+		"autoSNI": {func(p *v1alpha1.LoadBalancerPolicy) {
+			b := &p.Spec.Backends[0]
+			b.Endpoints = append(b.Endpoints, v1alpha1.Endpoint{Address: "10.0.0.3", Port: 80, Hostname: "Bad_Name"})
+			b.TLS = &v1alpha1.BackendTLS{AutoSNI: true, SNI: "x.internal", CAFile: "ca.crt"}
+		}, []string{
+			`spec.backends[0].endpoints[1].hostname: must be a lowercase DNS name, got "Bad_Name"`,
+			`spec.backends[0].tls.autoSNI: set sni or autoSNI, not both`,
+			`spec.backends[0].endpoints[0].hostname: required with tls.autoSNI: it is the name sent and verified`,
+		}},
+		"autoSNI without sni": {func(p *v1alpha1.LoadBalancerPolicy) {
+			b := &p.Spec.Backends[0]
+			b.Endpoints[0].Hostname = "a.internal"
+			b.TLS = &v1alpha1.BackendTLS{AutoSNI: true, CAFile: "ca.crt"}
+		}, nil},
 		"maxConnectionDuration on TCP": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Listener.Protocol = v1alpha1.ProtocolTCP
 			p.Spec.Backends[0].Connection = &v1alpha1.Connection{MaxConnectionDuration: dur(time.Minute)}

@@ -28,6 +28,8 @@ func init() {
 		r(B+`\.connection\.maxConnectionDuration`, Cluster, cl, hpo+".max_connection_duration"),
 		r(B+`\.healthCheck\.passive\.maxEjectionTime`, Cluster, cl, od+".max_ejection_time"),
 		opt(B+`\.healthCheck\.passive\.alwaysEjectOneEndpoint`, Cluster, cl, od+".always_eject_one_host"),
+		opt(E+`\.hostname`, Endpoints, cl, lbe+".endpoint.hostname"),
+		opt(B+`\.tls\.autoSNI`, Cluster, cl, "transport_socket.typed_config.auto_host_sni|"+inner+"auto_host_sni"),
 		r(B+`\.tls\.clientCertificate\..*`, Cluster, cl, "transport_socket.typed_config."+ctc+"|"+inner+ctc),
 	)
 }

@@ -346,6 +346,8 @@ type UpstreamTLS struct {
 	CASecret string
 	// ClientCertSecret names the client certificate secret presented to the endpoints; empty: none.
 	ClientCertSecret string `json:",omitzero"`
+	// AutoSNI sends each endpoint's Hostname as SNI and verifies the certificate against it.
+	AutoSNI bool `json:",omitzero"`
 }
 
 // CircuitBreakers are the default-priority thresholds.
@@ -375,6 +377,8 @@ type Endpoint struct {
 	HealthCheckHost string
 	// Zone is the endpoint's zone (from an EndpointSlice), carried to Envoy as its locality.
 	Zone string
+	// Hostname is the endpoint's DNS name (Endpoint.hostname), the SNI of UpstreamTLS.AutoSNI.
+	Hostname string `json:",omitzero"`
 }
 
 // Errors returned by Validate, so that callers and tests can tell them apart.

@@ -81,6 +81,11 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		// Envoy as a client stops at TLS 1.2 unless told otherwise.
 		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{
 			TlsParams: &tlsv3.TlsParameters{TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}}}
+		if t.AutoSNI {
+			// Each endpoint's host name is its SNI, and its certificate is checked against that name
+			// (which replaces the SAN matcher below).
+			ctx.AutoHostSni, ctx.AutoSniSanValidation = true, true
+		}
 		if t.CASecret != "" {
 			// The CA alone would accept any certificate it signed: the name must match the SNI too.
 			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
@@ -92,6 +97,9 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 					ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: t.CASecret, SdsConfig: ads(0)},
 				},
 			}
+		}
+		if t.AutoSNI && t.CASecret != "" {
+			ctx.CommonTlsContext.GetCombinedValidationContext().DefaultValidationContext.MatchTypedSubjectAltNames = nil
 		}
 		if c.HTTP2 {
 			ctx.CommonTlsContext.AlpnProtocols = []string{"h2"}
