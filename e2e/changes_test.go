@@ -245,7 +245,7 @@ spec:
 		t.Fatal("lbctl push-config accepted an invalid policy")
 	}
 	for _, want := range []string{
-		`error: default/good (<stdin>#1): spec.backends[0].loadBalancing.algorithm: unsupported value "RoundRobn"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev`,
+		`error: default/good (<stdin>#1): spec.backends[0].loadBalancing.algorithm: unsupported value "RoundRobn"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev, BackendUtilization`,
 		`error: default/good (<stdin>#1): spec.backends[0].endpoints[0].port: must be between 1 and 65535, got 0`,
 		`error: default/good (<stdin>#1): spec.backends[0].endpoints[1].address: must be an IP address, got "nowhere"`,
 	} {

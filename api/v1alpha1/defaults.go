@@ -193,6 +193,7 @@ func Default(p *LoadBalancerPolicy) {
 			c.Protocol = UpstreamHTTP1
 		}
 	}
+	defaultTraffic(s)
 }
 
 func defaultLoadBalancing(lb *LoadBalancing) {

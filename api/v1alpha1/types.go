@@ -121,6 +121,11 @@ type Listener struct {
 	HTTP2 *ListenerHTTP2 `json:"http2,omitempty"`
 	// requests (HTTP, HTTPS) says how Envoy treats header names with underscores and unusual paths.
 	Requests *ListenerRequests `json:"requests,omitempty"`
+	// proxyProtocol accepts the PROXY protocol (v1 and v2) from a load balancer in front of Envoy, so that
+	// Envoy, and the backends after it, see the original client address.
+	ProxyProtocol *ListenerProxyProtocol `json:"proxyProtocol,omitempty"`
+	// rateLimit (TCP) caps the connections accepted, with a token bucket. HTTP listeners limit per route.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 }
 
 // ListenerLimits bound a listener's connections and what each may buffer.
@@ -289,6 +294,12 @@ type Route struct {
 	// sessionPersistence keeps a client on the endpoint that served it, even when endpoints are added or
 	// removed, as long as that endpoint is there.
 	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
+	// rateLimit caps the requests of this route, with a token bucket per Envoy; requests beyond it get 429.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// mirrors copy a share of the route's requests to other backends of the policy; their answers are
+	// dropped, and the client sees only the primary's.
+	// +kubebuilder:validation:MaxItems=4
+	Mirrors []Mirror `json:"mirrors,omitempty"`
 }
 
 // RetryOn is a condition that makes Envoy retry.
@@ -324,6 +335,9 @@ type Retry struct {
 	Backoff *Backoff `json:"backoff,omitempty"`
 	// avoidPreviousHosts retries on endpoints other than those that already failed. Defaults to true.
 	AvoidPreviousHosts *bool `json:"avoidPreviousHosts,omitempty"`
+	// avoidPreviousPriorities retries on the next priority level (zoneFailover zone) rather than the one that
+	// failed. Defaults to false.
+	AvoidPreviousPriorities bool `json:"avoidPreviousPriorities,omitempty"`
 }
 
 // Backoff is an exponential back-off.
@@ -451,6 +465,12 @@ type Backend struct {
 	Connection *Connection `json:"connection,omitempty"`
 	// tls makes Envoy speak TLS to the endpoints.
 	TLS *BackendTLS `json:"tls,omitempty"`
+	// proxyProtocol sends a PROXY protocol header with the client's address at the start of each upstream
+	// connection.
+	ProxyProtocol *BackendProxyProtocol `json:"proxyProtocol,omitempty"`
+	// perEndpointStats has Envoy keep request and connection counters per endpoint, so that Prometheus sees
+	// each endpoint (envoy_cluster_endpoint_*). Costs memory per endpoint; off by default.
+	PerEndpointStats bool `json:"perEndpointStats,omitempty"`
 }
 
 // UpstreamProtocol is the protocol Envoy speaks to endpoints.
@@ -480,6 +500,11 @@ type Connection struct {
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=16777216
 	BufferBytes *int32 `json:"bufferBytes,omitempty"`
+	// maxConnectionDuration closes an upstream connection this long after it opened (once its requests are
+	// done), so that long-lived HTTP/2 and gRPC connections are rebalanced onto new endpoints. Unset: never.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	MaxConnectionDuration *metav1.Duration `json:"maxConnectionDuration,omitempty"`
 }
 
 // TCPKeepalive sets the kernel's keepalive probes.
@@ -504,6 +529,11 @@ type BackendTLS struct {
 	CAFile string `json:"caFile,omitempty"`
 	// insecureSkipVerify accepts any certificate. For tests only.
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+	// clientCertificate is presented to endpoints that require one (mutual TLS).
+	ClientCertificate *ClientCertificate `json:"clientCertificate,omitempty"`
+	// autoSNI sends each endpoint its own hostname as SNI and verifies its certificate against that name,
+	// instead of one sni for all; every endpoint needs a hostname. Defaults to false.
+	AutoSNI bool `json:"autoSNI,omitempty"`
 }
 
 // HealthCheck takes failing endpoints out of rotation.
@@ -618,6 +648,14 @@ type PassiveHealthCheck struct {
 	// maxEjectionPercent caps the share of endpoints ejected at once. Defaults to 10 (at least one endpoint
 	// can always be ejected).
 	MaxEjectionPercent *int32 `json:"maxEjectionPercent,omitempty"`
+	// maxEjectionTime caps how long an ejection lasts as it grows with repeated ejections. Defaults to
+	// Envoy's 300s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	MaxEjectionTime *metav1.Duration `json:"maxEjectionTime,omitempty"`
+	// alwaysEjectOneEndpoint ejects a failing endpoint even when maxEjectionPercent of the endpoints is less
+	// than one endpoint. Defaults to false.
+	AlwaysEjectOneEndpoint bool `json:"alwaysEjectOneEndpoint,omitempty"`
 }
 
 // SuccessRateEjection ejects endpoints whose success rate is below mean - stdevFactor * stdev.
@@ -657,6 +695,10 @@ type Endpoint struct {
 	// endpoints take theirs from the EndpointSlice.
 	// +kubebuilder:validation:MaxLength=63
 	Zone string `json:"zone,omitempty"`
+	// hostname is the endpoint's DNS name: with tls.autoSNI it is the SNI sent to it and the name its
+	// certificate must carry.
+	// +kubebuilder:validation:MaxLength=253
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // EndpointState is an endpoint's administrative state.
@@ -682,7 +724,7 @@ type ServiceRef struct {
 }
 
 // Algorithm is a load-balancing algorithm.
-// +kubebuilder:validation:Enum=RoundRobin;LeastRequest;Random;RingHash;Maglev
+// +kubebuilder:validation:Enum=RoundRobin;LeastRequest;Random;RingHash;Maglev;BackendUtilization
 // +kubebuilder:validation:MaxLength=32
 type Algorithm string
 
@@ -692,6 +734,8 @@ const (
 	AlgorithmRandom       Algorithm = "Random"
 	AlgorithmRingHash     Algorithm = "RingHash"
 	AlgorithmMaglev       Algorithm = "Maglev"
+	// AlgorithmBackendUtilization weighs endpoints by the load they report (ORCA), see BackendUtilization.
+	AlgorithmBackendUtilization Algorithm = "BackendUtilization"
 )
 
 // LoadBalancing chooses how requests (or connections, on TCP listeners) are spread over endpoints.
@@ -723,12 +767,18 @@ type LoadBalancing struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=set
 	ZoneFailover []string `json:"zoneFailover,omitempty"`
+	// backendUtilization tunes BackendUtilization.
+	BackendUtilization *BackendUtilization `json:"backendUtilization,omitempty"`
 }
 
 // LeastRequest tunes the LeastRequest algorithm (power of N choices).
 type LeastRequest struct {
 	// choiceCount is how many random endpoints are compared per pick. Defaults to 2.
 	ChoiceCount *int32 `json:"choiceCount,omitempty"`
+	// activeRequestBias, a decimal string, is how strongly endpoints with more requests in flight are
+	// avoided when endpoints have different weights: 0 ignores the requests (weighted round robin), 1 divides
+	// the weight by the requests in flight. Defaults to "1.0".
+	ActiveRequestBias string `json:"activeRequestBias,omitempty"`
 }
 
 // RingHash tunes the ring (Ketama) consistent hash. Leave it unset unless you need Envoy's own sizing: by
@@ -959,4 +1009,88 @@ type EndpointCounts struct {
 type ProxyCounts struct {
 	Connected int32 `json:"connected"`
 	Synced    int32 `json:"synced"`
+}
+
+// ListenerProxyProtocol accepts the PROXY protocol on a listener.
+type ListenerProxyProtocol struct {
+	// optional also accepts connections that start without a PROXY header (their peer address is used).
+	// Defaults to false: a connection without one is closed, so that no client can pass as the balancer in
+	// front.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// RateLimit is a token bucket: it holds burst tokens, refilled with requests tokens every interval; each
+// request (on TCP listeners, each connection) takes one, and none left means 429 (TCP: the connection is
+// closed). The bucket is per Envoy: n Envoys admit n times as much.
+type RateLimit struct {
+	// requests admitted per interval.
+	// +kubebuilder:validation:Minimum=1
+	Requests int32 `json:"requests"`
+	// interval of the refill. Defaults to 1s; at least 50ms.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// burst is the bucket's size: how many may pass at once after a quiet spell. Defaults to requests.
+	// +kubebuilder:validation:Minimum=1
+	Burst *int32 `json:"burst,omitempty"`
+}
+
+// Mirror copies requests to a backend, fire and forget.
+type Mirror struct {
+	// backend names a backend of the policy.
+	Backend string `json:"backend"`
+	// percent of the route's requests copied. Defaults to 100.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Percent *int32 `json:"percent,omitempty"`
+}
+
+// ProxyProtocolVersion is a PROXY protocol version.
+// +kubebuilder:validation:Enum=V1;V2
+// +kubebuilder:validation:MaxLength=32
+type ProxyProtocolVersion string
+
+const (
+	ProxyProtocolV1 ProxyProtocolVersion = "V1"
+	ProxyProtocolV2 ProxyProtocolVersion = "V2"
+)
+
+// BackendProxyProtocol sends the PROXY protocol to the endpoints.
+type BackendProxyProtocol struct {
+	// version is V1 (text) or V2 (binary). Defaults to V2.
+	Version ProxyProtocolVersion `json:"version,omitempty"`
+}
+
+// ClientCertificate is the certificate Envoy presents to TLS endpoints: PEM files read by lbplane
+// (standalone mode) or a kubernetes.io/tls Secret (Kubernetes mode), delivered to Envoy over SDS.
+type ClientCertificate struct {
+	// certificateFile is the PEM certificate chain.
+	CertificateFile string `json:"certificateFile,omitempty"`
+	// privateKeyFile is the PEM private key.
+	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
+	// secretName references a Secret of type kubernetes.io/tls in the policy's namespace.
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// BackendUtilization weighs each endpoint by the load it reports in its responses (ORCA: the
+// endpoint-load-metrics header): weight = requests per second / utilization, so busier endpoints get less.
+// Endpoints that report nothing get the mean weight.
+type BackendUtilization struct {
+	// blackoutPeriod is how long an endpoint's reports are ignored after it starts reporting, so that a
+	// new endpoint is not flooded on its first low figures. Defaults to 10s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	BlackoutPeriod *metav1.Duration `json:"blackoutPeriod,omitempty"`
+	// weightUpdatePeriod is how often weights are recomputed. Defaults to 1s; at least 100ms.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	WeightUpdatePeriod *metav1.Duration `json:"weightUpdatePeriod,omitempty"`
+	// weightExpirationPeriod drops the weight of an endpoint that has not reported for this long.
+	// Defaults to 3m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	WeightExpirationPeriod *metav1.Duration `json:"weightExpirationPeriod,omitempty"`
+	// errorUtilizationPenalty, a decimal string, counts errors per second as extra utilization.
+	// Defaults to "1.0".
+	ErrorUtilizationPenalty string `json:"errorUtilizationPenalty,omitempty"`
 }

@@ -33,7 +33,7 @@ const (
 
 var (
 	supportedProtocols  = []Protocol{ProtocolHTTP, ProtocolHTTPS, ProtocolTCP}
-	supportedAlgorithms = []Algorithm{AlgorithmRoundRobin, AlgorithmLeastRequest, AlgorithmRandom, AlgorithmRingHash, AlgorithmMaglev}
+	supportedAlgorithms = []Algorithm{AlgorithmRoundRobin, AlgorithmLeastRequest, AlgorithmRandom, AlgorithmRingHash, AlgorithmMaglev, AlgorithmBackendUtilization}
 	supportedPathTypes  = []PathMatchType{PathMatchPrefix, PathMatchExact}
 	supportedHeaderType = []HeaderMatchType{HeaderMatchExact, HeaderMatchPrefix, HeaderMatchPresent, HeaderMatchRegex}
 
@@ -93,6 +93,7 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	backends := v.backends(spec.child("backends"), s.Backends)
 	v.routes(spec.child("routes"), s, backends)
 	v.debugHeaders(spec.child("debugHeaders"), s)
+	v.traffic(spec, s, backends)
 	return v.errs
 }
 
@@ -533,7 +534,7 @@ func (v *validator) backendTLS(p path, t *BackendTLS) {
 		v.add(p, "set caFile or insecureSkipVerify, not both")
 	case !t.InsecureSkipVerify && t.CAFile == "":
 		v.add(p.child("caFile"), "required: without it any certificate would be accepted (set insecureSkipVerify to mean that)")
-	case !t.InsecureSkipVerify && t.SNI == "":
+	case !t.InsecureSkipVerify && t.SNI == "" && !t.AutoSNI:
 		v.add(p.child("sni"), "required to verify the endpoints' certificates")
 	}
 	if t.SNI != "" && (!hostnameRe.MatchString(t.SNI) || strings.HasPrefix(t.SNI, "*")) {

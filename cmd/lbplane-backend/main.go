@@ -5,6 +5,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -17,13 +18,42 @@ func main() {
 	name := flag.String("name", "", "name to answer with (default: the listen address)")
 	size := flag.Int("size", 1024, "response body size in bytes")
 	delay := flag.Duration("delay", 0, "delay before each response")
+	proxyProtocol := flag.Bool("proxy-protocol", false, "require a PROXY protocol header (v1 or v2) on every connection and answer with the client it names (header X-Peer)")
+	tlsCert := flag.String("tls-cert", "", "serve TLS with this PEM certificate (with --tls-key)")
+	tlsKey := flag.String("tls-key", "", "PEM private key of --tls-cert")
+	clientCA := flag.String("client-ca", "", "with --tls-cert: require a client certificate signed by this PEM CA (mutual TLS)")
+	utilization := flag.Float64("utilization", 0, "report this utilization (0-1) in an ORCA endpoint-load-metrics header on every response; 0: no report")
 	flag.Parse()
 	if *name == "" {
 		*name = *listen
 	}
-	srv := &http.Server{Addr: *listen, Handler: backend.New(*name, *size, *delay), ReadHeaderTimeout: 10 * time.Second}
-	if err := srv.ListenAndServe(); err != nil {
+	if err := run(*listen, *name, *size, *delay, *proxyProtocol, *tlsCert, *tlsKey, *clientCA, *utilization); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+func run(listen, name string, size int, delay time.Duration, proxyProtocol bool, cert, key, clientCA string, utilization float64) error {
+	opts := backend.ServeOptions{ProxyProtocol: proxyProtocol}
+	switch {
+	case cert != "" || key != "":
+		cfg, err := backend.ServerTLS(cert, key, clientCA)
+		if err != nil {
+			return err
+		}
+		opts.TLS = cfg
+	case clientCA != "":
+		return fmt.Errorf("--client-ca needs --tls-cert and --tls-key")
+	}
+	if utilization < 0 || utilization > 1 {
+		return fmt.Errorf("--utilization must be between 0 and 1, got %g", utilization)
+	}
+	b := backend.New(name, size, delay)
+	b.SetUtilization(utilization)
+	lis, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
+	return srv.Serve(backend.Listen(lis, opts))
 }

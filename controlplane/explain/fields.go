@@ -163,7 +163,8 @@ var rules = []rule{
 	r(B+`\.connection\.idleTimeout`, Cluster, cl, hpo+".idle_timeout"),
 	r(B+`\.connection\.tcpKeepalive.*`, Cluster, cl, "upstream_connection_options.tcp_keepalive"),
 	r(B+`\.connection\.bufferBytes`, Cluster, cl, "per_connection_buffer_limit_bytes"),
-	r(B+`\.tls\.sni`, Cluster, cl, "transport_socket.typed_config.sni"),
-	r(B+`\.tls\.caFile`, Cluster, cl, utls+".validation_context_sds_secret_config.name"),
+	// The second path is for a TLS socket inside the upstream PROXY protocol one (backends[].proxyProtocol).
+	r(B+`\.tls\.sni`, Cluster, cl, "transport_socket.typed_config.sni|transport_socket.typed_config.transport_socket.typed_config.sni"),
+	r(B+`\.tls\.caFile`, Cluster, cl, utls+".validation_context_sds_secret_config.name|transport_socket.typed_config."+utls+".validation_context_sds_secret_config.name"),
 	opt(B+`\.tls\.insecureSkipVerify`, Cluster, cl, utls),
 }

@@ -83,6 +83,13 @@ type Edge struct {
 	NormalizePath          bool   `json:"normalizePath,omitempty"`
 	MergeSlashes           bool   `json:"mergeSlashes,omitempty"`
 	EscapedSlashes         string `json:"escapedSlashes,omitempty"`
+
+	// AcceptProxyProtocol reads a PROXY protocol header first; ProxyProtocolOptional lets connections
+	// without one through.
+	AcceptProxyProtocol   bool `json:"acceptProxyProtocol,omitempty"`
+	ProxyProtocolOptional bool `json:"proxyProtocolOptional,omitempty"`
+	// ConnectionRateLimit (TCP) caps new connections; zero is off.
+	ConnectionRateLimit RateLimit `json:"connectionRateLimit,omitzero"`
 }
 
 // ListenerTLS terminates TLS.
@@ -134,6 +141,9 @@ type Route struct {
 	IdleTimeout *time.Duration `json:"idleTimeout,omitempty"`
 	Retry       *Retry         `json:"retry,omitempty"`
 	Session     *Session       `json:"session,omitempty"`
+	// RateLimit, when set, caps the route's requests (429 beyond).
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	Mirrors   []Mirror   `json:"mirrors,omitempty"`
 }
 
 // Retry is a route's retry policy.
@@ -145,6 +155,8 @@ type Retry struct {
 	BackoffBase        time.Duration `json:"backoffBase,omitempty"`
 	BackoffMax         time.Duration `json:"backoffMax,omitempty"`
 	AvoidPreviousHosts bool          `json:"avoidPreviousHosts,omitempty"`
+	// AvoidPreviousPriorities moves retries to other priority levels.
+	AvoidPreviousPriorities bool `json:"avoidPreviousPriorities,omitempty"`
 }
 
 // Session is stateful session persistence: in a header, or in a cookie.
@@ -211,6 +223,8 @@ const (
 	Random       Algorithm = "Random"
 	RingHash     Algorithm = "RingHash"
 	Maglev       Algorithm = "Maglev"
+	// BackendUtilization is client-side weighted round robin (see Utilization).
+	BackendUtilization Algorithm = "BackendUtilization"
 )
 
 // Cluster is one backend of one policy.
@@ -240,6 +254,26 @@ type Cluster struct {
 	TLS                      *UpstreamTLS   `json:"tls,omitempty"`
 	// BufferBytes is Envoy's per-connection buffer limit towards the endpoints; 0 keeps Envoy's 1 MiB.
 	BufferBytes uint32 `json:"bufferBytes,omitempty"`
+
+	// ProxyProtocol is "V1" or "V2" to send a PROXY header on each upstream connection; empty: none.
+	ProxyProtocol    string `json:"proxyProtocol,omitempty"`
+	PerEndpointStats bool   `json:"perEndpointStats,omitempty"`
+	// MaxConnectionDuration, when set, closes upstream connections this long after they opened.
+	MaxConnectionDuration *time.Duration `json:"maxConnectionDuration,omitempty"`
+	// ActiveRequestBias (LeastRequest), when set, overrides Envoy's 1.0.
+	ActiveRequestBias *float64 `json:"activeRequestBias,omitempty"`
+	// Utilization (algorithm BackendUtilization) weighs endpoints by the load they report (ORCA).
+	Utilization *Utilization `json:"utilization,omitempty"`
+
+	// Utilization is client-side weighted round robin fed by ORCA load reports.
+	ErrorUtilizationPenalty float64 `json:"errorUtilizationPenalty,omitempty"`
+
+	// RateLimit is a token bucket: MaxTokens, refilled with Tokens every Interval.
+	Interval time.Duration `json:"interval,omitempty"`
+
+	// Mirror copies a share of a route's requests to a cluster.
+	Cluster string `json:"cluster,omitempty"`
+	Percent uint32 `json:"percent,omitempty"`
 }
 
 // RingHashSize bounds the ring.
@@ -282,6 +316,9 @@ type Outlier struct {
 	FailurePercentage                                          *FailurePercentage `json:"failurePercentage,omitempty"`
 	Interval, BaseEjectionTime                                 time.Duration
 	MaxEjectionPercent                                         uint32 `json:"maxEjectionPercent,omitempty"`
+	// MaxEjectionTime 0 keeps Envoy's 300s.
+	MaxEjectionTime time.Duration `json:"maxEjectionTime,omitempty"`
+	AlwaysEjectOne  bool          `json:"alwaysEjectOne,omitempty"`
 }
 
 // SuccessRate ejection; StdevFactor is in thousandths, as Envoy takes it.
@@ -301,6 +338,10 @@ type UpstreamTLS struct {
 	SNI string `json:"sni,omitempty"`
 	// CASecret names the validation context secret; empty skips verification.
 	CASecret string `json:"caSecret,omitempty"`
+	// ClientCertSecret names the client certificate secret presented to the endpoints; empty: none.
+	ClientCertSecret string `json:"clientCertSecret,omitempty"`
+	// AutoSNI sends each endpoint's Hostname as SNI and verifies the certificate against it.
+	AutoSNI bool `json:"autoSNI,omitempty"`
 }
 
 // CircuitBreakers are the default-priority thresholds.
@@ -330,6 +371,8 @@ type Endpoint struct {
 	HealthCheckHost string `json:"healthCheckHost,omitempty"`
 	// Zone is the endpoint's zone (from an EndpointSlice), carried to Envoy as its locality.
 	Zone string `json:"zone,omitempty"`
+	// Hostname is the endpoint's DNS name (Endpoint.hostname), the SNI of UpstreamTLS.AutoSNI.
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // Errors returned by Validate, so that callers and tests can tell them apart.
@@ -413,4 +456,25 @@ func (g *Group) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Utilization is client-side weighted round robin fed by ORCA load reports.
+type Utilization struct {
+	BlackoutPeriod          time.Duration `json:"blackoutPeriod,omitempty"`
+	WeightUpdatePeriod      time.Duration `json:"weightUpdatePeriod,omitempty"`
+	WeightExpirationPeriod  time.Duration `json:"weightExpirationPeriod,omitempty"`
+	ErrorUtilizationPenalty float64       `json:"errorUtilizationPenalty,omitempty"`
+}
+
+// RateLimit is a token bucket: MaxTokens, refilled with Tokens every Interval.
+type RateLimit struct {
+	Tokens    uint32        `json:"tokens,omitempty"`
+	MaxTokens uint32        `json:"maxTokens,omitempty"`
+	Interval  time.Duration `json:"interval,omitempty"`
+}
+
+// Mirror copies a share of a route's requests to a cluster.
+type Mirror struct {
+	Cluster string `json:"cluster,omitempty"`
+	Percent uint32 `json:"percent,omitempty"`
 }

@@ -256,16 +256,11 @@ func (s *Source) resync(ctx context.Context) {
 				}
 			}
 		}
-		if t := p.Spec.Listener.TLS; t != nil {
-			for _, cert := range t.Certificates {
-				if cert.SecretName != "" {
-					ref := translate.SecretRef{Namespace: p.Namespace, Name: cert.SecretName}
-					if sec, ok := s.known.secrets[ref]; ok && !all && !dirtySecrets[types.NamespacedName(ref)] {
-						secrets[ref] = sec
-					} else {
-						secrets[ref] = s.secret(ctx, ref)
-					}
-				}
+		for _, ref := range translate.SecretRefs(p) {
+			if sec, ok := s.known.secrets[ref]; ok && !all && !dirtySecrets[types.NamespacedName(ref)] {
+				secrets[ref] = sec
+			} else {
+				secrets[ref] = s.secret(ctx, ref)
 			}
 		}
 	}

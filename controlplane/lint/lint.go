@@ -79,6 +79,7 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 		retryBudget(add, s, split, byName)
 	}
 	breakers(add, p)
+	traffic(add, s)
 	return out
 }
 

@@ -74,6 +74,7 @@ func listenerEdge(p *v1alpha1.LoadBalancerPolicy) ir.Edge {
 			e.EscapedSlashes = "UNESCAPE_AND_FORWARD"
 		}
 	}
+	trafficEdge(&e, l)
 	return e
 }
 
@@ -96,11 +97,11 @@ func setU32(dst *uint32, v *int32) {
 // that leaves them all unset takes the listener's as they are.
 func edgeConflict(owner ir.Edge, p *v1alpha1.LoadBalancerPolicy) string {
 	l := &p.Spec.Listener
-	if l.Limits == nil && l.Timeouts == nil && l.HTTP2 == nil && l.Requests == nil {
+	if l.Limits == nil && l.Timeouts == nil && l.HTTP2 == nil && l.Requests == nil && l.ProxyProtocol == nil && l.RateLimit == nil {
 		return ""
 	}
 	if listenerEdge(p) == owner {
 		return ""
 	}
-	return "spec.listener: sets other limits, timeouts, http2 or requests"
+	return "spec.listener: sets other limits, timeouts, http2, requests or proxyProtocol"
 }

@@ -36,6 +36,7 @@ func ReferencedFiles(policies []*v1alpha1.LoadBalancerPolicy) []string {
 				out = append(out, b.TLS.CAFile)
 			}
 		}
+		out = append(out, backendFiles(p)...)
 	}
 	out = slices.DeleteFunc(out, func(s string) bool { return s == "" })
 	slices.Sort(out)

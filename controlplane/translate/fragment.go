@@ -119,6 +119,7 @@ func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceR
 			}
 		}
 	}
+	secrets = append(secrets, backendSecretRefs(p)...)
 	return files, services, secrets
 }
 

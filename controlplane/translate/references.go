@@ -88,5 +88,6 @@ func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Sec
 		name := clusterName(p, b.Name) + "/ca"
 		secrets[name] = &ir.Secret{Name: name, CA: ca}
 	}
+	errs = append(errs, resolveClientCertificates(p, refs, secrets)...)
 	return secrets, errs
 }

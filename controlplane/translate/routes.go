@@ -66,5 +66,6 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 		}
 		route.Session = sess
 	}
+	trafficRoute(p, route, rt)
 	return route
 }

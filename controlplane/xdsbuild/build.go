@@ -98,7 +98,7 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	byZone := map[string]*endpointv3.LocalityLbEndpoints{}
 	priority := zonePriorities(c)
 	for _, e := range c.Endpoints {
-		ep := &endpointv3.Endpoint{Address: socketAddress(e.Address, e.Port)}
+		ep := &endpointv3.Endpoint{Address: socketAddress(e.Address, e.Port), Hostname: e.Hostname}
 		if e.HealthCheckPort != 0 || e.HealthCheckHost != "" {
 			ep.HealthCheckConfig = &endpointv3.Endpoint_HealthCheckConfig{PortValue: e.HealthCheckPort, Hostname: e.HealthCheckHost}
 		}

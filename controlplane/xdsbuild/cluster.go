@@ -81,6 +81,11 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		// Envoy as a client stops at TLS 1.2 unless told otherwise.
 		ctx := &tlsv3.UpstreamTlsContext{Sni: t.SNI, CommonTlsContext: &tlsv3.CommonTlsContext{
 			TlsParams: &tlsv3.TlsParameters{TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}}}
+		if t.AutoSNI {
+			// Each endpoint's host name is its SNI, and its certificate is checked against that name
+			// (which replaces the SAN matcher below).
+			ctx.AutoHostSni, ctx.AutoSniSanValidation = true, true
+		}
 		if t.CASecret != "" {
 			// The CA alone would accept any certificate it signed: the name must match the SNI too.
 			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
@@ -93,26 +98,36 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 				},
 			}
 		}
+		if t.AutoSNI && t.CASecret != "" {
+			ctx.CommonTlsContext.GetCombinedValidationContext().DefaultValidationContext.MatchTypedSubjectAltNames = nil
+		}
 		if c.HTTP2 {
 			ctx.CommonTlsContext.AlpnProtocols = []string{"h2"}
 		}
+		if t.ClientCertSecret != "" {
+			ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: t.ClientCertSecret, SdsConfig: ads(0)}}
+		}
 		out.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}}
 	}
+	trafficCluster(c, out)
 	return out
 }
 
 func protocolOptions(c *ir.Cluster) *httpv3.HttpProtocolOptions {
-	if !c.HTTP2 && c.MaxRequestsPerConnection == 0 && c.IdleTimeout == nil {
+	if !c.HTTP2 && c.MaxRequestsPerConnection == 0 && c.IdleTimeout == nil && c.MaxConnectionDuration == nil {
 		return nil
 	}
 	po := &httpv3.HttpProtocolOptions{}
-	if c.MaxRequestsPerConnection > 0 || c.IdleTimeout != nil {
+	if c.MaxRequestsPerConnection > 0 || c.IdleTimeout != nil || c.MaxConnectionDuration != nil {
 		po.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{}
 		if c.MaxRequestsPerConnection > 0 {
 			po.CommonHttpProtocolOptions.MaxRequestsPerConnection = wrapperspb.UInt32(c.MaxRequestsPerConnection)
 		}
 		if c.IdleTimeout != nil {
 			po.CommonHttpProtocolOptions.IdleTimeout = durationpb.New(*c.IdleTimeout)
+		}
+		if c.MaxConnectionDuration != nil {
+			po.CommonHttpProtocolOptions.MaxConnectionDuration = durationpb.New(*c.MaxConnectionDuration)
 		}
 	}
 	explicit := &httpv3.HttpProtocolOptions_ExplicitHttpConfig{}
@@ -140,7 +155,13 @@ func loadBalancingPolicy(c *ir.Cluster) *clusterv3.LoadBalancingPolicy {
 	var p *corev3.TypedExtensionConfig
 	switch c.Algorithm {
 	case ir.LeastRequest:
-		p = typed("envoy.load_balancing_policies.least_request", &leastrequestv3.LeastRequest{ChoiceCount: wrapperspb.UInt32(c.ChoiceCount), SlowStartConfig: slowStart(c.SlowStart)})
+		lr := &leastrequestv3.LeastRequest{ChoiceCount: wrapperspb.UInt32(c.ChoiceCount), SlowStartConfig: slowStart(c.SlowStart)}
+		if c.ActiveRequestBias != nil {
+			lr.ActiveRequestBias = &corev3.RuntimeDouble{DefaultValue: *c.ActiveRequestBias, RuntimeKey: "lbplane.least_request.active_request_bias"}
+		}
+		p = typed("envoy.load_balancing_policies.least_request", lr)
+	case ir.BackendUtilization:
+		p = utilizationPolicy(c)
 	case ir.Random:
 		p = typed("envoy.load_balancing_policies.random", &randomv3.Random{})
 	case ir.RingHash:
@@ -227,6 +248,12 @@ func outlierDetection(o *ir.Outlier) *clusterv3.OutlierDetection {
 		EnforcingConsecutiveGatewayFailure: enforce(o.ConsecutiveGateway != nil),
 		EnforcingSuccessRate:               enforce(o.SuccessRate != nil),
 		EnforcingFailurePercentage:         enforce(o.FailurePercentage != nil),
+	}
+	if o.MaxEjectionTime > 0 {
+		od.MaxEjectionTime = durationpb.New(o.MaxEjectionTime)
+	}
+	if o.AlwaysEjectOne {
+		od.AlwaysEjectOneHost = wrapperspb.Bool(true)
 	}
 	if o.Consecutive5xx != nil {
 		od.Consecutive_5Xx = wrapperspb.UInt32(*o.Consecutive5xx)

@@ -32,10 +32,12 @@ func Listener(l *ir.Listener) *listenerv3.Listener {
 		// First in the chain, so that a connection over the limit is closed before any other filter runs.
 		filters = []*listenerv3.Filter{connectionLimit(l.Name, n), filter}
 	}
+	filters = connectionRateLimit(l, filters)
 	out := &listenerv3.Listener{Name: l.Name, Address: socketAddress(l.Address, l.Port),
 		// Envoy's default is 1 MiB per connection; a client that sends faster than the backend reads (or
 		// headers that never end) would otherwise pin that much each.
 		PerConnectionBufferLimitBytes: setOrDefault(l.Edge.BufferBytes)}
+	defer trafficListener(l, out)
 	if l.TLS == nil {
 		out.FilterChains = []*listenerv3.FilterChain{{Filters: filters}}
 		return out
@@ -123,6 +125,9 @@ func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 		// Off unless a route turns it on (typed_per_filter_config), so routes without persistence pay nothing.
 		filters = append(filters, &hcmv3.HttpFilter{Name: statefulSessionFilter,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&statefulsessionv3.StatefulSession{})}})
+	}
+	if usesRateLimit(l) {
+		filters = append(filters, rateLimitHTTPFilter(l))
 	}
 	filters = append(filters, &hcmv3.HttpFilter{
 		Name: "envoy.filters.http.router",

@@ -72,6 +72,7 @@ func route(r *ir.Route) *routev3.Route {
 			Override: &statefulsessionv3.StatefulSessionPerRoute_StatefulSession{StatefulSession: &statefulsessionv3.StatefulSession{SessionState: sessionState(s)}},
 		})}
 	}
+	trafficRoute(r, action, out)
 	return out
 }
 

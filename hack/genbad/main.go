@@ -165,7 +165,7 @@ func cases() []badCase {
 	for _, tc := range []struct{ name, old, new, path string }{
 		{"protocol", "protocol: HTTP", "protocol: UDP", `spec.listener.protocol: unsupported value "UDP"; supported: HTTP, HTTPS, TCP`},
 		{"protocol-case", "protocol: HTTP", "protocol: http", `spec.listener.protocol: unsupported value "http"`},
-		{"algorithm", "algorithm: RoundRobin}", "algorithm: RoundRobn}", `spec.backends[0].loadBalancing.algorithm: unsupported value "RoundRobn"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev`},
+		{"algorithm", "algorithm: RoundRobin}", "algorithm: RoundRobn}", `spec.backends[0].loadBalancing.algorithm: unsupported value "RoundRobn"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev, BackendUtilization`},
 		{"algorithm-nginx", "algorithm: RoundRobin}", "algorithm: least_conn}", `spec.backends[0].loadBalancing.algorithm: unsupported value "least_conn"`},
 		{"path-type", "type: Prefix", "type: Regex", `spec.routes[0].match.path.type: unsupported value "Regex"; supported: Prefix, Exact`},
 		{"header-type", "type: Exact, value: v", "type: Suffix, value: v", `spec.routes[0].match.headers[0].type: unsupported value "Suffix"`},

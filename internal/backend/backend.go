@@ -28,6 +28,8 @@ type Backend struct {
 	health        atomic.Int32
 	fail          atomic.Int32
 	ws            http.Handler
+	// orca is the state of the ORCA load reports (see SetUtilization).
+	orca loadReport
 }
 
 // HealthPath answers health probes: 200 "ok" unless SetHealth said otherwise.
@@ -97,6 +99,7 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	h.Set("X-Backend", b.Name)
+	b.annotate(h, r)
 	h.Set("Content-Type", "text/plain")
 	h.Set("Content-Length", strconv.Itoa(len(b.body)))
 	w.WriteHeader(code)

@@ -18,6 +18,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	upstreamproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -47,7 +48,7 @@ func Static(res map[string][]proto.Message) (*bootstrapv3.Bootstrap, error) {
 	}
 	for _, m := range res[resource.ClusterType] {
 		c := proto.Clone(m).(*clusterv3.Cluster)
-		if err := staticSecrets(c.TransportSocket, &tlsv3.UpstreamTlsContext{}); err != nil {
+		if err := upstreamStaticSecrets(c.TransportSocket); err != nil {
 			return nil, err
 		}
 		name := c.GetEdsClusterConfig().GetServiceName()
@@ -120,6 +121,30 @@ func staticSecrets(ts *corev3.TransportSocket, ctx tlsContext) error {
 		v.SdsConfig = nil
 	}
 	a, err := anypb.New(ctx)
+	if err != nil {
+		return err
+	}
+	ts.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: a}
+	return nil
+}
+
+// upstreamStaticSecrets is staticSecrets for a cluster's transport socket, which may wrap the TLS socket in
+// the upstream PROXY protocol one.
+func upstreamStaticSecrets(ts *corev3.TransportSocket) error {
+	tc := ts.GetTypedConfig()
+	if tc == nil || tc.TypeUrl != "type.googleapis.com/envoy.extensions.transport_sockets.proxy_protocol.v3.ProxyProtocolUpstreamTransport" {
+		return staticSecrets(ts, &tlsv3.UpstreamTlsContext{})
+	}
+	pp := &upstreamproxyv3.ProxyProtocolUpstreamTransport{}
+	if err := tc.UnmarshalTo(pp); err != nil {
+		return err
+	}
+	if pp.TransportSocket.GetTypedConfig().GetTypeUrl() == "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext" {
+		if err := staticSecrets(pp.TransportSocket, &tlsv3.UpstreamTlsContext{}); err != nil {
+			return err
+		}
+	}
+	a, err := anypb.New(pp)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ spec:
 	want := []string{
 		`error: <stdin>#2: unknown field "spec.listenr"`,
 		`error: default/bad (<stdin>#1): spec.listener.port: must be between 1 and 65535, got 0`,
-		`error: default/bad (<stdin>#1): spec.backends[0].loadBalancing.algorithm: unsupported value "Fastest"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev`,
+		`error: default/bad (<stdin>#1): spec.backends[0].loadBalancing.algorithm: unsupported value "Fastest"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev, BackendUtilization`,
 	}
 	if got := strings.Split(strings.TrimSpace(errs), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stderr:\n%s\nwant:\n%s", errs, strings.Join(want, "\n"))

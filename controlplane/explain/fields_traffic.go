@@ -1,0 +1,35 @@
+package explain
+
+// Rules of the traffic features (rate limits, mirrors, PROXY protocol, client certificates,
+// utilization-aware balancing and the smaller balancing knobs).
+func init() {
+	const (
+		ppl   = "listener_filters[name=envoy.filters.listener.proxy_protocol]"
+		nrl   = "envoy.filters.network.local_ratelimit"
+		ctc   = "common_tls_context.tls_certificate_sds_secret_configs[*].name"
+		inner = "transport_socket.typed_config.transport_socket.typed_config."
+	)
+	rules = append(rules,
+		r(`spec\.listener\.proxyProtocol`, Listener, "{listener}", ppl),
+		opt(`spec\.listener\.proxyProtocol\.optional`, Listener, "{listener}", ppl+".typed_config.allow_requests_without_proxy_protocol"),
+		r(`spec\.listener\.rateLimit\.requests`, Listener, "{listener}", nf(nrl, "token_bucket.tokens_per_fill")),
+		r(`spec\.listener\.rateLimit\.burst`, Listener, "{listener}", nf(nrl, "token_bucket.max_tokens")),
+		r(`spec\.listener\.rateLimit\.interval`, Listener, "{listener}", nf(nrl, "token_bucket.fill_interval")),
+		r(R+`\.rateLimit\..*`, Routes, "", rt+".typed_per_filter_config"),
+		opt(R+`\.mirrors.*`, Routes, "", rt+".route.request_mirror_policies"),
+		opt(R+`\.retry\.avoidPreviousPriorities`, Routes, "", rt+".route.retry_policy.retry_priority"),
+		opt(B+`\.proxyProtocol\.version`, Cluster, cl, "transport_socket.typed_config.config.version"),
+		opt(B+`\.perEndpointStats`, Cluster, cl, "track_cluster_stats.per_endpoint_stats"),
+		r(B+`\.loadBalancing\.leastRequest\.activeRequestBias`, Cluster, cl, lbTC+".active_request_bias.default_value"),
+		r(B+`\.loadBalancing\.backendUtilization\.blackoutPeriod`, Cluster, cl, lbTC+".blackout_period"),
+		r(B+`\.loadBalancing\.backendUtilization\.weightUpdatePeriod`, Cluster, cl, lbTC+".weight_update_period"),
+		r(B+`\.loadBalancing\.backendUtilization\.weightExpirationPeriod`, Cluster, cl, lbTC+".weight_expiration_period"),
+		r(B+`\.loadBalancing\.backendUtilization\.errorUtilizationPenalty`, Cluster, cl, lbTC+".error_utilization_penalty"),
+		r(B+`\.connection\.maxConnectionDuration`, Cluster, cl, hpo+".max_connection_duration"),
+		r(B+`\.healthCheck\.passive\.maxEjectionTime`, Cluster, cl, od+".max_ejection_time"),
+		opt(B+`\.healthCheck\.passive\.alwaysEjectOneEndpoint`, Cluster, cl, od+".always_eject_one_host"),
+		opt(E+`\.hostname`, Endpoints, cl, lbe+".endpoint.hostname"),
+		opt(B+`\.tls\.autoSNI`, Cluster, cl, "transport_socket.typed_config.auto_host_sni|"+inner+"auto_host_sni"),
+		r(B+`\.tls\.clientCertificate\..*`, Cluster, cl, "transport_socket.typed_config."+ctc+"|"+inner+ctc),
+	)
+}

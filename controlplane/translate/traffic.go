@@ -1,0 +1,167 @@
+package translate
+
+import (
+	"crypto/tls"
+	"fmt"
+	"strconv"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+// trafficEdge adds the listener's PROXY protocol and connection rate limit to its edge settings: both are
+// per port, so they are owned and compared like the rest of the edge (see edgeConflict).
+func trafficEdge(e *ir.Edge, l *v1alpha1.Listener) {
+	if pp := l.ProxyProtocol; pp != nil {
+		e.AcceptProxyProtocol, e.ProxyProtocolOptional = true, pp.Optional
+	}
+	if rl := l.RateLimit; rl != nil && l.Protocol == v1alpha1.ProtocolTCP {
+		e.ConnectionRateLimit = rateLimit(rl)
+	}
+}
+
+func rateLimit(rl *v1alpha1.RateLimit) ir.RateLimit {
+	return ir.RateLimit{Tokens: uint32(rl.Requests), MaxTokens: uint32(*rl.Burst), Interval: rl.Interval.Duration}
+}
+
+// trafficCluster adds a backend's PROXY protocol, per-endpoint stats, connection lifetime, balancing knobs
+// and client certificate to its cluster.
+func trafficCluster(cl *ir.Cluster, b *v1alpha1.Backend) {
+	if pp := b.ProxyProtocol; pp != nil {
+		cl.ProxyProtocol = string(pp.Version)
+	}
+	cl.PerEndpointStats = b.PerEndpointStats
+	if c := b.Connection; c != nil && c.MaxConnectionDuration != nil {
+		d := c.MaxConnectionDuration.Duration
+		cl.MaxConnectionDuration = &d
+	}
+	lb := &b.LoadBalancing
+	if lr := lb.LeastRequest; lr != nil && lr.ActiveRequestBias != "" {
+		f, _ := strconv.ParseFloat(lr.ActiveRequestBias, 64)
+		cl.ActiveRequestBias = &f
+	}
+	if bu := lb.BackendUtilization; bu != nil && lb.Algorithm == v1alpha1.AlgorithmBackendUtilization {
+		pen, _ := strconv.ParseFloat(bu.ErrorUtilizationPenalty, 64)
+		cl.Utilization = &ir.Utilization{BlackoutPeriod: bu.BlackoutPeriod.Duration, WeightUpdatePeriod: bu.WeightUpdatePeriod.Duration,
+			WeightExpirationPeriod: bu.WeightExpirationPeriod.Duration, ErrorUtilizationPenalty: pen}
+	}
+	if hc := b.HealthCheck; hc != nil && hc.Passive != nil && cl.Outlier != nil {
+		if d := hc.Passive.MaxEjectionTime; d != nil {
+			cl.Outlier.MaxEjectionTime = d.Duration
+		}
+		cl.Outlier.AlwaysEjectOne = hc.Passive.AlwaysEjectOneEndpoint
+	}
+	if t := b.TLS; t != nil && t.ClientCertificate != nil && cl.TLS != nil {
+		cl.TLS.ClientCertSecret = clientCertSecretName(cl.Name)
+	}
+	if t := b.TLS; t != nil && cl.TLS != nil {
+		cl.TLS.AutoSNI = t.AutoSNI
+	}
+	// cluster() builds one endpoint per static endpoint, in order; Service endpoints come later and have no
+	// host name.
+	for i := range b.Endpoints {
+		if i < len(cl.Endpoints) {
+			cl.Endpoints[i].Hostname = b.Endpoints[i].Hostname
+		}
+	}
+}
+
+func clientCertSecretName(cluster string) string { return cluster + "/client-certificate" }
+
+// trafficRoute adds a route's rate limit, mirrors and retry priorities.
+func trafficRoute(p *v1alpha1.LoadBalancerPolicy, route *ir.Route, rt *v1alpha1.Route) {
+	if rl := rt.RateLimit; rl != nil {
+		r := rateLimit(rl)
+		route.RateLimit = &r
+	}
+	for _, m := range rt.Mirrors {
+		if *m.Percent > 0 {
+			route.Mirrors = append(route.Mirrors, ir.Mirror{Cluster: clusterName(p, m.Backend), Percent: uint32(*m.Percent)})
+		}
+	}
+	if rr := rt.Retry; rr != nil && rr.AvoidPreviousPriorities && route.Retry != nil {
+		route.Retry.AvoidPreviousPriorities = true
+	}
+}
+
+// backendSecretRefs lists the Secrets a policy's backends reference (client certificates).
+func backendSecretRefs(p *v1alpha1.LoadBalancerPolicy) []SecretRef {
+	var out []SecretRef
+	for _, b := range p.Spec.Backends {
+		if t := b.TLS; t != nil && t.ClientCertificate != nil && t.ClientCertificate.SecretName != "" {
+			out = append(out, SecretRef{Namespace: p.Namespace, Name: t.ClientCertificate.SecretName})
+		}
+	}
+	return out
+}
+
+// SecretRefs lists every Secret a policy references: listener certificates and backend client
+// certificates. Kubernetes mode reads these and no other Secret.
+func SecretRefs(p *v1alpha1.LoadBalancerPolicy) []SecretRef {
+	var out []SecretRef
+	if t := p.Spec.Listener.TLS; t != nil {
+		for _, c := range t.Certificates {
+			if c.SecretName != "" {
+				out = append(out, SecretRef{Namespace: p.Namespace, Name: c.SecretName})
+			}
+		}
+	}
+	return append(out, backendSecretRefs(p)...)
+}
+
+// backendFiles lists the files a policy's backends reference beyond their CA (client certificates).
+func backendFiles(p *v1alpha1.LoadBalancerPolicy) []string {
+	var out []string
+	for _, b := range p.Spec.Backends {
+		if t := b.TLS; t != nil && t.ClientCertificate != nil {
+			out = append(out, t.ClientCertificate.CertificateFile, t.ClientCertificate.PrivateKeyFile)
+		}
+	}
+	return out
+}
+
+// resolveClientCertificates turns the backends' client certificate references into SDS secrets.
+func resolveClientCertificates(p *v1alpha1.LoadBalancerPolicy, refs Refs, secrets map[string]*ir.Secret) []string {
+	var errs []string
+	for i, b := range p.Spec.Backends {
+		if b.TLS == nil || b.TLS.ClientCertificate == nil {
+			continue
+		}
+		c := b.TLS.ClientCertificate
+		field := fmt.Sprintf("spec.backends[%d].tls.clientCertificate", i)
+		name := clientCertSecretName(clusterName(p, b.Name))
+		if c.SecretName != "" {
+			cert, key, err := tlsSecret(refs, field+".secretName", p.Namespace, c.SecretName)
+			if err != "" {
+				errs = append(errs, err)
+				continue
+			}
+			secrets[name] = &ir.Secret{Name: name, CertificateChain: cert, PrivateKey: key}
+			continue
+		}
+		cert, key, err := refs.Files.keyPair(field, c.CertificateFile, c.PrivateKeyFile)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		secrets[name] = &ir.Secret{Name: name, CertificateChain: cert, PrivateKey: key}
+	}
+	return errs
+}
+
+// tlsSecret returns a kubernetes.io/tls Secret's certificate and key, or an error that starts with field.
+func tlsSecret(refs Refs, field, namespace, name string) (cert, key []byte, errMsg string) {
+	sec, ok := refs.Secrets[SecretRef{Namespace: namespace, Name: name}]
+	switch {
+	case refs.Secrets == nil:
+		return nil, nil, field + ": Secrets need Kubernetes mode (lbplane serve --kubernetes)"
+	case !ok:
+		return nil, nil, fmt.Sprintf("%s: Secret %s/%s not found", field, namespace, name)
+	case sec.Err != "":
+		return nil, nil, field + ": " + sec.Err
+	}
+	if _, err := tls.X509KeyPair(sec.Cert, sec.Key); err != nil {
+		return nil, nil, fmt.Sprintf("%s: Secret %s/%s: %v", field, namespace, name, err)
+	}
+	return sec.Cert, sec.Key, ""
+}
