@@ -501,7 +501,10 @@ type BackendTLS struct {
 type HealthCheck struct {
 	// active probes every endpoint on a schedule.
 	Active *ActiveHealthCheck `json:"active,omitempty"`
-	// passive ejects endpoints that fail real traffic (outlier detection).
+	// passive ejects endpoints that fail real traffic (outlier detection). Unset, an endpoint is ejected at
+	// its first local-origin failure (a refused or timed-out connect, a reset), at most half of the
+	// endpoints at once: a dead endpoint then costs one retried request, not a retry per request until the
+	// active checks notice. Set passive to choose the detectors, or passive.disabled to have none.
 	Passive *PassiveHealthCheck `json:"passive,omitempty"`
 	// panicThreshold is the percentage of healthy endpoints under which Envoy stops trusting health and
 	// balances over every endpoint. Defaults to Envoy's 50; 0 disables panic mode.
@@ -609,6 +612,9 @@ type PassiveHealthCheck struct {
 	// maxEjectionPercent caps the share of endpoints ejected at once. Defaults to 10 (at least one endpoint
 	// can always be ejected).
 	MaxEjectionPercent *int32 `json:"maxEjectionPercent,omitempty"`
+	// disabled turns outlier detection off, the default ejection of endpoints that refuse connections
+	// included. No detector may be set with it.
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // SuccessRateEjection ejects endpoints whose success rate is below mean - stdevFactor * stdev.

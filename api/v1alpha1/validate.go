@@ -207,6 +207,7 @@ func (v *validator) backends(p path, bs []Backend) map[string]bool {
 		v.loadBalancing(bp.child("loadBalancing"), &b.LoadBalancing)
 		v.duration(bp.child("connectTimeout"), b.ConnectTimeout.Duration, false)
 		v.circuitBreakers(bp.child("circuitBreakers"), b.CircuitBreakers)
+		v.backendFeatures(bp, b)
 	}
 	return names
 }
@@ -458,7 +459,7 @@ func (v *validator) healthCheck(p path, hc *HealthCheck) {
 			v.add(ap.child("grpc").child("serviceName"), "at most %d characters", maxNameLength)
 		}
 	}
-	if ps := hc.Passive; ps != nil {
+	if ps := hc.Passive; ps != nil && !ps.Disabled {
 		pp := p.child("passive")
 		for _, f := range []struct {
 			name string

@@ -94,14 +94,18 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 	for _, k := range lb.HashKeys {
 		keys = append(keys, hashKey(k))
 	}
+	passive := v1alpha1.DefaultPassive()
 	if hc := b.HealthCheck; hc != nil {
 		if hc.PanicThreshold != nil {
 			v := float64(*hc.PanicThreshold)
 			cl.PanicThreshold = &v
 		}
 		cl.HealthCheck = healthCheck(hc.Active)
-		cl.Outlier = outlier(hc.Passive)
+		if hc.Passive != nil {
+			passive = hc.Passive
+		}
 	}
+	cl.Outlier = outlier(passive)
 	cl.BufferBytes = clusterBufferBytes(b)
 	if c := b.Connection; c != nil {
 		cl.HTTP2 = c.Protocol == v1alpha1.UpstreamHTTP2
@@ -194,7 +198,7 @@ func healthCheck(a *v1alpha1.ActiveHealthCheck) *ir.HealthCheck {
 }
 
 func outlier(p *v1alpha1.PassiveHealthCheck) *ir.Outlier {
-	if p == nil {
+	if p == nil || p.Disabled {
 		return nil
 	}
 	u32 := func(v *int32) *uint32 {
