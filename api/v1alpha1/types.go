@@ -746,9 +746,10 @@ type Maglev struct {
 	TableSize *int64 `json:"tableSize,omitempty"`
 }
 
-// HashKey is one input of a consistent hash. Exactly one of header, cookie, sourceIP and queryParameter.
+// HashKey is one input of a consistent hash. Exactly one of header, cookie, sourceIP, queryParameter, path
+// and host.
 //
-// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.cookie) ? 1 : 0) + (has(self.sourceIP) ? 1 : 0) + (has(self.queryParameter) ? 1 : 0) == 1",message="set exactly one of header, cookie, sourceIP and queryParameter"
+// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.cookie) ? 1 : 0) + (has(self.sourceIP) ? 1 : 0) + (has(self.queryParameter) ? 1 : 0) + (has(self.path) ? 1 : 0) + (has(self.host) ? 1 : 0) == 1",message="set exactly one of header, cookie, sourceIP, queryParameter, path and host"
 type HashKey struct {
 	Header         *HeaderHashKey         `json:"header,omitempty"`
 	Cookie         *CookieHashKey         `json:"cookie,omitempty"`
@@ -756,7 +757,22 @@ type HashKey struct {
 	QueryParameter *QueryParameterHashKey `json:"queryParameter,omitempty"`
 	// terminal stops at this key when the request has it: later keys are not hashed.
 	Terminal bool `json:"terminal,omitempty"`
+	// path (HTTP) hashes the request path, as HAProxy's "balance uri" and nginx's "hash $uri consistent" do:
+	// a cache per path.
+	Path *PathHashKey `json:"path,omitempty"`
+	// host (HTTP) hashes the Host header (:authority), as HAProxy's "balance hdr(host)" does.
+	Host *HostHashKey `json:"host,omitempty"`
 }
+
+// PathHashKey hashes the request path.
+type PathHashKey struct {
+	// withQuery also hashes the query string (nginx's $request_uri). Defaults to false: /a?x=1 and /a?x=2
+	// land on the same endpoint.
+	WithQuery bool `json:"withQuery,omitempty"`
+}
+
+// HostHashKey hashes the Host header.
+type HostHashKey struct{}
 
 // HeaderHashKey hashes a request header.
 type HeaderHashKey struct {

@@ -92,6 +92,7 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v.listener(spec.child("listener"), &s.Listener)
 	backends := v.backends(spec.child("backends"), s.Backends)
 	v.routes(spec.child("routes"), s, backends)
+	v.specFeatures(spec, s)
 	return v.errs
 }
 
@@ -207,7 +208,6 @@ func (v *validator) backends(p path, bs []Backend) map[string]bool {
 		v.loadBalancing(bp.child("loadBalancing"), &b.LoadBalancing)
 		v.duration(bp.child("connectTimeout"), b.ConnectTimeout.Duration, false)
 		v.circuitBreakers(bp.child("circuitBreakers"), b.CircuitBreakers)
-		v.backendFeatures(bp, b)
 	}
 	return names
 }
@@ -329,13 +329,13 @@ func (v *validator) loadBalancing(p path, lb *LoadBalancing) {
 
 func (v *validator) hashKey(p path, k HashKey) {
 	n := 0
-	for _, set := range []bool{k.Header != nil, k.Cookie != nil, k.SourceIP != nil, k.QueryParameter != nil} {
+	for _, set := range []bool{k.Header != nil, k.Cookie != nil, k.SourceIP != nil, k.QueryParameter != nil, k.Path != nil, k.Host != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		v.add(p, "set exactly one of header, cookie, sourceIP and queryParameter, got %d", n)
+		v.add(p, "set exactly one of header, cookie, sourceIP, queryParameter, path and host, got %d", n)
 		return
 	}
 	switch {

@@ -1,13 +1,25 @@
 package v1alpha1
 
-// backendFeatures validates the backend settings of issue 17: DNS endpoints, backups, zone-aware routing,
-// bounded-load hashing and the outlier-detection opt-out.
-func (v *validator) backendFeatures(p path, b *Backend) {
+// specFeatures validates the backend settings of issue 17: DNS endpoints, backups, zone-aware routing,
+// bounded-load hashing, path and host hash keys, and the outlier-detection opt-out.
+func (v *validator) specFeatures(spec path, s *LoadBalancerPolicySpec) {
+	for i := range s.Backends {
+		v.backendFeatures(spec.child("backends").index(i), &s.Backends[i], s.Listener.Protocol)
+	}
+}
+
+func (v *validator) backendFeatures(p path, b *Backend, protocol Protocol) {
 	if hc := b.HealthCheck; hc != nil && hc.Passive != nil && hc.Passive.Disabled {
 		ps := hc.Passive
 		if ps.Consecutive5xx != nil || ps.ConsecutiveGatewayErrors != nil || ps.ConsecutiveLocalOriginFailures != nil ||
 			ps.SuccessRate != nil || ps.FailurePercentage != nil {
 			v.add(p.child("healthCheck").child("passive").child("disabled"), "no detector may be set with disabled: true")
+		}
+	}
+	lb := p.child("loadBalancing")
+	for i, k := range b.LoadBalancing.HashKeys {
+		if protocol == ProtocolTCP && (k.Path != nil || k.Host != nil) {
+			v.add(lb.child("hashKeys").index(i), "path and host are HTTP keys: a TCP listener can hash only sourceIP")
 		}
 	}
 }

@@ -16,3 +16,21 @@ func TestValidateBackendFeatures(t *testing.T) {
 		}, []string{`spec.backends[0].healthCheck.passive.disabled: no detector may be set with disabled: true`}},
 	})
 }
+
+func TestValidatePathAndHostKeys(t *testing.T) {
+	runCases(t, map[string]validateCase{
+		"path and host on HTTP": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev,
+				HashKeys: []v1alpha1.HashKey{{Path: &v1alpha1.PathHashKey{}}, {Host: &v1alpha1.HostHashKey{}}}}
+		}, nil},
+		"two inputs in one key": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev,
+				HashKeys: []v1alpha1.HashKey{{Path: &v1alpha1.PathHashKey{}, Host: &v1alpha1.HostHashKey{}}}}
+		}, []string{`spec.backends[0].loadBalancing.hashKeys[0]: set exactly one of header, cookie, sourceIP, queryParameter, path and host, got 2`}},
+		"path on TCP": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Listener.Protocol = v1alpha1.ProtocolTCP
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev,
+				HashKeys: []v1alpha1.HashKey{{Path: &v1alpha1.PathHashKey{}}}}
+		}, []string{`spec.backends[0].loadBalancing.hashKeys[0]: path and host are HTTP keys: a TCP listener can hash only sourceIP`}},
+	})
+}

@@ -182,6 +182,8 @@ type HashKey struct {
 	QueryParameter string
 	Cookie         *CookieKey
 	Terminal       bool
+	// StripQuery hashes Header (":path") without its query string.
+	StripQuery bool
 }
 
 // CookieKey hashes a cookie; with Generate, Envoy sets it when absent.

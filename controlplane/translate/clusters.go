@@ -167,6 +167,10 @@ func hashKey(k v1alpha1.HashKey) ir.HashKey {
 		out.Header = strings.ToLower(k.Header.Name)
 	case k.QueryParameter != nil:
 		out.QueryParameter = k.QueryParameter.Name
+	case k.Path != nil:
+		out.Header, out.StripQuery = ":path", !k.Path.WithQuery
+	case k.Host != nil:
+		out.Header = ":authority"
 	case k.Cookie != nil:
 		ck := &ir.CookieKey{Name: k.Cookie.Name}
 		if g := k.Cookie.Generate; g != nil {
