@@ -720,6 +720,14 @@ type LoadBalancing struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=set
 	ZoneFailover []string `json:"zoneFailover,omitempty"`
+	// hashBalanceFactor (RingHash, Maglev) bounds the load of any endpoint to this percentage of the mean
+	// (consistent hashing with bounded loads): a request whose endpoint already has more requests in flight
+	// goes to the next one on the ring, so one hot key cannot overload one endpoint. 150 allows 1.5 times the
+	// mean; the lower, the more keys move under load. Unset: no bound (Envoy's and nginx's default; HAProxy's
+	// hash-balance-factor).
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=10000
+	HashBalanceFactor *int32 `json:"hashBalanceFactor,omitempty"`
 }
 
 // LeastRequest tunes the LeastRequest algorithm (power of N choices).

@@ -17,6 +17,12 @@ func (v *validator) backendFeatures(p path, b *Backend, protocol Protocol) {
 		}
 	}
 	lb := p.child("loadBalancing")
+	if f := b.LoadBalancing.HashBalanceFactor; f != nil {
+		if a := b.LoadBalancing.Algorithm; a != AlgorithmRingHash && a != AlgorithmMaglev {
+			v.add(lb.child("hashBalanceFactor"), "only allowed with algorithm RingHash or Maglev, got %q: other algorithms do not hash", a)
+		}
+		v.intRange(lb.child("hashBalanceFactor"), int64(*f), 100, 10000)
+	}
 	for i, k := range b.LoadBalancing.HashKeys {
 		if protocol == ProtocolTCP && (k.Path != nil || k.Host != nil) {
 			v.add(lb.child("hashKeys").index(i), "path and host are HTTP keys: a TCP listener can hash only sourceIP")

@@ -34,3 +34,17 @@ func TestValidatePathAndHostKeys(t *testing.T) {
 		}, []string{`spec.backends[0].loadBalancing.hashKeys[0]: path and host are HTTP keys: a TCP listener can hash only sourceIP`}},
 	})
 }
+
+func TestValidateHashBalanceFactor(t *testing.T) {
+	runCases(t, map[string]validateCase{
+		"with Maglev": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev, HashBalanceFactor: i32(150)}
+		}, nil},
+		"with RoundRobin": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{HashBalanceFactor: i32(150)}
+		}, []string{`spec.backends[0].loadBalancing.hashBalanceFactor: only allowed with algorithm RingHash or Maglev, got "RoundRobin": other algorithms do not hash`}},
+		"below the mean": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmRingHash, HashBalanceFactor: i32(99)}
+		}, []string{`spec.backends[0].loadBalancing.hashBalanceFactor: must be between 100 and 10000, got 99`}},
+	})
+}

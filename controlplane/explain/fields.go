@@ -158,6 +158,7 @@ var rules = []rule{
 	r(B+`\.healthCheck\.passive\.baseEjectionTime`, Cluster, cl, od+".base_ejection_time"),
 	r(B+`\.healthCheck\.passive\.maxEjectionPercent`, Cluster, cl, od+".max_ejection_percent"),
 	opt(B+`\.healthCheck\.passive\.disabled`, Cluster, cl, od),
+	r(B+`\.loadBalancing\.hashBalanceFactor`, Cluster, cl, lbTC+".consistent_hashing_lb_config.hash_balance_factor"),
 	opt(B+`\.connection\.protocol`, Cluster, cl, "typed_extension_protocol_options.*.explicit_http_config"),
 	r(B+`\.connection\.maxRequestsPerConnection`, Cluster, cl, hpo+".max_requests_per_connection"),
 	r(B+`\.connection\.idleTimeout`, Cluster, cl, hpo+".idle_timeout"),

@@ -240,6 +240,8 @@ type Cluster struct {
 	TLS                      *UpstreamTLS
 	// BufferBytes is Envoy's per-connection buffer limit towards the endpoints; 0 keeps Envoy's 1 MiB.
 	BufferBytes uint32
+	// HashBalanceFactor (RingHash, Maglev) bounds an endpoint's load to this percentage of the mean; 0: none.
+	HashBalanceFactor uint32
 }
 
 // RingHashSize bounds the ring.

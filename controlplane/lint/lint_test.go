@@ -213,9 +213,32 @@ func TestEveryRuleIsListed(t *testing.T) {
 	for _, r := range Rules {
 		names[r.Name] = true
 	}
-	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad} {
+	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad, RuleHashWithoutBalanceFactor} {
 		if !names[r] {
 			t.Errorf("%s is not in Rules", r)
+		}
+	}
+}
+
+func TestHashWithoutBalanceFactor(t *testing.T) {
+	for _, tc := range []struct {
+		lb   string
+		want bool
+	}{
+		{"{algorithm: Maglev}", true},
+		{"{algorithm: RingHash, hashBalanceFactor: 150}", false},
+		{"{algorithm: RoundRobin}", false},
+	} {
+		fs := check(t, `metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, loadBalancing: `+tc.lb+`, `+eps+`}]`)
+		got := false
+		for _, f := range fs {
+			got = got || f.Rule == RuleHashWithoutBalanceFactor
+		}
+		if got != tc.want {
+			t.Errorf("%s: findings %v; want the rule: %v", tc.lb, fs, tc.want)
 		}
 	}
 }

@@ -83,6 +83,9 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 	if mg := lb.Maglev; mg != nil {
 		cl.MaglevTableSize = uint64(*mg.TableSize)
 	}
+	if f := lb.HashBalanceFactor; f != nil {
+		cl.HashBalanceFactor = uint32(*f)
+	}
 	if ss := lb.SlowStart; ss != nil {
 		agg, _ := strconv.ParseFloat(ss.Aggression, 64)
 		cl.SlowStart = &ir.SlowStart{Window: ss.Window.Duration, Aggression: agg, MinWeightPercent: float64(*ss.MinWeightPercent)}
