@@ -654,6 +654,10 @@ type Endpoint struct {
 	// endpoints take theirs from the EndpointSlice.
 	// +kubebuilder:validation:MaxLength=63
 	Zone string `json:"zone,omitempty"`
+	// backup endpoints get no traffic while the others can serve it: they take it as the others fail health
+	// checks (see loadBalancing.failoverThreshold), as nginx's and HAProxy's "backup" servers do. At least
+	// one endpoint of a backend is not a backup.
+	Backup bool `json:"backup,omitempty"`
 }
 
 // EndpointState is an endpoint's administrative state.
@@ -728,6 +732,13 @@ type LoadBalancing struct {
 	// +kubebuilder:validation:Minimum=100
 	// +kubebuilder:validation:Maximum=10000
 	HashBalanceFactor *int32 `json:"hashBalanceFactor,omitempty"`
+	// failoverThreshold is the percentage of healthy endpoints in a priority level (the non-backup endpoints,
+	// then the backups; or the zones of zoneFailover) below which traffic starts to spill to the next level,
+	// in proportion. 100 spills as soon as one endpoint is unhealthy. Defaults to Envoy's 71 (an
+	// overprovisioning factor of 1.4).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	FailoverThreshold *int32 `json:"failoverThreshold,omitempty"`
 }
 
 // LeastRequest tunes the LeastRequest algorithm (power of N choices).

@@ -17,6 +17,21 @@ func (v *validator) backendFeatures(p path, b *Backend, protocol Protocol) {
 		}
 	}
 	lb := p.child("loadBalancing")
+	backups := 0
+	for _, e := range b.Endpoints {
+		if e.Backup {
+			backups++
+		}
+	}
+	if backups > 0 && backups == len(b.Endpoints) {
+		v.add(p.child("endpoints"), "every endpoint is a backup: at least one must not be, or nothing is preferred")
+	}
+	if f := b.LoadBalancing.FailoverThreshold; f != nil {
+		v.intRange(lb.child("failoverThreshold"), int64(*f), 1, 100)
+		if backups == 0 && len(b.LoadBalancing.ZoneFailover) == 0 {
+			v.add(lb.child("failoverThreshold"), "only allowed with backup endpoints or zoneFailover: without them there is no next level to fail over to")
+		}
+	}
 	if f := b.LoadBalancing.HashBalanceFactor; f != nil {
 		if a := b.LoadBalancing.Algorithm; a != AlgorithmRingHash && a != AlgorithmMaglev {
 			v.add(lb.child("hashBalanceFactor"), "only allowed with algorithm RingHash or Maglev, got %q: other algorithms do not hash", a)

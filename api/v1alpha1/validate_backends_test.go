@@ -48,3 +48,20 @@ func TestValidateHashBalanceFactor(t *testing.T) {
 		}, []string{`spec.backends[0].loadBalancing.hashBalanceFactor: must be between 100 and 10000, got 99`}},
 	})
 }
+
+func TestValidateBackups(t *testing.T) {
+	runCases(t, map[string]validateCase{
+		"a backup and a threshold": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].Endpoints = append(p.Spec.Backends[0].Endpoints, v1alpha1.Endpoint{Address: "10.9.9.9", Port: 80, Backup: true})
+			p.Spec.Backends[0].LoadBalancing.FailoverThreshold = i32(100)
+		}, nil},
+		"only backups": {func(p *v1alpha1.LoadBalancerPolicy) {
+			for i := range p.Spec.Backends[0].Endpoints {
+				p.Spec.Backends[0].Endpoints[i].Backup = true
+			}
+		}, []string{`spec.backends[0].endpoints: every endpoint is a backup: at least one must not be, or nothing is preferred`}},
+		"a threshold with nothing to fail over to": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing.FailoverThreshold = i32(50)
+		}, []string{`spec.backends[0].loadBalancing.failoverThreshold: only allowed with backup endpoints or zoneFailover: without them there is no next level to fail over to`}},
+	})
+}

@@ -242,6 +242,8 @@ type Cluster struct {
 	BufferBytes uint32
 	// HashBalanceFactor (RingHash, Maglev) bounds an endpoint's load to this percentage of the mean; 0: none.
 	HashBalanceFactor uint32
+	// OverprovisioningFactor is Envoy's, in percent; 0 keeps Envoy's 140.
+	OverprovisioningFactor uint32
 }
 
 // RingHashSize bounds the ring.
@@ -332,6 +334,8 @@ type Endpoint struct {
 	HealthCheckHost string
 	// Zone is the endpoint's zone (from an EndpointSlice), carried to Envoy as its locality.
 	Zone string
+	// Backup endpoints form the priority level after every other one.
+	Backup bool
 }
 
 // Errors returned by Validate, so that callers and tests can tell them apart.

@@ -213,7 +213,7 @@ func TestEveryRuleIsListed(t *testing.T) {
 	for _, r := range Rules {
 		names[r.Name] = true
 	}
-	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad, RuleHashWithoutBalanceFactor} {
+	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad, RuleHashWithoutBalanceFactor, RuleBackupWithoutHealthCheck} {
 		if !names[r] {
 			t.Errorf("%s is not in Rules", r)
 		}
@@ -239,6 +239,26 @@ spec:
 		}
 		if got != tc.want {
 			t.Errorf("%s: findings %v; want the rule: %v", tc.lb, fs, tc.want)
+		}
+	}
+}
+
+func TestBackupWithoutHealthCheck(t *testing.T) {
+	const backupEps = `endpoints: [{address: 10.0.0.1, port: 80}, {address: 10.0.0.2, port: 80, backup: true}]`
+	for _, tc := range []struct {
+		hc   string
+		want bool
+	}{{"", true}, {"healthCheck: {active: {type: TCP}}, ", false}} {
+		fs := check(t, `metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, `+tc.hc+backupEps+`}]`)
+		got := false
+		for _, f := range fs {
+			got = got || f.Rule == RuleBackupWithoutHealthCheck
+		}
+		if got != tc.want {
+			t.Errorf("%q: findings %v; want the rule: %v", tc.hc, fs, tc.want)
 		}
 	}
 }

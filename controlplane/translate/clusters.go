@@ -86,6 +86,10 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 	if f := lb.HashBalanceFactor; f != nil {
 		cl.HashBalanceFactor = uint32(*f)
 	}
+	if t := lb.FailoverThreshold; t != nil {
+		// Envoy spills from a level once healthy share x factor drops below 100 %.
+		cl.OverprovisioningFactor = uint32(math.Round(10000 / float64(*t)))
+	}
 	if ss := lb.SlowStart; ss != nil {
 		agg, _ := strconv.ParseFloat(ss.Aggression, 64)
 		cl.SlowStart = &ir.SlowStart{Window: ss.Window.Duration, Aggression: agg, MinWeightPercent: float64(*ss.MinWeightPercent)}
@@ -140,7 +144,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		}
 	}
 	for _, e := range b.Endpoints {
-		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone}
+		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone, Backup: e.Backup}
 		if hc := cl.HealthCheck; hc != nil {
 			if a := b.HealthCheck.Active; a.Port != nil {
 				ep.HealthCheckPort = uint32(*a.Port)
