@@ -540,7 +540,10 @@ type BackendTLS struct {
 type HealthCheck struct {
 	// active probes every endpoint on a schedule.
 	Active *ActiveHealthCheck `json:"active,omitempty"`
-	// passive ejects endpoints that fail real traffic (outlier detection).
+	// passive ejects endpoints that fail real traffic (outlier detection). Unset, an endpoint is ejected at
+	// its first local-origin failure (a refused or timed-out connect, a reset), at most half of the
+	// endpoints at once: a dead endpoint then costs one retried request, not a retry per request until the
+	// active checks notice. Set passive to choose the detectors, or passive.disabled to have none.
 	Passive *PassiveHealthCheck `json:"passive,omitempty"`
 	// panicThreshold is the percentage of healthy endpoints under which Envoy stops trusting health and
 	// balances over every endpoint. Defaults to Envoy's 50; 0 disables panic mode.
@@ -656,6 +659,9 @@ type PassiveHealthCheck struct {
 	// alwaysEjectOneEndpoint ejects a failing endpoint even when maxEjectionPercent of the endpoints is less
 	// than one endpoint. Defaults to false.
 	AlwaysEjectOneEndpoint bool `json:"alwaysEjectOneEndpoint,omitempty"`
+	// disabled turns outlier detection off, the default ejection of endpoints that refuse connections
+	// included. No detector may be set with it.
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // SuccessRateEjection ejects endpoints whose success rate is below mean - stdevFactor * stdev.
@@ -699,6 +705,10 @@ type Endpoint struct {
 	// certificate must carry.
 	// +kubebuilder:validation:MaxLength=253
 	Hostname string `json:"hostname,omitempty"`
+	// backup endpoints get no traffic while the others can serve it: they take it as the others fail health
+	// checks (see loadBalancing.failoverThreshold), as nginx's and HAProxy's "backup" servers do. At least
+	// one endpoint of a backend is not a backup.
+	Backup bool `json:"backup,omitempty"`
 }
 
 // EndpointState is an endpoint's administrative state.
@@ -769,6 +779,21 @@ type LoadBalancing struct {
 	ZoneFailover []string `json:"zoneFailover,omitempty"`
 	// backendUtilization tunes BackendUtilization.
 	BackendUtilization *BackendUtilization `json:"backendUtilization,omitempty"`
+	// hashBalanceFactor (RingHash, Maglev) bounds the load of any endpoint to this percentage of the mean
+	// (consistent hashing with bounded loads): a request whose endpoint already has more requests in flight
+	// goes to the next one on the ring, so one hot key cannot overload one endpoint. 150 allows 1.5 times the
+	// mean; the lower, the more keys move under load. Unset: no bound (Envoy's and nginx's default; HAProxy's
+	// hash-balance-factor).
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=10000
+	HashBalanceFactor *int32 `json:"hashBalanceFactor,omitempty"`
+	// failoverThreshold is the percentage of healthy endpoints in a priority level (the non-backup endpoints,
+	// then the backups; or the zones of zoneFailover) below which traffic starts to spill to the next level,
+	// in proportion. 100 spills as soon as one endpoint is unhealthy. Defaults to Envoy's 71 (an
+	// overprovisioning factor of 1.4).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	FailoverThreshold *int32 `json:"failoverThreshold,omitempty"`
 }
 
 // LeastRequest tunes the LeastRequest algorithm (power of N choices).
@@ -799,9 +824,10 @@ type Maglev struct {
 	TableSize *int64 `json:"tableSize,omitempty"`
 }
 
-// HashKey is one input of a consistent hash. Exactly one of header, cookie, sourceIP and queryParameter.
+// HashKey is one input of a consistent hash. Exactly one of header, cookie, sourceIP, queryParameter, path
+// and host.
 //
-// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.cookie) ? 1 : 0) + (has(self.sourceIP) ? 1 : 0) + (has(self.queryParameter) ? 1 : 0) == 1",message="set exactly one of header, cookie, sourceIP and queryParameter"
+// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.cookie) ? 1 : 0) + (has(self.sourceIP) ? 1 : 0) + (has(self.queryParameter) ? 1 : 0) + (has(self.path) ? 1 : 0) + (has(self.host) ? 1 : 0) == 1",message="set exactly one of header, cookie, sourceIP, queryParameter, path and host"
 type HashKey struct {
 	Header         *HeaderHashKey         `json:"header,omitempty"`
 	Cookie         *CookieHashKey         `json:"cookie,omitempty"`
@@ -809,7 +835,22 @@ type HashKey struct {
 	QueryParameter *QueryParameterHashKey `json:"queryParameter,omitempty"`
 	// terminal stops at this key when the request has it: later keys are not hashed.
 	Terminal bool `json:"terminal,omitempty"`
+	// path (HTTP) hashes the request path, as HAProxy's "balance uri" and nginx's "hash $uri consistent" do:
+	// a cache per path.
+	Path *PathHashKey `json:"path,omitempty"`
+	// host (HTTP) hashes the Host header (:authority), as HAProxy's "balance hdr(host)" does.
+	Host *HostHashKey `json:"host,omitempty"`
 }
+
+// PathHashKey hashes the request path.
+type PathHashKey struct {
+	// withQuery also hashes the query string (nginx's $request_uri). Defaults to false: /a?x=1 and /a?x=2
+	// land on the same endpoint.
+	WithQuery bool `json:"withQuery,omitempty"`
+}
+
+// HostHashKey hashes the Host header.
+type HostHashKey struct{}
 
 // HeaderHashKey hashes a request header.
 type HeaderHashKey struct {

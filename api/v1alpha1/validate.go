@@ -94,6 +94,7 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v.routes(spec.child("routes"), s, backends)
 	v.debugHeaders(spec.child("debugHeaders"), s)
 	v.traffic(spec, s, backends)
+	v.specFeatures(spec, s)
 	return v.errs
 }
 
@@ -330,13 +331,13 @@ func (v *validator) loadBalancing(p path, lb *LoadBalancing) {
 
 func (v *validator) hashKey(p path, k HashKey) {
 	n := 0
-	for _, set := range []bool{k.Header != nil, k.Cookie != nil, k.SourceIP != nil, k.QueryParameter != nil} {
+	for _, set := range []bool{k.Header != nil, k.Cookie != nil, k.SourceIP != nil, k.QueryParameter != nil, k.Path != nil, k.Host != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		v.add(p, "set exactly one of header, cookie, sourceIP and queryParameter, got %d", n)
+		v.add(p, "set exactly one of header, cookie, sourceIP, queryParameter, path and host, got %d", n)
 		return
 	}
 	switch {
@@ -460,7 +461,7 @@ func (v *validator) healthCheck(p path, hc *HealthCheck) {
 			v.add(ap.child("grpc").child("serviceName"), "at most %d characters", maxNameLength)
 		}
 	}
-	if ps := hc.Passive; ps != nil {
+	if ps := hc.Passive; ps != nil && !ps.Disabled {
 		pp := p.child("passive")
 		for _, f := range []struct {
 			name string

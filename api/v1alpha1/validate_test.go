@@ -127,7 +127,7 @@ func TestValidateFeatures(t *testing.T) {
 		"a hash key sets exactly one input": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev,
 				HashKeys: []v1alpha1.HashKey{{Header: &v1alpha1.HeaderHashKey{Name: "x"}, SourceIP: &v1alpha1.SourceIPHashKey{}}}}
-		}, []string{`spec.backends[0].loadBalancing.hashKeys[0]: set exactly one of header, cookie, sourceIP and queryParameter, got 2`}},
+		}, []string{`spec.backends[0].loadBalancing.hashKeys[0]: set exactly one of header, cookie, sourceIP, queryParameter, path and host, got 2`}},
 		"SameSite None needs Secure": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmRingHash,
 				HashKeys: []v1alpha1.HashKey{{Cookie: &v1alpha1.CookieHashKey{Name: "c", Generate: &v1alpha1.GeneratedCookie{SameSite: v1alpha1.SameSiteNone}}}}}

@@ -196,6 +196,8 @@ type HashKey struct {
 	QueryParameter string     `json:"queryParameter,omitempty"`
 	Cookie         *CookieKey `json:"cookie,omitempty"`
 	Terminal       bool       `json:"terminal,omitempty"`
+	// StripQuery hashes Header (":path") without its query string.
+	StripQuery bool `json:"stripQuery,omitempty"`
 }
 
 // CookieKey hashes a cookie; with Generate, Envoy sets it when absent.
@@ -264,16 +266,10 @@ type Cluster struct {
 	ActiveRequestBias *float64 `json:"activeRequestBias,omitempty"`
 	// Utilization (algorithm BackendUtilization) weighs endpoints by the load they report (ORCA).
 	Utilization *Utilization `json:"utilization,omitempty"`
-
-	// Utilization is client-side weighted round robin fed by ORCA load reports.
-	ErrorUtilizationPenalty float64 `json:"errorUtilizationPenalty,omitempty"`
-
-	// RateLimit is a token bucket: MaxTokens, refilled with Tokens every Interval.
-	Interval time.Duration `json:"interval,omitempty"`
-
-	// Mirror copies a share of a route's requests to a cluster.
-	Cluster string `json:"cluster,omitempty"`
-	Percent uint32 `json:"percent,omitempty"`
+	// HashBalanceFactor (RingHash, Maglev) bounds an endpoint's load to this percentage of the mean; 0: none.
+	HashBalanceFactor uint32 `json:"hashBalanceFactor,omitempty"`
+	// OverprovisioningFactor is Envoy's, in percent; 0 keeps Envoy's 140.
+	OverprovisioningFactor uint32 `json:"overprovisioningFactor,omitempty"`
 }
 
 // RingHashSize bounds the ring.
@@ -373,6 +369,8 @@ type Endpoint struct {
 	Zone string `json:"zone,omitempty"`
 	// Hostname is the endpoint's DNS name (Endpoint.hostname), the SNI of UpstreamTLS.AutoSNI.
 	Hostname string `json:"hostname,omitempty"`
+	// Backup endpoints form the priority level after every other one.
+	Backup bool `json:"backup,omitempty"`
 }
 
 // Errors returned by Validate, so that callers and tests can tell them apart.

@@ -73,6 +73,7 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 		failover(add, bp, b)
 		panicThreshold(add, bp, b)
 		healthCheckHost(add, bp, b, s.Listener.Hostnames)
+		backendFeatures(add, bp, b)
 	}
 	for _, split := range splits(s) {
 		hashSplit(add, s, split, byName)
@@ -93,7 +94,7 @@ func failover(add addFunc, bp string, b *v1alpha1.Backend) {
 	switch {
 	case hc == nil || (hc.Passive == nil && hc.Active == nil):
 		add(RuleFailoverWithoutOutlier, bp+".loadBalancing.zoneFailover",
-			"nothing tells Envoy an endpoint is unhealthy, so traffic never fails over to the next zone; add healthCheck.passive (outlier detection) and healthCheck.active")
+			"only lbplane's default ejection of endpoints that refuse connections moves traffic to the next zone: endpoints that accept connections but fail requests, or hang, keep their zone's traffic; add healthCheck.passive (outlier detection) and healthCheck.active")
 	case hc.Passive == nil:
 		add(RuleFailoverWithoutOutlier, bp+".loadBalancing.zoneFailover",
 			"without outlier detection only the active check moves traffic to the next zone: endpoints that pass the probe but answer requests with 5xx keep their zone's traffic; add healthCheck.passive")

@@ -213,9 +213,52 @@ func TestEveryRuleIsListed(t *testing.T) {
 	for _, r := range Rules {
 		names[r.Name] = true
 	}
-	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad} {
+	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad, RuleHashWithoutBalanceFactor, RuleBackupWithoutHealthCheck} {
 		if !names[r] {
 			t.Errorf("%s is not in Rules", r)
+		}
+	}
+}
+
+func TestHashWithoutBalanceFactor(t *testing.T) {
+	for _, tc := range []struct {
+		lb   string
+		want bool
+	}{
+		{"{algorithm: Maglev}", true},
+		{"{algorithm: RingHash, hashBalanceFactor: 150}", false},
+		{"{algorithm: RoundRobin}", false},
+	} {
+		fs := check(t, `metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, loadBalancing: `+tc.lb+`, `+eps+`}]`)
+		got := false
+		for _, f := range fs {
+			got = got || f.Rule == RuleHashWithoutBalanceFactor
+		}
+		if got != tc.want {
+			t.Errorf("%s: findings %v; want the rule: %v", tc.lb, fs, tc.want)
+		}
+	}
+}
+
+func TestBackupWithoutHealthCheck(t *testing.T) {
+	const backupEps = `endpoints: [{address: 10.0.0.1, port: 80}, {address: 10.0.0.2, port: 80, backup: true}]`
+	for _, tc := range []struct {
+		hc   string
+		want bool
+	}{{"", true}, {"healthCheck: {active: {type: TCP}}, ", false}} {
+		fs := check(t, `metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, `+tc.hc+backupEps+`}]`)
+		got := false
+		for _, f := range fs {
+			got = got || f.Rule == RuleBackupWithoutHealthCheck
+		}
+		if got != tc.want {
+			t.Errorf("%q: findings %v; want the rule: %v", tc.hc, fs, tc.want)
 		}
 	}
 }

@@ -83,6 +83,13 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 	if mg := lb.Maglev; mg != nil {
 		cl.MaglevTableSize = uint64(*mg.TableSize)
 	}
+	if f := lb.HashBalanceFactor; f != nil {
+		cl.HashBalanceFactor = uint32(*f)
+	}
+	if t := lb.FailoverThreshold; t != nil {
+		// Envoy spills from a level once healthy share x factor drops below 100 %.
+		cl.OverprovisioningFactor = uint32(math.Round(10000 / float64(*t)))
+	}
 	if ss := lb.SlowStart; ss != nil {
 		agg, _ := strconv.ParseFloat(ss.Aggression, 64)
 		cl.SlowStart = &ir.SlowStart{Window: ss.Window.Duration, Aggression: agg, MinWeightPercent: float64(*ss.MinWeightPercent)}
@@ -94,14 +101,18 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 	for _, k := range lb.HashKeys {
 		keys = append(keys, hashKey(k))
 	}
+	passive := v1alpha1.DefaultPassive()
 	if hc := b.HealthCheck; hc != nil {
 		if hc.PanicThreshold != nil {
 			v := float64(*hc.PanicThreshold)
 			cl.PanicThreshold = &v
 		}
 		cl.HealthCheck = healthCheck(hc.Active)
-		cl.Outlier = outlier(hc.Passive)
+		if hc.Passive != nil {
+			passive = hc.Passive
+		}
 	}
+	cl.Outlier = outlier(passive)
 	cl.BufferBytes = clusterBufferBytes(b)
 	if c := b.Connection; c != nil {
 		cl.HTTP2 = c.Protocol == v1alpha1.UpstreamHTTP2
@@ -133,7 +144,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		}
 	}
 	for _, e := range b.Endpoints {
-		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone}
+		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone, Backup: e.Backup}
 		if hc := cl.HealthCheck; hc != nil {
 			if a := b.HealthCheck.Active; a.Port != nil {
 				ep.HealthCheckPort = uint32(*a.Port)
@@ -164,6 +175,10 @@ func hashKey(k v1alpha1.HashKey) ir.HashKey {
 		out.Header = strings.ToLower(k.Header.Name)
 	case k.QueryParameter != nil:
 		out.QueryParameter = k.QueryParameter.Name
+	case k.Path != nil:
+		out.Header, out.StripQuery = ":path", !k.Path.WithQuery
+	case k.Host != nil:
+		out.Header = ":authority"
 	case k.Cookie != nil:
 		ck := &ir.CookieKey{Name: k.Cookie.Name}
 		if g := k.Cookie.Generate; g != nil {
@@ -195,7 +210,7 @@ func healthCheck(a *v1alpha1.ActiveHealthCheck) *ir.HealthCheck {
 }
 
 func outlier(p *v1alpha1.PassiveHealthCheck) *ir.Outlier {
-	if p == nil {
+	if p == nil || p.Disabled {
 		return nil
 	}
 	u32 := func(v *int32) *uint32 {

@@ -12,10 +12,11 @@ import (
 // nothing was sent, and it is what nginx does by default (proxy_next_upstream error). Without it, every
 // request balanced to a dead endpoint failed until health checking took the endpoint out: 599 failed
 // requests in 15 s at 200 requests/s with lbplane's default checks, in the health benchmark, against none
-// through nginx. A retry block with attempts: 0 turns it off.
+// through nginx. A retry block with attempts: 0 turns it off. Its back-off is short (see
+// DefaultConnectRetryBackoffBase): with 25 ms, every retried request paid up to 25 ms.
 func defaultRetry() *ir.Retry {
 	return &ir.Retry{On: []string{string(v1alpha1.RetryOnConnectFailure), string(v1alpha1.RetryOnRefusedStream)},
-		Attempts: v1alpha1.DefaultRetryAttempts, BackoffBase: v1alpha1.DefaultRetryBackoffBase, BackoffMax: 10 * v1alpha1.DefaultRetryBackoffBase,
+		Attempts: v1alpha1.DefaultRetryAttempts, BackoffBase: v1alpha1.DefaultConnectRetryBackoffBase, BackoffMax: 10 * v1alpha1.DefaultConnectRetryBackoffBase,
 		AvoidPreviousHosts: true}
 }
 

@@ -95,8 +95,22 @@ func mustAny(m proto.Message) *anypb.Any {
 // locality gets the priority of its place in the list, unlisted zones the last one.
 func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: c.Name}
-	byZone := map[string]*endpointv3.LocalityLbEndpoints{}
+	if c.OverprovisioningFactor > 0 {
+		cla.Policy = &endpointv3.ClusterLoadAssignment_Policy{OverprovisioningFactor: wrapperspb.UInt32(c.OverprovisioningFactor)}
+	}
+	type level struct {
+		zone   string
+		backup bool
+	}
+	byZone := map[level]*endpointv3.LocalityLbEndpoints{}
 	priority := zonePriorities(c)
+	// Backups come after every level of the others.
+	var backupPriority uint32
+	for _, e := range c.Endpoints {
+		if !e.Backup {
+			backupPriority = max(backupPriority, priority[e.Zone]+1)
+		}
+	}
 	for _, e := range c.Endpoints {
 		ep := &endpointv3.Endpoint{Address: socketAddress(e.Address, e.Port), Hostname: e.Hostname}
 		if e.HealthCheckPort != 0 || e.HealthCheckHost != "" {
@@ -110,14 +124,18 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 			// Draining takes the host out of load balancing; Envoy keeps its open connections.
 			lb.HealthStatus = corev3.HealthStatus_DRAINING
 		}
-		loc, ok := byZone[e.Zone]
+		key := level{e.Zone, e.Backup}
+		loc, ok := byZone[key]
 		if !ok {
 			loc = &endpointv3.LocalityLbEndpoints{}
 			if e.Zone != "" {
 				loc.Locality = &corev3.Locality{Zone: e.Zone}
 			}
 			loc.Priority = priority[e.Zone]
-			byZone[e.Zone] = loc
+			if e.Backup {
+				loc.Priority = backupPriority
+			}
+			byZone[key] = loc
 			cla.Endpoints = append(cla.Endpoints, loc)
 		}
 		loc.LbEndpoints = append(loc.LbEndpoints, lb)
@@ -139,7 +157,9 @@ func zonePriorities(c *ir.Cluster) map[string]uint32 {
 	}
 	present := map[int]bool{}
 	for _, e := range c.Endpoints {
-		present[rank(e.Zone)] = true
+		if !e.Backup { // backups have their own level, after these
+			present[rank(e.Zone)] = true
+		}
 	}
 	levels := slices.Sorted(maps.Keys(present))
 	out := map[string]uint32{}

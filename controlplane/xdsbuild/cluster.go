@@ -169,12 +169,14 @@ func loadBalancingPolicy(c *ir.Cluster) *clusterv3.LoadBalancingPolicy {
 		if c.RingHash != nil {
 			rh.MinimumRingSize, rh.MaximumRingSize = wrapperspb.UInt64(c.RingHash.Min), wrapperspb.UInt64(c.RingHash.Max)
 		}
+		rh.ConsistentHashingLbConfig = consistentHashing(c)
 		p = typed("envoy.load_balancing_policies.ring_hash", rh)
 	case ir.Maglev:
 		mg := &maglevv3.Maglev{}
 		if c.MaglevTableSize > 0 {
 			mg.TableSize = wrapperspb.UInt64(c.MaglevTableSize)
 		}
+		mg.ConsistentHashingLbConfig = consistentHashing(c)
 		p = typed("envoy.load_balancing_policies.maglev", mg)
 	default:
 		p = typed("envoy.load_balancing_policies.round_robin", &roundrobinv3.RoundRobin{SlowStartConfig: slowStart(c.SlowStart)})
@@ -278,4 +280,12 @@ func outlierDetection(o *ir.Outlier) *clusterv3.OutlierDetection {
 		od.FailurePercentageRequestVolume = wrapperspb.UInt32(fp.RequestVolume)
 	}
 	return od
+}
+
+// consistentHashing bounds the load of hashing clusters (consistent hashing with bounded loads).
+func consistentHashing(c *ir.Cluster) *commonv3.ConsistentHashingLbConfig {
+	if c.HashBalanceFactor == 0 {
+		return nil
+	}
+	return &commonv3.ConsistentHashingLbConfig{HashBalanceFactor: wrapperspb.UInt32(c.HashBalanceFactor)}
 }

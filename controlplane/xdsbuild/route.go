@@ -96,7 +96,12 @@ func hashPolicies(keys []ir.HashKey) []*routev3.RouteAction_HashPolicy {
 			hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_ConnectionProperties_{
 				ConnectionProperties: &routev3.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true}}
 		case k.Header != "":
-			hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_Header_{Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: k.Header}}
+			h := &routev3.RouteAction_HashPolicy_Header{HeaderName: k.Header}
+			if k.StripQuery {
+				// Envoy hashes the rewritten value: the path up to its first '?'.
+				h.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: `\?.*`}, Substitution: ""}
+			}
+			hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_Header_{Header: h}
 		case k.QueryParameter != "":
 			hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_QueryParameter_{
 				QueryParameter: &routev3.RouteAction_HashPolicy_QueryParameter{Name: k.QueryParameter}}

@@ -60,7 +60,7 @@ func TestAPIServerAppliesCrossFieldRules(t *testing.T) {
 		{"two-hash-inputs", func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmRingHash,
 				HashKeys: []v1alpha1.HashKey{{SourceIP: &v1alpha1.SourceIPHashKey{}, Header: &v1alpha1.HeaderHashKey{Name: "x"}}}}
-		}, "set exactly one of header, cookie, sourceIP and queryParameter"},
+		}, "set exactly one of header, cookie, sourceIP, queryParameter, path and host"},
 		{"https-without-tls", func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Listener.Protocol = v1alpha1.ProtocolHTTPS },
 			"tls is required with protocol HTTPS"},
 		{"endpoints-and-service", func(p *v1alpha1.LoadBalancerPolicy) {
