@@ -47,7 +47,7 @@ type config struct {
 	// and times an Envoy's first full config.
 	APIs      []string `json:"apis,omitempty"`
 	ColdStart bool     `json:"coldStart,omitempty"`
-	Swarm            int      `json:"simulatedEnvoys"`
+	Swarm     int      `json:"simulatedEnvoys"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
