@@ -340,17 +340,22 @@ func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, 
 	}
 	var samples []float64
 	deadline := time.After(2 * time.Minute)
+	note := ""
+wait:
 	for len(samples) < n {
 		select {
 		case d := <-arrivals:
 			samples = append(samples, float64(d.Microseconds())/1000)
 		case <-deadline:
-			return fmt.Errorf("%d of %d simulated Envoys got the change", len(samples), n)
+			// Recorded, not fatal: the rows after this one still run, and the report says how many got it.
+			note = fmt.Sprintf("only %d of %d simulated Envoys got the change within 2 minutes", len(samples), n)
+			fmt.Fprintln(os.Stderr, "swarm: "+note)
+			break wait
 		}
 	}
 	cancel()
 	wg.Wait()
-	rec := runRecord{Scenario: "swarm", Peer: "lbplane", API: api, Conns: n, Samples: samples, Valid: true,
+	rec := runRecord{Scenario: "swarm", Peer: "lbplane", API: api, Conns: n, Samples: samples, Valid: note == "", Note: note,
 		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100), LbplaneRSS: connected.RSSBytes}
 	record(rec)
 	perClient := float64(connected.RSSBytes-idle.RSSBytes) / float64(n) / 1024

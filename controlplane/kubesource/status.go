@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -104,12 +105,13 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 			delete(w.pendingSince, k)
 		}
 		fresh := limitLoad(&next, &p.Status, w.loadWritten[k], now.Time, s.LoadStatusInterval)
-		// Keep transition times of conditions whose status did not change.
-		for j := range next.Conditions {
-			if old := meta.FindStatusCondition(p.Status.Conditions, next.Conditions[j].Type); old != nil && old.Status == next.Conditions[j].Status {
-				next.Conditions[j].LastTransitionTime = old.LastTransitionTime
-			}
+		// Onto the written conditions, as apimachinery sets them: a condition whose status did not change
+		// keeps its transition time.
+		conds := slices.Clone(p.Status.Conditions)
+		for _, c := range next.Conditions {
+			meta.SetStatusCondition(&conds, c)
 		}
+		next.Conditions = conds
 		if equality.Semantic.DeepEqual(next, p.Status) {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -101,7 +102,8 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 		prog.Reason = ReasonPending
 		prog.Message = fmt.Sprintf("%d of %d proxies of group %q run this config", st.Proxies.Synced, st.Proxies.Connected, r.ProxyGroup)
 	}
-	st.Conditions = append(st.Conditions, prog)
+	meta.SetStatusCondition(&st.Conditions, prog)
+	// The one place messages are cut: every condition written, by the API or to Kubernetes, is made here.
 	for i := range st.Conditions {
 		st.Conditions[i].Message = limitMessage(st.Conditions[i].Message)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -60,17 +61,17 @@ type PolicyResult struct {
 
 // Conditions renders the result as Kubernetes conditions (without Programmed, which the server decides).
 func (r *PolicyResult) Conditions(now metav1.Time) []metav1.Condition {
-	cond := func(t string, ok bool, reason, msg string) metav1.Condition {
+	var conds []metav1.Condition
+	cond := func(t string, ok bool, reason, msg string) {
 		s := metav1.ConditionFalse
 		if ok {
 			s = metav1.ConditionTrue
 		}
-		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: r.Generation, LastTransitionTime: now}
+		meta.SetStatusCondition(&conds, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: r.Generation, LastTransitionTime: now})
 	}
-	return []metav1.Condition{
-		cond(v1alpha1.ConditionAccepted, r.Accepted, r.AcceptedReason, r.AcceptedMessage),
-		cond(v1alpha1.ConditionResolvedRefs, r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage),
-	}
+	cond(v1alpha1.ConditionAccepted, r.Accepted, r.AcceptedReason, r.AcceptedMessage)
+	cond(v1alpha1.ConditionResolvedRefs, r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage)
+	return conds
 }
 
 // Result is the output of Translate.

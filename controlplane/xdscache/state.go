@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -287,23 +288,32 @@ func emptyAssignment(name string) *entry {
 	return &entry{name: name, version: "empty", any: &anypb.Any{TypeUrl: resource.EndpointType, Value: b}}
 }
 
-// pick returns the entries a subscription should hold now, and their versions.
+// pick returns the entries a subscription should hold now, and their versions. A wildcard walks the
+// type's tree in order once; only names subscribed beyond it are looked up.
 func (s *State) pick(typ string, wildcard bool, subscribed map[string]struct{}) ([]*entry, map[string]string) {
 	ts := s.sets[typ]
-	var names []string
+	var entries []*entry
+	versions := map[string]string{}
 	if wildcard {
-		names = s.Names(typ)
+		entries = make([]*entry, 0, ts.len())
+		versions = make(map[string]string, ts.len())
+		ts.each(func(e *entry) bool {
+			entries = append(entries, e)
+			versions[e.name] = e.version
+			return true
+		})
 	}
+	var extra []string
 	for n := range subscribed {
-		if _, ok := ts.get(n); !ok || !wildcard {
-			names = append(names, n)
+		if _, ok := versions[n]; !ok {
+			extra = append(extra, n)
 		}
 	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	entries := make([]*entry, 0, len(names))
-	versions := make(map[string]string, len(names))
-	for _, n := range names {
+	if len(extra) == 0 {
+		return entries, versions
+	}
+	slices.Sort(extra)
+	for _, n := range extra {
 		e, ok := ts.get(n)
 		if !ok {
 			if typ != resource.EndpointType {
@@ -313,6 +323,9 @@ func (s *State) pick(typ string, wildcard bool, subscribed map[string]struct{}) 
 		}
 		entries = append(entries, e)
 		versions[n] = e.version
+	}
+	if wildcard {
+		slices.SortFunc(entries, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
 	}
 	return entries, versions
 }
