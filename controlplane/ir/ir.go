@@ -110,6 +110,9 @@ type VirtualHost struct {
 	Source  Source
 	Domains []string
 	Routes  []*Route
+	// UpstreamHostHeader, when set, names a response header that carries the endpoint that served. Left out
+	// of the golden IR when empty, so that those files only change for policies that set it.
+	UpstreamHostHeader string `json:"UpstreamHostHeader,omitempty"`
 }
 
 // PathMatch kinds.

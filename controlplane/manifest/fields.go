@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // typeErrors returns, with full paths ("spec.routes[0].backends[1].weight"), every value in v (decoded JSON)
@@ -174,8 +175,21 @@ func derefType(t reflect.Type) reflect.Type {
 	return t
 }
 
+// fieldsByType caches jsonFields: a type's fields never change, and walking them by reflection was a tenth
+// of decoding a policy. The maps it holds are shared, so callers only read them.
+var fieldsByType sync.Map // reflect.Type -> map[string]reflect.Type
+
 // jsonFields maps JSON names to field types, following inlined and embedded structs.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldsByType.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := walkJSONFields(t)
+	fieldsByType.Store(t, m)
+	return m
+}
+
+func walkJSONFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)

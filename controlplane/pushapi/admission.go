@@ -210,7 +210,7 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 	planned := a.Engine.Plan(engine.SourceStore, candidate)
 	after := planned.Result
 	for _, k := range order {
-		pr := after.Policies[k]
+		pr := after.Policies.Of(k)
 		switch {
 		case pr == nil:
 		case !pr.Accepted:
@@ -221,11 +221,11 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 			errs = append(errs, fmt.Sprintf("%s: %s", k, strings.TrimSuffix(pr.ResolvedRefsMessage, " (the policy is not served until this is fixed)")))
 		}
 	}
-	for k, pr := range before.Policies {
+	for k, pr := range before.Policies.All() {
 		if _, ok := pushed[k]; ok || !pr.Accepted {
 			continue
 		}
-		if now := after.Policies[k]; now != nil && !now.Accepted {
+		if now := after.Policies.Of(k); now != nil && !now.Accepted {
 			errs = append(errs, fmt.Sprintf("%s would no longer be accepted: %s", k, now.AcceptedMessage))
 		}
 	}
@@ -235,7 +235,7 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 	}
 	for i := range res.Policies {
 		k := translate.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
-		if pr := after.Policies[k]; pr != nil {
+		if pr := after.Policies.Of(k); pr != nil {
 			res.Policies[i].Warnings = pr.Warnings
 		}
 	}

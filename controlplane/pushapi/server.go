@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +68,8 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// Health, when set, is what the Envoys report of each backend.
 	Health func() proxystats.Health
+	// HealthByProxy, when set, is each Envoy's own report, by node id (GET .../live).
+	HealthByProxy func() map[string]proxystats.Health
 	// IssueCert, when set, issues Envoys' xDS client certificates (certs.go).
 	IssueCert CertIssuer
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
@@ -120,6 +123,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/diff", s.authRead(s.diff))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/explain", s.authRead(s.explain))
 	mux.Handle("POST /v1/certificates", s.auth(s.issueCert)) // admin token only: it can mint any Envoy's identity
+	mux.Handle("GET /v1/policies/{namespace}/{name}/live", s.authRead(s.live))
 	return s.Metrics.Instrument(mux)
 }
 
@@ -239,6 +243,22 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 // explain answers how one policy went through the pipeline, down to the Envoy fields.
 func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	e, err := s.Explain(k)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeErr(w, http.StatusNotFound, err.Error())
+	case err != nil:
+		writeErr(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, e)
+	}
+}
+
+// ErrNotFound is returned for a policy that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Explain explains the policy k, as GET .../explain does.
+func (s *Server) Explain(k translate.Key) (*explain.Explanation, error) {
 	res, origin := s.Engine.Result()
 	var p *v1alpha1.LoadBalancerPolicy
 	for _, x := range s.Engine.Policies(origin[k]) {
@@ -246,17 +266,11 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 			p = x
 		}
 	}
-	pr := res.Policies[k]
+	pr := res.Policies.Of(k)
 	if p == nil || pr == nil {
-		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
-		return
+		return nil, fmt.Errorf("policy %s %w", k, ErrNotFound)
 	}
-	e, err := explain.Policy(p, pr, res)
-	if err != nil {
-		writeErr(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
+	return explain.Policy(p, pr, res)
 }
 
 // views returns every policy with its live status.
@@ -280,7 +294,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 				v.Namespace = v1alpha1.DefaultNamespace
 			}
 			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
-			if pr := res.Policies[k]; pr != nil {
+			if pr := res.Policies.Of(k); pr != nil {
 				v.Status = policystatus.Compute(pr, proxies, health, now)
 			}
 			out = append(out, &v)
@@ -334,4 +348,60 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) proxies(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.Tracker.Proxies())
+}
+
+// Views returns every policy with its live status, as GET /v1/policies does.
+func (s *Server) Views() []*v1alpha1.LoadBalancerPolicy { return s.views() }
+
+// LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its
+// group reports them, summed (as in status.backends) and per Envoy.
+type LiveResult struct {
+	Policy   string                   `json:"policy"`
+	Backends []v1alpha1.BackendStatus `json:"backends"`
+	Proxies  []ProxyLive              `json:"proxies"`
+}
+
+// ProxyLive is one Envoy's own view of a policy's backends.
+type ProxyLive struct {
+	NodeID   string                   `json:"nodeID"`
+	Backends []v1alpha1.BackendStatus `json:"backends"`
+}
+
+// Live returns the policy k's per-Envoy view; the summed part is its status's backends.
+func (s *Server) Live(k translate.Key) (*LiveResult, error) {
+	res, _ := s.Engine.Result()
+	pr := res.Policies.Of(k)
+	if pr == nil {
+		return nil, fmt.Errorf("policy %s %w", k, ErrNotFound)
+	}
+	out := &LiveResult{Policy: k.String(), Backends: []v1alpha1.BackendStatus{}, Proxies: []ProxyLive{}}
+	now := metav1.NewTime(time.Now().UTC())
+	if s.Health != nil {
+		out.Backends = orEmpty(policystatus.Compute(pr, nil, s.Health(), now).Backends)
+	}
+	if s.HealthByProxy != nil {
+		for node, h := range s.HealthByProxy() {
+			if bs := policystatus.Compute(pr, nil, h, now).Backends; len(bs) > 0 {
+				out.Proxies = append(out.Proxies, ProxyLive{NodeID: node, Backends: bs})
+			}
+		}
+	}
+	slices.SortFunc(out.Proxies, func(a, b ProxyLive) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return out, nil
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (s *Server) live(w http.ResponseWriter, r *http.Request) {
+	l, err := s.Live(translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")})
+	if err != nil {
+		writeErr(w, http.StatusNotFound, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
 }

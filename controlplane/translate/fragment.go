@@ -376,7 +376,7 @@ func identityOf(r Refs) refsIdentity {
 // NewTranslator returns a translator with nothing cached.
 func NewTranslator() *Translator {
 	return &Translator{frags: map[Key]*fragment{}, ports: map[portKey]*portIndex{}, groups: map[string]*groupState{},
-		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}, refs: refsIdentity{refsKey: refsKey{files: 1}}}
+		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}, refs: refsIdentity{refsKey: refsKey{files: 1}}}
 }
 
 // Runs counts the policies translated so far (cache misses), for tests and metrics.
@@ -395,7 +395,7 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 		}
 		t.prev = nil
 		t.dropAll()
-		t.last = &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
+		t.last = &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}
 	}
 	aligned := len(policies) == len(t.prev)
 	for i, p := range policies {
@@ -449,7 +449,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 	if len(changed) == 0 {
 		return
 	}
-	res := &Result{IR: &ir.Config{Groups: maps.Clone(t.last.IR.Groups)}, Policies: maps.Clone(t.last.Policies)}
+	res := &Result{IR: &ir.Config{Groups: maps.Clone(t.last.IR.Groups)}, Policies: t.last.Policies.clone()}
 	// Per touched port: the members whose decision may change, and the owner before this call.
 	type touched struct {
 		dirty map[*member]bool
@@ -526,14 +526,14 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 				}
 			}
 			delete(t.frags, k)
-			delete(res.Policies, k)
+			res.Policies.remove(k)
 		}
 		if f == nil {
 			continue
 		}
 		t.frags[k] = f
 		if f.invalid != nil {
-			res.Policies[k] = f.invalid
+			res.Policies.set(f.invalid)
 			continue
 		}
 		pk := portKey{f.group, f.port}
@@ -589,9 +589,9 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 				note(m.f, true)
 			}
 			if m.accepted {
-				res.Policies[m.f.key] = m.f.served
+				res.Policies.set(m.f.served)
 			} else {
-				res.Policies[m.f.key] = m.f.conflicted(m.msg)
+				res.Policies.set(m.f.conflicted(m.msg))
 			}
 			if before != m.accepted || fresh[m] {
 				for _, c := range m.f.claims {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -43,12 +44,19 @@ func FuzzTranslate(f *testing.F) {
 	})
 }
 
+// testCerts holds the example certificates, read once: fakeFiles runs for every fuzz input.
+var testCerts = sync.OnceValue(func() map[string][]byte {
+	out := map[string][]byte{}
+	for _, name := range []string{"app.example.com.crt", "app.example.com.key", "ca.crt"} {
+		b, _ := os.ReadFile(filepath.Join(tools.RepoRoot(), "examples", "certs", name))
+		out[name] = b
+	}
+	return out
+})
+
 // fakeFiles answers every referenced file with the test certificates, so that TLS paths are exercised.
 func fakeFiles(policies []*v1alpha1.LoadBalancerPolicy) translate.Files {
-	read := func(name string) []byte {
-		b, _ := os.ReadFile(filepath.Join(tools.RepoRoot(), "examples", "certs", name))
-		return b
-	}
+	read := func(name string) []byte { return testCerts()[name] }
 	files := translate.Files{}
 	for _, p := range policies {
 		if t := p.Spec.Listener.TLS; t != nil {

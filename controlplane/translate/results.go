@@ -75,7 +75,7 @@ func (r *PolicyResult) Conditions(now metav1.Time) []metav1.Condition {
 // Result is the output of Translate.
 type Result struct {
 	IR       *ir.Config
-	Policies map[Key]*PolicyResult
+	Policies PolicyResults
 }
 
 // Prepare returns a defaulted copy of the policy and every problem found in it alone.

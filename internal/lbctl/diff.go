@@ -17,6 +17,7 @@ import (
 func newDiff(g *globals) *cobra.Command {
 	var file, from string
 	var out *outputFlags
+	var traffic bool
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR|-",
 		Short: "Show what pushing policies would change in Envoy's resources, field by field (exit 1 when something would)",
@@ -31,14 +32,23 @@ Without --from the server compares what it serves with what it would serve after
 the same files (standalone mode). With --from OLD it works offline: OLD is what runs, and FILE's
 policies replace or join those of OLD.
 
+With --traffic it shows the traffic instead: each endpoint's predicted share of every route before and
+after, the fraction of hash keys (ring hash, Maglev) and sessions that move to another endpoint, and
+where zone-failover backends send traffic as their first zone loses endpoints. It models Envoy's own
+algorithms (see lbctl trace); against the server it uses the health in the policies' status.
+
 Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 on errors.`,
 		Example: `  lbctl diff -f policy.yaml
   lbctl diff --from policies/ -f policies-next/
-  lbctl diff -f policy.yaml -o json`,
+  lbctl diff -f policy.yaml -o json
+  lbctl diff --traffic -f policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
 				return &exitCode{code: 2, err: err}
+			}
+			if traffic {
+				return trafficDiff(cmd, g, from, file, out)
 			}
 			var changes []resdiff.Change
 			var err error
@@ -74,6 +84,7 @@ Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
 	cmd.Flags().StringVar(&from, "from", "", "compare offline against these policies (file or directory) instead of the server")
 	out = addOutputFlags(cmd, "")
+	cmd.Flags().BoolVar(&traffic, "traffic", false, "show each endpoint's predicted share and the hash keys and sessions that move, instead of resource changes")
 	cmd.MarkFlagRequired("filename")
 	return cmd
 }

@@ -77,11 +77,13 @@ func TestOutputGolden(t *testing.T) {
 	root := tools.RepoRoot()
 	t.Chdir(root)
 	c := &pushclient.Client{BaseURL: url, Token: "admin"}
-	if _, err := c.Apply(context.Background(), []byte(shopPolicy), false); err != nil {
+	demo, err := os.ReadFile("examples/round-robin.yaml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs := run(t, "", "--server", url, "--token", "admin", "apply", "-f", "examples/round-robin.yaml"); code != 0 {
-		t.Fatalf("apply: %s", errs)
+	// One push: both policies are created in the same second, so both are five minutes old below.
+	if _, err := c.Apply(context.Background(), []byte(shopPolicy+"\n---\n"+string(demo)), false); err != nil {
+		t.Fatal(err)
 	}
 	ps, err := c.List(context.Background())
 	if err != nil || len(ps) != 2 {
@@ -123,8 +125,13 @@ func TestOutputGolden(t *testing.T) {
 		"diff-name":            {"diff", "--from", filepath.Join(diffDir, "old.yaml"), "-f", filepath.Join(diffDir, "new.yaml"), "-o", "name"},
 		"translate-table":      {"translate", "-f", "examples/round-robin.yaml", "-o", "table"},
 		"translate-name":       {"translate", "-f", "examples/round-robin.yaml", "-o", "name"},
-		"translate-jsonpath":   {"translate", "-f", "examples/round-robin.yaml", "-o", "jsonpath={.default.*[*].name}"},
+		"translate-jsonpath":   {"translate", "-f", "examples/round-robin.yaml", "-o", "jsonpath={.default['type\\.googleapis\\.com/envoy\\.config\\.cluster\\.v3\\.Cluster'][*].name}"},
 		"version-client-table": {"version", "--client"},
+		"trace-table":          {"trace", "demo", "-f", "examples/round-robin.yaml", "--path", "/a"},
+		"trace-yaml":           {"trace", "demo", "-f", "examples/round-robin.yaml", "--path", "/a", "-o", "yaml"},
+		"trace-name":           {"trace", "demo", "-f", "examples/round-robin.yaml", "-o", "name"},
+		"whatif-table":         {"whatif", "demo", "-f", "examples/round-robin.yaml", "--down", "endpoint=127.0.0.1:18081"},
+		"whatif-json":          {"whatif", "demo", "-f", "examples/round-robin.yaml", "--down", "endpoint=127.0.0.1:18081", "-o", "json"},
 		"version-json":         {"version", "-o", "json"},
 		"version-yaml":         {"version", "-o", "yaml"},
 	}

@@ -50,7 +50,7 @@ func pushCommand(g *globals, name, example string) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check everything the server would check, change nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check everything the server would check, change nothing, and preview the traffic (as lbctl diff --traffic)")
 	cmd.MarkFlagRequired("filename")
 	out = addOutputFlags(cmd, "")
 	return cmd
@@ -79,7 +79,7 @@ func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, file string, d
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s/%s: %s\n", p.Namespace, p.Name, w)
 		}
 	}
-	return out.Print(cmd.OutOrStdout(), printable{Object: res, Names: names, Text: func(w io.Writer, _ bool) error {
+	err = out.Print(cmd.OutOrStdout(), printable{Object: res, Names: names, Text: func(w io.Writer, _ bool) error {
 		suffix := ""
 		if res.DryRun {
 			suffix = " (dry run)"
@@ -89,6 +89,11 @@ func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, file string, d
 		}
 		return nil
 	}})
+	// The preview is for people: a machine format stays one document.
+	if err == nil && res.DryRun && out.isHuman() {
+		dryRunTraffic(cmd, c, body)
+	}
+	return err
 }
 
 // readBody decodes the input locally first, so that a broken file is reported by name before anything is

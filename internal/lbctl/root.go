@@ -107,6 +107,7 @@ func NewWith(o Options) *cobra.Command {
 	g.kube = newKubeFlags(pf, o)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.ctx = cmd.Context() }
 	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newVersion(g))
+	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g))
 	return root
 }
 

@@ -1,9 +1,12 @@
 package lbctl
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,9 +36,18 @@ and ejected, the ejected ones with the reason (active health check failed, outli
 consecutive 5xx, success rate, draining, ...), and requests, errors (5xx and connection failures) and
 p99 latency over the last minute, summed over the Envoys. Envoys report through their stats port
 (lbctl bootstrap --stats-port, on by default); lbplane reads it every --proxy-stats-interval.
+
+Then, per endpoint (the ten busiest and every one not taking traffic): weight, requests per second
+over the last reading, active requests, requests and error rate over the window, the share of the
+backend's requests it is expected to get by weight against the share it got, and health. Envoy keeps no
+latency per endpoint, so P99 is per backend. SKEW is the coefficient of variation of observed over
+expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
+Each Envoy's own view is at GET /v1/policies/NAMESPACE/NAME/live and on the dashboard (lbctl dashboard).
 -o json|yaml prints the policy's status.
 
---watch prints again whenever the answer changes, until Ctrl-C (or --watch-timeout, --watch-max).`,
+--watch: with NAME, the screen is redrawn every --interval (the load moves all the time); without NAME,
+and with -o json|yaml|..., the answer is printed again whenever it changes. Both end on Ctrl-C, or after
+--watch-timeout.`,
 		Example: `  lbctl status
   lbctl status -o wide
   lbctl status demo
@@ -133,6 +145,7 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 				b.Endpoints.Ejected, b.Requests, b.Errors, dash(b.LatencyP99), time.Duration(b.WindowSeconds)*time.Second)
 		}
 		tw.Flush()
+		printEndpoints(w, p, st.Backends)
 		var rows []string
 		for _, b := range st.Backends {
 			for _, e := range b.Ejected {
@@ -159,9 +172,94 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	return nil
 }
 
+// SkewHint is the skew above which a hash backend gets a hint: shares off their weight by a third on average.
+const SkewHint = 0.33
+
+// printEndpoints prints each backend's per-endpoint load and, for hash algorithms, a hint on a high skew.
+func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1alpha1.BackendStatus) {
+	listed := false
+	for _, b := range backends {
+		listed = listed || len(b.PerEndpoint) > 0
+	}
+	if !listed {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tENDPOINT\tWEIGHT\tRPS\tACTIVE\tREQUESTS\tERRORS\tEXPECTED\tOBSERVED\tHEALTH")
+	for _, b := range backends {
+		for _, e := range b.PerEndpoint {
+			health := "healthy"
+			if e.EjectedOn > 0 {
+				health = fmt.Sprintf("ejected on %d of %d: %s", e.EjectedOn, b.Proxies, strings.Join(e.Reasons, "; "))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, e.Weight, dash(e.RequestsPerSecond),
+				e.ActiveRequests, e.Requests, dash(e.ErrorRate), dash(e.ExpectedShare), dash(e.ObservedShare), health)
+		}
+	}
+	tw.Flush()
+	for _, b := range backends {
+		if b.Skew == "" {
+			continue
+		}
+		fmt.Fprintf(w, "%s: skew %s", b.Name, b.Skew)
+		if hint := skewHint(p, b); hint != "" {
+			fmt.Fprintf(w, " (high: %s)", hint)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// skewHint explains a high skew on a hash backend; "" when the skew is low or the algorithm does not hash.
+func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
+	skew, err := strconv.ParseFloat(b.Skew, 64)
+	if err != nil || skew < SkewHint {
+		return ""
+	}
+	for _, sb := range p.Spec.Backends {
+		if sb.Name != b.Name {
+			continue
+		}
+		switch sb.LoadBalancing.Algorithm {
+		case v1alpha1.AlgorithmRingHash:
+			return "a few hash keys carry most requests, or the ring is too small for the endpoints (raise ringHash.minimumRingSize, or use Maglev)"
+		case v1alpha1.AlgorithmMaglev:
+			return "a few hash keys carry most requests (hash on a key with more distinct values)"
+		}
+	}
+	return ""
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
+}
+
+// watchStatus redraws print's output every interval until ctx ends: each frame is rendered whole first,
+// then the screen is cleared and the frame written, so that it does not flicker. A failed read is shown in
+// place of the frame and the watch goes on (lbplane restarting, a network blip).
+func watchStatus(ctx context.Context, w io.Writer, interval time.Duration, print func(io.Writer) error) error {
+	if interval <= 0 {
+		return errors.New("--interval must be positive")
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var frame bytes.Buffer
+		if err := print(&frame); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			frame.Reset()
+			fmt.Fprintf(&frame, "error: %v\n", err)
+		}
+		fmt.Fprintf(w, "\x1b[H\x1b[2J%s (every %s)\n\n%s", time.Now().Format(time.TimeOnly), interval, frame.Bytes())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"regexp"
 	"time"
 
@@ -11,9 +12,11 @@ import (
 )
 
 // watchFlags is --watch for commands that show state which changes (get, status). The push API has no
-// change stream, so a watch polls it; it prints an answer only when it differs from the last one printed,
-// as kubectl get --watch prints changes. It ends on Ctrl-C (the command's context), after --watch-timeout,
-// or after --watch-max answers, so a script never hangs on it.
+// change stream, so a watch polls it every --interval. Tables and machine formats are printed again only
+// when the answer differs from the last one printed, as kubectl get --watch prints changes; an answer
+// printed as text (status NAME, whose load moves all the time) redraws the screen instead, as top does. It
+// ends on Ctrl-C (the command's context), after --watch-timeout, or after --watch-max printed answers, so a
+// script never hangs on it.
 type watchFlags struct {
 	on       bool
 	interval time.Duration
@@ -24,7 +27,7 @@ type watchFlags struct {
 func (w *watchFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVarP(&w.on, "watch", "w", false, "after the first answer, print again each time it changes, until Ctrl-C")
-	f.DurationVar(&w.interval, "watch-interval", 2*time.Second, "how often --watch asks")
+	f.DurationVar(&w.interval, "interval", 2*time.Second, "how often --watch asks")
 	f.DurationVar(&w.timeout, "watch-timeout", 0, "end --watch after this long (0: until Ctrl-C)")
 	f.IntVar(&w.max, "watch-max", 0, "end --watch after printing this many answers, the first included (0: no limit)")
 }
@@ -47,6 +50,17 @@ func (w *watchFlags) run(cmd *cobra.Command, out *outputFlags, fetch func(contex
 		defer cancel()
 	}
 	interval := max(w.interval, 100*time.Millisecond)
+	if out.isHuman() {
+		if first, err := fetch(ctx); err == nil && first.Text != nil {
+			return watchStatus(ctx, cmd.OutOrStdout(), interval, func(wr io.Writer) error {
+				p, err := fetch(ctx)
+				if err != nil {
+					return err
+				}
+				return out.Print(wr, p)
+			})
+		}
+	}
 	var last []byte
 	printed := 0
 	for {

@@ -42,7 +42,7 @@ func TestGetWatchPrintsChanges(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- lbctl.Main([]string{"--server", url, "--token", "admin", "get", "-A", "--watch", "--watch-interval", "100ms",
+		done <- lbctl.Main([]string{"--server", url, "--token", "admin", "get", "-A", "--watch", "--interval", "100ms",
 			"--watch-max", "2", "--watch-timeout", "60s"}, strings.NewReader(""), &out, &errb)
 	}()
 	waitFor(t, "the first answer", func() bool { return strings.Contains(out.String(), "cart") })
@@ -70,7 +70,7 @@ func TestStatusWatchEndsAtItsTimeout(t *testing.T) {
 	if code, _, errs := run(t, "", "--server", url, "--token", "admin", "apply", "-f", "examples/round-robin.yaml"); code != 0 {
 		t.Fatal(errs)
 	}
-	code, out, errs := run(t, "", "--server", url, "--token", "admin", "status", "demo", "-o", "json", "--watch", "--watch-interval", "100ms", "--watch-timeout", "1s")
+	code, out, errs := run(t, "", "--server", url, "--token", "admin", "status", "demo", "-o", "json", "--watch", "--interval", "100ms", "--watch-timeout", "1s")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
