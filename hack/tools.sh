@@ -27,8 +27,8 @@ numpy==2.4.6 packaging==26.3 pillow==13.0.0 pyparsing==3.3.3 python-dateutil==4.
 # Debian bookworm packages, exact versions: the peers and wrk, and the libraries they need that a minimal
 # machine lacks. They are unpacked, not installed, so no root is needed.
 DEBS="wrk=4.1.0-3+b2 libluajit-5.1-2=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1 libluajit-5.1-common=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1
-nginx=1.22.1-9+deb12u10 haproxy=2.6.12-1+deb12u4 liblua5.3-0=5.3.6-2 libopentracing-c-wrapper0=1.1.3-3+b1 libopentracing1=1.6.0-4"
-DEBS_ID=bookworm-1
+nginx=1.22.1-9+deb12u11 haproxy=2.6.12-1+deb12u4 liblua5.3-0=5.3.6-2 libopentracing-c-wrapper0=1.1.3-3+b1 libopentracing1=1.6.0-4"
+DEBS_ID=bookworm-2
 # The dashboard's browser test (e2e/dashboard_test.go): Debian's chromium, installed system-wide with apt-get
 # (it needs its many shared libraries) at this exact version, from bookworm-security.
 CHROMIUM_VERSION=156.0.8078.79-1~deb12u1

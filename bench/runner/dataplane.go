@@ -32,6 +32,8 @@ type runRecord struct {
 	// The peer's CPU per request and its peak memory during the run.
 	CPUMicrosPerRequest float64 `json:"cpuMicrosPerRequest,omitempty"`
 	PeakRSSBytes        int64   `json:"peakRssBytes,omitempty"`
+	// IdleRSSBytes is the peer's memory before the run (memory scenario: a fresh process after one request).
+	IdleRSSBytes int64 `json:"idleRssBytes,omitempty"`
 	// The load generator's share of one core: above 0.8 the generator, not the peer, was the limit.
 	LoadGenCoreShare float64 `json:"loadGenCoreShare,omitempty"`
 	Valid            bool    `json:"valid"`

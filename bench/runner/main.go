@@ -43,7 +43,11 @@ type config struct {
 	KubePolicyCounts []int    `json:"kubePolicyCounts"`
 	KubeAPIs         []string `json:"kubeApis"`
 	Changes          int      `json:"changes"`
-	Swarm            int      `json:"simulatedEnvoys"`
+	// APIs are the xDS variants of the push runs; ColdStart restarts lbplane with the most policies pushed
+	// and times an Envoy's first full config.
+	APIs      []string `json:"apis,omitempty"`
+	ColdStart bool     `json:"coldStart,omitempty"`
+	Swarm     int      `json:"simulatedEnvoys"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
@@ -62,6 +66,9 @@ type config struct {
 	// peers (all when empty).
 	WSConns int      `json:"webSocketConnections"`
 	WSPeers []string `json:"webSocketPeers,omitempty"`
+	// Memory at a load: the connection counts, each in a fresh peer process, and the length of each run.
+	MemConcurrency []int         `json:"memoryConcurrency"`
+	MemDuration    time.Duration `json:"memoryDuration"`
 	// Peers, when set, limits the data plane runs to these peers.
 	Peers []string `json:"peers,omitempty"`
 }
@@ -79,7 +86,8 @@ func plan(quick bool) config {
 			HashClients: 200, HashRequests: 20, KubePolicyCounts: []int{10}, KubeAPIs: []string{"delta"},
 			HealthVariants: []string{"equal"}, HealthDown: map[string]time.Duration{"equal": 5 * time.Second}, HealthRate: 200,
 			HealthPeers: []string{"lbplane-envoy", "haproxy"},
-			WSConns:     2000, WSPeers: []string{"lbplane-envoy", "nginx"}}
+			WSConns:     2000, WSPeers: []string{"lbplane-envoy", "nginx"},
+			MemConcurrency: []int{100, 1000}, MemDuration: 3 * time.Second}
 	}
 	// 9,000 rather than 10,000 connections at the top: through a proxy each is two descriptors (client and
 	// upstream side), and these machines' hard open-file limit is 20,000, which lbplane cannot raise.
@@ -90,19 +98,33 @@ func plan(quick bool) config {
 		// Traefik checks every 30s by default: the backend stays dead long enough for every default to see it.
 		HealthVariants: []string{"default", "equal"}, HealthDown: map[string]time.Duration{"default": 35 * time.Second, "equal": 8 * time.Second}, HealthRate: 200,
 		// 50,000 is the aim; the open-file limit caps it (the runner says so in the report).
-		WSConns: 50000}
+		WSConns:        50000,
+		MemConcurrency: []int{100, 1000, 5000}, MemDuration: 5 * time.Second}
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
 	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
-	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, hash, health, websocket, controlplane (default all)")
+	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, memory, hash, health, websocket, controlplane (default all)")
 	peerList := flag.String("peers", "", "comma-separated peers to run in every scenario (default all), for a focused comparison")
 	reps := flag.Int("reps", 0, "repetitions (default 3)")
 	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
 	dur := flag.Duration("duration", 0, "length of each wrk run")
 	again := flag.String("report", "", "write REPORT.md and the plots of this results directory again from its JSON, running nothing")
 	keep := flag.Bool("keep", false, "keep the work directory (rendered configs, every process's log) and print its path")
+	wsConns := flag.Int("ws-conns", 0, "connections to hold open per peer in the WebSocket and idle keep-alive runs (default 50,000, capped by the open-file limit; 2,000 with -quick)")
+	envoyRuntime := flag.String("envoy-runtime", "", "comma-separated key=value runtime settings applied to lbplane's Envoys through admin after start (experiments)")
+	envoyArgs := flag.String("envoy-args", "", "space-separated extra command-line arguments for lbplane's Envoys (experiments)")
+	envoyEnv := flag.String("envoy-env", "", "comma-separated KEY=VALUE environment for lbplane's Envoys (experiments, e.g. tcmalloc settings)")
+	heapDumps := flag.String("envoy-heap-dumps", "", "directory for the Envoys' heap profiles (admin /heap_dump) with every WebSocket or idle connection open")
+	memConc := flag.String("mem-concurrency", "", "comma-separated connection counts for the memory-at-load runs, each in a fresh peer process")
+	policyCounts := flag.String("policies", "", "comma-separated policy counts of the push propagation runs")
+	kubeCounts := flag.String("kube-policies", "", "comma-separated policy counts of the Kubernetes propagation runs (\"none\": not run)")
+	apis := flag.String("apis", "", "comma-separated xDS variants of the push propagation runs (delta, sotw)")
+	kubeAPIs := flag.String("kube-apis", "", "comma-separated xDS variants of the Kubernetes propagation runs")
+	swarmN := flag.Int("swarm", 0, "simulated Envoys of the fan-out run")
+	changes := flag.Int("changes", 0, "timed changes per propagation row")
+	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	flag.Parse()
 	if *again != "" {
 		wd, _ := os.Getwd()
@@ -133,14 +155,82 @@ func main() {
 	}
 	if *peerList != "" {
 		cfg.Peers = strings.Split(*peerList, ",")
+		// A focused comparison names its peers: the scenarios' own peer lists give way.
+		cfg.WSPeers, cfg.HTTPSPeers, cfg.HealthPeers = nil, nil, nil
 	}
-	if err := run(cfg, *out, *only, *keep); err != nil {
+	if *wsConns > 0 {
+		cfg.WSConns = *wsConns
+	}
+	if *memConc != "" {
+		ns, err := intList(*memConc)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "error: -mem-concurrency:", err)
+			os.Exit(2)
+		}
+		cfg.MemConcurrency = ns
+	}
+	var ex experiment
+	if *envoyRuntime != "" {
+		ex.runtime = map[string]string{}
+		for _, kv := range strings.Split(*envoyRuntime, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			ex.runtime[k] = v
+		}
+	}
+	ex.args = strings.Fields(*envoyArgs)
+	ex.heapDumps = *heapDumps
+	if *envoyEnv != "" {
+		ex.env = strings.Split(*envoyEnv, ",")
+	}
+	ints := func(name, s string) []int {
+		var out []int
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "error: -%s: %v\n", name, err)
+				os.Exit(2)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	switch {
+	case *kubeCounts == "none":
+		cfg.KubePolicyCounts = nil
+	case *kubeCounts != "":
+		cfg.KubePolicyCounts = ints("kube-policies", *kubeCounts)
+	}
+	if *policyCounts != "" {
+		cfg.PolicyCounts = ints("policies", *policyCounts)
+	}
+	if *apis != "" {
+		cfg.APIs = strings.Split(*apis, ",")
+	}
+	if *kubeAPIs != "" {
+		cfg.KubeAPIs = strings.Split(*kubeAPIs, ",")
+	}
+	if *swarmN > 0 {
+		cfg.Swarm = *swarmN
+	}
+	if *changes > 0 {
+		cfg.Changes = *changes
+	}
+	cfg.ColdStart = *coldStart
+	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg config, out, only string, keep bool) error {
+// experiment is what -envoy-runtime, -envoy-args and -envoy-env change in lbplane's Envoys.
+type experiment struct {
+	runtime   map[string]string
+	args      []string
+	env       []string
+	heapDumps string
+}
+
+func run(cfg config, out, only string, keep bool, ex experiment) error {
 	wd, err := os.Getwd()
 	if err != nil {
 		return err
@@ -172,14 +262,19 @@ func run(cfg config, out, only string, keep bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	e := &env{dir: work, tools: map[string]string{}}
-	for _, t := range []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"} {
+	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
+	e := &env{dir: work, tools: map[string]string{}, envoyRuntime: ex.runtime, envoyArgs: ex.args, envoyEnv: ex.env, heapDumps: ex.heapDumps}
+	tools := []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"}
+	if only == "controlplane" {
+		tools = tools[:1] // the control-plane rows need Envoy only
+	}
+	for _, t := range tools {
 		b, err := exec.Command(filepath.Join(repoRoot, "hack", "tools.sh"), "path-"+t).Output()
 		if err != nil {
 			return err
 		}
 		e.tools[t] = strings.TrimSpace(string(b))
-		if _, err := os.Stat(e.tools[t]); err != nil {
+		if _, err := os.Stat(e.tools[t]); err != nil && (t != "k6" || want("k6")) {
 			return fmt.Errorf("%s is missing: run hack/tools.sh bench (make bench does)", t)
 		}
 	}
@@ -211,10 +306,14 @@ func run(cfg config, out, only string, keep bool) error {
 		runs.Write(append(b, '\n'))
 		rep.Runs = append(rep.Runs, r)
 	}
-	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
 
 	if want("dataplane") || want("https") || want("k6") {
 		if err := dataPlane(ctx, e, cfg, rep, record, want); err != nil {
+			return err
+		}
+	}
+	if want("memory") {
+		if err := memoryAtLoad(ctx, e, cfg, rep, record); err != nil {
 			return err
 		}
 	}
@@ -282,6 +381,18 @@ func describeMachine(e *env) map[string]string {
 	}
 	m["noFile"] = fmt.Sprint(e.noFile)
 	return m
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -51,6 +52,14 @@ type env struct {
 	noFile       int
 	// cert is the HTTPS peers' certificate and key (RSA, for the ECDHE-RSA suites).
 	cert tlsFiles
+	// envoyRuntime, envoyArgs and envoyEnv are set on lbplane's Envoys only (-envoy-runtime, -envoy-args,
+	// -envoy-env): one change at a time for the per-connection memory experiments.
+	envoyRuntime map[string]string
+	envoyArgs    []string
+	envoyEnv     []string
+	// heapDumps, when set (-envoy-heap-dumps), is where the WebSocket runs save Envoy's heap profile with
+	// every connection open.
+	heapDumps string
 }
 
 type endpoint struct {
@@ -69,7 +78,7 @@ func (e *env) templateData(p *peer, dir string) map[string]any {
 		// places servers by id).
 		servers = append(servers, server{ID: n, Addr: b})
 	}
-	data := map[string]any{"Servers": servers, "Hash": "", "Health": "", "NoRetry": false}
+	data := map[string]any{"Servers": servers, "Hash": "", "Health": "", "NoRetry": false, "Relaxed": false}
 	for k, v := range p.vars {
 		data[k] = v
 	}
@@ -146,6 +155,9 @@ func peers(base int) []*peer {
 		{Name: "lbplane-envoy-lean", HTTPPort: base + 50, TCPPort: base + 51, start: startLbplane("--router-dynamic-stats=false", "--proxy-stats-interval=0")},
 		// lbplane's default without its default retry of connection failures (retry: {attempts: 0}).
 		{Name: "lbplane-envoy-noretry", HTTPPort: base + 60, TCPPort: base + 61, start: startLbplane(), vars: map[string]any{"NoRetry": true}, optIn: true},
+		// lbplane's default with the edge hardening relaxed to Envoy's own defaults (HTTP listener, its
+		// cluster, no heap monitor in the bootstrap): the A/B of what the hardening costs.
+		{Name: "lbplane-envoy-relaxed", HTTPPort: base + 70, TCPPort: base + 71, start: startLbplane(), vars: map[string]any{"Relaxed": true}, optIn: true},
 		{Name: "static-envoy", HTTPPort: base + 10, TCPPort: base + 11, TLSPort: base + 12, start: startStaticEnvoy},
 		{Name: "nginx", HTTPPort: base + 20, TLSPort: base + 22, start: startNginx},
 		{Name: "haproxy", HTTPPort: base + 30, TCPPort: base + 31, TLSPort: base + 32, start: startHAProxy},
@@ -171,8 +183,10 @@ func startLbplaneWith(e *env, p *peer, extra []string) error {
 		return err
 	}
 	xds, api := p.HTTPPort+100, p.HTTPPort+101
+	// xDS in plaintext on loopback (lbplane's default is mTLS, which costs the data path nothing): the bench
+	// measures Envoy's traffic, not its certificates.
 	_, err = p.run(e, dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), append([]string{"serve", "--data-dir", dir,
-		"--xds-address", fmt.Sprintf("127.0.0.1:%d", xds), "--api-address", fmt.Sprintf("127.0.0.1:%d", api),
+		"--xds-address", fmt.Sprintf("127.0.0.1:%d", xds), "--xds-insecure", "--api-address", fmt.Sprintf("127.0.0.1:%d", api),
 		"--metrics-address", "", "--token", "bench", "--api-rate-limit", "0",
 		// The HTTPS scenario's certificate lives in the work directory; policies may name files there only.
 		"--files-root", filepath.Dir(e.cert.Cert)}, extra...)...)
@@ -185,8 +199,12 @@ func startLbplaneWith(e *env, p *peer, extra []string) error {
 	if err := pushBenchPolicies(e, p); err != nil {
 		return err
 	}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench", XDS: fmt.Sprintf("127.0.0.1:%d", xds), Delta: true,
-		AdminPort: p.HTTPPort + 1000, StatsPort: p.HTTPPort + 1001, MaxConnections: e.maxConn})
+	params := envoybootstrap.Params{NodeID: "bench", XDS: fmt.Sprintf("127.0.0.1:%d", xds), Delta: true,
+		AdminPort: p.HTTPPort + 1000, StatsPort: p.HTTPPort + 1001, MaxConnections: e.maxConn}
+	if relaxed, _ := p.vars["Relaxed"].(bool); relaxed {
+		params.MaxHeapBytes = -1
+	}
+	b, err := envoybootstrap.Render(params)
 	if err != nil {
 		return err
 	}
@@ -194,11 +212,24 @@ func startLbplaneWith(e *env, p *peer, extra []string) error {
 	if err := os.WriteFile(cfg, b, 0o644); err != nil {
 		return err
 	}
-	p.main, err = p.run(e, dir, "envoy", nil, e.tools["envoy"], "-c", cfg, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	p.main, err = p.run(e, dir, "envoy", e.envoyEnv, e.tools["envoy"], append([]string{"-c", cfg, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn"}, e.envoyArgs...)...)
 	if err != nil {
 		return err
 	}
-	return waitPort(fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 30*time.Second)
+	if err := waitPort(fmt.Sprintf("127.0.0.1:%d", p.HTTPPort), 30*time.Second); err != nil {
+		return err
+	}
+	runtime := maps.Clone(e.envoyRuntime)
+	if relaxed, _ := p.vars["Relaxed"].(bool); relaxed {
+		if runtime == nil {
+			runtime = map[string]string{}
+		}
+		// Envoy's own defaults for what lbplane's bootstrap sets against HTTP/2 rapid reset: no limit of
+		// requests per I/O cycle, and 500 streams before a connection with many early resets is closed.
+		runtime["http.max_requests_per_io_cycle"] = "4294967295"
+		runtime["overload.premature_reset_total_stream_count"] = "500"
+	}
+	return setEnvoyRuntime(p.HTTPPort+1000, runtime)
 }
 
 func startStaticEnvoy(e *env, p *peer) error {

@@ -68,6 +68,7 @@ type summaryRow struct {
 	P999     stat3  `json:"p999Ms"`
 	CPU      stat3  `json:"cpuMicrosPerRequest"`
 	RSS      stat3  `json:"peakRssBytes"`
+	IdleRSS  stat3  `json:"idleRssBytes"`
 	Errors   int64  `json:"errors"`
 	LoadGen  stat3  `json:"loadGenCoreShare"`
 	// Control plane.
@@ -93,7 +94,7 @@ func (r *report) summarize() {
 	}
 	for _, k := range order {
 		row := summaryRow{Scenario: k.scenario, Peer: k.peer, Conns: k.conns, Protocol: k.protocol, Variant: k.variant, API: k.api, Policies: k.policies}
-		var rps, p50, p90, p99, p999, cpu, rss, gen, cpc, lrss []float64
+		var rps, p50, p90, p99, p999, cpu, rss, idle, gen, cpc, lrss []float64
 		for _, run := range groups[k] {
 			row.Runs++
 			row.Errors += run.Errors
@@ -104,11 +105,13 @@ func (r *report) summarize() {
 			rps, p50, p90, p99, p999 = append(rps, run.RPS), append(p50, run.P50), append(p90, run.P90), append(p99, run.P99), append(p999, run.P999)
 			cpu, rss, gen = append(cpu, run.CPUMicrosPerRequest), append(rss, float64(run.PeakRSSBytes)), append(gen, run.LoadGenCoreShare)
 			cpc, lrss = append(cpc, run.LbplaneCPUPerChangeMs), append(lrss, float64(run.LbplaneRSS))
+			idle = append(idle, float64(run.IdleRSSBytes))
 			row.Samples = append(row.Samples, run.Samples...)
 			row.PushSamples = append(row.PushSamples, run.PushSamples...)
 		}
 		row.RPS, row.P50, row.P90, row.P99, row.P999 = stats(rps), stats(p50), stats(p90), stats(p99), stats(p999)
 		row.CPU, row.RSS, row.LoadGen, row.CPUPerChange, row.LbplaneRSS = stats(cpu), stats(rss), stats(gen), stats(cpc), stats(lrss)
+		row.IdleRSS = stats(idle)
 		r.Summary = append(r.Summary, row)
 	}
 }
@@ -215,9 +218,14 @@ func (r *report) markdown() string {
 	w("\nEvery peer runs on loopback with one worker (Envoy `--concurrency 1`, nginx `worker_processes 1`, HAProxy `nbthread 1`, Traefik `GOMAXPROCS=1`) in front of the same three Go backends (1 KiB responses, no delay); configs in `bench/peers/`. Runs are interleaved (each repetition goes over every peer, the order rotated) and repeated %d times; tables give the median with (min–max). The machine has two cores shared by the load generator, the peer and the backends, so the absolute numbers are low and noisy: compare peers within a table. CPU µs/request is the peer's own CPU time (its whole process tree, from /proc) divided by the requests it served, the fairest figure on a shared machine.\n\n", r.Config.Reps)
 
 	w("## Throughput and latency against concurrency (wrk, %s per run)\n\n", r.Config.WrkDuration)
-	w("| peer | connections | requests/s | p50 ms | p90 ms | p99 ms | p99.9 ms | CPU µs/request | peak RSS MiB | errors | invalid runs |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("RSS at this load is from the memory runs below (a fresh process at that connection count); the throughput runs share one process per peer over every load, so their own peak (in `runs.jsonl`) is a high-water mark of the whole run.\n\n")
+	w("| peer | connections | requests/s | p50 ms | p90 ms | p99 ms | p99.9 ms | CPU µs/request | RSS MiB at this load | errors | invalid runs |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.rows("throughput") {
-		w("| %s | %d | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %d | %d of %d |\n", s.Peer, s.Conns, rng(s.RPS, "%.0f"), s.P50.Median, s.P90.Median, s.P99.Median, s.P999.Median, s.CPU.Median, mib(s.RSS.Median), s.Errors, s.Invalid, s.Runs)
+		at := "not measured"
+		if m, ok := r.find("memory", s.Peer, s.Conns); ok && m.RSS.Median > 0 {
+			at = mib(m.RSS.Median)
+		}
+		w("| %s | %d | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %s | %d | %d of %d |\n", s.Peer, s.Conns, rng(s.RPS, "%.0f"), s.P50.Median, s.P90.Median, s.P99.Median, s.P999.Median, s.CPU.Median, at, s.Errors, s.Invalid, s.Runs)
 	}
 	w("\n![throughput](throughput.png) ![p99](p99.png)\n\n")
 
@@ -274,6 +282,8 @@ func (r *report) markdown() string {
 		w("| %s | %s | %.0f | %.2f | %.2f | %.1f | %.1f |\n", s.Peer, rng(s.RPS, "%.0f"), l7.RPS.Median, s.P99.Median, l7.P99.Median, s.CPU.Median, l7.CPU.Median)
 	}
 
+	r.hardeningMarkdown(w)
+	r.memoryMarkdown(w)
 	r.httpsMarkdown(w)
 
 	if rows := r.rows("fixed-rate"); len(rows) > 0 {
@@ -418,14 +428,19 @@ func (r *report) wsMarkdown(w func(string, ...any)) {
 	}
 	w("\n## Long-lived WebSocket connections\n\nConnections opened through each peer in four steps to the target and held open together (each greeted by its backend), then each sends a message and must get it echoed. Memory per connection is the slope of the peer's resident memory (whole process tree) over the four steps. The aim is 50,000 through Envoy; the target is %d because a proxied connection is two descriptors in the proxy and the machine's hard open-file limit is %s, which an unprivileged process cannot raise.\n\n", r.WebSocket[0].Target, r.Machine["noFile"])
 	w("Each kind runs in a fresh peer process: *websocket* as above; *http-idle* keep-alive HTTP/1.1 connections left idle after one request (checked again with a second one), the memory a proxy spends on clients that hold connections open between requests.\n\n")
-	w("| peer | kind | opened | echoed / answered again | errors | idle RSS MiB | RSS at the target MiB | KiB per connection | seconds to open |\n|---|---|---|---|---|---|---|---|---|\n")
+	w("*Heap KiB per connection* is the same slope through Envoy's allocated heap (admin `/memory`): its live objects, without what tcmalloc keeps cached.\n\n")
+	w("| peer | kind | opened | echoed / answered again | errors | idle RSS MiB | RSS at the target MiB | KiB per connection | heap KiB per connection | seconds to open |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.WebSocket {
 		var top int64
 		if len(x.Steps) > 0 {
 			top = x.Steps[len(x.Steps)-1].RSS
 		}
 		kind := cmp.Or(x.Kind, "websocket")
-		w("| %s | %s | %d of %d | %d | %d | %s | %s | %.1f | %.1f |\n", x.Peer, kind, x.Opened, x.Target, x.Alive, x.Errors, mib(float64(x.RSSIdle)), mib(float64(top)), x.BytesPerConn/1024, x.OpenSeconds)
+		heap := "-"
+		if x.HeapPerConn != 0 {
+			heap = fmt.Sprintf("%.1f", x.HeapPerConn/1024)
+		}
+		w("| %s | %s | %d of %d | %d | %d | %s | %s | %.1f | %s | %.1f |\n", x.Peer, kind, x.Opened, x.Target, x.Alive, x.Errors, mib(float64(x.RSSIdle)), mib(float64(top)), x.BytesPerConn/1024, heap, x.OpenSeconds)
 	}
 	w("\n![WebSocket memory](websocket.png)\n")
 }

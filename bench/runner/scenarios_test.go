@@ -8,11 +8,17 @@ import (
 )
 
 func TestSlopeIsBytesPerConnection(t *testing.T) {
-	steps := []wsStep{{1000, 10_000_000 + 1000*4096}, {2000, 10_000_000 + 2000*4096}, {3000, 10_000_000 + 3000*4096}}
-	if got := slope(steps); math.Abs(got-4096) > 1e-6 {
+	steps := []wsStep{{Conns: 1000, RSS: 10_000_000 + 1000*4096, Heap: 5_000_000 + 1000*1024},
+		{Conns: 2000, RSS: 10_000_000 + 2000*4096, Heap: 5_000_000 + 2000*1024},
+		{Conns: 3000, RSS: 10_000_000 + 3000*4096, Heap: 5_000_000 + 3000*1024}}
+	rss := func(s wsStep) int64 { return s.RSS }
+	if got := slope(steps, rss); math.Abs(got-4096) > 1e-6 {
 		t.Fatalf("slope = %v, want 4096", got)
 	}
-	if got := slope(steps[:1]); got != 0 {
+	if got := slope(steps, func(s wsStep) int64 { return s.Heap }); math.Abs(got-1024) > 1e-6 {
+		t.Fatalf("heap slope = %v, want 1024", got)
+	}
+	if got := slope(steps[:1], rss); got != 0 {
 		t.Fatalf("slope of one step = %v, want 0", got)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,13 +32,18 @@ type wsResult struct {
 	Steps   []wsStep `json:"steps"`
 	// BytesPerConn is the slope of a least-squares line through the steps.
 	BytesPerConn float64 `json:"bytesPerConnection"`
-	OpenSeconds  float64 `json:"openSeconds"`
-	Note         string  `json:"note,omitempty"`
+	// HeapPerConn is the same slope through Envoy's allocated heap (admin /memory): live objects only,
+	// without what the allocator keeps cached. Envoy peers only.
+	HeapPerConn float64 `json:"heapBytesPerConnection,omitempty"`
+	OpenSeconds float64 `json:"openSeconds"`
+	Note        string  `json:"note,omitempty"`
 }
 
 type wsStep struct {
 	Conns int   `json:"conns"`
 	RSS   int64 `json:"rssBytes"`
+	// Heap is Envoy's allocated heap (0 for the other peers).
+	Heap int64 `json:"heapAllocatedBytes,omitempty"`
 }
 
 // wsScenario opens WebSocket connections through each peer in four steps up to the target, reads the
@@ -188,7 +195,16 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer, kind string) (wsRes
 		}
 		wg.Wait()
 		time.Sleep(time.Second)
-		res.Steps = append(res.Steps, wsStep{Conns: len(conns), RSS: treeUsage(p.pid()).RSSBytes})
+		step := wsStep{Conns: len(conns), RSS: treeUsage(p.pid()).RSSBytes}
+		if strings.Contains(p.Name, "envoy") {
+			step.Heap = envoyAllocated(p.HTTPPort + 1000)
+		}
+		res.Steps = append(res.Steps, step)
+	}
+	if e.heapDumps != "" && strings.Contains(p.Name, "envoy") {
+		if err := saveHeapDump(p.HTTPPort+1000, filepath.Join(e.heapDumps, p.Name+"-"+kind+".pb.gz")); err != nil {
+			fmt.Fprintf(os.Stderr, "heap dump of %s: %v\n", p.Name, err)
+		}
 	}
 	res.OpenSeconds = time.Since(began).Seconds()
 	res.Opened = len(conns)
@@ -213,22 +229,25 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer, kind string) (wsRes
 	for _, c := range conns {
 		c.Close()
 	}
-	res.BytesPerConn = slope(res.Steps)
+	res.BytesPerConn = slope(res.Steps, func(s wsStep) int64 { return s.RSS })
+	if strings.Contains(p.Name, "envoy") {
+		res.HeapPerConn = slope(res.Steps, func(s wsStep) int64 { return s.Heap })
+	}
 	if res.Opened < res.Target {
 		res.Note = fmt.Sprintf("%d connections failed to open, the first with: %v", res.Target-res.Opened, firstErr)
 	}
 	return res, nil
 }
 
-// slope fits rss = a + b·conns by least squares and returns b.
-func slope(steps []wsStep) float64 {
+// slope fits y = a + b·conns by least squares and returns b.
+func slope(steps []wsStep, y func(wsStep) int64) float64 {
 	n := float64(len(steps))
 	if n < 2 {
 		return 0
 	}
 	var sx, sy, sxx, sxy float64
 	for _, s := range steps {
-		x, y := float64(s.Conns), float64(s.RSS)
+		x, y := float64(s.Conns), float64(y(s))
 		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
 	}
 	d := n*sxx - sx*sx

@@ -3,7 +3,11 @@
 // script) can decode answers without linking the store, the xDS server or Prometheus.
 package apiwire
 
-import "time"
+import (
+	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
 
 // Outcome of one policy in a push.
 const (
@@ -129,4 +133,18 @@ type CertResponse struct {
 type Version struct {
 	Version   string `json:"version"`
 	GoVersion string `json:"goVersion,omitempty"`
+}
+
+// LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its
+// group reports them, summed (as in status.backends) and per Envoy.
+type LiveResult struct {
+	Policy   string                   `json:"policy"`
+	Backends []v1alpha1.BackendStatus `json:"backends"`
+	Proxies  []ProxyLive              `json:"proxies"`
+}
+
+// ProxyLive is one Envoy's own view of a policy's backends.
+type ProxyLive struct {
+	NodeID   string                   `json:"nodeId"`
+	Backends []v1alpha1.BackendStatus `json:"backends"`
 }

@@ -3,10 +3,13 @@ package dashboard
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 )
@@ -71,6 +74,10 @@ func (ss *sessions) useCode(code string, now time.Time) pushapi.Role {
 
 // postCode mints a one-time login code for a bearer token (lbctl dashboard).
 func (s *Server) postCode(w http.ResponseWriter, r *http.Request) {
+	if !s.allowLogin(r) {
+		tooMany(w)
+		return
+	}
 	role := pushapi.RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
 	if role == pushapi.RoleNone {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lbplane"`)
@@ -127,6 +134,34 @@ func (ss *sessions) drop(id string) {
 	delete(ss.m, id)
 }
 
+// allowLogin applies the push API's per-address rate limit to token checks (login form, ?token=, ?code=,
+// login codes), so that guessing a token is throttled here as it is on the push API.
+func (s *Server) allowLogin(r *http.Request) bool {
+	if s.RateLimit <= 0 {
+		return true
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	if s.limiters == nil || len(s.limiters) > 10000 { // bound the memory an address scan can take
+		s.limiters = map[string]*rate.Limiter{}
+	}
+	l, ok := s.limiters[host]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(s.RateLimit), int(2*s.RateLimit)+1)
+		s.limiters[host] = l
+	}
+	return l.Allow()
+}
+
+func tooMany(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "too many login attempts; slow down", http.StatusTooManyRequests)
+}
+
 // role returns the request's session role; RoleNone without a live session.
 func (s *Server) role(r *http.Request) pushapi.Role {
 	c, err := r.Cookie(CookieName)
@@ -154,12 +189,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, role pushapi.Role
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
-// sameOrigin refuses cross-site form posts (login CSRF, forced logout): a browser sends Origin with every
-// POST, and Sec-Fetch-Site when it knows it. A client that sends neither (curl) is not a browser a page could
+// sameOrigin refuses cross-site form posts (login CSRF, forced logout). Browsers send Sec-Fetch-Site with
+// every request, and it is what decides; without it, an Origin must name this host ("null", from a sandboxed
+// frame or a no-referrer page, does not). A client that sends neither (curl) is not a browser a page could
 // drive.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -172,6 +208,10 @@ func sameOrigin(r *http.Request) bool {
 func (s *Server) postLogin(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		http.Error(w, "cross-site request refused", http.StatusForbidden)
+		return
+	}
+	if !s.allowLogin(r) {
+		tooMany(w)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)

@@ -138,7 +138,7 @@ func TestTokenExchangeRedirectsToACleanURL(t *testing.T) {
 	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != Prefix || c == nil {
 		t.Fatalf("%s, Location %q", r.Status, r.Header.Get("Location"))
 	}
-	if r.Header.Get("Referrer-Policy") != "no-referrer" {
+	if r.Header.Get("Referrer-Policy") != "same-origin" {
 		t.Error("a ?token= page must not send it on as a Referer")
 	}
 	// The event stream answers with the state.
@@ -166,7 +166,8 @@ func TestTokenExchangeRedirectsToACleanURL(t *testing.T) {
 func TestCrossSiteLoginIsRefused(t *testing.T) {
 	srv := httptest.NewServer(testServer().Handler())
 	defer srv.Close()
-	for _, h := range []map[string]string{{"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}} {
+	for _, h := range []map[string]string{{"Origin": "https://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
+		{"Sec-Fetch-Site": "same-site", "Origin": "http://" + strings.TrimPrefix(srv.URL, "http://")}} {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+Prefix+"login", strings.NewReader(url.Values{"token": {admin}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		for k, v := range h {
@@ -225,5 +226,24 @@ func TestOneTimeCodeLogsInOnce(t *testing.T) {
 	}
 	if r := get(t, srv, Prefix+"?code="+code, nil); r.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a code worked twice: %s", r.Status)
+	}
+}
+
+func TestTokenGuessingIsThrottled(t *testing.T) {
+	s := testServer()
+	s.RateLimit = 1 // burst 3
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	codes := map[int]int{}
+	for range 6 {
+		resp, err := client().PostForm(srv.URL+Prefix+"login", url.Values{"token": {"guess"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusUnauthorized] == 0 {
+		t.Errorf("six quick guesses: %v", codes)
 	}
 }

@@ -19,8 +19,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -49,9 +51,16 @@ type Server struct {
 	Live    func(translate.Key) (*pushapi.LiveResult, error)
 	// Interval between two server-sent events (a second when 0).
 	Interval time.Duration
-	Log      *slog.Logger
+	// RateLimit is token checks per second per client address (the push API's --api-rate-limit); 0 means
+	// no limit.
+	RateLimit float64
+	Log       *slog.Logger
 
 	sessions sessions
+	cacheMu  sync.Mutex
+	cache    cached
+	limitMu  sync.Mutex
+	limiters map[string]*rate.Limiter
 }
 
 var loginTemplate = template.Must(template.ParseFS(assets, "assets/login.html"))
@@ -73,15 +82,15 @@ func (s *Server) Handler() http.Handler {
 }
 
 // securityHeaders: scripts and styles only from the dashboard itself (no inline script can run, should
-// some data ever reach the page unescaped), no framing, no caching of data, and no Referer that could carry
-// a ?token= to another site.
+// some data ever reach the page unescaped), no framing, no caching of data, and no Referer to another site
+// (one could carry a ?token=).
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
@@ -91,6 +100,10 @@ func securityHeaders(h http.Handler) http.Handler {
 // form.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("token") || q.Has("code") {
+		if !s.allowLogin(r) {
+			tooMany(w)
+			return
+		}
 		role := s.tokenRole(q.Get("token"))
 		if q.Has("code") {
 			role = s.sessions.useCode(q.Get("code"), time.Now())
@@ -127,10 +140,11 @@ type State struct {
 	Policies []PolicySummary              `json:"policies"`
 	Proxies  []xdsserver.ProxyStatus      `json:"proxies"`
 	Live     *pushapi.LiveResult          `json:"live,omitempty"`
-	Policy   *v1alpha1.LoadBalancerPolicy `json:"policy,omitempty"`
+	Policy   *v1alpha1.LoadBalancerPolicy `json:"-"`
 }
 
-// PolicySummary is one policy in the list.
+// PolicySummary is one policy in the list: its conditions and counts, not its backends (the selected
+// policy's are in Live), so that an event stays small with many policies.
 type PolicySummary struct {
 	Namespace string                            `json:"namespace"`
 	Name      string                            `json:"name"`
@@ -140,13 +154,35 @@ type PolicySummary struct {
 	Algorithms map[string]v1alpha1.Algorithm `json:"algorithms"`
 }
 
+// cacheFor is how long the policies and proxies read for one event serve the next ones: every open page
+// asks four times a second, and computing every policy's status is not free with many policies.
+const cacheFor = 200 * time.Millisecond
+
+type cached struct {
+	at       time.Time
+	policies []*v1alpha1.LoadBalancerPolicy
+	proxies  []xdsserver.ProxyStatus
+}
+
+// read returns the policies and proxies, at most cacheFor old.
+func (s *Server) read(ctx context.Context) ([]*v1alpha1.LoadBalancerPolicy, []xdsserver.ProxyStatus) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if time.Since(s.cache.at) > cacheFor {
+		s.cache = cached{at: time.Now(), policies: s.Policies(), proxies: s.Proxies(ctx)}
+	}
+	return s.cache.policies, s.cache.proxies
+}
+
 func (s *Server) snapshot(ctx context.Context, selected string) State {
-	st := State{Time: time.Now().UTC(), Policies: []PolicySummary{}, Proxies: s.Proxies(ctx)}
+	policies, proxies := s.read(ctx)
+	st := State{Time: time.Now().UTC(), Policies: []PolicySummary{}, Proxies: proxies}
 	if st.Proxies == nil {
 		st.Proxies = []xdsserver.ProxyStatus{}
 	}
-	for _, p := range s.Policies() {
-		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Spec.ProxyGroup, Status: p.Status,
+	for _, p := range policies {
+		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Spec.ProxyGroup,
+			Status:     v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies},
 			Algorithms: map[string]v1alpha1.Algorithm{}}
 		if ps.Group == "" {
 			ps.Group = "default"
@@ -210,7 +246,12 @@ func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "{\"errors\":[%q]}\n", "policy "+k.String()+" not found")
 }
 
-// events streams the state every Interval until the client goes or its session ends.
+// healthCheckEvery is how often an event stream looks for a change of health or sync state, which it sends
+// at once rather than at the next Interval: an ejection shows as soon as lbplane has read it from Envoy.
+const healthCheckEvery = 250 * time.Millisecond
+
+// events streams the state every Interval, and at once when health or sync state changes, until the client
+// goes or its session ends.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	interval := s.Interval
 	if interval <= 0 {
@@ -220,22 +261,28 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	selected := r.URL.Query().Get("policy")
-	t := time.NewTicker(interval)
+	t := time.NewTicker(min(healthCheckEvery, interval))
 	defer t.Stop()
+	var sent time.Time
+	lastHealth := ""
 	for {
-		// The API server's write timeout is for calls, not streams: each event gets its own deadline.
-		if err := rc.SetWriteDeadline(time.Now().Add(10 * interval)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return
-		}
-		b, err := json.Marshal(s.snapshot(r.Context(), selected))
-		if err != nil {
-			return
-		}
-		if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
+		st := s.snapshot(r.Context(), selected)
+		if h := healthOf(st); h != lastHealth || time.Since(sent) >= interval {
+			lastHealth, sent = h, time.Now()
+			// The API server's write timeout is for calls, not streams: each event gets its own deadline.
+			if err := rc.SetWriteDeadline(time.Now().Add(10 * interval)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return
+			}
+			b, err := json.Marshal(st)
+			if err != nil {
+				return
+			}
+			if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
 		}
 		select {
 		case <-r.Context().Done():
@@ -246,6 +293,30 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return // logged out or expired
 		}
 	}
+}
+
+// healthOf sums up what the page logs as events: the selected policy's endpoints not taking traffic and
+// why, each policy's conditions, and each Envoy's sync state.
+func healthOf(st State) string {
+	var b strings.Builder
+	if st.Live != nil {
+		for _, be := range st.Live.Backends {
+			for _, e := range be.PerEndpoint {
+				if e.EjectedOn > 0 {
+					fmt.Fprintf(&b, "%s %s %d %v\n", be.Name, e.Address, e.EjectedOn, e.Reasons)
+				}
+			}
+		}
+	}
+	for _, p := range st.Policies {
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, "%s/%s %s %s %s\n", p.Namespace, p.Name, c.Type, c.Status, c.Reason)
+		}
+	}
+	for _, px := range st.Proxies {
+		fmt.Fprintf(&b, "%s %s %s\n", px.NodeID, px.State, px.Message)
+	}
+	return b.String()
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -353,19 +353,11 @@ func (s *Server) proxies(w http.ResponseWriter, _ *http.Request) {
 // Views returns every policy with its live status, as GET /v1/policies does.
 func (s *Server) Views() []*v1alpha1.LoadBalancerPolicy { return s.views() }
 
-// LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its
-// group reports them, summed (as in status.backends) and per Envoy.
-type LiveResult struct {
-	Policy   string                   `json:"policy"`
-	Backends []v1alpha1.BackendStatus `json:"backends"`
-	Proxies  []ProxyLive              `json:"proxies"`
-}
-
-// ProxyLive is one Envoy's own view of a policy's backends.
-type ProxyLive struct {
-	NodeID   string                   `json:"nodeID"`
-	Backends []v1alpha1.BackendStatus `json:"backends"`
-}
+// LiveResult and ProxyLive are the wire types of GET .../live (see apiwire).
+type (
+	LiveResult = apiwire.LiveResult
+	ProxyLive  = apiwire.ProxyLive
+)
 
 // Live returns the policy k's per-Envoy view; the summed part is its status's backends.
 func (s *Server) Live(k translate.Key) (*LiveResult, error) {

@@ -151,6 +151,15 @@ func (c *Client) Delete(ctx context.Context, namespace, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), nil, nil)
 }
 
+// Live returns each Envoy's own view of one policy's backends, and their sum.
+func (c *Client) Live(ctx context.Context, namespace, name string) (*apiwire.LiveResult, error) {
+	var out apiwire.LiveResult
+	if err := c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name)+"/live", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Explain asks how one policy became Envoy config.
 func (c *Client) Explain(ctx context.Context, namespace, name string) (*explain.Explanation, error) {
 	var out explain.Explanation

@@ -369,7 +369,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String()}
 	dash := &dashboard.Server{Token: token, ReadOnlyToken: roToken, Policies: api.Views, Explain: api.Explain, Live: api.Live, Log: cfg.Log,
-		Proxies: func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() }}
+		RateLimit: cfg.APIRateLimit,
+		Proxies:   func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() }}
 	if kube != nil {
 		dash.Proxies = kube.AllProxies
 	}

@@ -8,7 +8,6 @@ package trafficmodel
 
 import (
 	"math/bits"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -48,14 +47,16 @@ type KeyPart struct {
 	// Value is what was hashed; empty with Missing.
 	Value   string `json:"value,omitempty"`
 	Missing bool   `json:"missing,omitempty"`
-	Hash    uint64 `json:"hash,omitempty"`
+	// Generated: the cookie is absent and Envoy generates it (from the client's and its own address,
+	// which the model does not know): the hash is unknown offline, and stable once the client sends it.
+	Generated bool   `json:"generated,omitempty"`
+	Hash      uint64 `json:"hash,omitempty"`
 }
 
 // RequestHash computes the hash Envoy's route hash policy gives a request: each present input is hashed
 // with xxHash64 (seed 0) and folded in by rotating the previous value left one bit and XOR-ing, a terminal
-// input that produced a hash ends the walk. ok is false when no input is present: Envoy then picks at random.
-// A cookie with Generate that is absent is set by Envoy from the connection's addresses, which the model
-// does not know; it is reported missing.
+// input that produced a hash ends the walk. ok is false when no input is present: Envoy then picks at random,
+// unless a cookie it generates is among the inputs (see KeyPart.Generated).
 func RequestHash(keys []ir.HashKey, r Request) (hash uint64, ok bool, parts []KeyPart) {
 	for _, k := range keys {
 		var p KeyPart
@@ -84,16 +85,13 @@ func RequestHash(keys []ir.HashKey, r Request) (hash uint64, ok bool, parts []Ke
 			}
 		case k.QueryParameter != "":
 			p.Source = "query parameter " + k.QueryParameter
+			// Envoy splits the query on & and = without decoding, and takes the first occurrence.
 			if _, q, found := strings.Cut(r.Path, "?"); found {
-				if vs, err := url.ParseQuery(q); err == nil && len(vs[k.QueryParameter]) > 0 {
-					value, present = vs[k.QueryParameter][0], true
-				} else if err != nil {
-					// Envoy reads the first occurrence even when other parameters are malformed.
-					for _, kv := range strings.Split(q, "&") {
-						if n, v, _ := strings.Cut(kv, "="); n == k.QueryParameter {
-							value, present = v, true
-							break
-						}
+				q, _, _ = strings.Cut(q, "#")
+				for _, kv := range strings.Split(q, "&") {
+					if n, v, _ := strings.Cut(kv, "="); n == k.QueryParameter {
+						value, present = v, true
+						break
 					}
 				}
 			}
@@ -101,6 +99,10 @@ func RequestHash(keys []ir.HashKey, r Request) (hash uint64, ok bool, parts []Ke
 			p.Source = "cookie " + k.Cookie.Name
 			value, present = r.Cookie(k.Cookie.Name)
 			present = present && value != ""
+			if !present && k.Cookie.Generate {
+				// Envoy sets the cookie to a hash of the connection's two addresses and hashes that.
+				p.Generated = true
+			}
 		default:
 			continue
 		}

@@ -4,7 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
+	"net/netip"
 	"regexp"
 	"strings"
 
@@ -63,6 +63,8 @@ type HashTrace struct {
 	Parts   []KeyPart `json:"parts"`
 	Value   uint64    `json:"value"`
 	Present bool      `json:"present"`
+	// Generated: Envoy generates a hash cookie for this request, so its hash is not known offline.
+	Generated bool `json:"generated,omitempty"`
 }
 
 // SessionTrace says whether a session cookie or header overrides load balancing.
@@ -100,6 +102,9 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 	h, present, parts := RequestHash(route.HashKeys, r)
 	if len(route.HashKeys) > 0 {
 		t.Hash = &HashTrace{Parts: parts, Value: h, Present: present}
+		for _, p := range parts {
+			t.Hash.Generated = t.Hash.Generated || (p.Generated && !present)
+		}
 	}
 	var sessionEndpoint string
 	if s := route.Session; s != nil {
@@ -201,8 +206,8 @@ func DecodeSession(v string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("not base64")
 	}
-	if _, _, err := net.SplitHostPort(string(b)); err == nil {
-		return string(b), nil
+	if ap, err := netip.ParseAddrPort(string(b)); err == nil {
+		return ap.String(), nil
 	}
 	var j struct {
 		Address string `json:"address"`

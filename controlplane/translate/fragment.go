@@ -433,7 +433,9 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 			}
 		}
 	}
-	t.refs, t.prev = id, slices.Clone(policies)
+	// Kept as given, not copied: the caller does not modify it (see above), and a copy per call would cost
+	// O(policies) for a change of one.
+	t.refs, t.prev = id, policies
 	t.apply(changed, refs)
 	return t.last
 }
@@ -449,7 +451,11 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 	if len(changed) == 0 {
 		return
 	}
-	res := &Result{IR: &ir.Config{Groups: maps.Clone(t.last.IR.Groups)}, Policies: t.last.Policies.clone()}
+	res := &Result{IR: &ir.Config{Groups: maps.Clone(t.last.IR.Groups)}, Policies: t.last.Policies.clone(),
+		serial: serials.Add(1), parent: t.last.serial}
+	for k := range changed {
+		res.changed = append(res.changed, k)
+	}
 	// Per touched port: the members whose decision may change, and the owner before this call.
 	type touched struct {
 		dirty map[*member]bool
@@ -587,6 +593,9 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 				note(m.f, false)
 			case !before && m.accepted:
 				note(m.f, true)
+			}
+			if !fresh[m] {
+				res.changed = append(res.changed, m.f.key) // a decision changed on the way
 			}
 			if m.accepted {
 				res.Policies.set(m.f.served)

@@ -17,12 +17,14 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
 func newStatus(g *globals) *cobra.Command {
 	var namespace string
 	var w watchFlags
 	var out *outputFlags
+	var perProxy bool
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show the connected Envoys, or one policy's backends: endpoint health and the last minute's load",
@@ -42,7 +44,8 @@ over the last reading, active requests, requests and error rate over the window,
 backend's requests it is expected to get by weight against the share it got, and health. Envoy keeps no
 latency per endpoint, so P99 is per backend. SKEW is the coefficient of variation of observed over
 expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
-Each Envoy's own view is at GET /v1/policies/NAMESPACE/NAME/live and on the dashboard (lbctl dashboard).
+--per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
+(lbctl dashboard) shows them too.
 -o json|yaml prints the policy's status.
 
 --watch: with NAME, the screen is redrawn every --interval (the load moves all the time); without NAME,
@@ -52,7 +55,8 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
   lbctl status -o wide
   lbctl status demo
   lbctl status demo -n shop -o json
-  lbctl status demo --watch`,
+  lbctl status demo --watch
+  lbctl status demo --per-proxy`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -65,13 +69,19 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 					return err
 				}
 				ns := g.namespaceFor(cmd, namespace)
+				var c *pushclient.Client
+				if perProxy {
+					if c, err = g.client(); err != nil {
+						return err
+					}
+				}
 				return w.run(cmd, out, func(ctx context.Context) (printable, error) {
 					p, err := src.Get(ctx, ns, args[0])
 					if err != nil {
 						return printable{}, err
 					}
 					return printable{Object: p.Status, Names: []string{policyName(p.Name)},
-						Text: func(w io.Writer, _ bool) error { return printPolicyStatus(w, p) }}, nil
+						Text: func(w io.Writer, _ bool) error { return printStatusOf(ctx, w, c, p, perProxy) }}, nil
 				})
 			}
 			c, err := g.client()
@@ -100,6 +110,7 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME (Kubernetes mode: the context's, unless given)")
 	out = addOutputFlags(cmd, "")
 	w.add(cmd)
+	cmd.Flags().BoolVar(&perProxy, "per-proxy", false, "with NAME, also each Envoy's own per-endpoint figures")
 	return cmd
 }
 

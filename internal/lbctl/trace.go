@@ -287,14 +287,21 @@ func printTrace(w io.Writer, out *traceOutput) {
 		fmt.Fprintf(w, "Route %s matches: %s\n", t.Route, strings.Join(t.Why, "; "))
 	}
 	if h := t.Hash; h != nil {
-		if h.Present {
+		switch {
+		case h.Present:
 			fmt.Fprintf(w, "Hash %d (0x%016x):\n", h.Value, h.Value)
-		} else {
+		case h.Generated:
+			fmt.Fprintln(w, "Hash: unknown offline: Envoy sets the hash cookie from the connection's addresses, hashes it, and the client's next requests carry it")
+		default:
 			fmt.Fprintln(w, "Hash: no hash input is in the request, so Envoy picks at random")
 		}
 		for _, p := range h.Parts {
 			if p.Missing {
-				fmt.Fprintf(w, "  %s: absent\n", p.Source)
+				gen := ""
+				if p.Generated {
+					gen = " (Envoy generates it)"
+				}
+				fmt.Fprintf(w, "  %s: absent%s\n", p.Source, gen)
 			} else {
 				fmt.Fprintf(w, "  %s = %q -> xxHash64 %d\n", p.Source, p.Value, p.Hash)
 			}

@@ -45,8 +45,8 @@ function renderPolicies(policies) {
 
 function renderProxies(proxies) {
   fill(document.querySelector("#proxies tbody"), proxies.map(p =>
-    [p.nodeID, p.group, el("span", { class: p.state, "data-node": p.nodeID }, p.state), p.message || ""]));
-  const now = new Map(proxies.map(p => [p.nodeID, p.state + (p.message ? ": " + p.message : "")]));
+    [p.nodeId, p.group, el("span", { class: p.state, "data-node": p.nodeId }, p.state), p.message || ""]));
+  const now = new Map(proxies.map(p => [p.nodeId, p.state + (p.message ? ": " + p.message : "")]));
   if (lastProxies) {
     for (const [n, s] of now) if (lastProxies.get(n) !== s) logEvent("envoy " + n + " " + s, s.startsWith("NACKED") ? "bad" : "");
     for (const n of lastProxies.keys()) if (!now.has(n)) logEvent("envoy " + n + " disconnected", "bad");
@@ -63,7 +63,7 @@ function renderConditions(p) {
 // the share its weight says it should get, and the counts as text.
 function chart(b, algorithm) {
   const eps = b.perEndpoint || [];
-  const rowH = 26, left = 170, width = 420, right = 330;
+  const rowH = 26, left = 170, width = 360, right = 560;
   const svg = el("svg:svg", { width: left + width + right, height: rowH * eps.length + 8, class: "spread", "data-backend": b.name });
   eps.forEach((e, i) => {
     const y = i * rowH + 4;
@@ -109,7 +109,7 @@ function renderLive(state) {
   for (const px of state.live.proxies || [])
     for (const b of px.backends || [])
       for (const e of b.perEndpoint || [])
-        rows.push([px.nodeID, b.name, e.address, e.requests, e.requestsPerSecond, e.activeRequests, e.observedShare || "-",
+        rows.push([px.nodeId, b.name, e.address, e.requests, e.requestsPerSecond, e.activeRequests, e.observedShare || "-",
           el("span", { class: e.ejectedOn > 0 ? "ejected" : "ok" }, healthOf(e, 1))]);
   const t = el("table", {}, el("thead", {}, el("tr", {}, ...["envoy", "backend", "endpoint", "requests", "rps", "active", "share", "health"].map(h => el("th", {}, h)))), el("tbody"));
   fill(t.querySelector("tbody"), rows);
