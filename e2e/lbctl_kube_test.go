@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +52,7 @@ spec:
 // the CA from the chart's Secrets. There is no kubelet, so the port-forward itself is replaced: the test's
 // PortForward records which pod and port lbctl asked for and returns lbplane's API address in this
 // network namespace; everything after it (TLS verified against the Secret's CA under the Service's name,
-// the token) is real.
+// the token, the dashboard served on loopback through it) is real.
 func TestLbctlKubernetesMode(t *testing.T) {
 	c := kubetest.Start(t)
 	for _, ns := range []string{"lbplane", "shop"} {
@@ -151,6 +154,50 @@ func TestLbctlKubernetesMode(t *testing.T) {
 		t.Errorf("completion: exit %d %q %s", code, out, errs)
 	}
 
+	// The dashboard, served on loopback through the port-forward until --timeout.
+	dashOut := &lockedBuffer{}
+	dashDone := make(chan int, 1)
+	go func() {
+		var errb strings.Builder
+		dashDone <- lbctlcmd.MainWith(opts, []string{"--kubeconfig", c.Kubeconfig, "dashboard", "--timeout", "15s"}, strings.NewReader(""), dashOut, &errb)
+	}()
+	var link string
+	eventually(t, 30*time.Second, "lbctl dashboard prints its link", func() error {
+		if link = strings.TrimSpace(dashOut.String()); !strings.HasPrefix(link, "http://127.0.0.1:") || !strings.Contains(link, "/dashboard/?code=") {
+			return fmt.Errorf("output %q", link)
+		}
+		return nil
+	})
+	page := func(hc *http.Client, u string) string {
+		t.Helper()
+		resp, err := hc.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s\n%s", u, resp.Status, b)
+		}
+		return string(b)
+	}
+	base := link[:strings.Index(link, "/dashboard/")] + "/dashboard/"
+	loginPage := page(&http.Client{Timeout: 10 * time.Second}, base)
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Timeout: 10 * time.Second, Jar: jar}
+	page(browser, link) // the one-time code for a session cookie
+	if app := page(browser, base); app == loginPage {
+		t.Error("after the login link, the dashboard still shows its login page: the session cookie did not come back over the local hop")
+	}
+	select {
+	case code := <-dashDone:
+		if code != 0 {
+			t.Errorf("lbctl dashboard: exit %d", code)
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("lbctl dashboard --timeout 15s still serving after a minute")
+	}
+
 	// The token is the Secret's: a wrong one there, and the API refuses lbctl.
 	tok := &corev1.Secret{}
 	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: "lbplane", Name: "demo-lbplane-api-token"}, tok); err != nil {
@@ -168,6 +215,24 @@ func TestLbctlKubernetesMode(t *testing.T) {
 	if code, _, errs := run("apply", "-f", next); code == 0 || !strings.Contains(errs, "kubectl apply") {
 		t.Errorf("apply in Kubernetes mode: exit %d %s", code, errs)
 	}
+}
+
+// lockedBuffer is written by a command running in another goroutine while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // lbplanePod makes a pod from the chart's Deployment template, as the ReplicaSet controller would, and sets

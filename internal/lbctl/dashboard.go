@@ -15,6 +15,7 @@ import (
 
 func newDashboard(g *globals) *cobra.Command {
 	var open bool
+	var keep time.Duration
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Print (or open) a login link to lbplane's web dashboard",
@@ -25,12 +26,19 @@ they happen, each Envoy's sync state, and a policy's YAML with the Envoy resourc
 This command asks lbplane for a one-time login code with the token (the read-only token is enough) and
 prints a link holding that code, never the token: the code works once, within a minute, and the page
 then trades it for a session cookie and drops it from the address bar. --open hands the link to the
-desktop's browser (xdg-open). Without lbctl, open /dashboard/ and paste the token into the login form.`,
+desktop's browser (xdg-open). Without lbctl, open /dashboard/ and paste the token into the login form.
+
+In Kubernetes mode (--kubeconfig or --context) lbctl port-forwards to an lbplane pod and serves the
+dashboard on http://127.0.0.1:PORT until Ctrl-C (or --timeout), as kubectl proxy does.`,
 		Example: `  lbctl dashboard
   lbctl dashboard --open
-  lbctl --server https://lbplane.example:18001 --token-file ~/.lbplane/token-readonly dashboard`,
+  lbctl --server https://lbplane.example:18001 --token-file ~/.lbplane/token-readonly dashboard
+  lbctl --context prod dashboard --open`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.kube.enabled() {
+				return kubeDashboard(cmd, g, open, keep)
+			}
 			link, err := dashboardLink(cmd.Context(), g)
 			if err != nil {
 				return err
@@ -45,6 +53,7 @@ desktop's browser (xdg-open). Without lbctl, open /dashboard/ and paste the toke
 		},
 	}
 	cmd.Flags().BoolVar(&open, "open", false, "open the link in the desktop's browser (xdg-open)")
+	cmd.Flags().DurationVar(&keep, "timeout", 0, "Kubernetes mode: stop serving the dashboard after this long (0: at Ctrl-C)")
 	return cmd
 }
 

@@ -25,7 +25,7 @@ func newDelete(g *globals) *cobra.Command {
 				return err
 			}
 			if g.kube.enabled() {
-				return errors.New("Kubernetes mode: delete the LoadBalancerPolicy with kubectl delete lbp")
+				return errors.New("in Kubernetes mode lbplane takes its policies from the cluster: delete the LoadBalancerPolicy with kubectl delete lbp")
 			}
 			c, err := g.client()
 			if err != nil {

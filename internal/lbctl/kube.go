@@ -227,7 +227,7 @@ func (c *Cluster) findService(ctx context.Context) (*corev1.Service, error) {
 // findPod picks a running, ready pod behind the Service, the first by name so that repeated calls agree.
 func (c *Cluster) findPod(ctx context.Context, svc *corev1.Service) (*corev1.Pod, error) {
 	if len(svc.Spec.Selector) == 0 {
-		return nil, fmt.Errorf("Service %s/%s selects no pods", svc.Namespace, svc.Name)
+		return nil, fmt.Errorf("the Service %s/%s selects no pods", svc.Namespace, svc.Name)
 	}
 	var pods corev1.PodList
 	if err := c.list(ctx, podsGVR, svc.Namespace, labels.SelectorFromSet(svc.Spec.Selector).String(), &pods); err != nil {
@@ -273,7 +273,7 @@ func apiPort(svc *corev1.Service, pod *corev1.Pod) (int, error) {
 		}
 		return 0, fmt.Errorf("pod %s/%s has no container port named %s", pod.Namespace, pod.Name, sp.TargetPort.StrVal)
 	}
-	return 0, fmt.Errorf("Service %s/%s has no port named %s", svc.Namespace, svc.Name, chartAPIPort)
+	return 0, fmt.Errorf("the Service %s/%s has no port named %s", svc.Namespace, svc.Name, chartAPIPort)
 }
 
 // secretKey returns key of the first of names that exists.
@@ -282,13 +282,13 @@ func (c *Cluster) secretKey(ctx context.Context, ns string, names []string, key 
 	for _, n := range names {
 		s := &corev1.Secret{}
 		if err := c.get(ctx, secretsGVR, ns, n, s); err != nil {
-			errs = append(errs, fmt.Errorf("Secret %s/%s: %w", ns, n, err))
+			errs = append(errs, fmt.Errorf("the Secret %s/%s: %w", ns, n, err))
 			continue
 		}
 		if v := s.Data[key]; len(v) > 0 {
 			return v, nil
 		}
-		errs = append(errs, fmt.Errorf("Secret %s/%s has no key %s", ns, n, key))
+		errs = append(errs, fmt.Errorf("the Secret %s/%s has no key %s", ns, n, key))
 	}
 	return nil, errors.Join(errs...)
 }

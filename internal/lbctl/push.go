@@ -44,7 +44,7 @@ func pushCommand(g *globals, name, example string) *cobra.Command {
 				return err
 			}
 			if g.kube.enabled() {
-				return errors.New("Kubernetes mode: lbplane takes its policies from the cluster; use kubectl apply -f")
+				return errors.New("in Kubernetes mode lbplane takes its policies from the cluster: use kubectl apply -f")
 			}
 			return pushConfig(cmd, g, out, file, dryRun)
 		},
