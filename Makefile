@@ -41,9 +41,9 @@ bench-quick:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=$(FUZZTIME) -fuzzminimizetime=30s ./controlplane/translate
 
-## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing) and helm into .cache/tools (re-used when present; kube-apiserver builds in about 5 minutes, once)
+## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing), helm and the cert-manager and ServiceMonitor CRDs into .cache/tools (re-used when present; kube-apiserver builds in about 5 minutes, once)
 tools:
-	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl helm cert-manager-crds
+	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl helm cert-manager-crds servicemonitor-crd
 
 ## build: the binaries into ./bin
 build:
