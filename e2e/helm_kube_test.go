@@ -185,6 +185,11 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 		t.Fatal("the group certificate Secret does not carry lbplane's CA")
 	}
 	httpsAPI(t, l, caSecret.Data[kubepki.CertKey])
+	tokens, err := getSecret(t, c, "demo-lbplane-api-token")
+	if err != nil {
+		t.Fatalf("lbplane made no token Secret: %v", err)
+	}
+	tokenVersion := tokens.ResourceVersion
 
 	// The Envoy pod: the chart's bootstrap, the Secret as mounted, the xds Service made reachable here.
 	tlsDir := secretAsVolume(t, envoySecret)
@@ -257,8 +262,15 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 	if err := c.Client.List(context.Background(), &secrets, client.InNamespace("lbplane")); err != nil {
 		t.Fatal(err)
 	}
-	if len(secrets.Items) != 2 {
-		t.Errorf("want the CA and the group certificate Secrets only, got %d Secrets", len(secrets.Items))
+	if len(secrets.Items) != 3 {
+		t.Errorf("want the CA, the group certificate and the token Secrets only, got %d Secrets", len(secrets.Items))
+	}
+	// The token Secret the chart names (--token-secret), made by the first replica: the harness's admin
+	// token (--token) wins, so only the read-only one is generated, and the restart and the second replica
+	// found it as it was.
+	tokens, err = getSecret(t, c, "demo-lbplane-api-token")
+	if err != nil || len(tokens.Data["token-readonly"]) != 64 || tokens.ResourceVersion != tokenVersion {
+		t.Errorf("token Secret: %v, read-only token of %d bytes, changed since the first start: %v", err, len(tokens.Data["token-readonly"]), tokens.ResourceVersion != tokenVersion)
 	}
 }
 

@@ -102,7 +102,7 @@ spec:
 		"lbplane_xds_acks_total{type=Cluster}", "lbplane_xds_acks_total{type=ClusterLoadAssignment}",
 		"lbplane_xds_push_duration_seconds{type=Listener}", "lbplane_translation_duration_seconds{}",
 		"lbplane_store_operations_total{operation=apply,result=ok}",
-		"lbplane_api_requests_total{code=200,method=POST,route=POST /v1/policies}",
+		"lbplane_api_requests_total{code=200,method=post,route=POST /v1/policies}",
 	} {
 		if after[k] <= before[k] {
 			t.Errorf("%s did not move: %v → %v", k, before[k], after[k])
@@ -119,7 +119,7 @@ spec:
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if got := scrape(t, metricsURL)["lbplane_api_requests_total{code=401,method=GET,route=GET /v1/policies}"]; got != 1 {
+	if got := scrape(t, metricsURL)["lbplane_api_requests_total{code=401,method=get,route=GET /v1/policies}"]; got != 1 {
 		t.Errorf("401s counted: %v", got)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -31,6 +32,8 @@ type Poller struct {
 	Window               time.Duration
 	Client               *http.Client
 	Log                  *slog.Logger
+	// Metrics counts failed reads (lbplane_errors_total{component="stats_poll"}).
+	Metrics *metrics.Metrics
 
 	mu      sync.Mutex
 	proxies map[string]*proxy
@@ -116,6 +119,7 @@ func (p *Poller) add(key, group string, s *Sample, err error) {
 	}
 	px.group = group
 	if err != nil {
+		p.Metrics.Error(metrics.StatsPoll)
 		if px.err != err.Error() {
 			p.Log.Warn("reading a proxy's stats port", "proxy", key, "error", err)
 		}
