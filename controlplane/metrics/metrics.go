@@ -80,9 +80,23 @@ func New(proxies func() map[string]int) *Metrics {
 		Help: "Always 1; the labels say which build of lbplane this is."}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version.Version, revision(), runtime.Version()).Set(1)
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
-		m.apiDuration, m.errors, m.policies, build, &proxyCollector{count: proxies},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.apiDuration, m.errors, m.policies, build, &proxyCollector{count: proxies})
+	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
+	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
+	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
+		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	return m
+}
+
+func hasMetric(g prometheus.Gatherer, name string) bool {
+	fams, _ := g.Gather()
+	for _, f := range fams {
+		if f.GetName() == name {
+			return true
+		}
+	}
+	return false
 }
 
 func revision() string {
