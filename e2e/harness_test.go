@@ -233,6 +233,12 @@ func startEnvoy(t *testing.T, l *Lbplane, nodeID string, delta bool) *Envoy {
 // startEnvoyWith starts an Envoy in a proxy group with the given xDS client credentials (nil: plaintext).
 func startEnvoyWith(t *testing.T, l *Lbplane, nodeID, group string, delta bool, tlsParams *envoybootstrap.TLS) *Envoy {
 	t.Helper()
+	return startEnvoyDraining(t, l, nodeID, group, delta, tlsParams, "--drain-time-s", "1")
+}
+
+// startEnvoyDraining is startEnvoyWith with Envoy's drain options (--drain-time-s, --drain-strategy).
+func startEnvoyDraining(t *testing.T, l *Lbplane, nodeID, group string, delta bool, tlsParams *envoybootstrap.TLS, drainArgs ...string) *Envoy {
+	t.Helper()
 	bin := tools.Require(t, "envoy")
 	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
 	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, Group: group, XDS: l.XDSAddr, Delta: delta,
@@ -244,8 +250,8 @@ func startEnvoyWith(t *testing.T, l *Lbplane, nodeID, group string, delta bool, 
 	if err := os.WriteFile(cfg, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, "-c", cfg, "--use-dynamic-base-id",
-		"--concurrency", "1", "-l", "warn", "--component-log-level", "config:info,upstream:info", "--drain-time-s", "1")
+	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, append([]string{"-c", cfg, "--use-dynamic-base-id",
+		"--concurrency", "1", "-l", "warn", "--component-log-level", "config:info,upstream:info"}, drainArgs...)...)
 	return e
 }
 
@@ -420,8 +426,12 @@ type Load struct {
 // startLoad sends about rps requests per second to url over `workers` keep-alive connections. The loop is
 // bounded: it stops at Stop or after maxDuration, whichever comes first.
 func startLoad(url string, rps, workers int, maxDuration time.Duration) *Load {
+	return startLoadWith(newClient(true), url, rps, workers, maxDuration)
+}
+
+// startLoadWith is startLoad through the given client.
+func startLoadWith(c *Client, url string, rps, workers int, maxDuration time.Duration) *Load {
 	l := &Load{stop: make(chan struct{}), Backends: map[string]int{}}
-	c := newClient(true)
 	interval := time.Duration(int64(time.Second) * int64(workers) / int64(rps))
 	deadline := time.Now().Add(maxDuration)
 	for w := 0; w < workers; w++ {

@@ -20,7 +20,7 @@ import (
 // The chart with mtls.certManager.issuerRef against a real API server. cert-manager's own CRDs (from its Go
 // module, hack/tools.sh cert-manager-crds) are installed and the chart helm-installed, so the API server
 // validates its Certificates against cert-manager's schema; a broken one is refused, which shows it does.
-// lbplane's RBAC no longer lets it write Secrets. The
+// lbplane's RBAC no longer lets it write certificate Secrets. The
 // cert-manager controller does not run here (it cannot simply be built in this repository's toolchain): a
 // test issuer writes the Secrets it would, from the Certificates' specs. lbplane runs with the chart's
 // arguments on its Secret, an Envoy with the chart's bootstrap on the projected volume (Secret and SDS
@@ -67,12 +67,16 @@ func TestHelmChartCertManager(t *testing.T) {
 			t.Fatalf("the chart's Certificate %s: %v\n%s", cert.Metadata.Name, err, out)
 		}
 	}
-	// lbplane writes no Secret in this mode, so its service account may not.
+	// lbplane writes no certificate Secret in this mode, so its service account may not; it may only create
+	// and complete its push API token Secret.
 	as := "system:serviceaccount:lbplane:demo-lbplane"
-	for _, verb := range []string{"create", "update"} {
-		if got, _ := kubectl(t, c.Kubeconfig, "", "auth", "can-i", "--as", as, verb, "secrets", "-n", "lbplane"); strings.TrimSpace(got) != "no" {
-			t.Errorf("with cert-manager lbplane may still %s Secrets: %s", verb, got)
+	for _, res := range []string{"secrets", "secrets/demo-lbplane-xds-tls", "secrets/demo-lbplane-envoy-tls", "secrets/demo-lbplane-ca"} {
+		if got, _ := kubectl(t, c.Kubeconfig, "", "auth", "can-i", "--as", as, "update", res, "-n", "lbplane"); strings.TrimSpace(got) != "no" {
+			t.Errorf("with cert-manager lbplane may still update %s: %s", res, got)
 		}
+	}
+	if got, _ := kubectl(t, c.Kubeconfig, "", "auth", "can-i", "--as", as, "update", "secrets/demo-lbplane-api-token", "-n", "lbplane"); strings.TrimSpace(got) != "yes" {
+		t.Errorf("lbplane may not complete its token Secret: %s", got)
 	}
 
 	// What cert-manager would do: issue each Certificate into its Secret.

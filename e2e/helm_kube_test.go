@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +187,31 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 		t.Fatal("the group certificate Secret does not carry lbplane's CA")
 	}
 	httpsAPI(t, l, caSecret.Data[kubepki.CertKey])
+	tokens, err := getSecret(t, c, "demo-lbplane-api-token")
+	if err != nil {
+		t.Fatalf("lbplane made no token Secret: %v", err)
+	}
+	tokenVersion := tokens.ResourceVersion
+
+	// Observability in Kubernetes mode: controller-runtime's client-go and leader election metrics on lbplane's
+	// metrics endpoint, and client-go's klog lines through lbplane's logger (slog's format, not klog's).
+	eventually(t, 30*time.Second, "leader election and client-go metrics", func() error {
+		m := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", l.metricsPort))
+		if m["leader_election_master_status{name=lbplane-status-writer}"] != 1 {
+			return fmt.Errorf("leader_election_master_status: %v", filterMetrics(m, "leader_election"))
+		}
+		if len(filterMetrics(m, "rest_client_requests_total")) == 0 {
+			return errors.New("no rest_client_requests_total")
+		}
+		return nil
+	})
+	logText, _ := os.ReadFile(l.log)
+	if !strings.Contains(string(logText), `msg="Attempting to acquire leader lease`) {
+		t.Error("client-go's leader election line is not in lbplane's log as an slog record")
+	}
+	if klogLine := regexp.MustCompile(`(?m)^[IWE]\d{4} \d\d:\d\d`).Find(logText); klogLine != nil {
+		t.Errorf("a klog-formatted line in lbplane's log: %q", klogLine)
+	}
 
 	// The Envoy pod: the chart's bootstrap, the Secret as mounted, the xds Service made reachable here.
 	tlsDir := secretAsVolume(t, envoySecret)
@@ -257,8 +284,15 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 	if err := c.Client.List(context.Background(), &secrets, client.InNamespace("lbplane")); err != nil {
 		t.Fatal(err)
 	}
-	if len(secrets.Items) != 2 {
-		t.Errorf("want the CA and the group certificate Secrets only, got %d Secrets", len(secrets.Items))
+	if len(secrets.Items) != 3 {
+		t.Errorf("want the CA, the group certificate and the token Secrets only, got %d Secrets", len(secrets.Items))
+	}
+	// The token Secret the chart names (--token-secret), made by the first replica: the harness's admin
+	// token (--token) wins, so only the read-only one is generated, and the restart and the second replica
+	// found it as it was.
+	tokens, err = getSecret(t, c, "demo-lbplane-api-token")
+	if err != nil || len(tokens.Data["token-readonly"]) != 64 || tokens.ResourceVersion != tokenVersion {
+		t.Errorf("token Secret: %v, read-only token of %d bytes, changed since the first start: %v", err, len(tokens.Data["token-readonly"]), tokens.ResourceVersion != tokenVersion)
 	}
 }
 

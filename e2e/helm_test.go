@@ -28,14 +28,20 @@ func helm(t *testing.T, args ...string) (string, error) {
 
 var chartDir = filepath.Join(tools.RepoRoot(), "charts", "lbplane")
 
+// allValues sets every scheduling, disruption, autoscaling, metrics and CRD value of the chart.
+var allValues = filepath.Join(chartDir, "testdata", "all-values.yaml")
+
 func TestHelmLintAndSchema(t *testing.T) {
-	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}, {"--set", "mtls.certManager.issuerRef.name=ca"}} {
+	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}, {"--set", "mtls.certManager.issuerRef.name=ca"},
+		{"-f", allValues}, {"-f", allValues, "--set", "envoy.enabled=false"}} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
 			t.Errorf("helm lint %v: %v\n%s", set, err, out)
 		}
 	}
 	// values.schema.json refuses what would render a broken release.
-	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1", "mtls.certManager.issuerRef.kind=Secret", "mtls.certManager.duration=1d"} {
+	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1", "mtls.certManager.issuerRef.kind=Secret", "mtls.certManager.duration=1d",
+		"envoy.drain.seconds=-1", "metrics.serviceMonitor.interval=soon", "envoy.autoscaling.targetCPUUtilizationPercentage=0",
+		"envoy.readinessPort=10080", "imagePullSecrets[0]=regcred"} {
 		out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", bad)
 		if err == nil || !strings.Contains(out, "schema") {
 			t.Errorf("--set %s was not refused by the schema: %v %s", bad, err, out)
@@ -53,6 +59,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 		"mtls":        {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
 		"dashboards":  {"--set", "apiToken=golden", "--set", "metrics.dashboards.enabled=true", "--set", "metrics.podAnnotations=false"},
 		"certmanager": append([]string{"--set", "apiToken=golden"}, certManagerValues...),
+		"all":         {"-f", allValues},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {
@@ -68,8 +75,8 @@ func TestHelmTemplateGolden(t *testing.T) {
 			checkDashboardConfigMap(t, out)
 			continue
 		}
-		if name == "mtls" {
-			continue // the default is mTLS too
+		if name == "mtls" || name == "all" {
+			continue // the default is mTLS too; all has the default's bootstrap
 		}
 		for _, doc := range strings.Split(out, "\n---\n") {
 			var obj struct {
@@ -161,7 +168,10 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 		{[]string{"create", "secrets", "-n", "lbplane"}, true},
 		{[]string{"update", "secrets/demo-lbplane-ca", "-n", "lbplane"}, true},
 		{[]string{"update", "secrets/demo-lbplane-envoy-tls", "-n", "lbplane"}, true},
-		{[]string{"update", "secrets/demo-lbplane-api-token", "-n", "lbplane"}, false},
+		// The token Secret: lbplane adds the read-only token to the one the chart made from apiToken.
+		{[]string{"update", "secrets/demo-lbplane-api-token", "-n", "lbplane"}, true},
+		{[]string{"delete", "secrets/demo-lbplane-api-token", "-n", "lbplane"}, false},
+		{[]string{"update", "secrets/other", "-n", "lbplane"}, false},
 		{[]string{"delete", "secrets/demo-lbplane-ca", "-n", "lbplane"}, false},
 		{[]string{"create", "secrets", "-n", "shop"}, false},
 		{[]string{"update", "secrets", "-n", "shop"}, false},

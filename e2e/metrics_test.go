@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -102,7 +103,7 @@ spec:
 		"lbplane_xds_acks_total{type=Cluster}", "lbplane_xds_acks_total{type=ClusterLoadAssignment}",
 		"lbplane_xds_push_duration_seconds{type=Listener}", "lbplane_translation_duration_seconds{}",
 		"lbplane_store_operations_total{operation=apply,result=ok}",
-		"lbplane_api_requests_total{code=200,method=POST,route=POST /v1/policies}",
+		"lbplane_api_requests_total{code=200,method=post,route=POST /v1/policies}",
 	} {
 		if after[k] <= before[k] {
 			t.Errorf("%s did not move: %v → %v", k, before[k], after[k])
@@ -119,7 +120,7 @@ spec:
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if got := scrape(t, metricsURL)["lbplane_api_requests_total{code=401,method=GET,route=GET /v1/policies}"]; got != 1 {
+	if got := scrape(t, metricsURL)["lbplane_api_requests_total{code=401,method=get,route=GET /v1/policies}"]; got != 1 {
 		t.Errorf("401s counted: %v", got)
 	}
 
@@ -231,4 +232,89 @@ func checkDashboardMetrics(t *testing.T, scraped ...map[string]float64) {
 	if n < 10 {
 		t.Errorf("only %d metric references found in the dashboard", n)
 	}
+}
+
+// TestMetricsHealthAndErrors: the build, policies by condition and the error counters move as lbplane
+// meets a bad config-dir file, a good policy and an Envoy whose stats port closes; /healthz and /readyz
+// answer on the metrics port; --pprof serves there on loopback.
+func TestMetricsHealthAndErrors(t *testing.T) {
+	bs := startBackends(t, "h1")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("apiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: bad}\nspec: {listener: {port: -1}}\n"), 0o600)
+	l := startLbplane(t, "--config-dir", dir, "--pprof", "--proxy-stats-interval", "200ms")
+	base := fmt.Sprintf("http://127.0.0.1:%d", l.metricsPort)
+	for _, path := range []string{"/healthz", "/readyz", "/debug/pprof/cmdline"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s", path, resp.Status)
+		}
+	}
+	e := startEnvoy(t, l, "envoy-health", true)
+	port := reservePort(t)
+	push(t, l, policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: good}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
+`, map[string]any{"Port": port, "Backend": bs[0].Port}))
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "h1")
+	m := scrape(t, base+"/metrics")
+	if m["lbplane_build_info{goversion="+runtimeVersion()+",revision="+revisionLabel(m)+",version=dev}"] != 1 {
+		t.Errorf("lbplane_build_info: %v", filterMetrics(m, "lbplane_build_info"))
+	}
+	if got := m["lbplane_policies{condition=Accepted,reason=Accepted,status=True}"]; got != 1 {
+		t.Errorf("accepted policies: %v (%v)", got, filterMetrics(m, "lbplane_policies"))
+	}
+	if got := m["lbplane_policies{condition=ResolvedRefs,reason=ResolvedRefs,status=True}"]; got != 1 {
+		t.Errorf("policies with resolved references: %v (%v)", got, filterMetrics(m, "lbplane_policies"))
+	}
+	if got := m["lbplane_errors_total{component=config_dir_reload}"]; got < 1 {
+		t.Errorf("config-dir reload errors: %v", got)
+	}
+	if got := m["lbplane_errors_total{component=status_write}"]; got != 0 {
+		t.Errorf("status write errors without Kubernetes: %v", got)
+	}
+	// The stats port closes (all listeners stopped through admin) while xDS stays up: reads fail.
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/drain_listeners", e.AdminPort), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	eventually(t, 20*time.Second, "stats-poll errors counted", func() error {
+		if got := scrape(t, base+"/metrics")["lbplane_errors_total{component=stats_poll}"]; got < 1 {
+			return fmt.Errorf("stats_poll errors: %v", got)
+		}
+		return nil
+	})
+}
+
+// runtimeVersion is the Go version the binaries were built with: the test's, as TestMain builds them.
+func runtimeVersion() string { return runtime.Version() }
+
+// revisionLabel is the revision label lbplane_build_info carries (the VCS revision, or unknown).
+func revisionLabel(m map[string]float64) string {
+	for k := range m {
+		if _, rest, ok := strings.Cut(k, "lbplane_build_info{"); ok {
+			if _, r, ok := strings.Cut(rest, "revision="); ok {
+				return r[:strings.Index(r, ",")]
+			}
+		}
+	}
+	return ""
+}
+
+func filterMetrics(m map[string]float64, prefix string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
 }

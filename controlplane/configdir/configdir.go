@@ -31,6 +31,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
@@ -40,6 +41,8 @@ type Watcher struct {
 	Engine   *engine.Engine
 	Log      *slog.Logger
 	Interval time.Duration
+	// Metrics counts the problems each reload finds (lbplane_errors_total{component="config_dir_reload"}).
+	Metrics *metrics.Metrics
 
 	mu          sync.Mutex
 	root        *os.Root
@@ -162,6 +165,7 @@ func (w *Watcher) Load() error {
 	w.errors = errs
 	for _, e := range errs {
 		w.Log.Error("config-dir", "error", e)
+		w.Metrics.Error(metrics.ConfigDirReload)
 	}
 	w.Engine.Set(engine.SourceConfigDir, policies)
 	w.Log.Info("config-dir loaded", "dir", w.Dir, "policies", len(policies), "errors", len(errs))
@@ -182,6 +186,7 @@ func (w *Watcher) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			if err := w.Load(); err != nil {
+				w.Metrics.Error(metrics.ConfigDirReload)
 				w.Log.Error("config-dir", "dir", w.Dir, "error", err)
 			}
 		}

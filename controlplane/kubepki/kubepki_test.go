@@ -98,3 +98,27 @@ func TestGroupCertsWrittenOnlyWhenNeeded(t *testing.T) {
 		t.Error("a certificate due for renewal was not renewed")
 	}
 }
+
+func TestTokensCreatedOnceAndCompleted(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientset()
+	admin, ro, err := LoadOrCreateTokens(ctx, c, "lbplane", "demo-api-token")
+	if err != nil || len(admin) != 64 || len(ro) != 64 || admin == ro {
+		t.Fatalf("first start: %q %q %v", admin, ro, err)
+	}
+	admin2, ro2, err := LoadOrCreateTokens(ctx, c, "lbplane", "demo-api-token")
+	if err != nil || admin2 != admin || ro2 != ro {
+		t.Fatalf("second start read other tokens: %v", err)
+	}
+	// The chart's Secret with a chosen admin token: kept, and the read-only one added.
+	c.CoreV1().Secrets("lbplane").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "chosen", Namespace: "lbplane"},
+		Data: map[string][]byte{TokenKey: []byte("mine")}}, metav1.CreateOptions{})
+	admin, ro, err = LoadOrCreateTokens(ctx, c, "lbplane", "chosen")
+	if err != nil || admin != "mine" || len(ro) != 64 {
+		t.Fatalf("chart's Secret: %q %q %v", admin, ro, err)
+	}
+	s, _ := c.CoreV1().Secrets("lbplane").Get(ctx, "chosen", metav1.GetOptions{})
+	if string(s.Data[ReadOnlyTokenKey]) != ro {
+		t.Error("the read-only token was not written back")
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -56,6 +57,8 @@ type Source struct {
 	// LeaderElectionNamespace, when set, elects one replica (a Lease there) to write status; every replica
 	// serves xDS either way.
 	LeaderElectionNamespace string
+	// Metrics counts refused status writes (lbplane_errors_total{component="status_write"}).
+	Metrics *metrics.Metrics
 
 	mgr     manager.Manager
 	id      string

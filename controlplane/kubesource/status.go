@@ -14,6 +14,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -121,6 +122,7 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		updated := p.DeepCopy()
 		updated.Status = next
 		if err := s.mgr.GetClient().Status().Update(ctx, updated); err != nil && !apierrors.IsConflict(err) {
+			s.Metrics.Error(metrics.StatusWrite)
 			s.Log.Warn("writing status", "policy", k.String(), "error", err)
 		} else if err == nil && !fresh {
 			w.loadWritten[k] = now.Time

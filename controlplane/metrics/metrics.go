@@ -3,13 +3,19 @@
 package metrics
 
 import (
+	"context"
 	"net/http"
-	"strconv"
+	"runtime"
+	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/lbplane/lbplane/internal/version"
 )
 
 // Metrics is one registry of lbplane's metrics.
@@ -24,7 +30,21 @@ type Metrics struct {
 	snapshot     *prometheus.GaugeVec
 	storeOps     *prometheus.CounterVec
 	apiRequests  *prometheus.CounterVec
+	apiDuration  *prometheus.HistogramVec
+	errors       *prometheus.CounterVec
+	policies     *policyCollector
 }
+
+// Components whose failures are counted in lbplane_errors_total.
+const (
+	// StatusWrite: a policy status the API server refused (conflicts, retried on the next pass, are not
+	// counted).
+	StatusWrite = "status_write"
+	// StatsPoll: a read of an Envoy's stats port that failed.
+	StatsPoll = "stats_poll"
+	// ConfigDirReload: a reload of --config-dir that failed as a whole, or a file in it that was refused.
+	ConfigDirReload = "config_dir_reload"
+)
 
 // New returns metrics registered in a registry of their own, with the Go runtime and process collectors.
 // proxies, called at each scrape, counts the connected Envoys by proxy group.
@@ -48,15 +68,73 @@ func New(proxies func() map[string]int) *Metrics {
 		Help: "Operations on the durable store, by operation and result (ok, error)."}, []string{"operation", "result"})
 	m.apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_api_requests_total",
 		Help: "Push API requests, by method, route and status code."}, []string{"method", "route", "code"})
+	m.apiDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lbplane_api_request_duration_seconds",
+		Help: "Push API request latency, by method and route.", Buckets: prometheus.DefBuckets}, []string{"method", "route"})
+	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_errors_total",
+		Help: "Failures of lbplane's own work, by component: status_write, stats_poll, config_dir_reload."}, []string{"component"})
+	for _, c := range []string{StatusWrite, StatsPoll, ConfigDirReload} {
+		m.errors.WithLabelValues(c) // present at 0, so that rate() and alerts see the series from the start
+	}
+	m.policies = &policyCollector{}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbplane_build_info",
+		Help: "Always 1; the labels say which build of lbplane this is."}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(version.Version, revision(), runtime.Version()).Set(1)
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
-		&proxyCollector{count: proxies},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.apiDuration, m.errors, m.policies, build, &proxyCollector{count: proxies})
+	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
+	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
+	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
+		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	return m
 }
 
-// Handler serves the metrics in Prometheus text format.
+func hasMetric(g prometheus.Gatherer, name string) bool {
+	fams, _ := g.Gather()
+	for _, f := range fams {
+		if f.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+func revision() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return "unknown"
+}
+
+// Handler serves lbplane's metrics and, from controller-runtime's registry, the Kubernetes client's
+// (rest_client_*), the controllers' work queues (workqueue_*) and leader election
+// (leader_election_master_status), in one exposition. Those live in controller-runtime's global registry
+// because client-go reports to it from package init; gathering both here keeps one scrape target.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	// InstrumentMetricHandler: promhttp_metric_handler_requests_total, Prometheus's own count of scrapes.
+	return promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(prometheus.Gatherers{m.reg, ctrlmetrics.Registry},
+		promhttp.HandlerOpts{Registry: m.reg}))
+}
+
+// Error counts one failure of a component (StatusWrite, StatsPoll, ConfigDirReload).
+func (m *Metrics) Error(component string) {
+	if m != nil {
+		m.errors.WithLabelValues(component).Inc()
+	}
+}
+
+// PolicyCondition is one bucket of lbplane_policies: a condition type, its status and reason.
+type PolicyCondition struct{ Type, Status, Reason string }
+
+// Policies sets the function that counts the policies by condition at each scrape.
+func (m *Metrics) Policies(count func() map[PolicyCondition]int) {
+	if m != nil {
+		m.policies.count.Store(&count)
+	}
 }
 
 // Push records an xDS response of one type.
@@ -112,31 +190,52 @@ func (m *Metrics) StoreOp(op string, err error) {
 	m.storeOps.WithLabelValues(op, result).Inc()
 }
 
-// Instrument counts the requests h answers by method, matched route pattern and status code.
+// Instrument counts the requests h answers by method, matched route pattern and status code, and times
+// them, with promhttp's instrumentation (which writes methods in lower case, as Prometheus's own handlers do).
 func (m *Metrics) Instrument(h http.Handler) http.Handler {
 	if m == nil {
 		return h
 	}
+	// The route label is the ServeMux pattern the request matched, which ServeMux sets on the request only
+	// while h runs: a holder filled inside is read by the label function after h returns.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		h.ServeHTTP(rec, r)
-		// ServeMux sets the pattern it matched on the request; unmatched paths share one label value.
-		route := r.Pattern
-		if route == "" {
-			route = "unmatched"
-		}
-		m.apiRequests.WithLabelValues(r.Method, route, strconv.Itoa(rec.code)).Inc()
+		holder := &routeHolder{route: "unmatched"}
+		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			if r.Pattern != "" {
+				holder.route = r.Pattern
+			}
+		})
+		m.instrumentWith(holder, inner).ServeHTTP(w, r)
 	})
 }
 
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
+type routeHolder struct{ route string }
+
+func (m *Metrics) instrumentWith(holder *routeHolder, h http.Handler) http.Handler {
+	label := promhttp.WithLabelFromCtx("route", func(context.Context) string { return holder.route })
+	return promhttp.InstrumentHandlerDuration(m.apiDuration.MustCurryWith(prometheus.Labels{}), promhttp.InstrumentHandlerCounter(m.apiRequests, h, label), label)
 }
 
-func (s *statusRecorder) WriteHeader(code int) {
-	s.code = code
-	s.ResponseWriter.WriteHeader(code)
+// policyCollector reports lbplane_policies from a count taken at scrape time: the engine holds the
+// results, and counting there keeps no second copy in step.
+type policyCollector struct {
+	count atomic.Pointer[func() map[PolicyCondition]int]
+}
+
+var policiesDesc = prometheus.NewDesc("lbplane_policies", "Policies by condition type, status and reason (Accepted, ResolvedRefs).",
+	[]string{"condition", "status", "reason"}, nil)
+
+func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- policiesDesc }
+
+func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.count.Load()
+	if f == nil {
+		return
+	}
+	for k, n := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(policiesDesc, prometheus.GaugeValue, float64(n), k.Type, k.Status, k.Reason)
+	}
 }
 
 type proxyCollector struct{ count func() map[string]int }

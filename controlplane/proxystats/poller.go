@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -32,6 +33,8 @@ type Poller struct {
 	Window               time.Duration
 	Client               *http.Client
 	Log                  *slog.Logger
+	// Metrics counts failed reads (lbplane_errors_total{component="stats_poll"}).
+	Metrics *metrics.Metrics
 
 	mu      sync.Mutex
 	proxies map[string]*proxy
@@ -118,6 +121,7 @@ func (p *Poller) add(key, group, node string, s *Sample, err error) {
 	}
 	px.group, px.node = group, node
 	if err != nil {
+		p.Metrics.Error(metrics.StatsPoll)
 		if px.err != err.Error() {
 			p.Log.Warn("reading a proxy's stats port", "proxy", key, "error", err)
 		}

@@ -48,7 +48,7 @@ func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, is
 		cfg.Log.Warn("INSECURE: xDS is served in plaintext without authentication; any client that reaches " +
 			cfg.XDSAddress + " can claim any node id and proxy group and receive its listeners, clusters and TLS private keys. Use it for local experiments only.")
 	case cfg.XDSTLS != nil:
-		opt, err := cfg.XDSTLS.ServerOption()
+		opt, err := cfg.XDSTLS.ServerOption(ctx)
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}

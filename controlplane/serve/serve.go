@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -113,6 +114,13 @@ type Config struct {
 	EnvoyCertSecrets map[string]string
 	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
 	EnvoyCertCheckInterval time.Duration
+
+	// TokenSecret, with Kubernetes, keeps the push API tokens (the ones not set by Token and ReadOnlyToken)
+	// in this Secret of Namespace: the first replica creates it, every replica reads it.
+	TokenSecret string
+	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address: to anyone on loopback, and
+	// elsewhere only with the admin token (Authorization: Bearer).
+	Pprof bool
 }
 
 // CertsDir is the default files root inside the data directory.
@@ -242,6 +250,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
+	if cfg.TokenSecret != "" {
+		if err := tokensFromSecret(ctx, &cfg); err != nil {
+			return fmt.Errorf("--token-secret: %w", err)
+		}
+	}
 	token, roToken, err := loadTokens(&cfg)
 	if err != nil {
 		return fmt.Errorf("push API token: %w", err)
@@ -256,8 +269,26 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	tracker.RequireIdentity = !cfg.XDSInsecure
 	var m *metrics.Metrics
+	// ready: the sources have loaded and xDS is served (/readyz); until then the metrics port already
+	// answers /healthz, so that a probe can tell a slow first sync from a dead process.
+	var ready atomic.Bool
+	var metricsLis net.Listener
+	var metricsSrv *http.Server
 	if cfg.MetricsAddress != "" {
 		m = metrics.New(tracker.CountByGroup)
+		if metricsLis, err = net.Listen("tcp", cfg.MetricsAddress); err != nil {
+			return fmt.Errorf("metrics address: %w", err)
+		}
+		mux, err := metricsMux(&cfg, m, metricsLis, token, &ready)
+		if err != nil {
+			metricsLis.Close()
+			return err
+		}
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
+		go metricsSrv.Serve(metricsLis)
+		// Closed on any return; a clean end shuts it down gracefully first (below).
+		defer metricsSrv.Close()
+		cfg.Log.Info("serving metrics and health", "address", metricsLis.Addr().String(), "pprof", cfg.Pprof)
 	}
 	tracker.Metrics, st.Metrics = m, m
 	cache.Settle = func(ctx context.Context, group, version string) {
@@ -267,6 +298,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
+	m.Policies(policyCounts(eng))
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
 	if cfg.Kubernetes != nil {
@@ -290,14 +322,14 @@ func Run(ctx context.Context, cfg Config) error {
 			// only on loopback, by default).
 			TrustUnauthenticated: cfg.XDSInsecure,
 			// Never through an HTTP proxy from the environment: the Envoys are reached directly.
-			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
+			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m}
 		api.Health, api.HealthByProxy = poller.Health, poller.ByProxy
 	}
 
 	// Load every source before opening the xDS port.
 	var watcher *configdir.Watcher
 	if cfg.ConfigDir != "" {
-		watcher = &configdir.Watcher{Dir: cfg.ConfigDir, Engine: eng, Log: cfg.Log}
+		watcher = &configdir.Watcher{Dir: cfg.ConfigDir, Engine: eng, Log: cfg.Log, Metrics: m}
 		if err := watcher.Load(); err != nil {
 			return fmt.Errorf("--config-dir: %w", err)
 		}
@@ -308,7 +340,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var kube *kubesource.Source
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
-		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace}
+		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
 		if poller != nil {
 			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
 			// them all. So does every other replica: the dashboard and the push API of any replica then show
@@ -379,19 +411,8 @@ func Run(ctx context.Context, cfg Config) error {
 	apiMux.Handle("/", api.Handler())
 	servers := []*http.Server{{Handler: apiMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}
 	listeners := []net.Listener{apiLis}
-	if m != nil {
-		metricsLis, err := net.Listen("tcp", cfg.MetricsAddress)
-		if err != nil {
-			xdsLis.Close()
-			apiLis.Close()
-			return fmt.Errorf("metrics address: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", m.Handler())
-		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute})
-		listeners = append(listeners, metricsLis)
+	if metricsLis != nil {
 		ports.Metrics = metricsLis.Addr().String()
-		cfg.Log.Info("serving metrics", "address", metricsLis.Addr().String())
 	}
 	cfg.Log.Info("serving", "xds", ports.XDS, "api", ports.API)
 	if err := writePorts(cfg.DataDir, ports); err != nil {
@@ -404,6 +425,15 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.Log.Info("xDS connection limit", "max", maxConns)
 	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker, xdsOpts...)
 	g.Go(func() error { return xdsserver.Serve(ctx, grpcServer, xdsLis) })
+	ready.Store(true)
+	if metricsSrv != nil {
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return metricsSrv.Shutdown(sctx)
+		})
+	}
 	for i, srv := range servers {
 		g.Go(func() error {
 			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {

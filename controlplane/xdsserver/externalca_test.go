@@ -88,7 +88,7 @@ func TestExternalCAGroupCertificate(t *testing.T) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}))
 	caPath := filepath.Join(dir, "ca.crt")
 	os.WriteFile(caPath, ca.pem, 0o600)
-	opt, err := TLSFiles{Cert: certPath, Key: keyPath, ClientCA: caPath}.ServerOption()
+	opt, err := TLSFiles{Cert: certPath, Key: keyPath, ClientCA: caPath}.ServerOption(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

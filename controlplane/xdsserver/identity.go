@@ -9,12 +9,15 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/lbplane/lbplane/controlplane/pki"
 )
@@ -26,32 +29,67 @@ type TLSFiles struct {
 }
 
 // ServerOption returns the gRPC option for mTLS: TLS 1.3 only, and a client certificate signed by ClientCA
-// is required. Certificates are re-read on every handshake, so a rotated file takes effect without a
-// restart.
-func (f TLSFiles) ServerOption() (grpc.ServerOption, error) {
-	if _, err := tls.LoadX509KeyPair(f.Cert, f.Key); err != nil {
+// is required. controller-runtime's certwatcher keeps the certificate and key (watched and polled until
+// ctx ends), and the CA is re-read only when its file changes, so a rotated file takes effect without a
+// restart and a handshake reads no file.
+func (f TLSFiles) ServerOption(ctx context.Context) (grpc.ServerOption, error) {
+	w, err := certwatcher.New(f.Cert, f.Key)
+	if err != nil {
 		return nil, fmt.Errorf("--xds-tls-cert/--xds-tls-key: %w", err)
 	}
-	if _, err := loadPool(f.ClientCA); err != nil {
+	go w.Start(ctx)
+	ca := &caFile{path: f.ClientCA}
+	if _, err := ca.get(); err != nil {
 		return nil, fmt.Errorf("--xds-tls-client-ca: %w", err)
 	}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		ClientAuth: tls.RequireAndVerifyClientCert,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-			if err != nil {
-				return nil, err
-			}
-			pool, err := loadPool(f.ClientCA)
+			pool, err := ca.get()
 			if err != nil {
 				return nil, err
 			}
 			return &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAndVerifyClientCert,
-				Certificates: []tls.Certificate{cert}, ClientCAs: pool, NextProtos: []string{"h2"}}, nil
+				GetCertificate: w.GetCertificate, ClientCAs: pool, NextProtos: []string{"h2"}}, nil
 		},
 	}
 	return grpc.Creds(credentials.NewTLS(cfg)), nil
+}
+
+// caFile is a CA bundle read again only when the file's size or modification time changed (a kubelet
+// Secret swap replaces the file the path resolves to, which changes both).
+type caFile struct {
+	path string
+
+	mu      sync.Mutex
+	pool    *x509.CertPool
+	modTime time.Time
+	size    int64
+}
+
+func (c *caFile) get() (*x509.CertPool, error) {
+	st, err := os.Stat(c.path)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if c.pool != nil {
+			return c.pool, nil // gone for a moment during a swap: keep the last good one
+		}
+		return nil, err
+	}
+	if c.pool != nil && st.ModTime().Equal(c.modTime) && st.Size() == c.size {
+		return c.pool, nil
+	}
+	pool, err := loadPool(c.path)
+	if err != nil {
+		if c.pool != nil {
+			return c.pool, nil
+		}
+		return nil, err
+	}
+	c.pool, c.modTime, c.size = pool, st.ModTime(), st.Size()
+	return pool, nil
 }
 
 // CAServerOption returns the gRPC option for mTLS with lbplane's own CA (the default): TLS 1.3 only, the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -54,6 +55,9 @@ func newServe() *cobra.Command {
 				return err
 			}
 			cfg.Log = log
+			// client-go and leader election log through klog, which otherwise writes its own text lines to
+			// stderr: through slog they come out in --log-format (one JSON object a line) like the rest.
+			klog.SetSlogLogger(log)
 			cfg.NoRouterDynamicStats = !dynamicStats
 			switch set := xdsTLS.Cert != "" || xdsTLS.Key != "" || xdsTLS.ClientCA != ""; {
 			case set && (xdsTLS.Cert == "" || xdsTLS.Key == "" || xdsTLS.ClientCA == ""):
@@ -121,6 +125,8 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.EnvoyCertCheckInterval, "envoy-cert-check-interval", time.Minute, "with --envoy-cert-secret: how often each group certificate Secret is checked (and rewritten when missing, due or from another CA)")
 	f.BoolVar(&cfg.APITLSAuto, "api-tls-auto", false, "serve the push API over HTTPS with a certificate from lbplane's own CA (the --xds-server-name names); for Kubernetes, where probes do not verify and lbctl trusts the CA")
 	f.BoolVar(&cfg.APIInsecureListenAny, "api-insecure-listen-any", false, "allow the push API in plaintext on a non-loopback address (its tokens cross the network readable); logs a warning")
+	f.StringVar(&cfg.TokenSecret, "token-secret", "", "with --kubernetes: read the push API tokens (keys token, token-readonly) from this Secret of --namespace, creating it with random tokens on first start; --token and --token-readonly still take precedence")
+	f.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on --metrics-address (open on loopback, elsewhere only with the admin token as a bearer token)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.MarkFlagRequired("data-dir")

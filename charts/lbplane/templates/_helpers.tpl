@@ -63,3 +63,69 @@ is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- $svc := printf "%s-xds" (include "lbplane.fullname" .) -}}
 {{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | toJson -}}
 {{- end -}}
+
+{{- /* Scheduling and pull secrets of a pod spec, from a values block (the top level for lbplane, envoy: for
+Envoy) and the pods' selector labels; a topology spread constraint without a labelSelector spreads these
+pods. */ -}}
+{{- define "lbplane.podScheduling" -}}
+{{- $v := .values -}}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+{{- range . }}
+  - {{ toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" $.selector))) | indent 4 | trim }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- /* The selector labels of lbplane's and Envoy's pods. */ -}}
+{{- define "lbplane.selector" -}}
+{{- toJson (dict "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/component" "control-plane") -}}
+{{- end -}}
+{{- define "lbplane.envoySelector" -}}
+{{- toJson (dict "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/component" "envoy") -}}
+{{- end -}}
+
+{{- /* The Envoy preStop hook: drain every listener gracefully through the admin API. For drain.seconds
+Envoy keeps accepting (the Service may still send new connections while it learns that the pod is going)
+and answers each request with Connection: close (HTTP/2: GOAWAY); then it closes its listeners, and the
+hook waits, at most drain.waitSeconds, until nothing is in flight on the traffic listeners (admin and the
+stats listener do not count): no HTTP request, and no connection of a TCP listener. Idle HTTP keep-alive
+connections do not hold it: Envoy does not close them on drain, and a client finds them closed before it
+sends on them. busy = listener connections - HTTP connections + HTTP requests in flight (the per-worker
+copies of the listener gauges left out). bash for /dev/tcp:
+the Envoy image has no curl. TestEnvoyPreStopDrain (e2e) runs this very command against a real Envoy under
+load. */ -}}
+{{- define "lbplane.envoyPreStop" -}}
+{{- $drain := .Values.envoy.drain -}}
+admin() { exec 3<>/dev/tcp/127.0.0.1/19000 && printf '%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n' "$1" "$2" >&3 && cat <&3; exec 3<&-; }
+admin POST '/drain_listeners?graceful' >/dev/null || exit 0
+sleep {{ $drain.seconds }}
+end=$((SECONDS + {{ $drain.waitSeconds }}))
+while [ "$SECONDS" -lt "$end" ]; do
+  busy=$(admin GET '/stats?filter=active' | awk -F': ' '
+    $1 ~ /^(listener|http)\.(admin|lbplane_stats)\./ || $1 ~ /\.worker_[0-9]+\./ {next}
+    $1 ~ /^listener\..*\.downstream_cx_active$/ {n += $2}
+    $1 ~ /^http\..*\.downstream_cx_active$/ {n -= $2}
+    $1 ~ /^http\..*\.downstream_rq_active$/ {n += $2}
+    END {print n + 0}')
+  [ "$busy" = 0 ] && exit 0
+  sleep 1
+done
+{{- end -}}
+
+{{- /* The Secret of the push API tokens. */ -}}
+{{- define "lbplane.tokenSecret" -}}
+{{ include "lbplane.fullname" . }}-api-token
+{{- end -}}

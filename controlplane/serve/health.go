@@ -1,0 +1,107 @@
+package serve
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/kubepki"
+	"github.com/lbplane/lbplane/controlplane/metrics"
+)
+
+// metricsMux serves /metrics, /healthz (the process answers), /readyz (sources loaded, xDS served) and,
+// with --pprof, /debug/pprof/. pprof shows the heap and goroutines, which hold policies, keys and tokens:
+// off the loopback interface it wants the admin token.
+func metricsMux(cfg *Config, m *metrics.Metrics, lis net.Listener, adminToken string, ready *atomic.Bool) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready: the sources have not loaded yet", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	if !cfg.Pprof {
+		return mux, nil
+	}
+	if adminToken == "" {
+		return nil, errors.New("--pprof: no admin token to protect it with")
+	}
+	guard := func(h http.Handler) http.Handler {
+		if addr, ok := lis.Addr().(*net.TCPAddr); ok && addr.IP.IsLoopback() {
+			return h
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(adminToken)) != 1 {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				http.Error(w, "pprof on a non-loopback address needs the admin token", http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
+	mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
+	mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
+	cfg.Log.Warn("pprof is on: /debug/pprof/ on the metrics address", "address", lis.Addr().String())
+	return mux, nil
+}
+
+// tokensFromSecret fills the tokens not configured from the token Secret, creating it on first start.
+func tokensFromSecret(ctx context.Context, cfg *Config) error {
+	if cfg.Kubernetes == nil {
+		return errors.New("needs --kubernetes")
+	}
+	ns, err := cfg.namespace()
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg.Kubernetes)
+	if err != nil {
+		return err
+	}
+	admin, ro, err := kubepki.LoadOrCreateTokens(ctx, client, ns, cfg.TokenSecret)
+	if err != nil {
+		return err
+	}
+	if cfg.Token == "" {
+		cfg.Token = admin
+	}
+	if cfg.ReadOnlyToken == "" {
+		cfg.ReadOnlyToken = ro
+	}
+	cfg.Log.Info("push API tokens from Secret", "namespace", ns, "name", cfg.TokenSecret)
+	return nil
+}
+
+// policyCounts counts the engine's policies by condition, for lbplane_policies.
+func policyCounts(eng *engine.Engine) func() map[metrics.PolicyCondition]int {
+	return func() map[metrics.PolicyCondition]int {
+		res, _ := eng.Result()
+		out := map[metrics.PolicyCondition]int{}
+		if res == nil {
+			return out
+		}
+		for _, p := range res.Policies.All() {
+			for _, c := range p.Conditions(metav1.Time{}) {
+				out[metrics.PolicyCondition{Type: c.Type, Status: string(c.Status), Reason: c.Reason}]++
+			}
+		}
+		return out
+	}
+}

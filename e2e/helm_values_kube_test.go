@@ -1,0 +1,299 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/lbplane/lbplane/internal/kubetest"
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+const crdName = "loadbalancerpolicies.lbplane.io"
+
+// kubectlJSON runs kubectl get ... -o json and decodes the answer.
+func kubectlJSON(t *testing.T, kubeconfig string, out any, args ...string) {
+	t.Helper()
+	got, err := kubectl(t, kubeconfig, "", append(append([]string{"get"}, args...), "-o", "json")...)
+	if err != nil {
+		t.Fatalf("kubectl get %v: %v\n%s", args, err, got)
+	}
+	if err := json.Unmarshal([]byte(got), out); err != nil {
+		t.Fatalf("kubectl get %v: %v", args, err)
+	}
+}
+
+// deleteCRD removes the CRD kubetest.Start installed, for tests of how the chart installs it.
+func deleteCRD(t *testing.T, c *kubetest.Cluster) {
+	t.Helper()
+	if out, err := kubectl(t, c.Kubeconfig, "", "delete", "crd", crdName, "--wait=true", "--timeout=60s"); err != nil {
+		t.Fatalf("deleting the test cluster's CRD: %v\n%s", err, out)
+	}
+}
+
+// installServiceMonitorCRD applies prometheus-operator's ServiceMonitor CRD (hack/tools.sh
+// servicemonitor-crd) and waits until the API server serves it.
+func installServiceMonitorCRD(t *testing.T, c *kubetest.Cluster) {
+	t.Helper()
+	dir := tools.Path("servicemonitor-crd")
+	if _, err := os.Stat(filepath.Join(dir, "monitoring.coreos.com_servicemonitors.yaml")); err != nil {
+		t.Fatalf("the ServiceMonitor CRD is not at %s: run hack/tools.sh servicemonitor-crd (make tools)", dir)
+	}
+	if out, err := kubectl(t, c.Kubeconfig, "", "apply", "--server-side", "-f", dir); err != nil {
+		t.Fatalf("applying the ServiceMonitor CRD: %v\n%s", err, out)
+	}
+	if out, err := kubectl(t, c.Kubeconfig, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// TestHelmInstallEveryValue installs the chart with every scheduling, disruption, autoscaling, metrics and
+// CRD value set (testdata/all-values.yaml) into a real API server, which validates each object against
+// its schema (the ServiceMonitors against prometheus-operator's CRD), and reads back what was created.
+func TestHelmInstallEveryValue(t *testing.T) {
+	c := kubetest.Start(t)
+	installServiceMonitorCRD(t, c)
+	deleteCRD(t, c)
+	// crds.templated: the CRD comes from the templates, so crds/ is skipped.
+	out, err := helm(t, "install", "demo", chartDir, "-n", "lbplane", "--create-namespace", "--kubeconfig", c.Kubeconfig,
+		"--skip-crds", "-f", allValues)
+	if err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+
+	type podSpec struct {
+		NodeSelector              map[string]string `json:"nodeSelector"`
+		Tolerations               []map[string]any  `json:"tolerations"`
+		Affinity                  map[string]any    `json:"affinity"`
+		ImagePullSecrets          []map[string]any  `json:"imagePullSecrets"`
+		TerminationGracePeriod    *int              `json:"terminationGracePeriodSeconds"`
+		TopologySpreadConstraints []struct {
+			LabelSelector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"labelSelector"`
+		} `json:"topologySpreadConstraints"`
+		Containers []struct {
+			Lifecycle struct {
+				PreStop struct {
+					Exec struct{ Command []string } `json:"exec"`
+				} `json:"preStop"`
+			} `json:"lifecycle"`
+			StartupProbe   map[string]any `json:"startupProbe"`
+			ReadinessProbe struct {
+				HTTPGet struct{ Path string } `json:"httpGet"`
+			} `json:"readinessProbe"`
+			LivenessProbe struct {
+				HTTPGet struct{ Path string } `json:"httpGet"`
+			} `json:"livenessProbe"`
+		} `json:"containers"`
+	}
+	type deployment struct {
+		Spec struct {
+			Replicas *int `json:"replicas"`
+			Template struct {
+				Metadata struct {
+					Labels      map[string]string `json:"labels"`
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+				Spec podSpec `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	var lb, envoy deployment
+	kubectlJSON(t, c.Kubeconfig, &lb, "deployment", "-n", "lbplane", "demo-lbplane")
+	kubectlJSON(t, c.Kubeconfig, &envoy, "deployment", "-n", "lbplane", "demo-lbplane-envoy")
+	for name, d := range map[string]deployment{"lbplane": lb, "envoy": envoy} {
+		s := d.Spec.Template.Spec
+		if s.NodeSelector["kubernetes.io/os"] != "linux" || len(s.Tolerations) != 1 || len(s.Affinity) != 1 ||
+			len(s.ImagePullSecrets) != 1 || len(s.TopologySpreadConstraints) != 1 {
+			t.Errorf("%s: scheduling not as set: %+v", name, s)
+		}
+		if len(s.TopologySpreadConstraints) == 1 && s.TopologySpreadConstraints[0].LabelSelector.MatchLabels["app.kubernetes.io/instance"] != "demo" {
+			t.Errorf("%s: the spread constraint does not select the release's pods: %+v", name, s.TopologySpreadConstraints[0])
+		}
+		if d.Spec.Template.Metadata.Labels["example.com/tier"] == "" || d.Spec.Template.Metadata.Annotations["example.com/team"] == "" {
+			t.Errorf("%s: pod labels/annotations not set: %v %v", name, d.Spec.Template.Metadata.Labels, d.Spec.Template.Metadata.Annotations)
+		}
+	}
+	// The user's annotation wins over the chart's scrape annotation.
+	if a := lb.Spec.Template.Metadata.Annotations["prometheus.io/scrape"]; a != "false" {
+		t.Errorf("lbplane's prometheus.io/scrape: %q, want the value's false", a)
+	}
+	lc := lb.Spec.Template.Spec.Containers[0]
+	if lc.StartupProbe == nil || lc.ReadinessProbe.HTTPGet.Path != "/readyz" || lc.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Errorf("lbplane probes: startup %v readiness %q liveness %q", lc.StartupProbe, lc.ReadinessProbe.HTTPGet.Path, lc.LivenessProbe.HTTPGet.Path)
+	}
+	ec := envoy.Spec.Template.Spec.Containers[0]
+	if ec.ReadinessProbe.HTTPGet.Path != "/ready" || ec.LivenessProbe.HTTPGet.Path != "/livez" {
+		t.Errorf("Envoy probes: readiness %q liveness %q", ec.ReadinessProbe.HTTPGet.Path, ec.LivenessProbe.HTTPGet.Path)
+	}
+	if cmd := ec.Lifecycle.PreStop.Exec.Command; len(cmd) != 3 || !strings.Contains(cmd[2], "/drain_listeners?graceful") {
+		t.Errorf("Envoy preStop: %q", cmd)
+	}
+	// drain 10 s + wait 20 s + 5 s.
+	if g := envoy.Spec.Template.Spec.TerminationGracePeriod; g == nil || *g != 35 {
+		t.Errorf("Envoy terminationGracePeriodSeconds: %v, want 35", g)
+	}
+
+	// The objects each value turns on, as the API server holds them.
+	for _, obj := range []string{
+		"poddisruptionbudget/demo-lbplane", "poddisruptionbudget/demo-lbplane-envoy",
+		"horizontalpodautoscaler/demo-lbplane-envoy",
+		"service/demo-lbplane-metrics", "service/demo-lbplane-envoy-metrics",
+		"servicemonitor.monitoring.coreos.com/demo-lbplane", "servicemonitor.monitoring.coreos.com/demo-lbplane-envoy",
+	} {
+		if out, err := kubectl(t, c.Kubeconfig, "", "get", "-n", "lbplane", obj); err != nil {
+			t.Errorf("%s: %v %s", obj, err, out)
+		}
+	}
+	var pdb struct {
+		Spec struct {
+			MaxUnavailable any `json:"maxUnavailable"`
+		} `json:"spec"`
+	}
+	kubectlJSON(t, c.Kubeconfig, &pdb, "pdb", "-n", "lbplane", "demo-lbplane-envoy")
+	if pdb.Spec.MaxUnavailable != "25%" {
+		t.Errorf("Envoy PDB maxUnavailable: %v", pdb.Spec.MaxUnavailable)
+	}
+	var sm struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			Endpoints []struct{ Port, Path, Interval string } `json:"endpoints"`
+		} `json:"spec"`
+	}
+	kubectlJSON(t, c.Kubeconfig, &sm, "servicemonitor.monitoring.coreos.com", "-n", "lbplane", "demo-lbplane-envoy")
+	if sm.Metadata.Labels["release"] != "kube-prometheus-stack" || len(sm.Spec.Endpoints) != 1 ||
+		sm.Spec.Endpoints[0].Port != "stats" || sm.Spec.Endpoints[0].Path != "/stats/prometheus" || sm.Spec.Endpoints[0].Interval != "15s" {
+		t.Errorf("Envoy ServiceMonitor: %+v", sm)
+	}
+	// The templated CRD belongs to the release and is kept on uninstall.
+	var crd struct {
+		Metadata struct {
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	kubectlJSON(t, c.Kubeconfig, &crd, "crd", crdName)
+	if crd.Metadata.Annotations["meta.helm.sh/release-name"] != "demo" || crd.Metadata.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("templated CRD annotations: %v", crd.Metadata.Annotations)
+	}
+	if out, err := helm(t, "uninstall", "demo", "-n", "lbplane", "--kubeconfig", c.Kubeconfig); err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+	if out, err := kubectl(t, c.Kubeconfig, "", "get", "crd", crdName); err != nil {
+		t.Errorf("helm uninstall removed the kept CRD: %v %s", err, out)
+	}
+}
+
+// crdHasField tells whether the served CRD's schema has spec.<field>.
+func crdHasField(t *testing.T, kubeconfig, field string) bool {
+	t.Helper()
+	out, err := kubectl(t, kubeconfig, "", "get", "crd", crdName, "-o",
+		"jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties."+field+".type}")
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	return strings.TrimSpace(out) != ""
+}
+
+// TestHelmCRDUpgrade follows README "Upgrading the CRD" against a real API server: a release installed
+// from a chart whose CRD lacks a field (crds/, which helm upgrade never touches) is upgraded to this chart
+// with crds.templated=true after the documented adoption, and the API server then serves the new schema: a
+// policy keeps the field instead of having it pruned.
+func TestHelmCRDUpgrade(t *testing.T) {
+	c := kubetest.Start(t)
+	deleteCRD(t, c)
+	const field = "proxyGroup"
+	// The "old" chart: this one with spec.proxyGroup missing from the CRD's schema.
+	old := filepath.Join(t.TempDir(), "lbplane")
+	if out, err := exec.Command("cp", "-r", chartDir, old).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	crdFile := filepath.Join(old, "crds", "lbplane.io_loadbalancerpolicies.yaml")
+	b, err := os.ReadFile(crdFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	version := crd["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)
+	specProps := version["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)
+	if _, ok := specProps[field]; !ok {
+		t.Fatalf("the chart's CRD has no spec.%s to take out", field)
+	}
+	delete(specProps, field)
+	if b, err = yaml.Marshal(crd); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(crdFile, b, 0o644)
+
+	common := []string{"-n", "lbplane", "--kubeconfig", c.Kubeconfig, "--set", "apiToken=t", "--set", "metrics.service.enabled=false"}
+	if out, err := helm(t, append([]string{"install", "demo", old, "--create-namespace"}, common...)...); err != nil {
+		t.Fatalf("helm install (old chart): %v\n%s", err, out)
+	}
+	if crdHasField(t, c.Kubeconfig, field) {
+		t.Fatal("the old chart's CRD already has the field")
+	}
+	// A plain upgrade leaves the CRD as it was: helm never updates crds/.
+	if out, err := helm(t, append([]string{"upgrade", "demo", chartDir}, common...)...); err != nil {
+		t.Fatalf("helm upgrade: %v\n%s", err, out)
+	}
+	if crdHasField(t, c.Kubeconfig, field) {
+		t.Fatal("a plain helm upgrade changed the CRD; the test's premise is wrong")
+	}
+
+	// README "Upgrading the CRD": hand the CRD to the release, then upgrade with crds.templated=true.
+	for _, args := range [][]string{
+		{"label", "crd", crdName, "app.kubernetes.io/managed-by=Helm", "--overwrite"},
+		{"annotate", "crd", crdName, "meta.helm.sh/release-name=demo", "meta.helm.sh/release-namespace=lbplane", "--overwrite"},
+	} {
+		if out, err := kubectl(t, c.Kubeconfig, "", args...); err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+	}
+	if out, err := helm(t, append([]string{"upgrade", "demo", chartDir, "--set", "crds.templated=true"}, common...)...); err != nil {
+		t.Fatalf("helm upgrade --set crds.templated=true: %v\n%s", err, out)
+	}
+	if !crdHasField(t, c.Kubeconfig, field) {
+		t.Fatal("after the templated upgrade the CRD still lacks the field")
+	}
+	// The API server uses the new schema: the field is kept, not pruned as unknown.
+	eventually(t, 30*time.Second, "a policy with spec.proxyGroup keeps it", func() error {
+		out, err := kubectl(t, c.Kubeconfig, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: upgraded, namespace: default}
+spec:
+  proxyGroup: edge
+  listener: {port: 8080, protocol: HTTP}
+  backends: [{name: app, endpoints: [{address: 10.0.0.1, port: 80}]}]
+`, "apply", "-f", "-")
+		if err != nil {
+			return &textErr{out}
+		}
+		got, _ := kubectl(t, c.Kubeconfig, "", "get", "lbp", "-n", "default", "upgraded", "-o", "jsonpath={.spec.proxyGroup}")
+		if strings.TrimSpace(got) != "edge" {
+			kubectl(t, c.Kubeconfig, "", "delete", "lbp", "-n", "default", "upgraded")
+			return &textErr{"spec.proxyGroup was pruned: " + got}
+		}
+		return nil
+	})
+	// Later upgrades keep applying it.
+	if out, err := helm(t, append([]string{"upgrade", "demo", chartDir, "--set", "crds.templated=true"}, common...)...); err != nil {
+		t.Fatalf("second templated upgrade: %v\n%s", err, out)
+	}
+}
+
+type textErr struct{ s string }
+
+func (e *textErr) Error() string { return e.s }
