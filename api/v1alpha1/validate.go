@@ -92,6 +92,7 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v.listener(spec.child("listener"), &s.Listener)
 	backends := v.backends(spec.child("backends"), s.Backends)
 	v.routes(spec.child("routes"), s, backends)
+	v.debugHeaders(spec.child("debugHeaders"), s)
 	return v.errs
 }
 
@@ -815,4 +816,11 @@ func clip(s string) string {
 		return s
 	}
 	return s[:max] + "…"
+}
+
+// debugHeaders are response headers: a TCP listener has none to add them to.
+func (v *validator) debugHeaders(p path, s *LoadBalancerPolicySpec) {
+	if s.DebugHeaders && s.Listener.Protocol == ProtocolTCP {
+		v.add(p, "only allowed on HTTP and HTTPS listeners")
+	}
 }

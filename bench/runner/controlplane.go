@@ -52,7 +52,11 @@ func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record f
 	}
 	defer e.stopBackends()
 	ports := []string{"28091", "28092"}
-	for _, api := range []string{"delta", "sotw"} {
+	apis := cfg.APIs
+	if len(apis) == 0 {
+		apis = []string{"delta", "sotw"}
+	}
+	for _, api := range apis {
 		if err := propagation(ctx, e, cfg, api, "push", ports, record); err != nil {
 			return fmt.Errorf("propagation (%s): %w", api, err)
 		}
@@ -76,10 +80,14 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		return err
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
-	// xDS in plaintext on loopback (lbplane's default is mTLS): the simulated Envoys are plain gRPC clients,
-	// and the real one uses the same bootstrap as the data plane runs.
-	args := []string{"serve", "--data-dir", dir, "--xds-address", xds, "--xds-insecure",
-		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0"}
+	args := []string{"serve", "--data-dir", dir, "--xds-address", xds,
+		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0",
+		// Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect without certificates
+		// (xDS over mTLS is the default since lbplane runs its own CA).
+		"--xds-insecure",
+		// The fan-out row's simulated Envoys and the real one: more than the default cap (half the open-file
+		// limit, 10,000 on these machines).
+		"--xds-max-connections", "-1"}
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
 	apply := applier(func(ctx context.Context, docs []byte) error { _, err := c.Apply(ctx, docs, false); return err })
 	counts := cfg.PolicyCounts
@@ -134,7 +142,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 
 	// The fan-out first, with only the probe present, so that it measures distribution, not translation.
 	if via == "push" {
-		if err := swarm(ctx, cfg, api, xds, c, ports, record); err != nil {
+		if err := swarm(ctx, cfg, api, xds, c, ports, lb.cmd.Process.Pid, record); err != nil {
 			return err
 		}
 		if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
@@ -153,7 +161,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		}
 		// The last filler is served before any change is timed.
 		last := fmt.Sprintf("f-%d.bench.local", n-1)
-		if !waitFor(2*time.Minute, func() bool {
+		if !waitFor(10*time.Minute, func() bool {
 			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
 			req.Host = last
 			resp, err := client.Do(req)
@@ -204,6 +212,50 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		fmt.Fprintf(os.Stderr, "propagation %-10s %-5s %5d policies: accepted→200 p50 %.1f ms p99 %.1f ms; push→200 p50 %.1f ms p99 %.1f ms; lbplane %.1f ms CPU/change, RSS %d MiB\n",
 			via, api, n, rec.P50, rec.P99, percentile(fromPush, 50), percentile(fromPush, 99), rec.LbplaneCPUPerChangeMs, rec.LbplaneRSS>>20)
 	}
+	if via == "push" && cfg.ColdStart && len(counts) > 0 {
+		envoy.stop()
+		lb.stop()
+		return coldStart(dir, e, args, cfgPath, apiAddr, counts[len(counts)-1], api, record)
+	}
+	return nil
+}
+
+// coldStart starts lbplane again on the data directory the push runs filled, then a fresh Envoy, and times
+// from lbplane's start until that Envoy serves the newest policy (its config is complete: the listener's
+// route table holds every host), with lbplane's RSS then.
+func coldStart(dir string, e *env, args []string, cfgPath, apiAddr string, n int, api string, record func(runRecord)) error {
+	begin := time.Now()
+	lb, err := start(dir, "lbplane-cold", nil, filepath.Join(e.bin, "lbplane"), args...)
+	if err != nil {
+		return err
+	}
+	defer lb.stop()
+	envoy, err := start(dir, "envoy-cold", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	if err != nil {
+		return err
+	}
+	defer envoy.stop()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	last := fmt.Sprintf("f-%d.bench.local", n-1)
+	if !waitFor(10*time.Minute, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
+		req.Host = last
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		return fmt.Errorf("cold start: the Envoy never served %d policies", n)
+	}
+	took := time.Since(begin)
+	u := treeUsage(lb.cmd.Process.Pid)
+	rec := runRecord{Scenario: "coldstart", Peer: "lbplane", API: api, Policies: n, Samples: []float64{float64(took.Milliseconds())}, Valid: true,
+		P50: float64(took.Milliseconds()), LbplaneRSS: u.RSSBytes}
+	record(rec)
+	fmt.Fprintf(os.Stderr, "cold start  %-5s %d policies: lbplane start → Envoy serves the newest policy %.1f s; lbplane RSS %d MiB, CPU %.1f s\n",
+		api, n, took.Seconds(), u.RSSBytes>>20, u.CPUSeconds)
 	return nil
 }
 
@@ -230,8 +282,9 @@ func percentile(xs []float64, p float64) float64 {
 
 // swarm connects cfg.Swarm ADS clients (one process, one gRPC connection each) that subscribe to clusters
 // and acknowledge what they get, then times a cluster change until every client has it.
-func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, ports []string, record func(runRecord)) error {
+func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, ports []string, lbPid int, record func(runRecord)) error {
 	n := cfg.Swarm
+	idle := treeUsage(lbPid)
 	arrivals := make(chan time.Duration, n*4)
 	var changeAt time.Time
 	var mu sync.Mutex
@@ -278,6 +331,7 @@ func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, 
 			return fmt.Errorf("not all %d simulated Envoys got their first config", n)
 		}
 	}
+	connected := treeUsage(lbPid)
 	mu.Lock()
 	changeAt = time.Now()
 	mu.Unlock()
@@ -297,9 +351,11 @@ func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, 
 	cancel()
 	wg.Wait()
 	rec := runRecord{Scenario: "swarm", Peer: "lbplane", API: api, Conns: n, Samples: samples, Valid: true,
-		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100)}
+		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100), LbplaneRSS: connected.RSSBytes}
 	record(rec)
-	fmt.Fprintf(os.Stderr, "swarm       %-5s %d simulated Envoys: p50 %.1f ms, p99 %.1f ms, all %.1f ms\n", api, n, rec.P50, rec.P99, rec.P999)
+	perClient := float64(connected.RSSBytes-idle.RSSBytes) / float64(n) / 1024
+	fmt.Fprintf(os.Stderr, "swarm       %-5s %d simulated Envoys: p50 %.1f ms, p99 %.1f ms, all %.1f ms; lbplane RSS %d MiB idle, %d MiB connected: %.1f KiB per client\n",
+		api, n, rec.P50, rec.P99, rec.P999, idle.RSSBytes>>20, connected.RSSBytes>>20, perClient)
 	return nil
 }
 

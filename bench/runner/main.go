@@ -43,7 +43,11 @@ type config struct {
 	KubePolicyCounts []int    `json:"kubePolicyCounts"`
 	KubeAPIs         []string `json:"kubeApis"`
 	Changes          int      `json:"changes"`
-	Swarm            int      `json:"simulatedEnvoys"`
+	// APIs are the xDS variants of the push runs; ColdStart restarts lbplane with the most policies pushed
+	// and times an Envoy's first full config.
+	APIs      []string `json:"apis,omitempty"`
+	ColdStart bool     `json:"coldStart,omitempty"`
+	Swarm     int      `json:"simulatedEnvoys"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
@@ -115,6 +119,13 @@ func main() {
 	envoyEnv := flag.String("envoy-env", "", "comma-separated KEY=VALUE environment for lbplane's Envoys (experiments, e.g. tcmalloc settings)")
 	heapDumps := flag.String("envoy-heap-dumps", "", "directory for the Envoys' heap profiles (admin /heap_dump) with every WebSocket or idle connection open")
 	memConc := flag.String("mem-concurrency", "", "comma-separated connection counts for the memory-at-load runs, each in a fresh peer process")
+	policyCounts := flag.String("policies", "", "comma-separated policy counts of the push propagation runs")
+	kubeCounts := flag.String("kube-policies", "", "comma-separated policy counts of the Kubernetes propagation runs (\"none\": not run)")
+	apis := flag.String("apis", "", "comma-separated xDS variants of the push propagation runs (delta, sotw)")
+	kubeAPIs := flag.String("kube-apis", "", "comma-separated xDS variants of the Kubernetes propagation runs")
+	swarmN := flag.Int("swarm", 0, "simulated Envoys of the fan-out run")
+	changes := flag.Int("changes", 0, "timed changes per propagation row")
+	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	flag.Parse()
 	if *again != "" {
 		wd, _ := os.Getwd()
@@ -172,6 +183,40 @@ func main() {
 	if *envoyEnv != "" {
 		ex.env = strings.Split(*envoyEnv, ",")
 	}
+	ints := func(name, s string) []int {
+		var out []int
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "error: -%s: %v\n", name, err)
+				os.Exit(2)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	switch {
+	case *kubeCounts == "none":
+		cfg.KubePolicyCounts = nil
+	case *kubeCounts != "":
+		cfg.KubePolicyCounts = ints("kube-policies", *kubeCounts)
+	}
+	if *policyCounts != "" {
+		cfg.PolicyCounts = ints("policies", *policyCounts)
+	}
+	if *apis != "" {
+		cfg.APIs = strings.Split(*apis, ",")
+	}
+	if *kubeAPIs != "" {
+		cfg.KubeAPIs = strings.Split(*kubeAPIs, ",")
+	}
+	if *swarmN > 0 {
+		cfg.Swarm = *swarmN
+	}
+	if *changes > 0 {
+		cfg.Changes = *changes
+	}
+	cfg.ColdStart = *coldStart
 	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
@@ -220,7 +265,11 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 
 	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
 	e := &env{dir: work, tools: map[string]string{}, envoyRuntime: ex.runtime, envoyArgs: ex.args, envoyEnv: ex.env, heapDumps: ex.heapDumps}
-	for _, t := range []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"} {
+	tools := []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"}
+	if only == "controlplane" {
+		tools = tools[:1] // the control-plane rows need Envoy only
+	}
+	for _, t := range tools {
 		b, err := exec.Command(filepath.Join(repoRoot, "hack", "tools.sh"), "path-"+t).Output()
 		if err != nil {
 			return err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,6 +45,37 @@ func BenchmarkEngineOneChangeAmong(b *testing.B) {
 				next[n/2] = benchPolicy(n/2, int32(81+i%2))
 				e.Set(SourceStore, next)
 			}
+		})
+	}
+}
+
+// BenchmarkHeapPerPolicy reports the live heap an engine holds per policy (translation cache, IR, built
+// and marshalled resources, the published state) once n policies are published: what a policy costs in
+// memory, with nothing kept twice.
+func BenchmarkHeapPerPolicy(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			policies := make([]*v1alpha1.LoadBalancerPolicy, n)
+			for i := range policies {
+				policies[i] = benchPolicy(i, 80)
+			}
+			var perPolicy float64
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				e := New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+				e.Set(SourceStore, policies)
+				// A change, so that what a derived version keeps is counted too.
+				next := slices.Clone(policies)
+				next[n/2] = benchPolicy(n/2, 81)
+				e.Set(SourceStore, next)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perPolicy = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+				runtime.KeepAlive(e)
+			}
+			b.ReportMetric(perPolicy, "heapB/policy")
 		})
 	}
 }

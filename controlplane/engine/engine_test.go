@@ -32,7 +32,7 @@ func TestCommitPublishesThePlanOrTranslatesAgainWhenStale(t *testing.T) {
 	if got := e.Commit(planned); got != planned.Result {
 		t.Fatal("nothing changed since the plan, yet Commit translated again")
 	}
-	if res, _ := e.Result(); res.Policies[translate.KeyOf(a)] == nil {
+	if res, _ := e.Result(); res.Policies.Of(translate.KeyOf(a)) == nil {
 		t.Fatal("the committed policy is not in the engine's result")
 	}
 
@@ -44,7 +44,7 @@ func TestCommitPublishesThePlanOrTranslatesAgainWhenStale(t *testing.T) {
 		t.Fatal("a stale plan was published as it was")
 	}
 	for _, p := range []string{"a", "b", "c"} {
-		if got.Policies[translate.Key{Namespace: "default", Name: p}] == nil {
+		if got.Policies.Of(translate.Key{Namespace: "default", Name: p}) == nil {
 			t.Errorf("policy %s missing after committing a stale plan", p)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -31,26 +32,70 @@ type groupBuild struct {
 	ir     *ir.Group
 	state  *xdscache.State
 	routes map[uint32]*routeBuild
+	// shapes is what each port's listener was built from (see listenerShape).
+	shapes map[uint32]*listenerShape
+}
+
+// listenerShape is all a listener's build reads: the IR listener without its virtual hosts (they go to the
+// route table, over RDS) and whether any route keeps sessions. A change of one virtual host hands out a
+// new IR listener on its port; when its shape is the same, the built listener is too, and it is neither
+// built nor marshalled again: with thousands of hosts on a port that was a pass over all of them.
+type listenerShape struct {
+	l        ir.Listener
+	sessions bool
+}
+
+func shapeOf(l *ir.Listener, rb *routeBuild) *listenerShape {
+	s := &listenerShape{l: *l}
+	s.l.VirtualHosts = nil
+	s.sessions = rb != nil && rb.sessions > 0
+	return s
+}
+
+// build builds the listener from its shape: a virtual host with sessions stands for all of them.
+func (s *listenerShape) build(rb *routeBuild) proto.Message {
+	l := s.l
+	if s.sessions {
+		for _, vh := range rb.vhosts {
+			if hasSessions(vh) {
+				l.VirtualHosts = []*ir.VirtualHost{vh}
+				break
+			}
+		}
+	}
+	return xdsbuild.Listener(&l)
+}
+
+func hasSessions(vh *ir.VirtualHost) bool {
+	for _, r := range vh.Routes {
+		if r.Session != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // routeBuild is an HTTP port's route table: its virtual hosts, each marshalled once, in the listener's order.
 type routeBuild struct {
 	vhosts []*ir.VirtualHost
 	built  []*builtVHost
-	// sum adds the hosts' short hashes; size their encoded sizes.
-	sum  uint64
-	size int
+	// sum adds the hosts' short hashes; size their encoded sizes; sessions counts the hosts with a route
+	// that keeps sessions.
+	sum      uint64
+	size     int
+	sessions int
 }
 
 type builtVHost struct {
-	msg   *routev3.VirtualHost
-	bytes []byte
-	short uint64 // the first bytes of the hash of bytes
+	msg      *routev3.VirtualHost
+	bytes    []byte
+	short    uint64 // the first bytes of the hash of bytes
+	sessions bool
 }
 
 var emptyBuild = func() *groupBuild {
 	st, _ := xdscache.NewState(nil)
-	return &groupBuild{ir: &ir.Group{}, state: st, routes: map[uint32]*routeBuild{}}
+	return &groupBuild{ir: &ir.Group{}, state: st, routes: map[uint32]*routeBuild{}, shapes: map[uint32]*listenerShape{}}
 }
 
 // BuildStats counts what incremental builds did, for tests.
@@ -100,9 +145,9 @@ func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
 		},
 		func(c *ir.Cluster) { remove(resource.ClusterType, c.Name); remove(resource.EndpointType, c.Name) })
 
-	next := &groupBuild{ir: g, routes: map[uint32]*routeBuild{}}
-	for port, rb := range prev.routes {
-		next.routes[port] = rb
+	next := &groupBuild{ir: g, routes: maps.Clone(prev.routes), shapes: maps.Clone(prev.shapes)}
+	if next.shapes == nil {
+		next.shapes = map[uint32]*listenerShape{}
 	}
 	walk(prev.ir.Listeners, g.Listeners, func(l *ir.Listener) string { return fmt.Sprintf("%05d", l.Port) },
 		func(l *ir.Listener) {
@@ -115,9 +160,10 @@ func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
 					}
 				}
 			}
-			put(resource.ListenerType, xdsbuild.Listener(l))
 			delete(next.routes, l.Port)
 			if l.Protocol != ir.HTTP {
+				next.shapes[l.Port] = shapeOf(l, nil)
+				put(resource.ListenerType, xdsbuild.Listener(l))
 				if l.TCP == nil {
 					errs = append(errs, fmt.Errorf("listener %s: %w", l.Name, ir.ErrNoDestinations))
 				} else if err := checkDestinations(g, "listener "+l.Name, l.TCP.Clusters); err != nil {
@@ -131,6 +177,11 @@ func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
 			}
 			next.routes[l.Port] = rb
 			change.Put[resource.RouteType] = append(change.Put[resource.RouteType], r)
+			shape := shapeOf(l, rb)
+			next.shapes[l.Port] = shape
+			if was := prev.shapes[l.Port]; was == nil || was.sessions != shape.sessions || !reflect.DeepEqual(was.l, shape.l) {
+				put(resource.ListenerType, shape.build(rb))
+			}
 		},
 		func(l *ir.Listener) {
 			if i, ok := slices.BinarySearchFunc(g.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok && g.Listeners[i].Name == l.Name {
@@ -141,6 +192,7 @@ func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
 				remove(resource.RouteType, l.RouteConfigName())
 			}
 			delete(next.routes, l.Port)
+			delete(next.shapes, l.Port)
 		})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -223,17 +275,23 @@ func (e *Engine) routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*rou
 	// The order of the hosts follows from the hosts themselves (see translate.CompareVirtualHosts), so a
 	// sum of their hashes versions the table as well as a hash of the whole would, and a change costs an
 	// add and a subtract instead of a pass over every host.
-	rb.sum, rb.size = prev.sum, prev.size
+	rb.sum, rb.size, rb.sessions = prev.sum, prev.size, prev.sessions
 	if prev.built == nil {
-		rb.sum, rb.size = 0, 0
+		rb.sum, rb.size, rb.sessions = 0, 0, 0
 	}
 	for _, v := range gone {
 		rb.sum -= v.short
 		rb.size -= protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
+		if v.sessions {
+			rb.sessions--
+		}
 	}
 	for _, v := range fresh {
 		rb.sum += v.short
 		rb.size += protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
+		if v.sessions {
+			rb.sessions++
+		}
 	}
 	h := sha256.New()
 	h.Write(b)
@@ -265,7 +323,7 @@ func (e *Engine) buildVHost(vh *ir.VirtualHost) *builtVHost {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	e.stats.VirtualHosts++
 	sum := sha256.Sum256(b)
-	return &builtVHost{msg: msg, bytes: b, short: binary.LittleEndian.Uint64(sum[:])}
+	return &builtVHost{msg: msg, bytes: b, short: binary.LittleEndian.Uint64(sum[:]), sessions: hasSessions(vh)}
 }
 
 // checkDestinations is ir.Validate's reference check for one destination set, built now: it points at
@@ -293,6 +351,8 @@ type merged struct {
 	all      []*v1alpha1.LoadBalancerPolicy
 	origin   map[translate.Key]string
 	shadowed map[translate.Key]string
+	// direct names the source whose list is all, when all is exactly one source's list.
+	direct string
 }
 
 // mergeSources is merge, patched from the last one when only edits in place happened. The maps it
@@ -315,7 +375,7 @@ func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy)
 					ok = false
 					break
 				}
-				if at := m.pos[src][i]; at >= 0 {
+				if at := m.pos[src][i]; at >= 0 && m.direct == "" {
 					if all == nil {
 						all = slices.Clone(m.all)
 					}
@@ -327,10 +387,13 @@ func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy)
 			}
 		}
 		if ok {
-			if all == nil {
+			switch {
+			case m.direct != "":
+				all = sources[m.direct]
+			case all == nil:
 				all = m.all
 			}
-			e.merged = &merged{sources: maps.Clone(sources), pos: m.pos, all: all, origin: m.origin, shadowed: m.shadowed}
+			e.merged = &merged{sources: maps.Clone(sources), pos: m.pos, all: all, origin: m.origin, shadowed: m.shadowed, direct: m.direct}
 			return all, m.origin, m.shadowed
 		}
 	}
@@ -348,6 +411,14 @@ func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy)
 		}
 	}
 	e.merged = &merged{sources: maps.Clone(sources), pos: pos, all: all, origin: origin, shadowed: shadowed}
+	// The usual case, one source and no name twice: the merge is that source's list itself, and an edit in
+	// place takes the new list as it is instead of patching a copy.
+	for src, list := range sources {
+		if len(list) == len(all) && len(list) > 0 && len(shadowed) == 0 && slices.Equal(list, all) {
+			e.merged.direct = src
+			e.merged.all, all = list, list
+		}
+	}
 	return all, origin, shadowed
 }
 

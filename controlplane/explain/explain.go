@@ -20,6 +20,21 @@ import (
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 )
 
+// Policy explains p, whose translation is pr within res: what lbctl explain and the push API's explain call
+// show.
+func Policy(p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult, res *translate.Result) (*Explanation, error) {
+	dp, _ := translate.Prepare(p)
+	g := res.IR.Groups[dp.Spec.ProxyGroup]
+	var built xdsbuild.Resources
+	if g != nil {
+		var err error
+		if built, err = xdsbuild.Build(g); err != nil {
+			return nil, err
+		}
+	}
+	return Explain(dp, pr, g, built)
+}
+
 // Explanation is one policy's way through the pipeline.
 type Explanation struct {
 	Policy     string `json:"policy"`

@@ -25,7 +25,7 @@ func explainDir(t *testing.T, dir string) []*Explanation {
 		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d)})
 		k := translate.KeyOf(d.Policy)
 		p, _ := translate.Prepare(d.Policy)
-		pr := res.Policies[k]
+		pr := res.Policies.Of(k)
 		g := res.IR.Groups[p.Spec.ProxyGroup]
 		var built xdsbuild.Resources
 		if g != nil {

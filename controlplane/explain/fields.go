@@ -65,6 +65,7 @@ const (
 
 var rules = []rule{
 	r(`spec\.proxyGroup`, "", "", ""),
+	opt(`spec\.debugHeaders`, Routes, "", "virtual_hosts[name={vhost}].response_headers_to_add[*].header.key"),
 	r(`spec\.listener\.address`, Listener, "{listener}", "address.socket_address.address"),
 	r(`spec\.listener\.port`, Listener, "{listener}", "address.socket_address.port_value"),
 	r(`spec\.listener\.protocol`, Listener, "{listener}", "filter_chains[*].filters[0].name"),

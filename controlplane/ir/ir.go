@@ -12,24 +12,24 @@ import (
 // Config is everything every proxy group serves.
 type Config struct {
 	// Groups by proxy group name.
-	Groups map[string]*Group
+	Groups map[string]*Group `json:"groups,omitempty"`
 }
 
 // Group is what one proxy group (the Envoys whose node cluster has this name) serves.
 type Group struct {
-	Name      string
-	Listeners []*Listener // sorted by port
-	Clusters  []*Cluster  // sorted by name
-	Secrets   []*Secret   // sorted by name; delivered over SDS
+	Name      string      `json:"name,omitempty"`
+	Listeners []*Listener `json:"listeners,omitempty"` // sorted by port
+	Clusters  []*Cluster  `json:"clusters,omitempty"`  // sorted by name
+	Secrets   []*Secret   `json:"secrets,omitempty"`   // sorted by name; delivered over SDS
 }
 
 // Secret is TLS material Envoy gets over SDS: a certificate with its key, or a CA bundle.
 type Secret struct {
-	Name             string
-	CertificateChain []byte
-	PrivateKey       []byte
+	Name             string `json:"name,omitempty"`
+	CertificateChain []byte `json:"certificateChain,omitempty"`
+	PrivateKey       []byte `json:"privateKey,omitempty"`
 	// CA, when set, makes this a validation context instead of a certificate.
-	CA []byte
+	CA []byte `json:"ca,omitempty"`
 }
 
 // Protocol of a listener.
@@ -42,63 +42,63 @@ const (
 
 // Listener is one Envoy listener: one port of one group.
 type Listener struct {
-	Name     string
-	Address  string
-	Port     uint32
-	Protocol Protocol
+	Name     string   `json:"name,omitempty"`
+	Address  string   `json:"address,omitempty"`
+	Port     uint32   `json:"port,omitempty"`
+	Protocol Protocol `json:"protocol,omitempty"`
 	// VirtualHosts (HTTP): one per policy on the port, most specific domains first.
-	VirtualHosts []*VirtualHost
+	VirtualHosts []*VirtualHost `json:"virtualHosts,omitempty"`
 	// TCP: the clusters connections are spread over.
-	TCP *TCPRoute
+	TCP *TCPRoute `json:"tcp,omitempty"`
 	// TLS (HTTPS listeners): one filter chain per certificate, chosen by SNI.
-	TLS *ListenerTLS
+	TLS *ListenerTLS `json:"tls,omitempty"`
 	// NoRouterDynamicStats turns off the router's per-response upstream stats (upstream_rq_time, per-status
 	// counters): about 3 % less Envoy CPU per request, and no latency or error figures per backend.
-	NoRouterDynamicStats bool
+	NoRouterDynamicStats bool `json:"noRouterDynamicStats,omitempty"`
 	// Edge is the listener's hardening against slow, greedy or malformed clients.
-	Edge Edge
+	Edge Edge `json:"edge,omitempty"`
 }
 
 // Edge is a listener's hardening, every value resolved (defaults applied). The HTTP fields are ignored on
 // TCP listeners.
 type Edge struct {
 	// MaxConnections 0 means no per-listener limit (the Envoy-wide one still applies).
-	MaxConnections      uint32
-	BufferBytes         uint32
-	MaxRequestHeadersKB uint32
-	MaxHeadersCount     uint32
+	MaxConnections      uint32 `json:"maxConnections,omitempty"`
+	BufferBytes         uint32 `json:"bufferBytes,omitempty"`
+	MaxRequestHeadersKB uint32 `json:"maxRequestHeadersKB,omitempty"`
+	MaxHeadersCount     uint32 `json:"maxHeadersCount,omitempty"`
 
-	RequestHeadersTimeout time.Duration
-	StreamIdleTimeout     time.Duration
-	ConnectionIdleTimeout time.Duration
+	RequestHeadersTimeout time.Duration `json:"requestHeadersTimeout,omitempty"`
+	StreamIdleTimeout     time.Duration `json:"streamIdleTimeout,omitempty"`
+	ConnectionIdleTimeout time.Duration `json:"connectionIdleTimeout,omitempty"`
 
 	// HTTP2 offers HTTP/2: ALPN h2 on TLS, h2c on plain HTTP.
-	HTTP2                        bool
-	HTTP2MaxConcurrentStreams    uint32
-	HTTP2InitialStreamWindow     uint32
-	HTTP2InitialConnectionWindow uint32
+	HTTP2                        bool   `json:"http2,omitempty"`
+	HTTP2MaxConcurrentStreams    uint32 `json:"http2MaxConcurrentStreams,omitempty"`
+	HTTP2InitialStreamWindow     uint32 `json:"http2InitialStreamWindow,omitempty"`
+	HTTP2InitialConnectionWindow uint32 `json:"http2InitialConnectionWindow,omitempty"`
 
 	// HeadersWithUnderscores and EscapedSlashes hold Envoy's enum names (REJECT_REQUEST, UNESCAPE_AND_REDIRECT, ...).
-	HeadersWithUnderscores string
-	NormalizePath          bool
-	MergeSlashes           bool
-	EscapedSlashes         string
+	HeadersWithUnderscores string `json:"headersWithUnderscores,omitempty"`
+	NormalizePath          bool   `json:"normalizePath,omitempty"`
+	MergeSlashes           bool   `json:"mergeSlashes,omitempty"`
+	EscapedSlashes         string `json:"escapedSlashes,omitempty"`
 }
 
 // ListenerTLS terminates TLS.
 type ListenerTLS struct {
-	Chains []TLSChain
+	Chains []TLSChain `json:"chains,omitempty"`
 	// Default is the chain for clients with no SNI or an unknown name; -1 for none.
-	Default    int
-	MinVersion string // "TLSv1_2" or "TLSv1_3"
-	MaxVersion string
-	Ciphers    []string
+	Default    int      `json:"default,omitempty"`
+	MinVersion string   `json:"minVersion,omitempty"` // "TLSv1_2" or "TLSv1_3"
+	MaxVersion string   `json:"maxVersion,omitempty"`
+	Ciphers    []string `json:"ciphers,omitempty"`
 }
 
 // TLSChain is one certificate and the names it serves.
 type TLSChain struct {
-	ServerNames []string
-	Secret      string
+	ServerNames []string `json:"serverNames,omitempty"`
+	Secret      string   `json:"secret,omitempty"`
 }
 
 // RouteConfigName is the RDS resource an HTTP listener reads.
@@ -106,10 +106,12 @@ func (l *Listener) RouteConfigName() string { return l.Name }
 
 // VirtualHost is one policy's share of an HTTP listener.
 type VirtualHost struct {
-	Name    string
-	Source  Source
-	Domains []string
-	Routes  []*Route
+	Name    string   `json:"name,omitempty"`
+	Source  Source   `json:"source,omitempty"`
+	Domains []string `json:"domains,omitempty"`
+	Routes  []*Route `json:"routes,omitempty"`
+	// UpstreamHostHeader, when set, names a response header that carries the endpoint that served.
+	UpstreamHostHeader string `json:"upstreamHostHeader,omitempty"`
 }
 
 // PathMatch kinds.
@@ -120,37 +122,37 @@ const (
 
 // Route is one HTTP route.
 type Route struct {
-	Name     string
-	Source   Source
-	PathType string
-	Path     string
-	Headers  []HeaderMatch
-	Clusters []WeightedCluster
-	Timeout  time.Duration
-	HashKeys []HashKey
+	Name     string            `json:"name,omitempty"`
+	Source   Source            `json:"source,omitempty"`
+	PathType string            `json:"pathType,omitempty"`
+	Path     string            `json:"path,omitempty"`
+	Headers  []HeaderMatch     `json:"headers,omitempty"`
+	Clusters []WeightedCluster `json:"clusters,omitempty"`
+	Timeout  time.Duration     `json:"timeout,omitempty"`
+	HashKeys []HashKey         `json:"hashKeys,omitempty"`
 	// IdleTimeout, when set, overrides Envoy's stream idle timeout.
-	IdleTimeout *time.Duration
-	Retry       *Retry
-	Session     *Session
+	IdleTimeout *time.Duration `json:"idleTimeout,omitempty"`
+	Retry       *Retry         `json:"retry,omitempty"`
+	Session     *Session       `json:"session,omitempty"`
 }
 
 // Retry is a route's retry policy.
 type Retry struct {
-	On                 []string
-	StatusCodes        []uint32
-	Attempts           uint32
-	PerTryTimeout      time.Duration
-	BackoffBase        time.Duration
-	BackoffMax         time.Duration
-	AvoidPreviousHosts bool
+	On                 []string      `json:"on,omitempty"`
+	StatusCodes        []uint32      `json:"statusCodes,omitempty"`
+	Attempts           uint32        `json:"attempts,omitempty"`
+	PerTryTimeout      time.Duration `json:"perTryTimeout,omitempty"`
+	BackoffBase        time.Duration `json:"backoffBase,omitempty"`
+	BackoffMax         time.Duration `json:"backoffMax,omitempty"`
+	AvoidPreviousHosts bool          `json:"avoidPreviousHosts,omitempty"`
 }
 
 // Session is stateful session persistence: in a header, or in a cookie.
 type Session struct {
-	Header string
-	Cookie string
-	TTL    *time.Duration
-	Path   string
+	Header string         `json:"header,omitempty"`
+	Cookie string         `json:"cookie,omitempty"`
+	TTL    *time.Duration `json:"ttl,omitempty"`
+	Path   string         `json:"path,omitempty"`
 }
 
 // HeaderMatch kinds.
@@ -163,41 +165,41 @@ const (
 
 // HeaderMatch matches one request header.
 type HeaderMatch struct {
-	Name   string
-	Type   string
-	Value  string
-	Invert bool
+	Name   string `json:"name,omitempty"`
+	Type   string `json:"type,omitempty"`
+	Value  string `json:"value,omitempty"`
+	Invert bool   `json:"invert,omitempty"`
 }
 
 // WeightedCluster is a route destination.
 type WeightedCluster struct {
-	Name   string
-	Weight uint32
+	Name   string `json:"name,omitempty"`
+	Weight uint32 `json:"weight,omitempty"`
 }
 
 // HashKey is one input of a hashing load balancer; exactly one of the inputs is set.
 type HashKey struct {
-	SourceIP       bool
-	Header         string
-	QueryParameter string
-	Cookie         *CookieKey
-	Terminal       bool
+	SourceIP       bool       `json:"sourceIP,omitempty"`
+	Header         string     `json:"header,omitempty"`
+	QueryParameter string     `json:"queryParameter,omitempty"`
+	Cookie         *CookieKey `json:"cookie,omitempty"`
+	Terminal       bool       `json:"terminal,omitempty"`
 }
 
 // CookieKey hashes a cookie; with Generate, Envoy sets it when absent.
 type CookieKey struct {
-	Name     string
-	Generate bool
-	TTL      time.Duration
-	Path     string
-	Secure   bool
-	SameSite string
+	Name     string        `json:"name,omitempty"`
+	Generate bool          `json:"generate,omitempty"`
+	TTL      time.Duration `json:"ttl,omitempty"`
+	Path     string        `json:"path,omitempty"`
+	Secure   bool          `json:"secure,omitempty"`
+	SameSite string        `json:"sameSite,omitempty"`
 }
 
 // TCPRoute spreads TCP connections over clusters.
 type TCPRoute struct {
-	Clusters []WeightedCluster
-	HashKeys []HashKey
+	Clusters []WeightedCluster `json:"clusters,omitempty"`
+	HashKeys []HashKey         `json:"hashKeys,omitempty"`
 }
 
 // Algorithm is a cluster load-balancing algorithm.
@@ -213,31 +215,31 @@ const (
 
 // Cluster is one backend of one policy.
 type Cluster struct {
-	Name            string
-	Source          Source
-	Algorithm       Algorithm
-	ChoiceCount     uint32
-	ConnectTimeout  time.Duration
-	CircuitBreakers CircuitBreakers
-	Endpoints       []Endpoint
+	Name            string          `json:"name,omitempty"`
+	Source          Source          `json:"source,omitempty"`
+	Algorithm       Algorithm       `json:"algorithm,omitempty"`
+	ChoiceCount     uint32          `json:"choiceCount,omitempty"`
+	ConnectTimeout  time.Duration   `json:"connectTimeout,omitempty"`
+	CircuitBreakers CircuitBreakers `json:"circuitBreakers,omitempty"`
+	Endpoints       []Endpoint      `json:"endpoints,omitempty"`
 
-	RingHash        *RingHashSize
-	MaglevTableSize uint64
-	SlowStart       *SlowStart
-	HealthCheck     *HealthCheck
-	Outlier         *Outlier
+	RingHash        *RingHashSize `json:"ringHash,omitempty"`
+	MaglevTableSize uint64        `json:"maglevTableSize,omitempty"`
+	SlowStart       *SlowStart    `json:"slowStart,omitempty"`
+	HealthCheck     *HealthCheck  `json:"healthCheck,omitempty"`
+	Outlier         *Outlier      `json:"outlier,omitempty"`
 	// PanicThreshold in percent; nil keeps Envoy's default.
-	PanicThreshold *float64
+	PanicThreshold *float64 `json:"panicThreshold,omitempty"`
 	// ZoneFailover orders zones by preference; each becomes a priority level.
-	ZoneFailover []string
-	HTTP2        bool
+	ZoneFailover []string `json:"zoneFailover,omitempty"`
+	HTTP2        bool     `json:"http2,omitempty"`
 	// MaxRequestsPerConnection 0 means no limit.
-	MaxRequestsPerConnection uint32
-	IdleTimeout              *time.Duration
-	TCPKeepalive             *TCPKeepalive
-	TLS                      *UpstreamTLS
+	MaxRequestsPerConnection uint32         `json:"maxRequestsPerConnection,omitempty"`
+	IdleTimeout              *time.Duration `json:"idleTimeout,omitempty"`
+	TCPKeepalive             *TCPKeepalive  `json:"tcpKeepalive,omitempty"`
+	TLS                      *UpstreamTLS   `json:"tls,omitempty"`
 	// BufferBytes is Envoy's per-connection buffer limit towards the endpoints; 0 keeps Envoy's 1 MiB.
-	BufferBytes uint32
+	BufferBytes uint32 `json:"bufferBytes,omitempty"`
 }
 
 // RingHashSize bounds the ring.
@@ -245,9 +247,9 @@ type RingHashSize struct{ Min, Max uint64 }
 
 // SlowStart ramps new endpoints up.
 type SlowStart struct {
-	Window           time.Duration
-	Aggression       float64
-	MinWeightPercent float64
+	Window           time.Duration `json:"window,omitempty"`
+	Aggression       float64       `json:"aggression,omitempty"`
+	MinWeightPercent float64       `json:"minWeightPercent,omitempty"`
 }
 
 // Health check types.
@@ -259,27 +261,27 @@ const (
 
 // HealthCheck is an active health check.
 type HealthCheck struct {
-	Type               string // HTTP, TCP, GRPC
+	Type               string `json:"type,omitempty"` // HTTP, TCP, GRPC
 	Interval, Timeout  time.Duration
-	Jitter             time.Duration
+	Jitter             time.Duration `json:"jitter,omitempty"`
 	Healthy, Unhealthy uint32
 	// HTTP
 	Path, Method, Host string
-	Statuses           [][2]int64 // half-open [start, end) as Envoy wants them
-	Body               string
+	Statuses           [][2]int64 `json:"statuses,omitempty"` // half-open [start, end) as Envoy wants them
+	Body               string     `json:"body,omitempty"`
 	// TCP
 	Send, Receive string
 	// GRPC
-	Service string
+	Service string `json:"service,omitempty"`
 }
 
 // Outlier is outlier detection; nil detectors are off.
 type Outlier struct {
 	Consecutive5xx, ConsecutiveGateway, ConsecutiveLocalOrigin *uint32
-	SuccessRate                                                *SuccessRate
-	FailurePercentage                                          *FailurePercentage
+	SuccessRate                                                *SuccessRate       `json:"successRate,omitempty"`
+	FailurePercentage                                          *FailurePercentage `json:"failurePercentage,omitempty"`
 	Interval, BaseEjectionTime                                 time.Duration
-	MaxEjectionPercent                                         uint32
+	MaxEjectionPercent                                         uint32 `json:"maxEjectionPercent,omitempty"`
 }
 
 // SuccessRate ejection; StdevFactor is in thousandths, as Envoy takes it.
@@ -291,43 +293,43 @@ type FailurePercentage struct{ Threshold, MinimumHosts, RequestVolume uint32 }
 // TCPKeepalive settings; zero values keep the kernel's.
 type TCPKeepalive struct {
 	Time, Interval time.Duration
-	Probes         uint32
+	Probes         uint32 `json:"probes,omitempty"`
 }
 
 // UpstreamTLS makes the cluster speak TLS.
 type UpstreamTLS struct {
-	SNI string
+	SNI string `json:"sni,omitempty"`
 	// CASecret names the validation context secret; empty skips verification.
-	CASecret string
+	CASecret string `json:"caSecret,omitempty"`
 }
 
 // CircuitBreakers are the default-priority thresholds.
 type CircuitBreakers struct {
 	MaxConnections, MaxPendingRequests, MaxRequests, MaxRetries uint32
 	// MaxConnectionsPerEndpoint 0 means no per-endpoint cap.
-	MaxConnectionsPerEndpoint uint32
-	RetryBudget               *RetryBudget
+	MaxConnectionsPerEndpoint uint32       `json:"maxConnectionsPerEndpoint,omitempty"`
+	RetryBudget               *RetryBudget `json:"retryBudget,omitempty"`
 }
 
 // RetryBudget limits retries to a share of active requests.
 type RetryBudget struct {
-	Percent        float64
-	MinConcurrency uint32
+	Percent        float64 `json:"percent,omitempty"`
+	MinConcurrency uint32  `json:"minConcurrency,omitempty"`
 }
 
 // Endpoint is one upstream address.
 type Endpoint struct {
-	Address string
-	Port    uint32
-	Weight  uint32
+	Address string `json:"address,omitempty"`
+	Port    uint32 `json:"port,omitempty"`
+	Weight  uint32 `json:"weight,omitempty"`
 	// Draining takes the endpoint out of new traffic; open connections carry on.
-	Draining bool
+	Draining bool `json:"draining,omitempty"`
 	// HealthCheckPort, when set, is probed instead of Port.
-	HealthCheckPort uint32
+	HealthCheckPort uint32 `json:"healthCheckPort,omitempty"`
 	// HealthCheckHost, when set, is the Host of HTTP probes of this endpoint.
-	HealthCheckHost string
+	HealthCheckHost string `json:"healthCheckHost,omitempty"`
 	// Zone is the endpoint's zone (from an EndpointSlice), carried to Envoy as its locality.
-	Zone string
+	Zone string `json:"zone,omitempty"`
 }
 
 // Errors returned by Validate, so that callers and tests can tell them apart.

@@ -2,6 +2,8 @@ package kubesource
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -85,7 +87,7 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	for i := range list.Items {
 		p := &list.Items[i]
 		k := translate.KeyOf(p)
-		pr := res.Policies[k]
+		pr := res.Policies.Of(k)
 		if pr == nil || origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
 			continue // not translated from this generation yet
 		}
@@ -152,7 +154,26 @@ func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
 		for _, o := range old.Backends {
 			if o.Name == b.Name {
 				b.Requests, b.Errors, b.LatencyP99, b.WindowSeconds = o.Requests, o.Errors, o.LatencyP99, o.WindowSeconds
+				b.Skew = o.Skew
+				if sameEndpointHealth(b.PerEndpoint, o.PerEndpoint) {
+					b.PerEndpoint = o.PerEndpoint
+				}
 			}
 		}
 	}
+}
+
+// sameEndpointHealth reports whether two perEndpoint lists name the same endpoints not taking traffic, for
+// the same reasons: then the written list, whose per-second figures move all the time, is kept.
+func sameEndpointHealth(a, b []v1alpha1.EndpointStatus) bool {
+	down := func(l []v1alpha1.EndpointStatus) map[string]string {
+		m := map[string]string{}
+		for _, e := range l {
+			if e.EjectedOn > 0 {
+				m[e.Address] = fmt.Sprint(e.EjectedOn, e.Reasons)
+			}
+		}
+		return m
+	}
+	return maps.Equal(down(a), down(b))
 }

@@ -63,3 +63,29 @@ func TestPendingAfterProgrammedIsTransient(t *testing.T) {
 		}
 	}
 }
+
+// The per-endpoint figures move every second: within the interval they are kept unless an endpoint's health
+// changed.
+func TestPerEndpointLoadIsKeptUntilHealthChanges(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	withEndpoints := func(rps string, down bool) v1alpha1.LoadBalancerPolicyStatus {
+		st := backendStatus(100, 60, 3)
+		e := v1alpha1.EndpointStatus{Address: "10.0.0.1:80", RequestsPerSecond: rps}
+		if down {
+			e.EjectedOn, e.Reasons = 1, []string{"outlier detection"}
+		}
+		st.Backends[0].PerEndpoint = []v1alpha1.EndpointStatus{e}
+		return st
+	}
+	old := withEndpoints("10.0", false)
+	next := withEndpoints("12.0", false)
+	limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute)
+	if got := next.Backends[0].PerEndpoint[0].RequestsPerSecond; got != "10.0" {
+		t.Errorf("per-second figure rewritten within the interval: %s", got)
+	}
+	next = withEndpoints("12.0", true)
+	limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute)
+	if e := next.Backends[0].PerEndpoint[0]; e.EjectedOn != 1 {
+		t.Errorf("an ejection must show at once: %+v", e)
+	}
+}

@@ -35,6 +35,12 @@ type Host struct {
 	Outlier bool
 	// Total and Errors are Envoy's cumulative rq_total and rq_error for the host.
 	Total, Errors uint64
+	// Active is the rq_active gauge: requests in flight to the host now.
+	Active uint64
+	// Weight is the load balancing weight Envoy holds for the host (1 when the policy sets none), and
+	// Priority its priority level (0 is used first).
+	Weight   uint32
+	Priority uint32
 }
 
 // Bucket is one cumulative upstream_rq_time bucket: Count requests took at most UpperMs.
@@ -83,6 +89,8 @@ type clustersJSON struct {
 				Value count  `json:"value"`
 			} `json:"stats"`
 			HealthStatus map[string]any `json:"health_status"`
+			Weight       uint32         `json:"weight"`
+			Priority     uint32         `json:"priority"`
 		} `json:"host_statuses"`
 	} `json:"cluster_statuses"`
 }
@@ -108,13 +116,15 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 		c := &Cluster{}
 		for _, hs := range cs.HostStatuses {
 			sa := hs.Address.SocketAddress
-			h := Host{Address: net.JoinHostPort(sa.Address, strconv.Itoa(int(sa.PortValue)))}
+			h := Host{Address: net.JoinHostPort(sa.Address, strconv.Itoa(int(sa.PortValue))), Weight: hs.Weight, Priority: hs.Priority}
 			for _, st := range hs.Stats {
 				switch st.Name {
 				case "rq_total":
 					h.Total = uint64(st.Value)
 				case "rq_error":
 					h.Errors = uint64(st.Value)
+				case "rq_active":
+					h.Active = uint64(st.Value)
 				}
 			}
 			for _, f := range healthFlags {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -38,6 +39,7 @@ type Poller struct {
 
 type proxy struct {
 	group   string
+	node    string
 	samples []*Sample
 	err     string
 }
@@ -66,7 +68,7 @@ func (p *Poller) Run(ctx context.Context) {
 
 // PollOnce reads every proxy once, at most 16 at a time, and forgets proxies that are gone.
 func (p *Poller) PollOnce(ctx context.Context) {
-	type job struct{ key, group, base string }
+	type job struct{ key, group, node, base string }
 	var jobs []job
 	seen := map[string]bool{}
 	for _, ps := range p.Proxies(ctx) {
@@ -77,7 +79,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		key := ps.NodeID + " " + base
 		if !seen[key] {
 			seen[key] = true
-			jobs = append(jobs, job{key, ps.Group, base})
+			jobs = append(jobs, job{key, ps.Group, ps.NodeID, base})
 		}
 	}
 	p.mu.Lock()
@@ -100,13 +102,13 @@ func (p *Poller) PollOnce(ctx context.Context) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			s, err := p.read(ctx, j.base)
-			p.add(j.key, j.group, s, err)
+			p.add(j.key, j.group, j.node, s, err)
 		}()
 	}
 	wg.Wait()
 }
 
-func (p *Poller) add(key, group string, s *Sample, err error) {
+func (p *Poller) add(key, group, node string, s *Sample, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	px := p.proxies[key]
@@ -114,7 +116,7 @@ func (p *Poller) add(key, group string, s *Sample, err error) {
 		px = &proxy{group: group}
 		p.proxies[key] = px
 	}
-	px.group = group
+	px.group, px.node = group, node
 	if err != nil {
 		if px.err != err.Error() {
 			p.Log.Warn("reading a proxy's stats port", "proxy", key, "error", err)
@@ -187,6 +189,26 @@ func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
 // Health sums up what every proxy reported. Proxies whose last read failed, or is older than three
 // intervals, are left out: their view is stale.
 func (p *Poller) Health() Health {
+	return Summarize(p.fresh(), p.Window)
+}
+
+// ByProxy is each proxy's own view, by node id, left out as Health leaves them out. A node id that more
+// than one Envoy uses gets their views summed.
+func (p *Poller) ByProxy() map[string]Health {
+	byNode := map[string][]History{}
+	for _, h := range p.fresh() {
+		byNode[h.Node] = append(byNode[h.Node], h)
+	}
+	out := make(map[string]Health, len(byNode))
+	for node, hs := range byNode {
+		out[node] = Summarize(hs, p.Window)
+	}
+	return out
+}
+
+// fresh returns the histories of the proxies whose last read succeeded within three intervals. The samples
+// are never changed once added, so the slices may be read without the lock.
+func (p *Poller) fresh() []History {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var hs []History
@@ -195,7 +217,7 @@ func (p *Poller) Health() Health {
 		if px.err != "" || n == 0 || time.Since(px.samples[n-1].At) > 3*p.Interval {
 			continue
 		}
-		hs = append(hs, History{Group: px.group, Samples: px.samples})
+		hs = append(hs, History{Group: px.group, Node: px.node, Samples: slices.Clip(px.samples)})
 	}
-	return Summarize(hs, p.Window)
+	return hs
 }

@@ -158,3 +158,46 @@ func TestQuantile(t *testing.T) {
 		}
 	}
 }
+
+func TestPerEndpointSharesRatesAndSkew(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	hosts := func(a, b, c uint64, cDown bool) []Host {
+		hc := Host{Address: "10.0.0.3:80", Total: c, Weight: 1}
+		if cDown {
+			hc.Reasons = []string{"active health check failed"}
+		}
+		return []Host{{Address: "10.0.0.1:80", Total: a, Errors: a / 10, Weight: 1, Active: 2}, {Address: "10.0.0.2:80", Total: b, Weight: 3}, hc}
+	}
+	h := History{Group: "g", Node: "n1", Samples: []*Sample{
+		sample(t0, hosts(100, 100, 50, false), nil, nil),
+		sample(t0.Add(2*time.Second), hosts(200, 400, 50, true), nil, nil),
+	}}
+	b, ok := Summarize([]History{h}, time.Minute).Backend("g", "ns/p/app", "app")
+	if !ok {
+		t.Fatal("no backend")
+	}
+	if len(b.PerEndpoint) != 3 {
+		t.Fatalf("endpoints: %+v", b.PerEndpoint)
+	}
+	down, busy, light := b.PerEndpoint[0], b.PerEndpoint[1], b.PerEndpoint[2]
+	if down.Address != "10.0.0.3:80" || down.EjectedOn != 1 || down.ExpectedShare != "0.0%" || len(down.Reasons) != 1 {
+		t.Errorf("the endpoint not taking traffic comes first, expecting nothing: %+v", down)
+	}
+	// 100 and 300 requests of 400 over 2 s; weights 1 and 3 of 4.
+	if busy.Address != "10.0.0.2:80" || busy.ObservedShare != "75.0%" || busy.ExpectedShare != "75.0%" || busy.RequestsPerSecond != "150.0" || busy.Weight != 3 {
+		t.Errorf("busiest: %+v", busy)
+	}
+	if light.ObservedShare != "25.0%" || light.ErrorRate != "10.0%" || light.ActiveRequests != 2 || light.Requests != 100 {
+		t.Errorf("lighter: %+v", light)
+	}
+	// Both got exactly their weight's share.
+	if b.Skew != "0.00" {
+		t.Errorf("skew %q, want 0.00", b.Skew)
+	}
+	// Half of the requests each since the window began: observed/expected = 2 and 2/3.
+	h.Samples = append(h.Samples, sample(t0.Add(4*time.Second), hosts(400, 400, 50, true), nil, nil))
+	b, _ = Summarize([]History{h}, time.Minute).Backend("g", "ns/p/app", "app")
+	if b.Skew != "0.50" {
+		t.Errorf("skew %q, want 0.50", b.Skew)
+	}
+}

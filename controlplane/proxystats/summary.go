@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,9 +14,14 @@ import (
 // MaxEjectedListed bounds the endpoints a backend's status lists by name.
 const MaxEjectedListed = 20
 
+// MaxBusiestListed is how many endpoints a backend's perEndpoint lists by load; the ones not taking
+// traffic (at most MaxEjectedListed) come on top.
+const MaxBusiestListed = 10
+
 // History is what was read from one Envoy, oldest sample first.
 type History struct {
 	Group   string
+	Node    string
 	Samples []*Sample
 }
 
@@ -37,6 +43,19 @@ type acc struct {
 	errors    uint64
 	latency   []Bucket
 	windowSec float64
+	eps       map[string]*endpointAcc
+}
+
+// endpointAcc sums one endpoint over the proxies.
+type endpointAcc struct {
+	weight           uint32
+	priority         uint32
+	requests, errors uint64
+	// rate is requests per second over each proxy's last interval, summed.
+	rate    float64
+	active  uint64
+	reasons []string
+	ejected int32
 }
 
 type ejected struct {
@@ -69,17 +88,42 @@ func Summarize(histories []History, window time.Duration) Health {
 		for name, c := range cur.Clusters {
 			a := g[name]
 			if a == nil {
-				a = &acc{hosts: map[string]bool{}, ejected: map[string]*ejected{}}
+				a = &acc{hosts: map[string]bool{}, ejected: map[string]*ejected{}, eps: map[string]*endpointAcc{}}
 				g[name] = a
 			}
 			a.proxies++
-			var bc *Cluster
+			var bc, lc *Cluster // the window's base and the sample before cur
+			if n := len(h.Samples); n > 1 {
+				lc = h.Samples[n-2].Clusters[name]
+			}
+			var lastSec float64
+			if n := len(h.Samples); n > 1 {
+				lastSec = cur.At.Sub(h.Samples[n-2].At).Seconds()
+			}
 			if base != cur {
 				bc = base.Clusters[name]
 				a.windowSec = max(a.windowSec, cur.At.Sub(base.At).Seconds())
 			}
 			for _, host := range c.Hosts {
 				a.hosts[host.Address] = true
+				ep := a.eps[host.Address]
+				if ep == nil {
+					ep = &endpointAcc{weight: host.Weight, priority: host.Priority}
+					a.eps[host.Address] = ep
+				}
+				ep.weight, ep.priority = max(ep.weight, host.Weight), min(ep.priority, host.Priority)
+				ep.active += host.Active
+				if len(host.Reasons) > 0 {
+					ep.ejected++
+					for _, r := range host.Reasons {
+						if !slices.Contains(ep.reasons, r) {
+							ep.reasons = append(ep.reasons, r)
+						}
+					}
+				}
+				if lh := findHost(lc, host.Address); lh != nil && lastSec > 0 && lh.Total <= host.Total {
+					ep.rate += float64(host.Total-lh.Total) / lastSec
+				}
 				if len(host.Reasons) > 0 {
 					e := a.ejected[host.Address]
 					if e == nil {
@@ -102,6 +146,8 @@ func Summarize(histories []History, window time.Duration) Health {
 				}
 				a.requests += host.Total - bt
 				a.errors += sub(host.Errors, be)
+				ep.requests += host.Total - bt
+				ep.errors += sub(host.Errors, be)
 			}
 			if base != cur {
 				a.latency = addBuckets(a.latency, deltaBuckets(c.Latency, bc))
@@ -125,6 +171,7 @@ func Summarize(histories []History, window time.Duration) Health {
 				b.Ejected = b.Ejected[:MaxEjectedListed]
 			}
 			b.LatencyP99 = Quantile(a.latency, 0.99)
+			b.PerEndpoint, b.Skew = perEndpoint(a)
 			out[group][name] = b
 		}
 	}
@@ -215,4 +262,105 @@ func formatMs(ms float64) string {
 		d = d.Round(10 * time.Millisecond)
 	}
 	return d.String()
+}
+
+// perEndpoint lists a backend's endpoints (the busiest MaxBusiestListed, and those not taking traffic) with
+// their expected and observed shares, and the skew of the spread.
+//
+// The expected share is by weight over the endpoints that take traffic on every proxy at the lowest
+// priority that has any (Envoy fails over to the next priority only when this one is unhealthy; its
+// overprovisioning and locality weighting are left out). The skew is the coefficient of variation of
+// observed/expected over those endpoints: with equal weights, that of the per-endpoint share.
+func perEndpoint(a *acc) ([]v1alpha1.EndpointStatus, string) {
+	prio, found := uint32(math.MaxUint32), false
+	for _, ep := range a.eps {
+		if ep.ejected == 0 {
+			prio, found = min(prio, ep.priority), true
+		}
+	}
+	var weights uint64
+	for _, ep := range a.eps {
+		if found && ep.ejected == 0 && ep.priority == prio {
+			weights += uint64(max(ep.weight, 1))
+		}
+	}
+	expected := func(ep *endpointAcc) float64 {
+		if weights == 0 || ep.ejected > 0 || ep.priority != prio {
+			return 0
+		}
+		return float64(max(ep.weight, 1)) / float64(weights)
+	}
+	var skew string
+	if a.requests > 0 {
+		var ratios []float64
+		for _, ep := range a.eps {
+			if e := expected(ep); e > 0 {
+				ratios = append(ratios, float64(ep.requests)/float64(a.requests)/e)
+			}
+		}
+		if len(ratios) > 1 {
+			skew = strconv.FormatFloat(cv(ratios), 'f', 2, 64)
+		}
+	}
+	addrs := make([]string, 0, len(a.eps))
+	for addr := range a.eps {
+		addrs = append(addrs, addr)
+	}
+	// Not taking traffic first, then by requests, then by address, so that the list is stable.
+	slices.SortFunc(addrs, func(x, y string) int {
+		ex, ey := a.eps[x], a.eps[y]
+		if ux, uy := ex.ejected > 0, ey.ejected > 0; ux != uy {
+			if ux {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(ey.requests, ex.requests); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	var out []v1alpha1.EndpointStatus
+	unhealthy, busiest := 0, 0
+	for _, addr := range addrs {
+		ep := a.eps[addr]
+		switch {
+		case ep.ejected > 0 && unhealthy < MaxEjectedListed:
+			unhealthy++
+		case ep.ejected == 0 && busiest < MaxBusiestListed:
+			busiest++
+		default:
+			continue
+		}
+		es := v1alpha1.EndpointStatus{Address: addr, Weight: int32(min(ep.weight, math.MaxInt32)), Requests: int64(ep.requests),
+			Errors: int64(ep.errors), ActiveRequests: int64(ep.active), Reasons: ep.reasons, EjectedOn: ep.ejected,
+			RequestsPerSecond: strconv.FormatFloat(ep.rate, 'f', 1, 64), ExpectedShare: percent(expected(ep))}
+		if a.requests > 0 {
+			es.ObservedShare = percent(float64(ep.requests) / float64(a.requests))
+		}
+		if ep.requests > 0 {
+			es.ErrorRate = percent(float64(ep.errors) / float64(ep.requests))
+		}
+		out = append(out, es)
+	}
+	return out, skew
+}
+
+func percent(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
+
+// cv is the coefficient of variation (population standard deviation over mean).
+func cv(xs []float64) float64 {
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	mean := sum / float64(len(xs))
+	if mean == 0 {
+		return 0
+	}
+	var sq float64
+	for _, x := range xs {
+		sq += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(sq/float64(len(xs))) / mean
 }

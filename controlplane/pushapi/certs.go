@@ -1,12 +1,11 @@
 package pushapi
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"time"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/pki"
 )
 
@@ -14,19 +13,10 @@ import (
 type CertIssuer func(nodeID, group string) (*pki.Issued, error)
 
 // CertRequest asks for an Envoy's client certificate.
-type CertRequest struct {
-	NodeID     string `json:"nodeId"`
-	ProxyGroup string `json:"proxyGroup"`
-}
+type CertRequest = apiwire.CertRequest
 
-// CertResponse is an issued certificate, its private key and the CA that signed both it and lbplane's xDS
-// certificate (what the Envoy must trust).
-type CertResponse struct {
-	Certificate string    `json:"certificate"`
-	PrivateKey  string    `json:"privateKey"`
-	CA          string    `json:"ca"`
-	NotAfter    time.Time `json:"notAfter"`
-}
+// CertResponse is an issued certificate, its key and the CA that signed it.
+type CertResponse = apiwire.CertResponse
 
 // maxCertRequest bounds the body of a certificate request: two short names.
 const maxCertRequest = 4 << 10
@@ -59,17 +49,4 @@ func (s *Server) issueCert(w http.ResponseWriter, r *http.Request) {
 	s.Log.Info("issued an Envoy certificate", "node", req.NodeID, "group", req.ProxyGroup, "serial", is.Serial,
 		"notAfter", is.NotAfter, "client", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, CertResponse{Certificate: string(is.CertPEM), PrivateKey: string(is.KeyPEM), CA: string(is.CAPEM), NotAfter: is.NotAfter})
-}
-
-// IssueCertificate asks lbplane for an Envoy client certificate for nodeID in group.
-func (c *Client) IssueCertificate(ctx context.Context, nodeID, group string) (*CertResponse, error) {
-	body, err := json.Marshal(CertRequest{NodeID: nodeID, ProxyGroup: group})
-	if err != nil {
-		return nil, err
-	}
-	var out CertResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/certificates", body, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }

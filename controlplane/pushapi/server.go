@@ -5,10 +5,7 @@
 package pushapi
 
 import (
-	"bytes"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -24,19 +20,16 @@ import (
 
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/explain"
-	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
-	"github.com/lbplane/lbplane/controlplane/resdiff"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
-	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -45,32 +38,20 @@ const MaxBodyBytes = 8 << 20
 
 // Outcome of one policy in a push.
 const (
-	Created    = "created"
-	Configured = "configured"
-	Unchanged  = "unchanged"
-	Deleted    = "deleted"
+	Created    = apiwire.Created
+	Configured = apiwire.Configured
+	Unchanged  = apiwire.Unchanged
+	Deleted    = apiwire.Deleted
 )
 
-// ApplyResult answers a push.
-type ApplyResult struct {
-	Policies []AppliedPolicy `json:"policies"`
-	DryRun   bool            `json:"dryRun,omitempty"`
-}
-
-// AppliedPolicy is one policy of a push.
-type AppliedPolicy struct {
-	Namespace  string `json:"namespace"`
-	Name       string `json:"name"`
-	Outcome    string `json:"outcome"`
-	Generation int64  `json:"generation"`
-	// Warnings are lint findings: the policy is accepted, but probably does not do what is meant.
-	Warnings []string `json:"warnings,omitempty"`
-}
-
-// ErrorBody is the body of every failed call.
-type ErrorBody struct {
-	Errors []string `json:"errors"`
-}
+// The wire types live in apiwire so that clients link none of the server; these names stay for the
+// server's callers.
+type (
+	ApplyResult   = apiwire.ApplyResult
+	AppliedPolicy = apiwire.AppliedPolicy
+	ErrorBody     = apiwire.ErrorBody
+	DiffResult    = apiwire.DiffResult
+)
 
 // Server serves the API.
 type Server struct {
@@ -87,6 +68,8 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// Health, when set, is what the Envoys report of each backend.
 	Health func() proxystats.Health
+	// HealthByProxy, when set, is each Envoy's own report, by node id (GET .../live).
+	HealthByProxy func() map[string]proxystats.Health
 	// IssueCert, when set, issues Envoys' xDS client certificates (certs.go).
 	IssueCert CertIssuer
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
@@ -95,12 +78,10 @@ type Server struct {
 	// no limit. It applies before the token check, so guessing tokens is throttled too.
 	RateLimit float64
 
-	mu sync.Mutex // one write at a time: store and engine change together
-	// decoded holds the policy decoded from each record last time, to reuse while the record is the same.
-	// Guarded by mu.
-	decoded  map[translate.Key]decodedPolicy
-	limitMu  sync.Mutex
-	limiters map[string]*rate.Limiter
+	admitOnce sync.Once
+	admit     *Admission
+	limitMu   sync.Mutex
+	limiters  map[string]*rate.Limiter
 }
 
 // allow applies the per-address rate limit.
@@ -137,10 +118,12 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}", s.authRead(s.get))
 	mux.Handle("DELETE /v1/policies/{namespace}/{name}", s.auth(s.delete))
 	mux.Handle("GET /v1/proxies", s.authRead(s.proxies))
+	mux.Handle("GET /v1/version", s.authRead(s.version))
 	// A diff changes nothing: it is a read that happens to need a body.
 	mux.Handle("POST /v1/diff", s.authRead(s.diff))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/explain", s.authRead(s.explain))
 	mux.Handle("POST /v1/certificates", s.auth(s.issueCert)) // admin token only: it can mint any Envoy's identity
+	mux.Handle("GET /v1/policies/{namespace}/{name}/live", s.authRead(s.live))
 	return s.Metrics.Instrument(mux)
 }
 
@@ -249,27 +232,33 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	pl, code, errs := s.plan(body, true)
-	s.mu.Unlock()
+	res, code, errs := s.admission().Diff(body)
 	if errs != nil {
 		writeErr(w, code, errs...)
 		return
 	}
-	changes, err := DiffResults(pl.before, pl.after)
-	if err != nil {
-		writeErr(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	if changes == nil {
-		changes = []resdiff.Change{}
-	}
-	writeJSON(w, http.StatusOK, DiffResult{Policies: pl.res.Policies, Changes: changes})
+	writeJSON(w, http.StatusOK, res)
 }
 
 // explain answers how one policy went through the pipeline, down to the Envoy fields.
 func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	e, err := s.Explain(k)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeErr(w, http.StatusNotFound, err.Error())
+	case err != nil:
+		writeErr(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, e)
+	}
+}
+
+// ErrNotFound is returned for a policy that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Explain explains the policy k, as GET .../explain does.
+func (s *Server) Explain(k translate.Key) (*explain.Explanation, error) {
 	res, origin := s.Engine.Result()
 	var p *v1alpha1.LoadBalancerPolicy
 	for _, x := range s.Engine.Policies(origin[k]) {
@@ -277,317 +266,11 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 			p = x
 		}
 	}
-	pr := res.Policies[k]
+	pr := res.Policies.Of(k)
 	if p == nil || pr == nil {
-		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
-		return
+		return nil, fmt.Errorf("policy %s %w", k, ErrNotFound)
 	}
-	e, err := ExplainPolicy(p, pr, res)
-	if err != nil {
-		writeErr(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
-}
-
-// ExplainPolicy explains p, whose translation is pr within res.
-func ExplainPolicy(p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult, res *translate.Result) (*explain.Explanation, error) {
-	dp, _ := translate.Prepare(p)
-	g := res.IR.Groups[dp.Spec.ProxyGroup]
-	var built xdsbuild.Resources
-	if g != nil {
-		var err error
-		if built, err = xdsbuild.Build(g); err != nil {
-			return nil, err
-		}
-	}
-	return explain.Explain(dp, pr, g, built)
-}
-
-// DiffResult answers POST /v1/diff.
-type DiffResult struct {
-	Policies []AppliedPolicy  `json:"policies"`
-	Changes  []resdiff.Change `json:"changes"`
-}
-
-// DiffResults builds both translations' resources and compares them.
-func DiffResults(before, after *translate.Result) ([]resdiff.Change, error) {
-	b, err := xdsbuild.BuildAll(before.IR)
-	if err != nil {
-		return nil, err
-	}
-	a, err := xdsbuild.BuildAll(after.IR)
-	if err != nil {
-		return nil, err
-	}
-	return resdiff.Diff(b, a)
-}
-
-// plan is what a push would do: the outcome per policy, the records to write, and the translation before
-// and after.
-type plan struct {
-	res           *ApplyResult
-	puts          []*store.Record
-	planned       *engine.Planned
-	before, after *translate.Result
-}
-
-// Apply validates and stores the documents in body, all or nothing. It returns the HTTP status and every
-// error when it refuses.
-func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pl, code, errs := s.plan(body, dryRun)
-	if errs != nil {
-		return nil, code, errs
-	}
-	res, puts := pl.res, pl.puts
-	if dryRun {
-		return res, http.StatusOK, nil
-	}
-	if err := s.Store.Apply(puts, nil); err != nil {
-		return nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
-	}
-	s.Engine.Commit(pl.planned)
-	for _, p := range res.Policies {
-		if p.Outcome != Unchanged {
-			s.Log.Info("policy "+p.Outcome, "policy", p.Namespace+"/"+p.Name, "generation", p.Generation)
-		}
-	}
-	return res, http.StatusOK, nil
-}
-
-// plan validates a push and works out what it would change; the caller holds s.mu.
-func (s *Server) plan(body []byte, dryRun bool) (*plan, int, []string) {
-	docs, err := manifest.Decode("request", bytes.NewReader(body))
-	var errs []string
-	if err != nil {
-		errs = append(errs, splitJoined(err)...)
-	}
-	if len(docs) == 0 && err == nil {
-		return nil, http.StatusBadRequest, []string{"the request holds no policy"}
-	}
-	pushed := map[translate.Key]manifest.Document{}
-	var order []translate.Key
-	for _, d := range docs {
-		k := translate.KeyOf(d.Policy)
-		if _, dup := pushed[k]; dup {
-			errs = append(errs, fmt.Sprintf("%s: %s is in the request twice", d.Source, k))
-			continue
-		}
-		if _, fe := translate.Prepare(d.Policy); len(fe) > 0 {
-			for _, e := range fe {
-				errs = append(errs, fmt.Sprintf("%s (%s): %s", k, d.Source, e.Error()))
-			}
-		}
-		pushed[k] = d
-		order = append(order, k)
-	}
-	if len(errs) > 0 {
-		return nil, http.StatusUnprocessableEntity, errs
-	}
-
-	byKey, err := s.records()
-	if err != nil {
-		return nil, http.StatusInternalServerError, []string{"reading the store: " + err.Error()}
-	}
-	_, origin := s.Engine.Result()
-	now := s.now()
-	res := &ApplyResult{DryRun: dryRun}
-	var puts []*store.Record
-	for _, k := range order {
-		if origin[k] == engine.SourceConfigDir {
-			errs = append(errs, fmt.Sprintf("%s: managed by --config-dir; change its file instead", k))
-			continue
-		}
-		d := pushed[k]
-		old := byKey[k]
-		rec := &store.Record{Namespace: k.Namespace, Name: k.Name, Document: d.Raw, Generation: 1, Created: now, Updated: now, UID: newUID()}
-		outcome := Created
-		if old != nil {
-			rec.Created, rec.UID, rec.Generation = old.Created, old.UID, old.Generation
-			outcome = Unchanged
-			if !bytes.Equal(old.Document, d.Raw) {
-				outcome = Configured
-				if !sameSpec(old.Document, d.Raw) {
-					rec.Generation++
-				}
-			} else {
-				rec.Updated = old.Updated
-			}
-		}
-		byKey[k] = rec
-		if outcome != Unchanged {
-			puts = append(puts, rec)
-		}
-		res.Policies = append(res.Policies, AppliedPolicy{Namespace: k.Namespace, Name: k.Name, Outcome: outcome, Generation: rec.Generation})
-	}
-	if len(errs) > 0 {
-		return nil, http.StatusConflict, errs
-	}
-	candidate, err := s.policiesOf(byKey)
-	if err != nil {
-		return nil, http.StatusInternalServerError, []string{err.Error()}
-	}
-	// Conflicts: a pushed policy that would not be accepted, or an accepted one that this push would push out.
-	before, _ := s.Engine.Result()
-	planned := s.Engine.Plan(engine.SourceStore, candidate)
-	after := planned.Result
-	for _, k := range order {
-		pr := after.Policies[k]
-		switch {
-		case pr == nil:
-		case !pr.Accepted:
-			errs = append(errs, fmt.Sprintf("%s: %s", k, pr.AcceptedMessage))
-		case !pr.ResolvedRefs && pr.ResolvedRefsReason == translate.ReasonInvalidRef:
-			// A certificate or CA that cannot be used would take the policy out of service; refuse the push
-			// and keep the last good version serving.
-			errs = append(errs, fmt.Sprintf("%s: %s", k, strings.TrimSuffix(pr.ResolvedRefsMessage, " (the policy is not served until this is fixed)")))
-		}
-	}
-	for k, pr := range before.Policies {
-		if _, ok := pushed[k]; ok || !pr.Accepted {
-			continue
-		}
-		if now := after.Policies[k]; now != nil && !now.Accepted {
-			errs = append(errs, fmt.Sprintf("%s would no longer be accepted: %s", k, now.AcceptedMessage))
-		}
-	}
-	if len(errs) > 0 {
-		slices.Sort(errs)
-		return nil, http.StatusConflict, errs
-	}
-	for i := range res.Policies {
-		k := translate.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
-		if pr := after.Policies[k]; pr != nil {
-			res.Policies[i].Warnings = pr.Warnings
-		}
-	}
-	return &plan{res: res, puts: puts, planned: planned, before: before, after: after}, http.StatusOK, nil
-}
-
-func (s *Server) now() time.Time {
-	return time.Now().UTC()
-}
-
-func newUID() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// sameSpec reports whether two documents have equal specs; metadata changes do not bump the generation.
-func sameSpec(a, b []byte) bool {
-	var pa, pb struct {
-		Spec any `json:"spec"`
-	}
-	if json.Unmarshal(a, &pa) != nil || json.Unmarshal(b, &pb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(pa.Spec, pb.Spec)
-}
-
-func splitJoined(err error) []string {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []string
-		for _, e := range j.Unwrap() {
-			out = append(out, e.Error())
-		}
-		return out
-	}
-	return []string{err.Error()}
-}
-
-// PolicyOf decodes a stored record into a policy with its server-side metadata.
-func PolicyOf(rec *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
-	d, err := manifest.DecodeDocument(rec.Document)
-	if err != nil {
-		return nil, fmt.Errorf("stored policy %s no longer decodes: %w", rec.Key(), err)
-	}
-	p := d.Policy
-	p.Namespace = rec.Namespace
-	p.Generation = rec.Generation
-	p.CreationTimestamp = metav1.NewTime(rec.Created)
-	p.UID = types.UID(rec.UID)
-	return p, nil
-}
-
-// decodedPolicy is a record's policy with the record fields PolicyOf read.
-type decodedPolicy struct {
-	document   []byte
-	generation int64
-	created    time.Time
-	uid        string
-	policy     *v1alpha1.LoadBalancerPolicy
-}
-
-func (d decodedPolicy) of(rec *store.Record) bool {
-	return d.generation == rec.Generation && d.created.Equal(rec.Created) && d.uid == rec.UID && bytes.Equal(d.document, rec.Document)
-}
-
-// policiesOf decodes the records in key order, reusing what it decoded last time for records that have not
-// changed: decoding every stored document again (YAML, then strict field checks) was 61 % of a push's CPU
-// with 10,000 policies stored. The policies are shared, so nothing may modify them (translation copies what
-// it changes). The caller holds s.mu.
-func (s *Server) policiesOf(byKey map[translate.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
-	out := make([]*v1alpha1.LoadBalancerPolicy, 0, len(byKey))
-	next := make(map[translate.Key]decodedPolicy, len(byKey))
-	for k, rec := range byKey {
-		d, ok := s.decoded[k]
-		if !ok || !d.of(rec) {
-			p, err := PolicyOf(rec)
-			if err != nil {
-				return nil, err
-			}
-			d = decodedPolicy{document: rec.Document, generation: rec.Generation, created: rec.Created, uid: rec.UID, policy: p}
-		}
-		next[k] = d
-		out = append(out, d.policy)
-	}
-	s.decoded = next
-	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int {
-		return cmpKey(translate.KeyOf(a), translate.KeyOf(b))
-	})
-	return out, nil
-}
-
-func cmpKey(a, b translate.Key) int {
-	switch {
-	case a.String() < b.String():
-		return -1
-	case a.String() > b.String():
-		return 1
-	}
-	return 0
-}
-
-// records returns the stored policies by key.
-func (s *Server) records() (map[translate.Key]*store.Record, error) {
-	records, err := s.Store.List()
-	if err != nil {
-		return nil, err
-	}
-	byKey := make(map[translate.Key]*store.Record, len(records))
-	for _, rec := range records {
-		byKey[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
-	}
-	return byKey, nil
-}
-
-// Load reads the store into the engine; serve calls it before xDS is served.
-func (s *Server) Load() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	byKey, err := s.records()
-	if err != nil {
-		return err
-	}
-	ps, err := s.policiesOf(byKey)
-	if err != nil {
-		return err
-	}
-	s.Engine.Set(engine.SourceStore, ps)
-	return nil
+	return explain.Policy(p, pr, res)
 }
 
 // views returns every policy with its live status.
@@ -598,7 +281,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 	if s.Health != nil {
 		health = s.Health()
 	}
-	now := metav1.NewTime(s.now())
+	now := metav1.NewTime(time.Now().UTC())
 	var out []*v1alpha1.LoadBalancerPolicy
 	for _, src := range []string{engine.SourceKubernetes, engine.SourceConfigDir, engine.SourceStore} {
 		for _, p := range s.Engine.Policies(src) {
@@ -611,7 +294,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 				v.Namespace = v1alpha1.DefaultNamespace
 			}
 			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
-			if pr := res.Policies[k]; pr != nil {
+			if pr := res.Policies.Of(k); pr != nil {
 				v.Status = policystatus.Compute(pr, proxies, health, now)
 			}
 			out = append(out, &v)
@@ -655,36 +338,62 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusConflict, s.ReadOnly)
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, origin := s.Engine.Result(); origin[k] == engine.SourceConfigDir {
-		writeErr(w, http.StatusConflict, fmt.Sprintf("%s: managed by --config-dir; remove its file instead", k))
+	if code, err := s.admission().Delete(k); err != nil {
+		writeErr(w, code, err.Error())
 		return
 	}
-	byKey, err := s.records()
-	if err != nil {
-		writeErr(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	if _, ok := byKey[k]; !ok {
-		writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
-		return
-	}
-	delete(byKey, k)
-	candidate, err := s.policiesOf(byKey)
-	if err != nil {
-		writeErr(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	if err := s.Store.Apply(nil, []string{k.String()}); err != nil {
-		writeErr(w, http.StatusInternalServerError, "writing the store: "+err.Error())
-		return
-	}
-	s.Engine.Set(engine.SourceStore, candidate)
 	s.Log.Info("policy deleted", "policy", k.String())
 	writeJSON(w, http.StatusOK, ApplyResult{Policies: []AppliedPolicy{{Namespace: k.Namespace, Name: k.Name, Outcome: Deleted}}})
 }
 
 func (s *Server) proxies(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.Tracker.Proxies())
+}
+
+// Views returns every policy with its live status, as GET /v1/policies does.
+func (s *Server) Views() []*v1alpha1.LoadBalancerPolicy { return s.views() }
+
+// LiveResult and ProxyLive are the wire types of GET .../live (see apiwire).
+type (
+	LiveResult = apiwire.LiveResult
+	ProxyLive  = apiwire.ProxyLive
+)
+
+// Live returns the policy k's per-Envoy view; the summed part is its status's backends.
+func (s *Server) Live(k translate.Key) (*LiveResult, error) {
+	res, _ := s.Engine.Result()
+	pr := res.Policies.Of(k)
+	if pr == nil {
+		return nil, fmt.Errorf("policy %s %w", k, ErrNotFound)
+	}
+	out := &LiveResult{Policy: k.String(), Backends: []v1alpha1.BackendStatus{}, Proxies: []ProxyLive{}}
+	now := metav1.NewTime(time.Now().UTC())
+	if s.Health != nil {
+		out.Backends = orEmpty(policystatus.Compute(pr, nil, s.Health(), now).Backends)
+	}
+	if s.HealthByProxy != nil {
+		for node, h := range s.HealthByProxy() {
+			if bs := policystatus.Compute(pr, nil, h, now).Backends; len(bs) > 0 {
+				out.Proxies = append(out.Proxies, ProxyLive{NodeID: node, Backends: bs})
+			}
+		}
+	}
+	slices.SortFunc(out.Proxies, func(a, b ProxyLive) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return out, nil
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (s *Server) live(w http.ResponseWriter, r *http.Request) {
+	l, err := s.Live(translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")})
+	if err != nil {
+		writeErr(w, http.StatusNotFound, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
 }

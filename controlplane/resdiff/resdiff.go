@@ -17,32 +17,35 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 )
 
-// Change operations.
+// Change operations; the types are the push API's (apiwire), so a client decodes a diff without this package.
 const (
-	Added   = "added"
-	Removed = "removed"
-	Changed = "changed"
+	Added   = apiwire.Added
+	Removed = apiwire.Removed
+	Changed = apiwire.Changed
 )
 
 // Change is one resource that differs.
-type Change struct {
-	Group string `json:"group"`
-	// Type is the short type name: Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, Secret.
-	Type   string        `json:"type"`
-	Name   string        `json:"name"`
-	Op     string        `json:"op"`
-	Fields []FieldChange `json:"fields,omitempty"`
-}
+type Change = apiwire.Change
 
 // FieldChange is one leaf that differs; Old or New is empty when the field is absent on that side.
-// Values are JSON.
-type FieldChange struct {
-	Path string `json:"path"`
-	Old  string `json:"old,omitempty"`
-	New  string `json:"new,omitempty"`
+type FieldChange = apiwire.FieldChange
+
+// Results builds both translations' resources and compares them: what lbctl diff and POST /v1/diff show.
+func Results(before, after *translate.Result) ([]Change, error) {
+	b, err := xdsbuild.BuildAll(before.IR)
+	if err != nil {
+		return nil, err
+	}
+	a, err := xdsbuild.BuildAll(after.IR)
+	if err != nil {
+		return nil, err
+	}
+	return Diff(b, a)
 }
 
 // Diff compares before and after, both by proxy group. Secrets are compared but never printed: a changed

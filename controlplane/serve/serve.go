@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/lbplane/lbplane/controlplane/configdir"
+	"github.com/lbplane/lbplane/controlplane/dashboard"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
@@ -290,7 +291,7 @@ func Run(ctx context.Context, cfg Config) error {
 			TrustUnauthenticated: cfg.XDSInsecure,
 			// Never through an HTTP proxy from the environment: the Envoys are reached directly.
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
-		api.Health = poller.Health
+		api.Health, api.HealthByProxy = poller.Health, poller.ByProxy
 	}
 
 	// Load every source before opening the xDS port.
@@ -310,9 +311,11 @@ func Run(ctx context.Context, cfg Config) error {
 		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace}
 		if poller != nil {
 			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
-			// them all, and no other does.
+			// them all. So does every other replica: the dashboard and the push API of any replica then show
+			// the whole fleet live, without forwarding to the leader (reads of the stats ports are cheap; the
+			// status writes stay the leader's, at their own cadence).
 			poller.Proxies = kube.AllProxies
-			kube.Health, kube.LoadStatusInterval, kube.ReadHealth = poller.Health, cfg.LoadStatusInterval, poller.Run
+			kube.Health, kube.LoadStatusInterval = poller.Health, cfg.LoadStatusInterval
 		}
 		if err := kube.Start(); err != nil {
 			return fmt.Errorf("kubernetes: %w", err)
@@ -331,7 +334,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	res, _ := eng.Result()
-	cfg.Log.Info("sources loaded", "policies", len(res.Policies), "groups", len(res.IR.Groups))
+	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
 	xdsLis, err := net.Listen("tcp", cfg.XDSAddress)
 	if err != nil {
@@ -365,7 +368,16 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String()}
-	servers := []*http.Server{{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}
+	dash := &dashboard.Server{Token: token, ReadOnlyToken: roToken, Policies: api.Views, Explain: api.Explain, Live: api.Live, Log: cfg.Log,
+		RateLimit: cfg.APIRateLimit,
+		Proxies:   func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() }}
+	if kube != nil {
+		dash.Proxies = kube.AllProxies
+	}
+	apiMux := http.NewServeMux()
+	apiMux.Handle(dashboard.Prefix, dash.Handler())
+	apiMux.Handle("/", api.Handler())
+	servers := []*http.Server{{Handler: apiMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}
 	listeners := []net.Listener{apiLis}
 	if m != nil {
 		metricsLis, err := net.Listen("tcp", cfg.MetricsAddress)
@@ -422,7 +434,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		})
 	}
-	if poller != nil && kube == nil {
+	if poller != nil {
 		g.Go(func() error { poller.Run(ctx); return nil })
 	}
 	g.Go(func() error {

@@ -38,11 +38,11 @@ func TestSharedPortEdgeSettings(t *testing.T) {
 	other := mk("other", "d.example.com", 3, func(l *v1alpha1.Listener) { l.HTTP2 = &v1alpha1.ListenerHTTP2{Enabled: new(true)} })
 	res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{other, same, plain, owner}, translate.Refs{})
 	for _, p := range []*v1alpha1.LoadBalancerPolicy{owner, plain, same} {
-		if r := res.Policies[translate.KeyOf(p)]; !r.Accepted {
+		if r := res.Policies.Of(translate.KeyOf(p)); !r.Accepted {
 			t.Errorf("%s: not accepted: %s", p.Name, r.AcceptedMessage)
 		}
 	}
-	r := res.Policies[translate.KeyOf(other)]
+	r := res.Policies.Of(translate.KeyOf(other))
 	if r.Accepted || r.AcceptedReason != translate.ReasonConflicted || !strings.Contains(r.AcceptedMessage, "spec.listener: sets other limits, timeouts, http2 or requests on port 8080 than policy default/owner") {
 		t.Errorf("other: accepted %v, %s: %s", r.Accepted, r.AcceptedReason, r.AcceptedMessage)
 	}

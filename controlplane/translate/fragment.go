@@ -376,7 +376,7 @@ func identityOf(r Refs) refsIdentity {
 // NewTranslator returns a translator with nothing cached.
 func NewTranslator() *Translator {
 	return &Translator{frags: map[Key]*fragment{}, ports: map[portKey]*portIndex{}, groups: map[string]*groupState{},
-		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}, refs: refsIdentity{refsKey: refsKey{files: 1}}}
+		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}, refs: refsIdentity{refsKey: refsKey{files: 1}}}
 }
 
 // Runs counts the policies translated so far (cache misses), for tests and metrics.
@@ -395,7 +395,7 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 		}
 		t.prev = nil
 		t.dropAll()
-		t.last = &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
+		t.last = &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}
 	}
 	aligned := len(policies) == len(t.prev)
 	for i, p := range policies {
@@ -433,7 +433,9 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 			}
 		}
 	}
-	t.refs, t.prev = id, slices.Clone(policies)
+	// Kept as given, not copied: the caller does not modify it (see above), and a copy per call would cost
+	// O(policies) for a change of one.
+	t.refs, t.prev = id, policies
 	t.apply(changed, refs)
 	return t.last
 }
@@ -449,7 +451,11 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 	if len(changed) == 0 {
 		return
 	}
-	res := &Result{IR: &ir.Config{Groups: maps.Clone(t.last.IR.Groups)}, Policies: maps.Clone(t.last.Policies)}
+	res := &Result{IR: &ir.Config{Groups: maps.Clone(t.last.IR.Groups)}, Policies: t.last.Policies.clone(),
+		serial: serials.Add(1), parent: t.last.serial}
+	for k := range changed {
+		res.changed = append(res.changed, k)
+	}
 	// Per touched port: the members whose decision may change, and the owner before this call.
 	type touched struct {
 		dirty map[*member]bool
@@ -526,14 +532,14 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 				}
 			}
 			delete(t.frags, k)
-			delete(res.Policies, k)
+			res.Policies.remove(k)
 		}
 		if f == nil {
 			continue
 		}
 		t.frags[k] = f
 		if f.invalid != nil {
-			res.Policies[k] = f.invalid
+			res.Policies.set(f.invalid)
 			continue
 		}
 		pk := portKey{f.group, f.port}
@@ -588,10 +594,13 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 			case !before && m.accepted:
 				note(m.f, true)
 			}
+			if !fresh[m] {
+				res.changed = append(res.changed, m.f.key) // a decision changed on the way
+			}
 			if m.accepted {
-				res.Policies[m.f.key] = m.f.served
+				res.Policies.set(m.f.served)
 			} else {
-				res.Policies[m.f.key] = m.f.conflicted(m.msg)
+				res.Policies.set(m.f.conflicted(m.msg))
 			}
 			if before != m.accepted || fresh[m] {
 				for _, c := range m.f.claims {

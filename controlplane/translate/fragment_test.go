@@ -110,15 +110,15 @@ func TestTranslatorMatchesFullTranslation(t *testing.T) {
 			}
 			got := tr.Translate(slices.Clone(set), refs)
 			want := translateAll(set, refs)
-			if !reflect.DeepEqual(got.Policies, want.Policies) {
-				for k, w := range want.Policies {
-					if g := got.Policies[k]; !reflect.DeepEqual(g, w) {
+			if !reflect.DeepEqual(got.Policies.Map(), want.Policies.Map()) {
+				for k, w := range want.Policies.All() {
+					if g := got.Policies.Of(k); !reflect.DeepEqual(g, w) {
 						t.Errorf("seed %d step %d: %s:\n got %+v\nwant %+v", seed, step, k, g, w)
 					}
 				}
-				t.Fatalf("seed %d step %d: results differ (%d vs %d)", seed, step, len(got.Policies), len(want.Policies))
+				t.Fatalf("seed %d step %d: results differ (%d vs %d)", seed, step, got.Policies.Len(), want.Policies.Len())
 			}
-			for _, pr := range want.Policies {
+			for _, pr := range want.Policies.All() {
 				seen[pr.AcceptedReason]++
 				if pr.ResolvedRefsReason == ReasonInvalidRef {
 					seen[ReasonInvalidRef]++

@@ -100,7 +100,7 @@ func renderIR(t *testing.T, path string) []byte {
 		groups[name] = &c
 	}
 	policiesOut := map[string]*translate.PolicyResult{}
-	for k, r := range res.Policies {
+	for k, r := range res.Policies.All() {
 		policiesOut[k.String()] = r
 	}
 	b, err := json.MarshalIndent(map[string]any{"groups": groups, "policies": policiesOut}, "", "  ")

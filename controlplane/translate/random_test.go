@@ -136,7 +136,7 @@ func randomPoliciesAccepted(t *testing.T, envoy string, seed uint64) {
 	}
 	policies := policiesOf(parsed)
 	res := translate.Translate(policies, translate.Refs{Files: fakeFiles(policies)})
-	for k, pr := range res.Policies {
+	for k, pr := range res.Policies.All() {
 		if !pr.Accepted || !pr.ResolvedRefs {
 			t.Errorf("generated policy %s was not accepted: %s %s", k, pr.AcceptedMessage, pr.ResolvedRefsMessage)
 		}

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"cmp"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -75,7 +76,26 @@ func (r *PolicyResult) Conditions(now metav1.Time) []metav1.Condition {
 // Result is the output of Translate.
 type Result struct {
 	IR       *ir.Config
-	Policies map[Key]*PolicyResult
+	Policies PolicyResults
+	// serial numbers the results a Translator hands out; parent is the serial of the one this one was
+	// made from, and changed the keys whose result differs from it (see ChangedSince).
+	serial, parent uint64
+	changed        []Key
+}
+
+var serials atomic.Uint64
+
+// ChangedSince lists the policies whose result may differ between prev and r, when r was made from prev
+// by a Translator (ok is then true): a caller comparing two results looks at these instead of at every
+// policy. When ok is false the caller compares every result.
+func (r *Result) ChangedSince(prev *Result) (keys []Key, ok bool) {
+	switch {
+	case r == prev:
+		return nil, true
+	case prev != nil && r.parent != 0 && r.parent == prev.serial:
+		return r.changed, true
+	}
+	return nil, false
 }
 
 // Prepare returns a defaulted copy of the policy and every problem found in it alone.

@@ -17,7 +17,7 @@ import (
 // translateAll is the whole-set translation the incremental Translator must agree with; tests use it as
 // the reference (see fragment.go).
 func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
-	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}, Policies: map[Key]*PolicyResult{}}
+	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}
 	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
 	// two policies created within one second must still be told apart.
 	// A policy without a creation time has not been stored yet: it is the newest.
@@ -32,7 +32,7 @@ func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 	for _, p := range ordered {
 		c, errs := Prepare(p)
 		r := &PolicyResult{Key: KeyOf(p), Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup}
-		res.Policies[r.Key] = r
+		res.Policies.set(r)
 		if len(errs) > 0 {
 			r.AcceptedReason, r.AcceptedMessage, r.Errors = ReasonInvalid, errs.Error(), errs
 			r.ResolvedRefsReason = ReasonInvalid
@@ -44,7 +44,7 @@ func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 
 	ports := map[portKey]*portUse{}
 	for _, p := range prepared {
-		r := res.Policies[KeyOf(p)]
+		r := res.Policies.Of(KeyOf(p))
 		if msg := claim(ports, p); msg != "" {
 			r.AcceptedReason, r.AcceptedMessage = ReasonConflicted, msg
 			r.ResolvedRefsReason, r.ResolvedRefsMessage = ReasonConflicted, "not checked: the policy conflicts with another"
@@ -129,6 +129,9 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	}
 	src := ir.Source{Namespace: p.Namespace, Name: p.Name}
 	vh := &ir.VirtualHost{Name: p.Namespace + "/" + p.Name, Source: src, Domains: domains(s.Listener.Hostnames)}
+	if s.DebugHeaders {
+		vh.UpstreamHostHeader = v1alpha1.UpstreamHostHeader
+	}
 	if len(s.Routes) == 0 {
 		all := allBackends(p)
 		vh.Routes = []*ir.Route{{Name: vh.Name + "/default", Source: src, PathType: ir.PathPrefix, Path: "/", Clusters: all,

@@ -29,7 +29,7 @@ func TestOlderWinsWithinOneSecond(t *testing.T) {
 	older, newer := pol("zz-older", base.Add(100*time.Millisecond)), pol("aa-newer", base.Add(900*time.Millisecond))
 	for _, order := range [][]*v1alpha1.LoadBalancerPolicy{{older, newer}, {newer, older}} {
 		res := translate.Translate(order, translate.Refs{})
-		o, n := res.Policies[translate.KeyOf(older)], res.Policies[translate.KeyOf(newer)]
+		o, n := res.Policies.Of(translate.KeyOf(older)), res.Policies.Of(translate.KeyOf(newer))
 		if !o.Accepted || n.Accepted || !strings.Contains(n.AcceptedMessage, "already served by policy default/zz-older") {
 			t.Errorf("older accepted=%v, newer accepted=%v (%s)", o.Accepted, n.Accepted, n.AcceptedMessage)
 		}
@@ -60,7 +60,7 @@ func TestServiceBackendsResolveFromEndpointSlices(t *testing.T) {
 		{Namespace: "shop", Name: "gone", PortName: "http"}: {Err: "Service shop/gone not found"},
 	}}
 	res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
-	r := res.Policies[translate.KeyOf(p)]
+	r := res.Policies.Of(translate.KeyOf(p))
 	if !r.Accepted || r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "spec.backends[1].service: Service shop/gone not found") {
 		t.Fatalf("accepted %v resolved %v: %s", r.Accepted, r.ResolvedRefs, r.ResolvedRefsMessage)
 	}
@@ -85,11 +85,11 @@ func TestCrossNamespaceServicesNeedPermission(t *testing.T) {
 	p.Spec.Backends = []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: "web", Namespace: "billing", Port: 80}}}
 	services := map[translate.ServiceRef]translate.ServiceEndpoints{{Namespace: "billing", Name: "web", Port: 80}: {
 		Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}}
-	r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services}).Policies[translate.KeyOf(p)]
+	r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services}).Policies.Of(translate.KeyOf(p))
 	if r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "another namespace, which is not allowed") || r.Endpoints != 0 {
 		t.Errorf("a cross-namespace reference resolved without permission: %v %s", r.ResolvedRefs, r.ResolvedRefsMessage)
 	}
-	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services, CrossNamespace: true}).Policies[translate.KeyOf(p)]
+	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services, CrossNamespace: true}).Policies.Of(translate.KeyOf(p))
 	if !r.ResolvedRefs || r.Endpoints != 1 || r.HealthyEndpoints != 1 {
 		t.Errorf("with permission: %v %s, %d endpoints", r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
 	}

@@ -108,7 +108,7 @@ func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.R
 		Errors                 []string `json:",omitempty"`
 	}
 	st := map[string]status{}
-	for k, r := range res.Policies {
+	for k, r := range res.Policies.All() {
 		s := status{
 			Accepted:     fmt.Sprintf("%v %s: %s", r.Accepted, r.AcceptedReason, r.AcceptedMessage),
 			ResolvedRefs: fmt.Sprintf("%v %s: %s", r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage),

@@ -28,6 +28,13 @@ func RouteConfig(l *ir.Listener) *routev3.RouteConfiguration {
 	}
 	for _, vh := range l.VirtualHosts {
 		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
+		if vh.UpstreamHostHeader != "" {
+			// %UPSTREAM_HOST% is the address:port Envoy picked (the last try's, after retries).
+			v.ResponseHeadersToAdd = []*corev3.HeaderValueOption{{
+				Header:       &corev3.HeaderValue{Key: vh.UpstreamHostHeader, Value: "%UPSTREAM_HOST%"},
+				AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+			}}
+		}
 		for _, r := range vh.Routes {
 			v.Routes = append(v.Routes, route(r))
 		}

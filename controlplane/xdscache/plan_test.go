@@ -31,7 +31,7 @@ func describe(s *State) string {
 	for _, n := range s.Names(resource.ClusterType) {
 		out += n + " "
 	}
-	return out + "-> " + s.byType[resource.ListenerType]["l"].msg.(*listenerv3.Listener).StatPrefix
+	return out + "-> " + must(s.sets[resource.ListenerType].get("l")).msg.(*listenerv3.Listener).StatPrefix
 }
 
 func TestPlanMakesBeforeItBreaks(t *testing.T) {
@@ -88,4 +88,11 @@ func TestStateBytesIsTheSerializedSize(t *testing.T) {
 	if want == 0 || s.Bytes != want {
 		t.Errorf("Bytes %d, want %d", s.Bytes, want)
 	}
+}
+
+func must(e *entry, ok bool) *entry {
+	if !ok {
+		panic("missing")
+	}
+	return e
 }

@@ -13,14 +13,15 @@ import (
 // the Envoys that terminate or originate TLS with it. Nil when the state has no Secret at all (nothing to
 // filter, and nothing to walk).
 func referencedSecrets(s *State) map[string]bool {
-	if len(s.byType[resource.SecretType]) == 0 {
+	if s.sets[resource.SecretType].len() == 0 {
 		return nil
 	}
 	refs := map[string]bool{}
 	for _, typ := range []string{resource.ListenerType, resource.ClusterType} {
-		for _, e := range s.byType[typ] {
-			collectSDSNames(e.msg.ProtoReflect(), refs)
-		}
+		s.sets[typ].each(func(e *entry) bool {
+			collectSDSNames(e.message().ProtoReflect(), refs)
+			return true
+		})
 	}
 	return refs
 }

@@ -16,12 +16,13 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/google/btree"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -46,10 +47,9 @@ type State struct {
 	// Version is derived from the content of every resource: the same config always has the same version.
 	Version string
 	// Bytes is the serialized size of every resource.
-	Bytes  int
-	byType map[string]map[string]*entry
-	// sets holds each type's sorted names and digest, shared by the states derived from this one while
-	// the type does not change (see Derive).
+	Bytes int
+	// sets holds each type's resources and digest, shared by the states derived from this one while the
+	// type does not change (see Derive).
 	sets map[string]*typeSet
 	// parent is the version of the state this one was derived from (a version, not a pointer, so that
 	// states do not keep their ancestors alive), and removed the types that lost a resource on the way:
@@ -57,18 +57,22 @@ type State struct {
 	parent  string
 	removed map[string]bool
 	added   map[string]bool
+	// dropped are the parent's resources this state removed, by type: the union with the parent is this
+	// state's tree with them put back (see combine).
+	dropped map[string][]*entry
 }
 
 // NewState marshals and versions resources given by type URL.
 func NewState(resources map[string][]proto.Message) (*State, error) {
-	s := &State{byType: map[string]map[string]*entry{}}
+	s := &State{}
+	byType := map[string]map[string]*entry{}
 	opts := proto.MarshalOptions{Deterministic: true}
 	for _, typ := range Types {
-		s.byType[typ] = map[string]*entry{}
+		byType[typ] = map[string]*entry{}
 		list := resources[typ]
 		for _, m := range list {
 			name := cachev3.GetResourceName(m)
-			if _, dup := s.byType[typ][name]; dup {
+			if _, dup := byType[typ][name]; dup {
 				return nil, fmt.Errorf("%s %q appears twice", typ, name)
 			}
 			b, err := opts.Marshal(m)
@@ -79,21 +83,21 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 			sum := sha256.Sum256(b)
 			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), msg: m,
 				any: &anypb.Any{TypeUrl: typ, Value: b}}
-			s.byType[typ][name] = e
+			byType[typ][name] = e
 		}
 	}
 	// An updated cluster warms until it gets its endpoints, and Envoy does not reuse the ones it has: unless
 	// the assignment is sent again, the new cluster waits out its initial_fetch_timeout (15s) before serving.
 	// So an assignment's version covers its cluster's version too, and a cluster update re-sends it.
-	for name, e := range s.byType[resource.EndpointType] {
-		if c, ok := s.byType[resource.ClusterType][name]; ok {
+	for name, e := range byType[resource.EndpointType] {
+		if c, ok := byType[resource.ClusterType][name]; ok {
 			sum := sha256.Sum256([]byte(e.version + "/" + c.version))
 			e.version = hex.EncodeToString(sum[:8])
 		}
 	}
 	s.sets = map[string]*typeSet{}
 	for _, typ := range Types {
-		s.sets[typ] = newTypeSet(typ, s.byType[typ])
+		s.sets[typ] = newTypeSet(typ, slices.Collect(maps.Values(byType[typ])))
 	}
 	s.Version = s.hash()
 	return s, nil
@@ -101,24 +105,17 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 
 // Names lists the resource names of a type, sorted.
 func (s *State) Names(typ string) []string {
-	if ts := s.sets[typ]; ts != nil {
-		// Clipped: a caller appending to it gets its own copy.
-		return slices.Clip(ts.names)
-	}
-	names := make([]string, 0, len(s.byType[typ]))
-	for n := range s.byType[typ] {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	ts := s.sets[typ]
+	names := make([]string, 0, ts.len())
+	ts.each(func(e *entry) bool { names = append(names, e.name); return true })
 	return names
 }
 
 // Resources returns the resources of a type, sorted by name. The messages must not be modified.
 func (s *State) Resources(typ string) []proto.Message {
-	out := make([]proto.Message, 0, len(s.byType[typ]))
-	for _, n := range s.Names(typ) {
-		out = append(out, s.byType[typ][n].message())
-	}
+	ts := s.sets[typ]
+	out := make([]proto.Message, 0, ts.len())
+	ts.each(func(e *entry) bool { out = append(out, e.message()); return true })
 	return out
 }
 
@@ -166,26 +163,37 @@ func plan(old, next *State) []*State {
 // combine builds a state whose resources of each type come from the given states, the first one having a
 // name winning.
 func combine(from map[string][]*State) *State {
-	u := &State{byType: map[string]map[string]*entry{}, sets: map[string]*typeSet{}}
+	u := &State{sets: map[string]*typeSet{}}
 	for _, typ := range Types {
-		if ts := shared(typ, from[typ]); ts != nil {
+		states := from[typ]
+		if ts := shared(typ, states); ts != nil {
 			// One state, or states that hold the same resources of this type: nothing to merge.
-			u.byType[typ], u.sets[typ] = ts.byName, ts
+			u.sets[typ] = ts
 			continue
 		}
-		u.byType[typ] = map[string]*entry{}
-		for _, s := range from[typ] {
-			for n, e := range s.byType[typ] {
-				if _, ok := u.byType[typ][n]; !ok {
-					u.byType[typ][n] = e
+		if len(states) == 2 && derivedFrom(states[0], states[1]) {
+			// A state and its parent: the union is the state with what it removed put back.
+			ts := &typeSet{tree: states[0].set(typ).tree.Clone(), sum: states[0].set(typ).sum}
+			for _, e := range states[0].dropped[typ] {
+				if _, had := ts.tree.ReplaceOrInsert(e); had {
+					panic("xdscache: a dropped resource is still in the state that dropped it")
 				}
+				ts.sum += e.sum
 			}
+			u.sets[typ] = ts
+			continue
 		}
-	}
-	for _, typ := range Types {
-		if u.sets[typ] == nil {
-			u.sets[typ] = newTypeSet(typ, u.byType[typ])
+		ts := &typeSet{tree: btree.NewG(setDegree, byName)}
+		for _, s := range states {
+			s.sets[typ].each(func(e *entry) bool {
+				if !ts.tree.Has(e) {
+					ts.tree.ReplaceOrInsert(e)
+					ts.sum += e.sum
+				}
+				return true
+			})
 		}
+		u.sets[typ] = ts
 	}
 	u.Version = u.hash()
 	return u
@@ -201,7 +209,7 @@ func shared(typ string, states []*State) *typeSet {
 	}
 	first := states[0].sets[typ]
 	for _, s := range states[1:] {
-		if ts := s.sets[typ]; first == nil || ts == nil || ts.sum != first.sum || len(ts.names) != len(first.names) {
+		if ts := s.sets[typ]; first == nil || ts == nil || ts.sum != first.sum || ts.len() != first.len() {
 			return nil
 		}
 	}
@@ -223,9 +231,10 @@ func (s *State) hash() string {
 	}
 	h := sha256.New()
 	for _, typ := range Types {
-		for _, n := range s.Names(typ) {
-			fmt.Fprintf(h, "%s\x00%s\x00%s\n", typ, n, s.byType[typ][n].version)
-		}
+		s.sets[typ].each(func(e *entry) bool {
+			fmt.Fprintf(h, "%s\x00%s\x00%s\n", typ, e.name, e.version)
+			return true
+		})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
@@ -235,10 +244,14 @@ func addsAny(old, next *State, types []string) bool {
 		return next.addsTo(types)
 	}
 	for _, typ := range types {
-		for n := range next.byType[typ] {
-			if _, ok := old.byType[typ][n]; !ok {
-				return true
-			}
+		adds := false
+		next.sets[typ].each(func(e *entry) bool {
+			_, ok := old.sets[typ].get(e.name)
+			adds = !ok
+			return !adds
+		})
+		if adds {
+			return true
 		}
 	}
 	return false
@@ -246,16 +259,23 @@ func addsAny(old, next *State, types []string) bool {
 
 func sameTypes(a, b *State, types []string) bool {
 	for _, typ := range types {
-		if as, bs := a.sets[typ], b.sets[typ]; as != nil && as == bs {
+		as, bs := a.sets[typ], b.sets[typ]
+		if as != nil && as == bs {
 			continue
 		}
-		if len(a.byType[typ]) != len(b.byType[typ]) {
+		// The digests add every entry's share (see entrySum): unequal digests are unequal sets, found
+		// without visiting them.
+		if as.len() != bs.len() || (as != nil && bs != nil && as.sum != bs.sum) {
 			return false
 		}
-		for n, e := range a.byType[typ] {
-			if f, ok := b.byType[typ][n]; !ok || f.version != e.version {
-				return false
-			}
+		same := true
+		as.each(func(e *entry) bool {
+			f, ok := bs.get(e.name)
+			same = ok && f.version == e.version
+			return same
+		})
+		if !same {
+			return false
 		}
 	}
 	return true
@@ -269,12 +289,13 @@ func emptyAssignment(name string) *entry {
 
 // pick returns the entries a subscription should hold now, and their versions.
 func (s *State) pick(typ string, wildcard bool, subscribed map[string]struct{}) ([]*entry, map[string]string) {
+	ts := s.sets[typ]
 	var names []string
 	if wildcard {
 		names = s.Names(typ)
 	}
 	for n := range subscribed {
-		if _, ok := s.byType[typ][n]; !ok || !wildcard {
+		if _, ok := ts.get(n); !ok || !wildcard {
 			names = append(names, n)
 		}
 	}
@@ -283,7 +304,7 @@ func (s *State) pick(typ string, wildcard bool, subscribed map[string]struct{}) 
 	entries := make([]*entry, 0, len(names))
 	versions := make(map[string]string, len(names))
 	for _, n := range names {
-		e, ok := s.byType[typ][n]
+		e, ok := ts.get(n)
 		if !ok {
 			if typ != resource.EndpointType {
 				continue

@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/google/btree"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -64,22 +64,51 @@ func entrySum(typ, name, version string) uint64 {
 	return binary.LittleEndian.Uint64(h.Sum(nil))
 }
 
-// typeSet is the resources of one type in a state. States share a typeSet while the type does not change.
+// typeSet is the resources of one type in a state, in a copy-on-write B-tree ordered by name: a derived
+// state clones its parent's tree in O(1) and copies only the nodes on the paths it changes, so a change
+// costs O(log n) however many resources the type holds, and no state holds its own full copy. States share
+// a typeSet while the type does not change; a typeSet is never modified once a state holds it.
 type typeSet struct {
-	byName map[string]*entry
-	names  []string // sorted; never appended to in place
-	sum    uint64
+	tree *btree.BTreeG[*entry]
+	sum  uint64
 }
 
-func newTypeSet(typ string, byName map[string]*entry) *typeSet {
-	ts := &typeSet{byName: byName, names: slices.Sorted(maps.Keys(byName))}
-	for _, e := range byName {
+// setDegree is the B-tree's: nodes of up to 31 entries keep the copied paths short and cache-friendly.
+const setDegree = 16
+
+func byName(a, b *entry) bool { return a.name < b.name }
+
+func newTypeSet(typ string, entries []*entry) *typeSet {
+	ts := &typeSet{tree: btree.NewG(setDegree, byName)}
+	for _, e := range entries {
 		if e.sum == 0 {
 			e.sum = entrySum(typ, e.name, e.version)
 		}
+		ts.tree.ReplaceOrInsert(e)
 		ts.sum += e.sum
 	}
 	return ts
+}
+
+func (ts *typeSet) len() int {
+	if ts == nil {
+		return 0
+	}
+	return ts.tree.Len()
+}
+
+func (ts *typeSet) get(name string) (*entry, bool) {
+	if ts == nil {
+		return nil, false
+	}
+	return ts.tree.Get(&entry{name: name})
+}
+
+// each calls f on every entry in name order until it returns false.
+func (ts *typeSet) each(f func(*entry) bool) {
+	if ts != nil {
+		ts.tree.Ascend(f)
+	}
 }
 
 // Change says what a new state changes from the one it derives from: resources put (added or replaced, by
@@ -89,10 +118,11 @@ type Change struct {
 	Remove map[string][]string
 }
 
-// Derive returns a state equal to s with c applied. Only the changed types are copied, so its cost follows
-// the size of the change and of the changed types' maps, not that of every resource.
+// Derive returns a state equal to s with c applied. Only the changed types' trees are cloned (lazily, see
+// typeSet), so its cost follows the size of the change, not that of every resource.
 func (s *State) Derive(c Change) (*State, error) {
-	next := &State{byType: maps.Clone(s.byType), sets: maps.Clone(s.sets), Bytes: s.Bytes, parent: s.Version, removed: map[string]bool{}, added: map[string]bool{}}
+	next := &State{sets: maps.Clone(s.sets), Bytes: s.Bytes, parent: s.Version, removed: map[string]bool{}, added: map[string]bool{},
+		dropped: map[string][]*entry{}}
 	if next.sets == nil {
 		next.sets = map[string]*typeSet{}
 	}
@@ -102,27 +132,13 @@ func (s *State) Derive(c Change) (*State, error) {
 			continue
 		}
 		old := s.set(typ)
-		// names is copied only when a name comes or goes: a replaced resource keeps the sorted list.
-		ts := &typeSet{byName: maps.Clone(old.byName), names: old.names, sum: old.sum}
-		ownNames := false
-		own := func() {
-			if !ownNames {
-				ts.names, ownNames = slices.Clone(ts.names), true
-			}
-		}
-		if ts.byName == nil {
-			ts.byName = map[string]*entry{}
-		}
+		ts := &typeSet{tree: old.tree.Clone(), sum: old.sum}
 		for _, n := range rm {
-			if e, ok := ts.byName[n]; ok {
+			if e, ok := ts.tree.Delete(&entry{name: n}); ok {
 				next.removed[typ] = true
+				next.dropped[typ] = append(next.dropped[typ], e)
 				ts.sum -= e.sum
 				next.Bytes -= e.size()
-				delete(ts.byName, n)
-				if i, found := slices.BinarySearch(ts.names, n); found {
-					own()
-					ts.names = slices.Delete(ts.names, i, i+1)
-				}
 			}
 		}
 		seen := map[string]bool{}
@@ -132,37 +148,32 @@ func (s *State) Derive(c Change) (*State, error) {
 				return nil, fmt.Errorf("%s %q appears twice", typ, e.name)
 			}
 			seen[e.name] = true
-			if was, ok := ts.byName[e.name]; ok {
+			if was, ok := ts.tree.ReplaceOrInsert(e); ok {
 				ts.sum -= was.sum
 				next.Bytes -= was.size()
 			} else {
 				next.added[typ] = true
-				i, _ := slices.BinarySearch(ts.names, e.name)
-				own()
-				ts.names = slices.Insert(ts.names, i, e.name)
 			}
-			ts.byName[e.name] = e
 			ts.sum += e.sum
 			next.Bytes += e.size()
 		}
-		next.byType[typ] = ts.byName
 		next.sets[typ] = ts
 	}
 	next.Version = next.hash()
 	return next, nil
 }
 
-// set returns the typeSet of a type, building it for states made without one.
+// set returns the typeSet of a type, empty when the state has none.
 func (s *State) set(typ string) *typeSet {
 	if ts := s.sets[typ]; ts != nil {
 		return ts
 	}
-	return newTypeSet(typ, s.byType[typ])
+	return newTypeSet(typ, nil)
 }
 
 // Lookup returns one resource of a state, if it has it.
 func (s *State) Lookup(typ, name string) (*Resource, bool) {
-	e, ok := s.byType[typ][name]
+	e, ok := s.sets[typ].get(name)
 	if !ok {
 		return nil, false
 	}
@@ -238,4 +249,9 @@ func (e *entry) size() int {
 		return e.lazy.n
 	}
 	return len(e.any.Value)
+}
+
+// derivedFrom tells whether next was derived from old by Derive.
+func derivedFrom(next, old *State) bool {
+	return next.parent != "" && next.parent == old.Version && next.dropped != nil
 }

@@ -19,55 +19,30 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
 // Sync states of a proxy.
 const (
-	Synced = "SYNCED" // acknowledged everything it was sent, and was sent the current config
-	Stale  = "STALE"  // has not acknowledged the current config yet
-	Nacked = "NACKED" // rejected the last response of some type
+	Synced = apiwire.Synced // acknowledged everything it was sent, and was sent the current config
+	Stale  = apiwire.Stale  // has not acknowledged the current config yet
+	Nacked = apiwire.Nacked // rejected the last response of some type
 )
 
-// TypeStatus is what one stream knows of one resource type.
-type TypeStatus struct {
-	TypeURL      string    `json:"typeUrl"`
-	SentVersion  string    `json:"sentVersion"`
-	AckedVersion string    `json:"ackedVersion,omitempty"`
-	Nacked       bool      `json:"nacked,omitempty"`
-	NackMessage  string    `json:"nackMessage,omitempty"`
-	NackedAt     time.Time `json:"nackedAt,omitzero"`
+// TypeStatus is what one stream knows of one resource type; ProxyStatus describes one connected Envoy (one
+// ADS stream). Both are push API answers, so they live in apiwire.
+type (
+	TypeStatus  = apiwire.TypeStatus
+	ProxyStatus = apiwire.ProxyStatus
+)
 
+// typeState is a TypeStatus with what the tracker needs to match answers to responses.
+type typeState struct {
+	TypeStatus
 	sentNonce string
 	sentAt    time.Time
-	pending   bool // sent, neither ACKed nor NACKed yet
-}
-
-// ProxyStatus describes one connected Envoy (one ADS stream).
-type ProxyStatus struct {
-	NodeID      string    `json:"nodeId"`
-	Group       string    `json:"group"`
-	API         string    `json:"api"` // "sotw" or "delta"
-	ConnectedAt time.Time `json:"connectedAt"`
-	State       string    `json:"state"`
-	Version     string    `json:"version"` // the config version it last acknowledged
-	Current     string    `json:"currentVersion"`
-	Message     string    `json:"message,omitempty"`
-	// Address is the IP the Envoy connects from; StatsPort, from its node metadata (lbctl bootstrap
-	// --stats-port), is where it serves stats and endpoint health there.
-	Address   string `json:"address,omitempty"`
-	StatsPort int    `json:"statsPort,omitempty"`
-	// Authenticated is true when the stream came over mTLS and its node id and group match its client
-	// certificate. Only authenticated proxies are read by the stats poller and, when mTLS is required,
-	// counted by settle waits.
-	Authenticated bool `json:"authenticated"`
-	// Unresponsive is true when a response has gone unanswered for longer than the tracker's AckTimeout: the
-	// proxy is shown STALE and left out of settle waits until it answers, so it cannot hold a change back.
-	Unresponsive bool `json:"unresponsive,omitempty"`
-	// Responses counts the responses sent on the stream.
-	Responses int64        `json:"responses"`
-	Types     []TypeStatus `json:"types"`
 }
 
 type stream struct {
@@ -77,7 +52,7 @@ type stream struct {
 	api         string
 	node        *corev3.Node
 	connectedAt time.Time
-	types       map[string]*TypeStatus
+	types       map[string]*typeState
 	lastAcked   string
 	responses   int64
 	// push is the config version being sent to this Envoy, for one log line once it has answered every type.
@@ -147,7 +122,7 @@ func (t *Tracker) notify() {
 func (t *Tracker) open(ctx context.Context, id streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := &stream{api: id.api, connectedAt: time.Now(), types: map[string]*TypeStatus{}}
+	s := &stream{api: id.api, connectedAt: time.Now(), types: map[string]*typeState{}}
 	if ident, ok := identityOf(ctx); ok {
 		s.identity = &ident
 	}
@@ -205,13 +180,13 @@ func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string
 	}
 	ts := s.types[typeURL]
 	if ts == nil {
-		ts = &TypeStatus{TypeURL: typeURL}
+		ts = &typeState{TypeStatus: TypeStatus{TypeURL: typeURL}}
 		s.types[typeURL] = ts
 	}
-	if nonce == "" || nonce != ts.sentNonce || !ts.pending {
+	if nonce == "" || nonce != ts.sentNonce || !ts.Pending {
 		return nil
 	}
-	ts.pending = false
+	ts.Pending = false
 	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
@@ -234,7 +209,7 @@ func (t *Tracker) logPush(s *stream) {
 	}
 	nacked := false
 	for _, ts := range s.types {
-		if ts.pending {
+		if ts.Pending {
 			return
 		}
 		nacked = nacked || (ts.Nacked && ts.SentVersion == s.push.version)
@@ -253,10 +228,10 @@ func (t *Tracker) response(id streamKey, typeURL, nonce, version string) {
 	}
 	ts := s.types[typeURL]
 	if ts == nil {
-		ts = &TypeStatus{TypeURL: typeURL}
+		ts = &typeState{TypeStatus: TypeStatus{TypeURL: typeURL}}
 		s.types[typeURL] = ts
 	}
-	ts.sentNonce, ts.SentVersion, ts.pending, ts.sentAt = nonce, version, true, time.Now()
+	ts.sentNonce, ts.SentVersion, ts.Pending, ts.sentAt = nonce, version, true, time.Now()
 	s.responses++
 	if s.push.version != version {
 		s.push.version, s.push.start, s.push.types, s.push.logged = version, ts.sentAt, nil, false
@@ -316,11 +291,11 @@ func (t *Tracker) proxies() []ProxyStatus {
 			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil}
 		latestSent := ""
 		for _, ts := range s.types {
-			if ts.pending && now.Sub(ts.sentAt) > t.ackTimeout() && !p.Unresponsive {
+			if ts.Pending && now.Sub(ts.sentAt) > t.ackTimeout() && !p.Unresponsive {
 				p.Unresponsive = true
 				p.Message = fmt.Sprintf("%s: no answer for %s; left out of settle waits until it answers", shortType(ts.TypeURL), now.Sub(ts.sentAt).Round(time.Second))
 			}
-			p.Types = append(p.Types, *ts)
+			p.Types = append(p.Types, ts.TypeStatus)
 			if ts.SentVersion == current.Version {
 				latestSent = current.Version
 			}
@@ -330,7 +305,7 @@ func (t *Tracker) proxies() []ProxyStatus {
 				if !p.Unresponsive {
 					p.Message = shortType(ts.TypeURL) + ": " + ts.NackMessage
 				}
-			case ts.pending && p.State == Synced:
+			case ts.Pending && p.State == Synced:
 				p.State = Stale
 			}
 		}
@@ -422,7 +397,7 @@ func answered(p ProxyStatus, version string) bool {
 	}
 	sent := false
 	for _, ts := range p.Types {
-		if ts.pending {
+		if ts.Pending {
 			return false
 		}
 		sent = sent || ts.SentVersion == version

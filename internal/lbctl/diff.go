@@ -4,58 +4,76 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 func newDiff(g *globals) *cobra.Command {
-	var file, from, output string
+	var file, from string
+	var out *outputFlags
+	var traffic bool
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR|-",
 		Short: "Show what pushing policies would change in Envoy's resources, field by field (exit 1 when something would)",
 		Long: `Show, before pushing, which clusters, endpoints, listeners, routes and secrets would be added,
 removed or changed, with the Envoy fields that change. Nothing is pushed.
 
+In Kubernetes mode (--kubeconfig or --context) OLD is every LoadBalancerPolicy in the cluster, read
+from the API server, and the comparison runs here, as with --from: Service endpoints and Secrets are not
+resolved on either side, so a diff shows what the policies change, not endpoint churn.
+
 Without --from the server compares what it serves with what it would serve after lbctl push-config of
 the same files (standalone mode). With --from OLD it works offline: OLD is what runs, and FILE's
 policies replace or join those of OLD.
 
+With --traffic it shows the traffic instead: each endpoint's predicted share of every route before and
+after, the fraction of hash keys (ring hash, Maglev) and sessions that move to another endpoint, and
+where zone-failover backends send traffic as their first zone loses endpoints. It models Envoy's own
+algorithms (see lbctl trace); against the server it uses the health in the policies' status.
+
 Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 on errors.`,
 		Example: `  lbctl diff -f policy.yaml
   lbctl diff --from policies/ -f policies-next/
-  lbctl diff -f policy.yaml -o json`,
+  lbctl diff -f policy.yaml -o json
+  lbctl diff --traffic -f policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch output {
-			case "", "text", "json":
-			default:
-				return &exitCode{code: 2, err: fmt.Errorf("--output: unsupported value %q; supported: text, json", output)}
+			if err := out.check(); err != nil {
+				return &exitCode{code: 2, err: err}
+			}
+			if traffic {
+				return trafficDiff(cmd, g, from, file, out)
 			}
 			var changes []resdiff.Change
 			var err error
-			if from != "" {
+			switch {
+			case from != "":
 				changes, err = offlineDiff(from, file, cmd.InOrStdin())
-			} else {
+			case g.kube.enabled():
+				changes, err = clusterDiff(cmd, g, file)
+			default:
 				changes, err = serverDiff(cmd, g, file)
 			}
 			if err != nil {
 				return &exitCode{code: 2, err: err}
 			}
-			w := cmd.OutOrStdout()
-			if output == "json" {
-				if changes == nil {
-					changes = []resdiff.Change{}
-				}
-				if err := printJSON(w, changes); err != nil {
-					return err
-				}
-			} else {
-				printChanges(w, changes)
+			if changes == nil {
+				changes = []resdiff.Change{}
+			}
+			names := make([]string, len(changes))
+			for i, c := range changes {
+				names[i] = strings.ToLower(c.Type) + "/" + c.Name
+			}
+			err = out.Print(cmd.OutOrStdout(), printable{Object: changes, Names: names,
+				Text: func(w io.Writer, _ bool) error { printChanges(w, changes); return nil }})
+			if err != nil {
+				return &exitCode{code: 2, err: err}
 			}
 			if len(changes) > 0 {
 				return &exitCode{code: 1}
@@ -65,7 +83,8 @@ Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
 	cmd.Flags().StringVar(&from, "from", "", "compare offline against these policies (file or directory) instead of the server")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "text (default) or json")
+	out = addOutputFlags(cmd, "")
+	cmd.Flags().BoolVar(&traffic, "traffic", false, "show each endpoint's predicted share and the hash keys and sessions that move, instead of resource changes")
 	cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -91,6 +110,28 @@ func offlineDiff(from, file string, stdin io.Reader) ([]resdiff.Change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
+	return diffDocs(oldDocs, file, stdin, "--from")
+}
+
+// clusterDiff is offlineDiff with the cluster's policies as what runs.
+func clusterDiff(cmd *cobra.Command, g *globals, file string) ([]resdiff.Change, error) {
+	c, err := g.kube.connect()
+	if err != nil {
+		return nil, err
+	}
+	items, err := c.List(cmd.Context(), "")
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster's policies: %w", err)
+	}
+	oldDocs := make([]manifest.Document, 0, len(items))
+	for _, p := range items {
+		p.Status = v1alpha1.LoadBalancerPolicyStatus{}
+		oldDocs = append(oldDocs, manifest.Document{Source: "cluster " + p.Namespace + "/" + p.Name, Policy: p})
+	}
+	return diffDocs(oldDocs, file, cmd.InOrStdin(), "the cluster's policies")
+}
+
+func diffDocs(oldDocs []manifest.Document, file string, stdin io.Reader, oldName string) ([]resdiff.Change, error) {
 	newDocs, err := manifest.ReadPath(file, stdin)
 	if err != nil {
 		return nil, err
@@ -108,13 +149,13 @@ func offlineDiff(from, file string, stdin io.Reader) ([]resdiff.Change, error) {
 	}
 	before, errs := translateDocs(oldDocs)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("--from: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("%s: %w", oldName, errors.Join(errs...))
 	}
 	after, errs := translateDocs(next)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return pushapi.DiffResults(before, after)
+	return resdiff.Results(before, after)
 }
 
 func printChanges(w io.Writer, changes []resdiff.Change) {

@@ -4,16 +4,16 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
 // mapErrors rewrites the lines of an API error.
 func mapErrors(err error, f func(string) string) error {
-	var apiErr *pushapi.APIError
+	var apiErr *pushclient.APIError
 	if !errors.As(err, &apiErr) {
 		return err
 	}
-	out := &pushapi.APIError{Status: apiErr.Status}
+	out := &pushclient.APIError{Status: apiErr.Status}
 	for _, e := range apiErr.Errors {
 		out.Errors = append(out.Errors, f(e))
 	}

@@ -13,12 +13,13 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/manifest"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 func newExplain(g *globals) *cobra.Command {
-	var namespace, file, output string
+	var namespace, file string
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "explain NAME",
 		Short: "Trace a policy through lbplane: its fields with defaults, the IR, and the Envoy field each became",
@@ -30,41 +31,33 @@ Without -f it asks the server about the policy it serves; with -f it translates 
 		Example: `  lbctl explain demo
   lbctl explain health -f examples/health-checks.yaml
   lbctl explain demo -o json`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			ns := g.namespaceFor(cmd, namespace)
 			var e *explain.Explanation
 			var err error
 			if file != "" {
-				e, err = offlineExplain(file, namespace, args[0], cmd.InOrStdin())
+				e, err = offlineExplain(file, ns, args[0], cmd.InOrStdin())
 			} else {
-				var c *pushapi.Client
+				var c *pushclient.Client
 				if c, err = g.client(); err == nil {
-					e, err = c.Explain(cmd.Context(), namespace, args[0])
+					e, err = c.Explain(cmd.Context(), ns, args[0])
 				}
 			}
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			switch output {
-			case "json":
-				return printJSON(w, e)
-			case "yaml":
-				b, err := yaml.Marshal(e)
-				if err != nil {
-					return err
-				}
-				_, err = w.Write(b)
-				return err
-			case "", "text":
-				return printExplanation(w, e)
-			}
-			return fmt.Errorf("--output: unsupported value %q; supported: text, yaml, json", output)
+			return out.Print(cmd.OutOrStdout(), printable{Object: e, Names: []string{policyName(args[0])},
+				Text: func(w io.Writer, _ bool) error { return printExplanation(w, e) }})
 		},
 	}
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME (Kubernetes mode: the context's, unless given)")
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "translate these files offline instead of asking the server")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "text (default), yaml or json")
+	out = addOutputFlags(cmd, "")
 	return cmd
 }
 
@@ -80,7 +73,7 @@ func offlineExplain(file, namespace, name string, stdin io.Reader) (*explain.Exp
 	k := translate.Key{Namespace: namespace, Name: name}
 	for _, d := range docs {
 		if translate.KeyOf(d.Policy) == k {
-			return pushapi.ExplainPolicy(d.Policy, res.Policies[k], res)
+			return explain.Policy(d.Policy, res.Policies.Of(k), res)
 		}
 	}
 	return nil, fmt.Errorf("policy %s is not in %s", k, file)

@@ -1,109 +1,140 @@
 package lbctl
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
-	"io"
-	"text/tabwriter"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 )
 
 func newGet(g *globals) *cobra.Command {
-	var namespace, output string
+	var namespace string
 	var all bool
+	var w watchFlags
+	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:   "get [NAME]",
 		Short: "List policies, or show one, with their status",
+		Long: `List policies, or show one, with their status. In Kubernetes mode (--kubeconfig or --context) the
+policies are the cluster's LoadBalancerPolicy objects; otherwise lbplane's push API answers.
+
+--watch prints the list again whenever it changes, until Ctrl-C (or --watch-timeout, --watch-max).`,
 		Example: `  lbctl get
   lbctl get demo -o yaml
-  lbctl get -A -o json`,
-		Args: cobra.MaximumNArgs(1),
+  lbctl get -A -o wide
+  lbctl get -o jsonpath='{.items[*].metadata.name}'
+  lbctl get --watch
+  lbctl --context prod get -n shop`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			if err := out.check(); err != nil {
+				return err
+			}
+			src, err := g.policies()
 			if err != nil {
 				return err
 			}
-			var items []*v1alpha1.LoadBalancerPolicy
-			if len(args) == 1 {
-				p, err := c.Get(cmd.Context(), namespace, args[0])
-				if err != nil {
-					return err
-				}
-				items = []*v1alpha1.LoadBalancerPolicy{p}
-			} else {
-				list, err := c.List(cmd.Context())
-				if err != nil {
-					return err
-				}
-				for _, p := range list {
-					if all || p.Namespace == namespace {
-						items = append(items, p)
-					}
-				}
+			ns := g.namespaceFor(cmd, namespace)
+			if all {
+				ns = ""
 			}
-			return printPolicies(cmd.OutOrStdout(), items, output, len(args) == 1, all)
+			fetch := func(ctx context.Context) (printable, error) {
+				if len(args) == 1 {
+					p, err := src.Get(ctx, ns, args[0])
+					if err != nil {
+						return printable{}, err
+					}
+					return policiesPrintable([]*v1alpha1.LoadBalancerPolicy{p}, true, all), nil
+				}
+				items, err := src.List(ctx, ns)
+				if err != nil {
+					return printable{}, err
+				}
+				if len(items) == 0 && out.isHuman() && !w.on {
+					where := "namespace " + ns
+					if all {
+						where = "any namespace"
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "No policies found in %s.\n", where)
+				}
+				return policiesPrintable(items, false, all), nil
+			}
+			return w.run(cmd, out, fetch)
 		},
 	}
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace (Kubernetes mode: the context's, unless given)")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "table (default), yaml or json")
+	out = addOutputFlags(cmd, "")
+	w.add(cmd)
 	return cmd
 }
 
-func printPolicies(w io.Writer, items []*v1alpha1.LoadBalancerPolicy, output string, single, all bool) error {
-	var v any = items
+// policiesPrintable is policies in every output form: one policy or a list for json and yaml, and the table
+// kubectl get lbp prints, plus proxy group, hostnames, backends and healthy endpoints in wide.
+func policiesPrintable(items []*v1alpha1.LoadBalancerPolicy, single, withNamespace bool) printable {
+	p := printable{Table: policyTable(items), WithNamespace: withNamespace}
 	if single && len(items) == 1 {
-		v = items[0]
-	} else if output != "" {
-		v = map[string]any{"apiVersion": v1alpha1.APIVersion, "kind": "LoadBalancerPolicyList", "items": items}
+		p.Object = items[0]
+	} else {
+		p.Object = policyList(items)
 	}
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(w, string(b))
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "", "table":
-	default:
-		return fmt.Errorf("--output: unsupported value %q; supported: table, yaml, json", output)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	header := "NAME\tPROTOCOL\tPORT\tALGORITHM\tACCEPTED\tPROGRAMMED\tENDPOINTS\tAGE"
-	if all {
-		header = "NAMESPACE\t" + header
-	}
-	fmt.Fprintln(tw, header)
+	return p
+}
+
+func policyTable(items []*v1alpha1.LoadBalancerPolicy) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string", Format: "name"},
+		{Name: "Protocol", Type: "string"},
+		{Name: "Port", Type: "integer"},
+		{Name: "Algorithm", Type: "string"},
+		{Name: "Accepted", Type: "string"},
+		{Name: "Programmed", Type: "string"},
+		{Name: "Endpoints", Type: "integer"},
+		{Name: "Age", Type: "string"},
+		{Name: "Proxy Group", Type: "string", Priority: 1},
+		{Name: "Hostnames", Type: "string", Priority: 1},
+		{Name: "Backends", Type: "string", Priority: 1},
+		{Name: "Healthy", Type: "integer", Priority: 1},
+	}}
 	for _, p := range items {
 		algo := ""
-		if len(p.Spec.Backends) > 0 {
-			algo = string(p.Spec.Backends[0].LoadBalancing.Algorithm)
-			if algo == "" {
-				algo = string(v1alpha1.AlgorithmRoundRobin)
+		var backends []string
+		for i, b := range p.Spec.Backends {
+			if i == 0 {
+				algo = string(b.LoadBalancing.Algorithm)
+				if algo == "" {
+					algo = string(v1alpha1.AlgorithmRoundRobin)
+				}
 			}
+			backends = append(backends, b.Name)
 		}
-		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s", p.Name, p.Spec.Listener.Protocol, p.Spec.Listener.Port, algo,
-			condition(p, v1alpha1.ConditionAccepted), condition(p, v1alpha1.ConditionProgrammed), p.Status.Endpoints.Total, age(p.CreationTimestamp))
-		if all {
-			row = p.Namespace + "\t" + row
+		group := p.Spec.ProxyGroup
+		if group == "" {
+			group = "default"
 		}
-		fmt.Fprintln(tw, row)
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells: []any{p.Name, string(p.Spec.Listener.Protocol), p.Spec.Listener.Port, algo,
+				condition(p, v1alpha1.ConditionAccepted), condition(p, v1alpha1.ConditionProgrammed), p.Status.Endpoints.Total,
+				age(p.CreationTimestamp), group, dashList(p.Spec.Listener.Hostnames), dashList(backends), p.Status.Endpoints.Healthy},
+			Object: runtime.RawExtension{Object: p},
+		})
 	}
-	return tw.Flush()
+	return t
+}
+
+func dashList(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
 }
 
 func condition(p *v1alpha1.LoadBalancerPolicy, t string) string {
@@ -118,18 +149,12 @@ func condition(p *v1alpha1.LoadBalancerPolicy, t string) string {
 	return "Unknown"
 }
 
+// now is the clock ages are measured against; tests fix it so that tables compare byte for byte.
+var now = time.Now
+
 func age(t metav1.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := time.Since(t.Time)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return duration.HumanDuration(now().Sub(t.Time))
 }

@@ -102,7 +102,7 @@ func TestRemoteCommandsNeedAToken(t *testing.T) {
 }
 
 func TestVersionAndCompletion(t *testing.T) {
-	if code, out, _ := run(t, "", "version"); code != 0 || !strings.HasPrefix(out, "lbctl ") {
+	if code, out, _ := run(t, "", "version", "--client"); code != 0 || !strings.HasPrefix(out, "Client Version: ") {
 		t.Errorf("version: %d %q", code, out)
 	}
 	if code, out, _ := run(t, "", "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {

@@ -2,6 +2,7 @@ package lbctl
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,29 +15,50 @@ import (
 )
 
 func newPushConfig(g *globals) *cobra.Command {
-	var file string
-	var dryRun bool
-	cmd := &cobra.Command{
-		Use:   "push-config -f FILE|DIR|-",
-		Short: "Push policies to lbplane: every document is accepted, or none is",
-		Example: `  lbctl push-config -f examples/round-robin.yaml
+	return pushCommand(g, "push-config", `  lbctl push-config -f examples/round-robin.yaml
   lbctl push-config -f policies/            # every *.yaml, *.yml and *.json in the directory
   cat policy.yaml | lbctl push-config -f -
-  lbctl push-config -f policy.yaml --dry-run`,
-		Args: cobra.NoArgs,
+  lbctl push-config -f policy.yaml --dry-run`)
+}
+
+// newApply is push-config under the name kubectl users reach for.
+func newApply(g *globals) *cobra.Command {
+	cmd := pushCommand(g, "apply", `  lbctl apply -f examples/round-robin.yaml
+  lbctl apply -f policies/ -o name
+  lbctl apply -f policy.yaml --dry-run`)
+	cmd.Short += " (the same as push-config)"
+	return cmd
+}
+
+func pushCommand(g *globals, name, example string) *cobra.Command {
+	var file string
+	var dryRun bool
+	var out *outputFlags
+	cmd := &cobra.Command{
+		Use:     name + " -f FILE|DIR|-",
+		Short:   "Push policies to lbplane: every document is accepted, or none is",
+		Example: example,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return pushConfig(cmd, g, file, dryRun)
+			if err := out.check(); err != nil {
+				return err
+			}
+			if g.kube.enabled() {
+				return errors.New("Kubernetes mode: lbplane takes its policies from the cluster; use kubectl apply -f")
+			}
+			return pushConfig(cmd, g, out, file, dryRun)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check everything the server would check, change nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check everything the server would check, change nothing, and preview the traffic (as lbctl diff --traffic)")
 	cmd.MarkFlagRequired("filename")
+	out = addOutputFlags(cmd, "")
 	return cmd
 }
 
 var requestDoc = regexp.MustCompile(`request#(\d+)`)
 
-func pushConfig(cmd *cobra.Command, g *globals, file string, dryRun bool) error {
+func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, file string, dryRun bool) error {
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -50,17 +72,28 @@ func pushConfig(cmd *cobra.Command, g *globals, file string, dryRun bool) error 
 		// The server numbers documents in the order sent; name them by file instead.
 		return renameSources(err, sources)
 	}
-	suffix := ""
-	if res.DryRun {
-		suffix = " (dry run)"
-	}
-	for _, p := range res.Policies {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s %s (generation %d)%s\n", p.Namespace, p.Name, p.Outcome, p.Generation, suffix)
+	names := make([]string, len(res.Policies))
+	for i, p := range res.Policies {
+		names[i] = policyName(p.Name)
 		for _, w := range p.Warnings {
 			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s/%s: %s\n", p.Namespace, p.Name, w)
 		}
 	}
-	return nil
+	err = out.Print(cmd.OutOrStdout(), printable{Object: res, Names: names, Text: func(w io.Writer, _ bool) error {
+		suffix := ""
+		if res.DryRun {
+			suffix = " (dry run)"
+		}
+		for _, p := range res.Policies {
+			fmt.Fprintf(w, "%s/%s %s (generation %d)%s\n", p.Namespace, p.Name, p.Outcome, p.Generation, suffix)
+		}
+		return nil
+	}})
+	// The preview is for people: a machine format stays one document.
+	if err == nil && res.DryRun && out.isHuman() {
+		dryRunTraffic(cmd, c, body)
+	}
+	return err
 }
 
 // readBody decodes the input locally first, so that a broken file is reported by name before anything is

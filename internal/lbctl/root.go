@@ -1,8 +1,7 @@
-// Package lbctl holds the lbctl commands, one file each. Each command's RunE hands off to a plain function
-// that writes to the command's output, so tests can run them without a process.
 package lbctl
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -10,12 +9,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
 // globals are the flags every remote command shares.
@@ -24,9 +24,21 @@ type globals struct {
 	token     string
 	tokenFile string
 	caFile    string
+
+	kube *kubeFlags      // Kubernetes mode (kube.go)
+	ctx  context.Context // the run's context, which a port-forward lives as long as
 }
 
-func (g *globals) client() (*pushapi.Client, error) {
+var errNotKube = errors.New("not in Kubernetes mode: pass --kubeconfig or --context")
+
+func (g *globals) client() (*pushclient.Client, error) {
+	if g.kube.enabled() {
+		c, err := g.kube.connect()
+		if err != nil {
+			return nil, err
+		}
+		return c.Client(g.ctx)
+	}
 	token := g.token
 	if token == "" {
 		token = os.Getenv("LBPLANE_TOKEN")
@@ -41,7 +53,7 @@ func (g *globals) client() (*pushapi.Client, error) {
 	if token == "" {
 		return nil, errors.New("no token: pass --token or --token-file, or set LBPLANE_TOKEN or LBPLANE_TOKEN_FILE (lbplane writes the admin token to <data-dir>/token, a read-only one to <data-dir>/token-readonly)")
 	}
-	c := &pushapi.Client{BaseURL: g.server, Token: token}
+	c := &pushclient.Client{BaseURL: g.server, Token: token}
 	if g.caFile != "" {
 		hc, err := httpsClient(g.caFile)
 		if err != nil {
@@ -76,8 +88,11 @@ func envOr(k, def string) string {
 }
 
 // New returns the root command.
-func New() *cobra.Command {
-	g := &globals{}
+func New() *cobra.Command { return NewWith(Options{}) }
+
+// NewWith returns the root command with o.
+func NewWith(o Options) *cobra.Command {
+	g := &globals{ctx: context.Background()}
 	root := &cobra.Command{
 		Use:           "lbctl",
 		Short:         "Push, inspect and check lbplane load-balancing policies",
@@ -89,18 +104,28 @@ func New() *cobra.Command {
 	pf.StringVar(&g.token, "token", "", "push API bearer token (env LBPLANE_TOKEN)")
 	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE): <data-dir>/token to change things, <data-dir>/token-readonly to look")
 	pf.StringVar(&g.caFile, "ca-file", os.Getenv("LBPLANE_CA_FILE"), "PEM CA to trust for an https:// --server (env LBPLANE_CA_FILE)")
-	root.AddCommand(newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newVersion())
+	g.kube = newKubeFlags(pf, o)
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.ctx = cmd.Context() }
+	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newVersion(g))
+	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g))
 	return root
 }
 
 // Main runs lbctl and returns the process exit code. Errors go to stderr, one line each.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd := New()
+	return MainWith(Options{}, args, stdin, stdout, stderr)
+}
+
+// MainWith is Main with o. Ctrl-C ends the run's context: a --watch stops, a port-forward closes.
+func MainWith(o Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cmd := NewWith(o)
 	cmd.SetArgs(args)
 	cmd.SetIn(stdin)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	if err := cmd.Execute(); err != nil {
+	if err := cmd.ExecuteContext(ctx); err != nil {
 		var ec *exitCode
 		if errors.As(err, &ec) {
 			if ec.err != nil {
@@ -116,7 +141,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // PrintError writes every error of err on its own line.
 func PrintError(w io.Writer, err error) {
-	var apiErr *pushapi.APIError
+	var apiErr *pushclient.APIError
 	var lines []string
 	switch {
 	case errors.As(err, &apiErr):

@@ -1,22 +1,30 @@
 package lbctl
 
 import (
-	"encoding/json"
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
 func newStatus(g *globals) *cobra.Command {
-	var output, namespace string
+	var namespace string
+	var w watchFlags
+	var out *outputFlags
+	var perProxy bool
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show the connected Envoys, or one policy's backends: endpoint health and the last minute's load",
@@ -29,64 +37,103 @@ With NAME: the policy's conditions and, per backend, what its Envoys report: end
 and ejected, the ejected ones with the reason (active health check failed, outlier detection:
 consecutive 5xx, success rate, draining, ...), and requests, errors (5xx and connection failures) and
 p99 latency over the last minute, summed over the Envoys. Envoys report through their stats port
-(lbctl bootstrap --stats-port, on by default); lbplane reads it every --proxy-stats-interval.`,
+(lbctl bootstrap --stats-port, on by default); lbplane reads it every --proxy-stats-interval.
+
+Then, per endpoint (the ten busiest and every one not taking traffic): weight, requests per second
+over the last reading, active requests, requests and error rate over the window, the share of the
+backend's requests it is expected to get by weight against the share it got, and health. Envoy keeps no
+latency per endpoint, so P99 is per backend. SKEW is the coefficient of variation of observed over
+expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
+--per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
+(lbctl dashboard) shows them too.
+-o json|yaml prints the policy's status.
+
+--watch: with NAME, the screen is redrawn every --interval (the load moves all the time); without NAME,
+and with -o json|yaml|..., the answer is printed again whenever it changes. Both end on Ctrl-C, or after
+--watch-timeout.`,
 		Example: `  lbctl status
+  lbctl status -o wide
   lbctl status demo
-  lbctl status demo -n shop -o json`,
-		Args: cobra.MaximumNArgs(1),
+  lbctl status demo -n shop -o json
+  lbctl status demo --watch
+  lbctl status demo --per-proxy`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				src, err := g.policies()
+				if err != nil {
+					return err
+				}
+				ns := g.namespaceFor(cmd, namespace)
+				var c *pushclient.Client
+				if perProxy {
+					if c, err = g.client(); err != nil {
+						return err
+					}
+				}
+				return w.run(cmd, out, func(ctx context.Context) (printable, error) {
+					p, err := src.Get(ctx, ns, args[0])
+					if err != nil {
+						return printable{}, err
+					}
+					return printable{Object: p.Status, Names: []string{policyName(p.Name)},
+						Text: func(w io.Writer, _ bool) error { return printStatusOf(ctx, w, c, p, perProxy) }}, nil
+				})
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			switch output {
-			case "", "table", "json":
-			default:
-				return fmt.Errorf("--output: unsupported value %q; supported: table, json", output)
-			}
-			w := cmd.OutOrStdout()
-			if len(args) == 1 {
-				p, err := c.Get(cmd.Context(), namespace, args[0])
+			return w.run(cmd, out, func(ctx context.Context) (printable, error) {
+				proxies, err := c.Proxies(ctx)
 				if err != nil {
-					return err
+					return printable{}, err
 				}
-				if output == "json" {
-					return printJSON(w, p.Status)
+				if proxies == nil {
+					proxies = []apiwire.ProxyStatus{}
 				}
-				return printPolicyStatus(w, p)
-			}
-			proxies, err := c.Proxies(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return printJSON(w, proxies)
-			}
-			return printProxies(w, proxies)
+				if len(proxies) == 0 && out.isHuman() && !w.on {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No Envoy connected.")
+				}
+				names := make([]string, len(proxies))
+				for i, p := range proxies {
+					names[i] = "proxy/" + p.NodeID
+				}
+				return printable{Object: proxies, Names: names, Table: proxyTable(proxies)}, nil
+			})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "table (default) or json")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME (Kubernetes mode: the context's, unless given)")
+	out = addOutputFlags(cmd, "")
+	w.add(cmd)
+	cmd.Flags().BoolVar(&perProxy, "per-proxy", false, "with NAME, also each Envoy's own per-endpoint figures")
 	return cmd
 }
 
-func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
-}
-
-func printProxies(w io.Writer, proxies []xdsserver.ProxyStatus) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tGROUP\tAPI\tSTATE\tVERSION\tCURRENT\tCONNECTED\tMESSAGE")
+func proxyTable(proxies []apiwire.ProxyStatus) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Node", Type: "string", Format: "name"},
+		{Name: "Group", Type: "string"},
+		{Name: "API", Type: "string"},
+		{Name: "State", Type: "string"},
+		{Name: "Version", Type: "string"},
+		{Name: "Current", Type: "string"},
+		{Name: "Connected", Type: "string"},
+		{Name: "Message", Type: "string"},
+		{Name: "Address", Type: "string", Priority: 1},
+		{Name: "Stats Port", Type: "integer", Priority: 1},
+		{Name: "Authenticated", Type: "boolean", Priority: 1},
+		{Name: "Responses", Type: "integer", Priority: 1},
+	}}
 	for _, p := range proxies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.NodeID, p.Group, p.API, p.State, dash(p.Version), p.Current,
-			time.Since(p.ConnectedAt).Truncate(time.Second), p.Message)
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{p.NodeID, p.Group, p.API, p.State, dash(p.Version), p.Current,
+			age(metav1.NewTime(p.ConnectedAt)), dash(p.Message), dash(p.Address), p.StatsPort, p.Authenticated, p.Responses}})
 	}
-	return tw.Flush()
+	return t
 }
 
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
@@ -109,6 +156,7 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 				b.Endpoints.Ejected, b.Requests, b.Errors, dash(b.LatencyP99), time.Duration(b.WindowSeconds)*time.Second)
 		}
 		tw.Flush()
+		printEndpoints(w, p, st.Backends)
 		var rows []string
 		for _, b := range st.Backends {
 			for _, e := range b.Ejected {
@@ -135,9 +183,94 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	return nil
 }
 
+// SkewHint is the skew above which a hash backend gets a hint: shares off their weight by a third on average.
+const SkewHint = 0.33
+
+// printEndpoints prints each backend's per-endpoint load and, for hash algorithms, a hint on a high skew.
+func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1alpha1.BackendStatus) {
+	listed := false
+	for _, b := range backends {
+		listed = listed || len(b.PerEndpoint) > 0
+	}
+	if !listed {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tENDPOINT\tWEIGHT\tRPS\tACTIVE\tREQUESTS\tERRORS\tEXPECTED\tOBSERVED\tHEALTH")
+	for _, b := range backends {
+		for _, e := range b.PerEndpoint {
+			health := "healthy"
+			if e.EjectedOn > 0 {
+				health = fmt.Sprintf("ejected on %d of %d: %s", e.EjectedOn, b.Proxies, strings.Join(e.Reasons, "; "))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, e.Weight, dash(e.RequestsPerSecond),
+				e.ActiveRequests, e.Requests, dash(e.ErrorRate), dash(e.ExpectedShare), dash(e.ObservedShare), health)
+		}
+	}
+	tw.Flush()
+	for _, b := range backends {
+		if b.Skew == "" {
+			continue
+		}
+		fmt.Fprintf(w, "%s: skew %s", b.Name, b.Skew)
+		if hint := skewHint(p, b); hint != "" {
+			fmt.Fprintf(w, " (high: %s)", hint)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// skewHint explains a high skew on a hash backend; "" when the skew is low or the algorithm does not hash.
+func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
+	skew, err := strconv.ParseFloat(b.Skew, 64)
+	if err != nil || skew < SkewHint {
+		return ""
+	}
+	for _, sb := range p.Spec.Backends {
+		if sb.Name != b.Name {
+			continue
+		}
+		switch sb.LoadBalancing.Algorithm {
+		case v1alpha1.AlgorithmRingHash:
+			return "a few hash keys carry most requests, or the ring is too small for the endpoints (raise ringHash.minimumRingSize, or use Maglev)"
+		case v1alpha1.AlgorithmMaglev:
+			return "a few hash keys carry most requests (hash on a key with more distinct values)"
+		}
+	}
+	return ""
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
+}
+
+// watchStatus redraws print's output every interval until ctx ends: each frame is rendered whole first,
+// then the screen is cleared and the frame written, so that it does not flicker. A failed read is shown in
+// place of the frame and the watch goes on (lbplane restarting, a network blip).
+func watchStatus(ctx context.Context, w io.Writer, interval time.Duration, print func(io.Writer) error) error {
+	if interval <= 0 {
+		return errors.New("--interval must be positive")
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var frame bytes.Buffer
+		if err := print(&frame); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			frame.Reset()
+			fmt.Fprintf(&frame, "error: %v\n", err)
+		}
+		fmt.Fprintf(w, "\x1b[H\x1b[2J%s (every %s)\n\n%s", time.Now().Format(time.TimeOnly), interval, frame.Bytes())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -5,24 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
-	"sigs.k8s.io/yaml"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 )
 
 func newTranslate() *cobra.Command {
-	var file, output string
+	var file string
+	var outF *outputFlags
 	cmd := &cobra.Command{
 		Use:   "translate -f FILE|DIR|-",
 		Short: "Print the Envoy resources policies become, offline, by proxy group and xDS type",
 		Example: `  lbctl translate -f examples/round-robin.yaml
-  lbctl translate -f policies/ -o json`,
+  lbctl translate -f policies/ -o json
+  lbctl translate -f policies/ -o table`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outF.check(); err != nil {
+				return err
+			}
 			docs, err := manifest.ReadPath(file, cmd.InOrStdin())
 			if err != nil {
 				return err
@@ -32,6 +38,7 @@ func newTranslate() *cobra.Command {
 				return errors.Join(errs...)
 			}
 			out := map[string]map[string][]any{}
+			outFlags := outF
 			groups := make([]string, 0, len(res.IR.Groups))
 			for name := range res.IR.Groups {
 				groups = append(groups, name)
@@ -55,25 +62,51 @@ func newTranslate() *cobra.Command {
 					}
 				}
 			}
-			w := cmd.OutOrStdout()
-			switch output {
-			case "json":
-				b, _ := json.MarshalIndent(out, "", "  ")
-				fmt.Fprintln(w, string(b))
-			case "", "yaml":
-				b, err := yaml.Marshal(out)
-				if err != nil {
-					return err
+			var names []string
+			for _, group := range groups {
+				for _, typ := range xdsbuild.Types {
+					for _, m := range out[group][typ] {
+						names = append(names, shortType(typ)+"/"+resourceName(m))
+					}
 				}
-				w.Write(b)
-			default:
-				return fmt.Errorf("--output: unsupported value %q; supported: yaml, json", output)
 			}
-			return nil
+			return outFlags.Print(cmd.OutOrStdout(), printable{Object: out, Names: names, Table: resourceTable(out, groups)})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
-	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "yaml or json")
+	outF = addOutputFlags(cmd, "yaml")
 	cmd.MarkFlagRequired("filename")
 	return cmd
+}
+
+// shortType is a type URL's last name: Cluster, Listener, ...
+func shortType(typeURL string) string {
+	return typeURL[strings.LastIndex(typeURL, ".")+1:]
+}
+
+// resourceTable lists the resources: one row each, by group and type.
+func resourceTable(out map[string]map[string][]any, groups []string) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Group", Type: "string"},
+		{Name: "Type", Type: "string"},
+		{Name: "Name", Type: "string", Format: "name"},
+	}}
+	for _, g := range groups {
+		for _, typ := range xdsbuild.Types {
+			for _, m := range out[g][typ] {
+				t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{g, shortType(typ), resourceName(m)}})
+			}
+		}
+	}
+	return t
+}
+
+// resourceName is a resource's name; endpoints are named by their cluster.
+func resourceName(m any) string {
+	r, _ := m.(map[string]any)
+	if n, ok := r["name"].(string); ok {
+		return n
+	}
+	n, _ := r["clusterName"].(string)
+	return n
 }

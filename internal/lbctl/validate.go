@@ -32,7 +32,7 @@ func newValidate() *cobra.Command {
 			if len(errs) > 0 {
 				return errors.Join(errs...)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d policies valid\n", len(res.Policies))
+			fmt.Fprintf(cmd.OutOrStdout(), "%d policies valid\n", res.Policies.Len())
 			return nil
 		},
 	}
@@ -66,13 +66,13 @@ func translateDocs(docs []manifest.Document) (*translate.Result, []error) {
 		}
 	}
 	res := translate.Translate(policies, translate.Refs{Files: files})
-	keys := make([]translate.Key, 0, len(res.Policies))
-	for k := range res.Policies {
+	keys := make([]translate.Key, 0, res.Policies.Len())
+	for k := range res.Policies.All() {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b translate.Key) int { return cmpString(source[a], source[b]) })
 	for _, k := range keys {
-		r := res.Policies[k]
+		r := res.Policies.Of(k)
 		switch {
 		case len(r.Errors) > 0:
 			for _, e := range r.Errors {

@@ -1,0 +1,150 @@
+// Package apiwire holds what lbplane's push API sends and receives: push outcomes, errors, proxy sync states,
+// diffs, certificates and versions. It imports nothing of the server, so a client (lbctl, a dashboard, a
+// script) can decode answers without linking the store, the xDS server or Prometheus.
+package apiwire
+
+import (
+	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// Outcome of one policy in a push.
+const (
+	Created    = "created"
+	Configured = "configured"
+	Unchanged  = "unchanged"
+	Deleted    = "deleted"
+)
+
+// ApplyResult answers a push.
+type ApplyResult struct {
+	Policies []AppliedPolicy `json:"policies"`
+	DryRun   bool            `json:"dryRun,omitempty"`
+}
+
+// AppliedPolicy is one policy of a push.
+type AppliedPolicy struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Outcome    string `json:"outcome"`
+	Generation int64  `json:"generation"`
+	// Warnings are lint findings: the policy is accepted, but probably does not do what is meant.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ErrorBody is the body of every failed call.
+type ErrorBody struct {
+	Errors []string `json:"errors"`
+}
+
+// Sync states of a proxy.
+const (
+	Synced = "SYNCED" // acknowledged everything it was sent, and was sent the current config
+	Stale  = "STALE"  // has not acknowledged the current config yet
+	Nacked = "NACKED" // rejected the last response of some type
+)
+
+// TypeStatus is what one stream knows of one resource type.
+type TypeStatus struct {
+	TypeURL      string    `json:"typeUrl"`
+	SentVersion  string    `json:"sentVersion"`
+	AckedVersion string    `json:"ackedVersion,omitempty"`
+	Nacked       bool      `json:"nacked,omitempty"`
+	NackMessage  string    `json:"nackMessage,omitempty"`
+	NackedAt     time.Time `json:"nackedAt,omitzero"`
+	// Pending is true while the last response is neither acknowledged nor rejected.
+	Pending bool `json:"pending,omitempty"`
+}
+
+// ProxyStatus describes one connected Envoy (one ADS stream).
+type ProxyStatus struct {
+	NodeID      string    `json:"nodeId"`
+	Group       string    `json:"group"`
+	API         string    `json:"api"` // "sotw" or "delta"
+	ConnectedAt time.Time `json:"connectedAt"`
+	State       string    `json:"state"`
+	Version     string    `json:"version"` // the config version it last acknowledged
+	Current     string    `json:"currentVersion"`
+	Message     string    `json:"message,omitempty"`
+	// Address is the IP the Envoy connects from; StatsPort, from its node metadata (lbctl bootstrap
+	// --stats-port), is where it serves stats and endpoint health there.
+	Address   string `json:"address,omitempty"`
+	StatsPort int    `json:"statsPort,omitempty"`
+	// Authenticated is true when the stream came over mTLS and its node id and group match its client
+	// certificate. Only authenticated proxies are read by the stats poller and, when mTLS is required,
+	// counted by settle waits.
+	Authenticated bool `json:"authenticated"`
+	// Unresponsive is true when a response has gone unanswered for longer than the tracker's AckTimeout: the
+	// proxy is shown STALE and left out of settle waits until it answers, so it cannot hold a change back.
+	Unresponsive bool `json:"unresponsive,omitempty"`
+	// Responses counts the responses sent on the stream.
+	Responses int64        `json:"responses"`
+	Types     []TypeStatus `json:"types"`
+}
+
+// Change operations of a diff.
+const (
+	Added   = "added"
+	Removed = "removed"
+	Changed = "changed"
+)
+
+// Change is one Envoy resource that differs.
+type Change struct {
+	Group string `json:"group"`
+	// Type is the short type name: Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, Secret.
+	Type   string        `json:"type"`
+	Name   string        `json:"name"`
+	Op     string        `json:"op"`
+	Fields []FieldChange `json:"fields,omitempty"`
+}
+
+// FieldChange is one leaf that differs; Old or New is empty when the field is absent on that side.
+// Values are JSON.
+type FieldChange struct {
+	Path string `json:"path"`
+	Old  string `json:"old,omitempty"`
+	New  string `json:"new,omitempty"`
+}
+
+// DiffResult answers POST /v1/diff.
+type DiffResult struct {
+	Policies []AppliedPolicy `json:"policies"`
+	Changes  []Change        `json:"changes"`
+}
+
+// CertRequest asks for an Envoy's client certificate.
+type CertRequest struct {
+	NodeID     string `json:"nodeId"`
+	ProxyGroup string `json:"proxyGroup"`
+}
+
+// CertResponse is an issued certificate, its private key and the CA that signed both it and lbplane's xDS
+// certificate (what the Envoy must trust).
+type CertResponse struct {
+	Certificate string    `json:"certificate"`
+	PrivateKey  string    `json:"privateKey"`
+	CA          string    `json:"ca"`
+	NotAfter    time.Time `json:"notAfter"`
+}
+
+// Version answers GET /v1/version: the build of the lbplane serving the API.
+type Version struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"goVersion,omitempty"`
+}
+
+// LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its
+// group reports them, summed (as in status.backends) and per Envoy.
+type LiveResult struct {
+	Policy   string                   `json:"policy"`
+	Backends []v1alpha1.BackendStatus `json:"backends"`
+	Proxies  []ProxyLive              `json:"proxies"`
+}
+
+// ProxyLive is one Envoy's own view of a policy's backends.
+type ProxyLive struct {
+	NodeID   string                   `json:"nodeId"`
+	Backends []v1alpha1.BackendStatus `json:"backends"`
+}

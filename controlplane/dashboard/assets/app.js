@@ -1,0 +1,174 @@
+// lbplane dashboard: plain JavaScript, no dependencies. Every value from the server goes into the page as
+// text (textContent / attributes), never as HTML.
+"use strict";
+
+const SVGNS = "http://www.w3.org/2000/svg";
+let selected = decodeURIComponent(location.hash.slice(1));
+let source = null;
+let lastHealth = null; // "backend endpoint" -> health text, to log changes as they happen
+let lastProxies = null;
+
+function el(tag, attrs, ...children) {
+  const e = tag.startsWith("svg:") ? document.createElementNS(SVGNS, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function fill(tbody, rows) {
+  tbody.replaceChildren(...rows.map(r => el("tr", {}, ...r.map(c => c instanceof Node ? el("td", {}, c) : el("td", {}, c ?? "")))));
+}
+
+function logEvent(text, cls) {
+  const list = document.getElementById("events");
+  list.prepend(el("li", { class: cls || "" }, new Date().toLocaleTimeString() + "  " + text));
+  while (list.children.length > 200) list.lastChild.remove();
+}
+
+function healthOf(ep, proxies) {
+  return ep.ejectedOn > 0 ? "ejected on " + ep.ejectedOn + " of " + proxies + ": " + (ep.reasons || []).join("; ") : "healthy";
+}
+
+function renderPolicies(policies) {
+  const ul = document.getElementById("policies");
+  if (!selected && policies.length) selected = policies[0].namespace + "/" + policies[0].name;
+  ul.replaceChildren(...policies.map(p => {
+    const key = p.namespace + "/" + p.name;
+    const conds = p.status.conditions || [];
+    const bad = conds.filter(c => c.status !== "True").map(c => c.type);
+    const li = el("li", { "data-policy": key, class: key === selected ? "selected" : "" }, key + " ",
+      el("span", { class: bad.length ? "bad" : "ok" }, bad.length ? "not " + bad.join(", not ") : "ok"));
+    li.addEventListener("click", () => select(key));
+    return li;
+  }));
+}
+
+function renderProxies(proxies) {
+  fill(document.querySelector("#proxies tbody"), proxies.map(p =>
+    [p.nodeId, p.group, el("span", { class: p.state, "data-node": p.nodeId }, p.state), p.message || ""]));
+  const now = new Map(proxies.map(p => [p.nodeId, p.state + (p.message ? ": " + p.message : "")]));
+  if (lastProxies) {
+    for (const [n, s] of now) if (lastProxies.get(n) !== s) logEvent("envoy " + n + " " + s, s.startsWith("NACKED") ? "bad" : "");
+    for (const n of lastProxies.keys()) if (!now.has(n)) logEvent("envoy " + n + " disconnected", "bad");
+  }
+  lastProxies = now;
+}
+
+function renderConditions(p) {
+  fill(document.querySelector("#conditions tbody"), ((p && p.status.conditions) || []).map(c =>
+    [c.type, el("span", { class: c.status }, c.status), c.reason, c.message]));
+}
+
+// chart draws one horizontal bar per endpoint: its observed share of the backend's requests, with a tick at
+// the share its weight says it should get, and the counts as text.
+function chart(b, algorithm) {
+  const eps = b.perEndpoint || [];
+  const rowH = 26, left = 170, width = 360, right = 560;
+  const svg = el("svg:svg", { width: left + width + right, height: rowH * eps.length + 8, class: "spread", "data-backend": b.name });
+  eps.forEach((e, i) => {
+    const y = i * rowH + 4;
+    const obs = parseFloat(e.observedShare) || 0, exp = parseFloat(e.expectedShare) || 0;
+    const state = e.ejectedOn > 0 ? "ejected" : "healthy";
+    const g = el("svg:g", { class: "ep " + state, "data-endpoint": e.address, "data-state": state, "data-requests": e.requests });
+    g.append(el("svg:text", { x: 0, y: y + 16, class: "ep-address" }, e.address));
+    g.append(el("svg:rect", { class: "bar", x: left, y: y + 3, height: rowH - 8, width: Math.max(1, width * obs / 100) }));
+    if (exp > 0) g.append(el("svg:line", { class: "expected", x1: left + width * exp / 100, x2: left + width * exp / 100, y1: y, y2: y + rowH - 2 }));
+    const t = el("svg:text", { x: left + width + 8, y: y + 16 });
+    t.append(el("svg:tspan", { class: "ep-requests" }, String(e.requests)), " req · ",
+      el("svg:tspan", { class: "ep-share" }, e.observedShare || "-"), " (exp " + (e.expectedShare || "-") + ") · " +
+      (e.requestsPerSecond || "0") + " rps · " + e.activeRequests + " active" + (e.errorRate ? " · err " + e.errorRate : "") + " · ",
+      el("svg:tspan", { class: "ep-state " + state }, state));
+    g.append(t);
+    svg.append(g);
+  });
+  const head = el("h4", {}, b.name + " ",
+    el("span", { class: "muted" }, b.requests + " requests in " + (b.windowSeconds || 0) + " s · p99 " + (b.latencyP99 || "-") +
+      " (per backend: Envoy keeps no latency per endpoint) · " + b.endpoints.healthy + "/" + b.endpoints.total + " healthy" +
+      (b.skew ? " · skew " + b.skew : "")));
+  const box = el("div", { class: "backend" }, head, svg);
+  if (b.skew && parseFloat(b.skew) >= 0.33 && (algorithm === "RingHash" || algorithm === "Maglev"))
+    box.append(el("p", { class: "bad" }, "High skew for a hash backend: a few hash keys carry most requests" +
+      (algorithm === "RingHash" ? ", or the ring is too small (raise ringHash.minimumRingSize, or use Maglev)." : ".")));
+  return box;
+}
+
+function renderLive(state) {
+  const chartBox = document.getElementById("chart");
+  const perProxy = document.getElementById("per-proxy");
+  const p = state.policies.find(x => x.namespace + "/" + x.name === selected);
+  renderConditions(p);
+  if (!state.live || !p) {
+    chartBox.replaceChildren(el("p", { class: "muted" }, "No report from the Envoys yet (they need a stats port: lbctl bootstrap --stats-port)."));
+    perProxy.replaceChildren();
+    return;
+  }
+  const backends = state.live.backends || [];
+  chartBox.replaceChildren(...(backends.length ? backends.map(b => chart(b, p.algorithms[b.name])) :
+    [el("p", { class: "muted" }, "No report from the Envoys yet.")]));
+  const rows = [];
+  for (const px of state.live.proxies || [])
+    for (const b of px.backends || [])
+      for (const e of b.perEndpoint || [])
+        rows.push([px.nodeId, b.name, e.address, e.requests, e.requestsPerSecond, e.activeRequests, e.observedShare || "-",
+          el("span", { class: e.ejectedOn > 0 ? "ejected" : "ok" }, healthOf(e, 1))]);
+  const t = el("table", {}, el("thead", {}, el("tr", {}, ...["envoy", "backend", "endpoint", "requests", "rps", "active", "share", "health"].map(h => el("th", {}, h)))), el("tbody"));
+  fill(t.querySelector("tbody"), rows);
+  perProxy.replaceChildren(t);
+  const now = new Map();
+  for (const b of backends) for (const e of b.perEndpoint || []) now.set(b.name + " " + e.address, healthOf(e, b.proxies));
+  if (lastHealth) {
+    for (const [k, h] of now) {
+      const before = lastHealth.get(k);
+      if (before !== undefined && before !== h) logEvent(k + " " + h, h === "healthy" ? "ok" : "bad");
+      if (before === undefined && h !== "healthy") logEvent(k + " " + h, "bad");
+    }
+  }
+  lastHealth = now;
+}
+
+function render(state) {
+  document.getElementById("updated").textContent = "updated " + new Date(state.time).toLocaleTimeString();
+  renderPolicies(state.policies);
+  renderProxies(state.proxies);
+  renderLive(state);
+}
+
+async function loadDetail() {
+  document.getElementById("policy-name").textContent = selected || "No policy";
+  if (!selected) return;
+  const r = await fetch("/dashboard/api/policies/" + selected.split("/").map(encodeURIComponent).join("/"), { credentials: "same-origin" });
+  if (r.status === 401) { location.reload(); return; }
+  if (!r.ok) return;
+  const d = await r.json();
+  document.getElementById("yaml").textContent = d.yaml;
+  const ex = d.explain || { resources: [], fields: [] };
+  document.getElementById("resources").replaceChildren(...(ex.resources || []).map(x => el("li", {}, x.type + " " + x.name)));
+  fill(document.querySelector("#fields tbody"), (ex.fields || []).map(f => [f.policy, f.value, f.resource ? f.resource.type + " " + f.resource.name : "", f.envoy ? f.envoy + (f.envoyValue ? " = " + f.envoyValue : "") : (f.note || "")]));
+}
+
+function connect() {
+  if (source) source.close();
+  lastHealth = null;
+  source = new EventSource("/dashboard/api/events?policy=" + encodeURIComponent(selected || ""));
+  source.addEventListener("state", ev => {
+    const state = JSON.parse(ev.data);
+    const had = selected;
+    render(state);
+    if (had !== selected) { loadDetail(); connect(); } // the first policy was picked
+  });
+  source.onerror = async () => {
+    // Session gone (logged out elsewhere, expired, lbplane restarted): back to the login form.
+    const r = await fetch("/dashboard/api/state", { credentials: "same-origin" });
+    if (r.status === 401) location.reload();
+  };
+}
+
+function select(key) {
+  selected = key;
+  history.replaceState(null, "", "#" + encodeURIComponent(key));
+  document.getElementById("events").replaceChildren();
+  loadDetail();
+  connect();
+}
+
+document.addEventListener("DOMContentLoaded", () => { loadDetail(); connect(); });

@@ -1,0 +1,325 @@
+// Package dashboard serves lbplane's web dashboard on the push API's port: every policy with its
+// conditions, a live chart of the per-endpoint spread (server-sent events, every second), endpoint health
+// and ejections as they happen, each Envoy's sync state, and a policy's YAML with the Envoy resources it
+// became. It reads what the push API reads, behind the same tokens: a token is exchanged once for a
+// session cookie (login form, or ?token= redirecting to a clean URL), so no secret stays in a URL.
+//
+// The page is plain HTML, CSS and JavaScript embedded in the binary (no build step, nothing fetched at run
+// time); the chart is drawn as SVG by the page itself.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/explain"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// Prefix is where the dashboard lives on the API port.
+const Prefix = "/dashboard/"
+
+//go:embed assets
+var assets embed.FS
+
+// Server serves the dashboard.
+type Server struct {
+	// Token and ReadOnlyToken are the push API's; either logs in (the dashboard only reads).
+	Token, ReadOnlyToken string
+	// Policies returns every policy with its live status (the push API's GET /v1/policies).
+	Policies func() []*v1alpha1.LoadBalancerPolicy
+	// Proxies returns the connected Envoys with their sync state.
+	Proxies func(context.Context) []xdsserver.ProxyStatus
+	// Explain and Live answer for one policy as the push API's .../explain and .../live do.
+	Explain func(translate.Key) (*explain.Explanation, error)
+	Live    func(translate.Key) (*pushapi.LiveResult, error)
+	// Interval between two server-sent events (a second when 0).
+	Interval time.Duration
+	// RateLimit is token checks per second per client address (the push API's --api-rate-limit); 0 means
+	// no limit.
+	RateLimit float64
+	Log       *slog.Logger
+
+	sessions sessions
+	cacheMu  sync.Mutex
+	cache    cached
+	limitMu  sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+var loginTemplate = template.Must(template.ParseFS(assets, "assets/login.html"))
+
+// Handler serves everything under Prefix.
+func (s *Server) Handler() http.Handler {
+	static, _ := fs.Sub(assets, "assets")
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+Prefix+"{$}", s.index)
+	mux.HandleFunc("POST "+Prefix+"login", s.postLogin)
+	mux.HandleFunc("POST "+Prefix+"logout", s.postLogout)
+	mux.HandleFunc("POST "+Prefix+"login-code", s.postCode)
+	// The script and style hold no data: they load before login too.
+	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET "+Prefix+"api/state", s.requireSession(s.state))
+	mux.HandleFunc("GET "+Prefix+"api/policies/{namespace}/{name}", s.requireSession(s.policy))
+	mux.HandleFunc("GET "+Prefix+"api/events", s.requireSession(s.events))
+	return securityHeaders(mux)
+}
+
+// securityHeaders: scripts and styles only from the dashboard itself (no inline script can run, should
+// some data ever reach the page unescaped), no framing, no caching of data, and no Referer to another site
+// (one could carry a ?token=).
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "same-origin")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// index serves the app to a session, exchanges ?token= (or a one-time ?code=) for one, or shows the login
+// form.
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query(); q.Has("token") || q.Has("code") {
+		if !s.allowLogin(r) {
+			tooMany(w)
+			return
+		}
+		role := s.tokenRole(q.Get("token"))
+		if q.Has("code") {
+			role = s.sessions.useCode(q.Get("code"), time.Now())
+		}
+		if role == pushapi.RoleNone {
+			s.loginPage(w, http.StatusUnauthorized, "wrong token")
+			return
+		}
+		s.login(w, r, role)
+		return
+	}
+	if s.role(r) == pushapi.RoleNone {
+		s.loginPage(w, http.StatusOK, "")
+		return
+	}
+	b, err := assets.ReadFile("assets/index.html")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b)
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	loginTemplate.Execute(w, map[string]string{"Error": msg})
+}
+
+// State is what every event carries: the whole picture, small enough to send each second.
+type State struct {
+	Time     time.Time                    `json:"time"`
+	Policies []PolicySummary              `json:"policies"`
+	Proxies  []xdsserver.ProxyStatus      `json:"proxies"`
+	Live     *pushapi.LiveResult          `json:"live,omitempty"`
+	Policy   *v1alpha1.LoadBalancerPolicy `json:"-"`
+}
+
+// PolicySummary is one policy in the list: its conditions and counts, not its backends (the selected
+// policy's are in Live), so that an event stays small with many policies.
+type PolicySummary struct {
+	Namespace string                            `json:"namespace"`
+	Name      string                            `json:"name"`
+	Group     string                            `json:"group"`
+	Status    v1alpha1.LoadBalancerPolicyStatus `json:"status"`
+	// Algorithms names each backend's algorithm, for the skew hint.
+	Algorithms map[string]v1alpha1.Algorithm `json:"algorithms"`
+}
+
+// cacheFor is how long the policies and proxies read for one event serve the next ones: every open page
+// asks four times a second, and computing every policy's status is not free with many policies.
+const cacheFor = 200 * time.Millisecond
+
+type cached struct {
+	at       time.Time
+	policies []*v1alpha1.LoadBalancerPolicy
+	proxies  []xdsserver.ProxyStatus
+}
+
+// read returns the policies and proxies, at most cacheFor old.
+func (s *Server) read(ctx context.Context) ([]*v1alpha1.LoadBalancerPolicy, []xdsserver.ProxyStatus) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if time.Since(s.cache.at) > cacheFor {
+		s.cache = cached{at: time.Now(), policies: s.Policies(), proxies: s.Proxies(ctx)}
+	}
+	return s.cache.policies, s.cache.proxies
+}
+
+func (s *Server) snapshot(ctx context.Context, selected string) State {
+	policies, proxies := s.read(ctx)
+	st := State{Time: time.Now().UTC(), Policies: []PolicySummary{}, Proxies: proxies}
+	if st.Proxies == nil {
+		st.Proxies = []xdsserver.ProxyStatus{}
+	}
+	for _, p := range policies {
+		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Spec.ProxyGroup,
+			Status:     v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies},
+			Algorithms: map[string]v1alpha1.Algorithm{}}
+		if ps.Group == "" {
+			ps.Group = "default"
+		}
+		for _, b := range p.Spec.Backends {
+			ps.Algorithms[b.Name] = b.LoadBalancing.Algorithm
+		}
+		st.Policies = append(st.Policies, ps)
+		if p.Namespace+"/"+p.Name == selected {
+			st.Policy = p
+		}
+	}
+	if ns, name, ok := strings.Cut(selected, "/"); ok && st.Policy != nil {
+		if l, err := s.Live(translate.Key{Namespace: ns, Name: name}); err == nil {
+			st.Live = l
+		}
+	}
+	return st
+}
+
+func (s *Server) state(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, s.snapshot(r.Context(), r.URL.Query().Get("policy")))
+}
+
+// PolicyDetail is a policy's YAML (as stored, without status) and what it became in Envoy.
+type PolicyDetail struct {
+	YAML    string               `json:"yaml"`
+	Explain *explain.Explanation `json:"explain,omitempty"`
+	Error   string               `json:"error,omitempty"`
+}
+
+func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
+	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	for _, p := range s.Policies() {
+		if translate.KeyOf(p) != k {
+			continue
+		}
+		doc := struct {
+			APIVersion string                          `json:"apiVersion"`
+			Kind       string                          `json:"kind"`
+			Metadata   map[string]any                  `json:"metadata"`
+			Spec       v1alpha1.LoadBalancerPolicySpec `json:"spec"`
+		}{v1alpha1.APIVersion, "LoadBalancerPolicy", map[string]any{"name": p.Name, "namespace": p.Namespace}, p.Spec}
+		if len(p.Labels) > 0 {
+			doc.Metadata["labels"] = p.Labels
+		}
+		y, err := yaml.Marshal(doc)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		d := PolicyDetail{YAML: string(y)}
+		if d.Explain, err = s.Explain(k); err != nil {
+			d.Error = err.Error()
+		}
+		writeJSON(w, d)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	fmt.Fprintf(w, "{\"errors\":[%q]}\n", "policy "+k.String()+" not found")
+}
+
+// healthCheckEvery is how often an event stream looks for a change of health or sync state, which it sends
+// at once rather than at the next Interval: an ejection shows as soon as lbplane has read it from Envoy.
+const healthCheckEvery = 250 * time.Millisecond
+
+// events streams the state every Interval, and at once when health or sync state changes, until the client
+// goes or its session ends.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	interval := s.Interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	selected := r.URL.Query().Get("policy")
+	t := time.NewTicker(min(healthCheckEvery, interval))
+	defer t.Stop()
+	var sent time.Time
+	lastHealth := ""
+	for {
+		st := s.snapshot(r.Context(), selected)
+		if h := healthOf(st); h != lastHealth || time.Since(sent) >= interval {
+			lastHealth, sent = h, time.Now()
+			// The API server's write timeout is for calls, not streams: each event gets its own deadline.
+			if err := rc.SetWriteDeadline(time.Now().Add(10 * interval)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return
+			}
+			b, err := json.Marshal(st)
+			if err != nil {
+				return
+			}
+			if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+		if s.role(r) == pushapi.RoleNone {
+			return // logged out or expired
+		}
+	}
+}
+
+// healthOf sums up what the page logs as events: the selected policy's endpoints not taking traffic and
+// why, each policy's conditions, and each Envoy's sync state.
+func healthOf(st State) string {
+	var b strings.Builder
+	if st.Live != nil {
+		for _, be := range st.Live.Backends {
+			for _, e := range be.PerEndpoint {
+				if e.EjectedOn > 0 {
+					fmt.Fprintf(&b, "%s %s %d %v\n", be.Name, e.Address, e.EjectedOn, e.Reasons)
+				}
+			}
+		}
+	}
+	for _, p := range st.Policies {
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, "%s/%s %s %s %s\n", p.Namespace, p.Name, c.Type, c.Status, c.Reason)
+		}
+	}
+	for _, px := range st.Proxies {
+		fmt.Fprintf(&b, "%s %s %s\n", px.NodeID, px.State, px.Message)
+	}
+	return b.String()
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}

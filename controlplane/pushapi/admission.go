@@ -1,0 +1,401 @@
+package pushapi
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/resdiff"
+	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+// Admission decides whether pushes and deletes are taken, all or nothing, and writes the store and the
+// engine together when they are. It is apart from the HTTP handlers so that a push is the same decision
+// whichever way it arrives, and so that it can be tested without HTTP.
+type Admission struct {
+	Store  *store.Store
+	Engine *engine.Engine
+	Log    *slog.Logger
+
+	mu sync.Mutex // one write at a time: store and engine change together
+	// recs and sorted are the store's records and their policies in key order (cmpKey), read once (see
+	// loaded) and kept up to date by every write, so that a push decodes only what it pushes. Guarded by mu.
+	recs   map[translate.Key]*store.Record
+	sorted []*v1alpha1.LoadBalancerPolicy
+}
+
+// admission returns the server's admission, made from its Store, Engine and Log on first use.
+func (s *Server) admission() *Admission {
+	s.admitOnce.Do(func() { s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log} })
+	return s.admit
+}
+
+// Apply validates and stores the documents in body, all or nothing (see Admission.Apply).
+func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
+	return s.admission().Apply(body, dryRun)
+}
+
+// Load reads the store into the engine; serve calls it before xDS is served.
+func (s *Server) Load() error { return s.admission().Load() }
+
+// Diff answers what pushing body would change in Envoy's resources, changing nothing. It returns the HTTP
+// status and every error when the push would be refused.
+func (a *Admission) Diff(body []byte) (*apiwire.DiffResult, int, []string) {
+	a.mu.Lock()
+	pl, code, errs := a.plan(body, true)
+	a.mu.Unlock()
+	if errs != nil {
+		return nil, code, errs
+	}
+	changes, err := resdiff.Results(pl.before, pl.after)
+	if err != nil {
+		return nil, http.StatusInternalServerError, []string{err.Error()}
+	}
+	if changes == nil {
+		changes = []resdiff.Change{}
+	}
+	return &apiwire.DiffResult{Policies: pl.res.Policies, Changes: changes}, http.StatusOK, nil
+}
+
+// Delete removes one stored policy; it returns the HTTP status with the error when it refuses.
+func (a *Admission) Delete(k translate.Key) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, origin := a.Engine.Result(); origin[k] == engine.SourceConfigDir {
+		return http.StatusConflict, fmt.Errorf("%s: managed by --config-dir; remove its file instead", k)
+	}
+	if err := a.loaded(); err != nil {
+		return http.StatusInternalServerError, err
+	}
+	if _, ok := a.recs[k]; !ok {
+		return http.StatusNotFound, fmt.Errorf("policy %s not found", k)
+	}
+	changes := map[translate.Key]*store.Record{k: nil}
+	candidate, err := a.candidate(changes)
+	if err != nil {
+		return http.StatusInternalServerError, err
+	}
+	if err := a.Store.Apply(nil, []string{k.String()}); err != nil {
+		return http.StatusInternalServerError, fmt.Errorf("writing the store: %w", err)
+	}
+	a.committed(changes, candidate)
+	a.Engine.Set(engine.SourceStore, candidate)
+	return http.StatusOK, nil
+}
+
+// plan is what a push would do: the outcome per policy, the records to write, and the translation before
+// and after.
+type plan struct {
+	res           *ApplyResult
+	puts          []*store.Record
+	changes       map[translate.Key]*store.Record
+	candidate     []*v1alpha1.LoadBalancerPolicy
+	planned       *engine.Planned
+	before, after *translate.Result
+}
+
+// Apply validates and stores the documents in body, all or nothing. It returns the HTTP status and every
+// error when it refuses.
+func (a *Admission) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pl, code, errs := a.plan(body, dryRun)
+	if errs != nil {
+		return nil, code, errs
+	}
+	res, puts := pl.res, pl.puts
+	if dryRun {
+		return res, http.StatusOK, nil
+	}
+	if err := a.Store.Apply(puts, nil); err != nil {
+		return nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
+	}
+	a.committed(pl.changes, pl.candidate)
+	a.Engine.Commit(pl.planned)
+	for _, p := range res.Policies {
+		if p.Outcome != Unchanged {
+			a.Log.Info("policy "+p.Outcome, "policy", p.Namespace+"/"+p.Name, "generation", p.Generation)
+		}
+	}
+	return res, http.StatusOK, nil
+}
+
+// plan validates a push and works out what it would change; the caller holds a.mu.
+func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
+	docs, err := manifest.Decode("request", bytes.NewReader(body))
+	var errs []string
+	if err != nil {
+		errs = append(errs, splitJoined(err)...)
+	}
+	if len(docs) == 0 && err == nil {
+		return nil, http.StatusBadRequest, []string{"the request holds no policy"}
+	}
+	pushed := map[translate.Key]manifest.Document{}
+	var order []translate.Key
+	for _, d := range docs {
+		k := translate.KeyOf(d.Policy)
+		if _, dup := pushed[k]; dup {
+			errs = append(errs, fmt.Sprintf("%s: %s is in the request twice", d.Source, k))
+			continue
+		}
+		if _, fe := translate.Prepare(d.Policy); len(fe) > 0 {
+			for _, e := range fe {
+				errs = append(errs, fmt.Sprintf("%s (%s): %s", k, d.Source, e.Error()))
+			}
+		}
+		pushed[k] = d
+		order = append(order, k)
+	}
+	if len(errs) > 0 {
+		return nil, http.StatusUnprocessableEntity, errs
+	}
+
+	if err := a.loaded(); err != nil {
+		return nil, http.StatusInternalServerError, []string{"reading the store: " + err.Error()}
+	}
+	changes := map[translate.Key]*store.Record{}
+	_, origin := a.Engine.Result()
+	now := a.now()
+	res := &ApplyResult{DryRun: dryRun}
+	var puts []*store.Record
+	for _, k := range order {
+		if origin[k] == engine.SourceConfigDir {
+			errs = append(errs, fmt.Sprintf("%s: managed by --config-dir; change its file instead", k))
+			continue
+		}
+		d := pushed[k]
+		old := a.recs[k]
+		rec := &store.Record{Namespace: k.Namespace, Name: k.Name, Document: d.Raw, Generation: 1, Created: now, Updated: now, UID: newUID()}
+		outcome := Created
+		if old != nil {
+			rec.Created, rec.UID, rec.Generation = old.Created, old.UID, old.Generation
+			outcome = Unchanged
+			if !bytes.Equal(old.Document, d.Raw) {
+				outcome = Configured
+				if !sameSpec(old.Document, d.Raw) {
+					rec.Generation++
+				}
+			} else {
+				rec.Updated = old.Updated
+			}
+		}
+		if outcome != Unchanged {
+			puts = append(puts, rec)
+			changes[k] = rec
+		}
+		res.Policies = append(res.Policies, AppliedPolicy{Namespace: k.Namespace, Name: k.Name, Outcome: outcome, Generation: rec.Generation})
+	}
+	if len(errs) > 0 {
+		return nil, http.StatusConflict, errs
+	}
+	candidate, err := a.candidate(changes)
+	if err != nil {
+		return nil, http.StatusInternalServerError, []string{err.Error()}
+	}
+	// Conflicts: a pushed policy that would not be accepted, or an accepted one that this push would push out.
+	before, _ := a.Engine.Result()
+	planned := a.Engine.Plan(engine.SourceStore, candidate)
+	after := planned.Result
+	for _, k := range order {
+		pr := after.Policies.Of(k)
+		switch {
+		case pr == nil:
+		case !pr.Accepted:
+			errs = append(errs, fmt.Sprintf("%s: %s", k, pr.AcceptedMessage))
+		case !pr.ResolvedRefs && pr.ResolvedRefsReason == translate.ReasonInvalidRef:
+			// A certificate or CA that cannot be used would take the policy out of service; refuse the push
+			// and keep the last good version serving.
+			errs = append(errs, fmt.Sprintf("%s: %s", k, strings.TrimSuffix(pr.ResolvedRefsMessage, " (the policy is not served until this is fixed)")))
+		}
+	}
+	pushedOut := func(k translate.Key, pr *translate.PolicyResult) {
+		if _, ok := pushed[k]; ok || pr == nil || !pr.Accepted {
+			return
+		}
+		if now := after.Policies.Of(k); now != nil && !now.Accepted {
+			errs = append(errs, fmt.Sprintf("%s would no longer be accepted: %s", k, now.AcceptedMessage))
+		}
+	}
+	if keys, ok := after.ChangedSince(before); ok {
+		// Only the policies the translator touched can have lost their acceptance.
+		for _, k := range keys {
+			pushedOut(k, before.Policies.Of(k))
+		}
+	} else {
+		for k, pr := range before.Policies.All() {
+			pushedOut(k, pr)
+		}
+	}
+	if len(errs) > 0 {
+		slices.Sort(errs)
+		return nil, http.StatusConflict, errs
+	}
+	for i := range res.Policies {
+		k := translate.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
+		if pr := after.Policies.Of(k); pr != nil {
+			res.Policies[i].Warnings = pr.Warnings
+		}
+	}
+	return &plan{res: res, puts: puts, changes: changes, candidate: candidate, planned: planned, before: before, after: after}, http.StatusOK, nil
+}
+
+func (a *Admission) now() time.Time {
+	return time.Now().UTC()
+}
+
+func newUID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// sameSpec reports whether two documents have equal specs; metadata changes do not bump the generation.
+func sameSpec(a, b []byte) bool {
+	var pa, pb struct {
+		Spec any `json:"spec"`
+	}
+	if json.Unmarshal(a, &pa) != nil || json.Unmarshal(b, &pb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(pa.Spec, pb.Spec)
+}
+
+func splitJoined(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// PolicyOf decodes a stored record into a policy with its server-side metadata.
+func PolicyOf(rec *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
+	d, err := manifest.DecodeDocument(rec.Document)
+	if err != nil {
+		return nil, fmt.Errorf("stored policy %s no longer decodes: %w", rec.Key(), err)
+	}
+	p := d.Policy
+	p.Namespace = rec.Namespace
+	p.Generation = rec.Generation
+	p.CreationTimestamp = metav1.NewTime(rec.Created)
+	p.UID = types.UID(rec.UID)
+	return p, nil
+}
+
+// loaded reads the store into a.recs and a.sorted once. Afterwards this admission is the store's only
+// writer (bbolt lets one process open it, and every write goes through a.mu and committed), so what it keeps
+// is what the store holds, and a push reads and decodes only the records it changes instead of every one:
+// listing and decoding every record was most of a push's CPU with 10,000 policies stored. The caller holds
+// a.mu.
+func (a *Admission) loaded() error {
+	if a.recs != nil {
+		return nil
+	}
+	records, err := a.Store.List()
+	if err != nil {
+		return err
+	}
+	recs := make(map[translate.Key]*store.Record, len(records))
+	sorted := make([]*v1alpha1.LoadBalancerPolicy, 0, len(records))
+	for _, rec := range records { // sorted by namespace/name, as cmpKey orders
+		p, err := PolicyOf(rec)
+		if err != nil {
+			return err
+		}
+		recs[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
+		sorted = append(sorted, p)
+	}
+	a.recs, a.sorted = recs, sorted
+	return nil
+}
+
+// candidate is the stored policies with changes applied (a nil record deletes), in key order. Unchanged
+// policies are the ones decoded before (shared, so nothing may modify them; translation copies what it
+// changes), which also tells the engine they did not change. The caller holds a.mu.
+func (a *Admission) candidate(changes map[translate.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
+	out := slices.Clone(a.sorted)
+	for _, k := range slices.SortedFunc(maps.Keys(changes), cmpKey) {
+		i, found := slices.BinarySearchFunc(out, k, func(p *v1alpha1.LoadBalancerPolicy, k translate.Key) int { return cmpKey(translate.KeyOf(p), k) })
+		rec := changes[k]
+		if rec == nil {
+			if found {
+				out = slices.Delete(out, i, i+1)
+			}
+			continue
+		}
+		p, err := PolicyOf(rec)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out[i] = p
+		} else {
+			out = slices.Insert(out, i, p)
+		}
+	}
+	return out, nil
+}
+
+// committed records that the store now holds changes, and candidate is its policies. The caller holds a.mu.
+func (a *Admission) committed(changes map[translate.Key]*store.Record, candidate []*v1alpha1.LoadBalancerPolicy) {
+	for k, rec := range changes {
+		if rec == nil {
+			delete(a.recs, k)
+		} else {
+			a.recs[k] = rec
+		}
+	}
+	a.sorted = candidate
+}
+
+// cmpKey is the order of the store's keys ("namespace/name"), without building the strings.
+func cmpKey(a, b translate.Key) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		// One namespace is a prefix of the other: "ns/" sorts against the longer one's next byte.
+		switch {
+		case strings.HasPrefix(b.Namespace, a.Namespace):
+			c = cmp.Compare(byte('/'), b.Namespace[len(a.Namespace)])
+		case strings.HasPrefix(a.Namespace, b.Namespace):
+			c = cmp.Compare(a.Namespace[len(b.Namespace)], byte('/'))
+		}
+		if c == 0 { // a namespace with a slash in it: never valid, but ordered all the same
+			return strings.Compare(a.String(), b.String())
+		}
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// Load reads the store into the engine.
+func (a *Admission) Load() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recs, a.sorted = nil, nil
+	if err := a.loaded(); err != nil {
+		return err
+	}
+	a.Engine.Set(engine.SourceStore, a.sorted)
+	return nil
+}

@@ -1,0 +1,14 @@
+package pushapi
+
+import (
+	"net/http"
+	"runtime"
+
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/internal/version"
+)
+
+// version serves GET /v1/version, for lbctl version's server half.
+func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, apiwire.Version{Version: version.String(), GoVersion: runtime.Version()})
+}

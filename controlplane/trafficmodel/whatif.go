@@ -1,0 +1,70 @@
+package trafficmodel
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
+
+// Selector names endpoints to take down in a what-if: "zone=NAME" or "endpoint=ADDRESS[:PORT]".
+type Selector struct {
+	Zone     string
+	Endpoint string
+}
+
+// ParseSelector reads "zone=a" or "endpoint=10.0.0.3:8080" (an endpoint without a port selects every port
+// of that address).
+func ParseSelector(s string) (Selector, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || v == "" {
+		return Selector{}, fmt.Errorf("%q: want zone=NAME or endpoint=ADDRESS[:PORT]", s)
+	}
+	switch k {
+	case "zone":
+		return Selector{Zone: v}, nil
+	case "endpoint":
+		return Selector{Endpoint: v}, nil
+	}
+	return Selector{}, fmt.Errorf("%q: want zone=NAME or endpoint=ADDRESS[:PORT]", s)
+}
+
+// WithDown returns down plus every endpoint of the policy's backends that a selector names; a selector
+// that names nothing is an error, so that a typo does not pass for "no change".
+func WithDown(cfg *ir.Config, namespace, name string, down Down, sels []Selector) (Down, error) {
+	out := maps.Clone(down)
+	if out == nil {
+		out = Down{}
+	}
+	for _, s := range sels {
+		found := false
+		for _, g := range cfg.Groups {
+			for _, c := range g.Clusters {
+				if c.Source.Namespace != namespace || c.Source.Name != name {
+					continue
+				}
+				for _, e := range c.Endpoints {
+					addr := HostKey(e.Address, e.Port)
+					switch {
+					case s.Zone != "" && e.Zone == s.Zone:
+						out[addr] = "what-if: zone " + s.Zone + " down"
+					case s.Endpoint != "" && (s.Endpoint == addr || s.Endpoint == e.Address):
+						out[addr] = "what-if: endpoint down"
+					default:
+						continue
+					}
+					found = true
+				}
+			}
+		}
+		if !found {
+			what := "zone " + s.Zone
+			if s.Endpoint != "" {
+				what = "endpoint " + s.Endpoint
+			}
+			return nil, fmt.Errorf("%s: no endpoint of %s/%s is in it", what, namespace, name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbplane/lbplane/internal/kubetest"
+	lbctlcmd "github.com/lbplane/lbplane/internal/lbctl"
+)
+
+const lbctlKubePolicies = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: web, namespace: default}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      endpoints: [{address: 127.0.0.1, port: 9001}]
+---
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: cart, namespace: shop}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port2}}, protocol: HTTP}
+  backends:
+    - name: carts
+      loadBalancing: {algorithm: LeastRequest}
+      endpoints: [{address: 127.0.0.1, port: 9002}]
+`
+
+// lbctl in Kubernetes mode against the real API server, with lbplane installed from the chart: the chart's
+// objects are applied as helm template renders them, lbplane runs with the chart's arguments (HTTPS push
+// API with its own CA, kept in the CA Secret it creates), and its pod exists, running and ready, beside one
+// that is not ready. Proven against the API server: reading policies and their status from the CRs,
+// finding lbplane by the chart's labels and its ready pod, resolving the api port, reading the token and
+// the CA from the chart's Secrets. There is no kubelet, so the port-forward itself is replaced: the test's
+// PortForward records which pod and port lbctl asked for and returns lbplane's API address in this
+// network namespace; everything after it (TLS verified against the Secret's CA under the Service's name,
+// the token) is real.
+func TestLbctlKubernetesMode(t *testing.T) {
+	c := kubetest.Start(t)
+	for _, ns := range []string{"lbplane", "shop"} {
+		if out, err := kubectl(t, c.Kubeconfig, "", "create", "namespace", ns); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	rendered, err := helm(t, "template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1", "--set", "apiToken="+token)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rendered)
+	}
+	if out, err := kubectl(t, c.Kubeconfig, rendered, "apply", "-n", "lbplane", "-f", "-"); err != nil {
+		t.Fatalf("applying the chart's objects: %v\n%s", err, out)
+	}
+	chartArgs, _ := renderedChart(t, "--set", "apiToken="+token)
+	l := startLbplane(t, chartLbplaneArgs(t, chartArgs, c.Kubeconfig)...)
+	eventually(t, 30*time.Second, "lbplane has made its CA Secret", func() error {
+		_, err := getSecret(t, c, "demo-lbplane-ca")
+		return err
+	})
+	ready := lbplanePod(t, c, "demo-lbplane-7c9f8-ready", true)
+	lbplanePod(t, c, "demo-lbplane-7c9f8-a-not-ready", false) // first by name: must not be picked
+
+	port, port2 := reservePort(t), reservePort(t)
+	kubeApply(t, c.Kubeconfig, lbctlKubePolicies, map[string]any{"Port": port, "Port2": port2})
+
+	var mu sync.Mutex
+	var forwards []string
+	opts := lbctlcmd.Options{PortForward: func(_ context.Context, cfg *rest.Config, ns, pod string, p int) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		forwards = append(forwards, fmt.Sprintf("%s %s/%s:%d", cfg.Host, ns, pod, p))
+		return l.ports.API, nil
+	}}
+	// No token but the cluster's.
+	t.Setenv("LBPLANE_TOKEN", "")
+	t.Setenv("LBPLANE_TOKEN_FILE", "")
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errb strings.Builder
+		code := lbctlcmd.MainWith(opts, append([]string{"--kubeconfig", c.Kubeconfig}, args...), strings.NewReader(""), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+
+	// Policies and status come from the CRs, which lbplane writes.
+	eventually(t, 30*time.Second, "lbctl get -A shows both policies Accepted", func() error {
+		code, out, errs := run("get", "-A", "-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.status.conditions[?(@.type=="Accepted")].status} {end}`)
+		if code != 0 || out != "default/web=True shop/cart=True " {
+			return fmt.Errorf("exit %d: %q %s", code, out, errs)
+		}
+		return nil
+	})
+	if code, out, errs := run("get"); code != 0 || !strings.Contains(out, "web") || strings.Contains(out, "cart") {
+		t.Errorf("get in the context's namespace (default): exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := run("get", "-n", "shop", "-o", "wide"); code != 0 || !strings.Contains(out, "LeastRequest") || strings.Contains(out, "web") {
+		t.Errorf("get -n shop -o wide: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := run("status", "cart", "-n", "shop"); code != 0 || !strings.Contains(out, "Policy shop/cart") || !strings.Contains(out, "Accepted      True") {
+		t.Errorf("status cart: exit %d\n%s%s", code, out, errs)
+	}
+	mu.Lock()
+	if len(forwards) != 0 {
+		t.Errorf("reading CRs opened a port-forward: %v", forwards)
+	}
+	mu.Unlock()
+
+	// The push API through the port-forward: the Envoys, the server's version, explain.
+	if code, out, errs := run("status"); code != 0 || out != "" || !strings.Contains(errs, "No Envoy connected.") {
+		t.Errorf("status: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := run("version", "-o", "json"); code != 0 || !strings.Contains(out, `"serverVersion"`) {
+		t.Errorf("version: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := run("explain", "cart", "-n", "shop"); code != 0 || !strings.Contains(out, "Policy shop/cart, proxy group default (served)") {
+		t.Errorf("explain: exit %d\n%s%s", code, out, errs)
+	}
+	mu.Lock()
+	want := fmt.Sprintf("%s lbplane/%s:18001", c.Config.Host, ready)
+	if len(forwards) == 0 || forwards[0] != want {
+		t.Errorf("port-forwards %v, want to %s", forwards, want)
+	}
+	for _, f := range forwards {
+		if f != want {
+			t.Errorf("port-forward to %s, want %s", f, want)
+		}
+	}
+	mu.Unlock()
+
+	// diff: the cluster's policies are what runs.
+	next := filepath.Join(t.TempDir(), "cart.yaml")
+	os.WriteFile(next, []byte(strings.ReplaceAll(string(policy(t, lbctlKubePolicies, map[string]any{"Port": port, "Port2": port2})), "LeastRequest", "Random")), 0o600)
+	if code, out, errs := run("diff", "-f", next); code != 1 || !strings.Contains(out, "~ Cluster shop/cart/carts") || strings.Contains(out, "default/web") {
+		t.Errorf("diff: exit %d\n%s%s", code, out, errs)
+	}
+
+	// Completion lists the cluster's names.
+	if code, out, errs := run("__complete", "get", "-n", "shop", ""); code != 0 || !strings.HasPrefix(out, "cart\n") {
+		t.Errorf("completion: exit %d %q %s", code, out, errs)
+	}
+
+	// The token is the Secret's: a wrong one there, and the API refuses lbctl.
+	tok := &corev1.Secret{}
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: "lbplane", Name: "demo-lbplane-api-token"}, tok); err != nil {
+		t.Fatal(err)
+	}
+	tok.Data["token"] = []byte("not-the-token")
+	if err := c.Client.Update(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := run("status"); code == 0 || !strings.Contains(errs, "missing or wrong bearer token") {
+		t.Errorf("status with a wrong token in the Secret: exit %d %s", code, errs)
+	}
+
+	// Writes go through kubectl in Kubernetes mode.
+	if code, _, errs := run("apply", "-f", next); code == 0 || !strings.Contains(errs, "kubectl apply") {
+		t.Errorf("apply in Kubernetes mode: exit %d %s", code, errs)
+	}
+}
+
+// lbplanePod makes a pod from the chart's Deployment template, as the ReplicaSet controller would, and sets
+// its status as the kubelet would: running and ready, or pending.
+func lbplanePod(t *testing.T, c *kubetest.Cluster, name string, ready bool) string {
+	t.Helper()
+	ctx := context.Background()
+	d := &appsv1.Deployment{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "lbplane", Name: "demo-lbplane"}, d); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "lbplane", Labels: d.Spec.Template.Labels},
+		Spec: d.Spec.Template.Spec}
+	if err := c.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodPending
+	if ready {
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.PodIP = "127.0.0.1"
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	}
+	if err := c.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}

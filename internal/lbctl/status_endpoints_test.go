@@ -1,0 +1,56 @@
+package lbctl
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+func TestStatusPrintsEndpointsAndHashSkewHint(t *testing.T) {
+	p := &v1alpha1.LoadBalancerPolicy{}
+	p.Name, p.Namespace = "demo", "default"
+	p.Spec.Backends = []v1alpha1.Backend{{Name: "app"}}
+	p.Spec.Backends[0].LoadBalancing.Algorithm = v1alpha1.AlgorithmMaglev
+	p.Status.Backends = []v1alpha1.BackendStatus{{Name: "app", Proxies: 2, Skew: "0.80", PerEndpoint: []v1alpha1.EndpointStatus{
+		{Address: "10.0.0.3:80", EjectedOn: 1, Reasons: []string{"outlier detection: consecutive 5xx"}, ExpectedShare: "0.0%"},
+		{Address: "10.0.0.1:80", Weight: 1, Requests: 90, RequestsPerSecond: "1.5", ExpectedShare: "50.0%", ObservedShare: "90.0%"},
+	}}}
+	var out bytes.Buffer
+	if err := printPolicyStatus(&out, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ejected on 1 of 2: outlier detection: consecutive 5xx", "10.0.0.1:80", "90.0%", "app: skew 0.80 (high: a few hash keys"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in\n%s", want, out.String())
+		}
+	}
+	// A round robin backend gets the figure but no hash hint.
+	p.Spec.Backends[0].LoadBalancing.Algorithm = v1alpha1.AlgorithmRoundRobin
+	out.Reset()
+	printPolicyStatus(&out, p)
+	if strings.Contains(out.String(), "high:") || !strings.Contains(out.String(), "app: skew 0.80\n") {
+		t.Errorf("round robin:\n%s", out.String())
+	}
+}
+
+func TestWatchRedrawsUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	frames := 0
+	err := watchStatus(ctx, &out, time.Millisecond, func(w io.Writer) error {
+		frames++
+		if frames == 3 {
+			cancel()
+		}
+		_, err := w.Write([]byte("frame\n"))
+		return err
+	})
+	if err != nil || frames != 3 || strings.Count(out.String(), "\x1b[2J") != 3 {
+		t.Fatalf("err %v, frames %d, output %q", err, frames, out.String())
+	}
+}

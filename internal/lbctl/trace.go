@@ -1,0 +1,352 @@
+package lbctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/trafficmodel"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+// modelSource is how trace and whatif get a policy's model: from the server (its policies, and the health
+// lbplane's poller reads from every Envoy's /clusters into the policy's status) or offline from files.
+type modelSource struct {
+	file, namespace, name string
+}
+
+func (m modelSource) load(cmd *cobra.Command, g *globals) (*translate.Result, *v1alpha1.LoadBalancerPolicy, trafficmodel.Down, error) {
+	if m.file != "" {
+		docs, err := manifest.ReadPath(m.file, cmd.InOrStdin())
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		ps := policiesOf(docs)
+		k := translate.Key{Namespace: m.namespace, Name: m.name}
+		for _, p := range ps {
+			if translate.KeyOf(p) == k {
+				return translatePolicies(ps), p, trafficmodel.Down{}, nil
+			}
+		}
+		return nil, nil, nil, fmt.Errorf("policy %s is not in %s", k, m.file)
+	}
+	c, err := g.client()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	all, err := c.List(cmd.Context())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	k := translate.Key{Namespace: m.namespace, Name: m.name}
+	for _, p := range all {
+		if translate.KeyOf(p) == k {
+			return translatePolicies(all), p, downFromStatus(p), nil
+		}
+	}
+	return nil, nil, nil, fmt.Errorf("policy %s not found on the server", k)
+}
+
+func newTrace(g *globals) *cobra.Command {
+	var namespace, file, path, clientIP, envoyURL string
+	var output *outputFlags
+	var headers, cookies, downs []string
+	var live bool
+	cmd := &cobra.Command{
+		Use:   "trace NAME",
+		Short: "Follow one request through a policy: the route, the backend, the hash key and the endpoint that owns it",
+		Long: `Answer "where does this request go, and why" without sending it: the route it matches and why the
+earlier ones do not, the backends with their weights, the request's hash (each input and its value) and
+the endpoint that owns it on the ring or in the Maglev table, a session cookie or header that pins it,
+the priority level (zone) the current health picks, panic mode, and the endpoints skipped as down.
+
+It computes Envoy's own algorithms (xxHash64 of the hash inputs, the ring of "address:port_N" hashes,
+the Maglev table, priority load with the 1.4 overprovisioning factor, the panic threshold). Health comes
+from the policy's status: what lbplane last read from its Envoys' /clusters. With -f it works offline
+on files, every endpoint healthy unless --down says otherwise.
+
+--live also sends the request through Envoy (the policy's listener, or --envoy URL) and reads the
+endpoint Envoy chose from the x-lbplane-upstream response header, which the policy adds with
+spec.debugHeaders: true. It says whether Envoy agrees, and exits 1 when it does not. --client-ip
+with --live must be a local address (any 127.0.0.0/8 address on loopback) to send from.`,
+		Example: `  lbctl trace shop --path /cart --header x-user=alice
+  lbctl trace shop --client-ip 10.1.2.3 -f shop.yaml
+  lbctl trace shop --cookie sticky=MTI3LjAuMC4xOjgwODE= --live
+  lbctl trace shop --header x-user=bob --down zone=zone-a -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.check(); err != nil {
+				return err
+			}
+			req, err := traceRequest(path, headers, cookies, clientIP)
+			if err != nil {
+				return err
+			}
+			res, p, down, err := modelSource{file, namespace, args[0]}.load(cmd, g)
+			if err != nil {
+				return err
+			}
+			down, err = addDowns(res, namespace, args[0], down, downs)
+			if err != nil {
+				return err
+			}
+			model, err := trafficmodel.ForPolicy(res.IR, namespace, args[0], down)
+			if err != nil {
+				return err
+			}
+			out := &traceOutput{Trace: model.TraceRequest(req)}
+			if live {
+				out.Live = liveTrace(cmd.Context(), p, envoyURL, req, out.Trace)
+			}
+			err = output.Print(cmd.OutOrStdout(), printable{Object: out, Names: []string{policyName(args[0])},
+				Text: func(w io.Writer, _ bool) error { printTrace(w, out); return nil }})
+			if err != nil {
+				return err
+			}
+			if out.Live != nil && !out.Live.Agrees {
+				return &exitCode{code: 1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
+	f.StringVarP(&file, "filename", "f", "", "trace against these files offline instead of the server's policies")
+	f.StringVar(&path, "path", "/", "request path, with its query string")
+	f.StringArrayVar(&headers, "header", nil, "request header NAME=VALUE (repeatable)")
+	f.StringArrayVar(&cookies, "cookie", nil, "request cookie NAME=VALUE (repeatable)")
+	f.StringVar(&clientIP, "client-ip", "", "the client's address, for source IP hashing")
+	f.StringArrayVar(&downs, "down", nil, "also take endpoints down: zone=NAME or endpoint=ADDRESS[:PORT] (repeatable)")
+	f.BoolVar(&live, "live", false, "also send the request through Envoy and compare the endpoint it chose")
+	f.StringVar(&envoyURL, "envoy", "", "with --live: Envoy's URL for the policy (default: http://LISTENER-ADDRESS:PORT)")
+	output = addOutputFlags(cmd, "")
+	return cmd
+}
+
+func addDowns(res *translate.Result, namespace, name string, down trafficmodel.Down, downs []string) (trafficmodel.Down, error) {
+	var sels []trafficmodel.Selector
+	for _, d := range downs {
+		s, err := trafficmodel.ParseSelector(d)
+		if err != nil {
+			return nil, fmt.Errorf("--down %w", err)
+		}
+		sels = append(sels, s)
+	}
+	if len(sels) == 0 {
+		return down, nil
+	}
+	return trafficmodel.WithDown(res.IR, namespace, name, down, sels)
+}
+
+func traceRequest(path string, headers, cookies []string, clientIP string) (trafficmodel.Request, error) {
+	r := trafficmodel.Request{Path: path, Headers: map[string][]string{}, ClientIP: clientIP}
+	if !strings.HasPrefix(path, "/") {
+		return r, fmt.Errorf("--path must start with /, got %q", path)
+	}
+	if clientIP != "" && net.ParseIP(clientIP) == nil {
+		return r, fmt.Errorf("--client-ip: %q is not an IP address", clientIP)
+	}
+	for _, h := range headers {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || k == "" {
+			return r, fmt.Errorf("--header %q: want NAME=VALUE", h)
+		}
+		k = strings.ToLower(k)
+		r.Headers[k] = append(r.Headers[k], v)
+	}
+	var cs []string
+	for _, c := range cookies {
+		if k, _, ok := strings.Cut(c, "="); !ok || k == "" {
+			return r, fmt.Errorf("--cookie %q: want NAME=VALUE", c)
+		}
+		cs = append(cs, c)
+	}
+	if len(cs) > 0 {
+		r.Headers["cookie"] = append(r.Headers["cookie"], strings.Join(cs, "; "))
+	}
+	return r, nil
+}
+
+type traceOutput struct {
+	*trafficmodel.Trace
+	Live *liveResult `json:"live,omitempty"`
+}
+
+type liveResult struct {
+	URL    string `json:"url"`
+	Status int    `json:"status,omitempty"`
+	// Upstream is the endpoint Envoy chose (x-lbplane-upstream).
+	Upstream string `json:"upstream,omitempty"`
+	Agrees   bool   `json:"agrees"`
+	Why      string `json:"why"`
+}
+
+// liveTrace sends the request through Envoy and compares its pick with the offline answer: the same
+// endpoint when the answer is certain (a hash owner, a session), one of the candidates otherwise.
+func liveTrace(ctx context.Context, p *v1alpha1.LoadBalancerPolicy, envoyURL string, r trafficmodel.Request, t *trafficmodel.Trace) *liveResult {
+	if envoyURL == "" {
+		host := p.Spec.Listener.Address
+		if host == "" || host == "0.0.0.0" {
+			host = "127.0.0.1"
+		}
+		envoyURL = "http://" + net.JoinHostPort(host, strconv.Itoa(int(p.Spec.Listener.Port)))
+		if p.Spec.Listener.Protocol == v1alpha1.ProtocolHTTPS {
+			envoyURL = strings.Replace(envoyURL, "http://", "https://", 1)
+		}
+	}
+	lr := &liveResult{URL: strings.TrimSuffix(envoyURL, "/") + r.Path}
+	if !p.Spec.DebugHeaders {
+		lr.Why = "the policy does not set spec.debugHeaders: true, so Envoy does not say which endpoint it chose"
+		return lr
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lr.URL, nil)
+	if err != nil {
+		lr.Why = err.Error()
+		return lr
+	}
+	for k, vs := range r.Headers {
+		for _, v := range vs {
+			if k == "host" {
+				req.Host = v
+				continue
+			}
+			req.Header.Add(k, v)
+		}
+	}
+	tr := &http.Transport{DisableKeepAlives: true}
+	if r.ClientIP != "" {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(r.ClientIP)}, Timeout: 5 * time.Second}
+		tr.DialContext = d.DialContext
+	}
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Do(req)
+	if err != nil {
+		lr.Why = "sending: " + err.Error()
+		return lr
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	lr.Status = resp.StatusCode
+	lr.Upstream = resp.Header.Get(v1alpha1.UpstreamHostHeader)
+	lr.Agrees, lr.Why = agreement(t, lr.Upstream)
+	return lr
+}
+
+func agreement(t *trafficmodel.Trace, upstream string) (bool, string) {
+	if t.Route == "" {
+		if upstream == "" {
+			return true, "no route matches, and Envoy sent the request nowhere"
+		}
+		return false, "no route matches offline, but Envoy sent the request to " + upstream
+	}
+	if upstream == "" {
+		return false, "Envoy named no endpoint (no route, no healthy endpoint, or a local reply)"
+	}
+	var certain []string
+	for _, b := range t.Backends {
+		if b.Endpoint != "" {
+			certain = append(certain, b.Endpoint)
+		}
+		for _, c := range b.Candidates {
+			if c.Address == upstream {
+				return true, "Envoy chose " + upstream + ", one of the offline candidates"
+			}
+		}
+	}
+	for _, c := range certain {
+		if c == upstream {
+			return true, "Envoy chose " + upstream + ", as predicted"
+		}
+	}
+	if len(certain) > 0 {
+		return false, fmt.Sprintf("Envoy chose %s; offline predicted %s", upstream, strings.Join(certain, " or "))
+	}
+	return false, "Envoy chose " + upstream + ", which is not among the offline candidates"
+}
+
+func printTrace(w io.Writer, out *traceOutput) {
+	t := out.Trace
+	fmt.Fprintf(w, "Policy %s\n", t.Policy)
+	for _, m := range t.Missed {
+		fmt.Fprintf(w, "  route %s\n", m)
+	}
+	if t.Route == "" {
+		fmt.Fprintln(w, "No route matches: Envoy answers 404.")
+	} else {
+		fmt.Fprintf(w, "Route %s matches: %s\n", t.Route, strings.Join(t.Why, "; "))
+	}
+	if h := t.Hash; h != nil {
+		switch {
+		case h.Present:
+			fmt.Fprintf(w, "Hash %d (0x%016x):\n", h.Value, h.Value)
+		case h.Generated:
+			fmt.Fprintln(w, "Hash: unknown offline: Envoy sets the hash cookie from the connection's addresses, hashes it, and the client's next requests carry it")
+		default:
+			fmt.Fprintln(w, "Hash: no hash input is in the request, so Envoy picks at random")
+		}
+		for _, p := range h.Parts {
+			if p.Missing {
+				gen := ""
+				if p.Generated {
+					gen = " (Envoy generates it)"
+				}
+				fmt.Fprintf(w, "  %s: absent%s\n", p.Source, gen)
+			} else {
+				fmt.Fprintf(w, "  %s = %q -> xxHash64 %d\n", p.Source, p.Value, p.Hash)
+			}
+		}
+	}
+	if s := t.Session; s != nil {
+		fmt.Fprintf(w, "Session %s %s: %s\n", s.Kind, s.Name, s.Why)
+	}
+	for _, b := range t.Backends {
+		fmt.Fprintf(w, "Backend %s: weight %d (%.1f%% of the route), %s\n", b.Backend, b.Weight, 100*b.Probability, b.Algorithm)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  LEVEL\tZONES\tHEALTHY\tAVAILABILITY\tLOAD\tPANIC")
+		for _, l := range b.Levels {
+			fmt.Fprintf(tw, "  %d\t%s\t%d/%d\t%d%%\t%d%%\t%v\n", l.Priority, zoneNames(l.Zones), l.Healthy, l.Total, l.Availability, l.Load, l.Panic)
+		}
+		tw.Flush()
+		if b.TotalPanic {
+			fmt.Fprintln(w, "  every level is in panic: traffic goes to every endpoint, healthy or not")
+		}
+		for _, s := range b.Skipped {
+			fmt.Fprintf(w, "  skipped %s: %s\n", s.Address, s.Reason)
+		}
+		switch {
+		case b.Owner != "":
+			panic := ""
+			if b.Panic {
+				panic = " (the level is in panic)"
+			}
+			fmt.Fprintf(w, "  the hash picks level %d and endpoint %s%s\n", *b.Level, b.Owner, panic)
+		case b.Endpoint != "":
+			fmt.Fprintf(w, "  the session sends it to %s\n", b.Endpoint)
+		default:
+			for _, c := range b.Candidates {
+				fmt.Fprintf(w, "  %s: %.1f%%\n", c.Address, 100*c.Probability)
+			}
+			if len(b.Candidates) == 0 {
+				fmt.Fprintln(w, "  no endpoint can take it: Envoy answers 503")
+			}
+		}
+	}
+	if l := out.Live; l != nil {
+		verdict := "AGREES"
+		if !l.Agrees {
+			verdict = "DIFFERS"
+		}
+		fmt.Fprintf(w, "Live (%s): status %d, upstream %q: %s (%s)\n", l.URL, l.Status, l.Upstream, verdict, l.Why)
+	}
+}

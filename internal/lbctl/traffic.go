@@ -1,0 +1,264 @@
+package lbctl
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
+	"github.com/lbplane/lbplane/controlplane/trafficmodel"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+// translatePolicies translates offline, reading the files policies name as lbctl validate does. Policies
+// that are not accepted simply have no IR: the traffic model says they are not served.
+func translatePolicies(policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
+	files := translate.Files{}
+	for _, path := range translate.ReferencedFiles(policies) {
+		if data, err := os.ReadFile(path); err != nil {
+			files[path] = translate.File{Err: err.Error()}
+		} else {
+			files[path] = translate.File{Data: data}
+		}
+	}
+	return translate.Translate(policies, translate.Refs{Files: files})
+}
+
+// downFromStatus is the health lbplane's poller last read from the Envoys' /clusters: every endpoint ejected
+// on at least one Envoy is taken as down, with its reasons.
+func downFromStatus(p *v1alpha1.LoadBalancerPolicy) trafficmodel.Down {
+	d := trafficmodel.Down{}
+	for _, b := range p.Status.Backends {
+		for _, e := range b.Ejected {
+			d[e.Address] = fmt.Sprintf("%s (on %d of %d Envoys)", strings.Join(e.Reasons, ", "), e.Proxies, b.Proxies)
+		}
+	}
+	return d
+}
+
+// trafficSides are the policies before and after a change, translated, with the health each policy has.
+type trafficSides struct {
+	before, after *translate.Result
+	keys          []translate.Key // the policies the change touches
+	down          map[translate.Key]trafficmodel.Down
+}
+
+func replacing(old, next []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
+	replaced := map[translate.Key]bool{}
+	for _, p := range next {
+		replaced[translate.KeyOf(p)] = true
+	}
+	out := slices.Clone(next)
+	for _, p := range old {
+		if !replaced[translate.KeyOf(p)] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func policiesOf(docs []manifest.Document) []*v1alpha1.LoadBalancerPolicy {
+	out := make([]*v1alpha1.LoadBalancerPolicy, len(docs))
+	for i, d := range docs {
+		out[i] = d.Policy
+	}
+	return out
+}
+
+// offlineSides: from is what runs, file replaces or joins it. No health is known.
+func offlineSides(from, file string, stdin io.Reader) (*trafficSides, error) {
+	oldDocs, err := manifest.ReadPath(from, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	newDocs, err := manifest.ReadPath(file, stdin)
+	if err != nil {
+		return nil, err
+	}
+	old, next := policiesOf(oldDocs), policiesOf(newDocs)
+	return sides(old, replacing(old, next), next, nil), nil
+}
+
+// serverSides: the server's policies (and the health in their status) are what runs. A read-only token is
+// enough: nothing is sent but reads.
+func serverSides(ctx context.Context, c *pushclient.Client, file string, stdin io.Reader) (*trafficSides, error) {
+	newDocs, err := manifest.ReadPath(file, stdin)
+	if err != nil {
+		return nil, err
+	}
+	old, err := c.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	down := map[translate.Key]trafficmodel.Down{}
+	for _, p := range old {
+		down[translate.KeyOf(p)] = downFromStatus(p)
+	}
+	next := policiesOf(newDocs)
+	return sides(old, replacing(old, next), next, down), nil
+}
+
+func sides(old, all, touched []*v1alpha1.LoadBalancerPolicy, down map[translate.Key]trafficmodel.Down) *trafficSides {
+	s := &trafficSides{before: translatePolicies(old), after: translatePolicies(all), down: down}
+	for _, p := range touched {
+		s.keys = append(s.keys, translate.KeyOf(p))
+	}
+	return s
+}
+
+// previews models each touched policy before and after.
+func (s *trafficSides) previews() ([]*trafficmodel.Preview, error) {
+	var out []*trafficmodel.Preview
+	for _, k := range s.keys {
+		before, _ := trafficmodel.ForPolicy(s.before.IR, k.Namespace, k.Name, s.down[k])
+		after, err := trafficmodel.ForPolicy(s.after.IR, k.Namespace, k.Name, s.down[k])
+		if err != nil {
+			if r := s.after.Policies.Of(k); r != nil && !r.Accepted {
+				return nil, fmt.Errorf("%s would not be served: %s", k, r.AcceptedMessage)
+			}
+			after = nil
+		}
+		if before == nil && after == nil {
+			continue
+		}
+		out = append(out, trafficmodel.Compare(before, after))
+	}
+	return out, nil
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// printPreviews writes the traffic preview as tables: per route, each endpoint's share before and after;
+// then the keys or sessions that move, and the failover steps of zone-failover backends.
+func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
+	for i, pv := range pvs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		state := ""
+		switch {
+		case pv.Added:
+			state = " (new policy)"
+		case pv.Removed:
+			state = " (no longer served)"
+		}
+		fmt.Fprintf(w, "Policy %s%s: predicted share of each route's requests\n", pv.Policy, state)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ROUTE\tBACKEND\tENDPOINT\tZONE\tBEFORE\tAFTER\t")
+		for _, c := range pv.Changes {
+			before, after := pct(c.Before), pct(c.After)
+			if c.State == "added" || pv.Added {
+				before = "-"
+			}
+			if c.State == "removed" || pv.Removed {
+				after = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Route, c.Backend, c.Address, c.Zone, before, after, c.State)
+		}
+		tw.Flush()
+		for _, m := range pv.Movements {
+			fmt.Fprintf(w, "  %s that move to another endpoint (%s, backend %s): %s\n", m.Kind, m.Route, m.Backend, pct(m.Moved))
+			if m.Note != "" {
+				fmt.Fprintf(w, "    (%s)\n", m.Note)
+			}
+		}
+		for _, f := range pv.Failover {
+			var parts []string
+			for _, l := range f.Load {
+				parts = append(parts, fmt.Sprintf("%d%% to %s", l.Percent, zoneNames(l.Zones)))
+			}
+			panic := ""
+			if f.Panic {
+				panic = " (panic: unhealthy endpoints get traffic too)"
+			}
+			fmt.Fprintf(w, "  if %s of backend %s loses %d of %d endpoints: %s%s\n", f.Zone, f.Backend, f.Lost, f.Of, strings.Join(parts, ", "), panic)
+		}
+	}
+}
+
+func zoneNames(z []string) string {
+	var out []string
+	for _, s := range z {
+		if s == "" {
+			s = "(no zone)"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "+")
+}
+
+// trafficDiff is lbctl diff --traffic.
+func trafficDiff(cmd *cobra.Command, g *globals, from, file string, out *outputFlags) error {
+	var s *trafficSides
+	var err error
+	if from != "" {
+		s, err = offlineSides(from, file, cmd.InOrStdin())
+	} else {
+		var c *pushclient.Client
+		if c, err = g.client(); err == nil {
+			s, err = serverSides(cmd.Context(), c, file, cmd.InOrStdin())
+		}
+	}
+	if err != nil {
+		return &exitCode{code: 2, err: err}
+	}
+	pvs, err := s.previews()
+	if err != nil {
+		return &exitCode{code: 2, err: err}
+	}
+	if pvs == nil {
+		pvs = []*trafficmodel.Preview{}
+	}
+	err = out.Print(cmd.OutOrStdout(), printable{Object: pvs, Text: func(w io.Writer, _ bool) error { printPreviews(w, pvs); return nil }})
+	if err != nil {
+		return &exitCode{code: 2, err: err}
+	}
+	if trafficChanges(pvs) {
+		return &exitCode{code: 1}
+	}
+	return nil
+}
+
+// trafficChanges: some endpoint's share moves by more than rounding, or some keys move.
+func trafficChanges(pvs []*trafficmodel.Preview) bool {
+	for _, pv := range pvs {
+		for _, c := range pv.Changes {
+			if math.Abs(c.After-c.Before) > 0.0005 || c.State == "added" || c.State == "removed" {
+				return true
+			}
+		}
+		for _, m := range pv.Movements {
+			if m.Moved > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dryRunTraffic prints the traffic preview after a successful dry run. The dry run's verdict is what
+// counts, so a preview that cannot be made is a warning, not a failure.
+func dryRunTraffic(cmd *cobra.Command, c *pushclient.Client, body []byte) {
+	// The body is what was sent, also when it came from standard input, which is read by now.
+	s, err := serverSides(cmd.Context(), c, "-", bytes.NewReader(body))
+	var pvs []*trafficmodel.Preview
+	if err == nil {
+		pvs, err = s.previews()
+	}
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: no traffic preview: %v\n", err)
+		return
+	}
+	fmt.Fprintln(cmd.OutOrStdout())
+	printPreviews(cmd.OutOrStdout(), pvs)
+}
