@@ -587,9 +587,11 @@ func TestAttackHTTP2RapidReset(t *testing.T) {
 
 	rss := watchRSS(t, e.pid())
 	s0 := h2Stats(t, e.envoy, "downstream_cx_http2_total", "downstream_rq_total", "downstream_rq_too_many_premature_resets")
+	cpu0 := cpuSeconds(t, e.pid())
 	tr := startTrickle(t, e.url, 2, 20*time.Millisecond, 30*time.Second)
 	streams, conns := startRapidResetAttack(t, e.addr, 10*time.Second).Wait(t)
 	p99 := requireTrickle(t, tr, 200)
+	cpu := cpuSeconds(t, e.pid()) - cpu0
 	s1 := h2Stats(t, e.envoy, "downstream_cx_http2_total", "downstream_rq_total", "downstream_rq_too_many_premature_resets")
 	requireRSS(t, "rapid reset", rss.Stop(), base+100)
 	calmLat = append(calmLat, calm()...)
@@ -601,8 +603,8 @@ func TestAttackHTTP2RapidReset(t *testing.T) {
 	cx := s1["downstream_cx_http2_total"] - s0["downstream_cx_http2_total"]
 	rq := s1["downstream_rq_total"] - s0["downstream_rq_total"] - int64(tr.ok+tr.fail)
 	cut := s1["downstream_rq_too_many_premature_resets"] - s0["downstream_rq_too_many_premature_resets"]
-	t.Logf("rapid reset: the attacker wrote %d streams on %d connections; Envoy decoded %d streams on %d h2 connections (%.1f each) and closed %d for premature resets; trickle p99 %s, %s without the attack (%d calm requests)",
-		streams, conns, rq, cx, float64(rq)/float64(max(cx, 1)), cut, p99, baseP99, len(calmLat))
+	t.Logf("rapid reset: the attacker wrote %d streams on %d connections; Envoy decoded %d streams on %d h2 connections (%.1f each) and closed %d for premature resets, using %.1f s of CPU; trickle p99 %s, %s without the attack (%d calm requests)",
+		streams, conns, rq, cx, float64(rq)/float64(max(cx, 1)), cut, cpu, p99, baseP99, len(calmLat))
 	// Envoy must cut attackers off: with overload.premature_reset_total_stream_count 20 in the bootstrap, a
 	// connection is closed at its 10th premature reset.
 	if cx < 100 || cut < cx*9/10 {
