@@ -567,44 +567,54 @@ func TestAttackUnderscoresAndPaths(t *testing.T) {
 	}
 }
 
-// TestAttackHTTP2RapidReset (CVE-2023-44487 style): 4 h2c connections send HEADERS then RST_STREAM in a loop
-// for 10 s (reconnecting when Envoy closes them). The trickle keeps succeeding, Envoy's memory stays flat
-// and it closes the attackers' connections; the trickle's p99 against 2× its p99 without the attack (plus
-// 10 ms of scheduling noise) is logged, and enforced with LBPLANE_E2E_STRICT_P99=1 (see below).
+// TestAttackHTTP2RapidReset (CVE-2023-44487 style): an attacker process runs 4 h2c connections sending
+// HEADERS then RST_STREAM in a loop for 10 s (reconnecting when Envoy closes them). The trickle keeps
+// succeeding, Envoy's memory stays flat, and Envoy closes each attacking connection after
+// overload.premature_reset_total_stream_count/2 streams. The trickle's p99 under attack is held to 2× its p99
+// without the attack (plus 10 ms of scheduling noise) with LBPLANE_E2E_STRICT_P99=1 (see below).
 func TestAttackHTTP2RapidReset(t *testing.T) {
 	e := startEdge(t, "    http2: {enabled: true}")
 	base := rssMiB(t, e.pid())
-	calm := startTrickle(t, e.url, 2, 20*time.Millisecond, 30*time.Second)
-	time.Sleep(5 * time.Second) // a baseline is a duration of traffic, not a readiness condition
-	baseP99 := requireTrickle(t, calm, 100)
+	// The calm baseline is taken before and after the attack and pooled (about 1,000 requests), so that a
+	// change in the machine's load over the test moves both sides alike.
+	calm := func() []time.Duration {
+		tr := startTrickle(t, e.url, 2, 20*time.Millisecond, 30*time.Second)
+		time.Sleep(5 * time.Second) // a baseline is a duration of traffic, not a readiness condition
+		requireTrickle(t, tr, 100)
+		return tr.latencies
+	}
+	calmLat := calm()
 
 	rss := watchRSS(t, e.pid())
+	s0 := h2Stats(t, e.envoy, "downstream_cx_http2_total", "downstream_rq_total", "downstream_rq_too_many_premature_resets")
+	cpu0 := cpuSeconds(t, e.pid())
 	tr := startTrickle(t, e.url, 2, 20*time.Millisecond, 30*time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	var streams, conns atomic.Int64
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && streams.Load() < 20_000_000 {
-				conns.Add(1)
-				rapidReset(e.addr, deadline, &streams)
-			}
-		}()
-	}
-	wg.Wait()
+	streams, conns := startRapidResetAttack(t, e.addr, 10*time.Second).Wait(t)
 	p99 := requireTrickle(t, tr, 200)
-	t.Logf("rapid reset: %d streams opened and reset on %d connections; trickle p99 %s, %s without the attack", streams.Load(), conns.Load(), p99, baseP99)
+	cpu := cpuSeconds(t, e.pid()) - cpu0
+	s1 := h2Stats(t, e.envoy, "downstream_cx_http2_total", "downstream_rq_total", "downstream_rq_too_many_premature_resets")
 	requireRSS(t, "rapid reset", rss.Stop(), base+100)
-	// Envoy must cut attackers off: a connection that resets most of its streams is closed after
-	// overload.premature_reset_total_stream_count (100) streams, give or take what one read holds.
-	if c, s := conns.Load(), streams.Load(); c < s/20000 {
-		t.Errorf("rapid reset: %d streams went over only %d connections: Envoy did not close the attackers' connections", s, c)
+	calmLat = append(calmLat, calm()...)
+	slices.Sort(calmLat)
+	baseP99 := calmLat[len(calmLat)*99/100]
+
+	// What the attacker wrote counts what sat in socket buffers when Envoy closed the connection; what
+	// Envoy decoded is in its counters (the trickle's requests are HTTP/1.1, a few dozen at most).
+	cx := s1["downstream_cx_http2_total"] - s0["downstream_cx_http2_total"]
+	rq := s1["downstream_rq_total"] - s0["downstream_rq_total"] - int64(tr.ok+tr.fail)
+	cut := s1["downstream_rq_too_many_premature_resets"] - s0["downstream_rq_too_many_premature_resets"]
+	t.Logf("rapid reset: the attacker wrote %d streams on %d connections; Envoy decoded %d streams on %d h2 connections (%.1f each) and closed %d for premature resets, using %.1f s of CPU; trickle p99 %s, %s without the attack (%d calm requests)",
+		streams, conns, rq, cx, float64(rq)/float64(max(cx, 1)), cut, cpu, p99, baseP99, len(calmLat))
+	// Envoy must cut attackers off: with overload.premature_reset_total_stream_count 20 in the bootstrap, a
+	// connection is closed at its 10th premature reset.
+	if cx < 100 || cut < cx*9/10 {
+		t.Errorf("rapid reset: Envoy closed %d of %d attacking connections for premature resets, want nearly all of at least 100", cut, cx)
 	}
-	// Not met on a 2-core machine shared with the attacker (measured 240-380 ms against 3-9 ms): Envoy's one
-	// worker and the attacking client compete for the same CPUs. Enforced with LBPLANE_E2E_STRICT_P99=1
-	// on a machine where the attacker runs on other cores.
+	if perConn := float64(rq) / float64(max(cx, 1)); perConn > 20 {
+		t.Errorf("rapid reset: Envoy decoded %.1f streams per attacking connection, want at most 20", perConn)
+	}
+	// On a 2-core machine shared with the attacker and other work, this ratio depends on the machine's load
+	// more than on Envoy (see e2e/README.md for measured values). Enforced with LBPLANE_E2E_STRICT_P99=1.
 	if p99 > 2*baseP99+10*time.Millisecond {
 		msg := fmt.Sprintf("trickle p99 %s under attack, over 2 × %s (+10ms)", p99, baseP99)
 		if os.Getenv("LBPLANE_E2E_STRICT_P99") == "1" {

@@ -37,6 +37,10 @@ const token = "e2e-test-token"
 var binDir string
 
 func TestMain(m *testing.M) {
+	// The test binary re-executed as an attacking client (see attackerProcess), not as a test run.
+	if addr := os.Getenv(attackerAddrEnv); addr != "" {
+		os.Exit(attackerProcess(addr))
+	}
 	dir, err := os.MkdirTemp("", "lbplane-e2e-bin-")
 	if err != nil {
 		panic(err)

@@ -69,6 +69,7 @@ type config struct {
 	// Memory at a load: the connection counts, each in a fresh peer process, and the length of each run.
 	MemConcurrency []int         `json:"memoryConcurrency"`
 	MemDuration    time.Duration `json:"memoryDuration"`
+	MemPeers       []string      `json:"memoryPeers,omitempty"` // all when empty
 	// Peers, when set, limits the data plane runs to these peers.
 	Peers []string `json:"peers,omitempty"`
 }
@@ -87,7 +88,7 @@ func plan(quick bool) config {
 			HealthVariants: []string{"equal"}, HealthDown: map[string]time.Duration{"equal": 5 * time.Second}, HealthRate: 200,
 			HealthPeers: []string{"lbplane-envoy", "haproxy"},
 			WSConns:     2000, WSPeers: []string{"lbplane-envoy", "nginx"},
-			MemConcurrency: []int{100, 1000}, MemDuration: 3 * time.Second}
+			MemConcurrency: []int{1000}, MemDuration: 3 * time.Second, MemPeers: []string{"lbplane-envoy", "nginx"}}
 	}
 	// 9,000 rather than 10,000 connections at the top: through a proxy each is two descriptors (client and
 	// upstream side), and these machines' hard open-file limit is 20,000, which lbplane cannot raise.
@@ -156,7 +157,7 @@ func main() {
 	if *peerList != "" {
 		cfg.Peers = strings.Split(*peerList, ",")
 		// A focused comparison names its peers: the scenarios' own peer lists give way.
-		cfg.WSPeers, cfg.HTTPSPeers, cfg.HealthPeers = nil, nil, nil
+		cfg.WSPeers, cfg.HTTPSPeers, cfg.HealthPeers, cfg.MemPeers = nil, nil, nil, nil
 	}
 	if *wsConns > 0 {
 		cfg.WSConns = *wsConns

@@ -29,7 +29,7 @@ func memoryAtLoad(ctx context.Context, e *env, cfg config, rep *report, record f
 	}
 	epoch := time.Now()
 	for _, p := range peers(28400) {
-		if p.Name == "direct" || !cfg.runs(nil, p.Name) || (len(cfg.Peers) == 0 && (p.optIn || p.Name == "lbplane-envoy-lean")) {
+		if p.Name == "direct" || !cfg.runs(cfg.MemPeers, p.Name) || (len(cfg.Peers) == 0 && (p.optIn || p.Name == "lbplane-envoy-lean")) {
 			continue
 		}
 		for _, c := range cfg.MemConcurrency {
