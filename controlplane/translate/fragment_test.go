@@ -88,19 +88,7 @@ func TestTranslatorMatchesFullTranslation(t *testing.T) {
 		tr := NewTranslator()
 		var set []*v1alpha1.LoadBalancerPolicy
 		for step := range 60 {
-			switch op := r.IntN(4); {
-			case op == 0 && len(set) > 0:
-				i := r.IntN(len(set))
-				set = slices.Delete(set, i, i+1)
-			case op == 1 && len(set) > 0:
-				i := r.IntN(len(set))
-				old := set[i]
-				set[i] = contended(r, set[i].Name, base) // an edit: a new object under the same name
-				set[i].Namespace = old.Namespace
-			default:
-				set = append(set, contended(r, fmt.Sprintf("p%d", step), base))
-			}
-			set = dedupe(set)
+			set = randomEdit(r, set, step, func(name string) *v1alpha1.LoadBalancerPolicy { return contended(r, name, base) })
 			refs := Refs{Files: files}
 			if step%17 == 16 {
 				// The files change: a policy that read them is translated again.
@@ -254,4 +242,22 @@ func TestTranslatorRetranslatesOnlyThePolicyOfAChangedService(t *testing.T) {
 	if !reflect.DeepEqual(res.IR, translateAll(set, Refs{Services: next}).IR) {
 		t.Fatal("IR differs from a translation from scratch")
 	}
+}
+
+// randomEdit deletes, replaces (an edit: a new object under the same name) or adds one policy of set, made
+// by mk, as a sequence of changes would.
+func randomEdit(r *rand.Rand, set []*v1alpha1.LoadBalancerPolicy, step int, mk func(name string) *v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
+	switch op := r.IntN(4); {
+	case op == 0 && len(set) > 0:
+		i := r.IntN(len(set))
+		set = slices.Delete(set, i, i+1)
+	case op == 1 && len(set) > 0:
+		i := r.IntN(len(set))
+		old := set[i]
+		set[i] = mk(set[i].Name)
+		set[i].Namespace = old.Namespace
+	default:
+		set = append(set, mk(fmt.Sprintf("p%d", step)))
+	}
+	return dedupe(set)
 }

@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -67,19 +66,7 @@ func TestTranslatorMatchesFullTranslationWithTrafficFeatures(t *testing.T) {
 		tr := NewTranslator()
 		var set []*v1alpha1.LoadBalancerPolicy
 		for step := range 40 {
-			switch op := r.IntN(4); {
-			case op == 0 && len(set) > 0:
-				i := r.IntN(len(set))
-				set = slices.Delete(set, i, i+1)
-			case op == 1 && len(set) > 0:
-				i := r.IntN(len(set))
-				old := set[i]
-				set[i] = withTraffic(r, contended(r, set[i].Name, base))
-				set[i].Namespace = old.Namespace
-			default:
-				set = append(set, withTraffic(r, contended(r, fmt.Sprintf("p%d", step), base)))
-			}
-			set = dedupe(set)
+			set = randomEdit(r, set, step, func(name string) *v1alpha1.LoadBalancerPolicy { return withTraffic(r, contended(r, name, base)) })
 			if step%13 == 12 {
 				files = cloneFiles(files)
 				files["missing.crt"] = files["client.crt"]
