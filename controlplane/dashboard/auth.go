@@ -3,13 +3,10 @@ package dashboard
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"net/url"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 )
@@ -74,7 +71,7 @@ func (ss *sessions) useCode(code string, now time.Time) pushapi.Role {
 
 // postCode mints a one-time login code for a bearer token (lbctl dashboard).
 func (s *Server) postCode(w http.ResponseWriter, r *http.Request) {
-	if !s.allowLogin(r) {
+	if !s.limits.Allow(r, s.RateLimit) {
 		tooMany(w)
 		return
 	}
@@ -134,29 +131,6 @@ func (ss *sessions) drop(id string) {
 	delete(ss.m, id)
 }
 
-// allowLogin applies the push API's per-address rate limit to token checks (login form, ?token=, ?code=,
-// login codes), so that guessing a token is throttled here as it is on the push API.
-func (s *Server) allowLogin(r *http.Request) bool {
-	if s.RateLimit <= 0 {
-		return true
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	s.limitMu.Lock()
-	defer s.limitMu.Unlock()
-	if s.limiters == nil || len(s.limiters) > 10000 { // bound the memory an address scan can take
-		s.limiters = map[string]*rate.Limiter{}
-	}
-	l, ok := s.limiters[host]
-	if !ok {
-		l = rate.NewLimiter(rate.Limit(s.RateLimit), int(2*s.RateLimit)+1)
-		s.limiters[host] = l
-	}
-	return l.Allow()
-}
-
 func tooMany(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
 	http.Error(w, "too many login attempts; slow down", http.StatusTooManyRequests)
@@ -210,7 +184,7 @@ func (s *Server) postLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-site request refused", http.StatusForbidden)
 		return
 	}
-	if !s.allowLogin(r) {
+	if !s.limits.Allow(r, s.RateLimit) {
 		tooMany(w)
 		return
 	}

@@ -22,10 +22,10 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/addrlimit"
 	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -59,8 +59,8 @@ type Server struct {
 	sessions sessions
 	cacheMu  sync.Mutex
 	cache    cached
-	limitMu  sync.Mutex
-	limiters map[string]*rate.Limiter
+	// limits throttles token checks per client address, as the push API does.
+	limits addrlimit.Limiter
 }
 
 var loginTemplate = template.Must(template.ParseFS(assets, "assets/login.html"))
@@ -100,7 +100,7 @@ func securityHeaders(h http.Handler) http.Handler {
 // form.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("token") || q.Has("code") {
-		if !s.allowLogin(r) {
+		if !s.limits.Allow(r, s.RateLimit) {
 			tooMany(w)
 			return
 		}

@@ -11,17 +11,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/addrlimit"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/explain"
@@ -80,33 +79,7 @@ type Server struct {
 
 	admitOnce sync.Once
 	admit     *Admission
-	limitMu   sync.Mutex
-	limiters  map[string]*rate.Limiter
-}
-
-// allow applies the per-address rate limit.
-func (s *Server) allow(r *http.Request) bool {
-	if s.RateLimit <= 0 {
-		return true
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	s.limitMu.Lock()
-	defer s.limitMu.Unlock()
-	if s.limiters == nil {
-		s.limiters = map[string]*rate.Limiter{}
-	}
-	l, ok := s.limiters[host]
-	if !ok {
-		if len(s.limiters) > 10000 { // bound the memory an address scan can take
-			clear(s.limiters)
-		}
-		l = rate.NewLimiter(rate.Limit(s.RateLimit), int(2*s.RateLimit)+1)
-		s.limiters[host] = l
-	}
-	return l.Allow()
+	limits    addrlimit.Limiter
 }
 
 // Handler returns the API's routes.
@@ -162,7 +135,7 @@ func (s *Server) authRead(h http.HandlerFunc) http.Handler { return s.authRole(R
 
 func (s *Server) authRole(need Role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.allow(r) {
+		if !s.limits.Allow(r, s.RateLimit) {
 			w.Header().Set("Retry-After", "1")
 			writeErr(w, http.StatusTooManyRequests, "too many requests; slow down")
 			return

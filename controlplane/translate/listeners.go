@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -60,14 +59,5 @@ func domains(hostnames []string) []string {
 // sortVirtualHosts puts the catch-all last; Envoy picks exact domains before wildcards on its own, but a stable
 // order keeps the generated config (and its version) independent of policy order.
 func sortVirtualHosts(vhs []*ir.VirtualHost) {
-	slices.SortStableFunc(vhs, func(a, b *ir.VirtualHost) int {
-		aw, bw := slices.Contains(a.Domains, "*"), slices.Contains(b.Domains, "*")
-		switch {
-		case aw && !bw:
-			return 1
-		case !aw && bw:
-			return -1
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
+	slices.SortStableFunc(vhs, CompareVirtualHosts)
 }
