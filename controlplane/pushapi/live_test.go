@@ -3,30 +3,17 @@ package pushapi_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
-	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/xdscache"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
+	"github.com/lbplane/lbplane/controlplane/pushapi/pushapitest"
 )
 
 // GET .../live answers the read-only token with each Envoy's view and the sum, and nobody else.
 func TestLiveShowsEachEnvoyAndTheSum(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cache := xdscache.New()
 	t0 := time.Now()
 	history := func(node string, requests uint64) proxystats.History {
 		sample := func(at time.Time, n uint64) *proxystats.Sample {
@@ -36,21 +23,18 @@ func TestLiveShowsEachEnvoyAndTheSum(t *testing.T) {
 		return proxystats.History{Group: "default", Node: node, Samples: []*proxystats.Sample{sample(t0, 0), sample(t0.Add(time.Second), requests)}}
 	}
 	hs := []proxystats.History{history("e1", 30), history("e2", 10)}
-	s := &pushapi.Server{Store: st, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Token: "admin", ReadOnlyToken: "reader", Log: log,
-		Health: func() proxystats.Health { return proxystats.Summarize(hs, time.Minute) },
-		HealthByProxy: func() map[string]proxystats.Health {
+	_, url, _ := pushapitest.Start(t, "admin", func(s *pushapi.Server) {
+		s.ReadOnlyToken = "reader"
+		s.Health = func() proxystats.Health { return proxystats.Summarize(hs, time.Minute) }
+		s.HealthByProxy = func() map[string]proxystats.Health {
 			return map[string]proxystats.Health{"e1": proxystats.Summarize(hs[:1], time.Minute), "e2": proxystats.Summarize(hs[1:], time.Minute)}
-		}}
-	if err := s.Load(); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	if _, err := (&pushapi.Client{BaseURL: srv.URL, Token: "admin"}).Apply(context.Background(), []byte(doc("p", 10080, "a.example.com")), false); err != nil {
+		}
+	})
+	if _, err := (&pushapi.Client{BaseURL: url, Token: "admin"}).Apply(context.Background(), []byte(doc("p", 10080, "a.example.com")), false); err != nil {
 		t.Fatal(err)
 	}
 	get := func(token string) (*http.Response, pushapi.LiveResult) {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/policies/default/p/live", nil)
+		req, _ := http.NewRequest(http.MethodGet, url+"/v1/policies/default/p/live", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -3,7 +3,6 @@ package pushapi_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
-	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/xdscache"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
+	"github.com/lbplane/lbplane/controlplane/pushapi/pushapitest"
 )
 
 func TestRoleOf(t *testing.T) {
@@ -39,22 +35,10 @@ func TestRoleOf(t *testing.T) {
 }
 
 func TestReadOnlyTokenOnlyReads(t *testing.T) {
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cache := xdscache.New()
-	s := &pushapi.Server{Store: st, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Token: "admin", ReadOnlyToken: "reader", Log: log}
-	if err := s.Load(); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
+	_, url, _ := pushapitest.Start(t, "admin", func(s *pushapi.Server) { s.ReadOnlyToken = "reader" })
 	ctx := context.Background()
-	admin := &pushapi.Client{BaseURL: hs.URL, Token: "admin"}
-	reader := &pushapi.Client{BaseURL: hs.URL, Token: "reader"}
+	admin := &pushapi.Client{BaseURL: url, Token: "admin"}
+	reader := &pushapi.Client{BaseURL: url, Token: "reader"}
 	if _, err := admin.Apply(ctx, []byte(doc("p", 10080, "a.example.com")), false); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +57,7 @@ func TestReadOnlyTokenOnlyReads(t *testing.T) {
 	if _, err := reader.Diff(ctx, []byte(doc("p", 10081, "a.example.com"))); err != nil {
 		t.Errorf("diff with the read-only token: %v", err)
 	}
-	_, err = reader.Apply(ctx, []byte(doc("q", 10082, "b.example.com")), false)
+	_, err := reader.Apply(ctx, []byte(doc("q", 10082, "b.example.com")), false)
 	if e := apiErr(t, err); e.Status != http.StatusForbidden || !strings.Contains(e.Errors[0], "read-only") {
 		t.Errorf("push with the read-only token: %v", err)
 	}
@@ -87,7 +71,7 @@ func TestReadOnlyTokenOnlyReads(t *testing.T) {
 	if ps, err := admin.List(ctx); err != nil || len(ps) != 1 {
 		t.Errorf("after the refused writes: %d policies, %v", len(ps), err)
 	}
-	if e := apiErr(t, (&pushapi.Client{BaseURL: hs.URL, Token: "readerx"}).Delete(ctx, "default", "p")); e.Status != http.StatusUnauthorized {
+	if e := apiErr(t, (&pushapi.Client{BaseURL: url, Token: "readerx"}).Delete(ctx, "default", "p")); e.Status != http.StatusUnauthorized {
 		t.Errorf("a wrong token: %v", e)
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/pushapi/pushapitest"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -20,20 +20,8 @@ import (
 
 func newServer(t *testing.T) (*pushapi.Client, *pushapi.Server, *xdscache.Cache) {
 	t.Helper()
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cache := xdscache.New()
-	s := &pushapi.Server{Store: st, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Token: "secret", Log: log}
-	if err := s.Load(); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	return &pushapi.Client{BaseURL: hs.URL, Token: "secret"}, s, cache
+	s, url, cache := pushapitest.Start(t, "secret", nil)
+	return &pushapi.Client{BaseURL: url, Token: "secret"}, s, cache
 }
 
 func doc(name string, port int, hosts string) string {

@@ -2,21 +2,14 @@ package lbctl_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/lbplane/lbplane/controlplane/engine"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/pushapi/pushapitest"
 	"github.com/lbplane/lbplane/controlplane/pushclient"
-	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/xdscache"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	"github.com/lbplane/lbplane/internal/lbctl"
 	"github.com/lbplane/lbplane/internal/tools"
 )
@@ -24,20 +17,8 @@ import (
 // apiServer is the push API in this process, with a store of its own; it returns its URL.
 func apiServer(t *testing.T) string {
 	t.Helper()
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cache := xdscache.New()
-	s := &pushapi.Server{Store: st, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Token: "admin", Log: log}
-	if err := s.Load(); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	return hs.URL
+	_, url, _ := pushapitest.Start(t, "admin", nil)
+	return url
 }
 
 const shopPolicy = `apiVersion: lbplane.io/v1alpha1
