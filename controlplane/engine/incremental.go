@@ -37,60 +37,70 @@ type groupBuild struct {
 }
 
 // listenerShape is all a listener's build reads: the IR listener without its virtual hosts (they go to the
-// route table, over RDS) and whether any route keeps sessions. A change of one virtual host hands out a
+// route table, over RDS) and whether any route needs an HTTP filter (sessions, a rate limit): the
+// connection manager lists a filter only when some route turns it on. A change of one virtual host hands out a
 // new IR listener on its port; when its shape is the same, the built listener is too, and it is neither
 // built nor marshalled again: with thousands of hosts on a port that was a pass over all of them.
 type listenerShape struct {
-	l        ir.Listener
-	sessions bool
+	l       ir.Listener
+	filters routeFilters
+}
+
+// routeFilters is which HTTP filters the routes of a virtual host (or of a port) turn on.
+type routeFilters struct{ sessions, rateLimit bool }
+
+func filtersOf(vh *ir.VirtualHost) routeFilters {
+	var f routeFilters
+	for _, r := range vh.Routes {
+		f.sessions = f.sessions || r.Session != nil
+		f.rateLimit = f.rateLimit || r.RateLimit != nil
+	}
+	return f
 }
 
 func shapeOf(l *ir.Listener, rb *routeBuild) *listenerShape {
 	s := &listenerShape{l: *l}
 	s.l.VirtualHosts = nil
-	s.sessions = rb != nil && rb.sessions > 0
+	if rb != nil {
+		s.filters = routeFilters{sessions: rb.sessions > 0, rateLimit: rb.rateLimits > 0}
+	}
 	return s
 }
 
-// build builds the listener from its shape: a virtual host with sessions stands for all of them.
+// build builds the listener from its shape: a virtual host that turns a filter on stands for all that do.
 func (s *listenerShape) build(rb *routeBuild) proto.Message {
 	l := s.l
-	if s.sessions {
-		for _, vh := range rb.vhosts {
-			if hasSessions(vh) {
-				l.VirtualHosts = []*ir.VirtualHost{vh}
-				break
-			}
+	var have routeFilters
+	for _, vh := range rb.vhosts {
+		if have == s.filters {
+			break
+		}
+		f := filtersOf(vh)
+		if (f.sessions && !have.sessions) || (f.rateLimit && !have.rateLimit) {
+			l.VirtualHosts = append(l.VirtualHosts, vh)
+			have.sessions, have.rateLimit = have.sessions || f.sessions, have.rateLimit || f.rateLimit
 		}
 	}
 	return xdsbuild.Listener(&l)
-}
-
-func hasSessions(vh *ir.VirtualHost) bool {
-	for _, r := range vh.Routes {
-		if r.Session != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // routeBuild is an HTTP port's route table: its virtual hosts, each marshalled once, in the listener's order.
 type routeBuild struct {
 	vhosts []*ir.VirtualHost
 	built  []*builtVHost
-	// sum adds the hosts' short hashes; size their encoded sizes; sessions counts the hosts with a route
-	// that keeps sessions.
-	sum      uint64
-	size     int
-	sessions int
+	// sum adds the hosts' short hashes; size their encoded sizes; sessions and rateLimits count the hosts
+	// with a route that keeps sessions, or that is rate limited.
+	sum        uint64
+	size       int
+	sessions   int
+	rateLimits int
 }
 
 type builtVHost struct {
-	msg      *routev3.VirtualHost
-	bytes    []byte
-	short    uint64 // the first bytes of the hash of bytes
-	sessions bool
+	msg     *routev3.VirtualHost
+	bytes   []byte
+	short   uint64 // the first bytes of the hash of bytes
+	filters routeFilters
 }
 
 var emptyBuild = func() *groupBuild {
@@ -179,7 +189,7 @@ func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
 			change.Put[resource.RouteType] = append(change.Put[resource.RouteType], r)
 			shape := shapeOf(l, rb)
 			next.shapes[l.Port] = shape
-			if was := prev.shapes[l.Port]; was == nil || was.sessions != shape.sessions || !reflect.DeepEqual(was.l, shape.l) {
+			if was := prev.shapes[l.Port]; was == nil || was.filters != shape.filters || !reflect.DeepEqual(was.l, shape.l) {
 				put(resource.ListenerType, shape.build(rb))
 			}
 		},
@@ -275,23 +285,21 @@ func (e *Engine) routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*rou
 	// The order of the hosts follows from the hosts themselves (see translate.CompareVirtualHosts), so a
 	// sum of their hashes versions the table as well as a hash of the whole would, and a change costs an
 	// add and a subtract instead of a pass over every host.
-	rb.sum, rb.size, rb.sessions = prev.sum, prev.size, prev.sessions
+	rb.sum, rb.size, rb.sessions, rb.rateLimits = prev.sum, prev.size, prev.sessions, prev.rateLimits
 	if prev.built == nil {
-		rb.sum, rb.size, rb.sessions = 0, 0, 0
+		rb.sum, rb.size, rb.sessions, rb.rateLimits = 0, 0, 0, 0
 	}
 	for _, v := range gone {
 		rb.sum -= v.short
 		rb.size -= protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
-		if v.sessions {
-			rb.sessions--
-		}
+		rb.sessions -= boolInt(v.filters.sessions)
+		rb.rateLimits -= boolInt(v.filters.rateLimit)
 	}
 	for _, v := range fresh {
 		rb.sum += v.short
 		rb.size += protowire.SizeTag(2) + protowire.SizeBytes(len(v.bytes))
-		if v.sessions {
-			rb.sessions++
-		}
+		rb.sessions += boolInt(v.filters.sessions)
+		rb.rateLimits += boolInt(v.filters.rateLimit)
 	}
 	h := sha256.New()
 	h.Write(b)
@@ -323,7 +331,7 @@ func (e *Engine) buildVHost(vh *ir.VirtualHost) *builtVHost {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	e.stats.VirtualHosts++
 	sum := sha256.Sum256(b)
-	return &builtVHost{msg: msg, bytes: b, short: binary.LittleEndian.Uint64(sum[:]), sessions: hasSessions(vh)}
+	return &builtVHost{msg: msg, bytes: b, short: binary.LittleEndian.Uint64(sum[:]), filters: filtersOf(vh)}
 }
 
 // checkDestinations is ir.Validate's reference check for one destination set, built now: it points at
@@ -428,4 +436,11 @@ func (e *Engine) Translations() int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.translator.Runs()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -46,10 +46,15 @@ func TestIncrementalBuildMatchesFullBuild(t *testing.T) {
 		case idx >= 0:
 			set[idx] = hosted(name, int32(8080+r.IntN(3)), fmt.Sprintf("h%d.example.com", r.IntN(30)), int32(80+r.IntN(3)))
 			set[idx].CreationTimestamp = metav1Time(i)
-			if r.IntN(4) == 0 {
+			switch r.IntN(4) {
+			case 0:
 				// Sessions change the listener (its filter chain), not only the route table.
 				set[idx].Spec.Routes = []v1alpha1.Route{{Backends: []v1alpha1.BackendRef{{Name: "a"}},
 					SessionPersistence: &v1alpha1.SessionPersistence{Type: v1alpha1.SessionHeader}}}
+			case 1:
+				// So does a rate limit: the connection manager lists its filter.
+				set[idx].Spec.Routes = []v1alpha1.Route{{Backends: []v1alpha1.BackendRef{{Name: "a"}},
+					RateLimit: &v1alpha1.RateLimit{Requests: 10, Interval: &metav1.Duration{Duration: time.Second}}}}
 			}
 		default:
 			p := hosted(name, int32(8080+r.IntN(3)), fmt.Sprintf("h%d.example.com", r.IntN(30)), int32(80+r.IntN(3)))
