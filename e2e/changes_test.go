@@ -415,7 +415,8 @@ func TestTwentyChangesUnderLoad(t *testing.T) {
 	t.Logf("20 changes (weights, endpoints, algorithm, health check) under load: %d requests, %d not 2xx", load.OK.Load(), load.Failed.Load())
 }
 
-// Without retries a killed backend costs requests until something notices; the count is reported, and it
+// Without retries (and without the default outlier ejection) a killed backend costs requests until something
+// notices; the count is reported, and it
 // must not be zero, or the retry test above would prove nothing. lbplane's default (no retry block) retries
 // connection failures elsewhere, so it must cost fewer: only the requests in flight on the killed backend's
 // connections, which may have reached it.
@@ -425,6 +426,8 @@ func TestKilledBackendWithoutRetriesCostsRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			bs := startBackends(t, "k1", "k2", "k3")
 			tmpl := strings.Replace(roundRobin, "\n  backends:", "\n  routes:\n    - backends: [{name: app}]"+c.retry+"\n  backends:", 1)
+			// Without the default ejection at the first refused connect, which would hide what the retry does.
+			tmpl = strings.Replace(tmpl, "    - name: app\n", "    - name: app\n      healthCheck: {passive: {disabled: true}}\n", 1)
 			e := setup(t, true, tmpl, bs...)
 			waitServing(t, e.URL, "k1", "k2", "k3")
 			load := startLoad(e.URL, 300, 6, time.Minute)

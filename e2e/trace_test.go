@@ -129,6 +129,12 @@ kind: LoadBalancerPolicy
 metadata: {name: zones}
 spec:
   listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  routes:
+    - backends: [{name: app}]
+      # Envoy's old default back-off. With lbplane's 1-10 ms default, 9-12 % instead of 16 % reached zone-b in
+      # this test: some first attempts are retried into zone-a, which the model (first picks only) does not
+      # predict. Not explained yet; see the closing note of 2026-11-23.
+      retry: {backoff: {base: 25ms, max: 250ms}}
   backends:
     - name: app
       loadBalancing: {zoneFailover: [zone-a, zone-b]}
