@@ -36,6 +36,7 @@ func TestEnumMarkersMatchValidation(t *testing.T) {
 		"EndpointState":          strs(supportedEndpointStates),
 		"Algorithm":              strs(supportedAlgorithms),
 		"SameSite":               strs(supportedSameSite),
+		"ProxyProtocolVersion":   strs(supportedProxyProtocolVersions),
 	}
 	f, err := parser.ParseFile(token.NewFileSet(), "types.go", nil, parser.ParseComments)
 	if err != nil {
