@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Limits keep one policy from producing an Envoy config that is too large to push or too slow to apply.
@@ -84,7 +85,7 @@ func unsupported[T ~string](v T, allowed []T) string {
 func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v := &validator{}
 	v.meta(p)
-	spec := path("spec")
+	spec := newPath("spec")
 	s := &p.Spec
 	if !dnsSubdomain.MatchString(s.ProxyGroup) || len(s.ProxyGroup) > maxNameLength {
 		v.add(spec.child("proxyGroup"), "must be lowercase letters, digits, '-' and '.', at most 253 characters, got %q", s.ProxyGroup)
@@ -95,30 +96,30 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v.debugHeaders(spec.child("debugHeaders"), s)
 	v.traffic(spec, s, backends)
 	v.specFeatures(spec, s)
-	return v.errs
+	return fromErrorList(v.errs)
 }
 
-type validator struct{ errs FieldErrors }
+type validator struct{ errs field.ErrorList }
 
 func (v *validator) add(p path, format string, args ...any) {
-	v.errs = append(v.errs, FieldError{Path: string(p), Msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, &field.Error{Type: field.ErrorTypeInvalid, Field: p.String(), BadValue: field.OmitValueType{}, Detail: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) meta(p *LoadBalancerPolicy) {
 	if p.APIVersion != APIVersion {
-		v.add("apiVersion", "must be %q, got %q", APIVersion, p.APIVersion)
+		v.add(newPath("apiVersion"), "must be %q, got %q", APIVersion, p.APIVersion)
 	}
 	if p.Kind != Kind {
-		v.add("kind", "must be %q, got %q", Kind, p.Kind)
+		v.add(newPath("kind"), "must be %q, got %q", Kind, p.Kind)
 	}
 	switch {
 	case p.Name == "":
-		v.add("metadata.name", "required")
+		v.add(newPath("metadata").child("name"), "required")
 	case len(p.Name) > maxNameLength || !dnsSubdomain.MatchString(p.Name):
-		v.add("metadata.name", "must be lowercase letters, digits, '-' and '.', at most 253 characters, got %q", clip(p.Name))
+		v.add(newPath("metadata").child("name"), "must be lowercase letters, digits, '-' and '.', at most 253 characters, got %q", clip(p.Name))
 	}
 	if len(p.Namespace) > 63 || !dnsLabel.MatchString(p.Namespace) {
-		v.add("metadata.namespace", "must be a DNS label (lowercase letters, digits, '-'), got %q", clip(p.Namespace))
+		v.add(newPath("metadata").child("namespace"), "must be a DNS label (lowercase letters, digits, '-'), got %q", clip(p.Namespace))
 	}
 }
 
