@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Limits keep one policy from producing an Envoy config that is too large to push or too slow to apply.
@@ -53,11 +54,8 @@ var (
 		"AES128-GCM-SHA256", "AES256-GCM-SHA384", "AES128-SHA", "AES256-SHA",
 	}
 
-	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	// zoneName is a Kubernetes label value, as topology.kubernetes.io/zone is.
-	zoneName     = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	hostnameRe   = regexp.MustCompile(`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	zoneName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 	// RFC 7230 token characters.
 	headerNameRe = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
 )
@@ -84,9 +82,9 @@ func unsupported[T ~string](v T, allowed []T) string {
 func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v := &validator{}
 	v.meta(p)
-	spec := path("spec")
+	spec := newPath("spec")
 	s := &p.Spec
-	if !dnsSubdomain.MatchString(s.ProxyGroup) || len(s.ProxyGroup) > maxNameLength {
+	if !isDNSSubdomain(s.ProxyGroup) {
 		v.add(spec.child("proxyGroup"), "must be lowercase letters, digits, '-' and '.', at most 253 characters, got %q", s.ProxyGroup)
 	}
 	v.listener(spec.child("listener"), &s.Listener)
@@ -95,30 +93,30 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v.debugHeaders(spec.child("debugHeaders"), s)
 	v.traffic(spec, s, backends)
 	v.specFeatures(spec, s)
-	return v.errs
+	return fromErrorList(v.errs)
 }
 
-type validator struct{ errs FieldErrors }
+type validator struct{ errs field.ErrorList }
 
 func (v *validator) add(p path, format string, args ...any) {
-	v.errs = append(v.errs, FieldError{Path: string(p), Msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, &field.Error{Type: field.ErrorTypeInvalid, Field: p.String(), BadValue: field.OmitValueType{}, Detail: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) meta(p *LoadBalancerPolicy) {
 	if p.APIVersion != APIVersion {
-		v.add("apiVersion", "must be %q, got %q", APIVersion, p.APIVersion)
+		v.add(newPath("apiVersion"), "must be %q, got %q", APIVersion, p.APIVersion)
 	}
 	if p.Kind != Kind {
-		v.add("kind", "must be %q, got %q", Kind, p.Kind)
+		v.add(newPath("kind"), "must be %q, got %q", Kind, p.Kind)
 	}
 	switch {
 	case p.Name == "":
-		v.add("metadata.name", "required")
-	case len(p.Name) > maxNameLength || !dnsSubdomain.MatchString(p.Name):
-		v.add("metadata.name", "must be lowercase letters, digits, '-' and '.', at most 253 characters, got %q", clip(p.Name))
+		v.add(newPath("metadata").child("name"), "required")
+	case !isDNSSubdomain(p.Name):
+		v.add(newPath("metadata").child("name"), "must be lowercase letters, digits, '-' and '.', at most 253 characters, got %q", clip(p.Name))
 	}
-	if len(p.Namespace) > 63 || !dnsLabel.MatchString(p.Namespace) {
-		v.add("metadata.namespace", "must be a DNS label (lowercase letters, digits, '-'), got %q", clip(p.Namespace))
+	if !isDNSLabel(p.Namespace) {
+		v.add(newPath("metadata").child("namespace"), "must be a DNS label (lowercase letters, digits, '-'), got %q", clip(p.Namespace))
 	}
 }
 
@@ -155,7 +153,7 @@ func (v *validator) listener(p path, l *Listener) {
 	seen := map[string]bool{}
 	for i, h := range l.Hostnames {
 		hp := p.child("hostnames").index(i)
-		if !hostnameRe.MatchString(h) || len(h) > maxNameLength {
+		if !isHostname(h) {
 			v.add(hp, "must be a lowercase DNS name, optionally starting with \"*.\", got %q", clip(h))
 			continue
 		}
@@ -183,7 +181,7 @@ func (v *validator) backends(p path, bs []Backend) map[string]bool {
 		switch {
 		case b.Name == "":
 			v.add(bp.child("name"), "required")
-		case len(b.Name) > 63 || !dnsLabel.MatchString(b.Name):
+		case !isDNSLabel(b.Name):
 			v.add(bp.child("name"), "must be a DNS label (lowercase letters, digits, '-', at most 63), got %q", clip(b.Name))
 		case names[b.Name]:
 			v.add(bp.child("name"), "duplicate backend name %q", b.Name)
@@ -253,10 +251,10 @@ func (v *validator) zone(p path, z string) {
 }
 
 func (v *validator) service(p path, s *ServiceRef) {
-	if s.Name == "" || len(s.Name) > 63 || !dnsLabel.MatchString(s.Name) {
+	if !isDNSLabel(s.Name) {
 		v.add(p.child("name"), "must be a Service name (DNS label), got %q", clip(s.Name))
 	}
-	if s.Namespace != "" && (len(s.Namespace) > 63 || !dnsLabel.MatchString(s.Namespace)) {
+	if s.Namespace != "" && !isDNSLabel(s.Namespace) {
 		v.add(p.child("namespace"), "must be a DNS label, got %q", clip(s.Namespace))
 	}
 	switch {
@@ -538,7 +536,7 @@ func (v *validator) backendTLS(p path, t *BackendTLS) {
 	case !t.InsecureSkipVerify && t.SNI == "" && !t.AutoSNI:
 		v.add(p.child("sni"), "required to verify the endpoints' certificates")
 	}
-	if t.SNI != "" && (!hostnameRe.MatchString(t.SNI) || strings.HasPrefix(t.SNI, "*")) {
+	if t.SNI != "" && !isDNSSubdomain(t.SNI) {
 		v.add(p.child("sni"), "must be a lowercase DNS name, got %q", clip(t.SNI))
 	}
 	v.filePath(p.child("caFile"), t.CAFile)
@@ -594,7 +592,7 @@ func (v *validator) listenerTLS(p path, t *ListenerTLS) {
 		v.filePath(cp.child("certificateFile"), c.CertificateFile)
 		v.filePath(cp.child("privateKeyFile"), c.PrivateKeyFile)
 		for j, h := range c.Hostnames {
-			if !hostnameRe.MatchString(h) || len(h) > maxNameLength {
+			if !isHostname(h) {
 				v.add(cp.child("hostnames").index(j), "must be a lowercase DNS name, optionally starting with \"*.\", got %q", clip(h))
 			}
 		}
@@ -664,7 +662,7 @@ func (v *validator) routes(p path, s *LoadBalancerPolicySpec, backends map[strin
 		r := &s.Routes[i]
 		rp := p.index(i)
 		switch {
-		case len(r.Name) > 63 || !dnsLabel.MatchString(r.Name):
+		case !isDNSLabel(r.Name):
 			v.add(rp.child("name"), "must be a DNS label (lowercase letters, digits, '-', at most 63), got %q", clip(r.Name))
 		case names[r.Name]:
 			v.add(rp.child("name"), "duplicate route name %q", r.Name)

@@ -3,7 +3,6 @@ package v1alpha1
 import (
 	"math"
 	"strconv"
-	"strings"
 )
 
 var supportedProxyProtocolVersions = []ProxyProtocolVersion{ProxyProtocolV1, ProxyProtocolV2}
@@ -67,7 +66,7 @@ func (v *validator) traffic(spec path, s *LoadBalancerPolicySpec, backends map[s
 			case files && (c.CertificateFile == "" || c.PrivateKeyFile == ""):
 				v.add(cp, "certificateFile and privateKeyFile go together")
 			}
-			if c.SecretName != "" && (len(c.SecretName) > maxNameLength || !dnsSubdomain.MatchString(c.SecretName)) {
+			if c.SecretName != "" && !isDNSSubdomain(c.SecretName) {
 				v.add(cp.child("secretName"), "must be a Secret name (DNS subdomain), got %q", clip(c.SecretName))
 			}
 			v.filePath(cp.child("certificateFile"), c.CertificateFile)
@@ -132,7 +131,7 @@ func (v *validator) nonNegativeDecimal(p path, s string, hi float64) {
 // autoSNI checks endpoint host names and that autoSNI has one for every endpoint.
 func (v *validator) autoSNI(bp path, b *Backend) {
 	for i, e := range b.Endpoints {
-		if e.Hostname != "" && (len(e.Hostname) > maxNameLength || !hostnameRe.MatchString(e.Hostname) || strings.HasPrefix(e.Hostname, "*")) {
+		if e.Hostname != "" && !isDNSSubdomain(e.Hostname) {
 			v.add(bp.child("endpoints").index(i).child("hostname"), "must be a lowercase DNS name, got %q", clip(e.Hostname))
 		}
 	}

@@ -122,59 +122,6 @@ func clipString(s string) string {
 	return s
 }
 
-// unknownFields returns the path of every field in v (decoded JSON) that t does not have, so that a typo is
-// reported where it is ("spec.listener.proto"), and all typos at once.
-func unknownFields(v any, t reflect.Type, path string) []string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch val := v.(type) {
-	case map[string]any:
-		if t.Kind() == reflect.Map {
-			var out []string
-			for k, x := range val {
-				out = append(out, unknownFields(x, t.Elem(), join(path, k))...)
-			}
-			return out
-		}
-		if t.Kind() != reflect.Struct {
-			return nil
-		}
-		fields := jsonFields(t)
-		var out []string
-		for k, x := range val {
-			ft, ok := fields[k]
-			if !ok {
-				out = append(out, fmt.Sprintf("%q", join(path, k)))
-				continue
-			}
-			// Types with their own JSON form (durations, times) have no fields to check.
-			if !reflect.PointerTo(derefType(ft)).Implements(unmarshalerType) {
-				out = append(out, unknownFields(x, ft, join(path, k))...)
-			}
-		}
-		slices.Sort(out)
-		return out
-	case []any:
-		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
-			return nil
-		}
-		var out []string
-		for i, x := range val {
-			out = append(out, unknownFields(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
-		}
-		return out
-	}
-	return nil
-}
-
-func derefType(t reflect.Type) reflect.Type {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t
-}
-
 // fieldsByType caches jsonFields: a type's fields never change, and walking them by reflection was a tenth
 // of decoding a policy. The maps it holds are shared, so callers only read them.
 var fieldsByType sync.Map // reflect.Type -> map[string]reflect.Type

@@ -14,10 +14,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -93,18 +95,23 @@ func DecodeDocument(b []byte) (Document, error) {
 	if err := json.Unmarshal(j, &generic); err != nil {
 		return Document{}, describe(err)
 	}
-	policyType := reflect.TypeOf(v1alpha1.LoadBalancerPolicy{})
-	if unknown := unknownFields(generic, policyType, ""); len(unknown) > 0 {
-		return Document{}, fmt.Errorf("unknown field %s", strings.Join(unknown, ", "))
-	}
-	if bad := typeErrors(generic, policyType, ""); len(bad) > 0 {
-		return Document{}, errors.New(strings.Join(bad, "; "))
-	}
+	// sigs.k8s.io/json reports every unknown field with its full path ("spec.routes[0].backend"), but only
+	// when the document otherwise decodes: a type error wins, and it names only the first one, without list
+	// indices. typeErrors then walks the document to name every type error where it is.
 	p := &v1alpha1.LoadBalancerPolicy{}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(p); err != nil {
-		return Document{}, describe(err)
+	strict, err := kjson.UnmarshalStrict(j, p, kjson.DisallowUnknownFields)
+	if err != nil {
+		if bad := typeErrors(generic, reflect.TypeOf(v1alpha1.LoadBalancerPolicy{}), ""); len(bad) > 0 {
+			return Document{}, errors.New(strings.Join(bad, "; "))
+		}
+		// Anything typeErrors does not know (a number out of range): encoding/json's typed error names it.
+		if err := json.Unmarshal(j, &v1alpha1.LoadBalancerPolicy{}); err != nil {
+			return Document{}, describe(err)
+		}
+		return Document{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if len(strict) > 0 {
+		return Document{}, unknownFieldError(strict)
 	}
 	if p.Kind != "" && p.Kind != v1alpha1.Kind {
 		return Document{}, fmt.Errorf("kind: must be %q, got %q", v1alpha1.Kind, p.Kind)
@@ -123,6 +130,20 @@ func declaresPolicy(b []byte) bool {
 		return false
 	}
 	return strings.HasPrefix(head.APIVersion, v1alpha1.Group+"/") && head.Kind == v1alpha1.Kind
+}
+
+// unknownFieldError lists every unknown field, sorted so that the message does not depend on key order.
+func unknownFieldError(strict []error) error {
+	paths := make([]string, 0, len(strict))
+	for _, e := range strict {
+		if fe, ok := e.(kjson.FieldError); ok {
+			paths = append(paths, strconv.Quote(fe.FieldPath()))
+			continue
+		}
+		return errors.New(strings.TrimPrefix(e.Error(), "json: "))
+	}
+	slices.Sort(paths)
+	return fmt.Errorf("unknown field %s", strings.Join(paths, ", "))
 }
 
 var unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
