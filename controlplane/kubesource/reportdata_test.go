@@ -54,3 +54,24 @@ func TestReportDataSplitsAndCaps(t *testing.T) {
 		t.Errorf("an empty report read as %d proxies", kept)
 	}
 }
+
+// A report names its Pod as owner only in the Pod's own namespace: the garbage collector takes an owner in
+// another namespace for one that is gone, and would delete the report as fast as it is written.
+func TestReportOwnedOnlyInThePodsNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		s    *Source
+		want bool
+	}{
+		{&Source{LeaderElectionNamespace: "lbplane", PodName: "p", PodNamespace: "lbplane", PodUID: "u"}, true},
+		{&Source{LeaderElectionNamespace: "other", PodName: "p", PodNamespace: "lbplane", PodUID: "u"}, false},
+		{&Source{LeaderElectionNamespace: "lbplane", PodName: "p", PodNamespace: "lbplane"}, false},
+		{&Source{LeaderElectionNamespace: "lbplane", id: "host-1234"}, false},
+	} {
+		if got := tc.s.ownedByPod(); got != tc.want {
+			t.Errorf("%+v: owned by its Pod %v, want %v", tc.s, got, tc.want)
+		}
+		if name := tc.s.reportName(); tc.want != (name == "lbplane-proxies-p") {
+			t.Errorf("%+v: report name %q", tc.s, name)
+		}
+	}
+}
