@@ -180,6 +180,12 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 		{[]string{"update", "leases.coordination.k8s.io", "-n", "kube-system"}, false},
 		{[]string{"list", "nodes"}, false},
 		{[]string{"list", "configmaps", "-A"}, false},
+		// Each replica's proxy report, a ConfigMap in lbplane's namespace only.
+		{[]string{"create", "configmaps", "-n", "lbplane"}, true},
+		{[]string{"update", "configmaps", "-n", "lbplane"}, true},
+		{[]string{"delete", "configmaps", "-n", "lbplane"}, true},
+		{[]string{"list", "configmaps", "-n", "lbplane"}, true},
+		{[]string{"create", "configmaps", "-n", "shop"}, false},
 	} {
 		got, _ := kubectl(t, c.Kubeconfig, "", append([]string{"auth", "can-i", "--as", as}, tc.args...)...)
 		allowed := strings.TrimSpace(got) == "yes"

@@ -57,6 +57,12 @@ type Source struct {
 	// LeaderElectionNamespace, when set, elects one replica (a Lease there) to write status; every replica
 	// serves xDS either way.
 	LeaderElectionNamespace string
+	// PodName, PodNamespace and PodUID own this replica's proxy report (see proxies.go), so that it goes
+	// with the Pod; when all are empty, Start reads them from POD_NAME, POD_NAMESPACE and POD_UID (the
+	// chart sets them from the downward API).
+	PodName      string
+	PodNamespace string
+	PodUID       types.UID
 	// Metrics counts refused status writes (lbplane_errors_total{component="status_write"}).
 	Metrics *metrics.Metrics
 
@@ -82,6 +88,9 @@ func (s *Source) Synced() <-chan struct{} { return s.synced }
 // Start prepares the manager; Run runs it.
 func (s *Source) Start() error {
 	s.id = replicaID()
+	if s.PodName == "" && s.PodNamespace == "" && s.PodUID == "" {
+		s.PodName, s.PodNamespace, s.PodUID = podIdentity()
+	}
 	s.trigger = make(chan struct{}, 1)
 	s.synced = make(chan struct{})
 	if s.Debounce == 0 {
