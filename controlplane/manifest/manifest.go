@@ -238,3 +238,12 @@ func PolicyFiles(dir string) ([]string, error) {
 	slices.Sort(files)
 	return files, nil
 }
+
+// Policies returns the documents' policies, in order.
+func Policies(docs []Document) []*v1alpha1.LoadBalancerPolicy {
+	out := make([]*v1alpha1.LoadBalancerPolicy, len(docs))
+	for i, d := range docs {
+		out[i] = d.Policy
+	}
+	return out
+}

@@ -28,10 +28,7 @@ func FuzzTranslate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		docs, _ := manifest.Decode("fuzz", bytes.NewReader(data))
-		var policies []*v1alpha1.LoadBalancerPolicy
-		for _, d := range docs {
-			policies = append(policies, d.Policy)
-		}
+		policies := manifest.Policies(docs)
 		res := translate.Translate(policies, translate.Refs{Files: fakeFiles(policies)})
 		if err := res.IR.Validate(); err != nil {
 			t.Fatalf("accepted policies gave an invalid IR: %v", err)

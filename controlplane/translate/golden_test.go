@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -69,10 +68,7 @@ func renderIR(t *testing.T, path string) []byte {
 	if err != nil {
 		t.Fatalf("decode %s: %v", path, err)
 	}
-	var policies []*v1alpha1.LoadBalancerPolicy
-	for _, d := range docs {
-		policies = append(policies, d.Policy)
-	}
+	policies := manifest.Policies(docs)
 	files := translate.Files{}
 	for _, p := range translate.ReferencedFiles(policies) {
 		full := p

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lbplane/lbplane/api/v1alpha1"
-
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
@@ -134,7 +132,7 @@ func randomPoliciesAccepted(t *testing.T, envoy string, seed uint64) {
 	for _, d := range parsed {
 		all = append(all, d.Source)
 	}
-	policies := policiesOf(parsed)
+	policies := manifest.Policies(parsed)
 	res := translate.Translate(policies, translate.Refs{Files: fakeFiles(policies)})
 	for k, pr := range res.Policies.All() {
 		if !pr.Accepted || !pr.ResolvedRefs {
@@ -150,12 +148,4 @@ func randomPoliciesAccepted(t *testing.T, envoy string, seed uint64) {
 			t.Errorf("group %s (%d policies): %v", name, len(all), err)
 		}
 	}
-}
-
-func policiesOf(docs []manifest.Document) []*v1alpha1.LoadBalancerPolicy {
-	var out []*v1alpha1.LoadBalancerPolicy
-	for _, d := range docs {
-		out = append(out, d.Policy)
-	}
-	return out
 }

@@ -112,7 +112,7 @@ func TestRandomTrafficPoliciesAreAcceptedByEnvoy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := translate.Translate(policiesOf(parsed), translate.Refs{Files: files})
+		res := translate.Translate(manifest.Policies(parsed), translate.Refs{Files: files})
 		for k, pr := range res.Policies.All() {
 			if !pr.Accepted || !pr.ResolvedRefs {
 				t.Errorf("seed %d: generated policy %s was not accepted: %s %s", seed, k, pr.AcceptedMessage, pr.ResolvedRefsMessage)

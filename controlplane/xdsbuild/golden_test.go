@@ -59,10 +59,7 @@ func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.R
 	if err != nil {
 		t.Fatalf("decode %s: %v", path, err)
 	}
-	var policies []*v1alpha1.LoadBalancerPolicy
-	for _, d := range docs {
-		policies = append(policies, d.Policy)
-	}
+	policies := manifest.Policies(docs)
 	res := translate.Translate(policies, translate.Refs{Files: readFiles(policies)})
 	if err := res.IR.Validate(); err != nil {
 		t.Fatalf("IR invalid: %v", err)

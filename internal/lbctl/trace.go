@@ -31,7 +31,7 @@ func (m modelSource) load(cmd *cobra.Command, g *globals) (*translate.Result, *v
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		ps := policiesOf(docs)
+		ps := manifest.Policies(docs)
 		k := translate.Key{Namespace: m.namespace, Name: m.name}
 		for _, p := range ps {
 			if translate.KeyOf(p) == k {

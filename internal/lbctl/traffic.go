@@ -67,14 +67,6 @@ func replacing(old, next []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalance
 	return out
 }
 
-func policiesOf(docs []manifest.Document) []*v1alpha1.LoadBalancerPolicy {
-	out := make([]*v1alpha1.LoadBalancerPolicy, len(docs))
-	for i, d := range docs {
-		out[i] = d.Policy
-	}
-	return out
-}
-
 // offlineSides: from is what runs, file replaces or joins it. No health is known.
 func offlineSides(from, file string, stdin io.Reader) (*trafficSides, error) {
 	oldDocs, err := manifest.ReadPath(from, nil)
@@ -85,7 +77,7 @@ func offlineSides(from, file string, stdin io.Reader) (*trafficSides, error) {
 	if err != nil {
 		return nil, err
 	}
-	old, next := policiesOf(oldDocs), policiesOf(newDocs)
+	old, next := manifest.Policies(oldDocs), manifest.Policies(newDocs)
 	return sides(old, replacing(old, next), next, nil), nil
 }
 
@@ -104,7 +96,7 @@ func serverSides(ctx context.Context, c *pushclient.Client, file string, stdin i
 	for _, p := range old {
 		down[translate.KeyOf(p)] = downFromStatus(p)
 	}
-	next := policiesOf(newDocs)
+	next := manifest.Policies(newDocs)
 	return sides(old, replacing(old, next), next, down), nil
 }
 
