@@ -43,6 +43,9 @@ type typeState struct {
 	TypeStatus
 	sentNonce string
 	sentAt    time.Time
+	// sent is what the last response carried and acked (state of the world only) what the last
+	// acknowledged one did: a NACK is put on the difference (see rejected).
+	sent, acked sentResources
 }
 
 type stream struct {
@@ -89,6 +92,9 @@ type Tracker struct {
 	// AckTimeout is how long a response may go unanswered before its stream stops counting for settle
 	// waits (DefaultAckTimeout when 0).
 	AckTimeout time.Duration
+	// Owners, when set, names the policies ("namespace/name") a NACK's resources came from, for
+	// TypeStatus.NackedPolicies; message is Envoy's. It is called without the tracker's lock held.
+	Owners func(group, typeURL string, resources []string, message string) []string
 
 	mu      sync.Mutex
 	streams map[streamKey]*stream
@@ -148,8 +154,37 @@ func (t *Tracker) closed(id streamKey) {
 // request records an ACK or NACK, after checking that an mTLS client is the node it claims to be. Requests
 // whose nonce is not the last one sent are stale: the server ignores them and so do we.
 func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) error {
+	var nacked []string
+	var policies []string
+	if hasErr {
+		nacked, policies = t.nackOwners(id, typeURL, nonce, errDetail)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.record(id, node, typeURL, nonce, errDetail, hasErr, nacked, policies)
+}
+
+// nackOwners returns the resources a NACK is put on and the policies they came from. The owners are looked
+// up without the lock (they read the engine's result) and before the NACK is recorded, so that no status
+// ever sees the NACK without them.
+func (t *Tracker) nackOwners(id streamKey, typeURL, nonce, msg string) (resources, policies []string) {
+	t.mu.Lock()
+	s := t.streams[id]
+	if s == nil || s.node == nil || s.types[typeURL] == nil || s.types[typeURL].sentNonce != nonce {
+		t.mu.Unlock()
+		return nil, nil
+	}
+	ts, group := s.types[typeURL], xdscache.GroupOf(s.node)
+	resources = rejected(ts.sent, ts.acked, msg)
+	t.mu.Unlock()
+	if t.Owners != nil && len(resources) > 0 {
+		policies = t.Owners(group, typeURL, resources, msg)
+	}
+	return resources, policies
+}
+
+// record does request's work under t.mu; nacked and policies are what nackOwners found.
+func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool, nacked, policies []string) error {
 	s := t.streams[id]
 	if s == nil {
 		return nil
@@ -190,12 +225,17 @@ func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string
 	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
+		ts.NackedResources, ts.NackedPolicies = nacked, policies
 		t.log.Warn("proxy rejected config", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node),
-			"type", shortType(typeURL), "version", ts.SentVersion, "error", errDetail)
+			"type", shortType(typeURL), "version", ts.SentVersion, "resources", ts.NackedResources, "error", errDetail)
 	} else {
-		ts.Nacked, ts.NackMessage = false, ""
+		ts.Nacked, ts.NackMessage, ts.NackedResources, ts.NackedPolicies = false, "", nil, nil
 		ts.AckedVersion = ts.SentVersion
 		s.lastAcked = ts.SentVersion
+		// A delta response's successor carries only what changed after it: nothing to compare with.
+		if s.api == apiSotW {
+			ts.acked = ts.sent
+		}
 	}
 	t.logPush(s)
 	t.notify()
@@ -219,7 +259,7 @@ func (t *Tracker) logPush(s *stream) {
 		"types", strings.Join(s.push.types, ","), "duration", time.Since(s.push.start), "nacked", nacked)
 }
 
-func (t *Tracker) response(id streamKey, typeURL, nonce, version string) {
+func (t *Tracker) response(id streamKey, typeURL, nonce, version string, sent sentResources) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
@@ -231,7 +271,7 @@ func (t *Tracker) response(id streamKey, typeURL, nonce, version string) {
 		ts = &typeState{TypeStatus: TypeStatus{TypeURL: typeURL}}
 		s.types[typeURL] = ts
 	}
-	ts.sentNonce, ts.SentVersion, ts.Pending, ts.sentAt = nonce, version, true, time.Now()
+	ts.sentNonce, ts.SentVersion, ts.Pending, ts.sentAt, ts.sent = nonce, version, true, time.Now(), sent
 	s.responses++
 	if s.push.version != version {
 		s.push.version, s.push.start, s.push.types, s.push.logged = version, ts.sentAt, nil, false
@@ -351,7 +391,7 @@ func (t *Tracker) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error
 	return t.request(streamKey{apiSotW, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
-	t.response(streamKey{apiSotW, id}, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo())
+	t.response(streamKey{apiSotW, id}, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo(), sentResources{sotw: r.GetResources()})
 }
 func (t *Tracker) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
 	t.open(ctx, streamKey{apiDelta, id})
@@ -362,7 +402,7 @@ func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequ
 	return t.request(streamKey{apiDelta, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
-	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo())
+	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo(), sentResources{delta: r.GetResources()})
 }
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
 func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}
