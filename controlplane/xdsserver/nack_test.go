@@ -125,3 +125,15 @@ func TestSotwNackIsPutOnWhatChangedSinceTheLastAck(t *testing.T) {
 		}
 	}
 }
+
+func TestMentionsMatchesWholeNamesOnly(t *testing.T) {
+	msg := "Listener: Error adding/updating listener(s) http-8080: cannot bind"
+	for name, want := range map[string]bool{"http-8080": true, "http-80": false, "http-808": false, "ttp-8080": false, "default/a/b": false} {
+		if got := xdsserver.Mentions(msg, name); got != want {
+			t.Errorf("%s: got %v", name, got)
+		}
+	}
+	if !xdsserver.Mentions("cluster default/a/b: bad", "default/a/b") || xdsserver.Mentions("cluster default/a/b: bad", "default/a") {
+		t.Error("a cluster name is matched whole")
+	}
+}
