@@ -137,3 +137,47 @@ func TestMentionsMatchesWholeNamesOnly(t *testing.T) {
 		t.Error("a cluster name is matched whole")
 	}
 }
+
+// A delta NACK stays until the rejected resource is sent again or removed: acknowledging a later response
+// that carries other resources does not mean Envoy took it.
+func TestDeltaNackLastsUntilTheRejectedResourceIsReplaced(t *testing.T) {
+	f := start(t)
+	f.cache.Publish("g", state(t, "a"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := openDelta(t, ctx, f.conn)
+	s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
+	r := s.recv(5 * time.Second)
+	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce})
+	f.cache.Publish("g", state(t, "a", "b", "c"))
+	r = s.recv(5 * time.Second)
+	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: "cluster c: bad"}})
+	clusterNack(t, f)
+	ack := func(want int) string {
+		t.Helper()
+		r := s.recv(5 * time.Second)
+		if r == nil || len(r.Resources)+len(r.RemovedResources) != want {
+			t.Fatalf("response: %v", r)
+		}
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce})
+		return r.SystemVersionInfo
+	}
+	f.cache.Publish("g", state(t, "a", "b", "c", "d"))
+	version := ack(1) // d only
+	if !f.tracker.Wait(ctx, func(ps []xdsserver.ProxyStatus) bool { return ps[0].Version == version }) {
+		t.Fatal("ACK not recorded")
+	}
+	p := f.tracker.Proxies()[0]
+	if p.State != xdsserver.Nacked || !slices.ContainsFunc(p.Types, func(ts xdsserver.TypeStatus) bool { return slices.Equal(ts.NackedResources, []string{"c"}) }) {
+		t.Errorf("an ACK of d cleared the NACK of c: %+v", p)
+	}
+	f.cache.Publish("g", state(t, "a", "b", "d"))
+	version = ack(1) // c removed
+	if !f.tracker.WaitGroupSynced(ctx, "g", version, 5*time.Second) {
+		t.Fatalf("removing c did not clear its NACK: %+v", f.tracker.Proxies())
+	}
+	if p := f.tracker.Proxies()[0]; p.State != xdsserver.Synced {
+		t.Errorf("state %s after c was removed", p.State)
+	}
+}

@@ -18,6 +18,13 @@ type sentResources struct {
 	delta []*discovery.Resource
 	// sotw holds a state-of-the-world response's resources: every resource of the type.
 	sotw []*anypb.Any
+	// removed are the names a delta response removed.
+	removed []string
+}
+
+// replaces tells whether a delta response sent a new version of the named resource, or removed it.
+func (s sentResources) replaces(name string) bool {
+	return slices.Contains(s.removed, name) || slices.ContainsFunc(s.delta, func(r *discovery.Resource) bool { return r.GetName() == name })
 }
 
 // MaxNackedResources bounds the resources a NACK is put on. Beyond it (a rejected first response, which
@@ -28,8 +35,9 @@ const MaxNackedResources = 256
 // rejected returns the resources a NACK of sent may be about, sorted: the candidates are what sent
 // carried that the proxy had not acknowledged already (a delta response's resources; for state of the
 // world, the resources that differ from the last acknowledged response of the type, acked), and when
-// more than one is a candidate, the ones Envoy's message names, if it names any. Nil means unknown.
-func rejected(sent, acked sentResources, msg string) []string {
+// more than one is a candidate, the ones Envoy's message names, if it names any. Nil means unknown. sure
+// is true when the result is exactly what Envoy rejected: one candidate, or the ones its message names.
+func rejected(sent, acked sentResources, msg string) (names []string, sure bool) {
 	var candidates []string
 	if sent.delta != nil {
 		for _, r := range sent.delta {
@@ -38,6 +46,7 @@ func rejected(sent, acked sentResources, msg string) []string {
 	} else {
 		candidates = changedSince(sent.sotw, acked.sotw)
 	}
+	sure = len(candidates) == 1
 	if len(candidates) > 1 {
 		var named []string
 		for _, n := range candidates {
@@ -46,14 +55,14 @@ func rejected(sent, acked sentResources, msg string) []string {
 			}
 		}
 		if len(named) > 0 {
-			candidates = named
+			candidates, sure = named, true
 		}
 	}
 	if len(candidates) == 0 || len(candidates) > MaxNackedResources {
-		return nil
+		return nil, false
 	}
 	slices.Sort(candidates)
-	return slices.Compact(candidates)
+	return slices.Compact(candidates), sure
 }
 
 // changedSince names the resources of sent that acked does not hold as they are. The cache hands every

@@ -46,6 +46,8 @@ type typeState struct {
 	// sent is what the last response carried and acked (state of the world only) what the last
 	// acknowledged one did: a NACK is put on the difference (see rejected).
 	sent, acked sentResources
+	// sure is true when NackedResources are exactly what Envoy rejected (see rejected).
+	sure bool
 }
 
 type stream struct {
@@ -154,37 +156,43 @@ func (t *Tracker) closed(id streamKey) {
 // request records an ACK or NACK, after checking that an mTLS client is the node it claims to be. Requests
 // whose nonce is not the last one sent are stale: the server ignores them and so do we.
 func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) error {
-	var nacked []string
-	var policies []string
+	var n nack
 	if hasErr {
-		nacked, policies = t.nackOwners(id, typeURL, nonce, errDetail)
+		n = t.nackOwners(id, typeURL, nonce, errDetail)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.record(id, node, typeURL, nonce, errDetail, hasErr, nacked, policies)
+	return t.record(id, node, typeURL, nonce, errDetail, hasErr, n)
+}
+
+// nack is what a NACK is put on.
+type nack struct {
+	resources, policies []string
+	sure                bool
 }
 
 // nackOwners returns the resources a NACK is put on and the policies they came from. The owners are looked
 // up without the lock (they read the engine's result) and before the NACK is recorded, so that no status
 // ever sees the NACK without them.
-func (t *Tracker) nackOwners(id streamKey, typeURL, nonce, msg string) (resources, policies []string) {
+func (t *Tracker) nackOwners(id streamKey, typeURL, nonce, msg string) nack {
 	t.mu.Lock()
 	s := t.streams[id]
 	if s == nil || s.node == nil || s.types[typeURL] == nil || s.types[typeURL].sentNonce != nonce {
 		t.mu.Unlock()
-		return nil, nil
+		return nack{}
 	}
 	ts, group := s.types[typeURL], xdscache.GroupOf(s.node)
-	resources = rejected(ts.sent, ts.acked, msg)
+	var n nack
+	n.resources, n.sure = rejected(ts.sent, ts.acked, msg)
 	t.mu.Unlock()
-	if t.Owners != nil && len(resources) > 0 {
-		policies = t.Owners(group, typeURL, resources, msg)
+	if t.Owners != nil && len(n.resources) > 0 {
+		n.policies = t.Owners(group, typeURL, n.resources, msg)
 	}
-	return resources, policies
+	return n
 }
 
 // record does request's work under t.mu; nacked and policies are what nackOwners found.
-func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool, nacked, policies []string) error {
+func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool, n nack) error {
 	s := t.streams[id]
 	if s == nil {
 		return nil
@@ -225,11 +233,11 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
-		ts.NackedResources, ts.NackedPolicies = nacked, policies
+		ts.NackedResources, ts.NackedPolicies, ts.sure = n.resources, n.policies, n.sure
 		t.log.Warn("proxy rejected config", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node),
 			"type", shortType(typeURL), "version", ts.SentVersion, "resources", ts.NackedResources, "error", errDetail)
 	} else {
-		ts.Nacked, ts.NackMessage, ts.NackedResources, ts.NackedPolicies = false, "", nil, nil
+		t.clearNack(s, ts)
 		ts.AckedVersion = ts.SentVersion
 		s.lastAcked = ts.SentVersion
 		// A delta response's successor carries only what changed after it: nothing to compare with.
@@ -240,6 +248,21 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	t.logPush(s)
 	t.notify()
 	return nil
+}
+
+// clearNack forgets a type's NACK on an ACK. A state-of-the-world response carries every resource, so its
+// ACK means the proxy took them all. A delta response carries only what changed: a resource Envoy rejected
+// stays rejected until a response sends it again or removes it, and the proxy stays NACKED meanwhile
+// (the policies are kept as they were: one of several resources may have been fixed).
+func (t *Tracker) clearNack(s *stream, ts *typeState) {
+	if s.api == apiDelta && ts.Nacked && ts.sure {
+		left := slices.DeleteFunc(slices.Clone(ts.NackedResources), ts.sent.replaces)
+		if len(left) > 0 {
+			ts.NackedResources = left
+			return
+		}
+	}
+	ts.Nacked, ts.NackMessage, ts.NackedResources, ts.NackedPolicies, ts.sure = false, "", nil, nil, false
 }
 
 // logPush writes one debug line per config version an Envoy has answered for every type it was sent.
@@ -402,7 +425,7 @@ func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequ
 	return t.request(streamKey{apiDelta, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
-	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo(), sentResources{delta: r.GetResources()})
+	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo(), sentResources{delta: r.GetResources(), removed: r.GetRemovedResources()})
 }
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
 func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}
