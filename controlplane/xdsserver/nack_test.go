@@ -143,7 +143,7 @@ func TestMentionsMatchesWholeNamesOnly(t *testing.T) {
 func TestDeltaNackLastsUntilTheRejectedResourceIsReplaced(t *testing.T) {
 	f := start(t)
 	f.cache.Publish("g", state(t, "a"))
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := openDelta(t, ctx, f.conn)
 	s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
@@ -172,8 +172,18 @@ func TestDeltaNackLastsUntilTheRejectedResourceIsReplaced(t *testing.T) {
 	if p.State != xdsserver.Nacked || !slices.ContainsFunc(p.Types, func(ts xdsserver.TypeStatus) bool { return slices.Equal(ts.NackedResources, []string{"c"}) }) {
 		t.Errorf("an ACK of d cleared the NACK of c: %+v", p)
 	}
+	// A second rejection adds to the first.
+	f.cache.Publish("g", state(t, "a", "b", "c", "d", "e"))
+	r = s.recv(5 * time.Second)
+	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: "cluster e: bad"}})
+	if !f.tracker.Wait(ctx, func(ps []xdsserver.ProxyStatus) bool {
+		return slices.ContainsFunc(ps[0].Types, func(ts xdsserver.TypeStatus) bool { return slices.Equal(ts.NackedResources, []string{"c", "e"}) })
+	}) {
+		t.Fatalf("a second NACK forgot the first: %+v", f.tracker.Proxies())
+	}
 	f.cache.Publish("g", state(t, "a", "b", "d"))
-	version = ack(1) // c removed
+	version = ack(2) // c and e removed
 	if !f.tracker.WaitGroupSynced(ctx, "g", version, 5*time.Second) {
 		t.Fatalf("removing c did not clear its NACK: %+v", f.tracker.Proxies())
 	}

@@ -191,7 +191,7 @@ func (t *Tracker) nackOwners(id streamKey, typeURL, nonce, msg string) nack {
 	return n
 }
 
-// record does request's work under t.mu; nacked and policies are what nackOwners found.
+// record does request's work under t.mu; n is what nackOwners found.
 func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool, n nack) error {
 	s := t.streams[id]
 	if s == nil {
@@ -232,6 +232,11 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	ts.Pending = false
 	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
+		if s.api == apiDelta && ts.Nacked && ts.sure && n.sure {
+			// Still rejected from an earlier response (see clearNack), and rejected now.
+			n.resources = union(slices.DeleteFunc(slices.Clone(ts.NackedResources), ts.sent.replaces), n.resources)
+			n.policies = union(ts.NackedPolicies, n.policies)
+		}
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
 		ts.NackedResources, ts.NackedPolicies, ts.sure = n.resources, n.policies, n.sure
 		t.log.Warn("proxy rejected config", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node),
@@ -263,6 +268,12 @@ func (t *Tracker) clearNack(s *stream, ts *typeState) {
 		}
 	}
 	ts.Nacked, ts.NackMessage, ts.NackedResources, ts.NackedPolicies, ts.sure = false, "", nil, nil, false
+}
+
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // logPush writes one debug line per config version an Envoy has answered for every type it was sent.
