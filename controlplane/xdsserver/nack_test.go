@@ -3,6 +3,7 @@ package xdsserver_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,29 @@ func TestDeltaNackLastsUntilTheRejectedResourceIsReplaced(t *testing.T) {
 	}
 	if p := f.tracker.Proxies()[0]; p.State != xdsserver.Synced {
 		t.Errorf("state %s after c was removed", p.State)
+	}
+}
+
+// A resource owned by more policies than a status should list leaves the NACK unattributed (it then counts
+// against every policy of the group) rather than listing them all.
+func TestNackOfAResourceWithTooManyOwnersIsUnattributed(t *testing.T) {
+	f := start(t)
+	f.tracker.Owners = func(string, string, []string, string) []string {
+		out := make([]string, xdsserver.MaxNackedPolicies+1)
+		for i := range out {
+			out[i] = "ns/p" + strconv.Itoa(i)
+		}
+		return out
+	}
+	f.cache.Publish("g", state(t, "a"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := openDelta(t, ctx, f.conn)
+	s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
+	r := s.recv(5 * time.Second)
+	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: "a: bad"}})
+	if ts := clusterNack(t, f); ts.NackedResources != nil || ts.NackedPolicies != nil {
+		t.Errorf("NACK put on %v, %d policies; want it unattributed", ts.NackedResources, len(ts.NackedPolicies))
 	}
 }

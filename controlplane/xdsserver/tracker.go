@@ -188,8 +188,16 @@ func (t *Tracker) nackOwners(id streamKey, typeURL, nonce, msg string) nack {
 	if t.Owners != nil && len(n.resources) > 0 {
 		n.policies = t.Owners(group, typeURL, n.resources, msg)
 	}
+	if len(n.policies) > MaxNackedPolicies {
+		// A listener shared by thousands of policies: listing them in every proxy's status and report
+		// would cost more than it tells. Unattributed, the NACK counts against every policy of the group.
+		return nack{}
+	}
 	return n
 }
+
+// MaxNackedPolicies bounds the policies a NACK is put on (see nackOwners).
+const MaxNackedPolicies = 1024
 
 // record does request's work under t.mu; n is what nackOwners found.
 func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool, n nack) error {
