@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,12 @@ spec:
 			t.Logf("NACK: %s", nack.Message)
 			if !strings.Contains(nack.Message, "http-") {
 				t.Errorf("the NACK message does not name the listener: %q", nack.Message)
+			}
+			// The NACK is put on the blocked listener and, by the IR's sources, on its policy only.
+			for _, ts := range nack.Types {
+				if ts.Nacked && (!slices.Equal(ts.NackedPolicies, []string{"default/blocked"}) || len(ts.NackedResources) != 1 || !strings.HasPrefix(ts.NackedResources[0], "http-")) {
+					t.Errorf("%s NACK put on resources %v, policies %v; want the blocked listener, default/blocked", ts.TypeURL, ts.NackedResources, ts.NackedPolicies)
+				}
 			}
 			blocked, err := l.Client.Get(context.Background(), "default", "blocked")
 			if err != nil {

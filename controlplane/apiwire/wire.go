@@ -53,6 +53,12 @@ type TypeStatus struct {
 	Nacked       bool      `json:"nacked,omitempty"`
 	NackMessage  string    `json:"nackMessage,omitempty"`
 	NackedAt     time.Time `json:"nackedAt,omitzero"`
+	// NackedResources are the resources the NACK is put on: those the rejected response carried that the
+	// proxy did not hold already, narrowed to the ones Envoy's message names when it names some. Empty
+	// when that is unknown (or too many to list).
+	NackedResources []string `json:"nackedResources,omitempty"`
+	// NackedPolicies ("namespace/name") are the policies NackedResources came from, by the IR's sources.
+	NackedPolicies []string `json:"nackedPolicies,omitempty"`
 	// Pending is true while the last response is neither acknowledged nor rejected.
 	Pending bool `json:"pending,omitempty"`
 }

@@ -88,10 +88,10 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 		return nil, err
 	}
 	if g != nil && e.Accepted {
-		e.IR = irOf(p, r, g)
+		e.IR = irOf(r, g)
 		for _, typ := range []string{Listener, Routes, Cluster, Endpoints} {
 			for _, name := range slices.Sorted(maps.Keys(trees[typ])) {
-				if mine(typ, name, trees[typ][name], p, r) {
+				if e.IR.holds(typ, name) {
 					e.Resources = append(e.Resources, Resource{Type: typ, Name: name})
 				}
 			}
@@ -105,7 +105,7 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 	walkLeaves("spec", spec, &leaves)
 	for _, l := range leaves {
 		f := Field{Policy: l.path, Value: render(l.value)}
-		ru, vars, ok := match(l.path, p, r)
+		ru, vars, ok := match(l.path, p, e.IR)
 		switch {
 		case !ok:
 			f.Note = "no Envoy field of its own"
@@ -131,26 +131,26 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 	return e, nil
 }
 
-// mine tells whether a resource belongs to the policy.
-func mine(typ, name string, tree any, p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult) bool {
+// holds tells whether a resource is made of the policy's share of the IR.
+func (x IR) holds(typ, name string) bool {
 	switch typ {
 	case Listener:
-		return name == r.Listener
+		return x.Listener != nil && name == x.Listener.Name
 	case Cluster, Endpoints:
-		return slices.Contains(r.Clusters, name)
+		return slices.ContainsFunc(x.Clusters, func(c *ir.Cluster) bool { return c.Name == name })
 	case Routes:
-		return resolve(tree, "virtual_hosts[name="+p.Namespace+"/"+p.Name+"]") != nil
+		return x.Listener != nil && x.VirtualHost != nil && name == x.Listener.RouteConfigName()
 	}
 	return false
 }
 
-func irOf(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Group) IR {
+func irOf(r *translate.PolicyResult, g *ir.Group) IR {
 	var out IR
 	// Translation records on each IR object the policy it came from: that, not a resource's name, says
 	// what is this policy's.
 	mine := func(s ir.Source) bool { return s.Namespace == r.Key.Namespace && s.Name == r.Key.Name }
 	for _, l := range g.Listeners {
-		if l.Name != r.Listener {
+		if !slices.ContainsFunc(g.Owners(ir.KindListener, l.Name), func(o ir.Owner) bool { return mine(o.Source) }) {
 			continue
 		}
 		// Only this policy's virtual host: the others on a shared port belong to other policies.
@@ -234,20 +234,38 @@ func walkLeaves(path string, v any, out *[]leaf) {
 	}
 }
 
-func match(path string, p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult) (rule, map[string]string, bool) {
+// match finds the rule of a policy field, and the names of the resources and objects it went to: those of
+// the IR objects whose source is the field's backend or route (x is the policy's share of the IR), not
+// names rebuilt the way translation makes them.
+func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]string, bool) {
 	for _, ru := range rules {
 		m := ru.pattern.FindStringSubmatch(path)
 		if m == nil {
 			continue
 		}
-		vars := map[string]string{"ns": p.Namespace, "name": p.Name, "vhost": p.Namespace + "/" + p.Name, "listener": r.Listener}
+		vars := map[string]string{}
+		if x.Listener != nil {
+			vars["listener"] = x.Listener.Name
+		}
+		if x.VirtualHost != nil {
+			vars["vhost"] = x.VirtualHost.Name
+		}
 		for i, sub := range ru.pattern.SubexpNames() {
 			n, err := strconv.Atoi(m[i])
 			switch {
 			case sub == "b" && err == nil && n < len(p.Spec.Backends):
 				vars["backend"] = p.Spec.Backends[n].Name
-			case sub == "r" && err == nil && n < len(p.Spec.Routes):
-				vars["route"] = p.Spec.Routes[n].Name
+				for _, c := range x.Clusters {
+					if c.Source.Backend == vars["backend"] {
+						vars["cluster"] = c.Name
+					}
+				}
+			case sub == "r" && err == nil && n < len(p.Spec.Routes) && x.VirtualHost != nil:
+				for _, rt := range x.VirtualHost.Routes {
+					if rt.Source.Route != nil && *rt.Source.Route == n {
+						vars["route"] = rt.Name
+					}
+				}
 			case sub == "e" && err == nil && vars["backend"] != "":
 				if b := backendNamed(p, vars["backend"]); b != nil && n < len(b.Endpoints) {
 					vars["ep"] = fmt.Sprintf("%s:%d", b.Endpoints[n].Address, b.Endpoints[n].Port)

@@ -23,8 +23,8 @@ type rule struct {
 }
 
 const (
-	cl   = "{ns}/{name}/{backend}"
-	rt   = "virtual_hosts[name={vhost}].routes[name={vhost}/{route}]"
+	cl   = "{cluster}"
+	rt   = "virtual_hosts[name={vhost}].routes[name={route}]"
 	lbTC = "load_balancing_policy.policies[0].typed_extension_config.typed_config"
 	hc   = "health_checks[0]"
 	ep   = "endpoints[*].lb_endpoints[*].endpoint"

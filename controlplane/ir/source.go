@@ -22,3 +22,125 @@ func (s Source) RouteSource(i int) Source {
 	s.Route = &i
 	return s
 }
+
+// Kind is the kind of Envoy resource a name is looked up as (see Group.Owners): listeners and their route
+// tables share names, as clusters and their endpoints do.
+type Kind int
+
+const (
+	KindListener Kind = iota
+	KindRoutes
+	KindCluster
+	KindEndpoints
+	KindSecret
+)
+
+// Owner is one IR object an Envoy resource is made of, with its source. Names are those of the virtual
+// host, route or TLS filter chain certificate, so that a message naming one can be matched to it.
+type Owner struct {
+	Source Source
+	// Names are what Envoy may call the object in a message: a virtual host's name and its routes'.
+	Names []string
+}
+
+// Owners returns what the resource of the given kind and name is made of in g: a cluster's (and its
+// endpoints') source; the virtual hosts of a listener or route table (a TCP listener: its clusters'
+// sources); for a secret, the virtual hosts whose certificate it is and the clusters that use it. A shared
+// listener has an owner per policy on it. Nothing is parsed out of the name.
+func (g *Group) Owners(kind Kind, name string) []Owner {
+	var out []Owner
+	switch kind {
+	case KindCluster, KindEndpoints:
+		if c := g.cluster(name); c != nil {
+			out = append(out, Owner{Source: c.Source})
+		}
+	case KindListener, KindRoutes:
+		for _, l := range g.Listeners {
+			if (kind == KindListener && l.Name == name) || (kind == KindRoutes && l.VirtualHosts != nil && l.RouteConfigName() == name) {
+				out = append(out, g.listenerOwners(l, nil)...)
+			}
+		}
+	case KindSecret:
+		for _, l := range g.Listeners {
+			for _, ch := range l.TLS.chains() {
+				if ch.Secret == name {
+					out = append(out, g.listenerOwners(l, ch.ServerNames)...)
+				}
+			}
+		}
+		for _, c := range g.Clusters {
+			if t := c.TLS; t != nil && (t.CASecret == name || t.ClientCertSecret == name) {
+				out = append(out, Owner{Source: c.Source})
+			}
+		}
+	}
+	return out
+}
+
+// listenerOwners lists the virtual hosts of l (only those serving one of serverNames, when given and some
+// do), or a TCP listener's clusters.
+func (g *Group) listenerOwners(l *Listener, serverNames []string) []Owner {
+	var out []Owner
+	if l.TCP != nil {
+		for _, wc := range l.TCP.Clusters {
+			if c := g.cluster(wc.Name); c != nil {
+				out = append(out, Owner{Source: c.Source})
+			}
+		}
+		return out
+	}
+	for _, vh := range l.VirtualHosts {
+		if len(serverNames) > 0 && !anyIn(serverNames, vh.Domains) {
+			continue
+		}
+		o := Owner{Source: vh.Source, Names: []string{vh.Name}}
+		for _, r := range vh.Routes {
+			o.Names = append(o.Names, r.Name)
+		}
+		out = append(out, o)
+	}
+	if len(out) == 0 && len(serverNames) > 0 {
+		return g.listenerOwners(l, nil)
+	}
+	return out
+}
+
+// cluster finds a cluster by name: Clusters are sorted by name, but a group built by hand may not be.
+func (g *Group) cluster(name string) *Cluster {
+	lo, hi := 0, len(g.Clusters)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if g.Clusters[m].Name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(g.Clusters) && g.Clusters[lo].Name == name {
+		return g.Clusters[lo]
+	}
+	for _, c := range g.Clusters {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (t *ListenerTLS) chains() []TLSChain {
+	if t == nil {
+		return nil
+	}
+	return t.Chains
+}
+
+func anyIn(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}

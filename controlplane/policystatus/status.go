@@ -77,10 +77,11 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 		case xdsserver.Synced:
 			st.Proxies.Synced++
 		case xdsserver.Nacked:
-			// Envoy applies the resources of an update it can and names the ones it rejects; a rejection of
-			// another policy's listener or cluster does not make this one unprogrammed.
-			if mentionsAny(p.Message, append([]string{r.Listener}, r.Clusters...)) {
-				nacks = append(nacks, fmt.Sprintf("%s: %s", p.NodeID, p.Message))
+			// Envoy applies the resources of an update it can and rejects the others; a rejection of another
+			// policy's listener or cluster does not make this one unprogrammed. The tracker put the NACK on
+			// resources and their policies (see Owners).
+			if msg := rejection(p, r.Key.String()); msg != "" {
+				nacks = append(nacks, fmt.Sprintf("%s: %s", p.NodeID, msg))
 			} else {
 				st.Proxies.Synced++
 			}
@@ -126,27 +127,4 @@ func limitMessage(msg string) string {
 		cut--
 	}
 	return msg[:cut] + fmt.Sprintf(" ... (%d bytes more)", len(msg)-cut)
-}
-
-// mentionsAny reports whether msg names one of the resources as a whole word: "http-80" is not named by a
-// message about "http-8080".
-func mentionsAny(msg string, names []string) bool {
-	for _, n := range names {
-		for i := 0; n != "" && i < len(msg); {
-			j := strings.Index(msg[i:], n)
-			if j < 0 {
-				break
-			}
-			start, end := i+j, i+j+len(n)
-			if (start == 0 || !nameChar(msg[start-1])) && (end == len(msg) || !nameChar(msg[end])) {
-				return true
-			}
-			i = start + 1
-		}
-	}
-	return false
-}
-
-func nameChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '/' || c == '.'
 }

@@ -8,26 +8,16 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
-func TestMentionsAnyMatchesWholeNamesOnly(t *testing.T) {
-	msg := "Listener: Error adding/updating listener(s) http-8080: cannot bind"
-	for name, want := range map[string]bool{"http-8080": true, "http-80": false, "http-808": false, "ttp-8080": false, "default/a/b": false} {
-		if got := mentionsAny(msg, []string{name}); got != want {
-			t.Errorf("%s: got %v", name, got)
-		}
-	}
-	if !mentionsAny("cluster default/a/b: bad", []string{"x", "default/a/b"}) {
-		t.Error("cluster name not found")
-	}
-}
-
 func TestProgrammed(t *testing.T) {
-	r := &translate.PolicyResult{Accepted: true, ProxyGroup: "g", Listener: "http-80", Clusters: []string{"ns/p/a"}, Generation: 4}
+	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, Accepted: true, ProxyGroup: "g", Listener: "http-80", Clusters: []string{"ns/p/a"}, Generation: 4}
 	now := metav1.Now()
 	prog := func(ps ...xdsserver.ProxyStatus) metav1.Condition {
 		st := Compute(r, ps, nil, now)
@@ -48,13 +38,23 @@ func TestProgrammed(t *testing.T) {
 	if c := prog(synced, stale); c.Reason != ReasonPending {
 		t.Errorf("one stale: %+v", c)
 	}
-	mine := xdsserver.ProxyStatus{NodeID: "c", Group: "g", State: xdsserver.Nacked, Message: "Cluster: ns/p/a: bad"}
+	nacked := func(node, typ, msg string, resources, policies []string) xdsserver.ProxyStatus {
+		return xdsserver.ProxyStatus{NodeID: node, Group: "g", State: xdsserver.Nacked, Types: []xdsserver.TypeStatus{
+			{TypeURL: resource.ListenerType},
+			{TypeURL: typ, Nacked: true, NackMessage: msg, NackedResources: resources, NackedPolicies: policies}}}
+	}
+	mine := nacked("c", resource.ClusterType, "ns/p/a: bad", []string{"ns/p/a"}, []string{"ns/p"})
 	if c := prog(synced, mine); c.Reason != ReasonRejected || c.Message != "Envoy rejected the config: c: Cluster: ns/p/a: bad" {
 		t.Errorf("rejected: %+v", c)
 	}
-	theirs := xdsserver.ProxyStatus{NodeID: "d", Group: "g", State: xdsserver.Nacked, Message: "Listener: http-8080: bad"}
+	// The message names this policy's cluster, but the NACK was put on another policy's resources.
+	theirs := nacked("d", resource.ListenerType, "http-8080: bad; see ns/p/a", []string{"http-8080"}, []string{"ns/q"})
 	if c := prog(synced, theirs); c.Status != metav1.ConditionTrue {
 		t.Errorf("another policy's rejection: %+v", c)
+	}
+	unknown := nacked("e", resource.ListenerType, "bad", nil, nil)
+	if c := prog(synced, unknown); c.Reason != ReasonRejected {
+		t.Errorf("a NACK put on no resource counts against every policy: %+v", c)
 	}
 	r.Accepted = false
 	if c := prog(synced); c.Reason != ReasonNotAccepted {

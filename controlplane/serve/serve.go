@@ -32,6 +32,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/pki"
+	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/store"
@@ -298,6 +299,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
+	// A NACK's resources are put on policies by the sources of the IR being served.
+	tracker.Owners = func(group, typeURL string, resources []string, msg string) []string {
+		res, _ := eng.Result()
+		if res == nil {
+			return nil
+		}
+		return policystatus.Owners(res.IR, group, typeURL, resources, msg)
+	}
 	m.Policies(policyCounts(eng))
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs

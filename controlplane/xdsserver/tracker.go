@@ -43,6 +43,11 @@ type typeState struct {
 	TypeStatus
 	sentNonce string
 	sentAt    time.Time
+	// sent is what the last response carried and acked (state of the world only) what the last
+	// acknowledged one did: a NACK is put on the difference (see rejected).
+	sent, acked sentResources
+	// sure is true when NackedResources are exactly what Envoy rejected (see rejected).
+	sure bool
 }
 
 type stream struct {
@@ -89,6 +94,9 @@ type Tracker struct {
 	// AckTimeout is how long a response may go unanswered before its stream stops counting for settle
 	// waits (DefaultAckTimeout when 0).
 	AckTimeout time.Duration
+	// Owners, when set, names the policies ("namespace/name") a NACK's resources came from, for
+	// TypeStatus.NackedPolicies; message is Envoy's. It is called without the tracker's lock held.
+	Owners func(group, typeURL string, resources []string, message string) []string
 
 	mu      sync.Mutex
 	streams map[streamKey]*stream
@@ -148,8 +156,51 @@ func (t *Tracker) closed(id streamKey) {
 // request records an ACK or NACK, after checking that an mTLS client is the node it claims to be. Requests
 // whose nonce is not the last one sent are stale: the server ignores them and so do we.
 func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool) error {
+	var n nack
+	if hasErr {
+		n = t.nackOwners(id, typeURL, nonce, errDetail)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.record(id, node, typeURL, nonce, errDetail, hasErr, n)
+}
+
+// nack is what a NACK is put on.
+type nack struct {
+	resources, policies []string
+	sure                bool
+}
+
+// nackOwners returns the resources a NACK is put on and the policies they came from. The owners are looked
+// up without the lock (they read the engine's result) and before the NACK is recorded, so that no status
+// ever sees the NACK without them.
+func (t *Tracker) nackOwners(id streamKey, typeURL, nonce, msg string) nack {
+	t.mu.Lock()
+	s := t.streams[id]
+	if s == nil || s.node == nil || s.types[typeURL] == nil || s.types[typeURL].sentNonce != nonce {
+		t.mu.Unlock()
+		return nack{}
+	}
+	ts, group := s.types[typeURL], xdscache.GroupOf(s.node)
+	var n nack
+	n.resources, n.sure = rejected(ts.sent, ts.acked, msg)
+	t.mu.Unlock()
+	if t.Owners != nil && len(n.resources) > 0 {
+		n.policies = t.Owners(group, typeURL, n.resources, msg)
+	}
+	if len(n.policies) > MaxNackedPolicies {
+		// A listener shared by thousands of policies: listing them in every proxy's status and report
+		// would cost more than it tells. Unattributed, the NACK counts against every policy of the group.
+		return nack{}
+	}
+	return n
+}
+
+// MaxNackedPolicies bounds the policies a NACK is put on (see nackOwners).
+const MaxNackedPolicies = 1024
+
+// record does request's work under t.mu; n is what nackOwners found.
+func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string, errDetail string, hasErr bool, n nack) error {
 	s := t.streams[id]
 	if s == nil {
 		return nil
@@ -189,17 +240,48 @@ func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string
 	ts.Pending = false
 	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
+		if s.api == apiDelta && ts.Nacked && ts.sure && n.sure {
+			// Still rejected from an earlier response (see clearNack), and rejected now.
+			n.resources = union(slices.DeleteFunc(slices.Clone(ts.NackedResources), ts.sent.replaces), n.resources)
+			n.policies = union(ts.NackedPolicies, n.policies)
+		}
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
+		ts.NackedResources, ts.NackedPolicies, ts.sure = n.resources, n.policies, n.sure
 		t.log.Warn("proxy rejected config", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node),
-			"type", shortType(typeURL), "version", ts.SentVersion, "error", errDetail)
+			"type", shortType(typeURL), "version", ts.SentVersion, "resources", ts.NackedResources, "error", errDetail)
 	} else {
-		ts.Nacked, ts.NackMessage = false, ""
+		t.clearNack(s, ts)
 		ts.AckedVersion = ts.SentVersion
 		s.lastAcked = ts.SentVersion
+		// A delta response's successor carries only what changed after it: nothing to compare with.
+		if s.api == apiSotW {
+			ts.acked = ts.sent
+		}
 	}
 	t.logPush(s)
 	t.notify()
 	return nil
+}
+
+// clearNack forgets a type's NACK on an ACK. A state-of-the-world response carries every resource, so its
+// ACK means the proxy took them all. A delta response carries only what changed: a resource Envoy rejected
+// stays rejected until a response sends it again or removes it, and the proxy stays NACKED meanwhile
+// (the policies are kept as they were: one of several resources may have been fixed).
+func (t *Tracker) clearNack(s *stream, ts *typeState) {
+	if s.api == apiDelta && ts.Nacked && ts.sure {
+		left := slices.DeleteFunc(slices.Clone(ts.NackedResources), ts.sent.replaces)
+		if len(left) > 0 {
+			ts.NackedResources = left
+			return
+		}
+	}
+	ts.Nacked, ts.NackMessage, ts.NackedResources, ts.NackedPolicies, ts.sure = false, "", nil, nil, false
+}
+
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // logPush writes one debug line per config version an Envoy has answered for every type it was sent.
@@ -219,7 +301,7 @@ func (t *Tracker) logPush(s *stream) {
 		"types", strings.Join(s.push.types, ","), "duration", time.Since(s.push.start), "nacked", nacked)
 }
 
-func (t *Tracker) response(id streamKey, typeURL, nonce, version string) {
+func (t *Tracker) response(id streamKey, typeURL, nonce, version string, sent sentResources) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
@@ -231,7 +313,7 @@ func (t *Tracker) response(id streamKey, typeURL, nonce, version string) {
 		ts = &typeState{TypeStatus: TypeStatus{TypeURL: typeURL}}
 		s.types[typeURL] = ts
 	}
-	ts.sentNonce, ts.SentVersion, ts.Pending, ts.sentAt = nonce, version, true, time.Now()
+	ts.sentNonce, ts.SentVersion, ts.Pending, ts.sentAt, ts.sent = nonce, version, true, time.Now(), sent
 	s.responses++
 	if s.push.version != version {
 		s.push.version, s.push.start, s.push.types, s.push.logged = version, ts.sentAt, nil, false
@@ -351,7 +433,7 @@ func (t *Tracker) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error
 	return t.request(streamKey{apiSotW, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
-	t.response(streamKey{apiSotW, id}, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo())
+	t.response(streamKey{apiSotW, id}, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo(), sentResources{sotw: r.GetResources()})
 }
 func (t *Tracker) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
 	t.open(ctx, streamKey{apiDelta, id})
@@ -362,7 +444,7 @@ func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequ
 	return t.request(streamKey{apiDelta, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
-	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo())
+	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo(), sentResources{delta: r.GetResources(), removed: r.GetRemovedResources()})
 }
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
 func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}
