@@ -78,7 +78,7 @@ func (e *env) templateData(p *peer, dir string) map[string]any {
 		// places servers by id).
 		servers = append(servers, server{ID: n, Addr: b})
 	}
-	data := map[string]any{"Servers": servers, "Hash": "", "Health": "", "NoRetry": false, "Relaxed": false}
+	data := map[string]any{"Servers": servers, "Hash": "", "HashHeader": "", "BalanceFactor": 0, "Health": "", "NoRetry": false, "Relaxed": false}
 	for k, v := range p.vars {
 		data[k] = v
 	}
