@@ -43,7 +43,7 @@ type healthResult struct {
 	// killed endpoint's own, read just before it returned: what bounds the tail while it is dead.
 	EnvoyStats map[string]int64 `json:"envoyStats,omitempty"`
 	Bins       []bin            `json:"bins"`
-	Note      string  `json:"note,omitempty"`
+	Note       string           `json:"note,omitempty"`
 }
 
 // bin is one slice of the timeline.
