@@ -144,6 +144,7 @@ func main() {
 	hotKeyReps := flag.Int("hotkey-reps", 0, "repetitions of the bounded-load (hotkey) runs (default 2; 1 with -quick)")
 	hotKeyFactors := flag.String("hotkey-factors", "", "comma-separated balance factors (percent) of the hotkey runs, each beside none (default 125,150)")
 	hotKeyRequests := flag.Int("hotkey-requests", 0, "requests per hotkey run (default 10,000)")
+	hotKeyWorkers := flag.Int("hotkey-workers", 0, "closed-loop workers of the hotkey runs, so requests in flight (default 32)")
 	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	flag.Parse()
 	if *again != "" {
@@ -244,6 +245,9 @@ func main() {
 	}
 	if *hotKeyRequests > 0 {
 		cfg.HotKeyRequests = *hotKeyRequests
+	}
+	if *hotKeyWorkers > 0 {
+		cfg.HotKeyWorkers = *hotKeyWorkers
 	}
 	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
