@@ -58,16 +58,18 @@ const binWidth = 0.25 // seconds
 
 var healthChecks = map[string]map[string]string{
 	"default": {
-		"lbplane-envoy": "active HTTP, lbplane's defaults: every 5s, out after 3, back after 2",
-		"nginx":         "passive only, nginx's defaults: max_fails=1 fail_timeout=10s, retries the next server",
-		"haproxy":       "check: TCP connect every 2s, down after 3, up after 2",
-		"traefik":       "healthCheck path /healthz, Traefik's default interval 30s",
+		"lbplane-envoy":          "active HTTP, lbplane's defaults: every 5s, out after 3, back after 2",
+		"lbplane-envoy-before17": "the same, with the tail defaults before issue 17: no ejection on a refused connect, retry back-off 25 ms",
+		"nginx":                  "passive only, nginx's defaults: max_fails=1 fail_timeout=10s, retries the next server",
+		"haproxy":                "check: TCP connect every 2s, down after 3, up after 2",
+		"traefik":                "healthCheck path /healthz, Traefik's default interval 30s",
 	},
 	"equal": {
-		"lbplane-envoy": "active HTTP every 1s, out after 2, back after 2",
-		"nginx":         "passive only: max_fails=2 fail_timeout=1s",
-		"haproxy":       "option httpchk, inter 1s fall 2 rise 2",
-		"traefik":       "healthCheck path /healthz, interval 1s",
+		"lbplane-envoy":          "active HTTP every 1s, out after 2, back after 2",
+		"lbplane-envoy-before17": "the same, with the tail defaults before issue 17",
+		"nginx":                  "passive only: max_fails=2 fail_timeout=1s",
+		"haproxy":                "option httpchk, inter 1s fall 2 rise 2",
+		"traefik":                "healthCheck path /healthz, interval 1s",
 	},
 }
 
@@ -82,10 +84,13 @@ type outcome struct {
 func healthScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 	for _, variant := range cfg.HealthVariants {
 		for _, p := range balancingPeers(28500) {
-			if !cfg.runs(cfg.HealthPeers, p.Name) {
+			if !cfg.runs(cfg.HealthPeers, p.Name) || (p.optIn && !slices.Contains(cfg.Peers, p.Name)) {
 				continue
 			}
-			p.vars = map[string]any{"Health": variant}
+			if p.vars == nil {
+				p.vars = map[string]any{}
+			}
+			p.vars["Health"] = variant
 			res, err := healthOne(ctx, e, cfg, p, variant)
 			p.stop()
 			if err != nil {
