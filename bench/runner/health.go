@@ -37,8 +37,10 @@ type healthResult struct {
 	P99Before float64 `json:"p99BeforeMs"`
 	P99Down   float64 `json:"p99DownMs"`
 	MaxDown   float64 `json:"maxDownMs"`
-	// P99After is from its return to the end.
+	// P99After is from its return to the end; P99Calm pools before and after, a steadier baseline than the
+	// 3 s before the kill alone on a shared machine.
 	P99After float64 `json:"p99AfterMs"`
+	P99Calm  float64 `json:"p99CalmMs"`
 	// EnvoyStats (lbplane's Envoy) are the cluster's ejection, retry and connect-failure counters, and the
 	// killed endpoint's own, read just before it returned: what bounds the tail while it is dead.
 	EnvoyStats map[string]int64 `json:"envoyStats,omitempty"`
@@ -235,6 +237,7 @@ func summarizeHealth(res *healthResult, outs []outcome, killed string) {
 		}
 	}
 	res.P99Before, res.P99Down, res.P99After = percentile(before, 99), percentile(down, 99), percentile(after, 99)
+	res.P99Calm = percentile(append(before, after...), 99)
 }
 
 // envoyOutlierStats reads the bench cluster's counters that decide the tail while an endpoint is dead
