@@ -145,6 +145,7 @@ func main() {
 	hotKeyFactors := flag.String("hotkey-factors", "", "comma-separated balance factors (percent) of the hotkey runs, each beside none (default 125,150)")
 	hotKeyRequests := flag.Int("hotkey-requests", 0, "requests per hotkey run (default 10,000)")
 	hotKeyWorkers := flag.Int("hotkey-workers", 0, "closed-loop workers of the hotkey runs, so requests in flight (default 32)")
+	hotKeyDelay := flag.Duration("hotkey-delay", 0, "the hotkey backends' delay before each response (default 20ms)")
 	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	flag.Parse()
 	if *again != "" {
@@ -248,6 +249,9 @@ func main() {
 	}
 	if *hotKeyWorkers > 0 {
 		cfg.HotKeyWorkers = *hotKeyWorkers
+	}
+	if *hotKeyDelay > 0 {
+		cfg.HotKeyDelay = *hotKeyDelay
 	}
 	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
