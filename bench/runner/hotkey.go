@@ -397,4 +397,5 @@ func (r *report) hotKeyMarkdown(w func(string, ...any)) {
 		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %d |\n", x.Peer, x.Workload, f, rng(x.MaxOverMean, "%.2f"), rng(x.HotHomeShare, "%.1f"), hk,
 			rng(x.KeysMoved, "%.1f"), rng(x.KeysMovedOffHot, "%.1f"), rng(x.RequestsMoved, "%.1f"), x.RPS.Median, x.Errors)
 	}
+	w("\n![bounded load](hotkey.png)\n")
 }
