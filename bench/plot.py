@@ -1,5 +1,5 @@
 """Plots a results directory of bench/runner: throughput and p99 against concurrency per peer, the
-propagation latency CDF, memory over time, health-check timelines and WebSocket memory. Usage: python3 bench/plot.py RESULTS_DIR (make bench runs it
+propagation latency CDF, memory over time, health-check timelines, the hot-key spread and WebSocket memory. Usage: python3 bench/plot.py RESULTS_DIR (make bench runs it
 with the pinned matplotlib on PYTHONPATH)."""
 import json
 import os
@@ -74,6 +74,9 @@ def main(out):
     health = data.get("health") or []
     if health:
         plot_health(out, health)
+    hot = data.get("hotKey") or []
+    if hot:
+        plot_hotkey(out, hot)
     ws = data.get("webSocket") or []
     if ws:
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -109,6 +112,35 @@ def plot_health(out, health):
     fig.tight_layout()
     fig.savefig(os.path.join(out, "health.png"), dpi=100)
     plt.close(fig)
+
+
+def plot_hotkey(out, runs):
+    """The busiest backend over the mean share with one hot key, per peer and balance factor (median of the
+    repetitions, whiskers to min and max), with each factor's goal as a line."""
+    runs = [r for r in runs if r["workload"] == "hot"]
+    peers = []
+    for r in runs:
+        if r["peer"] not in peers:
+            peers.append(r["peer"])
+    factors = sorted({r["factor"] for r in runs})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    width = 0.8 / len(factors)
+    for i, f in enumerate(factors):
+        med, lo, hi = [], [], []
+        for p in peers:
+            xs = sorted(r["maxOverMean"] for r in runs if r["peer"] == p and r["factor"] == f)
+            m = xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2 if xs else 0
+            med.append(m)
+            lo.append(m - (xs[0] if xs else 0))
+            hi.append((xs[-1] if xs else 0) - m)
+        pos = [j + (i - (len(factors) - 1) / 2) * width for j in range(len(peers))]
+        ax.bar(pos, med, width=width, yerr=[lo, hi], capsize=3, label=f"factor {f}" if f else "no factor")
+        if f:
+            ax.axhline(f / 100, color=f"C{i}", lw=0.8, ls="--")
+    ax.set_xticks(range(len(peers)), peers, fontsize=8)
+    ax.set_ylabel("busiest backend's share / mean share")
+    ax.set_title("one hot key (dashed: each factor's goal)", fontsize=9)
+    finish(fig, ax, out, "hotkey.png")
 
 
 if __name__ == "__main__":

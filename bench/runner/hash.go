@@ -51,7 +51,7 @@ func balancingPeers(base int) []*peer {
 	var out []*peer
 	for _, p := range peers(base) {
 		switch p.Name {
-		case "lbplane-envoy", "nginx", "haproxy", "traefik":
+		case "lbplane-envoy", "lbplane-envoy-before17", "nginx", "haproxy", "traefik":
 			out = append(out, p)
 		}
 	}
@@ -137,7 +137,7 @@ func usual(m map[string]int) (string, int) {
 func hashScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 	all := slices.Clone(e.backends)
 	for _, p := range balancingPeers(28500) {
-		if !cfg.runs(nil, p.Name) {
+		if !cfg.runs(nil, p.Name) || p.optIn {
 			continue
 		}
 		algos := []string{""}

@@ -70,6 +70,16 @@ type config struct {
 	MemConcurrency []int         `json:"memoryConcurrency"`
 	MemDuration    time.Duration `json:"memoryDuration"`
 	MemPeers       []string      `json:"memoryPeers,omitempty"` // all when empty
+	// Bounded-load hashing (hotkey): requests per run, closed-loop workers, keys, the hot key's share of the
+	// requests, the backends' delay, the balance factors beside none, lbplane's algorithms and repetitions.
+	HotKeyRequests   int           `json:"hotKeyRequests"`
+	HotKeyWorkers    int           `json:"hotKeyWorkers"`
+	HotKeyKeys       int           `json:"hotKeyKeys"`
+	HotKeyShare      float64       `json:"hotKeyShare"`
+	HotKeyDelay      time.Duration `json:"hotKeyBackendDelay"`
+	HotKeyFactors    []int         `json:"hotKeyFactors"`
+	HotKeyAlgorithms []string      `json:"hotKeyAlgorithms"`
+	HotKeyReps       int           `json:"hotKeyReps"`
 	// Peers, when set, limits the data plane runs to these peers.
 	Peers []string `json:"peers,omitempty"`
 }
@@ -88,7 +98,9 @@ func plan(quick bool) config {
 			HealthVariants: []string{"equal"}, HealthDown: map[string]time.Duration{"equal": 5 * time.Second}, HealthRate: 200,
 			HealthPeers: []string{"lbplane-envoy", "haproxy"},
 			WSConns:     2000, WSPeers: []string{"lbplane-envoy", "nginx"},
-			MemConcurrency: []int{1000}, MemDuration: 3 * time.Second, MemPeers: []string{"lbplane-envoy", "nginx"}}
+			MemConcurrency: []int{1000}, MemDuration: 3 * time.Second, MemPeers: []string{"lbplane-envoy", "nginx"},
+			HotKeyRequests: 4000, HotKeyWorkers: 32, HotKeyKeys: 1000, HotKeyShare: 0.3, HotKeyDelay: 20 * time.Millisecond,
+			HotKeyFactors: []int{150}, HotKeyAlgorithms: []string{"RingHash"}, HotKeyReps: 1}
 	}
 	// 9,000 rather than 10,000 connections at the top: through a proxy each is two descriptors (client and
 	// upstream side), and these machines' hard open-file limit is 20,000, which lbplane cannot raise.
@@ -100,13 +112,17 @@ func plan(quick bool) config {
 		HealthVariants: []string{"default", "equal"}, HealthDown: map[string]time.Duration{"default": 35 * time.Second, "equal": 8 * time.Second}, HealthRate: 200,
 		// 50,000 is the aim; the open-file limit caps it (the runner says so in the report).
 		WSConns:        50000,
-		MemConcurrency: []int{100, 1000, 5000}, MemDuration: 5 * time.Second}
+		MemConcurrency: []int{100, 1000, 5000}, MemDuration: 5 * time.Second,
+		// 30 % of the requests on one key among 1,000 others: without a bound its backend serves about 44 %
+		// of them (2.2 times the mean of five).
+		HotKeyRequests: 10000, HotKeyWorkers: 32, HotKeyKeys: 1000, HotKeyShare: 0.3, HotKeyDelay: 20 * time.Millisecond,
+		HotKeyFactors: []int{125, 150}, HotKeyAlgorithms: []string{"RingHash", "Maglev"}, HotKeyReps: 2}
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
 	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
-	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, memory, hash, health, websocket, controlplane (default all)")
+	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, memory, hash, hotkey, health, websocket, controlplane (default all)")
 	peerList := flag.String("peers", "", "comma-separated peers to run in every scenario (default all), for a focused comparison")
 	reps := flag.Int("reps", 0, "repetitions (default 3)")
 	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
@@ -125,6 +141,11 @@ func main() {
 	kubeAPIs := flag.String("kube-apis", "", "comma-separated xDS variants of the Kubernetes propagation runs")
 	swarmN := flag.Int("swarm", 0, "simulated Envoys of the fan-out run")
 	changes := flag.Int("changes", 0, "timed changes per propagation row")
+	hotKeyReps := flag.Int("hotkey-reps", 0, "repetitions of the bounded-load (hotkey) runs (default 2; 1 with -quick)")
+	hotKeyFactors := flag.String("hotkey-factors", "", "comma-separated balance factors (percent) of the hotkey runs, each beside none (default 125,150)")
+	hotKeyRequests := flag.Int("hotkey-requests", 0, "requests per hotkey run (default 10,000)")
+	hotKeyWorkers := flag.Int("hotkey-workers", 0, "closed-loop workers of the hotkey runs, so requests in flight (default 32)")
+	hotKeyDelay := flag.Duration("hotkey-delay", 0, "the hotkey backends' delay before each response (default 20ms)")
 	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	flag.Parse()
 	if *again != "" {
@@ -217,6 +238,21 @@ func main() {
 		cfg.Changes = *changes
 	}
 	cfg.ColdStart = *coldStart
+	if *hotKeyReps > 0 {
+		cfg.HotKeyReps = *hotKeyReps
+	}
+	if *hotKeyFactors != "" {
+		cfg.HotKeyFactors = ints("hotkey-factors", *hotKeyFactors)
+	}
+	if *hotKeyRequests > 0 {
+		cfg.HotKeyRequests = *hotKeyRequests
+	}
+	if *hotKeyWorkers > 0 {
+		cfg.HotKeyWorkers = *hotKeyWorkers
+	}
+	if *hotKeyDelay > 0 {
+		cfg.HotKeyDelay = *hotKeyDelay
+	}
 	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
@@ -320,6 +356,11 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 	}
 	if want("hash") || want("health") || want("websocket") {
 		if err := balancing(ctx, e, cfg, rep, want); err != nil {
+			return err
+		}
+	}
+	if want("hotkey") {
+		if err := hotKeyScenario(ctx, e, cfg, rep); err != nil {
 			return err
 		}
 	}

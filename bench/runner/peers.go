@@ -78,7 +78,7 @@ func (e *env) templateData(p *peer, dir string) map[string]any {
 		// places servers by id).
 		servers = append(servers, server{ID: n, Addr: b})
 	}
-	data := map[string]any{"Servers": servers, "Hash": "", "Health": "", "NoRetry": false, "Relaxed": false}
+	data := map[string]any{"Servers": servers, "Hash": "", "HashHeader": "", "BalanceFactor": 0, "Health": "", "NoRetry": false, "OldTail": false, "Relaxed": false}
 	for k, v := range p.vars {
 		data[k] = v
 	}
@@ -155,6 +155,9 @@ func peers(base int) []*peer {
 		{Name: "lbplane-envoy-lean", HTTPPort: base + 50, TCPPort: base + 51, start: startLbplane("--router-dynamic-stats=false", "--proxy-stats-interval=0")},
 		// lbplane's default without its default retry of connection failures (retry: {attempts: 0}).
 		{Name: "lbplane-envoy-noretry", HTTPPort: base + 60, TCPPort: base + 61, start: startLbplane(), vars: map[string]any{"NoRetry": true}, optIn: true},
+		// lbplane's default with the tail defaults from before issue 17 (no default ejection of an endpoint that
+		// refuses connections, a 25 ms connect-retry back-off): the A/B of the killed-backend tail.
+		{Name: "lbplane-envoy-before17", HTTPPort: base + 80, TCPPort: base + 81, start: startLbplane(), vars: map[string]any{"OldTail": true}, optIn: true},
 		// lbplane's default with the edge hardening relaxed to Envoy's own defaults (HTTP listener, its
 		// cluster, no heap monitor in the bootstrap): the A/B of what the hardening costs.
 		{Name: "lbplane-envoy-relaxed", HTTPPort: base + 70, TCPPort: base + 71, start: startLbplane(), vars: map[string]any{"Relaxed": true}, optIn: true},

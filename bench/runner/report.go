@@ -27,6 +27,7 @@ type report struct {
 	Memory    []memorySeries    `json:"-"`
 	Summary   []summaryRow      `json:"summary"`
 	Hash      []hashResult      `json:"hash,omitempty"`
+	HotKey    []hotKeyResult    `json:"hotKey,omitempty"`
 	Health    []healthResult    `json:"health,omitempty"`
 	WebSocket []wsResult        `json:"webSocket,omitempty"`
 }
@@ -347,6 +348,7 @@ func (r *report) markdown() string {
 		}
 	}
 	r.hashMarkdown(w)
+	r.hotKeyMarkdown(w)
 	r.healthMarkdown(w)
 	r.wsMarkdown(w)
 	if len(r.Memory) > 0 {
@@ -408,7 +410,7 @@ func (r *report) healthMarkdown(w func(string, ...any)) {
 		return
 	}
 	w("\n## Health: one of five backends killed under load\n\nSteady load of %d requests/s (keep-alive, a 2 s client timeout) through each peer to five backends; the third is killed with SIGKILL, stays dead, and is started again on the same port. Seen from the clients: the requests that failed after the kill and when the last one was sent (a proxy that retries elsewhere hides the dead backend's connection refusals, and they show as latency instead: nginx does by default), p99 latency before and while it was dead, and how long after its return it served a request again. *default*: each peer's own defaults with health checking turned on the usual way; *equal*: every active checker at a 1 s interval, out after 2 failures and back after 2 passes where it has such counts (nginx has passive checks only). Retries decide most of the failed requests, and they are left at each peer's default: nginx tries the next server on a connection error; lbplane retries a request that never reached an endpoint on another one, twice; HAProxy retries the same server 3 times, 1 s apart, and fails (no `option redispatch`), which the 2 s client timeout counts as a failure; Traefik does not retry without its retry middleware.\n\n", r.Health[0].Rate)
-	w("| peer | checks | dead for | failed requests | last failure after the kill | p99 before ms | p99 while dead ms | max while dead ms | back after return |\n|---|---|---|---|---|---|---|---|---|\n")
+	w("| peer | checks | dead for | failed requests | last failure after the kill | p99 before ms | p99 while dead ms | while dead / before | max while dead ms | p99 after ms | while dead / before and after pooled | back after return |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, h := range r.Health {
 		last, back := "none", "never"
 		if h.LastFailure >= 0 {
@@ -417,9 +419,33 @@ func (r *report) healthMarkdown(w func(string, ...any)) {
 		if h.Back >= 0 {
 			back = fmt.Sprintf("%.2f s", h.Back)
 		}
-		w("| %s | %s: %s | %.0f s | %d of %d | %s | %.1f | %.1f | %.0f | %s |\n", h.Peer, h.Variant, h.Checks, h.ReturnAt-h.KillAt, h.Failed, h.Requests, last, h.P99Before, h.P99Down, h.MaxDown, back)
+		ratio := "-"
+		if h.P99Before > 0 {
+			ratio = fmt.Sprintf("%.1f", h.P99Down/h.P99Before)
+		}
+		after := "-"
+		if h.P99After > 0 {
+			after = fmt.Sprintf("%.1f", h.P99After)
+		}
+		calm := "-"
+		if h.P99Calm > 0 {
+			calm = fmt.Sprintf("%.1f (%.1f ms)", h.P99Down/h.P99Calm, h.P99Calm)
+		}
+		w("| %s | %s: %s | %.0f s | %d of %d | %s | %.1f | %.1f | %s | %.0f | %s | %s | %s |\n", h.Peer, h.Variant, h.Checks, h.ReturnAt-h.KillAt, h.Failed, h.Requests, last, h.P99Before, h.P99Down, ratio, h.MaxDown, after, calm, back)
 	}
 	w("\n![health timelines](health.png)\n")
+	for _, h := range r.Health {
+		if len(h.EnvoyStats) == 0 {
+			continue
+		}
+		w("\n%s, %s: Envoy's counters just before the killed backend returned (cluster, and `victim.*` for the killed endpoint in `/clusters`):", h.Peer, h.Variant)
+		for _, k := range sortedKeys(h.EnvoyStats) {
+			if v := h.EnvoyStats[k]; v != 0 {
+				w(" `%s` %d;", k, v)
+			}
+		}
+		w("\n")
+	}
 }
 
 func (r *report) wsMarkdown(w func(string, ...any)) {

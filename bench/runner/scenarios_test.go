@@ -48,6 +48,9 @@ func TestSummarizeHealth(t *testing.T) {
 	if res.MaxDown != 500 {
 		t.Fatalf("max while dead %v ms, want 500", res.MaxDown)
 	}
+	if res.P99Before != 2 || res.P99After != 1 || res.P99Calm != 2 {
+		t.Fatalf("p99 before %v ms, after %v ms, both %v ms: want 2, 1 and 2", res.P99Before, res.P99After, res.P99Calm)
+	}
 	if len(res.Bins) != 16 {
 		t.Fatalf("%d bins, want 16 (4 s of 0.25 s)", len(res.Bins))
 	}
