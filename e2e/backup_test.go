@@ -54,6 +54,10 @@ spec:
 
 	bs[0].Stop()
 	bs[1].Stop()
+	// The switch itself may cost a request (seen: one 503 in 2 of 5 runs on a loaded machine): the first
+	// requests after the kill meet both dead primaries before their ejections, decided on Envoy's main thread,
+	// reach its worker, and with every pick still going to the primaries' level the last retry lands on one
+	// of them again. The eventual spread below is what the issue asks for.
 	eventually(t, 10*time.Second, "every request goes to the backup", func() error {
 		if s := spread(50); s["backup"] != 50 {
 			return fmt.Errorf("%v", s)
@@ -61,10 +65,12 @@ spec:
 		return nil
 	})
 	s := spread(200)
-	// Seen here: now and then one request of 200 gets a 503 while the primaries are dead (not yet
-	// explained; the backup's own answers are all 200s). What this test holds is where the traffic goes.
-	if s["prim1"]+s["prim2"] > 0 || s["backup"] < 197 {
-		t.Errorf("primaries dead: %v; want all but a stray failure on the backup", s)
+	// Every request, with no failure: both dead primaries are ejected, so none is left in rotation to take
+	// a share of the first tries and of the retries. With an ejection cap of 50 % (Envoy counts it over all
+	// three endpoints) one dead primary stayed in rotation until the active checks failed it, and about 1
+	// request in 100 failed (see defaultEjectionCap).
+	if s["backup"] != 200 {
+		t.Errorf("primaries dead: %v; want every request on the backup\n%s", s, e.E.Clusters(t))
 	}
 	t.Logf("primaries dead: %v", s)
 

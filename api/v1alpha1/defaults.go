@@ -312,7 +312,8 @@ const (
 	DefaultLocalOriginFailures = 1
 	// DefaultLocalOriginMaxEjectionPercent keeps at least half of the endpoints in rotation whatever the
 	// default ejection decides: Envoy ejects only while the ejected share, the new one included, stays within
-	// it, so with 2 to 3 endpoints one can go, and never the last.
+	// it, so with 2 to 3 endpoints one can go, and never the last. A backend with backup endpoints gets the
+	// primaries' share instead (translate's defaultEjectionCap), as Envoy counts the backups too.
 	DefaultLocalOriginMaxEjectionPercent = 50
 	// DefaultConnectRetryBackoffBase is the back-off of the implicit route retry, which retries only requests
 	// that never reached an endpoint: a refused connect costs the endpoint nothing, so the retry on another

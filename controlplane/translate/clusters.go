@@ -162,6 +162,9 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		}
 		cl.Endpoints = append(cl.Endpoints, ep)
 	}
+	if b.HealthCheck == nil || b.HealthCheck.Passive == nil {
+		cl.Outlier.MaxEjectionPercent = defaultEjectionCap(cl.Endpoints)
+	}
 	trafficCluster(cl, b)
 	return builtCluster{Cluster: cl, HashKeysFromPolicy: keys}
 }
@@ -231,6 +234,32 @@ func outlier(p *v1alpha1.PassiveHealthCheck) *ir.Outlier {
 		o.FailurePercentage = &ir.FailurePercentage{Threshold: uint32(*fp.Threshold), MinimumHosts: uint32(*fp.MinimumHosts), RequestVolume: uint32(*fp.RequestVolume)}
 	}
 	return o
+}
+
+// defaultEjectionCap is the max_ejection_percent of the default ejection (healthCheck.passive unset). Envoy
+// counts it over every endpoint of the cluster, backups included, not per priority level (DetectorImpl::
+// ejectHost in source/common/upstream/outlier_detection_impl.cc: "not currently checked per-priority
+// level"). With the plain 50 %, two primaries and one backup could lose only one primary: the other one,
+// dead but not ejected, kept its level at half health, which is 70 % of the traffic with Envoy's
+// overprovisioning factor 1.4. A request then failed whenever its first try and both retries landed on it
+// (previous_hosts re-picks 5 times, and every pick goes to that level with 70 %): about 1 request in 100,
+// until the active checks failed the primary, and for good without them (TestBackupEndpoint). So with
+// backups the cap is the primaries' share, rounded up: every primary can be ejected and the backups take
+// the traffic, which is what they are for, while the last endpoint is never ejected (up to 100 endpoints).
+// Backups are static endpoints only, so the cap changes only with the policy, never with a Service.
+func defaultEjectionCap(eps []ir.Endpoint) uint32 {
+	backups := 0
+	for _, e := range eps {
+		if e.Backup {
+			backups++
+		}
+	}
+	if backups == 0 {
+		return v1alpha1.DefaultLocalOriginMaxEjectionPercent
+	}
+	primaries := len(eps) - backups
+	share := (100*primaries + len(eps) - 1) / len(eps)
+	return uint32(min(max(share, v1alpha1.DefaultLocalOriginMaxEjectionPercent), 99))
 }
 
 func allBackends(p *v1alpha1.LoadBalancerPolicy) []ir.WeightedCluster {
