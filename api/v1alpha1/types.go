@@ -794,6 +794,17 @@ type LoadBalancing struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	FailoverThreshold *int32 `json:"failoverThreshold,omitempty"`
+	// zoneAware (RoundRobin, LeastRequest, Random) keeps an Envoy's requests in its own zone while that
+	// zone has capacity (see ZoneAware), as Envoy Gateway's zoneAware.preferLocal and Istio's locality
+	// failover do. Needs endpoints with a zone and Envoys bootstrapped with one.
+	ZoneAware *ZoneAware `json:"zoneAware,omitempty"`
+	// zoneWeights splits the backend's traffic over zones by weight, whatever the Envoy's own zone (Istio's
+	// localityLbSetting.distribute). Endpoints of zones not listed, and endpoints without a zone, get no
+	// traffic. Not with zoneAware, zoneFailover or algorithm BackendUtilization.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=zone
+	ZoneWeights []ZoneWeight `json:"zoneWeights,omitempty"`
 }
 
 // LeastRequest tunes the LeastRequest algorithm (power of N choices).
