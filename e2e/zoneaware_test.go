@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
@@ -166,21 +167,58 @@ spec:
 `
 
 // TestZoneWeights: zone weights 80/20 over two endpoints per zone send 80 % (±3 points) of the requests to
-// zone-a, though each zone has half the endpoints, from an Envoy with no zone of its own.
+// zone-a, though each zone has half the endpoints, from an Envoy with no zone of its own; each endpoint's
+// share matches the traffic model of lbctl diff --traffic and whatif, also with one zone-a endpoint down
+// (zone-a's weight times 1.4 × 1/2: 56 against 20).
 func TestZoneWeights(t *testing.T) {
 	bs := startBackends(t, "a1", "a2", "b1", "b2")
-	e := setupWith(t, zoneWeightsPolicy, map[string]any{"B": bs, "Zones": []string{"zone-a", "zone-a", "zone-b", "zone-b"}}, bs...)
+	data := map[string]any{"B": bs, "Zones": []string{"zone-a", "zone-a", "zone-b", "zone-b"}}
+	e := setupWith(t, zoneWeightsPolicy, data, bs...)
 	waitServing(t, e.URL, "a1", "a2", "b1", "b2")
+	doc := policy(t, zoneWeightsPolicy, data)
 	const n = 1000
-	got := newClient(true).Spread(t, e.URL, n, nil)
+	c := newClient(true)
+	got := c.Spread(t, e.URL, n, nil)
 	a := got["a1"] + got["a2"]
 	t.Logf("80/20: %v", got)
 	if share := float64(a) / n; share < 0.77 || share > 0.83 {
 		t.Errorf("zone-a share %.3f of %d, want 0.80 ± 0.03: %v", share, n, got)
 	}
-	for _, b := range []string{"a1", "a2", "b1", "b2"} {
-		if got[b] == 0 {
-			t.Errorf("%s got nothing: %v", b, got)
+	// modelled returns the model's share per backend name.
+	modelled := func(down trafficmodel.Down) map[string]float64 {
+		byPort := map[string]string{}
+		for _, b := range bs {
+			byPort[fmt.Sprintf("127.0.0.1:%d", b.Port)] = b.Name
 		}
+		out := map[string]float64{}
+		for _, s := range trafficModel(t, doc, "zone-weights", down).Shares() {
+			out[byPort[s.Address]] += s.Share
+		}
+		return out
 	}
+	near := func(got map[string]int, want map[string]float64) error {
+		for _, b := range bs {
+			if d := float64(got[b.Name])/n - want[b.Name]; d < -0.03 || d > 0.03 {
+				return fmt.Errorf("%s: measured %d of %d, model %.3f: %v", b.Name, got[b.Name], n, want[b.Name], got)
+			}
+		}
+		return nil
+	}
+	if err := near(got, modelled(nil)); err != nil {
+		t.Error(err)
+	}
+	// lbplane's default outlier detection ejects a1 at its first refused connection.
+	bs[0].Stop()
+	want := modelled(trafficmodel.Down{fmt.Sprintf("127.0.0.1:%d", bs[0].Port): "stopped"})
+	if d := want["a2"] - 56.0/76; d < -0.001 || d > 0.001 {
+		t.Fatalf("model: a2 %.3f, want 56/76", want["a2"])
+	}
+	eventually(t, 20*time.Second, "zone-a's share follows its health", func() error {
+		_, got := zoneShare(c, e.URL, n, "a")
+		err := near(got, want)
+		if err == nil {
+			t.Logf("a1 down: %v, model %v", got, want)
+		}
+		return err
+	})
 }
