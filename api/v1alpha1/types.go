@@ -753,6 +753,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.slowStart) || !has(self.algorithm) || self.algorithm in ['RoundRobin', 'LeastRequest']",message="slowStart is only allowed with algorithm RoundRobin or LeastRequest",fieldPath=".slowStart"
 // +kubebuilder:validation:XValidation:rule="!has(self.hashKeys) || size(self.hashKeys) == 0 || (has(self.algorithm) && self.algorithm in ['RingHash', 'Maglev'])",message="hashKeys are only allowed with algorithm RingHash or Maglev",fieldPath=".hashKeys"
 // +kubebuilder:validation:XValidation:rule="!has(self.leastRequest) || (has(self.algorithm) && self.algorithm == 'LeastRequest')",message="leastRequest is only allowed with algorithm LeastRequest",fieldPath=".leastRequest"
+// +kubebuilder:validation:XValidation:rule="!has(self.zoneAware) || !has(self.algorithm) || self.algorithm in ['RoundRobin', 'LeastRequest', 'Random']",message="zoneAware is only allowed with algorithm RoundRobin, LeastRequest or Random",fieldPath=".zoneAware"
+// +kubebuilder:validation:XValidation:rule="!has(self.zoneAware) || !has(self.zoneFailover) || size(self.zoneFailover) == 0",message="zoneAware is not allowed with zoneFailover",fieldPath=".zoneAware"
+// +kubebuilder:validation:XValidation:rule="!has(self.zoneWeights) || size(self.zoneWeights) == 0 || (!has(self.zoneAware) && (!has(self.zoneFailover) || size(self.zoneFailover) == 0) && (!has(self.algorithm) || self.algorithm != 'BackendUtilization'))",message="zoneWeights is not allowed with zoneAware, zoneFailover or algorithm BackendUtilization",fieldPath=".zoneWeights"
 type LoadBalancing struct {
 	// algorithm is RoundRobin (weighted), LeastRequest, Random, RingHash or Maglev. Defaults to RoundRobin.
 	// +kubebuilder:default=RoundRobin
