@@ -60,6 +60,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 		"dashboards":  {"--set", "apiToken=golden", "--set", "metrics.dashboards.enabled=true", "--set", "metrics.podAnnotations=false"},
 		"certmanager": append([]string{"--set", "apiToken=golden"}, certManagerValues...),
 		"all":         {"-f", allValues},
+		"zone":        {"--set", "apiToken=golden", "--set", "envoy.zone=zone-a"},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {

@@ -44,6 +44,9 @@ type Params struct {
 	ShareAdminPort bool
 	// TLS, when set, makes Envoy connect to lbplane over mTLS with these files (paths on the Envoy's host).
 	TLS *TLS
+	// Zone, when set, is where this Envoy runs (node.locality.zone): backends with loadBalancing.zoneAware
+	// keep its requests in this zone. See zone.go.
+	Zone string
 }
 
 // TLS is the Envoy side of xDS over mTLS. Exactly one of three sources: Dir (SDS files written by
@@ -122,6 +125,9 @@ func Render(p Params) ([]byte, error) {
 	if net.ParseIP(p.StatsAddress) == nil {
 		return nil, fmt.Errorf("--stats-address: must be an IP address, got %q", p.StatsAddress)
 	}
+	if err := checkZone(p.Zone); err != nil {
+		return nil, err
+	}
 	api := "GRPC"
 	if p.Delta {
 		api = "DELTA_GRPC"
@@ -145,6 +151,7 @@ func Render(p Params) ([]byte, error) {
 	var buf bytes.Buffer
 	err = tmpl.Execute(&buf, map[string]any{"NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
 		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections,
-		"MaxConnectionsSource": source, "MaxHeapBytes": p.MaxHeapBytes, "TLS": p.TLS, "ShareAdminPort": p.ShareAdminPort})
+		"MaxConnectionsSource": source, "MaxHeapBytes": p.MaxHeapBytes, "TLS": p.TLS, "ShareAdminPort": p.ShareAdminPort,
+		"Zone": p.Zone, "LocalCluster": LocalCluster})
 	return buf.Bytes(), err
 }

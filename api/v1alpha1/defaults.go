@@ -232,6 +232,7 @@ func defaultLoadBalancing(lb *LoadBalancing) {
 		}
 		orDefault(&ss.MinWeightPercent, int32(DefaultSlowStartMinPercent))
 	}
+	defaultZones(lb)
 }
 
 func defaultHealthCheck(hc *HealthCheck) {

@@ -753,6 +753,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.slowStart) || !has(self.algorithm) || self.algorithm in ['RoundRobin', 'LeastRequest']",message="slowStart is only allowed with algorithm RoundRobin or LeastRequest",fieldPath=".slowStart"
 // +kubebuilder:validation:XValidation:rule="!has(self.hashKeys) || size(self.hashKeys) == 0 || (has(self.algorithm) && self.algorithm in ['RingHash', 'Maglev'])",message="hashKeys are only allowed with algorithm RingHash or Maglev",fieldPath=".hashKeys"
 // +kubebuilder:validation:XValidation:rule="!has(self.leastRequest) || (has(self.algorithm) && self.algorithm == 'LeastRequest')",message="leastRequest is only allowed with algorithm LeastRequest",fieldPath=".leastRequest"
+// +kubebuilder:validation:XValidation:rule="!has(self.zoneAware) || !has(self.algorithm) || self.algorithm in ['RoundRobin', 'LeastRequest', 'Random']",message="zoneAware is only allowed with algorithm RoundRobin, LeastRequest or Random",fieldPath=".zoneAware"
+// +kubebuilder:validation:XValidation:rule="!has(self.zoneAware) || !has(self.zoneFailover) || size(self.zoneFailover) == 0",message="zoneAware is not allowed with zoneFailover",fieldPath=".zoneAware"
+// +kubebuilder:validation:XValidation:rule="!has(self.zoneWeights) || size(self.zoneWeights) == 0 || (!has(self.zoneAware) && (!has(self.zoneFailover) || size(self.zoneFailover) == 0) && (!has(self.algorithm) || self.algorithm != 'BackendUtilization'))",message="zoneWeights is not allowed with zoneAware, zoneFailover or algorithm BackendUtilization",fieldPath=".zoneWeights"
 type LoadBalancing struct {
 	// algorithm is RoundRobin (weighted), LeastRequest, Random, RingHash or Maglev. Defaults to RoundRobin.
 	// +kubebuilder:default=RoundRobin
@@ -794,6 +797,17 @@ type LoadBalancing struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	FailoverThreshold *int32 `json:"failoverThreshold,omitempty"`
+	// zoneAware (RoundRobin, LeastRequest, Random) keeps an Envoy's requests in its own zone while that
+	// zone has capacity (see ZoneAware), as Envoy Gateway's zoneAware.preferLocal and Istio's locality
+	// failover do. Needs endpoints with a zone and Envoys bootstrapped with one.
+	ZoneAware *ZoneAware `json:"zoneAware,omitempty"`
+	// zoneWeights splits the backend's traffic over zones by weight, whatever the Envoy's own zone (Istio's
+	// localityLbSetting.distribute). Endpoints of zones not listed, and endpoints without a zone, get no
+	// traffic. Not with zoneAware, zoneFailover or algorithm BackendUtilization.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=zone
+	ZoneWeights []ZoneWeight `json:"zoneWeights,omitempty"`
 }
 
 // LeastRequest tunes the LeastRequest algorithm (power of N choices).

@@ -9,6 +9,7 @@ func (v *validator) specFeatures(spec path, s *LoadBalancerPolicySpec) {
 }
 
 func (v *validator) backendFeatures(p path, b *Backend, protocol Protocol) {
+	v.backendZones(p, b)
 	if hc := b.HealthCheck; hc != nil && hc.Passive != nil && hc.Passive.Disabled {
 		ps := hc.Passive
 		if ps.Consecutive5xx != nil || ps.ConsecutiveGatewayErrors != nil || ps.ConsecutiveLocalOriginFailures != nil ||

@@ -124,6 +124,8 @@ var rules = []rule{
 	r(B+`\.loadBalancing\.slowStart\.aggression`, Cluster, cl, lbTC+".slow_start_config.aggression.default_value"),
 	r(B+`\.loadBalancing\.slowStart\.minWeightPercent`, Cluster, cl, lbTC+".slow_start_config.min_weight_percent.value"),
 	r(B+`\.loadBalancing\.zoneFailover`, Endpoints, cl, "endpoints[*].priority"),
+	r(B+`\.loadBalancing\.zoneAware\.minEndpoints`, Cluster, cl, lbTC+".locality_lb_config.zone_aware_lb_config.force_local_zone.min_size"),
+	r(B+`\.loadBalancing\.zoneWeights.*`, Endpoints, cl, "endpoints[*].load_balancing_weight"),
 	r(B+`\.circuitBreakers\.maxConnections`, Cluster, cl, cb+".max_connections"),
 	r(B+`\.circuitBreakers\.maxPendingRequests`, Cluster, cl, cb+".max_pending_requests"),
 	r(B+`\.circuitBreakers\.maxRequests`, Cluster, cl, cb+".max_requests"),

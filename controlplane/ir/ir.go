@@ -270,6 +270,10 @@ type Cluster struct {
 	HashBalanceFactor uint32 `json:"hashBalanceFactor,omitempty"`
 	// OverprovisioningFactor is Envoy's, in percent; 0 keeps Envoy's 140.
 	OverprovisioningFactor uint32 `json:"overprovisioningFactor,omitempty"`
+	// ZoneAware, when set, keeps an Envoy's requests in its own zone (RoundRobin, LeastRequest, Random).
+	ZoneAware *ZoneAware `json:"zoneAware,omitempty"`
+	// ZoneWeights, when set, are the locality weights of the zones; unlisted zones get no traffic.
+	ZoneWeights []ZoneWeight `json:"zoneWeights,omitempty"`
 }
 
 // RingHashSize bounds the ring.

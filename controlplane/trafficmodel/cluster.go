@@ -60,6 +60,8 @@ type Cluster struct {
 	PanicThreshold uint64 `json:"panicThreshold"`
 	// TotalPanic: every level is in panic, load follows the number of endpoints per level.
 	TotalPanic bool `json:"totalPanic"`
+	// zoneWeights are loadBalancing.zoneWeights (see zoneSplit).
+	zoneWeights map[string]uint32
 }
 
 // HostKey is the string Envoy hashes for an endpoint on the ring and in the Maglev table: its address as
@@ -73,6 +75,12 @@ func NewCluster(c *ir.Cluster, down Down) *Cluster {
 	m := &Cluster{Name: c.Name, Algorithm: c.Algorithm, PanicThreshold: DefaultPanicThreshold}
 	if c.PanicThreshold != nil {
 		m.PanicThreshold = uint64(math.Round(*c.PanicThreshold))
+	}
+	for _, w := range c.ZoneWeights {
+		if m.zoneWeights == nil {
+			m.zoneWeights = map[string]uint32{}
+		}
+		m.zoneWeights[w.Zone] = w.Weight
 	}
 	prio := zonePriorities(c)
 	byLevel := map[int]*Level{}
@@ -264,6 +272,12 @@ func (m *Cluster) Shares() []float64 {
 				out[i] += load * s
 			}
 		default:
+			if split := m.zoneSplit(l); split != nil {
+				for i, s := range split {
+					out[i] += load * s
+				}
+				continue
+			}
 			for _, w := range m.normalized(l.picked) {
 				out[w.host] += load * w.weight
 			}

@@ -97,6 +97,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 	if len(lb.ZoneFailover) > 0 {
 		cl.ZoneFailover = slices.Clone(lb.ZoneFailover)
 	}
+	zones(lb, cl)
 	var keys []ir.HashKey
 	for _, k := range lb.HashKeys {
 		keys = append(keys, hashKey(k))

@@ -34,6 +34,14 @@ func randomPolicy(r *rand.Rand, i int) string {
 	if r.IntN(2) == 0 {
 		zones = [2]string{pick("zone-a", "zone-b"), pick("zone-a", "zone-c")}
 		lb = append(lb, "zoneFailover: ["+pick("zone-a", "zone-a, zone-b", "zone-c, zone-a", "zone-x")+"]")
+	} else if r.IntN(2) == 0 {
+		// Zone-aware routing (not for the hashes) or zone weights, over endpoints that all have a listed zone.
+		zones = [2]string{"zone-a", "zone-b"}
+		if algo != "RingHash" && algo != "Maglev" && r.IntN(2) == 0 {
+			lb = append(lb, fmt.Sprintf("zoneAware: {minEndpoints: %d}", 1+r.IntN(3)))
+		} else {
+			lb = append(lb, fmt.Sprintf("zoneWeights: [{zone: zone-a, weight: %d}, {zone: zone-b, weight: %d}]", 1+r.IntN(100), 1+r.IntN(100)))
+		}
 	}
 	var extras []string
 	http2 := r.IntN(2) == 0

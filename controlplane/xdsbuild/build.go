@@ -132,6 +132,7 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 				loc.Locality = &corev3.Locality{Zone: e.Zone}
 			}
 			loc.Priority = priority[e.Zone]
+			loc.LoadBalancingWeight = zoneWeight(c, e.Zone)
 			if e.Backup {
 				loc.Priority = backupPriority
 			}

@@ -165,7 +165,7 @@ func loadBalancingPolicy(c *ir.Cluster) *clusterv3.LoadBalancingPolicy {
 	var p *corev3.TypedExtensionConfig
 	switch c.Algorithm {
 	case ir.LeastRequest:
-		lr := &leastrequestv3.LeastRequest{ChoiceCount: wrapperspb.UInt32(c.ChoiceCount), SlowStartConfig: slowStart(c.SlowStart)}
+		lr := &leastrequestv3.LeastRequest{ChoiceCount: wrapperspb.UInt32(c.ChoiceCount), SlowStartConfig: slowStart(c.SlowStart), LocalityLbConfig: localityLbConfig(c)}
 		if c.ActiveRequestBias != nil {
 			lr.ActiveRequestBias = &corev3.RuntimeDouble{DefaultValue: *c.ActiveRequestBias, RuntimeKey: "lbplane.least_request.active_request_bias"}
 		}
@@ -173,13 +173,14 @@ func loadBalancingPolicy(c *ir.Cluster) *clusterv3.LoadBalancingPolicy {
 	case ir.BackendUtilization:
 		p = utilizationPolicy(c)
 	case ir.Random:
-		p = typed("envoy.load_balancing_policies.random", &randomv3.Random{})
+		p = typed("envoy.load_balancing_policies.random", &randomv3.Random{LocalityLbConfig: localityLbConfig(c)})
 	case ir.RingHash:
 		rh := &ringhashv3.RingHash{}
 		if c.RingHash != nil {
 			rh.MinimumRingSize, rh.MaximumRingSize = wrapperspb.UInt64(c.RingHash.Min), wrapperspb.UInt64(c.RingHash.Max)
 		}
 		rh.ConsistentHashingLbConfig = consistentHashing(c)
+		rh.LocalityWeightedLbConfig = localityLbConfig(c).GetLocalityWeightedLbConfig()
 		p = typed("envoy.load_balancing_policies.ring_hash", rh)
 	case ir.Maglev:
 		mg := &maglevv3.Maglev{}
@@ -187,9 +188,10 @@ func loadBalancingPolicy(c *ir.Cluster) *clusterv3.LoadBalancingPolicy {
 			mg.TableSize = wrapperspb.UInt64(c.MaglevTableSize)
 		}
 		mg.ConsistentHashingLbConfig = consistentHashing(c)
+		mg.LocalityWeightedLbConfig = localityLbConfig(c).GetLocalityWeightedLbConfig()
 		p = typed("envoy.load_balancing_policies.maglev", mg)
 	default:
-		p = typed("envoy.load_balancing_policies.round_robin", &roundrobinv3.RoundRobin{SlowStartConfig: slowStart(c.SlowStart)})
+		p = typed("envoy.load_balancing_policies.round_robin", &roundrobinv3.RoundRobin{SlowStartConfig: slowStart(c.SlowStart), LocalityLbConfig: localityLbConfig(c)})
 	}
 	return &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{TypedExtensionConfig: p}}}
 }

@@ -68,6 +68,15 @@ func TestAPIServerAppliesCrossFieldRules(t *testing.T) {
 		},
 			"set either endpoints or service"},
 		{"port", func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Listener.Port = 70000 }, "spec.listener.port"},
+		{"zone-aware-maglev", func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev, ZoneAware: &v1alpha1.ZoneAware{}}
+		}, "zoneAware is only allowed with algorithm RoundRobin, LeastRequest or Random"},
+		{"zone-aware-failover", func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{ZoneAware: &v1alpha1.ZoneAware{}, ZoneFailover: []string{"a"}}
+		}, "zoneAware is not allowed with zoneFailover"},
+		{"zone-weights-aware", func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].LoadBalancing = v1alpha1.LoadBalancing{ZoneAware: &v1alpha1.ZoneAware{}, ZoneWeights: []v1alpha1.ZoneWeight{{Zone: "a", Weight: 1}}}
+		}, "zoneWeights is not allowed with zoneAware, zoneFailover or algorithm BackendUtilization"},
 	} {
 		p := base(tc.name)
 		tc.mutate(p)

@@ -33,7 +33,8 @@ before it expires.`,
   lbctl bootstrap --node-id envoy-1 --out-dir /etc/envoy/lbplane > /dev/null   # renew, Envoy keeps running
   lbctl bootstrap --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000 --out-dir ./edge-1
   lbctl bootstrap --node-id envoy-1 --xds-tls-cert e.crt --xds-tls-key e.key --xds-tls-ca ca.crt   # your own CA
-  lbctl bootstrap --node-id envoy-1 --xds-insecure                             # lbplane serve --xds-insecure`,
+  lbctl bootstrap --node-id envoy-1 --xds-insecure                             # lbplane serve --xds-insecure
+  lbctl bootstrap --node-id envoy-1 --zone zone-a --out-dir /etc/envoy/lbplane   # zone-aware routing prefers zone-a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Check every flag before asking lbplane for a certificate.
@@ -110,6 +111,7 @@ before it expires.`,
 	f.StringVar(&tls.CA, "xds-tls-ca", "", "the CA file that signed lbplane's certificate")
 	f.StringVar(&tls.Dir, "xds-tls-dir", "", "point Envoy at credentials files someone else keeps in this directory (xds-client.json, xds-ca.json), watched for renewals: e.g. the Secret lbplane serve --envoy-cert-secret writes, mounted there")
 	f.StringVar(&tls.ServerName, "xds-tls-server-name", "", "name (or IP) lbplane's certificate must carry (default: the xDS host)")
+	f.StringVar(&p.Zone, "zone", "", "zone this Envoy runs in (node.locality.zone), for backends with loadBalancing.zoneAware, e.g. the node's topology.kubernetes.io/zone")
 	cmd.MarkFlagRequired("node-id")
 	return cmd
 }

@@ -129,3 +129,10 @@ done
 {{- define "lbplane.tokenSecret" -}}
 {{ include "lbplane.fullname" . }}-api-token
 {{- end -}}
+
+{{/* The bootstrap overlay for envoy.zone (see envoy-bootstrap/bootstrap.yaml.tmpl, lbctl bootstrap --zone). */}}
+{{- define "lbplane.envoyZone" -}}
+{{- $local := dict "socket_address" (dict "address" "127.0.0.1" "port_value" 19000) -}}
+{{- $cluster := dict "name" "lbplane_local" "type" "STATIC" "connect_timeout" "1s" "load_assignment" (dict "cluster_name" "lbplane_local" "endpoints" (list (dict "locality" (dict "zone" .) "lb_endpoints" (list (dict "endpoint" (dict "address" $local))))))  -}}
+{{- dict "node" (dict "locality" (dict "zone" .)) "cluster_manager" (dict "local_cluster_name" "lbplane_local") "static_resources" (dict "clusters" (list $cluster)) | toJson -}}
+{{- end }}
