@@ -48,6 +48,8 @@ type config struct {
 	APIs      []string `json:"apis,omitempty"`
 	ColdStart bool     `json:"coldStart,omitempty"`
 	Swarm     int      `json:"simulatedEnvoys"`
+	// Incremental: the endpoint-churn, cold-start and fan-out rows of issue 16 (incremental.go).
+	Incremental incrementalPlan `json:"incremental,omitzero"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
@@ -126,6 +128,7 @@ func main() {
 	swarmN := flag.Int("swarm", 0, "simulated Envoys of the fan-out run")
 	changes := flag.Int("changes", 0, "timed changes per propagation row")
 	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
+	churnFlags := churnFlagSet()
 	flag.Parse()
 	if *again != "" {
 		wd, _ := os.Getwd()
@@ -217,6 +220,7 @@ func main() {
 		cfg.Changes = *changes
 	}
 	cfg.ColdStart = *coldStart
+	churnFlags.apply(&cfg)
 	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
@@ -266,7 +270,7 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
 	e := &env{dir: work, tools: map[string]string{}, envoyRuntime: ex.runtime, envoyArgs: ex.args, envoyEnv: ex.env, heapDumps: ex.heapDumps}
 	tools := []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"}
-	if only == "controlplane" {
+	if only == "controlplane" || incrementalOnly(only) {
 		tools = tools[:1] // the control-plane rows need Envoy only
 	}
 	for _, t := range tools {
@@ -327,6 +331,9 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 		if err := controlPlane(ctx, e, cfg, rep, record); err != nil {
 			return err
 		}
+	}
+	if err := incrementalRows(ctx, e, cfg, out, only, record); err != nil {
+		return err
 	}
 	rep.Finished = time.Now().UTC()
 	return rep.write(out)
