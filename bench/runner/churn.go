@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,7 +70,8 @@ type pending struct {
 // endpointChurn writes EndpointSlices behind Service-backed policies at a fixed rate through a real
 // kube-apiserver, with lbplane watching it and a real Envoy connected. Two clocks per change, both from the
 // write sent: an EDS client in this process (a delta ADS stream subscribed to every cluster's endpoints)
-// times every change; a sampler reads the real Envoy's admin /clusters for the newest change, one at a time.
+// times every change; a sampler reads the real Envoy's admin (the EDS config dump of one cluster) for the
+// newest change until it shows, then the next newest.
 // lbplane's CPU and RSS from /proc; the status writes from the API server's own request counter.
 func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record func(runRecord)) error {
 	dir := filepath.Join(e.dir, "churn")
@@ -190,6 +192,18 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 		b, _ := io.ReadAll(resp.Body)
 		return string(b), time.Since(t)
 	}
+	// One cluster's endpoints as the Envoy holds them (its EDS config dump, filtered by name): a few
+	// hundred bytes where /clusters is every cluster's every host with its counters (megabytes, tens of
+	// milliseconds of the main thread that also applies xDS).
+	endpointsOf := func(name string) string {
+		resp, err := admin.Get(fmt.Sprintf("http://127.0.0.1:%d/config_dump?resource=dynamic_endpoint_configs&include_eds&name_regex=%s", adminPort, url.QueryEscape("^"+name+"$")))
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
 	last := churnClusterName(p.Policies-1) + "::"
 	if !waitFor(5*time.Minute, func() bool {
 		mu.Lock()
@@ -216,7 +230,10 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 		return fmt.Errorf("churn: lbplane's status writes did not settle")
 	}
 	body, took := clusters()
-	fmt.Fprintf(os.Stderr, "churn: synced; %d status writes so far; Envoy's /clusters is %d KiB, read in %s\n", writes, len(body)>>10, took)
+	t0 := time.Now()
+	one := endpointsOf(churnClusterName(0))
+	fmt.Fprintf(os.Stderr, "churn: synced; %d status writes so far; Envoy's /clusters is %d KiB, read in %s; one cluster's EDS dump %d bytes, read in %s\n",
+		writes, len(body)>>10, took, len(one), time.Since(t0))
 
 	// The sampler: the newest change, read from the Envoy's /clusters until it shows; then the next newest.
 	type change struct {
@@ -243,9 +260,11 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			want := c.name + "::" + c.addr + ":"
+			want := `"` + c.addr + `"`
 			for {
-				s, _ := clusters()
+				t := time.Now()
+				s := endpointsOf(c.name)
+				took := time.Since(t)
 				polls++
 				if strings.Contains(s, want) {
 					mu.Lock()
@@ -253,10 +272,12 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 					mu.Unlock()
 					break
 				}
+				// Envoy builds every cluster's dump before it filters (tens of milliseconds at 1,000 here, on the
+				// main thread that also applies xDS): a pause as long as the read keeps the sampler to half of it.
 				select {
 				case <-stopSampler:
 					return
-				default:
+				case <-time.After(took):
 				}
 			}
 		}
@@ -275,7 +296,8 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	var wg sync.WaitGroup
 	var writeErrs int
 	var lastErr error
-	for range 8 {
+	// 32 writers: on a loaded machine one write takes the API server and etcd hundreds of milliseconds.
+	for range 32 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -96,7 +96,7 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 		}
 	}
 	if len(churn) > 0 {
-		w("\n## Endpoint churn through Kubernetes\n\nService-backed policies on a real kube-apiserver (with etcd); their EndpointSlices are written (an update of one slice, a new address each time) at a fixed rate, round robin. Lag from the write sent to its arrival: at an EDS client in the runner (a delta ADS stream subscribed to every cluster's endpoints: every change) and in the real Envoy's admin `/clusters` (the newest change, read until it shows, then the next newest: a sample). Status writes counted by the API server (`apiserver_request_total`, status subresource).\n\n")
+		w("\n## Endpoint churn through Kubernetes\n\nService-backed policies on a real kube-apiserver (with etcd); their EndpointSlices are written (an update of one slice, a new address each time) at a fixed rate, round robin. Lag from the write sent to its arrival: at an EDS client in the runner (a delta ADS stream subscribed to every cluster's endpoints: every change) and in the real Envoy (admin `/config_dump?resource=dynamic_endpoint_configs&include_eds&name_regex=^CLUSTER$`, that cluster's endpoints as Envoy holds them: the newest change, read until it shows, pausing as long as each read took, then the next newest: a sample). Status writes counted by the API server (`apiserver_request_total`, status subresource).\n\n")
 		w("| policies | writes/s (target) | writes | EDS lag p50 / p99 / max ms | Envoy lag p50 / p99 ms (samples) | lbplane CPU ms/change | lbplane core share | lbplane RSS MiB | status writes | unseen |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range churn {
 			x := c.Extra
