@@ -33,8 +33,8 @@ func coldFillers(from, to int) []byte {
 
 // coldStarts starts lbplane anew with n policies in its --config-dir (files of 1,000), a fresh Envoy beside
 // it, and times from lbplane's start until the push API shows that Envoy SYNCED after it serves the last
-// policy (the listener's route table holds every host); lbplane's RSS and CPU then. The largest n is
-// profiled for its first seconds.
+// policy (the listener's route table holds every host); lbplane's RSS and CPU then, and its heap profile.
+// The largest n is profiled for its first 30 seconds.
 func coldStarts(ctx context.Context, e *env, counts []int, out string, record func(runRecord)) error {
 	if err := startBackends(e, 1, coldBackendPort); err != nil {
 		return err
@@ -118,6 +118,7 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		})
 		tSynced := time.Since(begin)
 		u := treeUsage(lb.cmd.Process.Pid)
+		heapTop := profile(pprofPort, 0, out, fmt.Sprintf("coldstart-%d-heap", n))
 		<-profDone
 		envoy.stop()
 		lb.stop()
@@ -128,8 +129,8 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 			rec.Note = fmt.Sprintf("served %v, synced %v (last state %q)", served, synced, state)
 		}
 		record(rec)
-		fmt.Fprintf(os.Stderr, "cold start %d policies: lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s %s\n%s\n",
-			n, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, rec.Note, profTop)
+		fmt.Fprintf(os.Stderr, "cold start %d policies: lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s %s\n%s\n%s\n",
+			n, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, rec.Note, heapTop, profTop)
 	}
 	return nil
 }
