@@ -99,14 +99,29 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 			})
 		}()
 	}
-	for range n {
+	// Clients that have no first config after 5 minutes are counted and left out (a run with 10,000 on a
+	// loaded machine had some that never got one); the push API tells how many streams lbplane holds.
+	readyN := 0
+	readyBy := time.After(5 * time.Minute)
+connecting:
+	for readyN < n {
 		select {
 		case <-ready:
-		case <-time.After(5 * time.Minute):
-			return fmt.Errorf("fan-out: not all %d simulated Envoys got their first config in 5 minutes", n)
+			readyN++
+		case <-readyBy:
+			break connecting
 		}
 	}
 	connectTook := time.Since(connectStart)
+	streams := -1
+	if ps, err := c.Proxies(ctx); err == nil {
+		streams = len(ps)
+	}
+	note := ""
+	if readyN < n {
+		note = fmt.Sprintf("%d of %d simulated Envoys got a first config within 5 minutes (lbplane holds %d streams); the change is timed to those", readyN, n, streams)
+		fmt.Fprintln(os.Stderr, "fan-out: "+note)
+	}
 	time.Sleep(2 * time.Second)
 	connected := treeUsage(lb.cmd.Process.Pid)
 	heapTop := profile(pprofPort, 0, out, fmt.Sprintf("fanout-%d-heap", n))
@@ -123,14 +138,13 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	}
 	var samples []float64
 	deadline := time.After(2 * time.Minute)
-	note := ""
 wait:
-	for len(samples) < n {
+	for len(samples) < readyN {
 		select {
 		case d := <-arrivals:
 			samples = append(samples, float64(d.Microseconds())/1000)
 		case <-deadline:
-			note = fmt.Sprintf("only %d of %d simulated Envoys got the change within 2 minutes", len(samples), n)
+			note += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(samples), readyN)
 			break wait
 		}
 	}
@@ -141,7 +155,7 @@ wait:
 		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100), LbplaneRSS: connected.RSSBytes,
 		LbplaneCPUPerChangeMs: (after.CPUSeconds - before.CPUSeconds) * 1000,
 		Extra: map[string]float64{"idleRSS": float64(idle.RSSBytes), "rssPerClientKiB": perClient, "connectSeconds": connectTook.Seconds(),
-			"got": float64(len(samples)), "runnerGoroutines": float64(runtime.NumGoroutine())}}
+			"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine())}}
 	record(rec)
 	fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys (connected in %.1f s): change reaches p50 %.1f ms, p99 %.1f ms, all %.1f ms (%d got it); lbplane %.0f ms CPU for the change; RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
 		n, connectTook.Seconds(), rec.P50, rec.P99, rec.P999, len(samples), rec.LbplaneCPUPerChangeMs, idle.RSSBytes>>20, connected.RSSBytes>>20, perClient, note, heapTop, cpuTop)
