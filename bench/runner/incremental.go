@@ -82,9 +82,13 @@ func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, 
 
 // incrementalMarkdown is the report's part for the endpoint-churn, cold-start and fan-out rows.
 func (r *report) incrementalMarkdown(w func(string, ...any)) {
-	var churn, cold, fan []runRecord
+	var churn, cold, fan, kube []runRecord
 	for _, run := range r.Runs {
 		switch run.Scenario {
+		case "propagation":
+			if _, ok := run.Extra["statusWritesPerChange"]; ok {
+				kube = append(kube, run)
+			}
 		case "churn":
 			churn = append(churn, run)
 		case "coldstart":
@@ -93,6 +97,12 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 			}
 		case "fanout":
 			fan = append(fan, run)
+		}
+	}
+	if len(kube) > 0 {
+		w("\n## Status writes per change (Kubernetes rows)\n\nCounted by the API server (`apiserver_request_total`, status subresource, every write verb), from a settled count before the timed changes to a settled count after.\n\n| xDS | policies | changes | status writes per change |\n|---|---|---|---|\n")
+		for _, k := range kube {
+			w("| %s | %d | %d | %.2f |\n", k.API, k.Policies, len(k.Samples), k.Extra["statusWritesPerChange"])
 		}
 	}
 	if len(churn) > 0 {
