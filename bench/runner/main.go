@@ -140,6 +140,7 @@ func main() {
 		return
 	}
 	cfg := plan(*quick)
+	churnFlags.apply(&cfg)
 	if *reps > 0 {
 		cfg.Reps = *reps
 	}
@@ -220,7 +221,6 @@ func main() {
 		cfg.Changes = *changes
 	}
 	cfg.ColdStart = *coldStart
-	churnFlags.apply(&cfg)
 	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
