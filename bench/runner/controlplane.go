@@ -91,6 +91,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
 	apply := applier(func(ctx context.Context, docs []byte) error { _, err := c.Apply(ctx, docs, false); return err })
 	counts := cfg.PolicyCounts
+	statusCount := func() int64 { return 0 } // status writes counted by the API server (kubestatus.go)
 	if via == "kubernetes" {
 		cluster, stopCluster, err := startCluster(dir)
 		if err != nil {
@@ -100,6 +101,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		args = append(args, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
 		apply = kubeApplier(cluster)
 		counts = cfg.KubePolicyCounts
+		statusCount = func() int64 { return settledStatusWrites(ctx, cluster.Config) }
 	}
 	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
 	if err != nil {
@@ -164,6 +166,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		if !servesHost(client, last) {
 			return fmt.Errorf("the Envoy never served %d policies", n)
 		}
+		statusBefore := statusCount()
 		before := treeUsage(lb.cmd.Process.Pid)
 		var samples, fromPush []float64
 		changes := cfg.Changes
@@ -199,6 +202,9 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 			LbplaneRSS: after.RSSBytes, LbplaneCPUPerChangeMs: (after.CPUSeconds - before.CPUSeconds) * 1000 / float64(len(samples))}
 		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
 		rec.PushSamples = fromPush
+		if via == "kubernetes" {
+			rec.Extra = map[string]float64{"statusWritesPerChange": float64(statusCount()-statusBefore) / float64(len(samples))}
+		}
 		record(rec)
 		fmt.Fprintf(os.Stderr, "propagation %-10s %-5s %5d policies: accepted→200 p50 %.1f ms p99 %.1f ms; push→200 p50 %.1f ms p99 %.1f ms; lbplane %.1f ms CPU/change, RSS %d MiB\n",
 			via, api, n, rec.P50, rec.P99, percentile(fromPush, 50), percentile(fromPush, 99), rec.LbplaneCPUPerChangeMs, rec.LbplaneRSS>>20)

@@ -45,6 +45,8 @@ type runRecord struct {
 	PushSamples           []float64 `json:"pushSamplesMs,omitempty"`
 	LbplaneRSS            int64     `json:"lbplaneRssBytes,omitempty"`
 	LbplaneCPUPerChangeMs float64   `json:"lbplaneCpuMsPerChange,omitempty"`
+	// Extra holds a row's own figures (endpoint churn, cold start, fan-out, status writes: incremental.go).
+	Extra map[string]float64 `json:"extra,omitempty"`
 }
 
 // backendName is what the i-th backend answers with (X-Backend), so that a response tells which served it.

@@ -48,6 +48,8 @@ type config struct {
 	APIs      []string `json:"apis,omitempty"`
 	ColdStart bool     `json:"coldStart,omitempty"`
 	Swarm     int      `json:"simulatedEnvoys"`
+	// Incremental: the endpoint-churn, cold-start and fan-out rows of issue 16 (incremental.go).
+	Incremental incrementalPlan `json:"incremental,omitzero"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
@@ -147,6 +149,7 @@ func main() {
 	hotKeyWorkers := flag.Int("hotkey-workers", 0, "closed-loop workers of the hotkey runs, so requests in flight (default 32)")
 	hotKeyDelay := flag.Duration("hotkey-delay", 0, "the hotkey backends' delay before each response (default 20ms)")
 	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
+	churnFlags := churnFlagSet()
 	flag.Parse()
 	if *again != "" {
 		wd, _ := os.Getwd()
@@ -158,6 +161,7 @@ func main() {
 		return
 	}
 	cfg := plan(*quick)
+	churnFlags.apply(&cfg)
 	if *reps > 0 {
 		cfg.Reps = *reps
 	}
@@ -302,7 +306,7 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
 	e := &env{dir: work, tools: map[string]string{}, envoyRuntime: ex.runtime, envoyArgs: ex.args, envoyEnv: ex.env, heapDumps: ex.heapDumps}
 	tools := []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"}
-	if only == "controlplane" {
+	if only == "controlplane" || incrementalOnly(only) {
 		tools = tools[:1] // the control-plane rows need Envoy only
 	}
 	for _, t := range tools {
@@ -368,6 +372,9 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 		if err := controlPlane(ctx, e, cfg, rep, record); err != nil {
 			return err
 		}
+	}
+	if err := incrementalRows(ctx, e, cfg, out, only, record); err != nil {
+		return err
 	}
 	rep.Finished = time.Now().UTC()
 	return rep.write(out)

@@ -351,6 +351,7 @@ func (r *report) markdown() string {
 	r.hotKeyMarkdown(w)
 	r.healthMarkdown(w)
 	r.wsMarkdown(w)
+	r.incrementalMarkdown(w)
 	if len(r.Memory) > 0 {
 		w("\n## Memory over the whole run\n\n![memory](memory.png)\n")
 	}

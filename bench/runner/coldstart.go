@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+)
+
+const (
+	coldListenerPort = 29331
+	coldBase         = 29340 // xDS, API, metrics (pprof), Envoy admin
+	coldBackendPort  = 29391
+)
+
+// coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port.
+func coldFillers(from, to int) []byte {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: c-%d}\nspec:\n"+
+			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [c-%d.bench.local]}\n"+
+			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %d}]}]\n", i, coldListenerPort, i, coldBackendPort)
+	}
+	return []byte(b.String())
+}
+
+// coldStarts starts lbplane anew with n policies in its --config-dir (files of 1,000), a fresh Envoy beside
+// it, and times from lbplane's start until the push API shows that Envoy SYNCED after it serves the last
+// policy (the listener's route table holds every host); lbplane's RSS and CPU then, and its heap profile.
+// From 10,000 policies on, lbplane's first 30 seconds are profiled too.
+func coldStarts(ctx context.Context, e *env, counts []int, out string, record func(runRecord)) error {
+	if err := startBackends(e, 1, coldBackendPort); err != nil {
+		return err
+	}
+	defer e.stopBackends()
+	for _, n := range counts {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		dir := filepath.Join(e.dir, fmt.Sprintf("coldstart-%d", n))
+		cfgDir := filepath.Join(dir, "policies")
+		if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+			return err
+		}
+		for from := 0; from < n; from += 1000 {
+			if err := os.WriteFile(filepath.Join(cfgDir, fmt.Sprintf("p-%06d.yaml", from)), coldFillers(from, min(n, from+1000)), 0o644); err != nil {
+				return err
+			}
+		}
+		xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", coldBase), fmt.Sprintf("127.0.0.1:%d", coldBase+1)
+		pprofPort, adminPort := coldBase+2, coldBase+3
+		b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-cold", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
+		if err != nil {
+			return err
+		}
+		cfgPath := filepath.Join(dir, "envoy.yaml")
+		if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+			return err
+		}
+		args := append([]string{"serve", "--data-dir", filepath.Join(dir, "data"), "--config-dir", cfgDir, "--xds-address", xds, "--api-address", apiAddr,
+			"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure"}, pprofArgs(pprofPort)...)
+		begin := time.Now()
+		lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+		if err != nil {
+			return err
+		}
+		envoy, err := start(dir, "envoy", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+		if err != nil {
+			lb.stop()
+			return err
+		}
+		var profTop string
+		profDone := make(chan struct{})
+		if n >= 10000 {
+			go func() {
+				defer close(profDone)
+				if waitPort(fmt.Sprintf("127.0.0.1:%d", pprofPort), 60*time.Second) == nil {
+					profTop = profile(pprofPort, 30, out, fmt.Sprintf("coldstart-%d-cpu", n))
+				}
+			}()
+		} else {
+			close(profDone)
+		}
+		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+		served := waitFor(15*time.Minute, func() bool {
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", coldListenerPort), nil)
+			req.Host = fmt.Sprintf("c-%d.bench.local", n-1)
+			resp, err := client.Do(req)
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+		tServed := time.Since(begin)
+		c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}
+		var state string
+		synced := served && waitFor(5*time.Minute, func() bool {
+			ps, err := c.Proxies(ctx)
+			if err != nil {
+				return false
+			}
+			for _, p := range ps {
+				if p.NodeID == "bench-cold" {
+					state = p.State
+					return p.State == apiwire.Synced
+				}
+			}
+			return false
+		})
+		tSynced := time.Since(begin)
+		u := treeUsage(lb.cmd.Process.Pid)
+		heapTop := profile(pprofPort, 0, out, fmt.Sprintf("coldstart-%d-heap", n))
+		<-profDone
+		envoy.stop()
+		lb.stop()
+		rec := runRecord{Scenario: "coldstart", Peer: "lbplane", API: "delta", Variant: "config-dir", Policies: n, Valid: served && synced,
+			P50: float64(tSynced.Milliseconds()), Samples: []float64{float64(tSynced.Milliseconds())}, LbplaneRSS: u.RSSBytes,
+			Extra: map[string]float64{"servedMs": float64(tServed.Milliseconds()), "syncedMs": float64(tSynced.Milliseconds()), "lbplaneCPUSeconds": u.CPUSeconds}}
+		if !rec.Valid {
+			rec.Note = fmt.Sprintf("served %v, synced %v (last state %q)", served, synced, state)
+		}
+		record(rec)
+		fmt.Fprintf(os.Stderr, "cold start %d policies: lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s %s\n%s\n%s\n",
+			n, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, rec.Note, heapTop, profTop)
+	}
+	return nil
+}
