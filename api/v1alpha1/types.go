@@ -542,8 +542,8 @@ type HealthCheck struct {
 	Active *ActiveHealthCheck `json:"active,omitempty"`
 	// passive ejects endpoints that fail real traffic (outlier detection). Unset, an endpoint is ejected at
 	// its first local-origin failure (a refused or timed-out connect, a reset), at most half of the
-	// endpoints at once: a dead endpoint then costs one retried request, not a retry per request until the
-	// active checks notice. Set passive to choose the detectors, or passive.disabled to have none.
+	// endpoints at once (with backup endpoints: all the primaries, never the last endpoint): a dead endpoint
+	// then costs one retried request, not a retry per request until the active checks notice. Set passive to choose the detectors, or passive.disabled to have none.
 	Passive *PassiveHealthCheck `json:"passive,omitempty"`
 	// panicThreshold is the percentage of healthy endpoints under which Envoy stops trusting health and
 	// balances over every endpoint. Defaults to Envoy's 50; 0 disables panic mode.
@@ -782,9 +782,10 @@ type LoadBalancing struct {
 	ZoneFailover []string `json:"zoneFailover,omitempty"`
 	// backendUtilization tunes BackendUtilization.
 	BackendUtilization *BackendUtilization `json:"backendUtilization,omitempty"`
-	// hashBalanceFactor (RingHash, Maglev) bounds the load of any endpoint to this percentage of the mean
-	// (consistent hashing with bounded loads): a request whose endpoint already has more requests in flight
-	// goes to the next one on the ring, so one hot key cannot overload one endpoint. 150 allows 1.5 times the
+	// hashBalanceFactor (RingHash, Maglev) bounds the load of any endpoint to this percentage of the mean,
+	// plus one request, since Envoy still picks an endpoint that is exactly full (consistent hashing with
+	// bounded loads): a request whose endpoint already has more requests in flight goes to the next one on
+	// the ring, so one hot key cannot overload one endpoint. 150 allows 1.5 times the
 	// mean; the lower, the more keys move under load. Unset: no bound (Envoy's and nginx's default; HAProxy's
 	// hash-balance-factor).
 	// +kubebuilder:validation:Minimum=100
