@@ -189,6 +189,11 @@ func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func
 			}
 		}
 	}
+	if want("paired") {
+		if err := pairedCPU(ctx, e, cfg, ps, record); err != nil {
+			return err
+		}
+	}
 	if want("https") {
 		for r := range cfg.Reps {
 			if err := httpsRuns(ctx, e, cfg, ps, r, measureWith); err != nil {
