@@ -51,6 +51,7 @@ type runRecord struct {
 func backendName(i int) string { return fmt.Sprintf("backend-%d", i) }
 
 func startBackends(e *env, n, base int) error {
+	base += portOffset
 	for i := range n {
 		addr := fmt.Sprintf("127.0.0.1:%d", base+i)
 		p, err := startBackend(e, i, addr)

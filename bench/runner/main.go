@@ -115,6 +115,7 @@ func main() {
 	dur := flag.Duration("duration", 0, "length of each wrk run")
 	again := flag.String("report", "", "write REPORT.md and the plots of this results directory again from its JSON, running nothing")
 	keep := flag.Bool("keep", false, "keep the work directory (rendered configs, every process's log) and print its path")
+	flag.IntVar(&portOffset, "port-offset", 0, "added to the fixed ports of the peers and backends (not the control-plane rows'), to run beside another runner on the same machine")
 	wsL4 := flag.Bool("ws-l4", false, "also hold the WebSockets through each peer's TCP (L4) listener, where it has one")
 	wsConns := flag.Int("ws-conns", 0, "connections to hold open per peer in the WebSocket and idle keep-alive runs (default 50,000, capped by the open-file limit; 2,000 with -quick)")
 	envoyRuntime := flag.String("envoy-runtime", "", "comma-separated key=value runtime settings applied to lbplane's Envoys through admin after start (experiments)")
@@ -234,6 +235,9 @@ type experiment struct {
 	env       []string
 	heapDumps string
 }
+
+// portOffset moves every peer's and backend's port (-port-offset).
+var portOffset int
 
 func run(cfg config, out, only string, keep bool, ex experiment) error {
 	wd, err := os.Getwd()

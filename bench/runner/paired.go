@@ -121,5 +121,3 @@ func (r *report) pairedMarkdown(w func(string, ...any)) {
 	q := func(f float64) float64 { return ratios[int(f*float64(len(ratios)-1)+0.5)] }
 	w("\nRatio over %d rounds: median %.3f, quartiles %.3f–%.3f, min–max %.3f–%.3f.\n", len(ratios), q(0.5), q(0.25), q(0.75), ratios[0], ratios[len(ratios)-1])
 }
-
-

@@ -147,6 +147,7 @@ func (p *peer) run(e *env, dir, name string, env []string, bin string, args ...s
 
 // peers returns every peer, ports from base up.
 func peers(base int) []*peer {
+	base += portOffset
 	return []*peer{
 		{Name: "direct", HTTPPort: 0, start: startDirect},
 		{Name: "lbplane-envoy", HTTPPort: base, TCPPort: base + 1, TLSPort: base + 2, start: startLbplane()},

@@ -23,6 +23,7 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -201,6 +202,7 @@ func main() {
 	flag.BoolVar(&k.Overload, "overload", true, "lbplane's heap monitor and overload actions")
 	flag.BoolVar(&k.DynamicStats, "dynamic-stats", true, "the router's dynamic stats")
 	label := flag.String("label", "", "the row's name in the output")
+	flag.StringVar(&heapDump, "heap-dump", "", "file for Envoy's tcmalloc heap profile (admin /heap_dump) with every WebSocket open")
 	flag.Parse()
 	if *runtime != "" {
 		k.Runtime = map[string]string{}
@@ -339,6 +341,11 @@ func run(k knobs, n int, envoyBin string, concurrency int, envList, label string
 	wg.Wait()
 	time.Sleep(3 * time.Second)
 	m1 := read(k.AdminPort, cmd.Process.Pid)
+	if heapDump != "" {
+		if err := saveHeapDump(k.AdminPort, heapDump); err != nil {
+			fmt.Fprintln(os.Stderr, "heap dump:", err)
+		}
+	}
 	alive := 0
 	for _, c := range held {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -361,6 +368,27 @@ func run(k knobs, n int, envoyBin string, concurrency int, envList, label string
 		label, len(held), alive, per(m0.allocated, m1.allocated), per(m0.heap, m1.heap), per(m0.rss, m1.rss),
 		float64(m0.allocated)/(1<<20), float64(m0.heap)/(1<<20), float64(m0.pageheapFree)/(1<<20), float64(m0.rss)/(1<<20))
 	return nil
+}
+
+var heapDump string
+
+// saveHeapDump writes Envoy's sampled heap profile (pprof format; sizes only, the release binary is stripped).
+func saveHeapDump(admin int, path string) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/heap_dump", admin))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap_dump: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }
 
 type mem struct {
