@@ -31,7 +31,7 @@ const (
 	// from the start and stay away in the odd ones, on the schedule the test classifies its requests by.
 	attackerStartEnv  = "LBPLANE_E2E_ATTACKER_START"
 	attackerWindowEnv = "LBPLANE_E2E_ATTACKER_WINDOW"
-	attackerConns       = 4
+	attackerConns     = 4
 	// envoyCPU and attackerCPU are the two cores of the smallest machine the suite runs on.
 	envoyCPU, attackerCPU = 0, 1
 )
