@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The rapid-reset attacker runs in its own process, the test binary re-executed (TestMain hands over to
@@ -24,31 +27,48 @@ import (
 const (
 	attackerAddrEnv     = "LBPLANE_E2E_ATTACKER_ADDR"
 	attackerDurationEnv = "LBPLANE_E2E_ATTACKER_DURATION"
-	attackerConns       = 4
+	// attackerStartEnv (Unix nanoseconds) and attackerWindowEnv make the attacker attack in the even windows
+	// from the start and stay away in the odd ones, on the schedule the test classifies its requests by.
+	attackerStartEnv  = "LBPLANE_E2E_ATTACKER_START"
+	attackerWindowEnv = "LBPLANE_E2E_ATTACKER_WINDOW"
+	attackerConns     = 4
+	// envoyCPU and attackerCPU are the two cores of the smallest machine the suite runs on.
+	envoyCPU, attackerCPU = 0, 1
 )
 
-// attackerProcess runs attackerConns rapid-reset loops against addr for the duration in attackerDurationEnv
-// (at most 30 s) and prints "streams conns" on stdout. It returns the exit code.
+// attackerProcess runs attackerConns rapid-reset loops against addr, from the start in attackerStartEnv for
+// the duration in attackerDurationEnv (at most 30 s), in every other window of attackerWindowEnv: at the end
+// of an attacking window it closes its connections, so that nothing of the attack is left in Envoy's socket
+// buffers during a calm window (when paused with SIGSTOP instead, an Envoy without the premature-reset limit
+// went on decoding the backlog through the calm windows, and the calm side measured the attack). It prints
+// "streams conns" on stdout and returns the exit code.
 func attackerProcess(addr string) int {
-	d, err := time.ParseDuration(os.Getenv(attackerDurationEnv))
-	if err != nil || d <= 0 || d > 30*time.Second {
-		fmt.Fprintf(os.Stderr, "%s: want a duration up to 30s, got %q\n", attackerDurationEnv, os.Getenv(attackerDurationEnv))
+	d, err1 := time.ParseDuration(os.Getenv(attackerDurationEnv))
+	window, err2 := time.ParseDuration(os.Getenv(attackerWindowEnv))
+	startNs, err3 := strconv.ParseInt(os.Getenv(attackerStartEnv), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || d <= 0 || d > 30*time.Second || window <= 0 {
+		fmt.Fprintf(os.Stderr, "want %s up to 30s, %s and %s, got %q, %q, %q\n", attackerDurationEnv, attackerWindowEnv, attackerStartEnv,
+			os.Getenv(attackerDurationEnv), os.Getenv(attackerWindowEnv), os.Getenv(attackerStartEnv))
 		return 2
 	}
-	deadline := time.Now().Add(d)
+	start := time.Unix(0, startNs)
 	var streams, conns atomic.Int64
-	var wg sync.WaitGroup
-	for range attackerConns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && streams.Load() < 20_000_000 {
-				conns.Add(1)
-				rapidReset(addr, deadline, &streams)
-			}
-		}()
+	for w := 0; time.Duration(w)*window < d; w += 2 {
+		time.Sleep(time.Until(start.Add(time.Duration(w) * window)))
+		deadline := start.Add(time.Duration(w+1) * window)
+		var wg sync.WaitGroup
+		for range attackerConns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) && streams.Load() < 20_000_000 {
+					conns.Add(1)
+					rapidReset(addr, deadline, &streams)
+				}
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	fmt.Println(streams.Load(), conns.Load())
 	return 0
 }
@@ -60,12 +80,23 @@ type rapidResetAttack struct {
 	cancel context.CancelFunc
 }
 
-func startRapidResetAttack(t *testing.T, addr string, d time.Duration) *rapidResetAttack {
+// startRapidResetAttack starts the attacker: from start, for d, attacking in every other window.
+func startRapidResetAttack(t *testing.T, addr string, start time.Time, window, d time.Duration) *rapidResetAttack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	a := &rapidResetAttack{cancel: cancel}
-	a.cmd = exec.CommandContext(ctx, os.Args[0])
-	a.cmd.Env = append(os.Environ(), attackerAddrEnv+"="+addr, attackerDurationEnv+"="+d.String())
+	// The attacker gets one CPU (taskset acts before exec, so every thread of the attacker inherits it) and
+	// Envoy the other (pinCPU): the attacker cannot take the CPU Envoy runs on, as an attacker on another
+	// machine could not. It keeps its normal priority: at nice 19 it got so little CPU at a load average of 36
+	// that it opened only 43 connections in 10 s.
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		cancel()
+		t.Fatal("taskset (util-linux) is needed to keep the attacker off Envoy's CPU: apt-get install util-linux")
+	}
+	a.cmd = exec.CommandContext(ctx, taskset, "-c", strconv.Itoa(attackerCPU), os.Args[0])
+	a.cmd.Env = append(os.Environ(), attackerAddrEnv+"="+addr, attackerDurationEnv+"="+d.String(),
+		attackerWindowEnv+"="+window.String(), attackerStartEnv+"="+strconv.FormatInt(start.UnixNano(), 10))
 	a.cmd.Stdout, a.cmd.Stderr = &a.out, os.Stderr
 	if err := a.cmd.Start(); err != nil {
 		cancel()
@@ -130,4 +161,28 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100
+}
+
+// pinCPU binds every thread of a process to one CPU (sched_setaffinity acts per thread, so each task in
+// /proc/<pid>/task is bound; threads started later inherit it).
+func pinCPU(t *testing.T, pid, cpu int) {
+	t.Helper()
+	if runtime.NumCPU() < 2 {
+		t.Fatalf("this test needs two CPUs (Envoy on one, the attacker on the other), the machine has %d", runtime.NumCPU())
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			t.Fatalf("binding thread %d of %d to CPU %d: %v", tid, pid, cpu, err)
+		}
+	}
 }

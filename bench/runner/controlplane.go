@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,7 +52,11 @@ func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record f
 		return err
 	}
 	defer e.stopBackends()
-	ports := []string{"28091", "28092"}
+	var ports []string
+	for _, b := range e.backends {
+		_, port, _ := net.SplitHostPort(b)
+		ports = append(ports, port)
+	}
 	apis := cfg.APIs
 	if len(apis) == 0 {
 		apis = []string{"delta", "sotw"}

@@ -53,6 +53,7 @@ type runRecord struct {
 func backendName(i int) string { return fmt.Sprintf("backend-%d", i) }
 
 func startBackends(e *env, n, base int) error {
+	base += portOffset
 	for i := range n {
 		addr := fmt.Sprintf("127.0.0.1:%d", base+i)
 		p, err := startBackend(e, i, addr)
@@ -189,6 +190,11 @@ func dataPlane(ctx context.Context, e *env, cfg config, rep *report, record func
 					return err
 				}
 			}
+		}
+	}
+	if want("paired") {
+		if err := pairedCPU(ctx, e, cfg, ps, record); err != nil {
+			return err
 		}
 	}
 	if want("https") {

@@ -68,6 +68,8 @@ type config struct {
 	// peers (all when empty).
 	WSConns int      `json:"webSocketConnections"`
 	WSPeers []string `json:"webSocketPeers,omitempty"`
+	// WSL4 adds the WebSockets through each peer's TCP listener (kind websocket-l4).
+	WSL4 bool `json:"webSocketL4,omitempty"`
 	// Memory at a load: the connection counts, each in a fresh peer process, and the length of each run.
 	MemConcurrency []int         `json:"memoryConcurrency"`
 	MemDuration    time.Duration `json:"memoryDuration"`
@@ -124,13 +126,15 @@ func plan(quick bool) config {
 func main() {
 	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
 	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
-	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, memory, hash, hotkey, health, websocket, controlplane (default all)")
+	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, paired (two peers loaded at once, CPU per request), memory, hash, hotkey, health, websocket, controlplane (default all)")
 	peerList := flag.String("peers", "", "comma-separated peers to run in every scenario (default all), for a focused comparison")
 	reps := flag.Int("reps", 0, "repetitions (default 3)")
 	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
 	dur := flag.Duration("duration", 0, "length of each wrk run")
 	again := flag.String("report", "", "write REPORT.md and the plots of this results directory again from its JSON, running nothing")
 	keep := flag.Bool("keep", false, "keep the work directory (rendered configs, every process's log) and print its path")
+	flag.IntVar(&portOffset, "port-offset", 0, "added to the fixed ports of the peers and backends (not the control-plane rows'), to run beside another runner on the same machine")
+	wsL4 := flag.Bool("ws-l4", false, "also hold the WebSockets through each peer's TCP (L4) listener, where it has one")
 	wsConns := flag.Int("ws-conns", 0, "connections to hold open per peer in the WebSocket and idle keep-alive runs (default 50,000, capped by the open-file limit; 2,000 with -quick)")
 	envoyRuntime := flag.String("envoy-runtime", "", "comma-separated key=value runtime settings applied to lbplane's Envoys through admin after start (experiments)")
 	envoyArgs := flag.String("envoy-args", "", "space-separated extra command-line arguments for lbplane's Envoys (experiments)")
@@ -184,6 +188,7 @@ func main() {
 		// A focused comparison names its peers: the scenarios' own peer lists give way.
 		cfg.WSPeers, cfg.HTTPSPeers, cfg.HealthPeers, cfg.MemPeers = nil, nil, nil, nil
 	}
+	cfg.WSL4 = *wsL4
 	if *wsConns > 0 {
 		cfg.WSConns = *wsConns
 	}
@@ -271,6 +276,9 @@ type experiment struct {
 	heapDumps string
 }
 
+// portOffset moves every peer's and backend's port (-port-offset).
+var portOffset int
+
 func run(cfg config, out, only string, keep bool, ex experiment) error {
 	wd, err := os.Getwd()
 	if err != nil {
@@ -348,7 +356,7 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 		rep.Runs = append(rep.Runs, r)
 	}
 
-	if want("dataplane") || want("https") || want("k6") {
+	if want("dataplane") || want("https") || want("k6") || want("paired") {
 		if err := dataPlane(ctx, e, cfg, rep, record, want); err != nil {
 			return err
 		}

@@ -147,6 +147,7 @@ func (p *peer) run(e *env, dir, name string, env []string, bin string, args ...s
 
 // peers returns every peer, ports from base up.
 func peers(base int) []*peer {
+	base += portOffset
 	return []*peer{
 		{Name: "direct", HTTPPort: 0, start: startDirect},
 		{Name: "lbplane-envoy", HTTPPort: base, TCPPort: base + 1, TLSPort: base + 2, start: startLbplane()},
@@ -161,6 +162,9 @@ func peers(base int) []*peer {
 		// lbplane's default with the edge hardening relaxed to Envoy's own defaults (HTTP listener, its
 		// cluster, no heap monitor in the bootstrap): the A/B of what the hardening costs.
 		{Name: "lbplane-envoy-relaxed", HTTPPort: base + 70, TCPPort: base + 71, start: startLbplane(), vars: map[string]any{"Relaxed": true}, optIn: true},
+		// lbplane's default again, under another name: the paired scenario's A/A control (what two identical
+		// Envoys loaded together differ by on this machine).
+		{Name: "lbplane-envoy-twin", HTTPPort: base + 80, TCPPort: base + 81, start: startLbplane(), optIn: true},
 		{Name: "static-envoy", HTTPPort: base + 10, TCPPort: base + 11, TLSPort: base + 12, start: startStaticEnvoy},
 		{Name: "nginx", HTTPPort: base + 20, TLSPort: base + 22, start: startNginx},
 		{Name: "haproxy", HTTPPort: base + 30, TCPPort: base + 31, TLSPort: base + 32, start: startHAProxy},

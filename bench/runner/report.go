@@ -284,6 +284,7 @@ func (r *report) markdown() string {
 	}
 
 	r.hardeningMarkdown(w)
+	r.pairedMarkdown(w)
 	r.memoryMarkdown(w)
 	r.httpsMarkdown(w)
 
@@ -454,7 +455,7 @@ func (r *report) wsMarkdown(w func(string, ...any)) {
 		return
 	}
 	w("\n## Long-lived WebSocket connections\n\nConnections opened through each peer in four steps to the target and held open together (each greeted by its backend), then each sends a message and must get it echoed. Memory per connection is the slope of the peer's resident memory (whole process tree) over the four steps. The aim is 50,000 through Envoy; the target here is %d: the plan's (or `-ws-conns`), at most what the machine's hard open-file limit (%s, which an unprivileged process cannot raise) allows with two descriptors per proxied connection.\n\n", r.WebSocket[0].Target, r.Machine["noFile"])
-	w("Each kind runs in a fresh peer process: *websocket* as above; *http-idle* keep-alive HTTP/1.1 connections left idle after one request (checked again with a second one), the memory a proxy spends on clients that hold connections open between requests.\n\n")
+	w("Each kind runs in a fresh peer process: *websocket* as above; *http-idle* keep-alive HTTP/1.1 connections left idle after one request (checked again with a second one), the memory a proxy spends on clients that hold connections open between requests; *websocket-l4* (with `-ws-l4`) the same WebSockets through the peer's TCP listener, with no HTTP layer in the proxy.\n\n")
 	w("*Heap KiB per connection* is the same slope through Envoy's allocated heap (admin `/memory`): its live objects, without what tcmalloc keeps cached.\n\n")
 	w("| peer | kind | opened | echoed / answered again | errors | idle RSS MiB | RSS at the target MiB | KiB per connection | heap KiB per connection | seconds to open |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.WebSocket {

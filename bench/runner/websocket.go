@@ -54,7 +54,12 @@ func wsScenario(ctx context.Context, e *env, cfg config, rep *report) error {
 			continue
 		}
 		// A fresh peer process for each kind, so that neither measure carries memory over from the other.
-		for _, kind := range []string{"http-idle", "websocket"} {
+		kinds := []string{"http-idle", "websocket"}
+		if cfg.WSL4 && p.TCPPort != 0 {
+			// The same WebSockets through the peer's TCP (L4) listener: no HTTP layer in the proxy.
+			kinds = append(kinds, "websocket-l4")
+		}
+		for _, kind := range kinds {
 			if ctx.Err() != nil {
 				break
 			}
@@ -130,7 +135,11 @@ func wsOne(ctx context.Context, e *env, cfg config, p *peer, kind string) (wsRes
 			}
 			return c, nil
 		}
-		c, err := websocket.Dial(fmt.Sprintf("ws://127.0.0.1:%d/ws", p.HTTPPort), "", fmt.Sprintf("http://127.0.0.1:%d/", p.HTTPPort))
+		port := p.HTTPPort
+		if kind == "websocket-l4" {
+			port = p.TCPPort
+		}
+		c, err := websocket.Dial(fmt.Sprintf("ws://127.0.0.1:%d/ws", port), "", fmt.Sprintf("http://127.0.0.1:%d/", port))
 		if err != nil {
 			return nil, err
 		}
