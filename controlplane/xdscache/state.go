@@ -174,7 +174,12 @@ func combine(from map[string][]*State) *State {
 		}
 		if len(states) == 2 && derivedFrom(states[0], states[1]) {
 			// A state and its parent: the union is the state with what it removed put back.
-			ts := &typeSet{tree: states[0].set(typ).tree.Clone(), sum: states[0].set(typ).sum}
+			from := states[0].set(typ)
+			var names []string
+			for _, e := range states[0].dropped[typ] {
+				names = append(names, e.name)
+			}
+			ts := &typeSet{tree: from.tree.Clone(), sum: from.sum, link: childLink(from.link, names)}
 			for _, e := range states[0].dropped[typ] {
 				if _, had := ts.tree.ReplaceOrInsert(e); had {
 					panic("xdscache: a dropped resource is still in the state that dropped it")
@@ -184,7 +189,7 @@ func combine(from map[string][]*State) *State {
 			u.sets[typ] = ts
 			continue
 		}
-		ts := &typeSet{tree: btree.NewG(setDegree, byName)}
+		ts := &typeSet{tree: btree.NewG(setDegree, byName), link: rootLink()}
 		for _, s := range states {
 			s.sets[typ].each(func(e *entry) bool {
 				if !ts.tree.Has(e) {

@@ -71,6 +71,7 @@ func entrySum(typ, name, version string) uint64 {
 type typeSet struct {
 	tree *btree.BTreeG[*entry]
 	sum  uint64
+	link *link // see lineage.go
 }
 
 // setDegree is the B-tree's: nodes of up to 31 entries keep the copied paths short and cache-friendly.
@@ -79,7 +80,7 @@ const setDegree = 16
 func byName(a, b *entry) bool { return a.name < b.name }
 
 func newTypeSet(typ string, entries []*entry) *typeSet {
-	ts := &typeSet{tree: btree.NewG(setDegree, byName)}
+	ts := &typeSet{tree: btree.NewG(setDegree, byName), link: rootLink()}
 	for _, e := range entries {
 		if e.sum == 0 {
 			e.sum = entrySum(typ, e.name, e.version)
@@ -132,7 +133,12 @@ func (s *State) Derive(c Change) (*State, error) {
 			continue
 		}
 		old := s.set(typ)
-		ts := &typeSet{tree: old.tree.Clone(), sum: old.sum}
+		names := make([]string, 0, len(rm)+len(put))
+		names = append(names, rm...)
+		for _, r := range put {
+			names = append(names, r.e.name)
+		}
+		ts := &typeSet{tree: old.tree.Clone(), sum: old.sum, link: childLink(old.link, names)}
 		for _, n := range rm {
 			if e, ok := ts.tree.Delete(&entry{name: n}); ok {
 				next.removed[typ] = true
