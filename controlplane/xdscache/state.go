@@ -37,8 +37,10 @@ type entry struct {
 	name    string
 	version string
 	any     *anypb.Any
-	msg     proto.Message
-	sum     uint64 // see entrySum
+	// sds are the Secrets a listener or cluster uses (see referencedSecrets). The message itself is not
+	// kept: its bytes are what streams are sent, and holding both doubled the memory a policy costs.
+	sds []string
+	sum uint64 // see entrySum
 	// lazy, when set, makes any and msg on first use (see NewLazyResource); size is then known before.
 	lazy *lazyParts
 }
@@ -82,7 +84,7 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 			}
 			s.Bytes += len(b)
 			sum := sha256.Sum256(b)
-			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), msg: m,
+			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), sds: sdsNames(typ, m),
 				any: &anypb.Any{TypeUrl: typ, Value: b}}
 			byType[typ][name] = e
 		}

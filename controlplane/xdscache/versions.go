@@ -41,7 +41,7 @@ func NewResource(typ string, m proto.Message) (*Resource, error) {
 // NewMarshalledResource wraps a resource the caller marshalled itself (say, by joining the bytes of parts
 // it keeps marshalled). version must change whenever b does.
 func NewMarshalledResource(typ, name string, m proto.Message, b []byte, version string) *Resource {
-	e := &entry{name: name, version: version, msg: m, any: &anypb.Any{TypeUrl: typ, Value: b}}
+	e := &entry{name: name, version: version, sds: sdsNames(typ, m), any: &anypb.Any{TypeUrl: typ, Value: b}}
 	e.sum = entrySum(typ, name, version)
 	return &Resource{e: e}
 }
@@ -209,9 +209,8 @@ func (s *State) addsTo(types []string) bool {
 type lazyParts struct {
 	typ   string
 	n     int
-	make  func() (proto.Message, []byte)
+	make  func() []byte
 	once  sync.Once
-	msg   proto.Message
 	value *anypb.Any
 }
 
@@ -219,7 +218,7 @@ type lazyParts struct {
 // from then on. A route table shared by thousands of policies changes with each of them; joining its bytes
 // is left to the first response that carries it, so that changes no proxy has asked for yet cost nothing,
 // and a burst of changes costs one join. version and size must be those of what build returns.
-func NewLazyResource(typ, name, version string, size int, build func() (proto.Message, []byte)) *Resource {
+func NewLazyResource(typ, name, version string, size int, build func() []byte) *Resource {
 	e := &entry{name: name, version: version, lazy: &lazyParts{typ: typ, n: size, make: build}}
 	e.sum = entrySum(typ, name, version)
 	return &Resource{e: e}
@@ -227,8 +226,8 @@ func NewLazyResource(typ, name, version string, size int, build func() (proto.Me
 
 func (l *lazyParts) get() {
 	l.once.Do(func() {
-		m, b := l.make()
-		l.msg, l.value, l.make = m, &anypb.Any{TypeUrl: l.typ, Value: b}, nil
+		b := l.make()
+		l.value, l.make = &anypb.Any{TypeUrl: l.typ, Value: b}, nil
 	})
 }
 
@@ -241,13 +240,14 @@ func (e *entry) resource() *anypb.Any {
 	return e.any
 }
 
-// message is the entry's message; it must not be modified.
+// message decodes the entry's message from its bytes: only tests and rare readers need it, and keeping
+// every message beside its bytes cost as much memory again as the bytes and the IR together.
 func (e *entry) message() proto.Message {
-	if e.lazy != nil {
-		e.lazy.get()
-		return e.lazy.msg
+	m, err := e.resource().UnmarshalNew()
+	if err != nil {
+		panic(fmt.Sprintf("xdscache: %s %q does not decode: %v", e.resource().GetTypeUrl(), e.name, err))
 	}
-	return e.msg
+	return m
 }
 
 func (e *entry) size() int {
