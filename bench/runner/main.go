@@ -48,6 +48,9 @@ type config struct {
 	APIs      []string `json:"apis,omitempty"`
 	ColdStart bool     `json:"coldStart,omitempty"`
 	Swarm     int      `json:"simulatedEnvoys"`
+	// ProfileDir, when set, gets a CPU profile of lbplane (its --pprof endpoint) over each push row's
+	// timed changes, so that a missed target can name what bounds it.
+	ProfileDir string `json:"-"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
@@ -125,6 +128,8 @@ func main() {
 	kubeAPIs := flag.String("kube-apis", "", "comma-separated xDS variants of the Kubernetes propagation runs")
 	swarmN := flag.Int("swarm", 0, "simulated Envoys of the fan-out run")
 	changes := flag.Int("changes", 0, "timed changes per propagation row")
+	cpOffset := flag.Int("cp-port-offset", 0, "added to every port of the control-plane rows (another runner uses the defaults)")
+	profileDir := flag.String("cpu-profile-dir", "", "write a CPU profile of lbplane over each push row's timed changes (ProfileSeconds) to this directory")
 	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	flag.Parse()
 	if *again != "" {
@@ -217,6 +222,8 @@ func main() {
 		cfg.Changes = *changes
 	}
 	cfg.ColdStart = *coldStart
+	cfg.ProfileDir = *profileDir
+	cpListenerPort, cpBase, cpBackendBase = cpListenerPort+*cpOffset, cpBase+*cpOffset, cpBackendBase+*cpOffset
 	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
