@@ -52,6 +52,5 @@ func (e *Engine) prefetch(policies []*v1alpha1.LoadBalancerPolicy) {
 func (e *Engine) referencedNow() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	all, _, _ := merge(e.sources)
-	return translate.ReferencedFiles(all)
+	return translate.ReferencedFiles(e.current())
 }
