@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -22,9 +23,12 @@ import (
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
 
-const (
+// The control-plane rows' ports; -cp-port-offset moves them all, so that two runners on one machine do not
+// push to each other's lbplane.
+var (
 	cpListenerPort = 28300
 	cpBase         = 28400 // xDS, API, Envoy admin and stats
+	cpBackendBase  = 28091
 )
 
 // fillers renders policies [from, to): each its own hostname on one shared port, as many tenants behind
@@ -48,7 +52,7 @@ func probe(backendPort string, timeout int) []byte {
 }
 
 func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record func(runRecord)) error {
-	if err := startBackends(e, 2, 28091); err != nil {
+	if err := startBackends(e, 2, cpBackendBase); err != nil {
 		return err
 	}
 	defer e.stopBackends()
@@ -93,6 +97,10 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		// The fan-out row's simulated Envoys and the real one: more than the default cap (half the open-file
 		// limit, 10,000 on these machines).
 		"--xds-max-connections", "-1"}
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", cpBase+3)
+	if cfg.ProfileDir != "" {
+		args = append(args, "--metrics-address", pprofAddr, "--pprof")
+	}
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
 	apply := applier(func(ctx context.Context, docs []byte) error { _, err := c.Apply(ctx, docs, false); return err })
 	counts := cfg.PolicyCounts
@@ -172,6 +180,9 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 			return fmt.Errorf("the Envoy never served %d policies", n)
 		}
 		statusBefore := statusCount()
+		if cfg.ProfileDir != "" {
+			go profileCPU(ctx, pprofAddr, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-%d.pprof", via, api, n)))
+		}
 		before := treeUsage(lb.cmd.Process.Pid)
 		var samples, fromPush []float64
 		changes := cfg.Changes
@@ -418,4 +429,28 @@ func servesHost(client *http.Client, host string) bool {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+}
+
+// ProfileSeconds is how long a push row's CPU profile runs from its first timed change.
+const ProfileSeconds = 20
+
+// profileCPU saves lbplane's CPU profile over the next ProfileSeconds; a failure only loses the profile.
+func profileCPU(ctx context.Context, addr, path string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, ProfileSeconds), nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cpu profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode == http.StatusOK {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil || resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "cpu profile:", resp.Status, err)
+	}
 }

@@ -50,6 +50,9 @@ type config struct {
 	Swarm     int      `json:"simulatedEnvoys"`
 	// Incremental: the endpoint-churn, cold-start and fan-out rows of issue 16 (incremental.go).
 	Incremental incrementalPlan `json:"incremental,omitzero"`
+	// ProfileDir, when set, gets a CPU profile of lbplane (its --pprof endpoint) over each push row's
+	// timed changes, so that a missed target can name what bounds it.
+	ProfileDir string `json:"-"`
 	// HTTPS: the suites, connections and length of each wrk run.
 	TLSSuites     []tlsSuite    `json:"tlsSuites"`
 	HTTPSConns    int           `json:"httpsConnections"`
@@ -152,6 +155,8 @@ func main() {
 	hotKeyRequests := flag.Int("hotkey-requests", 0, "requests per hotkey run (default 10,000)")
 	hotKeyWorkers := flag.Int("hotkey-workers", 0, "closed-loop workers of the hotkey runs, so requests in flight (default 32)")
 	hotKeyDelay := flag.Duration("hotkey-delay", 0, "the hotkey backends' delay before each response (default 20ms)")
+	cpOffset := flag.Int("cp-port-offset", 0, "added to every port of the control-plane rows (another runner uses the defaults)")
+	profileDir := flag.String("cpu-profile-dir", "", "write a CPU profile of lbplane over each push row's timed changes (ProfileSeconds) to this directory")
 	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	churnFlags := churnFlagSet()
 	flag.Parse()
@@ -262,6 +267,8 @@ func main() {
 	if *hotKeyDelay > 0 {
 		cfg.HotKeyDelay = *hotKeyDelay
 	}
+	cfg.ProfileDir = *profileDir
+	cpListenerPort, cpBase, cpBackendBase = cpListenerPort+*cpOffset, cpBase+*cpOffset, cpBackendBase+*cpOffset
 	if err := run(cfg, *out, *only, *keep, ex); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

@@ -119,7 +119,7 @@ func (e *Engine) RefreshFiles() {
 	fresh := e.readUnlocked(e.referencedNow())
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	all, _, _ := merge(e.sources)
+	all := e.current()
 	next := translate.Files{}
 	for _, path := range translate.ReferencedFiles(all) {
 		f, ok := fresh[path]
@@ -127,6 +127,10 @@ func (e *Engine) RefreshFiles() {
 			f = e.read(path)
 		}
 		next[path] = f
+	}
+	// This runs every few seconds whatever happens: when no file changed, it must not visit every policy.
+	if !filesChanged(e.files, next) {
+		return
 	}
 	for _, p := range all {
 		if len(translate.FileErrors(p, next)) == 0 || len(translate.FileErrors(p, e.files)) > 0 {
@@ -138,18 +142,44 @@ func (e *Engine) RefreshFiles() {
 			next[path] = e.files[path]
 		}
 	}
-	changed := len(next) != len(e.files)
-	for path, f := range next {
-		old, ok := e.files[path]
-		changed = changed || !ok || old.Err != f.Err || !bytes.Equal(old.Data, f.Data)
-	}
-	if !changed {
+	if !filesChanged(e.files, next) {
 		return
 	}
 	e.files = next
 	e.rev++
 	e.log.Info("referenced files changed; publishing again")
 	e.run()
+}
+
+func filesChanged(old, next translate.Files) bool {
+	if len(next) != len(old) {
+		return true
+	}
+	for path, f := range next {
+		o, ok := old[path]
+		if !ok || o.Err != f.Err || !bytes.Equal(o.Data, f.Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// current is every policy held, as merge gives it, without merge's maps of every name when only one
+// source holds any (the usual case). Caller holds e.mu.
+func (e *Engine) current() []*v1alpha1.LoadBalancerPolicy {
+	var only []*v1alpha1.LoadBalancerPolicy
+	n := 0
+	for _, list := range e.sources {
+		if len(list) > 0 {
+			only = list
+			n++
+		}
+	}
+	if n <= 1 {
+		return only
+	}
+	all, _, _ := merge(e.sources)
+	return all
 }
 
 // merge returns every policy of every source; a name defined by two sources goes to the first.

@@ -21,7 +21,15 @@ func (e *Engine) readUnlocked(paths []string) translate.Files {
 func (e *Engine) prefetch(policies []*v1alpha1.LoadBalancerPolicy) {
 	var missing []string
 	e.mu.Lock()
-	for _, p := range translate.ReferencedFiles(policies) {
+	// As in loadFiles: a policy at the same place as in the last list loaded has had its files read, so
+	// a change among many looks at its own policies only, not at every policy's references.
+	var fresh []*v1alpha1.LoadBalancerPolicy
+	for i, p := range policies {
+		if i >= len(e.loaded) || e.loaded[i] != p {
+			fresh = append(fresh, p)
+		}
+	}
+	for _, p := range translate.ReferencedFiles(fresh) {
 		if _, ok := e.files[p]; !ok {
 			missing = append(missing, p)
 		}
@@ -44,6 +52,5 @@ func (e *Engine) prefetch(policies []*v1alpha1.LoadBalancerPolicy) {
 func (e *Engine) referencedNow() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	all, _, _ := merge(e.sources)
-	return translate.ReferencedFiles(all)
+	return translate.ReferencedFiles(e.current())
 }

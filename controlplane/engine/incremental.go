@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"slices"
 
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -97,8 +96,7 @@ type routeBuild struct {
 }
 
 type builtVHost struct {
-	msg     *routev3.VirtualHost
-	bytes   []byte
+	bytes   []byte // the host's message is not kept: the table is joined from bytes
 	short   uint64 // the first bytes of the hash of bytes
 	filters routeFilters
 }
@@ -272,8 +270,8 @@ func (e *Engine) routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*rou
 		for _, r := range vh.Routes {
 			errs = append(errs, checkDestinations(g, "route "+r.Name, r.Clusters))
 		}
-		b := e.buildVHost(vh)
-		if err := b.msg.ValidateAll(); err != nil {
+		b, err := e.buildVHost(vh)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("virtual host %s: %w", vh.Name, err))
 		}
 		fresh = append(fresh, b)
@@ -310,28 +308,24 @@ func (e *Engine) routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*rou
 	size := len(b) + rb.size
 	// The parts are immutable; the table is joined from them when a stream first sends it.
 	parts := rb.built
-	join := func() (proto.Message, []byte) {
-		msgs := make([]*routev3.VirtualHost, len(parts))
+	join := func() []byte {
 		out := make([]byte, 0, size)
 		out = append(out, b...)
-		for k, v := range parts {
-			msgs[k] = v.msg
+		for _, v := range parts {
 			out = protowire.AppendTag(out, 2, protowire.BytesType)
 			out = protowire.AppendBytes(out, v.bytes)
 		}
-		rc := proto.Clone(head).(*routev3.RouteConfiguration)
-		rc.VirtualHosts = msgs
-		return rc, out
+		return out
 	}
 	return rb, xdscache.NewLazyResource(resource.RouteType, l.RouteConfigName(), version, size, join), errors.Join(errs...)
 }
 
-func (e *Engine) buildVHost(vh *ir.VirtualHost) *builtVHost {
+func (e *Engine) buildVHost(vh *ir.VirtualHost) (*builtVHost, error) {
 	msg := xdsbuild.RouteConfig(&ir.Listener{VirtualHosts: []*ir.VirtualHost{vh}}).VirtualHosts[0]
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	e.stats.VirtualHosts++
 	sum := sha256.Sum256(b)
-	return &builtVHost{msg: msg, bytes: b, short: binary.LittleEndian.Uint64(sum[:]), filters: filtersOf(vh)}
+	return &builtVHost{bytes: b, short: binary.LittleEndian.Uint64(sum[:]), filters: filtersOf(vh)}, msg.ValidateAll()
 }
 
 // checkDestinations is ir.Validate's reference check for one destination set, built now: it points at

@@ -38,6 +38,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
+	"github.com/lbplane/lbplane/internal/memlimit"
 )
 
 // Config of a standalone lbplane.
@@ -246,6 +247,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := removePorts(cfg.DataDir); err != nil {
 		return err
 	}
+	memlimit.Apply(cfg.Log)
 	st, err := store.Open(cfg.DataDir)
 	if err != nil {
 		return err

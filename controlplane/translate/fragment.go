@@ -564,7 +564,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 		if len(ix.members) == 0 {
 			continue
 		}
-		if ix.members[0].f != tp.owner {
+		if o := ix.members[0].f; o != tp.owner && !sameClaimOnPort(o, tp.owner) {
 			// The owner sets the port's protocol and address: every decision on the port depends on it.
 			for _, m := range ix.members {
 				tp.dirty[m] = true
@@ -621,6 +621,14 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 		t.assembleGroup(res.IR, name, gc.add, gc.drop)
 	}
 	t.last = res
+}
+
+// sameClaimOnPort tells whether a new owner of a port decides every other member as the old one did: the
+// same policy, with what decide reads from the owner unchanged. Then an edit of the owner (its backends,
+// say) re-decides only the members that share a name with it, not every policy on a port shared by
+// thousands.
+func sameClaimOnPort(a, b *fragment) bool {
+	return b != nil && a.key == b.key && a.protocol == b.protocol && a.address == b.address && a.edge == b.edge
 }
 
 // memberQueue is a min-heap of members, oldest first.

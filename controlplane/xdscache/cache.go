@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -39,6 +43,7 @@ type group struct {
 	target *State // what the last publish asked for; differs from state while a publish is staged
 	// refs are the Secrets state's listeners and clusters reference: the only ones its streams are given.
 	refs   map[string]bool
+	links  lineages // of the typeSets served lately, for delta answers
 	cancel context.CancelFunc
 	sotw   map[int64]*sotwWatch
 	delta  map[int64]*deltaWatch
@@ -69,6 +74,7 @@ func (c *Cache) group(name string) *group {
 	g, ok := c.groups[name]
 	if !ok {
 		g = &group{state: emptyState, target: emptyState, sotw: map[int64]*sotwWatch{}, delta: map[int64]*deltaWatch{}}
+		g.remember(emptyState)
 		c.groups[name] = g
 	}
 	return g
@@ -129,6 +135,7 @@ func (c *Cache) set(g *group, s *State) {
 	}
 	g.state = s
 	g.refs = referencedSecrets(s)
+	g.remember(s)
 	for _, typ := range Types {
 		for id, w := range g.sotw {
 			if w.req.GetTypeUrl() != typ {
@@ -143,10 +150,20 @@ func (c *Cache) set(g *group, s *State) {
 			if w.req.GetTypeUrl() != typ {
 				continue
 			}
-			if resp := deltaResponse(s, g.refs, w.req, w.sub); resp != nil {
+			if resp := deltaResponse(s, g.refs, &g.links, w.req, w.sub); resp != nil {
 				w.ch <- resp
 				delete(g.delta, id)
 			}
+		}
+	}
+}
+
+// remember keeps the links of a served state's typeSets, so that the marks streams get from it can be
+// followed (see lineage.go).
+func (g *group) remember(s *State) {
+	for _, ts := range s.sets {
+		if ts != nil && ts.link != nil {
+			g.links.add(ts.link)
 		}
 	}
 }
@@ -188,7 +205,7 @@ func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscrip
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.group(GroupOf(req.GetNode()))
-	if resp := deltaResponse(g.state, g.refs, req, sub); resp != nil {
+	if resp := deltaResponse(g.state, g.refs, &g.links, req, sub); resp != nil {
 		ch <- resp
 		return func() {}, nil
 	}
@@ -230,36 +247,104 @@ func sotwResponse(s *State, refs map[string]bool, req *cachev3.Request, sub cach
 	return &sotwResp{req: req, version: s.Version, resources: anys, returned: versions}
 }
 
-// deltaResponse returns the changes a delta stream needs, or nil.
-func deltaResponse(s *State, refs map[string]bool, req *cachev3.DeltaRequest, sub cachev3.Subscription) cachev3.DeltaResponse {
+// deltaResponse returns the changes a delta stream needs, or nil. It updates the stream's version map in
+// place (go-control-plane hands it back as the next one), and marks it with the typeSet it now matches, so
+// that the next answer compares only the names changed since (see lineage.go).
+func deltaResponse(s *State, refs map[string]bool, links *lineages, req *cachev3.DeltaRequest, sub cachev3.Subscription) cachev3.DeltaResponse {
 	typ := req.GetTypeUrl()
-	entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
-	entries, versions = servable(typ, refs, entries, versions)
 	known := sub.ReturnedResources()
-	next := maps.Clone(known)
-	if next == nil {
-		next = map[string]string{}
+	if known == nil {
+		known = map[string]string{}
 	}
 	var changed []*discovery.Resource
-	for _, e := range entries {
-		if known[e.name] != e.version {
-			changed = append(changed, &discovery.Resource{Name: e.name, Version: e.version, Resource: e.resource()})
-			next[e.name] = e.version
-		}
-	}
 	var removed []string
-	for n := range known {
-		if _, ok := versions[n]; !ok {
-			removed = append(removed, n)
-			delete(next, n)
+	if names, ok := changedSinceMark(s, links, known, req); ok {
+		ts := s.sets[typ]
+		subscribed := sub.SubscribedResources()
+		for _, n := range names {
+			e, ok := ts.get(n)
+			_, named := subscribed[n]
+			switch {
+			case ok && (sub.IsWildcard() || named):
+			case named && typ == resource.EndpointType:
+				e, ok = emptyAssignment(n), true
+			default:
+				ok = false
+			}
+			v, held := known[n]
+			switch {
+			case ok && (!held || v != e.version):
+				changed = append(changed, &discovery.Resource{Name: n, Version: e.version, Resource: e.resource()})
+				known[n] = e.version
+			case !ok && held:
+				removed = append(removed, n)
+				delete(known, n)
+			}
 		}
+	} else {
+		fullCompares.Add(1)
+		entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
+		entries, versions = servable(typ, refs, entries, versions)
+		for _, e := range entries {
+			if known[e.name] != e.version {
+				changed = append(changed, &discovery.Resource{Name: e.name, Version: e.version, Resource: e.resource()})
+				known[e.name] = e.version
+			}
+		}
+		for n := range known {
+			if _, ok := versions[n]; !ok && n != markKey {
+				removed = append(removed, n)
+				delete(known, n)
+			}
+		}
+		slices.Sort(removed)
+	}
+	if ts := s.sets[typ]; ts != nil && typ != resource.SecretType {
+		known[markKey] = strconv.FormatUint(ts.link.id, 10)
 	}
 	// The first wildcard request must be answered even when empty, or Envoy never finishes initialising.
 	first := sub.IsWildcard() && req.GetResponseNonce() == ""
 	if len(changed) == 0 && len(removed) == 0 && !first {
 		return nil
 	}
-	return &deltaResp{req: req, version: s.Version, resources: changed, removed: removed, returned: next}
+	return &deltaResp{req: req, version: s.Version, resources: changed, removed: removed, returned: known}
+}
+
+// fullCompares counts the delta answers that compared every resource, for tests.
+var fullCompares atomic.Int64
+
+// changedSinceMark returns the names a delta stream's answer must look at, when its version map is marked
+// with a typeSet whose lineage meets the one served now: the names changed between the two, and those the
+// request subscribes or unsubscribes (go-control-plane edits the map for the latter). Secrets are always
+// compared in full: whether a stream may hold one depends on every listener and cluster (see servable).
+func changedSinceMark(s *State, links *lineages, known map[string]string, req *cachev3.DeltaRequest) ([]string, bool) {
+	typ := req.GetTypeUrl()
+	ts := s.sets[typ]
+	if ts == nil || typ == resource.SecretType || len(req.GetInitialResourceVersions()) > 0 {
+		return nil, false
+	}
+	id, ok := markOf(known)
+	if !ok {
+		return nil, false
+	}
+	from := links.get(id)
+	if from == nil {
+		return nil, false
+	}
+	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
+	if slices.Contains(sub, "*") || slices.Contains(unsub, "*") {
+		return nil, false
+	}
+	names, ok := changedBetween(from, ts.link)
+	if !ok {
+		return nil, false
+	}
+	if len(sub)+len(unsub) > 0 {
+		names = append(append(append([]string(nil), names...), sub...), unsub...)
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
+	return names, true
 }
 
 type sotwResp struct {

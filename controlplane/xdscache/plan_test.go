@@ -31,7 +31,7 @@ func describe(s *State) string {
 	for _, n := range s.Names(resource.ClusterType) {
 		out += n + " "
 	}
-	return out + "-> " + must(s.sets[resource.ListenerType].get("l")).msg.(*listenerv3.Listener).StatPrefix
+	return out + "-> " + must(s.sets[resource.ListenerType].get("l")).message().(*listenerv3.Listener).StatPrefix
 }
 
 func TestPlanMakesBeforeItBreaks(t *testing.T) {

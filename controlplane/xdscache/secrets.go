@@ -1,8 +1,12 @@
 package xdscache
 
 import (
+	"maps"
+	"slices"
+
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -19,11 +23,26 @@ func referencedSecrets(s *State) map[string]bool {
 	refs := map[string]bool{}
 	for _, typ := range []string{resource.ListenerType, resource.ClusterType} {
 		s.sets[typ].each(func(e *entry) bool {
-			collectSDSNames(e.message().ProtoReflect(), refs)
+			for _, n := range e.sds {
+				refs[n] = true
+			}
 			return true
 		})
 	}
 	return refs
+}
+
+// sdsNames lists the Secrets a listener or cluster uses, found once when the resource is made.
+func sdsNames(typ string, m proto.Message) []string {
+	if m == nil || (typ != resource.ListenerType && typ != resource.ClusterType) {
+		return nil
+	}
+	refs := map[string]bool{}
+	collectSDSNames(m.ProtoReflect(), refs)
+	if len(refs) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(refs))
 }
 
 var sdsConfigName = (&tlsv3.SdsSecretConfig{}).ProtoReflect().Descriptor().FullName()

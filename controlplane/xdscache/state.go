@@ -37,8 +37,10 @@ type entry struct {
 	name    string
 	version string
 	any     *anypb.Any
-	msg     proto.Message
-	sum     uint64 // see entrySum
+	// sds are the Secrets a listener or cluster uses (see referencedSecrets). The message itself is not
+	// kept: its bytes are what streams are sent, and holding both doubled the memory a policy costs.
+	sds []string
+	sum uint64 // see entrySum
 	// lazy, when set, makes any and msg on first use (see NewLazyResource); size is then known before.
 	lazy *lazyParts
 }
@@ -82,7 +84,7 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 			}
 			s.Bytes += len(b)
 			sum := sha256.Sum256(b)
-			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), msg: m,
+			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), sds: sdsNames(typ, m),
 				any: &anypb.Any{TypeUrl: typ, Value: b}}
 			byType[typ][name] = e
 		}
@@ -174,7 +176,12 @@ func combine(from map[string][]*State) *State {
 		}
 		if len(states) == 2 && derivedFrom(states[0], states[1]) {
 			// A state and its parent: the union is the state with what it removed put back.
-			ts := &typeSet{tree: states[0].set(typ).tree.Clone(), sum: states[0].set(typ).sum}
+			from := states[0].set(typ)
+			var names []string
+			for _, e := range states[0].dropped[typ] {
+				names = append(names, e.name)
+			}
+			ts := &typeSet{tree: from.tree.Clone(), sum: from.sum, link: childLink(from.link, names)}
 			for _, e := range states[0].dropped[typ] {
 				if _, had := ts.tree.ReplaceOrInsert(e); had {
 					panic("xdscache: a dropped resource is still in the state that dropped it")
@@ -184,7 +191,7 @@ func combine(from map[string][]*State) *State {
 			u.sets[typ] = ts
 			continue
 		}
-		ts := &typeSet{tree: btree.NewG(setDegree, byName)}
+		ts := &typeSet{tree: btree.NewG(setDegree, byName), link: rootLink()}
 		for _, s := range states {
 			s.sets[typ].each(func(e *entry) bool {
 				if !ts.tree.Has(e) {

@@ -41,7 +41,7 @@ func NewResource(typ string, m proto.Message) (*Resource, error) {
 // NewMarshalledResource wraps a resource the caller marshalled itself (say, by joining the bytes of parts
 // it keeps marshalled). version must change whenever b does.
 func NewMarshalledResource(typ, name string, m proto.Message, b []byte, version string) *Resource {
-	e := &entry{name: name, version: version, msg: m, any: &anypb.Any{TypeUrl: typ, Value: b}}
+	e := &entry{name: name, version: version, sds: sdsNames(typ, m), any: &anypb.Any{TypeUrl: typ, Value: b}}
 	e.sum = entrySum(typ, name, version)
 	return &Resource{e: e}
 }
@@ -71,6 +71,7 @@ func entrySum(typ, name, version string) uint64 {
 type typeSet struct {
 	tree *btree.BTreeG[*entry]
 	sum  uint64
+	link *link // see lineage.go
 }
 
 // setDegree is the B-tree's: nodes of up to 31 entries keep the copied paths short and cache-friendly.
@@ -79,7 +80,7 @@ const setDegree = 16
 func byName(a, b *entry) bool { return a.name < b.name }
 
 func newTypeSet(typ string, entries []*entry) *typeSet {
-	ts := &typeSet{tree: btree.NewG(setDegree, byName)}
+	ts := &typeSet{tree: btree.NewG(setDegree, byName), link: rootLink()}
 	for _, e := range entries {
 		if e.sum == 0 {
 			e.sum = entrySum(typ, e.name, e.version)
@@ -132,7 +133,12 @@ func (s *State) Derive(c Change) (*State, error) {
 			continue
 		}
 		old := s.set(typ)
-		ts := &typeSet{tree: old.tree.Clone(), sum: old.sum}
+		names := make([]string, 0, len(rm)+len(put))
+		names = append(names, rm...)
+		for _, r := range put {
+			names = append(names, r.e.name)
+		}
+		ts := &typeSet{tree: old.tree.Clone(), sum: old.sum, link: childLink(old.link, names)}
 		for _, n := range rm {
 			if e, ok := ts.tree.Delete(&entry{name: n}); ok {
 				next.removed[typ] = true
@@ -203,9 +209,8 @@ func (s *State) addsTo(types []string) bool {
 type lazyParts struct {
 	typ   string
 	n     int
-	make  func() (proto.Message, []byte)
+	make  func() []byte
 	once  sync.Once
-	msg   proto.Message
 	value *anypb.Any
 }
 
@@ -213,7 +218,7 @@ type lazyParts struct {
 // from then on. A route table shared by thousands of policies changes with each of them; joining its bytes
 // is left to the first response that carries it, so that changes no proxy has asked for yet cost nothing,
 // and a burst of changes costs one join. version and size must be those of what build returns.
-func NewLazyResource(typ, name, version string, size int, build func() (proto.Message, []byte)) *Resource {
+func NewLazyResource(typ, name, version string, size int, build func() []byte) *Resource {
 	e := &entry{name: name, version: version, lazy: &lazyParts{typ: typ, n: size, make: build}}
 	e.sum = entrySum(typ, name, version)
 	return &Resource{e: e}
@@ -221,8 +226,8 @@ func NewLazyResource(typ, name, version string, size int, build func() (proto.Me
 
 func (l *lazyParts) get() {
 	l.once.Do(func() {
-		m, b := l.make()
-		l.msg, l.value, l.make = m, &anypb.Any{TypeUrl: l.typ, Value: b}, nil
+		b := l.make()
+		l.value, l.make = &anypb.Any{TypeUrl: l.typ, Value: b}, nil
 	})
 }
 
@@ -235,13 +240,14 @@ func (e *entry) resource() *anypb.Any {
 	return e.any
 }
 
-// message is the entry's message; it must not be modified.
+// message decodes the entry's message from its bytes: only tests and rare readers need it, and keeping
+// every message beside its bytes cost as much memory again as the bytes and the IR together.
 func (e *entry) message() proto.Message {
-	if e.lazy != nil {
-		e.lazy.get()
-		return e.lazy.msg
+	m, err := e.resource().UnmarshalNew()
+	if err != nil {
+		panic(fmt.Sprintf("xdscache: %s %q does not decode: %v", e.resource().GetTypeUrl(), e.name, err))
 	}
-	return e.msg
+	return m
 }
 
 func (e *entry) size() int {
