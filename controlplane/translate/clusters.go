@@ -163,6 +163,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		cl.Endpoints = append(cl.Endpoints, ep)
 	}
 	trafficCluster(cl, b)
+	dnsCluster(cl, b)
 	return builtCluster{Cluster: cl, HashKeysFromPolicy: keys}
 }
 
