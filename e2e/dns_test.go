@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/backend"
 	"github.com/lbplane/lbplane/internal/tools"
@@ -161,8 +163,20 @@ spec:
 		if b.Endpoints.Total != 2 || b.Endpoints.Healthy != 2 {
 			return fmt.Errorf("%+v", b.Endpoints)
 		}
+		// The policy lists one name; its endpoints are the two addresses Envoy resolved.
+		var st v1alpha1.LoadBalancerPolicyStatus
+		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "dns", "-o", "json")), &st); err != nil {
+			return err
+		}
+		if st.Endpoints.Total != 2 || st.Endpoints.Healthy != 2 {
+			return fmt.Errorf("policy endpoints %+v", st.Endpoints)
+		}
 		return nil
 	})
+	// explain shows the DNS cluster, with its endpoint inside it.
+	if out := lbctlOK(t, l, "explain", "dns"); !strings.Contains(out, "envoy.clusters.dns") || !strings.Contains(out, "load_assignment.endpoints") {
+		t.Errorf("lbctl explain dns does not show the DNS cluster:\n%s", out)
+	}
 
 	ns.Set("127.0.0.4")
 	changed := time.Now()
