@@ -74,6 +74,7 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 		panicThreshold(add, bp, b)
 		healthCheckHost(add, bp, b, s.Listener.Hostnames)
 		backendFeatures(add, bp, b)
+		dnsBackend(add, bp, b)
 	}
 	for _, split := range splits(s) {
 		hashSplit(add, s, split, byName)
