@@ -135,6 +135,8 @@ spec:
   backends:
     - name: app
       dns: {refreshInterval: 500ms, lookupFamily: V4}
+      healthCheck:
+        active: {type: HTTP, interval: 1s, http: {path: /healthz}}
       endpoints:
         - {address: `+host+`, port: {{.Port}}}
 `, map[string]any{"Listen": listen, "Port": port}))

@@ -42,4 +42,8 @@ func dnsDiscovery(c *ir.Cluster, out *clusterv3.Cluster) {
 	out.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
 		Name: DNSClusterType, TypedConfig: mustAny(dc)}}
 	out.LoadAssignment = LoadAssignment(c)
+	// An address gone from the answer leaves at once, as with nginx's resolve: by default Envoy keeps a
+	// removed host that passes its active health checks, so traffic would stay on addresses the name no
+	// longer has (measured in e2e TestDNSBackendFollowsTheAnswer).
+	out.IgnoreHealthOnHostRemoval = true
 }
