@@ -47,6 +47,9 @@ type Params struct {
 	// Zone, when set, is where this Envoy runs (node.locality.zone): backends with loadBalancing.zoneAware
 	// keep its requests in this zone. See zone.go.
 	Zone string
+	// DNSResolvers, "ip" or "ip:port" (port 53 by default), are the DNS servers Envoy resolves backend host
+	// names with (c-ares), instead of those of the host's /etc/resolv.conf.
+	DNSResolvers []string
 }
 
 // TLS is the Envoy side of xDS over mTLS. Exactly one of three sources: Dir (SDS files written by
@@ -148,10 +151,37 @@ func Render(p Params) ([]byte, error) {
 			t.ServerName = host
 		}
 	}
+	resolvers, err := dnsResolvers(p.DNSResolvers)
+	if err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
-	err = tmpl.Execute(&buf, map[string]any{"NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
+	err = tmpl.Execute(&buf, map[string]any{"DNSResolvers": resolvers, "NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
 		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections,
 		"MaxConnectionsSource": source, "MaxHeapBytes": p.MaxHeapBytes, "TLS": p.TLS, "ShareAdminPort": p.ShareAdminPort,
 		"Zone": p.Zone, "LocalCluster": LocalCluster})
 	return buf.Bytes(), err
+}
+
+// DNSResolver is one DNS server of the bootstrap's resolver.
+type DNSResolver struct {
+	Address string
+	Port    int
+}
+
+// dnsResolvers parses the --dns-resolver values: an IP address, with an optional port.
+func dnsResolvers(in []string) ([]DNSResolver, error) {
+	var out []DNSResolver
+	for _, r := range in {
+		host, port := r, "53"
+		if h, p, err := net.SplitHostPort(r); err == nil {
+			host, port = h, p
+		}
+		pn, err := strconv.Atoi(port)
+		if net.ParseIP(host) == nil || err != nil || pn < 1 || pn > 65535 {
+			return nil, fmt.Errorf("--dns-resolver: want an IP address with an optional port (10.0.0.2, 10.0.0.2:5353, [fd00::2]:53), got %q", r)
+		}
+		out = append(out, DNSResolver{Address: host, Port: pn})
+	}
+	return out, nil
 }

@@ -194,6 +194,7 @@ func Default(p *LoadBalancerPolicy) {
 		}
 	}
 	defaultTraffic(s)
+	defaultDNS(s)
 }
 
 func defaultLoadBalancing(lb *LoadBalancing) {

@@ -37,6 +37,8 @@ func TestEnumMarkersMatchValidation(t *testing.T) {
 		"Algorithm":              strs(supportedAlgorithms),
 		"SameSite":               strs(supportedSameSite),
 		"ProxyProtocolVersion":   strs(supportedProxyProtocolVersions),
+		"DNSResolution":          strs(supportedDNSResolutions),
+		"DNSLookupFamily":        strs(supportedDNSLookupFamilies),
 	}
 	f, err := parser.ParseFile(token.NewFileSet(), "types.go", nil, parser.ParseComments)
 	if err != nil {

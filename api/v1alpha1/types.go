@@ -471,6 +471,9 @@ type Backend struct {
 	// perEndpointStats has Envoy keep request and connection counters per endpoint, so that Prometheus sees
 	// each endpoint (envoy_cluster_endpoint_*). Costs memory per endpoint; off by default.
 	PerEndpointStats bool `json:"perEndpointStats,omitempty"`
+	// dns tunes how Envoy resolves the backend's host-name endpoints (an endpoint address that is a DNS name
+	// instead of an IP address). Only allowed when an endpoint address is a name; defaults apply then.
+	DNS *BackendDNS `json:"dns,omitempty"`
 }
 
 // UpstreamProtocol is the protocol Envoy speaks to endpoints.
@@ -686,7 +689,10 @@ type FailurePercentageEjection struct {
 
 // Endpoint is one static backend address.
 type Endpoint struct {
-	// address is the endpoint's IP address.
+	// address is the endpoint's IP address, or a DNS name that Envoy resolves (see the backend's dns): each
+	// address the name resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's
+	// server-template do.
+	// +kubebuilder:validation:MaxLength=253
 	Address string `json:"address"`
 	// port is the endpoint's TCP port.
 	// +kubebuilder:validation:Minimum=1
@@ -1149,4 +1155,57 @@ type BackendUtilization struct {
 	// errorUtilizationPenalty, a decimal string, counts errors per second as extra utilization.
 	// Defaults to "1.0".
 	ErrorUtilizationPenalty string `json:"errorUtilizationPenalty,omitempty"`
+}
+
+// DNSResolution says what the addresses a name resolves to become.
+// +kubebuilder:validation:Enum=Strict;Logical
+// +kubebuilder:validation:MaxLength=32
+type DNSResolution string
+
+const (
+	// DNSStrict: every address of every answer is an endpoint, balanced like static ones (Envoy STRICT_DNS,
+	// nginx "resolve", HAProxy server-template). Addresses gone from the answer leave the backend.
+	DNSStrict DNSResolution = "Strict"
+	// DNSLogical: the name is one endpoint; new connections go to the first address of the latest answer
+	// (Envoy LOGICAL_DNS). For large external names (CDNs, cloud APIs) whose answers rotate through many
+	// addresses, where one endpoint per address would churn connection pools.
+	DNSLogical DNSResolution = "Logical"
+)
+
+// DNSLookupFamily says which address records Envoy asks for.
+// +kubebuilder:validation:Enum=V4Preferred;V4;V6;Auto;All
+// +kubebuilder:validation:MaxLength=32
+type DNSLookupFamily string
+
+const (
+	// DNSV4Preferred: A records, and AAAA only when the name has no A record.
+	DNSV4Preferred DNSLookupFamily = "V4Preferred"
+	// DNSV4: A records only.
+	DNSV4 DNSLookupFamily = "V4"
+	// DNSV6: AAAA records only.
+	DNSV6 DNSLookupFamily = "V6"
+	// DNSAuto: AAAA records, and A only when the name has no AAAA record (Envoy's own default).
+	DNSAuto DNSLookupFamily = "Auto"
+	// DNSAll: A and AAAA records both.
+	DNSAll DNSLookupFamily = "All"
+)
+
+// BackendDNS tunes the resolution of a backend's host-name endpoints. The resolvers themselves are the
+// Envoy's (lbctl bootstrap --dns-resolver, or the host's /etc/resolv.conf): an operator's choice, so that a
+// policy means the same on every proxy group.
+type BackendDNS struct {
+	// resolution is Strict (each address is an endpoint) or Logical (the name is one endpoint; exactly one
+	// endpoint allowed). Defaults to Strict.
+	Resolution DNSResolution `json:"resolution,omitempty"`
+	// refreshInterval is how often Envoy resolves the names again; traffic follows a changed answer within
+	// it. Defaults to 5s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
+	// respectTTL resolves again when the answer's TTL runs out instead of every refreshInterval (as nginx
+	// does without valid=). Defaults to false.
+	RespectTTL bool `json:"respectTTL,omitempty"`
+	// lookupFamily is V4Preferred, V4, V6, Auto (IPv6 first) or All. Defaults to V4Preferred: a name with
+	// both records is reached over IPv4, which every host can route.
+	LookupFamily DNSLookupFamily `json:"lookupFamily,omitempty"`
 }

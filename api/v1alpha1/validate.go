@@ -220,8 +220,8 @@ func (v *validator) endpoints(p path, es []Endpoint) {
 	seen := map[string]int{}
 	for i, e := range es {
 		ep := p.index(i)
-		if net.ParseIP(e.Address) == nil {
-			v.add(ep.child("address"), "must be an IP address, got %q", clip(e.Address))
+		if net.ParseIP(e.Address) == nil && !isDNSSubdomain(e.Address) {
+			v.add(ep.child("address"), "must be an IP address or a lowercase DNS name, got %q", clip(e.Address))
 		}
 		if e.Port < 1 || e.Port > 65535 {
 			v.add(ep.child("port"), "must be between 1 and 65535, got %d", e.Port)

@@ -6,6 +6,7 @@ func (v *validator) specFeatures(spec path, s *LoadBalancerPolicySpec) {
 	for i := range s.Backends {
 		v.backendFeatures(spec.child("backends").index(i), &s.Backends[i], s.Listener.Protocol)
 	}
+	v.dnsBackends(spec, s)
 }
 
 func (v *validator) backendFeatures(p path, b *Backend, protocol Protocol) {

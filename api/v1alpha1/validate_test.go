@@ -44,8 +44,8 @@ func TestValidate(t *testing.T) {
 			`spec.listener.hostnames[2]: must be a lowercase DNS name, optionally starting with "*.", got "UPPER.example.com"`}},
 		"no backends": {func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Backends = nil }, []string{`spec.backends: at least one backend is required`}},
 		"endpoint problems": {func(p *v1alpha1.LoadBalancerPolicy) {
-			p.Spec.Backends[0].Endpoints = []v1alpha1.Endpoint{{Address: "host.example.com", Port: 70000, Weight: i32(0)}, {Address: "10.0.0.1", Port: 80}, {Address: "10.0.0.1", Port: 80}}
-		}, []string{`spec.backends[0].endpoints[0].address: must be an IP address, got "host.example.com"`,
+			p.Spec.Backends[0].Endpoints = []v1alpha1.Endpoint{{Address: "Host_Example", Port: 70000, Weight: i32(0)}, {Address: "10.0.0.1", Port: 80}, {Address: "10.0.0.1", Port: 80}}
+		}, []string{`spec.backends[0].endpoints[0].address: must be an IP address or a lowercase DNS name, got "Host_Example"`,
 			`spec.backends[0].endpoints[0].port: must be between 1 and 65535, got 70000`,
 			`spec.backends[0].endpoints[0].weight: must be between 1 and 100000, got 0`,
 			`spec.backends[0].endpoints[2]: duplicate endpoint 10.0.0.1:80 (also at index 1)`}},
@@ -85,7 +85,7 @@ func TestValidate(t *testing.T) {
 		}},
 		"huge value is clipped in the message": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends[0].Endpoints[0].Address = strings.Repeat("x", 1<<20)
-		}, []string{`spec.backends[0].endpoints[0].address: must be an IP address, got "` + strings.Repeat("x", 80) + `…"`}},
+		}, []string{`spec.backends[0].endpoints[0].address: must be an IP address or a lowercase DNS name, got "` + strings.Repeat("x", 80) + `…"`}},
 	}
 	runCases(t, cases)
 }

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"math"
+	"net"
 	"strconv"
 )
 
@@ -147,7 +148,8 @@ func (v *validator) autoSNI(bp path, b *Backend) {
 		v.add(tp, "needs endpoints with a hostname; Service endpoints have none")
 	}
 	for i, e := range b.Endpoints {
-		if e.Hostname == "" {
+		// A host-name address is its own name (Envoy takes it as the host's name).
+		if e.Hostname == "" && net.ParseIP(e.Address) != nil {
 			v.add(bp.child("endpoints").index(i).child("hostname"), "required with tls.autoSNI: it is the name sent and verified")
 		}
 	}

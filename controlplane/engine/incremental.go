@@ -139,6 +139,11 @@ func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
 	walk(prev.ir.Clusters, g.Clusters, func(c *ir.Cluster) string { return c.Name },
 		func(c *ir.Cluster) {
 			cr := put(resource.ClusterType, xdsbuild.Cluster(c))
+			if c.DNS != nil {
+				// Envoy resolves this cluster's endpoints; an assignment left from when it was not is dropped.
+				remove(resource.EndpointType, c.Name)
+				return
+			}
 			la := xdsbuild.LoadAssignment(c)
 			if v := la.ValidateAll(); v != nil {
 				errs = append(errs, fmt.Errorf("endpoints %s: %w", c.Name, v))

@@ -114,8 +114,9 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 		case !e.Accepted:
 			f.Note = "not in Envoy: the policy is not served"
 		default:
-			f.Resource = &Resource{Type: ru.typ}
-			name, path, got := resolveIn(trees[ru.typ], expand(ru.name, vars), expand(ru.path, vars))
+			typ, paths := inCluster(trees, ru.typ, expand(ru.name, vars), expand(ru.path, vars))
+			f.Resource = &Resource{Type: typ}
+			name, path, got := resolveIn(trees[typ], expand(ru.name, vars), paths)
 			f.Resource.Name, f.Envoy = name, path
 			switch {
 			case got != nil:

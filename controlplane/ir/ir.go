@@ -274,6 +274,9 @@ type Cluster struct {
 	ZoneAware *ZoneAware `json:"zoneAware,omitempty"`
 	// ZoneWeights, when set, are the locality weights of the zones; unlisted zones get no traffic.
 	ZoneWeights []ZoneWeight `json:"zoneWeights,omitempty"`
+	// DNS, when set, makes Envoy resolve the endpoint addresses (host names): the endpoints travel inside the
+	// cluster, and there is no EDS resource for it.
+	DNS *DNS `json:"dns,omitempty"`
 }
 
 // RingHashSize bounds the ring.
@@ -479,4 +482,14 @@ type RateLimit struct {
 type Mirror struct {
 	Cluster string `json:"cluster,omitempty"`
 	Percent uint32 `json:"percent,omitempty"`
+}
+
+// DNS is how Envoy resolves a cluster's host-name endpoints.
+type DNS struct {
+	// Logical makes the name one endpoint (LOGICAL_DNS); otherwise every address is one (STRICT_DNS).
+	Logical         bool          `json:"logical,omitempty"`
+	RefreshInterval time.Duration `json:"refreshInterval,omitempty"`
+	RespectTTL      bool          `json:"respectTTL,omitempty"`
+	// LookupFamily holds the API's value: V4Preferred, V4, V6, Auto or All.
+	LookupFamily string `json:"lookupFamily,omitempty"`
 }

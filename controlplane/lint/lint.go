@@ -75,6 +75,7 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 		healthCheckHost(add, bp, b, s.Listener.Hostnames)
 		backendFeatures(add, bp, b)
 		zones(add, bp, b)
+		dnsBackend(add, bp, b)
 	}
 	for _, split := range splits(s) {
 		hashSplit(add, s, split, byName)

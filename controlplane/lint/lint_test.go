@@ -262,3 +262,22 @@ spec:
 		}
 	}
 }
+
+func TestLogicalDNSBalancing(t *testing.T) {
+	for _, tc := range []struct {
+		dns, lb string
+		want    bool
+	}{{"Logical", "LeastRequest", true}, {"Logical", "RoundRobin", false}, {"Strict", "LeastRequest", false}} {
+		fs := check(t, `metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, dns: {resolution: `+tc.dns+`}, loadBalancing: {algorithm: `+tc.lb+`}, endpoints: [{address: api.example.com, port: 443}]}]`)
+		got := false
+		for _, f := range fs {
+			got = got || f.Rule == RuleLogicalDNSBalancing
+		}
+		if got != tc.want {
+			t.Errorf("%s %s: findings %v; want the rule: %v", tc.dns, tc.lb, fs, tc.want)
+		}
+	}
+}

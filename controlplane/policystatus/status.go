@@ -39,7 +39,7 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 	// Backends first, then session clusters (they merge a route's backends, whose endpoints are counted
 	// already): the CRD bounds the list, and a longer one would make the API server refuse the whole status.
 	var sessions []v1alpha1.BackendStatus
-	healthy, reported := int32(0), 0
+	healthy, total, reported := int32(0), int32(0), 0
 	for _, c := range r.Clusters {
 		name, isBackend := r.BackendOf[c]
 		if !isBackend {
@@ -51,12 +51,17 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 		case isBackend:
 			st.Backends = append(st.Backends, b)
 			healthy += b.Endpoints.Healthy
+			total += b.Endpoints.Total
 			reported++
 		default:
 			sessions = append(sessions, b)
 		}
 	}
-	if reported > 0 && reported == len(r.BackendOf) {
+	switch {
+	case reported > 0 && reported == len(r.BackendOf) && r.ResolvedByEnvoy:
+		// Host names count once in the policy but as many endpoints as they resolve to in Envoy.
+		st.Endpoints.Total, st.Endpoints.Healthy = total, healthy
+	case reported > 0 && reported == len(r.BackendOf):
 		st.Endpoints.Healthy = min(healthy, st.Endpoints.Total)
 	}
 	st.Backends = append(st.Backends, sessions...)

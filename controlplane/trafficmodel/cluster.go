@@ -62,6 +62,10 @@ type Cluster struct {
 	TotalPanic bool `json:"totalPanic"`
 	// zoneWeights are loadBalancing.zoneWeights (see zoneSplit).
 	zoneWeights map[string]uint32
+	// ResolvedByEnvoy says the endpoints are host names Envoy resolves at run time (a DNS backend): the
+	// model balances over the names, while Envoy balances over the addresses they resolve to.
+	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
+	logicalDNS      bool
 }
 
 // HostKey is the string Envoy hashes for an endpoint on the ring and in the Maglev table: its address as
@@ -72,7 +76,8 @@ func HostKey(address string, port uint32) string {
 
 // NewCluster models c with the endpoints in down (and draining ones) out of load balancing.
 func NewCluster(c *ir.Cluster, down Down) *Cluster {
-	m := &Cluster{Name: c.Name, Algorithm: c.Algorithm, PanicThreshold: DefaultPanicThreshold}
+	m := &Cluster{Name: c.Name, Algorithm: c.Algorithm, PanicThreshold: DefaultPanicThreshold, ResolvedByEnvoy: c.DNS != nil,
+		logicalDNS: c.DNS != nil && c.DNS.Logical}
 	if c.PanicThreshold != nil {
 		m.PanicThreshold = uint64(math.Round(*c.PanicThreshold))
 	}

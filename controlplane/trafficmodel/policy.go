@@ -102,6 +102,9 @@ type EndpointShare struct {
 	Healthy bool    `json:"healthy"`
 	Reason  string  `json:"reason,omitempty"`
 	Share   float64 `json:"share"`
+	// ResolvedByEnvoy: Address is a host name, whose addresses Envoy resolves at run time and splits the
+	// share over.
+	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
 }
 
 // Shares returns, route by route, every endpoint's expected share of the route's requests: the backend's
@@ -119,7 +122,7 @@ func (p *Policy) Shares() []EndpointShare {
 			for i, s := range c.Shares() {
 				h := c.Hosts[i]
 				out = append(out, EndpointShare{Route: r.Name, Backend: p.BackendOf[c.Name], Cluster: c.Name, Address: h.Address,
-					Zone: h.Zone, Weight: h.Weight, Healthy: h.Healthy, Reason: h.Reason, Share: w * s})
+					Zone: h.Zone, Weight: h.Weight, Healthy: h.Healthy, Reason: h.Reason, Share: w * s, ResolvedByEnvoy: c.ResolvedByEnvoy})
 			}
 		}
 	}

@@ -129,6 +129,12 @@ func Compare(before, after *Policy) *Preview {
 			c.State = "removed"
 		}
 	}
+	for _, e := range append(bs, as...) {
+		if c := &pv.Changes[idx[shareKey{e.Route, e.Backend, e.Address}]]; e.ResolvedByEnvoy && c.State == "" {
+			// The share is the name's; Envoy splits it over the addresses the name resolves to.
+			c.State = "host name, resolved by Envoy at run time"
+		}
+	}
 	if before == nil || after == nil {
 		return pv
 	}

@@ -50,6 +50,10 @@ type BackendPick struct {
 	Skipped []Host `json:"skipped,omitempty"`
 	// Endpoint is where the request goes when it is certain: a hash owner or a session's endpoint.
 	Endpoint string `json:"endpoint,omitempty"`
+	// Note says what the model cannot know about this backend.
+	Note string `json:"note,omitempty"`
+	// ResolvedByEnvoy: the endpoints are host names, whose addresses only Envoy knows.
+	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
 }
 
 // Candidate is an endpoint and its chance of getting the request.
@@ -159,6 +163,9 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 		switch {
 		case sessionEndpoint != "" && c.HostIndex(sessionEndpoint) >= 0:
 			bp.Endpoint = sessionEndpoint
+		case c.ResolvedByEnvoy && c.Hashing() && present:
+			// The ring holds the addresses the names resolve to, which only Envoy knows.
+			bp.Note = ResolvedNote + ": which of their addresses owns this hash is decided there"
 		case c.Hashing() && present:
 			i, l := c.Owner(h)
 			if l != nil {
@@ -177,6 +184,14 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 			for _, l := range c.Levels {
 				bp.Panic = bp.Panic || (l.Panic && l.Load > 0)
 			}
+		}
+		bp.ResolvedByEnvoy = c.ResolvedByEnvoy
+		switch {
+		case !c.ResolvedByEnvoy || bp.Note != "":
+		case c.logicalDNS:
+			bp.Note = ResolvedNote + ": Envoy connects to the first address of the latest answer"
+		default:
+			bp.Note = ResolvedNote + ": the shares below are the names', each split over its addresses"
 		}
 		t.Backends = append(t.Backends, bp)
 	}
@@ -292,3 +307,6 @@ func matchRoute(r *ir.Route, req Request) (bool, []string) {
 	}
 	return true, why
 }
+
+// ResolvedNote is what the model says of a DNS backend's endpoints.
+const ResolvedNote = "the endpoints are host names Envoy resolves at run time"

@@ -167,6 +167,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		cl.Outlier.MaxEjectionPercent = defaultEjectionCap(cl.Endpoints)
 	}
 	trafficCluster(cl, b)
+	dnsCluster(cl, b)
 	return builtCluster{Cluster: cl, HashKeysFromPolicy: keys}
 }
 

@@ -49,6 +49,9 @@ type PolicyResult struct {
 	Endpoints int32
 	// HealthyEndpoints leaves out draining (terminating) endpoints.
 	HealthyEndpoints int32
+	// ResolvedByEnvoy: some backend has host-name endpoints, so Endpoints counts names, not the addresses
+	// Envoy resolves them to; the counts the Envoys report replace it.
+	ResolvedByEnvoy bool `json:",omitempty"`
 	// Warnings are lint findings on an accepted policy (see package lint).
 	Warnings []string
 	// Resources names the Envoy resources this policy contributes to, for status and explain.

@@ -101,6 +101,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			hashKeys[cl.Name] = cl.HashKeysFromPolicy
 		}
 		r.Endpoints += int32(len(cl.Endpoints))
+		r.ResolvedByEnvoy = r.ResolvedByEnvoy || cl.DNS != nil
 		for _, e := range cl.Endpoints {
 			if !e.Draining {
 				r.HealthyEndpoints++

@@ -45,7 +45,9 @@ func Build(g *ir.Group) (Resources, error) {
 	}
 	for _, c := range g.Clusters {
 		out[resource.ClusterType] = append(out[resource.ClusterType], Cluster(c))
-		out[resource.EndpointType] = append(out[resource.EndpointType], LoadAssignment(c))
+		if c.DNS == nil {
+			out[resource.EndpointType] = append(out[resource.EndpointType], LoadAssignment(c))
+		}
 	}
 	for _, l := range g.Listeners {
 		out[resource.ListenerType] = append(out[resource.ListenerType], Listener(l))

@@ -23,7 +23,8 @@ import (
 	"github.com/lbplane/lbplane/controlplane/ir"
 )
 
-// Cluster builds the cluster of one backend; its endpoints come over EDS under the same name.
+// Cluster builds the cluster of one backend; its endpoints come over EDS under the same name, or, for a
+// cluster of host names, inside it.
 func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 	th := &clusterv3.CircuitBreakers_Thresholds{
 		Priority:           corev3.RoutingPriority_DEFAULT,
@@ -120,6 +121,7 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		out.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}}
 	}
 	trafficCluster(c, out)
+	dnsDiscovery(c, out)
 	return out
 }
 

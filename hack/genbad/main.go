@@ -246,7 +246,7 @@ func cases() []badCase {
 	sub("hostname-invalid", "hostnames: [bad.example.com]", "hostnames: [bad_example.com]", `spec.listener.hostnames[0]: must be a lowercase DNS name`)
 	sub("hostname-wildcard-middle", "hostnames: [bad.example.com]", "hostnames: [bad.*.com]", `spec.listener.hostnames[0]: must be a lowercase DNS name`)
 	sub("address-invalid", "address: 127.0.0.1, port: 9100", "address: localhost, port: 9100", `spec.listener.address: must be an IP address, got "localhost"`)
-	sub("endpoint-address-dns", "{address: 127.0.0.1, port: 18081, weight: 1}", "{address: backend.local, port: 18081, weight: 1}", `spec.backends[0].endpoints[0].address: must be an IP address, got "backend.local"`)
+	sub("endpoint-address-name", "{address: 127.0.0.1, port: 18081, weight: 1}", "{address: Backend_Local, port: 18081, weight: 1}", `spec.backends[0].endpoints[0].address: must be an IP address or a lowercase DNS name, got "Backend_Local"`)
 	sub("endpoint-address-cidr", "{address: 127.0.0.1, port: 18081, weight: 1}", "{address: 10.0.0.0/8, port: 18081, weight: 1}", `spec.backends[0].endpoints[0].address: must be an IP address`)
 	sub("no-backends", "  backends:\n    - name: app\n      loadBalancing: {algorithm: RoundRobin}\n      connectTimeout: 1s\n      circuitBreakers: {maxConnections: 10}\n      healthCheck: {active: {type: HTTP, http: {path: /healthz}}, passive: {consecutive5xx: 5}}\n      endpoints: [{address: 127.0.0.1, port: 18081, weight: 1}]\n", "  backends: []\n", "spec.backends: at least one backend is required")
 	sub("no-protocol", "protocol: HTTP, ", "", "spec.listener.protocol: required")
@@ -310,6 +310,8 @@ spec:
 	add("alias-bomb", "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n", "")
 	sub("zone-failover-duplicate", "algorithm: RoundRobin}", "algorithm: RoundRobin, zoneFailover: [zone-a, zone-a]}", "spec.backends[0].loadBalancing.zoneFailover[1]")
 	sub("zone-name", "algorithm: RoundRobin}", "algorithm: RoundRobin, zoneFailover: [\"zone a\"]}", "spec.backends[0].loadBalancing.zoneFailover[0]: must be a zone name")
+	sub("dns-on-ip-backend", "connectTimeout: 1s\n", "connectTimeout: 1s\n      dns: {resolution: Strict}\n", "spec.backends[0].dns: only allowed on a backend with an endpoint address that is a host name")
+	sub("dns-logical-two-endpoints", "endpoints: [{address: 127.0.0.1, port: 18081, weight: 1}]", "dns: {resolution: Logical}\n      endpoints: [{address: a.example.com, port: 18081}, {address: b.example.com, port: 18081}]", "spec.backends[0].endpoints: dns.resolution Logical takes exactly one endpoint")
 	return out
 }
 

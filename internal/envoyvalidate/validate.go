@@ -1,6 +1,6 @@
 // Package envoyvalidate asks a real Envoy binary whether it accepts a set of generated resources. Envoy only
 // validates a bootstrap, so the dynamic resources are folded into a static one: EDS clusters become static
-// clusters carrying their load assignment, and RDS listeners carry their route table inline.
+// clusters carrying their load assignment (DNS clusters carry theirs already), and RDS listeners carry their route table inline.
 package envoyvalidate
 
 import (
@@ -50,6 +50,11 @@ func Static(res map[string][]proto.Message) (*bootstrapv3.Bootstrap, error) {
 		c := proto.Clone(m).(*clusterv3.Cluster)
 		if err := upstreamStaticSecrets(c.TransportSocket); err != nil {
 			return nil, err
+		}
+		if c.GetClusterType() != nil {
+			// A DNS cluster carries its endpoints already.
+			b.StaticResources.Clusters = append(b.StaticResources.Clusters, c)
+			continue
 		}
 		name := c.GetEdsClusterConfig().GetServiceName()
 		if name == "" {

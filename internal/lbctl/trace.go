@@ -269,6 +269,11 @@ func agreement(t *trafficmodel.Trace, upstream string) (bool, string) {
 			return true, "Envoy chose " + upstream + ", as predicted"
 		}
 	}
+	for _, b := range t.Backends {
+		if b.ResolvedByEnvoy {
+			return true, "Envoy chose " + upstream + ": backend " + b.Backend + " has host names Envoy resolves at run time, whose addresses are not known offline"
+		}
+	}
 	if len(certain) > 0 {
 		return false, fmt.Sprintf("Envoy chose %s; offline predicted %s", upstream, strings.Join(certain, " or "))
 	}
@@ -323,6 +328,9 @@ func printTrace(w io.Writer, out *traceOutput) {
 		}
 		for _, s := range b.Skipped {
 			fmt.Fprintf(w, "  skipped %s: %s\n", s.Address, s.Reason)
+		}
+		if b.Note != "" {
+			fmt.Fprintf(w, "  (%s)\n", b.Note)
 		}
 		switch {
 		case b.Owner != "":

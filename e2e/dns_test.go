@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+	"github.com/lbplane/lbplane/internal/backend"
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+// dnsServer answers A queries for one name with a set of addresses the test changes, on 127.0.0.1, UDP.
+type dnsServer struct {
+	Addr    string
+	name    string
+	mu      sync.Mutex
+	answer  []string
+	Queries atomic.Int64
+}
+
+func startDNSServer(t *testing.T, name string, answer ...string) *dnsServer {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &dnsServer{Addr: pc.LocalAddr().String(), name: dns.Fqdn(name)}
+	s.Set(answer...)
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(s.serve), NotifyStartedFunc: func() { close(started) }}
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
+	return s
+}
+
+// Set replaces the addresses the name resolves to.
+func (s *dnsServer) Set(addrs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer = addrs
+}
+
+func (s *dnsServer) serve(w dns.ResponseWriter, req *dns.Msg) {
+	m := new(dns.Msg)
+	m.SetReply(req)
+	m.Authoritative = true
+	if len(req.Question) == 1 && strings.EqualFold(req.Question[0].Name, s.name) {
+		s.Queries.Add(1)
+		if req.Question[0].Qtype == dns.TypeA {
+			s.mu.Lock()
+			for _, a := range s.answer {
+				// TTL 0: nothing on the way may cache the answer past the refresh.
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: s.name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 0}, A: net.ParseIP(a)})
+			}
+			s.mu.Unlock()
+		}
+	} else {
+		m.Rcode = dns.RcodeNameError
+	}
+	w.WriteMsg(m)
+}
+
+// startBackendAt runs a backend on ip:port: a DNS answer carries no port, so the backends of one name
+// differ by loopback address and share the port.
+func startBackendAt(t *testing.T, name, ip string, port int) *Backend {
+	t.Helper()
+	lis, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
+	if err != nil {
+		t.Fatalf("backend %s on %s:%d: %v", name, ip, port, err)
+	}
+	b := &Backend{Backend: backend.New(name, 1024, 0), Port: port, lis: lis}
+	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
+	go b.srv.Serve(lis)
+	t.Cleanup(func() { b.srv.Close() })
+	return b
+}
+
+// startEnvoyResolving is startEnvoy with Envoy's DNS resolver pointed at one server (lbctl bootstrap
+// --dns-resolver).
+func startEnvoyResolving(t *testing.T, l *Lbplane, nodeID, resolver string) *Envoy {
+	t.Helper()
+	bin := tools.Require(t, "envoy")
+	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, Group: "default", XDS: l.XDSAddr, Delta: true,
+		AdminPort: e.AdminPort, StatsPort: e.StatsPort, ShareAdminPort: true, TLS: envoyTLS(t, l, nodeID, "default"),
+		DNSResolvers: []string{resolver}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, "-c", cfg, "--use-dynamic-base-id",
+		"--concurrency", "1", "-l", "warn", "--component-log-level", "config:info,upstream:info,dns:debug")
+	return e
+}
+
+// TestDNSBackendFollowsTheAnswer: a backend named by DNS gets one endpoint per address the name resolves
+// to, with Envoy's resolver pointed at a DNS server the test runs; when the answer changes, the traffic
+// moves to the new addresses, and status shows the resolved endpoints.
+func TestDNSBackendFollowsTheAnswer(t *testing.T) {
+	port := reservePort(t)
+	bs := map[string]*Backend{}
+	for i, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		name := fmt.Sprintf("b%d", i+2)
+		bs[name] = startBackendAt(t, name, ip, port)
+	}
+	const host = "app.lbplane.test"
+	ns := startDNSServer(t, host, "127.0.0.2", "127.0.0.3")
+
+	l := startLbplane(t)
+	listen := reservePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", listen)
+	startEnvoyResolving(t, l, "envoy-dns", ns.Addr)
+	push(t, l, policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: dns}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Listen}}, protocol: HTTP}
+  backends:
+    - name: app
+      dns: {refreshInterval: 500ms, lookupFamily: V4}
+      healthCheck:
+        active: {type: HTTP, interval: 1s, http: {path: /healthz}}
+      endpoints:
+        - {address: `+host+`, port: {{.Port}}}
+`, map[string]any{"Listen": listen, "Port": port}))
+	waitServing(t, url, "b2", "b3")
+	waitSynced(t, l, 1)
+
+	c := newClient(true)
+	eventually(t, 15*time.Second, "both addresses of the first answer serve", func() error {
+		if s := c.Spread(t, url, 20, nil); s["b2"] == 0 || s["b3"] == 0 {
+			return fmt.Errorf("%v", s)
+		}
+		return nil
+	})
+	s := c.Spread(t, url, 200, nil)
+	if s["b4"] != 0 || s["b2"] < 50 || s["b3"] < 50 {
+		t.Errorf("first answer (127.0.0.2, 127.0.0.3): %v; want both of them and nothing on b4", s)
+	}
+	t.Logf("first answer: %v, %d queries so far", s, ns.Queries.Load())
+
+	// lbplane maps the hosts Envoy resolved (which it never listed) to the backend by cluster name.
+	eventually(t, 20*time.Second, "status shows the two resolved endpoints", func() error {
+		b, err := backendStatus(t, l, "dns", "app")
+		if err != nil {
+			return err
+		}
+		if b.Endpoints.Total != 2 || b.Endpoints.Healthy != 2 {
+			return fmt.Errorf("%+v", b.Endpoints)
+		}
+		// The policy lists one name; its endpoints are the two addresses Envoy resolved.
+		var st v1alpha1.LoadBalancerPolicyStatus
+		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "dns", "-o", "json")), &st); err != nil {
+			return err
+		}
+		if st.Endpoints.Total != 2 || st.Endpoints.Healthy != 2 {
+			return fmt.Errorf("policy endpoints %+v", st.Endpoints)
+		}
+		return nil
+	})
+	// explain shows the DNS cluster, with its endpoint inside it.
+	if out := lbctlOK(t, l, "explain", "dns"); !strings.Contains(out, "envoy.clusters.dns") || !strings.Contains(out, "load_assignment.endpoints") {
+		t.Errorf("lbctl explain dns does not show the DNS cluster:\n%s", out)
+	}
+
+	ns.Set("127.0.0.4")
+	changed := time.Now()
+	eventually(t, 30*time.Second, "the new address takes the traffic", func() error {
+		if s := c.Spread(t, url, 20, nil); s["b4"] != 20 {
+			return fmt.Errorf("%v", s)
+		}
+		return nil
+	})
+	t.Logf("traffic moved %s after the answer changed (refresh interval 500ms)", time.Since(changed).Round(time.Millisecond))
+	before := map[string]int64{}
+	for n, b := range bs {
+		before[n] = b.Served.Load()
+	}
+	s = c.Spread(t, url, 200, nil)
+	if s["b4"] != 200 {
+		t.Errorf("second answer (127.0.0.4): %v; want all 200 on b4", s)
+	}
+	// Counted by the backends too, not only by the answers' header.
+	if got := bs["b4"].Served.Load() - before["b4"]; got != 200 || bs["b2"].Served.Load() != before["b2"] || bs["b3"].Served.Load() != before["b3"] {
+		t.Errorf("served during the last 200: b2 %d, b3 %d, b4 %d", bs["b2"].Served.Load()-before["b2"], bs["b3"].Served.Load()-before["b3"], got)
+	}
+	eventually(t, 20*time.Second, "status shows the one endpoint of the new answer", func() error {
+		b, err := backendStatus(t, l, "dns", "app")
+		if err != nil {
+			return err
+		}
+		if b.Endpoints.Total != 1 {
+			return fmt.Errorf("%+v", b.Endpoints)
+		}
+		return nil
+	})
+	if n := ns.Queries.Load(); n < 2 {
+		t.Errorf("the DNS server got %d queries; Envoy must have asked again", n)
+	}
+}
