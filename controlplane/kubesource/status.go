@@ -42,13 +42,15 @@ type ranBy struct {
 }
 
 // proxyID names one stream: an Envoy that reconnects starts from nothing and must acknowledge again.
+// connectedAt is in nanoseconds: a time.Time read back from another replica's report is not == to itself
+// as this replica's tracker holds it (monotonic reading, location).
 type proxyID struct {
 	node, api   string
-	connectedAt time.Time
+	connectedAt int64
 }
 
 func idOf(p *xdsserver.ProxyStatus) proxyID {
-	return proxyID{node: p.NodeID, api: p.API, connectedAt: p.ConnectedAt}
+	return proxyID{node: p.NodeID, api: p.API, connectedAt: p.ConnectedAt.UnixNano()}
 }
 
 // runsUnchanged returns proxies as this policy sees them: a proxy that ran the policy's current result
