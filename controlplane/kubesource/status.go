@@ -172,9 +172,9 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		if pr == nil || origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
 			continue // not translated from this generation yet
 		}
-		seen := runsUnchanged(proxies, pr, w.ran[k])
-		next := policystatus.Compute(pr, seen, health, now)
-		w.record(pr, seen, &next)
+		view := runsUnchanged(proxies, pr, w.ran[k])
+		next := policystatus.Compute(pr, view, health, now)
+		w.record(pr, view, &next)
 		if transientPending(&next, &p.Status) {
 			since, seen := w.pendingSince[k]
 			if !seen {
