@@ -18,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // statusWriter writes each policy's status, on the leader only, at most every StatusInterval, and only when
@@ -28,12 +29,82 @@ type statusWriter struct {
 	loadWritten map[translate.Key]time.Time
 	// pendingSince is when a programmed policy was first seen pending (see pendingGrace).
 	pendingSince map[translate.Key]time.Time
+	// ran is, per policy, the translation result and the proxies that ran it when it was last computed
+	// Programmed (see runsUnchanged).
+	ran map[translate.Key]ranBy
 }
 
-// pendingGrace is how long a programmed policy may show its proxies as pending before that is written.
-// Any change publishes a new version of the whole group, so every policy of the group is pending until
-// the proxies acknowledge it, usually within milliseconds: writing that would write every policy's status
-// twice for a change to one of them (a thousand writes for one endpoint).
+// ranBy records that proxies ran a policy's result: every one of them had acknowledged a config that
+// carried it.
+type ranBy struct {
+	result  *translate.PolicyResult
+	proxies map[proxyID]bool
+}
+
+// proxyID names one stream: an Envoy that reconnects starts from nothing and must acknowledge again.
+// connectedAt is in nanoseconds: a time.Time read back from another replica's report is not == to itself
+// as this replica's tracker holds it (monotonic reading, location).
+type proxyID struct {
+	node, api   string
+	connectedAt int64
+}
+
+func idOf(p *xdsserver.ProxyStatus) proxyID {
+	return proxyID{node: p.NodeID, api: p.API, connectedAt: p.ConnectedAt.UnixNano()}
+}
+
+// runsUnchanged returns proxies as this policy sees them: a proxy that ran the policy's current result
+// still runs it while it catches up with a newer version of the group, since the translator hands out
+// the same result (the same pointer) for a policy until its spec or anything it references changes. A
+// group has one version, so a change to any policy, or to an EndpointSlice behind one, makes every proxy
+// of the group Stale until it acknowledges; without this every policy of the group would turn Pending
+// for each change to one of them (a write storm at 10,000 policies, or under endpoint churn).
+func runsUnchanged(proxies []xdsserver.ProxyStatus, pr *translate.PolicyResult, ran ranBy) []xdsserver.ProxyStatus {
+	if ran.result != pr {
+		return proxies
+	}
+	var out []xdsserver.ProxyStatus
+	for i := range proxies {
+		p := &proxies[i]
+		if p.Group != pr.ProxyGroup || p.State != xdsserver.Stale || !ran.proxies[idOf(p)] {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(proxies)
+		}
+		out[i].State = xdsserver.Synced
+	}
+	if out == nil {
+		return proxies
+	}
+	return out
+}
+
+// record notes which proxies run pr when st says they all do.
+func (w *statusWriter) record(pr *translate.PolicyResult, proxies []xdsserver.ProxyStatus, st *v1alpha1.LoadBalancerPolicyStatus) {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgrammed)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		delete(w.ran, pr.Key)
+		return
+	}
+	if r, ok := w.ran[pr.Key]; ok && r.result == pr && !slices.ContainsFunc(proxies, func(p xdsserver.ProxyStatus) bool {
+		return p.Group == pr.ProxyGroup && !r.proxies[idOf(&p)]
+	}) {
+		return
+	}
+	ids := map[proxyID]bool{}
+	for i := range proxies {
+		if proxies[i].Group == pr.ProxyGroup {
+			ids[idOf(&proxies[i])] = true
+		}
+	}
+	w.ran[pr.Key] = ranBy{result: pr, proxies: ids}
+}
+
+// pendingGrace is how long a programmed policy whose resources changed (an EndpointSlice behind it, a
+// Secret) may show its proxies as pending before that is written: the proxies usually acknowledge within
+// milliseconds, and writing Pending then Programmed would write its status twice per endpoint change. The
+// group's other policies are not pending at all (see runsUnchanged).
 const pendingGrace = 5 * time.Second
 
 // transientPending tells whether next only reports a programmed policy's proxies as catching up.
@@ -81,19 +152,29 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	if w.loadWritten == nil {
 		w.loadWritten = map[translate.Key]time.Time{}
 	}
+	if w.ran == nil {
+		w.ran = map[translate.Key]ranBy{}
+	}
 	var list v1alpha1.LoadBalancerPolicyList
 	if err := s.mgr.GetCache().List(ctx, &list); err != nil {
 		return
 	}
 	now := metav1.Now()
+	listed := make(map[translate.Key]bool, len(list.Items))
+	defer func() {
+		maps.DeleteFunc(w.ran, func(k translate.Key, _ ranBy) bool { return !listed[k] })
+	}()
 	for i := range list.Items {
 		p := &list.Items[i]
 		k := translate.KeyOf(p)
+		listed[k] = true
 		pr := res.Policies.Of(k)
 		if pr == nil || origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
 			continue // not translated from this generation yet
 		}
-		next := policystatus.Compute(pr, proxies, health, now)
+		view := runsUnchanged(proxies, pr, w.ran[k])
+		next := policystatus.Compute(pr, view, health, now)
+		w.record(pr, view, &next)
 		if transientPending(&next, &p.Status) {
 			since, seen := w.pendingSince[k]
 			if !seen {
