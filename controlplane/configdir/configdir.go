@@ -48,6 +48,7 @@ type Watcher struct {
 	root        *os.Root
 	fingerprint string
 	files       map[string][]*v1alpha1.LoadBalancerPolicy // last good decode of each file
+	decoded     map[string]decodedFile                    // each file's last decode, by its stat stamp
 	good        map[translate.Key]*v1alpha1.LoadBalancerPolicy
 	firstSeen   map[translate.Key]time.Time
 	errors      []string
@@ -89,8 +90,19 @@ func (w *Watcher) Load() error {
 	}
 	w.fingerprint = fp
 	files := map[string][]*v1alpha1.LoadBalancerPolicy{}
+	decoded := map[string]decodedFile{}
 	for _, p := range paths {
 		info, ok := infos[p]
+		// A file whose stamp did not change is not read or decoded again: a change to one file of a
+		// directory of 100 costs one file's decoding, not the directory's.
+		if d, same := w.decoded[p]; ok && same && d.stamp == stamp(info) {
+			decoded[p] = d
+			errs = append(errs, d.errs...)
+			if d.policies != nil {
+				files[p] = d.policies
+			}
+			continue
+		}
 		var data []byte
 		if ok {
 			if data, err = w.read(p, info); err != nil {
@@ -105,18 +117,25 @@ func (w *Watcher) Load() error {
 			continue
 		}
 		docs, err := manifest.Decode(p, bytes.NewReader(data))
+		d := decodedFile{stamp: stamp(info)}
 		if err != nil {
-			errs = append(errs, redact(err)...)
+			d.errs = redact(err)
+			errs = append(errs, d.errs...)
 			if prev, ok := w.files[p]; ok {
 				files[p] = prev // keep the last good version of the whole file
+				d.policies = prev
+				decoded[p] = d
 				continue
 			}
 		}
 		for _, d := range docs {
 			files[p] = append(files[p], d.Policy)
 		}
+		d.policies = files[p]
+		decoded[p] = d
 	}
 	w.files = files
+	w.decoded = decoded
 	var policies []*v1alpha1.LoadBalancerPolicy
 	now := time.Now().UTC().Truncate(time.Second)
 	seen := map[translate.Key]bool{}
@@ -232,12 +251,27 @@ func (w *Watcher) stat(paths []string) (string, map[string]os.FileInfo, []string
 		default:
 			infos[p] = info
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00%d\x00", p, info.Size(), info.ModTime().UnixNano())
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			fmt.Fprintf(h, "%d\x00%d\x00%d\x00", st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
-		}
+		fmt.Fprintf(h, "%s\x00%s\x00", p, stamp(info))
 	}
 	return hex.EncodeToString(h.Sum(nil)), infos, errs
+}
+
+// decodedFile is what one file gave at its last decode: its policies (or, when it stopped decoding, the last
+// good ones) and its errors.
+type decodedFile struct {
+	stamp    string
+	policies []*v1alpha1.LoadBalancerPolicy
+	errs     []string
+}
+
+// stamp identifies a version of a file without reading it: size, mtime, inode and ctime (which any write,
+// rename or chmod moves, and which a program cannot set back).
+func stamp(info os.FileInfo) string {
+	s := fmt.Sprintf("%d\x00%d", info.Size(), info.ModTime().UnixNano())
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		s += fmt.Sprintf("\x00%d\x00%d\x00%d", st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	return s
 }
 
 // read reads one file that stat found: opened without blocking and checked again with fstat, so that a file

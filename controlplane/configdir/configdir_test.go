@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,5 +138,55 @@ func TestConfigDirReplacedByRenameIsFollowed(t *testing.T) {
 	ps := w.Engine.Policies(engine.SourceConfigDir)
 	if len(ps) != 1 || ps[0].Name != "renamed" {
 		t.Errorf("after the directory was replaced: %d policies (%v)", len(ps), ps)
+	}
+}
+
+// A reload decodes only the files that changed; the others keep their decoded policies and their errors.
+func TestConfigDirReloadDecodesOnlyChangedFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	named := func(name string) string { return strings.Replace(good, "name: good", "name: "+name, 1) }
+	write("a.yaml", named("a"))
+	write("b.yaml", named("b"))
+	write("bad.yaml", strings.Replace(named("bad"), "port: 10080", "port: notanumber", 1))
+	w, _ := newWatcher(t, dir)
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	path := func(name string) string { return filepath.Join(dir, name) }
+	if len(w.files[path("a.yaml")]) != 1 || len(w.files[path("b.yaml")]) != 1 {
+		t.Fatalf("first load: files %v", w.files)
+	}
+	firstErrs := w.Errors()
+	if len(firstErrs) != 1 || !strings.Contains(firstErrs[0], "bad.yaml") {
+		t.Fatalf("first load: errors %q, want one for bad.yaml", firstErrs)
+	}
+	a, b := w.files[path("a.yaml")][0], w.files[path("b.yaml")][0]
+
+	write("a.yaml", strings.Replace(named("a"), "port: 10080", "port: 9090", 1))
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.files[path("b.yaml")][0]; got != b {
+		t.Error("b.yaml did not change but was decoded again")
+	}
+	if got := w.files[path("a.yaml")][0]; got == a || got.Spec.Listener.Port != 9090 {
+		t.Errorf("a.yaml changed to port 9090; loaded %+v", got.Spec.Listener)
+	}
+	if got := w.Errors(); !slices.Equal(got, firstErrs) {
+		t.Errorf("bad.yaml did not change; errors %q, want %q", got, firstErrs)
+	}
+
+	write("bad.yaml", named("bad"))
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Errors(); len(got) != 0 || len(w.files[path("bad.yaml")]) != 1 {
+		t.Errorf("bad.yaml fixed: errors %q, policies %d", got, len(w.files[path("bad.yaml")]))
 	}
 }

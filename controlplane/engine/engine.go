@@ -116,9 +116,15 @@ func (e *Engine) FileErrors(p *v1alpha1.LoadBalancerPolicy) []string {
 // taken only if they work together (a certificate and its key, a CA bundle); in the middle of a rotation
 // (a new certificate written, its key not yet) the policy keeps serving the old pair.
 func (e *Engine) RefreshFiles() {
-	fresh := e.readUnlocked(e.referencedNow())
+	referenced := e.referencedNow()
+	fresh := e.readUnlocked(referenced)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if len(referenced) == 0 && len(e.files) == 0 {
+		// Nothing references a file, nor did: nothing can have changed. Checking every policy's file
+		// references (below) cost 0.9 s of CPU per 10 s at 50,000 policies that reference none.
+		return
+	}
 	all := e.current()
 	next := translate.Files{}
 	for _, path := range translate.ReferencedFiles(all) {

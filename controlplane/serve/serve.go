@@ -379,7 +379,7 @@ func Run(ctx context.Context, cfg Config) error {
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
-	xdsLis, err := net.Listen("tcp", cfg.XDSAddress)
+	xdsLis, err := xdsserver.Listen(ctx, cfg.XDSAddress)
 	if err != nil {
 		return fmt.Errorf("xDS address: %w", err)
 	}

@@ -2,6 +2,7 @@ package xdsserver
 
 import (
 	"context"
+	"math"
 	"net"
 	"syscall"
 	"time"
@@ -25,9 +26,18 @@ const (
 	maxRecvBytes = 16 << 20
 	// Envoys send keepalive pings (bootstrap: every 30s); allow down to 5s, refuse anything faster.
 	keepaliveMinTime = 5 * time.Second
-	// Ping idle connections so a vanished Envoy (power loss, partition) frees its stream within a minute.
-	keepaliveTime    = 30 * time.Second
-	keepaliveTimeout = 10 * time.Second
+	// lbplane sends no HTTP/2 PINGs of its own (a Time of "infinity", see NewGRPC): Envoy answers a PING on
+	// its main thread, which applying a large config holds for minutes (50,000 clusters: over 5 minutes on
+	// a loaded 2-core machine, bench/results/2026-11-23-vm-incremental section 4.3), so any PING timeout
+	// short enough to be useful disconnects a busy Envoy, which then starts over. (gRPC's and Istio's 30 s +
+	// 10 s did: the connection was closed 42 s after the Envoy connected.) A vanished Envoy (power loss,
+	// partition) is found by TCP keepalive instead, which the peer's kernel answers however busy Envoy is:
+	// an idle connection is probed after tcpKeepaliveIdle and closed after tcpKeepaliveCount unanswered
+	// probes, tcpKeepaliveInterval apart (about a minute). A peer that vanishes with lbplane's data in flight
+	// is found by TCP retransmission timeouts (the kernel's tcp_retries2, ~15 minutes).
+	tcpKeepaliveIdle     = 30 * time.Second
+	tcpKeepaliveInterval = 10 * time.Second
+	tcpKeepaliveCount    = 3
 	// An Envoy opens one ADS stream per connection; a handful leaves room for a reconnecting one and for
 	// tools, and keeps one connection from opening thousands of streams (each a goroutine and watches).
 	maxStreamsPerConn = 16
@@ -47,7 +57,9 @@ func NewGRPC(ctx context.Context, cache *xdscache.Cache, tracker *Tracker, extra
 		grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		// Time "infinity" turns lbplane's PINGs off (and gRPC's TCP_USER_TIMEOUT with them); see
+		// tcpKeepaliveIdle. Envoy's own PINGs (bootstrap) are still answered.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Duration(math.MaxInt64)}),
 	}, extra...)
 	g := grpc.NewServer(opts...)
 	// Ordered ADS sends responses in the order the cache produced them (clusters, endpoints, listeners,
@@ -74,6 +86,15 @@ func Serve(ctx context.Context, g *grpc.Server, lis net.Listener) error {
 		}
 		return nil
 	}
+}
+
+// Listen listens on addr for xDS connections, with the TCP keepalive that finds a vanished Envoy (see
+// tcpKeepaliveIdle).
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: tcpKeepaliveIdle, Interval: tcpKeepaliveInterval, Count: tcpKeepaliveCount,
+	}}
+	return lc.Listen(ctx, "tcp", addr)
 }
 
 // LimitConnections caps the connections open at once on lis. When the cap is reached, Accept waits for one
