@@ -306,21 +306,7 @@ func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// A change may come in several responses (make-before-break); each client counts once.
-			reported := false
-			onUpdate := func(first bool) {
-				if first {
-					ready <- struct{}{}
-					return
-				}
-				mu.Lock()
-				at := changeAt
-				mu.Unlock()
-				if !at.IsZero() && !reported {
-					reported = true
-					arrivals <- time.Since(at)
-				}
-			}
+			onUpdate := arrival(ready, &mu, &changeAt, arrivals)
 			if api == "delta" {
 				simDelta(sctx, conn, node, onUpdate)
 			} else {
@@ -366,6 +352,26 @@ wait:
 	fmt.Fprintf(os.Stderr, "swarm       %-5s %d simulated Envoys: p50 %.1f ms, p99 %.1f ms, all %.1f ms; lbplane RSS %d MiB idle, %d MiB connected: %.1f KiB per client\n",
 		api, n, rec.P50, rec.P99, rec.P999, idle.RSSBytes>>20, connected.RSSBytes>>20, perClient)
 	return nil
+}
+
+// arrival is one simulated Envoy's onUpdate: its first config signals ready; the first update after
+// *changeAt is set (under mu) sends the time since then to arrivals. A change may come in several
+// responses (make-before-break); each client counts once.
+func arrival(ready chan<- struct{}, mu *sync.Mutex, changeAt *time.Time, arrivals chan<- time.Duration) func(first bool) {
+	reported := false
+	return func(first bool) {
+		if first {
+			ready <- struct{}{}
+			return
+		}
+		mu.Lock()
+		at := *changeAt
+		mu.Unlock()
+		if !at.IsZero() && !reported {
+			reported = true
+			arrivals <- time.Since(at)
+		}
+	}
 }
 
 // simSotw is a state-of-the-world client of the cluster type: it reports each response with a new version.

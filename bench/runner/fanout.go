@@ -83,20 +83,7 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reported := false
-			simDelta(sctx, conn, node, func(first bool) {
-				if first {
-					ready <- struct{}{}
-					return
-				}
-				mu.Lock()
-				at := changeAt
-				mu.Unlock()
-				if !at.IsZero() && !reported {
-					reported = true
-					arrivals <- time.Since(at)
-				}
-			})
+			simDelta(sctx, conn, node, arrival(ready, &mu, &changeAt, arrivals))
 		}()
 	}
 	// Clients that have no first config after 5 minutes are counted and left out (a run with 10,000 on a
