@@ -118,15 +118,7 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	if err := waitPort(apiAddr, 60*time.Second); err != nil {
 		return err
 	}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-churn", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
-	if err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(dir, "envoy.yaml")
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		return err
-	}
-	envoy, err := start(dir, "envoy", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	envoy, err := startEnvoy(e, dir, envoybootstrap.Params{NodeID: "bench-churn", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
 	if err != nil {
 		return err
 	}

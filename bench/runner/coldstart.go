@@ -56,12 +56,8 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		}
 		xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", coldBase), fmt.Sprintf("127.0.0.1:%d", coldBase+1)
 		pprofPort, adminPort := coldBase+2, coldBase+3
-		b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-cold", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
+		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
 		if err != nil {
-			return err
-		}
-		cfgPath := filepath.Join(dir, "envoy.yaml")
-		if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
 			return err
 		}
 		args := append([]string{"serve", "--data-dir", filepath.Join(dir, "data"), "--config-dir", cfgDir, "--xds-address", xds, "--api-address", apiAddr,
@@ -71,7 +67,7 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		if err != nil {
 			return err
 		}
-		envoy, err := start(dir, "envoy", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+		envoy, err := startEnvoyWith(e, dir, "envoy", cfgPath)
 		if err != nil {
 			lb.stop()
 			return err

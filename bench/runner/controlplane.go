@@ -127,15 +127,11 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 	if err := apply(ctx, probe(ports[0], 1)); err != nil {
 		return err
 	}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-cp", XDS: xds, Delta: api == "delta", AdminPort: cpBase + 2, MaxConnections: 10000})
+	cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cp", XDS: xds, Delta: api == "delta", AdminPort: cpBase + 2, MaxConnections: 10000})
 	if err != nil {
 		return err
 	}
-	cfgPath := filepath.Join(dir, "envoy.yaml")
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		return err
-	}
-	envoy, err := start(dir, "envoy", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	envoy, err := startEnvoyWith(e, dir, "envoy", cfgPath)
 	if err != nil {
 		return err
 	}
@@ -243,7 +239,7 @@ func coldStart(dir string, e *env, args []string, cfgPath, apiAddr string, n int
 		return err
 	}
 	defer lb.stop()
-	envoy, err := start(dir, "envoy-cold", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	envoy, err := startEnvoyWith(e, dir, "envoy-cold", cfgPath)
 	if err != nil {
 		return err
 	}
@@ -459,4 +455,32 @@ func profileCPU(ctx context.Context, addr, path string) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		fmt.Fprintln(os.Stderr, "cpu profile:", resp.Status, err)
 	}
+}
+
+// writeBootstrap renders params into dir/envoy.yaml and returns its path.
+func writeBootstrap(dir string, params envoybootstrap.Params) (string, error) {
+	b, err := envoybootstrap.Render(params)
+	if err != nil {
+		return "", err
+	}
+	cfgPath := filepath.Join(dir, "envoy.yaml")
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		return "", err
+	}
+	return cfgPath, nil
+}
+
+// startEnvoyWith starts a control-plane row's Envoy (one worker, warnings only; its log is dir/name.log) on
+// the bootstrap at cfgPath.
+func startEnvoyWith(e *env, dir, name, cfgPath string) (*proc, error) {
+	return start(dir, name, nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+}
+
+// startEnvoy writes the bootstrap for params and starts the control-plane rows' Envoy on it.
+func startEnvoy(e *env, dir string, params envoybootstrap.Params) (*proc, error) {
+	cfgPath, err := writeBootstrap(dir, params)
+	if err != nil {
+		return nil, err
+	}
+	return startEnvoyWith(e, dir, "envoy", cfgPath)
 }
