@@ -107,9 +107,7 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", churnBase), fmt.Sprintf("127.0.0.1:%d", churnBase+1)
 	pprofPort, adminPort := churnBase+2, churnBase+3
-	args := append([]string{"serve", "--data-dir", dir, "--xds-address", xds, "--api-address", apiAddr,
-		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure",
-		"--kubernetes", "--kubeconfig", cluster.Kubeconfig}, pprofArgs(pprofPort)...)
+	args := append(serveArgs(dir, xds, apiAddr, "--kubernetes", "--kubeconfig", cluster.Kubeconfig), pprofArgs(pprofPort)...)
 	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
 	if err != nil {
 		return err

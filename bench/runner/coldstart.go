@@ -60,8 +60,7 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		if err != nil {
 			return err
 		}
-		args := append([]string{"serve", "--data-dir", filepath.Join(dir, "data"), "--config-dir", cfgDir, "--xds-address", xds, "--api-address", apiAddr,
-			"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure"}, pprofArgs(pprofPort)...)
+		args := append(serveArgs(filepath.Join(dir, "data"), xds, apiAddr, "--config-dir", cfgDir), pprofArgs(pprofPort)...)
 		begin := time.Now()
 		lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
 		if err != nil {

@@ -89,14 +89,10 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		return err
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
-	args := []string{"serve", "--data-dir", dir, "--xds-address", xds,
-		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0",
-		// Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect without certificates
-		// (xDS over mTLS is the default since lbplane runs its own CA).
-		"--xds-insecure",
+	args := serveArgs(dir, xds, apiAddr, "--metrics-address", "",
 		// The fan-out row's simulated Envoys and the real one: more than the default cap (half the open-file
 		// limit, 10,000 on these machines).
-		"--xds-max-connections", "-1"}
+		"--xds-max-connections", "-1")
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", cpBase+3)
 	if cfg.ProfileDir != "" {
 		args = append(args, "--metrics-address", pprofAddr, "--pprof")
@@ -483,4 +479,12 @@ func startEnvoy(e *env, dir string, params envoybootstrap.Params) (*proc, error)
 		return nil, err
 	}
 	return startEnvoyWith(e, dir, "envoy", cfgPath)
+}
+
+// serveArgs is the command line of the control-plane rows' lbplane: no API rate limit, no proxy stats
+// polling, and extra after. Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect
+// without certificates (xDS over mTLS is the default since lbplane runs its own CA).
+func serveArgs(dataDir, xds, apiAddr string, extra ...string) []string {
+	return append([]string{"serve", "--data-dir", dataDir, "--xds-address", xds, "--api-address", apiAddr,
+		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure"}, extra...)
 }

@@ -40,8 +40,7 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", fanoutBase), fmt.Sprintf("127.0.0.1:%d", fanoutBase+1)
 	pprofPort := fanoutBase + 2
-	args := append([]string{"serve", "--data-dir", dir, "--xds-address", xds, "--api-address", apiAddr,
-		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure", "--xds-max-connections", "-1"}, pprofArgs(pprofPort)...)
+	args := append(serveArgs(dir, xds, apiAddr, "--xds-max-connections", "-1"), pprofArgs(pprofPort)...)
 	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
 	if err != nil {
 		return err
