@@ -6,11 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -56,27 +56,12 @@ func createServicePolicies(ctx context.Context, t *testing.T, c *kubetest.Cluste
 		}
 		return nil
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	work := make(chan int)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := create(i); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(8)
 	for i := range n {
-		work <- i
+		g.Go(func() error { return create(i) })
 	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 }
