@@ -16,6 +16,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -100,7 +101,12 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 		}
 		return nil
 	}
-	if err := parallel(8, p.Policies, create); err != nil {
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range p.Policies {
+		g.Go(func() error { return create(i) })
+	}
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("creating %d Services, EndpointSlices and policies: %w", p.Policies, err)
 	}
 	fmt.Fprintf(os.Stderr, "churn: %d Services, EndpointSlices and policies created\n", p.Policies)
@@ -368,29 +374,4 @@ func claHas(cla *endpointv3.ClusterLoadAssignment, addr string) bool {
 		}
 	}
 	return false
-}
-
-// parallel runs f(0..n-1) on workers goroutines and returns the first error.
-func parallel(workers, n int, f func(int) error) error {
-	work := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	return <-errs
 }
