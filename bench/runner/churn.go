@@ -114,14 +114,11 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", churnBase), fmt.Sprintf("127.0.0.1:%d", churnBase+1)
 	pprofPort, adminPort := churnBase+2, churnBase+3
 	args := append(serveArgs(dir, xds, apiAddr, "--kubernetes", "--kubeconfig", cluster.Kubeconfig), pprofArgs(pprofPort)...)
-	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+	lb, err := serveLbplane(e, dir, apiAddr, 60*time.Second, args)
 	if err != nil {
 		return err
 	}
 	defer lb.stop()
-	if err := waitPort(apiAddr, 60*time.Second); err != nil {
-		return err
-	}
 	envoy, err := startEnvoy(e, dir, envoybootstrap.Params{NodeID: "bench-churn", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
 	if err != nil {
 		return err

@@ -112,14 +112,11 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		counts = cfg.KubePolicyCounts
 		statusCount = func() int64 { return settledStatusWrites(ctx, cluster.Config) }
 	}
-	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
 	if err != nil {
 		return err
 	}
 	defer lb.stop()
-	if err := waitPort(apiAddr, 20*time.Second); err != nil {
-		return err
-	}
 	if err := apply(ctx, probe(ports[0], 1)); err != nil {
 		return err
 	}
@@ -487,4 +484,17 @@ func startEnvoy(e *env, dir string, params envoybootstrap.Params) (*proc, error)
 func serveArgs(dataDir, xds, apiAddr string, extra ...string) []string {
 	return append([]string{"serve", "--data-dir", dataDir, "--xds-address", xds, "--api-address", apiAddr,
 		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure"}, extra...)
+}
+
+// serveLbplane starts lbplane with args and waits up to wait for its API at apiAddr.
+func serveLbplane(e *env, dir, apiAddr string, wait time.Duration, args []string) (*proc, error) {
+	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitPort(apiAddr, wait); err != nil {
+		lb.stop()
+		return nil, err
+	}
+	return lb, nil
 }

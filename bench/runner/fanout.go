@@ -41,14 +41,11 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", fanoutBase), fmt.Sprintf("127.0.0.1:%d", fanoutBase+1)
 	pprofPort := fanoutBase + 2
 	args := append(serveArgs(dir, xds, apiAddr, "--xds-max-connections", "-1"), pprofArgs(pprofPort)...)
-	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+	lb, err := serveLbplane(e, dir, apiAddr, 60*time.Second, args)
 	if err != nil {
 		return err
 	}
 	defer lb.stop()
-	if err := waitPort(apiAddr, 60*time.Second); err != nil {
-		return err
-	}
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}
 	if _, err := c.Apply(ctx, probe("28091", 1), false); err != nil {
 		return err
