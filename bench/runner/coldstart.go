@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
@@ -22,13 +22,7 @@ const (
 
 // coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port.
 func coldFillers(from, to int) []byte {
-	var b strings.Builder
-	for i := from; i < to; i++ {
-		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: c-%d}\nspec:\n"+
-			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [c-%d.bench.local]}\n"+
-			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %d}]}]\n", i, coldListenerPort, i, coldBackendPort)
-	}
-	return []byte(b.String())
+	return fillersOn("c", coldListenerPort, from, to, strconv.Itoa(coldBackendPort))
 }
 
 // coldStarts starts lbplane anew with n policies in its --config-dir (files of 1,000), a fresh Envoy beside

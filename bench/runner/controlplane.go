@@ -34,11 +34,17 @@ var (
 // fillers renders policies [from, to): each its own hostname on one shared port, as many tenants behind
 // one Envoy listener are.
 func fillers(from, to int, backend string) []byte {
+	return fillersOn("f", cpListenerPort, from, to, backend)
+}
+
+// fillersOn renders policies prefix-from to prefix-(to-1), each its own hostname on listener port, all
+// on one endpoint at backend's port.
+func fillersOn(prefix string, port, from, to int, backend string) []byte {
 	var b strings.Builder
 	for i := from; i < to; i++ {
-		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: f-%d}\nspec:\n"+
-			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [f-%d.bench.local]}\n"+
-			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", i, cpListenerPort, i, backend)
+		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: %s-%d}\nspec:\n"+
+			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [%s-%d.bench.local]}\n"+
+			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", prefix, i, port, prefix, i, backend)
 	}
 	return []byte(b.String())
 }
