@@ -323,20 +323,12 @@ func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, 
 	if _, err := c.Apply(ctx, probe(ports[0], 7), false); err != nil {
 		return err
 	}
-	var samples []float64
-	deadline := time.After(2 * time.Minute)
+	samples := collectArrivals(arrivals, n, 2*time.Minute)
 	note := ""
-wait:
-	for len(samples) < n {
-		select {
-		case d := <-arrivals:
-			samples = append(samples, float64(d.Microseconds())/1000)
-		case <-deadline:
-			// Recorded, not fatal: the rows after this one still run, and the report says how many got it.
-			note = fmt.Sprintf("only %d of %d simulated Envoys got the change within 2 minutes", len(samples), n)
-			fmt.Fprintln(os.Stderr, "swarm: "+note)
-			break wait
-		}
+	if len(samples) < n {
+		// Recorded, not fatal: the rows after this one still run, and the report says how many got it.
+		note = fmt.Sprintf("only %d of %d simulated Envoys got the change within 2 minutes", len(samples), n)
+		fmt.Fprintln(os.Stderr, "swarm: "+note)
 	}
 	cancel()
 	wg.Wait()
@@ -367,6 +359,21 @@ func arrival(ready chan<- struct{}, mu *sync.Mutex, changeAt *time.Time, arrival
 			arrivals <- time.Since(at)
 		}
 	}
+}
+
+// collectArrivals takes up to want arrivals, in milliseconds, for at most within; fewer if time ran out.
+func collectArrivals(arrivals <-chan time.Duration, want int, within time.Duration) []float64 {
+	var samples []float64
+	deadline := time.After(within)
+	for len(samples) < want {
+		select {
+		case d := <-arrivals:
+			samples = append(samples, float64(d.Microseconds())/1000)
+		case <-deadline:
+			return samples
+		}
+	}
+	return samples
 }
 
 // simSotw is a state-of-the-world client of the cluster type: it reports each response with a new version.

@@ -119,17 +119,9 @@ connecting:
 	if _, err := c.Apply(ctx, probe("28091", 7), false); err != nil {
 		return err
 	}
-	var samples []float64
-	deadline := time.After(2 * time.Minute)
-wait:
-	for len(samples) < readyN {
-		select {
-		case d := <-arrivals:
-			samples = append(samples, float64(d.Microseconds())/1000)
-		case <-deadline:
-			note += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(samples), readyN)
-			break wait
-		}
+	samples := collectArrivals(arrivals, readyN, 2*time.Minute)
+	if len(samples) < readyN {
+		note += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(samples), readyN)
 	}
 	after := treeUsage(lb.cmd.Process.Pid)
 	<-profDone
