@@ -16,6 +16,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -100,33 +101,25 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 		}
 		return nil
 	}
-	if err := parallel(8, p.Policies, create); err != nil {
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range p.Policies {
+		g.Go(func() error { return create(i) })
+	}
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("creating %d Services, EndpointSlices and policies: %w", p.Policies, err)
 	}
 	fmt.Fprintf(os.Stderr, "churn: %d Services, EndpointSlices and policies created\n", p.Policies)
 
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", churnBase), fmt.Sprintf("127.0.0.1:%d", churnBase+1)
 	pprofPort, adminPort := churnBase+2, churnBase+3
-	args := append([]string{"serve", "--data-dir", dir, "--xds-address", xds, "--api-address", apiAddr,
-		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure",
-		"--kubernetes", "--kubeconfig", cluster.Kubeconfig}, pprofArgs(pprofPort)...)
-	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+	args := append(serveArgs(dir, xds, apiAddr, "--kubernetes", "--kubeconfig", cluster.Kubeconfig), pprofArgs(pprofPort)...)
+	lb, err := serveLbplane(e, dir, apiAddr, 60*time.Second, args)
 	if err != nil {
 		return err
 	}
 	defer lb.stop()
-	if err := waitPort(apiAddr, 60*time.Second); err != nil {
-		return err
-	}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-churn", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
-	if err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(dir, "envoy.yaml")
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		return err
-	}
-	envoy, err := start(dir, "envoy", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	envoy, err := startEnvoy(e, dir, envoybootstrap.Params{NodeID: "bench-churn", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
 	if err != nil {
 		return err
 	}
@@ -378,29 +371,4 @@ func claHas(cla *endpointv3.ClusterLoadAssignment, addr string) bool {
 		}
 	}
 	return false
-}
-
-// parallel runs f(0..n-1) on workers goroutines and returns the first error.
-func parallel(workers, n int, f func(int) error) error {
-	work := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	return <-errs
 }

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
@@ -22,13 +22,7 @@ const (
 
 // coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port.
 func coldFillers(from, to int) []byte {
-	var b strings.Builder
-	for i := from; i < to; i++ {
-		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: c-%d}\nspec:\n"+
-			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [c-%d.bench.local]}\n"+
-			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %d}]}]\n", i, coldListenerPort, i, coldBackendPort)
-	}
-	return []byte(b.String())
+	return fillersOn("c", coldListenerPort, from, to, strconv.Itoa(coldBackendPort))
 }
 
 // coldStarts starts lbplane anew with n policies in its --config-dir (files of 1,000), a fresh Envoy beside
@@ -56,22 +50,17 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		}
 		xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", coldBase), fmt.Sprintf("127.0.0.1:%d", coldBase+1)
 		pprofPort, adminPort := coldBase+2, coldBase+3
-		b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-cold", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
+		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
 		if err != nil {
 			return err
 		}
-		cfgPath := filepath.Join(dir, "envoy.yaml")
-		if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-			return err
-		}
-		args := append([]string{"serve", "--data-dir", filepath.Join(dir, "data"), "--config-dir", cfgDir, "--xds-address", xds, "--api-address", apiAddr,
-			"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure"}, pprofArgs(pprofPort)...)
+		args := append(serveArgs(filepath.Join(dir, "data"), xds, apiAddr, "--config-dir", cfgDir), pprofArgs(pprofPort)...)
 		begin := time.Now()
 		lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
 		if err != nil {
 			return err
 		}
-		envoy, err := start(dir, "envoy", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+		envoy, err := startEnvoyWith(e, dir, "envoy", cfgPath)
 		if err != nil {
 			lb.stop()
 			return err

@@ -34,11 +34,17 @@ var (
 // fillers renders policies [from, to): each its own hostname on one shared port, as many tenants behind
 // one Envoy listener are.
 func fillers(from, to int, backend string) []byte {
+	return fillersOn("f", cpListenerPort, from, to, backend)
+}
+
+// fillersOn renders policies prefix-from to prefix-(to-1), each its own hostname on listener port, all
+// on one endpoint at backend's port.
+func fillersOn(prefix string, port, from, to int, backend string) []byte {
 	var b strings.Builder
 	for i := from; i < to; i++ {
-		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: f-%d}\nspec:\n"+
-			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [f-%d.bench.local]}\n"+
-			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", i, cpListenerPort, i, backend)
+		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: %s-%d}\nspec:\n"+
+			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [%s-%d.bench.local]}\n"+
+			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", prefix, i, port, prefix, i, backend)
 	}
 	return []byte(b.String())
 }
@@ -89,14 +95,10 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		return err
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
-	args := []string{"serve", "--data-dir", dir, "--xds-address", xds,
-		"--api-address", apiAddr, "--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0",
-		// Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect without certificates
-		// (xDS over mTLS is the default since lbplane runs its own CA).
-		"--xds-insecure",
+	args := serveArgs(dir, xds, apiAddr, "--metrics-address", "",
 		// The fan-out row's simulated Envoys and the real one: more than the default cap (half the open-file
 		// limit, 10,000 on these machines).
-		"--xds-max-connections", "-1"}
+		"--xds-max-connections", "-1")
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", cpBase+3)
 	if cfg.ProfileDir != "" {
 		args = append(args, "--metrics-address", pprofAddr, "--pprof")
@@ -116,26 +118,19 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		counts = cfg.KubePolicyCounts
 		statusCount = func() int64 { return settledStatusWrites(ctx, cluster.Config) }
 	}
-	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
 	if err != nil {
 		return err
 	}
 	defer lb.stop()
-	if err := waitPort(apiAddr, 20*time.Second); err != nil {
-		return err
-	}
 	if err := apply(ctx, probe(ports[0], 1)); err != nil {
 		return err
 	}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "bench-cp", XDS: xds, Delta: api == "delta", AdminPort: cpBase + 2, MaxConnections: 10000})
+	cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cp", XDS: xds, Delta: api == "delta", AdminPort: cpBase + 2, MaxConnections: 10000})
 	if err != nil {
 		return err
 	}
-	cfgPath := filepath.Join(dir, "envoy.yaml")
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		return err
-	}
-	envoy, err := start(dir, "envoy", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	envoy, err := startEnvoyWith(e, dir, "envoy", cfgPath)
 	if err != nil {
 		return err
 	}
@@ -243,7 +238,7 @@ func coldStart(dir string, e *env, args []string, cfgPath, apiAddr string, n int
 		return err
 	}
 	defer lb.stop()
-	envoy, err := start(dir, "envoy-cold", nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+	envoy, err := startEnvoyWith(e, dir, "envoy-cold", cfgPath)
 	if err != nil {
 		return err
 	}
@@ -306,21 +301,7 @@ func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// A change may come in several responses (make-before-break); each client counts once.
-			reported := false
-			onUpdate := func(first bool) {
-				if first {
-					ready <- struct{}{}
-					return
-				}
-				mu.Lock()
-				at := changeAt
-				mu.Unlock()
-				if !at.IsZero() && !reported {
-					reported = true
-					arrivals <- time.Since(at)
-				}
-			}
+			onUpdate := arrival(ready, &mu, &changeAt, arrivals)
 			if api == "delta" {
 				simDelta(sctx, conn, node, onUpdate)
 			} else {
@@ -342,20 +323,12 @@ func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, 
 	if _, err := c.Apply(ctx, probe(ports[0], 7), false); err != nil {
 		return err
 	}
-	var samples []float64
-	deadline := time.After(2 * time.Minute)
+	samples := collectArrivals(arrivals, n, 2*time.Minute)
 	note := ""
-wait:
-	for len(samples) < n {
-		select {
-		case d := <-arrivals:
-			samples = append(samples, float64(d.Microseconds())/1000)
-		case <-deadline:
-			// Recorded, not fatal: the rows after this one still run, and the report says how many got it.
-			note = fmt.Sprintf("only %d of %d simulated Envoys got the change within 2 minutes", len(samples), n)
-			fmt.Fprintln(os.Stderr, "swarm: "+note)
-			break wait
-		}
+	if len(samples) < n {
+		// Recorded, not fatal: the rows after this one still run, and the report says how many got it.
+		note = fmt.Sprintf("only %d of %d simulated Envoys got the change within 2 minutes", len(samples), n)
+		fmt.Fprintln(os.Stderr, "swarm: "+note)
 	}
 	cancel()
 	wg.Wait()
@@ -366,6 +339,41 @@ wait:
 	fmt.Fprintf(os.Stderr, "swarm       %-5s %d simulated Envoys: p50 %.1f ms, p99 %.1f ms, all %.1f ms; lbplane RSS %d MiB idle, %d MiB connected: %.1f KiB per client\n",
 		api, n, rec.P50, rec.P99, rec.P999, idle.RSSBytes>>20, connected.RSSBytes>>20, perClient)
 	return nil
+}
+
+// arrival is one simulated Envoy's onUpdate: its first config signals ready; the first update after
+// *changeAt is set (under mu) sends the time since then to arrivals. A change may come in several
+// responses (make-before-break); each client counts once.
+func arrival(ready chan<- struct{}, mu *sync.Mutex, changeAt *time.Time, arrivals chan<- time.Duration) func(first bool) {
+	reported := false
+	return func(first bool) {
+		if first {
+			ready <- struct{}{}
+			return
+		}
+		mu.Lock()
+		at := *changeAt
+		mu.Unlock()
+		if !at.IsZero() && !reported {
+			reported = true
+			arrivals <- time.Since(at)
+		}
+	}
+}
+
+// collectArrivals takes up to want arrivals, in milliseconds, for at most within; fewer if time ran out.
+func collectArrivals(arrivals <-chan time.Duration, want int, within time.Duration) []float64 {
+	var samples []float64
+	deadline := time.After(within)
+	for len(samples) < want {
+		select {
+		case d := <-arrivals:
+			samples = append(samples, float64(d.Microseconds())/1000)
+		case <-deadline:
+			return samples
+		}
+	}
+	return samples
 }
 
 // simSotw is a state-of-the-world client of the cluster type: it reports each response with a new version.
@@ -453,4 +461,53 @@ func profileCPU(ctx context.Context, addr, path string) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		fmt.Fprintln(os.Stderr, "cpu profile:", resp.Status, err)
 	}
+}
+
+// writeBootstrap renders params into dir/envoy.yaml and returns its path.
+func writeBootstrap(dir string, params envoybootstrap.Params) (string, error) {
+	b, err := envoybootstrap.Render(params)
+	if err != nil {
+		return "", err
+	}
+	cfgPath := filepath.Join(dir, "envoy.yaml")
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		return "", err
+	}
+	return cfgPath, nil
+}
+
+// startEnvoyWith starts a control-plane row's Envoy (one worker, warnings only; its log is dir/name.log) on
+// the bootstrap at cfgPath.
+func startEnvoyWith(e *env, dir, name, cfgPath string) (*proc, error) {
+	return start(dir, name, nil, e.tools["envoy"], "-c", cfgPath, "--concurrency", "1", "--use-dynamic-base-id", "-l", "warn")
+}
+
+// startEnvoy writes the bootstrap for params and starts the control-plane rows' Envoy on it.
+func startEnvoy(e *env, dir string, params envoybootstrap.Params) (*proc, error) {
+	cfgPath, err := writeBootstrap(dir, params)
+	if err != nil {
+		return nil, err
+	}
+	return startEnvoyWith(e, dir, "envoy", cfgPath)
+}
+
+// serveArgs is the command line of the control-plane rows' lbplane: no API rate limit, no proxy stats
+// polling, and extra after. Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect
+// without certificates (xDS over mTLS is the default since lbplane runs its own CA).
+func serveArgs(dataDir, xds, apiAddr string, extra ...string) []string {
+	return append([]string{"serve", "--data-dir", dataDir, "--xds-address", xds, "--api-address", apiAddr,
+		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure"}, extra...)
+}
+
+// serveLbplane starts lbplane with args and waits up to wait for its API at apiAddr.
+func serveLbplane(e *env, dir, apiAddr string, wait time.Duration, args []string) (*proc, error) {
+	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitPort(apiAddr, wait); err != nil {
+		lb.stop()
+		return nil, err
+	}
+	return lb, nil
 }

@@ -40,16 +40,12 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", fanoutBase), fmt.Sprintf("127.0.0.1:%d", fanoutBase+1)
 	pprofPort := fanoutBase + 2
-	args := append([]string{"serve", "--data-dir", dir, "--xds-address", xds, "--api-address", apiAddr,
-		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure", "--xds-max-connections", "-1"}, pprofArgs(pprofPort)...)
-	lb, err := start(dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), args...)
+	args := append(serveArgs(dir, xds, apiAddr, "--xds-max-connections", "-1"), pprofArgs(pprofPort)...)
+	lb, err := serveLbplane(e, dir, apiAddr, 60*time.Second, args)
 	if err != nil {
 		return err
 	}
 	defer lb.stop()
-	if err := waitPort(apiAddr, 60*time.Second); err != nil {
-		return err
-	}
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}
 	if _, err := c.Apply(ctx, probe("28091", 1), false); err != nil {
 		return err
@@ -83,20 +79,7 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reported := false
-			simDelta(sctx, conn, node, func(first bool) {
-				if first {
-					ready <- struct{}{}
-					return
-				}
-				mu.Lock()
-				at := changeAt
-				mu.Unlock()
-				if !at.IsZero() && !reported {
-					reported = true
-					arrivals <- time.Since(at)
-				}
-			})
+			simDelta(sctx, conn, node, arrival(ready, &mu, &changeAt, arrivals))
 		}()
 	}
 	// Clients that have no first config after 5 minutes are counted and left out (a run with 10,000 on a
@@ -136,17 +119,9 @@ connecting:
 	if _, err := c.Apply(ctx, probe("28091", 7), false); err != nil {
 		return err
 	}
-	var samples []float64
-	deadline := time.After(2 * time.Minute)
-wait:
-	for len(samples) < readyN {
-		select {
-		case d := <-arrivals:
-			samples = append(samples, float64(d.Microseconds())/1000)
-		case <-deadline:
-			note += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(samples), readyN)
-			break wait
-		}
+	samples := collectArrivals(arrivals, readyN, 2*time.Minute)
+	if len(samples) < readyN {
+		note += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(samples), readyN)
 	}
 	after := treeUsage(lb.cmd.Process.Pid)
 	<-profDone

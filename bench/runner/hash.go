@@ -72,7 +72,17 @@ func clientFor(ip net.IP) (*http.Client, *http.Transport) {
 
 // get sends one request and returns the backend that answered (X-Backend), or an error.
 func get(c *http.Client, url string) (string, error) {
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	return answeredBy(c, req)
+}
+
+// answeredBy sends req and returns the backend that answered (X-Backend); a status other than 200 is an
+// error.
+func answeredBy(c *http.Client, req *http.Request) (string, error) {
+	resp, err := c.Do(req)
 	if err != nil {
 		return "", err
 	}

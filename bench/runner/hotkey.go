@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -253,16 +252,7 @@ func keyed(c *http.Client, url, key string) (string, error) {
 		return "", err
 	}
 	req.Header.Set(hotKeyHeader, key)
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return resp.Header.Get("X-Backend"), nil
+	return answeredBy(c, req)
 }
 
 // keyedLoad has workers send total requests in a closed loop, each request's key "hot" with probability hot

@@ -3,9 +3,6 @@ package kubesource_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -13,22 +10,15 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/engine"
-	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	"github.com/lbplane/lbplane/internal/kubetest"
 )
 
@@ -45,58 +35,8 @@ func TestUnchangedPoliciesStayProgrammedWhileTheGroupIsPending(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	name := func(p string, i int) string { return fmt.Sprintf("%s-%04d", p, i) }
-	slice := func(i int, addr string) *discoveryv1.EndpointSlice {
-		port, portName := int32(8080), ""
-		return &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name("s", i), Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: name("s", i)}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
-			Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port}},
-		}
-	}
-	for i := range n {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name("s", i), Namespace: "default"},
-			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
-		p := &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Name: name("p", i), Namespace: "default"},
-			Spec: v1alpha1.LoadBalancerPolicySpec{
-				Listener: v1alpha1.Listener{Port: 8080, Protocol: v1alpha1.ProtocolHTTP, Hostnames: []string{name("p", i) + ".example.com"}},
-				Backends: []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: svc.Name, Port: 80}}}}}
-		for _, o := range []client.Object{svc, slice(i, fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)), p} {
-			if err := c.Client.Create(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cache := xdscache.New()
-	eng := engine.New(cache, log)
-	tracker := xdsserver.NewTracker(cache, log)
-	src := &kubesource.Source{Config: c.Config, Engine: eng, Tracker: tracker, Log: log, StatusInterval: 200 * time.Millisecond}
-	if err := src.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = src.Run(ctx) }()
-	select {
-	case <-src.Synced():
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the Kubernetes source did not sync")
-	}
-
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = xdsserver.Serve(ctx, xdsserver.NewGRPC(ctx, cache, tracker), lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	createServicePolicies(ctx, t, c, n)
+	_, stream := startDeltaSource(ctx, t, c)
 	// The client acknowledges every response, except while hold is set: then it keeps the last nonce of
 	// each type, as an Envoy busy applying a big config would, and acknowledges them on release.
 	var (
@@ -134,7 +74,7 @@ func TestUnchangedPoliciesStayProgrammedWhileTheGroupIsPending(t *testing.T) {
 		names = append(names, "default/"+name("p", i)+"/web")
 	}
 	mu.Lock()
-	err = stream.Send(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "held", Cluster: xdscache.DefaultGroup},
+	err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "held", Cluster: xdscache.DefaultGroup},
 		TypeUrl: resource.EndpointType, ResourceNamesSubscribe: names})
 	mu.Unlock()
 	if err != nil {
@@ -213,7 +153,7 @@ func TestUnchangedPoliciesStayProgrammedWhileTheGroupIsPending(t *testing.T) {
 		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name("s", 100)}, cur); err != nil {
 			t.Fatal(err)
 		}
-		cur.Endpoints = slice(100, fmt.Sprintf("10.9.9.%d", j+1)).Endpoints
+		cur.Endpoints = serviceSlice(100, fmt.Sprintf("10.9.9.%d", j+1)).Endpoints
 		if err := c.Client.Update(ctx, cur); err != nil {
 			t.Fatal(err)
 		}

@@ -6,10 +6,7 @@ import (
 )
 
 func TestTrafficRules(t *testing.T) {
-	for _, c := range []struct {
-		rule, field string
-		hit, miss   string
-	}{
+	checkRuleCases(t, []ruleCase{
 		{RulePrioritiesWithoutZones, "spec.routes[0].retry.avoidPreviousPriorities",
 			`metadata: {name: p}
 spec:
@@ -39,7 +36,18 @@ spec:
 spec:
   listener: {port: 80, protocol: HTTP}
   backends: [{name: app, perEndpointStats: true, ` + eps + `}]`},
-	} {
+	})
+}
+
+// ruleCase is one rule's check: reported at field on the hit document, not on the miss one.
+type ruleCase struct {
+	rule, field string
+	hit, miss   string
+}
+
+// checkRuleCases runs each case as a subtest and checks that its rule is listed in Rules.
+func checkRuleCases(t *testing.T, cases []ruleCase) {
+	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {
 			found := func(doc string) bool {
 				return slices.ContainsFunc(check(t, doc), func(f Finding) bool { return f.Rule == c.rule && f.Field == c.field })

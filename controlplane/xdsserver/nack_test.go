@@ -38,6 +38,29 @@ func clusterNack(t *testing.T, f *fixture) xdsserver.TypeStatus {
 	return got
 }
 
+// clusterDelta opens a delta stream on f, subscribes it to clusters and returns it with the first response
+// (nil if none came within 5 seconds).
+func clusterDelta(t *testing.T, ctx context.Context, f *fixture) (*delta, *discovery.DeltaDiscoveryResponse) {
+	t.Helper()
+	s := openDelta(t, ctx, f.conn)
+	s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
+	return s, s.recv(5 * time.Second)
+}
+
+// clusterSotw is clusterDelta over state of the world.
+func clusterSotw(t *testing.T, ctx context.Context, f *fixture) (*sotw, *discovery.DiscoveryResponse) {
+	t.Helper()
+	s := openSotw(t, ctx, f.conn)
+	s.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
+	return s, s.recv(5 * time.Second)
+}
+
+// nackDelta rejects the cluster response r with msg, as Envoy's error detail.
+func nackDelta(s *delta, r *discovery.DeltaDiscoveryResponse, msg string) {
+	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce,
+		ErrorDetail: &status.Status{Code: 3, Message: msg}})
+}
+
 // owners stands for the IR's sources: cluster "x" came from policy ns/x.
 func owners(_, typeURL string, names []string, _ string) []string {
 	var out []string
@@ -55,9 +78,7 @@ func TestDeltaNackIsPutOnTheResourceTheMessageNames(t *testing.T) {
 	f.cache.Publish("g", state(t, "a"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := openDelta(t, ctx, f.conn)
-	s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
-	r1 := s.recv(5 * time.Second)
+	s, r1 := clusterDelta(t, ctx, f)
 	if r1 == nil || len(r1.Resources) != 1 {
 		t.Fatalf("first response: %v", r1)
 	}
@@ -67,8 +88,7 @@ func TestDeltaNackIsPutOnTheResourceTheMessageNames(t *testing.T) {
 	if r2 == nil || len(r2.Resources) != 2 {
 		t.Fatalf("second response should carry b and c only: %v", r2)
 	}
-	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r2.Nonce,
-		ErrorDetail: &status.Status{Code: 3, Message: "Error adding/updating cluster(s) c: bad; b-c: worse"}})
+	nackDelta(s, r2, "Error adding/updating cluster(s) c: bad; b-c: worse")
 	ts := clusterNack(t, f)
 	if !slices.Equal(ts.NackedResources, []string{"c"}) || !slices.Equal(ts.NackedPolicies, []string{"ns/c (Cluster)"}) {
 		t.Errorf("NACK put on %v, policies %v; want [c] (b-c is not c, and a was not sent)", ts.NackedResources, ts.NackedPolicies)
@@ -81,11 +101,8 @@ func TestDeltaNackNamingNothingKeepsEveryCandidate(t *testing.T) {
 	f.cache.Publish("g", state(t, "a", "b"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := openDelta(t, ctx, f.conn)
-	s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
-	r1 := s.recv(5 * time.Second)
-	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r1.Nonce,
-		ErrorDetail: &status.Status{Code: 3, Message: "something went wrong"}})
+	s, r1 := clusterDelta(t, ctx, f)
+	nackDelta(s, r1, "something went wrong")
 	if ts := clusterNack(t, f); !slices.Equal(ts.NackedResources, []string{"a", "b"}) || ts.NackedPolicies != nil {
 		t.Errorf("NACK put on %v, policies %v; want [a b] and no owner lookup without Owners", ts.NackedResources, ts.NackedPolicies)
 	}
@@ -99,9 +116,7 @@ func TestSotwNackIsPutOnWhatChangedSinceTheLastAck(t *testing.T) {
 	f.cache.Publish("g", state(t, "a", "b"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := openSotw(t, ctx, f.conn)
-	s.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
-	r1 := s.recv(5 * time.Second)
+	s, r1 := clusterSotw(t, ctx, f)
 	s.Send(&discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r1.Nonce, VersionInfo: r1.VersionInfo})
 	f.cache.Publish("g", state(t, "a", "b", "c", "d"))
 	r2 := s.recv(5 * time.Second)
@@ -146,14 +161,11 @@ func TestDeltaNackLastsUntilTheRejectedResourceIsReplaced(t *testing.T) {
 	f.cache.Publish("g", state(t, "a"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := openDelta(t, ctx, f.conn)
-	s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
-	r := s.recv(5 * time.Second)
+	s, r := clusterDelta(t, ctx, f)
 	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce})
 	f.cache.Publish("g", state(t, "a", "b", "c"))
 	r = s.recv(5 * time.Second)
-	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce,
-		ErrorDetail: &status.Status{Code: 3, Message: "cluster c: bad"}})
+	nackDelta(s, r, "cluster c: bad")
 	clusterNack(t, f)
 	ack := func(want int) string {
 		t.Helper()
@@ -176,8 +188,7 @@ func TestDeltaNackLastsUntilTheRejectedResourceIsReplaced(t *testing.T) {
 	// A second rejection adds to the first.
 	f.cache.Publish("g", state(t, "a", "b", "c", "d", "e"))
 	r = s.recv(5 * time.Second)
-	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce,
-		ErrorDetail: &status.Status{Code: 3, Message: "cluster e: bad"}})
+	nackDelta(s, r, "cluster e: bad")
 	if !f.tracker.Wait(ctx, func(ps []xdsserver.ProxyStatus) bool {
 		return slices.ContainsFunc(ps[0].Types, func(ts xdsserver.TypeStatus) bool { return slices.Equal(ts.NackedResources, []string{"c", "e"}) })
 	}) {
@@ -207,11 +218,8 @@ func TestNackOfAResourceWithTooManyOwnersIsUnattributed(t *testing.T) {
 	f.cache.Publish("g", state(t, "a"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := openDelta(t, ctx, f.conn)
-	s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
-	r := s.recv(5 * time.Second)
-	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r.Nonce,
-		ErrorDetail: &status.Status{Code: 3, Message: "a: bad"}})
+	s, r := clusterDelta(t, ctx, f)
+	nackDelta(s, r, "a: bad")
 	if ts := clusterNack(t, f); ts.NackedResources != nil || ts.NackedPolicies != nil {
 		t.Errorf("NACK put on %v, %d policies; want it unattributed", ts.NackedResources, len(ts.NackedPolicies))
 	}

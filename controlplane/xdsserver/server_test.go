@@ -147,9 +147,7 @@ func TestSotwNackIsNotAnsweredWithTheSameConfig(t *testing.T) {
 	f.cache.Publish("g", state(t, "a"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := openSotw(t, ctx, f.conn)
-	s.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
-	r1 := s.recv(5 * time.Second)
+	s, r1 := clusterSotw(t, ctx, f)
 	if r1 == nil || !slices.Equal(names(t, r1), []string{"a"}) {
 		t.Fatalf("first response: %v", r1)
 	}

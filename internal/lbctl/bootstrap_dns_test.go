@@ -24,11 +24,7 @@ func TestBootstrapDNSResolvers(t *testing.T) {
 			t.Errorf("bootstrap lacks %q", want)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "b.yaml")
-	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := envoyvalidate.CheckBootstrap(context.Background(), envoy, path); err != nil {
+	if err := envoyAccepts(t, envoy, out); err != nil {
 		t.Error(err)
 	}
 	if code, _, errs := run(t, "", "bootstrap", "--node-id", "e1", "--xds-insecure", "--dns-resolver", "dns.example.com"); code == 0 || !strings.Contains(errs, "--dns-resolver") {
@@ -37,4 +33,14 @@ func TestBootstrapDNSResolvers(t *testing.T) {
 	if code, out, _ := run(t, "", "bootstrap", "--node-id", "e1", "--xds-insecure"); code != 0 || strings.Contains(out, "typed_dns_resolver_config") {
 		t.Errorf("without --dns-resolver: exit %d, resolver config present: %v", code, strings.Contains(out, "typed_dns_resolver_config"))
 	}
+}
+
+// envoyAccepts writes the bootstrap to a file and returns why the envoy binary refuses it, if it does.
+func envoyAccepts(t *testing.T, envoy, bootstrap string) error {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "b.yaml")
+	if err := os.WriteFile(path, []byte(bootstrap), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return envoyvalidate.CheckBootstrap(context.Background(), envoy, path)
 }

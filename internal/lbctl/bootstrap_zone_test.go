@@ -1,15 +1,11 @@
 package lbctl_test
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbplane/lbplane/internal/envoyvalidate"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
@@ -54,11 +50,7 @@ func TestBootstrapZone(t *testing.T) {
 	if b.ClusterManager.LocalClusterName == "" || local != "zone-a" {
 		t.Errorf("local cluster %q with a host in zone %q, want one in zone-a", b.ClusterManager.LocalClusterName, local)
 	}
-	path := filepath.Join(t.TempDir(), "b.yaml")
-	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := envoyvalidate.CheckBootstrap(context.Background(), envoy, path); err != nil {
+	if err := envoyAccepts(t, envoy, out); err != nil {
 		t.Errorf("Envoy refuses the bootstrap: %v", err)
 	}
 
