@@ -698,8 +698,10 @@ func TestAttackConnectionFlood(t *testing.T) {
 	var held []net.Conn
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	deadline := time.Now().Add(20 * time.Second)
+	// 256 dials in flight: with 64, a loaded CI machine opened only 15,673 connections in the 20 s, under the
+	// limit, and the test saw no connection beyond it.
+	sem := make(chan struct{}, 256)
+	deadline := time.Now().Add(25 * time.Second)
 	for i := 0; i < flood && time.Now().Before(deadline); i++ {
 		wg.Add(1)
 		sem <- struct{}{}

@@ -228,7 +228,7 @@ spec:
   backends:
     - name: app
       loadBalancing: {algorithm: RoundRobn}
-      endpoints: [{address: 127.0.0.1, port: 0}, {address: nowhere, port: %d}]
+      endpoints: [{address: 127.0.0.1, port: 0}, {address: no_where, port: %d}]
 ---
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -247,7 +247,7 @@ spec:
 	for _, want := range []string{
 		`error: default/good (<stdin>#1): spec.backends[0].loadBalancing.algorithm: unsupported value "RoundRobn"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev, BackendUtilization`,
 		`error: default/good (<stdin>#1): spec.backends[0].endpoints[0].port: must be between 1 and 65535, got 0`,
-		`error: default/good (<stdin>#1): spec.backends[0].endpoints[1].address: must be an IP address, got "nowhere"`,
+		`error: default/good (<stdin>#1): spec.backends[0].endpoints[1].address: must be an IP address or a lowercase DNS name, got "no_where"`,
 	} {
 		if !strings.Contains(stderr, want+"\n") {
 			t.Errorf("stderr lacks the line %q:\n%s", want, stderr)
