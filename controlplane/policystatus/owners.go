@@ -30,8 +30,9 @@ func Owners(cfg *ir.Config, group, typeURL string, resources []string, msg strin
 	if cfg == nil || cfg.Groups[group] == nil {
 		return nil
 	}
-	g, kind := cfg.Groups[group], kinds[typeURL]
-	if _, ok := kinds[typeURL]; !ok {
+	g := cfg.Groups[group]
+	kind, ok := kinds[typeURL]
+	if !ok {
 		return nil
 	}
 	var out []string
