@@ -214,7 +214,7 @@ type routeHolder struct{ route string }
 
 func (m *Metrics) instrumentWith(holder *routeHolder, h http.Handler) http.Handler {
 	label := promhttp.WithLabelFromCtx("route", func(context.Context) string { return holder.route })
-	return promhttp.InstrumentHandlerDuration(m.apiDuration.MustCurryWith(prometheus.Labels{}), promhttp.InstrumentHandlerCounter(m.apiRequests, h, label), label)
+	return promhttp.InstrumentHandlerDuration(m.apiDuration, promhttp.InstrumentHandlerCounter(m.apiRequests, h, label), label)
 }
 
 // policyCollector reports lbplane_policies from a count taken at scrape time: the engine holds the
