@@ -242,7 +242,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	if hasErr {
 		if s.api == apiDelta && ts.Nacked && ts.sure && n.sure {
 			// Still rejected from an earlier response (see clearNack), and rejected now.
-			n.resources = union(slices.DeleteFunc(slices.Clone(ts.NackedResources), ts.sent.replaces), n.resources)
+			n.resources = union(ts.stillRejected(), n.resources)
 			n.policies = union(ts.NackedPolicies, n.policies)
 		}
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
@@ -269,13 +269,19 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 // (the policies are kept as they were: one of several resources may have been fixed).
 func (t *Tracker) clearNack(s *stream, ts *typeState) {
 	if s.api == apiDelta && ts.Nacked && ts.sure {
-		left := slices.DeleteFunc(slices.Clone(ts.NackedResources), ts.sent.replaces)
+		left := ts.stillRejected()
 		if len(left) > 0 {
 			ts.NackedResources = left
 			return
 		}
 	}
 	ts.Nacked, ts.NackMessage, ts.NackedResources, ts.NackedPolicies, ts.sure = false, "", nil, nil, false
+}
+
+// stillRejected is what of the type's NACKed resources the last (delta) response neither sent again nor
+// removed.
+func (ts *typeState) stillRejected() []string {
+	return slices.DeleteFunc(slices.Clone(ts.NackedResources), ts.sent.replaces)
 }
 
 func union(a, b []string) []string {
