@@ -243,10 +243,17 @@ func startEnvoyWith(t *testing.T, l *Lbplane, nodeID, group string, delta bool, 
 // startEnvoyDraining is startEnvoyWith with Envoy's drain options (--drain-time-s, --drain-strategy).
 func startEnvoyDraining(t *testing.T, l *Lbplane, nodeID, group string, delta bool, tlsParams *envoybootstrap.TLS, drainArgs ...string) *Envoy {
 	t.Helper()
+	return startEnvoyFrom(t, envoybootstrap.Params{NodeID: nodeID, Group: group, XDS: l.XDSAddr, Delta: delta, TLS: tlsParams},
+		"config:info,upstream:info", drainArgs...)
+}
+
+// startEnvoyFrom starts an Envoy from the bootstrap p renders, with admin and stats on reserved ports.
+func startEnvoyFrom(t *testing.T, p envoybootstrap.Params, componentLogLevels string, args ...string) *Envoy {
+	t.Helper()
 	bin := tools.Require(t, "envoy")
-	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, Group: group, XDS: l.XDSAddr, Delta: delta,
-		AdminPort: e.AdminPort, StatsPort: e.StatsPort, ShareAdminPort: true, TLS: tlsParams})
+	e := &Envoy{NodeID: p.NodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
+	p.AdminPort, p.StatsPort, p.ShareAdminPort = e.AdminPort, e.StatsPort, true
+	b, err := envoybootstrap.Render(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,8 +261,8 @@ func startEnvoyDraining(t *testing.T, l *Lbplane, nodeID, group string, delta bo
 	if err := os.WriteFile(cfg, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, append([]string{"-c", cfg, "--use-dynamic-base-id",
-		"--concurrency", "1", "-l", "warn", "--component-log-level", "config:info,upstream:info"}, drainArgs...)...)
+	e.Process = startProcess(t, "envoy-"+p.NodeID+".log", bin, append([]string{"-c", cfg, "--use-dynamic-base-id",
+		"--concurrency", "1", "-l", "warn", "--component-log-level", componentLogLevels}, args...)...)
 	return e
 }
 
