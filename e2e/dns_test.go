@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,11 +77,7 @@ func startBackendAt(t *testing.T, name, ip string, port int) *Backend {
 	if err != nil {
 		t.Fatalf("backend %s on %s:%d: %v", name, ip, port, err)
 	}
-	b := &Backend{Backend: backend.New(name, 1024, 0), Port: port, lis: lis}
-	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
-	go b.srv.Serve(lis)
-	t.Cleanup(func() { b.srv.Close() })
-	return b
+	return serveBackend(t, name, 0, port, lis, backend.ServeOptions{}, nil)
 }
 
 // startEnvoyResolving is startEnvoy with Envoy's DNS resolver pointed at one server (lbctl bootstrap

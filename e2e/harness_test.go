@@ -78,15 +78,31 @@ type Backend struct {
 
 func startBackend(t *testing.T, name string, delay time.Duration) *Backend {
 	t.Helper()
-	// The port stays reserved after Stop, so that Restart finds it free.
+	port, lis := listenReserved(t)
+	return serveBackend(t, name, delay, port, lis, backend.ServeOptions{}, nil)
+}
+
+// listenReserved binds a port reserved for this test. The port stays reserved after the listener closes, so
+// that Backend.Restart finds it free.
+func listenReserved(t *testing.T) (int, net.Listener) {
+	t.Helper()
 	port := reservePort(t)
 	lis, err := portreserve.Listen(port)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return port, lis
+}
+
+// serveBackend serves a backend on lis, as o says, until the test ends; tweak, when set, adjusts the server.
+func serveBackend(t *testing.T, name string, delay time.Duration, port int, lis net.Listener, o backend.ServeOptions, tweak func(*http.Server)) *Backend {
+	t.Helper()
 	b := &Backend{Backend: backend.New(name, 1024, delay), Port: port, lis: lis}
 	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
-	go b.srv.Serve(lis)
+	if tweak != nil {
+		tweak(b.srv)
+	}
+	go b.srv.Serve(backend.Listen(lis, o))
 	t.Cleanup(func() { b.srv.Close() })
 	return b
 }
