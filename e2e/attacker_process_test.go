@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -124,24 +122,9 @@ func (a *rapidResetAttack) Wait(t *testing.T) (streams, conns int64) {
 // listener, not admin): what Envoy itself decoded, as opposed to what the attacker wrote into its socket.
 func h2Stats(t *testing.T, e *Envoy, names ...string) map[string]int64 {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats", e.AdminPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	m := map[string]int64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ": ")
-		if !ok || !strings.HasPrefix(k, "http.") || strings.HasPrefix(k, "http.lbplane_stats.") || strings.HasPrefix(k, "http.admin.") {
-			continue
-		}
-		for _, n := range names {
-			if strings.HasSuffix(k, "."+n) {
-				c, _ := strconv.ParseInt(v, 10, 64)
-				m[n] += c
-			}
-		}
+	for _, n := range names {
+		m[n] = int64(envoyStatSum(t, e.AdminPort, "http.", "."+n, "http.lbplane_stats.", "http.admin."))
 	}
 	return m
 }

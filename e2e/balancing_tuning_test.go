@@ -12,26 +12,20 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/internal/backend"
-	"github.com/lbplane/lbplane/internal/portreserve"
 )
 
 // startCountingBackend is a backend that counts the connections it accepted.
 func startCountingBackend(t *testing.T, name string) (*Backend, *atomic.Int64) {
 	t.Helper()
-	port := reservePort(t)
-	lis, err := portreserve.Listen(port)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var conns atomic.Int64
-	b := &Backend{Backend: backend.New(name, 1024, 0), Port: port, lis: lis}
-	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second, ConnState: func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
+	port, lis := listenReserved(t)
+	b := serveBackend(t, name, 0, port, lis, backend.ServeOptions{}, func(srv *http.Server) {
+		srv.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
 		}
-	}}
-	go b.srv.Serve(lis)
-	t.Cleanup(func() { b.srv.Close() })
+	})
 	return b, &conns
 }
 

@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +15,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/backend"
-	"github.com/lbplane/lbplane/internal/tools"
 )
 
 // dnsServer answers A queries for one name with a set of addresses the test changes, on 127.0.0.1, UDP.
@@ -81,32 +77,15 @@ func startBackendAt(t *testing.T, name, ip string, port int) *Backend {
 	if err != nil {
 		t.Fatalf("backend %s on %s:%d: %v", name, ip, port, err)
 	}
-	b := &Backend{Backend: backend.New(name, 1024, 0), Port: port, lis: lis}
-	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
-	go b.srv.Serve(lis)
-	t.Cleanup(func() { b.srv.Close() })
-	return b
+	return serveBackend(t, name, 0, port, lis, backend.ServeOptions{}, nil)
 }
 
 // startEnvoyResolving is startEnvoy with Envoy's DNS resolver pointed at one server (lbctl bootstrap
 // --dns-resolver).
 func startEnvoyResolving(t *testing.T, l *Lbplane, nodeID, resolver string) *Envoy {
 	t.Helper()
-	bin := tools.Require(t, "envoy")
-	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, Group: "default", XDS: l.XDSAddr, Delta: true,
-		AdminPort: e.AdminPort, StatsPort: e.StatsPort, ShareAdminPort: true, TLS: envoyTLS(t, l, nodeID, "default"),
-		DNSResolvers: []string{resolver}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
-	if err := os.WriteFile(cfg, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, "-c", cfg, "--use-dynamic-base-id",
-		"--concurrency", "1", "-l", "warn", "--component-log-level", "config:info,upstream:info,dns:debug")
-	return e
+	return startEnvoyFrom(t, envoybootstrap.Params{NodeID: nodeID, Group: "default", XDS: l.XDSAddr, Delta: true,
+		TLS: envoyTLS(t, l, nodeID, "default"), DNSResolvers: []string{resolver}}, "config:info,upstream:info,dns:debug")
 }
 
 // TestDNSBackendFollowsTheAnswer: a backend named by DNS gets one endpoint per address the name resolves

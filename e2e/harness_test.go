@@ -78,15 +78,31 @@ type Backend struct {
 
 func startBackend(t *testing.T, name string, delay time.Duration) *Backend {
 	t.Helper()
-	// The port stays reserved after Stop, so that Restart finds it free.
+	port, lis := listenReserved(t)
+	return serveBackend(t, name, delay, port, lis, backend.ServeOptions{}, nil)
+}
+
+// listenReserved binds a port reserved for this test. The port stays reserved after the listener closes, so
+// that Backend.Restart finds it free.
+func listenReserved(t *testing.T) (int, net.Listener) {
+	t.Helper()
 	port := reservePort(t)
 	lis, err := portreserve.Listen(port)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return port, lis
+}
+
+// serveBackend serves a backend on lis, as o says, until the test ends; tweak, when set, adjusts the server.
+func serveBackend(t *testing.T, name string, delay time.Duration, port int, lis net.Listener, o backend.ServeOptions, tweak func(*http.Server)) *Backend {
+	t.Helper()
 	b := &Backend{Backend: backend.New(name, 1024, delay), Port: port, lis: lis}
 	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
-	go b.srv.Serve(lis)
+	if tweak != nil {
+		tweak(b.srv)
+	}
+	go b.srv.Serve(backend.Listen(lis, o))
 	t.Cleanup(func() { b.srv.Close() })
 	return b
 }
@@ -243,10 +259,17 @@ func startEnvoyWith(t *testing.T, l *Lbplane, nodeID, group string, delta bool, 
 // startEnvoyDraining is startEnvoyWith with Envoy's drain options (--drain-time-s, --drain-strategy).
 func startEnvoyDraining(t *testing.T, l *Lbplane, nodeID, group string, delta bool, tlsParams *envoybootstrap.TLS, drainArgs ...string) *Envoy {
 	t.Helper()
+	return startEnvoyFrom(t, envoybootstrap.Params{NodeID: nodeID, Group: group, XDS: l.XDSAddr, Delta: delta, TLS: tlsParams},
+		"config:info,upstream:info", drainArgs...)
+}
+
+// startEnvoyFrom starts an Envoy from the bootstrap p renders, with admin and stats on reserved ports.
+func startEnvoyFrom(t *testing.T, p envoybootstrap.Params, componentLogLevels string, args ...string) *Envoy {
+	t.Helper()
 	bin := tools.Require(t, "envoy")
-	e := &Envoy{NodeID: nodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: nodeID, Group: group, XDS: l.XDSAddr, Delta: delta,
-		AdminPort: e.AdminPort, StatsPort: e.StatsPort, ShareAdminPort: true, TLS: tlsParams})
+	e := &Envoy{NodeID: p.NodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
+	p.AdminPort, p.StatsPort, p.ShareAdminPort = e.AdminPort, e.StatsPort, true
+	b, err := envoybootstrap.Render(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,8 +277,8 @@ func startEnvoyDraining(t *testing.T, l *Lbplane, nodeID, group string, delta bo
 	if err := os.WriteFile(cfg, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, append([]string{"-c", cfg, "--use-dynamic-base-id",
-		"--concurrency", "1", "-l", "warn", "--component-log-level", "config:info,upstream:info"}, drainArgs...)...)
+	e.Process = startProcess(t, "envoy-"+p.NodeID+".log", bin, append([]string{"-c", cfg, "--use-dynamic-base-id",
+		"--concurrency", "1", "-l", "warn", "--component-log-level", componentLogLevels}, args...)...)
 	return e
 }
 

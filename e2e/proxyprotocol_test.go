@@ -12,22 +12,13 @@ import (
 	"github.com/pires/go-proxyproto"
 
 	"github.com/lbplane/lbplane/internal/backend"
-	"github.com/lbplane/lbplane/internal/portreserve"
 )
 
 // startBackendWith is startBackend for a backend that takes PROXY headers or serves TLS.
 func startBackendWith(t *testing.T, name string, o backend.ServeOptions) *Backend {
 	t.Helper()
-	port := reservePort(t)
-	lis, err := portreserve.Listen(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &Backend{Backend: backend.New(name, 1024, 0), Port: port, lis: lis}
-	b.srv = &http.Server{Handler: b.Backend, ReadHeaderTimeout: 10 * time.Second}
-	go b.srv.Serve(backend.Listen(lis, o))
-	t.Cleanup(func() { b.srv.Close() })
-	return b
+	port, lis := listenReserved(t)
+	return serveBackend(t, name, 0, port, lis, o, nil)
 }
 
 // proxiedRequest sends one HTTP request on a new connection to addr, after a PROXY header from src when src is
