@@ -245,7 +245,7 @@ func (v *validator) endpoints(p path, es []Endpoint) {
 }
 
 func (v *validator) zone(p path, z string) {
-	if len(z) > 63 || !zoneName.MatchString(z) {
+	if !IsZoneName(z) {
 		v.add(p, "must be a zone name (letters, digits, '-', '_', '.'; at most 63), got %q", clip(z))
 	}
 }

@@ -33,3 +33,10 @@ func defaultZones(lb *LoadBalancing) {
 		orDefault(&za.MinEndpoints, int32(DefaultZoneAwareMinEndpoints))
 	}
 }
+
+// IsZoneName reports whether z can be a zone: a Kubernetes label value (as topology.kubernetes.io/zone
+// is), at most 63 characters. The bootstrap's --zone uses it too, so that every endpoint zone can be an
+// Envoy's zone.
+func IsZoneName(z string) bool {
+	return len(z) <= 63 && zoneName.MatchString(z)
+}
