@@ -54,8 +54,6 @@ var (
 		"AES128-GCM-SHA256", "AES256-GCM-SHA384", "AES128-SHA", "AES256-SHA",
 	}
 
-	// zoneName is a Kubernetes label value, as topology.kubernetes.io/zone is.
-	zoneName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 	// RFC 7230 token characters.
 	headerNameRe = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
 )
@@ -245,7 +243,7 @@ func (v *validator) endpoints(p path, es []Endpoint) {
 }
 
 func (v *validator) zone(p path, z string) {
-	if len(z) > 63 || !zoneName.MatchString(z) {
+	if !IsZoneName(z) {
 		v.add(p, "must be a zone name (letters, digits, '-', '_', '.'; at most 63), got %q", clip(z))
 	}
 }

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "k8s.io/apimachinery/pkg/util/validation"
+
 // ZoneAware keeps each Envoy's traffic in its own zone (Envoy's zone-aware routing with force_local_zone).
 // An Envoy knows its zone only from its bootstrap (`lbctl bootstrap --zone`, the chart's envoy.zone):
 // Envoys without one ignore this setting and spread over every zone.
@@ -32,4 +34,11 @@ func defaultZones(lb *LoadBalancing) {
 	if za := lb.ZoneAware; za != nil {
 		orDefault(&za.MinEndpoints, int32(DefaultZoneAwareMinEndpoints))
 	}
+}
+
+// IsZoneName reports whether z can be a zone: a non-empty Kubernetes label value (apimachinery's check),
+// as topology.kubernetes.io/zone is. The bootstrap's --zone uses it too, so that every endpoint zone can be
+// an Envoy's zone.
+func IsZoneName(z string) bool {
+	return z != "" && len(validation.IsValidLabelValue(z)) == 0
 }

@@ -72,7 +72,7 @@ func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 
 // SetUtilization makes every response carry an ORCA load report with this utilization (0 to 1) and the
 // backend's measured requests per second; 0 stops reporting.
-func (b *Backend) SetUtilization(u float64) { b.load().utilization.Store(math.Float64bits(u)) }
+func (b *Backend) SetUtilization(u float64) { b.orca.utilization.Store(math.Float64bits(u)) }
 
 // loadReport is the state of the ORCA reports.
 type loadReport struct {
@@ -81,8 +81,6 @@ type loadReport struct {
 	second      int64 // unix second being counted
 	count, last float64
 }
-
-func (b *Backend) load() *loadReport { return &b.orca }
 
 // rate counts a request and returns the requests served in the last full second (at least this one), the
 // figure Envoy divides by the utilization to weigh the endpoint.
@@ -107,9 +105,9 @@ func (b *Backend) annotate(h http.Header, r *http.Request) {
 	if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
 		h.Set(ForwardedForHeader, xff)
 	}
-	l := b.load()
-	rps := l.rate(time.Now())
-	if u := math.Float64frombits(l.utilization.Load()); u > 0 {
+	// Requests are counted only while reporting: a backend without reports takes no lock per request.
+	if u := math.Float64frombits(b.orca.utilization.Load()); u > 0 {
+		rps := b.orca.rate(time.Now())
 		h.Set(LoadHeader, fmt.Sprintf("TEXT application_utilization=%s,cpu_utilization=%s,rps_fractional=%s",
 			strconv.FormatFloat(u, 'f', -1, 64), strconv.FormatFloat(u, 'f', -1, 64), strconv.FormatFloat(rps, 'f', -1, 64)))
 	}

@@ -1,13 +1,10 @@
 package lbctl_test
 
 import (
-	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/lbplane/lbplane/internal/envoyvalidate"
 	"github.com/lbplane/lbplane/internal/lbctl"
 	"github.com/lbplane/lbplane/internal/tools"
 )
@@ -81,9 +78,7 @@ func TestBootstrapIsAcceptedByEnvoyWithAdminOnLoopback(t *testing.T) {
 		if !strings.Contains(out, "address: 127.0.0.1\n      port_value: 19000") {
 			t.Errorf("admin not bound to 127.0.0.1:\n%s", out)
 		}
-		path := filepath.Join(t.TempDir(), "b.yaml")
-		os.WriteFile(path, []byte(out), 0o600)
-		if err := envoyvalidate.CheckBootstrap(context.Background(), envoy, path); err != nil {
+		if err := envoyAccepts(t, envoy, out); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
 	}
