@@ -81,22 +81,28 @@ func (e *Engine) read(path string) translate.File {
 	return translate.File{Data: data}
 }
 
-// loadFiles reads the files of policies that were never read. A policy at the same place as in the last
-// list loaded is the same policy (policies are never modified), so only the others are looked at. Caller
-// holds e.mu.
+// loadFiles reads the files of policies that were never read (see notLoaded). Caller holds e.mu.
 func (e *Engine) loadFiles(policies []*v1alpha1.LoadBalancerPolicy) {
-	var fresh []*v1alpha1.LoadBalancerPolicy
-	for i, p := range policies {
-		if i >= len(e.loaded) || e.loaded[i] != p {
-			fresh = append(fresh, p)
-		}
-	}
+	fresh := e.notLoaded(policies)
 	e.loaded = policies
 	for _, path := range translate.ReferencedFiles(fresh) {
 		if _, ok := e.files[path]; !ok {
 			e.files[path] = e.read(path)
 		}
 	}
+}
+
+// notLoaded is the policies not at their place in the last list loaded. A policy at the same place is the
+// same policy (policies are never modified) and has had its files read, so a change among many looks at
+// its own policies only, not at every policy's references. Caller holds e.mu.
+func (e *Engine) notLoaded(policies []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
+	var fresh []*v1alpha1.LoadBalancerPolicy
+	for i, p := range policies {
+		if i >= len(e.loaded) || e.loaded[i] != p {
+			fresh = append(fresh, p)
+		}
+	}
+	return fresh
 }
 
 // FileErrors reads the files a policy references, if not read yet, and says what is wrong with them.

@@ -21,15 +21,7 @@ func (e *Engine) readUnlocked(paths []string) translate.Files {
 func (e *Engine) prefetch(policies []*v1alpha1.LoadBalancerPolicy) {
 	var missing []string
 	e.mu.Lock()
-	// As in loadFiles: a policy at the same place as in the last list loaded has had its files read, so
-	// a change among many looks at its own policies only, not at every policy's references.
-	var fresh []*v1alpha1.LoadBalancerPolicy
-	for i, p := range policies {
-		if i >= len(e.loaded) || e.loaded[i] != p {
-			fresh = append(fresh, p)
-		}
-	}
-	for _, p := range translate.ReferencedFiles(fresh) {
+	for _, p := range translate.ReferencedFiles(e.notLoaded(policies)) {
 		if _, ok := e.files[p]; !ok {
 			missing = append(missing, p)
 		}

@@ -145,7 +145,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		}
 	}
 	for _, e := range b.Endpoints {
-		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone, Backup: e.Backup}
+		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone, Backup: e.Backup, Hostname: e.Hostname}
 		if hc := cl.HealthCheck; hc != nil {
 			if a := b.HealthCheck.Active; a.Port != nil {
 				ep.HealthCheckPort = uint32(*a.Port)

@@ -103,5 +103,5 @@ func edgeConflict(owner ir.Edge, p *v1alpha1.LoadBalancerPolicy) string {
 	if listenerEdge(p) == owner {
 		return ""
 	}
-	return "spec.listener: sets other limits, timeouts, http2, requests or proxyProtocol"
+	return "spec.listener: sets other limits, timeouts, http2, requests, proxyProtocol or rateLimit"
 }

@@ -43,7 +43,7 @@ func TestSharedPortEdgeSettings(t *testing.T) {
 		}
 	}
 	r := res.Policies.Of(translate.KeyOf(other))
-	if r.Accepted || r.AcceptedReason != translate.ReasonConflicted || !strings.Contains(r.AcceptedMessage, "spec.listener: sets other limits, timeouts, http2, requests or proxyProtocol on port 8080 than policy default/owner") {
+	if r.Accepted || r.AcceptedReason != translate.ReasonConflicted || !strings.Contains(r.AcceptedMessage, "spec.listener: sets other limits, timeouts, http2, requests, proxyProtocol or rateLimit on port 8080 than policy default/owner") {
 		t.Errorf("other: accepted %v, %s: %s", r.Accepted, r.AcceptedReason, r.AcceptedMessage)
 	}
 	if l := res.IR.Groups["default"].Listeners[0]; l.Edge.RequestHeadersTimeout != 2*time.Second {

@@ -112,15 +112,7 @@ func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceR
 			services = append(services, ServiceRefOf(p.Namespace, b.Service))
 		}
 	}
-	if t := p.Spec.Listener.TLS; t != nil {
-		for _, c := range t.Certificates {
-			if c.SecretName != "" {
-				secrets = append(secrets, SecretRef{Namespace: p.Namespace, Name: c.SecretName})
-			}
-		}
-	}
-	secrets = append(secrets, backendSecretRefs(p)...)
-	return files, services, secrets
+	return files, services, SecretRefs(p)
 }
 
 // refsHash covers the content of what a fragment references, as refs holds it now.

@@ -57,13 +57,6 @@ func trafficCluster(cl *ir.Cluster, b *v1alpha1.Backend) {
 	if t := b.TLS; t != nil && cl.TLS != nil {
 		cl.TLS.AutoSNI = t.AutoSNI
 	}
-	// cluster() builds one endpoint per static endpoint, in order; Service endpoints come later and have no
-	// host name.
-	for i := range b.Endpoints {
-		if i < len(cl.Endpoints) {
-			cl.Endpoints[i].Hostname = b.Endpoints[i].Hostname
-		}
-	}
 }
 
 func clientCertSecretName(cluster string) string { return cluster + "/client-certificate" }

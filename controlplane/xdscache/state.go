@@ -41,7 +41,7 @@ type entry struct {
 	// kept: its bytes are what streams are sent, and holding both doubled the memory a policy costs.
 	sds []string
 	sum uint64 // see entrySum
-	// lazy, when set, makes any and msg on first use (see NewLazyResource); size is then known before.
+	// lazy, when set, makes any on first use (see NewLazyResource); size is then known before.
 	lazy *lazyParts
 }
 

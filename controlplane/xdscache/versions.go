@@ -205,7 +205,7 @@ func (s *State) addsTo(types []string) bool {
 	return false
 }
 
-// lazyParts makes a resource's message and bytes when a stream first needs them.
+// lazyParts makes a resource's bytes when a stream first needs them.
 type lazyParts struct {
 	typ   string
 	n     int
@@ -214,7 +214,7 @@ type lazyParts struct {
 	value *anypb.Any
 }
 
-// NewLazyResource is a resource whose message and bytes are made by build on first use, once, and shared
+// NewLazyResource is a resource whose bytes are made by build on first use, once, and shared
 // from then on. A route table shared by thousands of policies changes with each of them; joining its bytes
 // is left to the first response that carries it, so that changes no proxy has asked for yet cost nothing,
 // and a burst of changes costs one join. version and size must be those of what build returns.
