@@ -278,6 +278,7 @@ func (s *Source) resync(ctx context.Context) {
 			s.known.mu.Lock()
 			s.known.pending.policies[key] = true // read again at the next resync
 			s.known.mu.Unlock()
+			s.poke()
 			continue
 		}
 		if p != s.known.policies[key] {
@@ -333,6 +334,7 @@ func (s *Source) resyncAll(ctx context.Context) {
 		s.known.mu.Lock()
 		s.known.pending.all = true
 		s.known.mu.Unlock()
+		s.poke()
 		return
 	}
 	prev := s.known.policies
