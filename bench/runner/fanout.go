@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,6 +214,7 @@ connecting:
 	go func() { defer close(profDone); cpuTop = profile(pprofPort, 15, out, fmt.Sprintf("fanout-%d-cpu", n)) }()
 	time.Sleep(500 * time.Millisecond) // the CPU profile has started
 	before := treeUsage(lb.cmd.Process.Pid)
+	ioBefore := syscallCounts(lb.cmd.Process.Pid)
 	changeAt.Store(time.Now().UnixNano())
 	if _, err := c.Apply(ctx, probe("28091", 7), false); err != nil {
 		return err
@@ -236,6 +238,7 @@ connecting:
 		}
 	}
 	after := treeUsage(lb.cmd.Process.Pid)
+	ioAfter := syscallCounts(lb.cmd.Process.Pid)
 	var samples, firsts []float64
 	counts := map[int32]int{}
 	var perType [4]int64
@@ -260,7 +263,9 @@ connecting:
 	extra := map[string]float64{"idleRSS": float64(idle.RSSBytes), "rssPerClientKiB": perClient, "connectSeconds": connectTook.Seconds(),
 		"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine()),
 		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "types": float64(len(types)),
-		"lbplaneCPUPerClientUs": cpuMs * 1000 / float64(max(len(samples), 1))}
+		"lbplaneCPUPerClientUs":  cpuMs * 1000 / float64(max(len(samples), 1)),
+		"readSyscallsPerClient":  float64(ioAfter[0]-ioBefore[0]) / float64(max(len(samples), 1)),
+		"writeSyscallsPerClient": float64(ioAfter[1]-ioBefore[1]) / float64(max(len(samples), 1))}
 	var total int64
 	for t, typ := range types {
 		extra["responses:"+typ] = float64(perType[t]) / float64(max(len(samples), 1))
@@ -281,9 +286,9 @@ connecting:
 		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100), LbplaneRSS: connected.RSSBytes,
 		LbplaneCPUPerChangeMs: cpuMs, Extra: extra}
 	record(rec)
-	fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys (%d types, pinned %v, connected in %.1f s): change complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (first response p50 %.1f, all %.1f; %d got it;%s %.2f responses per client); lbplane %.0f ms CPU for the change (%.0f µs per client); RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
+	fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys (%d types, pinned %v, connected in %.1f s): change complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (first response p50 %.1f, all %.1f; %d got it;%s %.2f responses per client); lbplane %.0f ms CPU for the change (%.0f µs, %.2f reads and %.2f writes per client); RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
 		n, len(types), pin != nil, connectTook.Seconds(), rec.P50, rec.P99, rec.P999, extra["firstP50"], extra["firstAll"], len(samples), countsText, extra["responsesPerClient"],
-		cpuMs, extra["lbplaneCPUPerClientUs"], idle.RSSBytes>>20, connected.RSSBytes>>20, perClient, note, heapTop, cpuTop)
+		cpuMs, extra["lbplaneCPUPerClientUs"], extra["readSyscallsPerClient"], extra["writeSyscallsPerClient"], idle.RSSBytes>>20, connected.RSSBytes>>20, perClient, note, heapTop, cpuTop)
 	return nil
 }
 
@@ -340,4 +345,25 @@ func fanoutClient(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node,
 			return
 		}
 	}
+}
+
+// syscallCounts reads a process's read and write system calls so far (syscr, syscw of /proc/PID/io: every
+// read- and write-like call, on sockets too); zeros when unreadable.
+func syscallCounts(pid int) [2]int64 {
+	var out [2]int64
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "syscr":
+			out[0] = n
+		case "syscw":
+			out[1] = n
+		}
+	}
+	return out
 }
