@@ -33,11 +33,11 @@ type groupBuild struct {
 	routes map[uint32]*routeBuild
 	// shapes is what each port's listener was built from (see listenerShape).
 	shapes map[uint32]*listenerShape
-	// scoped is the port served as scoped routes (ir.Group.ScopedPort), 0 for none; scopable caches
-	// ir.Listener.Scopable of each HTTP port's listener, so that deciding it again visits the hosts of the
-	// listeners that changed only.
-	scoped   uint32
-	scopable map[uint32]bool
+	// scoped is the port served as scoped routes (ir.Group.ScopedPort), 0 for none; unscopable counts the
+	// virtual hosts of each HTTP port that cannot be scopes (ir.VirtualHost.Scopable), kept up to date from
+	// the hosts that changed, so that deciding ir.Listener.Scopable again does not visit every host.
+	scoped     uint32
+	unscopable map[uint32]int
 }
 
 // listenerShape is all a listener's build reads: the IR listener without its virtual hosts (they go to the
@@ -112,7 +112,7 @@ type builtVHost struct {
 
 var emptyBuild = func() *groupBuild {
 	st, _ := xdscache.NewState(nil)
-	return &groupBuild{ir: &ir.Group{}, state: st, routes: map[uint32]*routeBuild{}, shapes: map[uint32]*listenerShape{}, scopable: map[uint32]bool{}}
+	return &groupBuild{ir: &ir.Group{}, state: st, routes: map[uint32]*routeBuild{}, shapes: map[uint32]*listenerShape{}, unscopable: map[uint32]int{}}
 }
 
 // BuildStats counts what incremental builds did, for tests.
@@ -167,21 +167,21 @@ func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
 		},
 		func(c *ir.Cluster) { remove(resource.ClusterType, c.Name); remove(resource.EndpointType, c.Name) })
 
-	next := &groupBuild{ir: g, routes: maps.Clone(prev.routes), shapes: maps.Clone(prev.shapes), scopable: map[uint32]bool{}}
+	next := &groupBuild{ir: g, routes: maps.Clone(prev.routes), shapes: maps.Clone(prev.shapes), unscopable: map[uint32]int{}}
 	if next.shapes == nil {
 		next.shapes = map[uint32]*listenerShape{}
 	}
-	// Which port is served as scoped routes: a listener that did not change keeps its answer.
+	// Which port is served as scoped routes (ir.Group.ScopedPort), from counts of the hosts that cannot be.
 	for _, l := range g.Listeners {
 		if l.Protocol != ir.HTTP {
 			continue
 		}
-		if i, ok := slices.BinarySearchFunc(prev.ir.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok && prev.ir.Listeners[i] == l {
-			next.scopable[l.Port] = prev.scopable[l.Port]
-		} else {
-			next.scopable[l.Port] = l.Scopable()
+		var was *ir.Listener
+		if i, ok := slices.BinarySearchFunc(prev.ir.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok && prev.ir.Listeners[i].Protocol == ir.HTTP {
+			was = prev.ir.Listeners[i]
 		}
-		if next.scoped == 0 && next.scopable[l.Port] {
+		next.unscopable[l.Port] = unscopable(was, prev.unscopable[l.Port], l)
+		if next.scoped == 0 && next.unscopable[l.Port] == 0 && len(l.VirtualHosts) > ir.ScopedRoutesAbove {
 			next.scoped = l.Port
 		}
 	}
@@ -451,6 +451,38 @@ func (e *Engine) hostRoutes(g *ir.Group, prev *routeBuild, l *ir.Listener, put f
 		gone(vh)
 	}
 	return rb, errors.Join(errs...)
+}
+
+// unscopable counts the virtual hosts of l that cannot be scopes, from was (the port's previous listener, or
+// nil) and its count: only the hosts that differ are looked at.
+func unscopable(was *ir.Listener, count int, l *ir.Listener) int {
+	if was == l {
+		return count
+	}
+	if was == nil {
+		n := 0
+		for _, vh := range l.VirtualHosts {
+			n += boolInt(!vh.Scopable())
+		}
+		return n
+	}
+	before := was.VirtualHosts
+	i := 0
+	for _, vh := range l.VirtualHosts {
+		for i < len(before) && before[i] != vh && translate.CompareVirtualHosts(before[i], vh) <= 0 {
+			count -= boolInt(!before[i].Scopable())
+			i++
+		}
+		if i < len(before) && before[i] == vh {
+			i++
+			continue
+		}
+		count += boolInt(!vh.Scopable())
+	}
+	for _, vh := range before[i:] {
+		count -= boolInt(!vh.Scopable())
+	}
+	return count
 }
 
 // removeHosts removes the route tables and scopes of virtual hosts of a port served as scoped routes.

@@ -21,13 +21,21 @@ func (l *Listener) Scopable() bool {
 		return false
 	}
 	for _, vh := range l.VirtualHosts {
-		if len(vh.Domains) == 0 {
+		if !vh.Scopable() {
 			return false
 		}
-		for _, d := range vh.Domains {
-			if d == "" || strings.ContainsAny(d, "*:[]") || strings.ToLower(d) != d {
-				return false
-			}
+	}
+	return true
+}
+
+// Scopable says whether every host name of vh can be a scope key (see Listener.Scopable).
+func (vh *VirtualHost) Scopable() bool {
+	if len(vh.Domains) == 0 {
+		return false
+	}
+	for _, d := range vh.Domains {
+		if d == "" || strings.ContainsAny(d, "*:[]") || strings.ToLower(d) != d {
+			return false
 		}
 	}
 	return true
