@@ -108,16 +108,17 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	}
 	// Results that are new, and policies that are gone.
 	if res != w.lastResult {
-		seen := 0
+		known := 0 // policies of w.policies still in the result
 		for k, pr := range res.Policies.All() {
 			st := w.policies[k]
+			if st != nil {
+				known++
+			}
 			if st == nil || st.result != pr {
 				todo[k] = true
-			} else {
-				seen++
 			}
 		}
-		if seen < len(w.policies) {
+		if known < len(w.policies) {
 			for k := range w.policies {
 				if res.Policies.Of(k) == nil {
 					w.forget(k)
