@@ -37,8 +37,11 @@ type statusWriter struct {
 	prints     map[string]groupPrint
 	// unsettled are the policies to look at whenever their group's proxies change state (see policyState).
 	unsettled map[translate.Key]bool
-	// healthPtr is the health report the last tick saw; clusterOwner maps a group's cluster to its policy.
+	// health is the report the last tick saw (healthPtr its map), loadDue when every policy with a report
+	// was last looked at for its load figures; clusterOwner maps a group's cluster to its policy.
+	health       proxystats.Health
 	healthPtr    uintptr
+	loadDue      time.Time
 	clusterOwner map[groupCluster]translate.Key
 }
 
@@ -150,7 +153,7 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 			check(k, w.policies[k])
 		}
 	}
-	w.healthChanged(health, todo)
+	w.healthChanged(health, time.Now(), todo)
 
 	now := metav1.Now()
 	for k := range todo {
@@ -190,7 +193,6 @@ func (w *statusWriter) write(ctx context.Context, st *policyState, p *v1alpha1.L
 	st.again, st.settledProgrammed = false, false
 	view := st.runs.view(proxies, pr)
 	next := policystatus.Compute(pr, view, health, now)
-	st.health = len(next.Backends) > 0
 	prog := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionProgrammed)
 	pending := prog != nil && prog.Reason == policystatus.ReasonPending
 	// Pending resolves by itself (the proxies acknowledge): look again on the next tick.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,9 +34,7 @@ type policyState struct {
 	settledProgrammed bool
 	// again: compute on the next tick whatever changed (Pending within its grace, a refused write).
 	again bool
-	// health: some cluster of the policy had a health report.
-	health bool
-	runs   runs
+	runs  runs
 	// pendingSince is when the policy, programmed, was first seen pending (see pendingGrace).
 	pendingSince time.Time
 	// loadWritten is when its load figures were last written.
@@ -167,9 +166,11 @@ func (w *statusWriter) policy(ctx context.Context, k translate.Key) *v1alpha1.Lo
 	return p
 }
 
-// healthChanged lists the policies whose clusters' health may have changed: the owners of every cluster
-// reported now or before, when the report is a new one.
-func (w *statusWriter) healthChanged(h proxystats.Health, todo map[translate.Key]bool) {
+// healthChanged lists the policies whose clusters' health changed since the last report: their endpoint
+// counts, ejections or endpoints down (see sameHealth). Requests, errors and latency, which move with
+// every report, are written at most every LoadStatusInterval (see limitLoad): every policy with a
+// report is looked at once per interval for them.
+func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo map[translate.Key]bool) {
 	var ptr uintptr
 	if h != nil {
 		ptr = reflect.ValueOf(h).Pointer()
@@ -178,18 +179,38 @@ func (w *statusWriter) healthChanged(h proxystats.Health, todo map[translate.Key
 		return
 	}
 	w.healthPtr = ptr
-	for k, st := range w.policies {
-		if st.health {
+	due := now.Sub(w.loadDue) >= w.s.LoadStatusInterval
+	if due {
+		w.loadDue = now
+	}
+	mark := func(g, c string) {
+		if k, ok := w.clusterOwner[groupCluster{g, c}]; ok {
 			todo[k] = true
 		}
 	}
 	for g, clusters := range h {
-		for c := range clusters {
-			if k, ok := w.clusterOwner[groupCluster{g, c}]; ok {
-				todo[k] = true
+		for c, b := range clusters {
+			if old, ok := w.health[g][c]; due || !ok || !sameHealth(old, b) {
+				mark(g, c)
 			}
 		}
 	}
+	for g, clusters := range w.health {
+		for c := range clusters {
+			if _, ok := h[g][c]; !ok {
+				mark(g, c)
+			}
+		}
+	}
+	w.health = h
+}
+
+// sameHealth tells whether two reports of a cluster differ at most in the figures keepLoad keeps. A first
+// window of history is a change: a status written without one is not kept (see limitLoad).
+func sameHealth(a, b v1alpha1.BackendStatus) bool {
+	return a.Proxies == b.Proxies && a.Endpoints == b.Endpoints && (a.WindowSeconds == 0) == (b.WindowSeconds == 0) &&
+		equality.Semantic.DeepEqual(a.Ejected, b.Ejected) &&
+		((len(a.PerEndpoint) == 0 && len(b.PerEndpoint) == 0) || sameEndpointHealth(a.PerEndpoint, b.PerEndpoint))
 }
 
 type groupCluster struct{ group, cluster string }
