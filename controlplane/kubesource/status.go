@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -156,6 +157,7 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	w.healthChanged(health, time.Now(), todo)
 
 	now := metav1.Now()
+	var writes []statusWrite
 	for k := range todo {
 		pr := res.Policies.Of(k)
 		p := w.policy(ctx, k)
@@ -174,8 +176,13 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		w.own(st.result, pr)
 		g := prints[pr.ProxyGroup]
 		st.result, st.ident, st.states = pr, g.ident, g.states
-		w.write(ctx, st, p, pr, proxies, health, now)
-		if st.again || !st.settledProgrammed {
+		if u, fresh := w.compute(st, p, pr, proxies, health, now); u != nil {
+			writes = append(writes, statusWrite{st: st, policy: u, fresh: fresh})
+		}
+	}
+	w.send(ctx, writes, now.Time)
+	for k := range todo {
+		if st, ok := w.policies[k]; ok && (st.again || !st.settledProgrammed) {
 			w.unsettled[k] = true
 		} else {
 			delete(w.unsettled, k)
@@ -183,12 +190,56 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	}
 }
 
-// write computes one policy's status and writes it when it changed. p is the informer's object: it is read,
-// never modified.
-func (w *statusWriter) write(ctx context.Context, st *policyState, p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult,
-	proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) {
-	s := w.s
-	k := pr.Key
+// statusWrite is a policy whose status is to be written.
+type statusWrite struct {
+	st     *policyState
+	policy *v1alpha1.LoadBalancerPolicy
+	// fresh: the load figures are the ones computed now, not the written ones kept (see limitLoad).
+	fresh bool
+	err   error
+}
+
+// concurrentWrites bounds the status writes in flight: one at a time, each a round trip to the API
+// server, the first status of 10,000 policies took minutes on a loaded one.
+const concurrentWrites = 8
+
+// send writes the statuses, a few at a time, then notes what came of each.
+func (w *statusWriter) send(ctx context.Context, writes []statusWrite, now time.Time) {
+	sem := make(chan struct{}, concurrentWrites)
+	var wg sync.WaitGroup
+	for i := range writes {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(u *statusWrite) {
+			defer func() { <-sem; wg.Done() }()
+			// A full status update, not a merge patch: a patch computed against the cached object leaves
+			// out counts that are zero on both sides, and the API server then finds them missing on a
+			// policy that never had a status.
+			u.err = w.s.mgr.GetClient().Status().Update(ctx, u.policy)
+		}(&writes[i])
+	}
+	wg.Wait()
+	for _, u := range writes {
+		if u.err != nil {
+			// A conflict (someone changed the policy) is retried on the next tick.
+			u.st.again = true
+			if !apierrors.IsConflict(u.err) {
+				w.s.Metrics.Error(metrics.StatusWrite)
+				w.s.Log.Warn("writing status", "policy", u.st.result.Key.String(), "error", u.err)
+			}
+			continue
+		}
+		if u.fresh {
+			u.st.loadWritten = now
+		}
+		// The write comes back as an event and is compared then.
+	}
+}
+
+// compute computes one policy's status and returns the policy to write when it changed, and whether its
+// load figures are the ones computed now. p is the informer's object: it is read, never modified.
+func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult,
+	proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) (*v1alpha1.LoadBalancerPolicy, bool) {
 	computations.Add(1)
 	st.again, st.settledProgrammed = false, false
 	view := st.runs.view(proxies, pr)
@@ -202,12 +253,12 @@ func (w *statusWriter) write(ctx context.Context, st *policyState, p *v1alpha1.L
 			st.pendingSince = now.Time
 		}
 		if now.Sub(st.pendingSince) < pendingGrace {
-			return
+			return nil, false
 		}
 	} else {
 		st.pendingSince = time.Time{}
 	}
-	fresh := limitLoad(&next, &p.Status, st.loadWritten, now.Time, s.LoadStatusInterval)
+	fresh := !limitLoad(&next, &p.Status, st.loadWritten, now.Time, w.s.LoadStatusInterval)
 	// Onto the written conditions, as apimachinery sets them: a condition whose status did not change
 	// keeps its transition time.
 	conds := slices.Clone(p.Status.Conditions)
@@ -217,27 +268,13 @@ func (w *statusWriter) write(ctx context.Context, st *policyState, p *v1alpha1.L
 	next.Conditions = conds
 	if equality.Semantic.DeepEqual(next, p.Status) {
 		st.settledProgrammed = !pending && prog != nil && prog.Status == metav1.ConditionTrue
-		return
+		return nil, false
 	}
-	// A full status update, not a merge patch: a patch computed against the cached object leaves out
-	// counts that are zero on both sides, and the API server then finds them missing on a policy that
-	// never had a status. A conflict (someone changed the policy) is retried on the next tick. next may
-	// share slices with the cached object (see keepLoad): the update decodes the answer into what it
-	// sends, so it sends copies.
+	// next may share slices with the cached object (see keepLoad): the update decodes the answer into what
+	// it sends, so it sends copies.
 	updated := p.DeepCopy()
 	updated.Status = *next.DeepCopy()
-	if err := s.mgr.GetClient().Status().Update(ctx, updated); err != nil {
-		st.again = true
-		if !apierrors.IsConflict(err) {
-			s.Metrics.Error(metrics.StatusWrite)
-			s.Log.Warn("writing status", "policy", k.String(), "error", err)
-		}
-		return
-	}
-	if !fresh {
-		st.loadWritten = now.Time
-	}
-	// The write comes back as an event and is compared then.
+	return updated, fresh
 }
 
 // limitLoad keeps the written requests, errors and latency in next while they are younger than interval,
