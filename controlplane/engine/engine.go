@@ -64,6 +64,8 @@ type Engine struct {
 	merged *merged
 	// loaded is the policy list files were last loaded for (see loadFiles).
 	loaded []*v1alpha1.LoadBalancerPolicy
+	// kube is where each policy of the Kubernetes source is in its list (see UpdateKubernetes).
+	kube *kubeIndex
 }
 
 // New returns an engine publishing to cache.

@@ -11,11 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,6 +75,19 @@ type Source struct {
 	synced  chan struct{}
 	once    sync.Once
 	known   *resolved
+	reads   Reads
+}
+
+// Reads counts what the source read from its cache, for tests: that a change reads what it touches.
+type Reads struct {
+	// PolicyCopies counts the policies copied for the engine; Services the Service ports resolved through
+	// their EndpointSlices; Secrets the Secrets read.
+	PolicyCopies, Services, Secrets atomic.Int64
+}
+
+// Reads returns the counts so far.
+func (s *Source) Reads() (policyCopies, services, secrets int64) {
+	return s.reads.PolicyCopies.Load(), s.reads.Services.Load(), s.reads.Secrets.Load()
 }
 
 // Scheme is what the source reads and writes.
@@ -128,13 +144,25 @@ func (s *Source) Start() error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &discoveryv1.EndpointSlice{}, serviceNameIndex, indexServiceName); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LoadBalancerPolicy{}, policyServiceIndex, indexPolicyServices); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LoadBalancerPolicy{}, policySecretIndex, indexPolicySecrets); err != nil {
+		return err
+	}
 	for _, obj := range []client.Object{&v1alpha1.LoadBalancerPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Secret{}} {
 		inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
 		if err != nil {
 			return err
 		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(o any) { s.known.mark(o); s.poke() },
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(o any, initial bool) {
+				// What the cache held when it synced is read by the first resync, which reads everything.
+				if !initial {
+					s.known.mark(o)
+					s.poke()
+				}
+			},
 			UpdateFunc: func(old, cur any) {
 				if !statusOnly(old, cur) {
 					s.known.mark(old)
@@ -235,58 +263,158 @@ func (s *Source) resyncLoop(ctx context.Context) error {
 }
 
 func (s *Source) resync(ctx context.Context) {
-	c := s.mgr.GetCache()
-	var list v1alpha1.LoadBalancerPolicyList
-	if err := c.List(ctx, &list); err != nil {
-		s.Log.Error("listing LoadBalancerPolicies", "error", err)
+	ch := s.known.take()
+	start := time.Now()
+	if ch.all {
+		s.resyncAll(ctx)
 		return
 	}
-	// Only what events marked is read again; the rest is what the last resync read (see resolved).
-	dirtyServices, dirtySecrets, all := s.known.take()
-	policies := make([]*v1alpha1.LoadBalancerPolicy, 0, len(list.Items))
-	services := map[translate.ServiceRef]translate.ServiceEndpoints{}
-	secrets := map[translate.SecretRef]translate.TLSSecret{}
-	copies := make(map[types.UID]*v1alpha1.LoadBalancerPolicy, len(list.Items))
-	for i := range list.Items {
-		item := &list.Items[i]
-		p := s.known.policies[item.UID]
-		if p == nil || p.ResourceVersion != item.ResourceVersion || item.UID == "" {
-			p = item.DeepCopy()
+	rd := newRound()
+	c := s.mgr.GetCache()
+	for key := range ch.policies {
+		p, err := s.policy(ctx, key)
+		if err != nil {
+			s.Log.Error("reading a LoadBalancerPolicy", "policy", key.String(), "error", err)
+			s.known.mu.Lock()
+			s.known.pending.policies[key] = true // read again at the next resync
+			s.known.mu.Unlock()
+			s.poke()
+			continue
 		}
-		copies[item.UID] = p
-		policies = append(policies, p)
-		for _, b := range p.Spec.Backends {
-			if b.Service != nil {
-				ref := translate.ServiceRefOf(p.Namespace, b.Service)
-				if _, done := services[ref]; done {
-					continue
-				}
-				if se, ok := s.known.services[ref]; ok && !all && !dirtyServices[types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}] {
-					services[ref] = se
-				} else {
-					services[ref] = s.endpoints(ctx, ref)
-				}
-			}
+		if p != s.known.policies[key] {
+			s.known.setPolicy(rd, key, p)
 		}
-		for _, ref := range translate.SecretRefs(p) {
-			if sec, ok := s.known.secrets[ref]; ok && !all && !dirtySecrets[types.NamespacedName(ref)] {
-				secrets[ref] = sec
-			} else {
-				secrets[ref] = s.secret(ctx, ref)
+	}
+	// The policies a Service or Secret event touches are found through the index of the cache; what they
+	// reference is taken from the copies the engine has (a policy whose cached copy is newer is marked, and
+	// the next resync takes it).
+	for name := range ch.services {
+		for _, key := range s.referencing(ctx, c, policyServiceIndex, name) {
+			if p := s.known.policies[key]; p != nil {
+				for _, ref := range serviceRefs(p) {
+					if ref.Namespace == name.Namespace && ref.Name == name.Name {
+						rd.readServices[ref] = true
+					}
+				}
 			}
 		}
 	}
-	s.known.services, s.known.secrets, s.known.policies = services, secrets, copies
+	for name := range ch.secrets {
+		for _, key := range s.referencing(ctx, c, policySecretIndex, name) {
+			if p := s.known.policies[key]; p != nil {
+				for _, ref := range translate.SecretRefs(p) {
+					if ref == translate.SecretRef(name) {
+						rd.readSecrets[ref] = true
+					}
+				}
+			}
+		}
+	}
+	for ref := range rd.readServices {
+		s.known.setService(rd, ref, s.endpoints(ctx, ref))
+	}
+	for ref := range rd.readSecrets {
+		s.known.setSecret(rd, ref, s.secret(ctx, ref))
+	}
+	if rd.empty() {
+		return
+	}
+	s.Engine.UpdateKubernetes(rd.changed, rd.deleted, s.known.services, s.known.secrets)
+	s.Log.Debug("kubernetes resync", "changed", len(rd.changed), "deleted", len(rd.deleted), "services read", len(rd.readServices),
+		"secrets read", len(rd.readSecrets), "duration", time.Since(start))
+}
+
+// resyncAll reads every policy and everything they reference: the first resync, and after an event the
+// change sets cannot describe. Policies whose resource version did not move keep their copy.
+func (s *Source) resyncAll(ctx context.Context) {
+	var list v1alpha1.LoadBalancerPolicyList
+	// Read only: what is kept is copied below, and only when it changed.
+	if err := s.mgr.GetCache().List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		s.Log.Error("listing LoadBalancerPolicies", "error", err)
+		s.known.mu.Lock()
+		s.known.pending.all = true
+		s.known.mu.Unlock()
+		s.poke()
+		return
+	}
+	prev := s.known.policies
+	next := newResolved()
+	rd := newRound()
+	policies := make([]*v1alpha1.LoadBalancerPolicy, 0, len(list.Items))
+	for i := range list.Items {
+		item := &list.Items[i]
+		key := types.NamespacedName{Namespace: item.Namespace, Name: item.Name}
+		p := prev[key]
+		if p == nil || p.UID != item.UID || p.ResourceVersion != item.ResourceVersion || item.UID == "" {
+			p = s.copyPolicy(item)
+		}
+		next.setPolicy(rd, key, p)
+		policies = append(policies, p)
+	}
+	for ref := range rd.readServices {
+		next.services[ref] = s.endpoints(ctx, ref)
+	}
+	for ref := range rd.readSecrets {
+		next.secrets[ref] = s.secret(ctx, ref)
+	}
+	s.known.policies, s.known.services, s.known.secrets = next.policies, next.services, next.secrets
+	s.known.serviceUse, s.known.secretUse = next.serviceUse, next.secretUse
 	start := time.Now()
-	s.Engine.SetKubernetes(policies, services, secrets)
-	s.Log.Debug("kubernetes resync", "policies", len(policies), "services", len(services), "secrets", len(secrets), "duration", time.Since(start))
+	s.Engine.SetKubernetes(policies, s.known.services, s.known.secrets)
+	s.Log.Debug("kubernetes resync of everything", "policies", len(policies), "services", len(s.known.services), "secrets", len(s.known.secrets),
+		"duration", time.Since(start))
+}
+
+// policy reads one policy from the cache: a copy of it when it changed since the engine's copy, the
+// engine's copy when it did not, nil when it is gone.
+func (s *Source) policy(ctx context.Context, key types.NamespacedName) (*v1alpha1.LoadBalancerPolicy, error) {
+	cached := &v1alpha1.LoadBalancerPolicy{}
+	// Read only: it is copied below if kept.
+	if err := s.mgr.GetCache().Get(ctx, key, cached, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if p := s.known.policies[key]; p != nil && p.UID == cached.UID && p.ResourceVersion == cached.ResourceVersion && cached.UID != "" {
+		return p, nil
+	}
+	return s.copyPolicy(cached), nil
+}
+
+// copyPolicy copies a policy of the cache for the engine, without its managed fields (nothing downstream
+// reads them, and they are often the larger part of the object).
+func (s *Source) copyPolicy(cached *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
+	s.reads.PolicyCopies.Add(1)
+	shallow := *cached
+	shallow.ManagedFields = nil
+	// The cache holds typed objects without their kind; a read with a copy sets it, one without does not.
+	shallow.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LoadBalancerPolicy"}
+	return shallow.DeepCopy()
+}
+
+// referencing lists the policies (namespace/name) whose index entry names the object name.
+func (s *Source) referencing(ctx context.Context, c client.Reader, index string, name types.NamespacedName) []types.NamespacedName {
+	var list v1alpha1.LoadBalancerPolicyList
+	if err := c.List(ctx, &list, client.MatchingFields{index: name.Namespace + "/" + name.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		s.Log.Error("listing the LoadBalancerPolicies that reference an object", "object", name.String(), "error", err)
+		return nil
+	}
+	out := make([]types.NamespacedName, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name})
+	}
+	return out
 }
 
 // endpoints resolves one Service port through the Service's EndpointSlices.
 func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) translate.ServiceEndpoints {
 	c := s.mgr.GetCache()
 	svc := &corev1.Service{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc); err != nil {
+	s.reads.Services.Add(1)
+	// Read only, as every read of the cache here: nothing of the cached objects is modified or kept but
+	// strings and byte slices, which the cache never modifies either.
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s not found", ref.Namespace, ref.Name)}
 	}
 	var port *corev1.ServicePort
@@ -304,7 +432,7 @@ func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) transl
 		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s has no port %s", ref.Namespace, ref.Name, want)}
 	}
 	var slices_ discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &slices_, client.InNamespace(ref.Namespace), client.MatchingFields{serviceNameIndex: ref.Name}); err != nil {
+	if err := c.List(ctx, &slices_, client.InNamespace(ref.Namespace), client.MatchingFields{serviceNameIndex: ref.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.ServiceEndpoints{Err: err.Error()}
 	}
 	out := translate.ServiceEndpoints{}
@@ -349,7 +477,8 @@ func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) transl
 
 func (s *Source) secret(ctx context.Context, ref translate.SecretRef) translate.TLSSecret {
 	sec := &corev1.Secret{}
-	if err := s.mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, sec); err != nil {
+	s.reads.Secrets.Add(1)
+	if err := s.mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, sec, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.TLSSecret{Err: fmt.Sprintf("Secret %s/%s of type kubernetes.io/tls not found", ref.Namespace, ref.Name)}
 	}
 	return translate.TLSSecret{Cert: sec.Data[corev1.TLSCertKey], Key: sec.Data[corev1.TLSPrivateKeyKey]}

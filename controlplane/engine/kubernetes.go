@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+// kubeIndex is where each policy of one list of the Kubernetes source is.
+type kubeIndex struct {
+	list []*v1alpha1.LoadBalancerPolicy
+	at   map[translate.Key]int
+}
+
+// UpdateKubernetes applies a change of the Kubernetes source and publishes the result: changed are the
+// policies added or modified, deleted the ones gone, and services and secrets everything the source's
+// policies reference now. The engine keeps all of them as they are: the caller must not modify them
+// afterwards (a source that maintains its maps copies them before writing again).
+//
+// Unlike SetKubernetes, a change costs what it touches, not the number of policies: the list is copied
+// (pointers only, so that the list the translator holds stays as it was) and patched in place, and the
+// translator sees every unchanged policy under its old pointer.
+func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, deleted []translate.Key,
+	services map[translate.ServiceRef]translate.ServiceEndpoints, secrets map[translate.SecretRef]translate.TLSSecret) *translate.Result {
+	e.prefetch(changed)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur := e.sources[SourceKubernetes]
+	ix := e.kube
+	if ix == nil || len(ix.list) != len(cur) || (len(cur) > 0 && &ix.list[0] != &cur[0]) {
+		// The list was replaced by SetKubernetes: index it once.
+		ix = &kubeIndex{at: make(map[translate.Key]int, len(cur))}
+		for i, p := range cur {
+			ix.at[translate.KeyOf(p)] = i
+		}
+	}
+	list := slices.Clone(cur)
+	for _, p := range changed {
+		k := translate.KeyOf(p)
+		if i, ok := ix.at[k]; ok {
+			list[i] = p
+			continue
+		}
+		ix.at[k] = len(list)
+		list = append(list, p)
+	}
+	for _, k := range deleted {
+		i, ok := ix.at[k]
+		if !ok {
+			continue
+		}
+		// The last policy takes the deleted one's place: no other policy moves.
+		last := len(list) - 1
+		if i != last {
+			list[i] = list[last]
+			ix.at[translate.KeyOf(list[i])] = i
+		}
+		list[last] = nil
+		list = list[:last]
+		delete(ix.at, k)
+	}
+	ix.list = list
+	e.kube = ix
+	e.sources[SourceKubernetes] = list
+	e.services, e.secrets = services, secrets
+	e.rev++
+	return e.run()
+}
