@@ -24,6 +24,11 @@ const (
 	maxSendBytes = 512 << 20
 	// Requests are small; a NACK's error detail is the largest part.
 	maxRecvBytes = 16 << 20
+	// HTTP/2 flow-control window for what Envoys send. An Envoy's first EDS subscription names every cluster
+	// (50,000 names: over 1 MB) in one message on the ADS stream; with gRPC's 64 KiB initial window and its
+	// bandwidth estimate, a 50,000-cluster Envoy stopped after 265,877 bytes and never finished the request
+	// (bench/results/2026-11-23-vm-incremental 5.5). Setting it turns the estimate off.
+	xdsWindowBytes = 16 << 20
 	// Envoys send keepalive pings (bootstrap: every 30s); allow down to 5s, refuse anything faster.
 	keepaliveMinTime = 5 * time.Second
 	// lbplane sends no HTTP/2 PINGs of its own (a Time of "infinity", see NewGRPC): Envoy answers a PING on
@@ -69,6 +74,8 @@ func NewGRPC(ctx context.Context, cache *xdscache.Cache, tracker *Tracker, extra
 	opts := append([]grpc.ServerOption{
 		grpc.MaxSendMsgSize(maxSendBytes),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
+		grpc.InitialWindowSize(xdsWindowBytes),
+		grpc.InitialConnWindowSize(xdsWindowBytes),
 		grpc.MaxConcurrentStreams(maxStreamsPerConn),
 		grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.MaxHeaderListSize(maxHeaderBytes),

@@ -447,9 +447,11 @@ func (t *Tracker) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) err
 }
 func (t *Tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) { t.closed(streamKey{apiDelta, id}) }
 func (t *Tracker) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequest) error {
+	t.traceDeltaRequest(id, r)
 	return t.request(streamKey{apiDelta, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
 }
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
+	t.traceDeltaResponse(id, r)
 	t.response(streamKey{apiDelta, id}, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo(), sentResources{delta: r.GetResources(), removed: r.GetRemovedResources()})
 }
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
