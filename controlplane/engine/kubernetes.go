@@ -78,3 +78,11 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 	res := e.translator.TranslateChanged(all, e.refs(), refs)
 	return e.publish(res, origin, shadowed, func() time.Duration { return time.Since(start) })
 }
+
+// RefHashes counts the hashes of a policy's references the translator made so far (see
+// translate.Translator.RefHashes), for tests: an endpoint change costs one policy's, not every one's.
+func (e *Engine) RefHashes() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.translator.RefHashes()
+}
