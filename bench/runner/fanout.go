@@ -2,28 +2,42 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 )
 
-const fanoutBase = 29360 // xDS, API, metrics (pprof)
+// fanoutBase is the fan-out row's first port (xDS, API, metrics and pprof); it moves with -cp-port-offset.
+func fanoutBase() int { return cpBase + 960 }
+
+var (
+	fanoutPin = flag.Bool("fanout-pin", true, "fan-out row: run lbplane on the last CPU and the simulated clients on the others (taskset), so that lbplane's time is its own")
+	fanoutAll = flag.Bool("fanout-all-types", true, "fan-out row: the simulated clients subscribe to clusters, endpoints, listeners and routes on one ADS stream, as an Envoy does (false: clusters only, the row before 2026-11-23 evening)")
+)
 
 // fanOut is the fan-out row on its own: for each client count a fresh lbplane with only the probe policy,
-// its RSS with no client, then n simulated delta clients (simDelta, as the swarm row's, each its own gRPC
-// connection), its RSS with all of them connected and acknowledged, and one cluster change timed from the
-// push sent until every client has it. lbplane's heap is profiled with every client connected, and its
-// CPU while the change spreads.
+// its RSS with no client, then n simulated delta clients (fanoutClient, each its own gRPC connection), its
+// RSS with all of them connected and acknowledged, and one change of the probe policy (its cluster and
+// its endpoints) timed from the push sent until every client has all of it. lbplane's heap is profiled
+// with every client connected, and its CPU while the change spreads.
 func fanOut(ctx context.Context, e *env, counts []int, out string, record func(runRecord)) error {
 	for _, n := range counts {
 		if err := fanOutOnce(ctx, e, n, out, record); err != nil {
@@ -33,19 +47,90 @@ func fanOut(ctx context.Context, e *env, counts []int, out string, record func(r
 	return nil
 }
 
+// fanoutTypes are what the simulated clients subscribe to, in the order an Envoy asks for them.
+func fanoutTypes() []string {
+	if *fanoutAll {
+		return []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
+	}
+	return []string{resource.ClusterType}
+}
+
+// pinning splits the CPUs between lbplane (the last one) and this process (the others). On one CPU there
+// is nothing to split.
+type pinning struct {
+	taskset      string
+	lbplane, own string
+	all          string
+}
+
+func pinCPUs() (*pinning, error) {
+	n := runtime.NumCPU()
+	if !*fanoutPin || n < 2 {
+		return nil, nil
+	}
+	ts, err := exec.LookPath("taskset")
+	if err != nil {
+		return nil, fmt.Errorf("taskset (util-linux) keeps lbplane and the simulated clients on different CPUs: apt-get install util-linux, or -fanout-pin=false")
+	}
+	return &pinning{taskset: ts, lbplane: strconv.Itoa(n - 1), own: fmt.Sprintf("0-%d", n-2), all: fmt.Sprintf("0-%d", n-1)}, nil
+}
+
+// self moves every thread of this process to cpus (threads started later inherit it).
+func (p *pinning) self(cpus string) error {
+	if p == nil {
+		return nil
+	}
+	out, err := exec.Command(p.taskset, "-a", "-p", "-c", cpus, strconv.Itoa(os.Getpid())).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("taskset: %v: %s", err, out)
+	}
+	return nil
+}
+
+// clientState is what one simulated client has seen, written by its goroutine and read by the row.
+type clientState struct {
+	seen   atomic.Uint32 // bit per type index: had a response with resources
+	ready  atomic.Bool
+	first  atomic.Int64 // ns since the change of the first response after it; 0: none yet
+	last   atomic.Int64 // ns since the change of the last response after it
+	count  atomic.Int32 // responses after the change
+	byType [4]atomic.Int32
+}
+
 func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runRecord)) error {
 	dir := filepath.Join(e.dir, fmt.Sprintf("fanout-%d", n))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", fanoutBase), fmt.Sprintf("127.0.0.1:%d", fanoutBase+1)
-	pprofPort := fanoutBase + 2
+	base := fanoutBase()
+	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1)
+	pprofPort := base + 2
 	args := append(serveArgs(dir, xds, apiAddr, "--xds-max-connections", "-1"), pprofArgs(pprofPort)...)
-	lb, err := serveLbplane(e, dir, apiAddr, 60*time.Second, args)
+	pin, err := pinCPUs()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(e.bin, "lbplane")
+	if pin != nil {
+		args = append([]string{"-c", pin.lbplane, bin}, args...)
+		bin = pin.taskset
+	}
+	// taskset execs lbplane in its own process: the PID read below is lbplane's.
+	lb, err := start(dir, "lbplane", nil, bin, args...)
 	if err != nil {
 		return err
 	}
 	defer lb.stop()
+	if err := waitPort(apiAddr, 60*time.Second); err != nil {
+		return err
+	}
+	if err := pin.self(pinOwn(pin)); err != nil {
+		return err
+	}
+	defer pin.self(pinAll(pin))
+	if pin != nil {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() - 1))
+	}
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}
 	if _, err := c.Apply(ctx, probe("28091", 1), false); err != nil {
 		return err
@@ -53,9 +138,9 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	time.Sleep(2 * time.Second) // the first publish settles; idle is lbplane with its config and no client
 	idle := treeUsage(lb.cmd.Process.Pid)
 
-	var mu sync.Mutex
-	var changeAt time.Time
-	arrivals := make(chan time.Duration, n)
+	types := fanoutTypes()
+	var changeAt atomic.Int64 // unix ns; 0 before the change
+	states := make([]clientState, n)
 	ready := make(chan struct{}, n)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -70,16 +155,32 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	}()
 	connectStart := time.Now()
 	for i := range n {
-		conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		// Static flow-control windows, as an Envoy has: grpc-go's default BDP estimation would send lbplane a
+		// PING with every response it reads, which lbplane must answer, and no Envoy does that.
+		conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(1<<20))
 		if err != nil {
 			return err
 		}
 		conns = append(conns, conn)
 		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
+		st := &states[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			simDelta(sctx, conn, node, arrival(ready, &mu, &changeAt, arrivals))
+			fanoutClient(sctx, conn, node, types, func(typ int) {
+				if at := changeAt.Load(); at != 0 {
+					d := time.Now().UnixNano() - at
+					st.first.CompareAndSwap(0, d)
+					st.last.Store(d)
+					st.count.Add(1)
+					st.byType[typ].Add(1)
+					return
+				}
+				if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
+					ready <- struct{}{}
+				}
+			})
 		}()
 	}
 	// Clients that have no first config after 5 minutes are counted and left out (a run with 10,000 on a
@@ -113,26 +214,156 @@ connecting:
 	go func() { defer close(profDone); cpuTop = profile(pprofPort, 15, out, fmt.Sprintf("fanout-%d-cpu", n)) }()
 	time.Sleep(500 * time.Millisecond) // the CPU profile has started
 	before := treeUsage(lb.cmd.Process.Pid)
-	mu.Lock()
-	changeAt = time.Now()
-	mu.Unlock()
+	ioBefore := syscallCounts(lb.cmd.Process.Pid)
+	changeAt.Store(time.Now().UnixNano())
 	if _, err := c.Apply(ctx, probe("28091", 7), false); err != nil {
 		return err
 	}
-	samples := collectArrivals(arrivals, readyN, 2*time.Minute)
+	// The change is complete at a client when its last response for it has come: wait until every ready
+	// client has had one and none came for quiet (make-before-break may send it in steps, each after the
+	// previous one is acknowledged), for at most 2 minutes.
+	const quiet = 3 * time.Second
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		got, lastAny := 0, int64(0)
+		for i := range states {
+			if states[i].ready.Load() && states[i].count.Load() > 0 {
+				got++
+			}
+			lastAny = max(lastAny, states[i].last.Load())
+		}
+		if got >= readyN && time.Since(time.Unix(0, changeAt.Load()+lastAny)) >= quiet {
+			break
+		}
+	}
+	after := treeUsage(lb.cmd.Process.Pid)
+	ioAfter := syscallCounts(lb.cmd.Process.Pid)
+	var samples, firsts []float64
+	counts := map[int32]int{}
+	var perType [4]int64
+	for i := range states {
+		st := &states[i]
+		if !st.ready.Load() || st.count.Load() == 0 {
+			continue
+		}
+		samples = append(samples, float64(st.last.Load())/1e6)
+		firsts = append(firsts, float64(st.first.Load())/1e6)
+		counts[st.count.Load()]++
+		for t := range perType {
+			perType[t] += int64(st.byType[t].Load())
+		}
+	}
 	if len(samples) < readyN {
 		note += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(samples), readyN)
 	}
-	after := treeUsage(lb.cmd.Process.Pid)
 	<-profDone
 	perClient := float64(connected.RSSBytes-idle.RSSBytes) / float64(n) / 1024
+	cpuMs := (after.CPUSeconds - before.CPUSeconds) * 1000
+	extra := map[string]float64{"idleRSS": float64(idle.RSSBytes), "rssPerClientKiB": perClient, "connectSeconds": connectTook.Seconds(),
+		"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine()),
+		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "types": float64(len(types)),
+		"lbplaneCPUPerClientUs":  cpuMs * 1000 / float64(max(len(samples), 1)),
+		"readSyscallsPerClient":  float64(ioAfter[0]-ioBefore[0]) / float64(max(len(samples), 1)),
+		"writeSyscallsPerClient": float64(ioAfter[1]-ioBefore[1]) / float64(max(len(samples), 1))}
+	var total int64
+	for t, typ := range types {
+		extra["responses:"+typ] = float64(perType[t]) / float64(max(len(samples), 1))
+		total += perType[t]
+	}
+	extra["responsesPerClient"] = float64(total) / float64(max(len(samples), 1))
+	var distinct []int32
+	for k := range counts {
+		distinct = append(distinct, k)
+	}
+	slices.Sort(distinct)
+	countsText := ""
+	for _, k := range distinct {
+		countsText += fmt.Sprintf(" %d responses: %d clients;", k, counts[k])
+		extra[fmt.Sprintf("clientsWith%dResponses", k)] = float64(counts[k])
+	}
 	rec := runRecord{Scenario: "fanout", Peer: "lbplane", API: "delta", Conns: n, Samples: samples, Valid: note == "", Note: note,
 		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100), LbplaneRSS: connected.RSSBytes,
-		LbplaneCPUPerChangeMs: (after.CPUSeconds - before.CPUSeconds) * 1000,
-		Extra: map[string]float64{"idleRSS": float64(idle.RSSBytes), "rssPerClientKiB": perClient, "connectSeconds": connectTook.Seconds(),
-			"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine())}}
+		LbplaneCPUPerChangeMs: cpuMs, Extra: extra}
 	record(rec)
-	fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys (connected in %.1f s): change reaches p50 %.1f ms, p99 %.1f ms, all %.1f ms (%d got it); lbplane %.0f ms CPU for the change; RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
-		n, connectTook.Seconds(), rec.P50, rec.P99, rec.P999, len(samples), rec.LbplaneCPUPerChangeMs, idle.RSSBytes>>20, connected.RSSBytes>>20, perClient, note, heapTop, cpuTop)
+	fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys (%d types, pinned %v, connected in %.1f s): change complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (first response p50 %.1f, all %.1f; %d got it;%s %.2f responses per client); lbplane %.0f ms CPU for the change (%.0f µs, %.2f reads and %.2f writes per client); RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
+		n, len(types), pin != nil, connectTook.Seconds(), rec.P50, rec.P99, rec.P999, extra["firstP50"], extra["firstAll"], len(samples), countsText, extra["responsesPerClient"],
+		cpuMs, extra["lbplaneCPUPerClientUs"], extra["readSyscallsPerClient"], extra["writeSyscallsPerClient"], idle.RSSBytes>>20, connected.RSSBytes>>20, perClient, note, heapTop, cpuTop)
 	return nil
+}
+
+func pinOwn(p *pinning) string {
+	if p == nil {
+		return ""
+	}
+	return p.own
+}
+
+func pinAll(p *pinning) string {
+	if p == nil {
+		return ""
+	}
+	return p.all
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// fanoutClient is one simulated Envoy on one delta ADS stream: it subscribes to every resource of each of
+// types (as an Envoy's wildcard CDS and LDS, and here EDS and RDS too: one probe policy's worth), and
+// acknowledges every response. got is called with the index in types of each response that carries
+// resources or removals.
+func fanoutClient(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node, types []string, got func(typ int)) {
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		return
+	}
+	for i, typ := range types {
+		req := &discovery.DeltaDiscoveryRequest{TypeUrl: typ, ResourceNamesSubscribe: []string{"*"}}
+		if i == 0 {
+			req.Node = node
+		}
+		if err := stream.Send(req); err != nil {
+			return
+		}
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		if len(resp.GetResources()) > 0 || len(resp.GetRemovedResources()) > 0 {
+			if i := slices.Index(types, resp.GetTypeUrl()); i >= 0 {
+				got(i)
+			}
+		}
+		if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}); err != nil {
+			return
+		}
+	}
+}
+
+// syscallCounts reads a process's read and write system calls so far (syscr, syscw of /proc/PID/io: every
+// read- and write-like call, on sockets too); zeros when unreadable.
+func syscallCounts(pid int) [2]int64 {
+	var out [2]int64
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "syscr":
+			out[0] = n
+		case "syscw":
+			out[1] = n
+		}
+	}
+	return out
 }

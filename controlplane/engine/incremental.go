@@ -33,6 +33,11 @@ type groupBuild struct {
 	routes map[uint32]*routeBuild
 	// shapes is what each port's listener was built from (see listenerShape).
 	shapes map[uint32]*listenerShape
+	// scoped is the port served as scoped routes (ir.Group.ScopedPort), 0 for none; unscopable counts the
+	// virtual hosts of each HTTP port that cannot be scopes (ir.VirtualHost.Scopable), kept up to date from
+	// the hosts that changed, so that deciding ir.Listener.Scopable again does not visit every host.
+	scoped     uint32
+	unscopable map[uint32]int
 }
 
 // listenerShape is all a listener's build reads: the IR listener without its virtual hosts (they go to the
@@ -43,6 +48,7 @@ type groupBuild struct {
 type listenerShape struct {
 	l       ir.Listener
 	filters routeFilters
+	scoped  bool
 }
 
 // routeFilters is which HTTP filters the routes of a virtual host (or of a port) turn on.
@@ -80,6 +86,9 @@ func (s *listenerShape) build(rb *routeBuild) proto.Message {
 			have.sessions, have.rateLimit = have.sessions || f.sessions, have.rateLimit || f.rateLimit
 		}
 	}
+	if s.scoped {
+		return xdsbuild.ScopedListener(&l)
+	}
 	return xdsbuild.Listener(&l)
 }
 
@@ -103,7 +112,7 @@ type builtVHost struct {
 
 var emptyBuild = func() *groupBuild {
 	st, _ := xdscache.NewState(nil)
-	return &groupBuild{ir: &ir.Group{}, state: st, routes: map[uint32]*routeBuild{}, shapes: map[uint32]*listenerShape{}}
+	return &groupBuild{ir: &ir.Group{}, state: st, routes: map[uint32]*routeBuild{}, shapes: map[uint32]*listenerShape{}, unscopable: map[uint32]int{}}
 }
 
 // BuildStats counts what incremental builds did, for tests.
@@ -158,57 +167,131 @@ func (e *Engine) rebuild(prev *groupBuild, g *ir.Group) (*groupBuild, error) {
 		},
 		func(c *ir.Cluster) { remove(resource.ClusterType, c.Name); remove(resource.EndpointType, c.Name) })
 
-	next := &groupBuild{ir: g, routes: maps.Clone(prev.routes), shapes: maps.Clone(prev.shapes)}
+	next := &groupBuild{ir: g, routes: maps.Clone(prev.routes), shapes: maps.Clone(prev.shapes), unscopable: map[uint32]int{}}
 	if next.shapes == nil {
 		next.shapes = map[uint32]*listenerShape{}
 	}
-	walk(prev.ir.Listeners, g.Listeners, func(l *ir.Listener) string { return fmt.Sprintf("%05d", l.Port) },
-		func(l *ir.Listener) {
-			// A listener replaced on the same port drops the old names if they differ.
-			if i, ok := slices.BinarySearchFunc(prev.ir.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok {
-				if old := prev.ir.Listeners[i]; old.Name != l.Name {
-					remove(resource.ListenerType, old.Name)
-					if old.Protocol == ir.HTTP {
-						remove(resource.RouteType, old.RouteConfigName())
-					}
+	// Which port is served as scoped routes (ir.Group.ScopedPort), from counts of the hosts that cannot be.
+	for _, l := range g.Listeners {
+		if l.Protocol != ir.HTTP {
+			continue
+		}
+		var was *ir.Listener
+		if i, ok := slices.BinarySearchFunc(prev.ir.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok && prev.ir.Listeners[i].Protocol == ir.HTTP {
+			was = prev.ir.Listeners[i]
+		}
+		next.unscopable[l.Port] = unscopable(was, prev.unscopable[l.Port], l)
+		if next.scoped == 0 && next.unscopable[l.Port] == 0 && len(l.VirtualHosts) > ir.ScopedRoutesAbove {
+			next.scoped = l.Port
+		}
+	}
+	built := map[uint32]bool{}
+	putListener := func(l *ir.Listener) {
+		built[l.Port] = true
+		// A listener replaced on the same port drops the old names if they differ.
+		var was *ir.Listener
+		if i, ok := slices.BinarySearchFunc(prev.ir.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok {
+			was = prev.ir.Listeners[i]
+			if old := prev.ir.Listeners[i]; old.Name != l.Name {
+				remove(resource.ListenerType, old.Name)
+				if old.Protocol == ir.HTTP {
+					remove(resource.RouteType, old.RouteConfigName())
 				}
 			}
-			delete(next.routes, l.Port)
-			if l.Protocol != ir.HTTP {
-				next.shapes[l.Port] = shapeOf(l, nil)
-				put(resource.ListenerType, xdsbuild.Listener(l))
-				if l.TCP == nil {
-					errs = append(errs, fmt.Errorf("listener %s: %w", l.Name, ir.ErrNoDestinations))
-				} else if err := checkDestinations(g, "listener "+l.Name, l.TCP.Clusters); err != nil {
-					errs = append(errs, err)
-				}
-				return
+		}
+		wasScoped := was != nil && prev.scoped == l.Port
+		if wasScoped && (was.Name != l.Name || next.scoped != l.Port) {
+			// Served as one table now, or under other names: the old per-host resources go.
+			removeHosts(remove, was, prev.routes[l.Port].vhosts)
+			wasScoped = false
+		}
+		if next.scoped == l.Port {
+			if !wasScoped && was != nil && was.Protocol == ir.HTTP && was.Name == l.Name {
+				remove(resource.RouteType, was.RouteConfigName())
 			}
-			rb, r, err := e.routeTable(g, prev.routes[l.Port], l)
+			var before *routeBuild
+			if wasScoped {
+				before = prev.routes[l.Port]
+			}
+			rb, err := e.hostRoutes(g, before, l, put, remove)
 			if err != nil {
 				errs = append(errs, err)
 			}
 			next.routes[l.Port] = rb
-			change.Put[resource.RouteType] = append(change.Put[resource.RouteType], r)
 			shape := shapeOf(l, rb)
+			shape.scoped = true
 			next.shapes[l.Port] = shape
-			if was := prev.shapes[l.Port]; was == nil || was.filters != shape.filters || !reflect.DeepEqual(was.l, shape.l) {
+			if was := prev.shapes[l.Port]; was == nil || was.scoped != shape.scoped || was.filters != shape.filters || !reflect.DeepEqual(was.l, shape.l) {
 				put(resource.ListenerType, shape.build(rb))
 			}
-		},
+			return
+		}
+		delete(next.routes, l.Port)
+		before := prev.routes[l.Port]
+		if prev.scoped == l.Port {
+			before = nil // a per-host build is no start for one table
+		}
+		if l.Protocol != ir.HTTP {
+			next.shapes[l.Port] = shapeOf(l, nil)
+			put(resource.ListenerType, xdsbuild.Listener(l))
+			if l.TCP == nil {
+				errs = append(errs, fmt.Errorf("listener %s: %w", l.Name, ir.ErrNoDestinations))
+			} else if err := checkDestinations(g, "listener "+l.Name, l.TCP.Clusters); err != nil {
+				errs = append(errs, err)
+			}
+			return
+		}
+		rb, r, err := e.routeTable(g, before, l)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		next.routes[l.Port] = rb
+		change.Put[resource.RouteType] = append(change.Put[resource.RouteType], r)
+		shape := shapeOf(l, rb)
+		next.shapes[l.Port] = shape
+		if was := prev.shapes[l.Port]; was == nil || was.scoped || was.filters != shape.filters || !reflect.DeepEqual(was.l, shape.l) {
+			put(resource.ListenerType, shape.build(rb))
+		}
+	}
+	walk(prev.ir.Listeners, g.Listeners, func(l *ir.Listener) string { return fmt.Sprintf("%05d", l.Port) },
+		putListener,
 		func(l *ir.Listener) {
 			if i, ok := slices.BinarySearchFunc(g.Listeners, l.Port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok && g.Listeners[i].Name == l.Name {
 				return // replaced on the same port, under the same names
 			}
 			remove(resource.ListenerType, l.Name)
-			if l.Protocol == ir.HTTP {
+			if prev.scoped == l.Port {
+				removeHosts(remove, l, prev.routes[l.Port].vhosts)
+			} else if l.Protocol == ir.HTTP {
 				remove(resource.RouteType, l.RouteConfigName())
 			}
 			delete(next.routes, l.Port)
 			delete(next.shapes, l.Port)
 		})
+	// A port that is served as scoped routes, or stops being, while its own listener did not change (another
+	// port took or gave up the scopes) is built again the other way.
+	for _, port := range []uint32{prev.scoped, next.scoped} {
+		if port == 0 || prev.scoped == next.scoped || built[port] {
+			continue
+		}
+		if i, ok := slices.BinarySearchFunc(g.Listeners, port, func(o *ir.Listener, p uint32) int { return cmp.Compare(o.Port, p) }); ok {
+			putListener(g.Listeners[i])
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	// A name both removed and put (a virtual host replaced under the same name, a host name that moved to
+	// another virtual host) is put: the state must not drop what it holds.
+	for typ, names := range change.Remove {
+		if len(change.Put[typ]) == 0 {
+			continue
+		}
+		putNames := map[string]bool{}
+		for _, r := range change.Put[typ] {
+			putNames[r.Name()] = true
+		}
+		change.Remove[typ] = slices.DeleteFunc(names, func(n string) bool { return putNames[n] })
 	}
 	st, err := prev.state.Derive(change)
 	if err != nil {
@@ -323,6 +406,93 @@ func (e *Engine) routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*rou
 		return out
 	}
 	return rb, xdscache.NewLazyResource(resource.RouteType, l.RouteConfigName(), version, size, join), errors.Join(errs...)
+}
+
+// hostRoutes builds what changed on a port served as scoped routes since prev (nil: everything): a route
+// table and scopes for each new or changed virtual host, removals for those gone. The returned routeBuild
+// holds the hosts and counts the listener's shape needs; no table is joined.
+func (e *Engine) hostRoutes(g *ir.Group, prev *routeBuild, l *ir.Listener, put func(string, proto.Message) *xdscache.Resource, remove func(string, string)) (*routeBuild, error) {
+	var errs []error
+	rb := &routeBuild{vhosts: l.VirtualHosts}
+	var before []*ir.VirtualHost
+	if prev != nil {
+		before = prev.vhosts
+		rb.sessions, rb.rateLimits = prev.sessions, prev.rateLimits
+	}
+	gone := func(vh *ir.VirtualHost) {
+		removeHosts(remove, l, []*ir.VirtualHost{vh})
+		f := filtersOf(vh)
+		rb.sessions -= boolInt(f.sessions)
+		rb.rateLimits -= boolInt(f.rateLimit)
+	}
+	i := 0
+	for _, vh := range l.VirtualHosts {
+		for i < len(before) && before[i] != vh && translate.CompareVirtualHosts(before[i], vh) <= 0 {
+			gone(before[i])
+			i++
+		}
+		if i < len(before) && before[i] == vh {
+			i++
+			continue
+		}
+		for _, r := range vh.Routes {
+			errs = append(errs, checkDestinations(g, "route "+r.Name, r.Clusters))
+		}
+		put(resource.RouteType, xdsbuild.HostRouteConfig(l, vh))
+		for _, sc := range xdsbuild.Scopes(l, vh) {
+			put(resource.ScopedRouteType, sc)
+		}
+		e.stats.VirtualHosts++
+		f := filtersOf(vh)
+		rb.sessions += boolInt(f.sessions)
+		rb.rateLimits += boolInt(f.rateLimit)
+	}
+	for _, vh := range before[i:] {
+		gone(vh)
+	}
+	return rb, errors.Join(errs...)
+}
+
+// unscopable counts the virtual hosts of l that cannot be scopes, from was (the port's previous listener, or
+// nil) and its count: only the hosts that differ are looked at.
+func unscopable(was *ir.Listener, count int, l *ir.Listener) int {
+	if was == l {
+		return count
+	}
+	if was == nil {
+		n := 0
+		for _, vh := range l.VirtualHosts {
+			n += boolInt(!vh.Scopable())
+		}
+		return n
+	}
+	before := was.VirtualHosts
+	i := 0
+	for _, vh := range l.VirtualHosts {
+		for i < len(before) && before[i] != vh && translate.CompareVirtualHosts(before[i], vh) <= 0 {
+			count -= boolInt(!before[i].Scopable())
+			i++
+		}
+		if i < len(before) && before[i] == vh {
+			i++
+			continue
+		}
+		count += boolInt(!vh.Scopable())
+	}
+	for _, vh := range before[i:] {
+		count -= boolInt(!vh.Scopable())
+	}
+	return count
+}
+
+// removeHosts removes the route tables and scopes of virtual hosts of a port served as scoped routes.
+func removeHosts(remove func(string, string), l *ir.Listener, vhosts []*ir.VirtualHost) {
+	for _, vh := range vhosts {
+		remove(resource.RouteType, l.HostRouteConfigName(vh))
+		for _, d := range vh.Domains {
+			remove(resource.ScopedRouteType, l.ScopeName(d))
+		}
+	}
 }
 
 func (e *Engine) buildVHost(vh *ir.VirtualHost) (*builtVHost, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -61,41 +62,46 @@ func TestIncrementalBuildMatchesFullBuild(t *testing.T) {
 			p.CreationTimestamp = metav1Time(i)
 			set = append(set, p)
 		}
-		res := e.Set(SourceStore, set)
-		for name, g := range res.IR.Groups {
-			want, err := xdsbuild.Build(g)
-			if err != nil {
-				t.Fatal(err)
+		assertMatchesFullBuild(t, step, cache, e.Set(SourceStore, set))
+	}
+}
+
+// assertMatchesFullBuild checks that what the cache serves for every group of res is what a full build gives.
+func assertMatchesFullBuild(t *testing.T, step int, cache *xdscache.Cache, res *translate.Result) {
+	t.Helper()
+	for name, g := range res.IR.Groups {
+		want, err := xdsbuild.Build(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, got := cache.State(name)
+		for _, typ := range xdscache.Types {
+			have := got.Resources(typ)
+			if len(have) != len(want[typ]) {
+				t.Fatalf("step %d: %d of %s, a full build has %d", step, len(have), typ, len(want[typ]))
 			}
-			_, got := cache.State(name)
-			for _, typ := range xdscache.Types {
-				have := got.Resources(typ)
-				if len(have) != len(want[typ]) {
-					t.Fatalf("step %d: %d of %s, a full build has %d", step, len(have), typ, len(want[typ]))
-				}
-				for k, m := range want[typ] {
-					if !proto.Equal(m, have[k]) {
-						t.Fatalf("step %d %s %s differs:\n%s", step, typ, xdsName(m), cmp.Diff(m, have[k], protocmp.Transform()))
-					}
-				}
-				for _, m := range want[typ] {
-					r, ok := got.Lookup(typ, xdsName(m))
-					if !ok {
-						t.Fatalf("step %d: %s %s missing", step, typ, xdsName(m))
-					}
-					decoded, err := anypb.UnmarshalNew(r.Any(), proto.UnmarshalOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !proto.Equal(decoded, m) {
-						t.Fatalf("step %d: %s %s: the bytes sent decode to something else", step, typ, xdsName(m))
-					}
+			for k, m := range want[typ] {
+				if !proto.Equal(m, have[k]) {
+					t.Fatalf("step %d %s %s differs:\n%s", step, typ, xdsName(m), cmp.Diff(m, have[k], protocmp.Transform()))
 				}
 			}
-			full, _ := xdscache.NewState(want)
-			if full.Bytes != got.Bytes {
-				t.Errorf("step %d: %d bytes, a full build has %d", step, got.Bytes, full.Bytes)
+			for _, m := range want[typ] {
+				r, ok := got.Lookup(typ, xdsName(m))
+				if !ok {
+					t.Fatalf("step %d: %s %s missing", step, typ, xdsName(m))
+				}
+				decoded, err := anypb.UnmarshalNew(r.Any(), proto.UnmarshalOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !proto.Equal(decoded, m) {
+					t.Fatalf("step %d: %s %s: the bytes sent decode to something else", step, typ, xdsName(m))
+				}
 			}
+		}
+		full, _ := xdscache.NewState(want)
+		if full.Bytes != got.Bytes {
+			t.Errorf("step %d: %d bytes, a full build has %d", step, got.Bytes, full.Bytes)
 		}
 	}
 }

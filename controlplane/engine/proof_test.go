@@ -87,13 +87,16 @@ func TestOneChangeAmongTenThousandIsTranslatedAndSentAlone(t *testing.T) {
 			return nil
 		}
 	}
-	var clusters []string
+	var clusters, tables []string
 	for _, p := range policies {
 		clusters = append(clusters, p.Namespace+"/"+p.Name+"/a")
+		// The port has more than ir.ScopedRoutesAbove hosts: one route table per host, as Envoy asks for
+		// them after the scopes.
+		tables = append(tables, "http-8080/"+p.Namespace+"/"+p.Name)
 	}
 	node := &corev3.Node{Id: "proof", Cluster: xdscache.DefaultGroup}
-	subscribe := map[string][]string{resource.ClusterType: nil, resource.EndpointType: clusters, resource.ListenerType: nil, resource.RouteType: {"http-8080"}}
-	for _, typ := range []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType} {
+	subscribe := map[string][]string{resource.ClusterType: nil, resource.EndpointType: clusters, resource.ListenerType: nil, resource.ScopedRouteType: nil, resource.RouteType: tables}
+	for _, typ := range []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.ScopedRouteType, resource.RouteType} {
 		if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: typ, ResourceNamesSubscribe: subscribe[typ]}); err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +104,7 @@ func TestOneChangeAmongTenThousandIsTranslatedAndSentAlone(t *testing.T) {
 		if r == nil || r.TypeUrl != typ {
 			t.Fatalf("initial %s: got %v", typ, r)
 		}
-		want := map[string]int{resource.ClusterType: n, resource.EndpointType: n, resource.ListenerType: 1, resource.RouteType: 1}[typ]
+		want := map[string]int{resource.ClusterType: n, resource.EndpointType: n, resource.ListenerType: 1, resource.ScopedRouteType: n, resource.RouteType: n}[typ]
 		if len(r.Resources) != want {
 			t.Fatalf("initial %s: %d resources, want %d", typ, len(r.Resources), want)
 		}

@@ -1,5 +1,10 @@
 package ir
 
+import (
+	"slices"
+	"strings"
+)
+
 // Source says which policy, backend and route an IR object came from, so that status, explain and NACK
 // attribution can name them without parsing resource names (as Envoy Gateway's ResourceMetadata does).
 // Listeners have none: a listener is one port shared by every policy on it; its virtual hosts say whose
@@ -33,6 +38,8 @@ const (
 	KindCluster
 	KindEndpoints
 	KindSecret
+	// KindScope is a scope (SRDS) of a listener served as scoped routes (see Listener.Scopable).
+	KindScope
 )
 
 // Owner is one IR object an Envoy resource is made of, with its source. Names are those of the virtual
@@ -60,6 +67,13 @@ func (g *Group) Owners(kind Kind, name string) []Owner {
 				out = append(out, g.listenerOwners(l, nil)...)
 			}
 		}
+		if kind == KindRoutes && len(out) == 0 {
+			out = g.hostOwners(name, func(l *Listener, vh *VirtualHost) bool { return l.HostRouteConfigName(vh) == name })
+		}
+	case KindScope:
+		out = g.hostOwners(name, func(l *Listener, vh *VirtualHost) bool {
+			return slices.ContainsFunc(vh.Domains, func(d string) bool { return l.ScopeName(d) == name })
+		})
 	case KindSecret:
 		for _, l := range g.Listeners {
 			for _, ch := range l.TLS.chains() {
@@ -75,6 +89,22 @@ func (g *Group) Owners(kind Kind, name string) []Owner {
 		}
 	}
 	return out
+}
+
+// hostOwners finds the virtual host a per-host resource of a scoped listener (a host's route table or
+// scope) was built from: the listener's name is a prefix of the resource's.
+func (g *Group) hostOwners(name string, is func(*Listener, *VirtualHost) bool) []Owner {
+	for _, l := range g.Listeners {
+		if !strings.HasPrefix(name, l.Name+"/") {
+			continue
+		}
+		for _, vh := range l.VirtualHosts {
+			if is(l, vh) {
+				return g.listenerOwners(&Listener{Name: l.Name, VirtualHosts: []*VirtualHost{vh}}, nil)
+			}
+		}
+	}
+	return nil
 }
 
 // listenerOwners lists the virtual hosts of l (only those serving one of serverNames, when given and some

@@ -16,6 +16,8 @@ var kinds = map[string]ir.Kind{
 	resource.ClusterType:  ir.KindCluster,
 	resource.EndpointType: ir.KindEndpoints,
 	resource.SecretType:   ir.KindSecret,
+	// A scope names one host of a port served as scoped routes (see ir.Listener.Scopable).
+	resource.ScopedRouteType: ir.KindScope,
 }
 
 // Owners names the policies ("namespace/name") the rejected resources of one type came from, by the

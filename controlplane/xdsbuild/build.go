@@ -25,9 +25,9 @@ import (
 )
 
 // Types lists the resource types lbplane serves, in the order Envoy must receive them so that nothing refers
-// to what it does not have yet: secrets (certificates), clusters, their endpoints, listeners, then the
-// routes listeners read.
-var Types = []string{resource.SecretType, resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
+// to what it does not have yet: secrets (certificates), clusters, their endpoints, listeners, the scopes a
+// listener with many hosts reads, then the routes listeners and scopes read.
+var Types = []string{resource.SecretType, resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.ScopedRouteType, resource.RouteType}
 
 // Resources holds the Envoy resources of one proxy group by type URL, each list sorted by name.
 type Resources map[string][]proto.Message
@@ -49,7 +49,18 @@ func Build(g *ir.Group) (Resources, error) {
 			out[resource.EndpointType] = append(out[resource.EndpointType], LoadAssignment(c))
 		}
 	}
+	scoped := g.ScopedPort()
 	for _, l := range g.Listeners {
+		if scoped != 0 && l.Port == scoped {
+			out[resource.ListenerType] = append(out[resource.ListenerType], ScopedListener(l))
+			for _, vh := range l.VirtualHosts {
+				out[resource.RouteType] = append(out[resource.RouteType], HostRouteConfig(l, vh))
+				for _, s := range Scopes(l, vh) {
+					out[resource.ScopedRouteType] = append(out[resource.ScopedRouteType], s)
+				}
+			}
+			continue
+		}
 		out[resource.ListenerType] = append(out[resource.ListenerType], Listener(l))
 		if l.Protocol == ir.HTTP {
 			out[resource.RouteType] = append(out[resource.RouteType], RouteConfig(l))

@@ -20,12 +20,14 @@ import (
 const statefulSessionFilter = "envoy.filters.http.stateful_session"
 
 // Listener builds the listener of one port.
-func Listener(l *ir.Listener) *listenerv3.Listener {
+func Listener(l *ir.Listener) *listenerv3.Listener { return listener(l, false) }
+
+func listener(l *ir.Listener, scoped bool) *listenerv3.Listener {
 	var filter *listenerv3.Filter
 	if l.Protocol == ir.TCP {
 		filter = &listenerv3.Filter{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(tcpProxy(l))}}
 	} else {
-		filter = &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(httpConnectionManager(l))}}
+		filter = &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(httpConnectionManager(l, scoped))}}
 	}
 	filters := []*listenerv3.Filter{filter}
 	if n := l.Edge.MaxConnections; n > 0 {
@@ -119,7 +121,7 @@ func routerFilter(l *ir.Listener) *routerv3.Router {
 	return &routerv3.Router{}
 }
 
-func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
+func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionManager {
 	var filters []*hcmv3.HttpFilter
 	if usesSessions(l) {
 		// Off unless a route turns it on (typed_per_filter_config), so routes without persistence pay nothing.
@@ -168,6 +170,9 @@ func httpConnectionManager(l *ir.Listener) *hcmv3.HttpConnectionManager {
 		// HTTP/1.1 only unless the listener turns HTTP/2 on: AUTO would accept h2c prior knowledge on plain
 		// HTTP, which the listener did not ask for.
 		CodecType: hcmv3.HttpConnectionManager_HTTP1,
+	}
+	if scoped {
+		hcm.RouteSpecifier = scopedRoutes(l)
 	}
 	if e.HTTP2 {
 		hcm.CodecType = hcmv3.HttpConnectionManager_AUTO

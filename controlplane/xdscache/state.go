@@ -29,8 +29,9 @@ import (
 )
 
 // Types are the resource types served, in the order they are sent after a change: certificates before the
-// clusters and listeners that use them.
-var Types = []string{resource.SecretType, resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
+// clusters and listeners that use them; scopes (a port with many hosts) after the listener that reads them and
+// before the route tables they name.
+var Types = []string{resource.SecretType, resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.ScopedRouteType, resource.RouteType}
 
 // entry is one resource, marshalled once and shared by every response that carries it.
 type entry struct {
@@ -131,15 +132,15 @@ func (s *State) Resources(typ string) []proto.Message {
 //
 // Steps that change nothing are left out.
 func plan(old, next *State) []*State {
-	front := []string{resource.ListenerType, resource.RouteType}
+	front := []string{resource.ListenerType, resource.ScopedRouteType, resource.RouteType}
 	back := []string{resource.SecretType, resource.ClusterType, resource.EndpointType}
 	staged := combine(map[string][]*State{
 		resource.SecretType: {next, old}, resource.ClusterType: {next, old}, resource.EndpointType: {next, old},
-		resource.ListenerType: {old}, resource.RouteType: {old},
+		resource.ListenerType: {old}, resource.ScopedRouteType: {old}, resource.RouteType: {old},
 	})
 	bridged := combine(map[string][]*State{
 		resource.SecretType: {next, old}, resource.ClusterType: {next, old}, resource.EndpointType: {next, old},
-		resource.ListenerType: {next}, resource.RouteType: {next},
+		resource.ListenerType: {next}, resource.ScopedRouteType: {next}, resource.RouteType: {next},
 	})
 	var steps []*State
 	add := func(s *State) {

@@ -32,7 +32,8 @@ func fullState(t *testing.T, tag string) *xdscache.State {
 		// The listener references the secret: a group is served only the secrets it uses.
 		resource.ListenerType: {&listenerv3.Listener{Name: "l", StatPrefix: tag, FilterChains: []*listenerv3.FilterChain{{TransportSocket: transportSocket(t,
 			&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsRef("s")}}})}}}},
-		resource.RouteType: {&routev3.RouteConfiguration{Name: "r", InternalOnlyHeaders: []string{tag}}},
+		resource.ScopedRouteType: {&routev3.ScopedRouteConfiguration{Name: "sc", RouteConfigurationName: tag}},
+		resource.RouteType:       {&routev3.RouteConfiguration{Name: "r", InternalOnlyHeaders: []string{tag}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestResponsesGoOutInDependencyOrder(t *testing.T) {
 				}
 				s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: typ, ResponseNonce: r.Nonce})
 			}
-			f.waitAllAcked(t, 5)
+			f.waitAllAcked(t, len(xdscache.Types))
 			f.cache.Publish("g", fullState(t, "two"))
 			for range xdscache.Types {
 				r, err := s.Recv()
@@ -78,7 +79,7 @@ func TestResponsesGoOutInDependencyOrder(t *testing.T) {
 				r := s.recv(5 * time.Second)
 				s.Send(&discovery.DiscoveryRequest{TypeUrl: typ, ResourceNames: namesByType[typ], ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo})
 			}
-			f.waitAllAcked(t, 5)
+			f.waitAllAcked(t, len(xdscache.Types))
 			f.cache.Publish("g", fullState(t, "two"))
 			for range xdscache.Types {
 				r := s.recv(5 * time.Second)

@@ -89,12 +89,27 @@ func Static(res map[string][]proto.Message) (*bootstrapv3.Bootstrap, error) {
 				if err := tc.UnmarshalTo(hcm); err != nil {
 					return nil, err
 				}
-				name := hcm.GetRds().GetRouteConfigName()
-				rc, ok := routes[name]
-				if !ok {
-					return nil, fmt.Errorf("listener %s: no route configuration named %s", l.Name, name)
+				if sr := hcm.GetScopedRoutes(); sr != nil {
+					// Scopes over SRDS become an inline list, each carrying its route table.
+					list := &hcmv3.ScopedRouteConfigurationsList{}
+					for _, m := range res[resource.ScopedRouteType] {
+						sc := proto.Clone(m).(*routev3.ScopedRouteConfiguration)
+						rc, ok := routes[sc.RouteConfigurationName]
+						if !ok {
+							return nil, fmt.Errorf("scope %s: no route configuration named %s", sc.Name, sc.RouteConfigurationName)
+						}
+						sc.RouteConfigurationName, sc.RouteConfiguration = "", rc
+						list.ScopedRouteConfigurations = append(list.ScopedRouteConfigurations, sc)
+					}
+					sr.ConfigSpecifier = &hcmv3.ScopedRoutes_ScopedRouteConfigurationsList{ScopedRouteConfigurationsList: list}
+				} else {
+					name := hcm.GetRds().GetRouteConfigName()
+					rc, ok := routes[name]
+					if !ok {
+						return nil, fmt.Errorf("listener %s: no route configuration named %s", l.Name, name)
+					}
+					hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc}
 				}
-				hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc}
 				a, err := anypb.New(hcm)
 				if err != nil {
 					return nil, err
