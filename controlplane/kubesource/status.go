@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
@@ -22,89 +25,35 @@ import (
 )
 
 // statusWriter writes each policy's status, on the leader only, at most every StatusInterval, and only when
-// something other than a transition time changed.
+// something other than a transition time changed. Each tick computes only the policies whose inputs
+// changed (see statuswork.go).
 type statusWriter struct {
 	s *Source
-	// loadWritten is when each policy's load figures were last written.
-	loadWritten map[translate.Key]time.Time
-	// pendingSince is when a programmed policy was first seen pending (see pendingGrace).
-	pendingSince map[translate.Key]time.Time
-	// ran is, per policy, the translation result and the proxies that ran it when it was last computed
-	// Programmed (see runsUnchanged).
-	ran map[translate.Key]ranBy
+	// policies is what the writer knows of each policy it computed.
+	policies map[translate.Key]*policyState
+	events   policyEvents
+	store    toolscache.Store // the policies' informer store; nil reads through the cache (copies)
+	// lastResult is the engine result the last tick looked at, prints its groups' proxies.
+	lastResult *translate.Result
+	prints     map[string]groupPrint
+	// unsettled are the policies to look at whenever their group's proxies change state (see policyState).
+	unsettled map[translate.Key]bool
+	// health is the report the last tick saw (healthPtr its map), loadDue when every policy with a report
+	// was last looked at for its load figures; clusterOwner maps a group's cluster to its policy.
+	health       proxystats.Health
+	healthPtr    uintptr
+	loadDue      time.Time
+	clusterOwner map[groupCluster]translate.Key
 }
 
-// ranBy records that proxies ran a policy's result: every one of them had acknowledged a config that
-// carried it.
-type ranBy struct {
-	result  *translate.PolicyResult
-	proxies map[proxyID]bool
-}
-
-// proxyID names one stream: an Envoy that reconnects starts from nothing and must acknowledge again.
-// connectedAt is in nanoseconds: a time.Time read back from another replica's report is not == to itself
-// as this replica's tracker holds it (monotonic reading, location).
-type proxyID struct {
-	node, api   string
-	connectedAt int64
-}
-
-func idOf(p *xdsserver.ProxyStatus) proxyID {
-	return proxyID{node: p.NodeID, api: p.API, connectedAt: p.ConnectedAt.UnixNano()}
-}
-
-// runsUnchanged returns proxies as this policy sees them: a proxy that ran the policy's current result
-// still runs it while it catches up with a newer version of the group, since the translator hands out
-// the same result (the same pointer) for a policy until its spec or anything it references changes. A
-// group has one version, so a change to any policy, or to an EndpointSlice behind one, makes every proxy
-// of the group Stale until it acknowledges; without this every policy of the group would turn Pending
-// for each change to one of them (a write storm at 10,000 policies, or under endpoint churn).
-func runsUnchanged(proxies []xdsserver.ProxyStatus, pr *translate.PolicyResult, ran ranBy) []xdsserver.ProxyStatus {
-	if ran.result != pr {
-		return proxies
-	}
-	var out []xdsserver.ProxyStatus
-	for i := range proxies {
-		p := &proxies[i]
-		if p.Group != pr.ProxyGroup || p.State != xdsserver.Stale || !ran.proxies[idOf(p)] {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(proxies)
-		}
-		out[i].State = xdsserver.Synced
-	}
-	if out == nil {
-		return proxies
-	}
-	return out
-}
-
-// record notes which proxies run pr when st says they all do.
-func (w *statusWriter) record(pr *translate.PolicyResult, proxies []xdsserver.ProxyStatus, st *v1alpha1.LoadBalancerPolicyStatus) {
-	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgrammed)
-	if c == nil || c.Status != metav1.ConditionTrue {
-		delete(w.ran, pr.Key)
-		return
-	}
-	if r, ok := w.ran[pr.Key]; ok && r.result == pr && !slices.ContainsFunc(proxies, func(p xdsserver.ProxyStatus) bool {
-		return p.Group == pr.ProxyGroup && !r.proxies[idOf(&p)]
-	}) {
-		return
-	}
-	ids := map[proxyID]bool{}
-	for i := range proxies {
-		if proxies[i].Group == pr.ProxyGroup {
-			ids[idOf(&proxies[i])] = true
-		}
-	}
-	w.ran[pr.Key] = ranBy{result: pr, proxies: ids}
-}
+// computations counts the statuses computed by every writer of the process, for tests.
+var computations atomic.Int64
 
 // pendingGrace is how long a programmed policy whose resources changed (an EndpointSlice behind it, a
 // Secret) may show its proxies as pending before that is written: the proxies usually acknowledge within
 // milliseconds, and writing Pending then Programmed would write its status twice per endpoint change. The
-// group's other policies are not pending at all (see runsUnchanged).
+// group's other policies are not pending at all, and a proxy that is never current with the group still
+// runs this one once it acknowledged a response sent after its change (see runs).
 const pendingGrace = 5 * time.Second
 
 // transientPending tells whether next only reports a programmed policy's proxies as catching up.
@@ -126,6 +75,9 @@ func (w *statusWriter) Start(ctx context.Context) error {
 	case <-s.synced:
 	}
 	s.Log.Info("this replica writes policy status", "replica", s.id)
+	if err := w.watchPolicies(ctx); err != nil {
+		return err
+	}
 	t := time.NewTicker(s.StatusInterval)
 	defer t.Stop()
 	for {
@@ -141,74 +93,188 @@ func (w *statusWriter) Start(ctx context.Context) error {
 func (w *statusWriter) writeAll(ctx context.Context) {
 	s := w.s
 	res, origin := s.Engine.Result()
+	if res == nil {
+		return
+	}
 	proxies := s.AllProxies(ctx)
 	var health proxystats.Health
 	if s.Health != nil {
 		health = s.Health()
 	}
-	if w.pendingSince == nil {
-		w.pendingSince = map[translate.Key]time.Time{}
+	if w.policies == nil {
+		w.policies = map[translate.Key]*policyState{}
+		w.clusterOwner = map[groupCluster]translate.Key{}
+		w.unsettled = map[translate.Key]bool{}
 	}
-	if w.loadWritten == nil {
-		w.loadWritten = map[translate.Key]time.Time{}
+	todo := w.events.take()
+	if todo == nil {
+		todo = map[translate.Key]bool{}
 	}
-	if w.ran == nil {
-		w.ran = map[translate.Key]ranBy{}
+	// Results that are new, and policies that are gone.
+	if res != w.lastResult {
+		known := 0 // policies of w.policies still in the result
+		for k, pr := range res.Policies.All() {
+			st := w.policies[k]
+			if st != nil {
+				known++
+			}
+			if st == nil || st.result != pr {
+				todo[k] = true
+			}
+		}
+		if known < len(w.policies) {
+			for k := range w.policies {
+				if res.Policies.Of(k) == nil {
+					w.forget(k)
+				}
+			}
+		}
+		w.lastResult = res
 	}
-	var list v1alpha1.LoadBalancerPolicyList
-	if err := s.mgr.GetCache().List(ctx, &list); err != nil {
-		return
+	// Which proxies a group has, and their NACKs, matter to all its policies; their sync states only to
+	// the policies not settled Programmed.
+	prints := proxyPrints(proxies)
+	identChanged := len(prints) != len(w.prints)
+	for g, p := range prints {
+		identChanged = identChanged || w.prints[g].ident != p.ident
 	}
+	w.prints = prints
+	check := func(k translate.Key, st *policyState) {
+		g := prints[st.result.ProxyGroup]
+		if st.again || g.ident != st.ident || (!st.settledProgrammed && g.states != st.states) {
+			todo[k] = true
+		}
+	}
+	if identChanged {
+		for k, st := range w.policies {
+			check(k, st)
+		}
+	} else {
+		for k := range w.unsettled {
+			check(k, w.policies[k])
+		}
+	}
+	w.healthChanged(health, time.Now(), todo)
+
 	now := metav1.Now()
-	listed := make(map[translate.Key]bool, len(list.Items))
-	defer func() {
-		maps.DeleteFunc(w.ran, func(k translate.Key, _ ranBy) bool { return !listed[k] })
-	}()
-	for i := range list.Items {
-		p := &list.Items[i]
-		k := translate.KeyOf(p)
-		listed[k] = true
+	var writes []statusWrite
+	for k := range todo {
 		pr := res.Policies.Of(k)
-		if pr == nil || origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
-			continue // not translated from this generation yet
-		}
-		view := runsUnchanged(proxies, pr, w.ran[k])
-		next := policystatus.Compute(pr, view, health, now)
-		w.record(pr, view, &next)
-		if transientPending(&next, &p.Status) {
-			since, seen := w.pendingSince[k]
-			if !seen {
-				w.pendingSince[k] = now.Time
-			}
-			if !seen || now.Sub(since) < pendingGrace {
-				continue
-			}
-		} else {
-			delete(w.pendingSince, k)
-		}
-		fresh := limitLoad(&next, &p.Status, w.loadWritten[k], now.Time, s.LoadStatusInterval)
-		// Onto the written conditions, as apimachinery sets them: a condition whose status did not change
-		// keeps its transition time.
-		conds := slices.Clone(p.Status.Conditions)
-		for _, c := range next.Conditions {
-			meta.SetStatusCondition(&conds, c)
-		}
-		next.Conditions = conds
-		if equality.Semantic.DeepEqual(next, p.Status) {
+		p := w.policy(ctx, k)
+		if pr == nil || p == nil {
+			w.forget(k)
 			continue
 		}
-		// A full status update, not a merge patch: a patch computed against the cached object leaves out
-		// counts that are zero on both sides, and the API server then finds them missing on a policy that
-		// never had a status. A conflict (someone changed the policy) is retried on the next tick.
-		updated := p.DeepCopy()
-		updated.Status = next
-		if err := s.mgr.GetClient().Status().Update(ctx, updated); err != nil && !apierrors.IsConflict(err) {
-			s.Metrics.Error(metrics.StatusWrite)
-			s.Log.Warn("writing status", "policy", k.String(), "error", err)
-		} else if err == nil && !fresh {
-			w.loadWritten[k] = now.Time
+		if origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
+			continue // not translated from this generation yet: its result will change
+		}
+		st := w.policies[k]
+		if st == nil {
+			st = &policyState{}
+			w.policies[k] = st
+		}
+		w.own(st.result, pr)
+		g := prints[pr.ProxyGroup]
+		st.result, st.ident, st.states = pr, g.ident, g.states
+		if u, fresh := w.compute(st, p, pr, proxies, health, now); u != nil {
+			writes = append(writes, statusWrite{st: st, policy: u, fresh: fresh})
 		}
 	}
+	w.send(ctx, writes, now.Time)
+	for k := range todo {
+		if st, ok := w.policies[k]; ok && (st.again || !st.settledProgrammed) {
+			w.unsettled[k] = true
+		} else {
+			delete(w.unsettled, k)
+		}
+	}
+}
+
+// statusWrite is a policy whose status is to be written.
+type statusWrite struct {
+	st     *policyState
+	policy *v1alpha1.LoadBalancerPolicy
+	// fresh: the load figures are the ones computed now, not the written ones kept (see limitLoad).
+	fresh bool
+	err   error
+}
+
+// concurrentWrites bounds the status writes in flight: one at a time, each a round trip to the API
+// server, the first status of 10,000 policies took minutes on a loaded one.
+const concurrentWrites = 8
+
+// send writes the statuses, a few at a time, then notes what came of each.
+func (w *statusWriter) send(ctx context.Context, writes []statusWrite, now time.Time) {
+	sem := make(chan struct{}, concurrentWrites)
+	var wg sync.WaitGroup
+	for i := range writes {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(u *statusWrite) {
+			defer func() { <-sem; wg.Done() }()
+			// A full status update, not a merge patch: a patch computed against the cached object leaves
+			// out counts that are zero on both sides, and the API server then finds them missing on a
+			// policy that never had a status.
+			u.err = w.s.mgr.GetClient().Status().Update(ctx, u.policy)
+		}(&writes[i])
+	}
+	wg.Wait()
+	for _, u := range writes {
+		if u.err != nil {
+			// A conflict (someone changed the policy) is retried on the next tick.
+			u.st.again = true
+			if !apierrors.IsConflict(u.err) {
+				w.s.Metrics.Error(metrics.StatusWrite)
+				w.s.Log.Warn("writing status", "policy", u.st.result.Key.String(), "error", u.err)
+			}
+			continue
+		}
+		if u.fresh {
+			u.st.loadWritten = now
+		}
+		// The write comes back as an event and is compared then.
+	}
+}
+
+// compute computes one policy's status and returns the policy to write when it changed, and whether its
+// load figures are the ones computed now. p is the informer's object: it is read, never modified.
+func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult,
+	proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) (*v1alpha1.LoadBalancerPolicy, bool) {
+	computations.Add(1)
+	st.again, st.settledProgrammed = false, false
+	view := st.runs.view(proxies, pr)
+	next := policystatus.Compute(pr, view, health, now)
+	prog := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionProgrammed)
+	pending := prog != nil && prog.Reason == policystatus.ReasonPending
+	// Pending resolves by itself (the proxies acknowledge): look again on the next tick.
+	st.again = pending
+	if transientPending(&next, &p.Status) {
+		if st.pendingSince.IsZero() {
+			st.pendingSince = now.Time
+		}
+		if now.Sub(st.pendingSince) < pendingGrace {
+			return nil, false
+		}
+	} else {
+		st.pendingSince = time.Time{}
+	}
+	fresh := !limitLoad(&next, &p.Status, st.loadWritten, now.Time, w.s.LoadStatusInterval)
+	// Onto the written conditions, as apimachinery sets them: a condition whose status did not change
+	// keeps its transition time.
+	conds := slices.Clone(p.Status.Conditions)
+	for _, c := range next.Conditions {
+		meta.SetStatusCondition(&conds, c)
+	}
+	next.Conditions = conds
+	if equality.Semantic.DeepEqual(next, p.Status) {
+		st.settledProgrammed = !pending && prog != nil && prog.Status == metav1.ConditionTrue
+		return nil, false
+	}
+	// next may share slices with the cached object (see keepLoad): the update decodes the answer into what
+	// it sends, so it sends copies.
+	updated := p.DeepCopy()
+	updated.Status = *next.DeepCopy()
+	return updated, fresh
 }
 
 // limitLoad keeps the written requests, errors and latency in next while they are younger than interval,

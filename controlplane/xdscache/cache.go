@@ -165,7 +165,7 @@ func (c *Cache) set(g *group, s *State) {
 }
 
 // streamWatches are one stream's watch IDs by their type's index in Types; 0 is none (IDs start at 1).
-type streamWatches [5]int64
+type streamWatches [6]int64
 
 func init() {
 	if len(Types) != len(streamWatches{}) {

@@ -1,0 +1,244 @@
+package kubesource
+
+import (
+	"context"
+	"hash/maphash"
+	"reflect"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// The status writer's tick computes only the policies whose inputs changed since it last computed them:
+// their translation result (a new pointer), their object (an informer event: a spec change, or a status
+// written by this writer or anyone else), the proxies of their group (connected or gone, a NACK), the
+// health the Envoys report of their clusters, and the policies still waiting for something (Pending, a
+// refused write). Everything else stays as written: at 10,000 policies an endpoint change costs one
+// computation, not 10,000 copies and comparisons.
+
+// policyState is what the writer knows of one policy since it last computed its status.
+type policyState struct {
+	result *translate.PolicyResult
+	// ident and states are the prints of the policy's group's proxies then (see proxyPrints).
+	ident, states uint64
+	// settledProgrammed: the status as computed is written and Programmed. Such a policy does not depend on
+	// its proxies' sync states (runs keeps it Programmed), only on which proxies there are and their NACKs.
+	settledProgrammed bool
+	// again: compute on the next tick whatever changed (Pending within its grace, a refused write).
+	again bool
+	runs  runs
+	// pendingSince is when the policy, programmed, was first seen pending (see pendingGrace).
+	pendingSince time.Time
+	// loadWritten is when its load figures were last written.
+	loadWritten time.Time
+}
+
+// groupPrint sums up a group's proxies: ident covers which streams there are and what they rejected,
+// states also their sync states and versions (which move all the time under churn).
+type groupPrint struct{ ident, states uint64 }
+
+var printSeed = maphash.MakeSeed()
+
+func proxyPrints(proxies []xdsserver.ProxyStatus) map[string]groupPrint {
+	out := map[string]groupPrint{}
+	var h maphash.Hash
+	h.SetSeed(printSeed)
+	for i := range proxies {
+		p := &proxies[i]
+		h.Reset()
+		h.WriteString(p.NodeID)
+		h.WriteByte(0)
+		h.WriteString(p.API)
+		h.WriteByte(0)
+		h.WriteString(p.ConnectedAt.UTC().Format(time.RFC3339Nano))
+		h.WriteByte(0)
+		for _, t := range p.Types {
+			h.WriteString(t.TypeURL)
+			h.WriteByte(0)
+			if t.Nacked {
+				h.WriteString(t.NackMessage)
+				h.WriteByte(0)
+				for _, l := range [][]string{t.NackedResources, t.NackedPolicies} {
+					for _, s := range l {
+						h.WriteString(s)
+						h.WriteByte(0)
+					}
+					h.WriteByte(1)
+				}
+			}
+		}
+		ident := h.Sum64()
+		h.WriteString(p.State)
+		h.WriteByte(0)
+		if p.Unresponsive {
+			h.WriteByte(1)
+		}
+		for _, t := range p.Types {
+			h.WriteString(t.SentVersion)
+			h.WriteByte(0)
+			h.WriteString(t.AckedVersion)
+			if t.Pending {
+				h.WriteByte(1)
+			}
+		}
+		g := out[p.Group]
+		// Added, not chained: the order of the proxies does not matter.
+		g.ident += ident
+		g.states += h.Sum64()
+		out[p.Group] = g
+	}
+	return out
+}
+
+// policyEvents collects the keys of policies whose object changed, from the informer's events.
+type policyEvents struct {
+	mu   sync.Mutex
+	keys map[translate.Key]bool
+}
+
+func (e *policyEvents) add(o any) {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	p, ok := o.(*v1alpha1.LoadBalancerPolicy)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.keys == nil {
+		e.keys = map[translate.Key]bool{}
+	}
+	e.keys[translate.KeyOf(p)] = true
+}
+
+func (e *policyEvents) take() map[translate.Key]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := e.keys
+	e.keys = nil
+	return k
+}
+
+// watchPolicies subscribes the writer to policy events and finds the informer's store, which it reads
+// without copying: nothing read from it is ever modified, and only a policy whose status is written is
+// copied.
+func (w *statusWriter) watchPolicies(ctx context.Context) error {
+	inf, err := w.s.mgr.GetCache().GetInformer(ctx, &v1alpha1.LoadBalancerPolicy{})
+	if err != nil {
+		return err
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    w.events.add,
+		UpdateFunc: func(_, cur any) { w.events.add(cur) },
+		DeleteFunc: w.events.add,
+	}); err != nil {
+		return err
+	}
+	if st, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
+		w.store = st.GetStore()
+	}
+	return nil
+}
+
+// policy returns the cached object of k, not a copy (nil when there is none).
+func (w *statusWriter) policy(ctx context.Context, k translate.Key) *v1alpha1.LoadBalancerPolicy {
+	if w.store == nil {
+		p := &v1alpha1.LoadBalancerPolicy{}
+		if err := w.s.mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}, p); err != nil {
+			return nil
+		}
+		return p
+	}
+	o, ok, err := w.store.GetByKey(k.Namespace + "/" + k.Name)
+	if err != nil || !ok {
+		return nil
+	}
+	p, _ := o.(*v1alpha1.LoadBalancerPolicy)
+	return p
+}
+
+// healthChanged lists the policies whose clusters' health changed since the last report: their endpoint
+// counts, ejections or endpoints down (see sameHealth). Requests, errors and latency, which move with
+// every report, are written at most every LoadStatusInterval (see limitLoad): every policy with a
+// report is looked at once per interval for them.
+func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo map[translate.Key]bool) {
+	var ptr uintptr
+	if h != nil {
+		ptr = reflect.ValueOf(h).Pointer()
+	}
+	if ptr == w.healthPtr {
+		return
+	}
+	w.healthPtr = ptr
+	due := now.Sub(w.loadDue) >= w.s.LoadStatusInterval
+	if due {
+		w.loadDue = now
+	}
+	mark := func(g, c string) {
+		if k, ok := w.clusterOwner[groupCluster{g, c}]; ok {
+			todo[k] = true
+		}
+	}
+	for g, clusters := range h {
+		for c, b := range clusters {
+			if old, ok := w.health[g][c]; due || !ok || !sameHealth(old, b) {
+				mark(g, c)
+			}
+		}
+	}
+	for g, clusters := range w.health {
+		for c := range clusters {
+			if _, ok := h[g][c]; !ok {
+				mark(g, c)
+			}
+		}
+	}
+	w.health = h
+}
+
+// sameHealth tells whether two reports of a cluster differ at most in the figures keepLoad keeps. A first
+// window of history is a change: a status written without one is not kept (see limitLoad).
+func sameHealth(a, b v1alpha1.BackendStatus) bool {
+	return a.Proxies == b.Proxies && a.Endpoints == b.Endpoints && (a.WindowSeconds == 0) == (b.WindowSeconds == 0) &&
+		equality.Semantic.DeepEqual(a.Ejected, b.Ejected) &&
+		((len(a.PerEndpoint) == 0 && len(b.PerEndpoint) == 0) || sameEndpointHealth(a.PerEndpoint, b.PerEndpoint))
+}
+
+type groupCluster struct{ group, cluster string }
+
+// own notes the clusters of pr as pr's policy's, dropping those of the result it replaces.
+func (w *statusWriter) own(old, pr *translate.PolicyResult) {
+	if old == pr {
+		return
+	}
+	if old != nil {
+		for _, c := range old.Clusters {
+			if gc := (groupCluster{old.ProxyGroup, c}); w.clusterOwner[gc] == old.Key {
+				delete(w.clusterOwner, gc)
+			}
+		}
+	}
+	if pr != nil {
+		for _, c := range pr.Clusters {
+			w.clusterOwner[groupCluster{pr.ProxyGroup, c}] = pr.Key
+		}
+	}
+}
+
+// forget drops everything the writer knows of a policy that is gone.
+func (w *statusWriter) forget(k translate.Key) {
+	if st, ok := w.policies[k]; ok {
+		w.own(st.result, nil)
+		delete(w.policies, k)
+		delete(w.unsettled, k)
+	}
+}
