@@ -106,7 +106,8 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
 	apply := applier(func(ctx context.Context, docs []byte) error { _, err := c.Apply(ctx, docs, false); return err })
 	counts := cfg.PolicyCounts
-	statusCount := func() int64 { return 0 } // status writes counted by the API server (kubestatus.go)
+	// Status writes counted by the API server (kubestatus.go), once they have settled with at least atLeast.
+	statusCount := func(atLeast int64) int64 { return 0 }
 	if via == "kubernetes" {
 		cluster, stopCluster, err := startCluster(dir)
 		if err != nil {
@@ -116,7 +117,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		args = append(args, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
 		apply = kubeApplier(cluster)
 		counts = cfg.KubePolicyCounts
-		statusCount = func() int64 { return settledStatusWrites(ctx, cluster.Config) }
+		statusCount = func(atLeast int64) int64 { return settledStatusWrites(ctx, cluster.Config, atLeast) }
 	}
 	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
 	if err != nil {
@@ -161,6 +162,8 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 	}
 	have, timeout := 0, 1
 	for _, n := range counts {
+		// Every filler created gets a first status; the timed changes start once those are written.
+		firstStatuses := statusCount(0) + int64(max(n-have, 0))
 		// Add fillers up to n, a thousand per push (the push API takes 8 MiB at most).
 		for have < n {
 			next := min(n, have+1000)
@@ -174,7 +177,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		if !servesHost(client, last) {
 			return fmt.Errorf("the Envoy never served %d policies", n)
 		}
-		statusBefore := statusCount()
+		statusBefore := statusCount(firstStatuses)
 		if cfg.ProfileDir != "" {
 			go profileCPU(ctx, pprofAddr, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-%d.pprof", via, api, n)))
 		}
@@ -214,7 +217,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
 		rec.PushSamples = fromPush
 		if via == "kubernetes" {
-			rec.Extra = map[string]float64{"statusWritesPerChange": float64(statusCount()-statusBefore) / float64(len(samples))}
+			rec.Extra = map[string]float64{"statusWritesPerChange": float64(statusCount(0)-statusBefore) / float64(len(samples))}
 		}
 		record(rec)
 		fmt.Fprintf(os.Stderr, "propagation %-10s %-5s %5d policies: accepted→200 p50 %.1f ms p99 %.1f ms; push→200 p50 %.1f ms p99 %.1f ms; lbplane %.1f ms CPU/change, RSS %d MiB\n",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -56,21 +57,40 @@ func statusWrites(ctx context.Context, cfg *rest.Config) (int64, error) {
 	return n, sc.Err()
 }
 
-// settledStatusWrites waits (up to 30 s) until lbplane's status writes have stopped, two readings a second
-// apart the same, and returns their count; a status write follows the change that caused it.
-func settledStatusWrites(ctx context.Context, cfg *rest.Config) int64 {
-	last := int64(-1)
-	for range 30 {
+// settledStatusWrites waits until lbplane's status writes have stopped and returns their count: at least
+// atLeast writes served (the first statuses of the policies just created: one each), then the count the
+// same for settleReadings readings a second apart. Bounded by settleLimit, generous for 10,000 policies'
+// first statuses on a loaded machine; at the limit it says so and returns the count as it is. A status
+// write follows the change that caused it.
+func settledStatusWrites(ctx context.Context, cfg *rest.Config, atLeast int64) int64 {
+	start := time.Now()
+	last, same := int64(-1), 0
+	for time.Since(start) < settleLimit {
 		n, err := statusWrites(ctx, cfg)
-		if err == nil && n == last {
-			return n
+		switch {
+		case err != nil:
+			same = 0
+		case n == last && n >= atLeast:
+			if same++; same >= settleReadings {
+				if d := time.Since(start); d > 10*time.Second {
+					fmt.Fprintf(os.Stderr, "status writes settled at %d after %s\n", n, d.Round(time.Second))
+				}
+				return n
+			}
+		default:
+			last, same = n, 0
 		}
-		last = n
 		select {
 		case <-ctx.Done():
 			return last
 		case <-time.After(time.Second):
 		}
 	}
+	fmt.Fprintf(os.Stderr, "status writes still moving after %s (%d, expected at least %d): counting from here\n", settleLimit, last, atLeast)
 	return last
 }
+
+const (
+	settleReadings = 5
+	settleLimit    = 5 * time.Minute
+)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -15,14 +16,18 @@ type kubeIndex struct {
 
 // UpdateKubernetes applies a change of the Kubernetes source and publishes the result: changed are the
 // policies added or modified, deleted the ones gone, and services and secrets everything the source's
-// policies reference now. The engine keeps all of them as they are: the caller must not modify them
-// afterwards (a source that maintains its maps copies them before writing again).
+// policies reference now; refs names every Service and Secret whose entry differs from the maps of the
+// previous call (SetKubernetes or UpdateKubernetes), so that the translator checks only the policies that
+// reference them (see translate.Translator.TranslateChanged). The engine keeps all of them as they are: the
+// caller must not modify them afterwards (a source that maintains its maps copies them before writing
+// again).
 //
 // Unlike SetKubernetes, a change costs what it touches, not the number of policies: the list is copied
 // (pointers only, so that the list the translator holds stays as it was) and patched in place, and the
 // translator sees every unchanged policy under its old pointer.
 func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, deleted []translate.Key,
-	services map[translate.ServiceRef]translate.ServiceEndpoints, secrets map[translate.SecretRef]translate.TLSSecret) *translate.Result {
+	services map[translate.ServiceRef]translate.ServiceEndpoints, secrets map[translate.SecretRef]translate.TLSSecret,
+	refs translate.ChangedRefs) *translate.Result {
 	e.prefetch(changed)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -65,5 +70,19 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 	e.sources[SourceKubernetes] = list
 	e.services, e.secrets = services, secrets
 	e.rev++
-	return e.run()
+	// As run, but the translator is told what changed. Every translation reads e.refs(), so the
+	// translator's previous maps are the ones refs is relative to.
+	start := time.Now()
+	all, origin, shadowed := e.mergeSources(e.sources)
+	e.loadFiles(all)
+	res := e.translator.TranslateChanged(all, e.refs(), refs)
+	return e.publish(res, origin, shadowed, func() time.Duration { return time.Since(start) })
+}
+
+// RefHashes counts the hashes of a policy's references the translator made so far (see
+// translate.Translator.RefHashes), for tests: an endpoint change costs one policy's, not every one's.
+func (e *Engine) RefHashes() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.translator.RefHashes()
 }

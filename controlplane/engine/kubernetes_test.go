@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -24,7 +27,7 @@ func TestUpdateKubernetesIsSetKubernetesOfThePatchedList(t *testing.T) {
 
 	b2, d := policy("b", 8091), policy("d", 8083)
 	translated := e.Translations()
-	res := e.UpdateKubernetes([]*v1alpha1.LoadBalancerPolicy{b2, d}, []translate.Key{translate.KeyOf(a)}, services, secrets)
+	res := e.UpdateKubernetes([]*v1alpha1.LoadBalancerPolicy{b2, d}, []translate.Key{translate.KeyOf(a)}, services, secrets, translate.ChangedRefs{})
 	if n := e.Translations() - translated; n != 2 {
 		t.Errorf("an update of two policies translated %d", n)
 	}
@@ -69,8 +72,42 @@ func TestUpdateKubernetesIsSetKubernetesOfThePatchedList(t *testing.T) {
 
 	// A list replaced by SetKubernetes is indexed again.
 	e.SetKubernetes([]*v1alpha1.LoadBalancerPolicy{c, a}, services, secrets)
-	res = e.UpdateKubernetes(nil, []translate.Key{translate.KeyOf(c)}, services, secrets)
+	res = e.UpdateKubernetes(nil, []translate.Key{translate.KeyOf(c)}, services, secrets, translate.ChangedRefs{})
 	if got := e.Policies(SourceKubernetes); len(got) != 1 || got[0] != a || res.Policies.Of(translate.KeyOf(c)) != nil {
 		t.Errorf("after SetKubernetes(c, a) and deleting c: %d policies held", len(got))
+	}
+}
+
+// An endpoint change of one Service among 1,000 Service-backed policies, passed with the Service it
+// changed, translates one policy and hashes only that policy's references, and publishes what the whole
+// list gives.
+func TestUpdateKubernetesChecksOnlyThePoliciesOfTheChangedService(t *testing.T) {
+	e := New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var list []*v1alpha1.LoadBalancerPolicy
+	services := map[translate.ServiceRef]translate.ServiceEndpoints{}
+	for i := range 1000 {
+		p := policy(fmt.Sprintf("p%d", i), 8080)
+		p.Spec.Listener.Hostnames = []string{fmt.Sprintf("h%d.example.com", i)}
+		p.Spec.Backends[0].Endpoints = nil
+		p.Spec.Backends[0].Service = &v1alpha1.ServiceRef{Name: p.Name, Port: 80}
+		list = append(list, p)
+		services[translate.ServiceRef{Namespace: "default", Name: p.Name, Port: 80}] = translate.ServiceEndpoints{
+			Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 8080, Ready: true}}}
+	}
+	e.SetKubernetes(list, services, nil)
+	next := maps.Clone(services)
+	ref := translate.ServiceRef{Namespace: "default", Name: "p500", Port: 80}
+	next[ref] = translate.ServiceEndpoints{Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.2", Port: 8080, Ready: true}}}
+	translated, hashed := e.Translations(), e.translator.RefHashes()
+	res := e.UpdateKubernetes(nil, nil, next, nil, translate.ChangedRefs{Services: []translate.ServiceRef{ref}})
+	if n := e.Translations() - translated; n != 1 {
+		t.Errorf("one Service change translated %d policies, want 1", n)
+	}
+	if n := e.translator.RefHashes() - hashed; n < 1 || n > 3 {
+		t.Errorf("one Service change hashed references %d times, want at most 3 (one policy's)", n)
+	}
+	full := New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil))).SetKubernetes(list, next, nil)
+	if !reflect.DeepEqual(res.IR, full.IR) {
+		t.Error("the IR differs from SetKubernetes of the same list and Services")
 	}
 }

@@ -112,7 +112,7 @@ func TestOneEndpointSliceChangeAmongAThousand(t *testing.T) {
 	}
 	drain()
 
-	translated := eng.Translations()
+	translated, hashed := eng.Translations(), eng.RefHashes()
 	moved := serviceSlice(500, "10.9.9.9")
 	current := &discoveryv1.EndpointSlice{}
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(moved), current); err != nil {
@@ -137,6 +137,11 @@ func TestOneEndpointSliceChangeAmongAThousand(t *testing.T) {
 	}
 	if d := eng.Translations() - translated; d != 1 {
 		t.Errorf("one EndpointSlice change translated %d policies, want 1", d)
+	}
+	// The translator is told which Service changed: it hashes the references of that Service's policy
+	// (to find it changed, to replace its fragment, for the new fragment), not those of all 1,000.
+	if d := eng.RefHashes() - hashed; d < 1 || d > 3 {
+		t.Errorf("one EndpointSlice change hashed the references of policies %d times, want at most 3", d)
 	}
 	after := versions()
 	for name, rv := range before {

@@ -155,6 +155,9 @@ type round struct {
 	// wrote any entry.
 	ownServices, ownSecrets bool
 	refsChanged             bool
+	// The entries of the maps this round added, modified or removed, for the translator (see
+	// translate.ChangedRefs).
+	refs translate.ChangedRefs
 }
 
 func newRound() *round {
@@ -199,6 +202,7 @@ func (r *resolved) setPolicy(rd *round, key types.NamespacedName, p *v1alpha1.Lo
 			if _, ok := r.services[ref]; ok {
 				r.writableServices(rd)
 				delete(r.services, ref)
+				rd.refs.Services = append(rd.refs.Services, ref)
 			}
 		}
 	}
@@ -209,6 +213,7 @@ func (r *resolved) setPolicy(rd *round, key types.NamespacedName, p *v1alpha1.Lo
 			if _, ok := r.secrets[ref]; ok {
 				r.writableSecrets(rd)
 				delete(r.secrets, ref)
+				rd.refs.Secrets = append(rd.refs.Secrets, ref)
 			}
 		}
 	}
@@ -221,6 +226,7 @@ func (r *resolved) setService(rd *round, ref translate.ServiceRef, se translate.
 	}
 	r.writableServices(rd)
 	r.services[ref] = se
+	rd.refs.Services = append(rd.refs.Services, ref)
 }
 
 func (r *resolved) setSecret(rd *round, ref translate.SecretRef, sec translate.TLSSecret) {
@@ -229,6 +235,7 @@ func (r *resolved) setSecret(rd *round, ref translate.SecretRef, sec translate.T
 	}
 	r.writableSecrets(rd)
 	r.secrets[ref] = sec
+	rd.refs.Secrets = append(rd.refs.Secrets, ref)
 }
 
 // writableServices copies the map the engine holds before this round's first write: one copy of the

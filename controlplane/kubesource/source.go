@@ -319,7 +319,7 @@ func (s *Source) resync(ctx context.Context) {
 	if rd.empty() {
 		return
 	}
-	s.Engine.UpdateKubernetes(rd.changed, rd.deleted, s.known.services, s.known.secrets)
+	s.Engine.UpdateKubernetes(rd.changed, rd.deleted, s.known.services, s.known.secrets, rd.refs)
 	s.Log.Debug("kubernetes resync", "changed", len(rd.changed), "deleted", len(rd.deleted), "services read", len(rd.readServices),
 		"secrets read", len(rd.readSecrets), "duration", time.Since(start))
 }

@@ -327,6 +327,10 @@ type Translator struct {
 	prev   []*v1alpha1.LoadBalancerPolicy
 	refs   refsIdentity
 	runs   atomic.Int64
+	// users is the reverse index of what the fragments reference (see TranslateChanged).
+	users refUsers
+	// refHashes counts the hashes of a fragment's references, for tests (see RefHashes).
+	refHashes atomic.Int64
 }
 
 // groupState is the IR of one group as last handed out, and what it is made of.
@@ -368,7 +372,7 @@ func identityOf(r Refs) refsIdentity {
 
 // NewTranslator returns a translator with nothing cached.
 func NewTranslator() *Translator {
-	return &Translator{frags: map[Key]*fragment{}, ports: map[portKey]*portIndex{}, groups: map[string]*groupState{},
+	return &Translator{frags: map[Key]*fragment{}, ports: map[portKey]*portIndex{}, groups: map[string]*groupState{}, users: refUsers{},
 		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}, refs: refsIdentity{refsKey: refsKey{files: 1}}}
 }
 
@@ -379,6 +383,10 @@ func (t *Translator) Runs() int64 { return t.runs.Load() }
 // not modified, and must not be modified by the caller afterwards: an unchanged pointer is an unchanged
 // policy.
 func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
+	return t.translate(policies, refs, nil)
+}
+
+func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs, hint *ChangedRefs) *Result {
 	changed := map[Key]*v1alpha1.LoadBalancerPolicy{} // nil value: removed
 	id := identityOf(refs)
 	if id.noStats != t.refs.noStats || id.crossNamespace != t.refs.crossNamespace {
@@ -415,13 +423,27 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 			}
 		}
 	}
-	if !id.same(t.refs) {
+	switch {
+	case id.same(t.refs):
+	case hint != nil && t.hintCovers(id):
+		// The caller names the Services and Secrets that changed: check only the policies that read them.
+		for _, ref := range hint.Services {
+			for k := range t.users.services[ref] {
+				t.recheck(changed, k, refs)
+			}
+		}
+		for _, ref := range hint.Secrets {
+			for k := range t.users.secrets[ref] {
+				t.recheck(changed, k, refs)
+			}
+		}
+	default:
 		// Some file, Service or Secret may have changed: check the policies that read any.
 		for k, f := range t.frags {
 			if _, ok := changed[k]; ok || len(f.files)+len(f.services)+len(f.secrets) == 0 {
 				continue
 			}
-			if f.refsHashIn(refs) != f.refsHash {
+			if t.hashRefs(f, refs) != f.refsHash {
 				changed[k] = f.src
 			}
 		}
@@ -437,6 +459,7 @@ func (t *Translator) dropAll() {
 	t.frags = map[Key]*fragment{}
 	t.ports = map[portKey]*portIndex{}
 	t.groups = map[string]*groupState{}
+	t.users = refUsers{}
 }
 
 // apply replaces the fragments of the changed policies and hands out a new Result.
@@ -505,11 +528,12 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 		var f *fragment
 		if p != nil {
 			h := policyHash(p)
-			if old != nil && old.hash == h && old.refsHashIn(refs) == old.refsHash {
+			if old != nil && old.hash == h && t.hashRefs(old, refs) == old.refsHash {
 				old.src = p // the same content under a new pointer: keep the fragment
 				continue
 			}
 			t.runs.Add(1)
+			t.refHashes.Add(1) // translateOne hashes the new fragment's references
 			f = translateOne(p, h, refs)
 		}
 		if old != nil {
@@ -525,12 +549,14 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 				}
 			}
 			delete(t.frags, k)
+			t.users.drop(old)
 			res.Policies.remove(k)
 		}
 		if f == nil {
 			continue
 		}
 		t.frags[k] = f
+		t.users.add(f)
 		if f.invalid != nil {
 			res.Policies.set(f.invalid)
 			continue

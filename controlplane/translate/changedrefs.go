@@ -1,0 +1,97 @@
+package translate
+
+import "github.com/lbplane/lbplane/api/v1alpha1"
+
+// ChangedRefs names the Services and Secrets whose entry in Refs was added, modified or removed since the
+// Refs of the translator's previous call. A source that maintains its maps (the Kubernetes source) knows
+// them, and so spares the translator a look at every policy that references anything.
+type ChangedRefs struct {
+	Services []ServiceRef
+	Secrets  []SecretRef
+}
+
+// TranslateChanged returns what Translate(policies, refs) returns. changed must name every Service and
+// Secret whose entry differs from the previous call's Refs (naming more is harmless): only the policies
+// that reference one of them are checked for a change of what they read, found through an index, instead
+// of every policy that references anything. When anything else of refs changed (the files, the settings,
+// a map that was nil and no longer is), it checks every policy, as Translate does.
+func (t *Translator) TranslateChanged(policies []*v1alpha1.LoadBalancerPolicy, refs Refs, changed ChangedRefs) *Result {
+	return t.translate(policies, refs, &changed)
+}
+
+// RefHashes counts the hashes of a policy's references made so far (each one reads every file, Service and
+// Secret the policy references), for tests: a change of one Service costs one policy's, not every one's.
+func (t *Translator) RefHashes() int64 { return t.refHashes.Load() }
+
+// hintCovers tells whether the changed Services and Secrets a caller names are all that changed since the
+// last call: only the Service and Secret maps may have been replaced.
+func (t *Translator) hintCovers(id refsIdentity) bool {
+	a, b := id.refsKey, t.refs.refsKey
+	return a.files == b.files && a.nFiles == b.nFiles && a.crossNamespace == b.crossNamespace && a.noStats == b.noStats &&
+		a.servicesNil == b.servicesNil && a.secretsNil == b.secretsNil
+}
+
+// recheck marks the policy under k changed when what it references changed.
+func (t *Translator) recheck(changed map[Key]*v1alpha1.LoadBalancerPolicy, k Key, refs Refs) {
+	if _, ok := changed[k]; ok {
+		return
+	}
+	if f := t.frags[k]; f != nil && t.hashRefs(f, refs) != f.refsHash {
+		changed[k] = f.src
+	}
+}
+
+func (t *Translator) hashRefs(f *fragment, refs Refs) [32]byte {
+	t.refHashes.Add(1)
+	return f.refsHashIn(refs)
+}
+
+// refUsers indexes the fragments by the Services and Secrets they reference.
+type refUsers struct {
+	services map[ServiceRef]map[Key]struct{}
+	secrets  map[SecretRef]map[Key]struct{}
+}
+
+func (u *refUsers) add(f *fragment) {
+	if len(f.services) > 0 && u.services == nil {
+		u.services = map[ServiceRef]map[Key]struct{}{}
+	}
+	for _, ref := range f.services {
+		set := u.services[ref]
+		if set == nil {
+			set = map[Key]struct{}{}
+			u.services[ref] = set
+		}
+		set[f.key] = struct{}{}
+	}
+	if len(f.secrets) > 0 && u.secrets == nil {
+		u.secrets = map[SecretRef]map[Key]struct{}{}
+	}
+	for _, ref := range f.secrets {
+		set := u.secrets[ref]
+		if set == nil {
+			set = map[Key]struct{}{}
+			u.secrets[ref] = set
+		}
+		set[f.key] = struct{}{}
+	}
+}
+
+func (u *refUsers) drop(f *fragment) {
+	for _, ref := range f.services {
+		if set := u.services[ref]; set != nil {
+			delete(set, f.key)
+			if len(set) == 0 {
+				delete(u.services, ref)
+			}
+		}
+	}
+	for _, ref := range f.secrets {
+		if set := u.secrets[ref]; set != nil {
+			delete(set, f.key)
+			if len(set) == 0 {
+				delete(u.secrets, ref)
+			}
+		}
+	}
+}
