@@ -24,11 +24,6 @@ const (
 	maxSendBytes = 512 << 20
 	// Requests are small; a NACK's error detail is the largest part.
 	maxRecvBytes = 16 << 20
-	// HTTP/2 flow-control window for what Envoys send. An Envoy's first EDS subscription names every cluster
-	// (50,000 names: over 1 MB) in one message on the ADS stream; with gRPC's 64 KiB initial window and its
-	// bandwidth estimate, a 50,000-cluster Envoy stopped after 265,877 bytes and never finished the request
-	// (bench/results/2026-11-23-vm-incremental 5.5). Setting it turns the estimate off.
-	xdsWindowBytes = 16 << 20
 	// Envoys send keepalive pings (bootstrap: every 30s); allow down to 5s, refuse anything faster.
 	keepaliveMinTime = 5 * time.Second
 	// lbplane sends no HTTP/2 PINGs of its own (a Time of "infinity", see NewGRPC): Envoy answers a PING on
@@ -58,6 +53,10 @@ const (
 //   - Static flow-control windows. With gRPC's default (dynamic) windows, lbplane sends a BDP PING with
 //     nearly every ACK it reads, and reads the PING's answer: twice the system calls per response and proxy.
 //     Requests are small; a 1 MiB window still takes the largest NACK's error detail in a few round trips.
+//     The largest request is a large Envoy's first EDS subscription (every cluster's name: over 2 MB at
+//     100,000 clusters). With the dynamic windows a 50,000-cluster Envoy stopped after 265,877 bytes of it
+//     and never finished (section 5.5); with these static ones, 50,000- and 100,000-cluster cold starts
+//     complete (section 5.8). A static window also bounds what one stream can make lbplane buffer.
 //   - A 16 KiB write buffer instead of 32 KiB. gRPC takes one from a pool for every flush and holds it while
 //     its writer yields to batch more (an xDS response is usually under its 1,000-byte batch); when thousands
 //     of streams are answered at once the pool runs dry, and each new 32 KiB buffer is a large object for
@@ -74,8 +73,6 @@ func NewGRPC(ctx context.Context, cache *xdscache.Cache, tracker *Tracker, extra
 	opts := append([]grpc.ServerOption{
 		grpc.MaxSendMsgSize(maxSendBytes),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
-		grpc.InitialWindowSize(xdsWindowBytes),
-		grpc.InitialConnWindowSize(xdsWindowBytes),
 		grpc.MaxConcurrentStreams(maxStreamsPerConn),
 		grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
