@@ -20,12 +20,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -89,69 +91,85 @@ func (w *Watcher) Load() error {
 		return nil
 	}
 	w.fingerprint = fp
+	// Files are read and decoded in parallel (decoding 100 files of 1,000 documents was 7.6 s of one core in
+	// the 100,000-policy cold start), each into its own slot, then merged in path order: the policies, the
+	// errors and their order are those of a serial load.
+	loads := make([]fileLoad, len(paths))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, p := range paths {
+		info, ok := infos[p]
+		switch d, same := w.decoded[p]; {
+		case !ok:
+			loads[i] = fileLoad{unread: true}
+		case same && d.stamp == stamp(info):
+			// A file whose stamp did not change is not read or decoded again: a change to one file of a
+			// directory of 100 costs one file's decoding, not the directory's.
+			loads[i] = fileLoad{cached: true, file: d}
+		default:
+			g.Go(func() error {
+				loads[i] = w.load(p, info)
+				return nil
+			})
+		}
+	}
+	_ = g.Wait() // the tasks return no errors: a file's problems are in its slot
 	files := map[string][]*v1alpha1.LoadBalancerPolicy{}
 	decoded := map[string]decodedFile{}
-	for _, p := range paths {
-		info, ok := infos[p]
-		// A file whose stamp did not change is not read or decoded again: a change to one file of a
-		// directory of 100 costs one file's decoding, not the directory's.
-		if d, same := w.decoded[p]; ok && same && d.stamp == stamp(info) {
-			decoded[p] = d
-			errs = append(errs, d.errs...)
-			if d.policies != nil {
-				files[p] = d.policies
+	for i, p := range paths {
+		l := loads[i]
+		switch {
+		case l.cached:
+			decoded[p] = l.file
+			errs = append(errs, l.file.errs...)
+			if l.file.policies != nil {
+				files[p] = l.file.policies
 			}
-			continue
-		}
-		var data []byte
-		if ok {
-			if data, err = w.read(p, info); err != nil {
-				errs = append(errs, err.Error())
-				ok = false
+		case l.unread:
+			if l.readErr != "" {
+				errs = append(errs, l.readErr)
 			}
-		}
-		if !ok {
 			if prev, ok := w.files[p]; ok {
 				files[p] = prev // a file that cannot be read keeps its last good version
 			}
-			continue
-		}
-		docs, err := manifest.Decode(p, bytes.NewReader(data))
-		d := decodedFile{stamp: stamp(info)}
-		if err != nil {
-			d.errs = redact(err)
+		default:
+			d := l.file
 			errs = append(errs, d.errs...)
-			if prev, ok := w.files[p]; ok {
-				files[p] = prev // keep the last good version of the whole file
-				d.policies = prev
-				decoded[p] = d
-				continue
+			if l.failed {
+				if prev, ok := w.files[p]; ok {
+					files[p] = prev // keep the last good version of the whole file
+					d.policies = prev
+					decoded[p] = d
+					continue
+				}
 			}
+			if len(d.policies) > 0 {
+				files[p] = d.policies
+			}
+			decoded[p] = d
 		}
-		for _, d := range docs {
-			files[p] = append(files[p], d.Policy)
-		}
-		d.policies = files[p]
-		decoded[p] = d
 	}
 	w.files = files
 	w.decoded = decoded
 	var policies []*v1alpha1.LoadBalancerPolicy
 	now := time.Now().UTC().Truncate(time.Second)
 	seen := map[translate.Key]bool{}
+	invalid := validateAll(paths, files)
+	n := -1
 	for _, p := range paths {
 		for _, pol := range files[p] {
+			n++
 			k := translate.KeyOf(pol)
 			if seen[k] {
 				errs = append(errs, fmt.Sprintf("%s: %s is defined twice in %s", p, k, w.Dir))
 				continue
 			}
 			seen[k] = true
-			problems := ""
-			if _, fe := translate.Prepare(pol); len(fe) > 0 {
-				problems = fe.Error()
-			} else if ferrs := w.Engine.FileErrors(pol); len(ferrs) > 0 {
-				problems = strings.Join(ferrs, "; ")
+			problems := invalid[n]
+			if problems == "" {
+				if ferrs := w.Engine.FileErrors(pol); len(ferrs) > 0 {
+					problems = strings.Join(ferrs, "; ")
+				}
 			}
 			if problems != "" {
 				errs = append(errs, fmt.Sprintf("%s: %s: %s", p, k, problems))
@@ -189,6 +207,33 @@ func (w *Watcher) Load() error {
 	w.Engine.Set(engine.SourceConfigDir, policies)
 	w.Log.Info("config-dir loaded", "dir", w.Dir, "policies", len(policies), "errors", len(errs))
 	return nil
+}
+
+// validateAll defaults and validates every policy of files, in path order, in parallel: it is pure, and was
+// 100,000 deep copies and validations on one core in a cold start. It returns each policy's problems ("" for
+// none) in that order.
+func validateAll(paths []string, files map[string][]*v1alpha1.LoadBalancerPolicy) []string {
+	var all []*v1alpha1.LoadBalancerPolicy
+	for _, p := range paths {
+		all = append(all, files[p]...)
+	}
+	out := make([]string, len(all))
+	workers := runtime.GOMAXPROCS(0)
+	chunk := (len(all) + workers - 1) / workers
+	var g errgroup.Group
+	for lo := 0; lo < len(all); lo += chunk {
+		hi := min(lo+chunk, len(all))
+		g.Go(func() error {
+			for i := lo; i < hi; i++ {
+				if _, fe := translate.Prepare(all[i]); len(fe) > 0 {
+					out[i] = fe.Error()
+				}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return out
 }
 
 // Run reloads the directory every Interval until ctx ends.
@@ -254,6 +299,37 @@ func (w *Watcher) stat(paths []string) (string, map[string]os.FileInfo, []string
 		fmt.Fprintf(h, "%s\x00%s\x00", p, stamp(info))
 	}
 	return hex.EncodeToString(h.Sum(nil)), infos, errs
+}
+
+// fileLoad is one file's part of a load: reused from the last load, not readable, or read and decoded now.
+type fileLoad struct {
+	cached, unread bool
+	readErr        string // why an unread file could not be read ("" when stat already reported it)
+	failed         bool   // the file did not decode in full; file.errs says why
+	file           decodedFile
+}
+
+// load reads and decodes one file whose stamp changed. It runs beside the loads of other files, so it touches
+// nothing of w but the root (safe for concurrent use), and keeps of the decode only the policies: the
+// documents' JSON would double what the decode holds until the merge.
+func (w *Watcher) load(p string, info os.FileInfo) fileLoad {
+	data, err := w.read(p, info)
+	if err != nil {
+		return fileLoad{unread: true, readErr: err.Error()}
+	}
+	docs, err := manifest.Decode(p, bytes.NewReader(data))
+	l := fileLoad{file: decodedFile{stamp: stamp(info)}}
+	if err != nil {
+		l.failed = true
+		l.file.errs = redact(err)
+	}
+	if len(docs) > 0 {
+		l.file.policies = make([]*v1alpha1.LoadBalancerPolicy, len(docs))
+		for i, d := range docs {
+			l.file.policies[i] = d.Policy
+		}
+	}
+	return l
 }
 
 // decodedFile is what one file gave at its last decode: its policies (or, when it stopped decoding, the last

@@ -2,6 +2,7 @@ package configdir
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -188,5 +191,92 @@ func TestConfigDirReloadDecodesOnlyChangedFiles(t *testing.T) {
 	}
 	if got := w.Errors(); len(got) != 0 || len(w.files[path("bad.yaml")]) != 1 {
 		t.Errorf("bad.yaml fixed: errors %q, policies %d", got, len(w.files[path("bad.yaml")]))
+	}
+}
+
+// Files are decoded in parallel; the load must still give the policies and the errors of a serial load, in
+// its order. The reference here decodes, redacts and validates each file one after the other. The first file
+// is the largest, so that it finishes last when the files are decoded side by side.
+func TestConfigDirParallelLoadMatchesSerial(t *testing.T) {
+	dir := t.TempDir()
+	doc := func(name string) string { return strings.Replace(good, "name: good", "name: "+name, 1) }
+	var names []string
+	content := map[string]string{}
+	for i := range 40 {
+		n := 3
+		if i == 0 {
+			n = 300
+		}
+		var docs []string
+		for j := range n {
+			d := doc(fmt.Sprintf("p%02d-%03d", i, j))
+			switch {
+			case i%5 == 1 && j == 1:
+				d = strings.Replace(d, "port: 10080", "port: notanumber", 1) // does not decode
+			case i%7 == 2 && j == 0:
+				d = strings.Replace(d, "port: 10080", "port: 70000", 1) // decodes, does not validate
+			case i == 9 && j == 2:
+				d = "a: *undefined\n" // not YAML
+			}
+			docs = append(docs, d)
+		}
+		name := fmt.Sprintf("f%02d.yaml", i)
+		content[name] = strings.Join(docs, "---\n")
+		names = append(names, name)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The duplicate of a name in a later file is an error of that file, found in path order.
+	if err := os.WriteFile(filepath.Join(dir, "zz.yaml"), []byte(doc("p03-000")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names = append(names, "zz.yaml")
+	content["zz.yaml"] = doc("p03-000")
+
+	// As Load does: every file's decode errors first, then each policy's problems, both in path order.
+	var wantErrs, wantNames []string
+	decoded := map[string][]manifest.Document{}
+	for _, name := range names {
+		docs, err := manifest.Decode(filepath.Join(dir, name), strings.NewReader(content[name]))
+		if err != nil {
+			wantErrs = append(wantErrs, redact(err)...)
+		}
+		decoded[name] = docs
+	}
+	seen := map[translate.Key]bool{}
+	for _, name := range names {
+		p := filepath.Join(dir, name)
+		for _, d := range decoded[name] {
+			k := translate.KeyOf(d.Policy)
+			if seen[k] {
+				wantErrs = append(wantErrs, fmt.Sprintf("%s: %s is defined twice in %s", p, k, dir))
+				continue
+			}
+			seen[k] = true
+			if _, fe := translate.Prepare(d.Policy); len(fe) > 0 {
+				wantErrs = append(wantErrs, fmt.Sprintf("%s: %s: %s", p, k, fe.Error()))
+				continue
+			}
+			wantNames = append(wantNames, d.Policy.Name)
+		}
+	}
+	if len(wantErrs) < 15 || len(wantNames) < 400 {
+		t.Fatalf("the reference has %d errors and %d policies: the fixture is not what the test means", len(wantErrs), len(wantNames))
+	}
+
+	w, _ := newWatcher(t, dir)
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Errors(); !slices.Equal(got, wantErrs) {
+		t.Errorf("errors differ from a serial load:\n got %q\nwant %q", got, wantErrs)
+	}
+	var gotNames []string
+	for _, p := range w.Engine.Policies(engine.SourceConfigDir) {
+		gotNames = append(gotNames, p.Name)
+	}
+	if !slices.Equal(gotNames, wantNames) {
+		t.Errorf("policies differ from a serial load, or are in another order:\n got %q\nwant %q", gotNames, wantNames)
 	}
 }
