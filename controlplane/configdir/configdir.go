@@ -5,7 +5,8 @@
 // The directory is read through os.Root, so a symlink in it may point elsewhere in it (Kubernetes ConfigMap
 // volumes are built that way) but never out of it; files are stat-ed first and read only when their size,
 // mtime or inode changed, and never when over MaxFileBytes. What a file that does not decode held is never
-// logged: a symlink to /etc/shadow once had its lines logged as "unknown field" names.
+// logged: a symlink to /etc/shadow once had its lines logged as "unknown field" names. Changed files are
+// decoded in parallel, but merged in name order: policies and errors come out as a serial load's would.
 package configdir
 
 import (
