@@ -158,3 +158,15 @@ func (r *runs) prune(proxies []xdsserver.ProxyStatus) {
 		}
 	}
 }
+
+// covers tells whether every proxy of group runs the result or has a NACK: then the policy's view of them
+// no longer depends on their sync states, only on which proxies there are and their NACKs.
+func (r *runs) covers(proxies []xdsserver.ProxyStatus, group string) bool {
+	for i := range proxies {
+		p := &proxies[i]
+		if p.Group == group && p.State != xdsserver.Nacked && !r.ran[idOf(p)] {
+			return false
+		}
+	}
+	return true
+}

@@ -38,6 +38,10 @@ type statusWriter struct {
 	prints     map[string]groupPrint
 	// unsettled are the policies to look at whenever their group's proxies change state (see policyState).
 	unsettled map[translate.Key]bool
+	// groups lists the policies of each proxy group; nackSeen, those computed while a proxy of the group
+	// had a NACK (see proxiesChanged).
+	groups   map[string]map[translate.Key]bool
+	nackSeen map[string]map[translate.Key]bool
 	// health is the report the last tick saw (healthPtr its map), loadDue when every policy with a report
 	// was last looked at for its load figures; clusterOwner maps a group's cluster to its policy.
 	health       proxystats.Health
@@ -46,8 +50,12 @@ type statusWriter struct {
 	clusterOwner map[groupCluster]translate.Key
 }
 
-// computations counts the statuses computed by every writer of the process, for tests.
-var computations atomic.Int64
+// computations counts the statuses computed by every writer of the process, for tests; computedHook, when
+// a test sets it, is told which policy each one was.
+var (
+	computations atomic.Int64
+	computedHook atomic.Pointer[func(translate.Key)]
+)
 
 // pendingGrace is how long a programmed policy whose resources changed (an EndpointSlice behind it, a
 // Secret) may show its proxies as pending before that is written: the proxies usually acknowledge within
@@ -105,13 +113,22 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		w.policies = map[translate.Key]*policyState{}
 		w.clusterOwner = map[groupCluster]translate.Key{}
 		w.unsettled = map[translate.Key]bool{}
+		w.groups = map[string]map[translate.Key]bool{}
+		w.nackSeen = map[string]map[translate.Key]bool{}
 	}
 	todo := w.events.take()
 	if todo == nil {
 		todo = map[translate.Key]bool{}
 	}
-	// Results that are new, and policies that are gone.
-	if res != w.lastResult {
+	// Results that are new, and policies that are gone: the translator tells which keys changed since the
+	// last result looked at (a gone policy's too: the loop below forgets it); without that, every result is
+	// compared.
+	if keys, ok := res.ChangedSince(w.lastResult); ok {
+		for _, k := range keys {
+			todo[k] = true
+		}
+		w.lastResult = res
+	} else if res != w.lastResult {
 		known := 0 // policies of w.policies still in the result
 		for k, pr := range res.Policies.All() {
 			st := w.policies[k]
@@ -131,29 +148,8 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		}
 		w.lastResult = res
 	}
-	// Which proxies a group has, and their NACKs, matter to all its policies; their sync states only to
-	// the policies not settled Programmed.
 	prints := proxyPrints(proxies)
-	identChanged := len(prints) != len(w.prints)
-	for g, p := range prints {
-		identChanged = identChanged || w.prints[g].ident != p.ident
-	}
-	w.prints = prints
-	check := func(k translate.Key, st *policyState) {
-		g := prints[st.result.ProxyGroup]
-		if st.again || g.ident != st.ident || (!st.settledProgrammed && g.states != st.states) {
-			todo[k] = true
-		}
-	}
-	if identChanged {
-		for k, st := range w.policies {
-			check(k, st)
-		}
-	} else {
-		for k := range w.unsettled {
-			check(k, w.policies[k])
-		}
-	}
+	w.proxiesChanged(prints, todo)
 	w.healthChanged(health, time.Now(), todo)
 
 	now := metav1.Now()
@@ -175,14 +171,22 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		}
 		w.own(st.result, pr)
 		g := prints[pr.ProxyGroup]
-		st.result, st.ident, st.states = pr, g.ident, g.states
+		st.result, st.states = pr, g.states
+		if g.nacked {
+			seen := w.nackSeen[pr.ProxyGroup]
+			if seen == nil {
+				seen = map[translate.Key]bool{}
+				w.nackSeen[pr.ProxyGroup] = seen
+			}
+			seen[k] = true
+		}
 		if u, fresh := w.compute(st, p, pr, proxies, health, now); u != nil {
 			writes = append(writes, statusWrite{st: st, policy: u, fresh: fresh})
 		}
 	}
 	w.send(ctx, writes, now.Time)
 	for k := range todo {
-		if st, ok := w.policies[k]; ok && (st.again || !st.settledProgrammed) {
+		if st, ok := w.policies[k]; ok && (st.again || !st.settled) {
 			w.unsettled[k] = true
 		} else {
 			delete(w.unsettled, k)
@@ -241,7 +245,10 @@ func (w *statusWriter) send(ctx context.Context, writes []statusWrite, now time.
 func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult,
 	proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) (*v1alpha1.LoadBalancerPolicy, bool) {
 	computations.Add(1)
-	st.again, st.settledProgrammed = false, false
+	if f := computedHook.Load(); f != nil {
+		(*f)(pr.Key)
+	}
+	st.again, st.settled = false, false
 	view := st.runs.view(proxies, pr)
 	next := policystatus.Compute(pr, view, health, now)
 	prog := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionProgrammed)
@@ -267,7 +274,7 @@ func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, 
 	}
 	next.Conditions = conds
 	if equality.Semantic.DeepEqual(next, p.Status) {
-		st.settledProgrammed = !pending && prog != nil && prog.Status == metav1.ConditionTrue
+		st.settled = !pending && st.runs.covers(proxies, pr.ProxyGroup)
 		return nil, false
 	}
 	// next may share slices with the cached object (see keepLoad): the update decodes the answer into what

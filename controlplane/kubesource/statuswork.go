@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,11 +28,12 @@ import (
 // policyState is what the writer knows of one policy since it last computed its status.
 type policyState struct {
 	result *translate.PolicyResult
-	// ident and states are the prints of the policy's group's proxies then (see proxyPrints).
-	ident, states uint64
-	// settledProgrammed: the status as computed is written and Programmed. Such a policy does not depend on
-	// its proxies' sync states (runs keeps it Programmed), only on which proxies there are and their NACKs.
-	settledProgrammed bool
+	// states is the print of the sync states of the policy's group's proxies then (see proxyPrints).
+	states uint64
+	// settled: the status as computed is written, and every proxy of the group runs the result or has a
+	// NACK. Such a policy does not depend on its proxies' sync states (runs keeps them running it), only on
+	// which proxies there are and their NACKs.
+	settled bool
 	// again: compute on the next tick whatever changed (Pending within its grace, a refused write).
 	again bool
 	runs  runs
@@ -41,41 +43,69 @@ type policyState struct {
 	loadWritten time.Time
 }
 
-// groupPrint sums up a group's proxies: ident covers which streams there are and what they rejected,
-// states also their sync states and versions (which move all the time under churn).
-type groupPrint struct{ ident, states uint64 }
+// groupPrint sums up a group's proxies: members covers which streams there are (and the types they
+// take), nacks what they rejected, states also their sync states and versions (which move with every
+// change of the group). A change of members concerns every policy of the group; a change of nacks only
+// the policies the NACKs name (named, before and after), unless a NACK names none (unattributed: it
+// counts against every policy); a change of states only the policies not settled.
+type groupPrint struct {
+	members, nacks, states uint64
+	nacked, unattributed   bool
+	named                  map[translate.Key]bool
+}
 
 var printSeed = maphash.MakeSeed()
 
 func proxyPrints(proxies []xdsserver.ProxyStatus) map[string]groupPrint {
 	out := map[string]groupPrint{}
-	var h maphash.Hash
+	var h, n maphash.Hash
 	h.SetSeed(printSeed)
+	n.SetSeed(printSeed)
 	for i := range proxies {
 		p := &proxies[i]
 		h.Reset()
+		n.Reset()
 		h.WriteString(p.NodeID)
 		h.WriteByte(0)
 		h.WriteString(p.API)
 		h.WriteByte(0)
 		h.WriteString(p.ConnectedAt.UTC().Format(time.RFC3339Nano))
 		h.WriteByte(0)
+		g := out[p.Group]
 		for _, t := range p.Types {
 			h.WriteString(t.TypeURL)
 			h.WriteByte(0)
-			if t.Nacked {
-				h.WriteString(t.NackMessage)
-				h.WriteByte(0)
-				for _, l := range [][]string{t.NackedResources, t.NackedPolicies} {
-					for _, s := range l {
-						h.WriteString(s)
-						h.WriteByte(0)
+			if !t.Nacked {
+				continue
+			}
+			g.nacked = true
+			g.unattributed = g.unattributed || t.NackedResources == nil
+			n.WriteString(t.TypeURL)
+			n.WriteByte(0)
+			n.WriteString(t.NackMessage)
+			n.WriteByte(0)
+			for _, l := range [][]string{t.NackedResources, t.NackedPolicies} {
+				for _, s := range l {
+					n.WriteString(s)
+					n.WriteByte(0)
+				}
+				n.WriteByte(1)
+			}
+			for _, s := range t.NackedPolicies {
+				if ns, name, ok := strings.Cut(s, "/"); ok {
+					if g.named == nil {
+						g.named = map[translate.Key]bool{}
 					}
-					h.WriteByte(1)
+					g.named[translate.Key{Namespace: ns, Name: name}] = true
 				}
 			}
 		}
-		ident := h.Sum64()
+		members := h.Sum64()
+		// The proxy's NACKs hashed with its identity: the same NACK moving to another proxy is a change.
+		n.WriteString(p.NodeID)
+		n.WriteByte(0)
+		n.WriteString(p.API)
+		nacks := n.Sum64()
 		h.WriteString(p.State)
 		h.WriteByte(0)
 		if p.Unresponsive {
@@ -89,11 +119,60 @@ func proxyPrints(proxies []xdsserver.ProxyStatus) map[string]groupPrint {
 				h.WriteByte(1)
 			}
 		}
-		g := out[p.Group]
 		// Added, not chained: the order of the proxies does not matter.
-		g.ident += ident
-		g.states += h.Sum64()
+		g.members += members
+		g.nacks += nacks
+		g.states += h.Sum64() + nacks
 		out[p.Group] = g
+	}
+	return out
+}
+
+// proxiesChanged puts into todo the policies that a change of the groups' proxies since the last tick
+// (which streams there are, what they rejected) concerns, as groupPrint tells, and the policies not settled
+// whose group's sync states moved.
+func (w *statusWriter) proxiesChanged(prints map[string]groupPrint, todo map[translate.Key]bool) {
+	mark := func(keys map[translate.Key]bool) {
+		for k := range keys {
+			todo[k] = true
+		}
+	}
+	for _, g := range groupNames(prints, w.prints) {
+		old, cur := w.prints[g], prints[g]
+		switch {
+		case old.members != cur.members:
+			mark(w.groups[g])
+		case old.nacks == cur.nacks:
+		case old.unattributed || cur.unattributed:
+			mark(w.groups[g])
+		default:
+			// The policies the NACKs name, and those computed while a proxy had a NACK, which counted it
+			// as running them (see policystatus.Compute): they are computed again, the others' statuses
+			// do not depend on it.
+			mark(old.named)
+			mark(cur.named)
+			mark(w.nackSeen[g])
+			delete(w.nackSeen, g)
+		}
+	}
+	w.prints = prints
+	for k := range w.unsettled {
+		st := w.policies[k]
+		if st.again || (!st.settled && prints[st.result.ProxyGroup].states != st.states) {
+			todo[k] = true
+		}
+	}
+}
+
+func groupNames(a, b map[string]groupPrint) []string {
+	out := make([]string, 0, len(a))
+	for g := range a {
+		out = append(out, g)
+	}
+	for g := range b {
+		if _, ok := a[g]; !ok {
+			out = append(out, g)
+		}
 	}
 	return out
 }
@@ -215,10 +294,26 @@ func sameHealth(a, b v1alpha1.BackendStatus) bool {
 
 type groupCluster struct{ group, cluster string }
 
-// own notes the clusters of pr as pr's policy's, dropping those of the result it replaces.
+// own notes the clusters and the group of pr as pr's policy's, dropping those of the result it replaces.
 func (w *statusWriter) own(old, pr *translate.PolicyResult) {
 	if old == pr {
 		return
+	}
+	if old != nil && (pr == nil || old.ProxyGroup != pr.ProxyGroup) {
+		if ks := w.groups[old.ProxyGroup]; ks != nil {
+			delete(ks, old.Key)
+			if len(ks) == 0 {
+				delete(w.groups, old.ProxyGroup)
+			}
+		}
+	}
+	if pr != nil {
+		ks := w.groups[pr.ProxyGroup]
+		if ks == nil {
+			ks = map[translate.Key]bool{}
+			w.groups[pr.ProxyGroup] = ks
+		}
+		ks[pr.Key] = true
 	}
 	if old != nil {
 		for _, c := range old.Clusters {
@@ -237,6 +332,9 @@ func (w *statusWriter) own(old, pr *translate.PolicyResult) {
 // forget drops everything the writer knows of a policy that is gone.
 func (w *statusWriter) forget(k translate.Key) {
 	if st, ok := w.policies[k]; ok {
+		if st.result != nil {
+			delete(w.nackSeen[st.result.ProxyGroup], k)
+		}
 		w.own(st.result, nil)
 		delete(w.policies, k)
 		delete(w.unsettled, k)

@@ -638,6 +638,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 	for name, gc := range byGroup {
 		t.assembleGroup(res.IR, name, gc.add, gc.drop)
 	}
+	res.logChanges(t.last)
 	t.last = res
 }
 

@@ -82,22 +82,52 @@ type Result struct {
 	IR       *ir.Config
 	Policies PolicyResults
 	// serial numbers the results a Translator hands out; parent is the serial of the one this one was
-	// made from, and changed the keys whose result differs from it (see ChangedSince).
+	// made from, and changed the keys whose result differs from it (see ChangedSince); log links what the
+	// results before it changed.
 	serial, parent uint64
 	changed        []Key
+	log            *changeLog
 }
 
 var serials atomic.Uint64
 
+// changeLog is what one result changed from its parent, linked to its parent's: keys only, never a
+// result, so that holding it costs little. The links are cut every maxChangeLog results.
+type changeLog struct {
+	parent  uint64
+	changed []Key
+	older   *changeLog
+	depth   int
+}
+
+const maxChangeLog = 256
+
+// logChanges links r's changes to those of the result it was made from.
+func (r *Result) logChanges(parent *Result) {
+	r.log = &changeLog{parent: r.parent, changed: r.changed}
+	if l := parent.log; l != nil && l.depth < maxChangeLog {
+		r.log.older, r.log.depth = l, l.depth+1
+	}
+}
+
 // ChangedSince lists the policies whose result may differ between prev and r, when r was made from prev
-// by a Translator (ok is then true): a caller comparing two results looks at these instead of at every
-// policy. When ok is false the caller compares every result.
+// by a Translator, directly or through at most a few hundred results in between (ok is then true): a
+// caller comparing two results looks at these instead of at every policy. When ok is false the caller
+// compares every result.
 func (r *Result) ChangedSince(prev *Result) (keys []Key, ok bool) {
 	switch {
 	case r == prev:
 		return nil, true
-	case prev != nil && r.parent != 0 && r.parent == prev.serial:
+	case prev == nil || r.parent == 0:
+		return nil, false
+	case r.parent == prev.serial:
 		return r.changed, true
+	}
+	for l := r.log; l != nil && l.parent != 0; l = l.older {
+		keys = append(keys, l.changed...)
+		if l.parent == prev.serial {
+			return keys, true
+		}
 	}
 	return nil, false
 }
