@@ -93,32 +93,9 @@ func TestEndpointChurnWritesNoStatus(t *testing.T) {
 		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionProgrammed)
 		return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation
 	}
-	// settled waits until every policy satisfies ok and two lists a second apart show no write; it returns
-	// the list's resource version.
 	settled := func(ok func(*v1alpha1.LoadBalancerPolicy) bool, what string) string {
 		t.Helper()
-		last := ""
-		for stable := 0; stable < 2; {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s", what)
-			}
-			time.Sleep(time.Second)
-			var list v1alpha1.LoadBalancerPolicyList
-			if err := c.Client.List(ctx, &list); err != nil {
-				t.Fatal(err)
-			}
-			all := len(list.Items) == n
-			for i := range list.Items {
-				all = all && ok(&list.Items[i])
-			}
-			if all && list.ResourceVersion == last {
-				stable++
-			} else {
-				stable = 0
-			}
-			last = list.ResourceVersion
-		}
-		return last
+		return waitSettled(ctx, t, c.Client, n, deadline, ok, what)
 	}
 	rv := settled(programmed, "every policy to be Programmed")
 	// Nothing changes: the writer's ticks (every 200 ms) compute no status at all.

@@ -96,31 +96,9 @@ func TestOnePolicyChangeAmongAThousandComputesOneStatus(t *testing.T) {
 		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionProgrammed)
 		return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation
 	}
-	// settled waits until every policy is Programmed for its generation and two lists a second apart show
-	// no write.
 	settled := func(what string) {
 		t.Helper()
-		last := ""
-		for stable := 0; stable < 2; {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s", what)
-			}
-			time.Sleep(time.Second)
-			var list v1alpha1.LoadBalancerPolicyList
-			if err := c.Client.List(ctx, &list); err != nil {
-				t.Fatal(err)
-			}
-			all := len(list.Items) == n
-			for i := range list.Items {
-				all = all && programmed(&list.Items[i])
-			}
-			if all && list.ResourceVersion == last {
-				stable++
-			} else {
-				stable = 0
-			}
-			last = list.ResourceVersion
-		}
+		waitSettled(ctx, t, c.Client, n, deadline, programmed, what)
 	}
 	settled("every policy to be Programmed")
 	mu.Lock()

@@ -87,27 +87,7 @@ func TestUnchangedPoliciesStayProgrammedWhileTheGroupIsPending(t *testing.T) {
 	}
 	deadline := time.Now().Add(4 * time.Minute)
 	// Every policy Programmed, and the writer settled (two list rounds without a write).
-	var last string
-	for stable := 0; stable < 2; {
-		if time.Now().After(deadline) {
-			t.Fatal("the policies did not all become Programmed")
-		}
-		time.Sleep(time.Second)
-		var list v1alpha1.LoadBalancerPolicyList
-		if err := c.Client.List(ctx, &list); err != nil {
-			t.Fatal(err)
-		}
-		all := len(list.Items) == n
-		for i := range list.Items {
-			all = all && programmed(&list.Items[i])
-		}
-		if all && list.ResourceVersion == last {
-			stable++
-		} else {
-			stable = 0
-		}
-		last = list.ResourceVersion
-	}
+	last := waitSettled(ctx, t, c.Client, n, deadline, programmed, "the policies to all become Programmed")
 
 	// Count every write to a policy from here on, as the API server applies them.
 	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: kubetest.Scheme()})
