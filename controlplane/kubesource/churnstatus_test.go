@@ -35,7 +35,7 @@ func TestEndpointChurnWritesNoStatus(t *testing.T) {
 	const (
 		n      = 50
 		writes = 200
-		// ackDelay is longer than the source's 100 ms debounce: a new version is always waiting.
+		// ackDelay is longer than the most time between two resyncs (100 ms): a new version is always waiting.
 		ackDelay = 250 * time.Millisecond
 	)
 	c := kubetest.Start(t)
