@@ -40,9 +40,9 @@ func (e *Engine) prefetch(policies []*v1alpha1.LoadBalancerPolicy) {
 	}
 }
 
-// referencedNow lists the files every current policy references.
+// referencedNow lists the files the held policies reference.
 func (e *Engine) referencedNow() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return translate.ReferencedFiles(e.current())
+	return e.fileUse.sorted()
 }

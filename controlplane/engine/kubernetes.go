@@ -43,7 +43,9 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 	list := slices.Clone(cur)
 	for _, p := range changed {
 		k := translate.KeyOf(p)
+		e.fileUse.add(p)
 		if i, ok := ix.at[k]; ok {
+			e.fileUse.drop(list[i])
 			list[i] = p
 			continue
 		}
@@ -55,6 +57,7 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 		if !ok {
 			continue
 		}
+		e.fileUse.drop(list[i])
 		// The last policy takes the deleted one's place: no other policy moves.
 		last := len(list) - 1
 		if i != last {
