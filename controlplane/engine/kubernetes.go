@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -41,6 +42,7 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 		}
 	}
 	list := slices.Clone(cur)
+	added := false
 	for _, p := range changed {
 		k := translate.KeyOf(p)
 		e.fileUse.add(p)
@@ -51,6 +53,7 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 		}
 		ix.at[k] = len(list)
 		list = append(list, p)
+		added = true
 	}
 	for _, k := range deleted {
 		i, ok := ix.at[k]
@@ -73,13 +76,54 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 	e.sources[SourceKubernetes] = list
 	e.services, e.secrets = services, secrets
 	e.rev++
+	start := time.Now()
+	took := func() time.Duration { return time.Since(start) }
+	if !added && len(deleted) == 0 && e.kubeAlone(cur) {
+		// Edits in place of the only source's list: the merge is the list itself, no name moves between
+		// sources, and the translator is told which policies changed; nothing here looks at the others.
+		m := e.merged
+		e.merged = &merged{sources: maps.Clone(e.sources), pos: m.pos, all: list, origin: m.origin, shadowed: m.shadowed, direct: m.direct}
+		for _, p := range changed {
+			for _, path := range translate.PolicyFiles(p) {
+				if _, ok := e.files[path]; !ok {
+					e.files[path] = e.read(path)
+				}
+			}
+		}
+		e.loaded = list
+		res := e.translator.TranslateUpdate(cur, list, changed, deleted, e.refs(), refs)
+		return e.publish(res, m.origin, m.shadowed, took)
+	}
 	// As run, but the translator is told what changed. Every translation reads e.refs(), so the
 	// translator's previous maps are the ones refs is relative to.
-	start := time.Now()
 	all, origin, shadowed := e.mergeSources(e.sources)
 	e.loadFiles(all)
 	res := e.translator.TranslateChanged(all, e.refs(), refs)
-	return e.publish(res, origin, shadowed, func() time.Duration { return time.Since(start) })
+	return e.publish(res, origin, shadowed, took)
+}
+
+// kubeAlone tells whether the Kubernetes source's list cur is the whole merge of the last translation:
+// no other source holds a policy. Caller holds e.mu.
+func (e *Engine) kubeAlone(cur []*v1alpha1.LoadBalancerPolicy) bool {
+	m := e.merged
+	if m == nil || m.direct != SourceKubernetes || len(m.all) != len(cur) || (len(cur) > 0 && &m.all[0] != &cur[0]) ||
+		len(m.sources) != len(e.sources) {
+		return false
+	}
+	for src, list := range e.sources {
+		if src != SourceKubernetes && len(list) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// TranslatorListLooks counts the policies of its lists the translator looked at in Kubernetes updates
+// (see translate.Translator.ListLooks), for tests: an edit of one policy among many looks at one.
+func (e *Engine) TranslatorListLooks() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.translator.ListLooks()
 }
 
 // RefHashes counts the hashes of a policy's references the translator made so far (see

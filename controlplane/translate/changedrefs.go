@@ -95,3 +95,57 @@ func (u *refUsers) drop(f *fragment) {
 		}
 	}
 }
+
+// TranslateUpdate returns what Translate(policies, refs) returns, where policies is the list of the
+// previous call (prev) with changed set (added or modified) and deleted removed, and changed names the
+// Services and Secrets whose entries differ from the previous call's Refs (see TranslateChanged). It
+// looks at the policies it is told about, not at every policy of the list: the list is only kept, for
+// the next call. When prev is not the list of the previous call, or anything but the Service and Secret
+// maps of refs changed, it diffs the whole list as Translate does.
+func (t *Translator) TranslateUpdate(prev, policies []*v1alpha1.LoadBalancerPolicy, changedPolicies []*v1alpha1.LoadBalancerPolicy,
+	deleted []Key, refs Refs, changed ChangedRefs) *Result {
+	id := identityOf(refs)
+	if !sameList(prev, t.prev) || !(id.same(t.refs) || t.hintCovers(id)) {
+		t.listLooks.Add(int64(len(policies)))
+		return t.translate(policies, refs, &changed)
+	}
+	t.listLooks.Add(int64(len(changedPolicies) + len(deleted)))
+	touched := make(map[Key]*v1alpha1.LoadBalancerPolicy, len(changedPolicies)+len(deleted)) // nil value: removed
+	for _, k := range deleted {
+		if t.frags[k] != nil {
+			touched[k] = nil
+		}
+	}
+	for _, p := range changedPolicies {
+		k := KeyOf(p)
+		if f := t.frags[k]; f != nil && f.src == p {
+			delete(touched, k)
+			continue
+		}
+		touched[k] = p
+	}
+	if !id.same(t.refs) {
+		for _, ref := range changed.Services {
+			for k := range t.users.services[ref] {
+				t.recheck(touched, k, refs)
+			}
+		}
+		for _, ref := range changed.Secrets {
+			for k := range t.users.secrets[ref] {
+				t.recheck(touched, k, refs)
+			}
+		}
+	}
+	t.refs, t.prev = id, policies
+	t.apply(touched, refs)
+	return t.last
+}
+
+// ListLooks counts the policies of the lists given to TranslateUpdate that it looked at, for tests: an
+// update of one policy among many looks at one.
+func (t *Translator) ListLooks() int64 { return t.listLooks.Load() }
+
+// sameList tells whether a and b are the same list (the same elements of the same array), not only equal.
+func sameList(a, b []*v1alpha1.LoadBalancerPolicy) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

@@ -331,6 +331,8 @@ type Translator struct {
 	users refUsers
 	// refHashes counts the hashes of a fragment's references, for tests (see RefHashes).
 	refHashes atomic.Int64
+	// listLooks counts the policies TranslateUpdate looked at, for tests (see ListLooks).
+	listLooks atomic.Int64
 }
 
 // groupState is the IR of one group as last handed out, and what it is made of.
