@@ -276,6 +276,40 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 		}
 	}()
 
+	// The lag's first part, measured beside lbplane on the same API server: when the write is acknowledged,
+	// and when a watch of EndpointSlices (as lbplane's informer holds one) delivers it. What the EDS client
+	// sees later than the watch is lbplane's part (the wait for a resync, the resync, the xDS send).
+	var ackLags, watchLags []float64
+	sentAt := map[string]time.Time{} // by address: each change has its own
+	wc, err := client.NewWithWatch(cluster.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	watch, err := wc.Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace("default"))
+	if err != nil {
+		return err
+	}
+	defer watch.Stop()
+	go func() {
+		for ev := range watch.ResultChan() {
+			now := time.Now()
+			sl, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			for _, ep := range sl.Endpoints {
+				for _, a := range ep.Addresses {
+					if t, ok := sentAt[a]; ok {
+						watchLags = append(watchLags, float64(now.Sub(t).Microseconds())/1000)
+						delete(sentAt, a)
+					}
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
 	before := treeUsage(lb.cmd.Process.Pid)
 	var profTop string
 	profDone := make(chan struct{})
@@ -303,12 +337,18 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 				mu.Lock()
 				waiting[churnClusterName(i)] = pending{addr, sent}
 				newest = change{churnClusterName(i), pending{addr, sent}}
+				sentAt[addr] = sent
 				mu.Unlock()
 				if err := cl.Update(ctx, s); err != nil {
 					mu.Lock()
 					writeErrs++
 					lastErr = err
 					delete(waiting, churnClusterName(i))
+					delete(sentAt, addr)
+					mu.Unlock()
+				} else {
+					mu.Lock()
+					ackLags = append(ackLags, float64(time.Since(sent).Microseconds())/1000)
 					mu.Unlock()
 				}
 			}
@@ -340,6 +380,7 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	mu.Lock()
 	missing := len(waiting)
 	eds, envL := edsLags, envoyLags
+	acks, watched := ackLags, watchLags
 	mu.Unlock()
 	written := k - writeErrs
 	rec := runRecord{Scenario: "churn", Peer: "lbplane", Variant: "kubernetes", API: "delta", Policies: p.Policies, Samples: eds, Valid: missing == 0 && writeErrs == 0,
@@ -351,7 +392,9 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 			"statusWrites": float64(writesAfter - writes), "lbplaneCPUSeconds": after.CPUSeconds - before.CPUSeconds,
 			"lbplaneCoreShare": (after.CPUSeconds - before.CPUSeconds) / elapsed.Seconds(),
 			"envoySamples":     float64(len(envL)), "envoyP50Ms": percentile(envL, 50), "envoyP99Ms": percentile(envL, 99), "envoyMaxMs": percentile(envL, 100),
-			"clustersPolls": float64(polls), "clustersKiB": float64(len(body) >> 10)}}
+			"clustersPolls": float64(polls), "clustersKiB": float64(len(body) >> 10),
+			"writeAckP50Ms": percentile(acks, 50), "writeAckP99Ms": percentile(acks, 99),
+			"watchP50Ms": percentile(watched, 50), "watchP99Ms": percentile(watched, 99), "watchSamples": float64(len(watched))}}
 	if writeErrs > 0 {
 		rec.Note = fmt.Sprintf("%d writes failed, the last: %v", writeErrs, lastErr)
 	}
@@ -359,6 +402,8 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	fmt.Fprintf(os.Stderr, "churn %d policies: %d EndpointSlice writes in %.1f s (%.1f/s of %d/s), %d never seen; EDS client lag p50 %.1f ms p99 %.1f ms max %.1f ms; Envoy /clusters (%d samples) p50 %.1f ms p99 %.1f ms; lbplane %.2f ms CPU/change (%.0f %% of a core), RSS %d MiB; %d status writes\n%s\n",
 		p.Policies, written, elapsed.Seconds(), rec.Extra["achievedRate"], p.Rate, missing, rec.P50, rec.P99, rec.P999, len(envL), rec.Extra["envoyP50Ms"], rec.Extra["envoyP99Ms"],
 		rec.LbplaneCPUPerChangeMs, rec.Extra["lbplaneCoreShare"]*100, after.RSSBytes>>20, writesAfter-writes, profTop)
+	fmt.Fprintf(os.Stderr, "churn lag breakdown: write acknowledged p50 %.1f ms p99 %.1f ms; a watch beside lbplane sees it (%d samples) p50 %.1f ms p99 %.1f ms; EDS client p50 %.1f ms p99 %.1f ms\n",
+		rec.Extra["writeAckP50Ms"], rec.Extra["writeAckP99Ms"], len(watched), rec.Extra["watchP50Ms"], rec.Extra["watchP99Ms"], rec.P50, rec.P99)
 	return nil
 }
 
