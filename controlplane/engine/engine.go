@@ -181,24 +181,6 @@ func filesChanged(old, next translate.Files) bool {
 	return false
 }
 
-// current is every policy held, as merge gives it, without merge's maps of every name when only one
-// source holds any (the usual case). Caller holds e.mu.
-func (e *Engine) current() []*v1alpha1.LoadBalancerPolicy {
-	var only []*v1alpha1.LoadBalancerPolicy
-	n := 0
-	for _, list := range e.sources {
-		if len(list) > 0 {
-			only = list
-			n++
-		}
-	}
-	if n <= 1 {
-		return only
-	}
-	all, _, _ := merge(e.sources)
-	return all
-}
-
 // merge returns every policy of every source; a name defined by two sources goes to the first.
 func merge(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadBalancerPolicy, map[translate.Key]string, map[translate.Key]string) {
 	var all []*v1alpha1.LoadBalancerPolicy
