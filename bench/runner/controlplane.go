@@ -194,8 +194,8 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 			target := (i + 1) % 2
 			timeout = timeout%5 + 1
 			if via == "kubernetes" {
-				// lbplane resyncs from Kubernetes at most every 100 ms (a burst of changes becomes one): a
-				// lone change, as a user applies one, is what is timed.
+				// lbplane spaces its resyncs from Kubernetes by up to 100 ms (a burst of changes is gathered):
+				// a lone change, as a user applies one, is what is timed.
 				time.Sleep(150 * time.Millisecond)
 			}
 			// Two clocks: from the push sent, and from the push API's answer (the policy accepted; lbplane has
