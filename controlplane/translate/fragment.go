@@ -19,9 +19,10 @@ import (
 	"github.com/lbplane/lbplane/controlplane/lint"
 )
 
-// fragment is what one policy translates into on its own, before any other policy is looked at: its
-// defaulted copy, its field errors, and, when valid, its status and its share of the IR as if it were alone
-// in its group. Conflicts between policies are decided afterwards (see portIndex), and the group's IR is
+// fragment is what one policy translates into on its own, before any other policy is looked at: its field
+// errors, and, when valid, its status and its share of the IR as if it were alone in its group. It keeps no
+// defaulted copy of the policy: what the conflict checks read of it is copied out (port, address, protocol,
+// claims, edge), and the copy's other parts were a tenth of lbplane's heap at 100,000 policies. Conflicts between policies are decided afterwards (see portIndex), and the group's IR is
 // assembled from the fragments of the policies that won. A fragment is immutable once built: the Result
 // hands out its IR pointers, and the next translation reuses them as they are.
 type fragment struct {
@@ -35,9 +36,8 @@ type fragment struct {
 	secrets  []SecretRef
 
 	// Ordering, from the policy as given (see older): creation time, then namespace and name.
-	created  int64 // unix nanoseconds; math.MaxInt64 when not stored yet
-	prepared *v1alpha1.LoadBalancerPolicy
-	group    string
+	created int64 // unix nanoseconds; math.MaxInt64 when not stored yet
+	group   string
 	// invalid is the result of a policy that failed validation; nil when it is valid.
 	invalid *PolicyResult
 
@@ -47,7 +47,9 @@ type fragment struct {
 	protocol v1alpha1.Protocol
 	claims   []string // "h\x00host" and "s\x00server name", in the order the checks look at them
 	// edge is the listener hardening the policy asks for; a port's listener gets its owner's (see edgeConflict).
-	edge ir.Edge
+	// edgeSet tells whether the policy sets any of it (else it takes the owner's as they are).
+	edge    ir.Edge
+	edgeSet bool
 
 	// served is the result when the policy wins its port; nil until built.
 	served *PolicyResult
@@ -166,10 +168,9 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 			ResolvedRefsReason: ReasonInvalid, ResolvedRefsMessage: "not checked: the policy is invalid"}
 		return f
 	}
-	f.prepared = c
 	l := &c.Spec.Listener
 	f.port, f.address, f.protocol = l.Port, l.Address, l.Protocol
-	f.edge = listenerEdge(c)
+	f.edge, f.edgeSet = listenerEdge(c), setsEdge(c)
 	hosts := l.Hostnames
 	if len(hosts) == 0 {
 		hosts = []string{"*"}
@@ -291,8 +292,8 @@ func (ix *portIndex) decide(m *member) (bool, string) {
 		return false, fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", f.port, o.key)
 	case o.address != f.address:
 		return false, fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", f.port, o.address, o.key)
-	case edgeConflict(o.edge, f.prepared) != "":
-		return false, edgeConflict(o.edge, f.prepared) + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
+	case f.edgeSet && f.edge != o.edge:
+		return false, edgeConflictMessage + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
 	}
 	for _, c := range f.claims {
 		for _, other := range ix.claimants[c] {
@@ -537,7 +538,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 			f = translateOne(p, h, refs)
 		}
 		if old != nil {
-			if old.prepared != nil {
+			if old.invalid == nil {
 				ix := t.ports[portKey{old.group, old.port}]
 				tp := touch(ix)
 				if m := ix.remove(old); m != nil {

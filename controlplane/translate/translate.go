@@ -108,10 +108,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			}
 		}
 		r.Clusters = append(r.Clusters, cl.Name)
-		if r.BackendOf == nil {
-			r.BackendOf = map[string]string{}
-		}
-		r.BackendOf[cl.Name] = b.Name
+		r.Backends = append(r.Backends, b.Name)
 		g.Clusters = append(g.Clusters, cl.Cluster)
 	}
 	if len(missing) > 0 {
@@ -145,7 +142,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			merged := mergeClusters(route.Name+"/session", route.Clusters, byName)
 			merged.Source = route.Source
 			g.Clusters = append(g.Clusters, merged)
-			r.Clusters = append(r.Clusters, merged.Name)
+			r.Clusters, r.Backends = append(r.Clusters, merged.Name), append(r.Backends, "")
 			route.Clusters = []ir.WeightedCluster{{Name: merged.Name, Weight: 1}}
 		}
 		vh.Routes = append(vh.Routes, route)
