@@ -334,6 +334,13 @@ func (w *Watcher) load(p string, info os.FileInfo) fileLoad {
 	if len(docs) > 0 {
 		l.file.policies = make([]*v1alpha1.LoadBalancerPolicy, len(docs))
 		for i, d := range docs {
+			// The decoder allocates these two strings for every document; the constants cost nothing.
+			if d.Policy.APIVersion == v1alpha1.APIVersion {
+				d.Policy.APIVersion = v1alpha1.APIVersion
+			}
+			if d.Policy.Kind == v1alpha1.Kind {
+				d.Policy.Kind = v1alpha1.Kind
+			}
 			l.file.policies[i] = d.Policy
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unique"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -47,8 +48,9 @@ type fragment struct {
 	protocol v1alpha1.Protocol
 	claims   []string // "h\x00host" and "s\x00server name", in the order the checks look at them
 	// edge is the listener hardening the policy asks for; a port's listener gets its owner's (see edgeConflict).
-	// edgeSet tells whether the policy sets any of it (else it takes the owner's as they are).
-	edge    ir.Edge
+	// edgeSet tells whether the policy sets any of it (else it takes the owner's as they are). A handle,
+	// not the 150-byte struct: almost every policy has the defaults, which are then held once.
+	edge    unique.Handle[ir.Edge]
 	edgeSet bool
 
 	// served is the result when the policy wins its port; nil until built.
@@ -59,6 +61,8 @@ type fragment struct {
 	clusters    []*ir.Cluster // sorted by name
 	secretsIR   []*ir.Secret  // sorted by name
 	listener    *ir.Listener  // this policy's share: name, address, port, protocol, TLS settings, chains, TCP
+	// shape stands for listener when it has neither TLS nor TCP (listener is then nil; see listenerCopy).
+	shape unique.Handle[listenerShape]
 	vhost       *ir.VirtualHost
 	// defaultChain tells, per chain of listener.TLS, whether its certificate lists no hostnames (and so may
 	// answer clients without SNI).
@@ -170,7 +174,7 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	}
 	l := &c.Spec.Listener
 	f.port, f.address, f.protocol = l.Port, l.Address, l.Protocol
-	f.edge, f.edgeSet = listenerEdge(c), setsEdge(c)
+	f.edge, f.edgeSet = unique.Make(listenerEdge(c)), setsEdge(c)
 	hosts := l.Hostnames
 	if len(hosts) == 0 {
 		hosts = []string{"*"}
@@ -204,6 +208,9 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	f.listener = g.Listeners[0]
 	if len(f.listener.VirtualHosts) > 0 {
 		f.vhost = f.listener.VirtualHosts[0]
+	}
+	if s, ok := shapeOf(f.listener); ok {
+		f.shape, f.listener = s, nil
 	}
 	if t := l.TLS; t != nil {
 		for _, cert := range t.Certificates {
@@ -698,7 +705,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 			if first == nil {
 				first = m.f
 			}
-			tlsUsed = tlsUsed || m.f.listener.TLS != nil
+			tlsUsed = tlsUsed || m.f.listenerTLS() != nil
 			if first.protocol != v1alpha1.ProtocolHTTPS {
 				break
 			}
@@ -713,7 +720,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 	}
 	// A copy of the oldest served policy's listener, so that every listener setting translation makes per
 	// port (listenerFor) carries over; what several policies share is set below.
-	c := *first.listener
+	c := first.listenerCopy()
 	l := &c
 	l.NoRouterDynamicStats, l.TLS, l.VirtualHosts = noStats, nil, nil
 	if l.Protocol == ir.HTTP {
@@ -723,7 +730,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 		// Chains go in policy order, and the settings are the oldest served policy's (as in addChains).
 		for _, m := range ix.members {
 			f := m.f
-			if !m.accepted || !f.contributes || f.listener.TLS == nil {
+			if !m.accepted || !f.contributes || f.listenerTLS() == nil {
 				continue
 			}
 			if l.TLS == nil {
