@@ -63,7 +63,7 @@ type fragment struct {
 	listener    *ir.Listener  // this policy's share: name, address, port, protocol, TLS settings, chains, TCP
 	// shape stands for listener when it has neither TLS nor TCP (listener is then nil; see listenerCopy).
 	shape unique.Handle[listenerShape]
-	vhost       *ir.VirtualHost
+	vhost *ir.VirtualHost
 	// defaultChain tells, per chain of listener.TLS, whether its certificate lists no hostnames (and so may
 	// answer clients without SNI).
 	defaultChain []bool
