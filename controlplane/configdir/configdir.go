@@ -52,8 +52,9 @@ type Watcher struct {
 	fingerprint string
 	files       map[string][]*v1alpha1.LoadBalancerPolicy // last good decode of each file
 	decoded     map[string]decodedFile                    // each file's last decode, by its stat stamp
-	good        map[translate.Key]*v1alpha1.LoadBalancerPolicy
-	firstSeen   map[translate.Key]time.Time
+	// good is each key's last good policy, and when the key was first seen valid (its creation time when
+	// the file gives none). One map, not two: the two were set and deleted together.
+	good map[translate.Key]goodPolicy
 	errors      []string
 }
 
@@ -69,7 +70,7 @@ func (w *Watcher) Load() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.files == nil {
-		w.files, w.good, w.firstSeen = map[string][]*v1alpha1.LoadBalancerPolicy{}, map[translate.Key]*v1alpha1.LoadBalancerPolicy{}, map[translate.Key]time.Time{}
+		w.files, w.good = map[string][]*v1alpha1.LoadBalancerPolicy{}, map[translate.Key]goodPolicy{}
 	}
 	if w.root != nil && !w.sameDir() {
 		// The directory was replaced (a rename-based deploy): the open root still points at the old one.
@@ -175,12 +176,13 @@ func (w *Watcher) Load() error {
 			if problems != "" {
 				errs = append(errs, fmt.Sprintf("%s: %s: %s", p, k, problems))
 				if g, ok := w.good[k]; ok {
-					policies = append(policies, g)
+					policies = append(policies, g.policy)
 				}
 				continue
 			}
-			if _, ok := w.firstSeen[k]; !ok {
-				w.firstSeen[k] = now
+			first := now
+			if g, ok := w.good[k]; ok {
+				first = g.firstSeen
 			}
 			// The decoded policy is completed in place and published as it is, not copied: a copy per policy
 			// was 550 bytes each, kept beside the decoded one (55 MB at 100,000). Nothing else sees it before
@@ -192,19 +194,18 @@ func (w *Watcher) Load() error {
 				pol.Namespace = k.Namespace
 			}
 			if pol.CreationTimestamp.IsZero() {
-				pol.CreationTimestamp = metav1.NewTime(w.firstSeen[k])
+				pol.CreationTimestamp = metav1.NewTime(first)
 			}
 			if pol.Generation == 0 {
 				pol.Generation = 1
 			}
-			w.good[k] = pol
+			w.good[k] = goodPolicy{policy: pol, firstSeen: first}
 			policies = append(policies, pol)
 		}
 	}
 	for k := range w.good {
 		if !seen[k] {
 			delete(w.good, k)
-			delete(w.firstSeen, k)
 		}
 	}
 	w.errors = errs
@@ -345,6 +346,11 @@ func (w *Watcher) load(p string, info os.FileInfo) fileLoad {
 		}
 	}
 	return l
+}
+
+type goodPolicy struct {
+	policy    *v1alpha1.LoadBalancerPolicy
+	firstSeen time.Time
 }
 
 // decodedFile is what one file gave at its last decode: its policies (or, when it stopped decoding, the last

@@ -133,7 +133,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	if len(s.Routes) == 0 {
 		all := allBackends(p)
 		vh.Routes = []*ir.Route{{Name: vh.Name + "/default", Source: src, PathType: ir.PathPrefix, Path: "/", Clusters: all,
-			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys), Retry: defaultRetry()}}
+			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys), Retry: defaultRouteRetry}}
 	}
 	for i, rt := range s.Routes {
 		route := route(p, vh.Name, &rt, hashKeys)
