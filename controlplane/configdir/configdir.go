@@ -54,8 +54,8 @@ type Watcher struct {
 	decoded     map[string]decodedFile                    // each file's last decode, by its stat stamp
 	// good is each key's last good policy, and when the key was first seen valid (its creation time when
 	// the file gives none). One map, not two: the two were set and deleted together.
-	good map[translate.Key]goodPolicy
-	errors      []string
+	good   map[translate.Key]goodPolicy
+	errors []string
 }
 
 // Errors returns the problems of the last load.
