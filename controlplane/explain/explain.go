@@ -239,8 +239,9 @@ func walkLeaves(path string, v any, out *[]leaf) {
 // the IR objects whose source is the field's backend or route (x is the policy's share of the IR), not
 // names rebuilt the way translation makes them.
 func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]string, bool) {
-	for _, ru := range rules {
-		m := ru.pattern.FindStringSubmatch(path)
+	for i, ru := range rules {
+		re := patterns()[i]
+		m := re.FindStringSubmatch(path)
 		if m == nil {
 			continue
 		}
@@ -251,7 +252,7 @@ func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]
 		if x.VirtualHost != nil {
 			vars["vhost"] = x.VirtualHost.Name
 		}
-		for i, sub := range ru.pattern.SubexpNames() {
+		for i, sub := range re.SubexpNames() {
 			n, err := strconv.Atoi(m[i])
 			switch {
 			case sub == "b" && err == nil && n < len(p.Spec.Backends):

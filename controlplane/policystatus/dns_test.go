@@ -15,7 +15,7 @@ import (
 func TestResolvedEndpointsCountAsEnvoyReportsThem(t *testing.T) {
 	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, ProxyGroup: "g", Accepted: true, ResolvedRefs: true,
 		Endpoints: 2, HealthyEndpoints: 2, ResolvedByEnvoy: true, Clusters: []string{"ns/p/dns", "ns/p/ip"},
-		BackendOf: map[string]string{"ns/p/dns": "dns", "ns/p/ip": "ip"}}
+		Backends: []string{"dns", "ip"}}
 	health := proxystats.Health{"g": {
 		"ns/p/dns": {Endpoints: v1alpha1.BackendEndpointCounts{Total: 3, Healthy: 2}},
 		"ns/p/ip":  {Endpoints: v1alpha1.BackendEndpointCounts{Total: 1, Healthy: 1}},

@@ -41,7 +41,7 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 	var sessions []v1alpha1.BackendStatus
 	healthy, total, reported := int32(0), int32(0), 0
 	for _, c := range r.Clusters {
-		name, isBackend := r.BackendOf[c]
+		name, isBackend := r.BackendOf(c)
 		if !isBackend {
 			name = strings.TrimPrefix(c, r.Key.Namespace+"/"+r.Key.Name+"/") // "<route>/session"
 		}
@@ -58,10 +58,10 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 		}
 	}
 	switch {
-	case reported > 0 && reported == len(r.BackendOf) && r.ResolvedByEnvoy:
+	case reported > 0 && reported == r.BackendCount() && r.ResolvedByEnvoy:
 		// Host names count once in the policy but as many endpoints as they resolve to in Envoy.
 		st.Endpoints.Total, st.Endpoints.Healthy = total, healthy
-	case reported > 0 && reported == len(r.BackendOf):
+	case reported > 0 && reported == r.BackendCount():
 		st.Endpoints.Healthy = min(healthy, st.Endpoints.Total)
 	}
 	st.Backends = append(st.Backends, sessions...)

@@ -67,12 +67,12 @@ func TestBackendsAndWarningsAreBounded(t *testing.T) {
 	health := proxystats.Health{"g": {}}
 	for i := range 70 {
 		c := fmt.Sprintf("ns/p/route-%d/session", i)
-		r.Clusters = append(r.Clusters, c)
+		r.Clusters, r.Backends = append(r.Clusters, c), append(r.Backends, "")
 		health["g"][c] = v1alpha1.BackendStatus{}
 		r.Warnings = append(r.Warnings, fmt.Sprintf("w%d", i))
 	}
 	r.Clusters = append(r.Clusters, "ns/p/app")
-	r.BackendOf = map[string]string{"ns/p/app": "app"}
+	r.Backends = append(r.Backends, "app")
 	health["g"]["ns/p/app"] = v1alpha1.BackendStatus{Endpoints: v1alpha1.BackendEndpointCounts{Total: 2, Healthy: 1}}
 	st := Compute(r, nil, health, metav1.Now())
 	if len(st.Backends) != MaxListed || st.Backends[0].Name != "app" {

@@ -96,12 +96,16 @@ func setU32(dst *uint32, v *int32) {
 // joins (owner), or "". One Envoy listener serves a port, so its settings cannot differ per policy; a policy
 // that leaves them all unset takes the listener's as they are.
 func edgeConflict(owner ir.Edge, p *v1alpha1.LoadBalancerPolicy) string {
+	if !setsEdge(p) || listenerEdge(p) == owner {
+		return ""
+	}
+	return edgeConflictMessage
+}
+
+const edgeConflictMessage = "spec.listener: sets other limits, timeouts, http2, requests, proxyProtocol or rateLimit"
+
+// setsEdge tells whether a policy sets any of its listener's hardening fields.
+func setsEdge(p *v1alpha1.LoadBalancerPolicy) bool {
 	l := &p.Spec.Listener
-	if l.Limits == nil && l.Timeouts == nil && l.HTTP2 == nil && l.Requests == nil && l.ProxyProtocol == nil && l.RateLimit == nil {
-		return ""
-	}
-	if listenerEdge(p) == owner {
-		return ""
-	}
-	return "spec.listener: sets other limits, timeouts, http2, requests, proxyProtocol or rateLimit"
+	return l.Limits != nil || l.Timeouts != nil || l.HTTP2 != nil || l.Requests != nil || l.ProxyProtocol != nil || l.RateLimit != nil
 }

@@ -13,15 +13,17 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unique"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/lint"
 )
 
-// fragment is what one policy translates into on its own, before any other policy is looked at: its
-// defaulted copy, its field errors, and, when valid, its status and its share of the IR as if it were alone
-// in its group. Conflicts between policies are decided afterwards (see portIndex), and the group's IR is
+// fragment is what one policy translates into on its own, before any other policy is looked at: its field
+// errors, and, when valid, its status and its share of the IR as if it were alone in its group. It keeps no
+// defaulted copy of the policy: what the conflict checks read of it is copied out (port, address, protocol,
+// claims, edge), and the copy's other parts were a tenth of lbplane's heap at 100,000 policies. Conflicts between policies are decided afterwards (see portIndex), and the group's IR is
 // assembled from the fragments of the policies that won. A fragment is immutable once built: the Result
 // hands out its IR pointers, and the next translation reuses them as they are.
 type fragment struct {
@@ -35,9 +37,8 @@ type fragment struct {
 	secrets  []SecretRef
 
 	// Ordering, from the policy as given (see older): creation time, then namespace and name.
-	created  int64 // unix nanoseconds; math.MaxInt64 when not stored yet
-	prepared *v1alpha1.LoadBalancerPolicy
-	group    string
+	created int64 // unix nanoseconds; math.MaxInt64 when not stored yet
+	group   string
 	// invalid is the result of a policy that failed validation; nil when it is valid.
 	invalid *PolicyResult
 
@@ -47,7 +48,10 @@ type fragment struct {
 	protocol v1alpha1.Protocol
 	claims   []string // "h\x00host" and "s\x00server name", in the order the checks look at them
 	// edge is the listener hardening the policy asks for; a port's listener gets its owner's (see edgeConflict).
-	edge ir.Edge
+	// edgeSet tells whether the policy sets any of it (else it takes the owner's as they are). A handle,
+	// not the 150-byte struct: almost every policy has the defaults, which are then held once.
+	edge    unique.Handle[ir.Edge]
+	edgeSet bool
 
 	// served is the result when the policy wins its port; nil until built.
 	served *PolicyResult
@@ -57,7 +61,9 @@ type fragment struct {
 	clusters    []*ir.Cluster // sorted by name
 	secretsIR   []*ir.Secret  // sorted by name
 	listener    *ir.Listener  // this policy's share: name, address, port, protocol, TLS settings, chains, TCP
-	vhost       *ir.VirtualHost
+	// shape stands for listener when it has neither TLS nor TCP (listener is then nil; see listenerCopy).
+	shape unique.Handle[listenerShape]
+	vhost *ir.VirtualHost
 	// defaultChain tells, per chain of listener.TLS, whether its certificate lists no hostnames (and so may
 	// answer clients without SNI).
 	defaultChain []bool
@@ -166,10 +172,9 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 			ResolvedRefsReason: ReasonInvalid, ResolvedRefsMessage: "not checked: the policy is invalid"}
 		return f
 	}
-	f.prepared = c
 	l := &c.Spec.Listener
 	f.port, f.address, f.protocol = l.Port, l.Address, l.Protocol
-	f.edge = listenerEdge(c)
+	f.edge, f.edgeSet = unique.Make(listenerEdge(c)), setsEdge(c)
 	hosts := l.Hostnames
 	if len(hosts) == 0 {
 		hosts = []string{"*"}
@@ -203,6 +208,9 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	f.listener = g.Listeners[0]
 	if len(f.listener.VirtualHosts) > 0 {
 		f.vhost = f.listener.VirtualHosts[0]
+	}
+	if s, ok := shapeOf(f.listener); ok {
+		f.shape, f.listener = s, nil
 	}
 	if t := l.TLS; t != nil {
 		for _, cert := range t.Certificates {
@@ -291,8 +299,8 @@ func (ix *portIndex) decide(m *member) (bool, string) {
 		return false, fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", f.port, o.key)
 	case o.address != f.address:
 		return false, fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", f.port, o.address, o.key)
-	case edgeConflict(o.edge, f.prepared) != "":
-		return false, edgeConflict(o.edge, f.prepared) + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
+	case f.edgeSet && f.edge != o.edge:
+		return false, edgeConflictMessage + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
 	}
 	for _, c := range f.claims {
 		for _, other := range ix.claimants[c] {
@@ -539,7 +547,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 			f = translateOne(p, h, refs)
 		}
 		if old != nil {
-			if old.prepared != nil {
+			if old.invalid == nil {
 				ix := t.ports[portKey{old.group, old.port}]
 				tp := touch(ix)
 				if m := ix.remove(old); m != nil {
@@ -699,7 +707,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 			if first == nil {
 				first = m.f
 			}
-			tlsUsed = tlsUsed || m.f.listener.TLS != nil
+			tlsUsed = tlsUsed || m.f.listenerTLS() != nil
 			if first.protocol != v1alpha1.ProtocolHTTPS {
 				break
 			}
@@ -714,7 +722,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 	}
 	// A copy of the oldest served policy's listener, so that every listener setting translation makes per
 	// port (listenerFor) carries over; what several policies share is set below.
-	c := *first.listener
+	c := first.listenerCopy()
 	l := &c
 	l.NoRouterDynamicStats, l.TLS, l.VirtualHosts = noStats, nil, nil
 	if l.Protocol == ir.HTTP {
@@ -724,7 +732,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 		// Chains go in policy order, and the settings are the oldest served policy's (as in addChains).
 		for _, m := range ix.members {
 			f := m.f
-			if !m.accepted || !f.contributes || f.listener.TLS == nil {
+			if !m.accepted || !f.contributes || f.listenerTLS() == nil {
 				continue
 			}
 			if l.TLS == nil {

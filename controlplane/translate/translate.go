@@ -108,10 +108,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			}
 		}
 		r.Clusters = append(r.Clusters, cl.Name)
-		if r.BackendOf == nil {
-			r.BackendOf = map[string]string{}
-		}
-		r.BackendOf[cl.Name] = b.Name
+		r.Backends = append(r.Backends, b.Name)
 		g.Clusters = append(g.Clusters, cl.Cluster)
 	}
 	if len(missing) > 0 {
@@ -136,7 +133,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	if len(s.Routes) == 0 {
 		all := allBackends(p)
 		vh.Routes = []*ir.Route{{Name: vh.Name + "/default", Source: src, PathType: ir.PathPrefix, Path: "/", Clusters: all,
-			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys), Retry: defaultRetry()}}
+			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys), Retry: defaultRouteRetry}}
 	}
 	for i, rt := range s.Routes {
 		route := route(p, vh.Name, &rt, hashKeys)
@@ -145,7 +142,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			merged := mergeClusters(route.Name+"/session", route.Clusters, byName)
 			merged.Source = route.Source
 			g.Clusters = append(g.Clusters, merged)
-			r.Clusters = append(r.Clusters, merged.Name)
+			r.Clusters, r.Backends = append(r.Clusters, merged.Name), append(r.Backends, "")
 			route.Clusters = []ir.WeightedCluster{{Name: merged.Name, Weight: 1}}
 		}
 		vh.Routes = append(vh.Routes, route)
