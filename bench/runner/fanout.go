@@ -29,8 +29,9 @@ import (
 func fanoutBase() int { return cpBase + 960 }
 
 var (
-	fanoutPin = flag.Bool("fanout-pin", true, "fan-out row: run lbplane on the last CPU and the simulated clients on the others (taskset), so that lbplane's time is its own")
-	fanoutAll = flag.Bool("fanout-all-types", true, "fan-out row: the simulated clients subscribe to clusters, endpoints, listeners and routes on one ADS stream, as an Envoy does (false: clusters only, the row before 2026-11-23 evening)")
+	fanoutPin  = flag.Bool("fanout-pin", true, "fan-out row: run lbplane on the last CPU and the simulated clients on the others (taskset), so that lbplane's time is its own")
+	fanoutGRPC = flag.Bool("fanout-grpc-clients", false, "fan-out row: simulated clients on grpc-go (the row before 2026-11-23 22:00) instead of bare HTTP/2 connections (fanoutClientH2)")
+	fanoutAll  = flag.Bool("fanout-all-types", true, "fan-out row: the simulated clients subscribe to clusters, endpoints, listeners and routes on one ADS stream, as an Envoy does (false: clusters only, the row before 2026-11-23 evening)")
 )
 
 // fanOut is the fan-out row on its own: for each client count a fresh lbplane with only the probe policy,
@@ -145,6 +146,7 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	var clientErrors atomic.Int64 // bare HTTP/2 clients whose connection failed before the end
 	conns := make([]*grpc.ClientConn, 0, n)
 	defer func() {
 		cancel()
@@ -155,6 +157,31 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	}()
 	connectStart := time.Now()
 	for i := range n {
+		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
+		st := &states[i]
+		onResponse := func(typ int) {
+			if at := changeAt.Load(); at != 0 {
+				d := time.Now().UnixNano() - at
+				st.first.CompareAndSwap(0, d)
+				st.last.Store(d)
+				st.count.Add(1)
+				st.byType[typ].Add(1)
+				return
+			}
+			if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
+				ready <- struct{}{}
+			}
+		}
+		if !*fanoutGRPC {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := fanoutClientH2(sctx, xds, node, types, onResponse); err != nil && sctx.Err() == nil {
+					clientErrors.Add(1)
+				}
+			}()
+			continue
+		}
 		// Static flow-control windows, as an Envoy has: grpc-go's default BDP estimation would send lbplane a
 		// PING with every response it reads, which lbplane must answer, and no Envoy does that.
 		conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -163,24 +190,10 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 			return err
 		}
 		conns = append(conns, conn)
-		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
-		st := &states[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fanoutClient(sctx, conn, node, types, func(typ int) {
-				if at := changeAt.Load(); at != 0 {
-					d := time.Now().UnixNano() - at
-					st.first.CompareAndSwap(0, d)
-					st.last.Store(d)
-					st.count.Add(1)
-					st.byType[typ].Add(1)
-					return
-				}
-				if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
-					ready <- struct{}{}
-				}
-			})
+			fanoutClient(sctx, conn, node, types, onResponse)
 		}()
 	}
 	// Clients that have no first config after 5 minutes are counted and left out (a run with 10,000 on a
@@ -254,6 +267,9 @@ connecting:
 			perType[t] += int64(st.byType[t].Load())
 		}
 	}
+	if e := clientErrors.Load(); e > 0 {
+		note += fmt.Sprintf("; %d simulated Envoys lost their connection", e)
+	}
 	if len(samples) < readyN {
 		note += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(samples), readyN)
 	}
@@ -262,7 +278,7 @@ connecting:
 	cpuMs := (after.CPUSeconds - before.CPUSeconds) * 1000
 	extra := map[string]float64{"idleRSS": float64(idle.RSSBytes), "rssPerClientKiB": perClient, "connectSeconds": connectTook.Seconds(),
 		"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine()),
-		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "types": float64(len(types)),
+		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "grpcClients": b2f(*fanoutGRPC), "types": float64(len(types)),
 		"lbplaneCPUPerClientUs":  cpuMs * 1000 / float64(max(len(samples), 1)),
 		"readSyscallsPerClient":  float64(ioAfter[0]-ioBefore[0]) / float64(max(len(samples), 1)),
 		"writeSyscallsPerClient": float64(ioAfter[1]-ioBefore[1]) / float64(max(len(samples), 1))}
