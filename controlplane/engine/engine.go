@@ -343,7 +343,8 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 	}
 	e.Metrics.Translation(took())
 	e.result, e.origin = res, origin
-	e.log.Debug("translated and published", "policies", res.Policies.Len(), "groups", len(res.IR.Groups), "duration", took())
+	e.log.Debug("translated and published", "policies", res.Policies.Len(), "groups", len(res.IR.Groups), "duration", took(),
+		"at", time.Now().UnixMicro()) // microseconds, beside the log's milliseconds (bench/runner -cp-trace)
 	return res
 }
 

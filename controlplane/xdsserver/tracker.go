@@ -100,7 +100,8 @@ type Tracker struct {
 
 	mu      sync.Mutex
 	streams map[streamKey]*stream
-	// changed is closed and replaced whenever any stream's state changes, for waiters.
+	// changed is closed whenever any stream's state changes, for waiters; nil while none waits (an event
+	// then costs no channel: thousands of streams answer every change).
 	changed chan struct{}
 	// settling are the WaitGroupSynced calls under way: each is told which streams changed, so that it
 	// looks at those alone (see WaitGroupSynced).
@@ -122,14 +123,16 @@ func (t *Tracker) ackTimeout() time.Duration {
 
 // NewTracker returns a tracker that compares proxies with what cache serves.
 func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
-	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{}, changed: make(chan struct{}),
+	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{},
 		settling: map[*settleWait]struct{}{}}
 }
 
 // notify tells waiters that stream id changed; t.mu is held.
 func (t *Tracker) notify(id streamKey) {
-	close(t.changed)
-	t.changed = make(chan struct{})
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
 	for w := range t.settling {
 		w.dirty[id] = struct{}{}
 		select {
@@ -426,6 +429,9 @@ func (t *Tracker) Wait(ctx context.Context, cond func([]ProxyStatus) bool) bool 
 	for {
 		t.mu.Lock()
 		ok := cond(t.proxies())
+		if t.changed == nil {
+			t.changed = make(chan struct{})
+		}
 		ch := t.changed
 		t.mu.Unlock()
 		if ok {
