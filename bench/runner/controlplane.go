@@ -119,6 +119,9 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		counts = cfg.KubePolicyCounts
 		statusCount = func(atLeast int64) int64 { return settledStatusWrites(ctx, cluster.Config, atLeast) }
 	}
+	if *cpTrace != "" {
+		args = append(args, "--log-level", "debug", "--log-format", "json")
+	}
 	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
 	if err != nil {
 		return err
@@ -183,6 +186,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		}
 		before := treeUsage(lb.cmd.Process.Pid)
 		var samples, fromPush []float64
+		var traced []changeTimes
 		changes := cfg.Changes
 		if n >= 10000 && !cfg.Quick {
 			changes = min(changes, 50) // each change rebuilds 10,000 policies' resources; 50 is enough for a p99 of its own
@@ -205,13 +209,20 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 				return err
 			}
 			accepted := time.Now()
-			if !waitFor(30*time.Second, func() bool { return serves(backendName(target)) }) {
+			probes := 0
+			if !waitFor(30*time.Second, func() bool { probes++; return serves(backendName(target)) }) {
 				return fmt.Errorf("change %d with %d policies did not reach Envoy in 30s", i, n)
 			}
+			traced = append(traced, changeTimes{Sent: sent, Accepted: accepted, Served: time.Now(), Probes: probes})
 			samples = append(samples, float64(time.Since(accepted).Microseconds())/1000)
 			fromPush = append(fromPush, float64(time.Since(sent).Microseconds())/1000)
 		}
 		after := treeUsage(lb.cmd.Process.Pid)
+		if *cpTrace != "" {
+			if err := writePushTrace(filepath.Join(dir, "lbplane.log"), fmt.Sprintf("%s-%s-%d", via, api, n), traced); err != nil {
+				return fmt.Errorf("-cp-trace: %w", err)
+			}
+		}
 		rec := runRecord{Scenario: "propagation", Peer: "lbplane", Variant: via, API: api, Policies: n, Samples: samples, Valid: true,
 			LbplaneRSS: after.RSSBytes, LbplaneCPUPerChangeMs: (after.CPUSeconds - before.CPUSeconds) * 1000 / float64(len(samples))}
 		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
