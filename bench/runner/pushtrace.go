@@ -38,12 +38,14 @@ type tracedChange struct {
 
 // lbplaneLine is what pushtrace reads of lbplane's JSON debug log.
 type lbplaneLine struct {
-	Msg   string `json:"msg"`
-	At    int64  `json:"at"` // Unix µs
-	Type  string `json:"type"`
-	Nonce string `json:"nonce"`
-	Nack  bool   `json:"nack"`
-	Dur   int64  `json:"duration"` // ns
+	Msg string `json:"msg"`
+	At  int64  `json:"at"` // Unix µs
+	// Time is the log's own clock (milliseconds), for builds before "at".
+	Time  time.Time `json:"time"`
+	Type  string    `json:"type"`
+	Nonce string    `json:"nonce"`
+	Nack  bool      `json:"nack"`
+	Dur   int64     `json:"duration"` // ns
 }
 
 // writePushTrace lines the changes up with lbplane's log (logPath) and writes, under *cpTrace, one JSON
@@ -59,7 +61,10 @@ func writePushTrace(logPath string, name string, changes []changeTimes) error {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var l lbplaneLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.At != 0 {
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			if l.At == 0 {
+				l.At = l.Time.UnixMicro()
+			}
 			lines = append(lines, l)
 		}
 	}
