@@ -22,10 +22,14 @@ type changeTimes struct {
 
 // tracedStage is one step of a change, in milliseconds from the push sent.
 type tracedChange struct {
-	Change        int      `json:"change"`
-	AcceptedMs    float64  `json:"acceptedMs"`            // the push API answered
-	PublishedMs   float64  `json:"publishedMs,omitempty"` // lbplane's "translated and published" line
-	TranslateMs   float64  `json:"translateMs,omitempty"` // its duration (translate, build, publish)
+	Change       int     `json:"change"`
+	AcceptedMs   float64 `json:"acceptedMs"`             // the push API answered
+	PublishedMs  float64 `json:"publishedMs,omitempty"`  // lbplane's "translated and published" line
+	TranslateMs  float64 `json:"translateMs,omitempty"`  // its duration (translate, build, publish)
+	PublishingMs float64 `json:"publishingMs,omitempty"` // of which building and publishing
+	// CommitStartMs is when building and publishing began: after translation and, for a push, the store's
+	// commit (fsync).
+	CommitStartMs float64  `json:"commitStartMs,omitempty"`
 	FirstSentMs   float64  `json:"firstSentMs,omitempty"` // the first xDS response to the Envoy
 	LastSentMs    float64  `json:"lastSentMs,omitempty"`
 	LastAckMs     float64  `json:"lastAckMs,omitempty"` // the Envoy's last ACK of them
@@ -44,6 +48,7 @@ type lbplaneLine struct {
 	Time  time.Time `json:"time"`
 	Type  string    `json:"type"`
 	Nonce string    `json:"nonce"`
+	Pub   int64     `json:"publishing"` // ns: building and publishing alone (the rest of duration is translation)
 	Nack  bool      `json:"nack"`
 	Dur   int64     `json:"duration"` // ns
 }
@@ -84,7 +89,10 @@ func writePushTrace(logPath string, name string, changes []changeTimes) error {
 			at := ms(c.Sent, l.At)
 			switch l.Msg {
 			case "translated and published":
-				tc.PublishedMs, tc.TranslateMs = at, float64(l.Dur)/1e6
+				tc.PublishedMs, tc.TranslateMs, tc.PublishingMs = at, float64(l.Dur)/1e6, float64(l.Pub)/1e6
+				if l.Pub > 0 {
+					tc.CommitStartMs = at - tc.PublishingMs
+				}
 			case "delta response":
 				if tc.FirstSentMs == 0 {
 					tc.FirstSentMs = at
@@ -134,6 +142,8 @@ func writePushTrace(logPath string, name string, changes []changeTimes) error {
 	var s strings.Builder
 	fmt.Fprintf(&s, "%s: %d changes; ms from the push sent (p50 p90 max)\n", name, len(out))
 	fmt.Fprintf(&s, "  push API answered      %s\n", col(func(t tracedChange) float64 { return t.AcceptedMs }))
+	fmt.Fprintf(&s, "  build+publish began    %s\n", col(func(t tracedChange) float64 { return t.CommitStartMs }))
+	fmt.Fprintf(&s, "  build+publish took     %s\n", col(func(t tracedChange) float64 { return t.PublishingMs }))
 	fmt.Fprintf(&s, "  published (lbplane)    %s\n", col(func(t tracedChange) float64 { return t.PublishedMs }))
 	fmt.Fprintf(&s, "  translate+publish took %s\n", col(func(t tracedChange) float64 { return t.TranslateMs }))
 	fmt.Fprintf(&s, "  first response sent    %s\n", col(func(t tracedChange) float64 { return t.FirstSentMs }))
@@ -145,8 +155,8 @@ func writePushTrace(logPath string, name string, changes []changeTimes) error {
 	slow := slices.Clone(out)
 	slices.SortFunc(slow, func(a, b tracedChange) int { return int(b.ServedMs*1000) - int(a.ServedMs*1000) })
 	for _, tc := range slow[:min(3, len(slow))] {
-		fmt.Fprintf(&s, "  slow change %d: answered +%.2f, published +%.2f (took %.2f), %s, first 200 +%.2f after %d probes\n",
-			tc.Change, tc.AcceptedMs, tc.PublishedMs, tc.TranslateMs, strings.Join(tc.Exchanges, ", "), tc.ServedMs, tc.Probes)
+		fmt.Fprintf(&s, "  slow change %d: answered +%.2f, build+publish began +%.2f, published +%.2f (translate+publish took %.2f), %s, first 200 +%.2f after %d probes\n",
+			tc.Change, tc.AcceptedMs, tc.CommitStartMs, tc.PublishedMs, tc.TranslateMs, strings.Join(tc.Exchanges, ", "), tc.ServedMs, tc.Probes)
 	}
 	fmt.Fprint(os.Stderr, s.String())
 	return os.WriteFile(filepath.Join(*cpTrace, name+".txt"), []byte(s.String()), 0o644)
