@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
@@ -179,6 +180,12 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		last := fmt.Sprintf("f-%d.bench.local", n-1)
 		if !servesHost(client, last) {
 			return fmt.Errorf("the Envoy never served %d policies", n)
+		}
+		// Serving the last filler is not the end of the fill for the Envoy: it may still be applying (and has
+		// not acknowledged) a large response, and a delta stream gets nothing new until it has. The first timed
+		// change waited 777 ms for that at 10,000 policies (bench/results/2026-11-23-vm-incremental 6.4).
+		if !proxiesSynced(ctx, c, 10*time.Minute) {
+			return fmt.Errorf("the Envoy never acknowledged the config of %d policies", n)
 		}
 		statusBefore := statusCount(firstStatuses)
 		if cfg.ProfileDir != "" {
@@ -524,4 +531,21 @@ func serveLbplane(e *env, dir, apiAddr string, wait time.Duration, args []string
 		return nil, err
 	}
 	return lb, nil
+}
+
+// proxiesSynced waits until every proxy connected to lbplane has acknowledged the current config.
+func proxiesSynced(ctx context.Context, c *pushapi.Client, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ps, err := c.Proxies(ctx)
+		synced := err == nil && len(ps) > 0
+		for _, p := range ps {
+			synced = synced && p.State == apiwire.Synced
+		}
+		if synced {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }
