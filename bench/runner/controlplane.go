@@ -226,7 +226,11 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		}
 		after := treeUsage(lb.cmd.Process.Pid)
 		if *cpTrace != "" {
-			if err := writePushTrace(filepath.Join(dir, "lbplane.log"), fmt.Sprintf("%s-%s-%d", via, api, n), traced); err != nil {
+			var gcs []int64
+			if cfg.ProfileDir != "" {
+				gcs = gcEnds(ctx, pprofAddr)
+			}
+			if err := writePushTrace(filepath.Join(dir, "lbplane.log"), fmt.Sprintf("%s-%s-%d", via, api, n), traced, gcs); err != nil {
 				return fmt.Errorf("-cp-trace: %w", err)
 			}
 		}

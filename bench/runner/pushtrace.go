@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,15 +33,16 @@ type tracedChange struct {
 	PublishingMs float64 `json:"publishingMs,omitempty"` // of which building and publishing
 	// CommitStartMs is when building and publishing began: after translation and, for a push, the store's
 	// commit (fsync).
-	CommitStartMs float64  `json:"commitStartMs,omitempty"`
-	FirstSentMs   float64  `json:"firstSentMs,omitempty"` // the first xDS response to the Envoy
-	LastSentMs    float64  `json:"lastSentMs,omitempty"`
-	LastAckMs     float64  `json:"lastAckMs,omitempty"` // the Envoy's last ACK of them
-	ServedMs      float64  `json:"servedMs"`            // the first 200 from the new backend
-	Probes        int      `json:"probes"`              // requests the runner made until it
-	Exchanges     []string `json:"exchanges"`           // "+ms type sent|ack|nack nonce"
-	SinceLastAck  float64  `json:"ackTo200Ms,omitempty"`
-	AcceptToFirst float64  `json:"acceptedToFirstSentMs,omitempty"`
+	CommitStartMs float64   `json:"commitStartMs,omitempty"`
+	FirstSentMs   float64   `json:"firstSentMs,omitempty"` // the first xDS response to the Envoy
+	LastSentMs    float64   `json:"lastSentMs,omitempty"`
+	LastAckMs     float64   `json:"lastAckMs,omitempty"` // the Envoy's last ACK of them
+	ServedMs      float64   `json:"servedMs"`            // the first 200 from the new backend
+	Probes        int       `json:"probes"`              // requests the runner made until it
+	Exchanges     []string  `json:"exchanges"`           // "+ms type sent|ack|nack nonce"
+	GCEnds        []float64 `json:"gcEndsMs,omitempty"`  // lbplane's garbage collections that ended meanwhile
+	SinceLastAck  float64   `json:"ackTo200Ms,omitempty"`
+	AcceptToFirst float64   `json:"acceptedToFirstSentMs,omitempty"`
 }
 
 // lbplaneLine is what pushtrace reads of lbplane's JSON debug log.
@@ -55,7 +60,9 @@ type lbplaneLine struct {
 
 // writePushTrace lines the changes up with lbplane's log (logPath) and writes, under *cpTrace, one JSON
 // line per change and a summary of where the time went (medians and the slowest changes).
-func writePushTrace(logPath string, name string, changes []changeTimes) error {
+//
+// gcEnds are the ends of lbplane's garbage collections (MemStats.PauseEnd, Unix ns; none without pprof).
+func writePushTrace(logPath string, name string, changes []changeTimes, gcEnds []int64) error {
 	f, err := os.Open(logPath)
 	if err != nil {
 		return err
@@ -82,6 +89,11 @@ func writePushTrace(logPath string, name string, changes []changeTimes) error {
 		tc := tracedChange{Change: i, AcceptedMs: float64(c.Accepted.Sub(c.Sent).Microseconds()) / 1000,
 			ServedMs: float64(c.Served.Sub(c.Sent).Microseconds()) / 1000, Probes: c.Probes}
 		sent := map[string]bool{}
+		for _, g := range gcEnds {
+			if g >= c.Sent.UnixNano() && g <= c.Served.UnixNano() {
+				tc.GCEnds = append(tc.GCEnds, float64(g-c.Sent.UnixNano())/1e6)
+			}
+		}
 		for _, l := range lines {
 			if l.At < c.Sent.UnixMicro() || l.At > c.Served.UnixMicro() {
 				continue
@@ -152,14 +164,47 @@ func writePushTrace(logPath string, name string, changes []changeTimes) error {
 	fmt.Fprintf(&s, "  first 200              %s\n", col(func(t tracedChange) float64 { return t.ServedMs }))
 	fmt.Fprintf(&s, "  last ACK -> first 200  %s\n", col(func(t tracedChange) float64 { return t.SinceLastAck }))
 	fmt.Fprintf(&s, "  probes until the 200   %s\n", col(func(t tracedChange) float64 { return float64(t.Probes) }))
+	withGC := 0
+	for _, tc := range out {
+		withGC += min(len(tc.GCEnds), 1)
+	}
+	fmt.Fprintf(&s, "  changes during which a GC of lbplane ended: %d (of %d GCs known)\n", withGC, len(gcEnds))
 	slow := slices.Clone(out)
 	slices.SortFunc(slow, func(a, b tracedChange) int { return int(b.ServedMs*1000) - int(a.ServedMs*1000) })
 	for _, tc := range slow[:min(3, len(slow))] {
-		fmt.Fprintf(&s, "  slow change %d: answered +%.2f, build+publish began +%.2f, published +%.2f (translate+publish took %.2f), %s, first 200 +%.2f after %d probes\n",
-			tc.Change, tc.AcceptedMs, tc.CommitStartMs, tc.PublishedMs, tc.TranslateMs, strings.Join(tc.Exchanges, ", "), tc.ServedMs, tc.Probes)
+		fmt.Fprintf(&s, "  slow change %d: answered +%.2f, build+publish began +%.2f, published +%.2f (translate+publish took %.2f), %s, first 200 +%.2f after %d probes; GCs ended at %v\n",
+			tc.Change, tc.AcceptedMs, tc.CommitStartMs, tc.PublishedMs, tc.TranslateMs, strings.Join(tc.Exchanges, ", "), tc.ServedMs, tc.Probes, tc.GCEnds)
 	}
 	fmt.Fprint(os.Stderr, s.String())
 	return os.WriteFile(filepath.Join(*cpTrace, name+".txt"), []byte(s.String()), 0o644)
 }
 
 func shortTypeURL(u string) string { return u[strings.LastIndex(u, ".")+1:] }
+
+// gcEnds reads the ends of a Go process's last garbage collections (up to 256) from its pprof endpoint.
+func gcEnds(ctx context.Context, addr string) []int64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?debug=1", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil
+	}
+	var out []int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "# PauseEnd = ["); ok {
+			for _, f := range strings.Fields(strings.TrimSuffix(v, "]")) {
+				if n, err := strconv.ParseInt(f, 10, 64); err == nil && n > 0 {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
+}
