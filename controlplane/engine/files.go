@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
@@ -40,9 +42,14 @@ func (e *Engine) prefetch(policies []*v1alpha1.LoadBalancerPolicy) {
 	}
 }
 
-// referencedNow lists the files every current policy references.
+// referencedNow lists the files every current policy references. The walk over every policy runs without
+// e.mu: RefreshFiles calls this every 2 s, and at 10,000 policies holding the lock for it delayed the
+// pushes that came meanwhile by tens of milliseconds (bench/results/2026-11-23-vm-incremental 6.4).
+// Policies are never changed in place, but the Kubernetes list is (kubernetes.go): the walk gets a
+// copy of it, a copy of pointers only.
 func (e *Engine) referencedNow() []string {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return translate.ReferencedFiles(e.current())
+	all := slices.Clone(e.current())
+	e.mu.Unlock()
+	return translate.ReferencedFiles(all)
 }
