@@ -189,6 +189,9 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		}
 		statusBefore := statusCount(firstStatuses)
 		if cfg.ProfileDir != "" {
+			if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+				return err
+			}
 			go profileCPU(ctx, pprofAddr, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-%d.pprof", via, api, n)))
 		}
 		before := treeUsage(lb.cmd.Process.Pid)
