@@ -288,6 +288,7 @@ connecting:
 		"lbplaneCPUPerClientUs": cpuMs * 1000 / float64(max(len(samples), 1)),
 		// The simulated clients' own CPU over the change (with the runner's small share): whether they
 		// or lbplane bound the row's wall time.
+		"acceptedMs":             acceptedMs,
 		"runnerCPUPerClientUs":   runnerCPU.Seconds() * 1e6 / float64(max(len(samples), 1)),
 		"readSyscallsPerClient":  float64(ioAfter[0]-ioBefore[0]) / float64(max(len(samples), 1)),
 		"writeSyscallsPerClient": float64(ioAfter[1]-ioBefore[1]) / float64(max(len(samples), 1))}
