@@ -303,10 +303,10 @@ connecting:
 		"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine()),
 		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "grpcClients": b2f(*fanoutGRPC), "types": float64(len(types)),
 		"lbplaneCPUPerClientUs": cpuMs * 1000 / float64(max(len(samples), 1)),
-		// The simulated clients' own CPU over the change (with the runner's small share): whether they
-		// or lbplane bound the row's wall time.
 		"acceptedMs":             acceptedMs,
 		"connectionsLost":        float64(clientErrors.Load()),
+		// The simulated clients' own CPU over the change (with the runner's small share): whether they
+		// or lbplane bound the row's wall time.
 		"runnerCPUPerClientUs":   runnerCPU.Seconds() * 1e6 / float64(max(len(samples), 1)),
 		"readSyscallsPerClient":  float64(ioAfter[0]-ioBefore[0]) / float64(max(len(samples), 1)),
 		"writeSyscallsPerClient": float64(ioAfter[1]-ioBefore[1]) / float64(max(len(samples), 1))}
