@@ -303,8 +303,8 @@ connecting:
 		"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine()),
 		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "grpcClients": b2f(*fanoutGRPC), "types": float64(len(types)),
 		"lbplaneCPUPerClientUs": cpuMs * 1000 / float64(max(len(samples), 1)),
-		"acceptedMs":             acceptedMs,
-		"connectionsLost":        float64(clientErrors.Load()),
+		"acceptedMs":            acceptedMs,
+		"connectionsLost":       float64(clientErrors.Load()),
 		// The simulated clients' own CPU over the change (with the runner's small share): whether they
 		// or lbplane bound the row's wall time.
 		"runnerCPUPerClientUs":   runnerCPU.Seconds() * 1e6 / float64(max(len(samples), 1)),
