@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
@@ -119,6 +120,9 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		counts = cfg.KubePolicyCounts
 		statusCount = func(atLeast int64) int64 { return settledStatusWrites(ctx, cluster.Config, atLeast) }
 	}
+	if *cpTrace != "" {
+		args = append(args, "--log-level", "debug", "--log-format", "json")
+	}
 	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
 	if err != nil {
 		return err
@@ -177,12 +181,22 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		if !servesHost(client, last) {
 			return fmt.Errorf("the Envoy never served %d policies", n)
 		}
+		// Serving the last filler is not the end of the fill for the Envoy: it may still be applying (and has
+		// not acknowledged) a large response, and a delta stream gets nothing new until it has. The first timed
+		// change waited 777 ms for that at 10,000 policies (bench/results/2026-11-23-vm-incremental 6.4).
+		if !proxiesSynced(ctx, c, 10*time.Minute) {
+			return fmt.Errorf("the Envoy never acknowledged the config of %d policies", n)
+		}
 		statusBefore := statusCount(firstStatuses)
 		if cfg.ProfileDir != "" {
+			if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+				return err
+			}
 			go profileCPU(ctx, pprofAddr, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-%d.pprof", via, api, n)))
 		}
 		before := treeUsage(lb.cmd.Process.Pid)
 		var samples, fromPush []float64
+		var traced []changeTimes
 		changes := cfg.Changes
 		if n >= 10000 && !cfg.Quick {
 			changes = min(changes, 50) // each change rebuilds 10,000 policies' resources; 50 is enough for a p99 of its own
@@ -205,13 +219,24 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 				return err
 			}
 			accepted := time.Now()
-			if !waitFor(30*time.Second, func() bool { return serves(backendName(target)) }) {
+			probes := 0
+			if !waitFor(30*time.Second, func() bool { probes++; return serves(backendName(target)) }) {
 				return fmt.Errorf("change %d with %d policies did not reach Envoy in 30s", i, n)
 			}
+			traced = append(traced, changeTimes{Sent: sent, Accepted: accepted, Served: time.Now(), Probes: probes})
 			samples = append(samples, float64(time.Since(accepted).Microseconds())/1000)
 			fromPush = append(fromPush, float64(time.Since(sent).Microseconds())/1000)
 		}
 		after := treeUsage(lb.cmd.Process.Pid)
+		if *cpTrace != "" {
+			var gcs []int64
+			if cfg.ProfileDir != "" {
+				gcs = gcEnds(ctx, pprofAddr)
+			}
+			if err := writePushTrace(filepath.Join(dir, "lbplane.log"), fmt.Sprintf("%s-%s-%d", via, api, n), traced, gcs); err != nil {
+				return fmt.Errorf("-cp-trace: %w", err)
+			}
+		}
 		rec := runRecord{Scenario: "propagation", Peer: "lbplane", Variant: via, API: api, Policies: n, Samples: samples, Valid: true,
 			LbplaneRSS: after.RSSBytes, LbplaneCPUPerChangeMs: (after.CPUSeconds - before.CPUSeconds) * 1000 / float64(len(samples))}
 		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
@@ -513,4 +538,21 @@ func serveLbplane(e *env, dir, apiAddr string, wait time.Duration, args []string
 		return nil, err
 	}
 	return lb, nil
+}
+
+// proxiesSynced waits until every proxy connected to lbplane has acknowledged the current config.
+func proxiesSynced(ctx context.Context, c *pushapi.Client, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ps, err := c.Proxies(ctx)
+		synced := err == nil && len(ps) > 0
+		for _, p := range ps {
+			synced = synced && p.State == apiwire.Synced
+		}
+		if synced {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -29,8 +30,9 @@ import (
 func fanoutBase() int { return cpBase + 960 }
 
 var (
-	fanoutPin = flag.Bool("fanout-pin", true, "fan-out row: run lbplane on the last CPU and the simulated clients on the others (taskset), so that lbplane's time is its own")
-	fanoutAll = flag.Bool("fanout-all-types", true, "fan-out row: the simulated clients subscribe to clusters, endpoints, listeners and routes on one ADS stream, as an Envoy does (false: clusters only, the row before 2026-11-23 evening)")
+	fanoutPin  = flag.Bool("fanout-pin", true, "fan-out row: run lbplane on the last CPU and the simulated clients on the others (taskset), so that lbplane's time is its own")
+	fanoutGRPC = flag.Bool("fanout-grpc-clients", false, "fan-out row: simulated clients on grpc-go (the row before 2026-11-23 22:00) instead of bare HTTP/2 connections (fanoutClientH2)")
+	fanoutAll  = flag.Bool("fanout-all-types", true, "fan-out row: the simulated clients subscribe to clusters, endpoints, listeners and routes on one ADS stream, as an Envoy does (false: clusters only, the row before 2026-11-23 evening)")
 )
 
 // fanOut is the fan-out row on its own: for each client count a fresh lbplane with only the probe policy,
@@ -145,6 +147,7 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	var clientErrors, lostAfter atomic.Int64 // bare HTTP/2 connections lost (and made again), and lost after the change
 	conns := make([]*grpc.ClientConn, 0, n)
 	defer func() {
 		cancel()
@@ -155,6 +158,48 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	}()
 	connectStart := time.Now()
 	for i := range n {
+		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
+		st := &states[i]
+		onResponse := func(typ int) {
+			if at := changeAt.Load(); at != 0 {
+				d := time.Now().UnixNano() - at
+				st.first.CompareAndSwap(0, d)
+				st.last.Store(d)
+				st.count.Add(1)
+				st.byType[typ].Add(1)
+				return
+			}
+			if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
+				ready <- struct{}{}
+			}
+		}
+		if !*fanoutGRPC {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// A connection lost before the change is made again after a pause, as grpc-go's client (and
+				// an Envoy) would: on a loaded machine some of 10,000 connects fail. One lost after it counts.
+				for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
+					err := fanoutClientH2(sctx, xds, node, types, onResponse)
+					if err == nil || sctx.Err() != nil {
+						return
+					}
+					if n := clientErrors.Add(1); n <= 3 {
+						fmt.Fprintf(os.Stderr, "fan-out: simulated Envoy %s: %v\n", node.Id, err)
+					}
+					if changeAt.Load() != 0 {
+						lostAfter.Add(1)
+						return
+					}
+					select {
+					case <-sctx.Done():
+						return
+					case <-time.After(pause):
+					}
+				}
+			}()
+			continue
+		}
 		// Static flow-control windows, as an Envoy has: grpc-go's default BDP estimation would send lbplane a
 		// PING with every response it reads, which lbplane must answer, and no Envoy does that.
 		conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -163,24 +208,10 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 			return err
 		}
 		conns = append(conns, conn)
-		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
-		st := &states[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fanoutClient(sctx, conn, node, types, func(typ int) {
-				if at := changeAt.Load(); at != 0 {
-					d := time.Now().UnixNano() - at
-					st.first.CompareAndSwap(0, d)
-					st.last.Store(d)
-					st.count.Add(1)
-					st.byType[typ].Add(1)
-					return
-				}
-				if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
-					ready <- struct{}{}
-				}
-			})
+			fanoutClient(sctx, conn, node, types, onResponse)
 		}()
 	}
 	// Clients that have no first config after 5 minutes are counted and left out (a run with 10,000 on a
@@ -215,10 +246,14 @@ connecting:
 	time.Sleep(500 * time.Millisecond) // the CPU profile has started
 	before := treeUsage(lb.cmd.Process.Pid)
 	ioBefore := syscallCounts(lb.cmd.Process.Pid)
+	runnerBefore := ownCPU()
 	changeAt.Store(time.Now().UnixNano())
 	if _, err := c.Apply(ctx, probe("28091", 7), false); err != nil {
 		return err
 	}
+	// The push API answers once the change is translated and published (its first responses queued):
+	// what comes after is distribution alone.
+	acceptedMs := float64(time.Now().UnixNano()-changeAt.Load()) / 1e6
 	// The change is complete at a client when its last response for it has come: wait until every ready
 	// client has had one and none came for quiet (make-before-break may send it in steps, each after the
 	// previous one is acknowledged), for at most 2 minutes.
@@ -239,6 +274,7 @@ connecting:
 	}
 	after := treeUsage(lb.cmd.Process.Pid)
 	ioAfter := syscallCounts(lb.cmd.Process.Pid)
+	runnerCPU := ownCPU() - runnerBefore
 	var samples, firsts []float64
 	counts := map[int32]int{}
 	var perType [4]int64
@@ -254,6 +290,9 @@ connecting:
 			perType[t] += int64(st.byType[t].Load())
 		}
 	}
+	if e := lostAfter.Load(); e > 0 {
+		note += fmt.Sprintf("; %d simulated Envoys lost their connection after the change", e)
+	}
 	if len(samples) < readyN {
 		note += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(samples), readyN)
 	}
@@ -262,8 +301,13 @@ connecting:
 	cpuMs := (after.CPUSeconds - before.CPUSeconds) * 1000
 	extra := map[string]float64{"idleRSS": float64(idle.RSSBytes), "rssPerClientKiB": perClient, "connectSeconds": connectTook.Seconds(),
 		"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine()),
-		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "types": float64(len(types)),
-		"lbplaneCPUPerClientUs":  cpuMs * 1000 / float64(max(len(samples), 1)),
+		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "grpcClients": b2f(*fanoutGRPC), "types": float64(len(types)),
+		"lbplaneCPUPerClientUs": cpuMs * 1000 / float64(max(len(samples), 1)),
+		"acceptedMs":            acceptedMs,
+		"connectionsLost":       float64(clientErrors.Load()),
+		// The simulated clients' own CPU over the change (with the runner's small share): whether they
+		// or lbplane bound the row's wall time.
+		"runnerCPUPerClientUs":   runnerCPU.Seconds() * 1e6 / float64(max(len(samples), 1)),
 		"readSyscallsPerClient":  float64(ioAfter[0]-ioBefore[0]) / float64(max(len(samples), 1)),
 		"writeSyscallsPerClient": float64(ioAfter[1]-ioBefore[1]) / float64(max(len(samples), 1))}
 	var total int64
@@ -286,9 +330,9 @@ connecting:
 		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100), LbplaneRSS: connected.RSSBytes,
 		LbplaneCPUPerChangeMs: cpuMs, Extra: extra}
 	record(rec)
-	fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys (%d types, pinned %v, connected in %.1f s): change complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (first response p50 %.1f, all %.1f; %d got it;%s %.2f responses per client); lbplane %.0f ms CPU for the change (%.0f µs, %.2f reads and %.2f writes per client); RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
-		n, len(types), pin != nil, connectTook.Seconds(), rec.P50, rec.P99, rec.P999, extra["firstP50"], extra["firstAll"], len(samples), countsText, extra["responsesPerClient"],
-		cpuMs, extra["lbplaneCPUPerClientUs"], extra["readSyscallsPerClient"], extra["writeSyscallsPerClient"], idle.RSSBytes>>20, connected.RSSBytes>>20, perClient, note, heapTop, cpuTop)
+	fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys (%d types, pinned %v, connected in %.1f s): change complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (push answered after %.1f ms; first response p50 %.1f, all %.1f; %d got it;%s %.2f responses per client); lbplane %.0f ms CPU for the change (%.0f µs, %.2f reads and %.2f writes per client; the clients %.0f µs each); RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
+		n, len(types), pin != nil, connectTook.Seconds(), rec.P50, rec.P99, rec.P999, acceptedMs, extra["firstP50"], extra["firstAll"], len(samples), countsText, extra["responsesPerClient"],
+		cpuMs, extra["lbplaneCPUPerClientUs"], extra["readSyscallsPerClient"], extra["writeSyscallsPerClient"], extra["runnerCPUPerClientUs"], idle.RSSBytes>>20, connected.RSSBytes>>20, perClient, note, heapTop, cpuTop)
 	return nil
 }
 
@@ -366,4 +410,13 @@ func syscallCounts(pid int) [2]int64 {
 		}
 	}
 	return out
+}
+
+// ownCPU is this process's user and system CPU time so far.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -211,4 +212,32 @@ func dedupe(msgs []proto.Message) []proto.Message {
 		}
 	}
 	return out
+}
+
+// A lineage longer than maxDepth is cut, and a stream holding one of the last links still meets the new
+// one: cutting it used to cost every stream a comparison of every resource.
+func TestLineageCutKeepsRecentLinks(t *testing.T) {
+	l := rootLink()
+	var prev, prev2 *link
+	for i := range 3 * maxDepth {
+		prev2, prev = prev, l
+		l = childLink(prev, []string{fmt.Sprint(i)})
+		if l.depth > maxDepth {
+			t.Fatalf("link %d: depth %d, want at most %d", i, l.depth, maxDepth)
+		}
+		if names, ok := changedBetween(prev, l); !ok || !slices.Equal(names, []string{fmt.Sprint(i)}) {
+			t.Fatalf("link %d from its parent: %v %v, want [%d]", i, names, ok, i)
+		}
+		if prev2 == nil {
+			continue
+		}
+		want := []string{fmt.Sprint(i - 1), fmt.Sprint(i)}
+		slices.Sort(want)
+		if names, ok := changedBetween(prev2, l); !ok || !slices.Equal(names, want) {
+			t.Fatalf("link %d from its grandparent: %v %v, want %v", i, names, ok, want)
+		}
+	}
+	if _, ok := changedBetween(rootLink(), l); ok {
+		t.Error("an unrelated link meets the lineage")
+	}
 }

@@ -100,8 +100,12 @@ type Tracker struct {
 
 	mu      sync.Mutex
 	streams map[streamKey]*stream
-	// changed is closed and replaced whenever any stream's state changes, for waiters.
+	// changed is closed whenever any stream's state changes, for waiters; nil while none waits (an event
+	// then costs no channel: thousands of streams answer every change).
 	changed chan struct{}
+	// settling are the WaitGroupSynced calls under way: each is told which streams changed, so that it
+	// looks at those alone (see WaitGroupSynced).
+	settling map[*settleWait]struct{}
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
@@ -119,12 +123,23 @@ func (t *Tracker) ackTimeout() time.Duration {
 
 // NewTracker returns a tracker that compares proxies with what cache serves.
 func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
-	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{}, changed: make(chan struct{})}
+	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{},
+		settling: map[*settleWait]struct{}{}}
 }
 
-func (t *Tracker) notify() {
-	close(t.changed)
-	t.changed = make(chan struct{})
+// notify tells waiters that stream id changed; t.mu is held.
+func (t *Tracker) notify(id streamKey) {
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
+	for w := range t.settling {
+		w.dirty[id] = struct{}{}
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (t *Tracker) open(ctx context.Context, id streamKey) {
@@ -140,7 +155,7 @@ func (t *Tracker) open(ctx context.Context, id streamKey) {
 		}
 	}
 	t.streams[id] = s
-	t.notify()
+	t.notify(id)
 }
 
 func (t *Tracker) closed(id streamKey) {
@@ -150,7 +165,7 @@ func (t *Tracker) closed(id streamKey) {
 		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "api", id.api, "stream", id.id)
 	}
 	delete(t.streams, id)
-	t.notify()
+	t.notify(id)
 }
 
 // request records an ACK or NACK, after checking that an mTLS client is the node it claims to be. Requests
@@ -259,7 +274,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 		}
 	}
 	t.logPush(s)
-	t.notify()
+	t.notify(id)
 	return nil
 }
 
@@ -328,7 +343,7 @@ func (t *Tracker) response(id streamKey, typeURL, nonce, version string, sent se
 		s.push.types = append(s.push.types, short)
 	}
 	t.Metrics.Push(shortType(typeURL))
-	t.notify()
+	t.notify(id)
 }
 
 // StatsPortKey is the node metadata field lbctl bootstrap sets to the Envoy's stats port.
@@ -414,6 +429,9 @@ func (t *Tracker) Wait(ctx context.Context, cond func([]ProxyStatus) bool) bool 
 	for {
 		t.mu.Lock()
 		ok := cond(t.proxies())
+		if t.changed == nil {
+			t.changed = make(chan struct{})
+		}
 		ch := t.changed
 		t.mu.Unlock()
 		if ok {
@@ -462,35 +480,104 @@ func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.Discov
 // not change its answer). A group with no proxy connected is synced. Proxies that left a response
 // unanswered longer than AckTimeout, and (with RequireIdentity) unauthenticated ones, do not count: one
 // client that never ACKs must not hold back every change for the real Envoys.
+//
+// It is on the path of every staged (make-before-break) change, and with thousands of streams connected
+// each of them answers: it looks at every stream once, then only at the streams an event touched (a
+// stream that has answered is not looked at again), so a change costs O(streams), not O(streams²) as
+// rebuilding every proxy's status on every event did. It wakes on events, and on its own only when a
+// pending response reaches AckTimeout. The cache moving on to a newer version cancels ctx (Cache.Publish).
 func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return t.Wait(ctx, func(ps []ProxyStatus) bool {
-		for _, p := range ps {
-			if p.Unresponsive || (t.RequireIdentity && !p.Authenticated) {
-				continue
+	w := &settleWait{dirty: map[streamKey]struct{}{}, wake: make(chan struct{}, 1)}
+	blocking := map[streamKey]bool{}
+	var next time.Time // the earliest a blocking stream's pending response reaches AckTimeout
+	check := func(id streamKey, now time.Time) {
+		s := t.streams[id]
+		current, _ := t.cache.State(group)
+		if blocks, until := t.holdsBack(s, group, version, current.Version, now); blocks {
+			blocking[id] = true
+			if !until.IsZero() && (next.IsZero() || until.Before(next)) {
+				next = until
 			}
-			if p.Group == group && !answered(p, version) {
-				return false
-			}
+		} else {
+			delete(blocking, id)
 		}
-		return true
-	})
+	}
+	t.mu.Lock()
+	now := time.Now()
+	for id := range t.streams {
+		check(id, now)
+	}
+	t.settling[w] = struct{}{}
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.settling, w)
+		t.mu.Unlock()
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if len(blocking) == 0 {
+			return true
+		}
+		timer.Reset(time.Hour)
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-w.wake:
+			t.mu.Lock()
+			now := time.Now()
+			for id := range w.dirty {
+				check(id, now)
+			}
+			clear(w.dirty)
+			t.mu.Unlock()
+		case <-timer.C:
+			// A stream whose response went unanswered for AckTimeout stops counting: look at every
+			// blocking stream again, and find the next such moment.
+			t.mu.Lock()
+			now, next = time.Now(), time.Time{}
+			for id := range blocking {
+				check(id, now)
+			}
+			t.mu.Unlock()
+		}
+	}
 }
 
-func answered(p ProxyStatus, version string) bool {
-	if p.Current != version {
-		return false
+// settleWait is one WaitGroupSynced: the streams changed since it last looked, and its wake-up.
+type settleWait struct {
+	dirty map[streamKey]struct{}
+	wake  chan struct{}
+}
+
+// holdsBack tells whether stream s (nil: gone) keeps group from being synced at version, with current the
+// version the group is served, and if so when its oldest pending response reaches AckTimeout (zero: none
+// pending). It is answered's verdict on the stream's ProxyStatus, without building it; t.mu is held.
+func (t *Tracker) holdsBack(s *stream, group, version, current string, now time.Time) (bool, time.Time) {
+	if s == nil || s.node == nil || xdscache.GroupOf(s.node) != group || (t.RequireIdentity && s.identity == nil) {
+		return false, time.Time{}
 	}
-	if p.State == Synced {
-		return true
-	}
+	var oldest time.Time
 	sent := false
-	for _, ts := range p.Types {
-		if ts.Pending {
-			return false
+	for _, ts := range s.types {
+		if ts.Pending && (oldest.IsZero() || ts.sentAt.Before(oldest)) {
+			oldest = ts.sentAt
 		}
-		sent = sent || ts.SentVersion == version
+		sent = sent || ts.SentVersion == current
 	}
-	return p.State == Nacked && sent
+	if !oldest.IsZero() {
+		until := oldest.Add(t.ackTimeout())
+		if now.Sub(oldest) > t.ackTimeout() {
+			return false, time.Time{} // unresponsive: left out
+		}
+		return true, until
+	}
+	// Nothing pending: synced or rejected, once it has been sent the version asked for.
+	return current != version || !sent, time.Time{}
 }
