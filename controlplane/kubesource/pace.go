@@ -18,7 +18,7 @@ const (
 	minResyncGap = 5 * time.Millisecond
 )
 
-// resyncGap is the least time between the end of a resync that took took and the start of the next:
+// resyncGap is the least time between the end of a resync that lasted took and the start of the next:
 // resyncGapFactor times took, within [minResyncGap, most]. most (Source.Debounce) is the longest a change
 // may wait behind the previous resync.
 func resyncGap(took, most time.Duration) time.Duration {
