@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -143,11 +144,12 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 			return false
 		})
 		tSynced := time.Since(begin)
-		u := treeUsage(lb.cmd.Process.Pid)
+		u, eu := treeUsage(lb.cmd.Process.Pid), treeUsage(envoy.cmd.Process.Pid)
 		heapTop := profile(pprofPort, 0, out, fmt.Sprintf("coldstart-%d-heap", n))
 		<-profDone
 		envoy.stop()
 		lb.stop()
+		timeouts := initialFetchTimeouts(filepath.Join(dir, "envoy.log"))
 		variant := "config-dir"
 		if groups > 1 {
 			variant = fmt.Sprintf("config-dir, %d proxy groups, the Envoy of one (%d policies)", groups, mine)
@@ -155,13 +157,24 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		rec := runRecord{Scenario: "coldstart", Peer: "lbplane", API: "delta", Variant: variant, Policies: n, Valid: served && synced,
 			P50: float64(tSynced.Milliseconds()), Samples: []float64{float64(tSynced.Milliseconds())}, LbplaneRSS: u.RSSBytes,
 			Extra: map[string]float64{"servedMs": float64(tServed.Milliseconds()), "syncedMs": float64(tSynced.Milliseconds()), "lbplaneCPUSeconds": u.CPUSeconds,
-				"groups": float64(groups), "envoyPolicies": float64(mine)}}
+				"groups": float64(groups), "envoyPolicies": float64(mine), "envoyCPUSeconds": eu.CPUSeconds, "envoyRSSBytes": float64(eu.RSSBytes),
+				"envoyInitialFetchTimeouts": float64(timeouts)}}
 		if !rec.Valid {
 			rec.Note = fmt.Sprintf("served %v, synced %v (last state %q)", served, synced, state)
 		}
 		record(rec)
-		fmt.Fprintf(os.Stderr, "cold start %d policies (%s): lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s %s\n%s\n%s\n",
-			n, variant, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, rec.Note, heapTop, profTop)
+		fmt.Fprintf(os.Stderr, "cold start %d policies (%s): lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s; Envoy RSS %d MiB, CPU %.1f s, %d initial fetch timeouts %s\n%s\n%s\n",
+			n, variant, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, eu.RSSBytes>>20, eu.CPUSeconds, timeouts, rec.Note, heapTop, profTop)
 	}
 	return nil
+}
+
+// initialFetchTimeouts counts the Envoy's "initial fetch timed out" warnings: each is a subscription (a
+// cluster's endpoints, a route table) whose 15 s timer ran out before the Envoy applied what lbplane sent.
+func initialFetchTimeouts(logPath string) int {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return -1
+	}
+	return bytes.Count(b, []byte("initial fetch timed out"))
 }
