@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
@@ -14,22 +17,49 @@ import (
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
 
-const (
+// The cold-start row's ports move with -cp-port-offset as the control-plane rows' do (cpBase starts at
+// 28400), so that runners of several sessions on one machine do not answer each other's probes.
+var (
 	coldListenerPort = 29331
 	coldBase         = 29340 // xDS, API, metrics (pprof), Envoy admin
 	coldBackendPort  = 29391
 )
 
-// coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port.
-func coldFillers(from, to int) []byte {
-	return fillersOn("c", coldListenerPort, from, to, strconv.Itoa(coldBackendPort))
+func moveColdPorts() {
+	off := cpBase - 28400
+	coldListenerPort, coldBase, coldBackendPort = coldListenerPort+off, coldBase+off, coldBackendPort+off
 }
+
+// coldGroups spreads the cold-start row's policies over proxy groups; its Envoy then belongs to one of them.
+// One Envoy holding every policy is the row issue 16 asks for; this is the other way a fleet that large is
+// run (each Envoy gets its group's policies only), reported beside it, never in its place.
+var coldGroups = flag.Int("cold-groups", 1, "spread the cold-start row's policies round-robin over this many proxy groups (g-0, g-1, …) and time the Envoy of g-0 (1: one group, every policy on the one Envoy)")
+
+// coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port; with
+// groups > 1, policy i goes to proxy group g-(i mod groups).
+func coldFillers(from, to, groups int) []byte {
+	if groups <= 1 {
+		return fillersOn("c", coldListenerPort, from, to, strconv.Itoa(coldBackendPort))
+	}
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: c-%d}\nspec:\n"+
+			"  proxyGroup: %s\n"+
+			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [c-%d.bench.local]}\n"+
+			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %d}]}]\n", i, coldGroup(i, groups), coldListenerPort, i, coldBackendPort)
+	}
+	return []byte(b.String())
+}
+
+func coldGroup(i, groups int) string { return fmt.Sprintf("g-%d", i%groups) }
 
 // coldStarts starts lbplane anew with n policies in its --config-dir (files of 1,000), a fresh Envoy beside
 // it, and times from lbplane's start until the push API shows that Envoy SYNCED after it serves the last
 // policy (the listener's route table holds every host); lbplane's RSS and CPU then, and its heap profile.
 // From 10,000 policies on, lbplane's first 30 seconds are profiled too.
 func coldStarts(ctx context.Context, e *env, counts []int, out string, record func(runRecord)) error {
+	groups := max(1, *coldGroups)
+	moveColdPorts()
 	if err := startBackends(e, 1, coldBackendPort); err != nil {
 		return err
 	}
@@ -44,7 +74,7 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 			return err
 		}
 		for from := 0; from < n; from += 1000 {
-			if err := os.WriteFile(filepath.Join(cfgDir, fmt.Sprintf("p-%06d.yaml", from)), coldFillers(from, min(n, from+1000)), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(cfgDir, fmt.Sprintf("p-%06d.yaml", from)), coldFillers(from, min(n, from+1000), groups), 0o644); err != nil {
 				return err
 			}
 		}
@@ -52,7 +82,13 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		pprofPort, adminPort := coldBase+2, coldBase+3
 		// No heap budget (MaxHeapBytes -1): Envoy holds 1.8 GB at 50,000 clusters, over the default 1 GiB,
 		// whose overload actions would answer every request 503; this row times the config, not the budget.
-		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000, MaxHeapBytes: -1})
+		// The Envoy's group (g-0 when spread) holds policies 0, groups, 2×groups, …; the last of them is the
+		// one it serves last.
+		group, last, mine := "", n-1, n
+		if groups > 1 {
+			group, last, mine = coldGroup(0, groups), (n-1)/groups*groups, (n+groups-1)/groups
+		}
+		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", Group: group, XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000, MaxHeapBytes: -1})
 		if err != nil {
 			return err
 		}
@@ -82,7 +118,7 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
 		served := waitFor(15*time.Minute, func() bool {
 			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", coldListenerPort), nil)
-			req.Host = fmt.Sprintf("c-%d.bench.local", n-1)
+			req.Host = fmt.Sprintf("c-%d.bench.local", last)
 			resp, err := client.Do(req)
 			if err != nil {
 				time.Sleep(10 * time.Millisecond)
@@ -108,20 +144,37 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 			return false
 		})
 		tSynced := time.Since(begin)
-		u := treeUsage(lb.cmd.Process.Pid)
+		u, eu := treeUsage(lb.cmd.Process.Pid), treeUsage(envoy.cmd.Process.Pid)
 		heapTop := profile(pprofPort, 0, out, fmt.Sprintf("coldstart-%d-heap", n))
 		<-profDone
 		envoy.stop()
 		lb.stop()
-		rec := runRecord{Scenario: "coldstart", Peer: "lbplane", API: "delta", Variant: "config-dir", Policies: n, Valid: served && synced,
+		timeouts := initialFetchTimeouts(filepath.Join(dir, "envoy.log"))
+		variant := "config-dir"
+		if groups > 1 {
+			variant = fmt.Sprintf("config-dir, %d proxy groups, the Envoy of one (%d policies)", groups, mine)
+		}
+		rec := runRecord{Scenario: "coldstart", Peer: "lbplane", API: "delta", Variant: variant, Policies: n, Valid: served && synced,
 			P50: float64(tSynced.Milliseconds()), Samples: []float64{float64(tSynced.Milliseconds())}, LbplaneRSS: u.RSSBytes,
-			Extra: map[string]float64{"servedMs": float64(tServed.Milliseconds()), "syncedMs": float64(tSynced.Milliseconds()), "lbplaneCPUSeconds": u.CPUSeconds}}
+			Extra: map[string]float64{"servedMs": float64(tServed.Milliseconds()), "syncedMs": float64(tSynced.Milliseconds()), "lbplaneCPUSeconds": u.CPUSeconds,
+				"groups": float64(groups), "envoyPolicies": float64(mine), "envoyCPUSeconds": eu.CPUSeconds, "envoyRSSBytes": float64(eu.RSSBytes),
+				"envoyInitialFetchTimeouts": float64(timeouts)}}
 		if !rec.Valid {
 			rec.Note = fmt.Sprintf("served %v, synced %v (last state %q)", served, synced, state)
 		}
 		record(rec)
-		fmt.Fprintf(os.Stderr, "cold start %d policies: lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s %s\n%s\n%s\n",
-			n, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, rec.Note, heapTop, profTop)
+		fmt.Fprintf(os.Stderr, "cold start %d policies (%s): lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s; Envoy RSS %d MiB, CPU %.1f s, %d initial fetch timeouts %s\n%s\n%s\n",
+			n, variant, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, eu.RSSBytes>>20, eu.CPUSeconds, timeouts, rec.Note, heapTop, profTop)
 	}
 	return nil
+}
+
+// initialFetchTimeouts counts the Envoy's "initial fetch timed out" warnings: each is a subscription (a
+// cluster's endpoints, a route table) whose 15 s timer ran out before the Envoy applied what lbplane sent.
+func initialFetchTimeouts(logPath string) int {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return -1
+	}
+	return bytes.Count(b, []byte("initial fetch timed out"))
 }
