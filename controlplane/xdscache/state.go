@@ -25,7 +25,6 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/btree"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Types are the resource types served, in the order they are sent after a change: certificates before the
@@ -37,7 +36,10 @@ var Types = []string{resource.SecretType, resource.ClusterType, resource.Endpoin
 type entry struct {
 	name    string
 	version string
-	any     *anypb.Any
+	// typ and value are the resource as sent. The Any that wraps them is made per response (see resource):
+	// a kept Any cost ~80 B and an allocation for each of the hundreds of thousands of resources held.
+	typ   string
+	value []byte
 	// sds are the Secrets a listener or cluster uses (see referencedSecrets). The message itself is not
 	// kept: its bytes are what streams are sent, and holding both doubled the memory a policy costs.
 	sds []string
@@ -85,8 +87,7 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 			}
 			s.Bytes += len(b)
 			sum := sha256.Sum256(b)
-			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), sds: sdsNames(typ, m),
-				any: &anypb.Any{TypeUrl: typ, Value: b}}
+			e := &entry{name: name, version: hex.EncodeToString(sum[:8]), sds: sdsNames(typ, m), typ: typ, value: b}
 			byType[typ][name] = e
 		}
 	}
@@ -293,7 +294,7 @@ func sameTypes(a, b *State, types []string) bool {
 // emptyAssignment answers an EDS name the group does not have.
 func emptyAssignment(name string) *entry {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&endpointv3.ClusterLoadAssignment{ClusterName: name})
-	return &entry{name: name, version: "empty", any: &anypb.Any{TypeUrl: resource.EndpointType, Value: b}}
+	return &entry{name: name, version: "empty", typ: resource.EndpointType, value: b}
 }
 
 // pick returns the entries a subscription should hold now, and their versions. A wildcard walks the

@@ -41,7 +41,7 @@ func NewResource(typ string, m proto.Message) (*Resource, error) {
 // NewMarshalledResource wraps a resource the caller marshalled itself (say, by joining the bytes of parts
 // it keeps marshalled). version must change whenever b does.
 func NewMarshalledResource(typ, name string, m proto.Message, b []byte, version string) *Resource {
-	e := &entry{name: name, version: version, sds: sdsNames(typ, m), any: &anypb.Any{TypeUrl: typ, Value: b}}
+	e := &entry{name: name, version: version, sds: sdsNames(typ, m), typ: typ, value: b}
 	e.sum = entrySum(typ, name, version)
 	return &Resource{e: e}
 }
@@ -231,13 +231,14 @@ func (l *lazyParts) get() {
 	})
 }
 
-// resource is the entry as sent.
+// resource is the entry as sent: a new Any for a marshalled entry (responses only read it, and an Any per
+// response is cheaper than one kept per resource), the shared one for a lazy entry.
 func (e *entry) resource() *anypb.Any {
 	if e.lazy != nil {
 		e.lazy.get()
 		return e.lazy.value
 	}
-	return e.any
+	return &anypb.Any{TypeUrl: e.typ, Value: e.value}
 }
 
 // message decodes the entry's message from its bytes: only tests and rare readers need it, and keeping
@@ -254,7 +255,7 @@ func (e *entry) size() int {
 	if e.lazy != nil {
 		return e.lazy.n
 	}
-	return len(e.any.Value)
+	return len(e.value)
 }
 
 // derivedFrom tells whether next was derived from old by Derive.
