@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // A receipt tells which change it carries only if no two changes of a row (6,000 at 100/s for 60 s) and
 // no first address share an address.
@@ -24,5 +28,38 @@ func TestIncrementalRowsNeedOnlyEnvoy(t *testing.T) {
 		if got := incrementalOnly(only); got != want {
 			t.Errorf("incrementalOnly(%q) = %v, want %v", only, got, want)
 		}
+	}
+}
+
+func TestFillersSpreadOverProxyGroups(t *testing.T) {
+	old := *cpGroups
+	t.Cleanup(func() { *cpGroups = old })
+	*cpGroups = 3
+	docs := string(fillers(0, 7, "8080"))
+	for i, want := range []string{"", "g-1", "g-2", "", "g-1", "g-2", ""} {
+		name := fmt.Sprintf("metadata: {name: f-%d}\nspec:\n", i)
+		at := strings.Index(docs, name)
+		if at < 0 {
+			t.Fatalf("filler f-%d missing from:\n%s", i, docs)
+		}
+		rest := docs[at+len(name):]
+		got := ""
+		if strings.HasPrefix(rest, "  proxyGroup: ") {
+			got = strings.TrimSpace(strings.SplitN(strings.TrimPrefix(rest, "  proxyGroup: "), "\n", 2)[0])
+		}
+		if got != want {
+			t.Errorf("f-%d: proxyGroup %q, want %q", i, got, want)
+		}
+	}
+	// The default group holds fillers 0, 3 and 6 of 7, and 0 and 3 of 5.
+	if got := lastServed(7); got != 6 {
+		t.Errorf("lastServed(7) = %d, want 6", got)
+	}
+	if got := lastServed(5); got != 3 {
+		t.Errorf("lastServed(5) = %d, want 3", got)
+	}
+	*cpGroups = 1
+	if got := lastServed(7); got != 6 {
+		t.Errorf("one group: lastServed(7) = %d, want 6", got)
 	}
 }
