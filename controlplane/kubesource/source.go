@@ -25,9 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -124,7 +124,7 @@ func (s *Source) Start() error {
 	if s.LoadStatusInterval == 0 {
 		s.LoadStatusInterval = time.Minute
 	}
-	opts := ctrl.Options{
+	opts := manager.Options{
 		Scheme:                 Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -140,8 +140,11 @@ func (s *Source) Start() error {
 		opts.LeaderElectionReleaseOnCancel = true
 	}
 	// controller-runtime and client-go log through logr: send it to lbplane's log.
-	ctrl.SetLogger(logr.FromSlogHandler(s.Log.Handler()))
-	mgr, err := ctrl.NewManager(s.Config, opts)
+	// The manager and its log package come by their own paths, not through the controller-runtime root
+	// package: that one links the controller builder, its workqueue metrics and a --kubeconfig flag, none
+	// of which the source uses.
+	ctrllog.SetLogger(logr.FromSlogHandler(s.Log.Handler()))
+	mgr, err := manager.New(s.Config, opts)
 	if err != nil {
 		return err
 	}
