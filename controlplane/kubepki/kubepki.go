@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/lbplane/lbplane/controlplane/pki"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
@@ -33,8 +33,8 @@ var labels = map[string]string{"app.kubernetes.io/managed-by": "lbplane"}
 // LoadOrCreateCA loads the CA from the Secret namespace/name, creating it with a new CA when there is none.
 // Replicas starting together race safely: one Create wins, and the others, refused with AlreadyExists, read
 // the winner's. created tells whether this call made it.
-func LoadOrCreateCA(ctx context.Context, c kubernetes.Interface, namespace, name string) (*pki.CA, bool, error) {
-	secrets := c.CoreV1().Secrets(namespace)
+func LoadOrCreateCA(ctx context.Context, c corev1client.SecretsGetter, namespace, name string) (*pki.CA, bool, error) {
+	secrets := c.Secrets(namespace)
 	source := "Secret " + namespace + "/" + name
 	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
@@ -75,7 +75,8 @@ func LoadOrCreateCA(ctx context.Context, c kubernetes.Interface, namespace, name
 // when a certificate is missing, due (two thirds of its life) or from another CA, and a replica that loses
 // a race (AlreadyExists, Conflict) leaves it to the winner.
 type GroupCerts struct {
-	Client    kubernetes.Interface
+	// Client is the core/v1 client only: the typed clientset would link every API group's client.
+	Client    corev1client.SecretsGetter
 	Namespace string
 	CA        *pki.CA
 	// Secrets maps a proxy group to the name of its Secret.
@@ -122,7 +123,7 @@ func (g *GroupCerts) Sync(ctx context.Context) error {
 }
 
 func (g *GroupCerts) sync(ctx context.Context, group, name string) error {
-	secrets := g.Client.CoreV1().Secrets(g.Namespace)
+	secrets := g.Client.Secrets(g.Namespace)
 	old, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -14,11 +14,11 @@ import (
 func TestCASecretCreatedOnceAndShared(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientset()
-	first, created, err := LoadOrCreateCA(ctx, c, "lbplane", "demo-ca")
+	first, created, err := LoadOrCreateCA(ctx, c.CoreV1(), "lbplane", "demo-ca")
 	if err != nil || !created {
 		t.Fatalf("first start: created=%v err=%v", created, err)
 	}
-	second, created, err := LoadOrCreateCA(ctx, c, "lbplane", "demo-ca")
+	second, created, err := LoadOrCreateCA(ctx, c.CoreV1(), "lbplane", "demo-ca")
 	if err != nil || created {
 		t.Fatalf("second start: created=%v err=%v", created, err)
 	}
@@ -34,11 +34,11 @@ func TestCASecretCreatedOnceAndShared(t *testing.T) {
 func TestGroupCertsWrittenOnlyWhenNeeded(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientset()
-	ca, _, err := LoadOrCreateCA(ctx, c, "lbplane", "ca")
+	ca, _, err := LoadOrCreateCA(ctx, c.CoreV1(), "lbplane", "ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &GroupCerts{Client: c, Namespace: "lbplane", CA: ca, Secrets: map[string]string{"edge": "edge-tls"}, Validity: time.Hour, Log: slog.New(slog.DiscardHandler)}
+	g := &GroupCerts{Client: c.CoreV1(), Namespace: "lbplane", CA: ca, Secrets: map[string]string{"edge": "edge-tls"}, Validity: time.Hour, Log: slog.New(slog.DiscardHandler)}
 	get := func() *corev1.Secret {
 		s, err := c.CoreV1().Secrets("lbplane").Get(ctx, "edge-tls", metav1.GetOptions{})
 		if err != nil {
@@ -66,7 +66,7 @@ func TestGroupCertsWrittenOnlyWhenNeeded(t *testing.T) {
 		t.Error("a fresh certificate was replaced")
 	}
 	// Another CA (the CA Secret was replaced): the group certificate is re-issued from the new one.
-	other, _, err := LoadOrCreateCA(ctx, c, "lbplane", "other-ca")
+	other, _, err := LoadOrCreateCA(ctx, c.CoreV1(), "lbplane", "other-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,18 +102,18 @@ func TestGroupCertsWrittenOnlyWhenNeeded(t *testing.T) {
 func TestTokensCreatedOnceAndCompleted(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientset()
-	admin, ro, err := LoadOrCreateTokens(ctx, c, "lbplane", "demo-api-token")
+	admin, ro, err := LoadOrCreateTokens(ctx, c.CoreV1(), "lbplane", "demo-api-token")
 	if err != nil || len(admin) != 64 || len(ro) != 64 || admin == ro {
 		t.Fatalf("first start: %q %q %v", admin, ro, err)
 	}
-	admin2, ro2, err := LoadOrCreateTokens(ctx, c, "lbplane", "demo-api-token")
+	admin2, ro2, err := LoadOrCreateTokens(ctx, c.CoreV1(), "lbplane", "demo-api-token")
 	if err != nil || admin2 != admin || ro2 != ro {
 		t.Fatalf("second start read other tokens: %v", err)
 	}
 	// The chart's Secret with a chosen admin token: kept, and the read-only one added.
 	c.CoreV1().Secrets("lbplane").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "chosen", Namespace: "lbplane"},
 		Data: map[string][]byte{TokenKey: []byte("mine")}}, metav1.CreateOptions{})
-	admin, ro, err = LoadOrCreateTokens(ctx, c, "lbplane", "chosen")
+	admin, ro, err = LoadOrCreateTokens(ctx, c.CoreV1(), "lbplane", "chosen")
 	if err != nil || admin != "mine" || len(ro) != 64 {
 		t.Fatalf("chart's Secret: %q %q %v", admin, ro, err)
 	}

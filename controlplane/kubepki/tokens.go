@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Keys of the push API token Secret.
@@ -24,8 +24,8 @@ const (
 // (Create refused with AlreadyExists, Update with Conflict) and read the winner's. lbplane making the
 // Secret itself, instead of the chart with helm's lookup, keeps the tokens stable under helm template and
 // GitOps tools, which cannot look anything up and would render a new token on every sync.
-func LoadOrCreateTokens(ctx context.Context, c kubernetes.Interface, namespace, name string) (admin, readOnly string, err error) {
-	secrets := c.CoreV1().Secrets(namespace)
+func LoadOrCreateTokens(ctx context.Context, c corev1client.SecretsGetter, namespace, name string) (admin, readOnly string, err error) {
+	secrets := c.Secrets(namespace)
 	source := "Secret " + namespace + "/" + name
 	for attempt := 0; attempt < 5; attempt++ {
 		s, err := secrets.Get(ctx, name, metav1.GetOptions{})

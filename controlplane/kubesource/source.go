@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,12 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -92,10 +92,14 @@ func (s *Source) Reads() (policyCopies, services, secrets int64) {
 	return s.reads.PolicyCopies.Load(), s.reads.Services.Load(), s.reads.Secrets.Load()
 }
 
-// Scheme is what the source reads and writes.
+// Scheme is what the source reads and writes: core/v1 (Services, Secrets, ConfigMaps), discovery/v1
+// (EndpointSlices), coordination/v1 (the leader election's Lease, named in its events) and lbplane's own.
+// client-go's scheme of every built-in group would cost heap for types the source never sees.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	clientgoscheme.AddToScheme(s)
+	corev1.AddToScheme(s)
+	discoveryv1.AddToScheme(s)
+	coordinationv1.AddToScheme(s)
 	v1alpha1.AddToScheme(s)
 	return s
 }
@@ -120,7 +124,7 @@ func (s *Source) Start() error {
 	if s.LoadStatusInterval == 0 {
 		s.LoadStatusInterval = time.Minute
 	}
-	opts := ctrl.Options{
+	opts := manager.Options{
 		Scheme:                 Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -136,8 +140,11 @@ func (s *Source) Start() error {
 		opts.LeaderElectionReleaseOnCancel = true
 	}
 	// controller-runtime and client-go log through logr: send it to lbplane's log.
-	ctrl.SetLogger(logr.FromSlogHandler(s.Log.Handler()))
-	mgr, err := ctrl.NewManager(s.Config, opts)
+	// The manager and its log package come by their own paths, not through the controller-runtime root
+	// package: that one links the controller builder, its workqueue metrics and a --kubeconfig flag, none
+	// of which the source uses.
+	ctrllog.SetLogger(logr.FromSlogHandler(s.Log.Handler()))
+	mgr, err := manager.New(s.Config, opts)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
@@ -71,7 +71,7 @@ func tokensFromSecret(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(cfg.Kubernetes)
+	client, err := corev1client.NewForConfig(cfg.Kubernetes)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/pki"
@@ -70,7 +70,7 @@ func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, is
 		if err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("--ca-secret: %w", err)
 		}
-		client, err := kubernetes.NewForConfig(cfg.Kubernetes)
+		client, err := corev1client.NewForConfig(cfg.Kubernetes)
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}

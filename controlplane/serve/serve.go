@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
@@ -464,7 +464,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if len(cfg.EnvoyCertSecrets) > 0 {
 		g.Go(func() error {
-			client, err := kubernetes.NewForConfig(cfg.Kubernetes)
+			client, err := corev1client.NewForConfig(cfg.Kubernetes)
 			if err != nil {
 				return err
 			}
