@@ -1,10 +1,13 @@
 package xdscache_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,6 +152,36 @@ func TestFirstChangeAfterAFillLooksAtWhatChanged(t *testing.T) {
 		n = 2000
 	}
 	c := xdscache.New()
+	// While hold is set, a publish's later steps wait until a newer publish cancels them: the fill sends
+	// policies faster than the proxy acknowledges the steps, so each publish supersedes a staged one. Once
+	// it is cleared, the steps follow at once, as when the proxy acknowledges at once.
+	var hold atomic.Bool
+	hold.Store(true)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c.Settle = func(ctx context.Context, group, version string) {
+		if hold.Load() {
+			select {
+			case <-ctx.Done():
+			case <-stop:
+			}
+		}
+	}
+	// served waits until the group serves what the last publish asked for: the steps after the first are
+	// set by the publish's own goroutine.
+	served := func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			cur, target := c.State(xdscache.DefaultGroup)
+			if cur.Version == target.Version {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the steps of the last publish were never served")
+			}
+			runtime.Gosched()
+		}
+	}
 	e := engine.New(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	p := newProxy(t, c)
 	timeout := 1
@@ -171,12 +204,21 @@ func TestFirstChangeAfterAFillLooksAtWhatChanged(t *testing.T) {
 		policies[0] = probe()
 		set()
 	}
+	fill := xdscache.Compared()
 	for have := 10; have < n; have += 1000 {
 		for i := have; i < min(n, have+1000); i++ {
 			policies = append(policies, tenant(fmt.Sprintf("f-%d", i), i+1, 80, 0))
 		}
-		set()
+		if have+1000 >= n {
+			// The proxy acknowledges the last publish of the fill: its steps are all served.
+			hold.Store(false)
+		}
+		e.Set(engine.SourceStore, slices.Clone(policies))
+		p.settle()
 	}
+	served()
+	p.settle()
+	t.Logf("resources looked at by the answers during the fill: %d", xdscache.Compared()-fill)
 	var costs []int64
 	for range 5 {
 		before := xdscache.Compared()
