@@ -299,6 +299,20 @@ func addsAny(old, next *State, types []string) bool {
 		return next.addsTo(types)
 	}
 	for _, typ := range types {
+		ns, olds := next.sets[typ], old.sets[typ]
+		if ns != nil && olds != nil {
+			// Only a name changed between the two lineages can be in next and not in old: a publish that
+			// supersedes a staged one (old is the staged union) looks at those, not at every resource.
+			if names, ok := changedBetween(olds.link, ns.link); ok {
+				for _, n := range names {
+					_, in := ns.get(n)
+					if _, had := olds.get(n); in && !had {
+						return true
+					}
+				}
+				continue
+			}
+		}
 		adds := false
 		next.sets[typ].each(func(e *entry) bool {
 			_, ok := old.sets[typ].get(e.name)

@@ -12,7 +12,8 @@ import (
 // A publish that supersedes a staged one combines the next state with the staged union: whichever way it
 // is built, the union holds every name of either state, the next state's entry where both have one, and its
 // link meets the next state's lineage, so that a stream answered from it is then answered from the names
-// changed (see unionAlongLineage).
+// changed (see unionAlongLineage). Whether the next state adds a name to the served one is found along the
+// same lineages (addsAny).
 func TestSupersededUnionHoldsBothAndMeetsTheLineage(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	cur, err := NewState(nil)
@@ -64,6 +65,15 @@ func TestSupersededUnionHoldsBothAndMeetsTheLineage(t *testing.T) {
 			}
 			return true
 		})
+		adds := false
+		a.each(func(e *entry) bool {
+			_, had := b.get(e.name)
+			adds = !had
+			return !adds
+		})
+		if got := addsAny(served, next, []string{resource.ClusterType}); got != adds {
+			t.Fatalf("step %d: addsAny says %v, want %v", step, got, adds)
+		}
 		if _, ok := changedBetween(got.link, a.link); !ok {
 			t.Fatalf("step %d: the union's lineage does not meet the next state's", step)
 		}
