@@ -295,6 +295,7 @@ func deltaResponse(s *State, refs map[string]bool, links *lineages, req *cachev3
 	var changed []*discovery.Resource
 	var removed []string
 	if names, ok := changedSinceMark(s, links, known, req); ok {
+		compared.Add(int64(len(names)))
 		ts := s.sets[typ]
 		subscribed := sub.SubscribedResources()
 		for _, n := range names {
@@ -321,6 +322,7 @@ func deltaResponse(s *State, refs map[string]bool, links *lineages, req *cachev3
 		fullCompares.Add(1)
 		entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
 		entries, versions = servable(typ, refs, entries, versions)
+		compared.Add(int64(len(entries) + len(known)))
 		for _, e := range entries {
 			if known[e.name] != e.version {
 				changed = append(changed, &discovery.Resource{Name: e.name, Version: e.version, Resource: e.resource()})
@@ -346,8 +348,9 @@ func deltaResponse(s *State, refs map[string]bool, links *lineages, req *cachev3
 	return &deltaResp{req: req, version: s.Version, resources: changed, removed: removed, returned: known}
 }
 
-// fullCompares counts the delta answers that compared every resource, for tests.
-var fullCompares atomic.Int64
+// fullCompares counts the delta answers that compared every resource, and compared the resources delta
+// answers looked at, for tests: an answer's cost follows what it looks at.
+var fullCompares, compared atomic.Int64
 
 // changedSinceMark returns the names a delta stream's answer must look at, when its version map is marked
 // with a typeSet whose lineage meets the one served now: the names changed between the two, and those the
