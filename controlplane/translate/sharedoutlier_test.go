@@ -63,6 +63,6 @@ func TestDefaultOutlierShared(t *testing.T) {
 		t.Errorf("backend a: outlier %+v is not the shared default", got)
 	}
 	if got := cluster(c, &c.Spec.Backends[1]).Outlier; got == defaultOutlier || got.MaxEjectionPercent == defaultOutlier.MaxEjectionPercent {
-		t.Errorf("backend b (3 primaries, a backup: cap 75 %): outlier %+v, want its own cap", got)
+		t.Errorf("backend b (3 primaries, a backup: cap 75 percent): outlier %+v, want its own cap", got)
 	}
 }
