@@ -288,10 +288,12 @@ func defaultEjectionCap(eps []ir.Endpoint) uint32 {
 	return uint32(min(max(share, v1alpha1.DefaultLocalOriginMaxEjectionPercent), 99))
 }
 
-func allBackends(p *v1alpha1.LoadBalancerPolicy) []ir.WeightedCluster {
-	out := make([]ir.WeightedCluster, 0, len(p.Spec.Backends))
-	for _, b := range p.Spec.Backends {
-		out = append(out, ir.WeightedCluster{Name: clusterName(p, b.Name), Weight: 1})
+// allBackends spreads over every backend's cluster; names are the clusters' names in spec order, the
+// strings the clusters hold (a name built again here was a second copy of each, per policy).
+func allBackends(names []string) []ir.WeightedCluster {
+	out := make([]ir.WeightedCluster, 0, len(names))
+	for _, n := range names {
+		out = append(out, ir.WeightedCluster{Name: n, Weight: 1})
 	}
 	return out
 }
