@@ -44,10 +44,11 @@ type fragment struct {
 	invalid *PolicyResult
 
 	// The claim the policy makes on its port, for the conflict checks.
-	port     int32
-	address  string
-	protocol v1alpha1.Protocol
-	claims   []string // "h\x00host" and "s\x00server name", in the order the checks look at them
+	port int32
+	// bind is the listener's address and protocol: a handle, not the two strings (32 bytes), since almost
+	// every policy on a port has the same ones; it took the fragment to the 288-byte size class.
+	bind   unique.Handle[bind]
+	claims []string // "h\x00host" and "s\x00server name", in the order the checks look at them
 	// edge is the listener hardening the policy asks for; a port's listener gets its owner's (see edgeConflict).
 	// edgeSet tells whether the policy sets any of it (else it takes the owner's as they are). A handle,
 	// not the 150-byte struct: almost every policy has the defaults, which are then held once.
@@ -66,6 +67,15 @@ type fragment struct {
 	shape unique.Handle[listenerShape]
 	vhost *ir.VirtualHost
 }
+
+// bind is where a listener listens, and what it speaks.
+type bind struct {
+	address  string
+	protocol v1alpha1.Protocol
+}
+
+func (f *fragment) address() string             { return f.bind.Value().address }
+func (f *fragment) protocol() v1alpha1.Protocol { return f.bind.Value().protocol }
 
 // fragmentExtra is the part of a fragment that most policies leave empty (see fragment.fragmentExtra).
 type fragmentExtra struct {
@@ -192,7 +202,7 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 		return f
 	}
 	l := &c.Spec.Listener
-	f.port, f.address, f.protocol = l.Port, l.Address, l.Protocol
+	f.port, f.bind = l.Port, unique.Make(bind{address: l.Address, protocol: l.Protocol})
 	f.edge, f.edgeSet = unique.Make(listenerEdge(c)), setsEdge(c)
 	hosts := l.Hostnames
 	if len(hosts) == 0 {
@@ -307,12 +317,12 @@ func (ix *portIndex) decide(m *member) (bool, string) {
 	}
 	o, f := owner.f, m.f
 	switch {
-	case o.protocol != f.protocol:
-		return false, fmt.Sprintf("spec.listener.port: port %d is already used by policy %s with protocol %s", f.port, o.key, o.protocol)
-	case o.protocol == v1alpha1.ProtocolTCP:
+	case o.protocol() != f.protocol():
+		return false, fmt.Sprintf("spec.listener.port: port %d is already used by policy %s with protocol %s", f.port, o.key, o.protocol())
+	case o.protocol() == v1alpha1.ProtocolTCP:
 		return false, fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", f.port, o.key)
-	case o.address != f.address:
-		return false, fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", f.port, o.address, o.key)
+	case o.address() != f.address():
+		return false, fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", f.port, o.address(), o.key)
 	case f.edgeSet && f.edge != o.edge:
 		return false, edgeConflictMessage + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
 	}
@@ -671,7 +681,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 // say) re-decides only the members that share a name with it, not every policy on a port shared by
 // thousands.
 func sameClaimOnPort(a, b *fragment) bool {
-	return b != nil && a.key == b.key && a.protocol == b.protocol && a.address == b.address && a.edge == b.edge
+	return b != nil && a.key == b.key && a.bind == b.bind && a.edge == b.edge
 }
 
 // memberQueue is a min-heap of members, oldest first.
@@ -722,7 +732,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 				first = m.f
 			}
 			tlsUsed = tlsUsed || m.f.listenerTLS() != nil
-			if first.protocol != v1alpha1.ProtocolHTTPS {
+			if first.protocol() != v1alpha1.ProtocolHTTPS {
 				break
 			}
 		}
