@@ -182,7 +182,7 @@ func (w *Watcher) Load() error {
 			}
 			first := now
 			if g, ok := w.good[k]; ok {
-				first = g.firstSeen
+				first = time.Unix(g.firstSeen, 0).UTC()
 			}
 			// The decoded policy is completed in place and published as it is, not copied: a copy per policy
 			// was 550 bytes each, kept beside the decoded one (55 MB at 100,000). Nothing else sees it before
@@ -199,7 +199,7 @@ func (w *Watcher) Load() error {
 			if pol.Generation == 0 {
 				pol.Generation = 1
 			}
-			w.good[k] = goodPolicy{policy: pol, firstSeen: first}
+			w.good[k] = goodPolicy{policy: pol, firstSeen: first.Unix()}
 			policies = append(policies, pol)
 		}
 	}
@@ -349,8 +349,10 @@ func (w *Watcher) load(p string, info os.FileInfo) fileLoad {
 }
 
 type goodPolicy struct {
-	policy    *v1alpha1.LoadBalancerPolicy
-	firstSeen time.Time
+	policy *v1alpha1.LoadBalancerPolicy
+	// firstSeen is in Unix seconds (load times are whole seconds, UTC): a time.Time is 24 bytes, and the map
+	// holds one entry per policy.
+	firstSeen int64
 }
 
 // decodedFile is what one file gave at its last decode: its policies (or, when it stopped decoding, the last

@@ -230,11 +230,17 @@ const (
 )
 
 // Cluster is one backend of one policy.
+//
+// The 4-byte and 1-byte fields are paired (BufferBytes beside ChoiceCount, PerEndpointStats beside HTTP2)
+// so that no padding is left: 352 bytes, a size class, against 368 in the 384 class. There is one per
+// backend of every policy. The JSON keeps the documented order (see clusterJSON).
 type Cluster struct {
-	Name            string          `json:"name,omitempty"`
-	Source          Source          `json:"source,omitempty"`
-	Algorithm       Algorithm       `json:"algorithm,omitempty"`
-	ChoiceCount     uint32          `json:"choiceCount,omitempty"`
+	Name        string    `json:"name,omitempty"`
+	Source      Source    `json:"source,omitempty"`
+	Algorithm   Algorithm `json:"algorithm,omitempty"`
+	ChoiceCount uint32    `json:"choiceCount,omitempty"`
+	// BufferBytes is Envoy's per-connection buffer limit towards the endpoints; 0 keeps Envoy's 1 MiB.
+	BufferBytes     uint32          `json:"bufferBytes,omitempty"`
 	ConnectTimeout  time.Duration   `json:"connectTimeout,omitempty"`
 	CircuitBreakers CircuitBreakers `json:"circuitBreakers,omitempty"`
 	Endpoints       []Endpoint      `json:"endpoints,omitempty"`
@@ -247,19 +253,17 @@ type Cluster struct {
 	// PanicThreshold in percent; nil keeps Envoy's default.
 	PanicThreshold *float64 `json:"panicThreshold,omitempty"`
 	// ZoneFailover orders zones by preference; each becomes a priority level.
-	ZoneFailover []string `json:"zoneFailover,omitempty"`
-	HTTP2        bool     `json:"http2,omitempty"`
+	ZoneFailover     []string `json:"zoneFailover,omitempty"`
+	HTTP2            bool     `json:"http2,omitempty"`
+	PerEndpointStats bool     `json:"perEndpointStats,omitempty"`
 	// MaxRequestsPerConnection 0 means no limit.
 	MaxRequestsPerConnection uint32         `json:"maxRequestsPerConnection,omitempty"`
 	IdleTimeout              *time.Duration `json:"idleTimeout,omitempty"`
 	TCPKeepalive             *TCPKeepalive  `json:"tcpKeepalive,omitempty"`
 	TLS                      *UpstreamTLS   `json:"tls,omitempty"`
-	// BufferBytes is Envoy's per-connection buffer limit towards the endpoints; 0 keeps Envoy's 1 MiB.
-	BufferBytes uint32 `json:"bufferBytes,omitempty"`
 
 	// ProxyProtocol is "V1" or "V2" to send a PROXY header on each upstream connection; empty: none.
-	ProxyProtocol    string `json:"proxyProtocol,omitempty"`
-	PerEndpointStats bool   `json:"perEndpointStats,omitempty"`
+	ProxyProtocol string `json:"proxyProtocol,omitempty"`
 	// MaxConnectionDuration, when set, closes upstream connections this long after they opened.
 	MaxConnectionDuration *time.Duration `json:"maxConnectionDuration,omitempty"`
 	// ActiveRequestBias (LeastRequest), when set, overrides Envoy's 1.0.
@@ -362,12 +366,17 @@ type RetryBudget struct {
 }
 
 // Endpoint is one upstream address.
+//
+// Backup sits beside Draining: at the end it took 8 bytes of padding (88 bytes, the 96 class; 80 now). The
+// JSON keeps the documented order (see endpointJSON).
 type Endpoint struct {
 	Address string `json:"address,omitempty"`
 	Port    uint32 `json:"port,omitempty"`
 	Weight  uint32 `json:"weight,omitempty"`
 	// Draining takes the endpoint out of new traffic; open connections carry on.
 	Draining bool `json:"draining,omitempty"`
+	// Backup endpoints form the priority level after every other one.
+	Backup bool `json:"backup,omitempty"`
 	// HealthCheckPort, when set, is probed instead of Port.
 	HealthCheckPort uint32 `json:"healthCheckPort,omitempty"`
 	// HealthCheckHost, when set, is the Host of HTTP probes of this endpoint.
@@ -376,8 +385,6 @@ type Endpoint struct {
 	Zone string `json:"zone,omitempty"`
 	// Hostname is the endpoint's DNS name (Endpoint.hostname), the SNI of UpstreamTLS.AutoSNI.
 	Hostname string `json:"hostname,omitempty"`
-	// Backup endpoints form the priority level after every other one.
-	Backup bool `json:"backup,omitempty"`
 }
 
 // Errors returned by Validate, so that callers and tests can tell them apart.

@@ -114,11 +114,14 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	if len(missing) > 0 {
 		r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = false, ReasonBackendMissing, strings.Join(missing, "; ")
 	}
+	// The backends' cluster names in spec order: r.Clusters holds only them so far (session clusters are
+	// added with the routes, below).
+	backendClusters := r.Clusters[len(r.Clusters)-len(s.Backends):]
 	l := listenerFor(g, p)
 	l.NoRouterDynamicStats = refs.NoRouterDynamicStats
 	r.Listener = l.Name
 	if l.Protocol == ir.TCP {
-		l.TCP = &ir.TCPRoute{Clusters: allBackends(p)}
+		l.TCP = &ir.TCPRoute{Clusters: allBackends(backendClusters)}
 		l.TCP.HashKeys = hashKeysFor(l.TCP.Clusters, hashKeys)
 		return
 	}
@@ -126,13 +129,17 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		addChains(l, p, t)
 	}
 	src := ir.Source{Namespace: p.Namespace, Name: p.Name}
-	vh := &ir.VirtualHost{Name: p.Namespace + "/" + p.Name, Source: src, Domains: domains(s.Listener.Hostnames)}
+	// The default route's name extends the virtual host's: both are one string ("ns/name/default"), the
+	// host's name a prefix of it, instead of two allocations per policy.
+	const defaultSuffix = "/default"
+	both := p.Namespace + "/" + p.Name + defaultSuffix
+	vh := &ir.VirtualHost{Name: both[:len(both)-len(defaultSuffix)], Source: src, Domains: domains(s.Listener.Hostnames)}
 	if s.DebugHeaders {
 		vh.UpstreamHostHeader = v1alpha1.UpstreamHostHeader
 	}
 	if len(s.Routes) == 0 {
-		all := allBackends(p)
-		vh.Routes = []*ir.Route{{Name: vh.Name + "/default", Source: src, PathType: ir.PathPrefix, Path: "/", Clusters: all,
+		all := allBackends(backendClusters)
+		vh.Routes = []*ir.Route{{Name: both, Source: src, PathType: ir.PathPrefix, Path: "/", Clusters: all,
 			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys), Retry: defaultRouteRetry}}
 	}
 	for i, rt := range s.Routes {
