@@ -37,6 +37,10 @@ var coldGroups = flag.Int("cold-groups", 1, "spread the cold-start row's policie
 
 // coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port; with
 // groups > 1, policy i goes to proxy group g-(i mod groups).
+// coldClusterStats is the Envoy's lbctl bootstrap --cluster-stats: "all" (the default) or "used", the
+// inclusion list of the stats lbplane reads; the row's variant names it when not "all".
+var coldClusterStats = flag.String("cold-cluster-stats", envoybootstrap.ClusterStatsAll, "the cold-start Envoy's bootstrap --cluster-stats: all or used")
+
 func coldFillers(from, to, groups int) []byte {
 	if groups <= 1 {
 		return fillersOn("c", coldListenerPort, from, to, strconv.Itoa(coldBackendPort))
@@ -88,7 +92,7 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		if groups > 1 {
 			group, last, mine = coldGroup(0, groups), (n-1)/groups*groups, (n+groups-1)/groups
 		}
-		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", Group: group, XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000, MaxHeapBytes: -1})
+		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", Group: group, XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000, MaxHeapBytes: -1, ClusterStats: *coldClusterStats})
 		if err != nil {
 			return err
 		}
@@ -153,6 +157,9 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		variant := "config-dir"
 		if groups > 1 {
 			variant = fmt.Sprintf("config-dir, %d proxy groups, the Envoy of one (%d policies)", groups, mine)
+		}
+		if *coldClusterStats != envoybootstrap.ClusterStatsAll {
+			variant += ", cluster stats " + *coldClusterStats
 		}
 		rec := runRecord{Scenario: "coldstart", Peer: "lbplane", API: "delta", Variant: variant, Policies: n, Valid: served && synced,
 			P50: float64(tSynced.Milliseconds()), Samples: []float64{float64(tSynced.Milliseconds())}, LbplaneRSS: u.RSSBytes,
