@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -149,6 +150,8 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		})
 		tSynced := time.Since(begin)
 		u, eu := treeUsage(lb.cmd.Process.Pid), treeUsage(envoy.cmd.Process.Pid)
+		// After the CPU and RSS are read: listing a million stats costs the Envoy seconds.
+		nStats, nClusterStats := envoyStatCount(adminPort)
 		heapTop := profile(pprofPort, 0, out, fmt.Sprintf("coldstart-%d-heap", n))
 		<-profDone
 		envoy.stop()
@@ -165,13 +168,13 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 			P50: float64(tSynced.Milliseconds()), Samples: []float64{float64(tSynced.Milliseconds())}, LbplaneRSS: u.RSSBytes,
 			Extra: map[string]float64{"servedMs": float64(tServed.Milliseconds()), "syncedMs": float64(tSynced.Milliseconds()), "lbplaneCPUSeconds": u.CPUSeconds,
 				"groups": float64(groups), "envoyPolicies": float64(mine), "envoyCPUSeconds": eu.CPUSeconds, "envoyRSSBytes": float64(eu.RSSBytes),
-				"envoyInitialFetchTimeouts": float64(timeouts)}}
+				"envoyInitialFetchTimeouts": float64(timeouts), "envoyStats": float64(nStats), "envoyClusterStats": float64(nClusterStats)}}
 		if !rec.Valid {
 			rec.Note = fmt.Sprintf("served %v, synced %v (last state %q)", served, synced, state)
 		}
 		record(rec)
-		fmt.Fprintf(os.Stderr, "cold start %d policies (%s): lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s; Envoy RSS %d MiB, CPU %.1f s, %d initial fetch timeouts %s\n%s\n%s\n",
-			n, variant, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, eu.RSSBytes>>20, eu.CPUSeconds, timeouts, rec.Note, heapTop, profTop)
+		fmt.Fprintf(os.Stderr, "cold start %d policies (%s): lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s; Envoy RSS %d MiB, CPU %.1f s, %d initial fetch timeouts, %d stats (%d of clusters) %s\n%s\n%s\n",
+			n, variant, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, eu.RSSBytes>>20, eu.CPUSeconds, timeouts, nStats, nClusterStats, rec.Note, heapTop, profTop)
 	}
 	return nil
 }
@@ -184,4 +187,27 @@ func initialFetchTimeouts(logPath string) int {
 		return -1
 	}
 	return bytes.Count(b, []byte("initial fetch timed out"))
+}
+
+// envoyStatCount counts the stats in the Envoy's admin /stats (one a line), and those of clusters (cluster.*):
+// what --cluster-stats changes. -1 when admin did not answer.
+func envoyStatCount(adminPort int) (all, clusters int) {
+	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{Proxy: nil}}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/stats", adminPort))
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		all++
+		if bytes.HasPrefix(sc.Bytes(), []byte("cluster.")) {
+			clusters++
+		}
+	}
+	if sc.Err() != nil {
+		return -1, -1
+	}
+	return all, clusters
 }
