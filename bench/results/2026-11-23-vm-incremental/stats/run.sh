@@ -5,7 +5,7 @@ R=bench/results/2026-11-23-vm-incremental/stats
 go build -o /tmp/stats-runner ./bench/runner || exit 1
 for run in ${RUNS:-all-1 used-1 used-2 all-2}; do
   mode=${run%-*}
-  out=$R/cold20k-$run
+  out=$R/cold$((${N:-20000}/1000))k-$run
   mkdir -p $out
   cmd="go run ./bench/runner -only coldstart -cold-policies ${N:-20000} -cold-cluster-stats $mode -cp-port-offset 3800 -out $out"
   echo "$cmd" > $out/command.txt
