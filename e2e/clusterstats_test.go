@@ -88,7 +88,7 @@ func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
 			return err
 		}
 		if !slices.Contains(ejectedReasons(b, fmt.Sprintf("127.0.0.1:%d", bs[2].Port)), "outlier detection: consecutive 5xx") || b.Errors == 0 {
-			return fmt.Errorf("%+v", b)
+			return fmt.Errorf("%+v\n%s", b, adminGet(t, used, "/stats?filter=outlier_detection"))
 		}
 		return nil
 	})
