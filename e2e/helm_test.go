@@ -54,13 +54,14 @@ func TestHelmLintAndSchema(t *testing.T) {
 func TestHelmTemplateGolden(t *testing.T) {
 	envoy := tools.Require(t, "envoy")
 	for name, set := range map[string][]string{
-		"default":     {"--set", "apiToken=golden"},
-		"insecure":    {"--set", "apiToken=golden", "--set", "mtls.enabled=false"},
-		"mtls":        {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
-		"dashboards":  {"--set", "apiToken=golden", "--set", "metrics.dashboards.enabled=true", "--set", "metrics.podAnnotations=false"},
-		"certmanager": append([]string{"--set", "apiToken=golden"}, certManagerValues...),
-		"all":         {"-f", allValues},
-		"zone":        {"--set", "apiToken=golden", "--set", "envoy.zone=zone-a"},
+		"default":      {"--set", "apiToken=golden"},
+		"insecure":     {"--set", "apiToken=golden", "--set", "mtls.enabled=false"},
+		"mtls":         {"--set", "apiToken=golden", "--set", "mtls.enabled=true", "--set", "envoy.proxyGroup=edge", "--set", "envoy.service.type=NodePort"},
+		"dashboards":   {"--set", "apiToken=golden", "--set", "metrics.dashboards.enabled=true", "--set", "metrics.podAnnotations=false"},
+		"certmanager":  append([]string{"--set", "apiToken=golden"}, certManagerValues...),
+		"all":          {"-f", allValues},
+		"zone":         {"--set", "apiToken=golden", "--set", "envoy.zone=zone-a"},
+		"clusterstats": {"--set", "apiToken=golden", "--set", "envoy.clusterStats=used"},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {

@@ -50,7 +50,16 @@ type Params struct {
 	// DNSResolvers, "ip" or "ip:port" (port 53 by default), are the DNS servers Envoy resolves backend host
 	// names with (c-ares), instead of those of the host's /etc/resolv.conf.
 	DNSResolvers []string
+	// ClusterStats is which stats Envoy creates: ClusterStatsAll (the default, "" too) or ClusterStatsUsed,
+	// only those lbplane, its dashboard and the chart read, for Envoys holding tens of thousands of clusters.
+	ClusterStats string
 }
+
+// Values of Params.ClusterStats (lbctl bootstrap --cluster-stats).
+const (
+	ClusterStatsAll  = "all"
+	ClusterStatsUsed = "used"
+)
 
 // TLS is the Envoy side of xDS over mTLS. Exactly one of three sources: Dir (SDS files written by
 // WriteCredentials, watched, so renewals need no restart), Inline (PEM embedded in the bootstrap), or the
@@ -151,6 +160,13 @@ func Render(p Params) ([]byte, error) {
 			t.ServerName = host
 		}
 	}
+	switch p.ClusterStats {
+	case "":
+		p.ClusterStats = ClusterStatsAll
+	case ClusterStatsAll, ClusterStatsUsed:
+	default:
+		return nil, fmt.Errorf("--cluster-stats: want %s or %s, got %q", ClusterStatsAll, ClusterStatsUsed, p.ClusterStats)
+	}
 	resolvers, err := dnsResolvers(p.DNSResolvers)
 	if err != nil {
 		return nil, err
@@ -159,7 +175,7 @@ func Render(p Params) ([]byte, error) {
 	err = tmpl.Execute(&buf, map[string]any{"DNSResolvers": resolvers, "NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
 		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections,
 		"MaxConnectionsSource": source, "MaxHeapBytes": p.MaxHeapBytes, "TLS": p.TLS, "ShareAdminPort": p.ShareAdminPort,
-		"Zone": p.Zone, "LocalCluster": LocalCluster})
+		"Zone": p.Zone, "LocalCluster": LocalCluster, "ClusterStats": p.ClusterStats})
 	return buf.Bytes(), err
 }
 

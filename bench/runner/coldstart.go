@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -37,6 +38,10 @@ var coldGroups = flag.Int("cold-groups", 1, "spread the cold-start row's policie
 
 // coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port; with
 // groups > 1, policy i goes to proxy group g-(i mod groups).
+// coldClusterStats is the Envoy's lbctl bootstrap --cluster-stats: "all" (the default) or "used", the
+// inclusion list of the stats lbplane reads; the row's variant names it when not "all".
+var coldClusterStats = flag.String("cold-cluster-stats", envoybootstrap.ClusterStatsAll, "the cold-start Envoy's bootstrap --cluster-stats: all or used")
+
 func coldFillers(from, to, groups int) []byte {
 	if groups <= 1 {
 		return fillersOn("c", coldListenerPort, from, to, strconv.Itoa(coldBackendPort))
@@ -88,7 +93,7 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		if groups > 1 {
 			group, last, mine = coldGroup(0, groups), (n-1)/groups*groups, (n+groups-1)/groups
 		}
-		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", Group: group, XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000, MaxHeapBytes: -1})
+		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", Group: group, XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000, MaxHeapBytes: -1, ClusterStats: *coldClusterStats})
 		if err != nil {
 			return err
 		}
@@ -145,6 +150,8 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		})
 		tSynced := time.Since(begin)
 		u, eu := treeUsage(lb.cmd.Process.Pid), treeUsage(envoy.cmd.Process.Pid)
+		// After the CPU and RSS are read: listing a million stats costs the Envoy seconds.
+		nStats, nClusterStats := envoyStatCount(adminPort)
 		heapTop := profile(pprofPort, 0, out, fmt.Sprintf("coldstart-%d-heap", n))
 		<-profDone
 		envoy.stop()
@@ -154,17 +161,20 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		if groups > 1 {
 			variant = fmt.Sprintf("config-dir, %d proxy groups, the Envoy of one (%d policies)", groups, mine)
 		}
+		if *coldClusterStats != envoybootstrap.ClusterStatsAll {
+			variant += ", cluster stats " + *coldClusterStats
+		}
 		rec := runRecord{Scenario: "coldstart", Peer: "lbplane", API: "delta", Variant: variant, Policies: n, Valid: served && synced,
 			P50: float64(tSynced.Milliseconds()), Samples: []float64{float64(tSynced.Milliseconds())}, LbplaneRSS: u.RSSBytes,
 			Extra: map[string]float64{"servedMs": float64(tServed.Milliseconds()), "syncedMs": float64(tSynced.Milliseconds()), "lbplaneCPUSeconds": u.CPUSeconds,
 				"groups": float64(groups), "envoyPolicies": float64(mine), "envoyCPUSeconds": eu.CPUSeconds, "envoyRSSBytes": float64(eu.RSSBytes),
-				"envoyInitialFetchTimeouts": float64(timeouts)}}
+				"envoyInitialFetchTimeouts": float64(timeouts), "envoyStats": float64(nStats), "envoyClusterStats": float64(nClusterStats)}}
 		if !rec.Valid {
 			rec.Note = fmt.Sprintf("served %v, synced %v (last state %q)", served, synced, state)
 		}
 		record(rec)
-		fmt.Fprintf(os.Stderr, "cold start %d policies (%s): lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s; Envoy RSS %d MiB, CPU %.1f s, %d initial fetch timeouts %s\n%s\n%s\n",
-			n, variant, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, eu.RSSBytes>>20, eu.CPUSeconds, timeouts, rec.Note, heapTop, profTop)
+		fmt.Fprintf(os.Stderr, "cold start %d policies (%s): lbplane start → Envoy serves the last policy %.1f s, SYNCED %.1f s; lbplane RSS %d MiB, CPU %.1f s; Envoy RSS %d MiB, CPU %.1f s, %d initial fetch timeouts, %d stats (%d of clusters) %s\n%s\n%s\n",
+			n, variant, tServed.Seconds(), tSynced.Seconds(), u.RSSBytes>>20, u.CPUSeconds, eu.RSSBytes>>20, eu.CPUSeconds, timeouts, nStats, nClusterStats, rec.Note, heapTop, profTop)
 	}
 	return nil
 }
@@ -177,4 +187,27 @@ func initialFetchTimeouts(logPath string) int {
 		return -1
 	}
 	return bytes.Count(b, []byte("initial fetch timed out"))
+}
+
+// envoyStatCount counts the stats in the Envoy's admin /stats (one a line), and those of clusters (cluster.*):
+// what --cluster-stats changes. -1 when admin did not answer.
+func envoyStatCount(adminPort int) (all, clusters int) {
+	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{Proxy: nil}}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/stats", adminPort))
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		all++
+		if bytes.HasPrefix(sc.Bytes(), []byte("cluster.")) {
+			clusters++
+		}
+	}
+	if sc.Err() != nil {
+		return -1, -1
+	}
+	return all, clusters
 }

@@ -35,7 +35,8 @@ before it expires.`,
   lbctl bootstrap --node-id envoy-1 --xds-tls-cert e.crt --xds-tls-key e.key --xds-tls-ca ca.crt   # your own CA
   lbctl bootstrap --node-id envoy-1 --xds-insecure                             # lbplane serve --xds-insecure
   lbctl bootstrap --node-id envoy-1 --zone zone-a --out-dir /etc/envoy/lbplane   # zone-aware routing prefers zone-a
-  lbctl bootstrap --node-id envoy-1 --out-dir ./envoy-1 --dns-resolver 10.0.0.2 --dns-resolver 10.0.0.3:5353`,
+  lbctl bootstrap --node-id envoy-1 --out-dir ./envoy-1 --dns-resolver 10.0.0.2 --dns-resolver 10.0.0.3:5353
+  lbctl bootstrap --node-id big-1 --cluster-stats used --out-dir ./big-1           # 100,000 policies on one Envoy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Check every flag before asking lbplane for a certificate.
@@ -106,6 +107,7 @@ before it expires.`,
 	f.IntVar(&p.MaxConnections, "max-connections", 0, "Envoy's global limit on downstream connections (0: 80% of the open-file limit here)")
 	f.Var((*heapFlag)(&p.MaxHeapBytes), "max-heap", "heap budget for Envoy's overload actions, e.g. 512Mi, 2Gi (0: no heap actions)")
 	f.StringSliceVar(&p.DNSResolvers, "dns-resolver", nil, "DNS server (IP[:port], repeatable) Envoy resolves backend host names with, instead of /etc/resolv.conf's")
+	f.StringVar(&p.ClusterStats, "cluster-stats", envoybootstrap.ClusterStatsAll, "which stats Envoy creates: all, or used (only those lbplane, its dashboard and the chart read; for Envoys with tens of thousands of clusters, whose stats cost most of the cold start)")
 	f.StringVar(&outDir, "out-dir", "", "write the certificate, key and CA here and point Envoy at them (renewable without restart)")
 	f.BoolVar(&insecure, "xds-insecure", false, "plaintext xDS, no certificate (for lbplane serve --xds-insecure)")
 	f.StringVar(&tls.Cert, "xds-tls-cert", "", "bring your own CA: this Envoy's client certificate file (CN = node id, OU = proxy group)")
