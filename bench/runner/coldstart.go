@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
@@ -36,24 +35,19 @@ func moveColdPorts() {
 // run (each Envoy gets its group's policies only), reported beside it, never in its place.
 var coldGroups = flag.Int("cold-groups", 1, "spread the cold-start row's policies round-robin over this many proxy groups (g-0, g-1, …) and time the Envoy of g-0 (1: one group, every policy on the one Envoy)")
 
-// coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port; with
-// groups > 1, policy i goes to proxy group g-(i mod groups).
 // coldClusterStats is the Envoy's lbctl bootstrap --cluster-stats: "all" (the default) or "used", the
 // inclusion list of the stats lbplane reads; the row's variant names it when not "all".
 var coldClusterStats = flag.String("cold-cluster-stats", envoybootstrap.ClusterStatsAll, "the cold-start Envoy's bootstrap --cluster-stats: all or used")
 
+// coldFillers renders policies [from, to) as the push rows' fillers are, on the cold-start row's port; with
+// groups > 1, policy i goes to proxy group g-(i mod groups).
 func coldFillers(from, to, groups int) []byte {
-	if groups <= 1 {
-		return fillersOn("c", coldListenerPort, from, to, strconv.Itoa(coldBackendPort))
-	}
-	var b strings.Builder
-	for i := from; i < to; i++ {
-		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: c-%d}\nspec:\n"+
-			"  proxyGroup: %s\n"+
-			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [c-%d.bench.local]}\n"+
-			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %d}]}]\n", i, coldGroup(i, groups), coldListenerPort, i, coldBackendPort)
-	}
-	return []byte(b.String())
+	return fillersOn("c", coldListenerPort, from, to, strconv.Itoa(coldBackendPort), func(i int) string {
+		if groups <= 1 {
+			return ""
+		}
+		return coldGroup(i, groups)
+	})
 }
 
 func coldGroup(i, groups int) string { return fmt.Sprintf("g-%d", i%groups) }

@@ -44,20 +44,12 @@ var cpGroups = flag.Int("cp-groups", 1, "spread the push and Kubernetes rows' fi
 // group when i mod N is 0.
 func fillers(from, to int, backend string) []byte {
 	groups := max(1, *cpGroups)
-	if groups == 1 {
-		return fillersOn("f", cpListenerPort, from, to, backend)
-	}
-	var b strings.Builder
-	for i := from; i < to; i++ {
-		group := ""
-		if i%groups != 0 {
-			group = fmt.Sprintf("  proxyGroup: g-%d\n", i%groups)
+	return fillersOn("f", cpListenerPort, from, to, backend, func(i int) string {
+		if i%groups == 0 {
+			return ""
 		}
-		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: f-%d}\nspec:\n%s"+
-			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [f-%d.bench.local]}\n"+
-			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", i, group, cpListenerPort, i, backend)
-	}
-	return []byte(b.String())
+		return fmt.Sprintf("g-%d", i%groups)
+	})
 }
 
 // lastServed is the newest filler of n that the row's Envoy (the default group) serves.
@@ -67,13 +59,17 @@ func lastServed(n int) int {
 }
 
 // fillersOn renders policies prefix-from to prefix-(to-1), each its own hostname on listener port, all
-// on one endpoint at backend's port.
-func fillersOn(prefix string, port, from, to int, backend string) []byte {
+// on one endpoint at backend's port, each in proxy group groupOf(i) ("": the default group).
+func fillersOn(prefix string, port, from, to int, backend string, groupOf func(i int) string) []byte {
 	var b strings.Builder
 	for i := from; i < to; i++ {
-		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: %s-%d}\nspec:\n"+
+		group := ""
+		if g := groupOf(i); g != "" {
+			group = "  proxyGroup: " + g + "\n"
+		}
+		fmt.Fprintf(&b, "---\napiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: %s-%d}\nspec:\n%s"+
 			"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [%s-%d.bench.local]}\n"+
-			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", prefix, i, port, prefix, i, backend)
+			"  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", prefix, i, group, port, prefix, i, backend)
 	}
 	return []byte(b.String())
 }

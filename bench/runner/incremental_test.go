@@ -62,4 +62,17 @@ func TestFillersSpreadOverProxyGroups(t *testing.T) {
 	if got := lastServed(7); got != 6 {
 		t.Errorf("one group: lastServed(7) = %d, want 6", got)
 	}
+	if strings.Contains(string(fillers(0, 7, "8080")), "proxyGroup") {
+		t.Error("one group: a filler names a proxy group")
+	}
+	// The cold-start row's Envoy is g-0's: every policy names its group.
+	cold := string(coldFillers(0, 3, 2))
+	for i, want := range []string{"g-0", "g-1", "g-0"} {
+		if s := fmt.Sprintf("metadata: {name: c-%d}\nspec:\n  proxyGroup: %s\n", i, want); !strings.Contains(cold, s) {
+			t.Errorf("cold filler c-%d is not in %s:\n%s", i, want, cold)
+		}
+	}
+	if strings.Contains(string(coldFillers(0, 3, 1)), "proxyGroup") {
+		t.Error("cold, one group: a policy names a proxy group")
+	}
 }
