@@ -233,7 +233,7 @@ const (
 //
 // The 4-byte and 1-byte fields are paired (BufferBytes beside ChoiceCount, PerEndpointStats beside HTTP2)
 // so that no padding is left: 352 bytes, a size class, against 368 in the 384 class. There is one per
-// backend of every policy. The JSON keeps the documented order (see clusterJSON).
+// backend of every policy.
 type Cluster struct {
 	Name        string    `json:"name,omitempty"`
 	Source      Source    `json:"source,omitempty"`
@@ -367,8 +367,7 @@ type RetryBudget struct {
 
 // Endpoint is one upstream address.
 //
-// Backup sits beside Draining: at the end it took 8 bytes of padding (88 bytes, the 96 class; 80 now). The
-// JSON keeps the documented order (see endpointJSON).
+// Backup sits beside Draining: at the end it took 8 bytes of padding (88 bytes, the 96 class; 80 now).
 type Endpoint struct {
 	Address string `json:"address,omitempty"`
 	Port    uint32 `json:"port,omitempty"`

@@ -1,37 +1,11 @@
 package translate
 
-import (
-	"encoding/json"
+import "encoding/json"
 
-	"github.com/lbplane/lbplane/api/v1alpha1"
-)
-
-// resultJSON is a PolicyResult as written: its fields in the order the golden files and anything reading
-// them have always seen, whatever the order of PolicyResult's fields in memory (see PolicyResult), and its
-// backends as they were written while it held them as a map (BackendOf, cluster → backend).
-// TestResultJSONHasEveryField keeps the two in step.
-type resultJSON struct {
-	Key                 Key
-	Generation          int64
-	ProxyGroup          string
-	Accepted            bool
-	AcceptedReason      string
-	AcceptedMessage     string
-	ResolvedRefs        bool
-	ResolvedRefsReason  string
-	ResolvedRefsMessage string
-	Errors              v1alpha1.FieldErrors
-	Endpoints           int32
-	HealthyEndpoints    int32
-	ResolvedByEnvoy     bool `json:",omitempty"`
-	Warnings            []string
-	Listener            string
-	Clusters            []string
-	BackendOf           map[string]string
-}
-
-// MarshalJSON writes a result as resultJSON.
+// MarshalJSON writes a result as it was written while it held its backends as a map (BackendOf, cluster →
+// backend): the golden files and anything reading them see the same document.
 func (r PolicyResult) MarshalJSON() ([]byte, error) {
+	type plain PolicyResult // without this method
 	var backendOf map[string]string
 	for i, b := range r.Backends {
 		if b == "" || i >= len(r.Clusters) {
@@ -42,9 +16,10 @@ func (r PolicyResult) MarshalJSON() ([]byte, error) {
 		}
 		backendOf[r.Clusters[i]] = b
 	}
-	return json.Marshal(resultJSON{Key: r.Key, Generation: r.Generation, ProxyGroup: r.ProxyGroup,
-		Accepted: r.Accepted, AcceptedReason: r.AcceptedReason, AcceptedMessage: r.AcceptedMessage,
-		ResolvedRefs: r.ResolvedRefs, ResolvedRefsReason: r.ResolvedRefsReason, ResolvedRefsMessage: r.ResolvedRefsMessage,
-		Errors: r.Errors, Endpoints: r.Endpoints, HealthyEndpoints: r.HealthyEndpoints, ResolvedByEnvoy: r.ResolvedByEnvoy,
-		Warnings: r.Warnings, Listener: r.Listener, Clusters: r.Clusters, BackendOf: backendOf})
+	return json.Marshal(struct {
+		plain
+		// Hides plain's Backends: a field tagged "-" would not, it is dropped before names are compared.
+		Backends  *struct{} `json:"Backends,omitempty"`
+		BackendOf map[string]string
+	}{plain: plain(r), BackendOf: backendOf})
 }

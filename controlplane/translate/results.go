@@ -36,7 +36,7 @@ func KeyOf(p *v1alpha1.LoadBalancerPolicy) Key {
 //
 // The three booleans sit together after the counts: spread between the strings, each took 8 bytes of
 // padding, and the struct was 264 bytes, the 288-byte size class, against 248 (the 256 class) now: 32 bytes
-// per policy. MarshalJSON writes the fields in their documented order, whatever their order here.
+// per policy.
 type PolicyResult struct {
 	Key        Key
 	Generation int64
