@@ -3,6 +3,7 @@ package translate
 import (
 	"math"
 	"net"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,16 +185,8 @@ var defaultOutlier = func() *ir.Outlier {
 	return o
 }()
 
-// sameOutlier compares two ejections by value.
-func sameOutlier(a, b *ir.Outlier) bool {
-	u32 := func(x, y *uint32) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	return u32(a.Consecutive5xx, b.Consecutive5xx) && u32(a.ConsecutiveGateway, b.ConsecutiveGateway) &&
-		u32(a.ConsecutiveLocalOrigin, b.ConsecutiveLocalOrigin) &&
-		(a.SuccessRate == nil) == (b.SuccessRate == nil) && (a.SuccessRate == nil || *a.SuccessRate == *b.SuccessRate) &&
-		(a.FailurePercentage == nil) == (b.FailurePercentage == nil) && (a.FailurePercentage == nil || *a.FailurePercentage == *b.FailurePercentage) &&
-		a.Interval == b.Interval && a.BaseEjectionTime == b.BaseEjectionTime && a.MaxEjectionPercent == b.MaxEjectionPercent &&
-		a.MaxEjectionTime == b.MaxEjectionTime && a.AlwaysEjectOne == b.AlwaysEjectOne
-}
+// sameOutlier compares two ejections by value, every field (a field added to ir.Outlier is compared too).
+func sameOutlier(a, b *ir.Outlier) bool { return reflect.DeepEqual(a, b) }
 
 func hashKey(k v1alpha1.HashKey) ir.HashKey {
 	out := ir.HashKey{Terminal: k.Terminal}
