@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"slices"
 	"testing"
@@ -30,21 +28,6 @@ spec:
         - {address: 127.0.0.1, port: {{.Port}}}
 {{- end}}
 `
-
-// adminGet returns the body of an Envoy admin path.
-func adminGet(t *testing.T, e *Envoy, path string) string {
-	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", e.AdminPort, path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %d %v", path, resp.StatusCode, err)
-	}
-	return string(b)
-}
 
 // hasStat tells whether admin's /stats text lists the stat (counters and gauges "name: value", histograms
 // "name: P0(...)").
@@ -88,14 +71,14 @@ func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
 			return err
 		}
 		if !slices.Contains(ejectedReasons(b, fmt.Sprintf("127.0.0.1:%d", bs[2].Port)), "outlier detection: consecutive 5xx") || b.Errors == 0 {
-			return fmt.Errorf("%+v\n%s", b, adminGet(t, used, "/stats?filter=outlier_detection"))
+			return fmt.Errorf("%+v\n%s", b, adminGet(t, used.AdminPort, "/stats?filter=outlier_detection"))
 		}
 		return nil
 	})
 	bs[2].FailWith(0)
 
 	const c = "cluster.default/st/app."
-	stats := adminGet(t, used, "/stats")
+	stats := adminGet(t, used.AdminPort, "/stats")
 	for _, name := range []string{c + "upstream_rq_time", c + "upstream_rq_total", c + "upstream_rq_2xx", c + "upstream_rq_5xx",
 		c + "membership_healthy", c + "membership_total", c + "outlier_detection.ejections_active",
 		c + "outlier_detection.ejections_enforced_consecutive_5xx",
@@ -111,10 +94,10 @@ func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
 			t.Errorf("--cluster-stats used: %s in /stats, want it left out", name)
 		}
 	}
-	if !hasStat(adminGet(t, all, "/stats"), "cluster.lbplane_xds.lb_healthy_panic") {
+	if !hasStat(adminGet(t, all.AdminPort, "/stats"), "cluster.lbplane_xds.lb_healthy_panic") {
 		t.Error("--cluster-stats all: cluster.lbplane_xds.lb_healthy_panic missing: the stat left out above proves nothing")
 	}
-	if prom := adminGet(t, used, "/stats/prometheus"); !regexp.MustCompile(`(?m)^envoy_cluster_endpoint_rq_total\{`).MatchString(prom) {
+	if prom := adminGet(t, used.AdminPort, "/stats/prometheus"); !regexp.MustCompile(`(?m)^envoy_cluster_endpoint_rq_total\{`).MatchString(prom) {
 		t.Error("--cluster-stats used: no envoy_cluster_endpoint_rq_total (perEndpointStats) in /stats/prometheus")
 	}
 }

@@ -95,12 +95,21 @@ func (s *service) remove(addr string) {
 // envoyStats returns admin's /stats filtered by filter, as text.
 func envoyStats(t *testing.T, adminPort int, filter string) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats?filter=%s", adminPort, filter))
+	return adminGet(t, adminPort, "/stats?filter="+filter)
+}
+
+// adminGet returns the body of an Envoy admin path, failing the test unless it answers 200.
+func adminGet(t *testing.T, adminPort int, path string) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", adminPort, path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %v", path, resp.StatusCode, err)
+	}
 	return string(b)
 }
 
