@@ -13,8 +13,8 @@ import (
 
 // typeErrors returns, with full paths ("spec.routes[0].backends[1].weight"), every value in v (decoded JSON)
 // whose JSON type does not fit the field: encoding/json names the field without its list indices, and only
-// the first.
-func typeErrors(v any, t reflect.Type, path string) []string {
+// the first. The paths of keys that name no field are appended to unknown.
+func typeErrors(v any, t reflect.Type, path string, unknown *[]string) []string {
 	if t == nil {
 		return nil
 	}
@@ -49,7 +49,7 @@ func typeErrors(v any, t reflect.Type, path string) []string {
 		}
 		var out []string
 		for i, x := range list {
-			out = append(out, typeErrors(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			out = append(out, typeErrors(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i), unknown)...)
 		}
 		return out
 	case reflect.Map:
@@ -60,7 +60,7 @@ func typeErrors(v any, t reflect.Type, path string) []string {
 		}
 		var out []string
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			out = append(out, typeErrors(m[k], t.Elem(), join(path, k))...)
+			out = append(out, typeErrors(m[k], t.Elem(), join(path, k), unknown)...)
 		}
 		return out
 	case reflect.Struct:
@@ -73,7 +73,9 @@ func typeErrors(v any, t reflect.Type, path string) []string {
 		var out []string
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if ft, ok := fields[k]; ok {
-				out = append(out, typeErrors(m[k], ft, join(path, k))...)
+				out = append(out, typeErrors(m[k], ft, join(path, k), unknown)...)
+			} else {
+				*unknown = append(*unknown, join(path, k))
 			}
 		}
 		return out

@@ -103,7 +103,12 @@ func DecodeDocument(b []byte) (Document, error) {
 		if err := json.Unmarshal(j, &generic); err != nil {
 			return Document{}, describe(err)
 		}
-		if bad := typeErrors(generic, reflect.TypeOf(v1alpha1.LoadBalancerPolicy{}), ""); len(bad) > 0 {
+		var unknown []string
+		if bad := typeErrors(generic, reflect.TypeOf(v1alpha1.LoadBalancerPolicy{}), "", &unknown); len(bad) > 0 {
+			// Every problem at once: the unknown fields beside the type errors.
+			if len(unknown) > 0 {
+				bad = append(bad, unknownFields(unknown))
+			}
 			return Document{}, errors.New(strings.Join(bad, "; "))
 		}
 		// Anything typeErrors does not know (a number out of range): encoding/json's typed error names it.
@@ -113,7 +118,17 @@ func DecodeDocument(b []byte) (Document, error) {
 		return Document{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if len(strict) > 0 {
-		return Document{}, unknownFieldError(strict)
+		// The rest of the document decoded: its field errors are reported with the unknown fields, so that one
+		// typo does not hide every other problem of the file.
+		errs := []error{unknownFieldError(strict)}
+		if p.Kind == "" || p.Kind == v1alpha1.Kind {
+			c := p.DeepCopy()
+			v1alpha1.Default(c)
+			if fe := v1alpha1.Validate(c); len(fe) > 0 {
+				errs = append(errs, fe)
+			}
+		}
+		return Document{}, joinOnOneLine(errs)
 	}
 	if p.Kind != "" && p.Kind != v1alpha1.Kind {
 		return Document{}, fmt.Errorf("kind: must be %q, got %q", v1alpha1.Kind, p.Kind)
@@ -147,6 +162,25 @@ func unknownFieldError(strict []error) error {
 	}
 	slices.Sort(paths)
 	return fmt.Errorf("unknown field %s", strings.Join(paths, ", "))
+}
+
+// unknownFields renders quoted paths of unknown fields as unknownFieldError does.
+func unknownFields(paths []string) string {
+	quoted := make([]string, len(paths))
+	for i, p := range paths {
+		quoted[i] = strconv.Quote(p)
+	}
+	slices.Sort(quoted)
+	return "unknown field " + strings.Join(quoted, ", ")
+}
+
+// joinOnOneLine joins errors with "; ", as a document's type errors are: a DecodeError is one line.
+func joinOnOneLine(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 var unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()

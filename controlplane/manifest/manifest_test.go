@@ -48,3 +48,34 @@ func TestDecodeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeReportsEveryProblemAtOnce: an unknown field does not hide the document's other problems, nor a
+// type error its unknown fields; each is named by its path.
+func TestDecodeReportsEveryProblemAtOnce(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		want []string
+	}{
+		"unknown field and an invalid value": {
+			strings.Replace(strings.Replace(doc, "protocol: HTTP", "protocol: HTTP, proto: x", 1), "port: 80,", "port: 70000,", 1),
+			[]string{`unknown field "spec.listener.proto"`, "spec.listener.port"},
+		},
+		"type error and unknown fields": {
+			strings.Replace(strings.Replace(doc, "port: 80,", "port: eighty,", 1), "name: a,", "nme: a,", 1),
+			[]string{`spec.listener.port: must be an integer, got the string "eighty"`, `unknown field "spec.backends[0].nme"`},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := manifest.Decode("f.yaml", strings.NewReader(strings.Replace(tc.in, "%s", "p", 1)))
+			if err == nil {
+				t.Fatal("decoded without an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
