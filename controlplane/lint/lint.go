@@ -26,6 +26,7 @@ const (
 	RuleHealthCheckRouteHost   = "health-check-sends-route-host"
 	RuleRetryWithoutBudget     = "retry-without-budget"
 	RuleBreakerBelowLoad       = "circuit-breaker-below-expected-concurrency"
+	RuleShadowedRoute          = "route-never-matches"
 )
 
 // Rules lists every rule with what it catches, for lbctl lint --rules and the docs.
@@ -36,6 +37,7 @@ var Rules = []struct{ Name, Catches string }{
 	{RuleHealthCheckRouteHost, "an HTTP health check whose host is one of the listener's hostnames: it probes the public virtual host (redirects, auth, caches) instead of the endpoint"},
 	{RuleRetryWithoutBudget, "route retries without a retry budget on the backend: retries multiply load exactly when a backend is failing"},
 	{RuleBreakerBelowLoad, "circuit breakers below the " + ExpectedConcurrencyAnnotation + " annotation: requests past them fail with 503 (x-envoy-overloaded)"},
+	{RuleShadowedRoute, "a route after one that already matches all its requests (a catch-all before \"/api/\"): Envoy takes the first route that matches, so the later route never serves"},
 }
 
 // Finding is one warning.
@@ -83,6 +85,7 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 	}
 	breakers(add, p)
 	traffic(add, s)
+	shadowedRoutes(add, s)
 	return out
 }
 

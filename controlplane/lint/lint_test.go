@@ -169,6 +169,47 @@ spec:
 spec:
   listener: {port: 80, protocol: HTTP}
   backends: [{name: app, circuitBreakers: {maxConnectionsPerEndpoint: 100}, ` + eps + `}]`}},
+		{RuleShadowedRoute, "spec.routes[1]",
+			[]string{
+				// A catch-all before a path (examples/session-persistence.yaml had this).
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{name: all, backends: [{name: app}]}, {name: api, match: {path: {value: /api/}}, backends: [{name: app}]}]
+  backends: [{name: app, ` + eps + `}]`,
+				// A shorter prefix first; the later one's header match does not help.
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{name: api, match: {path: {value: /api}}, backends: [{name: app}]}, {name: v2, match: {path: {type: Exact, value: /api/v2}, headers: [{name: x-v, value: "2"}]}, backends: [{name: app}]}]
+  backends: [{name: app, ` + eps + `}]`,
+				// Presence is implied by an exact value.
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{name: any-v, match: {headers: [{name: X-V, type: Present}]}, backends: [{name: app}]}, {name: v2, match: {path: {value: /a}, headers: [{name: x-v, value: "2"}]}, backends: [{name: app}]}]
+  backends: [{name: app, ` + eps + `}]`,
+			},
+			[]string{
+				// The narrow route first: both can match.
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{name: api, match: {path: {value: /api/}}, backends: [{name: app}]}, {name: all, backends: [{name: app}]}]
+  backends: [{name: app, ` + eps + `}]`,
+				// A header on the earlier route narrows it.
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{name: canary, match: {headers: [{name: x-canary, value: "1"}]}, backends: [{name: app}]}, {name: all, backends: [{name: app}]}]
+  backends: [{name: app, ` + eps + `}]`,
+				// Prefixes are compared case-sensitively, as Envoy does.
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{name: a, match: {path: {value: /API}}, backends: [{name: app}]}, {name: b, match: {path: {value: /api/x}}, backends: [{name: app}]}]
+  backends: [{name: app, ` + eps + `}]`,
+			}},
 	} {
 		t.Run(c.rule, func(t *testing.T) {
 			for i, doc := range c.hit {
@@ -213,7 +254,7 @@ func TestEveryRuleIsListed(t *testing.T) {
 	for _, r := range Rules {
 		names[r.Name] = true
 	}
-	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad, RuleHashWithoutBalanceFactor, RuleBackupWithoutHealthCheck} {
+	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad, RuleHashWithoutBalanceFactor, RuleBackupWithoutHealthCheck, RuleShadowedRoute} {
 		if !names[r] {
 			t.Errorf("%s is not in Rules", r)
 		}
