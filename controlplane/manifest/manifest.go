@@ -70,7 +70,11 @@ func Decode(source string, r io.Reader) ([]Document, error) {
 		}
 		doc, err := DecodeDocument(chunk)
 		if err != nil {
-			errs = append(errs, &DecodeError{Source: src, Err: err, Declared: declaresPolicy(chunk)})
+			// One error per problem, so that each is listed on its own (lbctl's lines, the push API's errors).
+			declared := declaresPolicy(chunk)
+			for _, e := range problems(err) {
+				errs = append(errs, &DecodeError{Source: src, Err: e, Declared: declared})
+			}
 			continue
 		}
 		doc.Source = src
@@ -106,10 +110,14 @@ func DecodeDocument(b []byte) (Document, error) {
 		var unknown []string
 		if bad := typeErrors(generic, reflect.TypeOf(v1alpha1.LoadBalancerPolicy{}), "", &unknown); len(bad) > 0 {
 			// Every problem at once: the unknown fields beside the type errors.
-			if len(unknown) > 0 {
-				bad = append(bad, unknownFields(unknown))
+			var errs []error
+			for _, b := range bad {
+				errs = append(errs, errors.New(b))
 			}
-			return Document{}, errors.New(strings.Join(bad, "; "))
+			if len(unknown) > 0 {
+				errs = append(errs, errors.New(unknownFields(unknown)))
+			}
+			return Document{}, errors.Join(errs...)
 		}
 		// Anything typeErrors does not know (a number out of range): encoding/json's typed error names it.
 		if err := json.Unmarshal(j, &v1alpha1.LoadBalancerPolicy{}); err != nil {
@@ -124,11 +132,11 @@ func DecodeDocument(b []byte) (Document, error) {
 		if p.Kind == "" || p.Kind == v1alpha1.Kind {
 			c := p.DeepCopy()
 			v1alpha1.Default(c)
-			if fe := v1alpha1.Validate(c); len(fe) > 0 {
+			for _, fe := range v1alpha1.Validate(c) {
 				errs = append(errs, fe)
 			}
 		}
-		return Document{}, joinOnOneLine(errs)
+		return Document{}, errors.Join(errs...)
 	}
 	if p.Kind != "" && p.Kind != v1alpha1.Kind {
 		return Document{}, fmt.Errorf("kind: must be %q, got %q", v1alpha1.Kind, p.Kind)
@@ -174,13 +182,12 @@ func unknownFields(paths []string) string {
 	return "unknown field " + strings.Join(quoted, ", ")
 }
 
-// joinOnOneLine joins errors with "; ", as a document's type errors are: a DecodeError is one line.
-func joinOnOneLine(errs []error) error {
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
+// problems splits what DecodeDocument returned into its problems.
+func problems(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	return []error{err}
 }
 
 var unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
