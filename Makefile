@@ -4,6 +4,8 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
+# The release: lbctl version, lbplane_build_info, the chart's appVersion and the image tag all say this one.
+VERSION := $(shell cat internal/version/VERSION)
 
 .PHONY: run stop test stress tools build lint golden fuzz generate check-generated clean bench bench-quick
 
