@@ -6,7 +6,6 @@ import (
 	"context"
 	"net/http"
 	"runtime"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -78,7 +77,7 @@ func New(proxies func() map[string]int) *Metrics {
 	m.policies = &policyCollector{}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbplane_build_info",
 		Help: "Always 1; the labels say which build of lbplane this is."}, []string{"version", "revision", "goversion"})
-	build.WithLabelValues(version.Version, revision(), runtime.Version()).Set(1)
+	build.WithLabelValues(version.Version, version.Revision(), runtime.Version()).Set(1)
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
 		m.apiDuration, m.errors, m.policies, build, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
@@ -99,17 +98,6 @@ func hasMetric(g prometheus.Gatherer, name string) bool {
 	return false
 }
 
-func revision() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				return s.Value
-			}
-		}
-	}
-	return "unknown"
-}
-
 // Handler serves lbplane's metrics and, from controller-runtime's registry, the Kubernetes client's
 // (rest_client_*), the controllers' work queues (workqueue_*) and leader election
 // (leader_election_master_status), in one exposition. Those live in controller-runtime's global registry
@@ -120,6 +108,19 @@ func (m *Metrics) Handler() http.Handler {
 		promhttp.HandlerOpts{Registry: m.reg}))
 }
 
+// KnownTypes makes the xDS series of each resource type (the short names, "Cluster") present at 0 from the
+// start, so that rate() and alerts on lbplane_xds_nacks_total see them before the first rejection.
+func (m *Metrics) KnownTypes(types ...string) {
+	if m == nil {
+		return
+	}
+	for _, t := range types {
+		m.pushes.WithLabelValues(t)
+		m.acks.WithLabelValues(t)
+		m.nacks.WithLabelValues(t)
+	}
+}
+
 // Error counts one failure of a component (StatusWrite, StatsPoll, ConfigDirReload).
 func (m *Metrics) Error(component string) {
 	if m != nil {
@@ -127,13 +128,20 @@ func (m *Metrics) Error(component string) {
 	}
 }
 
-// PolicyCondition is one bucket of lbplane_policies: a condition type, its status and reason.
+// PolicyCondition is one condition of a policy: its type, status and reason.
 type PolicyCondition struct{ Type, Status, Reason string }
 
-// Policies sets the function that counts the policies by condition at each scrape.
-func (m *Metrics) Policies(count func() map[PolicyCondition]int) {
+// PolicyConditions are one policy's conditions (Accepted, ResolvedRefs, Programmed).
+type PolicyConditions struct {
+	Namespace, Name string
+	Conditions      []PolicyCondition
+}
+
+// Policies sets the function that lists every policy's conditions at each scrape, for lbplane_policies
+// (counts by condition) and lbplane_policy_condition (one series per policy and condition).
+func (m *Metrics) Policies(list func() []PolicyConditions) {
 	if m != nil {
-		m.policies.count.Store(&count)
+		m.policies.list.Store(&list)
 	}
 }
 
@@ -217,23 +225,39 @@ func (m *Metrics) instrumentWith(holder *routeHolder, h http.Handler) http.Handl
 	return promhttp.InstrumentHandlerDuration(m.apiDuration, promhttp.InstrumentHandlerCounter(m.apiRequests, h, label), label)
 }
 
-// policyCollector reports lbplane_policies from a count taken at scrape time: the engine holds the
-// results, and counting there keeps no second copy in step.
+// policyCollector reports lbplane_policies and lbplane_policy_condition from the conditions listed at scrape
+// time: the engine and the tracker hold what they are made of, and reading them there keeps no second copy in
+// step.
 type policyCollector struct {
-	count atomic.Pointer[func() map[PolicyCondition]int]
+	list atomic.Pointer[func() []PolicyConditions]
 }
 
-var policiesDesc = prometheus.NewDesc("lbplane_policies", "Policies by condition type, status and reason (Accepted, ResolvedRefs).",
-	[]string{"condition", "status", "reason"}, nil)
+var (
+	policiesDesc = prometheus.NewDesc("lbplane_policies", "Policies by condition type (Accepted, ResolvedRefs, Programmed), status and reason.",
+		[]string{"condition", "status", "reason"}, nil)
+	policyConditionDesc = prometheus.NewDesc("lbplane_policy_condition",
+		"Always 1: one series per policy and condition type (Accepted, ResolvedRefs, Programmed), labelled with its status and reason, as kube-state-metrics reports conditions.",
+		[]string{"namespace", "name", "condition", "status", "reason"}, nil)
+)
 
-func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- policiesDesc }
+func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- policiesDesc
+	ch <- policyConditionDesc
+}
 
 func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
-	f := c.count.Load()
+	f := c.list.Load()
 	if f == nil {
 		return
 	}
-	for k, n := range (*f)() {
+	counts := map[PolicyCondition]int{}
+	for _, p := range (*f)() {
+		for _, k := range p.Conditions {
+			counts[k]++
+			ch <- prometheus.MustNewConstMetric(policyConditionDesc, prometheus.GaugeValue, 1, p.Namespace, p.Name, k.Type, k.Status, k.Reason)
+		}
+	}
+	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(policiesDesc, prometheus.GaugeValue, float64(n), k.Type, k.Status, k.Reason)
 	}
 }

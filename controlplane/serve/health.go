@@ -17,6 +17,8 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/policystatus"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // metricsMux serves /metrics, /healthz (the process answers), /readyz (sources loaded, xDS served) and,
@@ -89,18 +91,24 @@ func tokensFromSecret(ctx context.Context, cfg *Config) error {
 	return nil
 }
 
-// policyCounts counts the engine's policies by condition, for lbplane_policies.
-func policyCounts(eng *engine.Engine) func() map[metrics.PolicyCondition]int {
-	return func() map[metrics.PolicyCondition]int {
+// policyCounts lists every policy's conditions, Programmed included (from what the connected Envoys
+// acknowledged), for lbplane_policies and lbplane_policy_condition: the same conditions status shows.
+func policyCounts(eng *engine.Engine, tracker *xdsserver.Tracker) func() []metrics.PolicyConditions {
+	return func() []metrics.PolicyConditions {
 		res, _ := eng.Result()
-		out := map[metrics.PolicyCondition]int{}
 		if res == nil {
-			return out
+			return nil
 		}
-		for _, p := range res.Policies.All() {
-			for _, c := range p.Conditions(metav1.Time{}) {
-				out[metrics.PolicyCondition{Type: c.Type, Status: string(c.Status), Reason: c.Reason}]++
+		proxies := tracker.Proxies()
+		now := metav1.Now()
+		var out []metrics.PolicyConditions
+		for k, p := range res.Policies.All() {
+			st := policystatus.Compute(p, proxies, nil, now)
+			pc := metrics.PolicyConditions{Namespace: k.Namespace, Name: k.Name}
+			for _, c := range st.Conditions {
+				pc.Conditions = append(pc.Conditions, metrics.PolicyCondition{Type: c.Type, Status: string(c.Status), Reason: c.Reason})
 			}
+			out = append(out, pc)
 		}
 		return out
 	}

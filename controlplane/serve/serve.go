@@ -309,7 +309,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return policystatus.Owners(res.IR, group, typeURL, resources, msg)
 	}
-	m.Policies(policyCounts(eng))
+	m.Policies(policyCounts(eng, tracker))
+	m.KnownTypes(xdsserver.ShortTypes(xdscache.Types)...)
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
 	if cfg.Kubernetes != nil {

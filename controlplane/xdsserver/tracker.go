@@ -360,6 +360,15 @@ func StatsPortOf(n *corev3.Node) int {
 
 func shortType(u string) string { return u[strings.LastIndex(u, ".")+1:] }
 
+// ShortTypes are the short names ("Cluster") of type URLs, as the xDS metrics label them.
+func ShortTypes(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = shortType(u)
+	}
+	return out
+}
+
 // CountByGroup counts the connected Envoys of each proxy group.
 func (t *Tracker) CountByGroup() map[string]int {
 	t.mu.Lock()
