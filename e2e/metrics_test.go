@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/lbplane/lbplane/internal/tools"
+	"github.com/lbplane/lbplane/internal/version"
 )
 
 // scrape reads a Prometheus endpoint into "name{k=v,...}" → value, labels sorted by name.
@@ -74,6 +75,13 @@ func TestMetricsMoveWithPushesAndNacks(t *testing.T) {
 	if got := before["lbplane_connected_proxies{group=default}"]; got != 1 {
 		t.Errorf("connected proxies of group default: %v", got)
 	}
+	// Every xDS counter is there at 0 before its first event, so that rate() alerts see it from the start.
+	for _, typ := range []string{"Cluster", "ClusterLoadAssignment", "Listener", "RouteConfiguration", "ScopedRouteConfiguration", "Secret"} {
+		k := "lbplane_xds_nacks_total{type=" + typ + "}"
+		if v, ok := before[k]; !ok || v != 0 {
+			t.Errorf("%s before any rejection: %v (present %v)", k, v, ok)
+		}
+	}
 
 	port := reservePort(t)
 	push(t, l, policy(t, `
@@ -98,6 +106,20 @@ spec:
 		}
 		return nil
 	})
+	// The rejected policy is not Programmed, in the count and in its own series; the accepted one is.
+	eventually(t, 20*time.Second, "the rejected policy's Programmed=False series", func() error {
+		after = scrape(t, metricsURL)
+		if got := after["lbplane_policy_condition{condition=Programmed,name=blocked,namespace=default,reason=Rejected,status=False}"]; got != 1 {
+			return fmt.Errorf("lbplane_policy_condition of default/blocked: %v", filterMetrics(after, "lbplane_policy_condition"))
+		}
+		if got := after["lbplane_policies{condition=Programmed,reason=Rejected,status=False}"]; got != 1 {
+			return fmt.Errorf("lbplane_policies: %v", filterMetrics(after, "lbplane_policies"))
+		}
+		return nil
+	})
+	if got := after["lbplane_policy_condition{condition=Programmed,name=m,namespace=default,reason=Programmed,status=True}"]; got != 1 {
+		t.Errorf("lbplane_policy_condition of default/m: %v", filterMetrics(after, "lbplane_policy_condition"))
+	}
 	for _, k := range []string{
 		"lbplane_xds_pushes_total{type=Cluster}", "lbplane_xds_pushes_total{type=Listener}",
 		"lbplane_xds_acks_total{type=Cluster}", "lbplane_xds_acks_total{type=ClusterLoadAssignment}",
@@ -265,7 +287,11 @@ spec:
 `, map[string]any{"Port": port, "Backend": bs[0].Port}))
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "h1")
 	m := scrape(t, base+"/metrics")
-	if m["lbplane_build_info{goversion="+runtimeVersion()+",revision="+revisionLabel(m)+",version=dev}"] != 1 {
+	// The build is stamped: the release from internal/version/VERSION and the commit the binary was built from.
+	if rev := revisionLabel(m); rev == "" || rev == "unknown" {
+		t.Errorf("lbplane_build_info has no revision: %v", filterMetrics(m, "lbplane_build_info"))
+	}
+	if m["lbplane_build_info{goversion="+runtimeVersion()+",revision="+revisionLabel(m)+",version="+version.Version+"}"] != 1 {
 		t.Errorf("lbplane_build_info: %v", filterMetrics(m, "lbplane_build_info"))
 	}
 	if got := m["lbplane_policies{condition=Accepted,reason=Accepted,status=True}"]; got != 1 {

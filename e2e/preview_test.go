@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -170,7 +169,7 @@ func TestPreviewHashOwnersAndMovedKeysMatchEnvoy(t *testing.T) {
 				t.Fatalf("lbctl diff --traffic: exit %d (want 1: traffic moves): %v\n%s%s", code, err, out, errOut)
 			}
 			var pvs []trafficmodel.Preview
-			if err := json.Unmarshal([]byte(out), &pvs); err != nil || len(pvs) != 1 || len(pvs[0].Movements) != 1 {
+			if err := listItems(out, &pvs); err != nil || len(pvs) != 1 || len(pvs[0].Movements) != 1 {
 				t.Fatalf("lbctl diff --traffic -o json: %v\n%s", err, out)
 			}
 			previewMoved := pvs[0].Movements[0].Moved
@@ -253,7 +252,7 @@ func TestPreviewSessionsThatMove(t *testing.T) {
 	}
 	out, errOut, err := lbctl(t, e.L, "", "diff", "--traffic", "-f", next, "-o", "json")
 	var pvs []trafficmodel.Preview
-	if jerr := json.Unmarshal([]byte(out), &pvs); jerr != nil || len(pvs) != 1 || len(pvs[0].Movements) != 1 || pvs[0].Movements[0].Kind != "sessions" {
+	if jerr := listItems(out, &pvs); jerr != nil || len(pvs) != 1 || len(pvs[0].Movements) != 1 || pvs[0].Movements[0].Kind != "sessions" {
 		t.Fatalf("lbctl diff --traffic: %v %v\n%s%s", err, jerr, out, errOut)
 	}
 	predicted := pvs[0].Movements[0].Moved

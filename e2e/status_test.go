@@ -38,6 +38,22 @@ func lbctlOK(t *testing.T, l *Lbplane, args ...string) string {
 	return out
 }
 
+// listItems decodes the items of a list lbctl printed with -o json: every command that lists prints kind List
+// with the rows under items, as kubectl does.
+func listItems(out string, items any) error {
+	var l struct {
+		Kind  string          `json:"kind"`
+		Items json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		return err
+	}
+	if !strings.HasSuffix(l.Kind, "List") {
+		return fmt.Errorf("kind %q, not a list", l.Kind)
+	}
+	return json.Unmarshal(l.Items, items)
+}
+
 func backendStatus(t *testing.T, l *Lbplane, policy, backend string) (v1alpha1.BackendStatus, error) {
 	var st v1alpha1.LoadBalancerPolicyStatus
 	if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", policy, "-o", "json")), &st); err != nil {

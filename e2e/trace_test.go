@@ -153,7 +153,7 @@ func TestWhatIfFailoverMatchesTraffic(t *testing.T) {
 
 	out := lbctlOK(t, e.L, "whatif", "zones", "--down", "endpoint="+addr(bs[0]), "--down", "endpoint="+addr(bs[1]), "-o", "json")
 	var pvs []trafficmodel.Preview
-	if err := json.Unmarshal([]byte(out), &pvs); err != nil || len(pvs) != 1 {
+	if err := listItems(out, &pvs); err != nil || len(pvs) != 1 {
 		t.Fatalf("lbctl whatif -o json: %v\n%s", err, out)
 	}
 	predicted := 0.0

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -138,6 +139,11 @@ func (o *outputFlags) Print(w io.Writer, p printable) error {
 		}
 		return nil
 	}
+	if o.format() == formatName && !namedObject(p.Object) {
+		// cli-runtime's name printer would fail on an object with no kind and name, with an error about its
+		// own internals.
+		return fmt.Errorf("--output name: this command prints no named objects; use json, yaml, jsonpath or go-template")
+	}
 	pr, err := o.printer()
 	if err != nil {
 		return err
@@ -158,6 +164,15 @@ func (o *outputFlags) Print(w io.Writer, p printable) error {
 	return pr.PrintObj(obj, w)
 }
 
+// namedObject reports whether v is something -o name can print: a policy or a list of them.
+func namedObject(v any) bool {
+	switch v.(type) {
+	case *v1alpha1.LoadBalancerPolicy, *v1alpha1.LoadBalancerPolicyList:
+		return true
+	}
+	return false
+}
+
 // toObject makes v printable by cli-runtime: policies keep their type (with apiVersion and kind set, as the
 // printers need), anything else becomes its JSON.
 func toObject(v any) (runtime.Object, error) {
@@ -167,6 +182,19 @@ func toObject(v any) (runtime.Object, error) {
 	case *v1alpha1.LoadBalancerPolicyList:
 		v.APIVersion, v.Kind = v1alpha1.APIVersion, "LoadBalancerPolicyList"
 		return v, nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
+		// Lists print as kubectl prints them (kind List, the rows under items), so that jsonpath written for
+		// get ({.items[*]...}) works on every command that lists. A nil list is an empty one.
+		items := v
+		if rv.IsNil() {
+			items = []any{}
+		}
+		v = struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Items      any    `json:"items"`
+		}{"v1", "List", items}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

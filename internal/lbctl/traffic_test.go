@@ -2,6 +2,7 @@ package lbctl_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestDiffTrafficOffline(t *testing.T) {
 		t.Fatalf("exit %d (want 1), stderr %s", code, errs)
 	}
 	var pvs []trafficmodel.Preview
-	if err := json.Unmarshal([]byte(out), &pvs); err != nil || len(pvs) != 1 {
+	if err := listItems(out, &pvs); err != nil || len(pvs) != 1 {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	pv := pvs[0]
@@ -52,7 +53,7 @@ func TestWhatIfAndTraceOffline(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var pvs []trafficmodel.Preview
-	if err := json.Unmarshal([]byte(out), &pvs); err != nil {
+	if err := listItems(out, &pvs); err != nil {
 		t.Fatal(err)
 	}
 	zoneB := 0.0
@@ -71,4 +72,19 @@ func TestWhatIfAndTraceOffline(t *testing.T) {
 	if code, _, errs := run(t, "", "whatif", "zones", "-f", zones, "--down", "zone=nowhere"); code == 0 || !strings.Contains(errs, "no endpoint") {
 		t.Errorf("an unknown zone: exit %d, %s", code, errs)
 	}
+}
+
+// listItems decodes the items of a list printed with -o json (kind List, as kubectl prints lists).
+func listItems(out string, items any) error {
+	var l struct {
+		Kind  string          `json:"kind"`
+		Items json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		return err
+	}
+	if l.Kind != "List" {
+		return fmt.Errorf("kind %q, want List", l.Kind)
+	}
+	return json.Unmarshal(l.Items, items)
 }
