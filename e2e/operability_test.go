@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 )
@@ -91,6 +95,32 @@ func TestDiffExplainAndLintAgainstTheServer(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lbctl explain op lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestSigtermIsLogged: lbplane stopped by SIGTERM (the kubelet's, systemd's) says so in its log, with the
+// signal, and exits 0, rather than vanishing without a word.
+func TestSigtermIsLogged(t *testing.T) {
+	l := startLbplane(t)
+	if err := l.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("lbplane did not exit within 30 s of SIGTERM")
+	}
+	if code := l.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	b, err := os.ReadFile(l.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"stopping: received a signal", "signal=terminated", "msg=stopped"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the log does not say %q:\n%s", want, b)
 		}
 	}
 }

@@ -60,7 +60,7 @@ type Options struct {
 
 // kubeFlags are Kubernetes mode's flags, kubectl's names for the kubeconfig (--kubeconfig, --context,
 // --cluster, --user), and where lbplane runs. Kubernetes mode is on when --kubeconfig or --context is
-// given. They are read with client-go's clientcmd rather than cli-runtime's ConfigFlags, which links the
+// given, or when KUBECONFIG is set and no push API is configured (see globals.prepare). They are read with client-go's clientcmd rather than cli-runtime's ConfigFlags, which links the
 // resource builder and kustomize (30 MB of lbctl) for flags lbctl does not have; -n and -A stay each
 // command's own, and --server and --token the push API's.
 type kubeFlags struct {
@@ -68,6 +68,9 @@ type kubeFlags struct {
 	// lbplaneNamespace is where lbplane's chart is installed; empty: found by label in every namespace.
 	lbplaneNamespace string
 	portForward      PortForward
+	// fromEnv: KUBECONFIG is set and nothing names a push API (no --server, LBPLANE_SERVER or token), so lbctl
+	// goes where kubectl would.
+	fromEnv bool
 
 	conn *Cluster // connected once per run
 }
@@ -87,7 +90,7 @@ func newKubeFlags(pf *pflag.FlagSet, o Options) *kubeFlags {
 }
 
 func (k *kubeFlags) enabled() bool {
-	return k != nil && (k.kubeconfig != "" || k.context != "")
+	return k != nil && (k.kubeconfig != "" || k.context != "" || k.fromEnv)
 }
 
 // Cluster is lbplane in a Kubernetes cluster, reached the way kubectl reaches pods: its policies are read

@@ -1,6 +1,7 @@
 package lbctl_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,5 +107,39 @@ func TestVersionAndCompletion(t *testing.T) {
 	}
 	if code, out, _ := run(t, "", "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {
 		t.Errorf("completion: %d", code)
+	}
+}
+
+// TestKubeconfigEnvSelectsKubernetesMode: KUBECONFIG alone, with no push API configured, makes lbctl go where
+// kubectl goes; a configured push API (LBPLANE_SERVER, a token) keeps it on the push API. Both addresses
+// refuse connections, so the error says which one was tried.
+func TestKubeconfigEnvSelectsKubernetesMode(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:2"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"LBPLANE_SERVER", "LBPLANE_TOKEN", "LBPLANE_TOKEN_FILE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	if code, _, errs := run(t, "", "get"); code == 0 || !strings.Contains(errs, "127.0.0.1:2") {
+		t.Errorf("KUBECONFIG alone: exit %d, stderr %q; want the Kubernetes API server tried", code, errs)
+	}
+	t.Setenv("LBPLANE_SERVER", "http://127.0.0.1:1")
+	t.Setenv("LBPLANE_TOKEN", "t")
+	if code, _, errs := run(t, "", "get"); code == 0 || !strings.Contains(errs, "127.0.0.1:1") || strings.Contains(errs, "127.0.0.1:2") {
+		t.Errorf("KUBECONFIG with a push API configured: exit %d, stderr %q; want the push API tried", code, errs)
+	}
+	// Without either, the error says how to get a token, in both modes' terms.
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("LBPLANE_TOKEN", "")
+	if code, _, errs := run(t, "", "get"); code == 0 || !strings.Contains(errs, "<data-dir>/token") || !strings.Contains(errs, "KUBECONFIG") {
+		t.Errorf("no token: exit %d, stderr %q", code, errs)
 	}
 }

@@ -31,6 +31,19 @@ type globals struct {
 
 var errNotKube = errors.New("not in Kubernetes mode: pass --kubeconfig or --context")
 
+// prepare runs before every command: the run's context, and Kubernetes mode from KUBECONFIG alone when
+// nothing names a push API (no --server, LBPLANE_SERVER, token or token file), as kubectl users expect.
+func (g *globals) prepare(cmd *cobra.Command) {
+	g.ctx = cmd.Context()
+	if g.kube.enabled() || os.Getenv("KUBECONFIG") == "" {
+		return
+	}
+	if cmd.Flags().Changed("server") || os.Getenv("LBPLANE_SERVER") != "" || g.token != "" || os.Getenv("LBPLANE_TOKEN") != "" || g.tokenFile != "" {
+		return
+	}
+	g.kube.fromEnv = true
+}
+
 func (g *globals) client() (*pushclient.Client, error) {
 	if g.kube.enabled() {
 		c, err := g.kube.connect()
@@ -51,7 +64,7 @@ func (g *globals) client() (*pushclient.Client, error) {
 		token = strings.TrimSpace(string(b))
 	}
 	if token == "" {
-		return nil, errors.New("no token: pass --token or --token-file, or set LBPLANE_TOKEN or LBPLANE_TOKEN_FILE (lbplane writes the admin token to <data-dir>/token, a read-only one to <data-dir>/token-readonly)")
+		return nil, errors.New("no token: pass --token or --token-file, or set LBPLANE_TOKEN or LBPLANE_TOKEN_FILE (lbplane writes the admin token to <data-dir>/token, a read-only one to <data-dir>/token-readonly: export LBPLANE_TOKEN_FILE=<data-dir>/token); for lbplane in Kubernetes, pass --kubeconfig or --context, or set KUBECONFIG, and lbctl reads the chart's token itself")
 	}
 	c := &pushclient.Client{BaseURL: g.server, Token: token}
 	if g.caFile != "" {
@@ -105,7 +118,7 @@ func NewWith(o Options) *cobra.Command {
 	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE): <data-dir>/token to change things, <data-dir>/token-readonly to look")
 	pf.StringVar(&g.caFile, "ca-file", os.Getenv("LBPLANE_CA_FILE"), "PEM CA to trust for an https:// --server (env LBPLANE_CA_FILE)")
 	g.kube = newKubeFlags(pf, o)
-	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.ctx = cmd.Context() }
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.prepare(cmd) }
 	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newVersion(g))
 	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g))
 	return root

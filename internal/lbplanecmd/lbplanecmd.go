@@ -85,9 +85,13 @@ func newServe() *cobra.Command {
 				rc.QPS, rc.Burst = 100, 200
 				cfg.Kubernetes = rc
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnSignal(cfg.Log)
 			defer stop()
-			return serve.Run(ctx, cfg)
+			err = serve.Run(ctx, cfg)
+			if ctx.Err() != nil {
+				cfg.Log.Info("stopped", "error", err)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -146,4 +150,24 @@ func newLogger(format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: unsupported value %q; supported: text, json", format)
+}
+
+// stopOnSignal returns a context that ends on SIGINT or SIGTERM, and logs which signal ended it: an operator
+// reading the log of a pod that went away sees why.
+func stopOnSignal(log *slog.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sigs:
+			log.Info("stopping: received a signal; closing xDS streams and listeners", "signal", s.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
 }
