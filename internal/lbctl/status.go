@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -250,10 +252,25 @@ func dash(s string) string {
 
 // watchStatus redraws print's output every interval until ctx ends: each frame is rendered whole first,
 // then the screen is cleared and the frame written, so that it does not flicker. A failed read is shown in
-// place of the frame and the watch goes on (lbplane restarting, a network blip).
+// place of the frame and the watch goes on (lbplane restarting, a network blip). Into a pipe or a file, where
+// clear-screen codes are noise, each frame follows the last under its time line instead.
 func watchStatus(ctx context.Context, w io.Writer, interval time.Duration, print func(io.Writer) error) error {
+	return watchFrames(ctx, w, isTerminal(w), interval, print)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func watchFrames(ctx context.Context, w io.Writer, terminal bool, interval time.Duration, print func(io.Writer) error) error {
 	if interval <= 0 {
 		return errors.New("--interval must be positive")
+	}
+	clear, gap := "", ""
+	if terminal {
+		clear = "\x1b[H\x1b[2J"
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -266,7 +283,10 @@ func watchStatus(ctx context.Context, w io.Writer, interval time.Duration, print
 			frame.Reset()
 			fmt.Fprintf(&frame, "error: %v\n", err)
 		}
-		fmt.Fprintf(w, "\x1b[H\x1b[2J%s (every %s)\n\n%s", time.Now().Format(time.TimeOnly), interval, frame.Bytes())
+		fmt.Fprintf(w, "%s%s%s (every %s)\n\n%s", gap, clear, time.Now().Format(time.TimeOnly), interval, frame.Bytes())
+		if !terminal {
+			gap = "\n"
+		}
 		select {
 		case <-ctx.Done():
 			return nil

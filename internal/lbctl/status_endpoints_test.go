@@ -42,15 +42,23 @@ func TestWatchRedrawsUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
 	frames := 0
-	err := watchStatus(ctx, &out, time.Millisecond, func(w io.Writer) error {
+	frame := func(w io.Writer) error {
 		frames++
-		if frames == 3 {
+		if frames%3 == 0 {
 			cancel()
 		}
 		_, err := w.Write([]byte("frame\n"))
 		return err
-	})
+	}
+	err := watchFrames(ctx, &out, true, time.Millisecond, frame)
 	if err != nil || frames != 3 || strings.Count(out.String(), "\x1b[2J") != 3 {
 		t.Fatalf("err %v, frames %d, output %q", err, frames, out.String())
+	}
+	// Into a pipe or a file (what a bytes.Buffer is to watchStatus): no terminal codes, frames one after another.
+	ctx, cancel = context.WithCancel(context.Background())
+	out.Reset()
+	err = watchStatus(ctx, &out, time.Millisecond, frame)
+	if err != nil || frames != 6 || strings.Contains(out.String(), "\x1b") || strings.Count(out.String(), "frame\n") != 3 {
+		t.Fatalf("not a terminal: err %v, frames %d, output %q", err, frames, out.String())
 	}
 }
