@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/reach"
 )
 
 // File is the content of a file a policy references (certificates, CA bundles), read by the caller so that
@@ -156,6 +157,10 @@ type Refs struct {
 	CrossNamespace bool
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (see ir.Listener).
 	NoRouterDynamicStats bool
+	// Reach is the server's rules on backend addresses (loopback, link-local, Kubernetes namespaces):
+	// endpoints they refuse make the policy invalid, and Service endpoints they refuse leave its references
+	// unresolved.
+	Reach reach.Rules
 }
 
 // ServiceRef is a backend's Service reference with its namespace filled in.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -32,6 +33,12 @@ func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs 
 	for _, e := range se.Endpoints {
 		if !e.Ready && !e.Terminating {
 			continue
+		}
+		// EndpointSlices are written by whoever may write them, not only by Kubernetes from pod IPs.
+		if a, err := netip.ParseAddr(e.Address); err != nil {
+			return nil, fmt.Sprintf("Service %s/%s: endpoint %q is not an IP address", ref.Namespace, ref.Name, e.Address)
+		} else if msg := refs.Reach.CheckAddr(a); msg != "" {
+			return nil, fmt.Sprintf("Service %s/%s: %s", ref.Namespace, ref.Name, msg)
 		}
 		out = append(out, ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: 1, Draining: !e.Ready, Zone: e.Zone})
 	}
