@@ -175,6 +175,25 @@ type ServiceEndpoints struct {
 	// Err, when set, says why the reference does not resolve (no such Service, no such port).
 	Err       string
 	Endpoints []ServiceEndpoint
+	// GrantedTo are the other namespaces whose policies may name the Service ("*": every namespace), from
+	// its GrantAnnotation: the consent of whoever may edit the Service, in its own namespace.
+	GrantedTo []string
+}
+
+// GrantAnnotation on a Service lists the namespaces (comma-separated, or "*") whose policies may use it as
+// a backend; without it only policies of the Service's own namespace may, unless lbplane serve
+// --allow-cross-namespace-refs opens every Service to every namespace.
+const GrantAnnotation = "lbplane.io/allow-policies-from"
+
+// Grants reads a GrantAnnotation's value.
+func Grants(value string) []string {
+	var out []string
+	for _, ns := range strings.Split(value, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // ServiceEndpoint is one address of a Service port.

@@ -160,6 +160,7 @@ func (f *fragment) refsHashIn(refs Refs) [32]byte {
 		se, ok := refs.Services[ref]
 		writeInt(h, int64(boolInt(ok)))
 		writeString(h, se.Err)
+		writeString(h, strings.Join(se.GrantedTo, ","))
 		writeInt(h, int64(len(se.Endpoints)))
 		for _, e := range se.Endpoints {
 			writeString(h, e.Address)

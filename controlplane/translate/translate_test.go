@@ -95,6 +95,26 @@ func TestCrossNamespaceServicesNeedPermission(t *testing.T) {
 	if !r.ResolvedRefs || r.Endpoints != 1 || r.HealthyEndpoints != 1 {
 		t.Errorf("with permission: %v %s, %d endpoints", r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
 	}
+	// The Service's own grant: for the namespaces it names (or "*"), not for others.
+	ref := translate.ServiceRef{Namespace: "billing", Name: "web", Port: 80}
+	for _, c := range []struct {
+		grant string
+		ok    bool
+	}{{"shop", true}, {"front, shop", true}, {"*", true}, {"front", false}, {"", false}, {"shopping", false}} {
+		se := services[ref]
+		se.GrantedTo = translate.Grants(c.grant)
+		granted := map[translate.ServiceRef]translate.ServiceEndpoints{ref: se}
+		r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: granted}).Policies.Of(translate.KeyOf(p))
+		if r.ResolvedRefs != c.ok || (c.ok && r.Endpoints != 1) {
+			t.Errorf("grant %q: resolved %v (%s), %d endpoints; want resolved %v", c.grant, r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints, c.ok)
+		}
+	}
+	// A missing Service reads the same as one that exists but grants nothing.
+	missing := map[translate.ServiceRef]translate.ServiceEndpoints{ref: {Err: "Service billing/web not found"}}
+	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: missing}).Policies.Of(translate.KeyOf(p))
+	if !strings.Contains(r.ResolvedRefsMessage, "another namespace, which is not allowed") || strings.Contains(r.ResolvedRefsMessage, "not found") {
+		t.Errorf("a missing Service in another namespace: %s", r.ResolvedRefsMessage)
+	}
 }
 
 // A route without a retry block retries only what never reached an endpoint; a block with attempts: 0
