@@ -743,7 +743,7 @@ func TestAttackConnectionFlood(t *testing.T) {
 	}
 	rg.Wait()
 	adminOK := false
-	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/ready", e.envoy.AdminPort)); err == nil {
+	if resp, err := adminDo(e.envoy, http.MethodGet, "/ready"); err == nil {
 		adminOK = resp.StatusCode == 200
 		resp.Body.Close()
 	}

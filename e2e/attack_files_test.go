@@ -588,7 +588,7 @@ func lastLines(b []byte, n int) string {
 // served, and its status says why, with the field.
 func TestAttackKubernetesPolicyNamingAFile(t *testing.T) {
 	cluster := kubetest.Start(t)
-	startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+	startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--address-backends-namespaces", "default")
 	port := reservePort(t)
 	kubeApply(t, cluster.Kubeconfig, attackCA, map[string]any{"Name": "names-a-file", "Port": port, "CA": "/etc/ssl/certs/ca-certificates.crt", "B": 8080})
 	want := "spec.backends[0].tls.caFile: file references are not allowed in Kubernetes mode"

@@ -633,7 +633,7 @@ func TestEnvoyCertificateRotationUnderLoad(t *testing.T) {
 		t.Fatal("renewal wrote the same certificate")
 	}
 	eventually(t, 30*time.Second, "Envoy loads the renewed certificate", func() error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/certs", e.AdminPort))
+		resp, err := adminDo(e, http.MethodGet, "/certs")
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,8 @@ var fieldPath = regexp.MustCompile(`^((?:spec|metadata|kind|apiVersion)[A-Za-z0-
 func TestBadInputsAreRefusedOnKubernetes(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "testdata", "bad", "*.yaml"))
 	cluster := kubetest.Start(t)
-	startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+	// The bad inputs name endpoint addresses, which Kubernetes mode allows only where the operator says.
+	startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--address-backends-namespaces", "default")
 	existing, _ := os.ReadFile(filepath.Join(tools.RepoRoot(), "testdata", "bad", "166-in-use-same-host.yaml"))
 	if out, err := kubectl(t, cluster.Kubeconfig, strings.SplitN(string(existing), "---\n", 2)[0], "apply", "-f", "-"); err != nil {
 		t.Fatalf("%v %s", err, out)

@@ -132,7 +132,7 @@ spec:
 	waitSynced(t, e.L, 1)
 	newClient(true).Spread(t, e.URL, 100, nil)
 	eventually(t, 30*time.Second, "each endpoint's request counter matches what it served", func() error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats/prometheus", e.E.AdminPort))
+		resp, err := adminDo(e.E, http.MethodGet, "/stats/prometheus")
 		if err != nil {
 			return err
 		}

@@ -47,7 +47,7 @@ func inFlightSampler(e *Envoy, cluster string, endpoints, min int, factor float6
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/clusters", e.AdminPort))
+			resp, err := adminDo(e, http.MethodGet, "/clusters")
 			if err != nil {
 				continue
 			}

@@ -14,7 +14,7 @@ import (
 // hostStat(t, e, "default/p/app", "127.0.0.1:8080", "cx_connect_fail").
 func hostStat(t *testing.T, e *Envoy, cluster, host, stat string) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/clusters", e.AdminPort))
+	resp, err := adminDo(e, http.MethodGet, "/clusters")
 	if err != nil {
 		t.Fatal(err)
 	}

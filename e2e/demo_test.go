@@ -19,7 +19,7 @@ import (
 )
 
 // demoPorts are the ports hack/demo.sh uses, before its offset.
-var demoPorts = []int{18000, 18001, 18002, 18081, 18082, 18083, 19000, 19001, 10080}
+var demoPorts = []int{18000, 18001, 18002, 18081, 18082, 18083, 19001, 10080}
 
 // demoOffset finds a port offset at which every demo port is free, so the test runs beside a developer's
 // own `make run`. It stays out of the kernel's ephemeral port range, where client sockets of other tests

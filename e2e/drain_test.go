@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -92,16 +93,17 @@ func (s *service) remove(addr string) {
 	s.addrs = keep
 }
 
-// envoyStats returns admin's /stats filtered by filter, as text.
-func envoyStats(t *testing.T, adminPort int, filter string) string {
+// envoyStats returns admin's /stats filtered by filter, as text. e is an *Envoy or its AdminPort.
+func envoyStats[A adminRef](t *testing.T, e A, filter string) string {
 	t.Helper()
-	return adminGet(t, adminPort, "/stats?filter="+filter)
+	return adminGet(t, e, "/stats?filter="+filter)
 }
 
-// adminGet returns the body of an Envoy admin path, failing the test unless it answers 200.
-func adminGet(t *testing.T, adminPort int, path string) string {
+// adminGet returns the body of an Envoy admin path, read over the admin's Unix socket, failing the test
+// unless it answers 200. e is an *Envoy or its AdminPort.
+func adminGet[A adminRef](t *testing.T, e A, path string) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", adminPort, path))
+	resp, err := adminDo(e, http.MethodGet, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +116,9 @@ func adminGet(t *testing.T, adminPort int, path string) string {
 }
 
 // envoyStatSum sums Envoy's counters or gauges whose name matches: prefix, anything, suffix.
-func envoyStatSum(t *testing.T, adminPort int, prefix, suffix string, skip ...string) int {
+func envoyStatSum[A adminRef](t *testing.T, e A, prefix, suffix string, skip ...string) int {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats?filter=%s", adminPort, suffix))
+	resp, err := adminDo(e, http.MethodGet, "/stats?filter="+url.QueryEscape(suffix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ next:
 }
 
 // TestEnvoyPreStopDrain runs the chart's Envoy preStop hook, the very command helm renders (only the admin
-// port changed to the test Envoy's), against a real Envoy started with the chart's drain arguments, while
+// socket's path changed to the test Envoy's), against a real Envoy started with the chart's drain arguments, while
 // keep-alive clients send 200 req/s through a stand-in Service to it and a second Envoy. As in a cluster,
 // the endpoint is removed from the Service a while after the hook starts (the kube-proxy delay), during
 // which the draining Envoy still takes new connections. The hook must return only once that Envoy has no
@@ -152,7 +154,7 @@ next:
 // these machines), and how long kube-proxy really takes (drain.seconds must cover it).
 func TestEnvoyPreStopDrain(t *testing.T) {
 	preStop, drainArgs := chartEnvoyShutdown(t, "--set", "envoy.drain.seconds=3", "--set", "envoy.drain.waitSeconds=20")
-	if len(preStop) != 3 || preStop[0] != "/bin/bash" || !strings.Contains(preStop[2], "/dev/tcp/127.0.0.1/19000") {
+	if len(preStop) != 3 || preStop[0] != "/bin/bash" || !strings.Contains(preStop[2], chartAdminSocket) {
 		t.Fatalf("unexpected preStop command: %q", preStop)
 	}
 	if strings.Join(drainArgs, " ") != "--drain-time-s 3 --drain-strategy immediate" {
@@ -197,7 +199,7 @@ spec:
 	})
 
 	// The pod is deleted: the kubelet runs the hook; a second later the Service stops sending to it.
-	hook := strings.ReplaceAll(preStop[2], "/dev/tcp/127.0.0.1/19000", fmt.Sprintf("/dev/tcp/127.0.0.1/%d", envoys["a"].AdminPort))
+	hook := strings.ReplaceAll(preStop[2], chartAdminSocket, envoys["a"].AdminSocket)
 	hookDone := make(chan error, 1)
 	started := time.Now()
 	dialsBefore := svc.dials[addrA].Load()

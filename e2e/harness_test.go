@@ -168,10 +168,14 @@ type Lbplane struct {
 	Client      *pushapi.Client
 	metricsPort int
 	extraArg    []string
+	// secureDefaults leaves out the loopback opt-in the other tests need (see startLbplaneDefaults).
+	secureDefaults bool
 	// ports is what the first start bound; a restart binds the same ones, as Envoys are pointed at them.
 	ports serve.Ports
 }
 
+// startLbplane starts lbplane with backends on loopback allowed (--allow-backend-cidrs 127.0.0.0/8,::1):
+// the tests' backends run on this host.
 func startLbplane(t *testing.T, extra ...string) *Lbplane {
 	t.Helper()
 	l := &Lbplane{DataDir: t.TempDir(), extraArg: extra}
@@ -181,6 +185,19 @@ func startLbplane(t *testing.T, extra ...string) *Lbplane {
 	return l
 }
 
+// startLbplaneDefaults starts lbplane with its default backend address rules: no loopback backends.
+func startLbplaneDefaults(t *testing.T, extra ...string) *Lbplane {
+	t.Helper()
+	l := &Lbplane{DataDir: t.TempDir(), extraArg: extra, secureDefaults: true}
+	if err := l.start(t, serve.Ports{XDS: "127.0.0.1:0", API: "127.0.0.1:0", Metrics: "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// loopbackBackends is the opt-in the tests with backends on this host start lbplane with.
+var loopbackBackends = []string{"--allow-backend-cidrs", "127.0.0.0/8,::1/128"}
+
 // start runs lbplane on the given addresses and waits until it has written the ports it bound. It fails when
 // lbplane exits first (the caller reads its log) or does not write them within a minute.
 func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
@@ -189,6 +206,9 @@ func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 		"--api-address", addrs.API, "--token", token, "--log-level", "debug", "--metrics-address", addrs.Metrics,
 		// The tests call the API far faster than people do; the limiter has its own unit test.
 		"--api-rate-limit", "0"}, l.extraArg...)
+	if !l.secureDefaults {
+		args = append(args, loopbackBackends...)
+	}
 	// The file of an earlier run would say "listening" before this one is.
 	if err := os.Remove(filepath.Join(l.DataDir, serve.PortsFile)); err != nil && !os.IsNotExist(err) {
 		return err
@@ -240,7 +260,13 @@ func (l *Lbplane) Restart(t *testing.T) {
 // Envoy is a running Envoy fed by lbplane.
 type Envoy struct {
 	*Process
-	NodeID    string
+	NodeID string
+	// AdminSocket is the Unix socket Envoy's admin listens on (the bootstrap's default: admin has no TCP
+	// port). Tests reach admin only through adminGet, adminDo, envoyStats, envoyStatSum, ConfigDump and
+	// Clusters.
+	AdminSocket string
+	// AdminPort names this Envoy to those helpers, for tests that pass it (adminGet(t, e.AdminPort, ...)).
+	// It is not a port: nothing listens on it, and it is above 65535 so that a test dialing it fails at once.
 	AdminPort int
 	StatsPort int
 }
@@ -267,8 +293,9 @@ func startEnvoyDraining(t *testing.T, l *Lbplane, nodeID, group string, delta bo
 func startEnvoyFrom(t *testing.T, p envoybootstrap.Params, componentLogLevels string, args ...string) *Envoy {
 	t.Helper()
 	bin := tools.Require(t, "envoy")
-	e := &Envoy{NodeID: p.NodeID, AdminPort: reservePort(t), StatsPort: reservePort(t)}
-	p.AdminPort, p.StatsPort, p.ShareAdminPort = e.AdminPort, e.StatsPort, true
+	e := &Envoy{NodeID: p.NodeID, AdminSocket: adminSocketPath(t), StatsPort: reservePort(t)}
+	e.AdminPort = registerAdmin(e.AdminSocket)
+	p.AdminSocket, p.StatsPort = e.AdminSocket, e.StatsPort
 	b, err := envoybootstrap.Render(p)
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +313,7 @@ func startEnvoyFrom(t *testing.T, p envoybootstrap.Params, componentLogLevels st
 // without update timestamps: the bootstrap part is left out because Envoy prints its maps in random order.
 func (e *Envoy) ConfigDump(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/config_dump?include_eds", e.AdminPort))
+	resp, err := adminDo(e, http.MethodGet, "/config_dump?include_eds")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +596,7 @@ func (b *Backend) Restart(t *testing.T) {
 // Clusters returns Envoy's admin /clusters view (hosts, health flags, counters), for failure messages.
 func (e *Envoy) Clusters(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/clusters", e.AdminPort))
+	resp, err := adminDo(e, http.MethodGet, "/clusters")
 	if err != nil {
 		return err.Error()
 	}
@@ -582,4 +609,67 @@ func (e *Envoy) Clusters(t *testing.T) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// adminSocketPath returns a path for an Envoy's admin socket in a directory of its own, removed with the
+// test: short, as a socket path holds at most 107 bytes (t.TempDir's, named after the test, can be longer).
+func adminSocketPath(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "envoy-admin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "admin.sock")
+}
+
+// admins maps the AdminPort handles of Envoys to their admin sockets.
+var (
+	adminsMu   sync.Mutex
+	admins     = map[int]string{}
+	nextHandle = 1 << 20
+)
+
+func registerAdmin(socket string) int {
+	adminsMu.Lock()
+	defer adminsMu.Unlock()
+	nextHandle++
+	admins[nextHandle] = socket
+	return nextHandle
+}
+
+// adminRef is an Envoy, or its AdminPort handle.
+type adminRef interface{ ~int | *Envoy }
+
+func socketOf[A adminRef](a A) (string, error) {
+	switch x := any(a).(type) {
+	case *Envoy:
+		return x.AdminSocket, nil
+	case int:
+		adminsMu.Lock()
+		defer adminsMu.Unlock()
+		if s, ok := admins[x]; ok {
+			return s, nil
+		}
+		return "", fmt.Errorf("%d names no Envoy started by this test binary (Envoy.AdminPort)", x)
+	}
+	return "", fmt.Errorf("unsupported admin reference %T", a)
+}
+
+// adminDo sends one request to an Envoy's admin over its Unix socket.
+func adminDo[A adminRef](a A, method, path string) (*http.Response, error) {
+	socket, err := socketOf(a)
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}}}
+	req, err := http.NewRequest(method, "http://envoy-admin"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(req)
 }

@@ -278,7 +278,7 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 func waitEnvoyCertificate(t *testing.T, adminPort int, serial string) {
 	t.Helper()
 	eventually(t, 30*time.Second, "Envoy loads the renewed certificate from the swapped volume", func() error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/certs", adminPort))
+		resp, err := adminDo(adminPort, http.MethodGet, "/certs")
 		if err != nil {
 			return err
 		}
@@ -295,16 +295,19 @@ func waitEnvoyCertificate(t *testing.T, adminPort int, serial string) {
 }
 
 // chartBootstrap is the chart's Envoy bootstrap as the Envoy pod runs it, made to run here: the TLS files
-// from tlsDir, the xds Service's address replaced by lbplane's, and admin (and the stats listener's cluster in
-// front of it) on reserved ports, which admin may share with the reservation. It returns the admin port too.
+// from tlsDir, the xds Service's address replaced by lbplane's, admin's socket (and the stats listener's
+// cluster in front of it) in a directory of the test's, and the stats listener on a reserved port. It
+// returns the admin's handle for adminDo too.
 func chartBootstrap(t *testing.T, l *Lbplane, bootstrap, tlsDir string) (string, int) {
-	adminPort, statsPort := reservePort(t), reservePort(t)
+	socket, statsPort := adminSocketPath(t), reservePort(t)
 	return strings.NewReplacer("/etc/envoy/tls", tlsDir,
 		`address: "demo-lbplane-xds.lbplane.svc"`, `address: "127.0.0.1"`, "port_value: 18000", "port_value: "+strings.Split(l.XDSAddr, ":")[1],
-		"\nadmin:\n", "\nadmin:\n  socket_options: [{level: 1, name: 15, int_value: 1, state: STATE_PREBIND}]\n",
-		"port_value: 19000", fmt.Sprintf("port_value: %d", adminPort),
-		"port_value: 19001", fmt.Sprintf("port_value: %d", statsPort), "stats-port: 19001", fmt.Sprintf("stats-port: %d", statsPort)).Replace(bootstrap), adminPort
+		chartAdminSocket, socket,
+		"port_value: 19001", fmt.Sprintf("port_value: %d", statsPort), "stats-port: 19001", fmt.Sprintf("stats-port: %d", statsPort)).Replace(bootstrap), registerAdmin(socket)
 }
+
+// chartAdminSocket is where the chart's Envoy keeps its admin socket (an emptyDir).
+const chartAdminSocket = "/run/envoy/admin.sock"
 
 // serveThroughChartEnvoy starts an Envoy with bootstrap, under a pod's name for a node id (a group
 // certificate names none), applies a Service-backed policy for group edge whose backend lives in a network

@@ -67,7 +67,8 @@ func TestLbctlKubernetesMode(t *testing.T) {
 	if out, err := kubectl(t, c.Kubeconfig, rendered, "apply", "-n", "lbplane", "-f", "-"); err != nil {
 		t.Fatalf("applying the chart's objects: %v\n%s", err, out)
 	}
-	chartArgs, _ := renderedChart(t, "--set", "apiToken="+token)
+	// The policies name endpoint addresses: the chart's backendAddresses.namespaces allows them there.
+	chartArgs, _ := renderedChart(t, "--set", "apiToken="+token, "--set", "backendAddresses.namespaces={default,shop}")
 	l := startLbplane(t, chartLbplaneArgs(t, chartArgs, c.Kubeconfig)...)
 	eventually(t, 30*time.Second, "lbplane has made its CA Secret", func() error {
 		_, err := getSecret(t, c, "demo-lbplane-ca")

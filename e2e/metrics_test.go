@@ -258,7 +258,7 @@ func checkDashboardMetrics(t *testing.T, scraped ...map[string]float64) {
 
 // TestMetricsHealthAndErrors: the build, policies by condition and the error counters move as lbplane
 // meets a bad config-dir file, a good policy and an Envoy whose stats port closes; /healthz and /readyz
-// answer on the metrics port; --pprof serves there on loopback.
+// answer on the metrics port; --pprof serves there, with the admin token only.
 func TestMetricsHealthAndErrors(t *testing.T) {
 	bs := startBackends(t, "h1")
 	dir := t.TempDir()
@@ -266,7 +266,11 @@ func TestMetricsHealthAndErrors(t *testing.T) {
 	l := startLbplane(t, "--config-dir", dir, "--pprof", "--proxy-stats-interval", "200ms")
 	base := fmt.Sprintf("http://127.0.0.1:%d", l.metricsPort)
 	for _, path := range []string{"/healthz", "/readyz", "/debug/pprof/cmdline"} {
-		resp, err := http.Get(base + path)
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if strings.HasPrefix(path, "/debug/pprof/") {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +311,7 @@ spec:
 		t.Errorf("status write errors without Kubernetes: %v", got)
 	}
 	// The stats port closes (all listeners stopped through admin) while xDS stays up: reads fail.
-	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/drain_listeners", e.AdminPort), "", nil)
+	resp, err := adminDo(e, http.MethodPost, "/drain_listeners")
 	if err != nil {
 		t.Fatal(err)
 	}

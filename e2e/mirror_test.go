@@ -13,8 +13,7 @@ import (
 // envoyStat reads one counter or gauge from Envoy's admin; missing counts as 0.
 func envoyStat(t *testing.T, e *Envoy, name string) int64 {
 	t.Helper()
-	u := fmt.Sprintf("http://127.0.0.1:%d/stats?format=json&filter=%s", e.AdminPort, url.QueryEscape("^"+regexp.QuoteMeta(name)+"$"))
-	resp, err := http.Get(u)
+	resp, err := adminDo(e, http.MethodGet, "/stats?format=json&filter="+url.QueryEscape("^"+regexp.QuoteMeta(name)+"$"))
 	if err != nil {
 		t.Fatal(err)
 	}

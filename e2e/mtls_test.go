@@ -89,8 +89,7 @@ func TestXDSOverMTLSBindsNodesToCertificates(t *testing.T) {
 	bs := startBackends(t, "m1")
 	port := reservePort(t)
 	// The real Envoy, over mTLS.
-	adminPort := reservePort(t)
-	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "envoy-1", XDS: l.XDSAddr, Delta: true, AdminPort: adminPort, ShareAdminPort: true,
+	b, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "envoy-1", XDS: l.XDSAddr, Delta: true, AdminSocket: adminSocketPath(t),
 		TLS: &envoybootstrap.TLS{Cert: envoyCert, Key: envoyKey, CA: caPath, ServerName: "lbplane.test"}})
 	if err != nil {
 		t.Fatal(err)

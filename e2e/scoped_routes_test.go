@@ -16,7 +16,7 @@ import (
 // stat name.
 func reloadCounters(t *testing.T, e *Envoy) map[string]int {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats?filter=config_reload$", e.AdminPort))
+	resp, err := adminDo(e, http.MethodGet, "/stats?filter=config_reload$")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,9 @@ package e2e
 
 import (
 	"fmt"
-	"net"
+	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +36,8 @@ func startEnvoyInZone(t *testing.T, l *Lbplane, nodeID, zone string) *Envoy {
 	t.Helper()
 	bin := tools.Require(t, "envoy")
 	dir := t.TempDir()
-	args := []string{"bootstrap", "--node-id", nodeID, "--xds-address", l.XDSAddr, "--admin-port", "0", "--stats-port", "0", "--zone", zone}
+	socket := adminSocketPath(t)
+	args := []string{"bootstrap", "--node-id", nodeID, "--xds-address", l.XDSAddr, "--admin-socket", socket, "--stats-port", "0", "--zone", zone}
 	if l.ownCA() {
 		args = append(args, "--out-dir", filepath.Join(dir, "certs"))
 	} else {
@@ -47,21 +47,17 @@ func startEnvoyInZone(t *testing.T, l *Lbplane, nodeID, zone string) *Envoy {
 	if err != nil {
 		t.Fatalf("lbctl bootstrap: %v: %s", err, errOut)
 	}
-	cfg, adminFile := filepath.Join(dir, "envoy.yaml"), filepath.Join(dir, "admin-address")
+	cfg := filepath.Join(dir, "envoy.yaml")
 	if err := os.WriteFile(cfg, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := &Envoy{NodeID: nodeID}
-	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, "-c", cfg, "--admin-address-path", adminFile, "--use-dynamic-base-id",
+	e := &Envoy{NodeID: nodeID, AdminSocket: socket, AdminPort: registerAdmin(socket)}
+	e.Process = startProcess(t, "envoy-"+nodeID+".log", bin, "-c", cfg, "--use-dynamic-base-id",
 		"--concurrency", "1", "-l", "warn", "--component-log-level", "config:info,upstream:info", "--drain-time-s", "1")
-	eventually(t, 30*time.Second, "Envoy writes its admin address", func() error {
-		b, err := os.ReadFile(adminFile)
-		if err != nil {
-			return err
-		}
-		_, port, err := net.SplitHostPort(strings.TrimSpace(string(b)))
+	eventually(t, 30*time.Second, "Envoy's admin answers on its socket", func() error {
+		resp, err := adminDo(e, http.MethodGet, "/ready")
 		if err == nil {
-			e.AdminPort, err = strconv.Atoi(port)
+			resp.Body.Close()
 		}
 		return err
 	})

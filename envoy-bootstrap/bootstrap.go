@@ -6,9 +6,11 @@ import (
 	_ "embed"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"text/template"
 )
 
@@ -25,8 +27,15 @@ type Params struct {
 	// XDS is lbplane's xDS address, host:port.
 	XDS string
 	// Delta selects incremental xDS (DELTA_GRPC) instead of state of the world (GRPC).
-	Delta     bool
-	AdminPort int
+	Delta bool
+	// AdminSocket is the Unix socket (mode 0600: Envoy's own user only) Envoy's admin listens on, the
+	// default: admin can stop, drain and reconfigure Envoy, and a socket path is nothing a proxied
+	// connection can be pointed at. DefaultAdminSocket when empty.
+	AdminSocket string
+	// AdminPort, only with InsecureAdminTCP, puts admin on 127.0.0.1:AdminPort instead: every local process,
+	// and anything that can make a proxy on this host connect to loopback, can then use it.
+	AdminPort        int
+	InsecureAdminTCP bool
 	// StatsPort, when not 0, opens a listener that serves only /stats/prometheus and /clusters from admin,
 	// and tells lbplane (in node metadata) where to read endpoint health from. StatsAddress is where it
 	// binds: loopback by default; 0.0.0.0 where lbplane or Prometheus run on another host.
@@ -38,9 +47,9 @@ type Params struct {
 	// MaxHeapBytes is the heap budget of the overload manager's actions; 0 means DefaultMaxHeapBytes and a
 	// negative value leaves the heap monitor out.
 	MaxHeapBytes int64
-	// ShareAdminPort sets SO_REUSEPORT on the admin socket, so that a process that reserved AdminPort (a
-	// supervisor or a test, see internal/portreserve) can hand it to Envoy with no gap in which another
-	// process could take it.
+	// ShareAdminPort, with InsecureAdminTCP, sets SO_REUSEPORT on the admin socket, so that a process that
+	// reserved AdminPort (a supervisor or a benchmark, see internal/portreserve) can hand it to Envoy with no
+	// gap in which another process could take it.
 	ShareAdminPort bool
 	// TLS, when set, makes Envoy connect to lbplane over mTLS with these files (paths on the Envoy's host).
 	TLS *TLS
@@ -90,6 +99,14 @@ func (t *TLS) CASDS() string     { return filepath.Join(t.Dir, CASDSFile) }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 
+// DefaultAdminSocket is the admin socket of a node when Params.AdminSocket is empty.
+func DefaultAdminSocket(nodeID string) string {
+	return filepath.Join(os.TempDir(), "lbplane-envoy-"+nodeID+".admin.sock")
+}
+
+// maxSocketPath is the longest path a Unix socket address holds (sun_path is 108 bytes, NUL included).
+const maxSocketPath = 107
+
 // Render returns the bootstrap YAML.
 func Render(p Params) ([]byte, error) {
 	if p.Group == "" {
@@ -122,13 +139,27 @@ func Render(p Params) ([]byte, error) {
 	if err != nil || pn < 1 || pn > 65535 {
 		return nil, fmt.Errorf("--xds-address: invalid port %q", port)
 	}
-	if p.AdminPort < 0 || p.AdminPort > 65535 {
-		return nil, fmt.Errorf("--admin-port: must be between 0 and 65535, got %d", p.AdminPort)
+	switch {
+	case p.InsecureAdminTCP && (p.AdminPort < 1 || p.AdminPort > 65535):
+		return nil, fmt.Errorf("--admin-port: must be between 1 and 65535 with --insecure-admin-tcp, got %d", p.AdminPort)
+	case !p.InsecureAdminTCP && p.AdminPort != 0:
+		return nil, fmt.Errorf("--admin-port: admin on TCP can be reached by every local process and through any proxied connection to loopback; " +
+			"it listens on a Unix socket (--admin-socket) unless --insecure-admin-tcp is given too")
+	case p.InsecureAdminTCP && p.AdminSocket != "":
+		return nil, fmt.Errorf("--admin-socket and --insecure-admin-tcp: admin listens on one of them, not both")
+	}
+	if !p.InsecureAdminTCP {
+		if p.AdminSocket == "" {
+			p.AdminSocket = DefaultAdminSocket(p.NodeID)
+		}
+		if !filepath.IsAbs(p.AdminSocket) || len(p.AdminSocket) > maxSocketPath || strings.ContainsAny(p.AdminSocket, "\x00\n\"") {
+			return nil, fmt.Errorf("--admin-socket: must be an absolute path of at most %d bytes, got %q", maxSocketPath, p.AdminSocket)
+		}
 	}
 	if p.StatsPort < 0 || p.StatsPort > 65535 {
 		return nil, fmt.Errorf("--stats-port: must be between 0 and 65535, got %d", p.StatsPort)
 	}
-	if p.StatsPort != 0 && p.StatsPort == p.AdminPort {
+	if p.StatsPort != 0 && p.InsecureAdminTCP && p.StatsPort == p.AdminPort {
 		return nil, fmt.Errorf("--stats-port: must differ from --admin-port (%d)", p.AdminPort)
 	}
 	if p.StatsAddress == "" {
@@ -175,6 +206,7 @@ func Render(p Params) ([]byte, error) {
 	err = tmpl.Execute(&buf, map[string]any{"DNSResolvers": resolvers, "NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
 		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections,
 		"MaxConnectionsSource": source, "MaxHeapBytes": p.MaxHeapBytes, "TLS": p.TLS, "ShareAdminPort": p.ShareAdminPort,
+		"AdminSocket": p.AdminSocket, "InsecureAdminTCP": p.InsecureAdminTCP,
 		"Zone": p.Zone, "LocalCluster": LocalCluster, "ClusterStats": p.ClusterStats})
 	return buf.Bytes(), err
 }

@@ -9,7 +9,7 @@ import (
 // TestClusterStats: the default leaves the bootstrap as it was (all stats but update_duration), used swaps in
 // the inclusion list, and anything else is refused before Envoy sees it.
 func TestClusterStats(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", AdminPort: 19000, MaxConnections: 100}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100}
 	render := func(mode string) ([]byte, error) {
 		p := base
 		p.ClusterStats = mode
@@ -40,5 +40,43 @@ func TestClusterStats(t *testing.T) {
 	}
 	if _, err := render("some"); err == nil || !strings.Contains(err.Error(), "--cluster-stats") {
 		t.Errorf("an unknown mode: %v", err)
+	}
+}
+
+// TestAdminIsAUnixSocket: admin listens on a Unix socket of mode 0600 by default, which the stats listener's
+// cluster reaches too; a TCP port needs --insecure-admin-tcp, and --admin-port alone is refused.
+func TestAdminIsAUnixSocket(t *testing.T) {
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, StatsPort: 19001}
+	b, err := Render(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := DefaultAdminSocket("n")
+	if !bytes.Contains(b, []byte(`pipe: {path: "`+sock+`", mode: 384}`)) || bytes.Count(b, []byte(`pipe: {path: "`+sock+`"`)) != 2 {
+		t.Errorf("want admin and the stats listener's cluster on %s:\n%s", sock, b)
+	}
+	if bytes.Contains(b, []byte("port_value: 0")) || bytes.Contains(b, []byte("STATE_PREBIND")) {
+		t.Errorf("a TCP admin port is left in the bootstrap:\n%s", b)
+	}
+	p := base
+	p.AdminPort = 19000
+	if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--insecure-admin-tcp") {
+		t.Errorf("--admin-port without --insecure-admin-tcp: %v", err)
+	}
+	p.InsecureAdminTCP = true
+	b, err = Render(p)
+	if err != nil || !bytes.Contains(b, []byte("address: 127.0.0.1\n      port_value: 19000")) || bytes.Contains(b, []byte("pipe:")) {
+		t.Errorf("--insecure-admin-tcp --admin-port 19000: %v\n%s", err, b)
+	}
+	p.AdminSocket = "/run/envoy/admin.sock"
+	if _, err := Render(p); err == nil {
+		t.Error("a socket and a TCP port at once must be refused")
+	}
+	for _, bad := range []string{"admin.sock", "/" + strings.Repeat("x", 120)} {
+		p := base
+		p.AdminSocket = bad
+		if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--admin-socket") {
+			t.Errorf("--admin-socket %q: %v", bad, err)
+		}
 	}
 }

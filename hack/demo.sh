@@ -13,7 +13,6 @@ BACKEND_PORTS=($((18081 + OFF)) $((18082 + OFF)) $((18083 + OFF)))
 XDS=127.0.0.1:$((18000 + OFF))
 API=127.0.0.1:$((18001 + OFF))
 METRICS=127.0.0.1:$((18002 + OFF))
-ADMIN=$((19000 + OFF))
 STATS=$((19001 + OFF))
 LISTENER=$((10080 + OFF))
 
@@ -62,7 +61,7 @@ PY
 start() {
   stop >/dev/null
   mkdir -p "$RUN"
-  for p in "${BACKEND_PORTS[@]}" "${XDS#*:}" "${API#*:}" "${METRICS#*:}" "$ADMIN" "$STATS" "$LISTENER"; do
+  for p in "${BACKEND_PORTS[@]}" "${XDS#*:}" "${API#*:}" "${METRICS#*:}" "$STATS" "$LISTENER"; do
     port_free "$p" || { echo "port $p on 127.0.0.1 is in use; the demo needs it (make stop, or free it)" >&2; exit 1; }
   done
   : > "$RUN/pids"
@@ -70,14 +69,17 @@ start() {
     "$BIN/lbplane-backend" --listen "127.0.0.1:$p" --name "backend-$p" < /dev/null > "$RUN/backend-$p.log" 2>&1 &
     echo $! >> "$RUN/pids"
   done
+  # The sample backends run on this host: the demo allows loopback backends, which lbplane refuses by default
+  # (a policy could otherwise reach anything listening on the Envoy's host).
   "$BIN/lbplane" serve --data-dir "$RUN/data" --xds-address "$XDS" --api-address "$API" --metrics-address "$METRICS" \
-    < /dev/null > "$RUN/lbplane.log" 2>&1 &
+    --allow-backend-cidrs 127.0.0.0/8 < /dev/null > "$RUN/lbplane.log" 2>&1 &
   echo $! >> "$RUN/pids"
   wait_for "lbplane" http_ok "http://$API/healthz"
   export LBPLANE_SERVER="http://$API" LBPLANE_TOKEN_FILE="$RUN/data/token"
   # xDS is mTLS with lbplane's own CA: lbctl asks lbplane for this node's certificate (24 h) and writes it to
   # $RUN/envoy-certs, which Envoy watches; re-running the same command renews it without a restart.
-  "$BIN/lbctl" bootstrap --node-id demo-envoy --xds-address "$XDS" --admin-port "$ADMIN" --stats-port "$STATS" \
+  # Envoy's admin is a Unix socket only this user may open ($RUN/envoy-admin.sock), not a port.
+  "$BIN/lbctl" bootstrap --node-id demo-envoy --xds-address "$XDS" --admin-socket "$RUN/envoy-admin.sock" --stats-port "$STATS" \
     --out-dir "$RUN/envoy-certs" > "$RUN/envoy.yaml"
   # Envoy sets PR_SET_PDEATHSIG (SIGTERM) on itself: started by this script it would stop when the script
   # returns. Its parent is a supervisor in a session of its own (setsid), which outlives the script and
@@ -126,7 +128,8 @@ Try it:
   curl -s http://$METRICS/metrics | grep ^lbplane_    # lbplane's metrics
   curl -s http://127.0.0.1:$STATS/stats/prometheus | head      # Envoy's, on its stats port
   bin/lbctl bootstrap --node-id demo-envoy --xds-address $XDS --out-dir $RUN/envoy-certs > /dev/null   # renew Envoy's certificate, no restart
-Envoy admin: http://127.0.0.1:$ADMIN   logs: $RUN/   stop everything: make stop
+  curl -s --unix-socket $RUN/envoy-admin.sock http://envoy/server_info | head   # Envoy's admin
+logs: $RUN/   stop everything: make stop
 TEXT
 }
 

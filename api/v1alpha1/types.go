@@ -691,7 +691,9 @@ type FailurePercentageEjection struct {
 type Endpoint struct {
 	// address is the endpoint's IP address, or a DNS name that Envoy resolves (see the backend's dns): each
 	// address the name resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's
-	// server-template do.
+	// server-template do. Loopback, link-local and unspecified addresses and names of the host itself
+	// (localhost) are refused unless the server allows them; in Kubernetes mode addresses and names are
+	// allowed only where the operator says (backends are Services otherwise).
 	// +kubebuilder:validation:MaxLength=253
 	Address string `json:"address"`
 	// port is the endpoint's TCP port.
@@ -731,7 +733,9 @@ const (
 type ServiceRef struct {
 	// name of the Service.
 	Name string `json:"name"`
-	// namespace of the Service; defaults to the policy's namespace.
+	// namespace of the Service; defaults to the policy's namespace. Another namespace's Service is used only
+	// when its annotation lbplane.io/allow-policies-from names the policy's namespace (or "*"), or when the
+	// server allows every reference across namespaces.
 	Namespace string `json:"namespace,omitempty"`
 	// port is the Service port number.
 	Port int32 `json:"port,omitempty"`

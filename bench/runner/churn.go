@@ -119,7 +119,7 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 		return err
 	}
 	defer lb.stop()
-	envoy, err := startEnvoy(e, dir, envoybootstrap.Params{NodeID: "bench-churn", XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000})
+	envoy, err := startEnvoy(e, dir, envoybootstrap.Params{NodeID: "bench-churn", XDS: xds, Delta: true, AdminPort: adminPort, InsecureAdminTCP: true, MaxConnections: 10000})
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func coldStarts(ctx context.Context, e *env, counts []int, out string, record fu
 		if groups > 1 {
 			group, last, mine = coldGroup(0, groups), (n-1)/groups*groups, (n+groups-1)/groups
 		}
-		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", Group: group, XDS: xds, Delta: true, AdminPort: adminPort, MaxConnections: 10000, MaxHeapBytes: -1, ClusterStats: *coldClusterStats})
+		cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cold", Group: group, XDS: xds, Delta: true, AdminPort: adminPort, InsecureAdminTCP: true, MaxConnections: 10000, MaxHeapBytes: -1, ClusterStats: *coldClusterStats})
 		if err != nil {
 			return err
 		}

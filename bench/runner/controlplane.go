@@ -155,7 +155,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 	if err := apply(ctx, probe(ports[0], 1)); err != nil {
 		return err
 	}
-	cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cp", XDS: xds, Delta: api == "delta", AdminPort: cpBase + 2, MaxConnections: 10000})
+	cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-cp", XDS: xds, Delta: api == "delta", AdminPort: cpBase + 2, InsecureAdminTCP: true, MaxConnections: 10000})
 	if err != nil {
 		return err
 	}
@@ -546,10 +546,12 @@ func startEnvoy(e *env, dir string, params envoybootstrap.Params) (*proc, error)
 
 // serveArgs is the command line of the control-plane rows' lbplane: no API rate limit, no proxy stats
 // polling, and extra after. Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect
-// without certificates (xDS over mTLS is the default since lbplane runs its own CA).
+// without certificates (xDS over mTLS is the default since lbplane runs its own CA). The backends run on
+// loopback, which lbplane refuses unless allowed.
 func serveArgs(dataDir, xds, apiAddr string, extra ...string) []string {
 	return append([]string{"serve", "--data-dir", dataDir, "--xds-address", xds, "--api-address", apiAddr,
-		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure"}, extra...)
+		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure",
+		"--allow-backend-cidrs", "127.0.0.0/8"}, extra...)
 }
 
 // serveLbplane starts lbplane with args and waits up to wait for its API at apiAddr.

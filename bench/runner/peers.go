@@ -194,7 +194,7 @@ func startLbplaneWith(e *env, p *peer, extra []string) error {
 	// measures Envoy's traffic, not its certificates.
 	_, err = p.run(e, dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), append([]string{"serve", "--data-dir", dir,
 		"--xds-address", fmt.Sprintf("127.0.0.1:%d", xds), "--xds-insecure", "--api-address", fmt.Sprintf("127.0.0.1:%d", api),
-		"--metrics-address", "", "--token", "bench", "--api-rate-limit", "0",
+		"--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--allow-backend-cidrs", "127.0.0.0/8",
 		// The HTTPS scenario's certificate lives in the work directory; policies may name files there only.
 		"--files-root", filepath.Dir(e.cert.Cert)}, extra...)...)
 	if err != nil {
@@ -207,7 +207,7 @@ func startLbplaneWith(e *env, p *peer, extra []string) error {
 		return err
 	}
 	params := envoybootstrap.Params{NodeID: "bench", XDS: fmt.Sprintf("127.0.0.1:%d", xds), Delta: true,
-		AdminPort: p.HTTPPort + 1000, StatsPort: p.HTTPPort + 1001, MaxConnections: e.maxConn}
+		AdminPort: p.HTTPPort + 1000, InsecureAdminTCP: true, StatsPort: p.HTTPPort + 1001, MaxConnections: e.maxConn}
 	if relaxed, _ := p.vars["Relaxed"].(bool); relaxed {
 		params.MaxHeapBytes = -1
 	}

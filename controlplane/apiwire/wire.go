@@ -139,6 +139,9 @@ type CertResponse struct {
 type Version struct {
 	Version   string `json:"version"`
 	GoVersion string `json:"goVersion,omitempty"`
+	// Settings are the server's settings that depart from the secure defaults (insecure modes, backend
+	// address ranges re-admitted), as lbctl status lists them.
+	Settings []string `json:"settings,omitempty"`
 }
 
 // LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its

@@ -35,6 +35,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
@@ -156,7 +157,7 @@ func (w *Watcher) Load() error {
 	var policies []*v1alpha1.LoadBalancerPolicy
 	now := time.Now().UTC().Truncate(time.Second)
 	seen := map[translate.Key]bool{}
-	invalid := validateAll(paths, files)
+	invalid := validateAll(paths, files, w.Engine.Reach)
 	n := -1
 	for _, p := range paths {
 		for _, pol := range files[p] {
@@ -221,7 +222,7 @@ func (w *Watcher) Load() error {
 // validateAll defaults and validates every policy of files, in path order, in parallel: it is pure, and was
 // 100,000 deep copies and validations on one core in a cold start. It returns each policy's problems ("" for
 // none) in that order.
-func validateAll(paths []string, files map[string][]*v1alpha1.LoadBalancerPolicy) []string {
+func validateAll(paths []string, files map[string][]*v1alpha1.LoadBalancerPolicy, rules reach.Rules) []string {
 	var all []*v1alpha1.LoadBalancerPolicy
 	for _, p := range paths {
 		all = append(all, files[p]...)
@@ -234,7 +235,7 @@ func validateAll(paths []string, files map[string][]*v1alpha1.LoadBalancerPolicy
 		hi := min(lo+chunk, len(all))
 		g.Go(func() error {
 			for i := lo; i < hi; i++ {
-				if _, fe := translate.Prepare(all[i]); len(fe) > 0 {
+				if _, fe := translate.Prepare(all[i], rules); len(fe) > 0 {
 					out[i] = fe.Error()
 				}
 			}

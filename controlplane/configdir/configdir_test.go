@@ -12,6 +12,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
@@ -28,7 +29,9 @@ func newWatcher(t *testing.T, dir string) (*Watcher, *bytes.Buffer) {
 	t.Helper()
 	var log bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&log, nil))
-	return &Watcher{Dir: dir, Engine: engine.New(xdscache.New(), l), Log: l}, &log
+	e := engine.New(xdscache.New(), l)
+	e.Reach = reach.Loopback // the policies name backends on loopback
+	return &Watcher{Dir: dir, Engine: e, Log: l}, &log
 }
 
 func TestConfigDirRefusesWhatIsNotItsOwn(t *testing.T) {
@@ -254,7 +257,7 @@ func TestConfigDirParallelLoadMatchesSerial(t *testing.T) {
 				continue
 			}
 			seen[k] = true
-			if _, fe := translate.Prepare(d.Policy); len(fe) > 0 {
+			if _, fe := translate.Prepare(d.Policy, reach.Loopback); len(fe) > 0 {
 				wantErrs = append(wantErrs, fmt.Sprintf("%s: %s: %s", p, k, fe.Error()))
 				continue
 			}

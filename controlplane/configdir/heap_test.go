@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -53,7 +54,9 @@ func BenchmarkLoadHeapPerPolicy(b *testing.B) {
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				l := slog.New(slog.NewTextHandler(io.Discard, nil))
-				w := &Watcher{Dir: dir, Engine: engine.New(xdscache.New(), l), Log: l}
+				e := engine.New(xdscache.New(), l)
+				e.Reach = reach.Loopback
+				w := &Watcher{Dir: dir, Engine: e, Log: l}
 				if err := w.Load(); err != nil {
 					b.Fatal(err)
 				}

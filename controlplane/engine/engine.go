@@ -16,6 +16,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
@@ -49,6 +50,8 @@ type Engine struct {
 	secrets  map[translate.SecretRef]translate.TLSSecret
 	// CrossNamespace allows Service references into other namespaces.
 	CrossNamespace bool
+	// Reach is the server's rules on backend addresses; set before the first source loads.
+	Reach reach.Rules
 	// ReadFile reads a referenced file; tests replace it.
 	ReadFile func(string) ([]byte, error)
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off in every HTTP listener.
@@ -252,7 +255,7 @@ func (e *Engine) Commit(p *Planned) *translate.Result {
 
 func (e *Engine) refs() translate.Refs {
 	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
-		NoRouterDynamicStats: e.NoRouterDynamicStats}
+		NoRouterDynamicStats: e.NoRouterDynamicStats, Reach: e.Reach}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and

@@ -10,6 +10,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
 	"github.com/lbplane/lbplane/controlplane/pki"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
@@ -20,6 +21,7 @@ import (
 func TestRefreshFilesLooksOnlyAtThePoliciesThatReferenceAFile(t *testing.T) {
 	const n = 10000
 	e := New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.Reach = reach.Loopback
 	var mu sync.Mutex
 	files := map[string][]byte{}
 	reads := map[string]int{}

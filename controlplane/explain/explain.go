@@ -16,6 +16,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 )
@@ -23,7 +24,7 @@ import (
 // Policy explains p, whose translation is pr within res: what lbctl explain and the push API's explain call
 // show.
 func Policy(p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult, res *translate.Result) (*Explanation, error) {
-	dp, _ := translate.Prepare(p)
+	dp, _ := translate.Prepare(p, reach.Rules{})
 	g := res.IR.Groups[dp.Spec.ProxyGroup]
 	var built xdsbuild.Resources
 	if g != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/internal/tools"
@@ -22,9 +23,9 @@ func explainDir(t *testing.T, dir string) []*Explanation {
 	}
 	var out []*Explanation
 	for _, d := range docs {
-		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d)})
+		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d), Reach: reach.Loopback})
 		k := translate.KeyOf(d.Policy)
-		p, _ := translate.Prepare(d.Policy)
+		p, _ := translate.Prepare(d.Policy, reach.Loopback)
 		pr := res.Policies.Of(k)
 		g := res.IR.Groups[p.Spec.ProxyGroup]
 		var built xdsbuild.Resources

@@ -447,7 +447,7 @@ func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) transl
 	if err := c.List(ctx, &slices_, client.InNamespace(ref.Namespace), client.MatchingFields{serviceNameIndex: ref.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.ServiceEndpoints{Err: err.Error()}
 	}
-	out := translate.ServiceEndpoints{}
+	out := translate.ServiceEndpoints{GrantedTo: translate.Grants(svc.Annotations[translate.GrantAnnotation])}
 	for _, sl := range slices_.Items {
 		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue

@@ -157,7 +157,7 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 			errs = append(errs, fmt.Sprintf("%s: %s is in the request twice", d.Source, k))
 			continue
 		}
-		if _, fe := translate.Prepare(d.Policy); len(fe) > 0 {
+		if _, fe := translate.Prepare(d.Policy, a.Engine.Reach); len(fe) > 0 {
 			for _, e := range fe {
 				errs = append(errs, fmt.Sprintf("%s (%s): %s", k, d.Source, e.Error()))
 			}

@@ -76,6 +76,9 @@ type Server struct {
 	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
 	// no limit. It applies before the token check, so guessing tokens is throttled too.
 	RateLimit float64
+	// Settings are the server's settings that depart from the secure defaults (GET /v1/version, lbctl
+	// status).
+	Settings []string
 
 	admitOnce sync.Once
 	admit     *Admission

@@ -10,5 +10,5 @@ import (
 
 // version serves GET /v1/version, for lbctl version's server half.
 func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, apiwire.Version{Version: version.String(), GoVersion: runtime.Version()})
+	writeJSON(w, http.StatusOK, apiwire.Version{Version: version.String(), GoVersion: runtime.Version(), Settings: s.Settings})
 }

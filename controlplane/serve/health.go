@@ -23,7 +23,8 @@ import (
 
 // metricsMux serves /metrics, /healthz (the process answers), /readyz (sources loaded, xDS served) and,
 // with --pprof, /debug/pprof/. pprof shows the heap and goroutines, which hold policies, keys and tokens:
-// off the loopback interface it wants the admin token.
+// it wants the admin token always, on loopback too, where any local process (and anything a proxy on this
+// host can be made to connect to) reaches it.
 func metricsMux(cfg *Config, m *metrics.Metrics, lis net.Listener, adminToken string, ready *atomic.Bool) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
@@ -42,14 +43,11 @@ func metricsMux(cfg *Config, m *metrics.Metrics, lis net.Listener, adminToken st
 		return nil, errors.New("--pprof: no admin token to protect it with")
 	}
 	guard := func(h http.Handler) http.Handler {
-		if addr, ok := lis.Addr().(*net.TCPAddr); ok && addr.IP.IsLoopback() {
-			return h
-		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(adminToken)) != 1 {
 				w.Header().Set("WWW-Authenticate", "Bearer")
-				http.Error(w, "pprof on a non-loopback address needs the admin token", http.StatusUnauthorized)
+				http.Error(w, "pprof needs the admin token (Authorization: Bearer)", http.StatusUnauthorized)
 				return
 			}
 			h.ServeHTTP(w, r)

@@ -35,6 +35,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -77,6 +78,14 @@ type Config struct {
 	Kubernetes *rest.Config
 	// AllowCrossNamespaceRefs lets a policy reference a Service in another namespace.
 	AllowCrossNamespaceRefs bool
+	// AllowBackendCIDRs re-admits backend addresses in the ranges refused by default (loopback, link-local,
+	// unspecified: see package reach), e.g. 127.0.0.0/8 for backends on the Envoy's own host.
+	AllowBackendCIDRs []string
+	// AddressBackendsNamespaces, with Kubernetes, are the namespaces whose policies may name endpoint
+	// addresses and host names ("*": all); elsewhere a backend is a Service. AddressBackendsCIDRs are the
+	// IP addresses every namespace's endpoints may use.
+	AddressBackendsNamespaces []string
+	AddressBackendsCIDRs      []string
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
 	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
@@ -120,8 +129,8 @@ type Config struct {
 	// TokenSecret, with Kubernetes, keeps the push API tokens (the ones not set by Token and ReadOnlyToken)
 	// in this Secret of Namespace: the first replica creates it, every replica reads it.
 	TokenSecret string
-	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address: to anyone on loopback, and
-	// elsewhere only with the admin token (Authorization: Bearer).
+	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, only with the admin token
+	// (Authorization: Bearer), on loopback too.
 	Pprof bool
 }
 
@@ -313,6 +322,16 @@ func Run(ctx context.Context, cfg Config) error {
 	m.KnownTypes(xdsserver.ShortTypes(xdscache.Types)...)
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
+	rules, err := reachRules(&cfg)
+	if err != nil {
+		return err
+	}
+	eng.Reach = rules
+	if len(rules.Allow) > 0 {
+		cfg.Log.Warn("backend addresses in loopback, link-local or unspecified ranges are allowed: a policy can reach services on the Envoy's own host",
+			"allow-backend-cidrs", strings.Join(cfg.AllowBackendCIDRs, ","))
+	}
+	cfg.Log.Info("backend address rules", "rules", rules.Summary())
 	if cfg.Kubernetes != nil {
 		eng.ReadFile = fileroots.Refuse // Secrets are the way in Kubernetes mode
 	} else {
@@ -325,6 +344,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
 	}
 	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, ReadOnlyToken: roToken, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
+	api.Settings = settings(&cfg, rules)
 	api.IssueCert = issuer
 	var poller *proxystats.Poller
 	if cfg.ProxyStatsInterval > 0 {
@@ -494,4 +514,43 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	})
 	return g.Wait()
+}
+
+// reachRules turns the backend address flags into the rules translation applies.
+func reachRules(cfg *Config) (reach.Rules, error) {
+	var r reach.Rules
+	var err error
+	if r.Allow, err = reach.ParseCIDRs("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
+		return r, err
+	}
+	if cfg.Kubernetes == nil {
+		if len(cfg.AddressBackendsNamespaces)+len(cfg.AddressBackendsCIDRs) > 0 {
+			return r, errors.New("--address-backends-namespaces and --address-backends-cidrs need --kubernetes (outside it every policy may name addresses)")
+		}
+		return r, nil
+	}
+	r.Kubernetes = true
+	r.AddressNamespaces = cfg.AddressBackendsNamespaces
+	if r.AddressCIDRs, err = reach.ParseCIDRs("--address-backends-cidrs", cfg.AddressBackendsCIDRs); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// settings lists what departs from the secure defaults, for lbctl status (GET /v1/version).
+func settings(cfg *Config, rules reach.Rules) []string {
+	var out []string
+	if len(rules.Allow) > 0 {
+		out = append(out, "--allow-backend-cidrs "+strings.Join(cfg.AllowBackendCIDRs, ",")+": backends may use these loopback, link-local or unspecified addresses")
+	}
+	if rules.Kubernetes && len(rules.AddressNamespaces)+len(rules.AddressCIDRs) > 0 {
+		out = append(out, "backend addresses in Kubernetes mode: "+rules.Summary())
+	}
+	if cfg.XDSInsecure {
+		out = append(out, "--xds-insecure: xDS in plaintext, without authentication")
+	}
+	if cfg.AllowCrossNamespaceRefs {
+		out = append(out, "--allow-cross-namespace-refs: policies may name Services in any namespace")
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/reach"
 )
 
 // File is the content of a file a policy references (certificates, CA bundles), read by the caller so that
@@ -156,6 +157,10 @@ type Refs struct {
 	CrossNamespace bool
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (see ir.Listener).
 	NoRouterDynamicStats bool
+	// Reach is the server's rules on backend addresses (loopback, link-local, Kubernetes namespaces):
+	// endpoints they refuse make the policy invalid, and Service endpoints they refuse leave its references
+	// unresolved.
+	Reach reach.Rules
 }
 
 // ServiceRef is a backend's Service reference with its namespace filled in.
@@ -170,6 +175,25 @@ type ServiceEndpoints struct {
 	// Err, when set, says why the reference does not resolve (no such Service, no such port).
 	Err       string
 	Endpoints []ServiceEndpoint
+	// GrantedTo are the other namespaces whose policies may name the Service ("*": every namespace), from
+	// its GrantAnnotation: the consent of whoever may edit the Service, in its own namespace.
+	GrantedTo []string
+}
+
+// GrantAnnotation on a Service lists the namespaces (comma-separated, or "*") whose policies may use it as
+// a backend; without it only policies of the Service's own namespace may, unless lbplane serve
+// --allow-cross-namespace-refs opens every Service to every namespace.
+const GrantAnnotation = "lbplane.io/allow-policies-from"
+
+// Grants reads a GrantAnnotation's value.
+func Grants(value string) []string {
+	var out []string
+	for _, ns := range strings.Split(value, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // ServiceEndpoint is one address of a Service port.

@@ -146,6 +146,7 @@ func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceR
 func (f *fragment) refsHashIn(refs Refs) [32]byte {
 	h := sha256.New()
 	writeInt(h, int64(boolInt(refs.CrossNamespace)))
+	writeString(h, refs.Reach.Key())
 	for _, path := range f.files {
 		c, ok := refs.Files[path]
 		writeString(h, path)
@@ -159,6 +160,7 @@ func (f *fragment) refsHashIn(refs Refs) [32]byte {
 		se, ok := refs.Services[ref]
 		writeInt(h, int64(boolInt(ok)))
 		writeString(h, se.Err)
+		writeString(h, strings.Join(se.GrantedTo, ","))
 		writeInt(h, int64(len(se.Endpoints)))
 		for _, e := range se.Endpoints {
 			writeString(h, e.Address)
@@ -183,7 +185,7 @@ func (f *fragment) refsHashIn(refs Refs) [32]byte {
 
 // translateOne builds the fragment of one policy. It reads nothing but the policy and refs.
 func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fragment {
-	c, errs := Prepare(p)
+	c, errs := Prepare(p, refs.Reach)
 	f := &fragment{src: p, key: KeyOf(p), hash: hash, created: createdOf(p), group: c.Spec.ProxyGroup, fragmentExtra: noExtra}
 	var chains []bool
 	if t := c.Spec.Listener.TLS; t != nil {
@@ -388,6 +390,7 @@ type refsKey struct {
 	nSecrets                 int
 	crossNamespace, noStats  bool
 	servicesNil, secretsNil  bool
+	reach                    string
 }
 
 func identityOf(r Refs) refsIdentity {
@@ -401,7 +404,7 @@ func identityOf(r Refs) refsIdentity {
 	return refsIdentity{held: &r, refsKey: refsKey{files: ptr(r.Files), services: ptr(r.Services), secrets: ptr(r.Secrets),
 		nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets),
 		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats,
-		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil}}
+		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil, reach: r.Reach.Key()}}
 }
 
 // NewTranslator returns a translator with nothing cached.
@@ -423,7 +426,7 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs, hint *ChangedRefs) *Result {
 	changed := map[Key]*v1alpha1.LoadBalancerPolicy{} // nil value: removed
 	id := identityOf(refs)
-	if id.noStats != t.refs.noStats || id.crossNamespace != t.refs.crossNamespace {
+	if id.noStats != t.refs.noStats || id.crossNamespace != t.refs.crossNamespace || id.reach != t.refs.reach {
 		// Settings that touch every policy: start over.
 		for k := range t.frags {
 			changed[k] = nil

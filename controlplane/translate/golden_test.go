@@ -10,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/internal/tools"
 )
@@ -81,7 +82,7 @@ func renderIR(t *testing.T, path string) []byte {
 			files[p] = translate.File{Err: "cannot read it"}
 		}
 	}
-	res := translate.Translate(policies, translate.Refs{Files: files})
+	res := translate.Translate(policies, translate.Refs{Files: files, Reach: reach.Loopback})
 	groups := map[string]*ir.Group{}
 	for name, g := range res.IR.Groups {
 		c := *g

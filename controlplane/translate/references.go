@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -17,11 +18,13 @@ func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs 
 		return nil, fmt.Sprintf("Service %s needs Kubernetes mode (lbplane serve --kubernetes)", b.Service.Name)
 	}
 	ref := ServiceRefOf(p.Namespace, b.Service)
-	if ref.Namespace != p.Namespace && !refs.CrossNamespace {
-		// A policy must not send traffic into another team's namespace unless the operator allows it.
-		return nil, fmt.Sprintf("Service %s/%s is in another namespace, which is not allowed (lbplane serve --allow-cross-namespace-refs)", ref.Namespace, ref.Name)
-	}
 	se, ok := refs.Services[ref]
+	if ref.Namespace != p.Namespace && !refs.CrossNamespace && !(slices.Contains(se.GrantedTo, p.Namespace) || slices.Contains(se.GrantedTo, "*")) {
+		// A policy must not send traffic into another team's namespace unless that namespace (the Service's
+		// annotation) or the operator allows it. The same words whether the Service exists or not.
+		return nil, fmt.Sprintf("Service %s/%s is in another namespace, which is not allowed without a grant (annotation %s: %s on the Service, or lbplane serve --allow-cross-namespace-refs)",
+			ref.Namespace, ref.Name, GrantAnnotation, p.Namespace)
+	}
 	if !ok {
 		return nil, fmt.Sprintf("Service %s/%s was not looked up", ref.Namespace, ref.Name)
 	}
@@ -32,6 +35,12 @@ func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs 
 	for _, e := range se.Endpoints {
 		if !e.Ready && !e.Terminating {
 			continue
+		}
+		// EndpointSlices are written by whoever may write them, not only by Kubernetes from pod IPs.
+		if a, err := netip.ParseAddr(e.Address); err != nil {
+			return nil, fmt.Sprintf("Service %s/%s: endpoint %q is not an IP address", ref.Namespace, ref.Name, e.Address)
+		} else if msg := refs.Reach.CheckAddr(a); msg != "" {
+			return nil, fmt.Sprintf("Service %s/%s: %s", ref.Namespace, ref.Name, msg)
 		}
 		out = append(out, ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: 1, Draining: !e.Ready, Zone: e.Zone})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/reach"
 )
 
 // Reasons set on conditions.
@@ -159,11 +160,14 @@ func (r *Result) ChangedSince(prev *Result) (keys []Key, ok bool) {
 	return nil, false
 }
 
-// Prepare returns a defaulted copy of the policy and every problem found in it alone.
-func Prepare(p *v1alpha1.LoadBalancerPolicy) (*v1alpha1.LoadBalancerPolicy, v1alpha1.FieldErrors) {
+// Prepare returns a defaulted copy of the policy and every problem found in it alone, under the server's
+// rules on backend addresses: the one place where they are applied to a policy (the push API, the config
+// directory, translation and lbctl lint all come here).
+func Prepare(p *v1alpha1.LoadBalancerPolicy, rules reach.Rules) (*v1alpha1.LoadBalancerPolicy, v1alpha1.FieldErrors) {
 	c := p.DeepCopy()
 	v1alpha1.Default(c)
-	return c, v1alpha1.Validate(c)
+	errs := v1alpha1.Validate(c)
+	return c, append(errs, rules.Check(c)...)
 }
 
 func boolInt(b bool) int {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/reach"
 )
 
 // Clusters share defaultOutlier only when theirs equals it in every field: a field sameOutlier did not
@@ -55,7 +56,7 @@ func TestDefaultOutlierShared(t *testing.T) {
 	p.Spec.Backends = []v1alpha1.Backend{{Name: "a", Endpoints: []v1alpha1.Endpoint{{Address: "10.0.0.1", Port: 80}}},
 		{Name: "b", Endpoints: []v1alpha1.Endpoint{{Address: "10.0.0.1", Port: 80}, {Address: "10.0.0.2", Port: 80},
 			{Address: "10.0.0.3", Port: 80}, {Address: "10.0.0.4", Port: 80, Backup: true}}}}
-	c, errs := Prepare(p)
+	c, errs := Prepare(p, reach.Rules{})
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

@@ -2,6 +2,7 @@ package translate_test
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
@@ -93,6 +95,26 @@ func TestCrossNamespaceServicesNeedPermission(t *testing.T) {
 	if !r.ResolvedRefs || r.Endpoints != 1 || r.HealthyEndpoints != 1 {
 		t.Errorf("with permission: %v %s, %d endpoints", r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
 	}
+	// The Service's own grant: for the namespaces it names (or "*"), not for others.
+	ref := translate.ServiceRef{Namespace: "billing", Name: "web", Port: 80}
+	for _, c := range []struct {
+		grant string
+		ok    bool
+	}{{"shop", true}, {"front, shop", true}, {"*", true}, {"front", false}, {"", false}, {"shopping", false}} {
+		se := services[ref]
+		se.GrantedTo = translate.Grants(c.grant)
+		granted := map[translate.ServiceRef]translate.ServiceEndpoints{ref: se}
+		r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: granted}).Policies.Of(translate.KeyOf(p))
+		if r.ResolvedRefs != c.ok || (c.ok && r.Endpoints != 1) {
+			t.Errorf("grant %q: resolved %v (%s), %d endpoints; want resolved %v", c.grant, r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints, c.ok)
+		}
+	}
+	// A missing Service reads the same as one that exists but grants nothing.
+	missing := map[translate.ServiceRef]translate.ServiceEndpoints{ref: {Err: "Service billing/web not found"}}
+	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: missing}).Policies.Of(translate.KeyOf(p))
+	if !strings.Contains(r.ResolvedRefsMessage, "another namespace, which is not allowed") || strings.Contains(r.ResolvedRefsMessage, "not found") {
+		t.Errorf("a missing Service in another namespace: %s", r.ResolvedRefsMessage)
+	}
 }
 
 // A route without a retry block retries only what never reached an endpoint; a block with attempts: 0
@@ -128,5 +150,43 @@ func TestDefaultRetryIsConnectFailureOnlyAndCanBeTurnedOff(t *testing.T) {
 		if routes[name] != w {
 			t.Errorf("%s: retry %q, want %q (all: %v)", name, routes[name], w, routes)
 		}
+	}
+}
+
+// TestServiceEndpointsInRefusedRangesDoNotResolve: an EndpointSlice is written by whoever may write one; an
+// address in a refused range (loopback, link-local) leaves the Service reference unresolved with the reason,
+// and none of the Service's endpoints is sent, unless the operator re-admitted the range. A Kubernetes policy naming an
+// endpoint address directly is invalid by default, the field named.
+func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
+	p := pol("svc", time.Now())
+	p.Namespace = "shop"
+	p.Spec.Backends = []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: "web", Port: 80}}}
+	for _, addr := range []string{"127.0.0.1", "169.254.169.254", "::1", "fe80::1"} {
+		services := map[translate.ServiceRef]translate.ServiceEndpoints{{Namespace: "shop", Name: "web", Port: 80}: {
+			Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 80, Ready: true}, {Address: addr, Port: 80, Ready: true}}}}
+		refs := translate.Refs{Services: services, Reach: reach.Rules{Kubernetes: true}}
+		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
+		r := res.Policies.Of(translate.KeyOf(p))
+		var sent int
+		for _, g := range res.IR.Groups {
+			for _, c := range g.Clusters {
+				sent += len(c.Endpoints)
+			}
+		}
+		if r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "spec.backends[0].service: Service shop/web: "+addr+" is") || sent != 0 || r.Endpoints != 0 {
+			t.Errorf("%s: resolved %v (%s), %d endpoints sent", addr, r.ResolvedRefs, r.ResolvedRefsMessage, sent)
+		}
+		refs.Reach.Allow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::/0"), netip.MustParsePrefix("169.254.0.0/16")}
+		if r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs).Policies.Of(translate.KeyOf(p)); !r.ResolvedRefs || r.Endpoints != 2 {
+			t.Errorf("%s re-admitted: resolved %v (%s), %d endpoints", addr, r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
+		}
+	}
+	raw := pol("raw", time.Now())
+	raw.Namespace = "shop"
+	raw.Spec.Backends = []v1alpha1.Backend{{Name: "web", Endpoints: []v1alpha1.Endpoint{{Address: "198.51.100.7", Port: 80}}}}
+	r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{raw}, translate.Refs{Services: map[translate.ServiceRef]translate.ServiceEndpoints{},
+		Reach: reach.Rules{Kubernetes: true}}).Policies.Of(translate.KeyOf(raw))
+	if r.Accepted || len(r.Errors) != 1 || r.Errors[0].Path != "spec.backends[0].endpoints[0].address" || !strings.Contains(r.Errors[0].Msg, `not allowed in namespace "shop"`) {
+		t.Errorf("a raw address in Kubernetes mode: accepted %v, %v", r.Accepted, r.Errors)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/internal/envoyvalidate"
@@ -62,7 +63,7 @@ func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.R
 		t.Fatalf("decode %s: %v", path, err)
 	}
 	policies := manifest.Policies(docs)
-	res := translate.Translate(policies, translate.Refs{Files: readFiles(policies)})
+	res := translate.Translate(policies, translate.Refs{Files: readFiles(policies), Reach: reach.Loopback})
 	if err := res.IR.Validate(); err != nil {
 		t.Fatalf("IR invalid: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -183,6 +184,7 @@ func TestFirstChangeAfterAFillLooksAtWhatChanged(t *testing.T) {
 		}
 	}
 	e := engine.New(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.Reach = reach.Loopback
 	p := newProxy(t, c)
 	timeout := 1
 	probe := func() *v1alpha1.LoadBalancerPolicy {

@@ -92,6 +92,10 @@ before it expires.`,
 			if err != nil {
 				return err
 			}
+			if p.InsecureAdminTCP {
+				fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: --insecure-admin-tcp: Envoy's admin listens on 127.0.0.1:%d, where every local process, "+
+					"and any connection a proxy on this host is made to open to loopback, can stop, drain or reconfigure it\n", p.AdminPort)
+			}
 			_, err = cmd.OutOrStdout().Write(b)
 			return err
 		},
@@ -101,7 +105,9 @@ before it expires.`,
 	f.StringVar(&p.Group, "proxy-group", "default", "proxy group: serves the policies with this spec.proxyGroup (the certificate's OU)")
 	f.StringVar(&p.XDS, "xds-address", "127.0.0.1:18000", "lbplane xDS address")
 	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
-	f.IntVar(&p.AdminPort, "admin-port", 19000, "Envoy admin port (bound to 127.0.0.1 only)")
+	f.StringVar(&p.AdminSocket, "admin-socket", "", "Unix socket (mode 0600) Envoy's admin listens on (default: lbplane-envoy-<node-id>.admin.sock in the temporary directory); put it in a directory only Envoy's user can write")
+	f.IntVar(&p.AdminPort, "admin-port", 0, "with --insecure-admin-tcp: the 127.0.0.1 port admin listens on instead of the socket")
+	f.BoolVar(&p.InsecureAdminTCP, "insecure-admin-tcp", false, "admin on 127.0.0.1:--admin-port instead of a Unix socket: every local process, and any proxied connection to loopback, can then stop or drain Envoy (a warning is printed)")
 	f.IntVar(&p.StatsPort, "stats-port", 19001, "port serving Prometheus stats and endpoint health read-only (0: none)")
 	f.StringVar(&p.StatsAddress, "stats-address", "127.0.0.1", "address of the stats port; 0.0.0.0 when lbplane or Prometheus run elsewhere")
 	f.IntVar(&p.MaxConnections, "max-connections", 0, "Envoy's global limit on downstream connections (0: 80% of the open-file limit here)")

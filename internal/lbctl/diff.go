@@ -147,11 +147,11 @@ func diffDocs(oldDocs []manifest.Document, file string, stdin io.Reader, oldName
 			next = append(next, d)
 		}
 	}
-	before, errs := translateDocs(oldDocs)
+	before, errs := translateDocs(oldDocs, previewRules)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s: %w", oldName, errors.Join(errs...))
 	}
-	after, errs := translateDocs(next)
+	after, errs := translateDocs(next, previewRules)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

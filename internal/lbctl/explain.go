@@ -66,7 +66,7 @@ func offlineExplain(file, namespace, name string, stdin io.Reader) (*explain.Exp
 	if err != nil {
 		return nil, err
 	}
-	res, errs := translateDocs(docs)
+	res, errs := translateDocs(docs, previewRules)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

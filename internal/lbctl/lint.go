@@ -17,6 +17,7 @@ func newLint() *cobra.Command {
 	var file string
 	var expected int
 	var rules bool
+	var addr *reachFlags
 	cmd := &cobra.Command{
 		Use:   "lint -f FILE|DIR|-",
 		Short: "Find valid settings that probably do not do what is meant (exit 1 when there are findings)",
@@ -46,10 +47,14 @@ Exit status: 0 when nothing was found, 1 when there are findings or errors.`,
 			if err != nil {
 				return err
 			}
+			addrRules, err := addr.rules()
+			if err != nil {
+				return err
+			}
 			var errs []error
 			findings := 0
 			for _, d := range docs {
-				p, fe := translate.Prepare(d.Policy)
+				p, fe := translate.Prepare(d.Policy, addrRules)
 				if len(fe) > 0 {
 					for _, e := range fe {
 						errs = append(errs, fmt.Errorf("%s (%s): %s", translate.KeyOf(d.Policy), d.Source, e.Error()))
@@ -79,5 +84,6 @@ Exit status: 0 when nothing was found, 1 when there are findings or errors.`,
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
 	cmd.Flags().IntVar(&expected, "expected-concurrency", 0, "concurrent requests each policy must carry; overrides the "+lint.ExpectedConcurrencyAnnotation+" annotation")
 	cmd.Flags().BoolVar(&rules, "rules", false, "list the rules and what each catches")
+	addr = addReachFlags(cmd)
 	return cmd
 }

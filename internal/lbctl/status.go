@@ -98,6 +98,15 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 				if proxies == nil {
 					proxies = []apiwire.ProxyStatus{}
 				}
+				if out.isHuman() && !w.on {
+					// The server's departures from the secure defaults, so that nobody runs one unaware.
+					if v, err := c.Version(ctx); err == nil && len(v.Settings) > 0 {
+						fmt.Fprintln(cmd.ErrOrStderr(), "Server settings that relax a default:")
+						for _, s := range v.Settings {
+							fmt.Fprintln(cmd.ErrOrStderr(), "  "+s)
+						}
+					}
+				}
 				if len(proxies) == 0 && out.isHuman() && !w.on {
 					fmt.Fprintln(cmd.ErrOrStderr(), "No Envoy connected.")
 				}

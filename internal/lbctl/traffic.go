@@ -21,7 +21,8 @@ import (
 )
 
 // translatePolicies translates offline, reading the files policies name as lbctl validate does. Policies
-// that are not accepted simply have no IR: the traffic model says they are not served.
+// that are not accepted simply have no IR: the traffic model says they are not served. A preview of the
+// traffic, it leaves the server's address rules to lbctl validate and lint (previewRules).
 func translatePolicies(policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
 	files := translate.Files{}
 	for _, path := range translate.ReferencedFiles(policies) {
@@ -31,7 +32,7 @@ func translatePolicies(policies []*v1alpha1.LoadBalancerPolicy) *translate.Resul
 			files[path] = translate.File{Data: data}
 		}
 	}
-	return translate.Translate(policies, translate.Refs{Files: files})
+	return translate.Translate(policies, translate.Refs{Files: files, Reach: previewRules})
 }
 
 // downFromStatus is the health lbplane's poller last read from the Envoys' /clusters: every endpoint ejected

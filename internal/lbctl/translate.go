@@ -33,7 +33,7 @@ func newTranslate() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, errs := translateDocs(docs)
+			res, errs := translateDocs(docs, previewRules)
 			if len(errs) > 0 {
 				return errors.Join(errs...)
 			}

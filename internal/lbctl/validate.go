@@ -10,11 +10,13 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 func newValidate() *cobra.Command {
 	var file string
+	var addr *reachFlags
 	cmd := &cobra.Command{
 		Use:   "validate -f FILE|DIR|-",
 		Short: "Check policies offline: every field error, and conflicts between the given policies",
@@ -22,12 +24,16 @@ func newValidate() *cobra.Command {
   lbctl validate -f policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			docs, err := manifest.ReadPath(file, cmd.InOrStdin())
+			docs, rerr := manifest.ReadPath(file, cmd.InOrStdin())
 			var errs []error
-			if err != nil {
-				errs = append(errs, err)
+			if rerr != nil {
+				errs = append(errs, rerr)
 			}
-			res, derrs := translateDocs(docs)
+			rules, err := addr.rules()
+			if err != nil {
+				return err
+			}
+			res, derrs := translateDocs(docs, rules)
 			errs = append(errs, derrs...)
 			if len(errs) > 0 {
 				return errors.Join(errs...)
@@ -37,13 +43,14 @@ func newValidate() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
+	addr = addReachFlags(cmd)
 	cmd.MarkFlagRequired("filename")
 	return cmd
 }
 
 // translateDocs translates documents offline and returns every field error and conflict, one per policy
 // problem, named by source.
-func translateDocs(docs []manifest.Document) (*translate.Result, []error) {
+func translateDocs(docs []manifest.Document, rules reach.Rules) (*translate.Result, []error) {
 	var policies []*v1alpha1.LoadBalancerPolicy
 	source := map[translate.Key]string{}
 	var errs []error
@@ -65,7 +72,7 @@ func translateDocs(docs []manifest.Document) (*translate.Result, []error) {
 			files[path] = translate.File{Data: data}
 		}
 	}
-	res := translate.Translate(policies, translate.Refs{Files: files})
+	res := translate.Translate(policies, translate.Refs{Files: files, Reach: rules})
 	keys := make([]translate.Key, 0, res.Policies.Len())
 	for k := range res.Policies.All() {
 		keys = append(keys, k)

@@ -104,12 +104,12 @@ hook waits, at most drain.waitSeconds, until nothing is in flight on the traffic
 stats listener do not count): no HTTP request, and no connection of a TCP listener. Idle HTTP keep-alive
 connections do not hold it: Envoy does not close them on drain, and a client finds them closed before it
 sends on them. busy = listener connections - HTTP connections + HTTP requests in flight (the per-worker
-copies of the listener gauges left out). bash for /dev/tcp:
-the Envoy image has no curl. TestEnvoyPreStopDrain (e2e) runs this very command against a real Envoy under
-load. */ -}}
+copies of the listener gauges left out). Admin is a Unix socket, and the Envoy image (Ubuntu) has no curl:
+perl-base, which every Ubuntu image holds, speaks to it (IO::Socket::UNIX). TestEnvoyPreStopDrain (e2e)
+runs this very command against a real Envoy under load. */ -}}
 {{- define "lbplane.envoyPreStop" -}}
 {{- $drain := .Values.envoy.drain -}}
-admin() { exec 3<>/dev/tcp/127.0.0.1/19000 && printf '%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n' "$1" "$2" >&3 && cat <&3; exec 3<&-; }
+admin() { perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Peer => "/run/envoy/admin.sock") or exit 1; print $s "$ARGV[0] $ARGV[1] HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"; print while <$s>' "$1" "$2"; }
 admin POST '/drain_listeners?graceful' >/dev/null || exit 0
 sleep {{ $drain.seconds }}
 end=$((SECONDS + {{ $drain.waitSeconds }}))
@@ -132,7 +132,7 @@ done
 
 {{/* The bootstrap overlay for envoy.zone (see envoy-bootstrap/bootstrap.yaml.tmpl, lbctl bootstrap --zone). */}}
 {{- define "lbplane.envoyZone" -}}
-{{- $local := dict "socket_address" (dict "address" "127.0.0.1" "port_value" 19000) -}}
+{{- $local := dict "socket_address" (dict "address" "127.0.0.1" "port_value" 9) -}}
 {{- $cluster := dict "name" "lbplane_local" "type" "STATIC" "connect_timeout" "1s" "load_assignment" (dict "cluster_name" "lbplane_local" "endpoints" (list (dict "locality" (dict "zone" .) "lb_endpoints" (list (dict "endpoint" (dict "address" $local))))))  -}}
 {{- dict "node" (dict "locality" (dict "zone" .)) "cluster_manager" (dict "local_cluster_name" "lbplane_local") "static_resources" (dict "clusters" (list $cluster)) | toJson -}}
 {{- end }}

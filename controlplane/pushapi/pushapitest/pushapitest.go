@@ -10,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -26,7 +27,11 @@ func Start(t *testing.T, token string, configure func(*pushapi.Server)) (*pushap
 	t.Cleanup(func() { st.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cache := xdscache.New()
-	s := &pushapi.Server{Store: st, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Token: token, Log: log}
+	eng := engine.New(cache, log)
+	// The tests' policies name backends on loopback, as lbplane serve --allow-backend-cidrs 127.0.0.0/8,::1/128
+	// allows.
+	eng.Reach = reach.Loopback
+	s := &pushapi.Server{Store: st, Engine: eng, Tracker: xdsserver.NewTracker(cache, log), Token: token, Log: log}
 	if configure != nil {
 		configure(s)
 	}

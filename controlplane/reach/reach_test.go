@@ -1,0 +1,123 @@
+package reach_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/reach"
+)
+
+func policyWith(ns string, addrs ...string) *v1alpha1.LoadBalancerPolicy {
+	p := &v1alpha1.LoadBalancerPolicy{}
+	p.Namespace, p.Name = ns, "p"
+	var eps []v1alpha1.Endpoint
+	for _, a := range addrs {
+		eps = append(eps, v1alpha1.Endpoint{Address: a, Port: 8080})
+	}
+	p.Spec.Backends = []v1alpha1.Backend{{Name: "app", Endpoints: eps}}
+	p.Spec.Routes = []v1alpha1.Route{{Backends: []v1alpha1.BackendRef{{Name: "app"}}, Mirrors: []v1alpha1.Mirror{{Backend: "app"}}}}
+	return p
+}
+
+func TestForbiddenAddressesAreRefusedByDefault(t *testing.T) {
+	refused := []string{"127.0.0.1", "127.255.0.9", "::1", "169.254.169.254", "fe80::1", "0.0.0.0", "0.1.2.3", "::",
+		"::ffff:127.0.0.1", "::ffff:169.254.169.254", "localhost", "LOCALHOST.", "app.localhost", "ip6-localhost",
+		"localhost.localdomain", "127.1", "2130706433", "0x7f.1"}
+	allowed := []string{"198.51.100.7", "10.0.0.1", "2001:db8::1", "app.example.com", "fd00::1"}
+	var r reach.Rules
+	for _, a := range refused {
+		errs := r.Check(policyWith("default", a))
+		if len(errs) != 1 || errs[0].Path != "spec.backends[0].endpoints[0].address" {
+			t.Errorf("%s: want one error on spec.backends[0].endpoints[0].address, got %v", a, errs)
+			continue
+		}
+		if !strings.Contains(errs[0].Msg, "spec.routes[0].mirrors[0]") {
+			t.Errorf("%s: the error does not name the mirror that targets the backend: %s", a, errs[0].Msg)
+		}
+	}
+	for _, a := range allowed {
+		if errs := r.Check(policyWith("default", a)); len(errs) != 0 {
+			t.Errorf("%s: refused by default: %v", a, errs)
+		}
+	}
+	errs := r.Check(policyWith("default", "198.51.100.1", "127.0.0.1", "169.254.1.1"))
+	if len(errs) != 2 || errs[0].Path != "spec.backends[0].endpoints[1].address" || errs[1].Path != "spec.backends[0].endpoints[2].address" {
+		t.Errorf("every refused endpoint is named by its own path: %v", errs)
+	}
+	if !strings.Contains(errs[0].Msg, "loopback") || !strings.Contains(errs[1].Msg, "link-local") {
+		t.Errorf("the reason names the range: %v", errs)
+	}
+}
+
+func TestAllowReadmitsOnlyItsRange(t *testing.T) {
+	allow, err := reach.ParseCIDRs("--allow-backend-cidrs", []string{"127.0.0.0/8", "::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reach.Rules{Allow: allow}
+	for _, a := range []string{"127.0.0.1", "127.0.0.3", "::1", "::ffff:127.0.0.1", "localhost"} {
+		if errs := r.Check(policyWith("default", a)); len(errs) != 0 {
+			t.Errorf("%s: refused with 127.0.0.0/8 and ::1 allowed: %v", a, errs)
+		}
+	}
+	for _, a := range []string{"169.254.169.254", "0.0.0.0", "fe80::1", "::"} {
+		if errs := r.Check(policyWith("default", a)); len(errs) != 1 {
+			t.Errorf("%s: accepted with only loopback allowed: %v", a, errs)
+		}
+	}
+	// localhost may resolve to either loopback address: both must be allowed.
+	v4only, _ := reach.ParseCIDRs("x", []string{"127.0.0.0/8"})
+	if errs := (reach.Rules{Allow: v4only}).Check(policyWith("default", "localhost")); len(errs) != 1 {
+		t.Errorf("localhost accepted with only 127.0.0.0/8 allowed (it may resolve to ::1): %v", errs)
+	}
+	if _, err := reach.ParseCIDRs("--allow-backend-cidrs", []string{"127.0.0.0/33"}); err == nil || !strings.Contains(err.Error(), "--allow-backend-cidrs") {
+		t.Errorf("a bad CIDR is an error naming the flag, got %v", err)
+	}
+}
+
+func TestKubernetesModeAllowsServicesOnly(t *testing.T) {
+	cidrs, _ := reach.ParseCIDRs("x", []string{"198.51.100.0/24"})
+	r := reach.Rules{Kubernetes: true}
+	for _, a := range []string{"198.51.100.7", "app.example.com"} {
+		errs := r.Check(policyWith("team-a", a))
+		if len(errs) != 1 || !strings.Contains(errs[0].Msg, `not allowed in namespace "team-a"`) {
+			t.Errorf("%s: Kubernetes mode without settings must refuse it: %v", a, errs)
+		}
+	}
+	r = reach.Rules{Kubernetes: true, AddressNamespaces: []string{"edge"}, AddressCIDRs: cidrs}
+	cases := []struct {
+		ns, addr string
+		ok       bool
+	}{
+		{"edge", "203.0.113.9", true},
+		{"edge", "app.example.com", true},
+		{"edge", "127.0.0.1", false}, // the forbidden ranges stay forbidden
+		{"team-a", "198.51.100.7", true},
+		{"team-a", "203.0.113.9", false},
+		{"team-a", "app.example.com", false},
+	}
+	for _, c := range cases {
+		errs := r.Check(policyWith(c.ns, c.addr))
+		if (len(errs) == 0) != c.ok {
+			t.Errorf("namespace %s, %s: allowed=%v, errors %v", c.ns, c.addr, c.ok, errs)
+		}
+	}
+	all := reach.Rules{Kubernetes: true, AddressNamespaces: []string{"*"}}
+	if errs := all.Check(policyWith("any", "203.0.113.9")); len(errs) != 0 {
+		t.Errorf("'*' allows every namespace: %v", errs)
+	}
+}
+
+func TestCheckAddr(t *testing.T) {
+	var r reach.Rules
+	for _, a := range []string{"127.0.0.1", "::1", "169.254.1.1", "fe80::2", "0.0.0.0", "::", "::ffff:127.0.0.1"} {
+		if r.CheckAddr(netip.MustParseAddr(a)) == "" {
+			t.Errorf("%s allowed", a)
+		}
+	}
+	if msg := r.CheckAddr(netip.MustParseAddr("10.1.2.3")); msg != "" {
+		t.Errorf("a pod address refused: %s", msg)
+	}
+}

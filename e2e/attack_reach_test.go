@@ -1,0 +1,409 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/internal/kubetest"
+)
+
+// A policy's author is not trusted with the Envoy's host: these tests play that author against the real
+// binaries and a real Envoy, as docs/security.md ("What a policy can reach") states the rules.
+
+// reachPolicy is a policy whose backend "app" is the attacker's target, mirrored or not; good is the port of
+// a backend that really serves, in a network namespace of the test (198.51.100.0/24), not on loopback.
+const reachPolicy = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: {{.Name}}}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  routes:
+    - backends: [{name: {{if .Mirror}}good{{else}}app{{end}}}]
+{{- if .Mirror}}
+      mirrors: [{backend: app}]
+{{- end}}
+  backends:
+    - name: app
+      endpoints: [{address: "{{.Address}}", port: {{.TargetPort}}}]
+    - name: good
+      endpoints: [{address: {{.GoodIP}}, port: 8080}]
+`
+
+// TestAttackReachBackendOnTheEnvoyHost: with lbplane's defaults, a policy naming the Envoy's own host as a
+// backend, directly, by the name localhost, as a mirror target, or a link-local (cloud metadata) or
+// unspecified address, is refused with an error naming the field and the reason, by the push API and by
+// lbctl lint alike; the good policy already served keeps serving. With --allow-backend-cidrs 127.0.0.0/8,
+// lint accepts the loopback one, as the server would.
+func TestAttackReachBackendOnTheEnvoyHost(t *testing.T) {
+	far := newNetHost(t)
+	far.backend(t, "far", 8080)
+	l := startLbplaneDefaults(t)
+	startEnvoy(t, l, "envoy-reach", true)
+	port := reservePort(t)
+	push(t, l, policy(t, reachPolicy, map[string]any{"Name": "good", "Port": port, "Address": far.IP, "TargetPort": 8080, "GoodIP": far.IP}))
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitServing(t, url, "far")
+
+	_, apiPort, _ := strings.Cut(strings.TrimPrefix(l.APIURL, "http://"), ":")
+	target, _ := strconv.Atoi(apiPort)
+	cases := []struct {
+		name, address string
+		mirror        bool
+		field, reason string
+	}{
+		{"loopback", "127.0.0.1", false, "spec.backends[0].endpoints[0].address", "127.0.0.1 is a loopback address"},
+		{"loopback-other", "127.0.0.2", false, "spec.backends[0].endpoints[0].address", "127.0.0.2 is a loopback address"},
+		{"ipv6-loopback", "::1", false, "spec.backends[0].endpoints[0].address", "::1 is a loopback address"},
+		{"mapped-loopback", "::ffff:127.0.0.1", false, "spec.backends[0].endpoints[0].address", "127.0.0.1 is a loopback address"},
+		{"localhost", "localhost", false, "spec.backends[0].endpoints[0].address", `"localhost" names this host`},
+		{"localhost-subdomain", "admin.localhost", false, "spec.backends[0].endpoints[0].address", `"admin.localhost" names this host`},
+		{"numeric-name", "2130706433", false, "spec.backends[0].endpoints[0].address", "looks like a numeric address"},
+		{"mirror", "127.0.0.1", true, "spec.backends[0].endpoints[0].address", "mirror target of spec.routes[0].mirrors[0]"},
+		{"link-local", "169.254.169.254", false, "spec.backends[0].endpoints[0].address", "169.254.169.254 is a link-local address"},
+		{"ipv6-link-local", "fe80::1", false, "spec.backends[0].endpoints[0].address", "fe80::1 is a link-local address"},
+		{"unspecified", "0.0.0.0", false, "spec.backends[0].endpoints[0].address", "0.0.0.0 is an unspecified (this host) address"},
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		doc := policy(t, reachPolicy, map[string]any{"Name": "attack-" + c.name, "Port": reservePort(t), "Address": c.address,
+			"TargetPort": target, "Mirror": c.mirror, "GoodIP": far.IP})
+		_, err := l.Client.Apply(context.Background(), doc, false)
+		if err == nil || !strings.Contains(err.Error(), c.field+": ") || !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("%s: the push API must refuse %s naming %s and %q, got %v", c.name, c.address, c.field, c.reason, err)
+		}
+		file := filepath.Join(dir, c.name+".yaml")
+		if err := os.WriteFile(file, doc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, err := lbctl(t, l, "", "lint", "-f", file)
+		if err == nil || !strings.Contains(errOut, c.field) || !strings.Contains(errOut, c.reason) {
+			t.Errorf("%s: lbctl lint must refuse it as the server does: %v\n%s%s", c.name, err, out, errOut)
+		}
+	}
+	// The operator's opt-in is honoured offline too.
+	loop := filepath.Join(dir, "loopback.yaml")
+	if out, errOut, err := lbctl(t, l, "", "lint", "--allow-backend-cidrs", "127.0.0.0/8", "-f", loop); err != nil {
+		t.Errorf("lbctl lint --allow-backend-cidrs 127.0.0.0/8 refuses a loopback backend: %v\n%s%s", err, out, errOut)
+	}
+	ps, err := l.Client.List(context.Background())
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("the store must hold the good policy alone, got %d (%v)", len(ps), err)
+	}
+	if s := newClient(false).Spread(t, url, 20, nil); s["far"] != 20 {
+		t.Errorf("the good policy stopped serving: %v", s)
+	}
+	// lbctl status lists no relaxed setting: none was given.
+	if _, errOut, err := lbctl(t, l, "", "status"); err != nil || strings.Contains(errOut, "allow-backend-cidrs") {
+		t.Errorf("lbctl status without opt-ins: %v %s", err, errOut)
+	}
+}
+
+// TestAttackReachEnvoyAdminIsNotOnTheDataPath: even where loopback backends are allowed (the worst setting
+// an operator can choose), Envoy's admin has no TCP port to route to: it is a Unix socket of mode 0600, and
+// the only TCP ports Envoy listens on are its traffic listeners and the read-only stats listener. A policy
+// that routes and mirrors to that listener sends POST /quitquitquit, POST /drain_listeners and GET
+// /config_dump there: none reaches admin, and Envoy keeps running and serving.
+func TestAttackReachEnvoyAdminIsNotOnTheDataPath(t *testing.T) {
+	bs := startBackends(t, "own")
+	l := startLbplane(t) // with --allow-backend-cidrs 127.0.0.0/8,::1/128
+	if _, errOut, err := lbctl(t, l, "", "status"); err != nil || !strings.Contains(errOut, "--allow-backend-cidrs 127.0.0.0/8,::1/128") {
+		t.Errorf("lbctl status must list the loopback opt-in: %v\n%s", err, errOut)
+	}
+	e := startEnvoy(t, l, "envoy-admin", true)
+	port := reservePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	push(t, l, policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: own}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.B}}}]}]
+`, map[string]any{"Port": port, "B": bs[0].Port}))
+	waitServing(t, url, "own")
+
+	fi, err := os.Stat(e.AdminSocket)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("Envoy's admin must be a Unix socket of mode 0600: %v %v", fi.Mode(), err)
+	}
+	ports := envoyListeningPorts(t, e)
+	delete(ports, port)
+	if len(ports) != 1 || !ports[e.StatsPort] {
+		t.Fatalf("Envoy listens on TCP ports %v besides its traffic listener; want the stats port %d alone (admin is a socket)", ports, e.StatsPort)
+	}
+
+	attack := reservePort(t)
+	push(t, l, policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: attack}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  routes:
+    - match: {headers: [{name: x-mirror, type: Exact, value: "yes"}]}
+      backends: [{name: own}]
+      mirrors: [{backend: stats}]
+    - backends: [{name: stats}]
+  backends:
+    - {name: stats, endpoints: [{address: 127.0.0.1, port: {{.Stats}}}]}
+    - {name: own, endpoints: [{address: 127.0.0.1, port: {{.B}}}]}
+`, map[string]any{"Port": attack, "Stats": e.StatsPort, "B": bs[0].Port}))
+	attackURL := fmt.Sprintf("http://127.0.0.1:%d", attack)
+	eventually(t, 30*time.Second, "the attack policy is served", func() error {
+		_, code, err := doWith(newClient(false), attackURL+"/stats/prometheus", nil)
+		if err == nil && code != 200 {
+			err = fmt.Errorf("status %d", code)
+		}
+		return err
+	})
+	c := newClient(false)
+	for _, r := range []struct{ method, path string }{
+		{http.MethodPost, "/quitquitquit"}, {http.MethodPost, "/drain_listeners?graceful"}, {http.MethodGet, "/config_dump"},
+		{http.MethodPost, "/runtime_modify?overload.premature_reset_total_stream_count=1"}, {http.MethodPost, "/healthcheck/fail"},
+	} {
+		for _, mirrored := range []bool{false, true} {
+			req, _ := http.NewRequest(r.method, attackURL+r.path, nil)
+			if mirrored {
+				req.Header.Set("X-Mirror", "yes")
+			}
+			resp, err := c.HTTP.Do(req)
+			if err != nil {
+				t.Errorf("%s %s (mirrored %v): %v", r.method, r.path, mirrored, err)
+				continue
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			// Routed: the stats listener's 404 for anything but its three paths. Mirrored: the own backend's
+			// answer, the copy going to the stats listener.
+			switch {
+			case !mirrored && resp.StatusCode != http.StatusNotFound, strings.Contains(string(body), "configs"):
+				t.Errorf("%s %s reached more than the stats listener: %d %.200s", r.method, r.path, resp.StatusCode, body)
+			case mirrored && (resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "own"):
+				t.Errorf("%s %s mirrored: %d from %q", r.method, r.path, resp.StatusCode, resp.Header.Get("X-Backend"))
+			}
+		}
+	}
+	// Whatever a mirrored copy met, Envoy is alive, has not drained, and serves.
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-e.done:
+		t.Fatal("Envoy exited")
+	default:
+	}
+	if s := adminGet(t, e, "/server_info"); !strings.Contains(s, `"state": "LIVE"`) {
+		t.Errorf("Envoy is not LIVE after the attack: %.300s", s)
+	}
+	if s := newClient(false).Spread(t, url, 20, nil); s["own"] != 20 {
+		t.Errorf("the policy stopped serving: %v", s)
+	}
+	if n := envoyStatSum(t, e, "listener_manager.", "listener_stopped"); n != 0 {
+		t.Errorf("listeners were stopped: %d", n)
+	}
+	if s := adminGet(t, e, "/stats?filter=server.live"); !strings.Contains(s, "server.live: 1") {
+		t.Errorf("Envoy fails its health checks after the attack: %s", s)
+	}
+}
+
+// envoyListeningPorts lists the TCP ports Envoy's process listens on, from /proc.
+func envoyListeningPorts(t *testing.T, e *Envoy) map[int]bool {
+	t.Helper()
+	pid := e.cmd.Process.Pid
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if ino, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			inodes[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	ports := map[int]bool{}
+	for _, table := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			// sl local_address rem_address st ... inode (10th)
+			if len(fields) < 10 || fields[3] != "0A" || !inodes[fields[9]] {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fields[1], ":")
+			if p, err := strconv.ParseInt(hexPort, 16, 32); err == nil {
+				ports[int(p)] = true
+			}
+		}
+		f.Close()
+	}
+	if len(ports) == 0 {
+		t.Fatal("found no listening socket of Envoy in /proc")
+	}
+	return ports
+}
+
+// TestAttackReachPprofNeedsTheTokenOnLoopback: --pprof answers nobody without the admin token, loopback
+// included: a local process, or a request a proxy on this host is made to send, reads no heap.
+func TestAttackReachPprofNeedsTheTokenOnLoopback(t *testing.T) {
+	l := startLbplane(t, "--pprof")
+	base := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", l.metricsPort)
+	for _, tc := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"Bearer wrong", 401}, {"Bearer " + token, 200}} {
+		for _, path := range []string{"", "cmdline", "heap", "goroutine?debug=1"} {
+			req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("GET %s with %q: %d, want %d", base+path, tc.auth, resp.StatusCode, tc.want)
+			}
+		}
+	}
+}
+
+const reachKubeObjects = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b}
+{{- range .Namespaces}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: {{.}}}
+spec:
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: {{.}}, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints: [{addresses: [{{$.IP}}], conditions: {ready: true}}]
+{{- end}}
+`
+
+const reachKubePolicy = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: {{.Name}}, namespace: team-a}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+{{- if .Service}}
+      service: {name: web, namespace: {{.Service}}, port: 80}
+{{- else}}
+      endpoints: [{address: "{{.Address}}", port: 8080}]
+{{- end}}
+`
+
+// TestAttackReachKubernetes: in Kubernetes mode a namespace's policy reaches Services of its own namespace
+// only. An endpoint address (even one a pod has) or a host name is refused by default, with the field in
+// the policy's Accepted condition, and a Service of another namespace stays unresolved until that
+// Service's namespace grants it (annotation lbplane.io/allow-policies-from naming the policy's namespace),
+// and again once the grant is withdrawn; the operator's --address-backends-namespaces and
+// --allow-cross-namespace-refs (the chart's backendAddresses.namespaces and allowCrossNamespaceRefs) let
+// them through, and the traffic then flows.
+func TestAttackReachKubernetes(t *testing.T) {
+	cluster := kubetest.Start(t)
+	far := newNetHost(t)
+	far.backend(t, "far", 8080)
+	kubeApply(t, cluster.Kubeconfig, reachKubeObjects, map[string]any{"Namespaces": []string{"team-a", "team-b"}, "IP": far.IP})
+	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+	startEnvoy(t, l, "envoy-kube-reach", true)
+	ports := map[string]int{}
+	for _, p := range []struct{ name, address, service string }{
+		{"own-service", "", "team-a"}, {"raw-address", far.IP, ""}, {"host-name", "far.example.com", ""}, {"other-namespace", "", "team-b"},
+	} {
+		ports[p.name] = reservePort(t)
+		kubeApply(t, cluster.Kubeconfig, reachKubePolicy, map[string]any{"Name": p.name, "Port": ports[p.name], "Address": p.address, "Service": p.service})
+	}
+	condition := func(name, typ string) string {
+		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "-n", "team-a", name, "-o",
+			`jsonpath={.status.conditions[?(@.type=="`+typ+`")].status}: {.status.conditions[?(@.type=="`+typ+`")].message}`)
+		return out
+	}
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", ports["own-service"]), "far")
+	for name, want := range map[string]string{
+		"raw-address": `False: spec.backends[0].endpoints[0].address: endpoint addresses are not allowed in namespace "team-a"`,
+		"host-name":   `False: spec.backends[0].endpoints[0].address: host names are not allowed in namespace "team-a"`,
+	} {
+		eventually(t, 60*time.Second, name+" is refused with the field", func() error {
+			if got := condition(name, "Accepted"); !strings.HasPrefix(got, want) {
+				return fmt.Errorf("Accepted %s", got)
+			}
+			return nil
+		})
+	}
+	eventually(t, 60*time.Second, "the other namespace's Service stays unresolved", func() error {
+		if got := condition("other-namespace", "ResolvedRefs"); !strings.HasPrefix(got, "False: spec.backends[0].service: Service team-b/web is in another namespace, which is not allowed without a grant") {
+			return fmt.Errorf("ResolvedRefs %s", got)
+		}
+		return nil
+	})
+	for _, name := range []string{"raw-address", "host-name", "other-namespace"} {
+		if _, code, err := doWith(newClient(false), fmt.Sprintf("http://127.0.0.1:%d/", ports[name]), nil); err == nil && code == 200 {
+			t.Errorf("%s: traffic reached a backend (%d)", name, code)
+		}
+	}
+
+	// team-b grants team-c, not team-a: still refused. Then team-a: served.
+	if out, err := kubectl(t, cluster.Kubeconfig, "", "annotate", "--overwrite", "service", "-n", "team-b", "web", translate.GrantAnnotation+"=team-c"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	time.Sleep(2 * time.Second) // time for a wrong grant to take effect, were it taken
+	if got := condition("other-namespace", "ResolvedRefs"); !strings.HasPrefix(got, "False:") {
+		t.Errorf("a grant to team-c let team-a in: %s", got)
+	}
+	if out, err := kubectl(t, cluster.Kubeconfig, "", "annotate", "--overwrite", "service", "-n", "team-b", "web", translate.GrantAnnotation+"=team-c,team-a"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", ports["other-namespace"]), "far")
+	// Withdrawn: the traffic stops.
+	if out, err := kubectl(t, cluster.Kubeconfig, "", "annotate", "service", "-n", "team-b", "web", translate.GrantAnnotation+"-"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	eventually(t, 30*time.Second, "the withdrawn grant stops the traffic", func() error {
+		if _, code, err := doWith(newClient(false), fmt.Sprintf("http://127.0.0.1:%d/", ports["other-namespace"]), nil); err == nil && code == 200 {
+			return fmt.Errorf("still served")
+		}
+		return nil
+	})
+
+	// The operator allows addresses in team-a and references across namespaces: the same policies serve.
+	// The Envoy reconnects to the restarted lbplane.
+	l.Kill()
+	l.extraArg = append(l.extraArg, "--address-backends-namespaces", "team-a", "--allow-cross-namespace-refs")
+	l.Restart(t)
+	for _, name := range []string{"raw-address", "other-namespace", "own-service"} {
+		waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", ports[name]), "far")
+	}
+	if _, errOut, err := lbctl(t, l, "", "status"); err != nil || !strings.Contains(errOut, "endpoint addresses and host names allowed in namespaces team-a") {
+		t.Errorf("lbctl status must list the Kubernetes address setting: %v\n%s", err, errOut)
+	}
+}
