@@ -39,25 +39,30 @@ func TestStatusPrintsEndpointsAndHashSkewHint(t *testing.T) {
 }
 
 func TestWatchRedrawsUntilCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
 	frames := 0
+	var stop context.CancelFunc
 	frame := func(w io.Writer) error {
 		frames++
 		if frames%3 == 0 {
-			cancel()
+			stop()
 		}
 		_, err := w.Write([]byte("frame\n"))
 		return err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop = cancel
 	err := watchFrames(ctx, &out, true, time.Millisecond, frame)
 	if err != nil || frames != 3 || strings.Count(out.String(), "\x1b[2J") != 3 {
 		t.Fatalf("err %v, frames %d, output %q", err, frames, out.String())
 	}
 	// Into a pipe or a file (what a bytes.Buffer is to watchStatus): no terminal codes, frames one after another.
-	ctx, cancel = context.WithCancel(context.Background())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	stop = cancel2
 	out.Reset()
-	err = watchStatus(ctx, &out, time.Millisecond, frame)
+	err = watchStatus(ctx2, &out, time.Millisecond, frame)
 	if err != nil || frames != 6 || strings.Contains(out.String(), "\x1b") || strings.Count(out.String(), "frame\n") != 3 {
 		t.Fatalf("not a terminal: err %v, frames %d, output %q", err, frames, out.String())
 	}
