@@ -6,6 +6,10 @@ GO ?= go
 BIN := $(CURDIR)/bin
 # The release: lbctl version, lbplane_build_info, the chart's appVersion and the image tag all say this one.
 VERSION := $(shell cat internal/version/VERSION)
+# The commit the binaries are built from (-dirty with uncommitted changes), stamped explicitly: Go's own VCS
+# stamping is off wherever GOFLAGS has -buildvcs=false, as it has on these machines.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo -dirty)
+LDFLAGS := -X github.com/lbplane/lbplane/internal/version.revision=$(REVISION)
 
 .PHONY: run stop test stress tools build lint golden fuzz generate check-generated clean bench bench-quick
 
@@ -48,13 +52,13 @@ bench-quick:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./controlplane/translate
 
-## tools: install the pinned Envoy, staticcheck, controller-gen, etcd, kube-apiserver (and kubectl if missing), helm and the cert-manager and ServiceMonitor CRDs into .cache/tools, and Debian's chromium (apt-get, root) for the dashboard test (re-used when present; kube-apiserver builds in about 5 minutes, once)
+## tools: install the pinned Envoy, staticcheck, controller-gen, promtool, etcd, kube-apiserver (and kubectl if missing), helm and the cert-manager and ServiceMonitor CRDs into .cache/tools, and Debian's chromium (apt-get, root) for the dashboard test (re-used when present; kube-apiserver builds in about 5 minutes, once)
 tools:
-	@hack/tools.sh envoy staticcheck controller-gen etcd kube-apiserver kubectl helm cert-manager-crds servicemonitor-crd chromium
+	@hack/tools.sh envoy staticcheck controller-gen promtool etcd kube-apiserver kubectl helm cert-manager-crds servicemonitor-crd chromium
 
 ## build: the binaries into ./bin
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 ## lint: gofmt, go vet, staticcheck
 lint:

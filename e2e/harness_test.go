@@ -45,7 +45,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	args := []string{"build", "-o", dir + "/"}
+	// Stamp the commit as make build does (GOFLAGS may turn Go's own VCS stamping off).
+	args := []string{"build", "-o", dir + "/", "-ldflags", "-X github.com/lbplane/lbplane/internal/version.revision=" + tools.Revision()}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

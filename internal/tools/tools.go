@@ -40,3 +40,17 @@ func Require(t interface {
 	}
 	return p
 }
+
+// Revision is the commit HEAD of the repository (with -dirty when tracked files changed), as the Makefile
+// stamps binaries with it, or "unknown" outside a checkout.
+func Revision() string {
+	out, err := exec.Command("git", "-C", RepoRoot(), "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	rev := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", RepoRoot(), "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		rev += "-dirty"
+	}
+	return rev
+}
