@@ -14,8 +14,8 @@ import (
 	"slices"
 	"strings"
 
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/cespare/xxhash/v2"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 )
 
 // Request is what a hash policy and a route match read from a request.

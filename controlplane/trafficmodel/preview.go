@@ -3,7 +3,6 @@ package trafficmodel
 import (
 	"fmt"
 	"slices"
-
 )
 
 // MovementSamples is how many hash values key movement is measured over: the fraction's standard error is
@@ -44,15 +43,15 @@ func MovedKeys(before, after *Cluster, hashes []uint64) float64 {
 
 // Change is one endpoint's share of a route before and after.
 type Change struct {
-	Route   string  `json:"route"`
-	Backend string  `json:"backend"`
-	Address string  `json:"address"`
-	Zone    string  `json:"zone,omitempty"`
+	Route   string `json:"route"`
+	Backend string `json:"backend"`
+	Address string `json:"address"`
+	Zone    string `json:"zone,omitempty"`
 	// Priority is the endpoint's priority level (after), and Backup says it is a backup endpoint.
 	Priority int     `json:"priority"`
 	Backup   bool    `json:"backup,omitempty"`
 	Before   float64 `json:"before"`
-	After   float64 `json:"after"`
+	After    float64 `json:"after"`
 	// State is "added", "removed", "down: reason" or empty.
 	State string `json:"state,omitempty"`
 }
