@@ -235,48 +235,83 @@ func walkLeaves(path string, v any, out *[]leaf) {
 	}
 }
 
+// fieldKey normalises a field path for the rules: the index of spec.backends[N] becomes [b], of its
+// .endpoints[N] [e], of spec.routes[N] [r], and any other index []. It returns those indexes too.
+func fieldKey(path string) (string, map[string]int) {
+	var b strings.Builder
+	idx := map[string]int{}
+	for {
+		open := strings.IndexByte(path, '[')
+		if open < 0 {
+			b.WriteString(path)
+			return b.String(), idx
+		}
+		end := strings.IndexByte(path[open:], ']')
+		if end < 0 {
+			b.WriteString(path)
+			return b.String(), idx
+		}
+		end += open
+		head := path[:open]
+		n, err := strconv.Atoi(path[open+1 : end])
+		b.WriteString(head)
+		sofar := b.String()
+		switch {
+		case err != nil:
+			b.WriteString(path[open : end+1])
+		case sofar == "spec.backends":
+			b.WriteString("[b]")
+			idx["b"] = n
+		case sofar == "spec.backends[b].endpoints":
+			b.WriteString("[e]")
+			idx["e"] = n
+		case sofar == "spec.routes":
+			b.WriteString("[r]")
+			idx["r"] = n
+		default:
+			b.WriteString("[]")
+		}
+		path = path[end+1:]
+	}
+}
+
 // match finds the rule of a policy field, and the names of the resources and objects it went to: those of
 // the IR objects whose source is the field's backend or route (x is the policy's share of the IR), not
 // names rebuilt the way translation makes them.
 func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]string, bool) {
-	for i, ru := range rules {
-		re := patterns()[i]
-		m := re.FindStringSubmatch(path)
-		if m == nil {
-			continue
-		}
-		vars := map[string]string{}
-		if x.Listener != nil {
-			vars["listener"] = x.Listener.Name
-		}
-		if x.VirtualHost != nil {
-			vars["vhost"] = x.VirtualHost.Name
-		}
-		for i, sub := range re.SubexpNames() {
-			n, err := strconv.Atoi(m[i])
-			switch {
-			case sub == "b" && err == nil && n < len(p.Spec.Backends):
-				vars["backend"] = p.Spec.Backends[n].Name
-				for _, c := range x.Clusters {
-					if c.Source.Backend == vars["backend"] {
-						vars["cluster"] = c.Name
-					}
-				}
-			case sub == "r" && err == nil && n < len(p.Spec.Routes) && x.VirtualHost != nil:
-				for _, rt := range x.VirtualHost.Routes {
-					if rt.Source.Route != nil && *rt.Source.Route == n {
-						vars["route"] = rt.Name
-					}
-				}
-			case sub == "e" && err == nil && vars["backend"] != "":
-				if b := backendNamed(p, vars["backend"]); b != nil && n < len(b.Endpoints) {
-					vars["ep"] = fmt.Sprintf("%s:%d", b.Endpoints[n].Address, b.Endpoints[n].Port)
-				}
+	key, idx := fieldKey(path)
+	i := slices.IndexFunc(rules, func(ru rule) bool { return ru.matches(key) })
+	if i < 0 {
+		return rule{}, nil, false
+	}
+	vars := map[string]string{}
+	if x.Listener != nil {
+		vars["listener"] = x.Listener.Name
+	}
+	if x.VirtualHost != nil {
+		vars["vhost"] = x.VirtualHost.Name
+	}
+	if n, ok := idx["b"]; ok && n < len(p.Spec.Backends) {
+		vars["backend"] = p.Spec.Backends[n].Name
+		for _, c := range x.Clusters {
+			if c.Source.Backend == vars["backend"] {
+				vars["cluster"] = c.Name
 			}
 		}
-		return ru, vars, true
 	}
-	return rule{}, nil, false
+	if n, ok := idx["r"]; ok && n < len(p.Spec.Routes) && x.VirtualHost != nil {
+		for _, rt := range x.VirtualHost.Routes {
+			if rt.Source.Route != nil && *rt.Source.Route == n {
+				vars["route"] = rt.Name
+			}
+		}
+	}
+	if n, ok := idx["e"]; ok && vars["backend"] != "" {
+		if b := backendNamed(p, vars["backend"]); b != nil && n < len(b.Endpoints) {
+			vars["ep"] = fmt.Sprintf("%s:%d", b.Endpoints[n].Address, b.Endpoints[n].Port)
+		}
+	}
+	return rules[i], vars, true
 }
 
 func backendNamed(p *v1alpha1.LoadBalancerPolicy, name string) *v1alpha1.Backend {
