@@ -27,9 +27,9 @@ func TestRuleFieldsAndKeys(t *testing.T) {
 	}
 	for path, want := range map[string]string{
 		"spec.backends[0].loadBalancing.hashKeys[1].header.name": "spec.backends[b].loadBalancing.hashKeys*",
-		"spec.routes[0].match.path.value":                         "spec.routes[r].match.path.*",
-		"spec.listener.tls.certificates[0].certFile":              "spec.listener.tls.certificates[].*",
-		"spec.backends[1].endpoints[0].port":                      "spec.backends[b].endpoints[e].port",
+		"spec.routes[0].match.path.value":                        "spec.routes[r].match.path.*",
+		"spec.listener.tls.certificates[0].certFile":             "spec.listener.tls.certificates[].*",
+		"spec.backends[1].endpoints[0].port":                     "spec.backends[b].endpoints[e].port",
 	} {
 		k, _ := fieldKey(path)
 		i := -1
