@@ -16,6 +16,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -377,6 +378,19 @@ func (e *Engine) Built(group, name string) (*BuiltCluster, bool) {
 		out.IR = b.ir.Clusters[i]
 	}
 	return out, true
+}
+
+// Resource returns one resource of group as last published, decoded from the bytes that are sent (the
+// message is the caller's), or nil.
+func (e *Engine) Resource(group, typeURL, name string) proto.Message {
+	e.mu.Lock()
+	b := e.builds[group]
+	e.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	m, _, _ := b.state.Resource(typeURL, name)
+	return m
 }
 
 // Policies returns the policies of one source.
