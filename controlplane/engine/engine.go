@@ -380,6 +380,20 @@ func (e *Engine) Built(group, name string) (*BuiltCluster, bool) {
 	return out, true
 }
 
+// BuiltVersion returns the version Built would give the cluster name of group, without decoding anything.
+func (e *Engine) BuiltVersion(group, name string) (string, bool) {
+	e.mu.Lock()
+	b := e.builds[group]
+	e.mu.Unlock()
+	if b == nil {
+		return "", false
+	}
+	if v, ok := b.state.ResourceVersion(resource.EndpointType, name); ok {
+		return v, true
+	}
+	return b.state.ResourceVersion(resource.ClusterType, name)
+}
+
 // Resource returns one resource of group as last published, decoded from the bytes that are sent (the
 // message is the caller's), or nil.
 func (e *Engine) Resource(group, typeURL, name string) proto.Message {

@@ -30,16 +30,20 @@ func newExpectation(eng *engine.Engine) *expectation {
 }
 
 func (x *expectation) expect(group, cluster string, down map[string]string) map[string]proxystats.Expected {
-	b, ok := x.eng.Built(group, cluster)
+	version, ok := x.eng.BuiltVersion(group, cluster)
 	if !ok {
 		return nil
 	}
-	key := group + "\x00" + cluster + "\x00" + b.Version + "\x00" + strings.Join(slices.Sorted(maps.Keys(down)), ",")
+	key := group + "\x00" + cluster + "\x00" + version + "\x00" + strings.Join(slices.Sorted(maps.Keys(down)), ",")
 	x.mu.Lock()
 	out, ok := x.cache[key]
 	x.mu.Unlock()
 	if ok {
 		return out
+	}
+	b, ok := x.eng.Built(group, cluster)
+	if !ok {
+		return nil
 	}
 	var backups trafficmodel.Backups
 	if b.IR != nil {

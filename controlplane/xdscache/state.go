@@ -126,6 +126,15 @@ func (s *State) Resource(typ, name string) (proto.Message, string, bool) {
 	return e.message(), e.version, true
 }
 
+// ResourceVersion returns the version of one resource of a type, without decoding it.
+func (s *State) ResourceVersion(typ, name string) (string, bool) {
+	e, ok := s.sets[typ].get(name)
+	if !ok {
+		return "", false
+	}
+	return e.version, true
+}
+
 // Resources returns the resources of a type, sorted by name. The messages must not be modified.
 func (s *State) Resources(typ string) []proto.Message {
 	ts := s.sets[typ]
