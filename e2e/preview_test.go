@@ -107,7 +107,7 @@ func predictedOwners(t *testing.T, m *trafficmodel.Policy, keys []string) []stri
 	c := m.Clusters[r.Clusters[0].Name]
 	out := make([]string, len(keys))
 	for i, k := range keys {
-		h, ok, _ := trafficmodel.RequestHash(r.HashKeys, trafficmodel.Request{Path: "/", Headers: map[string][]string{"x-user": {k}}})
+		h, ok, _ := trafficmodel.RequestHash(r.Hash, trafficmodel.Request{Path: "/", Headers: map[string][]string{"x-user": {k}}})
 		if !ok {
 			t.Fatalf("key %s: the model finds no hash input", k)
 		}

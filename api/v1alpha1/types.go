@@ -1038,8 +1038,14 @@ type EndpointStatus struct {
 	ActiveRequests int64 `json:"activeRequests"`
 	// errorRate is errors/requests, e.g. "0.4%".
 	ErrorRate string `json:"errorRate,omitempty"`
-	// expectedShare is its weight over the weights of the endpoints taking traffic at the active priority,
-	// and observedShare its part of the backend's requests, e.g. "33.3%".
+	// zone is the endpoint's zone (its locality), priority its priority level (0 is used first) and backup
+	// marks a backup endpoint (a level after every other one).
+	Zone     string `json:"zone,omitempty"`
+	Priority int32  `json:"priority,omitempty"`
+	Backup   bool   `json:"backup,omitempty"`
+	// expectedShare is the share of the backend's requests lbplane's traffic model predicts for it from the
+	// config Envoy runs and the endpoints not taking traffic (priority levels, overprovisioning, zone weights,
+	// the algorithm's spread), and observedShare its part of the backend's requests, e.g. "33.3%".
 	ExpectedShare string `json:"expectedShare,omitempty"`
 	ObservedShare string `json:"observedShare,omitempty"`
 	// reasons it takes no new traffic on some proxy, empty when it is healthy everywhere.

@@ -185,7 +185,7 @@ func (s *Server) snapshot(ctx context.Context, selected string) State {
 			Status:     v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies},
 			Algorithms: map[string]v1alpha1.Algorithm{}}
 		if ps.Group == "" {
-			ps.Group = "default"
+			ps.Group = v1alpha1.DefaultProxyGroup
 		}
 		for _, b := range p.Spec.Backends {
 			ps.Algorithms[b.Name] = b.LoadBalancing.Algorithm

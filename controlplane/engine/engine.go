@@ -13,6 +13,11 @@ import (
 	"sync"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -342,6 +347,67 @@ func (e *Engine) Result() (*translate.Result, map[translate.Key]string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.result, e.origin
+}
+
+// BuiltCluster is one cluster as it is published: the Cluster and ClusterLoadAssignment sent to Envoy
+// (decoded from the bytes that are sent; no assignment for a cluster of host names), the IR it was built
+// from, and a version that changes whenever either resource does.
+type BuiltCluster struct {
+	Cluster    *clusterv3.Cluster
+	Assignment *endpointv3.ClusterLoadAssignment
+	IR         *ir.Cluster
+	Version    string
+}
+
+// Built returns the cluster name of group as last published, or false. It decodes on demand: nothing is
+// kept or computed for it on the publishing path.
+func (e *Engine) Built(group, name string) (*BuiltCluster, bool) {
+	e.mu.Lock()
+	b := e.builds[group]
+	e.mu.Unlock()
+	if b == nil {
+		return nil, false
+	}
+	cm, cv, ok := b.state.Resource(resource.ClusterType, name)
+	if !ok {
+		return nil, false
+	}
+	out := &BuiltCluster{Cluster: cm.(*clusterv3.Cluster), Version: cv}
+	if am, av, ok := b.state.Resource(resource.EndpointType, name); ok {
+		// An assignment's version covers its cluster's (xdscache.NewState).
+		out.Assignment, out.Version = am.(*endpointv3.ClusterLoadAssignment), av
+	}
+	if i, ok := slices.BinarySearchFunc(b.ir.Clusters, name, func(c *ir.Cluster, n string) int { return strings.Compare(c.Name, n) }); ok {
+		out.IR = b.ir.Clusters[i]
+	}
+	return out, true
+}
+
+// BuiltVersion returns the version Built would give the cluster name of group, without decoding anything.
+func (e *Engine) BuiltVersion(group, name string) (string, bool) {
+	e.mu.Lock()
+	b := e.builds[group]
+	e.mu.Unlock()
+	if b == nil {
+		return "", false
+	}
+	if v, ok := b.state.ResourceVersion(resource.EndpointType, name); ok {
+		return v, true
+	}
+	return b.state.ResourceVersion(resource.ClusterType, name)
+}
+
+// Resource returns one resource of group as last published, decoded from the bytes that are sent (the
+// message is the caller's), or nil.
+func (e *Engine) Resource(group, typeURL, name string) proto.Message {
+	e.mu.Lock()
+	b := e.builds[group]
+	e.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	m, _, _ := b.state.Resource(typeURL, name)
+	return m
 }
 
 // Policies returns the policies of one source.

@@ -4,15 +4,19 @@ package explain
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -21,19 +25,59 @@ import (
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 )
 
+// Lookup returns one resource of a proxy group as it is built, by type URL and name; nil when there is
+// none. The message is not modified.
+type Lookup func(group, typeURL, name string) proto.Message
+
 // Policy explains p, whose translation is pr within res: what lbctl explain and the push API's explain call
-// show.
-func Policy(p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult, res *translate.Result) (*Explanation, error) {
+// show. built looks up the resources of the policy's proxy group as they are served (the engine's current
+// state); nil builds the few the policy has from the IR (lbctl explain -f).
+func Policy(p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult, res *translate.Result, built Lookup) (*Explanation, error) {
 	dp, _ := translate.Prepare(p, reach.Rules{})
 	g := res.IR.Groups[dp.Spec.ProxyGroup]
-	var built xdsbuild.Resources
-	if g != nil {
-		var err error
-		if built, err = xdsbuild.Build(g); err != nil {
-			return nil, err
-		}
-	}
 	return Explain(dp, pr, g, built)
+}
+
+// FromIR looks resources up by building them from the group's IR, one at a time, as xdsbuild.Build would.
+func FromIR(g *ir.Group) Lookup {
+	return func(_, typ, name string) proto.Message {
+		if g == nil {
+			return nil
+		}
+		switch typ {
+		case resource.ListenerType, resource.RouteType:
+			scoped := g.ScopedPort()
+			for _, l := range g.Listeners {
+				switch {
+				case typ == resource.ListenerType && l.Name == name && scoped != 0 && l.Port == scoped:
+					return xdsbuild.ScopedListener(l)
+				case typ == resource.ListenerType && l.Name == name:
+					return xdsbuild.Listener(l)
+				case l.Protocol != ir.HTTP:
+				case scoped == 0 || l.Port != scoped:
+					if l.RouteConfigName() == name {
+						return xdsbuild.RouteConfig(l)
+					}
+				default:
+					for _, vh := range l.VirtualHosts {
+						if l.HostRouteConfigName(vh) == name {
+							return xdsbuild.HostRouteConfig(l, vh)
+						}
+					}
+				}
+			}
+		case resource.ClusterType, resource.EndpointType:
+			i, ok := slices.BinarySearchFunc(g.Clusters, name, func(c *ir.Cluster, n string) int { return strings.Compare(c.Name, n) })
+			switch {
+			case !ok:
+			case typ == resource.ClusterType:
+				return xdsbuild.Cluster(g.Clusters[i])
+			case g.Clusters[i].DNS == nil:
+				return xdsbuild.LoadAssignment(g.Clusters[i])
+			}
+		}
+		return nil
+	}
 }
 
 // Explanation is one policy's way through the pipeline.
@@ -76,25 +120,28 @@ type Field struct {
 }
 
 // Explain traces p, which must be defaulted (translate.Prepare), through r, its group's IR g and the
-// resources built from g. g and resources are nil when the policy was not accepted.
-func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Group, resources xdsbuild.Resources) (*Explanation, error) {
+// resources built from g, which built looks up (nil: FromIR(g)). Only the policy's own resources are
+// read: its share of the IR (by ir.Source) names them. g is nil when the policy was not accepted.
+func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Group, built Lookup) (*Explanation, error) {
 	e := &Explanation{Policy: p.Namespace + "/" + p.Name, ProxyGroup: p.Spec.ProxyGroup, Accepted: r.Accepted && r.ResolvedRefs}
 	if !r.Accepted {
 		e.Message = r.AcceptedMessage
 	} else if !r.ResolvedRefs {
 		e.Message = r.ResolvedRefsMessage
 	}
-	trees, err := resourceTrees(resources)
-	if err != nil {
-		return nil, err
+	if built == nil {
+		built = FromIR(g)
 	}
+	trees := map[string]map[string]any{}
 	if g != nil && e.Accepted {
 		e.IR = irOf(r, g)
+		var err error
+		if trees, err = resourceTrees(e.IR, func(typ, name string) proto.Message { return built(g.Name, typ, name) }); err != nil {
+			return nil, err
+		}
 		for _, typ := range []string{Listener, Routes, Cluster, Endpoints} {
 			for _, name := range slices.Sorted(maps.Keys(trees[typ])) {
-				if e.IR.holds(typ, name) {
-					e.Resources = append(e.Resources, Resource{Type: typ, Name: name})
-				}
+				e.Resources = append(e.Resources, Resource{Type: typ, Name: name})
 			}
 		}
 	}
@@ -133,19 +180,6 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 	return e, nil
 }
 
-// holds tells whether a resource is made of the policy's share of the IR.
-func (x IR) holds(typ, name string) bool {
-	switch typ {
-	case Listener:
-		return x.Listener != nil && name == x.Listener.Name
-	case Cluster, Endpoints:
-		return slices.ContainsFunc(x.Clusters, func(c *ir.Cluster) bool { return c.Name == name })
-	case Routes:
-		return x.Listener != nil && x.VirtualHost != nil && name == x.Listener.RouteConfigName()
-	}
-	return false
-}
-
 func irOf(r *translate.PolicyResult, g *ir.Group) IR {
 	var out IR
 	// Translation records on each IR object the policy it came from: that, not a resource's name, says
@@ -173,27 +207,57 @@ func irOf(r *translate.PolicyResult, g *ir.Group) IR {
 	return out
 }
 
-func resourceTrees(resources xdsbuild.Resources) (map[string]map[string]any, error) {
+// resourceTrees reads the resources made of the policy's share of the IR, as JSON trees by short type and
+// name: its listener, its route table (the port's, or its own on a port served as scoped routes; only its
+// virtual host is kept), and its clusters with their endpoints.
+func resourceTrees(x IR, built func(typ, name string) proto.Message) (map[string]map[string]any, error) {
 	out := map[string]map[string]any{}
-	for typ, list := range resources {
-		short := typ[strings.LastIndex(typ, ".")+1:]
-		if short == "Secret" {
-			continue // never rendered: private keys
+	add := func(short string, m proto.Message) error {
+		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+		if err != nil {
+			return err
 		}
-		out[short] = map[string]any{}
-		for _, m := range list {
-			b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
-			if err != nil {
-				return nil, err
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		if out[short] == nil {
+			out[short] = map[string]any{}
+		}
+		out[short][cachev3.GetResourceName(m.(types.Resource))] = v
+		return nil
+	}
+	var errs []error
+	if l := x.Listener; l != nil {
+		if m := built(resource.ListenerType, l.Name); m != nil {
+			errs = append(errs, add(Listener, m))
+		}
+		if vh := x.VirtualHost; vh != nil {
+			m := built(resource.RouteType, l.RouteConfigName())
+			if m == nil {
+				m = built(resource.RouteType, l.HostRouteConfigName(vh))
 			}
-			var v any
-			if err := json.Unmarshal(b, &v); err != nil {
-				return nil, err
+			if rc, ok := m.(*routev3.RouteConfiguration); ok {
+				// The other policies' hosts on the port are theirs.
+				mine := &routev3.RouteConfiguration{Name: rc.GetName()}
+				for _, v := range rc.GetVirtualHosts() {
+					if v.GetName() == vh.Name {
+						mine.VirtualHosts = append(mine.VirtualHosts, v)
+					}
+				}
+				errs = append(errs, add(Routes, mine))
 			}
-			out[short][cachev3.GetResourceName(m.(types.Resource))] = v
 		}
 	}
-	return out, nil
+	for _, c := range x.Clusters {
+		if m := built(resource.ClusterType, c.Name); m != nil {
+			errs = append(errs, add(Cluster, m))
+		}
+		if m := built(resource.EndpointType, c.Name); m != nil {
+			errs = append(errs, add(Endpoints, m))
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 func toTree(v any) (any, error) {
@@ -236,48 +300,83 @@ func walkLeaves(path string, v any, out *[]leaf) {
 	}
 }
 
+// fieldKey normalises a field path for the rules: the index of spec.backends[N] becomes [b], of its
+// .endpoints[N] [e], of spec.routes[N] [r], and any other index []. It returns those indexes too.
+func fieldKey(path string) (string, map[string]int) {
+	var b strings.Builder
+	idx := map[string]int{}
+	for {
+		open := strings.IndexByte(path, '[')
+		if open < 0 {
+			b.WriteString(path)
+			return b.String(), idx
+		}
+		end := strings.IndexByte(path[open:], ']')
+		if end < 0 {
+			b.WriteString(path)
+			return b.String(), idx
+		}
+		end += open
+		head := path[:open]
+		n, err := strconv.Atoi(path[open+1 : end])
+		b.WriteString(head)
+		sofar := b.String()
+		switch {
+		case err != nil:
+			b.WriteString(path[open : end+1])
+		case sofar == "spec.backends":
+			b.WriteString("[b]")
+			idx["b"] = n
+		case sofar == "spec.backends[b].endpoints":
+			b.WriteString("[e]")
+			idx["e"] = n
+		case sofar == "spec.routes":
+			b.WriteString("[r]")
+			idx["r"] = n
+		default:
+			b.WriteString("[]")
+		}
+		path = path[end+1:]
+	}
+}
+
 // match finds the rule of a policy field, and the names of the resources and objects it went to: those of
 // the IR objects whose source is the field's backend or route (x is the policy's share of the IR), not
 // names rebuilt the way translation makes them.
 func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]string, bool) {
-	for i, ru := range rules {
-		re := patterns()[i]
-		m := re.FindStringSubmatch(path)
-		if m == nil {
-			continue
-		}
-		vars := map[string]string{}
-		if x.Listener != nil {
-			vars["listener"] = x.Listener.Name
-		}
-		if x.VirtualHost != nil {
-			vars["vhost"] = x.VirtualHost.Name
-		}
-		for i, sub := range re.SubexpNames() {
-			n, err := strconv.Atoi(m[i])
-			switch {
-			case sub == "b" && err == nil && n < len(p.Spec.Backends):
-				vars["backend"] = p.Spec.Backends[n].Name
-				for _, c := range x.Clusters {
-					if c.Source.Backend == vars["backend"] {
-						vars["cluster"] = c.Name
-					}
-				}
-			case sub == "r" && err == nil && n < len(p.Spec.Routes) && x.VirtualHost != nil:
-				for _, rt := range x.VirtualHost.Routes {
-					if rt.Source.Route != nil && *rt.Source.Route == n {
-						vars["route"] = rt.Name
-					}
-				}
-			case sub == "e" && err == nil && vars["backend"] != "":
-				if b := backendNamed(p, vars["backend"]); b != nil && n < len(b.Endpoints) {
-					vars["ep"] = fmt.Sprintf("%s:%d", b.Endpoints[n].Address, b.Endpoints[n].Port)
-				}
+	key, idx := fieldKey(path)
+	i := slices.IndexFunc(rules, func(ru rule) bool { return ru.matches(key) })
+	if i < 0 {
+		return rule{}, nil, false
+	}
+	vars := map[string]string{}
+	if x.Listener != nil {
+		vars["listener"] = x.Listener.Name
+	}
+	if x.VirtualHost != nil {
+		vars["vhost"] = x.VirtualHost.Name
+	}
+	if n, ok := idx["b"]; ok && n < len(p.Spec.Backends) {
+		vars["backend"] = p.Spec.Backends[n].Name
+		for _, c := range x.Clusters {
+			if c.Source.Backend == vars["backend"] {
+				vars["cluster"] = c.Name
 			}
 		}
-		return ru, vars, true
 	}
-	return rule{}, nil, false
+	if n, ok := idx["r"]; ok && n < len(p.Spec.Routes) && x.VirtualHost != nil {
+		for _, rt := range x.VirtualHost.Routes {
+			if rt.Source.Route != nil && *rt.Source.Route == n {
+				vars["route"] = rt.Name
+			}
+		}
+	}
+	if n, ok := idx["e"]; ok && vars["backend"] != "" {
+		if b := backendNamed(p, vars["backend"]); b != nil && n < len(b.Endpoints) {
+			vars["ep"] = fmt.Sprintf("%s:%d", b.Endpoints[n].Address, b.Endpoints[n].Port)
+		}
+	}
+	return rules[i], vars, true
 }
 
 func backendNamed(p *v1alpha1.LoadBalancerPolicy, name string) *v1alpha1.Backend {

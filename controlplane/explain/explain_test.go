@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/reach"
@@ -28,10 +31,20 @@ func explainDir(t *testing.T, dir string) []*Explanation {
 		p, _ := translate.Prepare(d.Policy, reach.Loopback)
 		pr := res.Policies.Of(k)
 		g := res.IR.Groups[p.Spec.ProxyGroup]
-		var built xdsbuild.Resources
+		var built Lookup
 		if g != nil {
-			if built, err = xdsbuild.Build(g); err != nil {
+			// What is served: the group built whole, looked up as the engine's state is.
+			all, err := xdsbuild.Build(g)
+			if err != nil {
 				t.Fatal(err)
+			}
+			built = func(_, typ, name string) proto.Message {
+				for _, m := range all[typ] {
+					if cachev3.GetResourceName(m) == name {
+						return m
+					}
+				}
+				return nil
 			}
 		}
 		e, err := Explain(p, pr, g, built)

@@ -1,9 +1,6 @@
 package explain
 
-import (
-	"regexp"
-	"sync"
-)
+import "strings"
 
 // Resource types, as short names.
 const (
@@ -18,13 +15,21 @@ const (
 // every value of a map, and "a|b" tries a, then b. Optional fields are left unset when the policy keeps
 // Envoy's default, so not finding them is no error.
 type rule struct {
-	// src is the pattern's source; patterns compiles them on the first explain, not at start: compiled
-	// at init they were 1.8 MB of every lbplane's heap, explain or not.
-	src      string
+	// field is the policy field, with "[b]", "[e]" and "[r]" for a backend's, an endpoint's and a route's
+	// index and "[]" for any other index; a trailing "*" takes every field under it.
+	field    string
 	typ      string
 	name     string
 	path     string
 	optional bool
+}
+
+// matches tells whether the rule is the one of a field path normalised as fieldKey does.
+func (ru rule) matches(key string) bool {
+	if p, ok := strings.CutSuffix(ru.field, "*"); ok {
+		return strings.HasPrefix(key, p)
+	}
+	return key == ru.field
 }
 
 const (
@@ -51,141 +56,131 @@ func nf(filter, field string) string {
 // hcmField is a field of the HTTP connection manager.
 func hcmField(field string) string { return nf("envoy.filters.network.http_connection_manager", field) }
 
-func r(pattern, typ, name, path string) rule {
-	return rule{src: "^" + pattern + "$", typ: typ, name: name, path: path}
+func r(field, typ, name, path string) rule {
+	return rule{field: field, typ: typ, name: name, path: path}
 }
 
-// patterns holds the compiled pattern of every rule, in the order of rules (complete once the package's
-// init functions have run, which add to it).
-var patterns = sync.OnceValue(func() []*regexp.Regexp {
-	out := make([]*regexp.Regexp, len(rules))
-	for i, ru := range rules {
-		out[i] = regexp.MustCompile(ru.src)
-	}
-	return out
-})
-
-func opt(pattern, typ, name, path string) rule {
-	x := r(pattern, typ, name, path)
+func opt(field, typ, name, path string) rule {
+	x := r(field, typ, name, path)
 	x.optional = true
 	return x
 }
 
-// B, E and R capture a backend's, its endpoint's and a route's index.
+// B, E and R are a backend, one of its endpoints and a route.
 const (
-	B = `spec\.backends\[(?P<b>\d+)\]`
-	E = B + `\.endpoints\[(?P<e>\d+)\]`
-	R = `spec\.routes\[(?P<r>\d+)\]`
+	B = "spec.backends[b]"
+	E = B + ".endpoints[e]"
+	R = "spec.routes[r]"
 )
 
 var rules = []rule{
-	r(`spec\.proxyGroup`, "", "", ""),
-	opt(`spec\.debugHeaders`, Routes, "", "virtual_hosts[name={vhost}].response_headers_to_add[*].header.key"),
-	r(`spec\.listener\.address`, Listener, "{listener}", "address.socket_address.address"),
-	r(`spec\.listener\.port`, Listener, "{listener}", "address.socket_address.port_value"),
-	r(`spec\.listener\.protocol`, Listener, "{listener}", "filter_chains[*].filters[0].name"),
-	r(`spec\.listener\.hostnames`, Routes, "", "virtual_hosts[name={vhost}].domains"),
-	r(`spec\.listener\.tls\.certificates\[\d+\]\..*`, Listener, "{listener}", dtls+".tls_certificate_sds_secret_configs[*].name"),
-	r(`spec\.listener\.tls\.minVersion`, Listener, "{listener}", dtls+".tls_params.tls_minimum_protocol_version"),
-	r(`spec\.listener\.tls\.maxVersion`, Listener, "{listener}", dtls+".tls_params.tls_maximum_protocol_version"),
-	r(`spec\.listener\.tls\.cipherSuites`, Listener, "{listener}", dtls+".tls_params.cipher_suites"),
-	opt(`spec\.listener\.limits\.maxConnections`, Listener, "{listener}", nf("envoy.filters.network.connection_limit", "max_connections")),
-	r(`spec\.listener\.limits\.connectionBufferBytes`, Listener, "{listener}", "per_connection_buffer_limit_bytes"),
-	r(`spec\.listener\.limits\.maxRequestHeadersKB`, Listener, "{listener}", hcmField("max_request_headers_kb")),
-	r(`spec\.listener\.limits\.maxHeadersCount`, Listener, "{listener}", hcmField("common_http_protocol_options.max_headers_count")),
-	r(`spec\.listener\.timeouts\.requestHeaders`, Listener, "{listener}", hcmField("request_headers_timeout")),
-	r(`spec\.listener\.timeouts\.streamIdle`, Listener, "{listener}", hcmField("stream_idle_timeout")),
-	r(`spec\.listener\.timeouts\.connectionIdle`, Listener, "{listener}", hcmField("common_http_protocol_options.idle_timeout")),
-	opt(`spec\.listener\.http2\.enabled`, Listener, "{listener}", hcmField("codec_type")),
-	opt(`spec\.listener\.http2\.maxConcurrentStreams`, Listener, "{listener}", hcmField("http2_protocol_options.max_concurrent_streams")),
-	opt(`spec\.listener\.http2\.initialStreamWindowSize`, Listener, "{listener}", hcmField("http2_protocol_options.initial_stream_window_size")),
-	opt(`spec\.listener\.http2\.initialConnectionWindowSize`, Listener, "{listener}", hcmField("http2_protocol_options.initial_connection_window_size")),
-	opt(`spec\.listener\.requests\.headersWithUnderscores`, Listener, "{listener}", hcmField("common_http_protocol_options.headers_with_underscores_action")),
-	r(`spec\.listener\.requests\.normalizePath`, Listener, "{listener}", hcmField("normalize_path")),
-	opt(`spec\.listener\.requests\.mergeSlashes`, Listener, "{listener}", hcmField("merge_slashes")),
-	r(`spec\.listener\.requests\.escapedSlashes`, Listener, "{listener}", hcmField("path_with_escaped_slashes_action")),
+	r("spec.proxyGroup", "", "", ""),
+	opt("spec.debugHeaders", Routes, "", "virtual_hosts[name={vhost}].response_headers_to_add[*].header.key"),
+	r("spec.listener.address", Listener, "{listener}", "address.socket_address.address"),
+	r("spec.listener.port", Listener, "{listener}", "address.socket_address.port_value"),
+	r("spec.listener.protocol", Listener, "{listener}", "filter_chains[*].filters[0].name"),
+	r("spec.listener.hostnames", Routes, "", "virtual_hosts[name={vhost}].domains"),
+	r("spec.listener.tls.certificates[].*", Listener, "{listener}", dtls+".tls_certificate_sds_secret_configs[*].name"),
+	r("spec.listener.tls.minVersion", Listener, "{listener}", dtls+".tls_params.tls_minimum_protocol_version"),
+	r("spec.listener.tls.maxVersion", Listener, "{listener}", dtls+".tls_params.tls_maximum_protocol_version"),
+	r("spec.listener.tls.cipherSuites", Listener, "{listener}", dtls+".tls_params.cipher_suites"),
+	opt("spec.listener.limits.maxConnections", Listener, "{listener}", nf("envoy.filters.network.connection_limit", "max_connections")),
+	r("spec.listener.limits.connectionBufferBytes", Listener, "{listener}", "per_connection_buffer_limit_bytes"),
+	r("spec.listener.limits.maxRequestHeadersKB", Listener, "{listener}", hcmField("max_request_headers_kb")),
+	r("spec.listener.limits.maxHeadersCount", Listener, "{listener}", hcmField("common_http_protocol_options.max_headers_count")),
+	r("spec.listener.timeouts.requestHeaders", Listener, "{listener}", hcmField("request_headers_timeout")),
+	r("spec.listener.timeouts.streamIdle", Listener, "{listener}", hcmField("stream_idle_timeout")),
+	r("spec.listener.timeouts.connectionIdle", Listener, "{listener}", hcmField("common_http_protocol_options.idle_timeout")),
+	opt("spec.listener.http2.enabled", Listener, "{listener}", hcmField("codec_type")),
+	opt("spec.listener.http2.maxConcurrentStreams", Listener, "{listener}", hcmField("http2_protocol_options.max_concurrent_streams")),
+	opt("spec.listener.http2.initialStreamWindowSize", Listener, "{listener}", hcmField("http2_protocol_options.initial_stream_window_size")),
+	opt("spec.listener.http2.initialConnectionWindowSize", Listener, "{listener}", hcmField("http2_protocol_options.initial_connection_window_size")),
+	opt("spec.listener.requests.headersWithUnderscores", Listener, "{listener}", hcmField("common_http_protocol_options.headers_with_underscores_action")),
+	r("spec.listener.requests.normalizePath", Listener, "{listener}", hcmField("normalize_path")),
+	opt("spec.listener.requests.mergeSlashes", Listener, "{listener}", hcmField("merge_slashes")),
+	r("spec.listener.requests.escapedSlashes", Listener, "{listener}", hcmField("path_with_escaped_slashes_action")),
 
-	r(R+`\.name`, Routes, "", rt+".name"),
-	r(R+`\.match\.path\..*`, Routes, "", rt+".match.prefix|"+rt+".match.path|"+rt+".match.safe_regex|"+rt+".match.path_separated_prefix"),
-	r(R+`\.match\.headers.*`, Routes, "", rt+".match.headers"),
-	r(R+`\.backends.*`, Routes, "", rt+".route.cluster|"+rt+".route.weighted_clusters"),
-	r(R+`\.timeout`, Routes, "", rt+".route.timeout"),
-	r(R+`\.idleTimeout`, Routes, "", rt+".route.idle_timeout"),
-	r(R+`\.retry\.conditions`, Routes, "", rt+".route.retry_policy.retry_on"),
-	r(R+`\.retry\.statusCodes`, Routes, "", rt+".route.retry_policy.retriable_status_codes"),
-	r(R+`\.retry\.attempts`, Routes, "", rt+".route.retry_policy.num_retries"),
-	r(R+`\.retry\.perTryTimeout`, Routes, "", rt+".route.retry_policy.per_try_timeout"),
-	r(R+`\.retry\.backoff\.base`, Routes, "", rt+".route.retry_policy.retry_back_off.base_interval"),
-	r(R+`\.retry\.backoff\.max`, Routes, "", rt+".route.retry_policy.retry_back_off.max_interval"),
-	opt(R+`\.retry\.avoidPreviousHosts`, Routes, "", rt+".route.retry_policy.retry_host_predicate"),
-	r(R+`\.sessionPersistence\..*`, Routes, "", rt+".typed_per_filter_config"),
+	r(R+".name", Routes, "", rt+".name"),
+	r(R+".match.path.*", Routes, "", rt+".match.prefix|"+rt+".match.path|"+rt+".match.safe_regex|"+rt+".match.path_separated_prefix"),
+	r(R+".match.headers*", Routes, "", rt+".match.headers"),
+	r(R+".backends*", Routes, "", rt+".route.cluster|"+rt+".route.weighted_clusters"),
+	r(R+".timeout", Routes, "", rt+".route.timeout"),
+	r(R+".idleTimeout", Routes, "", rt+".route.idle_timeout"),
+	r(R+".retry.conditions", Routes, "", rt+".route.retry_policy.retry_on"),
+	r(R+".retry.statusCodes", Routes, "", rt+".route.retry_policy.retriable_status_codes"),
+	r(R+".retry.attempts", Routes, "", rt+".route.retry_policy.num_retries"),
+	r(R+".retry.perTryTimeout", Routes, "", rt+".route.retry_policy.per_try_timeout"),
+	r(R+".retry.backoff.base", Routes, "", rt+".route.retry_policy.retry_back_off.base_interval"),
+	r(R+".retry.backoff.max", Routes, "", rt+".route.retry_policy.retry_back_off.max_interval"),
+	opt(R+".retry.avoidPreviousHosts", Routes, "", rt+".route.retry_policy.retry_host_predicate"),
+	r(R+".sessionPersistence.*", Routes, "", rt+".typed_per_filter_config"),
 
-	r(B+`\.name`, Cluster, cl, "name"),
-	r(E+`\.address`, Endpoints, cl, lbe+".endpoint.address.socket_address.address"),
-	r(E+`\.port`, Endpoints, cl, lbe+".endpoint.address.socket_address.port_value"),
-	r(E+`\.weight`, Endpoints, cl, lbe+".load_balancing_weight"),
-	opt(E+`\.state`, Endpoints, cl, lbe+".health_status"),
-	r(E+`\.zone`, Endpoints, cl, "endpoints[*].locality.zone"),
-	r(E+`\.backup`, Endpoints, cl, "endpoints[*].priority"),
-	opt(B+`\.service\..*`, Endpoints, cl, "endpoints[*].lb_endpoints[*].endpoint.address.socket_address"),
-	r(B+`\.connectTimeout`, Cluster, cl, "connect_timeout"),
-	r(B+`\.loadBalancing\.algorithm`, Cluster, cl, "load_balancing_policy.policies[0].typed_extension_config.name"),
-	r(B+`\.loadBalancing\.leastRequest\.choiceCount`, Cluster, cl, lbTC+".choice_count"),
-	r(B+`\.loadBalancing\.ringHash\.minimumRingSize`, Cluster, cl, lbTC+".minimum_ring_size"),
-	r(B+`\.loadBalancing\.ringHash\.maximumRingSize`, Cluster, cl, lbTC+".maximum_ring_size"),
-	r(B+`\.loadBalancing\.maglev\.tableSize`, Cluster, cl, lbTC+".table_size"),
-	r(B+`\.loadBalancing\.hashKeys.*`, Routes, "", "virtual_hosts[name={vhost}].routes[*].route.hash_policy"),
-	r(B+`\.loadBalancing\.slowStart\.window`, Cluster, cl, lbTC+".slow_start_config.slow_start_window"),
-	r(B+`\.loadBalancing\.slowStart\.aggression`, Cluster, cl, lbTC+".slow_start_config.aggression.default_value"),
-	r(B+`\.loadBalancing\.slowStart\.minWeightPercent`, Cluster, cl, lbTC+".slow_start_config.min_weight_percent.value"),
-	r(B+`\.loadBalancing\.zoneFailover`, Endpoints, cl, "endpoints[*].priority"),
-	r(B+`\.loadBalancing\.zoneAware\.minEndpoints`, Cluster, cl, lbTC+".locality_lb_config.zone_aware_lb_config.force_local_zone.min_size"),
-	r(B+`\.loadBalancing\.zoneWeights.*`, Endpoints, cl, "endpoints[*].load_balancing_weight"),
-	r(B+`\.circuitBreakers\.maxConnections`, Cluster, cl, cb+".max_connections"),
-	r(B+`\.circuitBreakers\.maxPendingRequests`, Cluster, cl, cb+".max_pending_requests"),
-	r(B+`\.circuitBreakers\.maxRequests`, Cluster, cl, cb+".max_requests"),
-	r(B+`\.circuitBreakers\.maxRetries`, Cluster, cl, cb+".max_retries"),
-	r(B+`\.circuitBreakers\.maxConnectionsPerEndpoint`, Cluster, cl, "circuit_breakers.per_host_thresholds[0].max_connections"),
-	r(B+`\.circuitBreakers\.retryBudget\.percent`, Cluster, cl, cb+".retry_budget.budget_percent.value"),
-	r(B+`\.circuitBreakers\.retryBudget\.minConcurrency`, Cluster, cl, cb+".retry_budget.min_retry_concurrency"),
-	r(B+`\.healthCheck\.panicThreshold`, Cluster, cl, "common_lb_config.healthy_panic_threshold.value"),
-	r(B+`\.healthCheck\.active\.type`, Cluster, cl, hc+".http_health_check|"+hc+".tcp_health_check|"+hc+".grpc_health_check"),
-	r(B+`\.healthCheck\.active\.interval`, Cluster, cl, hc+".interval"),
-	r(B+`\.healthCheck\.active\.timeout`, Cluster, cl, hc+".timeout"),
-	opt(B+`\.healthCheck\.active\.jitter`, Cluster, cl, hc+".interval_jitter"),
-	r(B+`\.healthCheck\.active\.healthyThreshold`, Cluster, cl, hc+".healthy_threshold"),
-	r(B+`\.healthCheck\.active\.unhealthyThreshold`, Cluster, cl, hc+".unhealthy_threshold"),
-	r(B+`\.healthCheck\.active\.port`, Endpoints, cl, ep+".health_check_config.port_value"),
-	r(B+`\.healthCheck\.active\.http\.path`, Cluster, cl, hc+".http_health_check.path"),
-	r(B+`\.healthCheck\.active\.http\.method`, Cluster, cl, hc+".http_health_check.method"),
-	r(B+`\.healthCheck\.active\.http\.host`, Endpoints, cl, ep+".health_check_config.hostname"),
-	r(B+`\.healthCheck\.active\.http\.expectedStatuses.*`, Cluster, cl, hc+".http_health_check.expected_statuses"),
-	r(B+`\.healthCheck\.active\.http\.expectedBody`, Cluster, cl, hc+".http_health_check.receive"),
-	r(B+`\.healthCheck\.active\.tcp\.send`, Cluster, cl, hc+".tcp_health_check.send"),
-	r(B+`\.healthCheck\.active\.tcp\.receive`, Cluster, cl, hc+".tcp_health_check.receive"),
-	opt(B+`\.healthCheck\.active\.grpc\.serviceName`, Cluster, cl, hc+".grpc_health_check.service_name"),
-	r(B+`\.healthCheck\.passive\.consecutive5xx`, Cluster, cl, od+".consecutive_5xx"),
-	r(B+`\.healthCheck\.passive\.consecutiveGatewayErrors`, Cluster, cl, od+".consecutive_gateway_failure"),
-	r(B+`\.healthCheck\.passive\.consecutiveLocalOriginFailures`, Cluster, cl, od+".consecutive_local_origin_failure"),
-	r(B+`\.healthCheck\.passive\.successRate\.stdevFactor`, Cluster, cl, od+".success_rate_stdev_factor"),
-	r(B+`\.healthCheck\.passive\.successRate\.minimumHosts`, Cluster, cl, od+".success_rate_minimum_hosts"),
-	r(B+`\.healthCheck\.passive\.successRate\.requestVolume`, Cluster, cl, od+".success_rate_request_volume"),
-	r(B+`\.healthCheck\.passive\.failurePercentage\.threshold`, Cluster, cl, od+".failure_percentage_threshold"),
-	r(B+`\.healthCheck\.passive\.failurePercentage\.minimumHosts`, Cluster, cl, od+".failure_percentage_minimum_hosts"),
-	r(B+`\.healthCheck\.passive\.failurePercentage\.requestVolume`, Cluster, cl, od+".failure_percentage_request_volume"),
-	r(B+`\.healthCheck\.passive\.interval`, Cluster, cl, od+".interval"),
-	r(B+`\.healthCheck\.passive\.baseEjectionTime`, Cluster, cl, od+".base_ejection_time"),
-	r(B+`\.healthCheck\.passive\.maxEjectionPercent`, Cluster, cl, od+".max_ejection_percent"),
-	opt(B+`\.healthCheck\.passive\.disabled`, Cluster, cl, od),
-	r(B+`\.loadBalancing\.hashBalanceFactor`, Cluster, cl, lbTC+".consistent_hashing_lb_config.hash_balance_factor"),
-	r(B+`\.loadBalancing\.failoverThreshold`, Endpoints, cl, "policy.overprovisioning_factor"),
-	opt(B+`\.connection\.protocol`, Cluster, cl, "typed_extension_protocol_options.*.explicit_http_config"),
-	r(B+`\.connection\.maxRequestsPerConnection`, Cluster, cl, hpo+".max_requests_per_connection"),
-	r(B+`\.connection\.idleTimeout`, Cluster, cl, hpo+".idle_timeout"),
-	r(B+`\.connection\.tcpKeepalive.*`, Cluster, cl, "upstream_connection_options.tcp_keepalive"),
-	r(B+`\.connection\.bufferBytes`, Cluster, cl, "per_connection_buffer_limit_bytes"),
+	r(B+".name", Cluster, cl, "name"),
+	r(E+".address", Endpoints, cl, lbe+".endpoint.address.socket_address.address"),
+	r(E+".port", Endpoints, cl, lbe+".endpoint.address.socket_address.port_value"),
+	r(E+".weight", Endpoints, cl, lbe+".load_balancing_weight"),
+	opt(E+".state", Endpoints, cl, lbe+".health_status"),
+	r(E+".zone", Endpoints, cl, "endpoints[*].locality.zone"),
+	r(E+".backup", Endpoints, cl, "endpoints[*].priority"),
+	opt(B+".service.*", Endpoints, cl, "endpoints[*].lb_endpoints[*].endpoint.address.socket_address"),
+	r(B+".connectTimeout", Cluster, cl, "connect_timeout"),
+	r(B+".loadBalancing.algorithm", Cluster, cl, "load_balancing_policy.policies[0].typed_extension_config.name"),
+	r(B+".loadBalancing.leastRequest.choiceCount", Cluster, cl, lbTC+".choice_count"),
+	r(B+".loadBalancing.ringHash.minimumRingSize", Cluster, cl, lbTC+".minimum_ring_size"),
+	r(B+".loadBalancing.ringHash.maximumRingSize", Cluster, cl, lbTC+".maximum_ring_size"),
+	r(B+".loadBalancing.maglev.tableSize", Cluster, cl, lbTC+".table_size"),
+	r(B+".loadBalancing.hashKeys*", Routes, "", "virtual_hosts[name={vhost}].routes[*].route.hash_policy"),
+	r(B+".loadBalancing.slowStart.window", Cluster, cl, lbTC+".slow_start_config.slow_start_window"),
+	r(B+".loadBalancing.slowStart.aggression", Cluster, cl, lbTC+".slow_start_config.aggression.default_value"),
+	r(B+".loadBalancing.slowStart.minWeightPercent", Cluster, cl, lbTC+".slow_start_config.min_weight_percent.value"),
+	r(B+".loadBalancing.zoneFailover", Endpoints, cl, "endpoints[*].priority"),
+	r(B+".loadBalancing.zoneAware.minEndpoints", Cluster, cl, lbTC+".locality_lb_config.zone_aware_lb_config.force_local_zone.min_size"),
+	r(B+".loadBalancing.zoneWeights*", Endpoints, cl, "endpoints[*].load_balancing_weight"),
+	r(B+".circuitBreakers.maxConnections", Cluster, cl, cb+".max_connections"),
+	r(B+".circuitBreakers.maxPendingRequests", Cluster, cl, cb+".max_pending_requests"),
+	r(B+".circuitBreakers.maxRequests", Cluster, cl, cb+".max_requests"),
+	r(B+".circuitBreakers.maxRetries", Cluster, cl, cb+".max_retries"),
+	r(B+".circuitBreakers.maxConnectionsPerEndpoint", Cluster, cl, "circuit_breakers.per_host_thresholds[0].max_connections"),
+	r(B+".circuitBreakers.retryBudget.percent", Cluster, cl, cb+".retry_budget.budget_percent.value"),
+	r(B+".circuitBreakers.retryBudget.minConcurrency", Cluster, cl, cb+".retry_budget.min_retry_concurrency"),
+	r(B+".healthCheck.panicThreshold", Cluster, cl, "common_lb_config.healthy_panic_threshold.value"),
+	r(B+".healthCheck.active.type", Cluster, cl, hc+".http_health_check|"+hc+".tcp_health_check|"+hc+".grpc_health_check"),
+	r(B+".healthCheck.active.interval", Cluster, cl, hc+".interval"),
+	r(B+".healthCheck.active.timeout", Cluster, cl, hc+".timeout"),
+	opt(B+".healthCheck.active.jitter", Cluster, cl, hc+".interval_jitter"),
+	r(B+".healthCheck.active.healthyThreshold", Cluster, cl, hc+".healthy_threshold"),
+	r(B+".healthCheck.active.unhealthyThreshold", Cluster, cl, hc+".unhealthy_threshold"),
+	r(B+".healthCheck.active.port", Endpoints, cl, ep+".health_check_config.port_value"),
+	r(B+".healthCheck.active.http.path", Cluster, cl, hc+".http_health_check.path"),
+	r(B+".healthCheck.active.http.method", Cluster, cl, hc+".http_health_check.method"),
+	r(B+".healthCheck.active.http.host", Endpoints, cl, ep+".health_check_config.hostname"),
+	r(B+".healthCheck.active.http.expectedStatuses*", Cluster, cl, hc+".http_health_check.expected_statuses"),
+	r(B+".healthCheck.active.http.expectedBody", Cluster, cl, hc+".http_health_check.receive"),
+	r(B+".healthCheck.active.tcp.send", Cluster, cl, hc+".tcp_health_check.send"),
+	r(B+".healthCheck.active.tcp.receive", Cluster, cl, hc+".tcp_health_check.receive"),
+	opt(B+".healthCheck.active.grpc.serviceName", Cluster, cl, hc+".grpc_health_check.service_name"),
+	r(B+".healthCheck.passive.consecutive5xx", Cluster, cl, od+".consecutive_5xx"),
+	r(B+".healthCheck.passive.consecutiveGatewayErrors", Cluster, cl, od+".consecutive_gateway_failure"),
+	r(B+".healthCheck.passive.consecutiveLocalOriginFailures", Cluster, cl, od+".consecutive_local_origin_failure"),
+	r(B+".healthCheck.passive.successRate.stdevFactor", Cluster, cl, od+".success_rate_stdev_factor"),
+	r(B+".healthCheck.passive.successRate.minimumHosts", Cluster, cl, od+".success_rate_minimum_hosts"),
+	r(B+".healthCheck.passive.successRate.requestVolume", Cluster, cl, od+".success_rate_request_volume"),
+	r(B+".healthCheck.passive.failurePercentage.threshold", Cluster, cl, od+".failure_percentage_threshold"),
+	r(B+".healthCheck.passive.failurePercentage.minimumHosts", Cluster, cl, od+".failure_percentage_minimum_hosts"),
+	r(B+".healthCheck.passive.failurePercentage.requestVolume", Cluster, cl, od+".failure_percentage_request_volume"),
+	r(B+".healthCheck.passive.interval", Cluster, cl, od+".interval"),
+	r(B+".healthCheck.passive.baseEjectionTime", Cluster, cl, od+".base_ejection_time"),
+	r(B+".healthCheck.passive.maxEjectionPercent", Cluster, cl, od+".max_ejection_percent"),
+	opt(B+".healthCheck.passive.disabled", Cluster, cl, od),
+	r(B+".loadBalancing.hashBalanceFactor", Cluster, cl, lbTC+".consistent_hashing_lb_config.hash_balance_factor"),
+	r(B+".loadBalancing.failoverThreshold", Endpoints, cl, "policy.overprovisioning_factor"),
+	opt(B+".connection.protocol", Cluster, cl, "typed_extension_protocol_options.*.explicit_http_config"),
+	r(B+".connection.maxRequestsPerConnection", Cluster, cl, hpo+".max_requests_per_connection"),
+	r(B+".connection.idleTimeout", Cluster, cl, hpo+".idle_timeout"),
+	r(B+".connection.tcpKeepalive*", Cluster, cl, "upstream_connection_options.tcp_keepalive"),
+	r(B+".connection.bufferBytes", Cluster, cl, "per_connection_buffer_limit_bytes"),
 	// The second path is for a TLS socket inside the upstream PROXY protocol one (backends[].proxyProtocol).
-	r(B+`\.tls\.sni`, Cluster, cl, "transport_socket.typed_config.sni|transport_socket.typed_config.transport_socket.typed_config.sni"),
-	r(B+`\.tls\.caFile`, Cluster, cl, utls+".validation_context_sds_secret_config.name|transport_socket.typed_config."+utls+".validation_context_sds_secret_config.name"),
-	opt(B+`\.tls\.insecureSkipVerify`, Cluster, cl, utls),
+	r(B+".tls.sni", Cluster, cl, "transport_socket.typed_config.sni|transport_socket.typed_config.transport_socket.typed_config.sni"),
+	r(B+".tls.caFile", Cluster, cl, utls+".validation_context_sds_secret_config.name|transport_socket.typed_config."+utls+".validation_context_sds_secret_config.name"),
+	opt(B+".tls.insecureSkipVerify", Cluster, cl, utls),
 }

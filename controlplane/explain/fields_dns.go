@@ -7,10 +7,10 @@ import "strings"
 func init() {
 	const dc = "cluster_type.typed_config."
 	rules = append(rules,
-		r(B+`\.dns\.resolution`, Cluster, cl, dc+"all_addresses_in_single_endpoint|cluster_type.name"),
-		r(B+`\.dns\.refreshInterval`, Cluster, cl, dc+"dns_refresh_rate"),
-		opt(B+`\.dns\.respectTTL`, Cluster, cl, dc+"respect_dns_ttl"),
-		r(B+`\.dns\.lookupFamily`, Cluster, cl, dc+"dns_lookup_family"),
+		r(B+".dns.resolution", Cluster, cl, dc+"all_addresses_in_single_endpoint|cluster_type.name"),
+		r(B+".dns.refreshInterval", Cluster, cl, dc+"dns_refresh_rate"),
+		opt(B+".dns.respectTTL", Cluster, cl, dc+"respect_dns_ttl"),
+		r(B+".dns.lookupFamily", Cluster, cl, dc+"dns_lookup_family"),
 	)
 }
 

@@ -35,6 +35,8 @@ type Poller struct {
 	Log                  *slog.Logger
 	// Metrics counts failed reads (lbplane_errors_total{component="stats_poll"}).
 	Metrics *metrics.Metrics
+	// Expect, when set, gives each endpoint's expected share from the traffic model (see perEndpoint).
+	Expect ExpectFunc
 
 	mu      sync.Mutex
 	proxies map[string]*proxy
@@ -193,7 +195,7 @@ func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
 // Health sums up what every proxy reported. Proxies whose last read failed, or is older than three
 // intervals, are left out: their view is stale.
 func (p *Poller) Health() Health {
-	return Summarize(p.fresh(), p.Window)
+	return SummarizeExpected(p.fresh(), p.Window, p.Expect)
 }
 
 // ByProxy is each proxy's own view, by node id, left out as Health leaves them out. A node id that more
@@ -205,7 +207,7 @@ func (p *Poller) ByProxy() map[string]Health {
 	}
 	out := make(map[string]Health, len(byNode))
 	for node, hs := range byNode {
-		out[node] = Summarize(hs, p.Window)
+		out[node] = SummarizeExpected(hs, p.Window, p.Expect)
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
 )
 
 // The fixtures were read from Envoy 1.40 with examples/health-checks.yaml after 127.0.0.1:18082 stopped.
@@ -199,5 +201,48 @@ func TestPerEndpointSharesRatesAndSkew(t *testing.T) {
 	b, _ = Summarize([]History{h}, time.Minute).Backend("g", "ns/p/app", "app")
 	if b.Skew != "0.50" {
 		t.Errorf("skew %q, want 0.50", b.Skew)
+	}
+}
+
+// TestPerEndpointExpectedFromTheModel: with a prediction for every endpoint, the expected share, zone,
+// level and backup marker are the model's, the endpoints not taking traffic are handed to it as down, and
+// the skew is taken against the model's shares.
+func TestPerEndpointExpectedFromTheModel(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	hosts := func(a, b uint64) []Host {
+		return []Host{{Address: "10.0.0.1:80", Total: a, Weight: 1}, {Address: "10.0.0.2:80", Total: b, Weight: 1},
+			{Address: "10.0.0.9:80", Weight: 1, Priority: 1, Reasons: []string{"active health check failed"}}}
+	}
+	h := History{Group: "g", Node: "n1", Samples: []*Sample{sample(t0, hosts(0, 0), nil, nil), sample(t0.Add(time.Second), hosts(70, 30), nil, nil)}}
+	var gotDown map[string]string
+	expect := func(group, cluster string, down map[string]string) map[string]Expected {
+		if group != "g" || cluster != "ns/p/app" {
+			return nil
+		}
+		gotDown = down
+		return map[string]Expected{"10.0.0.1:80": {Share: 0.7, Zone: "a"}, "10.0.0.2:80": {Share: 0.3, Zone: "b"},
+			"10.0.0.9:80": {Priority: 1, Backup: true}}
+	}
+	b, _ := SummarizeExpected([]History{h}, time.Minute, expect).Backend("g", "ns/p/app", "app")
+	if len(gotDown) != 1 || gotDown["10.0.0.9:80"] != "active health check failed" {
+		t.Errorf("down handed to the model: %v", gotDown)
+	}
+	by := map[string]v1alpha1.EndpointStatus{}
+	for _, e := range b.PerEndpoint {
+		by[e.Address] = e
+	}
+	if e := by["10.0.0.1:80"]; e.ExpectedShare != "70.0%" || e.Zone != "a" {
+		t.Errorf("10.0.0.1: %+v", e)
+	}
+	if e := by["10.0.0.9:80"]; e.ExpectedShare != "0.0%" || !e.Backup || e.Priority != 1 {
+		t.Errorf("backup: %+v", e)
+	}
+	if b.Skew != "0.00" {
+		t.Errorf("skew %q: 70/30 is what the model expects", b.Skew)
+	}
+	// Without the model, the spread by weight would call 70/30 skewed.
+	b, _ = Summarize([]History{h}, time.Minute).Backend("g", "ns/p/app", "app")
+	if b.Skew != "0.40" {
+		t.Errorf("by weight: skew %q, want 0.40", b.Skew)
 	}
 }

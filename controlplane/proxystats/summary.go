@@ -63,10 +63,28 @@ type ejected struct {
 	proxies int32
 }
 
+// Expected is what the traffic model predicts for one endpoint of a backend: its share of the backend's
+// requests, and where it sits (zone, priority level, backup).
+type Expected struct {
+	Share    float64
+	Zone     string
+	Priority int
+	Backup   bool
+}
+
+// ExpectFunc predicts every endpoint ("address:port") of a group's cluster from what was built, with the
+// endpoints in down (address: reason) taking no traffic; nil when the cluster is not known.
+type ExpectFunc func(group, cluster string, down map[string]string) map[string]Expected
+
 // Summarize sums each Envoy's last window up per group and cluster: an endpoint counts as ejected when one
 // Envoy or more takes no new traffic to it; requests, errors and latency are over the window (or since the
 // oldest sample, when there is less history), summed over the Envoys.
 func Summarize(histories []History, window time.Duration) Health {
+	return SummarizeExpected(histories, window, nil)
+}
+
+// SummarizeExpected is Summarize with each endpoint's expected share from expect (see perEndpoint).
+func SummarizeExpected(histories []History, window time.Duration, expect ExpectFunc) Health {
 	accs := map[string]map[string]*acc{}
 	for _, h := range histories {
 		if len(h.Samples) == 0 {
@@ -171,7 +189,17 @@ func Summarize(histories []History, window time.Duration) Health {
 				b.Ejected = b.Ejected[:MaxEjectedListed]
 			}
 			b.LatencyP99 = Quantile(a.latency, 0.99)
-			b.PerEndpoint, b.Skew = perEndpoint(a)
+			var exp map[string]Expected
+			if expect != nil {
+				down := map[string]string{}
+				for addr, ep := range a.eps {
+					if ep.ejected > 0 {
+						down[addr] = strings.Join(ep.reasons, ", ")
+					}
+				}
+				exp = expect(group, name, down)
+			}
+			b.PerEndpoint, b.Skew = perEndpoint(a, exp)
 			out[group][name] = b
 		}
 	}
@@ -267,11 +295,12 @@ func formatMs(ms float64) string {
 // perEndpoint lists a backend's endpoints (the busiest MaxBusiestListed, and those not taking traffic) with
 // their expected and observed shares, and the skew of the spread.
 //
-// The expected share is by weight over the endpoints that take traffic on every proxy at the lowest
-// priority that has any (Envoy fails over to the next priority only when this one is unhealthy; its
-// overprovisioning and locality weighting are left out). The skew is the coefficient of variation of
-// observed/expected over those endpoints: with equal weights, that of the per-endpoint share.
-func perEndpoint(a *acc) ([]v1alpha1.EndpointStatus, string) {
+// The expected share is the traffic model's (exp: what was built, with the endpoints not taking traffic on
+// some proxy down: priorities, overprovisioning, zone weights, the algorithm's spread). Without it, it is
+// by weight over the endpoints that take traffic on every proxy at the lowest priority that has any. The
+// skew is the coefficient of variation of observed/expected over the endpoints expected to get traffic:
+// with equal shares, that of the per-endpoint share.
+func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, string) {
 	prio, found := uint32(math.MaxUint32), false
 	for _, ep := range a.eps {
 		if ep.ejected == 0 {
@@ -284,17 +313,28 @@ func perEndpoint(a *acc) ([]v1alpha1.EndpointStatus, string) {
 			weights += uint64(max(ep.weight, 1))
 		}
 	}
-	expected := func(ep *endpointAcc) float64 {
+	byWeight := func(ep *endpointAcc) float64 {
 		if weights == 0 || ep.ejected > 0 || ep.priority != prio {
 			return 0
 		}
 		return float64(max(ep.weight, 1)) / float64(weights)
 	}
+	modelled := exp != nil
+	for addr := range a.eps {
+		_, ok := exp[addr]
+		modelled = modelled && ok
+	}
+	expected := func(addr string) float64 {
+		if modelled {
+			return exp[addr].Share
+		}
+		return byWeight(a.eps[addr])
+	}
 	var skew string
 	if a.requests > 0 {
 		var ratios []float64
-		for _, ep := range a.eps {
-			if e := expected(ep); e > 0 {
+		for addr, ep := range a.eps {
+			if e := expected(addr); e > 0 {
 				ratios = append(ratios, float64(ep.requests)/float64(a.requests)/e)
 			}
 		}
@@ -334,7 +374,10 @@ func perEndpoint(a *acc) ([]v1alpha1.EndpointStatus, string) {
 		}
 		es := v1alpha1.EndpointStatus{Address: addr, Weight: int32(min(ep.weight, math.MaxInt32)), Requests: int64(ep.requests),
 			Errors: int64(ep.errors), ActiveRequests: int64(ep.active), Reasons: ep.reasons, EjectedOn: ep.ejected,
-			RequestsPerSecond: strconv.FormatFloat(ep.rate, 'f', 1, 64), ExpectedShare: percent(expected(ep))}
+			RequestsPerSecond: strconv.FormatFloat(ep.rate, 'f', 1, 64), ExpectedShare: percent(expected(addr)), Priority: int32(min(ep.priority, math.MaxInt32))}
+		if e, ok := exp[addr]; ok && modelled {
+			es.Zone, es.Priority, es.Backup = e.Zone, int32(e.Priority), e.Backup
+		}
 		if a.requests > 0 {
 			es.ObservedShare = percent(float64(ep.requests) / float64(a.requests))
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/pki"
 )
@@ -39,7 +40,7 @@ func (s *Server) issueCert(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.ProxyGroup == "" {
-		req.ProxyGroup = "default"
+		req.ProxyGroup = v1alpha1.DefaultProxyGroup
 	}
 	is, err := s.IssueCert(req.NodeID, req.ProxyGroup)
 	if err != nil {

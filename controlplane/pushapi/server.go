@@ -246,7 +246,8 @@ func (s *Server) Explain(k translate.Key) (*explain.Explanation, error) {
 	if p == nil || pr == nil {
 		return nil, fmt.Errorf("policy %s %w", k, ErrNotFound)
 	}
-	return explain.Policy(p, pr, res)
+	// The resources as they are served, decoded one by one: nothing is built again.
+	return explain.Policy(p, pr, res, s.Engine.Resource)
 }
 
 // views returns every policy with its live status.

@@ -354,7 +354,9 @@ func Run(ctx context.Context, cfg Config) error {
 			// only on loopback, by default).
 			TrustUnauthenticated: cfg.XDSInsecure,
 			// Never through an HTTP proxy from the environment: the Envoys are reached directly.
-			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m}
+			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
+			// Expected shares come from the traffic model of what was published, when status is read.
+			Expect: newExpectation(eng).expect}
 		api.Health, api.HealthByProxy = poller.Health, poller.ByProxy
 	}
 

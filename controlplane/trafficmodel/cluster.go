@@ -7,12 +7,23 @@ import (
 	"slices"
 	"strconv"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/common/v3"
+	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
+	maglevv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/maglev/v3"
+	randomv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/random/v3"
+	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+
 	"github.com/lbplane/lbplane/controlplane/ir"
 )
 
-// OverprovisioningFactor is Envoy's default, in percent: a priority level counts as fully available while
-// 100/1.4 ≈ 71.4 % of its endpoints are healthy.
-const OverprovisioningFactor = 140
+// DefaultOverprovisioningFactor is Envoy's, in percent, for an assignment that sets none: a priority level
+// counts as fully available while 100/1.4 ≈ 71.4 % of its endpoints are healthy.
+const DefaultOverprovisioningFactor = 140
 
 // DefaultPanicThreshold is Envoy's healthy panic threshold, in percent.
 const DefaultPanicThreshold = 50
@@ -29,17 +40,23 @@ type Host struct {
 	Healthy  bool   `json:"healthy"`
 	Reason   string `json:"reason,omitempty"` // why it is not healthy
 	Priority int    `json:"priority"`
+	// Backup: a backup endpoint (its level comes after every other one).
+	Backup bool `json:"backup,omitempty"`
+	// locality is the index of the host's locality in the assignment.
+	locality int
 }
 
 // Level is one priority level: the endpoints of one or more zones.
 type Level struct {
 	Priority int      `json:"priority"`
 	Zones    []string `json:"zones,omitempty"`
+	// Backup: every endpoint of the level is a backup.
+	Backup bool `json:"backup,omitempty"`
 	// Hosts index into Cluster.Hosts, in the order Envoy gets them.
 	Hosts   []int `json:"-"`
 	Healthy int   `json:"healthy"`
 	Total   int   `json:"total"`
-	// Availability is Envoy's health of the level: min(100, 140 × healthy / total), in percent.
+	// Availability is Envoy's health of the level: min(100, overprovisioning factor × healthy / total), in percent.
 	Availability uint32 `json:"availability"`
 	// Load is the percentage of requests the level gets.
 	Load uint32 `json:"load"`
@@ -50,7 +67,15 @@ type Level struct {
 	hasher hasher
 }
 
-// Cluster is the load-balancing model of one IR cluster for a given health.
+// locality is one LocalityLbEndpoints of the assignment.
+type locality struct {
+	zone     string
+	priority int
+	weight   uint32 // 0: none (with locality-weighted balancing, no traffic)
+}
+
+// Cluster is the load-balancing model of one built cluster (the Cluster and ClusterLoadAssignment lbplane
+// sends Envoy) for a given health.
 type Cluster struct {
 	Name      string       `json:"name"`
 	Algorithm ir.Algorithm `json:"algorithm"`
@@ -58,14 +83,28 @@ type Cluster struct {
 	Levels    []*Level     `json:"levels"`
 	// PanicThreshold in percent, as Envoy rounds it.
 	PanicThreshold uint64 `json:"panicThreshold"`
+	// OverprovisioningFactor in percent, from the assignment's policy (140 when it sets none).
+	OverprovisioningFactor uint32 `json:"overprovisioningFactor"`
 	// TotalPanic: every level is in panic, load follows the number of endpoints per level.
 	TotalPanic bool `json:"totalPanic"`
-	// zoneWeights are loadBalancing.zoneWeights (see zoneSplit).
-	zoneWeights map[string]uint32
+	// LocalityWeighted: zones are picked by their locality weights (loadBalancing.zoneWeights).
+	LocalityWeighted bool `json:"localityWeighted,omitempty"`
+	// ZoneAware: each Envoy prefers its own zone (not modelled: it depends on the Envoy's zone).
+	ZoneAware bool `json:"zoneAware,omitempty"`
+	// HashBalanceFactor bounds a hashing endpoint's load (consistent hashing with bounded loads); 0: none.
+	HashBalanceFactor uint32 `json:"hashBalanceFactor,omitempty"`
+	// SlowStart: endpoints that join ramp up their weight over a window.
+	SlowStart bool `json:"slowStart,omitempty"`
+	// Outlier: outlier detection ejects endpoints that fail requests.
+	Outlier bool `json:"outlier,omitempty"`
 	// ResolvedByEnvoy says the endpoints are host names Envoy resolves at run time (a DNS backend): the
 	// model balances over the names, while Envoy balances over the addresses they resolve to.
 	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
 	logicalDNS      bool
+	localities      []locality
+	ringMin         uint64
+	ringMax         uint64
+	maglevSize      uint64
 }
 
 // HostKey is the string Envoy hashes for an endpoint on the ring and in the Maglev table: its address as
@@ -74,54 +113,143 @@ func HostKey(address string, port uint32) string {
 	return net.JoinHostPort(address, strconv.FormatUint(uint64(port), 10))
 }
 
-// NewCluster models c with the endpoints in down (and draining ones) out of load balancing.
-func NewCluster(c *ir.Cluster, down Down) *Cluster {
-	m := &Cluster{Name: c.Name, Algorithm: c.Algorithm, PanicThreshold: DefaultPanicThreshold, ResolvedByEnvoy: c.DNS != nil,
-		logicalDNS: c.DNS != nil && c.DNS.Logical}
-	if c.PanicThreshold != nil {
-		m.PanicThreshold = uint64(math.Round(*c.PanicThreshold))
-	}
-	for _, w := range c.ZoneWeights {
-		if m.zoneWeights == nil {
-			m.zoneWeights = map[string]uint32{}
+// Backups names the backup endpoints of a cluster ("address:port"). The assignment puts them in a level of
+// their own after the others, which is all Envoy knows; the name is for people reading the model.
+type Backups map[string]bool
+
+// NewCluster models a built cluster: c as sent over CDS, cla its endpoints as sent over EDS (nil for a
+// cluster of host names, whose endpoints travel inside c). The endpoints in down (and draining ones) are
+// out of load balancing.
+func NewCluster(c *clusterv3.Cluster, cla *endpointv3.ClusterLoadAssignment, down Down, backups Backups) (*Cluster, error) {
+	m := &Cluster{Name: c.GetName(), PanicThreshold: DefaultPanicThreshold, OverprovisioningFactor: DefaultOverprovisioningFactor,
+		ringMin: DefaultMinRingSize, ringMax: DefaultMaxRingSize, maglevSize: DefaultMaglevTableSize, Outlier: c.GetOutlierDetection() != nil}
+	if ct := c.GetClusterType(); ct != nil {
+		m.ResolvedByEnvoy = true
+		var dc dnsclusterv3.DnsCluster
+		if ct.GetTypedConfig() != nil && ct.GetTypedConfig().UnmarshalTo(&dc) == nil {
+			m.logicalDNS = dc.GetAllAddressesInSingleEndpoint()
 		}
-		m.zoneWeights[w.Zone] = w.Weight
+		cla = c.GetLoadAssignment()
 	}
-	prio := zonePriorities(c)
+	if cla == nil {
+		cla = &endpointv3.ClusterLoadAssignment{ClusterName: c.GetName()}
+	}
+	if t := c.GetCommonLbConfig().GetHealthyPanicThreshold(); t != nil {
+		m.PanicThreshold = uint64(math.Round(t.GetValue()))
+	}
+	if f := cla.GetPolicy().GetOverprovisioningFactor(); f != nil {
+		m.OverprovisioningFactor = f.GetValue()
+	}
+	if err := m.readPolicy(c); err != nil {
+		return nil, err
+	}
 	byLevel := map[int]*Level{}
-	for _, e := range c.Endpoints {
-		h := Host{Address: HostKey(e.Address, e.Port), Zone: e.Zone, Weight: e.Weight, Healthy: true, Priority: prio(e.Zone)}
-		if e.Draining {
-			h.Healthy, h.Reason = false, "draining"
+	for li, loc := range cla.GetEndpoints() {
+		l := locality{zone: loc.GetLocality().GetZone(), priority: int(loc.GetPriority()), weight: loc.GetLoadBalancingWeight().GetValue()}
+		m.localities = append(m.localities, l)
+		lv := byLevel[l.priority]
+		if lv == nil {
+			lv = &Level{Priority: l.priority, Backup: true}
+			byLevel[l.priority] = lv
 		}
-		if r, ok := down[h.Address]; ok {
-			h.Healthy, h.Reason = false, r
+		if !slices.Contains(lv.Zones, l.zone) {
+			lv.Zones = append(lv.Zones, l.zone)
 		}
-		m.Hosts = append(m.Hosts, h)
-		l := byLevel[h.Priority]
-		if l == nil {
-			l = &Level{Priority: h.Priority}
-			byLevel[h.Priority] = l
-		}
-		if !slices.Contains(l.Zones, e.Zone) {
-			l.Zones = append(l.Zones, e.Zone)
-		}
-	}
-	// Envoy receives each level's hosts locality by locality, localities in the order their zone first
-	// appears (see xdsbuild.LoadAssignment); ring building depends on that order.
-	for _, l := range byLevel {
-		for _, z := range l.Zones {
-			for i, h := range m.Hosts {
-				if h.Priority == l.Priority && h.Zone == z {
-					l.Hosts = append(l.Hosts, i)
-				}
+		for _, e := range loc.GetLbEndpoints() {
+			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+			h := Host{Address: HostKey(sa.GetAddress(), sa.GetPortValue()), Zone: l.zone, Weight: max(1, e.GetLoadBalancingWeight().GetValue()),
+				Healthy: true, Priority: l.priority, locality: li}
+			h.Backup = backups[h.Address]
+			switch e.GetHealthStatus() {
+			case corev3.HealthStatus_DRAINING:
+				h.Healthy, h.Reason = false, "draining"
+			case corev3.HealthStatus_UNHEALTHY, corev3.HealthStatus_TIMEOUT:
+				h.Healthy, h.Reason = false, "unhealthy (from the control plane)"
 			}
+			if r, ok := down[h.Address]; ok {
+				h.Healthy, h.Reason = false, r
+			}
+			lv.Backup = lv.Backup && h.Backup
+			lv.Hosts = append(lv.Hosts, len(m.Hosts))
+			m.Hosts = append(m.Hosts, h)
 		}
 	}
 	for p := 0; p < len(byLevel); p++ {
-		m.Levels = append(m.Levels, byLevel[p])
+		l := byLevel[p]
+		if l == nil {
+			return nil, fmt.Errorf("cluster %s: priority %d has no endpoints (Envoy wants levels from 0 without gaps)", m.Name, p)
+		}
+		m.Levels = append(m.Levels, l)
 	}
 	m.computeLoad()
+	m.pick()
+	return m, nil
+}
+
+// readPolicy reads the algorithm and its settings from the cluster's load-balancing policy.
+func (m *Cluster) readPolicy(c *clusterv3.Cluster) error {
+	pol := c.GetLoadBalancingPolicy().GetPolicies()
+	if len(pol) == 0 {
+		// No policy: the cluster's lb_policy, round robin unless set.
+		switch c.GetLbPolicy() {
+		case clusterv3.Cluster_LEAST_REQUEST:
+			m.Algorithm = ir.LeastRequest
+		case clusterv3.Cluster_RANDOM:
+			m.Algorithm = ir.Random
+		case clusterv3.Cluster_RING_HASH:
+			m.Algorithm = ir.RingHash
+		case clusterv3.Cluster_MAGLEV:
+			m.Algorithm = ir.Maglev
+		default:
+			m.Algorithm = ir.RoundRobin
+		}
+		return nil
+	}
+	tc := pol[0].GetTypedExtensionConfig().GetTypedConfig()
+	msg, err := tc.UnmarshalNew()
+	if err != nil {
+		return fmt.Errorf("cluster %s: load balancing policy %s: %w", m.Name, tc.GetTypeUrl(), err)
+	}
+	var loc *commonv3.LocalityLbConfig
+	var slow *commonv3.SlowStartConfig
+	switch p := msg.(type) {
+	case *roundrobinv3.RoundRobin:
+		m.Algorithm, loc, slow = ir.RoundRobin, p.GetLocalityLbConfig(), p.GetSlowStartConfig()
+	case *leastrequestv3.LeastRequest:
+		m.Algorithm, loc, slow = ir.LeastRequest, p.GetLocalityLbConfig(), p.GetSlowStartConfig()
+	case *randomv3.Random:
+		m.Algorithm, loc = ir.Random, p.GetLocalityLbConfig()
+	case *ringhashv3.RingHash:
+		m.Algorithm = ir.RingHash
+		if v := p.GetMinimumRingSize(); v != nil {
+			m.ringMin = v.GetValue()
+		}
+		if v := p.GetMaximumRingSize(); v != nil {
+			m.ringMax = v.GetValue()
+		}
+		m.HashBalanceFactor = p.GetConsistentHashingLbConfig().GetHashBalanceFactor().GetValue()
+		m.LocalityWeighted = p.GetLocalityWeightedLbConfig() != nil
+	case *maglevv3.Maglev:
+		m.Algorithm = ir.Maglev
+		if v := p.GetTableSize(); v != nil {
+			m.maglevSize = v.GetValue()
+		}
+		m.HashBalanceFactor = p.GetConsistentHashingLbConfig().GetHashBalanceFactor().GetValue()
+		m.LocalityWeighted = p.GetLocalityWeightedLbConfig() != nil
+	default:
+		// Client-side weighted round robin: weights follow what the endpoints report.
+		m.Algorithm = ir.BackendUtilization
+	}
+	if loc != nil {
+		m.LocalityWeighted = loc.GetLocalityWeightedLbConfig() != nil
+		m.ZoneAware = loc.GetZoneAwareLbConfig() != nil
+	}
+	m.SlowStart = slow != nil && slow.GetSlowStartWindow().AsDuration() > 0
+	return nil
+}
+
+// pick sets, per level, the hosts it balances over and, for hashing algorithms, its ring or table.
+func (m *Cluster) pick() {
 	for _, l := range m.Levels {
 		l.picked = nil
 		for _, i := range l.Hosts {
@@ -129,48 +257,54 @@ func NewCluster(c *ir.Cluster, down Down) *Cluster {
 				l.picked = append(l.picked, i)
 			}
 		}
-		if c.Algorithm == ir.RingHash || c.Algorithm == ir.Maglev {
-			ws := m.normalized(l.picked)
-			if c.Algorithm == ir.RingHash {
-				minSize, maxSize := uint64(DefaultMinRingSize), uint64(DefaultMaxRingSize)
-				if c.RingHash != nil {
-					minSize, maxSize = c.RingHash.Min, c.RingHash.Max
-				}
-				l.hasher = newRing(ws, minSize, maxSize)
-			} else {
-				size := uint64(DefaultMaglevTableSize)
-				if c.MaglevTableSize > 0 {
-					size = c.MaglevTableSize
-				}
-				l.hasher = newMaglev(ws, size)
-			}
+		if !m.Hashing() {
+			continue
+		}
+		ws := m.hashWeights(l)
+		if m.Algorithm == ir.RingHash {
+			l.hasher = newRing(ws, m.ringMin, m.ringMax)
+		} else {
+			l.hasher = newMaglev(ws, m.maglevSize)
 		}
 	}
-	return m
 }
 
-// zonePriorities mirrors xdsbuild's: listed zones take the level of their place in the list, unlisted ones
-// the last, and levels without endpoints are dropped so that they run from 0 without gaps.
-func zonePriorities(c *ir.Cluster) func(string) int {
-	if len(c.ZoneFailover) == 0 {
-		return func(string) int { return 0 }
+// hashWeights are the normalised weights a hashing load balancer builds its ring or table from: the
+// endpoints' weights over the level's picked endpoints or, with locality weights, each locality's weight
+// (over the sum of the level's locality weights) times the endpoint's weight within its locality; a
+// locality without weight is left out.
+func (m *Cluster) hashWeights(l *Level) []weighted {
+	if !m.LocalityWeighted {
+		return m.normalized(l.picked)
 	}
-	rank := func(zone string) int {
-		if i := slices.Index(c.ZoneFailover, zone); i >= 0 {
-			return i
+	var sum uint64
+	byLoc := map[int][]int{}
+	var order []int
+	for _, i := range l.Hosts {
+		if _, ok := byLoc[m.Hosts[i].locality]; !ok {
+			order = append(order, m.Hosts[i].locality)
+			sum += uint64(m.localities[m.Hosts[i].locality].weight)
+			byLoc[m.Hosts[i].locality] = nil
 		}
-		return len(c.ZoneFailover)
 	}
-	present := map[int]bool{}
-	for _, e := range c.Endpoints {
-		present[rank(e.Zone)] = true
+	for _, i := range l.picked {
+		byLoc[m.Hosts[i].locality] = append(byLoc[m.Hosts[i].locality], i)
 	}
-	var levels []int
-	for r := range present {
-		levels = append(levels, r)
+	var out []weighted
+	if sum == 0 {
+		return m.normalized(l.picked)
 	}
-	slices.Sort(levels)
-	return func(zone string) int { return slices.Index(levels, rank(zone)) }
+	for _, li := range order {
+		w := m.localities[li].weight
+		if w == 0 {
+			continue
+		}
+		for _, h := range m.normalized(byLoc[li]) {
+			h.weight *= float64(w) / float64(sum)
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func (m *Cluster) normalized(hosts []int) []weighted {
@@ -185,11 +319,12 @@ func (m *Cluster) normalized(hosts []int) []weighted {
 	return out
 }
 
-// computeLoad follows Envoy's LoadBalancerBase: each level's availability is 140 × healthy / total (integer
-// arithmetic, capped at 100); the load goes to levels in order of priority, each taking its availability
-// scaled to the total (capped at 100), rounding left-overs going to the first available level. A level is in
-// panic when the total is below 100 and its healthy share is below the panic threshold; when every level is,
-// load follows the number of endpoints per level instead.
+// computeLoad follows Envoy's priority load (docs: intro/arch_overview/upstream/load_balancing/priority):
+// each level's availability is overprovisioning factor × healthy / total (integer arithmetic, capped at
+// 100); the load goes to levels in order of priority, each taking its availability scaled to the total
+// (capped at 100), rounding left-overs going to the first available level. A level is in panic when the
+// total is below 100 and its healthy share is below the panic threshold; when every level is, load
+// follows the number of endpoints per level instead.
 func (m *Cluster) computeLoad() {
 	var total uint32
 	for _, l := range m.Levels {
@@ -200,11 +335,13 @@ func (m *Cluster) computeLoad() {
 				l.Healthy++
 			}
 		}
+		l.Availability, l.Load, l.Panic = 0, 0, false
 		if l.Total > 0 {
-			l.Availability = min(100, uint32(OverprovisioningFactor*l.Healthy/l.Total))
+			l.Availability = min(100, uint32(uint64(m.OverprovisioningFactor)*uint64(l.Healthy)/uint64(l.Total)))
 		}
 		total += l.Availability
 	}
+	m.TotalPanic = false
 	total = min(total, 100)
 	if total > 0 {
 		left := uint32(100)
@@ -257,9 +394,11 @@ func (m *Cluster) computeLoad() {
 // Hashing reports whether the cluster picks endpoints by a request hash.
 func (m *Cluster) Hashing() bool { return m.Algorithm == ir.RingHash || m.Algorithm == ir.Maglev }
 
-// Shares returns the expected fraction of the cluster's requests per host (index as Hosts). Weighted
-// algorithms share a level's load by weight over the hosts it balances over; hashing ones by the part of
-// the hash space each host owns, which is what uniformly spread keys see.
+// Shares returns the expected fraction of the cluster's requests per host (index as Hosts). Round robin and
+// least request share a level's load by weight over the hosts it balances over (least request while
+// requests do not overlap: under concurrent load it favours the least busy); random ignores weights, as
+// Envoy's does; hashing algorithms share by the part of the hash space each host owns, which is what
+// uniformly spread keys see. With locality weights, zones are picked first (see zoneSplit).
 func (m *Cluster) Shares() []float64 {
 	out := make([]float64, len(m.Hosts))
 	for _, l := range m.Levels {
@@ -267,26 +406,33 @@ func (m *Cluster) Shares() []float64 {
 			continue
 		}
 		load := float64(l.Load) / 100
-		switch h := l.hasher.(type) {
-		case *ring:
-			for i, s := range h.shares(len(m.Hosts)) {
+		if l.hasher != nil {
+			for i, s := range l.hasher.shares(len(m.Hosts)) {
 				out[i] += load * s
 			}
-		case *maglev:
-			for i, s := range h.shares(len(m.Hosts)) {
-				out[i] += load * s
-			}
-		default:
-			if split := m.zoneSplit(l); split != nil {
-				for i, s := range split {
-					out[i] += load * s
-				}
-				continue
-			}
-			for _, w := range m.normalized(l.picked) {
-				out[w.host] += load * w.weight
-			}
+			continue
 		}
+		if split := m.zoneSplit(l); split != nil {
+			for i, s := range split {
+				out[i] += load * s
+			}
+			continue
+		}
+		for _, w := range m.spread(l.picked) {
+			out[w.host] += load * w.weight
+		}
+	}
+	return out
+}
+
+// spread is how a non-hashing algorithm shares among hosts: by weight, except random, which is uniform.
+func (m *Cluster) spread(hosts []int) []weighted {
+	if m.Algorithm != ir.Random {
+		return m.normalized(hosts)
+	}
+	out := make([]weighted, 0, len(hosts))
+	for _, i := range hosts {
+		out = append(out, weighted{host: i, key: m.Hosts[i].Address, weight: 1 / float64(len(hosts))})
 	}
 	return out
 }
@@ -334,6 +480,22 @@ func (m *Cluster) Owner(h uint64) (int, *Level) {
 // HostIndex returns the index of the host with this address:port, or -1.
 func (m *Cluster) HostIndex(address string) int {
 	return slices.IndexFunc(m.Hosts, func(h Host) bool { return h.Address == address })
+}
+
+// withDown returns a copy of the model with more hosts down.
+func (m *Cluster) withDown(hosts []int, reason string) *Cluster {
+	c := *m
+	c.Hosts = slices.Clone(m.Hosts)
+	for _, i := range hosts {
+		c.Hosts[i].Healthy, c.Hosts[i].Reason = false, reason
+	}
+	c.Levels = nil
+	for _, l := range m.Levels {
+		c.Levels = append(c.Levels, &Level{Priority: l.Priority, Zones: l.Zones, Hosts: l.Hosts, Backup: l.Backup})
+	}
+	c.computeLoad()
+	c.pick()
+	return &c
 }
 
 func (l *Level) String() string {

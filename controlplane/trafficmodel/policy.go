@@ -3,8 +3,19 @@ package trafficmodel
 import (
 	"fmt"
 	"slices"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	statefulsessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/stateful_session/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	cookiesessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/stateful_session/cookie/v3"
+	headersessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/stateful_session/header/v3"
 
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 )
 
 // Policy is the traffic model of one policy: its routes, and each backend cluster for the given health.
@@ -15,71 +26,223 @@ type Policy struct {
 	// Domains of the policy's virtual host (HTTP).
 	Domains []string
 	Routes  []*Route
-	// Clusters by IR cluster name.
+	// Clusters by cluster name.
 	Clusters map[string]*Cluster
 	// BackendOf names the spec backend of each cluster (a merged session cluster is named after its route).
 	BackendOf map[string]string
 }
 
-// Route is one route of the policy (a TCP policy has one, matching every connection).
-type Route struct {
-	Name     string
-	IR       *ir.Route
-	Clusters []ir.WeightedCluster
-	HashKeys []ir.HashKey
-	Session  *ir.Session
+// WeightedCluster is one destination of a route and its weight.
+type WeightedCluster struct {
+	Name   string `json:"name"`
+	Weight uint32 `json:"weight"`
 }
 
-// ForPolicy builds the model of the policy namespace/name from the IR, with the endpoints in down out.
-func ForPolicy(cfg *ir.Config, namespace, name string, down Down) (*Policy, error) {
-	for _, g := range cfg.Groups {
-		p := &Policy{Namespace: namespace, Name: name, Group: g.Name, Clusters: map[string]*Cluster{}, BackendOf: map[string]string{}}
-		byName := map[string]*ir.Cluster{}
-		for _, c := range g.Clusters {
-			byName[c.Name] = c
+// Route is one built route of the policy (a TCP policy has one, matching every connection).
+type Route struct {
+	Name string
+	// Match is the route's match as built; nil for TCP (every connection).
+	Match    *routev3.RouteMatch
+	Clusters []WeightedCluster
+	// Hash is the route's hash policy as built; a TCP hash on the client address is given in the same form.
+	Hash    []*routev3.RouteAction_HashPolicy
+	Session *Session
+}
+
+// Session is the stateful session a route keeps: in a cookie or a header.
+type Session struct {
+	Kind string // "cookie" or "header"
+	Name string
+}
+
+// Built is what xdsbuild made for one policy: the route configuration's virtual host (HTTP) or the TCP
+// proxy (TCP), and each cluster with its assignment. Backups and BackendOf are labels for people: the model
+// reads Envoy's behaviour from the protos alone.
+type Built struct {
+	Namespace, Name, Group string
+	VirtualHost            *routev3.VirtualHost
+	// TCP and TCPName (the listener's name) for a TCP policy.
+	TCP     *tcpv3.TcpProxy
+	TCPName string
+	// Clusters and Assignments by cluster name; a cluster of host names has no assignment.
+	Clusters    map[string]*clusterv3.Cluster
+	Assignments map[string]*endpointv3.ClusterLoadAssignment
+	BackendOf   map[string]string
+	Backups     map[string]Backups
+}
+
+// FromBuilt models a policy from its built resources, with the endpoints in down out.
+func FromBuilt(b *Built, down Down) (*Policy, error) {
+	p := &Policy{Namespace: b.Namespace, Name: b.Name, Group: b.Group, Clusters: map[string]*Cluster{}, BackendOf: map[string]string{}}
+	if vh := b.VirtualHost; vh != nil {
+		p.Domains = vh.GetDomains()
+		for _, r := range vh.GetRoutes() {
+			rt, err := routeOf(r)
+			if err != nil {
+				return nil, err
+			}
+			p.Routes = append(p.Routes, rt)
 		}
+	}
+	if tp := b.TCP; tp != nil {
+		rt := &Route{Name: b.TCPName}
+		if c := tp.GetCluster(); c != "" {
+			rt.Clusters = []WeightedCluster{{Name: c, Weight: 1}}
+		}
+		for _, c := range tp.GetWeightedClusters().GetClusters() {
+			rt.Clusters = append(rt.Clusters, WeightedCluster{Name: c.GetName(), Weight: c.GetWeight()})
+		}
+		for _, h := range tp.GetHashPolicy() {
+			if h.GetSourceIp() != nil {
+				rt.Hash = append(rt.Hash, &routev3.RouteAction_HashPolicy{PolicySpecifier: &routev3.RouteAction_HashPolicy_ConnectionProperties_{
+					ConnectionProperties: &routev3.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true}}})
+			}
+		}
+		p.Routes = append(p.Routes, rt)
+	}
+	for _, r := range p.Routes {
+		for _, wc := range r.Clusters {
+			if _, ok := p.Clusters[wc.Name]; ok {
+				continue
+			}
+			c := b.Clusters[wc.Name]
+			if c == nil {
+				return nil, fmt.Errorf("route %s names cluster %s, which was not built", r.Name, wc.Name)
+			}
+			m, err := NewCluster(c, b.Assignments[wc.Name], down, b.Backups[wc.Name])
+			if err != nil {
+				return nil, err
+			}
+			p.Clusters[wc.Name] = m
+			p.BackendOf[wc.Name] = b.BackendOf[wc.Name]
+			if p.BackendOf[wc.Name] == "" {
+				p.BackendOf[wc.Name] = r.Name
+			}
+		}
+	}
+	return p, nil
+}
+
+// routeOf reads one built route: its match, destinations, hash policy and session.
+func routeOf(r *routev3.Route) (*Route, error) {
+	a := r.GetRoute()
+	if a == nil {
+		return nil, fmt.Errorf("route %s does not forward (a redirect or a direct response)", r.GetName())
+	}
+	rt := &Route{Name: r.GetName(), Match: r.GetMatch(), Hash: a.GetHashPolicy()}
+	if c := a.GetCluster(); c != "" {
+		rt.Clusters = []WeightedCluster{{Name: c, Weight: 1}}
+	}
+	for _, c := range a.GetWeightedClusters().GetClusters() {
+		rt.Clusters = append(rt.Clusters, WeightedCluster{Name: c.GetName(), Weight: c.GetWeight().GetValue()})
+	}
+	for _, cfg := range r.GetTypedPerFilterConfig() {
+		var ps statefulsessionv3.StatefulSessionPerRoute
+		if cfg.UnmarshalTo(&ps) != nil {
+			continue
+		}
+		st := ps.GetStatefulSession().GetSessionState().GetTypedConfig()
+		if st == nil {
+			continue
+		}
+		var ck cookiesessionv3.CookieBasedSessionState
+		var hd headersessionv3.HeaderBasedSessionState
+		switch {
+		case st.UnmarshalTo(&ck) == nil:
+			rt.Session = &Session{Kind: "cookie", Name: ck.GetCookie().GetName()}
+		case st.UnmarshalTo(&hd) == nil:
+			rt.Session = &Session{Kind: "header", Name: hd.GetName()}
+		}
+	}
+	return rt, nil
+}
+
+// Build gathers what xdsbuild makes of the policy namespace/name in cfg: its routes (found by the virtual
+// host's or cluster's ir.Source), and each cluster with its assignment.
+func Build(cfg *ir.Config, namespace, name string) (*Built, error) {
+	for _, g := range cfg.Groups {
+		b := &Built{Namespace: namespace, Name: name, Group: g.Name, Clusters: map[string]*clusterv3.Cluster{},
+			Assignments: map[string]*endpointv3.ClusterLoadAssignment{}, BackendOf: map[string]string{}, Backups: map[string]Backups{}}
+		mine := func(s ir.Source) bool { return s.Namespace == namespace && s.Name == name }
+		found := false
 		for _, l := range g.Listeners {
 			if l.TCP != nil {
 				if len(l.TCP.Clusters) == 0 {
 					continue
 				}
-				c := byName[l.TCP.Clusters[0].Name]
-				if c == nil || c.Source.Namespace != namespace || c.Source.Name != name {
+				i, ok := slices.BinarySearchFunc(g.Clusters, l.TCP.Clusters[0].Name, func(c *ir.Cluster, n string) int { return strings.Compare(c.Name, n) })
+				if !ok || !mine(g.Clusters[i].Source) {
 					continue
 				}
-				p.Routes = []*Route{{Name: l.Name, Clusters: l.TCP.Clusters, HashKeys: l.TCP.HashKeys}}
+				b.TCP, b.TCPName, found = tcpProxyOf(xdsbuild.Listener(l)), l.Name, true
+				continue
 			}
 			for _, vh := range l.VirtualHosts {
-				if vh.Source.Namespace != namespace || vh.Source.Name != name {
+				if !mine(vh.Source) {
 					continue
 				}
-				p.Domains = vh.Domains
-				for _, r := range vh.Routes {
-					p.Routes = append(p.Routes, &Route{Name: r.Name, IR: r, Clusters: r.Clusters, HashKeys: r.HashKeys, Session: r.Session})
-				}
+				rc := xdsbuild.RouteConfig(&ir.Listener{Name: l.Name, VirtualHosts: []*ir.VirtualHost{vh}})
+				b.VirtualHost, found = rc.GetVirtualHosts()[0], true
 			}
 		}
-		if len(p.Routes) == 0 {
+		if !found {
 			continue
 		}
-		for _, r := range p.Routes {
-			for _, wc := range r.Clusters {
-				c := byName[wc.Name]
-				if c == nil {
-					return nil, fmt.Errorf("route %s names cluster %s, which is not in the IR", r.Name, wc.Name)
-				}
-				if _, ok := p.Clusters[c.Name]; !ok {
-					p.Clusters[c.Name] = NewCluster(c, down)
-					p.BackendOf[c.Name] = c.Source.Backend
-					if c.Source.Backend == "" {
-						p.BackendOf[c.Name] = r.Name
-					}
-				}
+		for _, c := range g.Clusters {
+			if !mine(c.Source) {
+				continue
 			}
+			b.Clusters[c.Name] = xdsbuild.Cluster(c)
+			if c.DNS == nil {
+				b.Assignments[c.Name] = xdsbuild.LoadAssignment(c)
+			}
+			b.BackendOf[c.Name] = c.Source.Backend
+			b.Backups[c.Name] = BackupsOf(c)
 		}
-		return p, nil
+		return b, nil
 	}
 	return nil, fmt.Errorf("policy %s/%s is not served (not in the translated config: not accepted, or not in the input)", namespace, name)
+}
+
+// BackupsOf names the backup endpoints of an IR cluster.
+func BackupsOf(c *ir.Cluster) Backups {
+	var out Backups
+	for _, e := range c.Endpoints {
+		if e.Backup {
+			if out == nil {
+				out = Backups{}
+			}
+			out[HostKey(e.Address, e.Port)] = true
+		}
+	}
+	return out
+}
+
+// tcpProxyOf finds the TCP proxy of a built listener.
+func tcpProxyOf(l *listenerv3.Listener) *tcpv3.TcpProxy {
+	chains := l.GetFilterChains()
+	if l.GetDefaultFilterChain() != nil {
+		chains = append(chains, l.GetDefaultFilterChain())
+	}
+	for _, ch := range chains {
+		for _, f := range ch.GetFilters() {
+			var tp tcpv3.TcpProxy
+			if f.GetTypedConfig() != nil && f.GetTypedConfig().UnmarshalTo(&tp) == nil {
+				return &tp
+			}
+		}
+	}
+	return nil
+}
+
+// ForPolicy builds the model of the policy namespace/name from what xdsbuild makes of cfg, with the
+// endpoints in down out.
+func ForPolicy(cfg *ir.Config, namespace, name string, down Down) (*Policy, error) {
+	b, err := Build(cfg, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return FromBuilt(b, down)
 }
 
 // Route returns the route with this name, or nil.
@@ -93,15 +256,17 @@ func (p *Policy) Route(name string) *Route {
 
 // EndpointShare is the expected share of a route's requests one endpoint gets.
 type EndpointShare struct {
-	Route   string  `json:"route"`
-	Backend string  `json:"backend"`
-	Cluster string  `json:"cluster"`
-	Address string  `json:"address"`
-	Zone    string  `json:"zone,omitempty"`
-	Weight  uint32  `json:"weight"`
-	Healthy bool    `json:"healthy"`
-	Reason  string  `json:"reason,omitempty"`
-	Share   float64 `json:"share"`
+	Route    string  `json:"route"`
+	Backend  string  `json:"backend"`
+	Cluster  string  `json:"cluster"`
+	Address  string  `json:"address"`
+	Zone     string  `json:"zone,omitempty"`
+	Priority int     `json:"priority"`
+	Backup   bool    `json:"backup,omitempty"`
+	Weight   uint32  `json:"weight"`
+	Healthy  bool    `json:"healthy"`
+	Reason   string  `json:"reason,omitempty"`
+	Share    float64 `json:"share"`
 	// ResolvedByEnvoy: Address is a host name, whose addresses Envoy resolves at run time and splits the
 	// share over.
 	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
@@ -122,7 +287,8 @@ func (p *Policy) Shares() []EndpointShare {
 			for i, s := range c.Shares() {
 				h := c.Hosts[i]
 				out = append(out, EndpointShare{Route: r.Name, Backend: p.BackendOf[c.Name], Cluster: c.Name, Address: h.Address,
-					Zone: h.Zone, Weight: h.Weight, Healthy: h.Healthy, Reason: h.Reason, Share: w * s, ResolvedByEnvoy: c.ResolvedByEnvoy})
+					Zone: h.Zone, Priority: h.Priority, Backup: h.Backup, Weight: h.Weight, Healthy: h.Healthy, Reason: h.Reason, Share: w * s,
+					ResolvedByEnvoy: c.ResolvedByEnvoy})
 			}
 		}
 	}

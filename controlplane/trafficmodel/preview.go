@@ -3,8 +3,6 @@ package trafficmodel
 import (
 	"fmt"
 	"slices"
-
-	"github.com/lbplane/lbplane/controlplane/ir"
 )
 
 // MovementSamples is how many hash values key movement is measured over: the fraction's standard error is
@@ -45,12 +43,15 @@ func MovedKeys(before, after *Cluster, hashes []uint64) float64 {
 
 // Change is one endpoint's share of a route before and after.
 type Change struct {
-	Route   string  `json:"route"`
-	Backend string  `json:"backend"`
-	Address string  `json:"address"`
-	Zone    string  `json:"zone,omitempty"`
-	Before  float64 `json:"before"`
-	After   float64 `json:"after"`
+	Route   string `json:"route"`
+	Backend string `json:"backend"`
+	Address string `json:"address"`
+	Zone    string `json:"zone,omitempty"`
+	// Priority is the endpoint's priority level (after), and Backup says it is a backup endpoint.
+	Priority int     `json:"priority"`
+	Backup   bool    `json:"backup,omitempty"`
+	Before   float64 `json:"before"`
+	After    float64 `json:"after"`
 	// State is "added", "removed", "down: reason" or empty.
 	State string `json:"state,omitempty"`
 }
@@ -102,7 +103,7 @@ func Compare(before, after *Policy) *Preview {
 			return &pv.Changes[i]
 		}
 		idx[k] = len(pv.Changes)
-		pv.Changes = append(pv.Changes, Change{Route: e.Route, Backend: e.Backend, Address: e.Address, Zone: e.Zone})
+		pv.Changes = append(pv.Changes, Change{Route: e.Route, Backend: e.Backend, Address: e.Address, Zone: e.Zone, Priority: e.Priority, Backup: e.Backup})
 		return &pv.Changes[len(pv.Changes)-1]
 	}
 	inBefore, inAfter := map[shareKey]bool{}, map[shareKey]bool{}
@@ -114,6 +115,7 @@ func Compare(before, after *Policy) *Preview {
 	for _, e := range as {
 		c := add(e)
 		c.After += e.Share
+		c.Priority, c.Backup = e.Priority, e.Backup
 		inAfter[shareKey{e.Route, e.Backend, e.Address}] = true
 		if !e.Healthy {
 			c.State = "down: " + e.Reason
@@ -147,12 +149,12 @@ func Compare(before, after *Policy) *Preview {
 		for _, wc := range r.Clusters {
 			ac := after.Clusters[wc.Name]
 			backend := after.BackendOf[wc.Name]
-			i := slices.IndexFunc(old.Clusters, func(o ir.WeightedCluster) bool { return before.BackendOf[o.Name] == backend })
+			i := slices.IndexFunc(old.Clusters, func(o WeightedCluster) bool { return before.BackendOf[o.Name] == backend })
 			if i < 0 {
 				continue
 			}
 			bc := before.Clusters[old.Clusters[i].Name]
-			if ac.Hashing() && bc.Hashing() && len(r.HashKeys) > 0 {
+			if ac.Hashing() && bc.Hashing() && len(r.Hash) > 0 {
 				m := Movement{Route: r.Name, Backend: backend, Kind: "hash keys", Moved: MovedKeys(bc, ac, hashes)}
 				if len(r.Clusters) > 1 {
 					m.Note = "the route splits over several backends at random, per request: keys stick within a backend only"
@@ -205,6 +207,7 @@ type FailoverStep struct {
 // ZoneLoad is the share of one priority level.
 type ZoneLoad struct {
 	Zones   []string `json:"zones"`
+	Backup  bool     `json:"backup,omitempty"`
 	Percent uint32   `json:"percent"`
 }
 
@@ -226,25 +229,12 @@ func FailoverSteps(c *Cluster, backend string) []FailoverStep {
 		m := c.withDown(healthy[:k], "what-if")
 		st := FailoverStep{Backend: backend, Zone: zonesLabel(first.Zones), Lost: first.Total - first.Healthy + k, Of: first.Total, Panic: m.TotalPanic}
 		for _, l := range m.Levels {
-			st.Load = append(st.Load, ZoneLoad{Zones: l.Zones, Percent: l.Load})
+			st.Load = append(st.Load, ZoneLoad{Zones: l.Zones, Backup: l.Backup, Percent: l.Load})
 			st.Panic = st.Panic || l.Panic
 		}
 		out = append(out, st)
 	}
 	return out
-}
-
-// withDown returns a copy of the model with more hosts down.
-func (m *Cluster) withDown(hosts []int, reason string) *Cluster {
-	c := &Cluster{Name: m.Name, Algorithm: m.Algorithm, PanicThreshold: m.PanicThreshold, Hosts: slices.Clone(m.Hosts)}
-	for _, i := range hosts {
-		c.Hosts[i].Healthy, c.Hosts[i].Reason = false, reason
-	}
-	for _, l := range m.Levels {
-		c.Levels = append(c.Levels, &Level{Priority: l.Priority, Zones: l.Zones, Hosts: l.Hosts})
-	}
-	c.computeLoad()
-	return c
 }
 
 func zonesLabel(z []string) string {

@@ -25,6 +25,8 @@ type weighted struct {
 // hasher maps a hash to a host index.
 type hasher interface {
 	owner(h uint64) int
+	// shares is the fraction of the hash space each of n hosts owns.
+	shares(n int) []float64
 }
 
 type ringEntry struct {

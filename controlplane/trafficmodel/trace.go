@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/lbplane/lbplane/controlplane/ir"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 )
 
 // Trace is the offline answer to "where does this request go, and why".
@@ -52,6 +52,11 @@ type BackendPick struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// Note says what the model cannot know about this backend.
 	Note string `json:"note,omitempty"`
+	// Unpredictable says why Envoy's pick for this one request cannot be known offline; Candidates then
+	// give the distribution it draws from.
+	Unpredictable string `json:"unpredictable,omitempty"`
+	// Caveats are Envoy behaviours the prediction leaves out (slow start, bounded loads, zone-aware routing).
+	Caveats []string `json:"caveats,omitempty"`
 	// ResolvedByEnvoy: the endpoints are host names, whose addresses only Envoy knows.
 	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
 }
@@ -86,12 +91,12 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 	t := &Trace{Policy: p.Namespace + "/" + p.Name}
 	var route *Route
 	for _, rt := range p.Routes {
-		if rt.IR == nil { // TCP: every connection
+		if rt.Match == nil { // TCP: every connection
 			route = rt
 			t.Why = append(t.Why, "TCP listener: every connection takes its backends")
 			break
 		}
-		ok, why := matchRoute(rt.IR, r)
+		ok, why := matchRoute(rt.Match, r)
 		if ok {
 			route = rt
 			t.Why = why
@@ -103,8 +108,8 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 		return t
 	}
 	t.Route = route.Name
-	h, present, parts := RequestHash(route.HashKeys, r)
-	if len(route.HashKeys) > 0 {
+	h, present, parts := RequestHash(route.Hash, r)
+	if len(route.Hash) > 0 {
 		t.Hash = &HashTrace{Parts: parts, Value: h, Present: present}
 		for _, p := range parts {
 			t.Hash.Generated = t.Hash.Generated || (p.Generated && !present)
@@ -112,16 +117,15 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 	}
 	var sessionEndpoint string
 	if s := route.Session; s != nil {
-		st := &SessionTrace{Kind: "cookie", Name: s.Cookie}
+		st := &SessionTrace{Kind: s.Kind, Name: s.Name}
 		var v string
 		var found bool
-		if s.Header != "" {
-			st.Kind, st.Name = "header", s.Header
-			if vs := r.Header(s.Header); len(vs) > 0 {
+		if s.Kind == "header" {
+			if vs := r.Header(s.Name); len(vs) > 0 {
 				v, found = vs[0], true
 			}
 		} else {
-			v, found = r.Cookie(s.Cookie)
+			v, found = r.Cookie(s.Name)
 		}
 		switch {
 		case !found:
@@ -184,7 +188,9 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 			for _, l := range c.Levels {
 				bp.Panic = bp.Panic || (l.Panic && l.Load > 0)
 			}
+			bp.Unpredictable = unpredictable(c, len(route.Hash) > 0)
 		}
+		bp.Caveats = caveats(c)
 		bp.ResolvedByEnvoy = c.ResolvedByEnvoy
 		switch {
 		case !c.ResolvedByEnvoy || bp.Note != "":
@@ -196,6 +202,52 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 		t.Backends = append(t.Backends, bp)
 	}
 	return t
+}
+
+// unpredictable says why one request's endpoint is not known offline for a backend without a hash.
+func unpredictable(c *Cluster, hashed bool) string {
+	levels := 0
+	for _, l := range c.Levels {
+		if l.Load > 0 {
+			levels++
+		}
+	}
+	var why string
+	switch c.Algorithm {
+	case "RoundRobin":
+		why = "round robin: this request's endpoint depends on the requests before it"
+	case "LeastRequest":
+		why = "least request: Envoy compares random endpoints' active requests; while requests do not overlap the spread follows the weights, under concurrent load the less busy get more"
+	case "Random":
+		why = "Envoy picks at random, ignoring weights"
+	case "BackendUtilization":
+		why = "the weights follow the utilization the endpoints report, which is not known offline"
+	default:
+		if hashed {
+			why = "no hash input is in the request, so Envoy picks at random over the hash space"
+		} else {
+			why = "the route has no hash key, so Envoy picks at random over the hash space"
+		}
+	}
+	if levels > 1 {
+		why += "; the priority level is drawn at random by its load"
+	}
+	return why + ": the chances below are the distribution"
+}
+
+// caveats lists what the prediction leaves out for a cluster.
+func caveats(c *Cluster) []string {
+	var out []string
+	if c.SlowStart {
+		out = append(out, "slow start: an endpoint that joined less than the window ago gets less than its share")
+	}
+	if c.HashBalanceFactor > 0 {
+		out = append(out, fmt.Sprintf("bounded load (%d%%): under concurrent load, a key whose endpoint is over the bound goes to the next one on the ring or table", c.HashBalanceFactor))
+	}
+	if c.ZoneAware {
+		out = append(out, "zone-aware routing: each Envoy keeps its requests in its own zone, which depends on the Envoy")
+	}
+	return out
 }
 
 func (p *Policy) findHost(route *Route, addr string) (*Host, bool) {
@@ -257,42 +309,44 @@ func EncodeSession(address string) string {
 	return base64.StdEncoding.EncodeToString([]byte(address))
 }
 
-// matchRoute applies Envoy's route match: the path (without its query) by prefix or exactly, then every
-// header matcher. It returns the reasons, for the trace.
-func matchRoute(r *ir.Route, req Request) (bool, []string) {
+// matchRoute applies Envoy's route match as built: the path (without its query) by prefix or exactly, then
+// every header matcher. It returns the reasons, for the trace.
+func matchRoute(m *routev3.RouteMatch, req Request) (bool, []string) {
 	path, _, _ := strings.Cut(req.Path, "?")
 	if path == "" {
 		path = "/"
 	}
 	var why []string
-	if r.PathType == ir.PathExact {
-		if path != r.Path {
-			return false, []string{fmt.Sprintf("path %q is not exactly %q", path, r.Path)}
+	switch {
+	case m.GetPath() != "":
+		if path != m.GetPath() {
+			return false, []string{fmt.Sprintf("path %q is not exactly %q", path, m.GetPath())}
 		}
-		why = append(why, fmt.Sprintf("path %q is exactly %q", path, r.Path))
-	} else {
-		if !strings.HasPrefix(path, r.Path) {
-			return false, []string{fmt.Sprintf("path %q does not start with %q", path, r.Path)}
+		why = append(why, fmt.Sprintf("path %q is exactly %q", path, m.GetPath()))
+	default:
+		if !strings.HasPrefix(path, m.GetPrefix()) {
+			return false, []string{fmt.Sprintf("path %q does not start with %q", path, m.GetPrefix())}
 		}
-		why = append(why, fmt.Sprintf("path %q starts with %q", path, r.Path))
+		why = append(why, fmt.Sprintf("path %q starts with %q", path, m.GetPrefix()))
 	}
-	for _, h := range r.Headers {
-		vs := req.Header(h.Name)
+	for _, h := range m.GetHeaders() {
+		vs := req.Header(h.GetName())
 		joined := strings.Join(vs, ",")
 		var ok bool
 		var desc string
-		switch h.Type {
-		case ir.HeaderPresent:
+		sm := h.GetStringMatch()
+		switch {
+		case h.GetPresentMatch():
 			ok, desc = len(vs) > 0, "is present"
-		case ir.HeaderPrefix:
-			ok, desc = len(vs) > 0 && strings.HasPrefix(joined, h.Value), fmt.Sprintf("starts with %q", h.Value)
-		case ir.HeaderRegex:
-			re, err := regexp.Compile("^(?:" + h.Value + ")$")
-			ok, desc = err == nil && len(vs) > 0 && re.MatchString(joined), fmt.Sprintf("matches %q", h.Value)
+		case sm.GetPrefix() != "":
+			ok, desc = len(vs) > 0 && strings.HasPrefix(joined, sm.GetPrefix()), fmt.Sprintf("starts with %q", sm.GetPrefix())
+		case sm.GetSafeRegex() != nil:
+			re, err := regexp.Compile("^(?:" + sm.GetSafeRegex().GetRegex() + ")$")
+			ok, desc = err == nil && len(vs) > 0 && re.MatchString(joined), fmt.Sprintf("matches %q", sm.GetSafeRegex().GetRegex())
 		default:
-			ok, desc = len(vs) > 0 && joined == h.Value, fmt.Sprintf("is %q", h.Value)
+			ok, desc = len(vs) > 0 && joined == sm.GetExact(), fmt.Sprintf("is %q", sm.GetExact())
 		}
-		if h.Invert && (len(vs) > 0 || h.Type == ir.HeaderPresent) {
+		if h.GetInvertMatch() && (len(vs) > 0 || h.GetPresentMatch()) {
 			// Envoy fails a header that is absent whatever the inversion, except for a presence match.
 			ok, desc = !ok, "not "+desc
 		}
@@ -301,9 +355,9 @@ func matchRoute(r *ir.Route, req Request) (bool, []string) {
 			got = fmt.Sprintf("%q", joined)
 		}
 		if !ok {
-			return false, append(why, fmt.Sprintf("header %s (%s) fails: %s", h.Name, got, desc))
+			return false, append(why, fmt.Sprintf("header %s (%s) fails: %s", h.GetName(), got, desc))
 		}
-		why = append(why, fmt.Sprintf("header %s (%s) %s", h.Name, got, desc))
+		why = append(why, fmt.Sprintf("header %s (%s) %s", h.GetName(), got, desc))
 	}
 	return true, why
 }

@@ -95,7 +95,7 @@ func TestPriorityLoad(t *testing.T) {
 			for i := 0; i < tc.downB; i++ {
 				down[fmt.Sprintf("10.0.0.%d:8080", tc.a+i+1)] = "test"
 			}
-			m := NewCluster(c, down)
+			m := model(c, down)
 			var load []uint32
 			var panic []bool
 			for _, l := range m.Levels {
@@ -123,7 +123,7 @@ func TestSharesFollowWeightsHealthAndPanic(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NewCluster(cluster(ir.RoundRobin, nil, nil, tc.weights...), downFirst(tc.down)).Shares()
+			got := model(cluster(ir.RoundRobin, nil, nil, tc.weights...), downFirst(tc.down)).Shares()
 			for i := range got {
 				if math.Abs(got[i]-tc.want[i]) > 1e-9 {
 					t.Fatalf("shares %v, want %v", got, tc.want)
@@ -132,7 +132,7 @@ func TestSharesFollowWeightsHealthAndPanic(t *testing.T) {
 		})
 	}
 	// Zones without failover share one level: weights alone count.
-	m := NewCluster(cluster(ir.RoundRobin, zonesOf(1, 3), nil, 1, 1, 1, 1), nil)
+	m := model(cluster(ir.RoundRobin, zonesOf(1, 3), nil, 1, 1, 1, 1), nil)
 	if len(m.Levels) != 1 || math.Abs(m.Shares()[0]-0.25) > 1e-9 {
 		t.Errorf("zones without failover: %d levels, shares %v", len(m.Levels), m.Shares())
 	}
@@ -140,11 +140,11 @@ func TestSharesFollowWeightsHealthAndPanic(t *testing.T) {
 
 // TestRingSize follows Envoy's scaling: the lightest host gets ceil(its weight × min ring size) entries.
 func TestRingSize(t *testing.T) {
-	r := newRing(NewCluster(cluster(ir.RingHash, nil, nil, 1, 1, 1), nil).normalized([]int{0, 1, 2}), 1024, 8<<20)
+	r := newRing(model(cluster(ir.RingHash, nil, nil, 1, 1, 1), nil).normalized([]int{0, 1, 2}), 1024, 8<<20)
 	if len(r.entries) != 1026 {
 		t.Errorf("3 equal hosts, min 1024: %d entries, want 3 × ceil(1024/3) = 1026", len(r.entries))
 	}
-	r = newRing(NewCluster(cluster(ir.RingHash, nil, nil, 1, 2), nil).normalized([]int{0, 1}), 1024, 8<<20)
+	r = newRing(model(cluster(ir.RingHash, nil, nil, 1, 2), nil).normalized([]int{0, 1}), 1024, 8<<20)
 	count := map[int]int{}
 	for _, e := range r.entries {
 		count[e.host]++
@@ -152,7 +152,7 @@ func TestRingSize(t *testing.T) {
 	if count[0] != 342 || count[1] != 684 {
 		t.Errorf("weights 1:2, min 1024: %v entries, want 342 and 684", count)
 	}
-	r = newRing(NewCluster(cluster(ir.RingHash, nil, nil, 1, 2), nil).normalized([]int{0, 1}), 1024, 300)
+	r = newRing(model(cluster(ir.RingHash, nil, nil, 1, 2), nil).normalized([]int{0, 1}), 1024, 300)
 	if len(r.entries) != 300 {
 		t.Errorf("max 300: %d entries", len(r.entries))
 	}
@@ -160,14 +160,14 @@ func TestRingSize(t *testing.T) {
 
 // TestMaglevTable: equal weights take turns, so every host owns the same number of slots, give or take one.
 func TestMaglevTable(t *testing.T) {
-	m := NewCluster(cluster(ir.Maglev, nil, nil, 1, 1, 1, 1, 1, 1, 1), nil)
+	m := model(cluster(ir.Maglev, nil, nil, 1, 1, 1, 1, 1, 1, 1), nil)
 	sh := m.Shares()
 	for _, s := range sh {
 		if math.Abs(s*DefaultMaglevTableSize-float64(DefaultMaglevTableSize)/7) > 1 {
 			t.Errorf("slots per host %v", sh)
 		}
 	}
-	w := NewCluster(cluster(ir.Maglev, nil, nil, 1, 3), nil).Shares()
+	w := model(cluster(ir.Maglev, nil, nil, 1, 3), nil).Shares()
 	if math.Abs(w[0]-0.25) > 0.001 || math.Abs(w[1]-0.75) > 0.001 {
 		t.Errorf("weights 1:3: %v", w)
 	}
@@ -179,10 +179,10 @@ func TestMaglevTable(t *testing.T) {
 func TestRemovingAHostMovesItsKeys(t *testing.T) {
 	hashes := SampleHashes(50_000)
 	for _, algo := range []ir.Algorithm{ir.RingHash, ir.Maglev} {
-		before := NewCluster(cluster(algo, nil, nil, 1, 1, 1, 1, 1), nil)
+		before := model(cluster(algo, nil, nil, 1, 1, 1, 1, 1), nil)
 		c := cluster(algo, nil, nil, 1, 1, 1, 1, 1)
 		c.Endpoints = c.Endpoints[1:]
-		after := NewCluster(c, nil)
+		after := model(c, nil)
 		moved, share := MovedKeys(before, after, hashes), before.Shares()[0]
 		most := share + 0.02
 		if algo == ir.RingHash {
@@ -191,7 +191,7 @@ func TestRemovingAHostMovesItsKeys(t *testing.T) {
 		if moved < share-0.01 || moved > most {
 			t.Errorf("%s: %.3f of keys moved; the removed host owned %.3f", algo, moved, share)
 		}
-		if same := MovedKeys(before, NewCluster(cluster(algo, nil, nil, 1, 1, 1, 1, 1), nil), hashes); same != 0 {
+		if same := MovedKeys(before, model(cluster(algo, nil, nil, 1, 1, 1, 1, 1), nil), hashes); same != 0 {
 			t.Errorf("%s: %.3f moved between identical configs", algo, same)
 		}
 	}
@@ -203,7 +203,7 @@ func TestRemovingAHostMovesItsKeys(t *testing.T) {
 func TestOwnersGolden(t *testing.T) {
 	got := map[string][]string{}
 	for _, algo := range []ir.Algorithm{ir.RingHash, ir.Maglev} {
-		m := NewCluster(cluster(algo, nil, nil, 1, 1, 2, 1, 3), nil)
+		m := model(cluster(algo, nil, nil, 1, 1, 2, 1, 3), nil)
 		for i := 0; i < 40; i++ {
 			o, _ := m.Owner(xxhash.Sum64String(fmt.Sprintf("user-%d", i)))
 			got[string(algo)] = append(got[string(algo)], m.Hosts[o].Address)
@@ -257,7 +257,7 @@ func TestRequestHash(t *testing.T) {
 		{"query values are not decoded", []ir.HashKey{{QueryParameter: "e"}}, xxhash.Sum64String("%41+b"), true},
 	}
 	for _, tc := range cases {
-		h, ok, _ := RequestHash(tc.keys, req)
+		h, ok, _ := RequestHash(hashOf(tc.keys), req)
 		if h != tc.want || ok != tc.ok {
 			t.Errorf("%s: %x %v, want %x %v", tc.name, h, ok, tc.want, tc.ok)
 		}
@@ -278,12 +278,12 @@ func TestMatchRoute(t *testing.T) {
 		{"/api", map[string][]string{"x-env": {"prod"}, "x-debug": {"1"}}, false},
 	}
 	for _, tc := range cases {
-		if got, why := matchRoute(r, Request{Path: tc.path, Headers: tc.headers}); got != tc.want {
+		if got, why := matchRoute(built(r).GetMatch(), Request{Path: tc.path, Headers: tc.headers}); got != tc.want {
 			t.Errorf("%s %v: %v (%v)", tc.path, tc.headers, got, why)
 		}
 	}
 	inv := &ir.Route{PathType: ir.PathPrefix, Path: "/", Headers: []ir.HeaderMatch{{Name: "x-env", Type: ir.HeaderExact, Value: "prod", Invert: true}}}
-	if ok, _ := matchRoute(inv, Request{Path: "/"}); ok {
+	if ok, _ := matchRoute(built(inv).GetMatch(), Request{Path: "/"}); ok {
 		t.Error("an inverted exact match passed on an absent header; Envoy fails it")
 	}
 }

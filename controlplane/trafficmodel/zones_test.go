@@ -17,7 +17,7 @@ func TestZoneWeightsShares(t *testing.T) {
 	}{{0, 1.0 / 3}, {3, 0.98 / 2.98}, {4, 0.84 / 2.84}, {5, 0.7 / 2.7}, {10, 0}} {
 		c := cluster(ir.RoundRobin, zonesOf(10, 10), nil, ones(20)...)
 		c.ZoneWeights = []ir.ZoneWeight{{Zone: "a", Weight: 1}, {Zone: "b", Weight: 2}}
-		shares := NewCluster(c, downFirst(tc.down)).Shares()
+		shares := model(c, downFirst(tc.down)).Shares()
 		x := 0.0
 		for _, s := range shares[:10] {
 			x += s
@@ -29,7 +29,7 @@ func TestZoneWeightsShares(t *testing.T) {
 	// A zone without a weight gets nothing.
 	c := cluster(ir.LeastRequest, zonesOf(2, 2), nil, 1, 1, 1, 1)
 	c.ZoneWeights = []ir.ZoneWeight{{Zone: "a", Weight: 80}}
-	if s := NewCluster(c, nil).Shares(); s[0] != 0.5 || s[2] != 0 {
+	if s := model(c, nil).Shares(); s[0] != 0.5 || s[2] != 0 {
 		t.Errorf("unlisted zone b: shares %v, want [0.5 0.5 0 0]", s)
 	}
 }

@@ -3,7 +3,6 @@
 package translate
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,65 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
-	"github.com/lbplane/lbplane/controlplane/lint"
 )
-
-// translateAll is the whole-set translation the incremental Translator must agree with; tests use it as
-// the reference (see fragment.go).
-func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
-	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}
-	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
-	// two policies created within one second must still be told apart.
-	// A policy without a creation time has not been stored yet: it is the newest.
-	ordered := slices.Clone(policies)
-	slices.SortStableFunc(ordered, func(a, b *v1alpha1.LoadBalancerPolicy) int {
-		ka, kb := KeyOf(a), KeyOf(b)
-		return cmp.Or(cmp.Compare(boolInt(a.CreationTimestamp.IsZero()), boolInt(b.CreationTimestamp.IsZero())),
-			a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
-			cmp.Compare(ka.Namespace, kb.Namespace), cmp.Compare(ka.Name, kb.Name))
-	})
-	prepared := make([]*v1alpha1.LoadBalancerPolicy, 0, len(policies))
-	for _, p := range ordered {
-		c, errs := Prepare(p, refs.Reach)
-		r := &PolicyResult{Key: KeyOf(p), Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup}
-		res.Policies.set(r)
-		if len(errs) > 0 {
-			r.AcceptedReason, r.AcceptedMessage, r.Errors = ReasonInvalid, errs.Error(), errs
-			r.ResolvedRefsReason = ReasonInvalid
-			r.ResolvedRefsMessage = "not checked: the policy is invalid"
-			continue
-		}
-		prepared = append(prepared, c)
-	}
-
-	ports := map[portKey]*portUse{}
-	for _, p := range prepared {
-		r := res.Policies.Of(KeyOf(p))
-		if msg := claim(ports, p); msg != "" {
-			r.AcceptedReason, r.AcceptedMessage = ReasonConflicted, msg
-			r.ResolvedRefsReason, r.ResolvedRefsMessage = ReasonConflicted, "not checked: the policy conflicts with another"
-			continue
-		}
-		r.Accepted, r.AcceptedReason, r.AcceptedMessage = true, ReasonAccepted, "the policy is valid and has no conflicts"
-		r.Warnings = lint.Strings(lint.Check(p))
-		secrets, errs := resolveFiles(p, refs)
-		if len(errs) > 0 {
-			r.ResolvedRefs, r.ResolvedRefsReason = false, ReasonInvalidRef
-			r.ResolvedRefsMessage = strings.Join(errs, "; ") + " (the policy is not served until this is fixed)"
-			continue
-		}
-		addPolicy(res.IR, p, r, secrets, refs)
-	}
-	for _, g := range res.IR.Groups {
-		slices.SortFunc(g.Listeners, func(a, b *ir.Listener) int { return cmp.Compare(a.Port, b.Port) })
-		slices.SortFunc(g.Clusters, func(a, b *ir.Cluster) int { return cmp.Compare(a.Name, b.Name) })
-		slices.SortFunc(g.Secrets, func(a, b *ir.Secret) int { return cmp.Compare(a.Name, b.Name) })
-		for _, l := range g.Listeners {
-			sortVirtualHosts(l.VirtualHosts)
-		}
-	}
-	return res
-}
 
 func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, secrets map[string]*ir.Secret, refs Refs) {
 	s := &p.Spec

@@ -14,10 +14,12 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
 )
 
 // DefaultGroup serves Envoys whose node has no cluster set.
-const DefaultGroup = "default"
+const DefaultGroup = v1alpha1.DefaultProxyGroup
 
 // GroupOf is the proxy group of a node: its cluster name.
 func GroupOf(n *corev3.Node) string {

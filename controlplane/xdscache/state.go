@@ -116,6 +116,25 @@ func (s *State) Names(typ string) []string {
 	return names
 }
 
+// Resource returns one resource of a type by name, decoded from the bytes that are sent, and its version.
+// The message is the caller's.
+func (s *State) Resource(typ, name string) (proto.Message, string, bool) {
+	e, ok := s.sets[typ].get(name)
+	if !ok {
+		return nil, "", false
+	}
+	return e.message(), e.version, true
+}
+
+// ResourceVersion returns the version of one resource of a type, without decoding it.
+func (s *State) ResourceVersion(typ, name string) (string, bool) {
+	e, ok := s.sets[typ].get(name)
+	if !ok {
+		return "", false
+	}
+	return e.version, true
+}
+
 // Resources returns the resources of a type, sorted by name. The messages must not be modified.
 func (s *State) Resources(typ string) []proto.Message {
 	ts := s.sets[typ]

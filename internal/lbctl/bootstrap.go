@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
 
@@ -61,7 +62,7 @@ before it expires.`,
 				}
 				group := p.Group
 				if group == "" {
-					group = "default"
+					group = v1alpha1.DefaultProxyGroup
 				}
 				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 				defer cancel()
@@ -102,7 +103,7 @@ before it expires.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&p.NodeID, "node-id", "", "Envoy node id, unique per Envoy (the certificate's CN)")
-	f.StringVar(&p.Group, "proxy-group", "default", "proxy group: serves the policies with this spec.proxyGroup (the certificate's OU)")
+	f.StringVar(&p.Group, "proxy-group", v1alpha1.DefaultProxyGroup, "proxy group: serves the policies with this spec.proxyGroup (the certificate's OU)")
 	f.StringVar(&p.XDS, "xds-address", "127.0.0.1:18000", "lbplane xDS address")
 	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
 	f.StringVar(&p.AdminSocket, "admin-socket", "", "Unix socket (mode 0600) Envoy's admin listens on (default: lbplane-envoy-<node-id>.admin.sock in the temporary directory); put it in a directory only Envoy's user can write")

@@ -73,7 +73,7 @@ func offlineExplain(file, namespace, name string, stdin io.Reader) (*explain.Exp
 	k := translate.Key{Namespace: namespace, Name: name}
 	for _, d := range docs {
 		if translate.KeyOf(d.Policy) == k {
-			return explain.Policy(d.Policy, res.Policies.Of(k), res)
+			return explain.Policy(d.Policy, res.Policies.Of(k), res, nil)
 		}
 	}
 	return nil, fmt.Errorf("policy %s is not in %s", k, file)

@@ -118,7 +118,7 @@ func policyTable(items []*v1alpha1.LoadBalancerPolicy) *metav1.Table {
 		}
 		group := p.Spec.ProxyGroup
 		if group == "" {
-			group = "default"
+			group = v1alpha1.DefaultProxyGroup
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{p.Name, string(p.Spec.Listener.Protocol), p.Spec.Listener.Port, algo,

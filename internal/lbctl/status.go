@@ -43,7 +43,8 @@ p99 latency over the last minute, summed over the Envoys. Envoys report through 
 
 Then, per endpoint (the ten busiest and every one not taking traffic): weight, requests per second
 over the last reading, active requests, requests and error rate over the window, the share of the
-backend's requests it is expected to get by weight against the share it got, and health. Envoy keeps no
+backend's requests the traffic model expects it to get (from the config Envoy runs and the endpoints not
+taking traffic: priority levels and backups, zone weights, the algorithm's spread) against the share it got, and health. Envoy keeps no
 latency per endpoint, so P99 is per backend. SKEW is the coefficient of variation of observed over
 expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
 --per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
@@ -208,14 +209,14 @@ func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1al
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tENDPOINT\tWEIGHT\tRPS\tACTIVE\tREQUESTS\tERRORS\tEXPECTED\tOBSERVED\tHEALTH")
+	fmt.Fprintln(tw, "BACKEND\tENDPOINT\tZONE\tLEVEL\tWEIGHT\tRPS\tACTIVE\tREQUESTS\tERRORS\tEXPECTED\tOBSERVED\tHEALTH")
 	for _, b := range backends {
 		for _, e := range b.PerEndpoint {
 			health := "healthy"
 			if e.EjectedOn > 0 {
 				health = fmt.Sprintf("ejected on %d of %d: %s", e.EjectedOn, b.Proxies, strings.Join(e.Reasons, "; "))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, e.Weight, dash(e.RequestsPerSecond),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, dash(e.Zone), levelName(int(e.Priority), e.Backup), e.Weight, dash(e.RequestsPerSecond),
 				e.ActiveRequests, e.Requests, dash(e.ErrorRate), dash(e.ExpectedShare), dash(e.ObservedShare), health)
 		}
 	}

@@ -19,12 +19,14 @@ func TestStatusPrintsEndpointsAndHashSkewHint(t *testing.T) {
 	p.Status.Backends = []v1alpha1.BackendStatus{{Name: "app", Proxies: 2, Skew: "0.80", PerEndpoint: []v1alpha1.EndpointStatus{
 		{Address: "10.0.0.3:80", EjectedOn: 1, Reasons: []string{"outlier detection: consecutive 5xx"}, ExpectedShare: "0.0%"},
 		{Address: "10.0.0.1:80", Weight: 1, Requests: 90, RequestsPerSecond: "1.5", ExpectedShare: "50.0%", ObservedShare: "90.0%"},
+		{Address: "10.0.0.9:80", Zone: "zone-b", Priority: 1, Backup: true, Weight: 1, ExpectedShare: "0.0%"},
 	}}}
 	var out bytes.Buffer
 	if err := printPolicyStatus(&out, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ejected on 1 of 2: outlier detection: consecutive 5xx", "10.0.0.1:80", "90.0%", "app: skew 0.80 (high: a few hash keys"} {
+	for _, want := range []string{"ejected on 1 of 2: outlier detection: consecutive 5xx", "10.0.0.1:80", "90.0%", "app: skew 0.80 (high: a few hash keys",
+		"10.0.0.9:80  zone-b  1 (backup)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}

@@ -70,8 +70,11 @@ earlier ones do not, the backends with their weights, the request's hash (each i
 the endpoint that owns it on the ring or in the Maglev table, a session cookie or header that pins it,
 the priority level (zone) the current health picks, panic mode, and the endpoints skipped as down.
 
-It computes Envoy's own algorithms (xxHash64 of the hash inputs, the ring of "address:port_N" hashes,
-the Maglev table, priority load with the 1.4 overprovisioning factor, the panic threshold). Health comes
+It computes Envoy's own algorithms on the resources lbplane builds for the policy (xxHash64 of the hash
+inputs as the route's hash policy takes them, the ring of "address:port_N" hashes, the Maglev table,
+priority load with the endpoints' overprovisioning factor, backup endpoints, zone weights, the panic
+threshold). Where Envoy's pick for one request cannot be known (round robin's turn, a random pick, least
+request under load) it says so and gives the chances. Health comes
 from the policy's status: what lbplane last read from its Envoys' /clusters. With -f it works offline
 on files, every endpoint healthy unless --down says otherwise.
 
@@ -320,7 +323,7 @@ func printTrace(w io.Writer, out *traceOutput) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  LEVEL\tZONES\tHEALTHY\tAVAILABILITY\tLOAD\tPANIC")
 		for _, l := range b.Levels {
-			fmt.Fprintf(tw, "  %d\t%s\t%d/%d\t%d%%\t%d%%\t%v\n", l.Priority, zoneNames(l.Zones), l.Healthy, l.Total, l.Availability, l.Load, l.Panic)
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%d%%\t%d%%\t%v\n", levelName(l.Priority, l.Backup), zoneNames(l.Zones), l.Healthy, l.Total, l.Availability, l.Load, l.Panic)
 		}
 		tw.Flush()
 		if b.TotalPanic {
@@ -332,6 +335,9 @@ func printTrace(w io.Writer, out *traceOutput) {
 		if b.Note != "" {
 			fmt.Fprintf(w, "  (%s)\n", b.Note)
 		}
+		for _, c := range b.Caveats {
+			fmt.Fprintf(w, "  (not predicted: %s)\n", c)
+		}
 		switch {
 		case b.Owner != "":
 			panic := ""
@@ -342,6 +348,9 @@ func printTrace(w io.Writer, out *traceOutput) {
 		case b.Endpoint != "":
 			fmt.Fprintf(w, "  the session sends it to %s\n", b.Endpoint)
 		default:
+			if b.Unpredictable != "" {
+				fmt.Fprintf(w, "  (%s)\n", b.Unpredictable)
+			}
 			for _, c := range b.Candidates {
 				fmt.Fprintf(w, "  %s: %.1f%%\n", c.Address, 100*c.Probability)
 			}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -147,7 +148,7 @@ func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
 		}
 		fmt.Fprintf(w, "Policy %s%s: predicted share of each route's requests\n", pv.Policy, state)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ROUTE\tBACKEND\tENDPOINT\tZONE\tBEFORE\tAFTER\t")
+		fmt.Fprintln(tw, "  ROUTE\tBACKEND\tENDPOINT\tZONE\tLEVEL\tBEFORE\tAFTER\t")
 		for _, c := range pv.Changes {
 			before, after := pct(c.Before), pct(c.After)
 			if c.State == "added" || pv.Added {
@@ -156,7 +157,7 @@ func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
 			if c.State == "removed" || pv.Removed {
 				after = "-"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Route, c.Backend, c.Address, c.Zone, before, after, c.State)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Route, c.Backend, c.Address, dash(c.Zone), levelName(c.Priority, c.Backup), before, after, c.State)
 		}
 		tw.Flush()
 		for _, m := range pv.Movements {
@@ -168,7 +169,11 @@ func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
 		for _, f := range pv.Failover {
 			var parts []string
 			for _, l := range f.Load {
-				parts = append(parts, fmt.Sprintf("%d%% to %s", l.Percent, zoneNames(l.Zones)))
+				to := zoneNames(l.Zones)
+				if l.Backup {
+					to = "the backups (" + to + ")"
+				}
+				parts = append(parts, fmt.Sprintf("%d%% to %s", l.Percent, to))
 			}
 			panic := ""
 			if f.Panic {
@@ -177,6 +182,14 @@ func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
 			fmt.Fprintf(w, "  if %s of backend %s loses %d of %d endpoints: %s%s\n", f.Zone, f.Backend, f.Lost, f.Of, strings.Join(parts, ", "), panic)
 		}
 	}
+}
+
+// levelName is a priority level as printed: its number, and "backup" for a level of backup endpoints.
+func levelName(priority int, backup bool) string {
+	if backup {
+		return fmt.Sprintf("%d (backup)", priority)
+	}
+	return strconv.Itoa(priority)
 }
 
 func zoneNames(z []string) string {

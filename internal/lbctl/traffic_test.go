@@ -74,6 +74,94 @@ func TestWhatIfAndTraceOffline(t *testing.T) {
 	}
 }
 
+// TestBackupEndpointsPredicted is examples/backup-endpoints.yaml as a user tries it: with both primaries
+// healthy the backup gets nothing (failoverThreshold 100 makes the overprovisioning factor 100, so one
+// primary down already moves half the traffic), and with both down it gets everything.
+func TestBackupEndpointsPredicted(t *testing.T) {
+	example := filepath.Join("..", "..", "examples", "backup-endpoints.yaml")
+	code, out, errs := run(t, "", "trace", "backup", "-f", example, "-o", "json")
+	if code != 0 {
+		t.Fatalf("trace: exit %d: %s", code, errs)
+	}
+	var tr trafficmodel.Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil || len(tr.Backends) != 1 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	got := map[string]float64{}
+	for _, c := range tr.Backends[0].Candidates {
+		got[c.Address] = c.Probability
+	}
+	if got["127.0.0.1:18083"] != 0 || got["127.0.0.1:18081"] != 0.5 || got["127.0.0.1:18082"] != 0.5 {
+		t.Errorf("all healthy: %v, want 0.5, 0.5 and nothing to the backup", got)
+	}
+	if lv := tr.Backends[0].Levels; len(lv) != 2 || lv[0].Load != 100 || lv[1].Load != 0 || !lv[1].Backup || lv[0].Backup {
+		t.Errorf("levels %+v", lv)
+	}
+	_, text, _ := run(t, "", "trace", "backup", "-f", example)
+	if !strings.Contains(text, "1 (backup)") || !strings.Contains(text, "round robin") {
+		t.Errorf("trace text names neither the backup level nor why the pick is not known:\n%s", text)
+	}
+	share := func(args ...string) map[string]float64 {
+		t.Helper()
+		code, out, errs := run(t, "", append([]string{"whatif", "backup", "-f", example, "-o", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("whatif %v: exit %d: %s", args, code, errs)
+		}
+		var pvs []trafficmodel.Preview
+		if err := listItems(out, &pvs); err != nil || len(pvs) != 1 {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		m := map[string]float64{}
+		for _, c := range pvs[0].Changes {
+			m[c.Address] = c.After
+			if c.Address == "127.0.0.1:18083" && !c.Backup {
+				t.Errorf("the backup endpoint is not marked: %+v", c)
+			}
+		}
+		return m
+	}
+	if m := share("--down", "endpoint=127.0.0.1:18081", "--down", "endpoint=127.0.0.1:18082"); m["127.0.0.1:18083"] != 1 || m["127.0.0.1:18081"] != 0 {
+		t.Errorf("both primaries down: %v, want everything to the backup", m)
+	}
+	if m := share("--down", "endpoint=127.0.0.1:18081"); m["127.0.0.1:18082"] != 0.5 || m["127.0.0.1:18083"] != 0.5 {
+		t.Errorf("one primary down, failoverThreshold 100: %v, want half to the backup", m)
+	}
+}
+
+// TestPathAndHostHashPredicted is examples/hash-path-and-host.yaml: the path (without its query by
+// default) and the Host are hash inputs, so the trace names one endpoint, the same for two queries of
+// one path; a request without a hash input is said to be random.
+func TestPathAndHostHashPredicted(t *testing.T) {
+	example := filepath.Join("..", "..", "examples", "hash-path-and-host.yaml")
+	trace := func(name string, args ...string) trafficmodel.Trace {
+		t.Helper()
+		code, out, errs := run(t, "", append([]string{"trace", name, "-f", example, "-o", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("trace %v: exit %d: %s", args, code, errs)
+		}
+		var tr trafficmodel.Trace
+		if err := json.Unmarshal([]byte(out), &tr); err != nil || len(tr.Backends) != 1 {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return tr
+	}
+	a, b := trace("hash-path", "--path", "/img/a.png?v=2"), trace("hash-path", "--path", "/img/a.png?v=3")
+	if a.Hash == nil || !a.Hash.Present || a.Backends[0].Endpoint == "" || a.Hash.Parts[0].Value != "/img/a.png" {
+		t.Fatalf("path hashing is not predicted as sticky: %+v %+v", a.Hash, a.Backends[0])
+	}
+	if a.Backends[0].Endpoint != b.Backends[0].Endpoint || a.Hash.Value != b.Hash.Value {
+		t.Errorf("withQuery false: two queries of one path hash apart: %s and %s", a.Backends[0].Endpoint, b.Backends[0].Endpoint)
+	}
+	h := trace("hash-host", "--header", "host=shop.example", "--path", "/x?y=1")
+	if h.Hash == nil || !h.Hash.Present || h.Backends[0].Endpoint == "" || len(h.Hash.Parts) != 1 || h.Hash.Parts[0].Value != "shop.example" {
+		t.Errorf("host hashing (terminal): %+v %+v", h.Hash, h.Backends[0])
+	}
+	n := trace("hash-host", "--path", "/x?y=1")
+	if n.Hash == nil || n.Hash.Parts[1].Value != "/x?y=1" || n.Backends[0].Endpoint == "" {
+		t.Errorf("without a Host the path with its query is hashed: %+v", n.Hash)
+	}
+}
+
 // listItems decodes the items of a list printed with -o json (kind List, as kubectl prints lists).
 func listItems(out string, items any) error {
 	var l struct {

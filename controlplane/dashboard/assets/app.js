@@ -60,7 +60,7 @@ function renderConditions(p) {
 }
 
 // chart draws one horizontal bar per endpoint: its observed share of the backend's requests, with a tick at
-// the share its weight says it should get, and the counts as text.
+// the share the traffic model expects, and the counts, zone, level and backup marker as text.
 function chart(b, algorithm) {
   const eps = b.perEndpoint || [];
   const rowH = 26, left = 170, width = 360, right = 560;
@@ -71,12 +71,14 @@ function chart(b, algorithm) {
     const state = e.ejectedOn > 0 ? "ejected" : "healthy";
     const g = el("svg:g", { class: "ep " + state, "data-endpoint": e.address, "data-state": state, "data-requests": e.requests });
     g.append(el("svg:text", { x: 0, y: y + 16, class: "ep-address" }, e.address));
+    const where = [e.zone, e.priority ? "level " + e.priority : "", e.backup ? "backup" : ""].filter(Boolean).join(" · ");
     g.append(el("svg:rect", { class: "bar", x: left, y: y + 3, height: rowH - 8, width: Math.max(1, width * obs / 100) }));
     if (exp > 0) g.append(el("svg:line", { class: "expected", x1: left + width * exp / 100, x2: left + width * exp / 100, y1: y, y2: y + rowH - 2 }));
     const t = el("svg:text", { x: left + width + 8, y: y + 16 });
     t.append(el("svg:tspan", { class: "ep-requests" }, String(e.requests)), " req · ",
       el("svg:tspan", { class: "ep-share" }, e.observedShare || "-"), " (exp " + (e.expectedShare || "-") + ") · " +
-      (e.requestsPerSecond || "0") + " rps · " + e.activeRequests + " active" + (e.errorRate ? " · err " + e.errorRate : "") + " · ",
+      (e.requestsPerSecond || "0") + " rps · " + e.activeRequests + " active" + (e.errorRate ? " · err " + e.errorRate : "") +
+      (where ? " · " : ""), where ? el("svg:tspan", { class: "ep-where" }, where) : "", " · ",
       el("svg:tspan", { class: "ep-state " + state }, state));
     g.append(t);
     svg.append(g);

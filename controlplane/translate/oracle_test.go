@@ -1,0 +1,125 @@
+package translate
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/lint"
+)
+
+// The oracle: a whole-set translation written apart from the incremental Translator, which the tests hold
+// the Translator to. It lives in test files: production translates incrementally only.
+
+// translateAll is the whole-set translation the incremental Translator must agree with; tests use it as
+// the reference (see fragment.go).
+func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
+	res := &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}
+	// Order before Prepare: its copy goes through JSON, which keeps creation times to the second only, and
+	// two policies created within one second must still be told apart.
+	// A policy without a creation time has not been stored yet: it is the newest.
+	ordered := slices.Clone(policies)
+	slices.SortStableFunc(ordered, func(a, b *v1alpha1.LoadBalancerPolicy) int {
+		ka, kb := KeyOf(a), KeyOf(b)
+		return cmp.Or(cmp.Compare(boolInt(a.CreationTimestamp.IsZero()), boolInt(b.CreationTimestamp.IsZero())),
+			a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+			cmp.Compare(ka.Namespace, kb.Namespace), cmp.Compare(ka.Name, kb.Name))
+	})
+	prepared := make([]*v1alpha1.LoadBalancerPolicy, 0, len(policies))
+	for _, p := range ordered {
+		c, errs := Prepare(p, refs.Reach)
+		r := &PolicyResult{Key: KeyOf(p), Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup}
+		res.Policies.set(r)
+		if len(errs) > 0 {
+			r.AcceptedReason, r.AcceptedMessage, r.Errors = ReasonInvalid, errs.Error(), errs
+			r.ResolvedRefsReason = ReasonInvalid
+			r.ResolvedRefsMessage = "not checked: the policy is invalid"
+			continue
+		}
+		prepared = append(prepared, c)
+	}
+
+	ports := map[portKey]*portUse{}
+	for _, p := range prepared {
+		r := res.Policies.Of(KeyOf(p))
+		if msg := claim(ports, p); msg != "" {
+			r.AcceptedReason, r.AcceptedMessage = ReasonConflicted, msg
+			r.ResolvedRefsReason, r.ResolvedRefsMessage = ReasonConflicted, "not checked: the policy conflicts with another"
+			continue
+		}
+		r.Accepted, r.AcceptedReason, r.AcceptedMessage = true, ReasonAccepted, "the policy is valid and has no conflicts"
+		r.Warnings = lint.Strings(lint.Check(p))
+		secrets, errs := resolveFiles(p, refs)
+		if len(errs) > 0 {
+			r.ResolvedRefs, r.ResolvedRefsReason = false, ReasonInvalidRef
+			r.ResolvedRefsMessage = strings.Join(errs, "; ") + " (the policy is not served until this is fixed)"
+			continue
+		}
+		addPolicy(res.IR, p, r, secrets, refs)
+	}
+	for _, g := range res.IR.Groups {
+		slices.SortFunc(g.Listeners, func(a, b *ir.Listener) int { return cmp.Compare(a.Port, b.Port) })
+		slices.SortFunc(g.Clusters, func(a, b *ir.Cluster) int { return cmp.Compare(a.Name, b.Name) })
+		slices.SortFunc(g.Secrets, func(a, b *ir.Secret) int { return cmp.Compare(a.Name, b.Name) })
+		for _, l := range g.Listeners {
+			sortVirtualHosts(l.VirtualHosts)
+		}
+	}
+	return res
+}
+
+type portUse struct {
+	address  string
+	protocol v1alpha1.Protocol
+	owner    Key
+	hosts    map[string]Key
+	sni      map[string]Key
+	edge     ir.Edge // the owner's listener hardening, which the port's listener gets
+}
+
+// claim records the policy's use of its port and returns why it cannot have it, or "".
+func claim(ports map[portKey]*portUse, p *v1alpha1.LoadBalancerPolicy) string {
+	k := portKey{p.Spec.ProxyGroup, p.Spec.Listener.Port}
+	l := &p.Spec.Listener
+	use, ok := ports[k]
+	if !ok {
+		use = &portUse{address: l.Address, protocol: l.Protocol, owner: KeyOf(p), hosts: map[string]Key{}, sni: map[string]Key{}, edge: listenerEdge(p)}
+		ports[k] = use
+	} else {
+		switch {
+		case use.protocol != l.Protocol:
+			return fmt.Sprintf("spec.listener.port: port %d is already used by policy %s with protocol %s", l.Port, use.owner, use.protocol)
+		case use.protocol == v1alpha1.ProtocolTCP:
+			return fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", l.Port, use.owner)
+		case use.address != l.Address:
+			return fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", l.Port, use.address, use.owner)
+		case edgeConflict(use.edge, p) != "":
+			return edgeConflict(use.edge, p) + fmt.Sprintf(" on port %d than policy %s, which owns the listener", l.Port, use.owner)
+		}
+	}
+	hosts := l.Hostnames
+	if len(hosts) == 0 {
+		hosts = []string{"*"}
+	}
+	for _, h := range hosts {
+		if owner, taken := use.hosts[h]; taken {
+			return fmt.Sprintf("spec.listener.hostnames: hostname %q on port %d is already served by policy %s", h, l.Port, owner)
+		}
+	}
+	names := sniNames(p)
+	for _, n := range names {
+		if owner, taken := use.sni[n]; taken {
+			return fmt.Sprintf("spec.listener.tls: a certificate for %q on port %d is already served by policy %s", n, l.Port, owner)
+		}
+	}
+	for _, h := range hosts {
+		use.hosts[h] = KeyOf(p)
+	}
+	for _, n := range names {
+		use.sni[n] = KeyOf(p)
+	}
+	return ""
+}
