@@ -36,6 +36,12 @@ const (
 	ServerKeyFile  = "xds.key"
 )
 
+// SecretFiles are the files in a PKI directory that must never leave lbplane: the CA's key and the xDS
+// serving key. Policies cannot name them (fileroots.Roots.Protect), whatever path leads to them.
+func SecretFiles(dir string) []string {
+	return []string{filepath.Join(dir, CAKeyFile), filepath.Join(dir, ServerKeyFile)}
+}
+
 const (
 	caValidity = 10 * 365 * 24 * time.Hour
 	// ServerValidity is how long lbplane's own xDS certificate lives; it is re-issued in memory (and on disk)

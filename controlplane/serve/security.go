@@ -15,6 +15,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -136,4 +137,23 @@ func (cfg *Config) namespace() (string, error) {
 		return cfg.LeaderElectionNamespace, nil
 	}
 	return "", errors.New("needs --namespace (or --leader-election-namespace)")
+}
+
+// newGuard returns the guard that ends Envoy identities, with the revocations in force: kept in the store
+// in standalone mode, so that they survive a restart.
+func newGuard(_ context.Context, cfg *Config, st *store.Store) (*xdsserver.Guard, error) {
+	validity := cfg.EnvoyCertValidity
+	if validity <= 0 {
+		validity = pki.ClientValidity
+	}
+	revoked, err := st.Revocations()
+	if err != nil {
+		return nil, fmt.Errorf("reading the revocations: %w", err)
+	}
+	g := xdsserver.NewGuard(cfg.Log, validity, revoked)
+	g.Persist = st.PutRevocations
+	if n := len(g.Revocations()); n > 0 {
+		cfg.Log.Info("revoked Envoy identities in force", "count", n)
+	}
+	return g, nil
 }
