@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -106,16 +107,12 @@ func readBodies(files []string, stdin io.Reader) ([]byte, []string, error) {
 	if len(files) == 0 {
 		return nil, nil, errors.New("-f: name a file, a directory or - for standard input")
 	}
+	if len(slices.DeleteFunc(slices.Clone(files), func(f string) bool { return f != "-" })) > 1 {
+		return nil, nil, errors.New("-f -: standard input can be read once")
+	}
 	var buf bytes.Buffer
 	var sources []string
-	stdinSeen := false
 	for _, f := range files {
-		if f == "-" {
-			if stdinSeen {
-				return nil, nil, errors.New("-f -: standard input can be read once")
-			}
-			stdinSeen = true
-		}
 		b, src, err := readBody(f, stdin)
 		if err != nil {
 			return nil, nil, err
