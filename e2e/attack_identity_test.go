@@ -14,6 +14,7 @@ import (
 	"time"
 
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+	"github.com/lbplane/lbplane/internal/kubetest"
 )
 
 // connectedNodes lists the node ids connected to l.
@@ -152,5 +153,49 @@ func TestAttackRevokeNodeCutsItOff(t *testing.T) {
 	}
 	if list := lbctlOK(t, l, "revoke", "--list", "-o", "json"); !strings.Contains(list, `"nodeId": "stolen"`) && !strings.Contains(list, `"nodeId":"stolen"`) {
 		t.Errorf("after the restart, lbctl revoke --list: %s", list)
+	}
+}
+
+// In Kubernetes mode the revocations live in a ConfigMap every replica reads: a revocation made through
+// one replica cuts the node off the other replica it is connected to, and still holds after that replica
+// restarts. Real kube-apiserver and etcd, two lbplane replicas sharing one CA Secret.
+func TestAttackRevokeKubernetesReachesEveryReplica(t *testing.T) {
+	cluster := kubetest.Start(t)
+	args := []string{"--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--namespace", "default",
+		"--ca-secret", "lbplane-ca", "--revocations-configmap", "lbplane-revocations"}
+	l1 := startLbplane(t, args...)
+	l2 := startLbplane(t, args...)
+	startEnvoy(t, l1, "kube-stolen", true)
+	eventually(t, 60*time.Second, "the Envoy connects to replica 1", func() error {
+		if nodes := connectedNodes(t, l1); !slices.Equal(nodes, []string{"kube-stolen"}) {
+			return fmt.Errorf("connected: %v", nodes)
+		}
+		return nil
+	})
+	out := lbctlOK(t, l2, "revoke", "--node", "kube-stolen", "--reason", "lost")
+	if !strings.Contains(out, "node kube-stolen revoked until") {
+		t.Errorf("lbctl revoke through replica 2 said: %q", out)
+	}
+	eventually(t, 15*time.Second, "replica 1 closes the revoked node's connection", func() error {
+		if nodes := connectedNodes(t, l1); len(nodes) != 0 {
+			return fmt.Errorf("connected: %v", nodes)
+		}
+		return nil
+	})
+	cm, err := kubectl(t, cluster.Kubeconfig, "", "get", "configmap", "lbplane-revocations", "-o", "jsonpath={.data.revocations\\.json}")
+	if err != nil || !strings.Contains(cm, `"nodeId":"kube-stolen"`) {
+		t.Errorf("the revocations ConfigMap: %v %s", err, cm)
+	}
+	l1.Kill()
+	l1.Restart(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if nodes := connectedNodes(t, l1); len(nodes) != 0 {
+			t.Fatalf("the revoked node reconnected after replica 1 restarted: %v", nodes)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if list := lbctlOK(t, l1, "revoke", "--list"); !strings.Contains(list, "kube-stolen") {
+		t.Errorf("replica 1 after its restart: lbctl revoke --list: %q", list)
 	}
 }

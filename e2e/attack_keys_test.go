@@ -115,9 +115,8 @@ func TestAttackKeyFileHardLinkAndKeyInCertificate(t *testing.T) {
 	for from, to := range map[string]string{
 		filepath.Join(pki, "ca.key"):               "site.key",
 		filepath.Join(pki, "xds.key"):              "edge.key",
-		filepath.Join(l.DataDir, "token"):          "bundle-a.crt",
-		filepath.Join(l.DataDir, "token-readonly"): "bundle-b.crt",
-		filepath.Join(l.DataDir, "policies.db"):    "bundle-c.crt",
+		filepath.Join(l.DataDir, "token-readonly"): "bundle-a.crt", // the admin token is a flag here
+		filepath.Join(l.DataDir, "policies.db"):    "bundle-b.crt",
 		filepath.Join(l.DataDir, serve.PortsFile):  "ports.crt", // not a secret: a control
 		filepath.Join(root, "app.key"):             "app-link.key",
 	} {

@@ -272,8 +272,13 @@ func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (*Issued, er
 	if err != nil {
 		return nil, err
 	}
+	// The certificate holds whole seconds: report the NotAfter it carries, the moment it stops being valid.
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
 	return &Issued{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder), CAPEM: ca.CertPEM,
-		NotAfter: tmpl.NotAfter, Serial: tmpl.SerialNumber.Text(16)}, nil
+		NotAfter: cert.NotAfter, Serial: tmpl.SerialNumber.Text(16)}, nil
 }
 
 // ServingCert is lbplane's xDS certificate, re-issued by the CA when two thirds of its life have passed or

@@ -117,6 +117,12 @@ type Config struct {
 	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
 	EnvoyCertCheckInterval time.Duration
 
+	// RevocationsConfigMap, with Kubernetes, keeps the revoked Envoy identities (lbctl revoke) in this
+	// ConfigMap of Namespace, which every replica reads every RevocationsInterval, instead of the local store.
+	RevocationsConfigMap string
+	// RevocationsInterval is how often that ConfigMap is read (2 s when 0).
+	RevocationsInterval time.Duration
+
 	// TokenSecret, with Kubernetes, keeps the push API tokens (the ones not set by Token and ReadOnlyToken)
 	// in this Secret of Namespace: the first replica creates it, every replica reads it.
 	TokenSecret string
