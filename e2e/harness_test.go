@@ -128,12 +128,19 @@ type Process struct {
 
 func startProcess(t *testing.T, logName string, name string, args ...string) *Process {
 	t.Helper()
+	return startProcessIn(t, "", logName, name, args...)
+}
+
+// startProcessIn is startProcess in working directory dir (empty: the test's).
+func startProcessIn(t *testing.T, dir, logName string, name string, args ...string) *Process {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), logName)
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -171,6 +178,9 @@ type Lbplane struct {
 	extraArg    []string
 	// secureDefaults leaves out the loopback opt-in the other tests need (see startLbplaneDefaults).
 	secureDefaults bool
+	// workDir and dataDirArg, when set, start lbplane in that working directory with --data-dir given as
+	// that (relative) name, as the README's commands do; DataDir is then the absolute path.
+	workDir, dataDirArg string
 	// ports is what the first start bound; a restart binds the same ones, as Envoys are pointed at them.
 	ports serve.Ports
 }
@@ -203,7 +213,11 @@ var loopbackBackends = []string{"--allow-backend-cidrs", "127.0.0.0/8,::1/128"}
 // lbplane exits first (the caller reads its log) or does not write them within a minute.
 func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 	t.Helper()
-	args := append([]string{"serve", "--data-dir", l.DataDir, "--xds-address", addrs.XDS,
+	dataDir := l.DataDir
+	if l.dataDirArg != "" {
+		dataDir = l.dataDirArg
+	}
+	args := append([]string{"serve", "--data-dir", dataDir, "--xds-address", addrs.XDS,
 		"--api-address", addrs.API, "--token", token, "--log-level", "debug", "--metrics-address", addrs.Metrics,
 		// The tests call the API far faster than people do; the limiter has its own unit test.
 		"--api-rate-limit", "0"}, l.extraArg...)
@@ -214,7 +228,7 @@ func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 	if err := os.Remove(filepath.Join(l.DataDir, serve.PortsFile)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	l.Process = startProcess(t, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
+	l.Process = startProcessIn(t, l.workDir, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ports, err := serve.ReadPorts(l.DataDir)

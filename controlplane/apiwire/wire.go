@@ -126,6 +126,38 @@ type CertRequest struct {
 	ProxyGroup string `json:"proxyGroup"`
 }
 
+// Revocation cuts off a stolen or retired Envoy identity before its certificate expires (lbctl revoke): its
+// xDS connections are closed at once and it cannot reconnect until every certificate it covers has expired.
+type Revocation struct {
+	// NodeID revokes every client certificate of this node id valid from before At: node certificates with
+	// this common name, and group certificates claiming this node id. A certificate issued for the node later
+	// is good again (lbplane back-dates its certificates by five minutes for clock skew, so one issued within
+	// five minutes of the revocation is still refused).
+	NodeID string `json:"nodeId,omitempty"`
+	// Serial revokes one certificate, by its serial number in hex (as lbplane's log prints it when issuing).
+	Serial string `json:"serial,omitempty"`
+	// At is when it was revoked.
+	At time.Time `json:"at"`
+	// Until is when every certificate it covers has expired; it is forgotten then.
+	Until time.Time `json:"until"`
+	// Reason is the operator's note.
+	Reason string `json:"reason,omitempty"`
+}
+
+// RevokeRequest asks for a revocation: exactly one of NodeID and Serial.
+type RevokeRequest struct {
+	NodeID string `json:"nodeId,omitempty"`
+	Serial string `json:"serial,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// RevokeResult answers a revocation: what is now in force, and how many connections it closed on the
+// lbplane that answered.
+type RevokeResult struct {
+	Revocation Revocation `json:"revocation"`
+	Closed     int        `json:"closedConnections"`
+}
+
 // CertResponse is an issued certificate, its private key and the CA that signed both it and lbplane's xDS
 // certificate (what the Envoy must trust).
 type CertResponse struct {

@@ -40,6 +40,11 @@ var ErrKubernetes = errors.New("file references are not allowed in Kubernetes mo
 type Roots struct {
 	roots []root
 	deny  []string
+	// protected are lbplane's own secrets (keys, tokens, the store): a file that is one of them (same device
+	// and inode) is never served, whatever name or path leads to it: a hard link, a bind mount or a copy
+	// of the directory entry all name the same inode. Each is stat'ed at every read, because a key that is
+	// renewed by rename is a new inode.
+	protected []string
 }
 
 type root struct {
@@ -51,7 +56,9 @@ type root struct {
 // Open opens every directory as a root, in order: relative references resolve against the first. Deny lists
 // directories whose files are never served, whatever path leads there, unless they lie in a root inside the
 // denied directory: lbplane's data directory holds the push tokens and CA keys, and a root given as "/" or
-// an ancestor of it must not serve them, while <data-dir>/certs is a root by default.
+// an ancestor of it must not serve them, while <data-dir>/certs is a root by default. Roots and denied
+// directories are made absolute and clean here, once: a relative name would be compared with the kernel's
+// absolute names of the files opened, and never match.
 func Open(dirs []string, deny ...string) (*Roots, error) {
 	if len(dirs) == 0 {
 		return nil, errors.New("no files root")
@@ -75,13 +82,44 @@ func Open(dirs []string, deny ...string) (*Roots, error) {
 		out.roots = append(out.roots, root{names: names, r: r})
 	}
 	for _, d := range deny {
-		if real, err := filepath.EvalSymlinks(d); err == nil {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			out.Close()
+			return nil, err
+		}
+		out.deny = append(out.deny, abs)
+		if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
 			out.deny = append(out.deny, real)
-		} else if abs, err := filepath.Abs(d); err == nil {
-			out.deny = append(out.deny, abs)
 		}
 	}
 	return out, nil
+}
+
+// Protect adds files that are never served, by identity (device and inode) rather than by name: lbplane's
+// CA and serving keys, its token files, its store. Paths are made absolute now; a path that does not exist
+// yet (or no longer) protects whatever file is created there later.
+func (rs *Roots) Protect(paths ...string) error {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		rs.protected = append(rs.protected, abs)
+	}
+	return nil
+}
+
+// isProtected reports whether the opened file (info from fstat) is one of the protected files.
+func (rs *Roots) isProtected(info os.FileInfo) bool {
+	for _, p := range rs.protected {
+		if pi, err := os.Stat(p); err == nil && os.SameFile(pi, info) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close releases the roots.
@@ -145,7 +183,7 @@ func (rs *Roots) ReadFile(path string) ([]byte, error) {
 	if err != nil || !info.Mode().IsRegular() || !os.SameFile(before, info) {
 		return nil, ErrNotReadable
 	}
-	if rs.denied(f) {
+	if rs.denied(f) || rs.isProtected(info) {
 		return nil, ErrNotReadable
 	}
 	if info.Size() > MaxFileBytes {

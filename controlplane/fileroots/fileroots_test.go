@@ -113,3 +113,103 @@ func TestRefuse(t *testing.T) {
 		t.Errorf("Refuse: %v", err)
 	}
 }
+
+// The layout the README starts with: lbplane serve --data-dir ./data --files-root . from one directory. The
+// data directory's exclusion must hold although both were given as relative names.
+func TestRelativeRootAndDataDir(t *testing.T) {
+	base := t.TempDir()
+	t.Chdir(base)
+	if err := os.MkdirAll(filepath.Join("data", "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("data", "pki", "ca.key"), []byte("CA KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("app.crt", []byte("APP"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, deny := range []string{"data", "./data", "data/", "./data/../data"} {
+		rs, err := Open([]string{"."}, deny)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"data/pki/ca.key", "./data/pki/ca.key", filepath.Join(base, "data", "pki", "ca.key"), "data/../data/pki/ca.key"} {
+			if got, err := rs.ReadFile(p); !errors.Is(err, ErrNotReadable) {
+				t.Errorf("deny %q: ReadFile(%q) = %q, %v; want ErrNotReadable", deny, p, got, err)
+			}
+		}
+		if got, err := rs.ReadFile("app.crt"); err != nil || string(got) != "APP" {
+			t.Errorf("deny %q: ReadFile(app.crt) = %q, %v", deny, got, err)
+		}
+		rs.Close()
+	}
+}
+
+// A protected file is refused by identity: through a hard link inside a root, a bind-like second root
+// naming the same directory, or a symlink inside the root; and a file renewed by rename is still protected.
+func TestProtectedByIdentity(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	keys := filepath.Join(base, "keys")
+	for _, d := range []string{root, keys} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := filepath.Join(keys, "ca.key")
+	if err := os.WriteFile(key, []byte("CA KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(key, filepath.Join(root, "innocent.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "ok.pem"), []byte("OK"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The keys directory is also a root (as "/" or a parent directory would make it), under another name.
+	if err := os.Symlink(keys, filepath.Join(base, "keys-link")); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Open([]string{root, filepath.Join(base, "keys-link")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	if got, err := rs.ReadFile("innocent.pem"); err != nil || string(got) != "CA KEY" {
+		t.Fatalf("before Protect, the link reads as any file: %q, %v", got, err)
+	}
+	if err := rs.Protect(key, filepath.Join(keys, "token")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"innocent.pem", filepath.Join(root, "innocent.pem"), filepath.Join(base, "keys-link", "ca.key"), filepath.Join(keys, "ca.key")} {
+		if got, err := rs.ReadFile(p); !errors.Is(err, ErrNotReadable) || got != nil {
+			t.Errorf("ReadFile(%q) = %q, %v; want ErrNotReadable", p, got, err)
+		}
+	}
+	if got, err := rs.ReadFile("ok.pem"); err != nil || string(got) != "OK" {
+		t.Errorf("ReadFile(ok.pem) = %q, %v", got, err)
+	}
+	// A protected path created after Protect, and a key renewed by rename (a new inode), are protected too.
+	tok := filepath.Join(keys, "token")
+	if err := os.WriteFile(tok, []byte("TOKEN"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(tok, filepath.Join(root, "tok.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.ReadFile("tok.pem"); !errors.Is(err, ErrNotReadable) {
+		t.Errorf("a link to a token created after Protect: %v, want ErrNotReadable", err)
+	}
+	if err := os.WriteFile(key+".new", []byte("NEW KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(key+".new", filepath.Join(root, "renewed.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(key+".new", key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.ReadFile("renewed.pem"); !errors.Is(err, ErrNotReadable) {
+		t.Errorf("a link to the renewed key: %v, want ErrNotReadable", err)
+	}
+}

@@ -36,6 +36,12 @@ const (
 	ServerKeyFile  = "xds.key"
 )
 
+// SecretFiles are the files in a PKI directory that must never leave lbplane: the CA's key and the xDS
+// serving key. Policies cannot name them (fileroots.Roots.Protect), whatever path leads to them.
+func SecretFiles(dir string) []string {
+	return []string{filepath.Join(dir, CAKeyFile), filepath.Join(dir, ServerKeyFile)}
+}
+
 const (
 	caValidity = 10 * 365 * 24 * time.Hour
 	// ServerValidity is how long lbplane's own xDS certificate lives; it is re-issued in memory (and on disk)
@@ -266,8 +272,13 @@ func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (*Issued, er
 	if err != nil {
 		return nil, err
 	}
+	// The certificate holds whole seconds: report the NotAfter it carries, the moment it stops being valid.
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
 	return &Issued{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder), CAPEM: ca.CertPEM,
-		NotAfter: tmpl.NotAfter, Serial: tmpl.SerialNumber.Text(16)}, nil
+		NotAfter: cert.NotAfter, Serial: tmpl.SerialNumber.Text(16)}, nil
 }
 
 // ServingCert is lbplane's xDS certificate, re-issued by the CA when two thirds of its life have passed or

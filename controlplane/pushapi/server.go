@@ -71,6 +71,8 @@ type Server struct {
 	HealthByProxy func() map[string]proxystats.Health
 	// IssueCert, when set, issues Envoys' xDS client certificates (certs.go).
 	IssueCert CertIssuer
+	// Guard, when set, revokes Envoy identities (revoke.go); nil when xDS runs without client certificates.
+	Guard *xdsserver.Guard
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
 	ReadOnly string
 	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
@@ -100,6 +102,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}/explain", s.authRead(s.explain))
 	mux.Handle("POST /v1/certificates", s.auth(s.issueCert)) // admin token only: it can mint any Envoy's identity
 	mux.Handle("GET /v1/policies/{namespace}/{name}/live", s.authRead(s.live))
+	mux.Handle("POST /v1/revocations", s.auth(s.revoke)) // admin token only, as issuing is
+	mux.Handle("GET /v1/revocations", s.authRead(s.revocations))
 	return s.Metrics.Instrument(mux)
 }
 

@@ -197,6 +197,25 @@ func (c *Client) IssueCertificate(ctx context.Context, nodeID, group string) (*a
 	return &out, nil
 }
 
+// Revoke cuts off a node (nodeID) or one certificate (serial) at once, until its certificates expire.
+func (c *Client) Revoke(ctx context.Context, req apiwire.RevokeRequest) (*apiwire.RevokeResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var out apiwire.RevokeResult
+	if err := c.do(ctx, http.MethodPost, "/v1/revocations", body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Revocations lists the revocations in force.
+func (c *Client) Revocations(ctx context.Context) ([]apiwire.Revocation, error) {
+	var out []apiwire.Revocation
+	return out, c.do(ctx, http.MethodGet, "/v1/revocations", nil, &out)
+}
+
 // Version returns the version of the lbplane serving the API.
 func (c *Client) Version(ctx context.Context) (*apiwire.Version, error) {
 	var out apiwire.Version

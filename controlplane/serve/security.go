@@ -15,6 +15,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -136,4 +137,65 @@ func (cfg *Config) namespace() (string, error) {
 		return cfg.LeaderElectionNamespace, nil
 	}
 	return "", errors.New("needs --namespace (or --leader-election-namespace)")
+}
+
+// newGuard returns the guard that ends Envoy identities, with the revocations in force: kept in the store
+// in standalone mode, so that they survive a restart, and in a ConfigMap every replica reads in Kubernetes
+// mode (--revocations-configmap), so that a revocation through any replica holds on all.
+func newGuard(ctx context.Context, cfg *Config, st *store.Store) (*xdsserver.Guard, error) {
+	validity := cfg.EnvoyCertValidity
+	if validity <= 0 {
+		validity = pki.ClientValidity
+	}
+	if cfg.RevocationsConfigMap != "" {
+		return newKubeGuard(ctx, cfg, validity)
+	}
+	revoked, err := st.Revocations()
+	if err != nil {
+		return nil, fmt.Errorf("reading the revocations: %w", err)
+	}
+	g := xdsserver.NewGuard(cfg.Log, validity, revoked)
+	g.Persist = st.PutRevocations
+	if n := len(g.Revocations()); n > 0 {
+		cfg.Log.Info("revoked Envoy identities in force", "count", n)
+	}
+	return g, nil
+}
+
+func newKubeGuard(ctx context.Context, cfg *Config, validity time.Duration) (*xdsserver.Guard, error) {
+	if cfg.Kubernetes == nil {
+		return nil, errors.New("--revocations-configmap: needs --kubernetes")
+	}
+	ns, err := cfg.namespace()
+	if err != nil {
+		return nil, fmt.Errorf("--revocations-configmap: %w", err)
+	}
+	client, err := corev1client.NewForConfig(cfg.Kubernetes)
+	if err != nil {
+		return nil, err
+	}
+	cm := &kubepki.Revocations{Client: client, Namespace: ns, Name: cfg.RevocationsConfigMap}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	revoked, err := cm.Load(lctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("--revocations-configmap: %w", err)
+	}
+	g := xdsserver.NewGuard(cfg.Log, validity, revoked)
+	g.Persist = func(rs []xdsserver.Revocation) error {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return cm.Store(wctx, rs)
+	}
+	interval := cfg.RevocationsInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	go cm.Watch(ctx, interval, cfg.Log, func(rs []xdsserver.Revocation) {
+		if n := g.SetRevocations(rs); n > 0 {
+			cfg.Log.Info("closed revoked Envoy connections", "configmap", ns+"/"+cfg.RevocationsConfigMap, "count", n)
+		}
+	})
+	cfg.Log.Info("revocations are kept in a ConfigMap", "configmap", ns+"/"+cfg.RevocationsConfigMap, "inForce", len(g.Revocations()))
+	return g, nil
 }

@@ -126,6 +126,12 @@ type Config struct {
 	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
 	EnvoyCertCheckInterval time.Duration
 
+	// RevocationsConfigMap, with Kubernetes, keeps the revoked Envoy identities (lbctl revoke) in this
+	// ConfigMap of Namespace, which every replica reads every RevocationsInterval, instead of the local store.
+	RevocationsConfigMap string
+	// RevocationsInterval is how often that ConfigMap is read (2 s when 0).
+	RevocationsInterval time.Duration
+
 	// TokenSecret, with Kubernetes, keeps the push API tokens (the ones not set by Token and ReadOnlyToken)
 	// in this Secret of Namespace: the first replica creates it, every replica reads it.
 	TokenSecret string
@@ -151,7 +157,77 @@ func openFilesRoots(cfg *Config) (*fileroots.Roots, error) {
 		}
 		dirs = append(dirs, certs)
 	}
-	return fileroots.Open(dirs, cfg.DataDir)
+	roots, err := fileroots.Open(dirs, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := roots.Protect(protectedFiles(cfg)...); err != nil {
+		roots.Close()
+		return nil, err
+	}
+	return roots, nil
+}
+
+// protectedFiles are every key and token lbplane holds in files: policies may never name them, by any path
+// (a hard link in a files root, a bind mount, a root that contains them). The data directory is denied as a
+// whole as well; these are the files that might be elsewhere, or linked from elsewhere.
+func protectedFiles(cfg *Config) []string {
+	out := pki.SecretFiles(filepath.Join(cfg.DataDir, PKIDir))
+	out = append(out, filepath.Join(cfg.DataDir, TokenFile), filepath.Join(cfg.DataDir, ReadOnlyTokenFile),
+		filepath.Join(cfg.DataDir, store.File), cfg.APITLSKey)
+	if cfg.XDSTLS != nil {
+		out = append(out, cfg.XDSTLS.Key)
+	}
+	return out
+}
+
+// absPaths makes every directory and file flag absolute and clean, once, at start: a relative name is
+// relative to a working directory that nothing should depend on, and compared with the kernel's absolute
+// names of open files it never matches (a relative data directory was once not excluded from a files root).
+func (cfg *Config) absPaths() error {
+	one := func(flag string, p *string) error {
+		if *p == "" {
+			return nil
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+		*p = abs
+		return nil
+	}
+	if err := one("--data-dir", &cfg.DataDir); err != nil {
+		return err
+	}
+	if err := one("--config-dir", &cfg.ConfigDir); err != nil {
+		return err
+	}
+	roots := make([]string, len(cfg.FilesRoots))
+	for i, r := range cfg.FilesRoots {
+		if r == "" {
+			return errors.New("--files-root: an empty directory name")
+		}
+		roots[i] = r
+		if err := one("--files-root", &roots[i]); err != nil {
+			return err
+		}
+	}
+	cfg.FilesRoots = roots
+	for flag, p := range map[string]*string{"--api-tls-cert": &cfg.APITLSCert, "--api-tls-key": &cfg.APITLSKey} {
+		if err := one(flag, p); err != nil {
+			return err
+		}
+	}
+	if cfg.XDSTLS != nil {
+		f := *cfg.XDSTLS
+		for flag, p := range map[string]*string{"--xds-tls-cert": &f.Cert, "--xds-tls-key": &f.Key, "--xds-tls-client-ca": &f.ClientCA} {
+			if err := one(flag, p); err != nil {
+				return err
+			}
+		}
+		cfg.XDSTLS = &f
+	}
+	return nil
 }
 
 // TokenFile is where the push API's admin token lives in the data directory (the name predates the
@@ -253,6 +329,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
+	if err := cfg.absPaths(); err != nil {
+		return err
+	}
 	if err := removePorts(cfg.DataDir); err != nil {
 		return err
 	}
@@ -280,6 +359,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	tracker.RequireIdentity = !cfg.XDSInsecure
+	// The guard ends identities: at certificate expiry, and at once on lbctl revoke.
+	var guard *xdsserver.Guard
+	if !cfg.XDSInsecure {
+		if guard, err = newGuard(ctx, &cfg, st); err != nil {
+			return err
+		}
+		xdsOpts = append(xdsOpts, guard.ServerOption())
+	}
 	var m *metrics.Metrics
 	// ready: the sources have loaded and xDS is served (/readyz); until then the metrics port already
 	// answers /healthz, so that a probe can tell a slow first sync from a dead process.
@@ -346,6 +433,7 @@ func Run(ctx context.Context, cfg Config) error {
 	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, ReadOnlyToken: roToken, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
 	api.Settings = settings(&cfg, rules)
 	api.IssueCert = issuer
+	api.Guard = guard
 	var poller *proxystats.Poller
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
@@ -411,6 +499,9 @@ func Run(ctx context.Context, cfg Config) error {
 		maxConns = xdsserver.DefaultMaxConnections()
 	}
 	xdsLis = xdsserver.LimitConnections(xdsLis, maxConns)
+	if guard != nil {
+		xdsLis = guard.Listener(xdsLis)
+	}
 	apiLis, err := net.Listen("tcp", cfg.APIAddress)
 	if err != nil {
 		xdsLis.Close()

@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 )
 
@@ -47,12 +48,16 @@ type Store struct {
 	db      *bolt.DB
 }
 
+// File is the database file in the data directory. It holds every policy and what lbplane keeps of its own
+// state, so it is one of the files policies may never name (fileroots.Roots.Protect).
+const File = "policies.db"
+
 // Open opens (creating if needed) the store in dir. Only one process may hold it.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(filepath.Join(dir, "policies.db"), 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	db, err := bolt.Open(filepath.Join(dir, File), 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("%s is in use by another lbplane", dir)
@@ -109,5 +114,44 @@ func (s *Store) Apply(puts []*Record, deletes []string) (err error) {
 			}
 		}
 		return nil
+	})
+}
+
+// revocations is the bucket of the Envoy identities revoked before their certificates expire (lbctl
+// revoke), kept under one key: a handful at a time, each forgotten once its certificates have expired.
+var (
+	revocationsBucket = []byte("revocations")
+	revocationsKey    = []byte("all")
+)
+
+// Revocations returns the revocations stored (expired ones included; the caller prunes).
+func (s *Store) Revocations() ([]apiwire.Revocation, error) {
+	var out []apiwire.Revocation
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(revocationsBucket)
+		if b == nil {
+			return nil
+		}
+		v := b.Get(revocationsKey)
+		if v == nil {
+			return nil
+		}
+		return json.Unmarshal(v, &out)
+	})
+	return out, err
+}
+
+// PutRevocations replaces the stored revocations, durably (bbolt syncs before Update returns).
+func (s *Store) PutRevocations(rs []apiwire.Revocation) error {
+	v, err := json.Marshal(rs)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(revocationsBucket)
+		if err != nil {
+			return err
+		}
+		return b.Put(revocationsKey, v)
 	})
 }

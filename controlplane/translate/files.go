@@ -65,6 +65,11 @@ func (f Files) keyPair(field, certPath, keyPath string) ([]byte, []byte, error) 
 	if err != nil {
 		return nil, nil, err
 	}
+	if holdsPrivateKey(cert) {
+		// The certificate chain is sent to Envoy as it is, and shown unredacted in its /config_dump: a key
+		// in it would reach whoever reads either.
+		return nil, nil, fmt.Errorf("%s.certificateFile: holds a private key; a certificate file must hold certificates only (put the key in privateKeyFile)", field)
+	}
 	key, err := f.get(field+".privateKeyFile", keyPath)
 	if err != nil {
 		return nil, nil, err

@@ -74,3 +74,22 @@ func TestFileErrorsNameTheField(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestCertificateFileWithAPrivateKeyIsRefused(t *testing.T) {
+	cert, key := exampleCert(t, "app.example.com.crt"), exampleCert(t, "app.example.com.key")
+	const field = "spec.listener.tls.certificates[0]"
+	for name, data := range map[string][]byte{"key first": append(append([]byte{}, key...), cert...), "key last": append(append([]byte{}, cert...), key...)} {
+		files := Files{"combined.pem": {Data: data}, "app.key": {Data: key}}
+		c, k, err := files.keyPair(field, "combined.pem", "app.key")
+		if err == nil || !strings.HasPrefix(err.Error(), field+".certificateFile: holds a private key") || c != nil || k != nil {
+			t.Errorf("%s: a certificate file holding a key: %v; want it refused naming the field", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "combined.pem") {
+			t.Errorf("%s: the error names the file: %v", name, err)
+		}
+	}
+	files := Files{"app.crt": {Data: cert}, "app.key": {Data: key}}
+	if c, _, err := files.keyPair(field, "app.crt", "app.key"); err != nil || bytes.Contains(c, []byte("PRIVATE KEY")) {
+		t.Errorf("a plain certificate file: %v", err)
+	}
+}

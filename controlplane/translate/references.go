@@ -2,7 +2,6 @@ package translate
 
 import (
 	"cmp"
-	"crypto/tls"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -60,20 +59,11 @@ func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Sec
 		for i, c := range t.Certificates {
 			name := fmt.Sprintf("%s/%s/certificate-%d", p.Namespace, p.Name, i)
 			if c.SecretName != "" {
-				sec, ok := refs.Secrets[SecretRef{Namespace: p.Namespace, Name: c.SecretName}]
-				switch {
-				case refs.Secrets == nil:
-					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secrets need Kubernetes mode (lbplane serve --kubernetes)", i))
-				case !ok:
-					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secret %s/%s not found", i, p.Namespace, c.SecretName))
-				case sec.Err != "":
-					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: %s", i, sec.Err))
-				default:
-					if _, err := tls.X509KeyPair(sec.Cert, sec.Key); err != nil {
-						errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName: Secret %s/%s: %v", i, p.Namespace, c.SecretName, err))
-					} else {
-						secrets[name] = &ir.Secret{Name: name, CertificateChain: sec.Cert, PrivateKey: sec.Key}
-					}
+				cert, key, msg := tlsSecret(refs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName", i), p.Namespace, c.SecretName)
+				if msg != "" {
+					errs = append(errs, msg)
+				} else {
+					secrets[name] = &ir.Secret{Name: name, CertificateChain: cert, PrivateKey: key}
 				}
 				continue
 			}

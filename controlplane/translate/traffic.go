@@ -153,6 +153,10 @@ func tlsSecret(refs Refs, field, namespace, name string) (cert, key []byte, errM
 	case sec.Err != "":
 		return nil, nil, field + ": " + sec.Err
 	}
+	if holdsPrivateKey(sec.Cert) {
+		// As for certificateFile: the chain goes to Envoy as it is, and shows in its /config_dump.
+		return nil, nil, fmt.Sprintf("%s: Secret %s/%s: tls.crt holds a private key; it must hold certificates only", field, namespace, name)
+	}
 	if _, err := tls.X509KeyPair(sec.Cert, sec.Key); err != nil {
 		return nil, nil, fmt.Sprintf("%s: Secret %s/%s: %v", field, namespace, name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,8 @@ func newPushConfig(g *globals) *cobra.Command {
 	return pushCommand(g, "push-config", `  lbctl push-config -f examples/round-robin.yaml
   lbctl push-config -f policies/            # every *.yaml, *.yml and *.json in the directory
   cat policy.yaml | lbctl push-config -f -
-  lbctl push-config -f policy.yaml --dry-run`)
+  lbctl push-config -f policy.yaml --dry-run
+  lbctl push-config -f shop.yaml -f api.yaml  # both, in one all-or-nothing push`)
 }
 
 // newApply is push-config under the name kubectl users reach for.
@@ -31,11 +33,11 @@ func newApply(g *globals) *cobra.Command {
 }
 
 func pushCommand(g *globals, name, example string) *cobra.Command {
-	var file string
+	var files []string
 	var dryRun bool
 	var out *outputFlags
 	cmd := &cobra.Command{
-		Use:     name + " -f FILE|DIR|-",
+		Use:     name + " -f FILE|DIR|- [-f ...]",
 		Short:   "Push policies to lbplane: every document is accepted, or none is",
 		Example: example,
 		Args:    cobra.NoArgs,
@@ -46,10 +48,10 @@ func pushCommand(g *globals, name, example string) *cobra.Command {
 			if g.kube.enabled() {
 				return errors.New("in Kubernetes mode lbplane takes its policies from the cluster: use kubectl apply -f")
 			}
-			return pushConfig(cmd, g, out, file, dryRun)
+			return pushConfig(cmd, g, out, files, dryRun)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file, directory or - for standard input (repeatable: every one is pushed, all or nothing)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check everything the server would check, change nothing, and preview the traffic (as lbctl diff --traffic)")
 	cmd.MarkFlagRequired("filename")
 	out = addOutputFlags(cmd, "")
@@ -58,12 +60,12 @@ func pushCommand(g *globals, name, example string) *cobra.Command {
 
 var requestDoc = regexp.MustCompile(`request#(\d+)`)
 
-func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, file string, dryRun bool) error {
+func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, files []string, dryRun bool) error {
 	c, err := g.client()
 	if err != nil {
 		return err
 	}
-	body, sources, err := readBody(file, cmd.InOrStdin())
+	body, sources, err := readBodies(files, cmd.InOrStdin())
 	if err != nil {
 		return err
 	}
@@ -94,6 +96,34 @@ func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, file string, d
 		dryRunTraffic(cmd, c, body)
 	}
 	return err
+}
+
+// readBodies reads every -f in order into one multi-document body, so that they are pushed together: all
+// or nothing, as one file would be. Standard input may be named once.
+func readBodies(files []string, stdin io.Reader) ([]byte, []string, error) {
+	if len(files) == 1 {
+		return readBody(files[0], stdin)
+	}
+	if len(files) == 0 {
+		return nil, nil, errors.New("-f: name a file, a directory or - for standard input")
+	}
+	if len(slices.DeleteFunc(slices.Clone(files), func(f string) bool { return f != "-" })) > 1 {
+		return nil, nil, errors.New("-f -: standard input can be read once")
+	}
+	var buf bytes.Buffer
+	var sources []string
+	for _, f := range files {
+		b, src, err := readBody(f, stdin)
+		if err != nil {
+			return nil, nil, err
+		}
+		if buf.Len() > 0 {
+			buf.WriteString("\n---\n")
+		}
+		buf.Write(b)
+		sources = append(sources, src...)
+	}
+	return buf.Bytes(), sources, nil
 }
 
 // readBody decodes the input locally first, so that a broken file is reported by name before anything is

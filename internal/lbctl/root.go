@@ -119,7 +119,7 @@ func NewWith(o Options) *cobra.Command {
 	pf.StringVar(&g.caFile, "ca-file", os.Getenv("LBPLANE_CA_FILE"), "PEM CA to trust for an https:// --server (env LBPLANE_CA_FILE)")
 	g.kube = newKubeFlags(pf, o)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.prepare(cmd) }
-	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newVersion(g))
+	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newRevoke(g), newVersion(g))
 	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g))
 	return root
 }

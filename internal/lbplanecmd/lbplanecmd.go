@@ -133,6 +133,7 @@ func newServe() *cobra.Command {
 	f.BoolVar(&cfg.APITLSAuto, "api-tls-auto", false, "serve the push API over HTTPS with a certificate from lbplane's own CA (the --xds-server-name names); for Kubernetes, where probes do not verify and lbctl trusts the CA")
 	f.BoolVar(&cfg.APIInsecureListenAny, "api-insecure-listen-any", false, "allow the push API in plaintext on a non-loopback address (its tokens cross the network readable); logs a warning")
 	f.StringVar(&cfg.TokenSecret, "token-secret", "", "with --kubernetes: read the push API tokens (keys token, token-readonly) from this Secret of --namespace, creating it with random tokens on first start; --token and --token-readonly still take precedence")
+	f.StringVar(&cfg.RevocationsConfigMap, "revocations-configmap", "", "with --kubernetes: keep the revoked Envoy identities (lbctl revoke) in this ConfigMap of --namespace, read by every replica every 2 s, instead of <data-dir>")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on --metrics-address, only to requests with the admin token as a bearer token (loopback included)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

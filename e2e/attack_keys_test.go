@@ -1,0 +1,163 @@
+package e2e
+
+// Attacks on lbplane's own keys through policy file references (issue 28, item 2): with the README's own
+// relative layout, through a hard link placed in a files root, and by a certificateFile that carries a
+// private key. Each must be refused with the field and one message that tells nothing about the file, and
+// nothing of the key may reach Envoy.
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/serve"
+)
+
+// startLbplaneIn starts lbplane in working directory dir with --data-dir ./data and the given flags, as the
+// README does from a checkout.
+func startLbplaneIn(t *testing.T, dir string, extra ...string) *Lbplane {
+	t.Helper()
+	l := &Lbplane{DataDir: filepath.Join(dir, "data"), workDir: dir, dataDirArg: "./data", extraArg: extra}
+	if err := l.start(t, serve.Ports{XDS: "127.0.0.1:0", API: "127.0.0.1:0", Metrics: "127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// refusedAs pushes doc (dry run and not) and fails unless both are refused with exactly want.
+func refusedAs(t *testing.T, l *Lbplane, what string, doc []byte, want string) {
+	t.Helper()
+	for _, dry := range []bool{true, false} {
+		_, err := l.Client.Apply(context.Background(), doc, dry)
+		var apiErr *pushapi.APIError
+		if !errors.As(err, &apiErr) {
+			t.Errorf("%s (dry run %v): %v; want a refusal", what, dry, err)
+			continue
+		}
+		if apiErr.Status != http.StatusConflict || len(apiErr.Errors) != 1 || apiErr.Errors[0] != want {
+			t.Errorf("%s (dry run %v): %d %q\nwant 409 %q", what, dry, apiErr.Status, apiErr.Errors, want)
+		}
+	}
+}
+
+// The README's layout: lbplane serve --data-dir ./data --files-root . from one directory. The CA key and
+// the serving key were served over SDS by their relative names, because the data directory's exclusion was
+// kept as the relative name "data" and never matched.
+func TestAttackKeyFilesREADMELayout(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, certs("app.example.com.crt"), filepath.Join(dir, "app.crt"))
+	copyFile(t, certs("app.example.com.key"), filepath.Join(dir, "app.key"))
+	l := startLbplaneIn(t, dir, "--files-root", ".")
+	// The certificates are public: copies of them in the root are fine, and make each key the only refused
+	// file of its pair.
+	copyFile(t, filepath.Join(l.DataDir, "pki", "ca.crt"), filepath.Join(dir, "ca.crt"))
+	copyFile(t, filepath.Join(l.DataDir, "pki", "xds.crt"), filepath.Join(dir, "xds.crt"))
+	bs := startBackends(t, "k1")
+	port := reservePort(t)
+
+	// A good policy from the same root is accepted: the root does serve.
+	good := policy(t, attackHTTPS, map[string]any{"Name": "good", "Port": port, "Cert": "app.crt", "Key": "./app.key", "B": bs[0].Port})
+	if _, err := l.Client.Apply(context.Background(), good, true); err != nil {
+		t.Fatalf("a good policy under the root: %v", err)
+	}
+	key0 := "default/attack: spec.listener.tls.certificates[0].privateKeyFile: " + notReadable
+	for _, a := range []struct{ cert, key string }{
+		{"ca.crt", "data/pki/ca.key"},
+		{"ca.crt", "./data/pki/ca.key"},
+		{"ca.crt", "data/../data/pki/ca.key"},
+		{"ca.crt", filepath.Join(dir, "data", "pki", "ca.key")},
+		{"xds.crt", "data/pki/xds.key"},
+		{"xds.crt", filepath.Join(dir, "data", "pki", "xds.key")},
+	} {
+		doc := policy(t, attackHTTPS, map[string]any{"Name": "attack", "Port": port + 1, "Cert": a.cert, "Key": a.key, "B": bs[0].Port})
+		refusedAs(t, l, a.key, doc, key0)
+	}
+	// The tokens and the store, named as a CA bundle, say the same: nothing about what they hold.
+	for _, f := range []string{"data/token", "data/token-readonly", "data/policies.db"} {
+		doc := policy(t, attackCA, map[string]any{"Name": "attack", "Port": port + 2, "CA": f, "B": bs[0].Port})
+		refusedAs(t, l, f, doc, "default/attack: spec.backends[0].tls.caFile: "+notReadable)
+	}
+	if ps, err := l.Client.List(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("policies stored after the refused pushes: %d, %v", len(ps), err)
+	}
+}
+
+// A hard link to the CA key (or another key or token lbplane holds) placed inside a files root is the same
+// file under an innocent name; it is refused by identity (device and inode). And a certificateFile that
+// carries a private key is refused: the chain goes to Envoy as it is and shows in its /config_dump.
+func TestAttackKeyFileHardLinkAndKeyInCertificate(t *testing.T) {
+	root := t.TempDir()
+	copyFile(t, certs("app.example.com.crt"), filepath.Join(root, "app.crt"))
+	copyFile(t, certs("app.example.com.key"), filepath.Join(root, "app.key"))
+	var combined []byte
+	for _, f := range []string{"app.example.com.crt", "app.example.com.key"} {
+		b, err := os.ReadFile(certs(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		combined = append(combined, b...)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bundle.pem"), combined, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := startLbplane(t, "--files-root", root)
+	pki := filepath.Join(l.DataDir, "pki")
+	copyFile(t, filepath.Join(pki, "ca.crt"), filepath.Join(root, "site.crt"))
+	copyFile(t, filepath.Join(pki, "xds.crt"), filepath.Join(root, "edge.crt"))
+	for from, to := range map[string]string{
+		filepath.Join(pki, "ca.key"):               "site.key",
+		filepath.Join(pki, "xds.key"):              "edge.key",
+		filepath.Join(l.DataDir, "token-readonly"): "bundle-a.crt", // the admin token is a flag here
+		filepath.Join(l.DataDir, "policies.db"):    "bundle-b.crt",
+		filepath.Join(l.DataDir, serve.PortsFile):  "ports.crt", // not a secret: a control
+		filepath.Join(root, "app.key"):             "app-link.key",
+	} {
+		if err := os.Link(from, filepath.Join(root, to)); err != nil {
+			t.Fatalf("linking %s: %v (the files root and the data directory must be on one filesystem)", from, err)
+		}
+	}
+	bs := startBackends(t, "h1")
+	goodPort, attackPort := reservePort(t), reservePort(t)
+	e := startEnvoy(t, l, "envoy-keys", true)
+	// A good HTTPS policy through a hard link to a file of the root's own is served: links as such are fine.
+	push(t, l, policy(t, attackHTTPS, map[string]any{"Name": "good", "Port": goodPort, "Cert": "app.crt", "Key": "app-link.key", "B": bs[0].Port}))
+	eventually(t, 30*time.Second, "the good HTTPS policy serves", func() error {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", goodPort), &tls.Config{RootCAs: testCA(t), ServerName: "app.example.com"})
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	})
+
+	key0 := "default/attack: spec.listener.tls.certificates[0].privateKeyFile: " + notReadable
+	refusedAs(t, l, "a hard link to the CA key", policy(t, attackHTTPS, map[string]any{"Name": "attack", "Port": attackPort, "Cert": "site.crt", "Key": "site.key", "B": bs[0].Port}), key0)
+	refusedAs(t, l, "a hard link to the CA key, by its absolute name", policy(t, attackHTTPS, map[string]any{"Name": "attack", "Port": attackPort, "Cert": "site.crt", "Key": filepath.Join(root, "site.key"), "B": bs[0].Port}), key0)
+	refusedAs(t, l, "a hard link to the serving key", policy(t, attackHTTPS, map[string]any{"Name": "attack", "Port": attackPort, "Cert": "edge.crt", "Key": "edge.key", "B": bs[0].Port}), key0)
+	ca0 := "default/attack: spec.backends[0].tls.caFile: " + notReadable
+	for _, f := range []string{"bundle-a.crt", "bundle-b.crt"} {
+		refusedAs(t, l, "a hard link to a token or the store ("+f+")", policy(t, attackCA, map[string]any{"Name": "attack", "Port": attackPort, "CA": f, "B": bs[0].Port}), ca0)
+	}
+	// The control: a hard link to a file lbplane does not keep secret is read (and found to be no CA).
+	refusedAs(t, l, "a hard link to ports.json", policy(t, attackCA, map[string]any{"Name": "attack", "Port": attackPort, "CA": "ports.crt", "B": bs[0].Port}),
+		"default/attack: spec.backends[0].tls.caFile: no PEM certificate in it")
+
+	// A certificate file with the key inside.
+	refusedAs(t, l, "a certificateFile holding a private key", policy(t, attackHTTPS, map[string]any{"Name": "attack", "Port": attackPort, "Cert": "bundle.pem", "Key": "app.key", "B": bs[0].Port}),
+		"default/attack: spec.listener.tls.certificates[0].certificateFile: holds a private key; a certificate file must hold certificates only (put the key in privateKeyFile)")
+
+	waitSynced(t, l, 1)
+	if dump := e.ConfigDump(t); strings.Contains(dump, "PRIVATE KEY") {
+		t.Errorf("a private key reached Envoy's config dump")
+	}
+	if ps, err := l.Client.List(context.Background()); err != nil || len(ps) != 1 {
+		t.Errorf("policies stored: %d, %v; want the good one only", len(ps), err)
+	}
+}

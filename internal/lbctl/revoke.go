@@ -1,0 +1,86 @@
+package lbctl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+)
+
+func newRevoke(g *globals) *cobra.Command {
+	var req apiwire.RevokeRequest
+	var list bool
+	var out *outputFlags
+	cmd := &cobra.Command{
+		Use:   "revoke (--node ID | --serial HEX | --list)",
+		Short: "Cut off an Envoy identity at once, until its certificate expires",
+		Long: `Revoke a node id (every certificate issued for it so far) or one certificate (by serial number). lbplane
+closes the node's xDS connections at once and refuses its reconnects until every certificate the
+revocation covers has expired; the revocation survives a restart. A certificate issued for the node after
+the revocation is good again, except one issued within five minutes of it (certificates are back-dated by
+five minutes for clock skew). Needs the admin token. --list shows the revocations in force.`,
+		Example: `  lbctl revoke --node edge-7 --reason "host lost"
+  lbctl revoke --serial 5f3a9c0e12
+  lbctl revoke --list`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if g.kube.enabled() {
+				return errors.New("in Kubernetes mode, revoke through the push API of an lbplane replica (lbctl --server): the revocation is kept in a ConfigMap every replica watches")
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if list {
+				if req.NodeID != "" || req.Serial != "" {
+					return errors.New("--list: not with --node or --serial")
+				}
+				rs, err := c.Revocations(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return out.Print(cmd.OutOrStdout(), printable{Object: rs, Text: func(w io.Writer, _ bool) error {
+					if len(rs) == 0 {
+						_, err := fmt.Fprintln(w, "No revocations in force.")
+						return err
+					}
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "NODE\tSERIAL\tREVOKED\tUNTIL\tREASON")
+					for _, r := range rs {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(r.NodeID), dash(r.Serial), r.At.UTC().Format(time.RFC3339), r.Until.UTC().Format(time.RFC3339), r.Reason)
+					}
+					return tw.Flush()
+				}})
+			}
+			if (req.NodeID == "") == (req.Serial == "") {
+				return errors.New("name exactly one of --node and --serial (or --list)")
+			}
+			res, err := c.Revoke(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return out.Print(cmd.OutOrStdout(), printable{Object: res, Text: func(w io.Writer, _ bool) error {
+				what := "node " + res.Revocation.NodeID
+				if res.Revocation.Serial != "" {
+					what = "certificate " + res.Revocation.Serial
+				}
+				_, err := fmt.Fprintf(w, "%s revoked until %s; %d connection(s) closed\n", what, res.Revocation.Until.UTC().Format(time.RFC3339), res.Closed)
+				return err
+			}})
+		},
+	}
+	cmd.Flags().StringVar(&req.NodeID, "node", "", "node id to cut off (every certificate issued for it so far)")
+	cmd.Flags().StringVar(&req.Serial, "serial", "", "serial number (hex, colons allowed) of the one certificate to cut off")
+	cmd.Flags().StringVar(&req.Reason, "reason", "", "a note kept with the revocation")
+	cmd.Flags().BoolVar(&list, "list", false, "list the revocations in force")
+	out = addOutputFlags(cmd, "")
+	return cmd
+}
