@@ -215,3 +215,47 @@ func writeTestCredentials(t *testing.T, group string) string {
 	}
 	return dir
 }
+
+// TestHelmAlertsWithPromtool renders the chart's PrometheusRule and runs promtool's rule tests
+// (charts/lbplane/testdata/alerts-test.yaml) against it: each alert fires on the recorded series of its
+// failure (a rejected policy, a NACK, no Envoy, a killed backend's ejected endpoints, expiring certificates)
+// and stays quiet on the healthy ones.
+func TestHelmAlertsWithPromtool(t *testing.T) {
+	promtool := tools.Require(t, "promtool")
+	out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", "metrics.prometheusRule.enabled=true",
+		"--show-only", "templates/prometheusrule.yaml")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	var rule struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Groups []any `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(out), &rule); err != nil || rule.Kind != "PrometheusRule" || len(rule.Spec.Groups) == 0 {
+		t.Fatalf("no PrometheusRule rendered (%v):\n%s", err, out)
+	}
+	rules, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tests, err := os.ReadFile(filepath.Join(chartDir, "testdata", "alerts-test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"rules.yaml": rules, "alerts-test.yaml": tests} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "rules.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(promtool, "test", "rules", filepath.Join(dir, "alerts-test.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	} else {
+		t.Logf("promtool test rules:\n%s", out)
+	}
+}

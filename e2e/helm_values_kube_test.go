@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func installServiceMonitorCRD(t *testing.T, c *kubetest.Cluster) {
 	if out, err := kubectl(t, c.Kubeconfig, "", "apply", "--server-side", "-f", dir); err != nil {
 		t.Fatalf("applying the ServiceMonitor CRD: %v\n%s", err, out)
 	}
-	if out, err := kubectl(t, c.Kubeconfig, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com"); err != nil {
+	if out, err := kubectl(t, c.Kubeconfig, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
@@ -151,6 +152,81 @@ func TestHelmInstallEveryValue(t *testing.T) {
 		if out, err := kubectl(t, c.Kubeconfig, "", "get", "-n", "lbplane", obj); err != nil {
 			t.Errorf("%s: %v %s", obj, err, out)
 		}
+	}
+	// The values that fit the chart to a cluster: priority, extra arguments, environment and volumes, and the
+	// Envoy Service's load balancer settings, as the API server holds them.
+	type extras struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					PriorityClassName string           `json:"priorityClassName"`
+					Volumes           []map[string]any `json:"volumes"`
+					Containers        []struct {
+						Args         []string         `json:"args"`
+						Env          []map[string]any `json:"env"`
+						VolumeMounts []map[string]any `json:"volumeMounts"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	var lbx, envoyx extras
+	kubectlJSON(t, c.Kubeconfig, &lbx, "deployment", "-n", "lbplane", "demo-lbplane")
+	kubectlJSON(t, c.Kubeconfig, &envoyx, "deployment", "-n", "lbplane", "demo-lbplane-envoy")
+	for name, x := range map[string]struct {
+		d              extras
+		priority, arg  string
+		env, mountPath string
+	}{"lbplane": {lbx, "lbplane-control", "--proxy-stats-interval=5s", "GOMEMLIMIT", "/scratch"},
+		"envoy": {envoyx, "lbplane-edge", "--concurrency", "ENVOY_EXTRA", "/scratch"}} {
+		s := x.d.Spec.Template.Spec
+		if s.PriorityClassName != x.priority {
+			t.Errorf("%s: priorityClassName %q, want %q", name, s.PriorityClassName, x.priority)
+		}
+		ct := s.Containers[0]
+		if !slices.Contains(ct.Args, x.arg) {
+			t.Errorf("%s: extraArgs missing %q: %q", name, x.arg, ct.Args)
+		}
+		if !slices.ContainsFunc(ct.Env, func(e map[string]any) bool { return e["name"] == x.env }) {
+			t.Errorf("%s: extraEnv missing %s: %v", name, x.env, ct.Env)
+		}
+		if !slices.ContainsFunc(ct.VolumeMounts, func(m map[string]any) bool { return m["mountPath"] == x.mountPath }) ||
+			!slices.ContainsFunc(s.Volumes, func(v map[string]any) bool { return v["name"] == "scratch" }) {
+			t.Errorf("%s: extra volume not mounted: %v %v", name, ct.VolumeMounts, s.Volumes)
+		}
+	}
+	var svc struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+			Labels      map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			ExternalTrafficPolicy    string   `json:"externalTrafficPolicy"`
+			InternalTrafficPolicy    string   `json:"internalTrafficPolicy"`
+			LoadBalancerClass        string   `json:"loadBalancerClass"`
+			LoadBalancerSourceRanges []string `json:"loadBalancerSourceRanges"`
+		} `json:"spec"`
+	}
+	kubectlJSON(t, c.Kubeconfig, &svc, "service", "-n", "lbplane", "demo-lbplane-envoy")
+	if svc.Metadata.Annotations["service.beta.kubernetes.io/aws-load-balancer-type"] != "nlb" || svc.Metadata.Labels["example.com/exposed"] != "true" ||
+		svc.Spec.ExternalTrafficPolicy != "Local" || svc.Spec.InternalTrafficPolicy != "Cluster" || svc.Spec.LoadBalancerClass != "example.com/lb" ||
+		!slices.Equal(svc.Spec.LoadBalancerSourceRanges, []string{"198.51.100.0/24"}) {
+		t.Errorf("Envoy Service: %+v", svc)
+	}
+	var pr struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			Groups []struct {
+				Rules []struct{ Alert, Expr string } `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	kubectlJSON(t, c.Kubeconfig, &pr, "prometheusrule.monitoring.coreos.com", "-n", "lbplane", "demo-lbplane")
+	if pr.Metadata.Labels["release"] != "kube-prometheus-stack" || len(pr.Spec.Groups) != 1 || len(pr.Spec.Groups[0].Rules) != 6 ||
+		!strings.Contains(pr.Spec.Groups[0].Rules[3].Expr, "> 0.25") {
+		t.Errorf("PrometheusRule: %+v", pr)
 	}
 	var pdb struct {
 		Spec struct {

@@ -16,7 +16,7 @@ HELM_VERSION=v3.22.0
 CONTROLLER_GEN_VERSION=v0.23.0
 # cert-manager: only its CRDs (deploy/crds in the Go module), to validate the chart's Certificates.
 CERT_MANAGER_VERSION=v1.21.2
-# prometheus-operator: only its ServiceMonitor CRD, to apply the chart's ServiceMonitors.
+# prometheus-operator: only its ServiceMonitor and PrometheusRule CRDs, to apply the chart's ServiceMonitors and alerts.
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
 STATICCHECK_VERSION=v0.8.2
 # promtool: only to test the chart's PrometheusRule alerts against recorded series (promtool test rules).
@@ -176,11 +176,11 @@ cert_manager_crds() {
   rm -rf "$tmp"
 }
 
-# servicemonitor_crd copies the ServiceMonitor CRD out of prometheus-operator's Go module zip, as
+# servicemonitor_crd copies the ServiceMonitor and PrometheusRule CRDs out of prometheus-operator's Go module zip, as
 # cert_manager_crds does for cert-manager.
 servicemonitor_crd() {
   local dir="$TOOLS/servicemonitor-crd-$PROMETHEUS_OPERATOR_VERSION"
-  [ -f "$dir/monitoring.coreos.com_servicemonitors.yaml" ] && return 0
+  [ -f "$dir/monitoring.coreos.com_servicemonitors.yaml" ] && [ -f "$dir/monitoring.coreos.com_prometheusrules.yaml" ] && return 0
   local tmp; tmp=$(mktemp -d)
   (
     cd "$tmp"
@@ -188,7 +188,8 @@ servicemonitor_crd() {
     GOFLAGS=-mod=mod go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" > po.json
     local src; src=$(python3 -c 'import json; print(json.load(open("po.json"))["Dir"])')
     mkdir -p "$dir.tmp"
-    cp "$src"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml "$dir.tmp/"
+    cp "$src"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml \
+      "$src"/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml "$dir.tmp/"
     chmod 0644 "$dir.tmp"/*.yaml
     rm -rf "$dir"
     mv "$dir.tmp" "$dir"
