@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -132,4 +133,51 @@ func limitMessage(msg string) string {
 		cut--
 	}
 	return msg[:cut] + fmt.Sprintf(" ... (%d bytes more)", len(msg)-cut)
+}
+
+// Transitions keeps when each policy's conditions last changed status, for the standalone API, which
+// computes status on every read: without it, lastTransitionTime would be the time of the read. Kubernetes
+// keeps the times in the status it stores. Safe for concurrent use.
+type Transitions struct {
+	mu   sync.Mutex
+	seen map[translate.Key]map[string]transition
+}
+
+type transition struct {
+	status metav1.ConditionStatus
+	at     metav1.Time
+}
+
+// Keep sets each condition's LastTransitionTime to when it first took its current status for key, and
+// records the ones that changed as of their own time.
+func (t *Transitions) Keep(key translate.Key, conds []metav1.Condition) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen == nil {
+		t.seen = map[translate.Key]map[string]transition{}
+	}
+	m := t.seen[key]
+	if m == nil {
+		m = make(map[string]transition, len(conds))
+		t.seen[key] = m
+	}
+	for i := range conds {
+		c := &conds[i]
+		if prev, ok := m[c.Type]; ok && prev.status == c.Status {
+			c.LastTransitionTime = prev.at
+			continue
+		}
+		m[c.Type] = transition{status: c.Status, at: c.LastTransitionTime}
+	}
+}
+
+// Forget drops what is kept for the policies not in live (deleted ones).
+func (t *Transitions) Forget(live func(translate.Key) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.seen {
+		if !live(k) {
+			delete(t.seen, k)
+		}
+	}
 }

@@ -82,6 +82,9 @@ type Server struct {
 	// status).
 	Settings []string
 
+	// transitions keeps the conditions' real transition times across reads.
+	transitions policystatus.Transitions
+
 	admitOnce sync.Once
 	admit     *Admission
 	limits    addrlimit.Limiter
@@ -277,10 +280,12 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
 			if pr := res.Policies.Of(k); pr != nil {
 				v.Status = policystatus.Compute(pr, proxies, health, now)
+				s.transitions.Keep(k, v.Status.Conditions)
 			}
 			out = append(out, &v)
 		}
 	}
+	s.transitions.Forget(func(k translate.Key) bool { return res.Policies.Of(k) != nil })
 	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int { return cmpKey(translate.KeyOf(a), translate.KeyOf(b)) })
 	return out
 }

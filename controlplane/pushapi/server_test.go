@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
@@ -220,5 +221,39 @@ func BenchmarkApplyOneChangeAmong(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestConditionsKeepTheirTransitionTime: status is computed on every read, but a condition's
+// lastTransitionTime is when it took its status, not the time of the read.
+func TestConditionsKeepTheirTransitionTime(t *testing.T) {
+	c, _, _ := newServer(t)
+	ctx := context.Background()
+	if _, err := c.Apply(ctx, []byte(doc("a", 80, "a.example.com")), false); err != nil {
+		t.Fatal(err)
+	}
+	times := func() map[string]time.Time {
+		t.Helper()
+		list, err := c.List(ctx)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("%d policies, %v", len(list), err)
+		}
+		out := map[string]time.Time{}
+		for _, cond := range list[0].Status.Conditions {
+			out[cond.Type+"="+string(cond.Status)] = cond.LastTransitionTime.Time
+		}
+		return out
+	}
+	first := times()
+	// Conditions are written to the second: wait until a read would show another second.
+	time.Sleep(1100 * time.Millisecond)
+	second := times()
+	if len(first) < 3 {
+		t.Fatalf("conditions: %v", first)
+	}
+	for k, at := range first {
+		if !second[k].Equal(at) {
+			t.Errorf("%s: lastTransitionTime moved from %s to %s between two reads", k, at, second[k])
+		}
 	}
 }
