@@ -67,7 +67,9 @@ func rejection(p xdsserver.ProxyStatus, key string) string {
 		}
 		// Resources unknown: the NACK cannot be put on particular policies, so it counts against all.
 		if ts.NackedResources == nil || slices.Contains(ts.NackedPolicies, key) {
-			return shortType(ts.TypeURL) + ": " + ts.NackMessage
+			// Envoy's messages end in a newline (and list several errors on lines of their own): one line
+			// each, and none trailing, in a condition message.
+			return shortType(ts.TypeURL) + ": " + strings.Join(strings.Fields(ts.NackMessage), " ")
 		}
 	}
 	return ""

@@ -43,7 +43,8 @@ func TestProgrammed(t *testing.T) {
 			{TypeURL: resource.ListenerType},
 			{TypeURL: typ, Nacked: true, NackMessage: msg, NackedResources: resources, NackedPolicies: policies}}}
 	}
-	mine := nacked("c", resource.ClusterType, "ns/p/a: bad", []string{"ns/p/a"}, []string{"ns/p"})
+	// Envoy's message ends in a newline and may span lines: the condition's is one line.
+	mine := nacked("c", resource.ClusterType, "ns/p/a: bad\n", []string{"ns/p/a"}, []string{"ns/p"})
 	if c := prog(synced, mine); c.Reason != ReasonRejected || c.Message != "Envoy rejected the config: c: Cluster: ns/p/a: bad" {
 		t.Errorf("rejected: %+v", c)
 	}
