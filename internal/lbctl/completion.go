@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/manifest"
 )
 
 // completePolicyNames completes a policy name argument with the names the server (or, in Kubernetes mode,
@@ -35,6 +38,32 @@ func completePolicyNames(g *globals, namespace *string) cobra.CompletionFunc {
 		for _, p := range items {
 			if strings.HasPrefix(p.Name, toComplete) {
 				names = append(names, p.Name)
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeModelNames completes the policy names of trace and whatif: from the -f file when one is given (the
+// policies they model offline), else as completePolicyNames does.
+func completeModelNames(g *globals, file, namespace *string) cobra.CompletionFunc {
+	fromServer := completePolicyNames(g, namespace)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if *file == "" {
+			return fromServer(cmd, args, toComplete)
+		}
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		docs, _ := manifest.ReadPath(*file, cmd.InOrStdin())
+		var names []string
+		for _, d := range docs {
+			ns := d.Policy.Namespace
+			if ns == "" {
+				ns = v1alpha1.DefaultNamespace
+			}
+			if ns == *namespace && strings.HasPrefix(d.Policy.Name, toComplete) {
+				names = append(names, d.Policy.Name)
 			}
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp

@@ -86,7 +86,8 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
   lbctl trace shop --client-ip 10.1.2.3 -f shop.yaml
   lbctl trace shop --cookie sticky=MTI3LjAuMC4xOjgwODE= --live
   lbctl trace shop --header x-user=bob --down zone=zone-a -o json`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeModelNames(g, &file, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.check(); err != nil {
 				return err

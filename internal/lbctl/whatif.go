@@ -26,7 +26,8 @@ priority and panic rules (see lbctl trace). Nothing is changed.
 		Example: `  lbctl whatif shop --down zone=zone-a
   lbctl whatif shop --down endpoint=10.0.0.3:8080 --down endpoint=10.0.0.4
   lbctl whatif shop -f shop.yaml --down zone=zone-a -o json`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeModelNames(g, &file, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
 				return err
