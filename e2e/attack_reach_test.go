@@ -305,6 +305,11 @@ addressType: IPv4
 ports: [{name: http, port: 8080, protocol: TCP}]
 endpoints: [{addresses: [{{$.IP}}], conditions: {ready: true}}]
 {{- end}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: external, namespace: team-a}
+spec: {type: ExternalName, externalName: localhost, ports: [{name: http, port: 80}]}
 `
 
 const reachKubePolicy = `
@@ -316,7 +321,7 @@ spec:
   backends:
     - name: app
 {{- if .Service}}
-      service: {name: web, namespace: {{.Service}}, port: 80}
+      service: {name: {{or .ServiceName "web"}}, namespace: {{.Service}}, port: 80}
 {{- else}}
       endpoints: [{address: "{{.Address}}", port: 8080}]
 {{- end}}
@@ -337,11 +342,13 @@ func TestAttackReachKubernetes(t *testing.T) {
 	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
 	startEnvoy(t, l, "envoy-kube-reach", true)
 	ports := map[string]int{}
-	for _, p := range []struct{ name, address, service string }{
-		{"own-service", "", "team-a"}, {"raw-address", far.IP, ""}, {"host-name", "far.example.com", ""}, {"other-namespace", "", "team-b"},
+	for _, p := range []struct{ name, address, service, serviceName string }{
+		{"own-service", "", "team-a", ""}, {"raw-address", far.IP, "", ""}, {"host-name", "far.example.com", "", ""}, {"other-namespace", "", "team-b", ""},
+		{"external-name", "", "team-a", "external"},
 	} {
 		ports[p.name] = reservePort(t)
-		kubeApply(t, cluster.Kubeconfig, reachKubePolicy, map[string]any{"Name": p.name, "Port": ports[p.name], "Address": p.address, "Service": p.service})
+		kubeApply(t, cluster.Kubeconfig, reachKubePolicy, map[string]any{"Name": p.name, "Port": ports[p.name], "Address": p.address,
+			"Service": p.service, "ServiceName": p.serviceName})
 	}
 	condition := func(name, typ string) string {
 		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "-n", "team-a", name, "-o",
@@ -366,7 +373,13 @@ func TestAttackReachKubernetes(t *testing.T) {
 		}
 		return nil
 	})
-	for _, name := range []string{"raw-address", "host-name", "other-namespace"} {
+	eventually(t, 60*time.Second, "the ExternalName Service (localhost) is not followed", func() error {
+		if got := condition("external-name", "ResolvedRefs"); !strings.HasPrefix(got, "False: spec.backends[0].service: Service team-a/external is of type ExternalName") {
+			return fmt.Errorf("ResolvedRefs %s", got)
+		}
+		return nil
+	})
+	for _, name := range []string{"raw-address", "host-name", "other-namespace", "external-name"} {
 		if _, code, err := doWith(newClient(false), fmt.Sprintf("http://127.0.0.1:%d/", ports[name]), nil); err == nil && code == 200 {
 			t.Errorf("%s: traffic reached a backend (%d)", name, code)
 		}

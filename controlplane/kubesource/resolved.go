@@ -221,7 +221,7 @@ func (r *resolved) setPolicy(rd *round, key types.NamespacedName, p *v1alpha1.Lo
 
 // setService stores what a Service port resolved to, if it differs from what the engine has.
 func (r *resolved) setService(rd *round, ref translate.ServiceRef, se translate.ServiceEndpoints) {
-	if old, ok := r.services[ref]; ok && old.Err == se.Err && slices.Equal(old.Endpoints, se.Endpoints) {
+	if old, ok := r.services[ref]; ok && old.Err == se.Err && slices.Equal(old.Endpoints, se.Endpoints) && slices.Equal(old.GrantedTo, se.GrantedTo) {
 		return
 	}
 	r.writableServices(rd)

@@ -429,6 +429,13 @@ func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) transl
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s not found", ref.Namespace, ref.Name)}
 	}
+	grants := translate.Grants(svc.Annotations[translate.GrantAnnotation])
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		// Its name could be anything, localhost included, and is not the namespace's to vouch for: lbplane
+		// sends Envoy no name a Service points at.
+		return translate.ServiceEndpoints{GrantedTo: grants, Err: fmt.Sprintf("Service %s/%s is of type ExternalName, which lbplane does not follow "+
+			"(name the host in endpoints, where the operator allows host names)", ref.Namespace, ref.Name)}
+	}
 	var port *corev1.ServicePort
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
@@ -447,7 +454,7 @@ func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) transl
 	if err := c.List(ctx, &slices_, client.InNamespace(ref.Namespace), client.MatchingFields{serviceNameIndex: ref.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.ServiceEndpoints{Err: err.Error()}
 	}
-	out := translate.ServiceEndpoints{GrantedTo: translate.Grants(svc.Annotations[translate.GrantAnnotation])}
+	out := translate.ServiceEndpoints{GrantedTo: grants}
 	for _, sl := range slices_.Items {
 		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
