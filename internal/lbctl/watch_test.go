@@ -100,13 +100,19 @@ func TestCompletionOfPolicyNamesAsksTheServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, cmd := range []string{"get", "status", "explain", "delete"} {
+	for _, cmd := range []string{"get", "status", "explain", "delete", "trace", "whatif"} {
 		code, out, errs := run(t, "", "--server", url, "--token", "admin", "__complete", cmd, "-n", "shop", "car")
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", cmd, code, errs)
 		}
 		if got := strings.Fields(out); strings.Join(got, " ") != "carrot cart :4" {
 			t.Errorf("%s: completions %q, want carrot, cart and the no-file directive", cmd, out)
+		}
+	}
+	// trace and whatif model a -f file offline: its names, not the server's.
+	for _, cmd := range []string{"trace", "whatif"} {
+		if _, out, _ := run(t, "", "__complete", cmd, "-f", "examples/hash-path-and-host.yaml", "hash-"); strings.Join(strings.Fields(out), " ") != "hash-path hash-host :4" {
+			t.Errorf("%s -f: completions %q, want the file's hash-path and hash-host", cmd, out)
 		}
 	}
 	// Another namespace has none of them.
