@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -41,6 +43,9 @@ const (
 // went on decoding the backlog through the calm windows, and the calm side measured the attack). It prints
 // "streams conns" on stdout and returns the exit code.
 func attackerProcess(addr string) int {
+	if os.Getenv(floodSourceEnv) != "" {
+		return floodProcess(addr)
+	}
 	d, err1 := time.ParseDuration(os.Getenv(attackerDurationEnv))
 	window, err2 := time.ParseDuration(os.Getenv(attackerWindowEnv))
 	startNs, err3 := strconv.ParseInt(os.Getenv(attackerStartEnv), 10, 64)
@@ -168,4 +173,173 @@ func pinCPU(t *testing.T, pid, cpu int) {
 			t.Fatalf("binding thread %d of %d to CPU %d: %v", tid, pid, cpu, err)
 		}
 	}
+}
+
+// The one-host floods (TestAttackOneHost*) run in an attacker process too: the test binary re-executed with
+// floodSourceEnv set. It opens floodConnsEnv connections from the loopback address in floodSourceEnv, 256
+// dials in flight, writes floodBytesEnv bytes of an unterminated request on each (none: a silent flood), and
+// holds every connection until Envoy closes it or floodHoldEnv has passed since the flood began; it never
+// reopens one. It prints one line of figures (see floodResult).
+const (
+	floodSourceEnv = "LBPLANE_E2E_FLOOD_SOURCE"
+	floodConnsEnv  = "LBPLANE_E2E_FLOOD_CONNS"
+	floodBytesEnv  = "LBPLANE_E2E_FLOOD_BYTES"
+	floodHoldEnv   = "LBPLANE_E2E_FLOOD_HOLD"
+)
+
+// floodResult is what the flood process reports: connections opened, dials that failed, connections Envoy
+// closed within a second of opening them (over its global limit), connections Envoy closed later, those
+// still open when the flood ended, and the longest time Envoy kept one that it closed later.
+type floodResult struct {
+	Opened, DialFailed, ClosedAtOnce, ClosedLater, HeldToEnd int64
+	LongestClosedLater                                       time.Duration
+}
+
+func floodProcess(addr string) int {
+	src := net.ParseIP(os.Getenv(floodSourceEnv))
+	conns, err1 := strconv.Atoi(os.Getenv(floodConnsEnv))
+	size, err2 := strconv.Atoi(os.Getenv(floodBytesEnv))
+	hold, err3 := time.ParseDuration(os.Getenv(floodHoldEnv))
+	if src == nil || !src.IsLoopback() || err1 != nil || err2 != nil || err3 != nil || conns < 1 || conns > 25000 ||
+		size < 0 || size > 1<<20 || hold <= 0 || hold > 60*time.Second {
+		fmt.Fprintf(os.Stderr, "want a loopback %s, %s up to 25000, %s up to 1 MiB and %s up to 60s\n",
+			floodSourceEnv, floodConnsEnv, floodBytesEnv, floodHoldEnv)
+		return 2
+	}
+	// One descriptor per connection, and some to spare.
+	if err := raiseNoFile(uint64(conns) + 1000); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var payload []byte
+	if size > 0 {
+		prefix := "GET / HTTP/1.1\r\nHost: flood\r\nX-Flood: "
+		payload = append([]byte(prefix), bytes.Repeat([]byte("f"), max(size-len(prefix), 1))...)
+	}
+	began := time.Now()
+	end := began.Add(hold)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 2 * time.Second}
+	var r floodResult
+	var longest atomic.Int64
+	var mu sync.Mutex
+	var open []net.Conn
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 256)
+	for i := 0; i < conns && time.Now().Before(end); i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := d.Dial("tcp", addr)
+			<-sem
+			if err != nil {
+				atomic.AddInt64(&r.DialFailed, 1)
+				return
+			}
+			atomic.AddInt64(&r.Opened, 1)
+			opened := time.Now()
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			if payload != nil {
+				c.SetWriteDeadline(end)
+				c.Write(payload)
+			}
+			c.SetReadDeadline(end)
+			_, err = io.Copy(io.Discard, c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				atomic.AddInt64(&r.HeldToEnd, 1)
+				return
+			}
+			if held := time.Since(opened); held < time.Second {
+				atomic.AddInt64(&r.ClosedAtOnce, 1)
+			} else {
+				atomic.AddInt64(&r.ClosedLater, 1)
+				for {
+					old := longest.Load()
+					if int64(held) <= old || longest.CompareAndSwap(old, int64(held)) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range open {
+		// Reset instead of FIN: thousands of sockets in TIME_WAIT would hold the ephemeral ports of the
+		// attacker's address for a minute.
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}
+	r.LongestClosedLater = time.Duration(longest.Load())
+	fmt.Println(r.Opened, r.DialFailed, r.ClosedAtOnce, r.ClosedLater, r.HeldToEnd, int64(r.LongestClosedLater))
+	return 0
+}
+
+// raiseNoFile raises this process's open-file limit (soft and, as root, hard) to at least n.
+func raiseNoFile(n uint64) error {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return err
+	}
+	if rl.Cur >= n {
+		return nil
+	}
+	rl.Cur = n
+	if rl.Max < n {
+		rl.Max = n
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return fmt.Errorf("raising the open-file limit to %d: %v; run the tests as root, or with `ulimit -n %d` (or more) in the shell that starts them", n, err, n)
+	}
+	return nil
+}
+
+// flood is a running flood process.
+type flood struct {
+	cmd    *exec.Cmd
+	out    bytes.Buffer
+	cancel context.CancelFunc
+	began  time.Time
+}
+
+// startFlood starts a flood process bound to the attacker's CPU (as startRapidResetAttack does): conns
+// connections from src to addr, each sending size bytes of an unterminated request, held for up to hold.
+func startFlood(t *testing.T, addr, src string, conns, size int, hold time.Duration) *flood {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hold+60*time.Second)
+	f := &flood{cancel: cancel}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		cancel()
+		t.Fatal("taskset (util-linux) is needed to keep the attacker off Envoy's CPU: apt-get install util-linux")
+	}
+	f.cmd = exec.CommandContext(ctx, taskset, "-c", strconv.Itoa(attackerCPU), os.Args[0])
+	f.cmd.Env = append(os.Environ(), attackerAddrEnv+"="+addr, floodSourceEnv+"="+src, floodConnsEnv+"="+strconv.Itoa(conns),
+		floodBytesEnv+"="+strconv.Itoa(size), floodHoldEnv+"="+hold.String())
+	f.cmd.Stdout, f.cmd.Stderr = &f.out, os.Stderr
+	f.began = time.Now()
+	if err := f.cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.cancel(); f.cmd.Wait() })
+	return f
+}
+
+// Wait returns the flood's figures once it has ended.
+func (f *flood) Wait(t *testing.T) floodResult {
+	t.Helper()
+	err := f.cmd.Wait()
+	f.cancel()
+	if err != nil {
+		t.Fatalf("flood process: %v (output %q)", err, f.out.String())
+	}
+	var r floodResult
+	var longest int64
+	if _, err := fmt.Sscan(f.out.String(), &r.Opened, &r.DialFailed, &r.ClosedAtOnce, &r.ClosedLater, &r.HeldToEnd, &longest); err != nil {
+		t.Fatalf("flood process printed %q: %v", f.out.String(), err)
+	}
+	r.LongestClosedLater = time.Duration(longest)
+	return r
 }
