@@ -951,6 +951,9 @@ func oneHostFlood(t *testing.T, what string, conns int, size func(e *edge) int) 
 	t.Logf("%s: new connections from %s: %d of %d served in the first %s of the flood, %d of %d after it",
 		what, clientIP, beforeOK, before, within, afterOK, after)
 	requireTrickle(t, tr, 200)
+	if res.Opened < int64(conns)*9/10 {
+		t.Errorf("%s: the attacker opened only %d of its %d connections: the flood did not happen as described", what, res.Opened, conns)
+	}
 	t.Logf("%s: Envoy's RSS %.1f MiB before, peak %.1f MiB, configured heap limit %.0f MiB", what, base, peak, limit)
 	if peak >= limit {
 		t.Errorf("%s: Envoy's RSS peaked at %.1f MiB, over its configured heap limit of %.0f MiB", what, peak, limit)

@@ -176,7 +176,7 @@ func pinCPU(t *testing.T, pid, cpu int) {
 }
 
 // The one-host floods (TestAttackOneHost*) run in an attacker process too: the test binary re-executed with
-// floodSourceEnv set. It opens floodConnsEnv connections from the loopback address in floodSourceEnv, 256
+// floodSourceEnv set. It opens floodConnsEnv connections from the loopback address in floodSourceEnv, 512
 // dials in flight, writes floodBytesEnv bytes of an unterminated request on each (none: a silent flood), and
 // holds every connection until Envoy closes it or floodHoldEnv has passed since the flood began; it never
 // reopens one. It prints one line of figures (see floodResult).
@@ -218,13 +218,15 @@ func floodProcess(addr string) int {
 	}
 	began := time.Now()
 	end := began.Add(hold)
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 2 * time.Second}
+	// A dial waits up to 10 s: SYNs beyond the listener's backlog are dropped and retried by the kernel, and
+	// with a shorter timeout a busy machine's flood gave up before it reached Envoy's limit.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
 	var r floodResult
 	var longest atomic.Int64
 	var mu sync.Mutex
 	var open []net.Conn
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 256)
+	sem := make(chan struct{}, 512)
 	for i := 0; i < conns && time.Now().Before(end); i++ {
 		sem <- struct{}{}
 		wg.Add(1)
