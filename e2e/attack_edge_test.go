@@ -1006,3 +1006,155 @@ func TestAttackOneHostSilentFlood(t *testing.T) {
 func TestAttackOneHostHeaderFlood(t *testing.T) {
 	oneHostFlood(t, "header flood", 15000, func(e *edge) int { return maxRequestHeadersKB(t, e.envoy)<<10 - 2048 })
 }
+
+// sendFrom sends text on a new connection from the loopback address src and returns Envoy's answer, or the
+// error that ended the connection (Envoy closing it unanswered gives EOF or a reset).
+func sendFrom(src, addr, text string) (*http.Response, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, text); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, nil
+}
+
+// TestAttackProxyProtocolUntrustedSender: a listener that accepts the PROXY protocol from 127.0.0.2 only
+// (proxyProtocol.trustedSources). A client connecting directly from 127.0.0.3 and claiming to be 6.6.6.6 is
+// closed unanswered, and nothing reaches the backend; the same header from the trusted sender is believed
+// (the backend sees 6.6.6.6 in X-Forwarded-For).
+func TestAttackProxyProtocolUntrustedSender(t *testing.T) {
+	e := startEdge(t, "")
+	port := reservePort(t)
+	push(t, e.lb, policy(t, edgePolicy, map[string]any{"Name": "pp", "Port": port, "B": e.be.port,
+		"Extra": "    proxyProtocol: {trustedSources: [127.0.0.2/32]}"}))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	claim := func(path string) string {
+		return fmt.Sprintf("PROXY TCP4 6.6.6.6 127.0.0.1 40000 %d\r\nGET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", port, path)
+	}
+	eventually(t, 30*time.Second, "the trusted sender is served", func() error {
+		resp, err := sendFrom(attackerIP, addr, claim("/trusted"))
+		if err == nil && resp.StatusCode != 200 {
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return err
+	})
+	if _, h := e.be.lastRequest(); h.Get("X-Forwarded-For") != "6.6.6.6" {
+		t.Errorf("from the trusted sender the backend saw X-Forwarded-For %q, want the PROXY source 6.6.6.6", h.Get("X-Forwarded-For"))
+	}
+	for i := range 20 {
+		if resp, err := sendFrom(clientIP, addr, claim("/untrusted")); err == nil {
+			t.Fatalf("attempt %d: a direct client from %s claiming 6.6.6.6 got status %d; want the connection closed", i, clientIP, resp.StatusCode)
+		}
+	}
+	// Nor without a header: the untrusted peer is refused whatever it sends.
+	if resp, err := sendFrom(clientIP, addr, "GET /untrusted HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil {
+		t.Errorf("a direct client from %s without a PROXY header got status %d; want the connection closed", clientIP, resp.StatusCode)
+	}
+	if n := e.be.count("/untrusted"); n > 0 {
+		t.Errorf("the backend saw %d requests from the untrusted sender", n)
+	}
+	t.Logf("PROXY protocol: the trusted sender's claim was believed, 21 connections from %s were closed unanswered", clientIP)
+}
+
+const perClientPolicy = `apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: per-client}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  routes:
+    - name: limited
+      backends: [{name: app}]
+      # The refills are so slow that the bursts alone decide: the route admits 1,000, each client 3.
+      rateLimit:
+        requests: 1
+        interval: 24h
+        burst: 1000
+        perClient: {requests: 1, interval: 24h, burst: 3}
+        headers: true
+  backends:
+    - name: app
+      endpoints: [{address: 127.0.0.1, port: {{.B}}}]
+`
+
+// TestAttackRateLimitOneClientDrainsOnlyItsOwn: 20 clients on 20 loopback addresses (127.0.0.10-29) share a
+// route with a per-client limit of 3. The first drains its bucket with 20 requests (3 served, then 429);
+// each of the other 19 is then served its 3, and refused its 4th: the buckets are per client, not per route.
+// Answers carry x-ratelimit-limit and x-ratelimit-remaining.
+func TestAttackRateLimitOneClientDrainsOnlyItsOwn(t *testing.T) {
+	be := startRecorder(t)
+	l := startLbplane(t)
+	envoy := startEnvoy(t, l, "per-client", true)
+	port := reservePort(t)
+	push(t, l, policy(t, perClientPolicy, map[string]any{"Port": port, "B": be.port}))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	get := func(src string) (*http.Response, error) {
+		return sendFrom(src, addr, "GET /limited HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	}
+	// Readiness from an address none of the 20 clients uses.
+	eventually(t, 30*time.Second, "the route answers", func() error {
+		resp, err := get("127.0.0.9")
+		if err == nil && resp.StatusCode != 200 {
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return err
+	})
+	codes := func(src string, n int) (ok, limited int, last *http.Response) {
+		for range n {
+			resp, err := get(src)
+			if err != nil {
+				t.Fatalf("%s: %v", src, err)
+			}
+			switch resp.StatusCode {
+			case 200:
+				ok++
+			case 429:
+				limited++
+			default:
+				t.Fatalf("%s: status %d", src, resp.StatusCode)
+			}
+			last = resp
+		}
+		return ok, limited, last
+	}
+	ok, limited, last := codes("127.0.0.10", 20)
+	t.Logf("the greedy client 127.0.0.10: %d served, %d refused", ok, limited)
+	if ok != 3 || limited != 17 {
+		t.Errorf("the greedy client got %d served and %d refused, want 3 and 17", ok, limited)
+	}
+	if last.Header.Get("X-RateLimit-Limit") == "" || last.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("the greedy client's last answer has X-RateLimit-Limit %q and X-RateLimit-Remaining %q, want a limit and 0",
+			last.Header.Get("X-RateLimit-Limit"), last.Header.Get("X-RateLimit-Remaining"))
+	}
+	served, refused := 0, 0
+	for i := 11; i < 30; i++ {
+		src := fmt.Sprintf("127.0.0.%d", i)
+		ok, limited, _ := codes(src, 3)
+		served += ok
+		if limited > 0 {
+			t.Errorf("%s was refused %d of its first 3 requests after 127.0.0.10 drained its own bucket", src, limited)
+		}
+		if _, limited, _ := codes(src, 1); limited != 1 {
+			t.Errorf("%s's 4th request was served, want 429 (its own bucket holds 3)", src)
+		} else {
+			refused++
+		}
+	}
+	t.Logf("the 19 other clients: %d of 57 served, %d of 19 fourth requests refused", served, refused)
+	if served != 57 {
+		t.Errorf("the 19 other clients got %d of their 57 requests served, want all", served)
+	}
+	if t.Failed() {
+		t.Log(envoyStats(t, envoy.AdminPort, "local_rate_limit"))
+	}
+}
