@@ -979,8 +979,9 @@ func oneHostFlood(t *testing.T, what string, conns int, size func(e *edge) int) 
 	t.Logf("%s: new connections from %s: %d of %d served in the first %s of the flood, %d of %d after it",
 		what, clientIP, beforeOK, before, within, afterOK, after)
 	requireTrickle(t, tr, 200)
-	if res.Opened < int64(conns)*9/10 {
-		t.Errorf("%s: the attacker opened only %d of its %d connections: the flood did not happen as described", what, res.Opened, conns)
+	// The attack must have been made: 90 % of its connections, or at least Envoy's limit's worth.
+	if want := min(int64(conns)*9/10, oneHostMaxConnections); res.Opened < want {
+		t.Errorf("%s: the attacker opened only %d of its %d connections (want %d): the flood did not happen as described", what, res.Opened, conns, want)
 	}
 	t.Logf("%s: Envoy's RSS %.1f MiB before, peak %.1f MiB, configured heap limit %.0f MiB", what, base, peak, limit)
 	if peak >= limit {
