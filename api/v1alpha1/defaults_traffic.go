@@ -8,9 +8,9 @@ import (
 
 // Defaults of the traffic features (rate limits, mirrors, PROXY protocol, utilization-aware balancing).
 const (
-	DefaultRateLimitInterval       = time.Second
+	DefaultRateLimitInterval = time.Second
 	// DefaultRateLimitMaxClients is how many client addresses a route's per-client rate limit tracks.
-	DefaultRateLimitMaxClients = 10000
+	DefaultRateLimitMaxClients     = 10000
 	DefaultMirrorPercent           = 100
 	DefaultProxyProtocolVersion    = ProxyProtocolV2
 	DefaultBlackoutPeriod          = 10 * time.Second

@@ -149,7 +149,7 @@ type Route struct {
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 	// ClientRateLimit, when set (with RateLimit), caps each client address's requests on the route as well.
 	ClientRateLimit *ClientRateLimit `json:"clientRateLimit,omitempty"`
-	Mirrors   []Mirror   `json:"mirrors,omitempty"`
+	Mirrors         []Mirror         `json:"mirrors,omitempty"`
 }
 
 // Retry is a route's retry policy.
