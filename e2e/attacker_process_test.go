@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -216,64 +215,113 @@ func floodProcess(addr string) int {
 		prefix := "GET / HTTP/1.1\r\nHost: flood\r\nX-Flood: "
 		payload = append([]byte(prefix), bytes.Repeat([]byte("f"), max(size-len(prefix), 1))...)
 	}
+	// Whether Envoy closed a connection is watched with one epoll set rather than a goroutine per connection:
+	// with the race detector (make test builds the test binary, and so this process, with -race) a process
+	// may have at most 8,128 goroutines alive.
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer unix.Close(epfd)
 	began := time.Now()
 	end := began.Add(hold)
 	// A dial waits up to 10 s: SYNs beyond the listener's backlog are dropped and retried by the kernel, and
 	// with a shorter timeout a busy machine's flood gave up before it reached Envoy's limit.
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
+	type heldConn struct {
+		c      *net.TCPConn
+		opened time.Time
+		closed bool
+	}
 	var r floodResult
-	var longest atomic.Int64
 	var mu sync.Mutex
-	var open []net.Conn
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 512)
-	for i := 0; i < conns && time.Now().Before(end); i++ {
-		sem <- struct{}{}
-		wg.Add(1)
+	held := map[int32]*heldConn{}
+	var next atomic.Int64
+	var dialers sync.WaitGroup
+	for range 512 {
+		dialers.Add(1)
 		go func() {
-			defer wg.Done()
-			c, err := d.Dial("tcp", addr)
-			<-sem
-			if err != nil {
-				atomic.AddInt64(&r.DialFailed, 1)
-				return
-			}
-			atomic.AddInt64(&r.Opened, 1)
-			opened := time.Now()
-			mu.Lock()
-			open = append(open, c)
-			mu.Unlock()
-			if payload != nil {
-				c.SetWriteDeadline(end)
-				c.Write(payload)
-			}
-			c.SetReadDeadline(end)
-			_, err = io.Copy(io.Discard, c)
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				atomic.AddInt64(&r.HeldToEnd, 1)
-				return
-			}
-			if held := time.Since(opened); held < time.Second {
-				atomic.AddInt64(&r.ClosedAtOnce, 1)
-			} else {
-				atomic.AddInt64(&r.ClosedLater, 1)
-				for {
-					old := longest.Load()
-					if int64(held) <= old || longest.CompareAndSwap(old, int64(held)) {
-						break
-					}
+			defer dialers.Done()
+			for next.Add(1) <= int64(conns) && time.Now().Before(end) {
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					atomic.AddInt64(&r.DialFailed, 1)
+					continue
 				}
+				atomic.AddInt64(&r.Opened, 1)
+				tc := c.(*net.TCPConn)
+				h := &heldConn{c: tc, opened: time.Now()}
+				if payload != nil {
+					tc.SetWriteDeadline(end)
+					tc.Write(payload)
+				}
+				raw, err := tc.SyscallConn()
+				if err != nil {
+					continue
+				}
+				raw.Control(func(fd uintptr) {
+					mu.Lock()
+					held[int32(fd)] = h
+					mu.Unlock()
+					ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
+					unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+				})
 			}
 		}()
 	}
-	wg.Wait()
-	for _, c := range open {
+	// Until the end of the hold: a readable connection is read without blocking; end of file or an error
+	// means Envoy closed it (what Envoy sends before, such as a 408, is dropped).
+	var longest time.Duration
+	events := make([]unix.EpollEvent, 512)
+	buf := make([]byte, 64<<10)
+	for time.Now().Before(end) {
+		n, err := unix.EpollWait(epfd, events, 100)
+		if err != nil && err != unix.EINTR {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		for _, ev := range events[:max(n, 0)] {
+			mu.Lock()
+			h := held[ev.Fd]
+			mu.Unlock()
+			if h == nil || h.closed {
+				continue
+			}
+			for {
+				m, err := unix.Read(int(ev.Fd), buf)
+				if err == unix.EAGAIN || err == unix.EINTR {
+					break
+				}
+				if m > 0 {
+					continue
+				}
+				// 0 bytes (end of file) or an error (a reset): Envoy closed it.
+				h.closed = true
+				unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, int(ev.Fd), nil)
+				if held := time.Since(h.opened); held < time.Second {
+					r.ClosedAtOnce++
+				} else {
+					r.ClosedLater++
+					longest = max(longest, held)
+				}
+				break
+			}
+		}
+	}
+	dialers.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, h := range held {
+		if !h.closed {
+			r.HeldToEnd++
+		}
 		// Reset instead of FIN: thousands of sockets in TIME_WAIT would hold the ephemeral ports of the
 		// attacker's address for a minute.
-		c.(*net.TCPConn).SetLinger(0)
-		c.Close()
+		h.c.SetLinger(0)
+		h.c.Close()
 	}
-	r.LongestClosedLater = time.Duration(longest.Load())
+	r.LongestClosedLater = longest
 	fmt.Println(r.Opened, r.DialFailed, r.ClosedAtOnce, r.ClosedLater, r.HeldToEnd, int64(r.LongestClosedLater))
 	return 0
 }
