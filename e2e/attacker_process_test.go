@@ -176,7 +176,7 @@ func pinCPU(t *testing.T, pid, cpu int) {
 
 // The one-host floods (TestAttackOneHost*) run in an attacker process too: the test binary re-executed with
 // floodSourceEnv set. It opens floodConnsEnv connections from the loopback address in floodSourceEnv, 512
-// dials in flight, writes floodBytesEnv bytes of an unterminated request on each (none: a silent flood), and
+// connects in flight, writes floodBytesEnv bytes of an unterminated request on each (none: a silent flood), and
 // holds every connection until Envoy closes it or floodHoldEnv has passed since the flood began; it never
 // reopens one. It prints one line of figures (see floodResult).
 const (
@@ -215,113 +215,159 @@ func floodProcess(addr string) int {
 		prefix := "GET / HTTP/1.1\r\nHost: flood\r\nX-Flood: "
 		payload = append([]byte(prefix), bytes.Repeat([]byte("f"), max(size-len(prefix), 1))...)
 	}
-	// Whether Envoy closed a connection is watched with one epoll set rather than a goroutine per connection:
-	// with the race detector (make test builds the test binary, and so this process, with -race) a process
-	// may have at most 8,128 goroutines alive.
+	dst, err := net.ResolveTCPAddr("tcp4", addr)
+	if err != nil || dst.IP.To4() == nil || src.To4() == nil {
+		fmt.Fprintf(os.Stderr, "want IPv4 addresses, got %s and %s\n", src, addr)
+		return 2
+	}
+	var dstSa, srcSa unix.SockaddrInet4
+	dstSa.Port = dst.Port
+	copy(dstSa.Addr[:], dst.IP.To4())
+	copy(srcSa.Addr[:], src.To4())
+	// One thread, non-blocking sockets and one epoll set, rather than Go's dialer and a goroutine per
+	// connection: make test builds the test binary, and so this process, with the race detector, which allows
+	// at most 8,128 live goroutines and slowed the dialers' every step (385 connections a second instead of
+	// thousands, so that the flood no longer met Envoy's limit in its time).
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer unix.Close(epfd)
-	began := time.Now()
-	end := began.Add(hold)
-	// A dial waits up to 10 s: SYNs beyond the listener's backlog are dropped and retried by the kernel, and
-	// with a shorter timeout a busy machine's flood gave up before it reached Envoy's limit.
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
-	type heldConn struct {
-		c      *net.TCPConn
-		opened time.Time
-		closed bool
+	type conn struct {
+		fd                int
+		started, opened   time.Time
+		connected, closed bool
+		written           int
 	}
 	var r floodResult
-	var mu sync.Mutex
-	held := map[int32]*heldConn{}
-	var next atomic.Int64
-	var dialers sync.WaitGroup
-	for range 512 {
-		dialers.Add(1)
-		go func() {
-			defer dialers.Done()
-			for next.Add(1) <= int64(conns) && time.Now().Before(end) {
-				c, err := d.Dial("tcp", addr)
-				if err != nil {
-					atomic.AddInt64(&r.DialFailed, 1)
-					continue
-				}
-				atomic.AddInt64(&r.Opened, 1)
-				tc := c.(*net.TCPConn)
-				h := &heldConn{c: tc, opened: time.Now()}
-				if payload != nil {
-					tc.SetWriteDeadline(end)
-					tc.Write(payload)
-				}
-				raw, err := tc.SyscallConn()
-				if err != nil {
-					continue
-				}
-				raw.Control(func(fd uintptr) {
-					mu.Lock()
-					held[int32(fd)] = h
-					mu.Unlock()
-					ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
-					unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
-				})
-			}
-		}()
+	byFD := map[int32]*conn{}
+	inflight, attempted := 0, 0
+	const maxInflight = 512
+	// A connect waits up to 10 s: SYNs beyond the listener's backlog are dropped and retried by the kernel,
+	// and with a shorter timeout a busy machine's flood gave up before it reached Envoy's limit.
+	const connectTimeout = 10 * time.Second
+	fail := func(c *conn) {
+		r.DialFailed++
+		inflight--
+		delete(byFD, int32(c.fd))
+		unix.Close(c.fd)
 	}
-	// Until the end of the hold: a readable connection is read without blocking; end of file or an error
-	// means Envoy closed it (what Envoy sends before, such as a 408, is dropped).
-	var longest time.Duration
-	events := make([]unix.EpollEvent, 512)
+	watch := func(c *conn, events uint32) {
+		unix.EpollCtl(epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: events, Fd: int32(c.fd)})
+	}
+	// write sends what remains of the payload; once it is all out, only reads are watched.
+	write := func(c *conn) {
+		for c.written < len(payload) {
+			n, err := unix.SendmsgN(c.fd, payload[c.written:], nil, nil, unix.MSG_NOSIGNAL)
+			if err != nil {
+				if err == unix.EAGAIN {
+					return
+				}
+				break // Envoy closed it: the read side will tell
+			}
+			c.written += n
+		}
+		watch(c, unix.EPOLLIN|unix.EPOLLRDHUP)
+	}
+	began := time.Now()
+	end := began.Add(hold)
+	events := make([]unix.EpollEvent, 1024)
 	buf := make([]byte, 64<<10)
+	lastSweep := began
 	for time.Now().Before(end) {
-		n, err := unix.EpollWait(epfd, events, 100)
+		for inflight < maxInflight && attempted < conns {
+			attempted++
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				r.DialFailed++
+				continue
+			}
+			if err := unix.Bind(fd, &srcSa); err != nil {
+				unix.Close(fd)
+				r.DialFailed++
+				continue
+			}
+			if err := unix.Connect(fd, &dstSa); err != nil && err != unix.EINPROGRESS {
+				unix.Close(fd)
+				r.DialFailed++
+				continue
+			}
+			c := &conn{fd: fd, started: time.Now()}
+			byFD[int32(fd)] = c
+			inflight++
+			unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)})
+		}
+		n, err := unix.EpollWait(epfd, events, 50)
 		if err != nil && err != unix.EINTR {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
+		now := time.Now()
 		for _, ev := range events[:max(n, 0)] {
-			mu.Lock()
-			h := held[ev.Fd]
-			mu.Unlock()
-			if h == nil || h.closed {
+			c := byFD[ev.Fd]
+			if c == nil || c.closed {
 				continue
 			}
+			if !c.connected {
+				if soerr, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || soerr != 0 {
+					fail(c)
+					continue
+				}
+				c.connected, c.opened = true, now
+				inflight--
+				r.Opened++
+				write(c)
+				continue
+			}
+			if ev.Events&unix.EPOLLOUT != 0 {
+				write(c)
+			}
+			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+				continue
+			}
+			// Read what Envoy sent (a 408 before closing, say) without blocking; end of file or an error
+			// means Envoy closed the connection.
 			for {
-				m, err := unix.Read(int(ev.Fd), buf)
+				m, err := unix.Read(c.fd, buf)
 				if err == unix.EAGAIN || err == unix.EINTR {
 					break
 				}
 				if m > 0 {
 					continue
 				}
-				// 0 bytes (end of file) or an error (a reset): Envoy closed it.
-				h.closed = true
-				unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, int(ev.Fd), nil)
-				if held := time.Since(h.opened); held < time.Second {
+				c.closed = true
+				unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+				if held := now.Sub(c.opened); held < time.Second {
 					r.ClosedAtOnce++
 				} else {
 					r.ClosedLater++
-					longest = max(longest, held)
+					r.LongestClosedLater = max(r.LongestClosedLater, held)
 				}
 				break
 			}
 		}
+		if now.Sub(lastSweep) > time.Second {
+			lastSweep = now
+			for _, c := range byFD {
+				if !c.connected && now.Sub(c.started) > connectTimeout {
+					fail(c)
+				}
+			}
+		}
 	}
-	dialers.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	for _, h := range held {
-		if !h.closed {
+	for _, c := range byFD {
+		switch {
+		case !c.connected:
+			r.DialFailed++
+		case !c.closed:
 			r.HeldToEnd++
 		}
 		// Reset instead of FIN: thousands of sockets in TIME_WAIT would hold the ephemeral ports of the
 		// attacker's address for a minute.
-		h.c.SetLinger(0)
-		h.c.Close()
+		unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+		unix.Close(c.fd)
 	}
-	r.LongestClosedLater = longest
 	fmt.Println(r.Opened, r.DialFailed, r.ClosedAtOnce, r.ClosedLater, r.HeldToEnd, int64(r.LongestClosedLater))
 	return 0
 }
