@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -41,6 +42,9 @@ const (
 // went on decoding the backlog through the calm windows, and the calm side measured the attack). It prints
 // "streams conns" on stdout and returns the exit code.
 func attackerProcess(addr string) int {
+	if os.Getenv(floodSourceEnv) != "" {
+		return floodProcess(addr)
+	}
 	d, err1 := time.ParseDuration(os.Getenv(attackerDurationEnv))
 	window, err2 := time.ParseDuration(os.Getenv(attackerWindowEnv))
 	startNs, err3 := strconv.ParseInt(os.Getenv(attackerStartEnv), 10, 64)
@@ -168,4 +172,270 @@ func pinCPU(t *testing.T, pid, cpu int) {
 			t.Fatalf("binding thread %d of %d to CPU %d: %v", tid, pid, cpu, err)
 		}
 	}
+}
+
+// The one-host floods (TestAttackOneHost*) run in an attacker process too: the test binary re-executed with
+// floodSourceEnv set. It opens floodConnsEnv connections from the loopback address in floodSourceEnv, 512
+// connects in flight, writes floodBytesEnv bytes of an unterminated request on each (none: a silent flood), and
+// holds every connection until Envoy closes it or floodHoldEnv has passed since the flood began; it never
+// reopens one. It prints one line of figures (see floodResult).
+const (
+	floodSourceEnv = "LBPLANE_E2E_FLOOD_SOURCE"
+	floodConnsEnv  = "LBPLANE_E2E_FLOOD_CONNS"
+	floodBytesEnv  = "LBPLANE_E2E_FLOOD_BYTES"
+	floodHoldEnv   = "LBPLANE_E2E_FLOOD_HOLD"
+)
+
+// floodResult is what the flood process reports: connections opened, dials that failed, connections Envoy
+// closed within a second of opening them (over its global limit), connections Envoy closed later, those
+// still open when the flood ended, and the longest time Envoy kept one that it closed later.
+type floodResult struct {
+	Opened, DialFailed, ClosedAtOnce, ClosedLater, HeldToEnd int64
+	LongestClosedLater                                       time.Duration
+}
+
+func floodProcess(addr string) int {
+	src := net.ParseIP(os.Getenv(floodSourceEnv))
+	conns, err1 := strconv.Atoi(os.Getenv(floodConnsEnv))
+	size, err2 := strconv.Atoi(os.Getenv(floodBytesEnv))
+	hold, err3 := time.ParseDuration(os.Getenv(floodHoldEnv))
+	if src == nil || !src.IsLoopback() || err1 != nil || err2 != nil || err3 != nil || conns < 1 || conns > 25000 ||
+		size < 0 || size > 1<<20 || hold <= 0 || hold > 60*time.Second {
+		fmt.Fprintf(os.Stderr, "want a loopback %s, %s up to 25000, %s up to 1 MiB and %s up to 60s\n",
+			floodSourceEnv, floodConnsEnv, floodBytesEnv, floodHoldEnv)
+		return 2
+	}
+	// One descriptor per connection, and some to spare.
+	if err := raiseNoFile(uint64(conns) + 1000); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var payload []byte
+	if size > 0 {
+		prefix := "GET / HTTP/1.1\r\nHost: flood\r\nX-Flood: "
+		payload = append([]byte(prefix), bytes.Repeat([]byte("f"), max(size-len(prefix), 1))...)
+	}
+	dst, err := net.ResolveTCPAddr("tcp4", addr)
+	if err != nil || dst.IP.To4() == nil || src.To4() == nil {
+		fmt.Fprintf(os.Stderr, "want IPv4 addresses, got %s and %s\n", src, addr)
+		return 2
+	}
+	var dstSa, srcSa unix.SockaddrInet4
+	dstSa.Port = dst.Port
+	copy(dstSa.Addr[:], dst.IP.To4())
+	copy(srcSa.Addr[:], src.To4())
+	// One thread, non-blocking sockets and one epoll set, rather than Go's dialer and a goroutine per
+	// connection: make test builds the test binary, and so this process, with the race detector, which allows
+	// at most 8,128 live goroutines and slowed the dialers' every step (385 connections a second instead of
+	// thousands, so that the flood no longer met Envoy's limit in its time).
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer unix.Close(epfd)
+	type conn struct {
+		fd                int
+		started, opened   time.Time
+		connected, closed bool
+		written           int
+	}
+	var r floodResult
+	byFD := map[int32]*conn{}
+	inflight, attempted := 0, 0
+	const maxInflight = 512
+	// A connect waits up to 10 s: SYNs beyond the listener's backlog are dropped and retried by the kernel,
+	// and with a shorter timeout a busy machine's flood gave up before it reached Envoy's limit.
+	const connectTimeout = 10 * time.Second
+	fail := func(c *conn) {
+		r.DialFailed++
+		inflight--
+		delete(byFD, int32(c.fd))
+		unix.Close(c.fd)
+	}
+	watch := func(c *conn, events uint32) {
+		unix.EpollCtl(epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: events, Fd: int32(c.fd)})
+	}
+	// write sends what remains of the payload; once it is all out, only reads are watched.
+	write := func(c *conn) {
+		for c.written < len(payload) {
+			n, err := unix.SendmsgN(c.fd, payload[c.written:], nil, nil, unix.MSG_NOSIGNAL)
+			if err != nil {
+				if err == unix.EAGAIN {
+					return
+				}
+				break // Envoy closed it: the read side will tell
+			}
+			c.written += n
+		}
+		watch(c, unix.EPOLLIN|unix.EPOLLRDHUP)
+	}
+	began := time.Now()
+	end := began.Add(hold)
+	events := make([]unix.EpollEvent, 1024)
+	buf := make([]byte, 64<<10)
+	lastSweep := began
+	for time.Now().Before(end) {
+		for inflight < maxInflight && attempted < conns {
+			attempted++
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				r.DialFailed++
+				continue
+			}
+			if err := unix.Bind(fd, &srcSa); err != nil {
+				unix.Close(fd)
+				r.DialFailed++
+				continue
+			}
+			if err := unix.Connect(fd, &dstSa); err != nil && err != unix.EINPROGRESS {
+				unix.Close(fd)
+				r.DialFailed++
+				continue
+			}
+			c := &conn{fd: fd, started: time.Now()}
+			byFD[int32(fd)] = c
+			inflight++
+			unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)})
+		}
+		n, err := unix.EpollWait(epfd, events, 50)
+		if err != nil && err != unix.EINTR {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		now := time.Now()
+		for _, ev := range events[:max(n, 0)] {
+			c := byFD[ev.Fd]
+			if c == nil || c.closed {
+				continue
+			}
+			if !c.connected {
+				if soerr, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || soerr != 0 {
+					fail(c)
+					continue
+				}
+				c.connected, c.opened = true, now
+				inflight--
+				r.Opened++
+				write(c)
+				continue
+			}
+			if ev.Events&unix.EPOLLOUT != 0 {
+				write(c)
+			}
+			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+				continue
+			}
+			// Read what Envoy sent (a 408 before closing, say) without blocking; end of file or an error
+			// means Envoy closed the connection.
+			for {
+				m, err := unix.Read(c.fd, buf)
+				if err == unix.EAGAIN || err == unix.EINTR {
+					break
+				}
+				if m > 0 {
+					continue
+				}
+				c.closed = true
+				unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+				if held := now.Sub(c.opened); held < time.Second {
+					r.ClosedAtOnce++
+				} else {
+					r.ClosedLater++
+					r.LongestClosedLater = max(r.LongestClosedLater, held)
+				}
+				break
+			}
+		}
+		if now.Sub(lastSweep) > time.Second {
+			lastSweep = now
+			for _, c := range byFD {
+				if !c.connected && now.Sub(c.started) > connectTimeout {
+					fail(c)
+				}
+			}
+		}
+	}
+	for _, c := range byFD {
+		switch {
+		case !c.connected:
+			r.DialFailed++
+		case !c.closed:
+			r.HeldToEnd++
+		}
+		// Reset instead of FIN: thousands of sockets in TIME_WAIT would hold the ephemeral ports of the
+		// attacker's address for a minute.
+		unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+		unix.Close(c.fd)
+	}
+	fmt.Println(r.Opened, r.DialFailed, r.ClosedAtOnce, r.ClosedLater, r.HeldToEnd, int64(r.LongestClosedLater))
+	return 0
+}
+
+// raiseNoFile raises this process's open-file limit (soft and, as root, hard) to at least n.
+func raiseNoFile(n uint64) error {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return err
+	}
+	if rl.Cur >= n {
+		return nil
+	}
+	rl.Cur = n
+	if rl.Max < n {
+		rl.Max = n
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return fmt.Errorf("raising the open-file limit to %d: %v; run the tests as root, or with `ulimit -n %d` (or more) in the shell that starts them", n, err, n)
+	}
+	return nil
+}
+
+// flood is a running flood process.
+type flood struct {
+	cmd    *exec.Cmd
+	out    bytes.Buffer
+	cancel context.CancelFunc
+	began  time.Time
+}
+
+// startFlood starts a flood process bound to the attacker's CPU (as startRapidResetAttack does): conns
+// connections from src to addr, each sending size bytes of an unterminated request, held for up to hold.
+func startFlood(t *testing.T, addr, src string, conns, size int, hold time.Duration) *flood {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hold+60*time.Second)
+	f := &flood{cancel: cancel}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		cancel()
+		t.Fatal("taskset (util-linux) is needed to keep the attacker off Envoy's CPU: apt-get install util-linux")
+	}
+	f.cmd = exec.CommandContext(ctx, taskset, "-c", strconv.Itoa(attackerCPU), os.Args[0])
+	f.cmd.Env = append(os.Environ(), attackerAddrEnv+"="+addr, floodSourceEnv+"="+src, floodConnsEnv+"="+strconv.Itoa(conns),
+		floodBytesEnv+"="+strconv.Itoa(size), floodHoldEnv+"="+hold.String())
+	f.cmd.Stdout, f.cmd.Stderr = &f.out, os.Stderr
+	f.began = time.Now()
+	if err := f.cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.cancel(); f.cmd.Wait() })
+	return f
+}
+
+// Wait returns the flood's figures once it has ended.
+func (f *flood) Wait(t *testing.T) floodResult {
+	t.Helper()
+	err := f.cmd.Wait()
+	f.cancel()
+	if err != nil {
+		t.Fatalf("flood process: %v (output %q)", err, f.out.String())
+	}
+	var r floodResult
+	var longest int64
+	if _, err := fmt.Sscan(f.out.String(), &r.Opened, &r.DialFailed, &r.ClosedAtOnce, &r.ClosedLater, &r.HeldToEnd, &longest); err != nil {
+		t.Fatalf("flood process printed %q: %v", f.out.String(), err)
+	}
+	r.LongestClosedLater = time.Duration(longest)
+	return r
 }

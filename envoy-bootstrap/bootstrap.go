@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 )
 
 //go:embed bootstrap.yaml.tmpl
@@ -47,6 +48,9 @@ type Params struct {
 	// MaxHeapBytes is the heap budget of the overload manager's actions; 0 means DefaultMaxHeapBytes and a
 	// negative value leaves the heap monitor out.
 	MaxHeapBytes int64
+	// ScaledIdleTimeout is how long, under connection or heap pressure, a connection that has sent nothing or a
+	// request that has stalled is kept (overload manager scaled timers); 0 means DefaultScaledIdleTimeout.
+	ScaledIdleTimeout time.Duration
 	// ShareAdminPort, with InsecureAdminTCP, sets SO_REUSEPORT on the admin socket, so that a process that
 	// reserved AdminPort (a supervisor or a benchmark, see internal/portreserve) can hand it to Envoy with no
 	// gap in which another process could take it.
@@ -124,6 +128,12 @@ func Render(p Params) ([]byte, error) {
 	}
 	if p.MaxHeapBytes > 0 && p.MaxHeapBytes < 64<<20 {
 		return nil, fmt.Errorf("--max-heap: at least 64Mi (Envoy alone takes tens of MiB), got %d bytes", p.MaxHeapBytes)
+	}
+	if p.ScaledIdleTimeout == 0 {
+		p.ScaledIdleTimeout = DefaultScaledIdleTimeout
+	}
+	if p.ScaledIdleTimeout < time.Second || p.ScaledIdleTimeout > 10*time.Second || p.ScaledIdleTimeout%time.Millisecond != 0 {
+		return nil, fmt.Errorf("--scaled-idle-timeout: between 1s and 10s in whole milliseconds (a connection that has sent nothing is closed within 10 s under pressure), got %s", p.ScaledIdleTimeout)
 	}
 	if !nameRe.MatchString(p.NodeID) {
 		return nil, fmt.Errorf("--node-id: must be letters, digits, '.', '_', ':' and '-', got %q", p.NodeID)
@@ -207,7 +217,9 @@ func Render(p Params) ([]byte, error) {
 		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections,
 		"MaxConnectionsSource": source, "MaxHeapBytes": p.MaxHeapBytes, "TLS": p.TLS, "ShareAdminPort": p.ShareAdminPort,
 		"AdminSocket": p.AdminSocket, "InsecureAdminTCP": p.InsecureAdminTCP,
-		"Zone": p.Zone, "LocalCluster": LocalCluster, "ClusterStats": p.ClusterStats})
+		"Zone": p.Zone, "LocalCluster": LocalCluster, "ClusterStats": p.ClusterStats,
+		"ScaledIdle": p.ScaledIdleTimeout.String(), "ScaleFrom": scaleFrom, "ScaleFull": scaleFull,
+		"ScaleFromPct": int(scaleFrom * 100), "ScaleFullPct": int(scaleFull * 100)})
 	return buf.Bytes(), err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestClusterStats: the default leaves the bootstrap as it was (all stats but update_duration), used swaps in
@@ -77,6 +78,38 @@ func TestAdminIsAUnixSocket(t *testing.T) {
 		p.AdminSocket = bad
 		if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--admin-socket") {
 			t.Errorf("--admin-socket %q: %v", bad, err)
+		}
+	}
+}
+
+// TestScaledTimers: the overload manager's reduce_timeouts scales the idle timers down to
+// --scaled-idle-timeout, driven by the connection monitor and, with a heap budget, the heap monitor; values
+// outside 1s-10s are refused.
+func TestScaledTimers(t *testing.T) {
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100}
+	out, err := Render(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"envoy.overload_actions.reduce_timeouts", "{timer: HTTP_DOWNSTREAM_CONNECTION_IDLE, min_timeout: 2s}",
+		"{timer: HTTP_DOWNSTREAM_STREAM_IDLE, min_timeout: 2s}", "- name: envoy.resource_monitors.global_downstream_max_connections\n          scaled:",
+		"- name: envoy.resource_monitors.fixed_heap\n          scaled:"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("the default bootstrap lacks %q", want)
+		}
+	}
+	p := base
+	p.MaxHeapBytes, p.ScaledIdleTimeout = -1, 5*time.Second
+	if out, err = Render(p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte("min_timeout: 5s}")) || bytes.Contains(out, []byte("fixed_heap")) {
+		t.Errorf("--scaled-idle-timeout 5s without a heap budget: want 5s timers and no heap trigger:\n%s", out)
+	}
+	for _, bad := range []time.Duration{500 * time.Millisecond, 11 * time.Second} {
+		p.ScaledIdleTimeout = bad
+		if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--scaled-idle-timeout") {
+			t.Errorf("%s: %v, want an error naming --scaled-idle-timeout", bad, err)
 		}
 	}
 }

@@ -3,10 +3,22 @@ package envoybootstrap
 import (
 	"fmt"
 	"syscall"
+	"time"
 )
 
 // DefaultMaxHeapBytes is the overload manager's heap budget when none is given: 1 GiB.
 const DefaultMaxHeapBytes int64 = 1 << 30
+
+// DefaultScaledIdleTimeout is how long a connection that has sent nothing, or a stalled request, is kept once
+// Envoy is at scaleFull of its connection limit or heap budget (overload manager reduce_timeouts).
+const DefaultScaledIdleTimeout = 2 * time.Second
+
+// The pressure (share of the connection limit or of the heap budget) at which the idle timeouts begin to
+// shrink, and at which they reach DefaultScaledIdleTimeout (or --scaled-idle-timeout).
+const (
+	scaleFrom = 0.6
+	scaleFull = 0.9
+)
 
 // fallbackMaxConnections applies when the open-file limit cannot be read or is unlimited.
 const fallbackMaxConnections = 50000

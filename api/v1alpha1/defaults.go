@@ -56,7 +56,7 @@ func ptr[T any](v T) *T { return &v }
 // Edge defaults, after Envoy's "Configuring Envoy as an edge proxy".
 const (
 	DefaultConnectionBufferBytes        = 32 * 1024
-	DefaultMaxRequestHeadersKB          = 60
+	DefaultMaxRequestHeadersKB          = 32
 	DefaultMaxHeadersCount              = 100
 	DefaultRequestHeadersTimeout        = 10 * time.Second
 	DefaultStreamIdleTimeout            = 5 * time.Minute

@@ -8,7 +8,9 @@ import (
 
 // Defaults of the traffic features (rate limits, mirrors, PROXY protocol, utilization-aware balancing).
 const (
-	DefaultRateLimitInterval       = time.Second
+	DefaultRateLimitInterval = time.Second
+	// DefaultRateLimitMaxClients is how many client addresses a route's per-client rate limit tracks.
+	DefaultRateLimitMaxClients     = 10000
 	DefaultMirrorPercent           = 100
 	DefaultProxyProtocolVersion    = ProxyProtocolV2
 	DefaultBlackoutPeriod          = 10 * time.Second
@@ -62,5 +64,16 @@ func defaultRateLimit(rl *RateLimit) {
 	}
 	if rl.Burst == nil {
 		rl.Burst = ptr(rl.Requests)
+	}
+	if c := rl.PerClient; c != nil {
+		if c.Interval == nil {
+			c.Interval = &metav1.Duration{Duration: DefaultRateLimitInterval}
+		}
+		if c.Burst == nil {
+			c.Burst = ptr(c.Requests)
+		}
+		if c.MaxClients == nil {
+			c.MaxClients = ptr(int32(DefaultRateLimitMaxClients))
+		}
 	}
 }

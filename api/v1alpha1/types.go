@@ -1087,8 +1087,15 @@ type ProxyCounts struct {
 type ListenerProxyProtocol struct {
 	// optional also accepts connections that start without a PROXY header (their peer address is used).
 	// Defaults to false: a connection without one is closed, so that no client can pass as the balancer in
-	// front.
+	// front. Either way only trustedSources may connect.
 	Optional bool `json:"optional,omitempty"`
+	// trustedSources are the CIDRs of the balancers in front (IPv4 or IPv6, e.g. 198.51.100.0/24): a
+	// connection whose peer (the TCP connection's own source, not what a PROXY header claims) is elsewhere is
+	// closed, and its header is never believed. Empty: loopback only (127.0.0.0/8, ::1/128), and lbctl lint
+	// warns.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	TrustedSources []string `json:"trustedSources,omitempty"`
 }
 
 // RateLimit is a token bucket: it holds burst tokens, refilled with requests tokens every interval; each
@@ -1105,6 +1112,34 @@ type RateLimit struct {
 	// burst is the bucket's size: how many may pass at once after a quiet spell. Defaults to requests.
 	// +kubebuilder:validation:Minimum=1
 	Burst *int32 `json:"burst,omitempty"`
+	// perClient (routes only) gives each client address a bucket of its own as well: a request takes a token
+	// from its client's bucket and from the route's, and is refused (429) when either is empty, so one client
+	// that drains its own bucket does not starve the others. The client address is the connection's peer (or
+	// what a PROXY protocol header from a trusted source says).
+	PerClient *ClientRateLimit `json:"perClient,omitempty"`
+	// headers (routes only) adds x-ratelimit-limit, x-ratelimit-remaining and x-ratelimit-reset to the
+	// answers (IETF draft-polli-ratelimit-headers-03), for the bucket closest to empty.
+	Headers bool `json:"headers,omitempty"`
+}
+
+// ClientRateLimit is a token bucket per client address.
+type ClientRateLimit struct {
+	// requests admitted per interval, per client address.
+	// +kubebuilder:validation:Minimum=1
+	Requests int32 `json:"requests"`
+	// interval of the refill. Defaults to 1s; at least 50ms.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// burst is each client's bucket size. Defaults to requests.
+	// +kubebuilder:validation:Minimum=1
+	Burst *int32 `json:"burst,omitempty"`
+	// maxClients is how many client addresses each Envoy keeps a bucket for, per route: beyond, the least
+	// recently seen is forgotten (and starts again with a full bucket). Bounds the memory a spread of
+	// addresses can take. Defaults to 10000; at most 1000000.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	MaxClients *int32 `json:"maxClients,omitempty"`
 }
 
 // Mirror copies requests to a backend, fire and forget.

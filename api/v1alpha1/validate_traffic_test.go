@@ -30,6 +30,24 @@ func TestValidateTraffic(t *testing.T) {
 			b.LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmBackendUtilization}
 			p.Spec.Backends[1].LoadBalancing = v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmLeastRequest, LeastRequest: &v1alpha1.LeastRequest{ActiveRequestBias: "0"}}
 		}, nil},
+		"per-client rate limit and trusted sources": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Listener.ProxyProtocol = &v1alpha1.ListenerProxyProtocol{TrustedSources: []string{"198.51.100.0/24", "2001:db8::/32"}}
+			p.Spec.Routes = []v1alpha1.Route{{Backends: []v1alpha1.BackendRef{{Name: "a"}},
+				RateLimit: &v1alpha1.RateLimit{Requests: 100, Headers: true, PerClient: &v1alpha1.ClientRateLimit{Requests: 5}}}}
+		}, nil},
+		"bad per-client rate limit and trusted sources": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Listener.ProxyProtocol = &v1alpha1.ListenerProxyProtocol{TrustedSources: []string{"198.51.100.7/24", "lb.example", "198.51.100.9"}}
+			p.Spec.Routes = []v1alpha1.Route{{Backends: []v1alpha1.BackendRef{{Name: "a"}},
+				RateLimit: &v1alpha1.RateLimit{Requests: 100, PerClient: &v1alpha1.ClientRateLimit{Requests: 0, Interval: dur(time.Millisecond), MaxClients: i32(2000000)}}}}
+		}, []string{
+			`spec.listener.proxyProtocol.trustedSources[0]: has host bits set: the network is 198.51.100.0/24, got "198.51.100.7/24"`,
+			`spec.listener.proxyProtocol.trustedSources[1]: must be a CIDR such as 198.51.100.0/24 or 2001:db8::/32, got "lb.example"`,
+			`spec.listener.proxyProtocol.trustedSources[2]: must be a CIDR such as 198.51.100.0/24 or 2001:db8::/32, got "198.51.100.9"`,
+			`spec.routes[0].rateLimit.perClient.requests: must be between 1 and 1073741824, got 0`,
+			`spec.routes[0].rateLimit.perClient.burst: must be between 1 and 1073741824, got 0`,
+			`spec.routes[0].rateLimit.perClient.interval: must be at least 50ms (Envoy's shortest refill), got 1ms`,
+			`spec.routes[0].rateLimit.perClient.maxClients: must be between 1 and 1000000, got 2000000`,
+		}},
 		"rate limits out of range": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Routes = []v1alpha1.Route{{Backends: []v1alpha1.BackendRef{{Name: "a"}}, RateLimit: &v1alpha1.RateLimit{Requests: 0, Interval: dur(10 * time.Millisecond), Burst: i32(0)}}}
 			p.Spec.Listener.RateLimit = &v1alpha1.RateLimit{Requests: 5}

@@ -88,6 +88,10 @@ type Edge struct {
 	// without one through.
 	AcceptProxyProtocol   bool `json:"acceptProxyProtocol,omitempty"`
 	ProxyProtocolOptional bool `json:"proxyProtocolOptional,omitempty"`
+	// ProxyProtocolTrusted are the network prefixes (CIDRs, comma-separated: Edge stays comparable) whose
+	// connections may send a PROXY header: with AcceptProxyProtocol, a connection whose direct peer is
+	// elsewhere is closed.
+	ProxyProtocolTrusted string `json:"proxyProtocolTrusted,omitempty"`
 	// ConnectionRateLimit (TCP) caps new connections; zero is off.
 	ConnectionRateLimit RateLimit `json:"connectionRateLimit,omitzero"`
 }
@@ -143,7 +147,9 @@ type Route struct {
 	Session     *Session       `json:"session,omitempty"`
 	// RateLimit, when set, caps the route's requests (429 beyond).
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
-	Mirrors   []Mirror   `json:"mirrors,omitempty"`
+	// ClientRateLimit, when set (with RateLimit), caps each client address's requests on the route as well.
+	ClientRateLimit *ClientRateLimit `json:"clientRateLimit,omitempty"`
+	Mirrors         []Mirror         `json:"mirrors,omitempty"`
 }
 
 // Retry is a route's retry policy.
@@ -482,6 +488,15 @@ type RateLimit struct {
 	Tokens    uint32        `json:"tokens,omitempty"`
 	MaxTokens uint32        `json:"maxTokens,omitempty"`
 	Interval  time.Duration `json:"interval,omitempty"`
+	// Headers adds the x-ratelimit-* headers to answers (routes).
+	Headers bool `json:"headers,omitempty"`
+}
+
+// ClientRateLimit is a token bucket per client address, for up to MaxClients addresses (least recently seen
+// forgotten first).
+type ClientRateLimit struct {
+	Bucket     RateLimit `json:"bucket"`
+	MaxClients uint32    `json:"maxClients,omitempty"`
 }
 
 // Mirror copies a share of a route's requests to a cluster.

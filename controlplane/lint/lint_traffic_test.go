@@ -27,6 +27,15 @@ spec:
 spec:
   listener: {port: 80, protocol: HTTP}
   backends: [{name: app, loadBalancing: {algorithm: BackendUtilization}, ` + eps + `}]`},
+		{RuleProxyProtocolLoopback, "spec.listener.proxyProtocol.trustedSources",
+			`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: TCP, proxyProtocol: {}}
+  backends: [{name: app, ` + eps + `}]`,
+			`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: TCP, proxyProtocol: {trustedSources: [198.51.100.0/24]}}
+  backends: [{name: app, ` + eps + `}]`},
 		{RulePerEndpointStatsMany, "spec.backends[0].perEndpointStats",
 			`metadata: {name: p}
 spec:

@@ -4,16 +4,26 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 )
+
+// DefaultProxyProtocolTrusted are the senders a PROXY protocol listener trusts when its policy lists none:
+// loopback only (a balancer on the same host).
+var DefaultProxyProtocolTrusted = []string{"127.0.0.0/8", "::1/128"}
 
 // trafficEdge adds the listener's PROXY protocol and connection rate limit to its edge settings: both are
 // per port, so they are owned and compared like the rest of the edge (see edgeConflict).
 func trafficEdge(e *ir.Edge, l *v1alpha1.Listener) {
 	if pp := l.ProxyProtocol; pp != nil {
 		e.AcceptProxyProtocol, e.ProxyProtocolOptional = true, pp.Optional
+		trusted := DefaultProxyProtocolTrusted
+		if len(pp.TrustedSources) > 0 {
+			trusted = pp.TrustedSources
+		}
+		e.ProxyProtocolTrusted = strings.Join(trusted, ",")
 	}
 	if rl := l.RateLimit; rl != nil && l.Protocol == v1alpha1.ProtocolTCP {
 		e.ConnectionRateLimit = rateLimit(rl)
@@ -65,7 +75,12 @@ func clientCertSecretName(cluster string) string { return cluster + "/client-cer
 func trafficRoute(p *v1alpha1.LoadBalancerPolicy, route *ir.Route, rt *v1alpha1.Route) {
 	if rl := rt.RateLimit; rl != nil {
 		r := rateLimit(rl)
+		r.Headers = rl.Headers
 		route.RateLimit = &r
+		if c := rl.PerClient; c != nil {
+			route.ClientRateLimit = &ir.ClientRateLimit{MaxClients: uint32(*c.MaxClients),
+				Bucket: ir.RateLimit{Tokens: uint32(c.Requests), MaxTokens: uint32(*c.Burst), Interval: c.Interval.Duration}}
+		}
 	}
 	for _, m := range rt.Mirrors {
 		if *m.Percent > 0 {

@@ -1,10 +1,14 @@
 package xdsbuild
 
 import (
+	"net/netip"
+	"strings"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	ratelimitcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	httpratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -32,7 +36,13 @@ func always() *corev3.RuntimeFractionalPercent {
 }
 
 // trafficListener adds the PROXY protocol listener filter (first: it must read the header before TLS
-// inspection or any byte reaches a filter chain) and, on TCP, the connection rate limit.
+// inspection or any byte reaches a filter chain) and restricts the listener to the trusted senders.
+//
+// Every filter chain matches on direct_source_prefix_ranges: the connection's own peer, which the PROXY
+// header does not change (source_prefix_ranges would match the address the header claims). A connection from
+// elsewhere matches no chain and Envoy closes it, before any network filter has seen the claimed address. A
+// default filter chain would catch it, so the default becomes a chain that matches only on the source (an
+// empty server_names matches any SNI, after the chains that name theirs).
 func trafficListener(l *ir.Listener, out *listenerv3.Listener) {
 	if !l.Edge.AcceptProxyProtocol {
 		return
@@ -40,6 +50,28 @@ func trafficListener(l *ir.Listener, out *listenerv3.Listener) {
 	pp := &listenerv3.ListenerFilter{Name: "envoy.filters.listener.proxy_protocol", ConfigType: &listenerv3.ListenerFilter_TypedConfig{
 		TypedConfig: mustAny(&proxyprotocolv3.ProxyProtocol{AllowRequestsWithoutProxyProtocol: l.Edge.ProxyProtocolOptional, StatPrefix: l.Name})}}
 	out.ListenerFilters = append([]*listenerv3.ListenerFilter{pp}, out.ListenerFilters...)
+	if d := out.DefaultFilterChain; d != nil {
+		out.FilterChains = append(out.FilterChains, d)
+		out.DefaultFilterChain = nil
+	}
+	var ranges []*corev3.CidrRange
+	for _, c := range strings.Split(l.Edge.ProxyProtocolTrusted, ",") {
+		pfx, err := netip.ParsePrefix(c)
+		if err != nil {
+			continue // validated by the API; a prefix that does not parse trusts nobody
+		}
+		ranges = append(ranges, &corev3.CidrRange{AddressPrefix: pfx.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(pfx.Bits()))})
+	}
+	if len(ranges) == 0 {
+		// Nothing trusted: a range no connection comes from, so that every connection is closed.
+		ranges = []*corev3.CidrRange{{AddressPrefix: "0.0.0.0", PrefixLen: wrapperspb.UInt32(32)}}
+	}
+	for _, fc := range out.FilterChains {
+		if fc.FilterChainMatch == nil {
+			fc.FilterChainMatch = &listenerv3.FilterChainMatch{}
+		}
+		fc.FilterChainMatch.DirectSourcePrefixRanges = ranges
+	}
 }
 
 // connectionRateLimit goes before tcp_proxy, so that a connection without a token is closed before any
@@ -88,9 +120,30 @@ func trafficRoute(r *ir.Route, action *routev3.RouteAction, out *routev3.Route) 
 		if out.TypedPerFilterConfig == nil {
 			out.TypedPerFilterConfig = map[string]*anypb.Any{}
 		}
-		out.TypedPerFilterConfig[localRateLimitFilter] = mustAny(&httpratelimitv3.LocalRateLimit{StatPrefix: "route", TokenBucket: tokenBucket(*rl),
-			FilterEnabled: always(), FilterEnforced: always()})
+		out.TypedPerFilterConfig[localRateLimitFilter] = mustAny(routeRateLimit(rl, r.ClientRateLimit))
 	}
+}
+
+// routeRateLimit is a route's local rate limit: its own bucket (the filter's default bucket) and, with a
+// per-client limit, a bucket per client address. The remote_address action makes one descriptor entry from
+// the downstream address; the descriptor with that key and no value is a wildcard, for which Envoy creates a
+// bucket per distinct address, up to max_dynamic_descriptors (an LRU). The route's bucket is consumed too
+// (always_consume_default_token_bucket), so a request needs a token from both.
+func routeRateLimit(rl *ir.RateLimit, client *ir.ClientRateLimit) *httpratelimitv3.LocalRateLimit {
+	out := &httpratelimitv3.LocalRateLimit{StatPrefix: "route", TokenBucket: tokenBucket(*rl), FilterEnabled: always(), FilterEnforced: always()}
+	if rl.Headers {
+		out.EnableXRatelimitHeaders = ratelimitcommonv3.XRateLimitHeadersRFCVersion_DRAFT_VERSION_03
+	}
+	if client != nil {
+		out.RateLimits = []*routev3.RateLimit{{Actions: []*routev3.RateLimit_Action{{
+			ActionSpecifier: &routev3.RateLimit_Action_RemoteAddress_{RemoteAddress: &routev3.RateLimit_Action_RemoteAddress{}}}}}}
+		out.Descriptors = []*ratelimitcommonv3.LocalRateLimitDescriptor{{
+			Entries:     []*ratelimitcommonv3.RateLimitDescriptor_Entry{{Key: "remote_address"}},
+			TokenBucket: tokenBucket(client.Bucket)}}
+		out.AlwaysConsumeDefaultTokenBucket = wrapperspb.Bool(true)
+		out.MaxDynamicDescriptors = wrapperspb.UInt32(client.MaxClients)
+	}
+	return out
 }
 
 // trafficCluster adds per-endpoint stats, the connection lifetime, the PROXY protocol and the client

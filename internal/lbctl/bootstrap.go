@@ -113,6 +113,7 @@ before it expires.`,
 	f.StringVar(&p.StatsAddress, "stats-address", "127.0.0.1", "address of the stats port; 0.0.0.0 when lbplane or Prometheus run elsewhere")
 	f.IntVar(&p.MaxConnections, "max-connections", 0, "Envoy's global limit on downstream connections (0: 80% of the open-file limit here)")
 	f.Var((*heapFlag)(&p.MaxHeapBytes), "max-heap", "heap budget for Envoy's overload actions, e.g. 512Mi, 2Gi (0: no heap actions)")
+	f.DurationVar(&p.ScaledIdleTimeout, "scaled-idle-timeout", envoybootstrap.DefaultScaledIdleTimeout, "under connection or heap pressure (from 60 % of --max-connections or --max-heap, fully at 90 %), how long a connection that has sent nothing or a stalled request is kept, instead of the listener's timeouts (1s to 10s)")
 	f.StringSliceVar(&p.DNSResolvers, "dns-resolver", nil, "DNS server (IP[:port], repeatable) Envoy resolves backend host names with, instead of /etc/resolv.conf's")
 	f.StringVar(&p.ClusterStats, "cluster-stats", envoybootstrap.ClusterStatsAll, "which stats Envoy creates: all, or used (only those lbplane, its dashboard and the chart read; for Envoys with tens of thousands of clusters, whose stats cost most of the cold start)")
 	f.StringVar(&outDir, "out-dir", "", "write the certificate, key and CA here and point Envoy at them (renewable without restart)")
