@@ -210,7 +210,7 @@ func (im *image) write(dir string) error {
 
 // tool is the path of a pinned tool (hack/tools.sh path-<name>), installed first.
 func tool(name string) string {
-	if out, err := exec.Command("hack/tools.sh", strings.TrimPrefix(name, "path-")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("hack/tools.sh", name).CombinedOutput(); err != nil {
 		log.Fatalf("hack/tools.sh %s: %v\n%s", name, err, out)
 	}
 	out, err := exec.Command("hack/tools.sh", "path-"+name).Output()
@@ -301,7 +301,7 @@ func lbplane(tmp string) *image {
 func envoy() *image {
 	im := newImage(EnvoyImage)
 	im.users("envoy:101")
-	im.binary(tool("path-envoy"), "/usr/local/bin/envoy")
+	im.binary(tool("envoy"), "/usr/local/bin/envoy")
 	for _, b := range []string{"/bin/bash", "/usr/bin/awk", "/bin/sleep", "/bin/cat"} {
 		im.binary(b, b)
 	}
@@ -331,7 +331,7 @@ func pause(tmp string) *image {
 func k6() *image {
 	im := newImage(K6Image)
 	im.users("k6:12345")
-	im.binary(tool("path-k6"), "/usr/bin/k6")
+	im.binary(tool("k6"), "/usr/bin/k6")
 	im.entrypoint, im.user, im.env = []string{"/usr/bin/k6"}, "12345", append(im.env, "HOME=/tmp")
 	return im
 }
@@ -339,14 +339,14 @@ func k6() *image {
 func coredns(ref string) *image {
 	im := newImage(ref)
 	im.users("nonroot:65532")
-	im.binary(tool("path-coredns"), "/coredns")
+	im.binary(tool("coredns"), "/coredns")
 	im.entrypoint, im.user = []string{"/coredns"}, "65532"
 	return im
 }
 
 // debian: nginx or HAProxy from the pinned Debian packages hack/tools.sh unpacks, with their libraries.
 func debian(ref, bin string) *image {
-	wrapper := tool("path-" + path.Base(bin))
+	wrapper := tool(path.Base(bin))
 	root := filepath.Join(filepath.Dir(filepath.Dir(wrapper)), "root")
 	im := newImage(ref)
 	im.users("nonroot:65532", "nobody:65534")
