@@ -124,19 +124,19 @@ func (c *cluster) install(t *testing.T, extra ...string) {
 	args := []string{"install", release, "charts/lbplane", "-n", namespace, "--create-namespace",
 		"--set", "image.tag=dev", "--set", "image.pullPolicy=Never",
 		"--set", "envoy.image.repository=" + repo, "--set", "envoy.image.tag=" + tag, "--set", "envoy.image.pullPolicy=Never",
-		"--wait", "--timeout", "5m"}
+		// No --wait: helm waits for a LoadBalancer Service (the Envoy Service's default type) to get an
+		// address, which never comes where nothing provides load balancers; the pods are waited for below.
+		"--timeout", "5m"}
 	// LBPLANE_CLUSTER_HELM_SET: what a cluster needs besides the images (kind: a fixed NodePort it maps to the host).
 	for _, v := range strings.Fields(strings.ReplaceAll(os.Getenv("LBPLANE_CLUSTER_HELM_SET"), ",", " ")) {
 		args = append(args, "--set", v)
 	}
 	start := time.Now()
+	t.Cleanup(func() { c.dump(t) })
 	c.helmRun(t, append(args, extra...)...)
-	t.Logf("helm install --wait: %.1fs", time.Since(start).Seconds())
-	t.Cleanup(func() {
-		c.dump(t)
-		c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=false")
-	})
-	eventually(t, 2*time.Minute, "every pod of the release is Ready", func() error {
+	t.Logf("helm install: %.1fs", time.Since(start).Seconds())
+	t.Cleanup(func() { c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=false") })
+	eventually(t, 5*time.Minute, "every pod of the release is Ready", func() error {
 		out, err := c.run("", "-n", namespace, "get", "pods", "-o",
 			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
 		if err != nil {
@@ -249,8 +249,10 @@ func TestCluster(t *testing.T) {
 	c.backends(t)
 
 	t.Run("traffic", func(t *testing.T) {
-		svc := fmt.Sprintf("%s-envoy.%s.svc.cluster.local", release, namespace)
-		checkSpread(t, "from a pod to "+svc+":80", c.fromPod(t, svc, 80, 30), 30)
+		// The Service's ClusterIP: bash's resolver (glibc) in the cluster's Envoy image does not resolve
+		// cluster names yet, while Envoy's own resolver does (the Envoys reach lbplane by its Service name).
+		ip := strings.TrimSpace(c.must(t, "", "-n", namespace, "get", "service", release+"-envoy", "-o", "jsonpath={.spec.clusterIP}"))
+		checkSpread(t, "from a pod to the Envoy Service's ClusterIP "+ip+":80", c.fromPod(t, ip, 80, 30), 30)
 
 		// The Envoy Service is a LoadBalancer by default: it has a NodePort even where nothing provides the
 		// load balancer.
