@@ -11,7 +11,7 @@ VERSION := $(shell cat internal/version/VERSION)
 REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo -dirty)
 LDFLAGS := -X github.com/lbplane/lbplane/internal/version.revision=$(REVISION)
 
-.PHONY: run stop test stress tools build lint golden fuzz generate check-generated clean bench bench-quick
+.PHONY: run stop test stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster
 
 FUZZTIME ?= 10m
 # Minimizing a new input is bounded by a count of runs, not a time: Go's minimizer is quadratic in the input's
@@ -84,6 +84,27 @@ check-generated: generate
 	@git diff --exit-code --stat -- api charts/lbplane/crds charts/lbplane/files || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- api charts/lbplane/crds charts/lbplane/files); \
 	  if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
+
+## cluster: a one-node Kubernetes on this machine without Docker (root; docs/kubernetes.md): builds the pinned
+## kubelet, controllers, kube-proxy and CoreDNS the first time, installs Debian's containerd, runc and CNI plugins,
+## builds and imports the images; prints the KUBECONFIG line
+cluster:
+	@hack/cluster/cluster.sh up
+
+## cluster-down: stop the cluster and undo everything it changed on the host (idempotent)
+cluster-down:
+	@hack/cluster/cluster.sh down
+
+## images: the OCI image tarballs (lbplane from the Dockerfile's description, and the cluster's Envoy, k6, pause,
+## CoreDNS, nginx, HAProxy) into .run/cluster/images, without Docker; `make cluster` imports them
+images:
+	$(GO) run ./hack/images -out .run/cluster/images
+
+## test-cluster: make cluster, the chart test on it (e2e/cluster), then make cluster-down, whatever the result
+test-cluster:
+	@hack/cluster/cluster.sh up; rc=$$?; \
+	  if [ $$rc = 0 ]; then KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) test -tags cluster -race -count=1 -timeout 30m -v ./e2e/cluster; rc=$$?; fi; \
+	  hack/cluster/cluster.sh down; exit $$rc
 
 ## golden: regenerate the translation golden files (review the diff)
 golden:

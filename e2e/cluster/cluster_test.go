@@ -1,0 +1,278 @@
+//go:build cluster
+
+// Package cluster tests the Helm chart as users install it, on a real cluster: real pods from the chart's
+// images, Services, cluster DNS, kube-proxy, the kubelet's probes. It runs against any cluster the
+// KUBECONFIG environment variable names: `make test-cluster` starts the one-node cluster of hack/cluster,
+// runs it and stops the cluster; e2e/kind/run.sh does the same on a kind cluster where Docker runs.
+//
+//	KUBECONFIG=$(hack/cluster/cluster.sh kubeconfig) go test -tags cluster -race -count=1 -v ./e2e/cluster
+//
+// Images are not pulled: the cluster must have them (hack/cluster imports them; run.sh loads them into kind).
+// LBPLANE_CLUSTER_ENVOY_IMAGE and LBPLANE_CLUSTER_K6_IMAGE name the Envoy and k6 images when they differ
+// from this cluster's; LBPLANE_CLUSTER_NODE_ADDRESS is where the host reaches NodePorts (default: the node's
+// InternalIP); LBPLANE_CLUSTER_HELM_SET adds comma-separated --set values the cluster needs (kind: a fixed NodePort).
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+const (
+	namespace = "lbplane"
+	release   = "lbplane"
+)
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+type cluster struct {
+	kubeconfig string
+	helm       string
+	kubectl    string
+	root       string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	kc := os.Getenv("KUBECONFIG")
+	if kc == "" {
+		t.Fatal("KUBECONFIG is not set: run `make test-cluster`, or `make cluster` and export the KUBECONFIG line it prints")
+	}
+	c := &cluster{kubeconfig: kc, helm: tools.Require(t, "helm"), kubectl: tools.Require(t, "kubectl"), root: tools.RepoRoot()}
+	if out, err := c.run("", "get", "--raw", "/readyz"); err != nil {
+		t.Fatalf("the cluster in KUBECONFIG=%s does not answer: %v\n%s", kc, err, out)
+	}
+	return c
+}
+
+func (c *cluster) run(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(c.kubectl, append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c *cluster) must(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, err := c.run(stdin, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (c *cluster) helmRun(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(c.helm, append(args, "--kubeconfig", c.kubeconfig)...)
+	cmd.Dir = c.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("timed out after %s waiting until %s: %v", timeout, what, err)
+}
+
+// dump logs what a failed test needs: the pods, events and the logs of the release's pods.
+func (c *cluster) dump(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	out, _ := c.run("", "get", "pods", "-A", "-o", "wide")
+	t.Logf("kubectl get pods -A:\n%s", out)
+	out, _ = c.run("", "-n", namespace, "get", "events", "--sort-by=.lastTimestamp")
+	t.Logf("events in %s:\n%s", namespace, out)
+	for _, sel := range []string{"app.kubernetes.io/component=control-plane", "app.kubernetes.io/component=envoy"} {
+		out, _ = c.run("", "-n", namespace, "logs", "-l", sel, "--tail=40", "--all-containers", "--prefix")
+		t.Logf("logs of %s:\n%s", sel, out)
+	}
+}
+
+// install is `helm install` with the chart's default values and only the image settings, and waits for every
+// pod of the release to be Ready.
+func (c *cluster) install(t *testing.T, extra ...string) {
+	t.Helper()
+	envoyImage := env("LBPLANE_CLUSTER_ENVOY_IMAGE", "lbplane.local/envoy:v1.40.0")
+	repo, tag, _ := strings.Cut(envoyImage, ":")
+	c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=true", "--timeout=120s")
+	args := []string{"install", release, "charts/lbplane", "-n", namespace, "--create-namespace",
+		"--set", "image.tag=dev", "--set", "image.pullPolicy=Never",
+		"--set", "envoy.image.repository=" + repo, "--set", "envoy.image.tag=" + tag, "--set", "envoy.image.pullPolicy=Never",
+		// No --wait: helm waits for a LoadBalancer Service (the Envoy Service's default type) to get an
+		// address, which never comes where nothing provides load balancers; the pods are waited for below.
+		"--timeout", "5m"}
+	// LBPLANE_CLUSTER_HELM_SET: what a cluster needs besides the images (kind: a fixed NodePort it maps to the host).
+	for _, v := range strings.Fields(strings.ReplaceAll(os.Getenv("LBPLANE_CLUSTER_HELM_SET"), ",", " ")) {
+		args = append(args, "--set", v)
+	}
+	start := time.Now()
+	t.Cleanup(func() { c.dump(t) })
+	c.helmRun(t, append(args, extra...)...)
+	t.Logf("helm install: %.1fs", time.Since(start).Seconds())
+	t.Cleanup(func() { c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=false") })
+	eventually(t, 5*time.Minute, "every pod of the release is Ready", func() error {
+		out, err := c.run("", "-n", namespace, "get", "pods", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		if err != nil {
+			return fmt.Errorf("%v %s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		// 2 lbplane replicas and 2 Envoys, the chart's defaults.
+		if len(lines) != 4 {
+			return fmt.Errorf("want 4 pods:\n%s", out)
+		}
+		for _, l := range lines {
+			if !strings.HasSuffix(l, " True") {
+				return fmt.Errorf("not Ready: %s", l)
+			}
+		}
+		return nil
+	})
+}
+
+// backends applies the sample backends and policy of e2e/kind/backends.yaml and waits for the policy to be
+// Programmed.
+func (c *cluster) backends(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.root, "e2e", "kind", "backends.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.must(t, string(b), "apply", "-f", "-")
+	t.Cleanup(func() { c.run(string(b), "delete", "-f", "-", "--wait=false") })
+	c.must(t, "", "wait", "--for=condition=Available", "deployment/demo-backend", "--timeout=180s")
+	eventually(t, 2*time.Minute, "kubectl get lbp shows demo Programmed", func() error {
+		out, err := c.run("", "get", "lbp", "demo", "-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status}`)
+		if err != nil || out != "True" {
+			return fmt.Errorf("Programmed=%q %v", out, err)
+		}
+		return nil
+	})
+	out, _ := c.run("", "get", "lbp")
+	t.Logf("kubectl get lbp:\n%s", out)
+}
+
+// spread counts the X-Backend lines in out (curl -D - style, one header block per request).
+func spread(out string) map[string]int {
+	got := map[string]int{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), ":"); ok && strings.EqualFold(k, "x-backend") {
+			got[strings.TrimSpace(v)]++
+		}
+	}
+	return got
+}
+
+func checkSpread(t *testing.T, from string, got map[string]int, n int) {
+	t.Helper()
+	total := 0
+	for _, v := range got {
+		total += v
+	}
+	if total != n || len(got) != 3 {
+		t.Fatalf("%s: %d requests answered by %v; want all %d answered, by the 3 backends", from, total, got, n)
+	}
+	t.Logf("%s: %d requests over %v", from, n, got)
+}
+
+// fromPod sends n requests to url's Service from a pod of its own (the Envoy image has bash, whose /dev/tcp
+// is the client) and returns the backends that answered.
+func (c *cluster) fromPod(t *testing.T, host string, port, n int) map[string]int {
+	t.Helper()
+	script := fmt.Sprintf(`for i in $(seq %d); do exec 3<>/dev/tcp/%s/%d || exit 1
+printf 'GET / HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n' >&3; cat <&3; exec 3<&-; echo; done`, n, host, port)
+	image := env("LBPLANE_CLUSTER_ENVOY_IMAGE", "lbplane.local/envoy:v1.40.0")
+	name := fmt.Sprintf("client-%d", time.Now().UnixNano()%100000)
+	out := c.must(t, "", "run", name, "-n", "default", "--rm", "-i", "--restart=Never", "--image", image,
+		"--image-pull-policy=Never", "--quiet", "--command", "--pod-running-timeout=2m", "--", "bash", "-c", script)
+	return spread(out)
+}
+
+func (c *cluster) nodeAddress(t *testing.T) string {
+	if a := os.Getenv("LBPLANE_CLUSTER_NODE_ADDRESS"); a != "" {
+		return a
+	}
+	return strings.TrimSpace(c.must(t, "", "get", "nodes", "-o", `jsonpath={.items[0].status.addresses[?(@.type=="InternalIP")].address}`))
+}
+
+func fromHost(t *testing.T, url string, n int) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := 0; i < n; i++ {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %s", url, resp.Status)
+		}
+		got[resp.Header.Get("X-Backend")]++
+	}
+	return got
+}
+
+// TestCluster: helm install with default values, a policy applied with kubectl, traffic through the Envoy
+// Service from a pod (cluster DNS, ClusterIP) and from the host (NodePort); then k6 as a Job in the cluster
+// through Envoy, nginx and HAProxy in front of the same backends; then faults under k6 load (a backend pod
+// deleted, the lbplane leader pod deleted), each reporting its failed requests.
+func TestCluster(t *testing.T) {
+	c := newCluster(t)
+	c.install(t)
+	c.backends(t)
+
+	t.Run("traffic", func(t *testing.T) {
+		// The Service's ClusterIP: bash's resolver (glibc) in the cluster's Envoy image does not resolve
+		// cluster names yet, while Envoy's own resolver does (the Envoys reach lbplane by its Service name).
+		ip := strings.TrimSpace(c.must(t, "", "-n", namespace, "get", "service", release+"-envoy", "-o", "jsonpath={.spec.clusterIP}"))
+		checkSpread(t, "from a pod to the Envoy Service's ClusterIP "+ip+":80", c.fromPod(t, ip, 80, 30), 30)
+
+		// The Envoy Service is a LoadBalancer by default: it has a NodePort even where nothing provides the
+		// load balancer.
+		var s struct {
+			Spec struct {
+				Type  string
+				Ports []struct{ Port, NodePort int }
+			}
+		}
+		if err := json.Unmarshal([]byte(c.must(t, "", "-n", namespace, "get", "service", release+"-envoy", "-o", "json")), &s); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].NodePort == 0 {
+			t.Fatalf("the Envoy Service has no NodePort: %+v", s.Spec)
+		}
+		url := fmt.Sprintf("http://%s:%d/", c.nodeAddress(t), s.Spec.Ports[0].NodePort)
+		checkSpread(t, "from the host to "+url+" ("+s.Spec.Type+" Service's NodePort)", fromHost(t, url, 30), 30)
+		t.Logf("kubectl get pods -A:\n%s", c.must(t, "", "get", "pods", "-A"))
+	})
+
+	t.Run("k6", func(t *testing.T) { c.k6Comparison(t) })
+	t.Run("faults", func(t *testing.T) { c.faults(t) })
+}

@@ -1,0 +1,414 @@
+// Command images builds the OCI image tarballs the one-node cluster (hack/cluster) runs, without Docker and
+// without a registry: each image is one layer of files from this machine, assembled with go-containerregistry
+// and written as a tarball that `ctr images import` loads.
+//
+// The lbplane image is described once, by the Dockerfile: this builder runs the build stage's `go build` line
+// and copies what the final stage's COPY lines copy, with its USER and ENTRYPOINT, onto a base equivalent to
+// distroless/static:nonroot. Docker users build the same image with `docker build .`. The other images
+// (Envoy, k6, pause, CoreDNS, nginx, HAProxy) exist for the cluster tests only: a binary and the shared
+// libraries ldd finds for it.
+//
+//	go run ./hack/images -out .run/cluster/images [-only lbplane,envoy]
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// The names the cluster's manifests and the chart overrides use.
+const (
+	LbplaneImage = "ghcr.io/lbplane/lbplane:dev"
+	EnvoyImage   = "lbplane.local/envoy:v1.40.0"
+	PauseImage   = "lbplane.local/pause:1"
+	K6Image      = "lbplane.local/k6:dev"
+	NginxImage   = "lbplane.local/nginx:dev"
+	HAProxyImage = "lbplane.local/haproxy:dev"
+)
+
+// file is one entry of an image's single layer.
+type file struct {
+	path    string // in the image, absolute
+	mode    int64
+	data    []byte // regular file; nil with dir or link
+	dir     bool
+	symlink string
+}
+
+type image struct {
+	ref        string
+	files      map[string]file
+	entrypoint []string
+	user       string
+	env        []string
+}
+
+func newImage(ref string) *image {
+	im := &image{ref: ref, files: map[string]file{}, env: []string{"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}
+	im.dir("/tmp", 0o1777)
+	return im
+}
+
+func (im *image) dir(p string, mode int64) {
+	im.files[p] = file{path: p, mode: mode, dir: true}
+}
+
+func (im *image) data(p string, mode int64, b []byte) {
+	im.files[p] = file{path: p, mode: mode, data: b}
+}
+
+// copy adds a file of this machine (symlinks followed) at p.
+func (im *image) copy(host, p string, mode int64) {
+	b, err := os.ReadFile(host)
+	if err != nil {
+		log.Fatalf("image %s: %v", im.ref, err)
+	}
+	im.data(p, mode, b)
+}
+
+// users writes /etc/passwd and /etc/group with root and these users (name:uid, the group has the same id).
+func (im *image) users(users ...string) {
+	passwd := "root:x:0:0:root:/root:/sbin/nologin\n"
+	group := "root:x:0:\n"
+	for _, u := range users {
+		n, id, _ := strings.Cut(u, ":")
+		passwd += fmt.Sprintf("%s:x:%s:%s:%s:/home/%s:/sbin/nologin\n", n, id, id, n, n)
+		group += fmt.Sprintf("%s:x:%s:\n", n, id)
+		im.dir("/home/"+n, 0o755)
+	}
+	im.data("/etc/passwd", 0o644, []byte(passwd))
+	im.data("/etc/group", 0o644, []byte(group))
+	im.data("/etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nhosts: files dns\n"))
+}
+
+var lddLine = regexp.MustCompile(`^\s*(\S+)(?: => (\S+))? \(0x[0-9a-f]+\)$`)
+
+// binary adds an executable and the shared libraries ldd resolves for it (libDirs searched first): libraries
+// go to /lib/x86_64-linux-gnu, which Debian's dynamic loader searches, and the loader to its own path.
+func (im *image) binary(host, p string, libDirs ...string) {
+	im.copy(host, p, 0o755)
+	cmd := exec.Command("ldd", host)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+strings.Join(libDirs, ":"))
+	out, err := cmd.Output()
+	if err != nil {
+		// "not a dynamic executable": static, nothing more to add.
+		return
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, "not found") {
+			log.Fatalf("image %s: %s: %s", im.ref, host, strings.TrimSpace(line))
+		}
+		m := lddLine.FindStringSubmatch(line)
+		if m == nil || strings.HasPrefix(m[1], "linux-vdso") {
+			continue
+		}
+		if m[2] == "" { // the loader: /lib64/ld-linux-x86-64.so.2
+			im.copy(m[1], m[1], 0o755)
+			continue
+		}
+		im.copy(m[2], "/lib/x86_64-linux-gnu/"+path.Base(m[1]), 0o755)
+	}
+}
+
+func (im *image) write(dir string) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	// Parent folders first, each once; entries sorted, for a reproducible layer.
+	all := map[string]file{}
+	for p, f := range im.files {
+		all[p] = f
+		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+			if _, ok := all[d]; !ok {
+				all[d] = file{path: d, mode: 0o755, dir: true}
+			}
+		}
+	}
+	paths := make([]string, 0, len(all))
+	for p := range all {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	epoch := time.Unix(0, 0)
+	for _, p := range paths {
+		f := all[p]
+		h := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: f.mode, ModTime: epoch, Format: tar.FormatPAX}
+		switch {
+		case f.dir:
+			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+		case f.symlink != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, f.symlink
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(f.data); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	layerBytes := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	}, tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Config.Entrypoint, cf.Config.User, cf.Config.Env = im.entrypoint, im.user, im.env
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return err
+	}
+	ref, err := name.ParseReference(im.ref)
+	if err != nil {
+		return err
+	}
+	out := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(im.ref)+".tar")
+	if err := tarball.WriteToFile(out+".tmp", ref, img); err != nil {
+		return err
+	}
+	return os.Rename(out+".tmp", out)
+}
+
+// tool is the path of a pinned tool (hack/tools.sh path-<name>), installed first.
+func tool(name string) string {
+	if out, err := exec.Command("hack/tools.sh", name).CombinedOutput(); err != nil {
+		log.Fatalf("hack/tools.sh %s: %v\n%s", name, err, out)
+	}
+	out, err := exec.Command("hack/tools.sh", "path-"+name).Output()
+	if err != nil {
+		log.Fatalf("hack/tools.sh path-%s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// dockerfile is what this builder takes from the Dockerfile: the build stage's go build command and the final
+// stage's copies, user and entrypoint.
+type dockerfile struct {
+	build      string            // the RUN line that runs go build, its output folder /out/
+	copies     map[string]string // from the build stage: source -> destination folder
+	user       string
+	entrypoint []string
+}
+
+func parseDockerfile(p string) (*dockerfile, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	d := &dockerfile{copies: map[string]string{}}
+	// Continuation lines joined.
+	text := strings.ReplaceAll(string(b), "\\\n", " ")
+	stage := 0
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		instr, rest, _ := strings.Cut(line, " ")
+		switch strings.ToUpper(instr) {
+		case "FROM":
+			stage++
+		case "RUN":
+			if strings.Contains(rest, "go build") {
+				d.build = rest
+			}
+		case "COPY":
+			f := strings.Fields(rest)
+			if stage < 2 || len(f) < 3 || f[0] != "--from=build" {
+				continue
+			}
+			for _, src := range f[1 : len(f)-1] {
+				d.copies[src] = f[len(f)-1]
+			}
+		case "USER":
+			d.user = rest
+		case "ENTRYPOINT":
+			if err := json.Unmarshal([]byte(rest), &d.entrypoint); err != nil {
+				return nil, fmt.Errorf("%s: ENTRYPOINT: %v", p, err)
+			}
+		}
+	}
+	if d.build == "" || !strings.Contains(d.build, "/out/") || len(d.copies) == 0 || len(d.entrypoint) == 0 {
+		return nil, fmt.Errorf("%s: this builder needs a build stage whose RUN go build writes to /out/, COPY --from=build lines and an ENTRYPOINT", p)
+	}
+	return d, nil
+}
+
+// lbplane builds the Dockerfile's image.
+func lbplane(tmp string) *image {
+	d, err := parseDockerfile("Dockerfile")
+	if err != nil {
+		log.Fatal(err)
+	}
+	out := filepath.Join(tmp, "out") + "/"
+	cmd := exec.Command("sh", "-c", strings.ReplaceAll(d.build, "/out/", out))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		log.Fatalf("Dockerfile's %q: %v", d.build, err)
+	}
+	im := newImage(LbplaneImage)
+	// distroless/static:nonroot: nonroot (65532), CA certificates, /tmp.
+	im.users("nonroot:65532")
+	im.copy("/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/certs/ca-certificates.crt", 0o644)
+	for src, dst := range d.copies {
+		im.copy(strings.Replace(src, "/out/", out, 1), path.Join(dst, path.Base(src)), 0o755)
+	}
+	im.user, im.entrypoint = d.user, d.entrypoint
+	return im
+}
+
+// envoy: the pinned Envoy binary, and what the chart's preStop hook runs (bash, awk, sleep, cat), as user
+// envoy (101) like the upstream image.
+func envoy() *image {
+	im := newImage(EnvoyImage)
+	im.users("envoy:101")
+	im.binary(tool("envoy"), "/usr/local/bin/envoy")
+	for _, b := range []string{"/bin/bash", "/usr/bin/awk", "/bin/sleep", "/bin/cat"} {
+		im.binary(b, b)
+	}
+	im.files["/bin/sh"] = file{path: "/bin/sh", mode: 0o777, symlink: "bash"}
+	im.entrypoint, im.user = []string{"/usr/local/bin/envoy"}, "101"
+	return im
+}
+
+func gobuild(tmp, pkg, bin string) string {
+	out := filepath.Join(tmp, bin)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		log.Fatalf("go build %s: %v", pkg, err)
+	}
+	return out
+}
+
+func pause(tmp string) *image {
+	im := newImage(PauseImage)
+	im.binary(gobuild(tmp, "./hack/images/pause", "pause"), "/pause")
+	im.entrypoint, im.user = []string{"/pause"}, "65535"
+	return im
+}
+
+func k6() *image {
+	im := newImage(K6Image)
+	im.users("k6:12345")
+	im.binary(tool("k6"), "/usr/bin/k6")
+	im.entrypoint, im.user, im.env = []string{"/usr/bin/k6"}, "12345", append(im.env, "HOME=/tmp")
+	return im
+}
+
+func coredns(ref string) *image {
+	im := newImage(ref)
+	im.users("nonroot:65532")
+	im.binary(tool("coredns"), "/coredns")
+	im.entrypoint, im.user = []string{"/coredns"}, "65532"
+	return im
+}
+
+// debian: nginx or HAProxy from the pinned Debian packages hack/tools.sh unpacks, with their libraries.
+func debian(ref, bin string) *image {
+	wrapper := tool(path.Base(bin))
+	root := filepath.Join(filepath.Dir(filepath.Dir(wrapper)), "root")
+	im := newImage(ref)
+	im.users("nonroot:65532", "nobody:65534")
+	im.binary(filepath.Join(root, bin), bin, filepath.Join(root, "usr/lib/x86_64-linux-gnu"))
+	im.entrypoint, im.user = []string{bin}, "65532"
+	return im
+}
+
+func main() {
+	outDir := flag.String("out", ".run/cluster/images", "folder for the image tarballs")
+	only := flag.String("only", "", "comma-separated images to build (lbplane,envoy,pause,k6,coredns,nginx,haproxy); empty: all")
+	corednsRef := flag.String("coredns-image", "", "the CoreDNS image's name (default lbplane.local/coredns:<hack/tools.sh COREDNS_VERSION>)")
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix("images: ")
+	if *corednsRef == "" {
+		b, err := os.ReadFile("hack/tools.sh")
+		if err != nil {
+			log.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^COREDNS_VERSION=(\S+)$`).FindSubmatch(b)
+		if m == nil {
+			log.Fatal("hack/tools.sh has no COREDNS_VERSION")
+		}
+		*corednsRef = "lbplane.local/coredns:" + string(m[1])
+	}
+	tmp, err := os.MkdirTemp("", "lbplane-images-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	builders := map[string]func() *image{
+		"lbplane": func() *image { return lbplane(tmp) },
+		"envoy":   envoy,
+		"pause":   func() *image { return pause(tmp) },
+		"k6":      k6,
+		"coredns": func() *image { return coredns(*corednsRef) },
+		"nginx":   func() *image { return debian(NginxImage, "/usr/sbin/nginx") },
+		"haproxy": func() *image { return debian(HAProxyImage, "/usr/sbin/haproxy") },
+	}
+	names := []string{"pause", "coredns", "lbplane", "envoy", "k6", "nginx", "haproxy"}
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	for _, n := range names {
+		b, ok := builders[n]
+		if !ok {
+			keys := make([]string, 0, len(builders))
+			for k := range builders {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			log.Fatalf("-only: unknown image %q (known: %s)", n, strings.Join(keys, ", "))
+		}
+		start := time.Now()
+		im := b()
+		if err := im.write(*outDir); err != nil {
+			log.Fatalf("%s: %v", im.ref, err)
+		}
+		log.Printf("%s in %.1fs", im.ref, time.Since(start).Seconds())
+	}
+}
