@@ -296,14 +296,25 @@ func lbplane(tmp string) *image {
 	return im
 }
 
-// envoy: the pinned Envoy binary, and what the chart's preStop hook runs (bash, awk, sleep, cat), as user
-// envoy (101) like the upstream image.
+// envoy: the pinned Envoy binary, and what the chart's preStop hook runs (bash, awk, sleep, cat, and perl with
+// its base modules, which speaks HTTP to admin's Unix socket, as in the upstream image), as user envoy (101)
+// like the upstream image.
 func envoy() *image {
 	im := newImage(EnvoyImage)
 	im.users("envoy:101")
 	im.binary(tool("envoy"), "/usr/local/bin/envoy")
-	for _, b := range []string{"/bin/bash", "/usr/bin/awk", "/bin/sleep", "/bin/cat"} {
+	for _, b := range []string{"/bin/bash", "/usr/bin/awk", "/bin/sleep", "/bin/cat", "/usr/bin/perl"} {
 		im.binary(b, b)
+	}
+	// perl-base's modules (IO::Socket::UNIX and what it loads), as Debian's package lists them.
+	out, err := exec.Command("dpkg", "-L", "perl-base").Output()
+	if err != nil {
+		log.Fatalf("image %s: listing perl-base (the preStop hook's perl): %v", im.ref, err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() && strings.Contains(f, "/perl") && !strings.HasPrefix(f, "/usr/share/") {
+			im.copy(f, f, int64(st.Mode().Perm()))
+		}
 	}
 	im.files["/bin/sh"] = file{path: "/bin/sh", mode: 0o777, symlink: "bash"}
 	im.entrypoint, im.user = []string{"/usr/local/bin/envoy"}, "101"
