@@ -8,6 +8,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -20,6 +21,7 @@ func TestExpectationReadsThePublishedCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	eng.Reach = reach.Loopback // the example's backends are on loopback, as the demo allows
 	eng.Set(engine.SourceStore, manifest.Policies(docs))
 	x := newExpectation(eng)
 	group, cluster := v1alpha1.DefaultProxyGroup, "default/backup/app"
