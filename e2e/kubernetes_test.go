@@ -82,12 +82,18 @@ type kubeEnv struct {
 
 func startKubeEnv(t *testing.T, backends ...string) *kubeEnv {
 	t.Helper()
+	return startKubeEnvWith(t, nil, backends...)
+}
+
+// startKubeEnvWith is startKubeEnv with more lbplane serve flags.
+func startKubeEnvWith(t *testing.T, extra []string, backends ...string) *kubeEnv {
+	t.Helper()
 	k := &kubeEnv{cluster: kubetest.Start(t), hosts: map[string]*netHost{}, names: backends}
 	for _, n := range backends {
 		k.hosts[n] = newNetHost(t)
 		k.hosts[n].backend(t, n, 8080)
 	}
-	l := startLbplane(t, "--kubernetes", "--kubeconfig", k.cluster.Kubeconfig)
+	l := startLbplane(t, append([]string{"--kubernetes", "--kubeconfig", k.cluster.Kubeconfig}, extra...)...)
 	k.envoy = startEnvoy(t, l, "envoy-k8s", true)
 	k.port = reservePort(t)
 	k.url = fmt.Sprintf("http://127.0.0.1:%d", k.port)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
@@ -47,7 +48,8 @@ func trafficModel(t *testing.T, doc []byte, name string, down trafficmodel.Down)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := translate.Translate(manifest.Policies(docs), translate.Refs{})
+	// The tests' backends are on loopback, as lbplane serve --allow-backend-cidrs allows them in the harness.
+	res := translate.Translate(manifest.Policies(docs), translate.Refs{Reach: reach.Loopback})
 	m, err := trafficmodel.ForPolicy(res.IR, "default", name, down)
 	if err != nil {
 		t.Fatal(err)

@@ -183,7 +183,9 @@ func TestKubernetesUpstreamClientCertificateSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBackendWith(t, "secure", backend.ServeOptions{TLS: cfg})
-	k := startKubeEnv(t)
+	// The backend is an address (on loopback), which Kubernetes mode allows only to the namespaces an operator
+	// names.
+	k := startKubeEnvWith(t, []string{"--address-backends-namespaces", "default"})
 	secret := func(certFile, keyFile string) {
 		t.Helper()
 		y, err := kubectl(t, k.cluster.Kubeconfig, "", "create", "secret", "tls", "envoy-client", "--cert", certFile, "--key", keyFile, "--dry-run=client", "-o", "yaml")
