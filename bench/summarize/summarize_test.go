@@ -19,6 +19,7 @@ func TestReportsMatchRawResults(t *testing.T) {
 	// The reports whose summary tables are generated from their raw files; each must have at least one.
 	generated := map[string]bool{
 		"2026-11-23-vm-incremental": true,
+		"2026-11-23-vm-balancing":   true,
 	}
 	for _, path := range reports {
 		old, err := os.ReadFile(path)
