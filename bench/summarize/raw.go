@@ -13,21 +13,24 @@ import (
 // medians and the hash, health and WebSocket results). Only the fields a table reads.
 
 type run struct {
-	Scenario     string             `json:"scenario"`
-	Peer         string             `json:"peer"`
-	Conns        int                `json:"conns"`
-	Variant      string             `json:"variant"`
-	Policies     int                `json:"policies"`
-	API          string             `json:"api"`
-	Errors       int64              `json:"errors"`
-	P50          float64            `json:"p50Ms"`
-	P99          float64            `json:"p99Ms"`
-	Valid        bool               `json:"valid"`
-	Samples      []float64          `json:"samplesMs"`
-	PushSamples  []float64          `json:"pushSamplesMs"`
-	LbplaneRSS   float64            `json:"lbplaneRssBytes"`
-	CPUPerChange float64            `json:"lbplaneCpuMsPerChange"`
-	Extra        map[string]float64 `json:"extra"`
+	Scenario     string    `json:"scenario"`
+	Peer         string    `json:"peer"`
+	Rep          int       `json:"rep"`
+	Conns        int       `json:"conns"`
+	Variant      string    `json:"variant"`
+	Policies     int       `json:"policies"`
+	API          string    `json:"api"`
+	Errors       int64     `json:"errors"`
+	P50          float64   `json:"p50Ms"`
+	P99          float64   `json:"p99Ms"`
+	Valid        bool      `json:"valid"`
+	Samples      []float64 `json:"samplesMs"`
+	PushSamples  []float64 `json:"pushSamplesMs"`
+	LbplaneRSS   float64   `json:"lbplaneRssBytes"`
+	CPUPerChange float64   `json:"lbplaneCpuMsPerChange"`
+	// CPUPerRequest is the peer's CPU µs per request (paired rounds).
+	CPUPerRequest float64            `json:"cpuMicrosPerRequest"`
+	Extra         map[string]float64 `json:"extra"`
 
 	dir string // the directory of the runs.jsonl it came from, relative to the report
 }
@@ -86,6 +89,15 @@ type webSocket struct {
 	HeapPerConn  float64 `json:"heapBytesPerConnection"`
 }
 
+type wsmemRow struct {
+	Label        string  `json:"label"`
+	Conns        int     `json:"conns"`
+	Alive        int     `json:"alive"`
+	AllocatedKiB float64 `json:"allocatedKiB"`
+	HeapKiB      float64 `json:"heapKiB"`
+	RSSKiB       float64 `json:"rssKiB"`
+}
+
 type summaryFile struct {
 	Summary   []summaryRow `json:"summary"`
 	Health    []health     `json:"health"`
@@ -95,35 +107,46 @@ type summaryFile struct {
 	dir string
 }
 
-// readRuns reads runs.jsonl files; each run remembers the directory (relative to the report) it came from.
+// readRuns reads runs.jsonl files; each run remembers the directory it came from.
 func readRuns(sp spec) ([]run, error) {
 	var out []run
 	for _, path := range sp.src {
-		f, err := os.Open(path)
+		runs, err := readJSONLines[run](path)
 		if err != nil {
 			return nil, err
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		n := 0
-		for sc.Scan() {
-			n++
-			if len(sc.Bytes()) == 0 {
-				continue
-			}
-			var r run
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-			}
-			r.dir = runName(path)
-			out = append(out, r)
+		for i := range runs {
+			runs[i].dir = runName(path)
 		}
-		err = sc.Err()
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+		out = append(out, runs...)
+	}
+	return out, nil
+}
+
+// readJSONLines decodes a file of one JSON object a line, skipping empty lines.
+func readJSONLines[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		if len(sc.Bytes()) == 0 {
+			continue
 		}
+		var x T
+		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		out = append(out, x)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return out, nil
 }

@@ -20,6 +20,7 @@ func TestReportsMatchRawResults(t *testing.T) {
 	generated := map[string]bool{
 		"2026-11-23-vm-incremental": true,
 		"2026-11-23-vm-balancing":   true,
+		"2026-11-23-vm-edge":        true,
 	}
 	for _, path := range reports {
 		old, err := os.ReadFile(path)

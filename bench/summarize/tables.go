@@ -20,6 +20,8 @@ var renderers = map[string]func(spec) (string, error){
 	"hotkey":      hotKeyTable,
 	"memory":      memoryTable,
 	"websocket":   webSocketTable,
+	"paired":      pairedTable,
+	"wsmem":       wsmemTable,
 }
 
 type md struct{ strings.Builder }
@@ -401,6 +403,109 @@ func webSocketTable(sp spec) (string, error) {
 				heap = f1(w.HeapPerConn / 1024)
 			}
 			m.row(f.dir, w.Peer, kind, fmt.Sprintf("%d of %d", w.Alive, w.Target), strconv.FormatInt(w.Errors, 10), f1(w.BytesPerConn/1024), heap)
+		}
+	}
+	if n == 0 {
+		return "", noRows(sp)
+	}
+	return m.String(), nil
+}
+
+// pairedTable: two peers loaded at the same time, round by round (runs.jsonl, scenario paired-cpu): the
+// ratio of their CPU per request in each round, the first peer of each run over the other. With more than
+// one src of the same two peers, a last row pools their rounds.
+func pairedTable(sp spec) (string, error) {
+	runs, err := readRuns(sp)
+	if err != nil {
+		return "", err
+	}
+	type round map[string]run
+	var m md
+	m.header("run", "peers", "rounds", "CPU per request ratio, median", "quartiles", "min–max")
+	var pooled []float64
+	pair, samePair := "", true
+	n := 0
+	for _, path := range sp.src {
+		name := runName(path)
+		rounds := map[int]round{}
+		var reps []int
+		var peers []string
+		for _, r := range runs {
+			if r.dir != name || r.Scenario != "paired-cpu" {
+				continue
+			}
+			if _, ok := rounds[r.Rep]; !ok {
+				rounds[r.Rep] = round{}
+				reps = append(reps, r.Rep)
+			}
+			rounds[r.Rep][r.Peer] = r
+			if !slices.Contains(peers, r.Peer) {
+				peers = append(peers, r.Peer)
+			}
+		}
+		if len(peers) != 2 {
+			return "", fmt.Errorf("%s: want two peers, have %v", path, peers)
+		}
+		var ratios []float64
+		for _, rep := range reps {
+			a, b := rounds[rep][peers[0]], rounds[rep][peers[1]]
+			if a.Valid && b.Valid && b.CPUPerRequest > 0 {
+				ratios = append(ratios, a.CPUPerRequest/b.CPUPerRequest)
+			}
+		}
+		if len(ratios) == 0 {
+			continue
+		}
+		n++
+		p := peers[0] + " / " + peers[1]
+		if pair != "" && pair != p {
+			samePair = false
+		}
+		pair = p
+		pooled = append(pooled, ratios...)
+		m.row(append([]string{name, p}, ratioCells(ratios)...)...)
+	}
+	if n == 0 {
+		return "", noRows(sp)
+	}
+	if n > 1 && samePair {
+		m.row(append([]string{"all of the above", pair}, ratioCells(pooled)...)...)
+	}
+	return m.String(), nil
+}
+
+func ratioCells(xs []float64) []string {
+	f3 := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+	s := stats(xs)
+	return []string{strconv.Itoa(len(xs)), f3(s.Median), f3(quantile(xs, 0.25)) + "–" + f3(quantile(xs, 0.75)), f3(s.Min) + "–" + f3(s.Max)}
+}
+
+// quantile interpolates linearly between the closest ranks of the sorted samples.
+func quantile(xs []float64, q float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	i := int(pos)
+	if i+1 >= len(s) {
+		return s[len(s)-1]
+	}
+	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
+}
+
+// wsmemTable: bench/wsmem's rows (a JSON line each, one Envoy setting changed at a time): memory per
+// WebSocket as tcmalloc's allocated bytes, its heap and RSS.
+func wsmemTable(sp spec) (string, error) {
+	var m md
+	m.header("setting", "held and echoing", "allocated KiB per WebSocket", "heap KiB per WebSocket", "RSS KiB per WebSocket")
+	n := 0
+	for _, path := range sp.src {
+		rows, err := readJSONLines[wsmemRow](path)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range rows {
+			n++
+			m.row(r.Label, fmt.Sprintf("%d of %d", r.Alive, r.Conns), f1(r.AllocatedKiB), f1(r.HeapKiB), f1(r.RSSKiB))
 		}
 	}
 	if n == 0 {
