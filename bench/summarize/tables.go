@@ -280,7 +280,11 @@ func healthTable(sp spec) (string, error) {
 			if h.P99Before > 0 {
 				ratio = f1(h.P99Down / h.P99Before)
 			}
-			m.row(f.dir, h.Variant, h.Peer, fmt.Sprintf("%d of %d", h.Failed, h.Requests), f1(h.P99Before), f1(h.P99Down), f1(h.P99After), ratio, env)
+			after := "-" // not recorded before the runner measured it
+			if h.P99After > 0 {
+				after = f1(h.P99After)
+			}
+			m.row(f.dir, h.Variant, h.Peer, fmt.Sprintf("%d of %d", h.Failed, h.Requests), f1(h.P99Before), f1(h.P99Down), after, ratio, env)
 		}
 	}
 	if n == 0 {
