@@ -1,5 +1,5 @@
 #!/bin/bash
-# The lead's runs on merged main, the machine otherwise idle (after the CI run).
+# Runs on merged main, the machine otherwise idle (after the CI run).
 cd /work/main
 heaps() { # port dir: a heap profile of lbplane every 45 s while the runner runs
   mkdir -p $2; while sleep 45; do curl -s -m 20 -o $2/heap-$(date -u +%H%M%S).pb.gz http://127.0.0.1:$1/debug/pprof/heap || true; done; }
