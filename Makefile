@@ -42,11 +42,13 @@ stress: tools
 bench:
 	@hack/tools.sh envoy bench etcd kube-apiserver
 	$(GO) run ./bench/runner
+	$(GO) run ./bench/summarize -w
 
 ## bench-quick: a reduced set in under 5 minutes, into bench/results/<date>-<host>-quick/
 bench-quick:
 	@hack/tools.sh envoy bench etcd kube-apiserver
 	$(GO) run ./bench/runner -quick
+	$(GO) run ./bench/summarize -w
 
 ## fuzz: a long fuzz run of decode -> validate -> translate -> build (FUZZTIME=10m by default)
 fuzz:
