@@ -455,9 +455,55 @@ func Generate(root string) ([]byte, error) {
 			}
 		}
 	}
+	if err := writeExamples(&b, root); err != nil {
+		return nil, err
+	}
 	b.WriteString("\n")
 	b.Write(footer)
 	return b.Bytes(), nil
+}
+
+// writeExamples lists examples/*.yaml with the first phrase of each one's leading comment.
+func writeExamples(b *bytes.Buffer, root string) error {
+	files, err := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	b.WriteString("\n## Examples\n\nOne file per feature, each linted clean and served by a real Envoy in the tests " +
+		"(`e2e/examples_test.go`).\n\n| example | what it shows |\n|---|---|\n")
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var comment []string
+		for _, line := range strings.Split(string(text), "\n") {
+			c, ok := strings.CutPrefix(line, "#")
+			if !ok {
+				break
+			}
+			comment = append(comment, strings.TrimSpace(c))
+		}
+		what := strings.Join(comment, " ")
+		depth := 0
+		for i := 1; i+1 < len(what); i++ { // up to the first ": " or ". " outside parentheses
+			switch what[i] {
+			case '(':
+				depth++
+			case ')':
+				depth--
+			case ':', '.':
+				if depth == 0 && what[i+1] == ' ' && what[i-1] != '.' {
+					what = what[:i]
+					i = len(what)
+				}
+			}
+		}
+		name := filepath.Base(f)
+		fmt.Fprintf(b, "| [%s](../examples/%s) | %s |\n", name, name, inline(strings.TrimSuffix(what, ".")))
+	}
+	return nil
 }
 
 func defaultMarker(markers []string) (string, bool) {
