@@ -270,6 +270,22 @@ func TestDocsShellBlocksFollowTheConvention(t *testing.T) {
 			}
 		}
 	}
+	// Each task page opens with what the reader will have when finished. docs/kubernetes.md, the cluster
+	// walkthrough, does not yet.
+	for _, page := range docPages(t)[1:] {
+		rel, _ := filepath.Rel(tools.RepoRoot(), page)
+		if rel == "docs/kubernetes.md" {
+			continue
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitN(string(b), "\n", 8)
+		if !strings.Contains(strings.Join(lines[:min(len(lines), 7)], "\n"), "When you finish this page you will") {
+			t.Errorf("%s does not open with what the reader will have when finished (\"When you finish this page you will ...\")", rel)
+		}
+	}
 	for _, page := range []string{"README.md", "docs/getting-started.md", "docs/operations.md"} {
 		if runnable[page] == 0 {
 			t.Errorf("%s has no sh block that the docs test runs", page)
