@@ -11,15 +11,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/lbplane/lbplane/hack/apiref/apiref"
 )
 
 func main() {
 	root := flag.String("root", ".", "the repository root")
 	out := flag.String("o", "docs/policy-reference.md", "output file, - for stdout")
 	flag.Parse()
-	text, err := apiref.Generate(*root)
+	text, err := Generate(*root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "apiref:", err)
 		os.Exit(1)

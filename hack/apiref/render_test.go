@@ -1,4 +1,4 @@
-package apiref
+package main
 
 import (
 	"bytes"

@@ -1,9 +1,10 @@
-// Package apiref renders the LoadBalancerPolicy reference (docs/policy-reference.md) from the doc comments of
+// render.go renders the LoadBalancerPolicy reference (docs/policy-reference.md) from the doc comments of
 // the API types in api/v1alpha1: one section per object, in the order a policy nests them, one table row per
 // field with its type, its description (default, the Envoy field it becomes, why) and the limits its
 // +kubebuilder markers set. Markers never reach the text. The hand-written parts (header.md, footer.md in
 // hack/apiref) are included as they are.
-package apiref
+
+package main
 
 import (
 	"bytes"
