@@ -21,6 +21,10 @@ const (
 type ApplyResult struct {
 	Policies []AppliedPolicy `json:"policies"`
 	DryRun   bool            `json:"dryRun,omitempty"`
+	// Lagging are the Envoys (node ids) of the proxy groups the push changed that had not taken the change
+	// (been given it and answered it) when the reply was sent, at most lbplane's --push-wait after the
+	// change was published. They get it as they answer; no other Envoy waits for them.
+	Lagging []string `json:"lagging,omitempty"`
 }
 
 // AppliedPolicy is one policy of a push.

@@ -397,7 +397,7 @@ func (t *Tracker) proxies() []ProxyStatus {
 			continue
 		}
 		g := xdscache.GroupOf(s.node)
-		current, _ := t.cache.State(g)
+		current := t.cache.Target(g)
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
 			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil}
@@ -503,7 +503,7 @@ func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, ti
 	var next time.Time // the earliest a blocking stream's pending response reaches AckTimeout
 	check := func(id streamKey, now time.Time) {
 		s := t.streams[id]
-		current, _ := t.cache.State(group)
+		current := t.cache.Target(group)
 		if blocks, until := t.holdsBack(s, group, version, current.Version, now); blocks {
 			blocking[id] = true
 			if !until.IsZero() && (next.IsZero() || until.Before(next)) {
@@ -557,6 +557,16 @@ func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, ti
 			t.mu.Unlock()
 		}
 	}
+}
+
+// Targets returns the version each proxy group was last asked to serve.
+func (t *Tracker) Targets() map[string]string { return t.cache.Targets() }
+
+// Lagging waits, at most wait, until every Envoy of the groups has been given its group's config and has
+// answered it, and returns the node ids of those that had not. Envoys that have left a response unanswered
+// longer than AckTimeout are named without being waited for.
+func (t *Tracker) Lagging(ctx context.Context, groups []string, wait time.Duration) []string {
+	return t.cache.Lagging(ctx, groups, wait, t.ackTimeout())
 }
 
 // settleWait is one WaitGroupSynced: the streams changed since it last looked, and its wake-up.
