@@ -58,8 +58,7 @@ type Cache struct {
 type group struct {
 	name   string
 	target *State // what the last publish asked for
-	// gen counts publishes; plans holds this publish's steps by the version of the state a stream held.
-	gen     uint64
+	// plans holds the last publish's steps by the version of the state a stream held.
 	plans   map[string][]*State
 	links   lineages // of the typeSets served lately, for delta answers
 	streams map[*streamState]struct{}
@@ -111,7 +110,6 @@ func (c *Cache) Publish(groupName string, s *State) {
 	}
 	g.target = s
 	g.remember(s)
-	g.gen++
 	g.plans = map[string][]*State{}
 	for st := range g.streams {
 		c.replan(g, st)

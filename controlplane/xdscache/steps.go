@@ -220,22 +220,6 @@ func (c *Cache) closeStream(id StreamID) {
 	c.touch(st)
 }
 
-// StreamsBehind counts the streams of a group that have not been given its target yet, for tests and
-// metrics.
-func (c *Cache) StreamsBehind(groupName string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	if g, ok := c.groups[groupName]; ok {
-		for st := range g.streams {
-			if st.served() != g.target {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // Callbacks returns the server callbacks that report streams to the cache, then call next. The xDS
 // server must be given them: without them the cache cannot forget closed streams, and takes any request
 // of a type as the answer to its last response.

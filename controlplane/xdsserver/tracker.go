@@ -490,11 +490,11 @@ func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.Discov
 // unanswered longer than AckTimeout, and (with RequireIdentity) unauthenticated ones, do not count: one
 // client that never ACKs must not hold back every change for the real Envoys.
 //
-// It is on the path of every staged (make-before-break) change, and with thousands of streams connected
-// each of them answers: it looks at every stream once, then only at the streams an event touched (a
-// stream that has answered is not looked at again), so a change costs O(streams), not O(streams²) as
-// rebuilding every proxy's status on every event did. It wakes on events, and on its own only when a
-// pending response reaches AckTimeout. The cache moving on to a newer version cancels ctx (Cache.Publish).
+// With thousands of streams connected each of them answers: it looks at every stream once, then only at
+// the streams an event touched (a stream that has answered is not looked at again), so a wait costs
+// O(streams), not O(streams²) as rebuilding every proxy's status on every event did. It wakes on events,
+// and on its own only when a pending response reaches AckTimeout. (Make-before-break steps no longer wait
+// for the group: each stream takes its own, see xdscache; a push's reply waits with Lagging.)
 func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
