@@ -444,7 +444,11 @@ func Run(ctx context.Context, cfg Config) error {
 			// Never through an HTTP proxy from the environment: the Envoys are reached directly.
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
 			// Expected shares come from the traffic model of what was published, when status is read.
-			Expect: newExpectation(eng).expect}
+			Expect: newExpectation(eng).expect,
+			// Reading stats holds Envoy's main thread, which also applies config: /clusters is read in slices
+			// of the group's clusters, and no read starts while config is on its way to the Envoy.
+			Clusters: cache.Target,
+			Busy:     func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
 		api.Health, api.HealthByProxy = poller.Health, poller.ByProxy
 	}
 

@@ -100,6 +100,8 @@ type Tracker struct {
 
 	mu      sync.Mutex
 	streams map[streamKey]*stream
+	// byNode are the streams of each node id, for Busy.
+	byNode map[string]map[streamKey]struct{}
 	// changed is closed whenever any stream's state changes, for waiters; nil while none waits (an event
 	// then costs no channel: thousands of streams answer every change).
 	changed chan struct{}
@@ -123,7 +125,7 @@ func (t *Tracker) ackTimeout() time.Duration {
 
 // NewTracker returns a tracker that compares proxies with what cache serves.
 func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
-	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{},
+	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{}, byNode: map[string]map[streamKey]struct{}{},
 		settling: map[*settleWait]struct{}{}}
 }
 
@@ -163,6 +165,12 @@ func (t *Tracker) closed(id streamKey) {
 	defer t.mu.Unlock()
 	if s := t.streams[id]; s != nil && s.node != nil {
 		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "api", id.api, "stream", id.id)
+		if ks := t.byNode[s.node.GetId()]; ks != nil {
+			delete(ks, id)
+			if len(ks) == 0 {
+				delete(t.byNode, s.node.GetId())
+			}
+		}
 	}
 	delete(t.streams, id)
 	t.notify(id)
@@ -242,6 +250,10 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	}
 	if s.node == nil && node != nil {
 		s.node = node
+		if t.byNode[node.GetId()] == nil {
+			t.byNode[node.GetId()] = map[streamKey]struct{}{}
+		}
+		t.byNode[node.GetId()][id] = struct{}{}
 		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id.id)
 	}
 	ts := s.types[typeURL]
@@ -557,6 +569,28 @@ func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, ti
 			t.mu.Unlock()
 		}
 	}
+}
+
+// Busy tells whether config is on its way to a node (a response it has not answered, unless it has been
+// unanswered for AckTimeout) or was sent to it within quiet: reading its stats then would hold the Envoy's
+// main thread while it applies the config.
+func (t *Tracker) Busy(node string, quiet time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	for id := range t.byNode[node] {
+		s := t.streams[id]
+		if s == nil {
+			continue
+		}
+		for _, ts := range s.types {
+			since := now.Sub(ts.sentAt)
+			if since < quiet || (ts.Pending && since < t.ackTimeout()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Targets returns the version each proxy group was last asked to serve.
