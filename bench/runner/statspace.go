@@ -19,7 +19,8 @@ import (
 // --proxy-stats-interval. With 10,000 policies on one Envoy, one change in 40-60 used to take 435-631 ms
 // instead of about 20 (issue 31). This row fills one Envoy with -stats-policies policies, with its stats
 // port read at lbplane's default interval, then with reading off, and times -stats-changes changes from
-// outside the server (push sent → first 200 from the new backend) in each: p50 and p99 side by side.
+// outside the server (push sent → first 200 from the new backend) in each: p50 and p99 side by side. A third
+// run reads /clusters whole, as lbplane did before it read it in slices: the A/B of the slicing.
 var (
 	statsPolicies = flag.Int("stats-policies", 10000, "the stats row: policies on its one Envoy (at most 10,000)")
 	statsChanges  = flag.Int("stats-changes", 100, "the stats row: timed changes per setting")
@@ -40,13 +41,16 @@ func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) e
 		_, port, _ := net.SplitHostPort(b)
 		ports = append(ports, port)
 	}
-	for _, setting := range []struct{ name, interval string }{{"stats-on", *statsInterval}, {"stats-off", "0"}} {
-		samples, err := statsRun(ctx, e, setting.name, setting.interval, n, changes, ports)
+	// stats-whole reads /clusters in one request, as lbplane did before it read it in slices.
+	for _, setting := range []struct{ name, interval, slice string }{
+		{"stats-on", *statsInterval, "500"}, {"stats-whole", *statsInterval, "-1"}, {"stats-off", "0", "500"},
+	} {
+		samples, err := statsRun(ctx, e, setting.name, setting.interval, setting.slice, n, changes, ports)
 		if err != nil {
 			return fmt.Errorf("stats row (%s): %w", setting.name, err)
 		}
 		rec := runRecord{Scenario: "stats-pacing", Peer: "lbplane", Variant: setting.name, API: "delta", Policies: n, Samples: samples, Valid: true,
-			Note: "--proxy-stats-interval " + setting.interval + "; push sent → first 200 from the new backend"}
+			Note: "--proxy-stats-interval " + setting.interval + " --proxy-stats-slice " + setting.slice + "; push sent → first 200 from the new backend"}
 		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
 		record(rec)
 		fmt.Fprintf(os.Stderr, "stats row %-9s %5d policies, %d changes: push→200 p50 %.1f ms p99 %.1f ms (p99/p50 %.2f)\n",
@@ -57,13 +61,15 @@ func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) e
 
 // statsRun starts lbplane reading stats every interval ("0": never) and one Envoy with a stats port, fills
 // n policies, and returns the times of the changes, in milliseconds.
-func statsRun(ctx context.Context, e *env, name, interval string, n, changes int, ports []string) ([]float64, error) {
+func statsRun(ctx context.Context, e *env, name, interval, slice string, n, changes int, ports []string) ([]float64, error) {
 	dir := filepath.Join(e.dir, "stats-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
-	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, serveArgs(dir, xds, apiAddr, "--metrics-address", "", "--proxy-stats-interval", interval))
+	args := serveArgs(dir, xds, apiAddr, "--metrics-address", "", "--proxy-stats-interval", interval)
+	args = append(args, "--proxy-stats-slice", slice)
+	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
 	if err != nil {
 		return nil, err
 	}

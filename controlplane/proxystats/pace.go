@@ -34,7 +34,7 @@ const DefaultQuiet = 250 * time.Millisecond
 // group's state, each at most chunk clusters; nil when the poller does not know the group's clusters
 // (then one request asks for all). They are computed once per state.
 func (p *Poller) filters(group string) []string {
-	if p.Clusters == nil {
+	if p.Clusters == nil || p.ClusterChunk < 0 {
 		return nil
 	}
 	s := p.Clusters(group)

@@ -39,7 +39,8 @@ type Poller struct {
 	// Expect, when set, gives each endpoint's expected share from the traffic model (see perEndpoint).
 	Expect ExpectFunc
 	// Clusters, when set, is the config a proxy group is asked to serve: /clusters is then read in slices
-	// of at most ClusterChunk (DefaultClusterChunk when 0) of its clusters (see pace.go).
+	// of at most ClusterChunk (DefaultClusterChunk when 0; negative: in one request) of its clusters (see
+	// pace.go).
 	Clusters     func(group string) *xdscache.State
 	ClusterChunk int
 	// Busy, when set, tells whether a node was sent config lately or has some in flight: its stats are not

@@ -96,6 +96,9 @@ type Config struct {
 	// ProxyStatsInterval is how often each Envoy's stats port is read for backend health and load; 0 turns
 	// reading off.
 	ProxyStatsInterval time.Duration
+	// ProxyStatsSlice is how many clusters one read of an Envoy's /clusters asks for at most (see
+	// proxystats.DefaultClusterChunk); negative reads them in one request.
+	ProxyStatsSlice int
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (no per-backend latency).
 	NoRouterDynamicStats bool
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
@@ -447,8 +450,9 @@ func Run(ctx context.Context, cfg Config) error {
 			Expect: newExpectation(eng).expect,
 			// Reading stats holds Envoy's main thread, which also applies config: /clusters is read in slices
 			// of the group's clusters, and no read starts while config is on its way to the Envoy.
-			Clusters: cache.Target,
-			Busy:     func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
+			Clusters:     cache.Target,
+			ClusterChunk: cfg.ProxyStatsSlice,
+			Busy:         func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
 		api.Health, api.HealthByProxy = poller.Health, poller.ByProxy
 	}
 
