@@ -25,7 +25,12 @@ type ApplyResult struct {
 	// (been given it and answered it) when the reply was sent, at most lbplane's --push-wait after the
 	// change was published. They get it as they answer; no other Envoy waits for them.
 	Lagging []string `json:"lagging,omitempty"`
+	// LaggingTotal counts them: Lagging names the first MaxLagging, sorted.
+	LaggingTotal int `json:"laggingTotal,omitempty"`
 }
+
+// MaxLagging bounds the node ids a push's reply names.
+const MaxLagging = 100
 
 // AppliedPolicy is one policy of a push.
 type AppliedPolicy struct {

@@ -212,9 +212,10 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	// The reply waits a bounded time for the Envoys to take the change, and names those that had not: a
 	// slow Envoy delays neither the others (each takes its own steps) nor the reply beyond PushWait.
 	if s.PushWait > 0 && len(groups) > 0 && s.Tracker != nil {
-		res.Lagging = s.Tracker.Lagging(r.Context(), groups, s.PushWait)
-		if len(res.Lagging) > 0 {
-			s.Log.Info("push answered before every Envoy acknowledged it", "lagging", res.Lagging, "wait", s.PushWait)
+		lagging := s.Tracker.Lagging(r.Context(), groups, s.PushWait)
+		if res.LaggingTotal = len(lagging); res.LaggingTotal > 0 {
+			res.Lagging = lagging[:min(len(lagging), apiwire.MaxLagging)]
+			s.Log.Info("push answered before every Envoy acknowledged it", "lagging", res.Lagging, "count", res.LaggingTotal, "wait", s.PushWait)
 		}
 	}
 	writeJSON(w, http.StatusOK, res)

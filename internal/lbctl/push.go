@@ -92,7 +92,11 @@ func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, files []string
 		}
 		if len(res.Lagging) > 0 {
 			// The others have the change; these get it as they answer.
-			fmt.Fprintf(w, "not yet acknowledged by %d Envoy(s): %s\n", len(res.Lagging), strings.Join(res.Lagging, ", "))
+			more := ""
+			if n := max(res.LaggingTotal, len(res.Lagging)) - len(res.Lagging); n > 0 {
+				more = fmt.Sprintf(" and %d more", n)
+			}
+			fmt.Fprintf(w, "not yet acknowledged by %d Envoy(s): %s%s\n", max(res.LaggingTotal, len(res.Lagging)), strings.Join(res.Lagging, ", "), more)
 		}
 		return nil
 	}})
