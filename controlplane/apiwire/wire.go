@@ -21,7 +21,16 @@ const (
 type ApplyResult struct {
 	Policies []AppliedPolicy `json:"policies"`
 	DryRun   bool            `json:"dryRun,omitempty"`
+	// Lagging are the Envoys (node ids) of the proxy groups the push changed that had not taken the change
+	// (been given it and answered it) when the reply was sent, at most lbplane's --push-wait after the
+	// change was published. They get it as they answer; no other Envoy waits for them.
+	Lagging []string `json:"lagging,omitempty"`
+	// LaggingTotal counts them: Lagging names the first MaxLagging, sorted.
+	LaggingTotal int `json:"laggingTotal,omitempty"`
 }
+
+// MaxLagging bounds the node ids a push's reply names.
+const MaxLagging = 100
 
 // AppliedPolicy is one policy of a push.
 type AppliedPolicy struct {
