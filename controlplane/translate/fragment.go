@@ -721,7 +721,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 		if f.vhost == nil {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(vhosts, f.vhost, CompareVirtualHosts)
+		i, _ := slices.BinarySearchFunc(vhosts, f.vhost, ir.CompareVirtualHosts)
 		vhosts = slices.Insert(vhosts, i, f.vhost)
 	}
 	ix.vhosts = vhosts
@@ -836,18 +836,6 @@ func (t *Translator) assembleGroup(c *ir.Config, name string, add, drop []*fragm
 		return
 	}
 	c.Groups[name] = g
-}
-
-// CompareVirtualHosts is sortVirtualHosts' order: the catch-all last, then by name.
-func CompareVirtualHosts(a, b *ir.VirtualHost) int {
-	aw, bw := slices.Contains(a.Domains, "*"), slices.Contains(b.Domains, "*")
-	switch {
-	case aw && !bw:
-		return 1
-	case !aw && bw:
-		return -1
-	}
-	return cmp.Compare(a.Name, b.Name)
 }
 
 // Translate turns policies into the IR. Older policies (by creation time, then namespace/name) win conflicts,
