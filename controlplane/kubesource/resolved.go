@@ -40,7 +40,7 @@ func indexPolicyServices(o client.Object) []string {
 	}
 	var out []string
 	for _, ref := range serviceRefs(p) {
-		out = append(out, ref.Namespace+"/"+ref.Name)
+		out = append(out, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}.String())
 	}
 	return compactStrings(out)
 }
@@ -52,7 +52,7 @@ func indexPolicySecrets(o client.Object) []string {
 	}
 	var out []string
 	for _, ref := range translate.SecretRefs(p) {
-		out = append(out, ref.Namespace+"/"+ref.Name)
+		out = append(out, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}.String())
 	}
 	return compactStrings(out)
 }

@@ -86,7 +86,7 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 			// Envoy applies the resources of an update it can and rejects the others; a rejection of another
 			// policy's listener or cluster does not make this one unprogrammed. The tracker put the NACK on
 			// resources and their policies (see Owners).
-			if msg := rejection(p, r.Key.String()); msg != "" {
+			if msg := rejection(p, r.Key); msg != "" {
 				nacks = append(nacks, fmt.Sprintf("%s: %s", p.NodeID, msg))
 			} else {
 				st.Proxies.Synced++

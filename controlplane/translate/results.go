@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -23,10 +24,10 @@ const (
 	ReasonInvalidRef     = "InvalidReference"
 )
 
-// Key identifies a policy.
-type Key struct{ Namespace, Name string }
-
-func (k Key) String() string { return k.Namespace + "/" + k.Name }
+// Key identifies a policy. It is types.NamespacedName, the one identity from the API's objects through the
+// IR's sources (ir.Source.Policy), NACK attribution (apiwire.PolicyRef) and status: never a string built
+// from the two and cut apart again.
+type Key = types.NamespacedName
 
 // KeyOf returns the key of a policy, with the default namespace applied.
 func KeyOf(p *v1alpha1.LoadBalancerPolicy) Key {
