@@ -105,15 +105,10 @@ func policyTable(items []*v1alpha1.LoadBalancerPolicy) *metav1.Table {
 		{Name: "Healthy", Type: "integer", Priority: 1},
 	}}
 	for _, p := range items {
-		algo := ""
+		// The algorithm in effect, defaults applied, is the server's (status.algorithm), as kubectl's column.
+		algo := string(p.Status.Algorithm)
 		var backends []string
-		for i, b := range p.Spec.Backends {
-			if i == 0 {
-				algo = string(b.LoadBalancing.Algorithm)
-				if algo == "" {
-					algo = string(v1alpha1.AlgorithmRoundRobin)
-				}
-			}
+		for _, b := range p.Spec.Backends {
 			backends = append(backends, b.Name)
 		}
 		group := p.Spec.ProxyGroup
