@@ -979,6 +979,9 @@ type LoadBalancerPolicyStatus struct {
 	// invalid. The Algorithm column of kubectl get and lbctl get shows it.
 	// +optional
 	Algorithm Algorithm `json:"algorithm,omitempty"`
+	// proxyGroup is the proxy group serving the policy, defaults applied (spec.proxyGroup, or "default").
+	// +optional
+	ProxyGroup string `json:"proxyGroup,omitempty"`
 	// conditions: Accepted, ResolvedRefs, Programmed.
 	// +listType=map
 	// +listMapKey=type
