@@ -190,7 +190,7 @@ func (r *resolved) setPolicy(rd *round, key types.NamespacedName, p *v1alpha1.Lo
 		rd.changed = append(rd.changed, p)
 	} else {
 		delete(r.policies, key)
-		rd.deleted = append(rd.deleted, translate.Key{Namespace: key.Namespace, Name: key.Name})
+		rd.deleted = append(rd.deleted, key)
 	}
 	if old == nil {
 		return

@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
@@ -232,7 +231,7 @@ func (w *statusWriter) watchPolicies(ctx context.Context) error {
 func (w *statusWriter) policy(ctx context.Context, k translate.Key) *v1alpha1.LoadBalancerPolicy {
 	if w.store == nil {
 		p := &v1alpha1.LoadBalancerPolicy{}
-		if err := w.s.mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}, p); err != nil {
+		if err := w.s.mgr.GetCache().Get(ctx, k, p); err != nil {
 			return nil
 		}
 		return p
