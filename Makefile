@@ -109,8 +109,9 @@ test-cluster:
 	  if [ $$rc = 0 ]; then KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) test -tags cluster -race -count=1 -timeout 30m -v ./e2e/cluster; rc=$$?; fi; \
 	  hack/cluster/cluster.sh down; exit $$rc
 
-## golden: regenerate the translation golden files (review the diff)
+## golden: regenerate both golden sets, policy → IR and IR → xDS (review the diff)
 golden:
+	$(GO) test ./controlplane/translate -run TestGoldenIR -update
 	$(GO) test ./controlplane/xdsbuild -run TestGolden -update
 
 clean: stop

@@ -31,7 +31,7 @@ var APIVersion = Group + "/" + Version
 // +kubebuilder:resource:shortName=lbp
 // +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=".spec.listener.protocol"
 // +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=".spec.listener.port"
-// +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=".spec.backends[0].loadBalancing.algorithm"
+// +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=".status.algorithm"
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=".status.conditions[?(@.type==\"Accepted\")].status"
 // +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=".status.conditions[?(@.type==\"Programmed\")].status"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
@@ -1088,6 +1088,14 @@ const (
 type LoadBalancerPolicyStatus struct {
 	// observedGeneration is the generation the conditions describe.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// algorithm is the load-balancing algorithm of the first backend as lbplane serves it, defaults applied
+	// (RoundRobin when spec.backends[0].loadBalancing.algorithm is left out); empty while the policy is
+	// invalid. The Algorithm column of kubectl get and lbctl get shows it.
+	// +optional
+	Algorithm Algorithm `json:"algorithm,omitempty"`
+	// proxyGroup is the proxy group serving the policy, defaults applied (spec.proxyGroup, or "default").
+	// +optional
+	ProxyGroup string `json:"proxyGroup,omitempty"`
 	// conditions: Accepted, ResolvedRefs, Programmed.
 	// +listType=map
 	// +listMapKey=type

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/dashboard"
 	"github.com/lbplane/lbplane/controlplane/engine"
@@ -400,7 +401,7 @@ func Run(ctx context.Context, cfg Config) error {
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
 	// A NACK's resources are put on policies by the sources of the IR being served.
-	tracker.Owners = func(group, typeURL string, resources []string, msg string) []string {
+	tracker.Owners = func(group, typeURL string, resources []string, msg string) []apiwire.PolicyRef {
 		res, _ := eng.Result()
 		if res == nil {
 			return nil

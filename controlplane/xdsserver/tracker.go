@@ -94,9 +94,9 @@ type Tracker struct {
 	// AckTimeout is how long a response may go unanswered before its stream stops counting for settle
 	// waits (DefaultAckTimeout when 0).
 	AckTimeout time.Duration
-	// Owners, when set, names the policies ("namespace/name") a NACK's resources came from, for
-	// TypeStatus.NackedPolicies; message is Envoy's. It is called without the tracker's lock held.
-	Owners func(group, typeURL string, resources []string, message string) []string
+	// Owners, when set, names the policies a NACK's resources came from, for TypeStatus.NackedPolicies;
+	// message is Envoy's. It is called without the tracker's lock held.
+	Owners func(group, typeURL string, resources []string, message string) []apiwire.PolicyRef
 
 	mu      sync.Mutex
 	streams map[streamKey]*stream
@@ -190,8 +190,9 @@ func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string
 
 // nack is what a NACK is put on.
 type nack struct {
-	resources, policies []string
-	sure                bool
+	resources []string
+	policies  []apiwire.PolicyRef
+	sure      bool
 }
 
 // nackOwners returns the resources a NACK is put on and the policies they came from. The owners are looked
@@ -270,7 +271,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 		if s.api == apiDelta && ts.Nacked && ts.sure && n.sure {
 			// Still rejected from an earlier response (see clearNack), and rejected now.
 			n.resources = union(ts.stillRejected(), n.resources)
-			n.policies = union(ts.NackedPolicies, n.policies)
+			n.policies = unionFunc(ts.NackedPolicies, n.policies, apiwire.ComparePolicyRefs)
 		}
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
 		ts.NackedResources, ts.NackedPolicies, ts.sure = n.resources, n.policies, n.sure
@@ -314,6 +315,12 @@ func (ts *typeState) stillRejected() []string {
 func union(a, b []string) []string {
 	out := slices.Concat(a, b)
 	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func unionFunc[T comparable](a, b []T, cmp func(T, T) int) []T {
+	out := slices.Concat(a, b)
+	slices.SortFunc(out, cmp)
 	return slices.Compact(out)
 }
 
