@@ -1089,8 +1089,9 @@ type LoadBalancerPolicyStatus struct {
 	// observedGeneration is the generation the conditions describe.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// algorithm is the load-balancing algorithm of the first backend as lbplane serves it, defaults applied
-	// (RoundRobin when spec.backends[0].loadBalancing.algorithm is left out); empty while the policy is
-	// invalid. The Algorithm column of kubectl get and lbctl get shows it.
+	// (RoundRobin when spec.backends[0].loadBalancing.algorithm is left out); empty when the policy has no
+	// backend or names an algorithm lbplane does not know. The Algorithm column of kubectl get and lbctl get
+	// shows it.
 	// +optional
 	Algorithm Algorithm `json:"algorithm,omitempty"`
 	// proxyGroup is the proxy group serving the policy, defaults applied (spec.proxyGroup, or "default").
