@@ -999,12 +999,22 @@ type BackendStatus struct {
 	Name string `json:"name"`
 	// proxies is how many Envoys reported on this backend.
 	Proxies int32 `json:"proxies"`
-	// endpoints counts the endpoints the Envoys have: ejected ones are not receiving traffic on at least one
-	// Envoy (failed health check, outlier detection, draining, ...).
+	// endpoints counts the endpoints the Envoys have. An endpoint counts as ejected (failed health check,
+	// outlier detection, draining, ...) only when more than half of the Envoys that have it take no traffic
+	// to it, so that one Envoy, or one stolen certificate, cannot take endpoints out for everyone; mismatched
+	// counts the endpoints the Envoys disagree on.
 	Endpoints BackendEndpointCounts `json:"endpoints"`
-	// ejected lists the endpoints not receiving traffic and why (at most 20).
+	// ejected lists the endpoints counted as ejected and why (at most 20).
 	// +kubebuilder:validation:MaxItems=20
 	Ejected []EjectedEndpoint `json:"ejected,omitempty"`
+	// mismatches lists the endpoints some Envoys take no traffic to while others do (at most 20): which
+	// Envoys say what. An ejection on a minority of Envoys is shown here, not counted.
+	// +kubebuilder:validation:MaxItems=20
+	Mismatches []EndpointMismatch `json:"mismatches,omitempty"`
+	// perProxy is each Envoy's own view of the backend's endpoints (at most 32 Envoys, those that disagree
+	// with the counted view first).
+	// +kubebuilder:validation:MaxItems=32
+	PerProxy []ProxyBackendHealth `json:"perProxy,omitempty"`
 	// requests, errors (5xx responses and connection failures) and latencyP99 cover windowSeconds, at most
 	// the last minute, summed over the proxies.
 	Requests      int64  `json:"requests"`
@@ -1050,15 +1060,60 @@ type EndpointStatus struct {
 	ObservedShare string `json:"observedShare,omitempty"`
 	// reasons it takes no new traffic on some proxy, empty when it is healthy everywhere.
 	Reasons []string `json:"reasons,omitempty"`
-	// ejectedOn is on how many of the reporting proxies it takes no new traffic.
-	EjectedOn int32 `json:"ejectedOn,omitempty"`
+	// ejectedOn is on how many of the reporting proxies it takes no new traffic, of reportedBy.
+	EjectedOn  int32 `json:"ejectedOn,omitempty"`
+	ReportedBy int32 `json:"reportedBy,omitempty"`
+	// health is the counted view: Healthy, or Ejected when a majority of the proxies that have it take no
+	// traffic to it.
+	Health EndpointHealth `json:"health,omitempty"`
 }
+
+// EndpointHealth is an endpoint's health as status counts it.
+// +kubebuilder:validation:Enum=Healthy;Ejected;Unknown
+type EndpointHealth string
+
+// Endpoint health values.
+const (
+	EndpointHealthy EndpointHealth = "Healthy"
+	EndpointEjected EndpointHealth = "Ejected"
+	// EndpointUnknown: nothing says whether it would answer (passive checks only, and no recent traffic
+	// to it since it was last ejected).
+	EndpointUnknown EndpointHealth = "Unknown"
+)
 
 // BackendEndpointCounts counts a backend's endpoints.
 type BackendEndpointCounts struct {
 	Total   int32 `json:"total"`
 	Healthy int32 `json:"healthy"`
 	Ejected int32 `json:"ejected"`
+	// mismatched counts the endpoints the Envoys disagree on (ejected on some, taking traffic on others).
+	Mismatched int32 `json:"mismatched,omitempty"`
+}
+
+// EndpointMismatch is an endpoint the Envoys disagree on.
+type EndpointMismatch struct {
+	// address is ip:port.
+	Address string `json:"address"`
+	// ejectedOn names the Envoys (node ids) that take no traffic to it, and healthyOn those that do (at most
+	// 16 each).
+	// +kubebuilder:validation:MaxItems=16
+	EjectedOn []string `json:"ejectedOn"`
+	// +kubebuilder:validation:MaxItems=16
+	HealthyOn []string `json:"healthyOn"`
+	// reasons the ejecting Envoys give.
+	Reasons []string `json:"reasons,omitempty"`
+	// counted tells which view the backend's counts take: true when a majority ejects it.
+	Counted bool `json:"counted"`
+}
+
+// ProxyBackendHealth is one Envoy's own view of a backend's endpoints.
+type ProxyBackendHealth struct {
+	// node is the Envoy's node id.
+	Node string `json:"node"`
+	// endpoints as this Envoy has them; its ejections count here, for everyone only with a majority.
+	Endpoints BackendEndpointCounts `json:"endpoints"`
+	// mismatch is true when this Envoy's view of some endpoint differs from the counted one.
+	Mismatch bool `json:"mismatch,omitempty"`
 }
 
 // EjectedEndpoint is an endpoint that does not receive traffic.
@@ -1069,12 +1124,17 @@ type EjectedEndpoint struct {
 	Reasons []string `json:"reasons"`
 	// proxies is on how many of the reporting Envoys it is ejected.
 	Proxies int32 `json:"proxies"`
+	// nodes names them (at most 16).
+	// +kubebuilder:validation:MaxItems=16
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // EndpointCounts counts endpoints.
 type EndpointCounts struct {
 	Total   int32 `json:"total"`
 	Healthy int32 `json:"healthy"`
+	// mismatched counts the endpoints the group's Envoys disagree on (status.backends[].mismatches).
+	Mismatched int32 `json:"mismatched,omitempty"`
 }
 
 // ProxyCounts counts proxies.

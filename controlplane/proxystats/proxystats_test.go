@@ -103,14 +103,14 @@ func buckets(counts ...uint64) []Bucket {
 func TestSummarizeWindowAndProxies(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	// Proxy 1: 90 s of history; only the last minute counts.
-	p1 := History{Group: "g", Samples: []*Sample{
+	p1 := History{Group: "g", Node: "n1", Samples: []*Sample{
 		sample(t0, []Host{{Address: "a:1", Total: 1000, Errors: 100}}, nil, buckets(500, 1000, 1000, 1000)),
 		sample(t0.Add(30*time.Second), []Host{{Address: "a:1", Total: 1100, Errors: 100}, {Address: "b:1", Total: 10}}, nil, buckets(600, 1110, 1110, 1110)),
 		sample(t0.Add(90*time.Second), []Host{{Address: "a:1", Total: 1300, Errors: 105},
 			{Address: "b:1", Total: 50, Reasons: []string{"active health check failed"}}}, nil, buckets(700, 1340, 1350, 1350)),
 	}}
 	// Proxy 2 restarted: its counters went back; what it has now counts in full.
-	p2 := History{Group: "g", Samples: []*Sample{
+	p2 := History{Group: "g", Node: "n2", Samples: []*Sample{
 		sample(t0.Add(60*time.Second), []Host{{Address: "a:1", Total: 500, Errors: 5}}, nil, buckets(10, 10, 10, 10)),
 		sample(t0.Add(90*time.Second), []Host{{Address: "a:1", Total: 20, Errors: 1}, {Address: "b:1"}}, nil, buckets(5, 20, 20, 20)),
 	}}
@@ -123,11 +123,20 @@ func TestSummarizeWindowAndProxies(t *testing.T) {
 	if b.Requests != 260 || b.Errors != 6 {
 		t.Errorf("requests %d errors %d, want 260 and 6", b.Requests, b.Errors)
 	}
-	if b.Proxies != 2 || b.Endpoints.Total != 2 || b.Endpoints.Healthy != 1 || b.Endpoints.Ejected != 1 {
+	// b:1 is ejected on p1 only: one of two is no majority, so it counts as healthy, and the mismatch shows.
+	if b.Proxies != 2 || b.Endpoints.Total != 2 || b.Endpoints.Healthy != 2 || b.Endpoints.Ejected != 0 || b.Endpoints.Mismatched != 1 {
 		t.Errorf("counts: %+v proxies %d", b.Endpoints, b.Proxies)
 	}
-	if len(b.Ejected) != 1 || b.Ejected[0].Address != "b:1" || b.Ejected[0].Proxies != 1 {
-		t.Errorf("ejected: %+v", b.Ejected)
+	if len(b.Ejected) != 0 || len(b.Mismatches) != 1 || b.Mismatches[0].Address != "b:1" || b.Mismatches[0].Counted ||
+		!slices.Equal(b.Mismatches[0].EjectedOn, []string{"n1"}) || !slices.Equal(b.Mismatches[0].HealthyOn, []string{"n2"}) {
+		t.Errorf("ejected %+v, mismatches %+v", b.Ejected, b.Mismatches)
+	}
+	want := []v1alpha1.ProxyBackendHealth{
+		{Node: "n1", Endpoints: v1alpha1.BackendEndpointCounts{Total: 2, Healthy: 1, Ejected: 1, Mismatched: 1}, Mismatch: true},
+		{Node: "n2", Endpoints: v1alpha1.BackendEndpointCounts{Total: 2, Healthy: 2, Mismatched: 1}},
+	}
+	if !slices.Equal(b.PerProxy, want) {
+		t.Errorf("per proxy: %+v, want %+v", b.PerProxy, want)
 	}
 	if b.WindowSeconds != 60 {
 		t.Errorf("window %d", b.WindowSeconds)
@@ -244,5 +253,54 @@ func TestPerEndpointExpectedFromTheModel(t *testing.T) {
 	b, _ = Summarize([]History{h}, time.Minute).Backend("g", "ns/p/app", "app")
 	if b.Skew != "0.40" {
 		t.Errorf("by weight: skew %q, want 0.40", b.Skew)
+	}
+}
+
+// TestOneEnvoyCannotEjectForAll: the health an Envoy reports counts in its own row; for the backend an
+// endpoint is ejected only when a majority of the Envoys that have it say so, and the streams of one node
+// are one voice.
+func TestOneEnvoyCannotEjectForAll(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	down := []string{"active health check failed"}
+	hosts := func(downA, downB bool) []Host {
+		a, b := Host{Address: "a:1", Weight: 1}, Host{Address: "b:1", Weight: 1}
+		if downA {
+			a.Reasons = down
+		}
+		if downB {
+			b.Reasons = down
+		}
+		return []Host{a, b}
+	}
+	view := func(node string, downA, downB bool) History {
+		return History{Group: "g", Node: node, Samples: []*Sample{sample(t0, hosts(downA, downB), nil, nil)}}
+	}
+	// A liar claims both down, twice over (two streams of one node); the real Envoy sees both up.
+	b, _ := Summarize([]History{view("liar", true, true), view("liar", true, true), view("real", false, false)}, time.Minute).Backend("g", "ns/p/app", "app")
+	if b.Proxies != 2 || b.Endpoints.Healthy != 2 || b.Endpoints.Ejected != 0 || b.Endpoints.Mismatched != 2 || len(b.Ejected) != 0 {
+		t.Errorf("one Envoy of two ejected for all: proxies %d, %+v, ejected %+v", b.Proxies, b.Endpoints, b.Ejected)
+	}
+	if len(b.PerProxy) != 2 || b.PerProxy[0].Node != "liar" || !b.PerProxy[0].Mismatch || b.PerProxy[0].Endpoints.Ejected != 2 ||
+		b.PerProxy[1].Node != "real" || b.PerProxy[1].Mismatch || b.PerProxy[1].Endpoints.Healthy != 2 {
+		t.Errorf("per proxy: %+v", b.PerProxy)
+	}
+	for _, e := range b.PerEndpoint {
+		if e.Health != v1alpha1.EndpointHealthy || e.EjectedOn != 1 || e.ReportedBy != 2 {
+			t.Errorf("endpoint %+v", e)
+		}
+	}
+	// Two of three Envoys see b down: that is a majority, counted, and still shown as a mismatch.
+	b, _ = Summarize([]History{view("e1", false, true), view("e2", false, true), view("e3", false, false)}, time.Minute).Backend("g", "ns/p/app", "app")
+	if b.Endpoints.Ejected != 1 || b.Endpoints.Healthy != 1 || b.Endpoints.Mismatched != 1 || len(b.Ejected) != 1 ||
+		!slices.Equal(b.Ejected[0].Nodes, []string{"e1", "e2"}) || len(b.Mismatches) != 1 || !b.Mismatches[0].Counted {
+		t.Errorf("majority: %+v ejected %+v mismatches %+v", b.Endpoints, b.Ejected, b.Mismatches)
+	}
+	if b.PerProxy[0].Node != "e3" || !b.PerProxy[0].Mismatch {
+		t.Errorf("the Envoy that differs comes first: %+v", b.PerProxy)
+	}
+	// All agree: nothing mismatched.
+	b, _ = Summarize([]History{view("e1", false, true), view("e2", false, true)}, time.Minute).Backend("g", "ns/p/app", "app")
+	if b.Endpoints.Ejected != 1 || b.Endpoints.Mismatched != 0 || len(b.Mismatches) != 0 {
+		t.Errorf("unanimous: %+v %+v", b.Endpoints, b.Mismatches)
 	}
 }

@@ -25,8 +25,18 @@ function logEvent(text, cls) {
   while (list.children.length > 200) list.lastChild.remove();
 }
 
+// healthOf is the counted view of an endpoint and, when the Envoys disagree, what the others say (one Envoy's
+// report counts for everyone only with a majority).
 function healthOf(ep, proxies) {
-  return ep.ejectedOn > 0 ? "ejected on " + ep.ejectedOn + " of " + proxies + ": " + (ep.reasons || []).join("; ") : "healthy";
+  const of = ep.reportedBy || proxies, why = (ep.reasons || []).join("; ");
+  if (!(ep.ejectedOn > 0)) return "healthy";
+  if (ep.health === "Ejected") return "ejected on " + ep.ejectedOn + " of " + of + (ep.ejectedOn < of ? " (Envoys disagree)" : "") + ": " + why;
+  return "healthy on " + (of - ep.ejectedOn) + " of " + of + " (Envoys disagree; ejected on " + ep.ejectedOn + ": " + why + ")";
+}
+
+function stateOf(ep) {
+  if (ep.health === "Ejected") return "ejected";
+  return ep.ejectedOn > 0 ? "disputed" : "healthy";
 }
 
 function renderPolicies(policies) {
@@ -68,7 +78,7 @@ function chart(b, algorithm) {
   eps.forEach((e, i) => {
     const y = i * rowH + 4;
     const obs = parseFloat(e.observedShare) || 0, exp = parseFloat(e.expectedShare) || 0;
-    const state = e.ejectedOn > 0 ? "ejected" : "healthy";
+    const state = stateOf(e);
     const g = el("svg:g", { class: "ep " + state, "data-endpoint": e.address, "data-state": state, "data-requests": e.requests });
     g.append(el("svg:text", { x: 0, y: y + 16, class: "ep-address" }, e.address));
     const where = [e.zone, e.priority ? "level " + e.priority : "", e.backup ? "backup" : ""].filter(Boolean).join(" · ");
@@ -88,6 +98,18 @@ function chart(b, algorithm) {
       " (per backend: Envoy keeps no latency per endpoint) · " + b.endpoints.healthy + "/" + b.endpoints.total + " healthy" +
       (b.skew ? " · skew " + b.skew : "")));
   const box = el("div", { class: "backend" }, head, svg);
+  // Each Envoy's own view: its ejections count for everyone only with a majority; a mismatch is flagged.
+  if ((b.perProxy || []).length > 1 || (b.mismatches || []).length) {
+    const t = el("table", { class: "per-envoy", "data-backend": b.name }, el("thead", {}, el("tr", {},
+      ...["envoy", "endpoints", "healthy", "ejected", "agrees"].map(h => el("th", {}, h)))), el("tbody"));
+    fill(t.querySelector("tbody"), (b.perProxy || []).map(r => [r.node, r.endpoints.total, r.endpoints.healthy, r.endpoints.ejected,
+      el("span", { class: r.mismatch ? "bad" : "ok", "data-node": r.node }, r.mismatch ? "no" : "yes")]));
+    box.append(t);
+  }
+  if ((b.mismatches || []).length)
+    box.append(el("p", { class: "bad mismatch" }, "The Envoys disagree on " + b.mismatches.length + " endpoint(s): " +
+      b.mismatches.map(m => m.address + " ejected on " + m.ejectedOn.join(", ") + ", healthy on " + (m.healthyOn || []).join(", ") +
+        " (counted " + (m.counted ? "ejected" : "healthy") + ")").join("; ")));
   if (b.skew && parseFloat(b.skew) >= 0.33 && (algorithm === "RingHash" || algorithm === "Maglev"))
     box.append(el("p", { class: "bad" }, "High skew for a hash backend: a few hash keys carry most requests" +
       (algorithm === "RingHash" ? ", or the ring is too small (raise ringHash.minimumRingSize, or use Maglev)." : ".")));
