@@ -67,11 +67,12 @@ lint:
 	$(GO) vet ./...
 	$$(hack/tools.sh path-staticcheck) ./...
 
-## generate: deepcopy code and the CRD, from api/ (controller-gen, pinned)
+## generate: deepcopy code and the CRD, from api/ (controller-gen, pinned; allowDangerousTypes admits the float64
+## figures of the status: shares, rates and latency are numbers, in status only)
 generate:
 	@hack/tools.sh controller-gen
 	$$(hack/tools.sh path-controller-gen) object paths=./api/...
-	$$(hack/tools.sh path-controller-gen) crd paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
+	$$(hack/tools.sh path-controller-gen) crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 --admin-socket /run/envoy/admin.sock --xds-insecure > charts/lbplane/files/envoy-bootstrap.yaml
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 \
 	  --admin-socket /run/envoy/admin.sock --xds-tls-dir /etc/envoy/tls > charts/lbplane/files/envoy-bootstrap-mtls.yaml

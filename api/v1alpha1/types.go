@@ -1015,21 +1015,22 @@ type BackendStatus struct {
 	// with the counted view first).
 	// +kubebuilder:validation:MaxItems=32
 	PerProxy []ProxyBackendHealth `json:"perProxy,omitempty"`
-	// requests, errors (5xx responses and connection failures) and latencyP99 cover windowSeconds, at most
-	// the last minute, summed over the proxies.
-	Requests      int64  `json:"requests"`
-	Errors        int64  `json:"errors"`
-	LatencyP99    string `json:"latencyP99,omitempty"`
-	WindowSeconds int32  `json:"windowSeconds,omitempty"`
+	// requests, errors (5xx responses and connection failures) and latencyP99Ms cover windowSeconds, at most
+	// the last minute, summed over the proxies. latencyP99Ms is the 99th percentile of upstream request time
+	// in milliseconds (estimated within Envoy's histogram buckets; unset without requests).
+	Requests      int64    `json:"requests"`
+	Errors        int64    `json:"errors"`
+	LatencyP99Ms  *float64 `json:"latencyP99Ms,omitempty"`
+	WindowSeconds int32    `json:"windowSeconds,omitempty"`
 	// perEndpoint is the load on each endpoint, summed over the proxies: the busiest ones by requests, plus
 	// every endpoint that is not taking traffic on some proxy (at most 30). (status.backends[].endpoints
 	// already holds the counts.)
 	// +kubebuilder:validation:MaxItems=30
 	PerEndpoint []EndpointStatus `json:"perEndpoint,omitempty"`
 	// skew is the coefficient of variation of the endpoints' observed share of requests relative to their
-	// expected share ("0.00" is a perfectly even spread by weight), over the healthy endpoints and
-	// windowSeconds. With a hash algorithm a high skew means a few keys carry most of the traffic.
-	Skew string `json:"skew,omitempty"`
+	// expected share (0 is a spread exactly as expected), over the healthy endpoints and windowSeconds; unset
+	// without requests. With a hash algorithm a high skew means a few keys carry most of the traffic.
+	Skew *float64 `json:"skew,omitempty"`
 }
 
 // EndpointStatus is one endpoint's load, as the proxies report it. Envoy 1.40 keeps no latency per
@@ -1042,12 +1043,12 @@ type EndpointStatus struct {
 	// requests and errors (5xx and connection failures) cover the backend's windowSeconds.
 	Requests int64 `json:"requests"`
 	Errors   int64 `json:"errors"`
-	// requestsPerSecond is over the last reading of the proxies' stats (--proxy-stats-interval), e.g. "12.5".
-	RequestsPerSecond string `json:"requestsPerSecond,omitempty"`
+	// requestsPerSecond is over the last reading of the proxies' stats (--proxy-stats-interval), e.g. 12.5.
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
 	// activeRequests is in flight at the last reading.
 	ActiveRequests int64 `json:"activeRequests"`
-	// errorRate is errors/requests, e.g. "0.4%".
-	ErrorRate string `json:"errorRate,omitempty"`
+	// errorRate is errors/requests, a fraction from 0 to 1 (0.004 is 0.4 %); unset without requests.
+	ErrorRate *float64 `json:"errorRate,omitempty"`
 	// zone is the endpoint's zone (its locality), priority its priority level (0 is used first) and backup
 	// marks a backup endpoint (a level after every other one).
 	Zone     string `json:"zone,omitempty"`
@@ -1055,9 +1056,10 @@ type EndpointStatus struct {
 	Backup   bool   `json:"backup,omitempty"`
 	// expectedShare is the share of the backend's requests lbplane's traffic model predicts for it from the
 	// config Envoy runs and the endpoints not taking traffic (priority levels, overprovisioning, zone weights,
-	// the algorithm's spread), and observedShare its part of the backend's requests, e.g. "33.3%".
-	ExpectedShare string `json:"expectedShare,omitempty"`
-	ObservedShare string `json:"observedShare,omitempty"`
+	// the algorithm's spread), and observedShare its part of the backend's requests: fractions from 0 to 1
+	// (0.333 is a third); observedShare is unset while the backend has no requests.
+	ExpectedShare float64  `json:"expectedShare"`
+	ObservedShare *float64 `json:"observedShare,omitempty"`
 	// reasons it takes no new traffic on some proxy, empty when it is healthy everywhere.
 	Reasons []string `json:"reasons,omitempty"`
 	// ejectedOn is on how many of the reporting proxies it takes no new traffic, of reportedBy.

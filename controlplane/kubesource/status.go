@@ -311,7 +311,7 @@ func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
 		b := &next.Backends[i]
 		for _, o := range old.Backends {
 			if o.Name == b.Name {
-				b.Requests, b.Errors, b.LatencyP99, b.WindowSeconds = o.Requests, o.Errors, o.LatencyP99, o.WindowSeconds
+				b.Requests, b.Errors, b.LatencyP99Ms, b.WindowSeconds = o.Requests, o.Errors, o.LatencyP99Ms, o.WindowSeconds
 				b.Skew = o.Skew
 				if sameEndpointHealth(b.PerEndpoint, o.PerEndpoint) {
 					b.PerEndpoint = o.PerEndpoint

@@ -1,6 +1,7 @@
 package proxystats
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"slices"
@@ -143,8 +144,8 @@ func TestSummarizeWindowAndProxies(t *testing.T) {
 	}
 	// Latency over the window: p1 adds (100, 230, 240, 240), p2 (5, 20, 20, 20) in full. Of 260 requests
 	// the 257.4th falls in (10ms, 100ms], 7.4 of its 10: 10 + 90 * 0.74 = 76.6ms.
-	if b.LatencyP99 != "77ms" {
-		t.Errorf("p99 %q, want 77ms", b.LatencyP99)
+	if b.LatencyP99Ms == nil || *b.LatencyP99Ms != 77 {
+		t.Errorf("p99 %v, want 77 ms", b.LatencyP99Ms)
 	}
 	if _, ok := h.Backend("other", "ns/p/app", "app"); ok {
 		t.Error("a group without proxies reported a backend")
@@ -155,17 +156,35 @@ func TestQuantile(t *testing.T) {
 	for _, c := range []struct {
 		bs   []Bucket
 		q    float64
-		want string
+		want *float64
 	}{
-		{nil, 0.99, ""},
-		{buckets(0, 0, 0, 0), 0.99, ""},
-		{buckets(100, 100, 100, 100), 0.99, "1ms"},
-		{buckets(0, 100, 100, 100), 0.5, "5.5ms"},
-		{buckets(0, 0, 50, 100), 0.99, ">100ms"},
-		{buckets(0, 0, 100, 100), 0.99, "99ms"},
+		{nil, 0.99, nil},
+		{buckets(0, 0, 0, 0), 0.99, nil},
+		{buckets(100, 100, 100, 100), 0.99, ptr(1.0)},
+		{buckets(0, 100, 100, 100), 0.5, ptr(5.5)},
+		{buckets(0, 0, 50, 100), 0.99, ptr(100.0)}, // past the last bound: at least that
+		{buckets(0, 0, 100, 100), 0.99, ptr(99.0)},
 	} {
-		if got := Quantile(c.bs, c.q); got != c.want {
-			t.Errorf("Quantile(%v, %v) = %q, want %q", c.bs, c.q, got, c.want)
+		got := QuantileMs(c.bs, c.q)
+		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+			t.Errorf("QuantileMs(%v, %v) = %v, want %v", c.bs, c.q, got, c.want)
+		}
+	}
+}
+
+// is tells whether a set figure equals want.
+func is(f *float64, want float64) bool { return f != nil && *f == want }
+
+// TestFiguresAreRoundedNumbers: shares are fractions with four decimals, and they print as such in JSON.
+func TestFiguresAreRoundedNumbers(t *testing.T) {
+	for _, c := range []struct {
+		x    float64
+		d    int
+		want string
+	}{{1.0 / 3, 4, "0.3333"}, {2.0 / 3, 4, "0.6667"}, {0.1 + 0.2, 1, "0.3"}, {1234.5, -1, "1230"}, {76.6, 0, "77"}} {
+		b, err := json.Marshal(round(c.x, c.d))
+		if err != nil || string(b) != c.want {
+			t.Errorf("round(%v, %d) = %s, want %s", c.x, c.d, b, c.want)
 		}
 	}
 }
@@ -191,25 +210,25 @@ func TestPerEndpointSharesRatesAndSkew(t *testing.T) {
 		t.Fatalf("endpoints: %+v", b.PerEndpoint)
 	}
 	down, busy, light := b.PerEndpoint[0], b.PerEndpoint[1], b.PerEndpoint[2]
-	if down.Address != "10.0.0.3:80" || down.EjectedOn != 1 || down.ExpectedShare != "0.0%" || len(down.Reasons) != 1 {
+	if down.Address != "10.0.0.3:80" || down.EjectedOn != 1 || down.ExpectedShare != 0 || len(down.Reasons) != 1 {
 		t.Errorf("the endpoint not taking traffic comes first, expecting nothing: %+v", down)
 	}
 	// 100 and 300 requests of 400 over 2 s; weights 1 and 3 of 4.
-	if busy.Address != "10.0.0.2:80" || busy.ObservedShare != "75.0%" || busy.ExpectedShare != "75.0%" || busy.RequestsPerSecond != "150.0" || busy.Weight != 3 {
+	if busy.Address != "10.0.0.2:80" || !is(busy.ObservedShare, 0.75) || busy.ExpectedShare != 0.75 || busy.RequestsPerSecond != 150 || busy.Weight != 3 {
 		t.Errorf("busiest: %+v", busy)
 	}
-	if light.ObservedShare != "25.0%" || light.ErrorRate != "10.0%" || light.ActiveRequests != 2 || light.Requests != 100 {
+	if !is(light.ObservedShare, 0.25) || !is(light.ErrorRate, 0.1) || light.ActiveRequests != 2 || light.Requests != 100 {
 		t.Errorf("lighter: %+v", light)
 	}
 	// Both got exactly their weight's share.
-	if b.Skew != "0.00" {
-		t.Errorf("skew %q, want 0.00", b.Skew)
+	if !is(b.Skew, 0) {
+		t.Errorf("skew %v, want 0", b.Skew)
 	}
 	// Half of the requests each since the window began: observed/expected = 2 and 2/3.
 	h.Samples = append(h.Samples, sample(t0.Add(4*time.Second), hosts(400, 400, 50, true), nil, nil))
 	b, _ = Summarize([]History{h}, time.Minute).Backend("g", "ns/p/app", "app")
-	if b.Skew != "0.50" {
-		t.Errorf("skew %q, want 0.50", b.Skew)
+	if !is(b.Skew, 0.5) {
+		t.Errorf("skew %v, want 0.5", b.Skew)
 	}
 }
 
@@ -240,19 +259,19 @@ func TestPerEndpointExpectedFromTheModel(t *testing.T) {
 	for _, e := range b.PerEndpoint {
 		by[e.Address] = e
 	}
-	if e := by["10.0.0.1:80"]; e.ExpectedShare != "70.0%" || e.Zone != "a" {
+	if e := by["10.0.0.1:80"]; e.ExpectedShare != 0.7 || e.Zone != "a" {
 		t.Errorf("10.0.0.1: %+v", e)
 	}
-	if e := by["10.0.0.9:80"]; e.ExpectedShare != "0.0%" || !e.Backup || e.Priority != 1 {
+	if e := by["10.0.0.9:80"]; e.ExpectedShare != 0 || !e.Backup || e.Priority != 1 {
 		t.Errorf("backup: %+v", e)
 	}
-	if b.Skew != "0.00" {
-		t.Errorf("skew %q: 70/30 is what the model expects", b.Skew)
+	if !is(b.Skew, 0) {
+		t.Errorf("skew %v: 70/30 is what the model expects", b.Skew)
 	}
 	// Without the model, the spread by weight would call 70/30 skewed.
 	b, _ = Summarize([]History{h}, time.Minute).Backend("g", "ns/p/app", "app")
-	if b.Skew != "0.40" {
-		t.Errorf("by weight: skew %q, want 0.40", b.Skew)
+	if !is(b.Skew, 0.4) {
+		t.Errorf("by weight: skew %v, want 0.4", b.Skew)
 	}
 }
 

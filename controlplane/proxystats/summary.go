@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -197,7 +196,7 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 			b.Ejected = b.Ejected[:min(len(b.Ejected), MaxEjectedListed)]
 			b.Mismatches = b.Mismatches[:min(len(b.Mismatches), MaxEjectedListed)]
 			b.PerProxy = perProxy(a)
-			b.LatencyP99 = Quantile(a.latency, 0.99)
+			b.LatencyP99Ms = QuantileMs(a.latency, 0.99)
 			var exp map[string]Expected
 			if expect != nil {
 				down := map[string]string{}
@@ -314,42 +313,58 @@ func addBuckets(a, b []Bucket) []Bucket {
 	return out
 }
 
-// Quantile estimates the q-quantile of cumulative buckets (linear within a bucket, as Prometheus's
-// histogram_quantile does) and prints it as a duration; "" without requests, ">Xms" past the last bound.
-func Quantile(bs []Bucket, q float64) string {
+// QuantileMs estimates the q-quantile of cumulative buckets in milliseconds (linear within a bucket, as
+// Prometheus's histogram_quantile does), rounded as a person reads it (0.1 ms under 10 ms, 1 ms under a
+// second, 10 ms above); nil without requests. Past the last finite bound (an hour by Envoy's default
+// buckets) it is that bound: the quantile is at least that.
+func QuantileMs(bs []Bucket, q float64) *float64 {
 	if len(bs) == 0 || bs[len(bs)-1].Count == 0 {
-		return ""
+		return nil
 	}
 	rank := q * float64(bs[len(bs)-1].Count)
 	lower, below := 0.0, uint64(0)
 	for _, b := range bs {
 		if float64(b.Count) >= rank {
 			if math.IsInf(b.UpperMs, 1) {
-				return ">" + formatMs(lower)
+				return ptr(roundMs(lower))
 			}
 			ms := b.UpperMs
 			if b.Count > below {
 				ms = lower + (b.UpperMs-lower)*(rank-float64(below))/float64(b.Count-below)
 			}
-			return formatMs(ms)
+			return ptr(roundMs(ms))
 		}
 		lower, below = b.UpperMs, b.Count
 	}
-	return ""
+	return nil
 }
 
-func formatMs(ms float64) string {
-	d := time.Duration(ms * float64(time.Millisecond))
+func roundMs(ms float64) float64 {
 	switch {
-	case d < 10*time.Millisecond:
-		d = d.Round(100 * time.Microsecond)
-	case d < time.Second:
-		d = d.Round(time.Millisecond)
+	case ms < 10:
+		return round(ms, 1)
+	case ms < 1000:
+		return round(ms, 0)
 	default:
-		d = d.Round(10 * time.Millisecond)
+		return round(ms, -1)
 	}
-	return d.String()
 }
+
+// round rounds x to digits decimals (negative: tens, ...), dividing last so that the result prints as the
+// decimal it stands for.
+func round(x float64, digits int) float64 {
+	if digits < 0 {
+		p := math.Pow10(-digits)
+		return math.Round(x/p) * p
+	}
+	p := math.Pow10(digits)
+	return math.Round(x*p) / p
+}
+
+// fraction is a share rounded to four decimals (0.01 %), so that a status does not change with noise.
+func fraction(x float64) float64 { return round(x, 4) }
+
+func ptr[T any](v T) *T { return &v }
 
 // perEndpoint lists a backend's endpoints (the busiest MaxBusiestListed, and those not taking traffic) with
 // their expected and observed shares, and the skew of the spread.
@@ -359,7 +374,7 @@ func formatMs(ms float64) string {
 // it is by weight over the endpoints not counted as ejected at the lowest priority that has any. The
 // skew is the coefficient of variation of observed/expected over the endpoints expected to get traffic:
 // with equal shares, that of the per-endpoint share.
-func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, string) {
+func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, *float64) {
 	prio, found := uint32(math.MaxUint32), false
 	for _, ep := range a.eps {
 		if !ep.counted() {
@@ -389,7 +404,7 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, st
 		}
 		return byWeight(a.eps[addr])
 	}
-	var skew string
+	var skew *float64
 	if a.requests > 0 {
 		var ratios []float64
 		for addr, ep := range a.eps {
@@ -398,7 +413,7 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, st
 			}
 		}
 		if len(ratios) > 1 {
-			skew = strconv.FormatFloat(cv(ratios), 'f', 2, 64)
+			skew = ptr(round(cv(ratios), 2))
 		}
 	}
 	addrs := make([]string, 0, len(a.eps))
@@ -434,7 +449,7 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, st
 		es := v1alpha1.EndpointStatus{Address: addr, Weight: int32(min(ep.weight, math.MaxInt32)), Requests: int64(ep.requests),
 			Errors: int64(ep.errors), ActiveRequests: int64(ep.active), Reasons: ep.reasons,
 			EjectedOn: int32(len(ep.ejectedBy)), ReportedBy: int32(len(ep.on)), Health: v1alpha1.EndpointHealthy,
-			RequestsPerSecond: strconv.FormatFloat(ep.rate, 'f', 1, 64), ExpectedShare: percent(expected(addr)), Priority: int32(min(ep.priority, math.MaxInt32))}
+			RequestsPerSecond: round(ep.rate, 1), ExpectedShare: fraction(expected(addr)), Priority: int32(min(ep.priority, math.MaxInt32))}
 		if ep.counted() {
 			es.Health = v1alpha1.EndpointEjected
 		}
@@ -442,17 +457,15 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, st
 			es.Zone, es.Priority, es.Backup = e.Zone, int32(e.Priority), e.Backup
 		}
 		if a.requests > 0 {
-			es.ObservedShare = percent(float64(ep.requests) / float64(a.requests))
+			es.ObservedShare = ptr(fraction(float64(ep.requests) / float64(a.requests)))
 		}
 		if ep.requests > 0 {
-			es.ErrorRate = percent(float64(ep.errors) / float64(ep.requests))
+			es.ErrorRate = ptr(fraction(float64(ep.errors) / float64(ep.requests)))
 		}
 		out = append(out, es)
 	}
 	return out, skew
 }
-
-func percent(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
 
 // cv is the coefficient of variation (population standard deviation over mean).
 func cv(xs []float64) float64 {

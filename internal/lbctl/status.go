@@ -165,7 +165,7 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 		fmt.Fprintln(tw, "BACKEND\tPROXIES\tENDPOINTS\tHEALTHY\tEJECTED\tREQUESTS\tERRORS\tP99\tWINDOW")
 		for _, b := range st.Backends {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", b.Name, b.Proxies, b.Endpoints.Total, b.Endpoints.Healthy,
-				b.Endpoints.Ejected, b.Requests, b.Errors, dash(b.LatencyP99), time.Duration(b.WindowSeconds)*time.Second)
+				b.Endpoints.Ejected, b.Requests, b.Errors, latencyText(b.LatencyP99Ms), time.Duration(b.WindowSeconds)*time.Second)
 		}
 		tw.Flush()
 		printEndpoints(w, p, st.Backends)
@@ -277,16 +277,16 @@ func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1al
 	for _, b := range backends {
 		for _, e := range b.PerEndpoint {
 			health := endpointHealth(e, b.Proxies)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, dash(e.Zone), levelName(int(e.Priority), e.Backup), e.Weight, dash(e.RequestsPerSecond),
-				e.ActiveRequests, e.Requests, dash(e.ErrorRate), dash(e.ExpectedShare), dash(e.ObservedShare), health)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, dash(e.Zone), levelName(int(e.Priority), e.Backup), e.Weight, rpsText(e.RequestsPerSecond),
+				e.ActiveRequests, e.Requests, percentText(e.ErrorRate), percentText(&e.ExpectedShare), percentText(e.ObservedShare), health)
 		}
 	}
 	tw.Flush()
 	for _, b := range backends {
-		if b.Skew == "" {
+		if b.Skew == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%s: skew %s", b.Name, b.Skew)
+		fmt.Fprintf(w, "%s: skew %.2f", b.Name, *b.Skew)
 		if hint := skewHint(p, b); hint != "" {
 			fmt.Fprintf(w, " (high: %s)", hint)
 		}
@@ -296,8 +296,7 @@ func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1al
 
 // skewHint explains a high skew on a hash backend; "" when the skew is low or the algorithm does not hash.
 func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
-	skew, err := strconv.ParseFloat(b.Skew, 64)
-	if err != nil || skew < SkewHint {
+	if b.Skew == nil || *b.Skew < SkewHint {
 		return ""
 	}
 	for _, sb := range p.Spec.Backends {
@@ -313,6 +312,25 @@ func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
 	}
 	return ""
 }
+
+// latencyText prints a latency in milliseconds as a duration ("77ms", "5.5ms", "1.23s"), "-" when unset.
+func latencyText(ms *float64) string {
+	if ms == nil {
+		return "-"
+	}
+	return time.Duration(*ms * float64(time.Millisecond)).String()
+}
+
+// percentText prints a fraction as a percentage with one decimal ("33.4%"), "-" when unset.
+func percentText(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(100**f, 'f', 1, 64) + "%"
+}
+
+// rpsText prints requests per second with one decimal.
+func rpsText(r float64) string { return strconv.FormatFloat(r, 'f', 1, 64) }
 
 func dash(s string) string {
 	if s == "" {

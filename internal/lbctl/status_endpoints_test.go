@@ -16,11 +16,11 @@ func TestStatusPrintsEndpointsAndHashSkewHint(t *testing.T) {
 	p.Name, p.Namespace = "demo", "default"
 	p.Spec.Backends = []v1alpha1.Backend{{Name: "app"}}
 	p.Spec.Backends[0].LoadBalancing.Algorithm = v1alpha1.AlgorithmMaglev
-	p.Status.Backends = []v1alpha1.BackendStatus{{Name: "app", Proxies: 2, Skew: "0.80", PerEndpoint: []v1alpha1.EndpointStatus{
-		{Address: "10.0.0.4:80", EjectedOn: 2, ReportedBy: 2, Health: v1alpha1.EndpointEjected, Reasons: []string{"active health check failed"}, ExpectedShare: "0.0%"},
-		{Address: "10.0.0.3:80", EjectedOn: 1, ReportedBy: 2, Health: v1alpha1.EndpointHealthy, Reasons: []string{"outlier detection: consecutive 5xx"}, ExpectedShare: "0.0%"},
-		{Address: "10.0.0.1:80", Weight: 1, Requests: 90, RequestsPerSecond: "1.5", ExpectedShare: "50.0%", ObservedShare: "90.0%"},
-		{Address: "10.0.0.9:80", Zone: "zone-b", Priority: 1, Backup: true, Weight: 1, ExpectedShare: "0.0%"},
+	p.Status.Backends = []v1alpha1.BackendStatus{{Name: "app", Proxies: 2, Skew: ptr(0.8), PerEndpoint: []v1alpha1.EndpointStatus{
+		{Address: "10.0.0.4:80", EjectedOn: 2, ReportedBy: 2, Health: v1alpha1.EndpointEjected, Reasons: []string{"active health check failed"}, ExpectedShare: 0},
+		{Address: "10.0.0.3:80", EjectedOn: 1, ReportedBy: 2, Health: v1alpha1.EndpointHealthy, Reasons: []string{"outlier detection: consecutive 5xx"}, ExpectedShare: 0},
+		{Address: "10.0.0.1:80", Weight: 1, Requests: 90, RequestsPerSecond: 1.5, ExpectedShare: 0.5, ObservedShare: ptr(0.9)},
+		{Address: "10.0.0.9:80", Zone: "zone-b", Priority: 1, Backup: true, Weight: 1, ExpectedShare: 0},
 	},
 		PerProxy: []v1alpha1.ProxyBackendHealth{{Node: "e1", Endpoints: v1alpha1.BackendEndpointCounts{Total: 4, Healthy: 2, Ejected: 2}, Mismatch: true},
 			{Node: "e2", Endpoints: v1alpha1.BackendEndpointCounts{Total: 4, Healthy: 3, Ejected: 1}}},
@@ -76,3 +76,5 @@ func TestWatchRedrawsUntilCancelled(t *testing.T) {
 		t.Fatalf("not a terminal: err %v, frames %d, output %q", err, frames, out.String())
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -15,6 +15,11 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// pct prints a fraction (0 to 1) as a percentage with one decimal, "-" when unset; ms a latency in
+// milliseconds as lbctl does ("77ms", "5.5ms", "1.23s").
+function pct(f) { return f == null ? "-" : (100 * f).toFixed(1) + "%"; }
+function ms(v) { return v == null ? "-" : v >= 1000 ? +(v / 1000).toFixed(2) + "s" : +v.toFixed(1) + "ms"; }
+
 function fill(tbody, rows) {
   tbody.replaceChildren(...rows.map(r => el("tr", {}, ...r.map(c => c instanceof Node ? el("td", {}, c) : el("td", {}, c ?? "")))));
 }
@@ -77,7 +82,7 @@ function chart(b, algorithm) {
   const svg = el("svg:svg", { width: left + width + right, height: rowH * eps.length + 8, class: "spread", "data-backend": b.name });
   eps.forEach((e, i) => {
     const y = i * rowH + 4;
-    const obs = parseFloat(e.observedShare) || 0, exp = parseFloat(e.expectedShare) || 0;
+    const obs = 100 * (e.observedShare || 0), exp = 100 * (e.expectedShare || 0);
     const state = stateOf(e);
     const g = el("svg:g", { class: "ep " + state, "data-endpoint": e.address, "data-state": state, "data-requests": e.requests });
     g.append(el("svg:text", { x: 0, y: y + 16, class: "ep-address" }, e.address));
@@ -86,17 +91,17 @@ function chart(b, algorithm) {
     if (exp > 0) g.append(el("svg:line", { class: "expected", x1: left + width * exp / 100, x2: left + width * exp / 100, y1: y, y2: y + rowH - 2 }));
     const t = el("svg:text", { x: left + width + 8, y: y + 16 });
     t.append(el("svg:tspan", { class: "ep-requests" }, String(e.requests)), " req · ",
-      el("svg:tspan", { class: "ep-share" }, e.observedShare || "-"), " (exp " + (e.expectedShare || "-") + ") · " +
-      (e.requestsPerSecond || "0") + " rps · " + e.activeRequests + " active" + (e.errorRate ? " · err " + e.errorRate : "") +
+      el("svg:tspan", { class: "ep-share" }, pct(e.observedShare)), " (exp " + pct(e.expectedShare) + ") · " +
+      (e.requestsPerSecond || 0).toFixed(1) + " rps · " + e.activeRequests + " active" + (e.errorRate != null ? " · err " + pct(e.errorRate) : "") +
       (where ? " · " : ""), where ? el("svg:tspan", { class: "ep-where" }, where) : "", " · ",
       el("svg:tspan", { class: "ep-state " + state }, state));
     g.append(t);
     svg.append(g);
   });
   const head = el("h4", {}, b.name + " ",
-    el("span", { class: "muted" }, b.requests + " requests in " + (b.windowSeconds || 0) + " s · p99 " + (b.latencyP99 || "-") +
+    el("span", { class: "muted" }, b.requests + " requests in " + (b.windowSeconds || 0) + " s · p99 " + ms(b.latencyP99Ms) +
       " (per backend: Envoy keeps no latency per endpoint) · " + b.endpoints.healthy + "/" + b.endpoints.total + " healthy" +
-      (b.skew ? " · skew " + b.skew : "")));
+      (b.skew != null ? " · skew " + b.skew.toFixed(2) : "")));
   const box = el("div", { class: "backend" }, head, svg);
   // Each Envoy's own view: its ejections count for everyone only with a majority; a mismatch is flagged.
   if ((b.perProxy || []).length > 1 || (b.mismatches || []).length) {
@@ -110,7 +115,7 @@ function chart(b, algorithm) {
     box.append(el("p", { class: "bad mismatch" }, "The Envoys disagree on " + b.mismatches.length + " endpoint(s): " +
       b.mismatches.map(m => m.address + " ejected on " + m.ejectedOn.join(", ") + ", healthy on " + (m.healthyOn || []).join(", ") +
         " (counted " + (m.counted ? "ejected" : "healthy") + ")").join("; ")));
-  if (b.skew && parseFloat(b.skew) >= 0.33 && (algorithm === "RingHash" || algorithm === "Maglev"))
+  if (b.skew != null && b.skew >= 0.33 && (algorithm === "RingHash" || algorithm === "Maglev"))
     box.append(el("p", { class: "bad" }, "High skew for a hash backend: a few hash keys carry most requests" +
       (algorithm === "RingHash" ? ", or the ring is too small (raise ringHash.minimumRingSize, or use Maglev)." : ".")));
   return box;
@@ -133,7 +138,7 @@ function renderLive(state) {
   for (const px of state.live.proxies || [])
     for (const b of px.backends || [])
       for (const e of b.perEndpoint || [])
-        rows.push([px.nodeId, b.name, e.address, e.requests, e.requestsPerSecond, e.activeRequests, e.observedShare || "-",
+        rows.push([px.nodeId, b.name, e.address, e.requests, (e.requestsPerSecond || 0).toFixed(1), e.activeRequests, pct(e.observedShare),
           el("span", { class: e.ejectedOn > 0 ? "ejected" : "ok" }, healthOf(e, 1))]);
   const t = el("table", {}, el("thead", {}, el("tr", {}, ...["envoy", "backend", "endpoint", "requests", "rps", "active", "share", "health"].map(h => el("th", {}, h)))), el("tbody"));
   fill(t.querySelector("tbody"), rows);
