@@ -1068,6 +1068,8 @@ type EndpointStatus struct {
 	// health is the counted view: Healthy, or Ejected when a majority of the proxies that have it take no
 	// traffic to it.
 	Health EndpointHealth `json:"health,omitempty"`
+	// unknownSince is when its health became Unknown.
+	UnknownSince *metav1.Time `json:"unknownSince,omitempty"`
 }
 
 // EndpointHealth is an endpoint's health as status counts it.
@@ -1090,6 +1092,9 @@ type BackendEndpointCounts struct {
 	Ejected int32 `json:"ejected"`
 	// mismatched counts the endpoints the Envoys disagree on (ejected on some, taking traffic on others).
 	Mismatched int32 `json:"mismatched,omitempty"`
+	// unknown counts the endpoints whose outlier ejection lapsed, with passive checks only, and that have not
+	// answered a request since: nothing shows they are up, so they are not counted healthy.
+	Unknown int32 `json:"unknown,omitempty"`
 }
 
 // EndpointMismatch is an endpoint the Envoys disagree on.

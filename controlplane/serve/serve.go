@@ -28,6 +28,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/dashboard"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
+	"github.com/lbplane/lbplane/controlplane/healthhistory"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -435,6 +436,7 @@ func Run(ctx context.Context, cfg Config) error {
 	api.IssueCert = issuer
 	api.Guard = guard
 	var poller *proxystats.Poller
+	var history *healthhistory.Recorder
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
 			Proxies: func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() },
@@ -445,7 +447,12 @@ func Run(ctx context.Context, cfg Config) error {
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
 			// Expected shares come from the traffic model of what was published, when status is read.
 			Expect: newExpectation(eng).expect}
-		api.Health, api.HealthByProxy = poller.Health, poller.ByProxy
+		api.HealthByProxy = poller.ByProxy
+		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
+		// ejection lapsed is Unknown, not healthy.
+		history = newHistory(eng, cfg.Log)
+		api.Health = func() proxystats.Health { return history.Annotate(poller.Health()) }
+		api.History = history
 	}
 
 	// Load every source before opening the xDS port.
@@ -469,7 +476,7 @@ func Run(ctx context.Context, cfg Config) error {
 			// the whole fleet live, without forwarding to the leader (reads of the stats ports are cheap; the
 			// status writes stay the leader's, at their own cadence).
 			poller.Proxies = kube.AllProxies
-			kube.Health, kube.LoadStatusInterval = poller.Health, cfg.LoadStatusInterval
+			kube.Health, kube.LoadStatusInterval = api.Health, cfg.LoadStatusInterval
 		}
 		if err := kube.Start(); err != nil {
 			return fmt.Errorf("kubernetes: %w", err)
@@ -590,6 +597,7 @@ func Run(ctx context.Context, cfg Config) error {
 	m.Certificates(func() map[string]time.Time { return certificateExpiry(ca, serving, groupCerts) })
 	if poller != nil {
 		g.Go(func() error { poller.Run(ctx); return nil })
+		g.Go(func() error { recordHistory(ctx, history, poller, cfg.ProxyStatsInterval); return nil })
 	}
 	g.Go(func() error {
 		// Certificates and CA bundles are re-read so that a rotated certificate reaches Envoy (over SDS)
