@@ -481,6 +481,10 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := kube.Start(); err != nil {
 			return fmt.Errorf("kubernetes: %w", err)
 		}
+		if history != nil {
+			// Ejections and recoveries are Events on the policy too (rate-limited; from the status writer).
+			history.OnEvent = kube.HealthEvent
+		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	if kube != nil {
@@ -537,6 +541,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Proxies:   func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() }}
 	if kube != nil {
 		dash.Proxies = kube.AllProxies
+	}
+	if history != nil {
+		dash.History = api.PolicyHistory
 	}
 	apiMux := http.NewServeMux()
 	apiMux.Handle(dashboard.Prefix, dash.Handler())

@@ -5,7 +5,7 @@
 const SVGNS = "http://www.w3.org/2000/svg";
 let selected = decodeURIComponent(location.hash.slice(1));
 let source = null;
-let lastHealth = null; // "backend endpoint" -> health text, to log changes as they happen
+let lastHealth = null; // every endpoint's health as text, to fetch the history when it changes
 let lastProxies = null;
 
 function el(tag, attrs, ...children) {
@@ -24,8 +24,9 @@ function fill(tbody, rows) {
   tbody.replaceChildren(...rows.map(r => el("tr", {}, ...r.map(c => c instanceof Node ? el("td", {}, c) : el("td", {}, c ?? "")))));
 }
 
+// logEvent notes a change of an Envoy's sync state, as this page saw it.
 function logEvent(text, cls) {
-  const list = document.getElementById("events");
+  const list = document.getElementById("proxy-events");
   list.prepend(el("li", { class: cls || "" }, new Date().toLocaleTimeString() + "  " + text));
   while (list.children.length > 200) list.lastChild.remove();
 }
@@ -34,6 +35,7 @@ function logEvent(text, cls) {
 // report counts for everyone only with a majority).
 function healthOf(ep, proxies) {
   const of = ep.reportedBy || proxies, why = (ep.reasons || []).join("; ");
+  if (ep.health === "Unknown") return "unknown since " + new Date(ep.unknownSince).toLocaleTimeString() + " (passive checks only: no request answered since its ejection lapsed)";
   if (!(ep.ejectedOn > 0)) return "healthy";
   if (ep.health === "Ejected") return "ejected on " + ep.ejectedOn + " of " + of + (ep.ejectedOn < of ? " (Envoys disagree)" : "") + ": " + why;
   return "healthy on " + (of - ep.ejectedOn) + " of " + of + " (Envoys disagree; ejected on " + ep.ejectedOn + ": " + why + ")";
@@ -41,6 +43,7 @@ function healthOf(ep, proxies) {
 
 function stateOf(ep) {
   if (ep.health === "Ejected") return "ejected";
+  if (ep.health === "Unknown") return "unknown";
   return ep.ejectedOn > 0 ? "disputed" : "healthy";
 }
 
@@ -51,8 +54,14 @@ function renderPolicies(policies) {
     const key = p.namespace + "/" + p.name;
     const conds = p.status.conditions || [];
     const bad = conds.filter(c => c.status !== "True").map(c => c.type);
-    const li = el("li", { "data-policy": key, class: key === selected ? "selected" : "" }, key + " ",
-      el("span", { class: bad.length ? "bad" : "ok" }, bad.length ? "not " + bad.join(", not ") : "ok"));
+    const ep = p.status.endpoints || {};
+    // Degraded: endpoints not healthy (ejected or unknown), or Envoys that disagree on some.
+    const degraded = [];
+    if (ep.total > 0 && ep.healthy < ep.total) degraded.push(ep.healthy + "/" + ep.total + " healthy");
+    if (ep.mismatched > 0) degraded.push("Envoys disagree on " + ep.mismatched);
+    const text = bad.length ? "not " + bad.join(", not ") : degraded.length ? "degraded: " + degraded.join(", ") : "ok";
+    const li = el("li", { "data-policy": key, "data-degraded": degraded.length ? "true" : "false", class: key === selected ? "selected" : "" }, key + " ",
+      el("span", { class: bad.length ? "bad" : degraded.length ? "degraded" : "ok" }, text));
     li.addEventListener("click", () => select(key));
     return li;
   }));
@@ -126,14 +135,13 @@ function renderLive(state) {
   const perProxy = document.getElementById("per-proxy");
   const p = state.policies.find(x => x.namespace + "/" + x.name === selected);
   renderConditions(p);
-  if (!state.live || !p) {
-    chartBox.replaceChildren(el("p", { class: "muted" }, "No report from the Envoys yet (they need a stats port: lbctl bootstrap --stats-port)."));
+  const backends = (state.live && state.live.backends) || [];
+  if (!p || !backends.length) {
+    chartBox.replaceChildren(el("p", { class: "muted" }, p ? noReport(p.group, state.proxies) : "No such policy."));
     perProxy.replaceChildren();
     return;
   }
-  const backends = state.live.backends || [];
-  chartBox.replaceChildren(...(backends.length ? backends.map(b => chart(b, p.algorithms[b.name])) :
-    [el("p", { class: "muted" }, "No report from the Envoys yet.")]));
+  chartBox.replaceChildren(...backends.map(b => chart(b, p.algorithms[b.name])));
   const rows = [];
   for (const px of state.live.proxies || [])
     for (const b of px.backends || [])
@@ -143,16 +151,89 @@ function renderLive(state) {
   const t = el("table", {}, el("thead", {}, el("tr", {}, ...["envoy", "backend", "endpoint", "requests", "rps", "active", "share", "health"].map(h => el("th", {}, h)))), el("tbody"));
   fill(t.querySelector("tbody"), rows);
   perProxy.replaceChildren(t);
-  const now = new Map();
-  for (const b of backends) for (const e of b.perEndpoint || []) now.set(b.name + " " + e.address, healthOf(e, b.proxies));
-  if (lastHealth) {
-    for (const [k, h] of now) {
-      const before = lastHealth.get(k);
-      if (before !== undefined && before !== h) logEvent(k + " " + h, h === "healthy" ? "ok" : "bad");
-      if (before === undefined && h !== "healthy") logEvent(k + " " + h, "bad");
-    }
-  }
+  // A change of health: the server has logged it; show its history now rather than at the next refresh.
+  const now = backends.map(b => (b.perEndpoint || []).map(e => b.name + " " + e.address + " " + healthOf(e, b.proxies)).join("\n")).join("\n");
+  if (lastHealth !== null && lastHealth !== now) loadHistory();
   lastHealth = now;
+}
+
+// noReport says why a policy has no backend figures, from the group's Envoys as they are connected.
+function noReport(group, proxies) {
+  const mine = (proxies || []).filter(x => x.group === group);
+  if (!mine.length) return "No Envoy of group " + group + " is connected.";
+  const withPort = mine.filter(x => x.statsPort > 0);
+  if (!withPort.length) return "The Envoys of group " + group + " have no stats port (lbctl bootstrap --stats-port), so none reports endpoint health.";
+  return "Waiting for the first reading of " + withPort.length + " Envoy(s)' stats port (every --proxy-stats-interval).";
+}
+
+// History: kept by the server (the last hour), so a reload shows the same.
+function eventText(e) {
+  const where = e.backend + " " + e.endpoint;
+  const why = (e.reasons || []).join("; ");
+  switch (e.type) {
+    case "Ejected": return where + " ejected on " + e.node + (why ? ": " + why : "");
+    case "Recovered": return where + " recovered on " + e.node + (why ? ": " + why : "");
+    default: return where + " unknown since " + new Date(e.time).toLocaleTimeString() + " on " + e.node + (why ? ": " + why : "");
+  }
+}
+
+function renderEvents(events) {
+  const list = document.getElementById("events");
+  const cls = { Ejected: "bad", Recovered: "ok", Unknown: "degraded" };
+  list.replaceChildren(...events.slice().reverse().map(e =>
+    el("li", { class: cls[e.type] || "", "data-seq": e.seq, "data-type": e.type, "data-endpoint": e.endpoint },
+      new Date(e.time).toLocaleTimeString() + "  " + eventText(e))));
+  if (!events.length) list.replaceChildren(el("li", { class: "muted" }, "No ejection or recovery in the last hour."));
+}
+
+// line draws one series as an SVG polyline scaled to its own maximum, with the figures as text.
+function line(points, value, cls, attrs, label) {
+  const w = 360, h = 40;
+  const vals = points.map(value), maxV = Math.max(0, ...vals);
+  const t0 = points.length ? Date.parse(points[0].time) : 0, t1 = points.length ? Date.parse(points[points.length - 1].time) : 1;
+  const xy = points.map((p, i) => {
+    const x = t1 > t0 ? (Date.parse(p.time) - t0) / (t1 - t0) * w : 0;
+    const y = maxV > 0 ? h - vals[i] / maxV * (h - 2) : h;
+    return x.toFixed(1) + "," + y.toFixed(1);
+  }).join(" ");
+  const last = vals.length ? vals[vals.length - 1] : 0;
+  const svg = el("svg:svg", Object.assign({ width: w + 260, height: h + 4, class: "series " + cls, "data-points": points.length,
+    "data-max": maxV, "data-last": last }, attrs));
+  svg.append(el("svg:polyline", { points: xy, class: "line" }));
+  svg.append(el("svg:text", { x: w + 8, y: h / 2 + 4 }, label(last, maxV)));
+  return svg;
+}
+
+function renderSeries(backends) {
+  const box = document.getElementById("series");
+  box.replaceChildren(...backends.map(b => {
+    const d = el("div", { class: "backend-series", "data-backend": b.name }, el("h4", {}, b.name));
+    d.append(el("p", { class: "muted" }, "p99 latency (per backend)"),
+      line(b.latencyP99 || [], p => p.latencyP99Ms, "p99", { "data-backend": b.name }, (l, m) => "p99 " + ms(l) + " (max " + ms(m) + ")"));
+    for (const e of b.endpoints || []) {
+      d.append(el("p", { class: "muted" }, e.address),
+        line(e.points, p => p.requestsPerSecond, "rps", { "data-endpoint": e.address }, (l, m) => l.toFixed(1) + " rps (max " + m.toFixed(1) + ")"),
+        line(e.points, p => p.errorsPerSecond, "errors", { "data-endpoint": e.address }, (l, m) => l.toFixed(2) + " errors/s (max " + m.toFixed(2) + ")"));
+    }
+    return d;
+  }));
+  if (!backends.length) box.replaceChildren(el("p", { class: "muted" }, "No readings yet."));
+}
+
+let historyBusy = false;
+async function loadHistory() {
+  if (!selected || historyBusy) return;
+  historyBusy = true;
+  try {
+    const r = await fetch("/dashboard/api/history/" + selected.split("/").map(encodeURIComponent).join("/"), { credentials: "same-origin" });
+    if (r.status === 401) { location.reload(); return; }
+    if (!r.ok) return;
+    const h = await r.json();
+    renderEvents(h.events || []);
+    renderSeries(h.backends || []);
+  } finally {
+    historyBusy = false;
+  }
 }
 
 function render(state) {
@@ -183,7 +264,7 @@ function connect() {
     const state = JSON.parse(ev.data);
     const had = selected;
     render(state);
-    if (had !== selected) { loadDetail(); connect(); } // the first policy was picked
+    if (had !== selected) { loadDetail(); loadHistory(); connect(); } // the first policy was picked
   });
   source.onerror = async () => {
     // Session gone (logged out elsewhere, expired, lbplane restarted): back to the login form.
@@ -196,8 +277,10 @@ function select(key) {
   selected = key;
   history.replaceState(null, "", "#" + encodeURIComponent(key));
   document.getElementById("events").replaceChildren();
+  document.getElementById("series").replaceChildren();
   loadDetail();
+  loadHistory();
   connect();
 }
 
-document.addEventListener("DOMContentLoaded", () => { loadDetail(); connect(); });
+document.addEventListener("DOMContentLoaded", () => { loadDetail(); loadHistory(); connect(); setInterval(loadHistory, 5000); });
