@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
@@ -121,4 +122,79 @@ func apiGet(t *testing.T, l *Lbplane, path string) string {
 		t.Fatalf("GET %s: %s %v\n%s", path, resp.Status, err, b)
 	}
 	return string(b)
+}
+
+const passiveOnlyPolicy = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: passive}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      healthCheck:
+        passive: {consecutive5xx: 3, interval: 1s, baseEjectionTime: 2s, maxEjectionPercent: 50}
+      endpoints:
+{{- range .B}}
+        - {address: 127.0.0.1, port: {{.Port}}}
+{{- end}}
+`
+
+// TestLapsedPassiveEjectionIsUnknown: with passive checks only, a dead endpoint that nobody sends to is
+// not shown healthy once its ejection lapses: it is unknown since then, until it answers again.
+func TestLapsedPassiveEjectionIsUnknown(t *testing.T) {
+	bs := startBackends(t, "a", "b", "c")
+	e := setupWith(t, passiveOnlyPolicy, map[string]any{"B": bs}, bs...)
+	waitServing(t, e.URL, "a", "b", "c")
+	dead := fmt.Sprintf("127.0.0.1:%d", bs[2].Port)
+	load := startLoad(e.URL, 50, 2, time.Minute)
+	bs[2].Stop()
+	eventually(t, 15*time.Second, "the dead endpoint ejected by outlier detection", func() error {
+		for _, ev := range eventsOf(t, e.L, "passive") {
+			if ev.Type == apiwire.EventEjected && ev.Endpoint == dead {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ejection of %s yet", dead)
+	})
+	load.Stop() // nobody sends to it any more: nothing can show whether it answers
+	var since time.Time
+	eventually(t, 20*time.Second, "status shows it unknown, not healthy, once the ejection lapsed", func() error {
+		b, err := backendStatus(t, e.L, "passive", "app")
+		if err != nil {
+			return err
+		}
+		for _, ep := range b.PerEndpoint {
+			if ep.Address == dead && ep.Health == v1alpha1.EndpointUnknown && ep.UnknownSince != nil && ep.EjectedOn == 0 {
+				if b.Endpoints.Healthy != 2 || b.Endpoints.Unknown != 1 {
+					return fmt.Errorf("counts %+v", b.Endpoints)
+				}
+				since = ep.UnknownSince.Time
+				return nil
+			}
+		}
+		return fmt.Errorf("%+v", b.PerEndpoint)
+	})
+	text := lbctlOK(t, e.L, "status", "passive")
+	if want := "unknown since " + since.Local().Format(time.TimeOnly); !strings.Contains(text, want) {
+		t.Errorf("lbctl status passive lacks %q:\n%s", want, text)
+	}
+	if evs := eventsOf(t, e.L, "passive"); !slices.ContainsFunc(evs, func(ev apiwire.HealthEvent) bool {
+		return ev.Type == apiwire.EventUnknown && ev.Endpoint == dead
+	}) || slices.ContainsFunc(evs, func(ev apiwire.HealthEvent) bool { return ev.Type == apiwire.EventRecovered }) {
+		t.Errorf("events: %+v", evs)
+	}
+	// It comes back and answers: recovered, healthy.
+	bs[2].Restart(t)
+	eventually(t, 30*time.Second, "it answers again and is healthy", func() error {
+		newClient(false).Spread(t, e.URL, 30, nil)
+		b, err := backendStatus(t, e.L, "passive", "app")
+		if err != nil {
+			return err
+		}
+		if b.Endpoints.Unknown != 0 || b.Endpoints.Healthy != 3 {
+			return fmt.Errorf("%+v", b.Endpoints)
+		}
+		return nil
+	})
 }

@@ -321,14 +321,14 @@ func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
 	}
 }
 
-// sameEndpointHealth reports whether two perEndpoint lists name the same endpoints not taking traffic, for
-// the same reasons: then the written list, whose per-second figures move all the time, is kept.
+// sameEndpointHealth reports whether two perEndpoint lists name the same endpoints not taking traffic (or of
+// unknown health), for the same reasons: then the written list, whose per-second figures move all the time, is kept.
 func sameEndpointHealth(a, b []v1alpha1.EndpointStatus) bool {
 	down := func(l []v1alpha1.EndpointStatus) map[string]string {
 		m := map[string]string{}
 		for _, e := range l {
-			if e.EjectedOn > 0 {
-				m[e.Address] = fmt.Sprint(e.EjectedOn, e.Reasons)
+			if e.EjectedOn > 0 || e.Health == v1alpha1.EndpointUnknown {
+				m[e.Address] = fmt.Sprint(e.EjectedOn, e.Reasons, e.Health)
 			}
 		}
 		return m

@@ -203,6 +203,8 @@ func endpointHealth(e v1alpha1.EndpointStatus, proxies int32) string {
 		of = proxies
 	}
 	switch {
+	case e.Health == v1alpha1.EndpointUnknown && e.UnknownSince != nil:
+		return "unknown since " + e.UnknownSince.Local().Format(time.TimeOnly) + " (passive checks only: no request answered since its ejection lapsed)"
 	case e.EjectedOn == 0:
 		return "healthy"
 	case e.Health == v1alpha1.EndpointEjected && e.EjectedOn == of:
