@@ -149,6 +149,18 @@ func (r *Recorder) observeHealth(now time.Time, byProxy map[string]proxystats.He
 		out = append(out, apiwire.HealthEvent{Seq: r.seq, Time: now.UTC(), Type: typ, Namespace: o.Policy.Namespace, Policy: o.Policy.Name,
 			Backend: o.Backend, Endpoint: k.addr, Node: k.node, Group: k.group, Reasons: reasons})
 	}
+	// lapsed: an Envoy sends to an ejected endpoint again. With passive checks only, and no request answered,
+	// that shows nothing: the endpoint is unknown since now.
+	lapsed := func(k endpointKey, st *endpointState, answered bool) {
+		o, _ := r.Owner(k.group, k.cluster)
+		if passiveOnly(st.reasons) && !o.ActiveChecks && !answered {
+			st.unknownSince = now
+			emit(k, apiwire.EventUnknown, []string{"outlier ejection lapsed; passive checks only: unknown until it answers a request"})
+		} else {
+			emit(k, apiwire.EventRecovered, nil)
+		}
+		st.ejected, st.reasons = false, nil
+	}
 	seen := map[endpointKey]bool{}
 	for node, h := range byProxy {
 		for group, clusters := range h {
@@ -161,50 +173,34 @@ func (r *Recorder) observeHealth(now time.Time, byProxy map[string]proxystats.He
 						st = &endpointState{}
 						r.state[k] = st
 					}
-					ejected := e.EjectedOn > 0
-					switch {
+					switch ejected := e.EjectedOn > 0; {
 					case ejected && (!st.ejected || !slices.Equal(st.reasons, e.Reasons)):
 						emit(k, apiwire.EventEjected, e.Reasons)
 						st.ejected, st.reasons, st.unknownSince = true, e.Reasons, time.Time{}
 					case !ejected && st.ejected:
-						o, _ := r.Owner(group, cluster)
-						if passiveOnly(st.reasons) && !o.ActiveChecks && !served(e) {
-							st.unknownSince = now
-							emit(k, apiwire.EventUnknown, []string{"outlier ejection lapsed; passive checks only: unknown until it answers a request"})
-						} else {
-							emit(k, apiwire.EventRecovered, nil)
-						}
-						st.ejected, st.reasons = false, nil
+						lapsed(k, st, served(e))
 					case !ejected && !st.unknownSince.IsZero() && served(e):
 						st.unknownSince = time.Time{}
 						emit(k, apiwire.EventRecovered, []string{"answered requests"})
 					}
 				}
-				// Endpoints not listed in an Envoy's report take traffic there (every one that does not is
-				// listed, up to the bound): an ejected one that is no longer listed has recovered.
-				for k, st := range r.state {
-					if k.node != node || k.group != group || k.cluster != cluster || seen[k] {
-						continue
-					}
-					seen[k] = true
-					if st.ejected {
-						o, _ := r.Owner(group, cluster)
-						if passiveOnly(st.reasons) && !o.ActiveChecks {
-							st.unknownSince = now
-							emit(k, apiwire.EventUnknown, []string{"outlier ejection lapsed; passive checks only: unknown until it answers a request"})
-						} else {
-							emit(k, apiwire.EventRecovered, nil)
-						}
-						st.ejected, st.reasons = false, nil
-					}
-				}
 			}
 		}
 	}
-	// Envoys and clusters that are gone take their state with them, without an event.
-	for k := range r.state {
-		if !seen[k] {
+	for k, st := range r.state {
+		if seen[k] {
+			continue
+		}
+		b, reported := byProxy[k.node][k.group][k.cluster]
+		if !reported || listsEveryEndpoint(b) {
+			// The Envoy, the cluster or the endpoint is gone: its state goes with it, without an event.
 			delete(r.state, k)
+			continue
+		}
+		// Not listed in the Envoy's report of the cluster: it takes traffic there (every endpoint that does not
+		// is listed, up to the bound).
+		if st.ejected {
+			lapsed(k, st, false)
 		}
 	}
 	events, _, _, _ := r.limits()
@@ -213,6 +209,18 @@ func (r *Recorder) observeHealth(now time.Time, byProxy map[string]proxystats.He
 		r.ring = slices.Delete(r.ring, 0, over)
 	}
 	return out
+}
+
+// listsEveryEndpoint tells whether a report lists all its endpoints: fewer taking traffic than the bound
+// on the busiest listed (so one it does not list is no longer there).
+func listsEveryEndpoint(b v1alpha1.BackendStatus) bool {
+	taking := 0
+	for _, e := range b.PerEndpoint {
+		if e.EjectedOn == 0 {
+			taking++
+		}
+	}
+	return taking < proxystats.MaxBusiestListed
 }
 
 // passiveOnly tells whether every reason is outlier detection's (whose ejection lapses by time alone).

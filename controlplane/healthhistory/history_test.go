@@ -2,6 +2,7 @@ package healthhistory
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -69,8 +70,8 @@ func TestEjectionsAndRecoveriesAreEventsPerEnvoy(t *testing.T) {
 	r.Observe(t0.Add(2*time.Second), map[string]proxystats.Health{"e1": view(ep{addr: "a:1"}, ep{addr: "b:1", reasons: hc}), "e2": view(ep{addr: "a:1"}, ep{addr: "b:1"})}, nil)
 	// The same again: no new event.
 	r.Observe(t0.Add(4*time.Second), map[string]proxystats.Health{"e1": view(ep{addr: "a:1"}, ep{addr: "b:1", reasons: hc}), "e2": view(ep{addr: "a:1"}, ep{addr: "b:1"})}, nil)
-	// Recovered on e1 (and no longer listed, as a healthy endpoint may not be).
-	r.Observe(t0.Add(6*time.Second), map[string]proxystats.Health{"e1": view(ep{addr: "a:1"}), "e2": view(ep{addr: "a:1"}, ep{addr: "b:1"})}, nil)
+	// Recovered on e1.
+	r.Observe(t0.Add(6*time.Second), map[string]proxystats.Health{"e1": view(ep{addr: "a:1"}, ep{addr: "b:1"}), "e2": view(ep{addr: "a:1"}, ep{addr: "b:1"})}, nil)
 	got := r.EventsSince(0, nil)
 	if want := []string{"Ejected b:1 e1", "Recovered b:1 e1"}; !slices.Equal(types(got), want) {
 		t.Fatalf("events %v, want %v", types(got), want)
@@ -172,5 +173,28 @@ func TestSeriesKeepAnHourAtTheirStep(t *testing.T) {
 	}
 	if l := s[0].LatencyP99; len(l) != 7 || l[6].LatencyP99Ms != 18 {
 		t.Errorf("latency %+v", l)
+	}
+}
+
+// A report lists the busiest endpoints and every one not taking traffic: an ejected endpoint that is no
+// longer listed has recovered when the busiest fill the list, and was removed when they do not.
+func TestUnlistedEndpointsRecoveredOrRemoved(t *testing.T) {
+	r := recorder(true, nil)
+	t0 := time.Unix(1000, 0)
+	busy := []ep{}
+	for i := range proxystats.MaxBusiestListed {
+		busy = append(busy, ep{addr: fmt.Sprintf("10.0.0.%d:80", i), rps: 10})
+	}
+	down := ep{addr: "b:1", reasons: []string{"draining"}}
+	r.Observe(t0, map[string]proxystats.Health{"e1": view(append(busy, down)...)}, nil)
+	r.Observe(t0.Add(time.Second), map[string]proxystats.Health{"e1": view(busy...)}, nil)
+	if got := types(r.EventsSince(0, nil)); !slices.Equal(got, []string{"Ejected b:1 e1", "Recovered b:1 e1"}) {
+		t.Errorf("among many: %v", got)
+	}
+	r = recorder(true, nil)
+	r.Observe(t0, map[string]proxystats.Health{"e1": view(ep{addr: "a:1"}, down)}, nil)
+	r.Observe(t0.Add(time.Second), map[string]proxystats.Health{"e1": view(ep{addr: "a:1"})}, nil)
+	if got := types(r.EventsSince(0, nil)); !slices.Equal(got, []string{"Ejected b:1 e1"}) || len(r.state) != 1 {
+		t.Errorf("removed: %v, state %v", got, r.state)
 	}
 }

@@ -182,12 +182,12 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 				if ep.counted() {
 					b.Endpoints.Ejected++
 					b.Ejected = append(b.Ejected, v1alpha1.EjectedEndpoint{Address: addr, Reasons: ep.reasons,
-						Proxies: int32(len(ep.ejectedBy)), Nodes: sortedNodes(ep.ejectedBy, true)})
+						Proxies: int32(len(ep.ejectedBy)), Nodes: sortedNodes(ep.ejectedBy, nil)})
 				}
 				if ep.mismatched() {
 					b.Endpoints.Mismatched++
 					b.Mismatches = append(b.Mismatches, v1alpha1.EndpointMismatch{Address: addr, Reasons: ep.reasons, Counted: ep.counted(),
-						EjectedOn: sortedNodes(ep.ejectedBy, true), HealthyOn: sortedNodes(ep.on, false, ep.ejectedBy)})
+						EjectedOn: sortedNodes(ep.ejectedBy, nil), HealthyOn: sortedNodes(ep.on, ep.ejectedBy)})
 				}
 			}
 			b.Endpoints.Healthy = b.Endpoints.Total - b.Endpoints.Ejected
@@ -214,15 +214,11 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 	return out
 }
 
-// sortedNodes lists the node ids of m, sorted and bounded (only those set to true when want is true; those
-// not in except otherwise).
-func sortedNodes(m map[string]bool, want bool, except ...map[string]bool) []string {
+// sortedNodes lists the node ids in m and not in except, sorted, at most MaxNodesListed.
+func sortedNodes(m, except map[string]bool) []string {
 	out := []string{}
 	for n := range m {
-		if len(except) > 0 && except[0][n] {
-			continue
-		}
-		if !want || m[n] {
+		if !except[n] {
 			out = append(out, n)
 		}
 	}
