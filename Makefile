@@ -42,11 +42,13 @@ stress: tools
 bench:
 	@hack/tools.sh envoy bench etcd kube-apiserver
 	$(GO) run ./bench/runner
+	$(GO) run ./bench/summarize -w
 
 ## bench-quick: a reduced set in under 5 minutes, into bench/results/<date>-<host>-quick/
 bench-quick:
 	@hack/tools.sh envoy bench etcd kube-apiserver
 	$(GO) run ./bench/runner -quick
+	$(GO) run ./bench/summarize -w
 
 ## fuzz: a long fuzz run of decode -> validate -> translate -> build (FUZZTIME=10m by default)
 fuzz:
@@ -67,12 +69,13 @@ lint:
 	$(GO) vet ./...
 	$$(hack/tools.sh path-staticcheck) ./...
 
-## generate: deepcopy code and the CRD, from api/ (controller-gen, pinned; allowDangerousTypes admits the float64
-## figures of the status: shares, rates and latency are numbers, in status only)
+## generate: deepcopy code, the CRD and docs/policy-reference.md, from api/ (controller-gen, pinned; hack/apiref);
+## allowDangerousTypes admits the float64 figures of the status: shares, rates and latency are numbers
 generate:
 	@hack/tools.sh controller-gen
 	$$(hack/tools.sh path-controller-gen) object paths=./api/...
 	$$(hack/tools.sh path-controller-gen) crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
+	$(GO) run ./hack/apiref
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 --admin-socket /run/envoy/admin.sock --xds-insecure > charts/lbplane/files/envoy-bootstrap.yaml
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 \
 	  --admin-socket /run/envoy/admin.sock --xds-tls-dir /etc/envoy/tls > charts/lbplane/files/envoy-bootstrap-mtls.yaml
@@ -82,8 +85,8 @@ generate:
 
 ## check-generated: fail when the generated files are not what make generate makes from api/
 check-generated: generate
-	@git diff --exit-code --stat -- api charts/lbplane/crds charts/lbplane/files || { echo "generated files are stale: run make generate and commit"; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- api charts/lbplane/crds charts/lbplane/files); \
+	@git diff --exit-code --stat -- api charts/lbplane/crds charts/lbplane/files docs/policy-reference.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api charts/lbplane/crds charts/lbplane/files docs/policy-reference.md); \
 	  if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
 
 ## cluster: a one-node Kubernetes on this machine without Docker (root; docs/kubernetes.md): builds the pinned
@@ -107,8 +110,9 @@ test-cluster:
 	  if [ $$rc = 0 ]; then KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) test -tags cluster -race -count=1 -timeout 30m -v ./e2e/cluster; rc=$$?; fi; \
 	  hack/cluster/cluster.sh down; exit $$rc
 
-## golden: regenerate the translation golden files (review the diff)
+## golden: regenerate both golden sets, policy → IR and IR → xDS (review the diff)
 golden:
+	$(GO) test ./controlplane/translate -run TestGoldenIR -update
 	$(GO) test ./controlplane/xdsbuild -run TestGolden -update
 
 clean: stop

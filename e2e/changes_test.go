@@ -274,6 +274,7 @@ spec:
 		t.Errorf("push output: %q", out)
 	}
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port2), "newer")
+	load.WaitServed(t, 100)
 	load.Stop()
 	load.RequireNoFailures(t, 100)
 }

@@ -534,6 +534,18 @@ func startLoadWith(c *Client, url string, rps, workers int, maxDuration time.Dur
 	return l
 }
 
+// WaitServed waits until at least n requests of the load have succeeded (bounded), so that a test whose
+// steps finish quickly (no race detector) still puts enough requests through them to mean anything.
+func (l *Load) WaitServed(t *testing.T, n int64) {
+	t.Helper()
+	eventually(t, time.Minute, fmt.Sprintf("%d requests served under load", n), func() error {
+		if ok := l.OK.Load(); ok < n {
+			return fmt.Errorf("%d served, %d failed", ok, l.Failed.Load())
+		}
+		return nil
+	})
+}
+
 // Stop ends the load and waits for in-flight requests.
 func (l *Load) Stop() {
 	close(l.stop)

@@ -106,6 +106,21 @@ func TestLbctlKubernetesMode(t *testing.T) {
 		}
 		return nil
 	})
+	// kubectl's Algorithm column is the algorithm in effect: web names none and is served with the default,
+	// which lbplane publishes in status (status.algorithm), as lbctl get shows it.
+	eventually(t, 30*time.Second, "kubectl get lbp shows each policy's algorithm, the default included", func() error {
+		out, err := kubectl(t, c.Kubeconfig, "", "get", "lbp", "-A")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if got := tableColumn(out, "ALGORITHM"); got["web"] != "RoundRobin" || got["cart"] != "LeastRequest" {
+			return fmt.Errorf("algorithms %v, want web RoundRobin and cart LeastRequest:\n%s", got, out)
+		}
+		return nil
+	})
+	if code, out, errs := run("get", "-A"); code != 0 || tableColumn(out, "ALGORITHM")["web"] != "RoundRobin" {
+		t.Errorf("lbctl get -A does not show web's default algorithm: exit %d\n%s%s", code, out, errs)
+	}
 	if code, out, errs := run("get"); code != 0 || !strings.Contains(out, "web") || strings.Contains(out, "cart") {
 		t.Errorf("get in the context's namespace (default): exit %d\n%s%s", code, out, errs)
 	}
@@ -260,4 +275,39 @@ func lbplanePod(t *testing.T, c *kubetest.Cluster, name string, ready bool) stri
 		t.Fatal(err)
 	}
 	return name
+}
+
+// tableColumn reads one column of a kubectl-style table (a column starts where its header does) by the value
+// of the NAME column.
+func tableColumn(table, column string) map[string]string {
+	lines := strings.Split(strings.TrimRight(table, "\n"), "\n")
+	out := map[string]string{}
+	starts := map[string]int{}
+	for i := 0; i < len(lines[0]); {
+		if lines[0][i] == ' ' {
+			i++
+			continue
+		}
+		end := strings.IndexByte(lines[0][i:], ' ')
+		if end < 0 {
+			end = len(lines[0]) - i
+		}
+		starts[lines[0][i:i+end]] = i
+		i += end
+	}
+	at, ok := starts[column]
+	nameAt, nameOK := starts["NAME"]
+	if !ok || !nameOK {
+		return out
+	}
+	field := func(line string, from int) string {
+		if from >= len(line) || line[from] == ' ' {
+			return ""
+		}
+		return strings.Fields(line[from:])[0]
+	}
+	for _, l := range lines[1:] {
+		out[field(l, nameAt)] = field(l, at)
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -74,7 +75,7 @@ spec:
 			}
 			// The NACK is put on the blocked listener and, by the IR's sources, on its policy only.
 			for _, ts := range nack.Types {
-				if ts.Nacked && (!slices.Equal(ts.NackedPolicies, []string{"default/blocked"}) || len(ts.NackedResources) != 1 || !strings.HasPrefix(ts.NackedResources[0], "http-")) {
+				if ts.Nacked && (!slices.Equal(ts.NackedPolicies, []apiwire.PolicyRef{{Namespace: "default", Name: "blocked"}}) || len(ts.NackedResources) != 1 || !strings.HasPrefix(ts.NackedResources[0], "http-")) {
 					t.Errorf("%s NACK put on resources %v, policies %v; want the blocked listener, default/blocked", ts.TypeURL, ts.NackedResources, ts.NackedPolicies)
 				}
 			}

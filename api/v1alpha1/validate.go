@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +96,9 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 }
 
 type validator struct{ errs field.ErrorList }
+
+// SupportedAlgorithms lists the algorithms a backend may name, in a fixed order.
+func SupportedAlgorithms() []Algorithm { return slices.Clone(supportedAlgorithms) }
 
 func (v *validator) add(p path, format string, args ...any) {
 	v.errs = append(v.errs, &field.Error{Type: field.ErrorTypeInvalid, Field: p.String(), BadValue: field.OmitValueType{}, Detail: fmt.Sprintf(format, args...)})

@@ -545,12 +545,15 @@ func startEnvoy(e *env, dir string, params envoybootstrap.Params) (*proc, error)
 }
 
 // serveArgs is the command line of the control-plane rows' lbplane: no API rate limit, no proxy stats
-// polling, and extra after. Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect
+// polling, no wait in the push API's answer, and extra after. Plaintext xDS on loopback, as the benchmark's Envoy and simulated Envoys connect
 // without certificates (xDS over mTLS is the default since lbplane runs its own CA). The backends run on
 // loopback, which lbplane refuses unless allowed.
 func serveArgs(dataDir, xds, apiAddr string, extra ...string) []string {
 	return append([]string{"serve", "--data-dir", dataDir, "--xds-address", xds, "--api-address", apiAddr,
 		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure",
+		// The push API answers at once, as the rows time from its answer (accepted→200): by default it waits
+		// for the Envoys to acknowledge the change first.
+		"--push-wait", "0",
 		"--allow-backend-cidrs", "127.0.0.0/8"}, extra...)
 }
 

@@ -348,6 +348,12 @@ func (r *report) markdown() string {
 			w("| %s | %d | %.1f | %.1f | %.1f |\n", s.API, s.Conns, s.P50.Median, s.P99.Median, s.P999.Median)
 		}
 	}
+	if rows := r.rows("stats-pacing"); len(rows) > 0 {
+		w("\n## Reading Envoy's stats beside config changes\n\nOne Envoy with N policies and a stats port; lbplane reads it at `--proxy-stats-interval` (stats on) or never (off). One policy changes at a time, timed from the push sent to the first 200 from the new backend. The target: p99 within twice p50, stats on as off.\n\n| stats | policies | changes | p50 ms | p99 ms | p99 / p50 |\n|---|---|---|---|---|---|\n")
+		for _, s := range rows {
+			w("| %s | %d | %d | %.1f | %.1f | %.2f |\n", s.Variant, s.Policies, len(s.Samples), s.P50.Median, s.P99.Median, s.P99.Median/max(s.P50.Median, 0.001))
+		}
+	}
 	r.hashMarkdown(w)
 	r.hotKeyMarkdown(w)
 	r.healthMarkdown(w)

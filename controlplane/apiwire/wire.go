@@ -4,6 +4,7 @@
 package apiwire
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -21,7 +22,16 @@ const (
 type ApplyResult struct {
 	Policies []AppliedPolicy `json:"policies"`
 	DryRun   bool            `json:"dryRun,omitempty"`
+	// Lagging are the Envoys (node ids) of the proxy groups the push changed that had not taken the change
+	// (been given it and answered it) when the reply was sent, at most lbplane's --push-wait after the
+	// change was published. They get it as they answer; no other Envoy waits for them.
+	Lagging []string `json:"lagging,omitempty"`
+	// LaggingTotal counts them: Lagging names the first MaxLagging, sorted.
+	LaggingTotal int `json:"laggingTotal,omitempty"`
 }
+
+// MaxLagging bounds the node ids a push's reply names.
+const MaxLagging = 100
 
 // AppliedPolicy is one policy of a push.
 type AppliedPolicy struct {
@@ -57,8 +67,8 @@ type TypeStatus struct {
 	// proxy did not hold already, narrowed to the ones Envoy's message names when it names some. Empty
 	// when that is unknown (or too many to list).
 	NackedResources []string `json:"nackedResources,omitempty"`
-	// NackedPolicies ("namespace/name") are the policies NackedResources came from, by the IR's sources.
-	NackedPolicies []string `json:"nackedPolicies,omitempty"`
+	// NackedPolicies are the policies NackedResources came from, by the IR's sources, sorted.
+	NackedPolicies []PolicyRef `json:"nackedPolicies,omitempty"`
 	// Pending is true while the last response is neither acknowledged nor rejected.
 	Pending bool `json:"pending,omitempty"`
 }
@@ -188,4 +198,17 @@ type LiveResult struct {
 type ProxyLive struct {
 	NodeID   string                   `json:"nodeId"`
 	Backends []v1alpha1.BackendStatus `json:"backends"`
+}
+
+// PolicyRef names a policy on the wire: {"namespace": ..., "name": ...}, as AppliedPolicy does. It converts
+// to and from types.NamespacedName (the server's policy identity) as it is, so that nothing builds a
+// "namespace/name" string to cut apart again.
+type PolicyRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// ComparePolicyRefs orders references by namespace, then name.
+func ComparePolicyRefs(a, b PolicyRef) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }

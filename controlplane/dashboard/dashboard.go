@@ -186,12 +186,10 @@ func (s *Server) snapshot(ctx context.Context, selected string) State {
 		st.Proxies = []xdsserver.ProxyStatus{}
 	}
 	for _, p := range policies {
-		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Spec.ProxyGroup,
+		// The group in effect, defaults applied, is the server's (status.proxyGroup).
+		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Status.ProxyGroup,
 			Status:     v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies},
 			Algorithms: map[string]v1alpha1.Algorithm{}}
-		if ps.Group == "" {
-			ps.Group = v1alpha1.DefaultProxyGroup
-		}
 		for _, b := range p.Spec.Backends {
 			ps.Algorithms[b.Name] = b.LoadBalancing.Algorithm
 		}

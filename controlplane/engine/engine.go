@@ -23,6 +23,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -66,9 +67,8 @@ type Engine struct {
 
 	// translator keeps every policy's translation, so that a change translates only what it touches.
 	translator *translate.Translator
-	// builds is what each group was last published as (see rebuild).
-	builds map[string]*groupBuild
-	stats  BuildStats
+	// builds is what each group was last published as (see xdsbuild.Assemble).
+	builds map[string]*xdsbuild.Assembly
 	merged *merged
 	// loaded is the policy list files were last loaded for (see loadFiles).
 	loaded []*v1alpha1.LoadBalancerPolicy
@@ -82,7 +82,7 @@ type Engine struct {
 func New(cache *xdscache.Cache, log *slog.Logger) *Engine {
 	return &Engine{cache: cache, log: log, sources: map[string][]*v1alpha1.LoadBalancerPolicy{},
 		result: translate.Translate(nil, translate.Refs{}), origin: map[translate.Key]string{}, published: map[string]bool{},
-		files: translate.Files{}, ReadFile: os.ReadFile, translator: translate.NewTranslator(), builds: map[string]*groupBuild{}}
+		files: translate.Files{}, ReadFile: os.ReadFile, translator: translate.NewTranslator(), builds: map[string]*xdsbuild.Assembly{}}
 }
 
 func (e *Engine) read(path string) translate.File {
@@ -301,30 +301,27 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 	for k, msg := range shadowed {
 		e.log.Warn("policy defined twice", "policy", k.String(), "detail", msg)
 	}
-	// Only groups whose IR changed are built, and within them only what changed (see rebuild). What is
-	// built is validated as it is built: a failure is a bug in translation, and that group keeps its last
-	// good config.
+	// Only groups whose IR changed are built, and within them only what changed (see xdsbuild.Assemble).
+	// What is built is validated as it is built: a failure is a bug in translation, and that group keeps
+	// its last good config.
 	for name, g := range res.IR.Groups {
 		prev := e.builds[name]
-		if prev == nil {
-			prev = emptyBuild()
-		}
-		if prev.ir == g {
+		if prev != nil && prev.IR() == g {
 			continue
 		}
 		if g.Name != name {
 			e.log.Error("translation produced an invalid IR; the group keeps its last good config", "group", name, "error", ir.ErrDuplicateName)
 			continue
 		}
-		next, err := e.rebuild(prev, g)
+		next, err := xdsbuild.Assemble(prev, g)
 		if err != nil {
 			e.log.Error("building config failed; the group keeps its last good config", "group", name, "error", err)
 			continue
 		}
 		e.builds[name] = next
-		e.cache.Publish(name, next.state)
+		e.cache.Publish(name, next.State())
 		e.published[name] = true
-		e.Metrics.Snapshot(name, next.state.Bytes, false)
+		e.Metrics.Snapshot(name, next.State().Bytes, false)
 	}
 	for name := range e.published {
 		if _, ok := res.IR.Groups[name]; !ok {
@@ -368,17 +365,17 @@ func (e *Engine) Built(group, name string) (*BuiltCluster, bool) {
 	if b == nil {
 		return nil, false
 	}
-	cm, cv, ok := b.state.Resource(resource.ClusterType, name)
+	cm, cv, ok := b.State().Resource(resource.ClusterType, name)
 	if !ok {
 		return nil, false
 	}
 	out := &BuiltCluster{Cluster: cm.(*clusterv3.Cluster), Version: cv}
-	if am, av, ok := b.state.Resource(resource.EndpointType, name); ok {
+	if am, av, ok := b.State().Resource(resource.EndpointType, name); ok {
 		// An assignment's version covers its cluster's (xdscache.NewState).
 		out.Assignment, out.Version = am.(*endpointv3.ClusterLoadAssignment), av
 	}
-	if i, ok := slices.BinarySearchFunc(b.ir.Clusters, name, func(c *ir.Cluster, n string) int { return strings.Compare(c.Name, n) }); ok {
-		out.IR = b.ir.Clusters[i]
+	if i, ok := slices.BinarySearchFunc(b.IR().Clusters, name, func(c *ir.Cluster, n string) int { return strings.Compare(c.Name, n) }); ok {
+		out.IR = b.IR().Clusters[i]
 	}
 	return out, true
 }
@@ -391,10 +388,10 @@ func (e *Engine) BuiltVersion(group, name string) (string, bool) {
 	if b == nil {
 		return "", false
 	}
-	if v, ok := b.state.ResourceVersion(resource.EndpointType, name); ok {
+	if v, ok := b.State().ResourceVersion(resource.EndpointType, name); ok {
 		return v, true
 	}
-	return b.state.ResourceVersion(resource.ClusterType, name)
+	return b.State().ResourceVersion(resource.ClusterType, name)
 }
 
 // Resource returns one resource of group as last published, decoded from the bytes that are sent (the
@@ -406,7 +403,7 @@ func (e *Engine) Resource(group, typeURL, name string) proto.Message {
 	if b == nil {
 		return nil
 	}
-	m, _, _ := b.state.Resource(typeURL, name)
+	m, _, _ := b.State().Resource(typeURL, name)
 	return m
 }
 

@@ -49,3 +49,15 @@ func TestCommitPublishesThePlanOrTranslatesAgainWhenStale(t *testing.T) {
 		}
 	}
 }
+
+// hosted is a policy on a shared port with its own hostname.
+func hosted(name string, port int32, host string, epPort int32) *v1alpha1.LoadBalancerPolicy {
+	p := policy(name, port)
+	p.Spec.Listener.Hostnames = []string{host}
+	p.Spec.Backends[0].Endpoints[0].Port = epPort
+	return p
+}
+
+func metav1Time(i int) metav1.Time {
+	return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC))
+}

@@ -74,7 +74,7 @@ func readFiles(t *testing.T, d manifest.Document) translate.Files {
 // leaves at its default): the table in fields.go cannot drift from what xdsbuild writes.
 func TestEveryExampleFieldResolves(t *testing.T) {
 	es := explainDir(t, filepath.Join(tools.RepoRoot(), "examples"))
-	es = append(es, explainDir(t, filepath.Join(tools.RepoRoot(), "controlplane", "xdsbuild", "testdata", "in", "hashing-and-limits.yaml"))...)
+	es = append(es, explainDir(t, filepath.Join(tools.RepoRoot(), "controlplane", "translate", "testdata", "in", "hashing-and-limits.yaml"))...)
 	if len(es) < 15 {
 		t.Fatalf("only %d example policies", len(es))
 	}

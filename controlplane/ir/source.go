@@ -3,6 +3,8 @@ package ir
 import (
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Source says which policy, backend and route an IR object came from, so that status, explain and NACK
@@ -19,6 +21,11 @@ type Source struct {
 	// Route is the index of the route in spec.routes; nil for the default route of a policy without routes,
 	// and for what is not a route.
 	Route *int `json:"route,omitempty"`
+}
+
+// Policy is the identity of the policy s names.
+func (s Source) Policy() types.NamespacedName {
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 }
 
 // RouteSource returns the source of route index i of the policy s names.

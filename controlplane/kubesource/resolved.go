@@ -40,7 +40,7 @@ func indexPolicyServices(o client.Object) []string {
 	}
 	var out []string
 	for _, ref := range serviceRefs(p) {
-		out = append(out, ref.Namespace+"/"+ref.Name)
+		out = append(out, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}.String())
 	}
 	return compactStrings(out)
 }
@@ -52,7 +52,7 @@ func indexPolicySecrets(o client.Object) []string {
 	}
 	var out []string
 	for _, ref := range translate.SecretRefs(p) {
-		out = append(out, ref.Namespace+"/"+ref.Name)
+		out = append(out, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}.String())
 	}
 	return compactStrings(out)
 }
@@ -190,7 +190,7 @@ func (r *resolved) setPolicy(rd *round, key types.NamespacedName, p *v1alpha1.Lo
 		rd.changed = append(rd.changed, p)
 	} else {
 		delete(r.policies, key)
-		rd.deleted = append(rd.deleted, translate.Key{Namespace: key.Namespace, Name: key.Name})
+		rd.deleted = append(rd.deleted, key)
 	}
 	if old == nil {
 		return

@@ -6,7 +6,6 @@ package kubesource
 import (
 	"context"
 	"fmt"
-	"k8s.io/client-go/tools/record"
 	"log/slog"
 	"maps"
 	"slices"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -418,7 +418,7 @@ func (s *Source) copyPolicy(cached *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadB
 // referencing lists the policies (namespace/name) whose index entry names the object name.
 func (s *Source) referencing(ctx context.Context, c client.Reader, index string, name types.NamespacedName) []types.NamespacedName {
 	var list v1alpha1.LoadBalancerPolicyList
-	if err := c.List(ctx, &list, client.MatchingFields{index: name.Namespace + "/" + name.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.List(ctx, &list, client.MatchingFields{index: name.String()}, client.UnsafeDisableDeepCopy); err != nil {
 		s.Log.Error("listing the LoadBalancerPolicies that reference an object", "object", name.String(), "error", err)
 		return nil
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"hash/maphash"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
@@ -84,21 +82,22 @@ func proxyPrints(proxies []xdsserver.ProxyStatus) map[string]groupPrint {
 			n.WriteByte(0)
 			n.WriteString(t.NackMessage)
 			n.WriteByte(0)
-			for _, l := range [][]string{t.NackedResources, t.NackedPolicies} {
-				for _, s := range l {
-					n.WriteString(s)
-					n.WriteByte(0)
-				}
-				n.WriteByte(1)
+			for _, s := range t.NackedResources {
+				n.WriteString(s)
+				n.WriteByte(0)
 			}
-			for _, s := range t.NackedPolicies {
-				if ns, name, ok := strings.Cut(s, "/"); ok {
-					if g.named == nil {
-						g.named = map[translate.Key]bool{}
-					}
-					g.named[translate.Key{Namespace: ns, Name: name}] = true
+			n.WriteByte(1)
+			for _, ref := range t.NackedPolicies {
+				n.WriteString(ref.Namespace)
+				n.WriteByte(0)
+				n.WriteString(ref.Name)
+				n.WriteByte(0)
+				if g.named == nil {
+					g.named = map[translate.Key]bool{}
 				}
+				g.named[translate.Key(ref)] = true
 			}
+			n.WriteByte(1)
 		}
 		members := h.Sum64()
 		// The proxy's NACKs hashed with its identity: the same NACK moving to another proxy is a change.
@@ -232,12 +231,12 @@ func (w *statusWriter) watchPolicies(ctx context.Context) error {
 func (w *statusWriter) policy(ctx context.Context, k translate.Key) *v1alpha1.LoadBalancerPolicy {
 	if w.store == nil {
 		p := &v1alpha1.LoadBalancerPolicy{}
-		if err := w.s.mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: k.Namespace, Name: k.Name}, p); err != nil {
+		if err := w.s.mgr.GetCache().Get(ctx, k, p); err != nil {
 			return nil
 		}
 		return p
 	}
-	o, ok, err := w.store.GetByKey(k.Namespace + "/" + k.Name)
+	o, ok, err := w.store.GetByKey(k.String())
 	if err != nil || !ok {
 		return nil
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lbplane/lbplane/internal/version"
@@ -138,14 +140,14 @@ func (m *Metrics) Error(component string) {
 	}
 }
 
-// PolicyCondition is one condition of a policy: its type, status and reason.
-type PolicyCondition struct{ Type, Status, Reason string }
-
-// PolicyConditions are one policy's conditions (Accepted, ResolvedRefs, Programmed).
+// PolicyConditions are one policy's conditions (Accepted, ResolvedRefs, Programmed), as its status has them.
 type PolicyConditions struct {
-	Namespace, Name string
-	Conditions      []PolicyCondition
+	Policy     types.NamespacedName
+	Conditions []metav1.Condition
 }
+
+// conditionKey is what lbplane_policies counts by.
+type conditionKey struct{ typ, status, reason string }
 
 // Policies sets the function that lists every policy's conditions at each scrape, for lbplane_policies
 // (counts by condition) and lbplane_policy_condition (one series per policy and condition).
@@ -260,15 +262,15 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 	if f == nil {
 		return
 	}
-	counts := map[PolicyCondition]int{}
+	counts := map[conditionKey]int{}
 	for _, p := range (*f)() {
-		for _, k := range p.Conditions {
-			counts[k]++
-			ch <- prometheus.MustNewConstMetric(policyConditionDesc, prometheus.GaugeValue, 1, p.Namespace, p.Name, k.Type, k.Status, k.Reason)
+		for _, c := range p.Conditions {
+			counts[conditionKey{c.Type, string(c.Status), c.Reason}]++
+			ch <- prometheus.MustNewConstMetric(policyConditionDesc, prometheus.GaugeValue, 1, p.Policy.Namespace, p.Policy.Name, c.Type, string(c.Status), c.Reason)
 		}
 	}
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(policiesDesc, prometheus.GaugeValue, float64(n), k.Type, k.Status, k.Reason)
+		ch <- prometheus.MustNewConstMetric(policiesDesc, prometheus.GaugeValue, float64(n), k.typ, k.status, k.reason)
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"strings"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -20,7 +23,7 @@ var kinds = map[string]ir.Kind{
 	resource.ScopedRouteType: ir.KindScope,
 }
 
-// Owners names the policies ("namespace/name") the rejected resources of one type came from, by the
+// Owners names the policies the rejected resources of one type came from, by the
 // sources translation recorded on the IR (it is the tracker's Owners hook; cfg is the IR being served).
 //
 // A listener or route table is shared by every policy on its port, and Envoy rejects it whole: none of
@@ -28,7 +31,7 @@ var kinds = map[string]ir.Kind{
 // policy on a busy port unprogrammed for it would hide whose it is. So a NACK of a shared listener, route
 // table or certificate marks only the policies whose virtual host or route Envoy's message names, and all
 // of them only when it names none.
-func Owners(cfg *ir.Config, group, typeURL string, resources []string, msg string) []string {
+func Owners(cfg *ir.Config, group, typeURL string, resources []string, msg string) []apiwire.PolicyRef {
 	if cfg == nil || cfg.Groups[group] == nil {
 		return nil
 	}
@@ -37,7 +40,7 @@ func Owners(cfg *ir.Config, group, typeURL string, resources []string, msg strin
 	if !ok {
 		return nil
 	}
-	var out []string
+	var out []apiwire.PolicyRef
 	for _, name := range resources {
 		owners := g.Owners(kind, name)
 		if len(owners) > 1 {
@@ -52,21 +55,21 @@ func Owners(cfg *ir.Config, group, typeURL string, resources []string, msg strin
 			}
 		}
 		for _, o := range owners {
-			out = append(out, o.Source.Namespace+"/"+o.Source.Name)
+			out = append(out, apiwire.PolicyRef(o.Source.Policy()))
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, apiwire.ComparePolicyRefs)
 	return slices.Compact(out)
 }
 
 // rejection returns the message of a NACK of p that falls on the policy key, or "".
-func rejection(p xdsserver.ProxyStatus, key string) string {
+func rejection(p xdsserver.ProxyStatus, key types.NamespacedName) string {
 	for _, ts := range p.Types {
 		if !ts.Nacked {
 			continue
 		}
 		// Resources unknown: the NACK cannot be put on particular policies, so it counts against all.
-		if ts.NackedResources == nil || slices.Contains(ts.NackedPolicies, key) {
+		if ts.NackedResources == nil || slices.Contains(ts.NackedPolicies, apiwire.PolicyRef(key)) {
 			// Envoy's messages end in a newline (and list several errors on lines of their own): one line
 			// each, and none trailing, in a condition message.
 			return shortType(ts.TypeURL) + ": " + strings.Join(strings.Fields(ts.NackMessage), " ")

@@ -7,6 +7,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -39,24 +40,28 @@ func TestOwnersReadTheIRSources(t *testing.T) {
 		typ       string
 		resources []string
 		msg       string
-		want      []string
+		want      []string // policies of namespace ns
 	}{
-		"a cluster is its policy's":           {resource.ClusterType, []string{"ns/a/app"}, "bad", []string{"ns/a"}},
-		"endpoints are their cluster's":       {resource.EndpointType, []string{"ns/b/app"}, "bad", []string{"ns/b"}},
-		"a shared listener, no vhost named":   {resource.ListenerType, []string{"http-80"}, "cannot bind", []string{"ns/a", "ns/b"}},
-		"a shared listener naming one vhost":  {resource.ListenerType, []string{"http-80"}, "virtual host ns/b: duplicate domain", []string{"ns/b"}},
-		"a route table naming one route":      {resource.RouteType, []string{"http-80"}, "route ns/a/default: bad regex", []string{"ns/a"}},
-		"a TCP listener is its clusters'":     {resource.ListenerType, []string{"tcp-90"}, "bad", []string{"ns/t"}},
-		"a certificate is its virtual host's": {resource.SecretType, []string{"cert-b"}, "bad key", []string{"ns/b"}},
+		"a cluster is its policy's":           {resource.ClusterType, []string{"ns/a/app"}, "bad", []string{"a"}},
+		"endpoints are their cluster's":       {resource.EndpointType, []string{"ns/b/app"}, "bad", []string{"b"}},
+		"a shared listener, no vhost named":   {resource.ListenerType, []string{"http-80"}, "cannot bind", []string{"a", "b"}},
+		"a shared listener naming one vhost":  {resource.ListenerType, []string{"http-80"}, "virtual host ns/b: duplicate domain", []string{"b"}},
+		"a route table naming one route":      {resource.RouteType, []string{"http-80"}, "route ns/a/default: bad regex", []string{"a"}},
+		"a TCP listener is its clusters'":     {resource.ListenerType, []string{"tcp-90"}, "bad", []string{"t"}},
+		"a certificate is its virtual host's": {resource.SecretType, []string{"cert-b"}, "bad key", []string{"b"}},
 		"a resource no policy made":           {resource.ClusterType, []string{"ns/gone/app"}, "bad", nil},
 		"a group the IR does not have":        {resource.ClusterType, []string{"ns/a/app"}, "bad", nil},
-		"several resources, several policies": {resource.ClusterType, []string{"ns/a/app", "ns/b/app"}, "bad", []string{"ns/a", "ns/b"}},
+		"several resources, several policies": {resource.ClusterType, []string{"ns/a/app", "ns/b/app"}, "bad", []string{"a", "b"}},
 	} {
 		group := "g"
 		if name == "a group the IR does not have" {
 			group = "other"
 		}
-		if got := Owners(cfg, group, tc.typ, tc.resources, tc.msg); !slices.Equal(got, tc.want) {
+		var want []apiwire.PolicyRef
+		for _, name := range tc.want {
+			want = append(want, apiwire.PolicyRef{Namespace: "ns", Name: name})
+		}
+		if got := Owners(cfg, group, tc.typ, tc.resources, tc.msg); !slices.Equal(got, want) {
 			t.Errorf("%s: got %v, want %v", name, got, tc.want)
 		}
 	}

@@ -33,7 +33,7 @@ const MaxListed = 64
 
 // Compute returns the status of one policy. health (what the Envoys report of each backend) may be nil.
 func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
-	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Conditions: r.Conditions(now), Warnings: r.Warnings}
+	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Algorithm: r.Algorithm(), ProxyGroup: r.ProxyGroup, Conditions: r.Conditions(now), Warnings: r.Warnings}
 	st.Endpoints.Total = r.Endpoints
 	// Until an Envoy reports, only draining endpoints are known not to be healthy.
 	st.Endpoints.Healthy = r.HealthyEndpoints
@@ -87,7 +87,7 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 			// Envoy applies the resources of an update it can and rejects the others; a rejection of another
 			// policy's listener or cluster does not make this one unprogrammed. The tracker put the NACK on
 			// resources and their policies (see Owners).
-			if msg := rejection(p, r.Key.String()); msg != "" {
+			if msg := rejection(p, r.Key); msg != "" {
 				nacks = append(nacks, fmt.Sprintf("%s: %s", p.NodeID, msg))
 			} else {
 				st.Proxies.Synced++

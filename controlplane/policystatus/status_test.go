@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -38,18 +39,18 @@ func TestProgrammed(t *testing.T) {
 	if c := prog(synced, stale); c.Reason != ReasonPending {
 		t.Errorf("one stale: %+v", c)
 	}
-	nacked := func(node, typ, msg string, resources, policies []string) xdsserver.ProxyStatus {
+	nacked := func(node, typ, msg string, resources []string, policies []apiwire.PolicyRef) xdsserver.ProxyStatus {
 		return xdsserver.ProxyStatus{NodeID: node, Group: "g", State: xdsserver.Nacked, Types: []xdsserver.TypeStatus{
 			{TypeURL: resource.ListenerType},
 			{TypeURL: typ, Nacked: true, NackMessage: msg, NackedResources: resources, NackedPolicies: policies}}}
 	}
 	// Envoy's message ends in a newline and may span lines: the condition's is one line.
-	mine := nacked("c", resource.ClusterType, "ns/p/a: bad\n", []string{"ns/p/a"}, []string{"ns/p"})
+	mine := nacked("c", resource.ClusterType, "ns/p/a: bad\n", []string{"ns/p/a"}, []apiwire.PolicyRef{{Namespace: "ns", Name: "p"}})
 	if c := prog(synced, mine); c.Reason != ReasonRejected || c.Message != "Envoy rejected the config: c: Cluster: ns/p/a: bad" {
 		t.Errorf("rejected: %+v", c)
 	}
 	// The message names this policy's cluster, but the NACK was put on another policy's resources.
-	theirs := nacked("d", resource.ListenerType, "http-8080: bad; see ns/p/a", []string{"http-8080"}, []string{"ns/q"})
+	theirs := nacked("d", resource.ListenerType, "http-8080: bad; see ns/p/a", []string{"http-8080"}, []apiwire.PolicyRef{{Namespace: "ns", Name: "q"}})
 	if c := prog(synced, theirs); c.Status != metav1.ConditionTrue {
 		t.Errorf("another policy's rejection: %+v", c)
 	}

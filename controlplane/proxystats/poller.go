@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -37,7 +38,16 @@ type Poller struct {
 	Metrics *metrics.Metrics
 	// Expect, when set, gives each endpoint's expected share from the traffic model (see perEndpoint).
 	Expect ExpectFunc
+	// Clusters, when set, is the config a proxy group is asked to serve: /clusters is then read in slices
+	// of at most ClusterChunk (DefaultClusterChunk when 0; negative: in one request) of its clusters (see
+	// pace.go).
+	Clusters     func(group string) *xdscache.State
+	ClusterChunk int
+	// Busy, when set, tells whether a node was sent config lately or has some in flight: its stats are not
+	// read meanwhile, for at most an Interval (see pace.go).
+	Busy func(node string) bool
 
+	paceState
 	mu      sync.Mutex
 	proxies map[string]*proxy
 }
@@ -106,7 +116,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s, err := p.read(ctx, j.base)
+			s, err := p.read(ctx, j.base, j.group, j.node)
 			p.add(j.key, j.group, j.node, s, err)
 		}()
 	}
@@ -147,15 +157,37 @@ func (p *Poller) add(key, group, node string, s *Sample, err error) {
 	px.samples = px.samples[cut:]
 }
 
-func (p *Poller) read(ctx context.Context, base string) (*Sample, error) {
-	at := time.Now()
-	cb, err := p.get(ctx, base+"/clusters?format=json")
-	if err != nil {
-		return nil, err
+// read reads one proxy: its clusters in slices, then the stats status uses, each request stepping aside
+// for config pushed to the proxy (see pace.go).
+func (p *Poller) read(ctx context.Context, base, group, node string) (*Sample, error) {
+	deadline := time.Now().Add(p.Interval)
+	if !p.stepAside(ctx, node, deadline) {
+		return nil, ctx.Err()
 	}
-	clusters, err := ParseClusters(cb)
-	if err != nil {
-		return nil, err
+	at := time.Now()
+	clusters := map[string]*Cluster{}
+	filters := p.filters(group)
+	if filters == nil {
+		filters = []string{""}
+	}
+	for i, f := range filters {
+		if i > 0 && !p.stepAside(ctx, node, deadline) {
+			return nil, ctx.Err()
+		}
+		cb, err := p.get(ctx, clustersURL(base, f))
+		if err != nil {
+			return nil, err
+		}
+		part, err := ParseClusters(cb)
+		if err != nil {
+			return nil, err
+		}
+		for name, c := range part {
+			clusters[name] = c
+		}
+	}
+	if !p.stepAside(ctx, node, deadline) {
+		return nil, ctx.Err()
 	}
 	sb, err := p.get(ctx, base+"/stats/prometheus?usedonly&filter="+url.QueryEscape(StatsFilter))
 	if err != nil {

@@ -35,6 +35,9 @@ type Admission struct {
 	Store  *store.Store
 	Engine *engine.Engine
 	Log    *slog.Logger
+	// Versions, when set, returns the config version each proxy group is asked to serve: a push tells
+	// which groups it changed by comparing them before and after.
+	Versions func() map[string]string
 
 	mu sync.Mutex // one write at a time: store and engine change together
 	// recs and sorted are the store's records and their policies in key order (cmpKey), read once (see
@@ -45,7 +48,12 @@ type Admission struct {
 
 // admission returns the server's admission, made from its Store, Engine and Log on first use.
 func (s *Server) admission() *Admission {
-	s.admitOnce.Do(func() { s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log} })
+	s.admitOnce.Do(func() {
+		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log}
+		if s.Tracker != nil {
+			s.admit.Versions = s.Tracker.Targets
+		}
+	})
 	return s.admit
 }
 
@@ -116,27 +124,46 @@ type plan struct {
 // Apply validates and stores the documents in body, all or nothing. It returns the HTTP status and every
 // error when it refuses.
 func (a *Admission) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
+	res, _, code, errs := a.apply(body, dryRun)
+	return res, code, errs
+}
+
+// apply is Apply, also returning the proxy groups whose config the push changed (with Versions set).
+func (a *Admission) apply(body []byte, dryRun bool) (*ApplyResult, []string, int, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	pl, code, errs := a.plan(body, dryRun)
 	if errs != nil {
-		return nil, code, errs
+		return nil, nil, code, errs
 	}
 	res, puts := pl.res, pl.puts
 	if dryRun {
-		return res, http.StatusOK, nil
+		return res, nil, http.StatusOK, nil
 	}
 	if err := a.Store.Apply(puts, nil); err != nil {
-		return nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
+		return nil, nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
 	}
 	a.committed(pl.changes, pl.candidate)
+	var before map[string]string
+	if a.Versions != nil {
+		before = a.Versions()
+	}
 	a.Engine.Commit(pl.planned)
+	var groups []string
+	if a.Versions != nil {
+		for g, v := range a.Versions() {
+			if before[g] != v {
+				groups = append(groups, g)
+			}
+		}
+		slices.Sort(groups)
+	}
 	for _, p := range res.Policies {
 		if p.Outcome != Unchanged {
 			a.Log.Info("policy "+p.Outcome, "policy", p.Namespace+"/"+p.Name, "generation", p.Generation)
 		}
 	}
-	return res, http.StatusOK, nil
+	return res, groups, http.StatusOK, nil
 }
 
 // plan validates a push and works out what it would change; the caller holds a.mu.

@@ -81,6 +81,9 @@ type Server struct {
 	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
 	// no limit. It applies before the token check, so guessing tokens is throttled too.
 	RateLimit float64
+	// PushWait bounds how long a push's reply waits for the Envoys of the groups it changed to acknowledge
+	// it (see xdsserver.Tracker.Lagging); the reply names those that had not. 0 answers at once.
+	PushWait time.Duration
 	// Settings are the server's settings that depart from the secure defaults (GET /v1/version, lbctl
 	// status).
 	Settings []string
@@ -206,10 +209,19 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dryRun := r.URL.Query().Get("dryRun") == "true"
-	res, code, errs := s.Apply(body, dryRun)
+	res, groups, code, errs := s.admission().apply(body, dryRun)
 	if len(errs) > 0 {
 		writeErr(w, code, errs...)
 		return
+	}
+	// The reply waits a bounded time for the Envoys to take the change, and names those that had not: a
+	// slow Envoy delays neither the others (each takes its own steps) nor the reply beyond PushWait.
+	if s.PushWait > 0 && len(groups) > 0 && s.Tracker != nil {
+		lagging := s.Tracker.Lagging(r.Context(), groups, s.PushWait)
+		if res.LaggingTotal = len(lagging); res.LaggingTotal > 0 {
+			res.Lagging = lagging[:min(len(lagging), apiwire.MaxLagging)]
+			s.Log.Info("push answered before every Envoy acknowledged it", "lagging", res.Lagging, "count", res.LaggingTotal, "wait", s.PushWait)
+		}
 	}
 	writeJSON(w, http.StatusOK, res)
 }

@@ -102,11 +102,7 @@ func policyCounts(eng *engine.Engine, tracker *xdsserver.Tracker) func() []metri
 		var out []metrics.PolicyConditions
 		for k, p := range res.Policies.All() {
 			st := policystatus.Compute(p, proxies, nil, now)
-			pc := metrics.PolicyConditions{Namespace: k.Namespace, Name: k.Name}
-			for _, c := range st.Conditions {
-				pc.Conditions = append(pc.Conditions, metrics.PolicyCondition{Type: c.Type, Status: string(c.Status), Reason: c.Reason})
-			}
-			out = append(out, pc)
+			out = append(out, metrics.PolicyConditions{Policy: k, Conditions: st.Conditions})
 		}
 		return out
 	}

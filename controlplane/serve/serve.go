@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/configdir"
 	"github.com/lbplane/lbplane/controlplane/dashboard"
 	"github.com/lbplane/lbplane/controlplane/engine"
@@ -50,11 +51,14 @@ type Config struct {
 	DataDir    string
 	ConfigDir  string
 	Token      string
-	// SettleTimeout bounds how long each step of a change waits for the group's Envoys to acknowledge the
-	// previous one (see xdscache.Cache.Publish); an Envoy that is stuck or rejects config must not hold the
-	// rest back forever.
+	// SettleTimeout bounds how long an Envoy is left on a step of a make-before-break change without
+	// answering it before it is given the next (xdscache.Cache.StepTimeout). Each Envoy takes its steps as
+	// it answers them: a slow one delays only itself.
 	SettleTimeout time.Duration
-	Log           *slog.Logger
+	// PushWait bounds how long a push's reply waits for the Envoys of the groups it changed to acknowledge
+	// the change; the reply names those that had not (apiwire.ApplyResult.Lagging). 0 answers at once.
+	PushWait time.Duration
+	Log      *slog.Logger
 	// APIRateLimit is calls per second per client address on the push API; 0 disables the limit.
 	APIRateLimit float64
 	// XDSTLS, when set, requires mTLS on xDS with these files (bring your own CA) instead of lbplane's own CA.
@@ -94,6 +98,9 @@ type Config struct {
 	// ProxyStatsInterval is how often each Envoy's stats port is read for backend health and load; 0 turns
 	// reading off.
 	ProxyStatsInterval time.Duration
+	// ProxyStatsSlice is how many clusters one read of an Envoy's /clusters asks for at most (see
+	// proxystats.DefaultClusterChunk); negative reads them in one request.
+	ProxyStatsSlice int
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (no per-backend latency).
 	NoRouterDynamicStats bool
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
@@ -353,6 +360,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	cache := xdscache.New()
+	cache.StepTimeout = cfg.SettleTimeout
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
 	tracker.AckTimeout = cfg.AckTimeout
 	xdsOpts, issuer, serving, ca, err := xdsSecurity(ctx, &cfg)
@@ -391,15 +399,10 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Log.Info("serving metrics and health", "address", metricsLis.Addr().String(), "pprof", cfg.Pprof)
 	}
 	tracker.Metrics, st.Metrics = m, m
-	cache.Settle = func(ctx context.Context, group, version string) {
-		if !tracker.WaitGroupSynced(ctx, group, version, cfg.SettleTimeout) && ctx.Err() == nil {
-			cfg.Log.Warn("not every proxy acknowledged a step of a change in time; going on", "group", group, "version", version)
-		}
-	}
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
 	// A NACK's resources are put on policies by the sources of the IR being served.
-	tracker.Owners = func(group, typeURL string, resources []string, msg string) []string {
+	tracker.Owners = func(group, typeURL string, resources []string, msg string) []apiwire.PolicyRef {
 		res, _ := eng.Result()
 		if res == nil {
 			return nil
@@ -434,6 +437,7 @@ func Run(ctx context.Context, cfg Config) error {
 	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, ReadOnlyToken: roToken, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
 	api.Settings = settings(&cfg, rules)
 	api.IssueCert = issuer
+	api.PushWait = cfg.PushWait
 	api.Guard = guard
 	var poller *proxystats.Poller
 	var history *healthhistory.Recorder
@@ -446,7 +450,12 @@ func Run(ctx context.Context, cfg Config) error {
 			// Never through an HTTP proxy from the environment: the Envoys are reached directly.
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
 			// Expected shares come from the traffic model of what was published, when status is read.
-			Expect: newExpectation(eng).expect}
+			Expect: newExpectation(eng).expect,
+			// Reading stats holds Envoy's main thread, which also applies config: /clusters is read in slices
+			// of the group's clusters, and no read starts while config is on its way to the Envoy.
+			Clusters:     cache.Target,
+			ClusterChunk: cfg.ProxyStatsSlice,
+			Busy:         func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
 		api.HealthByProxy = poller.ByProxy
 		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
 		// ejection lapsed is Unknown, not healthy.

@@ -17,6 +17,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -39,7 +40,9 @@ type Record struct {
 }
 
 // Key is "namespace/name".
-func (r *Record) Key() string { return r.Namespace + "/" + r.Name }
+func (r *Record) Key() string {
+	return types.NamespacedName{Namespace: r.Namespace, Name: r.Name}.String()
+}
 
 // Store is an open policy database.
 type Store struct {

@@ -3,6 +3,8 @@ package trafficmodel
 import (
 	"fmt"
 	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // MovementSamples is how many hash values key movement is measured over: the fraction's standard error is
@@ -85,13 +87,13 @@ func Compare(before, after *Policy) *Preview {
 	pv := &Preview{}
 	var bs, as []EndpointShare
 	if before != nil {
-		pv.Policy = before.Namespace + "/" + before.Name
+		pv.Policy = types.NamespacedName{Namespace: before.Namespace, Name: before.Name}.String()
 		bs = before.Shares()
 	} else {
 		pv.Added = true
 	}
 	if after != nil {
-		pv.Policy = after.Namespace + "/" + after.Name
+		pv.Policy = types.NamespacedName{Namespace: after.Namespace, Name: after.Name}.String()
 		as = after.Shares()
 	} else {
 		pv.Removed = true

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"k8s.io/apimachinery/pkg/types"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 )
@@ -88,7 +89,7 @@ type SessionTrace struct {
 
 // TraceRequest follows a request through the policy's routes and backends.
 func (p *Policy) TraceRequest(r Request) *Trace {
-	t := &Trace{Policy: p.Namespace + "/" + p.Name}
+	t := &Trace{Policy: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}.String()}
 	var route *Route
 	for _, rt := range p.Routes {
 		if rt.Match == nil { // TCP: every connection

@@ -54,6 +54,8 @@ type fragment struct {
 	// not the 150-byte struct: almost every policy has the defaults, which are then held once.
 	edge    unique.Handle[ir.Edge]
 	edgeSet bool
+	// algorithm is the first backend's, defaulted (see PolicyResult.Algorithm).
+	algorithm algorithmCode
 
 	// served is the result when the policy wins its port; nil until built.
 	served *PolicyResult
@@ -186,7 +188,8 @@ func (f *fragment) refsHashIn(refs Refs) [32]byte {
 // translateOne builds the fragment of one policy. It reads nothing but the policy and refs.
 func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fragment {
 	c, errs := Prepare(p, refs.Reach)
-	f := &fragment{src: p, key: KeyOf(p), hash: hash, created: createdOf(p), group: c.Spec.ProxyGroup, fragmentExtra: noExtra}
+	f := &fragment{src: p, key: KeyOf(p), hash: hash, created: createdOf(p), group: c.Spec.ProxyGroup, fragmentExtra: noExtra,
+		algorithm: algorithmOf(c)}
 	var chains []bool
 	if t := c.Spec.Listener.TLS; t != nil {
 		for _, cert := range t.Certificates {
@@ -200,7 +203,7 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	if len(errs) > 0 {
 		f.invalid = &PolicyResult{Key: f.key, Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup,
 			AcceptedReason: ReasonInvalid, AcceptedMessage: errs.Error(), Errors: errs,
-			ResolvedRefsReason: ReasonInvalid, ResolvedRefsMessage: "not checked: the policy is invalid"}
+			ResolvedRefsReason: ReasonInvalid, ResolvedRefsMessage: "not checked: the policy is invalid", algorithm: f.algorithm}
 		return f
 	}
 	l := &c.Spec.Listener
@@ -218,7 +221,7 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	}
 
 	r := &PolicyResult{Key: f.key, Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup,
-		Accepted: true, AcceptedReason: ReasonAccepted, AcceptedMessage: "the policy is valid and has no conflicts"}
+		Accepted: true, AcceptedReason: ReasonAccepted, AcceptedMessage: "the policy is valid and has no conflicts", algorithm: f.algorithm}
 	r.Warnings = lint.Strings(lint.Check(c))
 	f.served = r
 	secrets, ferrs := resolveFiles(c, refs)
@@ -250,7 +253,7 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 func (f *fragment) conflicted(msg string) *PolicyResult {
 	return &PolicyResult{Key: f.key, Generation: f.src.Generation, ProxyGroup: f.group,
 		AcceptedReason: ReasonConflicted, AcceptedMessage: msg,
-		ResolvedRefsReason: ReasonConflicted, ResolvedRefsMessage: "not checked: the policy conflicts with another"}
+		ResolvedRefsReason: ReasonConflicted, ResolvedRefsMessage: "not checked: the policy conflicts with another", algorithm: f.algorithm}
 }
 
 // member is a valid policy's place on its port, and whether it won it.
@@ -721,7 +724,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 		if f.vhost == nil {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(vhosts, f.vhost, CompareVirtualHosts)
+		i, _ := slices.BinarySearchFunc(vhosts, f.vhost, ir.CompareVirtualHosts)
 		vhosts = slices.Insert(vhosts, i, f.vhost)
 	}
 	ix.vhosts = vhosts
@@ -836,18 +839,6 @@ func (t *Translator) assembleGroup(c *ir.Config, name string, add, drop []*fragm
 		return
 	}
 	c.Groups[name] = g
-}
-
-// CompareVirtualHosts is sortVirtualHosts' order: the catch-all last, then by name.
-func CompareVirtualHosts(a, b *ir.VirtualHost) int {
-	aw, bw := slices.Contains(a.Domains, "*"), slices.Contains(b.Domains, "*")
-	switch {
-	case aw && !bw:
-		return 1
-	case !aw && bw:
-		return -1
-	}
-	return cmp.Compare(a.Name, b.Name)
 }
 
 // Translate turns policies into the IR. Older policies (by creation time, then namespace/name) win conflicts,

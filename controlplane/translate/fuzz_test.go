@@ -18,7 +18,7 @@ import (
 // IR of accepted policies is valid, and every group builds into resources that pass the protos' own
 // validation rules (what go-control-plane checks). A long run: make fuzz.
 func FuzzTranslate(f *testing.F) {
-	for _, dir := range []string{filepath.Join(tools.RepoRoot(), "examples"), filepath.Join(tools.RepoRoot(), "controlplane", "xdsbuild", "testdata", "in")} {
+	for _, dir := range []string{filepath.Join(tools.RepoRoot(), "examples"), filepath.Join(tools.RepoRoot(), "controlplane", "translate", "testdata", "in")} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, p := range files {
 			if b, err := os.ReadFile(p); err == nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/reach"
@@ -15,14 +17,22 @@ import (
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/ir from the current output")
+var (
+	update   = flag.Bool("update", false, "rewrite testdata/out from the current output")
+	xdsInput = flag.String("xds-input", "", "write the IR of the named input (testdata/in/NAME.yaml, or example-NAME) as "+
+		"controlplane/xdsbuild/testdata/in/NAME.yaml, a new input of the IR → xDS goldens")
+)
 
-// TestGoldenIR pins what each input translates into, policy to IR, beside xdsbuild's goldens from IR to
-// xDS (the same inputs: xdsbuild/testdata/in and examples). go test -update rewrites them and removes
-// those whose input is gone.
+// TestGoldenIR pins what each input (testdata/in and examples) translates into: policy to IR and to each
+// policy's result. It is one of two independent golden sets, as in Envoy Gateway: xdsbuild's goldens start
+// from IR files (controlplane/xdsbuild/testdata/in), so a change of translation shows here alone, and a
+// change of the xDS build there alone. go test -update rewrites these and removes those whose input is gone.
 func TestGoldenIR(t *testing.T) {
-	inputs, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "controlplane", "xdsbuild", "testdata", "in", "*.yaml"))
+	inputs, _ := filepath.Glob(filepath.Join("testdata", "in", "*.yaml"))
 	examples, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "examples", "*.yaml"))
+	if len(inputs) < 5 || len(examples) < 5 {
+		t.Fatalf("found only %d inputs and %d examples", len(inputs), len(examples))
+	}
 	want := map[string]bool{}
 	for _, set := range []struct {
 		prefix string
@@ -30,9 +40,13 @@ func TestGoldenIR(t *testing.T) {
 	}{{"", inputs}, {"example-", examples}} {
 		for _, path := range set.paths {
 			name := set.prefix + strings.TrimSuffix(filepath.Base(path), ".yaml")
-			golden := filepath.Join("testdata", "ir", name+".json")
+			golden := filepath.Join("testdata", "out", name+".json")
 			want[golden] = true
-			got := renderIR(t, path)
+			res := translateFile(t, path)
+			if name == *xdsInput {
+				writeXDSInput(t, name, res.IR)
+			}
+			got := renderIR(t, res)
 			if *update {
 				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
 					t.Fatal(err)
@@ -52,18 +66,21 @@ func TestGoldenIR(t *testing.T) {
 			}
 		}
 	}
-	if *update {
-		old, _ := filepath.Glob(filepath.Join("testdata", "ir", "*.json"))
-		for _, p := range old {
-			if !want[p] {
-				os.Remove(p)
-			}
+	old, _ := filepath.Glob(filepath.Join("testdata", "out", "*"))
+	for _, p := range old {
+		switch {
+		case want[p]:
+		case *update:
+			os.RemoveAll(p)
+		default:
+			t.Errorf("%s has no input any more; run with -update to remove it", p)
 		}
 	}
 }
 
-// renderIR is an input's IR and policy results as indented JSON, with private keys left out.
-func renderIR(t *testing.T, path string) []byte {
+// translateFile translates the policies of one input, with the files they reference read relative to the
+// repository, as they are for a user running lbctl there.
+func translateFile(t *testing.T, path string) *translate.Result {
 	t.Helper()
 	docs, err := manifest.ReadPath(path, nil)
 	if err != nil {
@@ -83,6 +100,15 @@ func renderIR(t *testing.T, path string) []byte {
 		}
 	}
 	res := translate.Translate(policies, translate.Refs{Files: files, Reach: reach.Loopback})
+	if err := res.IR.Validate(); err != nil {
+		t.Fatalf("%s: the IR is invalid: %v", path, err)
+	}
+	return res
+}
+
+// renderIR is a translation's IR and policy results as indented JSON, private keys left out.
+func renderIR(t *testing.T, res *translate.Result) []byte {
+	t.Helper()
 	groups := map[string]*ir.Group{}
 	for name, g := range res.IR.Groups {
 		c := *g
@@ -105,4 +131,27 @@ func renderIR(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return append(b, '\n')
+}
+
+// writeXDSInput writes cfg as an input of xdsbuild's goldens (-xds-input): the IR alone, keys included
+// (the real Envoy checks what is built from it), as YAML.
+func writeXDSInput(t *testing.T, name string, cfg *ir.Config) {
+	t.Helper()
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(tools.RepoRoot(), "controlplane", "xdsbuild", "testdata", "in", name+".yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	from := "controlplane/translate/testdata/in/" + name + ".yaml"
+	if example, ok := strings.CutPrefix(name, "example-"); ok {
+		from = "examples/" + example + ".yaml"
+	}
+	header := "# IR input of the xDS goldens. First written from the translation of " + from + " by\n" +
+		"# go test ./controlplane/translate -run TestGoldenIR -xds-input " + name + "; it is IR, edited as IR, from then on.\n"
+	if err := os.WriteFile(path, append([]byte(header), b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -56,8 +56,7 @@ func domains(hostnames []string) []string {
 	return slices.Clone(hostnames)
 }
 
-// sortVirtualHosts puts the catch-all last; Envoy picks exact domains before wildcards on its own, but a stable
-// order keeps the generated config (and its version) independent of policy order.
+// sortVirtualHosts puts a listener's virtual hosts in the IR's order (ir.CompareVirtualHosts).
 func sortVirtualHosts(vhs []*ir.VirtualHost) {
-	slices.SortStableFunc(vhs, CompareVirtualHosts)
+	slices.SortStableFunc(vhs, ir.CompareVirtualHosts)
 }

@@ -31,7 +31,7 @@ func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 	prepared := make([]*v1alpha1.LoadBalancerPolicy, 0, len(policies))
 	for _, p := range ordered {
 		c, errs := Prepare(p, refs.Reach)
-		r := &PolicyResult{Key: KeyOf(p), Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup}
+		r := &PolicyResult{Key: KeyOf(p), Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup, algorithm: algorithmOf(c)}
 		res.Policies.set(r)
 		if len(errs) > 0 {
 			r.AcceptedReason, r.AcceptedMessage, r.Errors = ReasonInvalid, errs.Error(), errs

@@ -1,6 +1,10 @@
 package translate
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
 
 // MarshalJSON writes a result as it was written while it held its backends as a map (BackendOf, cluster →
 // backend): the golden files and anything reading them see the same document.
@@ -21,5 +25,7 @@ func (r PolicyResult) MarshalJSON() ([]byte, error) {
 		// Hides plain's Backends: a field tagged "-" would not, it is dropped before names are compared.
 		Backends  *struct{} `json:"Backends,omitempty"`
 		BackendOf map[string]string
-	}{plain: plain(r), BackendOf: backendOf})
+		// Algorithm is the first backend's, defaulted (see PolicyResult.Algorithm).
+		Algorithm v1alpha1.Algorithm `json:",omitempty"`
+	}{plain: plain(r), BackendOf: backendOf, Algorithm: r.Algorithm()})
 }

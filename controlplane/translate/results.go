@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -23,10 +24,10 @@ const (
 	ReasonInvalidRef     = "InvalidReference"
 )
 
-// Key identifies a policy.
-type Key struct{ Namespace, Name string }
-
-func (k Key) String() string { return k.Namespace + "/" + k.Name }
+// Key identifies a policy. It is types.NamespacedName, the one identity from the API's objects through the
+// IR's sources (ir.Source.Policy), NACK attribution (apiwire.PolicyRef) and status: never a string built
+// from the two and cut apart again.
+type Key = types.NamespacedName
 
 // KeyOf returns the key of a policy, with the default namespace applied.
 func KeyOf(p *v1alpha1.LoadBalancerPolicy) Key {
@@ -60,6 +61,9 @@ type PolicyResult struct {
 	// ResolvedByEnvoy: some backend has host-name endpoints, so Endpoints counts names, not the addresses
 	// Envoy resolves them to; the counts the Envoys report replace it.
 	ResolvedByEnvoy bool `json:",omitempty"`
+	// algorithm is the first backend's algorithm in the defaulted spec (see Algorithm): one byte in the
+	// padding after the booleans, so that the result keeps its size class.
+	algorithm algorithmCode
 	// Warnings are lint findings on an accepted policy (see package lint).
 	Warnings []string
 	// Resources names the Envoy resources this policy contributes to, for status and explain.
@@ -69,6 +73,31 @@ type PolicyResult struct {
 	// merges several backends. A slice beside Clusters, not a map: a map of one entry was 300 bytes per
 	// policy, 5 % of lbplane's heap.
 	Backends []string
+}
+
+// Algorithm is the load-balancing algorithm of the policy's first backend with the defaults applied (the
+// spec as translation read it), or "" for a policy whose algorithm is invalid. Status publishes it: no
+// reader applies the default again.
+func (r *PolicyResult) Algorithm() v1alpha1.Algorithm { return r.algorithm.algorithm() }
+
+// algorithmCode is an algorithm as its place in v1alpha1.SupportedAlgorithms, plus one; 0 is none.
+type algorithmCode uint8
+
+var algorithms = v1alpha1.SupportedAlgorithms()
+
+// algorithmOf codes the first backend's algorithm of a defaulted policy.
+func algorithmOf(defaulted *v1alpha1.LoadBalancerPolicy) algorithmCode {
+	if len(defaulted.Spec.Backends) == 0 {
+		return 0
+	}
+	return algorithmCode(slices.Index(algorithms, defaulted.Spec.Backends[0].LoadBalancing.Algorithm) + 1)
+}
+
+func (c algorithmCode) algorithm() v1alpha1.Algorithm {
+	if c == 0 || int(c) > len(algorithms) {
+		return ""
+	}
+	return algorithms[c-1]
 }
 
 // BackendOf returns the spec backend cluster c is; false for a session cluster or a cluster not the policy's.

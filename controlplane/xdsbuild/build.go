@@ -4,17 +4,14 @@
 package xdsbuild
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -37,47 +34,20 @@ type Resources map[string][]proto.Message
 // should come up empty rather than block the listeners behind it forever.
 const edsInitialFetchTimeout = 15 * time.Second
 
-// Build returns the resources of one group, validated.
+// Build returns the resources of one group, validated: the assembly of the group from nothing (Assemble),
+// decoded from the bytes that would be sent. There is one assembler; a full build is not a second one.
 func Build(g *ir.Group) (Resources, error) {
+	a, err := Assemble(nil, g)
+	if err != nil {
+		return nil, err
+	}
 	out := Resources{}
-	for _, s := range g.Secrets {
-		out[resource.SecretType] = append(out[resource.SecretType], Secret(s))
-	}
-	for _, c := range g.Clusters {
-		out[resource.ClusterType] = append(out[resource.ClusterType], Cluster(c))
-		if c.DNS == nil {
-			out[resource.EndpointType] = append(out[resource.EndpointType], LoadAssignment(c))
+	for _, typ := range Types {
+		if list := a.State().Resources(typ); len(list) > 0 {
+			out[typ] = list
 		}
 	}
-	scoped := g.ScopedPort()
-	for _, l := range g.Listeners {
-		if scoped != 0 && l.Port == scoped {
-			out[resource.ListenerType] = append(out[resource.ListenerType], ScopedListener(l))
-			for _, vh := range l.VirtualHosts {
-				out[resource.RouteType] = append(out[resource.RouteType], HostRouteConfig(l, vh))
-				for _, s := range Scopes(l, vh) {
-					out[resource.ScopedRouteType] = append(out[resource.ScopedRouteType], s)
-				}
-			}
-			continue
-		}
-		out[resource.ListenerType] = append(out[resource.ListenerType], Listener(l))
-		if l.Protocol == ir.HTTP {
-			out[resource.RouteType] = append(out[resource.RouteType], RouteConfig(l))
-		}
-	}
-	var errs []error
-	for typ, list := range out {
-		sort.Slice(list, func(i, j int) bool { return cachev3.GetResourceName(list[i]) < cachev3.GetResourceName(list[j]) })
-		for _, m := range list {
-			if v, ok := m.(interface{ ValidateAll() error }); ok {
-				if err := v.ValidateAll(); err != nil {
-					errs = append(errs, fmt.Errorf("%s %s: %w", typ, cachev3.GetResourceName(m), err))
-				}
-			}
-		}
-	}
-	return out, errors.Join(errs...)
+	return out, nil
 }
 
 func ads(initialFetchTimeout time.Duration) *corev3.ConfigSource {

@@ -3,10 +3,8 @@ package xdsbuild_test
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -14,10 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/manifest"
-	"github.com/lbplane/lbplane/controlplane/reach"
-	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/internal/envoyvalidate"
 	"github.com/lbplane/lbplane/internal/tools"
@@ -35,7 +30,7 @@ var typeFiles = map[string]string{
 	resource.ScopedRouteType: "scopes",
 }
 
-// goldenCase is one input file: testdata/in/*.yaml and every file under examples/.
+// goldenCase is one input: testdata/in/NAME.yaml, the IR of one or more proxy groups (an ir.Config).
 type goldenCase struct{ name, path string }
 
 func cases(t *testing.T) []goldenCase {
@@ -44,33 +39,40 @@ func cases(t *testing.T) []goldenCase {
 	for _, p := range in {
 		out = append(out, goldenCase{strings.TrimSuffix(filepath.Base(p), ".yaml"), p})
 	}
-	ex, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "examples", "*.yaml"))
-	for _, p := range ex {
-		out = append(out, goldenCase{"example-" + strings.TrimSuffix(filepath.Base(p), ".yaml"), p})
-	}
 	if len(out) < 5 {
 		t.Fatalf("found only %d golden inputs", len(out))
 	}
 	return out
 }
 
-// render produces the golden files of one input: one per xDS type (resources of every group, keyed by
-// group), plus the status translation gave each policy.
-func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.Resources) {
+// readIR decodes an input. An unknown field is an error, so that an input written for an older IR does not
+// quietly lose a setting.
+func readIR(t *testing.T, path string) *ir.Config {
 	t.Helper()
-	docs, err := manifest.ReadPath(path, nil)
+	b, err := os.ReadFile(path)
 	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg ir.Config
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
 		t.Fatalf("decode %s: %v", path, err)
 	}
-	policies := manifest.Policies(docs)
-	res := translate.Translate(policies, translate.Refs{Files: readFiles(policies), Reach: reach.Loopback})
-	if err := res.IR.Validate(); err != nil {
-		t.Fatalf("IR invalid: %v", err)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("%s: the IR is invalid: %v", path, err)
 	}
+	return &cfg
+}
+
+// render produces the golden files of one input: one per xDS type, the resources of every group keyed by
+// group. The input is IR: translation has its own goldens (controlplane/translate, policy → IR), so these
+// change only when the xDS build does.
+func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.Resources) {
+	t.Helper()
+	cfg := readIR(t, path)
 	groups := map[string]xdsbuild.Resources{}
 	files := map[string][]byte{}
 	perType := map[string]map[string][]any{}
-	for name, g := range res.IR.Groups {
+	for name, g := range cfg.Groups {
 		r, err := xdsbuild.Build(g)
 		if err != nil {
 			t.Fatalf("build group %s: %v", name, err)
@@ -103,31 +105,6 @@ func render(t *testing.T, path string) (map[string][]byte, map[string]xdsbuild.R
 		}
 		files[file+".yaml"] = b
 	}
-	type status struct {
-		Accepted, ResolvedRefs string
-		ProxyGroup, Listener   string   `json:",omitempty"`
-		Clusters               []string `json:",omitempty"`
-		Endpoints              int32
-		Errors                 []string `json:",omitempty"`
-	}
-	st := map[string]status{}
-	for k, r := range res.Policies.All() {
-		s := status{
-			Accepted:     fmt.Sprintf("%v %s: %s", r.Accepted, r.AcceptedReason, r.AcceptedMessage),
-			ResolvedRefs: fmt.Sprintf("%v %s: %s", r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage),
-			ProxyGroup:   r.ProxyGroup, Listener: r.Listener, Clusters: r.Clusters, Endpoints: r.Endpoints,
-		}
-		for _, e := range r.Errors {
-			s.Errors = append(s.Errors, e.Error())
-		}
-		slices.Sort(s.Errors)
-		st[k.String()] = s
-	}
-	b, err := yaml.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files["status.yaml"] = b
 	return files, groups
 }
 
@@ -141,6 +118,16 @@ func TestGolden(t *testing.T) {
 			if *update {
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
+				}
+			}
+			have, _ := filepath.Glob(filepath.Join(dir, "*"))
+			for _, p := range have {
+				if _, ok := files[filepath.Base(p)]; !ok {
+					if *update {
+						os.Remove(p)
+						continue
+					}
+					t.Errorf("%s is no output of the input any more; run with -update to remove it", p)
 				}
 			}
 			for name, got := range files {
@@ -188,23 +175,4 @@ func TestGoldenAcceptedByEnvoy(t *testing.T) {
 			}
 		})
 	}
-}
-
-// readFiles reads the files the inputs reference; relative paths are relative to the repository, as they
-// are for a user running lbctl there.
-func readFiles(policies []*v1alpha1.LoadBalancerPolicy) translate.Files {
-	files := translate.Files{}
-	for _, p := range translate.ReferencedFiles(policies) {
-		full := p
-		if !filepath.IsAbs(p) {
-			full = filepath.Join(tools.RepoRoot(), p)
-		}
-		data, err := os.ReadFile(full)
-		if err != nil {
-			files[p] = translate.File{Err: "cannot read it"}
-			continue
-		}
-		files[p] = translate.File{Data: data}
-	}
-	return files
 }

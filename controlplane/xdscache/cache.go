@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -30,46 +31,59 @@ func GroupOf(n *corev3.Node) string {
 }
 
 // Cache implements go-control-plane's cache.Cache over one State per proxy group.
+//
+// A publish takes every stream of the group from the state it holds to the new one make-before-break (see
+// plan), each stream on its own: a stream moves to its next step when it has answered (ACK or NACK) every
+// response of the step it is on, or when StepTimeout has passed, so one slow Envoy delays only itself (see
+// steps.go). The server must report its streams with Callbacks, so that the cache can tell streams apart,
+// match answers to responses and forget closed streams.
 type Cache struct {
-	// Settle blocks until every connected proxy of a group has acknowledged version, or gives up (it must
-	// bound its own wait); it returns early when ctx ends. Nil applies all steps of a publish at once.
-	Settle func(ctx context.Context, group, version string)
+	// StepTimeout bounds how long one stream stays on a step of a make-before-break change without
+	// answering it before it is given the next. Zero applies every publish in one step.
+	StepTimeout time.Duration
 
-	mu     sync.Mutex
-	nextID int64
-	groups map[string]*group
+	mu      sync.Mutex
+	nextID  int64
+	groups  map[string]*group
+	streams map[any]*streamState // by the stream's response channel
+	byID    map[StreamID]*streamState
+	// bind maps a request the server reported (Callbacks) to its stream until CreateWatch takes it; last is
+	// each stream's newest such request, so that a request the server skips does not stay in bind.
+	bind map[any]StreamID
+	last map[StreamID]any
+	// waiters are the Lagging calls under way.
+	waiters map[*waiter]struct{}
 }
 
 type group struct {
-	state  *State // what is served now
-	target *State // what the last publish asked for; differs from state while a publish is staged
-	// refs are the Secrets state's listeners and clusters reference: the only ones its streams are given.
-	refs   map[string]bool
-	links  lineages // of the typeSets served lately, for delta answers
-	cancel context.CancelFunc
-	sotw   map[int64]*sotwWatch
-	delta  map[int64]*deltaWatch
+	name   string
+	target *State // what the last publish asked for
+	// plans holds the last publish's steps by the version of the state a stream held.
+	plans   map[string][]*State
+	links   lineages // of the typeSets served lately, for delta answers
+	streams map[*streamState]struct{}
 }
 
 type sotwWatch struct {
+	id  int64
 	req *cachev3.Request
 	sub cachev3.Subscription
 	ch  chan cachev3.Response
-	typ int // index in Types, -1 for a type not served
 }
 
 type deltaWatch struct {
+	id  int64
 	req *cachev3.DeltaRequest
 	sub cachev3.Subscription
 	ch  chan cachev3.DeltaResponse
-	typ int
 }
 
 var _ cachev3.Cache = (*Cache)(nil)
 
 // New returns an empty cache.
 func New() *Cache {
-	return &Cache{groups: map[string]*group{}}
+	return &Cache{groups: map[string]*group{}, streams: map[any]*streamState{}, byID: map[StreamID]*streamState{},
+		bind: map[any]StreamID{}, last: map[StreamID]any{}, waiters: map[*waiter]struct{}{}}
 }
 
 var emptyState, _ = NewState(nil)
@@ -77,123 +91,46 @@ var emptyState, _ = NewState(nil)
 func (c *Cache) group(name string) *group {
 	g, ok := c.groups[name]
 	if !ok {
-		g = &group{state: emptyState, target: emptyState, sotw: map[int64]*sotwWatch{}, delta: map[int64]*deltaWatch{}}
+		g = &group{name: name, target: emptyState, streams: map[*streamState]struct{}{}}
 		g.remember(emptyState)
 		c.groups[name] = g
 	}
 	return g
 }
 
-// Publish makes s the config of a group, make-before-break (see plan). The first step is served before
-// Publish returns; later steps follow as the group's proxies acknowledge the earlier ones. A newer Publish
-// cancels the remaining steps of an older one.
+// Publish makes s the config of a group. Every stream of the group is given the first step towards it
+// before Publish returns, and the later steps as it answers the earlier ones (see steps.go). A newer
+// Publish takes each stream from wherever it stands to the newer state.
 func (c *Cache) Publish(groupName string, s *State) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	g := c.group(groupName)
 	if g.target.Version == s.Version {
-		c.mu.Unlock()
 		return
-	}
-	if g.cancel != nil {
-		g.cancel()
-		g.cancel = nil
 	}
 	g.target = s
-	steps := plan(g.state, s)
-	if c.Settle == nil {
-		for _, st := range steps {
-			c.set(g, st)
-		}
-		c.mu.Unlock()
-		return
-	}
-	c.set(g, steps[0])
-	if len(steps) == 1 {
-		c.mu.Unlock()
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	c.mu.Unlock()
-	go func() {
-		prev := steps[0]
-		for _, st := range steps[1:] {
-			c.Settle(ctx, groupName, prev.Version)
-			c.mu.Lock()
-			if ctx.Err() != nil {
-				c.mu.Unlock()
-				return
-			}
-			c.set(g, st)
-			c.mu.Unlock()
-			prev = st
-		}
-	}()
-}
-
-// set serves a new state and answers the open watches it changes, stream by stream, and within a stream
-// type by type in Types order. The server's channels hold one response per type, so sending under the lock
-// never blocks. A stream's responses go into its channel one after the other, so that its server goroutine
-// sends them together and gRPC writes them to the connection in one system call (and the proxy answers them
-// in one): with type after type across all streams instead, each stream's responses were far apart, each
-// its own write, read and wake-up (bench/results/2026-11-23-vm-incremental section 5.6).
-func (c *Cache) set(g *group, s *State) {
-	if g.state == s {
-		return
-	}
-	g.state = s
-	g.refs = referencedSecrets(s)
 	g.remember(s)
-	for _, ids := range byStream(g.sotw, func(w *sotwWatch) (chan cachev3.Response, int) { return w.ch, w.typ }) {
-		for _, id := range ids {
-			if w := g.sotw[id]; id != 0 {
-				if resp := sotwResponse(s, g.refs, w.req, w.sub, false); resp != nil {
-					w.ch <- resp
-					delete(g.sotw, id)
-				}
-			}
-		}
-	}
-	for _, ids := range byStream(g.delta, func(w *deltaWatch) (chan cachev3.DeltaResponse, int) { return w.ch, w.typ }) {
-		for _, id := range ids {
-			if w := g.delta[id]; id != 0 {
-				if resp := deltaResponse(s, g.refs, &g.links, w.req, w.sub); resp != nil {
-					w.ch <- resp
-					delete(g.delta, id)
-				}
-			}
-		}
+	g.plans = map[string][]*State{}
+	for st := range g.streams {
+		c.replan(g, st)
 	}
 }
 
-// streamWatches are one stream's watch IDs by their type's index in Types; 0 is none (IDs start at 1).
-type streamWatches [6]int64
-
-func init() {
-	if len(Types) != len(streamWatches{}) {
-		panic("xdscache: streamWatches must hold one watch per type in Types")
+// planFrom returns the steps from a state a stream holds to the group's target, shared by the streams
+// that hold the same state; c.mu is held.
+func (c *Cache) planFrom(g *group, from *State) []*State {
+	if from == nil || c.StepTimeout <= 0 || from.Version == g.target.Version {
+		return []*State{g.target}
 	}
-}
-
-// byStream groups watches by the stream they belong to (the server gives every watch of a stream the same
-// channel), each group in Types order; watches of other types (typ -1) are left out: they never change.
-func byStream[W any, C comparable](watches map[int64]W, key func(W) (ch C, typ int)) []streamWatches {
-	at := make(map[C]int, len(watches)/len(Types)+1)
-	var out []streamWatches
-	for id, w := range watches {
-		ch, typ := key(w)
-		if typ < 0 {
-			continue
-		}
-		i, ok := at[ch]
-		if !ok || out[i][typ] != 0 {
-			i = len(out)
-			at[ch] = i
-			out = append(out, streamWatches{})
-		}
-		out[i][typ] = id
+	if p, ok := g.plans[from.Version]; ok {
+		return p
 	}
-	return out
+	p := plan(from, g.target)
+	for _, s := range p {
+		g.remember(s)
+	}
+	g.plans[from.Version] = p
+	return p
 }
 
 // remember keeps the links of a served state's typeSets, so that the marks streams get from it can be
@@ -206,48 +143,97 @@ func (g *group) remember(s *State) {
 	}
 }
 
-// State returns what a group is served now and what it will be served once pending removals are done.
+// State returns what the group's streams furthest behind are served now (the target when none is behind)
+// and what the last publish asked for.
 func (c *Cache) State(groupName string) (current, target *State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.group(groupName)
-	return g.state, g.target
+	current = g.target
+	behind := -1
+	for st := range g.streams {
+		if st.at < len(st.plan)-1 && (behind < 0 || st.at < behind) {
+			behind, current = st.at, st.plan[st.at]
+		}
+	}
+	return current, g.target
+}
+
+// Target returns what the last publish asked a group to serve.
+func (c *Cache) Target(groupName string) *State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.groups[groupName]; ok {
+		return g.target
+	}
+	return emptyState
+}
+
+// Targets returns the version each group was last asked to serve.
+func (c *Cache) Targets() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]string, len(c.groups))
+	for n, g := range c.groups {
+		out[n] = g.target.Version
+	}
+	return out
 }
 
 // CreateWatch answers a state-of-the-world request now if the stream lacks something, or parks it.
 func (c *Cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.group(GroupOf(req.GetNode()))
-	if resp := sotwResponse(g.state, g.refs, req, sub, req.GetResponseNonce() == ""); resp != nil {
+	st := c.stream(req, ch, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce())
+	typ := slices.Index(Types, req.GetTypeUrl())
+	if resp := sotwResponse(st.served(), req, sub, req.GetResponseNonce() == ""); resp != nil {
 		ch <- resp
+		st.sent(typ)
+		c.step(st)
 		return func() {}, nil
 	}
-	return park(c, g.sotw, &sotwWatch{req: req, sub: sub, ch: ch, typ: slices.Index(Types, req.GetTypeUrl())}), nil
-}
-
-// park keeps a watch until it is answered or its stream cancels it; c.mu is held.
-func park[W any](c *Cache, watches map[int64]W, w W) (cancel func()) {
+	if typ < 0 {
+		return func() {}, nil // a type lbplane does not serve never changes
+	}
 	c.nextID++
-	id := c.nextID
-	watches[id] = w
+	w := &sotwWatch{id: c.nextID, req: req, sub: sub, ch: ch}
+	st.sotw[typ] = w
+	c.step(st)
 	return func() {
 		c.mu.Lock()
-		delete(watches, id)
+		if st.sotw[typ] == w {
+			st.sotw[typ] = nil
+		}
 		c.mu.Unlock()
-	}
+	}, nil
 }
 
 // CreateDeltaWatch answers a delta request now if anything differs from what the stream holds, or parks it.
 func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.group(GroupOf(req.GetNode()))
-	if resp := deltaResponse(g.state, g.refs, &g.links, req, sub); resp != nil {
+	st := c.stream(req, ch, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce())
+	typ := slices.Index(Types, req.GetTypeUrl())
+	if resp := deltaResponse(st.served(), &st.group.links, req, sub); resp != nil {
 		ch <- resp
+		st.sent(typ)
+		c.step(st)
 		return func() {}, nil
 	}
-	return park(c, g.delta, &deltaWatch{req: req, sub: sub, ch: ch, typ: slices.Index(Types, req.GetTypeUrl())}), nil
+	if typ < 0 {
+		return func() {}, nil
+	}
+	c.nextID++
+	w := &deltaWatch{id: c.nextID, req: req, sub: sub, ch: ch}
+	st.delta[typ] = w
+	c.step(st)
+	return func() {
+		c.mu.Lock()
+		if st.delta[typ] == w {
+			st.delta[typ] = nil
+		}
+		c.mu.Unlock()
+	}, nil
 }
 
 // Fetch (REST xDS) is not offered: Envoys use ADS.
@@ -259,10 +245,10 @@ func (c *Cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, erro
 // already. Clusters and listeners are sent whole (the protocol treats a missing one as removed); endpoints
 // and routes only when one the stream asked for changed. A NACK leaves the stream's versions as they were
 // sent, so it gets no response until the config changes.
-func sotwResponse(s *State, refs map[string]bool, req *cachev3.Request, sub cachev3.Subscription, first bool) cachev3.Response {
+func sotwResponse(s *State, req *cachev3.Request, sub cachev3.Subscription, first bool) cachev3.Response {
 	typ := req.GetTypeUrl()
 	entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
-	entries, versions = servable(typ, refs, entries, versions)
+	entries, versions = servable(typ, s.secretRefs(), entries, versions)
 	known := sub.ReturnedResources()
 	changed := first
 	if cachev3.ResourceRequiresFullStateInSotw(typ) {
@@ -288,7 +274,7 @@ func sotwResponse(s *State, refs map[string]bool, req *cachev3.Request, sub cach
 // deltaResponse returns the changes a delta stream needs, or nil. It updates the stream's version map in
 // place (go-control-plane hands it back as the next one), and marks it with the typeSet it now matches, so
 // that the next answer compares only the names changed since (see lineage.go).
-func deltaResponse(s *State, refs map[string]bool, links *lineages, req *cachev3.DeltaRequest, sub cachev3.Subscription) cachev3.DeltaResponse {
+func deltaResponse(s *State, links *lineages, req *cachev3.DeltaRequest, sub cachev3.Subscription) cachev3.DeltaResponse {
 	typ := req.GetTypeUrl()
 	known := sub.ReturnedResources()
 	if known == nil {
@@ -323,7 +309,7 @@ func deltaResponse(s *State, refs map[string]bool, links *lineages, req *cachev3
 	} else {
 		fullCompares.Add(1)
 		entries, versions := s.pick(typ, sub.IsWildcard(), sub.SubscribedResources())
-		entries, versions = servable(typ, refs, entries, versions)
+		entries, versions = servable(typ, s.secretRefs(), entries, versions)
 		compared.Add(int64(len(entries) + len(known)))
 		for _, e := range entries {
 			if known[e.name] != e.version {

@@ -36,7 +36,7 @@ func BenchmarkDeltaResponseOneChangeAmong(b *testing.B) {
 				links.add(st.sets[resource.ClusterType].link)
 				known := map[string]string{}
 				req := &discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: "1"}
-				deltaResponse(st, nil, &links, req, wildcardSub{returned: known})
+				deltaResponse(st, &links, req, wildcardSub{returned: known})
 				if mode == "full" {
 					delete(known, markKey)
 				}
@@ -45,7 +45,7 @@ func BenchmarkDeltaResponseOneChangeAmong(b *testing.B) {
 					r, _ := NewResource(resource.ClusterType, &clusterv3.Cluster{Name: fmt.Sprintf("c-%05d", n/2), AltStatName: fmt.Sprint(i)})
 					next, _ := st.Derive(Change{Put: map[string][]*Resource{resource.ClusterType: {r}}})
 					links.add(next.sets[resource.ClusterType].link)
-					var resp cachev3.DeltaResponse = deltaResponse(next, nil, &links, req, wildcardSub{returned: known})
+					var resp cachev3.DeltaResponse = deltaResponse(next, &links, req, wildcardSub{returned: known})
 					if resp == nil {
 						b.Fatal("no response")
 					}

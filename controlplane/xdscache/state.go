@@ -19,6 +19,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -66,6 +67,16 @@ type State struct {
 	// dropped are the parent's resources this state removed, by type: the union with the parent is this
 	// state's tree with them put back (see combine).
 	dropped map[string][]*entry
+	// refs are the Secrets the state's listeners and clusters reference (see referencedSecrets), found
+	// when a stream is first answered from the state.
+	refsOnce sync.Once
+	refs     map[string]bool
+}
+
+// secretRefs returns the Secrets the state's streams may be given.
+func (s *State) secretRefs() map[string]bool {
+	s.refsOnce.Do(func() { s.refs = referencedSecrets(s) })
+	return s.refs
 }
 
 // NewState marshals and versions resources given by type URL.

@@ -12,6 +12,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -61,13 +62,17 @@ func nackDelta(s *delta, r *discovery.DeltaDiscoveryResponse, msg string) {
 		ErrorDetail: &status.Status{Code: 3, Message: msg}})
 }
 
-// owners stands for the IR's sources: cluster "x" came from policy ns/x.
-func owners(_, typeURL string, names []string, _ string) []string {
-	var out []string
+// owners stands for the IR's sources: cluster "x" came from policy x of the namespace named by the type.
+func owners(_, typeURL string, names []string, _ string) []apiwire.PolicyRef {
+	var out []apiwire.PolicyRef
 	for _, n := range names {
-		out = append(out, "ns/"+n+" ("+typeURL[strings.LastIndex(typeURL, ".")+1:]+")")
+		out = append(out, ref(typeURL[strings.LastIndex(typeURL, ".")+1:], n))
 	}
 	return out
+}
+
+func ref(namespace, name string) apiwire.PolicyRef {
+	return apiwire.PolicyRef{Namespace: namespace, Name: name}
 }
 
 // A delta response carries only what changed; its NACK is put on those resources, and on the one Envoy's
@@ -90,7 +95,7 @@ func TestDeltaNackIsPutOnTheResourceTheMessageNames(t *testing.T) {
 	}
 	nackDelta(s, r2, "Error adding/updating cluster(s) c: bad; b-c: worse")
 	ts := clusterNack(t, f)
-	if !slices.Equal(ts.NackedResources, []string{"c"}) || !slices.Equal(ts.NackedPolicies, []string{"ns/c (Cluster)"}) {
+	if !slices.Equal(ts.NackedResources, []string{"c"}) || !slices.Equal(ts.NackedPolicies, []apiwire.PolicyRef{ref("Cluster", "c")}) {
 		t.Errorf("NACK put on %v, policies %v; want [c] (b-c is not c, and a was not sent)", ts.NackedResources, ts.NackedPolicies)
 	}
 }
@@ -126,7 +131,7 @@ func TestSotwNackIsPutOnWhatChangedSinceTheLastAck(t *testing.T) {
 	s.Send(&discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r2.Nonce, VersionInfo: r1.VersionInfo,
 		ErrorDetail: &status.Status{Code: 3, Message: "a cluster is bad"}})
 	ts := clusterNack(t, f)
-	if !slices.Equal(ts.NackedResources, []string{"c", "d"}) || !slices.Equal(ts.NackedPolicies, []string{"ns/c (Cluster)", "ns/d (Cluster)"}) {
+	if !slices.Equal(ts.NackedResources, []string{"c", "d"}) || !slices.Equal(ts.NackedPolicies, []apiwire.PolicyRef{ref("Cluster", "c"), ref("Cluster", "d")}) {
 		t.Errorf("NACK put on %v, policies %v; want [c d]: a and b were acknowledged as they are", ts.NackedResources, ts.NackedPolicies)
 	}
 	f.cache.Publish("g", state(t, "a", "b", "c"))
@@ -208,10 +213,10 @@ func TestDeltaNackLastsUntilTheRejectedResourceIsReplaced(t *testing.T) {
 // against every policy of the group) rather than listing them all.
 func TestNackOfAResourceWithTooManyOwnersIsUnattributed(t *testing.T) {
 	f := start(t)
-	f.tracker.Owners = func(string, string, []string, string) []string {
-		out := make([]string, xdsserver.MaxNackedPolicies+1)
+	f.tracker.Owners = func(string, string, []string, string) []apiwire.PolicyRef {
+		out := make([]apiwire.PolicyRef, xdsserver.MaxNackedPolicies+1)
 		for i := range out {
-			out[i] = "ns/p" + strconv.Itoa(i)
+			out[i] = ref("ns", "p"+strconv.Itoa(i))
 		}
 		return out
 	}

@@ -85,7 +85,9 @@ func NewGRPC(ctx context.Context, cache *xdscache.Cache, tracker *Tracker, extra
 	g := grpc.NewServer(opts...)
 	// Ordered ADS sends responses in the order the cache produced them (clusters, endpoints, listeners,
 	// routes); the delta server always does.
-	srv := serverv3.NewServer(ctx, cache, tracker, sotwv3.WithOrderedADS())
+	// The cache hears of streams, requests and nonces first: it gives each stream its own make-before-break
+	// steps as it answers them.
+	srv := serverv3.NewServer(ctx, cache, cache.Callbacks(tracker), sotwv3.WithOrderedADS())
 	discovery.RegisterAggregatedDiscoveryServiceServer(g, srv)
 	return g
 }

@@ -29,10 +29,13 @@ type fixture struct {
 	conn    *grpc.ClientConn
 }
 
-func start(t *testing.T) *fixture {
+func start(t *testing.T, configure ...func(*xdscache.Cache)) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cache := xdscache.New()
+	for _, f := range configure {
+		f(cache)
+	}
 	tracker := xdsserver.NewTracker(cache, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	g := xdsserver.NewGRPC(ctx, cache, tracker)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -94,12 +94,14 @@ type Tracker struct {
 	// AckTimeout is how long a response may go unanswered before its stream stops counting for settle
 	// waits (DefaultAckTimeout when 0).
 	AckTimeout time.Duration
-	// Owners, when set, names the policies ("namespace/name") a NACK's resources came from, for
-	// TypeStatus.NackedPolicies; message is Envoy's. It is called without the tracker's lock held.
-	Owners func(group, typeURL string, resources []string, message string) []string
+	// Owners, when set, names the policies a NACK's resources came from, for TypeStatus.NackedPolicies;
+	// message is Envoy's. It is called without the tracker's lock held.
+	Owners func(group, typeURL string, resources []string, message string) []apiwire.PolicyRef
 
 	mu      sync.Mutex
 	streams map[streamKey]*stream
+	// byNode are the streams of each node id, for Busy.
+	byNode map[string]map[streamKey]struct{}
 	// changed is closed whenever any stream's state changes, for waiters; nil while none waits (an event
 	// then costs no channel: thousands of streams answer every change).
 	changed chan struct{}
@@ -123,7 +125,7 @@ func (t *Tracker) ackTimeout() time.Duration {
 
 // NewTracker returns a tracker that compares proxies with what cache serves.
 func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
-	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{},
+	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{}, byNode: map[string]map[streamKey]struct{}{},
 		settling: map[*settleWait]struct{}{}}
 }
 
@@ -163,6 +165,12 @@ func (t *Tracker) closed(id streamKey) {
 	defer t.mu.Unlock()
 	if s := t.streams[id]; s != nil && s.node != nil {
 		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "api", id.api, "stream", id.id)
+		if ks := t.byNode[s.node.GetId()]; ks != nil {
+			delete(ks, id)
+			if len(ks) == 0 {
+				delete(t.byNode, s.node.GetId())
+			}
+		}
 	}
 	delete(t.streams, id)
 	t.notify(id)
@@ -182,8 +190,9 @@ func (t *Tracker) request(id streamKey, node *corev3.Node, typeURL, nonce string
 
 // nack is what a NACK is put on.
 type nack struct {
-	resources, policies []string
-	sure                bool
+	resources []string
+	policies  []apiwire.PolicyRef
+	sure      bool
 }
 
 // nackOwners returns the resources a NACK is put on and the policies they came from. The owners are looked
@@ -242,6 +251,10 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	}
 	if s.node == nil && node != nil {
 		s.node = node
+		if t.byNode[node.GetId()] == nil {
+			t.byNode[node.GetId()] = map[streamKey]struct{}{}
+		}
+		t.byNode[node.GetId()][id] = struct{}{}
 		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id.id)
 	}
 	ts := s.types[typeURL]
@@ -258,7 +271,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 		if s.api == apiDelta && ts.Nacked && ts.sure && n.sure {
 			// Still rejected from an earlier response (see clearNack), and rejected now.
 			n.resources = union(ts.stillRejected(), n.resources)
-			n.policies = union(ts.NackedPolicies, n.policies)
+			n.policies = unionFunc(ts.NackedPolicies, n.policies, apiwire.ComparePolicyRefs)
 		}
 		ts.Nacked, ts.NackMessage, ts.NackedAt = true, errDetail, time.Now()
 		ts.NackedResources, ts.NackedPolicies, ts.sure = n.resources, n.policies, n.sure
@@ -302,6 +315,12 @@ func (ts *typeState) stillRejected() []string {
 func union(a, b []string) []string {
 	out := slices.Concat(a, b)
 	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func unionFunc[T comparable](a, b []T, cmp func(T, T) int) []T {
+	out := slices.Concat(a, b)
+	slices.SortFunc(out, cmp)
 	return slices.Compact(out)
 }
 
@@ -397,7 +416,7 @@ func (t *Tracker) proxies() []ProxyStatus {
 			continue
 		}
 		g := xdscache.GroupOf(s.node)
-		current, _ := t.cache.State(g)
+		current := t.cache.Target(g)
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
 			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil}
@@ -490,11 +509,11 @@ func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.Discov
 // unanswered longer than AckTimeout, and (with RequireIdentity) unauthenticated ones, do not count: one
 // client that never ACKs must not hold back every change for the real Envoys.
 //
-// It is on the path of every staged (make-before-break) change, and with thousands of streams connected
-// each of them answers: it looks at every stream once, then only at the streams an event touched (a
-// stream that has answered is not looked at again), so a change costs O(streams), not O(streams²) as
-// rebuilding every proxy's status on every event did. It wakes on events, and on its own only when a
-// pending response reaches AckTimeout. The cache moving on to a newer version cancels ctx (Cache.Publish).
+// With thousands of streams connected each of them answers: it looks at every stream once, then only at
+// the streams an event touched (a stream that has answered is not looked at again), so a wait costs
+// O(streams), not O(streams²) as rebuilding every proxy's status on every event did. It wakes on events,
+// and on its own only when a pending response reaches AckTimeout. (Make-before-break steps no longer wait
+// for the group: each stream takes its own, see xdscache; a push's reply waits with Lagging.)
 func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -503,7 +522,7 @@ func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, ti
 	var next time.Time // the earliest a blocking stream's pending response reaches AckTimeout
 	check := func(id streamKey, now time.Time) {
 		s := t.streams[id]
-		current, _ := t.cache.State(group)
+		current := t.cache.Target(group)
 		if blocks, until := t.holdsBack(s, group, version, current.Version, now); blocks {
 			blocking[id] = true
 			if !until.IsZero() && (next.IsZero() || until.Before(next)) {
@@ -557,6 +576,38 @@ func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, ti
 			t.mu.Unlock()
 		}
 	}
+}
+
+// Busy tells whether config is on its way to a node (a response it has not answered, unless it has been
+// unanswered for AckTimeout) or was sent to it within quiet: reading its stats then would hold the Envoy's
+// main thread while it applies the config.
+func (t *Tracker) Busy(node string, quiet time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	for id := range t.byNode[node] {
+		s := t.streams[id]
+		if s == nil {
+			continue
+		}
+		for _, ts := range s.types {
+			since := now.Sub(ts.sentAt)
+			if since < quiet || (ts.Pending && since < t.ackTimeout()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Targets returns the version each proxy group was last asked to serve.
+func (t *Tracker) Targets() map[string]string { return t.cache.Targets() }
+
+// Lagging waits, at most wait, until every Envoy of the groups has been given its group's config and has
+// answered it, and returns the node ids of those that had not. Envoys that have left a response unanswered
+// longer than AckTimeout are named without being waited for.
+func (t *Tracker) Lagging(ctx context.Context, groups []string, wait time.Duration) []string {
+	return t.cache.Lagging(ctx, groups, wait, t.ackTimeout())
 }
 
 // settleWait is one WaitGroupSynced: the streams changed since it last looked, and its wake-up.

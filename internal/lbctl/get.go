@@ -105,21 +105,13 @@ func policyTable(items []*v1alpha1.LoadBalancerPolicy) *metav1.Table {
 		{Name: "Healthy", Type: "integer", Priority: 1},
 	}}
 	for _, p := range items {
-		algo := ""
+		// The algorithm and group in effect, defaults applied, are the server's (status), as kubectl's column.
+		algo := string(p.Status.Algorithm)
 		var backends []string
-		for i, b := range p.Spec.Backends {
-			if i == 0 {
-				algo = string(b.LoadBalancing.Algorithm)
-				if algo == "" {
-					algo = string(v1alpha1.AlgorithmRoundRobin)
-				}
-			}
+		for _, b := range p.Spec.Backends {
 			backends = append(backends, b.Name)
 		}
-		group := p.Spec.ProxyGroup
-		if group == "" {
-			group = v1alpha1.DefaultProxyGroup
-		}
+		group := p.Status.ProxyGroup
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{p.Name, string(p.Spec.Listener.Protocol), p.Spec.Listener.Port, algo,
 				condition(p, v1alpha1.ConditionAccepted), condition(p, v1alpha1.ConditionProgrammed), p.Status.Endpoints.Total,

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -88,6 +89,14 @@ func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, files []string
 		}
 		for _, p := range res.Policies {
 			fmt.Fprintf(w, "%s/%s %s (generation %d)%s\n", p.Namespace, p.Name, p.Outcome, p.Generation, suffix)
+		}
+		if len(res.Lagging) > 0 {
+			// The others have the change; these get it as they answer.
+			more := ""
+			if n := max(res.LaggingTotal, len(res.Lagging)) - len(res.Lagging); n > 0 {
+				more = fmt.Sprintf(" and %d more", n)
+			}
+			fmt.Fprintf(w, "not yet acknowledged by %d Envoy(s): %s%s\n", max(res.LaggingTotal, len(res.Lagging)), strings.Join(res.Lagging, ", "), more)
 		}
 		return nil
 	}})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	"github.com/lbplane/lbplane/internal/version"
@@ -100,7 +101,8 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the durable policy store and the generated token (required)")
 	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
 	f.StringVar(&cfg.Token, "token", "", "push API admin bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
-	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long each step of a make-before-break change waits for every Envoy of the group to acknowledge the previous one")
+	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long an Envoy is left on a step of a make-before-break change (clusters, then listeners and routes, then removals) without acknowledging it before it is given the next; each Envoy takes its steps on its own, so a slow one delays only itself")
+	f.DurationVar(&cfg.PushWait, "push-wait", 2*time.Second, "how long a push's reply waits for the Envoys of the groups it changed to acknowledge it; the reply then names those that had not (0: reply at once)")
 	f.BoolVar(&cfg.XDSInsecure, "xds-insecure", false, "serve xDS in plaintext without authentication (any client gets any group's config and keys); binds loopback only")
 	f.BoolVar(&cfg.XDSInsecureListenAny, "xds-insecure-listen-any", false, "with --xds-insecure: allow a non-loopback --xds-address")
 	f.StringSliceVar(&cfg.XDSServerNames, "xds-server-name", nil, "extra DNS name or IP in lbplane's own xDS certificate (repeatable; the bind host, localhost, 127.0.0.1 and ::1 are always in it)")
@@ -120,6 +122,7 @@ func newServe() *cobra.Command {
 	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
 	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics (port 0: see <data-dir>/ports.json); empty disables")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
+	f.IntVar(&cfg.ProxyStatsSlice, "proxy-stats-slice", proxystats.DefaultClusterChunk, "clusters asked for per read of an Envoy's /clusters: each read holds Envoy's main thread, which also applies config, for a slice only (-1: all in one read)")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
 	f.BoolVar(&dynamicStats, "router-dynamic-stats", true, "Envoy's per-response upstream stats (upstream_rq_time, per-status counters), where each backend's p99 and error figures come from; false saves about 3 % of Envoy's CPU per request (bench/results)")
 	f.StringArrayVar(&cfg.FilesRoots, "files-root", nil, "directory whose files policies may name in certificateFile, privateKeyFile and caFile (repeatable; relative names resolve against the first); default: --config-dir and <data-dir>/certs")

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Alternating cold starts at N policies: main (bb4d2c6) then wip-mem, same runner flags.
+# Alternating cold starts at N policies: main (bb4d2c6) then the memory change, same runner flags.
 N=${N:-100000}
 for round in ${ROUNDS_LIST:-1 2}; do
 for v in base branch; do

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Alternating cold starts at 20,000 policies, one Envoy, --cluster-stats all and used (helper stats).
+# Alternating cold starts at 20,000 policies, one Envoy, --cluster-stats all and used.
 cd "$(dirname "$0")/../../../.."
 R=bench/results/2026-11-23-vm-incremental/stats
 go build -o /tmp/stats-runner ./bench/runner || exit 1

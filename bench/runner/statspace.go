@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+)
+
+// The stats row: does reading the Envoy's stats hold back config? lbplane reads each Envoy's stats port
+// (/clusters and /stats/prometheus, answered on Envoy's main thread, which also applies xDS) every
+// --proxy-stats-interval. With 10,000 policies on one Envoy, one change in 40-60 used to take 435-631 ms
+// instead of about 20 (issue 31). This row fills one Envoy with -stats-policies policies, with its stats
+// port read at lbplane's default interval, then with reading off, and times -stats-changes changes from
+// outside the server (push sent → first 200 from the new backend) in each: p50 and p99 side by side. A third
+// run reads /clusters whole, as lbplane did before it read it in slices: the A/B of the slicing.
+var (
+	statsPolicies = flag.Int("stats-policies", 10000, "the stats row: policies on its one Envoy (at most 10,000)")
+	statsChanges  = flag.Int("stats-changes", 100, "the stats row: timed changes per setting")
+	statsInterval = flag.String("stats-interval", "2s", "the stats row: lbplane's --proxy-stats-interval for the 'stats on' run (its default)")
+)
+
+func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) error {
+	n, changes := min(*statsPolicies, 10000), *statsChanges
+	if cfg.Quick {
+		n, changes = min(n, 200), min(changes, 10)
+	}
+	if err := startBackends(e, 2, cpBackendBase); err != nil {
+		return err
+	}
+	defer e.stopBackends()
+	var ports []string
+	for _, b := range e.backends {
+		_, port, _ := net.SplitHostPort(b)
+		ports = append(ports, port)
+	}
+	// stats-whole reads /clusters in one request, as lbplane did before it read it in slices.
+	for _, setting := range []struct{ name, interval, slice string }{
+		{"stats-on", *statsInterval, "500"}, {"stats-whole", *statsInterval, "-1"}, {"stats-off", "0", "500"},
+	} {
+		samples, err := statsRun(ctx, e, setting.name, setting.interval, setting.slice, n, changes, ports)
+		if err != nil {
+			return fmt.Errorf("stats row (%s): %w", setting.name, err)
+		}
+		rec := runRecord{Scenario: "stats-pacing", Peer: "lbplane", Variant: setting.name, API: "delta", Policies: n, Samples: samples, Valid: true,
+			Note: "--proxy-stats-interval " + setting.interval + " --proxy-stats-slice " + setting.slice + "; push sent → first 200 from the new backend"}
+		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
+		record(rec)
+		fmt.Fprintf(os.Stderr, "stats row %-9s %5d policies, %d changes: push→200 p50 %.1f ms p99 %.1f ms (p99/p50 %.2f)\n",
+			setting.name, n, len(samples), rec.P50, rec.P99, rec.P99/max(rec.P50, 0.001))
+	}
+	return nil
+}
+
+// statsRun starts lbplane reading stats every interval ("0": never) and one Envoy with a stats port, fills
+// n policies, and returns the times of the changes, in milliseconds.
+func statsRun(ctx context.Context, e *env, name, interval, slice string, n, changes int, ports []string) ([]float64, error) {
+	dir := filepath.Join(e.dir, "stats-"+name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
+	args := serveArgs(dir, xds, apiAddr, "--metrics-address", "", "--proxy-stats-interval", interval)
+	args = append(args, "--proxy-stats-slice", slice)
+	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
+	if err != nil {
+		return nil, err
+	}
+	defer lb.stop()
+	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: 10 * time.Minute}}
+	if _, err := c.Apply(ctx, probe(ports[0], 1), false); err != nil {
+		return nil, err
+	}
+	cfgPath, err := writeBootstrap(dir, envoybootstrap.Params{NodeID: "bench-stats", XDS: xds, Delta: true, AdminPort: cpBase + 2,
+		InsecureAdminTCP: true, StatsPort: cpBase + 5, MaxConnections: 10000})
+	if err != nil {
+		return nil, err
+	}
+	envoy, err := startEnvoyWith(e, dir, "envoy", cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	defer envoy.stop()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	serves := func(backend string) bool {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
+		req.Host = "probe.bench.local"
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200 && resp.Header.Get("X-Backend") == backend
+	}
+	if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
+		return nil, fmt.Errorf("the Envoy never served the probe policy")
+	}
+	for have := 0; have < n; {
+		next := min(n, have+1000)
+		if _, err := c.Apply(ctx, fillersOn("f", cpListenerPort, have, next, ports[0], func(int) string { return "" }), false); err != nil {
+			return nil, fmt.Errorf("pushing %d policies: %w", next, err)
+		}
+		have = next
+	}
+	if !servesHost(client, fmt.Sprintf("f-%d.bench.local", n-1)) || !proxiesSynced(ctx, c, 10*time.Minute) {
+		return nil, fmt.Errorf("the Envoy never took the config of %d policies", n)
+	}
+	if interval != "0" {
+		// The reads have started: at least one interval, and the first read, behind us.
+		d, err := time.ParseDuration(interval)
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(2 * d)
+	}
+	var samples []float64
+	timeout := 1
+	for i := range changes {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		target := (i + 1) % 2
+		timeout = timeout%5 + 1
+		sent := time.Now()
+		if _, err := c.Apply(ctx, probe(ports[target], timeout), false); err != nil {
+			return nil, err
+		}
+		if !waitFor(30*time.Second, func() bool { return serves(backendName(target)) }) {
+			return nil, fmt.Errorf("change %d did not reach Envoy in 30s", i)
+		}
+		samples = append(samples, float64(time.Since(sent).Microseconds())/1000)
+		// Changes come at a person's pace, not back to back: spread them over the stats reads' cycle.
+		time.Sleep(time.Duration(100+37*(i%11)) * time.Millisecond)
+	}
+	return samples, nil
+}

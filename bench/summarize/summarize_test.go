@@ -1,0 +1,137 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestReportsMatchRawResults fails when a table between summary markers in a bench/results report differs
+// from what its raw files render (run go run ./bench/summarize -w), or when a report whose raw results
+// support a generated table has none.
+func TestReportsMatchRawResults(t *testing.T) {
+	reports, err := findReports(filepath.Join("..", "results"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every report is one or the other: its summary tables are generated from its raw files (at least one),
+	// or it keeps no raw results a table could come from (the stress check keeps only go test's lines).
+	noRaw := map[string]bool{"2026-11-23-vm-stress": true}
+	generated := map[string]bool{
+		"2026-11-21-vm":                true,
+		"2026-11-21-vm-ab":             true,
+		"2026-11-21-vm-health-haproxy": true,
+		"2026-11-23-vm-incremental":    true,
+		"2026-11-23-vm-balancing":      true,
+		"2026-11-23-vm-edge":           true,
+	}
+	for _, path := range reports {
+		old, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		updated, tables, err := render(path, string(old))
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		name := filepath.Base(filepath.Dir(path))
+		if !generated[name] && !noRaw[name] {
+			t.Errorf("%s: a new report: generate its summary tables from its raw files (bench/summarize) and list it here, or list it as keeping none", path)
+		}
+		if len(tables) == 0 && generated[name] {
+			t.Errorf("%s: no generated summary table (<!-- summary:begin kind=… src=… -->)", path)
+		}
+		if updated != string(old) {
+			t.Errorf("%s: a summary table differs from its raw results; run go run ./bench/summarize -w\n%s", path, firstDiff(string(old), updated))
+		}
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range min(len(al), len(bl)) {
+		if al[i] != bl[i] {
+			return "line " + strconv.Itoa(i+1) + ":\n  report:   " + al[i] + "\n  rendered: " + bl[i]
+		}
+	}
+	return "the reports differ in length"
+}
+
+const churnRun = `{"scenario":"churn","peer":"lbplane","policies":1000,"api":"delta","p50Ms":19.732,"p99Ms":94.295,"valid":true,"samplesMs":[1,2],"lbplaneRssBytes":116584448,"lbplaneCpuMsPerChange":1.5447,"extra":{"achievedRate":100.0038,"envoyP50Ms":27.649,"envoyP99Ms":88.849,"lbplaneCoreShare":0.1545,"missing":0,"statusWrites":0,"watchP99Ms":17.794,"watchToEDSP99Ms":85.63,"writes":6001}}
+`
+
+func writeReport(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "churn"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "churn", "runs.jsonl"), []byte(churnRun), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "REPORT.md")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRenderRewritesOnlyBetweenMarkers(t *testing.T) {
+	const begin = "<!-- summary:begin kind=churn src=churn/runs.jsonl -->\n"
+	const end = "<!-- summary:end -->\n"
+	stale := "# Churn\n\nBefore.\n\n" + begin + "| a stale table |\n" + end + "\nAfter.\n"
+	path := writeReport(t, stale)
+	got, tables, err := render(path, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tables) != 1 {
+		t.Fatalf("tables: got %d, want 1", len(tables))
+	}
+	want := "| churn | 1000 | 100.0 | 6001 | 19.7 / 94.3 | 27.6 / 88.8 | 17.8 | 85.6 | 1.54 | 15 % | 0 | 0 |\n"
+	if !strings.Contains(got, want) {
+		t.Errorf("rendered table lacks the run's row %q:\n%s", want, got)
+	}
+	if strings.Contains(got, "a stale table") {
+		t.Errorf("the stale table was kept:\n%s", got)
+	}
+	if !strings.HasPrefix(got, "# Churn\n\nBefore.\n\n"+begin) || !strings.HasSuffix(got, end+"\nAfter.\n") {
+		t.Errorf("text outside the markers changed:\n%s", got)
+	}
+	// Rendering the rendered report again changes nothing: that is what the check compares.
+	again, _, err := render(path, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != got {
+		t.Errorf("a second render differs:\n%s\n---\n%s", got, again)
+	}
+	// One figure edited by hand is a difference.
+	edited := strings.Replace(got, "| 19.7 / 94.3 |", "| 19.7 / 90.0 |", 1)
+	if edited == got {
+		t.Fatal("the edit did not apply")
+	}
+	if back, _, _ := render(path, edited); back == edited {
+		t.Error("a hand-edited figure went unnoticed")
+	}
+}
+
+func TestRenderRefusesBadMarkers(t *testing.T) {
+	cases := map[string]string{
+		"no end marker":    "<!-- summary:begin kind=churn src=churn/runs.jsonl -->\n| x |\n",
+		"unknown kind":     "<!-- summary:begin kind=nope src=churn/runs.jsonl -->\n<!-- summary:end -->\n",
+		"missing src file": "<!-- summary:begin kind=churn src=gone/runs.jsonl -->\n<!-- summary:end -->\n",
+		"src outside":      "<!-- summary:begin kind=churn src=../churn/runs.jsonl -->\n<!-- summary:end -->\n",
+		"no src":           "<!-- summary:begin kind=churn -->\n<!-- summary:end -->\n",
+		"no rows":          "<!-- summary:begin kind=coldstart src=churn/runs.jsonl -->\n<!-- summary:end -->\n",
+	}
+	for name, body := range cases {
+		path := writeReport(t, body)
+		if _, _, err := render(path, body); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+// The docs' shell blocks are run as typed (docs/testing.md, "The docs are tested"). The convention:
+//
+//   - ```sh: a user types it. TestDocsShellBlocks runs every such block of a page, in order, in one bash, from a
+//     scratch directory laid out like the repository's root (bin/ with the binaries, hack/, .cache/, examples/).
+//     `sh session=NAME` starts another bash for the blocks of that name (each session stops before the next
+//     starts), for quick starts that stand alone.
+//   - ```sh demo (make run), ```sh suite (make test, make bench: the full runs), ```sh cluster (needs the one-node
+//     cluster or kind; e2e/cluster covers them): typed by users, not run here; the test lists them.
+//   - ```text: output and illustration, never run. Other shell fences (bash, shell, console) are refused, so a
+//     block cannot escape the test by its spelling.
+//
+// The ports the docs use (the demo's) are moved by one offset, in the blocks and in the examples they push, so
+// the test runs beside `make run` and other tests; `make build` is a no-op (the harness built bin/), any other
+// make target fails.
+
+// docPages are the pages whose blocks are checked.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	root := tools.RepoRoot()
+	pages := []string{filepath.Join(root, "README.md")}
+	more, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(pages, more...)
+}
+
+// clusterPages hold only blocks that need a cluster, whatever their tag: the walkthrough on the one-node
+// cluster, which e2e/cluster and make test-cluster run.
+var clusterPages = map[string]bool{"docs/kubernetes.md": true}
+
+type docBlock struct {
+	page    string // relative to the repository root
+	line    int    // of the opening fence
+	tag     string // "", demo, suite, cluster
+	session string
+	text    string
+}
+
+var docShellFence = regexp.MustCompile("^```\\s*(sh|bash|shell|console|zsh)\\b(.*)$")
+
+// docBlocks reads a page's shell blocks; a fence that breaks the convention is an error.
+func docBlocks(page string) ([]docBlock, error) {
+	f, err := os.Open(page)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rel, _ := filepath.Rel(tools.RepoRoot(), page)
+	var out []docBlock
+	var cur *docBlock
+	var body []string
+	inOther := false
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case cur != nil && trimmed == "```":
+			cur.text = strings.Join(body, "\n") + "\n"
+			out = append(out, *cur)
+			cur, body = nil, nil
+		case cur != nil:
+			body = append(body, line)
+		case inOther:
+			if trimmed == "```" {
+				inOther = false
+			}
+		case strings.HasPrefix(trimmed, "```"):
+			m := docShellFence.FindStringSubmatch(trimmed)
+			if m == nil {
+				inOther = true
+				continue
+			}
+			if m[1] != "sh" {
+				return nil, fmt.Errorf("%s:%d: a ```%s block: write ```sh (run by TestDocsShellBlocks), ```sh demo|suite|cluster, or ```text", rel, n, m[1])
+			}
+			b := docBlock{page: rel, line: n, session: "main"}
+			for _, word := range strings.Fields(m[2]) {
+				switch {
+				case word == "demo" || word == "suite" || word == "cluster":
+					b.tag = word
+				case strings.HasPrefix(word, "session="):
+					b.session = strings.TrimPrefix(word, "session=")
+				default:
+					return nil, fmt.Errorf("%s:%d: unknown tag %q on a sh block (demo, suite, cluster or session=NAME)", rel, n, word)
+				}
+			}
+			if clusterPages[rel] && b.tag == "" {
+				b.tag = "cluster"
+			}
+			cur = &b
+		}
+	}
+	if cur != nil {
+		return nil, fmt.Errorf("%s:%d: a sh block is not closed", rel, cur.line)
+	}
+	return out, sc.Err()
+}
+
+// docPorts are the ports the docs' blocks and the examples they push use.
+var docPorts = demoPorts
+
+var docPortPattern = regexp.MustCompile(`\b(18000|18001|18002|18081|18082|18083|19001|10080)\b`)
+
+func shiftDocPorts(s string, off int) string {
+	return docPortPattern.ReplaceAllStringFunc(s, func(p string) string {
+		n, _ := strconv.Atoi(p)
+		return strconv.Itoa(n + off)
+	})
+}
+
+// docScratch lays out a directory like the repository's root for the blocks to run in.
+func docScratch(t *testing.T, off int) string {
+	t.Helper()
+	root := tools.RepoRoot()
+	dir := t.TempDir()
+	for name, target := range map[string]string{
+		"bin":    binDir,
+		"hack":   filepath.Join(root, "hack"),
+		".cache": filepath.Join(root, ".cache"),
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	examples, err := filepath.Glob(filepath.Join(root, "examples", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "examples"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range examples {
+		if st, err := os.Stat(e); err == nil && st.IsDir() { // examples/certs: used as it is
+			if err := os.Symlink(e, filepath.Join(dir, "examples", filepath.Base(e))); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := os.ReadFile(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "examples", filepath.Base(e)), []byte(shiftDocPorts(string(b), off)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const docPrelude = `set -eo pipefail
+make() {
+  case "$*" in
+    build) echo "docs test: make build is a no-op here (bin/ holds the binaries the harness built)" ;;
+    *) echo "docs test: make $* is not run by this test" >&2; return 1 ;;
+  esac
+}
+trap 'echo "docs test: failed: $BASH_COMMAND" >&2' ERR
+`
+
+// runDocSession runs one session's blocks in one bash, in its own process group, and stops every process it
+// started, whatever happens.
+func runDocSession(t *testing.T, name string, blocks []docBlock) {
+	t.Helper()
+	off := docOffset(t)
+	dir := docScratch(t, off)
+	var script strings.Builder
+	script.WriteString(docPrelude)
+	for i, b := range blocks {
+		fmt.Fprintf(&script, "echo %q\n", fmt.Sprintf("### block %d of %d: %s:%d", i+1, len(blocks), b.page, b.line))
+		script.WriteString(shiftDocPorts(b.text, off))
+	}
+	script.WriteString("echo '### all blocks ran'\n")
+	scriptPath := filepath.Join(dir, "docs-blocks.sh")
+	if err := os.WriteFile(scriptPath, []byte(script.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "docs-blocks.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", scriptPath)
+	cmd.Dir = dir
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "LBPLANE_") || k == "KUBECONFIG" {
+			continue // the blocks say what they need; KUBECONFIG alone would put lbctl in Kubernetes mode
+		}
+		env = append(env, kv)
+	}
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	runErr := cmd.Wait()
+	// The blocks' own processes (backends, lbplane, Envoy) share the script's process group.
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	eventually(t, 15*time.Second, "the blocks' processes to stop", func() error {
+		if syscall.Kill(-pgid, 0) == nil {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			return fmt.Errorf("process group %d still has processes", pgid)
+		}
+		return nil
+	})
+	out, _ := os.ReadFile(logPath)
+	if runErr != nil || !strings.Contains(string(out), "### all blocks ran") {
+		t.Fatalf("session %s: %v (port offset %d); output:\n%s", name, runErr, off, out)
+	}
+	t.Logf("session %s: %d blocks ran (port offset %d)", name, len(blocks), off)
+}
+
+// docOffset is demoOffset for the docs' ports.
+func docOffset(t *testing.T) int {
+	t.Helper()
+	off := demoOffset(t)
+	for _, p := range docPorts {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+off))
+		if err != nil {
+			t.Fatalf("port %d is taken after the offset was chosen: %v", p+off, err)
+		}
+		l.Close()
+	}
+	return off
+}
+
+// TestDocsShellBlocksFollowTheConvention needs no Envoy: every shell block of README.md and docs/ is spelled
+// as the convention says, and the pages that teach a path have blocks that run.
+func TestDocsShellBlocksFollowTheConvention(t *testing.T) {
+	runnable := map[string]int{}
+	for _, page := range docPages(t) {
+		blocks, err := docBlocks(page)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		for _, b := range blocks {
+			if b.tag == "" {
+				runnable[b.page]++
+			}
+		}
+	}
+	// Each task page opens with what the reader will have when finished. docs/kubernetes.md, the cluster
+	// walkthrough, does not yet.
+	for _, page := range docPages(t)[1:] {
+		rel, _ := filepath.Rel(tools.RepoRoot(), page)
+		if rel == "docs/kubernetes.md" {
+			continue
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitN(string(b), "\n", 8)
+		if !strings.Contains(strings.Join(lines[:min(len(lines), 7)], "\n"), "When you finish this page you will") {
+			t.Errorf("%s does not open with what the reader will have when finished (\"When you finish this page you will ...\")", rel)
+		}
+	}
+	for _, page := range []string{"README.md", "docs/getting-started.md", "docs/operations.md"} {
+		if runnable[page] == 0 {
+			t.Errorf("%s has no sh block that the docs test runs", page)
+		}
+	}
+}
+
+// TestDocsShellBlocks runs every ```sh block of README.md and docs/*.md as a user would type it, with real
+// binaries, the pinned Envoy and backends on loopback, and fails when a block fails.
+func TestDocsShellBlocks(t *testing.T) {
+	tools.Require(t, "envoy")
+	for _, page := range docPages(t) {
+		blocks, err := docBlocks(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		sessions := map[string][]docBlock{}
+		for _, b := range blocks {
+			if b.tag != "" {
+				t.Logf("not run here (%s): %s:%d", b.tag, b.page, b.line)
+				continue
+			}
+			if _, ok := sessions[b.session]; !ok {
+				order = append(order, b.session)
+			}
+			sessions[b.session] = append(sessions[b.session], b)
+		}
+		rel, _ := filepath.Rel(tools.RepoRoot(), page)
+		for _, s := range order {
+			t.Run(strings.ReplaceAll(rel, "/", "_")+"/"+s, func(t *testing.T) {
+				runDocSession(t, s, sessions[s])
+			})
+		}
+	}
+}
