@@ -1138,12 +1138,15 @@ type BackendStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	PerProxy []ProxyBackendHealth `json:"perProxy,omitempty"`
 	// requests, errors (5xx responses and connection failures) and latencyP99Ms cover windowSeconds, at most
-	// the last minute, summed over the proxies. latencyP99Ms is the 99th percentile of upstream request time
-	// in milliseconds (estimated within Envoy's histogram buckets; unset without requests).
-	Requests      int64    `json:"requests"`
-	Errors        int64    `json:"errors"`
-	LatencyP99Ms  *float64 `json:"latencyP99Ms,omitempty"`
-	WindowSeconds int32    `json:"windowSeconds,omitempty"`
+	// the last minute, summed over the proxies.
+	Requests int64 `json:"requests"`
+	// errors counts 5xx responses and connection failures over windowSeconds.
+	Errors int64 `json:"errors"`
+	// latencyP99Ms is the 99th percentile of upstream request time over windowSeconds, in milliseconds
+	// (estimated within Envoy's histogram buckets; unset without requests).
+	LatencyP99Ms *float64 `json:"latencyP99Ms,omitempty"`
+	// windowSeconds is how many seconds requests, errors and latencyP99Ms cover.
+	WindowSeconds int32 `json:"windowSeconds,omitempty"`
 	// perEndpoint is the load on each endpoint, summed over the proxies: the busiest ones by requests, plus
 	// every endpoint that is not taking traffic on some proxy (at most 30). (status.backends[].endpoints
 	// already holds the counts.)
@@ -1178,14 +1181,16 @@ type EndpointStatus struct {
 	Backup   bool   `json:"backup,omitempty"`
 	// expectedShare is the share of the backend's requests lbplane's traffic model predicts for it from the
 	// config Envoy runs and the endpoints not taking traffic (priority levels, overprovisioning, zone weights,
-	// the algorithm's spread), and observedShare its part of the backend's requests: fractions from 0 to 1
-	// (0.333 is a third); observedShare is unset while the backend has no requests.
-	ExpectedShare float64  `json:"expectedShare"`
+	// the algorithm's spread): a fraction from 0 to 1 (0.333 is a third).
+	ExpectedShare float64 `json:"expectedShare"`
+	// observedShare is its part of the backend's requests over windowSeconds, a fraction from 0 to 1; unset
+	// while the backend has no requests.
 	ObservedShare *float64 `json:"observedShare,omitempty"`
 	// reasons it takes no new traffic on some proxy, empty when it is healthy everywhere.
 	Reasons []string `json:"reasons,omitempty"`
 	// ejectedOn is on how many of the reporting proxies it takes no new traffic, of reportedBy.
-	EjectedOn  int32 `json:"ejectedOn,omitempty"`
+	EjectedOn int32 `json:"ejectedOn,omitempty"`
+	// reportedBy is how many proxies have the endpoint.
 	ReportedBy int32 `json:"reportedBy,omitempty"`
 	// health is the counted view: Healthy, or Ejected when a majority of the proxies that have it take no
 	// traffic to it.
@@ -1223,10 +1228,10 @@ type BackendEndpointCounts struct {
 type EndpointMismatch struct {
 	// address is ip:port.
 	Address string `json:"address"`
-	// ejectedOn names the Envoys (node ids) that take no traffic to it, and healthyOn those that do (at most
-	// 16 each).
+	// ejectedOn names the Envoys (node ids) that take no traffic to it (at most 16).
 	// +kubebuilder:validation:MaxItems=16
 	EjectedOn []string `json:"ejectedOn"`
+	// healthyOn names the Envoys that send it traffic (at most 16).
 	// +kubebuilder:validation:MaxItems=16
 	HealthyOn []string `json:"healthyOn"`
 	// reasons the ejecting Envoys give.
