@@ -69,11 +69,12 @@ lint:
 	$(GO) vet ./...
 	$$(hack/tools.sh path-staticcheck) ./...
 
-## generate: deepcopy code, the CRD and docs/policy-reference.md, from api/ (controller-gen, pinned; hack/apiref)
+## generate: deepcopy code, the CRD and docs/policy-reference.md, from api/ (controller-gen, pinned; hack/apiref);
+## allowDangerousTypes admits the float64 figures of the status: shares, rates and latency are numbers
 generate:
 	@hack/tools.sh controller-gen
 	$$(hack/tools.sh path-controller-gen) object paths=./api/...
-	$$(hack/tools.sh path-controller-gen) crd paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
+	$$(hack/tools.sh path-controller-gen) crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
 	$(GO) run ./hack/apiref
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 --admin-socket /run/envoy/admin.sock --xds-insecure > charts/lbplane/files/envoy-bootstrap.yaml
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 \

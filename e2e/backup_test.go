@@ -12,7 +12,7 @@ import (
 // expectedShares waits until the policy's status shows these expected shares (address: share) and marks
 // backup as a backup endpoint of priority 1: the traffic model's reading of what was built and of the
 // health the Envoy reports.
-func expectedShares(t *testing.T, l *Lbplane, policy, backend, backup string, want map[string]string) {
+func expectedShares(t *testing.T, l *Lbplane, policy, backend, backup string, want map[string]float64) {
 	t.Helper()
 	eventually(t, 15*time.Second, fmt.Sprintf("status expects %v", want), func() error {
 		b, err := backendStatus(t, l, policy, backend)
@@ -25,7 +25,7 @@ func expectedShares(t *testing.T, l *Lbplane, policy, backend, backup string, wa
 		}
 		for a, share := range want {
 			if got[a].ExpectedShare != share {
-				return fmt.Errorf("%s expected %q, want %q: %+v", a, got[a].ExpectedShare, share, b.PerEndpoint)
+				return fmt.Errorf("%s expected %v, want %v: %+v", a, got[a].ExpectedShare, share, b.PerEndpoint)
 			}
 		}
 		if ep := got[backup]; !ep.Backup || ep.Priority != 1 {
@@ -81,7 +81,7 @@ spec:
 		t.Logf("primaries healthy: %v", s)
 	}
 	addr := func(b *Backend) string { return fmt.Sprintf("127.0.0.1:%d", b.Port) }
-	expectedShares(t, e.L, "backup", "app", addr(bs[2]), map[string]string{addr(bs[0]): "50.0%", addr(bs[1]): "50.0%", addr(bs[2]): "0.0%"})
+	expectedShares(t, e.L, "backup", "app", addr(bs[2]), map[string]float64{addr(bs[0]): 0.5, addr(bs[1]): 0.5, addr(bs[2]): 0})
 	if text := lbctlOK(t, e.L, "status", "backup"); !strings.Contains(text, addr(bs[2])+"  -     1 (backup)") {
 		t.Errorf("lbctl status does not mark the backup:\n%s", text)
 	}
@@ -107,7 +107,7 @@ spec:
 		t.Errorf("primaries dead: %v; want every request on the backup\n%s", s, e.E.Clusters(t))
 	}
 	t.Logf("primaries dead: %v", s)
-	expectedShares(t, e.L, "backup", "app", addr(bs[2]), map[string]string{addr(bs[0]): "0.0%", addr(bs[1]): "0.0%", addr(bs[2]): "100.0%"})
+	expectedShares(t, e.L, "backup", "app", addr(bs[2]), map[string]float64{addr(bs[0]): 0, addr(bs[1]): 0, addr(bs[2]): 1})
 
 	bs[0].Restart(t)
 	bs[1].Restart(t)

@@ -59,7 +59,7 @@ func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if b.Endpoints.Total != 3 || b.Endpoints.Healthy != 3 || b.Requests == 0 || b.LatencyP99 == "" || b.Proxies != 1 {
+		if b.Endpoints.Total != 3 || b.Endpoints.Healthy != 3 || b.Requests == 0 || b.LatencyP99Ms == nil || b.Proxies != 1 {
 			return fmt.Errorf("%+v", b)
 		}
 		return nil

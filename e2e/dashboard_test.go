@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -230,6 +231,65 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Errorf("lbctl status dash --per-proxy lacks %q:\n%s", want, out)
 		}
 	}
+
+	// The history is the server's: after a reload the page still shows the ejection (as many as lbctl events
+	// lists), the policy flagged as degraded, and each endpoint's series, whose last reading matches the rate
+	// the test's own client sends to it.
+	loadStart := time.Now()
+	load.mu.Lock()
+	before := maps.Clone(load.Backends)
+	load.mu.Unlock()
+	run(t, ctx, 30*time.Second, "reloading the page",
+		chromedp.Reload(),
+		chromedp.WaitVisible(fmt.Sprintf(`#events li[data-type="Ejected"][data-endpoint="%s"]`, addr(dead)), chromedp.ByQuery),
+		chromedp.WaitVisible(`#policies li[data-policy="default/dash"][data-degraded="true"]`, chromedp.ByQuery))
+	var pageEjections int
+	run(t, ctx, 10*time.Second, "counting the ejections on the page",
+		chromedp.Evaluate(`document.querySelectorAll('#events li[data-type="Ejected"]').length`, &pageEjections))
+	serverEjections := 0
+	for _, ev := range eventsOf(t, l, "dash") {
+		if ev.Type == "Ejected" {
+			serverEjections++
+		}
+	}
+	if pageEjections == 0 || pageEjections != serverEjections {
+		t.Errorf("after a reload the page shows %d ejections, lbctl events %d", pageEjections, serverEjections)
+	}
+	type seriesView struct {
+		Points int     `json:"points"`
+		Last   float64 `json:"last"`
+	}
+	readSeries := `Object.fromEntries([...document.querySelectorAll('svg.series.rps')].map(s => [s.getAttribute('data-endpoint'),
+	  {points: +s.getAttribute('data-points'), last: +s.getAttribute('data-last')}]))`
+	eventually(t, 40*time.Second, "the series show the client's rate to each live endpoint, and nothing to the dead one", func() error {
+		var series map[string]seriesView
+		var p99 int
+		if err := chromedp.Run(ctx, chromedp.Evaluate(readSeries, &series),
+			chromedp.Evaluate(`+(document.querySelector('svg.series.p99')?.getAttribute('data-points') || 0)`, &p99)); err != nil {
+			return err
+		}
+		load.mu.Lock()
+		elapsed := time.Since(loadStart).Seconds()
+		rates := map[string]float64{}
+		for _, b := range bs[:2] {
+			rates[addr(b)] = float64(load.Backends[b.Name]-before[b.Name]) / elapsed
+		}
+		load.mu.Unlock()
+		if len(series) != 3 || p99 == 0 {
+			return fmt.Errorf("series %v, p99 points %d", series, p99)
+		}
+		for a, rate := range rates {
+			s := series[a]
+			if s.Points == 0 || rate <= 0 || s.Last < 0.4*rate || s.Last > 2.5*rate {
+				return fmt.Errorf("%s: last reading %.1f rps over %d points; the client sends it %.1f/s", a, s.Last, s.Points, rate)
+			}
+		}
+		if s := series[addr(dead)]; s.Last != 0 {
+			return fmt.Errorf("the dead endpoint's last reading is %.1f rps", s.Last)
+		}
+		t.Logf("after a reload: series %v; client rates %v", series, rates)
+		return nil
+	})
 
 	var png []byte
 	run(t, ctx, 30*time.Second, "taking a screenshot", chromedp.FullScreenshot(&png, 100))

@@ -1122,27 +1122,41 @@ type BackendStatus struct {
 	Name string `json:"name"`
 	// proxies is how many Envoys reported on this backend.
 	Proxies int32 `json:"proxies"`
-	// endpoints counts the endpoints the Envoys have: ejected ones are not receiving traffic on at least one
-	// Envoy (failed health check, outlier detection, draining, ...).
+	// endpoints counts the endpoints the Envoys have. An endpoint counts as ejected (failed health check,
+	// outlier detection, draining, ...) only when more than half of the Envoys that have it take no traffic
+	// to it, so that one Envoy, or one stolen certificate, cannot take endpoints out for everyone; mismatched
+	// counts the endpoints the Envoys disagree on.
 	Endpoints BackendEndpointCounts `json:"endpoints"`
-	// ejected lists the endpoints not receiving traffic and why (at most 20).
+	// ejected lists the endpoints counted as ejected and why (at most 20).
 	// +kubebuilder:validation:MaxItems=20
 	Ejected []EjectedEndpoint `json:"ejected,omitempty"`
-	// requests, errors (5xx responses and connection failures) and latencyP99 cover windowSeconds, at most
+	// mismatches lists the endpoints some Envoys take no traffic to while others do (at most 20): which
+	// Envoys say what. An ejection on a minority of Envoys is shown here, not counted.
+	// +kubebuilder:validation:MaxItems=20
+	Mismatches []EndpointMismatch `json:"mismatches,omitempty"`
+	// perProxy is each Envoy's own view of the backend's endpoints (at most 32 Envoys, those that disagree
+	// with the counted view first).
+	// +kubebuilder:validation:MaxItems=32
+	PerProxy []ProxyBackendHealth `json:"perProxy,omitempty"`
+	// requests, errors (5xx responses and connection failures) and latencyP99Ms cover windowSeconds, at most
 	// the last minute, summed over the proxies.
-	Requests      int64  `json:"requests"`
-	Errors        int64  `json:"errors"`
-	LatencyP99    string `json:"latencyP99,omitempty"`
-	WindowSeconds int32  `json:"windowSeconds,omitempty"`
+	Requests int64 `json:"requests"`
+	// errors counts 5xx responses and connection failures over windowSeconds.
+	Errors int64 `json:"errors"`
+	// latencyP99Ms is the 99th percentile of upstream request time over windowSeconds, in milliseconds
+	// (estimated within Envoy's histogram buckets; unset without requests).
+	LatencyP99Ms *float64 `json:"latencyP99Ms,omitempty"`
+	// windowSeconds is how many seconds requests, errors and latencyP99Ms cover.
+	WindowSeconds int32 `json:"windowSeconds,omitempty"`
 	// perEndpoint is the load on each endpoint, summed over the proxies: the busiest ones by requests, plus
 	// every endpoint that is not taking traffic on some proxy (at most 30). (status.backends[].endpoints
 	// already holds the counts.)
 	// +kubebuilder:validation:MaxItems=30
 	PerEndpoint []EndpointStatus `json:"perEndpoint,omitempty"`
 	// skew is the coefficient of variation of the endpoints' observed share of requests relative to their
-	// expected share ("0.00" is a perfectly even spread by weight), over the healthy endpoints and
-	// windowSeconds. With a hash algorithm a high skew means a few keys carry most of the traffic.
-	Skew string `json:"skew,omitempty"`
+	// expected share (0 is a spread exactly as expected), over the healthy endpoints and windowSeconds; unset
+	// without requests. With a hash algorithm a high skew means a few keys carry most of the traffic.
+	Skew *float64 `json:"skew,omitempty"`
 }
 
 // EndpointStatus is one endpoint's load, as the proxies report it. Envoy 1.40 keeps no latency per
@@ -1155,12 +1169,12 @@ type EndpointStatus struct {
 	// requests and errors (5xx and connection failures) cover the backend's windowSeconds.
 	Requests int64 `json:"requests"`
 	Errors   int64 `json:"errors"`
-	// requestsPerSecond is over the last reading of the proxies' stats (--proxy-stats-interval), e.g. "12.5".
-	RequestsPerSecond string `json:"requestsPerSecond,omitempty"`
+	// requestsPerSecond is over the last reading of the proxies' stats (--proxy-stats-interval), e.g. 12.5.
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
 	// activeRequests is in flight at the last reading.
 	ActiveRequests int64 `json:"activeRequests"`
-	// errorRate is errors/requests, e.g. "0.4%".
-	ErrorRate string `json:"errorRate,omitempty"`
+	// errorRate is errors/requests, a fraction from 0 to 1 (0.004 is 0.4 %); unset without requests.
+	ErrorRate *float64 `json:"errorRate,omitempty"`
 	// zone is the endpoint's zone (its locality), priority its priority level (0 is used first) and backup
 	// marks a backup endpoint (a level after every other one).
 	Zone     string `json:"zone,omitempty"`
@@ -1168,20 +1182,73 @@ type EndpointStatus struct {
 	Backup   bool   `json:"backup,omitempty"`
 	// expectedShare is the share of the backend's requests lbplane's traffic model predicts for it from the
 	// config Envoy runs and the endpoints not taking traffic (priority levels, overprovisioning, zone weights,
-	// the algorithm's spread), and observedShare its part of the backend's requests, e.g. "33.3%".
-	ExpectedShare string `json:"expectedShare,omitempty"`
-	ObservedShare string `json:"observedShare,omitempty"`
+	// the algorithm's spread): a fraction from 0 to 1 (0.333 is a third).
+	ExpectedShare float64 `json:"expectedShare"`
+	// observedShare is its part of the backend's requests over windowSeconds, a fraction from 0 to 1; unset
+	// while the backend has no requests.
+	ObservedShare *float64 `json:"observedShare,omitempty"`
 	// reasons it takes no new traffic on some proxy, empty when it is healthy everywhere.
 	Reasons []string `json:"reasons,omitempty"`
-	// ejectedOn is on how many of the reporting proxies it takes no new traffic.
+	// ejectedOn is on how many of the reporting proxies it takes no new traffic, of reportedBy.
 	EjectedOn int32 `json:"ejectedOn,omitempty"`
+	// reportedBy is how many proxies have the endpoint.
+	ReportedBy int32 `json:"reportedBy,omitempty"`
+	// health is the counted view: Healthy, or Ejected when a majority of the proxies that have it take no
+	// traffic to it.
+	Health EndpointHealth `json:"health,omitempty"`
+	// unknownSince is when its health became Unknown.
+	UnknownSince *metav1.Time `json:"unknownSince,omitempty"`
 }
+
+// EndpointHealth is an endpoint's health as status counts it.
+// +kubebuilder:validation:Enum=Healthy;Ejected;Unknown
+type EndpointHealth string
+
+// Endpoint health values.
+const (
+	EndpointHealthy EndpointHealth = "Healthy"
+	EndpointEjected EndpointHealth = "Ejected"
+	// EndpointUnknown: nothing says whether it would answer (passive checks only, and no recent traffic
+	// to it since it was last ejected).
+	EndpointUnknown EndpointHealth = "Unknown"
+)
 
 // BackendEndpointCounts counts a backend's endpoints.
 type BackendEndpointCounts struct {
 	Total   int32 `json:"total"`
 	Healthy int32 `json:"healthy"`
 	Ejected int32 `json:"ejected"`
+	// mismatched counts the endpoints the Envoys disagree on (ejected on some, taking traffic on others).
+	Mismatched int32 `json:"mismatched,omitempty"`
+	// unknown counts the endpoints whose outlier ejection lapsed, with passive checks only, and that have not
+	// answered a request since: nothing shows they are up, so they are not counted healthy.
+	Unknown int32 `json:"unknown,omitempty"`
+}
+
+// EndpointMismatch is an endpoint the Envoys disagree on.
+type EndpointMismatch struct {
+	// address is ip:port.
+	Address string `json:"address"`
+	// ejectedOn names the Envoys (node ids) that take no traffic to it (at most 16).
+	// +kubebuilder:validation:MaxItems=16
+	EjectedOn []string `json:"ejectedOn"`
+	// healthyOn names the Envoys that send it traffic (at most 16).
+	// +kubebuilder:validation:MaxItems=16
+	HealthyOn []string `json:"healthyOn"`
+	// reasons the ejecting Envoys give.
+	Reasons []string `json:"reasons,omitempty"`
+	// counted tells which view the backend's counts take: true when a majority ejects it.
+	Counted bool `json:"counted"`
+}
+
+// ProxyBackendHealth is one Envoy's own view of a backend's endpoints.
+type ProxyBackendHealth struct {
+	// node is the Envoy's node id.
+	Node string `json:"node"`
+	// endpoints as this Envoy has them; its ejections count here, for everyone only with a majority.
+	Endpoints BackendEndpointCounts `json:"endpoints"`
+	// mismatch is true when this Envoy's view of some endpoint differs from the counted one.
+	Mismatch bool `json:"mismatch,omitempty"`
 }
 
 // EjectedEndpoint is an endpoint that does not receive traffic.
@@ -1192,12 +1259,17 @@ type EjectedEndpoint struct {
 	Reasons []string `json:"reasons"`
 	// proxies is on how many of the reporting Envoys it is ejected.
 	Proxies int32 `json:"proxies"`
+	// nodes names them (at most 16).
+	// +kubebuilder:validation:MaxItems=16
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // EndpointCounts counts endpoints.
 type EndpointCounts struct {
 	Total   int32 `json:"total"`
 	Healthy int32 `json:"healthy"`
+	// mismatched counts the endpoints the group's Envoys disagree on (status.backends[].mismatches).
+	Mismatched int32 `json:"mismatched,omitempty"`
 }
 
 // ProxyCounts counts proxies.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/addrlimit"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -49,6 +50,9 @@ type Server struct {
 	// Explain and Live answer for one policy as the push API's .../explain and .../live do.
 	Explain func(translate.Key) (*explain.Explanation, error)
 	Live    func(translate.Key) (*pushapi.LiveResult, error)
+	// History answers a policy's health events and series over the last hour (the push API's .../history);
+	// nil when stats are not read.
+	History func(translate.Key) (*pushapi.HistoryResult, error)
 	// Interval between two server-sent events (a second when 0).
 	Interval time.Duration
 	// RateLimit is token checks per second per client address (the push API's --api-rate-limit); 0 means
@@ -78,6 +82,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"api/state", s.requireSession(s.state))
 	mux.HandleFunc("GET "+Prefix+"api/policies/{namespace}/{name}", s.requireSession(s.policy))
 	mux.HandleFunc("GET "+Prefix+"api/events", s.requireSession(s.events))
+	mux.HandleFunc("GET "+Prefix+"api/history/{namespace}/{name}", s.requireSession(s.history))
 	return securityHeaders(mux)
 }
 
@@ -315,6 +320,24 @@ func healthOf(st State) string {
 		fmt.Fprintf(&b, "%s %s %s\n", px.NodeID, px.State, px.Message)
 	}
 	return b.String()
+}
+
+// history answers a policy's health events and series, kept by the server: a reload, or another browser,
+// shows the same hour.
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if s.History == nil {
+		writeJSON(w, pushapi.HistoryResult{Policy: k.String(), Events: []pushapi.HealthEvent{}, Backends: []apiwire.BackendSeries{}})
+		return
+	}
+	h, err := s.History(k)
+	if err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, "{\"errors\":[%q]}\n", err.Error())
+		return
+	}
+	writeJSON(w, h)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

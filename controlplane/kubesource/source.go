@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -78,6 +79,8 @@ type Source struct {
 	once    sync.Once
 	known   *resolved
 	reads   Reads
+	// recorder records health events as Kubernetes Events on policies (events.go).
+	recorder record.EventRecorder
 }
 
 // Reads counts what the source read from its cache, for tests: that a change reads what it touches.
@@ -196,6 +199,13 @@ func (s *Source) Start() error {
 		if err := mgr.Add(onLeader(func(ctx context.Context) error { s.ReadHealth(ctx); return nil })); err != nil {
 			return err
 		}
+	}
+	events, err := s.startEvents()
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error { <-ctx.Done(); events.Shutdown(); return nil })); err != nil {
+		return err
 	}
 	return mgr.Add(&statusWriter{s: s})
 }

@@ -311,7 +311,7 @@ func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
 		b := &next.Backends[i]
 		for _, o := range old.Backends {
 			if o.Name == b.Name {
-				b.Requests, b.Errors, b.LatencyP99, b.WindowSeconds = o.Requests, o.Errors, o.LatencyP99, o.WindowSeconds
+				b.Requests, b.Errors, b.LatencyP99Ms, b.WindowSeconds = o.Requests, o.Errors, o.LatencyP99Ms, o.WindowSeconds
 				b.Skew = o.Skew
 				if sameEndpointHealth(b.PerEndpoint, o.PerEndpoint) {
 					b.PerEndpoint = o.PerEndpoint
@@ -321,14 +321,14 @@ func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
 	}
 }
 
-// sameEndpointHealth reports whether two perEndpoint lists name the same endpoints not taking traffic, for
-// the same reasons: then the written list, whose per-second figures move all the time, is kept.
+// sameEndpointHealth reports whether two perEndpoint lists name the same endpoints not taking traffic (or of
+// unknown health), for the same reasons: then the written list, whose per-second figures move all the time, is kept.
 func sameEndpointHealth(a, b []v1alpha1.EndpointStatus) bool {
 	down := func(l []v1alpha1.EndpointStatus) map[string]string {
 		m := map[string]string{}
 		for _, e := range l {
-			if e.EjectedOn > 0 {
-				m[e.Address] = fmt.Sprint(e.EjectedOn, e.Reasons)
+			if e.EjectedOn > 0 || e.Health == v1alpha1.EndpointUnknown {
+				m[e.Address] = fmt.Sprint(e.EjectedOn, e.Reasons, e.Health)
 			}
 		}
 		return m

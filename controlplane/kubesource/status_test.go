@@ -70,7 +70,7 @@ func TestPendingAfterProgrammedIsTransient(t *testing.T) {
 // changed.
 func TestPerEndpointLoadIsKeptUntilHealthChanges(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	withEndpoints := func(rps string, down bool) v1alpha1.LoadBalancerPolicyStatus {
+	withEndpoints := func(rps float64, down bool) v1alpha1.LoadBalancerPolicyStatus {
 		st := backendStatus(100, 60, 3)
 		e := v1alpha1.EndpointStatus{Address: "10.0.0.1:80", RequestsPerSecond: rps}
 		if down {
@@ -79,13 +79,13 @@ func TestPerEndpointLoadIsKeptUntilHealthChanges(t *testing.T) {
 		st.Backends[0].PerEndpoint = []v1alpha1.EndpointStatus{e}
 		return st
 	}
-	old := withEndpoints("10.0", false)
-	next := withEndpoints("12.0", false)
+	old := withEndpoints(10, false)
+	next := withEndpoints(12, false)
 	limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute)
-	if got := next.Backends[0].PerEndpoint[0].RequestsPerSecond; got != "10.0" {
-		t.Errorf("per-second figure rewritten within the interval: %s", got)
+	if got := next.Backends[0].PerEndpoint[0].RequestsPerSecond; got != 10 {
+		t.Errorf("per-second figure rewritten within the interval: %v", got)
 	}
-	next = withEndpoints("12.0", true)
+	next = withEndpoints(12, true)
 	limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute)
 	if e := next.Backends[0].PerEndpoint[0]; e.EjectedOn != 1 {
 		t.Errorf("an ejection must show at once: %+v", e)

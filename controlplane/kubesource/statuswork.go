@@ -287,7 +287,8 @@ func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo ma
 // window of history is a change: a status written without one is not kept (see limitLoad).
 func sameHealth(a, b v1alpha1.BackendStatus) bool {
 	return a.Proxies == b.Proxies && a.Endpoints == b.Endpoints && (a.WindowSeconds == 0) == (b.WindowSeconds == 0) &&
-		equality.Semantic.DeepEqual(a.Ejected, b.Ejected) &&
+		equality.Semantic.DeepEqual(a.Ejected, b.Ejected) && equality.Semantic.DeepEqual(a.Mismatches, b.Mismatches) &&
+		equality.Semantic.DeepEqual(a.PerProxy, b.PerProxy) &&
 		((len(a.PerEndpoint) == 0 && len(b.PerEndpoint) == 0) || sameEndpointHealth(a.PerEndpoint, b.PerEndpoint))
 }
 

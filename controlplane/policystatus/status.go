@@ -53,6 +53,7 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 			st.Backends = append(st.Backends, b)
 			healthy += b.Endpoints.Healthy
 			total += b.Endpoints.Total
+			st.Endpoints.Mismatched += b.Endpoints.Mismatched
 			reported++
 		default:
 			sessions = append(sessions, b)

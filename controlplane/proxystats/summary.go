@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -36,9 +35,8 @@ func (h Health) Backend(group, cluster, name string) (v1alpha1.BackendStatus, bo
 }
 
 type acc struct {
-	proxies   int32
-	hosts     map[string]bool
-	ejected   map[string]*ejected
+	// nodes are the Envoys (node ids) that report the cluster.
+	nodes     map[string]bool
 	requests  uint64
 	errors    uint64
 	latency   []Bucket
@@ -55,13 +53,25 @@ type endpointAcc struct {
 	rate    float64
 	active  uint64
 	reasons []string
-	ejected int32
+	// on are the nodes that have the endpoint, ejectedBy those of them that take no new traffic to it.
+	on, ejectedBy map[string]bool
 }
 
-type ejected struct {
-	reasons []string
-	proxies int32
+// counted is the view status counts: ejected when more than half of the Envoys that have the endpoint take
+// no traffic to it. One Envoy (or one client certificate of the group serving made-up stats) cannot take an
+// endpoint out for the others; what it says shows in its own row and as a mismatch.
+func (ep *endpointAcc) counted() bool { return 2*len(ep.ejectedBy) > len(ep.on) }
+
+// mismatched tells whether the Envoys that have the endpoint disagree on it.
+func (ep *endpointAcc) mismatched() bool {
+	return len(ep.ejectedBy) > 0 && len(ep.ejectedBy) < len(ep.on)
 }
+
+// MaxNodesListed bounds the node ids listed per endpoint.
+const MaxNodesListed = 16
+
+// MaxProxiesListed bounds a backend's perProxy rows.
+const MaxProxiesListed = 32
 
 // Expected is what the traffic model predicts for one endpoint of a backend: its share of the backend's
 // requests, and where it sits (zone, priority level, backup).
@@ -76,9 +86,11 @@ type Expected struct {
 // endpoints in down (address: reason) taking no traffic; nil when the cluster is not known.
 type ExpectFunc func(group, cluster string, down map[string]string) map[string]Expected
 
-// Summarize sums each Envoy's last window up per group and cluster: an endpoint counts as ejected when one
-// Envoy or more takes no new traffic to it; requests, errors and latency are over the window (or since the
-// oldest sample, when there is less history), summed over the Envoys.
+// Summarize sums each Envoy's last window up per group and cluster. Health is per Envoy (node id; the
+// streams of one node are one view): each Envoy's ejections are in its own perProxy row, and an endpoint
+// counts as ejected only when more than half of the Envoys that have it take no new traffic to it; the
+// endpoints they disagree on are listed as mismatches. Requests, errors and latency are over the window (or
+// since the oldest sample, when there is less history), summed over the Envoys.
 func Summarize(histories []History, window time.Duration) Health {
 	return SummarizeExpected(histories, window, nil)
 }
@@ -106,10 +118,10 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 		for name, c := range cur.Clusters {
 			a := g[name]
 			if a == nil {
-				a = &acc{hosts: map[string]bool{}, ejected: map[string]*ejected{}, eps: map[string]*endpointAcc{}}
+				a = &acc{nodes: map[string]bool{}, eps: map[string]*endpointAcc{}}
 				g[name] = a
 			}
-			a.proxies++
+			a.nodes[h.Node] = true
 			var bc, lc *Cluster // the window's base and the sample before cur
 			if n := len(h.Samples); n > 1 {
 				lc = h.Samples[n-2].Clusters[name]
@@ -123,16 +135,16 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 				a.windowSec = max(a.windowSec, cur.At.Sub(base.At).Seconds())
 			}
 			for _, host := range c.Hosts {
-				a.hosts[host.Address] = true
 				ep := a.eps[host.Address]
 				if ep == nil {
-					ep = &endpointAcc{weight: host.Weight, priority: host.Priority}
+					ep = &endpointAcc{weight: host.Weight, priority: host.Priority, on: map[string]bool{}, ejectedBy: map[string]bool{}}
 					a.eps[host.Address] = ep
 				}
+				ep.on[h.Node] = true
 				ep.weight, ep.priority = max(ep.weight, host.Weight), min(ep.priority, host.Priority)
 				ep.active += host.Active
 				if len(host.Reasons) > 0 {
-					ep.ejected++
+					ep.ejectedBy[h.Node] = true
 					for _, r := range host.Reasons {
 						if !slices.Contains(ep.reasons, r) {
 							ep.reasons = append(ep.reasons, r)
@@ -141,19 +153,6 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 				}
 				if lh := findHost(lc, host.Address); lh != nil && lastSec > 0 && lh.Total <= host.Total {
 					ep.rate += float64(host.Total-lh.Total) / lastSec
-				}
-				if len(host.Reasons) > 0 {
-					e := a.ejected[host.Address]
-					if e == nil {
-						e = &ejected{}
-						a.ejected[host.Address] = e
-					}
-					e.proxies++
-					for _, r := range host.Reasons {
-						if !slices.Contains(e.reasons, r) {
-							e.reasons = append(e.reasons, r)
-						}
-					}
 				}
 				if base == cur {
 					continue
@@ -176,24 +175,33 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 	for group, g := range accs {
 		out[group] = map[string]v1alpha1.BackendStatus{}
 		for name, a := range g {
-			b := v1alpha1.BackendStatus{Name: name, Proxies: a.proxies, Requests: int64(a.requests), Errors: int64(a.errors),
+			b := v1alpha1.BackendStatus{Name: name, Proxies: int32(len(a.nodes)), Requests: int64(a.requests), Errors: int64(a.errors),
 				WindowSeconds: int32(math.Round(a.windowSec))}
-			b.Endpoints.Total = int32(len(a.hosts))
-			b.Endpoints.Ejected = int32(len(a.ejected))
+			b.Endpoints.Total = int32(len(a.eps))
+			for addr, ep := range a.eps {
+				if ep.counted() {
+					b.Endpoints.Ejected++
+					b.Ejected = append(b.Ejected, v1alpha1.EjectedEndpoint{Address: addr, Reasons: ep.reasons,
+						Proxies: int32(len(ep.ejectedBy)), Nodes: sortedNodes(ep.ejectedBy, nil)})
+				}
+				if ep.mismatched() {
+					b.Endpoints.Mismatched++
+					b.Mismatches = append(b.Mismatches, v1alpha1.EndpointMismatch{Address: addr, Reasons: ep.reasons, Counted: ep.counted(),
+						EjectedOn: sortedNodes(ep.ejectedBy, nil), HealthyOn: sortedNodes(ep.on, ep.ejectedBy)})
+				}
+			}
 			b.Endpoints.Healthy = b.Endpoints.Total - b.Endpoints.Ejected
-			for addr, e := range a.ejected {
-				b.Ejected = append(b.Ejected, v1alpha1.EjectedEndpoint{Address: addr, Reasons: e.reasons, Proxies: e.proxies})
-			}
 			slices.SortFunc(b.Ejected, func(x, y v1alpha1.EjectedEndpoint) int { return strings.Compare(x.Address, y.Address) })
-			if len(b.Ejected) > MaxEjectedListed {
-				b.Ejected = b.Ejected[:MaxEjectedListed]
-			}
-			b.LatencyP99 = Quantile(a.latency, 0.99)
+			slices.SortFunc(b.Mismatches, func(x, y v1alpha1.EndpointMismatch) int { return strings.Compare(x.Address, y.Address) })
+			b.Ejected = b.Ejected[:min(len(b.Ejected), MaxEjectedListed)]
+			b.Mismatches = b.Mismatches[:min(len(b.Mismatches), MaxEjectedListed)]
+			b.PerProxy = perProxy(a)
+			b.LatencyP99Ms = QuantileMs(a.latency, 0.99)
 			var exp map[string]Expected
 			if expect != nil {
 				down := map[string]string{}
 				for addr, ep := range a.eps {
-					if ep.ejected > 0 {
+					if ep.counted() {
 						down[addr] = strings.Join(ep.reasons, ", ")
 					}
 				}
@@ -204,6 +212,52 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 		}
 	}
 	return out
+}
+
+// sortedNodes lists the node ids in m and not in except, sorted, at most MaxNodesListed.
+func sortedNodes(m, except map[string]bool) []string {
+	out := []string{}
+	for n := range m {
+		if !except[n] {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out[:min(len(out), MaxNodesListed)]
+}
+
+// perProxy is each Envoy's own counts of a backend's endpoints, those that differ from the counted view
+// first, then by node id.
+func perProxy(a *acc) []v1alpha1.ProxyBackendHealth {
+	out := make([]v1alpha1.ProxyBackendHealth, 0, len(a.nodes))
+	for node := range a.nodes {
+		r := v1alpha1.ProxyBackendHealth{Node: node}
+		for _, ep := range a.eps {
+			if !ep.on[node] {
+				continue
+			}
+			r.Endpoints.Total++
+			if ep.ejectedBy[node] {
+				r.Endpoints.Ejected++
+			}
+			if ep.mismatched() {
+				r.Endpoints.Mismatched++
+			}
+			r.Mismatch = r.Mismatch || ep.ejectedBy[node] != ep.counted()
+		}
+		r.Endpoints.Healthy = r.Endpoints.Total - r.Endpoints.Ejected
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(x, y v1alpha1.ProxyBackendHealth) int {
+		if x.Mismatch != y.Mismatch {
+			if x.Mismatch {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.Node, y.Node)
+	})
+	return out[:min(len(out), MaxProxiesListed)]
 }
 
 func sub(a, b uint64) uint64 {
@@ -255,66 +309,82 @@ func addBuckets(a, b []Bucket) []Bucket {
 	return out
 }
 
-// Quantile estimates the q-quantile of cumulative buckets (linear within a bucket, as Prometheus's
-// histogram_quantile does) and prints it as a duration; "" without requests, ">Xms" past the last bound.
-func Quantile(bs []Bucket, q float64) string {
+// QuantileMs estimates the q-quantile of cumulative buckets in milliseconds (linear within a bucket, as
+// Prometheus's histogram_quantile does), rounded as a person reads it (0.1 ms under 10 ms, 1 ms under a
+// second, 10 ms above); nil without requests. Past the last finite bound (an hour by Envoy's default
+// buckets) it is that bound: the quantile is at least that.
+func QuantileMs(bs []Bucket, q float64) *float64 {
 	if len(bs) == 0 || bs[len(bs)-1].Count == 0 {
-		return ""
+		return nil
 	}
 	rank := q * float64(bs[len(bs)-1].Count)
 	lower, below := 0.0, uint64(0)
 	for _, b := range bs {
 		if float64(b.Count) >= rank {
 			if math.IsInf(b.UpperMs, 1) {
-				return ">" + formatMs(lower)
+				return ptr(roundMs(lower))
 			}
 			ms := b.UpperMs
 			if b.Count > below {
 				ms = lower + (b.UpperMs-lower)*(rank-float64(below))/float64(b.Count-below)
 			}
-			return formatMs(ms)
+			return ptr(roundMs(ms))
 		}
 		lower, below = b.UpperMs, b.Count
 	}
-	return ""
+	return nil
 }
 
-func formatMs(ms float64) string {
-	d := time.Duration(ms * float64(time.Millisecond))
+func roundMs(ms float64) float64 {
 	switch {
-	case d < 10*time.Millisecond:
-		d = d.Round(100 * time.Microsecond)
-	case d < time.Second:
-		d = d.Round(time.Millisecond)
+	case ms < 10:
+		return round(ms, 1)
+	case ms < 1000:
+		return round(ms, 0)
 	default:
-		d = d.Round(10 * time.Millisecond)
+		return round(ms, -1)
 	}
-	return d.String()
 }
+
+// round rounds x to digits decimals (negative: tens, ...), dividing last so that the result prints as the
+// decimal it stands for.
+func round(x float64, digits int) float64 {
+	if digits < 0 {
+		p := math.Pow10(-digits)
+		return math.Round(x/p) * p
+	}
+	p := math.Pow10(digits)
+	return math.Round(x*p) / p
+}
+
+// fraction is a share rounded to four decimals (0.01 %), so that a status does not change with noise.
+func fraction(x float64) float64 { return round(x, 4) }
+
+func ptr[T any](v T) *T { return &v }
 
 // perEndpoint lists a backend's endpoints (the busiest MaxBusiestListed, and those not taking traffic) with
 // their expected and observed shares, and the skew of the spread.
 //
-// The expected share is the traffic model's (exp: what was built, with the endpoints not taking traffic on
-// some proxy down: priorities, overprovisioning, zone weights, the algorithm's spread). Without it, it is
-// by weight over the endpoints that take traffic on every proxy at the lowest priority that has any. The
+// The expected share is the traffic model's (exp: what was built, with the endpoints
+// counted as ejected down: priorities, overprovisioning, zone weights, the algorithm's spread). Without it,
+// it is by weight over the endpoints not counted as ejected at the lowest priority that has any. The
 // skew is the coefficient of variation of observed/expected over the endpoints expected to get traffic:
 // with equal shares, that of the per-endpoint share.
-func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, string) {
+func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, *float64) {
 	prio, found := uint32(math.MaxUint32), false
 	for _, ep := range a.eps {
-		if ep.ejected == 0 {
+		if !ep.counted() {
 			prio, found = min(prio, ep.priority), true
 		}
 	}
 	var weights uint64
 	for _, ep := range a.eps {
-		if found && ep.ejected == 0 && ep.priority == prio {
+		if found && !ep.counted() && ep.priority == prio {
 			weights += uint64(max(ep.weight, 1))
 		}
 	}
 	byWeight := func(ep *endpointAcc) float64 {
-		if weights == 0 || ep.ejected > 0 || ep.priority != prio {
+		if weights == 0 || ep.counted() || ep.priority != prio {
 			return 0
 		}
 		return float64(max(ep.weight, 1)) / float64(weights)
@@ -330,7 +400,7 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, st
 		}
 		return byWeight(a.eps[addr])
 	}
-	var skew string
+	var skew *float64
 	if a.requests > 0 {
 		var ratios []float64
 		for addr, ep := range a.eps {
@@ -339,7 +409,7 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, st
 			}
 		}
 		if len(ratios) > 1 {
-			skew = strconv.FormatFloat(cv(ratios), 'f', 2, 64)
+			skew = ptr(round(cv(ratios), 2))
 		}
 	}
 	addrs := make([]string, 0, len(a.eps))
@@ -349,7 +419,7 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, st
 	// Not taking traffic first, then by requests, then by address, so that the list is stable.
 	slices.SortFunc(addrs, func(x, y string) int {
 		ex, ey := a.eps[x], a.eps[y]
-		if ux, uy := ex.ejected > 0, ey.ejected > 0; ux != uy {
+		if ux, uy := len(ex.ejectedBy) > 0, len(ey.ejectedBy) > 0; ux != uy {
 			if ux {
 				return -1
 			}
@@ -365,31 +435,33 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, st
 	for _, addr := range addrs {
 		ep := a.eps[addr]
 		switch {
-		case ep.ejected > 0 && unhealthy < MaxEjectedListed:
+		case len(ep.ejectedBy) > 0 && unhealthy < MaxEjectedListed:
 			unhealthy++
-		case ep.ejected == 0 && busiest < MaxBusiestListed:
+		case len(ep.ejectedBy) == 0 && busiest < MaxBusiestListed:
 			busiest++
 		default:
 			continue
 		}
 		es := v1alpha1.EndpointStatus{Address: addr, Weight: int32(min(ep.weight, math.MaxInt32)), Requests: int64(ep.requests),
-			Errors: int64(ep.errors), ActiveRequests: int64(ep.active), Reasons: ep.reasons, EjectedOn: ep.ejected,
-			RequestsPerSecond: strconv.FormatFloat(ep.rate, 'f', 1, 64), ExpectedShare: percent(expected(addr)), Priority: int32(min(ep.priority, math.MaxInt32))}
+			Errors: int64(ep.errors), ActiveRequests: int64(ep.active), Reasons: ep.reasons,
+			EjectedOn: int32(len(ep.ejectedBy)), ReportedBy: int32(len(ep.on)), Health: v1alpha1.EndpointHealthy,
+			RequestsPerSecond: round(ep.rate, 1), ExpectedShare: fraction(expected(addr)), Priority: int32(min(ep.priority, math.MaxInt32))}
+		if ep.counted() {
+			es.Health = v1alpha1.EndpointEjected
+		}
 		if e, ok := exp[addr]; ok && modelled {
 			es.Zone, es.Priority, es.Backup = e.Zone, int32(e.Priority), e.Backup
 		}
 		if a.requests > 0 {
-			es.ObservedShare = percent(float64(ep.requests) / float64(a.requests))
+			es.ObservedShare = ptr(fraction(float64(ep.requests) / float64(a.requests)))
 		}
 		if ep.requests > 0 {
-			es.ErrorRate = percent(float64(ep.errors) / float64(ep.requests))
+			es.ErrorRate = ptr(fraction(float64(ep.errors) / float64(ep.requests)))
 		}
 		out = append(out, es)
 	}
 	return out, skew
 }
-
-func percent(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
 
 // cv is the coefficient of variation (population standard deviation over mean).
 func cv(xs []float64) float64 {

@@ -52,7 +52,7 @@ func TestLiveShowsEachEnvoyAndTheSum(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || len(l.Backends) != 1 || len(l.Proxies) != 2 {
 		t.Fatalf("%s: %+v", resp.Status, l)
 	}
-	if sum := l.Backends[0].PerEndpoint; len(sum) != 1 || sum[0].Requests != 40 || sum[0].RequestsPerSecond != "40.0" {
+	if sum := l.Backends[0].PerEndpoint; len(sum) != 1 || sum[0].Requests != 40 || sum[0].RequestsPerSecond != 40 {
 		t.Errorf("summed: %+v", sum)
 	}
 	if e1 := l.Proxies[0]; e1.NodeID != "e1" || e1.Backends[0].PerEndpoint[0].Requests != 30 {

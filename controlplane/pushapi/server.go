@@ -24,6 +24,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/explain"
+	"github.com/lbplane/lbplane/controlplane/healthhistory"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
@@ -69,6 +70,8 @@ type Server struct {
 	Health func() proxystats.Health
 	// HealthByProxy, when set, is each Envoy's own report, by node id (GET .../live).
 	HealthByProxy func() map[string]proxystats.Health
+	// History, when set, keeps the health events and series (GET /v1/events, GET .../history; history.go).
+	History *healthhistory.Recorder
 	// IssueCert, when set, issues Envoys' xDS client certificates (certs.go).
 	IssueCert CertIssuer
 	// Guard, when set, revokes Envoy identities (revoke.go); nil when xDS runs without client certificates.
@@ -110,6 +113,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}/live", s.authRead(s.live))
 	mux.Handle("POST /v1/revocations", s.auth(s.revoke)) // admin token only, as issuing is
 	mux.Handle("GET /v1/revocations", s.authRead(s.revocations))
+	mux.Handle("GET /v1/events", s.authRead(s.events))
+	mux.Handle("GET /v1/policies/{namespace}/{name}/history", s.authRead(s.history))
 	return s.Metrics.Instrument(mux)
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/dashboard"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
+	"github.com/lbplane/lbplane/controlplane/healthhistory"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -439,6 +440,7 @@ func Run(ctx context.Context, cfg Config) error {
 	api.PushWait = cfg.PushWait
 	api.Guard = guard
 	var poller *proxystats.Poller
+	var history *healthhistory.Recorder
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
 			Proxies: func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() },
@@ -454,7 +456,12 @@ func Run(ctx context.Context, cfg Config) error {
 			Clusters:     cache.Target,
 			ClusterChunk: cfg.ProxyStatsSlice,
 			Busy:         func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
-		api.Health, api.HealthByProxy = poller.Health, poller.ByProxy
+		api.HealthByProxy = poller.ByProxy
+		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
+		// ejection lapsed is Unknown, not healthy.
+		history = newHistory(eng, cfg.Log)
+		api.Health = func() proxystats.Health { return history.Annotate(poller.Health()) }
+		api.History = history
 	}
 
 	// Load every source before opening the xDS port.
@@ -478,10 +485,14 @@ func Run(ctx context.Context, cfg Config) error {
 			// the whole fleet live, without forwarding to the leader (reads of the stats ports are cheap; the
 			// status writes stay the leader's, at their own cadence).
 			poller.Proxies = kube.AllProxies
-			kube.Health, kube.LoadStatusInterval = poller.Health, cfg.LoadStatusInterval
+			kube.Health, kube.LoadStatusInterval = api.Health, cfg.LoadStatusInterval
 		}
 		if err := kube.Start(); err != nil {
 			return fmt.Errorf("kubernetes: %w", err)
+		}
+		if history != nil {
+			// Ejections and recoveries are Events on the policy too (rate-limited; from the status writer).
+			history.OnEvent = kube.HealthEvent
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
@@ -539,6 +550,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Proxies:   func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() }}
 	if kube != nil {
 		dash.Proxies = kube.AllProxies
+	}
+	if history != nil {
+		dash.History = api.PolicyHistory
 	}
 	apiMux := http.NewServeMux()
 	apiMux.Handle(dashboard.Prefix, dash.Handler())
@@ -599,6 +613,7 @@ func Run(ctx context.Context, cfg Config) error {
 	m.Certificates(func() map[string]time.Time { return certificateExpiry(ca, serving, groupCerts) })
 	if poller != nil {
 		g.Go(func() error { poller.Run(ctx); return nil })
+		g.Go(func() error { recordHistory(ctx, history, poller, cfg.ProxyStatsInterval); return nil })
 	}
 	g.Go(func() error {
 		// Certificates and CA bundles are re-read so that a rotated certificate reaches Envoy (over SDS)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 
@@ -92,7 +93,7 @@ func printExplanation(w io.Writer, e *explain.Explanation) error {
 			fmt.Fprintf(tw, "  %s\t%s\n", r.Type, r.Name)
 		}
 		tw.Flush()
-		b, err := yaml.Marshal(e.IR)
+		b, err := yaml.Marshal(readable(reflect.ValueOf(e.IR)))
 		if err != nil {
 			return err
 		}

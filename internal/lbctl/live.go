@@ -41,8 +41,8 @@ func printPerProxy(w io.Writer, l *apiwire.LiveResult) {
 				if e.EjectedOn > 0 {
 					health = "ejected: " + strings.Join(e.Reasons, "; ")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", p.NodeID, b.Name, e.Address, dash(e.RequestsPerSecond), e.ActiveRequests,
-					e.Requests, dash(e.ErrorRate), dash(e.ObservedShare), health)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", p.NodeID, b.Name, e.Address, rpsText(e.RequestsPerSecond), e.ActiveRequests,
+					e.Requests, percentText(e.ErrorRate), percentText(e.ObservedShare), health)
 			}
 		}
 	}

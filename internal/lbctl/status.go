@@ -165,7 +165,7 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 		fmt.Fprintln(tw, "BACKEND\tPROXIES\tENDPOINTS\tHEALTHY\tEJECTED\tREQUESTS\tERRORS\tP99\tWINDOW")
 		for _, b := range st.Backends {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", b.Name, b.Proxies, b.Endpoints.Total, b.Endpoints.Healthy,
-				b.Endpoints.Ejected, b.Requests, b.Errors, dash(b.LatencyP99), time.Duration(b.WindowSeconds)*time.Second)
+				b.Endpoints.Ejected, b.Requests, b.Errors, latencyText(b.LatencyP99Ms), time.Duration(b.WindowSeconds)*time.Second)
 		}
 		tw.Flush()
 		printEndpoints(w, p, st.Backends)
@@ -184,6 +184,7 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 			}
 			tw.Flush()
 		}
+		printPerEnvoy(w, st.Backends)
 	}
 	if len(st.Warnings) > 0 {
 		fmt.Fprintln(w)
@@ -193,6 +194,71 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 		}
 	}
 	return nil
+}
+
+// endpointHealth is the HEALTH column: the counted view, and what the Envoys that differ say.
+func endpointHealth(e v1alpha1.EndpointStatus, proxies int32) string {
+	of := e.ReportedBy
+	if of == 0 {
+		of = proxies
+	}
+	switch {
+	case e.Health == v1alpha1.EndpointUnknown && e.UnknownSince != nil:
+		return "unknown since " + e.UnknownSince.Local().Format(time.TimeOnly) + " (passive checks only: no request answered since its ejection lapsed)"
+	case e.EjectedOn == 0:
+		return "healthy"
+	case e.Health == v1alpha1.EndpointEjected && e.EjectedOn == of:
+		return fmt.Sprintf("ejected on %d of %d: %s", e.EjectedOn, of, strings.Join(e.Reasons, "; "))
+	case e.Health == v1alpha1.EndpointEjected:
+		return fmt.Sprintf("ejected on %d of %d (Envoys disagree): %s", e.EjectedOn, of, strings.Join(e.Reasons, "; "))
+	default:
+		return fmt.Sprintf("healthy on %d of %d (Envoys disagree; ejected on %d: %s)", of-e.EjectedOn, of, e.EjectedOn, strings.Join(e.Reasons, "; "))
+	}
+}
+
+// printPerEnvoy prints each Envoy's own endpoint counts per backend when more than one Envoy reports, and
+// the endpoints they disagree on: one Envoy's report counts for its own row, and for the backend only with
+// a majority.
+func printPerEnvoy(w io.Writer, backends []v1alpha1.BackendStatus) {
+	multi, mismatched := false, false
+	for _, b := range backends {
+		multi = multi || len(b.PerProxy) > 1
+		mismatched = mismatched || len(b.Mismatches) > 0
+	}
+	if !multi && !mismatched {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tENVOY\tENDPOINTS\tHEALTHY\tEJECTED\tAGREES")
+	for _, b := range backends {
+		for _, p := range b.PerProxy {
+			agrees := "yes"
+			if p.Mismatch {
+				agrees = "NO"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", b.Name, p.Node, p.Endpoints.Total, p.Endpoints.Healthy, p.Endpoints.Ejected, agrees)
+		}
+	}
+	tw.Flush()
+	if !mismatched {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The Envoys disagree on these endpoints; the counts above take the majority's view (an ejection by half or fewer is not counted):")
+	tw = tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tENDPOINT\tCOUNTED AS\tEJECTED ON\tHEALTHY ON\tREASON")
+	for _, b := range backends {
+		for _, m := range b.Mismatches {
+			counted := "healthy"
+			if m.Counted {
+				counted = "ejected"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Name, m.Address, counted, strings.Join(m.EjectedOn, ","),
+				strings.Join(m.HealthyOn, ","), strings.Join(m.Reasons, "; "))
+		}
+	}
+	tw.Flush()
 }
 
 // SkewHint is the skew above which a hash backend gets a hint: shares off their weight by a third on average.
@@ -212,20 +278,17 @@ func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1al
 	fmt.Fprintln(tw, "BACKEND\tENDPOINT\tZONE\tLEVEL\tWEIGHT\tRPS\tACTIVE\tREQUESTS\tERRORS\tEXPECTED\tOBSERVED\tHEALTH")
 	for _, b := range backends {
 		for _, e := range b.PerEndpoint {
-			health := "healthy"
-			if e.EjectedOn > 0 {
-				health = fmt.Sprintf("ejected on %d of %d: %s", e.EjectedOn, b.Proxies, strings.Join(e.Reasons, "; "))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, dash(e.Zone), levelName(int(e.Priority), e.Backup), e.Weight, dash(e.RequestsPerSecond),
-				e.ActiveRequests, e.Requests, dash(e.ErrorRate), dash(e.ExpectedShare), dash(e.ObservedShare), health)
+			health := endpointHealth(e, b.Proxies)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, dash(e.Zone), levelName(int(e.Priority), e.Backup), e.Weight, rpsText(e.RequestsPerSecond),
+				e.ActiveRequests, e.Requests, percentText(e.ErrorRate), percentText(&e.ExpectedShare), percentText(e.ObservedShare), health)
 		}
 	}
 	tw.Flush()
 	for _, b := range backends {
-		if b.Skew == "" {
+		if b.Skew == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%s: skew %s", b.Name, b.Skew)
+		fmt.Fprintf(w, "%s: skew %.2f", b.Name, *b.Skew)
 		if hint := skewHint(p, b); hint != "" {
 			fmt.Fprintf(w, " (high: %s)", hint)
 		}
@@ -235,8 +298,7 @@ func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1al
 
 // skewHint explains a high skew on a hash backend; "" when the skew is low or the algorithm does not hash.
 func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
-	skew, err := strconv.ParseFloat(b.Skew, 64)
-	if err != nil || skew < SkewHint {
+	if b.Skew == nil || *b.Skew < SkewHint {
 		return ""
 	}
 	for _, sb := range p.Spec.Backends {
@@ -252,6 +314,25 @@ func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
 	}
 	return ""
 }
+
+// latencyText prints a latency in milliseconds as a duration ("77ms", "5.5ms", "1.23s"), "-" when unset.
+func latencyText(ms *float64) string {
+	if ms == nil {
+		return "-"
+	}
+	return time.Duration(*ms * float64(time.Millisecond)).String()
+}
+
+// percentText prints a fraction as a percentage with one decimal ("33.4%"), "-" when unset.
+func percentText(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(100**f, 'f', 1, 64) + "%"
+}
+
+// rpsText prints requests per second with one decimal.
+func rpsText(r float64) string { return strconv.FormatFloat(r, 'f', 1, 64) }
 
 func dash(s string) string {
 	if s == "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"testing"
 	"time"
@@ -12,20 +13,29 @@ import (
 )
 
 func TestStatusPrintsEndpointsAndHashSkewHint(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local))
 	p := &v1alpha1.LoadBalancerPolicy{}
 	p.Name, p.Namespace = "demo", "default"
 	p.Spec.Backends = []v1alpha1.Backend{{Name: "app"}}
 	p.Spec.Backends[0].LoadBalancing.Algorithm = v1alpha1.AlgorithmMaglev
-	p.Status.Backends = []v1alpha1.BackendStatus{{Name: "app", Proxies: 2, Skew: "0.80", PerEndpoint: []v1alpha1.EndpointStatus{
-		{Address: "10.0.0.3:80", EjectedOn: 1, Reasons: []string{"outlier detection: consecutive 5xx"}, ExpectedShare: "0.0%"},
-		{Address: "10.0.0.1:80", Weight: 1, Requests: 90, RequestsPerSecond: "1.5", ExpectedShare: "50.0%", ObservedShare: "90.0%"},
-		{Address: "10.0.0.9:80", Zone: "zone-b", Priority: 1, Backup: true, Weight: 1, ExpectedShare: "0.0%"},
-	}}}
+	p.Status.Backends = []v1alpha1.BackendStatus{{Name: "app", Proxies: 2, Skew: ptr(0.8), PerEndpoint: []v1alpha1.EndpointStatus{
+		{Address: "10.0.0.4:80", EjectedOn: 2, ReportedBy: 2, Health: v1alpha1.EndpointEjected, Reasons: []string{"active health check failed"}, ExpectedShare: 0},
+		{Address: "10.0.0.3:80", EjectedOn: 1, ReportedBy: 2, Health: v1alpha1.EndpointHealthy, Reasons: []string{"outlier detection: consecutive 5xx"}, ExpectedShare: 0},
+		{Address: "10.0.0.1:80", Weight: 1, Requests: 90, RequestsPerSecond: 1.5, ExpectedShare: 0.5, ObservedShare: ptr(0.9)},
+		{Address: "10.0.0.9:80", Zone: "zone-b", Priority: 1, Backup: true, Weight: 1, ExpectedShare: 0},
+		{Address: "10.0.0.7:80", Weight: 1, Health: v1alpha1.EndpointUnknown, UnknownSince: &since},
+	},
+		PerProxy: []v1alpha1.ProxyBackendHealth{{Node: "e1", Endpoints: v1alpha1.BackendEndpointCounts{Total: 4, Healthy: 2, Ejected: 2}, Mismatch: true},
+			{Node: "e2", Endpoints: v1alpha1.BackendEndpointCounts{Total: 4, Healthy: 3, Ejected: 1}}},
+		Mismatches: []v1alpha1.EndpointMismatch{{Address: "10.0.0.3:80", EjectedOn: []string{"e1"}, HealthyOn: []string{"e2"}, Reasons: []string{"outlier detection: consecutive 5xx"}}},
+	}}
 	var out bytes.Buffer
 	if err := printPolicyStatus(&out, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ejected on 1 of 2: outlier detection: consecutive 5xx", "10.0.0.1:80", "90.0%", "app: skew 0.80 (high: a few hash keys",
+	for _, want := range []string{"ejected on 2 of 2: active health check failed", "healthy on 1 of 2 (Envoys disagree; ejected on 1: outlier detection: consecutive 5xx)",
+		"app       e1      4           2         2         NO", "app       e2      4           3         1         yes",
+		"10.0.0.3:80   healthy      e1           e2           outlier detection: consecutive 5xx", "10.0.0.7:80  -       0           1       0.0  0       0         -       0.0%      -         unknown since 03:04:05 (passive checks only", "10.0.0.1:80", "90.0%", "app: skew 0.80 (high: a few hash keys",
 		"10.0.0.9:80  zone-b  1 (backup)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
@@ -69,3 +79,5 @@ func TestWatchRedrawsUntilCancelled(t *testing.T) {
 		t.Fatalf("not a terminal: err %v, frames %d, output %q", err, frames, out.String())
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

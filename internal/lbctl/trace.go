@@ -80,7 +80,8 @@ on files, every endpoint healthy unless --down says otherwise.
 
 --live also sends the request through Envoy (the policy's listener, or --envoy URL) and reads the
 endpoint Envoy chose from the x-lbplane-upstream response header, which the policy adds with
-spec.debugHeaders: true. It says whether Envoy agrees, and exits 1 when it does not. --client-ip
+spec.debugHeaders: true. It says whether Envoy agrees, and exits 1 when it does not; without debug
+headers the answer is "unknown" (exit 0). --client-ip
 with --live must be a local address (any 127.0.0.0/8 address on loopback) to send from.`,
 		Example: `  lbctl trace shop --path /cart --header x-user=alice
   lbctl trace shop --client-ip 10.1.2.3 -f shop.yaml
@@ -117,7 +118,9 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 			if err != nil {
 				return err
 			}
-			if out.Live != nil && !out.Live.Agrees {
+			// Exit 1 when Envoy chose otherwise, or could not be asked although the policy lets it say; a
+			// policy without debug headers answers unknown, which is no failure.
+			if out.Live != nil && out.Live.Verdict != verdictAgrees && (out.Live.Verdict == verdictDiffers || p.Spec.DebugHeaders) {
 				return &exitCode{code: 1}
 			}
 			return nil
@@ -191,9 +194,19 @@ type liveResult struct {
 	Status int    `json:"status,omitempty"`
 	// Upstream is the endpoint Envoy chose (x-lbplane-upstream).
 	Upstream string `json:"upstream,omitempty"`
-	Agrees   bool   `json:"agrees"`
-	Why      string `json:"why"`
+	// Verdict is Agrees, Differs, or Unknown when Envoy was not asked which endpoint it chose (the policy
+	// has no debug headers) or could not be reached.
+	Verdict string `json:"verdict"`
+	Agrees  bool   `json:"agrees"`
+	Why     string `json:"why"`
 }
+
+// Live verdicts.
+const (
+	verdictAgrees  = "Agrees"
+	verdictDiffers = "Differs"
+	verdictUnknown = "Unknown"
+)
 
 // liveTrace sends the request through Envoy and compares its pick with the offline answer: the same
 // endpoint when the answer is certain (a hash owner, a session), one of the candidates otherwise.
@@ -208,9 +221,9 @@ func liveTrace(ctx context.Context, p *v1alpha1.LoadBalancerPolicy, envoyURL str
 			envoyURL = strings.Replace(envoyURL, "http://", "https://", 1)
 		}
 	}
-	lr := &liveResult{URL: strings.TrimSuffix(envoyURL, "/") + r.Path}
+	lr := &liveResult{URL: strings.TrimSuffix(envoyURL, "/") + r.Path, Verdict: verdictUnknown}
 	if !p.Spec.DebugHeaders {
-		lr.Why = "the policy does not set spec.debugHeaders: true, so Envoy does not say which endpoint it chose"
+		lr.Why = "the policy does not set spec.debugHeaders: true, so Envoy does not say which endpoint it chose; set it to compare"
 		return lr
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lr.URL, nil)
@@ -244,6 +257,10 @@ func liveTrace(ctx context.Context, p *v1alpha1.LoadBalancerPolicy, envoyURL str
 	lr.Status = resp.StatusCode
 	lr.Upstream = resp.Header.Get(v1alpha1.UpstreamHostHeader)
 	lr.Agrees, lr.Why = agreement(t, lr.Upstream)
+	lr.Verdict = verdictDiffers
+	if lr.Agrees {
+		lr.Verdict = verdictAgrees
+	}
 	return lr
 }
 
@@ -361,10 +378,10 @@ func printTrace(w io.Writer, out *traceOutput) {
 		}
 	}
 	if l := out.Live; l != nil {
-		verdict := "AGREES"
-		if !l.Agrees {
-			verdict = "DIFFERS"
+		if l.Verdict == verdictUnknown {
+			fmt.Fprintf(w, "Live (%s): unknown: %s\n", l.URL, l.Why)
+			return
 		}
-		fmt.Fprintf(w, "Live (%s): status %d, upstream %q: %s (%s)\n", l.URL, l.Status, l.Upstream, verdict, l.Why)
+		fmt.Fprintf(w, "Live (%s): status %d, upstream %q: %s (%s)\n", l.URL, l.Status, l.Upstream, strings.ToUpper(l.Verdict), l.Why)
 	}
 }

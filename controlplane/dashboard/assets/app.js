@@ -5,7 +5,7 @@
 const SVGNS = "http://www.w3.org/2000/svg";
 let selected = decodeURIComponent(location.hash.slice(1));
 let source = null;
-let lastHealth = null; // "backend endpoint" -> health text, to log changes as they happen
+let lastHealth = null; // every endpoint's health as text, to fetch the history when it changes
 let lastProxies = null;
 
 function el(tag, attrs, ...children) {
@@ -15,18 +15,36 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// pct prints a fraction (0 to 1) as a percentage with one decimal, "-" when unset; ms a latency in
+// milliseconds as lbctl does ("77ms", "5.5ms", "1.23s").
+function pct(f) { return f == null ? "-" : (100 * f).toFixed(1) + "%"; }
+function ms(v) { return v == null ? "-" : v >= 1000 ? +(v / 1000).toFixed(2) + "s" : +v.toFixed(1) + "ms"; }
+
 function fill(tbody, rows) {
   tbody.replaceChildren(...rows.map(r => el("tr", {}, ...r.map(c => c instanceof Node ? el("td", {}, c) : el("td", {}, c ?? "")))));
 }
 
+// logEvent notes a change of an Envoy's sync state, as this page saw it.
 function logEvent(text, cls) {
-  const list = document.getElementById("events");
+  const list = document.getElementById("proxy-events");
   list.prepend(el("li", { class: cls || "" }, new Date().toLocaleTimeString() + "  " + text));
   while (list.children.length > 200) list.lastChild.remove();
 }
 
+// healthOf is the counted view of an endpoint and, when the Envoys disagree, what the others say (one Envoy's
+// report counts for everyone only with a majority).
 function healthOf(ep, proxies) {
-  return ep.ejectedOn > 0 ? "ejected on " + ep.ejectedOn + " of " + proxies + ": " + (ep.reasons || []).join("; ") : "healthy";
+  const of = ep.reportedBy || proxies, why = (ep.reasons || []).join("; ");
+  if (ep.health === "Unknown") return "unknown since " + new Date(ep.unknownSince).toLocaleTimeString() + " (passive checks only: no request answered since its ejection lapsed)";
+  if (!(ep.ejectedOn > 0)) return "healthy";
+  if (ep.health === "Ejected") return "ejected on " + ep.ejectedOn + " of " + of + (ep.ejectedOn < of ? " (Envoys disagree)" : "") + ": " + why;
+  return "healthy on " + (of - ep.ejectedOn) + " of " + of + " (Envoys disagree; ejected on " + ep.ejectedOn + ": " + why + ")";
+}
+
+function stateOf(ep) {
+  if (ep.health === "Ejected") return "ejected";
+  if (ep.health === "Unknown") return "unknown";
+  return ep.ejectedOn > 0 ? "disputed" : "healthy";
 }
 
 function renderPolicies(policies) {
@@ -36,8 +54,14 @@ function renderPolicies(policies) {
     const key = p.namespace + "/" + p.name;
     const conds = p.status.conditions || [];
     const bad = conds.filter(c => c.status !== "True").map(c => c.type);
-    const li = el("li", { "data-policy": key, class: key === selected ? "selected" : "" }, key + " ",
-      el("span", { class: bad.length ? "bad" : "ok" }, bad.length ? "not " + bad.join(", not ") : "ok"));
+    const ep = p.status.endpoints || {};
+    // Degraded: endpoints not healthy (ejected or unknown), or Envoys that disagree on some.
+    const degraded = [];
+    if (ep.total > 0 && ep.healthy < ep.total) degraded.push(ep.healthy + "/" + ep.total + " healthy");
+    if (ep.mismatched > 0) degraded.push("Envoys disagree on " + ep.mismatched);
+    const text = bad.length ? "not " + bad.join(", not ") : degraded.length ? "degraded: " + degraded.join(", ") : "ok";
+    const li = el("li", { "data-policy": key, "data-degraded": degraded.length ? "true" : "false", class: key === selected ? "selected" : "" }, key + " ",
+      el("span", { class: bad.length ? "bad" : degraded.length ? "degraded" : "ok" }, text));
     li.addEventListener("click", () => select(key));
     return li;
   }));
@@ -67,8 +91,8 @@ function chart(b, algorithm) {
   const svg = el("svg:svg", { width: left + width + right, height: rowH * eps.length + 8, class: "spread", "data-backend": b.name });
   eps.forEach((e, i) => {
     const y = i * rowH + 4;
-    const obs = parseFloat(e.observedShare) || 0, exp = parseFloat(e.expectedShare) || 0;
-    const state = e.ejectedOn > 0 ? "ejected" : "healthy";
+    const obs = 100 * (e.observedShare || 0), exp = 100 * (e.expectedShare || 0);
+    const state = stateOf(e);
     const g = el("svg:g", { class: "ep " + state, "data-endpoint": e.address, "data-state": state, "data-requests": e.requests });
     g.append(el("svg:text", { x: 0, y: y + 16, class: "ep-address" }, e.address));
     const where = [e.zone, e.priority ? "level " + e.priority : "", e.backup ? "backup" : ""].filter(Boolean).join(" · ");
@@ -76,19 +100,31 @@ function chart(b, algorithm) {
     if (exp > 0) g.append(el("svg:line", { class: "expected", x1: left + width * exp / 100, x2: left + width * exp / 100, y1: y, y2: y + rowH - 2 }));
     const t = el("svg:text", { x: left + width + 8, y: y + 16 });
     t.append(el("svg:tspan", { class: "ep-requests" }, String(e.requests)), " req · ",
-      el("svg:tspan", { class: "ep-share" }, e.observedShare || "-"), " (exp " + (e.expectedShare || "-") + ") · " +
-      (e.requestsPerSecond || "0") + " rps · " + e.activeRequests + " active" + (e.errorRate ? " · err " + e.errorRate : "") +
+      el("svg:tspan", { class: "ep-share" }, pct(e.observedShare)), " (exp " + pct(e.expectedShare) + ") · " +
+      (e.requestsPerSecond || 0).toFixed(1) + " rps · " + e.activeRequests + " active" + (e.errorRate != null ? " · err " + pct(e.errorRate) : "") +
       (where ? " · " : ""), where ? el("svg:tspan", { class: "ep-where" }, where) : "", " · ",
       el("svg:tspan", { class: "ep-state " + state }, state));
     g.append(t);
     svg.append(g);
   });
   const head = el("h4", {}, b.name + " ",
-    el("span", { class: "muted" }, b.requests + " requests in " + (b.windowSeconds || 0) + " s · p99 " + (b.latencyP99 || "-") +
+    el("span", { class: "muted" }, b.requests + " requests in " + (b.windowSeconds || 0) + " s · p99 " + ms(b.latencyP99Ms) +
       " (per backend: Envoy keeps no latency per endpoint) · " + b.endpoints.healthy + "/" + b.endpoints.total + " healthy" +
-      (b.skew ? " · skew " + b.skew : "")));
+      (b.skew != null ? " · skew " + b.skew.toFixed(2) : "")));
   const box = el("div", { class: "backend" }, head, svg);
-  if (b.skew && parseFloat(b.skew) >= 0.33 && (algorithm === "RingHash" || algorithm === "Maglev"))
+  // Each Envoy's own view: its ejections count for everyone only with a majority; a mismatch is flagged.
+  if ((b.perProxy || []).length > 1 || (b.mismatches || []).length) {
+    const t = el("table", { class: "per-envoy", "data-backend": b.name }, el("thead", {}, el("tr", {},
+      ...["envoy", "endpoints", "healthy", "ejected", "agrees"].map(h => el("th", {}, h)))), el("tbody"));
+    fill(t.querySelector("tbody"), (b.perProxy || []).map(r => [r.node, r.endpoints.total, r.endpoints.healthy, r.endpoints.ejected,
+      el("span", { class: r.mismatch ? "bad" : "ok", "data-node": r.node }, r.mismatch ? "no" : "yes")]));
+    box.append(t);
+  }
+  if ((b.mismatches || []).length)
+    box.append(el("p", { class: "bad mismatch" }, "The Envoys disagree on " + b.mismatches.length + " endpoint(s): " +
+      b.mismatches.map(m => m.address + " ejected on " + m.ejectedOn.join(", ") + ", healthy on " + (m.healthyOn || []).join(", ") +
+        " (counted " + (m.counted ? "ejected" : "healthy") + ")").join("; ")));
+  if (b.skew != null && b.skew >= 0.33 && (algorithm === "RingHash" || algorithm === "Maglev"))
     box.append(el("p", { class: "bad" }, "High skew for a hash backend: a few hash keys carry most requests" +
       (algorithm === "RingHash" ? ", or the ring is too small (raise ringHash.minimumRingSize, or use Maglev)." : ".")));
   return box;
@@ -99,33 +135,105 @@ function renderLive(state) {
   const perProxy = document.getElementById("per-proxy");
   const p = state.policies.find(x => x.namespace + "/" + x.name === selected);
   renderConditions(p);
-  if (!state.live || !p) {
-    chartBox.replaceChildren(el("p", { class: "muted" }, "No report from the Envoys yet (they need a stats port: lbctl bootstrap --stats-port)."));
+  const backends = (state.live && state.live.backends) || [];
+  if (!p || !backends.length) {
+    chartBox.replaceChildren(el("p", { class: "muted" }, p ? noReport(p.group, state.proxies) : "No such policy."));
     perProxy.replaceChildren();
     return;
   }
-  const backends = state.live.backends || [];
-  chartBox.replaceChildren(...(backends.length ? backends.map(b => chart(b, p.algorithms[b.name])) :
-    [el("p", { class: "muted" }, "No report from the Envoys yet.")]));
+  chartBox.replaceChildren(...backends.map(b => chart(b, p.algorithms[b.name])));
   const rows = [];
   for (const px of state.live.proxies || [])
     for (const b of px.backends || [])
       for (const e of b.perEndpoint || [])
-        rows.push([px.nodeId, b.name, e.address, e.requests, e.requestsPerSecond, e.activeRequests, e.observedShare || "-",
+        rows.push([px.nodeId, b.name, e.address, e.requests, (e.requestsPerSecond || 0).toFixed(1), e.activeRequests, pct(e.observedShare),
           el("span", { class: e.ejectedOn > 0 ? "ejected" : "ok" }, healthOf(e, 1))]);
   const t = el("table", {}, el("thead", {}, el("tr", {}, ...["envoy", "backend", "endpoint", "requests", "rps", "active", "share", "health"].map(h => el("th", {}, h)))), el("tbody"));
   fill(t.querySelector("tbody"), rows);
   perProxy.replaceChildren(t);
-  const now = new Map();
-  for (const b of backends) for (const e of b.perEndpoint || []) now.set(b.name + " " + e.address, healthOf(e, b.proxies));
-  if (lastHealth) {
-    for (const [k, h] of now) {
-      const before = lastHealth.get(k);
-      if (before !== undefined && before !== h) logEvent(k + " " + h, h === "healthy" ? "ok" : "bad");
-      if (before === undefined && h !== "healthy") logEvent(k + " " + h, "bad");
-    }
-  }
+  // A change of health: the server has logged it; show its history now rather than at the next refresh.
+  const now = backends.map(b => (b.perEndpoint || []).map(e => b.name + " " + e.address + " " + healthOf(e, b.proxies)).join("\n")).join("\n");
+  if (lastHealth !== null && lastHealth !== now) loadHistory();
   lastHealth = now;
+}
+
+// noReport says why a policy has no backend figures, from the group's Envoys as they are connected.
+function noReport(group, proxies) {
+  const mine = (proxies || []).filter(x => x.group === group);
+  if (!mine.length) return "No Envoy of group " + group + " is connected.";
+  const withPort = mine.filter(x => x.statsPort > 0);
+  if (!withPort.length) return "The Envoys of group " + group + " have no stats port (lbctl bootstrap --stats-port), so none reports endpoint health.";
+  return "Waiting for the first reading of " + withPort.length + " Envoy(s)' stats port (every --proxy-stats-interval).";
+}
+
+// History: kept by the server (the last hour), so a reload shows the same.
+function eventText(e) {
+  const where = e.backend + " " + e.endpoint;
+  const why = (e.reasons || []).join("; ");
+  switch (e.type) {
+    case "Ejected": return where + " ejected on " + e.node + (why ? ": " + why : "");
+    case "Recovered": return where + " recovered on " + e.node + (why ? ": " + why : "");
+    default: return where + " unknown since " + new Date(e.time).toLocaleTimeString() + " on " + e.node + (why ? ": " + why : "");
+  }
+}
+
+function renderEvents(events) {
+  const list = document.getElementById("events");
+  const cls = { Ejected: "bad", Recovered: "ok", Unknown: "degraded" };
+  list.replaceChildren(...events.slice().reverse().map(e =>
+    el("li", { class: cls[e.type] || "", "data-seq": e.seq, "data-type": e.type, "data-endpoint": e.endpoint },
+      new Date(e.time).toLocaleTimeString() + "  " + eventText(e))));
+  if (!events.length) list.replaceChildren(el("li", { class: "muted" }, "No ejection or recovery in the last hour."));
+}
+
+// line draws one series as an SVG polyline scaled to its own maximum, with the figures as text.
+function line(points, value, cls, attrs, label) {
+  const w = 360, h = 40;
+  const vals = points.map(value), maxV = Math.max(0, ...vals);
+  const t0 = points.length ? Date.parse(points[0].time) : 0, t1 = points.length ? Date.parse(points[points.length - 1].time) : 1;
+  const xy = points.map((p, i) => {
+    const x = t1 > t0 ? (Date.parse(p.time) - t0) / (t1 - t0) * w : 0;
+    const y = maxV > 0 ? h - vals[i] / maxV * (h - 2) : h;
+    return x.toFixed(1) + "," + y.toFixed(1);
+  }).join(" ");
+  const last = vals.length ? vals[vals.length - 1] : 0;
+  const svg = el("svg:svg", Object.assign({ width: w + 260, height: h + 4, class: "series " + cls, "data-points": points.length,
+    "data-max": maxV, "data-last": last }, attrs));
+  svg.append(el("svg:polyline", { points: xy, class: "line" }));
+  svg.append(el("svg:text", { x: w + 8, y: h / 2 + 4 }, label(last, maxV)));
+  return svg;
+}
+
+function renderSeries(backends) {
+  const box = document.getElementById("series");
+  box.replaceChildren(...backends.map(b => {
+    const d = el("div", { class: "backend-series", "data-backend": b.name }, el("h4", {}, b.name));
+    d.append(el("p", { class: "muted" }, "p99 latency (per backend)"),
+      line(b.latencyP99 || [], p => p.latencyP99Ms, "p99", { "data-backend": b.name }, (l, m) => "p99 " + ms(l) + " (max " + ms(m) + ")"));
+    for (const e of b.endpoints || []) {
+      d.append(el("p", { class: "muted" }, e.address),
+        line(e.points, p => p.requestsPerSecond, "rps", { "data-endpoint": e.address }, (l, m) => l.toFixed(1) + " rps (max " + m.toFixed(1) + ")"),
+        line(e.points, p => p.errorsPerSecond, "errors", { "data-endpoint": e.address }, (l, m) => l.toFixed(2) + " errors/s (max " + m.toFixed(2) + ")"));
+    }
+    return d;
+  }));
+  if (!backends.length) box.replaceChildren(el("p", { class: "muted" }, "No readings yet."));
+}
+
+let historyBusy = false;
+async function loadHistory() {
+  if (!selected || historyBusy) return;
+  historyBusy = true;
+  try {
+    const r = await fetch("/dashboard/api/history/" + selected.split("/").map(encodeURIComponent).join("/"), { credentials: "same-origin" });
+    if (r.status === 401) { location.reload(); return; }
+    if (!r.ok) return;
+    const h = await r.json();
+    renderEvents(h.events || []);
+    renderSeries(h.backends || []);
+  } finally {
+    historyBusy = false;
+  }
 }
 
 function render(state) {
@@ -156,7 +264,7 @@ function connect() {
     const state = JSON.parse(ev.data);
     const had = selected;
     render(state);
-    if (had !== selected) { loadDetail(); connect(); } // the first policy was picked
+    if (had !== selected) { loadDetail(); loadHistory(); connect(); } // the first policy was picked
   });
   source.onerror = async () => {
     // Session gone (logged out elsewhere, expired, lbplane restarted): back to the login form.
@@ -169,8 +277,10 @@ function select(key) {
   selected = key;
   history.replaceState(null, "", "#" + encodeURIComponent(key));
   document.getElementById("events").replaceChildren();
+  document.getElementById("series").replaceChildren();
   loadDetail();
+  loadHistory();
   connect();
 }
 
-document.addEventListener("DOMContentLoaded", () => { loadDetail(); connect(); });
+document.addEventListener("DOMContentLoaded", () => { loadDetail(); loadHistory(); connect(); setInterval(loadHistory, 5000); });
