@@ -248,7 +248,7 @@ func (c *cluster) k6Comparison(t *testing.T) {
 		render(t, peerDeployment, map[string]string{"Name": "haproxy", "Image": env("LBPLANE_CLUSTER_HAPROXY_IMAGE", "lbplane.local/haproxy:dev"),
 			"Args": `-f, /etc/peer/haproxy.cfg, -db`})
 	c.must(t, manifests, "apply", "-f", "-")
-	t.Cleanup(func() { c.run(manifests, "delete", "-f", "-", "--wait=false") })
+	c.cleanup(t, func() { c.run(manifests, "delete", "-f", "-", "--wait=false") })
 	for _, d := range []string{"nginx", "haproxy"} {
 		c.must(t, "", "-n", "default", "wait", "--for=condition=Available", "deployment/"+d, "--timeout=120s")
 	}
