@@ -90,7 +90,7 @@ func TestHelmInstallEveryValue(t *testing.T) {
 				HTTPGet struct{ Path string } `json:"httpGet"`
 			} `json:"readinessProbe"`
 			LivenessProbe struct {
-				HTTPGet struct{ Path string } `json:"httpGet"`
+				HTTPGet struct{ Path string }      `json:"httpGet"`
 				Exec    struct{ Command []string } `json:"exec"`
 			} `json:"livenessProbe"`
 		} `json:"containers"`
