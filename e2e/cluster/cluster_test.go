@@ -122,6 +122,11 @@ func (c *cluster) dump(t *testing.T) {
 		out, _ = c.run("", "-n", namespace, "logs", "-l", sel, "--tail=40", "--all-containers", "--prefix")
 		t.Logf("logs of %s:\n%s", sel, out)
 	}
+	// The test's own pods: backends, peers, k6 Jobs.
+	for _, sel := range []string{"app", "job-name"} {
+		out, _ = c.run("", "-n", "default", "logs", "-l", sel, "--tail=20", "--all-containers", "--prefix")
+		t.Logf("logs of the pods in default with label %s:\n%s", sel, out)
+	}
 }
 
 // install is `helm install` with the chart's default values and only the image settings, and waits for every
