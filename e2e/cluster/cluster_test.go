@@ -277,7 +277,9 @@ func fromHost(t *testing.T, url string, n int) map[string]int {
 // TestCluster: helm install with default values, a policy applied with kubectl, traffic through the Envoy
 // Service from a pod (cluster DNS, ClusterIP) and from the host (NodePort); then k6 as a Job in the cluster
 // through Envoy, nginx and HAProxy in front of the same backends; then faults under k6 load (a backend pod
-// deleted, the lbplane leader pod deleted), each reporting its failed requests.
+// deleted, the lbplane leader pod deleted, a helm upgrade that rolls lbplane, a rolling restart of the Envoys
+// with their preStop drain, a node drain that the PodDisruptionBudgets hold), each reporting its failed
+// requests; last, an Envoy that starts while lbplane is down waits for it without being restarted.
 func TestCluster(t *testing.T) {
 	c := newCluster(t)
 	c.install(t)
@@ -315,4 +317,5 @@ func TestCluster(t *testing.T) {
 
 	t.Run("k6", func(t *testing.T) { c.k6Comparison(t) })
 	t.Run("faults", func(t *testing.T) { c.faults(t) })
+	t.Run("envoy-waits-for-lbplane", func(t *testing.T) { c.envoyWaitsForLbplane(t) })
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -25,7 +26,13 @@ export const options = {
     duration: __ENV.DURATION, preAllocatedVUs: Number(__ENV.VUS), maxVUs: Number(__ENV.VUS) * 4 } },
   summaryTrendStats: ['avg', 'p(50)', 'p(90)', 'p(99)', 'p(99.9)', 'max'],
 };
-export default function () { http.get(__ENV.TARGET); }
+// Each failed request on one line of the log (at most a few under the faults' low rates): what went wrong.
+export default function () {
+  const res = http.get(__ENV.TARGET);
+  if (res.status !== 200) {
+    console.warn('failed request: status ' + res.status + (res.error ? ': ' + res.error : ''));
+  }
+}
 export function handleSummary(data) {
   const m = data.metrics, d = m.http_req_duration.values;
   const dropped = m.dropped_iterations ? m.dropped_iterations.values.count : 0;
@@ -158,7 +165,12 @@ type k6Result struct {
 	Dropped                  float64 `json:"dropped"`
 	P50, P90, P99, P999, Max float64
 	Raw                      json.RawMessage `json:"-"`
+	// Errors counts the failed requests by what k6 saw (status, error).
+	Errors map[string]int `json:"errors,omitempty"`
 }
+
+// k6FailedRequest is the message the k6 script logs for each failed request, in k6's logfmt.
+var k6FailedRequest = regexp.MustCompile(`msg="failed request: ((?:[^"\\]|\\.)*)"`)
 
 // k6 runs the k6 Job against target and returns its summary.
 func (c *cluster) k6(t *testing.T, target string, rate int, duration string) k6Result {
@@ -210,6 +222,11 @@ func (j *k6Job) wait(t *testing.T) k6Result {
 				t.Fatalf("k6 summary %q: %v", l, err)
 			}
 			found = true
+		case k6FailedRequest.MatchString(l):
+			if r.Errors == nil {
+				r.Errors = map[string]int{}
+			}
+			r.Errors[strings.ReplaceAll(k6FailedRequest.FindStringSubmatch(l)[1], `\"`, `"`)]++
 		case strings.HasPrefix(l, `{"k6_summary"`):
 			var raw struct {
 				Summary json.RawMessage `json:"k6_summary"`
