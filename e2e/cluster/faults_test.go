@@ -52,7 +52,7 @@ func (c *cluster) underLoad(t *testing.T, what string, duration time.Duration, f
 	fault()
 	took := time.Since(start)
 	t.Logf("%s: done in %.1fs", what, took.Seconds())
-	if left := running.Add(duration).Sub(time.Now()); left < 5*time.Second {
+	if left := time.Until(running.Add(duration)); left < 5*time.Second {
 		t.Errorf("%s took %.0fs: the %s of load ended %.0fs before it was over, or too soon after; the load does not cover it",
 			what, took.Seconds(), duration, -left.Seconds())
 	}
