@@ -90,7 +90,8 @@ func TestHelmInstallEveryValue(t *testing.T) {
 				HTTPGet struct{ Path string } `json:"httpGet"`
 			} `json:"readinessProbe"`
 			LivenessProbe struct {
-				HTTPGet struct{ Path string } `json:"httpGet"`
+				HTTPGet struct{ Path string }      `json:"httpGet"`
+				Exec    struct{ Command []string } `json:"exec"`
 			} `json:"livenessProbe"`
 		} `json:"containers"`
 	}
@@ -131,8 +132,10 @@ func TestHelmInstallEveryValue(t *testing.T) {
 		t.Errorf("lbplane probes: startup %v readiness %q liveness %q", lc.StartupProbe, lc.ReadinessProbe.HTTPGet.Path, lc.LivenessProbe.HTTPGet.Path)
 	}
 	ec := envoy.Spec.Template.Spec.Containers[0]
-	if ec.ReadinessProbe.HTTPGet.Path != "/ready" || ec.LivenessProbe.HTTPGet.Path != "/livez" {
-		t.Errorf("Envoy probes: readiness %q liveness %q", ec.ReadinessProbe.HTTPGet.Path, ec.LivenessProbe.HTTPGet.Path)
+	// Envoy's liveness asks admin on its socket, which answers while Envoy waits for lbplane (no listener does).
+	if lp := strings.Join(ec.LivenessProbe.Exec.Command, " "); ec.ReadinessProbe.HTTPGet.Path != "/ready" ||
+		ec.LivenessProbe.HTTPGet.Path != "" || !strings.Contains(lp, "/run/envoy/admin.sock") || !strings.Contains(lp, "GET /server_info") {
+		t.Errorf("Envoy probes: readiness %q liveness %q %q", ec.ReadinessProbe.HTTPGet.Path, ec.LivenessProbe.HTTPGet.Path, lp)
 	}
 	if cmd := ec.Lifecycle.PreStop.Exec.Command; len(cmd) != 3 || !strings.Contains(cmd[2], "/drain_listeners?graceful") {
 		t.Errorf("Envoy preStop: %q", cmd)

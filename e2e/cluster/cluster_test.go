@@ -44,6 +44,7 @@ type cluster struct {
 	helm       string
 	kubectl    string
 	root       string
+	dumped     bool
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -86,6 +87,14 @@ func (c *cluster) helmRun(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// cleanup registers f to run when t ends, after dump: what failed is logged before f deletes it.
+func (c *cluster) cleanup(t *testing.T, f func()) {
+	t.Cleanup(func() {
+		c.dump(t)
+		f()
+	})
+}
+
 func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -99,11 +108,12 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	t.Fatalf("timed out after %s waiting until %s: %v", timeout, what, err)
 }
 
-// dump logs what a failed test needs: the pods, events and the logs of the release's pods.
+// dump logs what a failed test needs, once: the pods, events and the logs of the release's pods.
 func (c *cluster) dump(t *testing.T) {
-	if !t.Failed() {
+	if !t.Failed() || c.dumped {
 		return
 	}
+	c.dumped = true
 	out, _ := c.run("", "get", "pods", "-A", "-o", "wide")
 	t.Logf("kubectl get pods -A:\n%s", out)
 	out, _ = c.run("", "-n", namespace, "get", "events", "--sort-by=.lastTimestamp")
@@ -111,6 +121,11 @@ func (c *cluster) dump(t *testing.T) {
 	for _, sel := range []string{"app.kubernetes.io/component=control-plane", "app.kubernetes.io/component=envoy"} {
 		out, _ = c.run("", "-n", namespace, "logs", "-l", sel, "--tail=40", "--all-containers", "--prefix")
 		t.Logf("logs of %s:\n%s", sel, out)
+	}
+	// The test's own pods: backends, peers, k6 Jobs.
+	for _, sel := range []string{"app", "job-name"} {
+		out, _ = c.run("", "-n", "default", "logs", "-l", sel, "--tail=20", "--all-containers", "--prefix")
+		t.Logf("logs of the pods in default with label %s:\n%s", sel, out)
 	}
 }
 
@@ -135,7 +150,7 @@ func (c *cluster) install(t *testing.T, extra ...string) {
 	t.Cleanup(func() { c.dump(t) })
 	c.helmRun(t, append(args, extra...)...)
 	t.Logf("helm install: %.1fs", time.Since(start).Seconds())
-	t.Cleanup(func() { c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=false") })
+	c.cleanup(t, func() { c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=false") })
 	eventually(t, 5*time.Minute, "every pod of the release is Ready", func() error {
 		out, err := c.run("", "-n", namespace, "get", "pods", "-o",
 			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
@@ -164,8 +179,10 @@ func (c *cluster) backends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A policy left by an earlier run would show the status an earlier lbplane wrote: start afresh.
+	c.run(string(b), "delete", "-f", "-", "--ignore-not-found", "--wait=true", "--timeout=120s")
 	c.must(t, string(b), "apply", "-f", "-")
-	t.Cleanup(func() { c.run(string(b), "delete", "-f", "-", "--wait=false") })
+	c.cleanup(t, func() { c.run(string(b), "delete", "-f", "-", "--wait=false") })
 	c.must(t, "", "wait", "--for=condition=Available", "deployment/demo-backend", "--timeout=180s")
 	eventually(t, 2*time.Minute, "kubectl get lbp shows demo Programmed", func() error {
 		out, err := c.run("", "get", "lbp", "demo", "-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status}`)
@@ -201,16 +218,34 @@ func checkSpread(t *testing.T, from string, got map[string]int, n int) {
 	t.Logf("%s: %d requests over %v", from, n, got)
 }
 
-// fromPod sends n requests to url's Service from a pod of its own (the Envoy image has bash, whose /dev/tcp
-// is the client) and returns the backends that answered.
+// fromPod sends n requests to host:port from a pod of its own (the Envoy image has bash, whose /dev/tcp is
+// the client) and returns the backends that answered. The pod runs to completion and its log is read after:
+// `kubectl run -i` attaches only once the container runs, and loses what a short-lived client wrote before.
 func (c *cluster) fromPod(t *testing.T, host string, port, n int) map[string]int {
 	t.Helper()
-	script := fmt.Sprintf(`for i in $(seq %d); do exec 3<>/dev/tcp/%s/%d || exit 1
+	if host == "" {
+		t.Fatal("fromPod: no host to send requests to")
+	}
+	// Bash built-ins and cat only (the image has no seq); set -e: a command that fails fails the pod.
+	script := fmt.Sprintf(`set -e; for ((i = 0; i < %d; i++)); do exec 3<>/dev/tcp/%s/%d
 printf 'GET / HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n' >&3; cat <&3; exec 3<&-; echo; done`, n, host, port)
 	image := env("LBPLANE_CLUSTER_ENVOY_IMAGE", "lbplane.local/envoy:v1.40.0")
-	name := fmt.Sprintf("client-%d", time.Now().UnixNano()%100000)
-	out := c.must(t, "", "run", name, "-n", "default", "--rm", "-i", "--restart=Never", "--image", image,
-		"--image-pull-policy=Never", "--quiet", "--command", "--pod-running-timeout=2m", "--", "bash", "-c", script)
+	name := fmt.Sprintf("client-%d", time.Now().UnixNano()%1000000)
+	c.must(t, "", "run", name, "-n", "default", "--restart=Never", "--image", image, "--image-pull-policy=Never",
+		"--command", "--", "bash", "-c", script)
+	defer c.run("", "-n", "default", "delete", "pod", name, "--wait=false")
+	var phase string
+	eventually(t, 3*time.Minute, "the client pod "+name+" has ended", func() error {
+		out, err := c.run("", "-n", "default", "get", "pod", name, "-o", "jsonpath={.status.phase}")
+		if phase = strings.TrimSpace(out); err != nil || (phase != "Succeeded" && phase != "Failed") {
+			return fmt.Errorf("phase %q %v", phase, err)
+		}
+		return nil
+	})
+	out := c.must(t, "", "-n", "default", "logs", name)
+	if phase != "Succeeded" {
+		t.Fatalf("the client pod %s failed (to %s:%d):\n%s", name, host, port, out)
+	}
 	return spread(out)
 }
 
@@ -242,16 +277,23 @@ func fromHost(t *testing.T, url string, n int) map[string]int {
 // TestCluster: helm install with default values, a policy applied with kubectl, traffic through the Envoy
 // Service from a pod (cluster DNS, ClusterIP) and from the host (NodePort); then k6 as a Job in the cluster
 // through Envoy, nginx and HAProxy in front of the same backends; then faults under k6 load (a backend pod
-// deleted, the lbplane leader pod deleted), each reporting its failed requests.
+// deleted, the lbplane leader pod deleted, a helm upgrade that rolls lbplane, a rolling restart of the Envoys
+// with their preStop drain, a node drain that the PodDisruptionBudgets hold), each reporting its failed
+// requests; last, an Envoy that starts while lbplane is down waits for it without being restarted.
 func TestCluster(t *testing.T) {
 	c := newCluster(t)
 	c.install(t)
 	c.backends(t)
 
 	t.Run("traffic", func(t *testing.T) {
-		// The Service's ClusterIP: bash's resolver (glibc) in the cluster's Envoy image does not resolve
-		// cluster names yet, while Envoy's own resolver does (the Envoys reach lbplane by its Service name).
+		// From a pod: by the Service's cluster DNS name (CoreDNS, then kube-proxy's ClusterIP rules), and by
+		// the ClusterIP itself.
+		svc := fmt.Sprintf("%s-envoy.%s.svc.cluster.local", release, namespace)
+		checkSpread(t, "from a pod to "+svc+":80", c.fromPod(t, svc, 80, 30), 30)
 		ip := strings.TrimSpace(c.must(t, "", "-n", namespace, "get", "service", release+"-envoy", "-o", "jsonpath={.spec.clusterIP}"))
+		if ip == "" || ip == "None" {
+			t.Fatalf("the Envoy Service has no ClusterIP: %q", ip)
+		}
 		checkSpread(t, "from a pod to the Envoy Service's ClusterIP "+ip+":80", c.fromPod(t, ip, 80, 30), 30)
 
 		// The Envoy Service is a LoadBalancer by default: it has a NodePort even where nothing provides the
@@ -275,4 +317,5 @@ func TestCluster(t *testing.T) {
 
 	t.Run("k6", func(t *testing.T) { c.k6Comparison(t) })
 	t.Run("faults", func(t *testing.T) { c.faults(t) })
+	t.Run("envoy-waits-for-lbplane", func(t *testing.T) { c.envoyWaitsForLbplane(t) })
 }
