@@ -69,13 +69,15 @@ lint:
 	$(GO) vet ./...
 	$$(hack/tools.sh path-staticcheck) ./...
 
-## generate: deepcopy code, the CRD and docs/policy-reference.md, from api/ (controller-gen, pinned; hack/apiref);
+## generate: deepcopy code, the CRD and docs/policy-reference.md, from api/ (controller-gen, pinned; hack/apiref),
+## and docs/chart-values.md from the chart's values.yaml (hack/chartvalues);
 ## allowDangerousTypes admits the float64 figures of the status: shares, rates and latency are numbers
 generate:
 	@hack/tools.sh controller-gen
 	$$(hack/tools.sh path-controller-gen) object paths=./api/...
 	$$(hack/tools.sh path-controller-gen) crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
 	$(GO) run ./hack/apiref
+	$(GO) run ./hack/chartvalues
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 --admin-socket /run/envoy/admin.sock --xds-insecure > charts/lbplane/files/envoy-bootstrap.yaml
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 \
 	  --admin-socket /run/envoy/admin.sock --xds-tls-dir /etc/envoy/tls > charts/lbplane/files/envoy-bootstrap-mtls.yaml
@@ -85,8 +87,8 @@ generate:
 
 ## check-generated: fail when the generated files are not what make generate makes from api/
 check-generated: generate
-	@git diff --exit-code --stat -- api charts/lbplane/crds charts/lbplane/files docs/policy-reference.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- api charts/lbplane/crds charts/lbplane/files docs/policy-reference.md); \
+	@git diff --exit-code --stat -- api charts/lbplane/crds charts/lbplane/files docs/policy-reference.md docs/chart-values.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api charts/lbplane/crds charts/lbplane/files docs/policy-reference.md docs/chart-values.md); \
 	  if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
 
 ## cluster: a one-node Kubernetes on this machine without Docker (root; docs/kubernetes.md): builds the pinned
