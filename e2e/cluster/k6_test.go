@@ -398,7 +398,7 @@ func (rep k6Report) write(t *testing.T, dir string) {
 	fmt.Fprintf(&r, "**Question:** with the chart installed as users install it, on real pods, what QPS and tail latency\n")
 	fmt.Fprintf(&r, "does a k6 Job in the cluster measure through the Envoy Service, and how do nginx and HAProxy pods in\n")
 	fmt.Fprintf(&r, "front of the same three backend pods compare under the same constant-arrival-rate load?\n\n")
-	fmt.Fprintf(&r, "- **Machine:** %s; load average %s before the runs, %s after (other work shares it)\n", machine(), rep.LoadBefore, rep.LoadAfter)
+	fmt.Fprintf(&r, "- **Machine:** %s; load average %s before the runs, %s after (the cluster's own components run beside the target)\n", machine(), rep.LoadBefore, rep.LoadAfter)
 	fmt.Fprintf(&r, "- **When:** %s to %s UTC\n", rep.Start.UTC().Format("2006-01-02 15:04:05"), rep.End.UTC().Format("15:04:05"))
 	fmt.Fprintf(&r, "- **Cluster:** the one-node cluster of `make cluster` (hack/cluster, docs/kubernetes.md): every pod, k6\n")
 	fmt.Fprintf(&r, "  included, on this machine; Services through kube-proxy (nftables); the chart with its default values\n")
@@ -423,6 +423,10 @@ func (rep k6Report) write(t *testing.T, dir string) {
 		fmt.Fprintf(&r, "three paths work and answer every request; it ranks nothing. The comparison wants an idle machine, a\n")
 		fmt.Fprintf(&r, "rate well above this and a minute or more per target (the command above with a higher\n")
 		fmt.Fprintf(&r, "`LBPLANE_CLUSTER_K6_RATE` and `LBPLANE_CLUSTER_K6_DURATION`).\n")
+	} else {
+		fmt.Fprintf(&r, "\n**Reading it.** k6, the target, the three backends, kube-proxy and the node's own components share\n")
+		fmt.Fprintf(&r, "the machine's cores, so compare the targets within this table rather than with figures from elsewhere;\n")
+		fmt.Fprintf(&r, "the targets run one after the other against the same backend pods.\n")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(r.String()), 0o644); err != nil {
 		t.Fatal(err)
