@@ -12,6 +12,7 @@ func init() {
 	rules = append(rules,
 		r("spec.listener.proxyProtocol", Listener, "{listener}", ppl),
 		opt("spec.listener.proxyProtocol.optional", Listener, "{listener}", ppl+".typed_config.allow_requests_without_proxy_protocol"),
+		r("spec.listener.proxyProtocol.trustedSources", Listener, "{listener}", "filter_chains[*].filter_chain_match.direct_source_prefix_ranges"),
 		r("spec.listener.rateLimit.requests", Listener, "{listener}", nf(nrl, "token_bucket.tokens_per_fill")),
 		r("spec.listener.rateLimit.burst", Listener, "{listener}", nf(nrl, "token_bucket.max_tokens")),
 		r("spec.listener.rateLimit.interval", Listener, "{listener}", nf(nrl, "token_bucket.fill_interval")),

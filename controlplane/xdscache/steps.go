@@ -6,8 +6,6 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 )
 
 // Make-before-break, stream by stream. A publish gives each stream of the group the steps from the state it
@@ -176,9 +174,9 @@ func (c *Cache) serve(st *streamState) {
 	}
 }
 
-// bindRequest records which stream a request came on, for CreateWatch; only the stream's newest request
+// BindRequest records which stream a request came on, for CreateWatch; only the stream's newest request
 // is kept (the server skips some requests without a watch).
-func (c *Cache) bindRequest(id StreamID, req any) {
+func (c *Cache) BindRequest(id StreamID, req any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.last[id]; ok {
@@ -188,7 +186,7 @@ func (c *Cache) bindRequest(id StreamID, req any) {
 }
 
 // responded records the nonce a stream was sent a type's response with.
-func (c *Cache) responded(id StreamID, typeURL, nonce string) {
+func (c *Cache) Responded(id StreamID, typeURL, nonce string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.byID[id]; st != nil {
@@ -198,8 +196,8 @@ func (c *Cache) responded(id StreamID, typeURL, nonce string) {
 	}
 }
 
-// closeStream forgets a stream.
-func (c *Cache) closeStream(id StreamID) {
+// CloseStream forgets a stream.
+func (c *Cache) CloseStream(id StreamID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if req, ok := c.last[id]; ok {
@@ -218,54 +216,6 @@ func (c *Cache) closeStream(id StreamID) {
 		st.timer.Stop()
 	}
 	c.touch(st)
-}
-
-// Callbacks returns the server callbacks that report streams to the cache, then call next. The xDS
-// server must be given them: without them the cache cannot forget closed streams, and takes any request
-// of a type as the answer to its last response.
-func (c *Cache) Callbacks(next serverv3.Callbacks) serverv3.Callbacks {
-	return &callbacks{Callbacks: next, c: c}
-}
-
-type callbacks struct {
-	serverv3.Callbacks
-	c *Cache
-}
-
-func (cb *callbacks) OnStreamClosed(id int64, n *corev3.Node) {
-	cb.c.closeStream(StreamID{ID: id})
-	cb.Callbacks.OnStreamClosed(id, n)
-}
-
-func (cb *callbacks) OnDeltaStreamClosed(id int64, n *corev3.Node) {
-	cb.c.closeStream(StreamID{Delta: true, ID: id})
-	cb.Callbacks.OnDeltaStreamClosed(id, n)
-}
-
-func (cb *callbacks) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error {
-	if err := cb.Callbacks.OnStreamRequest(id, r); err != nil {
-		return err
-	}
-	cb.c.bindRequest(StreamID{ID: id}, r)
-	return nil
-}
-
-func (cb *callbacks) OnStreamDeltaRequest(id int64, r *discovery.DeltaDiscoveryRequest) error {
-	if err := cb.Callbacks.OnStreamDeltaRequest(id, r); err != nil {
-		return err
-	}
-	cb.c.bindRequest(StreamID{Delta: true, ID: id}, r)
-	return nil
-}
-
-func (cb *callbacks) OnStreamResponse(ctx context.Context, id int64, req *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
-	cb.c.responded(StreamID{ID: id}, r.GetTypeUrl(), r.GetNonce())
-	cb.Callbacks.OnStreamResponse(ctx, id, req, r)
-}
-
-func (cb *callbacks) OnStreamDeltaResponse(id int64, req *discovery.DeltaDiscoveryRequest, r *discovery.DeltaDiscoveryResponse) {
-	cb.c.responded(StreamID{Delta: true, ID: id}, r.GetTypeUrl(), r.GetNonce())
-	cb.Callbacks.OnStreamDeltaResponse(id, req, r)
 }
 
 // Lagging waits, at most wait, until every stream of the groups has been given its group's target and has

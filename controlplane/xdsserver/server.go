@@ -87,7 +87,7 @@ func NewGRPC(ctx context.Context, cache *xdscache.Cache, tracker *Tracker, extra
 	// routes); the delta server always does.
 	// The cache hears of streams, requests and nonces first: it gives each stream its own make-before-break
 	// steps as it answers them.
-	srv := serverv3.NewServer(ctx, cache, cache.Callbacks(tracker), sotwv3.WithOrderedADS())
+	srv := serverv3.NewServer(ctx, cache, cacheCallbacks(cache, tracker), sotwv3.WithOrderedADS())
 	discovery.RegisterAggregatedDiscoveryServiceServer(g, srv)
 	return g
 }
