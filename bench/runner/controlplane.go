@@ -165,16 +165,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 	}
 	defer envoy.stop()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	serves := func(backend string) bool {
-		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
-		req.Host = "probe.bench.local"
-		resp, err := client.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200 && resp.Header.Get("X-Backend") == backend
-	}
+	serves := probeServes(client)
 	if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
 		return fmt.Errorf("the Envoy never served the probe policy")
 	}
@@ -585,4 +576,19 @@ func proxiesSynced(ctx context.Context, c *pushapi.Client, within time.Duration)
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// probeServes returns a check, through client, that the probe policy on cpListenerPort answers 200 from the
+// named backend.
+func probeServes(client *http.Client) func(backend string) bool {
+	return func(backend string) bool {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
+		req.Host = "probe.bench.local"
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200 && resp.Header.Get("X-Backend") == backend
+	}
 }

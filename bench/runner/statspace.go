@@ -89,16 +89,7 @@ func statsRun(ctx context.Context, e *env, name, interval, slice string, n, chan
 	}
 	defer envoy.stop()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	serves := func(backend string) bool {
-		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", cpListenerPort), nil)
-		req.Host = "probe.bench.local"
-		resp, err := client.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200 && resp.Header.Get("X-Backend") == backend
-	}
+	serves := probeServes(client)
 	if !waitFor(30*time.Second, func() bool { return serves(backendName(0)) }) {
 		return nil, fmt.Errorf("the Envoy never served the probe policy")
 	}
