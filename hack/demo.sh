@@ -115,7 +115,7 @@ PY
   echo
   "$BIN/lbctl" status
   echo
-  wait_for "the requests in the policy's status" sh -c "\"$BIN/lbctl\" status demo -o json | grep -q '\"latencyP99\"'"
+  wait_for "the requests in the policy's status" sh -c "\"$BIN/lbctl\" status demo -o json | grep -q '\"latencyP99Ms\"'"
   "$BIN/lbctl" status demo
   cat <<TEXT
 

@@ -1160,7 +1160,7 @@ type BackendStatus struct {
 }
 
 // EndpointStatus is one endpoint's load, as the proxies report it. Envoy 1.40 keeps no latency per
-// endpoint (per-host stats are counters and gauges), so latency stays per backend (latencyP99).
+// endpoint (per-host stats are counters and gauges), so latency stays per backend (latencyP99Ms).
 type EndpointStatus struct {
 	// address is ip:port.
 	Address string `json:"address"`
