@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/lbplane/lbplane/bench/internal/benchstat"
+
 	"context"
 	"flag"
 	"fmt"
@@ -9,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -313,16 +314,6 @@ func waitFor(d time.Duration, f func() bool) bool {
 	return false
 }
 
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(float64(len(s)-1)*p/100 + 0.5)
-	return s[min(i, len(s)-1)]
-}
-
 // swarm connects cfg.Swarm ADS clients (one process, one gRPC connection each) that subscribe to clusters
 // and acknowledge what they get, then times a cluster change until every client has it.
 func swarm(ctx context.Context, cfg config, api, xds string, c *pushapi.Client, ports []string, lbPid int, record func(runRecord)) error {
@@ -592,3 +583,5 @@ func probeServes(client *http.Client) func(backend string) bool {
 		return resp.StatusCode == 200 && resp.Header.Get("X-Backend") == backend
 	}
 }
+
+func percentile(xs []float64, p float64) float64 { return benchstat.Percentile(xs, p) }

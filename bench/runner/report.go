@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/lbplane/lbplane/bench/internal/benchstat"
+
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -33,24 +35,9 @@ type report struct {
 }
 
 // stat3 is the median of the repetitions with their min and max.
-type stat3 struct {
-	Median float64 `json:"median"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-}
+type stat3 = benchstat.Stat3
 
-func stats(xs []float64) stat3 {
-	if len(xs) == 0 {
-		return stat3{}
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return stat3{Median: m, Min: s[0], Max: s[len(s)-1]}
-}
+func stats(xs []float64) stat3 { return benchstat.Of(xs) }
 
 type summaryRow struct {
 	Scenario string `json:"scenario"`

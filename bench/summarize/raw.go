@@ -1,12 +1,13 @@
 package main
 
 import (
+	"github.com/lbplane/lbplane/bench/internal/benchstat"
+
 	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 )
 
 // The raw files' shapes, as bench/runner writes them (runs.jsonl: one run a line; summary.json: the
@@ -35,11 +36,13 @@ type run struct {
 	dir string // the directory of the runs.jsonl it came from, relative to the report
 }
 
-type stat3 struct {
-	Median float64 `json:"median"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-}
+// stat3, stats and percentile are the runner's own (bench/internal/benchstat), so a table rendered again
+// gives the figures the run gave.
+type stat3 = benchstat.Stat3
+
+func stats(xs []float64) stat3 { return benchstat.Of(xs) }
+
+func percentile(xs []float64, p float64) float64 { return benchstat.Percentile(xs, p) }
 
 type summaryRow struct {
 	Scenario string `json:"scenario"`
@@ -171,30 +174,4 @@ func readSummaries(sp spec) ([]summaryFile, error) {
 // runName names a raw file's run by its directory: "push10k" for final/push10k/runs.jsonl.
 func runName(path string) string {
 	return filepath.Base(filepath.Dir(path))
-}
-
-// stats is the median (the mean of the middle two for an even count) with the min and max, as the runner
-// computes them.
-func stats(xs []float64) stat3 {
-	if len(xs) == 0 {
-		return stat3{}
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return stat3{Median: m, Min: s[0], Max: s[len(s)-1]}
-}
-
-// percentile is the runner's: the nearest rank of the sorted samples.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(float64(len(s)-1)*p/100 + 0.5)
-	return s[min(i, len(s)-1)]
 }
