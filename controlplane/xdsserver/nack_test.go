@@ -137,7 +137,7 @@ func TestSotwNackIsPutOnWhatChangedSinceTheLastAck(t *testing.T) {
 	f.cache.Publish("g", state(t, "a", "b", "c"))
 	r3 := s.recv(5 * time.Second)
 	s.Send(&discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r3.Nonce, VersionInfo: r3.VersionInfo})
-	if !f.tracker.WaitGroupSynced(ctx, "g", r3.VersionInfo, 5*time.Second) {
+	if lag := f.tracker.Lagging(ctx, []string{"g"}, 5*time.Second); len(lag) != 0 {
 		t.Fatalf("ACK not recorded: %+v", f.tracker.Proxies())
 	}
 	for _, ts := range f.tracker.Proxies()[0].Types {
@@ -201,7 +201,7 @@ func TestDeltaNackLastsUntilTheRejectedResourceIsReplaced(t *testing.T) {
 	}
 	f.cache.Publish("g", state(t, "a", "b", "d"))
 	version = ack(2) // c and e removed
-	if !f.tracker.WaitGroupSynced(ctx, "g", version, 5*time.Second) {
+	if lag := f.tracker.Lagging(ctx, []string{"g"}, 5*time.Second); len(lag) != 0 {
 		t.Fatalf("removing c did not clear its NACK: %+v", f.tracker.Proxies())
 	}
 	if p := f.tracker.Proxies()[0]; p.State != xdsserver.Synced {

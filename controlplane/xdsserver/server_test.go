@@ -173,7 +173,7 @@ func TestSotwNackIsNotAnsweredWithTheSameConfig(t *testing.T) {
 		t.Fatalf("after a change: %v", r2)
 	}
 	s.Send(&discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r2.Nonce, VersionInfo: r2.VersionInfo})
-	if !f.tracker.WaitGroupSynced(ctx, "g", r2.VersionInfo, 5*time.Second) {
+	if lag := f.tracker.Lagging(ctx, []string{"g"}, 5*time.Second); len(lag) != 0 {
 		t.Fatalf("ACK not recorded: %+v", f.tracker.Proxies())
 	}
 }

@@ -105,9 +105,6 @@ type Tracker struct {
 	// changed is closed whenever any stream's state changes, for waiters; nil while none waits (an event
 	// then costs no channel: thousands of streams answer every change).
 	changed chan struct{}
-	// settling are the WaitGroupSynced calls under way: each is told which streams changed, so that it
-	// looks at those alone (see WaitGroupSynced).
-	settling map[*settleWait]struct{}
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
@@ -125,8 +122,7 @@ func (t *Tracker) ackTimeout() time.Duration {
 
 // NewTracker returns a tracker that compares proxies with what cache serves.
 func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
-	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{}, byNode: map[string]map[streamKey]struct{}{},
-		settling: map[*settleWait]struct{}{}}
+	return &Tracker{cache: cache, log: log, streams: map[streamKey]*stream{}, byNode: map[string]map[streamKey]struct{}{}}
 }
 
 // notify tells waiters that stream id changed; t.mu is held.
@@ -134,13 +130,6 @@ func (t *Tracker) notify(id streamKey) {
 	if t.changed != nil {
 		close(t.changed)
 		t.changed = nil
-	}
-	for w := range t.settling {
-		w.dirty[id] = struct{}{}
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
 	}
 }
 
@@ -503,81 +492,6 @@ func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discovery.DeltaDiscoveryReq
 func (t *Tracker) OnFetchRequest(context.Context, *discovery.DiscoveryRequest) error         { return nil }
 func (t *Tracker) OnFetchResponse(*discovery.DiscoveryRequest, *discovery.DiscoveryResponse) {}
 
-// WaitGroupSynced waits, at most timeout, until every connected proxy of group has answered version: it
-// acknowledged it, or rejected it (Envoy applies what it can of a rejected update, and waiting longer would
-// not change its answer). A group with no proxy connected is synced. Proxies that left a response
-// unanswered longer than AckTimeout, and (with RequireIdentity) unauthenticated ones, do not count: one
-// client that never ACKs must not hold back every change for the real Envoys.
-//
-// With thousands of streams connected each of them answers: it looks at every stream once, then only at
-// the streams an event touched (a stream that has answered is not looked at again), so a wait costs
-// O(streams), not O(streams²) as rebuilding every proxy's status on every event did. It wakes on events,
-// and on its own only when a pending response reaches AckTimeout. (Make-before-break steps no longer wait
-// for the group: each stream takes its own, see xdscache; a push's reply waits with Lagging.)
-func (t *Tracker) WaitGroupSynced(ctx context.Context, group, version string, timeout time.Duration) bool {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	w := &settleWait{dirty: map[streamKey]struct{}{}, wake: make(chan struct{}, 1)}
-	blocking := map[streamKey]bool{}
-	var next time.Time // the earliest a blocking stream's pending response reaches AckTimeout
-	check := func(id streamKey, now time.Time) {
-		s := t.streams[id]
-		current := t.cache.Target(group)
-		if blocks, until := t.holdsBack(s, group, version, current.Version, now); blocks {
-			blocking[id] = true
-			if !until.IsZero() && (next.IsZero() || until.Before(next)) {
-				next = until
-			}
-		} else {
-			delete(blocking, id)
-		}
-	}
-	t.mu.Lock()
-	now := time.Now()
-	for id := range t.streams {
-		check(id, now)
-	}
-	t.settling[w] = struct{}{}
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		delete(t.settling, w)
-		t.mu.Unlock()
-	}()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		if len(blocking) == 0 {
-			return true
-		}
-		timer.Reset(time.Hour)
-		if !next.IsZero() {
-			timer.Reset(time.Until(next))
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-w.wake:
-			t.mu.Lock()
-			now := time.Now()
-			for id := range w.dirty {
-				check(id, now)
-			}
-			clear(w.dirty)
-			t.mu.Unlock()
-		case <-timer.C:
-			// A stream whose response went unanswered for AckTimeout stops counting: look at every
-			// blocking stream again, and find the next such moment.
-			t.mu.Lock()
-			now, next = time.Now(), time.Time{}
-			for id := range blocking {
-				check(id, now)
-			}
-			t.mu.Unlock()
-		}
-	}
-}
-
 // Busy tells whether config is on its way to a node (a response it has not answered, unless it has been
 // unanswered for AckTimeout) or was sent to it within quiet: reading its stats then would hold the Envoy's
 // main thread while it applies the config.
@@ -608,36 +522,4 @@ func (t *Tracker) Targets() map[string]string { return t.cache.Targets() }
 // longer than AckTimeout are named without being waited for.
 func (t *Tracker) Lagging(ctx context.Context, groups []string, wait time.Duration) []string {
 	return t.cache.Lagging(ctx, groups, wait, t.ackTimeout())
-}
-
-// settleWait is one WaitGroupSynced: the streams changed since it last looked, and its wake-up.
-type settleWait struct {
-	dirty map[streamKey]struct{}
-	wake  chan struct{}
-}
-
-// holdsBack tells whether stream s (nil: gone) keeps group from being synced at version, with current the
-// version the group is served, and if so when its oldest pending response reaches AckTimeout (zero: none
-// pending). It is answered's verdict on the stream's ProxyStatus, without building it; t.mu is held.
-func (t *Tracker) holdsBack(s *stream, group, version, current string, now time.Time) (bool, time.Time) {
-	if s == nil || s.node == nil || xdscache.GroupOf(s.node) != group || (t.RequireIdentity && s.identity == nil) {
-		return false, time.Time{}
-	}
-	var oldest time.Time
-	sent := false
-	for _, ts := range s.types {
-		if ts.Pending && (oldest.IsZero() || ts.sentAt.Before(oldest)) {
-			oldest = ts.sentAt
-		}
-		sent = sent || ts.SentVersion == current
-	}
-	if !oldest.IsZero() {
-		until := oldest.Add(t.ackTimeout())
-		if now.Sub(oldest) > t.ackTimeout() {
-			return false, time.Time{} // unresponsive: left out
-		}
-		return true, until
-	}
-	// Nothing pending: synced or rejected, once it has been sent the version asked for.
-	return current != version || !sent, time.Time{}
 }
