@@ -88,11 +88,7 @@ func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record f
 		return err
 	}
 	defer e.stopBackends()
-	var ports []string
-	for _, b := range e.backends {
-		_, port, _ := net.SplitHostPort(b)
-		ports = append(ports, port)
-	}
+	ports := e.backendPorts()
 	apis := cfg.APIs
 	if len(apis) == 0 {
 		apis = []string{"delta", "sotw"}
@@ -585,3 +581,13 @@ func probeServes(client *http.Client) func(backend string) bool {
 }
 
 func percentile(xs []float64, p float64) float64 { return benchstat.Percentile(xs, p) }
+
+// backendPorts are the ports of the running backends, in order.
+func (e *env) backendPorts() []string {
+	var ports []string
+	for _, b := range e.backends {
+		_, port, _ := net.SplitHostPort(b)
+		ports = append(ports, port)
+	}
+	return ports
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,11 +35,7 @@ func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) e
 		return err
 	}
 	defer e.stopBackends()
-	var ports []string
-	for _, b := range e.backends {
-		_, port, _ := net.SplitHostPort(b)
-		ports = append(ports, port)
-	}
+	ports := e.backendPorts()
 	// stats-whole reads /clusters in one request, as lbplane did before it read it in slices.
 	for _, setting := range []struct{ name, interval, slice string }{
 		{"stats-on", *statsInterval, "500"}, {"stats-whole", *statsInterval, "-1"}, {"stats-off", "0", "500"},
