@@ -11,7 +11,11 @@ VERSION := $(shell cat internal/version/VERSION)
 REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo -dirty)
 LDFLAGS := -X github.com/lbplane/lbplane/internal/version.revision=$(REVISION)
 
-.PHONY: run stop test stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster
+.PHONY: run stop test test-go stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster
+
+# The e2e tests mostly wait on Envoy, backends and timers, so four run at once on two cores (10 minutes instead
+# of 25); the connection floods take turns (e2e exclusive), and the tests on fixed demo ports run alone.
+TEST_PARALLEL ?= 4
 
 FUZZTIME ?= 10m
 # Minimizing a new input is bounded by a count of runs, not a time: Go's minimizer is quadratic in the input's
@@ -29,9 +33,13 @@ run: build
 stop:
 	@hack/demo.sh stop
 
-## test: vet, staticcheck, every test under the race detector (real Envoy and backends on loopback), and a short fuzz run
-test: tools lint check-generated
-	$(GO) test -race -count=1 -timeout 25m ./...
+## test: the whole suite: test-go, then test-cluster (the chart on real pods; root). About 26 minutes warm.
+test: test-go test-cluster
+
+## test-go: gofmt, vet, staticcheck, generated files, every Go test under the race detector (real Envoy and
+## backends on loopback, kube-apiserver and etcd, headless Chromium), and a short fuzz run
+test-go: tools lint check-generated
+	$(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout 25m ./...
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=15s -fuzzminimizetime=$(FUZZMINIMIZE) ./controlplane/translate
 
 ## stress: the e2e and kubetest packages three times in a row while a background load keeps every core busy and churns loopback connections; report into bench/results/<date>-<host>-stress/ (about 45 minutes on two cores)

@@ -72,6 +72,7 @@ spec:
 var roundRobin = oneBackend("HTTP", "", false)
 
 func TestRoundRobinSpreadsEvenly(t *testing.T) {
+	t.Parallel()
 	for _, delta := range []bool{true, false} {
 		t.Run(map[bool]string{true: "delta", false: "sotw"}[delta], func(t *testing.T) {
 			bs := startBackends(t, "a", "b", "c")
@@ -88,6 +89,7 @@ func TestRoundRobinSpreadsEvenly(t *testing.T) {
 }
 
 func TestWeightedRoundRobin(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "w1", "w2", "w3")
 	e := setup(t, true, oneBackend("HTTP", "", true), bs...)
 	waitServing(t, e.URL, "w1", "w2", "w3")
@@ -99,6 +101,7 @@ func TestWeightedRoundRobin(t *testing.T) {
 }
 
 func TestRandomSpreads(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "r1", "r2", "r3")
 	e := setup(t, true, oneBackend("HTTP", "{algorithm: Random}", false), bs...)
 	waitServing(t, e.URL, "r1", "r2", "r3")
@@ -110,6 +113,7 @@ func TestRandomSpreads(t *testing.T) {
 }
 
 func TestLeastRequestAvoidsSlowBackend(t *testing.T) {
+	t.Parallel()
 	bs := []*Backend{startBackend(t, "fast1", 0), startBackend(t, "fast2", 0), startBackend(t, "slow", 100*time.Millisecond)}
 	e := setup(t, true, oneBackend("HTTP", "{algorithm: LeastRequest, leastRequest: {choiceCount: 2}}", false), bs...)
 	waitServing(t, e.URL, "fast1", "fast2", "slow")
@@ -144,6 +148,7 @@ func TestLeastRequestAvoidsSlowBackend(t *testing.T) {
 }
 
 func TestTCPListenerRoundRobinsConnections(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "t1", "t2", "t3")
 	e := setup(t, true, oneBackend("TCP", "", false), bs...)
 	addr := fmt.Sprintf("127.0.0.1:%d", e.Port)

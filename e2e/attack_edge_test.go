@@ -337,6 +337,8 @@ func rawRequest(t *testing.T, addr, text string) *http.Response {
 // closes each at request_headers_timeout (2s here, via spec.listener.timeouts.requestHeaders, so that the
 // case fits in its time budget; the default is 10s).
 func TestAttackSlowloris(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
 	e := startEdge(t, "    timeouts: {requestHeaders: 2s}")
 	base := rssMiB(t, e.pid())
 	rss := watchRSS(t, e.pid())
@@ -410,6 +412,8 @@ func TestAttackSlowloris(t *testing.T) {
 // TestAttackHeaderFlood: oversized header blocks (over maxRequestHeadersKB, 60 KiB) and too many headers
 // (over maxHeadersCount, 100), from 50 clients at once, are answered 431 and never with a 5xx.
 func TestAttackHeaderFlood(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
 	e := startEdge(t, "")
 	base := rssMiB(t, e.pid())
 	rss := watchRSS(t, e.pid())
@@ -472,6 +476,8 @@ func TestAttackHeaderFlood(t *testing.T) {
 // reads 256 KiB/s. With 32 KiB connection buffers Envoy's flow control pushes back on the clients instead of
 // buffering; its RSS stays within 64 MiB of where it started (buffering it all would be 320 MiB).
 func TestAttackLargeBodyToSlowBackend(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
 	e := startEdge(t, "")
 	base := rssMiB(t, e.pid())
 	rss := watchRSS(t, e.pid())
@@ -520,6 +526,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // TestAttackRequestSmuggling: CL.TE and TE.CL requests (both Content-Length and Transfer-Encoding) are
 // refused with 400, and the request hidden in their bodies never reaches the backend.
 func TestAttackRequestSmuggling(t *testing.T) {
+	t.Parallel()
 	e := startEdge(t, "")
 	base := rssMiB(t, e.pid())
 	rss := watchRSS(t, e.pid())
@@ -554,6 +561,7 @@ func TestAttackRequestSmuggling(t *testing.T) {
 // "//" are resolved before routing, and an escaped slash is redirected to its unescaped path; with the
 // overrides (Drop, no normalisation, Keep) the request passes as configured.
 func TestAttackUnderscoresAndPaths(t *testing.T) {
+	t.Parallel()
 	e := startEdge(t, "")
 	if resp := rawRequest(t, e.addr, "GET / HTTP/1.1\r\nHost: x\r\nX_Auth_User: admin\r\n\r\n"); resp.StatusCode != 400 {
 		t.Errorf("underscore header: status %d, want 400", resp.StatusCode)
@@ -602,6 +610,8 @@ func TestAttackUnderscoresAndPaths(t *testing.T) {
 // attack ran is within 2× (+10 ms) the p99 of those made in the windows between, from the same 20 s: the
 // machine's other load, which drifts over seconds, weighs on both sides alike.
 func TestAttackHTTP2RapidReset(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
 	e := startEdge(t, "    http2: {enabled: true}")
 	pinCPU(t, e.pid(), envoyCPU)
 	base := rssMiB(t, e.pid())
@@ -707,6 +717,8 @@ func rapidReset(addr string, deadline time.Time, streams *atomic.Int64) {
 // limit, 16,000 with this machine's 20,000). Connections beyond it are closed at once, the trickle's
 // established connections keep working, and admin (exempt from the limit) still answers.
 func TestAttackConnectionFlood(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
 	// startEnvoy renders the bootstrap's default limit in this process, from the same open-file limit.
 	limit, _ := envoybootstrap.DefaultMaxConnections()
 	const flood = 19000
@@ -998,6 +1010,8 @@ func oneHostFlood(t *testing.T, what string, conns int, size func(e *edge) int) 
 // timers), so the silent connections are closed within seconds and new clients from another address get in
 // within 10 s of the flood's start; the trickle on established connections goes on throughout.
 func TestAttackOneHostSilentFlood(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
 	oneHostFlood(t, "silent flood", 19000, func(*edge) int { return 0 })
 }
 
@@ -1005,6 +1019,8 @@ func TestAttackOneHostSilentFlood(t *testing.T) {
 // header block the listener accepts (its max_request_headers_kb, less 2 KiB) and then nothing. Envoy's RSS
 // stays under its configured heap limit, the trickle goes on, and new clients get in.
 func TestAttackOneHostHeaderFlood(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
 	oneHostFlood(t, "header flood", 15000, func(e *edge) int { return maxRequestHeadersKB(t, e.envoy)<<10 - 2048 })
 }
 
@@ -1035,6 +1051,7 @@ func sendFrom(src, addr, text string) (*http.Response, error) {
 // closed unanswered, and nothing reaches the backend; the same header from the trusted sender is believed
 // (the backend sees 6.6.6.6 in X-Forwarded-For).
 func TestAttackProxyProtocolUntrustedSender(t *testing.T) {
+	t.Parallel()
 	e := startEdge(t, "")
 	port := reservePort(t)
 	push(t, e.lb, policy(t, edgePolicy, map[string]any{"Name": "pp", "Port": port, "B": e.be.port,
@@ -1093,6 +1110,7 @@ spec:
 // each of the other 19 is then served its 3, and refused its 4th: the buckets are per client, not per route.
 // Answers carry x-ratelimit-limit and x-ratelimit-remaining.
 func TestAttackRateLimitOneClientDrainsOnlyItsOwn(t *testing.T) {
+	t.Parallel()
 	be := startRecorder(t)
 	l := startLbplane(t)
 	envoy := startEnvoy(t, l, "per-client", true)

@@ -115,6 +115,7 @@ spec:
 const notReadable = "not a readable regular file under the files roots (lbplane serve --files-root)"
 
 func TestAttackPolicyFilesOutsideTheRoots(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	root, outside := filepath.Join(base, "root"), filepath.Join(base, "outside")
 	for _, d := range []string{root, outside} {
@@ -261,6 +262,7 @@ func TestAttackPolicyFilesOutsideTheRoots(t *testing.T) {
 }
 
 func TestAttackConfigDirSymlinkOutAndHugeFile(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	dir := filepath.Join(base, "policies")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -350,6 +352,7 @@ func TestAttackConfigDirSymlinkOutAndHugeFile(t *testing.T) {
 }
 
 func TestAttackPushAPIRefusesWithoutTheRightToken(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t)
 	ro, err := os.ReadFile(filepath.Join(l.DataDir, "token-readonly"))
 	if err != nil {
@@ -490,6 +493,7 @@ func writeAPICert(t *testing.T, dir string, serial int64) (caPath, certPath, key
 }
 
 func TestAttackPushAPIOverTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca1, cert, key := writeAPICert(t, dir, 100)
 	l := startLbplane(t, "--api-tls-cert", cert, "--api-tls-key", key)
@@ -530,6 +534,7 @@ func TestAttackPushAPIOverTLS(t *testing.T) {
 }
 
 func TestAttackPushAPIPlaintextOffLoopbackRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -587,6 +592,7 @@ func lastLines(b []byte, n int) string {
 // In Kubernetes mode the files of lbplane's pod are not the user's to name: a policy that names one is not
 // served, and its status says why, with the field.
 func TestAttackKubernetesPolicyNamingAFile(t *testing.T) {
+	t.Parallel()
 	cluster := kubetest.Start(t)
 	startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--address-backends-namespaces", "default")
 	port := reservePort(t)

@@ -45,6 +45,7 @@ func listening(port int) bool {
 // the expiry never reaches that Envoy. (The finding: a private key pushed 13 s after the
 // certificate expired was still delivered.)
 func TestAttackXDSStreamOutlivesItsCertificate(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t, "--envoy-cert-validity", "8s", "--files-root", certs(""))
 	bs := startBackends(t, "x1")
 	dir := t.TempDir()
@@ -91,6 +92,7 @@ func TestAttackXDSStreamOutlivesItsCertificate(t *testing.T) {
 // lbctl revoke --node closes the node's stream at once, refuses its reconnects, leaves other nodes alone,
 // and survives a restart of lbplane.
 func TestAttackRevokeNodeCutsItOff(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t)
 	bs := startBackends(t, "r1")
 	startEnvoyInGroup(t, l, "stolen", "a", true)
@@ -160,6 +162,7 @@ func TestAttackRevokeNodeCutsItOff(t *testing.T) {
 // one replica cuts the node off the other replica it is connected to, and still holds after that replica
 // restarts. Real kube-apiserver and etcd, two lbplane replicas sharing one CA Secret.
 func TestAttackRevokeKubernetesReachesEveryReplica(t *testing.T) {
+	t.Parallel()
 	cluster := kubetest.Start(t)
 	args := []string{"--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--namespace", "default",
 		"--ca-secret", "lbplane-ca", "--revocations-configmap", "lbplane-revocations"}

@@ -52,6 +52,7 @@ func refusedAs(t *testing.T, l *Lbplane, what string, doc []byte, want string) {
 // the serving key were served over SDS by their relative names, because the data directory's exclusion was
 // kept as the relative name "data" and never matched.
 func TestAttackKeyFilesREADMELayout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	copyFile(t, certs("app.example.com.crt"), filepath.Join(dir, "app.crt"))
 	copyFile(t, certs("app.example.com.key"), filepath.Join(dir, "app.key"))
@@ -94,6 +95,7 @@ func TestAttackKeyFilesREADMELayout(t *testing.T) {
 // file under an innocent name; it is refused by identity (device and inode). And a certificateFile that
 // carries a private key is refused: the chain goes to Envoy as it is and shows in its /config_dump.
 func TestAttackKeyFileHardLinkAndKeyInCertificate(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	copyFile(t, certs("app.example.com.crt"), filepath.Join(root, "app.crt"))
 	copyFile(t, certs("app.example.com.key"), filepath.Join(root, "app.key"))

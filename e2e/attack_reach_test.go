@@ -46,6 +46,7 @@ spec:
 // lbctl lint alike; the good policy already served keeps serving. With --allow-backend-cidrs 127.0.0.0/8,
 // lint accepts the loopback one, as the server would.
 func TestAttackReachBackendOnTheEnvoyHost(t *testing.T) {
+	t.Parallel()
 	far := newNetHost(t)
 	far.backend(t, "far", 8080)
 	l := startLbplaneDefaults(t)
@@ -115,6 +116,7 @@ func TestAttackReachBackendOnTheEnvoyHost(t *testing.T) {
 // that routes and mirrors to that listener sends POST /quitquitquit, POST /drain_listeners and GET
 // /config_dump there: none reaches admin, and Envoy keeps running and serving.
 func TestAttackReachEnvoyAdminIsNotOnTheDataPath(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "own")
 	l := startLbplane(t) // with --allow-backend-cidrs 127.0.0.0/8,::1/128
 	if _, errOut, err := lbctl(t, l, "", "status"); err != nil || !strings.Contains(errOut, "--allow-backend-cidrs 127.0.0.0/8,::1/128") {
@@ -259,6 +261,7 @@ func envoyListeningPorts(t *testing.T, e *Envoy) map[int]bool {
 // TestAttackReachPprofNeedsTheTokenOnLoopback: --pprof answers nobody without the admin token, loopback
 // included: a local process, or a request a proxy on this host is made to send, reads no heap.
 func TestAttackReachPprofNeedsTheTokenOnLoopback(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t, "--pprof")
 	base := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", l.metricsPort)
 	for _, tc := range []struct {
@@ -335,6 +338,7 @@ spec:
 // --allow-cross-namespace-refs (the chart's backendAddresses.namespaces and allowCrossNamespaceRefs) let
 // them through, and the traffic then flows.
 func TestAttackReachKubernetes(t *testing.T) {
+	t.Parallel()
 	cluster := kubetest.Start(t)
 	far := newNetHost(t)
 	far.backend(t, "far", 8080)

@@ -23,6 +23,7 @@ import (
 // --push-wait (default 2s), naming the slow node. (It used to pace every step of the group: a renamed
 // backend reached the real Envoy only after the slow client had acknowledged the first step.)
 func TestAttackSlowAckingClientDelaysNobody(t *testing.T) {
+	t.Parallel()
 	const (
 		ackDelay = 8 * time.Second // under --ack-timeout below: the client always counts as responsive
 		pushWait = 2 * time.Second // lbplane's default --push-wait

@@ -100,6 +100,7 @@ func intruderStream(t *testing.T, l *Lbplane, node, group string, statsPort int)
 }
 
 func TestAttackFakeStatsCannotEjectForEveryone(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a", "b", "c")
 	e := setupWith(t, statusPolicy, map[string]any{"B": bs}, bs...)
 	waitServing(t, e.URL, "a", "b", "c")

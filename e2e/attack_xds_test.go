@@ -180,6 +180,7 @@ func victimSecrets(t *testing.T, l *Lbplane, port int, bs []*Backend) []string {
 }
 
 func TestAttackXDSIdentityAndAuthorization(t *testing.T) {
+	t.Parallel()
 	// The victim's listener serves the example certificates.
 	l := startLbplane(t, "--files-root", certs(""))
 	bs := startBackends(t, "v1")
@@ -282,6 +283,7 @@ func expiredCert(t *testing.T, l *Lbplane, node, group string) *tls.Certificate 
 // collide: go-control-plane numbers SotW and delta streams each from 1) gets nothing of the victims', and
 // every real Envoy stays listed throughout.
 func TestAttackStreamCollision(t *testing.T) {
+	t.Parallel()
 	for _, attackerDelta := range []bool{true, false} {
 		t.Run(map[bool]string{true: "attacker-delta-victim-sotw", false: "attacker-sotw-victim-delta"}[attackerDelta], func(t *testing.T) {
 			l := startLbplane(t, "--files-root", certs(""))
@@ -468,6 +470,7 @@ spec:
 // real Envoys of its group: once it has left a response unanswered for --ack-timeout, it is STALE and the
 // make-before-break steps stop waiting for it.
 func TestAttackNonAckingClientDoesNotDelayChanges(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t, "--ack-timeout", "1s")
 	bs := startBackends(t, "n1", "n2", "n3")
 	port := reservePort(t)
@@ -530,6 +533,8 @@ func TestAttackNonAckingClientDoesNotDelayChanges(t *testing.T) {
 // runtime dies above 8,128 live goroutines, and each accepted connection is a goroutine until its handshake
 // deadline; without -race the default cap is half the open-file limit. Everything is on loopback.
 func TestAttackConnectionFloodLeavesAPIAndEnvoyWorking(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
 	l := startLbplane(t, "--xds-max-connections", "4000")
 	bs := startBackends(t, "f1", "f2")
 	port := reservePort(t)
@@ -602,6 +607,7 @@ func TestAttackConnectionFloodLeavesAPIAndEnvoyWorking(t *testing.T) {
 // Envoy's certificate, issued by lbplane, is renewed while traffic flows: Envoy takes the new one from the
 // watched directory without a restart, reconnects with it when lbplane restarts, and no request fails.
 func TestEnvoyCertificateRotationUnderLoad(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t)
 	bs := startBackends(t, "r1")
 	port := reservePort(t)
@@ -671,6 +677,7 @@ func TestEnvoyCertificateRotationUnderLoad(t *testing.T) {
 // Plaintext xDS is an explicit flag: it warns, still serves Envoy on loopback, and refuses a non-loopback
 // address unless --xds-insecure-listen-any is given too.
 func TestInsecureXDSIsExplicitAndLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(filepath.Join(binDir, "lbplane"), "serve", "--data-dir", t.TempDir(), "--xds-insecure",
 		"--xds-address", "192.0.2.1:18000", "--api-address", "127.0.0.1:0", "--metrics-address", "").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--xds-insecure-listen-any") {

@@ -38,6 +38,7 @@ func expectedShares(t *testing.T, l *Lbplane, policy, backend, backup string, wa
 // TestBackupEndpoint: the backup gets no request while the primaries are healthy, every request once they
 // are killed, and none again once they are back.
 func TestBackupEndpoint(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "prim1", "prim2", "backup")
 	e := setup(t, true, `
 apiVersion: lbplane.io/v1alpha1

@@ -26,6 +26,7 @@ var fieldPath = regexp.MustCompile(`^((?:spec|metadata|kind|apiVersion)[A-Za-z0-
 // the field path, or, when the schema lets it through, by lbplane, which reports Accepted=False with the
 // same text lbctl validate gives.
 func TestBadInputsAreRefusedOnKubernetes(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "testdata", "bad", "*.yaml"))
 	cluster := kubetest.Start(t)
 	// The bad inputs name endpoint addresses, which Kubernetes mode allows only where the operator says.

@@ -15,6 +15,7 @@ import (
 // Every file of testdata/bad is refused by the push API of a running lbplane with the error it expects, and
 // afterwards the accepted policies and Envoy's config are exactly what they were.
 func TestBadInputsAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "testdata", "bad", "*.yaml"))
 	if len(files) < 150 {
 		t.Fatalf("only %d bad inputs", len(files))

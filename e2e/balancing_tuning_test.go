@@ -32,6 +32,7 @@ func startCountingBackend(t *testing.T, name string) (*Backend, *atomic.Int64) {
 // TestMaxConnectionDurationReconnects: with maxConnectionDuration, Envoy closes an upstream connection once
 // it is that old and opens a new one, though one keep-alive client keeps it busy all along.
 func TestMaxConnectionDurationReconnects(t *testing.T) {
+	t.Parallel()
 	b, conns := startCountingBackend(t, "a")
 	tmpl := `
 apiVersion: lbplane.io/v1alpha1
@@ -71,6 +72,7 @@ spec:
 // avoidPreviousPriorities the single retry goes to zone-b, so every request succeeds; the first try still
 // goes to zone-a, the preferred zone.
 func TestRetryMovesToTheNextPriority(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a1", "a2", "b1")
 	bs[0].FailWith(http.StatusServiceUnavailable)
 	bs[1].FailWith(http.StatusServiceUnavailable)
@@ -112,6 +114,7 @@ spec:
 // TestPerEndpointStatsReachPrometheus: with perEndpointStats, Envoy's Prometheus output has a request
 // counter per endpoint, and each matches what that endpoint served.
 func TestPerEndpointStatsReachPrometheus(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a", "b")
 	tmpl := `
 apiVersion: lbplane.io/v1alpha1
@@ -155,6 +158,7 @@ spec:
 // TestAlwaysEjectOneEndpoint: with maxEjectionPercent 0 outlier detection may eject nothing, unless
 // alwaysEjectOneEndpoint lets it eject one: then the failing endpoint leaves and every request succeeds.
 func TestAlwaysEjectOneEndpoint(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "bad", "good1", "good2")
 	bs[0].FailWith(http.StatusInternalServerError)
 	tmpl := `

@@ -126,6 +126,7 @@ func hotKeyRun(t *testing.T, url string, hot, others, perStream int) (map[string
 // a balance factor the hot key's endpoint takes most of the load; with hashBalanceFactor 150 no endpoint
 // carries more than 1.5 times the mean, and the other users' keys stay on their endpoints.
 func TestBoundedLoadHashing(t *testing.T) {
+	t.Parallel()
 	var bs []*Backend
 	for i := range 4 {
 		bs = append(bs, startBackend(t, fmt.Sprintf("b%d", i+1), 40*time.Millisecond))

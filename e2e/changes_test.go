@@ -122,6 +122,7 @@ spec:
 }
 
 func TestChangesUnderLoadLoseNoRequest(t *testing.T) {
+	t.Parallel()
 	for _, delta := range []bool{true, false} {
 		t.Run(map[bool]string{true: "delta", false: "sotw"}[delta], func(t *testing.T) {
 			bs := startBackends(t, "b0", "b1", "b2", "b3", "b4")
@@ -205,6 +206,7 @@ func lbctl(t *testing.T, l *Lbplane, stdin string, args ...string) (string, stri
 }
 
 func TestInvalidPolicyIsRejectedAndNothingChanges(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "good", "other", "newer")
 	l := startLbplane(t)
 	port, port2 := reservePort(t), reservePort(t)
@@ -310,6 +312,7 @@ func stripVolatile(s string) string {
 }
 
 func TestRestartLosesNothing(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "r0", "r1", "r2")
 	e := setup(t, true, roundRobin, bs...)
 	waitServing(t, e.URL, "r0", "r1", "r2")
@@ -396,6 +399,7 @@ spec:
 }
 
 func TestTwentyChangesUnderLoad(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "t0", "t1", "t2", "t3")
 	e := &env{L: startLbplane(t), Port: reservePort(t), B: bs}
 	e.URL = fmt.Sprintf("http://127.0.0.1:%d", e.Port)
@@ -422,6 +426,7 @@ func TestTwentyChangesUnderLoad(t *testing.T) {
 // connection failures elsewhere, so it must cost fewer: only the requests in flight on the killed backend's
 // connections, which may have reached it.
 func TestKilledBackendWithoutRetriesCostsRequests(t *testing.T) {
+	t.Parallel()
 	failed := map[string]int64{}
 	for _, c := range []struct{ name, retry string }{{"retries-off", "\n      retry: {attempts: 0}"}, {"default-retry", ""}} {
 		t.Run(c.name, func(t *testing.T) {
@@ -451,6 +456,7 @@ func TestKilledBackendWithoutRetriesCostsRequests(t *testing.T) {
 
 // A restarted Envoy takes no traffic before it has its full config: every connection it accepts is served.
 func TestRestartedEnvoyServesOnlyWithFullConfig(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "e1", "e2")
 	e := setup(t, true, routesLikeFor2(), bs...)
 	waitServing(t, e.URL+"/b", "e2")

@@ -40,6 +40,7 @@ func hasStat(stats, name string) bool {
 // that ejected an endpoint) and the per-endpoint Prometheus series, and leaves out the cluster stats nothing
 // reads; an Envoy with the default (all) on the same lbplane has them.
 func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a", "b", "c")
 	l := startLbplane(t)
 	port := reservePort(t)

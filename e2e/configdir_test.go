@@ -19,6 +19,7 @@ spec:
 `
 
 func TestConfigDirIsLoadedAndWatched(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "d1", "d2")
 	dir := t.TempDir()
 	port := reservePort(t)

@@ -101,6 +101,7 @@ const readChart = `Object.fromEntries([...document.querySelectorAll('svg.spread 
 // Envoy and three backends: the spread chart's numbers match what the test's own client sent, a killed
 // backend shows as ejected within 3 s, and a wrong token gets no data.
 func TestDashboardInABrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	bs := startBackends(t, "a", "b", "c")
 	// Stats read every half second: the page refreshes every second, and an ejection must show within 3 s.

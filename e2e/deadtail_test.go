@@ -39,6 +39,7 @@ func hostCounter(t *testing.T, e *Envoy, cluster, host, stat string) int {
 // load is ejected after its first refused connects, and no request fails: the implicit retry sends the
 // few that hit it to another endpoint.
 func TestDeadBackendEjectedAtOnce(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "d1", "d2", "d3")
 	e := setup(t, true, `
 apiVersion: lbplane.io/v1alpha1

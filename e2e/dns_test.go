@@ -92,6 +92,7 @@ func startEnvoyResolving(t *testing.T, l *Lbplane, nodeID, resolver string) *Env
 // to, with Envoy's resolver pointed at a DNS server the test runs; when the answer changes, the traffic
 // moves to the new addresses, and status shows the resolved endpoints.
 func TestDNSBackendFollowsTheAnswer(t *testing.T) {
+	t.Parallel()
 	port := reservePort(t)
 	bs := map[string]*Backend{}
 	for i, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {

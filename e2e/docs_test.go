@@ -257,6 +257,7 @@ func docOffset(t *testing.T) int {
 // TestDocsShellBlocksFollowTheConvention needs no Envoy: every shell block of README.md and docs/ is spelled
 // as the convention says, and the pages that teach a path have blocks that run.
 func TestDocsShellBlocksFollowTheConvention(t *testing.T) {
+	t.Parallel()
 	runnable := map[string]int{}
 	for _, page := range docPages(t) {
 		blocks, err := docBlocks(page)

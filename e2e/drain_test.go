@@ -153,6 +153,7 @@ next:
 // Not proven here: that the kubelet runs the hook and waits terminationGracePeriodSeconds (no kubelet on
 // these machines), and how long kube-proxy really takes (drain.seconds must cover it).
 func TestEnvoyPreStopDrain(t *testing.T) {
+	t.Parallel()
 	preStop, drainArgs := chartEnvoyShutdown(t, "--set", "envoy.drain.seconds=3", "--set", "envoy.drain.waitSeconds=20")
 	if len(preStop) != 3 || preStop[0] != "/bin/bash" || !strings.Contains(preStop[2], chartAdminSocket) {
 		t.Fatalf("unexpected preStop command: %q", preStop)

@@ -11,6 +11,7 @@ import (
 // TestKubernetesHealthEventsOnThePolicy: in Kubernetes mode an ejection an Envoy reports is also a Kubernetes
 // Event on the policy (kubectl describe lbp / kubectl get events show it), as well as in lbplane's history.
 func TestKubernetesHealthEventsOnThePolicy(t *testing.T) {
+	t.Parallel()
 	k := startKubeEnv(t, "k1", "k2")
 	k.apply(t, kubeObjects, k.endpoints("ready", "ready"))
 	k.apply(t, kubePolicy, map[string]any{"Name": "web", "Port": k.port})

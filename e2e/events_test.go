@@ -29,6 +29,7 @@ func eventsOf(t *testing.T, l *Lbplane, args ...string) []apiwire.HealthEvent {
 // ejection and the recovery with the endpoint, the Envoy and the reason, and lbctl events (and the policy's
 // history, which the dashboard draws) has them, and the endpoint's series.
 func TestHealthHistoryOnTheServer(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a", "b", "c")
 	e := setupWith(t, statusPolicy, map[string]any{"B": bs}, bs...)
 	waitServing(t, e.URL, "a", "b", "c")
@@ -143,6 +144,7 @@ spec:
 // TestLapsedPassiveEjectionIsUnknown: with passive checks only, a dead endpoint that nobody sends to is
 // not shown healthy once its ejection lapses: it is unknown since then, until it answers again.
 func TestLapsedPassiveEjectionIsUnknown(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a", "b", "c")
 	e := setupWith(t, passiveOnlyPolicy, map[string]any{"B": bs}, bs...)
 	waitServing(t, e.URL, "a", "b", "c")

@@ -32,6 +32,7 @@ import (
 // A request is not sent where this test has no backend the example could reach: DNS names (example names
 // that do not resolve here). Those policies are still checked for lint, Programmed and Envoy's ACK.
 func TestEveryExampleLintsCleanAndServes(t *testing.T) {
+	t.Parallel()
 	tools.Require(t, "envoy")
 	files, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "examples", "*.yaml"))
 	if len(files) < 20 {

@@ -62,6 +62,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// exclusives holds one mutex per name given to exclusive.
+var exclusives sync.Map
+
+// exclusive makes the tests that call it with the same name run one at a time while the others run in
+// parallel: each connection flood needs the host's descriptors and loopback ports to itself, or one flood's
+// attacker starves another's and neither happens as described. It holds until the test's other cleanups
+// (its Envoy, its attacker) have run.
+func exclusive(t *testing.T, name string) {
+	t.Helper()
+	m, _ := exclusives.LoadOrStore(name, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	t.Cleanup(mu.Unlock)
+}
+
 // reservePort returns a loopback port held for this test (see internal/portreserve): Envoy's listeners and
 // the backends bind it, and no other process can take it first.
 func reservePort(t *testing.T) int {

@@ -109,6 +109,7 @@ func spreadOf(a map[int]string) map[string]int {
 }
 
 func TestHashingIsStickyForEveryKey(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "h1", "h2", "h3", "h4", "h5")
 	for _, hc := range hashCases(t) {
 		t.Run(hc.name, func(t *testing.T) {
@@ -128,6 +129,7 @@ func TestHashingIsStickyForEveryKey(t *testing.T) {
 }
 
 func TestRemovingAnEndpointRemapsFewClients(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "m1", "m2", "m3", "m4", "m5")
 	header := hashCases(t)[0]
 	for _, algo := range []string{"RingHash", "Maglev"} {
@@ -170,6 +172,7 @@ func TestRemovingAnEndpointRemapsFewClients(t *testing.T) {
 }
 
 func TestGeneratedCookie(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "c1", "c2", "c3")
 	e := setup(t, true, `
 apiVersion: lbplane.io/v1alpha1

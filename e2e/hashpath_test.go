@@ -9,6 +9,7 @@ import (
 // whatever its query string, and 300 paths spread over 3 endpoints with at least 20 % each; with host, every
 // request for one Host lands on one endpoint.
 func TestHashOnPathAndHost(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "p1", "p2", "p3")
 	for _, tc := range []struct {
 		name, key string

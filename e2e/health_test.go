@@ -128,6 +128,7 @@ const (
 )
 
 func TestActiveHTTPHealthCheck(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a", "b", "c")
 	data := map[string]any{"Type": "HTTP", "Extra": ", http: {path: /healthz}", "B": bs}
 	e := setupWith(t, healthPolicy, data, bs...)
@@ -158,6 +159,7 @@ func TestActiveHTTPHealthCheck(t *testing.T) {
 }
 
 func TestActiveTCPHealthCheck(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a", "b", "c")
 	e := setupWith(t, healthPolicy, map[string]any{"Type": "TCP", "Extra": "", "B": bs}, bs...)
 	waitServing(t, e.URL, "a", "b", "c")
@@ -212,6 +214,7 @@ func startGRPCBackend(t *testing.T, name string) *grpcBackend {
 }
 
 func TestActiveGRPCHealthCheck(t *testing.T) {
+	t.Parallel()
 	gb := []*grpcBackend{startGRPCBackend(t, "a"), startGRPCBackend(t, "b"), startGRPCBackend(t, "c")}
 	bs := []*Backend{gb[0].Backend, gb[1].Backend, gb[2].Backend}
 	e := setupWith(t, healthPolicy, map[string]any{"Type": "GRPC", "Extra": "", "HTTP2": true, "B": bs}, bs...)
@@ -230,6 +233,7 @@ func TestActiveGRPCHealthCheck(t *testing.T) {
 }
 
 func TestOutlierDetectionWithRetriesHidesA5xxBackend(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "good1", "good2", "bad")
 	bs[2].FailWith(http.StatusInternalServerError)
 	e := setup(t, true, `
@@ -264,6 +268,7 @@ spec:
 }
 
 func TestRetriesOnConnectFailureHideAStoppedBackend(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "r1", "r2", "r3")
 	e := setup(t, true, `
 apiVersion: lbplane.io/v1alpha1
@@ -293,6 +298,7 @@ spec:
 }
 
 func TestCircuitBreakerShedsOverflow(t *testing.T) {
+	t.Parallel()
 	slow := startBackend(t, "slow", 300*time.Millisecond)
 	e := setup(t, true, `
 apiVersion: lbplane.io/v1alpha1

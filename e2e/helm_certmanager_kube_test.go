@@ -27,6 +27,7 @@ import (
 // files), and traffic flows over mTLS; a renewed group Secret swapped into the volume is picked up by Envoy.
 // lbplane, which keeps no CA in this mode, writes no Secret.
 func TestHelmChartCertManager(t *testing.T) {
+	t.Parallel()
 	crds := tools.Path("cert-manager-crds")
 	if _, err := os.Stat(filepath.Join(crds, "cert-manager.io_certificates.yaml")); err != nil {
 		t.Fatalf("cert-manager's CRDs are not at %s: run hack/tools.sh cert-manager-crds (make tools)", crds)

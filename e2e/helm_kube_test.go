@@ -157,6 +157,7 @@ func getSecret(t *testing.T, c *kubetest.Cluster, name string) (*corev1.Secret, 
 // Secret laid out as the kubelet mounts it connects over mTLS and serves a policy applied with kubectl; and a
 // second replica uses the same CA.
 func TestHelmChartKubernetesMTLS(t *testing.T) {
+	t.Parallel()
 	c := kubetest.Start(t)
 	if out, err := kubectl(t, c.Kubeconfig, "", "create", "namespace", "lbplane"); err != nil {
 		t.Fatalf("%v %s", err, out)

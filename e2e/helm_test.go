@@ -32,6 +32,7 @@ var chartDir = filepath.Join(tools.RepoRoot(), "charts", "lbplane")
 var allValues = filepath.Join(chartDir, "testdata", "all-values.yaml")
 
 func TestHelmLintAndSchema(t *testing.T) {
+	t.Parallel()
 	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}, {"--set", "mtls.certManager.issuerRef.name=ca"},
 		{"-f", allValues}, {"-f", allValues, "--set", "envoy.enabled=false"}} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
@@ -52,6 +53,7 @@ func TestHelmLintAndSchema(t *testing.T) {
 // TestHelmTemplateGolden renders the chart with fixed values and compares with the reviewed output; the
 // rendered Envoy bootstrap must also be accepted by Envoy.
 func TestHelmTemplateGolden(t *testing.T) {
+	t.Parallel()
 	envoy := tools.Require(t, "envoy")
 	for name, set := range map[string][]string{
 		"default":      {"--set", "apiToken=golden"},
@@ -145,6 +147,7 @@ func checkDashboardConfigMap(t *testing.T, out string) {
 // TestHelmInstallAndLeastPrivilege installs the chart into a real API server and proves with
 // kubectl auth can-i that lbplane's service account can do what it needs and nothing else.
 func TestHelmInstallAndLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	c := kubetest.Start(t)
 	out, err := helm(t, "install", "demo", chartDir, "-n", "lbplane", "--create-namespace", "--kubeconfig", c.Kubeconfig, "--set", "apiToken=t")
 	if err != nil {
@@ -221,6 +224,7 @@ func writeTestCredentials(t *testing.T, group string) string {
 // failure (a rejected policy, a NACK, no Envoy, a killed backend's ejected endpoints, expiring certificates)
 // and stays quiet on the healthy ones.
 func TestHelmAlertsWithPromtool(t *testing.T) {
+	t.Parallel()
 	promtool := tools.Require(t, "promtool")
 	out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", "metrics.prometheusRule.enabled=true",
 		"--show-only", "templates/prometheusrule.yaml")

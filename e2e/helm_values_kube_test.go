@@ -58,6 +58,7 @@ func installServiceMonitorCRD(t *testing.T, c *kubetest.Cluster) {
 // CRD value set (testdata/all-values.yaml) into a real API server, which validates each object against
 // its schema (the ServiceMonitors against prometheus-operator's CRD), and reads back what was created.
 func TestHelmInstallEveryValue(t *testing.T) {
+	t.Parallel()
 	c := kubetest.Start(t)
 	installServiceMonitorCRD(t, c)
 	deleteCRD(t, c)
@@ -288,6 +289,7 @@ func crdHasField(t *testing.T, kubeconfig, field string) bool {
 // with crds.templated=true after the documented adoption, and the API server then serves the new schema: a
 // policy keeps the field instead of having it pruned.
 func TestHelmCRDUpgrade(t *testing.T) {
+	t.Parallel()
 	c := kubetest.Start(t)
 	deleteCRD(t, c)
 	const field = "proxyGroup"

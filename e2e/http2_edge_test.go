@@ -30,6 +30,7 @@ spec:
 // TestDownstreamHTTP2IsExplicit: plain HTTP listeners speak HTTP/1.1 only unless http2.enabled turns h2c on;
 // HTTPS listeners offer h2 by ALPN unless http2.enabled is false.
 func TestDownstreamHTTP2IsExplicit(t *testing.T) {
+	t.Parallel()
 	e := startEdge(t, "")
 	h2c := func(addr string) (*http.Response, error) {
 		// HTTP/2 with prior knowledge and nothing else: no fallback to HTTP/1.1.
@@ -81,6 +82,7 @@ func TestDownstreamHTTP2IsExplicit(t *testing.T) {
 // TestListenerConnectionLimit: spec.listener.limits.maxConnections closes connections beyond it as they
 // are accepted, while those within it keep being served.
 func TestListenerConnectionLimit(t *testing.T) {
+	t.Parallel()
 	e := startEdge(t, "    limits: {maxConnections: 50}")
 	tr := startTrickle(t, e.url, 2, 50*time.Millisecond, 30*time.Second)
 	var held []net.Conn

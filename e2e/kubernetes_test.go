@@ -124,6 +124,7 @@ func (k *kubeEnv) endpoints(states ...string) map[string]any {
 }
 
 func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
+	t.Parallel()
 	k := startKubeEnv(t, "k1", "k2", "k3")
 	cluster, url, port := k.cluster, k.url, k.port
 	apply := func(tmpl string, data any) { t.Helper(); k.apply(t, tmpl, data) }
@@ -207,6 +208,7 @@ func TestKubernetesApplyServesAndReportsStatus(t *testing.T) {
 // The API server down for 30s under load: lbplane and Envoy keep serving; a change made after it returns
 // is applied.
 func TestKubernetesAPIServerOutage(t *testing.T) {
+	t.Parallel()
 	k := startKubeEnv(t, "k1", "k2", "k3")
 	cluster, url, port := k.cluster, k.url, k.port
 	apply := func(tmpl string, data any) { t.Helper(); k.apply(t, tmpl, data) }
@@ -238,6 +240,7 @@ func TestKubernetesAPIServerOutage(t *testing.T) {
 
 // A policy Envoy rejects shows Programmed=False with Envoy's message; the others stay Programmed and serve.
 func TestKubernetesRejectedPolicy(t *testing.T) {
+	t.Parallel()
 	k := startKubeEnv(t, "k1")
 	cluster, url, port := k.cluster, k.url, k.port
 	apply := func(tmpl string, data any) { t.Helper(); k.apply(t, tmpl, data) }
@@ -272,6 +275,7 @@ func TestKubernetesRejectedPolicy(t *testing.T) {
 // no request fails, the other replica takes over status writing, and a change still reaches its Envoy and
 // the policy's status.
 func TestKubernetesReplicasAndLeaderFailover(t *testing.T) {
+	t.Parallel()
 	cluster := kubetest.Start(t)
 	hosts := map[string]*netHost{}
 	for _, n := range []string{"k1", "k2"} {
@@ -339,6 +343,7 @@ func TestKubernetesReplicasAndLeaderFailover(t *testing.T) {
 
 // A kubernetes.io/tls Secret serves an HTTPS listener.
 func TestKubernetesTLSSecret(t *testing.T) {
+	t.Parallel()
 	k := startKubeEnv(t, "k1")
 	k.apply(t, kubeObjects, k.endpoints("ready"))
 	if out, err := kubectl(t, k.cluster.Kubeconfig, "", "create", "secret", "tls", "app-tls", "--cert", certs("app.example.com.crt"), "--key", certs("app.example.com.key")); err != nil {

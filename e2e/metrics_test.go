@@ -66,6 +66,7 @@ func scrape(t *testing.T, url string) map[string]float64 {
 // rejects, reads Envoy's own stats through its stats port, and checks the JSON log has one debug line per
 // push and a warning per NACK.
 func TestMetricsMoveWithPushesAndNacks(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "m1")
 	l := startLbplane(t, "--log-format", "json")
 	e := startEnvoy(t, l, "envoy-metrics", true)
@@ -260,6 +261,7 @@ func checkDashboardMetrics(t *testing.T, scraped ...map[string]float64) {
 // meets a bad config-dir file, a good policy and an Envoy whose stats port closes; /healthz and /readyz
 // answer on the metrics port; --pprof serves there, with the admin token only.
 func TestMetricsHealthAndErrors(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "h1")
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("apiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: bad}\nspec: {listener: {port: -1}}\n"), 0o600)

@@ -55,6 +55,7 @@ spec:
 // TestMirrorCopiesAShareOfRequests: the mirror backend receives about the configured share of the requests,
 // while every client gets the primary's answer, even though the mirror fails each copy it gets.
 func TestMirrorCopiesAShareOfRequests(t *testing.T) {
+	t.Parallel()
 	const percent, sent = 25, 1000
 	primary, shadow := startBackend(t, "primary", 0), startBackend(t, "shadow", 0)
 	// A failing mirror must not show: its answers are dropped.

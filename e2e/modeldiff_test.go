@@ -215,6 +215,7 @@ func diffRequest(i int) trafficmodel.Request {
 // LBPLANE_MODEL_DIFF_SEED and LBPLANE_MODEL_DIFF_CASES draw another sample; modelGaps lists what the model
 // does not follow.
 func TestTrafficModelMatchesEnvoy(t *testing.T) {
+	t.Parallel()
 	seed, cases, requests := uint64(30), 10, 2000
 	if s := os.Getenv("LBPLANE_MODEL_DIFF_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)

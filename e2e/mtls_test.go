@@ -77,6 +77,7 @@ func (p *testPKI) issue(t *testing.T, name, cn string, ous, dns []string, usage 
 }
 
 func TestXDSOverMTLSBindsNodesToCertificates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pki := newPKI(t, dir, "ca")
 	other := newPKI(t, dir, "other-ca")

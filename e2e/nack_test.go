@@ -38,6 +38,7 @@ spec:
 }
 
 func TestEnvoyRejectionIsReportedAndContained(t *testing.T) {
+	t.Parallel()
 	for _, delta := range []bool{true, false} {
 		t.Run(map[bool]string{true: "delta", false: "sotw"}[delta], func(t *testing.T) {
 			bs := startBackends(t, "ok1", "ok2")

@@ -41,6 +41,7 @@ func exitStatus(err error) int {
 // TestDiffExplainAndLintAgainstTheServer: lbctl diff shows what a push would change and changes nothing,
 // lbctl explain names the Envoy fields, and lint findings come back on push and in status.
 func TestDiffExplainAndLintAgainstTheServer(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "d1")
 	l := startLbplane(t)
 	startEnvoy(t, l, "envoy-op", true)
@@ -102,6 +103,7 @@ func TestDiffExplainAndLintAgainstTheServer(t *testing.T) {
 // TestSigtermIsLogged: lbplane stopped by SIGTERM (the kubelet's, systemd's) says so in its log, with the
 // signal, and exits 0, rather than vanishing without a word.
 func TestSigtermIsLogged(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t)
 	if err := l.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ spec:
 // 90 %, the other 10 %; Envoy weighs them by it, and the busy one gets clearly less of the traffic. Without
 // reports the two would get half each (round robin).
 func TestBackendUtilizationFavoursTheIdleBackend(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "busy", "idle")
 	bs[0].SetUtilization(0.9)
 	bs[1].SetUtilization(0.1)

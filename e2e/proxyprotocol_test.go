@@ -70,6 +70,7 @@ spec:
 // the PROXY header Envoy sends (v1 and v2, HTTP and TCP listeners), not Envoy's; a listener that accepts the
 // PROXY protocol forwards the source its header names, and refuses connections without one.
 func TestProxyProtocolCarriesTheClientAddress(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t)
 	e := startEnvoy(t, l, "envoy-pp", true)
 	type listener struct {

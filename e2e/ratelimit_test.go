@@ -50,6 +50,7 @@ spec:
 // beyond the bucket get 429 (within 5 %), the rest are served, and a route without a limit is not touched.
 // On a TCP listener the bucket counts connections: those beyond it are closed.
 func TestRateLimitAnswers429ForTheExcess(t *testing.T) {
+	t.Parallel()
 	const burst, sent = 50, 200
 	bs := startBackends(t, "a", "b")
 	data := map[string]any{"Burst": burst, "B": bs, "TCPPort": reservePort(t)}

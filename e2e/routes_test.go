@@ -30,6 +30,7 @@ spec:
 `
 
 func TestRoutesSplitAndMatch(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "stable", "canary")
 	e := setup(t, true, routesPolicy, bs...)
 	host := map[string]string{"Host": "app.example.com"}

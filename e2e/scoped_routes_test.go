@@ -39,6 +39,7 @@ func reloadCounters(t *testing.T, e *Envoy) map[string]int {
 // route makes Envoy reload that host's route table alone (its rds counters), after which the host is routed
 // to its new backend; for delta and state-of-the-world xDS.
 func TestManyHostsOnOnePortServedAsScopedRoutes(t *testing.T) {
+	t.Parallel()
 	for _, delta := range []bool{true, false} {
 		t.Run(fmt.Sprintf("delta=%v", delta), func(t *testing.T) {
 			const hosts = ir.ScopedRoutesAbove + 20

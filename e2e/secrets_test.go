@@ -9,6 +9,7 @@ import (
 // The push API token and certificate private keys never show up in lbplane's logs (at debug level), in
 // lbctl's output, or in error messages.
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "s1")
 	e := setupWith(t, httpsPolicy, map[string]any{"Certs": certs(""), "B": bs}, bs...)
 	waitSynced(t, e.L, 1)

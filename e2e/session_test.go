@@ -31,6 +31,7 @@ func jarClient() *Client {
 }
 
 func TestSessionPersistenceSurvivesNewEndpoints(t *testing.T) {
+	t.Parallel()
 	all := startBackends(t, "s1", "s2", "s3", "s4", "s5")
 	e := setup(t, true, sessionPolicy, all[:3]...)
 	waitServing(t, e.URL, "s1", "s2", "s3")
@@ -78,6 +79,7 @@ func TestSessionPersistenceSurvivesNewEndpoints(t *testing.T) {
 }
 
 func TestSessionPersistenceAcrossWeightedBackends(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "blue", "green")
 	e := setup(t, true, `
 apiVersion: lbplane.io/v1alpha1

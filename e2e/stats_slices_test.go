@@ -25,6 +25,7 @@ spec:
 // real Envoy, every policy's endpoint health is still in its status, and a stopped backend shows on its own
 // policy alone.
 func TestStatsReadInSlicesCoverEveryPolicy(t *testing.T) {
+	t.Parallel()
 	l := startLbplane(t, "--proxy-stats-slice", "1", "--proxy-stats-interval", "500ms")
 	bs := startBackends(t, "s1", "s2", "s3")
 	startEnvoy(t, l, "sliced", true)

@@ -79,6 +79,7 @@ func ejectedReasons(b v1alpha1.BackendStatus, addr string) []string {
 // TestStatusShowsEndpointHealth stops a backend, brings it back, and makes another answer 5xx, and reads
 // what lbctl status says each time, from a real Envoy's stats port.
 func TestStatusShowsEndpointHealth(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a", "b", "c")
 	e := setupWith(t, statusPolicy, map[string]any{"B": bs}, bs...)
 	waitServing(t, e.URL, "a", "b", "c")

@@ -63,6 +63,7 @@ func httpsClient(t *testing.T, port int) *http.Client {
 }
 
 func TestHTTPSServesTheCertificateOfEachName(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "app")
 	e := setupWith(t, httpsPolicy, map[string]any{"Certs": certs(""), "B": bs}, bs...)
 	c := httpsClient(t, e.Port)
@@ -96,6 +97,7 @@ func TestHTTPSServesTheCertificateOfEachName(t *testing.T) {
 }
 
 func TestWebSocketThroughHTTPAndHTTPS(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "ws")
 	plain := setup(t, true, roundRobin, bs...)
 	secure := setupWith(t, httpsPolicy, map[string]any{"Certs": certs(""), "B": bs}, bs...)
@@ -165,6 +167,7 @@ spec:
 `
 
 func TestDrainingEndpointKeepsItsWebSocket(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "d0", "d1", "d2")
 	e := setupWith(t, drainPolicy, map[string]any{"B": bs, "Draining": -1}, bs...)
 	waitServing(t, e.URL, "d0", "d1", "d2")
@@ -218,6 +221,7 @@ func TestDrainingEndpointKeepsItsWebSocket(t *testing.T) {
 }
 
 func TestUpstreamTLSVerifiesTheBackend(t *testing.T) {
+	t.Parallel()
 	cert, err := tls.LoadX509KeyPair(certs("backend.internal.crt"), certs("backend.internal.key"))
 	if err != nil {
 		t.Fatal(err)

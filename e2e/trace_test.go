@@ -80,6 +80,7 @@ func traceLive(t *testing.T, e *env, args ...string) traceResult {
 // of a source address, the endpoint a session cookie names; for a weighted split without a hash, one of
 // the candidates, with the chances the weights give.
 func TestTraceOfflineAgreesWithLive(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "t1", "t2", "t3", "w1", "w2", "v1")
 	e := setupWith(t, tracePolicy, map[string]any{"B": bs}, bs...)
 	waitServing(t, e.URL, "w1", "w2", "v1")
@@ -145,6 +146,7 @@ spec:
 // then killed and the traffic through Envoy is measured, at lbplane's defaults (implicit connect retry,
 // ejection at the first refused connect); lbctl trace then reads the same health from lbplane's status.
 func TestWhatIfFailoverMatchesTraffic(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a1", "a2", "a3", "a4", "a5", "b1", "b2")
 	e := setupWith(t, whatIfPolicy, map[string]any{"B": bs}, bs...)
 	waitServing(t, e.URL, "a1", "a2", "a3", "a4", "a5")

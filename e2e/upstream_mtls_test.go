@@ -98,6 +98,7 @@ spec:
 // the certificate file is replaced by one its CA did not sign (lbplane re-reads the file and re-sends the
 // secret).
 func TestUpstreamMTLSPresentsTheClientCertificate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clientCA, cert, key := clientPKI(t, "envoy")
 	for name, data := range map[string][]byte{"client-ca.crt": clientCA, "client.crt": cert, "client.key": key} {
@@ -172,6 +173,7 @@ func TestUpstreamMTLSPresentsTheClientCertificate(t *testing.T) {
 // kubernetes.io/tls Secret; the backend that requires it answers, and replacing the Secret's certificate by
 // one its CA did not sign makes it refuse, as Envoy gets the new Secret.
 func TestKubernetesUpstreamClientCertificateSecret(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clientCA, cert, key := clientPKI(t, "envoy")
 	_, otherCert, otherKey := clientPKI(t, "intruder")
@@ -228,6 +230,7 @@ spec:
 // its certificate must carry that name: the endpoint named as in its certificate answers, the same server
 // named otherwise is refused.
 func TestUpstreamAutoSNIFromEndpointHostname(t *testing.T) {
+	t.Parallel()
 	cfg, err := backend.ServerTLS(certs("backend.internal.crt"), certs("backend.internal.key"), "")
 	if err != nil {
 		t.Fatal(err)

@@ -88,6 +88,7 @@ func zoneShare(c *Client, url string, n int, zone string) (float64, map[string]i
 // endpoints, round robin among them, while zone-a has at least minEndpoints (2) healthy; with only one left
 // most traffic moves to zone-b, all of it once zone-a is down, and it comes back when zone-a does.
 func TestZoneAwareRouting(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a1", "a2", "a3", "b1", "b2", "b3")
 	l := startLbplane(t)
 	port := reservePort(t)
@@ -167,6 +168,7 @@ spec:
 // share matches the traffic model of lbctl diff --traffic and whatif, also with one zone-a endpoint down
 // (zone-a's weight times 1.4 × 1/2: 56 against 20).
 func TestZoneWeights(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a1", "a2", "b1", "b2")
 	data := map[string]any{"B": bs, "Zones": []string{"zone-a", "zone-a", "zone-b", "zone-b"}}
 	e := setupWith(t, zoneWeightsPolicy, data, bs...)

@@ -27,6 +27,7 @@ spec:
 // TestZoneFailover: every request goes to the first zone while it is healthy, to the second when the first
 // fails, and back when it returns; the unlisted zone gets nothing while a listed one can serve.
 func TestZoneFailover(t *testing.T) {
+	t.Parallel()
 	bs := startBackends(t, "a1", "b1", "c1")
 	e := setupWith(t, zonePolicy, map[string]any{"B": bs, "Zones": []string{"zone-a", "zone-b", "zone-c"}}, bs...)
 	waitServing(t, e.URL, "a1")

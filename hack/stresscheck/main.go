@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ func main() {
 	runs := flag.Int("runs", 3, "how many times to run the packages")
 	out := flag.String("out", "", "directory for the report and each run's output (default bench/results/<date>-<host>-stress)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "go test -timeout of each run")
+	parallel := flag.Int("parallel", 4, "go test -parallel of each run (make test's TEST_PARALLEL)")
 	maxLoad := flag.Duration("max-load", 2*time.Hour, "the background load stops after this long, whatever happens")
 	connRate := flag.Int("conn-rate", 300, "loopback connections opened and closed per second by the load")
 	spinners := flag.Int("spinners", runtime.NumCPU(), "goroutines burning CPU alongside the tests")
@@ -53,7 +55,7 @@ func main() {
 
 	var results []runResult
 	for i := 1; i <= *runs; i++ {
-		r := runOnce(i, pkgs, *timeout, *out)
+		r := runOnce(i, pkgs, *timeout, *parallel, *out)
 		results = append(results, r)
 		fmt.Printf("run %d: %s in %s, %d failures\n", i, r.verdict(), r.took.Round(time.Second), len(r.failures))
 	}
@@ -189,9 +191,9 @@ var (
 	pkgLine  = regexp.MustCompile(`^(ok|FAIL)\s+\S+`)
 )
 
-func runOnce(n int, pkgs []string, timeout time.Duration, out string) runResult {
+func runOnce(n int, pkgs []string, timeout time.Duration, parallel int, out string) runResult {
 	logPath := filepath.Join(out, fmt.Sprintf("run-%d.log", n))
-	args := append([]string{"test", "-race", "-count=1", "-timeout", timeout.String()}, pkgs...)
+	args := append([]string{"test", "-race", "-count=1", "-parallel", strconv.Itoa(parallel), "-timeout", timeout.String()}, pkgs...)
 	cmd := exec.Command("go", args...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&buf, os.Stderr), io.MultiWriter(&buf, os.Stderr)
