@@ -115,7 +115,11 @@ func TestRandomSpreads(t *testing.T) {
 func TestLeastRequestAvoidsSlowBackend(t *testing.T) {
 	t.Parallel()
 	bs := []*Backend{startBackend(t, "fast1", 0), startBackend(t, "fast2", 0), startBackend(t, "slow", 100*time.Millisecond)}
-	e := setup(t, true, oneBackend("HTTP", "{algorithm: LeastRequest, leastRequest: {choiceCount: 2}}", false), bs...)
+	// Envoy draws choiceCount endpoints with replacement and takes the one with fewest requests in flight, so
+	// the slow one is still taken whenever every draw is the slow one: 1 in 9 requests with 2 choices (the
+	// fast ones then get 4 in 9 each, a ratio of 4 that a busy machine brings near 2.5: 195 against 502 once),
+	// 1 in 27 with 3 (a ratio of 13).
+	e := setup(t, true, oneBackend("HTTP", "{algorithm: LeastRequest, leastRequest: {choiceCount: 3}}", false), bs...)
 	waitServing(t, e.URL, "fast1", "fast2", "slow")
 	// 12 concurrent clients keep requests in flight, so that "least requests" has something to compare.
 	var mu sync.Mutex

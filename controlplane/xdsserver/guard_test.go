@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -103,16 +104,34 @@ func subscribe(t *testing.T, ctx context.Context, conn *grpc.ClientConn, nodeID 
 	if err != nil {
 		return nil, err
 	}
-	d := &delta{s, receiveInto(s.Recv)}
-	if err := d.Send(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: nodeID, Cluster: "g"}, TypeUrl: resource.ClusterType,
+	if err := s.Send(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: nodeID, Cluster: "g"}, TypeUrl: resource.ClusterType,
 		ResourceNamesSubscribe: []string{"*"}}); err != nil {
+		if err == io.EOF { // the server ended the stream: its status comes from Recv (grpc-go's contract)
+			_, err = s.Recv()
+		}
 		return nil, err
 	}
-	if r := d.next(10 * time.Second); r == nil {
-		_, err := s.Recv()
+	// The first response, or the status that ended the stream, is read here, by one receiver: with a second
+	// one running, either of them could take the status and the other would see only EOF.
+	var first *discovery.DeltaDiscoveryResponse
+	got := make(chan error, 1)
+	go func() {
+		var err error
+		first, err = s.Recv()
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			return nil, err
+		}
+	case <-time.After(10 * time.Second):
+		return nil, fmt.Errorf("%s: no response within 10s", nodeID)
+	}
+	if err := s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: first.TypeUrl, ResponseNonce: first.Nonce}); err != nil {
 		return nil, err
 	}
-	return d, nil
+	return &delta{s, receiveInto(s.Recv)}, nil
 }
 
 // next receives a response and acknowledges it, so that the server sends the next change.
