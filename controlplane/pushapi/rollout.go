@@ -148,4 +148,3 @@ func (s *Server) undo(k translate.Key) (int, error) {
 	}
 	return http.StatusOK, nil
 }
-

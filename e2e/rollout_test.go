@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+)
+
+// rolloutPolicy is one policy served by three Envoys: stable always, and Extra (a second backend) when set,
+// with route weights. The rollout judges after a short bake on real stats: at least 20 canary requests.
+const rolloutPolicy = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: ro}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  rollout:
+    stages: [{envoys: 1}, {percent: 100}]
+    bakeTime: {{.Bake}}
+    analysis: {minRequests: {{.Min}}}
+  routes:
+    - name: all
+      backends:
+        - {name: stable, weight: 1}
+{{- if .Extra}}
+        - {name: {{.Extra}}, weight: {{.Weight}}}
+{{- end}}
+  backends:
+    - name: stable
+      endpoints: [{address: 127.0.0.1, port: {{.Stable}}}]
+{{- if .Extra}}
+    - name: {{.Extra}}
+      endpoints: [{address: 127.0.0.1, port: {{.ExtraPort}}}]
+{{- end}}
+`
+
+// holders are the Envoys whose config holds a cluster of the backend named name.
+func holders(t *testing.T, envoys []*Envoy, name string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range envoys {
+		if strings.Contains(e.ConfigDump(t), "/ro/"+name) {
+			out = append(out, e.NodeID)
+		}
+	}
+	return out
+}
+
+func rolloutOf(t *testing.T, l *Lbplane) *apiwire.RolloutResult {
+	t.Helper()
+	r, err := l.Client.Rollout(context.Background(), "default", "ro")
+	if err != nil {
+		t.Fatalf("rollout status: %v", err)
+	}
+	return r
+}
+
+// waitPhase waits until the rollout is in phase, and fails at once if it ends in another.
+func waitPhase(t *testing.T, l *Lbplane, phase string, timeout time.Duration) *apiwire.RolloutResult {
+	t.Helper()
+	var r *apiwire.RolloutResult
+	eventually(t, timeout, "the rollout is "+phase, func() error {
+		r = rolloutOf(t, l)
+		switch p := r.Rollout.Phase; {
+		case p == phase:
+			return nil
+		case p != v1alpha1.RolloutProgressing && p != v1alpha1.RolloutPaused:
+			t.Fatalf("the rollout ended %s, not %s: %s", p, phase, r.Rollout.Message)
+		}
+		return fmt.Errorf("%s at stage %d: %s", r.Rollout.Phase, r.Rollout.Stage, r.Rollout.Message)
+	})
+	return r
+}
+
+// lbctlExit runs lbctl and returns its exit code and output.
+func lbctlExit(t *testing.T, l *Lbplane, args ...string) (int, string) {
+	t.Helper()
+	out, errOut, err := lbctl(t, l, "", args...)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out + errOut
+	}
+	t.Fatalf("lbctl %v: %v", args, err)
+	return 0, ""
+}
+
+func TestStagedRolloutUnderLoad(t *testing.T) {
+	stable := startBackend(t, "stable", 0)
+	broken := startBackend(t, "broken", 0)
+	broken.FailWith(500)
+	fresh := startBackend(t, "fresh", 0)
+	l := startLbplane(t, "--proxy-stats-interval", "250ms")
+	var envoys []*Envoy
+	for _, n := range []string{"envoy-a", "envoy-b", "envoy-c"} {
+		envoys = append(envoys, startEnvoy(t, l, n, true))
+	}
+	port := reservePort(t)
+	data := map[string]any{"Port": port, "Stable": stable.Port, "Bake": "2s", "Min": 20}
+	doc := func(extra string, extraPort, weight int, bake string, min int) []byte {
+		d := map[string]any{}
+		for k, v := range data {
+			d[k] = v
+		}
+		d["Extra"], d["ExtraPort"], d["Weight"], d["Bake"], d["Min"] = extra, extraPort, weight, bake, min
+		return policy(t, rolloutPolicy, d)
+	}
+	// The first generation reaches every Envoy at once: there is nothing to compare it with.
+	if _, err := l.Client.ApplyRollout(context.Background(), doc("", 0, 0, "2s", 20), false, "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	waitSynced(t, l, 3)
+	waitServing(t, url, "stable")
+
+	// A steady client: a new connection per request, so the kernel spreads the requests over the three
+	// Envoys, which share the listener's port (SO_REUSEPORT). Bounded in rate and time.
+	load := startLoadWith(newClient(false), url, 150, 6, 3*time.Minute)
+	defer load.Stop()
+	load.WaitServed(t, 100)
+	// Every Envoy serves part of it (the analysis compares canaries with the others).
+	eventually(t, 30*time.Second, "every Envoy serves requests", func() error {
+		for _, e := range envoys {
+			if n := envoyStatSum(t, e, "cluster.default/ro/stable", ".upstream_rq_total"); n < 10 {
+				return fmt.Errorf("%s served %d", e.NodeID, n)
+			}
+		}
+		return nil
+	})
+
+	t.Run("a bad change reaches one Envoy and is rolled back", func(t *testing.T) {
+		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
+		push(t, l, doc("broken", broken.Port, 3, "2s", 20))
+		// Stage 1: one canary, and only it has the broken backend.
+		r := rolloutOf(t, l)
+		if r.Rollout.Phase != v1alpha1.RolloutProgressing || r.Rollout.Stage != 1 || len(r.Rollout.Canaries) != 1 {
+			t.Fatalf("right after the push: %+v", r.Rollout)
+		}
+		canary := r.Rollout.Canaries[0]
+		eventually(t, 10*time.Second, "only the canary has the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 1 || got[0] != canary {
+				return fmt.Errorf("held by %v, canary %s", got, canary)
+			}
+			return nil
+		})
+		r = waitPhase(t, l, v1alpha1.RolloutRolledBack, 60*time.Second)
+		if r.Rollout.Stage != 1 || r.Rollout.Canary == nil || r.Rollout.Canary.ErrorRate < 0.3 || r.Rollout.Baseline == nil || r.Rollout.Baseline.ErrorRate > 0.05 {
+			t.Errorf("rolled back with %+v canary %+v baseline %+v", r.Rollout, r.Rollout.Canary, r.Rollout.Baseline)
+		}
+		c := meta.FindStatusCondition(r.Conditions, v1alpha1.ConditionRolledBack)
+		if c == nil || c.Status != "True" || !strings.Contains(c.Message, "error rate") || !strings.Contains(c.Message, "stage 1 of 2") {
+			t.Errorf("RolledBack condition: %+v", c)
+		}
+		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		// The status the API shows says the same.
+		var st v1alpha1.LoadBalancerPolicyStatus
+		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "ro", "-o", "json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutRolledBack || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionRolledBack) {
+			t.Errorf("lbctl status: %+v", st)
+		}
+		if code, out := lbctlExit(t, l, "rollout", "status", "ro"); code != 1 || !strings.Contains(out, "RolledBack") {
+			t.Errorf("lbctl rollout status after a rollback: exit %d, %s", code, out)
+		}
+		// Only the canary's share failed: far below what the change would have failed everywhere (75 %).
+		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
+		share := float64(failed) / float64(ok+failed)
+		t.Logf("during the bad rollout: %d of %d requests failed (%.1f %%)", failed, ok+failed, 100*share)
+		if failed == 0 || share > 0.5 {
+			t.Errorf("%d of %d requests failed during the bad rollout; want some (the canary's) and under half", failed, ok+failed)
+		}
+		// After the rollback nothing fails any more.
+		okAfter, failedAfter := load.OK.Load(), load.Failed.Load()
+		load.WaitServed(t, okAfter+200)
+		if f := load.Failed.Load() - failedAfter; f > 0 {
+			t.Errorf("%d requests failed after the rollback: %v", f, load.Errors)
+		}
+	})
+
+	t.Run("a good change passes every stage", func(t *testing.T) {
+		push(t, l, doc("fresh", fresh.Port, 1, "2s", 20))
+		seen := map[int32]bool{}
+		eventually(t, 90*time.Second, "the rollout succeeded", func() error {
+			r := rolloutOf(t, l)
+			got := holders(t, envoys, "fresh")
+			switch r.Rollout.Phase {
+			case v1alpha1.RolloutProgressing:
+				seen[r.Rollout.Stage] = true
+				if r.Rollout.Stage == 1 && len(got) > 1 {
+					t.Errorf("stage 1: %v hold the candidate", got)
+				}
+			case v1alpha1.RolloutSucceeded:
+				return nil
+			default:
+				t.Fatalf("the good change ended %s: %s", r.Rollout.Phase, r.Rollout.Message)
+			}
+			return fmt.Errorf("stage %d: %s", r.Rollout.Stage, r.Rollout.Message)
+		})
+		if !seen[1] || !seen[2] {
+			t.Errorf("stages seen: %v", seen)
+		}
+		eventually(t, 10*time.Second, "every Envoy has the fresh backend", func() error {
+			if got := holders(t, envoys, "fresh"); len(got) != 3 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		if code, out := lbctlExit(t, l, "rollout", "status", "ro", "--watch", "--timeout", "10s"); code != 0 || !strings.Contains(out, "Succeeded") {
+			t.Errorf("lbctl rollout status after success: exit %d, %s", code, out)
+		}
+		p, err := l.Client.Get(context.Background(), "default", "ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionProgrammed) || meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionRolledBack) {
+			t.Errorf("conditions after success: %+v", p.Status.Conditions)
+		}
+		if f := load.Failed.Load(); f > 0 {
+			t.Logf("failures so far (the bad rollout's): %d", f)
+		}
+	})
+
+	t.Run("a restart in the middle resumes the rollout", func(t *testing.T) {
+		// Back to stable alone, held at stage 1 by a canary minimum the load cannot reach soon.
+		push(t, l, doc("", 0, 0, "1s", 1000000))
+		r := rolloutOf(t, l)
+		canary := r.Rollout.Canaries
+		eventually(t, 10*time.Second, "only the canary lost the fresh backend", func() error {
+			if got := holders(t, envoys, "fresh"); len(got) != 2 || contains(got, canary[0]) {
+				return fmt.Errorf("fresh held by %v, canary %v", got, canary)
+			}
+			return nil
+		})
+		l.Kill()
+		l.Restart(t)
+		waitSynced(t, l, 3)
+		r = rolloutOf(t, l)
+		if r.Rollout.Phase != v1alpha1.RolloutProgressing || r.Rollout.Stage != 1 || strings.Join(r.Rollout.Canaries, ",") != strings.Join(canary, ",") {
+			t.Fatalf("after the restart: %+v", r.Rollout)
+		}
+		if got := holders(t, envoys, "fresh"); len(got) != 2 || contains(got, canary[0]) {
+			t.Errorf("after the restart the fresh backend is on %v (canary %v)", got, canary)
+		}
+		// Abort: every Envoy back on the baseline (the fresh backend).
+		if code, out := lbctlExit(t, l, "rollout", "abort", "ro"); code != 0 {
+			t.Fatalf("abort: exit %d: %s", code, out)
+		}
+		eventually(t, 10*time.Second, "every Envoy runs the baseline again", func() error {
+			if got := holders(t, envoys, "fresh"); len(got) != 3 {
+				return fmt.Errorf("fresh held by %v", got)
+			}
+			return nil
+		})
+		if code, _ := lbctlExit(t, l, "rollout", "status", "ro"); code != 1 {
+			t.Errorf("lbctl rollout status of an aborted rollout: exit %d, want 1", code)
+		}
+	})
+	load.Stop()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
