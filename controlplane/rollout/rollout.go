@@ -92,6 +92,9 @@ type state struct {
 	Message      string                   `json:"message"`
 	Canary       *v1alpha1.RolloutNumbers `json:"canary,omitempty"`
 	Baseline     *v1alpha1.RolloutNumbers `json:"baselineNumbers,omitempty"`
+	// missing is when each canary was last seen gone (not stored: a restart gives every canary the grace
+	// again).
+	missing map[string]time.Time
 	// Earlier is the other Envoys' numbers from the last stage that had enough of them: the last stage has
 	// no other Envoys, and is compared with these.
 	Earlier *v1alpha1.RolloutNumbers `json:"earlier,omitempty"`
@@ -286,6 +289,34 @@ func (c *Controller) nodes(group string) []string {
 	return slices.Compact(out)
 }
 
+// CanaryGrace is how long a canary that disconnected stays one: an Envoy that reconnects (or every Envoy,
+// after lbplane restarted) finds itself on the side it was on.
+const CanaryGrace = 30 * time.Second
+
+// withAbsentCanaries adds to the connected nodes the canaries gone for less than CanaryGrace.
+func (s *state) withAbsentCanaries(nodes []string, now time.Time) []string {
+	if s.missing == nil {
+		s.missing = map[string]time.Time{}
+	}
+	out := slices.Clone(nodes)
+	for _, n := range s.Canaries {
+		if slices.Contains(nodes, n) {
+			delete(s.missing, n)
+			continue
+		}
+		since, ok := s.missing[n]
+		if !ok {
+			since = now
+			s.missing[n] = now
+		}
+		if now.Sub(since) < CanaryGrace {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // placeCanaries makes s's canaries the stage's count of nodes: the canaries still connected stay, and the
 // first other nodes in node id order join. It tells whether they changed.
 func (c *Controller) placeCanaries(s *state, nodes []string) bool {
@@ -351,7 +382,7 @@ func (c *Controller) step(now time.Time) {
 func (c *Controller) progress(s *state, now time.Time) error {
 	nStages := len(s.Settings.Stages)
 	proxies := c.Proxies()
-	nodes := c.nodes(s.Group)
+	nodes := s.withAbsentCanaries(c.nodes(s.Group), now)
 	if len(nodes) == 0 {
 		s.Message = fmt.Sprintf("stage %d of %d: waiting for an Envoy of group %q to connect", s.Stage+1, nStages, s.Group)
 		return nil
@@ -524,8 +555,8 @@ func Judge(a *v1alpha1.RolloutAnalysis, canary, base v1alpha1.RolloutNumbers, ea
 	if canary.LatencyP99Ms != nil {
 		p99 = fmt.Sprintf("%.1f ms", *canary.LatencyP99Ms)
 	}
-	return Pass, fmt.Sprintf("canary error rate %.4f over %d requests, p99 %s; reference error rate %.4f over %d requests",
-		canary.ErrorRate, canary.Requests, p99, ref.ErrorRate, ref.Requests)
+	return Pass, fmt.Sprintf("canary error rate %.4f over %d requests, p99 %s; against %s %.4f over %d requests",
+		canary.ErrorRate, canary.Requests, p99, refName, ref.ErrorRate, ref.Requests)
 }
 
 // Status returns the rollout status of policy k, nil when it has none.
