@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/serve"
 )
 
 // rolloutPolicy is one policy served by three Envoys: stable always, and Extra (a second backend) when set,
@@ -260,6 +264,30 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		if got := holders(t, envoys, "fresh"); len(got) != 2 || contains(got, canary[0]) {
 			t.Errorf("after the restart the fresh backend is on %v (canary %v)", got, canary)
 		}
+		// The dashboard shows the same: the phase, the canary on the candidate, the others on the baseline.
+		ctx := openDashboard(t, l, "default/ro")
+		var shown struct {
+			Phase string            `json:"phase"`
+			Gens  map[string]string `json:"gens"`
+		}
+		eventually(t, 20*time.Second, "the dashboard shows the rollout", func() error {
+			if err := chromedp.Run(ctx, chromedp.Evaluate(readRollout, &shown)); err != nil {
+				return err
+			}
+			for _, e := range envoys {
+				want := "baseline"
+				if e.NodeID == canary[0] {
+					want = "candidate"
+				}
+				if !strings.Contains(shown.Gens[e.NodeID], want) {
+					return fmt.Errorf("%s shows %q, want %s: %+v", e.NodeID, shown.Gens[e.NodeID], want, shown)
+				}
+			}
+			if shown.Phase != v1alpha1.RolloutProgressing {
+				return fmt.Errorf("phase %q", shown.Phase)
+			}
+			return nil
+		})
 		// Abort: every Envoy back on the baseline (the fresh backend).
 		if code, out := lbctlExit(t, l, "rollout", "abort", "ro"); code != 0 {
 			t.Fatalf("abort: exit %d: %s", code, out)
@@ -273,7 +301,43 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		if code, _ := lbctlExit(t, l, "rollout", "status", "ro"); code != 1 {
 			t.Errorf("lbctl rollout status of an aborted rollout: exit %d, want 1", code)
 		}
+		eventually(t, 20*time.Second, "the dashboard shows the abort", func() error {
+			if err := chromedp.Run(ctx, chromedp.Evaluate(readRollout, &shown)); err != nil {
+				return err
+			}
+			for _, e := range envoys {
+				if !strings.Contains(shown.Gens[e.NodeID], "baseline") {
+					return fmt.Errorf("%s shows %q: %+v", e.NodeID, shown.Gens[e.NodeID], shown)
+				}
+			}
+			if shown.Phase != v1alpha1.RolloutAborted {
+				return fmt.Errorf("phase %q", shown.Phase)
+			}
+			return nil
+		})
 	})
+}
+
+// readRollout reads the dashboard's rollout panel: the phase and each Envoy's generation, as the page shows them.
+const readRollout = `({phase: document.querySelector('#rollout [data-phase]')?.textContent || "",
+  gens: Object.fromEntries([...document.querySelectorAll('#rollout .rollout-envoys [data-node]')].map(s => [s.getAttribute('data-node'), s.textContent]))})`
+
+// openDashboard logs in to the dashboard with the read-only token in a headless chromium and selects a policy.
+func openDashboard(t *testing.T, l *Lbplane, policy string) context.Context {
+	t.Helper()
+	ctx := browser(t)
+	roToken, err := os.ReadFile(filepath.Join(l.DataDir, serve.ReadOnlyTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, 30*time.Second, "logging in to the dashboard",
+		chromedp.Navigate(l.APIURL+"/dashboard/#"+policy),
+		chromedp.WaitVisible(`#token`, chromedp.ByID),
+		chromedp.SendKeys(`#token`, strings.TrimSpace(string(roToken)), chromedp.ByID),
+		chromedp.Submit(`#token`, chromedp.ByID),
+		chromedp.WaitVisible(`#policies li[data-policy="`+policy+`"]`, chromedp.ByQuery),
+		chromedp.Click(`#policies li[data-policy="`+policy+`"]`, chromedp.ByQuery))
+	return ctx
 }
 
 func contains(list []string, s string) bool {

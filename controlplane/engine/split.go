@@ -91,7 +91,21 @@ func (e *Engine) publishSplits() {
 		}
 		base = append(base, p)
 	}
-	res := sp.translator.Translate(base, e.refs())
+	refs := e.refs()
+	// A baseline may reference files the sources' policies no longer do: they are read for it, apart
+	// from e.files (which follows the held policies; see RefreshFiles).
+	for _, o := range overrides {
+		if o == nil {
+			continue
+		}
+		for _, path := range translate.PolicyFiles(o) {
+			if _, ok := refs.Files[path]; !ok {
+				refs.Files = maps.Clone(refs.Files)
+				refs.Files[path] = e.read(path)
+			}
+		}
+	}
+	res := sp.translator.Translate(base, refs)
 	for name, s := range sp.byGroup {
 		var baseline *xdscache.State
 		if g, ok := res.IR.Groups[name]; ok {
