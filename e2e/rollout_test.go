@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -243,6 +244,28 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		}
 	})
 
+	t.Run("a canary that rejects the change rolls it back at once", func(t *testing.T) {
+		// A port another socket holds passes every check lbplane makes; Envoy rejects the listener when it
+		// fails to bind. The bake is long: only the NACK can end this rollout soon.
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		d := map[string]any{"Stable": stable.Port, "Bake": "10m", "Min": 20, "Port": taken.Addr().(*net.TCPAddr).Port}
+		push(t, l, policy(t, rolloutPolicy, d))
+		r := waitPhase(t, l, v1alpha1.RolloutRolledBack, 30*time.Second)
+		if !strings.Contains(r.Rollout.Message, "rejected the config") || r.Rollout.Stage != 1 {
+			t.Errorf("rolled back with %+v", r.Rollout)
+		}
+		// Every Envoy serves the baseline's port again.
+		okNow, failedNow := load.OK.Load(), load.Failed.Load()
+		load.WaitServed(t, okNow+200)
+		if f := load.Failed.Load() - failedNow; f > 0 {
+			t.Errorf("%d requests failed after the NACK's rollback: %v", f, load.Errors)
+		}
+	})
+	// Last: the restarted lbplane ends with this subtest (its process belongs to the subtest).
 	t.Run("a restart in the middle resumes the rollout", func(t *testing.T) {
 		// Back to stable alone, held at stage 1 by a canary minimum the load cannot reach soon.
 		push(t, l, doc("", 0, 0, "1s", 1000000))
@@ -316,6 +339,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 			return nil
 		})
 	})
+
 }
 
 // readRollout reads the dashboard's rollout panel: the phase and each Envoy's generation, as the page shows them.

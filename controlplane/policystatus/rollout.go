@@ -1,6 +1,8 @@
 package policystatus
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -9,9 +11,11 @@ import (
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
-// Rejection is the NACK a proxy holds against the policy key ("" when none): the same rule Compute
-// applies to the Programmed condition.
-func Rejection(p xdsserver.ProxyStatus, key types.NamespacedName) string { return rejection(p, key) }
+// RejectionSince is the NACK made at since or later that a proxy holds against the policy key ("" when
+// none): the rule Compute applies to the Programmed condition.
+func RejectionSince(p xdsserver.ProxyStatus, key types.NamespacedName, since time.Time) string {
+	return rejectionSince(p, key, since)
+}
 
 // Reasons of the Programmed condition during and after a staged rollout, and of RolledBack.
 const (

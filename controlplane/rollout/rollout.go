@@ -391,13 +391,15 @@ func (c *Controller) progress(s *state, now time.Time) error {
 	for _, n := range s.Canaries {
 		canary[n] = true
 	}
-	// A canary that rejects the candidate breaches at once.
+	// A canary that rejects the candidate breaches at once (checked before the canaries change: a NACK of
+	// a canary that just joined counts from its stage's start).
 	for _, p := range proxies {
 		if p.Group != s.Group || !canary[p.NodeID] {
 			continue
 		}
 		for _, pr := range s.Policies {
-			if msg := policystatus.Rejection(p, types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}); msg != "" {
+			// A NACK from before the stage began is not the candidate's.
+			if msg := policystatus.RejectionSince(p, types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}, s.StageStarted); msg != "" {
 				return c.rollBack(s, v1alpha1.RolloutRolledBack, fmt.Sprintf("stage %d of %d: canary %s rejected the config (%s)", s.Stage+1, nStages, p.NodeID, msg))
 			}
 		}
