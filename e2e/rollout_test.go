@@ -49,6 +49,27 @@ spec:
 {{- end}}
 `
 
+// shiftPolicy moves route "all" to backend To in steps of 25, 50 and 100 %, judged after a short bake.
+const shiftPolicy = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: ro}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  rollout:
+    bakeTime: 2s
+    analysis: {minRequests: 20}
+    trafficShift: {backend: {{.To}}, steps: [25, 50, 100]}
+  routes:
+    - name: all
+      backends: [{name: {{.To}}}]
+  backends:
+    - name: stable
+      endpoints: [{address: 127.0.0.1, port: {{.Stable}}}]
+    - name: {{.To}}
+      endpoints: [{address: 127.0.0.1, port: {{.ToPort}}}]
+`
+
 // holders are the Envoys whose config holds a cluster of the backend named name.
 func holders(t *testing.T, envoys []*Envoy, name string) []string {
 	t.Helper()
@@ -265,6 +286,79 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 			t.Errorf("%d requests failed after the NACK's rollback: %v", f, load.Errors)
 		}
 	})
+	t.Run("a traffic shift goes forward on a healthy backend", func(t *testing.T) {
+		// From stable alone, pushed at once.
+		if _, err := l.Client.ApplyRollout(context.Background(), doc("", 0, 0, "2s", 20), false, "immediate"); err != nil {
+			t.Fatal(err)
+		}
+		push(t, l, policy(t, shiftPolicy, map[string]any{"Port": port, "Stable": stable.Port, "To": "fresh", "ToPort": fresh.Port}))
+		steps := map[int32]bool{}
+		eventually(t, 90*time.Second, "the traffic shift succeeded", func() error {
+			r := rolloutOf(t, l)
+			ro := r.Rollout
+			if ro.TrafficBackend != "fresh" {
+				t.Fatalf("not a traffic shift to fresh: %+v", ro)
+			}
+			switch ro.Phase {
+			case v1alpha1.RolloutProgressing:
+				if !steps[ro.Stage] && ro.Stage == 2 && ro.Canary != nil && ro.Baseline != nil {
+					// The first step's numbers, judged: fresh had about a quarter of the requests.
+					share := float64(ro.Canary.Requests) / float64(ro.Canary.Requests+ro.Baseline.Requests)
+					if share < 0.1 || share > 0.45 {
+						t.Errorf("at 25 %%, fresh served %.2f of the requests (%+v, %+v)", share, ro.Canary, ro.Baseline)
+					}
+				}
+				steps[ro.Stage] = true
+			case v1alpha1.RolloutSucceeded:
+				return nil
+			default:
+				t.Fatalf("the shift ended %s: %s", ro.Phase, ro.Message)
+			}
+			return fmt.Errorf("step %d: %s", ro.Stage, ro.Message)
+		})
+		if !steps[1] || !steps[2] || !steps[3] {
+			t.Errorf("steps seen: %v", steps)
+		}
+		// Every request goes to fresh now.
+		load.mu.Lock()
+		before := load.Backends["stable"]
+		load.mu.Unlock()
+		load.WaitServed(t, load.OK.Load()+200)
+		load.mu.Lock()
+		after := load.Backends["stable"]
+		load.mu.Unlock()
+		if after-before > 5 { // requests on their way when the last step passed
+			t.Errorf("%d requests went to stable after the shift to fresh succeeded", after-before)
+		}
+	})
+
+	t.Run("a traffic shift to a failing backend shifts back", func(t *testing.T) {
+		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
+		push(t, l, policy(t, shiftPolicy, map[string]any{"Port": port, "Stable": stable.Port, "To": "broken", "ToPort": broken.Port}))
+		r := waitPhase(t, l, v1alpha1.RolloutRolledBack, 60*time.Second)
+		if r.Rollout.Stage != 1 || r.Rollout.TrafficPercent == nil || *r.Rollout.TrafficPercent != 0 || !strings.Contains(r.Rollout.Message, "broken error rate") {
+			t.Errorf("shifted back with %+v", r.Rollout)
+		}
+		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
+		share := float64(failed) / float64(ok+failed)
+		t.Logf("during the failing shift: %d of %d requests failed (%.1f %%)", failed, ok+failed, 100*share)
+		// Bounded by the first step's share (25 %), with room for the requests sent after it was judged.
+		if failed == 0 || share > 0.35 {
+			t.Errorf("%d of %d requests failed during the shift; want some, and at most about the first step's 25 %%", failed, ok+failed)
+		}
+		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		okNow, failedNow := load.OK.Load(), load.Failed.Load()
+		load.WaitServed(t, okNow+200)
+		if f := load.Failed.Load() - failedNow; f > 0 {
+			t.Errorf("%d requests failed after the shift back: %v", f, load.Errors)
+		}
+	})
+
 	// Last: the restarted lbplane ends with this subtest (its process belongs to the subtest).
 	t.Run("a restart in the middle resumes the rollout", func(t *testing.T) {
 		// Back to stable alone, held at stage 1 by a canary minimum the load cannot reach soon.

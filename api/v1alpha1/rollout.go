@@ -23,7 +23,31 @@ type Rollout struct {
 	// analysis are the thresholds a stage is judged by.
 	// +optional
 	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
+	// trafficShift, instead of stages across Envoys, moves traffic to one backend in steps on every Envoy
+	// (as Flagger's canary analysis does, with no Prometheus): each step is judged by that backend's errors
+	// and p99 against the other backends of its routes, as the Envoys report them, and a breach shifts
+	// everything back to the previous generation. stages are then unused.
+	// +optional
+	TrafficShift *TrafficShift `json:"trafficShift,omitempty"`
 }
+
+// TrafficShift moves traffic to one backend in steps. At each step, every route of the policy that names
+// the backend sends it that share of its requests, and the rest to the backends the route had in the
+// previous generation, in their proportions. After the last step passes, the routes run this spec's
+// weights. A route that the previous generation did not have (or that had only this backend) runs this
+// spec's weights from the start.
+type TrafficShift struct {
+	// backend is the backend traffic moves to (a name in spec.backends).
+	Backend string `json:"backend"`
+	// steps are the backend's share of each route that names it, in percent, increasing. Defaults to
+	// [5, 25, 50, 100].
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Steps []int32 `json:"steps,omitempty"`
+}
+
+// DefaultTrafficShiftSteps are the steps of a traffic shift that names none.
+func DefaultTrafficShiftSteps() []int32 { return []int32{5, 25, 50, 100} }
 
 // RolloutStage is one step of a rollout: envoys or percent, not both.
 type RolloutStage struct {
@@ -93,6 +117,9 @@ func RolloutDefaulted(r *Rollout) *Rollout {
 	orDefault(&out.Analysis.MaxErrorRateIncrease, DefaultRolloutMaxErrorRateIncrease)
 	orDefault(&out.Analysis.MaxP99Ratio, DefaultRolloutMaxP99Ratio)
 	orDefault(&out.Analysis.MinRequests, int64(DefaultRolloutMinRequests))
+	if out.TrafficShift != nil && len(out.TrafficShift.Steps) == 0 {
+		out.TrafficShift.Steps = DefaultTrafficShiftSteps()
+	}
 	return out
 }
 
@@ -146,6 +173,12 @@ type RolloutStatus struct {
 	Canary *RolloutNumbers `json:"canary,omitempty"`
 	// +optional
 	Baseline *RolloutNumbers `json:"baseline,omitempty"`
+	// trafficBackend and trafficPercent, in a traffic shift, are the backend traffic moves to and its share
+	// of its routes now. canary and baseline are then that backend's numbers and the other backends'.
+	// +optional
+	TrafficBackend string `json:"trafficBackend,omitempty"`
+	// +optional
+	TrafficPercent *int32 `json:"trafficPercent,omitempty"`
 }
 
 // RolloutNumbers are the requests, errors and p99 latency of a set of Envoys over an analysis window.
@@ -158,9 +191,40 @@ type RolloutNumbers struct {
 	LatencyP99Ms *float64 `json:"latencyP99Ms,omitempty"`
 }
 
-func (v *validator) rollout(p path, r *Rollout) {
+func (v *validator) rollout(p path, r *Rollout, s *LoadBalancerPolicySpec, backends map[string]bool) {
 	if r == nil {
 		return
+	}
+	if ts := r.TrafficShift; ts != nil {
+		tp := p.child("trafficShift")
+		named := false
+		for i, rt := range s.Routes {
+			for _, b := range rt.Backends {
+				if b.Name == ts.Backend {
+					named = true
+					if rt.SessionPersistence != nil {
+						v.add(newPath("spec").child("routes").index(i).child("sessionPersistence"),
+							"not allowed on a route of trafficShift.backend %q: its backends are one cluster, which cannot be judged apart", ts.Backend)
+					}
+				}
+			}
+		}
+		switch {
+		case !backends[ts.Backend]:
+			v.add(tp.child("backend"), "must name a backend in spec.backends, got %q", ts.Backend)
+		case !named:
+			v.add(tp.child("backend"), "no route names backend %q: there is no traffic to shift", ts.Backend)
+		}
+		last := int32(0)
+		for i, st := range ts.Steps {
+			if st < 1 || st > 100 || st <= last {
+				v.add(tp.child("steps").index(i), "must be 1 to 100 and above the step before, got %d", st)
+			}
+			last = st
+		}
+		if len(ts.Steps) > 20 {
+			v.add(tp.child("steps"), "at most 20 steps, got %d", len(ts.Steps))
+		}
 	}
 	stages := p.child("stages")
 	for i, s := range r.Stages {

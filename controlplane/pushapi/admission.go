@@ -151,6 +151,11 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 		return res, nil, http.StatusOK, nil
 	}
 	staged, unstaged := a.stage(pl, mode)
+	if a.Rollouts != nil && len(staged) > 0 {
+		if err := a.Rollouts.Check(staged); err != nil {
+			return nil, nil, http.StatusConflict, []string{err.Error()}
+		}
+	}
 	if err := a.Store.Apply(puts, nil); err != nil {
 		return nil, nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
 	}

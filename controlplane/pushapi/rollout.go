@@ -51,7 +51,7 @@ func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unsta
 			unstaged = append(unstaged, k)
 			continue
 		}
-		staged = append(staged, rollout.Change{Key: k, Group: pr.ProxyGroup, Old: old, Generation: rec.Generation, Rollout: spec})
+		staged = append(staged, rollout.Change{Key: k, Group: pr.ProxyGroup, Old: old, New: rec, Generation: rec.Generation, Rollout: spec})
 	}
 	return staged, unstaged
 }

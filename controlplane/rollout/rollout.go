@@ -76,13 +76,17 @@ type PolicyRef struct {
 	Name                string        `json:"name"`
 	Baseline            *store.Record `json:"baseline,omitempty"`
 	CandidateGeneration int64         `json:"candidateGeneration"`
+	// Candidate is the generation rolled out, for a traffic shift (which serves it with other weights).
+	Candidate *store.Record `json:"candidate,omitempty"`
 }
 
 func (p PolicyRef) key() translate.Key { return translate.Key{Namespace: p.Namespace, Name: p.Name} }
 
 // state is one group's rollout, as stored.
 type state struct {
-	Group        string                   `json:"group"`
+	Group string `json:"group"`
+	// Kind is KindTraffic for a traffic shift, empty for stages across Envoys.
+	Kind         string                   `json:"kind,omitempty"`
 	Policies     []PolicyRef              `json:"policies"`
 	Settings     v1alpha1.Rollout         `json:"settings"`
 	Stage        int                      `json:"stage"` // from 0
@@ -104,8 +108,8 @@ type state struct {
 type Change struct {
 	Key   translate.Key
 	Group string
-	// Old is the stored record before the push (nil: a new policy); Generation the new one.
-	Old        *store.Record
+	// Old is the stored record before the push (nil: a new policy); New the one pushed, of Generation.
+	Old, New   *store.Record
 	Generation int64
 	// Rollout is the policy's spec.rollout (nil: the defaults).
 	Rollout *v1alpha1.Rollout
@@ -149,6 +153,62 @@ func (c *Controller) Load() error {
 	return nil
 }
 
+func kindOf(r *v1alpha1.Rollout) string {
+	if r != nil && r.TrafficShift != nil {
+		return KindTraffic
+	}
+	return ""
+}
+
+// Check says why changes cannot start rollouts (nil when they can): a group runs one kind of rollout at a
+// time, and a traffic shift moves one policy. A rollout that ended (succeeded, rolled back, aborted) is
+// superseded by any; one under way only by a change of its own kind, and a traffic shift only by a change
+// of its own policy.
+func (c *Controller) Check(changes []Change) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byGroup := map[string][]Change{}
+	for _, ch := range changes {
+		byGroup[ch.Group] = append(byGroup[ch.Group], ch)
+	}
+	for group, chs := range byGroup {
+		kind := kindOf(chs[len(chs)-1].Rollout)
+		for _, ch := range chs {
+			if kindOf(ch.Rollout) != kind {
+				return fmt.Errorf("group %s: %s and %s cannot roll out together: one has spec.rollout.trafficShift and the other not; push them apart", group, chs[0].Key, ch.Key)
+			}
+		}
+		if kind == KindTraffic && len(chs) > 1 {
+			return fmt.Errorf("group %s: a traffic shift moves one policy at a time; %s and %s were pushed together", group, chs[0].Key, chs[1].Key)
+		}
+		s := c.byGroup[group]
+		if s == nil || s.Phase == v1alpha1.RolloutSucceeded {
+			continue
+		}
+		under := s.Phase == v1alpha1.RolloutProgressing || s.Phase == v1alpha1.RolloutPaused
+		if under && s.Kind != kind {
+			return fmt.Errorf("group %s: a %s of %s is under way; wait for it, or abort it (lbctl rollout abort), before a %s", group,
+				kindName(s.Kind), strings.Join(s.keys(), ", "), kindName(kind))
+		}
+		if kind == KindTraffic {
+			for _, p := range s.Policies {
+				if p.key() != chs[0].Key {
+					return fmt.Errorf("group %s: the rollout of %s is not over (%s); a traffic shift of %s must wait until it is (lbctl rollout undo, or push it again)",
+						group, p.key(), s.Phase, chs[0].Key)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func kindName(kind string) string {
+	if kind == KindTraffic {
+		return "traffic shift"
+	}
+	return "staged rollout"
+}
+
 // Begin starts (or restarts, superseding the one under way) the rollout of changes, one group at a
 // time; call it before the engine publishes them, so that no Envoy but the canaries ever gets them.
 func (c *Controller) Begin(changes []Change) error {
@@ -173,8 +233,9 @@ func (c *Controller) Begin(changes []Change) error {
 				s.Policies = append(s.Policies, PolicyRef{Namespace: ch.Key.Namespace, Name: ch.Key.Name, Baseline: ch.Old})
 				i = len(s.Policies) - 1
 			}
-			s.Policies[i].CandidateGeneration = ch.Generation
+			s.Policies[i].CandidateGeneration, s.Policies[i].Candidate = ch.Generation, ch.New
 			s.Settings = *v1alpha1.RolloutDefaulted(ch.Rollout)
+			s.Kind = kindOf(ch.Rollout)
 		}
 		superseded := s.Phase != ""
 		s.Stage, s.Phase, s.StageStarted, s.Canaries = 0, v1alpha1.RolloutProgressing, time.Now(), nil
@@ -184,7 +245,9 @@ func (c *Controller) Begin(changes []Change) error {
 			s.Message = "a newer generation superseded the rollout under way; starting again from stage 1"
 		}
 		c.byGroup[group] = s
-		c.placeCanaries(s, c.nodes(group))
+		if s.Kind != KindTraffic {
+			c.placeCanaries(s, c.nodes(group))
+		}
 		if err := c.apply(s); err != nil {
 			return err
 		}
@@ -259,8 +322,16 @@ func (c *Controller) apply(s *state) error {
 				base = b
 			}
 			split.Baseline[p.key()] = base
+			if s.Kind == KindTraffic && (s.Phase == v1alpha1.RolloutProgressing || s.Phase == v1alpha1.RolloutPaused) && p.Candidate != nil {
+				// Every Envoy runs the candidate with the step's weights.
+				cand, err := c.Decode(p.Candidate)
+				if err != nil {
+					return err
+				}
+				split.Baseline[p.key()] = Shift(cand, base, s.Settings.TrafficShift.Backend, s.Settings.TrafficShift.Steps[s.Stage])
+			}
 		}
-		if s.Phase == v1alpha1.RolloutProgressing || s.Phase == v1alpha1.RolloutPaused {
+		if s.Kind != KindTraffic && (s.Phase == v1alpha1.RolloutProgressing || s.Phase == v1alpha1.RolloutPaused) {
 			for _, n := range s.Canaries {
 				split.Canaries[n] = true
 			}
@@ -380,6 +451,9 @@ func (c *Controller) step(now time.Time) {
 
 // progress moves one rollout on; c.mu is held.
 func (c *Controller) progress(s *state, now time.Time) error {
+	if s.Kind == KindTraffic {
+		return c.progressTraffic(s, now)
+	}
 	nStages := len(s.Settings.Stages)
 	proxies := c.Proxies()
 	nodes := s.withAbsentCanaries(c.nodes(s.Group), now)
@@ -573,6 +647,15 @@ func (c *Controller) Status(k translate.Key) *v1alpha1.RolloutStatus {
 		CandidateGeneration: p.CandidateGeneration, Canaries: slices.Clone(s.Canaries), Message: s.Message}
 	if p.Baseline != nil {
 		out.BaselineGeneration = p.Baseline.Generation
+	}
+	if ts := s.Settings.TrafficShift; s.Kind == KindTraffic && ts != nil {
+		out.TrafficBackend = ts.Backend
+		switch s.Phase {
+		case v1alpha1.RolloutProgressing, v1alpha1.RolloutPaused:
+			out.TrafficPercent = ptr(ts.Steps[s.Stage])
+		case v1alpha1.RolloutRolledBack, v1alpha1.RolloutAborted:
+			out.TrafficPercent = ptr(int32(0))
+		}
 	}
 	if len(out.Canaries) > 64 {
 		out.Canaries = out.Canaries[:64]

@@ -91,7 +91,8 @@ function renderRollout(p, proxies) {
   if (!r) { box.replaceChildren(); return; }
   const canaries = new Set(r.canaries || []);
   const split = r.phase === "Progressing" || r.phase === "Paused";
-  const onCandidate = n => r.phase === "Succeeded" || (split && canaries.has(n));
+  // A traffic shift runs the candidate (with the step's weights) on every Envoy.
+  const onCandidate = n => r.phase === "Succeeded" || (split && (!!r.trafficBackend || canaries.has(n)));
   const envoys = (proxies || []).filter(x => x.group === p.group);
   const stages = el("ol", { class: "stages" }, ...Array.from({ length: r.stages }, (_, i) =>
     el("li", { class: i + 1 < r.stage || r.phase === "Succeeded" ? "passed" : i + 1 === r.stage ? "current " + r.phase : "" }, "stage " + (i + 1))));
@@ -102,9 +103,11 @@ function renderRollout(p, proxies) {
   const nums = (name, n) => n ? [name, n.envoys, n.requests, n.errors, pct(n.errorRate), ms(n.latencyP99Ms)] : [name, "-", "-", "-", "-", "-"];
   const analysis = el("table", { class: "rollout-analysis" }, el("thead", {}, el("tr", {},
     ...["", "envoys", "requests", "errors", "error rate", "p99"].map(h => el("th", {}, h)))), el("tbody"));
-  fill(analysis.querySelector("tbody"), [nums("canaries", r.canary), nums("others", r.baseline)]);
+  fill(analysis.querySelector("tbody"), r.trafficBackend ? [nums(r.trafficBackend, r.canary), nums("other backends", r.baseline)]
+    : [nums("canaries", r.canary), nums("others", r.baseline)]);
   box.replaceChildren(el("h3", {}, "Rollout ", el("span", { class: r.phase === "RolledBack" || r.phase === "Aborted" ? "bad" : "ok", "data-phase": r.phase }, r.phase),
-    el("span", { class: "muted" }, " generation " + r.candidateGeneration + " over " + r.baselineGeneration)),
+    el("span", { class: "muted" }, " generation " + r.candidateGeneration + " over " + r.baselineGeneration +
+      (r.trafficBackend ? " · traffic shift to " + r.trafficBackend + (r.trafficPercent != null ? " at " + r.trafficPercent + " %" : "") : ""))),
     stages, el("p", { class: "rollout-message" }, r.message || ""), gens, analysis);
 }
 
