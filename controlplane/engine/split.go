@@ -28,6 +28,8 @@ type splits struct {
 	translator *translate.Translator
 	builds     map[string]*xdsbuild.Assembly
 	published  map[string]bool
+	// result is the baseline's last translation.
+	result *translate.Result
 }
 
 // SetSplit makes group's nodes run a split (nil: every node runs the candidate again) and publishes.
@@ -54,6 +56,13 @@ func (e *Engine) Splits() []string {
 	return slices.Sorted(maps.Keys(e.split.byGroup))
 }
 
+// BaselineResult is the last translation of the splits' baseline, nil when no group is split.
+func (e *Engine) BaselineResult() *translate.Result {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.split.result
+}
+
 // publishSplits publishes every split group's candidate and baseline, and ends the splits that were
 // removed. The baseline is translated from the sources' policies with the baseline versions in place: the
 // policies that did not change translate to the same resources on both sides. Caller holds e.mu.
@@ -69,7 +78,7 @@ func (e *Engine) publishSplits() {
 		}
 	}
 	if len(sp.byGroup) == 0 {
-		sp.translator, sp.builds = nil, nil
+		sp.translator, sp.builds, sp.result = nil, nil, nil
 		return
 	}
 	if sp.translator == nil {
@@ -106,6 +115,7 @@ func (e *Engine) publishSplits() {
 		}
 	}
 	res := sp.translator.Translate(base, refs)
+	sp.result = res
 	for name, s := range sp.byGroup {
 		var baseline *xdscache.State
 		if g, ok := res.IR.Groups[name]; ok {

@@ -530,12 +530,19 @@ func (c *Controller) numbers(s *state, nodes []string) (canary, base v1alpha1.Ro
 	if c.Histories == nil {
 		return
 	}
+	// The policies' clusters on either side: a candidate may move traffic to clusters the baseline lacks,
+	// and the other way round.
 	clusters := map[string]bool{}
 	res, _ := c.Engine.Result()
-	for _, p := range s.Policies {
-		if pr := res.Policies.Of(p.key()); pr != nil {
-			for _, n := range pr.Clusters {
-				clusters[n] = true
+	for _, r := range []*translate.Result{res, c.Engine.BaselineResult()} {
+		if r == nil {
+			continue
+		}
+		for _, p := range s.Policies {
+			if pr := r.Policies.Of(p.key()); pr != nil {
+				for _, n := range pr.Clusters {
+					clusters[n] = true
+				}
 			}
 		}
 	}
@@ -736,16 +743,4 @@ func (c *Controller) Baseline(k translate.Key) (*store.Record, error) {
 		return nil, ErrNoRollout
 	}
 	return p.Baseline, nil
-}
-
-// Describe is a one-line summary, for logs.
-func (c *Controller) Describe() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for g, s := range c.byGroup {
-		out = append(out, fmt.Sprintf("%s:%s@%d", g, s.Phase, s.Stage+1))
-	}
-	slices.Sort(out)
-	return strings.Join(out, ",")
 }

@@ -326,9 +326,10 @@ func (c *Cache) touch(st *streamState) {
 }
 
 // given tells whether the stream has its target (its group's, or its side of a split) and has answered
-// everything it was sent.
+// everything it was sent. Versions are compared, not states: a plan's last step may be a union with the
+// same content as the target (a change that removes nothing), which is the target all the same.
 func (st *streamState) given() bool {
-	return st.served() == st.group.targetFor(st.node) && !st.waiting()
+	return st.served().Version == st.group.targetFor(st.node).Version && !st.waiting()
 }
 
 // oldestOutstanding is when the oldest unanswered response was sent; zero when none is.
