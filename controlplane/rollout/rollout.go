@@ -718,7 +718,9 @@ func (c *Controller) Action(k translate.Key, action string) error {
 			// A retry: from the first stage, with the same candidate.
 			s.Stage, s.Canaries, s.Earlier = 0, nil, nil
 			s.Message = "retried from stage 1"
-			c.placeCanaries(s, c.nodes(s.Group))
+			if s.Kind != KindTraffic {
+				c.placeCanaries(s, c.nodes(s.Group))
+			}
 		default:
 			return fmt.Errorf("the rollout is %s; only a paused, rolled back or aborted rollout can be resumed", s.Phase)
 		}
