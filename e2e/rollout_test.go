@@ -168,8 +168,32 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		return nil
 	})
 
+	// The same bad change without a rollout: every Envoy takes it, until a second push.
+	withoutShare := 0.0
+	t.Run("without a rollout a bad change fails everywhere", func(t *testing.T) {
+		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
+		if _, err := l.Client.ApplyRollout(context.Background(), doc("broken", broken.Port, 3, "3s", 20), false, "immediate"); err != nil {
+			t.Fatal(err)
+		}
+		load.WaitServed(t, load.OK.Load()+100)
+		if _, err := l.Client.ApplyRollout(context.Background(), doc("", 0, 0, "3s", 20), false, "immediate"); err != nil {
+			t.Fatal(err)
+		}
+		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
+		withoutShare = float64(failed) / float64(ok+failed)
+		t.Logf("without a rollout: %d of %d requests failed (%.1f %%)", failed, ok+failed, 100*withoutShare)
+		if withoutShare < 0.5 {
+			t.Errorf("the bad change (3 of 4 requests to a backend answering 500) failed only %.1f %% of the requests", 100*withoutShare)
+		}
+		waitSynced(t, l, 3)
+		if got := holders(t, envoys, "broken"); len(got) != 0 {
+			t.Fatalf("the second push left the broken backend on %v", got)
+		}
+	})
+
 	t.Run("a bad change reaches one Envoy and is rolled back", func(t *testing.T) {
 		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
+		pushed := time.Now()
 		push(t, l, doc("broken", broken.Port, 3, "3s", 20))
 		// Stage 1: one canary, and only it has the broken backend.
 		r := rolloutOf(t, l)
@@ -184,6 +208,11 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 			return nil
 		})
 		r = waitPhase(t, l, v1alpha1.RolloutRolledBack, 60*time.Second)
+		// Within two analysis windows (the bake, and a stats reading), with a generous margin.
+		if took := time.Since(pushed); took > 2*3*time.Second+10*time.Second {
+			t.Errorf("rolled back %s after the push", took)
+		}
+		t.Logf("rolled back %s after the push", time.Since(pushed).Round(time.Millisecond))
 		if r.Rollout.Stage != 1 || r.Rollout.Canary == nil || r.Rollout.Canary.ErrorRate < 0.3 || r.Rollout.Baseline == nil || r.Rollout.Baseline.ErrorRate > 0.05 {
 			t.Errorf("rolled back with %+v canary %+v baseline %+v", r.Rollout, r.Rollout.Canary, r.Rollout.Baseline)
 		}
@@ -212,8 +241,11 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
 		share := float64(failed) / float64(ok+failed)
 		t.Logf("during the bad rollout: %d of %d requests failed (%.1f %%)", failed, ok+failed, 100*share)
-		if failed == 0 || share > 0.5 {
-			t.Errorf("%d of %d requests failed during the bad rollout; want some (the canary's) and under half", failed, ok+failed)
+		// One Envoy of three took it: at most about a third of what failed without a rollout, until the
+		// rollback; half of it leaves room for the kernel's uneven spread of connections.
+		if failed == 0 || share > withoutShare/2 {
+			t.Errorf("%d of %d requests failed during the bad rollout (%.1f %%); want some (the canary's), and at most half of the %.1f %% without a rollout",
+				failed, ok+failed, 100*share, 100*withoutShare)
 		}
 		// After the rollback nothing fails any more.
 		okAfter, failedAfter := load.OK.Load(), load.Failed.Load()
@@ -261,9 +293,6 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		}
 		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionProgrammed) || meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionRolledBack) {
 			t.Errorf("conditions after success: %+v", p.Status.Conditions)
-		}
-		if f := load.Failed.Load(); f > 0 {
-			t.Logf("failures so far (the bad rollout's): %d", f)
 		}
 	})
 
