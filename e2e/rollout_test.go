@@ -418,6 +418,13 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		if got := holders(t, envoys, "fresh"); len(got) != 2 || contains(got, canary[0]) {
 			t.Errorf("after the restart the fresh backend is on %v (canary %v)", got, canary)
 		}
+		// lbctl rollout status: once, where it stands (exit 0); followed, it gives up at --timeout (exit 2).
+		if code, out := lbctlExit(t, l, "rollout", "status", "ro", "--watch=false"); code != 0 || !strings.Contains(out, "Progressing, stage 1 of 2, canaries "+canary[0]) {
+			t.Errorf("lbctl rollout status --watch=false during the rollout: exit %d, %s", code, out)
+		}
+		if code, out := lbctlExit(t, l, "rollout", "status", "ro", "--timeout", "1s"); code != 2 || !strings.Contains(out, "timed out") {
+			t.Errorf("lbctl rollout status --timeout 1s of a held rollout: exit %d, %s", code, out)
+		}
 		// The dashboard shows the same: the phase, the canary on the candidate, the others on the baseline.
 		ctx := openDashboard(t, l, "default/ro")
 		var shown struct {

@@ -13,8 +13,8 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
-// Exit codes of lbctl rollout status, after kubectl rollout status: 0 when the rollout succeeded (or, without
-// --watch, is under way), 1 when it was rolled back or aborted, 2 when --watch timed out.
+// Exit codes of lbctl rollout status, after kubectl rollout status: 0 when the rollout succeeded (or, with
+// --watch=false, is under way), 1 when it was rolled back or aborted, 2 when --timeout passed first.
 const (
 	rolloutExitFailed  = 1
 	rolloutExitTimeout = 2
@@ -24,7 +24,8 @@ func newRollout(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout status|pause|resume|abort|undo NAME",
 		Short: "See and steer a policy's staged rollout (lbctl push-config --rollout staged, spec.rollout)",
-		Example: `  lbctl rollout status shop --watch     # until it succeeds (exit 0) or is rolled back (exit 1)
+		Example: `  lbctl rollout status shop             # follows it until it succeeds (exit 0) or is rolled back (exit 1)
+  lbctl rollout status shop --watch=false
   lbctl rollout pause shop
   lbctl rollout resume shop             # a paused rollout goes on; a rolled-back one starts again
   lbctl rollout abort shop              # every Envoy back on the previous generation now
@@ -48,8 +49,8 @@ func newRolloutStatus(g *globals) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:               "status NAME",
-		Short:             "Show where a policy's staged rollout stands; --watch follows it to the end",
-		Example:           "  lbctl rollout status shop\n  lbctl rollout status shop --watch --timeout 10m",
+		Short:             "Follow a policy's staged rollout to its end (--watch=false: show where it stands once)",
+		Example:           "  lbctl rollout status shop\n  lbctl rollout status shop --timeout 10m\n  lbctl rollout status shop --watch=false",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -93,7 +94,7 @@ func newRolloutStatus(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace")
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it succeeds or is rolled back")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", true, "follow the rollout until it succeeds or is rolled back (as kubectl rollout status); --watch=false prints once")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --watch: give up after this long (exit 2); 0 waits for ever")
 	return cmd
 }
