@@ -24,6 +24,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
+	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
@@ -38,6 +39,10 @@ type Admission struct {
 	// Versions, when set, returns the config version each proxy group is asked to serve: a push tells
 	// which groups it changed by comparing them before and after.
 	Versions func() map[string]string
+	// Rollouts, when set, stages the changes a push asks to stage (see rollout.go).
+	Rollouts *rollout.Controller
+	// RolloutDefault is the mode of a push that names none (rollout.ModeStaged or ModeImmediate/empty).
+	RolloutDefault string
 
 	mu sync.Mutex // one write at a time: store and engine change together
 	// recs and sorted are the store's records and their policies in key order (cmpKey), read once (see
@@ -49,7 +54,7 @@ type Admission struct {
 // admission returns the server's admission, made from its Store, Engine and Log on first use.
 func (s *Server) admission() *Admission {
 	s.admitOnce.Do(func() {
-		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log}
+		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log, Rollouts: s.Rollouts, RolloutDefault: s.RolloutDefault}
 		if s.Tracker != nil {
 			s.admit.Versions = s.Tracker.Targets
 		}
@@ -105,6 +110,11 @@ func (a *Admission) Delete(k translate.Key) (int, error) {
 	if err := a.Store.Apply(nil, []string{k.String()}); err != nil {
 		return http.StatusInternalServerError, fmt.Errorf("writing the store: %w", err)
 	}
+	if a.Rollouts != nil {
+		if err := a.Rollouts.Unstage([]translate.Key{k}); err != nil {
+			a.Log.Error("ending the rollout of a deleted policy", "policy", k.String(), "error", err)
+		}
+	}
 	a.committed(changes, candidate)
 	a.Engine.Set(engine.SourceStore, candidate)
 	return http.StatusOK, nil
@@ -124,12 +134,12 @@ type plan struct {
 // Apply validates and stores the documents in body, all or nothing. It returns the HTTP status and every
 // error when it refuses.
 func (a *Admission) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
-	res, _, code, errs := a.apply(body, dryRun)
+	res, _, code, errs := a.apply(body, dryRun, "")
 	return res, code, errs
 }
 
 // apply is Apply, also returning the proxy groups whose config the push changed (with Versions set).
-func (a *Admission) apply(body []byte, dryRun bool) (*ApplyResult, []string, int, []string) {
+func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, []string, int, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	pl, code, errs := a.plan(body, dryRun)
@@ -140,8 +150,17 @@ func (a *Admission) apply(body []byte, dryRun bool) (*ApplyResult, []string, int
 	if dryRun {
 		return res, nil, http.StatusOK, nil
 	}
+	staged, unstaged := a.stage(pl, mode)
+	if a.Rollouts != nil && len(staged) > 0 {
+		if err := a.Rollouts.Check(staged); err != nil {
+			return nil, nil, http.StatusConflict, []string{err.Error()}
+		}
+	}
 	if err := a.Store.Apply(puts, nil); err != nil {
 		return nil, nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
+	}
+	if err := a.beginRollouts(staged, unstaged); err != nil {
+		return nil, nil, http.StatusInternalServerError, []string{"starting the rollout: " + err.Error()}
 	}
 	a.committed(pl.changes, pl.candidate)
 	var before map[string]string

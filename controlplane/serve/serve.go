@@ -105,6 +105,9 @@ type Config struct {
 	NoRouterDynamicStats bool
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
 	LoadStatusInterval time.Duration
+	// RolloutDefault is how a push that names no mode, of a policy without spec.rollout, reaches the
+	// Envoys: rollout.ModeImmediate (or empty) or rollout.ModeStaged.
+	RolloutDefault string
 
 	// FilesRoots are the only directories whose files policies may name (certificateFile, privateKeyFile,
 	// caFile); relative names resolve against the first. Empty means the config dir (when set) and
@@ -464,6 +467,11 @@ func Run(ctx context.Context, cfg Config) error {
 		api.History = history
 	}
 
+	ro, err := newRollouts(&cfg, eng, tracker, st, poller, api)
+	if err != nil {
+		return err
+	}
+
 	// Load every source before opening the xDS port.
 	var watcher *configdir.Watcher
 	if cfg.ConfigDir != "" {
@@ -611,6 +619,9 @@ func Run(ctx context.Context, cfg Config) error {
 		g.Go(func() error { groupCerts.Run(ctx); return nil })
 	}
 	m.Certificates(func() map[string]time.Time { return certificateExpiry(ca, serving, groupCerts) })
+	if ro != nil {
+		g.Go(func() error { ro.Run(ctx); return nil })
+	}
 	if poller != nil {
 		g.Go(func() error { poller.Run(ctx); return nil })
 		g.Go(func() error { recordHistory(ctx, history, poller, cfg.ProxyStatsInterval); return nil })

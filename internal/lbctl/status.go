@@ -151,12 +151,15 @@ func proxyTable(proxies []apiwire.ProxyStatus) *metav1.Table {
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	st := p.Status
 	fmt.Fprintf(w, "Policy %s/%s (generation %d)\n", p.Namespace, p.Name, p.Generation)
-	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed} {
+	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed, v1alpha1.ConditionRolledBack} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 			fmt.Fprintf(w, "  %-13s %-5s %s: %s\n", t, c.Status, c.Reason, c.Message)
 		}
 	}
 	fmt.Fprintf(w, "  Proxies       %d connected, %d synced\n", st.Proxies.Connected, st.Proxies.Synced)
+	if r := st.Rollout; r != nil {
+		fmt.Fprintf(w, "  Rollout       %s\n", rolloutLine(&apiwire.RolloutResult{Policy: p.Namespace + "/" + p.Name, Rollout: *r}))
+	}
 	fmt.Fprintln(w)
 	if len(st.Backends) == 0 {
 		fmt.Fprintln(w, "No backend health reported yet: no Envoy of the group has a stats port (lbctl bootstrap --stats-port), or it was not read yet.")
