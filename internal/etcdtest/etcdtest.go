@@ -1,0 +1,171 @@
+// Package etcdtest runs a real etcd cluster on loopback for tests: one or more members of the etcd built
+// by hack/tools.sh etcd, on ports reserved for the whole test (internal/portreserve), each of which can be
+// stopped and started again on the same port and data.
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lbplane/lbplane/internal/portreserve"
+	"github.com/lbplane/lbplane/internal/tools"
+)
+
+// Cluster is a running etcd cluster.
+type Cluster struct {
+	t       testing.TB
+	bin     string
+	dir     string
+	members []*Member
+	initial string
+}
+
+// Member is one etcd member.
+type Member struct {
+	Name                 string
+	ClientPort, PeerPort int
+	mu                   sync.Mutex
+	cmd                  *exec.Cmd
+	exited               chan struct{}
+}
+
+// Endpoint is the member's client URL.
+func (m *Member) Endpoint() string { return fmt.Sprintf("http://127.0.0.1:%d", m.ClientPort) }
+
+// Start runs an n-member cluster until the test ends and waits until it answers.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: tools.Require(t, "etcd"), dir: t.TempDir()}
+	var initial []string
+	for i := range n {
+		m := &Member{Name: fmt.Sprintf("m%d", i), ClientPort: portreserve.Reserve(t), PeerPort: portreserve.Reserve(t)}
+		c.members = append(c.members, m)
+		initial = append(initial, fmt.Sprintf("%s=http://127.0.0.1:%d", m.Name, m.PeerPort))
+	}
+	c.initial = strings.Join(initial, ",")
+	for i := range c.members {
+		c.StartMember(i)
+	}
+	t.Cleanup(func() {
+		for i := range c.members {
+			c.StopMember(i)
+		}
+	})
+	c.WaitHealthy(time.Minute)
+	return c
+}
+
+// Members are the cluster's members.
+func (c *Cluster) Members() []*Member { return c.members }
+
+// Endpoints are every member's client URL.
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.Endpoint()
+	}
+	return out
+}
+
+// StartMember starts member i (again, on its ports and data).
+func (c *Cluster) StartMember(i int) {
+	c.t.Helper()
+	m := c.members[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		return
+	}
+	logf, err := os.OpenFile(filepath.Join(c.dir, m.Name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(c.bin, "--name", m.Name, "--data-dir", filepath.Join(c.dir, m.Name),
+		"--listen-client-urls", m.Endpoint(), "--advertise-client-urls", m.Endpoint(),
+		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", m.PeerPort),
+		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", m.PeerPort),
+		"--initial-cluster", c.initial, "--initial-cluster-token", "lbplane-test",
+		"--heartbeat-interval", "100", "--election-timeout", "1000",
+		"--max-txn-ops", "10000", "--log-level", "warn", "--socket-reuse-port")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		c.t.Fatalf("etcd %s: %v", m.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	m.cmd, m.exited = cmd, exited
+}
+
+// StopMember kills member i and waits until it is gone.
+func (c *Cluster) StopMember(i int) {
+	m := c.members[i]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return
+	}
+	m.cmd.Process.Kill()
+	<-m.exited
+	m.cmd = nil
+}
+
+// WaitHealthy waits until a linearizable read through every running member succeeds.
+func (c *Cluster) WaitHealthy(timeout time.Duration) {
+	c.t.Helper()
+	var eps []string
+	for _, m := range c.members {
+		m.mu.Lock()
+		if m.cmd != nil {
+			eps = append(eps, m.Endpoint())
+		}
+		m.mu.Unlock()
+	}
+	deadline := time.Now().Add(timeout)
+	for _, ep := range eps {
+		for {
+			err := c.read(ep)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("etcd %s did not answer within %s: %v", ep, timeout, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+func (c *Cluster) read(ep string) error {
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), 2*time.Second)
+	defer cancel()
+	_, err = cl.Get(ctx, "health")
+	return err
+}
+
+// Client is a client of every member, closed when the test ends.
+func (c *Cluster) Client() *clientv3.Client {
+	c.t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
