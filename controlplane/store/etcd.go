@@ -35,6 +35,8 @@ type EtcdConfig struct {
 	// Timeout bounds every request (5 s when 0); HealthInterval is how often the connection is checked
 	// (1 s when 0). A replica whose check fails is stale until one succeeds.
 	Timeout, HealthInterval time.Duration
+	// Passive opens the store for a tool (lbplane store migrate): no election, no watch, no health checks.
+	Passive bool
 }
 
 // DefaultEtcdPrefix is where lbplane's keys live in etcd unless told otherwise.
@@ -118,6 +120,9 @@ func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Passive {
+		return s, nil
+	}
 	interval := cfg.HealthInterval
 	if interval <= 0 {
 		interval = time.Second

@@ -107,22 +107,9 @@ func (s *Etcd) LoadOrCreateSecrets(ctx context.Context, key []byte, create func(
 			if err != nil {
 				return nil, false, err
 			}
-			plain, err := json.Marshal(sec)
-			if err != nil {
-				return nil, false, err
-			}
-			sealed, err := seal(key, at, plain)
-			if err != nil {
-				return nil, false, err
-			}
-			rctx, cancel := s.ctx()
-			tr, err := s.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(at), "=", 0)).Then(clientv3.OpPut(at, string(sealed))).Commit()
-			cancel()
-			if err != nil {
-				return nil, false, s.unavailable(err)
-			}
-			if tr.Succeeded {
-				return sec, true, nil
+			created, err := s.createSecrets(key, sec)
+			if err != nil || created {
+				return sec, created, err
 			}
 			continue // another replica was quicker: read its secrets
 		}
@@ -132,4 +119,24 @@ func (s *Etcd) LoadOrCreateSecrets(ctx context.Context, key []byte, create func(
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// createSecrets stores sec sealed, only while no secrets are stored; it reports whether it did.
+func (s *Etcd) createSecrets(key []byte, sec *Secrets) (bool, error) {
+	at := s.prefix + etcdSecrets
+	plain, err := json.Marshal(sec)
+	if err != nil {
+		return false, err
+	}
+	sealed, err := seal(key, at, plain)
+	if err != nil {
+		return false, err
+	}
+	rctx, cancel := s.ctx()
+	defer cancel()
+	tr, err := s.Client.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(at), "=", 0)).Then(clientv3.OpPut(at, string(sealed))).Commit()
+	if err != nil {
+		return false, s.unavailable(err)
+	}
+	return tr.Succeeded, nil
 }

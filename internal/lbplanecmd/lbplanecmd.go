@@ -23,7 +23,7 @@ import (
 // Main runs lbplane and returns the exit code.
 func Main(args []string) int {
 	root := &cobra.Command{Use: "lbplane", Short: "Load-balancing control plane for Envoy", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newServe(), &cobra.Command{
+	root.AddCommand(newServe(), newStore(), &cobra.Command{
 		Use: "version", Short: "Print lbplane's version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "lbplane "+version.String()) },
 	})
