@@ -198,6 +198,10 @@ type StoreStatus struct {
 	// pushes. StaleSince is when it lost it.
 	Stale      bool      `json:"stale,omitempty"`
 	StaleSince time.Time `json:"staleSince,omitzero"`
+	// Versions is the config version this replica serves each proxy group (a hash of the content): every
+	// replica serving the same records shows the same versions, so an Envoy moving between them gets nothing
+	// new.
+	Versions map[string]string `json:"versions,omitempty"`
 }
 
 // LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its

@@ -115,7 +115,10 @@ func (a *Admission) Delete(k translate.Key) (int, error) {
 		}
 		rev, err := a.Store.Apply(a.rev, nil, []string{k.String()})
 		if errors.Is(err, store.ErrConflict) && try < maxConflictRetries {
-			a.recs = nil // read again, and decide again on what the store holds now
+			// Read again, and decide again on what the store holds now.
+			if err := a.syncEngine(); err != nil {
+				return storeErrCode(err), err
+			}
 			continue
 		}
 		if err != nil {
@@ -177,7 +180,9 @@ func (a *Admission) apply(body []byte, dryRun bool) (*ApplyResult, []string, int
 		if errors.Is(err, store.ErrConflict) && try < maxConflictRetries {
 			// Another replica wrote the store since this replica last read it: plan again on what it holds
 			// now, with the same validation and conflict rules.
-			a.recs = nil
+			if err := a.syncEngine(); err != nil {
+				return nil, nil, storeErrCode(err), []string{"reading the store: " + err.Error()}
+			}
 			continue
 		}
 		if err != nil {
@@ -426,6 +431,11 @@ func (a *Admission) sync() (bool, error) {
 func (a *Admission) Sync() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.syncEngine()
+}
+
+// syncEngine is Sync with a.mu held: the engine then judges a push against what every replica wrote.
+func (a *Admission) syncEngine() error {
 	changed, err := a.sync()
 	if err != nil {
 		return err

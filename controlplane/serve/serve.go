@@ -456,7 +456,7 @@ func Run(ctx context.Context, cfg Config) error {
 	api.PushWait = cfg.PushWait
 	api.Guard = guard
 	if shared != nil {
-		api.StoreStatus = storeStatus(&cfg, shared)
+		api.StoreStatus = storeStatus(&cfg, shared, tracker.Targets)
 	}
 	var poller *proxystats.Poller
 	var history *healthhistory.Recorder

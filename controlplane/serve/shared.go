@@ -123,9 +123,9 @@ func setStoreMetrics(st store.Store, m *metrics.Metrics) {
 }
 
 // storeStatus is what GET /v1/version and lbctl status say of the shared store.
-func storeStatus(cfg *Config, st *store.Etcd) func() *apiwire.StoreStatus {
+func storeStatus(cfg *Config, st *store.Etcd, versions func() map[string]string) func() *apiwire.StoreStatus {
 	return func() *apiwire.StoreStatus {
-		out := &apiwire.StoreStatus{Kind: StoreEtcd, Replica: cfg.ReplicaID, Role: "follower"}
+		out := &apiwire.StoreStatus{Kind: StoreEtcd, Replica: cfg.ReplicaID, Role: "follower", Versions: versions()}
 		if st.Leader() {
 			out.Role = "leader"
 		}

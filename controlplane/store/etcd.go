@@ -18,6 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -105,7 +106,9 @@ func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, TLS: tlsConfig, DialTimeout: timeout,
-		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second, Logger: nil})
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		// The client's own zap logs would interleave JSON with lbplane's log; lbplane logs what it makes of errors.
+		Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}

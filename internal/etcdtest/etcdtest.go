@@ -16,6 +16,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/lbplane/lbplane/internal/portreserve"
 	"github.com/lbplane/lbplane/internal/tools"
@@ -148,7 +149,7 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) {
 }
 
 func (c *Cluster) read(ep string) error {
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second})
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func (c *Cluster) read(ep string) error {
 // Client is a client of every member, closed when the test ends.
 func (c *Cluster) Client() *clientv3.Client {
 	c.t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		c.t.Fatal(err)
 	}

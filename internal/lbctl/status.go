@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -397,4 +399,7 @@ func printStoreStatus(w io.Writer, st *apiwire.StoreStatus) {
 		fmt.Fprintf(w, ", STALE since %s: cut off from %s, serving its last good state and refusing pushes", st.StaleSince.UTC().Format(time.RFC3339), st.Kind)
 	}
 	fmt.Fprintln(w)
+	for _, g := range slices.Sorted(maps.Keys(st.Versions)) {
+		fmt.Fprintf(w, "  group %s: config version %s\n", g, st.Versions[g])
+	}
 }
