@@ -23,6 +23,16 @@ import (
 	"github.com/lbplane/lbplane/internal/etcdtest"
 )
 
+const haStormPolicy = `apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: {{.Name}}}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP, hostnames: [{{.Name}}.example.com]}
+  backends:
+    - name: app
+      endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]
+`
+
 const haPolicy = `apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
 metadata: {name: {{.Name}}}
@@ -407,6 +417,50 @@ func TestEtcdHAReplicas(t *testing.T) {
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d/", stalePort), "b3")
 	if code, body := readyz(t, f.replicas[2]); code != http.StatusOK {
 		t.Errorf("/readyz of r2 back on etcd: %d %q", code, body)
+	}
+
+	// A push storm spread over the replicas: each pushes its own policies at once, all on one port.
+	stormPort := reservePort(t)
+	const perReplica = 6
+	stormStart := time.Now()
+	errs := make(chan error, len(f.replicas)*perReplica)
+	var wg sync.WaitGroup
+	for i := range f.replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range perReplica {
+				name := fmt.Sprintf("storm-%s-%d", f.ids[i], n)
+				if err := f.push(i, policy(t, haStormPolicy, map[string]any{"Name": name, "Port": stormPort, "Backend": bs[2].Port})); err != nil {
+					errs <- fmt.Errorf("%s on %s: %w", name, f.ids[i], err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("push storm: %v", err)
+	}
+	pushed := time.Now()
+	for i := range f.replicas {
+		for n := range perReplica {
+			f.policies[fmt.Sprintf("storm-%s-%d", f.ids[i], n)] = true
+		}
+	}
+	f.converged("push storm")
+	f.sameConfigEverywhere("push storm")
+	t.Logf("push storm: %d pushes over %d replicas in %s; every replica and Envoy had them all %s after the last push returned",
+		len(f.replicas)*perReplica, len(f.replicas), pushed.Sub(stormStart).Round(time.Millisecond), time.Since(pushed).Round(time.Millisecond))
+	stormClient := newClient(true)
+	for i := range f.replicas {
+		for n := range perReplica {
+			host := fmt.Sprintf("storm-%s-%d.example.com", f.ids[i], n)
+			got, err := requestVia(stormClient, fmt.Sprintf("http://127.0.0.1:%d/", stormPort), map[string]string{"Host": host})
+			if err != nil || got != "b2" {
+				t.Errorf("%s through an Envoy: %q %v", host, got, err)
+			}
+		}
 	}
 
 	// Every replica restarted at once: the Envoys keep serving, then get nothing new from the restarted replicas.

@@ -51,7 +51,7 @@ type Admission struct {
 
 // maxConflictRetries bounds how often a write planned on a store another replica changed meanwhile is
 // planned again on the new records before the push is refused.
-const maxConflictRetries = 5
+const maxConflictRetries = 10
 
 // admission returns the server's admission, made from its Store, Engine and Log on first use.
 func (s *Server) admission() *Admission {
