@@ -503,3 +503,56 @@ func firstDiff(a, b string) string {
 	}
 	return fmt.Sprintf("one is a prefix of the other (%d and %d lines)", len(al), len(bl))
 }
+
+// TestEtcdHARevocationHoldsOnEveryReplica: an Envoy's identity revoked through one replica is cut off by the
+// replica that feeds it, and no replica takes it back.
+func TestEtcdHARevocationHoldsOnEveryReplica(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	keyFile := filepath.Join(t.TempDir(), "etcd-secret.key")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(bytes.Repeat([]byte{0x3c}, 32))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var rs []*Lbplane
+	for _, id := range []string{"r0", "r1"} {
+		rs = append(rs, startLbplane(t, "--store", "etcd", "--etcd-endpoints", ec.Endpoints()[0],
+			"--etcd-secret-key-file", keyFile, "--replica-id", id))
+	}
+	bs := startBackends(t, "b0")
+	port := reservePort(t)
+	push(t, rs[0], policy(t, haPolicy, map[string]any{"Name": "revoked", "Port": port, "Backend": bs[0].Port}))
+	// Both Envoys are fed by r1 first (r0 is their second address); their certificates come from r0.
+	var envoys []*Envoy
+	for _, n := range []string{"stolen", "honest"} {
+		envoys = append(envoys, startEnvoyFrom(t, envoybootstrap.Params{NodeID: n, Group: "default", XDS: rs[1].XDSAddr + "," + rs[0].XDSAddr,
+			Delta: true, TLS: envoyTLS(t, rs[0], n, "default")}, "config:info,upstream:info", "--drain-time-s", "1"))
+	}
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d/", port), "b0")
+	eventually(t, 30*time.Second, "both Envoys on r1", func() error {
+		if nodes := connectedNodes(t, rs[1]); !slices.Equal(nodes, []string{"honest", "stolen"}) {
+			return fmt.Errorf("r1 feeds %v", nodes)
+		}
+		return nil
+	})
+	if out := lbctlOK(t, rs[0], "revoke", "--node", "stolen", "--reason", "host lost"); !strings.Contains(out, "node stolen revoked until") {
+		t.Errorf("lbctl revoke on r0 said: %q", out)
+	}
+	eventually(t, 10*time.Second, "r1 cuts the revoked Envoy off", func() error {
+		if nodes := connectedNodes(t, rs[1]); !slices.Equal(nodes, []string{"honest"}) {
+			return fmt.Errorf("r1 feeds %v", nodes)
+		}
+		return nil
+	})
+	// It tries both replicas in turn; neither takes it back.
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, l := range rs {
+			if slices.Contains(connectedNodes(t, l), "stolen") {
+				t.Fatalf("r%d took the revoked Envoy back", i)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if list := lbctlOK(t, rs[1], "revoke", "--list"); !strings.Contains(list, "stolen") || !strings.Contains(list, "host lost") {
+		t.Errorf("lbctl revoke --list on r1: %q", list)
+	}
+}
