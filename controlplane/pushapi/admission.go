@@ -132,13 +132,16 @@ func (a *Admission) Delete(k translate.Key) (int, error) {
 }
 
 // storeErrCode is the HTTP status of a store error: 503 when the store cannot be reached (this replica
-// serves its last good state and takes no writes), 409 when other writers kept changing it, else 500.
+// serves its last good state and takes no writes), 409 when other writers kept changing it, 413 when the
+// write is more than the store takes at once, else 500.
 func storeErrCode(err error) int {
 	switch {
 	case errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, store.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

@@ -160,7 +160,8 @@ func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.
 			return
 		case <-st.Changes():
 			if err := api.Sync(); err != nil {
-				cfg.Log.Error("reading the policies other replicas wrote", "error", err)
+				cfg.Log.Error("reading the policies other replicas wrote; trying again in a second", "error", err)
+				time.AfterFunc(time.Second, st.Resync)
 			}
 		case <-st.RevocationChanges():
 			if guard == nil {

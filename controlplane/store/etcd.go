@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -179,6 +180,9 @@ func (s *Etcd) Prefix() string { return s.prefix }
 // off reaches etcd again): the receiver lists them again.
 func (s *Etcd) Changes() <-chan struct{} { return s.changes }
 
+// Resync asks the receiver of Changes to list the policies again (after a read that failed).
+func (s *Etcd) Resync() { s.signal(s.changes) }
+
 // RevocationChanges receives a value after the stored revocations changed.
 func (s *Etcd) RevocationChanges() <-chan struct{} { return s.revocations }
 
@@ -276,6 +280,10 @@ func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, e
 	ctx, cancel := s.ctx()
 	defer cancel()
 	resp, err := s.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.prefix+etcdVersion), "=", base)).Then(ops...).Commit()
+	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return 0, fmt.Errorf("%w: %d policies in one etcd transaction: %v (raise etcd's --max-txn-ops and --max-request-bytes, or push fewer at once)",
+			ErrTooLarge, len(puts)+len(deletes), err)
+	}
 	if err != nil {
 		return 0, s.unavailable(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +186,23 @@ func TestEtcdSecretsSealed(t *testing.T) {
 	}
 	if _, _, err := b.LoadOrCreateSecrets(ctx, bytes.Repeat([]byte{8}, 32), nil); err == nil || !strings.Contains(err.Error(), "same key file") {
 		t.Fatalf("another key: %v", err)
+	}
+}
+
+// A write with more operations than etcd takes in one transaction is refused as too large, not as etcd
+// being down, and writes nothing.
+func TestEtcdWriteTooLargeForOneTransaction(t *testing.T) {
+	c := etcdtest.StartWith(t, 1) // etcd's default --max-txn-ops, 128
+	s := openEtcd(t, c, "a")
+	var recs []*store.Record
+	for i := range 200 {
+		recs = append(recs, &store.Record{Namespace: "default", Name: fmt.Sprint("p", i), Document: []byte(`{}`)})
+	}
+	_, err := s.Apply(0, recs, nil)
+	if !errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "--max-txn-ops") {
+		t.Fatalf("200 policies in one write: %v", err)
+	}
+	if got, _, err := s.List(); err != nil || len(got) != 0 {
+		t.Fatalf("after the refused write: %d records, %v", len(got), err)
 	}
 }

@@ -65,6 +65,9 @@ type Store interface {
 // ErrConflict is Apply's answer when the store changed since the revision the write was planned on.
 var ErrConflict = errors.New("the store changed since this write was planned (another replica wrote it)")
 
+// ErrTooLarge is Apply's answer when one write is more than the store takes in one transaction.
+var ErrTooLarge = errors.New("the write is larger than the store takes in one transaction")
+
 // ErrUnavailable wraps the errors of a store that cannot be reached: the replica serves what it has and
 // takes no writes.
 var ErrUnavailable = errors.New("the store is unreachable")

@@ -29,6 +29,7 @@ type Cluster struct {
 	dir     string
 	members []*Member
 	initial string
+	args    []string
 }
 
 // Member is one etcd member.
@@ -46,7 +47,13 @@ func (m *Member) Endpoint() string { return fmt.Sprintf("http://127.0.0.1:%d", m
 // Start runs an n-member cluster until the test ends and waits until it answers.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: tools.Require(t, "etcd"), dir: t.TempDir()}
+	return StartWith(t, n, "--max-txn-ops", "10000")
+}
+
+// StartWith is Start with these etcd flags instead of the tests' --max-txn-ops 10000.
+func StartWith(t testing.TB, n int, args ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: tools.Require(t, "etcd"), dir: t.TempDir(), args: args}
 	var initial []string
 	for i := range n {
 		m := &Member{Name: fmt.Sprintf("m%d", i), ClientPort: portreserve.Reserve(t), PeerPort: portreserve.Reserve(t)}
@@ -91,13 +98,13 @@ func (c *Cluster) StartMember(i int) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(c.bin, "--name", m.Name, "--data-dir", filepath.Join(c.dir, m.Name),
+	cmd := exec.Command(c.bin, append([]string{"--name", m.Name, "--data-dir", filepath.Join(c.dir, m.Name),
 		"--listen-client-urls", m.Endpoint(), "--advertise-client-urls", m.Endpoint(),
 		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", m.PeerPort),
 		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", m.PeerPort),
 		"--initial-cluster", c.initial, "--initial-cluster-token", "lbplane-test",
 		"--heartbeat-interval", "100", "--election-timeout", "1000",
-		"--max-txn-ops", "10000", "--log-level", "warn", "--socket-reuse-port")
+		"--log-level", "warn", "--socket-reuse-port"}, c.args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
