@@ -99,7 +99,9 @@ func (f *haFleet) leader() int {
 func (f *haFleet) placement() map[string]int {
 	f.t.Helper()
 	var out map[string]int
-	eventually(f.t, 60*time.Second, "every Envoy connected to a live replica and SYNCED", func() error {
+	// An Envoy whose replica was partitioned away notices by HTTP/2 keepalive (30 s, 10 s timeout: the
+	// bootstrap's) before it reconnects to another: up to about 40 s.
+	eventually(f.t, 90*time.Second, "every Envoy connected to a live replica and SYNCED", func() error {
 		out = map[string]int{}
 		for i, l := range f.replicas {
 			if !f.live[i] {

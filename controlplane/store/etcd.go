@@ -277,9 +277,20 @@ func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, e
 		ops = append(ops, clientv3.OpDelete(s.prefix+etcdPolicies+k))
 	}
 	ops = append(ops, clientv3.OpPut(s.prefix+etcdVersion, ""))
-	ctx, cancel := s.ctx()
-	defer cancel()
-	resp, err := s.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.prefix+etcdVersion), "=", base)).Then(ops...).Commit()
+	// A member lost mid-request (a partition, an etcd election) fails the request without saying whether it
+	// was applied; it is sent again, through another member. That is safe: the compare on the version key
+	// fails if the first one was applied, and the caller then reads what the store holds.
+	var resp *clientv3.TxnResponse
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := s.ctx()
+		resp, err = s.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.prefix+etcdVersion), "=", base)).Then(ops...).Commit()
+		cancel()
+		if err == nil || attempt == 3 || errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) || !s.StaleSince().IsZero() {
+			break
+		}
+		s.log.Warn("an etcd write failed; sending it again", "attempt", attempt, "error", err)
+		time.Sleep(300 * time.Millisecond)
+	}
 	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
 		return 0, fmt.Errorf("%w: %d policies in one etcd transaction: %v (raise etcd's --max-txn-ops and --max-request-bytes, or push fewer at once)",
 			ErrTooLarge, len(puts)+len(deletes), err)

@@ -36,13 +36,19 @@ type Cluster struct {
 type Member struct {
 	Name                 string
 	ClientPort, PeerPort int
-	mu                   sync.Mutex
-	cmd                  *exec.Cmd
-	exited               chan struct{}
+	// IP is the address it listens on (127.0.0.1 unless StartIn placed it in a network namespace); Netns is
+	// that namespace ("": this process's).
+	IP, Netns string
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	exited    chan struct{}
 }
 
 // Endpoint is the member's client URL.
-func (m *Member) Endpoint() string { return fmt.Sprintf("http://127.0.0.1:%d", m.ClientPort) }
+func (m *Member) Endpoint() string { return fmt.Sprintf("http://%s:%d", m.IP, m.ClientPort) }
+
+// peerURL is the member's peer URL.
+func (m *Member) peerURL() string { return fmt.Sprintf("http://%s:%d", m.IP, m.PeerPort) }
 
 // Start runs an n-member cluster until the test ends and waits until it answers.
 func Start(t testing.TB, n int) *Cluster {
@@ -54,11 +60,35 @@ func Start(t testing.TB, n int) *Cluster {
 func StartWith(t testing.TB, n int, args ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: tools.Require(t, "etcd"), dir: t.TempDir(), args: args}
-	var initial []string
 	for i := range n {
-		m := &Member{Name: fmt.Sprintf("m%d", i), ClientPort: portreserve.Reserve(t), PeerPort: portreserve.Reserve(t)}
-		c.members = append(c.members, m)
-		initial = append(initial, fmt.Sprintf("%s=http://127.0.0.1:%d", m.Name, m.PeerPort))
+		c.members = append(c.members, &Member{Name: fmt.Sprintf("m%d", i), IP: "127.0.0.1", ClientPort: portreserve.Reserve(t), PeerPort: portreserve.Reserve(t)})
+	}
+	c.run()
+	return c
+}
+
+// Place is where StartIn runs one member: a network namespace the test created, and the member's address
+// in it. The namespace is the member's alone, so its ports are fixed (2379, 2380).
+type Place struct{ Netns, IP string }
+
+// StartIn runs one member in each place until the test ends and waits until the cluster answers.
+func StartIn(t testing.TB, places []Place, args ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: tools.Require(t, "etcd"), dir: t.TempDir(), args: args}
+	for i, p := range places {
+		c.members = append(c.members, &Member{Name: fmt.Sprintf("m%d", i), IP: p.IP, Netns: p.Netns, ClientPort: 2379, PeerPort: 2380})
+	}
+	c.run()
+	return c
+}
+
+// run starts every member and waits for the cluster.
+func (c *Cluster) run() {
+	t := c.t
+	t.Helper()
+	var initial []string
+	for _, m := range c.members {
+		initial = append(initial, m.Name+"="+m.peerURL())
 	}
 	c.initial = strings.Join(initial, ",")
 	for i := range c.members {
@@ -70,7 +100,6 @@ func StartWith(t testing.TB, n int, args ...string) *Cluster {
 		}
 	})
 	c.WaitHealthy(time.Minute)
-	return c
 }
 
 // Members are the cluster's members.
@@ -98,13 +127,16 @@ func (c *Cluster) StartMember(i int) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(c.bin, append([]string{"--name", m.Name, "--data-dir", filepath.Join(c.dir, m.Name),
+	args := append([]string{"--name", m.Name, "--data-dir", filepath.Join(c.dir, m.Name),
 		"--listen-client-urls", m.Endpoint(), "--advertise-client-urls", m.Endpoint(),
-		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", m.PeerPort),
-		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", m.PeerPort),
+		"--listen-peer-urls", m.peerURL(), "--initial-advertise-peer-urls", m.peerURL(),
 		"--initial-cluster", c.initial, "--initial-cluster-token", "lbplane-test",
 		"--heartbeat-interval", "100", "--election-timeout", "1000",
-		"--log-level", "warn", "--socket-reuse-port"}, c.args...)...)
+		"--log-level", "warn", "--socket-reuse-port"}, c.args...)
+	cmd := exec.Command(c.bin, args...)
+	if m.Netns != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", m.Netns, c.bin}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
