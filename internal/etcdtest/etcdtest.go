@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -22,9 +21,18 @@ import (
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
+// TB is the part of testing.TB the cluster uses (the bench runner passes its own).
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
 // Cluster is a running etcd cluster.
 type Cluster struct {
-	t       testing.TB
+	t       TB
 	bin     string
 	dir     string
 	members []*Member
@@ -51,13 +59,13 @@ func (m *Member) Endpoint() string { return fmt.Sprintf("http://%s:%d", m.IP, m.
 func (m *Member) peerURL() string { return fmt.Sprintf("http://%s:%d", m.IP, m.PeerPort) }
 
 // Start runs an n-member cluster until the test ends and waits until it answers.
-func Start(t testing.TB, n int) *Cluster {
+func Start(t TB, n int) *Cluster {
 	t.Helper()
 	return StartWith(t, n, "--max-txn-ops", "10000")
 }
 
 // StartWith is Start with these etcd flags instead of the tests' --max-txn-ops 10000.
-func StartWith(t testing.TB, n int, args ...string) *Cluster {
+func StartWith(t TB, n int, args ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: tools.Require(t, "etcd"), dir: t.TempDir(), args: args}
 	for i := range n {
@@ -72,7 +80,7 @@ func StartWith(t testing.TB, n int, args ...string) *Cluster {
 type Place struct{ Netns, IP string }
 
 // StartIn runs one member in each place until the test ends and waits until the cluster answers.
-func StartIn(t testing.TB, places []Place, args ...string) *Cluster {
+func StartIn(t TB, places []Place, args ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: tools.Require(t, "etcd"), dir: t.TempDir(), args: args}
 	for i, p := range places {
