@@ -173,8 +173,9 @@ func (f *haFleet) converged(what string) map[string]string {
 	return versions
 }
 
-// dynamicConfig is an Envoy's config from lbplane, with each resource's version and last update time:
-// equal before and after a move between replicas means the move sent it nothing new. The bootstrap's
+// dynamicConfig is an Envoy's config from lbplane, with each resource's version and, withTimes, its last
+// update time and the type's last response version: equal before and after a move between replicas means
+// the move sent it nothing new. The bootstrap's
 // static parts and the SDS secrets (this Envoy's own client certificate) are left out.
 func dynamicConfig(t *testing.T, e *Envoy, withTimes bool) string {
 	t.Helper()
@@ -197,13 +198,24 @@ func dynamicConfig(t *testing.T, e *Envoy, withTimes bool) string {
 		}
 		out := map[string]any{}
 		for k, v := range c {
-			if !strings.HasPrefix(k, "static_") {
-				out[k] = v
+			if strings.HasPrefix(k, "static_") {
+				continue
 			}
+			// Envoy lists the resources of a type in the order they arrived, which differs between Envoys
+			// fed by different replicas: the lists are compared as sets.
+			if list, ok := v.([]any); ok && strings.HasPrefix(k, "dynamic_") {
+				v = sortedByJSON(t, list)
+			}
+			out[k] = v
 		}
 		if withTimes {
 			keep = append(keep, out)
 		} else {
+			// Across Envoys, what counts is each resource and its version. The type's own version_info is the
+			// system version of the last response of that type the Envoy took, which is history: replicas
+			// that took a storm of pushes in different batches passed through different intermediate
+			// versions before the same last one, and a type the last change did not touch keeps its older one.
+			delete(out, "version_info")
 			keep = append(keep, dropKey(out, "last_updated"))
 		}
 	}
@@ -557,4 +569,31 @@ func TestEtcdHARevocationHoldsOnEveryReplica(t *testing.T) {
 	if list := lbctlOK(t, rs[1], "revoke", "--list"); !strings.Contains(list, "stolen") || !strings.Contains(list, "host lost") {
 		t.Errorf("lbctl revoke --list on r1: %q", list)
 	}
+}
+
+// sortedByJSON orders a list by each element's JSON (map keys sorted): equal sets give equal lists.
+func sortedByJSON(t *testing.T, list []any) []any {
+	t.Helper()
+	keyed := make([]struct {
+		k string
+		v any
+	}, len(list))
+	for i, v := range list {
+		b, err := json.Marshal(dropKey(v, "last_updated"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyed[i].k, keyed[i].v = string(b), v
+	}
+	slices.SortFunc(keyed, func(a, b struct {
+		k string
+		v any
+	}) int {
+		return strings.Compare(a.k, b.k)
+	})
+	out := make([]any, len(list))
+	for i := range keyed {
+		out[i] = keyed[i].v
+	}
+	return out
 }
