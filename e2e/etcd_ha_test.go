@@ -348,6 +348,13 @@ func TestEtcdHAReplicas(t *testing.T) {
 	if _, stderr, err := lbctl(t, f.replicas[leader], "", "status"); err != nil || !strings.Contains(stderr, "Store: etcd, replica "+f.ids[leader]+", role leader") {
 		t.Errorf("lbctl status on the leader: %v\n%s", err, stderr)
 	}
+	if code, body := readyz(t, f.replicas[leader]); code != http.StatusOK || !strings.Contains(body, "replica "+f.ids[leader]+", role leader") {
+		t.Errorf("/readyz on the leader: %d %q", code, body)
+	}
+	follower := (leader + 1) % len(f.replicas)
+	if code, body := readyz(t, f.replicas[follower]); code != http.StatusOK || !strings.Contains(body, "role follower") {
+		t.Errorf("/readyz on a follower: %d %q", code, body)
+	}
 
 	// SIGKILL the leader while it feeds an Envoy. Leadership goes in order of candidacy, so killing leaders
 	// that feed none (each kill under the same load) brings the lead to a replica that feeds one.

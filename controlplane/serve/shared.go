@@ -136,16 +136,21 @@ func storeStatus(cfg *Config, st *store.Etcd, versions func() map[string]string)
 	}
 }
 
-// storeHealth is /readyz's check of the shared store: nil while it is reached.
-func storeHealth(cfg *Config, st *store.Etcd) func() error {
+// storeHealth is /readyz's view of the shared store: this replica's role while it reaches etcd, an error
+// while it is cut off.
+func storeHealth(cfg *Config, st *store.Etcd) func() (string, error) {
 	if st == nil {
 		return nil
 	}
-	return func() error {
+	return func() (string, error) {
 		if t := st.StaleSince(); !t.IsZero() {
-			return fmt.Errorf("stale: cut off from etcd since %s; serving the last good state, refusing pushes (replica %s)", t.UTC().Format(time.RFC3339), cfg.ReplicaID)
+			return "", fmt.Errorf("stale: cut off from etcd since %s; serving the last good state, refusing pushes (replica %s)", t.UTC().Format(time.RFC3339), cfg.ReplicaID)
 		}
-		return nil
+		role := "follower"
+		if st.Leader() {
+			role = "leader"
+		}
+		return fmt.Sprintf("etcd store, replica %s, role %s", cfg.ReplicaID, role), nil
 	}
 }
 
