@@ -542,10 +542,9 @@ func TestEtcdHARevocationHoldsOnEveryReplica(t *testing.T) {
 	port := reservePort(t)
 	push(t, rs[0], policy(t, haPolicy, map[string]any{"Name": "revoked", "Port": port, "Backend": bs[0].Port}))
 	// Both Envoys are fed by r1 first (r0 is their second address); their certificates come from r0.
-	var envoys []*Envoy
 	for _, n := range []string{"stolen", "honest"} {
-		envoys = append(envoys, startEnvoyFrom(t, envoybootstrap.Params{NodeID: n, Group: "default", XDS: rs[1].XDSAddr + "," + rs[0].XDSAddr,
-			Delta: true, TLS: envoyTLS(t, rs[0], n, "default")}, "config:info,upstream:info", "--drain-time-s", "1"))
+		startEnvoyFrom(t, envoybootstrap.Params{NodeID: n, Group: "default", XDS: rs[1].XDSAddr + "," + rs[0].XDSAddr,
+			Delta: true, TLS: envoyTLS(t, rs[0], n, "default")}, "config:info,upstream:info", "--drain-time-s", "1")
 	}
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d/", port), "b0")
 	eventually(t, 30*time.Second, "both Envoys on r1", func() error {
