@@ -56,6 +56,27 @@ func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unsta
 	return staged, unstaged
 }
 
+// stagingRefused is the error of a push that asks for a staged rollout from a server that cannot stage
+// (RolloutsUnavailable), naming the first policy that asks.
+func (a *Admission) stagingRefused(pl *plan, mode string) error {
+	if a.RolloutsUnavailable == "" || mode == rollout.ModeImmediate {
+		return nil
+	}
+	if mode == rollout.ModeStaged {
+		return fmt.Errorf("rollout=staged: %s", a.RolloutsUnavailable)
+	}
+	for _, p := range pl.candidate {
+		if p.Spec.Rollout == nil {
+			continue
+		}
+		k := translate.KeyOf(p)
+		if rec, ok := pl.changes[k]; ok && rec != nil {
+			return fmt.Errorf("%s: spec.rollout: %s (push with --rollout immediate to apply it at once)", k, a.RolloutsUnavailable)
+		}
+	}
+	return nil
+}
+
 // beginRollouts hands staged changes to the rollouts, before the engine publishes them.
 func (a *Admission) beginRollouts(staged []rollout.Change, unstaged []translate.Key) error {
 	if a.Rollouts == nil {

@@ -56,7 +56,7 @@ type (
 
 // Server serves the API.
 type Server struct {
-	Store   *store.Store
+	Store   store.Store
 	Engine  *engine.Engine
 	Tracker *xdsserver.Tracker
 	// Token is the admin token: every call.
@@ -88,11 +88,15 @@ type Server struct {
 	// Settings are the server's settings that depart from the secure defaults (GET /v1/version, lbctl
 	// status).
 	Settings []string
+	// StoreStatus, when set, is this replica's view of a store shared by several replicas (GET /v1/version).
+	StoreStatus func() *apiwire.StoreStatus
 
 	// Rollouts, when set, runs staged rollouts (rollout.go); RolloutDefault is the mode of a push that names
 	// none.
 	Rollouts       *rollout.Controller
 	RolloutDefault string
+	// RolloutsUnavailable, when set, says why this server cannot stage a change (Admission).
+	RolloutsUnavailable string
 
 	// transitions keeps the conditions' real transition times across reads.
 	transitions policystatus.Transitions

@@ -14,7 +14,7 @@ import (
 // newRollouts makes the staged rollouts' controller (standalone mode: pushes start rollouts) and loads the
 // stored ones, splitting their groups again before the sources load and xDS is served. It returns nil in
 // Kubernetes mode.
-func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st *store.Store, poller *proxystats.Poller, api *pushapi.Server) (*rollout.Controller, error) {
+func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st store.Store, poller *proxystats.Poller, api *pushapi.Server) (*rollout.Controller, error) {
 	switch cfg.RolloutDefault {
 	case "", rollout.ModeImmediate, rollout.ModeStaged:
 	default:
@@ -26,7 +26,19 @@ func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st
 		}
 		return nil, nil
 	}
-	ro := &rollout.Controller{Engine: eng, Proxies: tracker.Proxies, Persist: st, Decode: pushapi.PolicyOf, Log: cfg.Log}
+	persist, ok := st.(rollout.Persist)
+	if !ok {
+		// The etcd store's replicas each serve their own Envoys; one rollout across all of them needs the
+		// leader to decide and every replica to follow, which is not built yet. Staged pushes are refused
+		// there rather than applied at once.
+		const why = "staged rollouts are not available with --store etcd yet"
+		if cfg.RolloutDefault == rollout.ModeStaged {
+			return nil, fmt.Errorf("--rollout-default staged: %s", why)
+		}
+		api.RolloutsUnavailable = why
+		return nil, nil
+	}
+	ro := &rollout.Controller{Engine: eng, Proxies: tracker.Proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log}
 	if poller != nil {
 		ro.Histories = poller.Histories
 	}

@@ -8,7 +8,7 @@ import bolt "go.etcd.io/bbolt"
 var rolloutsBucket = []byte("rollouts")
 
 // Rollouts returns every stored rollout by proxy group.
-func (s *Store) Rollouts() (map[string][]byte, error) {
+func (s *Bolt) Rollouts() (map[string][]byte, error) {
 	out := map[string][]byte{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(rolloutsBucket)
@@ -24,7 +24,7 @@ func (s *Store) Rollouts() (map[string][]byte, error) {
 }
 
 // PutRollout stores a group's rollout, durably; nil deletes it.
-func (s *Store) PutRollout(group string, v []byte) error {
+func (s *Bolt) PutRollout(group string, v []byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(rolloutsBucket)
 		if err != nil {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -101,11 +103,15 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 				}
 				if out.isHuman() && !w.on {
 					// The server's departures from the secure defaults, so that nobody runs one unaware.
-					if v, err := c.Version(ctx); err == nil && len(v.Settings) > 0 {
+					v, err := c.Version(ctx)
+					if err == nil && len(v.Settings) > 0 {
 						fmt.Fprintln(cmd.ErrOrStderr(), "Server settings that relax a default:")
 						for _, s := range v.Settings {
 							fmt.Fprintln(cmd.ErrOrStderr(), "  "+s)
 						}
+					}
+					if err == nil && v.Store != nil {
+						printStoreStatus(cmd.ErrOrStderr(), v.Store)
 					}
 				}
 				if len(proxies) == 0 && out.isHuman() && !w.on {
@@ -386,5 +392,17 @@ func watchFrames(ctx context.Context, w io.Writer, terminal bool, interval time.
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// printStoreStatus says which replica answered, its role, and whether it is cut off from the shared store.
+func printStoreStatus(w io.Writer, st *apiwire.StoreStatus) {
+	fmt.Fprintf(w, "Store: %s, replica %s, role %s", st.Kind, st.Replica, st.Role)
+	if st.Stale {
+		fmt.Fprintf(w, ", STALE since %s: cut off from %s, serving its last good state and refusing pushes", st.StaleSince.UTC().Format(time.RFC3339), st.Kind)
+	}
+	fmt.Fprintln(w)
+	for _, g := range slices.Sorted(maps.Keys(st.Versions)) {
+		fmt.Fprintf(w, "  group %s: config version %s\n", g, st.Versions[g])
 	}
 }
