@@ -25,7 +25,8 @@ import (
 //     `sh session=NAME` starts another bash for the blocks of that name (each session stops before the next
 //     starts), for quick starts that stand alone.
 //   - ```sh demo (make run), ```sh suite (make test, make bench: the full runs), ```sh cluster (needs the one-node
-//     cluster or kind; e2e/cluster covers them): typed by users, not run here; the test lists them.
+//     cluster or kind; e2e/cluster covers them), ```sh hosts (needs several hosts: docs/ha.md's replicas, which
+//     TestEtcdHAReplicas runs on loopback): typed by users, not run here; the test lists them.
 //   - ```text: output and illustration, never run. Other shell fences (bash, shell, console) are refused, so a
 //     block cannot escape the test by its spelling.
 //
@@ -52,7 +53,7 @@ var clusterPages = map[string]bool{"docs/kubernetes.md": true}
 type docBlock struct {
 	page    string // relative to the repository root
 	line    int    // of the opening fence
-	tag     string // "", demo, suite, cluster
+	tag     string // "", demo, suite, cluster, hosts
 	session string
 	text    string
 }
@@ -98,12 +99,12 @@ func docBlocks(page string) ([]docBlock, error) {
 			b := docBlock{page: rel, line: n, session: "main"}
 			for _, word := range strings.Fields(m[2]) {
 				switch {
-				case word == "demo" || word == "suite" || word == "cluster":
+				case word == "demo" || word == "suite" || word == "cluster" || word == "hosts":
 					b.tag = word
 				case strings.HasPrefix(word, "session="):
 					b.session = strings.TrimPrefix(word, "session=")
 				default:
-					return nil, fmt.Errorf("%s:%d: unknown tag %q on a sh block (demo, suite, cluster or session=NAME)", rel, n, word)
+					return nil, fmt.Errorf("%s:%d: unknown tag %q on a sh block (demo, suite, cluster, hosts or session=NAME)", rel, n, word)
 				}
 			}
 			if clusterPages[rel] && b.tag == "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -25,7 +26,8 @@ type Params struct {
 	NodeID string
 	// Group is the proxy group (node cluster). Defaults to "default".
 	Group string
-	// XDS is lbplane's xDS address, host:port.
+	// XDS is lbplane's xDS address, host:port, or several comma-separated (one per replica); a host may be a
+	// DNS name with several answers.
 	XDS string
 	// Delta selects incremental xDS (DELTA_GRPC) instead of state of the world (GRPC).
 	Delta bool
@@ -141,14 +143,11 @@ func Render(p Params) ([]byte, error) {
 	if !nameRe.MatchString(p.Group) {
 		return nil, fmt.Errorf("--proxy-group: must be letters, digits, '.', '_', ':' and '-', got %q", p.Group)
 	}
-	host, port, err := net.SplitHostPort(p.XDS)
+	xds, err := xdsEndpoints(p.XDS)
 	if err != nil {
-		return nil, fmt.Errorf("--xds-address: %w", err)
+		return nil, err
 	}
-	pn, err := strconv.Atoi(port)
-	if err != nil || pn < 1 || pn > 65535 {
-		return nil, fmt.Errorf("--xds-address: invalid port %q", port)
-	}
+	host := xds[0].Host
 	switch {
 	case p.InsecureAdminTCP && (p.AdminPort < 1 || p.AdminPort > 65535):
 		return nil, fmt.Errorf("--admin-port: must be between 1 and 65535 with --insecure-admin-tcp, got %d", p.AdminPort)
@@ -198,6 +197,11 @@ func Render(p Params) ([]byte, error) {
 			return nil, fmt.Errorf("--out-dir: must be an absolute path in the bootstrap, got %q", t.Dir)
 		}
 		if t.ServerName == "" {
+			for _, e := range xds[1:] {
+				if e.Host != host {
+					return nil, fmt.Errorf("--xds-tls-server-name: the xDS addresses are on different hosts (%s, %s): name the one every lbplane replica's certificate carries (lbplane serve --xds-server-name)", host, e.Host)
+				}
+			}
 			t.ServerName = host
 		}
 	}
@@ -213,7 +217,7 @@ func Render(p Params) ([]byte, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	err = tmpl.Execute(&buf, map[string]any{"DNSResolvers": resolvers, "NodeID": p.NodeID, "Group": p.Group, "XDSHost": host, "XDSPort": pn,
+	err = tmpl.Execute(&buf, map[string]any{"DNSResolvers": resolvers, "NodeID": p.NodeID, "Group": p.Group, "XDS": xds,
 		"APIType": api, "AdminPort": p.AdminPort, "StatsPort": p.StatsPort, "StatsAddress": p.StatsAddress, "MaxConnections": p.MaxConnections,
 		"MaxConnectionsSource": source, "MaxHeapBytes": p.MaxHeapBytes, "TLS": p.TLS, "ShareAdminPort": p.ShareAdminPort,
 		"AdminSocket": p.AdminSocket, "InsecureAdminTCP": p.InsecureAdminTCP,
@@ -242,6 +246,38 @@ func dnsResolvers(in []string) ([]DNSResolver, error) {
 			return nil, fmt.Errorf("--dns-resolver: want an IP address with an optional port (10.0.0.2, 10.0.0.2:5353, [fd00::2]:53), got %q", r)
 		}
 		out = append(out, DNSResolver{Address: host, Port: pn})
+	}
+	return out, nil
+}
+
+// XDSEndpoint is one address of lbplane's xDS cluster.
+type XDSEndpoint struct {
+	Host string
+	Port int
+}
+
+// xdsEndpoints parses --xds-address: one or more comma-separated host:port (every lbplane replica), or one
+// DNS name whose answers are the replicas (the cluster is STRICT_DNS: every answer is an endpoint).
+func xdsEndpoints(s string) ([]XDSEndpoint, error) {
+	var out []XDSEndpoint
+	for _, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("--xds-address: %w", err)
+		}
+		pn, err := strconv.Atoi(port)
+		if err != nil || pn < 1 || pn > 65535 {
+			return nil, fmt.Errorf("--xds-address: invalid port %q", port)
+		}
+		if host == "" {
+			return nil, fmt.Errorf("--xds-address %q: no host", a)
+		}
+		e := XDSEndpoint{Host: host, Port: pn}
+		if slices.Contains(out, e) {
+			return nil, fmt.Errorf("--xds-address: %s is given twice", a)
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }

@@ -113,3 +113,33 @@ func TestScaledTimers(t *testing.T) {
 		}
 	}
 }
+
+// TestSeveralXDSAddresses: every replica's address is an endpoint of the xds cluster; addresses on
+// different hosts need the name every replica's certificate carries; a repeated one is refused.
+func TestSeveralXDSAddresses(t *testing.T) {
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000,127.0.0.1:18010, 127.0.0.1:18020", MaxConnections: 100}
+	b, err := Render(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []string{"18000", "18010", "18020"} {
+		if !bytes.Contains(b, []byte("port_value: "+port+"\n")) {
+			t.Errorf("the xds cluster lacks port %s:\n%s", port, b)
+		}
+	}
+	p := base
+	p.XDS = "192.0.2.11:18000,192.0.2.12:18000"
+	p.TLS = &TLS{Cert: "/c", Key: "/k", CA: "/ca"}
+	if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--xds-tls-server-name") {
+		t.Errorf("two hosts without a server name: %v", err)
+	}
+	p.TLS = &TLS{Cert: "/c", Key: "/k", CA: "/ca", ServerName: "lb.example.internal"}
+	if _, err := Render(p); err != nil {
+		t.Errorf("two hosts with a server name: %v", err)
+	}
+	p = base
+	p.XDS = "127.0.0.1:18000,127.0.0.1:18000"
+	if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("an address given twice: %v", err)
+	}
+}

@@ -77,6 +77,13 @@ type LoadBalancerPolicySpec struct {
 	// addresses. HTTP and HTTPS only. Envoy: response_headers_to_add "x-lbplane-upstream: %UPSTREAM_HOST%" on
 	// the policy's virtual host.
 	DebugHeaders bool `json:"debugHeaders,omitempty"`
+
+	// rollout makes a change of this policy reach the group's Envoys in stages, each judged on the Envoys'
+	// own numbers and rolled back on a breach (docs/rollouts.md). Unset: a change reaches every Envoy at
+	// once, unless the push asks for stages (lbctl push-config --rollout staged) or the server makes every
+	// change staged (lbplane serve --rollout-default staged).
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // UpstreamHostHeader is the response header debugHeaders adds.
@@ -1114,6 +1121,9 @@ type LoadBalancerPolicyStatus struct {
 	// warnings are lint findings: valid settings that probably do not do what is meant (lbctl lint explains).
 	// +kubebuilder:validation:MaxItems=64
 	Warnings []string `json:"warnings,omitempty"`
+	// rollout is where the policy's last staged rollout stands (see spec.rollout).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // BackendStatus is one backend as the proxies see it.

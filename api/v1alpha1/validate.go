@@ -92,6 +92,7 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	v.debugHeaders(spec.child("debugHeaders"), s)
 	v.traffic(spec, s, backends)
 	v.specFeatures(spec, s)
+	v.rollout(spec.child("rollout"), s.Rollout, s, backends)
 	return fromErrorList(v.errs)
 }
 

@@ -98,6 +98,11 @@ func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record f
 			return fmt.Errorf("propagation (%s): %w", api, err)
 		}
 	}
+	if cfg.EtcdPolicyCounts != nil {
+		if err := propagation(ctx, e, cfg, "delta", "etcd", ports, record); err != nil {
+			return fmt.Errorf("propagation (etcd, delta): %w", err)
+		}
+	}
 	if cfg.KubePolicyCounts != nil {
 		for _, api := range cfg.KubeAPIs {
 			if err := propagation(ctx, e, cfg, api, "kubernetes", ports, record); err != nil {
@@ -140,6 +145,15 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		apply = kubeApplier(cluster)
 		counts = cfg.KubePolicyCounts
 		statusCount = func(atLeast int64) int64 { return settledStatusWrites(ctx, cluster.Config, atLeast) }
+	}
+	if via == "etcd" {
+		etcdArgs, stopEtcd, err := startEtcdStore(dir)
+		if err != nil {
+			return err
+		}
+		defer stopEtcd()
+		args = append(args, etcdArgs...)
+		counts = cfg.EtcdPolicyCounts
 	}
 	if *cpTrace != "" {
 		args = append(args, "--log-level", "debug", "--log-format", "json")

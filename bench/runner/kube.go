@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +17,7 @@ import (
 	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lbplane/lbplane/internal/etcdtest"
 	"github.com/lbplane/lbplane/internal/kubetest"
 )
 
@@ -129,4 +132,28 @@ func applyOne(ctx context.Context, cl client.Client, u *unstructured.Unstructure
 		return err
 	}
 	return cl.Create(ctx, u)
+}
+
+// startEtcdStore runs a one-member etcd (the one the tests use) for the push rows with the etcd store, and
+// returns lbplane serve's flags for it. A push of a thousand fillers is one transaction of 1,001 operations,
+// about 1.5 MiB: etcd's limits are raised for it, as docs/ha.md tells operators to.
+func startEtcdStore(dir string) (args []string, stop func(), err error) {
+	t := &runnerTB{dir: dir}
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(fatal)
+			if !ok {
+				panic(r)
+			}
+			t.close()
+			args, stop, err = nil, nil, fmt.Errorf("starting etcd: %s", msg)
+		}
+	}()
+	c := etcdtest.StartWith(t, 1, "--max-txn-ops", "20000", "--max-request-bytes", "67108864")
+	key := filepath.Join(dir, "etcd-secret.key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
+		t.close()
+		return nil, nil, err
+	}
+	return []string{"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--etcd-secret-key-file", key}, t.close, nil
 }

@@ -42,7 +42,10 @@ type config struct {
 	// KubeAPIs the xDS variants for them.
 	KubePolicyCounts []int    `json:"kubePolicyCounts"`
 	KubeAPIs         []string `json:"kubeApis"`
-	Changes          int      `json:"changes"`
+	// EtcdPolicyCounts are the sizes for the push rows with lbplane serve --store etcd (a one-member etcd
+	// on loopback; none: not run, the default).
+	EtcdPolicyCounts []int `json:"etcdPolicyCounts,omitempty"`
+	Changes          int   `json:"changes"`
 	// APIs are the xDS variants of the push runs; ColdStart restarts lbplane with the most policies pushed
 	// and times an Envoy's first full config.
 	APIs      []string `json:"apis,omitempty"`
@@ -146,6 +149,7 @@ func main() {
 	memConc := flag.String("mem-concurrency", "", "comma-separated connection counts for the memory-at-load runs, each in a fresh peer process")
 	policyCounts := flag.String("policies", "", "comma-separated policy counts of the push propagation runs")
 	kubeCounts := flag.String("kube-policies", "", "comma-separated policy counts of the Kubernetes propagation runs (\"none\": not run)")
+	etcdCounts := flag.String("etcd-policies", "", "comma-separated policy counts of the push propagation runs with the etcd store (lbplane serve --store etcd, a one-member etcd on loopback; opt-in: not run by default), delta xDS, beside the bbolt rows")
 	apis := flag.String("apis", "", "comma-separated xDS variants of the push propagation runs (delta, sotw)")
 	kubeAPIs := flag.String("kube-apis", "", "comma-separated xDS variants of the Kubernetes propagation runs")
 	swarmN := flag.Int("swarm", 0, "simulated Envoys of the fan-out run")
@@ -238,6 +242,9 @@ func main() {
 	}
 	if *policyCounts != "" {
 		cfg.PolicyCounts = ints("policies", *policyCounts)
+	}
+	if *etcdCounts != "" {
+		cfg.EtcdPolicyCounts = ints("etcd-policies", *etcdCounts)
 	}
 	if *apis != "" {
 		cfg.APIs = strings.Split(*apis, ",")

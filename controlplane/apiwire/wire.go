@@ -184,6 +184,24 @@ type Version struct {
 	// Settings are the server's settings that depart from the secure defaults (insecure modes, backend
 	// address ranges re-admitted), as lbctl status lists them.
 	Settings []string `json:"settings,omitempty"`
+	// Store is the store this replica keeps policies in, when it is shared by several replicas (etcd).
+	Store *StoreStatus `json:"store,omitempty"`
+}
+
+// StoreStatus is a replica's view of the store it shares with others (lbplane serve --store etcd).
+type StoreStatus struct {
+	Kind string `json:"kind"`
+	// Replica is this replica's id; Role is "leader" (it does the single-writer work) or "follower".
+	Replica string `json:"replica"`
+	Role    string `json:"role"`
+	// Stale is true while this replica cannot reach the store: it serves its last good state and takes no
+	// pushes. StaleSince is when it lost it.
+	Stale      bool      `json:"stale,omitempty"`
+	StaleSince time.Time `json:"staleSince,omitzero"`
+	// Versions is the config version this replica serves each proxy group (a hash of the content): every
+	// replica serving the same records shows the same versions, so an Envoy moving between them gets nothing
+	// new.
+	Versions map[string]string `json:"versions,omitempty"`
 }
 
 // LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its

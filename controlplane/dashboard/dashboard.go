@@ -188,7 +188,7 @@ func (s *Server) snapshot(ctx context.Context, selected string) State {
 	for _, p := range policies {
 		// The group in effect, defaults applied, is the server's (status.proxyGroup).
 		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Status.ProxyGroup,
-			Status:     v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies},
+			Status:     v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies, Rollout: p.Status.Rollout},
 			Algorithms: map[string]v1alpha1.Algorithm{}}
 		for _, b := range p.Spec.Backends {
 			ps.Algorithms[b.Name] = b.LoadBalancing.Algorithm

@@ -76,6 +76,8 @@ type Engine struct {
 	kube *kubeIndex
 	// fileUse indexes the files the held policies reference (see hold).
 	fileUse fileUse
+	// split holds the staged rollouts (see split.go).
+	split splits
 }
 
 // New returns an engine publishing to cache.
@@ -319,6 +321,9 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 			continue
 		}
 		e.builds[name] = next
+		if e.split.byGroup[name] != nil {
+			continue // published with its baseline below
+		}
 		e.cache.Publish(name, next.State())
 		e.published[name] = true
 		e.Metrics.Snapshot(name, next.State().Bytes, false)
@@ -332,6 +337,7 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 			e.Metrics.Snapshot(name, 0, true)
 		}
 	}
+	e.publishSplits()
 	e.Metrics.Translation(took())
 	e.result, e.origin = res, origin
 	e.log.Debug("translated and published", "policies", res.Policies.Len(), "groups", len(res.IR.Groups), "duration", took(),

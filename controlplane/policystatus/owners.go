@@ -3,6 +3,7 @@ package policystatus
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,8 +65,13 @@ func Owners(cfg *ir.Config, group, typeURL string, resources []string, msg strin
 
 // rejection returns the message of a NACK of p that falls on the policy key, or "".
 func rejection(p xdsserver.ProxyStatus, key types.NamespacedName) string {
+	return rejectionSince(p, key, time.Time{})
+}
+
+// rejectionSince is rejection, counting only the NACKs made at since or later.
+func rejectionSince(p xdsserver.ProxyStatus, key types.NamespacedName, since time.Time) string {
 	for _, ts := range p.Types {
-		if !ts.Nacked {
+		if !ts.Nacked || ts.NackedAt.Before(since) {
 			continue
 		}
 		// Resources unknown: the NACK cannot be put on particular policies, so it counts against all.

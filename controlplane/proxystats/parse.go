@@ -189,7 +189,12 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 				for _, b := range m.GetHistogram().GetBucket() {
 					bs = append(bs, Bucket{UpperMs: b.GetUpperBound(), Count: b.GetCumulativeCount()})
 				}
-				bs = append(bs, Bucket{UpperMs: math.Inf(1), Count: m.GetHistogram().GetSampleCount()})
+				// Envoy prints the +Inf bucket itself; a parser may leave it out. One +Inf bucket: two would be
+				// summed into one with twice the requests when histograms are merged (addBuckets), and every
+				// p99 over two Envoys would read as the last finite bound (an hour).
+				if n := len(bs); n == 0 || !math.IsInf(bs[n-1].UpperMs, 1) {
+					bs = append(bs, Bucket{UpperMs: math.Inf(1), Count: m.GetHistogram().GetSampleCount()})
+				}
 				slices.SortStableFunc(bs, func(a, b Bucket) int { return cmp.Compare(a.UpperMs, b.UpperMs) })
 				get(cluster).Latency = bs
 			case strings.HasPrefix(name, ejectionsPrefix) && name != ejectionsPrefix+"total" && m.GetCounter() != nil:

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -24,6 +25,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
+	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
@@ -32,24 +34,38 @@ import (
 // engine together when they are. It is apart from the HTTP handlers so that a push is the same decision
 // whichever way it arrives, and so that it can be tested without HTTP.
 type Admission struct {
-	Store  *store.Store
+	Store  store.Store
 	Engine *engine.Engine
 	Log    *slog.Logger
 	// Versions, when set, returns the config version each proxy group is asked to serve: a push tells
 	// which groups it changed by comparing them before and after.
 	Versions func() map[string]string
+	// Rollouts, when set, stages the changes a push asks to stage (see rollout.go).
+	Rollouts *rollout.Controller
+	// RolloutDefault is the mode of a push that names none (rollout.ModeStaged or ModeImmediate/empty).
+	RolloutDefault string
+	// RolloutsUnavailable, when set, says why this server cannot stage a change: a push that asks for a
+	// staged rollout (?rollout=staged or spec.rollout) is then refused with it, never applied at once.
+	RolloutsUnavailable string
 
 	mu sync.Mutex // one write at a time: store and engine change together
 	// recs and sorted are the store's records and their policies in key order (cmpKey), read once (see
 	// loaded) and kept up to date by every write, so that a push decodes only what it pushes. Guarded by mu.
 	recs   map[translate.Key]*store.Record
 	sorted []*v1alpha1.LoadBalancerPolicy
+	// rev is the store revision recs were read at, the base of the next write. Guarded by mu.
+	rev int64
 }
+
+// maxConflictRetries bounds how often a write planned on a store another replica changed meanwhile is
+// planned again on the new records before the push is refused.
+const maxConflictRetries = 10
 
 // admission returns the server's admission, made from its Store, Engine and Log on first use.
 func (s *Server) admission() *Admission {
 	s.admitOnce.Do(func() {
-		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log}
+		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log, Rollouts: s.Rollouts, RolloutDefault: s.RolloutDefault,
+			RolloutsUnavailable: s.RolloutsUnavailable}
 		if s.Tracker != nil {
 			s.admit.Versions = s.Tracker.Targets
 		}
@@ -64,6 +80,9 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 
 // Load reads the store into the engine; serve calls it before xDS is served.
 func (s *Server) Load() error { return s.admission().Load() }
+
+// Sync brings the engine to what the store holds after another replica changed it (Admission.Sync).
+func (s *Server) Sync() error { return s.admission().Sync() }
 
 // Diff answers what pushing body would change in Envoy's resources, changing nothing. It returns the HTTP
 // status and every error when the push would be refused.
@@ -91,23 +110,54 @@ func (a *Admission) Delete(k translate.Key) (int, error) {
 	if _, origin := a.Engine.Result(); origin[k] == engine.SourceConfigDir {
 		return http.StatusConflict, fmt.Errorf("%s: managed by --config-dir; remove its file instead", k)
 	}
-	if err := a.loaded(); err != nil {
-		return http.StatusInternalServerError, err
+	for try := 0; ; try++ {
+		if err := a.loaded(); err != nil {
+			return storeErrCode(err), err
+		}
+		if _, ok := a.recs[k]; !ok {
+			return http.StatusNotFound, fmt.Errorf("policy %s not found", k)
+		}
+		changes := map[translate.Key]*store.Record{k: nil}
+		candidate, err := a.candidate(changes)
+		if err != nil {
+			return http.StatusInternalServerError, err
+		}
+		rev, err := a.Store.Apply(a.rev, nil, []string{k.String()})
+		if errors.Is(err, store.ErrConflict) && try < maxConflictRetries {
+			// Read again, and decide again on what the store holds now.
+			if err := a.syncEngine(); err != nil {
+				return storeErrCode(err), err
+			}
+			continue
+		}
+		if err != nil {
+			return storeErrCode(err), fmt.Errorf("writing the store: %w", err)
+		}
+		a.rev = rev
+		if a.Rollouts != nil {
+			if err := a.Rollouts.Unstage([]translate.Key{k}); err != nil {
+				a.Log.Error("ending the rollout of a deleted policy", "policy", k.String(), "error", err)
+			}
+		}
+		a.committed(changes, candidate)
+		a.Engine.Set(engine.SourceStore, candidate)
+		return http.StatusOK, nil
 	}
-	if _, ok := a.recs[k]; !ok {
-		return http.StatusNotFound, fmt.Errorf("policy %s not found", k)
+}
+
+// storeErrCode is the HTTP status of a store error: 503 when the store cannot be reached (this replica
+// serves its last good state and takes no writes), 409 when other writers kept changing it, 413 when the
+// write is more than the store takes at once, else 500.
+func storeErrCode(err error) int {
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, store.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, store.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	}
-	changes := map[translate.Key]*store.Record{k: nil}
-	candidate, err := a.candidate(changes)
-	if err != nil {
-		return http.StatusInternalServerError, err
-	}
-	if err := a.Store.Apply(nil, []string{k.String()}); err != nil {
-		return http.StatusInternalServerError, fmt.Errorf("writing the store: %w", err)
-	}
-	a.committed(changes, candidate)
-	a.Engine.Set(engine.SourceStore, candidate)
-	return http.StatusOK, nil
+	return http.StatusInternalServerError
 }
 
 // plan is what a push would do: the outcome per policy, the records to write, and the translation before
@@ -124,24 +174,54 @@ type plan struct {
 // Apply validates and stores the documents in body, all or nothing. It returns the HTTP status and every
 // error when it refuses.
 func (a *Admission) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
-	res, _, code, errs := a.apply(body, dryRun)
+	res, _, code, errs := a.apply(body, dryRun, "")
 	return res, code, errs
 }
 
 // apply is Apply, also returning the proxy groups whose config the push changed (with Versions set).
-func (a *Admission) apply(body []byte, dryRun bool) (*ApplyResult, []string, int, []string) {
+func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, []string, int, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	pl, code, errs := a.plan(body, dryRun)
-	if errs != nil {
-		return nil, nil, code, errs
+	var pl *plan
+	var staged []rollout.Change
+	var unstaged []translate.Key
+	for try := 0; ; try++ {
+		var code int
+		var errs []string
+		pl, code, errs = a.plan(body, dryRun)
+		if errs != nil {
+			return nil, nil, code, errs
+		}
+		if dryRun {
+			return pl.res, nil, http.StatusOK, nil
+		}
+		if err := a.stagingRefused(pl, mode); err != nil {
+			return nil, nil, http.StatusBadRequest, []string{err.Error()}
+		}
+		staged, unstaged = a.stage(pl, mode)
+		if a.Rollouts != nil && len(staged) > 0 {
+			if err := a.Rollouts.Check(staged); err != nil {
+				return nil, nil, http.StatusConflict, []string{err.Error()}
+			}
+		}
+		rev, err := a.Store.Apply(a.rev, pl.puts, nil)
+		if errors.Is(err, store.ErrConflict) && try < maxConflictRetries {
+			// Another replica wrote the store since this replica last read it: plan again on what it holds
+			// now, with the same validation and conflict rules.
+			if err := a.syncEngine(); err != nil {
+				return nil, nil, storeErrCode(err), []string{"reading the store: " + err.Error()}
+			}
+			continue
+		}
+		if err != nil {
+			return nil, nil, storeErrCode(err), []string{"writing the store: " + err.Error()}
+		}
+		a.rev = rev
+		break
 	}
-	res, puts := pl.res, pl.puts
-	if dryRun {
-		return res, nil, http.StatusOK, nil
-	}
-	if err := a.Store.Apply(puts, nil); err != nil {
-		return nil, nil, http.StatusInternalServerError, []string{"writing the store: " + err.Error()}
+	res := pl.res
+	if err := a.beginRollouts(staged, unstaged); err != nil {
+		return nil, nil, http.StatusInternalServerError, []string{"starting the rollout: " + err.Error()}
 	}
 	a.committed(pl.changes, pl.candidate)
 	var before map[string]string
@@ -197,7 +277,7 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 	}
 
 	if err := a.loaded(); err != nil {
-		return nil, http.StatusInternalServerError, []string{"reading the store: " + err.Error()}
+		return nil, storeErrCode(err), []string{"reading the store: " + err.Error()}
 	}
 	changes := map[translate.Key]*store.Record{}
 	_, origin := a.Engine.Result()
@@ -331,30 +411,69 @@ func PolicyOf(rec *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
 	return p, nil
 }
 
-// loaded reads the store into a.recs and a.sorted once. Afterwards this admission is the store's only
-// writer (bbolt lets one process open it, and every write goes through a.mu and committed), so what it keeps
-// is what the store holds, and a push reads and decodes only the records it changes instead of every one:
-// listing and decoding every record was most of a push's CPU with 10,000 policies stored. The caller holds
-// a.mu.
+// loaded reads the store into a.recs and a.sorted once. Afterwards every write through this admission
+// goes through a.mu and committed, so what it keeps is what the store holds, and a push reads and decodes
+// only the records it changes instead of every one: listing and decoding every record was most of a push's
+// CPU with 10,000 policies stored. With a shared store (etcd) another replica may write too; then the
+// write fails with store.ErrConflict, a.recs is dropped, and sync reads the store again, decoding only the
+// records that changed. The caller holds a.mu.
 func (a *Admission) loaded() error {
 	if a.recs != nil {
 		return nil
 	}
-	records, err := a.Store.List()
+	_, err := a.sync()
+	return err
+}
+
+// sync reads the store and brings a.recs and a.sorted to what it holds, decoding only the records that
+// differ from the ones kept; it reports whether anything changed. The caller holds a.mu.
+func (a *Admission) sync() (bool, error) {
+	records, rev, err := a.Store.List()
 	if err != nil {
-		return err
+		return false, err
 	}
+	had := make(map[translate.Key]*v1alpha1.LoadBalancerPolicy, len(a.sorted))
+	if a.recs != nil {
+		for _, p := range a.sorted {
+			had[translate.KeyOf(p)] = p
+		}
+	}
+	changed := a.recs == nil || len(records) != len(a.recs)
 	recs := make(map[translate.Key]*store.Record, len(records))
 	sorted := make([]*v1alpha1.LoadBalancerPolicy, 0, len(records))
 	for _, rec := range records { // sorted by namespace/name, as cmpKey orders
-		p, err := PolicyOf(rec)
-		if err != nil {
-			return err
+		k := translate.Key{Namespace: rec.Namespace, Name: rec.Name}
+		p := had[k]
+		if old := a.recs[k]; p == nil || old == nil || !old.Equal(rec) {
+			if p, err = PolicyOf(rec); err != nil {
+				return false, err
+			}
+			changed = true
 		}
-		recs[translate.Key{Namespace: rec.Namespace, Name: rec.Name}] = rec
+		recs[k] = rec
 		sorted = append(sorted, p)
 	}
-	a.recs, a.sorted = recs, sorted
+	a.recs, a.sorted, a.rev = recs, sorted, rev
+	return changed, nil
+}
+
+// Sync brings the engine to what the store holds when another writer (a replica sharing the etcd store)
+// changed it; serve calls it on each change the store reports.
+func (a *Admission) Sync() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.syncEngine()
+}
+
+// syncEngine is Sync with a.mu held: the engine then judges a push against what every replica wrote.
+func (a *Admission) syncEngine() error {
+	changed, err := a.sync()
+	if err != nil {
+		return err
+	}
+	if changed {
+		a.Engine.Set(engine.SourceStore, a.sorted)
+	}
 	return nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
+	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -55,7 +56,7 @@ type (
 
 // Server serves the API.
 type Server struct {
-	Store   *store.Store
+	Store   store.Store
 	Engine  *engine.Engine
 	Tracker *xdsserver.Tracker
 	// Token is the admin token: every call.
@@ -87,6 +88,15 @@ type Server struct {
 	// Settings are the server's settings that depart from the secure defaults (GET /v1/version, lbctl
 	// status).
 	Settings []string
+	// StoreStatus, when set, is this replica's view of a store shared by several replicas (GET /v1/version).
+	StoreStatus func() *apiwire.StoreStatus
+
+	// Rollouts, when set, runs staged rollouts (rollout.go); RolloutDefault is the mode of a push that names
+	// none.
+	Rollouts       *rollout.Controller
+	RolloutDefault string
+	// RolloutsUnavailable, when set, says why this server cannot stage a change (Admission).
+	RolloutsUnavailable string
 
 	// transitions keeps the conditions' real transition times across reads.
 	transitions policystatus.Transitions
@@ -115,6 +125,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/revocations", s.authRead(s.revocations))
 	mux.Handle("GET /v1/events", s.authRead(s.events))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/history", s.authRead(s.history))
+	mux.Handle("GET /v1/policies/{namespace}/{name}/rollout", s.authRead(s.rolloutStatus))
+	mux.Handle("POST /v1/policies/{namespace}/{name}/rollout/{action}", s.auth(s.rolloutAction))
 	return s.Metrics.Instrument(mux)
 }
 
@@ -209,7 +221,12 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dryRun := r.URL.Query().Get("dryRun") == "true"
-	res, groups, code, errs := s.admission().apply(body, dryRun)
+	mode := r.URL.Query().Get("rollout")
+	if mode != "" && mode != rollout.ModeStaged && mode != rollout.ModeImmediate {
+		writeErr(w, http.StatusBadRequest, fmt.Sprintf("rollout: must be %q or %q, got %q", rollout.ModeStaged, rollout.ModeImmediate, mode))
+		return
+	}
+	res, groups, code, errs := s.admission().apply(body, dryRun, mode)
 	if len(errs) > 0 {
 		writeErr(w, code, errs...)
 		return
@@ -297,6 +314,9 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
 			if pr := res.Policies.Of(k); pr != nil {
 				v.Status = policystatus.Compute(pr, proxies, health, now)
+				if s.Rollouts != nil {
+					policystatus.WithRollout(&v.Status, s.Rollouts.Status(k), now)
+				}
 				s.transitions.Keep(k, v.Status.Conditions)
 			}
 			out = append(out, &v)

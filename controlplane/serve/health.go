@@ -25,13 +25,24 @@ import (
 // with --pprof, /debug/pprof/. pprof shows the heap and goroutines, which hold policies, keys and tokens:
 // it wants the admin token always, on loopback too, where any local process (and anything a proxy on this
 // host can be made to connect to) reaches it.
-func metricsMux(cfg *Config, m *metrics.Metrics, lis net.Listener, adminToken string, ready *atomic.Bool) (*http.ServeMux, error) {
+// store, when set, is this replica's role in the store shared with other replicas, or why the store cannot
+// be reached (the replica is stale: not ready, though it keeps serving xDS).
+func metricsMux(cfg *Config, m *metrics.Metrics, lis net.Listener, adminToken string, ready *atomic.Bool, store func() (string, error)) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not ready: the sources have not loaded yet", http.StatusServiceUnavailable)
+			return
+		}
+		if store != nil {
+			role, err := store()
+			if err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			io.WriteString(w, "ok: "+role+"\n")
 			return
 		}
 		io.WriteString(w, "ok\n")

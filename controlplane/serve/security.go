@@ -63,7 +63,10 @@ func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, is
 	}
 	dir := filepath.Join(cfg.DataDir, PKIDir)
 	var created bool
-	if cfg.CASecret != "" {
+	if cfg.sharedCA != nil {
+		// Every replica shares the CA sealed in etcd; each issues its own serving certificate in memory.
+		ca, dir = cfg.sharedCA, ""
+	} else if cfg.CASecret != "" {
 		if cfg.Kubernetes == nil {
 			return nil, nil, nil, nil, errors.New("--ca-secret: needs --kubernetes")
 		}
@@ -142,7 +145,7 @@ func (cfg *Config) namespace() (string, error) {
 // newGuard returns the guard that ends Envoy identities, with the revocations in force: kept in the store
 // in standalone mode, so that they survive a restart, and in a ConfigMap every replica reads in Kubernetes
 // mode (--revocations-configmap), so that a revocation through any replica holds on all.
-func newGuard(ctx context.Context, cfg *Config, st *store.Store) (*xdsserver.Guard, error) {
+func newGuard(ctx context.Context, cfg *Config, st store.Store) (*xdsserver.Guard, error) {
 	validity := cfg.EnvoyCertValidity
 	if validity <= 0 {
 		validity = pki.ClientValidity

@@ -105,6 +105,9 @@ type Config struct {
 	NoRouterDynamicStats bool
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
 	LoadStatusInterval time.Duration
+	// RolloutDefault is how a push that names no mode, of a policy without spec.rollout, reaches the
+	// Envoys: rollout.ModeImmediate (or empty) or rollout.ModeStaged.
+	RolloutDefault string
 
 	// FilesRoots are the only directories whose files policies may name (certificateFile, privateKeyFile,
 	// caFile); relative names resolve against the first. Empty means the config dir (when set) and
@@ -143,6 +146,20 @@ type Config struct {
 	// TokenSecret, with Kubernetes, keeps the push API tokens (the ones not set by Token and ReadOnlyToken)
 	// in this Secret of Namespace: the first replica creates it, every replica reads it.
 	TokenSecret string
+	// Store is where policies are kept: StoreBolt (the default: <data-dir>/policies.db, one lbplane) or
+	// StoreEtcd (shared by several replicas, each serving xDS and the push API).
+	Store string
+	// Etcd, with StoreEtcd, says how to reach etcd and under which prefix.
+	Etcd store.EtcdConfig
+	// EtcdSecretKeyFile, with StoreEtcd, holds the AES-256 key (64 hex digits) that seals the CA and the
+	// push API tokens in etcd; every replica is given the same file.
+	EtcdSecretKeyFile string
+	// ReplicaID names this replica in the leader election and lbctl status (hostname, pid and a random
+	// suffix when empty).
+	ReplicaID string
+	// sharedCA is the CA every replica shares (from etcd), used instead of <data-dir>/pki.
+	sharedCA *pki.CA
+
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, only with the admin token
 	// (Authorization: Bearer), on loopback too.
 	Pprof bool
@@ -182,7 +199,7 @@ func openFilesRoots(cfg *Config) (*fileroots.Roots, error) {
 func protectedFiles(cfg *Config) []string {
 	out := pki.SecretFiles(filepath.Join(cfg.DataDir, PKIDir))
 	out = append(out, filepath.Join(cfg.DataDir, TokenFile), filepath.Join(cfg.DataDir, ReadOnlyTokenFile),
-		filepath.Join(cfg.DataDir, store.File), cfg.APITLSKey)
+		filepath.Join(cfg.DataDir, store.File), cfg.APITLSKey, cfg.EtcdSecretKeyFile, cfg.Etcd.Key)
 	if cfg.XDSTLS != nil {
 		out = append(out, cfg.XDSTLS.Key)
 	}
@@ -221,7 +238,8 @@ func (cfg *Config) absPaths() error {
 		}
 	}
 	cfg.FilesRoots = roots
-	for flag, p := range map[string]*string{"--api-tls-cert": &cfg.APITLSCert, "--api-tls-key": &cfg.APITLSKey} {
+	for flag, p := range map[string]*string{"--api-tls-cert": &cfg.APITLSCert, "--api-tls-key": &cfg.APITLSKey,
+		"--etcd-secret-key-file": &cfg.EtcdSecretKeyFile, "--etcd-cacert": &cfg.Etcd.CACert, "--etcd-cert": &cfg.Etcd.Cert, "--etcd-key": &cfg.Etcd.Key} {
 		if err := one(flag, p); err != nil {
 			return err
 		}
@@ -344,7 +362,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	memlimit.Apply(cfg.Log)
-	st, err := store.Open(cfg.DataDir)
+	st, shared, err := openStore(ctx, &cfg)
 	if err != nil {
 		return err
 	}
@@ -387,7 +405,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if metricsLis, err = net.Listen("tcp", cfg.MetricsAddress); err != nil {
 			return fmt.Errorf("metrics address: %w", err)
 		}
-		mux, err := metricsMux(&cfg, m, metricsLis, token, &ready)
+		mux, err := metricsMux(&cfg, m, metricsLis, token, &ready, storeHealth(&cfg, shared))
 		if err != nil {
 			metricsLis.Close()
 			return err
@@ -398,7 +416,8 @@ func Run(ctx context.Context, cfg Config) error {
 		defer metricsSrv.Close()
 		cfg.Log.Info("serving metrics and health", "address", metricsLis.Addr().String(), "pprof", cfg.Pprof)
 	}
-	tracker.Metrics, st.Metrics = m, m
+	tracker.Metrics = m
+	setStoreMetrics(st, m)
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
 	// A NACK's resources are put on policies by the sources of the IR being served.
@@ -439,6 +458,9 @@ func Run(ctx context.Context, cfg Config) error {
 	api.IssueCert = issuer
 	api.PushWait = cfg.PushWait
 	api.Guard = guard
+	if shared != nil {
+		api.StoreStatus = storeStatus(&cfg, shared, tracker.Targets)
+	}
 	var poller *proxystats.Poller
 	var history *healthhistory.Recorder
 	if cfg.ProxyStatsInterval > 0 {
@@ -462,6 +484,11 @@ func Run(ctx context.Context, cfg Config) error {
 		history = newHistory(eng, cfg.Log)
 		api.Health = func() proxystats.Health { return history.Annotate(poller.Health()) }
 		api.History = history
+	}
+
+	ro, err := newRollouts(&cfg, eng, tracker, st, poller, api)
+	if err != nil {
+		return err
 	}
 
 	// Load every source before opening the xDS port.
@@ -599,6 +626,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
+	if shared != nil {
+		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard); return nil })
+	}
 	var groupCerts *kubepki.GroupCerts
 	if len(cfg.EnvoyCertSecrets) > 0 {
 		client, err := corev1client.NewForConfig(cfg.Kubernetes)
@@ -611,6 +641,9 @@ func Run(ctx context.Context, cfg Config) error {
 		g.Go(func() error { groupCerts.Run(ctx); return nil })
 	}
 	m.Certificates(func() map[string]time.Time { return certificateExpiry(ca, serving, groupCerts) })
+	if ro != nil {
+		g.Go(func() error { ro.Run(ctx); return nil })
+	}
 	if poller != nil {
 		g.Go(func() error { poller.Run(ctx); return nil })
 		g.Go(func() error { recordHistory(ctx, history, poller, cfg.ProxyStatsInterval); return nil })

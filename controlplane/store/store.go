@@ -1,12 +1,15 @@
-// Package store keeps accepted policies on disk in standalone mode.
+// Package store keeps accepted policies in standalone mode: in an embedded bbolt file (Bolt, the default,
+// for one lbplane) or in etcd (Etcd, shared by several replicas). Both hold the same records and
+// revocations behind one interface, Store.
 //
-// It uses bbolt: pure Go (no cgo, so the binary stays static), a single file, and transactions that are
+// Bolt uses bbolt: pure Go (no cgo, so the binary stays static), a single file, and transactions that are
 // fsynced on commit, so an acknowledged push survives a crash. Policies are keyed by namespace/name and kept
 // as the exact bytes that were pushed, so a restart returns them byte for byte. SQLite would add cgo or a
 // large pure-Go port for queries we never make.
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,8 +47,34 @@ func (r *Record) Key() string {
 	return types.NamespacedName{Namespace: r.Namespace, Name: r.Name}.String()
 }
 
-// Store is an open policy database.
-type Store struct {
+// Store is where standalone lbplane keeps the policies it accepted and the Envoy identities it revoked.
+type Store interface {
+	// List returns every record, sorted by key, and the revision of the store they were read at: the
+	// revision a later Apply names as its base.
+	List() ([]*Record, int64, error)
+	// Apply writes puts and deletes in one transaction, all of them or none, only if the store is still at
+	// revision base (ErrConflict otherwise: another writer changed it since); it returns the new revision.
+	Apply(base int64, puts []*Record, deletes []string) (int64, error)
+	// Revocations returns the revocations stored (expired ones included; the caller prunes).
+	Revocations() ([]apiwire.Revocation, error)
+	// PutRevocations stores the revocations in force, durably.
+	PutRevocations([]apiwire.Revocation) error
+	Close() error
+}
+
+// ErrConflict is Apply's answer when the store changed since the revision the write was planned on.
+var ErrConflict = errors.New("the store changed since this write was planned (another replica wrote it)")
+
+// ErrTooLarge is Apply's answer when one write is more than the store takes in one transaction.
+var ErrTooLarge = errors.New("the write is larger than the store takes in one transaction")
+
+// ErrUnavailable wraps the errors of a store that cannot be reached: the replica serves what it has and
+// takes no writes.
+var ErrUnavailable = errors.New("the store is unreachable")
+
+// Bolt is an open bbolt policy database: one process holds it, so it is its only writer and its
+// revision is always 0.
+type Bolt struct {
 	// Metrics, when set, counts the store's operations.
 	Metrics *metrics.Metrics
 	db      *bolt.DB
@@ -56,7 +85,7 @@ type Store struct {
 const File = "policies.db"
 
 // Open opens (creating if needed) the store in dir. Only one process may hold it.
-func Open(dir string) (*Store, error) {
+func Open(dir string) (*Bolt, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -74,14 +103,14 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	return &Bolt{db: db}, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Bolt) Close() error { return s.db.Close() }
 
-// List returns every record, sorted by key.
-func (s *Store) List() (out []*Record, err error) {
+// List returns every record, sorted by key (Store.List); the revision is always 0.
+func (s *Bolt) List() (out []*Record, rev int64, err error) {
 	defer func() { s.Metrics.StoreOp("list", err) }()
 	err = s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
@@ -94,13 +123,14 @@ func (s *Store) List() (out []*Record, err error) {
 		})
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
-	return out, err
+	return out, 0, err
 }
 
-// Apply writes puts and deletes in one transaction: all of them or none.
-func (s *Store) Apply(puts []*Record, deletes []string) (err error) {
+// Apply writes puts and deletes in one transaction: all of them or none. bbolt has one writer, this
+// process, so base is always current.
+func (s *Bolt) Apply(_ int64, puts []*Record, deletes []string) (rev int64, err error) {
 	defer func() { s.Metrics.StoreOp("apply", err) }()
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return 0, s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucket)
 		for _, r := range puts {
 			v, err := json.Marshal(r)
@@ -128,7 +158,7 @@ var (
 )
 
 // Revocations returns the revocations stored (expired ones included; the caller prunes).
-func (s *Store) Revocations() ([]apiwire.Revocation, error) {
+func (s *Bolt) Revocations() ([]apiwire.Revocation, error) {
 	var out []apiwire.Revocation
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(revocationsBucket)
@@ -145,7 +175,7 @@ func (s *Store) Revocations() ([]apiwire.Revocation, error) {
 }
 
 // PutRevocations replaces the stored revocations, durably (bbolt syncs before Update returns).
-func (s *Store) PutRevocations(rs []apiwire.Revocation) error {
+func (s *Bolt) PutRevocations(rs []apiwire.Revocation) error {
 	v, err := json.Marshal(rs)
 	if err != nil {
 		return err
@@ -157,4 +187,10 @@ func (s *Store) PutRevocations(rs []apiwire.Revocation) error {
 		}
 		return b.Put(revocationsKey, v)
 	})
+}
+
+// Equal reports whether two records hold the same policy with the same server-side metadata.
+func (r *Record) Equal(o *Record) bool {
+	return r == o || (r.Namespace == o.Namespace && r.Name == o.Name && bytes.Equal(r.Document, o.Document) &&
+		r.Generation == o.Generation && r.Created.Equal(o.Created) && r.Updated.Equal(o.Updated) && r.UID == o.UID)
 }

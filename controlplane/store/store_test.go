@@ -16,11 +16,11 @@ func TestRecordsSurviveReopenByteForByte(t *testing.T) {
 	}
 	doc := []byte(`{"apiVersion":"lbplane.io/v1alpha1","kind":"LoadBalancerPolicy","metadata":{"name":"a"},"spec":{"z":1,  "a":[2]}}`)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := s.Apply([]*store.Record{{Namespace: "default", Name: "a", Document: doc, Generation: 3, Created: now, Updated: now, UID: "u"},
+	if _, err := s.Apply(0, []*store.Record{{Namespace: "default", Name: "a", Document: doc, Generation: 3, Created: now, Updated: now, UID: "u"},
 		{Namespace: "default", Name: "b", Document: []byte(`{}`)}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Apply(nil, []string{"default/b"}); err != nil {
+	if _, err := s.Apply(0, nil, []string{"default/b"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Open(dir); err == nil {
@@ -33,7 +33,7 @@ func TestRecordsSurviveReopenByteForByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	recs, err := s.List()
+	recs, _, err := s.List()
 	if err != nil {
 		t.Fatal(err)
 	}

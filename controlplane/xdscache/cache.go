@@ -58,7 +58,11 @@ type Cache struct {
 type group struct {
 	name   string
 	target *State // what the last publish asked for
-	// plans holds the last publish's steps by the version of the state a stream held.
+	// baseline, when set, is what the streams of nodes not in canaries are served instead of target: a
+	// staged rollout (see PublishSplit).
+	baseline *State
+	canaries map[string]bool
+	// plans holds the last publish's steps by the versions of the state a stream held and of its target.
 	plans   map[string][]*State
 	links   lineages // of the typeSets served lately, for delta answers
 	streams map[*streamState]struct{}
@@ -98,38 +102,29 @@ func (c *Cache) group(name string) *group {
 	return g
 }
 
-// Publish makes s the config of a group. Every stream of the group is given the first step towards it
-// before Publish returns, and the later steps as it answers the earlier ones (see steps.go). A newer
-// Publish takes each stream from wherever it stands to the newer state.
+// Publish makes s the config of a group, for every stream (it ends a split: see PublishSplit). Every stream
+// of the group is given the first step towards it before Publish returns, and the later steps as it
+// answers the earlier ones (see steps.go). A newer Publish takes each stream from wherever it stands to the
+// newer state.
 func (c *Cache) Publish(groupName string, s *State) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.group(groupName)
-	if g.target.Version == s.Version {
-		return
-	}
-	g.target = s
-	g.remember(s)
-	g.plans = map[string][]*State{}
-	for st := range g.streams {
-		c.replan(g, st)
-	}
+	c.PublishSplit(groupName, s, nil, nil)
 }
 
-// planFrom returns the steps from a state a stream holds to the group's target, shared by the streams
-// that hold the same state; c.mu is held.
-func (c *Cache) planFrom(g *group, from *State) []*State {
-	if from == nil || c.StepTimeout <= 0 || from.Version == g.target.Version {
-		return []*State{g.target}
+// planFrom returns the steps from a state a stream holds to the state it is to be served (see
+// group.targetFor), shared by the streams that hold the same state; c.mu is held.
+func (c *Cache) planFrom(g *group, from, to *State) []*State {
+	if from == nil || c.StepTimeout <= 0 || from.Version == to.Version {
+		return []*State{to}
 	}
-	if p, ok := g.plans[from.Version]; ok {
+	key := from.Version + ">" + to.Version
+	if p, ok := g.plans[key]; ok {
 		return p
 	}
-	p := plan(from, g.target)
+	p := plan(from, to)
 	for _, s := range p {
 		g.remember(s)
 	}
-	g.plans[from.Version] = p
+	g.plans[key] = p
 	return p
 }
 

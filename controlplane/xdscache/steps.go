@@ -78,14 +78,14 @@ func (c *Cache) stream(req any, ch any, node *corev3.Node, typeURL, nonce string
 	st := c.streams[ch]
 	switch {
 	case st == nil:
-		st = &streamState{key: ch, group: g, plan: []*State{g.target}, node: node.GetId()}
+		st = &streamState{key: ch, group: g, plan: []*State{g.targetFor(node.GetId())}, node: node.GetId()}
 		c.streams[ch] = st
 		g.streams[st] = struct{}{}
 	case st.group != g:
 		// A node cannot change its group on a stream it authenticated for; without mTLS it may, and then
 		// it starts over in the new group.
 		delete(st.group.streams, st)
-		st.group, st.plan, st.at = g, []*State{g.target}, 0
+		st.group, st.plan, st.at = g, []*State{g.targetFor(st.node)}, 0
 		st.seq++
 		g.streams[st] = struct{}{}
 	}
@@ -106,7 +106,7 @@ func (c *Cache) stream(req any, ch any, node *corev3.Node, typeURL, nonce string
 
 // replan gives a stream the steps of its group's newest publish, from the state it is served; c.mu is held.
 func (c *Cache) replan(g *group, st *streamState) {
-	st.plan, st.at = c.planFrom(g, st.served()), 0
+	st.plan, st.at = c.planFrom(g, st.served(), g.targetFor(st.node)), 0
 	c.serve(st)
 	c.step(st)
 }
@@ -325,9 +325,11 @@ func (c *Cache) touch(st *streamState) {
 	}
 }
 
-// given tells whether the stream has its group's target and has answered everything it was sent.
+// given tells whether the stream has its target (its group's, or its side of a split) and has answered
+// everything it was sent. Versions are compared, not states: a plan's last step may be a union with the
+// same content as the target (a change that removes nothing), which is the target all the same.
 func (st *streamState) given() bool {
-	return st.served() == st.group.target && !st.waiting()
+	return st.served().Version == st.group.targetFor(st.node).Version && !st.waiting()
 }
 
 // oldestOutstanding is when the oldest unanswered response was sent; zero when none is.

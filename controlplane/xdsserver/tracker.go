@@ -405,7 +405,7 @@ func (t *Tracker) proxies() []ProxyStatus {
 			continue
 		}
 		g := xdscache.GroupOf(s.node)
-		current := t.cache.Target(g)
+		current := t.cache.TargetFor(g, s.node.GetId())
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
 			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil}

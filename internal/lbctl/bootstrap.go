@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ func newBootstrap(g *globals) *cobra.Command {
 	var tls envoybootstrap.TLS
 	var outDir string
 	var insecure bool
+	var xdsAddrs []string
 	cmd := &cobra.Command{
 		Use:   "bootstrap --node-id ID",
 		Short: "Print an Envoy bootstrap that gets its config from lbplane, with a client certificate for the node",
@@ -33,6 +35,7 @@ before it expires.`,
 		Example: `  lbctl bootstrap --node-id envoy-1 --out-dir /etc/envoy/lbplane > envoy.yaml && envoy -c envoy.yaml
   lbctl bootstrap --node-id envoy-1 --out-dir /etc/envoy/lbplane > /dev/null   # renew, Envoy keeps running
   lbctl bootstrap --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000 --out-dir ./edge-1
+  lbctl bootstrap --node-id edge-1 --xds-address 192.0.2.11:18000,192.0.2.12:18000,192.0.2.13:18000 --xds-tls-server-name lb.internal --out-dir ./edge-1   # 3 replicas
   lbctl bootstrap --node-id envoy-1 --xds-tls-cert e.crt --xds-tls-key e.key --xds-tls-ca ca.crt   # your own CA
   lbctl bootstrap --node-id envoy-1 --xds-insecure                             # lbplane serve --xds-insecure
   lbctl bootstrap --node-id envoy-1 --zone zone-a --out-dir /etc/envoy/lbplane   # zone-aware routing prefers zone-a
@@ -40,6 +43,7 @@ before it expires.`,
   lbctl bootstrap --node-id big-1 --cluster-stats used --out-dir ./big-1           # 100,000 policies on one Envoy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			p.XDS = strings.Join(xdsAddrs, ",")
 			// Check every flag before asking lbplane for a certificate.
 			if _, err := envoybootstrap.Render(p); err != nil {
 				return err
@@ -104,7 +108,7 @@ before it expires.`,
 	f := cmd.Flags()
 	f.StringVar(&p.NodeID, "node-id", "", "Envoy node id, unique per Envoy (the certificate's CN)")
 	f.StringVar(&p.Group, "proxy-group", v1alpha1.DefaultProxyGroup, "proxy group: serves the policies with this spec.proxyGroup (the certificate's OU)")
-	f.StringVar(&p.XDS, "xds-address", "127.0.0.1:18000", "lbplane xDS address")
+	f.StringSliceVar(&xdsAddrs, "xds-address", []string{"127.0.0.1:18000"}, "lbplane xDS address, host:port; several (repeated or comma-separated) for several lbplane replicas, or one DNS name that resolves to every replica: Envoy reconnects to another when its replica is gone")
 	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
 	f.StringVar(&p.AdminSocket, "admin-socket", "", "Unix socket (mode 0600) Envoy's admin listens on (default: lbplane-envoy-<node-id>.admin.sock in the temporary directory); put it in a directory only Envoy's user can write")
 	f.IntVar(&p.AdminPort, "admin-port", 0, "with --insecure-admin-tcp: the 127.0.0.1 port admin listens on instead of the socket")

@@ -21,6 +21,7 @@ func newPushConfig(g *globals) *cobra.Command {
   lbctl push-config -f policies/            # every *.yaml, *.yml and *.json in the directory
   cat policy.yaml | lbctl push-config -f -
   lbctl push-config -f policy.yaml --dry-run
+  lbctl push-config -f policy.yaml --rollout staged  # in stages, rolled back on a breach
   lbctl push-config -f shop.yaml -f api.yaml  # both, in one all-or-nothing push`)
 }
 
@@ -36,6 +37,7 @@ func newApply(g *globals) *cobra.Command {
 func pushCommand(g *globals, name, example string) *cobra.Command {
 	var files []string
 	var dryRun bool
+	var mode string
 	var out *outputFlags
 	cmd := &cobra.Command{
 		Use:     name + " -f FILE|DIR|- [-f ...]",
@@ -49,11 +51,15 @@ func pushCommand(g *globals, name, example string) *cobra.Command {
 			if g.kube.enabled() {
 				return errors.New("in Kubernetes mode lbplane takes its policies from the cluster: use kubectl apply -f")
 			}
-			return pushConfig(cmd, g, out, files, dryRun)
+			if mode != "" && mode != "staged" && mode != "immediate" {
+				return fmt.Errorf("--rollout: must be staged or immediate, got %q", mode)
+			}
+			return pushConfig(cmd, g, out, files, dryRun, mode)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file, directory or - for standard input (repeatable: every one is pushed, all or nothing)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check everything the server would check, change nothing, and preview the traffic (as lbctl diff --traffic)")
+	cmd.Flags().StringVar(&mode, "rollout", "", "staged: the changes reach the Envoys in stages, each judged on their stats and rolled back on a breach (lbctl rollout status); immediate: every Envoy at once; default: the policy's spec.rollout, else the server's --rollout-default")
 	cmd.MarkFlagRequired("filename")
 	out = addOutputFlags(cmd, "")
 	return cmd
@@ -61,7 +67,7 @@ func pushCommand(g *globals, name, example string) *cobra.Command {
 
 var requestDoc = regexp.MustCompile(`request#(\d+)`)
 
-func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, files []string, dryRun bool) error {
+func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, files []string, dryRun bool, mode string) error {
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -70,7 +76,7 @@ func pushConfig(cmd *cobra.Command, g *globals, out *outputFlags, files []string
 	if err != nil {
 		return err
 	}
-	res, err := c.Apply(cmd.Context(), body, dryRun)
+	res, err := c.ApplyRollout(cmd.Context(), body, dryRun, mode)
 	if err != nil {
 		// The server numbers documents in the order sent; name them by file instead.
 		return renameSources(err, sources)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -101,11 +103,15 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 				}
 				if out.isHuman() && !w.on {
 					// The server's departures from the secure defaults, so that nobody runs one unaware.
-					if v, err := c.Version(ctx); err == nil && len(v.Settings) > 0 {
+					v, err := c.Version(ctx)
+					if err == nil && len(v.Settings) > 0 {
 						fmt.Fprintln(cmd.ErrOrStderr(), "Server settings that relax a default:")
 						for _, s := range v.Settings {
 							fmt.Fprintln(cmd.ErrOrStderr(), "  "+s)
 						}
+					}
+					if err == nil && v.Store != nil {
+						printStoreStatus(cmd.ErrOrStderr(), v.Store)
 					}
 				}
 				if len(proxies) == 0 && out.isHuman() && !w.on {
@@ -151,12 +157,15 @@ func proxyTable(proxies []apiwire.ProxyStatus) *metav1.Table {
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	st := p.Status
 	fmt.Fprintf(w, "Policy %s/%s (generation %d)\n", p.Namespace, p.Name, p.Generation)
-	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed} {
+	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed, v1alpha1.ConditionRolledBack} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 			fmt.Fprintf(w, "  %-13s %-5s %s: %s\n", t, c.Status, c.Reason, c.Message)
 		}
 	}
 	fmt.Fprintf(w, "  Proxies       %d connected, %d synced\n", st.Proxies.Connected, st.Proxies.Synced)
+	if r := st.Rollout; r != nil {
+		fmt.Fprintf(w, "  Rollout       %s\n", rolloutLine(&apiwire.RolloutResult{Policy: p.Namespace + "/" + p.Name, Rollout: *r}))
+	}
 	fmt.Fprintln(w)
 	if len(st.Backends) == 0 {
 		fmt.Fprintln(w, "No backend health reported yet: no Envoy of the group has a stats port (lbctl bootstrap --stats-port), or it was not read yet.")
@@ -383,5 +392,17 @@ func watchFrames(ctx context.Context, w io.Writer, terminal bool, interval time.
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// printStoreStatus says which replica answered, its role, and whether it is cut off from the shared store.
+func printStoreStatus(w io.Writer, st *apiwire.StoreStatus) {
+	fmt.Fprintf(w, "Store: %s, replica %s, role %s", st.Kind, st.Replica, st.Role)
+	if st.Stale {
+		fmt.Fprintf(w, ", STALE since %s: cut off from %s, serving its last good state and refusing pushes", st.StaleSince.UTC().Format(time.RFC3339), st.Kind)
+	}
+	fmt.Fprintln(w)
+	for _, g := range slices.Sorted(maps.Keys(st.Versions)) {
+		fmt.Fprintf(w, "  group %s: config version %s\n", g, st.Versions[g])
 	}
 }

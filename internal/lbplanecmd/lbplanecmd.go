@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lbplane/lbplane/controlplane/serve"
+	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	"github.com/lbplane/lbplane/internal/version"
 )
@@ -22,7 +23,7 @@ import (
 // Main runs lbplane and returns the exit code.
 func Main(args []string) int {
 	root := &cobra.Command{Use: "lbplane", Short: "Load-balancing control plane for Envoy", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newServe(), &cobra.Command{
+	root.AddCommand(newServe(), newStore(), &cobra.Command{
 		Use: "version", Short: "Print lbplane's version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "lbplane "+version.String()) },
 	})
@@ -121,6 +122,7 @@ func newServe() *cobra.Command {
 	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
 	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics (port 0: see <data-dir>/ports.json); empty disables")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
+	f.StringVar(&cfg.RolloutDefault, "rollout-default", "immediate", "how a pushed change reaches the Envoys when neither the push (lbctl push-config --rollout) nor the policy (spec.rollout) says: immediate, or staged (in stages judged on the Envoys' stats, rolled back on a breach; docs/rollouts.md)")
 	f.IntVar(&cfg.ProxyStatsSlice, "proxy-stats-slice", -1, "clusters asked for per read of an Envoy's /clusters (-1: all in one read; measured at 10,000 clusters, slices of 500 tripled a change's median and kept its tail: bench/results/2026-11-27-vm-stats)")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
 	f.BoolVar(&dynamicStats, "router-dynamic-stats", true, "Envoy's per-response upstream stats (upstream_rq_time, per-status counters), where each backend's p99 and error figures come from; false saves about 3 % of Envoy's CPU per request (bench/results)")
@@ -136,6 +138,14 @@ func newServe() *cobra.Command {
 	f.BoolVar(&cfg.APIInsecureListenAny, "api-insecure-listen-any", false, "allow the push API in plaintext on a non-loopback address (its tokens cross the network readable); logs a warning")
 	f.StringVar(&cfg.TokenSecret, "token-secret", "", "with --kubernetes: read the push API tokens (keys token, token-readonly) from this Secret of --namespace, creating it with random tokens on first start; --token and --token-readonly still take precedence")
 	f.StringVar(&cfg.RevocationsConfigMap, "revocations-configmap", "", "with --kubernetes: keep the revoked Envoy identities (lbctl revoke) in this ConfigMap of --namespace, read by every replica every 2 s, instead of <data-dir>")
+	f.StringVar(&cfg.Store, "store", serve.StoreBolt, "where policies are kept: bbolt (<data-dir>/policies.db, one lbplane) or etcd (shared by several replicas, each serving xDS and the push API: docs/ha.md)")
+	f.StringSliceVar(&cfg.Etcd.Endpoints, "etcd-endpoints", nil, "with --store etcd: the etcd members, e.g. https://10.0.0.1:2379 (comma-separated or repeated)")
+	f.StringVar(&cfg.Etcd.CACert, "etcd-cacert", "", "with --store etcd: PEM CA that verifies the etcd members' certificates")
+	f.StringVar(&cfg.Etcd.Cert, "etcd-cert", "", "with --store etcd: PEM client certificate lbplane authenticates to etcd with (with --etcd-key)")
+	f.StringVar(&cfg.Etcd.Key, "etcd-key", "", "with --store etcd: PEM private key of --etcd-cert")
+	f.StringVar(&cfg.Etcd.Prefix, "etcd-prefix", store.DefaultEtcdPrefix, "with --store etcd: the key prefix lbplane's policies, revocations, election and sealed CA and tokens live under")
+	f.StringVar(&cfg.EtcdSecretKeyFile, "etcd-secret-key-file", "", "with --store etcd: file of 64 hex digits (openssl rand -hex 32; mode 600), the same on every replica: the AES-256-GCM key that seals lbplane's CA and push API tokens in etcd")
+	f.StringVar(&cfg.ReplicaID, "replica-id", "", "with --store etcd: this replica's name in the leader election and lbctl status (default: hostname, pid and a random suffix)")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on --metrics-address, only to requests with the admin token as a bearer token (loopback included)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

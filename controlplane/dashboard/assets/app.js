@@ -83,6 +83,34 @@ function renderConditions(p) {
     [c.type, el("span", { class: c.status }, c.status), c.reason, c.message]));
 }
 
+// renderRollout shows a staged rollout: its phase and stage, which Envoys of the group run which generation,
+// and the last analysis of the canaries against the other Envoys.
+function renderRollout(p, proxies) {
+  const box = document.getElementById("rollout");
+  const r = p && p.status.rollout;
+  if (!r) { box.replaceChildren(); return; }
+  const canaries = new Set(r.canaries || []);
+  const split = r.phase === "Progressing" || r.phase === "Paused";
+  // A traffic shift runs the candidate (with the step's weights) on every Envoy.
+  const onCandidate = n => r.phase === "Succeeded" || (split && (!!r.trafficBackend || canaries.has(n)));
+  const envoys = (proxies || []).filter(x => x.group === p.group);
+  const stages = el("ol", { class: "stages" }, ...Array.from({ length: r.stages }, (_, i) =>
+    el("li", { class: i + 1 < r.stage || r.phase === "Succeeded" ? "passed" : i + 1 === r.stage ? "current " + r.phase : "" }, "stage " + (i + 1))));
+  const gens = el("table", { class: "rollout-envoys" }, el("thead", {}, el("tr", {}, ...["envoy", "generation"].map(h => el("th", {}, h)))), el("tbody"));
+  fill(gens.querySelector("tbody"), envoys.map(x => [x.nodeId,
+    el("span", { class: onCandidate(x.nodeId) ? "candidate" : "baseline", "data-node": x.nodeId },
+      onCandidate(x.nodeId) ? r.candidateGeneration + " (candidate)" : r.baselineGeneration + " (baseline)")]));
+  const nums = (name, n) => n ? [name, n.envoys, n.requests, n.errors, pct(n.errorRate), ms(n.latencyP99Ms)] : [name, "-", "-", "-", "-", "-"];
+  const analysis = el("table", { class: "rollout-analysis" }, el("thead", {}, el("tr", {},
+    ...["", "envoys", "requests", "errors", "error rate", "p99"].map(h => el("th", {}, h)))), el("tbody"));
+  fill(analysis.querySelector("tbody"), r.trafficBackend ? [nums(r.trafficBackend, r.canary), nums("other backends", r.baseline)]
+    : [nums("canaries", r.canary), nums("others", r.baseline)]);
+  box.replaceChildren(el("h3", {}, "Rollout ", el("span", { class: r.phase === "RolledBack" || r.phase === "Aborted" ? "bad" : "ok", "data-phase": r.phase }, r.phase),
+    el("span", { class: "muted" }, " generation " + r.candidateGeneration + " over " + r.baselineGeneration +
+      (r.trafficBackend ? " · traffic shift to " + r.trafficBackend + (r.trafficPercent != null ? " at " + r.trafficPercent + " %" : "") : ""))),
+    stages, el("p", { class: "rollout-message" }, r.message || ""), gens, analysis);
+}
+
 // chart draws one horizontal bar per endpoint: its observed share of the backend's requests, with a tick at
 // the share the traffic model expects, and the counts, zone, level and backup marker as text.
 function chart(b, algorithm) {
@@ -135,6 +163,7 @@ function renderLive(state) {
   const perProxy = document.getElementById("per-proxy");
   const p = state.policies.find(x => x.namespace + "/" + x.name === selected);
   renderConditions(p);
+  renderRollout(p, state.proxies);
   const backends = (state.live && state.live.backends) || [];
   if (!p || !backends.length) {
     chartBox.replaceChildren(el("p", { class: "muted" }, p ? noReport(p.group, state.proxies) : "No such policy."));

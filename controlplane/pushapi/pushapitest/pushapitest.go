@@ -25,6 +25,12 @@ func Start(t *testing.T, token string, configure func(*pushapi.Server)) (*pushap
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return StartOn(t, st, token, configure)
+}
+
+// StartOn is Start on the given store (one shared with other servers, say).
+func StartOn(t *testing.T, st store.Store, token string, configure func(*pushapi.Server)) (*pushapi.Server, string, *xdscache.Cache) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cache := xdscache.New()
 	eng := engine.New(cache, log)

@@ -1,0 +1,171 @@
+package pushapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/rollout"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+// stage splits a push's spec changes into those to roll out in stages and those that reach every Envoy at
+// once. A change is staged when the push asks for it (?rollout=staged), or names no mode and the policy
+// sets spec.rollout or the server's default is staged; ?rollout=immediate never stages. A change of
+// metadata alone (same generation) is never staged. The caller holds a.mu; a.recs is still the store
+// before the push.
+func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unstaged []translate.Key) {
+	if a.Rollouts == nil {
+		return nil, nil
+	}
+	for _, k := range slices.SortedFunc(func(yield func(translate.Key) bool) {
+		for k := range pl.changes {
+			if !yield(k) {
+				return
+			}
+		}
+	}, cmpKey) {
+		rec := pl.changes[k]
+		old := a.recs[k]
+		if rec == nil || (old != nil && old.Generation == rec.Generation) {
+			continue
+		}
+		pr := pl.after.Policies.Of(k)
+		var spec *v1alpha1.Rollout
+		for _, p := range pl.candidate {
+			if translate.KeyOf(p) == k {
+				spec = p.Spec.Rollout
+			}
+		}
+		want := mode
+		if want == "" {
+			want = a.RolloutDefault
+			if spec != nil {
+				want = rollout.ModeStaged
+			}
+		}
+		if want != rollout.ModeStaged || pr == nil {
+			unstaged = append(unstaged, k)
+			continue
+		}
+		staged = append(staged, rollout.Change{Key: k, Group: pr.ProxyGroup, Old: old, New: rec, Generation: rec.Generation, Rollout: spec})
+	}
+	return staged, unstaged
+}
+
+// stagingRefused is the error of a push that asks for a staged rollout from a server that cannot stage
+// (RolloutsUnavailable), naming the first policy that asks.
+func (a *Admission) stagingRefused(pl *plan, mode string) error {
+	if a.RolloutsUnavailable == "" || mode == rollout.ModeImmediate {
+		return nil
+	}
+	if mode == rollout.ModeStaged {
+		return fmt.Errorf("rollout=staged: %s", a.RolloutsUnavailable)
+	}
+	for _, p := range pl.candidate {
+		if p.Spec.Rollout == nil {
+			continue
+		}
+		k := translate.KeyOf(p)
+		if rec, ok := pl.changes[k]; ok && rec != nil {
+			return fmt.Errorf("%s: spec.rollout: %s (push with --rollout immediate to apply it at once)", k, a.RolloutsUnavailable)
+		}
+	}
+	return nil
+}
+
+// beginRollouts hands staged changes to the rollouts, before the engine publishes them.
+func (a *Admission) beginRollouts(staged []rollout.Change, unstaged []translate.Key) error {
+	if a.Rollouts == nil {
+		return nil
+	}
+	if len(unstaged) > 0 {
+		if err := a.Rollouts.Unstage(unstaged); err != nil {
+			return err
+		}
+	}
+	if len(staged) > 0 {
+		return a.Rollouts.Begin(staged)
+	}
+	return nil
+}
+
+// RolloutResult is the answer of GET .../rollout and of its actions (see apiwire).
+type RolloutResult = apiwire.RolloutResult
+
+func (s *Server) rolloutStatus(w http.ResponseWriter, r *http.Request) {
+	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	for _, v := range s.views() {
+		if translate.KeyOf(v) != k {
+			continue
+		}
+		if v.Status.Rollout == nil {
+			writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s has no staged rollout", k))
+			return
+		}
+		writeJSON(w, http.StatusOK, RolloutResult{Policy: k.String(), Generation: v.Generation, Rollout: *v.Status.Rollout, Conditions: v.Status.Conditions})
+		return
+	}
+	writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s not found", k))
+}
+
+// rolloutAction pauses, resumes or aborts a rollout, or undoes it: undo pushes the baseline back as the
+// policy's spec, to every Envoy at once (a new generation, as kubectl rollout undo makes one).
+func (s *Server) rolloutAction(w http.ResponseWriter, r *http.Request) {
+	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if s.ReadOnly != "" {
+		writeErr(w, http.StatusConflict, s.ReadOnly)
+		return
+	}
+	if s.Rollouts == nil {
+		writeErr(w, http.StatusConflict, "staged rollouts are not available on this server")
+		return
+	}
+	action := r.PathValue("action")
+	var err error
+	code := http.StatusConflict
+	if action == "undo" {
+		code, err = s.undo(k)
+	} else {
+		err = s.Rollouts.Action(k, action)
+	}
+	if errors.Is(err, rollout.ErrNoRollout) {
+		code = http.StatusNotFound
+	}
+	if err != nil {
+		writeErr(w, code, fmt.Sprintf("%s: %v", k, err))
+		return
+	}
+	s.Log.Info("rollout "+action, "policy", k.String())
+	if action == "undo" {
+		// The policy has no rollout any more: its previous generation is its spec, on every Envoy.
+		res := RolloutResult{Policy: k.String(), Rollout: v1alpha1.RolloutStatus{Phase: "Undone",
+			Message: "the previous generation is the policy's spec again, on every Envoy"}}
+		for _, v := range s.views() {
+			if translate.KeyOf(v) == k {
+				res.Generation, res.Rollout.CandidateGeneration = v.Generation, v.Generation
+			}
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	s.rolloutStatus(w, r)
+}
+
+func (s *Server) undo(k translate.Key) (int, error) {
+	base, err := s.Rollouts.Baseline(k)
+	if err != nil {
+		return http.StatusConflict, err
+	}
+	if base == nil {
+		return http.StatusConflict, errors.New("the policy was new in this rollout: there is no earlier generation to go back to (delete it instead)")
+	}
+	// The document as it was pushed: it names the same policy.
+	if _, _, code, errs := s.admission().apply(base.Document, false, rollout.ModeImmediate); len(errs) > 0 {
+		return code, errors.New(errs[0])
+	}
+	return http.StatusOK, nil
+}

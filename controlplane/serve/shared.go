@@ -1,0 +1,191 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/pki"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// Store kinds (--store).
+const (
+	StoreBolt = "bbolt"
+	StoreEtcd = "etcd"
+)
+
+// openStore opens the store --store names: the embedded bbolt file in the data directory, or etcd shared
+// with other replicas (then the CA and tokens come from etcd too, sealed with the secret key).
+func openStore(ctx context.Context, cfg *Config) (store.Store, *store.Etcd, error) {
+	switch cfg.Store {
+	case "", StoreBolt:
+		st, err := store.Open(cfg.DataDir)
+		return st, nil, err
+	case StoreEtcd:
+	default:
+		return nil, nil, fmt.Errorf("--store %q: want %s or %s", cfg.Store, StoreBolt, StoreEtcd)
+	}
+	if cfg.Kubernetes != nil {
+		return nil, nil, errors.New("--store etcd: not with --kubernetes (policies come from the API server there)")
+	}
+	if cfg.EtcdSecretKeyFile == "" {
+		return nil, nil, errors.New("--store etcd needs --etcd-secret-key-file: the CA and tokens every replica shares are sealed in etcd with it")
+	}
+	key, err := store.ReadSecretKey(cfg.EtcdSecretKeyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = defaultReplicaID()
+	}
+	ecfg := cfg.Etcd
+	ecfg.Log = cfg.Log
+	st, err := store.OpenEtcd(ecfg, cfg.ReplicaID)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Log.Info("policies are kept in etcd, shared with the other replicas", "endpoints", ecfg.Endpoints, "prefix", st.Prefix(), "replica", cfg.ReplicaID)
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	sec, created, err := st.LoadOrCreateSecrets(lctx, key, newSecrets)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	if cfg.XDSTLS == nil && !cfg.XDSInsecure || cfg.APITLSAuto {
+		ca, err := pki.ParseCA("etcd", sec.CACert, sec.CAKey)
+		if err != nil {
+			st.Close()
+			return nil, nil, fmt.Errorf("lbplane's CA in etcd: %w", err)
+		}
+		cfg.sharedCA = ca
+	}
+	// The tokens are written to the data directory as well, where lbctl setups read them (LBPLANE_TOKEN_FILE).
+	for _, t := range []struct {
+		configured *string
+		value      string
+		file       string
+	}{{&cfg.Token, sec.Token, TokenFile}, {&cfg.ReadOnlyToken, sec.ReadOnlyToken, ReadOnlyTokenFile}} {
+		if *t.configured != "" {
+			continue
+		}
+		*t.configured = t.value
+		if err := pki.WriteFileAtomic(filepath.Join(cfg.DataDir, t.file), []byte(t.value+"\n"), 0o600); err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+	}
+	if created {
+		cfg.Log.Info("created lbplane's CA and push API tokens, sealed in etcd", "prefix", st.Prefix())
+	} else {
+		cfg.Log.Info("loaded lbplane's CA and push API tokens from etcd", "prefix", st.Prefix())
+	}
+	return st, st, nil
+}
+
+func newSecrets() (*store.Secrets, error) {
+	certPEM, keyPEM, err := pki.NewCAPEM()
+	if err != nil {
+		return nil, err
+	}
+	tok := func() string {
+		b := make([]byte, 32)
+		rand.Read(b)
+		return hex.EncodeToString(b)
+	}
+	return &store.Secrets{CACert: certPEM, CAKey: keyPEM, Token: tok(), ReadOnlyToken: tok()}, nil
+}
+
+func defaultReplicaID() string {
+	h, _ := os.Hostname()
+	b := make([]byte, 3)
+	rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", h, os.Getpid(), hex.EncodeToString(b))
+}
+
+func setStoreMetrics(st store.Store, m *metrics.Metrics) {
+	switch s := st.(type) {
+	case *store.Bolt:
+		s.Metrics = m
+	case *store.Etcd:
+		s.Metrics = m
+	}
+}
+
+// storeStatus is what GET /v1/version and lbctl status say of the shared store.
+func storeStatus(cfg *Config, st *store.Etcd, versions func() map[string]string) func() *apiwire.StoreStatus {
+	return func() *apiwire.StoreStatus {
+		out := &apiwire.StoreStatus{Kind: StoreEtcd, Replica: cfg.ReplicaID, Role: "follower", Versions: versions()}
+		if st.Leader() {
+			out.Role = "leader"
+		}
+		if t := st.StaleSince(); !t.IsZero() {
+			out.Stale, out.StaleSince = true, t
+		}
+		return out
+	}
+}
+
+// storeHealth is /readyz's view of the shared store: this replica's role while it reaches etcd, an error
+// while it is cut off.
+func storeHealth(cfg *Config, st *store.Etcd) func() (string, error) {
+	if st == nil {
+		return nil
+	}
+	return func() (string, error) {
+		if t := st.StaleSince(); !t.IsZero() {
+			return "", fmt.Errorf("stale: cut off from etcd since %s; serving the last good state, refusing pushes (replica %s)", t.UTC().Format(time.RFC3339), cfg.ReplicaID)
+		}
+		role := "follower"
+		if st.Leader() {
+			role = "leader"
+		}
+		return fmt.Sprintf("etcd store, replica %s, role %s", cfg.ReplicaID, role), nil
+	}
+}
+
+// followStore keeps this replica on what the other replicas write: policies into the engine, revocations
+// into the guard; the leader also prunes the revocations whose certificates have all expired.
+func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.Server, guard *xdsserver.Guard) {
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-st.Changes():
+			if err := api.Sync(); err != nil {
+				cfg.Log.Error("reading the policies other replicas wrote; trying again in a second", "error", err)
+				time.AfterFunc(time.Second, st.Resync)
+			}
+		case <-st.RevocationChanges():
+			if guard == nil {
+				continue
+			}
+			rs, err := st.Revocations()
+			if err != nil {
+				cfg.Log.Error("reading the revocations", "error", err)
+				continue
+			}
+			if n := guard.SetRevocations(rs); n > 0 {
+				cfg.Log.Info("closed revoked Envoy connections", "count", n)
+			}
+		case <-prune.C:
+			if guard != nil && st.Leader() {
+				if err := st.PruneRevocations(time.Now()); err != nil {
+					cfg.Log.Error("pruning the revocations", "error", err)
+				}
+			}
+		}
+	}
+}

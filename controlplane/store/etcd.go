@@ -1,0 +1,489 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/metrics"
+)
+
+// EtcdConfig says how to reach the etcd cluster several lbplane replicas share.
+type EtcdConfig struct {
+	Endpoints []string
+	// CACert, Cert and Key are the client TLS files (all optional; a CA alone verifies the server, a
+	// certificate and key authenticate lbplane to etcd).
+	CACert, Cert, Key string
+	// Prefix is the key prefix everything lbplane keeps lives under (DefaultEtcdPrefix when empty).
+	Prefix string
+	Log    *slog.Logger
+	// Timeout bounds every request (5 s when 0); HealthInterval is how often the connection is checked
+	// (1 s when 0). A replica whose check fails is stale until one succeeds.
+	Timeout, HealthInterval time.Duration
+	// Passive opens the store for a tool (lbplane store migrate): no election, no watch, no health checks.
+	Passive bool
+}
+
+// DefaultEtcdPrefix is where lbplane's keys live in etcd unless told otherwise.
+const DefaultEtcdPrefix = "/lbplane/"
+
+// The keys under the prefix.
+const (
+	etcdPolicies    = "policies/" // + namespace/name: a Record as JSON
+	etcdVersion     = "version"   // rewritten by every policy write: its mod revision is the policies' revision
+	etcdRevocations = "revocations"
+	etcdLeader      = "leader"  // the election
+	etcdSecrets     = "secrets" // the CA and tokens, encrypted (SealedSecrets)
+)
+
+// Etcd is the store several lbplane replicas share. Every policy write is one etcd transaction that
+// succeeds only if no other replica wrote since the writer last read (the version key's mod revision), so
+// the validation and conflict rules a push is checked against are the ones of the whole store. Changes made
+// by other replicas are announced on Changes.
+type Etcd struct {
+	Metrics *metrics.Metrics
+	Client  *clientv3.Client
+	prefix  string
+	log     *slog.Logger
+	timeout time.Duration
+
+	mu       sync.Mutex
+	cache    map[string]cachedRecord // by etcd key: what List decoded, reused while its mod revision holds
+	cacheRev int64                   // the store revision cache is at
+
+	changes     chan struct{}
+	revocations chan struct{}
+	staleSince  atomic.Pointer[time.Time]
+	leader      atomic.Bool
+	cancel      context.CancelFunc
+	done        sync.WaitGroup
+}
+
+type cachedRecord struct {
+	modRev int64
+	rec    *Record
+}
+
+// OpenEtcd connects to etcd and starts watching it, checking the connection and campaigning for
+// leadership under the prefix with the given id (what Leader reports while this replica holds it).
+func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("--etcd-endpoints: at least one endpoint")
+	}
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = DefaultEtcdPrefix
+	}
+	if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") {
+		return nil, fmt.Errorf("--etcd-prefix %q: must start and end with a slash", prefix)
+	}
+	tlsConfig, err := etcdTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, TLS: tlsConfig, DialTimeout: timeout,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		// The client's own zap logs would interleave JSON with lbplane's log; lbplane logs what it makes of errors.
+		Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	s := &Etcd{Client: client, prefix: prefix, log: log, timeout: timeout, cache: map[string]cachedRecord{},
+		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1)}
+	// The first read must succeed: a replica that never saw the store has no last good state to serve.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	_, err = client.Get(ctx, prefix+etcdVersion)
+	cancel()
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.Passive {
+		return s, nil
+	}
+	interval := cfg.HealthInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	s.done.Add(3)
+	go func() { defer s.done.Done(); s.watch(ctx) }()
+	go func() { defer s.done.Done(); s.health(ctx, interval) }()
+	go func() { defer s.done.Done(); s.campaign(ctx, id) }()
+	return s, nil
+}
+
+func etcdTLS(cfg EtcdConfig) (*tls.Config, error) {
+	if cfg.CACert == "" && cfg.Cert == "" && cfg.Key == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CACert != "" {
+		pem, err := os.ReadFile(cfg.CACert)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cacert: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, errors.New("--etcd-cacert: no PEM certificate in the file")
+		}
+	}
+	if (cfg.Cert == "") != (cfg.Key == "") {
+		return nil, errors.New("--etcd-cert and --etcd-key go together")
+	}
+	if cfg.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
+
+// Close stops watching and campaigning (resigning leadership) and closes the client.
+func (s *Etcd) Close() error {
+	s.cancel()
+	s.done.Wait()
+	return s.Client.Close()
+}
+
+// Prefix is the key prefix the store lives under.
+func (s *Etcd) Prefix() string { return s.prefix }
+
+// Changes receives a value after another writer changed the policies (and after a replica that was cut
+// off reaches etcd again): the receiver lists them again.
+func (s *Etcd) Changes() <-chan struct{} { return s.changes }
+
+// Resync asks the receiver of Changes to list the policies again (after a read that failed).
+func (s *Etcd) Resync() { s.signal(s.changes) }
+
+// RevocationChanges receives a value after the stored revocations changed.
+func (s *Etcd) RevocationChanges() <-chan struct{} { return s.revocations }
+
+// Leader reports whether this replica holds the leadership (and can reach etcd).
+func (s *Etcd) Leader() bool { return s.leader.Load() && s.StaleSince().IsZero() }
+
+// StaleSince is when this replica lost etcd (zero while it reaches it).
+func (s *Etcd) StaleSince() time.Time {
+	if t := s.staleSince.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
+func (s *Etcd) unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: etcd: %v", ErrUnavailable, err)
+}
+
+func (s *Etcd) ctx() (context.Context, context.CancelFunc) {
+	// WithRequireLeader: a member cut off from its cluster's majority answers no request, instead of
+	// answering from what it had.
+	return context.WithTimeout(clientv3.WithRequireLeader(context.Background()), s.timeout)
+}
+
+// List returns every record and the policies' revision (the version key's mod revision), read in one
+// consistent transaction; only records whose mod revision moved since the last List are decoded.
+func (s *Etcd) List() (out []*Record, rev int64, err error) {
+	defer func() { s.Metrics.StoreOp("list", err) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := s.ctx()
+	defer cancel()
+	pol := s.prefix + etcdPolicies
+	resp, err := s.Client.Txn(ctx).Then(
+		clientv3.OpGet(s.prefix+etcdVersion),
+		clientv3.OpGet(pol, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(pol, clientv3.WithPrefix(), clientv3.WithMinModRev(s.cacheRev+1)),
+	).Commit()
+	if err != nil {
+		return nil, 0, s.unavailable(err)
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		rev = kvs[0].ModRevision
+	}
+	fresh := map[string]cachedRecord{}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		r := &Record{}
+		if err := json.Unmarshal(kv.Value, r); err != nil {
+			return nil, 0, fmt.Errorf("record %s: %w", kv.Key, err)
+		}
+		fresh[string(kv.Key)] = cachedRecord{modRev: kv.ModRevision, rec: r}
+	}
+	cache := make(map[string]cachedRecord, len(s.cache))
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		k := string(kv.Key)
+		c, ok := fresh[k]
+		if !ok {
+			if c, ok = s.cache[k]; !ok || c.modRev != kv.ModRevision {
+				// Cannot happen with a consistent read; start over rather than serve a guess.
+				s.cache, s.cacheRev = map[string]cachedRecord{}, 0
+				return nil, 0, fmt.Errorf("record %s: changed between two reads of one transaction", k)
+			}
+		}
+		cache[k] = c
+		out = append(out, c.rec)
+	}
+	s.cache, s.cacheRev = cache, resp.Header.Revision
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out, rev, nil
+}
+
+// Apply writes puts and deletes in one etcd transaction, all or nothing, if the policies are still at
+// revision base (ErrConflict otherwise).
+func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, err error) {
+	defer func() { s.Metrics.StoreOp("apply", err) }()
+	if t := s.StaleSince(); !t.IsZero() {
+		return 0, fmt.Errorf("%w: this replica lost etcd at %s; it serves its last good state and takes no writes until it reaches etcd again",
+			ErrUnavailable, t.UTC().Format(time.RFC3339))
+	}
+	ops := make([]clientv3.Op, 0, len(puts)+len(deletes)+1)
+	for _, r := range puts {
+		v, err := json.Marshal(r)
+		if err != nil {
+			return 0, err
+		}
+		ops = append(ops, clientv3.OpPut(s.prefix+etcdPolicies+r.Key(), string(v)))
+	}
+	for _, k := range deletes {
+		ops = append(ops, clientv3.OpDelete(s.prefix+etcdPolicies+k))
+	}
+	ops = append(ops, clientv3.OpPut(s.prefix+etcdVersion, ""))
+	// A member lost mid-request (a partition, an etcd election) fails the request without saying whether it
+	// was applied; it is sent again, through another member. That is safe: the compare on the version key
+	// fails if the first one was applied, and the caller then reads what the store holds.
+	var resp *clientv3.TxnResponse
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := s.ctx()
+		resp, err = s.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.prefix+etcdVersion), "=", base)).Then(ops...).Commit()
+		cancel()
+		if err == nil || attempt == 3 || errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) || !s.StaleSince().IsZero() {
+			break
+		}
+		s.log.Warn("an etcd write failed; sending it again", "attempt", attempt, "error", err)
+		time.Sleep(300 * time.Millisecond)
+	}
+	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return 0, fmt.Errorf("%w: %d policies in one etcd transaction: %v (raise etcd's --max-txn-ops and --max-request-bytes, or push fewer at once)",
+			ErrTooLarge, len(puts)+len(deletes), err)
+	}
+	if err != nil {
+		return 0, s.unavailable(err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}
+
+// Revocations returns the revocations stored.
+func (s *Etcd) Revocations() ([]apiwire.Revocation, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.Client.Get(ctx, s.prefix+etcdRevocations)
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	var out []apiwire.Revocation
+	if len(resp.Kvs) > 0 {
+		if err := json.Unmarshal(resp.Kvs[0].Value, &out); err != nil {
+			return nil, fmt.Errorf("revocations: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// PutRevocations stores rs merged with what the store holds (a revocation made on another replica that
+// this one has not seen yet is kept), in one software transaction.
+func (s *Etcd) PutRevocations(rs []apiwire.Revocation) error {
+	return s.editRevocations(func(stored []apiwire.Revocation) []apiwire.Revocation {
+		next := slices.Clone(rs)
+		for _, r := range stored {
+			if !slices.ContainsFunc(next, func(n apiwire.Revocation) bool { return sameRevocation(n, r) }) {
+				next = append(next, r)
+			}
+		}
+		return next
+	})
+}
+
+// PruneRevocations drops the stored revocations whose certificates have all expired by now (the leader's
+// job: one writer, so the others only read).
+func (s *Etcd) PruneRevocations(now time.Time) error {
+	return s.editRevocations(func(stored []apiwire.Revocation) []apiwire.Revocation {
+		return slices.DeleteFunc(stored, func(r apiwire.Revocation) bool { return !r.Until.IsZero() && r.Until.Before(now) })
+	})
+}
+
+// editRevocations rewrites the stored revocations with edit, in one software transaction (retried when
+// another replica wrote them meanwhile).
+func (s *Etcd) editRevocations(edit func([]apiwire.Revocation) []apiwire.Revocation) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	key := s.prefix + etcdRevocations
+	_, err := concurrency.NewSTM(s.Client, func(stm concurrency.STM) error {
+		var stored []apiwire.Revocation
+		if cur := stm.Get(key); cur != "" {
+			if err := json.Unmarshal([]byte(cur), &stored); err != nil {
+				return fmt.Errorf("revocations: %w", err)
+			}
+		}
+		v, err := json.Marshal(edit(stored))
+		if err != nil {
+			return err
+		}
+		if string(v) != stm.Get(key) {
+			stm.Put(key, string(v))
+		}
+		return nil
+	}, concurrency.WithAbortContext(ctx))
+	return s.unavailable(err)
+}
+
+func sameRevocation(a, b apiwire.Revocation) bool {
+	return a.NodeID == b.NodeID && a.Serial == b.Serial && a.At.Equal(b.At)
+}
+
+func (s *Etcd) signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// watch announces changes of the version key (every policy write) and of the revocations.
+func (s *Etcd) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wc := s.Client.Watch(wctx, s.prefix+etcdVersion)
+		rc := s.Client.Watch(wctx, s.prefix+etcdRevocations)
+		// Anything written while no watch was open is read now.
+		s.signal(s.changes)
+		s.signal(s.revocations)
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case r, ok := <-wc:
+				if !ok || r.Err() != nil {
+					break loop
+				}
+				s.signal(s.changes)
+			case r, ok := <-rc:
+				if !ok || r.Err() != nil {
+					break loop
+				}
+				s.signal(s.revocations)
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// health reads the version key every interval (a linearizable read: the majority must answer); a failure
+// makes the replica stale until a read succeeds again, and then it catches up.
+func (s *Etcd) health(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), min(s.timeout, 2*interval))
+		_, err := s.Client.Get(rctx, s.prefix+etcdVersion)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && s.StaleSince().IsZero():
+			now := time.Now()
+			s.staleSince.Store(&now)
+			s.log.Error("lost etcd: serving the last good state, refusing pushes", "error", err)
+		case err == nil && !s.StaleSince().IsZero():
+			s.log.Info("reached etcd again", "staleFor", time.Since(s.StaleSince()).Round(time.Millisecond).String())
+			s.staleSince.Store(nil)
+			s.signal(s.changes)
+			s.signal(s.revocations)
+		}
+	}
+}
+
+// campaign holds the election under the prefix: one replica at a time is leader, for as long as its lease
+// (5 s) is kept alive; a replica cut off from etcd loses it when the lease expires, and another wins.
+func (s *Etcd) campaign(ctx context.Context, id string) {
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(s.Client, concurrency.WithTTL(5), concurrency.WithContext(ctx))
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		e := concurrency.NewElection(sess, s.prefix+etcdLeader)
+		if err := e.Campaign(ctx, id); err == nil {
+			s.leader.Store(true)
+			s.log.Info("this replica is the leader", "id", id)
+			select {
+			case <-ctx.Done():
+				rctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+				e.Resign(rctx)
+				cancel()
+			case <-sess.Done():
+			}
+			s.leader.Store(false)
+			s.log.Info("this replica is no longer the leader", "id", id)
+		}
+		sess.Close()
+	}
+}
+
+// LeaderID is the id of the replica holding the leadership, as etcd has it.
+func (s *Etcd) LeaderID() (string, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.Client.Get(ctx, s.prefix+etcdLeader, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", s.unavailable(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}

@@ -1,0 +1,208 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/internal/etcdtest"
+)
+
+func openEtcd(t *testing.T, c *etcdtest.Cluster, id string) *store.Etcd {
+	t.Helper()
+	s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), Prefix: "/test/", HealthInterval: 200 * time.Millisecond, Timeout: 2 * time.Second}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Two replicas share one etcd: a write planned on what one replica read fails with ErrConflict once the
+// other wrote, the other replica is told of the change, and records come back byte for byte.
+func TestEtcdSharedWritesConflictAndNotify(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := openEtcd(t, c, "a"), openEtcd(t, c, "b")
+	doc := []byte(`{"apiVersion":"lbplane.io/v1alpha1","kind":"LoadBalancerPolicy","metadata":{"name":"a"},"spec":{"z":1,  "a":[2]}}`)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	recs, rev, err := a.List()
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("empty store: %v records, %v", len(recs), err)
+	}
+	// Drain the change signals of the start.
+	for _, s := range []*store.Etcd{a, b} {
+		select {
+		case <-s.Changes():
+		case <-time.After(5 * time.Second):
+		}
+	}
+	rec := &store.Record{Namespace: "default", Name: "a", Document: doc, Generation: 3, Created: now, Updated: now, UID: "u"}
+	rev2, err := b.Apply(rev, []*store.Record{rec, {Namespace: "default", Name: "b", Document: []byte(`{}`)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev2 <= rev {
+		t.Errorf("revision did not move: %d then %d", rev, rev2)
+	}
+	select {
+	case <-a.Changes():
+	case <-time.After(10 * time.Second):
+		t.Fatal("replica a was not told of replica b's write")
+	}
+	if _, err := a.Apply(rev, nil, []string{"default/b"}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a write planned before another replica's: %v, want ErrConflict", err)
+	}
+	got, rev3, err := a.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev3 != rev2 || len(got) != 2 || !got[0].Equal(rec) || !bytes.Equal(got[0].Document, doc) || got[1].Key() != "default/b" {
+		t.Fatalf("a reads rev %d (want %d): %+v", rev3, rev2, got)
+	}
+	if _, err := a.Apply(rev3, nil, []string{"default/b"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = b.List()
+	if err != nil || len(got) != 1 || !got[0].Equal(rec) {
+		t.Fatalf("b after a's delete: %+v, %v", got, err)
+	}
+}
+
+// Exactly one replica leads; when it goes, another takes over.
+func TestEtcdElectionHandsOver(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a := openEtcd(t, c, "a")
+	waitFor(t, "a leads", 15*time.Second, a.Leader)
+	b := openEtcd(t, c, "b")
+	time.Sleep(500 * time.Millisecond)
+	if b.Leader() {
+		t.Fatal("two leaders")
+	}
+	if id, err := b.LeaderID(); err != nil || id != "a" {
+		t.Fatalf("leader id %q, %v", id, err)
+	}
+	a.Close()
+	waitFor(t, "b leads after a closed", 15*time.Second, b.Leader)
+}
+
+// A replica cut off from etcd says so, refuses writes, and recovers when etcd is back.
+func TestEtcdCutOffIsStaleAndRefusesWrites(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	s := openEtcd(t, c, "a")
+	_, rev, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.StopMember(0)
+	waitFor(t, "stale", 20*time.Second, func() bool { return !s.StaleSince().IsZero() })
+	if s.Leader() {
+		t.Error("a stale replica reports itself leader")
+	}
+	_, err = s.Apply(rev, []*store.Record{{Namespace: "default", Name: "x", Document: []byte(`{}`)}}, nil)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "takes no writes") {
+		t.Fatalf("write while cut off: %v", err)
+	}
+	c.StartMember(0)
+	waitFor(t, "not stale once etcd is back", 30*time.Second, func() bool { return s.StaleSince().IsZero() })
+	if _, err := s.Apply(rev, []*store.Record{{Namespace: "default", Name: "x", Document: []byte(`{}`)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Revocations made on two replicas are both kept; the leader's pruning drops only the expired ones.
+func TestEtcdRevocationsMergeAndPrune(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := openEtcd(t, c, "a"), openEtcd(t, c, "b")
+	now := time.Now().UTC().Truncate(time.Second)
+	r1 := apiwire.Revocation{NodeID: "n1", At: now, Until: now.Add(time.Hour)}
+	r2 := apiwire.Revocation{NodeID: "n2", At: now, Until: now.Add(-time.Minute)}
+	if err := a.PutRevocations([]apiwire.Revocation{r1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutRevocations([]apiwire.Revocation{r2}); err != nil { // b had not seen r1
+		t.Fatal(err)
+	}
+	got, err := a.Revocations()
+	if err != nil || len(got) != 2 {
+		t.Fatalf("revocations: %+v, %v", got, err)
+	}
+	if err := a.PruneRevocations(now); err != nil {
+		t.Fatal(err)
+	}
+	got, err = b.Revocations()
+	if err != nil || len(got) != 1 || got[0].NodeID != "n1" {
+		t.Fatalf("after pruning: %+v, %v", got, err)
+	}
+}
+
+// The CA and tokens are sealed in etcd: their plaintext is not there, the same key opens them on another
+// replica, and another key does not.
+func TestEtcdSecretsSealed(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a := openEtcd(t, c, "a")
+	waitFor(t, "a leads", 15*time.Second, a.Leader)
+	key := bytes.Repeat([]byte{7}, 32)
+	want := &store.Secrets{CACert: []byte("-----BEGIN CERTIFICATE-----\nMIIB\n"), CAKey: []byte("-----BEGIN PRIVATE KEY-----\nsecretkeybytes\n"), Token: "admintoken0123456789", ReadOnlyToken: "readonly0123456789"}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sec, created, err := a.LoadOrCreateSecrets(ctx, key, func() (*store.Secrets, error) { return want, nil })
+	if err != nil || !created || sec.Token != want.Token {
+		t.Fatalf("create: %v %v %v", sec, created, err)
+	}
+	b := openEtcd(t, c, "b")
+	sec, created, err = b.LoadOrCreateSecrets(ctx, key, func() (*store.Secrets, error) { t.Error("b created secrets"); return nil, nil })
+	if err != nil || created || sec.Token != want.Token || !bytes.Equal(sec.CAKey, want.CAKey) || sec.ReadOnlyToken != want.ReadOnlyToken {
+		t.Fatalf("load: %+v %v %v", sec, created, err)
+	}
+	resp, err := c.Client().Get(ctx, "/test/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		for _, plain := range []string{"secretkeybytes", want.Token, want.ReadOnlyToken, "BEGIN PRIVATE KEY"} {
+			if bytes.Contains(kv.Value, []byte(plain)) {
+				t.Errorf("%s holds %q in plaintext", kv.Key, plain)
+			}
+		}
+	}
+	if _, _, err := b.LoadOrCreateSecrets(ctx, bytes.Repeat([]byte{8}, 32), nil); err == nil || !strings.Contains(err.Error(), "same key file") {
+		t.Fatalf("another key: %v", err)
+	}
+}
+
+// A write with more operations than etcd takes in one transaction is refused as too large, not as etcd
+// being down, and writes nothing.
+func TestEtcdWriteTooLargeForOneTransaction(t *testing.T) {
+	c := etcdtest.StartWith(t, 1) // etcd's default --max-txn-ops, 128
+	s := openEtcd(t, c, "a")
+	var recs []*store.Record
+	for i := range 200 {
+		recs = append(recs, &store.Record{Namespace: "default", Name: fmt.Sprint("p", i), Document: []byte(`{}`)})
+	}
+	_, err := s.Apply(0, recs, nil)
+	if !errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "--max-txn-ops") {
+		t.Fatalf("200 policies in one write: %v", err)
+	}
+	if got, _, err := s.List(); err != nil || len(got) != 0 {
+		t.Fatalf("after the refused write: %d records, %v", len(got), err)
+	}
+}

@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/serve"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+	"github.com/lbplane/lbplane/internal/etcdtest"
+)
+
+// haLAN is a switch (a bridge in a network namespace of its own) joining network namespaces the test
+// creates, each a host with one address in a /24 of 198.18.0.0/15, and this process's namespace, so that
+// Envoys here reach every host. Cut takes a host off the switch: a partition.
+type haLAN struct {
+	t      *testing.T
+	sw     string
+	subnet string // "198.18.N."
+	hosts  []string
+	ports  []string // each host's port on the switch (in sw)
+}
+
+func (n *haLAN) ip(args ...string) {
+	n.t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		n.t.Fatalf("ip %v: %v %s", args, err, out)
+	}
+}
+
+func newHALAN(t *testing.T, hosts int) *haLAN {
+	t.Helper()
+	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
+		t.Fatalf("this test creates network namespaces: it needs root and iproute2 (apt-get install iproute2)")
+	}
+	id := os.Getpid() % 200
+	n := &haLAN{t: t, sw: fmt.Sprintf("lbp-ha%d-sw", id), subnet: fmt.Sprintf("198.18.%d.", id)}
+	if out, err := exec.Command("ip", "netns", "add", n.sw).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s (another run of this test holds it, or left it: ip netns del): %v %s", n.sw, err, out)
+	}
+	root := fmt.Sprintf("lbpha%dr", id)
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", root).Run()
+		for _, h := range n.hosts {
+			exec.Command("ip", "netns", "del", h).Run()
+		}
+		exec.Command("ip", "netns", "del", n.sw).Run()
+	})
+	n.ip("-n", n.sw, "link", "add", "br0", "type", "bridge")
+	n.ip("-n", n.sw, "link", "set", "br0", "up")
+	// This namespace's port: .100.
+	n.ip("link", "add", root, "type", "veth", "peer", "name", "rootp", "netns", n.sw)
+	n.ip("-n", n.sw, "link", "set", "rootp", "master", "br0", "up")
+	n.ip("addr", "add", n.subnet+"100/24", "dev", root)
+	n.ip("link", "set", root, "up")
+	for i := range hosts {
+		h := fmt.Sprintf("lbp-ha%d-h%d", id, i)
+		n.ip("netns", "add", h)
+		n.hosts = append(n.hosts, h)
+		port := fmt.Sprintf("h%dp", i)
+		n.ip("-n", h, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", n.sw)
+		n.ip("-n", n.sw, "link", "set", port, "master", "br0", "up")
+		n.ip("-n", h, "addr", "add", n.hostIP(i)+"/24", "dev", "eth0")
+		n.ip("-n", h, "link", "set", "eth0", "up")
+		n.ip("-n", h, "link", "set", "lo", "up")
+		n.ports = append(n.ports, port)
+	}
+	return n
+}
+
+func (n *haLAN) hostIP(i int) string { return n.subnet + strconv.Itoa(10+i) }
+
+// cut takes host i off the switch (true) or puts it back (false).
+func (n *haLAN) cut(i int, off bool) {
+	n.t.Helper()
+	state := "up"
+	if off {
+		state = "down"
+	}
+	n.ip("-n", n.sw, "link", "set", n.ports[i], state)
+}
+
+// startReplicaIn runs lbplane serve in host i's namespace with the given flags and reads the ports it bound.
+func startReplicaIn(t *testing.T, n *haLAN, i int, extra ...string) *Lbplane {
+	t.Helper()
+	l := &Lbplane{DataDir: t.TempDir(), extraArg: extra}
+	addr := n.hostIP(i) + ":0"
+	args := append([]string{"netns", "exec", n.hosts[i], filepath.Join(binDir, "lbplane"), "serve", "--data-dir", l.DataDir,
+		"--xds-address", addr, "--api-address", addr, "--metrics-address", addr, "--token", token, "--log-level", "debug",
+		"--api-rate-limit", "0", "--api-insecure-listen-any"}, extra...)
+	args = append(args, loopbackBackends...)
+	l.Process = startProcess(t, fmt.Sprintf("lbplane-h%d.log", i), "ip", args...)
+	eventually(t, time.Minute, fmt.Sprintf("lbplane in %s listens", n.hosts[i]), func() error {
+		ports, err := serve.ReadPorts(l.DataDir)
+		if err != nil {
+			return err
+		}
+		l.ports, l.XDSAddr, l.APIURL = ports, ports.XDS, "http://"+ports.API
+		_, mp, _ := net.SplitHostPort(ports.Metrics)
+		l.metricsPort, _ = strconv.Atoi(mp)
+		l.Client = &pushapi.Client{BaseURL: l.APIURL, Token: token}
+		return nil
+	})
+	return l
+}
+
+// TestEtcdHAPartitions: three hosts (network namespaces), each with an etcd member and an lbplane replica,
+// and three Envoys here listing every replica under a steady client. The minority host partitioned: its
+// replica goes stale, refuses pushes, its Envoys move to the others, which take pushes; healed, it catches
+// up. Then the majority lost (two hosts cut): every replica left is stale and refuses pushes, the Envoys keep
+// their config; healed, pushes work again. No request fails, no policy is lost or duplicated.
+func TestEtcdHAPartitions(t *testing.T) {
+	lan := newHALAN(t, 3)
+	var places []etcdtest.Place
+	for i, h := range lan.hosts {
+		places = append(places, etcdtest.Place{Netns: h, IP: lan.hostIP(i)})
+	}
+	ec := etcdtest.StartIn(t, places, "--max-txn-ops", "10000")
+	keyFile := filepath.Join(t.TempDir(), "etcd-secret.key")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(bytes.Repeat([]byte{0x77}, 32))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &haFleet{t: t, etcd: ec, ids: []string{"r0", "r1", "r2"}, live: []bool{true, true, true}, policies: map[string]bool{}}
+	for i, id := range f.ids {
+		f.replicas = append(f.replicas, startReplicaIn(t, lan, i, "--store", "etcd", "--etcd-endpoints", strings.Join(ec.Endpoints(), ","),
+			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--xds-server-name", "lbplane.test"))
+	}
+	bs := startBackends(t, "b0", "b1", "b2")
+	port := reservePort(t)
+	if err := f.push(0, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[0].Port})); err != nil {
+		t.Fatal(err)
+	}
+	f.policies["ha-main"] = true
+	var xds []string
+	for _, l := range f.replicas {
+		xds = append(xds, l.XDSAddr)
+	}
+	for i, name := range []string{"envoy-a", "envoy-b", "envoy-c"} {
+		order := append(append([]string{}, xds[i:]...), xds[:i]...)
+		tls := envoyTLS(t, f.replicas[0], name, "default")
+		tls.ServerName = "lbplane.test" // the name every replica's certificate carries
+		f.envoys = append(f.envoys, startEnvoyFrom(t, envoybootstrap.Params{NodeID: name, Group: "default", XDS: strings.Join(order, ","), Delta: true,
+			TLS: tls}, "config:info,upstream:info", "--drain-time-s", "1"))
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	waitServing(t, url, "b0")
+	f.converged("start")
+	t.Logf("Envoys by replica: %v", f.placement())
+	load := startLoad(url, 60, 4, 5*time.Minute)
+	stopLoad := sync.OnceFunc(load.Stop)
+	defer stopLoad()
+	load.WaitServed(t, 50)
+
+	// The minority partitioned: host 2 (etcd member m2 and replica r2) off the switch.
+	lan.cut(2, true)
+	f.live[2] = false
+	start := time.Now()
+	if err := f.push(0, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[1].Port})); err != nil {
+		t.Fatalf("push on the majority side: %v", err)
+	}
+	f.converged("minority partitioned")
+	waitServing(t, url, "b1")
+	t.Logf("minority partitioned: a push on the majority reached every replica left and every Envoy in %s "+
+		"(the partitioned replica's Envoy among them, once HTTP/2 keepalive told it its replica was gone)", time.Since(start).Round(time.Millisecond))
+	// r2 itself, seen from its own namespace, is stale and refuses pushes.
+	out, err := exec.Command("ip", "netns", "exec", lan.hosts[2], filepath.Join(binDir, "lbctl"), "--server", f.replicas[2].APIURL, "--token", token, "status").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "STALE since") {
+		t.Errorf("lbctl status on the partitioned replica: %v\n%s", err, out)
+	}
+	doc := policy(t, haPolicy, map[string]any{"Name": "ha-refused", "Port": reservePort(t), "Backend": bs[2].Port})
+	cmd := exec.Command("ip", "netns", "exec", lan.hosts[2], filepath.Join(binDir, "lbctl"), "--server", f.replicas[2].APIURL, "--token", token, "push-config", "-f", "-")
+	cmd.Stdin = bytes.NewReader(doc)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "takes no writes") {
+		t.Errorf("a push on the partitioned replica: %v\n%s", err, out)
+	}
+	lan.cut(2, false)
+	f.live[2] = true
+	f.converged("minority healed")
+
+	// The majority lost: hosts 0 and 1 off the switch. r2 is left, alone with one member of three.
+	lan.cut(0, true)
+	lan.cut(1, true)
+	f.live[0], f.live[1] = false, false
+	eventually(t, 30*time.Second, "r2 says it is stale", func() error {
+		st, err := f.status(2)
+		if err != nil {
+			return err
+		}
+		if !st.Stale {
+			return fmt.Errorf("r2: %+v", st)
+		}
+		return nil
+	})
+	if err := f.push(2, policy(t, haPolicy, map[string]any{"Name": "ha-refused", "Port": reservePort(t), "Backend": bs[2].Port})); err == nil || !strings.Contains(err.Error(), "takes no writes") {
+		t.Errorf("a push without an etcd majority: %v", err)
+	}
+	f.placement() // every Envoy on r2, the replica they still reach, with its last good config
+	if got, err := requestVia(newClient(false), url, nil); err != nil || got != "b1" {
+		t.Errorf("through an Envoy while etcd has no majority: %q %v", got, err)
+	}
+	lan.cut(0, false)
+	lan.cut(1, false)
+	f.live[0], f.live[1] = true, true
+	if err := eventuallyErr(60*time.Second, func() error {
+		return f.push(2, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[2].Port}))
+	}); err != nil {
+		t.Fatalf("push once the majority is back: %v", err)
+	}
+	f.converged("majority healed")
+	waitServing(t, url, "b2")
+	f.sameConfigEverywhere("healed")
+
+	stopLoad()
+	load.RequireNoFailures(t, 200)
+	t.Logf("steady client: %d requests, %d failed", load.OK.Load(), load.Failed.Load())
+}
+
+// eventuallyErr retries f until it succeeds or timeout passes, returning its last error.
+func eventuallyErr(timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
