@@ -120,6 +120,7 @@ func startReplicaIn(t *testing.T, n *haLAN, i int, extra ...string) *Lbplane {
 // up. Then the majority lost (two hosts cut): every replica left is stale and refuses pushes, the Envoys keep
 // their config; healed, pushes work again. No request fails, no policy is lost or duplicated.
 func TestEtcdHAPartitions(t *testing.T) {
+	t.Parallel()
 	lan := newHALAN(t, 3)
 	var places []etcdtest.Place
 	for i, h := range lan.hosts {

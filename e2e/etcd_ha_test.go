@@ -277,6 +277,7 @@ func readyz(t *testing.T, l *Lbplane) (int, string) {
 // leader replica SIGKILLed, a replica cut off from etcd, and all replicas restarted cost no request, lose
 // or duplicate no policy, and an Envoy that moves between replicas is sent nothing new.
 func TestEtcdHAReplicas(t *testing.T) {
+	t.Parallel()
 	ec := etcdtest.Start(t, 3)
 	keyFile := filepath.Join(t.TempDir(), "etcd-secret.key")
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(bytes.Repeat([]byte{0x5a}, 32))+"\n"), 0o600); err != nil {
@@ -528,6 +529,7 @@ func firstDiff(a, b string) string {
 // TestEtcdHARevocationHoldsOnEveryReplica: an Envoy's identity revoked through one replica is cut off by the
 // replica that feeds it, and no replica takes it back.
 func TestEtcdHARevocationHoldsOnEveryReplica(t *testing.T) {
+	t.Parallel()
 	ec := etcdtest.Start(t, 1)
 	keyFile := filepath.Join(t.TempDir(), "etcd-secret.key")
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(bytes.Repeat([]byte{0x3c}, 32))+"\n"), 0o600); err != nil {
