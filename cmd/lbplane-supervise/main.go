@@ -10,22 +10,14 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
-	"runtime"
 	"strconv"
-	"syscall"
-)
 
-func init() {
-	// PR_SET_PDEATHSIG fires when the parent *thread* exits, not the process. Keep the goroutine that
-	// starts the child on the main thread, which lives exactly as long as this process.
-	runtime.LockOSThread()
-}
+	"github.com/lbplane/lbplane/internal/supervise"
+)
 
 func main() { os.Exit(run(os.Args[1:])) }
 
@@ -52,51 +44,26 @@ func run(args []string) int {
 		defer f.Close()
 		cmd.Stdout, cmd.Stderr = f, f
 	}
-	// Also ask the kernel to stop the child if this supervisor is killed outright (SIGKILL), so that
-	// nothing is left behind without a parent that make stop knows about.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	// Subscribe before starting, so a signal that arrives during the start is not lost.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		return 1
-	}
-	for _, pf := range []struct {
-		path string
-		pid  int
-	}{{*pidFile, os.Getpid()}, {*childPidFile, cmd.Process.Pid}} {
-		if pf.path != "" {
-			if err := os.WriteFile(pf.path, []byte(strconv.Itoa(pf.pid)+"\n"), 0o644); err != nil {
-				fmt.Fprintln(os.Stderr, "error:", err)
-			}
-		}
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	for {
-		select {
-		case s := <-sigs:
-			// Every signal is forwarded: this supervisor runs in a session of its own, so none of them comes
-			// from a terminal going away; they are sent to stop (or, SIGHUP, to signal) the child.
-			_ = cmd.Process.Signal(s)
-		case err := <-done:
-			removePid(*pidFile)
-			removePid(*childPidFile)
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-					return 128 + int(ws.Signal())
+	// Every signal is forwarded: this supervisor runs in a session of its own, so none of them comes from a
+	// terminal going away; they are sent to stop (or, SIGHUP, to signal) the child.
+	code, err := supervise.Run(cmd, func(pid int) {
+		for _, pf := range []struct {
+			path string
+			pid  int
+		}{{*pidFile, os.Getpid()}, {*childPidFile, pid}} {
+			if pf.path != "" {
+				if err := os.WriteFile(pf.path, []byte(strconv.Itoa(pf.pid)+"\n"), 0o644); err != nil {
+					fmt.Fprintln(os.Stderr, "error:", err)
 				}
-				return ee.ExitCode()
 			}
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "error:", err)
-				return 1
-			}
-			return 0
 		}
+	})
+	removePid(*pidFile)
+	removePid(*childPidFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
 	}
+	return code
 }
 
 func removePid(path string) {
