@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,12 +16,17 @@ import (
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
 
+// bootstrapFlags are lbctl bootstrap's flags, which lbctl envoy shares.
+type bootstrapFlags struct {
+	p        envoybootstrap.Params
+	tls      envoybootstrap.TLS
+	outDir   string
+	insecure bool
+	xdsAddrs []string
+}
+
 func newBootstrap(g *globals) *cobra.Command {
-	p := envoybootstrap.Params{}
-	var tls envoybootstrap.TLS
-	var outDir string
-	var insecure bool
-	var xdsAddrs []string
+	b := &bootstrapFlags{}
 	cmd := &cobra.Command{
 		Use:   "bootstrap --node-id ID",
 		Short: "Print an Envoy bootstrap that gets its config from lbplane, with a client certificate for the node",
@@ -43,72 +49,93 @@ before it expires.`,
   lbctl bootstrap --node-id big-1 --cluster-stats used --out-dir ./big-1           # 100,000 policies on one Envoy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p.XDS = strings.Join(xdsAddrs, ",")
-			// Check every flag before asking lbplane for a certificate.
-			if _, err := envoybootstrap.Render(p); err != nil {
-				return err
-			}
-			byo := tls.Cert != "" || tls.Key != "" || tls.CA != ""
-			switch {
-			case insecure && (byo || outDir != "" || tls.Dir != ""):
-				return errors.New("--xds-insecure: cannot be combined with --xds-tls-*, --xds-tls-dir or --out-dir")
-			case byo && outDir != "":
-				return errors.New("--out-dir: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-ca")
-			case tls.Dir != "" && (byo || outDir != ""):
-				return errors.New("--xds-tls-dir: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-ca or --out-dir")
-			case insecure:
-			case byo, tls.Dir != "":
-				p.TLS = &tls
-			default:
-				c, err := g.client()
-				if err != nil {
-					return err
-				}
-				group := p.Group
-				if group == "" {
-					group = v1alpha1.DefaultProxyGroup
-				}
-				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-				defer cancel()
-				issued, err := c.IssueCertificate(ctx, p.NodeID, group)
-				if err != nil {
-					return fmt.Errorf("getting a certificate for node %q from lbplane: %w", p.NodeID, err)
-				}
-				creds := envoybootstrap.Credentials{Cert: []byte(issued.Certificate), Key: []byte(issued.PrivateKey), CA: []byte(issued.CA)}
-				if outDir != "" {
-					abs, err := filepath.Abs(outDir)
-					if err != nil {
-						return fmt.Errorf("--out-dir: %w", err)
-					}
-					if err := envoybootstrap.WriteCredentials(abs, creds); err != nil {
-						return err
-					}
-					tls.Dir = abs
-					fmt.Fprintf(cmd.ErrOrStderr(), "certificate for node %s (group %s) in %s, valid until %s; run this again before then to renew\n",
-						p.NodeID, group, abs, issued.NotAfter.UTC().Format(time.RFC3339))
-				} else {
-					tls.Inline = &creds
-					fmt.Fprintf(cmd.ErrOrStderr(), "certificate for node %s (group %s) embedded, valid until %s; use --out-dir to renew without restarting Envoy\n",
-						p.NodeID, group, issued.NotAfter.UTC().Format(time.RFC3339))
-				}
-				p.TLS = &tls
-			}
-			b, err := envoybootstrap.Render(p)
+			out, err := b.render(cmd.Context(), g, cmd.ErrOrStderr(), b.outDir)
 			if err != nil {
 				return err
 			}
-			if p.InsecureAdminTCP {
-				fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: --insecure-admin-tcp: Envoy's admin listens on 127.0.0.1:%d, where every local process, "+
-					"and any connection a proxy on this host is made to open to loopback, can stop, drain or reconfigure it\n", p.AdminPort)
-			}
-			_, err = cmd.OutOrStdout().Write(b)
+			_, err = cmd.OutOrStdout().Write(out)
 			return err
 		},
 	}
+	b.register(cmd)
+	cmd.Flags().StringVar(&b.outDir, "out-dir", "", "write the certificate, key and CA here and point Envoy at them (renewable without restart)")
+	cmd.MarkFlagRequired("node-id")
+	return cmd
+}
+
+// render checks the flags, asks lbplane for this node's certificate unless the flags bring their own
+// credentials (written into certDir when it is set, embedded otherwise), and returns the bootstrap. Notes
+// for people (where the certificate went, warnings) go to stderr.
+func (b *bootstrapFlags) render(ctx context.Context, g *globals, stderr io.Writer, certDir string) ([]byte, error) {
+	p, tls := b.p, b.tls
+	p.XDS = strings.Join(b.xdsAddrs, ",")
+	// Check every flag before asking lbplane for a certificate.
+	if _, err := envoybootstrap.Render(p); err != nil {
+		return nil, err
+	}
+	byo := tls.Cert != "" || tls.Key != "" || tls.CA != ""
+	switch {
+	case b.insecure && (byo || certDir != "" || tls.Dir != ""):
+		return nil, errors.New("--xds-insecure: cannot be combined with --xds-tls-*, --xds-tls-dir or --out-dir")
+	case byo && certDir != "":
+		return nil, errors.New("--out-dir: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-ca")
+	case tls.Dir != "" && (byo || certDir != ""):
+		return nil, errors.New("--xds-tls-dir: cannot be combined with --xds-tls-cert/--xds-tls-key/--xds-tls-ca or --out-dir")
+	case b.insecure:
+	case byo, tls.Dir != "":
+		p.TLS = &tls
+	default:
+		c, err := g.client()
+		if err != nil {
+			return nil, err
+		}
+		group := p.Group
+		if group == "" {
+			group = v1alpha1.DefaultProxyGroup
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		issued, err := c.IssueCertificate(ctx, p.NodeID, group)
+		if err != nil {
+			return nil, fmt.Errorf("getting a certificate for node %q from lbplane: %w", p.NodeID, err)
+		}
+		creds := envoybootstrap.Credentials{Cert: []byte(issued.Certificate), Key: []byte(issued.PrivateKey), CA: []byte(issued.CA)}
+		if certDir != "" {
+			abs, err := filepath.Abs(certDir)
+			if err != nil {
+				return nil, fmt.Errorf("--out-dir: %w", err)
+			}
+			if err := envoybootstrap.WriteCredentials(abs, creds); err != nil {
+				return nil, err
+			}
+			tls.Dir = abs
+			fmt.Fprintf(stderr, "certificate for node %s (group %s) in %s, valid until %s; run this again before then to renew\n",
+				p.NodeID, group, abs, issued.NotAfter.UTC().Format(time.RFC3339))
+		} else {
+			tls.Inline = &creds
+			fmt.Fprintf(stderr, "certificate for node %s (group %s) embedded, valid until %s; use --out-dir to renew without restarting Envoy\n",
+				p.NodeID, group, issued.NotAfter.UTC().Format(time.RFC3339))
+		}
+		p.TLS = &tls
+	}
+	out, err := envoybootstrap.Render(p)
+	if err != nil {
+		return nil, err
+	}
+	if p.InsecureAdminTCP {
+		fmt.Fprintf(stderr, "WARNING: --insecure-admin-tcp: Envoy's admin listens on 127.0.0.1:%d, where every local process, "+
+			"and any connection a proxy on this host is made to open to loopback, can stop, drain or reconfigure it\n", p.AdminPort)
+	}
+	return out, nil
+}
+
+// register adds the bootstrap flags but --out-dir, whose meaning lbctl envoy widens.
+func (b *bootstrapFlags) register(cmd *cobra.Command) {
+	p, tls := &b.p, &b.tls
 	f := cmd.Flags()
 	f.StringVar(&p.NodeID, "node-id", "", "Envoy node id, unique per Envoy (the certificate's CN)")
 	f.StringVar(&p.Group, "proxy-group", v1alpha1.DefaultProxyGroup, "proxy group: serves the policies with this spec.proxyGroup (the certificate's OU)")
-	f.StringSliceVar(&xdsAddrs, "xds-address", []string{"127.0.0.1:18000"}, "lbplane xDS address, host:port; several (repeated or comma-separated) for several lbplane replicas, or one DNS name that resolves to every replica: Envoy reconnects to another when its replica is gone")
+	f.StringSliceVar(&b.xdsAddrs, "xds-address", []string{"127.0.0.1:18000"}, "lbplane xDS address, host:port; several (repeated or comma-separated) for several lbplane replicas, or one DNS name that resolves to every replica: Envoy reconnects to another when its replica is gone")
 	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
 	f.StringVar(&p.AdminSocket, "admin-socket", "", "Unix socket (mode 0600) Envoy's admin listens on (default: lbplane-envoy-<node-id>.admin.sock in the temporary directory); put it in a directory only Envoy's user can write")
 	f.IntVar(&p.AdminPort, "admin-port", 0, "with --insecure-admin-tcp: the 127.0.0.1 port admin listens on instead of the socket")
@@ -120,16 +147,13 @@ before it expires.`,
 	f.DurationVar(&p.ScaledIdleTimeout, "scaled-idle-timeout", envoybootstrap.DefaultScaledIdleTimeout, "under connection or heap pressure (from 60 % of --max-connections or --max-heap, fully at 90 %), how long a connection that has sent nothing or a stalled request is kept, instead of the listener's timeouts (1s to 10s)")
 	f.StringSliceVar(&p.DNSResolvers, "dns-resolver", nil, "DNS server (IP[:port], repeatable) Envoy resolves backend host names with, instead of /etc/resolv.conf's")
 	f.StringVar(&p.ClusterStats, "cluster-stats", envoybootstrap.ClusterStatsAll, "which stats Envoy creates: all, or used (only those lbplane, its dashboard and the chart read; for Envoys with tens of thousands of clusters, whose stats cost most of the cold start)")
-	f.StringVar(&outDir, "out-dir", "", "write the certificate, key and CA here and point Envoy at them (renewable without restart)")
-	f.BoolVar(&insecure, "xds-insecure", false, "plaintext xDS, no certificate (for lbplane serve --xds-insecure)")
+	f.BoolVar(&b.insecure, "xds-insecure", false, "plaintext xDS, no certificate (for lbplane serve --xds-insecure)")
 	f.StringVar(&tls.Cert, "xds-tls-cert", "", "bring your own CA: this Envoy's client certificate file (CN = node id, OU = proxy group)")
 	f.StringVar(&tls.Key, "xds-tls-key", "", "its private key file")
 	f.StringVar(&tls.CA, "xds-tls-ca", "", "the CA file that signed lbplane's certificate")
 	f.StringVar(&tls.Dir, "xds-tls-dir", "", "point Envoy at credentials files someone else keeps in this directory (xds-client.json, xds-ca.json), watched for renewals: e.g. the Secret lbplane serve --envoy-cert-secret writes, mounted there")
 	f.StringVar(&tls.ServerName, "xds-tls-server-name", "", "name (or IP) lbplane's certificate must carry (default: the xDS host)")
 	f.StringVar(&p.Zone, "zone", "", "zone this Envoy runs in (node.locality.zone), for backends with loadBalancing.zoneAware, e.g. the node's topology.kubernetes.io/zone")
-	cmd.MarkFlagRequired("node-id")
-	return cmd
 }
 
 // heapFlag is a byte quantity in Kubernetes notation ("1Gi", "512Mi", "1073741824"); "0" turns the heap

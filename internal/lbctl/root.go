@@ -24,9 +24,12 @@ type globals struct {
 	token     string
 	tokenFile string
 	caFile    string
+	// waitServer bounds how long client waits for a push API that is not up yet (0: not at all).
+	waitServer time.Duration
 
-	kube *kubeFlags      // Kubernetes mode (kube.go)
-	ctx  context.Context // the run's context, which a port-forward lives as long as
+	kube   *kubeFlags      // Kubernetes mode (kube.go)
+	ctx    context.Context // the run's context, which a port-forward lives as long as
+	stderr io.Writer       // the command's, for notes such as --wait-server's
 }
 
 var errNotKube = errors.New("not in Kubernetes mode: pass --kubeconfig or --context")
@@ -35,6 +38,7 @@ var errNotKube = errors.New("not in Kubernetes mode: pass --kubeconfig or --cont
 // nothing names a push API (no --server, LBPLANE_SERVER, token or token file), as kubectl users expect.
 func (g *globals) prepare(cmd *cobra.Command) {
 	g.ctx = cmd.Context()
+	g.stderr = cmd.ErrOrStderr()
 	if g.kube.enabled() || os.Getenv("KUBECONFIG") == "" {
 		return
 	}
@@ -45,6 +49,14 @@ func (g *globals) prepare(cmd *cobra.Command) {
 }
 
 func (g *globals) client() (*pushclient.Client, error) {
+	if g.waitServer > 0 && !g.kube.enabled() {
+		return g.waitForServer(g.ctx, g.waitServer)
+	}
+	return g.connect()
+}
+
+// connect returns a client of the push API, or of the chart's lbplane in Kubernetes mode.
+func (g *globals) connect() (*pushclient.Client, error) {
 	if g.kube.enabled() {
 		c, err := g.kube.connect()
 		if err != nil {
@@ -59,9 +71,11 @@ func (g *globals) client() (*pushclient.Client, error) {
 	if token == "" && g.tokenFile != "" {
 		b, err := os.ReadFile(g.tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
+			return nil, &tokenFileError{err}
 		}
-		token = strings.TrimSpace(string(b))
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return nil, &tokenFileError{errEmptyTokenFile}
+		}
 	}
 	if token == "" {
 		return nil, errors.New("no token: pass --token or --token-file, or set LBPLANE_TOKEN or LBPLANE_TOKEN_FILE (lbplane writes the admin token to <data-dir>/token, a read-only one to <data-dir>/token-readonly: export LBPLANE_TOKEN_FILE=<data-dir>/token); for lbplane in Kubernetes, pass --kubeconfig or --context, or set KUBECONFIG, and lbctl reads the chart's token itself")
@@ -117,9 +131,10 @@ func NewWith(o Options) *cobra.Command {
 	pf.StringVar(&g.token, "token", "", "push API bearer token (env LBPLANE_TOKEN)")
 	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("LBPLANE_TOKEN_FILE"), "file holding the push API token (env LBPLANE_TOKEN_FILE): <data-dir>/token to change things, <data-dir>/token-readonly to look")
 	pf.StringVar(&g.caFile, "ca-file", os.Getenv("LBPLANE_CA_FILE"), "PEM CA to trust for an https:// --server (env LBPLANE_CA_FILE)")
+	pf.DurationVar(&g.waitServer, "wait-server", 0, "wait up to this long for a push API that is starting (its address refusing connections, its --token-file not written yet), e.g. 30s; any other error, a refused token included, fails at once (0: no wait)")
 	g.kube = newKubeFlags(pf, o)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.prepare(cmd) }
-	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newRevoke(g), newVersion(g))
+	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newRevoke(g), newVersion(g), newEnvoy(g))
 	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g), newEvents(g), newRollout(g))
 	return root
 }
