@@ -43,8 +43,8 @@ one above it), where hack/tools.sh envoy installs the pinned one. Envoy's output
 stays Envoy's parent because Envoy stops when its parent does (PR_SET_PDEATHSIG), and Envoy is sent SIGTERM
 should lbctl be killed outright.
 
-The certificate is valid 24 hours. To renew it while Envoy runs, run lbctl bootstrap with the same --node-id
-and --out-dir (> /dev/null): Envoy watches the files.`,
+The certificate is valid 24 hours. To renew it while Envoy runs, run lbctl bootstrap with the same --node-id,
+--proxy-group and --out-dir (> /dev/null): Envoy watches the files.`,
 		Example: `  lbctl envoy                                        # node <hostname>, lbplane on 127.0.0.1:18000, files in ./<hostname>
   lbctl envoy --node-id envoy-1 --stats-port 19002   # a second Envoy on this host
   lbctl envoy --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000 --out-dir /var/lib/envoy/edge-1
