@@ -497,8 +497,20 @@ func openDashboard(t *testing.T, l *Lbplane, policy string) context.Context {
 		chromedp.WaitVisible(`#token`, chromedp.ByID),
 		chromedp.SendKeys(`#token`, strings.TrimSpace(string(roToken)), chromedp.ByID),
 		chromedp.Submit(`#token`, chromedp.ByID),
-		chromedp.WaitVisible(`#policies li[data-policy="`+policy+`"]`, chromedp.ByQuery),
-		chromedp.Click(`#policies li[data-policy="`+policy+`"]`, chromedp.ByQuery))
+		chromedp.WaitVisible(`#policies li[data-policy="`+policy+`"]`, chromedp.ByQuery))
+	// The list is drawn again on every server-sent event, so a node found by one command may be gone by the
+	// next (chromedp: "Could not find node with given id"): the click is done in the page, in one step.
+	sel, _ := json.Marshal(`#policies li[data-policy="` + policy + `"]`)
+	eventually(t, 10*time.Second, "selecting "+policy+" in the dashboard", func() error {
+		var clicked bool
+		if err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { const li = document.querySelector(`+string(sel)+`); if (!li) return false; li.click(); return true })()`, &clicked)); err != nil {
+			return err
+		}
+		if !clicked {
+			return fmt.Errorf("%s is not in the list", policy)
+		}
+		return nil
+	})
 	return ctx
 }
 
