@@ -179,23 +179,8 @@ func (f *haFleet) converged(what string) map[string]string {
 // static parts and the SDS secrets (this Envoy's own client certificate) are left out.
 func dynamicConfig(t *testing.T, e *Envoy, withTimes bool) string {
 	t.Helper()
-	resp, err := adminDo(e, http.MethodGet, "/config_dump?include_eds")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var dump struct {
-		Configs []map[string]any `json:"configs"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&dump); err != nil {
-		t.Fatal(err)
-	}
 	var keep []any
-	for _, c := range dump.Configs {
-		typ, _ := c["@type"].(string)
-		if strings.HasSuffix(typ, "BootstrapConfigDump") || strings.HasSuffix(typ, "SecretsConfigDump") {
-			continue
-		}
+	for _, c := range configDumpOf(t, e, "BootstrapConfigDump", "SecretsConfigDump") {
 		out := map[string]any{}
 		for k, v := range c {
 			if strings.HasPrefix(k, "static_") {

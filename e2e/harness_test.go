@@ -149,13 +149,20 @@ func startProcess(t *testing.T, logName string, name string, args ...string) *Pr
 // startProcessIn is startProcess in working directory dir (empty: the test's).
 func startProcessIn(t *testing.T, dir, logName string, name string, args ...string) *Process {
 	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	return runLogged(t, cmd, logName)
+}
+
+// runLogged starts cmd with its output in a file that a failed test prints (its last 20,000 bytes), in a
+// process group of its own that SIGKILL ends should the test binary die; the test's end kills it.
+func runLogged(t *testing.T, cmd *exec.Cmd, logName string) *Process {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), logName)
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -343,6 +350,21 @@ func startEnvoyFrom(t *testing.T, p envoybootstrap.Params, componentLogLevels st
 // without update timestamps: the bootstrap part is left out because Envoy prints its maps in random order.
 func (e *Envoy) ConfigDump(t *testing.T) string {
 	t.Helper()
+	var keep []any
+	for _, c := range configDumpOf(t, e, "BootstrapConfigDump") {
+		keep = append(keep, dropKey(c, "last_updated"))
+	}
+	b, err := json.MarshalIndent(keep, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// configDumpOf returns the sections of an Envoy's /config_dump?include_eds, leaving out those whose @type
+// ends in one of skip.
+func configDumpOf(t *testing.T, e *Envoy, skip ...string) []map[string]any {
+	t.Helper()
 	resp, err := adminDo(e, http.MethodGet, "/config_dump?include_eds")
 	if err != nil {
 		t.Fatal(err)
@@ -354,18 +376,18 @@ func (e *Envoy) ConfigDump(t *testing.T) string {
 	if err := json.NewDecoder(resp.Body).Decode(&dump); err != nil {
 		t.Fatal(err)
 	}
-	var keep []any
+	var out []map[string]any
+next:
 	for _, c := range dump.Configs {
-		if typ, _ := c["@type"].(string); strings.HasSuffix(typ, "BootstrapConfigDump") {
-			continue
+		typ, _ := c["@type"].(string)
+		for _, s := range skip {
+			if strings.HasSuffix(typ, s) {
+				continue next
+			}
 		}
-		keep = append(keep, dropKey(c, "last_updated"))
+		out = append(out, c)
 	}
-	b, err := json.MarshalIndent(keep, "", " ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return out
 }
 
 func dropKey(v any, key string) any {

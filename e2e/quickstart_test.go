@@ -99,11 +99,6 @@ func TestBackendServesSeveralAddresses(t *testing.T) {
 func lbctlEnvoy(t *testing.T, l *Lbplane, nodeID, outDir, logName string) *Process {
 	t.Helper()
 	envoy := tools.Require(t, "envoy")
-	logPath := filepath.Join(t.TempDir(), logName)
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(filepath.Join(binDir, "lbctl"), "envoy", "--node-id", nodeID, "--xds-address", l.XDSAddr, "--stats-port", "0",
 		"--out-dir", outDir, "--envoy-path", envoy, "--wait-server", "60s", "--", "--concurrency", "1", "-l", "warn")
 	for _, kv := range os.Environ() {
@@ -112,22 +107,8 @@ func lbctlEnvoy(t *testing.T, l *Lbplane, nodeID, outDir, logName string) *Proce
 		}
 	}
 	cmd.Env = append(cmd.Env, "LBPLANE_SERVER="+l.APIURL, "LBPLANE_TOKEN="+token)
-	cmd.Stdout, cmd.Stderr = f, f
-	// SIGKILL should the test binary die; lbctl then takes Envoy with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &Process{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { cmd.Wait(); f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("--- %s\n%s", logName, b)
-		}
-	})
-	return p
+	// SIGKILL should the test binary die (runLogged); lbctl then takes Envoy with it.
+	return runLogged(t, cmd, logName)
 }
 
 // envoyChild returns the pid of the Envoy that p (lbctl envoy) runs as its child.

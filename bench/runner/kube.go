@@ -58,6 +58,16 @@ func (t *runnerTB) close() {
 
 // startCluster runs etcd and kube-apiserver (installed by make tools) with lbplane's CRD.
 func startCluster(dir string) (c *kubetest.Cluster, stop func(), err error) {
+	err = withRunnerTB(dir, "starting kube-apiserver", func(t *runnerTB) error {
+		c, stop = kubetest.Start(t), t.close
+		return nil
+	})
+	return c, stop, err
+}
+
+// withRunnerTB runs start with a runnerTB in dir, turning its t.Fatal into an error that names what was
+// being done; on any error what start had begun is stopped.
+func withRunnerTB(dir, doing string, start func(t *runnerTB) error) (err error) {
 	t := &runnerTB{dir: dir}
 	defer func() {
 		if r := recover(); r != nil {
@@ -66,11 +76,14 @@ func startCluster(dir string) (c *kubetest.Cluster, stop func(), err error) {
 				panic(r)
 			}
 			t.close()
-			c, stop, err = nil, nil, fmt.Errorf("starting kube-apiserver: %s", msg)
+			err = fmt.Errorf("%s: %s", doing, msg)
 		}
 	}()
-	c = kubetest.Start(t)
-	return c, t.close, nil
+	if err := start(t); err != nil {
+		t.close()
+		return err
+	}
+	return nil
 }
 
 // kubeApplier writes policies to the API server as kubectl apply does for a custom resource: a JSON merge
@@ -138,22 +151,14 @@ func applyOne(ctx context.Context, cl client.Client, u *unstructured.Unstructure
 // returns lbplane serve's flags for it. A push of a thousand fillers is one transaction of 1,001 operations,
 // about 1.5 MiB: etcd's limits are raised for it, as docs/ha.md tells operators to.
 func startEtcdStore(dir string) (args []string, stop func(), err error) {
-	t := &runnerTB{dir: dir}
-	defer func() {
-		if r := recover(); r != nil {
-			msg, ok := r.(fatal)
-			if !ok {
-				panic(r)
-			}
-			t.close()
-			args, stop, err = nil, nil, fmt.Errorf("starting etcd: %s", msg)
+	err = withRunnerTB(dir, "starting etcd", func(t *runnerTB) error {
+		c := etcdtest.StartWith(t, 1, "--max-txn-ops", "20000", "--max-request-bytes", "67108864")
+		key := filepath.Join(dir, "etcd-secret.key")
+		if err := os.WriteFile(key, []byte(strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
+			return err
 		}
-	}()
-	c := etcdtest.StartWith(t, 1, "--max-txn-ops", "20000", "--max-request-bytes", "67108864")
-	key := filepath.Join(dir, "etcd-secret.key")
-	if err := os.WriteFile(key, []byte(strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
-		t.close()
-		return nil, nil, err
-	}
-	return []string{"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--etcd-secret-key-file", key}, t.close, nil
+		args, stop = []string{"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--etcd-secret-key-file", key}, t.close
+		return nil
+	})
+	return args, stop, err
 }

@@ -490,18 +490,10 @@ func (c *Controller) progress(s *state, now time.Time) error {
 		return nil
 	}
 	can, base := c.numbers(s, nodes)
-	s.Canary, s.Baseline = &can, &base
-	v, why := Judge(s.Settings.Analysis, can, base, s.Earlier)
 	where := fmt.Sprintf("stage %d of %d (%d of %d Envoys)", s.Stage+1, nStages, len(s.Canaries), len(nodes))
-	switch v {
-	case Hold:
-		s.Message = where + ": holding: " + why
-		return nil
-	case Breach:
-		return c.rollBack(s, v1alpha1.RolloutRolledBack, where+": "+why)
-	}
-	if base.Requests >= *s.Settings.Analysis.MinRequests {
-		s.Earlier = &base
+	why, passed, err := c.judge(s, can, base, where, nil)
+	if !passed {
+		return err
 	}
 	if s.Stage == nStages-1 {
 		s.Phase = v1alpha1.RolloutSucceeded
@@ -516,6 +508,28 @@ func (c *Controller) progress(s *state, now time.Time) error {
 	s.Message = fmt.Sprintf("stage %d passed (%s); stage %d of %d: %d of %d Envoys run the candidate", s.Stage, why, s.Stage+1, nStages, len(s.Canaries), len(nodes))
 	c.log().Info("rollout stage passed", "group", s.Group, "stage", s.Stage, "canaries", s.Canaries)
 	return c.apply(s)
+}
+
+// judge records a stage's numbers on s and judges them: a hold says so in the message, a breach rolls back
+// (passed false; err from the rollback); a pass keeps the reference's numbers as the next stage's earlier
+// ones when they had traffic enough. name, when set, rewords the verdict's reasons. c.mu is held.
+func (c *Controller) judge(s *state, can, ref v1alpha1.RolloutNumbers, where string, name func(string) string) (why string, passed bool, err error) {
+	s.Canary, s.Baseline = &can, &ref
+	v, why := Judge(s.Settings.Analysis, can, ref, s.Earlier)
+	if name != nil {
+		why = name(why)
+	}
+	switch v {
+	case Hold:
+		s.Message = where + ": holding: " + why
+		return why, false, nil
+	case Breach:
+		return why, false, c.rollBack(s, v1alpha1.RolloutRolledBack, where+": "+why)
+	}
+	if ref.Requests >= *s.Settings.Analysis.MinRequests {
+		s.Earlier = &ref
+	}
+	return why, true, nil
 }
 
 // rollBack puts every Envoy of s back on the baseline; c.mu is held.

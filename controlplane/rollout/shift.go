@@ -135,19 +135,10 @@ func (c *Controller) progressTraffic(s *state, now time.Time) error {
 		from[pr.Namespace+"/"+pr.Name+"/"+b] = true
 	}
 	to := map[string]bool{pr.Namespace + "/" + pr.Name + "/" + ts.Backend: true}
-	can, other := c.clusterNumbers(s, to), c.clusterNumbers(s, from)
-	s.Canary, s.Baseline = &can, &other
-	v, why := Judge(s.Settings.Analysis, can, other, s.Earlier)
-	why = strings.NewReplacer("the canaries", "backend "+ts.Backend, "canary", ts.Backend, "the other Envoys'", "the other backends'").Replace(why)
-	switch v {
-	case Hold:
-		s.Message = step + ": holding: " + why
-		return nil
-	case Breach:
-		return c.rollBack(s, v1alpha1.RolloutRolledBack, step+": "+why)
-	}
-	if other.Requests >= *s.Settings.Analysis.MinRequests {
-		s.Earlier = &other
+	rename := strings.NewReplacer("the canaries", "backend "+ts.Backend, "canary", ts.Backend, "the other Envoys'", "the other backends'").Replace
+	why, passed, err := c.judge(s, c.clusterNumbers(s, to), c.clusterNumbers(s, from), step, rename)
+	if !passed {
+		return err
 	}
 	if s.Stage == n-1 {
 		s.Phase = v1alpha1.RolloutSucceeded
