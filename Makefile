@@ -33,7 +33,7 @@ run: build
 stop:
 	@hack/demo.sh stop
 
-## test: the whole suite: test-go, then test-cluster (the chart on real pods; root). About 26 minutes warm.
+## test: the whole suite: test-go, then test-cluster (the chart on real pods; root). About 30 minutes warm.
 test: test-go test-cluster
 
 ## test-go: gofmt, vet, staticcheck, generated files, every Go test under the race detector (real Envoy and
