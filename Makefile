@@ -13,7 +13,7 @@ LDFLAGS := -X github.com/lbplane/lbplane/internal/version.revision=$(REVISION)
 
 .PHONY: run stop test test-go stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster
 
-# The e2e tests mostly wait on Envoy, backends and timers, so four run at once on two cores (10 minutes instead
+# The e2e tests mostly wait on Envoy, backends and timers, so four run at once on two cores (11 minutes instead
 # of 25); the connection floods take turns (e2e exclusive), and the tests on fixed demo ports run alone.
 TEST_PARALLEL ?= 4
 
