@@ -90,6 +90,7 @@ type options struct {
 	cert, key     string
 	clientCA      string
 	utilization   float64
+	failWith      int
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -107,6 +108,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.StringVar(&o.key, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&o.clientCA, "client-ca", "", "with --tls-cert: require a client certificate signed by this PEM CA (mutual TLS)")
 	fs.Float64Var(&o.utilization, "utilization", 0, "report this utilization (0-1) in an ORCA endpoint-load-metrics header on every response; 0: no report")
+	fs.IntVar(&o.failWith, "fail-with", 0, "answer every request but health probes with this status (e.g. 500): a broken backend whose health checks pass; 0: 200")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -147,6 +149,7 @@ func run(args []string, stderr io.Writer) error {
 	for i, l := range lis {
 		b := backend.New(nameList[i], o.size, o.delay)
 		b.SetUtilization(o.utilization)
+		b.FailWith(o.failWith)
 		srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
 		fmt.Fprintf(stderr, "serving %s on %s\n", nameList[i], bound[i])
 		go func() { errs <- srv.Serve(backend.Listen(l, serveOpts)) }()
@@ -192,6 +195,9 @@ func (o options) serveOptions() (backend.ServeOptions, error) {
 	}
 	if o.utilization < 0 || o.utilization > 1 {
 		return opts, fmt.Errorf("--utilization must be between 0 and 1, got %g", o.utilization)
+	}
+	if o.failWith != 0 && (o.failWith < 200 || o.failWith > 599) {
+		return opts, fmt.Errorf("--fail-with must be an HTTP status (200-599) or 0, got %d", o.failWith)
 	}
 	return opts, nil
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -55,10 +57,34 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--listen", "127.0.0.1:0", "--utilization", "2"}, "--utilization must be between 0 and 1"},
 		{[]string{"--listen", "127.0.0.1:0", "--client-ca", "ca.pem"}, "--client-ca needs --tls-cert and --tls-key"},
+		{[]string{"--listen", "127.0.0.1:0", "--fail-with", "1000"}, "--fail-with must be an HTTP status (200-599) or 0, got 1000"},
 	} {
 		err := run(c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// A backend started with --fail-with answers every request with that status, under its name, while its
+// health endpoint still answers 200 (a broken backend that health checks do not catch).
+func TestFailWith(t *testing.T) {
+	r, w := io.Pipe()
+	go run([]string{"--listen", "127.0.0.1:0", "--name", "broken", "--fail-with", "500"}, w)
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, r)
+	addr := strings.TrimSpace(line[strings.LastIndex(line, " ")+1:])
+	for path, want := range map[string]int{"/": 500, "/any": 500, "/healthz": 200} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || (path != "/healthz" && resp.Header.Get("X-Backend") != "broken") {
+			t.Errorf("%s: status %d X-Backend %q, want %d from broken", path, resp.StatusCode, resp.Header.Get("X-Backend"), want)
 		}
 	}
 }
