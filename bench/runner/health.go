@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -125,23 +124,9 @@ func healthOne(ctx context.Context, e *env, cfg config, p *peer, variant string)
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
 
-	var mu sync.Mutex
-	var outs []outcome
-	var wg sync.WaitGroup
-	// More slots than requests can be outstanding (rate × the 2 s client timeout), so that the load stays
-	// open-loop: with 64, a proxy holding requests for seconds (HAProxy retrying a dead server) made the
-	// generator count requests it could not send as failures, 447 where about 240 went to the dead server.
-	slots := make(chan struct{}, max(1000, 3*cfg.HealthRate))
 	began := time.Now()
 	killDone, returnDone := false, false
-	every := time.Second / time.Duration(cfg.HealthRate)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for ctx.Err() == nil {
-		now := time.Since(began).Seconds()
-		if now >= res.End {
-			break
-		}
+	outs, err := openLoop(ctx, began, res.End, cfg.HealthRate, func(now float64) error {
 		if !killDone && now >= res.KillAt {
 			e.backendProcs[victim].kill()
 			killDone = true
@@ -153,37 +138,15 @@ func healthOne(ctx context.Context, e *env, cfg config, p *peer, variant string)
 			pr, err := startBackend(e, victim, e.backends[victim])
 			e.backendProcs[victim] = pr
 			if err != nil {
-				return res, err
+				return err
 			}
 			returnDone = true
 		}
-		select {
-		case slots <- struct{}{}:
-		default:
-			// Every slot taken: this one fails as a timeout would, at the time it was due.
-			mu.Lock()
-			outs = append(outs, outcome{sent: now, took: 2, failed: true})
-			mu.Unlock()
-			<-tick.C
-			continue
-		}
-		wg.Add(1)
-		go func(sent float64) {
-			defer wg.Done()
-			defer func() { <-slots }()
-			t0 := time.Now()
-			b, err := get(client, url)
-			o := outcome{sent: sent, took: time.Since(t0).Seconds(), backend: b, failed: err != nil}
-			mu.Lock()
-			outs = append(outs, o)
-			mu.Unlock()
-		}(now)
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-		}
+		return nil
+	}, func() (string, error) { return get(client, url) })
+	if err != nil {
+		return res, err
 	}
-	wg.Wait()
 	if !returnDone {
 		return res, ctx.Err()
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -161,4 +162,62 @@ func watchCPU(pid int) func() float64 {
 		}
 	}()
 	return func() float64 { close(done); return <-result }
+}
+
+// openLoop is the runner's steady load: rate requests a second from began until end (seconds since began)
+// or ctx ends, each sent by send in its own goroutine, open-loop (a slow answer does not delay the next
+// request). before, when set, runs before each request with the seconds since began; an error ends the
+// load. It returns what every request met, in no particular order.
+//
+// More slots than requests can be outstanding (rate × the clients' 2 s timeout), so that the load stays
+// open-loop: with 64, a proxy holding requests for seconds (HAProxy retrying a dead server) made the
+// generator count requests it could not send as failures, 447 where about 240 went to the dead server. A
+// request due when every slot is taken fails at its due time, as a timeout would.
+func openLoop(ctx context.Context, began time.Time, end float64, rate int, before func(now float64) error, send func() (string, error)) ([]outcome, error) {
+	var mu sync.Mutex
+	var outs []outcome
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(1000, 3*rate))
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		now := time.Since(began).Seconds()
+		if now >= end {
+			break
+		}
+		if before != nil {
+			if err := before(now); err != nil {
+				wg.Wait()
+				return outs, err
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			mu.Lock()
+			outs = append(outs, outcome{sent: now, took: 2, failed: true})
+			mu.Unlock()
+			<-tick.C
+			continue
+		}
+		wg.Add(1)
+		go func(sent float64) {
+			defer wg.Done()
+			defer func() { <-slots }()
+			t0 := time.Now()
+			b, err := send()
+			o := outcome{sent: sent, took: time.Since(t0).Seconds(), backend: b, failed: err != nil}
+			mu.Lock()
+			outs = append(outs, o)
+			mu.Unlock()
+		}(now)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return outs, nil
 }
