@@ -132,7 +132,7 @@ func plan(quick bool) config {
 func main() {
 	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
 	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
-	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, paired (two peers loaded at once, CPU per request), memory, hash, hotkey, health, websocket, controlplane (default all); opt-in: stats (does reading Envoy's stats hold back config: -stats-policies, -stats-changes), and the incremental rows")
+	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, paired (two peers loaded at once, CPU per request), memory, hash, hotkey, health, websocket, controlplane (default all); opt-in: stats (does reading Envoy's stats hold back config: -stats-policies, -stats-changes), rollout (a bad change through three Envoys with and without a staged rollout: -rollout-*), and the incremental rows")
 	peerList := flag.String("peers", "", "comma-separated peers to run in every scenario (default all), for a focused comparison")
 	reps := flag.Int("reps", 0, "repetitions (default 3)")
 	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
@@ -328,7 +328,7 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
 	e := &env{dir: work, tools: map[string]string{}, envoyRuntime: ex.runtime, envoyArgs: ex.args, envoyEnv: ex.env, heapDumps: ex.heapDumps}
 	tools := []string{"envoy", "wrk", "nginx", "haproxy", "traefik", "k6"}
-	if only == "controlplane" || only == "stats" || incrementalOnly(only) {
+	if only == "controlplane" || only == "stats" || only == "rollout" || incrementalOnly(only) {
 		tools = tools[:1] // the control-plane rows need Envoy only
 	}
 	for _, t := range tools {
@@ -397,6 +397,11 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 	}
 	if strings.Contains(","+only+",", ",stats,") { // opt-in, as the incremental rows
 		if err := statsRow(ctx, e, cfg, record); err != nil {
+			return err
+		}
+	}
+	if strings.Contains(","+only+",", ",rollout,") { // opt-in too
+		if err := rolloutRow(ctx, e, out, rep); err != nil {
 			return err
 		}
 	}

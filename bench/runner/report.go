@@ -32,6 +32,7 @@ type report struct {
 	HotKey    []hotKeyResult    `json:"hotKey,omitempty"`
 	Health    []healthResult    `json:"health,omitempty"`
 	WebSocket []wsResult        `json:"webSocket,omitempty"`
+	Rollout   *rolloutRun       `json:"rollout,omitempty"`
 }
 
 // stat3 is the median of the repetitions with their min and max.
