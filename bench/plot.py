@@ -1,5 +1,6 @@
 """Plots a results directory of bench/runner: throughput and p99 against concurrency per peer, the
-propagation latency CDF, memory over time, health-check timelines, the hot-key spread and WebSocket memory. Usage: python3 bench/plot.py RESULTS_DIR (make bench runs it
+propagation latency CDF, memory over time, health-check timelines, the hot-key spread, WebSocket memory and
+the rollout row's timeline. Usage: python3 bench/plot.py RESULTS_DIR (make bench runs it
 with the pinned matplotlib on PYTHONPATH)."""
 import json
 import os
@@ -77,6 +78,9 @@ def main(out):
     hot = data.get("hotKey") or []
     if hot:
         plot_hotkey(out, hot)
+    rollout = data.get("rollout")
+    if rollout and rollout.get("cases"):
+        plot_rollout(out, rollout)
     ws = data.get("webSocket") or []
     if ws:
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -141,6 +145,47 @@ def plot_hotkey(out, runs):
     ax.set_ylabel("busiest backend's share / mean share")
     ax.set_title("one hot key (dashed: each factor's goal)", fontsize=9)
     finish(fig, ax, out, "hotkey.png")
+
+
+def plot_rollout(out, rollout):
+    """One panel per case of the rollout row: failed requests per bucket per Envoy over time, with the
+    push, the rollout's stage changes, the rollback or success, and the fix marked."""
+    cases = rollout["cases"]
+    titles = {"immediate": "bad change, pushed at once", "staged": "bad change, staged",
+              "staged-good": "good change, staged"}
+    fig, axes = plt.subplots(len(cases), 1, figsize=(10, 2.6 * len(cases)), squeeze=False)
+    for ax, c in zip(axes[:, 0], cases):
+        with open(os.path.join(out, c["raw"])) as f:
+            raw = json.load(f)
+        width = 0.1
+        top = 1
+        for i, e in enumerate(raw["perEnvoy"]):
+            failed = e.get("bucketFailed") or []
+            ts = [j * width for j in range(len(failed))]
+            ax.step(ts, failed, where="post", color=f"C{i}", label=f'{e["node"]} failed')
+            reqs = e.get("bucketRequests") or []
+            ax.step(ts, reqs, where="post", color=f"C{i}", lw=0.5, ls=":", alpha=0.7)
+            top = max([top] + reqs)
+        ax.axvline(c["pushAt"], color="black", lw=1, label="change pushed")
+        for ev in c.get("events") or []:
+            color = {"RolledBack": "red", "Succeeded": "green"}.get(ev["phase"], "tab:purple")
+            ax.axvline(ev["t"], color=color, lw=1, ls="--")
+            label = ev["phase"] if ev["phase"] != "Progressing" else f'stage {ev["stage"]}/{ev["stages"]}'
+            ax.annotate(label, (ev["t"], top * 0.45), fontsize=7, color=color, rotation=90, va="bottom", ha="right")
+        if c.get("fixAt", -1) >= 0:
+            ax.axvline(c["fixAt"], color="tab:orange", lw=1, label="fix pushed")
+        ax.set_ylim(0, top * 1.1)
+        ax.set_ylabel(f"requests per {int(width * 1000)} ms", fontsize=8)
+        share = 100 * c["failed"] / max(c["requests"], 1)
+        ax.set_title(f'{titles.get(c["name"], c["name"])}: {c["failed"]} of {c["requests"]} requests failed ({share:.1f} %)', fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    axes[-1, 0].set_xlabel("seconds since the case's load began (dotted: requests sent per Envoy; dashed: the rollout's "
+                           "stage changes, rollback in red, success in green)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "rollout.png"), dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

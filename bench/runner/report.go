@@ -196,6 +196,9 @@ func rng(s stat3, format string) string {
 }
 
 func (r *report) markdown() string {
+	if r.rolloutOnly() {
+		return r.rolloutReport()
+	}
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# lbplane benchmark report\n\n")
@@ -347,6 +350,7 @@ func (r *report) markdown() string {
 	r.healthMarkdown(w)
 	r.wsMarkdown(w)
 	r.incrementalMarkdown(w)
+	r.rolloutMarkdown(w)
 	if len(r.Memory) > 0 {
 		w("\n## Memory over the whole run\n\n![memory](memory.png)\n")
 	}

@@ -489,3 +489,180 @@ func secondsAfter(t, from float64) string {
 	}
 	return fmt.Sprintf("%.1f s after the push", t-from)
 }
+
+// rolloutOnly tells whether the report holds the rollout row alone: it is then a report of its own.
+func (r *report) rolloutOnly() bool {
+	return r.Rollout != nil && len(r.Runs) == 0 && len(r.Hash)+len(r.HotKey)+len(r.Health)+len(r.WebSocket) == 0
+}
+
+const rolloutQuestion = "A bad change (route weights moved to a backend that answers 500 to every request) pushed to every Envoy of a proxy group at once: what share of all requests fails until a second push? Pushed staged (1 Envoy, then all), does it reach only the first stage's Envoy, is it rolled back by lbplane itself within two analysis windows, and do the fleet's failed requests fall by at least the first stage's share (to at most that share of those without stages)?"
+
+// rolloutReport is REPORT.md when the rollout row ran alone: the question, the machine, the command, the
+// result.
+func (r *report) rolloutReport() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	ro := r.Rollout
+	w("# A bad change through three Envoys, with and without a staged rollout\n\n")
+	w("**Question.** %s (issue 33)\n\n", rolloutQuestion)
+	m := r.Machine
+	w("**Machine.** %s, %s CPUs, %s memory, Linux %s, Envoy %s, %s; 1-minute load average %s before the row, %s after.\n\n",
+		m["cpu"], m["cpus"], memoryGiB(m["memory"]), m["kernel"], envoyVersion(m["envoy"]), m["go"], ro.LoadBefore, ro.LoadAfter)
+	w("**Command** (%s UTC, %s):\n\n```sh\n%s\n```\n\n", r.Started.Format("2006-01-02 15:04"), r.Finished.Sub(r.Started).Round(time.Second), r.Command)
+	verdict, _ := ro.verdict()
+	w("## Result: %s\n\n", verdict)
+	ro.markdown(w)
+	return b.String()
+}
+
+// rolloutMarkdown is the row's section of the whole report.
+func (r *report) rolloutMarkdown(w func(string, ...any)) {
+	if r.Rollout == nil {
+		return
+	}
+	w("\n## A bad change with and without a staged rollout\n\n%s\n\n", rolloutQuestion)
+	verdict, _ := r.Rollout.verdict()
+	w("Result: %s.\n\n", verdict)
+	r.Rollout.markdown(w)
+}
+
+func (ro *rolloutRun) find(name string) *rolloutCase {
+	for i := range ro.Cases {
+		if ro.Cases[i].Name == name {
+			return &ro.Cases[i]
+		}
+	}
+	return nil
+}
+
+func share(failed, requests int64) float64 { return float64(failed) / float64(max(requests, 1)) }
+
+// rolloutCheck is one claim of issue 33, and whether this run bears it out.
+type rolloutCheck struct {
+	claim, detail string
+	held          bool
+}
+
+func (ro *rolloutRun) checks() []rolloutCheck {
+	at, st := ro.find("immediate"), ro.find("staged")
+	if at == nil || st == nil {
+		return []rolloutCheck{{claim: "both cases ran", detail: "the row did not finish both cases"}}
+	}
+	stage := float64(ro.FirstStageEnvoys) / float64(ro.Envoys)
+	out := []rolloutCheck{{claim: "staged, the bad change reaches only the first stage's Envoys",
+		held:   len(st.BadEnvoys) <= ro.FirstStageEnvoys,
+		detail: fmt.Sprintf("%d of %d Envoys served it (%s); the first stage has %d", len(st.BadEnvoys), ro.Envoys, strings.Join(st.BadEnvoys, ", "), ro.FirstStageEnvoys)}}
+	rb := rolloutCheck{claim: fmt.Sprintf("it is rolled back by itself within two analysis windows (2 × bake %gs)", ro.BakeSeconds), detail: "not rolled back before the fix"}
+	if st.RolledBack >= 0 {
+		took := st.RolledBack - st.PushAt
+		rb.held, rb.detail = took <= 2*ro.BakeSeconds, fmt.Sprintf("RolledBack read %.1f s after the push; the last failed request was sent %.1f s after it", took, st.LastFailure)
+	}
+	out = append(out, rb, rolloutCheck{claim: fmt.Sprintf("fleet-wide failed requests fall by at least the first stage's share: staged, at most %.0f %% of those without", 100*stage),
+		held:   at.Failed > 0 && float64(st.Failed) <= stage*float64(at.Failed),
+		detail: fmt.Sprintf("%d against %d: %.1f %%", st.Failed, at.Failed, 100*float64(st.Failed)/float64(max(at.Failed, 1)))})
+	if g := ro.find("staged-good"); g != nil {
+		c := rolloutCheck{claim: "a good change passes every stage and ends on every Envoy", held: g.SucceededAt >= 0 && len(g.BadEnvoys) == ro.Envoys,
+			detail: fmt.Sprintf("%d of %d Envoys served it; %d of %d requests failed", len(g.BadEnvoys), ro.Envoys, g.Failed, g.Requests)}
+		if g.SucceededAt >= 0 {
+			c.detail = fmt.Sprintf("Succeeded read %.1f s after the push; ", g.SucceededAt-g.PushAt) + c.detail
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// verdict is the result in one line, and whether every claim held.
+func (ro *rolloutRun) verdict() (string, bool) {
+	at, st := ro.find("immediate"), ro.find("staged")
+	if at == nil || st == nil {
+		return "the row did not finish both cases", false
+	}
+	line := fmt.Sprintf("%.1f %% of all requests failed without stages, %.1f %% staged", 100*share(at.Failed, at.Requests), 100*share(st.Failed, st.Requests))
+	if st.RolledBack >= 0 {
+		line += fmt.Sprintf(", rolled back %.1f s after the push", st.RolledBack-st.PushAt)
+	}
+	held := 0
+	cs := ro.checks()
+	for _, c := range cs {
+		if c.held {
+			held++
+		}
+	}
+	return line + fmt.Sprintf("; %d of %d claims hold", held, len(cs)), held == len(cs)
+}
+
+func (ro *rolloutRun) markdown(w func(string, ...any)) {
+	w("Three Envoys (one worker each) of one proxy group, `lbplane serve` (standalone, `--proxy-stats-interval %s`) and three backends (`lbplane-backend`: stable, broken with `--fail-with 500`, fresh) on loopback. "+
+		"Each Envoy has its own client: %d requests a second, open-loop (a request is sent on time whatever the answers before it), on keep-alive connections that Envoy accepted (the Envoys share the listener's port; the client keeps only connections the kernel gave to its Envoy). "+
+		"Every request's outcome, timed from outside lbplane, is counted in %.0f ms buckets per Envoy; the rollout's phase, stage and canaries are read from the push API's rollout endpoint (what `lbctl rollout status` reads) every 100 ms. "+
+		"The policy routes everything to stable; the bad change adds broken with weight 3 (%.0f %% of an Envoy's requests fail once it has it). "+
+		"Without a rollout it is pushed with `--rollout immediate` and the fix (the previous spec) %gs later; staged (`--rollout staged`; `spec.rollout.stages: %s`, `bakeTime: %gs`, the default thresholds but `minRequests` at half a canary's requests in one bake, at most the default 100) the same fix is pushed at the same time, whatever the rollout did. "+
+		"Failed requests are counted from the push to the fix in both cases. Raw files: `rollout/<case>.json` (the buckets and every status read); `summary.json` (`rollout`).\n\n",
+		ro.StatsInterval, ro.RatePerEnvoy, roBucket*1000, 100*roBrokenShare, ro.WindowSeconds, ro.Stages, ro.BakeSeconds)
+	w("| case | Envoys that served the change | requests, push → fix (good change: → end) | failed | failed share | rollout | last failed request after the push |\n|---|---|---:|---:|---:|---|---:|\n")
+	for _, c := range ro.Cases {
+		what := map[string]string{"immediate": "bad change, at once", "staged": "bad change, staged", "staged-good": "good change (to fresh, weight 3), staged"}[c.Name]
+		outcome := "none (at once)"
+		switch {
+		case c.RolledBack >= 0:
+			outcome = fmt.Sprintf("RolledBack %.1f s after the push", c.RolledBack-c.PushAt)
+		case c.SucceededAt >= 0:
+			outcome = fmt.Sprintf("Succeeded %.1f s after the push", c.SucceededAt-c.PushAt)
+		case c.Mode == "staged":
+			outcome = "did not end: " + c.Note
+		}
+		last := "none"
+		if c.LastFailure >= 0 {
+			last = fmt.Sprintf("%.1f s", c.LastFailure)
+		}
+		w("| %s | %d of %d (%s) | %d | %d | %.1f %% | %s | %s |\n", what, len(c.BadEnvoys), ro.Envoys, strings.Join(c.BadEnvoys, ", "), c.Requests, c.Failed, 100*share(c.Failed, c.Requests), outcome, last)
+	}
+	w("\n")
+	for _, c := range ro.checks() {
+		yes := "**yes**"
+		if !c.held {
+			yes = "**no**"
+		}
+		w("- %s: %s (%s).\n", c.claim, yes, c.detail)
+	}
+	w("\nPer Envoy, failed of requests from the push to the fix:\n\n| case |")
+	for _, n := range roEnvoys {
+		w(" %s |", n)
+	}
+	w("\n|---|%s\n", strings.Repeat("---:|", len(roEnvoys)))
+	for _, c := range ro.Cases {
+		w("| %s |", c.Name)
+		for _, pe := range c.PerEnvoy {
+			w(" %d of %d |", pe.Failed, pe.Requests)
+		}
+		w("\n")
+	}
+	for _, c := range ro.Cases {
+		if len(c.Events) == 0 {
+			continue
+		}
+		w("\nThe rollout of `%s`, as read (seconds after the push):\n\n| s | phase | stage | canaries | message |\n|---:|---|---|---|---|\n", c.Name)
+		for _, ev := range c.Events {
+			w("| %.1f | %s | %d of %d | %s | %s |\n", ev.T-c.PushAt, ev.Phase, ev.Stage, ev.Stages, strings.Join(ev.Canaries, ", "), strings.ReplaceAll(ev.Message, "|", "\\|"))
+		}
+	}
+	w("\n![rollout](rollout.png)\n\nFailed requests per %.0f ms per Envoy, each case from the start of its load; marked: the push of the change, the stage changes and the rollback as read, and the fix.\n", roBucket*1000)
+}
+
+// envoyVersion is the version in `envoy --version`'s line ("envoy  version: <hash>/1.40.0/Clean/RELEASE/…").
+func envoyVersion(line string) string {
+	if _, rest, ok := strings.Cut(line, "version: "); ok {
+		if parts := strings.Split(rest, "/"); len(parts) > 1 {
+			return parts[1]
+		}
+	}
+	return line
+}
+
+// memoryGiB is /proc/meminfo's "24684096 kB" in GiB.
+func memoryGiB(s string) string {
+	if kb, err := strconv.ParseFloat(strings.TrimSuffix(s, " kB"), 64); err == nil {
+		return fmt.Sprintf("%.0f GiB", kb/(1<<20))
+	}
+	return s
+}
