@@ -31,9 +31,9 @@ import (
 // lbctl rollout status reads) showed them.
 var (
 	rolloutRate          = flag.Int("rollout-rate", 100, "the rollout row (-only rollout): requests a second through each of its three Envoys")
-	rolloutBake          = flag.Duration("rollout-bake", 10*time.Second, "the rollout row: the staged rollouts' bake time (spec.rollout.bakeTime), the analysis window")
+	rolloutBake          = flag.Duration("rollout-bake", 10*time.Second, "the rollout row: the staged rollouts' bake time (spec.rollout.bakeTime), the analysis window (lbplane's default is 60s)")
 	rolloutWindow        = flag.Duration("rollout-window", 30*time.Second, "the rollout row: how long after the bad change the fix is pushed, in both cases: the window their failed requests are counted over")
-	rolloutStatsInterval = flag.Duration("rollout-stats-interval", time.Second, "the rollout row: lbplane's --proxy-stats-interval (how often the analysis's numbers are read)")
+	rolloutStatsInterval = flag.Duration("rollout-stats-interval", 2*time.Second, "the rollout row: lbplane's --proxy-stats-interval, how often the analysis's numbers are read (lbplane's default)")
 	rolloutGood          = flag.Bool("rollout-good", true, "the rollout row: also roll a good change out, staged, through every stage")
 )
 
