@@ -222,7 +222,12 @@ func rolloutRow(ctx context.Context, e *env, out string, rep *report) error {
 		if err := waitEnvoysSynced(ctx, c, len(roEnvoys), 60*time.Second); err != nil {
 			return err
 		}
-		rc, raw, err := rolloutCaseRun(ctx, c, clients, url, k.name, k.change, k.mode, k.doc, good, window, bake)
+		// A bad change is fixed by pushing the good generation again, at once; a good change is not undone.
+		fix := good
+		if k.change == "good" {
+			fix = nil
+		}
+		rc, raw, err := rolloutCaseRun(ctx, c, clients, url, k.name, k.change, k.mode, k.doc, fix, window, bake)
 		if err != nil {
 			return fmt.Errorf("rollout row, %s: %w", k.name, err)
 		}
@@ -235,8 +240,8 @@ func rolloutRow(ctx context.Context, e *env, out string, rep *report) error {
 			return err
 		}
 		run.Cases = append(run.Cases, rc)
-		fmt.Fprintf(os.Stderr, "rollout     %-11s %d of %d requests failed (%.1f %%) from the push to the fix; rolled back %s; Envoys with the change %v\n",
-			k.name, rc.Failed, rc.Requests, 100*float64(rc.Failed)/float64(max(rc.Requests, 1)), secondsAfter(rc.RolledBack, rc.PushAt), rc.BadEnvoys)
+		fmt.Fprintf(os.Stderr, "rollout     %-11s %d of %d requests failed (%.1f %%) after the push; rolled back %s; succeeded %s; Envoys that served the change %v\n",
+			k.name, rc.Failed, rc.Requests, 100*share(rc.Failed, rc.Requests), secondsAfter(rc.RolledBack, rc.PushAt), secondsAfter(rc.SucceededAt, rc.PushAt), rc.BadEnvoys)
 	}
 	run.LoadAfter = loadAverage()
 	return nil
@@ -260,18 +265,18 @@ func rolloutCaseRun(ctx context.Context, c *pushapi.Client, clients []*http.Clie
 	rc := rolloutCase{Name: name, Change: change, Mode: mode, FixAt: -1, RolledBack: -1, SucceededAt: -1, LastFailure: -1}
 	var raw rolloutRaw
 	lctx, stop := context.WithCancel(ctx)
-	defer stop()
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
 	began := time.Now()
 	since := func() float64 { return time.Since(began).Seconds() }
 	outs := make([][]outcome, len(clients))
 	errs := make([]error, len(clients))
-	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			// Ended by stop: an hour is only a bound.
-			outs[i], errs[i] = openLoop(lctx, began, 3600, *rolloutRate, nil, func() (string, error) { return get(clients[i], url) })
+			outs[i], errs[i] = openLoop(lctx, began, 3600, max(*rolloutRate, 1), nil, func() (string, error) { return get(clients[i], url) })
 		}()
 	}
 	sleepUntil := func(t float64) {
@@ -284,8 +289,6 @@ func rolloutCaseRun(ctx context.Context, c *pushapi.Client, clients []*http.Clie
 	rc.PushAt = since()
 	res, err := c.ApplyRollout(ctx, doc, false, mode)
 	if err != nil {
-		stop()
-		wg.Wait()
 		return rc, raw, err
 	}
 	rc.PushAnswer = since()
@@ -304,8 +307,6 @@ func rolloutCaseRun(ctx context.Context, c *pushapi.Client, clients []*http.Clie
 		if fix != nil && rc.FixAt < 0 && t >= rc.PushAt+window.Seconds() {
 			rc.FixAt = t
 			if _, err := c.ApplyRollout(ctx, fix, false, "immediate"); err != nil {
-				stop()
-				wg.Wait()
 				return rc, raw, err
 			}
 		}
