@@ -33,7 +33,8 @@ type fanoutReplicasPlan struct {
 	Changes  int   `json:"changes,omitempty"`
 }
 
-func (f churnFlags) applyFanoutReplicas(cfg *config, only string) {
+// applyFanoutReplicas puts the -fanout-replicas row into the plan when asked for (the flag, or -only naming it).
+func applyFanoutReplicas(cfg *config, only string) {
 	n := *fanoutReplicas
 	if n == 0 && strings.Contains(","+only+",", ",fanout-replicas,") {
 		n = 3

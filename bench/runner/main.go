@@ -175,7 +175,7 @@ func main() {
 	}
 	cfg := plan(*quick)
 	churnFlags.apply(&cfg)
-	churnFlags.applyFanoutReplicas(&cfg, *only)
+	applyFanoutReplicas(&cfg, *only)
 	if *reps > 0 {
 		cfg.Reps = *reps
 	}
