@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/serve"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/etcdtest"
 )
@@ -116,8 +119,8 @@ func startReplicaIn(t *testing.T, n *haLAN, i int, extra ...string) *Lbplane {
 
 // TestEtcdHAPartitions: three hosts (network namespaces), each with an etcd member and an lbplane replica,
 // and three Envoys here listing every replica under a steady client. The minority host partitioned: its
-// replica goes stale, refuses pushes, its Envoys move to the others, which take pushes; healed, it catches
-// up. Then the majority lost (two hosts cut): every replica left is stale and refuses pushes, the Envoys keep
+// replica goes stale, refuses pushes, its Envoys move to the others within 15 s (HTTP/2 keepalive; the
+// Envoys on the other replicas keep their connections), which take pushes; healed, it catches up. Then the majority lost (two hosts cut): every replica left is stale and refuses pushes, the Envoys keep
 // their config; healed, pushes work again. No request fails, no policy is lost or duplicated.
 func TestEtcdHAPartitions(t *testing.T) {
 	t.Parallel()
@@ -156,64 +159,118 @@ func TestEtcdHAPartitions(t *testing.T) {
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	waitServing(t, url, "b0")
 	f.converged("start")
-	t.Logf("Envoys by replica: %v", f.placement())
+	placed := f.placement()
+	t.Logf("Envoys by replica: %v", placed)
 	load := startLoad(url, 60, 4, 5*time.Minute)
 	stopLoad := sync.OnceFunc(load.Stop)
 	defer stopLoad()
 	load.WaitServed(t, 50)
 
-	// The minority partitioned: host 2 (etcd member m2 and replica r2) off the switch.
-	lan.cut(2, true)
-	f.live[2] = false
+	// The minority partitioned: the host of envoy-c's replica (an etcd member and that replica) off the
+	// switch; the two other hosts (m, n) are the majority.
+	p := placed["envoy-c"]
+	m, n := (p+1)%3, (p+2)%3
+	var onP []string // the Envoys whose replica goes silent
+	cxBefore := map[string]int64{}
+	for _, e := range f.envoys {
+		if placed[e.NodeID] == p {
+			onP = append(onP, e.NodeID)
+		}
+		cxBefore[e.NodeID] = envoyStat(t, e, "cluster.lbplane_xds.upstream_cx_total")
+	}
+	lan.cut(p, true)
+	f.live[p] = false
 	start := time.Now()
-	if err := f.push(0, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[1].Port})); err != nil {
+	// Each of its Envoys hears nothing (no reset): HTTP/2 keepalive (the bootstrap's PINGs) tells it its
+	// replica is gone, and it opens its stream to another address.
+	var moved time.Duration
+	eventually(t, 90*time.Second, fmt.Sprintf("%v, partitioned away from %s, SYNCED on another replica", onP, f.ids[p]), func() error {
+		for _, id := range onP {
+			found := false
+			for _, i := range []int{m, n} {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ps, err := f.replicas[i].Client.Proxies(ctx)
+				cancel()
+				if err != nil {
+					return err
+				}
+				for _, pr := range ps {
+					found = found || pr.NodeID == id && pr.State == xdsserver.Synced
+				}
+			}
+			if !found {
+				return fmt.Errorf("%s not yet on %s or %s", id, f.ids[m], f.ids[n])
+			}
+		}
+		moved = time.Since(start)
+		return nil
+	})
+	t.Logf("minority partitioned: %v moved from %s to another replica %s after the partition", onP, f.ids[p], moved.Round(time.Millisecond))
+	// The bound the bootstrap's keepalive gives (PING 4 s + 15 % jitter after the last answer, closed 4 s
+	// later, then a reconnect), with room for a busy machine.
+	if moved > 15*time.Second {
+		t.Errorf("an Envoy took %s to leave a silent replica, want at most 15 s", moved.Round(time.Millisecond))
+	}
+	for _, e := range f.envoys {
+		timeouts := envoyStat(t, e, "cluster.lbplane_xds.http2.keepalive_timeout")
+		if slices.Contains(onP, e.NodeID) {
+			if timeouts == 0 {
+				t.Errorf("%s left its silent replica, but not by HTTP/2 keepalive (cluster.lbplane_xds.http2.keepalive_timeout 0)", e.NodeID)
+			}
+			continue
+		}
+		// An Envoy on a healthy replica keeps its connection: no keepalive timeout, no new connection.
+		if cx := envoyStat(t, e, "cluster.lbplane_xds.upstream_cx_total"); timeouts != 0 || cx != cxBefore[e.NodeID] {
+			t.Errorf("%s, on healthy replica %s, reconnected: keepalive timeouts %d, xDS connections %d then %d", e.NodeID, f.ids[placed[e.NodeID]], timeouts, cxBefore[e.NodeID], cx)
+		}
+	}
+	if err := f.push(m, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[1].Port})); err != nil {
 		t.Fatalf("push on the majority side: %v", err)
 	}
 	f.converged("minority partitioned")
 	waitServing(t, url, "b1")
-	t.Logf("minority partitioned: a push on the majority reached every replica left and every Envoy in %s "+
-		"(the partitioned replica's Envoy among them, once HTTP/2 keepalive told it its replica was gone)", time.Since(start).Round(time.Millisecond))
-	// r2 itself, seen from its own namespace, is stale and refuses pushes.
-	out, err := exec.Command("ip", "netns", "exec", lan.hosts[2], filepath.Join(binDir, "lbctl"), "--server", f.replicas[2].APIURL, "--token", token, "status").CombinedOutput()
+	t.Logf("minority partitioned: a push on the majority reached every replica left and every Envoy in %s after the partition", time.Since(start).Round(time.Millisecond))
+	// The partitioned replica itself, seen from its own namespace, is stale and refuses pushes.
+	out, err := exec.Command("ip", "netns", "exec", lan.hosts[p], filepath.Join(binDir, "lbctl"), "--server", f.replicas[p].APIURL, "--token", token, "status").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "STALE since") {
 		t.Errorf("lbctl status on the partitioned replica: %v\n%s", err, out)
 	}
 	doc := policy(t, haPolicy, map[string]any{"Name": "ha-refused", "Port": reservePort(t), "Backend": bs[2].Port})
-	cmd := exec.Command("ip", "netns", "exec", lan.hosts[2], filepath.Join(binDir, "lbctl"), "--server", f.replicas[2].APIURL, "--token", token, "push-config", "-f", "-")
+	cmd := exec.Command("ip", "netns", "exec", lan.hosts[p], filepath.Join(binDir, "lbctl"), "--server", f.replicas[p].APIURL, "--token", token, "push-config", "-f", "-")
 	cmd.Stdin = bytes.NewReader(doc)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "takes no writes") {
 		t.Errorf("a push on the partitioned replica: %v\n%s", err, out)
 	}
-	lan.cut(2, false)
-	f.live[2] = true
+	lan.cut(p, false)
+	f.live[p] = true
 	f.converged("minority healed")
 
-	// The majority lost: hosts 0 and 1 off the switch. r2 is left, alone with one member of three.
-	lan.cut(0, true)
-	lan.cut(1, true)
-	f.live[0], f.live[1] = false, false
-	eventually(t, 30*time.Second, "r2 says it is stale", func() error {
-		st, err := f.status(2)
+	// The majority lost: hosts m and n off the switch. p's replica is left, alone with one member of three.
+	lan.cut(m, true)
+	lan.cut(n, true)
+	f.live[m], f.live[n] = false, false
+	eventually(t, 30*time.Second, f.ids[p]+" says it is stale", func() error {
+		st, err := f.status(p)
 		if err != nil {
 			return err
 		}
 		if !st.Stale {
-			return fmt.Errorf("r2: %+v", st)
+			return fmt.Errorf("%s: %+v", f.ids[p], st)
 		}
 		return nil
 	})
-	if err := f.push(2, policy(t, haPolicy, map[string]any{"Name": "ha-refused", "Port": reservePort(t), "Backend": bs[2].Port})); err == nil || !strings.Contains(err.Error(), "takes no writes") {
+	if err := f.push(p, policy(t, haPolicy, map[string]any{"Name": "ha-refused", "Port": reservePort(t), "Backend": bs[2].Port})); err == nil || !strings.Contains(err.Error(), "takes no writes") {
 		t.Errorf("a push without an etcd majority: %v", err)
 	}
-	f.placement() // every Envoy on r2, the replica they still reach, with its last good config
+	f.placement() // every Envoy on p's replica, the one they still reach, with its last good config
 	if got, err := requestVia(newClient(false), url, nil); err != nil || got != "b1" {
 		t.Errorf("through an Envoy while etcd has no majority: %q %v", got, err)
 	}
-	lan.cut(0, false)
-	lan.cut(1, false)
-	f.live[0], f.live[1] = true, true
+	lan.cut(m, false)
+	lan.cut(n, false)
+	f.live[m], f.live[n] = true, true
 	if err := eventuallyErr(60*time.Second, func() error {
-		return f.push(2, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[2].Port}))
+		return f.push(p, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[2].Port}))
 	}); err != nil {
 		t.Fatalf("push once the majority is back: %v", err)
 	}

@@ -99,8 +99,8 @@ func (f *haFleet) leader() int {
 func (f *haFleet) placement() map[string]int {
 	f.t.Helper()
 	var out map[string]int
-	// An Envoy whose replica was partitioned away notices by HTTP/2 keepalive (30 s, 10 s timeout: the
-	// bootstrap's) before it reconnects to another: up to about 40 s.
+	// An Envoy whose replica was partitioned away notices by HTTP/2 keepalive (a PING 4 s after the last
+	// answer, 4 s timeout: the bootstrap's) before it reconnects to another: about 10 s.
 	eventually(f.t, 90*time.Second, "every Envoy connected to a live replica and SYNCED", func() error {
 		out = map[string]int{}
 		for i, l := range f.replicas {

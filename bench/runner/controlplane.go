@@ -493,6 +493,7 @@ func profileCPU(ctx context.Context, addr, path string) {
 	if err != nil {
 		return
 	}
+	req.Header.Set("Authorization", "Bearer bench") // lbplane's pprof needs the admin token (serveArgs' --token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cpu profile:", err)

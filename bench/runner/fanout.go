@@ -140,94 +140,13 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	time.Sleep(2 * time.Second) // the first publish settles; idle is lbplane with its config and no client
 	idle := treeUsage(lb.cmd.Process.Pid)
 
-	types := fanoutTypes()
-	var changeAt atomic.Int64 // unix ns; 0 before the change
-	states := make([]clientState, n)
-	ready := make(chan struct{}, n)
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var clientErrors, lostAfter atomic.Int64 // bare HTTP/2 connections lost (and made again), and lost after the change
-	conns := make([]*grpc.ClientConn, 0, n)
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	connectStart := time.Now()
-	for i := range n {
-		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
-		st := &states[i]
-		onResponse := func(typ int) {
-			if at := changeAt.Load(); at != 0 {
-				d := time.Now().UnixNano() - at
-				st.first.CompareAndSwap(0, d)
-				st.last.Store(d)
-				st.count.Add(1)
-				st.byType[typ].Add(1)
-				return
-			}
-			if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
-				ready <- struct{}{}
-			}
-		}
-		if !*fanoutGRPC {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// A connection lost before the change is made again after a pause, as grpc-go's client (and
-				// an Envoy) would: on a loaded machine some of 10,000 connects fail. One lost after it counts.
-				for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
-					err := fanoutClientH2(sctx, xds, node, types, onResponse)
-					if err == nil || sctx.Err() != nil {
-						return
-					}
-					if n := clientErrors.Add(1); n <= 3 {
-						fmt.Fprintf(os.Stderr, "fan-out: simulated Envoy %s: %v\n", node.Id, err)
-					}
-					if changeAt.Load() != 0 {
-						lostAfter.Add(1)
-						return
-					}
-					select {
-					case <-sctx.Done():
-						return
-					case <-time.After(pause):
-					}
-				}
-			}()
-			continue
-		}
-		// Static flow-control windows, as an Envoy has: grpc-go's default BDP estimation would send lbplane a
-		// PING with every response it reads, which lbplane must answer, and no Envoy does that.
-		conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(1<<20))
-		if err != nil {
-			return err
-		}
-		conns = append(conns, conn)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fanoutClient(sctx, conn, node, types, onResponse)
-		}()
+	sw, err := startFanoutSwarm(ctx, []string{xds}, n)
+	if err != nil {
+		return err
 	}
-	// Clients that have no first config after 5 minutes are counted and left out (a run with 10,000 on a
-	// loaded machine had some that never got one); the push API tells how many streams lbplane holds.
-	readyN := 0
-	readyBy := time.After(5 * time.Minute)
-connecting:
-	for readyN < n {
-		select {
-		case <-ready:
-			readyN++
-		case <-readyBy:
-			break connecting
-		}
-	}
-	connectTook := time.Since(connectStart)
+	defer sw.stop()
+	types := sw.types
+	readyN, connectTook := sw.waitReady(5 * time.Minute)
 	streams := -1
 	if ps, err := c.Proxies(ctx); err == nil {
 		streams = len(ps)
@@ -247,50 +166,20 @@ connecting:
 	before := treeUsage(lb.cmd.Process.Pid)
 	ioBefore := syscallCounts(lb.cmd.Process.Pid)
 	runnerBefore := ownCPU()
-	changeAt.Store(time.Now().UnixNano())
+	sw.startChange()
 	if _, err := c.Apply(ctx, probe("28091", 7), false); err != nil {
 		return err
 	}
 	// The push API answers once the change is translated and published (its first responses queued):
 	// what comes after is distribution alone.
-	acceptedMs := float64(time.Now().UnixNano()-changeAt.Load()) / 1e6
-	// The change is complete at a client when its last response for it has come: wait until every ready
-	// client has had one and none came for quiet (make-before-break may send it in steps, each after the
-	// previous one is acknowledged), for at most 2 minutes.
-	const quiet = 3 * time.Second
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		got, lastAny := 0, int64(0)
-		for i := range states {
-			if states[i].ready.Load() && states[i].count.Load() > 0 {
-				got++
-			}
-			lastAny = max(lastAny, states[i].last.Load())
-		}
-		if got >= readyN && time.Since(time.Unix(0, changeAt.Load()+lastAny)) >= quiet {
-			break
-		}
-	}
+	acceptedMs := float64(time.Now().UnixNano()-sw.changeAt.Load()) / 1e6
+	sw.waitChange()
 	after := treeUsage(lb.cmd.Process.Pid)
 	ioAfter := syscallCounts(lb.cmd.Process.Pid)
 	runnerCPU := ownCPU() - runnerBefore
-	var samples, firsts []float64
-	counts := map[int32]int{}
-	var perType [4]int64
-	for i := range states {
-		st := &states[i]
-		if !st.ready.Load() || st.count.Load() == 0 {
-			continue
-		}
-		samples = append(samples, float64(st.last.Load())/1e6)
-		firsts = append(firsts, float64(st.first.Load())/1e6)
-		counts[st.count.Load()]++
-		for t := range perType {
-			perType[t] += int64(st.byType[t].Load())
-		}
-	}
-	if e := lostAfter.Load(); e > 0 {
+	res := sw.result(-1)
+	samples, firsts, counts, perType := res.samples, res.firsts, res.counts, res.perType
+	if e := sw.lostAfter.Load(); e > 0 {
 		note += fmt.Sprintf("; %d simulated Envoys lost their connection after the change", e)
 	}
 	if len(samples) < readyN {
@@ -304,7 +193,7 @@ connecting:
 		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "grpcClients": b2f(*fanoutGRPC), "types": float64(len(types)),
 		"lbplaneCPUPerClientUs": cpuMs * 1000 / float64(max(len(samples), 1)),
 		"acceptedMs":            acceptedMs,
-		"connectionsLost":       float64(clientErrors.Load()),
+		"connectionsLost":       float64(sw.clientErrors.Load()),
 		// The simulated clients' own CPU over the change (with the runner's small share): whether they
 		// or lbplane bound the row's wall time.
 		"runnerCPUPerClientUs":   runnerCPU.Seconds() * 1e6 / float64(max(len(samples), 1)),
@@ -419,4 +308,174 @@ func ownCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fanoutSwarm is n simulated delta clients (fanoutClientH2, or fanoutClient with -fanout-grpc-clients),
+// client i connected to addrs[i % len(addrs)]: one lbplane, or each of several replicas in turn. A
+// connection lost before the change is made again after a pause, as grpc-go's client (and an Envoy) would:
+// on a loaded machine some of 10,000 connects fail. One lost after the change counts (lostAfter).
+type fanoutSwarm struct {
+	addrs    []string
+	types    []string
+	states   []clientState
+	changeAt atomic.Int64 // unix ns of the change being timed; 0 before the first
+	ready    chan struct{}
+	started  time.Time
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	conns    []*grpc.ClientConn
+	// clientErrors: connections lost (and made again); lostAfter: lost after a change.
+	clientErrors, lostAfter atomic.Int64
+	readyN                  int
+}
+
+func startFanoutSwarm(ctx context.Context, addrs []string, n int) (*fanoutSwarm, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	s := &fanoutSwarm{addrs: addrs, types: fanoutTypes(), states: make([]clientState, n), ready: make(chan struct{}, n), started: time.Now(), cancel: cancel}
+	types := s.types
+	for i := range n {
+		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
+		addr := addrs[i%len(addrs)]
+		st := &s.states[i]
+		onResponse := func(typ int) {
+			if at := s.changeAt.Load(); at != 0 {
+				d := time.Now().UnixNano() - at
+				st.first.CompareAndSwap(0, d)
+				st.last.Store(d)
+				st.count.Add(1)
+				st.byType[typ].Add(1)
+				return
+			}
+			if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
+				s.ready <- struct{}{}
+			}
+		}
+		if !*fanoutGRPC {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
+					err := fanoutClientH2(sctx, addr, node, types, onResponse)
+					if err == nil || sctx.Err() != nil {
+						return
+					}
+					if n := s.clientErrors.Add(1); n <= 3 {
+						fmt.Fprintf(os.Stderr, "fan-out: simulated Envoy %s: %v\n", node.Id, err)
+					}
+					if s.changeAt.Load() != 0 {
+						s.lostAfter.Add(1)
+						return
+					}
+					select {
+					case <-sctx.Done():
+						return
+					case <-time.After(pause):
+					}
+				}
+			}()
+			continue
+		}
+		// Static flow-control windows, as an Envoy has: grpc-go's default BDP estimation would send lbplane a
+		// PING with every response it reads, which lbplane must answer, and no Envoy does that.
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(1<<20))
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		s.conns = append(s.conns, conn)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			fanoutClient(sctx, conn, node, types, onResponse)
+		}()
+	}
+	return s, nil
+}
+
+func (s *fanoutSwarm) stop() {
+	s.cancel()
+	s.wg.Wait()
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// waitReady waits until every client has its first config, for at most limit (a run with 10,000 on a
+// loaded machine had some that never got one: they are counted and left out), and returns how many have
+// it and how long since the clients were started.
+func (s *fanoutSwarm) waitReady(limit time.Duration) (int, time.Duration) {
+	by := time.After(limit)
+	for s.readyN < len(s.states) {
+		select {
+		case <-s.ready:
+			s.readyN++
+		case <-by:
+			return s.readyN, time.Since(s.started)
+		}
+	}
+	return s.readyN, time.Since(s.started)
+}
+
+// startChange starts timing a change: what each client receives from now on counts toward it (and no
+// longer toward an earlier one). Call it just before the push.
+func (s *fanoutSwarm) startChange() {
+	for i := range s.states {
+		st := &s.states[i]
+		st.first.Store(0)
+		st.last.Store(0)
+		st.count.Store(0)
+		for t := range st.byType {
+			st.byType[t].Store(0)
+		}
+	}
+	s.changeAt.Store(time.Now().UnixNano())
+}
+
+// waitChange waits until the change is complete: every ready client has had a response for it and none
+// came for quiet (make-before-break may send it in steps, each after the previous one is acknowledged),
+// for at most 2 minutes.
+func (s *fanoutSwarm) waitChange() {
+	const quiet = 3 * time.Second
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		got, lastAny := 0, int64(0)
+		for i := range s.states {
+			if s.states[i].ready.Load() && s.states[i].count.Load() > 0 {
+				got++
+			}
+			lastAny = max(lastAny, s.states[i].last.Load())
+		}
+		if got >= s.readyN && time.Since(time.Unix(0, s.changeAt.Load()+lastAny)) >= quiet {
+			return
+		}
+	}
+}
+
+// fanoutResult is what the ready clients of one change saw: when the change was complete at each (ms
+// after the push was sent), when its first response came, how many clients had how many responses, and
+// the responses by type.
+type fanoutResult struct {
+	samples, firsts []float64
+	counts          map[int32]int
+	perType         [4]int64
+}
+
+// result is the change's result over the clients of address index replica (all when -1).
+func (s *fanoutSwarm) result(replica int) fanoutResult {
+	r := fanoutResult{counts: map[int32]int{}}
+	for i := range s.states {
+		st := &s.states[i]
+		if replica >= 0 && i%len(s.addrs) != replica || !st.ready.Load() || st.count.Load() == 0 {
+			continue
+		}
+		r.samples = append(r.samples, float64(st.last.Load())/1e6)
+		r.firsts = append(r.firsts, float64(st.first.Load())/1e6)
+		r.counts[st.count.Load()]++
+		for t := range r.perType {
+			r.perType[t] += int64(st.byType[t].Load())
+		}
+	}
+	return r
 }

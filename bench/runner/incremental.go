@@ -15,6 +15,8 @@ type incrementalPlan struct {
 	Churn      churnPlan `json:"churn,omitzero"`
 	ColdCounts []int     `json:"coldStartPolicies,omitempty"`
 	Fanout     []int     `json:"fanoutClients,omitempty"`
+	// FanoutReplicas: the fan-out across replicas on etcd (-fanout-replicas, fanout_replicas.go).
+	FanoutReplicas fanoutReplicasPlan `json:"fanoutReplicas,omitzero"`
 }
 
 type churnFlags struct {
@@ -52,7 +54,7 @@ func incrementalOnly(only string) bool {
 		return false
 	}
 	for _, s := range strings.Split(only, ",") {
-		if s != "churn" && s != "coldstart" && s != "fanout" && s != "controlplane" {
+		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "controlplane" {
 			return false
 		}
 	}
@@ -75,6 +77,11 @@ func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, 
 	if named("fanout") {
 		if err := fanOut(ctx, e, cfg.Incremental.Fanout, out, record); err != nil {
 			return fmt.Errorf("fan-out: %w", err)
+		}
+	}
+	if cfg.Incremental.FanoutReplicas.Replicas > 0 { // opt-in: -fanout-replicas N
+		if err := fanOutReplicas(ctx, e, cfg.Incremental.FanoutReplicas, record); err != nil {
+			return fmt.Errorf("fan-out across replicas: %w", err)
 		}
 	}
 	return nil
@@ -127,4 +134,5 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 			w("| %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s → %s | %.1f |\n", c.Conns, x["connectSeconds"], c.P50, c.P99, c.P999, x["got"], c.LbplaneCPUPerChangeMs, mib(x["idleRSS"]), mib(float64(c.LbplaneRSS)), x["rssPerClientKiB"])
 		}
 	}
+	r.fanoutReplicasMarkdown(w)
 }

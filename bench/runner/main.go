@@ -175,6 +175,7 @@ func main() {
 	}
 	cfg := plan(*quick)
 	churnFlags.apply(&cfg)
+	applyFanoutReplicas(&cfg, *only)
 	if *reps > 0 {
 		cfg.Reps = *reps
 	}

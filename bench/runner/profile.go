@@ -27,7 +27,13 @@ func profile(port, seconds int, dir, name string) string {
 		url = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port, seconds)
 	}
 	client := &http.Client{Timeout: time.Duration(seconds+60) * time.Second, Transport: &http.Transport{Proxy: nil}}
-	resp, err := client.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "profile " + name + ": " + err.Error()
+	}
+	// lbplane's pprof needs the admin token (serveArgs' --token).
+	req.Header.Set("Authorization", "Bearer bench")
+	resp, err := client.Do(req)
 	if err != nil {
 		return "profile " + name + ": " + err.Error()
 	}

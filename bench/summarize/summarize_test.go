@@ -140,3 +140,30 @@ func TestRenderRefusesBadMarkers(t *testing.T) {
 		}
 	}
 }
+
+// A run of the runner's -fanout-replicas row (300 clients over three replicas), cut to four samples.
+const fanoutReplicasRun = `{"scenario":"fanout-replicas","peer":"lbplane","rep":0,"conns":300,"api":"delta","errors":0,"p50Ms":26.11789,"p99Ms":29.623222,"p999Ms":29.735419,"valid":true,"samplesMs":[26.674504,20.081084,29.623222,29.735419],"lbplaneRssBytes":175570944,"lbplaneCpuMsPerChange":49.99999999999997,"extra":{"acceptedMs":11.210627,"change":1,"connectSeconds":0.104070742,"connectionsLost":0,"firstAll":29.708295,"firstP50":26.115696,"got":300,"pinned":1,"r0:clients":100,"r0:connectedRSS":59162624,"r0:cpuMs":9.999999999999995,"r0:got":100,"r0:idleRSS":53919744,"r0:max":27.064254,"r0:p50":26.13412,"r0:p99":27.047964,"r0:rssPerClientKiB":51.2,"r0:streams":100,"r1:clients":100,"r1:connectedRSS":58011648,"r1:cpuMs":19.99999999999999,"r1:got":100,"r1:idleRSS":52375552,"r1:max":21.198405,"r1:p50":20.300477,"r1:p99":21.168881,"r1:rssPerClientKiB":55.04,"r1:streams":100,"r2:clients":100,"r2:connectedRSS":58396672,"r2:cpuMs":19.99999999999999,"r2:got":100,"r2:idleRSS":53022720,"r2:max":29.735419,"r2:p50":28.557564,"r2:p99":29.68838,"r2:rssPerClientKiB":52.48,"r2:streams":100,"ready":300,"replicas":3,"types":4,"via":0}}
+`
+
+func TestFanoutReplicasTable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "replicas"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "replicas", "runs.jsonl"), []byte(fanoutReplicasRun), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := "<!-- summary:begin kind=fanout-replicas src=replicas/runs.jsonl -->\n<!-- summary:end -->\n"
+	path := filepath.Join(dir, "REPORT.md")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := render(path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "| replicas | 300 | 3 | 1 (r0) | 26.1 / 29.6 / 29.7 | r0 27.0 / 27.1; r1 21.2 / 21.2; r2 29.7 / 29.7 | 50 | r0 51.2; r1 55.0; r2 52.5 | true |\n"
+	if !strings.Contains(got, want) {
+		t.Errorf("rendered table lacks the run's row %q:\n%s", want, got)
+	}
+}

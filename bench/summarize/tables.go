@@ -16,12 +16,14 @@ var renderers = map[string]func(spec) (string, error){
 	"coldstart":   coldStartTable,
 	"churn":       churnTable,
 	"fanout":      fanoutTable,
-	"health":      healthTable,
-	"hotkey":      hotKeyTable,
-	"memory":      memoryTable,
-	"websocket":   webSocketTable,
-	"paired":      pairedTable,
-	"wsmem":       wsmemTable,
+	// The fan-out across lbplane replicas on etcd (runner -fanout-replicas).
+	"fanout-replicas": fanoutReplicasTable,
+	"health":          healthTable,
+	"hotkey":          hotKeyTable,
+	"memory":          memoryTable,
+	"websocket":       webSocketTable,
+	"paired":          pairedTable,
+	"wsmem":           wsmemTable,
 }
 
 type md struct{ strings.Builder }
@@ -249,6 +251,41 @@ func fanoutTable(sp spec) (string, error) {
 		}
 		m.row(r.dir, strconv.Itoa(r.Conns), f1(r.P50)+" / "+f1(r.P99)+" / "+f1(all), f0(r.CPUPerChange),
 			f0(x["lbplaneCPUPerClientUs"]), f2(x["readSyscallsPerClient"])+" / "+f2(x["writeSyscallsPerClient"]), f1(x["rssPerClientKiB"]))
+	}
+	if n == 0 {
+		return "", noRows(sp)
+	}
+	return m.String(), nil
+}
+
+// fanoutReplicasTable: changes to simulated delta clients spread over lbplane replicas on etcd (runs.jsonl,
+// scenario fanout-replicas), one row per change, with each replica's times and RSS per client.
+func fanoutReplicasTable(sp spec) (string, error) {
+	runs, err := readRuns(sp)
+	if err != nil {
+		return "", err
+	}
+	var m md
+	m.header("run", "clients", "replicas", "change (through)", "complete p50 / p99 / all ms", "per replica p99 / all ms", "lbplane CPU for the change ms", "RSS per client KiB, per replica", "valid")
+	n := 0
+	for _, r := range runs {
+		if r.Scenario != "fanout-replicas" {
+			continue
+		}
+		n++
+		x := r.Extra
+		all := 0.0
+		if len(r.Samples) > 0 {
+			all = slices.Max(r.Samples)
+		}
+		var per, rss []string
+		for i := range int(x["replicas"]) {
+			p := fmt.Sprintf("r%d:", i)
+			per = append(per, fmt.Sprintf("r%d %s / %s", i, f1(x[p+"p99"]), f1(x[p+"max"])))
+			rss = append(rss, fmt.Sprintf("r%d %s", i, f1(x[p+"rssPerClientKiB"])))
+		}
+		m.row(r.dir, strconv.Itoa(r.Conns), f0(x["replicas"]), fmt.Sprintf("%s (r%s)", f0(x["change"]), f0(x["via"])), f1(r.P50)+" / "+f1(r.P99)+" / "+f1(all),
+			strings.Join(per, "; "), f0(r.CPUPerChange), strings.Join(rss, "; "), strconv.FormatBool(r.Valid))
 	}
 	if n == 0 {
 		return "", noRows(sp)

@@ -24,8 +24,12 @@ const (
 	maxSendBytes = 512 << 20
 	// Requests are small; a NACK's error detail is the largest part.
 	maxRecvBytes = 16 << 20
-	// Envoys send keepalive pings (bootstrap: every 30s); allow down to 5s, refuse anything faster.
-	keepaliveMinTime = 5 * time.Second
+	// Envoys send keepalive PINGs (bootstrap: 4 s after the last answer, plus jitter); allow down to 2 s,
+	// refuse anything faster. gRPC counts a PING that comes sooner than this after the previous one, with
+	// no response sent between them, as a strike and closes the connection at the third (too_many_pings):
+	// a limit at the bootstrap's own interval would close healthy Envoys on an idle stream whenever one
+	// PING was read late and the next on time.
+	keepaliveMinTime = 2 * time.Second
 	// lbplane sends no HTTP/2 PINGs of its own (a Time of "infinity", see NewGRPC): Envoy answers a PING on
 	// its main thread, which applying a large config holds for minutes (50,000 clusters: over 5 minutes on
 	// a loaded 2-core machine, bench/results/2026-11-23-vm-incremental section 4.3), so any PING timeout

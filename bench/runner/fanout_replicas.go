@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
+)
+
+// The fan-out across replicas (-fanout-replicas N, opt-in): N lbplane replicas (lbplane serve --store
+// etcd) on one one-member etcd, the simulated delta clients of the fan-out row spread over them (client i
+// on replica i mod N), and a few changes of the probe policy, each pushed through one replica in turn and
+// timed from the push sent until every client, on every replica, has all of it.
+var (
+	fanoutReplicas       = flag.Int("fanout-replicas", 0, "run the fan-out row across this many lbplane replicas on one etcd (lbplane serve --store etcd; 0: not run; -only fanout-replicas runs it alone)")
+	fanoutReplicaClients = flag.String("fanout-replica-clients", "10000", "comma-separated simulated delta clients of the -fanout-replicas row, spread evenly over the replicas; each count on fresh replicas and a fresh etcd")
+	fanoutReplicaChanges = flag.Int("fanout-replica-changes", 3, "changes timed in each -fanout-replicas run, pushed through each replica in turn")
+)
+
+// fanoutReplicasPlan is the row's part of the recorded plan.
+type fanoutReplicasPlan struct {
+	Replicas int   `json:"replicas,omitempty"`
+	Clients  []int `json:"clients,omitempty"`
+	Changes  int   `json:"changes,omitempty"`
+}
+
+// applyFanoutReplicas puts the -fanout-replicas row into the plan when asked for (the flag, or -only naming it).
+func applyFanoutReplicas(cfg *config, only string) {
+	n := *fanoutReplicas
+	if n == 0 && strings.Contains(","+only+",", ",fanout-replicas,") {
+		n = 3
+	}
+	if n == 0 {
+		return
+	}
+	clients, err := intList(*fanoutReplicaClients)
+	if err != nil || n < 1 || *fanoutReplicaChanges < 1 {
+		fmt.Fprintf(os.Stderr, "error: -fanout-replicas %d, -fanout-replica-clients %q, -fanout-replica-changes %d: want at least one replica, client counts and one change (%v)\n",
+			n, *fanoutReplicaClients, *fanoutReplicaChanges, err)
+		os.Exit(2)
+	}
+	cfg.Incremental.FanoutReplicas = fanoutReplicasPlan{Replicas: n, Clients: clients, Changes: *fanoutReplicaChanges}
+}
+
+// fanoutReplicasBase is the row's first port: replica r has xDS and API at base+3r and base+3r+1 (moves
+// with -cp-port-offset).
+func fanoutReplicasBase() int { return cpBase + 980 }
+
+func fanOutReplicas(ctx context.Context, e *env, plan fanoutReplicasPlan, record func(runRecord)) error {
+	for _, n := range plan.Clients {
+		if err := fanOutReplicasOnce(ctx, e, plan, n, record); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n int, record func(runRecord)) error {
+	R := plan.Replicas
+	dir := filepath.Join(e.dir, fmt.Sprintf("fanout-replicas-%d-%d", R, n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	etcdArgs, stopEtcd, err := startEtcdStore(dir)
+	if err != nil {
+		return err
+	}
+	defer stopEtcd()
+	pin, err := pinCPUs()
+	if err != nil {
+		return err
+	}
+	type replica struct {
+		id, xds string
+		lb      *proc
+		c       *pushapi.Client
+	}
+	var reps []*replica
+	defer func() {
+		for _, r := range reps {
+			r.lb.stop()
+		}
+	}()
+	for r := range R {
+		base := fanoutReplicasBase() + 3*r
+		rdir := filepath.Join(dir, fmt.Sprintf("r%d", r))
+		if err := os.MkdirAll(rdir, 0o755); err != nil {
+			return err
+		}
+		xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1)
+		args := append(serveArgs(rdir, xds, apiAddr, "--xds-max-connections", "-1", "--replica-id", fmt.Sprintf("r%d", r), "--metrics-address", ""), etcdArgs...)
+		// Every replica on lbplane's CPU: together they have what the one-replica row's lbplane had.
+		bin := filepath.Join(e.bin, "lbplane")
+		if pin != nil {
+			args = append([]string{"-c", pin.lbplane, bin}, args...)
+			bin = pin.taskset
+		}
+		lb, err := start(rdir, "lbplane", nil, bin, args...)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, &replica{id: fmt.Sprintf("r%d", r), xds: xds, lb: lb,
+			c: &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}})
+	}
+	// A follower waits for the leader's CA and tokens (up to a minute) before it serves.
+	for _, r := range reps {
+		if err := waitPort(strings.TrimPrefix(r.c.BaseURL, "http://"), 90*time.Second); err != nil {
+			return fmt.Errorf("replica %s: %w", r.id, err)
+		}
+	}
+	if _, err := reps[0].c.Apply(ctx, probe("28091", 1), false); err != nil {
+		return err
+	}
+	// Every replica has loaded it from etcd.
+	for _, r := range reps {
+		if !waitFor(30*time.Second, func() bool {
+			ps, err := r.c.List(ctx)
+			return err == nil && slices.ContainsFunc(ps, func(p *v1alpha1.LoadBalancerPolicy) bool { return p.Name == "probe" })
+		}) {
+			return fmt.Errorf("replica %s never listed the probe policy pushed through %s", r.id, reps[0].id)
+		}
+	}
+	time.Sleep(2 * time.Second) // the first publish settles; idle is each replica with its config and no client
+	idle := make([]usage, R)
+	for i, r := range reps {
+		idle[i] = treeUsage(r.lb.cmd.Process.Pid)
+	}
+	if err := pin.self(pinOwn(pin)); err != nil {
+		return err
+	}
+	defer pin.self(pinAll(pin))
+	if pin != nil {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() - 1))
+	}
+	var addrs []string
+	for _, r := range reps {
+		addrs = append(addrs, r.xds)
+	}
+	sw, err := startFanoutSwarm(ctx, addrs, n)
+	if err != nil {
+		return err
+	}
+	defer sw.stop()
+	readyN, connectTook := sw.waitReady(5 * time.Minute)
+	note := ""
+	if readyN < n {
+		note = fmt.Sprintf("%d of %d simulated Envoys got a first config within 5 minutes; the changes are timed to those", readyN, n)
+		fmt.Fprintln(os.Stderr, "fan-out across replicas: "+note)
+	}
+	time.Sleep(2 * time.Second)
+	connected := make([]usage, R)
+	streams := make([]int, R)
+	var rssAll int64
+	for i, r := range reps {
+		connected[i] = treeUsage(r.lb.cmd.Process.Pid)
+		rssAll += connected[i].RSSBytes
+		streams[i] = -1
+		if ps, err := r.c.Proxies(ctx); err == nil {
+			streams[i] = len(ps)
+		}
+	}
+	onReplica := func(r int) int { return n/R + b2i(r < n%R) }
+	for c := range plan.Changes {
+		via := c % R
+		before := make([]usage, R)
+		for i, r := range reps {
+			before[i] = treeUsage(r.lb.cmd.Process.Pid)
+		}
+		lostBefore := sw.lostAfter.Load()
+		sw.startChange()
+		// Each change a new connect timeout (1 s is the first config's), so that it is a change.
+		if _, err := reps[via].c.Apply(ctx, probe("28091", 7+c), false); err != nil {
+			return fmt.Errorf("change %d through %s: %w", c+1, reps[via].id, err)
+		}
+		acceptedMs := float64(time.Now().UnixNano()-sw.changeAt.Load()) / 1e6
+		sw.waitChange()
+		all := sw.result(-1)
+		cnote := note
+		if lost := sw.lostAfter.Load() - lostBefore; lost > 0 {
+			cnote += fmt.Sprintf("; %d simulated Envoys lost their connection during the change", lost)
+		}
+		if len(all.samples) < readyN {
+			cnote += fmt.Sprintf("; only %d of %d simulated Envoys got the change within 2 minutes", len(all.samples), readyN)
+		}
+		cnote = strings.TrimPrefix(cnote, "; ")
+		extra := map[string]float64{"replicas": float64(R), "change": float64(c + 1), "via": float64(via), "acceptedMs": acceptedMs,
+			"connectSeconds": connectTook.Seconds(), "ready": float64(readyN), "got": float64(len(all.samples)),
+			"firstP50": percentile(all.firsts, 50), "firstAll": percentile(all.firsts, 100), "pinned": b2f(pin != nil),
+			"types": float64(len(sw.types)), "connectionsLost": float64(sw.clientErrors.Load())}
+		var cpuMs float64
+		var perReplica []string
+		for i, r := range reps {
+			res := sw.result(i)
+			after := treeUsage(r.lb.cmd.Process.Pid)
+			rcpu := (after.CPUSeconds - before[i].CPUSeconds) * 1000
+			cpuMs += rcpu
+			perClient := float64(connected[i].RSSBytes-idle[i].RSSBytes) / float64(max(onReplica(i), 1)) / 1024
+			p := r.id + ":"
+			extra[p+"clients"] = float64(onReplica(i))
+			extra[p+"streams"] = float64(streams[i])
+			extra[p+"got"] = float64(len(res.samples))
+			extra[p+"p50"] = percentile(res.samples, 50)
+			extra[p+"p99"] = percentile(res.samples, 99)
+			extra[p+"max"] = percentile(res.samples, 100)
+			extra[p+"cpuMs"] = rcpu
+			extra[p+"idleRSS"] = float64(idle[i].RSSBytes)
+			extra[p+"connectedRSS"] = float64(connected[i].RSSBytes)
+			extra[p+"rssPerClientKiB"] = perClient
+			perReplica = append(perReplica, fmt.Sprintf("%s (%d clients, %d streams): p50 %.1f, p99 %.1f, all %.1f ms, %.0f ms CPU, RSS %d → %d MiB, %.1f KiB per client",
+				r.id, onReplica(i), streams[i], extra[p+"p50"], extra[p+"p99"], extra[p+"max"], rcpu, idle[i].RSSBytes>>20, connected[i].RSSBytes>>20, perClient))
+		}
+		rec := runRecord{Scenario: "fanout-replicas", Peer: "lbplane", API: "delta", Conns: n, Samples: all.samples, Valid: cnote == "", Note: cnote,
+			P50: percentile(all.samples, 50), P99: percentile(all.samples, 99), P999: percentile(all.samples, 100), LbplaneRSS: rssAll,
+			LbplaneCPUPerChangeMs: cpuMs, Extra: extra}
+		record(rec)
+		fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys over %d replicas on etcd, change %d through %s: complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (push answered after %.1f ms; %d of %d got it); lbplane %.0f ms CPU in all %s\n  %s\n",
+			n, R, c+1, reps[via].id, rec.P50, rec.P99, rec.P999, acceptedMs, len(all.samples), readyN, cpuMs, cnote, strings.Join(perReplica, "\n  "))
+	}
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// fanoutReplicasMarkdown is the report's part for the fan-out across replicas.
+func (r *report) fanoutReplicasMarkdown(w func(string, ...any)) {
+	var runs []runRecord
+	for _, run := range r.Runs {
+		if run.Scenario == "fanout-replicas" {
+			runs = append(runs, run)
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
+	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated delta ADS clients in the runner's process (as in the fan-out row), client i on replica i mod N. Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
+	w("| clients | replicas | change (through) | connect s | p50 ms | p99 ms | all ms | got it | per replica p50 / p99 / all ms | lbplane CPU ms for the change | RSS per client KiB, per replica | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range runs {
+		x := c.Extra
+		var per, rss []string
+		for i := range int(x["replicas"]) {
+			p := fmt.Sprintf("r%d:", i)
+			per = append(per, fmt.Sprintf("r%d %.0f / %.0f / %.0f", i, x[p+"p50"], x[p+"p99"], x[p+"max"]))
+			rss = append(rss, fmt.Sprintf("r%d %.1f", i, x[p+"rssPerClientKiB"]))
+		}
+		w("| %d | %.0f | %.0f (r%.0f) | %.1f | %.1f | %.1f | %.1f | %.0f of %.0f | %s | %.0f | %s | %v %s |\n", c.Conns, x["replicas"], x["change"], x["via"], x["connectSeconds"],
+			c.P50, c.P99, c.P999, x["got"], x["ready"], strings.Join(per, "; "), c.LbplaneCPUPerChangeMs, strings.Join(rss, "; "), c.Valid, c.Note)
+	}
+}
