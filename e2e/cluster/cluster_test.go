@@ -10,7 +10,8 @@
 // Images are not pulled: the cluster must have them (hack/cluster imports them; run.sh loads them into kind).
 // LBPLANE_CLUSTER_ENVOY_IMAGE and LBPLANE_CLUSTER_K6_IMAGE name the Envoy and k6 images when they differ
 // from this cluster's; LBPLANE_CLUSTER_NODE_ADDRESS is where the host reaches NodePorts (default: the node's
-// InternalIP); LBPLANE_CLUSTER_HELM_SET adds comma-separated --set values the cluster needs (kind: a fixed NodePort).
+// InternalIP). The docs' cluster blocks, TestCluster's install, name make cluster's kubeconfig
+// (.run/cluster/kubeconfig of the checkout) and node address: on another cluster the test fails saying so.
 package cluster
 
 import (
