@@ -317,20 +317,22 @@ func TestCluster(t *testing.T) {
 	// The reference page is read on its own: its install is the README's, so the release and the sample
 	// backends are removed first, as a reader who starts from that page has neither.
 	t.Run("kubernetes-reference", func(t *testing.T) {
-		var blocks []docblocks.Block
-		for _, b := range c.clusterDocBlocks(t, "docs/kubernetes-reference.md") {
-			if strings.Contains(b.Text, "--context my-cluster") {
-				// "In any cluster": the chart's default images (pulled from a registry) and the reader's own
-				// policy files and context.
-				t.Logf("not run (needs a cluster that pulls the chart's default images, and the reader's own files): %s", b.Where())
-				continue
-			}
-			blocks = append(blocks, b)
+		order, sessions := docblocks.Sessions(c.clusterDocBlocks(t, "docs/kubernetes-reference.md"))
+		if len(order) != 2 || order[0] != "main" || sessions["any-cluster"] == nil {
+			t.Fatalf("docs/kubernetes-reference.md's cluster blocks: want the sessions main and any-cluster, have %v", order)
 		}
 		c.run("", "delete", "-f", filepath.Join(c.root, "e2e", "kind", "backends.yaml"), "--ignore-not-found", "--wait=true", "--timeout=120s")
 		c.helmUninstall()
-		c.runDocBlocks(t, blocks)
+		c.runDocBlocks(t, sessions["main"])
 		c.installed(t)
+		// "In any cluster": a reader elsewhere, with the chart's default values, on a cluster without the
+		// release (its pods gone too: the Envoys' preStop drain outlives helm uninstall).
+		c.run("", "delete", "-f", filepath.Join(c.root, "e2e", "kind", "backends.yaml"), "--ignore-not-found", "--wait=true", "--timeout=120s")
+		c.helmUninstall()
+		if out, err := c.run("", "-n", namespace, "wait", "--for=delete", "pods", "--all", "--timeout=120s"); err != nil {
+			t.Fatalf("the release's pods did not go after helm uninstall: %v\n%s", err, out)
+		}
+		c.runAnyClusterDocBlocks(t, sessions["any-cluster"])
 	})
 	allClusterBlocksRun(t, c.root, ran)
 }
