@@ -272,7 +272,8 @@ func fromHost(t *testing.T, url string, n int) map[string]int {
 // a helm upgrade that rolls lbplane, a rolling restart of the Envoys with their preStop drain, a node drain that
 // the PodDisruptionBudgets hold), each reporting its failed requests; then an Envoy that starts while lbplane
 // is down waits for it without being restarted; last, docs/kubernetes-reference.md's blocks as typed on a
-// fresh release (the image built and imported, install, first policy, a request, the CRD handed to the release).
+// fresh release (the image built and imported, install, first policy, a request, the CRD handed to the release),
+// then its "In any cluster" block as a reader elsewhere types it (runAnyClusterDocBlocks).
 func TestCluster(t *testing.T) {
 	c := newCluster(t)
 	c.fresh(t)
@@ -315,7 +316,8 @@ func TestCluster(t *testing.T) {
 	t.Run("envoy-waits-for-lbplane", func(t *testing.T) { c.envoyWaitsForLbplane(t) })
 
 	// The reference page is read on its own: its install is the README's, so the release and the sample
-	// backends are removed first, as a reader who starts from that page has neither.
+	// backends are removed first, as a reader who starts from that page has neither. The Kubernetes blocks
+	// of every page must be run here (allClusterBlocksRun).
 	t.Run("kubernetes-reference", func(t *testing.T) {
 		order, sessions := docblocks.Sessions(c.clusterDocBlocks(t, "docs/kubernetes-reference.md"))
 		if len(order) != 2 || order[0] != "main" || sessions["any-cluster"] == nil {
