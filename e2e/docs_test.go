@@ -282,7 +282,7 @@ func TestDocsShellBlocks(t *testing.T) {
 		var run []docblocks.Block
 		for _, b := range blocks {
 			if b.Tag != "" {
-				t.Logf("not run here (%s): %s", b.Tag, b.Where())
+				t.Logf("not run here (%s: run by %s): %s", b.Tag, docblocks.RunBy[b.Tag], b.Where())
 				continue
 			}
 			run = append(run, b)

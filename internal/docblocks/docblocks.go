@@ -34,6 +34,15 @@ const (
 	Hosts   = "hosts"
 )
 
+// RunBy says which test or target runs the blocks of each tag.
+var RunBy = map[string]string{
+	"":      "e2e's TestDocsShellBlocks",
+	Demo:    "make run (TestDemoOutlivesMakeRun)",
+	Suite:   "the long runs themselves (make test, make test-cluster, make bench)",
+	Cluster: "e2e/cluster's TestCluster (make test-cluster)",
+	Hosts:   "e2e's TestDocsHostsBlocks",
+}
+
 // Block is one shell block of a page.
 type Block struct {
 	Page    string // relative to the repository root
