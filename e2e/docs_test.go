@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -16,20 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/internal/docblocks"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
-// The docs' shell blocks are run as typed (docs/testing.md, "The docs are tested"). The convention:
-//
-//   - ```sh: a user types it. TestDocsShellBlocks runs every such block of a page, in order, in one bash, from a
-//     scratch directory laid out like the repository's root (bin/ with the binaries, hack/, .cache/, examples/).
-//     `sh session=NAME` starts another bash for the blocks of that name (each session stops before the next
-//     starts), for quick starts that stand alone.
-//   - ```sh demo (make run), ```sh suite (make test, make bench: the full runs), ```sh cluster (needs the one-node
-//     cluster or kind; e2e/cluster covers them), ```sh hosts (needs several hosts: docs/ha.md's replicas, which
-//     TestEtcdHAReplicas runs on loopback): typed by users, not run here; the test lists them.
-//   - ```text: output and illustration, never run. Other shell fences (bash, shell, console) are refused, so a
-//     block cannot escape the test by its spelling.
+// The docs' shell blocks are run as typed (docs/testing.md, "The docs are tested"); internal/docblocks reads
+// them and holds the convention: which tag runs where. Here, TestDocsShellBlocks runs the untagged ```sh blocks
+// and TestDocsHostsBlocks the ```sh hosts ones; e2e/cluster's TestCluster runs the ```sh cluster ones.
 //
 // Each session runs in a network namespace of its own (docNetns), so the blocks run exactly as typed, on the
 // demo's ports and the defaults, beside `make run` and other tests. Where no namespace can be made, the ports
@@ -39,86 +31,11 @@ import (
 // docPages are the pages whose blocks are checked.
 func docPages(t *testing.T) []string {
 	t.Helper()
-	root := tools.RepoRoot()
-	pages := []string{filepath.Join(root, "README.md")}
-	more, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	pages, err := docblocks.Pages(tools.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(pages, more...)
-}
-
-// clusterPages hold only blocks that need a cluster, whatever their tag: the walkthrough on the one-node
-// cluster, which e2e/cluster and make test-cluster run.
-var clusterPages = map[string]bool{"docs/kubernetes.md": true}
-
-type docBlock struct {
-	page    string // relative to the repository root
-	line    int    // of the opening fence
-	tag     string // "", demo, suite, cluster, hosts
-	session string
-	text    string
-}
-
-var docShellFence = regexp.MustCompile("^```\\s*(sh|bash|shell|console|zsh)\\b(.*)$")
-
-// docBlocks reads a page's shell blocks; a fence that breaks the convention is an error.
-func docBlocks(page string) ([]docBlock, error) {
-	f, err := os.Open(page)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	rel, _ := filepath.Rel(tools.RepoRoot(), page)
-	var out []docBlock
-	var cur *docBlock
-	var body []string
-	inOther := false
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case cur != nil && trimmed == "```":
-			cur.text = strings.Join(body, "\n") + "\n"
-			out = append(out, *cur)
-			cur, body = nil, nil
-		case cur != nil:
-			body = append(body, line)
-		case inOther:
-			if trimmed == "```" {
-				inOther = false
-			}
-		case strings.HasPrefix(trimmed, "```"):
-			m := docShellFence.FindStringSubmatch(trimmed)
-			if m == nil {
-				inOther = true
-				continue
-			}
-			if m[1] != "sh" {
-				return nil, fmt.Errorf("%s:%d: a ```%s block: write ```sh (run by TestDocsShellBlocks), ```sh demo|suite|cluster, or ```text", rel, n, m[1])
-			}
-			b := docBlock{page: rel, line: n, session: "main"}
-			for _, word := range strings.Fields(m[2]) {
-				switch {
-				case word == "demo" || word == "suite" || word == "cluster" || word == "hosts":
-					b.tag = word
-				case strings.HasPrefix(word, "session="):
-					b.session = strings.TrimPrefix(word, "session=")
-				default:
-					return nil, fmt.Errorf("%s:%d: unknown tag %q on a sh block (demo, suite, cluster, hosts or session=NAME)", rel, n, word)
-				}
-			}
-			if clusterPages[rel] && b.tag == "" {
-				b.tag = "cluster"
-			}
-			cur = &b
-		}
-	}
-	if cur != nil {
-		return nil, fmt.Errorf("%s:%d: a sh block is not closed", rel, cur.line)
-	}
-	return out, sc.Err()
+	return pages
 }
 
 // docPorts are the ports the docs' blocks and the examples they push use.
@@ -185,7 +102,7 @@ trap 'echo "docs test: failed: $BASH_COMMAND" >&2' ERR
 
 // runDocSession runs one session's blocks in one bash, in its own process group, and stops every process it
 // started, whatever happens.
-func runDocSession(t *testing.T, name string, blocks []docBlock) {
+func runDocSession(t *testing.T, name string, blocks []docblocks.Block) {
 	t.Helper()
 	netns := docNetns()
 	off := 0
@@ -200,8 +117,8 @@ func runDocSession(t *testing.T, name string, blocks []docBlock) {
 		script.WriteString("ip link set lo up\n")
 	}
 	for i, b := range blocks {
-		fmt.Fprintf(&script, "echo %q\n", fmt.Sprintf("### block %d of %d: %s:%d", i+1, len(blocks), b.page, b.line))
-		script.WriteString(shiftDocPorts(b.text, off))
+		fmt.Fprintf(&script, "echo %q\n", fmt.Sprintf("### block %d of %d: %s:%d", i+1, len(blocks), b.Page, b.Line))
+		script.WriteString(shiftDocPorts(b.Text, off))
 	}
 	script.WriteString("echo '### all blocks ran'\n")
 	scriptPath := filepath.Join(dir, "docs-blocks.sh")
@@ -310,25 +227,25 @@ func TestDocsShellBlocksFollowTheConvention(t *testing.T) {
 	t.Parallel()
 	runnable := map[string]int{}
 	for _, page := range docPages(t) {
-		blocks, err := docBlocks(page)
+		blocks, err := docblocks.Read(tools.RepoRoot(), page)
 		if err != nil {
 			t.Error(err)
 			continue
 		}
 		for _, b := range blocks {
-			if b.tag == "" {
-				runnable[b.page]++
+			if b.Tag == "" {
+				runnable[b.Page]++
 			}
 			// The README promises a five-line quick start for each way in that works as typed: the
 			// sessions are run below; here, they stay five readable lines.
-			if b.page == "README.md" && b.session != "main" {
-				lines := strings.Split(strings.TrimRight(b.text, "\n"), "\n")
+			if b.Page == "README.md" && b.Session != "main" {
+				lines := strings.Split(strings.TrimRight(b.Text, "\n"), "\n")
 				if len(lines) > 5 {
-					t.Errorf("%s:%d: the %s quick start has %d lines; at most 5", b.page, b.line, b.session, len(lines))
+					t.Errorf("%s:%d: the %s quick start has %d lines; at most 5", b.Page, b.Line, b.Session, len(lines))
 				}
 				for i, l := range lines {
 					if len(l) > 120 {
-						t.Errorf("%s:%d: a quick start line of %d columns; at most 120", b.page, b.line+1+i, len(l))
+						t.Errorf("%s:%d: a quick start line of %d columns; at most 120", b.Page, b.Line+1+i, len(l))
 					}
 				}
 			}
@@ -358,22 +275,19 @@ func TestDocsShellBlocksFollowTheConvention(t *testing.T) {
 func TestDocsShellBlocks(t *testing.T) {
 	tools.Require(t, "envoy")
 	for _, page := range docPages(t) {
-		blocks, err := docBlocks(page)
+		blocks, err := docblocks.Read(tools.RepoRoot(), page)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var order []string
-		sessions := map[string][]docBlock{}
+		var run []docblocks.Block
 		for _, b := range blocks {
-			if b.tag != "" {
-				t.Logf("not run here (%s): %s:%d", b.tag, b.page, b.line)
+			if b.Tag != "" {
+				t.Logf("not run here (%s: run by %s): %s", b.Tag, docblocks.RunBy[b.Tag], b.Where())
 				continue
 			}
-			if _, ok := sessions[b.session]; !ok {
-				order = append(order, b.session)
-			}
-			sessions[b.session] = append(sessions[b.session], b)
+			run = append(run, b)
 		}
+		order, sessions := docblocks.Sessions(run)
 		rel, _ := filepath.Rel(tools.RepoRoot(), page)
 		for _, s := range order {
 			t.Run(strings.ReplaceAll(rel, "/", "_")+"/"+s, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,12 +42,16 @@ func (n *haLAN) ip(args ...string) {
 	}
 }
 
+var haLANs atomic.Int32
+
 func newHALAN(t *testing.T, hosts int) *haLAN {
 	t.Helper()
 	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
 		t.Fatalf("this test creates network namespaces: it needs root and iproute2 (apt-get install iproute2)")
 	}
-	id := os.Getpid() % 200
+	// Two switches per test process (TestEtcdHAPartitions, TestDocsHostsBlocks run side by side), each with
+	// its own names and /24.
+	id := os.Getpid()%100*2 + int(haLANs.Add(1)-1)%2
 	n := &haLAN{t: t, sw: fmt.Sprintf("lbp-ha%d-sw", id), subnet: fmt.Sprintf("198.18.%d.", id)}
 	if out, err := exec.Command("ip", "netns", "add", n.sw).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s (another run of this test holds it, or left it: ip netns del): %v %s", n.sw, err, out)

@@ -263,6 +263,10 @@ const TokenFile = "token"
 // ReadOnlyTokenFile is where the push API's read-only token lives in the data directory.
 const ReadOnlyTokenFile = "token-readonly"
 
+// SharedCACertFile is where a replica on etcd writes the certificate of the CA the replicas share, in its data
+// directory, for lbctl on that host (LBPLANE_CA_FILE).
+const SharedCACertFile = "ca.crt"
+
 // loadTokens returns the admin and read-only tokens: configured, or read from the data dir, or generated
 // there on first start.
 func loadTokens(cfg *Config) (string, string, error) {

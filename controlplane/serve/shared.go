@@ -70,6 +70,15 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, *store.Etcd, erro
 		}
 		cfg.sharedCA = ca
 	}
+	// The CA's certificate (public), which lbctl on this host trusts the push API's certificate by
+	// (LBPLANE_CA_FILE): the data directory holds no pki/ in etcd mode.
+	// Before the tokens: lbctl --wait-server waits for the token file.
+	if cfg.sharedCA != nil {
+		if err := pki.WriteFileAtomic(filepath.Join(cfg.DataDir, SharedCACertFile), sec.CACert, 0o644); err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+	}
 	// The tokens are written to the data directory as well, where lbctl setups read them (LBPLANE_TOKEN_FILE).
 	for _, t := range []struct {
 		configured *string

@@ -10,7 +10,8 @@
 // Images are not pulled: the cluster must have them (hack/cluster imports them; run.sh loads them into kind).
 // LBPLANE_CLUSTER_ENVOY_IMAGE and LBPLANE_CLUSTER_K6_IMAGE name the Envoy and k6 images when they differ
 // from this cluster's; LBPLANE_CLUSTER_NODE_ADDRESS is where the host reaches NodePorts (default: the node's
-// InternalIP); LBPLANE_CLUSTER_HELM_SET adds comma-separated --set values the cluster needs (kind: a fixed NodePort).
+// InternalIP). The docs' cluster blocks, TestCluster's install, name make cluster's kubeconfig
+// (.run/cluster/kubeconfig of the checkout) and node address: on another cluster the test fails saying so.
 package cluster
 
 import (
@@ -24,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/internal/docblocks"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
@@ -129,28 +131,31 @@ func (c *cluster) dump(t *testing.T) {
 	}
 }
 
-// install is `helm install` with the chart's default values and only the image settings, and waits for every
-// pod of the release to be Ready.
-func (c *cluster) install(t *testing.T, extra ...string) {
+// fresh removes what an earlier run left (a policy would show the status an earlier lbplane wrote) and
+// registers the removal of what this test installs: the release's namespace and the sample backends.
+func (c *cluster) fresh(t *testing.T) {
 	t.Helper()
-	envoyImage := env("LBPLANE_CLUSTER_ENVOY_IMAGE", "lbplane.local/envoy:v1.40.0")
-	repo, tag, _ := strings.Cut(envoyImage, ":")
+	backends := filepath.Join(c.root, "e2e", "kind", "backends.yaml")
+	c.run("", "delete", "-f", backends, "--ignore-not-found", "--wait=true", "--timeout=120s")
+	c.helmUninstall()
 	c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=true", "--timeout=120s")
-	args := []string{"install", release, "charts/lbplane", "-n", namespace, "--create-namespace",
-		"--set", "image.tag=dev", "--set", "image.pullPolicy=Never",
-		"--set", "envoy.image.repository=" + repo, "--set", "envoy.image.tag=" + tag, "--set", "envoy.image.pullPolicy=Never",
-		// No --wait: helm waits for a LoadBalancer Service (the Envoy Service's default type) to get an
-		// address, which never comes where nothing provides load balancers; the pods are waited for below.
-		"--timeout", "5m"}
-	// LBPLANE_CLUSTER_HELM_SET: what a cluster needs besides the images (kind: a fixed NodePort it maps to the host).
-	for _, v := range strings.Fields(strings.ReplaceAll(os.Getenv("LBPLANE_CLUSTER_HELM_SET"), ",", " ")) {
-		args = append(args, "--set", v)
-	}
-	start := time.Now()
 	t.Cleanup(func() { c.dump(t) })
-	c.helmRun(t, append(args, extra...)...)
-	t.Logf("helm install: %.1fs", time.Since(start).Seconds())
-	c.cleanup(t, func() { c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=false") })
+	c.cleanup(t, func() {
+		c.run("", "delete", "-f", backends, "--wait=false")
+		c.helmUninstall()
+		c.run("", "delete", "namespace", namespace, "--ignore-not-found", "--wait=false")
+	})
+}
+
+func (c *cluster) helmUninstall() {
+	cmd := exec.Command(c.helm, "uninstall", release, "-n", namespace, "--ignore-not-found", "--wait", "--timeout", "2m", "--kubeconfig", c.kubeconfig)
+	cmd.Run()
+}
+
+// installed checks what the docs' install left: every pod of the release Ready (the chart's defaults: 2 lbplane
+// replicas and 2 Envoys), the sample backends Available and the policy demo Programmed.
+func (c *cluster) installed(t *testing.T) {
+	t.Helper()
 	eventually(t, 5*time.Minute, "every pod of the release is Ready", func() error {
 		out, err := c.run("", "-n", namespace, "get", "pods", "-o",
 			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
@@ -158,7 +163,6 @@ func (c *cluster) install(t *testing.T, extra ...string) {
 			return fmt.Errorf("%v %s", err, out)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		// 2 lbplane replicas and 2 Envoys, the chart's defaults.
 		if len(lines) != 4 {
 			return fmt.Errorf("want 4 pods:\n%s", out)
 		}
@@ -169,20 +173,6 @@ func (c *cluster) install(t *testing.T, extra ...string) {
 		}
 		return nil
 	})
-}
-
-// backends applies the sample backends and policy of e2e/kind/backends.yaml and waits for the policy to be
-// Programmed.
-func (c *cluster) backends(t *testing.T) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(c.root, "e2e", "kind", "backends.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A policy left by an earlier run would show the status an earlier lbplane wrote: start afresh.
-	c.run(string(b), "delete", "-f", "-", "--ignore-not-found", "--wait=true", "--timeout=120s")
-	c.must(t, string(b), "apply", "-f", "-")
-	c.cleanup(t, func() { c.run(string(b), "delete", "-f", "-", "--wait=false") })
 	c.must(t, "", "wait", "--for=condition=Available", "deployment/demo-backend", "--timeout=180s")
 	eventually(t, 2*time.Minute, "kubectl get lbp shows demo Programmed", func() error {
 		out, err := c.run("", "get", "lbp", "demo", "-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status}`)
@@ -274,16 +264,22 @@ func fromHost(t *testing.T, url string, n int) map[string]int {
 	return got
 }
 
-// TestCluster: helm install with default values, a policy applied with kubectl, traffic through the Envoy
-// Service from a pod (cluster DNS, ClusterIP) and from the host (NodePort); then k6 as a Job in the cluster
-// through Envoy, nginx and HAProxy in front of the same backends; then faults under k6 load (a backend pod
-// deleted, the lbplane leader pod deleted, a helm upgrade that rolls lbplane, a rolling restart of the Envoys
-// with their preStop drain, a node drain that the PodDisruptionBudgets hold), each reporting its failed
-// requests; last, an Envoy that starts while lbplane is down waits for it without being restarted.
+// TestCluster: the docs' cluster blocks as typed (README.md's Kubernetes quick start: helm install, the sample
+// backends and policy applied with kubectl, a request through the NodePort; docs/kubernetes.md's look at the
+// pods), every pod Ready and the policy Programmed; traffic through the Envoy Service from a pod (cluster DNS,
+// ClusterIP) and from the host (NodePort); then k6 as a Job in the cluster through Envoy, nginx and HAProxy in
+// front of the same backends; then faults under k6 load (a backend pod deleted, the lbplane leader pod deleted,
+// a helm upgrade that rolls lbplane, a rolling restart of the Envoys with their preStop drain, a node drain that
+// the PodDisruptionBudgets hold), each reporting its failed requests; then an Envoy that starts while lbplane
+// is down waits for it without being restarted; last, docs/kubernetes-reference.md's blocks as typed on a
+// fresh release (the image built and imported, install, first policy, a request, the CRD handed to the release),
+// then its "In any cluster" block as a reader elsewhere types it (runAnyClusterDocBlocks).
 func TestCluster(t *testing.T) {
 	c := newCluster(t)
-	c.install(t)
-	c.backends(t)
+	c.fresh(t)
+	ran := map[string]bool{"README.md": true, "docs/kubernetes.md": true, "docs/kubernetes-reference.md": true}
+	c.runDocBlocks(t, append(c.clusterDocBlocks(t, "README.md"), c.clusterDocBlocks(t, "docs/kubernetes.md")...))
+	c.installed(t)
 
 	t.Run("traffic", func(t *testing.T) {
 		// From a pod: by the Service's cluster DNS name (CoreDNS, then kube-proxy's ClusterIP rules), and by
@@ -296,8 +292,8 @@ func TestCluster(t *testing.T) {
 		}
 		checkSpread(t, "from a pod to the Envoy Service's ClusterIP "+ip+":80", c.fromPod(t, ip, 80, 30), 30)
 
-		// The Envoy Service is a LoadBalancer by default: it has a NodePort even where nothing provides the
-		// load balancer.
+		// The docs install the Envoy Service as a NodePort (nothing here provides load balancers); a
+		// LoadBalancer Service, the chart's default, would have one too.
 		var s struct {
 			Spec struct {
 				Type  string
@@ -318,4 +314,27 @@ func TestCluster(t *testing.T) {
 	t.Run("k6", func(t *testing.T) { c.k6Comparison(t) })
 	t.Run("faults", func(t *testing.T) { c.faults(t) })
 	t.Run("envoy-waits-for-lbplane", func(t *testing.T) { c.envoyWaitsForLbplane(t) })
+
+	// The reference page is read on its own: its install is the README's, so the release and the sample
+	// backends are removed first, as a reader who starts from that page has neither. The Kubernetes blocks
+	// of every page must be run here (allClusterBlocksRun).
+	t.Run("kubernetes-reference", func(t *testing.T) {
+		order, sessions := docblocks.Sessions(c.clusterDocBlocks(t, "docs/kubernetes-reference.md"))
+		if len(order) != 2 || order[0] != "main" || sessions["any-cluster"] == nil {
+			t.Fatalf("docs/kubernetes-reference.md's cluster blocks: want the sessions main and any-cluster, have %v", order)
+		}
+		c.run("", "delete", "-f", filepath.Join(c.root, "e2e", "kind", "backends.yaml"), "--ignore-not-found", "--wait=true", "--timeout=120s")
+		c.helmUninstall()
+		c.runDocBlocks(t, sessions["main"])
+		c.installed(t)
+		// "In any cluster": a reader elsewhere, with the chart's default values, on a cluster without the
+		// release (its pods gone too: the Envoys' preStop drain outlives helm uninstall).
+		c.run("", "delete", "-f", filepath.Join(c.root, "e2e", "kind", "backends.yaml"), "--ignore-not-found", "--wait=true", "--timeout=120s")
+		c.helmUninstall()
+		if out, err := c.run("", "-n", namespace, "wait", "--for=delete", "pods", "--all", "--timeout=120s"); err != nil {
+			t.Fatalf("the release's pods did not go after helm uninstall: %v\n%s", err, out)
+		}
+		c.runAnyClusterDocBlocks(t, sessions["any-cluster"])
+	})
+	allClusterBlocksRun(t, c.root, ran)
 }

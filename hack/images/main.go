@@ -16,6 +16,8 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -63,6 +65,7 @@ type image struct {
 	entrypoint []string
 	user       string
 	env        []string
+	unchanged  bool // write found the tarball already written from the same layer and settings
 }
 
 func newImage(ref string) *image {
@@ -177,6 +180,19 @@ func (im *image) write(dir string) error {
 		return err
 	}
 	layerBytes := buf.Bytes()
+	// The layer is reproducible: when the tarball there was written from the same layer and settings, it is
+	// kept (compressing and writing it again is most of the time a second `make images` takes).
+	out := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(im.ref)+".tar")
+	sum := sha256.New()
+	sum.Write(layerBytes)
+	fmt.Fprintf(sum, "\x00%s\x00%q\x00%s\x00%q\x00%s", im.ref, im.entrypoint, im.user, im.env, runtime.GOARCH)
+	stamp := hex.EncodeToString(sum.Sum(nil))
+	if old, err := os.ReadFile(out + ".sum"); err == nil && string(old) == stamp {
+		if _, err := os.Stat(out); err == nil {
+			im.unchanged = true
+			return nil
+		}
+	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerBytes)), nil
 	}, tarball.WithCompressionLevel(gzip.BestSpeed))
@@ -201,11 +217,14 @@ func (im *image) write(dir string) error {
 	if err != nil {
 		return err
 	}
-	out := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(im.ref)+".tar")
+	os.Remove(out + ".sum")
 	if err := tarball.WriteToFile(out+".tmp", ref, img); err != nil {
 		return err
 	}
-	return os.Rename(out+".tmp", out)
+	if err := os.Rename(out+".tmp", out); err != nil {
+		return err
+	}
+	return os.WriteFile(out+".sum", []byte(stamp), 0o644)
 }
 
 // tool is the path of a pinned tool (hack/tools.sh path-<name>), installed first.
@@ -419,6 +438,10 @@ func main() {
 		im := b()
 		if err := im.write(*outDir); err != nil {
 			log.Fatalf("%s: %v", im.ref, err)
+		}
+		if im.unchanged {
+			log.Printf("%s unchanged (%.1fs)", im.ref, time.Since(start).Seconds())
+			continue
 		}
 		log.Printf("%s in %.1fs", im.ref, time.Since(start).Seconds())
 	}
