@@ -55,6 +55,7 @@ func demoOffset(t *testing.T) int {
 // Envoy still serves the printed URL and lbctl status shows it SYNCED; then make stop's path stops it.
 // Before the supervisor, Envoy (PR_SET_PDEATHSIG) died with the script and the printed curl failed.
 func TestDemoOutlivesMakeRun(t *testing.T) {
+	t.Parallel() // the demo's ports are offset outside the ephemeral range, where the other tests' ports are
 	tools.Require(t, "envoy")
 	run := t.TempDir()
 	env := append(os.Environ(), "LBPLANE_DEMO_RUN_DIR="+run, "LBPLANE_DEMO_BIN="+binDir,

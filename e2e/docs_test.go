@@ -273,6 +273,7 @@ func TestDocsShellBlocksFollowTheConvention(t *testing.T) {
 // TestDocsShellBlocks runs every ```sh block of README.md and docs/*.md as a user would type it, with real
 // binaries, the pinned Envoy and backends on loopback, and fails when a block fails.
 func TestDocsShellBlocks(t *testing.T) {
+	t.Parallel() // each session has its own network namespace (or ports outside the ephemeral range)
 	tools.Require(t, "envoy")
 	for _, page := range docPages(t) {
 		blocks, err := docblocks.Read(tools.RepoRoot(), page)

@@ -108,7 +108,7 @@ func (c *cluster) faults(t *testing.T) {
 
 	t.Run("backend-pod-deleted", func(t *testing.T) {
 		what := "a backend pod deleted"
-		r, took := c.underLoad(t, what, 40*time.Second, func() {
+		r, took := c.underLoad(t, what, 30*time.Second, func() {
 			pod := c.podNames(t, "default", "app=demo-backend")[0]
 			c.must(t, "", "-n", "default", "delete", "pod", pod, "--wait=true", "--timeout=60s")
 		})
@@ -144,7 +144,7 @@ func (c *cluster) faults(t *testing.T) {
 		what := "helm upgrade (logLevel=debug): lbplane rolls"
 		envoys := c.podNames(t, namespace, envoySelector)
 		before := c.podNames(t, namespace, lbplaneSelector)
-		r, took := c.underLoad(t, what, 90*time.Second, func() {
+		r, took := c.underLoad(t, what, 50*time.Second, func() {
 			c.helmRun(t, "upgrade", release, "charts/lbplane", "-n", namespace, "--reuse-values", "--set", "logLevel=debug", "--timeout", "5m")
 			c.must(t, "", "-n", namespace, "rollout", "status", "deployment/"+release, "--timeout=180s")
 		})
@@ -170,7 +170,7 @@ func (c *cluster) faults(t *testing.T) {
 		// deletion time is the API server's (deletionTimestamp less the grace period, to the second), so a
 		// slow look from a busy machine only makes the time longer.
 		terminating := map[string]time.Duration{}
-		r, took := c.underLoad(t, what, 150*time.Second, func() {
+		r, took := c.underLoad(t, what, 75*time.Second, func() {
 			c.must(t, "", "-n", namespace, "rollout", "restart", "deployment/"+release+"-envoy")
 			deleted := map[string]time.Time{}
 			eventually(t, 4*time.Minute, "every old Envoy has been replaced and has ended", func() error {
@@ -235,7 +235,7 @@ func (c *cluster) faults(t *testing.T) {
 		nodes := strings.Fields(c.must(t, "", "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"))
 		what := "node drain (release's pods, PDBs respected)"
 		var drainOut string
-		r, took := c.underLoad(t, what, 90*time.Second, func() {
+		r, took := c.underLoad(t, what, 70*time.Second, func() {
 			t.Cleanup(func() { c.run("", "uncordon", node) })
 			out, err := c.run("", "drain", node, "--pod-selector", "app.kubernetes.io/instance="+release,
 				"--delete-emptydir-data", "--ignore-daemonsets", "--timeout=40s")
