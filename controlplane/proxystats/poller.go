@@ -46,6 +46,13 @@ type Poller struct {
 	// Busy, when set, tells whether a node was sent config lately or has some in flight: its stats are not
 	// read meanwhile, for at most an Interval (see pace.go).
 	Busy func(node string) bool
+	// FullReadShare is the share of an Envoy's main thread that full reads (every cluster and the stats) may
+	// take, going by how long the last one took (DefaultFullReadShare when 0; 1 or more: every read is
+	// full). Between full reads only the busy clusters are read (see pace.go).
+	FullReadShare float64
+	// MinPartialClusters: an Envoy with at most this many clusters is read in full every Interval
+	// (DefaultMinPartialClusters when 0).
+	MinPartialClusters int
 
 	paceState
 	mu      sync.Mutex
@@ -57,6 +64,9 @@ type proxy struct {
 	node    string
 	samples []*Sample
 	err     string
+	// nextFull is when the next read reads everything; hot are the clusters a read in between asks for.
+	nextFull time.Time
+	hot      []string
 }
 
 // Target is the base URL of a proxy's stats port, or "" when it has none.
@@ -83,7 +93,12 @@ func (p *Poller) Run(ctx context.Context) {
 
 // PollOnce reads every proxy once, at most 16 at a time, and forgets proxies that are gone.
 func (p *Poller) PollOnce(ctx context.Context) {
-	type job struct{ key, group, node, base string }
+	type job struct {
+		key, group, node, base string
+		prev                   *Sample
+		hot                    []string
+		full                   bool
+	}
 	var jobs []job
 	seen := map[string]bool{}
 	for _, ps := range p.Proxies(ctx) {
@@ -94,7 +109,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		key := ps.NodeID + " " + base
 		if !seen[key] {
 			seen[key] = true
-			jobs = append(jobs, job{key, ps.Group, ps.NodeID, base})
+			jobs = append(jobs, job{key: key, group: ps.Group, node: ps.NodeID, base: base})
 		}
 	}
 	p.mu.Lock()
@@ -106,7 +121,36 @@ func (p *Poller) PollOnce(ctx context.Context) {
 			delete(p.proxies, k)
 		}
 	}
+	now := time.Now()
+	for i := range jobs {
+		j := &jobs[i]
+		j.full = true
+		if px := p.proxies[j.key]; px != nil && px.err == "" && len(px.samples) > 0 && p.fullShare() < 1 {
+			j.prev, j.hot = px.samples[len(px.samples)-1], px.hot
+			j.full = !now.Before(px.nextFull)
+		}
+	}
 	p.mu.Unlock()
+	groups := map[string]bool{}
+	for i := range jobs {
+		j := &jobs[i]
+		if !groups[j.group] {
+			groups[j.group] = true
+			p.noteChanges(j.group, now)
+		}
+		if !j.full {
+			// The busy clusters, then those changed since shortly before the last full read (which may have
+			// come before the Envoy applied the change): when not all fit in one request, the rest waits
+			// for the next full read.
+			hot := slices.Clone(j.hot)
+			for _, name := range p.changedSince(j.group, j.prev.StatsAt.Add(-p.Interval)) {
+				if _, found := slices.BinarySearch(j.hot, name); !found {
+					hot = append(hot, name)
+				}
+			}
+			j.hot = hot
+		}
+	}
 
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
@@ -116,14 +160,15 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s, err := p.read(ctx, j.base, j.group, j.node)
-			p.add(j.key, j.group, j.node, s, err)
+			s, cost, err := p.read(ctx, j.base, j.group, j.node, j.prev, j.hot, j.full)
+			p.add(j.key, j.group, j.node, s, cost, err)
 		}()
 	}
 	wg.Wait()
 }
 
-func (p *Poller) add(key, group, node string, s *Sample, err error) {
+// add records a read; cost is how long it held the Envoy when it was a full read, 0 otherwise.
+func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	px := p.proxies[key]
@@ -147,6 +192,14 @@ func (p *Poller) add(key, group, node string, s *Sample, err error) {
 	}
 	Attribute(prev, s)
 	px.samples = append(px.samples, s)
+	px.hot = hotClusters(prev, s)
+	if cost > 0 {
+		px.nextFull = time.Time{}
+		if len(s.Clusters) > p.minPartial() {
+			px.nextFull = s.At.Add(p.fullEvery(cost))
+		}
+		p.Log.Debug("read a proxy's stats in full", "proxy", key, "clusters", len(s.Clusters), "took", cost, "next", px.nextFull)
+	}
 	// Keep one sample older than the window, so that the window is covered from its start.
 	cut := 0
 	for i, old := range px.samples {
@@ -157,46 +210,62 @@ func (p *Poller) add(key, group, node string, s *Sample, err error) {
 	px.samples = px.samples[cut:]
 }
 
-// read reads one proxy: its clusters in slices, then the stats status uses, each request stepping aside
-// for config pushed to the proxy (see pace.go).
-func (p *Poller) read(ctx context.Context, base, group, node string) (*Sample, error) {
+// read reads one proxy: all of its clusters and the stats status uses when full, otherwise the clusters in
+// hot alone, with everything else carried from prev (see pace.go). Each request steps aside for config
+// pushed to the proxy. cost is how long a full read's requests took, 0 for a partial read.
+func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sample, hot []string, full bool) (*Sample, time.Duration, error) {
 	deadline := time.Now().Add(p.Interval)
 	if !p.stepAside(ctx, node, deadline) {
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 	at := time.Now()
-	clusters := map[string]*Cluster{}
-	filters := p.filters(group)
-	if filters == nil {
-		filters = []string{""}
+	var filters []string
+	if f := hotFilter(hot); !full && f != "" {
+		filters = []string{f}
 	}
+	if full {
+		if filters = p.filters(group); filters == nil {
+			filters = []string{""}
+		}
+	}
+	var cost time.Duration
+	timed := func(u string) ([]byte, error) {
+		t := time.Now()
+		b, err := p.get(ctx, u)
+		cost += time.Since(t)
+		return b, err
+	}
+	clusters := map[string]*Cluster{}
 	for i, f := range filters {
 		if i > 0 && !p.stepAside(ctx, node, deadline) {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
-		cb, err := p.get(ctx, clustersURL(base, f))
+		cb, err := timed(clustersURL(base, f))
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		part, err := ParseClusters(cb)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for name, c := range part {
 			clusters[name] = c
 		}
 	}
-	if !p.stepAside(ctx, node, deadline) {
-		return nil, ctx.Err()
+	if !full {
+		return carry(prev, at, clusters), 0, nil
 	}
-	sb, err := p.get(ctx, base+"/stats/prometheus?usedonly&filter="+url.QueryEscape(StatsFilter))
+	if !p.stepAside(ctx, node, deadline) {
+		return nil, 0, ctx.Err()
+	}
+	sb, err := timed(base + "/stats/prometheus?usedonly&filter=" + url.QueryEscape(StatsFilter))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := ParseStats(sb, clusters); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return &Sample{At: at, Clusters: clusters}, nil
+	return &Sample{At: at, StatsAt: at, Clusters: clusters}, max(cost, time.Nanosecond), nil
 }
 
 func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
