@@ -23,18 +23,36 @@ import (
 //   - reads everything (every cluster of lbplane's, and the stats status uses: usedonly, filter=) only as
 //     often as keeps those reads within FullReadShare of the Envoy's main thread, going by how long the
 //     last full read took (every Interval at small scale, and always for an Envoy with at most
-//     MinPartialClusters clusters; at most every Window/2, so that a window always spans two full reads);
+//     MinPartialClusters clusters; never more than two Windows apart);
 //   - in between, reads /clusters?filter= for the busy clusters alone: those whose endpoints' counters
 //     moved, with requests in flight, or with an endpoint not taking traffic at the last read (hotClusters),
-//     and carries every other cluster, and every cluster's latency histogram and ejection counters, from the
-//     read before (carry);
+//     and those lbplane changed in the last two intervals (noteChanges), and carries every other cluster,
+//     and every cluster's latency histogram and ejection counters, from the read before (carry);
 //   - starts no request to an Envoy while a response is in flight to it or for Quiet after one (Busy), and
 //     looks again between requests: a read steps aside for a push, for at most one Interval;
 //   - can read /clusters in slices of at most ClusterChunk clusters (admin's /clusters?filter=, a regular
 //     expression over cluster names, made of the names' prefixes), off by default: slices hold the main
 //     thread more often for the same total.
 // What a partial read misses until the next full one: a cluster that starts taking traffic or whose idle
-// endpoints change health, and every cluster's latency and which detector ejected an endpoint.
+// endpoints change health, and every cluster's latency and which detector ejected an endpoint. Latency
+// over a window in which no full read came is measured from the full read before (latencyBase), whose
+// sample the poller keeps for that.
+
+// latencyBase is the sample whose latency histograms a window from base to cur is measured against: base,
+// unless both carry them from the same full read (there was none in the window); then the last sample with
+// older ones, so that the latency covers from the full read before, more than the window.
+func latencyBase(samples []*Sample, base, cur *Sample) *Sample {
+	if base == cur || !base.StatsAt.Equal(cur.StatsAt) {
+		return base
+	}
+	out := base
+	for _, s := range samples {
+		if s.StatsAt.Before(cur.StatsAt) {
+			out = s
+		}
+	}
+	return out
+}
 
 // DefaultFullReadShare is the share of an Envoy's main thread full reads may take.
 const DefaultFullReadShare = 0.01
@@ -62,12 +80,12 @@ func (p *Poller) fullShare() float64 {
 }
 
 // fullEvery is the time from one full read to the next, for a full read that took cost: cost/share, at
-// least an Interval and at most half a Window. Half an Interval is taken off, so that a read due at the next
+// least an Interval and at most two Windows. Half an Interval is taken off, so that a read due at the next
 // tick is not put off by the ticker's jitter.
 func (p *Poller) fullEvery(cost time.Duration) time.Duration {
 	every := time.Duration(float64(cost) / p.fullShare())
 	if p.Window > 0 {
-		every = min(every, p.Window/2)
+		every = min(every, 2*p.Window)
 	}
 	return max(every, p.Interval) - p.Interval/2
 }

@@ -2,6 +2,7 @@ package proxystats
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"regexp"
 	"slices"
@@ -73,8 +74,8 @@ func TestFullReadsKeepWithinTheirShare(t *testing.T) {
 	for _, c := range []struct{ cost, want time.Duration }{
 		{5 * time.Millisecond, time.Second},        // cheap: every interval (less half of one for jitter)
 		{150 * time.Millisecond, 14 * time.Second}, // 1 %: 15 s
-		{time.Second, 29 * time.Second},            // at most half a window
-		{10 * time.Second, 29 * time.Second},
+		{time.Second, 99 * time.Second},
+		{10 * time.Second, 119 * time.Second}, // at most two windows
 	} {
 		if got := p.fullEvery(c.cost); got != c.want {
 			t.Errorf("a full read of %v: next after %v, want %v", c.cost, got, c.want)
@@ -186,5 +187,38 @@ func TestAttributionWaitsForTheNextFullRead(t *testing.T) {
 	Attribute(full1, full2)
 	if got := full2.Clusters["c"].Hosts[0].Reasons; !slices.Equal(got, []string{"outlier detection: consecutive 5xx"}) {
 		t.Fatalf("the next full read: %v", got)
+	}
+}
+
+// A window with no full read in it measures latency from the last full read before it, which the poller
+// keeps for that: the latency covers more than the window rather than nothing.
+func TestLatencyReachesBackToTheFullReadBefore(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	lat := func(n uint64) []Bucket { return []Bucket{{UpperMs: 1, Count: n}, {UpperMs: math.Inf(1), Count: n}} }
+	full := func(at time.Duration, n uint64) *Sample {
+		return &Sample{At: t0.Add(at), StatsAt: t0.Add(at), Clusters: map[string]*Cluster{"pa": {Hosts: []Host{{Address: "a:1", Total: n}}, Latency: lat(n)}}}
+	}
+	p := &Poller{Interval: 2 * time.Second, Window: time.Minute, Log: slog.New(slog.DiscardHandler), FullReadShare: 0.0001}
+	key := "n http://x"
+	p.proxies = map[string]*proxy{}
+	p.add(key, "g", "n", full(0, 0), time.Second, nil)
+	p.add(key, "g", "n", full(2*time.Second, 31), time.Second, nil) // 31 requests between the two
+	for i := 2; i <= 50; i++ {                                      // partial reads every 2 s for 100 s, nothing moving
+		prev := p.proxies[key].samples[len(p.proxies[key].samples)-1]
+		p.add(key, "g", "n", carry(prev, t0.Add(time.Duration(2*i)*time.Second), nil), 0, nil)
+	}
+	samples := p.proxies[key].samples
+	if first := samples[0]; !first.StatsAt.Before(t0.Add(2 * time.Second)) {
+		t.Fatalf("the poller kept samples from %v only", first.At.Sub(t0))
+	}
+	h := Summarize([]History{{Group: "g", Node: "n", Samples: samples}}, time.Minute)
+	b := h["g"]["pa"]
+	if b.LatencyP99Ms == nil || b.Requests != 0 {
+		t.Errorf("a minute of partial reads after the traffic: %d requests (want 0), p99 %v (want the full reads' 31)", b.Requests, b.LatencyP99Ms)
+	}
+	// Full reads only: the window's own.
+	h = Summarize([]History{{Group: "g", Node: "n", Samples: []*Sample{full(0, 0), full(2*time.Second, 31), full(70*time.Second, 31)}}}, time.Minute)
+	if b := h["g"]["pa"]; b.LatencyP99Ms != nil {
+		t.Errorf("full reads, no request in the window: p99 %v", *b.LatencyP99Ms)
 	}
 }

@@ -139,11 +139,16 @@ func (p *Poller) PollOnce(ctx context.Context) {
 			p.noteChanges(j.group, now)
 		}
 		if !j.full {
-			// The busy clusters, then those changed since shortly before the last full read (which may have
-			// come before the Envoy applied the change): when not all fit in one request, the rest waits
-			// for the next full read.
+			// The busy clusters, then those changed in the last two intervals, unless a full read came after
+			// the change (an interval late, for the Envoy to apply it): read once after a change, a cluster
+			// taking traffic or with an endpoint out stays busy. When not all fit in one request, the rest
+			// waits for the next full read.
+			since := j.prev.StatsAt.Add(-p.Interval)
+			if recent := now.Add(-2 * p.Interval); recent.After(since) {
+				since = recent
+			}
 			hot := slices.Clone(j.hot)
-			for _, name := range p.changedSince(j.group, j.prev.StatsAt.Add(-p.Interval)) {
+			for _, name := range p.changedSince(j.group, since) {
 				if _, found := slices.BinarySearch(j.hot, name); !found {
 					hot = append(hot, name)
 				}
@@ -200,11 +205,20 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 		}
 		p.Log.Debug("read a proxy's stats in full", "proxy", key, "clusters", len(s.Clusters), "took", cost, "next", px.nextFull)
 	}
-	// Keep one sample older than the window, so that the window is covered from its start.
+	// Keep one sample older than the window, so that the window is covered from its start, and the last one
+	// whose latency is older than s's (see latencyBase).
 	cut := 0
 	for i, old := range px.samples {
 		if s.At.Sub(old.At) > p.Window {
 			cut = i
+		}
+	}
+	for i := cut - 1; i >= 0; i-- {
+		if px.samples[i].StatsAt.Before(s.StatsAt) {
+			if !px.samples[cut].StatsAt.Before(s.StatsAt) {
+				cut = i
+			}
+			break
 		}
 	}
 	px.samples = px.samples[cut:]
