@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/lbplane/lbplane/controlplane/xdscache"
@@ -67,6 +68,50 @@ func (p *Poller) minPartial() int {
 		return DefaultMinPartialClusters
 	}
 	return p.MinPartialClusters
+}
+
+// fullCost is cost when the read was full, 0 otherwise (see Poller.add).
+func fullCost(full bool, cost time.Duration) time.Duration {
+	if !full {
+		return 0
+	}
+	return max(cost, time.Nanosecond)
+}
+
+// bodyLimit is the most lbplane reads of one answer from a group's Envoy: maxBody, or bodyPerResource for
+// each cluster and endpoint lbplane serves the group when that is more.
+func (p *Poller) bodyLimit(group string) int {
+	if p.Clusters == nil {
+		return maxBody
+	}
+	s := p.Clusters(group)
+	if s == nil {
+		return maxBody
+	}
+	p.chunksMu.Lock()
+	defer p.chunksMu.Unlock()
+	if c, ok := p.limits[group]; ok && c.state == s {
+		return c.limit
+	}
+	n := len(s.Names(resource.ClusterType))
+	for _, m := range s.Resources(resource.EndpointType) {
+		if cla, ok := m.(*endpointv3.ClusterLoadAssignment); ok {
+			for _, l := range cla.GetEndpoints() {
+				n += len(l.GetLbEndpoints())
+			}
+		}
+	}
+	limit := max(maxBody, n*bodyPerResource)
+	if p.limits == nil {
+		p.limits = map[string]limitCache{}
+	}
+	p.limits[group] = limitCache{state: s, limit: limit}
+	return limit
+}
+
+type limitCache struct {
+	state *xdscache.State
+	limit int
 }
 
 // maxHotFilter bounds the regular expression of a partial read.
@@ -283,6 +328,7 @@ type paceState struct {
 	chunks   map[string]chunkCache
 	// changes are, per group, the last state seen and when each of its clusters last changed in it.
 	changes map[string]*groupChanges
+	limits  map[string]limitCache
 }
 
 type groupChanges struct {

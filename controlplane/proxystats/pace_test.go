@@ -222,3 +222,19 @@ func TestLatencyReachesBackToTheFullReadBefore(t *testing.T) {
 		t.Errorf("full reads, no request in the window: p99 %v", *b.LatencyP99Ms)
 	}
 }
+
+// A full read that failed (an answer too large, a timeout) cost Envoy as much as one that succeeded: the
+// next waits as long, rather than being tried again at the next interval.
+func TestFailedFullReadWaitsItsTurn(t *testing.T) {
+	p := &Poller{Interval: 2 * time.Second, Window: time.Minute, Log: slog.New(slog.DiscardHandler)}
+	p.proxies = map[string]*proxy{}
+	p.add("k", "g", "n", nil, 500*time.Millisecond, fmt.Errorf("answer over 4 MiB"))
+	px := p.proxies["k"]
+	if want := time.Now().Add(p.fullEvery(500 * time.Millisecond)); px.retryAt.Before(want.Add(-time.Second)) || px.retryAt.After(want) {
+		t.Errorf("after a failed full read of 500 ms: retry at %v, want about %v", px.retryAt, want)
+	}
+	p.add("k2", "g", "n", nil, 0, fmt.Errorf("connection refused"))
+	if px := p.proxies["k2"]; !px.retryAt.IsZero() {
+		t.Errorf("a failed partial read delays the next: %v", px.retryAt)
+	}
+}

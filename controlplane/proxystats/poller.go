@@ -19,8 +19,14 @@ import (
 )
 
 // maxBody bounds one answer: /clusters of a thousand endpoints is well under 1 MiB, and a larger answer is
-// refused rather than read, so a client that declared a stats port cannot make lbplane buffer much.
-const maxBody = 4 << 20
+// refused rather than read, so a client that declared a stats port cannot make lbplane buffer much. An
+// Envoy served more clusters and endpoints may answer more: bodyPerResource for each (/clusters?format=json
+// took 1.3 KB per cluster of one endpoint at 3,000), so that lbplane buffers at most in proportion to what
+// it serves (see bodyLimit).
+const (
+	maxBody         = 4 << 20
+	bodyPerResource = 4 << 10
+)
 
 // Poller reads every proxy's stats port every Interval and keeps Window of history per proxy.
 type Poller struct {
@@ -67,6 +73,9 @@ type proxy struct {
 	// nextFull is when the next read reads everything; hot are the clusters a read in between asks for.
 	nextFull time.Time
 	hot      []string
+	// retryAt is, after a full read failed, when the next may start: a failing full read costs Envoy as
+	// much as one that succeeds.
+	retryAt time.Time
 }
 
 // Target is the base URL of a proxy's stats port, or "" when it has none.
@@ -122,14 +131,20 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		}
 	}
 	now := time.Now()
-	for i := range jobs {
-		j := &jobs[i]
+	ready := jobs[:0]
+	for _, j := range jobs {
 		j.full = true
-		if px := p.proxies[j.key]; px != nil && px.err == "" && len(px.samples) > 0 && p.fullShare() < 1 {
+		px := p.proxies[j.key]
+		if px != nil && px.err != "" && now.Before(px.retryAt) {
+			continue
+		}
+		if px != nil && px.err == "" && len(px.samples) > 0 && p.fullShare() < 1 {
 			j.prev, j.hot = px.samples[len(px.samples)-1], px.hot
 			j.full = !now.Before(px.nextFull)
 		}
+		ready = append(ready, j)
 	}
+	jobs = ready
 	p.mu.Unlock()
 	groups := map[string]bool{}
 	for i := range jobs {
@@ -172,7 +187,8 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	wg.Wait()
 }
 
-// add records a read; cost is how long it held the Envoy when it was a full read, 0 otherwise.
+// add records a read; cost is how long it held the Envoy when it was a full read (that succeeded or
+// failed), 0 otherwise.
 func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -183,6 +199,9 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 	}
 	px.group, px.node = group, node
 	if err != nil {
+		if cost > 0 {
+			px.retryAt = time.Now().Add(p.fullEvery(cost))
+		}
 		p.Metrics.Error(metrics.StatsPoll)
 		if px.err != err.Error() {
 			p.Log.Warn("reading a proxy's stats port", "proxy", key, "error", err)
@@ -243,9 +262,13 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 		}
 	}
 	var cost time.Duration
+	limit := maxBody // a partial read asks for a few clusters
+	if full {
+		limit = p.bodyLimit(group)
+	}
 	timed := func(u string) ([]byte, error) {
 		t := time.Now()
-		b, err := p.get(ctx, u)
+		b, err := p.get(ctx, u, limit)
 		cost += time.Since(t)
 		return b, err
 	}
@@ -256,7 +279,7 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 		}
 		cb, err := timed(clustersURL(base, f))
 		if err != nil {
-			return nil, 0, err
+			return nil, fullCost(full, cost), err
 		}
 		part, err := ParseClusters(cb)
 		if err != nil {
@@ -274,7 +297,7 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 	}
 	sb, err := timed(base + "/stats/prometheus?usedonly&filter=" + url.QueryEscape(StatsFilter))
 	if err != nil {
-		return nil, 0, err
+		return nil, fullCost(true, cost), err
 	}
 	if err := ParseStats(sb, clusters); err != nil {
 		return nil, 0, err
@@ -282,7 +305,7 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 	return &Sample{At: at, StatsAt: at, Clusters: clusters}, max(cost, time.Nanosecond), nil
 }
 
-func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
+func (p *Poller) get(ctx context.Context, u string, limit int) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -294,12 +317,12 @@ func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxBody {
-		return nil, fmt.Errorf("GET %s: answer over %d MiB, not read", u, maxBody>>20)
+	if len(b) > limit {
+		return nil, fmt.Errorf("GET %s: answer over %.1f MiB, not read", u, float64(limit)/(1<<20))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
