@@ -4,11 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
@@ -19,11 +22,13 @@ import (
 // instead of about 20 (issue 31). This row fills one Envoy with -stats-policies policies, with its stats
 // port read at lbplane's default interval, then with reading off, and times -stats-changes changes from
 // outside the server (push sent → first 200 from the new backend) in each: p50 and p99 side by side. A third
-// run reads /clusters whole, as lbplane did before it read it in slices: the A/B of the slicing.
+// run reads everything at every interval (--proxy-stats-full-share 1), as lbplane did before it read only
+// the busy clusters between full reads kept to a share of Envoy's main thread: the A/B of that.
 var (
-	statsPolicies = flag.Int("stats-policies", 10000, "the stats row: policies on its one Envoy (at most 10,000)")
-	statsChanges  = flag.Int("stats-changes", 100, "the stats row: timed changes per setting")
-	statsInterval = flag.String("stats-interval", "2s", "the stats row: lbplane's --proxy-stats-interval for the 'stats on' run (its default)")
+	statsPolicies   = flag.Int("stats-policies", 10000, "the stats row: policies on its one Envoy (at most 10,000)")
+	statsChanges    = flag.Int("stats-changes", 100, "the stats row: timed changes per setting")
+	statsAdminTimes = flag.Bool("stats-admin-times", false, "the stats row: before the changes, time each admin read lbplane could make (on Envoy's main thread) and print it")
+	statsInterval   = flag.String("stats-interval", "2s", "the stats row: lbplane's --proxy-stats-interval for the 'stats on' run (its default)")
 )
 
 func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) error {
@@ -36,19 +41,20 @@ func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) e
 	}
 	defer e.stopBackends()
 	ports := e.backendPorts()
-	// stats-whole reads /clusters in one request, as lbplane did before it read it in slices.
-	for _, setting := range []struct{ name, interval, slice string }{
-		{"stats-on", *statsInterval, "500"}, {"stats-whole", *statsInterval, "-1"}, {"stats-off", "0", "500"},
+	// stats-every-read reads everything at every interval, as lbplane did before it kept full reads to a
+	// share of Envoy's main thread.
+	for _, setting := range []struct{ name, interval, share string }{
+		{"stats-on", *statsInterval, "0.01"}, {"stats-every-read", *statsInterval, "1"}, {"stats-off", "0", "0.01"},
 	} {
-		samples, err := statsRun(ctx, e, setting.name, setting.interval, setting.slice, n, changes, ports)
+		samples, err := statsRun(ctx, e, setting.name, setting.interval, setting.share, n, changes, ports)
 		if err != nil {
 			return fmt.Errorf("stats row (%s): %w", setting.name, err)
 		}
 		rec := runRecord{Scenario: "stats-pacing", Peer: "lbplane", Variant: setting.name, API: "delta", Policies: n, Samples: samples, Valid: true,
-			Note: "--proxy-stats-interval " + setting.interval + " --proxy-stats-slice " + setting.slice + "; push sent → first 200 from the new backend"}
+			Note: "--proxy-stats-interval " + setting.interval + " --proxy-stats-full-share " + setting.share + "; push sent → first 200 from the new backend"}
 		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
 		record(rec)
-		fmt.Fprintf(os.Stderr, "stats row %-9s %5d policies, %d changes: push→200 p50 %.1f ms p99 %.1f ms (p99/p50 %.2f)\n",
+		fmt.Fprintf(os.Stderr, "stats row %-16s %5d policies, %d changes: push→200 p50 %.1f ms p99 %.1f ms (p99/p50 %.2f)\n",
 			setting.name, n, len(samples), rec.P50, rec.P99, rec.P99/max(rec.P50, 0.001))
 	}
 	return nil
@@ -56,14 +62,14 @@ func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) e
 
 // statsRun starts lbplane reading stats every interval ("0": never) and one Envoy with a stats port, fills
 // n policies, and returns the times of the changes, in milliseconds.
-func statsRun(ctx context.Context, e *env, name, interval, slice string, n, changes int, ports []string) ([]float64, error) {
+func statsRun(ctx context.Context, e *env, name, interval, share string, n, changes int, ports []string) ([]float64, error) {
 	dir := filepath.Join(e.dir, "stats-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
 	args := serveArgs(dir, xds, apiAddr, "--metrics-address", "", "--proxy-stats-interval", interval)
-	args = append(args, "--proxy-stats-slice", slice)
+	args = append(args, "--proxy-stats-full-share", share)
 	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
 	if err != nil {
 		return nil, err
@@ -98,6 +104,9 @@ func statsRun(ctx context.Context, e *env, name, interval, slice string, n, chan
 	if !servesHost(client, fmt.Sprintf("f-%d.bench.local", n-1)) || !proxiesSynced(ctx, c, 10*time.Minute) {
 		return nil, fmt.Errorf("the Envoy never took the config of %d policies", n)
 	}
+	if *statsAdminTimes {
+		adminTimes(fmt.Sprintf("http://127.0.0.1:%d", cpBase+2), n)
+	}
 	if interval != "0" {
 		// The reads have started: at least one interval, and the first read, behind us.
 		d, err := time.ParseDuration(interval)
@@ -126,4 +135,43 @@ func statsRun(ctx context.Context, e *env, name, interval, slice string, n, chan
 		time.Sleep(time.Duration(100+37*(i%11)) * time.Millisecond)
 	}
 	return samples, nil
+}
+
+// adminTimes times the admin reads lbplane makes or could make of an Envoy with n policies, each three times
+// back to back, and prints the fastest and slowest with the answer's size: what each costs Envoy's main thread.
+func adminTimes(base string, n int) {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	for _, path := range []string{
+		"/ready",
+		"/clusters?format=json",
+		"/clusters",
+		"/clusters?format=json&filter=" + url.QueryEscape("f-1/app"),
+		"/stats/prometheus?usedonly&filter=" + url.QueryEscape(proxystats.StatsFilter),
+		"/stats/prometheus?filter=" + url.QueryEscape(proxystats.StatsFilter),
+		"/stats/prometheus?usedonly",
+		"/stats?usedonly&format=json&filter=" + url.QueryEscape(`membership_(healthy|total)$`),
+		"/stats?format=json&filter=" + url.QueryEscape(`^cluster\.probe\.`),
+		"/stats?usedonly&type=Histograms&filter=" + url.QueryEscape(`upstream_rq_time`),
+		"/stats?usedonly&format=json&type=Counters&filter=" + url.QueryEscape(`upstream_rq_total$`),
+	} {
+		var lo, hi time.Duration
+		size := 0
+		for i := range 3 {
+			t := time.Now()
+			resp, err := client.Get(base + path)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "admin %s: %v\n", path, err)
+				break
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			d := time.Since(t)
+			size = len(b)
+			if i == 0 || d < lo {
+				lo = d
+			}
+			hi = max(hi, d)
+		}
+		fmt.Fprintf(os.Stderr, "admin read at %d policies: %-90s %7.1f-%7.1f ms %9d bytes\n", n, path, lo.Seconds()*1000, hi.Seconds()*1000, size)
+	}
 }

@@ -2,27 +2,200 @@ package proxystats
 
 import (
 	"context"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
 // Reading an Envoy's stats must not hold back its config. Envoy answers admin requests on its main thread,
-// the thread that also applies xDS: a /clusters dump of 10,000 clusters took it hundreds of milliseconds,
-// and a change arriving meanwhile waited (one change in 40-60 took 435-631 ms instead of about 20, with
-// 10,000 policies on one Envoy). So the poller
-//   - asks only for lbplane's clusters, in slices of at most ClusterChunk (admin's /clusters?filter=, a
-//     regular expression over cluster names, made of the names' prefixes): each slice holds the main thread
-//     briefly, so a change waits for one slice at most, not for the whole dump;
-//   - asks /stats/prometheus only for the stats status reads, of the stats in use (usedonly, filter=);
+// the thread that also applies xDS, and a change arriving during an answer waits for it. What an answer
+// costs grows with every cluster the Envoy has, not with what it returns: at 3,000 clusters /clusters took
+// 130 ms and /stats/prometheus 160-330 ms even with usedonly and a filter that left 12 KB of it (Envoy walks
+// every stat to filter), while /clusters?filter= for a few clusters costs next to nothing. So the poller
+//   - reads everything (every cluster of lbplane's, and the stats status uses: usedonly, filter=) only as
+//     often as keeps those reads within FullReadShare of the Envoy's main thread, going by how long the
+//     last full read took (every Interval at small scale, and always for an Envoy with at most
+//     MinPartialClusters clusters; never more than two Windows apart);
+//   - in between, reads /clusters?filter= for the busy clusters alone: those whose endpoints' counters
+//     moved, with requests in flight, or with an endpoint not taking traffic at the last read (hotClusters),
+//     and those lbplane changed in the last two intervals (noteChanges), and carries every other cluster,
+//     and every cluster's latency histogram and ejection counters, from the read before (carry);
 //   - starts no request to an Envoy while a response is in flight to it or for Quiet after one (Busy), and
-//     looks again between slices: a read steps aside for a push, for at most one Interval.
+//     looks again between requests: a read steps aside for a push, for at most one Interval;
+//   - can read /clusters in slices of at most ClusterChunk clusters (admin's /clusters?filter=, a regular
+//     expression over cluster names, made of the names' prefixes), off by default: slices hold the main
+//     thread more often for the same total.
+// What a partial read misses until the next full one: a cluster that starts taking traffic or whose idle
+// endpoints change health, and every cluster's latency and which detector ejected an endpoint. Latency
+// over a window in which no full read came is measured from the full read before (latencyBase), whose
+// sample the poller keeps for that.
+
+// latencyBase is the sample whose latency histograms a window from base to cur is measured against: base,
+// unless both carry them from the same full read (there was none in the window); then the last sample with
+// older ones, so that the latency covers from the full read before, more than the window.
+func latencyBase(samples []*Sample, base, cur *Sample) *Sample {
+	if base == cur || !base.StatsAt.Equal(cur.StatsAt) {
+		return base
+	}
+	out := base
+	for _, s := range samples {
+		if s.StatsAt.Before(cur.StatsAt) {
+			out = s
+		}
+	}
+	return out
+}
+
+// DefaultFullReadShare is the share of an Envoy's main thread full reads may take.
+const DefaultFullReadShare = 0.01
+
+// DefaultMinPartialClusters: an Envoy with at most this many clusters is read in full every Interval. Such
+// a read takes a few milliseconds of its main thread; between full reads, latency and an idle cluster's
+// health would only show later, and on a busy machine its measured cost could put full reads far apart.
+const DefaultMinPartialClusters = 256
+
+func (p *Poller) minPartial() int {
+	if p.MinPartialClusters <= 0 {
+		return DefaultMinPartialClusters
+	}
+	return p.MinPartialClusters
+}
+
+// fullCost is cost when the read was full, 0 otherwise (see Poller.add).
+func fullCost(full bool, cost time.Duration) time.Duration {
+	if !full {
+		return 0
+	}
+	return max(cost, time.Nanosecond)
+}
+
+// bodyLimit is the most lbplane reads of one answer from a group's Envoy: maxBody, or bodyPerResource for
+// each cluster and endpoint lbplane serves the group when that is more.
+func (p *Poller) bodyLimit(group string) int {
+	if p.Clusters == nil {
+		return maxBody
+	}
+	s := p.Clusters(group)
+	if s == nil {
+		return maxBody
+	}
+	p.chunksMu.Lock()
+	defer p.chunksMu.Unlock()
+	if c, ok := p.limits[group]; ok && c.state == s {
+		return c.limit
+	}
+	n := len(s.Names(resource.ClusterType))
+	for _, m := range s.Resources(resource.EndpointType) {
+		if cla, ok := m.(*endpointv3.ClusterLoadAssignment); ok {
+			for _, l := range cla.GetEndpoints() {
+				n += len(l.GetLbEndpoints())
+			}
+		}
+	}
+	limit := max(maxBody, n*bodyPerResource)
+	if p.limits == nil {
+		p.limits = map[string]limitCache{}
+	}
+	p.limits[group] = limitCache{state: s, limit: limit}
+	return limit
+}
+
+type limitCache struct {
+	state *xdscache.State
+	limit int
+}
+
+// maxHotFilter bounds the regular expression of a partial read.
+const maxHotFilter = 8 << 10
+
+func (p *Poller) fullShare() float64 {
+	if p.FullReadShare <= 0 {
+		return DefaultFullReadShare
+	}
+	return p.FullReadShare
+}
+
+// fullEvery is the time from one full read to the next, for a full read that took cost: cost/share, at
+// least an Interval and at most two Windows. Half an Interval is taken off, so that a read due at the next
+// tick is not put off by the ticker's jitter.
+func (p *Poller) fullEvery(cost time.Duration) time.Duration {
+	every := time.Duration(float64(cost) / p.fullShare())
+	if p.Window > 0 {
+		every = min(every, 2*p.Window)
+	}
+	return max(every, p.Interval) - p.Interval/2
+}
+
+// hotClusters names the clusters of cur that a partial read asks for: those with an endpoint whose counters
+// moved since prev (or that prev did not have), with requests in flight, or not taking new traffic. With no
+// prev (a first read), only the last two.
+func hotClusters(prev, cur *Sample) []string {
+	var hot []string
+	for name, c := range cur.Clusters {
+		var pc *Cluster
+		if prev != nil {
+			pc = prev.Clusters[name]
+		}
+		if pc == c {
+			continue // carried: nothing moved
+		}
+		for _, h := range c.Hosts {
+			busy := h.Active > 0 || len(h.Reasons) > 0
+			if prev != nil {
+				ph := findHost(pc, h.Address)
+				busy = busy || ph == nil || ph.Total != h.Total || ph.Errors != h.Errors
+			}
+			if busy {
+				hot = append(hot, name)
+				break
+			}
+		}
+	}
+	slices.Sort(hot)
+	return hot
+}
+
+// hotFilter is the /clusters filter for the clusters in hot, as many of them as fit in maxHotFilter, first
+// come first; "" for none (no request). The ones left out wait for the next full read: a partial read
+// never grows into a full one.
+func hotFilter(hot []string) string {
+	var quoted []string
+	n := 0
+	for _, name := range hot {
+		q := regexp.QuoteMeta(name)
+		if n+len(q)+1 > maxHotFilter {
+			break
+		}
+		quoted = append(quoted, q)
+		n += len(q) + 1
+	}
+	if len(quoted) == 0 {
+		return ""
+	}
+	return "^(?:" + strings.Join(quoted, "|") + ")$"
+}
+
+// carry is a partial read at at: the clusters read, with prev's latency and ejection counters, and every
+// other cluster of prev as it was.
+func carry(prev *Sample, at time.Time, read map[string]*Cluster) *Sample {
+	s := &Sample{At: at, StatsAt: prev.StatsAt, Clusters: maps.Clone(prev.Clusters)}
+	for name, c := range read {
+		if pc := prev.Clusters[name]; pc != nil {
+			c.Latency, c.Ejections = pc.Latency, pc.Ejections
+		}
+		s.Clusters[name] = c
+	}
+	return s
+}
 
 // DefaultClusterChunk is how many clusters one /clusters request asks for at most.
 const DefaultClusterChunk = 500
@@ -153,4 +326,66 @@ func (p *Poller) stepAside(ctx context.Context, node string, deadline time.Time)
 type paceState struct {
 	chunksMu sync.Mutex
 	chunks   map[string]chunkCache
+	// changes are, per group, the last state seen and when each of its clusters last changed in it.
+	changes map[string]*groupChanges
+	limits  map[string]limitCache
+}
+
+type groupChanges struct {
+	state   *xdscache.State
+	changed map[string]time.Time
+}
+
+// noteChanges compares a group's state with the one seen last, and keeps when each cluster whose cluster
+// or endpoint resources changed did (for a Window): a partial read asks for them too, as a changed cluster
+// is where traffic and health move, and what a rollout judges.
+func (p *Poller) noteChanges(group string, now time.Time) {
+	if p.Clusters == nil {
+		return
+	}
+	s := p.Clusters(group)
+	p.chunksMu.Lock()
+	defer p.chunksMu.Unlock()
+	if p.changes == nil {
+		p.changes = map[string]*groupChanges{}
+	}
+	g := p.changes[group]
+	if g == nil {
+		g = &groupChanges{changed: map[string]time.Time{}}
+		p.changes[group] = g
+	}
+	if s == g.state {
+		return
+	}
+	if g.state != nil && s != nil {
+		for _, typ := range []string{resource.ClusterType, resource.EndpointType} {
+			for _, name := range s.Names(typ) {
+				v, _ := s.ResourceVersion(typ, name)
+				if old, ok := g.state.ResourceVersion(typ, name); !ok || old != v {
+					g.changed[name] = now
+				}
+			}
+		}
+	}
+	g.state = s
+	for name, at := range g.changed {
+		if now.Sub(at) > p.Window {
+			delete(g.changed, name)
+		}
+	}
+}
+
+// changedSince names a group's clusters that changed at or after since.
+func (p *Poller) changedSince(group string, since time.Time) []string {
+	p.chunksMu.Lock()
+	defer p.chunksMu.Unlock()
+	var out []string
+	if g := p.changes[group]; g != nil {
+		for name, at := range g.changed {
+			if !at.Before(since) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }

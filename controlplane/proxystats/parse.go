@@ -60,7 +60,10 @@ type Cluster struct {
 
 // Sample is everything read from one Envoy at one time.
 type Sample struct {
-	At       time.Time
+	At time.Time
+	// StatsAt is when the clusters' Latency and Ejections were read: At for a full read, an earlier
+	// full read's time for a partial one, which carries them (see pace.go).
+	StatsAt  time.Time
 	Clusters map[string]*Cluster
 }
 
@@ -211,22 +214,30 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 
 // Attribute names the outlier detector behind each ejected host of cur: the one whose enforced-ejection
 // counter moved since prev, when the host was not ejected in prev; otherwise what prev said. A host ejected
-// in the first sample, or when no counter moved, keeps the plain "outlier detection".
+// in the first sample, or when no counter moved, keeps the plain "outlier detection". When prev carried its
+// counters from an earlier read (a partial read, see pace.go) and named no detector, the counters that moved
+// since are looked at again: the ejection may have happened after prev's counters were read. Clusters cur
+// carries from prev unchanged are left as they are.
 func Attribute(prev, cur *Sample) {
 	for name, c := range cur.Clusters {
 		var pc *Cluster
 		if prev != nil {
 			pc = prev.Clusters[name]
 		}
+		if c == pc {
+			continue
+		}
 		for i := range c.Hosts {
 			h := &c.Hosts[i]
 			if !h.Outlier {
 				continue
 			}
+			ph := findHost(pc, h.Address)
 			detail := ""
-			if ph := findHost(pc, h.Address); ph != nil && ph.Outlier {
+			if ph != nil && ph.Outlier {
 				detail = outlierReason(ph.Reasons)
-			} else if pc != nil {
+			}
+			if pc != nil && (ph == nil || !ph.Outlier || (detail == "outlier detection" && prev.carried())) {
 				var moved []string
 				for kind, n := range c.Ejections {
 					if n > pc.Ejections[kind] {
@@ -249,6 +260,9 @@ func Attribute(prev, cur *Sample) {
 		}
 	}
 }
+
+// carried tells whether s holds counters read before it (a partial read).
+func (s *Sample) carried() bool { return !s.StatsAt.IsZero() && s.StatsAt.Before(s.At) }
 
 func findHost(c *Cluster, addr string) *Host {
 	if c == nil {

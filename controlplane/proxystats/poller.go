@@ -19,8 +19,14 @@ import (
 )
 
 // maxBody bounds one answer: /clusters of a thousand endpoints is well under 1 MiB, and a larger answer is
-// refused rather than read, so a client that declared a stats port cannot make lbplane buffer much.
-const maxBody = 4 << 20
+// refused rather than read, so a client that declared a stats port cannot make lbplane buffer much. An
+// Envoy served more clusters and endpoints may answer more: bodyPerResource for each (/clusters?format=json
+// took 1.3 KB per cluster of one endpoint at 3,000), so that lbplane buffers at most in proportion to what
+// it serves (see bodyLimit).
+const (
+	maxBody         = 4 << 20
+	bodyPerResource = 4 << 10
+)
 
 // Poller reads every proxy's stats port every Interval and keeps Window of history per proxy.
 type Poller struct {
@@ -46,6 +52,13 @@ type Poller struct {
 	// Busy, when set, tells whether a node was sent config lately or has some in flight: its stats are not
 	// read meanwhile, for at most an Interval (see pace.go).
 	Busy func(node string) bool
+	// FullReadShare is the share of an Envoy's main thread that full reads (every cluster and the stats) may
+	// take, going by how long the last one took (DefaultFullReadShare when 0; 1 or more: every read is
+	// full). Between full reads only the busy clusters are read (see pace.go).
+	FullReadShare float64
+	// MinPartialClusters: an Envoy with at most this many clusters is read in full every Interval
+	// (DefaultMinPartialClusters when 0).
+	MinPartialClusters int
 
 	paceState
 	mu      sync.Mutex
@@ -57,6 +70,12 @@ type proxy struct {
 	node    string
 	samples []*Sample
 	err     string
+	// nextFull is when the next read reads everything; hot are the clusters a read in between asks for.
+	nextFull time.Time
+	hot      []string
+	// retryAt is, after a full read failed, when the next may start: a failing full read costs Envoy as
+	// much as one that succeeds.
+	retryAt time.Time
 }
 
 // Target is the base URL of a proxy's stats port, or "" when it has none.
@@ -83,7 +102,12 @@ func (p *Poller) Run(ctx context.Context) {
 
 // PollOnce reads every proxy once, at most 16 at a time, and forgets proxies that are gone.
 func (p *Poller) PollOnce(ctx context.Context) {
-	type job struct{ key, group, node, base string }
+	type job struct {
+		key, group, node, base string
+		prev                   *Sample
+		hot                    []string
+		full                   bool
+	}
 	var jobs []job
 	seen := map[string]bool{}
 	for _, ps := range p.Proxies(ctx) {
@@ -94,7 +118,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		key := ps.NodeID + " " + base
 		if !seen[key] {
 			seen[key] = true
-			jobs = append(jobs, job{key, ps.Group, ps.NodeID, base})
+			jobs = append(jobs, job{key: key, group: ps.Group, node: ps.NodeID, base: base})
 		}
 	}
 	p.mu.Lock()
@@ -106,7 +130,47 @@ func (p *Poller) PollOnce(ctx context.Context) {
 			delete(p.proxies, k)
 		}
 	}
+	now := time.Now()
+	ready := jobs[:0]
+	for _, j := range jobs {
+		j.full = true
+		px := p.proxies[j.key]
+		if px != nil && px.err != "" && now.Before(px.retryAt) {
+			continue
+		}
+		if px != nil && px.err == "" && len(px.samples) > 0 && p.fullShare() < 1 {
+			j.prev, j.hot = px.samples[len(px.samples)-1], px.hot
+			j.full = !now.Before(px.nextFull)
+		}
+		ready = append(ready, j)
+	}
+	jobs = ready
 	p.mu.Unlock()
+	groups := map[string]bool{}
+	for i := range jobs {
+		j := &jobs[i]
+		if !groups[j.group] {
+			groups[j.group] = true
+			p.noteChanges(j.group, now)
+		}
+		if !j.full {
+			// The busy clusters, then those changed in the last two intervals, unless a full read came after
+			// the change (an interval late, for the Envoy to apply it): read once after a change, a cluster
+			// taking traffic or with an endpoint out stays busy. When not all fit in one request, the rest
+			// waits for the next full read.
+			since := j.prev.StatsAt.Add(-p.Interval)
+			if recent := now.Add(-2 * p.Interval); recent.After(since) {
+				since = recent
+			}
+			hot := slices.Clone(j.hot)
+			for _, name := range p.changedSince(j.group, since) {
+				if _, found := slices.BinarySearch(j.hot, name); !found {
+					hot = append(hot, name)
+				}
+			}
+			j.hot = hot
+		}
+	}
 
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
@@ -116,14 +180,16 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s, err := p.read(ctx, j.base, j.group, j.node)
-			p.add(j.key, j.group, j.node, s, err)
+			s, cost, err := p.read(ctx, j.base, j.group, j.node, j.prev, j.hot, j.full)
+			p.add(j.key, j.group, j.node, s, cost, err)
 		}()
 	}
 	wg.Wait()
 }
 
-func (p *Poller) add(key, group, node string, s *Sample, err error) {
+// add records a read; cost is how long it held the Envoy when it was a full read (that succeeded or
+// failed), 0 otherwise.
+func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	px := p.proxies[key]
@@ -133,6 +199,9 @@ func (p *Poller) add(key, group, node string, s *Sample, err error) {
 	}
 	px.group, px.node = group, node
 	if err != nil {
+		if cost > 0 {
+			px.retryAt = time.Now().Add(p.fullEvery(cost))
+		}
 		p.Metrics.Error(metrics.StatsPoll)
 		if px.err != err.Error() {
 			p.Log.Warn("reading a proxy's stats port", "proxy", key, "error", err)
@@ -147,59 +216,96 @@ func (p *Poller) add(key, group, node string, s *Sample, err error) {
 	}
 	Attribute(prev, s)
 	px.samples = append(px.samples, s)
-	// Keep one sample older than the window, so that the window is covered from its start.
+	px.hot = hotClusters(prev, s)
+	if cost > 0 {
+		px.nextFull = time.Time{}
+		if len(s.Clusters) > p.minPartial() {
+			px.nextFull = s.At.Add(p.fullEvery(cost))
+		}
+		p.Log.Debug("read a proxy's stats in full", "proxy", key, "clusters", len(s.Clusters), "took", cost, "next", px.nextFull)
+	}
+	// Keep one sample older than the window, so that the window is covered from its start, and the last one
+	// whose latency is older than s's (see latencyBase).
 	cut := 0
 	for i, old := range px.samples {
 		if s.At.Sub(old.At) > p.Window {
 			cut = i
 		}
 	}
+	for i := cut - 1; i >= 0; i-- {
+		if px.samples[i].StatsAt.Before(s.StatsAt) {
+			if !px.samples[cut].StatsAt.Before(s.StatsAt) {
+				cut = i
+			}
+			break
+		}
+	}
 	px.samples = px.samples[cut:]
 }
 
-// read reads one proxy: its clusters in slices, then the stats status uses, each request stepping aside
-// for config pushed to the proxy (see pace.go).
-func (p *Poller) read(ctx context.Context, base, group, node string) (*Sample, error) {
+// read reads one proxy: all of its clusters and the stats status uses when full, otherwise the clusters in
+// hot alone, with everything else carried from prev (see pace.go). Each request steps aside for config
+// pushed to the proxy. cost is how long a full read's requests took, 0 for a partial read.
+func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sample, hot []string, full bool) (*Sample, time.Duration, error) {
 	deadline := time.Now().Add(p.Interval)
 	if !p.stepAside(ctx, node, deadline) {
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 	at := time.Now()
-	clusters := map[string]*Cluster{}
-	filters := p.filters(group)
-	if filters == nil {
-		filters = []string{""}
+	var filters []string
+	if f := hotFilter(hot); !full && f != "" {
+		filters = []string{f}
 	}
+	if full {
+		if filters = p.filters(group); filters == nil {
+			filters = []string{""}
+		}
+	}
+	var cost time.Duration
+	limit := maxBody // a partial read asks for a few clusters
+	if full {
+		limit = p.bodyLimit(group)
+	}
+	timed := func(u string) ([]byte, error) {
+		t := time.Now()
+		b, err := p.get(ctx, u, limit)
+		cost += time.Since(t)
+		return b, err
+	}
+	clusters := map[string]*Cluster{}
 	for i, f := range filters {
 		if i > 0 && !p.stepAside(ctx, node, deadline) {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
-		cb, err := p.get(ctx, clustersURL(base, f))
+		cb, err := timed(clustersURL(base, f))
 		if err != nil {
-			return nil, err
+			return nil, fullCost(full, cost), err
 		}
 		part, err := ParseClusters(cb)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for name, c := range part {
 			clusters[name] = c
 		}
 	}
-	if !p.stepAside(ctx, node, deadline) {
-		return nil, ctx.Err()
+	if !full {
+		return carry(prev, at, clusters), 0, nil
 	}
-	sb, err := p.get(ctx, base+"/stats/prometheus?usedonly&filter="+url.QueryEscape(StatsFilter))
+	if !p.stepAside(ctx, node, deadline) {
+		return nil, 0, ctx.Err()
+	}
+	sb, err := timed(base + "/stats/prometheus?usedonly&filter=" + url.QueryEscape(StatsFilter))
 	if err != nil {
-		return nil, err
+		return nil, fullCost(true, cost), err
 	}
 	if err := ParseStats(sb, clusters); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return &Sample{At: at, Clusters: clusters}, nil
+	return &Sample{At: at, StatsAt: at, Clusters: clusters}, max(cost, time.Nanosecond), nil
 }
 
-func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
+func (p *Poller) get(ctx context.Context, u string, limit int) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -211,12 +317,12 @@ func (p *Poller) get(ctx context.Context, u string) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxBody {
-		return nil, fmt.Errorf("GET %s: answer over %d MiB, not read", u, maxBody>>20)
+	if len(b) > limit {
+		return nil, fmt.Errorf("GET %s: answer over %.1f MiB, not read", u, float64(limit)/(1<<20))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)

@@ -110,6 +110,7 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 				break
 			}
 		}
+		latBase := latencyBase(h.Samples, base, cur)
 		g := accs[h.Group]
 		if g == nil {
 			g = map[string]*acc{}
@@ -167,7 +168,7 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 				ep.errors += sub(host.Errors, be)
 			}
 			if base != cur {
-				a.latency = addBuckets(a.latency, deltaBuckets(c.Latency, bc))
+				a.latency = addBuckets(a.latency, deltaBuckets(c.Latency, latBase.Clusters[name]))
 			}
 		}
 	}

@@ -101,6 +101,9 @@ type Config struct {
 	// ProxyStatsSlice is how many clusters one read of an Envoy's /clusters asks for at most (see
 	// proxystats.DefaultClusterChunk); negative reads them in one request.
 	ProxyStatsSlice int
+	// ProxyStatsFullShare is the share of an Envoy's main thread that full reads of its stats may take
+	// (proxystats.Poller.FullReadShare); in between only busy clusters are read.
+	ProxyStatsFullShare float64
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (no per-backend latency).
 	NoRouterDynamicStats bool
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
@@ -477,11 +480,13 @@ func Run(ctx context.Context, cfg Config) error {
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
 			// Expected shares come from the traffic model of what was published, when status is read.
 			Expect: newExpectation(eng).expect,
-			// Reading stats holds Envoy's main thread, which also applies config: /clusters is read in slices
-			// of the group's clusters, and no read starts while config is on its way to the Envoy.
-			Clusters:     cache.Target,
-			ClusterChunk: cfg.ProxyStatsSlice,
-			Busy:         func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
+			// Reading stats holds Envoy's main thread, which also applies config: everything is read only as
+			// often as keeps it within a share of that thread, the busy clusters in between, and no read starts
+			// while config is on its way to the Envoy.
+			Clusters:      cache.Target,
+			ClusterChunk:  cfg.ProxyStatsSlice,
+			FullReadShare: cfg.ProxyStatsFullShare,
+			Busy:          func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
 		api.HealthByProxy = poller.ByProxy
 		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
 		// ejection lapsed is Unknown, not healthy.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -60,6 +61,9 @@ func newServe() *cobra.Command {
 			// stderr: through slog they come out in --log-format (one JSON object a line) like the rest.
 			klog.SetSlogLogger(log)
 			cfg.NoRouterDynamicStats = !dynamicStats
+			if !(cfg.ProxyStatsFullShare > 0 && cfg.ProxyStatsFullShare <= 1) {
+				return fmt.Errorf("--proxy-stats-full-share: %v is not a share of Envoy's main thread; give a number above 0 and at most 1", cfg.ProxyStatsFullShare)
+			}
 			switch set := xdsTLS.Cert != "" || xdsTLS.Key != "" || xdsTLS.ClientCA != ""; {
 			case set && (xdsTLS.Cert == "" || xdsTLS.Key == "" || xdsTLS.ClientCA == ""):
 				return fmt.Errorf("--xds-tls-cert, --xds-tls-key and --xds-tls-client-ca go together")
@@ -124,6 +128,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.StringVar(&cfg.RolloutDefault, "rollout-default", "immediate", "how a pushed change reaches the Envoys when neither the push (lbctl push-config --rollout) nor the policy (spec.rollout) says: immediate, or staged (in stages judged on the Envoys' stats, rolled back on a breach; docs/rollouts.md)")
 	f.IntVar(&cfg.ProxyStatsSlice, "proxy-stats-slice", -1, "clusters asked for per read of an Envoy's /clusters (-1: all in one read; measured at 10,000 clusters, slices of 500 tripled a change's median and kept its tail: bench/results/2026-11-27-vm-stats)")
+	f.Float64Var(&cfg.ProxyStatsFullShare, "proxy-stats-full-share", proxystats.DefaultFullReadShare, "share of an Envoy's main thread (which also applies config) that full reads of its stats port may take, going by how long the last one took; in between only the busy clusters are read (1: read everything every --proxy-stats-interval)")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
 	f.BoolVar(&dynamicStats, "router-dynamic-stats", true, "Envoy's per-response upstream stats (upstream_rq_time, per-status counters), where each backend's p99 and error figures come from; false saves about 3 % of Envoy's CPU per request (bench/results)")
 	f.StringArrayVar(&cfg.FilesRoots, "files-root", nil, "directory whose files policies may name in certificateFile, privateKeyFile and caFile (repeatable; relative names resolve against the first); default: --config-dir and <data-dir>/certs")
