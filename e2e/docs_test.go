@@ -111,18 +111,13 @@ func runDocSession(t *testing.T, name string, blocks []docblocks.Block) {
 		t.Logf("no network namespace can be made here (root, or unprivileged user namespaces, and iproute2): the ports the blocks name are moved by %d; the ones they leave to defaults are not", off)
 	}
 	dir := docScratch(t, off)
-	var script strings.Builder
-	script.WriteString(docPrelude)
+	prelude := docPrelude
 	if netns != nil {
-		script.WriteString("ip link set lo up\n")
+		prelude += "ip link set lo up\n"
 	}
-	for i, b := range blocks {
-		fmt.Fprintf(&script, "echo %q\n", fmt.Sprintf("### block %d of %d: %s:%d", i+1, len(blocks), b.Page, b.Line))
-		script.WriteString(shiftDocPorts(b.Text, off))
-	}
-	script.WriteString("echo '### all blocks ran'\n")
+	script := docblocks.Script(prelude, blocks, func(text string) string { return shiftDocPorts(text, off) })
 	scriptPath := filepath.Join(dir, "docs-blocks.sh")
-	if err := os.WriteFile(scriptPath, []byte(script.String()), 0o644); err != nil {
+	if err := os.WriteFile(scriptPath, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "docs-blocks.log")
@@ -136,15 +131,7 @@ func runDocSession(t *testing.T, name string, blocks []docblocks.Block) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", scriptPath)
 	cmd.Dir = dir
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "LBPLANE_") || k == "KUBECONFIG" {
-			continue // the blocks say what they need; KUBECONFIG alone would put lbctl in Kubernetes mode
-		}
-		env = append(env, kv)
-	}
-	cmd.Env = env
+	cmd.Env = docblocks.Environ()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if netns != nil {
@@ -167,7 +154,7 @@ func runDocSession(t *testing.T, name string, blocks []docblocks.Block) {
 		return nil
 	})
 	out, _ := os.ReadFile(logPath)
-	if runErr != nil || !strings.Contains(string(out), "### all blocks ran") {
+	if runErr != nil || !strings.Contains(string(out), docblocks.Done) {
 		t.Fatalf("session %s: %v (port offset %d); output:\n%s", name, runErr, off, out)
 	}
 	t.Logf("session %s: %d blocks ran (port offset %d)", name, len(blocks), off)

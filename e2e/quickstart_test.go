@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/internal/docblocks"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
@@ -101,12 +102,7 @@ func lbctlEnvoy(t *testing.T, l *Lbplane, nodeID, outDir, logName string) *Proce
 	envoy := tools.Require(t, "envoy")
 	cmd := exec.Command(filepath.Join(binDir, "lbctl"), "envoy", "--node-id", nodeID, "--xds-address", l.XDSAddr, "--stats-port", "0",
 		"--out-dir", outDir, "--envoy-path", envoy, "--wait-server", "60s", "--", "--concurrency", "1", "-l", "warn")
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "LBPLANE_") && k != "KUBECONFIG" {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "LBPLANE_SERVER="+l.APIURL, "LBPLANE_TOKEN="+token)
+	cmd.Env = append(docblocks.Environ(), "LBPLANE_SERVER="+l.APIURL, "LBPLANE_TOKEN="+token)
 	// SIGKILL should the test binary die (runLogged); lbctl then takes Envoy with it.
 	return runLogged(t, cmd, logName)
 }

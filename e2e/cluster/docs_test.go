@@ -4,7 +4,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,30 +83,15 @@ func (c *cluster) runDocBlocksIn(t *testing.T, dir string, extraEnv []string, bl
 	if abs, _ := filepath.Abs(c.kubeconfig); abs != want {
 		t.Fatalf("the docs' cluster blocks use make cluster's kubeconfig %s; this test was given %s: run `make test-cluster`", want, c.kubeconfig)
 	}
-	var script strings.Builder
-	script.WriteString(clusterDocsPrelude)
-	for i, b := range blocks {
-		fmt.Fprintf(&script, "echo %q\n", fmt.Sprintf("### block %d of %d: %s", i+1, len(blocks), b.Where()))
-		script.WriteString(b.Text)
-	}
-	script.WriteString("echo '### all blocks ran'\n")
 	scriptPath := filepath.Join(t.TempDir(), "docs-blocks.sh")
-	if err := os.WriteFile(scriptPath, []byte(script.String()), 0o644); err != nil {
+	if err := os.WriteFile(scriptPath, []byte(docblocks.Script(clusterDocsPrelude, blocks, nil)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", scriptPath)
 	cmd.Dir = dir
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == "KUBECONFIG" || k == "PATH" || strings.HasPrefix(k, "LBPLANE_") {
-			continue // the blocks say what they need
-		}
-		env = append(env, kv)
-	}
-	cmd.Env = append(env,
+	cmd.Env = append(docblocks.Environ("PATH"),
 		"PATH="+filepath.Dir(c.helm)+":"+filepath.Dir(c.kubectl)+":"+filepath.Join(c.root, "bin")+":"+os.Getenv("PATH"),
 		"DOCS_KUBECONFIG="+want,
 		"CONTAINERD_ADDRESS="+filepath.Join(c.root, ".run", "cluster", "containerd", "containerd.sock"))
@@ -117,7 +101,7 @@ func (c *cluster) runDocBlocksIn(t *testing.T, dir string, extraEnv []string, bl
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // nothing a block started outlives it
-	if err != nil || !strings.Contains(string(out), "### all blocks ran") {
+	if err != nil || !strings.Contains(string(out), docblocks.Done) {
 		t.Fatalf("the docs' cluster blocks: %v; output:\n%s", err, out)
 	}
 	var where []string

@@ -60,3 +60,31 @@ func TestReadRefusesWhatBreaksTheConvention(t *testing.T) {
 		}
 	}
 }
+
+func TestScriptAnnouncesEachBlockAndEndsWithDone(t *testing.T) {
+	blocks := []Block{{Page: "README.md", Line: 3, Text: "echo one\n"}, {Page: "docs/ha.md", Line: 44, Text: "echo 8080\n"}}
+	got := Script("set -e\n", blocks, func(s string) string { return strings.ReplaceAll(s, "8080", "8580") })
+	want := "set -e\n" +
+		"echo \"### block 1 of 2: README.md:3\"\necho one\n" +
+		"echo \"### block 2 of 2: docs/ha.md:44\"\necho 8580\n" +
+		"echo '" + Done + "'\n"
+	if got != want {
+		t.Errorf("script:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestEnvironLeavesOutWhatTheBlocksSay(t *testing.T) {
+	t.Setenv("LBPLANE_TOKEN", "x")
+	t.Setenv("KUBECONFIG", "/k")
+	t.Setenv("DOCBLOCKS_KEPT", "1")
+	t.Setenv("DOCBLOCKS_DROPPED", "1")
+	env := strings.Join(Environ("DOCBLOCKS_DROPPED"), "\n") + "\n"
+	for _, gone := range []string{"LBPLANE_TOKEN=", "KUBECONFIG=", "DOCBLOCKS_DROPPED="} {
+		if strings.Contains("\n"+env, "\n"+gone) {
+			t.Errorf("%s is still in the environment", gone)
+		}
+	}
+	if !strings.Contains(env, "DOCBLOCKS_KEPT=1\n") {
+		t.Error("DOCBLOCKS_KEPT was dropped")
+	}
+}
