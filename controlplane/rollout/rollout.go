@@ -75,6 +75,10 @@ type Controller struct {
 	// Leader, when set, tells whether this replica judges and moves rollouts on (the others only serve
 	// what the stored state says); nil: always.
 	Leader func() bool
+	// LeaderWrites: only the leader stores rollouts (Kubernetes mode, where every replica sees each spec
+	// change at once). A follower serves its own decision on a change (the same the leader makes, from the
+	// same inputs) until the leader's stored state covers it, or for at most LocalHold.
+	LeaderWrites bool
 
 	mu      sync.Mutex
 	byGroup map[string]*state
@@ -109,6 +113,8 @@ type state struct {
 	Baseline     *v1alpha1.RolloutNumbers `json:"baselineNumbers,omitempty"`
 	// raw is the state as last read from the store (not stored).
 	raw []byte
+	// localSince, when set, is when this follower decided the state itself, not stored (LeaderWrites).
+	localSince time.Time
 	// missing is when each canary was last seen gone (not stored: a restart gives every canary the grace
 	// again).
 	missing map[string]time.Time
@@ -192,12 +198,43 @@ func (c *Controller) reload(start bool) error {
 			c.log().Info("rollout loaded", "group", group, "phase", s.Phase, "stage", s.Stage+1, "canaries", s.Canaries, "stageStarted", s.StageStarted)
 		}
 	}
-	for group := range prev {
+	for group, old := range prev {
+		if !old.localSince.IsZero() && time.Since(old.localSince) < LocalHold && !covers(c.byGroup[group], old) {
+			// The leader has not stored this change's rollout yet: keep serving this replica's decision.
+			c.byGroup[group] = old
+			if err := c.split(old); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, ok := c.byGroup[group]; !ok {
 			c.Engine.SetSplit(group, nil)
 		}
 	}
 	return nil
+}
+
+// LocalHold bounds how long a follower serves a rollout the leader has not stored (LeaderWrites): a leader
+// that decided otherwise (it could not stage the change) is followed after it.
+const LocalHold = 15 * time.Second
+
+// covers tells whether stored has every policy of local at its candidate generation or later.
+func covers(stored, local *state) bool {
+	if stored == nil {
+		return false
+	}
+	for _, lp := range local.Policies {
+		i := slices.IndexFunc(stored.Policies, func(p PolicyRef) bool { return p.key() == lp.key() })
+		if i < 0 || stored.Policies[i].CandidateGeneration < lp.CandidateGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// follower tells whether this replica leaves storing rollouts to the leader.
+func (c *Controller) follower() bool {
+	return c.LeaderWrites && c.Leader != nil && !c.Leader()
 }
 
 // retry runs f, and once more after reading the stored state again when another replica wrote it in the
@@ -405,7 +442,7 @@ func (c *Controller) dropElsewhere(k translate.Key, keep string) error {
 		if len(s.Policies) == 0 {
 			delete(c.byGroup, group)
 			c.Engine.SetSplit(group, nil)
-			if c.Persist != nil {
+			if c.Persist != nil && !c.follower() {
 				if err := c.Persist.PutRollout(group, nil); err != nil {
 					return err
 				}
@@ -430,6 +467,13 @@ func (s *state) keys() []string {
 // apply stores s and then sets the engine's split for it (a state another replica changed meanwhile is
 // refused by a shared store, and then nothing is served from it); c.mu is held.
 func (c *Controller) apply(s *state) error {
+	if c.follower() {
+		if s.localSince.IsZero() {
+			s.localSince = time.Now()
+		}
+		return c.split(s)
+	}
+	s.localSince = time.Time{}
 	if c.Persist != nil {
 		v, err := json.Marshal(s)
 		if err != nil {
@@ -574,6 +618,13 @@ func (c *Controller) step(now time.Time) {
 	defer c.mu.Unlock()
 	for _, group := range slices.Sorted(maps.Keys(c.byGroup)) {
 		s := c.byGroup[group]
+		if !s.localSince.IsZero() {
+			// Decided while this replica followed, and never stored by the leader then: stored now.
+			if err := c.apply(s); err != nil {
+				c.log().Error("rollout", "group", group, "error", err)
+				continue
+			}
+		}
 		if s.Phase != v1alpha1.RolloutProgressing {
 			continue
 		}
@@ -841,6 +892,19 @@ func (c *Controller) find(k translate.Key) (*state, *PolicyRef) {
 	return nil, nil
 }
 
+// Keys are the policies in a rollout (ended ones included, as they are still reported).
+func (c *Controller) Keys() []translate.Key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []translate.Key
+	for _, s := range c.byGroup {
+		for _, p := range s.Policies {
+			out = append(out, p.key())
+		}
+	}
+	return out
+}
+
 // ErrNoRollout is returned for a policy without a rollout.
 var ErrNoRollout = fmt.Errorf("the policy has no staged rollout")
 
@@ -898,4 +962,20 @@ func (c *Controller) Baseline(k translate.Key) (*store.Record, error) {
 		return nil, ErrNoRollout
 	}
 	return p.Baseline, nil
+}
+
+// StoredBaseline returns, from a stored rollout (what Persist holds for a group), the baseline record of
+// policy k: what lbctl rollout undo makes the spec again in Kubernetes mode, where the API server keeps no
+// earlier spec. nil with a nil error: the policy was new in the rollout.
+func StoredBaseline(stored []byte, k translate.Key) (*store.Record, error) {
+	s := &state{}
+	if err := json.Unmarshal(stored, s); err != nil {
+		return nil, fmt.Errorf("stored rollout: %w", err)
+	}
+	for _, p := range s.Policies {
+		if p.key() == k {
+			return p.Baseline, nil
+		}
+	}
+	return nil, ErrNoRollout
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/rollout"
@@ -28,10 +29,7 @@ func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st
 		return nil, fmt.Errorf("--rollout-default: must be %q or %q, got %q", rollout.ModeImmediate, rollout.ModeStaged, cfg.RolloutDefault)
 	}
 	if cfg.Kubernetes != nil {
-		if cfg.RolloutDefault == rollout.ModeStaged {
-			return nil, fmt.Errorf("--rollout-default staged is not available with --kubernetes yet")
-		}
-		return nil, nil
+		return nil, nil // newKubeRollouts, once the source is made
 	}
 	persist, ok := st.(rollout.Persist)
 	if !ok {
@@ -135,4 +133,46 @@ func (f *fleetProxies) all() []xdsserver.ProxyStatus {
 		}
 	}
 	return out
+}
+
+// newKubeRollouts makes the staged rollouts' controller in Kubernetes mode: the rollouts are kept in
+// ConfigMaps of the leader election's namespace, every replica serves what they say, and the elected
+// replica stores and judges them (see kuberollout.go). Call it after kube.Start, before xDS is served.
+func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, poller *proxystats.Poller, api *pushapi.Server) (*rollout.Controller, *kubeRollouts, error) {
+	persist := kube.RolloutStore()
+	if persist == nil {
+		if cfg.RolloutDefault == rollout.ModeStaged {
+			return nil, nil, fmt.Errorf("--rollout-default staged with --kubernetes needs --leader-election-namespace: the rollouts are kept in ConfigMaps there")
+		}
+		cfg.Log.Warn("staged rollouts are off: they need --leader-election-namespace (where their ConfigMaps live); spec.rollout is applied at once")
+		return nil, nil, nil
+	}
+	var mu sync.Mutex
+	var at time.Time
+	var cached []xdsserver.ProxyStatus
+	proxies := func() []xdsserver.ProxyStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cached, at = kube.AllProxies(ctx), time.Now()
+			cancel()
+		}
+		return cached
+	}
+	ro := &rollout.Controller{Engine: eng, Proxies: proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
+		Leader: kube.Leader, LeaderWrites: true}
+	if poller != nil {
+		ro.Histories = poller.Histories
+	}
+	if err := ro.Load(); err != nil {
+		return nil, nil, fmt.Errorf("loading the rollouts: %w", err)
+	}
+	hook := &kubeRollouts{ro: ro, eng: eng, mode: cfg.RolloutDefault, log: cfg.Log, leader: kube.Leader}
+	kube.Rollouts, kube.RolloutKeys, kube.RolloutStatus = hook, ro.Keys, ro.Status
+	api.Rollouts = ro
+	if cfg.RolloutDefault == rollout.ModeStaged {
+		cfg.Log.Info("every applied change is rolled out in stages unless its policy says otherwise")
+	}
+	return ro, hook, nil
 }

@@ -513,6 +513,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("loading the store: %w", err)
 	}
 	var kube *kubesource.Source
+	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
 		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
@@ -526,6 +527,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		if err := kube.Start(); err != nil {
 			return fmt.Errorf("kubernetes: %w", err)
+		}
+		if ro, kubeRO, err = newKubeRollouts(&cfg, eng, kube, poller, api); err != nil {
+			return err
 		}
 		if history != nil {
 			// Ejections and recoveries are Events on the policy too (rate-limited; from the status writer).
@@ -657,6 +661,9 @@ func Run(ctx context.Context, cfg Config) error {
 	m.Certificates(func() map[string]time.Time { return certificateExpiry(ca, serving, groupCerts) })
 	if ro != nil {
 		g.Go(func() error { ro.Run(ctx); return nil })
+	}
+	if kubeRO != nil {
+		g.Go(func() error { kubeRO.steer(ctx); return nil })
 	}
 	if poller != nil {
 		g.Go(func() error { poller.Run(ctx); return nil })

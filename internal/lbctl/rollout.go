@@ -1,7 +1,7 @@
 package lbctl
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -54,17 +54,26 @@ func newRolloutStatus(g *globals) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var read func(ctx context.Context) (*apiwire.RolloutResult, error)
 			if g.kube.enabled() {
-				return errors.New("lbctl rollout is not available in Kubernetes mode yet: read status.rollout with kubectl get lbp " + args[0] + " -o yaml")
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
+				kc, err := g.kube.connect()
+				if err != nil {
+					return err
+				}
+				read = func(ctx context.Context) (*apiwire.RolloutResult, error) {
+					return kubeRollout(ctx, kc, namespace, args[0])
+				}
+			} else {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				read = func(ctx context.Context) (*apiwire.RolloutResult, error) { return c.Rollout(ctx, namespace, args[0]) }
 			}
 			deadline := time.Now().Add(timeout)
 			last := ""
 			for {
-				r, err := c.Rollout(cmd.Context(), namespace, args[0])
+				r, err := read(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -123,7 +132,16 @@ func newRolloutAction(g *globals, action, short string) *cobra.Command {
 		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if g.kube.enabled() {
-				return errors.New("lbctl rollout is not available in Kubernetes mode yet")
+				kc, err := g.kube.connect()
+				if err != nil {
+					return err
+				}
+				msg, err := kubeRolloutAction(cmd.Context(), kc, namespace, args[0], action)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
