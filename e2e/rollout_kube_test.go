@@ -196,6 +196,60 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro", "--timeout", "10s"); code != 0 || !strings.Contains(out, "Succeeded") {
 			t.Errorf("lbctl rollout status after the takeover: exit %d, %s", code, out)
 		}
+		envoys = live
+	})
+
+	t.Run("lbctl rollout pause, resume, abort and undo in Kubernetes mode", func(t *testing.T) {
+		// Held at its first stage by a long bake.
+		apply("broken", broken.Port, 3, "10m")
+		waitKubePhase(t, kc, 4, v1alpha1.RolloutProgressing, 20*time.Second)
+		steer := func(action string) {
+			t.Helper()
+			if code, out := lbctlKubeExit(t, kc, "rollout", action, "ro"); code != 0 || !strings.Contains(out, "default/ro") {
+				t.Fatalf("lbctl rollout %s: exit %d, %s", action, code, out)
+			}
+		}
+		steer("pause")
+		waitKubePhase(t, kc, 4, v1alpha1.RolloutPaused, 20*time.Second)
+		steer("resume")
+		waitKubePhase(t, kc, 4, v1alpha1.RolloutProgressing, 20*time.Second)
+		steer("abort")
+		st := waitKubePhase(t, kc, 4, v1alpha1.RolloutAborted, 20*time.Second)
+		if !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionRolledBack) {
+			t.Errorf("conditions after the abort: %+v", st.Conditions)
+		}
+		eventually(t, 10*time.Second, "every Envoy runs the baseline", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("broken held by %v", got)
+			}
+			if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
+				return fmt.Errorf("fresh held by %v", got)
+			}
+			return nil
+		})
+		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro"); code != 1 || !strings.Contains(out, "Aborted") {
+			t.Errorf("lbctl rollout status of an aborted rollout: exit %d, %s", code, out)
+		}
+		// Undo: the baseline (generation 3, with fresh) is the spec again, as generation 5, at once.
+		steer("undo")
+		eventually(t, 20*time.Second, "generation 5 is generation 3's spec, with no rollout", func() error {
+			out, err := kubectl(t, kc, "", "get", "lbp", "ro", "-n", "default", "-o", "jsonpath={.metadata.generation} {.spec.backends[*].name}")
+			if err != nil {
+				return err
+			}
+			if out != "5 stable fresh" {
+				return fmt.Errorf("generation and backends: %q", out)
+			}
+			st := kubeRollout(t, kc)
+			if st.Rollout != nil || st.ObservedGeneration != 5 || meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRolledBack) != nil ||
+				!meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionProgrammed) {
+				return fmt.Errorf("status after the undo: %+v", st)
+			}
+			return nil
+		})
+		if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
+			t.Errorf("after the undo fresh is held by %v", got)
+		}
 	})
 }
 
