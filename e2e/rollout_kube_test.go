@@ -251,6 +251,52 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 			t.Errorf("after the undo fresh is held by %v", got)
 		}
 	})
+
+	t.Run("a replica restarted mid-rollout splits its Envoys again and resumes", func(t *testing.T) {
+		other := 1 - leader
+		// One more Envoy, so that the group is split: a canary and at least one on the baseline.
+		envoys = append(envoys, startEnvoy(t, replicas[other], "envoy-z", true))
+		eventually(t, 20*time.Second, "every Envoy has generation 5", func() error {
+			if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
+				return fmt.Errorf("fresh held by %v", got)
+			}
+			return nil
+		})
+		apply("broken", broken.Port, 3, "10m")
+		st := waitKubePhase(t, kc, 6, v1alpha1.RolloutProgressing, 20*time.Second)
+		canaries, started := st.Rollout.Canaries, st.Rollout.StageStarted
+		eventually(t, 10*time.Second, "the canaries have the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
+				return fmt.Errorf("held by %v, canaries %v", got, canaries)
+			}
+			return nil
+		})
+		replicas[other].Kill()
+		replicas[other].Restart(t)
+		if len(canaries) != 1 {
+			t.Fatalf("canaries %v of %d Envoys", canaries, len(envoys))
+		}
+		// The restarted replica read the rollout before it served xDS: its own answer says so.
+		r := rolloutOf(t, replicas[other])
+		if r.Generation != 6 || r.Rollout.Phase != v1alpha1.RolloutProgressing || !slices.Equal(r.Rollout.Canaries, canaries) ||
+			r.Rollout.StageStarted == nil || !r.Rollout.StageStarted.Equal(started) {
+			t.Errorf("after the restart: %+v; before: canaries %v, stage started %v", r.Rollout, canaries, started)
+		}
+		waitSynced(t, replicas[other], len(envoys))
+		if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
+			t.Errorf("after the restart broken is held by %v, canaries %v", got, canaries)
+		}
+		if code, out := lbctlKubeExit(t, kc, "rollout", "abort", "ro"); code != 0 {
+			t.Fatalf("abort: exit %d, %s", code, out)
+		}
+		waitKubePhase(t, kc, 6, v1alpha1.RolloutAborted, 60*time.Second)
+		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+	})
 }
 
 // lbctlKubeExit runs lbctl in Kubernetes mode (the kubeconfig, and lbplane's namespace) and returns its exit
