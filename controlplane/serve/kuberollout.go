@@ -53,6 +53,21 @@ func groupOf(p *v1alpha1.LoadBalancerPolicy) string {
 	return p.Spec.ProxyGroup
 }
 
+// kubeMode is how an applied generation reaches the Envoys: immediate when its rollout-mode annotation
+// names this generation (lbctl rollout undo), else staged when it has spec.rollout, else the server's
+// default.
+func kubeMode(p *v1alpha1.LoadBalancerPolicy, def string) string {
+	switch {
+	case p.Annotations[kubesource.RolloutModeAnnotation] == strconv.FormatInt(p.Generation, 10):
+		return rollout.ModeImmediate
+	case p.Spec.Rollout != nil:
+		return rollout.ModeStaged
+	case def == rollout.ModeStaged:
+		return rollout.ModeStaged
+	}
+	return rollout.ModeImmediate
+}
+
 // PolicyChanges stages the changes that ask for it (spec.rollout, or --rollout-default staged) unless the
 // change is marked immediate for its generation (lbctl rollout undo); the others, and deletions, leave their
 // rollouts. Every replica decides the same from the same change; the leader stores it.
@@ -66,14 +81,7 @@ func (k *kubeRollouts) PolicyChanges(changes []kubesource.PolicyChange) {
 		}
 		p := ch.New
 		key := translate.KeyOf(p)
-		want := k.mode
-		if p.Spec.Rollout != nil {
-			want = rollout.ModeStaged
-		}
-		if p.Annotations[kubesource.RolloutModeAnnotation] == strconv.FormatInt(p.Generation, 10) {
-			want = rollout.ModeImmediate
-		}
-		if want != rollout.ModeStaged {
+		if kubeMode(p, k.mode) != rollout.ModeStaged {
 			unstaged = append(unstaged, key)
 			continue
 		}
