@@ -256,6 +256,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		other := 1 - leader
 		// One more Envoy, so that the group is split: a canary and at least one on the baseline.
 		envoys = append(envoys, startEnvoy(t, replicas[other], "envoy-z", true))
+		waitSynced(t, replicas[other], len(envoys))
 		eventually(t, 20*time.Second, "every Envoy has generation 5", func() error {
 			if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
 				return fmt.Errorf("fresh held by %v", got)

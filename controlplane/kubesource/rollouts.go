@@ -2,8 +2,6 @@ package kubesource
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,38 +13,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // Staged rollouts in Kubernetes mode keep their state, the baseline spec included, in one ConfigMap per
-// proxy group in the leader election's namespace (RolloutLabel set, the group in RolloutGroupKey, the state
-// in RolloutStateKey; package rollout owns its format). A user who applies a new spec replaces the old one in
-// the API: the ConfigMap is where the baseline lives on, readable by every replica (which serve their
-// Envoys the side it says) and by lbctl rollout undo. Only the elected replica writes it; a write over a
-// version it had not read is refused (resourceVersion) and decided again.
-const (
-	RolloutLabel    = "lbplane.io/rollout"
-	RolloutGroupKey = "group"
-	RolloutStateKey = "state"
-	rolloutPrefix   = "lbplane-rollout-"
-)
-
-// RolloutConfigMapName is the ConfigMap of a proxy group's rollout (a hash: group names need not be valid
-// object names).
-func RolloutConfigMapName(group string) string {
-	sum := sha256.Sum256([]byte(group))
-	return rolloutPrefix + hex.EncodeToString(sum[:8])
-}
-
-// Annotations steering a rollout, kubectl-style (lbctl rollout pause|resume|abort sets them): paused
-// holds it (as a Deployment's spec.paused); abort, set to the candidate generation, rolls it back. A
-// change whose RolloutModeAnnotation is "immediate" reaches every Envoy at once (lbctl rollout undo).
-const (
-	PausedAnnotation      = "lbplane.io/rollout-paused"
-	AbortAnnotation       = "lbplane.io/rollout-abort"
-	RolloutModeAnnotation = "lbplane.io/rollout-mode"
-)
+// proxy group in the leader election's namespace (apiwire.RolloutConfigMapName; package rollout owns the
+// state's format). A user who applies a new spec replaces the old one in the API: the ConfigMap is where the
+// baseline lives on, readable by every replica (which serve their Envoys the side it says) and by lbctl
+// rollout undo. Only the elected replica writes it; a write over a version it had not read is refused
+// (resourceVersion) and decided again.
 
 // PolicyChange is a policy whose spec changed: Old is the previous copy (nil: new), New the current one
 // (nil: deleted).
@@ -97,17 +74,17 @@ func (r *RolloutStore) Rollouts() (map[string][]byte, error) {
 	ctx, cancel := r.ctx()
 	defer cancel()
 	var cms corev1.ConfigMapList
-	if err := r.s.mgr.GetAPIReader().List(ctx, &cms, client.InNamespace(r.s.LeaderElectionNamespace), client.MatchingLabels{RolloutLabel: "true"}); err != nil {
+	if err := r.s.mgr.GetAPIReader().List(ctx, &cms, client.InNamespace(r.s.LeaderElectionNamespace), client.MatchingLabels{apiwire.RolloutLabel: "true"}); err != nil {
 		return nil, fmt.Errorf("%w: listing the rollout ConfigMaps: %v", store.ErrUnavailable, err)
 	}
 	out := map[string][]byte{}
 	revs := map[string]string{}
 	for _, cm := range cms.Items {
-		g, ok := cm.Data[RolloutGroupKey]
-		if !ok || cm.Name != RolloutConfigMapName(g) {
+		g, ok := cm.Data[apiwire.RolloutGroupKey]
+		if !ok || cm.Name != apiwire.RolloutConfigMapName(g) {
 			continue
 		}
-		out[g] = []byte(cm.Data[RolloutStateKey])
+		out[g] = []byte(cm.Data[apiwire.RolloutStateKey])
 		revs[g] = cm.ResourceVersion
 	}
 	r.mu.Lock()
@@ -125,9 +102,9 @@ func (r *RolloutStore) PutRollout(group string, v []byte) error {
 	r.mu.Lock()
 	rev, known := r.revs[group]
 	r.mu.Unlock()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RolloutConfigMapName(group), Namespace: r.s.LeaderElectionNamespace,
-		Labels: map[string]string{RolloutLabel: "true"}, ResourceVersion: rev},
-		Data: map[string]string{RolloutGroupKey: group, RolloutStateKey: string(v)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: apiwire.RolloutConfigMapName(group), Namespace: r.s.LeaderElectionNamespace,
+		Labels: map[string]string{apiwire.RolloutLabel: "true"}, ResourceVersion: rev},
+		Data: map[string]string{apiwire.RolloutGroupKey: group, apiwire.RolloutStateKey: string(v)}}
 	var err error
 	switch {
 	case v == nil && !known:

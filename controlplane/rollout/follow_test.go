@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -62,7 +65,12 @@ func newController(p Persist, leader *bool) *Controller {
 		Proxies: func() []xdsserver.ProxyStatus {
 			return []xdsserver.ProxyStatus{{NodeID: "envoy-b", Group: "default"}, {NodeID: "envoy-a", Group: "default"}}
 		},
-		Decode: func(*store.Record) (*v1alpha1.LoadBalancerPolicy, error) { return nil, errors.New("not decoded here") },
+		Decode: func(r *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
+			if r.Name == "" {
+				return nil, errors.New("a record without a name")
+			}
+			return &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, Generation: r.Generation}}, nil
+		},
 		Leader: func() bool { return *leader }, LeaderWrites: true}
 }
 
@@ -159,5 +167,28 @@ func TestWriteOverAnotherReplicasStateIsDecidedAgain(t *testing.T) {
 	mem.otherWrites("default", b)
 	if err := c.Action(key, "pause"); err == nil {
 		t.Fatal("a pause of a paused rollout (paused by another replica) was taken")
+	}
+}
+
+// lbctl rollout undo reads a stored rollout's baselines with apiwire.RolloutBaselines, without linking this
+// package: what is stored decodes into it.
+func TestStoredStateCarriesTheBaselinesLbctlReads(t *testing.T) {
+	mem := newMem()
+	c := newController(mem, new(bool))
+	c.LeaderWrites = false
+	doc := []byte(`{"apiVersion":"lbplane.io/v1alpha1","kind":"LoadBalancerPolicy","metadata":{"name":"shop"}}`)
+	ch := change(7)
+	ch[0].Old = &store.Record{Namespace: "default", Name: "shop", Generation: 6, Document: doc}
+	ch = append(ch, Change{Key: translate.Key{Namespace: "default", Name: "new"}, Group: "default", New: &store.Record{Generation: 1}, Generation: 1})
+	if _, err := c.Begin(ch); err != nil {
+		t.Fatal(err)
+	}
+	var bs apiwire.RolloutBaselines
+	if err := json.Unmarshal(mem.vals["default"], &bs); err != nil {
+		t.Fatal(err)
+	}
+	if len(bs.Policies) != 2 || bs.Policies[0].Name != "shop" || bs.Policies[0].Baseline == nil || bs.Policies[0].Baseline.Generation != 6 ||
+		string(bs.Policies[0].Baseline.Document) != string(doc) || bs.Policies[1].Name != "new" || bs.Policies[1].Baseline != nil {
+		t.Errorf("decoded %+v from %s", bs, mem.vals["default"])
 	}
 }

@@ -963,19 +963,3 @@ func (c *Controller) Baseline(k translate.Key) (*store.Record, error) {
 	}
 	return p.Baseline, nil
 }
-
-// StoredBaseline returns, from a stored rollout (what Persist holds for a group), the baseline record of
-// policy k: what lbctl rollout undo makes the spec again in Kubernetes mode, where the API server keeps no
-// earlier spec. nil with a nil error: the policy was new in the rollout.
-func StoredBaseline(stored []byte, k translate.Key) (*store.Record, error) {
-	s := &state{}
-	if err := json.Unmarshal(stored, s); err != nil {
-		return nil, fmt.Errorf("stored rollout: %w", err)
-	}
-	for _, p := range s.Policies {
-		if p.key() == k {
-			return p.Baseline, nil
-		}
-	}
-	return nil, ErrNoRollout
-}

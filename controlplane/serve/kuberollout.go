@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/rollout"
@@ -58,7 +59,7 @@ func groupOf(p *v1alpha1.LoadBalancerPolicy) string {
 // default.
 func kubeMode(p *v1alpha1.LoadBalancerPolicy, def string) string {
 	switch {
-	case p.Annotations[kubesource.RolloutModeAnnotation] == strconv.FormatInt(p.Generation, 10):
+	case p.Annotations[apiwire.RolloutModeAnnotation] == strconv.FormatInt(p.Generation, 10):
 		return rollout.ModeImmediate
 	case p.Spec.Rollout != nil:
 		return rollout.ModeStaged
@@ -134,10 +135,10 @@ func (k *kubeRollouts) steer(ctx context.Context) {
 			if p == nil || st == nil || st.CandidateGeneration != p.Generation {
 				continue
 			}
-			paused := p.Annotations[kubesource.PausedAnnotation] == "true"
+			paused := p.Annotations[apiwire.PausedAnnotation] == "true"
 			action := ""
 			switch {
-			case p.Annotations[kubesource.AbortAnnotation] == strconv.FormatInt(p.Generation, 10) &&
+			case p.Annotations[apiwire.AbortAnnotation] == strconv.FormatInt(p.Generation, 10) &&
 				(st.Phase == v1alpha1.RolloutProgressing || st.Phase == v1alpha1.RolloutPaused):
 				action = "abort"
 			case paused && st.Phase == v1alpha1.RolloutProgressing:

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/kubesource"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 )
 
@@ -17,7 +17,7 @@ func TestKubeMode(t *testing.T) {
 			p.Spec.Rollout = &v1alpha1.Rollout{}
 		}
 		if mode != "" {
-			p.Annotations = map[string]string{kubesource.RolloutModeAnnotation: mode}
+			p.Annotations = map[string]string{apiwire.RolloutModeAnnotation: mode}
 		}
 		return p
 	}
