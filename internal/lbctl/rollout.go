@@ -29,7 +29,8 @@ func newRollout(g *globals) *cobra.Command {
   lbctl rollout pause shop
   lbctl rollout resume shop             # a paused rollout goes on; a rolled-back one starts again
   lbctl rollout abort shop              # every Envoy back on the previous generation now
-  lbctl rollout undo shop               # push the previous generation back as the spec`,
+  lbctl rollout undo shop               # push the previous generation back as the spec
+  lbctl --kubeconfig ~/.kube/config rollout pause shop -n shop   # Kubernetes mode: annotates the policy`,
 	}
 	cmd.AddCommand(newRolloutStatus(g))
 	for _, a := range []struct{ name, short string }{
