@@ -140,13 +140,18 @@ func TestStagedRolloutEtcdReplicas(t *testing.T) {
 		if r.Rollout.Stage != 1 {
 			t.Fatalf("right after the push: %+v", r.Rollout)
 		}
-		started := r.Rollout.StageStarted
 		eventually(t, 10*time.Second, "only the canary has the fresh backend", func() error {
 			if got := holders(t, f.envoys, "fresh"); !slices.Equal(got, []string{"envoy-a"}) {
 				return fmt.Errorf("held by %v", got)
 			}
 			return nil
 		})
+		// The stage's start as the replicas hold it just before the leader dies.
+		r = rolloutOf(t, f.replicas[follower])
+		if r.Rollout.Phase != v1alpha1.RolloutProgressing || r.Rollout.Stage != 1 {
+			t.Fatalf("before the kill: %+v", r.Rollout)
+		}
+		started := r.Rollout.StageStarted
 		failedBefore := load.Failed.Load()
 		f.kill(leader)
 		eventually(t, 30*time.Second, f.ids[follower]+" leads", func() error {
