@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -8,6 +10,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/rollout"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 func TestKubeMode(t *testing.T) {
@@ -37,5 +40,26 @@ func TestKubeMode(t *testing.T) {
 		if got := kubeMode(tc.p, tc.def); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A replica publishes of its Envoys what the others need, within a bound, and says how many it left out.
+func TestProxiesReport(t *testing.T) {
+	var ps []xdsserver.ProxyStatus
+	for i := range 100 {
+		ps = append(ps, xdsserver.ProxyStatus{NodeID: fmt.Sprintf("envoy-%03d", i), Group: "default", StatsPort: 9000 + i, Authenticated: true,
+			Types: []apiwire.TypeStatus{{TypeURL: "cds", SentVersion: "v1", AckedVersion: "v1"}, {TypeURL: "lds", Nacked: true, NackMessage: "bad port"}}})
+	}
+	b, left := proxiesReport(ps, 1<<20)
+	var got []xdsserver.ProxyStatus
+	if err := json.Unmarshal(b, &got); err != nil || left != 0 || len(got) != 100 {
+		t.Fatalf("%d proxies, %d left out, %v", len(got), left, err)
+	}
+	if p := got[7]; p.NodeID != "envoy-007" || p.StatsPort != 9007 || !p.Authenticated || len(p.Types) != 1 || p.Types[0].NackMessage != "bad port" {
+		t.Errorf("published %+v", p)
+	}
+	b, left = proxiesReport(ps, 4096)
+	if err := json.Unmarshal(b, &got); err != nil || len(b) > 4096 || left == 0 || len(got)+left != 100 {
+		t.Errorf("bounded to 4096 bytes: %d bytes, %d proxies, %d left out, %v", len(b), len(got), left, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -83,17 +84,55 @@ type fleetProxies struct {
 	st      *store.Etcd
 	tracker *xdsserver.Tracker
 	id      string
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	at     time.Time
 	others []xdsserver.ProxyStatus
 }
 
+// maxProxiesReport bounds what a replica publishes of its Envoys (etcd refuses requests over 1.5 MiB by
+// default); past it the rest are left out, with a warning.
+const maxProxiesReport = 768 << 10
+
 func (f *fleetProxies) publish(ctx context.Context) {
+	dropped := 0
 	f.st.PublishProxies(ctx, f.id, proxiesInterval, func() []byte {
-		b, _ := json.Marshal(f.tracker.Proxies())
+		b, n := proxiesReport(f.tracker.Proxies(), maxProxiesReport)
+		if n != dropped && n > 0 {
+			f.log.Warn("too many Envoys to publish in etcd: the rest are left out of rollouts and of the other replicas' stats reads", "left out", n)
+		}
+		dropped = n
 		return b
 	})
+}
+
+// proxiesReport is what the other replicas need of this replica's Envoys (who they are, where their stats
+// are, what they rejected), as JSON of at most max bytes, and how many Envoys it left out.
+func proxiesReport(ps []xdsserver.ProxyStatus, max int) ([]byte, int) {
+	out := make([]xdsserver.ProxyStatus, 0, len(ps))
+	size := 2
+	for i, p := range ps {
+		slim := xdsserver.ProxyStatus{NodeID: p.NodeID, Group: p.Group, API: p.API, ConnectedAt: p.ConnectedAt, State: p.State,
+			Version: p.Version, Current: p.Current, Address: p.Address, StatsPort: p.StatsPort, Authenticated: p.Authenticated}
+		for _, t := range p.Types {
+			if t.Nacked {
+				slim.Types = append(slim.Types, t)
+			}
+		}
+		b, _ := json.Marshal(slim)
+		if size+len(b)+1 > max {
+			return mustJSON(out), len(ps) - i
+		}
+		size += len(b) + 1
+		out = append(out, slim)
+	}
+	return mustJSON(out), 0
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // all returns every replica's Envoys; an Envoy that moved between replicas is counted once, on this

@@ -466,7 +466,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var fleet *fleetProxies
 	proxies := tracker.Proxies
 	if shared != nil {
-		fleet = &fleetProxies{st: shared, tracker: tracker, id: cfg.ReplicaID}
+		fleet = &fleetProxies{st: shared, tracker: tracker, id: cfg.ReplicaID, log: cfg.Log}
 		proxies = fleet.all
 	}
 	var poller *proxystats.Poller

@@ -97,13 +97,19 @@ func (s *Etcd) PublishProxies(ctx context.Context, id string, interval time.Dura
 			continue
 		}
 		t := time.NewTicker(interval)
+		var last []byte // what this session wrote last: the lease keeps it, so an unchanged report is not written again
 	loop:
 		for {
-			wctx, cancel := s.ctx()
-			_, err := s.Client.Put(wctx, key, string(proxies()), clientv3.WithLease(sess.Lease()))
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("publishing this replica's Envoys in etcd", "error", err)
+			if v := proxies(); last == nil || string(v) != string(last) {
+				wctx, cancel := s.ctx()
+				_, err := s.Client.Put(wctx, key, string(v), clientv3.WithLease(sess.Lease()))
+				cancel()
+				switch {
+				case err == nil:
+					last = v
+				case ctx.Err() == nil:
+					s.log.Warn("publishing this replica's Envoys in etcd", "error", err)
+				}
 			}
 			select {
 			case <-ctx.Done():
