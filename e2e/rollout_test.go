@@ -408,12 +408,17 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 			}
 			return nil
 		})
+		started := r.Rollout.StageStarted
 		l.Kill()
 		l.Restart(t)
 		waitSynced(t, l, 3)
 		r = rolloutOf(t, l)
 		if r.Rollout.Phase != v1alpha1.RolloutProgressing || r.Rollout.Stage != 1 || strings.Join(r.Rollout.Canaries, ",") != strings.Join(canary, ",") {
 			t.Fatalf("after the restart: %+v", r.Rollout)
+		}
+		// The bake goes on where it was: the stage's start is the stored one, not the restart.
+		if started == nil || r.Rollout.StageStarted == nil || !r.Rollout.StageStarted.Equal(started) {
+			t.Errorf("after the restart the stage started at %v, before it at %v", r.Rollout.StageStarted, started)
 		}
 		if got := holders(t, envoys, "fresh"); len(got) != 2 || contains(got, canary[0]) {
 			t.Errorf("after the restart the fresh backend is on %v (canary %v)", got, canary)

@@ -71,6 +71,12 @@ type Source struct {
 	PodUID       types.UID
 	// Metrics counts refused status writes (lbplane_errors_total{component="status_write"}).
 	Metrics *metrics.Metrics
+	// Rollouts, when set, hears of every spec change before the engine publishes it (staged rollouts).
+	// RolloutKeys are the policies in a rollout, whose status the writer looks at on every tick (a rollout
+	// moves on without a change of the policy), and RolloutStatus a policy's rollout for its status.
+	Rollouts      RolloutHook
+	RolloutKeys   func() []translate.Key
+	RolloutStatus func(translate.Key) *v1alpha1.RolloutStatus
 
 	mgr     manager.Manager
 	id      string
@@ -293,6 +299,7 @@ func (s *Source) resync(ctx context.Context) {
 	}
 	rd := newRound()
 	c := s.mgr.GetCache()
+	prev := map[translate.Key]*v1alpha1.LoadBalancerPolicy{}
 	for key := range ch.policies {
 		p, err := s.policy(ctx, key)
 		if err != nil {
@@ -303,7 +310,8 @@ func (s *Source) resync(ctx context.Context) {
 			s.poke()
 			continue
 		}
-		if p != s.known.policies[key] {
+		if old := s.known.policies[key]; p != old {
+			prev[key] = old
 			s.known.setPolicy(rd, key, p)
 		}
 	}
@@ -341,6 +349,7 @@ func (s *Source) resync(ctx context.Context) {
 	if rd.empty() {
 		return
 	}
+	s.rolloutChanges(prev, rd)
 	s.Engine.UpdateKubernetes(rd.changed, rd.deleted, s.known.services, s.known.secrets, rd.refs)
 	s.Log.Debug("kubernetes resync", "changed", len(rd.changed), "deleted", len(rd.deleted), "services read", len(rd.readServices),
 		"secrets read", len(rd.readSecrets), "duration", time.Since(start))
@@ -381,6 +390,7 @@ func (s *Source) resyncAll(ctx context.Context) {
 	}
 	s.known.policies, s.known.services, s.known.secrets = next.policies, next.services, next.secrets
 	s.known.serviceUse, s.known.secretUse = next.serviceUse, next.secretUse
+	s.rolloutChanges(prev, rd)
 	start := time.Now()
 	s.Engine.SetKubernetes(policies, s.known.services, s.known.secrets)
 	s.Log.Debug("kubernetes resync of everything", "policies", len(policies), "services", len(s.known.services), "secrets", len(s.known.secrets),

@@ -148,6 +148,12 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		}
 		w.lastResult = res
 	}
+	// A rollout moves on without a change of its policies: they are looked at on every tick.
+	if s.RolloutKeys != nil {
+		for _, k := range s.RolloutKeys() {
+			todo[k] = true
+		}
+	}
 	prints := proxyPrints(proxies)
 	w.proxiesChanged(prints, todo)
 	w.healthChanged(health, time.Now(), todo)
@@ -251,6 +257,9 @@ func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, 
 	st.again, st.settled = false, false
 	view := st.runs.view(proxies, pr)
 	next := policystatus.Compute(pr, view, health, now)
+	if w.s.RolloutStatus != nil {
+		policystatus.WithRollout(&next, w.s.RolloutStatus(pr.Key), now)
+	}
 	prog := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionProgrammed)
 	pending := prog != nil && prog.Reason == policystatus.ReasonPending
 	// Pending resolves by itself (the proxies acknowledge): look again on the next tick.
@@ -271,6 +280,10 @@ func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, 
 	conds := slices.Clone(p.Status.Conditions)
 	for _, c := range next.Conditions {
 		meta.SetStatusCondition(&conds, c)
+	}
+	if w.s.RolloutStatus != nil && next.Rollout == nil {
+		// The rollout is over and gone (undone, or the policy changed without stages): so is its verdict.
+		meta.RemoveStatusCondition(&conds, v1alpha1.ConditionRolledBack)
 	}
 	next.Conditions = conds
 	if equality.Semantic.DeepEqual(next, p.Status) {

@@ -44,9 +44,6 @@ type Admission struct {
 	Rollouts *rollout.Controller
 	// RolloutDefault is the mode of a push that names none (rollout.ModeStaged or ModeImmediate/empty).
 	RolloutDefault string
-	// RolloutsUnavailable, when set, says why this server cannot stage a change: a push that asks for a
-	// staged rollout (?rollout=staged or spec.rollout) is then refused with it, never applied at once.
-	RolloutsUnavailable string
 
 	mu sync.Mutex // one write at a time: store and engine change together
 	// recs and sorted are the store's records and their policies in key order (cmpKey), read once (see
@@ -64,8 +61,7 @@ const maxConflictRetries = 10
 // admission returns the server's admission, made from its Store, Engine and Log on first use.
 func (s *Server) admission() *Admission {
 	s.admitOnce.Do(func() {
-		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log, Rollouts: s.Rollouts, RolloutDefault: s.RolloutDefault,
-			RolloutsUnavailable: s.RolloutsUnavailable}
+		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log, Rollouts: s.Rollouts, RolloutDefault: s.RolloutDefault}
 		if s.Tracker != nil {
 			s.admit.Versions = s.Tracker.Targets
 		}
@@ -195,16 +191,22 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 		if dryRun {
 			return pl.res, nil, http.StatusOK, nil
 		}
-		if err := a.stagingRefused(pl, mode); err != nil {
-			return nil, nil, http.StatusBadRequest, []string{err.Error()}
-		}
 		staged, unstaged = a.stage(pl, mode)
 		if a.Rollouts != nil && len(staged) > 0 {
 			if err := a.Rollouts.Check(staged); err != nil {
 				return nil, nil, http.StatusConflict, []string{err.Error()}
 			}
 		}
+		// The rollouts start before the policies are stored: a replica sharing the store that reads the new
+		// generation already serves it to the canaries alone.
+		undo, err := a.beginRollouts(staged)
+		if err != nil {
+			return nil, nil, storeErrCode(err), []string{"starting the rollout: " + err.Error()}
+		}
 		rev, err := a.Store.Apply(a.rev, pl.puts, nil)
+		if err != nil {
+			undo()
+		}
 		if errors.Is(err, store.ErrConflict) && try < maxConflictRetries {
 			// Another replica wrote the store since this replica last read it: plan again on what it holds
 			// now, with the same validation and conflict rules.
@@ -220,8 +222,8 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 		break
 	}
 	res := pl.res
-	if err := a.beginRollouts(staged, unstaged); err != nil {
-		return nil, nil, http.StatusInternalServerError, []string{"starting the rollout: " + err.Error()}
+	if err := a.unstageRollouts(unstaged); err != nil {
+		return nil, nil, storeErrCode(err), []string{"ending the rollout: " + err.Error()}
 	}
 	a.committed(pl.changes, pl.candidate)
 	var before map[string]string

@@ -56,41 +56,21 @@ func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unsta
 	return staged, unstaged
 }
 
-// stagingRefused is the error of a push that asks for a staged rollout from a server that cannot stage
-// (RolloutsUnavailable), naming the first policy that asks.
-func (a *Admission) stagingRefused(pl *plan, mode string) error {
-	if a.RolloutsUnavailable == "" || mode == rollout.ModeImmediate {
-		return nil
+// beginRollouts hands staged changes to the rollouts, before they are stored and published; undo takes
+// them back when the push is not stored after all.
+func (a *Admission) beginRollouts(staged []rollout.Change) (undo func(), err error) {
+	if a.Rollouts == nil || len(staged) == 0 {
+		return func() {}, nil
 	}
-	if mode == rollout.ModeStaged {
-		return fmt.Errorf("rollout=staged: %s", a.RolloutsUnavailable)
-	}
-	for _, p := range pl.candidate {
-		if p.Spec.Rollout == nil {
-			continue
-		}
-		k := translate.KeyOf(p)
-		if rec, ok := pl.changes[k]; ok && rec != nil {
-			return fmt.Errorf("%s: spec.rollout: %s (push with --rollout immediate to apply it at once)", k, a.RolloutsUnavailable)
-		}
-	}
-	return nil
+	return a.Rollouts.Begin(staged)
 }
 
-// beginRollouts hands staged changes to the rollouts, before the engine publishes them.
-func (a *Admission) beginRollouts(staged []rollout.Change, unstaged []translate.Key) error {
-	if a.Rollouts == nil {
+// unstageRollouts takes the policies a push changed without stages out of their rollouts.
+func (a *Admission) unstageRollouts(unstaged []translate.Key) error {
+	if a.Rollouts == nil || len(unstaged) == 0 {
 		return nil
 	}
-	if len(unstaged) > 0 {
-		if err := a.Rollouts.Unstage(unstaged); err != nil {
-			return err
-		}
-	}
-	if len(staged) > 0 {
-		return a.Rollouts.Begin(staged)
-	}
-	return nil
+	return a.Rollouts.Unstage(unstaged)
 }
 
 // RolloutResult is the answer of GET .../rollout and of its actions (see apiwire).

@@ -110,27 +110,3 @@ func conditionTypes(p *v1alpha1.LoadBalancerPolicy) string {
 	}
 	return strings.Join(out, ",")
 }
-
-// A server that cannot stage (the etcd store's replicas) refuses a push that asks for stages, by the push's
-// mode or by spec.rollout, and applies nothing; an immediate push of the same policy is taken.
-func TestStagedPushRefusedWhereRolloutsAreUnavailable(t *testing.T) {
-	_, url, _ := pushapitest.Start(t, "secret", func(s *pushapi.Server) {
-		s.RolloutsUnavailable = "staged rollouts are not available with --store etcd yet"
-	})
-	c := &pushapi.Client{BaseURL: url, Token: "secret"}
-	ctx := context.Background()
-	if _, err := c.ApplyRollout(ctx, []byte(rolloutDoc("p", "0", false)), false, "staged"); apiErr(t, err).Status != http.StatusBadRequest ||
-		!strings.Contains(err.Error(), "--store etcd") {
-		t.Errorf("?rollout=staged: %v, want 400 naming the reason", err)
-	}
-	if _, err := c.ApplyRollout(ctx, []byte(rolloutDoc("p", "0", true)), false, ""); apiErr(t, err).Status != http.StatusBadRequest ||
-		!strings.Contains(err.Error(), "default/p: spec.rollout") {
-		t.Errorf("spec.rollout: %v, want 400 naming the policy and field", err)
-	}
-	if _, err := c.Get(ctx, "default", "p"); apiErr(t, err).Status != http.StatusNotFound {
-		t.Errorf("a refused push stored the policy: %v", err)
-	}
-	if _, err := c.ApplyRollout(ctx, []byte(rolloutDoc("p", "0", true)), false, "immediate"); err != nil {
-		t.Errorf("--rollout immediate: %v", err)
-	}
-}

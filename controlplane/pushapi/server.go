@@ -95,8 +95,6 @@ type Server struct {
 	// none.
 	Rollouts       *rollout.Controller
 	RolloutDefault string
-	// RolloutsUnavailable, when set, says why this server cannot stage a change (Admission).
-	RolloutsUnavailable string
 
 	// transitions keeps the conditions' real transition times across reads.
 	transitions policystatus.Transitions

@@ -12,13 +12,21 @@
 // from the first stage with the newest generation as candidate, and each policy keeps the baseline it had
 // (the last generation every Envoy ran). A push that is not staged takes its policy out of the rollout:
 // every Envoy gets it at once. The state is stored on every stage or phase change; a restart resumes a
-// rollout at the stored stage (its bake starts again) and keeps a rolled-back group on its baseline.
+// rollout at the stored stage, with the rest of its bake (the stored stage start is kept; the numbers
+// judged are those read since the restart, and too few of them hold the stage), and keeps a rolled-back
+// group on its baseline.
+//
+// With a store several replicas share (etcd), every replica runs a Controller on the same stored state:
+// each serves its own Envoys the side the state says and follows the others' writes (Reload); only the
+// leader (Leader) judges and moves rollouts on. A write made over a state this replica had not read yet is
+// refused by the store (store.ErrConflict): the state is read again and the change decided again.
 package rollout
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -64,6 +72,13 @@ type Controller struct {
 	Log    *slog.Logger
 	// Tick is how often rollouts are looked at (250 ms when 0).
 	Tick time.Duration
+	// Leader, when set, tells whether this replica judges and moves rollouts on (the others only serve
+	// what the stored state says); nil: always.
+	Leader func() bool
+	// LeaderWrites: only the leader stores rollouts (Kubernetes mode, where every replica sees each spec
+	// change at once). A follower serves its own decision on a change (the same the leader makes, from the
+	// same inputs) until the leader's stored state covers it, or for at most LocalHold.
+	LeaderWrites bool
 
 	mu      sync.Mutex
 	byGroup map[string]*state
@@ -96,6 +111,10 @@ type state struct {
 	Message      string                   `json:"message"`
 	Canary       *v1alpha1.RolloutNumbers `json:"canary,omitempty"`
 	Baseline     *v1alpha1.RolloutNumbers `json:"baselineNumbers,omitempty"`
+	// raw is the state as last read from the store (not stored).
+	raw []byte
+	// localSince, when set, is when this follower decided the state itself, not stored (LeaderWrites).
+	localSince time.Time
 	// missing is when each canary was last seen gone (not stored: a restart gives every canary the grace
 	// again).
 	missing map[string]time.Time
@@ -122,35 +141,114 @@ func (c *Controller) log() *slog.Logger {
 	return c.Log
 }
 
-// Load reads the stored rollouts and splits their groups again; call it before xDS is served.
+// Load reads the stored rollouts and splits their groups again; call it before xDS is served. A
+// progressing rollout keeps its stage's start: the bake goes on where it was, and the stage is judged on
+// the stats read since (the history before the restart is gone; too few requests hold the stage).
 func (c *Controller) Load() error {
 	if c.Persist == nil {
 		return nil
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reload(true)
+}
+
+// Reload reads the stored rollouts again and serves what they say: with a shared store, another replica
+// wrote them (a push there, an action, the leader moving a rollout on).
+func (c *Controller) Reload() error {
+	if c.Persist == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reload(false)
+}
+
+// reload is Reload with c.mu held; start says it is the first read, at start.
+func (c *Controller) reload(start bool) error {
 	all, err := c.Persist.Rollouts()
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	prev := c.byGroup
 	c.byGroup = map[string]*state{}
 	for group, v := range all {
 		s := &state{}
 		if err := json.Unmarshal(v, s); err != nil {
 			return fmt.Errorf("stored rollout of group %s: %w", group, err)
 		}
-		if s.Phase == v1alpha1.RolloutProgressing {
-			// The bake starts again: the numbers before the restart are not kept.
-			s.StageStarted = time.Now()
-			s.Message = fmt.Sprintf("resumed after a restart at stage %d of %d", s.Stage+1, len(s.Settings.Stages))
+		s.raw = v
+		if old := prev[group]; old != nil {
+			s.missing = old.missing
+			if !start && string(old.raw) == string(v) {
+				// Unchanged (this replica's own write, read back): keep it as it is, split and all.
+				c.byGroup[group] = old
+				continue
+			}
+		}
+		if start && s.Phase == v1alpha1.RolloutProgressing {
+			s.Message = fmt.Sprintf("resumed after a restart at stage %d of %d; judged at %s at the earliest, on the stats read since the restart",
+				s.Stage+1, len(s.Settings.Stages), s.StageStarted.Add(s.Settings.BakeTime.Duration).UTC().Format(time.RFC3339))
 		}
 		c.byGroup[group] = s
-		if err := c.apply(s); err != nil {
+		if err := c.split(s); err != nil {
 			return err
 		}
-		c.log().Info("rollout loaded", "group", group, "phase", s.Phase, "stage", s.Stage+1, "canaries", s.Canaries)
+		if start {
+			c.log().Info("rollout loaded", "group", group, "phase", s.Phase, "stage", s.Stage+1, "canaries", s.Canaries, "stageStarted", s.StageStarted)
+		}
+	}
+	for group, old := range prev {
+		if !old.localSince.IsZero() && time.Since(old.localSince) < LocalHold && !covers(c.byGroup[group], old) {
+			// The leader has not stored this change's rollout yet: keep serving this replica's decision.
+			c.byGroup[group] = old
+			if err := c.split(old); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, ok := c.byGroup[group]; !ok {
+			c.Engine.SetSplit(group, nil)
+		}
 	}
 	return nil
+}
+
+// LocalHold bounds how long a follower serves a rollout the leader has not stored (LeaderWrites): a leader
+// that decided otherwise (it could not stage the change) is followed after it.
+const LocalHold = 15 * time.Second
+
+// covers tells whether stored has every policy of local at its candidate generation or later.
+func covers(stored, local *state) bool {
+	if stored == nil {
+		return false
+	}
+	for _, lp := range local.Policies {
+		i := slices.IndexFunc(stored.Policies, func(p PolicyRef) bool { return p.key() == lp.key() })
+		if i < 0 || stored.Policies[i].CandidateGeneration < lp.CandidateGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// follower tells whether this replica leaves storing rollouts to the leader.
+func (c *Controller) follower() bool {
+	return c.LeaderWrites && c.Leader != nil && !c.Leader()
+}
+
+// retry runs f, and once more after reading the stored state again when another replica wrote it in the
+// meantime (store.ErrConflict); c.mu is held.
+func (c *Controller) retry(f func() error) error {
+	for try := 0; ; try++ {
+		err := f()
+		if !errors.Is(err, store.ErrConflict) || try == 3 {
+			return err
+		}
+		if err := c.reload(false); err != nil {
+			return err
+		}
+	}
 }
 
 func kindOf(r *v1alpha1.Rollout) string {
@@ -210,13 +308,72 @@ func kindName(kind string) string {
 }
 
 // Begin starts (or restarts, superseding the one under way) the rollout of changes, one group at a
-// time; call it before the engine publishes them, so that no Envoy but the canaries ever gets them.
-func (c *Controller) Begin(changes []Change) error {
+// time; call it before the changes are stored and published, so that no Envoy but the canaries ever gets
+// them, on this replica or any other sharing the store. Until the changes are stored the split serves no
+// one anything new (the canaries run what the sources hold, the others the baseline, which are the same).
+// undo puts back the rollouts as they were, for a push that was not stored after all.
+func (c *Controller) Begin(changes []Change) (undo func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byGroup == nil {
 		c.byGroup = map[string]*state{}
 	}
+	var before map[string][]byte
+	err = c.retry(func() error {
+		before = c.snapshot()
+		return c.begin(changes)
+	})
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err := c.restore(before); err != nil {
+			c.log().Error("putting the rollouts back after a push that was not stored", "error", err)
+		}
+	}, err
+}
+
+// snapshot is every group's state as stored; c.mu is held.
+func (c *Controller) snapshot() map[string][]byte {
+	out := map[string][]byte{}
+	for group, s := range c.byGroup {
+		v, _ := json.Marshal(s)
+		out[group] = v
+	}
+	return out
+}
+
+// restore makes the states snapshot's again; c.mu is held.
+func (c *Controller) restore(snap map[string][]byte) error {
+	now := c.snapshot()
+	for group := range now {
+		if _, ok := snap[group]; !ok {
+			delete(c.byGroup, group)
+			c.Engine.SetSplit(group, nil)
+			if c.Persist != nil {
+				if err := c.Persist.PutRollout(group, nil); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for group, v := range snap {
+		if string(now[group]) == string(v) {
+			continue
+		}
+		s := &state{}
+		if err := json.Unmarshal(v, s); err != nil {
+			return err
+		}
+		c.byGroup[group] = s
+		if err := c.apply(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// begin is Begin with c.mu held.
+func (c *Controller) begin(changes []Change) error {
 	byGroup := map[string][]Change{}
 	for _, ch := range changes {
 		c.dropElsewhere(ch.Key, ch.Group)
@@ -261,12 +418,14 @@ func (c *Controller) Begin(changes []Change) error {
 func (c *Controller) Unstage(keys []translate.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, k := range keys {
-		if err := c.dropElsewhere(k, ""); err != nil {
-			return err
+	return c.retry(func() error {
+		for _, k := range keys {
+			if err := c.dropElsewhere(k, ""); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // dropElsewhere removes k from the rollout of any group but keep; c.mu is held.
@@ -283,7 +442,7 @@ func (c *Controller) dropElsewhere(k translate.Key, keep string) error {
 		if len(s.Policies) == 0 {
 			delete(c.byGroup, group)
 			c.Engine.SetSplit(group, nil)
-			if c.Persist != nil {
+			if c.Persist != nil && !c.follower() {
 				if err := c.Persist.PutRollout(group, nil); err != nil {
 					return err
 				}
@@ -305,8 +464,31 @@ func (s *state) keys() []string {
 	return out
 }
 
-// apply sets the engine's split for s and stores s; c.mu is held.
+// apply stores s and then sets the engine's split for it (a state another replica changed meanwhile is
+// refused by a shared store, and then nothing is served from it); c.mu is held.
 func (c *Controller) apply(s *state) error {
+	if c.follower() {
+		if s.localSince.IsZero() {
+			s.localSince = time.Now()
+		}
+		return c.split(s)
+	}
+	s.localSince = time.Time{}
+	if c.Persist != nil {
+		v, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		if err := c.Persist.PutRollout(s.Group, v); err != nil {
+			return err
+		}
+		s.raw = v
+	}
+	return c.split(s)
+}
+
+// split sets the engine's split for s; c.mu is held.
+func (c *Controller) split(s *state) error {
 	switch s.Phase {
 	case v1alpha1.RolloutSucceeded:
 		c.Engine.SetSplit(s.Group, nil)
@@ -338,14 +520,7 @@ func (c *Controller) apply(s *state) error {
 		}
 		c.Engine.SetSplit(s.Group, split)
 	}
-	if c.Persist == nil {
-		return nil
-	}
-	v, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	return c.Persist.PutRollout(s.Group, v)
+	return nil
 }
 
 // nodes are the node ids of the group's connected Envoys, sorted.
@@ -436,10 +611,20 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) step(now time.Time) {
+	if c.Leader != nil && !c.Leader() {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, group := range slices.Sorted(maps.Keys(c.byGroup)) {
 		s := c.byGroup[group]
+		if !s.localSince.IsZero() {
+			// Decided while this replica followed, and never stored by the leader then: stored now.
+			if err := c.apply(s); err != nil {
+				c.log().Error("rollout", "group", group, "error", err)
+				continue
+			}
+		}
 		if s.Phase != v1alpha1.RolloutProgressing {
 			continue
 		}
@@ -707,6 +892,19 @@ func (c *Controller) find(k translate.Key) (*state, *PolicyRef) {
 	return nil, nil
 }
 
+// Keys are the policies in a rollout (ended ones included, as they are still reported).
+func (c *Controller) Keys() []translate.Key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []translate.Key
+	for _, s := range c.byGroup {
+		for _, p := range s.Policies {
+			out = append(out, p.key())
+		}
+	}
+	return out
+}
+
 // ErrNoRollout is returned for a policy without a rollout.
 var ErrNoRollout = fmt.Errorf("the policy has no staged rollout")
 
@@ -714,6 +912,11 @@ var ErrNoRollout = fmt.Errorf("the policy has no staged rollout")
 func (c *Controller) Action(k translate.Key, action string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.retry(func() error { return c.action(k, action) })
+}
+
+// action is Action with c.mu held.
+func (c *Controller) action(k translate.Key, action string) error {
 	s, _ := c.find(k)
 	if s == nil {
 		return ErrNoRollout

@@ -1,9 +1,16 @@
 package serve
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/rollout"
@@ -13,32 +20,26 @@ import (
 
 // newRollouts makes the staged rollouts' controller (standalone mode: pushes start rollouts) and loads the
 // stored ones, splitting their groups again before the sources load and xDS is served. It returns nil in
-// Kubernetes mode.
-func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st store.Store, poller *proxystats.Poller, api *pushapi.Server) (*rollout.Controller, error) {
+// Kubernetes mode. With the etcd store, proxies is every replica's Envoys (fleetProxies): canaries are
+// placed and judged across the fleet, and only the leader judges.
+func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st store.Store, shared *store.Etcd,
+	proxies func() []xdsserver.ProxyStatus, poller *proxystats.Poller, api *pushapi.Server) (*rollout.Controller, error) {
 	switch cfg.RolloutDefault {
 	case "", rollout.ModeImmediate, rollout.ModeStaged:
 	default:
 		return nil, fmt.Errorf("--rollout-default: must be %q or %q, got %q", rollout.ModeImmediate, rollout.ModeStaged, cfg.RolloutDefault)
 	}
 	if cfg.Kubernetes != nil {
-		if cfg.RolloutDefault == rollout.ModeStaged {
-			return nil, fmt.Errorf("--rollout-default staged is not available with --kubernetes yet")
-		}
-		return nil, nil
+		return nil, nil // newKubeRollouts, once the source is made
 	}
 	persist, ok := st.(rollout.Persist)
 	if !ok {
-		// The etcd store's replicas each serve their own Envoys; one rollout across all of them needs the
-		// leader to decide and every replica to follow, which is not built yet. Staged pushes are refused
-		// there rather than applied at once.
-		const why = "staged rollouts are not available with --store etcd yet"
-		if cfg.RolloutDefault == rollout.ModeStaged {
-			return nil, fmt.Errorf("--rollout-default staged: %s", why)
-		}
-		api.RolloutsUnavailable = why
-		return nil, nil
+		return nil, fmt.Errorf("the %T store cannot keep rollouts", st)
 	}
 	ro := &rollout.Controller{Engine: eng, Proxies: tracker.Proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log}
+	if shared != nil {
+		ro.Proxies, ro.Leader = proxies, shared.Leader
+	}
 	if poller != nil {
 		ro.Histories = poller.Histories
 	}
@@ -50,4 +51,167 @@ func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st
 		cfg.Log.Info("every pushed change is rolled out in stages unless the push says --rollout immediate")
 	}
 	return ro, nil
+}
+
+// followRollouts serves what the stored rollouts say whenever any replica changes them.
+func followRollouts(ctx context.Context, cfg *Config, st *store.Etcd, ro *rollout.Controller) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-st.RolloutChanges():
+			if err := ro.Reload(); err != nil {
+				cfg.Log.Error("reading the rollouts other replicas wrote; trying again in a second", "error", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+				if err := ro.Reload(); err != nil {
+					cfg.Log.Error("reading the rollouts", "error", err)
+				}
+			}
+		}
+	}
+}
+
+// proxiesInterval is how often a replica publishes its Envoys in etcd.
+const proxiesInterval = 2 * time.Second
+
+// fleetProxies is every replica's Envoys with the etcd store: this replica's from its tracker, the
+// others' as they published them (PublishProxies), read at most once a second.
+type fleetProxies struct {
+	st      *store.Etcd
+	tracker *xdsserver.Tracker
+	id      string
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	at     time.Time
+	others []xdsserver.ProxyStatus
+}
+
+// maxProxiesReport bounds what a replica publishes of its Envoys (etcd refuses requests over 1.5 MiB by
+// default); past it the rest are left out, with a warning.
+const maxProxiesReport = 768 << 10
+
+func (f *fleetProxies) publish(ctx context.Context) {
+	dropped := 0
+	f.st.PublishProxies(ctx, f.id, proxiesInterval, func() []byte {
+		b, n := proxiesReport(f.tracker.Proxies(), maxProxiesReport)
+		if n != dropped && n > 0 {
+			f.log.Warn("too many Envoys to publish in etcd: the rest are left out of rollouts and of the other replicas' stats reads", "left out", n)
+		}
+		dropped = n
+		return b
+	})
+}
+
+// proxiesReport is what the other replicas need of this replica's Envoys (who they are, where their stats
+// are, what they rejected), as JSON of at most max bytes, and how many Envoys it left out.
+func proxiesReport(ps []xdsserver.ProxyStatus, max int) ([]byte, int) {
+	out := make([]xdsserver.ProxyStatus, 0, len(ps))
+	size := 2
+	for i, p := range ps {
+		slim := xdsserver.ProxyStatus{NodeID: p.NodeID, Group: p.Group, API: p.API, ConnectedAt: p.ConnectedAt, State: p.State,
+			Version: p.Version, Current: p.Current, Address: p.Address, StatsPort: p.StatsPort, Authenticated: p.Authenticated}
+		for _, t := range p.Types {
+			if t.Nacked {
+				slim.Types = append(slim.Types, t)
+			}
+		}
+		b, _ := json.Marshal(slim)
+		if size+len(b)+1 > max {
+			return mustJSON(out), len(ps) - i
+		}
+		size += len(b) + 1
+		out = append(out, slim)
+	}
+	return mustJSON(out), 0
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// all returns every replica's Envoys; an Envoy that moved between replicas is counted once, on this
+// replica when it is here.
+func (f *fleetProxies) all() []xdsserver.ProxyStatus {
+	own := f.tracker.Proxies()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.at) > time.Second {
+		if reports, err := f.st.Proxies(); err == nil {
+			f.others = f.others[:0]
+			for id, b := range reports {
+				if id == f.id {
+					continue
+				}
+				var ps []xdsserver.ProxyStatus
+				if json.Unmarshal(b, &ps) == nil {
+					f.others = append(f.others, ps...)
+				}
+			}
+			f.at = time.Now()
+		}
+	}
+	if len(f.others) == 0 {
+		return own
+	}
+	type id struct{ node, group string }
+	here := make(map[id]bool, len(own))
+	for _, p := range own {
+		here[id{p.NodeID, p.Group}] = true
+	}
+	out := slices.Clone(own)
+	for _, p := range f.others {
+		if k := (id{p.NodeID, p.Group}); !here[k] {
+			here[k] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// newKubeRollouts makes the staged rollouts' controller in Kubernetes mode: the rollouts are kept in
+// ConfigMaps of the leader election's namespace, every replica serves what they say, and the elected
+// replica stores and judges them (see kuberollout.go). Call it after kube.Start, before xDS is served.
+func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, poller *proxystats.Poller, api *pushapi.Server) (*rollout.Controller, *kubeRollouts, error) {
+	persist := kube.RolloutStore()
+	if persist == nil {
+		if cfg.RolloutDefault == rollout.ModeStaged {
+			return nil, nil, fmt.Errorf("--rollout-default staged with --kubernetes needs --leader-election-namespace: the rollouts are kept in ConfigMaps there")
+		}
+		cfg.Log.Warn("staged rollouts are off: they need --leader-election-namespace (where their ConfigMaps live); spec.rollout is applied at once")
+		return nil, nil, nil
+	}
+	var mu sync.Mutex
+	var at time.Time
+	var cached []xdsserver.ProxyStatus
+	proxies := func() []xdsserver.ProxyStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cached, at = kube.AllProxies(ctx), time.Now()
+			cancel()
+		}
+		return cached
+	}
+	ro := &rollout.Controller{Engine: eng, Proxies: proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
+		Leader: kube.Leader, LeaderWrites: true}
+	if poller != nil {
+		ro.Histories = poller.Histories
+	}
+	if err := ro.Load(); err != nil {
+		return nil, nil, fmt.Errorf("loading the rollouts: %w", err)
+	}
+	hook := &kubeRollouts{ro: ro, eng: eng, mode: cfg.RolloutDefault, log: cfg.Log, leader: kube.Leader}
+	kube.Rollouts, kube.RolloutKeys, kube.RolloutStatus = hook, ro.Keys, ro.Status
+	api.Rollouts = ro
+	if cfg.RolloutDefault == rollout.ModeStaged {
+		cfg.Log.Info("every applied change is rolled out in stages unless its policy says otherwise")
+	}
+	return ro, hook, nil
 }

@@ -468,11 +468,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if shared != nil {
 		api.StoreStatus = storeStatus(&cfg, shared, tracker.Targets)
 	}
+	// With the etcd store each replica publishes its Envoys, so that rollouts place canaries and read stats
+	// across the fleet.
+	var fleet *fleetProxies
+	proxies := tracker.Proxies
+	if shared != nil {
+		fleet = &fleetProxies{st: shared, tracker: tracker, id: cfg.ReplicaID, log: cfg.Log}
+		proxies = fleet.all
+	}
 	var poller *proxystats.Poller
 	var history *healthhistory.Recorder
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
-			Proxies: func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() },
+			// Every replica's Envoys with the etcd store (as in Kubernetes mode): the leader judges rollouts
+			// on all of them, and a replica that takes over has their history.
+			Proxies: func(context.Context) []xdsserver.ProxyStatus { return proxies() },
 			// Only Envoys that proved who they are over mTLS, unless xDS was explicitly made insecure (and then
 			// only on loopback, by default).
 			TrustUnauthenticated: cfg.XDSInsecure,
@@ -495,7 +505,7 @@ func Run(ctx context.Context, cfg Config) error {
 		api.History = history
 	}
 
-	ro, err := newRollouts(&cfg, eng, tracker, st, poller, api)
+	ro, err := newRollouts(&cfg, eng, tracker, st, shared, proxies, poller, api)
 	if err != nil {
 		return err
 	}
@@ -512,6 +522,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("loading the store: %w", err)
 	}
 	var kube *kubesource.Source
+	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
 		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
@@ -525,6 +536,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		if err := kube.Start(); err != nil {
 			return fmt.Errorf("kubernetes: %w", err)
+		}
+		if ro, kubeRO, err = newKubeRollouts(&cfg, eng, kube, poller, api); err != nil {
+			return err
 		}
 		if history != nil {
 			// Ejections and recoveries are Events on the policy too (rate-limited; from the status writer).
@@ -636,7 +650,11 @@ func Run(ctx context.Context, cfg Config) error {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
 	if shared != nil {
-		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard); return nil })
+		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard, ro); return nil })
+		g.Go(func() error { fleet.publish(ctx); return nil })
+		if ro != nil {
+			g.Go(func() error { followRollouts(ctx, &cfg, shared, ro); return nil })
+		}
 	}
 	var groupCerts *kubepki.GroupCerts
 	if len(cfg.EnvoyCertSecrets) > 0 {
@@ -652,6 +670,9 @@ func Run(ctx context.Context, cfg Config) error {
 	m.Certificates(func() map[string]time.Time { return certificateExpiry(ca, serving, groupCerts) })
 	if ro != nil {
 		g.Go(func() error { ro.Run(ctx); return nil })
+	}
+	if kubeRO != nil {
+		g.Go(func() error { kubeRO.steer(ctx); return nil })
 	}
 	if poller != nil {
 		g.Go(func() error { poller.Run(ctx); return nil })

@@ -14,6 +14,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -165,7 +166,10 @@ func storeHealth(cfg *Config, st *store.Etcd) func() (string, error) {
 
 // followStore keeps this replica on what the other replicas write: policies into the engine, revocations
 // into the guard; the leader also prunes the revocations whose certificates have all expired.
-func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.Server, guard *xdsserver.Guard) {
+//
+// A staged push stores its rollout before its policies: the rollouts are read again before the policies,
+// so that a new generation reaches only the canaries here too, whichever watch reports first.
+func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.Server, guard *xdsserver.Guard, ro *rollout.Controller) {
 	prune := time.NewTicker(time.Minute)
 	defer prune.Stop()
 	for {
@@ -173,6 +177,13 @@ func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.
 		case <-ctx.Done():
 			return
 		case <-st.Changes():
+			if ro != nil {
+				if err := ro.Reload(); err != nil {
+					cfg.Log.Error("reading the rollouts; trying again in a second", "error", err)
+					time.AfterFunc(time.Second, st.Resync)
+					continue
+				}
+			}
 			if err := api.Sync(); err != nil {
 				cfg.Log.Error("reading the policies other replicas wrote; trying again in a second", "error", err)
 				time.AfterFunc(time.Second, st.Resync)

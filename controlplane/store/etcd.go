@@ -70,10 +70,14 @@ type Etcd struct {
 
 	changes     chan struct{}
 	revocations chan struct{}
-	staleSince  atomic.Pointer[time.Time]
-	leader      atomic.Bool
-	cancel      context.CancelFunc
-	done        sync.WaitGroup
+	// rolloutChanges is signalled when a stored rollout changes; rolloutRevs are the rollouts' mod
+	// revisions as this replica last read or wrote them (guarded by mu).
+	rolloutChanges chan struct{}
+	rolloutRevs    map[string]int64
+	staleSince     atomic.Pointer[time.Time]
+	leader         atomic.Bool
+	cancel         context.CancelFunc
+	done           sync.WaitGroup
 }
 
 type cachedRecord struct {
@@ -114,7 +118,7 @@ func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	s := &Etcd{Client: client, prefix: prefix, log: log, timeout: timeout, cache: map[string]cachedRecord{},
-		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1)}
+		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1), rolloutChanges: make(chan struct{}, 1)}
 	// The first read must succeed: a replica that never saw the store has no last good state to serve.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	_, err = client.Get(ctx, prefix+etcdVersion)
@@ -385,9 +389,11 @@ func (s *Etcd) watch(ctx context.Context) {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wc := s.Client.Watch(wctx, s.prefix+etcdVersion)
 		rc := s.Client.Watch(wctx, s.prefix+etcdRevocations)
+		roc := s.Client.Watch(wctx, s.prefix+etcdRollouts, clientv3.WithPrefix())
 		// Anything written while no watch was open is read now.
 		s.signal(s.changes)
 		s.signal(s.revocations)
+		s.signal(s.rolloutChanges)
 	loop:
 		for {
 			select {
@@ -403,6 +409,11 @@ func (s *Etcd) watch(ctx context.Context) {
 					break loop
 				}
 				s.signal(s.revocations)
+			case r, ok := <-roc:
+				if !ok || r.Err() != nil {
+					break loop
+				}
+				s.signal(s.rolloutChanges)
 			}
 		}
 		cancel()
@@ -439,6 +450,7 @@ func (s *Etcd) health(ctx context.Context, interval time.Duration) {
 			s.staleSince.Store(nil)
 			s.signal(s.changes)
 			s.signal(s.revocations)
+			s.signal(s.rolloutChanges)
 		}
 	}
 }

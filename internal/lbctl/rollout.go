@@ -1,7 +1,7 @@
 package lbctl
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -29,7 +29,8 @@ func newRollout(g *globals) *cobra.Command {
   lbctl rollout pause shop
   lbctl rollout resume shop             # a paused rollout goes on; a rolled-back one starts again
   lbctl rollout abort shop              # every Envoy back on the previous generation now
-  lbctl rollout undo shop               # push the previous generation back as the spec`,
+  lbctl rollout undo shop               # push the previous generation back as the spec
+  lbctl --kubeconfig ~/.kube/config rollout pause shop -n shop   # Kubernetes mode: annotates the policy`,
 	}
 	cmd.AddCommand(newRolloutStatus(g))
 	for _, a := range []struct{ name, short string }{
@@ -54,17 +55,26 @@ func newRolloutStatus(g *globals) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var read func(ctx context.Context) (*apiwire.RolloutResult, error)
 			if g.kube.enabled() {
-				return errors.New("lbctl rollout is not available in Kubernetes mode yet: read status.rollout with kubectl get lbp " + args[0] + " -o yaml")
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
+				kc, err := g.kube.connect()
+				if err != nil {
+					return err
+				}
+				read = func(ctx context.Context) (*apiwire.RolloutResult, error) {
+					return kubeRollout(ctx, kc, namespace, args[0])
+				}
+			} else {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				read = func(ctx context.Context) (*apiwire.RolloutResult, error) { return c.Rollout(ctx, namespace, args[0]) }
 			}
 			deadline := time.Now().Add(timeout)
 			last := ""
 			for {
-				r, err := c.Rollout(cmd.Context(), namespace, args[0])
+				r, err := read(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -123,7 +133,16 @@ func newRolloutAction(g *globals, action, short string) *cobra.Command {
 		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if g.kube.enabled() {
-				return errors.New("lbctl rollout is not available in Kubernetes mode yet")
+				kc, err := g.kube.connect()
+				if err != nil {
+					return err
+				}
+				msg, err := kubeRolloutAction(cmd.Context(), kc, namespace, args[0], action)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
+				return err
 			}
 			c, err := g.client()
 			if err != nil {

@@ -1,0 +1,194 @@
+package rollout
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// memPersist is a store of rollouts with the shared stores' rule: a write over a version the writer did
+// not read is refused.
+type memPersist struct {
+	vals map[string][]byte
+	revs map[string]int // the store's version of each group
+	read map[string]int // what the writer last read or wrote
+}
+
+func newMem() *memPersist {
+	return &memPersist{vals: map[string][]byte{}, revs: map[string]int{}, read: map[string]int{}}
+}
+
+func (m *memPersist) Rollouts() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for g, v := range m.vals {
+		out[g] = v
+		m.read[g] = m.revs[g]
+	}
+	return out, nil
+}
+
+func (m *memPersist) PutRollout(group string, v []byte) error {
+	if m.read[group] != m.revs[group] {
+		return store.ErrConflict
+	}
+	m.revs[group]++
+	m.read[group] = m.revs[group]
+	if v == nil {
+		delete(m.vals, group)
+	} else {
+		m.vals[group] = v
+	}
+	return nil
+}
+
+// otherWrites is a write by another replica.
+func (m *memPersist) otherWrites(group string, v []byte) {
+	m.revs[group]++
+	m.vals[group] = v
+}
+
+func newController(p Persist, leader *bool) *Controller {
+	eng := engine.New(xdscache.New(), slog.New(slog.DiscardHandler))
+	return &Controller{Engine: eng, Persist: p, Log: slog.New(slog.DiscardHandler),
+		Proxies: func() []xdsserver.ProxyStatus {
+			return []xdsserver.ProxyStatus{{NodeID: "envoy-b", Group: "default"}, {NodeID: "envoy-a", Group: "default"}}
+		},
+		Decode: func(r *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
+			if r.Name == "" {
+				return nil, errors.New("a record without a name")
+			}
+			return &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, Generation: r.Generation}}, nil
+		},
+		Leader: func() bool { return *leader }, LeaderWrites: true}
+}
+
+var key = translate.Key{Namespace: "default", Name: "shop"}
+
+func change(gen int64) []Change {
+	return []Change{{Key: key, Group: "default", New: &store.Record{Namespace: "default", Name: "shop", Generation: gen}, Generation: gen}}
+}
+
+// A follower serves its own decision on a change, without storing it, until the leader's stored state
+// covers it; the leader stores it; a follower that becomes the leader stores what it decided.
+func TestFollowerHoldsItsDecisionUntilTheLeaderStoresIt(t *testing.T) {
+	mem := newMem()
+	leader := false
+	c := newController(mem, &leader)
+	if _, err := c.Begin(change(2)); err != nil {
+		t.Fatal(err)
+	}
+	if len(mem.vals) != 0 {
+		t.Fatalf("a follower stored %s", mem.vals["default"])
+	}
+	st := c.Status(key)
+	if st == nil || st.Phase != v1alpha1.RolloutProgressing || len(st.Canaries) != 1 || st.Canaries[0] != "envoy-a" {
+		t.Fatalf("the follower's own decision: %+v", st)
+	}
+	// Nothing stored yet: the decision stands.
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(key); st == nil || st.CandidateGeneration != 2 {
+		t.Fatalf("after a reload of nothing: %+v", st)
+	}
+	// The leader stores an older rollout of the group: the decision still stands.
+	stored := func(gen int64, canary string) []byte {
+		b, _ := json.Marshal(&state{Group: "default", Policies: []PolicyRef{{Namespace: "default", Name: "shop", CandidateGeneration: gen}},
+			Settings: *v1alpha1.RolloutDefaulted(nil), Phase: v1alpha1.RolloutProgressing, StageStarted: time.Now(), Canaries: []string{canary}})
+		return b
+	}
+	mem.otherWrites("default", stored(1, "envoy-b"))
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(key); st == nil || st.CandidateGeneration != 2 || st.Canaries[0] != "envoy-a" {
+		t.Fatalf("after the leader stored an older rollout: %+v", st)
+	}
+	// The leader's state covers the change: it is what is served.
+	mem.otherWrites("default", stored(2, "envoy-b"))
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(key); st == nil || st.CandidateGeneration != 2 || st.Canaries[0] != "envoy-b" {
+		t.Fatalf("after the leader stored the rollout: %+v", st)
+	}
+	// A newer change, decided by this follower, then this replica leads: it stores its decision.
+	if _, err := c.Begin(change(3)); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(key); st == nil || st.CandidateGeneration != 3 {
+		t.Fatalf("the follower's decision on generation 3: %+v", st)
+	}
+	leader = true
+	c.step(time.Now())
+	var got state
+	if err := json.Unmarshal(mem.vals["default"], &got); err != nil || got.Policies[0].CandidateGeneration != 3 {
+		t.Fatalf("stored after the takeover: %s (%v)", mem.vals["default"], err)
+	}
+}
+
+// A write over a state another replica changed since is refused by the store; the state is read again and
+// the change decided again on it.
+func TestWriteOverAnotherReplicasStateIsDecidedAgain(t *testing.T) {
+	mem := newMem()
+	leader := true
+	c := newController(mem, &leader)
+	c.LeaderWrites = false // the etcd store: every replica writes
+	if _, err := c.Begin(change(2)); err != nil {
+		t.Fatal(err)
+	}
+	// Another replica pauses it.
+	var s state
+	json.Unmarshal(mem.vals["default"], &s)
+	s.Phase = v1alpha1.RolloutPaused
+	b, _ := json.Marshal(&s)
+	mem.otherWrites("default", b)
+	// This replica's abort is decided on the paused state, not written over it blindly.
+	if err := c.Action(key, "abort"); err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(mem.vals["default"], &s)
+	if s.Phase != v1alpha1.RolloutAborted {
+		t.Fatalf("stored phase %s", s.Phase)
+	}
+	// And a pause, on the state read again, is refused as the rollout is no longer progressing.
+	mem.otherWrites("default", b)
+	if err := c.Action(key, "pause"); err == nil {
+		t.Fatal("a pause of a paused rollout (paused by another replica) was taken")
+	}
+}
+
+// lbctl rollout undo reads a stored rollout's baselines with apiwire.RolloutBaselines, without linking this
+// package: what is stored decodes into it.
+func TestStoredStateCarriesTheBaselinesLbctlReads(t *testing.T) {
+	mem := newMem()
+	c := newController(mem, new(bool))
+	c.LeaderWrites = false
+	doc := []byte(`{"apiVersion":"lbplane.io/v1alpha1","kind":"LoadBalancerPolicy","metadata":{"name":"shop"}}`)
+	ch := change(7)
+	ch[0].Old = &store.Record{Namespace: "default", Name: "shop", Generation: 6, Document: doc}
+	ch = append(ch, Change{Key: translate.Key{Namespace: "default", Name: "new"}, Group: "default", New: &store.Record{Generation: 1}, Generation: 1})
+	if _, err := c.Begin(ch); err != nil {
+		t.Fatal(err)
+	}
+	var bs apiwire.RolloutBaselines
+	if err := json.Unmarshal(mem.vals["default"], &bs); err != nil {
+		t.Fatal(err)
+	}
+	if len(bs.Policies) != 2 || bs.Policies[0].Name != "shop" || bs.Policies[0].Baseline == nil || bs.Policies[0].Baseline.Generation != 6 ||
+		string(bs.Policies[0].Baseline.Document) != string(doc) || bs.Policies[1].Name != "new" || bs.Policies[1].Baseline != nil {
+		t.Errorf("decoded %+v from %s", bs, mem.vals["default"])
+	}
+}

@@ -1,0 +1,159 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/kubesource"
+	"github.com/lbplane/lbplane/controlplane/rollout"
+	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/translate"
+)
+
+// kubeRollouts starts staged rollouts from the specs users apply in Kubernetes mode (kubesource's hook),
+// and steers them from the policies' annotations (lbctl rollout pause|resume|abort in Kubernetes mode).
+type kubeRollouts struct {
+	ro     *rollout.Controller
+	eng    *engine.Engine
+	mode   string // --rollout-default
+	log    *slog.Logger
+	leader func() bool
+}
+
+// recordOf is the record of a policy as the API server holds it: its spec, as the baseline a rollback
+// goes back to (the API keeps only the newest spec).
+func recordOf(p *v1alpha1.LoadBalancerPolicy) *store.Record {
+	if p == nil {
+		return nil
+	}
+	doc, err := json.Marshal(struct {
+		APIVersion string                          `json:"apiVersion"`
+		Kind       string                          `json:"kind"`
+		Metadata   metav1.ObjectMeta               `json:"metadata"`
+		Spec       v1alpha1.LoadBalancerPolicySpec `json:"spec"`
+	}{v1alpha1.GroupVersion.String(), "LoadBalancerPolicy", metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}, p.Spec})
+	if err != nil {
+		return nil
+	}
+	return &store.Record{Namespace: p.Namespace, Name: p.Name, Document: doc, Generation: p.Generation,
+		Created: p.CreationTimestamp.Time, UID: string(p.UID)}
+}
+
+func groupOf(p *v1alpha1.LoadBalancerPolicy) string {
+	if p.Spec.ProxyGroup == "" {
+		return v1alpha1.DefaultProxyGroup
+	}
+	return p.Spec.ProxyGroup
+}
+
+// kubeMode is how an applied generation reaches the Envoys: immediate when its rollout-mode annotation
+// names this generation (lbctl rollout undo), else staged when it has spec.rollout, else the server's
+// default.
+func kubeMode(p *v1alpha1.LoadBalancerPolicy, def string) string {
+	switch {
+	case p.Annotations[apiwire.RolloutModeAnnotation] == strconv.FormatInt(p.Generation, 10):
+		return rollout.ModeImmediate
+	case p.Spec.Rollout != nil:
+		return rollout.ModeStaged
+	case def == rollout.ModeStaged:
+		return rollout.ModeStaged
+	}
+	return rollout.ModeImmediate
+}
+
+// PolicyChanges stages the changes that ask for it (spec.rollout, or --rollout-default staged) unless the
+// change is marked immediate for its generation (lbctl rollout undo); the others, and deletions, leave their
+// rollouts. Every replica decides the same from the same change; the leader stores it.
+func (k *kubeRollouts) PolicyChanges(changes []kubesource.PolicyChange) {
+	var staged []rollout.Change
+	var unstaged []translate.Key
+	for _, ch := range changes {
+		if ch.New == nil {
+			unstaged = append(unstaged, translate.KeyOf(ch.Old))
+			continue
+		}
+		p := ch.New
+		key := translate.KeyOf(p)
+		if kubeMode(p, k.mode) != rollout.ModeStaged {
+			unstaged = append(unstaged, key)
+			continue
+		}
+		staged = append(staged, rollout.Change{Key: key, Group: groupOf(p), Old: recordOf(ch.Old), New: recordOf(p), Generation: p.Generation, Rollout: p.Spec.Rollout})
+	}
+	if len(staged) > 0 {
+		if err := k.ro.Check(staged); err != nil {
+			k.log.Warn("these changes reach every Envoy at once: they cannot be staged now", "reason", err.Error())
+			for _, ch := range staged {
+				unstaged = append(unstaged, ch.Key)
+			}
+			staged = nil
+		}
+	}
+	if len(unstaged) > 0 {
+		if err := k.ro.Unstage(unstaged); err != nil {
+			k.log.Error("ending rollouts", "error", err)
+		}
+	}
+	if len(staged) > 0 {
+		if _, err := k.ro.Begin(staged); err != nil {
+			k.log.Error("starting a rollout", "error", err)
+		}
+	}
+}
+
+// steer runs until ctx ends: followers read the rollouts the leader stores (every second); the leader
+// applies the pause and abort annotations of the policies in a rollout.
+func (k *kubeRollouts) steer(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !k.leader() {
+			if err := k.ro.Reload(); err != nil {
+				k.log.Warn("reading the rollouts the leader stored", "error", err)
+			}
+			continue
+		}
+		byKey := map[translate.Key]*v1alpha1.LoadBalancerPolicy{}
+		for _, p := range k.eng.Policies(engine.SourceKubernetes) {
+			byKey[translate.KeyOf(p)] = p
+		}
+		for _, key := range k.ro.Keys() {
+			p, st := byKey[key], k.ro.Status(key)
+			if p == nil || st == nil || st.CandidateGeneration != p.Generation {
+				continue
+			}
+			paused := p.Annotations[apiwire.PausedAnnotation] == "true"
+			action := ""
+			switch {
+			case p.Annotations[apiwire.AbortAnnotation] == strconv.FormatInt(p.Generation, 10) &&
+				(st.Phase == v1alpha1.RolloutProgressing || st.Phase == v1alpha1.RolloutPaused):
+				action = "abort"
+			case paused && st.Phase == v1alpha1.RolloutProgressing:
+				action = "pause"
+			case !paused && st.Phase == v1alpha1.RolloutPaused:
+				action = "resume"
+			}
+			if action == "" {
+				continue
+			}
+			if err := k.ro.Action(key, action); err != nil {
+				k.log.Warn("rollout "+action, "policy", key.String(), "error", err)
+				continue
+			}
+			k.log.Info("rollout "+action, "policy", key.String(), "by", "annotation")
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/rollout"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+func TestKubeMode(t *testing.T) {
+	pol := func(gen int64, withRollout bool, mode string) *v1alpha1.LoadBalancerPolicy {
+		p := &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Generation: gen}}
+		if withRollout {
+			p.Spec.Rollout = &v1alpha1.Rollout{}
+		}
+		if mode != "" {
+			p.Annotations = map[string]string{apiwire.RolloutModeAnnotation: mode}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		p    *v1alpha1.LoadBalancerPolicy
+		def  string
+		want string
+	}{
+		{"no spec.rollout, immediate default", pol(2, false, ""), rollout.ModeImmediate, rollout.ModeImmediate},
+		{"no spec.rollout, no default", pol(2, false, ""), "", rollout.ModeImmediate},
+		{"no spec.rollout, --rollout-default staged", pol(2, false, ""), rollout.ModeStaged, rollout.ModeStaged},
+		{"spec.rollout", pol(2, true, ""), rollout.ModeImmediate, rollout.ModeStaged},
+		{"undo: immediate for this generation", pol(5, true, "5"), rollout.ModeStaged, rollout.ModeImmediate},
+		{"an undo's annotation kept by a later apply", pol(6, true, "5"), "", rollout.ModeStaged},
+	} {
+		if got := kubeMode(tc.p, tc.def); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A replica publishes of its Envoys what the others need, within a bound, and says how many it left out.
+func TestProxiesReport(t *testing.T) {
+	var ps []xdsserver.ProxyStatus
+	for i := range 100 {
+		ps = append(ps, xdsserver.ProxyStatus{NodeID: fmt.Sprintf("envoy-%03d", i), Group: "default", StatsPort: 9000 + i, Authenticated: true,
+			Types: []apiwire.TypeStatus{{TypeURL: "cds", SentVersion: "v1", AckedVersion: "v1"}, {TypeURL: "lds", Nacked: true, NackMessage: "bad port"}}})
+	}
+	b, left := proxiesReport(ps, 1<<20)
+	var got []xdsserver.ProxyStatus
+	if err := json.Unmarshal(b, &got); err != nil || left != 0 || len(got) != 100 {
+		t.Fatalf("%d proxies, %d left out, %v", len(got), left, err)
+	}
+	if p := got[7]; p.NodeID != "envoy-007" || p.StatsPort != 9007 || !p.Authenticated || len(p.Types) != 1 || p.Types[0].NackMessage != "bad port" {
+		t.Errorf("published %+v", p)
+	}
+	b, left = proxiesReport(ps, 4096)
+	if err := json.Unmarshal(b, &got); err != nil || len(b) > 4096 || left == 0 || len(got)+left != 100 {
+		t.Errorf("bounded to 4096 bytes: %d bytes, %d proxies, %d left out, %v", len(b), len(got), left, err)
+	}
+}

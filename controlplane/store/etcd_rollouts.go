@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// The staged rollouts live in etcd beside the policies, one key per proxy group (package rollout owns the
+// value's format), so that every replica serves each Envoy the side its rollout says and a leader that
+// dies mid-rollout leaves a record the next one resumes. Each replica also publishes the Envoys it serves
+// under a lease of its own: the leader places canaries and reads stats across the whole fleet, not only
+// its own Envoys.
+const (
+	etcdRollouts = "rollouts/" // + group
+	etcdProxies  = "proxies/"  // + replica id, under the replica's lease
+	// proxiesTTL is how long a dead replica's Envoys keep counting (its lease's life).
+	proxiesTTL = 10
+)
+
+// Rollouts returns every stored rollout by proxy group, and remembers each key's revision: PutRollout
+// writes only over what this replica last read or wrote.
+func (s *Etcd) Rollouts() (map[string][]byte, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.Client.Get(ctx, s.prefix+etcdRollouts, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	out := map[string][]byte{}
+	revs := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		g := strings.TrimPrefix(string(kv.Key), s.prefix+etcdRollouts)
+		out[g] = kv.Value
+		revs[g] = kv.ModRevision
+	}
+	s.mu.Lock()
+	s.rolloutRevs = revs
+	s.mu.Unlock()
+	return out, nil
+}
+
+// PutRollout stores a group's rollout (nil deletes it) if nobody wrote it since this replica last read or
+// wrote it (ErrConflict otherwise: read it again with Rollouts and decide again).
+func (s *Etcd) PutRollout(group string, v []byte) error {
+	if t := s.StaleSince(); !t.IsZero() {
+		return ErrUnavailable
+	}
+	key := s.prefix + etcdRollouts + group
+	s.mu.Lock()
+	known := s.rolloutRevs[group]
+	s.mu.Unlock()
+	op := clientv3.OpDelete(key)
+	if v != nil {
+		op = clientv3.OpPut(key, string(v))
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", known)).Then(op).Commit()
+	if err != nil {
+		return s.unavailable(err)
+	}
+	if !resp.Succeeded {
+		return ErrConflict
+	}
+	s.mu.Lock()
+	if s.rolloutRevs == nil {
+		s.rolloutRevs = map[string]int64{}
+	}
+	if v == nil {
+		delete(s.rolloutRevs, group)
+	} else {
+		s.rolloutRevs[group] = resp.Header.Revision
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// RolloutChanges receives a value after a stored rollout changed (written by any replica, this one too).
+func (s *Etcd) RolloutChanges() <-chan struct{} { return s.rolloutChanges }
+
+// PublishProxies writes what proxies returns (this replica's Envoys) under id every interval, under a lease
+// that lapses proxiesTTL seconds after the replica stops, until ctx ends.
+func (s *Etcd) PublishProxies(ctx context.Context, id string, interval time.Duration, proxies func() []byte) {
+	key := s.prefix + etcdProxies + id
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(s.Client, concurrency.WithTTL(proxiesTTL), concurrency.WithContext(ctx))
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		t := time.NewTicker(interval)
+		var last []byte // what this session wrote last: the lease keeps it, so an unchanged report is not written again
+	loop:
+		for {
+			if v := proxies(); last == nil || string(v) != string(last) {
+				wctx, cancel := s.ctx()
+				_, err := s.Client.Put(wctx, key, string(v), clientv3.WithLease(sess.Lease()))
+				cancel()
+				switch {
+				case err == nil:
+					last = v
+				case ctx.Err() == nil:
+					s.log.Warn("publishing this replica's Envoys in etcd", "error", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-sess.Done():
+				break loop
+			case <-t.C:
+			}
+		}
+		t.Stop()
+		// A clean stop takes the replica's Envoys out at once.
+		rctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		if ctx.Err() != nil {
+			s.Client.Delete(rctx, key)
+		}
+		cancel()
+		sess.Close()
+	}
+}
+
+// Proxies returns what every replica published (PublishProxies), by replica id.
+func (s *Etcd) Proxies() (map[string][]byte, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.Client.Get(ctx, s.prefix+etcdProxies, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	out := map[string][]byte{}
+	for _, kv := range resp.Kvs {
+		out[strings.TrimPrefix(string(kv.Key), s.prefix+etcdProxies)] = kv.Value
+	}
+	return out, nil
+}

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
+	"github.com/lbplane/lbplane/internal/etcdtest"
+)
+
+// TestStagedRolloutEtcdReplicas: two lbplane replicas on one etcd feed three real Envoys under a steady
+// client, each replica some of them. A bad change pushed staged on one replica reaches only the first
+// stage's Envoy, wherever it is connected, and the leader rolls it back; both replicas report it. A good
+// change survives its leader SIGKILLed mid-rollout: the other replica takes over, and it passes every stage.
+func TestStagedRolloutEtcdReplicas(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	keyFile := filepath.Join(t.TempDir(), "etcd-secret.key")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(bytes.Repeat([]byte{0x6b}, 32))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &haFleet{t: t, etcd: ec, ids: []string{"r0", "r1"}, live: []bool{true, true}, policies: map[string]bool{}}
+	for _, id := range f.ids {
+		f.replicas = append(f.replicas, startLbplane(t, "--store", "etcd", "--etcd-endpoints", ec.Endpoints()[0],
+			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--etcd-prefix", "/ro/", "--proxy-stats-interval", "250ms"))
+	}
+	stable := startBackend(t, "stable", 0)
+	broken := startBackend(t, "broken", 0)
+	broken.FailWith(500)
+	fresh := startBackend(t, "fresh", 0)
+	port := reservePort(t)
+	doc := func(extra string, extraPort, weight int, bake string) []byte {
+		return policy(t, rolloutPolicy, map[string]any{"Port": port, "Stable": stable.Port, "Bake": bake, "Min": 20,
+			"Extra": extra, "ExtraPort": extraPort, "Weight": weight})
+	}
+	if _, err := f.replicas[0].Client.ApplyRollout(context.Background(), doc("", 0, 0, "3s"), false, "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	// envoy-a (the first stage's canary: canaries are taken in node id order) on r1, envoy-b and envoy-c
+	// on r0; each lists both replicas and moves to the other when its own dies.
+	xds := []string{f.replicas[0].XDSAddr, f.replicas[1].XDSAddr}
+	for i, n := range []string{"envoy-a", "envoy-b", "envoy-c"} {
+		order := slices.Clone(xds)
+		if i == 0 {
+			slices.Reverse(order)
+		}
+		f.envoys = append(f.envoys, startEnvoyFrom(t, envoybootstrap.Params{NodeID: n, Group: "default", XDS: strings.Join(order, ","), Delta: true,
+			TLS: envoyTLS(t, f.replicas[0], n, "default")}, "config:info,upstream:info", "--drain-time-s", "1"))
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	waitServing(t, url, "stable")
+	eventually(t, 30*time.Second, "envoy-a on r1, the others on r0", func() error {
+		if a, b := connectedNodes(t, f.replicas[1]), connectedNodes(t, f.replicas[0]); !slices.Equal(a, []string{"envoy-a"}) || !slices.Equal(b, []string{"envoy-b", "envoy-c"}) {
+			return fmt.Errorf("r0 feeds %v, r1 feeds %v", b, a)
+		}
+		return nil
+	})
+	load := startLoadWith(newClient(false), url, 150, 6, 4*time.Minute)
+	defer load.Stop()
+	load.WaitServed(t, 100)
+	eventually(t, 30*time.Second, "every Envoy serves requests", func() error {
+		for _, e := range f.envoys {
+			if n := envoyStatSum(t, e, "cluster.default/ro/stable", ".upstream_rq_total"); n < 10 {
+				return fmt.Errorf("%s served %d", e.NodeID, n)
+			}
+		}
+		return nil
+	})
+	leader := f.leader()
+	follower := 1 - leader
+	t.Logf("leader %s", f.ids[leader])
+
+	t.Run("a bad change pushed on the follower reaches one Envoy and the leader rolls it back", func(t *testing.T) {
+		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
+		push(t, f.replicas[follower], doc("broken", broken.Port, 3, "3s"))
+		for i, l := range f.replicas {
+			eventually(t, 5*time.Second, f.ids[i]+" reports the rollout at stage 1", func() error {
+				r := rolloutOf(t, l)
+				if r.Rollout.Phase == v1alpha1.RolloutRolledBack {
+					return nil // judged already
+				}
+				if r.Rollout.Phase != v1alpha1.RolloutProgressing || r.Rollout.Stage != 1 || !slices.Equal(r.Rollout.Canaries, []string{"envoy-a"}) {
+					return fmt.Errorf("%+v", r.Rollout)
+				}
+				return nil
+			})
+		}
+		eventually(t, 10*time.Second, "only the canary has the broken backend", func() error {
+			got := holders(t, f.envoys, "broken")
+			if r := rolloutOf(t, f.replicas[leader]); r.Rollout.Phase == v1alpha1.RolloutProgressing && !slices.Equal(got, []string{"envoy-a"}) {
+				return fmt.Errorf("held by %v during stage 1", got)
+			}
+			if len(got) > 1 {
+				t.Fatalf("the broken backend reached %v", got)
+			}
+			return nil
+		})
+		for i, l := range f.replicas {
+			r := waitPhase(t, l, v1alpha1.RolloutRolledBack, 60*time.Second)
+			c := meta.FindStatusCondition(r.Conditions, v1alpha1.ConditionRolledBack)
+			if r.Rollout.Stage != 1 || r.Rollout.Canary == nil || r.Rollout.Canary.ErrorRate < 0.3 || c == nil || c.Status != "True" || !strings.Contains(c.Message, "error rate") {
+				t.Errorf("%s: rolled back with %+v canary %+v, condition %+v", f.ids[i], r.Rollout, r.Rollout.Canary, c)
+			}
+		}
+		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
+			if got := holders(t, f.envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
+		t.Logf("during the bad rollout: %d of %d requests failed", failed, ok+failed)
+		if failed == 0 || float64(failed) > 0.45*float64(ok+failed) {
+			t.Errorf("%d of %d requests failed during the bad rollout: want some (the canary's), and far fewer than the 75 %% without stages", failed, ok+failed)
+		}
+		if code, out := lbctlExit(t, f.replicas[follower], "rollout", "status", "ro"); code != 1 || !strings.Contains(out, "RolledBack") {
+			t.Errorf("lbctl rollout status on the follower: exit %d, %s", code, out)
+		}
+		okAfter, failedAfter := load.OK.Load(), load.Failed.Load()
+		load.WaitServed(t, okAfter+200)
+		if n := load.Failed.Load() - failedAfter; n > 0 {
+			t.Errorf("%d requests failed after the rollback: %v", n, load.Errors)
+		}
+	})
+
+	t.Run("the leader killed mid-rollout: the other replica takes over and finishes it", func(t *testing.T) {
+		// A long first bake: the leader dies during it.
+		push(t, f.replicas[follower], doc("fresh", fresh.Port, 1, "6s"))
+		r := waitPhase(t, f.replicas[follower], v1alpha1.RolloutProgressing, 5*time.Second)
+		if r.Rollout.Stage != 1 {
+			t.Fatalf("right after the push: %+v", r.Rollout)
+		}
+		eventually(t, 10*time.Second, "only the canary has the fresh backend", func() error {
+			if got := holders(t, f.envoys, "fresh"); !slices.Equal(got, []string{"envoy-a"}) {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		// The stage's start as the replicas hold it just before the leader dies.
+		r = rolloutOf(t, f.replicas[follower])
+		if r.Rollout.Phase != v1alpha1.RolloutProgressing || r.Rollout.Stage != 1 {
+			t.Fatalf("before the kill: %+v", r.Rollout)
+		}
+		started := r.Rollout.StageStarted
+		failedBefore := load.Failed.Load()
+		f.kill(leader)
+		eventually(t, 30*time.Second, f.ids[follower]+" leads", func() error {
+			st, err := f.status(follower)
+			if err != nil {
+				return err
+			}
+			if st.Role != "leader" {
+				return fmt.Errorf("role %s", st.Role)
+			}
+			return nil
+		})
+		seen2 := false
+		eventually(t, 90*time.Second, "the rollout succeeded", func() error {
+			got := holders(t, f.envoys, "fresh")
+			r := rolloutOf(t, f.replicas[follower])
+			switch r.Rollout.Phase {
+			case v1alpha1.RolloutProgressing:
+				if r.Rollout.Stage == 1 {
+					if len(got) > 1 {
+						t.Errorf("stage 1 after the takeover: %v hold the candidate", got)
+					}
+					if r.Rollout.StageStarted == nil || started == nil || !r.Rollout.StageStarted.Equal(started) {
+						t.Errorf("stage 1's start moved with the takeover: %v, was %v", r.Rollout.StageStarted, started)
+					}
+				}
+				seen2 = seen2 || r.Rollout.Stage == 2
+			case v1alpha1.RolloutSucceeded:
+				return nil
+			default:
+				t.Fatalf("the rollout ended %s after the takeover: %s", r.Rollout.Phase, r.Rollout.Message)
+			}
+			return fmt.Errorf("stage %d: %s", r.Rollout.Stage, r.Rollout.Message)
+		})
+		if !seen2 {
+			t.Log("stage 2 passed between two reads")
+		}
+		eventually(t, 10*time.Second, "every Envoy has the fresh backend", func() error {
+			if got := holders(t, f.envoys, "fresh"); len(got) != 3 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		if n := load.Failed.Load() - failedBefore; n > 0 {
+			t.Errorf("%d requests failed across the takeover: %v", n, load.Errors)
+		}
+		if code, out := lbctlExit(t, f.replicas[follower], "rollout", "status", "ro", "--timeout", "10s"); code != 0 || !strings.Contains(out, "Succeeded") {
+			t.Errorf("lbctl rollout status after the takeover: exit %d, %s", code, out)
+		}
+	})
+}

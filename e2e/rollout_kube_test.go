@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/internal/kubetest"
+)
+
+// rolloutKubePolicy is rolloutPolicy in a namespace, as kubectl applies it.
+var rolloutKubePolicy = strings.Replace(rolloutPolicy, "metadata: {name: ro}", "metadata: {name: ro, namespace: default}", 1)
+
+// kubeRollout reads status.rollout and the conditions of policy ro with kubectl.
+func kubeRollout(t *testing.T, kubeconfig string) v1alpha1.LoadBalancerPolicyStatus {
+	t.Helper()
+	out, err := kubectl(t, kubeconfig, "", "get", "lbp", "ro", "-n", "default", "-o", "jsonpath={.status}")
+	if err != nil {
+		t.Fatalf("kubectl get lbp ro: %v\n%s", err, out)
+	}
+	var st v1alpha1.LoadBalancerPolicyStatus
+	if out != "" {
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status %q: %v", out, err)
+		}
+	}
+	return st
+}
+
+// waitKubePhase waits until status.rollout (as the API server holds it) is in phase for generation gen,
+// and fails at once when it ends in another.
+func waitKubePhase(t *testing.T, kubeconfig string, gen int64, phase string, timeout time.Duration) v1alpha1.LoadBalancerPolicyStatus {
+	t.Helper()
+	var st v1alpha1.LoadBalancerPolicyStatus
+	eventually(t, timeout, "status.rollout is "+phase, func() error {
+		st = kubeRollout(t, kubeconfig)
+		r := st.Rollout
+		if r == nil || r.CandidateGeneration != gen {
+			return fmt.Errorf("status.rollout %+v, want generation %d", r, gen)
+		}
+		switch {
+		case r.Phase == phase:
+			return nil
+		case r.Phase != v1alpha1.RolloutProgressing && r.Phase != v1alpha1.RolloutPaused:
+			t.Fatalf("the rollout ended %s, not %s: %s", r.Phase, phase, r.Message)
+		}
+		return fmt.Errorf("%s at stage %d: %s", r.Phase, r.Stage, r.Message)
+	})
+	return st
+}
+
+// TestStagedRolloutKubernetes: two lbplane replicas on a real kube-apiserver and etcd, three real Envoys
+// under a steady client. A bad change applied with spec.rollout reaches only the first stage's Envoy and is
+// rolled back (RolledBack in status, through the status subresource); a good change passes every stage
+// with the elected replica killed during its first stage (the other takes over and finishes it); lbctl
+// rollout works in Kubernetes mode.
+func TestStagedRolloutKubernetes(t *testing.T) {
+	cluster := kubetest.Start(t)
+	kc := cluster.Kubeconfig
+	args := []string{"--kubernetes", "--kubeconfig", kc, "--leader-election-namespace", "default", "--address-backends-namespaces", "default",
+		"--proxy-stats-interval", "250ms"}
+	replicas := []*Lbplane{startLbplane(t, args...), startLbplane(t, args...)}
+	stable := startBackend(t, "stable", 0)
+	broken := startBackend(t, "broken", 0)
+	broken.FailWith(500)
+	fresh := startBackend(t, "fresh", 0)
+	port := reservePort(t)
+	apply := func(extra string, extraPort, weight int, bake string) {
+		t.Helper()
+		kubeApply(t, kc, rolloutKubePolicy, map[string]any{"Port": port, "Stable": stable.Port, "Bake": bake, "Min": 20,
+			"Extra": extra, "ExtraPort": extraPort, "Weight": weight})
+	}
+	// The first generation: nothing to compare it with, so every Envoy gets it (a new policy with
+	// spec.rollout would be staged; it starts with the stages of a rollout that has no baseline).
+	kubeApply(t, kc, strings.Replace(rolloutKubePolicy, "metadata: {name: ro, namespace: default}",
+		"metadata: {name: ro, namespace: default, annotations: {lbplane.io/rollout-mode: \"1\"}}", 1),
+		map[string]any{"Port": port, "Stable": stable.Port, "Bake": "3s", "Min": 20})
+	// envoy-a (the first stage's canary, in node id order) on replica 1, the others on replica 0.
+	envoys := []*Envoy{startEnvoy(t, replicas[1], "envoy-a", true), startEnvoy(t, replicas[0], "envoy-b", true), startEnvoy(t, replicas[0], "envoy-c", true)}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	waitServing(t, url, "stable")
+	load := startLoadWith(newClient(false), url, 150, 6, 4*time.Minute)
+	defer load.Stop()
+	load.WaitServed(t, 100)
+	eventually(t, 30*time.Second, "every Envoy serves requests", func() error {
+		for _, e := range envoys {
+			if n := envoyStatSum(t, e, "cluster.default/ro/stable", ".upstream_rq_total"); n < 10 {
+				return fmt.Errorf("%s served %d", e.NodeID, n)
+			}
+		}
+		return nil
+	})
+	leader := -1
+	eventually(t, 30*time.Second, "a replica writes status", func() error {
+		for i, r := range replicas {
+			if b, _ := os.ReadFile(r.log); strings.Contains(string(b), "this replica writes policy status") {
+				leader = i
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet")
+	})
+	t.Logf("replica %d leads", leader)
+
+	t.Run("a bad change reaches one Envoy and is rolled back", func(t *testing.T) {
+		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
+		apply("broken", broken.Port, 3, "3s")
+		eventually(t, 10*time.Second, "only the canary has the broken backend", func() error {
+			got := holders(t, envoys, "broken")
+			if len(got) > 1 {
+				t.Fatalf("the broken backend reached %v", got)
+			}
+			if st := kubeRollout(t, kc); st.Rollout != nil && st.Rollout.CandidateGeneration == 2 && st.Rollout.Phase == v1alpha1.RolloutRolledBack {
+				return nil
+			}
+			if !slices.Equal(got, []string{"envoy-a"}) {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		st := waitKubePhase(t, kc, 2, v1alpha1.RolloutRolledBack, 60*time.Second)
+		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRolledBack)
+		if st.Rollout.Stage != 1 || st.Rollout.Canary == nil || st.Rollout.Canary.ErrorRate < 0.3 || c == nil || c.Status != "True" || !strings.Contains(c.Message, "error rate") {
+			t.Errorf("rolled back with %+v canary %+v, condition %+v", st.Rollout, st.Rollout.Canary, c)
+		}
+		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
+		t.Logf("during the bad rollout: %d of %d requests failed", failed, ok+failed)
+		if failed == 0 || float64(failed) > 0.45*float64(ok+failed) {
+			t.Errorf("%d of %d requests failed during the bad rollout: want some (the canary's), and far fewer than the 75 %% without stages", failed, ok+failed)
+		}
+		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro"); code != 1 || !strings.Contains(out, "RolledBack") {
+			t.Errorf("lbctl rollout status in Kubernetes mode after a rollback: exit %d, %s", code, out)
+		}
+	})
+
+	t.Run("the elected replica killed mid-rollout: the other finishes it", func(t *testing.T) {
+		apply("fresh", fresh.Port, 1, "8s")
+		st := waitKubePhase(t, kc, 3, v1alpha1.RolloutProgressing, 20*time.Second)
+		started := st.Rollout.StageStarted
+		eventually(t, 10*time.Second, "only the canary has the fresh backend", func() error {
+			if got := holders(t, envoys, "fresh"); !slices.Equal(got, []string{"envoy-a"}) {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro", "--watch=false"); code != 0 || !strings.Contains(out, "Progressing, stage 1 of 2") {
+			t.Errorf("lbctl rollout status --watch=false in Kubernetes mode: exit %d, %s", code, out)
+		}
+		failedBefore := load.Failed.Load()
+		replicas[leader].Kill()
+		other := 1 - leader
+		eventually(t, 60*time.Second, "the other replica writes status", func() error {
+			if b, _ := os.ReadFile(replicas[other].log); !strings.Contains(string(b), "this replica writes policy status") {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+		st = waitKubePhase(t, kc, 3, v1alpha1.RolloutSucceeded, 90*time.Second)
+		t.Logf("after the takeover: %s", st.Rollout.Message)
+		if started == nil {
+			t.Errorf("no stage start in status")
+		}
+		// The Envoys of the killed replica are gone with it (startEnvoy names one replica); the other's
+		// Envoy runs the candidate.
+		var live []*Envoy
+		for _, e := range envoys {
+			if (e.NodeID == "envoy-a") == (other == 1) {
+				live = append(live, e)
+			}
+		}
+		eventually(t, 10*time.Second, "the surviving replica's Envoys have the fresh backend", func() error {
+			if got := holders(t, live, "fresh"); len(got) != len(live) {
+				return fmt.Errorf("held by %v of %d", got, len(live))
+			}
+			return nil
+		})
+		if n := load.Failed.Load() - failedBefore; n > 0 {
+			t.Logf("%d requests failed across the takeover (Envoys whose replica died keep their config)", n)
+		}
+		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro", "--timeout", "10s"); code != 0 || !strings.Contains(out, "Succeeded") {
+			t.Errorf("lbctl rollout status after the takeover: exit %d, %s", code, out)
+		}
+		envoys = live
+	})
+
+	t.Run("lbctl rollout pause, resume, abort and undo in Kubernetes mode", func(t *testing.T) {
+		// Held at its first stage by a long bake.
+		apply("broken", broken.Port, 3, "10m")
+		waitKubePhase(t, kc, 4, v1alpha1.RolloutProgressing, 20*time.Second)
+		steer := func(action string) {
+			t.Helper()
+			if code, out := lbctlKubeExit(t, kc, "rollout", action, "ro"); code != 0 || !strings.Contains(out, "default/ro") {
+				t.Fatalf("lbctl rollout %s: exit %d, %s", action, code, out)
+			}
+		}
+		steer("pause")
+		waitKubePhase(t, kc, 4, v1alpha1.RolloutPaused, 20*time.Second)
+		steer("resume")
+		waitKubePhase(t, kc, 4, v1alpha1.RolloutProgressing, 20*time.Second)
+		steer("abort")
+		st := waitKubePhase(t, kc, 4, v1alpha1.RolloutAborted, 20*time.Second)
+		if !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionRolledBack) {
+			t.Errorf("conditions after the abort: %+v", st.Conditions)
+		}
+		eventually(t, 10*time.Second, "every Envoy runs the baseline", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("broken held by %v", got)
+			}
+			if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
+				return fmt.Errorf("fresh held by %v", got)
+			}
+			return nil
+		})
+		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro"); code != 1 || !strings.Contains(out, "Aborted") {
+			t.Errorf("lbctl rollout status of an aborted rollout: exit %d, %s", code, out)
+		}
+		// Undo: the baseline (generation 3, with fresh) is the spec again, as generation 5, at once.
+		steer("undo")
+		eventually(t, 20*time.Second, "generation 5 is generation 3's spec, with no rollout", func() error {
+			out, err := kubectl(t, kc, "", "get", "lbp", "ro", "-n", "default", "-o", "jsonpath={.metadata.generation} {.spec.backends[*].name}")
+			if err != nil {
+				return err
+			}
+			if out != "5 stable fresh" {
+				return fmt.Errorf("generation and backends: %q", out)
+			}
+			st := kubeRollout(t, kc)
+			if st.Rollout != nil || st.ObservedGeneration != 5 || meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRolledBack) != nil ||
+				!meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionProgrammed) {
+				return fmt.Errorf("status after the undo: %+v", st)
+			}
+			return nil
+		})
+		if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
+			t.Errorf("after the undo fresh is held by %v", got)
+		}
+	})
+
+	t.Run("a replica restarted mid-rollout splits its Envoys again and resumes", func(t *testing.T) {
+		other := 1 - leader
+		// One more Envoy, so that the group is split: a canary and at least one on the baseline.
+		envoys = append(envoys, startEnvoy(t, replicas[other], "envoy-z", true))
+		waitSynced(t, replicas[other], len(envoys))
+		eventually(t, 20*time.Second, "every Envoy has generation 5", func() error {
+			if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
+				return fmt.Errorf("fresh held by %v", got)
+			}
+			return nil
+		})
+		apply("broken", broken.Port, 3, "10m")
+		st := waitKubePhase(t, kc, 6, v1alpha1.RolloutProgressing, 20*time.Second)
+		canaries, started := st.Rollout.Canaries, st.Rollout.StageStarted
+		eventually(t, 10*time.Second, "the canaries have the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
+				return fmt.Errorf("held by %v, canaries %v", got, canaries)
+			}
+			return nil
+		})
+		replicas[other].Kill()
+		replicas[other].Restart(t)
+		if len(canaries) != 1 {
+			t.Fatalf("canaries %v of %d Envoys", canaries, len(envoys))
+		}
+		// The restarted replica read the rollout before it served xDS: its own answer says so.
+		r := rolloutOf(t, replicas[other])
+		if r.Generation != 6 || r.Rollout.Phase != v1alpha1.RolloutProgressing || !slices.Equal(r.Rollout.Canaries, canaries) ||
+			r.Rollout.StageStarted == nil || !r.Rollout.StageStarted.Equal(started) {
+			t.Errorf("after the restart: %+v; before: canaries %v, stage started %v", r.Rollout, canaries, started)
+		}
+		waitSynced(t, replicas[other], len(envoys))
+		if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
+			t.Errorf("after the restart broken is held by %v, canaries %v", got, canaries)
+		}
+		if code, out := lbctlKubeExit(t, kc, "rollout", "abort", "ro"); code != 0 {
+			t.Fatalf("abort: exit %d, %s", code, out)
+		}
+		waitKubePhase(t, kc, 6, v1alpha1.RolloutAborted, 60*time.Second)
+		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+	})
+}
+
+// lbctlKubeExit runs lbctl in Kubernetes mode (the kubeconfig, and lbplane's namespace) and returns its exit
+// code and output.
+func lbctlKubeExit(t *testing.T, kubeconfig string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "lbctl"), append([]string{"--kubeconfig", kubeconfig, "--lbplane-namespace", "default"}, args...)...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String()
+	}
+	t.Fatalf("lbctl %v: %v", args, err)
+	return 0, ""
+}
