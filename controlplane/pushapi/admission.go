@@ -529,7 +529,7 @@ func (a *Admission) syncEngine() error {
 func (a *Admission) candidate(changes map[translate.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
 	out := slices.Clone(a.sorted)
 	for _, k := range slices.SortedFunc(maps.Keys(changes), cmpKey) {
-		i, found := slices.BinarySearchFunc(out, k, func(p *v1alpha1.LoadBalancerPolicy, k translate.Key) int { return cmpKey(translate.KeyOf(p), k) })
+		i, found := searchKey(out, k)
 		rec := changes[k]
 		if rec == nil {
 			if found {
@@ -560,6 +560,12 @@ func (a *Admission) committed(changes map[translate.Key]*store.Record, candidate
 		}
 	}
 	a.sorted = candidate
+}
+
+// searchKey finds k in policies sorted by key (cmpKey): its index and whether it is there, or where it
+// would go.
+func searchKey(sorted []*v1alpha1.LoadBalancerPolicy, k translate.Key) (int, bool) {
+	return slices.BinarySearchFunc(sorted, k, func(p *v1alpha1.LoadBalancerPolicy, k translate.Key) int { return cmpKey(translate.KeyOf(p), k) })
 }
 
 // cmpKey is the order of the store's keys ("namespace/name"), without building the strings.
