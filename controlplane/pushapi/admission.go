@@ -459,12 +459,56 @@ func (a *Admission) sync() (bool, error) {
 	return changed, nil
 }
 
+// changeFeed is a store shared with other writers that tells what they changed since a revision
+// (store.Etcd, from its watch's events).
+type changeFeed interface {
+	ChangesSince(base int64) (puts []*store.Record, deletes []string, rev int64, ok bool)
+}
+
 // Sync brings the engine to what the store holds when another writer (a replica sharing the etcd store)
-// changed it; serve calls it on each change the store reports.
+// changed it; serve calls it on each change the store reports. With a store that tells what changed
+// (changeFeed), only those records are decoded and handed to the engine, as a push on this replica
+// would: reading and comparing every record was most of a change's cost with 10,000 policies stored,
+// and it was paid for this replica's own pushes too, which the watch reports like any other.
 func (a *Admission) Sync() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if feed, ok := a.Store.(changeFeed); ok && a.recs != nil {
+		if puts, deletes, rev, ok := feed.ChangesSince(a.rev); ok {
+			return a.follow(puts, deletes, rev)
+		}
+	}
 	return a.syncEngine()
+}
+
+// follow applies what another writer changed (records put, keys deleted) up to revision rev to a.recs
+// and the engine; records this replica holds already (its own writes) change nothing. The caller holds
+// a.mu.
+func (a *Admission) follow(puts []*store.Record, deletes []string, rev int64) error {
+	changes := map[translate.Key]*store.Record{}
+	for _, rec := range puts {
+		k := translate.Key{Namespace: rec.Namespace, Name: rec.Name}
+		if old := a.recs[k]; old == nil || !old.Equal(rec) {
+			changes[k] = rec
+		}
+	}
+	for _, key := range deletes {
+		ns, name, _ := strings.Cut(key, "/")
+		k := translate.Key{Namespace: ns, Name: name}
+		if _, ok := a.recs[k]; ok {
+			changes[k] = nil
+		}
+	}
+	if len(changes) > 0 {
+		candidate, err := a.candidate(changes)
+		if err != nil {
+			return err
+		}
+		a.committed(changes, candidate)
+		a.Engine.Set(engine.SourceStore, candidate)
+	}
+	a.rev = rev
+	return nil
 }
 
 // syncEngine is Sync with a.mu held: the engine then judges a push against what every replica wrote.
@@ -485,7 +529,7 @@ func (a *Admission) syncEngine() error {
 func (a *Admission) candidate(changes map[translate.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
 	out := slices.Clone(a.sorted)
 	for _, k := range slices.SortedFunc(maps.Keys(changes), cmpKey) {
-		i, found := slices.BinarySearchFunc(out, k, func(p *v1alpha1.LoadBalancerPolicy, k translate.Key) int { return cmpKey(translate.KeyOf(p), k) })
+		i, found := searchKey(out, k)
 		rec := changes[k]
 		if rec == nil {
 			if found {
@@ -516,6 +560,12 @@ func (a *Admission) committed(changes map[translate.Key]*store.Record, candidate
 		}
 	}
 	a.sorted = candidate
+}
+
+// searchKey finds k in policies sorted by key (cmpKey): its index and whether it is there, or where it
+// would go.
+func searchKey(sorted []*v1alpha1.LoadBalancerPolicy, k translate.Key) (int, bool) {
+	return slices.BinarySearchFunc(sorted, k, func(p *v1alpha1.LoadBalancerPolicy, k translate.Key) int { return cmpKey(translate.KeyOf(p), k) })
 }
 
 // cmpKey is the order of the store's keys ("namespace/name"), without building the strings.

@@ -35,10 +35,8 @@ func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unsta
 		}
 		pr := pl.after.Policies.Of(k)
 		var spec *v1alpha1.Rollout
-		for _, p := range pl.candidate {
-			if translate.KeyOf(p) == k {
-				spec = p.Spec.Rollout
-			}
+		if i, found := searchKey(pl.candidate, k); found {
+			spec = pl.candidate[i].Spec.Rollout
 		}
 		want := mode
 		if want == "" {

@@ -2,12 +2,17 @@ package pushapi_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/pushapi/pushapitest"
 	"github.com/lbplane/lbplane/controlplane/store"
@@ -60,4 +65,120 @@ func TestPushesOnTwoReplicasFollowOneSetOfRules(t *testing.T) {
 			t.Errorf("%s lists %v, want [a c]", cl.BaseURL, names)
 		}
 	}
+}
+
+// A replica that follows the store (as lbplane serve does: Sync on every change the watch reports) takes
+// in the other replica's creates, updates and deletes, and its own pushes, from the watch's events alone:
+// it never lists the store again, and it judges its pushes against what the other replica wrote.
+func TestReplicaFollowsTheOtherFromTheWatch(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	open := func(id string) (*pushapi.Server, *pushapi.Client, *store.Etcd, *metrics.Metrics) {
+		st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), Prefix: "/follow/", Timeout: 5 * time.Second, HealthInterval: 200 * time.Millisecond}, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		m := metrics.New(nil)
+		st.Metrics = m
+		srv, url, _ := pushapitest.StartOn(t, st, "secret", nil)
+		return srv, &pushapi.Client{BaseURL: url, Token: "secret"}, st, m
+	}
+	oneSrv, one, oneSt, oneMetrics := open("one")
+	_, two, _, _ := open("two")
+	// The watch has started once its first signal came; what one Syncs from then on is covered by it.
+	select {
+	case <-oneSt.Changes():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change signal at the watch's start")
+	}
+	if err := oneSrv.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	lists := storeOps(t, oneMetrics, "list")
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-oneSt.Changes():
+				if err := oneSrv.Sync(); err != nil {
+					t.Errorf("sync: %v", err)
+				}
+			}
+		}
+	}()
+	defer func() { cancel(); <-followed }()
+
+	names := func(cl *pushapi.Client) map[string]int64 {
+		ps, err := cl.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, p := range ps {
+			out[p.Name] = p.Generation
+		}
+		return out
+	}
+	waitUntil := func(what string, want map[string]int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for got := names(one); !maps.Equal(got, want); got = names(one) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: one serves %v, want %v", what, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if _, err := two.Apply(ctx, []byte(doc("a", 80, "a.example.com")+"---\n"+doc("b", 80, "b.example.com")), false); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("two's creates", map[string]int64{"a": 1, "b": 1})
+	if _, err := two.Apply(ctx, []byte(doc("a", 80, "a.example.com,x.example.com")), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := two.Delete(ctx, "default", "b"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("two's update and delete", map[string]int64{"a": 2})
+	// one judges against a's new hostname, and takes b's, freed by the delete.
+	_, err := one.Apply(ctx, []byte(doc("c", 80, "x.example.com")), false)
+	if e := apiErr(t, err); e.Status != http.StatusConflict || !strings.Contains(strings.Join(e.Errors, " "), "default/c") {
+		t.Fatalf("a push conflicting with the other replica's update: %d %v", e.Status, e.Errors)
+	}
+	if _, err := one.Apply(ctx, []byte(doc("c", 80, "b.example.com")), false); err != nil {
+		t.Fatalf("a push of the hostname the other replica's delete freed: %v", err)
+	}
+	// one's own write comes back through the watch too, and changes nothing.
+	waitUntil("one's own push", map[string]int64{"a": 2, "c": 1})
+	if _, err := two.Apply(ctx, []byte(doc("d", 81, "d.example.com")), false); err != nil {
+		t.Fatalf("two, after one's push: %v", err)
+	}
+	waitUntil("two's create after one's push", map[string]int64{"a": 2, "c": 1, "d": 1})
+	if got := storeOps(t, oneMetrics, "list"); got != lists {
+		t.Errorf("one listed the store %v times while following it, want none", got-lists)
+	}
+}
+
+// storeOps reads lbplane_store_operations_total{operation=op, result="ok"} from m; the replica has listed
+// the store at least once (at its start), so the series is there.
+func storeOps(t *testing.T, m *metrics.Metrics, op string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	want := fmt.Sprintf(`lbplane_store_operations_total{operation=%q,result="ok"} `, op)
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, want); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %s in the metrics:\n%s", strings.TrimSpace(want), rec.Body.String())
+	return 0
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -74,16 +76,37 @@ type Etcd struct {
 	// revisions as this replica last read or wrote them (guarded by mu).
 	rolloutChanges chan struct{}
 	rolloutRevs    map[string]int64
-	staleSince     atomic.Pointer[time.Time]
-	leader         atomic.Bool
-	cancel         context.CancelFunc
-	done           sync.WaitGroup
+	// feed is what the watch delivered of the policies' changes, for ChangesSince (guarded by mu).
+	feed       policyFeed
+	staleSince atomic.Pointer[time.Time]
+	leader     atomic.Bool
+	cancel     context.CancelFunc
+	done       sync.WaitGroup
 }
 
 type cachedRecord struct {
 	modRev int64
 	rec    *Record
 }
+
+// policyFeed is the policy changes the watch delivered: every change after revision from is in events,
+// in revision order. listedRev and listedAt are what the last List returned and the store revision it
+// read at: no policy changed between the two.
+type policyFeed struct {
+	from                int64
+	events              []policyEvent
+	listedRev, listedAt int64
+}
+
+type policyEvent struct {
+	rev int64
+	key string  // namespace/name
+	rec *Record // nil: deleted
+}
+
+// maxFeedEvents bounds the changes kept for a reader that does not come to read them; past it the feed
+// starts over, and that reader lists the store again.
+const maxFeedEvents = 100000
 
 // OpenEtcd connects to etcd and starts watching it, checking the connection and campaigning for
 // leadership under the prefix with the given id (what Leader reports while this replica holds it).
@@ -118,7 +141,8 @@ func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	s := &Etcd{Client: client, prefix: prefix, log: log, timeout: timeout, cache: map[string]cachedRecord{},
-		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1), rolloutChanges: make(chan struct{}, 1)}
+		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1), rolloutChanges: make(chan struct{}, 1),
+		feed: policyFeed{from: math.MaxInt64}}
 	// The first read must succeed: a replica that never saw the store has no last good state to serve.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	_, err = client.Get(ctx, prefix+etcdVersion)
@@ -257,8 +281,79 @@ func (s *Etcd) List() (out []*Record, rev int64, err error) {
 		out = append(out, c.rec)
 	}
 	s.cache, s.cacheRev = cache, resp.Header.Revision
+	s.feed.listedRev, s.feed.listedAt = rev, resp.Header.Revision
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out, rev, nil
+}
+
+// ChangesSince returns what the other writers changed since revision base (records put, keys deleted;
+// a record this replica wrote itself after base is included too), and the revision the policies are
+// at with them: the watch's events, so nothing is read from etcd and only the changed records are
+// decoded. ok is false when the watch cannot tell (it started after base, or restarted, or the store is
+// passive): the caller lists the store instead. A write planned on the revision returned may still
+// meet ErrConflict when the watch is behind; the caller then lists the store.
+func (s *Etcd) ChangesSince(base int64) (puts []*Record, deletes []string, rev int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := &s.feed
+	// Every change after from is in events; and none happened between what the last List returned and
+	// the revision it read at.
+	if base < f.from && (base != f.listedRev || f.listedAt < f.from) {
+		return nil, nil, 0, false
+	}
+	i, _ := slices.BinarySearchFunc(f.events, base+1, func(e policyEvent, r int64) int { return cmp.Compare(e.rev, r) })
+	last := map[string]*Record{}
+	var order []string
+	rev = base
+	for _, e := range f.events[i:] {
+		if _, seen := last[e.key]; !seen {
+			order = append(order, e.key)
+		}
+		last[e.key] = e.rec
+		rev = e.rev
+	}
+	for _, k := range order {
+		if r := last[k]; r != nil {
+			puts = append(puts, r)
+		} else {
+			deletes = append(deletes, k)
+		}
+	}
+	// The reader is at base now: what came before is no longer needed.
+	f.events = slices.Delete(f.events, 0, i)
+	f.from = base
+	return puts, deletes, rev, true
+}
+
+// restartFeed starts the policy feed over at revision from (a watch that starts there), dropping what it
+// held; the caller holds mu.
+func (s *Etcd) restartFeed(from int64) {
+	s.feed.from, s.feed.events = from, nil
+}
+
+// feedEvents adds a watch response's policy events to the feed; it reports whether any changed a policy.
+func (s *Etcd) feedEvents(evs []*clientv3.Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pol := s.prefix + etcdPolicies
+	for _, ev := range evs {
+		e := policyEvent{rev: ev.Kv.ModRevision, key: strings.TrimPrefix(string(ev.Kv.Key), pol)}
+		if ev.Type == clientv3.EventTypePut {
+			r := &Record{}
+			if err := json.Unmarshal(ev.Kv.Value, r); err != nil {
+				// The reader lists the store and reports the record there.
+				s.log.Error("a stored policy does not decode", "key", e.key, "error", err)
+				s.restartFeed(ev.Kv.ModRevision)
+				continue
+			}
+			e.rec = r
+		}
+		if len(s.feed.events) >= maxFeedEvents {
+			s.restartFeed(s.feed.events[len(s.feed.events)-1].rev)
+		}
+		s.feed.events = append(s.feed.events, e)
+	}
+	return len(evs) > 0
 }
 
 // Apply writes puts and deletes in one etcd transaction, all or nothing, if the policies are still at
@@ -279,6 +374,10 @@ func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, e
 	}
 	for _, k := range deletes {
 		ops = append(ops, clientv3.OpDelete(s.prefix+etcdPolicies+k))
+	}
+	if len(ops) == 0 {
+		// Nothing to write: no transaction, so the other replicas plan on the same revision.
+		return base, nil
 	}
 	ops = append(ops, clientv3.OpPut(s.prefix+etcdVersion, ""))
 	// A member lost mid-request (a partition, an etcd election) fails the request without saying whether it
@@ -383,11 +482,27 @@ func (s *Etcd) signal(c chan struct{}) {
 	}
 }
 
-// watch announces changes of the version key (every policy write) and of the revocations.
+// watch announces changes of the policies (their events kept for ChangesSince) and of the revocations
+// and rollouts.
 func (s *Etcd) watch(ctx context.Context) {
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wc := s.Client.Watch(wctx, s.prefix+etcdVersion)
+		// The policies are watched from a revision read now: every change after it comes as an event.
+		gctx, gcancel := context.WithTimeout(wctx, s.timeout)
+		start, err := s.Client.Get(gctx, s.prefix+etcdVersion)
+		gcancel()
+		if err != nil {
+			cancel()
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		s.mu.Lock()
+		s.restartFeed(start.Header.Revision)
+		s.mu.Unlock()
+		wc := s.Client.Watch(wctx, s.prefix+etcdPolicies, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
 		rc := s.Client.Watch(wctx, s.prefix+etcdRevocations)
 		roc := s.Client.Watch(wctx, s.prefix+etcdRollouts, clientv3.WithPrefix())
 		// Anything written while no watch was open is read now.
@@ -403,7 +518,9 @@ func (s *Etcd) watch(ctx context.Context) {
 				if !ok || r.Err() != nil {
 					break loop
 				}
-				s.signal(s.changes)
+				if s.feedEvents(r.Events) {
+					s.signal(s.changes)
+				}
 			case r, ok := <-rc:
 				if !ok || r.Err() != nil {
 					break loop
@@ -417,6 +534,10 @@ func (s *Etcd) watch(ctx context.Context) {
 			}
 		}
 		cancel()
+		// The events a restarted watch would miss are not known: the feed starts over with it.
+		s.mu.Lock()
+		s.restartFeed(math.MaxInt64)
+		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond):

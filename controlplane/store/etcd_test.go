@@ -206,3 +206,69 @@ func TestEtcdWriteTooLargeForOneTransaction(t *testing.T) {
 		t.Fatalf("after the refused write: %d records, %v", len(got), err)
 	}
 }
+
+// A replica learns what another wrote from its watch's events (ChangesSince): the records put and the keys
+// deleted since the revision it is at, each key once with its last value, and the revision they bring it
+// to, on which its next write succeeds. Before the watch covers a revision, it says it cannot tell.
+func TestEtcdChangesSinceFromTheWatch(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a, b := openEtcd(t, c, "a"), openEtcd(t, c, "b")
+	if _, _, _, ok := a.ChangesSince(-1); ok {
+		t.Fatal("ChangesSince answers for a revision before its watch started")
+	}
+	// The watch has started once the first change signal came; a List then reads at or after its start.
+	select {
+	case <-a.Changes():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change signal at the watch's start")
+	}
+	_, base, err := a.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if puts, dels, rev, ok := a.ChangesSince(base); !ok || len(puts)+len(dels) != 0 || rev != base {
+		t.Fatalf("nothing written yet: ok %v, %d puts, %d deletes, rev %d (want %d)", ok, len(puts), len(dels), rev, base)
+	}
+	x1 := &store.Record{Namespace: "default", Name: "x", Document: []byte(`{"v":1}`), Generation: 1}
+	x2 := &store.Record{Namespace: "default", Name: "x", Document: []byte(`{"v":2}`), Generation: 2}
+	y := &store.Record{Namespace: "other", Name: "y", Document: []byte(`{}`), Generation: 1}
+	_, bRev, err := b.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		puts []*store.Record
+		dels []string
+	}{{[]*store.Record{x1, y}, nil}, {[]*store.Record{x2}, nil}, {nil, []string{"other/y"}}} {
+		if bRev, err = b.Apply(bRev, w.puts, w.dels); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var puts []*store.Record
+	var dels []string
+	var rev int64
+	waitFor(t, "a's watch delivers b's three writes", 10*time.Second, func() bool {
+		var ok bool
+		puts, dels, rev, ok = a.ChangesSince(base)
+		if !ok {
+			t.Fatal("ChangesSince cannot tell, with a watch running since before the writes")
+		}
+		return rev == bRev
+	})
+	if len(puts) != 1 || !puts[0].Equal(x2) || len(dels) != 1 || dels[0] != "other/y" {
+		t.Fatalf("changes since %d: puts %+v, deletes %v; want x at generation 2 and other/y deleted", base, puts, dels)
+	}
+	// a plans on the revision the changes brought it to, and its write is taken.
+	aRev, err := a.Apply(rev, nil, []string{"default/x"})
+	if err != nil {
+		t.Fatalf("a write on the revision ChangesSince returned: %v", err)
+	}
+	// An empty write changes nothing and moves no revision.
+	if r, err := a.Apply(aRev, nil, nil); err != nil || r != aRev {
+		t.Fatalf("an empty write: revision %d (want %d), %v", r, aRev, err)
+	}
+	waitFor(t, "b's watch delivers a's delete", 10*time.Second, func() bool {
+		_, dels, r, ok := b.ChangesSince(bRev)
+		return ok && r == aRev && len(dels) == 1 && dels[0] == "default/x"
+	})
+}
