@@ -496,7 +496,7 @@ func Run(ctx context.Context, cfg Config) error {
 			Clusters:      cache.Target,
 			ClusterChunk:  cfg.ProxyStatsSlice,
 			FullReadShare: cfg.ProxyStatsFullShare,
-			Busy:          func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
+			Busy:          tracker.Busy}
 		api.HealthByProxy = poller.ByProxy
 		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
 		// ejection lapsed is Unknown, not healthy.
