@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/proxystats"
@@ -29,6 +31,8 @@ var (
 	statsChanges    = flag.Int("stats-changes", 100, "the stats row: timed changes per setting")
 	statsAdminTimes = flag.Bool("stats-admin-times", false, "the stats row: before the changes, time each admin read lbplane could make (on Envoy's main thread) and print it")
 	statsInterval   = flag.String("stats-interval", "2s", "the stats row: lbplane's --proxy-stats-interval for the 'stats on' run (its default)")
+	statsSettings   = flag.String("stats-settings", "stats-on,stats-every-read,stats-off", "the stats row: which runs to make, comma-separated")
+	statsLogLevel   = flag.String("stats-log-level", "", "the stats row: lbplane's --log-level (with -keep, each run's lbplane.log and changes.log, the changes' times, can be set side by side)")
 )
 
 func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) error {
@@ -46,6 +50,9 @@ func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) e
 	for _, setting := range []struct{ name, interval, share string }{
 		{"stats-on", *statsInterval, "0.01"}, {"stats-every-read", *statsInterval, "1"}, {"stats-off", "0", "0.01"},
 	} {
+		if !slices.Contains(strings.Split(*statsSettings, ","), setting.name) {
+			continue
+		}
 		samples, err := statsRun(ctx, e, setting.name, setting.interval, setting.share, n, changes, ports)
 		if err != nil {
 			return fmt.Errorf("stats row (%s): %w", setting.name, err)
@@ -70,6 +77,9 @@ func statsRun(ctx context.Context, e *env, name, interval, share string, n, chan
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
 	args := serveArgs(dir, xds, apiAddr, "--metrics-address", "", "--proxy-stats-interval", interval)
 	args = append(args, "--proxy-stats-full-share", share)
+	if *statsLogLevel != "" {
+		args = append(args, "--log-level", *statsLogLevel)
+	}
 	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, args)
 	if err != nil {
 		return nil, err
@@ -116,6 +126,11 @@ func statsRun(ctx context.Context, e *env, name, interval, share string, n, chan
 		time.Sleep(2 * d)
 	}
 	var samples []float64
+	changeLog, err := os.Create(filepath.Join(dir, "changes.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer changeLog.Close()
 	timeout := 1
 	for i := range changes {
 		if ctx.Err() != nil {
@@ -131,6 +146,7 @@ func statsRun(ctx context.Context, e *env, name, interval, share string, n, chan
 			return nil, fmt.Errorf("change %d did not reach Envoy in 30s", i)
 		}
 		samples = append(samples, float64(time.Since(sent).Microseconds())/1000)
+		fmt.Fprintf(changeLog, "%s change %d took %.1f ms\n", sent.UTC().Format(time.RFC3339Nano), i, samples[len(samples)-1])
 		// Changes come at a person's pace, not back to back: spread them over the stats reads' cycle.
 		time.Sleep(time.Duration(100+37*(i%11)) * time.Millisecond)
 	}

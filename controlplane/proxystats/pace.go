@@ -2,6 +2,7 @@ package proxystats
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/url"
 	"regexp"
@@ -306,17 +307,28 @@ func clustersURL(base, filter string) string {
 	return u
 }
 
-// stepAside waits while the Envoy is busy with a push (Busy), at most until deadline; it returns false
-// when ctx ended.
-func (p *Poller) stepAside(ctx context.Context, node string, deadline time.Time) bool {
-	if p.Busy == nil {
-		return ctx.Err() == nil
-	}
-	for p.Busy(node) && time.Now().Before(deadline) {
+// errPutOff: the read was not made, as config was sent to the proxy lately; the next interval's read makes
+// it.
+var errPutOff = errors.New("put off: config was sent to the proxy lately")
+
+// overdueAfter is how old a proxy's last read may be before the next is no longer put off for config sent
+// lately: one and a half Intervals, so that with config sent at every tick a proxy is still read every
+// other Interval, within the three Intervals after which its view counts as stale (see fresh).
+func (p *Poller) overdueAfter() time.Duration { return p.Interval + p.Interval/2 }
+
+// busy is Busy, false when unset.
+func (p *Poller) busy(node string, quiet time.Duration) bool {
+	return p.Busy != nil && p.Busy(node, quiet)
+}
+
+// waitWhileBusy waits while config is on its way to the Envoy or was sent within quiet (Busy), at most
+// until deadline; it returns false when ctx ended.
+func (p *Poller) waitWhileBusy(ctx context.Context, node string, quiet time.Duration, deadline time.Time) bool {
+	for p.busy(node, quiet) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	return ctx.Err() == nil

@@ -2,6 +2,7 @@ package proxystats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -49,9 +50,10 @@ type Poller struct {
 	// pace.go).
 	Clusters     func(group string) *xdscache.State
 	ClusterChunk int
-	// Busy, when set, tells whether a node was sent config lately or has some in flight: its stats are not
-	// read meanwhile, for at most an Interval (see pace.go).
-	Busy func(node string) bool
+	// Busy, when set, tells whether config is on its way to a node (sent, not yet acknowledged) or was sent
+	// to it within quiet: a read then waits for the next Interval, or for the config to arrive when the
+	// node's stats are overdue (see pace.go).
+	Busy func(node string, quiet time.Duration) bool
 	// FullReadShare is the share of an Envoy's main thread that full reads (every cluster and the stats) may
 	// take, going by how long the last one took (DefaultFullReadShare when 0; 1 or more: every read is
 	// full). Between full reads only the busy clusters are read (see pace.go).
@@ -107,6 +109,8 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		prev                   *Sample
 		hot                    []string
 		full                   bool
+		// overdue: the last read that succeeded started before overdueAfter (or there was none).
+		overdue bool
 	}
 	var jobs []job
 	seen := map[string]bool{}
@@ -135,6 +139,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	for _, j := range jobs {
 		j.full = true
 		px := p.proxies[j.key]
+		j.overdue = px == nil || len(px.samples) == 0 || now.Sub(px.samples[len(px.samples)-1].At) >= p.overdueAfter()
 		if px != nil && px.err != "" && now.Before(px.retryAt) {
 			continue
 		}
@@ -180,7 +185,11 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s, cost, err := p.read(ctx, j.base, j.group, j.node, j.prev, j.hot, j.full)
+			s, cost, err := p.read(ctx, j.base, j.group, j.node, j.prev, j.hot, j.full, j.overdue)
+			if errors.Is(err, errPutOff) {
+				p.Log.Debug("a proxy's stats read waits for the next interval: config was sent to it lately", "proxy", j.key, "full", j.full)
+				return
+			}
 			p.add(j.key, j.group, j.node, s, cost, err)
 		}()
 	}
@@ -244,11 +253,16 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 }
 
 // read reads one proxy: all of its clusters and the stats status uses when full, otherwise the clusters in
-// hot alone, with everything else carried from prev (see pace.go). Each request steps aside for config
-// pushed to the proxy. cost is how long a full read's requests took, 0 for a partial read.
-func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sample, hot []string, full bool) (*Sample, time.Duration, error) {
+// hot alone, with everything else carried from prev (see pace.go). A read is put off to the next interval
+// (errPutOff) when config was sent to the proxy lately, unless it is overdue: then it waits only for config
+// in flight to arrive. Each further request steps aside for config pushed to the proxy. cost is how long a
+// full read's requests took, 0 for a partial read.
+func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sample, hot []string, full, overdue bool) (*Sample, time.Duration, error) {
 	deadline := time.Now().Add(p.Interval)
-	if !p.stepAside(ctx, node, deadline) {
+	if !overdue && p.busy(node, DefaultQuiet) {
+		return nil, 0, errPutOff
+	}
+	if !p.waitWhileBusy(ctx, node, 0, deadline) {
 		return nil, 0, ctx.Err()
 	}
 	at := time.Now()
@@ -274,7 +288,7 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 	}
 	clusters := map[string]*Cluster{}
 	for i, f := range filters {
-		if i > 0 && !p.stepAside(ctx, node, deadline) {
+		if i > 0 && !p.waitWhileBusy(ctx, node, DefaultQuiet, deadline) {
 			return nil, 0, ctx.Err()
 		}
 		cb, err := timed(clustersURL(base, f))
@@ -290,9 +304,10 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 		}
 	}
 	if !full {
+		p.Log.Debug("read a proxy's busy clusters", "node", node, "clusters", len(hot), "started", at, "took", cost)
 		return carry(prev, at, clusters), 0, nil
 	}
-	if !p.stepAside(ctx, node, deadline) {
+	if !p.waitWhileBusy(ctx, node, DefaultQuiet, deadline) {
 		return nil, 0, ctx.Err()
 	}
 	sb, err := timed(base + "/stats/prometheus?usedonly&filter=" + url.QueryEscape(StatsFilter))

@@ -478,6 +478,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var poller *proxystats.Poller
 	var history *healthhistory.Recorder
+	var changing changeRequests
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
 			// Every replica's Envoys with the etcd store (as in Kubernetes mode): the leader judges rollouts
@@ -496,7 +497,8 @@ func Run(ctx context.Context, cfg Config) error {
 			Clusters:      cache.Target,
 			ClusterChunk:  cfg.ProxyStatsSlice,
 			FullReadShare: cfg.ProxyStatsFullShare,
-			Busy:          func(node string) bool { return tracker.Busy(node, proxystats.DefaultQuiet) }}
+			// A change the push API is still answering is on its way too, before it reaches the xDS server.
+			Busy: func(node string, quiet time.Duration) bool { return changing.any() || tracker.Busy(node, quiet) }}
 		api.HealthByProxy = poller.ByProxy
 		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
 		// ejection lapsed is Unknown, not healthy.
@@ -606,7 +608,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	apiMux := http.NewServeMux()
 	apiMux.Handle(dashboard.Prefix, dash.Handler())
-	apiMux.Handle("/", api.Handler())
+	apiMux.Handle("/", changing.count(api.Handler()))
 	servers := []*http.Server{{Handler: apiMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}
 	listeners := []net.Listener{apiLis}
 	if metricsLis != nil {
