@@ -68,14 +68,7 @@ func TestStagedRolloutEtcdReplicas(t *testing.T) {
 	load := startLoadWith(newClient(false), url, 150, 6, 4*time.Minute)
 	defer load.Stop()
 	load.WaitServed(t, 100)
-	eventually(t, 30*time.Second, "every Envoy serves requests", func() error {
-		for _, e := range f.envoys {
-			if n := envoyStatSum(t, e, "cluster.default/ro/stable", ".upstream_rq_total"); n < 10 {
-				return fmt.Errorf("%s served %d", e.NodeID, n)
-			}
-		}
-		return nil
-	})
+	waitEveryEnvoyServes(t, f.envoys)
 	leader := f.leader()
 	follower := 1 - leader
 	t.Logf("leader %s", f.ids[leader])

@@ -159,14 +159,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 	defer load.Stop()
 	load.WaitServed(t, 100)
 	// Every Envoy serves part of it (the analysis compares canaries with the others).
-	eventually(t, 30*time.Second, "every Envoy serves requests", func() error {
-		for _, e := range envoys {
-			if n := envoyStatSum(t, e, "cluster.default/ro/stable", ".upstream_rq_total"); n < 10 {
-				return fmt.Errorf("%s served %d", e.NodeID, n)
-			}
-		}
-		return nil
-	})
+	waitEveryEnvoyServes(t, envoys)
 
 	// The same bad change without a rollout: every Envoy takes it, until a second push.
 	withoutShare := 0.0
@@ -526,4 +519,18 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// waitEveryEnvoyServes waits until each of envoys has sent requests to the rollout policy's stable backend:
+// the analysis compares the canaries with the others, so each needs a share of the load.
+func waitEveryEnvoyServes(t *testing.T, envoys []*Envoy) {
+	t.Helper()
+	eventually(t, 30*time.Second, "every Envoy serves requests", func() error {
+		for _, e := range envoys {
+			if n := envoyStatSum(t, e, "cluster.default/ro/stable", ".upstream_rq_total"); n < 10 {
+				return fmt.Errorf("%s served %d", e.NodeID, n)
+			}
+		}
+		return nil
+	})
 }
