@@ -12,7 +12,9 @@ import (
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 )
 
-const slicedPolicy = `
+// statsPolicy is one policy with one actively checked endpoint; Timeout, when given, is its connect timeout
+// in seconds.
+const statsPolicy = `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
 metadata: {name: {{.Name}}}
@@ -20,6 +22,9 @@ spec:
   listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
   backends:
     - name: app
+{{- with .Timeout}}
+      connectTimeout: {{.}}s
+{{- end}}
       healthCheck:
         active: {type: HTTP, interval: 1s, timeout: 500ms, unhealthyThreshold: 2, healthyThreshold: 2, http: {path: /healthz}}
       endpoints: [{address: 127.0.0.1, port: {{.B.Port}}}]
@@ -37,7 +42,7 @@ func TestStatsReadInSlicesCoverEveryPolicy(t *testing.T) {
 	names := []string{"sa", "sb", "sc"}
 	for i, name := range names {
 		port := reservePort(t)
-		push(t, l, policy(t, slicedPolicy, map[string]any{"Name": name, "Port": port, "B": bs[i]}))
+		push(t, l, policy(t, statsPolicy, map[string]any{"Name": name, "Port": port, "B": bs[i]}))
 		waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), bs[i].Name)
 	}
 	healthy := func(name string, want int32) func() error {
@@ -73,20 +78,6 @@ func TestStatsReadInSlicesCoverEveryPolicy(t *testing.T) {
 	}
 }
 
-const partialPolicy = `
-apiVersion: lbplane.io/v1alpha1
-kind: LoadBalancerPolicy
-metadata: {name: {{.Name}}}
-spec:
-  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
-  backends:
-    - name: app
-      connectTimeout: {{.Timeout}}s
-      healthCheck:
-        active: {type: HTTP, interval: 1s, timeout: 500ms, unhealthyThreshold: 2, healthyThreshold: 2, http: {path: /healthz}}
-      endpoints: [{address: 127.0.0.1, port: {{.B.Port}}}]
-`
-
 // Between full reads (kept to --proxy-stats-full-share of Envoy's main thread; here so small a share that
 // they come 40 s to two minutes apart, the most they get), lbplane reads only the busy clusters of a real
 // Envoy with more than proxystats.DefaultMinPartialClusters clusters: those just changed, with requests
@@ -109,7 +100,7 @@ func TestStatsBetweenFullReadsFollowBusyClusters(t *testing.T) {
 	names := []string{"pa", "pb", "pc"}
 	ports := make([]int, len(names))
 	apply := func(i, timeout int) {
-		push(t, l, policy(t, partialPolicy, map[string]any{"Name": names[i], "Port": ports[i], "B": bs[i], "Timeout": timeout}))
+		push(t, l, policy(t, statsPolicy, map[string]any{"Name": names[i], "Port": ports[i], "B": bs[i], "Timeout": timeout}))
 	}
 	for i := range names {
 		ports[i] = reservePort(t)
