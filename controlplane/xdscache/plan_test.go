@@ -1,12 +1,15 @@
 package xdscache
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -95,4 +98,49 @@ func must(e *entry, ok bool) *entry {
 		panic("missing")
 	}
 	return e
+}
+
+// Changed names what differs between two states, from the lineage when one derives from the other and by
+// comparing every name when they are unrelated, with the same answer.
+func TestChangedNamesWhatDiffers(t *testing.T) {
+	s0 := st(t, "r", "a", "b", "c")
+	put := func(name string, timeout int64) *Resource {
+		r, err := NewResource(resource.ClusterType, &clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Duration(timeout) * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	s1, err := s0.Derive(Change{Put: map[string][]*Resource{resource.ClusterType: {put("b", 2), put("d", 1)}}, Remove: map[string][]string{resource.ClusterType: {"c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same content as s1, built afresh: no lineage in common with s0.
+	fresh, err := NewState(map[string][]proto.Message{resource.ClusterType: {&clusterv3.Cluster{Name: "a"},
+		&clusterv3.Cluster{Name: "b", ConnectTimeout: durationpb.New(2 * time.Second)}, &clusterv3.Cluster{Name: "d", ConnectTimeout: durationpb.New(time.Second)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		prev, next *State
+		want       []string
+	}{
+		{"derived", s0, s1, []string{"b", "c", "d"}},
+		{"back", s1, s0, []string{"b", "c", "d"}},
+		{"unrelated", s0, fresh, []string{"b", "c", "d"}},
+		{"same content, unrelated", s1, fresh, nil},
+		{"itself", s1, s1, nil},
+		{"a type neither has", s0, s1, nil},
+	} {
+		typ := resource.ClusterType
+		if c.name == "a type neither has" {
+			typ = resource.RouteType
+		}
+		got := Changed(c.prev, c.next, typ)
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -127,6 +127,33 @@ func (s *State) Names(typ string) []string {
 	return names
 }
 
+// Changed returns the names of a type whose resources differ between two states: added, removed or with
+// another version. It costs what changed when next derives from prev (the lineage the delta streams use),
+// and a comparison of every name otherwise.
+func Changed(prev, next *State, typ string) []string {
+	a, b := prev.set(typ), next.set(typ)
+	names, ok := changedBetween(a.link, b.link)
+	if !ok {
+		names = names[:0]
+		a.each(func(e *entry) bool { names = append(names, e.name); return true })
+		b.each(func(e *entry) bool {
+			if _, in := a.get(e.name); !in {
+				names = append(names, e.name)
+			}
+			return true
+		})
+	}
+	var out []string
+	for _, n := range names {
+		ea, inA := a.get(n)
+		eb, inB := b.get(n)
+		if inA != inB || (inA && ea.version != eb.version) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Resource returns one resource of a type by name, decoded from the bytes that are sent, and its version.
 // The message is the caller's.
 func (s *State) Resource(typ, name string) (proto.Message, string, bool) {
