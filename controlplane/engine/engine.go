@@ -386,6 +386,18 @@ func (e *Engine) Built(group, name string) (*BuiltCluster, bool) {
 	return out, true
 }
 
+// BuiltState returns what group was last built, nil when it has nothing. States are immutable: two
+// calls returning the same state mean nothing was built for the group in between.
+func (e *Engine) BuiltState(group string) *xdscache.State {
+	e.mu.Lock()
+	b := e.builds[group]
+	e.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	return b.State()
+}
+
 // BuiltVersion returns the version Built would give the cluster name of group, without decoding anything.
 func (e *Engine) BuiltVersion(group, name string) (string, bool) {
 	e.mu.Lock()

@@ -3,11 +3,15 @@ package serve
 import (
 	"io"
 	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
@@ -33,14 +37,58 @@ func TestExpectationReadsThePublishedCluster(t *testing.T) {
 	if got := x.expect(group, cluster, down); got["127.0.0.1:18083"].Share != 1 || got["127.0.0.1:18081"].Share != 0 {
 		t.Errorf("primaries down: %+v", got)
 	}
-	if len(x.cache) != 2 {
-		t.Errorf("%d predictions kept, want 2", len(x.cache))
+	if len(x.cache) != 1 {
+		t.Errorf("%d predictions kept, want 1 (the cluster's last)", len(x.cache))
 	}
-	x.expect(group, cluster, down)
-	if len(x.cache) != 2 {
-		t.Errorf("the same health computed again: %d kept", len(x.cache))
+	if again := x.expect(group, cluster, down); reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(x.cache[expectKey{group, cluster}].out).UnsafePointer() {
+		t.Error("the same health was computed again")
 	}
 	if x.expect(group, "default/nosuch/app", nil) != nil || x.expect("nosuch", cluster, nil) != nil {
 		t.Error("an unknown cluster or group got a prediction")
+	}
+}
+
+// TestExpectationKeepsOnePerCluster: one prediction per cluster, however many clusters there are (a cache
+// that forgot everything at a fixed size recomputed every cluster on every read at 10,000 clusters), kept
+// until the cluster's resources change; the clusters no longer built are forgotten.
+func TestExpectationKeepsOnePerCluster(t *testing.T) {
+	var policies []*v1alpha1.LoadBalancerPolicy
+	for _, f := range []string{"../../examples/backup-endpoints.yaml", "../../examples/round-robin.yaml"} {
+		docs, err := manifest.ReadPath(f, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, manifest.Policies(docs)...)
+	}
+	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	eng.Reach = reach.Loopback
+	eng.Set(engine.SourceStore, policies)
+	x := newExpectation(eng)
+	group, backup, demo := v1alpha1.DefaultProxyGroup, "default/backup/app", "default/demo/app"
+	same := func(a, b map[string]proxystats.Expected) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	first, demoFirst := x.expect(group, backup, nil), x.expect(group, demo, nil)
+	if demoFirst["127.0.0.1:18081"].Share == 0 || len(x.cache) != 2 {
+		t.Fatalf("two clusters: %d kept, demo %+v", len(x.cache), demoFirst)
+	}
+	for range 3 {
+		if got := x.expect(group, backup, nil); !same(got, first) {
+			t.Fatal("a kept prediction was computed again")
+		}
+	}
+	// The demo policy alone, its third endpoint gone: the backup cluster is forgotten, the demo's predicted
+	// anew, over two endpoints.
+	demoPolicy := policies[len(policies)-1].DeepCopy()
+	demoPolicy.Spec.Backends[0].Endpoints = demoPolicy.Spec.Backends[0].Endpoints[:2]
+	eng.Set(engine.SourceStore, []*v1alpha1.LoadBalancerPolicy{demoPolicy})
+	if got := x.expect(group, demo, nil); same(got, demoFirst) || len(got) != 2 || got["127.0.0.1:18081"].Share != 0.5 {
+		t.Errorf("after the demo's change: %+v", got)
+	}
+	if _, kept := x.cache[expectKey{group, backup}]; kept || len(x.cache) != 1 {
+		t.Errorf("kept after the backup cluster went: %v", slices.Collect(maps.Keys(x.cache)))
+	}
+	if x.expect(group, backup, nil) != nil {
+		t.Error("a cluster no longer published got a prediction")
 	}
 }
