@@ -10,6 +10,7 @@ package healthhistory
 
 import (
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -328,9 +329,10 @@ func (r *Recorder) Series(group string, clusters map[string]string) []apiwire.Ba
 	return out
 }
 
-// Annotate marks, in h (a fresh summary, changed in place), the endpoints whose passive-only ejection
-// lapsed on more than half of the Envoys that have them without anything showing they answer: their health
-// is Unknown (since when), not Healthy, and they are counted as unknown rather than healthy.
+// Annotate returns h with the endpoints marked whose passive-only ejection lapsed on more than half of the
+// Envoys that have them without anything showing they answer: their health is Unknown (since when), not
+// Healthy, and they are counted as unknown rather than healthy. h is not changed (the poller shares it):
+// what is marked is copied.
 func (r *Recorder) Annotate(h proxystats.Health) proxystats.Health {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -353,11 +355,19 @@ func (r *Recorder) Annotate(h proxystats.Health) proxystats.Health {
 			u.since = st.unknownSince
 		}
 	}
+	out, copied := h, map[string]bool{}
 	for ce, u := range by {
-		b, ok := h[ce.group][ce.cluster]
+		b, ok := out[ce.group][ce.cluster]
 		if !ok || 2*u.n <= b.Proxies {
 			continue
 		}
+		if len(copied) == 0 {
+			out = maps.Clone(h)
+		}
+		if !copied[ce.group] {
+			out[ce.group], copied[ce.group] = maps.Clone(out[ce.group]), true
+		}
+		b.PerEndpoint = slices.Clone(b.PerEndpoint)
 		since := metav1.NewTime(u.since.UTC())
 		j := slices.IndexFunc(b.PerEndpoint, func(e v1alpha1.EndpointStatus) bool { return e.Address == ce.addr })
 		if j < 0 {
@@ -371,7 +381,7 @@ func (r *Recorder) Annotate(h proxystats.Health) proxystats.Health {
 		e.Health, e.UnknownSince = v1alpha1.EndpointUnknown, &since
 		b.Endpoints.Healthy--
 		b.Endpoints.Unknown++
-		h[ce.group][ce.cluster] = b
+		out[ce.group][ce.cluster] = b
 	}
-	return h
+	return out
 }

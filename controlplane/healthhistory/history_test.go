@@ -120,8 +120,12 @@ func TestLapsedPassiveEjectionIsUnknown(t *testing.T) {
 	if got := types(r.EventsSince(0, nil)); !slices.Equal(got, []string{"Ejected b:1 e1", "Unknown b:1 e1"}) {
 		t.Fatalf("events %v", got)
 	}
-	h := r.Annotate(view(ep{addr: "a:1", rps: 5}, ep{addr: "b:1"}))
+	in := view(ep{addr: "a:1", rps: 5}, ep{addr: "b:1"})
+	h := r.Annotate(in)
 	b := h["g"]["ns/p/app"]
+	if orig := in["g"]["ns/p/app"]; orig.Endpoints.Unknown != 0 || orig.PerEndpoint[1].Health == v1alpha1.EndpointUnknown {
+		t.Errorf("the summary annotated was changed (the poller shares it): %+v", orig)
+	}
 	if b.Endpoints.Healthy != 1 || b.Endpoints.Unknown != 1 {
 		t.Errorf("counts %+v", b.Endpoints)
 	}

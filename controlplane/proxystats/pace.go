@@ -165,6 +165,30 @@ func hotClusters(prev, cur *Sample) []string {
 	return hot
 }
 
+// keepUnchanged gives each cluster of cur that was read again exactly as prev had it prev's pointer, as
+// partial reads do for the clusters they carry: the summaries keep the status of a cluster whose pointer
+// did not change over the window (see SummaryCache), and a full read makes every cluster anew. Called after
+// hotClusters, which tells a cluster read again from one carried by the pointer.
+func keepUnchanged(prev, cur *Sample) {
+	if prev == nil {
+		return
+	}
+	for name, c := range cur.Clusters {
+		if pc := prev.Clusters[name]; pc != nil && pc != c && sameCluster(pc, c) {
+			cur.Clusters[name] = pc
+		}
+	}
+}
+
+// sameCluster tells whether two reads of a cluster say the same; a list or map read empty is the same as
+// one not read.
+func sameCluster(a, b *Cluster) bool {
+	return slices.EqualFunc(a.Hosts, b.Hosts, func(x, y Host) bool {
+		return x.Address == y.Address && slices.Equal(x.Reasons, y.Reasons) && x.Outlier == y.Outlier && x.Total == y.Total &&
+			x.Errors == y.Errors && x.Active == y.Active && x.Weight == y.Weight && x.Priority == y.Priority
+	}) && slices.Equal(a.Latency, b.Latency) && maps.Equal(a.Ejections, b.Ejections)
+}
+
 // hotFilter is the /clusters filter for the clusters in hot, as many of them as fit in maxHotFilter, first
 // come first; "" for none (no request). The ones left out wait for the next full read: a partial read
 // never grows into a full one.
@@ -371,9 +395,8 @@ func (p *Poller) noteChanges(group string, now time.Time) {
 	}
 	if g.state != nil && s != nil {
 		for _, typ := range []string{resource.ClusterType, resource.EndpointType} {
-			for _, name := range s.Names(typ) {
-				v, _ := s.ResourceVersion(typ, name)
-				if old, ok := g.state.ResourceVersion(typ, name); !ok || old != v {
+			for _, name := range xdscache.Changed(g.state, s, typ) {
+				if _, ok := s.ResourceVersion(typ, name); ok {
 					g.changed[name] = now
 				}
 			}

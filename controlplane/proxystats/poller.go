@@ -1,6 +1,7 @@
 package proxystats
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +47,9 @@ type Poller struct {
 	Metrics *metrics.Metrics
 	// Expect, when set, gives each endpoint's expected share from the traffic model (see perEndpoint).
 	Expect ExpectFunc
+	// ExpectKey, when set, returns a comparable value that changes whenever Expect's answers may: the
+	// summaries (Health, ByProxy) are kept until it changes or a read is added.
+	ExpectKey func() any
 	// Clusters, when set, is the config a proxy group is asked to serve: /clusters is then read in slices
 	// of at most ClusterChunk (DefaultClusterChunk when 0; negative: in one request) of its clusters (see
 	// pace.go).
@@ -65,6 +70,25 @@ type Poller struct {
 	paceState
 	mu      sync.Mutex
 	proxies map[string]*proxy
+	// gen counts the changes to proxies' samples and errors: the summaries are kept per gen.
+	gen uint64
+
+	sumMu sync.Mutex
+	sums  summaries
+	// kept are the clusters' statuses kept from one summary to the next, for Health and per node for
+	// ByProxy (see SummaryCache).
+	kept       SummaryCache
+	keptByNode map[string]*SummaryCache
+}
+
+// summaries are Health and ByProxy as last computed, for the samples of gen, fresh proxies and expect
+// (see Poller.summaries).
+type summaries struct {
+	gen     uint64
+	fresh   int
+	expect  any
+	health  Health
+	byProxy map[string]Health
 }
 
 type proxy struct {
@@ -132,6 +156,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	for k := range p.proxies {
 		if !seen[k] {
 			delete(p.proxies, k)
+			p.gen++
 		}
 	}
 	now := time.Now()
@@ -201,6 +226,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.gen++
 	px := p.proxies[key]
 	if px == nil {
 		px = &proxy{group: group}
@@ -224,8 +250,9 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 		prev = px.samples[n-1]
 	}
 	Attribute(prev, s)
-	px.samples = append(px.samples, s)
 	px.hot = hotClusters(prev, s)
+	keepUnchanged(prev, s)
+	px.samples = append(px.samples, s)
 	if cost > 0 {
 		px.nextFull = time.Time{}
 		if len(s.Clusters) > p.minPartial() {
@@ -346,28 +373,91 @@ func (p *Poller) get(ctx context.Context, u string, limit int) ([]byte, error) {
 }
 
 // Health sums up what every proxy reported. Proxies whose last read failed, or is older than three
-// intervals, are left out: their view is stale.
+// intervals, are left out: their view is stale. The answer is shared with every caller until the next
+// read: it must not be changed.
 func (p *Poller) Health() Health {
-	return SummarizeExpected(p.fresh(), p.Window, p.Expect)
+	hs, gen := p.fresh()
+	p.sumMu.Lock()
+	defer p.sumMu.Unlock()
+	s := p.summariesLocked(hs, gen)
+	if s.health == nil {
+		if len(s.byProxy) == 1 && len(hs) > 0 && allOneNode(hs) {
+			// One Envoy's view is the sum of one: the same summary from the same samples.
+			s.health = s.byProxy[hs[0].Node]
+		} else {
+			t := time.Now()
+			s.health = SummarizeCached(hs, p.Window, p.Expect, &p.kept)
+			p.Log.Debug("summed the Envoys' stats up", "envoys", len(hs), "kept", p.kept.Kept, "computed", p.kept.Computed, "took", time.Since(t))
+		}
+	}
+	return s.health
 }
 
 // ByProxy is each proxy's own view, by node id, left out as Health leaves them out. A node id that more
-// than one Envoy uses gets their views summed.
+// than one Envoy uses gets their views summed. Like Health's, the answer must not be changed.
 func (p *Poller) ByProxy() map[string]Health {
-	byNode := map[string][]History{}
-	for _, h := range p.fresh() {
-		byNode[h.Node] = append(byNode[h.Node], h)
+	hs, gen := p.fresh()
+	p.sumMu.Lock()
+	defer p.sumMu.Unlock()
+	s := p.summariesLocked(hs, gen)
+	if s.byProxy == nil {
+		byNode := map[string][]History{}
+		for _, h := range hs {
+			byNode[h.Node] = append(byNode[h.Node], h)
+		}
+		s.byProxy = make(map[string]Health, len(byNode))
+		if p.keptByNode == nil {
+			p.keptByNode = map[string]*SummaryCache{}
+		}
+		for node := range p.keptByNode {
+			if byNode[node] == nil {
+				delete(p.keptByNode, node)
+			}
+		}
+		for node, nhs := range byNode {
+			if len(byNode) == 1 && s.health != nil {
+				s.byProxy[node] = s.health
+				continue
+			}
+			c := p.keptByNode[node]
+			if c == nil {
+				c = &SummaryCache{}
+				p.keptByNode[node] = c
+			}
+			t := time.Now()
+			s.byProxy[node] = SummarizeCached(nhs, p.Window, p.Expect, c)
+			p.Log.Debug("summed an Envoy's stats up", "node", node, "kept", c.Kept, "computed", c.Computed, "took", time.Since(t))
+		}
 	}
-	out := make(map[string]Health, len(byNode))
-	for node, hs := range byNode {
-		out[node] = SummarizeExpected(hs, p.Window, p.Expect)
-	}
-	return out
+	return s.byProxy
 }
 
-// fresh returns the histories of the proxies whose last read succeeded within three intervals. The samples
+// summariesLocked returns the kept summaries when they are those of hs, gen and the current ExpectKey,
+// and otherwise empties them. Summing 10,000 clusters up is tens of milliseconds: status, history, the
+// dashboard and metrics all ask for it, and the samples change once per Interval. Caller holds sumMu.
+func (p *Poller) summariesLocked(hs []History, gen uint64) *summaries {
+	var expect any
+	if p.ExpectKey != nil {
+		expect = p.ExpectKey()
+	}
+	if s := &p.sums; s.gen != gen || s.fresh != len(hs) || s.expect != expect {
+		*s = summaries{gen: gen, fresh: len(hs), expect: expect}
+	}
+	return &p.sums
+}
+
+func allOneNode(hs []History) bool {
+	for _, h := range hs {
+		if h.Node != hs[0].Node {
+			return false
+		}
+	}
+	return true
+}
+
+// fresh returns the histories of the proxies whose last read succeeded within three intervals, and gen. The samples
 // are never changed once added, so the slices may be read without the lock.
-func (p *Poller) fresh() []History {
+func (p *Poller) fresh() ([]History, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var hs []History
@@ -378,5 +468,9 @@ func (p *Poller) fresh() []History {
 		}
 		hs = append(hs, History{Group: px.group, Node: px.node, Samples: slices.Clip(px.samples)})
 	}
-	return hs
+	// In one order from call to call, as the kept summaries compare each Envoy's clusters in turn.
+	slices.SortFunc(hs, func(a, b History) int {
+		return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Group, b.Group))
+	})
+	return hs, p.gen
 }

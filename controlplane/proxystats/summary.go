@@ -3,6 +3,7 @@ package proxystats
 import (
 	"cmp"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -97,19 +98,124 @@ func Summarize(histories []History, window time.Duration) Health {
 
 // SummarizeExpected is Summarize with each endpoint's expected share from expect (see perEndpoint).
 func SummarizeExpected(histories []History, window time.Duration, expect ExpectFunc) Health {
+	return SummarizeCached(histories, window, expect, nil)
+}
+
+// SummaryCache keeps, from one SummarizeCached to the next, the status of each cluster computed from the
+// same *Cluster in each Envoy's last sample, the one before, the window's first and the latency base (see
+// latencyBase): partial reads carry the clusters they do not read by pointer, and the poller keeps the
+// pointer of a cluster read again unchanged. Such a status depends only on those clusters and the expected
+// shares, as long as the cluster did not move between the last two reads (an endpoint's rate is over the
+// time between them); its WindowSeconds is set anew. So at 10,000 clusters of which a few take traffic, a
+// summary costs what moved. The zero value is ready; one cache serves one sequence of summaries of the
+// same Envoys, from one goroutine at a time.
+type SummaryCache struct {
+	gen uint64
+	m   map[clusterKey]*kept
+	// Kept and Computed count the clusters of the last summary whose status was kept, and computed.
+	Kept, Computed int
+}
+
+type clusterKey struct{ group, name string }
+
+// kept is one cluster's status with what it was computed from; next, nextWindow and timeless are gathered
+// for the current summary.
+type kept struct {
+	gen        uint64
+	curs, next []*Cluster
+	nextWindow float64
+	timeless   bool
+	valid      bool
+	reuse      bool
+	down       map[string]string
+	exp        map[string]Expected
+	out        v1alpha1.BackendStatus
+}
+
+// mark marks the clusters of c whose kept status holds for histories, and forgets those no Envoy
+// reports any more.
+func (c *SummaryCache) mark(histories []History, window time.Duration, expect ExpectFunc) {
+	c.gen++
+	if c.m == nil {
+		c.m = map[clusterKey]*kept{}
+	}
+	for _, h := range histories {
+		if len(h.Samples) == 0 {
+			continue
+		}
+		cur, base := windowOf(h.Samples, window)
+		lat := latencyBase(h.Samples, base, cur)
+		var last *Sample
+		if n := len(h.Samples); n > 1 {
+			last = h.Samples[n-2]
+		}
+		for name, cl := range cur.Clusters {
+			k := clusterKey{h.Group, name}
+			e := c.m[k]
+			if e == nil {
+				e = &kept{}
+				c.m[k] = e
+			}
+			if e.gen != c.gen {
+				e.gen, e.next, e.timeless, e.nextWindow = c.gen, e.next[:0], true, 0
+			}
+			var lc, bc *Cluster
+			if last != nil {
+				lc = last.Clusters[name]
+			}
+			if base != cur {
+				bc = base.Clusters[name]
+			}
+			e.next = append(e.next, cl, lc, bc, lat.Clusters[name])
+			// The time between the last two reads counts (an endpoint's rate) unless the cluster did not move.
+			e.timeless = e.timeless && (lc == nil || lc == cl)
+			e.nextWindow = max(e.nextWindow, cur.At.Sub(base.At).Seconds())
+		}
+	}
+	c.Kept, c.Computed = 0, 0
+	for k, e := range c.m {
+		if e.gen != c.gen {
+			delete(c.m, k)
+			continue
+		}
+		e.reuse = e.valid && e.timeless && slices.Equal(e.curs, e.next)
+		if e.reuse && expect != nil {
+			exp := expect(k.group, k.name, e.down)
+			e.reuse = reflect.ValueOf(exp).UnsafePointer() == reflect.ValueOf(e.exp).UnsafePointer()
+		}
+		if e.reuse {
+			c.Kept++
+		} else {
+			c.Computed++
+		}
+	}
+}
+
+// windowOf returns a history's last sample and the first within window of it.
+func windowOf(samples []*Sample, window time.Duration) (cur, base *Sample) {
+	cur = samples[len(samples)-1]
+	base = cur
+	for _, s := range samples {
+		if !s.At.Before(cur.At.Add(-window)) {
+			base = s
+			break
+		}
+	}
+	return cur, base
+}
+
+// SummarizeCached is SummarizeExpected with the status of the clusters that did not move kept in cache
+// (nil: none kept).
+func SummarizeCached(histories []History, window time.Duration, expect ExpectFunc, cache *SummaryCache) Health {
+	if cache != nil {
+		cache.mark(histories, window, expect)
+	}
 	accs := map[string]map[string]*acc{}
 	for _, h := range histories {
 		if len(h.Samples) == 0 {
 			continue
 		}
-		cur := h.Samples[len(h.Samples)-1]
-		base := cur
-		for _, s := range h.Samples {
-			if !s.At.Before(cur.At.Add(-window)) {
-				base = s
-				break
-			}
-		}
+		cur, base := windowOf(h.Samples, window)
 		latBase := latencyBase(h.Samples, base, cur)
 		g := accs[h.Group]
 		if g == nil {
@@ -117,6 +223,9 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 			accs[h.Group] = g
 		}
 		for name, c := range cur.Clusters {
+			if cache != nil && cache.m[clusterKey{h.Group, name}].reuse {
+				continue
+			}
 			a := g[name]
 			if a == nil {
 				a = &acc{nodes: map[string]bool{}, eps: map[string]*endpointAcc{}}
@@ -199,8 +308,9 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 			b.PerProxy = perProxy(a)
 			b.LatencyP99Ms = QuantileMs(a.latency, 0.99)
 			var exp map[string]Expected
+			var down map[string]string
 			if expect != nil {
-				down := map[string]string{}
+				down = map[string]string{}
 				for addr, ep := range a.eps {
 					if ep.counted() {
 						down[addr] = strings.Join(ep.reasons, ", ")
@@ -210,6 +320,28 @@ func SummarizeExpected(histories []History, window time.Duration, expect ExpectF
 			}
 			b.PerEndpoint, b.Skew = perEndpoint(a, exp)
 			out[group][name] = b
+			if cache != nil {
+				e := cache.m[clusterKey{group, name}]
+				e.curs, e.next = e.next, e.curs
+				e.valid = e.timeless
+				e.down, e.exp, e.out = nil, exp, b
+				if expect != nil {
+					e.down = down
+				}
+			}
+		}
+	}
+	if cache != nil {
+		for k, e := range cache.m {
+			if !e.reuse {
+				continue
+			}
+			if out[k.group] == nil {
+				out[k.group] = map[string]v1alpha1.BackendStatus{}
+			}
+			b := e.out
+			b.WindowSeconds = int32(math.Round(e.nextWindow)) // the window moves; nothing in it did
+			out[k.group][k.name] = b
 		}
 	}
 	return out

@@ -4,7 +4,10 @@ import "time"
 
 // Histories returns what was read from each proxy whose last read succeeded lately, oldest sample first
 // (the samples are never changed once added).
-func (p *Poller) Histories() []History { return p.fresh() }
+func (p *Poller) Histories() []History {
+	hs, _ := p.fresh()
+	return hs
+}
 
 // Window is what one Envoy served for a set of clusters between two of its samples.
 type Window struct {
