@@ -489,7 +489,12 @@ const ProfileSeconds = 20
 
 // profileCPU saves lbplane's CPU profile over the next ProfileSeconds; a failure only loses the profile.
 func profileCPU(ctx context.Context, addr, path string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, ProfileSeconds), nil)
+	profileURL(ctx, addr, fmt.Sprintf("profile?seconds=%d", ProfileSeconds), path)
+}
+
+// profileURL writes lbplane's /debug/pprof/<what> to path.
+func profileURL(ctx context.Context, addr, what, path string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/%s", addr, what), nil)
 	if err != nil {
 		return
 	}

@@ -53,7 +53,7 @@ func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) e
 		if !slices.Contains(strings.Split(*statsSettings, ","), setting.name) {
 			continue
 		}
-		samples, err := statsRun(ctx, e, setting.name, setting.interval, setting.share, n, changes, ports)
+		samples, err := statsRun(ctx, e, setting.name, setting.interval, setting.share, n, changes, ports, cfg.ProfileDir)
 		if err != nil {
 			return fmt.Errorf("stats row (%s): %w", setting.name, err)
 		}
@@ -69,13 +69,18 @@ func statsRow(ctx context.Context, e *env, cfg config, record func(runRecord)) e
 
 // statsRun starts lbplane reading stats every interval ("0": never) and one Envoy with a stats port, fills
 // n policies, and returns the times of the changes, in milliseconds.
-func statsRun(ctx context.Context, e *env, name, interval, share string, n, changes int, ports []string) ([]float64, error) {
+func statsRun(ctx context.Context, e *env, name, interval, share string, n, changes int, ports []string, profileDir string) ([]float64, error) {
 	dir := filepath.Join(e.dir, "stats-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", cpBase), fmt.Sprintf("127.0.0.1:%d", cpBase+1)
-	args := serveArgs(dir, xds, apiAddr, "--metrics-address", "", "--proxy-stats-interval", interval)
+	metrics := []string{"--metrics-address", ""}
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", cpBase+6)
+	if profileDir != "" {
+		metrics = pprofArgs(cpBase + 6)
+	}
+	args := serveArgs(dir, xds, apiAddr, append(metrics, "--proxy-stats-interval", interval)...)
 	args = append(args, "--proxy-stats-full-share", share)
 	if *statsLogLevel != "" {
 		args = append(args, "--log-level", *statsLogLevel)
@@ -118,12 +123,25 @@ func statsRun(ctx context.Context, e *env, name, interval, share string, n, chan
 		adminTimes(fmt.Sprintf("http://127.0.0.1:%d", cpBase+2), n)
 	}
 	if interval != "0" {
-		// The reads have started: at least one interval, and the first read, behind us.
-		d, err := time.ParseDuration(interval)
-		if err != nil {
+		// The reads have started, and one has read every cluster since the fill: the last filler's health is
+		// known. A full read during the fill can time out behind the config Envoy is applying, and the next
+		// waits its turn (up to two minutes): timing changes before that would time stats off.
+		last := fmt.Sprintf("f-%d", n-1)
+		read := func() bool {
+			live, err := c.Live(ctx, "default", last)
+			return err == nil && len(live.Backends) > 0
+		}
+		if !waitFor(5*time.Minute, func() bool { time.Sleep(100 * time.Millisecond); return read() }) {
+			return nil, fmt.Errorf("lbplane never read the Envoy's stats of %s", last)
+		}
+	}
+	if profileDir != "" {
+		// lbplane's CPU and allocations over the timed changes (ProfileSeconds), beside each run's changes.log.
+		if err := os.MkdirAll(profileDir, 0o755); err != nil {
 			return nil, err
 		}
-		time.Sleep(2 * d)
+		go profileCPU(ctx, pprofAddr, filepath.Join(profileDir, "stats-"+name+"-cpu.pprof"))
+		go profileURL(ctx, pprofAddr, fmt.Sprintf("allocs?seconds=%d", ProfileSeconds), filepath.Join(profileDir, "stats-"+name+"-allocs.pprof"))
 	}
 	var samples []float64
 	changeLog, err := os.Create(filepath.Join(dir, "changes.log"))
