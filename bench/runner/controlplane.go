@@ -489,7 +489,12 @@ const ProfileSeconds = 20
 
 // profileCPU saves lbplane's CPU profile over the next ProfileSeconds; a failure only loses the profile.
 func profileCPU(ctx context.Context, addr, path string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, ProfileSeconds), nil)
+	profileCPUFor(ctx, addr, ProfileSeconds, path)
+}
+
+// profileCPUFor saves lbplane's CPU profile over the next seconds; a failure only loses the profile.
+func profileCPUFor(ctx context.Context, addr string, seconds int, path string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), nil)
 	if err != nil {
 		return
 	}
