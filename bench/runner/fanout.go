@@ -341,6 +341,15 @@ func syscallCounts(pid int) [2]int64 {
 	return out
 }
 
+// ownFaults is this process's minor page faults so far (memory touched for the first time).
+func ownFaults() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Minflt
+}
+
 // ownCPU is this process's user and system CPU time so far.
 func ownCPU() time.Duration {
 	var ru syscall.Rusage

@@ -209,6 +209,7 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 			u := treeUsage(r.lb.cmd.Process.Pid)
 			fmt.Fprintf(os.Stderr, "  before change %d: %s %.0f ms CPU since connected\n", c+1, r.id, (u.CPUSeconds-connected[i].CPUSeconds)*1000)
 		}
+		runnerBefore, faultsBefore := ownCPU(), ownFaults()
 		sw.startChange()
 		// Each change a new connect timeout (1 s is the first config's), so that it is a change.
 		if _, err := reps[via].c.Apply(ctx, probe("28091", 7+c), false); err != nil {
@@ -216,6 +217,8 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		}
 		acceptedMs := float64(time.Now().UnixNano()-sw.changeAt.Load()) / 1e6
 		sw.waitChange()
+		fmt.Fprintf(os.Stderr, "  change %d (pushed %s, %.3f s after the runner started): the simulated clients used %.0f ms CPU and %d page faults\n", c+1,
+			time.Unix(0, sw.changeAt.Load()).UTC().Format("15:04:05.000"), time.Since(runnerStart).Seconds()-time.Since(time.Unix(0, sw.changeAt.Load())).Seconds(), (ownCPU()-runnerBefore).Seconds()*1000, ownFaults()-faultsBefore)
 		profiles.Wait()
 		all := sw.result(-1)
 		cnote := note
@@ -261,6 +264,8 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 	}
 	return nil
 }
+
+var runnerStart = time.Now()
 
 func b2i(b bool) int {
 	if b {
