@@ -285,7 +285,7 @@ func (r *report) fanoutReplicasMarkdown(w func(string, ...any)) {
 	if len(runs) == 0 {
 		return
 	}
-	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated delta ADS clients in the runner's process (as in the fan-out row), client i on replica i mod N. Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
+	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated delta ADS clients in the runner's process (as in the fan-out row), client i on replica i mod N. The first change is pushed once every client has its first config and every replica's CPU has gone quiet (under 10%% of a core for 1 s). Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
 	w("| clients | replicas | change (through) | connect s | p50 ms | p99 ms | all ms | got it | per replica p50 / p99 / all ms | lbplane CPU ms for the change | RSS per client KiB, per replica | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range runs {
 		x := c.Extra
