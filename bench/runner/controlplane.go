@@ -489,10 +489,15 @@ const ProfileSeconds = 20
 
 // profileCPU saves lbplane's CPU profile over the next ProfileSeconds; a failure only loses the profile.
 func profileCPU(ctx context.Context, addr, path string) {
-	profileURL(ctx, addr, fmt.Sprintf("profile?seconds=%d", ProfileSeconds), path)
+	profileCPUFor(ctx, addr, ProfileSeconds, path)
 }
 
-// profileURL writes lbplane's /debug/pprof/<what> to path.
+// profileCPUFor saves lbplane's CPU profile over the next seconds; a failure only loses the profile.
+func profileCPUFor(ctx context.Context, addr string, seconds int, path string) {
+	profileURL(ctx, addr, fmt.Sprintf("profile?seconds=%d", seconds), path)
+}
+
+// profileURL writes lbplane's /debug/pprof/<what> to path; a failure only loses the profile.
 func profileURL(ctx context.Context, addr, what, path string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/%s", addr, what), nil)
 	if err != nil {
@@ -501,7 +506,7 @@ func profileURL(ctx context.Context, addr, what, path string) {
 	req.Header.Set("Authorization", "Bearer bench") // lbplane's pprof needs the admin token (serveArgs' --token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cpu profile:", err)
+		fmt.Fprintln(os.Stderr, "profile", what+":", err)
 		return
 	}
 	defer resp.Body.Close()
@@ -510,7 +515,7 @@ func profileURL(ctx context.Context, addr, what, path string) {
 		err = os.WriteFile(path, b, 0o644)
 	}
 	if err != nil || resp.StatusCode != http.StatusOK {
-		fmt.Fprintln(os.Stderr, "cpu profile:", resp.Status, err)
+		fmt.Fprintln(os.Stderr, "profile", what+":", resp.Status, err)
 	}
 }
 

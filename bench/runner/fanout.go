@@ -156,7 +156,10 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 		note = fmt.Sprintf("%d of %d simulated Envoys got a first config within 5 minutes (lbplane holds %d streams); the change is timed to those", readyN, n, streams)
 		fmt.Fprintln(os.Stderr, "fan-out: "+note)
 	}
-	time.Sleep(2 * time.Second)
+	settleTook, settled := waitSettled([]int{lb.cmd.Process.Pid})
+	if !settled {
+		note += fmt.Sprintf("; lbplane was still busy %s after the clients connected", settleTook.Round(time.Second))
+	}
 	connected := treeUsage(lb.cmd.Process.Pid)
 	heapTop := profile(pprofPort, 0, out, fmt.Sprintf("fanout-%d-heap", n))
 	var cpuTop string
@@ -189,7 +192,7 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	perClient := float64(connected.RSSBytes-idle.RSSBytes) / float64(n) / 1024
 	cpuMs := (after.CPUSeconds - before.CPUSeconds) * 1000
 	extra := map[string]float64{"idleRSS": float64(idle.RSSBytes), "rssPerClientKiB": perClient, "connectSeconds": connectTook.Seconds(),
-		"got": float64(len(samples)), "ready": float64(readyN), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine()),
+		"got": float64(len(samples)), "ready": float64(readyN), "settleSeconds": settleTook.Seconds(), "streams": float64(streams), "runnerGoroutines": float64(runtime.NumGoroutine()),
 		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "grpcClients": b2f(*fanoutGRPC), "types": float64(len(types)),
 		"lbplaneCPUPerClientUs": cpuMs * 1000 / float64(max(len(samples), 1)),
 		"acceptedMs":            acceptedMs,
@@ -280,6 +283,43 @@ func fanoutClient(ctx context.Context, conn *grpc.ClientConn, node *corev3.Node,
 	}
 }
 
+// Settling after the clients connect: the change is pushed once lbplane has finished with the connects
+// (their last responses, their garbage), read from its CPU time, not after a fixed pause.
+const (
+	fanoutSettleWindow = 500 * time.Millisecond
+	fanoutSettleShare  = 0.10 // of one core, in each of fanoutSettleQuiet windows in a row
+	fanoutSettleQuiet  = 2
+	fanoutSettleLimit  = time.Minute
+)
+
+// waitSettled waits until every process of pids has used less than fanoutSettleShare of a core in each of
+// fanoutSettleQuiet windows in a row, for at most fanoutSettleLimit; it returns how long that took and whether they
+// settled.
+func waitSettled(pids []int) (time.Duration, bool) {
+	start := time.Now()
+	quiet := 0
+	prev := make([]float64, len(pids))
+	for i, pid := range pids {
+		prev[i] = treeUsage(pid).CPUSeconds
+	}
+	for time.Since(start) < fanoutSettleLimit {
+		time.Sleep(fanoutSettleWindow)
+		busy := false
+		for i, pid := range pids {
+			now := treeUsage(pid).CPUSeconds
+			busy = busy || now-prev[i] >= fanoutSettleShare*fanoutSettleWindow.Seconds()
+			prev[i] = now
+		}
+		if quiet++; busy {
+			quiet = 0
+		}
+		if quiet >= fanoutSettleQuiet {
+			return time.Since(start), true
+		}
+	}
+	return time.Since(start), false
+}
+
 // syscallCounts reads a process's read and write system calls so far (syscr, syscw of /proc/PID/io: every
 // read- and write-like call, on sockets too); zeros when unreadable.
 func syscallCounts(pid int) [2]int64 {
@@ -299,6 +339,15 @@ func syscallCounts(pid int) [2]int64 {
 		}
 	}
 	return out
+}
+
+// ownFaults is this process's minor page faults so far (memory touched for the first time).
+func ownFaults() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Minflt
 }
 
 // ownCPU is this process's user and system CPU time so far.

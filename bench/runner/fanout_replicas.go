@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -24,6 +25,7 @@ var (
 	fanoutReplicas       = flag.Int("fanout-replicas", 0, "run the fan-out row across this many lbplane replicas on one etcd (lbplane serve --store etcd; 0: not run; -only fanout-replicas runs it alone)")
 	fanoutReplicaClients = flag.String("fanout-replica-clients", "10000", "comma-separated simulated delta clients of the -fanout-replicas row, spread evenly over the replicas; each count on fresh replicas and a fresh etcd")
 	fanoutReplicaChanges = flag.Int("fanout-replica-changes", 3, "changes timed in each -fanout-replicas run, pushed through each replica in turn")
+	fanoutReplicaProfile = flag.String("fanout-replica-profile-dir", "", "-fanout-replicas: write a CPU profile of each replica over each change (change<c>-r<i>.pprof, from just before the push) to this directory, and run the replicas with GODEBUG=gctrace=1 (in their logs: keep them with -keep)")
 )
 
 // fanoutReplicasPlan is the row's part of the recorded plan.
@@ -98,13 +100,18 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		}
 		xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1)
 		args := append(serveArgs(rdir, xds, apiAddr, "--xds-max-connections", "-1", "--replica-id", fmt.Sprintf("r%d", r), "--metrics-address", ""), etcdArgs...)
+		var env []string
+		if *fanoutReplicaProfile != "" {
+			args = append(args, pprofArgs(base+2)...)
+			env = []string{"GODEBUG=gctrace=1"}
+		}
 		// Every replica on lbplane's CPU: together they have what the one-replica row's lbplane had.
 		bin := filepath.Join(e.bin, "lbplane")
 		if pin != nil {
 			args = append([]string{"-c", pin.lbplane, bin}, args...)
 			bin = pin.taskset
 		}
-		lb, err := start(rdir, "lbplane", nil, bin, args...)
+		lb, err := start(rdir, "lbplane", env, bin, args...)
 		if err != nil {
 			return err
 		}
@@ -156,13 +163,25 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		note = fmt.Sprintf("%d of %d simulated Envoys got a first config within 5 minutes; the changes are timed to those", readyN, n)
 		fmt.Fprintln(os.Stderr, "fan-out across replicas: "+note)
 	}
-	time.Sleep(2 * time.Second)
+	// The replicas have finished with the connects (their last responses and their garbage) before the
+	// first change: their CPU has gone quiet.
+	atReady := make([]usage, R)
+	var pids []int
+	for i, r := range reps {
+		atReady[i] = treeUsage(r.lb.cmd.Process.Pid)
+		pids = append(pids, r.lb.cmd.Process.Pid)
+	}
+	settleTook, settled := waitSettled(pids)
+	if !settled {
+		note = strings.TrimPrefix(note+fmt.Sprintf("; the replicas were still busy %s after the clients connected", settleTook.Round(time.Second)), "; ")
+	}
 	connected := make([]usage, R)
 	streams := make([]int, R)
 	var rssAll int64
 	for i, r := range reps {
 		connected[i] = treeUsage(r.lb.cmd.Process.Pid)
 		rssAll += connected[i].RSSBytes
+		fmt.Fprintf(os.Stderr, "  %s: %.0f ms CPU from every client ready until settled (%.1f s)\n", r.id, (connected[i].CPUSeconds-atReady[i].CPUSeconds)*1000, settleTook.Seconds())
 		streams[i] = -1
 		if ps, err := r.c.Proxies(ctx); err == nil {
 			streams[i] = len(ps)
@@ -176,6 +195,21 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 			before[i] = treeUsage(r.lb.cmd.Process.Pid)
 		}
 		lostBefore := sw.lostAfter.Load()
+		var profiles sync.WaitGroup
+		if *fanoutReplicaProfile != "" {
+			for i := range reps {
+				profiles.Go(func() {
+					profileCPUFor(ctx, fmt.Sprintf("127.0.0.1:%d", fanoutReplicasBase()+3*i+2), 6,
+						filepath.Join(*fanoutReplicaProfile, fmt.Sprintf("change%d-r%d.pprof", c+1, i)))
+				})
+			}
+			time.Sleep(200 * time.Millisecond) // the profiles have started
+		}
+		for i, r := range reps {
+			u := treeUsage(r.lb.cmd.Process.Pid)
+			fmt.Fprintf(os.Stderr, "  before change %d: %s %.0f ms CPU since connected\n", c+1, r.id, (u.CPUSeconds-connected[i].CPUSeconds)*1000)
+		}
+		runnerBefore, faultsBefore := ownCPU(), ownFaults()
 		sw.startChange()
 		// Each change a new connect timeout (1 s is the first config's), so that it is a change.
 		if _, err := reps[via].c.Apply(ctx, probe("28091", 7+c), false); err != nil {
@@ -183,6 +217,9 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		}
 		acceptedMs := float64(time.Now().UnixNano()-sw.changeAt.Load()) / 1e6
 		sw.waitChange()
+		fmt.Fprintf(os.Stderr, "  change %d (pushed %s, %.3f s after the runner started): the simulated clients used %.0f ms CPU and %d page faults\n", c+1,
+			time.Unix(0, sw.changeAt.Load()).UTC().Format("15:04:05.000"), time.Since(runnerStart).Seconds()-time.Since(time.Unix(0, sw.changeAt.Load())).Seconds(), (ownCPU()-runnerBefore).Seconds()*1000, ownFaults()-faultsBefore)
+		profiles.Wait()
 		all := sw.result(-1)
 		cnote := note
 		if lost := sw.lostAfter.Load() - lostBefore; lost > 0 {
@@ -193,7 +230,7 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		}
 		cnote = strings.TrimPrefix(cnote, "; ")
 		extra := map[string]float64{"replicas": float64(R), "change": float64(c + 1), "via": float64(via), "acceptedMs": acceptedMs,
-			"connectSeconds": connectTook.Seconds(), "ready": float64(readyN), "got": float64(len(all.samples)),
+			"connectSeconds": connectTook.Seconds(), "settleSeconds": settleTook.Seconds(), "ready": float64(readyN), "got": float64(len(all.samples)),
 			"firstP50": percentile(all.firsts, 50), "firstAll": percentile(all.firsts, 100), "pinned": b2f(pin != nil),
 			"types": float64(len(sw.types)), "connectionsLost": float64(sw.clientErrors.Load())}
 		var cpuMs float64
@@ -228,6 +265,8 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 	return nil
 }
 
+var runnerStart = time.Now()
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -246,7 +285,7 @@ func (r *report) fanoutReplicasMarkdown(w func(string, ...any)) {
 	if len(runs) == 0 {
 		return
 	}
-	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated delta ADS clients in the runner's process (as in the fan-out row), client i on replica i mod N. Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
+	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated delta ADS clients in the runner's process (as in the fan-out row), client i on replica i mod N. The first change is pushed once every client has its first config and every replica's CPU has gone quiet (under 10%% of a core for 1 s). Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
 	w("| clients | replicas | change (through) | connect s | p50 ms | p99 ms | all ms | got it | per replica p50 / p99 / all ms | lbplane CPU ms for the change | RSS per client KiB, per replica | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range runs {
 		x := c.Extra

@@ -3,13 +3,20 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
+	"unsafe"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/rollout"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -61,5 +68,28 @@ func TestProxiesReport(t *testing.T) {
 	b, left = proxiesReport(ps, 4096)
 	if err := json.Unmarshal(b, &got); err != nil || len(b) > 4096 || left == 0 || len(got)+left != 100 {
 		t.Errorf("bounded to 4096 bytes: %d bytes, %d proxies, %d left out, %v", len(b), len(got), left, err)
+	}
+}
+
+// A replica builds the report it publishes again only when its Envoys' state or the targets moved: with
+// nothing happening, every interval hands back the report already built.
+func TestProxiesReportBuiltOnlyOnChange(t *testing.T) {
+	cache := xdscache.New()
+	f := &fleetProxies{tracker: xdsserver.NewTracker(cache, slog.New(slog.NewTextHandler(io.Discard, nil))), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	report := f.reporter()
+	first := report()
+	if string(first) != "[]" {
+		t.Fatalf("no Envoy: %s", first)
+	}
+	if again := report(); unsafe.SliceData(again) != unsafe.SliceData(first) {
+		t.Error("the report was built again with nothing changed")
+	}
+	s, err := xdscache.NewState(map[string][]proto.Message{resource.ClusterType: {&clusterv3.Cluster{Name: "c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.Publish("g", s)
+	if next := report(); unsafe.SliceData(next) == unsafe.SliceData(first) {
+		t.Error("the report was not built again after a group got a new target")
 	}
 }

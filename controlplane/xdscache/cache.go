@@ -53,6 +53,8 @@ type Cache struct {
 	last map[StreamID]any
 	// waiters are the Lagging calls under way.
 	waiters map[*waiter]struct{}
+	// targetsGen counts the changes of any group's target, baseline or canaries (TargetsGeneration).
+	targetsGen atomic.Uint64
 }
 
 type group struct {

@@ -21,6 +21,7 @@ func (c *Cache) PublishSplit(groupName string, candidate, baseline *State, canar
 	if g.target.Version == candidate.Version && sameState(g.baseline, baseline) && maps.Equal(g.canaries, canaries) {
 		return
 	}
+	c.targetsGen.Add(1)
 	g.target = candidate
 	g.remember(candidate)
 	g.baseline, g.canaries = baseline, maps.Clone(canaries)
@@ -32,6 +33,10 @@ func (c *Cache) PublishSplit(groupName string, candidate, baseline *State, canar
 		c.replan(g, st)
 	}
 }
+
+// TargetsGeneration changes whenever a group is given a new target, baseline or canaries (what TargetFor
+// returns), read without the cache's lock.
+func (c *Cache) TargetsGeneration() uint64 { return c.targetsGen.Load() }
 
 func sameState(a, b *State) bool {
 	if a == nil || b == nil {

@@ -61,15 +61,25 @@ const (
 //     100,000 clusters). With the dynamic windows a 50,000-cluster Envoy stopped after 265,877 bytes of it
 //     and never finished (section 5.5); with these static ones, 50,000- and 100,000-cluster cold starts
 //     complete (section 5.8). A static window also bounds what one stream can make lbplane buffer.
-//   - A 16 KiB write buffer instead of 32 KiB. gRPC takes one from a pool for every flush and holds it while
-//     its writer yields to batch more (an xDS response is usually under its 1,000-byte batch); when thousands
-//     of streams are answered at once the pool runs dry, and each new 32 KiB buffer is a large object for
-//     the allocator and garbage collector (16 KiB is a small one). Large responses are written 16 KiB at a
-//     time, the size of an HTTP/2 frame.
+//   - A 16 KiB write buffer instead of 32 KiB: a small object for the allocator and garbage collector, where
+//     32 KiB is a large one. Large responses are written 16 KiB at a time, the size of an HTTP/2 frame.
+//   - Each connection keeps its write buffer. By default gRPC takes one from a shared pool for every flush
+//     and holds it while its writer yields to batch more (an xDS response is usually under its 1,000-byte
+//     batch); a change answers thousands of streams at once, so the pool runs dry and every stream allocates
+//     a new buffer, which the pool drops at the next collections: 16 KiB of garbage per stream and change,
+//     53 MB per change at 3,333 streams. After a fleet connects that was enough to start a collection in
+//     the middle of the first change, and each collection (24 MB of goroutine stacks and 100-150 MB of heap
+//     to mark) doubled that change's time for the replica's Envoys (bench/results/2026-11-27-vm-ha). Kept,
+//     the buffers cost about 5 KiB more RSS per connection than the pool's churn did. No buffer at all
+//     (WriteBufferSize 0) writes every response in three system calls (frame header, gRPC header, message).
+//     gRPC marks the option deprecated (sharing is its default) but keeps it; should it go, this choice
+//     comes back with it.
 var fanoutOptions = []grpc.ServerOption{
 	grpc.StaticStreamWindowSize(1 << 20),
 	grpc.StaticConnWindowSize(1 << 20),
 	grpc.WriteBufferSize(16 << 10),
+	//lint:ignore SA1019 a change to thousands of streams must not allocate a write buffer for each (above)
+	grpc.SharedWriteBuffer(false),
 }
 
 // NewGRPC returns a gRPC server serving ADS from cache, with tracker recording every exchange.

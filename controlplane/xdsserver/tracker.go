@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -105,6 +106,8 @@ type Tracker struct {
 	// changed is closed whenever any stream's state changes, for waiters; nil while none waits (an event
 	// then costs no channel: thousands of streams answer every change).
 	changed chan struct{}
+	// gen counts the changes of any stream's state (Generation), read without the lock.
+	gen atomic.Uint64
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
@@ -127,6 +130,7 @@ func NewTracker(cache *xdscache.Cache, log *slog.Logger) *Tracker {
 
 // notify tells waiters that stream id changed; t.mu is held.
 func (t *Tracker) notify(id streamKey) {
+	t.gen.Add(1)
 	if t.changed != nil {
 		close(t.changed)
 		t.changed = nil
@@ -389,6 +393,12 @@ func (t *Tracker) CountByGroup() map[string]int {
 	}
 	return out
 }
+
+// Generation changes whenever what Proxies reports may have changed: a stream opened, closed, asked or was
+// answered, or a group was given a new target. Between two equal readings Proxies reports the same, but for
+// how long an unanswered response has waited (its Message; the State is Stale either way), so a reader
+// that publishes it need not build it again.
+func (t *Tracker) Generation() uint64 { return t.gen.Load() + t.cache.TargetsGeneration() }
 
 // Proxies returns the status of every connected Envoy, sorted by node id.
 func (t *Tracker) Proxies() []ProxyStatus {
