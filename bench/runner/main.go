@@ -160,7 +160,7 @@ func main() {
 	hotKeyWorkers := flag.Int("hotkey-workers", 0, "closed-loop workers of the hotkey runs, so requests in flight (default 32)")
 	hotKeyDelay := flag.Duration("hotkey-delay", 0, "the hotkey backends' delay before each response (default 20ms)")
 	cpOffset := flag.Int("cp-port-offset", 0, "added to every port of the control-plane rows (another runner uses the defaults)")
-	profileDir := flag.String("cpu-profile-dir", "", "write a CPU profile of lbplane over each push row's timed changes (ProfileSeconds) to this directory")
+	profileDir := flag.String("cpu-profile-dir", "", "write a CPU profile of lbplane over each push row's timed changes (ProfileSeconds) to this directory, and for the stats row its allocations too")
 	coldStart := flag.Bool("cold-start", false, "after the push runs, restart lbplane with the most policies and time an Envoy's first full config")
 	churnFlags := churnFlagSet()
 	flag.Parse()
