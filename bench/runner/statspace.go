@@ -134,6 +134,13 @@ func statsRun(ctx context.Context, e *env, name, interval, share string, n, chan
 		if !waitFor(5*time.Minute, func() bool { time.Sleep(100 * time.Millisecond); return read() }) {
 			return nil, fmt.Errorf("lbplane never read the Envoy's stats of %s", last)
 		}
+		// The partial reads that follow a first full read ask for every cluster it found busy: two intervals
+		// bring the reads to what they are in steady use, which is what the row times.
+		d, err := time.ParseDuration(interval)
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(2 * d)
 	}
 	if profileDir != "" {
 		// lbplane's CPU and allocations over the timed changes (ProfileSeconds), beside each run's changes.log.
