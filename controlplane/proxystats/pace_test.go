@@ -141,8 +141,8 @@ func TestPartialReadsCarryTheIdleClusters(t *testing.T) {
 		"new":     {Hosts: []Host{{Address: "e:1"}}},
 	}
 	part := carry(full1, t0.Add(4*time.Second), read)
-	if !part.StatsAt.Equal(full1.StatsAt) || !part.carried() || full1.carried() {
-		t.Errorf("the partial read's stats are from %v (carried %v)", part.StatsAt, part.carried())
+	if !part.StatsAt.Equal(full1.StatsAt) || !part.StatsAt.Before(part.At) || !full1.StatsAt.Equal(full1.At) {
+		t.Errorf("the partial read's stats are from %v (read at %v)", part.StatsAt, part.At)
 	}
 	if part.Clusters["idle"] != full1.Clusters["idle"] || part.Clusters["inuse"] != full1.Clusters["inuse"] {
 		t.Error("the clusters not read are not the previous read's")
@@ -181,6 +181,15 @@ func TestAttributionWaitsForTheNextFullRead(t *testing.T) {
 	Attribute(part, full1)
 	if got := full1.Clusters["c"].Hosts[0].Reasons; !slices.Equal(got, []string{"outlier detection: consecutive 5xx"}) {
 		t.Fatalf("full read after: %v", got)
+	}
+	// Two full reads in a row: the first met the ejection in the hosts before its counter moved (a full read
+	// reads the counters first, and the ejection came in between); the second names it.
+	fullA := &Sample{At: t0.Add(8 * time.Second), StatsAt: t0.Add(8 * time.Second), Clusters: map[string]*Cluster{"c": {Hosts: ejected(), Ejections: ej(2)}}}
+	Attribute(&Sample{At: t0.Add(7 * time.Second), StatsAt: t0.Add(7 * time.Second), Clusters: map[string]*Cluster{"c": {Hosts: []Host{{Address: "a:1"}}, Ejections: ej(2)}}}, fullA)
+	fullB := &Sample{At: t0.Add(10 * time.Second), StatsAt: t0.Add(10 * time.Second), Clusters: map[string]*Cluster{"c": {Hosts: ejected(), Ejections: ej(3)}}}
+	Attribute(fullA, fullB)
+	if got := fullB.Clusters["c"].Hosts[0].Reasons; !slices.Equal(got, []string{"outlier detection: consecutive 5xx"}) {
+		t.Fatalf("the full read after one that met the ejection first: %v", got)
 	}
 	// Between full reads, a read whose counters are its own keeps a plain reason plain.
 	full2 := &Sample{At: t0.Add(6 * time.Second), StatsAt: t0.Add(6 * time.Second), Clusters: map[string]*Cluster{"c": {Hosts: ejected(), Ejections: ej(2)}}}

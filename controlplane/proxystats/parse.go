@@ -214,10 +214,10 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 
 // Attribute names the outlier detector behind each ejected host of cur: the one whose enforced-ejection
 // counter moved since prev, when the host was not ejected in prev; otherwise what prev said. A host ejected
-// in the first sample, or when no counter moved, keeps the plain "outlier detection". When prev carried its
-// counters from an earlier read (a partial read, see pace.go) and named no detector, the counters that moved
-// since are looked at again: the ejection may have happened after prev's counters were read. Clusters cur
-// carries from prev unchanged are left as they are.
+// in the first sample, or when no counter moved, keeps the plain "outlier detection". When prev named no
+// detector, the counters that moved since are looked at again: the ejection may have happened after prev's
+// counters were read (a full read reads them before the hosts, a partial read carries them from the last
+// full read). Clusters cur carries from prev unchanged are left as they are.
 func Attribute(prev, cur *Sample) {
 	for name, c := range cur.Clusters {
 		var pc *Cluster
@@ -237,7 +237,7 @@ func Attribute(prev, cur *Sample) {
 			if ph != nil && ph.Outlier {
 				detail = outlierReason(ph.Reasons)
 			}
-			if pc != nil && (ph == nil || !ph.Outlier || (detail == "outlier detection" && prev.carried())) {
+			if pc != nil && (ph == nil || !ph.Outlier || detail == "outlier detection") {
 				var moved []string
 				for kind, n := range c.Ejections {
 					if n > pc.Ejections[kind] {
@@ -260,9 +260,6 @@ func Attribute(prev, cur *Sample) {
 		}
 	}
 }
-
-// carried tells whether s holds counters read before it (a partial read).
-func (s *Sample) carried() bool { return !s.StatsAt.IsZero() && s.StatsAt.Before(s.At) }
 
 func findHost(c *Cluster, addr string) *Host {
 	if c == nil {

@@ -313,9 +313,18 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 		cost += time.Since(t)
 		return b, err
 	}
+	// A full read reads the stats first: an ejection then shows in the hosts no earlier than in its counter,
+	// so that the next read at the latest names its detector (see Attribute).
+	var sb []byte
+	if full {
+		var err error
+		if sb, err = timed(base + "/stats/prometheus?usedonly&filter=" + url.QueryEscape(StatsFilter)); err != nil {
+			return nil, fullCost(true, cost), err
+		}
+	}
 	clusters := map[string]*Cluster{}
 	for i, f := range filters {
-		if i > 0 && !p.waitWhileBusy(ctx, node, DefaultQuiet, deadline) {
+		if (i > 0 || full) && !p.waitWhileBusy(ctx, node, DefaultQuiet, deadline) {
 			return nil, 0, ctx.Err()
 		}
 		cb, err := timed(clustersURL(base, f))
@@ -333,13 +342,6 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 	if !full {
 		p.Log.Debug("read a proxy's busy clusters", "node", node, "clusters", len(hot), "started", at, "took", cost)
 		return carry(prev, at, clusters), 0, nil
-	}
-	if !p.waitWhileBusy(ctx, node, DefaultQuiet, deadline) {
-		return nil, 0, ctx.Err()
-	}
-	sb, err := timed(base + "/stats/prometheus?usedonly&filter=" + url.QueryEscape(StatsFilter))
-	if err != nil {
-		return nil, fullCost(true, cost), err
 	}
 	if err := ParseStats(sb, clusters); err != nil {
 		return nil, 0, err
