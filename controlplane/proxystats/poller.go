@@ -82,7 +82,7 @@ type Poller struct {
 }
 
 // summaries are Health and ByProxy as last computed, for the samples of gen, fresh proxies and expect
-// (see Poller.summaries).
+// (see Poller.summariesLocked).
 type summaries struct {
 	gen     uint64
 	fresh   int

@@ -204,8 +204,8 @@ func windowOf(samples []*Sample, window time.Duration) (cur, base *Sample) {
 	return cur, base
 }
 
-// SummarizeCached is SummarizeExpected with the status of the clusters that did not move kept in cache
-// (nil: none kept).
+// SummarizeCached is SummarizeExpected with the status of each cluster whose samples and expected shares
+// are those it was last computed from kept in cache (nil: none kept).
 func SummarizeCached(histories []History, window time.Duration, expect ExpectFunc, cache *SummaryCache) Health {
 	if cache != nil {
 		cache.mark(histories, window, expect)
