@@ -4,9 +4,14 @@
 //
 //	lbplane-backend --listen 127.0.0.1:18081-18083   # backend-18081, backend-18082 and backend-18083
 //	lbplane-backend --listen 127.0.0.1:18081,127.0.0.1:18082 --name a,b
+//
+// SIGTERM or SIGINT stops it gracefully: with --drain D it first fails its health checks and closes each
+// connection after its next response for D (as a Kubernetes pod should while its endpoint is being removed),
+// then it stops accepting and lets the requests in flight finish.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,15 +19,19 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lbplane/lbplane/internal/backend"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
@@ -91,9 +100,15 @@ type options struct {
 	clientCA      string
 	utilization   float64
 	failWith      int
+	drain         time.Duration
 }
 
-func run(args []string, stderr io.Writer) error {
+// shutdownTimeout bounds how long a stop waits for the requests in flight.
+const shutdownTimeout = 10 * time.Second
+
+// run serves until a listener fails (its error) or ctx is done (nil, after draining for --drain and a
+// graceful shutdown).
+func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lbplane-backend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := &listFlag{vals: []string{"127.0.0.1:18081"}}
@@ -109,6 +124,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.StringVar(&o.clientCA, "client-ca", "", "with --tls-cert: require a client certificate signed by this PEM CA (mutual TLS)")
 	fs.Float64Var(&o.utilization, "utilization", 0, "report this utilization (0-1) in an ORCA endpoint-load-metrics header on every response; 0: no report")
 	fs.IntVar(&o.failWith, "fail-with", 0, "answer every request but health probes with this status (e.g. 500): a broken backend whose health checks pass; 0: 200")
+	fs.DurationVar(&o.drain, "drain", 0, "on SIGTERM or SIGINT, first drain for this long: health checks get 503 and every response closes its connection; then stop (a Kubernetes pod wants a few seconds, for its endpoint's removal to reach the proxies)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -146,15 +162,43 @@ func run(args []string, stderr io.Writer) error {
 		nameList = defaultNames(addrs, bound)
 	}
 	errs := make(chan error, len(lis))
+	backends := make([]*backend.Backend, len(lis))
+	servers := make([]*http.Server, len(lis))
 	for i, l := range lis {
 		b := backend.New(nameList[i], o.size, o.delay)
 		b.SetUtilization(o.utilization)
 		b.FailWith(o.failWith)
 		srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
+		backends[i], servers[i] = b, srv
 		fmt.Fprintf(stderr, "serving %s on %s\n", nameList[i], bound[i])
 		go func() { errs <- srv.Serve(backend.Listen(l, serveOpts)) }()
 	}
-	return <-errs
+	select {
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+	}
+	if o.drain > 0 {
+		fmt.Fprintf(stderr, "draining for %s\n", o.drain)
+		for _, b := range backends {
+			b.Drain()
+		}
+		select {
+		case err := <-errs:
+			return err
+		case <-time.After(o.drain):
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	var failed error
+	for _, srv := range servers {
+		if err := srv.Shutdown(stopCtx); err != nil {
+			failed = fmt.Errorf("stopping: requests still in flight after %s: %w", shutdownTimeout, err)
+		}
+	}
+	fmt.Fprintln(stderr, "stopped")
+	return failed
 }
 
 // defaultNames names the backends when --name is not given: one address is named as given (as it always
@@ -198,6 +242,9 @@ func (o options) serveOptions() (backend.ServeOptions, error) {
 	}
 	if o.failWith != 0 && (o.failWith < 200 || o.failWith > 599) {
 		return opts, fmt.Errorf("--fail-with must be an HTTP status (200-599) or 0, got %d", o.failWith)
+	}
+	if o.drain < 0 {
+		return opts, fmt.Errorf("--drain must not be negative, got %s", o.drain)
 	}
 	return opts, nil
 }

@@ -147,21 +147,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 	}
 	for _, e := range b.Endpoints {
 		ep := ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: uint32(*e.Weight), Draining: e.State == v1alpha1.EndpointDraining, Zone: e.Zone, Backup: e.Backup, Hostname: e.Hostname}
-		if hc := cl.HealthCheck; hc != nil {
-			if a := b.HealthCheck.Active; a.Port != nil {
-				ep.HealthCheckPort = uint32(*a.Port)
-			}
-			if (hc.Type == ir.HealthHTTP && hc.Host == "") || hc.Type == ir.HealthGRPC {
-				// Probes test the endpoint, not a virtual host: they carry the endpoint's own address, never
-				// one of the hostnames the policy serves. Left to Envoy, the Host (or gRPC authority) would be
-				// the cluster name, "namespace/policy/backend", which HTTP servers such as Go's reject.
-				port := ep.Port
-				if ep.HealthCheckPort != 0 {
-					port = ep.HealthCheckPort
-				}
-				ep.HealthCheckHost = net.JoinHostPort(e.Address, strconv.Itoa(int(port)))
-			}
-		}
+		probed(cl, b, &ep)
 		cl.Endpoints = append(cl.Endpoints, ep)
 	}
 	if b.HealthCheck == nil || b.HealthCheck.Passive == nil {
@@ -175,6 +161,28 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		cl.Outlier = defaultOutlier
 	}
 	return builtCluster{Cluster: cl, HashKeysFromPolicy: keys}
+}
+
+// probed gives an endpoint of cl, listed or found through a Service, what its active health checks need:
+// the probe port, and for HTTP and gRPC probes without a host of their own, the endpoint's own address as
+// Host (or authority). Probes test the endpoint, not a virtual host, so they never carry one of the
+// hostnames the policy serves; left to Envoy, the Host would be the cluster name, "namespace/policy/backend",
+// which HTTP servers such as Go's reject with 400, failing every probe.
+func probed(cl *ir.Cluster, b *v1alpha1.Backend, ep *ir.Endpoint) {
+	hc := cl.HealthCheck
+	if hc == nil {
+		return
+	}
+	if a := b.HealthCheck.Active; a.Port != nil {
+		ep.HealthCheckPort = uint32(*a.Port)
+	}
+	if (hc.Type == ir.HealthHTTP && hc.Host == "") || hc.Type == ir.HealthGRPC {
+		port := ep.Port
+		if ep.HealthCheckPort != 0 {
+			port = ep.HealthCheckPort
+		}
+		ep.HealthCheckHost = net.JoinHostPort(ep.Address, strconv.Itoa(int(port)))
+	}
 }
 
 // defaultOutlier is the ejection of a backend without healthCheck.passive and without backup endpoints.

@@ -33,6 +33,9 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		byName[cl.Name] = cl.Cluster
 		if b.Service != nil {
 			eps, msg := serviceEndpoints(p, b, refs)
+			for i := range eps {
+				probed(cl.Cluster, b, &eps[i])
+			}
 			cl.Endpoints = append(cl.Endpoints, eps...)
 			if msg != "" {
 				missing = append(missing, fmt.Sprintf("spec.backends[%d].service: %s", i, msg))

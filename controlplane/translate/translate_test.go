@@ -81,6 +81,54 @@ func TestServiceBackendsResolveFromEndpointSlices(t *testing.T) {
 	}
 }
 
+// Endpoints found through a Service are probed like listed ones: on the health check's port, and by HTTP
+// with their own address as Host. Left to Envoy, the Host would be the cluster name ("shop/svc/web"), which
+// Go's HTTP server answers with 400: every probe would fail and the cluster would run in panic.
+func TestServiceEndpointsAreProbedWithTheirOwnAddress(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		port     *int32
+		host     string
+		wantHost string
+		wantPort uint32
+	}{
+		{name: "defaults", wantHost: "10.0.0.1:8080"},
+		{name: "probe port", port: ptrTo(int32(9090)), wantHost: "10.0.0.1:9090", wantPort: 9090},
+		{name: "host of the policy's own", host: "health.example", wantHost: ""},
+	} {
+		p := pol("svc", time.Now())
+		p.Namespace = "shop"
+		p.Spec.Backends = []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: "web", Port: 80},
+			HealthCheck: &v1alpha1.HealthCheck{Active: &v1alpha1.ActiveHealthCheck{Type: v1alpha1.HealthCheckHTTP, Port: c.port,
+				HTTP: &v1alpha1.HTTPHealthCheck{Path: "/healthz", Host: c.host}}}}}
+		refs := translate.Refs{Services: map[translate.ServiceRef]translate.ServiceEndpoints{
+			{Namespace: "shop", Name: "web", Port: 80}: {Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 8080, Ready: true}}},
+		}}
+		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
+		if r := res.Policies.Of(translate.KeyOf(p)); !r.Accepted || !r.ResolvedRefs {
+			t.Fatalf("%s: accepted %v resolved %v: %s %s", c.name, r.Accepted, r.ResolvedRefs, r.AcceptedMessage, r.ResolvedRefsMessage)
+		}
+		var found bool
+		for _, cl := range res.IR.Groups["default"].Clusters {
+			if cl.Name != "shop/svc/web" {
+				continue
+			}
+			if len(cl.Endpoints) != 1 {
+				t.Fatalf("%s: endpoints %+v, want 1", c.name, cl.Endpoints)
+			}
+			found = true
+			if e := cl.Endpoints[0]; e.HealthCheckHost != c.wantHost || e.HealthCheckPort != c.wantPort {
+				t.Errorf("%s: probes carry Host %q on port %d, want %q on %d", c.name, e.HealthCheckHost, e.HealthCheckPort, c.wantHost, c.wantPort)
+			}
+		}
+		if !found {
+			t.Fatalf("%s: no cluster shop/svc/web", c.name)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
 func TestCrossNamespaceServicesNeedPermission(t *testing.T) {
 	p := pol("svc", time.Now())
 	p.Namespace = "shop"

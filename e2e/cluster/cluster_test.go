@@ -181,8 +181,30 @@ func (c *cluster) installed(t *testing.T) {
 		}
 		return nil
 	})
+	c.demoHealthy(t)
 	out, _ := c.run("", "get", "lbp")
 	t.Logf("kubectl get lbp:\n%s", out)
+}
+
+// demoHealthy waits until the demo policy's status, summed up from every Envoy's stats, has its 3 backend
+// pods healthy and none ejected: the active health checks pass against the real pods.
+func (c *cluster) demoHealthy(t *testing.T) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "every Envoy reports the 3 demo backends healthy", func() error {
+		out, err := c.run("", "get", "lbp", "demo", "-o", `jsonpath={.status.backends[0].endpoints}`)
+		if err != nil {
+			return fmt.Errorf("%v %s", err, out)
+		}
+		var eps struct{ Total, Healthy, Ejected int }
+		if err := json.Unmarshal([]byte(out), &eps); err != nil {
+			return fmt.Errorf("status.backends[0].endpoints %q: %v", out, err)
+		}
+		if eps.Total != 3 || eps.Healthy != 3 || eps.Ejected != 0 {
+			ejected, _ := c.run("", "get", "lbp", "demo", "-o", `jsonpath={.status.backends[0].ejected}`)
+			return fmt.Errorf("endpoints %s; ejected %s", out, ejected)
+		}
+		return nil
+	})
 }
 
 // spread counts the X-Backend lines in out (curl -D - style, one header block per request).

@@ -114,6 +114,7 @@ func (c *cluster) faults(t *testing.T) {
 		})
 		record(t, what, r, took, "")
 		c.must(t, "", "-n", "default", "wait", "--for=condition=Available", "deployment/demo-backend", "--timeout=120s")
+		c.demoHealthy(t) // the replacement probed healthy, the deleted pod's endpoint gone
 	})
 
 	t.Run("leader-deleted", func(t *testing.T) {

@@ -27,12 +27,13 @@ type Backend struct {
 	lastProbeHost atomic.Value
 	health        atomic.Int32
 	fail          atomic.Int32
+	draining      atomic.Bool
 	ws            http.Handler
 	// orca is the state of the ORCA load reports (see SetUtilization).
 	orca loadReport
 }
 
-// HealthPath answers health probes: 200 "ok" unless SetHealth said otherwise.
+// HealthPath answers health probes: 200 "ok" unless SetHealth said otherwise, 503 once draining.
 const HealthPath = "/healthz"
 
 // New returns a backend whose responses have size bytes of body (at least its name and a newline).
@@ -51,6 +52,11 @@ func New(name string, size int, delay time.Duration) *Backend {
 
 // SetHealth sets the status the health endpoint answers with.
 func (b *Backend) SetHealth(code int) { b.health.Store(int32(code)) }
+
+// Drain starts the backend's shutdown: from now on its health endpoint answers 503, so that health checks
+// take it out, and every response says "Connection: close", so that no client keeps a connection to it that
+// the shutdown would cut under a request.
+func (b *Backend) Drain() { b.draining.Store(true) }
 
 // FailWith makes every request (but probes) get this status; 0 stops failing.
 func (b *Backend) FailWith(code int) { b.fail.Store(int32(code)) }
@@ -74,6 +80,12 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == HealthPath {
 		b.Probes.Add(1)
 		b.lastProbeHost.Store(r.Host)
+		if b.draining.Load() {
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "draining\n")
+			return
+		}
 		w.WriteHeader(int(b.health.Load()))
 		io.WriteString(w, "ok\n")
 		return
@@ -82,6 +94,9 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/ws" {
 		b.ws.ServeHTTP(w, r)
 		return
+	}
+	if b.draining.Load() {
+		w.Header().Set("Connection", "close")
 	}
 	delay := b.Delay
 	if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
