@@ -51,6 +51,9 @@ type Recorder struct {
 	Log *slog.Logger
 	// OnEvent, when set, is called with every event, outside the lock (Kubernetes Events).
 	OnEvent func(apiwire.HealthEvent)
+	// Yield, when set, is called every few hundred clusters an observation goes through, and may wait
+	// (see proxystats.Poller.Yield).
+	Yield func()
 	// MaxEvents, Keep, Step and MaxSeries bound the history (the Default* values when 0).
 	MaxEvents int
 	Keep      time.Duration
@@ -64,6 +67,17 @@ type Recorder struct {
 	eps     map[clusterEndpoint]*ring[apiwire.SeriesPoint]
 	lat     map[groupCluster]*ring[apiwire.LatencyPoint]
 	lastPut time.Time
+	steps   int
+}
+
+// step counts one cluster gone through, calling Yield every 512.
+func (r *Recorder) step() {
+	if r.Yield == nil {
+		return
+	}
+	if r.steps++; r.steps%512 == 0 {
+		r.Yield()
+	}
 }
 
 type groupCluster struct{ group, cluster string }
@@ -166,6 +180,7 @@ func (r *Recorder) observeHealth(now time.Time, byProxy map[string]proxystats.He
 	for node, h := range byProxy {
 		for group, clusters := range h {
 			for cluster, b := range clusters {
+				r.step()
 				for _, e := range b.PerEndpoint {
 					k := endpointKey{node, clusterEndpoint{groupCluster{group, cluster}, e.Address}}
 					seen[k] = true
@@ -253,6 +268,7 @@ func (r *Recorder) observeSeries(now time.Time, total proxystats.Health) {
 	}
 	for group, clusters := range total {
 		for cluster, b := range clusters {
+			r.step()
 			gc := groupCluster{group, cluster}
 			if b.LatencyP99Ms != nil {
 				l := r.lat[gc]

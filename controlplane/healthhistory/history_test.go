@@ -202,3 +202,20 @@ func TestUnlistedEndpointsRecoveredOrRemoved(t *testing.T) {
 		t.Errorf("removed: %v, state %v", got, r.state)
 	}
 }
+
+// An observation of many clusters calls Yield as it goes, every few hundred clusters of each view.
+func TestObserveYieldsAsItGoes(t *testing.T) {
+	r := recorder(true, nil)
+	yields := 0
+	r.Yield = func() { yields++ }
+	many := proxystats.Health{"g": {}}
+	for i := range 2048 {
+		name := fmt.Sprintf("ns/p%d/app", i)
+		many["g"][name] = v1alpha1.BackendStatus{Name: name, PerEndpoint: []v1alpha1.EndpointStatus{{Address: "a:1", Health: v1alpha1.EndpointHealthy}}}
+	}
+	r.Observe(time.Now(), map[string]proxystats.Health{"e1": many}, many)
+	// 2,048 clusters in the Envoy's view and 2,048 in the total: 8 calls.
+	if yields != 8 {
+		t.Errorf("Yield called %d times, want 8", yields)
+	}
+}

@@ -1,6 +1,7 @@
 package proxystats
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
 	"reflect"
@@ -177,5 +178,31 @@ func TestSameClusterComparesEveryHostField(t *testing.T) {
 	}
 	if !sameCluster(&Cluster{Hosts: []Host{base}, Ejections: map[string]uint64{}}, &Cluster{Hosts: []Host{base}}) {
 		t.Error("an empty map read is not the same as none")
+	}
+}
+
+// A summary of many clusters calls Yield as it goes (every few hundred clusters), and what it sums up is
+// what it would without.
+func TestSummaryYieldsAsItGoes(t *testing.T) {
+	yields := 0
+	p := &Poller{Interval: time.Hour, Window: 10 * time.Second, Log: slog.New(slog.DiscardHandler), Yield: func() { yields++ }}
+	p.proxies = map[string]*proxy{}
+	t0 := time.Now().Add(-time.Minute)
+	clusters := map[string]*Cluster{}
+	for i := range 2000 {
+		clusters[fmt.Sprintf("c%d", i)] = &Cluster{Hosts: []Host{{Address: "a:1", Total: uint64(i), Weight: 1}}, Ejections: map[string]uint64{}}
+	}
+	p.add("n http://x", "g", "n", &Sample{At: t0, StatsAt: t0, Clusters: clusters}, time.Millisecond, nil)
+	got := p.Health()
+	hs, _ := p.fresh()
+	if want := SummarizeExpected(hs, p.Window, nil); !reflect.DeepEqual(got, want) {
+		t.Fatal("the summary that yielded differs from one that did not")
+	}
+	if len(got["g"]) != 2000 {
+		t.Fatalf("%d clusters summed up, want 2000", len(got["g"]))
+	}
+	// 2,000 clusters gone through three times (marked, summed, kept statuses copied): 11 calls.
+	if yields < 3*2000/yieldEvery {
+		t.Errorf("Yield called %d times, want at least %d", yields, 3*2000/yieldEvery)
 	}
 }

@@ -66,6 +66,10 @@ type Poller struct {
 	// MinPartialClusters: an Envoy with at most this many clusters is read in full every Interval
 	// (DefaultMinPartialClusters when 0).
 	MinPartialClusters int
+	// Yield, when set, is called every few hundred clusters while the Envoys' stats are summed up, and may
+	// wait: a summary of 10,000 clusters is tens of milliseconds of CPU, which a config change should not
+	// have to share (see SummaryCache.Yield).
+	Yield func()
 
 	paceState
 	mu      sync.Mutex
@@ -388,6 +392,7 @@ func (p *Poller) Health() Health {
 			s.health = s.byProxy[hs[0].Node]
 		} else {
 			t := time.Now()
+			p.kept.Yield = p.Yield
 			s.health = SummarizeCached(hs, p.Window, p.Expect, &p.kept)
 			p.Log.Debug("summed the Envoys' stats up", "envoys", len(hs), "kept", p.kept.Kept, "computed", p.kept.Computed, "took", time.Since(t))
 		}
@@ -423,7 +428,7 @@ func (p *Poller) ByProxy() map[string]Health {
 			}
 			c := p.keptByNode[node]
 			if c == nil {
-				c = &SummaryCache{}
+				c = &SummaryCache{Yield: p.Yield}
 				p.keptByNode[node] = c
 			}
 			t := time.Now()

@@ -114,6 +114,24 @@ type SummaryCache struct {
 	m   map[clusterKey]*kept
 	// Kept and Computed count the clusters of the last summary whose status was kept, and computed.
 	Kept, Computed int
+	// Yield, when set, is called every yieldEvery clusters a summary goes through, and may wait: work
+	// that can wait (a summary) lets a config change have the machine.
+	Yield func()
+	steps int
+}
+
+// yieldEvery is how many clusters a summary goes through between two calls of Yield: at 10,000 clusters
+// a summary takes tens of milliseconds, about a millisecond per yieldEvery.
+const yieldEvery = 512
+
+// step counts one cluster gone through, calling Yield every yieldEvery.
+func (c *SummaryCache) step() {
+	if c.Yield == nil {
+		return
+	}
+	if c.steps++; c.steps%yieldEvery == 0 {
+		c.Yield()
+	}
 }
 
 type clusterKey struct{ group, name string }
@@ -150,6 +168,7 @@ func (c *SummaryCache) mark(histories []History, window time.Duration, expect Ex
 			last = h.Samples[n-2]
 		}
 		for name, cl := range cur.Clusters {
+			c.step()
 			k := clusterKey{h.Group, name}
 			e := c.m[k]
 			if e == nil {
@@ -174,6 +193,7 @@ func (c *SummaryCache) mark(histories []History, window time.Duration, expect Ex
 	}
 	c.Kept, c.Computed = 0, 0
 	for k, e := range c.m {
+		c.step()
 		if e.gen != c.gen {
 			delete(c.m, k)
 			continue
@@ -223,8 +243,10 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 			accs[h.Group] = g
 		}
 		for name, c := range cur.Clusters {
-			if cache != nil && cache.m[clusterKey{h.Group, name}].reuse {
-				continue
+			if cache != nil {
+				if cache.step(); cache.m[clusterKey{h.Group, name}].reuse {
+					continue
+				}
 			}
 			a := g[name]
 			if a == nil {
@@ -333,6 +355,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 	}
 	if cache != nil {
 		for k, e := range cache.m {
+			cache.step()
 			if !e.reuse {
 				continue
 			}

@@ -2,7 +2,9 @@ package serve
 
 import (
 	"net/http"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // changeRequests counts the push API's requests that may change config while they are answered: from the
@@ -24,3 +26,35 @@ func (c *changeRequests) count(h http.Handler) http.Handler {
 
 // any tells whether a request that may change config is being answered.
 func (c *changeRequests) any() bool { return c.n.Load() > 0 }
+
+// maxStepAside bounds how long work that steps aside waits in any second: it still gets done, at most a
+// quarter later, under a stream of changes.
+const maxStepAside = 250 * time.Millisecond
+
+// stepAside returns a Yield for work that can wait (summing up the Envoys' stats, the health history): while
+// changing says a change is being made, it waits, a millisecond at a time, for at most maxStepAside in any
+// second. On a small machine a summary of 10,000 clusters (tens of milliseconds) otherwise delays the
+// change that arrives during it by as much. Each user gets its own.
+func stepAside(changing func() bool) func() {
+	var mu sync.Mutex
+	var second time.Time
+	var waited time.Duration
+	return func() {
+		for changing() {
+			mu.Lock()
+			now := time.Now()
+			if now.Sub(second) >= time.Second {
+				second, waited = now, 0
+			}
+			spent := waited >= maxStepAside
+			mu.Unlock()
+			if spent {
+				return
+			}
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			waited += time.Since(now)
+			mu.Unlock()
+		}
+	}
+}

@@ -501,10 +501,15 @@ func Run(ctx context.Context, cfg Config) error {
 			FullReadShare: cfg.ProxyStatsFullShare,
 			// A change the push API is still answering is on its way too, before it reaches the xDS server.
 			Busy: func(node string, quiet time.Duration) bool { return changing.any() || tracker.Busy(node, quiet) }}
+		// Summing the stats up and keeping their history step aside for a change being made: a push API
+		// request being answered, or config on its way to an Envoy.
+		beingMade := func() bool { return changing.any() || tracker.Sending() }
+		poller.Yield = stepAside(beingMade)
 		api.HealthByProxy = poller.ByProxy
 		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
 		// ejection lapsed is Unknown, not healthy.
 		history = newHistory(eng, cfg.Log)
+		history.Yield = stepAside(beingMade)
 		api.Health = func() proxystats.Health { return history.Annotate(poller.Health()) }
 		api.History = history
 	}

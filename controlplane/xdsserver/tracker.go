@@ -108,6 +108,9 @@ type Tracker struct {
 	changed chan struct{}
 	// gen counts the changes of any stream's state (Generation), read without the lock.
 	gen atomic.Uint64
+	// pending counts the responses not yet answered, and lastSent is when the last was sent (unix
+	// nanoseconds), for Sending, read without the lock.
+	pending, lastSent atomic.Int64
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
@@ -156,6 +159,13 @@ func (t *Tracker) open(ctx context.Context, id streamKey) {
 func (t *Tracker) closed(id streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if s := t.streams[id]; s != nil {
+		for _, ts := range s.types {
+			if ts.Pending {
+				t.pending.Add(-1)
+			}
+		}
+	}
 	if s := t.streams[id]; s != nil && s.node != nil {
 		t.log.Info("proxy disconnected", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "api", id.api, "stream", id.id)
 		if ks := t.byNode[s.node.GetId()]; ks != nil {
@@ -259,6 +269,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 		return nil
 	}
 	ts.Pending = false
+	t.pending.Add(-1)
 	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
 		if s.api == apiDelta && ts.Nacked && ts.sure && n.sure {
@@ -346,7 +357,11 @@ func (t *Tracker) response(id streamKey, typeURL, nonce, version string, sent se
 		ts = &typeState{TypeStatus: TypeStatus{TypeURL: typeURL}}
 		s.types[typeURL] = ts
 	}
+	if !ts.Pending {
+		t.pending.Add(1)
+	}
 	ts.sentNonce, ts.SentVersion, ts.Pending, ts.sentAt, ts.sent = nonce, version, true, time.Now(), sent
+	t.lastSent.Store(ts.sentAt.UnixNano())
 	s.responses++
 	if s.push.version != version {
 		s.push.version, s.push.start, s.push.types, s.push.logged = version, ts.sentAt, nil, false
@@ -522,6 +537,13 @@ func (t *Tracker) Busy(node string, quiet time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// Sending tells whether config is on its way to any Envoy: a response it has not answered yet, while the
+// last was sent within AckTimeout (an Envoy that never answers does not keep it true). Cheap enough to ask
+// often: work that can wait (summing up stats) steps aside for a change with it.
+func (t *Tracker) Sending() bool {
+	return t.pending.Load() > 0 && time.Since(time.Unix(0, t.lastSent.Load())) < t.ackTimeout()
 }
 
 // Targets returns the version each proxy group was last asked to serve.
