@@ -106,6 +106,9 @@ type proxy struct {
 	// retryAt is, after a full read failed, when the next may start: a failing full read costs Envoy as
 	// much as one that succeeds.
 	retryAt time.Time
+	// fullAt and fullCost are the start and cost of the last full read that succeeded (see fullQuiet).
+	fullAt   time.Time
+	fullCost time.Duration
 }
 
 // Target is the base URL of a proxy's stats port, or "" when it has none.
@@ -139,6 +142,9 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		full                   bool
 		// overdue: the last read that succeeded started before overdueAfter (or there was none).
 		overdue bool
+		// fullAt and fullCost: the proxy's last full read (see fullQuiet).
+		fullAt   time.Time
+		fullCost time.Duration
 	}
 	var jobs []job
 	seen := map[string]bool{}
@@ -175,6 +181,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		if px != nil && px.err == "" && len(px.samples) > 0 && p.fullShare() < 1 {
 			j.prev, j.hot = px.samples[len(px.samples)-1], px.hot
 			j.full = !now.Before(px.nextFull)
+			j.fullAt, j.fullCost = px.fullAt, px.fullCost
 		}
 		ready = append(ready, j)
 	}
@@ -186,6 +193,12 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		if !groups[j.group] {
 			groups[j.group] = true
 			p.noteChanges(j.group, now)
+		}
+		if j.full && j.prev != nil && p.putOffFull(j.node, j.fullAt, j.fullCost, now) {
+			// Config was sent too lately for a read this long: the busy clusters now, everything once config
+			// has been quiet for long enough.
+			j.full = false
+			p.Log.Debug("a proxy's full stats read waits for quiet config: its busy clusters are read instead", "proxy", j.key, "last full read", j.fullAt, "took", j.fullCost)
 		}
 		if !j.full {
 			// The busy clusters, then those changed in the last two intervals, unless a full read came after
@@ -258,6 +271,7 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 	keepUnchanged(prev, s)
 	px.samples = append(px.samples, s)
 	if cost > 0 {
+		px.fullAt, px.fullCost = s.At, cost
 		px.nextFull = time.Time{}
 		if len(s.Clusters) > p.minPartial() {
 			px.nextFull = s.At.Add(p.fullEvery(cost))
