@@ -47,13 +47,8 @@ func TestReadsArePutOffAfterConfigWasSent(t *testing.T) {
 		w.Write(stats)
 	}))
 	defer srv.Close()
-	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	portNum, _ := strconv.Atoi(port)
 	p := &Poller{Interval: 200 * time.Millisecond, Window: time.Minute, Client: srv.Client(), Log: slog.New(slog.DiscardHandler),
-		TrustUnauthenticated: true, FullReadShare: 1,
-		Proxies: func(context.Context) []xdsserver.ProxyStatus {
-			return []xdsserver.ProxyStatus{{NodeID: "n", Group: "g", Address: host, StatsPort: portNum}}
-		},
+		TrustUnauthenticated: true, FullReadShare: 1, Proxies: oneProxyAt(srv),
 		Busy: func(_ string, quiet time.Duration) bool {
 			mu.Lock()
 			defer mu.Unlock()
@@ -153,13 +148,8 @@ func TestFullReadWaitsForQuietConfig(t *testing.T) {
 		time.Sleep(statsCost)
 	}))
 	defer srv.Close()
-	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	portNum, _ := strconv.Atoi(port)
 	p := &Poller{Interval: 100 * time.Millisecond, Window: time.Minute, Client: srv.Client(), Log: slog.New(slog.DiscardHandler),
-		TrustUnauthenticated: true, FullReadShare: 0.5, MinPartialClusters: 2,
-		Proxies: func(context.Context) []xdsserver.ProxyStatus {
-			return []xdsserver.ProxyStatus{{NodeID: "n", Group: "g", Address: host, StatsPort: portNum}}
-		},
+		TrustUnauthenticated: true, FullReadShare: 0.5, MinPartialClusters: 2, Proxies: oneProxyAt(srv),
 		Busy: func(_ string, quiet time.Duration) bool {
 			mu.Lock()
 			defer mu.Unlock()
@@ -214,5 +204,14 @@ func TestFullReadWaitsForQuietConfig(t *testing.T) {
 	p.PollOnce(ctx)
 	if f, _ := counts(); f != 1 {
 		t.Errorf("the last full read two Windows ago: %d full reads, want 1", f)
+	}
+}
+
+// oneProxyAt is one Envoy, node "n" of group "g", whose stats port is srv.
+func oneProxyAt(srv *httptest.Server) func(context.Context) []xdsserver.ProxyStatus {
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	portNum, _ := strconv.Atoi(port)
+	return func(context.Context) []xdsserver.ProxyStatus {
+		return []xdsserver.ProxyStatus{{NodeID: "n", Group: "g", Address: host, StatsPort: portNum}}
 	}
 }
