@@ -60,8 +60,9 @@ func TestStepAsideWaitsForAChangeWithinABudget(t *testing.T) {
 		t.Fatal("the yield did not return once the change was made")
 	}
 
-	// Changes that never end: the budget runs out, and the yield then returns at its first look.
+	// Changes that never end: the budget (a fresh one) runs out, and the yield then returns at its first look.
 	changing.Store(true)
+	yield = stepAside(func() bool { asked.Add(1); return changing.Load() })
 	start := time.Now()
 	for i := 0; ; i++ {
 		if i == 1000 {
