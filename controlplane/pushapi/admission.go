@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	mathrand "math/rand/v2"
 	"net/http"
 	"reflect"
 	"slices"
@@ -54,9 +55,22 @@ type Admission struct {
 	rev int64
 }
 
-// maxConflictRetries bounds how often a write planned on a store another replica changed meanwhile is
-// planned again on the new records before the push is refused.
-const maxConflictRetries = 10
+// conflictRetryFor bounds how long a write planned on a store that other replicas keep changing is planned
+// again on the new records before the push is refused (409).
+const conflictRetryFor = 10 * time.Second
+
+// retryConflict tells whether a write that met store.ErrConflict, first tried at start, is planned again,
+// after a short wait: a growing, random back-off (1 ms up to 50 ms), so that replicas whose writes
+// collided do not collide again in step, and a replica slower to plan than the others (one that just
+// started) does not lose every round of a storm of pushes. A count of tries alone ran out in such a storm.
+func retryConflict(err error, try int, start time.Time) bool {
+	if !errors.Is(err, store.ErrConflict) || time.Since(start) >= conflictRetryFor {
+		return false
+	}
+	most := min(time.Millisecond<<min(try, 6), 50*time.Millisecond)
+	time.Sleep(time.Millisecond + mathrand.N(most))
+	return true
+}
 
 // admission returns the server's admission, made from its Store, Engine and Log on first use.
 func (s *Server) admission() *Admission {
@@ -106,6 +120,7 @@ func (a *Admission) Delete(k translate.Key) (int, error) {
 	if _, origin := a.Engine.Result(); origin[k] == engine.SourceConfigDir {
 		return http.StatusConflict, fmt.Errorf("%s: managed by --config-dir; remove its file instead", k)
 	}
+	start := time.Now()
 	for try := 0; ; try++ {
 		if err := a.loaded(); err != nil {
 			return storeErrCode(err), err
@@ -119,7 +134,7 @@ func (a *Admission) Delete(k translate.Key) (int, error) {
 			return http.StatusInternalServerError, err
 		}
 		rev, err := a.Store.Apply(a.rev, nil, []string{k.String()})
-		if errors.Is(err, store.ErrConflict) && try < maxConflictRetries {
+		if retryConflict(err, try, start) {
 			// Read again, and decide again on what the store holds now.
 			if err := a.syncEngine(); err != nil {
 				return storeErrCode(err), err
@@ -181,6 +196,7 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 	var pl *plan
 	var staged []rollout.Change
 	var unstaged []translate.Key
+	start := time.Now()
 	for try := 0; ; try++ {
 		var code int
 		var errs []string
@@ -207,7 +223,7 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 		if err != nil {
 			undo()
 		}
-		if errors.Is(err, store.ErrConflict) && try < maxConflictRetries {
+		if retryConflict(err, try, start) {
 			// Another replica wrote the store since this replica last read it: plan again on what it holds
 			// now, with the same validation and conflict rules.
 			if err := a.syncEngine(); err != nil {

@@ -182,3 +182,42 @@ func storeOps(t *testing.T, m *metrics.Metrics, op string) float64 {
 	t.Fatalf("no %s in the metrics:\n%s", strings.TrimSpace(want), rec.Body.String())
 	return 0
 }
+
+// conflicting is a store whose first writes meet a write of another replica, as a replica slower than the
+// others does in a storm of pushes.
+type conflicting struct {
+	store.Store
+	left int
+}
+
+func (c *conflicting) Apply(base int64, puts []*store.Record, deletes []string) (int64, error) {
+	if c.left > 0 {
+		c.left--
+		return 0, store.ErrConflict
+	}
+	return c.Store.Apply(base, puts, deletes)
+}
+
+// A push and a delete that lose many rounds to other replicas' writes are planned again until they win,
+// as long as the others keep winning within the bound of time, not a count of rounds.
+func TestWritesThatKeepMeetingOtherWritesAreRetried(t *testing.T) {
+	bolt, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	st := &conflicting{Store: bolt, left: 30}
+	_, url, _ := pushapitest.StartOn(t, st, "secret", nil)
+	cl := &pushapi.Client{BaseURL: url, Token: "secret"}
+	ctx := context.Background()
+	if _, err := cl.Apply(ctx, []byte(doc("a", 80, "a.example.com")), false); err != nil {
+		t.Fatalf("a push after 30 lost rounds: %v", err)
+	}
+	st.left = 30
+	if err := cl.Delete(ctx, "default", "a"); err != nil {
+		t.Fatalf("a delete after 30 lost rounds: %v", err)
+	}
+	if ps, err := cl.List(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("after the delete: %v %v", ps, err)
+	}
+}
