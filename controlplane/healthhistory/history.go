@@ -67,17 +67,7 @@ type Recorder struct {
 	eps     map[clusterEndpoint]*ring[apiwire.SeriesPoint]
 	lat     map[groupCluster]*ring[apiwire.LatencyPoint]
 	lastPut time.Time
-	steps   int
-}
-
-// step counts one cluster gone through, calling Yield every 512.
-func (r *Recorder) step() {
-	if r.Yield == nil {
-		return
-	}
-	if r.steps++; r.steps%512 == 0 {
-		r.Yield()
-	}
+	steps   proxystats.Steps
 }
 
 type groupCluster struct{ group, cluster string }
@@ -136,6 +126,7 @@ func (r *Recorder) limits() (events int, keep, step time.Duration, series int) {
 // view of all of them (its Health). Events come from each Envoy's view, the series from the total.
 func (r *Recorder) Observe(now time.Time, byProxy map[string]proxystats.Health, total proxystats.Health) {
 	r.mu.Lock()
+	r.steps.Yield = r.Yield
 	events := r.observeHealth(now, byProxy)
 	r.observeSeries(now, total)
 	r.mu.Unlock()
@@ -180,7 +171,7 @@ func (r *Recorder) observeHealth(now time.Time, byProxy map[string]proxystats.He
 	for node, h := range byProxy {
 		for group, clusters := range h {
 			for cluster, b := range clusters {
-				r.step()
+				r.steps.Step()
 				for _, e := range b.PerEndpoint {
 					k := endpointKey{node, clusterEndpoint{groupCluster{group, cluster}, e.Address}}
 					seen[k] = true
@@ -268,7 +259,7 @@ func (r *Recorder) observeSeries(now time.Time, total proxystats.Health) {
 	}
 	for group, clusters := range total {
 		for cluster, b := range clusters {
-			r.step()
+			r.steps.Step()
 			gc := groupCluster{group, cluster}
 			if b.LatencyP99Ms != nil {
 				l := r.lat[gc]

@@ -442,7 +442,7 @@ func (p *Poller) ByProxy() map[string]Health {
 			}
 			c := p.keptByNode[node]
 			if c == nil {
-				c = &SummaryCache{Yield: p.Yield}
+				c = &SummaryCache{Steps: Steps{Yield: p.Yield}}
 				p.keptByNode[node] = c
 			}
 			t := time.Now()

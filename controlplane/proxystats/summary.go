@@ -114,23 +114,30 @@ type SummaryCache struct {
 	m   map[clusterKey]*kept
 	// Kept and Computed count the clusters of the last summary whose status was kept, and computed.
 	Kept, Computed int
-	// Yield, when set, is called every yieldEvery clusters a summary goes through, and may wait: work
-	// that can wait (a summary) lets a config change have the machine.
-	Yield func()
-	steps int
+	// Steps' Yield, when set, is called every yieldEvery clusters a summary goes through, and may wait:
+	// work that can wait (a summary) lets a config change have the machine.
+	Steps
 }
 
 // yieldEvery is how many clusters a summary goes through between two calls of Yield: at 10,000 clusters
 // a summary takes tens of milliseconds, about a millisecond per yieldEvery.
 const yieldEvery = 512
 
-// step counts one cluster gone through, calling Yield every yieldEvery.
-func (c *SummaryCache) step() {
-	if c.Yield == nil {
+// Steps calls Yield every yieldEvery steps (never when Yield is nil): long work over every cluster (a
+// summary, the health history) counts a step per cluster and lets a config change go first. One goroutine
+// at a time.
+type Steps struct {
+	Yield func()
+	n     int
+}
+
+// Step counts one cluster gone through, calling Yield every yieldEvery.
+func (s *Steps) Step() {
+	if s.Yield == nil {
 		return
 	}
-	if c.steps++; c.steps%yieldEvery == 0 {
-		c.Yield()
+	if s.n++; s.n%yieldEvery == 0 {
+		s.Yield()
 	}
 }
 
@@ -168,7 +175,7 @@ func (c *SummaryCache) mark(histories []History, window time.Duration, expect Ex
 			last = h.Samples[n-2]
 		}
 		for name, cl := range cur.Clusters {
-			c.step()
+			c.Step()
 			k := clusterKey{h.Group, name}
 			e := c.m[k]
 			if e == nil {
@@ -193,7 +200,7 @@ func (c *SummaryCache) mark(histories []History, window time.Duration, expect Ex
 	}
 	c.Kept, c.Computed = 0, 0
 	for k, e := range c.m {
-		c.step()
+		c.Step()
 		if e.gen != c.gen {
 			delete(c.m, k)
 			continue
@@ -244,7 +251,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 		}
 		for name, c := range cur.Clusters {
 			if cache != nil {
-				if cache.step(); cache.m[clusterKey{h.Group, name}].reuse {
+				if cache.Step(); cache.m[clusterKey{h.Group, name}].reuse {
 					continue
 				}
 			}
@@ -355,7 +362,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 	}
 	if cache != nil {
 		for k, e := range cache.m {
-			cache.step()
+			cache.Step()
 			if !e.reuse {
 				continue
 			}
