@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 	"unsafe"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -91,5 +92,47 @@ func TestProxiesReportBuiltOnlyOnChange(t *testing.T) {
 	cache.Publish("g", s)
 	if next := report(); unsafe.SliceData(next) == unsafe.SliceData(first) {
 		t.Error("the report was not built again after a group got a new target")
+	}
+}
+
+// While config is on its way to the Envoys a change has moved the generation, but the report is not built
+// in the middle of the change: it is built once the change is answered, or after maxReportPutOff of a
+// stream of changes that never pauses.
+func TestProxiesReportPutOffWhileConfigIsSent(t *testing.T) {
+	cache := xdscache.New()
+	sending := true
+	clock := time.Unix(1000, 0)
+	f := &fleetProxies{tracker: xdsserver.NewTracker(cache, slog.New(slog.NewTextHandler(io.Discard, nil))), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		sending: func() bool { return sending }, now: func() time.Time { return clock }}
+	report := f.reporter()
+	first := report() // the first report is built whatever is being sent: there is none to keep
+	change := func(i int) {
+		s, err := xdscache.NewState(map[string][]proto.Message{resource.ClusterType: {&clusterv3.Cluster{Name: fmt.Sprintf("c%d", i)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache.Publish("g", s)
+	}
+	change(1)
+	if next := report(); unsafe.SliceData(next) != unsafe.SliceData(first) {
+		t.Fatal("the report was built while the change was being sent")
+	}
+	sending = false
+	second := report()
+	if unsafe.SliceData(second) == unsafe.SliceData(first) {
+		t.Fatal("the report was not built once the change was answered")
+	}
+	// Changes that never pause: put off for at most maxReportPutOff.
+	sending = true
+	change(2)
+	for step := time.Duration(0); step < maxReportPutOff; step += proxiesInterval / 2 {
+		if next := report(); unsafe.SliceData(next) != unsafe.SliceData(second) {
+			t.Fatalf("built %s after it was first put off, before maxReportPutOff (%s)", step, maxReportPutOff)
+		}
+		clock = clock.Add(proxiesInterval / 2)
+		change(3 + int(step))
+	}
+	if next := report(); unsafe.SliceData(next) == unsafe.SliceData(second) {
+		t.Errorf("still not built %s after it was first put off", maxReportPutOff)
 	}
 }

@@ -3,6 +3,7 @@
 package xdsserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -433,7 +434,8 @@ func (t *Tracker) proxies() []ProxyStatus {
 		current := t.cache.TargetFor(g, s.node.GetId())
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
-			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil}
+			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil,
+			Types: make([]TypeStatus, 0, len(s.types))}
 		latestSent := ""
 		for _, ts := range s.types {
 			if ts.Pending && now.Sub(ts.sentAt) > t.ackTimeout() && !p.Unresponsive {
@@ -460,8 +462,10 @@ func (t *Tracker) proxies() []ProxyStatus {
 		slices.SortFunc(p.Types, func(a, b TypeStatus) int { return strings.Compare(a.TypeURL, b.TypeURL) })
 		out = append(out, p)
 	}
+	// By node id, then API; compared in place: with thousands of Envoys, joining the two for every
+	// comparison was most of this function's garbage.
 	slices.SortFunc(out, func(a, b ProxyStatus) int {
-		return strings.Compare(a.NodeID+"\x00"+a.API, b.NodeID+"\x00"+b.API)
+		return cmp.Or(strings.Compare(a.NodeID, b.NodeID), strings.Compare(a.API, b.API))
 	})
 	return out
 }
