@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
@@ -49,9 +47,9 @@ func newHALAN(t *testing.T, hosts int) *haLAN {
 	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
 		t.Fatalf("this test creates network namespaces: it needs root and iproute2 (apt-get install iproute2)")
 	}
-	// Two switches per test process (TestEtcdHAPartitions, TestDocsHostsBlocks run side by side), each with
-	// its own names and /24.
-	id := os.Getpid()%100*2 + int(haLANs.Add(1)-1)%2
+	// Up to four switches per test process (TestEtcdHAReplicas, TestEtcdHAPartitions and TestDocsHostsBlocks
+	// run side by side), each with its own names and /24; never 198.18.0.0/24, the cluster's pod network.
+	id := 1 + os.Getpid()%60*4 + int(haLANs.Add(1)-1)%4
 	n := &haLAN{t: t, sw: fmt.Sprintf("lbp-ha%d-sw", id), subnet: fmt.Sprintf("198.18.%d.", id)}
 	if out, err := exec.Command("ip", "netns", "add", n.sw).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s (another run of this test holds it, or left it: ip netns del): %v %s", n.sw, err, out)
@@ -98,27 +96,15 @@ func (n *haLAN) cut(i int, off bool) {
 	n.ip("-n", n.sw, "link", "set", n.ports[i], state)
 }
 
-// startReplicaIn runs lbplane serve in host i's namespace with the given flags and reads the ports it bound.
+// startReplicaIn runs lbplane serve in host i's namespace with the given flags and reads the ports it bound;
+// a restart runs it there again on the same ports.
 func startReplicaIn(t *testing.T, n *haLAN, i int, extra ...string) *Lbplane {
 	t.Helper()
-	l := &Lbplane{DataDir: t.TempDir(), extraArg: extra}
+	l := &Lbplane{DataDir: t.TempDir(), extraArg: extra, netns: n.hosts[i]}
 	addr := n.hostIP(i) + ":0"
-	args := append([]string{"netns", "exec", n.hosts[i], filepath.Join(binDir, "lbplane"), "serve", "--data-dir", l.DataDir,
-		"--xds-address", addr, "--api-address", addr, "--metrics-address", addr, "--token", token, "--log-level", "debug",
-		"--api-rate-limit", "0", "--api-insecure-listen-any"}, extra...)
-	args = append(args, loopbackBackends...)
-	l.Process = startProcess(t, fmt.Sprintf("lbplane-h%d.log", i), "ip", args...)
-	eventually(t, time.Minute, fmt.Sprintf("lbplane in %s listens", n.hosts[i]), func() error {
-		ports, err := serve.ReadPorts(l.DataDir)
-		if err != nil {
-			return err
-		}
-		l.ports, l.XDSAddr, l.APIURL = ports, ports.XDS, "http://"+ports.API
-		_, mp, _ := net.SplitHostPort(ports.Metrics)
-		l.metricsPort, _ = strconv.Atoi(mp)
-		l.Client = &pushapi.Client{BaseURL: l.APIURL, Token: token}
-		return nil
-	})
+	if err := l.start(t, serve.Ports{XDS: addr, API: addr, Metrics: addr}); err != nil {
+		t.Fatal(err)
+	}
 	return l
 }
 
@@ -170,6 +156,8 @@ func TestEtcdHAPartitions(t *testing.T) {
 	stopLoad := sync.OnceFunc(load.Stop)
 	defer stopLoad()
 	load.WaitServed(t, 50)
+	fs := &faults{f: f, load: load}
+	fs.begin()
 
 	// The minority partitioned: the host of envoy-c's replica (an etcd member and that replica) off the
 	// switch; the two other hosts (m, n) are the majority.
@@ -229,10 +217,12 @@ func TestEtcdHAPartitions(t *testing.T) {
 			t.Errorf("%s, on healthy replica %s, reconnected: keepalive timeouts %d, xDS connections %d then %d", e.NodeID, f.ids[placed[e.NodeID]], timeouts, cxBefore[e.NodeID], cx)
 		}
 	}
+	pushedAt := time.Now()
 	if err := f.push(m, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[1].Port})); err != nil {
 		t.Fatalf("push on the majority side: %v", err)
 	}
 	f.converged("minority partitioned")
+	reached := time.Since(pushedAt)
 	waitServing(t, url, "b1")
 	t.Logf("minority partitioned: a push on the majority reached every replica left and every Envoy in %s after the partition", time.Since(start).Round(time.Millisecond))
 	// The partitioned replica itself, seen from its own namespace, is stale and refuses pushes.
@@ -249,6 +239,8 @@ func TestEtcdHAPartitions(t *testing.T) {
 	lan.cut(p, false)
 	f.live[p] = true
 	f.converged("minority healed")
+	fs.end(fmt.Sprintf("minority host (%s and an etcd member) partitioned, then healed", f.ids[p]), reached,
+		"a push on the majority while partitioned")
 
 	// The majority lost: hosts m and n off the switch. p's replica is left, alone with one member of three.
 	lan.cut(m, true)
@@ -275,17 +267,21 @@ func TestEtcdHAPartitions(t *testing.T) {
 	lan.cut(n, false)
 	f.live[m], f.live[n] = true, true
 	if err := eventuallyErr(60*time.Second, func() error {
+		pushedAt = time.Now()
 		return f.push(p, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[2].Port}))
 	}); err != nil {
 		t.Fatalf("push once the majority is back: %v", err)
 	}
 	f.converged("majority healed")
+	fs.end(fmt.Sprintf("majority hosts (%s, %s and two etcd members) partitioned, then healed", f.ids[m], f.ids[n]), time.Since(pushedAt),
+		"the first push taken after the heal")
 	waitServing(t, url, "b2")
 	f.sameConfigEverywhere("healed")
 
 	stopLoad()
 	load.RequireNoFailures(t, 200)
 	t.Logf("steady client: %d requests, %d failed", load.OK.Load(), load.Failed.Load())
+	fs.table()
 }
 
 // eventuallyErr retries f until it succeeds or timeout passes, returning its last error.

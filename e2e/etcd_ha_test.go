@@ -248,7 +248,7 @@ func (f *haFleet) restart(i int) {
 
 func readyz(t *testing.T, l *Lbplane) (int, string) {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", l.metricsPort))
+	resp, err := http.Get("http://" + l.ports.Metrics + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,13 +257,97 @@ func readyz(t *testing.T, l *Lbplane) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestEtcdHAReplicas: three lbplane replicas on a real 3-member etcd cluster feed three real Envoys under a
-// steady client. A push on any replica reaches every replica and every Envoy with the same versions; the
-// leader replica SIGKILLed, a replica cut off from etcd, and all replicas restarted cost no request, lose
-// or duplicate no policy, and an Envoy that moves between replicas is sent nothing new.
+// faultReport is what one fault cost: the requests of the steady client during it and how many failed, the
+// policies every replica lists after it against those pushed (lost: pushed and not listed; duplicated:
+// listed twice, or listed and never pushed), and how long a change pushed in it took to reach every replica
+// and every Envoy.
+type faultReport struct {
+	fault            string
+	requests, failed int64
+	policies         int
+	lost, duplicated int
+	reached          time.Duration
+	change           string // what reached measures, from when
+}
+
+// faults records a report per fault of the fleet under the steady client load.
+type faults struct {
+	f        *haFleet
+	load     *Load
+	ok, fail int64 // the load's counters when the fault began
+	reports  []faultReport
+}
+
+func (fs *faults) begin() { fs.ok, fs.fail = fs.load.OK.Load(), fs.load.Failed.Load() }
+
+// end reports the fault begun last, once the fleet has converged on it (converged checks that every live
+// replica lists exactly what was pushed: the counts are what they list).
+func (fs *faults) end(fault string, reached time.Duration, change string) {
+	f := fs.f
+	f.t.Helper()
+	r := faultReport{fault: fault, reached: reached, change: change, policies: len(f.policies)}
+	ok, fail := fs.load.OK.Load(), fs.load.Failed.Load()
+	r.requests, r.failed = ok-fs.ok+fail-fs.fail, fail-fs.fail
+	for i, l := range f.replicas {
+		if !f.live[i] {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ps, err := l.Client.List(ctx)
+		cancel()
+		if err != nil {
+			f.t.Fatalf("%s: listing on %s: %v", fault, f.ids[i], err)
+		}
+		seen := map[string]int{}
+		for _, p := range ps {
+			seen[p.Name]++
+		}
+		lost, dup := 0, 0
+		for name := range f.policies {
+			if seen[name] == 0 {
+				lost++
+			}
+		}
+		for name, n := range seen {
+			if n > 1 || !f.policies[name] {
+				dup += max(n-1, 1)
+			}
+		}
+		r.lost, r.duplicated = max(r.lost, lost), max(r.duplicated, dup)
+	}
+	if r.failed > 0 || r.lost > 0 || r.duplicated > 0 {
+		f.t.Errorf("%s: %d of %d requests failed, %d policies lost, %d duplicated (target 0 each)", fault, r.failed, r.requests, r.lost, r.duplicated)
+	}
+	f.t.Logf("%s: %d requests, %d failed; %d policies on every replica, %d lost, %d duplicated; %s reached every replica and Envoy in %s",
+		fault, r.requests, r.failed, r.policies, r.lost, r.duplicated, change, reached.Round(time.Millisecond))
+	fs.reports = append(fs.reports, r)
+	fs.begin()
+}
+
+// table logs every fault's report, as docs/ha.md shows it.
+func (fs *faults) table() {
+	var b strings.Builder
+	b.WriteString("| fault | requests | failed | policies | lost | duplicated | change reached every Envoy |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range fs.reports {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s (%s) |\n", r.fault, r.requests, r.failed, r.policies, r.lost, r.duplicated, r.reached.Round(time.Millisecond), r.change)
+	}
+	fs.f.t.Logf("faults under the steady client:\n%s", b.String())
+}
+
+// TestEtcdHAReplicas: three hosts (network namespaces on a test switch), each with an etcd member and an
+// lbplane replica, feed three real Envoys here under a steady client. A push on any replica reaches every
+// replica and every Envoy with the same versions; the leader replica SIGKILLed, a replica cut off from etcd,
+// a push storm spread over the replicas, and all replicas restarted each cost no request, lose or duplicate
+// no policy, and an Envoy that moves between replicas is sent nothing new. Each fault reports its requests,
+// failures, policies and the time a change took to reach every Envoy.
 func TestEtcdHAReplicas(t *testing.T) {
 	t.Parallel()
-	ec := etcdtest.Start(t, 3)
+	lan := newHALAN(t, 3)
+	var places []etcdtest.Place
+	for i, h := range lan.hosts {
+		places = append(places, etcdtest.Place{Netns: h, IP: lan.hostIP(i)})
+	}
+	ec := etcdtest.StartIn(t, places, "--max-txn-ops", "10000")
 	keyFile := filepath.Join(t.TempDir(), "etcd-secret.key")
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(bytes.Repeat([]byte{0x5a}, 32))+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -276,8 +360,8 @@ func TestEtcdHAReplicas(t *testing.T) {
 			// r2 reaches etcd through member m2 only: stopping m2 cuts it off while the cluster keeps its majority.
 			endpoints = eps[2]
 		}
-		f.replicas = append(f.replicas, startLbplane(t, "--store", "etcd", "--etcd-endpoints", endpoints,
-			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--etcd-prefix", "/ha/"))
+		f.replicas = append(f.replicas, startReplicaIn(t, lan, i, "--store", "etcd", "--etcd-endpoints", endpoints,
+			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--etcd-prefix", "/ha/", "--xds-server-name", "lbplane.test"))
 	}
 	bs := startBackends(t, "b0", "b1", "b2", "b3")
 	port := reservePort(t)
@@ -293,8 +377,10 @@ func TestEtcdHAReplicas(t *testing.T) {
 	// replica, starting with a different one (Envoy tries them in order), so that each replica feeds one.
 	for i, n := range []string{"envoy-a", "envoy-b", "envoy-c"} {
 		order := append(slices.Clone(xds[i:]), xds[:i]...)
+		tls := envoyTLS(t, f.replicas[0], n, "default")
+		tls.ServerName = "lbplane.test" // the name every replica's certificate carries
 		f.envoys = append(f.envoys, startEnvoyFrom(t, envoybootstrap.Params{NodeID: n, Group: "default", XDS: strings.Join(order, ","), Delta: true,
-			TLS: envoyTLS(t, f.replicas[0], n, "default")}, "config:info,upstream:info", "--drain-time-s", "1"))
+			TLS: tls}, "config:info,upstream:info", "--drain-time-s", "1"))
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	waitServing(t, url, "b0")
@@ -313,6 +399,8 @@ func TestEtcdHAReplicas(t *testing.T) {
 	stopLoad := sync.OnceFunc(load.Stop)
 	defer stopLoad()
 	load.WaitServed(t, 50)
+	fs := &faults{f: f, load: load}
+	fs.begin()
 
 	// A push on each replica is seen by every replica and every Envoy.
 	for i := range f.replicas {
@@ -324,7 +412,7 @@ func TestEtcdHAReplicas(t *testing.T) {
 		}
 		f.policies[name] = true
 		f.converged("push on " + f.ids[i])
-		t.Logf("a push on %s reached every replica and every Envoy in %s", f.ids[i], time.Since(start).Round(time.Millisecond))
+		fs.end("none (a push on "+f.ids[i]+")", time.Since(start), "that push, from when it was sent")
 		waitServing(t, fmt.Sprintf("http://127.0.0.1:%d/", p), "b1")
 	}
 	f.sameConfigEverywhere("after a push on each replica")
@@ -344,6 +432,7 @@ func TestEtcdHAReplicas(t *testing.T) {
 
 	// SIGKILL the leader while it feeds an Envoy. Leadership goes in order of candidacy, so killing leaders
 	// that feed none (each kill under the same load) brings the lead to a replica that feeds one.
+	fs.begin()
 	for attempt := 0; ; attempt++ {
 		leader = f.leader()
 		place := f.placement()
@@ -372,14 +461,18 @@ func TestEtcdHAReplicas(t *testing.T) {
 		// Pushes keep working on the others.
 		name := fmt.Sprintf("ha-after-kill-%d", attempt)
 		p := reservePort(t)
+		start := time.Now()
 		if err := f.push(next, policy(t, haPolicy, map[string]any{"Name": name, "Port": p, "Backend": bs[2].Port})); err != nil {
 			t.Fatalf("push on the new leader %s: %v", f.ids[next], err)
 		}
 		f.policies[name] = true
 		f.converged("after killing " + f.ids[leader])
+		reached := time.Since(start)
 		f.restart(leader)
 		f.converged("after restarting " + f.ids[leader])
 		if len(fed) > 0 {
+			fs.end(fmt.Sprintf("leader %s SIGKILLed (feeding %s), restarted", f.ids[leader], strings.Join(fed, ", ")), reached,
+				"a push on the new leader "+f.ids[next]+" while "+f.ids[leader]+" was down")
 			break
 		}
 		if attempt == 2 {
@@ -389,6 +482,7 @@ func TestEtcdHAReplicas(t *testing.T) {
 	f.sameConfigEverywhere("after the leader was killed")
 
 	// Cut r2 off: stop the only etcd member it knows (the other two keep the majority).
+	fs.begin()
 	ec.StopMember(2)
 	eventually(t, 30*time.Second, "r2 says it is stale", func() error {
 		st, err := f.status(2)
@@ -419,8 +513,10 @@ func TestEtcdHAReplicas(t *testing.T) {
 		t.Fatalf("push on r1 while r2 is cut off: %v", err)
 	}
 	f.policies["ha-while-cut-off"] = true
+	back := time.Now()
 	ec.StartMember(2)
 	f.converged("r2 back")
+	fs.end("replica r2 cut off from etcd, then back", time.Since(back), "a push on r1 while r2 was cut off, from when r2's member was started again")
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d/", stalePort), "b3")
 	if code, body := readyz(t, f.replicas[2]); code != http.StatusOK {
 		t.Errorf("/readyz of r2 back on etcd: %d %q", code, body)
@@ -429,6 +525,7 @@ func TestEtcdHAReplicas(t *testing.T) {
 	// A push storm spread over the replicas: each pushes its own policies at once, all on one port.
 	stormPort := reservePort(t)
 	const perReplica = 6
+	fs.begin()
 	stormStart := time.Now()
 	errs := make(chan error, len(f.replicas)*perReplica)
 	var wg sync.WaitGroup
@@ -456,9 +553,9 @@ func TestEtcdHAReplicas(t *testing.T) {
 		}
 	}
 	f.converged("push storm")
+	fs.end(fmt.Sprintf("push storm: %d pushes over %d replicas at once, answered in %s", len(f.replicas)*perReplica, len(f.replicas), pushed.Sub(stormStart).Round(time.Millisecond)),
+		time.Since(pushed), "the last push, from when it was answered")
 	f.sameConfigEverywhere("push storm")
-	t.Logf("push storm: %d pushes over %d replicas in %s; every replica and Envoy had them all %s after the last push returned",
-		len(f.replicas)*perReplica, len(f.replicas), pushed.Sub(stormStart).Round(time.Millisecond), time.Since(pushed).Round(time.Millisecond))
 	stormClient := newClient(true)
 	for i := range f.replicas {
 		for n := range perReplica {
@@ -471,6 +568,7 @@ func TestEtcdHAReplicas(t *testing.T) {
 	}
 
 	// Every replica restarted at once: the Envoys keep serving, then get nothing new from the restarted replicas.
+	fs.begin()
 	before := map[string]string{}
 	for _, e := range f.envoys {
 		before[e.NodeID] = dynamicConfig(t, e, true)
@@ -487,16 +585,19 @@ func TestEtcdHAReplicas(t *testing.T) {
 			t.Errorf("%s was sent config again after every replica restarted (churn)", e.NodeID)
 		}
 	}
+	start := time.Now()
 	if err := f.push(2, policy(t, haPolicy, map[string]any{"Name": "ha-main", "Port": port, "Backend": bs[1].Port})); err != nil {
 		t.Fatalf("push after the restart: %v", err)
 	}
 	f.converged("a change after the restart")
+	fs.end("every replica SIGKILLed and restarted", time.Since(start), "a push on r2 after the restart")
 	waitServing(t, url, "b1")
 	f.sameConfigEverywhere("end")
 
 	stopLoad()
 	load.RequireNoFailures(t, 200)
 	t.Logf("steady client: %d requests, %d failed", load.OK.Load(), load.Failed.Load())
+	fs.table()
 }
 
 // firstDiff shows where two texts part, with a few lines around.

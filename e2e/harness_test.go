@@ -205,6 +205,9 @@ type Lbplane struct {
 	workDir, dataDirArg string
 	// ports is what the first start bound; a restart binds the same ones, as Envoys are pointed at them.
 	ports serve.Ports
+	// netns, when set, runs lbplane in that network namespace (a host of the test's switch: newHALAN),
+	// listening on that host's address.
+	netns string
 }
 
 // startLbplane starts lbplane with backends on loopback allowed (--allow-backend-cidrs 127.0.0.0/8,::1):
@@ -250,7 +253,13 @@ func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 	if err := os.Remove(filepath.Join(l.DataDir, serve.PortsFile)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	l.Process = startProcessIn(t, l.workDir, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
+	if l.netns != "" {
+		// On the host's address, beyond loopback: the test's switch is its network.
+		args = append([]string{"netns", "exec", l.netns, filepath.Join(binDir, "lbplane")}, append(args, "--api-insecure-listen-any")...)
+		l.Process = startProcessIn(t, l.workDir, "lbplane-"+l.netns+".log", "ip", args...)
+	} else {
+		l.Process = startProcessIn(t, l.workDir, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ports, err := serve.ReadPorts(l.DataDir)
