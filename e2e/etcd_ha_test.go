@@ -17,6 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
@@ -171,6 +175,43 @@ func (f *haFleet) converged(what string) map[string]string {
 	})
 	f.placement()
 	return versions
+}
+
+// statusEverywhere waits until every live replica shows each policy's status counting the whole fleet's
+// Envoys, every one running it, with the same conditions: lbctl get says the same on every replica.
+func (f *haFleet) statusEverywhere(what string) {
+	f.t.Helper()
+	n := int32(len(f.envoys))
+	eventually(f.t, 30*time.Second, what+": every replica's status counts every Envoy, all running the config", func() error {
+		var first []string
+		for i, l := range f.replicas {
+			if !f.live[i] {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ps, err := l.Client.List(ctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			var seen []string
+			for _, p := range ps {
+				prog := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionProgrammed)
+				if p.Status.Proxies.Connected != n || p.Status.Proxies.Synced != n || prog == nil || prog.Status != metav1.ConditionTrue {
+					return fmt.Errorf("on %s, %s: proxies %+v, Programmed %+v; want all %d Envoys running it", f.ids[i], p.Name, p.Status.Proxies, prog, n)
+				}
+				for _, c := range p.Status.Conditions {
+					seen = append(seen, fmt.Sprintf("%s %s %s %s %q", p.Name, c.Type, c.Status, c.Reason, c.Message))
+				}
+			}
+			if first == nil {
+				first = seen
+			} else if !slices.Equal(first, seen) {
+				return fmt.Errorf("%s's conditions differ from another replica's:\n%v\n%v", f.ids[i], seen, first)
+			}
+		}
+		return nil
+	})
 }
 
 // dynamicConfig is an Envoy's config from lbplane, with each resource's version and, withTimes, its last
@@ -386,6 +427,7 @@ func TestEtcdHAReplicas(t *testing.T) {
 	waitServing(t, url, "b0")
 	f.converged("start")
 	f.sameConfigEverywhere("start")
+	f.statusEverywhere("start")
 	fed := map[int]bool{}
 	for _, r := range f.placement() {
 		fed[r] = true
@@ -416,6 +458,7 @@ func TestEtcdHAReplicas(t *testing.T) {
 		waitServing(t, fmt.Sprintf("http://127.0.0.1:%d/", p), "b1")
 	}
 	f.sameConfigEverywhere("after a push on each replica")
+	f.statusEverywhere("after a push on each replica")
 
 	// Status and readiness name the role.
 	leader := f.leader()
@@ -593,6 +636,7 @@ func TestEtcdHAReplicas(t *testing.T) {
 	fs.end("every replica SIGKILLed and restarted", time.Since(start), "a push on r2 after the restart")
 	waitServing(t, url, "b1")
 	f.sameConfigEverywhere("end")
+	f.statusEverywhere("end")
 
 	stopLoad()
 	load.RequireNoFailures(t, 200)

@@ -90,6 +90,9 @@ type Server struct {
 	Settings []string
 	// StoreStatus, when set, is this replica's view of a store shared by several replicas (GET /v1/version).
 	StoreStatus func() *apiwire.StoreStatus
+	// AllProxies, when set, is every replica's Envoys (a store shared by several replicas): a policy's status
+	// counts the fleet's, so that every replica shows the same. Unset: this replica's (Tracker.Proxies).
+	AllProxies func() []xdsserver.ProxyStatus
 
 	// Rollouts, when set, runs staged rollouts (rollout.go); RolloutDefault is the mode of a push that names
 	// none.
@@ -292,7 +295,11 @@ func (s *Server) Explain(k translate.Key) (*explain.Explanation, error) {
 // views returns every policy with its live status.
 func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 	res, origin := s.Engine.Result()
-	proxies := s.Tracker.Proxies()
+	proxies := s.Tracker.Proxies
+	if s.AllProxies != nil {
+		proxies = s.AllProxies
+	}
+	fleet := proxies()
 	var health proxystats.Health
 	if s.Health != nil {
 		health = s.Health()
@@ -311,7 +318,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 			}
 			v.Annotations = mergeAnnotation(v.Annotations, "lbplane.io/source", src)
 			if pr := res.Policies.Of(k); pr != nil {
-				v.Status = policystatus.Compute(pr, proxies, health, now)
+				v.Status = policystatus.Compute(pr, fleet, health, now)
 				if s.Rollouts != nil {
 					policystatus.WithRollout(&v.Status, s.Rollouts.Status(k), now)
 				}

@@ -182,7 +182,8 @@ func proxiesReport(ps []xdsserver.ProxyStatus, max int) ([]byte, int) {
 }
 
 // all returns every replica's Envoys; an Envoy that moved between replicas is counted once, on this
-// replica when it is here.
+// replica when it is here. Another replica's Envoy said to be SYNCED in a report made before the config
+// this replica serves its group (a change since, not yet reported) is STALE: it is not known to run it.
 func (f *fleetProxies) all() []xdsserver.ProxyStatus {
 	own := f.tracker.Proxies()
 	f.mu.Lock()
@@ -214,6 +215,9 @@ func (f *fleetProxies) all() []xdsserver.ProxyStatus {
 	for _, p := range f.others {
 		if k := (id{p.NodeID, p.Group}); !here[k] {
 			here[k] = true
+			if p.State == xdsserver.Synced && p.Current != f.tracker.TargetVersion(p.Group, p.NodeID) {
+				p.State, p.Message = xdsserver.Stale, "its replica has not yet reported it runs the current config"
+			}
 			out = append(out, p)
 		}
 	}

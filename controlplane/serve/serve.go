@@ -475,6 +475,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if shared != nil {
 		fleet = &fleetProxies{st: shared, tracker: tracker, id: cfg.ReplicaID, log: cfg.Log}
 		proxies = fleet.all
+		// A policy's status and the dashboard count every replica's Envoys, as in Kubernetes mode: every
+		// replica shows the same.
+		api.AllProxies = fleet.all
 	}
 	var poller *proxystats.Poller
 	var history *healthhistory.Recorder
@@ -607,8 +610,11 @@ func Run(ctx context.Context, cfg Config) error {
 	dash := &dashboard.Server{Token: token, ReadOnlyToken: roToken, Policies: api.Views, Explain: api.Explain, Live: api.Live, Log: cfg.Log,
 		RateLimit: cfg.APIRateLimit,
 		Proxies:   func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() }}
-	if kube != nil {
+	switch {
+	case kube != nil:
 		dash.Proxies = kube.AllProxies
+	case fleet != nil:
+		dash.Proxies = func(context.Context) []xdsserver.ProxyStatus { return fleet.all() }
 	}
 	if history != nil {
 		dash.History = api.PolicyHistory

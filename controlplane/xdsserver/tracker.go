@@ -550,6 +550,12 @@ func (t *Tracker) Sending() bool {
 	return t.pending.Load() > 0 && time.Since(time.Unix(0, t.lastSent.Load())) < t.ackTimeout()
 }
 
+// TargetVersion is the version a node of a group is to be served: its group's target, or its side of a
+// split.
+func (t *Tracker) TargetVersion(group, node string) string {
+	return t.cache.TargetFor(group, node).Version
+}
+
 // Targets returns the version each proxy group was last asked to serve.
 func (t *Tracker) Targets() map[string]string { return t.cache.Targets() }
 
