@@ -7,10 +7,12 @@ import (
 	"time"
 )
 
-// changeRequests counts the push API's requests that may change config while they are answered: from the
-// moment a push arrives until it is translated and sent to the Envoys (and, with --push-wait, until they
-// acknowledge it), a stats read started would hold an Envoy's main thread just as the change reaches it.
-// The xDS server's tracker sees a change only once it is sent; this covers the time before.
+// changeRequests counts the changes being made before they reach the xDS server: the push API's requests
+// that may change config while they are answered (from the moment a push arrives until it is translated
+// and sent to the Envoys, and, with --push-wait, until they acknowledge it), and, with the etcd store, what
+// another replica wrote while it is applied here. A stats read started then would hold an Envoy's main
+// thread just as the change reaches it. The xDS server's tracker sees a change only once it is sent; this
+// covers the time before.
 type changeRequests struct{ n atomic.Int64 }
 
 // count wraps the push API's handler: every request other than GET and HEAD counts while it is answered.
@@ -22,6 +24,14 @@ func (c *changeRequests) count(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// during counts f as a change being made while it runs: a replica applying what another wrote to the
+// shared store.
+func (c *changeRequests) during(f func()) {
+	c.n.Add(1)
+	defer c.n.Add(-1)
+	f()
 }
 
 // any tells whether a request that may change config is being answered.

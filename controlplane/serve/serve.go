@@ -482,6 +482,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var poller *proxystats.Poller
 	var history *healthhistory.Recorder
 	var changing changeRequests
+	// A change is being made: a push API request being answered, or config on its way to an Envoy.
+	beingMade := func() bool { return changing.any() || tracker.Sending() }
 	if cfg.ProxyStatsInterval > 0 {
 		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
 			// Every replica's Envoys with the etcd store (as in Kubernetes mode): the leader judges rollouts
@@ -504,9 +506,7 @@ func Run(ctx context.Context, cfg Config) error {
 			FullReadShare: cfg.ProxyStatsFullShare,
 			// A change the push API is still answering is on its way too, before it reaches the xDS server.
 			Busy: func(node string, quiet time.Duration) bool { return changing.any() || tracker.Busy(node, quiet) }}
-		// Summing the stats up and keeping their history step aside for a change being made: a push API
-		// request being answered, or config on its way to an Envoy.
-		beingMade := func() bool { return changing.any() || tracker.Sending() }
+		// Summing the stats up and keeping their history step aside for a change being made.
 		poller.Yield = stepAside(beingMade)
 		api.HealthByProxy = poller.ByProxy
 		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
@@ -558,6 +558,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
+	// Garbage is collected between changes rather than in the middle of one (idlegc.go).
+	g.Go(func() error { idleGC(ctx, beingMade, cfg.Log); return nil })
 	if kube != nil {
 		g.Go(func() error { return kube.Run(ctx) })
 		// xDS is served only once the caches have synced and the first snapshot is built: an Envoy must never
@@ -665,7 +667,7 @@ func Run(ctx context.Context, cfg Config) error {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
 	if shared != nil {
-		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard, ro); return nil })
+		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard, ro, &changing); return nil })
 		g.Go(func() error { fleet.publish(ctx); return nil })
 		if ro != nil {
 			g.Go(func() error { followRollouts(ctx, &cfg, shared, ro); return nil })

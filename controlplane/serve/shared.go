@@ -169,7 +169,7 @@ func storeHealth(cfg *Config, st *store.Etcd) func() (string, error) {
 //
 // A staged push stores its rollout before its policies: the rollouts are read again before the policies,
 // so that a new generation reaches only the canaries here too, whichever watch reports first.
-func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.Server, guard *xdsserver.Guard, ro *rollout.Controller) {
+func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.Server, guard *xdsserver.Guard, ro *rollout.Controller, changing *changeRequests) {
 	prune := time.NewTicker(time.Minute)
 	defer prune.Stop()
 	for {
@@ -177,17 +177,21 @@ func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.
 		case <-ctx.Done():
 			return
 		case <-st.Changes():
-			if ro != nil {
-				if err := ro.Reload(); err != nil {
-					cfg.Log.Error("reading the rollouts; trying again in a second", "error", err)
-					time.AfterFunc(time.Second, st.Resync)
-					continue
+			// What another replica wrote is a change being made here too, until it is sent to the Envoys
+			// (then the tracker says so): work that can wait steps aside for it.
+			changing.during(func() {
+				if ro != nil {
+					if err := ro.Reload(); err != nil {
+						cfg.Log.Error("reading the rollouts; trying again in a second", "error", err)
+						time.AfterFunc(time.Second, st.Resync)
+						return
+					}
 				}
-			}
-			if err := api.Sync(); err != nil {
-				cfg.Log.Error("reading the policies other replicas wrote; trying again in a second", "error", err)
-				time.AfterFunc(time.Second, st.Resync)
-			}
+				if err := api.Sync(); err != nil {
+					cfg.Log.Error("reading the policies other replicas wrote; trying again in a second", "error", err)
+					time.AfterFunc(time.Second, st.Resync)
+				}
+			})
 		case <-st.RevocationChanges():
 			if guard == nil {
 				continue
