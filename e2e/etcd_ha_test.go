@@ -132,6 +132,24 @@ func (f *haFleet) placement() map[string]int {
 	return out
 }
 
+// lists returns what each live replica lists, by replica (nil for the others).
+func (f *haFleet) lists() ([][]*v1alpha1.LoadBalancerPolicy, error) {
+	out := make([][]*v1alpha1.LoadBalancerPolicy, len(f.replicas))
+	for i, l := range f.replicas {
+		if !f.live[i] {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ps, err := l.Client.List(ctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("listing on %s: %w", f.ids[i], err)
+		}
+		out[i] = ps
+	}
+	return out, nil
+}
+
 // converged waits until every live replica lists exactly the policies pushed and serves the same config
 // versions, and every Envoy runs them; it returns the versions.
 func (f *haFleet) converged(what string) map[string]string {
@@ -139,15 +157,13 @@ func (f *haFleet) converged(what string) map[string]string {
 	var versions map[string]string
 	eventually(f.t, 60*time.Second, what+": every replica holds the same policies and versions", func() error {
 		versions = nil
-		for i, l := range f.replicas {
+		lists, err := f.lists()
+		if err != nil {
+			return err
+		}
+		for i, ps := range lists {
 			if !f.live[i] {
 				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			ps, err := l.Client.List(ctx)
-			cancel()
-			if err != nil {
-				return err
 			}
 			var names []string
 			for _, p := range ps {
@@ -184,15 +200,13 @@ func (f *haFleet) statusEverywhere(what string) {
 	n := int32(len(f.envoys))
 	eventually(f.t, 30*time.Second, what+": every replica's status counts every Envoy, all running the config", func() error {
 		var first []string
-		for i, l := range f.replicas {
+		lists, err := f.lists()
+		if err != nil {
+			return err
+		}
+		for i, ps := range lists {
 			if !f.live[i] {
 				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			ps, err := l.Client.List(ctx)
-			cancel()
-			if err != nil {
-				return err
 			}
 			var seen []string
 			for _, p := range ps {
@@ -329,15 +343,13 @@ func (fs *faults) end(fault string, reached time.Duration, change string) {
 	r := faultReport{fault: fault, reached: reached, change: change, policies: len(f.policies)}
 	ok, fail := fs.load.OK.Load(), fs.load.Failed.Load()
 	r.requests, r.failed = ok-fs.ok+fail-fs.fail, fail-fs.fail
-	for i, l := range f.replicas {
+	lists, err := f.lists()
+	if err != nil {
+		f.t.Fatalf("%s: %v", fault, err)
+	}
+	for i, ps := range lists {
 		if !f.live[i] {
 			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ps, err := l.Client.List(ctx)
-		cancel()
-		if err != nil {
-			f.t.Fatalf("%s: listing on %s: %v", fault, f.ids[i], err)
 		}
 		seen := map[string]int{}
 		for _, p := range ps {

@@ -47,13 +47,17 @@ func TestIdleGCCollectsOnceAfterAChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go runIdleGC(ctx, busy.Load, read, collect, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	none := func(why string) {
+		t.Helper()
+		select {
+		case <-collected:
+			t.Fatal(why)
+		case <-time.After(idleGCQuiet + 3*idleGCTick):
+		}
+	}
 
 	// No change: garbage over the share is left to the runtime.
-	select {
-	case <-collected:
-		t.Fatal("collected without a change")
-	case <-time.After(idleGCQuiet + 3*idleGCTick):
-	}
+	none("collected without a change")
 	// A change, then quiet: one collection, not before idleGCQuiet.
 	busy.Store(true)
 	time.Sleep(3 * idleGCTick)
@@ -70,11 +74,7 @@ func TestIdleGCCollectsOnceAfterAChange(t *testing.T) {
 	mu.Lock()
 	h.heap = 350 * M // garbage again, without a change since
 	mu.Unlock()
-	select {
-	case <-collected:
-		t.Fatal("collected twice for one change")
-	case <-time.After(idleGCQuiet + 3*idleGCTick):
-	}
+	none("collected twice for one change")
 	// A change during which the runtime collected by itself: too little garbage is left.
 	busy.Store(true)
 	time.Sleep(3 * idleGCTick)
@@ -82,9 +82,5 @@ func TestIdleGCCollectsOnceAfterAChange(t *testing.T) {
 	h.heap = h.live + 20*M
 	mu.Unlock()
 	busy.Store(false)
-	select {
-	case <-collected:
-		t.Fatal("collected although the runtime had, during the change")
-	case <-time.After(idleGCQuiet + 3*idleGCTick):
-	}
+	none("collected although the runtime's own collection left too little garbage")
 }
