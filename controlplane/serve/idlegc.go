@@ -51,33 +51,44 @@ func readHeap() heapState {
 // busy has been false for idleGCQuiet, it collects as soon as collectNow says so: at most once per change,
 // whatever the runtime collected by itself meanwhile.
 func idleGC(ctx context.Context, busy func() bool, log *slog.Logger) {
-	runIdleGC(ctx, busy, readHeap, runtime.GC, log)
-}
-
-func runIdleGC(ctx context.Context, busy func() bool, read func() heapState, collect func(), log *slog.Logger) {
 	t := time.NewTicker(idleGCTick)
 	defer t.Stop()
-	armed := false // a change was made since the last collection
-	var quiet time.Time
+	var c idleCollector
 	for {
+		var now time.Time
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now = <-t.C:
 		}
-		now := time.Now()
-		if busy() {
-			armed, quiet = true, now
-			continue
-		}
-		if !armed || now.Sub(quiet) < idleGCQuiet {
-			continue
-		}
-		if h := read(); collectNow(h.goal, h.live, h.heap) {
+		if h, ok := c.tick(now, busy(), readHeap); ok {
 			start := time.Now()
-			collect()
+			runtime.GC()
 			log.Debug("collected garbage between changes", "garbage MiB", (h.heap-h.live)>>20, "headroom MiB", (h.goal-h.live)>>20, "took", time.Since(start))
-			armed = false
 		}
 	}
+}
+
+// idleCollector decides, tick by tick, when idleGC collects.
+type idleCollector struct {
+	armed bool      // a change was made since the last collection
+	quiet time.Time // when a change was last seen
+}
+
+// tick looks at busy and, once quiet has lasted, the heap (read): it says whether to collect now, and
+// what the heap was.
+func (c *idleCollector) tick(now time.Time, busy bool, read func() heapState) (heapState, bool) {
+	if busy {
+		c.armed, c.quiet = true, now
+		return heapState{}, false
+	}
+	if !c.armed || now.Sub(c.quiet) < idleGCQuiet {
+		return heapState{}, false
+	}
+	h := read()
+	if !collectNow(h.goal, h.live, h.heap) {
+		return h, false
+	}
+	c.armed = false
+	return h, true
 }

@@ -1,11 +1,7 @@
 package serve
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"sync"
-	"sync/atomic"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -29,58 +25,57 @@ func TestCollectNowWhenMostOfTheHeadroomIsGarbage(t *testing.T) {
 	}
 }
 
-// The loop collects once after a change, when the quiet has lasted and the garbage is over the share; never
-// without a change, nor when the runtime's own collection left too little garbage.
+// A collection comes once after a change, when the quiet has lasted and the garbage is over the share;
+// never without a change, nor when the runtime's own collection left too little garbage.
 func TestIdleGCCollectsOnceAfterAChange(t *testing.T) {
 	const M = 1 << 20
-	var mu sync.Mutex
 	h := heapState{goal: 400 * M, live: 200 * M, heap: 350 * M}
-	var busy atomic.Bool
-	collected := make(chan time.Time, 10)
-	read := func() heapState { mu.Lock(); defer mu.Unlock(); return h }
-	collect := func() {
-		mu.Lock()
-		h.heap = h.live
-		mu.Unlock()
-		collected <- time.Now()
+	var c idleCollector
+	clock := time.Unix(1000, 0)
+	collections := 0
+	tick := func(busy bool) {
+		clock = clock.Add(idleGCTick)
+		if _, ok := c.tick(clock, busy, func() heapState { return h }); ok {
+			collections++
+			h.heap = h.live
+		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go runIdleGC(ctx, busy.Load, read, collect, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	none := func(why string) {
+	collected := func(want int, why string) {
 		t.Helper()
-		select {
-		case <-collected:
-			t.Fatal(why)
-		case <-time.After(idleGCQuiet + 3*idleGCTick):
+		if collections != want {
+			t.Fatalf("%s: %d collections, want %d", why, collections, want)
 		}
 	}
 
 	// No change: garbage over the share is left to the runtime.
-	none("collected without a change")
-	// A change, then quiet: one collection, not before idleGCQuiet.
-	busy.Store(true)
-	time.Sleep(3 * idleGCTick)
-	busy.Store(false)
-	quietFrom := time.Now()
-	select {
-	case at := <-collected:
-		if at.Sub(quietFrom) < idleGCQuiet-idleGCTick {
-			t.Errorf("collected %s after the change ended, before the quiet (%s)", at.Sub(quietFrom), idleGCQuiet)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no collection after a change")
+	for range 10 {
+		tick(false)
 	}
-	mu.Lock()
-	h.heap = 350 * M // garbage again, without a change since
-	mu.Unlock()
-	none("collected twice for one change")
-	// A change during which the runtime collected by itself: too little garbage is left.
-	busy.Store(true)
-	time.Sleep(3 * idleGCTick)
-	mu.Lock()
+	collected(0, "no change")
+	// A change, then quiet: one collection, once idleGCQuiet has passed since the change was last seen.
+	tick(true)
+	changeSeen := clock
+	for clock.Add(idleGCTick).Sub(changeSeen) < idleGCQuiet {
+		tick(false)
+		collected(0, fmt.Sprintf("%s after the change", clock.Sub(changeSeen)))
+	}
+	tick(false)
+	collected(1, fmt.Sprintf("%s after the change", clock.Sub(changeSeen)))
+	// Garbage again without a change since: nothing.
+	h.heap = 350 * M
+	for range 10 {
+		tick(false)
+	}
+	collected(1, "garbage without a new change")
+	// A change after which the runtime collected by itself: too little garbage is left.
+	tick(true)
 	h.heap = h.live + 20*M
-	mu.Unlock()
-	busy.Store(false)
-	none("collected although the runtime's own collection left too little garbage")
+	for range 10 {
+		tick(false)
+	}
+	collected(1, "a change after which the runtime's own collection left too little garbage")
+	// More garbage, still after that change: collected.
+	h.heap = 350 * M
+	tick(false)
+	collected(2, "garbage over the share after the last change")
 }
