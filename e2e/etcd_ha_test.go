@@ -132,9 +132,9 @@ func (f *haFleet) placement() map[string]int {
 	return out
 }
 
-// lists returns what each live replica lists, by replica (nil for the others).
-func (f *haFleet) lists() ([][]*v1alpha1.LoadBalancerPolicy, error) {
-	out := make([][]*v1alpha1.LoadBalancerPolicy, len(f.replicas))
+// lists returns what each live replica lists, by replica index; the others are left out.
+func (f *haFleet) lists() (map[int][]*v1alpha1.LoadBalancerPolicy, error) {
+	out := map[int][]*v1alpha1.LoadBalancerPolicy{}
 	for i, l := range f.replicas {
 		if !f.live[i] {
 			continue
@@ -162,9 +162,6 @@ func (f *haFleet) converged(what string) map[string]string {
 			return err
 		}
 		for i, ps := range lists {
-			if !f.live[i] {
-				continue
-			}
 			var names []string
 			for _, p := range ps {
 				names = append(names, p.Name)
@@ -205,9 +202,6 @@ func (f *haFleet) statusEverywhere(what string) {
 			return err
 		}
 		for i, ps := range lists {
-			if !f.live[i] {
-				continue
-			}
 			var seen []string
 			for _, p := range ps {
 				prog := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionProgrammed)
@@ -347,10 +341,7 @@ func (fs *faults) end(fault string, reached time.Duration, change string) {
 	if err != nil {
 		f.t.Fatalf("%s: %v", fault, err)
 	}
-	for i, ps := range lists {
-		if !f.live[i] {
-			continue
-		}
+	for _, ps := range lists {
 		seen := map[string]int{}
 		for _, p := range ps {
 			seen[p.Name]++
