@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -60,39 +61,49 @@ func endpointTLS(ep string, tlsConfig *tls.Config) bool {
 	return scheme == "https" || scheme == "unixs"
 }
 
-// openToAnyone asks every endpoint for a count of the keys under prefix as a client that presents no
-// certificate, no user and no token, and returns the first that answers: an etcd without --client-cert-auth
-// and without authentication. An etcd that refuses (the TLS handshake, or "user name is empty"), or that
-// does not answer within timeout, is not taken for open.
+// openToAnyone asks every endpoint (at once) for a count of the keys under prefix as a client that
+// presents no certificate, no user and no token, and returns one that answers: an etcd without
+// --client-cert-auth and without authentication. An etcd that refuses (the TLS handshake, or "user name is
+// empty"), or that does not answer within timeout, is not taken for open.
 func openToAnyone(endpoints []string, tlsConfig *tls.Config, prefix string, timeout time.Duration) (string, bool) {
+	open := make(chan string, len(endpoints))
+	var wg sync.WaitGroup
 	for _, ep := range endpoints {
-		u, err := url.Parse(ep)
-		host := ep
-		if err == nil && u.Host != "" {
-			host = u.Host
-		}
 		if strings.HasPrefix(ep, "unix") {
 			continue
 		}
-		creds := insecure.NewCredentials()
-		if endpointTLS(ep, tlsConfig) {
-			anon := &tls.Config{MinVersion: tls.VersionTLS12}
-			if tlsConfig != nil {
-				anon.RootCAs = tlsConfig.RootCAs
+		wg.Go(func() {
+			if answersAnyone(ep, tlsConfig, prefix, timeout) {
+				open <- ep
 			}
-			creds = credentials.NewTLS(anon)
-		}
-		conn, err := grpc.NewClient("passthrough:///"+host, grpc.WithTransportCredentials(creds))
-		if err != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		_, err = etcdserverpb.NewKVClient(conn).Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(prefix + etcdVersion), CountOnly: true, Serializable: true})
-		cancel()
-		conn.Close()
-		if err == nil {
-			return ep, true
-		}
+		})
 	}
-	return "", false
+	wg.Wait()
+	close(open)
+	ep, ok := <-open
+	return ep, ok
+}
+
+func answersAnyone(ep string, tlsConfig *tls.Config, prefix string, timeout time.Duration) bool {
+	host := ep
+	if u, err := url.Parse(ep); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	creds := insecure.NewCredentials()
+	if endpointTLS(ep, tlsConfig) {
+		anon := &tls.Config{MinVersion: tls.VersionTLS12}
+		if tlsConfig != nil {
+			anon.RootCAs = tlsConfig.RootCAs
+		}
+		creds = credentials.NewTLS(anon)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+host, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err = etcdserverpb.NewKVClient(conn).Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(prefix + etcdVersion), CountOnly: true, Serializable: true})
+	return err == nil
 }

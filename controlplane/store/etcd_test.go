@@ -28,6 +28,22 @@ func openEtcd(t *testing.T, c *etcdtest.Cluster, id string) *store.Etcd {
 	return s
 }
 
+// watchedRevision waits for s's watch to start (its first change signal) and returns the revision a List
+// reads then: every change after it comes through the watch.
+func watchedRevision(t *testing.T, s *store.Etcd) int64 {
+	t.Helper()
+	select {
+	case <-s.Changes():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change signal at the watch's start")
+	}
+	_, base, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
 func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -218,16 +234,7 @@ func TestEtcdChangesSinceFromTheWatch(t *testing.T) {
 	if _, _, _, ok := a.ChangesSince(-1); ok {
 		t.Fatal("ChangesSince answers for a revision before its watch started")
 	}
-	// The watch has started once the first change signal came; a List then reads at or after its start.
-	select {
-	case <-a.Changes():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no change signal at the watch's start")
-	}
-	_, base, err := a.List()
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := watchedRevision(t, a)
 	if puts, dels, rev, ok := a.ChangesSince(base); !ok || len(puts)+len(dels) != 0 || rev != base {
 		t.Fatalf("nothing written yet: ok %v, %d puts, %d deletes, rev %d (want %d)", ok, len(puts), len(dels), rev, base)
 	}
@@ -282,17 +289,10 @@ func TestEtcdChangesSinceFromTheWatch(t *testing.T) {
 func TestEtcdRecordsOfOtherWritersAreRefused(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	a := openEtcd(t, c, "a")
-	select {
-	case <-a.Changes():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no change signal at the watch's start")
-	}
-	_, base, err := a.List()
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := watchedRevision(t, a)
 	good := &store.Record{Namespace: "default", Name: "good", Document: []byte(`{"kind":"LoadBalancerPolicy"}`), Generation: 1}
-	if base, err = a.Apply(base, []*store.Record{good}, nil); err != nil {
+	base, err := a.Apply(base, []*store.Record{good}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.PutRollout("edge", []byte(`{"phase":"Progressing"}`)); err != nil {
