@@ -168,11 +168,22 @@ func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
 		feed: policyFeed{from: math.MaxInt64}, auth: auth, secretKey: cfg.SecretKey, refused: refusals{log: log}, insecure: insecure}
 	// The first read must succeed: a replica that never saw the store has no last good state to serve.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	_, err = client.Get(ctx, prefix+etcdVersion)
+	version, err := client.Get(ctx, prefix+etcdVersion)
 	cancel()
 	if err != nil {
 		client.Close()
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	// Policies written before lbplane authenticated its records would all be refused, and the replica would
+	// serve its Envoys nothing: it does not start on them. The version key tells, as every write rewrites it.
+	if len(version.Kvs) > 0 && !cfg.Passive {
+		if _, err := auth.open(prefix+etcdVersion, version.Kvs[0].Value); err != nil {
+			client.Close()
+			return nil, fmt.Errorf("etcd's %s%s was not written by lbplane with this --etcd-secret-key-file (an lbplane that did not authenticate "+
+				"its records wrote the prefix last, or another client did): every record there would be refused. Stop every replica, "+
+				"check and authenticate the records with lbplane store authenticate --dry-run, then without it (docs/ha.md), and start again",
+				prefix, etcdVersion)
+		}
 	}
 	if cfg.Insecure {
 		for _, why := range insecure {

@@ -376,8 +376,9 @@ func TestEtcdRecordsOfOtherWritersAreRefused(t *testing.T) {
 	waitFor(t, "a new replica reports the same records", 10*time.Second, func() bool { return len(b.Refused()) == len(forged)-2 })
 }
 
-// Records an lbplane wrote without authentication are refused until the operator authenticates them; then
-// they are served. Anything that is not a record lbplane writes is left alone.
+// Records an lbplane wrote without authentication are refused, and a replica does not start on them, until
+// the operator authenticates them; then they are served. Anything that is not a record lbplane writes is
+// left alone.
 func TestEtcdAuthenticateOldRecords(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -390,6 +391,11 @@ func TestEtcdAuthenticateOldRecords(t *testing.T) {
 		if _, err := cl.Put(ctx, k, v); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A replica does not start on them: it would serve its Envoys nothing.
+	if _, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), CACert: c.TLS().CA, Cert: c.TLS().Cert, Key: c.TLS().Key,
+		SecretKey: bytes.Repeat([]byte{7}, 32), Prefix: "/test/"}, "replica"); err == nil || !strings.Contains(err.Error(), "lbplane store authenticate") {
+		t.Fatalf("a replica on records without authentication: %v", err)
 	}
 	s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), CACert: c.TLS().CA, Cert: c.TLS().Cert, Key: c.TLS().Key,
 		SecretKey: bytes.Repeat([]byte{7}, 32), Prefix: "/test/", Passive: true}, "tool")
@@ -417,6 +423,7 @@ func TestEtcdAuthenticateOldRecords(t *testing.T) {
 	if rs, err := s.Revocations(); err != nil || len(rs) != 1 || rs[0].NodeID != "n1" {
 		t.Fatalf("revocations after: %+v, %v", rs, err)
 	}
+	openEtcd(t, c, "replica") // starts now
 }
 
 // etcd in plaintext, without a client certificate, or taking clients with none is refused with a clear
