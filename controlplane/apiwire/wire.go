@@ -202,6 +202,17 @@ type StoreStatus struct {
 	// replica serving the same records shows the same versions, so an Envoy moving between them gets nothing
 	// new.
 	Versions map[string]string `json:"versions,omitempty"`
+	// Refused are the records under lbplane's prefix in the store that lbplane did not write (they do not
+	// carry its authentication): they are not served.
+	Refused []RefusedRecord `json:"refused,omitempty"`
+}
+
+// RefusedRecord is a record in the shared store that lbplane did not write, and so does not serve.
+type RefusedRecord struct {
+	Key         string    `json:"key"`
+	ModRevision int64     `json:"modRevision"`
+	Since       time.Time `json:"since"`
+	Reason      string    `json:"reason"`
 }
 
 // LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its

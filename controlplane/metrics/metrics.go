@@ -35,6 +35,7 @@ type Metrics struct {
 	errors       *prometheus.CounterVec
 	policies     *policyCollector
 	certs        *certCollector
+	refused      atomic.Pointer[func() int]
 }
 
 // Components whose failures are counted in lbplane_errors_total.
@@ -82,8 +83,16 @@ func New(proxies func() map[string]int) *Metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbplane_build_info",
 		Help: "Always 1; the labels say which build of lbplane this is."}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version.Version, version.Revision(), runtime.Version()).Set(1)
+	refused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lbplane_store_refused_records",
+		Help: "Records under lbplane's etcd prefix that lbplane did not write (they do not carry its authentication): refused, never served."},
+		func() float64 {
+			if f := m.refused.Load(); f != nil {
+				return float64((*f)())
+			}
+			return 0
+		})
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
-		m.apiDuration, m.errors, m.policies, m.certs, build, &proxyCollector{count: proxies})
+		m.apiDuration, m.errors, m.policies, m.certs, build, refused, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
 	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
 	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
@@ -117,6 +126,14 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Certificates(list func() map[string]time.Time) {
 	if m != nil {
 		m.certs.list.Store(&list)
+	}
+}
+
+// RefusedRecords sets the function that counts, at each scrape, the records in the shared store that
+// lbplane refused as not its own (lbplane_store_refused_records).
+func (m *Metrics) RefusedRecords(count func() int) {
+	if m != nil {
+		m.refused.Store(&count)
 	}
 }
 

@@ -162,6 +162,8 @@ type Config struct {
 	ReplicaID string
 	// sharedCA is the CA every replica shares (from etcd), used instead of <data-dir>/pki.
 	sharedCA *pki.CA
+	// etcdInsecure says what is insecure about the etcd accepted under --insecure-etcd.
+	etcdInsecure []string
 
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, only with the admin token
 	// (Authorization: Bearer), on loopback too.
@@ -365,6 +367,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.absPaths(); err != nil {
 		return err
 	}
+	// The first start makes the data directory (and its parents) for the files below, whatever the store.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
 	if err := removePorts(cfg.DataDir); err != nil {
 		return err
 	}
@@ -425,6 +431,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	tracker.Metrics = m
 	setStoreMetrics(st, m)
+	if shared != nil {
+		m.RefusedRecords(shared.RefusedCount)
+	}
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
 	// A NACK's resources are put on policies by the sources of the IR being served.
@@ -747,6 +756,9 @@ func settings(cfg *Config, rules reach.Rules) []string {
 	}
 	if cfg.AllowCrossNamespaceRefs {
 		out = append(out, "--allow-cross-namespace-refs: policies may name Services in any namespace")
+	}
+	if cfg.Etcd.Insecure && cfg.Store == StoreEtcd {
+		out = append(out, "--insecure-etcd: "+strings.Join(cfg.etcdInsecure, "; "))
 	}
 	return out
 }

@@ -34,8 +34,12 @@ func (s *Etcd) Rollouts() (map[string][]byte, error) {
 	revs := map[string]int64{}
 	for _, kv := range resp.Kvs {
 		g := strings.TrimPrefix(string(kv.Key), s.prefix+etcdRollouts)
-		out[g] = kv.Value
+		// A rollout lbplane did not write is refused (as if there were none); its revision is kept, so that
+		// lbplane's next write replaces it.
 		revs[g] = kv.ModRevision
+		if v, err := s.openRecord(string(kv.Key), kv.ModRevision, kv.Value); err == nil {
+			out[g] = v
+		}
 	}
 	s.mu.Lock()
 	s.rolloutRevs = revs
@@ -55,7 +59,7 @@ func (s *Etcd) PutRollout(group string, v []byte) error {
 	s.mu.Unlock()
 	op := clientv3.OpDelete(key)
 	if v != nil {
-		op = clientv3.OpPut(key, string(v))
+		op = clientv3.OpPut(key, s.auth.seal(key, v))
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
@@ -102,7 +106,7 @@ func (s *Etcd) PublishProxies(ctx context.Context, id string, interval time.Dura
 		for {
 			if v := proxies(); last == nil || string(v) != string(last) {
 				wctx, cancel := s.ctx()
-				_, err := s.Client.Put(wctx, key, string(v), clientv3.WithLease(sess.Lease()))
+				_, err := s.Client.Put(wctx, key, s.auth.seal(key, v), clientv3.WithLease(sess.Lease()))
 				cancel()
 				switch {
 				case err == nil:
@@ -140,7 +144,10 @@ func (s *Etcd) Proxies() (map[string][]byte, error) {
 	}
 	out := map[string][]byte{}
 	for _, kv := range resp.Kvs {
-		out[strings.TrimPrefix(string(kv.Key), s.prefix+etcdProxies)] = kv.Value
+		// A report lbplane did not write is refused: its Envoys are nobody's.
+		if v, err := s.openRecord(string(kv.Key), kv.ModRevision, kv.Value); err == nil {
+			out[strings.TrimPrefix(string(kv.Key), s.prefix+etcdProxies)] = v
+		}
 	}
 	return out, nil
 }

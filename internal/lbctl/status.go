@@ -405,4 +405,14 @@ func printStoreStatus(w io.Writer, st *apiwire.StoreStatus) {
 	for _, g := range slices.Sorted(maps.Keys(st.Versions)) {
 		fmt.Fprintf(w, "  group %s: config version %s\n", g, st.Versions[g])
 	}
+	if n := len(st.Refused); n > 0 {
+		fmt.Fprintf(w, "  REFUSED: %d record(s) in %s that lbplane did not write, not served (delete them, or push the policy again):\n", n, st.Kind)
+		const shown = 10
+		for _, r := range st.Refused[:min(n, shown)] {
+			fmt.Fprintf(w, "    %s (revision %d, since %s): %s\n", r.Key, r.ModRevision, r.Since.UTC().Format(time.RFC3339), r.Reason)
+		}
+		if n > shown {
+			fmt.Fprintf(w, "    and %d more\n", n-shown)
+		}
+	}
 }
