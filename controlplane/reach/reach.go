@@ -62,6 +62,9 @@ type Rules struct {
 	// Envoy's stats): no backend on a host address (loopback, unspecified, Self) may name them, even where
 	// Allow re-admits the address.
 	OwnPorts []OwnPort
+	// EnvoyDNS lets backends have their host names resolved by each Envoy (dns.resolver: Envoy, lbplane
+	// serve --allow-envoy-dns): nothing then checks what the names resolve to.
+	EnvoyDNS bool
 }
 
 // OwnPort is a port of lbplane or of an Envoy on its own host, and what serves there.
@@ -100,6 +103,9 @@ func ParseCIDRs(flag string, in []string) ([]netip.Prefix, error) {
 // Summary describes the rules for the log at start and lbctl status.
 func (r Rules) Summary() string {
 	var parts []string
+	if r.EnvoyDNS {
+		parts = append(parts, "Envoys may resolve backends' host names themselves, unchecked (dns.resolver: Envoy)")
+	}
 	if len(r.Allow) > 0 {
 		parts = append(parts, "forbidden ranges re-admitted: "+prefixes(r.Allow))
 	} else {
@@ -136,7 +142,7 @@ func (r Rules) Key() string {
 	for _, a := range r.Self {
 		b.WriteString(a.String() + ",")
 	}
-	b.WriteString("|")
+	fmt.Fprintf(&b, "|%t|", r.EnvoyDNS)
 	for _, p := range r.OwnPorts {
 		fmt.Fprintf(&b, "%d=%s,", p.Port, p.What)
 	}
@@ -297,6 +303,10 @@ func (r Rules) Check(p *v1alpha1.LoadBalancerPolicy) v1alpha1.FieldErrors {
 	var errs v1alpha1.FieldErrors
 	rawOK := !r.Kubernetes || slices.Contains(r.AddressNamespaces, "*") || slices.Contains(r.AddressNamespaces, p.Namespace)
 	for i, b := range p.Spec.Backends {
+		if b.DNS != nil && b.DNS.Resolver == v1alpha1.DNSResolverEnvoy && !r.EnvoyDNS {
+			errs = append(errs, v1alpha1.FieldError{Path: fmt.Sprintf("spec.backends[%d].dns.resolver", i),
+				Msg: "Envoy resolves the names without lbplane checking the answers, which this server does not allow (lbplane serve --allow-envoy-dns): leave it to lbplane"})
+		}
 		for j, e := range b.Endpoints {
 			path := fmt.Sprintf("spec.backends[%d].endpoints[%d].address", i, j)
 			ip := net.ParseIP(e.Address)
