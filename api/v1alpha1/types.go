@@ -527,9 +527,10 @@ type Backend struct {
 	// Cluster.track_cluster_stats.per_endpoint_stats (series with envoy_endpoint_address on the Prometheus
 	// endpoint).
 	PerEndpointStats bool `json:"perEndpointStats,omitempty"`
-	// dns tunes how Envoy resolves the backend's host-name endpoints (an endpoint address that is a DNS name
-	// instead of an IP address). Only allowed when an endpoint address is a name; defaults apply then. Envoy:
-	// cluster_type envoy.clusters.dns (DnsCluster), with the endpoints in Cluster.load_assignment instead of EDS.
+	// dns tunes how the backend's host-name endpoints (an endpoint address that is a DNS name instead of an IP
+	// address) are resolved. Only allowed when an endpoint address is a name; defaults apply then. lbplane
+	// resolves them and sends the addresses it allows as endpoints (EDS); with dns.resolver Envoy: cluster_type
+	// envoy.clusters.dns (DnsCluster), with the endpoints in Cluster.load_assignment instead of EDS.
 	DNS *BackendDNS `json:"dns,omitempty"`
 }
 
@@ -777,12 +778,14 @@ type FailurePercentageEjection struct {
 
 // Endpoint is one static backend address.
 type Endpoint struct {
-	// address is the endpoint's IP address, or a DNS name that Envoy resolves (see the backend's dns): each
-	// address the name resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's
-	// server-template do. Loopback, link-local and unspecified addresses and names of the host itself
-	// (localhost) are refused unless the server allows them; in Kubernetes mode addresses and names are
-	// allowed only where the operator says (backends are Services otherwise). Envoy:
-	// LbEndpoint.endpoint.address; with a name the backend is a DNS cluster. In standalone mode lbplane serve
+	// address is the endpoint's IP address, or a DNS name (see the backend's dns): each address the name
+	// resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's server-template do.
+	// Loopback, link-local and unspecified addresses (in any IPv6 form that carries them), the Envoy host's
+	// own addresses, lbplane's and Envoy's own ports there, and names of the host itself (localhost) are
+	// refused unless the server allows them, and so is every address a name resolves to, at every refresh;
+	// in Kubernetes mode addresses and names are allowed only where the operator says (backends are Services
+	// otherwise). Envoy: LbEndpoint.endpoint.address (a name's addresses, with the name as hostname). In
+	// standalone mode lbplane serve
 	// --allow-backend-cidrs allows more; in Kubernetes mode --address-backends-namespaces and
 	// --address-backends-cidrs (docs/security.md, "What a policy can reach").
 	// +kubebuilder:validation:MaxLength=253
