@@ -1,6 +1,8 @@
 package xdsbuild
 
 import (
+	"slices"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -122,7 +124,7 @@ func routerFilter(l *ir.Listener) *routerv3.Router {
 }
 
 func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionManager {
-	filters := hopFilters()
+	filters := slices.Clone(hopFilters())
 	if usesSessions(l) {
 		// Off unless a route turns it on (typed_per_filter_config), so routes without persistence pay nothing.
 		filters = append(filters, &hcmv3.HttpFilter{Name: statefulSessionFilter,

@@ -2,6 +2,7 @@ package xdsbuild
 
 import (
 	"fmt"
+	"sync"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
@@ -31,8 +32,9 @@ const (
 // LoopBody is the answer to a looping request.
 var LoopBody = fmt.Sprintf("loop detected: this request passed through lbplane's Envoys %d times (%s); a backend of its route is probably this Envoy itself\n", MaxHops, HopHeader)
 
-// hopFilters are the first HTTP filters of every listener: the check, then the count.
-func hopFilters() []*hcmv3.HttpFilter {
+// hopFilters are the first HTTP filters of every listener: the check, then the count. Built once and
+// shared by every listener (never modified).
+var hopFilters = sync.OnceValue(func() []*hcmv3.HttpFilter {
 	check := &faultv3.HTTPFault{
 		Abort: &faultv3.FaultAbort{ErrorType: &faultv3.FaultAbort_HttpStatus{HttpStatus: loopStatus},
 			Percentage: &typev3.FractionalPercent{Numerator: 100, Denominator: typev3.FractionalPercent_HUNDRED}},
@@ -49,11 +51,11 @@ func hopFilters() []*hcmv3.HttpFilter {
 		{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(check)}},
 		{Name: "envoy.filters.http.header_mutation", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(count)}},
 	}
-}
+})
 
 // loopReply gives the 508 of the hop limit a body that says what happened (Envoy's own is "fault filter
-// abort"), and makes it an answer no hop retries.
-func loopReply() *hcmv3.LocalReplyConfig {
+// abort"), and makes it an answer no hop retries. Built once and shared by every listener.
+var loopReply = sync.OnceValue(func() *hcmv3.LocalReplyConfig {
 	return &hcmv3.LocalReplyConfig{Mappers: []*hcmv3.ResponseMapper{{
 		Filter: &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_AndFilter{AndFilter: &accesslogv3.AndFilter{
 			Filters: []*accesslogv3.AccessLogFilter{
@@ -68,4 +70,4 @@ func loopReply() *hcmv3.LocalReplyConfig {
 		HeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-envoy-ratelimited", Value: "true"},
 			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}},
 	}}}
-}
+})
