@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
@@ -141,16 +142,18 @@ type dnsResult struct {
 	err   error
 }
 
-// prefetchDNS resolves, outside the lock, the host names of policies that were never resolved, so that a
-// change is translated with their answers (and a push is refused at once when one is forbidden).
-func (e *Engine) prefetchDNS(fresh [][]translate.DNSUse) {
+// prefetchNames resolves, outside the lock, the host names of policies that were never resolved, so that
+// a push or a load of the store or config directory is translated with their answers (and a push is
+// refused at once when one is forbidden). The Kubernetes source does not wait for them: its changes come
+// from the API server's watch, and the background refresh resolves a new name within a tick.
+func (e *Engine) prefetchNames(policies []*v1alpha1.LoadBalancerPolicy) {
 	if e.Resolve == nil {
 		return
 	}
 	var want []translate.DNSQuery
 	e.mu.Lock()
-	for _, uses := range fresh {
-		for _, u := range uses {
+	for _, p := range e.notLoaded(policies) {
+		for _, u := range policyDNS(p) {
 			if _, ok := e.dns.answers[u.Query]; !ok && !slices.Contains(want, u.Query) {
 				want = append(want, u.Query)
 			}

@@ -232,6 +232,7 @@ type Planned struct {
 // Plan translates what the policies would be if source held policies, without publishing anything.
 func (e *Engine) Plan(source string, policies []*v1alpha1.LoadBalancerPolicy) *Planned {
 	e.prefetch(policies)
+	e.prefetchNames(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := time.Now()
@@ -288,6 +289,7 @@ func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services
 // Set replaces the policies of one source and publishes the result.
 func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
 	e.prefetch(policies)
+	e.prefetchNames(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.hold(source, slices.Clone(policies))

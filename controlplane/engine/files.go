@@ -20,23 +20,13 @@ func (e *Engine) readUnlocked(paths []string) translate.Files {
 // then finds them under the lock.
 func (e *Engine) prefetch(policies []*v1alpha1.LoadBalancerPolicy) {
 	var missing []string
-	var names [][]translate.DNSUse
 	e.mu.Lock()
-	fresh := e.notLoaded(policies)
-	for _, p := range translate.ReferencedFiles(fresh) {
+	for _, p := range translate.ReferencedFiles(e.notLoaded(policies)) {
 		if _, ok := e.files[p]; !ok {
 			missing = append(missing, p)
 		}
 	}
-	if e.Resolve != nil {
-		for _, p := range fresh {
-			if d := policyDNS(p); len(d) > 0 {
-				names = append(names, d)
-			}
-		}
-	}
 	e.mu.Unlock()
-	e.prefetchDNS(names)
 	if len(missing) == 0 {
 		return
 	}
