@@ -17,8 +17,9 @@ import (
 
 // A request that loops through the same Envoys (a backend that is the Envoy's own listener, or two
 // Envoys that are each other's backends) is stopped by a hop limit, as HTTP proxies do with Max-Forwards
-// or Via: every HTTP listener appends one HopHeader line to each request it forwards, and answers 508 Loop
-// Detected to a request that arrives with MaxHops of them. lbplane refuses the backends it knows to be the
+// or Via: every HTTP listener adds a "1" to HopHeader of each request it forwards (the header is rewritten
+// from its own value: Envoy's header matchers see only one line of a header sent several times), and
+// answers 508 Loop Detected to a request that arrives with MaxHops of them. lbplane refuses the backends it knows to be the
 // Envoy's own host (reach.Rules.Self); the limit stops the loops it cannot see (an address it does not
 // know the Envoy has, a chain through other proxies). Without it one request took 3,258 hops and 6 of
 // them took an Envoy to 18,802 of its 20,000 file descriptors.
@@ -38,14 +39,15 @@ var hopFilters = sync.OnceValue(func() []*hcmv3.HttpFilter {
 	check := &faultv3.HTTPFault{
 		Abort: &faultv3.FaultAbort{ErrorType: &faultv3.FaultAbort_HttpStatus{HttpStatus: loopStatus},
 			Percentage: &typev3.FractionalPercent{Numerator: 100, Denominator: typev3.FractionalPercent_HUNDRED}},
-		// The values of a header that arrives several times are matched joined with commas.
 		Headers: []*routev3.HeaderMatcher{{Name: HopHeader, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
 			StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{
-				Regex: fmt.Sprintf("([^,]*,){%d}.*", MaxHops-1)}}}}}},
+				Regex: fmt.Sprintf(".*1{%d}.*", MaxHops)}}}}}},
 	}
+	// The header's value as it came ("-" when absent), and one more "1": a client can start the count
+	// higher, never reset it.
 	count := &headermutationv3.HeaderMutation{Mutations: &headermutationv3.Mutations{RequestMutations: []*mutationrulesv3.HeaderMutation{{
 		Action: &mutationrulesv3.HeaderMutation_Append{Append: &corev3.HeaderValueOption{
-			Header: &corev3.HeaderValue{Key: HopHeader, Value: "1"}, AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD}},
+			Header: &corev3.HeaderValue{Key: HopHeader, Value: "%REQ(" + HopHeader + ")%1"}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}},
 	}}}}
 	return []*hcmv3.HttpFilter{
 		{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(check)}},

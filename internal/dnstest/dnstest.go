@@ -31,14 +31,21 @@ type record struct {
 // Start runs a server until the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
+	// UDP and TCP on one port: the kernel picks the UDP port, whose TCP twin another process may hold;
+	// then another port is tried (bounded).
+	var pc net.PacketConn
+	var lis net.Listener
+	for attempt := 0; lis == nil; attempt++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if lis, err = net.Listen("tcp", pc.LocalAddr().String()); err != nil {
+			pc.Close()
+			if attempt == 20 {
+				t.Fatalf("no port free for both UDP and TCP after 20 tries: %v", err)
+			}
+		}
 	}
 	s := &Server{Addr: pc.LocalAddr().String(), names: map[string]record{}}
 	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: dns.HandlerFunc(s.serve)}, {Listener: lis, Handler: dns.HandlerFunc(s.serve)}} {
