@@ -128,7 +128,7 @@ func dnsCluster(cl *ir.Cluster, p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Back
 			forbidden = append(forbidden, fmt.Sprintf("%s: %q resolves to %s, left out: %s", path, spec.Address, strings.Join(refused, ", "), why))
 		}
 	}
-	cl.Endpoints = out
+	cl.Endpoints, cl.Resolved = out, true
 	return missing, forbidden
 }
 
