@@ -622,7 +622,7 @@ spec:
 `, map[string]any{"IP": h.hostIP, "Port": port})
 	eventually(t, 10*time.Second, "a backend on the Envoy's own address is refused", func() error {
 		err := applyErr(l, loop)
-		if err == nil || !strings.Contains(err.Error(), h.hostIP+" is an address of the Envoy's own host") {
+		if err == nil || !strings.Contains(err.Error(), h.hostIP+" is an address of the Envoy's or lbplane's own host") {
 			return fmt.Errorf("got %v", err)
 		}
 		return nil
@@ -667,7 +667,7 @@ spec:
 func TestAttackReachKubernetesOwnHost(t *testing.T) {
 	t.Parallel()
 	cluster := kubetest.Start(t)
-	own := newNetHost(t) // its host side is an address of the Envoy's own host
+	own := newNetHost(t) // its host side is an address of the Envoy's or lbplane's own host
 	secret := startBackend(t, "secret", 0)
 	target := secret.Port
 	far := newNetHost(t)
@@ -727,9 +727,9 @@ spec:
 		return out
 	}
 	for _, c := range []struct{ ns, name, typ, want string }{
-		{"team-a", "self-service", "ResolvedRefs", "False BackendNotFound: spec.backends[0].service: Service team-a/self: " + own.hostIP + " is an address of the Envoy's own host"},
+		{"team-a", "self-service", "ResolvedRefs", "False BackendNotFound: spec.backends[0].service: Service team-a/self: " + own.hostIP + " is an address of the Envoy's or lbplane's own host"},
 		{"edge", "compat", "Accepted", "False Invalid: spec.backends[0].endpoints[0].address: ::7f00:1 carries 127.0.0.1 is a loopback address"},
-		{"edge", "own-host", "Accepted", "False Invalid: spec.backends[0].endpoints[0].address: " + own.hostIP + " is an address of the Envoy's own host"},
+		{"edge", "own-host", "Accepted", "False Invalid: spec.backends[0].endpoints[0].address: " + own.hostIP + " is an address of the Envoy's or lbplane's own host"},
 	} {
 		eventually(t, 60*time.Second, c.ns+"/"+c.name+" is refused", func() error {
 			if got := condition(c.ns, c.name, c.typ); !strings.HasPrefix(got, c.want) {

@@ -216,7 +216,7 @@ func (r Rules) checkOne(addr netip.Addr) string {
 		}
 	}
 	if slices.Contains(r.Self, addr) {
-		return fmt.Sprintf("%s is an address of the Envoy's own host, which a backend may not use: it reaches the Envoy itself and its host's services, and can loop a listener into itself (lbplane serve --allow-backend-cidrs re-admits it)", addr)
+		return fmt.Sprintf("%s is an address of the Envoy's or lbplane's own host, which a backend may not use: it reaches the Envoy itself and its host's services, and can loop a listener into itself (lbplane serve --allow-backend-cidrs re-admits it)", addr)
 	}
 	return ""
 }

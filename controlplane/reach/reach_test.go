@@ -172,10 +172,10 @@ func TestEmbeddedIPv4FormsAreJudgedByWhatTheyCarry(t *testing.T) {
 func TestOwnHostAndPorts(t *testing.T) {
 	self := netip.MustParseAddr("198.51.100.1")
 	r := reach.Rules{Self: []netip.Addr{self}, OwnPorts: []reach.OwnPort{{Port: 18000, What: "lbplane's xDS"}, {Port: 9901, What: "an Envoy's stats"}}}
-	if msg := r.CheckAddr(self); !strings.Contains(msg, "Envoy's own host") {
+	if msg := r.CheckAddr(self); !strings.Contains(msg, "Envoy's or lbplane's own host") {
 		t.Errorf("the Envoy host's address: %q", msg)
 	}
-	if msg := r.CheckAddr(netip.MustParseAddr("2002:c633:6401::")); !strings.Contains(msg, "Envoy's own host") {
+	if msg := r.CheckAddr(netip.MustParseAddr("2002:c633:6401::")); !strings.Contains(msg, "Envoy's or lbplane's own host") {
 		t.Errorf("the Envoy host's address in 6to4 form: %q", msg)
 	}
 	r.Allow = append(slices.Clone(reach.Loopback.Allow), netip.MustParsePrefix("198.51.100.1/32"))

@@ -38,18 +38,14 @@ func ownPorts(p Ports) []reach.OwnPort {
 	return out
 }
 
-// hostView is what lbplane knows of the Envoys' hosts: the addresses they connect from (this host's own
-// addresses when one connects over loopback: it runs here) and the stats ports they declare.
+// hostView is what lbplane knows of the Envoys' hosts and its own: the addresses the Envoys connect from,
+// this host's addresses, and the stats ports the Envoys declare.
 func hostView(proxies []xdsserver.ProxyStatus, own []reach.OwnPort) ([]netip.Addr, []reach.OwnPort) {
 	var self []netip.Addr
 	ports := slices.Clone(own)
-	local := false
 	for _, p := range proxies {
 		if a, err := netip.ParseAddr(p.Address); err == nil {
-			a = a.Unmap()
-			if a.IsLoopback() {
-				local = true
-			} else {
+			if a = a.Unmap(); !a.IsLoopback() {
 				self = append(self, a)
 			}
 		}
@@ -57,11 +53,9 @@ func hostView(proxies []xdsserver.ProxyStatus, own []reach.OwnPort) ([]netip.Add
 			ports = append(ports, reach.OwnPort{Port: uint16(p.StatsPort), What: "an Envoy's stats port"})
 		}
 	}
-	// An Envoy on this host (and lbplane's own host, which Envoys reach it on) has this host's addresses;
-	// with no Envoy connected yet, the likeliest place of the first is here too.
-	if local || len(proxies) == 0 {
-		self = append(self, dnsresolve.HostAddrs()...)
-	}
+	// This host's addresses: lbplane's own ports listen there, and an Envoy that connects over loopback
+	// (or the first one, likeliest here too) has them.
+	self = append(self, dnsresolve.HostAddrs()...)
 	slices.SortFunc(self, func(a, b netip.Addr) int { return a.Compare(b) })
 	slices.SortStableFunc(ports[len(own):], func(a, b reach.OwnPort) int { return int(a.Port) - int(b.Port) })
 	return slices.Compact(self), ports

@@ -234,7 +234,7 @@ func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
 	host := reach.Rules{Kubernetes: true, Allow: reach.Loopback.Allow, Self: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
 		OwnPorts: []reach.OwnPort{{Port: 18000, What: "lbplane's xDS port"}}}
 	for ep, want := range map[translate.ServiceEndpoint]string{
-		{Address: "198.51.100.1", Port: 80, Ready: true}: "198.51.100.1 is an address of the Envoy's own host",
+		{Address: "198.51.100.1", Port: 80, Ready: true}: "198.51.100.1 is an address of the Envoy's or lbplane's own host",
 		{Address: "127.0.0.1", Port: 18000, Ready: true}: "127.0.0.1 port 18000 is lbplane's xDS port",
 	} {
 		services := map[translate.ServiceRef]translate.ServiceEndpoints{{Namespace: "shop", Name: "web", Port: 80}: {Endpoints: []translate.ServiceEndpoint{ep}}}
