@@ -641,7 +641,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// No backend may name these ports on a host address; set before xDS is served.
 	own := ownPorts(ports)
-	eng.SetHost(hostView(proxies(), own))
+	eng.SetHost(hostView(tracker.Proxies(), own))
 	cfg.Log.Info("serving", "xds", ports.XDS, "api", ports.API)
 	if err := writePorts(cfg.DataDir, ports); err != nil {
 		for _, l := range append(listeners, xdsLis) {
@@ -680,7 +680,9 @@ func Run(ctx context.Context, cfg Config) error {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
 	g.Go(func() error { eng.RunDNS(ctx, 100*time.Millisecond); return nil })
-	g.Go(func() error { followHost(ctx, eng, proxies, own); return nil })
+	// This replica's own Envoys: reading every replica's from the store each second would cost more than
+	// the hop limit leaves to gain.
+	g.Go(func() error { followHost(ctx, eng, tracker.Proxies, own); return nil })
 	if shared != nil {
 		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard, ro, &changing); return nil })
 		g.Go(func() error { fleet.publish(ctx); return nil })
