@@ -716,10 +716,13 @@ spec:
 {{- if .Service}}
       service: {name: {{.Service}}, port: 80}
 {{- else}}
+{{- if .Named}}
       dns: {refreshInterval: 200ms}
+{{- end}}
       endpoints: [{address: "{{.Address}}", port: {{.Target}}}]
 {{- end}}
-`, map[string]any{"Name": p.name, "Namespace": p.namespace, "Port": ports[p.name], "Address": p.address, "Service": p.service, "Target": target})
+`, map[string]any{"Name": p.name, "Namespace": p.namespace, "Port": ports[p.name], "Address": p.address, "Service": p.service, "Target": target,
+			"Named": p.address == name})
 	}
 	condition := func(ns, name, typ string) string {
 		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "-n", ns, name, "-o",
