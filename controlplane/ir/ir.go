@@ -287,6 +287,9 @@ type Cluster struct {
 	// DNS, when set, makes Envoy resolve the endpoint addresses (host names): the endpoints travel inside the
 	// cluster, and there is no EDS resource for it.
 	DNS *DNS `json:"dns,omitempty"`
+	// Resolved says the endpoints are the addresses lbplane resolved host names to: one that leaves the
+	// answer leaves the cluster at once, as from Envoy's own DNS cluster.
+	Resolved bool `json:"resolved,omitempty"`
 }
 
 // RingHashSize bounds the ring.

@@ -350,6 +350,10 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 			// A certificate or CA that cannot be used would take the policy out of service; refuse the push
 			// and keep the last good version serving.
 			errs = append(errs, fmt.Sprintf("%s: %s", k, strings.TrimSuffix(pr.ResolvedRefsMessage, " (the policy is not served until this is fixed)")))
+		case !pr.ResolvedRefs && pr.ResolvedRefsReason == translate.ReasonForbiddenAddress:
+			// A host name that resolves where no backend may go is refused at admission; one that turns there
+			// later (rebinding) has those addresses left out, with this message in status.
+			errs = append(errs, fmt.Sprintf("%s: %s", k, pr.ResolvedRefsMessage))
 		}
 	}
 	pushedOut := func(k translate.Key, pr *translate.PolicyResult) {

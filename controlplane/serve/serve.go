@@ -91,6 +91,11 @@ type Config struct {
 	// IP addresses every namespace's endpoints may use.
 	AddressBackendsNamespaces []string
 	AddressBackendsCIDRs      []string
+	// DNSResolvers (host:port) resolve backends' host names instead of resolv.conf's servers; lbplane
+	// reads its hosts file first.
+	DNSResolvers []string
+	// AllowEnvoyDNS lets backends have each Envoy resolve their host names (dns.resolver: Envoy), unchecked.
+	AllowEnvoyDNS bool
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
 	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
@@ -453,6 +458,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	eng.Reach = rules
+	eng.Resolve = resolver(&cfg)
+	if rules.EnvoyDNS {
+		cfg.Log.Warn("backends may have each Envoy resolve their host names (dns.resolver: Envoy): lbplane does not check what those names resolve to, so a name that answers 127.0.0.1 or 169.254.169.254 reaches the Envoy's host or a metadata server",
+			"allow-envoy-dns", true)
+	}
 	if len(rules.Allow) > 0 {
 		cfg.Log.Warn("backend addresses in loopback, link-local or unspecified ranges are allowed: a policy can reach services on the Envoy's own host",
 			"allow-backend-cidrs", strings.Join(cfg.AllowBackendCIDRs, ","))
@@ -638,6 +648,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if metricsLis != nil {
 		ports.Metrics = metricsLis.Addr().String()
 	}
+	// No backend may name these ports on a host address; set before xDS is served.
+	own := ownPorts(ports)
+	eng.SetHost(hostView(tracker.Proxies(), own))
 	cfg.Log.Info("serving", "xds", ports.XDS, "api", ports.API)
 	if err := writePorts(cfg.DataDir, ports); err != nil {
 		for _, l := range append(listeners, xdsLis) {
@@ -675,6 +688,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
+	g.Go(func() error { eng.RunDNS(ctx, 100*time.Millisecond); return nil })
+	// This replica's own Envoys: reading every replica's from the store each second would cost more than
+	// the hop limit leaves to gain.
+	g.Go(func() error { followHost(ctx, eng, tracker.Proxies, own); return nil })
 	if shared != nil {
 		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard, ro, &changing); return nil })
 		g.Go(func() error { fleet.publish(ctx); return nil })
@@ -723,7 +740,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // reachRules turns the backend address flags into the rules translation applies.
 func reachRules(cfg *Config) (reach.Rules, error) {
-	var r reach.Rules
+	r := reach.Rules{EnvoyDNS: cfg.AllowEnvoyDNS}
 	var err error
 	if r.Allow, err = reach.ParseCIDRs("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
 		return r, err
@@ -750,6 +767,9 @@ func settings(cfg *Config, rules reach.Rules) []string {
 	}
 	if rules.Kubernetes && len(rules.AddressNamespaces)+len(rules.AddressCIDRs) > 0 {
 		out = append(out, "backend addresses in Kubernetes mode: "+rules.Summary())
+	}
+	if rules.EnvoyDNS {
+		out = append(out, "--allow-envoy-dns: backends may have each Envoy resolve their host names, unchecked")
 	}
 	if cfg.XDSInsecure {
 		out = append(out, "--xds-insecure: xDS in plaintext, without authentication")
