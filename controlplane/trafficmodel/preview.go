@@ -1,6 +1,7 @@
 package trafficmodel
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -78,6 +79,11 @@ type Preview struct {
 	Failover []FailoverStep `json:"failover,omitempty"`
 	Added    bool           `json:"added,omitempty"`
 	Removed  bool           `json:"removed,omitempty"`
+	// Envoys names the Envoys the shares are for, when a backend routes by the Envoy's zone.
+	Envoys string `json:"envoys,omitempty"`
+	// Caveats are what the prediction leaves out, per backend (after the change; before, for a policy
+	// removed).
+	Caveats []BackendCaveats `json:"caveats,omitempty"`
 }
 
 type shareKey struct{ route, backend, address string }
@@ -132,6 +138,9 @@ func Compare(before, after *Policy) *Preview {
 		case !inAfter[k] && after != nil:
 			c.State = "removed"
 		}
+	}
+	if last := cmp.Or(after, before); last != nil {
+		pv.Envoys, pv.Caveats = last.envoysNote(), last.caveats()
 	}
 	for _, e := range append(bs, as...) {
 		if c := &pv.Changes[idx[shareKey{e.Route, e.Backend, e.Address}]]; e.ResolvedByEnvoy && c.State == "" {
