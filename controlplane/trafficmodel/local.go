@@ -129,14 +129,19 @@ type EnvoyPart struct {
 // Envoy's zone are the parts' shares, weighed by their parts. Empty: one Envoy without a zone.
 type Envoys []EnvoyPart
 
-// EnvoysIn is one Envoy in zone ("" for one without a zone), bootstrapped by lbplane.
+// EnvoysIn is one Envoy in zone ("" for one without a zone), bootstrapped by lbplane; an error for a zone
+// lbctl bootstrap refuses.
 func EnvoysIn(zone string) (Envoys, error) {
-	return EnvoysByZone(map[string]int{zone: 1})
+	if _, err := LocalForZone(zone); err != nil {
+		return nil, err
+	}
+	return EnvoysByZone(map[string]int{zone: 1}), nil
 }
 
 // EnvoysByZone are the Envoys counted by zone, each taken to send as many requests as another, each
-// bootstrapped by lbplane (LocalForZone). Zones with no Envoy are left out.
-func EnvoysByZone(count map[string]int) (Envoys, error) {
+// bootstrapped by lbplane (LocalForZone). Zones with no Envoy are left out. An Envoy whose zone lbctl
+// bootstrap would refuse was not bootstrapped by lbplane: it is taken to have no local cluster.
+func EnvoysByZone(count map[string]int) Envoys {
 	total := 0
 	for _, n := range count {
 		total += max(n, 0)
@@ -148,11 +153,11 @@ func EnvoysByZone(count map[string]int) (Envoys, error) {
 		}
 		l, err := LocalForZone(z)
 		if err != nil {
-			return nil, err
+			l = &Local{Zone: z}
 		}
 		out = append(out, EnvoyPart{Zone: z, Envoys: count[z], Part: float64(count[z]) / float64(total), local: l})
 	}
-	return out, nil
+	return out
 }
 
 // EnvoysFrom is one Envoy bootstrapped as l says (LocalFromBootstrap).

@@ -115,11 +115,7 @@ func TestZoneAwareRouting(t *testing.T) {
 
 	// Two Envoys, one per zone, each taken to send as many requests: zone-a's stays in a, zone-b's in b.
 	m := model(zoneAware(1, zonesOf(2, 2), ones(4)...), nil)
-	e, err := EnvoysByZone(map[string]int{"a": 1, "b": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.From(e)
+	m.From(EnvoysByZone(map[string]int{"a": 1, "b": 3}))
 	if got := zoneShares(m); !near(got["a"], 0.25) || !near(got["b"], 0.75) {
 		t.Errorf("one Envoy in a, three in b: %v, want a 0.25, b 0.75", got)
 	}
