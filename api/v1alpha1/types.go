@@ -1167,6 +1167,12 @@ type BackendStatus struct {
 	// expected share (0 is a spread exactly as expected), over the healthy endpoints and windowSeconds; unset
 	// without requests. With a hash algorithm a high skew means a few keys carry most of the traffic.
 	Skew *float64 `json:"skew,omitempty"`
+	// expectedCaveats are what the expected shares leave out: Envoy behaviour that turns on what only Envoy
+	// knows at run time (least request and bounded load under concurrent requests, slow start, reported
+	// utilization), and for zone-aware routing whose Envoys the shares are (the zones of the group's
+	// Envoys, each taken to send as many requests). The same text as lbctl trace, whatif and diff --traffic.
+	// +kubebuilder:validation:MaxItems=8
+	ExpectedCaveats []string `json:"expectedCaveats,omitempty"`
 }
 
 // EndpointStatus is one endpoint's load, as the proxies report it. Envoy 1.40 keeps no latency per
