@@ -1198,7 +1198,8 @@ type EndpointStatus struct {
 	Backup   bool   `json:"backup,omitempty"`
 	// expectedShare is the share of the backend's requests lbplane's traffic model predicts for it from the
 	// config Envoy runs and the endpoints not taking traffic (priority levels, overprovisioning, zone weights,
-	// the algorithm's spread): a fraction from 0 to 1 (0.333 is a third).
+	// zone-aware routing for the zones of the group's Envoys, the algorithm's spread): a fraction from 0 to
+	// 1 (0.333 is a third). The backend's expectedCaveats say what it leaves out.
 	ExpectedShare float64 `json:"expectedShare"`
 	// observedShare is its part of the backend's requests over windowSeconds, a fraction from 0 to 1; unset
 	// while the backend has no requests.

@@ -31,8 +31,8 @@ const maxPredictBody = 1 << 20
 
 // predictRoutes adds the prediction calls to mux; each is a read.
 func (s *Server) predictRoutes(mux *http.ServeMux) {
-	mux.Handle("POST /v1/policies/{namespace}/{name}/trace", s.authRead(s.trace))
-	mux.Handle("POST /v1/policies/{namespace}/{name}/whatif", s.authRead(s.whatIf))
+	mux.Handle("POST /v1/policies/{namespace}/{name}/trace", s.authRead(answer(s.Trace)))
+	mux.Handle("POST /v1/policies/{namespace}/{name}/whatif", s.authRead(answer(s.WhatIf)))
 	// A traffic preview changes nothing: a read with the policies to preview as its body, as a diff.
 	mux.Handle("POST /v1/traffic", s.authRead(s.traffic))
 }
@@ -82,32 +82,21 @@ func keyOf(r *http.Request) translate.Key {
 	return translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 }
 
-func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
-	var req apiwire.TraceRequest
-	err := readJSON(w, r, &req)
-	var out *pushclient.TraceAnswer
-	if err == nil {
-		out, err = s.Trace(keyOf(r), req)
+// answer serves a prediction about one policy: the request's JSON body, answered by f.
+func answer[Req, Out any](f func(translate.Key, Req) (Out, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		err := readJSON(w, r, &req)
+		var out Out
+		if err == nil {
+			out, err = f(keyOf(r), req)
+		}
+		if err != nil {
+			writePredictErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 	}
-	if err != nil {
-		writePredictErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) whatIf(w http.ResponseWriter, r *http.Request) {
-	var req apiwire.WhatIfRequest
-	err := readJSON(w, r, &req)
-	var out *trafficmodel.Preview
-	if err == nil {
-		out, err = s.WhatIf(keyOf(r), req)
-	}
-	if err != nil {
-		writePredictErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, []*trafficmodel.Preview{out})
 }
 
 func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +126,11 @@ func (s *Server) Trace(k translate.Key, req apiwire.TraceRequest) (*pushclient.T
 	if req.ClientIP != "" && net.ParseIP(req.ClientIP) == nil {
 		return nil, refused(http.StatusBadRequest, "clientIP: %q is not an IP address", req.ClientIP)
 	}
-	m, p, err := s.served(k, req.Predict)
+	sv, err := s.served(k, req.Zone)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.model(sv, k, req.Down)
 	if err != nil {
 		return nil, err
 	}
@@ -146,61 +139,78 @@ func (s *Server) Trace(k translate.Key, req apiwire.TraceRequest) (*pushclient.T
 		headers[strings.ToLower(name)] = append(headers[strings.ToLower(name)], vs...)
 	}
 	out := &pushclient.TraceAnswer{Trace: m.TraceRequest(trafficmodel.Request{Path: req.Path, Headers: headers, ClientIP: req.ClientIP})}
-	if p != nil {
-		l := p.Spec.Listener
-		out.Target = apiwire.TraceTarget{Address: l.Address, Port: l.Port, Protocol: string(l.Protocol), DebugHeaders: p.Spec.DebugHeaders}
+	_, origin := s.Engine.Result()
+	for _, p := range s.Engine.Policies(origin[k]) {
+		if translate.KeyOf(p) == k {
+			l := p.Spec.Listener
+			out.Target = apiwire.TraceTarget{Address: l.Address, Port: l.Port, Protocol: string(l.Protocol), DebugHeaders: p.Spec.DebugHeaders}
+		}
 	}
 	return out, nil
 }
 
-// WhatIf compares the policy k as served with more endpoints down (POST .../whatif).
-func (s *Server) WhatIf(k translate.Key, req apiwire.WhatIfRequest) (*trafficmodel.Preview, error) {
+// WhatIf compares the policy k as served with more endpoints down (POST .../whatif): one preview, in a
+// list as diff --traffic's.
+func (s *Server) WhatIf(k translate.Key, req apiwire.WhatIfRequest) ([]*trafficmodel.Preview, error) {
 	if len(req.Down) == 0 {
 		return nil, refused(http.StatusBadRequest, "down: name at least one zone=NAME or endpoint=ADDRESS[:PORT]")
 	}
-	before, _, err := s.served(k, apiwire.Predict{Zone: req.Zone})
+	sv, err := s.served(k, req.Zone)
 	if err != nil {
 		return nil, err
 	}
-	after, _, err := s.served(k, req.Predict)
+	before, err := s.model(sv, k, nil)
 	if err != nil {
 		return nil, err
 	}
-	return trafficmodel.Compare(before, after), nil
+	after, err := s.model(sv, k, req.Down)
+	if err != nil {
+		return nil, err
+	}
+	return []*trafficmodel.Preview{trafficmodel.Compare(before, after)}, nil
 }
 
-// served models the policy k from the resources as published, with the endpoints its Envoys report
-// ejected and those p takes down, for the Envoys p names; it returns the policy too (nil for one of
-// another source no longer held).
-func (s *Server) served(k translate.Key, p apiwire.Predict) (*trafficmodel.Policy, *v1alpha1.LoadBalancerPolicy, error) {
-	res, origin := s.Engine.Result()
+// served is the policy k as the server serves it: its translation's IR, its resources as published, and
+// the Envoys a prediction is for (one in zone, or else the proxy group's).
+type served struct {
+	cfg    *ir.Config
+	built  *trafficmodel.Built
+	envoys trafficmodel.Envoys
+	health proxystats.Health
+}
+
+func (s *Server) served(k translate.Key, zone *string) (*served, error) {
+	res, _ := s.Engine.Result()
 	pr := res.Policies.Of(k)
 	if pr == nil {
-		return nil, nil, fmt.Errorf("policy %s %w", k, ErrNotFound)
+		return nil, fmt.Errorf("policy %s %w", k, ErrNotFound)
 	}
 	if !pr.Accepted {
-		return nil, nil, refused(http.StatusConflict, "policy %s is not served: %s", k, pr.AcceptedMessage)
+		return nil, refused(http.StatusConflict, "policy %s is not served: %s", k, pr.AcceptedMessage)
 	}
-	down, err := s.downs(res.IR, k, s.health(), p.Down)
+	b, err := trafficmodel.BuildFrom(res.IR, k.Namespace, k.Name, s.Engine.Resource)
 	if err != nil {
-		return nil, nil, err
+		return nil, refused(http.StatusConflict, "%v", err)
 	}
-	m, err := trafficmodel.ForPolicyServed(res.IR, k.Namespace, k.Name, down, s.Engine.Resource)
+	e, err := s.envoys(b.Group, zone)
 	if err != nil {
-		return nil, nil, refused(http.StatusConflict, "%v", err)
+		return nil, err
 	}
-	e, err := s.envoys(m.Group, p.Zone)
+	return &served{cfg: res.IR, built: b, envoys: e, health: s.health()}, nil
+}
+
+// model is the traffic model of the served policy with the endpoints its Envoys report ejected and those
+// the selectors take down.
+func (s *Server) model(sv *served, k translate.Key, selectors []string) (*trafficmodel.Policy, error) {
+	down, err := s.downs(sv.cfg, k, sv.health, selectors)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	m.From(e)
-	var pol *v1alpha1.LoadBalancerPolicy
-	for _, x := range s.Engine.Policies(origin[k]) {
-		if translate.KeyOf(x) == k {
-			pol = x
-		}
+	m, err := trafficmodel.FromBuilt(sv.built, down)
+	if err != nil {
+		return nil, refused(http.StatusConflict, "%v", err)
 	}
-	return m, pol, nil
+	return m.From(sv.envoys), nil
 }
 
 func (s *Server) health() proxystats.Health {

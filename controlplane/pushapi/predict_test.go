@@ -43,26 +43,7 @@ spec:
 // serves, with nothing downloaded. The target is 50 ms per answer on an idle two-core machine.
 func BenchmarkPredict5000(b *testing.B) {
 	const n = 5000
-	st, err := store.Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cache := xdscache.New()
-	s := &pushapi.Server{Store: st, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Token: "t", Log: log}
-	if err := s.Load(); err != nil {
-		b.Fatal(err)
-	}
-	for from := 0; from < n; from += 1000 {
-		var all strings.Builder
-		for i := from; i < min(n, from+1000); i++ {
-			all.WriteString("---\n" + predictDoc(fmt.Sprintf("p-%05d", i), 8080))
-		}
-		if _, code, errs := s.Apply([]byte(all.String()), false); errs != nil {
-			b.Fatalf("%d: %v", code, errs)
-		}
-	}
+	s := storedServer(b, n, func(i int) string { return predictDoc(fmt.Sprintf("p-%05d", i), 8080) })
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	c := &pushapi.Client{BaseURL: hs.URL, Token: "t"}

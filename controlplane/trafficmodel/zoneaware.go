@@ -48,7 +48,8 @@ func zoneRoutingOf(z *commonv3.LocalityLbConfig_ZoneAwareLbConfig) zoneRouting {
 			n = v.GetValue()
 		}
 		out.forceMinSize = &n
-	case z.GetForceLocalityDirectRouting(): //nolint:staticcheck // deprecated, still honoured by Envoy
+	//lint:ignore SA1019 deprecated for force_local_zone, and still honoured by Envoy as min_size 1
+	case z.GetForceLocalityDirectRouting():
 		n := uint32(1)
 		out.forceMinSize = &n
 	}
@@ -58,20 +59,14 @@ func zoneRoutingOf(z *commonv3.LocalityLbConfig_ZoneAwareLbConfig) zoneRouting {
 }
 
 // legacyZoneRoutingOf reads a cluster's common_lb_config.zone_aware_lb_config (a cluster without a load
-// balancing policy), which has no force_local_zone.
+// balancing policy) as Envoy does (localityLbConfigFromCommonLbConfig): into a zone-aware config of the
+// policies' kind, which it then reads the same way. The legacy message has no force_local_zone.
 func legacyZoneRoutingOf(z *clusterv3.Cluster_CommonLbConfig_ZoneAwareLbConfig) zoneRouting {
-	out := defaultZoneRouting
 	if z == nil {
-		return out
+		return defaultZoneRouting
 	}
-	if v := z.GetMinClusterSize(); v != nil {
-		out.minClusterSize = v.GetValue()
-	}
-	if p := z.GetRoutingEnabled(); p != nil {
-		out.enabled = percentRounded(p)
-	}
-	out.failOnPanic = z.GetFailTrafficOnPanic()
-	return out
+	return zoneRoutingOf(&commonv3.LocalityLbConfig_ZoneAwareLbConfig{RoutingEnabled: z.GetRoutingEnabled(),
+		MinClusterSize: z.GetMinClusterSize(), FailTrafficOnPanic: z.GetFailTrafficOnPanic()})
 }
 
 // percentRounded is PROTOBUF_PERCENT_TO_ROUNDED_INTEGER_OR_DEFAULT(..., 100, ...): the percentage in

@@ -107,12 +107,8 @@ func TestBackupEndpointsPredicted(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("whatif %v: exit %d: %s", args, code, errs)
 		}
-		var pvs []trafficmodel.Preview
-		if err := listItems(out, &pvs); err != nil || len(pvs) != 1 {
-			t.Fatalf("%v\n%s", err, out)
-		}
 		m := map[string]float64{}
-		for _, c := range pvs[0].Changes {
+		for _, c := range onePreview(t, out).Changes {
 			m[c.Address] = c.After
 			if c.Address == "127.0.0.1:18083" && !c.Backup {
 				t.Errorf("the backup endpoint is not marked: %+v", c)
@@ -175,4 +171,14 @@ func listItems(out string, items any) error {
 		return fmt.Errorf("kind %q, want List", l.Kind)
 	}
 	return json.Unmarshal(l.Items, items)
+}
+
+// onePreview decodes the one preview whatif or diff --traffic printed with -o json.
+func onePreview(t *testing.T, out string) trafficmodel.Preview {
+	t.Helper()
+	var pvs []trafficmodel.Preview
+	if err := listItems(out, &pvs); err != nil || len(pvs) != 1 {
+		t.Fatalf("want one preview: %v\n%s", err, out)
+	}
+	return pvs[0]
 }
