@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/internal/tools"
 )
@@ -95,7 +97,8 @@ func zoneShare(c *Client, url string, n int, zone string) (float64, map[string]i
 // endpoints, round robin among them, while zone-a has at least minEndpoints (2) healthy; with only one left
 // most traffic moves to zone-b, all of it once zone-a is down, and it comes back when zone-a does. What
 // lbctl whatif predicted before (from the server, for its Envoy's zone) and lbctl diff --traffic
-// predicts after are within 2 points of each endpoint's measured share of 10,000 requests.
+// predicts after are within 2 points of each endpoint's measured share of 10,000 requests, and lbctl
+// status's EXPECTED is zone-a's.
 func TestZoneAwareRouting(t *testing.T) {
 	t.Parallel()
 	bs := startBackends(t, "a1", "a2", "a3", "b1", "b2", "b3")
@@ -128,6 +131,27 @@ func TestZoneAwareRouting(t *testing.T) {
 		}
 	}
 
+	// lbctl status's EXPECTED is for the group's Envoy, in zone-a: a third for each zone-a endpoint.
+	eventually(t, 20*time.Second, "status expects zone-a's endpoints to take everything", func() error {
+		var st v1alpha1.LoadBalancerPolicyStatus
+		out := lbctlOK(t, l, "status", "zone-aware", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			return err
+		}
+		if len(st.Backends) != 1 || len(st.Backends[0].PerEndpoint) != 6 || len(st.Backends[0].ExpectedCaveats) != 0 {
+			return fmt.Errorf("backends %+v", st.Backends)
+		}
+		for _, e := range st.Backends[0].PerEndpoint {
+			want := 0.0
+			if e.Zone == "zone-a" {
+				want = 0.3333
+			}
+			if e.ExpectedShare != want {
+				return fmt.Errorf("%s (%s): expected %.4f, want %.4f", e.Address, e.Zone, e.ExpectedShare, want)
+			}
+		}
+		return nil
+	})
 	// The server predicts for the Envoy it serves, in zone-a: all of zone-a's endpoints now, and with two of
 	// them down, one healthy endpoint left in zone-a, below minEndpoints, so Envoy spreads by healthy
 	// endpoints (1 in zone-a, 3 in zone-b: 25/75).

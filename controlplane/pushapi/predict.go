@@ -24,7 +24,7 @@ import (
 
 // Predictions (lbctl trace, whatif and diff --traffic) run here, on what the server serves: a policy's
 // resources as published (decoded one by one, as explain reads them), the health its Envoys report, and
-// the zones of the Envoys of its proxy group. Nothing but the policies asked about is read or modelled.
+// the zones of the Envoys of its proxy group. Nothing but the policies asked about is modelled.
 
 // maxPredictBody bounds a trace's or what-if's request: a few headers and selectors.
 const maxPredictBody = 1 << 20
