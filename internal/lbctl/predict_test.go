@@ -2,7 +2,6 @@ package lbctl_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -105,14 +104,7 @@ func TestPredictionsAskTheServer(t *testing.T) {
 	trace := func(args ...string) trafficmodel.Trace {
 		t.Helper()
 		code, out, errs := lbctl(append([]string{"trace", "za", "-o", "json"}, args...)...)
-		if code != 0 {
-			t.Fatalf("trace %v: exit %d: %s", args, code, errs)
-		}
-		var tr trafficmodel.Trace
-		if err := json.Unmarshal([]byte(out), &tr); err != nil || len(tr.Backends) != 1 {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		return tr
+		return oneBackendTrace(t, code, out, errs)
 	}
 	zones := func(cs []trafficmodel.Candidate) map[string]float64 {
 		out := map[string]float64{}
