@@ -453,9 +453,6 @@ func (m *Cluster) sharesFrom(local *Local) []float64 {
 // From makes the model's shares those of the Envoys e (see Shares).
 func (m *Cluster) From(e Envoys) { m.envoys = e }
 
-// Envoys are the Envoys the model is for (From).
-func (m *Cluster) Envoys() Envoys { return m.envoys.parts() }
-
 // spread is how a non-hashing algorithm shares among hosts: by weight, except random, which is uniform.
 func (m *Cluster) spread(hosts []int) []weighted {
 	if m.Algorithm != ir.Random {
