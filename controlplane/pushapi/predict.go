@@ -2,6 +2,7 @@ package pushapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,23 +331,11 @@ func (s *Server) Traffic(body []byte, zone *string) ([]*trafficmodel.Preview, er
 	return out, nil
 }
 
-// plan works out what pushing body would serve, as a push plans it, without changing anything: before
-// and after, and the keys of the body's policies in its order.
+// plan works out what pushing body would serve, without changing anything: before and after, and the keys
+// of the body's policies in its order. Policies of the store (or new ones outside Kubernetes mode) are
+// planned as a push is, and refused as it would be; those of the config directory or of Kubernetes replace
+// or join their source's, as editing the file or kubectl apply would.
 func (s *Server) plan(body []byte) (before, after *translate.Result, keys []translate.Key, err error) {
-	if s.ReadOnly == "" {
-		a := s.admission()
-		a.mu.Lock()
-		pl, code, errs := a.plan(body, true)
-		a.mu.Unlock()
-		if errs != nil {
-			return nil, nil, nil, &predictError{code: code, msgs: errs}
-		}
-		for _, p := range pl.res.Policies {
-			keys = append(keys, translate.Key{Namespace: p.Namespace, Name: p.Name})
-		}
-		return pl.before, pl.after, keys, nil
-	}
-	// Policies come from Kubernetes: the body's replace or join the cluster's, as kubectl apply would.
 	docs, derr := manifest.Decode("request", bytes.NewReader(body))
 	var errs []string
 	if derr != nil {
@@ -355,7 +344,6 @@ func (s *Server) plan(body []byte) (before, after *translate.Result, keys []tran
 	if len(docs) == 0 && derr == nil {
 		return nil, nil, nil, refused(http.StatusBadRequest, "the request holds no policy")
 	}
-	candidate := slices.Clone(s.Engine.Policies(engine.SourceKubernetes))
 	for _, d := range docs {
 		k := translate.KeyOf(d.Policy)
 		if slices.Contains(keys, k) {
@@ -367,15 +355,46 @@ func (s *Server) plan(body []byte) (before, after *translate.Result, keys []tran
 		for _, e := range fe {
 			errs = append(errs, fmt.Sprintf("%s (%s): %s", k, d.Source, e.Error()))
 		}
+	}
+	if len(errs) > 0 {
+		return nil, nil, nil, &predictError{code: http.StatusUnprocessableEntity, msgs: errs}
+	}
+	// The source the body's policies are held in: their own, or where a new one goes.
+	before, origin := s.Engine.Result()
+	pushTo := engine.SourceStore
+	if s.ReadOnly != "" {
+		pushTo = engine.SourceKubernetes
+	}
+	src := ""
+	for _, k := range keys {
+		o := cmp.Or(origin[k], pushTo)
+		if src != "" && o != src {
+			return nil, nil, nil, refused(http.StatusConflict, "the request holds policies of %s and of %s: preview each source's apart", sourceName[src], sourceName[o])
+		}
+		src = o
+	}
+	if src == engine.SourceStore && s.ReadOnly == "" {
+		a := s.admission()
+		a.mu.Lock()
+		pl, code, errs := a.plan(body, true)
+		a.mu.Unlock()
+		if errs != nil {
+			return nil, nil, nil, &predictError{code: code, msgs: errs}
+		}
+		return pl.before, pl.after, keys, nil
+	}
+	candidate := slices.Clone(s.Engine.Policies(src))
+	for _, d := range docs {
+		k := translate.KeyOf(d.Policy)
 		if i := slices.IndexFunc(candidate, func(p *v1alpha1.LoadBalancerPolicy) bool { return translate.KeyOf(p) == k }); i >= 0 {
 			candidate[i] = d.Policy
 		} else {
 			candidate = append(candidate, d.Policy)
 		}
 	}
-	if len(errs) > 0 {
-		return nil, nil, nil, &predictError{code: http.StatusUnprocessableEntity, msgs: errs}
-	}
-	before, _ = s.Engine.Result()
-	return before, s.Engine.Preview(engine.SourceKubernetes, candidate), keys, nil
+	return before, s.Engine.Preview(src, candidate), keys, nil
 }
+
+// sourceName names a source of policies as people know it.
+var sourceName = map[string]string{engine.SourceStore: "the store (lbctl push-config)", engine.SourceConfigDir: "--config-dir",
+	engine.SourceKubernetes: "Kubernetes"}

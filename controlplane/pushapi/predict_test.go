@@ -135,3 +135,33 @@ spec:
 		t.Errorf("a path without /: %v", err)
 	}
 }
+
+// TestTrafficPreviewOfAConfigDirPolicy: a policy of --config-dir, which a push refuses, is previewed as its
+// file edited would serve it; one request mixing it with a pushed policy is refused, naming both sources.
+func TestTrafficPreviewOfAConfigDirPolicy(t *testing.T) {
+	c, s, _ := newServer(t)
+	ctx := context.Background()
+	fromDir := &v1alpha1.LoadBalancerPolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: "dir", Namespace: "default"},
+		Spec: v1alpha1.LoadBalancerPolicySpec{Listener: v1alpha1.Listener{Port: 8081, Protocol: v1alpha1.ProtocolHTTP},
+			Backends: []v1alpha1.Backend{{Name: "a", Endpoints: []v1alpha1.Endpoint{{Address: "127.0.0.1", Port: 80}}}}}}
+	s.Engine.Set(engine.SourceConfigDir, []*v1alpha1.LoadBalancerPolicy{fromDir})
+	edited := `apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: dir}
+spec:
+  listener: {port: 8081, protocol: HTTP}
+  backends: [{name: a, endpoints: [{address: 127.0.0.1, port: 80}, {address: 127.0.0.2, port: 80}]}]
+`
+	if _, err := c.Apply(ctx, []byte(edited), false); apiErr(t, err).Status != http.StatusConflict {
+		t.Fatalf("a push of a --config-dir policy: %v", err)
+	}
+	pvs, err := c.Traffic(ctx, []byte(edited), nil)
+	if err != nil || len(pvs) != 1 || len(pvs[0].Changes) != 2 || pvs[0].Changes[0].Before != 1 || pvs[0].Changes[0].After != 0.5 {
+		t.Fatalf("%v %+v", err, pvs)
+	}
+	_, err = c.Traffic(ctx, []byte(edited+"---\n"+doc("pushed", 8082, "pushed.example.com")), nil)
+	if e := apiErr(t, err); e.Status != http.StatusConflict || !strings.Contains(strings.Join(e.Errors, " "), "of --config-dir and of the store (lbctl push-config)") {
+		t.Errorf("mixed sources: %d %v", e.Status, e.Errors)
+	}
+}
