@@ -1170,6 +1170,12 @@ type BackendStatus struct {
 	// expected share (0 is a spread exactly as expected), over the healthy endpoints and windowSeconds; unset
 	// without requests. With a hash algorithm a high skew means a few keys carry most of the traffic.
 	Skew *float64 `json:"skew,omitempty"`
+	// expectedCaveats are what the expected shares leave out: Envoy behaviour that turns on what only Envoy
+	// knows at run time (least request and bounded load under concurrent requests, slow start, reported
+	// utilization), and for zone-aware routing whose Envoys the shares are (the zones of the group's
+	// Envoys, each taken to send as many requests). The same text as lbctl trace, whatif and diff --traffic.
+	// +kubebuilder:validation:MaxItems=8
+	ExpectedCaveats []string `json:"expectedCaveats,omitempty"`
 }
 
 // EndpointStatus is one endpoint's load, as the proxies report it. Envoy 1.40 keeps no latency per
@@ -1195,7 +1201,8 @@ type EndpointStatus struct {
 	Backup   bool   `json:"backup,omitempty"`
 	// expectedShare is the share of the backend's requests lbplane's traffic model predicts for it from the
 	// config Envoy runs and the endpoints not taking traffic (priority levels, overprovisioning, zone weights,
-	// the algorithm's spread): a fraction from 0 to 1 (0.333 is a third).
+	// zone-aware routing for the zones of the group's Envoys, the algorithm's spread): a fraction from 0 to
+	// 1 (0.333 is a third). The backend's expectedCaveats say what it leaves out.
 	ExpectedShare float64 `json:"expectedShare"`
 	// observedShare is its part of the backend's requests over windowSeconds, a fraction from 0 to 1; unset
 	// while the backend has no requests.

@@ -1,6 +1,6 @@
 // Package pushapi is the HTTP API lbctl talks to in standalone mode: push (all or nothing), list, get and
 // delete policies, and see the connected proxies. Every call but the health checks needs a bearer token: the
-// read-only token reads (list, get, status, proxies, explain, diff), the admin token also writes (push,
+// read-only token reads (list, get, status, proxies, explain, diff, predictions), the admin token also writes (push,
 // delete, certificates).
 package pushapi
 
@@ -128,6 +128,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}/history", s.authRead(s.history))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/rollout", s.authRead(s.rolloutStatus))
 	mux.Handle("POST /v1/policies/{namespace}/{name}/rollout/{action}", s.auth(s.rolloutAction))
+	s.predictRoutes(mux) // trace, whatif and traffic previews (predict.go)
 	return s.Metrics.Instrument(mux)
 }
 

@@ -515,7 +515,7 @@ func Run(ctx context.Context, cfg Config) error {
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
 			// Expected shares come from the traffic model of what was published, when status is read. The
 			// summaries are kept until the next read or publication.
-			Expect:    newExpectation(eng).expect,
+			Expect:    newExpectation(eng, proxies).expect,
 			ExpectKey: func() any { r, _ := eng.Result(); return r },
 			// Reading stats holds Envoy's main thread, which also applies config: everything is read only as
 			// often as keeps it within a share of that thread, the busy clusters in between, and no read starts
