@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/backend"
+	"github.com/lbplane/lbplane/internal/dnstest"
 	"github.com/lbplane/lbplane/internal/portreserve"
 	"github.com/lbplane/lbplane/internal/tools"
 )
@@ -208,6 +210,8 @@ type Lbplane struct {
 	// netns, when set, runs lbplane in that network namespace (a host of the test's switch: newHALAN),
 	// listening on that host's address.
 	netns string
+	// dnsAddr is the loopback DNS server lbplane resolves backend host names with when the test names none.
+	dnsAddr string
 }
 
 // startLbplane starts lbplane with backends on loopback allowed (--allow-backend-cidrs 127.0.0.0/8,::1):
@@ -248,6 +252,14 @@ func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 		"--api-rate-limit", "0"}, l.extraArg...)
 	if !l.secureDefaults {
 		args = append(args, loopbackBackends...)
+	}
+	if l.netns == "" && !slices.Contains(l.extraArg, "--dns-resolver") {
+		// lbplane resolves backend host names itself: a test that names none of its own DNS servers gets one
+		// on loopback (NXDOMAIN for every name), so no test asks this machine's resolver.
+		if l.dnsAddr == "" {
+			l.dnsAddr = dnstest.Start(t).Addr
+		}
+		args = append(args, "--dns-resolver", l.dnsAddr)
 	}
 	// The file of an earlier run would say "listening" before this one is.
 	if err := os.Remove(filepath.Join(l.DataDir, serve.PortsFile)); err != nil && !os.IsNotExist(err) {
