@@ -151,7 +151,7 @@ func (r Rules) Key() string { return r.key }
 // Empty tells whether the rules delegate nothing and allow every namespace.
 func (r Rules) Empty() bool { return r.key == "" }
 
-// Describe is the rules in a line, for the log and lbctl status.
+// Describe is the rules in a line, for the log.
 func (r Rules) Describe() string {
 	if r.Empty() {
 		return "no delegations: on a shared port, the first policy to name a host name holds it"
