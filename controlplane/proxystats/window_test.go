@@ -28,7 +28,7 @@ func TestParsedHistogramMergesWithoutDoubling(t *testing.T) {
 	if inf != 1 {
 		t.Fatalf("%d +Inf buckets: %v", inf, lat)
 	}
-	one, two := QuantileMs(lat, 0.99), QuantileMs(addBuckets(lat, lat), 0.99)
+	one, two := QuantileMs(lat, 0.99), QuantileMs(AddBuckets(lat, lat), 0.99)
 	if one == nil || two == nil || *one != *two || *one >= 3.6e6 {
 		t.Errorf("p99 of one Envoy %v, of two alike %v", one, two)
 	}
@@ -51,5 +51,54 @@ func TestSince(t *testing.T) {
 	}
 	if w := Since(h, at.Add(3*time.Second), map[string]bool{"p/a": true}); w.Complete {
 		t.Errorf("a window with only the last sample is complete: %+v", w)
+	}
+}
+
+// Requests that never reached an endpoint count as failed requests: the counters were read from a real
+// Envoy 1.40 (testdata/counters-*: /stats/prometheus with StatsFilter, and /clusters?format=json) after five
+// requests on each HTTP route of clusters on a closed port (closed), behind a failing health check (uh), with
+// a name that does not resolve (dns, no healthy upstream), speaking TLS to a plain backend (tls), answering
+// 500 (five), and ten to a healthy backend, five of them past a 0.2 s route timeout (ok); and three TCP
+// connections to each of ok, closed and dns. With the router's dynamic stats off (no upstream_rq_completed
+// nor 5xx), the endpoints' counters and the failed connections say the same.
+func TestSinceCountsWhatClientsSaw(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	http := map[string][2]uint64{"closed": {5, 5}, "uh": {5, 5}, "dns": {5, 5}, "tls": {5, 5}, "five": {5, 5}, "ok": {10, 5}}
+	for _, tc := range []struct {
+		name, file string
+		noDynamic  bool
+		want       map[string][2]uint64 // cluster: requests, errors
+	}{
+		{"HTTP", "testdata/counters-http", false, http},
+		{"HTTP without dynamic stats", "testdata/counters-http", true, http},
+		{"TCP", "testdata/counters-tcp", false, map[string][2]uint64{"closed": {3, 3}, "dns": {3, 3}, "ok": {3, 0}}},
+	} {
+		cj, err := os.ReadFile(tc.file + ".clusters.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := ParseClusters(cj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(tc.file + ".prom")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ParseStats(b, cl); err != nil {
+			t.Fatal(err)
+		}
+		if tc.noDynamic {
+			for _, c := range cl {
+				c.Counters.Completed, c.Counters.Errors5xx = 0, 0
+			}
+		}
+		h := History{Node: "n", Samples: []*Sample{{At: at, Clusters: map[string]*Cluster{}}, {At: at.Add(2 * time.Second), Clusters: cl}}}
+		for name, want := range tc.want {
+			w := Since(h, at, map[string]bool{name: true})
+			if !w.Complete || w.Requests != want[0] || w.Errors != want[1] {
+				t.Errorf("%s, cluster %s: %d requests and %d errors, want %d and %d", tc.name, name, w.Requests, w.Errors, want[0], want[1])
+			}
+		}
 	}
 }
