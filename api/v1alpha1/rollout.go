@@ -69,11 +69,12 @@ type RolloutStage struct {
 // clusters: requests and errors as clients saw them (Envoy's upstream_rq_completed and upstream_rq_5xx:
 // 5xx answers, and the 503 and 504 Envoy answers itself for a refused or reset connection, no healthy
 // upstream or a timeout; for TCP, connections and those that failed to connect or found no healthy
-// upstream) and p99 of upstream_rq_time. Each Envoy counts once; one whose numbers disagree with the
-// others' on its side is not believed.
+// upstream), 4xx answers (upstream_rq_4xx), p99 of upstream_rq_time, and backends whose every endpoint
+// fails its active health checks. Each Envoy counts once; one whose numbers disagree with the others' on
+// its side is not believed.
 type RolloutAnalysis struct {
 	// maxErrorRateIncrease is how much the canaries' error rate (errors / requests, 0 to 1) may exceed the
-	// others'. Defaults to 0.05 (five percentage points).
+	// others', and their 4xx rate the others'. Defaults to 0.05 (five percentage points).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1
 	// +optional
@@ -226,6 +227,13 @@ type RolloutNumbers struct {
 	Requests  int64   `json:"requests"`
 	Errors    int64   `json:"errors"`
 	ErrorRate float64 `json:"errorRate"`
+	// clientErrors are the requests answered with a 4xx, and clientErrorRate their share: compared as the
+	// error rate is, so that a change that turns requests away (a backend that wants TLS answers 400)
+	// breaches too.
+	// +optional
+	ClientErrors int64 `json:"clientErrors,omitempty"`
+	// +optional
+	ClientErrorRate float64 `json:"clientErrorRate,omitempty"`
 	// +optional
 	LatencyP99Ms *float64 `json:"latencyP99Ms,omitempty"`
 }

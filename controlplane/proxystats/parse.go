@@ -67,11 +67,13 @@ type Cluster struct {
 //     (UF, UR) or no healthy upstream (UH), 504 for a timeout (UT). Measured on Envoy 1.40: a closed port,
 //     a TLS mismatch and a name that does not resolve count in both, and never in an endpoint's rq_total.
 //     Both are the router's dynamic stats (lbplane serve --router-dynamic-stats).
+//   - Errors4xx: HTTP requests answered with a 4xx (upstream_rq_4xx): a backend that wants TLS answers
+//     plain HTTP with 400.
 //   - PendingFailed: requests or, for TCP, connections failed for want of a connection
 //     (upstream_rq_pending_failure_eject: refused, reset or timed out while connecting).
 //   - NoneHealthy: requests and connections that found no healthy endpoint (upstream_cx_none_healthy).
 type Counters struct {
-	Completed, Errors5xx, PendingFailed, NoneHealthy uint64
+	Completed, Errors5xx, Errors4xx, PendingFailed, NoneHealthy uint64
 }
 
 // Sample is everything read from one Envoy at one time.
@@ -81,6 +83,16 @@ type Sample struct {
 	// full read's time for a partial one, which carries them (see pace.go).
 	StatsAt  time.Time
 	Clusters map[string]*Cluster
+}
+
+// Dead tells whether c has endpoints and every one fails its active health checks.
+func (c *Cluster) Dead() bool {
+	for _, h := range c.Hosts {
+		if !slices.Contains(h.Reasons, reasonActiveFailed) && !slices.Contains(h.Reasons, reasonActiveTimedOut) {
+			return false
+		}
+	}
+	return len(c.Hosts) > 0
 }
 
 // count is a JSON number that Envoy may print as a string (protojson's uint64).
@@ -114,10 +126,16 @@ type clustersJSON struct {
 	} `json:"cluster_statuses"`
 }
 
+// Reasons of a host that failed its active health checks.
+const (
+	reasonActiveFailed   = "active health check failed"
+	reasonActiveTimedOut = "active health check timed out"
+)
+
 // healthFlags maps admin's health_status flags to what a user reads, most telling first.
 var healthFlags = []struct{ key, reason string }{
-	{"failed_active_health_check", "active health check failed"},
-	{"active_hc_timeout", "active health check timed out"},
+	{"failed_active_health_check", reasonActiveFailed},
+	{"active_hc_timeout", reasonActiveTimedOut},
 	{"failed_outlier_check", "outlier detection"},
 	{"excluded_via_immediate_hc_fail", "asked to be removed (x-envoy-immediate-health-check-fail)"},
 	{"pending_active_hc", "waiting for its first health check"},
@@ -172,7 +190,7 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_|` + countersPattern + `)`
 
 // countersPattern matches the stats of Counters.
-const countersPattern = `upstream_rq_completed|upstream_rq_5xx|upstream_rq_pending_failure_eject|upstream_cx_none_healthy`
+const countersPattern = `upstream_rq_completed|upstream_rq_5xx|upstream_rq_4xx|upstream_rq_pending_failure_eject|upstream_cx_none_healthy`
 
 const (
 	latencyFamily   = "envoy_cluster_upstream_rq_time"
@@ -181,10 +199,10 @@ const (
 	classLabel      = "envoy_response_code_class"
 )
 
-// counterFamilies are the Prometheus names of Counters' stats (upstream_rq_5xx is upstream_rq_xx of class 5).
+// counterFamilies are the Prometheus names of Counters' stats (upstream_rq_5xx and 4xx are upstream_rq_xx, of
+// class 5 and 4).
 var counterFamilies = map[string]func(*Counters) *uint64{
 	"envoy_cluster_upstream_rq_completed":             func(c *Counters) *uint64 { return &c.Completed },
-	"envoy_cluster_upstream_rq_xx":                    func(c *Counters) *uint64 { return &c.Errors5xx },
 	"envoy_cluster_upstream_rq_pending_failure_eject": func(c *Counters) *uint64 { return &c.PendingFailed },
 	"envoy_cluster_upstream_cx_none_healthy":          func(c *Counters) *uint64 { return &c.NoneHealthy },
 }
@@ -219,8 +237,15 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 				continue
 			}
 			if field := counterFamilies[name]; field != nil && m.GetCounter() != nil {
-				if name != "envoy_cluster_upstream_rq_xx" || class == "5" {
-					*field(&get(cluster).Counters) = uint64(m.GetCounter().GetValue())
+				*field(&get(cluster).Counters) = uint64(m.GetCounter().GetValue())
+				continue
+			}
+			if name == "envoy_cluster_upstream_rq_xx" && m.GetCounter() != nil {
+				switch class {
+				case "5":
+					get(cluster).Counters.Errors5xx = uint64(m.GetCounter().GetValue())
+				case "4":
+					get(cluster).Counters.Errors4xx = uint64(m.GetCounter().GetValue())
 				}
 				continue
 			}

@@ -3,6 +3,7 @@ package proxystats
 import (
 	"math"
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -58,20 +59,21 @@ func TestSince(t *testing.T) {
 // Envoy 1.40 (testdata/counters-*: /stats/prometheus with StatsFilter, and /clusters?format=json) after five
 // requests on each HTTP route of clusters on a closed port (closed), behind a failing health check (uh), with
 // a name that does not resolve (dns, no healthy upstream), speaking TLS to a plain backend (tls), answering
-// 500 (five), and ten to a healthy backend, five of them past a 0.2 s route timeout (ok); and three TCP
-// connections to each of ok, closed and dns. With the router's dynamic stats off (no upstream_rq_completed
-// nor 5xx), the endpoints' counters and the failed connections say the same.
+// 500 (five) or 400 (four), and ten to a healthy backend, five of them past a 0.2 s route timeout (ok); and
+// three TCP connections to each of ok, closed (with an HTTP health check) and dns. With the router's dynamic stats off (no
+// upstream_rq_completed nor 5xx), the endpoints' counters and the failed connections say the same of the
+// failures. The clusters whose endpoint fails its active health check (uh; TCP's closed) are dead.
 func TestSinceCountsWhatClientsSaw(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	http := map[string][2]uint64{"closed": {5, 5}, "uh": {5, 5}, "dns": {5, 5}, "tls": {5, 5}, "five": {5, 5}, "ok": {10, 5}}
+	http := map[string][2]uint64{"closed": {5, 5}, "uh": {5, 5}, "dns": {5, 5}, "tls": {5, 5}, "five": {5, 5}, "ok": {10, 5}, "four": {5, 0}}
 	for _, tc := range []struct {
-		name, file string
-		noDynamic  bool
-		want       map[string][2]uint64 // cluster: requests, errors
+		name, file, dead string
+		noDynamic        bool
+		want             map[string][2]uint64 // cluster: requests, errors
 	}{
-		{"HTTP", "testdata/counters-http", false, http},
-		{"HTTP without dynamic stats", "testdata/counters-http", true, http},
-		{"TCP", "testdata/counters-tcp", false, map[string][2]uint64{"closed": {3, 3}, "dns": {3, 3}, "ok": {3, 0}}},
+		{"HTTP", "testdata/counters-http", "uh", false, http},
+		{"HTTP without dynamic stats", "testdata/counters-http", "uh", true, http},
+		{"TCP", "testdata/counters-tcp", "closed", false, map[string][2]uint64{"closed": {3, 3}, "dns": {3, 3}, "ok": {3, 0}}},
 	} {
 		cj, err := os.ReadFile(tc.file + ".clusters.json")
 		if err != nil {
@@ -98,6 +100,12 @@ func TestSinceCountsWhatClientsSaw(t *testing.T) {
 			w := Since(h, at, map[string]bool{name: true})
 			if !w.Complete || w.Requests != want[0] || w.Errors != want[1] {
 				t.Errorf("%s, cluster %s: %d requests and %d errors, want %d and %d", tc.name, name, w.Requests, w.Errors, want[0], want[1])
+			}
+			if dead := slices.Equal(w.Dead, []string{name}); dead != (name == tc.dead) {
+				t.Errorf("%s, cluster %s: dead %v", tc.name, name, w.Dead)
+			}
+			if fours := w.ClientErrors; (name == "four" && !tc.noDynamic) != (fours == 5) || (name != "four" && fours != 0) {
+				t.Errorf("%s, cluster %s: %d 4xx", tc.name, name, fours)
 			}
 		}
 	}

@@ -29,6 +29,8 @@ const (
 type NodeNumbers struct {
 	Node string
 	v1alpha1.RolloutNumbers
+	// Dead are the clusters whose every endpoint fails its active health checks on this Envoy.
+	Dead []string
 }
 
 // Verdict is a stage's judgement (JudgeStage).
@@ -59,8 +61,10 @@ type Verdict struct {
 //     verdict stricter.
 //   - Canaries in nacked rejected the config: they are flagged, and their numbers left out.
 //
-// No canary request at all holds or breaches as analysis.noTraffic says; fewer than minRequests hold. The
-// believed numbers are then compared as Judge compares them.
+// A backend whose every endpoint fails its active health checks on most canaries (at least required of
+// them), and not on most other Envoys (when there are others), breaches: with Envoy's panic mode its traffic still flows, but the
+// change broke its health. No canary request at all holds or breaches as analysis.noTraffic says; fewer
+// than minRequests hold. The believed numbers are then compared as Judge compares them.
 func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, earlier *v1alpha1.RolloutNumbers, nacked []string, required int) Verdict {
 	var v Verdict
 	var notes []string
@@ -79,6 +83,13 @@ func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, ear
 	}
 	minReq := *a.MinRequests
 	v.Canary = combine(judged)
+	if dead := deadOnMost(judged, required); len(dead) > 0 && len(others) > 0 {
+		if gone := slices.DeleteFunc(dead, func(c string) bool { return slices.Contains(deadOnMost(others, 1), c) }); len(gone) > 0 {
+			v.Verdict = Breach
+			v.Why = fmt.Sprintf("every endpoint of %s fails its active health checks on the canaries, not on the other Envoys", strings.Join(gone, ", "))
+			return v.note(notes)
+		}
+	}
 	switch {
 	case total == 0 && a.NoTraffic == v1alpha1.NoTrafficRollBack:
 		v.Verdict, v.Why = Breach, "the canaries served no request (analysis.noTraffic: RollBack)"
@@ -128,6 +139,25 @@ func (v Verdict) note(notes []string) Verdict {
 	return v
 }
 
+// deadOnMost are the clusters dead (see NodeNumbers.Dead) on more than half of xs, and on at least min of
+// them.
+func deadOnMost(xs []NodeNumbers, min int) []string {
+	count := map[string]int{}
+	for _, x := range xs {
+		for _, c := range x.Dead {
+			count[c]++
+		}
+	}
+	var out []string
+	for c, n := range count {
+		if 2*n > len(xs) && n >= min {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // voters are the Envoys of xs that served at least min requests.
 func voters(xs []NodeNumbers, min int64) []NodeNumbers {
 	var out []NodeNumbers
@@ -169,10 +199,13 @@ func agree(a *v1alpha1.RolloutAnalysis, xs []NodeNumbers) (believed, flagged []N
 // difference of two proportions).
 func disagree(a *v1alpha1.RolloutAnalysis, x, y v1alpha1.RolloutNumbers) bool {
 	if x.Requests > 0 && y.Requests > 0 {
-		rx, ry := rate(x), rate(y)
-		p := float64(x.Errors+y.Errors) / float64(x.Requests+y.Requests)
-		noise := 3 * math.Sqrt(p*(1-p)*(1/float64(x.Requests)+1/float64(y.Requests)))
-		if math.Abs(rx-ry) > max(*a.MaxErrorRateIncrease, noise) {
+		apart := func(ex, ey int64) bool {
+			rx, ry := float64(ex)/float64(x.Requests), float64(ey)/float64(y.Requests)
+			p := float64(ex+ey) / float64(x.Requests+y.Requests)
+			noise := 3 * math.Sqrt(p*(1-p)*(1/float64(x.Requests)+1/float64(y.Requests)))
+			return math.Abs(rx-ry) > max(*a.MaxErrorRateIncrease, noise)
+		}
+		if apart(min(x.Errors, x.Requests), min(y.Errors, y.Requests)) || apart(min(x.ClientErrors, x.Requests), min(y.ClientErrors, y.Requests)) {
 			return true
 		}
 	}
@@ -192,23 +225,33 @@ func rate(n v1alpha1.RolloutNumbers) float64 {
 	return min(1, float64(n.Errors)/float64(n.Requests))
 }
 
-// combine sums xs' requests and errors, and gives each Envoy one vote in the error rate (the mean of their
+func clientRate(n v1alpha1.RolloutNumbers) float64 {
+	if n.Requests == 0 {
+		return 0
+	}
+	return min(1, float64(n.ClientErrors)/float64(n.Requests))
+}
+
+// combine sums xs' requests and errors, and gives each Envoy one vote in the error rates (the mean of their
 // own) and in the p99 (their median).
 func combine(xs []NodeNumbers) v1alpha1.RolloutNumbers {
 	var out v1alpha1.RolloutNumbers
-	var sum float64
+	var sum, sum4 float64
 	var p99s []float64
 	for _, x := range xs {
 		out.Envoys++
 		out.Requests += x.Requests
 		out.Errors += x.Errors
+		out.ClientErrors += x.ClientErrors
 		sum += rate(x.RolloutNumbers)
+		sum4 += clientRate(x.RolloutNumbers)
 		if x.LatencyP99Ms != nil {
 			p99s = append(p99s, *x.LatencyP99Ms)
 		}
 	}
 	if out.Envoys > 0 && out.Requests > 0 {
 		out.ErrorRate = round4(sum / float64(out.Envoys))
+		out.ClientErrorRate = round4(sum4 / float64(out.Envoys))
 	}
 	if n := len(p99s); n > 0 {
 		slices.Sort(p99s)
@@ -243,6 +286,10 @@ func reference(a *v1alpha1.RolloutAnalysis, others []NodeNumbers, minReq int64) 
 		ref = combine(out)
 		lowest := slices.MinFunc(out, func(x, y NodeNumbers) int { return cmp.Compare(rate(x.RolloutNumbers), rate(y.RolloutNumbers)) })
 		ref.ErrorRate = round4(rate(lowest.RolloutNumbers))
+		lowest = slices.MinFunc(out, func(x, y NodeNumbers) int {
+			return cmp.Compare(clientRate(x.RolloutNumbers), clientRate(y.RolloutNumbers))
+		})
+		ref.ClientErrorRate = round4(clientRate(lowest.RolloutNumbers))
 		ref.LatencyP99Ms = nil
 		for _, o := range out {
 			if p := o.LatencyP99Ms; p != nil && (ref.LatencyP99Ms == nil || *p < *ref.LatencyP99Ms) {
@@ -291,6 +338,10 @@ func Judge(a *v1alpha1.RolloutAnalysis, canary, base v1alpha1.RolloutNumbers, ea
 	if inc := canary.ErrorRate - ref.ErrorRate; inc > *a.MaxErrorRateIncrease {
 		return Breach, fmt.Sprintf("canary error rate %.4f (%d errors of %d requests) exceeds %s %.4f (%d of %d) by %.4f, more than maxErrorRateIncrease %.4f",
 			canary.ErrorRate, canary.Errors, canary.Requests, refName, ref.ErrorRate, ref.Errors, ref.Requests, inc, *a.MaxErrorRateIncrease)
+	}
+	if inc := canary.ClientErrorRate - ref.ClientErrorRate; inc > *a.MaxErrorRateIncrease {
+		return Breach, fmt.Sprintf("canary 4xx rate %.4f (%d of %d requests) exceeds %s %.4f (%d of %d) by %.4f, more than maxErrorRateIncrease %.4f",
+			canary.ClientErrorRate, canary.ClientErrors, canary.Requests, refName, ref.ClientErrorRate, ref.ClientErrors, ref.Requests, inc, *a.MaxErrorRateIncrease)
 	}
 	if canary.LatencyP99Ms != nil && ref.LatencyP99Ms != nil {
 		c, r := *canary.LatencyP99Ms, *ref.LatencyP99Ms

@@ -63,6 +63,8 @@ func TestJudgeStage(t *testing.T) {
 		return NodeNumbers{Node: node, RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1, Requests: req, Errors: errs}}
 	}
 	others := []NodeNumbers{n("o1", 500, 0), n("o2", 500, 0)}
+	fours := func(x NodeNumbers) NodeNumbers { x.ClientErrors = x.Requests; return x }
+	dead := func(x NodeNumbers) NodeNumbers { x.Dead = []string{"default/p/new"}; return x }
 	for _, tc := range []struct {
 		name     string
 		canaries []NodeNumbers
@@ -79,10 +81,14 @@ func TestJudgeStage(t *testing.T) {
 		{"two that disagree decide nothing", []NodeNumbers{n("c1", 100, 100), n("c2", 100, 0)}, nil, Hold, widenDisagree, []string{"c1", "c2"}, 0},
 		{"a quiet canary leaves one to judge", []NodeNumbers{n("c1", 300, 0), n("c2", 3, 0)}, nil, Hold, widenQuiet, nil, 0},
 		{"a rejecting canary is not believed", []NodeNumbers{n("c1", 100, 0), n("c2", 100, 0), n("c3", 0, 0)}, []string{"c3"}, Pass, 0, []string{"c3"}, 0},
+		{"4xx answers breach too", []NodeNumbers{fours(n("c1", 100, 0)), fours(n("c2", 100, 0))}, nil, Breach, 0, nil, 0},
+		{"a backend dead on the canaries breaches", []NodeNumbers{dead(n("c1", 100, 0)), dead(n("c2", 100, 0))}, nil, Breach, 0, nil, 0},
+		{"one canary's dead backend is judged as numbers", []NodeNumbers{dead(n("c1", 100, 0)), n("c2", 100, 0)}, nil, Pass, 0, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := JudgeStage(a, tc.canaries, others, nil, tc.nacked, 2)
-			if v.Verdict != tc.want || v.Widen != tc.widen || !slices.Equal(v.Flagged, tc.flagged) || (tc.want != Hold && v.Canary.ErrorRate != tc.rate) {
+			t.Log(v.Why)
+			if v.Verdict != tc.want || v.Widen != tc.widen || !slices.Equal(v.Flagged, tc.flagged) || (tc.want == Pass && v.Canary.ErrorRate != tc.rate) {
 				t.Errorf("verdict %d widen %d flagged %v rate %v (%s); want %d, %d, %v, %v", v.Verdict, v.Widen, v.Flagged, v.Canary.ErrorRate, v.Why,
 					tc.want, tc.widen, tc.flagged, tc.rate)
 			}

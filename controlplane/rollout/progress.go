@@ -246,8 +246,9 @@ func (c *Controller) perNode(g *group, since time.Time, clusters map[string]bool
 		return nil
 	}
 	type acc struct {
-		req, errs uint64
-		lat       []proxystats.Bucket
+		req, errs, fours uint64
+		lat              []proxystats.Bucket
+		dead             []string
 	}
 	sums := map[string]*acc{}
 	for _, h := range c.Histories() {
@@ -265,13 +266,18 @@ func (c *Controller) perNode(g *group, since time.Time, clusters map[string]bool
 		}
 		a.req += w.Requests
 		a.errs += w.Errors
+		a.fours += w.ClientErrors
 		a.lat = proxystats.AddBuckets(a.lat, w.Latency)
+		a.dead = append(a.dead, w.Dead...)
 	}
 	out := make(map[string]NodeNumbers, len(sums))
 	for n, a := range sums {
-		nn := NodeNumbers{Node: n, RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1, Requests: int64(a.req), Errors: int64(a.errs)}}
+		slices.Sort(a.dead)
+		nn := NodeNumbers{Node: n, RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1, Requests: int64(a.req), Errors: int64(a.errs),
+			ClientErrors: int64(a.fours)}, Dead: slices.Compact(a.dead)}
 		if a.req > 0 {
 			nn.ErrorRate = round4(float64(a.errs) / float64(a.req))
+			nn.ClientErrorRate = round4(float64(a.fours) / float64(a.req))
 		}
 		nn.LatencyP99Ms = proxystats.QuantileMs(a.lat, 0.99)
 		out[n] = nn
