@@ -388,7 +388,7 @@ func TestRejectionsAreCounted(t *testing.T) {
 	}
 	nack(&f.proxies[1])
 	f.c.step(time.Now())
-	if st := f.status("a"); st.Phase != v1alpha1.RolloutRolledBack || !strings.Contains(st.Message, "n1, n2 rejected the config") {
+	if st := f.status("a"); st.Phase != v1alpha1.RolloutRolledBack || !strings.Contains(st.Message, "canaries n1, n2 rejected the config") {
 		t.Fatalf("both canaries rejected the config: %+v", st)
 	}
 }

@@ -105,8 +105,11 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 	// a canary that just joined counts from its stage's start); fewer are judged with the others.
 	nacked, msg := rejected(proxies, g.Group, p, p.Canaries)
 	if len(nacked) > 0 && 2*len(nacked) > len(p.Canaries) {
-		c.rollBack(g, p, v1alpha1.RolloutRolledBack, fmt.Sprintf("stage %d of %d: canary %s rejected the config (%s)", p.Stage+1, nStages,
-			strings.Join(nacked, ", "), msg), now)
+		who := "canary " + nacked[0]
+		if len(nacked) > 1 {
+			who = "canaries " + strings.Join(nacked, ", ")
+		}
+		c.rollBack(g, p, v1alpha1.RolloutRolledBack, fmt.Sprintf("stage %d of %d: %s rejected the config (%s)", p.Stage+1, nStages, who, msg), now)
 		return true, nil
 	}
 	if c.place(g, p, nodes) {
