@@ -72,7 +72,7 @@ func TestRolloutCatalogue(t *testing.T) {
 	}
 	defer taken.Close()
 
-	l := startLbplane(t, "--proxy-stats-interval", "250ms", "--rollout-canary-min-age", "1s")
+	l := startLbplane(t, "--proxy-stats-interval", "250ms", "--rollout-canary-min-age", canaryMinAge.String())
 	var envoys []*Envoy
 	for _, n := range []string{"envoy-a", "envoy-b", "envoy-c"} {
 		envoys = append(envoys, startEnvoy(t, l, n, true))
@@ -105,6 +105,7 @@ func TestRolloutCatalogue(t *testing.T) {
 		}
 		return nil
 	})
+	waitSettledFor(t, l, 3)
 
 	endpoint := func(port int) string { return fmt.Sprintf("127.0.0.1, port: %d", port) }
 	for _, tc := range []struct {
@@ -170,11 +171,7 @@ func TestRolloutCatalogue(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitSynced(t, l, 3)
-			okNow, failedNow := load.OK.Load(), load.Failed.Load()
-			load.WaitServed(t, okNow+150)
-			if n := load.Failed.Load() - failedNow; n > 0 {
-				t.Errorf("%d requests failed on the good generation after the rollback: %v", n, load.Errors)
-			}
+			noFailuresOver(t, load, 150, "requests failed on the good generation after the rollback")
 		})
 	}
 }

@@ -106,6 +106,42 @@ func waitPhase(t *testing.T, l *Lbplane, phase string, timeout time.Duration) *a
 	return waitRollout(t, l, "ro", phase, timeout)
 }
 
+// canaryMinAge is the --rollout-canary-min-age the rollout tests run lbplane with.
+const canaryMinAge = time.Second
+
+// waitSettledFor waits until n Envoys are connected to l, each for longer than canaryMinAge: only those can
+// be drawn as canaries.
+func waitSettledFor(t *testing.T, l *Lbplane, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d Envoys connected for %s", n, canaryMinAge), func() error {
+		ps, err := l.Client.Proxies(context.Background())
+		if err != nil {
+			return err
+		}
+		settled := 0
+		for _, p := range ps {
+			if time.Since(p.ConnectedAt) > canaryMinAge+250*time.Millisecond {
+				settled++
+			}
+		}
+		if settled < n {
+			return fmt.Errorf("%d of %d", settled, len(ps))
+		}
+		return nil
+	})
+}
+
+// noFailuresOver waits for n more requests of load to succeed, and fails the test if any failed meanwhile
+// (what says when, for the message).
+func noFailuresOver(t *testing.T, load *Load, n int64, what string) {
+	t.Helper()
+	ok, failed := load.OK.Load(), load.Failed.Load()
+	load.WaitServed(t, ok+n)
+	if f := load.Failed.Load() - failed; f > 0 {
+		t.Errorf("%d %s: %v", f, what, load.Errors)
+	}
+}
+
 // lbctlExit runs lbctl and returns its exit code and output.
 func lbctlExit(t *testing.T, l *Lbplane, args ...string) (int, string) {
 	t.Helper()
@@ -126,7 +162,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 	broken := startBackend(t, "broken", 0)
 	broken.FailWith(500)
 	fresh := startBackend(t, "fresh", 0)
-	l := startLbplane(t, "--proxy-stats-interval", "250ms", "--rollout-canary-min-age", "1s")
+	l := startLbplane(t, "--proxy-stats-interval", "250ms", "--rollout-canary-min-age", canaryMinAge.String())
 	var envoys []*Envoy
 	for _, n := range []string{"envoy-a", "envoy-b", "envoy-c"} {
 		envoys = append(envoys, startEnvoy(t, l, n, true))
@@ -167,6 +203,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 	load.WaitServed(t, 100)
 	// Every Envoy serves part of it (the analysis compares canaries with the others).
 	waitEveryEnvoyServes(t, envoys)
+	waitSettledFor(t, l, 3)
 
 	// The same bad change without a rollout: every Envoy takes it, until a second push.
 	withoutShare := 0.0
@@ -253,11 +290,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 				failed, ok+failed, 100*share, 100*stage, 100*withoutShare)
 		}
 		// After the rollback nothing fails any more.
-		okAfter, failedAfter := load.OK.Load(), load.Failed.Load()
-		load.WaitServed(t, okAfter+200)
-		if f := load.Failed.Load() - failedAfter; f > 0 {
-			t.Errorf("%d requests failed after the rollback: %v", f, load.Errors)
-		}
+		noFailuresOver(t, load, 200, "requests failed after the rollback")
 	})
 
 	t.Run("a good change passes every stage", func(t *testing.T) {
@@ -316,11 +349,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 			t.Errorf("rolled back with %+v", r.Rollout)
 		}
 		// Every Envoy serves the baseline's port again.
-		okNow, failedNow := load.OK.Load(), load.Failed.Load()
-		load.WaitServed(t, okNow+200)
-		if f := load.Failed.Load() - failedNow; f > 0 {
-			t.Errorf("%d requests failed after the NACK's rollback: %v", f, load.Errors)
-		}
+		noFailuresOver(t, load, 200, "requests failed after the NACK's rollback")
 	})
 	t.Run("a traffic shift goes forward on a healthy backend", func(t *testing.T) {
 		// From stable alone, pushed at once.
@@ -394,11 +423,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 			}
 			return nil
 		})
-		okNow, failedNow := load.OK.Load(), load.Failed.Load()
-		load.WaitServed(t, okNow+200)
-		if f := load.Failed.Load() - failedNow; f > 0 {
-			t.Errorf("%d requests failed after the shift back: %v", f, load.Errors)
-		}
+		noFailuresOver(t, load, 200, "requests failed after the shift back")
 	})
 
 	// Last: the restarted lbplane ends with this subtest (its process belongs to the subtest).

@@ -130,29 +130,21 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 	canaries, others := c.numbers(g, p, p.StageStarted, nodes)
 	where := fmt.Sprintf("stage %d of %d (%d of %d Envoys)", p.Stage+1, nStages, len(p.Canaries), len(nodes))
 	v := JudgeStage(p.Settings.Analysis, canaries, others, p.Earlier, nacked, min(2, want))
-	stored := c.record(p, v)
-	switch v.Verdict {
-	case Hold:
-		// One more canary decides, when the fleet has one: at once when the canaries disagree, after a
-		// second bake when too few served enough.
-		if v.Widen != 0 && len(p.Canaries) < len(nodes) && (v.Widen == widenDisagree || now.Sub(p.StageStarted) >= 2*bake) {
-			p.Extra++
-			if c.place(g, p, nodes) {
-				p.StageStarted = now
-				p.Message = fmt.Sprintf("%s: %s; one more canary: %s", where, v.Why, c.stageLine(p, len(nodes)))
-				c.log().Info("rollout stage widened", "group", g.Group, "policy", p.key().String(), "canaries", p.Canaries, "flagged", v.Flagged)
-				return true, nil
-			}
-			p.Extra--
+	// On a hold, one more canary decides, when the fleet has one: at once when the canaries disagree, after
+	// a second bake when too few served enough.
+	if v.Verdict == Hold && v.Widen != 0 && len(p.Canaries) < len(nodes) && (v.Widen == widenDisagree || now.Sub(p.StageStarted) >= 2*bake) {
+		c.record(p, v)
+		p.Extra++
+		if c.place(g, p, nodes) {
+			p.StageStarted = now
+			p.Message = fmt.Sprintf("%s: %s; one more canary: %s", where, v.Why, c.stageLine(p, len(nodes)))
+			c.log().Info("rollout stage widened", "group", g.Group, "policy", p.key().String(), "canaries", p.Canaries, "flagged", v.Flagged)
+			return true, nil
 		}
-		p.Message = where + ": holding: " + v.Why
-		return stored, nil
-	case Breach:
-		c.rollBack(g, p, v1alpha1.RolloutRolledBack, where+": "+v.Why, now)
-		return true, nil
+		p.Extra--
 	}
-	if v.Reference.Requests >= *p.Settings.Analysis.MinRequests {
-		p.Earlier = &v.Reference
+	if passed, store := c.settle(g, p, v, where, now); !passed {
+		return store, nil
 	}
 	// The next stage that adds an Envoy; every Envoy runs the candidate once none is left.
 	next, skipped := p.Stage+1, 0
@@ -176,6 +168,25 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 	p.Message = fmt.Sprintf("stage %d passed (%s)%s; %s", passed, v.Why, skip, c.stageLine(p, len(nodes)))
 	c.log().Info("rollout stage passed", "group", g.Group, "policy", p.key().String(), "stage", passed, "canaries", p.Canaries)
 	return true, nil
+}
+
+// settle keeps a stage's verdict on p (see record): a hold says so in p's message, a breach rolls p back,
+// and a pass keeps the reference's numbers as the next stage's earlier ones when they had traffic enough.
+// where names the stage. It tells whether the verdict is a pass, and whether p's group is to be stored.
+func (c *Controller) settle(g *group, p *policy, v Verdict, where string, now time.Time) (passed, store bool) {
+	store = c.record(p, v)
+	switch v.Verdict {
+	case Hold:
+		p.Message = where + ": holding: " + v.Why
+		return false, store
+	case Breach:
+		c.rollBack(g, p, v1alpha1.RolloutRolledBack, where+": "+v.Why, now)
+		return false, true
+	}
+	if v.Reference.Requests >= *p.Settings.Analysis.MinRequests {
+		p.Earlier = &v.Reference
+	}
+	return true, store
 }
 
 // record keeps a stage's judgement on p: its numbers, and the Envoys not believed; it tells whether that

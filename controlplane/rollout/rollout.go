@@ -469,12 +469,12 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 			p.Stage, p.Phase, p.StageStarted, p.Ended, p.Canaries, p.Extra, p.Flagged = 0, v1alpha1.RolloutProgressing, now, time.Time{}, nil, 0, nil
 			p.Canary, p.BaselineNumbers, p.Earlier = nil, nil, nil
 			p.Message = "starting"
+			started = append(started, p)
 			if superseded {
 				p.Message = "a newer generation superseded the rollout under way; starting again from stage 1"
 			}
-			started = append(started, p)
-			c.log().Info("rollout started", "group", name, "policy", p.key().String(), "generation", p.CandidateGeneration, "superseded", superseded)
 		}
+		var eligible []string
 		if c.follower() {
 			for _, p := range started {
 				if p.Kind != KindTraffic {
@@ -484,13 +484,22 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 		} else {
 			proxies := c.Proxies()
 			nodes := g.present(nodesOf(proxies, name), now)
-			c.keepOrder(g, nodes, c.eligible(proxies, name, now), started)
+			eligible = c.eligible(proxies, name, now)
+			c.keepOrder(g, nodes, eligible, started)
 			for _, p := range started {
 				if p.Kind != KindTraffic {
 					c.place(g, p, nodes)
-					p.Message = c.stageLine(p, len(nodes))
+					line := c.stageLine(p, len(nodes))
+					if p.Message != "starting" {
+						line = p.Message + "; " + line
+					}
+					p.Message = line
 				}
 			}
+		}
+		for _, p := range started {
+			c.log().Info("rollout started", "group", name, "policy", p.key().String(), "generation", p.CandidateGeneration, "canaries", p.Canaries,
+				"eligible", eligible, "message", p.Message)
 		}
 		if err := c.apply(g); err != nil {
 			return err

@@ -141,17 +141,8 @@ func (c *Controller) progressTraffic(g *group, p *policy, proxies []xdsserver.Pr
 	v := JudgeStage(p.Settings.Analysis, tos, froms, p.Earlier, nacked, min(2, len(nodes)))
 	rename := strings.NewReplacer("the canaries", "backend "+ts.Backend, "canaries", "Envoys", "canary", ts.Backend, "the other Envoys'", "the other backends'").Replace
 	v.Why = rename(v.Why)
-	stored := c.record(p, v)
-	switch v.Verdict {
-	case Hold:
-		p.Message = step + ": holding: " + v.Why
-		return stored, nil
-	case Breach:
-		c.rollBack(g, p, v1alpha1.RolloutRolledBack, step+": "+v.Why, now)
-		return true, nil
-	}
-	if v.Reference.Requests >= *p.Settings.Analysis.MinRequests {
-		p.Earlier = &v.Reference
+	if passed, store := c.settle(g, p, v, step, now); !passed {
+		return store, nil
 	}
 	if p.Stage == n-1 {
 		p.Phase, p.Ended, p.Candidate = v1alpha1.RolloutSucceeded, now, nil
