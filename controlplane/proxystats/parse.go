@@ -85,10 +85,12 @@ type Sample struct {
 	Clusters map[string]*Cluster
 }
 
-// Dead tells whether c has endpoints and every one fails its active health checks.
+// Dead tells whether c has endpoints and every one failed its last active health checks (one not checked
+// yet has not).
 func (c *Cluster) Dead() bool {
 	for _, h := range c.Hosts {
-		if !slices.Contains(h.Reasons, reasonActiveFailed) && !slices.Contains(h.Reasons, reasonActiveTimedOut) {
+		failed := slices.Contains(h.Reasons, reasonActiveFailed) || slices.Contains(h.Reasons, reasonActiveTimedOut)
+		if !failed || slices.Contains(h.Reasons, reasonActivePending) {
 			return false
 		}
 	}
@@ -126,10 +128,12 @@ type clustersJSON struct {
 	} `json:"cluster_statuses"`
 }
 
-// Reasons of a host that failed its active health checks.
+// Reasons of a host that failed its active health checks, and of one that has not been checked yet (Envoy
+// marks a new host failed until its first check).
 const (
 	reasonActiveFailed   = "active health check failed"
 	reasonActiveTimedOut = "active health check timed out"
+	reasonActivePending  = "waiting for its first health check"
 )
 
 // healthFlags maps admin's health_status flags to what a user reads, most telling first.
@@ -138,7 +142,7 @@ var healthFlags = []struct{ key, reason string }{
 	{"active_hc_timeout", reasonActiveTimedOut},
 	{"failed_outlier_check", "outlier detection"},
 	{"excluded_via_immediate_hc_fail", "asked to be removed (x-envoy-immediate-health-check-fail)"},
-	{"pending_active_hc", "waiting for its first health check"},
+	{"pending_active_hc", reasonActivePending},
 	{"pending_dynamic_removal", "being removed"},
 }
 

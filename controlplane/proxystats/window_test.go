@@ -110,3 +110,27 @@ func TestSinceCountsWhatClientsSaw(t *testing.T) {
 		}
 	}
 }
+
+// A cluster is dead when every endpoint failed its active checks; a new endpoint, which Envoy marks failed
+// until its first check, is not counted as failing.
+func TestDead(t *testing.T) {
+	failed, pending := reasonActiveFailed, reasonActivePending
+	for _, tc := range []struct {
+		hosts [][]string
+		want  bool
+	}{
+		{nil, false},
+		{[][]string{{failed}, {reasonActiveTimedOut}}, true},
+		{[][]string{{failed}, {}}, false},
+		{[][]string{{failed, pending}}, false},
+		{[][]string{{"outlier detection"}}, false},
+	} {
+		c := &Cluster{}
+		for _, r := range tc.hosts {
+			c.Hosts = append(c.Hosts, Host{Reasons: r})
+		}
+		if got := c.Dead(); got != tc.want {
+			t.Errorf("hosts %v: dead %v, want %v", tc.hosts, got, tc.want)
+		}
+	}
+}
