@@ -99,27 +99,29 @@ func (g *group) present(nodes []string, now time.Time) []string {
 	return slices.Compact(out)
 }
 
-// inUse is how many Envoys at the head of g's order are canaries of a staged rollout under way (the last
-// stage, which takes every Envoy, is left out), but those of skip.
-func (g *group) inUse(skip []*policy) int {
-	n := 0
+// inUse tells whether a staged rollout of g but those of skip is under way before its last stage (which
+// takes every Envoy), and how many Envoys at the head of g's order are canaries of those.
+func (g *group) inUse(skip []*policy) (underWay bool, n int) {
 	for _, p := range g.Policies {
 		if p.Kind == KindTraffic || !p.underWay() || p.Stage >= len(p.Settings.Stages)-1 || slices.Contains(skip, p) {
 			continue
 		}
-		n = max(n, len(p.Canaries))
+		underWay, n = true, max(n, len(p.Canaries))
 	}
-	return n
+	return underWay, n
 }
 
-// keepOrder keeps g's order to the present nodes and the eligible ones: it is drawn again when no
-// staged rollout of the group but those of starting is under way; otherwise the nodes gone leave it
-// and the eligible nodes not in it go to random places after the canaries in use. It tells whether the
-// order changed.
+// keepOrder keeps g's order to the present nodes and the eligible ones: it is drawn again when rollouts
+// start (starting) and no other staged rollout of the group is under way; otherwise, while one is, the
+// nodes gone leave it and the eligible nodes not in it go to random places after the canaries in use. It
+// tells whether the order changed.
 func (c *Controller) keepOrder(g *group, present, eligible []string, starting []*policy) bool {
-	inUse := g.inUse(starting)
+	underWay, inUse := g.inUse(starting)
+	if !underWay && len(starting) == 0 {
+		return false // nothing under way uses the order: it is drawn again when a rollout starts
+	}
 	var next []string
-	if inUse == 0 {
+	if !underWay {
 		next = slices.Clone(eligible)
 		shuffle(next)
 	} else {

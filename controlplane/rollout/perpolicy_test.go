@@ -206,6 +206,41 @@ func TestRolloutsArePerPolicy(t *testing.T) {
 	}
 }
 
+// Envoys that settle after a rollout started become its canaries then.
+func TestCanariesJoinOnceSettled(t *testing.T) {
+	f := newFleet(t, "n1", "n2", "n3")
+	for i := range f.proxies {
+		f.proxies[i].ConnectedAt = time.Now()
+	}
+	f.push("a", 80, nil)
+	f.push("a", 81, nil)
+	if st := f.status("a"); len(st.Canaries) != 0 || !strings.Contains(st.Message, "waiting for Envoys connected") {
+		t.Fatalf("with no settled Envoy: %+v", st)
+	}
+	f.c.step(time.Now().Add(2 * time.Minute))
+	if st := f.status("a"); len(st.Canaries) != 2 {
+		t.Fatalf("once they settled: %+v", st)
+	}
+}
+
+// A rollout that ended is not written again while nothing happens: the order is drawn when one starts.
+func TestEndedRolloutsAreNotWrittenAgain(t *testing.T) {
+	f := newFleet(t, "n1", "n2", "n3")
+	f.push("a", 80, nil)
+	f.push("a", 81, nil)
+	if err := f.c.Action(translate.Key{Namespace: "default", Name: "a"}, "abort"); err != nil {
+		t.Fatal(err)
+	}
+	mem := f.c.Persist.(*memPersist)
+	rev := mem.revs["default"]
+	for i := range 10 {
+		f.c.step(time.Now().Add(time.Duration(i) * time.Second))
+	}
+	if mem.revs["default"] != rev {
+		t.Errorf("the group's record was written %d times with nothing under way", mem.revs["default"]-rev)
+	}
+}
+
 // With three Envoys a stage before the last takes two, and the default 25 % stage, which would add none,
 // is skipped: every stage adds Envoys.
 func TestEveryStageAddsEnvoys(t *testing.T) {
