@@ -117,7 +117,14 @@ func rolloutLine(r *apiwire.RolloutResult) string {
 		return fmt.Sprintf("%s generation %d: settled: %s", r.Policy, r.Generation, ro.Message)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s generation %d (baseline %d): %s, stage %d of %d", r.Policy, ro.CandidateGeneration, ro.BaselineGeneration, ro.Phase, ro.Stage, ro.Stages)
+	fmt.Fprintf(&b, "%s generation %d", r.Policy, ro.CandidateGeneration)
+	if ro.BaselineGeneration > 0 {
+		fmt.Fprintf(&b, " (baseline %d)", ro.BaselineGeneration)
+	}
+	fmt.Fprintf(&b, ": %s", ro.Phase)
+	if ro.Stages > 0 {
+		fmt.Fprintf(&b, ", stage %d of %d", ro.Stage, ro.Stages)
+	}
 	if len(ro.Canaries) > 0 {
 		fmt.Fprintf(&b, ", canaries %s", strings.Join(ro.Canaries, ","))
 	}
