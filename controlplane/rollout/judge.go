@@ -91,6 +91,10 @@ func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, ear
 		}
 	}
 	switch {
+	case len(judged) == 0:
+		// No stats read from them over the window: no data, which is not no traffic.
+		v.Verdict, v.Why = Hold, "no stats read from the canaries since the stage began (is their stats port read?)"
+		return v.note(notes)
 	case total == 0 && a.NoTraffic == v1alpha1.NoTrafficRollBack:
 		v.Verdict, v.Why = Breach, "the canaries served no request (analysis.noTraffic: RollBack)"
 		return v.note(notes)

@@ -95,3 +95,16 @@ func TestJudgeStage(t *testing.T) {
 		})
 	}
 }
+
+// Canaries whose stats were not read over the window hold the stage, whatever noTraffic says: no data is not
+// no traffic.
+func TestJudgeStageWithoutStatsHolds(t *testing.T) {
+	a := v1alpha1.RolloutDefaulted(&v1alpha1.Rollout{Analysis: &v1alpha1.RolloutAnalysis{NoTraffic: v1alpha1.NoTrafficRollBack}}).Analysis
+	if v := JudgeStage(a, nil, nil, nil, nil, 2); v.Verdict != Hold || !strings.Contains(v.Why, "no stats") {
+		t.Errorf("verdict %d: %s", v.Verdict, v.Why)
+	}
+	empty := []NodeNumbers{{Node: "c1", RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1}}, {Node: "c2", RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1}}}
+	if v := JudgeStage(a, empty, nil, nil, nil, 2); v.Verdict != Breach || !strings.Contains(v.Why, "noTraffic: RollBack") {
+		t.Errorf("no request at all: verdict %d: %s", v.Verdict, v.Why)
+	}
+}
