@@ -78,7 +78,8 @@ func (c *Controller) progressGroup(g *group, now time.Time) (bool, error) {
 	return changed, nil
 }
 
-// rejected are the nodes of among that rejected p's config since its stage started.
+// rejected are the nodes of among (every node of group when nil) that rejected p's config since its stage
+// started.
 func rejected(proxies []xdsserver.ProxyStatus, group string, p *policy, among []string) (nodes []string, msg string) {
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	for _, px := range proxies {
@@ -103,7 +104,11 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 	}
 	// Most canaries rejecting the candidate breach at once (checked before the canaries change: a NACK of
 	// a canary that just joined counts from its stage's start); fewer are judged with the others.
-	nacked, msg := rejected(proxies, g.Group, p, p.Canaries)
+	var nacked []string
+	var msg string
+	if len(p.Canaries) > 0 {
+		nacked, msg = rejected(proxies, g.Group, p, p.Canaries)
+	}
 	if len(nacked) > 0 && 2*len(nacked) > len(p.Canaries) {
 		who := "canary " + nacked[0]
 		if len(nacked) > 1 {
