@@ -106,7 +106,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 	})
 	t.Logf("replica %d leads", leader)
 
-	t.Run("a bad change reaches one Envoy and is rolled back", func(t *testing.T) {
+	t.Run("a bad change reaches the first stage's two Envoys and is rolled back", func(t *testing.T) {
 		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
 		apply("broken", broken.Port, 3, "3s")
 		eventually(t, 10*time.Second, "only the canaries have the broken backend", func() error {
@@ -247,53 +247,10 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
 			t.Errorf("after the undo fresh is held by %v", got)
 		}
-	})
-
-	t.Run("a replica restarted mid-rollout splits its Envoys again and resumes", func(t *testing.T) {
-		other := 1 - leader
-		// One more Envoy, so that the group is split: a canary and at least one on the baseline.
-		envoys = append(envoys, startEnvoy(t, replicas[other], "envoy-z", true))
-		waitSynced(t, replicas[other], len(envoys))
-		eventually(t, 20*time.Second, "every Envoy has generation 5", func() error {
-			if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
-				return fmt.Errorf("fresh held by %v", got)
-			}
-			return nil
-		})
-		apply("broken", broken.Port, 3, "10m")
-		st := waitKubeCanaries(t, kc, 6, 2)
-		canaries, started := st.Rollout.Canaries, st.Rollout.StageStarted
-		eventually(t, 10*time.Second, "the canaries have the broken backend", func() error {
-			if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
-				return fmt.Errorf("held by %v, canaries %v", got, canaries)
-			}
-			return nil
-		})
-		replicas[other].Kill()
-		replicas[other].Restart(t)
-		if len(canaries) != 2 {
-			t.Fatalf("canaries %v of %d Envoys", canaries, len(envoys))
+		// Settled, as kubectl rollout status answers a settled Deployment.
+		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro"); code != 0 || !strings.Contains(out, "settled") {
+			t.Errorf("lbctl rollout status after the undo: exit %d, %s", code, out)
 		}
-		// The restarted replica read the rollout before it served xDS: its own answer says so.
-		r := rolloutOf(t, replicas[other])
-		if r.Generation != 6 || r.Rollout.Phase != v1alpha1.RolloutProgressing || !slices.Equal(r.Rollout.Canaries, canaries) ||
-			r.Rollout.StageStarted == nil || !r.Rollout.StageStarted.Equal(started) {
-			t.Errorf("after the restart: %+v; before: canaries %v, stage started %v", r.Rollout, canaries, started)
-		}
-		waitSynced(t, replicas[other], len(envoys))
-		if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
-			t.Errorf("after the restart broken is held by %v, canaries %v", got, canaries)
-		}
-		if code, out := lbctlKubeExit(t, kc, "rollout", "abort", "ro"); code != 0 {
-			t.Fatalf("abort: exit %d, %s", code, out)
-		}
-		waitKubePhase(t, kc, 6, v1alpha1.RolloutAborted, 60*time.Second)
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
 	})
 
 	t.Run("an abort annotation on another namespace's policy aborts that policy alone", func(t *testing.T) {
@@ -308,7 +265,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 			map[string]any{"Port": taPort, "Stable": stable.Port, "Bake": "10m", "Min": 20})
 		kubeApply(t, kc, ta, map[string]any{"Port": taPort, "Stable": stable.Port, "Bake": "10m", "Min": 20, "Extra": "fresh", "ExtraPort": fresh.Port, "Weight": 1})
 		apply("fresh", fresh.Port, 2, "10m")
-		roStatus := waitKubePhase(t, kc, 7, v1alpha1.RolloutProgressing, 20*time.Second)
+		roStatus := waitKubePhase(t, kc, 6, v1alpha1.RolloutProgressing, 20*time.Second)
 		eventually(t, 20*time.Second, "ta's rollout is under way", func() error {
 			out, err := kubectl(t, kc, "", "get", "lbp", "ta", "-n", "team-a", "-o", "jsonpath={.status.rollout.phase}")
 			if err != nil || out != v1alpha1.RolloutProgressing {
@@ -329,14 +286,62 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		})
 		// default/ro goes on as it was, and its canaries keep its candidate.
 		st := kubeRollout(t, kc)
-		if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutProgressing || st.Rollout.CandidateGeneration != 7 ||
+		if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutProgressing || st.Rollout.CandidateGeneration != 6 ||
 			!st.Rollout.StageStarted.Equal(roStatus.Rollout.StageStarted) || meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionRolledBack) {
 			t.Errorf("default/ro after team-a/ta's abort: %+v, conditions %+v", st.Rollout, st.Conditions)
 		}
 		if code, out := lbctlKubeExit(t, kc, "rollout", "abort", "ro"); code != 0 {
 			t.Fatalf("abort: exit %d, %s", code, out)
 		}
+		waitKubePhase(t, kc, 6, v1alpha1.RolloutAborted, 60*time.Second)
+	})
+
+	t.Run("a replica restarted mid-rollout splits its Envoys again and resumes", func(t *testing.T) {
+		other := 1 - leader
+		// One more Envoy, so that the group is split: a canary and at least one on the baseline.
+		envoys = append(envoys, startEnvoy(t, replicas[other], "envoy-z", true))
+		waitSynced(t, replicas[other], len(envoys))
+		eventually(t, 20*time.Second, "every Envoy has generation 5", func() error {
+			if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
+				return fmt.Errorf("fresh held by %v", got)
+			}
+			return nil
+		})
+		apply("broken", broken.Port, 3, "10m")
+		// Two Envoys (the killed replica's went with it): one canary.
+		st := waitKubeCanaries(t, kc, 7, 1)
+		canaries, started := st.Rollout.Canaries, st.Rollout.StageStarted
+		eventually(t, 10*time.Second, "the canaries have the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
+				return fmt.Errorf("held by %v, canaries %v", got, canaries)
+			}
+			return nil
+		})
+		replicas[other].Kill()
+		replicas[other].Restart(t)
+		if len(canaries) != 1 {
+			t.Fatalf("canaries %v of %d Envoys", canaries, len(envoys))
+		}
+		// The restarted replica read the rollout before it served xDS: its own answer says so.
+		r := rolloutOf(t, replicas[other])
+		if r.Generation != 7 || r.Rollout.Phase != v1alpha1.RolloutProgressing || !slices.Equal(r.Rollout.Canaries, canaries) ||
+			r.Rollout.StageStarted == nil || !r.Rollout.StageStarted.Equal(started) {
+			t.Errorf("after the restart: %+v; before: canaries %v, stage started %v", r.Rollout, canaries, started)
+		}
+		waitSynced(t, replicas[other], len(envoys))
+		if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
+			t.Errorf("after the restart broken is held by %v, canaries %v", got, canaries)
+		}
+		if code, out := lbctlKubeExit(t, kc, "rollout", "abort", "ro"); code != 0 {
+			t.Fatalf("abort: exit %d, %s", code, out)
+		}
 		waitKubePhase(t, kc, 7, v1alpha1.RolloutAborted, 60*time.Second)
+		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
+			if got := holders(t, envoys, "broken"); len(got) != 0 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
 	})
 }
 
