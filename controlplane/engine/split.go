@@ -53,6 +53,22 @@ const baseView = ""
 func (e *Engine) SetSplit(group string, s *Split) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.setSplit(group, s)
+	e.publishSplits()
+}
+
+// SetSplitLater is SetSplit without the publish: the split is in force from the next publish, which the
+// caller makes with the sources it goes with. A policy taken out of a rollout because a newer version of it
+// is pushed at once would otherwise be served, until that push is published, as the sources hold it: the
+// candidate that was rolled back.
+func (e *Engine) SetSplitLater(group string, s *Split) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.setSplit(group, s)
+}
+
+// setSplit records group's split; caller holds e.mu.
+func (e *Engine) setSplit(group string, s *Split) {
 	if e.split.byGroup == nil {
 		e.split.byGroup = map[string]*Split{}
 		e.split.published = map[string]bool{}
@@ -67,7 +83,6 @@ func (e *Engine) SetSplit(group string, s *Split) {
 		}
 		e.split.byGroup[group] = c
 	}
-	e.publishSplits()
 }
 
 // Splits returns the groups that run a split now.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -27,6 +28,7 @@ type fleet struct {
 	t       *testing.T
 	c       *Controller
 	eng     *engine.Engine
+	cache   *xdscache.Cache
 	proxies []xdsserver.ProxyStatus
 	traffic map[string]map[string][2]uint64
 	// from is when the stats read began: every window starts there.
@@ -36,8 +38,9 @@ type fleet struct {
 }
 
 func newFleet(t *testing.T, nodes ...string) *fleet {
-	f := &fleet{t: t, eng: engine.New(xdscache.New(), slog.New(slog.DiscardHandler)), traffic: map[string]map[string][2]uint64{},
-		policies: map[string]*v1alpha1.LoadBalancerPolicy{}, gen: map[string]int64{}}
+	f := &fleet{t: t, cache: xdscache.New(), traffic: map[string]map[string][2]uint64{}, policies: map[string]*v1alpha1.LoadBalancerPolicy{},
+		gen: map[string]int64{}}
+	f.eng = engine.New(f.cache, slog.New(slog.DiscardHandler))
 	for _, n := range nodes {
 		f.proxies = append(f.proxies, proxy(n, "default"))
 	}
@@ -220,6 +223,43 @@ func TestCanariesJoinOnceSettled(t *testing.T) {
 	f.c.step(time.Now().Add(2 * time.Minute))
 	if st := f.status("a"); len(st.Canaries) != 2 {
 		t.Fatalf("once they settled: %+v", st)
+	}
+}
+
+// A version pushed at once after a rollback takes the policy out of its rollout, and no Envoy is served the
+// rolled-back candidate meanwhile: the Envoys keep the baseline until the new version is published.
+func TestAnImmediatePushAfterARollbackNeverServesTheCandidate(t *testing.T) {
+	f := newFleet(t, "n1", "n2", "n3")
+	f.push("a", 80, nil)
+	f.push("a", 81, nil)
+	k := translate.Key{Namespace: "default", Name: "a"}
+	if err := f.c.Action(k, "abort"); err != nil {
+		t.Fatal(err)
+	}
+	endpoints := func(node string) string {
+		v, ok := f.cache.TargetFor("default", node).ResourceVersion(resource.EndpointType, "default/a/app")
+		if !ok {
+			t.Fatalf("%s has no endpoints of a", node)
+		}
+		return v
+	}
+	baseline := endpoints("n1")
+	if err := f.c.Unstage([]translate.Key{k}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if endpoints(n) != baseline {
+			t.Errorf("%s is served the rolled-back candidate before the new version is published", n)
+		}
+	}
+	f.gen["a"]++
+	f.policies["a"] = spec("a", f.gen["a"], 82)
+	f.eng.Set(engine.SourceStore, []*v1alpha1.LoadBalancerPolicy{f.policies["a"]})
+	if got := f.eng.Splits(); len(got) != 0 {
+		t.Errorf("still split: %v", got)
+	}
+	if endpoints("n2") == baseline {
+		t.Error("the new version did not reach the Envoys")
 	}
 }
 

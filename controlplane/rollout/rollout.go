@@ -85,6 +85,8 @@ type Controller struct {
 
 	mu      sync.Mutex
 	byGroup map[string]*group
+	// later: the splits set are published with the engine's next publish (Unstage); c.mu is held.
+	later bool
 }
 
 // DefaultMinCanaryAge is how long an Envoy must have been connected and acknowledging its config before it
@@ -508,10 +510,14 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 	return nil
 }
 
-// Unstage takes policies out of their rollouts: a push that is not staged, or a delete.
+// Unstage takes policies out of their rollouts: a push that is not staged, or a delete. The Envoys are
+// served the change with the engine's next publish, which the caller makes with the policies' new versions
+// (or without them): until then they keep what they run, never the candidate a rollout rolled back.
 func (c *Controller) Unstage(keys []translate.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.later = true
+	defer func() { c.later = false }()
 	return c.retry(func() error {
 		for _, k := range keys {
 			if err := c.dropElsewhere(k, ""); err != nil {
@@ -554,7 +560,7 @@ func (g *group) keys() []string {
 func (c *Controller) apply(g *group) error {
 	if len(g.Policies) == 0 {
 		delete(c.byGroup, g.Group)
-		c.Engine.SetSplit(g.Group, nil)
+		c.setSplit(g.Group, nil)
 		if c.Persist != nil && !c.follower() {
 			return c.Persist.PutRollout(g.Group, nil)
 		}
@@ -612,11 +618,19 @@ func (c *Controller) split(g *group) error {
 		sp.Policies[p.key()] = ps
 	}
 	if len(sp.Policies) == 0 {
-		c.Engine.SetSplit(g.Group, nil)
-		return nil
+		sp = nil
 	}
-	c.Engine.SetSplit(g.Group, sp)
+	c.setSplit(g.Group, sp)
 	return nil
+}
+
+// setSplit hands group's split to the engine, now or with its next publish (later); c.mu is held.
+func (c *Controller) setSplit(group string, sp *engine.Split) {
+	if c.later {
+		c.Engine.SetSplitLater(group, sp)
+		return
+	}
+	c.Engine.SetSplit(group, sp)
 }
 
 // Run looks at every rollout every Tick until ctx ends.
