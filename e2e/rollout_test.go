@@ -556,15 +556,6 @@ func openDashboard(t *testing.T, l *Lbplane, policy string) context.Context {
 	return ctx
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // waitEveryEnvoyServes waits until each of envoys has sent requests to the rollout policy's stable backend:
 // the analysis compares the canaries with the others, so each needs a share of the load.
 func waitEveryEnvoyServes(t *testing.T, envoys []*Envoy) {
