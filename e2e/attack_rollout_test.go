@@ -104,14 +104,7 @@ func (f *rolloutFleet) serve(t *testing.T, name string) (*Load, int) {
 	load := startLoadWith(newClient(false), url, 150, 6, 4*time.Minute)
 	t.Cleanup(load.Stop)
 	load.WaitServed(t, 100)
-	eventually(t, 30*time.Second, "every Envoy serves "+name, func() error {
-		for _, e := range f.envoys {
-			if n := envoyStatSum(t, e, "cluster.default/"+name+"/stable", ".upstream_rq_total"); n < 10 {
-				return fmt.Errorf("%s served %d", e.NodeID, n)
-			}
-		}
-		return nil
-	})
+	waitEveryEnvoyServesPolicy(t, f.envoys, name)
 	return load, port
 }
 
@@ -177,12 +170,7 @@ func TestAttackFakeStatsCannotSteerARollout(t *testing.T) {
 		if r.Rollout.Canary == nil || r.Rollout.Canary.ErrorRate < 0.3 {
 			t.Errorf("the canaries' numbers judged are not the real Envoys': %+v", r.Rollout.Canary)
 		}
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, f.envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
+		waitHeldBy(t, f.envoys, "broken", nil)
 		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
 		t.Logf("during the bad rollout: %d of %d real requests failed", failed, ok+failed)
 		noFailuresOver(t, load, 150, "requests failed after the rollback")

@@ -97,14 +97,7 @@ func TestRolloutCatalogue(t *testing.T) {
 	load := startLoadWith(newClient(false), url, 150, 6, 5*time.Minute)
 	defer load.Stop()
 	load.WaitServed(t, 100)
-	eventually(t, 30*time.Second, "every Envoy serves requests", func() error {
-		for _, e := range envoys {
-			if n := envoyStatSum(t, e, "cluster.default/cat/stable", ".upstream_rq_total"); n < 10 {
-				return fmt.Errorf("%s served %d", e.NodeID, n)
-			}
-		}
-		return nil
-	})
+	waitEveryEnvoyServesPolicy(t, envoys, "cat")
 	waitSettledFor(t, l, 3)
 
 	endpoint := func(port int) string { return fmt.Sprintf("127.0.0.1, port: %d", port) }

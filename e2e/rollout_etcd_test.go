@@ -114,12 +114,7 @@ func TestStagedRolloutEtcdReplicas(t *testing.T) {
 				t.Errorf("%s: rolled back with %+v canary %+v, condition %+v", f.ids[i], r.Rollout, r.Rollout.Canary, c)
 			}
 		}
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, f.envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
+		waitHeldBy(t, f.envoys, "broken", nil)
 		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
 		t.Logf("during the bad rollout: %d of %d requests failed", failed, ok+failed)
 		// Two Envoys of three took it, three quarters of their requests to the broken backend.

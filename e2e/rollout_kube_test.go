@@ -128,12 +128,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		if st.Rollout.Stage != 1 || st.Rollout.Canary == nil || st.Rollout.Canary.ErrorRate < 0.3 || c == nil || c.Status != "True" || !strings.Contains(c.Message, "error rate") {
 			t.Errorf("rolled back with %+v canary %+v, condition %+v", st.Rollout, st.Rollout.Canary, c)
 		}
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
+		waitHeldBy(t, envoys, "broken", nil)
 		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
 		t.Logf("during the bad rollout: %d of %d requests failed", failed, ok+failed)
 		// Two Envoys of three took it, three quarters of their requests to the broken backend: below the
@@ -336,12 +331,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 			t.Fatalf("abort: exit %d, %s", code, out)
 		}
 		waitKubePhase(t, kc, 7, v1alpha1.RolloutAborted, 60*time.Second)
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
+		waitHeldBy(t, envoys, "broken", nil)
 	})
 }
 

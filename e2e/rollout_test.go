@@ -263,12 +263,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		if c == nil || c.Status != "True" || !strings.Contains(c.Message, "error rate") || !strings.Contains(c.Message, "stage 1 of 2") {
 			t.Errorf("RolledBack condition: %+v", c)
 		}
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
+		waitHeldBy(t, envoys, "broken", nil)
 		// The status the API shows says the same.
 		var st v1alpha1.LoadBalancerPolicyStatus
 		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "ro", "-o", "json")), &st); err != nil {
@@ -417,12 +412,7 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		if failed == 0 || share > 0.35 {
 			t.Errorf("%d of %d requests failed during the shift; want some, and at most about the first step's 25 %%", failed, ok+failed)
 		}
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
+		waitHeldBy(t, envoys, "broken", nil)
 		noFailuresOver(t, load, 200, "requests failed after the shift back")
 	})
 
@@ -556,13 +546,31 @@ func openDashboard(t *testing.T, l *Lbplane, policy string) context.Context {
 	return ctx
 }
 
+// waitHeldBy waits until the Envoys whose config holds backend name's cluster (of policy ro, or any policy
+// with that backend name) are want (nil: none).
+func waitHeldBy(t *testing.T, envoys []*Envoy, name string, want []string) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("%s is held by %v", name, want), func() error {
+		if got := holders(t, envoys, name); !slices.Equal(got, want) {
+			return fmt.Errorf("held by %v", got)
+		}
+		return nil
+	})
+}
+
 // waitEveryEnvoyServes waits until each of envoys has sent requests to the rollout policy's stable backend:
 // the analysis compares the canaries with the others, so each needs a share of the load.
 func waitEveryEnvoyServes(t *testing.T, envoys []*Envoy) {
 	t.Helper()
-	eventually(t, 30*time.Second, "every Envoy serves requests", func() error {
+	waitEveryEnvoyServesPolicy(t, envoys, "ro")
+}
+
+// waitEveryEnvoyServesPolicy waits until each of envoys has sent requests to policy name's stable backend.
+func waitEveryEnvoyServesPolicy(t *testing.T, envoys []*Envoy, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "every Envoy serves "+name, func() error {
 		for _, e := range envoys {
-			if n := envoyStatSum(t, e, "cluster.default/ro/stable", ".upstream_rq_total"); n < 10 {
+			if n := envoyStatSum(t, e, "cluster.default/"+name+"/stable", ".upstream_rq_total"); n < 10 {
 				return fmt.Errorf("%s served %d", e.NodeID, n)
 			}
 		}
