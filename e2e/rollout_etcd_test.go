@@ -74,6 +74,20 @@ func TestStagedRolloutEtcdReplicas(t *testing.T) {
 	waitEveryEnvoyServes(t, f.envoys)
 	waitSettledFor(t, f.replicas[0], 2)
 	waitSettledFor(t, f.replicas[1], 1)
+	// Each replica draws canaries from every replica's Envoys as their reports say: wait until both count
+	// the three synced.
+	for i, l := range f.replicas {
+		eventually(t, 30*time.Second, f.ids[i]+" counts three Envoys synced", func() error {
+			p, err := l.Client.Get(context.Background(), "default", "ro")
+			if err != nil {
+				return err
+			}
+			if p.Status.Proxies.Synced != 3 {
+				return fmt.Errorf("%+v", p.Status.Proxies)
+			}
+			return nil
+		})
+	}
 	leader := f.leader()
 	follower := 1 - leader
 	t.Logf("leader %s", f.ids[leader])
