@@ -131,9 +131,10 @@ func TestStagedRolloutEtcdReplicas(t *testing.T) {
 		waitHeldBy(t, f.envoys, "broken", nil)
 		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
 		t.Logf("during the bad rollout: %d of %d requests failed", failed, ok+failed)
-		// Two Envoys of three took it, three quarters of their requests to the broken backend.
-		if failed == 0 || float64(failed) > 0.5*float64(ok+failed) {
-			t.Errorf("%d of %d requests failed during the bad rollout: want some (the canaries'), and at most two thirds of the 75 %% without stages", failed, ok+failed)
+		// Two Envoys of three took it: below the stage's share of the Envoys (about two thirds of the 75 %
+		// without stages while it lasts, as the kernel spreads the connections).
+		if failed == 0 || 3*failed >= 2*(ok+failed) {
+			t.Errorf("%d of %d requests failed during the bad rollout: want some (the canaries'), and fewer than the stage's two thirds", failed, ok+failed)
 		}
 		if code, out := lbctlExit(t, f.replicas[follower], "rollout", "status", "ro"); code != 1 || !strings.Contains(out, "RolledBack") {
 			t.Errorf("lbctl rollout status on the follower: exit %d, %s", code, out)
