@@ -116,6 +116,9 @@ type Config struct {
 	// RolloutDefault is how a push that names no mode, of a policy without spec.rollout, reaches the
 	// Envoys: rollout.ModeImmediate (or empty) or rollout.ModeStaged.
 	RolloutDefault string
+	// RolloutCanaryMinAge is how long an Envoy must have been connected and acknowledging its config
+	// before it is chosen as a canary (rollout.Controller.MinCanaryAge).
+	RolloutCanaryMinAge time.Duration
 
 	// FilesRoots are the only directories whose files policies may name (certificateFile, privateKeyFile,
 	// caFile); relative names resolve against the first. Empty means the config dir (when set) and

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lbplane/lbplane/controlplane/proxystats"
+	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -129,6 +130,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics (port 0: see <data-dir>/ports.json); empty disables")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.StringVar(&cfg.RolloutDefault, "rollout-default", "immediate", "how a pushed (or, with --kubernetes, applied) change reaches the Envoys when neither the push (lbctl push-config --rollout) nor the policy (spec.rollout) says: immediate, or staged (in stages judged on the Envoys' stats, rolled back on a breach; docs/rollouts.md)")
+	f.DurationVar(&cfg.RolloutCanaryMinAge, "rollout-canary-min-age", rollout.DefaultMinCanaryAge, "how long an Envoy must have been connected, acknowledging its config, before a staged rollout may choose it as a canary (canaries are chosen at random among those; docs/rollouts.md)")
 	f.IntVar(&cfg.ProxyStatsSlice, "proxy-stats-slice", -1, "clusters asked for per read of an Envoy's /clusters (-1: all in one read; measured at 10,000 clusters, slices of 500 tripled a change's median and kept its tail: bench/results/2026-11-27-vm-stats)")
 	f.Float64Var(&cfg.ProxyStatsFullShare, "proxy-stats-full-share", proxystats.DefaultFullReadShare, "share of an Envoy's main thread (which also applies config) that full reads of its stats port may take, going by how long the last one took; in between only the busy clusters are read (1: read everything every --proxy-stats-interval)")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
