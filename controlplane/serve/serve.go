@@ -162,6 +162,8 @@ type Config struct {
 	ReplicaID string
 	// sharedCA is the CA every replica shares (from etcd), used instead of <data-dir>/pki.
 	sharedCA *pki.CA
+	// ownKeys recognises lbplane's own keys and the keys its CA issued: never served (ownkeys.go).
+	ownKeys *pki.OwnKeys
 
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, only with the admin token
 	// (Authorization: Bearer), on loopback too.
@@ -384,6 +386,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("push API token: %w", err)
 	}
 
+	if cfg.ownKeys, err = openOwnKeys(&cfg); err != nil {
+		return err
+	}
 	cache := xdscache.New()
 	cache.StepTimeout = cfg.SettleTimeout
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
@@ -457,6 +462,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--files-root: %w", err)
 		}
 		defer roots.Close()
+		roots.RefuseContent(cfg.ownKeys.Refuses)
 		eng.ReadFile = roots.ReadFile
 		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
 	}
@@ -537,7 +543,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
-		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
+		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
+			OwnKeys: cfg.ownKeys.Refuses}
 		if poller != nil {
 			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
 			// them all. So does every other replica: the dashboard and the push API of any replica then show
