@@ -7,11 +7,19 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -161,5 +169,100 @@ func TestAttackKeyFileHardLinkAndKeyInCertificate(t *testing.T) {
 	}
 	if ps, err := l.Client.List(context.Background()); err != nil || len(ps) != 1 {
 		t.Errorf("policies stored: %d, %v; want the good one only", len(ps), err)
+	}
+}
+
+// An Envoy's own client key, written where lbctl was told to (getting started once wrote ./envoy-1 inside
+// the files root "."), was served to another node over SDS: it could then connect as that Envoy, and a
+// revocation of its node did not stop the copy. A key lbplane issued is now refused by what it is: by its
+// own name, copied, hard-linked, through a symlink, paired with its own certificate or with one another CA
+// made for the same public key; and without --out-dir lbctl writes nothing into the working directory.
+func TestAttackKeyFileAnEnvoysOwnKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	copyFile(t, certs("app.example.com.crt"), filepath.Join(dir, "app.crt"))
+	copyFile(t, certs("app.example.com.key"), filepath.Join(dir, "app.key"))
+	l := startLbplaneIn(t, dir, "--files-root", ".")
+	lbctlIn := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(binDir, "lbctl"), append([]string{"--server", l.APIURL, "--token", token, "bootstrap", "--xds-address", l.XDSAddr}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("lbctl bootstrap %v: %v\n%s", args, err, out)
+		}
+	}
+	// Without --out-dir, nothing lands in the working directory.
+	before, _ := os.ReadDir(dir)
+	lbctlIn("--node-id", "envoy-0")
+	if after, _ := os.ReadDir(dir); len(after) != len(before) {
+		t.Errorf("lbctl bootstrap without --out-dir wrote into the working directory: %d entries before, %d after", len(before), len(after))
+	}
+	// The finding's layout: the Envoy's files inside the files root, by choice.
+	lbctlIn("--node-id", "envoy-1", "--out-dir", "./envoy-1")
+	key := filepath.Join(dir, "envoy-1", "tls.key")
+	copyFile(t, key, filepath.Join(dir, "innocent.key"))
+	if err := os.Link(key, filepath.Join(dir, "linked.key")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("envoy-1/tls.key", filepath.Join(dir, "sym.key")); err != nil {
+		t.Fatal(err)
+	}
+	writeForgedCertificate(t, filepath.Join(dir, "envoy-1", "tls.crt"), filepath.Join(dir, "forged.crt"))
+
+	bs := startBackends(t, "ek1")
+	port := reservePort(t)
+	good := policy(t, attackHTTPS, map[string]any{"Name": "good", "Port": port, "Cert": "app.crt", "Key": "./app.key", "B": bs[0].Port})
+	if _, err := l.Client.Apply(context.Background(), good, true); err != nil {
+		t.Fatalf("a good policy under the root: %v", err)
+	}
+	cert0 := "default/attack: spec.listener.tls.certificates[0].certificateFile: " + notReadable
+	key0 := "default/attack: spec.listener.tls.certificates[0].privateKeyFile: " + notReadable
+	for _, a := range []struct{ cert, key, want string }{
+		{"./envoy-1/tls.crt", "./envoy-1/tls.key", cert0},
+		{"forged.crt", "./envoy-1/tls.key", key0},
+		{"forged.crt", "envoy-1/../envoy-1/tls.key", key0},
+		{"forged.crt", key, key0},
+		{"forged.crt", "innocent.key", key0},
+		{"forged.crt", "linked.key", key0},
+		{"forged.crt", "sym.key", key0},
+	} {
+		doc := policy(t, attackHTTPS, map[string]any{"Name": "attack", "Port": port + 1, "Cert": a.cert, "Key": a.key, "B": bs[0].Port})
+		refusedAs(t, l, a.cert+" with "+a.key, doc, a.want)
+	}
+	if ps, err := l.Client.List(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("policies stored after the refused pushes: %d, %v", len(ps), err)
+	}
+}
+
+// writeForgedCertificate writes a certificate for the public key of the certificate in from, signed by a CA
+// of the attacker's own: it pairs with the key without being lbplane's.
+func writeForgedCertificate(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s holds no PEM certificate", from)
+	}
+	victim, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "app.example.com"}, DNSNames: []string{"app.example.com"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	parent := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "attacker CA"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, victim.PublicKey, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

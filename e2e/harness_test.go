@@ -57,8 +57,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// lbctl envoy and lbctl bootstrap keep an Envoy's files under $XDG_STATE_HOME by default: the tests' own,
+	// not the home of whoever runs them.
+	state, err := os.MkdirTemp("", "lbplane-e2e-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(state)
 	os.Exit(code)
 }
 

@@ -10,7 +10,7 @@ import (
 // TestClusterStats: the default leaves the bootstrap as it was (all stats but update_duration), used swaps in
 // the inclusion list, and anything else is refused before Envoy sees it.
 func TestClusterStats(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, AdminSocket: "/run/envoy/admin.sock"}
 	render := func(mode string) ([]byte, error) {
 		p := base
 		p.ClusterStats = mode
@@ -45,14 +45,15 @@ func TestClusterStats(t *testing.T) {
 }
 
 // TestAdminIsAUnixSocket: admin listens on a Unix socket of mode 0600 by default, which the stats listener's
-// cluster reaches too; a TCP port needs --insecure-admin-tcp, and --admin-port alone is refused.
+// cluster reaches too; a TCP port needs --insecure-admin-tcp, and --admin-port alone is refused. The socket
+// has no default path: one in a shared directory could be taken first by another user.
 func TestAdminIsAUnixSocket(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, StatsPort: 19001}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, StatsPort: 19001, AdminSocket: "/run/envoy/admin.sock"}
 	b, err := Render(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := DefaultAdminSocket("n")
+	sock := base.AdminSocket
 	if !bytes.Contains(b, []byte(`pipe: {path: "`+sock+`", mode: 384}`)) || bytes.Count(b, []byte(`pipe: {path: "`+sock+`"`)) != 2 {
 		t.Errorf("want admin and the stats listener's cluster on %s:\n%s", sock, b)
 	}
@@ -64,7 +65,7 @@ func TestAdminIsAUnixSocket(t *testing.T) {
 	if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--insecure-admin-tcp") {
 		t.Errorf("--admin-port without --insecure-admin-tcp: %v", err)
 	}
-	p.InsecureAdminTCP = true
+	p.AdminSocket, p.InsecureAdminTCP = "", true
 	b, err = Render(p)
 	if err != nil || !bytes.Contains(b, []byte("address: 127.0.0.1\n      port_value: 19000")) || bytes.Contains(b, []byte("pipe:")) {
 		t.Errorf("--insecure-admin-tcp --admin-port 19000: %v\n%s", err, b)
@@ -73,7 +74,7 @@ func TestAdminIsAUnixSocket(t *testing.T) {
 	if _, err := Render(p); err == nil {
 		t.Error("a socket and a TCP port at once must be refused")
 	}
-	for _, bad := range []string{"admin.sock", "/" + strings.Repeat("x", 120)} {
+	for _, bad := range []string{"", "admin.sock", "/" + strings.Repeat("x", 120)} {
 		p := base
 		p.AdminSocket = bad
 		if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--admin-socket") {
@@ -86,7 +87,7 @@ func TestAdminIsAUnixSocket(t *testing.T) {
 // --scaled-idle-timeout, driven by the connection monitor and, with a heap budget, the heap monitor; values
 // outside 1s-10s are refused.
 func TestScaledTimers(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, AdminSocket: "/run/envoy/admin.sock"}
 	out, err := Render(base)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestScaledTimers(t *testing.T) {
 // TestSeveralXDSAddresses: every replica's address is an endpoint of the xds cluster; addresses on
 // different hosts need the name every replica's certificate carries; a repeated one is refused.
 func TestSeveralXDSAddresses(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000,127.0.0.1:18010, 127.0.0.1:18020", MaxConnections: 100}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000,127.0.0.1:18010, 127.0.0.1:18020", MaxConnections: 100, AdminSocket: "/run/envoy/admin.sock"}
 	b, err := Render(base)
 	if err != nil {
 		t.Fatal(err)

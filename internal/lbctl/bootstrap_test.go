@@ -84,3 +84,84 @@ func TestBootstrapXDSTLSDir(t *testing.T) {
 		}
 	}
 }
+
+// Without --out-dir, lbctl bootstrap writes the node's key into this user's state directory (0700), never
+// into the working directory, which may be a files root of lbplane serve or a git checkout; Envoy's admin
+// socket goes beside it, not to a predictable name in the shared temporary directory. --embed keeps the old
+// embedded form; a directory others can write is refused; a path too long for a socket gets a fresh 0700
+// directory of its own.
+func TestBootstrapKeepsItsFilesOutOfTheWorkingDirectory(t *testing.T) {
+	ca, _, err := pki.LoadOrCreateCA(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &pushapi.Server{Token: "admin", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		IssueCert: func(node, group string) (*pki.Issued, error) { return ca.IssueClient(node, group, time.Hour) }}
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	work := t.TempDir()
+	t.Chdir(work)
+	lbctl := func(args ...string) (int, string, string) {
+		return run(t, "", append([]string{"--server", srv.URL, "--token", "admin", "bootstrap"}, args...)...)
+	}
+
+	code, out, errs := lbctl("--node-id", "kept")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	dir := filepath.Join(os.Getenv("XDG_STATE_HOME"), "lbplane", "envoy", "kept")
+	for _, want := range []string{filepath.Join(dir, envoybootstrap.ClientSDSFile), `pipe: {path: "` + filepath.Join(dir, "admin.sock") + `", mode: 384}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the bootstrap lacks %s", want)
+		}
+	}
+	if strings.Contains(out, "PRIVATE KEY") {
+		t.Error("the key is in the bootstrap printed on stdout")
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, want a directory of mode 0700", dir, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, envoybootstrap.KeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the key: %v, want mode 0600", err)
+	}
+	if entries, _ := os.ReadDir(work); len(entries) != 0 {
+		t.Errorf("lbctl bootstrap wrote into the working directory: %v", entries)
+	}
+
+	code, out, errs = lbctl("--node-id", "inline", "--embed")
+	if code != 0 || !strings.Contains(out, "PRIVATE KEY") || strings.Contains(out, envoybootstrap.ClientSDSFile) {
+		t.Errorf("--embed: exit %d, %s; want the certificate and key in the bootstrap", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(os.Getenv("XDG_STATE_HOME"), "lbplane", "envoy", "inline", envoybootstrap.KeyFile)); err == nil {
+		t.Error("--embed wrote the key into a file too")
+	}
+	if code, _, errs := lbctl("--node-id", "inline", "--embed", "--out-dir", t.TempDir()); code == 0 || !strings.Contains(errs, "--embed") {
+		t.Errorf("--embed with --out-dir: exit %d, %s", code, errs)
+	}
+
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := lbctl("--node-id", "open", "--out-dir", open); code == 0 || !strings.Contains(errs, "can be written by others") {
+		t.Errorf("an --out-dir others can write: exit %d, %s", code, errs)
+	}
+
+	runtime := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", runtime)
+	long := strings.Repeat("n", 120)
+	code, out, errs = lbctl("--node-id", long)
+	if code != 0 {
+		t.Fatalf("a long node id: exit %d: %s", code, errs)
+	}
+	socks, _ := filepath.Glob(filepath.Join(runtime, "lbplane-envoy-*"))
+	if len(socks) != 1 || !strings.Contains(out, `pipe: {path: "`+filepath.Join(socks[0], "admin.sock")+`"`) {
+		t.Fatalf("a node id too long for a socket in its directory: socket directories %v, bootstrap:\n%s", socks, out)
+	}
+	if fi, err := os.Stat(socks[0]); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, want mode 0700", socks[0], err)
+	}
+}
