@@ -192,7 +192,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// maxErrors bounds the errors one answer lists; the rest are counted. (A push is at most
+// manifest.MaxDocuments documents, each with its own errors: tens of thousands of lines nobody reads.)
+const maxErrors = 100
+
 func writeErr(w http.ResponseWriter, code int, errs ...string) {
+	if len(errs) > maxErrors {
+		errs = append(errs[:maxErrors:maxErrors], fmt.Sprintf("... and %d more errors", len(errs)-maxErrors))
+	}
 	writeJSON(w, code, ErrorBody{Errors: errs})
 }
 
