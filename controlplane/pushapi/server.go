@@ -79,8 +79,10 @@ type Server struct {
 	Guard *xdsserver.Guard
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
 	ReadOnly string
-	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
-	// no limit. It applies before the token check, so guessing tokens is throttled too.
+	// RateLimit is how many calls per second each token may make, and each client address without a good
+	// token (burst: twice as many); 0 means no limit. A wrong token draws on its address's bucket, so
+	// guessing is throttled, and never on a good token's: a flood of wrong tokens from the address the
+	// host's own lbctl uses does not starve it.
 	RateLimit float64
 	// PushWait bounds how long a push's reply waits for the Envoys of the groups it changed to acknowledge
 	// it (see xdsserver.Tracker.Lagging); the reply names those that had not. 0 answers at once.
@@ -158,6 +160,17 @@ func RoleOf(authorization, admin, readOnly string) Role {
 	return RoleNone
 }
 
+// Credential names the token a role was proved with, for its rate limit bucket; "" for none.
+func (r Role) Credential() string {
+	switch r {
+	case RoleAdmin:
+		return "admin token"
+	case RoleReadOnly:
+		return "read-only token"
+	}
+	return ""
+}
+
 // auth lets only the admin token through: pushes, deletes, certificates.
 func (s *Server) auth(h http.HandlerFunc) http.Handler { return s.authRole(RoleAdmin, h) }
 
@@ -166,12 +179,12 @@ func (s *Server) authRead(h http.HandlerFunc) http.Handler { return s.authRole(R
 
 func (s *Server) authRole(need Role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.limits.Allow(r, s.RateLimit) {
+		role := RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
+		if !s.limits.AllowFor(r, role.Credential(), s.RateLimit) {
 			w.Header().Set("Retry-After", "1")
 			writeErr(w, http.StatusTooManyRequests, "too many requests; slow down")
 			return
 		}
-		role := RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
 		switch {
 		case role == RoleNone:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="lbplane"`)

@@ -59,7 +59,8 @@ type Config struct {
 	// the change; the reply names those that had not (apiwire.ApplyResult.Lagging). 0 answers at once.
 	PushWait time.Duration
 	Log      *slog.Logger
-	// APIRateLimit is calls per second per client address on the push API; 0 disables the limit.
+	// APIRateLimit is calls per second per token on the push API, and per client address for requests
+	// without a good token; 0 disables the limit.
 	APIRateLimit float64
 	// XDSTLS, when set, requires mTLS on xDS with these files (bring your own CA) instead of lbplane's own CA.
 	XDSTLS *xdsserver.TLSFiles

@@ -123,7 +123,7 @@ func newServe() *cobra.Command {
 	f.StringSliceVar(&cfg.AddressBackendsNamespaces, "address-backends-namespaces", nil, "with --kubernetes: namespaces whose policies may name endpoint addresses and host names ('*': every namespace); elsewhere backends are Services only")
 	f.StringSliceVar(&cfg.AddressBackendsCIDRs, "address-backends-cidrs", nil, "with --kubernetes: IP ranges every namespace's policies may name as endpoint addresses")
 	f.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "with --kubernetes: elect one replica (a Lease in this namespace) to write status")
-	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
+	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per token, and per client address for requests without a good token (bursts of twice that); 0 disables")
 	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics (port 0: see <data-dir>/ports.json); empty disables")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.StringVar(&cfg.RolloutDefault, "rollout-default", "immediate", "how a pushed (or, with --kubernetes, applied) change reaches the Envoys when neither the push (lbctl push-config --rollout) nor the policy (spec.rollout) says: immediate, or staged (in stages judged on the Envoys' stats, rolled back on a breach; docs/rollouts.md)")
