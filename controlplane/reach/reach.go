@@ -46,6 +46,9 @@ type Rules struct {
 	// Allow re-admits addresses of the forbidden ranges (lbplane serve --allow-backend-cidrs), e.g.
 	// 127.0.0.0/8 for backends on the Envoy's own host.
 	Allow []netip.Prefix
+	// AllowPorts holds those of Allow that are re-admitted on some ports only (127.0.0.1:18081-18083;
+	// ParseAllow, CheckPort).
+	AllowPorts []PortRange
 	// Kubernetes: policies are written by the users of namespaces, so a backend is a Service by default;
 	// endpoint addresses and DNS names are allowed only in AddressNamespaces, or (IP addresses) inside
 	// AddressCIDRs.
@@ -87,7 +90,7 @@ func ParseCIDRs(flag string, in []string) ([]netip.Prefix, error) {
 func (r Rules) Summary() string {
 	var parts []string
 	if len(r.Allow) > 0 {
-		parts = append(parts, "forbidden ranges re-admitted: "+prefixes(r.Allow))
+		parts = append(parts, "forbidden ranges re-admitted: "+r.readmitted())
 	} else {
 		parts = append(parts, "loopback, link-local and unspecified backend addresses refused")
 	}
@@ -117,7 +120,24 @@ func prefixes(ps []netip.Prefix) string {
 
 // Key is a stable text of the rules, for cache keys.
 func (r Rules) Key() string {
-	return fmt.Sprintf("%s|%t|%s|%s", prefixes(r.Allow), r.Kubernetes, strings.Join(r.AddressNamespaces, ","), prefixes(r.AddressCIDRs))
+	return fmt.Sprintf("%s|%t|%s|%s", r.readmitted(), r.Kubernetes, strings.Join(r.AddressNamespaces, ","), prefixes(r.AddressCIDRs))
+}
+
+// readmitted lists Allow, each prefix re-admitted on some ports only with its ports.
+func (r Rules) readmitted() string {
+	var s []string
+	for _, p := range r.Allow {
+		ported := false
+		for _, pr := range r.AllowPorts {
+			if pr.Prefix == p {
+				s, ported = append(s, pr.String()), true
+			}
+		}
+		if !ported {
+			s = append(s, p.String())
+		}
+	}
+	return strings.Join(s, ",")
 }
 
 // CheckAddr says why Envoy must not connect to addr, or "" when it may.
@@ -180,11 +200,17 @@ func (r Rules) Check(p *v1alpha1.LoadBalancerPolicy) v1alpha1.FieldErrors {
 				a, _ := netip.AddrFromSlice(ip)
 				a = a.Unmap()
 				msg = r.CheckAddr(a)
+				if msg == "" {
+					msg = r.CheckPort(a, e.Port)
+				}
 				if msg == "" && !rawOK && !containsAddr(r.AddressCIDRs, a) {
 					msg = r.kubeRefusal(p.Namespace, "endpoint addresses")
 				}
 			default:
 				msg = r.CheckName(e.Address)
+				if n := strings.TrimSuffix(strings.ToLower(e.Address), "."); msg == "" && (slices.Contains(localNames, n) || strings.HasSuffix(n, ".localhost")) {
+					msg = r.CheckPort(netip.MustParseAddr("127.0.0.1"), e.Port)
+				}
 				if msg == "" && !rawOK {
 					msg = r.kubeRefusal(p.Namespace, "host names")
 				}

@@ -724,7 +724,7 @@ func Run(ctx context.Context, cfg Config) error {
 func reachRules(cfg *Config) (reach.Rules, error) {
 	var r reach.Rules
 	var err error
-	if r.Allow, err = reach.ParseCIDRs("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
+	if r.Allow, r.AllowPorts, err = reach.ParseAllow("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
 		return r, err
 	}
 	if cfg.Kubernetes == nil {
