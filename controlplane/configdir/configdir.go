@@ -10,7 +10,6 @@
 package configdir
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -371,7 +370,7 @@ func (w *Watcher) load(p string, info os.FileInfo) fileLoad {
 	if err != nil {
 		return fileLoad{unread: true, readErr: err.Error()}
 	}
-	docs, err := manifest.Decode(p, bytes.NewReader(data))
+	docs, err := manifest.DecodeBytes(p, data)
 	l := fileLoad{file: decodedFile{stamp: stamp(info)}}
 	if err != nil {
 		l.failed = true

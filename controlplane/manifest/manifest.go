@@ -98,6 +98,27 @@ func Decode(source string, r io.Reader) ([]Document, error) {
 	return docs, errors.Join(errs...)
 }
 
+// DecodeBytes is Decode of data held in memory (a push's body, a config-dir file): the document markers are
+// counted first, without decoding or copying anything, so that a stream over MaxDocuments is refused before
+// any document of it is decoded.
+func DecodeBytes(source string, data []byte) ([]Document, error) {
+	markers := 0
+	for rest := data; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if bytes.HasPrefix(line, []byte("---")) {
+			if markers++; markers > MaxDocuments {
+				return nil, &DecodeError{Source: source, Err: ErrTooManyDocuments, Declared: true}
+			}
+		}
+	}
+	return Decode(source, bytes.NewReader(data))
+}
+
 // DecodeDocument decodes exactly one YAML or JSON document.
 func DecodeDocument(b []byte) (Document, error) {
 	if len(b) > MaxDocumentBytes {

@@ -130,3 +130,22 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += n
 	return n, err
 }
+
+// DecodeBytes refuses data of more than MaxDocuments document markers before decoding any document; within
+// the limit it decodes as Decode does.
+func TestDecodeBytesCountsMarkersFirst(t *testing.T) {
+	bomb := []byte(strings.Repeat("{}\n---\n", 1_100_000))
+	allocs := testing.AllocsPerRun(1, func() {
+		if _, err := manifest.DecodeBytes("f.yaml", bomb); !errors.Is(err, manifest.ErrTooManyDocuments) {
+			t.Errorf("1,100,000 documents: %v, want ErrTooManyDocuments", err)
+		}
+	})
+	if allocs > 10 {
+		t.Errorf("refusing the bomb took %.0f allocations: documents were decoded", allocs)
+	}
+	in := "---\n" + strings.Replace(doc, "%s", "one", 1) + "---\n" + strings.Replace(doc, "%s", "two", 1)
+	docs, err := manifest.DecodeBytes("f.yaml", []byte(in))
+	if err != nil || len(docs) != 2 || docs[1].Source != "f.yaml#2" {
+		t.Errorf("two policies: %d documents, %v", len(docs), err)
+	}
+}

@@ -282,7 +282,7 @@ type request struct {
 // the engine's state, done before a.mu is taken so that a large request holds no other push up. A request of
 // more than manifest.MaxDocuments documents is refused whole (413) as soon as the decoder reaches the limit.
 func (a *Admission) decode(body []byte) (*request, int, []string) {
-	docs, err := manifest.Decode("request", bytes.NewReader(body))
+	docs, err := manifest.DecodeBytes("request", body)
 	if errors.Is(err, manifest.ErrTooManyDocuments) {
 		return nil, http.StatusRequestEntityTooLarge, []string{err.Error()}
 	}

@@ -5,6 +5,7 @@
 package pushapi
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -218,11 +219,15 @@ func writeErr(w http.ResponseWriter, code int, errs ...string) {
 
 // readPush reads a push's body, refusing it (and answering) when too big or when pushes are not taken here.
 func (s *Server) readPush(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	// Read into one buffer of the announced size, not one that doubles as it fills (twice the garbage).
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), MaxBodyBytes)+bytes.MinRead))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body := buf.Bytes()
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
+			releaseRefused(len(body))
 			return nil, false
 		}
 		writeErr(w, http.StatusBadRequest, "reading the request: "+err.Error())
@@ -250,6 +255,9 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	res, groups, code, errs := s.admission().apply(body, dryRun, mode)
 	if len(errs) > 0 {
 		writeErr(w, code, errs...)
+		if code == http.StatusRequestEntityTooLarge {
+			releaseRefused(len(body))
+		}
 		return
 	}
 	// The reply waits a bounded time for the Envoys to take the change, and names those that had not: a
@@ -273,6 +281,9 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	res, code, errs := s.admission().Diff(body)
 	if errs != nil {
 		writeErr(w, code, errs...)
+		if code == http.StatusRequestEntityTooLarge {
+			releaseRefused(len(body))
+		}
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
