@@ -27,6 +27,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/serve"
+	"github.com/lbplane/lbplane/internal/tools"
 )
 
 // startLbplaneIn starts lbplane in working directory dir with --data-dir ./data and the given flags, as the
@@ -38,6 +39,16 @@ func startLbplaneIn(t *testing.T, dir string, extra ...string) *Lbplane {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// goodPolicyUnderTheRoot checks that a good HTTPS policy naming app.crt and ./app.key of the files root is
+// accepted (dry run): the root does serve, and the refusals that follow are about what they name.
+func goodPolicyUnderTheRoot(t *testing.T, l *Lbplane, port, backend int) {
+	t.Helper()
+	good := policy(t, attackHTTPS, map[string]any{"Name": "good", "Port": port, "Cert": "app.crt", "Key": "./app.key", "B": backend})
+	if _, err := l.Client.Apply(context.Background(), good, true); err != nil {
+		t.Fatalf("a good policy under the root: %v", err)
+	}
 }
 
 // refusedAs pushes doc (dry run and not) and fails unless both are refused with exactly want.
@@ -65,18 +76,15 @@ func TestAttackKeyFilesREADMELayout(t *testing.T) {
 	copyFile(t, certs("app.example.com.crt"), filepath.Join(dir, "app.crt"))
 	copyFile(t, certs("app.example.com.key"), filepath.Join(dir, "app.key"))
 	l := startLbplaneIn(t, dir, "--files-root", ".")
-	// The certificates are public: copies of them in the root are fine, and make each key the only refused
-	// file of its pair.
+	// The CA's certificate is public: a copy of it in the root is read, and makes its key the only refused
+	// file of its pair. A certificate the CA issued is refused itself (its key is lbplane's), so the serving
+	// key is paired with a certificate another CA made for its public key.
 	copyFile(t, filepath.Join(l.DataDir, "pki", "ca.crt"), filepath.Join(dir, "ca.crt"))
-	copyFile(t, filepath.Join(l.DataDir, "pki", "xds.crt"), filepath.Join(dir, "xds.crt"))
+	writeForgedCertificate(t, filepath.Join(l.DataDir, "pki", "xds.crt"), filepath.Join(dir, "xds.crt"))
 	bs := startBackends(t, "k1")
 	port := reservePort(t)
 
-	// A good policy from the same root is accepted: the root does serve.
-	good := policy(t, attackHTTPS, map[string]any{"Name": "good", "Port": port, "Cert": "app.crt", "Key": "./app.key", "B": bs[0].Port})
-	if _, err := l.Client.Apply(context.Background(), good, true); err != nil {
-		t.Fatalf("a good policy under the root: %v", err)
-	}
+	goodPolicyUnderTheRoot(t, l, port, bs[0].Port)
 	key0 := "default/attack: spec.listener.tls.certificates[0].privateKeyFile: " + notReadable
 	for _, a := range []struct{ cert, key string }{
 		{"ca.crt", "data/pki/ca.key"},
@@ -89,6 +97,10 @@ func TestAttackKeyFilesREADMELayout(t *testing.T) {
 		doc := policy(t, attackHTTPS, map[string]any{"Name": "attack", "Port": port + 1, "Cert": a.cert, "Key": a.key, "B": bs[0].Port})
 		refusedAs(t, l, a.key, doc, key0)
 	}
+	// A copy of the serving certificate, with its own key: refused at the certificate already.
+	copyFile(t, filepath.Join(l.DataDir, "pki", "xds.crt"), filepath.Join(dir, "xds-copy.crt"))
+	doc := policy(t, attackHTTPS, map[string]any{"Name": "attack", "Port": port + 1, "Cert": "xds-copy.crt", "Key": "data/pki/xds.key", "B": bs[0].Port})
+	refusedAs(t, l, "the serving certificate and key", doc, "default/attack: spec.listener.tls.certificates[0].certificateFile: "+notReadable)
 	// The tokens and the store, named as a CA bundle, say the same: nothing about what they hold.
 	for _, f := range []string{"data/token", "data/token-readonly", "data/policies.db"} {
 		doc := policy(t, attackCA, map[string]any{"Name": "attack", "Port": port + 2, "CA": f, "B": bs[0].Port})
@@ -121,7 +133,8 @@ func TestAttackKeyFileHardLinkAndKeyInCertificate(t *testing.T) {
 	l := startLbplane(t, "--files-root", root)
 	pki := filepath.Join(l.DataDir, "pki")
 	copyFile(t, filepath.Join(pki, "ca.crt"), filepath.Join(root, "site.crt"))
-	copyFile(t, filepath.Join(pki, "xds.crt"), filepath.Join(root, "edge.crt"))
+	// The serving certificate is refused itself (lbplane's CA issued it): another CA's for its key stands in.
+	writeForgedCertificate(t, filepath.Join(pki, "xds.crt"), filepath.Join(root, "edge.crt"))
 	for from, to := range map[string]string{
 		filepath.Join(pki, "ca.key"):               "site.key",
 		filepath.Join(pki, "xds.key"):              "edge.key",
@@ -211,10 +224,7 @@ func TestAttackKeyFileAnEnvoysOwnKey(t *testing.T) {
 
 	bs := startBackends(t, "ek1")
 	port := reservePort(t)
-	good := policy(t, attackHTTPS, map[string]any{"Name": "good", "Port": port, "Cert": "app.crt", "Key": "./app.key", "B": bs[0].Port})
-	if _, err := l.Client.Apply(context.Background(), good, true); err != nil {
-		t.Fatalf("a good policy under the root: %v", err)
-	}
+	goodPolicyUnderTheRoot(t, l, port, bs[0].Port)
 	cert0 := "default/attack: spec.listener.tls.certificates[0].certificateFile: " + notReadable
 	key0 := "default/attack: spec.listener.tls.certificates[0].privateKeyFile: " + notReadable
 	for _, a := range []struct{ cert, key, want string }{
@@ -264,5 +274,23 @@ func writeForgedCertificate(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The README's flow wrote its secrets into the working tree where `git add -A` commits them: ./data (the CA
+// key, the push API tokens) and ./envoy-1 (the Envoy's key). ./data is ignored by git; lbctl writes the
+// Envoy's files outside the working tree (TestAttackKeyFileAnEnvoysOwnKey, internal/lbctl's tests).
+func TestAttackREADMESecretsAreNotCommitted(t *testing.T) {
+	t.Parallel()
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal("git is needed to check what the checkout ignores: apt-get install git")
+	}
+	for _, f := range []string{"data/pki/ca.key", "data/pki/xds.key", "data/token", "data/token-readonly", "data/policies.db", "data/issued-keys"} {
+		cmd := exec.Command(git, "check-ignore", "--no-index", "-q", f)
+		cmd.Dir = tools.RepoRoot()
+		if err := cmd.Run(); err != nil {
+			t.Errorf("%s is not ignored by git (%v): git add -A would commit it", f, err)
+		}
 	}
 }

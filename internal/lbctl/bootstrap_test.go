@@ -20,16 +20,9 @@ import (
 // re-running it renews the files in place; the bootstrap is accepted by the real Envoy.
 func TestBootstrapGetsAndRenewsTheNodeCertificate(t *testing.T) {
 	envoy := tools.Require(t, "envoy")
-	ca, _, err := pki.LoadOrCreateCA(filepath.Join(t.TempDir(), "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := &pushapi.Server{Token: "admin", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		IssueCert: func(node, group string) (*pki.Issued, error) { return ca.IssueClient(node, group, time.Hour) }}
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
+	url := issuingAPI(t)
 	dir := filepath.Join(t.TempDir(), "certs")
-	args := []string{"--server", srv.URL, "--token", "admin", "bootstrap", "--node-id", "n1", "--proxy-group", "edge", "--out-dir", dir}
+	args := []string{"--server", url, "--token", "admin", "bootstrap", "--node-id", "n1", "--proxy-group", "edge", "--out-dir", dir}
 
 	code, out, errs := run(t, "", args...)
 	if code != 0 {
@@ -57,7 +50,7 @@ func TestBootstrapGetsAndRenewsTheNodeCertificate(t *testing.T) {
 
 	// The wrong token gets nothing, and writes nothing.
 	other := filepath.Join(t.TempDir(), "other")
-	code, _, errs = run(t, "", "--server", srv.URL, "--token", "wrong", "bootstrap", "--node-id", "n1", "--out-dir", other)
+	code, _, errs = run(t, "", "--server", url, "--token", "wrong", "bootstrap", "--node-id", "n1", "--out-dir", other)
 	if code == 0 || !strings.Contains(errs, "wrong bearer token") {
 		t.Errorf("a wrong token: exit %d %s", code, errs)
 	}
@@ -91,18 +84,11 @@ func TestBootstrapXDSTLSDir(t *testing.T) {
 // embedded form; a directory others can write is refused; a path too long for a socket gets a fresh 0700
 // directory of its own.
 func TestBootstrapKeepsItsFilesOutOfTheWorkingDirectory(t *testing.T) {
-	ca, _, err := pki.LoadOrCreateCA(filepath.Join(t.TempDir(), "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := &pushapi.Server{Token: "admin", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		IssueCert: func(node, group string) (*pki.Issued, error) { return ca.IssueClient(node, group, time.Hour) }}
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
+	url := issuingAPI(t)
 	work := t.TempDir()
 	t.Chdir(work)
 	lbctl := func(args ...string) (int, string, string) {
-		return run(t, "", append([]string{"--server", srv.URL, "--token", "admin", "bootstrap"}, args...)...)
+		return run(t, "", append([]string{"--server", url, "--token", "admin", "bootstrap"}, args...)...)
 	}
 
 	code, out, errs := lbctl("--node-id", "kept")
@@ -164,4 +150,19 @@ func TestBootstrapKeepsItsFilesOutOfTheWorkingDirectory(t *testing.T) {
 	if fi, err := os.Stat(socks[0]); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("%s: %v, want mode 0700", socks[0], err)
 	}
+}
+
+// issuingAPI serves a push API (admin token "admin") that issues Envoy certificates from a CA of the test's,
+// and returns its URL.
+func issuingAPI(t *testing.T) string {
+	t.Helper()
+	ca, _, err := pki.LoadOrCreateCA(filepath.Join(t.TempDir(), "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &pushapi.Server{Token: "admin", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		IssueCert: func(node, group string) (*pki.Issued, error) { return ca.IssueClient(node, group, time.Hour) }}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
