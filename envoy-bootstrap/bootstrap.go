@@ -220,7 +220,9 @@ func Render(p Params) ([]byte, error) {
 		"AdminSocket": p.AdminSocket, "InsecureAdminTCP": p.InsecureAdminTCP,
 		"Zone": p.Zone, "LocalCluster": LocalCluster, "ClusterStats": p.ClusterStats,
 		"ScaledIdle": p.ScaledIdleTimeout.String(), "ScaleFrom": scaleFrom, "ScaleFull": scaleFull,
-		"ScaleFromPct": int(scaleFrom * 100), "ScaleFullPct": int(scaleFull * 100)})
+		"ScaleFromPct": int(scaleFrom * 100), "ScaleFullPct": int(scaleFull * 100),
+		"SoftHeapBytes": int64(float64(p.MaxHeapBytes) * scaleFull), "HeapReleasePerSecond": heapReleasePerSecond,
+		"ShedAccept": shedAccept, "ShedDispatch": shedDispatch, "ShedAcceptPct": int(shedAccept * 100), "ShedDispatchPct": int(shedDispatch * 100)})
 	return buf.Bytes(), err
 }
 

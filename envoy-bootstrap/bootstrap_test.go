@@ -144,3 +144,29 @@ func TestSeveralXDSAddresses(t *testing.T) {
 		t.Errorf("an address given twice: %v", err)
 	}
 }
+
+// TestHeapBudgetReleasesAndSheds: with a heap budget, tcmalloc's soft limit is 90 % of it and it gives freed
+// memory back in the background, and Envoy sheds new connections from 90 % and reads no more from 95 %;
+// without one, none of it.
+func TestHeapBudgetReleasesAndSheds(t *testing.T) {
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, AdminSocket: "/run/envoy/admin.sock", MaxHeapBytes: 512 << 20}
+	b, err := Render(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"soft_memory_limit_bytes: 483183820\n", "bytes_to_release: 16777216\n",
+		"- name: envoy.load_shed_points.tcp_listener_accept\n      triggers:\n        - name: envoy.resource_monitors.fixed_heap\n          threshold: {value: 0.9}",
+		"- name: envoy.load_shed_points.http1_server_abort_dispatch\n      triggers:\n        - name: envoy.resource_monitors.fixed_heap\n          threshold: {value: 0.95}",
+		"- name: envoy.load_shed_points.http2_server_go_away_and_close_on_dispatch\n      triggers:\n        - name: envoy.resource_monitors.fixed_heap\n          threshold: {value: 0.95}",
+	} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("a 512 MiB budget: the bootstrap lacks %q", want)
+		}
+	}
+	p := base
+	p.MaxHeapBytes = -1
+	if b, err = Render(p); err != nil || bytes.Contains(b, []byte("memory_allocator_manager")) || bytes.Contains(b, []byte("loadshed_points")) {
+		t.Errorf("no budget: %v; the bootstrap still releases or sheds on the heap", err)
+	}
+}
