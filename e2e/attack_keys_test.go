@@ -27,6 +27,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/serve"
+	"github.com/lbplane/lbplane/internal/kubetest"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
@@ -291,6 +292,82 @@ func TestAttackREADMESecretsAreNotCommitted(t *testing.T) {
 		cmd.Dir = tools.RepoRoot()
 		if err := cmd.Run(); err != nil {
 			t.Errorf("%s is not ignored by git (%v): git add -A would commit it", f, err)
+		}
+	}
+}
+
+const kubeSecretPolicy = `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: {{.Name}}, namespace: default}
+spec:
+  listener:
+    address: 127.0.0.1
+    port: {{.Port}}
+    protocol: HTTPS
+    hostnames: [app.example.com]
+    tls: {certificates: [{secretName: {{.Secret}}}]}
+  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.B}}}]}]
+`
+
+// In Kubernetes mode lbplane's CA Secret and its group certificate Secret are kubernetes.io/tls Secrets of
+// the release namespace, where a policy may name them: the CA key, or a key every Envoy of the group
+// authenticates with, would be served to Envoys (and to whoever connects to the listener as a client's
+// server certificate). They are recognised by what they hold and leave the reference unresolved; a
+// tenant's own Secret beside them serves.
+func TestAttackKeySecretsKubernetes(t *testing.T) {
+	t.Parallel()
+	cluster := kubetest.Start(t)
+	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--namespace", "default",
+		"--ca-secret", "lbplane-ca", "--envoy-cert-secret", "default=lbplane-envoy-tls", "--address-backends-namespaces", "default")
+	eventually(t, 60*time.Second, "lbplane has made its CA and group certificate Secrets", func() error {
+		for _, name := range []string{"lbplane-ca", "lbplane-envoy-tls"} {
+			if out, err := kubectl(t, cluster.Kubeconfig, "", "get", "secret", name, "-o", "jsonpath={.type}"); err != nil || out != "kubernetes.io/tls" {
+				return fmt.Errorf("%s: %v %s", name, err, out)
+			}
+		}
+		return nil
+	})
+	if out, err := kubectl(t, cluster.Kubeconfig, "", "create", "secret", "tls", "app-tls", "--cert", certs("app.example.com.crt"), "--key", certs("app.example.com.key")); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	startEnvoy(t, l, "envoy-kube-keys", true)
+	bs := startBackends(t, "ks1")
+	ports := map[string]int{}
+	for name, secret := range map[string]string{"good": "app-tls", "ca": "lbplane-ca", "group": "lbplane-envoy-tls"} {
+		ports[name] = reservePort(t)
+		kubeApply(t, cluster.Kubeconfig, kubeSecretPolicy, map[string]any{"Name": name, "Port": ports[name], "Secret": secret, "B": bs[0].Port})
+	}
+	resolved := func(name string) string {
+		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", name, "-o",
+			`jsonpath={.status.conditions[?(@.type=="ResolvedRefs")].status}: {.status.conditions[?(@.type=="ResolvedRefs")].message}`)
+		return out
+	}
+	eventually(t, 60*time.Second, "the tenant's own Secret resolves", func() error {
+		if got := resolved("good"); !strings.HasPrefix(got, "True") {
+			return fmt.Errorf("ResolvedRefs %s", got)
+		}
+		return nil
+	})
+	for _, name := range []string{"ca", "group"} {
+		eventually(t, 30*time.Second, "the policy naming lbplane's "+name+" Secret is unresolved", func() error {
+			if got := resolved(name); !strings.HasPrefix(got, "False") || !strings.Contains(got, "holds lbplane's own key material") {
+				return fmt.Errorf("ResolvedRefs %s", got)
+			}
+			return nil
+		})
+	}
+	handshake := func(name string) error {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[name]), &tls.Config{InsecureSkipVerify: true, ServerName: "app.example.com"})
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	eventually(t, 30*time.Second, "the tenant's listener serves", func() error { return handshake("good") })
+	for _, name := range []string{"ca", "group"} {
+		if err := handshake(name); err == nil {
+			t.Errorf("the listener naming lbplane's %s Secret served a TLS handshake", name)
 		}
 	}
 }

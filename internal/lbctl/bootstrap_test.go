@@ -135,6 +135,21 @@ func TestBootstrapKeepsItsFilesOutOfTheWorkingDirectory(t *testing.T) {
 	if code, _, errs := lbctl("--node-id", "open", "--out-dir", open); code == 0 || !strings.Contains(errs, "can be written by others") {
 		t.Errorf("an --out-dir others can write: exit %d, %s", code, errs)
 	}
+	// A directory another user made first (at the name lbctl would use) is refused, not used.
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(os.Getenv("XDG_STATE_HOME"), "lbplane", "envoy", "squatted")
+		if err := os.MkdirAll(theirs, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, errs := lbctl("--node-id", "squatted"); code == 0 || !strings.Contains(errs, "belongs to another user") {
+			t.Errorf("the Envoy's directory made by another user first: exit %d, %s", code, errs)
+		}
+	} else {
+		t.Log("not root: a directory of another user's cannot be made here, so its refusal is not checked")
+	}
 
 	runtime := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", runtime)
