@@ -42,6 +42,16 @@ func startLbplaneIn(t *testing.T, dir string, extra ...string) *Lbplane {
 	return l
 }
 
+// startInFilesRoot starts lbplane as getting started does, --data-dir ./data --files-root . from a directory
+// that holds a certificate and key of a site's own (app.crt, app.key), and returns the directory.
+func startInFilesRoot(t *testing.T) (string, *Lbplane) {
+	t.Helper()
+	dir := t.TempDir()
+	copyFile(t, certs("app.example.com.crt"), filepath.Join(dir, "app.crt"))
+	copyFile(t, certs("app.example.com.key"), filepath.Join(dir, "app.key"))
+	return dir, startLbplaneIn(t, dir, "--files-root", ".")
+}
+
 // goodPolicyUnderTheRoot checks that a good HTTPS policy naming app.crt and ./app.key of the files root is
 // accepted (dry run): the root does serve, and the refusals that follow are about what they name.
 func goodPolicyUnderTheRoot(t *testing.T, l *Lbplane, port, backend int) {
@@ -73,10 +83,7 @@ func refusedAs(t *testing.T, l *Lbplane, what string, doc []byte, want string) {
 // kept as the relative name "data" and never matched.
 func TestAttackKeyFilesREADMELayout(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	copyFile(t, certs("app.example.com.crt"), filepath.Join(dir, "app.crt"))
-	copyFile(t, certs("app.example.com.key"), filepath.Join(dir, "app.key"))
-	l := startLbplaneIn(t, dir, "--files-root", ".")
+	dir, l := startInFilesRoot(t)
 	// The CA's certificate is public: a copy of it in the root is read, and makes its key the only refused
 	// file of its pair. A certificate the CA issued is refused itself (its key is lbplane's), so the serving
 	// key is paired with a certificate another CA made for its public key.
@@ -193,10 +200,7 @@ func TestAttackKeyFileHardLinkAndKeyInCertificate(t *testing.T) {
 // made for the same public key; and without --out-dir lbctl writes nothing into the working directory.
 func TestAttackKeyFileAnEnvoysOwnKey(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	copyFile(t, certs("app.example.com.crt"), filepath.Join(dir, "app.crt"))
-	copyFile(t, certs("app.example.com.key"), filepath.Join(dir, "app.key"))
-	l := startLbplaneIn(t, dir, "--files-root", ".")
+	dir, l := startInFilesRoot(t)
 	lbctlIn := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(binDir, "lbctl"), append([]string{"--server", l.APIURL, "--token", token, "bootstrap", "--xds-address", l.XDSAddr}, args...)...)

@@ -40,7 +40,15 @@ type OwnKeys struct {
 	// most of it.
 	dead int
 	now  func() time.Time
+	// judged caches Refuses by the SHA-256 of what it judged: every referenced file is read again every 2 s,
+	// and parsing and verifying its certificates each time would cost a large fleet a core. Emptied whenever
+	// the keys or the CA change, and when it reaches maxJudged.
+	judged map[[32]byte]bool
+	// gen counts the changes of the keys and the CA: a judgement made before one is not cached.
+	gen uint64
 }
+
+const maxJudged = 10000
 
 // ownKeysMagic starts the record file, so that a file of something else is never read as one.
 const ownKeysMagic = "lbplane issued keys v1"
@@ -140,7 +148,7 @@ func (k *OwnKeys) rewrite() error {
 // held.
 func (k *OwnKeys) TrustCA(ca *CA) {
 	k.mu.Lock()
-	k.ca = ca.Cert
+	k.ca, k.judged, k.gen = ca.Cert, nil, k.gen+1
 	k.mu.Unlock()
 	k.Hold(ca.Cert.PublicKey)
 }
@@ -154,7 +162,7 @@ func (k *OwnKeys) Hold(pub crypto.PublicKey) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.held[fp] = true
+	k.held[fp], k.judged, k.gen = true, nil, k.gen+1
 }
 
 // HoldPEM holds the public keys of every private key in PEM data (a key file of lbplane's own flags).
@@ -172,7 +180,7 @@ func (k *OwnKeys) record(pub crypto.PublicKey, notAfter time.Time) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.issued[fp] = notAfter
+	k.issued[fp], k.judged, k.gen = notAfter, nil, k.gen+1
 	if k.path == "" {
 		k.prune()
 		return nil
@@ -218,9 +226,27 @@ func (k *OwnKeys) Refuses(data []byte) bool {
 	if k == nil {
 		return false
 	}
+	sum := sha256.Sum256(data)
 	k.mu.Lock()
-	ca := k.ca
+	ca, gen := k.ca, k.gen
+	refused, ok := k.judged[sum]
 	k.mu.Unlock()
+	if ok {
+		return refused
+	}
+	refused = k.refuses(data, ca)
+	k.mu.Lock()
+	if k.gen == gen {
+		if k.judged == nil || len(k.judged) >= maxJudged {
+			k.judged = map[[32]byte]bool{}
+		}
+		k.judged[sum] = refused
+	}
+	k.mu.Unlock()
+	return refused
+}
+
+func (k *OwnKeys) refuses(data []byte, ca *x509.Certificate) bool {
 	for rest := data; ; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {

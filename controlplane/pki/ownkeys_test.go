@@ -173,3 +173,22 @@ func selfSigned(t *testing.T) (keyPEM, certPEM []byte) {
 	}
 	return pemBlock("PRIVATE KEY", kder), pemBlock("CERTIFICATE", der)
 }
+
+// A judgement is cached by content, and forgotten when the keys change: a key judged foreign is refused
+// once lbplane holds it.
+func TestOwnKeysCacheFollowsChanges(t *testing.T) {
+	k, err := OpenOwnKeys("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := selfSigned(t)
+	for range 2 {
+		if k.Refuses(key) {
+			t.Fatal("a foreign key is refused")
+		}
+	}
+	k.HoldPEM(key)
+	if !k.Refuses(key) {
+		t.Error("a key held after it was judged foreign is not refused: the cache outlived the change")
+	}
+}
