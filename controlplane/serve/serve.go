@@ -59,7 +59,8 @@ type Config struct {
 	// the change; the reply names those that had not (apiwire.ApplyResult.Lagging). 0 answers at once.
 	PushWait time.Duration
 	Log      *slog.Logger
-	// APIRateLimit is calls per second per client address on the push API; 0 disables the limit.
+	// APIRateLimit is calls per second per token on the push API, and per client address for requests
+	// without a good token; 0 disables the limit.
 	APIRateLimit float64
 	// XDSTLS, when set, requires mTLS on xDS with these files (bring your own CA) instead of lbplane's own CA.
 	XDSTLS *xdsserver.TLSFiles
@@ -172,6 +173,8 @@ type Config struct {
 	sharedCA *pki.CA
 	// etcdInsecure says what is insecure about the etcd accepted under --insecure-etcd.
 	etcdInsecure []string
+	// ownKeys recognises lbplane's own keys and the keys its CA issued: never served (ownkeys.go).
+	ownKeys *pki.OwnKeys
 
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, only with the admin token
 	// (Authorization: Bearer), on loopback too.
@@ -398,6 +401,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("push API token: %w", err)
 	}
 
+	if cfg.ownKeys, err = openOwnKeys(&cfg); err != nil {
+		return err
+	}
 	cache := xdscache.New()
 	cache.StepTimeout = cfg.SettleTimeout
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
@@ -479,6 +485,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--files-root: %w", err)
 		}
 		defer roots.Close()
+		roots.RefuseContent(cfg.ownKeys.Refuses)
 		eng.ReadFile = roots.ReadFile
 		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
 	}
@@ -559,7 +566,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
-		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
+		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
+			OwnKeys: cfg.ownKeys.Refuses}
 		if poller != nil {
 			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
 			// them all. So does every other replica: the dashboard and the push API of any replica then show
@@ -745,7 +753,7 @@ func Run(ctx context.Context, cfg Config) error {
 func reachRules(cfg *Config) (reach.Rules, error) {
 	r := reach.Rules{EnvoyDNS: cfg.AllowEnvoyDNS}
 	var err error
-	if r.Allow, err = reach.ParseCIDRs("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
+	if r.Allow, r.AllowPorts, err = reach.ParseAllow("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
 		return r, err
 	}
 	if cfg.Kubernetes == nil {
