@@ -309,7 +309,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 				ep.errors += sub(host.Errors, be)
 			}
 			if base != cur {
-				a.latency = addBuckets(a.latency, deltaBuckets(c.Latency, latBase.Clusters[name]))
+				a.latency = AddBuckets(a.latency, deltaBuckets(c.Latency, latBase.Clusters[name]))
 			}
 		}
 	}
@@ -453,7 +453,8 @@ func deltaBuckets(cur []Bucket, base *Cluster) []Bucket {
 	return out
 }
 
-func addBuckets(a, b []Bucket) []Bucket {
+// AddBuckets merges two cumulative histograms (two Envoys', two clusters'); it may return a or b itself.
+func AddBuckets(a, b []Bucket) []Bucket {
 	if len(a) == 0 {
 		return b
 	}
