@@ -24,35 +24,6 @@ spec:
       endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]
 `
 
-// acceptedOf reads a policy's Accepted condition as "status reason: message".
-func acceptedOf(t *testing.T, kubeconfig, ns, name string) string {
-	t.Helper()
-	out, err := kubectl(t, kubeconfig, "", "get", "lbp", name, "-n", ns, "-o",
-		`jsonpath={.status.conditions[?(@.type=="Accepted")].status} {.status.conditions[?(@.type=="Accepted")].reason}: {.status.conditions[?(@.type=="Accepted")].message}`)
-	if err != nil {
-		return fmt.Sprintf("kubectl: %v %s", err, out)
-	}
-	return out
-}
-
-// waitAccepted waits until the policy's Accepted condition starts with want ("True Accepted",
-// "False HostnameConflict", ...) and its message holds every part.
-func waitAccepted(t *testing.T, kubeconfig, ns, name, want string, parts ...string) {
-	t.Helper()
-	eventually(t, 30*time.Second, ns+"/"+name+" is "+want, func() error {
-		got := acceptedOf(t, kubeconfig, ns, name)
-		if !strings.HasPrefix(got, want+":") {
-			return fmt.Errorf("%s", got)
-		}
-		for _, p := range parts {
-			if !strings.Contains(got, p) {
-				return fmt.Errorf("%s (no %q)", got, p)
-			}
-		}
-		return nil
-	})
-}
-
 // TestHostNamesBelongToNamespacesKube is issue 49's first attack, against a real kube-apiserver and Envoy:
 // default/demo serves a shared port with no host names; a tenant writing policies in team-a names
 // app.example.com, then *.example.com, on the same port. lbplane accepts neither (Accepted=False,
@@ -93,13 +64,13 @@ func TestHostNamesBelongToNamespacesKube(t *testing.T) {
 	}
 
 	apply("default", "demo", shared, demo)
-	waitAccepted(t, kc, "default", "demo", "True Accepted")
+	waitCondition(t, kc, "default", "demo", "Accepted", "True Accepted")
 	servedBy(sharedURL, "app.example.com", "demo")
 	t.Run("a tenant cannot take a host name or a wildcard from another namespace", func(t *testing.T) {
 		apply("team-a", "ta", shared, tenant, "app.example.com")
 		apply("team-a", "tw", shared, tenant, "*.example.com")
-		waitAccepted(t, kc, "team-a", "ta", "False HostnameConflict", `host name "app.example.com" on port`, "held by namespace default: policy default/demo claimed every host name")
-		waitAccepted(t, kc, "team-a", "tw", "False HostnameConflict", `host name "*.example.com"`, "policy default/demo")
+		waitCondition(t, kc, "team-a", "ta", "Accepted", "False HostnameConflict", `host name "app.example.com" on port`, "held by namespace default: policy default/demo claimed every host name")
+		waitCondition(t, kc, "team-a", "tw", "Accepted", "False HostnameConflict", `host name "*.example.com"`, "policy default/demo")
 		for _, host := range []string{"app.example.com", "www.example.com", "other.test"} {
 			if got := newClient(false).Spread(t, sharedURL, 10, map[string]string{"Host": host}); got["demo"] != 10 {
 				t.Errorf("%s: %v, want every request on demo", host, got)
@@ -108,9 +79,9 @@ func TestHostNamesBelongToNamespacesKube(t *testing.T) {
 	})
 	t.Run("the first to claim a name holds it against later namespaces", func(t *testing.T) {
 		apply("team-a", "pre", other, tenant, "new.example.com")
-		waitAccepted(t, kc, "team-a", "pre", "True Accepted")
+		waitCondition(t, kc, "team-a", "pre", "Accepted", "True Accepted")
 		apply("default", "later", other, demo, "new.example.com")
-		waitAccepted(t, kc, "default", "later", "False HostnameConflict", "held by namespace team-a: policy team-a/pre claimed it first")
+		waitCondition(t, kc, "default", "later", "Accepted", "False HostnameConflict", "held by namespace team-a: policy team-a/pre claimed it first")
 		servedBy(otherURL, "new.example.com", "tenant")
 	})
 
@@ -126,16 +97,16 @@ func TestHostNamesBelongToNamespacesKube(t *testing.T) {
 		envoy.Kill()
 		l = startLbplane(t, append(args, "--tenancy-file", file)...)
 		startEnvoy(t, l, "envoy-tenancy-2", true)
-		waitAccepted(t, kc, "team-a", "pre", "False NotAllowed", `spec.listener.hostnames[0]: host name "new.example.com" on port`, "is delegated to namespace default")
-		waitAccepted(t, kc, "default", "later", "True Accepted")
+		waitCondition(t, kc, "team-a", "pre", "Accepted", "False NotAllowed", `spec.listener.hostnames[0]: host name "new.example.com" on port`, "is delegated to namespace default")
+		waitCondition(t, kc, "default", "later", "Accepted", "True Accepted")
 		servedBy(otherURL, "new.example.com", "demo")
 		// Under demo's catch-all, team-a's delegated names are team-a's; the rest stays demo's.
 		apply("team-a", "own", shared, tenant, "app.team-a.example.com")
 		apply("default", "grab", shared, demo, "x.team-a.example.com")
-		waitAccepted(t, kc, "team-a", "own", "True Accepted")
-		waitAccepted(t, kc, "default", "grab", "False NotAllowed", "is delegated to namespace team-a")
+		waitCondition(t, kc, "team-a", "own", "Accepted", "True Accepted")
+		waitCondition(t, kc, "default", "grab", "Accepted", "False NotAllowed", "is delegated to namespace team-a")
 		servedBy(sharedURL, "app.team-a.example.com", "tenant")
 		servedBy(sharedURL, "app.example.com", "demo")
-		waitAccepted(t, kc, "team-a", "ta", "False HostnameConflict", "policy default/demo")
+		waitCondition(t, kc, "team-a", "ta", "Accepted", "False HostnameConflict", "policy default/demo")
 	})
 }
