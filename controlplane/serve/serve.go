@@ -95,6 +95,9 @@ type Config struct {
 	LeaderElectionNamespace string
 	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
 	MetricsAddress string
+	// MetricsMaxProxies bounds lbplane_proxy_sync: at most this many Envoys get a series each
+	// (metrics.DefaultMaxProxySeries when 0).
+	MetricsMaxProxies int
 	// ProxyStatsInterval is how often each Envoy's stats port is read for backend health and load; 0 turns
 	// reading off.
 	ProxyStatsInterval time.Duration
@@ -444,7 +447,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return policystatus.Owners(res.IR, group, typeURL, resources, msg)
 	}
-	m.Policies(policyCounts(eng, tracker))
+	m.ProxiesSync(proxySync(tracker), cfg.MetricsMaxProxies)
+	m.Clusters(clusterInfo(eng))
 	m.KnownTypes(xdsserver.ShortTypes(xdscache.Types)...)
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
@@ -580,6 +584,8 @@ func Run(ctx context.Context, cfg Config) error {
 			return g.Wait()
 		}
 	}
+	// The conditions as status has them, the rollout's included (its controller is made by now).
+	m.Policies(policyCounts(eng, tracker, ro))
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
@@ -780,3 +786,4 @@ func certificateExpiry(ca *pki.CA, serving *pki.ServingCert, groups *kubepki.Gro
 	}
 	return out
 }
+
