@@ -62,6 +62,8 @@ type Engine struct {
 	ReadFile func(string) ([]byte, error)
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off in every HTTP listener.
 	NoRouterDynamicStats bool
+	// AccessLog is what a listener logs when the policy that owns its port sets no spec.listener.accessLog.
+	AccessLog ir.AccessLog
 	// Metrics, when set, times translation and sizes each group's resources.
 	Metrics *metrics.Metrics
 
@@ -262,7 +264,7 @@ func (e *Engine) Commit(p *Planned) *translate.Result {
 
 func (e *Engine) refs() translate.Refs {
 	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
-		NoRouterDynamicStats: e.NoRouterDynamicStats, Reach: e.Reach}
+		NoRouterDynamicStats: e.NoRouterDynamicStats, AccessLog: e.AccessLog, Reach: e.Reach}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and

@@ -30,6 +30,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
 	"github.com/lbplane/lbplane/controlplane/healthhistory"
+	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -109,6 +110,9 @@ type Config struct {
 	ProxyStatsFullShare float64
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (no per-backend latency).
 	NoRouterDynamicStats bool
+	// AccessLog is what Envoy's listeners log when their policy sets no spec.listener.accessLog:
+	// AccessLogJSON (or empty), AccessLogText or AccessLogOff.
+	AccessLog string
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
 	LoadStatusInterval time.Duration
 	// RolloutDefault is how a push that names no mode, of a policy without spec.rollout, reaches the
@@ -451,6 +455,9 @@ func Run(ctx context.Context, cfg Config) error {
 	m.Clusters(clusterInfo(eng))
 	m.KnownTypes(xdsserver.ShortTypes(xdscache.Types)...)
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
+	if eng.AccessLog, err = accessLog(cfg.AccessLog); err != nil {
+		return err
+	}
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
 	rules, err := reachRules(&cfg)
 	if err != nil {
@@ -787,3 +794,22 @@ func certificateExpiry(ca *pki.CA, serving *pki.ServingCert, groups *kubepki.Gro
 	return out
 }
 
+// Values of --access-log.
+const (
+	AccessLogJSON = "json"
+	AccessLogText = "text"
+	AccessLogOff  = "off"
+)
+
+// accessLog is the listeners' default access log for --access-log.
+func accessLog(flag string) (ir.AccessLog, error) {
+	switch flag {
+	case "", AccessLogJSON:
+		return ir.AccessLog{Format: ir.AccessLogJSON}, nil
+	case AccessLogText:
+		return ir.AccessLog{Format: ir.AccessLogText}, nil
+	case AccessLogOff:
+		return ir.AccessLog{Format: ir.AccessLogOff}, nil
+	}
+	return ir.AccessLog{}, fmt.Errorf("--access-log: want %s, %s or %s, got %q", AccessLogJSON, AccessLogText, AccessLogOff, flag)
+}

@@ -27,7 +27,7 @@ func (t *Translator) RefHashes() int64 { return t.refHashes.Load() }
 // last call: only the Service and Secret maps may have been replaced.
 func (t *Translator) hintCovers(id refsIdentity) bool {
 	a, b := id.refsKey, t.refs.refsKey
-	return a.files == b.files && a.nFiles == b.nFiles && a.crossNamespace == b.crossNamespace && a.noStats == b.noStats &&
+	return a.files == b.files && a.nFiles == b.nFiles && a.crossNamespace == b.crossNamespace && a.noStats == b.noStats && a.accessLog == b.accessLog &&
 		a.servicesNil == b.servicesNil && a.secretsNil == b.secretsNil
 }
 

@@ -392,6 +392,7 @@ type refsKey struct {
 	nFiles, nServices        int
 	nSecrets                 int
 	crossNamespace, noStats  bool
+	accessLog                ir.AccessLog
 	servicesNil, secretsNil  bool
 	reach                    string
 }
@@ -406,7 +407,7 @@ func identityOf(r Refs) refsIdentity {
 	}
 	return refsIdentity{held: &r, refsKey: refsKey{files: ptr(r.Files), services: ptr(r.Services), secrets: ptr(r.Secrets),
 		nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets),
-		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats,
+		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats, accessLog: r.AccessLog,
 		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil, reach: r.Reach.Key()}}
 }
 
@@ -429,7 +430,7 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs, hint *ChangedRefs) *Result {
 	changed := map[Key]*v1alpha1.LoadBalancerPolicy{} // nil value: removed
 	id := identityOf(refs)
-	if id.noStats != t.refs.noStats || id.crossNamespace != t.refs.crossNamespace || id.reach != t.refs.reach {
+	if id.noStats != t.refs.noStats || id.accessLog != t.refs.accessLog || id.crossNamespace != t.refs.crossNamespace || id.reach != t.refs.reach {
 		// Settings that touch every policy: start over.
 		for k := range t.frags {
 			changed[k] = nil
@@ -673,7 +674,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 		}
 	}
 	for pk, pc := range byPort {
-		t.assemblePort(pk, pc.add, pc.drop, refs.NoRouterDynamicStats)
+		t.assemblePort(pk, pc.add, pc.drop, refs.NoRouterDynamicStats, refs.AccessLog)
 	}
 	for name, gc := range byGroup {
 		t.assembleGroup(res.IR, name, gc.add, gc.drop)
@@ -705,7 +706,7 @@ func (q *memberQueue) Pop() any {
 }
 
 // assemblePort rebuilds the listener of one port from its served fragments.
-func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats bool) {
+func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats bool, accessLog ir.AccessLog) {
 	ix := t.ports[pk]
 	if ix == nil {
 		ix = &portIndex{key: pk, claimants: map[string][]*member{}}
@@ -755,6 +756,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 	c := first.listenerCopy()
 	l := &c
 	l.NoRouterDynamicStats, l.TLS, l.VirtualHosts = noStats, nil, nil
+	l.AccessLog = accessLogOf(l.Edge, accessLog)
 	if l.Protocol == ir.HTTP {
 		l.VirtualHosts = vhosts
 	}
