@@ -257,9 +257,72 @@ func TestHelmAlertsWithPromtool(t *testing.T) {
 	if out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "rules.yaml")).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
+	checkAlertsProvenAndDocumented(t, rules, tests)
 	if out, err := exec.Command(promtool, "test", "rules", filepath.Join(dir, "alerts-test.yaml")).CombinedOutput(); err != nil {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	} else {
 		t.Logf("promtool test rules:\n%s", out)
+	}
+}
+
+// checkAlertsProvenAndDocumented fails for an alert that no promtool case expects to fire (its test would
+// pass without it), and for one whose runbook_url is not its own section of docs/operations.md.
+func checkAlertsProvenAndDocumented(t *testing.T, rules, tests []byte) {
+	t.Helper()
+	var rf struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(rules, &rf); err != nil {
+		t.Fatal(err)
+	}
+	var tf struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				AlertName string `json:"alertname"`
+				ExpAlerts []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	if err := yaml.Unmarshal(tests, &tf); err != nil {
+		t.Fatal(err)
+	}
+	fires := map[string]bool{}
+	for _, c := range tf.Tests {
+		for _, a := range c.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.AlertName] = true
+			}
+		}
+	}
+	docs, err := os.ReadFile(filepath.Join(tools.RepoRoot(), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue // a recording rule
+			}
+			n++
+			if !fires[r.Alert] {
+				t.Errorf("%s: no case of alerts-test.yaml expects it to fire", r.Alert)
+			}
+			want := "https://github.com/lbplane/lbplane/blob/main/docs/operations.md#" + strings.ToLower(r.Alert)
+			if got := r.Annotations["runbook_url"]; got != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, got, want)
+			}
+			if !strings.Contains(string(docs), "\n### "+r.Alert+"\n") {
+				t.Errorf("%s: docs/operations.md has no section \"### %s\" for its runbook_url", r.Alert, r.Alert)
+			}
+		}
+	}
+	if n < 14 {
+		t.Errorf("only %d alerts in the rules", n)
 	}
 }
