@@ -226,24 +226,7 @@ func writeTestCredentials(t *testing.T, group string) string {
 func TestHelmAlertsWithPromtool(t *testing.T) {
 	t.Parallel()
 	promtool := tools.Require(t, "promtool")
-	out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", "metrics.prometheusRule.enabled=true",
-		"--show-only", "templates/prometheusrule.yaml")
-	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, out)
-	}
-	var rule struct {
-		Kind string `json:"kind"`
-		Spec struct {
-			Groups []any `json:"groups"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal([]byte(out), &rule); err != nil || rule.Kind != "PrometheusRule" || len(rule.Spec.Groups) == 0 {
-		t.Fatalf("no PrometheusRule rendered (%v):\n%s", err, out)
-	}
-	rules, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := chartRules(t)
 	dir := t.TempDir()
 	tests, err := os.ReadFile(filepath.Join(chartDir, "testdata", "alerts-test.yaml"))
 	if err != nil {
@@ -263,6 +246,35 @@ func TestHelmAlertsWithPromtool(t *testing.T) {
 	} else {
 		t.Logf("promtool test rules:\n%s", out)
 	}
+}
+
+// chartRules renders the chart's PrometheusRule (release x, namespace default) with the given --set values
+// and returns its groups as a Prometheus rule file.
+func chartRules(t *testing.T, set ...string) []byte {
+	t.Helper()
+	args := []string{"template", "x", chartDir, "--kube-version", "1.37.1", "--set", "metrics.prometheusRule.enabled=true",
+		"--show-only", "templates/prometheusrule.yaml"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	var rule struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Groups []any `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(out), &rule); err != nil || rule.Kind != "PrometheusRule" || len(rule.Spec.Groups) == 0 {
+		t.Fatalf("no PrometheusRule rendered (%v):\n%s", err, out)
+	}
+	rules, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
 }
 
 // checkAlertsProvenAndDocumented fails for an alert that no promtool case expects to fire (its test would

@@ -37,3 +37,27 @@ func (r *report) hardeningMarkdown(w func(string, ...any)) {
 		w("| %d | %s | %s | %s | %s | %.3f | %d and %d |\n", c, rng(h.RPS, "%.0f"), rng(x.RPS, "%.0f"), rng(h.CPU, "%.1f"), rng(x.CPU, "%.1f"), h.CPU.Median/x.CPU.Median, h.Runs-h.Invalid, x.Runs-x.Invalid)
 	}
 }
+
+// accessLogMarkdown sets lbplane's Envoy without an access log (as every peer runs) beside the same with
+// lbplane's default JSON access log, when the opt-in peer ran.
+func (r *report) accessLogMarkdown(w func(string, ...any)) {
+	var any bool
+	for _, c := range r.Config.Concurrency {
+		if _, ok := r.find("throughput", "lbplane-envoy-accesslog", c); ok {
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	w("\n## What the access log costs\n\n`lbplane-envoy` runs with `lbplane serve --access-log=off`, as nginx, HAProxy and Traefik run without theirs; `lbplane-envoy-accesslog` with lbplane's default, one JSON line per request on Envoy's standard output (a file here), naming the policy, route, backend and endpoint. Same binary, interleaved runs; `-only paired -peers lbplane-envoy,lbplane-envoy-accesslog` loads both at once.\n\n")
+	w("| connections | without req/s | with req/s | without CPU µs/req | with CPU µs/req | CPU ratio with / without | runs |\n|---|---|---|---|---|---|---|\n")
+	for _, c := range r.Config.Concurrency {
+		off, ok1 := r.find("throughput", "lbplane-envoy", c)
+		on, ok2 := r.find("throughput", "lbplane-envoy-accesslog", c)
+		if !ok1 || !ok2 || off.CPU.Median == 0 {
+			continue
+		}
+		w("| %d | %s | %s | %s | %s | %.3f | %d and %d |\n", c, rng(off.RPS, "%.0f"), rng(on.RPS, "%.0f"), rng(off.CPU, "%.1f"), rng(on.CPU, "%.1f"), on.CPU.Median/off.CPU.Median, off.Runs-off.Invalid, on.Runs-on.Invalid)
+	}
+}
