@@ -4,8 +4,8 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 var (
 	supportedAccessLogFormats = []AccessLogFormat{AccessLogJSON, AccessLogText}
-	supportedUnderscores    = []HeadersWithUnderscores{UnderscoresReject, UnderscoresDrop, UnderscoresAllow}
-	supportedEscapedSlashes = []EscapedSlashes{EscapedSlashesKeep, EscapedSlashesReject, EscapedSlashesUnescapeAndRedirect, EscapedSlashesUnescapeAndForward}
+	supportedUnderscores      = []HeadersWithUnderscores{UnderscoresReject, UnderscoresDrop, UnderscoresAllow}
+	supportedEscapedSlashes   = []EscapedSlashes{EscapedSlashesKeep, EscapedSlashesReject, EscapedSlashesUnescapeAndRedirect, EscapedSlashesUnescapeAndForward}
 )
 
 // listenerEdge validates the listener's hardening overrides (limits, timeouts, http2, requests) and its
