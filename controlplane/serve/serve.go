@@ -146,6 +146,9 @@ type Config struct {
 	EnvoyCertSecrets map[string]string
 	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
 	EnvoyCertCheckInterval time.Duration
+	// EnvoyService, with Kubernetes, is the Service of Namespace in front of proxy group EnvoyServiceGroup's
+	// Envoys, whose ports lbplane keeps in step with the group's listener ports.
+	EnvoyService, EnvoyServiceGroup string
 
 	// RevocationsConfigMap, with Kubernetes, keeps the revoked Envoy identities (lbctl revoke) in this
 	// ConfigMap of Namespace, which every replica reads every RevocationsInterval, instead of the local store.
@@ -454,6 +457,9 @@ func Run(ctx context.Context, cfg Config) error {
 	m.ProxiesSync(proxySync(tracker), cfg.MetricsMaxProxies)
 	m.Clusters(clusterInfo(eng))
 	m.KnownTypes(xdsserver.ShortTypes(xdscache.Types)...)
+	if cfg.EnvoyService != "" && cfg.Kubernetes == nil {
+		return errors.New("--envoy-service needs --kubernetes")
+	}
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
 	if eng.AccessLog, err = accessLog(cfg.AccessLog); err != nil {
 		return err
@@ -558,6 +564,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
 		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
+		if cfg.EnvoyService != "" {
+			ns, err := cfg.namespace()
+			if err != nil {
+				return fmt.Errorf("--envoy-service: %w", err)
+			}
+			kube.EnvoyService = kubesource.EnvoyService{Namespace: ns, Name: cfg.EnvoyService, Group: cfg.EnvoyServiceGroup}
+		}
 		if poller != nil {
 			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
 			// them all. So does every other replica: the dashboard and the push API of any replica then show

@@ -141,6 +141,8 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.CASecret, "ca-secret", "", "with --kubernetes: keep lbplane's CA in this Secret of --namespace (created on first start, shared by every replica) instead of <data-dir>/pki")
 	f.StringVar(&cfg.Namespace, "namespace", "", "with --kubernetes: the namespace of lbplane's own Secrets (default: --leader-election-namespace)")
 	f.StringToStringVar(&cfg.EnvoyCertSecrets, "envoy-cert-secret", nil, "with --ca-secret: GROUP=SECRET keeps a client certificate for any Envoy of proxy group GROUP in Secret SECRET of --namespace, renewed at 2/3 of --envoy-cert-validity (repeatable)")
+	f.StringVar(&cfg.EnvoyService, "envoy-service", "", "with --kubernetes: the Service of --namespace in front of --envoy-service-group's Envoys; the elected replica gives it a port for every listener port of the group's policies that none of its other ports targets, and removes it when no policy listens there (server-side apply, field manager lbplane)")
+	f.StringVar(&cfg.EnvoyServiceGroup, "envoy-service-group", "default", "the proxy group whose listener ports --envoy-service follows")
 	f.DurationVar(&cfg.EnvoyCertCheckInterval, "envoy-cert-check-interval", time.Minute, "with --envoy-cert-secret: how often each group certificate Secret is checked (and rewritten when missing, due or from another CA)")
 	f.BoolVar(&cfg.APITLSAuto, "api-tls-auto", false, "serve the push API over HTTPS with a certificate from lbplane's own CA (the --xds-server-name names); for Kubernetes, where probes do not verify and lbctl trusts the CA")
 	f.BoolVar(&cfg.APIInsecureListenAny, "api-insecure-listen-any", false, "allow the push API in plaintext on a non-loopback address (its tokens cross the network readable); logs a warning")
