@@ -28,13 +28,19 @@ func helm(t *testing.T, args ...string) (string, error) {
 
 var chartDir = filepath.Join(tools.RepoRoot(), "charts", "lbplane")
 
-// allValues sets every scheduling, disruption, autoscaling, metrics and CRD value of the chart.
-var allValues = filepath.Join(chartDir, "testdata", "all-values.yaml")
+// allValues sets every scheduling, disruption, autoscaling, metrics and CRD value of the chart;
+// platformValues the names, labels, pinned images, DaemonSet on the nodes' network, NetworkPolicies,
+// security contexts, update strategies and Service addresses.
+var (
+	allValues      = filepath.Join(chartDir, "testdata", "all-values.yaml")
+	platformValues = filepath.Join(chartDir, "testdata", "platform-values.yaml")
+)
 
 func TestHelmLintAndSchema(t *testing.T) {
 	t.Parallel()
 	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}, {"--set", "mtls.certManager.issuerRef.name=ca"},
-		{"-f", allValues}, {"-f", allValues, "--set", "envoy.enabled=false"}} {
+		{"-f", allValues}, {"-f", allValues, "--set", "envoy.enabled=false"}, {"-f", platformValues},
+		{"--set", "envoy.kind=DaemonSet", "--set", "envoy.service.managedPorts=false", "--set", "networkPolicy.enabled=true"}} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
 			t.Errorf("helm lint %v: %v\n%s", set, err, out)
 		}
@@ -42,7 +48,11 @@ func TestHelmLintAndSchema(t *testing.T) {
 	// values.schema.json refuses what would render a broken release.
 	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1", "mtls.certManager.issuerRef.kind=Secret", "mtls.certManager.duration=1d",
 		"envoy.drain.seconds=-1", "metrics.serviceMonitor.interval=soon", "envoy.autoscaling.targetCPUUtilizationPercentage=0",
-		"envoy.readinessPort=10080", "imagePullSecrets[0]=regcred"} {
+		"envoy.readinessPort=10080", "imagePullSecrets[0]=regcred", "envoy.kind=StatefulSet", "nameOverride=Bad_Name",
+		"fullnameOverride=" + strings.Repeat("x", 51), "image.digest=latest", "envoy.image.digest=sha256:abc", "envoy.service.ipFamilyPolicy=DualStack",
+		"envoy.service.ipFamilies[0]=IPv5", "envoy.service.ports[0].protocol=HTTP", "envoy.service.ports[0].name=a-port-name-too-long",
+		"updateStrategy.type=OnDelete", "envoy.updateStrategy.type=Sometimes", "networkPolicy.apiFrom=everyone", "commonLabels.team=1",
+		"envoy.accessLog=yes"} {
 		out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", bad)
 		if err == nil || !strings.Contains(out, "schema") {
 			t.Errorf("--set %s was not refused by the schema: %v %s", bad, err, out)
@@ -64,6 +74,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 		"all":          {"-f", allValues},
 		"zone":         {"--set", "apiToken=golden", "--set", "envoy.zone=zone-a"},
 		"clusterstats": {"--set", "apiToken=golden", "--set", "envoy.clusterStats=used"},
+		"platform":     {"--set", "apiToken=golden", "-f", platformValues},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {
@@ -79,8 +90,8 @@ func TestHelmTemplateGolden(t *testing.T) {
 			checkDashboardConfigMap(t, out)
 			continue
 		}
-		if name == "mtls" || name == "all" {
-			continue // the default is mTLS too; all has the default's bootstrap
+		if name == "mtls" || name == "all" || name == "platform" {
+			continue // the default is mTLS too; all and platform have the default's bootstrap
 		}
 		for _, doc := range strings.Split(out, "\n---\n") {
 			var obj struct {
@@ -191,6 +202,12 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 		{[]string{"delete", "configmaps", "-n", "lbplane"}, true},
 		{[]string{"list", "configmaps", "-n", "lbplane"}, true},
 		{[]string{"create", "configmaps", "-n", "shop"}, false},
+		// The Envoy Service's ports that follow the policies (envoy.service.managedPorts): that Service only.
+		{[]string{"patch", "services/demo-lbplane-envoy", "-n", "lbplane"}, true},
+		{[]string{"get", "services/demo-lbplane-envoy", "-n", "lbplane"}, true},
+		{[]string{"patch", "services/demo-lbplane-xds", "-n", "lbplane"}, false},
+		{[]string{"patch", "services", "-n", "shop"}, false},
+		{[]string{"create", "services", "-n", "lbplane"}, false},
 	} {
 		got, _ := kubectl(t, c.Kubeconfig, "", append([]string{"auth", "can-i", "--as", as}, tc.args...)...)
 		allowed := strings.TrimSpace(got) == "yes"
