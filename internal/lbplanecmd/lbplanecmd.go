@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/serve"
@@ -104,7 +105,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.XDSAddress, "xds-address", "0.0.0.0:18000", "address Envoys connect to (ADS over gRPC, mTLS); with --xds-insecure the default becomes 127.0.0.1:18000; port 0 picks a free port, written to <data-dir>/ports.json")
 	f.StringVar(&cfg.APIAddress, "api-address", "127.0.0.1:18001", "address of the push API lbctl uses; port 0 picks a free port (<data-dir>/ports.json)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the durable policy store and the generated token (required)")
-	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
+	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's "+manifest.PolicyFilePatterns()+" files (not its subdirectories or hidden files)")
 	f.StringVar(&cfg.Token, "token", "", "push API admin bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long an Envoy is left on a step of a make-before-break change (clusters, then listeners and routes, then removals) without acknowledging it before it is given the next; each Envoy takes its steps on its own, so a slow one delays only itself")
 	f.DurationVar(&cfg.PushWait, "push-wait", 2*time.Second, "how long a push's reply waits for the Envoys of the groups it changed to acknowledge it; the reply then names those that had not (0: reply at once)")
