@@ -40,6 +40,7 @@ func TestEnumMarkersMatchValidation(t *testing.T) {
 		"DNSResolution":          strs(supportedDNSResolutions),
 		"DNSLookupFamily":        strs(supportedDNSLookupFamilies),
 		"AccessLogFormat":        strs(supportedAccessLogFormats),
+		"DNSResolver":            strs(supportedDNSResolvers),
 		// Written by lbplane into status, never validated from users: its values are its constants.
 		"EndpointHealth": strs([]EndpointHealth{EndpointHealthy, EndpointEjected, EndpointUnknown}),
 	}

@@ -560,9 +560,10 @@ type Backend struct {
 	// Cluster.track_cluster_stats.per_endpoint_stats (series with envoy_endpoint_address on the Prometheus
 	// endpoint).
 	PerEndpointStats bool `json:"perEndpointStats,omitempty"`
-	// dns tunes how Envoy resolves the backend's host-name endpoints (an endpoint address that is a DNS name
-	// instead of an IP address). Only allowed when an endpoint address is a name; defaults apply then. Envoy:
-	// cluster_type envoy.clusters.dns (DnsCluster), with the endpoints in Cluster.load_assignment instead of EDS.
+	// dns tunes how the backend's host-name endpoints (an endpoint address that is a DNS name instead of an IP
+	// address) are resolved. Only allowed when an endpoint address is a name; defaults apply then. lbplane
+	// resolves them and sends the addresses it allows as endpoints (EDS); with dns.resolver Envoy: cluster_type
+	// envoy.clusters.dns (DnsCluster), with the endpoints in Cluster.load_assignment instead of EDS.
 	DNS *BackendDNS `json:"dns,omitempty"`
 }
 
@@ -810,12 +811,14 @@ type FailurePercentageEjection struct {
 
 // Endpoint is one static backend address.
 type Endpoint struct {
-	// address is the endpoint's IP address, or a DNS name that Envoy resolves (see the backend's dns): each
-	// address the name resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's
-	// server-template do. Loopback, link-local and unspecified addresses and names of the host itself
-	// (localhost) are refused unless the server allows them; in Kubernetes mode addresses and names are
-	// allowed only where the operator says (backends are Services otherwise). Envoy:
-	// LbEndpoint.endpoint.address; with a name the backend is a DNS cluster. In standalone mode lbplane serve
+	// address is the endpoint's IP address, or a DNS name (see the backend's dns): each address the name
+	// resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's server-template do.
+	// Loopback, link-local and unspecified addresses (in any IPv6 form that carries them), the Envoy host's
+	// own addresses, lbplane's and Envoy's own ports there, and names of the host itself (localhost) are
+	// refused unless the server allows them, and so is every address a name resolves to, at every refresh;
+	// in Kubernetes mode addresses and names are allowed only where the operator says (backends are Services
+	// otherwise). Envoy: LbEndpoint.endpoint.address (a name's addresses, with the name as hostname). In
+	// standalone mode lbplane serve
 	// --allow-backend-cidrs allows more; in Kubernetes mode --address-backends-namespaces and
 	// --address-backends-cidrs (docs/security.md, "What a policy can reach").
 	// +kubebuilder:validation:MaxLength=253
@@ -1200,6 +1203,12 @@ type BackendStatus struct {
 	// expected share (0 is a spread exactly as expected), over the healthy endpoints and windowSeconds; unset
 	// without requests. With a hash algorithm a high skew means a few keys carry most of the traffic.
 	Skew *float64 `json:"skew,omitempty"`
+	// expectedCaveats are what the expected shares leave out: Envoy behaviour that turns on what only Envoy
+	// knows at run time (least request and bounded load under concurrent requests, slow start, reported
+	// utilization), and for zone-aware routing whose Envoys the shares are (the zones of the group's
+	// Envoys, each taken to send as many requests). The same text as lbctl trace, whatif and diff --traffic.
+	// +kubebuilder:validation:MaxItems=8
+	ExpectedCaveats []string `json:"expectedCaveats,omitempty"`
 }
 
 // EndpointStatus is one endpoint's load, as the proxies report it. Envoy 1.40 keeps no latency per
@@ -1225,7 +1234,8 @@ type EndpointStatus struct {
 	Backup   bool   `json:"backup,omitempty"`
 	// expectedShare is the share of the backend's requests lbplane's traffic model predicts for it from the
 	// config Envoy runs and the endpoints not taking traffic (priority levels, overprovisioning, zone weights,
-	// the algorithm's spread): a fraction from 0 to 1 (0.333 is a third).
+	// zone-aware routing for the zones of the group's Envoys, the algorithm's spread): a fraction from 0 to
+	// 1 (0.333 is a third). The backend's expectedCaveats say what it leaves out.
 	ExpectedShare float64 `json:"expectedShare"`
 	// observedShare is its part of the backend's requests over windowSeconds, a fraction from 0 to 1; unset
 	// while the backend has no requests.
@@ -1479,20 +1489,43 @@ const (
 	DNSAll DNSLookupFamily = "All"
 )
 
-// BackendDNS tunes the resolution of a backend's host-name endpoints. The resolvers themselves are the
-// Envoy's (lbctl bootstrap --dns-resolver, or the host's /etc/resolv.conf): an operator's choice, so that a
-// policy means the same on every proxy group.
+// DNSResolver says who resolves a backend's host names.
+// +kubebuilder:validation:Enum=Lbplane;Envoy
+// +kubebuilder:validation:MaxLength=32
+type DNSResolver string
+
+const (
+	// DNSResolverLbplane: lbplane resolves the names (its /etc/hosts, then lbplane serve --dns-resolver or
+	// its /etc/resolv.conf), checks every address of every answer against the server's backend address
+	// rules, and sends the Envoys the addresses it allowed as endpoints (EDS). A name that later answers a
+	// forbidden address (DNS rebinding) never reaches the Envoys.
+	DNSResolverLbplane DNSResolver = "Lbplane"
+	// DNSResolverEnvoy: each Envoy resolves the names itself (Envoy's DNS cluster), with its own resolver;
+	// lbplane never sees the addresses, so nothing checks them. Allowed only where the operator opts in
+	// (lbplane serve --allow-envoy-dns), for Envoys whose resolver sees other answers than lbplane's.
+	DNSResolverEnvoy DNSResolver = "Envoy"
+)
+
+// BackendDNS tunes the resolution of a backend's host-name endpoints. lbplane resolves them by default
+// (resolver), with the operator's resolvers: an operator's choice, so that a policy means the same on every
+// proxy group.
 type BackendDNS struct {
+	// resolver is Lbplane (the default: lbplane resolves the names, checks every answer against the
+	// server's backend address rules and sends the allowed addresses as endpoints) or Envoy (each Envoy
+	// resolves them with its own resolver and nothing checks the answers; refused unless lbplane serve
+	// --allow-envoy-dns). Envoy: an EDS cluster, or with Envoy a DnsCluster.
+	Resolver DNSResolver `json:"resolver,omitempty"`
 	// resolution is Strict (each address is an endpoint) or Logical (the name is one endpoint; exactly one
 	// endpoint allowed). Defaults to Strict. Envoy: DnsCluster; Logical sets all_addresses_in_single_endpoint.
 	Resolution DNSResolution `json:"resolution,omitempty"`
-	// refreshInterval is how often Envoy resolves the names again; traffic follows a changed answer within
+	// refreshInterval is how often the names are resolved again; traffic follows a changed answer within
 	// it. Defaults to 5s. At least 100ms. Envoy: DnsCluster.dns_refresh_rate.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
 	// respectTTL resolves again when the answer's TTL runs out instead of every refreshInterval (as nginx
-	// does without valid=). Defaults to false. Envoy: DnsCluster.respect_dns_ttl.
+	// does without valid=), no sooner than 5s (or refreshInterval when shorter) and no later than an hour.
+	// Defaults to false. Envoy: DnsCluster.respect_dns_ttl.
 	RespectTTL bool `json:"respectTTL,omitempty"`
 	// lookupFamily is V4Preferred, V4, V6, Auto (IPv6 first) or All. Defaults to V4Preferred: a name with
 	// both records is reached over IPv4, which every host can route. Envoy: DnsCluster.dns_lookup_family

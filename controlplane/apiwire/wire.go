@@ -87,6 +87,9 @@ type ProxyStatus struct {
 	// --stats-port), is where it serves stats and endpoint health there.
 	Address   string `json:"address,omitempty"`
 	StatsPort int    `json:"statsPort,omitempty"`
+	// Zone is the Envoy's zone (node.locality.zone, lbctl bootstrap --zone): predictions of zone-aware
+	// backends are for the Envoys' zones.
+	Zone string `json:"zone,omitempty"`
 	// Authenticated is true when the stream came over mTLS and its node id and group match its client
 	// certificate. Only authenticated proxies are read by the stats poller and, when mTLS is required,
 	// counted by settle waits.

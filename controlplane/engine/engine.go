@@ -66,6 +66,12 @@ type Engine struct {
 	AccessLog ir.AccessLog
 	// Metrics, when set, times translation and sizes each group's resources.
 	Metrics *metrics.Metrics
+	// Resolve resolves backends' host names (see dns.go); nil leaves them unresolved.
+	Resolve Resolver
+	// dns holds the answers and when each name is due.
+	dns dnsState
+	// host is what the engine knows of the Envoys' hosts and lbplane's own ports (see SetHost).
+	host hostRules
 
 	// translator keeps every policy's translation, so that a change translates only what it touches.
 	translator *translate.Translator
@@ -86,7 +92,8 @@ type Engine struct {
 func New(cache *xdscache.Cache, log *slog.Logger) *Engine {
 	return &Engine{cache: cache, log: log, sources: map[string][]*v1alpha1.LoadBalancerPolicy{},
 		result: translate.Translate(nil, translate.Refs{}), origin: map[translate.Key]string{}, published: map[string]bool{},
-		files: translate.Files{}, ReadFile: os.ReadFile, translator: translate.NewTranslator(), builds: map[string]*xdsbuild.Assembly{}}
+		files: translate.Files{}, ReadFile: os.ReadFile, translator: translate.NewTranslator(), builds: map[string]*xdsbuild.Assembly{},
+		dns: dnsState{due: map[translate.DNSQuery]time.Time{}, busy: map[translate.DNSQuery]bool{}}}
 }
 
 func (e *Engine) read(path string) translate.File {
@@ -227,6 +234,7 @@ type Planned struct {
 // Plan translates what the policies would be if source held policies, without publishing anything.
 func (e *Engine) Plan(source string, policies []*v1alpha1.LoadBalancerPolicy) *Planned {
 	e.prefetch(policies)
+	e.prefetchNames(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := time.Now()
@@ -264,7 +272,7 @@ func (e *Engine) Commit(p *Planned) *translate.Result {
 
 func (e *Engine) refs() translate.Refs {
 	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
-		NoRouterDynamicStats: e.NoRouterDynamicStats, AccessLog: e.AccessLog, Reach: e.Reach}
+		NoRouterDynamicStats: e.NoRouterDynamicStats, AccessLog: e.AccessLog, Reach: e.rules(), DNS: e.dns.answers}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and
@@ -283,6 +291,7 @@ func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services
 // Set replaces the policies of one source and publishes the result.
 func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
 	e.prefetch(policies)
+	e.prefetchNames(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.hold(source, slices.Clone(policies))

@@ -56,6 +56,24 @@ type Cluster struct {
 	Latency []Bucket
 	// Ejections counts enforced outlier ejections by detector (consecutive_5xx, success_rate, ...).
 	Ejections map[string]uint64
+	// Counters are the cluster's own request counters, which count what its clients saw, including the
+	// requests that never reached an endpoint.
+	Counters Counters
+}
+
+// Counters are a cluster's own cumulative counters (not its endpoints'), from /stats/prometheus:
+//   - Completed and Errors5xx: HTTP requests answered (upstream_rq_completed) and those answered with a 5xx
+//     (upstream_rq_5xx), the answers Envoy makes itself included: 503 for a refused or reset connection
+//     (UF, UR) or no healthy upstream (UH), 504 for a timeout (UT). Measured on Envoy 1.40: a closed port,
+//     a TLS mismatch and a name that does not resolve count in both, and never in an endpoint's rq_total.
+//     Both are the router's dynamic stats (lbplane serve --router-dynamic-stats).
+//   - Errors4xx: HTTP requests answered with a 4xx (upstream_rq_4xx): a backend that wants TLS answers
+//     plain HTTP with 400.
+//   - PendingFailed: requests or, for TCP, connections failed for want of a connection
+//     (upstream_rq_pending_failure_eject: refused, reset or timed out while connecting).
+//   - NoneHealthy: requests and connections that found no healthy endpoint (upstream_cx_none_healthy).
+type Counters struct {
+	Completed, Errors5xx, Errors4xx, PendingFailed, NoneHealthy uint64
 }
 
 // Sample is everything read from one Envoy at one time.
@@ -65,6 +83,18 @@ type Sample struct {
 	// full read's time for a partial one, which carries them (see pace.go).
 	StatsAt  time.Time
 	Clusters map[string]*Cluster
+}
+
+// Dead tells whether c has endpoints and every one failed its last active health checks (one not checked
+// yet has not).
+func (c *Cluster) Dead() bool {
+	for _, h := range c.Hosts {
+		failed := slices.Contains(h.Reasons, reasonActiveFailed) || slices.Contains(h.Reasons, reasonActiveTimedOut)
+		if !failed || slices.Contains(h.Reasons, reasonActivePending) {
+			return false
+		}
+	}
+	return len(c.Hosts) > 0
 }
 
 // count is a JSON number that Envoy may print as a string (protojson's uint64).
@@ -98,13 +128,21 @@ type clustersJSON struct {
 	} `json:"cluster_statuses"`
 }
 
+// Reasons of a host that failed its active health checks, and of one that has not been checked yet (Envoy
+// marks a new host failed until its first check).
+const (
+	reasonActiveFailed   = "active health check failed"
+	reasonActiveTimedOut = "active health check timed out"
+	reasonActivePending  = "waiting for its first health check"
+)
+
 // healthFlags maps admin's health_status flags to what a user reads, most telling first.
 var healthFlags = []struct{ key, reason string }{
-	{"failed_active_health_check", "active health check failed"},
-	{"active_hc_timeout", "active health check timed out"},
+	{"failed_active_health_check", reasonActiveFailed},
+	{"active_hc_timeout", reasonActiveTimedOut},
 	{"failed_outlier_check", "outlier detection"},
 	{"excluded_via_immediate_hc_fail", "asked to be removed (x-envoy-immediate-health-check-fail)"},
-	{"pending_active_hc", "waiting for its first health check"},
+	{"pending_active_hc", reasonActivePending},
 	{"pending_dynamic_removal", "being removed"},
 }
 
@@ -150,15 +188,28 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 	return out, nil
 }
 
-// StatsFilter is the regular expression lbplane asks /stats/prometheus to filter on: the latency histogram
-// and the enforced-ejection counters, instead of every stat of every cluster.
-const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_)`
+// StatsFilter is the regular expression lbplane asks /stats/prometheus to filter on: the latency histogram,
+// the enforced-ejection counters and the clusters' request counters (Counters), instead of every stat of
+// every cluster.
+const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_|` + countersPattern + `)`
+
+// countersPattern matches the stats of Counters.
+const countersPattern = `upstream_rq_completed|upstream_rq_5xx|upstream_rq_4xx|upstream_rq_pending_failure_eject|upstream_cx_none_healthy`
 
 const (
 	latencyFamily   = "envoy_cluster_upstream_rq_time"
 	ejectionsPrefix = "envoy_cluster_outlier_detection_ejections_enforced_"
 	clusterLabel    = "envoy_cluster_name"
+	classLabel      = "envoy_response_code_class"
 )
+
+// counterFamilies are the Prometheus names of Counters' stats (upstream_rq_5xx and 4xx are upstream_rq_xx, of
+// class 5 and 4).
+var counterFamilies = map[string]func(*Counters) *uint64{
+	"envoy_cluster_upstream_rq_completed":             func(c *Counters) *uint64 { return &c.Completed },
+	"envoy_cluster_upstream_rq_pending_failure_eject": func(c *Counters) *uint64 { return &c.PendingFailed },
+	"envoy_cluster_upstream_cx_none_healthy":          func(c *Counters) *uint64 { return &c.NoneHealthy },
+}
 
 // ParseStats reads /stats/prometheus into clusters (adding to those /clusters returned).
 func ParseStats(b []byte, clusters map[string]*Cluster) error {
@@ -177,13 +228,29 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 	}
 	for name, fam := range families {
 		for _, m := range fam.GetMetric() {
-			cluster := ""
+			cluster, class := "", ""
 			for _, l := range m.GetLabel() {
-				if l.GetName() == clusterLabel {
+				switch l.GetName() {
+				case clusterLabel:
 					cluster = l.GetValue()
+				case classLabel:
+					class = l.GetValue()
 				}
 			}
 			if cluster == "" {
+				continue
+			}
+			if field := counterFamilies[name]; field != nil && m.GetCounter() != nil {
+				*field(&get(cluster).Counters) = uint64(m.GetCounter().GetValue())
+				continue
+			}
+			if name == "envoy_cluster_upstream_rq_xx" && m.GetCounter() != nil {
+				switch class {
+				case "5":
+					get(cluster).Counters.Errors5xx = uint64(m.GetCounter().GetValue())
+				case "4":
+					get(cluster).Counters.Errors4xx = uint64(m.GetCounter().GetValue())
+				}
 				continue
 			}
 			switch {
@@ -193,7 +260,7 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 					bs = append(bs, Bucket{UpperMs: b.GetUpperBound(), Count: b.GetCumulativeCount()})
 				}
 				// Envoy prints the +Inf bucket itself; a parser may leave it out. One +Inf bucket: two would be
-				// summed into one with twice the requests when histograms are merged (addBuckets), and every
+				// summed into one with twice the requests when histograms are merged (AddBuckets), and every
 				// p99 over two Envoys would read as the last finite bound (an hour).
 				if n := len(bs); n == 0 || !math.IsInf(bs[n-1].UpperMs, 1) {
 					bs = append(bs, Bucket{UpperMs: math.Inf(1), Count: m.GetHistogram().GetSampleCount()})

@@ -81,6 +81,9 @@ type Expected struct {
 	Zone     string
 	Priority int
 	Backup   bool
+	// Caveats are what the prediction of the endpoint's backend leaves out (trafficmodel.Caveats), the
+	// same for each of its endpoints.
+	Caveats []string
 }
 
 // ExpectFunc predicts every endpoint ("address:port") of a group's cluster from what was built, with the
@@ -306,7 +309,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 				ep.errors += sub(host.Errors, be)
 			}
 			if base != cur {
-				a.latency = addBuckets(a.latency, deltaBuckets(c.Latency, latBase.Clusters[name]))
+				a.latency = AddBuckets(a.latency, deltaBuckets(c.Latency, latBase.Clusters[name]))
 			}
 		}
 	}
@@ -348,6 +351,10 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 				exp = expect(group, name, down)
 			}
 			b.PerEndpoint, b.Skew = perEndpoint(a, exp)
+			for _, e := range exp {
+				b.ExpectedCaveats = e.Caveats
+				break
+			}
 			out[group][name] = b
 			if cache != nil {
 				e := cache.m[clusterKey{group, name}]
@@ -446,7 +453,8 @@ func deltaBuckets(cur []Bucket, base *Cluster) []Bucket {
 	return out
 }
 
-func addBuckets(a, b []Bucket) []Bucket {
+// AddBuckets merges two cumulative histograms (two Envoys', two clusters'); it may return a or b itself.
+func AddBuckets(a, b []Bucket) []Bucket {
 	if len(a) == 0 {
 		return b
 	}

@@ -60,7 +60,8 @@ type Config struct {
 	// the change; the reply names those that had not (apiwire.ApplyResult.Lagging). 0 answers at once.
 	PushWait time.Duration
 	Log      *slog.Logger
-	// APIRateLimit is calls per second per client address on the push API; 0 disables the limit.
+	// APIRateLimit is calls per second per token on the push API, and per client address for requests
+	// without a good token; 0 disables the limit.
 	APIRateLimit float64
 	// XDSTLS, when set, requires mTLS on xDS with these files (bring your own CA) instead of lbplane's own CA.
 	XDSTLS *xdsserver.TLSFiles
@@ -92,6 +93,11 @@ type Config struct {
 	// IP addresses every namespace's endpoints may use.
 	AddressBackendsNamespaces []string
 	AddressBackendsCIDRs      []string
+	// DNSResolvers (host:port) resolve backends' host names instead of resolv.conf's servers; lbplane
+	// reads its hosts file first.
+	DNSResolvers []string
+	// AllowEnvoyDNS lets backends have each Envoy resolve their host names (dns.resolver: Envoy), unchecked.
+	AllowEnvoyDNS bool
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
 	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
@@ -118,6 +124,9 @@ type Config struct {
 	// RolloutDefault is how a push that names no mode, of a policy without spec.rollout, reaches the
 	// Envoys: rollout.ModeImmediate (or empty) or rollout.ModeStaged.
 	RolloutDefault string
+	// RolloutCanaryMinAge is how long an Envoy must have been connected and acknowledging its config
+	// before it is chosen as a canary (rollout.Controller.MinCanaryAge).
+	RolloutCanaryMinAge time.Duration
 
 	// FilesRoots are the only directories whose files policies may name (certificateFile, privateKeyFile,
 	// caFile); relative names resolve against the first. Empty means the config dir (when set) and
@@ -174,6 +183,8 @@ type Config struct {
 	sharedCA *pki.CA
 	// etcdInsecure says what is insecure about the etcd accepted under --insecure-etcd.
 	etcdInsecure []string
+	// ownKeys recognises lbplane's own keys and the keys its CA issued: never served (ownkeys.go).
+	ownKeys *pki.OwnKeys
 
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, only with the admin token
 	// (Authorization: Bearer), on loopback too.
@@ -400,6 +411,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("push API token: %w", err)
 	}
 
+	if cfg.ownKeys, err = openOwnKeys(&cfg); err != nil {
+		return err
+	}
 	cache := xdscache.New()
 	cache.StepTimeout = cfg.SettleTimeout
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
@@ -470,6 +484,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	eng.Reach = rules
+	eng.Resolve = resolver(&cfg)
+	if rules.EnvoyDNS {
+		cfg.Log.Warn("backends may have each Envoy resolve their host names (dns.resolver: Envoy): lbplane does not check what those names resolve to, so a name that answers 127.0.0.1 or 169.254.169.254 reaches the Envoy's host or a metadata server",
+			"allow-envoy-dns", true)
+	}
 	if len(rules.Allow) > 0 {
 		cfg.Log.Warn("backend addresses in loopback, link-local or unspecified ranges are allowed: a policy can reach services on the Envoy's own host",
 			"allow-backend-cidrs", strings.Join(cfg.AllowBackendCIDRs, ","))
@@ -483,6 +502,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--files-root: %w", err)
 		}
 		defer roots.Close()
+		roots.RefuseContent(cfg.ownKeys.Refuses)
 		eng.ReadFile = roots.ReadFile
 		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
 	}
@@ -522,7 +542,7 @@ func Run(ctx context.Context, cfg Config) error {
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
 			// Expected shares come from the traffic model of what was published, when status is read. The
 			// summaries are kept until the next read or publication.
-			Expect:    newExpectation(eng).expect,
+			Expect:    newExpectation(eng, proxies).expect,
 			ExpectKey: func() any { r, _ := eng.Result(); return r },
 			// Reading stats holds Envoy's main thread, which also applies config: everything is read only as
 			// often as keeps it within a share of that thread, the busy clusters in between, and no read starts
@@ -563,7 +583,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
-		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
+		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
+			OwnKeys: cfg.ownKeys.Refuses}
 		if cfg.EnvoyService != "" {
 			ns, err := cfg.namespace()
 			if err != nil {
@@ -664,6 +685,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if metricsLis != nil {
 		ports.Metrics = metricsLis.Addr().String()
 	}
+	// No backend may name these ports on a host address; set before xDS is served.
+	own := ownPorts(ports)
+	eng.SetHost(hostView(tracker.Proxies(), own))
 	cfg.Log.Info("serving", "xds", ports.XDS, "api", ports.API)
 	if err := writePorts(cfg.DataDir, ports); err != nil {
 		for _, l := range append(listeners, xdsLis) {
@@ -701,6 +725,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
+	g.Go(func() error { eng.RunDNS(ctx, 100*time.Millisecond); return nil })
+	// This replica's own Envoys: reading every replica's from the store each second would cost more than
+	// the hop limit leaves to gain.
+	g.Go(func() error { followHost(ctx, eng, tracker.Proxies, own); return nil })
 	if shared != nil {
 		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard, ro, &changing); return nil })
 		g.Go(func() error { fleet.publish(ctx); return nil })
@@ -749,9 +777,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 // reachRules turns the backend address flags into the rules translation applies.
 func reachRules(cfg *Config) (reach.Rules, error) {
-	var r reach.Rules
+	r := reach.Rules{EnvoyDNS: cfg.AllowEnvoyDNS}
 	var err error
-	if r.Allow, err = reach.ParseCIDRs("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
+	if r.Allow, r.AllowPorts, err = reach.ParseAllow("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
 		return r, err
 	}
 	if cfg.Kubernetes == nil {
@@ -776,6 +804,9 @@ func settings(cfg *Config, rules reach.Rules) []string {
 	}
 	if rules.Kubernetes && len(rules.AddressNamespaces)+len(rules.AddressCIDRs) > 0 {
 		out = append(out, "backend addresses in Kubernetes mode: "+rules.Summary())
+	}
+	if rules.EnvoyDNS {
+		out = append(out, "--allow-envoy-dns: backends may have each Envoy resolve their host names, unchecked")
 	}
 	if cfg.XDSInsecure {
 		out = append(out, "--xds-insecure: xDS in plaintext, without authentication")

@@ -159,6 +159,9 @@ type Refs struct {
 	Services map[ServiceRef]ServiceEndpoints
 	// Secrets is nil outside Kubernetes mode.
 	Secrets map[SecretRef]TLSSecret
+	// DNS holds what lbplane resolved the backends' host names to (see DNSQueries); a name it does not
+	// hold is not resolved yet.
+	DNS map[DNSQuery]DNSAnswer
 	// CrossNamespace allows a backend to reference a Service in another namespace than its policy's.
 	CrossNamespace bool
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (see ir.Listener).

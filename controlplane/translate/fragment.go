@@ -84,6 +84,7 @@ type fragmentExtra struct {
 	files    []string
 	services []ServiceRef
 	secrets  []SecretRef
+	dns      []DNSQuery
 	// defaultChain tells, per chain of listener.TLS, whether its certificate lists no hostnames (and so may
 	// answer clients without SNI).
 	defaultChain []bool
@@ -134,14 +135,14 @@ func writeInt(h hash.Hash, v int64) {
 }
 
 // refsOf lists what a defaulted policy references outside itself.
-func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceRef, secrets []SecretRef) {
+func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceRef, secrets []SecretRef, dns []DNSQuery) {
 	files = PolicyFiles(p)
 	for _, b := range p.Spec.Backends {
 		if b.Service != nil {
 			services = append(services, ServiceRefOf(p.Namespace, b.Service))
 		}
 	}
-	return files, services, SecretRefs(p)
+	return files, services, SecretRefs(p), dnsRefs(p)
 }
 
 // refsHash covers the content of what a fragment references, as refs holds it now.
@@ -170,6 +171,16 @@ func (f *fragment) refsHashIn(refs Refs) [32]byte {
 			writeInt(h, int64(e.Port)<<2|int64(boolInt(e.Ready))<<1|int64(boolInt(e.Terminating)))
 		}
 	}
+	for _, q := range f.dns {
+		a, ok := refs.DNS[q]
+		writeInt(h, int64(boolInt(ok)))
+		writeString(h, a.Err)
+		writeInt(h, int64(len(a.Addrs)))
+		for _, addr := range a.Addrs {
+			b := addr.As16()
+			h.Write(b[:])
+		}
+	}
 	writeInt(h, int64(boolInt(refs.Secrets == nil)))
 	for _, ref := range f.secrets {
 		s, ok := refs.Secrets[ref]
@@ -196,8 +207,8 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 			chains = append(chains, len(cert.Hostnames) == 0)
 		}
 	}
-	if files, services, secrets := refsOf(c); len(files)+len(services)+len(secrets)+len(chains) > 0 {
-		f.fragmentExtra = &fragmentExtra{files: files, services: services, secrets: secrets, defaultChain: chains}
+	if files, services, secrets, dns := refsOf(c); len(files)+len(services)+len(secrets)+len(dns)+len(chains) > 0 {
+		f.fragmentExtra = &fragmentExtra{files: files, services: services, secrets: secrets, dns: dns, defaultChain: chains}
 	}
 	f.refsHash = f.refsHashIn(refs)
 	if len(errs) > 0 {
@@ -389,8 +400,9 @@ type refsIdentity struct {
 
 type refsKey struct {
 	files, services, secrets uintptr
+	dns                      uintptr
 	nFiles, nServices        int
-	nSecrets                 int
+	nSecrets, nDNS           int
 	crossNamespace, noStats  bool
 	accessLog                ir.AccessLog
 	servicesNil, secretsNil  bool
@@ -406,7 +418,7 @@ func identityOf(r Refs) refsIdentity {
 		return v.Pointer()
 	}
 	return refsIdentity{held: &r, refsKey: refsKey{files: ptr(r.Files), services: ptr(r.Services), secrets: ptr(r.Secrets),
-		nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets),
+		dns: ptr(r.DNS), nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets), nDNS: len(r.DNS),
 		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats, accessLog: r.AccessLog,
 		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil, reach: r.Reach.Key()}}
 }
@@ -466,7 +478,7 @@ func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 	}
 	switch {
 	case id.same(t.refs):
-	case hint != nil && t.hintCovers(id):
+	case hint != nil && t.hintCovers(id, hint):
 		// The caller names the Services and Secrets that changed: check only the policies that read them.
 		for _, ref := range hint.Services {
 			for k := range t.users.services[ref] {
@@ -478,10 +490,15 @@ func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 				t.recheck(changed, k, refs)
 			}
 		}
+		for _, q := range hint.DNS {
+			for k := range t.users.dns[q] {
+				t.recheck(changed, k, refs)
+			}
+		}
 	default:
 		// Some file, Service or Secret may have changed: check the policies that read any.
 		for k, f := range t.frags {
-			if _, ok := changed[k]; ok || len(f.files)+len(f.services)+len(f.secrets) == 0 {
+			if _, ok := changed[k]; ok || len(f.files)+len(f.services)+len(f.secrets)+len(f.dns) == 0 {
 				continue
 			}
 			if t.hashRefs(f, refs) != f.refsHash {

@@ -23,12 +23,13 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		g.Secrets = append(g.Secrets, secrets[name])
 	}
 	r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = true, ReasonResolvedRefs, "all backends resolved"
-	var missing []string
+	var missing, forbidden []string
 	hashKeys := map[string][]ir.HashKey{}
 	byName := map[string]*ir.Cluster{}
 	for i := range s.Backends {
 		b := &s.Backends[i]
-		cl := cluster(p, b)
+		cl := cluster(p, b, refs)
+		missing, forbidden = append(missing, cl.DNSMissing...), append(forbidden, cl.DNSForbidden...)
 		cl.Source = ir.Source{Namespace: p.Namespace, Name: p.Name, Backend: b.Name}
 		byName[cl.Name] = cl.Cluster
 		if b.Service != nil {
@@ -55,7 +56,11 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		r.Backends = append(r.Backends, b.Name)
 		g.Clusters = append(g.Clusters, cl.Cluster)
 	}
-	if len(missing) > 0 {
+	switch {
+	case len(forbidden) > 0:
+		// Before missing ones: an answer the rules refuse is what the operator must see first.
+		r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = false, ReasonForbiddenAddress, strings.Join(append(forbidden, missing...), "; ")
+	case len(missing) > 0:
 		r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = false, ReasonBackendMissing, strings.Join(missing, "; ")
 	}
 	// The backends' cluster names in spec order: r.Clusters holds only them so far (session clusters are

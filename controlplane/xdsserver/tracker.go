@@ -435,7 +435,7 @@ func (t *Tracker) proxies() []ProxyStatus {
 		current := t.cache.TargetFor(g, s.node.GetId())
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
-			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil,
+			Address: s.address, StatsPort: StatsPortOf(s.node), Zone: s.node.GetLocality().GetZone(), Authenticated: s.identity != nil,
 			Types: make([]TypeStatus, 0, len(s.types))}
 		latestSent := ""
 		for _, ts := range s.types {

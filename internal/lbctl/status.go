@@ -294,6 +294,11 @@ func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1al
 	}
 	tw.Flush()
 	for _, b := range backends {
+		for _, c := range b.ExpectedCaveats {
+			fmt.Fprintf(w, "(not predicted, backend %s: %s)\n", b.Name, c)
+		}
+	}
+	for _, b := range backends {
 		if b.Skew == nil {
 			continue
 		}

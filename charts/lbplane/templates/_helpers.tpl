@@ -56,7 +56,7 @@ below 1024). */ -}}
 {{- end -}}
 
 {{- /* Envoy's heap budget for its overload actions (max_heap_size_bytes): 80 % of the container's memory
-limit, so that Envoy sheds load (shrink heap, no keep-alive at 95 %, refuse requests at 98 %) before the
+limit, so that Envoy sheds load (no new connection from 90 %, shrink heap, no keep-alive at 95 %, refuse requests at 98 %) before the
 kernel kills it for memory; the other 20 % is Envoy's memory outside the heap, and slack. 1 GiB when the limit
 is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- define "lbplane.envoyMaxHeap" -}}
@@ -68,6 +68,12 @@ is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- if and $num (hasKey $units $unit) -}}
 {{- div (mul (atoi $num) (get $units $unit)) 10 | mul 8 -}}
 {{- else -}}1073741824{{- end -}}
+{{- end -}}
+
+{{- /* tcmalloc's soft limit (soft_memory_limit_bytes): 90 % of the heap budget, as lbctl bootstrap renders it:
+above it tcmalloc gives freed memory back to the system at once. */ -}}
+{{- define "lbplane.envoySoftHeap" -}}
+{{- div (mul (atoi (include "lbplane.envoyMaxHeap" .)) 9) 10 -}}
 {{- end -}}
 
 {{- /* The Secret lbplane keeps its CA in, and the one it keeps the Envoys' group certificate in. */ -}}

@@ -140,6 +140,11 @@ function chart(b, algorithm) {
       " (per backend: Envoy keeps no latency per endpoint) · " + b.endpoints.healthy + "/" + b.endpoints.total + " healthy" +
       (b.skew != null ? " · skew " + b.skew.toFixed(2) : "")));
   const box = el("div", { class: "backend" }, head, svg);
+  // What the expected shares leave out, as lbctl trace, whatif and diff --traffic say it.
+  if ((b.expectedCaveats || []).length) {
+    box.append(el("ul", { class: "caveats muted", "data-backend": b.name },
+      ...b.expectedCaveats.map(c => el("li", { class: "caveat" }, "not predicted: " + c))));
+  }
   // Each Envoy's own view: its ejections count for everyone only with a majority; a mismatch is flagged.
   if ((b.perProxy || []).length > 1 || (b.mismatches || []).length) {
     const t = el("table", { class: "per-envoy", "data-backend": b.name }, el("thead", {}, el("tr", {},
