@@ -51,7 +51,8 @@ latency per endpoint, so P99 is per backend. SKEW is the coefficient of variatio
 expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
 --per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
 (lbctl dashboard) shows them too.
--o json|yaml prints the policy's status.
+-o json|yaml prints the policy as lbctl get NAME -o json|yaml does (.status holds what the table shows),
+so a jsonpath or jq filter written for one works on the other.
 
 --watch: with NAME, the screen is redrawn every --interval (the load moves all the time); without NAME,
 and with -o json|yaml|..., the answer is printed again whenever it changes. Both end on Ctrl-C, or after
@@ -85,7 +86,8 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 					if err != nil {
 						return printable{}, err
 					}
-					return printable{Object: p.Status, Names: []string{policyName(p.Name)},
+					// The policy, as lbctl get NAME prints it, so that a jsonpath or jq filter works on both.
+					return printable{Object: p, Names: []string{policyName(p.Name)},
 						Text: func(w io.Writer, _ bool) error { return printStatusOf(ctx, w, c, p, perProxy) }}, nil
 				})
 			}
