@@ -85,7 +85,7 @@ func ownedPorts(svc *corev1.Service, manager string) (map[string]bool, error) {
 				Ports map[string]json.RawMessage `json:"f:ports"`
 			} `json:"f:spec"`
 		}
-		if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
 			return nil, err
 		}
 		for k := range fields.Spec.Ports {
