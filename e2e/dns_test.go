@@ -128,10 +128,12 @@ spec:
 			return fmt.Errorf("%+v", b.Endpoints)
 		}
 		// The policy lists one name; its endpoints are the two addresses Envoy resolved.
-		var st v1alpha1.LoadBalancerPolicyStatus
-		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "dns", "-o", "json")), &st); err != nil {
+		// lbctl status NAME -o json prints the policy, as lbctl get NAME -o json does.
+		var pol v1alpha1.LoadBalancerPolicy
+		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "dns", "-o", "json")), &pol); err != nil {
 			return err
 		}
+		st := pol.Status
 		if st.Endpoints.Total != 2 || st.Endpoints.Healthy != 2 {
 			return fmt.Errorf("policy endpoints %+v", st.Endpoints)
 		}

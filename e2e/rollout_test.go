@@ -265,10 +265,12 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		}
 		waitHeldBy(t, envoys, "broken", nil)
 		// The status the API shows says the same.
-		var st v1alpha1.LoadBalancerPolicyStatus
-		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "ro", "-o", "json")), &st); err != nil {
+		// lbctl status NAME -o json prints the policy, as lbctl get NAME -o json does.
+		var pol v1alpha1.LoadBalancerPolicy
+		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "ro", "-o", "json")), &pol); err != nil {
 			t.Fatal(err)
 		}
+		st := pol.Status
 		if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutRolledBack || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionRolledBack) {
 			t.Errorf("lbctl status: %+v", st)
 		}

@@ -55,10 +55,12 @@ func listItems(out string, items any) error {
 }
 
 func backendStatus(t *testing.T, l *Lbplane, policy, backend string) (v1alpha1.BackendStatus, error) {
-	var st v1alpha1.LoadBalancerPolicyStatus
-	if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", policy, "-o", "json")), &st); err != nil {
+	// lbctl status NAME -o json prints the policy, as lbctl get NAME -o json does.
+	var pol v1alpha1.LoadBalancerPolicy
+	if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", policy, "-o", "json")), &pol); err != nil {
 		t.Fatal(err)
 	}
+	st := pol.Status
 	for _, b := range st.Backends {
 		if b.Name == backend {
 			return b, nil

@@ -133,11 +133,13 @@ func TestZoneAwareRouting(t *testing.T) {
 
 	// lbctl status's EXPECTED is for the group's Envoy, in zone-a: a third for each zone-a endpoint.
 	eventually(t, 20*time.Second, "status expects zone-a's endpoints to take everything", func() error {
-		var st v1alpha1.LoadBalancerPolicyStatus
+		// lbctl status NAME -o json prints the policy, as lbctl get NAME -o json does.
+		var pol v1alpha1.LoadBalancerPolicy
 		out := lbctlOK(t, l, "status", "zone-aware", "-o", "json")
-		if err := json.Unmarshal([]byte(out), &st); err != nil {
+		if err := json.Unmarshal([]byte(out), &pol); err != nil {
 			return err
 		}
+		st := pol.Status
 		if len(st.Backends) != 1 || len(st.Backends[0].PerEndpoint) != 6 || len(st.Backends[0].ExpectedCaveats) != 0 {
 			return fmt.Errorf("backends %+v", st.Backends)
 		}

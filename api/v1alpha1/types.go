@@ -141,6 +141,39 @@ type Listener struct {
 	// Envoy: the network filter envoy.filters.network.local_ratelimit before tcp_proxy; connections beyond the
 	// bucket are closed.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// accessLog says what Envoy writes to its standard output for each request (HTTP, HTTPS) or connection
+	// (TCP) of this listener. Unset: lbplane serve --access-log decides (default JSON, every request). Like
+	// limits, the oldest policy on a shared port sets it, and a newer one that sets it differently
+	// conflicts. Envoy: access_log envoy.access_loggers.stdout on the HTTP connection manager or tcp_proxy.
+	AccessLog *AccessLog `json:"accessLog,omitempty"`
+}
+
+// AccessLogFormat is how Envoy writes an access log line.
+// +kubebuilder:validation:Enum=JSON;Text
+type AccessLogFormat string
+
+// Access log formats.
+const (
+	// AccessLogJSON writes one JSON object a line, with the fields docs/operations.md lists.
+	AccessLogJSON AccessLogFormat = "JSON"
+	// AccessLogText writes Envoy's default text line with lbplane's fields (policy, backend, endpoint) after it.
+	AccessLogText AccessLogFormat = "Text"
+)
+
+// AccessLog is a listener's access log.
+type AccessLog struct {
+	// disabled turns the listener's access log off.
+	Disabled bool `json:"disabled,omitempty"`
+	// format is JSON (default) or Text.
+	// +optional
+	Format AccessLogFormat `json:"format,omitempty"`
+	// samplePercent logs this share of the requests (HTTP) or connections (TCP), each picked at random:
+	// above 0, at most 100 (the default), to a millionth. Envoy: an access log runtime_filter.
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	SamplePercent *float64 `json:"samplePercent,omitempty"`
 }
 
 // ListenerLimits bound a listener's connections and what each may buffer.

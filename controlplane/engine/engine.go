@@ -66,6 +66,8 @@ type Engine struct {
 	ReadFile func(string) ([]byte, error)
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off in every HTTP listener.
 	NoRouterDynamicStats bool
+	// AccessLog is what a listener logs when the policy that owns its port sets no spec.listener.accessLog.
+	AccessLog ir.AccessLog
 	// Metrics, when set, times translation and sizes each group's resources.
 	Metrics *metrics.Metrics
 	// Resolve resolves backends' host names (see dns.go); nil leaves them unresolved.
@@ -274,7 +276,7 @@ func (e *Engine) Commit(p *Planned) *translate.Result {
 
 func (e *Engine) refs() translate.Refs {
 	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
-		NoRouterDynamicStats: e.NoRouterDynamicStats, Reach: e.rules(), Tenancy: e.Tenancy, DNS: e.dns.answers}
+		NoRouterDynamicStats: e.NoRouterDynamicStats, AccessLog: e.AccessLog, Reach: e.rules(), Tenancy: e.Tenancy, DNS: e.dns.answers}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and

@@ -77,6 +77,9 @@ type Source struct {
 	Rollouts      RolloutHook
 	RolloutKeys   func() []translate.Key
 	RolloutStatus func(translate.Key) *v1alpha1.RolloutStatus
+	// EnvoyService, when its Name is set, is the Service in front of a proxy group's Envoys whose ports the
+	// elected replica keeps in step with the group's listener ports (envoyservice.go).
+	EnvoyService EnvoyService
 	// OwnKeys, when set, says whether a Secret's certificate or key is lbplane's own (pki.OwnKeys.Refuses):
 	// its CA Secret and the group certificate Secrets live in the release namespace, where a policy may
 	// name them.
@@ -216,6 +219,11 @@ func (s *Source) Start() error {
 	}
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error { <-ctx.Done(); events.Shutdown(); return nil })); err != nil {
 		return err
+	}
+	if s.EnvoyService.Name != "" {
+		if err := mgr.Add(onLeader(s.keepServicePorts)); err != nil {
+			return err
+		}
 	}
 	return mgr.Add(&statusWriter{s: s})
 }

@@ -316,7 +316,19 @@ func ReadPath(path string, stdin io.Reader) ([]Document, error) {
 	return docs, errors.Join(errs...)
 }
 
-// PolicyFiles lists the policy files of a directory, sorted.
+// PolicyFileExtensions are the extensions of the files PolicyFiles lists (any case).
+var PolicyFileExtensions = []string{".yaml", ".yml", ".json"}
+
+// PolicyFilePatterns names them for a help text: "*.yaml, *.yml and *.json".
+func PolicyFilePatterns() string {
+	var p []string
+	for _, e := range PolicyFileExtensions {
+		p = append(p, "*"+e)
+	}
+	return strings.Join(p[:len(p)-1], ", ") + " and " + p[len(p)-1]
+}
+
+// PolicyFiles lists the policy files of a directory (PolicyFileExtensions, not hidden), sorted.
 func PolicyFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -325,7 +337,7 @@ func PolicyFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		ext := strings.ToLower(filepath.Ext(e.Name()))
-		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") && slices.Contains(PolicyFileExtensions, ext) {
 			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}

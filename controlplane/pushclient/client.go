@@ -114,7 +114,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		if json.Unmarshal(data, &eb) == nil && len(eb.Errors) > 0 {
 			e.Errors = eb.Errors
 		} else {
-			e.Errors = []string{strings.TrimSpace(string(data))}
+			e.Errors = []string{c.notTheAPI(ctx, hc, method, path, resp, data)}
 		}
 		return wait, e
 	}
@@ -269,4 +269,40 @@ func (c *Client) Version(ctx context.Context) (*apiwire.Version, error) {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// notTheAPI explains an answer that is not the push API's (lbplane's API answers every error with a JSON
+// body): what answered at BaseURL instead, as far as one more request tells it (lbplane's metrics port, an
+// Envoy, an HTTPS server asked in plain HTTP), beside what it said.
+func (c *Client) notTheAPI(ctx context.Context, hc *http.Client, method, path string, resp *http.Response, body []byte) string {
+	said := strings.TrimSpace(string(body))
+	if len(said) > 200 {
+		said = said[:200] + "..."
+	}
+	answer := fmt.Sprintf("%s %s answered %q (%s)", method, path, said, resp.Status)
+	what := "no lbplane push API is there (is --server the push API's address, port 18001 by default?)"
+	switch {
+	case strings.EqualFold(resp.Header.Get("Server"), "envoy"):
+		what = "that is an Envoy (a listener or its stats port), not lbplane's push API (port 18001 by default)"
+	case strings.Contains(said, "HTTP request to an HTTPS server"):
+		what = "that server speaks HTTPS: use an https:// --server"
+	case resp.StatusCode == http.StatusNotFound:
+		// lbplane's metrics port answers 404 to the API's paths, and serves /metrics.
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/metrics", nil)
+		if err != nil {
+			break
+		}
+		r, err := hc.Do(req)
+		if err != nil {
+			break
+		}
+		m, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body.Close()
+		if r.StatusCode == http.StatusOK && bytes.Contains(m, []byte("lbplane_build_info")) {
+			what = "that is lbplane's metrics port (18002 by default), not its push API (18001 by default)"
+		} else if r.StatusCode == http.StatusOK && bytes.Contains(m, []byte("# TYPE ")) {
+			what = "that serves Prometheus metrics, not lbplane's push API (port 18001 by default)"
+		}
+	}
+	return fmt.Sprintf("%s: %s; %s", c.BaseURL, what, answer)
 }

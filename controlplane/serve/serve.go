@@ -30,6 +30,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
 	"github.com/lbplane/lbplane/controlplane/healthhistory"
+	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -104,6 +105,9 @@ type Config struct {
 	LeaderElectionNamespace string
 	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
 	MetricsAddress string
+	// MetricsMaxProxies bounds lbplane_proxy_sync: at most this many Envoys get a series each
+	// (metrics.DefaultMaxProxySeries when 0).
+	MetricsMaxProxies int
 	// ProxyStatsInterval is how often each Envoy's stats port is read for backend health and load; 0 turns
 	// reading off.
 	ProxyStatsInterval time.Duration
@@ -115,6 +119,9 @@ type Config struct {
 	ProxyStatsFullShare float64
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (no per-backend latency).
 	NoRouterDynamicStats bool
+	// AccessLog is what Envoy's listeners log when their policy sets no spec.listener.accessLog:
+	// AccessLogJSON (or empty), AccessLogText or AccessLogOff.
+	AccessLog string
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
 	LoadStatusInterval time.Duration
 	// RolloutDefault is how a push that names no mode, of a policy without spec.rollout, reaches the
@@ -151,6 +158,9 @@ type Config struct {
 	EnvoyCertSecrets map[string]string
 	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
 	EnvoyCertCheckInterval time.Duration
+	// EnvoyService, with Kubernetes, is the Service of Namespace in front of proxy group EnvoyServiceGroup's
+	// Envoys, whose ports lbplane keeps in step with the group's listener ports.
+	EnvoyService, EnvoyServiceGroup string
 
 	// RevocationsConfigMap, with Kubernetes, keeps the revoked Envoy identities (lbctl revoke) in this
 	// ConfigMap of Namespace, which every replica reads every RevocationsInterval, instead of the local store.
@@ -461,9 +471,16 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return policystatus.Owners(res.IR, group, typeURL, resources, msg)
 	}
-	m.Policies(policyCounts(eng, tracker))
+	m.ProxiesSync(proxySync(tracker), cfg.MetricsMaxProxies)
+	m.Clusters(clusterInfo(eng))
 	m.KnownTypes(xdsserver.ShortTypes(xdscache.Types)...)
+	if cfg.EnvoyService != "" && cfg.Kubernetes == nil {
+		return errors.New("--envoy-service needs --kubernetes")
+	}
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
+	if eng.AccessLog, err = accessLog(cfg.AccessLog); err != nil {
+		return err
+	}
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
 	rules, err := reachRules(&cfg)
 	if err != nil {
@@ -577,6 +594,13 @@ func Run(ctx context.Context, cfg Config) error {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
 		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
 			OwnKeys: cfg.ownKeys.Refuses}
+		if cfg.EnvoyService != "" {
+			ns, err := cfg.namespace()
+			if err != nil {
+				return fmt.Errorf("--envoy-service: %w", err)
+			}
+			kube.EnvoyService = kubesource.EnvoyService{Namespace: ns, Name: cfg.EnvoyService, Group: cfg.EnvoyServiceGroup}
+		}
 		if poller != nil {
 			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
 			// them all. So does every other replica: the dashboard and the push API of any replica then show
@@ -610,6 +634,8 @@ func Run(ctx context.Context, cfg Config) error {
 			return g.Wait()
 		}
 	}
+	// The conditions as status has them, the rollout's included (its controller is made by now).
+	m.Policies(policyCounts(eng, tracker, ro))
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
@@ -819,4 +845,24 @@ func certificateExpiry(ca *pki.CA, serving *pki.ServingCert, groups *kubepki.Gro
 		}
 	}
 	return out
+}
+
+// Values of --access-log.
+const (
+	AccessLogJSON = "json"
+	AccessLogText = "text"
+	AccessLogOff  = "off"
+)
+
+// accessLog is the listeners' default access log for --access-log.
+func accessLog(flag string) (ir.AccessLog, error) {
+	switch flag {
+	case "", AccessLogJSON:
+		return ir.AccessLog{Format: ir.AccessLogJSON}, nil
+	case AccessLogText:
+		return ir.AccessLog{Format: ir.AccessLogText}, nil
+	case AccessLogOff:
+		return ir.AccessLog{Format: ir.AccessLogOff}, nil
+	}
+	return ir.AccessLog{}, fmt.Errorf("--access-log: want %s, %s or %s, got %q", AccessLogJSON, AccessLogText, AccessLogOff, flag)
 }

@@ -32,7 +32,7 @@ func (t *Translator) hintCovers(id refsIdentity, hint *ChangedRefs) bool {
 	// A caller that names no host name did not change the answers (the engine translates every change of
 	// them as it takes it).
 	sameDNS := (a.dns == b.dns && a.nDNS == b.nDNS) || len(hint.DNS) > 0
-	return a.files == b.files && a.nFiles == b.nFiles && a.crossNamespace == b.crossNamespace && a.noStats == b.noStats &&
+	return a.files == b.files && a.nFiles == b.nFiles && a.crossNamespace == b.crossNamespace && a.noStats == b.noStats && a.accessLog == b.accessLog &&
 		a.servicesNil == b.servicesNil && a.secretsNil == b.secretsNil && sameDNS
 }
 

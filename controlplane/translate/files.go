@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/tenancy"
 )
@@ -166,6 +167,9 @@ type Refs struct {
 	CrossNamespace bool
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (see ir.Listener).
 	NoRouterDynamicStats bool
+	// AccessLog is what listeners whose owner sets no spec.listener.accessLog log (lbplane serve
+	// --access-log); the zero value logs nothing.
+	AccessLog ir.AccessLog
 	// Reach is the server's rules on backend addresses (loopback, link-local, Kubernetes namespaces):
 	// endpoints they refuse make the policy invalid, and Service endpoints they refuse leave its references
 	// unresolved.

@@ -443,6 +443,7 @@ type refsKey struct {
 	nFiles, nServices        int
 	nSecrets, nDNS           int
 	crossNamespace, noStats  bool
+	accessLog                ir.AccessLog
 	servicesNil, secretsNil  bool
 	reach                    string
 	tenancy                  string
@@ -458,7 +459,7 @@ func identityOf(r Refs) refsIdentity {
 	}
 	return refsIdentity{held: &r, refsKey: refsKey{files: ptr(r.Files), services: ptr(r.Services), secrets: ptr(r.Secrets),
 		dns: ptr(r.DNS), nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets), nDNS: len(r.DNS),
-		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats,
+		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats, accessLog: r.AccessLog,
 		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil, reach: r.Reach.Key(), tenancy: r.Tenancy.Key()}}
 }
 
@@ -481,7 +482,8 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs, hint *ChangedRefs) *Result {
 	changed := map[Key]*v1alpha1.LoadBalancerPolicy{} // nil value: removed
 	id := identityOf(refs)
-	if id.noStats != t.refs.noStats || id.crossNamespace != t.refs.crossNamespace || id.reach != t.refs.reach || id.tenancy != t.refs.tenancy {
+	if id.noStats != t.refs.noStats || id.accessLog != t.refs.accessLog || id.crossNamespace != t.refs.crossNamespace || id.reach != t.refs.reach ||
+		id.tenancy != t.refs.tenancy {
 		// Settings that touch every policy: start over.
 		for k := range t.frags {
 			changed[k] = nil
@@ -722,7 +724,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 		}
 	}
 	for pk, pc := range byPort {
-		t.assemblePort(pk, pc.add, pc.drop, refs.NoRouterDynamicStats)
+		t.assemblePort(pk, pc.add, pc.drop, refs.NoRouterDynamicStats, refs.AccessLog)
 	}
 	for name, gc := range byGroup {
 		t.assembleGroup(res.IR, name, gc.add, gc.drop)
@@ -754,7 +756,7 @@ func (q *memberQueue) Pop() any {
 }
 
 // assemblePort rebuilds the listener of one port from its served fragments.
-func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats bool) {
+func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats bool, accessLog ir.AccessLog) {
 	ix := t.ports[pk]
 	if ix == nil {
 		ix = &portIndex{key: pk, claimants: map[string][]*member{}, under: map[string]map[*member]struct{}{}}
@@ -804,6 +806,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 	c := first.listenerCopy()
 	l := &c
 	l.NoRouterDynamicStats, l.TLS, l.VirtualHosts = noStats, nil, nil
+	l.AccessLog = accessLogOf(l.Edge, accessLog)
 	if l.Protocol == ir.HTTP {
 		l.VirtualHosts = vhosts
 	}

@@ -68,6 +68,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	backendClusters := r.Clusters[len(r.Clusters)-len(s.Backends):]
 	l := listenerFor(g, p)
 	l.NoRouterDynamicStats = refs.NoRouterDynamicStats
+	l.AccessLog = accessLogOf(l.Edge, refs.AccessLog)
 	r.Listener = l.Name
 	if l.Protocol == ir.TCP {
 		l.TCP = &ir.TCPRoute{Clusters: allBackends(backendClusters)}

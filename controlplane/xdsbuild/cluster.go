@@ -51,6 +51,7 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		LoadBalancingPolicy:  loadBalancingPolicy(c),
 		CircuitBreakers:      cb,
 		OutlierDetection:     outlierDetection(c.Outlier),
+		Metadata:             sourceMetadata(c.Source),
 	}
 	if c.BufferBytes > 0 {
 		// Bounds what Envoy buffers from a backend that sends faster than the client reads (1 MiB by default).

@@ -97,7 +97,7 @@ func tlsChain(l *ir.Listener, ch ir.TLSChain, filters []*listenerv3.Filter) *lis
 }
 
 func tcpProxy(l *ir.Listener) *tcpv3.TcpProxy {
-	tp := &tcpv3.TcpProxy{StatPrefix: l.Name}
+	tp := &tcpv3.TcpProxy{StatPrefix: l.Name, AccessLog: accessLogs(l)}
 	if len(l.TCP.Clusters) == 1 {
 		tp.ClusterSpecifier = &tcpv3.TcpProxy_Cluster{Cluster: l.TCP.Clusters[0].Name}
 	} else {
@@ -174,6 +174,7 @@ func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionMan
 		// HTTP/1.1 only unless the listener turns HTTP/2 on: AUTO would accept h2c prior knowledge on plain
 		// HTTP, which the listener did not ask for.
 		CodecType: hcmv3.HttpConnectionManager_HTTP1,
+		AccessLog: accessLogs(l),
 	}
 	if scoped {
 		hcm.RouteSpecifier = scopedRoutes(l)

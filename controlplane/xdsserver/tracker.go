@@ -260,6 +260,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 		}
 		t.byNode[node.GetId()][id] = struct{}{}
 		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id.id)
+		t.Metrics.Group(xdscache.GroupOf(node))
 	}
 	ts := s.types[typeURL]
 	if ts == nil {
@@ -271,7 +272,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	}
 	ts.Pending = false
 	t.pending.Add(-1)
-	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
+	t.Metrics.Answer(xdscache.GroupOf(s.node), shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
 		if s.api == apiDelta && ts.Nacked && ts.sure && n.sure {
 			// Still rejected from an earlier response (see clearNack), and rejected now.

@@ -51,7 +51,8 @@ latency per endpoint, so P99 is per backend. SKEW is the coefficient of variatio
 expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
 --per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
 (lbctl dashboard) shows them too.
--o json|yaml prints the policy's status.
+-o json|yaml prints the policy as lbctl get NAME -o json|yaml does (.status holds what the table shows),
+so a jsonpath or jq filter written for one works on the other.
 
 --watch: with NAME, the screen is redrawn every --interval (the load moves all the time); without NAME,
 and with -o json|yaml|..., the answer is printed again whenever it changes. Both end on Ctrl-C, or after
@@ -85,7 +86,8 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 					if err != nil {
 						return printable{}, err
 					}
-					return printable{Object: p.Status, Names: []string{policyName(p.Name)},
+					// The policy, as lbctl get NAME prints it, so that a jsonpath or jq filter works on both.
+					return printable{Object: p, Names: []string{policyName(p.Name)},
 						Text: func(w io.Writer, _ bool) error { return printStatusOf(ctx, w, c, p, perProxy) }}, nil
 				})
 			}
@@ -168,15 +170,24 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	}
 	fmt.Fprintln(w)
 	if len(st.Backends) == 0 {
-		fmt.Fprintln(w, "No backend health reported yet: no Envoy of the group has a stats port (lbctl bootstrap --stats-port), or it was not read yet.")
+		fmt.Fprintln(w, noBackendHealth(st))
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 		fmt.Fprintln(tw, "BACKEND\tPROXIES\tENDPOINTS\tHEALTHY\tEJECTED\tREQUESTS\tERRORS\tP99\tWINDOW")
+		earlier := false
 		for _, b := range st.Backends {
+			p99 := latencyText(b.LatencyP99Ms)
+			if b.Requests == 0 && b.LatencyP99Ms != nil {
+				p99 += " (earlier)"
+				earlier = true
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", b.Name, b.Proxies, b.Endpoints.Total, b.Endpoints.Healthy,
-				b.Endpoints.Ejected, b.Requests, b.Errors, latencyText(b.LatencyP99Ms), time.Duration(b.WindowSeconds)*time.Second)
+				b.Endpoints.Ejected, b.Requests, b.Errors, p99, time.Duration(b.WindowSeconds)*time.Second)
 		}
 		tw.Flush()
+		if earlier {
+			fmt.Fprintln(w, "P99 (earlier): no request in the window; the latency is that of the requests before it, since the Envoys' last full stats read.")
+		}
 		printEndpoints(w, p, st.Backends)
 		var rows []string
 		for _, b := range st.Backends {
@@ -330,6 +341,17 @@ func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
 }
 
 // latencyText prints a latency in milliseconds as a duration ("77ms", "5.5ms", "1.23s"), "-" when unset.
+// noBackendHealth says why a policy's status has no backend figures yet: no Envoy of its group connected, or
+// none read yet (lbplane reads the Envoys' stats ports every --proxy-stats-interval, so right after the first
+// requests), or, only then, Envoys without a stats port.
+func noBackendHealth(st v1alpha1.LoadBalancerPolicyStatus) string {
+	if st.Proxies.Connected == 0 {
+		return fmt.Sprintf("No backend health reported: no Envoy of proxy group %q is connected.", st.ProxyGroup)
+	}
+	return fmt.Sprintf("No backend health reported yet: lbplane reads each of the %d connected Envoys' stats port every --proxy-stats-interval, "+
+		"and shows the backends after the first reads. An Envoy started without a stats port (lbctl bootstrap --stats-port 0) never reports.", st.Proxies.Connected)
+}
+
 func latencyText(ms *float64) string {
 	if ms == nil {
 		return "-"

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/serve"
@@ -104,7 +106,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.XDSAddress, "xds-address", "0.0.0.0:18000", "address Envoys connect to (ADS over gRPC, mTLS); with --xds-insecure the default becomes 127.0.0.1:18000; port 0 picks a free port, written to <data-dir>/ports.json")
 	f.StringVar(&cfg.APIAddress, "api-address", "127.0.0.1:18001", "address of the push API lbctl uses; port 0 picks a free port (<data-dir>/ports.json)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the durable policy store and the generated token (required)")
-	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
+	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's "+manifest.PolicyFilePatterns()+" files (not its subdirectories or hidden files)")
 	f.StringVar(&cfg.Token, "token", "", "push API admin bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long an Envoy is left on a step of a make-before-break change (clusters, then listeners and routes, then removals) without acknowledging it before it is given the next; each Envoy takes its steps on its own, so a slow one delays only itself")
 	f.DurationVar(&cfg.PushWait, "push-wait", 2*time.Second, "how long a push's reply waits for the Envoys of the groups it changed to acknowledge it; the reply then names those that had not (0: reply at once)")
@@ -129,12 +131,14 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "with --kubernetes: elect one replica (a Lease in this namespace) to write status")
 	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per token, and per client address for requests without a good token (bursts of twice that); 0 disables")
 	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics (port 0: see <data-dir>/ports.json); empty disables")
+	f.IntVar(&cfg.MetricsMaxProxies, "metrics-max-proxies", metrics.DefaultMaxProxySeries, "at most this many Envoys get a lbplane_proxy_sync series each (those not SYNCED first); lbplane_proxy_sync_omitted counts the others")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.StringVar(&cfg.RolloutDefault, "rollout-default", "immediate", "how a pushed (or, with --kubernetes, applied) change reaches the Envoys when neither the push (lbctl push-config --rollout) nor the policy (spec.rollout) says: immediate, or staged (in stages judged on the Envoys' stats, rolled back on a breach; docs/rollouts.md)")
 	f.DurationVar(&cfg.RolloutCanaryMinAge, "rollout-canary-min-age", rollout.DefaultMinCanaryAge, "how long an Envoy must have been connected, acknowledging its config, before a staged rollout may choose it as a canary (canaries are chosen at random among those; docs/rollouts.md)")
 	f.IntVar(&cfg.ProxyStatsSlice, "proxy-stats-slice", -1, "clusters asked for per read of an Envoy's /clusters (-1: all in one read; measured at 10,000 clusters, slices of 500 tripled a change's median and kept its tail: bench/results/2026-11-27-vm-stats)")
 	f.Float64Var(&cfg.ProxyStatsFullShare, "proxy-stats-full-share", proxystats.DefaultFullReadShare, "share of an Envoy's main thread (which also applies config) that full reads of its stats port may take, going by how long the last one took; in between only the busy clusters are read (1: read everything every --proxy-stats-interval)")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
+	f.StringVar(&cfg.AccessLog, "access-log", serve.AccessLogJSON, "what every Envoy listener writes to Envoy's standard output per request (per connection on TCP) unless its policy sets spec.listener.accessLog: json (one JSON object a line, naming the policy, route, backend and endpoint: docs/operations.md), text or off")
 	f.BoolVar(&dynamicStats, "router-dynamic-stats", true, "Envoy's per-response upstream stats (upstream_rq_time, per-status counters), where each backend's p99 and error figures come from; false saves about 3 % of Envoy's CPU per request (bench/results)")
 	f.StringArrayVar(&cfg.FilesRoots, "files-root", nil, "directory whose files policies may name in certificateFile, privateKeyFile and caFile (repeatable; relative names resolve against the first); default: --config-dir and <data-dir>/certs")
 	f.StringVar(&cfg.ReadOnlyToken, "token-readonly", "", "push API bearer token that may only read (env LBPLANE_TOKEN_READONLY); generated into <data-dir>/token-readonly when unset")
@@ -143,6 +147,8 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.CASecret, "ca-secret", "", "with --kubernetes: keep lbplane's CA in this Secret of --namespace (created on first start, shared by every replica) instead of <data-dir>/pki")
 	f.StringVar(&cfg.Namespace, "namespace", "", "with --kubernetes: the namespace of lbplane's own Secrets (default: --leader-election-namespace)")
 	f.StringToStringVar(&cfg.EnvoyCertSecrets, "envoy-cert-secret", nil, "with --ca-secret: GROUP=SECRET keeps a client certificate for any Envoy of proxy group GROUP in Secret SECRET of --namespace, renewed at 2/3 of --envoy-cert-validity (repeatable)")
+	f.StringVar(&cfg.EnvoyService, "envoy-service", "", "with --kubernetes: the Service of --namespace in front of --envoy-service-group's Envoys; the elected replica gives it a port for every listener port of the group's policies that none of its other ports targets, and removes it when no policy listens there (server-side apply, field manager lbplane)")
+	f.StringVar(&cfg.EnvoyServiceGroup, "envoy-service-group", "default", "the proxy group whose listener ports --envoy-service follows")
 	f.DurationVar(&cfg.EnvoyCertCheckInterval, "envoy-cert-check-interval", time.Minute, "with --envoy-cert-secret: how often each group certificate Secret is checked (and rewritten when missing, due or from another CA)")
 	f.BoolVar(&cfg.APITLSAuto, "api-tls-auto", false, "serve the push API over HTTPS with a certificate from lbplane's own CA (the --xds-server-name names); for Kubernetes, where probes do not verify and lbctl trusts the CA")
 	f.BoolVar(&cfg.APIInsecureListenAny, "api-insecure-listen-any", false, "allow the push API in plaintext on a non-loopback address (its tokens cross the network readable); logs a warning")
