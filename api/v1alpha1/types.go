@@ -1127,6 +1127,12 @@ type LoadBalancerPolicyStatus struct {
 	// rollout is where the policy's last staged rollout stands (see spec.rollout).
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// endpointOverrides are the operator's drain and maintenance overrides in force on the policy's
+	// endpoints (lbctl endpoint drain|maintenance|ready), kept by lbplane outside the spec.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	EndpointOverrides []EndpointOverrideStatus `json:"endpointOverrides,omitempty"`
 }
 
 // BackendStatus is one backend as the proxies see it.

@@ -169,6 +169,8 @@ type Refs struct {
 	// endpoints they refuse make the policy invalid, and Service endpoints they refuse leave its references
 	// unresolved.
 	Reach reach.Rules
+	// Overrides are the operator's drain and maintenance overrides of endpoints, by policy (see Overrides).
+	Overrides Overrides
 }
 
 // ServiceRef is a backend's Service reference with its namespace filled in.
