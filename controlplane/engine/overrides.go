@@ -19,3 +19,15 @@ func (e *Engine) Overrides() translate.Overrides {
 	defer e.mu.Unlock()
 	return e.overrides
 }
+
+// PlanOverrides translates what the policies would become with o as the overrides, publishing nothing (as
+// Plan does for a push).
+func (e *Engine) PlanOverrides(o translate.Overrides) *translate.Result {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	all, _, _ := e.mergeSources(e.sources)
+	e.loadFiles(all)
+	refs := e.refs()
+	refs.Overrides = o
+	return e.translator.Translate(all, refs)
+}

@@ -552,6 +552,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := api.Load(); err != nil {
 		return fmt.Errorf("loading the store: %w", err)
 	}
+	if cfg.Kubernetes == nil {
+		// Before xDS is served: an endpoint under maintenance never reaches an Envoy after a restart.
+		if err := api.LoadOverrides(); err != nil {
+			return fmt.Errorf("loading the endpoint overrides: %w", err)
+		}
+	}
 	var kube *kubesource.Source
 	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
@@ -698,6 +704,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if ro != nil {
 			g.Go(func() error { followRollouts(ctx, &cfg, shared, ro); return nil })
 		}
+		g.Go(func() error { followOverrides(ctx, &cfg, shared, api); return nil })
 	}
 	var groupCerts *kubepki.GroupCerts
 	if len(cfg.EnvoyCertSecrets) > 0 {

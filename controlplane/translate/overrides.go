@@ -4,6 +4,8 @@ import (
 	"hash"
 	"net"
 	"reflect"
+	"slices"
+	"strconv"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -109,4 +111,37 @@ func writeOverrides(h hash.Hash, ovs []v1alpha1.EndpointOverride) {
 		writeString(h, string(o.State))
 		writeInt(h, o.Since.UnixNano())
 	}
+}
+
+// Matching lists the endpoints ("address:port") of policy k's backends, as res serves them, that o names,
+// and those of them that are draining (the spec's state: Draining, a terminating Service endpoint, or an
+// override). An endpoint under maintenance is not served, and so not listed.
+func Matching(res *Result, k Key, o v1alpha1.EndpointOverride) (all, draining []string) {
+	pr := res.Policies.Of(k)
+	if pr == nil {
+		return nil, nil
+	}
+	g := res.IR.Groups[pr.ProxyGroup]
+	if g == nil {
+		return nil, nil
+	}
+	for _, c := range g.Clusters {
+		backend, ok := pr.BackendOf(c.Name)
+		if !ok {
+			continue
+		}
+		for _, e := range c.Endpoints {
+			if !overrideMatches(&o, backend, e) {
+				continue
+			}
+			addr := net.JoinHostPort(e.Address, strconv.Itoa(int(e.Port)))
+			if !slices.Contains(all, addr) {
+				all = append(all, addr)
+			}
+			if e.Draining && !slices.Contains(draining, addr) {
+				draining = append(draining, addr)
+			}
+		}
+	}
+	return all, draining
 }
