@@ -157,7 +157,8 @@ func hotClusters(prev, cur *Sample) []string {
 			busy := h.Active > 0 || len(h.Reasons) > 0
 			if prev != nil {
 				ph := findHost(pc, h.Address)
-				busy = busy || ph == nil || ph.Total != h.Total || ph.Errors != h.Errors
+				// New connections count too: a TCP listener's endpoints take connections, not requests.
+				busy = busy || ph == nil || ph.Total != h.Total || ph.Errors != h.Errors || ph.CxTotal != h.CxTotal
 			}
 			if busy {
 				hot = append(hot, name)
@@ -189,8 +190,9 @@ func keepUnchanged(prev, cur *Sample) {
 func sameCluster(a, b *Cluster) bool {
 	return slices.EqualFunc(a.Hosts, b.Hosts, func(x, y Host) bool {
 		return x.Address == y.Address && slices.Equal(x.Reasons, y.Reasons) && x.Outlier == y.Outlier && x.Total == y.Total &&
-			x.Errors == y.Errors && x.Active == y.Active && x.Weight == y.Weight && x.Priority == y.Priority
-	}) && slices.Equal(a.Latency, b.Latency) && maps.Equal(a.Ejections, b.Ejections)
+			x.Errors == y.Errors && x.Active == y.Active && x.Weight == y.Weight && x.Priority == y.Priority &&
+			x.CxTotal == y.CxTotal && x.CxConnectFail == y.CxConnectFail && x.Timeouts == y.Timeouts && x.CxActive == y.CxActive
+	}) && slices.Equal(a.Latency, b.Latency) && maps.Equal(a.Ejections, b.Ejections) && a.Counters == b.Counters
 }
 
 // hotFilter is the /clusters filter for the clusters in hot, as many of them as fit in maxHotFilter, first
@@ -219,7 +221,7 @@ func carry(prev *Sample, at time.Time, read map[string]*Cluster) *Sample {
 	s := &Sample{At: at, StatsAt: prev.StatsAt, Clusters: maps.Clone(prev.Clusters)}
 	for name, c := range read {
 		if pc := prev.Clusters[name]; pc != nil {
-			c.Latency, c.Ejections = pc.Latency, pc.Ejections
+			c.Latency, c.Ejections, c.Counters = pc.Latency, pc.Ejections, pc.Counters
 		}
 		s.Clusters[name] = c
 	}

@@ -37,6 +37,10 @@ type Host struct {
 	Total, Errors uint64
 	// Active is the rq_active gauge: requests in flight to the host now.
 	Active uint64
+	// CxTotal, CxConnectFail and Timeouts are Envoy's cumulative cx_total, cx_connect_fail and rq_timeout
+	// for the host; CxActive is the cx_active gauge (connections open to it now).
+	CxTotal, CxConnectFail, Timeouts uint64
+	CxActive                         uint64
 	// Weight is the load balancing weight Envoy holds for the host (1 when the policy sets none), and
 	// Priority its priority level (0 is used first).
 	Weight   uint32
@@ -56,6 +60,21 @@ type Cluster struct {
 	Latency []Bucket
 	// Ejections counts enforced outlier ejections by detector (consecutive_5xx, success_rate, ...).
 	Ejections map[string]uint64
+	// Counters are the cluster's cumulative counters read from the stats with Latency.
+	Counters Counters
+}
+
+// Counters are a cluster's cumulative counters from /stats/prometheus (StatsFilter).
+type Counters struct {
+	// Responses counts upstream_rq_1xx to upstream_rq_5xx (at 0 to 4): the responses Envoy sent clients for
+	// the cluster, the backend's and Envoy's own for it (503 without a healthy endpoint or past a circuit
+	// breaker, 504 on a timeout). All 0 when the router's dynamic stats are off.
+	Responses [5]uint64
+	// RxBytes and TxBytes are upstream_cx_rx_bytes_total and upstream_cx_tx_bytes_total: bytes received
+	// from and sent to the endpoints.
+	RxBytes, TxBytes uint64
+	// NoneHealthy is upstream_cx_none_healthy: requests and connections Envoy had no healthy endpoint for.
+	NoneHealthy uint64
 }
 
 // Sample is everything read from one Envoy at one time.
@@ -128,6 +147,14 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 					h.Errors = uint64(st.Value)
 				case "rq_active":
 					h.Active = uint64(st.Value)
+				case "rq_timeout":
+					h.Timeouts = uint64(st.Value)
+				case "cx_total":
+					h.CxTotal = uint64(st.Value)
+				case "cx_connect_fail":
+					h.CxConnectFail = uint64(st.Value)
+				case "cx_active":
+					h.CxActive = uint64(st.Value)
 				}
 			}
 			for _, f := range healthFlags {
@@ -150,14 +177,22 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 	return out, nil
 }
 
-// StatsFilter is the regular expression lbplane asks /stats/prometheus to filter on: the latency histogram
-// and the enforced-ejection counters, instead of every stat of every cluster.
-const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_)`
+// StatsFilter is the regular expression lbplane asks /stats/prometheus to filter on: the latency histogram,
+// the enforced-ejection counters, the responses by status class, the bytes and the requests without a
+// healthy endpoint, instead of every stat of every cluster. Envoy walks every stat whatever the filter;
+// what it adds is the answer's lines, a dozen per cluster that took traffic (usedonly).
+const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_|upstream_rq_[1-5]xx|upstream_cx_[rt]x_bytes_total|upstream_cx_none_healthy)`
 
 const (
 	latencyFamily   = "envoy_cluster_upstream_rq_time"
 	ejectionsPrefix = "envoy_cluster_outlier_detection_ejections_enforced_"
 	clusterLabel    = "envoy_cluster_name"
+	// classFamily is upstream_rq_<n>xx under Envoy's tag extraction, the class in classLabel.
+	classFamily       = "envoy_cluster_upstream_rq_xx"
+	classLabel        = "envoy_response_code_class"
+	rxBytesFamily     = "envoy_cluster_upstream_cx_rx_bytes_total"
+	txBytesFamily     = "envoy_cluster_upstream_cx_tx_bytes_total"
+	noneHealthyFamily = "envoy_cluster_upstream_cx_none_healthy"
 )
 
 // ParseStats reads /stats/prometheus into clusters (adding to those /clusters returned).
@@ -177,10 +212,13 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 	}
 	for name, fam := range families {
 		for _, m := range fam.GetMetric() {
-			cluster := ""
+			cluster, class := "", ""
 			for _, l := range m.GetLabel() {
-				if l.GetName() == clusterLabel {
+				switch l.GetName() {
+				case clusterLabel:
 					cluster = l.GetValue()
+				case classLabel:
+					class = l.GetValue()
 				}
 			}
 			if cluster == "" {
@@ -200,6 +238,16 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 				}
 				slices.SortStableFunc(bs, func(a, b Bucket) int { return cmp.Compare(a.UpperMs, b.UpperMs) })
 				get(cluster).Latency = bs
+			case name == classFamily && m.GetCounter() != nil:
+				if n, err := strconv.Atoi(class); err == nil && n >= 1 && n <= 5 {
+					get(cluster).Counters.Responses[n-1] = uint64(m.GetCounter().GetValue())
+				}
+			case name == rxBytesFamily && m.GetCounter() != nil:
+				get(cluster).Counters.RxBytes = uint64(m.GetCounter().GetValue())
+			case name == txBytesFamily && m.GetCounter() != nil:
+				get(cluster).Counters.TxBytes = uint64(m.GetCounter().GetValue())
+			case name == noneHealthyFamily && m.GetCounter() != nil:
+				get(cluster).Counters.NoneHealthy = uint64(m.GetCounter().GetValue())
 			case strings.HasPrefix(name, ejectionsPrefix) && name != ejectionsPrefix+"total" && m.GetCounter() != nil:
 				c := get(cluster)
 				if c.Ejections == nil {
