@@ -291,7 +291,8 @@ func (r *Recorder) observeChecks(now time.Time, total proxystats.Health) {
 					r.checks[ce] = c
 				}
 				c.last = now
-				if e.Health == v1alpha1.EndpointHealthy || e.Health == "" {
+				// Drained by the operator or the spec (lbctl endpoint drain): not down.
+				if e.Health == v1alpha1.EndpointHealthy || e.Health == "" || slices.Equal(e.Reasons, []string{"draining"}) {
 					up(c)
 					continue
 				}

@@ -646,6 +646,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if history != nil {
 		dash.History = api.PolicyHistory
 	}
+	if cfg.Kubernetes == nil {
+		dash.SetEndpointState = api.SetEndpointState // overrides are kept by the store (pushapi/overrides.go)
+	}
 	apiMux := http.NewServeMux()
 	apiMux.Handle(dashboard.Prefix, dash.Handler())
 	apiMux.Handle("/", changing.count(api.Handler()))
