@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // Only a session of the admin token changes an endpoint's state, from the dashboard's own page (same
@@ -19,9 +17,13 @@ import (
 func TestEndpointStateNeedsAnAdminSessionFromThePage(t *testing.T) {
 	s := testServer()
 	var calls []apiwire.EndpointStateRequest
-	s.SetEndpointState = func(_ context.Context, k translate.Key, req apiwire.EndpointStateRequest) (*apiwire.EndpointStateResult, error) {
+	s.EndpointState = func(w http.ResponseWriter, r *http.Request) {
+		var req apiwire.EndpointStateRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.PathValue("namespace") != "default" || r.PathValue("name") != "demo" {
+			t.Errorf("the push API's handler got %+v (%v) for %s", req, err, r.URL.Path)
+		}
 		calls = append(calls, req)
-		return &apiwire.EndpointStateResult{Policy: k.String(), Changed: true, Endpoints: 1}, nil
+		writeJSON(w, apiwire.EndpointStateResult{Policy: "default/demo", Changed: true, Endpoints: 1})
 	}
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()

@@ -53,9 +53,9 @@ type Server struct {
 	// History answers a policy's health events and series over the last hour (the push API's .../history);
 	// nil when stats are not read.
 	History func(translate.Key) (*pushapi.HistoryResult, error)
-	// SetEndpointState drains an endpoint or puts it under maintenance (the push API's; nil when overrides
-	// are not kept). Only a session of the admin token may call it.
-	SetEndpointState SetEndpointStateFunc
+	// EndpointState drains an endpoint or puts it under maintenance (the push API's handler of
+	// .../endpoint-state; nil when overrides are not kept). Only a session of the admin token reaches it.
+	EndpointState http.HandlerFunc
 	// Interval between two server-sent events (a second when 0).
 	Interval time.Duration
 	// RateLimit is token checks per second per client address (the push API's --api-rate-limit); 0 means
@@ -260,7 +260,7 @@ func (s *Server) snapshot(ctx context.Context, selected string) State {
 
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 	st := s.snapshot(r.Context(), r.URL.Query().Get("policy"))
-	st.CanChange = s.role(r) == pushapi.RoleAdmin && s.SetEndpointState != nil
+	st.CanChange = s.role(r) == pushapi.RoleAdmin && s.EndpointState != nil
 	writeJSON(w, st)
 }
 
@@ -324,7 +324,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	lastHealth := ""
 	for {
 		st := s.snapshot(r.Context(), selected)
-		st.CanChange = s.role(r) == pushapi.RoleAdmin && s.SetEndpointState != nil
+		st.CanChange = s.role(r) == pushapi.RoleAdmin && s.EndpointState != nil
 		if h := healthOf(st); h != lastHealth || time.Since(sent) >= interval {
 			lastHealth, sent = h, time.Now()
 			// The API server's write timeout is for calls, not streams: each event gets its own deadline.

@@ -263,6 +263,10 @@ func (s *Server) storeOverrides(st store.Overrides, k translate.Key, ovs []v1alp
 	}
 }
 
+// EndpointStateHandler serves an endpoint-state request (the policy as {namespace} and {name} in the
+// pattern) without checking a token: its caller has (the dashboard, for a session of the admin token).
+func (s *Server) EndpointStateHandler() http.HandlerFunc { return s.endpointState }
+
 // endpointState serves POST .../endpoint-state.
 func (s *Server) endpointState(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEndpointStateRequest))

@@ -647,7 +647,7 @@ func Run(ctx context.Context, cfg Config) error {
 		dash.History = api.PolicyHistory
 	}
 	if cfg.Kubernetes == nil {
-		dash.SetEndpointState = api.SetEndpointState // overrides are kept by the store (pushapi/overrides.go)
+		dash.EndpointState = api.EndpointStateHandler() // overrides are kept by the store (pushapi/overrides.go)
 	}
 	apiMux := http.NewServeMux()
 	apiMux.Handle(dashboard.Prefix, dash.Handler())

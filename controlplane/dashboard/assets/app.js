@@ -297,7 +297,7 @@ function renderEndpoints(p, backends, now) {
       if (o.state === "Maintenance" && (!o.backend || o.backend === b.name) && !listed.has(o.endpoint))
         rows.push({ b, e: { address: o.endpoint, maintenance: true }, o });
   }
-  const head = ["backend", "endpoint", "state", "requests", "rps", "active", "conns open", "conns opened", "connect fails", "timeouts", "errors", "last check", "downtime (" + dur(rangeSec) + ")"];
+  const head = ["backend", "endpoint", "state", "req", "rps", "active", "conns", "opened", "connect fail", "timeouts", "errors", "last check", "down (" + dur(rangeSec) + ")"];
   if (canChange) head.push("action");
   const t = el("table", { id: "endpoint-table" }, el("thead", {}, el("tr", {}, ...head.map(h => el("th", {}, h)))), el("tbody"));
   t.querySelector("tbody").replaceChildren(...rows.map(({ b, e, o }) => {
@@ -307,7 +307,7 @@ function renderEndpoints(p, backends, now) {
     const s = seriesOf(b.name, e.address);
     const down = downIn(s && s.downtime, now);
     const last = s && s.lastCheck ? Math.max(0, (now - Date.parse(s.lastCheck)) / 1000) : null;
-    const stateText = state + (o ? " (operator, since " + hhmm(o.since, true) + ")" : state === "draining" ? " (spec)" : "") +
+    const stateText = state + (o ? " since " + hhmm(o.since, true) : state === "draining" ? " (spec)" : "") +
       (state === "ejected" || state === "disputed" ? ": " + (e.reasons || []).join("; ") : "");
     const cells = [b.name, el("span", { class: "mono" }, e.address), el("span", { class: "ep-state " + state, "data-state": state }, stateText)];
     if (e.maintenance) cells.push(...Array.from({ length: 9 }, () => el("span", { class: "muted" }, "-")));
