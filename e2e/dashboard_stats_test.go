@@ -289,8 +289,13 @@ func TestDashboardOverviewWithAThousandPolicies(t *testing.T) {
 	l := startLbplane(t)
 	port := reservePort(t)
 	startEnvoy(t, l, "envoy-many", true)
+	// Pushed a hundred at a time: one push of 1,000 outlasts the client's timeout on a busy machine.
 	var doc strings.Builder
 	for i := range 1000 {
+		if i%100 == 0 && i > 0 {
+			push(t, l, []byte(doc.String()))
+			doc.Reset()
+		}
 		group := "default"
 		if i%100 == 50 {
 			group = "nowhere" // no Envoy of it: not programmed
