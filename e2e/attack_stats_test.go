@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,8 +73,8 @@ func lyingStats(t *testing.T, e *Envoy) int {
 	return lis.Addr().(*net.TCPAddr).Port
 }
 
-// intruderStream connects to lbplane's xDS port with a certificate lbplane issued for node in group,
-// declares statsPort as its stats port, and keeps the stream open until the test ends.
+// intruderStream connects to lbplane's xDS port with a certificate lbplane issued for node in group, declares
+// statsPort as its stats port, and acknowledges every response, as an Envoy does, until the test ends.
 func intruderStream(t *testing.T, l *Lbplane, node, group string, statsPort int) {
 	t.Helper()
 	conn := xdsConn(t, l, issuedPair(t, l, node, group), false)
@@ -87,16 +88,40 @@ func intruderStream(t *testing.T, l *Lbplane, node, group string, statsPort int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: node, Cluster: group, Metadata: md}, TypeUrl: resource.ClusterType}); err != nil {
-		t.Fatal(err)
+	var sendMu sync.Mutex
+	send := func(r *discovery.DiscoveryRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return s.Send(r)
+	}
+	for _, typ := range []string{resource.ClusterType, resource.ListenerType} {
+		if err := send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: node, Cluster: group, Metadata: md}, TypeUrl: typ}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	go func() {
-		for {
-			if _, err := s.Recv(); err != nil {
+		for { // ends with the stream (cancel)
+			r, err := s.Recv()
+			if err != nil {
+				return
+			}
+			if send(&discovery.DiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce, VersionInfo: r.VersionInfo}) != nil {
 				return
 			}
 		}
 	}()
+	eventually(t, 20*time.Second, node+" acknowledges its config", func() error {
+		ps, err := l.Client.Proxies(context.Background())
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.NodeID == node && p.State == xdsserver.Synced && p.Version != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("proxies: %v", nodesOf(ps))
+	})
 }
 
 func TestAttackFakeStatsCannotEjectForEveryone(t *testing.T) {

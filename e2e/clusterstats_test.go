@@ -85,6 +85,8 @@ func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
 		c + "membership_healthy", c + "membership_total", c + "outlier_detection.ejections_active",
 		c + "upstream_cx_rx_bytes_total", c + "upstream_cx_tx_bytes_total", c + "upstream_cx_none_healthy",
 		c + "outlier_detection.ejections_enforced_consecutive_5xx",
+		// What staged rollouts judge: requests as clients saw them, those that reached no endpoint included.
+		c + "upstream_rq_completed", c + "upstream_rq_pending_failure_eject", c + "upstream_cx_none_healthy",
 		// The chart's preStop hook and Envoy's own.
 		"http.lbplane_stats.downstream_cx_active", "listener.admin.downstream_cx_active", "server.live", "cluster_manager.active_clusters"} {
 		if !hasStat(stats, name) {

@@ -38,6 +38,9 @@ const token = "e2e-test-token"
 
 var binDir string
 
+// plainLbplane is lbplane built without the race detector, for the tests that measure its memory.
+var plainLbplane string
+
 func TestMain(m *testing.M) {
 	// The test binary re-executed as an attacking client (see attackerProcess), not as a test run.
 	if addr := os.Getenv(attackerAddrEnv); addr != "" {
@@ -59,8 +62,28 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// Memory bounds are measured on lbplane as it ships: a race-instrumented process's RSS is mostly the
+	// detector's shadow memory, which it never gives back.
+	plainLbplane = filepath.Join(dir, "lbplane")
+	if raceEnabled {
+		plainLbplane = filepath.Join(dir, "plain", "lbplane")
+		cmd := exec.Command("go", "build", "-o", plainLbplane, "./cmd/lbplane")
+		cmd.Dir = tools.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building lbplane without the race detector: %v\n%s", err, out)
+			os.Exit(1)
+		}
+	}
+	// lbctl envoy and lbctl bootstrap keep an Envoy's files under $XDG_STATE_HOME by default: the tests' own,
+	// not the home of whoever runs them.
+	state, err := os.MkdirTemp("", "lbplane-e2e-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(state)
 	os.Exit(code)
 }
 
@@ -205,6 +228,8 @@ type Lbplane struct {
 	// workDir and dataDirArg, when set, start lbplane in that working directory with --data-dir given as
 	// that (relative) name, as the README's commands do; DataDir is then the absolute path.
 	workDir, dataDirArg string
+	// bin, when set, is the lbplane binary to run (plainLbplane for memory measurements).
+	bin string
 	// ports is what the first start bound; a restart binds the same ones, as Envoys are pointed at them.
 	ports serve.Ports
 	// netns, when set, runs lbplane in that network namespace (a host of the test's switch: newHALAN),
@@ -270,7 +295,11 @@ func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 		args = append([]string{"netns", "exec", l.netns, filepath.Join(binDir, "lbplane")}, append(args, "--api-insecure-listen-any")...)
 		l.Process = startProcessIn(t, l.workDir, "lbplane-"+l.netns+".log", "ip", args...)
 	} else {
-		l.Process = startProcessIn(t, l.workDir, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
+		bin := filepath.Join(binDir, "lbplane")
+		if l.bin != "" {
+			bin = l.bin
+		}
+		l.Process = startProcessIn(t, l.workDir, "lbplane.log", bin, args...)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {

@@ -60,15 +60,16 @@ func waitKubePhase(t *testing.T, kubeconfig string, gen int64, phase string, tim
 }
 
 // TestStagedRolloutKubernetes: two lbplane replicas on a real kube-apiserver and etcd, three real Envoys
-// under a steady client. A bad change applied with spec.rollout reaches only the first stage's Envoy and is
-// rolled back (RolledBack in status, through the status subresource); a good change passes every stage
-// with the elected replica killed during its first stage (the other takes over and finishes it); lbctl
-// rollout works in Kubernetes mode.
+// under a steady client. A bad change applied with spec.rollout reaches only the first stage's Envoys (two
+// of three, drawn at random) and is rolled back (RolledBack in status, through the status subresource); a
+// good change passes every stage with the elected replica killed during its first stage (the other takes
+// over and finishes it); lbctl rollout works in Kubernetes mode; the abort annotation of a policy in
+// another namespace aborts that policy alone.
 func TestStagedRolloutKubernetes(t *testing.T) {
 	cluster := kubetest.Start(t)
 	kc := cluster.Kubeconfig
-	args := []string{"--kubernetes", "--kubeconfig", kc, "--leader-election-namespace", "default", "--address-backends-namespaces", "default",
-		"--proxy-stats-interval", "250ms"}
+	args := []string{"--kubernetes", "--kubeconfig", kc, "--leader-election-namespace", "default", "--address-backends-namespaces", "default,team-a",
+		"--proxy-stats-interval", "250ms", "--rollout-canary-min-age", canaryMinAge.String()}
 	replicas := []*Lbplane{startLbplane(t, args...), startLbplane(t, args...)}
 	stable := startBackend(t, "stable", 0)
 	broken := startBackend(t, "broken", 0)
@@ -85,7 +86,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 	kubeApply(t, kc, strings.Replace(rolloutKubePolicy, "metadata: {name: ro, namespace: default}",
 		"metadata: {name: ro, namespace: default, annotations: {lbplane.io/rollout-mode: \"1\"}}", 1),
 		map[string]any{"Port": port, "Stable": stable.Port, "Bake": "3s", "Min": 20})
-	// envoy-a (the first stage's canary, in node id order) on replica 1, the others on replica 0.
+	// envoy-a on replica 1, the others on replica 0.
 	envoys := []*Envoy{startEnvoy(t, replicas[1], "envoy-a", true), startEnvoy(t, replicas[0], "envoy-b", true), startEnvoy(t, replicas[0], "envoy-c", true)}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	waitServing(t, url, "stable")
@@ -105,19 +106,20 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 	})
 	t.Logf("replica %d leads", leader)
 
-	t.Run("a bad change reaches one Envoy and is rolled back", func(t *testing.T) {
+	t.Run("a bad change reaches the first stage's two Envoys and is rolled back", func(t *testing.T) {
 		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
 		apply("broken", broken.Port, 3, "3s")
-		eventually(t, 10*time.Second, "only the canary has the broken backend", func() error {
+		eventually(t, 10*time.Second, "only the canaries have the broken backend", func() error {
 			got := holders(t, envoys, "broken")
-			if len(got) > 1 {
+			if len(got) > 2 {
 				t.Fatalf("the broken backend reached %v", got)
 			}
-			if st := kubeRollout(t, kc); st.Rollout != nil && st.Rollout.CandidateGeneration == 2 && st.Rollout.Phase == v1alpha1.RolloutRolledBack {
+			st := kubeRollout(t, kc)
+			if st.Rollout != nil && st.Rollout.CandidateGeneration == 2 && st.Rollout.Phase == v1alpha1.RolloutRolledBack {
 				return nil
 			}
-			if !slices.Equal(got, []string{"envoy-a"}) {
-				return fmt.Errorf("held by %v", got)
+			if st.Rollout == nil || len(st.Rollout.Canaries) != 2 || !slices.Equal(got, st.Rollout.Canaries) {
+				return fmt.Errorf("held by %v, status %+v", got, st.Rollout)
 			}
 			return nil
 		})
@@ -126,16 +128,13 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		if st.Rollout.Stage != 1 || st.Rollout.Canary == nil || st.Rollout.Canary.ErrorRate < 0.3 || c == nil || c.Status != "True" || !strings.Contains(c.Message, "error rate") {
 			t.Errorf("rolled back with %+v canary %+v, condition %+v", st.Rollout, st.Rollout.Canary, c)
 		}
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
+		waitHeldBy(t, envoys, "broken", nil)
 		ok, failed := load.OK.Load()-okBefore, load.Failed.Load()-failedBefore
 		t.Logf("during the bad rollout: %d of %d requests failed", failed, ok+failed)
-		if failed == 0 || float64(failed) > 0.45*float64(ok+failed) {
-			t.Errorf("%d of %d requests failed during the bad rollout: want some (the canary's), and far fewer than the 75 %% without stages", failed, ok+failed)
+		// Two Envoys of three took it: below the stage's share of the Envoys (about two thirds of the 75 %
+		// without stages while it lasts, as the kernel spreads the connections).
+		if failed == 0 || 3*failed >= 2*(ok+failed) {
+			t.Errorf("%d of %d requests failed during the bad rollout: want some (the canaries'), and fewer than the stage's two thirds", failed, ok+failed)
 		}
 		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro"); code != 1 || !strings.Contains(out, "RolledBack") {
 			t.Errorf("lbctl rollout status in Kubernetes mode after a rollback: exit %d, %s", code, out)
@@ -144,11 +143,11 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 
 	t.Run("the elected replica killed mid-rollout: the other finishes it", func(t *testing.T) {
 		apply("fresh", fresh.Port, 1, "8s")
-		st := waitKubePhase(t, kc, 3, v1alpha1.RolloutProgressing, 20*time.Second)
+		st := waitKubeCanaries(t, kc, 3, 2)
 		started := st.Rollout.StageStarted
-		eventually(t, 10*time.Second, "only the canary has the fresh backend", func() error {
-			if got := holders(t, envoys, "fresh"); !slices.Equal(got, []string{"envoy-a"}) {
-				return fmt.Errorf("held by %v", got)
+		eventually(t, 10*time.Second, "only the canaries have the fresh backend", func() error {
+			if got := holders(t, envoys, "fresh"); !slices.Equal(got, st.Rollout.Canaries) {
+				return fmt.Errorf("held by %v, canaries %v", got, st.Rollout.Canaries)
 			}
 			return nil
 		})
@@ -243,6 +242,53 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		if got := holders(t, envoys, "fresh"); len(got) != len(envoys) {
 			t.Errorf("after the undo fresh is held by %v", got)
 		}
+		// Settled, as kubectl rollout status answers a settled Deployment.
+		if code, out := lbctlKubeExit(t, kc, "rollout", "status", "ro"); code != 0 || !strings.Contains(out, "settled") {
+			t.Errorf("lbctl rollout status after the undo: exit %d, %s", code, out)
+		}
+	})
+
+	t.Run("an abort annotation on another namespace's policy aborts that policy alone", func(t *testing.T) {
+		// Tenant team-a's policy ta beside default/ro, both in a rollout held by a long bake.
+		if out, err := kubectl(t, kc, "", "create", "namespace", "team-a"); err != nil {
+			t.Fatalf("kubectl create namespace: %v\n%s", err, out)
+		}
+		ta := strings.Replace(rolloutKubePolicy, "metadata: {name: ro, namespace: default}", "metadata: {name: ta, namespace: team-a}", 1)
+		taPort := reservePort(t)
+		kubeApply(t, kc, strings.Replace(ta, "metadata: {name: ta, namespace: team-a}",
+			"metadata: {name: ta, namespace: team-a, annotations: {lbplane.io/rollout-mode: \"1\"}}", 1),
+			map[string]any{"Port": taPort, "Stable": stable.Port, "Bake": "10m", "Min": 20})
+		kubeApply(t, kc, ta, map[string]any{"Port": taPort, "Stable": stable.Port, "Bake": "10m", "Min": 20, "Extra": "fresh", "ExtraPort": fresh.Port, "Weight": 1})
+		apply("fresh", fresh.Port, 2, "10m")
+		roStatus := waitKubePhase(t, kc, 6, v1alpha1.RolloutProgressing, 20*time.Second)
+		eventually(t, 20*time.Second, "ta's rollout is under way", func() error {
+			out, err := kubectl(t, kc, "", "get", "lbp", "ta", "-n", "team-a", "-o", "jsonpath={.status.rollout.phase}")
+			if err != nil || out != v1alpha1.RolloutProgressing {
+				return fmt.Errorf("ta's phase %q (%v)", out, err)
+			}
+			return nil
+		})
+		// The tenant annotates its own policy, as kubectl lets it.
+		if out, err := kubectl(t, kc, "", "annotate", "lbp", "ta", "-n", "team-a", "lbplane.io/rollout-abort=2"); err != nil {
+			t.Fatalf("kubectl annotate: %v\n%s", err, out)
+		}
+		eventually(t, 20*time.Second, "ta is aborted", func() error {
+			out, err := kubectl(t, kc, "", "get", "lbp", "ta", "-n", "team-a", "-o", "jsonpath={.status.rollout.phase}")
+			if err != nil || out != v1alpha1.RolloutAborted {
+				return fmt.Errorf("ta's phase %q (%v)", out, err)
+			}
+			return nil
+		})
+		// default/ro goes on as it was, and its canaries keep its candidate.
+		st := kubeRollout(t, kc)
+		if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutProgressing || st.Rollout.CandidateGeneration != 6 ||
+			!st.Rollout.StageStarted.Equal(roStatus.Rollout.StageStarted) || meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionRolledBack) {
+			t.Errorf("default/ro after team-a/ta's abort: %+v, conditions %+v", st.Rollout, st.Conditions)
+		}
+		if code, out := lbctlKubeExit(t, kc, "rollout", "abort", "ro"); code != 0 {
+			t.Fatalf("abort: exit %d, %s", code, out)
+		}
+		waitKubePhase(t, kc, 6, v1alpha1.RolloutAborted, 60*time.Second)
 	})
 
 	t.Run("a replica restarted mid-rollout splits its Envoys again and resumes", func(t *testing.T) {
@@ -257,7 +303,8 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 			return nil
 		})
 		apply("broken", broken.Port, 3, "10m")
-		st := waitKubePhase(t, kc, 6, v1alpha1.RolloutProgressing, 20*time.Second)
+		// Two Envoys (the killed replica's went with it): one canary.
+		st := waitKubeCanaries(t, kc, 7, 1)
 		canaries, started := st.Rollout.Canaries, st.Rollout.StageStarted
 		eventually(t, 10*time.Second, "the canaries have the broken backend", func() error {
 			if got := holders(t, envoys, "broken"); !slices.Equal(got, canaries) {
@@ -272,7 +319,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		}
 		// The restarted replica read the rollout before it served xDS: its own answer says so.
 		r := rolloutOf(t, replicas[other])
-		if r.Generation != 6 || r.Rollout.Phase != v1alpha1.RolloutProgressing || !slices.Equal(r.Rollout.Canaries, canaries) ||
+		if r.Generation != 7 || r.Rollout.Phase != v1alpha1.RolloutProgressing || !slices.Equal(r.Rollout.Canaries, canaries) ||
 			r.Rollout.StageStarted == nil || !r.Rollout.StageStarted.Equal(started) {
 			t.Errorf("after the restart: %+v; before: canaries %v, stage started %v", r.Rollout, canaries, started)
 		}
@@ -283,14 +330,24 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		if code, out := lbctlKubeExit(t, kc, "rollout", "abort", "ro"); code != 0 {
 			t.Fatalf("abort: exit %d, %s", code, out)
 		}
-		waitKubePhase(t, kc, 6, v1alpha1.RolloutAborted, 60*time.Second)
-		eventually(t, 10*time.Second, "no Envoy has the broken backend", func() error {
-			if got := holders(t, envoys, "broken"); len(got) != 0 {
-				return fmt.Errorf("held by %v", got)
-			}
-			return nil
-		})
+		waitKubePhase(t, kc, 7, v1alpha1.RolloutAborted, 60*time.Second)
+		waitHeldBy(t, envoys, "broken", nil)
 	})
+}
+
+// waitKubeCanaries waits until generation gen's rollout is progressing with n canaries (the elected
+// replica chose them).
+func waitKubeCanaries(t *testing.T, kubeconfig string, gen int64, n int) v1alpha1.LoadBalancerPolicyStatus {
+	t.Helper()
+	var st v1alpha1.LoadBalancerPolicyStatus
+	eventually(t, 20*time.Second, "the elected replica chose the canaries", func() error {
+		st = waitKubePhase(t, kubeconfig, gen, v1alpha1.RolloutProgressing, 20*time.Second)
+		if len(st.Rollout.Canaries) != n {
+			return fmt.Errorf("canaries %v", st.Rollout.Canaries)
+		}
+		return nil
+	})
+	return st
 }
 
 // lbctlKubeExit runs lbctl in Kubernetes mode (the kubeconfig, and lbplane's namespace) and returns its exit

@@ -12,8 +12,10 @@ type Rollout struct {
 	// stages are the steps, in order: the first stage's Envoys (the canaries) get the new generation while
 	// the others keep the previous one; after bakeTime the canaries are compared with the others and the
 	// rollout goes on, holds (too little traffic) or rolls back. A stage gives the new generation to either
-	// a number of Envoys or a percentage of the group's connected Envoys (rounded up, at least one). The last
-	// stage always covers every Envoy. Defaults to [{envoys: 1}, {percent: 25}, {percent: 100}].
+	// a number of Envoys or a percentage of the group's connected Envoys (rounded up, at least one). When
+	// the group has three Envoys or more, a stage before the last has at least two canaries; a stage that
+	// would add no Envoy to the stage before it is skipped. The last stage always covers every Envoy.
+	// Defaults to [{envoys: 1}, {percent: 25}, {percent: 100}].
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
 	Stages []RolloutStage `json:"stages,omitempty"`
@@ -64,11 +66,15 @@ type RolloutStage struct {
 
 // RolloutAnalysis are the thresholds a stage is judged by. The canaries' numbers over the bake are compared
 // with those of the Envoys still on the previous generation over the same window, for the policy's
-// backends: requests, errors (Envoy's rq_error: 5xx responses and failed connections) and p99 of
-// upstream_rq_time.
+// clusters: requests and errors as clients saw them (Envoy's upstream_rq_completed and upstream_rq_5xx:
+// 5xx answers, and the 503 and 504 Envoy answers itself for a refused or reset connection, no healthy
+// upstream or a timeout; for TCP, connections and those that failed to connect or found no healthy
+// upstream), 4xx answers (upstream_rq_4xx), p99 of upstream_rq_time, and backends whose every endpoint
+// fails its active health checks. Each Envoy counts once; one whose numbers disagree with the others' on
+// its side is not believed.
 type RolloutAnalysis struct {
 	// maxErrorRateIncrease is how much the canaries' error rate (errors / requests, 0 to 1) may exceed the
-	// others'. Defaults to 0.05 (five percentage points).
+	// others', and their 4xx rate the others'. Defaults to 0.05 (five percentage points).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1
 	// +optional
@@ -84,7 +90,19 @@ type RolloutAnalysis struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MinRequests *int64 `json:"minRequests,omitempty"`
+	// noTraffic is what a stage does when its canaries served no request at all over the bake: Hold (wait
+	// for traffic, the default) or RollBack (an unused change is taken back as a failed one). Requests
+	// that failed before reaching a backend are traffic: they are counted as errors.
+	// +kubebuilder:validation:Enum=Hold;RollBack
+	// +optional
+	NoTraffic string `json:"noTraffic,omitempty"`
 }
+
+// Values of spec.rollout.analysis.noTraffic.
+const (
+	NoTrafficHold     = "Hold"
+	NoTrafficRollBack = "RollBack"
+)
 
 // Rollout defaults (see Rollout).
 const (
@@ -117,6 +135,9 @@ func RolloutDefaulted(r *Rollout) *Rollout {
 	orDefault(&out.Analysis.MaxErrorRateIncrease, DefaultRolloutMaxErrorRateIncrease)
 	orDefault(&out.Analysis.MaxP99Ratio, DefaultRolloutMaxP99Ratio)
 	orDefault(&out.Analysis.MinRequests, int64(DefaultRolloutMinRequests))
+	if out.Analysis.NoTraffic == "" {
+		out.Analysis.NoTraffic = NoTrafficHold
+	}
 	if out.TrafficShift != nil && len(out.TrafficShift.Steps) == 0 {
 		out.TrafficShift.Steps = DefaultTrafficShiftSteps()
 	}
@@ -130,6 +151,20 @@ func (s RolloutStage) Count(n int) int {
 		c = (int(s.Percent)*n + 99) / 100
 	}
 	return max(1, min(c, n))
+}
+
+// StageCount is how many of a group's n Envoys stage i of stages gives the new generation: every Envoy at
+// the last stage; before it, the stage's own count, and at least two when the group has three Envoys or
+// more (a stage is then never judged on one Envoy's numbers alone, and one Envoy is left to compare with).
+func StageCount(stages []RolloutStage, i, n int) int {
+	if i >= len(stages)-1 {
+		return n
+	}
+	c := stages[i].Count(n)
+	if n >= 3 {
+		c = max(c, 2)
+	}
+	return min(c, n)
 }
 
 // ConditionRolledBack is True when the policy's last staged rollout was rolled back: its canaries breached
@@ -167,8 +202,13 @@ type RolloutStatus struct {
 	// message says what the rollout waits for, or why it ended.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// flagged are the Envoys (node ids) whose numbers disagreed with the others' on their side (or that
+	// rejected the config the others took) during this rollout: they were not believed.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Flagged []string `json:"flagged,omitempty"`
 	// canary and baseline are the last analysis: the canaries' and the other Envoys' numbers over the
-	// same window.
+	// same window (each side's error rate is the mean of its believed Envoys' own, and its p99 their median).
 	// +optional
 	Canary *RolloutNumbers `json:"canary,omitempty"`
 	// +optional
@@ -187,6 +227,13 @@ type RolloutNumbers struct {
 	Requests  int64   `json:"requests"`
 	Errors    int64   `json:"errors"`
 	ErrorRate float64 `json:"errorRate"`
+	// clientErrors are the requests answered with a 4xx, and clientErrorRate their share: compared as the
+	// error rate is, so that a change that turns requests away (a backend that wants TLS answers 400)
+	// breaches too.
+	// +optional
+	ClientErrors int64 `json:"clientErrors,omitempty"`
+	// +optional
+	ClientErrorRate float64 `json:"clientErrorRate,omitempty"`
 	// +optional
 	LatencyP99Ms *float64 `json:"latencyP99Ms,omitempty"`
 }
@@ -256,6 +303,11 @@ func (v *validator) rollout(p path, r *Rollout, s *LoadBalancerPolicySpec, backe
 		}
 		if x := a.MinRequests; x != nil && *x < 1 {
 			v.add(ap.child("minRequests"), "must be at least 1, got %d", *x)
+		}
+		switch a.NoTraffic {
+		case "", NoTrafficHold, NoTrafficRollBack:
+		default:
+			v.add(ap.child("noTraffic"), "must be %s or %s, got %q", NoTrafficHold, NoTrafficRollBack, a.NoTraffic)
 		}
 	}
 }

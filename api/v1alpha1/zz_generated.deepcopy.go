@@ -1838,6 +1838,11 @@ func (in *RolloutStatus) DeepCopyInto(out *RolloutStatus) {
 		in, out := &in.StageStarted, &out.StageStarted
 		*out = (*in).DeepCopy()
 	}
+	if in.Flagged != nil {
+		in, out := &in.Flagged, &out.Flagged
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Canary != nil {
 		in, out := &in.Canary, &out.Canary
 		*out = new(RolloutNumbers)

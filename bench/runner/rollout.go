@@ -24,7 +24,7 @@ import (
 
 // The rollout row (issue 33; only with -only rollout): a bad change, route weights moved to a backend that
 // answers 500 to every request, reaches three real Envoys of one proxy group under a steady load, once
-// pushed at once and held until a fix is pushed, once staged (1 Envoy, then all) until lbplane rolls it
+// pushed at once and held until a fix is pushed, once staged (two of the three Envoys, then all) until lbplane rolls it
 // back by itself; then, unless -rollout-good=false, a good change staged through every stage. Each Envoy has
 // its own client, timed from outside lbplane: every request's outcome lands in 100 ms buckets per Envoy,
 // beside the push, the fix, and the rollout's phases and stages as the push API's rollout endpoint (what
@@ -136,7 +136,9 @@ func rolloutRow(ctx context.Context, e *env, out string, rep *report) error {
 	// Half of what a canary serves in one bake, at most the default 100: a stage is judged after one bake.
 	minRequests := min(100, max(1, rate*int(bake.Seconds())/2))
 	run := &rolloutRun{RatePerEnvoy: rate, BakeSeconds: bake.Seconds(), WindowSeconds: window.Seconds(), StatsInterval: rolloutStatsInterval.String(),
-		Stages: "[{envoys: 1}, {percent: 100}]", Envoys: len(roEnvoys), FirstStageEnvoys: 1, LoadBefore: loadAverage()}
+		Stages: "[{envoys: 1}, {percent: 100}]", Envoys: len(roEnvoys), LoadBefore: loadAverage(),
+		// Two of three: a stage before the last has two canaries once the group has three Envoys.
+		FirstStageEnvoys: v1alpha1.StageCount([]v1alpha1.RolloutStage{{Envoys: 1}, {Percent: 100}}, 0, len(roEnvoys))}
 	rep.Rollout = run
 	dir := filepath.Join(e.dir, "rollout")
 	if err := os.MkdirAll(filepath.Join(out, "rollout"), 0o755); err != nil {
@@ -161,7 +163,9 @@ func rolloutRow(ctx context.Context, e *env, out string, rep *report) error {
 			return err
 		}
 	}
-	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, serveArgs(dir, xds, apiAddr, "--metrics-address", "", "--proxy-stats-interval", rolloutStatsInterval.String()))
+	lb, err := serveLbplane(e, dir, apiAddr, 20*time.Second, serveArgs(dir, xds, apiAddr, "--metrics-address", "", "--proxy-stats-interval", rolloutStatsInterval.String(),
+		// The Envoys start with the row: canaries are drawn among those connected this long.
+		"--rollout-canary-min-age", "2s"))
 	if err != nil {
 		return err
 	}
@@ -496,7 +500,7 @@ func (r *report) rolloutOnly() bool {
 	return r.Rollout != nil && len(r.Runs) == 0 && len(r.Hash)+len(r.HotKey)+len(r.Health)+len(r.WebSocket) == 0
 }
 
-const rolloutQuestion = "A bad change (route weights moved to a backend that answers 500 to every request) pushed to every Envoy of a proxy group at once: what share of all requests fails until a second push? Pushed staged (1 Envoy, then all), does it reach only the first stage's Envoy, is it rolled back by lbplane itself within two analysis windows, and do the fleet's failed requests fall by at least the first stage's share (to at most that share of those without stages)?"
+const rolloutQuestion = "A bad change (route weights moved to a backend that answers 500 to every request) pushed to every Envoy of a proxy group at once: what share of all requests fails until a second push? Pushed staged (two of the three Envoys, then all), does it reach only the first stage's Envoys, is it rolled back by lbplane itself within two analysis windows, and do the fleet's failed requests fall by at least the first stage's share (to at most that share of those without stages)?"
 
 // rolloutReport is REPORT.md when the rollout row ran alone: the question, the machine, the command, the
 // result.

@@ -3,6 +3,7 @@ package apiwire
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,4 +62,11 @@ type RolloutBaselinePolicy struct {
 type RolloutBaseline struct {
 	Document   []byte `json:"document"`
 	Generation int64  `json:"generation"`
+}
+
+// NoRollout is the rollout status of a policy with none under way (settled: never staged, undone, or
+// ended long enough ago to be forgotten): no phase, and generation gen as candidate and baseline.
+func NoRollout(gen int64) v1alpha1.RolloutStatus {
+	return v1alpha1.RolloutStatus{CandidateGeneration: gen, BaselineGeneration: gen,
+		Message: fmt.Sprintf("no staged rollout under way: generation %d is not staged", gen)}
 }

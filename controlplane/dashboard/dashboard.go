@@ -58,8 +58,8 @@ type Server struct {
 	EndpointState http.HandlerFunc
 	// Interval between two server-sent events (a second when 0).
 	Interval time.Duration
-	// RateLimit is token checks per second per client address (the push API's --api-rate-limit); 0 means
-	// no limit.
+	// RateLimit is token checks per second per good token, and per client address for the others (the push
+	// API's --api-rate-limit, see addrlimit); 0 means no limit.
 	RateLimit float64
 	Log       *slog.Logger
 
@@ -109,12 +109,16 @@ func securityHeaders(h http.Handler) http.Handler {
 // form.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("token") || q.Has("code") {
-		if !s.limits.Allow(r, s.RateLimit) {
+		role := pushapi.RoleNone
+		if q.Has("token") {
+			role = s.tokenRole(q.Get("token"))
+		}
+		if !s.limits.AllowFor(r, role.Credential(), s.RateLimit) {
 			tooMany(w)
 			return
 		}
-		role := s.tokenRole(q.Get("token"))
 		if q.Has("code") {
+			// A code is used up when tried: tried only once the address's or token's bucket allows.
 			role = s.sessions.useCode(q.Get("code"), time.Now())
 		}
 		if role == pushapi.RoleNone {

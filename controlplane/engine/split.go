@@ -3,6 +3,7 @@ package engine
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -10,43 +11,78 @@ import (
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
-// Split is a staged rollout in one proxy group: the canary nodes run what the sources hold now (the
-// candidate), the other nodes the baseline, the same policies with Baseline's in place of theirs.
+// Split is the staged rollouts of one proxy group, one per policy: each policy being rolled out is run as
+// the sources hold it (the candidate) by its canary nodes, and as its Baseline by the other nodes. A node
+// that is a canary of some policies and not of others is served a view of its own: the sources' policies
+// with the baselines of the policies it is not a canary of. The rollouts choose canaries as prefixes of one
+// order of the group's nodes, so that the distinct views are few (one more than the distinct canary counts).
 type Split struct {
-	// Baseline holds, for each policy being rolled out, the version the other nodes keep; nil means the
-	// policy is not in the baseline (it is new).
-	Baseline map[translate.Key]*v1alpha1.LoadBalancerPolicy
-	// Canaries are the node ids served the candidate.
+	Policies map[translate.Key]PolicySplit
+}
+
+// PolicySplit is one policy's side of a Split.
+type PolicySplit struct {
+	// Baseline is the version the nodes that are not canaries run; nil: none (the policy is new to them).
+	Baseline *v1alpha1.LoadBalancerPolicy
+	// Canaries are the node ids that run the candidate.
 	Canaries map[string]bool
 }
 
 // splits is the engine's rollout state: guarded by e.mu.
 type splits struct {
 	byGroup map[string]*Split
-	// translator and builds are the baseline's, kept apart from the candidate's so that each stays
-	// incremental; published the groups last published split.
+	// views are each split group's views but the candidate, by viewID: each with its own translator and
+	// build, so that each stays incremental. published are the groups last published split.
+	views     map[string]map[string]*view
+	published map[string]bool
+}
+
+// view is the config of the nodes that are canaries of the same policies of a split group.
+type view struct {
 	translator *translate.Translator
-	builds     map[string]*xdsbuild.Assembly
-	published  map[string]bool
-	// result is the baseline's last translation.
+	build      *xdsbuild.Assembly
+	// result is the view's last translation.
 	result *translate.Result
 }
+
+// baseView is the viewID of the nodes that are canaries of no policy: every policy at its baseline.
+const baseView = ""
 
 // SetSplit makes group's nodes run a split (nil: every node runs the candidate again) and publishes.
 // The split is in force for every later publish until changed.
 func (e *Engine) SetSplit(group string, s *Split) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.setSplit(group, s)
+	e.publishSplits()
+}
+
+// SetSplitLater is SetSplit without the publish: the split is in force from the next publish, which the
+// caller makes with the sources it goes with. A policy taken out of a rollout because a newer version of it
+// is pushed at once would otherwise be served, until that push is published, as the sources hold it: the
+// candidate that was rolled back.
+func (e *Engine) SetSplitLater(group string, s *Split) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.setSplit(group, s)
+}
+
+// setSplit records group's split; caller holds e.mu.
+func (e *Engine) setSplit(group string, s *Split) {
 	if e.split.byGroup == nil {
 		e.split.byGroup = map[string]*Split{}
 		e.split.published = map[string]bool{}
+		e.split.views = map[string]map[string]*view{}
 	}
 	if s == nil {
 		delete(e.split.byGroup, group)
 	} else {
-		e.split.byGroup[group] = &Split{Baseline: maps.Clone(s.Baseline), Canaries: maps.Clone(s.Canaries)}
+		c := &Split{Policies: make(map[translate.Key]PolicySplit, len(s.Policies))}
+		for k, p := range s.Policies {
+			c.Policies[k] = PolicySplit{Baseline: p.Baseline, Canaries: maps.Clone(p.Canaries)}
+		}
+		e.split.byGroup[group] = c
 	}
-	e.publishSplits()
 }
 
 // Splits returns the groups that run a split now.
@@ -56,16 +92,68 @@ func (e *Engine) Splits() []string {
 	return slices.Sorted(maps.Keys(e.split.byGroup))
 }
 
-// BaselineResult is the last translation of the splits' baseline, nil when no group is split.
-func (e *Engine) BaselineResult() *translate.Result {
+// BaselineResult is the last translation of group's baseline (every policy of its split at its
+// baseline), nil when the group is not split.
+func (e *Engine) BaselineResult(group string) *translate.Result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.split.result
+	if v := e.split.views[group][baseView]; v != nil {
+		return v.result
+	}
+	return nil
 }
 
-// publishSplits publishes every split group's candidate and baseline, and ends the splits that were
-// removed. The baseline is translated from the sources' policies with the baseline versions in place: the
-// policies that did not change translate to the same resources on both sides. Caller holds e.mu.
+// nodeViews names each node's view of s: the policies it is a canary of, sorted and joined. A node that is
+// a canary of every policy runs the candidate, and is named with candidate.
+func (s *Split) nodeViews() (byNode map[string]string, candidate string) {
+	of := map[string][]string{}
+	var all []string
+	for k, p := range s.Policies {
+		all = append(all, k.String())
+		for n := range p.Canaries {
+			of[n] = append(of[n], k.String())
+		}
+	}
+	slices.Sort(all)
+	candidate = strings.Join(all, "\n")
+	byNode = make(map[string]string, len(of))
+	for n, keys := range of {
+		slices.Sort(keys)
+		byNode[n] = strings.Join(keys, "\n")
+	}
+	return byNode, candidate
+}
+
+// overrides are the policies a view runs at their baseline instead of the sources' version (a nil value:
+// not at all): those whose canaries the view's nodes are not among.
+func (s *Split) overrides(id string) map[translate.Key]*v1alpha1.LoadBalancerPolicy {
+	canaryOf := map[string]bool{}
+	if id != baseView {
+		for _, k := range strings.Split(id, "\n") {
+			canaryOf[k] = true
+		}
+	}
+	out := map[translate.Key]*v1alpha1.LoadBalancerPolicy{}
+	for k, p := range s.Policies {
+		if !canaryOf[k.String()] {
+			out[k] = p.Baseline
+		}
+	}
+	return out
+}
+
+// groupOf is the proxy group a policy is served to.
+func groupOf(p *v1alpha1.LoadBalancerPolicy) string {
+	if p.Spec.ProxyGroup == "" {
+		return v1alpha1.DefaultProxyGroup
+	}
+	return p.Spec.ProxyGroup
+}
+
+// publishSplits publishes every split group's candidate and views, and ends the splits that were removed.
+// A view is translated from the sources' policies of its group with the baselines in place of the policies
+// its nodes are not canaries of: the policies that did not change translate to the same resources on every
+// side. Caller holds e.mu.
 func (e *Engine) publishSplits() {
 	sp := &e.split
 	if len(sp.byGroup) == 0 && len(sp.published) == 0 {
@@ -75,32 +163,84 @@ func (e *Engine) publishSplits() {
 		if _, ok := sp.byGroup[name]; !ok {
 			e.cache.Publish(name, e.candidateState(name))
 			delete(sp.published, name)
+			delete(sp.views, name)
 		}
 	}
 	if len(sp.byGroup) == 0 {
-		sp.translator, sp.builds, sp.result = nil, nil, nil
 		return
 	}
-	if sp.translator == nil {
-		sp.translator, sp.builds = translate.NewTranslator(), map[string]*xdsbuild.Assembly{}
-	}
 	all, _, _ := merge(e.sources)
-	overrides := map[translate.Key]*v1alpha1.LoadBalancerPolicy{}
-	for _, s := range sp.byGroup {
-		maps.Copy(overrides, s.Baseline)
-	}
-	base := make([]*v1alpha1.LoadBalancerPolicy, 0, len(all))
+	byGroup := map[string][]*v1alpha1.LoadBalancerPolicy{}
 	for _, p := range all {
-		k := translate.KeyOf(p)
-		if o, ok := overrides[k]; ok {
+		if g := groupOf(p); sp.byGroup[g] != nil {
+			byGroup[g] = append(byGroup[g], p)
+		}
+	}
+	refs := e.refs()
+	for name, s := range sp.byGroup {
+		byNode, candidateID := s.nodeViews()
+		ids := map[string]bool{baseView: true}
+		for _, id := range byNode {
+			if id != candidateID {
+				ids[id] = true
+			}
+		}
+		if sp.views[name] == nil {
+			sp.views[name] = map[string]*view{}
+		}
+		views := sp.views[name]
+		for id := range views {
+			if !ids[id] {
+				delete(views, id)
+			}
+		}
+		states := map[string]*xdscache.State{}
+		failed := false
+		for id := range ids {
+			st, err := e.buildView(name, views, id, s.overrides(id), byGroup[name], refs)
+			if err != nil {
+				e.log.Error("building a view of a rollout failed; every node of the group gets the candidate", "group", name, "error", err)
+				failed = true
+				break
+			}
+			states[id] = st
+		}
+		if failed {
+			e.cache.Publish(name, e.candidateState(name))
+			continue
+		}
+		candidate := e.candidateState(name)
+		nodes := make(map[string]*xdscache.State, len(byNode))
+		for n, id := range byNode {
+			if id == candidateID && id != baseView {
+				nodes[n] = candidate
+			} else {
+				nodes[n] = states[id]
+			}
+		}
+		e.cache.PublishSplit(name, candidate, states[baseView], nodes)
+		sp.published[name] = true
+	}
+}
+
+// buildView translates and builds one view of a split group (see publishSplits); caller holds e.mu.
+func (e *Engine) buildView(group string, views map[string]*view, id string, overrides map[translate.Key]*v1alpha1.LoadBalancerPolicy,
+	policies []*v1alpha1.LoadBalancerPolicy, refs translate.Refs) (*xdscache.State, error) {
+	v := views[id]
+	if v == nil {
+		v = &view{translator: translate.NewTranslator()}
+		views[id] = v
+	}
+	in := make([]*v1alpha1.LoadBalancerPolicy, 0, len(policies))
+	for _, p := range policies {
+		if o, ok := overrides[translate.KeyOf(p)]; ok {
 			if o != nil {
-				base = append(base, o)
+				in = append(in, o)
 			}
 			continue
 		}
-		base = append(base, p)
+		in = append(in, p)
 	}
-	refs := e.refs()
 	// A baseline may reference files the sources' policies no longer do: they are read for it, apart
 	// from e.files (which follows the held policies; see RefreshFiles).
 	for _, o := range overrides {
@@ -114,26 +254,20 @@ func (e *Engine) publishSplits() {
 			}
 		}
 	}
-	res := sp.translator.Translate(base, refs)
-	sp.result = res
-	for name, s := range sp.byGroup {
-		var baseline *xdscache.State
-		if g, ok := res.IR.Groups[name]; ok {
-			next, err := xdsbuild.Assemble(sp.builds[name], g)
-			if err != nil {
-				e.log.Error("building the baseline of a rollout failed; every node of the group gets the candidate", "group", name, "error", err)
-				e.cache.Publish(name, e.candidateState(name))
-				continue
-			}
-			sp.builds[name] = next
-			baseline = next.State()
-		} else {
-			baseline, _ = xdscache.NewState(nil)
-			delete(sp.builds, name)
-		}
-		e.cache.PublishSplit(name, e.candidateState(name), baseline, s.Canaries)
-		sp.published[name] = true
+	res := v.translator.Translate(in, refs)
+	v.result = res
+	g, ok := res.IR.Groups[group]
+	if !ok {
+		v.build = nil
+		st, _ := xdscache.NewState(nil)
+		return st, nil
 	}
+	next, err := xdsbuild.Assemble(v.build, g)
+	if err != nil {
+		return nil, err
+	}
+	v.build = next
+	return next.State(), nil
 }
 
 // candidateState is what the sources make of group now; caller holds e.mu.

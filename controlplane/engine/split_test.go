@@ -23,7 +23,7 @@ func TestSplitServesEachSideItsGeneration(t *testing.T) {
 
 	next := policy("moving", 8081)
 	next.Spec.Backends[0].Endpoints[0].Port = 90
-	e.SetSplit("default", &Split{Baseline: map[translate.Key]*v1alpha1.LoadBalancerPolicy{translate.KeyOf(old): old}, Canaries: map[string]bool{"canary": true}})
+	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{translate.KeyOf(old): {Baseline: old, Canaries: map[string]bool{"canary": true}}}})
 	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{still, next})
 
 	canary, other := cache.TargetFor("default", "canary"), cache.TargetFor("default", "other")
@@ -52,8 +52,8 @@ func TestSplitServesEachSideItsGeneration(t *testing.T) {
 
 	// A new policy in the baseline is absent (nil): the other nodes do not serve it.
 	fresh := policy("fresh", 8082)
-	e.SetSplit("default", &Split{Baseline: map[translate.Key]*v1alpha1.LoadBalancerPolicy{translate.KeyOf(old): old, translate.KeyOf(fresh): nil},
-		Canaries: map[string]bool{"canary": true}})
+	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{translate.KeyOf(old): {Baseline: old, Canaries: map[string]bool{"canary": true}},
+		translate.KeyOf(fresh): {Canaries: map[string]bool{"canary": true}}}})
 	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{still, next, fresh})
 	if _, ok := cache.TargetFor("default", "other").ResourceVersion(resource.ClusterType, "default/fresh/a"); ok {
 		t.Error("a new policy reached a node that is not a canary")
@@ -66,5 +66,64 @@ func TestSplitServesEachSideItsGeneration(t *testing.T) {
 	e.SetSplit("default", nil)
 	if cache.TargetFor("default", "other") != cache.TargetFor("default", "canary") {
 		t.Error("after the split every node should run the candidate")
+	}
+}
+
+// Two policies rolled out at once, each with its own canaries (prefixes of one order): a node that is a
+// canary of one and not of the other runs a view with the first at its candidate and the second at its
+// baseline, and the policies that did not change are the same resources on every view.
+func TestSplitServesEachNodeItsView(t *testing.T) {
+	cache := xdscache.New()
+	e := New(cache, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	still, oldA, oldB := policy("still", 8080), policy("a", 8081), policy("b", 8082)
+	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{still, oldA, oldB})
+	newA, newB := policy("a", 8081), policy("b", 8082)
+	newA.Spec.Backends[0].Endpoints[0].Port = 91
+	newB.Spec.Backends[0].Endpoints[0].Port = 92
+	// a: stage 2, canaries n1 and n2; b: stage 1, canary n1.
+	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{
+		translate.KeyOf(oldA): {Baseline: oldA, Canaries: map[string]bool{"n1": true, "n2": true}},
+		translate.KeyOf(oldB): {Baseline: oldB, Canaries: map[string]bool{"n1": true}},
+	}})
+	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{still, newA, newB})
+	endpoints := func(node, name string) string {
+		v, ok := cache.TargetFor("default", node).ResourceVersion(resource.EndpointType, name)
+		if !ok {
+			t.Fatalf("%s has no endpoints %s", node, name)
+		}
+		return v
+	}
+	if cache.TargetFor("default", "n1") != cache.Target("default") {
+		t.Error("a canary of every policy does not run the candidate")
+	}
+	for _, tc := range []struct {
+		node       string
+		aNew, bNew bool
+	}{{"n1", true, true}, {"n2", true, false}, {"n3", false, false}} {
+		if got := endpoints(tc.node, "default/a/a") == endpoints("n1", "default/a/a"); got != tc.aNew {
+			t.Errorf("%s runs policy a's candidate: %v, want %v", tc.node, got, tc.aNew)
+		}
+		if got := endpoints(tc.node, "default/b/a") == endpoints("n1", "default/b/a"); got != tc.bNew {
+			t.Errorf("%s runs policy b's candidate: %v, want %v", tc.node, got, tc.bNew)
+		}
+		if endpoints(tc.node, "default/still/a") != endpoints("n1", "default/still/a") {
+			t.Errorf("%s: the policy that did not change differs", tc.node)
+		}
+	}
+	if endpoints("n3", "default/a/a") == endpoints("n1", "default/a/a") || endpoints("n3", "default/b/a") == endpoints("n1", "default/b/a") {
+		t.Error("a node that is no canary runs a candidate")
+	}
+	if r := e.BaselineResult("default"); r == nil || r.Policies.Of(translate.KeyOf(oldA)) == nil {
+		t.Error("no baseline translation of the split group")
+	}
+	// Policy b's rollout ends (it succeeded): n2 and n3 run its candidate too.
+	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{
+		translate.KeyOf(oldA): {Baseline: oldA, Canaries: map[string]bool{"n1": true, "n2": true}},
+	}})
+	if endpoints("n3", "default/b/a") != endpoints("n1", "default/b/a") || endpoints("n2", "default/b/a") != endpoints("n1", "default/b/a") {
+		t.Error("after policy b's rollout ended, not every node runs its candidate")
+	}
+	if endpoints("n3", "default/a/a") == endpoints("n1", "default/a/a") {
+		t.Error("the end of policy b's rollout moved policy a's")
 	}
 }

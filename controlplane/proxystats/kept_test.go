@@ -112,7 +112,7 @@ func TestKeptStatusesAreTheComputedOnes(t *testing.T) {
 				n += 5 // traffic
 				read["busy"] = busy(n, i == 22)
 			}
-			s = carry(prev, at(i), read)
+			s = carry(prev, at(i), read, nil)
 		}
 		if i == 27 {
 			version = 2 // the config changed: new expected shares

@@ -199,9 +199,18 @@ func sameCluster(a, b *Cluster) bool {
 // come first; "" for none (no request). The ones left out wait for the next full read: a partial read
 // never grows into a full one.
 func hotFilter(hot []string) string {
+	names := namesPattern(hot)
+	if names == "" {
+		return ""
+	}
+	return "^" + names + "$"
+}
+
+// namesPattern matches any of names, as many of them as fit in maxHotFilter, first come first; "" for none.
+func namesPattern(names []string) string {
 	var quoted []string
 	n := 0
-	for _, name := range hot {
+	for _, name := range names {
 		q := regexp.QuoteMeta(name)
 		if n+len(q)+1 > maxHotFilter {
 			break
@@ -212,12 +221,12 @@ func hotFilter(hot []string) string {
 	if len(quoted) == 0 {
 		return ""
 	}
-	return "^(?:" + strings.Join(quoted, "|") + ")$"
+	return "(?:" + strings.Join(quoted, "|") + ")"
 }
 
-// carry is a partial read at at: the clusters read, with prev's latency and ejection counters, and every
-// other cluster of prev as it was.
-func carry(prev *Sample, at time.Time, read map[string]*Cluster) *Sample {
+// carry is a partial read at at: the clusters read, with prev's latency, ejection and request counters,
+// every other cluster of prev as it was, and the request counters read of the watched clusters (counters).
+func carry(prev *Sample, at time.Time, read map[string]*Cluster, counters map[string]*Cluster) *Sample {
 	s := &Sample{At: at, StatsAt: prev.StatsAt, Clusters: maps.Clone(prev.Clusters)}
 	for name, c := range read {
 		if pc := prev.Clusters[name]; pc != nil {
@@ -225,7 +234,29 @@ func carry(prev *Sample, at time.Time, read map[string]*Cluster) *Sample {
 		}
 		s.Clusters[name] = c
 	}
+	for name, rc := range counters {
+		c := s.Clusters[name]
+		if c == nil {
+			continue // not a cluster of this Envoy's (any more)
+		}
+		if c == prev.Clusters[name] {
+			cp := *c // prev's samples are never changed
+			c = &cp
+			s.Clusters[name] = c
+		}
+		c.Counters = rc.Counters
+	}
 	return s
+}
+
+// countersFilter is the /stats/prometheus filter for the request counters (Counters) of the clusters in
+// watched, as many as fit in maxHotFilter; "" for none.
+func countersFilter(watched []string) string {
+	names := namesPattern(watched)
+	if names == "" {
+		return ""
+	}
+	return `^cluster\.` + names + `\.(?:` + countersPattern + `)$`
 }
 
 // DefaultClusterChunk is how many clusters one /clusters request asks for at most.

@@ -140,7 +140,7 @@ func TestPartialReadsCarryTheIdleClusters(t *testing.T) {
 		"ejected": {Hosts: []Host{{Address: "c:1"}}},
 		"new":     {Hosts: []Host{{Address: "e:1"}}},
 	}
-	part := carry(full1, t0.Add(4*time.Second), read)
+	part := carry(full1, t0.Add(4*time.Second), read, nil)
 	if !part.StatsAt.Equal(full1.StatsAt) || !part.StatsAt.Before(part.At) || !full1.StatsAt.Equal(full1.At) {
 		t.Errorf("the partial read's stats are from %v (read at %v)", part.StatsAt, part.At)
 	}
@@ -171,7 +171,7 @@ func TestAttributionWaitsForTheNextFullRead(t *testing.T) {
 	full0 := &Sample{At: t0, StatsAt: t0, Clusters: map[string]*Cluster{"c": {Hosts: []Host{{Address: "a:1"}}, Ejections: ej(1)}}}
 	ejected := func() []Host { return []Host{{Address: "a:1", Outlier: true, Reasons: []string{"outlier detection"}}} }
 	// The partial read sees the ejection, but carries the counters from before it: no detector yet.
-	part := carry(full0, t0.Add(2*time.Second), map[string]*Cluster{"c": {Hosts: ejected()}})
+	part := carry(full0, t0.Add(2*time.Second), map[string]*Cluster{"c": {Hosts: ejected()}}, nil)
 	Attribute(full0, part)
 	if got := part.Clusters["c"].Hosts[0].Reasons; !slices.Equal(got, []string{"outlier detection"}) {
 		t.Fatalf("partial read: %v", got)
@@ -214,7 +214,7 @@ func TestLatencyReachesBackToTheFullReadBefore(t *testing.T) {
 	p.add(key, "g", "n", full(2*time.Second, 31), time.Second, nil) // 31 requests between the two
 	for i := 2; i <= 50; i++ {                                      // partial reads every 2 s for 100 s, nothing moving
 		prev := p.proxies[key].samples[len(p.proxies[key].samples)-1]
-		p.add(key, "g", "n", carry(prev, t0.Add(time.Duration(2*i)*time.Second), nil), 0, nil)
+		p.add(key, "g", "n", carry(prev, t0.Add(time.Duration(2*i)*time.Second), nil, nil), 0, nil)
 	}
 	samples := p.proxies[key].samples
 	if first := samples[0]; !first.StatsAt.Before(t0.Add(2 * time.Second)) {
@@ -245,5 +245,37 @@ func TestFailedFullReadWaitsItsTurn(t *testing.T) {
 	p.add("k2", "g", "n", nil, 0, fmt.Errorf("connection refused"))
 	if px := p.proxies["k2"]; !px.retryAt.IsZero() {
 		t.Errorf("a failed partial read delays the next: %v", px.retryAt)
+	}
+}
+
+// A partial read keeps the request counters of the clusters it reads from the read before, and takes the
+// watched clusters' from their own read, without changing the earlier sample.
+func TestPartialReadCarriesAndReadsCounters(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prev := &Sample{At: t0, StatsAt: t0, Clusters: map[string]*Cluster{
+		"busy":    {Hosts: []Host{{Address: "a:1", Total: 1}}, Counters: Counters{Completed: 10}},
+		"watched": {Hosts: []Host{{Address: "b:1"}}, Counters: Counters{Completed: 5, Errors5xx: 5}},
+	}}
+	read := map[string]*Cluster{"busy": {Hosts: []Host{{Address: "a:1", Total: 2}}}}
+	counters := map[string]*Cluster{"watched": {Counters: Counters{Completed: 9, Errors5xx: 9}}, "gone": {Counters: Counters{Completed: 1}}}
+	part := carry(prev, t0.Add(2*time.Second), read, counters)
+	if got := part.Clusters["busy"].Counters; got.Completed != 10 {
+		t.Errorf("the busy cluster's counters: %+v, want the previous read's", got)
+	}
+	if got := part.Clusters["watched"].Counters; got.Completed != 9 || got.Errors5xx != 9 {
+		t.Errorf("the watched cluster's counters: %+v, want the ones read", got)
+	}
+	if prev.Clusters["watched"].Counters.Completed != 5 || part.Clusters["watched"] == prev.Clusters["watched"] {
+		t.Error("the earlier sample was changed")
+	}
+	if _, ok := part.Clusters["gone"]; ok {
+		t.Error("a counter of a cluster the Envoy does not have made a cluster")
+	}
+	w := Since(History{Node: "n", Samples: []*Sample{prev, part}}, t0, map[string]bool{"watched": true})
+	if w.Requests != 4 || w.Errors != 4 {
+		t.Errorf("window over the watched cluster: %+v", w)
+	}
+	if f := countersFilter([]string{"default/shop/a.b"}); f != `^cluster\.(?:default/shop/a\.b)\.(?:`+countersPattern+`)$` {
+		t.Errorf("filter %s", f)
 	}
 }

@@ -60,21 +60,30 @@ type Cluster struct {
 	Latency []Bucket
 	// Ejections counts enforced outlier ejections by detector (consecutive_5xx, success_rate, ...).
 	Ejections map[string]uint64
-	// Counters are the cluster's cumulative counters read from the stats with Latency.
+	// Counters are the cluster's own counters, which count what its clients saw, including the requests
+	// that never reached an endpoint, and the bytes to and from its endpoints.
 	Counters Counters
 }
 
-// Counters are a cluster's cumulative counters from /stats/prometheus (StatsFilter).
+// Counters are a cluster's own cumulative counters (not its endpoints'), from /stats/prometheus:
+//   - Completed and Errors5xx: HTTP requests answered (upstream_rq_completed) and those answered with a 5xx
+//     (upstream_rq_5xx), the answers Envoy makes itself included: 503 for a refused or reset connection
+//     (UF, UR) or no healthy upstream (UH), 504 for a timeout (UT). Measured on Envoy 1.40: a closed port,
+//     a TLS mismatch and a name that does not resolve count in both, and never in an endpoint's rq_total.
+//     Both are the router's dynamic stats (lbplane serve --router-dynamic-stats).
+//   - Errors4xx: HTTP requests answered with a 4xx (upstream_rq_4xx): a backend that wants TLS answers
+//     plain HTTP with 400.
+//   - Informational, Success and Redirection: those answered with a 1xx, 2xx and 3xx (upstream_rq_1xx to
+//     _3xx); with Errors4xx and Errors5xx, the responses clients got by class.
+//   - PendingFailed: requests or, for TCP, connections failed for want of a connection
+//     (upstream_rq_pending_failure_eject: refused, reset or timed out while connecting).
+//   - NoneHealthy: requests and connections that found no healthy endpoint (upstream_cx_none_healthy).
+//   - RxBytes and TxBytes: bytes received from and sent to the endpoints (upstream_cx_rx_bytes_total,
+//     upstream_cx_tx_bytes_total).
 type Counters struct {
-	// Responses counts upstream_rq_1xx to upstream_rq_5xx (at 0 to 4): the responses Envoy sent clients for
-	// the cluster, the backend's and Envoy's own for it (503 without a healthy endpoint or past a circuit
-	// breaker, 504 on a timeout). All 0 when the router's dynamic stats are off.
-	Responses [5]uint64
-	// RxBytes and TxBytes are upstream_cx_rx_bytes_total and upstream_cx_tx_bytes_total: bytes received
-	// from and sent to the endpoints.
-	RxBytes, TxBytes uint64
-	// NoneHealthy is upstream_cx_none_healthy: requests and connections Envoy had no healthy endpoint for.
-	NoneHealthy uint64
+	Completed, Errors5xx, Errors4xx, PendingFailed, NoneHealthy uint64
+	Informational, Success, Redirection                         uint64
+	RxBytes, TxBytes                                            uint64
 }
 
 // Sample is everything read from one Envoy at one time.
@@ -84,6 +93,18 @@ type Sample struct {
 	// full read's time for a partial one, which carries them (see pace.go).
 	StatsAt  time.Time
 	Clusters map[string]*Cluster
+}
+
+// Dead tells whether c has endpoints and every one failed its last active health checks (one not checked
+// yet has not).
+func (c *Cluster) Dead() bool {
+	for _, h := range c.Hosts {
+		failed := slices.Contains(h.Reasons, reasonActiveFailed) || slices.Contains(h.Reasons, reasonActiveTimedOut)
+		if !failed || slices.Contains(h.Reasons, reasonActivePending) {
+			return false
+		}
+	}
+	return len(c.Hosts) > 0
 }
 
 // count is a JSON number that Envoy may print as a string (protojson's uint64).
@@ -117,13 +138,21 @@ type clustersJSON struct {
 	} `json:"cluster_statuses"`
 }
 
+// Reasons of a host that failed its active health checks, and of one that has not been checked yet (Envoy
+// marks a new host failed until its first check).
+const (
+	reasonActiveFailed   = "active health check failed"
+	reasonActiveTimedOut = "active health check timed out"
+	reasonActivePending  = "waiting for its first health check"
+)
+
 // healthFlags maps admin's health_status flags to what a user reads, most telling first.
 var healthFlags = []struct{ key, reason string }{
-	{"failed_active_health_check", "active health check failed"},
-	{"active_hc_timeout", "active health check timed out"},
+	{"failed_active_health_check", reasonActiveFailed},
+	{"active_hc_timeout", reasonActiveTimedOut},
 	{"failed_outlier_check", "outlier detection"},
 	{"excluded_via_immediate_hc_fail", "asked to be removed (x-envoy-immediate-health-check-fail)"},
-	{"pending_active_hc", "waiting for its first health check"},
+	{"pending_active_hc", reasonActivePending},
 	{"pending_dynamic_removal", "being removed"},
 }
 
@@ -178,22 +207,30 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 }
 
 // StatsFilter is the regular expression lbplane asks /stats/prometheus to filter on: the latency histogram,
-// the enforced-ejection counters, the responses by status class, the bytes and the requests without a
-// healthy endpoint, instead of every stat of every cluster. Envoy walks every stat whatever the filter;
-// what it adds is the answer's lines, a dozen per cluster that took traffic (usedonly).
-const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_|upstream_rq_[1-5]xx|upstream_cx_[rt]x_bytes_total|upstream_cx_none_healthy)`
+// the enforced-ejection counters and the clusters' own counters (Counters), instead of every stat of every
+// cluster. Envoy walks every stat whatever the filter; what the counters add is the answer's lines, a dozen
+// per cluster that took traffic (usedonly).
+const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_|` + countersPattern + `)`
+
+// countersPattern matches the stats of Counters.
+const countersPattern = `upstream_rq_completed|upstream_rq_[1-5]xx|upstream_rq_pending_failure_eject|upstream_cx_none_healthy|upstream_cx_[rt]x_bytes_total`
 
 const (
 	latencyFamily   = "envoy_cluster_upstream_rq_time"
 	ejectionsPrefix = "envoy_cluster_outlier_detection_ejections_enforced_"
 	clusterLabel    = "envoy_cluster_name"
-	// classFamily is upstream_rq_<n>xx under Envoy's tag extraction, the class in classLabel.
-	classFamily       = "envoy_cluster_upstream_rq_xx"
-	classLabel        = "envoy_response_code_class"
-	rxBytesFamily     = "envoy_cluster_upstream_cx_rx_bytes_total"
-	txBytesFamily     = "envoy_cluster_upstream_cx_tx_bytes_total"
-	noneHealthyFamily = "envoy_cluster_upstream_cx_none_healthy"
+	classLabel      = "envoy_response_code_class"
 )
+
+// counterFamilies are the Prometheus names of Counters' stats (upstream_rq_5xx and 4xx are upstream_rq_xx, of
+// class 5 and 4).
+var counterFamilies = map[string]func(*Counters) *uint64{
+	"envoy_cluster_upstream_rq_completed":             func(c *Counters) *uint64 { return &c.Completed },
+	"envoy_cluster_upstream_rq_pending_failure_eject": func(c *Counters) *uint64 { return &c.PendingFailed },
+	"envoy_cluster_upstream_cx_none_healthy":          func(c *Counters) *uint64 { return &c.NoneHealthy },
+	"envoy_cluster_upstream_cx_rx_bytes_total":        func(c *Counters) *uint64 { return &c.RxBytes },
+	"envoy_cluster_upstream_cx_tx_bytes_total":        func(c *Counters) *uint64 { return &c.TxBytes },
+}
 
 // ParseStats reads /stats/prometheus into clusters (adding to those /clusters returned).
 func ParseStats(b []byte, clusters map[string]*Cluster) error {
@@ -224,6 +261,26 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 			if cluster == "" {
 				continue
 			}
+			if field := counterFamilies[name]; field != nil && m.GetCounter() != nil {
+				*field(&get(cluster).Counters) = uint64(m.GetCounter().GetValue())
+				continue
+			}
+			if name == "envoy_cluster_upstream_rq_xx" && m.GetCounter() != nil {
+				c, v := &get(cluster).Counters, uint64(m.GetCounter().GetValue())
+				switch class {
+				case "1":
+					c.Informational = v
+				case "2":
+					c.Success = v
+				case "3":
+					c.Redirection = v
+				case "4":
+					c.Errors4xx = v
+				case "5":
+					c.Errors5xx = v
+				}
+				continue
+			}
 			switch {
 			case name == latencyFamily && m.GetHistogram() != nil:
 				var bs []Bucket
@@ -231,23 +288,13 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 					bs = append(bs, Bucket{UpperMs: b.GetUpperBound(), Count: b.GetCumulativeCount()})
 				}
 				// Envoy prints the +Inf bucket itself; a parser may leave it out. One +Inf bucket: two would be
-				// summed into one with twice the requests when histograms are merged (addBuckets), and every
+				// summed into one with twice the requests when histograms are merged (AddBuckets), and every
 				// p99 over two Envoys would read as the last finite bound (an hour).
 				if n := len(bs); n == 0 || !math.IsInf(bs[n-1].UpperMs, 1) {
 					bs = append(bs, Bucket{UpperMs: math.Inf(1), Count: m.GetHistogram().GetSampleCount()})
 				}
 				slices.SortStableFunc(bs, func(a, b Bucket) int { return cmp.Compare(a.UpperMs, b.UpperMs) })
 				get(cluster).Latency = bs
-			case name == classFamily && m.GetCounter() != nil:
-				if n, err := strconv.Atoi(class); err == nil && n >= 1 && n <= 5 {
-					get(cluster).Counters.Responses[n-1] = uint64(m.GetCounter().GetValue())
-				}
-			case name == rxBytesFamily && m.GetCounter() != nil:
-				get(cluster).Counters.RxBytes = uint64(m.GetCounter().GetValue())
-			case name == txBytesFamily && m.GetCounter() != nil:
-				get(cluster).Counters.TxBytes = uint64(m.GetCounter().GetValue())
-			case name == noneHealthyFamily && m.GetCounter() != nil:
-				get(cluster).Counters.NoneHealthy = uint64(m.GetCounter().GetValue())
 			case strings.HasPrefix(name, ejectionsPrefix) && name != ejectionsPrefix+"total" && m.GetCounter() != nil:
 				c := get(cluster)
 				if c.Ejections == nil {

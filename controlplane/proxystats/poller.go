@@ -70,6 +70,9 @@ type Poller struct {
 	// wait: a summary of 10,000 clusters is tens of milliseconds of CPU, which a config change should not
 	// have to share (see SummaryCache.Yield).
 	Yield func()
+	// Watched, when set, names a group's clusters whose request counters (Counters) a partial read reads
+	// too (a full read reads every cluster's): those a staged rollout is judging.
+	Watched func(group string) []string
 
 	paceState
 	mu      sync.Mutex
@@ -138,7 +141,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	type job struct {
 		key, group, node, base string
 		prev                   *Sample
-		hot                    []string
+		hot, watched           []string
 		full                   bool
 		// overdue: the last read that succeeded started before overdueAfter (or there was none).
 		overdue bool
@@ -188,11 +191,15 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	jobs = ready
 	p.mu.Unlock()
 	groups := map[string]bool{}
+	watched := map[string][]string{}
 	for i := range jobs {
 		j := &jobs[i]
 		if !groups[j.group] {
 			groups[j.group] = true
 			p.noteChanges(j.group, now)
+			if p.Watched != nil {
+				watched[j.group] = p.Watched(j.group)
+			}
 		}
 		if j.full && j.prev != nil && p.putOffFull(j.node, j.fullAt, j.fullCost, now) {
 			// Config was sent too lately for a read this long: the busy clusters now, everything once config
@@ -215,7 +222,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 					hot = append(hot, name)
 				}
 			}
-			j.hot = hot
+			j.hot, j.watched = hot, watched[j.group]
 		}
 	}
 
@@ -227,7 +234,7 @@ func (p *Poller) PollOnce(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s, cost, err := p.read(ctx, j.base, j.group, j.node, j.prev, j.hot, j.full, j.overdue)
+			s, cost, err := p.read(ctx, j.base, j.group, j.node, j.prev, j.hot, j.watched, j.full, j.overdue)
 			if errors.Is(err, errPutOff) {
 				p.Log.Debug("a proxy's stats read waits for the next interval: config was sent to it lately", "proxy", j.key, "full", j.full)
 				return
@@ -298,11 +305,12 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 }
 
 // read reads one proxy: all of its clusters and the stats status uses when full, otherwise the clusters in
-// hot alone, with everything else carried from prev (see pace.go). A read is put off to the next interval
+// hot alone and the request counters of those in watched, with everything else carried from prev (see
+// pace.go). A read is put off to the next interval
 // (errPutOff) when config was sent to the proxy lately, unless it is overdue: then it waits only for config
 // in flight to arrive. Each further request steps aside for config pushed to the proxy. cost is how long a
 // full read's requests took, 0 for a partial read.
-func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sample, hot []string, full, overdue bool) (*Sample, time.Duration, error) {
+func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sample, hot, watched []string, full, overdue bool) (*Sample, time.Duration, error) {
 	deadline := time.Now().Add(p.Interval)
 	if !overdue && p.busy(node, DefaultQuiet) {
 		return nil, 0, errPutOff
@@ -358,8 +366,22 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 		}
 	}
 	if !full {
-		p.Log.Debug("read a proxy's busy clusters", "node", node, "clusters", len(hot), "started", at, "took", cost)
-		return carry(prev, at, clusters), 0, nil
+		var counters map[string]*Cluster
+		if f := countersFilter(watched); f != "" {
+			if !p.waitWhileBusy(ctx, node, DefaultQuiet, deadline) {
+				return nil, 0, ctx.Err()
+			}
+			sb, err := timed(base + "/stats/prometheus?usedonly&filter=" + url.QueryEscape(f))
+			if err != nil {
+				return nil, 0, err
+			}
+			counters = map[string]*Cluster{}
+			if err := ParseStats(sb, counters); err != nil {
+				return nil, 0, err
+			}
+		}
+		p.Log.Debug("read a proxy's busy clusters", "node", node, "clusters", len(hot), "watched", len(watched), "started", at, "took", cost)
+		return carry(prev, at, clusters, counters), 0, nil
 	}
 	if err := ParseStats(sb, clusters); err != nil {
 		return nil, 0, err

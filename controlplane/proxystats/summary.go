@@ -319,7 +319,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 				ep.timeouts += sub(host.Timeouts, b0.Timeouts)
 			}
 			if base != cur {
-				a.latency = addBuckets(a.latency, deltaBuckets(c.Latency, latBase.Clusters[name]))
+				a.latency = AddBuckets(a.latency, deltaBuckets(c.Latency, latBase.Clusters[name]))
 				a.counters = a.counters.plus(c.Counters.since(latBase.Clusters[name]))
 				a.read = true
 			}
@@ -466,7 +466,8 @@ func deltaBuckets(cur []Bucket, base *Cluster) []Bucket {
 	return out
 }
 
-func addBuckets(a, b []Bucket) []Bucket {
+// AddBuckets merges two cumulative histograms (two Envoys', two clusters'); it may return a or b itself.
+func AddBuckets(a, b []Bucket) []Bucket {
 	if len(a) == 0 {
 		return b
 	}
@@ -664,6 +665,12 @@ func cv(xs []float64) float64 {
 	return math.Sqrt(sq/float64(len(xs))) / mean
 }
 
+// fields are c's counters, each once.
+func (c *Counters) fields() []*uint64 {
+	return []*uint64{&c.Completed, &c.Errors5xx, &c.Errors4xx, &c.PendingFailed, &c.NoneHealthy, &c.Informational, &c.Success,
+		&c.Redirection, &c.RxBytes, &c.TxBytes}
+}
+
 // since is c less what base (the same cluster, earlier) had; a counter that went back means the cluster or
 // the Envoy started again, and then all of c counts.
 func (c Counters) since(base *Cluster) Counters {
@@ -671,24 +678,25 @@ func (c Counters) since(base *Cluster) Counters {
 		return c
 	}
 	b := base.Counters
-	back := b.RxBytes > c.RxBytes || b.TxBytes > c.TxBytes || b.NoneHealthy > c.NoneHealthy
-	for i := range c.Responses {
-		back = back || b.Responses[i] > c.Responses[i]
+	cf, bf := c.fields(), b.fields()
+	for i := range cf {
+		if *bf[i] > *cf[i] {
+			return c
+		}
 	}
-	if back {
-		return c
-	}
-	out := Counters{RxBytes: c.RxBytes - b.RxBytes, TxBytes: c.TxBytes - b.TxBytes, NoneHealthy: c.NoneHealthy - b.NoneHealthy}
-	for i := range c.Responses {
-		out.Responses[i] = c.Responses[i] - b.Responses[i]
+	out := c
+	of := out.fields()
+	for i := range of {
+		*of[i] -= *bf[i]
 	}
 	return out
 }
 
 func (c Counters) plus(d Counters) Counters {
-	out := Counters{RxBytes: c.RxBytes + d.RxBytes, TxBytes: c.TxBytes + d.TxBytes, NoneHealthy: c.NoneHealthy + d.NoneHealthy}
-	for i := range c.Responses {
-		out.Responses[i] = c.Responses[i] + d.Responses[i]
+	out := c
+	of, df := out.fields(), d.fields()
+	for i := range of {
+		*of[i] += *df[i]
 	}
 	return out
 }
@@ -708,8 +716,8 @@ func traffic(b *v1alpha1.BackendStatus, a *acc) {
 	c := a.counters
 	b.Bytes = &v1alpha1.ByteCounts{Received: int64(c.RxBytes), Sent: int64(c.TxBytes)}
 	b.NoHealthyEndpoint = int64(c.NoneHealthy)
-	r := v1alpha1.ResponseCounts{Informational: int64(c.Responses[0]), Success: int64(c.Responses[1]), Redirection: int64(c.Responses[2]),
-		ClientError: int64(c.Responses[3]), ServerError: int64(c.Responses[4])}
+	r := v1alpha1.ResponseCounts{Informational: int64(c.Informational), Success: int64(c.Success), Redirection: int64(c.Redirection),
+		ClientError: int64(c.Errors4xx), ServerError: int64(c.Errors5xx)}
 	if n := r.Total(); n > 0 {
 		b.Responses = &r
 		b.ClientErrorRate = ptr(fraction(float64(r.ServerError) / float64(n)))

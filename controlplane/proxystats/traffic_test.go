@@ -31,7 +31,7 @@ func TestParseClassesBytesAndNoneHealthy(t *testing.T) {
 	if err := ParseStats([]byte(classesAndBytes), clusters); err != nil {
 		t.Fatal(err)
 	}
-	want := Counters{Responses: [5]uint64{0, 90, 0, 7, 3}, RxBytes: 120000, TxBytes: 8000, NoneHealthy: 2}
+	want := Counters{Success: 90, Errors4xx: 7, Errors5xx: 3, RxBytes: 120000, TxBytes: 8000, NoneHealthy: 2}
 	if got := clusters["ns/p/app"].Counters; got != want || len(clusters) != 1 {
 		t.Errorf("counters %+v (clusters %d), want %+v", got, len(clusters), want)
 	}
@@ -46,15 +46,15 @@ func TestTrafficFiguresOverTheWindow(t *testing.T) {
 		return s
 	}
 	p1 := History{Group: "g", Node: "n1", Samples: []*Sample{
-		at(0, Counters{Responses: [5]uint64{0, 100, 0, 10, 0}, RxBytes: 1000, TxBytes: 100},
+		at(0, Counters{Success: 100, Errors4xx: 10, RxBytes: 1000, TxBytes: 100},
 			Host{Address: "a:1", Total: 110, CxTotal: 4, CxActive: 2}),
-		at(30*time.Second, Counters{Responses: [5]uint64{0, 190, 1, 12, 5}, RxBytes: 5000, TxBytes: 300, NoneHealthy: 1},
+		at(30*time.Second, Counters{Success: 190, Redirection: 1, Errors4xx: 12, Errors5xx: 5, RxBytes: 5000, TxBytes: 300, NoneHealthy: 1},
 			Host{Address: "a:1", Total: 208, Errors: 5, CxTotal: 9, CxConnectFail: 1, Timeouts: 2, CxActive: 3}),
 	}}
 	p2 := History{Group: "g", Node: "n2", Samples: []*Sample{
-		at(0, Counters{Responses: [5]uint64{0, 500}, RxBytes: 9000}, Host{Address: "a:1", Total: 500, CxTotal: 50}),
+		at(0, Counters{Success: 500, RxBytes: 9000}, Host{Address: "a:1", Total: 500, CxTotal: 50}),
 		// Restarted: everything it holds now counts.
-		at(30*time.Second, Counters{Responses: [5]uint64{0, 20, 0, 0, 0}, RxBytes: 200, TxBytes: 10}, Host{Address: "a:1", Total: 20, CxTotal: 1, CxActive: 1}),
+		at(30*time.Second, Counters{Success: 20, RxBytes: 200, TxBytes: 10}, Host{Address: "a:1", Total: 20, CxTotal: 1, CxActive: 1}),
 	}}
 	b, ok := Summarize([]History{p1, p2}, time.Minute).Backend("g", "ns/p/app", "app")
 	if !ok {

@@ -336,7 +336,10 @@ func (s *Server) Traffic(body []byte, zone *string) ([]*trafficmodel.Preview, er
 // planned as a push is, and refused as it would be; those of the config directory or of Kubernetes replace
 // or join their source's, as editing the file or kubectl apply would.
 func (s *Server) plan(body []byte) (before, after *translate.Result, keys []translate.Key, err error) {
-	docs, derr := manifest.Decode("request", bytes.NewReader(body))
+	docs, derr := manifest.DecodeBytes("request", body)
+	if errors.Is(derr, manifest.ErrTooManyDocuments) {
+		return nil, nil, nil, &predictError{code: http.StatusRequestEntityTooLarge, msgs: []string{derr.Error()}}
+	}
 	var errs []string
 	if derr != nil {
 		errs = append(errs, splitJoined(derr)...)
@@ -375,8 +378,12 @@ func (s *Server) plan(body []byte) (before, after *translate.Result, keys []tran
 	}
 	if src == engine.SourceStore && s.ReadOnly == "" {
 		a := s.admission()
+		req, code, errs := a.decode(body)
+		if errs != nil {
+			return nil, nil, nil, &predictError{code: code, msgs: errs}
+		}
 		a.mu.Lock()
-		pl, code, errs := a.plan(body, true)
+		pl, code, errs := a.plan(req, true)
 		a.mu.Unlock()
 		if errs != nil {
 			return nil, nil, nil, &predictError{code: code, msgs: errs}

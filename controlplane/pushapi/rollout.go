@@ -81,7 +81,8 @@ func (s *Server) rolloutStatus(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if v.Status.Rollout == nil {
-			writeErr(w, http.StatusNotFound, fmt.Sprintf("policy %s has no staged rollout", k))
+			// Settled: no rollout, or one forgotten since (kubectl rollout status answers a settled Deployment).
+			writeJSON(w, http.StatusOK, RolloutResult{Policy: k.String(), Generation: v.Generation, Rollout: apiwire.NoRollout(v.Generation), Conditions: v.Status.Conditions})
 			return
 		}
 		writeJSON(w, http.StatusOK, RolloutResult{Policy: k.String(), Generation: v.Generation, Rollout: *v.Status.Rollout, Conditions: v.Status.Conditions})

@@ -41,8 +41,9 @@ func TestPushesStageAsAsked(t *testing.T) {
 	if _, err := c.ApplyRollout(ctx, []byte(rolloutDoc("p", "0", false)+"---\n"+rolloutDoc("q", "0", false)), false, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Rollout(ctx, "default", "p"); apiErr(t, err).Status != http.StatusNotFound {
-		t.Fatalf("a push without stages started a rollout: %v", err)
+	// Settled: no rollout, as kubectl rollout status answers a Deployment that has none under way.
+	if r, err := c.Rollout(ctx, "default", "p"); err != nil || r.Rollout.Phase != "" || r.Rollout.CandidateGeneration != 1 {
+		t.Fatalf("a push without stages: %+v, %v", r, err)
 	}
 
 	// Asked by the push: a rollout of generation 2 over 1.
@@ -60,13 +61,23 @@ func TestPushesStageAsAsked(t *testing.T) {
 		t.Errorf("split groups: %v", got)
 	}
 
-	// A traffic shift of q while p's rollout is under way in the same group: refused, naming both.
-	_, err = c.ApplyRollout(ctx, []byte(rolloutDoc("q", "1", true)), false, "")
-	if e := apiErr(t, err); e.Status != http.StatusConflict || !strings.Contains(e.Error(), "default/p") || !strings.Contains(e.Error(), "abort") {
-		t.Errorf("traffic shift during a staged rollout: %v", err)
+	// A traffic shift of q while p's rollout is under way in the same group: a rollout of its own.
+	if _, err := c.ApplyRollout(ctx, []byte(rolloutDoc("q", "1", true)), false, ""); err != nil {
+		t.Fatal(err)
 	}
-	// Nothing was written: q is still generation 1.
-	if p, err := c.Get(ctx, "default", "q"); err != nil || p.Generation != 1 {
+	if r, err := c.Rollout(ctx, "default", "q"); err != nil || r.Rollout.TrafficBackend != "b" || r.Rollout.Phase != v1alpha1.RolloutProgressing {
+		t.Errorf("q's traffic shift: %+v, %v", r, err)
+	}
+	if r, _ := c.Rollout(ctx, "default", "p"); r.Rollout.CandidateGeneration != 2 || r.Rollout.Phase != v1alpha1.RolloutProgressing || r.Rollout.TrafficBackend != "" {
+		t.Errorf("p's rollout after q's shift began: %+v", r.Rollout)
+	}
+	// A staged push of q during its traffic shift: refused, naming it and the way out.
+	_, err = c.ApplyRollout(ctx, []byte(rolloutDoc("q", "2", false)), false, "staged")
+	if e := apiErr(t, err); e.Status != http.StatusConflict || !strings.Contains(e.Error(), "default/q") || !strings.Contains(e.Error(), "abort") {
+		t.Errorf("a staged push during a traffic shift: %v", err)
+	}
+	// Nothing was written: q is still generation 2.
+	if p, err := c.Get(ctx, "default", "q"); err != nil || p.Generation != 2 {
 		t.Errorf("q after the refused push: generation %d, %v", p.Generation, err)
 	}
 
@@ -88,11 +99,18 @@ func TestPushesStageAsAsked(t *testing.T) {
 	if p.Generation != 3 || p.Spec.Routes[0].Backends[1].Weight == nil || *p.Spec.Routes[0].Backends[1].Weight != 0 {
 		t.Errorf("after undo: generation %d, routes %+v", p.Generation, p.Spec.Routes)
 	}
-	if _, err := c.Rollout(ctx, "default", "p"); apiErr(t, err).Status != http.StatusNotFound {
-		t.Errorf("the rollout is still there after undo: %v", err)
+	if r, err := c.Rollout(ctx, "default", "p"); err != nil || r.Rollout.Phase != "" || r.Rollout.CandidateGeneration != 3 {
+		t.Errorf("after undo: %+v, %v", r, err)
+	}
+	// q's shift is still under way, alone in the group's split.
+	if r, _ := c.Rollout(ctx, "default", "q"); r.Rollout.Phase != v1alpha1.RolloutProgressing {
+		t.Errorf("q's traffic shift after p's undo: %+v", r.Rollout)
+	}
+	if _, err := c.ApplyRollout(ctx, []byte(rolloutDoc("q", "2", false)), false, "immediate"); err != nil {
+		t.Fatal(err)
 	}
 	if got := s.Engine.Splits(); len(got) != 0 {
-		t.Errorf("split groups after undo: %v", got)
+		t.Errorf("split groups after undo and an immediate push: %v", got)
 	}
 	// Unknown actions and modes are refused with the reason.
 	if _, err := c.RolloutAction(ctx, "default", "q", "pause"); apiErr(t, err).Status != http.StatusNotFound {

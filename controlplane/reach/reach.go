@@ -46,6 +46,9 @@ type Rules struct {
 	// Allow re-admits addresses of the forbidden ranges (lbplane serve --allow-backend-cidrs), e.g.
 	// 127.0.0.0/8 for backends on the Envoy's own host.
 	Allow []netip.Prefix
+	// AllowPorts holds those of Allow that are re-admitted on some ports only (127.0.0.1:18081-18083;
+	// ParseAllow, CheckPort).
+	AllowPorts []PortRange
 	// Kubernetes: policies are written by the users of namespaces, so a backend is a Service by default;
 	// endpoint addresses and DNS names are allowed only in AddressNamespaces, or (IP addresses) inside
 	// AddressCIDRs.
@@ -107,7 +110,7 @@ func (r Rules) Summary() string {
 		parts = append(parts, "Envoys may resolve backends' host names themselves, unchecked (dns.resolver: Envoy)")
 	}
 	if len(r.Allow) > 0 {
-		parts = append(parts, "forbidden ranges re-admitted: "+prefixes(r.Allow))
+		parts = append(parts, "forbidden ranges re-admitted: "+r.readmitted())
 	} else {
 		parts = append(parts, "loopback, link-local and unspecified backend addresses refused")
 	}
@@ -138,7 +141,7 @@ func prefixes(ps []netip.Prefix) string {
 // Key is a stable text of the rules, for cache keys.
 func (r Rules) Key() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%t|%s|%s|", prefixes(r.Allow), r.Kubernetes, strings.Join(r.AddressNamespaces, ","), prefixes(r.AddressCIDRs))
+	fmt.Fprintf(&b, "%s|%t|%s|%s|", r.readmitted(), r.Kubernetes, strings.Join(r.AddressNamespaces, ","), prefixes(r.AddressCIDRs))
 	for _, a := range r.Self {
 		b.WriteString(a.String() + ",")
 	}
@@ -147,6 +150,23 @@ func (r Rules) Key() string {
 		fmt.Fprintf(&b, "%d=%s,", p.Port, p.What)
 	}
 	return b.String()
+}
+
+// readmitted lists Allow, each prefix re-admitted on some ports only with its ports.
+func (r Rules) readmitted() string {
+	var s []string
+	for _, p := range r.Allow {
+		ported := false
+		for _, pr := range r.AllowPorts {
+			if pr.Prefix == p {
+				s, ported = append(s, pr.String()), true
+			}
+		}
+		if !ported {
+			s = append(s, p.String())
+		}
+	}
+	return strings.Join(s, ",")
 }
 
 // Embedded returns the IPv4 address an IPv6 address carries by a standard translation or tunnelling
@@ -242,11 +262,17 @@ func (r Rules) onHost(addr netip.Addr) bool {
 	return false
 }
 
-// CheckEndpoint says why Envoy must not connect to addr:port, or "" when it may: CheckAddr, and on the
-// host's own addresses none of OwnPorts, whatever Allow re-admits.
+// CheckEndpoint says why Envoy must not connect to addr:port, or "" when it may: CheckAddr, CheckPort for
+// the address and the IPv4 address it carries, and on the host's own addresses none of OwnPorts, whatever
+// Allow re-admits.
 func (r Rules) CheckEndpoint(addr netip.Addr, port uint32) string {
 	if msg := r.CheckAddr(addr); msg != "" {
 		return msg
+	}
+	for _, a := range append([]netip.Addr{addr}, Embedded(addr.Unmap())...) {
+		if msg := r.CheckPort(a, int32(port)); msg != "" {
+			return msg
+		}
 	}
 	if r.onHost(addr) {
 		return r.ownPort(addr.Unmap().String(), port)
@@ -322,7 +348,9 @@ func (r Rules) Check(p *v1alpha1.LoadBalancerPolicy) v1alpha1.FieldErrors {
 			default:
 				msg = r.CheckName(e.Address)
 				if n := strings.TrimSuffix(strings.ToLower(e.Address), "."); msg == "" && IsLocalName(n) {
-					msg = r.ownPort(e.Address, uint32(e.Port))
+					if msg = r.CheckPort(netip.MustParseAddr("127.0.0.1"), e.Port); msg == "" {
+						msg = r.ownPort(e.Address, uint32(e.Port))
+					}
 				}
 				if msg == "" && !rawOK {
 					msg = r.kubeRefusal(p.Namespace, "host names")

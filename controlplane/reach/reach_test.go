@@ -202,3 +202,54 @@ func TestOwnHostAndPorts(t *testing.T) {
 		t.Error("the rules' key does not cover the host's addresses and ports")
 	}
 }
+
+// --allow-backend-cidrs with ports re-admits an address on those ports only; a range given on every port as
+// well keeps every port; the reason names what is re-admitted.
+func TestAllowOnSomePortsOnly(t *testing.T) {
+	allow, ports, err := reach.ParseAllow("--allow-backend-cidrs", []string{"127.0.0.1:18081-18083", "[::1]:8080", "169.254.0.0/16:53"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reach.Rules{Allow: allow, AllowPorts: ports}
+	at := func(addr string, port int32) *v1alpha1.LoadBalancerPolicy {
+		p := policyWith("default", addr)
+		p.Spec.Backends[0].Endpoints[0].Port = port
+		return p
+	}
+	for _, ok := range []struct {
+		addr string
+		port int32
+	}{{"127.0.0.1", 18081}, {"127.0.0.1", 18083}, {"::ffff:127.0.0.1", 18082}, {"::1", 8080}, {"169.254.169.254", 53}, {"localhost", 18082}, {"198.51.100.7", 22}} {
+		if errs := r.Check(at(ok.addr, ok.port)); len(errs) != 0 {
+			t.Errorf("%s:%d: refused: %v", ok.addr, ok.port, errs)
+		}
+	}
+	for _, bad := range []struct {
+		addr string
+		port int32
+	}{{"127.0.0.1", 18001}, {"127.0.0.1", 2379}, {"127.0.0.2", 18081}, {"::1", 8081}, {"169.254.169.254", 80}, {"localhost", 18001}, {"::127.0.0.1", 22}, {"64:ff9b::7f00:1", 22}} {
+		errs := r.Check(at(bad.addr, bad.port))
+		if len(errs) != 1 {
+			t.Errorf("%s:%d: %v, want one refusal", bad.addr, bad.port, errs)
+		}
+	}
+	if errs := r.Check(at("127.0.0.1", 18001)); len(errs) != 1 || !strings.Contains(errs[0].Msg, "127.0.0.1:18081-18083 only") {
+		t.Errorf("the reason does not name what is re-admitted: %v", errs)
+	}
+	if s := r.Summary(); !strings.Contains(s, "127.0.0.1:18081-18083") || !strings.Contains(s, "[::1]:8080") {
+		t.Errorf("summary %q does not name the ports", s)
+	}
+	// A range on every port wins over a narrower entry with ports.
+	allow, ports, err = reach.ParseAllow("--allow-backend-cidrs", []string{"127.0.0.0/8", "127.0.0.1:80"})
+	if err != nil || len(ports) != 0 {
+		t.Fatalf("%v %v", ports, err)
+	}
+	if errs := (reach.Rules{Allow: allow, AllowPorts: ports}).Check(at("127.0.0.1", 2379)); len(errs) != 0 {
+		t.Errorf("127.0.0.0/8 on every port: %v", errs)
+	}
+	for _, bad := range []string{"127.0.0.1:", "127.0.0.1:0", "127.0.0.1:90-80", "127.0.0.1:http", "[::1]80", "10.0.0.300:80"} {
+		if _, _, err := reach.ParseAllow("--allow-backend-cidrs", []string{bad}); err == nil || !strings.Contains(err.Error(), "--allow-backend-cidrs") {
+			t.Errorf("%q: %v, want an error naming the flag", bad, err)
+		}
+	}
+}

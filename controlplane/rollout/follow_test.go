@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func newController(p Persist, leader *bool) *Controller {
 	eng := engine.New(xdscache.New(), slog.New(slog.DiscardHandler))
 	return &Controller{Engine: eng, Persist: p, Log: slog.New(slog.DiscardHandler),
 		Proxies: func() []xdsserver.ProxyStatus {
-			return []xdsserver.ProxyStatus{{NodeID: "envoy-b", Group: "default"}, {NodeID: "envoy-a", Group: "default"}}
+			return []xdsserver.ProxyStatus{proxy("envoy-b", "default"), proxy("envoy-a", "default")}
 		},
 		Decode: func(r *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
 			if r.Name == "" {
@@ -72,6 +73,12 @@ func newController(p Persist, leader *bool) *Controller {
 			return &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, Generation: r.Generation}}, nil
 		},
 		Leader: func() bool { return *leader }, LeaderWrites: true}
+}
+
+// proxy is an Envoy of group connected for an hour, with a stats port, that acknowledged its config.
+func proxy(node, group string) xdsserver.ProxyStatus {
+	return xdsserver.ProxyStatus{NodeID: node, Group: group, ConnectedAt: time.Now().Add(-time.Hour), StatsPort: 9901, Version: "v1",
+		State: xdsserver.Synced, Authenticated: true}
 }
 
 var key = translate.Key{Namespace: "default", Name: "shop"}
@@ -92,8 +99,10 @@ func TestFollowerHoldsItsDecisionUntilTheLeaderStoresIt(t *testing.T) {
 	if len(mem.vals) != 0 {
 		t.Fatalf("a follower stored %s", mem.vals["default"])
 	}
+	// Staged, with no canary until the leader chooses them (a random order: two replicas would choose
+	// differently).
 	st := c.Status(key)
-	if st == nil || st.Phase != v1alpha1.RolloutProgressing || len(st.Canaries) != 1 || st.Canaries[0] != "envoy-a" {
+	if st == nil || st.Phase != v1alpha1.RolloutProgressing || len(st.Canaries) != 0 || !strings.Contains(st.Message, "elected replica") {
 		t.Fatalf("the follower's own decision: %+v", st)
 	}
 	// Nothing stored yet: the decision stands.
@@ -103,17 +112,18 @@ func TestFollowerHoldsItsDecisionUntilTheLeaderStoresIt(t *testing.T) {
 	if st := c.Status(key); st == nil || st.CandidateGeneration != 2 {
 		t.Fatalf("after a reload of nothing: %+v", st)
 	}
-	// The leader stores an older rollout of the group: the decision still stands.
+	// The leader stores an older rollout of the group (as an earlier version stored it: one rollout for
+	// the group): the decision still stands.
 	stored := func(gen int64, canary string) []byte {
-		b, _ := json.Marshal(&state{Group: "default", Policies: []PolicyRef{{Namespace: "default", Name: "shop", CandidateGeneration: gen}},
-			Settings: *v1alpha1.RolloutDefaulted(nil), Phase: v1alpha1.RolloutProgressing, StageStarted: time.Now(), Canaries: []string{canary}})
+		b, _ := json.Marshal(map[string]any{"group": "default", "policies": []PolicyRef{{Namespace: "default", Name: "shop", CandidateGeneration: gen}},
+			"settings": *v1alpha1.RolloutDefaulted(nil), "phase": v1alpha1.RolloutProgressing, "stageStarted": time.Now(), "canaries": []string{canary}})
 		return b
 	}
 	mem.otherWrites("default", stored(1, "envoy-b"))
 	if err := c.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Status(key); st == nil || st.CandidateGeneration != 2 || st.Canaries[0] != "envoy-a" {
+	if st := c.Status(key); st == nil || st.CandidateGeneration != 2 || len(st.Canaries) != 0 {
 		t.Fatalf("after the leader stored an older rollout: %+v", st)
 	}
 	// The leader's state covers the change: it is what is served.
@@ -133,8 +143,8 @@ func TestFollowerHoldsItsDecisionUntilTheLeaderStoresIt(t *testing.T) {
 	}
 	leader = true
 	c.step(time.Now())
-	var got state
-	if err := json.Unmarshal(mem.vals["default"], &got); err != nil || got.Policies[0].CandidateGeneration != 3 {
+	got, err := decodeGroup(mem.vals["default"])
+	if err != nil || got.Policies[0].CandidateGeneration != 3 || len(got.Policies[0].Canaries) != 1 {
 		t.Fatalf("stored after the takeover: %s (%v)", mem.vals["default"], err)
 	}
 }
@@ -150,18 +160,17 @@ func TestWriteOverAnotherReplicasStateIsDecidedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another replica pauses it.
-	var s state
-	json.Unmarshal(mem.vals["default"], &s)
-	s.Phase = v1alpha1.RolloutPaused
-	b, _ := json.Marshal(&s)
+	s, _ := decodeGroup(mem.vals["default"])
+	s.Policies[0].Phase = v1alpha1.RolloutPaused
+	b, _ := json.Marshal(s)
 	mem.otherWrites("default", b)
 	// This replica's abort is decided on the paused state, not written over it blindly.
 	if err := c.Action(key, "abort"); err != nil {
 		t.Fatal(err)
 	}
-	json.Unmarshal(mem.vals["default"], &s)
-	if s.Phase != v1alpha1.RolloutAborted {
-		t.Fatalf("stored phase %s", s.Phase)
+	s, _ = decodeGroup(mem.vals["default"])
+	if s.Policies[0].Phase != v1alpha1.RolloutAborted {
+		t.Fatalf("stored phase %s", s.Policies[0].Phase)
 	}
 	// And a pause, on the state read again, is refused as the rollout is no longer progressing.
 	mem.otherWrites("default", b)

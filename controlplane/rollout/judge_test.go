@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,5 +52,59 @@ func TestStageCount(t *testing.T) {
 		if got := tc.s.Count(tc.n); got != tc.want {
 			t.Errorf("%+v of %d = %d, want %d", tc.s, tc.n, got, tc.want)
 		}
+	}
+}
+
+// JudgeStage counts each Envoy once, tells chance from disagreement, and holds for want of canaries that
+// agree.
+func TestJudgeStage(t *testing.T) {
+	a := v1alpha1.RolloutDefaulted(nil).Analysis
+	n := func(node string, req, errs int64) NodeNumbers {
+		return NodeNumbers{Node: node, RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1, Requests: req, Errors: errs}}
+	}
+	others := []NodeNumbers{n("o1", 500, 0), n("o2", 500, 0)}
+	fours := func(x NodeNumbers) NodeNumbers { x.ClientErrors = x.Requests; return x }
+	dead := func(x NodeNumbers) NodeNumbers { x.Dead = []string{"default/p/new"}; return x }
+	for _, tc := range []struct {
+		name     string
+		canaries []NodeNumbers
+		nacked   []string
+		want     int
+		widen    int
+		flagged  []string
+		rate     float64
+	}{
+		// 2 of 60 and 0 of 60 are chance, not disagreement; the rate is each Envoy's once: (0.0333 + 0) / 2.
+		{"chance is not disagreement", []NodeNumbers{n("c1", 60, 2), n("c2", 60, 0)}, nil, Pass, 0, nil, 0.0167},
+		// A canary that claims a million requests counts as much as one with a hundred.
+		{"one Envoy, one vote", []NodeNumbers{n("c1", 100, 20), n("c2", 1000000, 0), n("c3", 100, 20)}, nil, Breach, 0, []string{"c2"}, 0.2},
+		{"two that disagree decide nothing", []NodeNumbers{n("c1", 100, 100), n("c2", 100, 0)}, nil, Hold, widenDisagree, []string{"c1", "c2"}, 0},
+		{"a quiet canary leaves one to judge", []NodeNumbers{n("c1", 300, 0), n("c2", 3, 0)}, nil, Hold, widenQuiet, nil, 0},
+		{"a rejecting canary is not believed", []NodeNumbers{n("c1", 100, 0), n("c2", 100, 0), n("c3", 0, 0)}, []string{"c3"}, Pass, 0, []string{"c3"}, 0},
+		{"4xx answers breach too", []NodeNumbers{fours(n("c1", 100, 0)), fours(n("c2", 100, 0))}, nil, Breach, 0, nil, 0},
+		{"a backend dead on the canaries breaches", []NodeNumbers{dead(n("c1", 100, 0)), dead(n("c2", 100, 0))}, nil, Breach, 0, nil, 0},
+		{"one canary's dead backend is judged as numbers", []NodeNumbers{dead(n("c1", 100, 0)), n("c2", 100, 0)}, nil, Pass, 0, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := JudgeStage(a, tc.canaries, others, nil, tc.nacked, 2)
+			t.Log(v.Why)
+			if v.Verdict != tc.want || v.Widen != tc.widen || !slices.Equal(v.Flagged, tc.flagged) || (tc.want == Pass && v.Canary.ErrorRate != tc.rate) {
+				t.Errorf("verdict %d widen %d flagged %v rate %v (%s); want %d, %d, %v, %v", v.Verdict, v.Widen, v.Flagged, v.Canary.ErrorRate, v.Why,
+					tc.want, tc.widen, tc.flagged, tc.rate)
+			}
+		})
+	}
+}
+
+// Canaries whose stats were not read over the window hold the stage, whatever noTraffic says: no data is not
+// no traffic.
+func TestJudgeStageWithoutStatsHolds(t *testing.T) {
+	a := v1alpha1.RolloutDefaulted(&v1alpha1.Rollout{Analysis: &v1alpha1.RolloutAnalysis{NoTraffic: v1alpha1.NoTrafficRollBack}}).Analysis
+	if v := JudgeStage(a, nil, nil, nil, nil, 2); v.Verdict != Hold || !strings.Contains(v.Why, "no stats") {
+		t.Errorf("verdict %d: %s", v.Verdict, v.Why)
+	}
+	empty := []NodeNumbers{{Node: "c1", RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1}}, {Node: "c2", RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1}}}
+	if v := JudgeStage(a, empty, nil, nil, nil, 2); v.Verdict != Breach || !strings.Contains(v.Why, "noTraffic: RollBack") {
+		t.Errorf("no request at all: verdict %d: %s", v.Verdict, v.Why)
 	}
 }

@@ -1,20 +1,23 @@
 // Package rollout runs staged rollouts: a change of a policy reaches the Envoys of its proxy group in
 // stages, each judged on the Envoys' own numbers before the next, and is rolled back on a breach.
 //
-// A rollout is per proxy group. During one, the engine serves the group split (engine.SetSplit): the canary
-// Envoys run what the sources hold (the candidate), the others the same policies with each rolled-out
-// policy's baseline in its place (the last generation every Envoy ran). After each stage's bake time the
-// canaries' requests, errors and p99 for the rolled-out policies' clusters, read from their stats ports
-// (proxystats), are compared with the other Envoys' over the same window (judge). A NACK from a canary is
-// a breach at once. Too little traffic holds the stage.
+// A rollout is per policy. Several policies of a group may be rolled out at once, each with its own
+// stages, phase, bake, numbers and verdict, judged on its own clusters: one never judges, rolls back,
+// supersedes or resets another. Their canaries are prefixes of one random order of the group's Envoys
+// (canaries.go), so that an Envoy that is a canary of a policy at stage 2 and not of another at stage 1 runs
+// one of a few views the engine builds (engine.SetSplit): the sources' policies with, in place of each
+// policy it is not a canary of, that policy's baseline (the last generation every Envoy ran). After each
+// stage's bake the canaries' requests, errors and p99 for the policy's clusters, read from their stats
+// ports (proxystats), are compared with the other Envoys' over the same window, Envoy by Envoy, so that no
+// single Envoy decides (JudgeStage). A NACK from most canaries is a breach at once. Too little traffic
+// holds the stage.
 //
-// A newer staged push to a policy of the group during a rollout supersedes it: the rollout starts again
-// from the first stage with the newest generation as candidate, and each policy keeps the baseline it had
-// (the last generation every Envoy ran). A push that is not staged takes its policy out of the rollout:
-// every Envoy gets it at once. The state is stored on every stage or phase change; a restart resumes a
-// rollout at the stored stage, with the rest of its bake (the stored stage start is kept; the numbers
-// judged are those read since the restart, and too few of them hold the stage), and keeps a rolled-back
-// group on its baseline.
+// A newer staged push to a policy during its rollout supersedes it: its rollout starts again from the first
+// stage with the newest generation as candidate and the baseline it had. A push that is not staged takes
+// its policy out of its rollout: every Envoy gets it at once. The state is stored on every stage or phase
+// change, one record per proxy group; a restart resumes each rollout at its stored stage, with the rest of
+// its bake (the stored stage start is kept; the numbers judged are those read since the restart, and too
+// few of them hold the stage), and keeps a rolled-back policy on its baseline.
 //
 // With a store several replicas share (etcd), every replica runs a Controller on the same stored state:
 // each serves its own Envoys the side the state says and follows the others' writes (Reload); only the
@@ -23,7 +26,6 @@
 package rollout
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,16 +33,13 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
-	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -53,7 +52,7 @@ const (
 	ModeImmediate = "immediate"
 )
 
-// Persist keeps rollouts across restarts (store.Store).
+// Persist keeps rollouts across restarts (store.Store): one record per proxy group.
 type Persist interface {
 	Rollouts() (map[string][]byte, error)
 	PutRollout(group string, v []byte) error
@@ -76,13 +75,23 @@ type Controller struct {
 	// what the stored state says); nil: always.
 	Leader func() bool
 	// LeaderWrites: only the leader stores rollouts (Kubernetes mode, where every replica sees each spec
-	// change at once). A follower serves its own decision on a change (the same the leader makes, from the
-	// same inputs) until the leader's stored state covers it, or for at most LocalHold.
+	// change at once). A follower serves its own decision on a change (the change is staged, with no
+	// canary yet: the leader chooses them) until the leader's stored state covers it, or for at most
+	// LocalHold.
 	LeaderWrites bool
+	// MinCanaryAge is how long an Envoy must have been connected, acknowledging its config, before it is
+	// chosen as a canary (DefaultMinCanaryAge when 0; negative: no minimum).
+	MinCanaryAge time.Duration
 
 	mu      sync.Mutex
-	byGroup map[string]*state
+	byGroup map[string]*group
+	// later: the splits set are published with the engine's next publish (Unstage); c.mu is held.
+	later bool
 }
+
+// DefaultMinCanaryAge is how long an Envoy must have been connected and acknowledging its config before it
+// may be a canary: one that has just connected (or connected to be chosen) is not.
+const DefaultMinCanaryAge = 30 * time.Second
 
 // PolicyRef is one policy of a rollout: the baseline every Envoy ran before (nil: the policy is new) and
 // the candidate generation.
@@ -91,26 +100,53 @@ type PolicyRef struct {
 	Name                string        `json:"name"`
 	Baseline            *store.Record `json:"baseline,omitempty"`
 	CandidateGeneration int64         `json:"candidateGeneration"`
-	// Candidate is the generation rolled out, for a traffic shift (which serves it with other weights).
+	// Candidate is the generation rolled out (a traffic shift serves it with other weights); dropped once
+	// the rollout succeeded.
 	Candidate *store.Record `json:"candidate,omitempty"`
 }
 
 func (p PolicyRef) key() translate.Key { return translate.Key{Namespace: p.Namespace, Name: p.Name} }
 
-// state is one group's rollout, as stored.
-type state struct {
-	Group string `json:"group"`
+// policy is one policy's rollout, as stored.
+type policy struct {
+	PolicyRef
 	// Kind is KindTraffic for a traffic shift, empty for stages across Envoys.
-	Kind         string                   `json:"kind,omitempty"`
-	Policies     []PolicyRef              `json:"policies"`
-	Settings     v1alpha1.Rollout         `json:"settings"`
-	Stage        int                      `json:"stage"` // from 0
-	Phase        string                   `json:"phase"`
-	StageStarted time.Time                `json:"stageStarted"`
-	Canaries     []string                 `json:"canaries,omitempty"`
-	Message      string                   `json:"message"`
-	Canary       *v1alpha1.RolloutNumbers `json:"canary,omitempty"`
-	Baseline     *v1alpha1.RolloutNumbers `json:"baselineNumbers,omitempty"`
+	Kind         string           `json:"kind,omitempty"`
+	Settings     v1alpha1.Rollout `json:"settings"`
+	Stage        int              `json:"stage"` // from 0
+	Phase        string           `json:"phase"`
+	StageStarted time.Time        `json:"stageStarted"`
+	// Ended is when the rollout succeeded, rolled back or was aborted.
+	Ended    time.Time `json:"ended,omitzero"`
+	Canaries []string  `json:"canaries,omitempty"`
+	// Extra are the canaries the stage took beyond its count, one each time its canaries could not decide.
+	Extra int `json:"extra,omitempty"`
+	// Flagged are the Envoys whose numbers were not believed during the rollout.
+	Flagged         []string                 `json:"flagged,omitempty"`
+	Message         string                   `json:"message"`
+	Canary          *v1alpha1.RolloutNumbers `json:"canary,omitempty"`
+	BaselineNumbers *v1alpha1.RolloutNumbers `json:"baselineNumbers,omitempty"`
+	// Earlier is the other Envoys' numbers from the last stage that had enough of them: the last stage has
+	// no other Envoys, and is compared with these.
+	Earlier *v1alpha1.RolloutNumbers `json:"earlier,omitempty"`
+}
+
+// underWay tells whether the rollout is progressing or paused.
+func (p *policy) underWay() bool {
+	return p.Phase == v1alpha1.RolloutProgressing || p.Phase == v1alpha1.RolloutPaused
+}
+
+// stateVersion is the version of the stored record: 2 has a rollout per policy; a record without one is a
+// group's single rollout of earlier versions, read as each of its policies' (decodeGroup).
+const stateVersion = 2
+
+// group is one proxy group's rollouts, as stored.
+type group struct {
+	Group   string `json:"group"`
+	Version int    `json:"version"`
+	// Order is the group's Envoys in a random order: each policy's canaries are its first Envoys.
+	Order    []string  `json:"order,omitempty"`
+	Policies []*policy `json:"policies"`
 	// raw is the state as last read from the store (not stored).
 	raw []byte
 	// localSince, when set, is when this follower decided the state itself, not stored (LeaderWrites).
@@ -118,9 +154,59 @@ type state struct {
 	// missing is when each canary was last seen gone (not stored: a restart gives every canary the grace
 	// again).
 	missing map[string]time.Time
-	// Earlier is the other Envoys' numbers from the last stage that had enough of them: the last stage has
-	// no other Envoys, and is compared with these.
-	Earlier *v1alpha1.RolloutNumbers `json:"earlier,omitempty"`
+}
+
+func (g *group) find(k translate.Key) *policy {
+	for _, p := range g.Policies {
+		if p.key() == k {
+			return p
+		}
+	}
+	return nil
+}
+
+// legacyGroup is the group-wide rollout a record of version 1 holds beside its policies.
+type legacyGroup struct {
+	Kind         string                   `json:"kind"`
+	Settings     v1alpha1.Rollout         `json:"settings"`
+	Stage        int                      `json:"stage"`
+	Phase        string                   `json:"phase"`
+	StageStarted time.Time                `json:"stageStarted"`
+	Canaries     []string                 `json:"canaries"`
+	Message      string                   `json:"message"`
+	Canary       *v1alpha1.RolloutNumbers `json:"canary"`
+	Baseline     *v1alpha1.RolloutNumbers `json:"baselineNumbers"`
+	Earlier      *v1alpha1.RolloutNumbers `json:"earlier"`
+}
+
+// decodeGroup reads a stored record. One of version 1 (one rollout for the whole group) becomes a rollout
+// per policy, each where the group's was, with its canaries first in the order.
+func decodeGroup(v []byte) (*group, error) {
+	g := &group{}
+	if err := json.Unmarshal(v, g); err != nil {
+		return nil, err
+	}
+	g.Policies = slices.DeleteFunc(g.Policies, func(p *policy) bool { return p == nil })
+	if g.Version < stateVersion {
+		var old legacyGroup
+		if err := json.Unmarshal(v, &old); err != nil {
+			return nil, err
+		}
+		for _, p := range g.Policies {
+			p.Kind, p.Settings, p.Stage, p.Phase, p.StageStarted = old.Kind, *old.Settings.DeepCopy(), old.Stage, old.Phase, old.StageStarted
+			p.Canaries, p.Message, p.Canary, p.BaselineNumbers, p.Earlier = slices.Clone(old.Canaries), old.Message, old.Canary, old.Baseline, old.Earlier
+			if !p.underWay() {
+				p.Ended = time.Now()
+			}
+		}
+		g.Order, g.Version = slices.Clone(old.Canaries), stateVersion
+	}
+	for _, p := range g.Policies {
+		if len(p.Settings.Stages) == 0 || p.Settings.Analysis == nil || p.Settings.BakeTime == nil {
+			p.Settings = *v1alpha1.RolloutDefaulted(&p.Settings)
+		}
+	}
+	return g, nil
 }
 
 // Change is one policy a push changed.
@@ -171,44 +257,48 @@ func (c *Controller) reload(start bool) error {
 		return err
 	}
 	prev := c.byGroup
-	c.byGroup = map[string]*state{}
-	for group, v := range all {
-		s := &state{}
-		if err := json.Unmarshal(v, s); err != nil {
-			return fmt.Errorf("stored rollout of group %s: %w", group, err)
+	c.byGroup = map[string]*group{}
+	for name, v := range all {
+		if old := prev[name]; old != nil && !start && string(old.raw) == string(v) {
+			// Unchanged (this replica's own write, read back): keep it as it is, split and all.
+			c.byGroup[name] = old
+			continue
 		}
-		s.raw = v
-		if old := prev[group]; old != nil {
-			s.missing = old.missing
-			if !start && string(old.raw) == string(v) {
-				// Unchanged (this replica's own write, read back): keep it as it is, split and all.
-				c.byGroup[group] = old
-				continue
+		g, err := decodeGroup(v)
+		if err != nil {
+			return fmt.Errorf("stored rollouts of group %s: %w", name, err)
+		}
+		g.raw = v
+		if old := prev[name]; old != nil {
+			g.missing = old.missing
+		}
+		if start {
+			for _, p := range g.Policies {
+				if p.Phase == v1alpha1.RolloutProgressing {
+					p.Message = fmt.Sprintf("resumed after a restart at stage %d of %d; judged at %s at the earliest, on the stats read since the restart",
+						p.Stage+1, len(p.Settings.Stages), p.StageStarted.Add(p.Settings.BakeTime.Duration).UTC().Format(time.RFC3339))
+				}
 			}
 		}
-		if start && s.Phase == v1alpha1.RolloutProgressing {
-			s.Message = fmt.Sprintf("resumed after a restart at stage %d of %d; judged at %s at the earliest, on the stats read since the restart",
-				s.Stage+1, len(s.Settings.Stages), s.StageStarted.Add(s.Settings.BakeTime.Duration).UTC().Format(time.RFC3339))
-		}
-		c.byGroup[group] = s
-		if err := c.split(s); err != nil {
+		c.byGroup[name] = g
+		if err := c.split(g); err != nil {
 			return err
 		}
 		if start {
-			c.log().Info("rollout loaded", "group", group, "phase", s.Phase, "stage", s.Stage+1, "canaries", s.Canaries, "stageStarted", s.StageStarted)
+			c.log().Info("rollouts loaded", "group", name, "policies", g.keys())
 		}
 	}
-	for group, old := range prev {
-		if !old.localSince.IsZero() && time.Since(old.localSince) < LocalHold && !covers(c.byGroup[group], old) {
+	for name, old := range prev {
+		if !old.localSince.IsZero() && time.Since(old.localSince) < LocalHold && !covers(c.byGroup[name], old) {
 			// The leader has not stored this change's rollout yet: keep serving this replica's decision.
-			c.byGroup[group] = old
+			c.byGroup[name] = old
 			if err := c.split(old); err != nil {
 				return err
 			}
 			continue
 		}
-		if _, ok := c.byGroup[group]; !ok {
-			c.Engine.SetSplit(group, nil)
+		if _, ok := c.byGroup[name]; !ok {
+			c.Engine.SetSplit(name, nil)
 		}
 	}
 	return nil
@@ -219,13 +309,13 @@ func (c *Controller) reload(start bool) error {
 const LocalHold = 15 * time.Second
 
 // covers tells whether stored has every policy of local at its candidate generation or later.
-func covers(stored, local *state) bool {
+func covers(stored, local *group) bool {
 	if stored == nil {
 		return false
 	}
 	for _, lp := range local.Policies {
-		i := slices.IndexFunc(stored.Policies, func(p PolicyRef) bool { return p.key() == lp.key() })
-		if i < 0 || stored.Policies[i].CandidateGeneration < lp.CandidateGeneration {
+		sp := stored.find(lp.key())
+		if sp == nil || sp.CandidateGeneration < lp.CandidateGeneration {
 			return false
 		}
 	}
@@ -258,44 +348,18 @@ func kindOf(r *v1alpha1.Rollout) string {
 	return ""
 }
 
-// Check says why changes cannot start rollouts (nil when they can): a group runs one kind of rollout at a
-// time, and a traffic shift moves one policy. A rollout that ended (succeeded, rolled back, aborted) is
-// superseded by any; one under way only by a change of its own kind, and a traffic shift only by a change
-// of its own policy.
+// Check says why changes cannot start rollouts (nil when they can): a policy whose rollout is under way
+// (progressing or paused) is superseded only by a change of the same kind, staged or traffic shift.
 func (c *Controller) Check(changes []Change) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	byGroup := map[string][]Change{}
 	for _, ch := range changes {
-		byGroup[ch.Group] = append(byGroup[ch.Group], ch)
-	}
-	for group, chs := range byGroup {
-		kind := kindOf(chs[len(chs)-1].Rollout)
-		for _, ch := range chs {
-			if kindOf(ch.Rollout) != kind {
-				return fmt.Errorf("group %s: %s and %s cannot roll out together: one has spec.rollout.trafficShift and the other not; push them apart", group, chs[0].Key, ch.Key)
-			}
-		}
-		if kind == KindTraffic && len(chs) > 1 {
-			return fmt.Errorf("group %s: a traffic shift moves one policy at a time; %s and %s were pushed together", group, chs[0].Key, chs[1].Key)
-		}
-		s := c.byGroup[group]
-		if s == nil || s.Phase == v1alpha1.RolloutSucceeded {
+		p, _ := c.find(ch.Key)
+		if p == nil || !p.underWay() || p.Kind == kindOf(ch.Rollout) {
 			continue
 		}
-		under := s.Phase == v1alpha1.RolloutProgressing || s.Phase == v1alpha1.RolloutPaused
-		if under && s.Kind != kind {
-			return fmt.Errorf("group %s: a %s of %s is under way; wait for it, or abort it (lbctl rollout abort), before a %s", group,
-				kindName(s.Kind), strings.Join(s.keys(), ", "), kindName(kind))
-		}
-		if kind == KindTraffic {
-			for _, p := range s.Policies {
-				if p.key() != chs[0].Key {
-					return fmt.Errorf("group %s: the rollout of %s is not over (%s); a traffic shift of %s must wait until it is (lbctl rollout undo, or push it again)",
-						group, p.key(), s.Phase, chs[0].Key)
-				}
-			}
-		}
+		return fmt.Errorf("a %s of %s is under way; wait for it, or abort it (lbctl rollout abort), before a %s", kindName(p.Kind), ch.Key,
+			kindName(kindOf(ch.Rollout)))
 	}
 	return nil
 }
@@ -307,21 +371,21 @@ func kindName(kind string) string {
 	return "staged rollout"
 }
 
-// Begin starts (or restarts, superseding the one under way) the rollout of changes, one group at a
-// time; call it before the changes are stored and published, so that no Envoy but the canaries ever gets
-// them, on this replica or any other sharing the store. Until the changes are stored the split serves no
-// one anything new (the canaries run what the sources hold, the others the baseline, which are the same).
+// Begin starts (or restarts, superseding the one under way) the rollouts of changes, one per policy; call
+// it before the changes are stored and published, so that no Envoy but the canaries ever gets them, on
+// this replica or any other sharing the store. Until the changes are stored the split serves no one
+// anything new (the canaries run what the sources hold, the others the baseline, which are the same).
 // undo puts back the rollouts as they were, for a push that was not stored after all.
 func (c *Controller) Begin(changes []Change) (undo func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byGroup == nil {
-		c.byGroup = map[string]*state{}
+		c.byGroup = map[string]*group{}
 	}
 	var before map[string][]byte
 	err = c.retry(func() error {
 		before = c.snapshot()
-		return c.begin(changes)
+		return c.begin(changes, time.Now())
 	})
 	return func() {
 		c.mu.Lock()
@@ -335,9 +399,9 @@ func (c *Controller) Begin(changes []Change) (undo func(), err error) {
 // snapshot is every group's state as stored; c.mu is held.
 func (c *Controller) snapshot() map[string][]byte {
 	out := map[string][]byte{}
-	for group, s := range c.byGroup {
-		v, _ := json.Marshal(s)
-		out[group] = v
+	for name, g := range c.byGroup {
+		v, _ := json.Marshal(g)
+		out[name] = v
 	}
 	return out
 }
@@ -345,27 +409,30 @@ func (c *Controller) snapshot() map[string][]byte {
 // restore makes the states snapshot's again; c.mu is held.
 func (c *Controller) restore(snap map[string][]byte) error {
 	now := c.snapshot()
-	for group := range now {
-		if _, ok := snap[group]; !ok {
-			delete(c.byGroup, group)
-			c.Engine.SetSplit(group, nil)
+	for name := range now {
+		if _, ok := snap[name]; !ok {
+			delete(c.byGroup, name)
+			c.Engine.SetSplit(name, nil)
 			if c.Persist != nil {
-				if err := c.Persist.PutRollout(group, nil); err != nil {
+				if err := c.Persist.PutRollout(name, nil); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	for group, v := range snap {
-		if string(now[group]) == string(v) {
+	for name, v := range snap {
+		if string(now[name]) == string(v) {
 			continue
 		}
-		s := &state{}
-		if err := json.Unmarshal(v, s); err != nil {
+		g, err := decodeGroup(v)
+		if err != nil {
 			return err
 		}
-		c.byGroup[group] = s
-		if err := c.apply(s); err != nil {
+		if old := c.byGroup[name]; old != nil {
+			g.missing = old.missing
+		}
+		c.byGroup[name] = g
+		if err := c.apply(g); err != nil {
 			return err
 		}
 	}
@@ -373,51 +440,84 @@ func (c *Controller) restore(snap map[string][]byte) error {
 }
 
 // begin is Begin with c.mu held.
-func (c *Controller) begin(changes []Change) error {
+func (c *Controller) begin(changes []Change, now time.Time) error {
 	byGroup := map[string][]Change{}
 	for _, ch := range changes {
-		c.dropElsewhere(ch.Key, ch.Group)
-		byGroup[ch.Group] = append(byGroup[ch.Group], ch)
-	}
-	for _, group := range slices.Sorted(maps.Keys(byGroup)) {
-		s := c.byGroup[group]
-		if s == nil || s.Phase == v1alpha1.RolloutSucceeded {
-			s = &state{Group: group}
-		}
-		for _, ch := range byGroup[group] {
-			i := slices.IndexFunc(s.Policies, func(p PolicyRef) bool { return p.key() == ch.Key })
-			if i < 0 {
-				s.Policies = append(s.Policies, PolicyRef{Namespace: ch.Key.Namespace, Name: ch.Key.Name, Baseline: ch.Old})
-				i = len(s.Policies) - 1
-			}
-			s.Policies[i].CandidateGeneration, s.Policies[i].Candidate = ch.Generation, ch.New
-			s.Settings = *v1alpha1.RolloutDefaulted(ch.Rollout)
-			s.Kind = kindOf(ch.Rollout)
-		}
-		superseded := s.Phase != ""
-		s.Stage, s.Phase, s.StageStarted, s.Canaries = 0, v1alpha1.RolloutProgressing, time.Now(), nil
-		s.Canary, s.Baseline, s.Earlier = nil, nil, nil
-		s.Message = "starting"
-		if superseded {
-			s.Message = "a newer generation superseded the rollout under way; starting again from stage 1"
-		}
-		c.byGroup[group] = s
-		if s.Kind != KindTraffic {
-			c.placeCanaries(s, c.nodes(group))
-		}
-		if err := c.apply(s); err != nil {
+		if err := c.dropElsewhere(ch.Key, ch.Group); err != nil {
 			return err
 		}
-		c.log().Info("rollout started", "group", group, "policies", s.keys(), "canaries", s.Canaries, "superseded", superseded)
+		byGroup[ch.Group] = append(byGroup[ch.Group], ch)
+	}
+	for _, name := range slices.Sorted(maps.Keys(byGroup)) {
+		g := c.byGroup[name]
+		if g == nil {
+			g = &group{Group: name, Version: stateVersion}
+			c.byGroup[name] = g
+		}
+		var started []*policy
+		for _, ch := range byGroup[name] {
+			p := g.find(ch.Key)
+			if p == nil {
+				p = &policy{PolicyRef: PolicyRef{Namespace: ch.Key.Namespace, Name: ch.Key.Name}}
+				g.Policies = append(g.Policies, p)
+			}
+			superseded := p.Phase != "" && p.Phase != v1alpha1.RolloutSucceeded
+			if !superseded {
+				// The last generation every Envoy ran; a superseded rollout keeps the baseline it had.
+				p.Baseline = ch.Old
+			}
+			p.CandidateGeneration, p.Candidate = ch.Generation, ch.New
+			p.Settings, p.Kind = *v1alpha1.RolloutDefaulted(ch.Rollout), kindOf(ch.Rollout)
+			p.Stage, p.Phase, p.StageStarted, p.Ended, p.Canaries, p.Extra, p.Flagged = 0, v1alpha1.RolloutProgressing, now, time.Time{}, nil, 0, nil
+			p.Canary, p.BaselineNumbers, p.Earlier = nil, nil, nil
+			p.Message = "starting"
+			started = append(started, p)
+			if superseded {
+				p.Message = "a newer generation superseded the rollout under way; starting again from stage 1"
+			}
+		}
+		var eligible []string
+		if c.follower() {
+			for _, p := range started {
+				if p.Kind != KindTraffic {
+					p.Message = "waiting for the elected replica to choose the canaries"
+				}
+			}
+		} else {
+			proxies := c.Proxies()
+			nodes := g.present(nodesOf(proxies, name), now)
+			eligible = c.eligible(proxies, name, now)
+			c.keepOrder(g, nodes, eligible, started)
+			for _, p := range started {
+				if p.Kind != KindTraffic {
+					c.place(g, p, nodes)
+					line := c.stageLine(p, len(nodes))
+					if p.Message != "starting" {
+						line = p.Message + "; " + line
+					}
+					p.Message = line
+				}
+			}
+		}
+		for _, p := range started {
+			c.log().Info("rollout started", "group", name, "policy", p.key().String(), "generation", p.CandidateGeneration, "canaries", p.Canaries,
+				"eligible", eligible, "message", p.Message)
+		}
+		if err := c.apply(g); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// Unstage takes policies out of their rollouts: a push that is not staged, or a delete. A rollout left
-// with no policy ends.
+// Unstage takes policies out of their rollouts: a push that is not staged, or a delete. The Envoys are
+// served the change with the engine's next publish, which the caller makes with the policies' new versions
+// (or without them): until then they keep what they run, never the candidate a rollout rolled back.
 func (c *Controller) Unstage(keys []translate.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.later = true
+	defer func() { c.later = false }()
 	return c.retry(func() error {
 		for _, k := range keys {
 			if err := c.dropElsewhere(k, ""); err != nil {
@@ -428,168 +528,109 @@ func (c *Controller) Unstage(keys []translate.Key) error {
 	})
 }
 
-// dropElsewhere removes k from the rollout of any group but keep; c.mu is held.
+// dropElsewhere removes k from the rollouts of any group but keep; c.mu is held.
 func (c *Controller) dropElsewhere(k translate.Key, keep string) error {
-	for group, s := range c.byGroup {
-		if group == keep {
+	for name, g := range c.byGroup {
+		if name == keep {
 			continue
 		}
-		i := slices.IndexFunc(s.Policies, func(p PolicyRef) bool { return p.key() == k })
+		i := slices.IndexFunc(g.Policies, func(p *policy) bool { return p.key() == k })
 		if i < 0 {
 			continue
 		}
-		s.Policies = slices.Delete(s.Policies, i, i+1)
-		if len(s.Policies) == 0 {
-			delete(c.byGroup, group)
-			c.Engine.SetSplit(group, nil)
-			if c.Persist != nil && !c.follower() {
-				if err := c.Persist.PutRollout(group, nil); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		if err := c.apply(s); err != nil {
+		g.Policies = slices.Delete(g.Policies, i, i+1)
+		if err := c.apply(g); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *state) keys() []string {
+func (g *group) keys() []string {
 	var out []string
-	for _, p := range s.Policies {
+	for _, p := range g.Policies {
 		out = append(out, p.key().String())
 	}
 	return out
 }
 
-// apply stores s and then sets the engine's split for it (a state another replica changed meanwhile is
-// refused by a shared store, and then nothing is served from it); c.mu is held.
-func (c *Controller) apply(s *state) error {
-	if c.follower() {
-		if s.localSince.IsZero() {
-			s.localSince = time.Now()
+// apply stores g and then sets the engine's split for it (a state another replica changed meanwhile is
+// refused by a shared store, and then nothing is served from it); a group with no rollout left is removed.
+// c.mu is held.
+func (c *Controller) apply(g *group) error {
+	if len(g.Policies) == 0 {
+		delete(c.byGroup, g.Group)
+		c.setSplit(g.Group, nil)
+		if c.Persist != nil && !c.follower() {
+			return c.Persist.PutRollout(g.Group, nil)
 		}
-		return c.split(s)
+		return nil
 	}
-	s.localSince = time.Time{}
+	if c.follower() {
+		if g.localSince.IsZero() {
+			g.localSince = time.Now()
+		}
+		return c.split(g)
+	}
+	g.localSince = time.Time{}
 	if c.Persist != nil {
-		v, err := json.Marshal(s)
+		v, err := json.Marshal(g)
 		if err != nil {
 			return err
 		}
-		if err := c.Persist.PutRollout(s.Group, v); err != nil {
+		if err := c.Persist.PutRollout(g.Group, v); err != nil {
 			return err
 		}
-		s.raw = v
+		g.raw = v
 	}
-	return c.split(s)
+	return c.split(g)
 }
 
-// split sets the engine's split for s; c.mu is held.
-func (c *Controller) split(s *state) error {
-	switch s.Phase {
-	case v1alpha1.RolloutSucceeded:
-		c.Engine.SetSplit(s.Group, nil)
-	default:
-		split := &engine.Split{Baseline: map[translate.Key]*v1alpha1.LoadBalancerPolicy{}, Canaries: map[string]bool{}}
-		for _, p := range s.Policies {
-			var base *v1alpha1.LoadBalancerPolicy
-			if p.Baseline != nil {
-				b, err := c.Decode(p.Baseline)
-				if err != nil {
-					return err
-				}
-				base = b
+// split sets the engine's split for g; c.mu is held.
+func (c *Controller) split(g *group) error {
+	sp := &engine.Split{Policies: map[translate.Key]engine.PolicySplit{}}
+	for _, p := range g.Policies {
+		if p.Phase == v1alpha1.RolloutSucceeded {
+			continue
+		}
+		var ps engine.PolicySplit
+		if p.Baseline != nil {
+			b, err := c.Decode(p.Baseline)
+			if err != nil {
+				return err
 			}
-			split.Baseline[p.key()] = base
-			if s.Kind == KindTraffic && (s.Phase == v1alpha1.RolloutProgressing || s.Phase == v1alpha1.RolloutPaused) && p.Candidate != nil {
-				// Every Envoy runs the candidate with the step's weights.
-				cand, err := c.Decode(p.Candidate)
-				if err != nil {
-					return err
-				}
-				split.Baseline[p.key()] = Shift(cand, base, s.Settings.TrafficShift.Backend, s.Settings.TrafficShift.Steps[s.Stage])
+			ps.Baseline = b
+		}
+		switch {
+		case p.Kind == KindTraffic && p.underWay() && p.Candidate != nil:
+			// Every Envoy runs the candidate with the step's weights.
+			cand, err := c.Decode(p.Candidate)
+			if err != nil {
+				return err
+			}
+			ps.Baseline = Shift(cand, ps.Baseline, p.Settings.TrafficShift.Backend, p.Settings.TrafficShift.Steps[p.Stage])
+		case p.Kind != KindTraffic && p.underWay():
+			ps.Canaries = map[string]bool{}
+			for _, n := range p.Canaries {
+				ps.Canaries[n] = true
 			}
 		}
-		if s.Kind != KindTraffic && (s.Phase == v1alpha1.RolloutProgressing || s.Phase == v1alpha1.RolloutPaused) {
-			for _, n := range s.Canaries {
-				split.Canaries[n] = true
-			}
-		}
-		c.Engine.SetSplit(s.Group, split)
+		sp.Policies[p.key()] = ps
 	}
+	if len(sp.Policies) == 0 {
+		sp = nil
+	}
+	c.setSplit(g.Group, sp)
 	return nil
 }
 
-// nodes are the node ids of the group's connected Envoys, sorted.
-func (c *Controller) nodes(group string) []string {
-	var out []string
-	for _, p := range c.Proxies() {
-		if p.Group == group {
-			out = append(out, p.NodeID)
-		}
+// setSplit hands group's split to the engine, now or with its next publish (later); c.mu is held.
+func (c *Controller) setSplit(group string, sp *engine.Split) {
+	if c.later {
+		c.Engine.SetSplitLater(group, sp)
+		return
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// CanaryGrace is how long a canary that disconnected stays one: an Envoy that reconnects (or every Envoy,
-// after lbplane restarted) finds itself on the side it was on.
-const CanaryGrace = 30 * time.Second
-
-// withAbsentCanaries adds to the connected nodes the canaries gone for less than CanaryGrace.
-func (s *state) withAbsentCanaries(nodes []string, now time.Time) []string {
-	if s.missing == nil {
-		s.missing = map[string]time.Time{}
-	}
-	out := slices.Clone(nodes)
-	for _, n := range s.Canaries {
-		if slices.Contains(nodes, n) {
-			delete(s.missing, n)
-			continue
-		}
-		since, ok := s.missing[n]
-		if !ok {
-			since = now
-			s.missing[n] = now
-		}
-		if now.Sub(since) < CanaryGrace {
-			out = append(out, n)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// placeCanaries makes s's canaries the stage's count of nodes: the canaries still connected stay, and the
-// first other nodes in node id order join. It tells whether they changed.
-func (c *Controller) placeCanaries(s *state, nodes []string) bool {
-	if len(nodes) == 0 {
-		return false
-	}
-	want := s.Settings.Stages[s.Stage].Count(len(nodes))
-	var next []string
-	for _, n := range s.Canaries {
-		if slices.Contains(nodes, n) && len(next) < want {
-			next = append(next, n)
-		}
-	}
-	for _, n := range nodes {
-		if len(next) >= want {
-			break
-		}
-		if !slices.Contains(next, n) {
-			next = append(next, n)
-		}
-	}
-	slices.Sort(next)
-	if slices.Equal(next, s.Canaries) {
-		return false
-	}
-	s.Canaries = next
-	return true
+	c.Engine.SetSplit(group, sp)
 }
 
 // Run looks at every rollout every Tick until ctx ends.
@@ -610,283 +651,58 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-func (c *Controller) step(now time.Time) {
-	if c.Leader != nil && !c.Leader() {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, group := range slices.Sorted(maps.Keys(c.byGroup)) {
-		s := c.byGroup[group]
-		if !s.localSince.IsZero() {
-			// Decided while this replica followed, and never stored by the leader then: stored now.
-			if err := c.apply(s); err != nil {
-				c.log().Error("rollout", "group", group, "error", err)
-				continue
-			}
-		}
-		if s.Phase != v1alpha1.RolloutProgressing {
-			continue
-		}
-		if err := c.progress(s, now); err != nil {
-			c.log().Error("rollout", "group", group, "error", err)
-		}
-	}
-}
-
-// progress moves one rollout on; c.mu is held.
-func (c *Controller) progress(s *state, now time.Time) error {
-	if s.Kind == KindTraffic {
-		return c.progressTraffic(s, now)
-	}
-	nStages := len(s.Settings.Stages)
-	proxies := c.Proxies()
-	nodes := s.withAbsentCanaries(c.nodes(s.Group), now)
-	if len(nodes) == 0 {
-		s.Message = fmt.Sprintf("stage %d of %d: waiting for an Envoy of group %q to connect", s.Stage+1, nStages, s.Group)
-		return nil
-	}
-	canary := map[string]bool{}
-	for _, n := range s.Canaries {
-		canary[n] = true
-	}
-	// A canary that rejects the candidate breaches at once (checked before the canaries change: a NACK of
-	// a canary that just joined counts from its stage's start).
-	for _, p := range proxies {
-		if p.Group != s.Group || !canary[p.NodeID] {
-			continue
-		}
-		for _, pr := range s.Policies {
-			// A NACK from before the stage began is not the candidate's.
-			if msg := policystatus.RejectionSince(p, types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}, s.StageStarted); msg != "" {
-				return c.rollBack(s, v1alpha1.RolloutRolledBack, fmt.Sprintf("stage %d of %d: canary %s rejected the config (%s)", s.Stage+1, nStages, p.NodeID, msg))
-			}
-		}
-	}
-	if c.placeCanaries(s, nodes) {
-		s.StageStarted = now
-		s.Message = fmt.Sprintf("stage %d of %d: %d of %d Envoys run the candidate", s.Stage+1, nStages, len(s.Canaries), len(nodes))
-		return c.apply(s)
-	}
-	bake := s.Settings.BakeTime.Duration
-	if now.Sub(s.StageStarted) < bake {
-		s.Message = fmt.Sprintf("stage %d of %d: %d of %d Envoys run the candidate; judged at %s", s.Stage+1, nStages, len(s.Canaries),
-			len(nodes), s.StageStarted.Add(bake).UTC().Format(time.RFC3339))
-		return nil
-	}
-	can, base := c.numbers(s, nodes)
-	where := fmt.Sprintf("stage %d of %d (%d of %d Envoys)", s.Stage+1, nStages, len(s.Canaries), len(nodes))
-	why, passed, err := c.judge(s, can, base, where, nil)
-	if !passed {
-		return err
-	}
-	if s.Stage == nStages-1 {
-		s.Phase = v1alpha1.RolloutSucceeded
-		s.Message = fmt.Sprintf("every stage passed; every Envoy runs the candidate (last: %s)", why)
-		s.Canaries = nil
-		c.log().Info("rollout succeeded", "group", s.Group, "policies", s.keys())
-		return c.apply(s)
-	}
-	s.Stage++
-	s.StageStarted = now
-	c.placeCanaries(s, nodes)
-	s.Message = fmt.Sprintf("stage %d passed (%s); stage %d of %d: %d of %d Envoys run the candidate", s.Stage, why, s.Stage+1, nStages, len(s.Canaries), len(nodes))
-	c.log().Info("rollout stage passed", "group", s.Group, "stage", s.Stage, "canaries", s.Canaries)
-	return c.apply(s)
-}
-
-// judge records a stage's numbers on s and judges them: a hold says so in the message, a breach rolls back
-// (passed false; err from the rollback); a pass keeps the reference's numbers as the next stage's earlier
-// ones when they had traffic enough. name, when set, rewords the verdict's reasons. c.mu is held.
-func (c *Controller) judge(s *state, can, ref v1alpha1.RolloutNumbers, where string, name func(string) string) (why string, passed bool, err error) {
-	s.Canary, s.Baseline = &can, &ref
-	v, why := Judge(s.Settings.Analysis, can, ref, s.Earlier)
-	if name != nil {
-		why = name(why)
-	}
-	switch v {
-	case Hold:
-		s.Message = where + ": holding: " + why
-		return why, false, nil
-	case Breach:
-		return why, false, c.rollBack(s, v1alpha1.RolloutRolledBack, where+": "+why)
-	}
-	if ref.Requests >= *s.Settings.Analysis.MinRequests {
-		s.Earlier = &ref
-	}
-	return why, true, nil
-}
-
-// rollBack puts every Envoy of s back on the baseline; c.mu is held.
-func (c *Controller) rollBack(s *state, phase, msg string) error {
-	s.Phase, s.Message = phase, msg
-	c.log().Warn("rollout rolled back", "group", s.Group, "policies", s.keys(), "phase", phase, "reason", msg)
-	return c.apply(s)
-}
-
-// numbers sums the canaries' and the other Envoys' windows since the stage started.
-func (c *Controller) numbers(s *state, nodes []string) (canary, base v1alpha1.RolloutNumbers) {
-	if c.Histories == nil {
-		return
-	}
-	// The policies' clusters on either side: a candidate may move traffic to clusters the baseline lacks,
-	// and the other way round.
-	clusters := map[string]bool{}
-	res, _ := c.Engine.Result()
-	for _, r := range []*translate.Result{res, c.Engine.BaselineResult()} {
-		if r == nil {
-			continue
-		}
-		for _, p := range s.Policies {
-			if pr := r.Policies.Of(p.key()); pr != nil {
-				for _, n := range pr.Clusters {
-					clusters[n] = true
-				}
-			}
-		}
-	}
-	isCanary := map[string]bool{}
-	for _, n := range s.Canaries {
-		isCanary[n] = true
-	}
-	var cb, bb []proxystats.Bucket
-	for _, h := range c.Histories() {
-		if h.Group != s.Group || !slices.Contains(nodes, h.Node) {
-			continue
-		}
-		w := proxystats.Since(h, s.StageStarted, clusters)
-		if !w.Complete {
-			continue
-		}
-		n, b := &base, &bb
-		if isCanary[h.Node] {
-			n, b = &canary, &cb
-		}
-		n.Envoys++
-		n.Requests += int64(w.Requests)
-		n.Errors += int64(w.Errors)
-		*b = addAll(*b, w.Latency)
-	}
-	finish := func(n *v1alpha1.RolloutNumbers, bs []proxystats.Bucket) {
-		if n.Requests > 0 {
-			n.ErrorRate = round4(float64(n.Errors) / float64(n.Requests))
-		}
-		n.LatencyP99Ms = proxystats.QuantileMs(bs, 0.99)
-	}
-	finish(&canary, cb)
-	finish(&base, bb)
-	return
-}
-
-func addAll(a, b []proxystats.Bucket) []proxystats.Bucket {
-	if len(a) == 0 {
-		return slices.Clone(b)
-	}
-	m := map[float64]uint64{}
-	for _, x := range a {
-		m[x.UpperMs] += x.Count
-	}
-	for _, x := range b {
-		m[x.UpperMs] += x.Count
-	}
-	out := make([]proxystats.Bucket, 0, len(m))
-	for ub, n := range m {
-		out = append(out, proxystats.Bucket{UpperMs: ub, Count: n})
-	}
-	slices.SortFunc(out, func(x, y proxystats.Bucket) int { return cmp.Compare(x.UpperMs, y.UpperMs) })
-	return out
-}
-
-func round4(x float64) float64 { return float64(int64(x*10000+0.5)) / 10000 }
-
-// Verdicts of Judge.
-const (
-	Pass = iota
-	Hold
-	Breach
-)
-
-// Judge compares the canaries' numbers with the other Envoys' over the same window (or, when those served
-// too little to judge by, with earlier's, from an earlier stage; or with an error rate of zero and no
-// latency bound when there is neither). Fewer canary requests than minRequests hold.
-func Judge(a *v1alpha1.RolloutAnalysis, canary, base v1alpha1.RolloutNumbers, earlier *v1alpha1.RolloutNumbers) (int, string) {
-	minReq := *a.MinRequests
-	if canary.Requests < minReq {
-		return Hold, fmt.Sprintf("the canaries served %d requests; %d are needed to judge", canary.Requests, minReq)
-	}
-	ref, refName := base, "the other Envoys'"
-	if base.Requests < minReq {
-		switch {
-		case earlier != nil:
-			ref, refName = *earlier, "the other Envoys' at the last stage that had them"
-		default:
-			ref, refName = v1alpha1.RolloutNumbers{}, "no reference (too little traffic on the other Envoys)"
-		}
-	}
-	if inc := canary.ErrorRate - ref.ErrorRate; inc > *a.MaxErrorRateIncrease {
-		return Breach, fmt.Sprintf("canary error rate %.4f (%d errors of %d requests) exceeds %s %.4f (%d of %d) by %.4f, more than maxErrorRateIncrease %.4f",
-			canary.ErrorRate, canary.Errors, canary.Requests, refName, ref.ErrorRate, ref.Errors, ref.Requests, inc, *a.MaxErrorRateIncrease)
-	}
-	if canary.LatencyP99Ms != nil && ref.LatencyP99Ms != nil {
-		c, r := *canary.LatencyP99Ms, *ref.LatencyP99Ms
-		if c > *a.MaxP99Ratio*r && c-r > v1alpha1.RolloutP99Slack {
-			return Breach, fmt.Sprintf("canary p99 %.1f ms exceeds %g times %s %.1f ms", c, *a.MaxP99Ratio, refName, r)
-		}
-	}
-	p99 := "-"
-	if canary.LatencyP99Ms != nil {
-		p99 = fmt.Sprintf("%.1f ms", *canary.LatencyP99Ms)
-	}
-	return Pass, fmt.Sprintf("canary error rate %.4f over %d requests, p99 %s; against %s %.4f over %d requests",
-		canary.ErrorRate, canary.Requests, p99, refName, ref.ErrorRate, ref.Requests)
-}
-
 // Status returns the rollout status of policy k, nil when it has none.
 func (c *Controller) Status(k translate.Key) *v1alpha1.RolloutStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, p := c.find(k)
-	if s == nil {
+	p, _ := c.find(k)
+	if p == nil {
 		return nil
 	}
-	out := &v1alpha1.RolloutStatus{Phase: s.Phase, Stage: int32(s.Stage + 1), Stages: int32(len(s.Settings.Stages)),
-		CandidateGeneration: p.CandidateGeneration, Canaries: slices.Clone(s.Canaries), Message: s.Message}
+	out := &v1alpha1.RolloutStatus{Phase: p.Phase, Stage: int32(p.Stage + 1), Stages: int32(len(p.Settings.Stages)),
+		CandidateGeneration: p.CandidateGeneration, Canaries: slices.Clone(p.Canaries), Flagged: slices.Clone(p.Flagged), Message: p.Message}
 	if p.Baseline != nil {
 		out.BaselineGeneration = p.Baseline.Generation
 	}
-	if ts := s.Settings.TrafficShift; s.Kind == KindTraffic && ts != nil {
+	if ts := p.Settings.TrafficShift; p.Kind == KindTraffic && ts != nil {
 		out.TrafficBackend = ts.Backend
-		switch s.Phase {
+		out.Canaries = nil
+		switch p.Phase {
 		case v1alpha1.RolloutProgressing, v1alpha1.RolloutPaused:
-			out.TrafficPercent = ptr(ts.Steps[s.Stage])
+			out.TrafficPercent = ptr(ts.Steps[p.Stage])
 		case v1alpha1.RolloutRolledBack, v1alpha1.RolloutAborted:
 			out.TrafficPercent = ptr(int32(0))
 		}
 	}
+	if !p.underWay() {
+		out.Canaries = nil
+	}
 	if len(out.Canaries) > 64 {
 		out.Canaries = out.Canaries[:64]
 	}
-	if !s.StageStarted.IsZero() {
-		t := metav1.NewTime(s.StageStarted.UTC())
+	if len(out.Flagged) > 64 {
+		out.Flagged = out.Flagged[:64]
+	}
+	if !p.StageStarted.IsZero() {
+		t := metav1.NewTime(p.StageStarted.UTC())
 		out.StageStarted = &t
 	}
-	if s.Canary != nil {
-		n := *s.Canary
+	if p.Canary != nil {
+		n := *p.Canary
 		out.Canary = &n
 	}
-	if s.Baseline != nil {
-		n := *s.Baseline
+	if p.BaselineNumbers != nil {
+		n := *p.BaselineNumbers
 		out.Baseline = &n
 	}
 	return out
 }
 
-func (c *Controller) find(k translate.Key) (*state, *PolicyRef) {
-	for _, s := range c.byGroup {
-		for i := range s.Policies {
-			if s.Policies[i].key() == k {
-				return s, &s.Policies[i]
-			}
+// find returns policy k's rollout and its group; c.mu is held.
+func (c *Controller) find(k translate.Key) (*policy, *group) {
+	for _, g := range c.byGroup {
+		if p := g.find(k); p != nil {
+			return p, g
 		}
 	}
 	return nil, nil
@@ -897,8 +713,8 @@ func (c *Controller) Keys() []translate.Key {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []translate.Key
-	for _, s := range c.byGroup {
-		for _, p := range s.Policies {
+	for _, g := range c.byGroup {
+		for _, p := range g.Policies {
 			out = append(out, p.key())
 		}
 	}
@@ -908,56 +724,67 @@ func (c *Controller) Keys() []translate.Key {
 // ErrNoRollout is returned for a policy without a rollout.
 var ErrNoRollout = fmt.Errorf("the policy has no staged rollout")
 
-// Action is pause, resume or abort (undo is a push of the baseline: see Baseline).
+// Action is pause, resume or abort of policy k's rollout (undo is a push of the baseline: see Baseline).
+// It acts on that policy's rollout alone.
 func (c *Controller) Action(k translate.Key, action string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.retry(func() error { return c.action(k, action) })
+	return c.retry(func() error { return c.action(k, action, time.Now()) })
 }
 
 // action is Action with c.mu held.
-func (c *Controller) action(k translate.Key, action string) error {
-	s, _ := c.find(k)
-	if s == nil {
+func (c *Controller) action(k translate.Key, action string, now time.Time) error {
+	p, g := c.find(k)
+	if p == nil {
 		return ErrNoRollout
 	}
+	n := len(p.Settings.Stages)
 	switch action {
 	case "pause":
-		if s.Phase != v1alpha1.RolloutProgressing {
-			return fmt.Errorf("the rollout is %s; only a progressing rollout can be paused", s.Phase)
+		if p.Phase != v1alpha1.RolloutProgressing {
+			return fmt.Errorf("the rollout is %s; only a progressing rollout can be paused", p.Phase)
 		}
-		s.Phase, s.Message = v1alpha1.RolloutPaused, fmt.Sprintf("paused at stage %d of %d", s.Stage+1, len(s.Settings.Stages))
+		p.Phase, p.Message = v1alpha1.RolloutPaused, fmt.Sprintf("paused at stage %d of %d", p.Stage+1, n)
 	case "resume":
-		switch s.Phase {
+		switch p.Phase {
 		case v1alpha1.RolloutPaused:
-			s.Message = fmt.Sprintf("resumed at stage %d of %d", s.Stage+1, len(s.Settings.Stages))
+			p.Message = fmt.Sprintf("resumed at stage %d of %d", p.Stage+1, n)
 		case v1alpha1.RolloutRolledBack, v1alpha1.RolloutAborted:
 			// A retry: from the first stage, with the same candidate.
-			s.Stage, s.Canaries, s.Earlier = 0, nil, nil
-			s.Message = "retried from stage 1"
-			if s.Kind != KindTraffic {
-				c.placeCanaries(s, c.nodes(s.Group))
+			p.Stage, p.Canaries, p.Extra, p.Earlier, p.Ended = 0, nil, 0, nil, time.Time{}
+			p.Message = "retried from stage 1"
+			if p.Kind != KindTraffic && !c.follower() {
+				proxies := c.Proxies()
+				nodes := g.present(nodesOf(proxies, g.Group), now)
+				c.keepOrder(g, nodes, c.eligible(proxies, g.Group, now), []*policy{p})
+				c.place(g, p, nodes)
 			}
 		default:
-			return fmt.Errorf("the rollout is %s; only a paused, rolled back or aborted rollout can be resumed", s.Phase)
+			return fmt.Errorf("the rollout is %s; only a paused, rolled back or aborted rollout can be resumed", p.Phase)
 		}
-		s.Phase, s.StageStarted = v1alpha1.RolloutProgressing, time.Now()
+		p.Phase, p.StageStarted = v1alpha1.RolloutProgressing, now
 	case "abort":
-		if s.Phase != v1alpha1.RolloutProgressing && s.Phase != v1alpha1.RolloutPaused {
-			return fmt.Errorf("the rollout is %s; only a progressing or paused rollout can be aborted", s.Phase)
+		if !p.underWay() {
+			return fmt.Errorf("the rollout is %s; only a progressing or paused rollout can be aborted", p.Phase)
 		}
-		return c.rollBack(s, v1alpha1.RolloutAborted, fmt.Sprintf("aborted by an operator at stage %d of %d", s.Stage+1, len(s.Settings.Stages)))
+		c.rollBack(g, p, v1alpha1.RolloutAborted, fmt.Sprintf("aborted by an operator at stage %d of %d", p.Stage+1, n), now)
 	default:
 		return fmt.Errorf("unknown action %q: pause, resume, abort or undo", action)
 	}
-	return c.apply(s)
+	return c.apply(g)
+}
+
+// rollBack puts every Envoy back on p's baseline (stored by the caller, with apply).
+func (c *Controller) rollBack(g *group, p *policy, phase, msg string, now time.Time) {
+	p.Phase, p.Message, p.Ended = phase, msg, now
+	c.log().Warn("rollout rolled back", "group", g.Group, "policy", p.key().String(), "phase", phase, "reason", msg)
 }
 
 // Baseline returns the baseline record of policy k's rollout (nil when the policy was new), for undo.
 func (c *Controller) Baseline(k translate.Key) (*store.Record, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, p := c.find(k)
+	p, _ := c.find(k)
 	if p == nil {
 		return nil, ErrNoRollout
 	}

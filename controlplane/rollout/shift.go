@@ -2,15 +2,13 @@ package rollout
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/policystatus"
-	"github.com/lbplane/lbplane/controlplane/proxystats"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // KindTraffic is a rollout that shifts traffic to one backend in steps, on every Envoy (spec.rollout.
@@ -93,89 +91,68 @@ func alongside(p *v1alpha1.LoadBalancerPolicy, backend string) []string {
 	return out
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // progressTraffic moves a traffic shift on: every Envoy runs the candidate with the step's weights; after
-// the bake the backend's numbers, summed over the group's Envoys, are judged against the other backends'
-// of its routes; c.mu is held.
-func (c *Controller) progressTraffic(s *state, now time.Time) error {
-	ts := s.Settings.TrafficShift
+// the bake each Envoy's numbers for the backend are judged against its numbers for the other backends of
+// its routes (JudgeStage, each Envoy counting once); it tells whether the group is to be stored. c.mu is
+// held.
+func (c *Controller) progressTraffic(g *group, p *policy, proxies []xdsserver.ProxyStatus, now time.Time) (bool, error) {
+	ts := p.Settings.TrafficShift
 	n := len(ts.Steps)
-	step := fmt.Sprintf("step %d of %d (%s at %d %%)", s.Stage+1, n, ts.Backend, ts.Steps[s.Stage])
-	if len(s.Policies) != 1 || s.Policies[0].Candidate == nil {
-		return c.rollBack(s, v1alpha1.RolloutAborted, step+": the rollout's record is incomplete")
+	step := fmt.Sprintf("step %d of %d (%s at %d %%)", p.Stage+1, n, ts.Backend, ts.Steps[p.Stage])
+	if p.Candidate == nil {
+		c.rollBack(g, p, v1alpha1.RolloutAborted, step+": the rollout's record is incomplete", now)
+		return true, nil
 	}
-	pr := s.Policies[0]
-	for _, p := range c.Proxies() {
-		if p.Group != s.Group {
-			continue
-		}
-		if msg := policystatus.RejectionSince(p, types.NamespacedName{Namespace: pr.Namespace, Name: pr.Name}, s.StageStarted); msg != "" {
-			return c.rollBack(s, v1alpha1.RolloutRolledBack, fmt.Sprintf("%s: %s rejected the config (%s)", step, p.NodeID, msg))
-		}
+	nodes := nodesOf(proxies, g.Group)
+	nacked, msg := rejected(proxies, g.Group, p, nil)
+	if len(nacked) > 0 && 2*len(nacked) > len(nodes) {
+		c.rollBack(g, p, v1alpha1.RolloutRolledBack, fmt.Sprintf("%s: %s rejected the config (%s)", step, strings.Join(nacked, ", "), msg), now)
+		return true, nil
 	}
-	bake := s.Settings.BakeTime.Duration
-	if now.Sub(s.StageStarted) < bake {
-		s.Message = fmt.Sprintf("%s: judged at %s", step, s.StageStarted.Add(bake).UTC().Format(time.RFC3339))
-		return nil
+	bake := p.Settings.BakeTime.Duration
+	if now.Sub(p.StageStarted) < bake {
+		p.Message = fmt.Sprintf("%s: judged at %s", step, p.StageStarted.Add(bake).UTC().Format(time.RFC3339))
+		return false, nil
 	}
-	cand, err := c.Decode(pr.Candidate)
+	cand, err := c.Decode(p.Candidate)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var base *v1alpha1.LoadBalancerPolicy
-	if pr.Baseline != nil {
-		if base, err = c.Decode(pr.Baseline); err != nil {
-			return err
+	if p.Baseline != nil {
+		if base, err = c.Decode(p.Baseline); err != nil {
+			return false, err
 		}
 	}
-	shiftedTo := Shift(cand, base, ts.Backend, ts.Steps[s.Stage])
+	shiftedTo := Shift(cand, base, ts.Backend, ts.Steps[p.Stage])
 	from := map[string]bool{}
 	for _, b := range alongside(shiftedTo, ts.Backend) {
-		from[pr.Namespace+"/"+pr.Name+"/"+b] = true
+		from[p.Namespace+"/"+p.Name+"/"+b] = true
 	}
-	to := map[string]bool{pr.Namespace + "/" + pr.Name + "/" + ts.Backend: true}
-	rename := strings.NewReplacer("the canaries", "backend "+ts.Backend, "canary", ts.Backend, "the other Envoys'", "the other backends'").Replace
-	why, passed, err := c.judge(s, c.clusterNumbers(s, to), c.clusterNumbers(s, from), step, rename)
-	if !passed {
-		return err
+	to := map[string]bool{p.Namespace + "/" + p.Name + "/" + ts.Backend: true}
+	toNodes, fromNodes := c.perNode(g, p.StageStarted, to, nil), c.perNode(g, p.StageStarted, from, nil)
+	var tos, froms []NodeNumbers
+	for _, node := range slices.Sorted(maps.Keys(toNodes)) {
+		tos = append(tos, toNodes[node])
 	}
-	if s.Stage == n-1 {
-		s.Phase = v1alpha1.RolloutSucceeded
-		s.Message = fmt.Sprintf("every step passed; the routes run the spec's weights (last: %s)", why)
-		c.log().Info("traffic shift succeeded", "group", s.Group, "policy", pr.key().String())
-		return c.apply(s)
+	for _, node := range slices.Sorted(maps.Keys(fromNodes)) {
+		froms = append(froms, fromNodes[node])
 	}
-	s.Stage++
-	s.StageStarted = now
-	s.Message = fmt.Sprintf("step %d passed (%s); step %d of %d: %s at %d %%", s.Stage, why, s.Stage+1, n, ts.Backend, ts.Steps[s.Stage])
-	c.log().Info("traffic shift step passed", "group", s.Group, "step", s.Stage, "percent", ts.Steps[s.Stage])
-	return c.apply(s)
-}
-
-// clusterNumbers sums the named clusters over the group's Envoys since the stage started.
-func (c *Controller) clusterNumbers(s *state, clusters map[string]bool) v1alpha1.RolloutNumbers {
-	var n v1alpha1.RolloutNumbers
-	if c.Histories == nil {
-		return n
+	v := JudgeStage(p.Settings.Analysis, tos, froms, p.Earlier, nacked, min(2, len(nodes)))
+	rename := strings.NewReplacer("the canaries", "backend "+ts.Backend, "canaries", "Envoys", "canary", ts.Backend, "the other Envoys'", "the other backends'").Replace
+	v.Why = rename(v.Why)
+	if passed, store := c.settle(g, p, v, step, now); !passed {
+		return store, nil
 	}
-	var bs []proxystats.Bucket
-	for _, h := range c.Histories() {
-		if h.Group != s.Group {
-			continue
-		}
-		w := proxystats.Since(h, s.StageStarted, clusters)
-		if !w.Complete {
-			continue
-		}
-		n.Envoys++
-		n.Requests += int64(w.Requests)
-		n.Errors += int64(w.Errors)
-		bs = addAll(bs, w.Latency)
+	if p.Stage == n-1 {
+		p.Phase, p.Ended, p.Candidate = v1alpha1.RolloutSucceeded, now, nil
+		p.Message = fmt.Sprintf("every step passed; the routes run the spec's weights (last: %s)", v.Why)
+		c.log().Info("traffic shift succeeded", "group", g.Group, "policy", p.key().String())
+		return true, nil
 	}
-	if n.Requests > 0 {
-		n.ErrorRate = round4(float64(n.Errors) / float64(n.Requests))
-	}
-	n.LatencyP99Ms = proxystats.QuantileMs(bs, 0.99)
-	return n
+	p.Stage++
+	p.StageStarted = now
+	p.Message = fmt.Sprintf("step %d passed (%s); step %d of %d: %s at %d %%", p.Stage, v.Why, p.Stage+1, n, ts.Backend, ts.Steps[p.Stage])
+	c.log().Info("traffic shift step passed", "group", g.Group, "policy", p.key().String(), "step", p.Stage, "percent", ts.Steps[p.Stage])
+	return true, nil
 }

@@ -36,13 +36,12 @@ func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st
 	if !ok {
 		return nil, fmt.Errorf("the %T store cannot keep rollouts", st)
 	}
-	ro := &rollout.Controller{Engine: eng, Proxies: tracker.Proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log}
+	ro := &rollout.Controller{Engine: eng, Proxies: tracker.Proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
+		MinCanaryAge: cfg.RolloutCanaryMinAge}
 	if shared != nil {
 		ro.Proxies, ro.Leader = proxies, shared.Leader
 	}
-	if poller != nil {
-		ro.Histories = poller.Histories
-	}
+	watchRollouts(ro, poller)
 	if err := ro.Load(); err != nil {
 		return nil, fmt.Errorf("loading the stored rollouts: %w", err)
 	}
@@ -51,6 +50,14 @@ func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st
 		cfg.Log.Info("every pushed change is rolled out in stages unless the push says --rollout immediate")
 	}
 	return ro, nil
+}
+
+// watchRollouts has the rollouts judged on what poller reads, and poller read the clusters they judge at
+// every read (poller nil: no stats are read).
+func watchRollouts(ro *rollout.Controller, poller *proxystats.Poller) {
+	if poller != nil {
+		ro.Histories, poller.Watched = poller.Histories, ro.Watched
+	}
 }
 
 // followRollouts serves what the stored rollouts say whenever any replica changes them.
@@ -250,10 +257,8 @@ func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, p
 		return cached
 	}
 	ro := &rollout.Controller{Engine: eng, Proxies: proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
-		Leader: kube.Leader, LeaderWrites: true}
-	if poller != nil {
-		ro.Histories = poller.Histories
-	}
+		Leader: kube.Leader, LeaderWrites: true, MinCanaryAge: cfg.RolloutCanaryMinAge}
+	watchRollouts(ro, poller)
 	if err := ro.Load(); err != nil {
 		return nil, nil, fmt.Errorf("loading the rollouts: %w", err)
 	}

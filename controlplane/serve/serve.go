@@ -39,6 +39,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	"github.com/lbplane/lbplane/internal/memlimit"
@@ -59,7 +60,8 @@ type Config struct {
 	// the change; the reply names those that had not (apiwire.ApplyResult.Lagging). 0 answers at once.
 	PushWait time.Duration
 	Log      *slog.Logger
-	// APIRateLimit is calls per second per client address on the push API; 0 disables the limit.
+	// APIRateLimit is calls per second per token on the push API, and per client address for requests
+	// without a good token; 0 disables the limit.
 	APIRateLimit float64
 	// XDSTLS, when set, requires mTLS on xDS with these files (bring your own CA) instead of lbplane's own CA.
 	XDSTLS *xdsserver.TLSFiles
@@ -96,6 +98,8 @@ type Config struct {
 	DNSResolvers []string
 	// AllowEnvoyDNS lets backends have each Envoy resolve their host names (dns.resolver: Envoy), unchecked.
 	AllowEnvoyDNS bool
+	// TenancyFile, when set, delegates listener ports and host names to namespaces (package tenancy).
+	TenancyFile string
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
 	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
@@ -116,6 +120,9 @@ type Config struct {
 	// RolloutDefault is how a push that names no mode, of a policy without spec.rollout, reaches the
 	// Envoys: rollout.ModeImmediate (or empty) or rollout.ModeStaged.
 	RolloutDefault string
+	// RolloutCanaryMinAge is how long an Envoy must have been connected and acknowledging its config
+	// before it is chosen as a canary (rollout.Controller.MinCanaryAge).
+	RolloutCanaryMinAge time.Duration
 
 	// FilesRoots are the only directories whose files policies may name (certificateFile, privateKeyFile,
 	// caFile); relative names resolve against the first. Empty means the config dir (when set) and
@@ -169,6 +176,8 @@ type Config struct {
 	sharedCA *pki.CA
 	// etcdInsecure says what is insecure about the etcd accepted under --insecure-etcd.
 	etcdInsecure []string
+	// ownKeys recognises lbplane's own keys and the keys its CA issued: never served (ownkeys.go).
+	ownKeys *pki.OwnKeys
 
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, only with the admin token
 	// (Authorization: Bearer), on loopback too.
@@ -395,6 +404,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("push API token: %w", err)
 	}
 
+	if cfg.ownKeys, err = openOwnKeys(&cfg); err != nil {
+		return err
+	}
 	cache := xdscache.New()
 	cache.StepTimeout = cfg.SettleTimeout
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
@@ -458,6 +470,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	eng.Reach = rules
+	if cfg.TenancyFile != "" {
+		if eng.Tenancy, err = tenancy.Load(cfg.TenancyFile); err != nil {
+			return err
+		}
+	}
+	cfg.Log.Info("host names and ports of namespaces", "rules", eng.Tenancy.Describe())
 	eng.Resolve = resolver(&cfg)
 	if rules.EnvoyDNS {
 		cfg.Log.Warn("backends may have each Envoy resolve their host names (dns.resolver: Envoy): lbplane does not check what those names resolve to, so a name that answers 127.0.0.1 or 169.254.169.254 reaches the Envoy's host or a metadata server",
@@ -476,6 +494,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--files-root: %w", err)
 		}
 		defer roots.Close()
+		roots.RefuseContent(cfg.ownKeys.Refuses)
 		eng.ReadFile = roots.ReadFile
 		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
 	}
@@ -562,7 +581,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
-		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
+		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
+			OwnKeys: cfg.ownKeys.Refuses}
 		if poller != nil {
 			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
 			// them all. So does every other replica: the dashboard and the push API of any replica then show
@@ -752,7 +772,7 @@ func Run(ctx context.Context, cfg Config) error {
 func reachRules(cfg *Config) (reach.Rules, error) {
 	r := reach.Rules{EnvoyDNS: cfg.AllowEnvoyDNS}
 	var err error
-	if r.Allow, err = reach.ParseCIDRs("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
+	if r.Allow, r.AllowPorts, err = reach.ParseAllow("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
 		return r, err
 	}
 	if cfg.Kubernetes == nil {

@@ -99,7 +99,8 @@ func LocalForZone(zone string) (*Local, error) {
 	if l, ok := locals[zone]; ok {
 		return l, nil
 	}
-	doc, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "trafficmodel", XDS: "127.0.0.1:1", Zone: zone, MaxConnections: 1})
+	// Only the cluster manager's local cluster is read: the admin socket is a placeholder no Envoy opens.
+	doc, err := envoybootstrap.Render(envoybootstrap.Params{NodeID: "trafficmodel", XDS: "127.0.0.1:1", Zone: zone, MaxConnections: 1, AdminSocket: "/nonexistent/admin.sock"})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/reach"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 )
 
 // File is the content of a file a policy references (certificates, CA bundles), read by the caller so that
@@ -171,6 +172,8 @@ type Refs struct {
 	Reach reach.Rules
 	// Overrides are the operator's drain and maintenance overrides of endpoints, by policy (see Overrides).
 	Overrides Overrides
+	// Tenancy is the operator's delegation of ports and host names to namespaces (see package tenancy).
+	Tenancy tenancy.Rules
 }
 
 // ServiceRef is a backend's Service reference with its namespace filled in.

@@ -53,17 +53,17 @@ type Cache struct {
 	last map[StreamID]any
 	// waiters are the Lagging calls under way.
 	waiters map[*waiter]struct{}
-	// targetsGen counts the changes of any group's target, baseline or canaries (TargetsGeneration).
+	// targetsGen counts the changes of any group's target, baseline or views (TargetsGeneration).
 	targetsGen atomic.Uint64
 }
 
 type group struct {
 	name   string
 	target *State // what the last publish asked for
-	// baseline, when set, is what the streams of nodes not in canaries are served instead of target: a
-	// staged rollout (see PublishSplit).
+	// baseline, when set, is what the streams of nodes not in views are served instead of target, and views
+	// what each of the nodes in it is served: staged rollouts (see PublishSplit).
 	baseline *State
-	canaries map[string]bool
+	views    map[string]*State
 	// plans holds the last publish's steps by the versions of the state a stream held and of its target.
 	plans   map[string][]*State
 	links   lineages // of the typeSets served lately, for delta answers

@@ -13,8 +13,9 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
-// Exit codes of lbctl rollout status, after kubectl rollout status: 0 when the rollout succeeded (or, with
-// --watch=false, is under way), 1 when it was rolled back or aborted, 2 when --timeout passed first.
+// Exit codes of lbctl rollout status, after kubectl rollout status: 0 when the rollout succeeded, or the
+// policy has none under way (settled: never staged, undone), or, with --watch=false, one is under way; 1
+// when it was rolled back or aborted, 2 when --timeout passed first.
 const (
 	rolloutExitFailed  = 1
 	rolloutExitTimeout = 2
@@ -84,7 +85,7 @@ func newRolloutStatus(g *globals) *cobra.Command {
 					last = line
 				}
 				switch r.Rollout.Phase {
-				case v1alpha1.RolloutSucceeded:
+				case v1alpha1.RolloutSucceeded, "":
 					return nil
 				case v1alpha1.RolloutRolledBack, v1alpha1.RolloutAborted:
 					return &exitCode{code: rolloutExitFailed, err: fmt.Errorf("rollout of %s/%s %s", namespace, args[0], strings.ToLower(r.Rollout.Phase))}
@@ -112,10 +113,23 @@ func newRolloutStatus(g *globals) *cobra.Command {
 // rolloutLine is one line a person reads: phase, stage, canaries, the message and the last numbers.
 func rolloutLine(r *apiwire.RolloutResult) string {
 	ro := r.Rollout
+	if ro.Phase == "" {
+		return fmt.Sprintf("%s generation %d: settled: %s", r.Policy, r.Generation, ro.Message)
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s generation %d (baseline %d): %s, stage %d of %d", r.Policy, ro.CandidateGeneration, ro.BaselineGeneration, ro.Phase, ro.Stage, ro.Stages)
+	fmt.Fprintf(&b, "%s generation %d", r.Policy, ro.CandidateGeneration)
+	if ro.BaselineGeneration > 0 {
+		fmt.Fprintf(&b, " (baseline %d)", ro.BaselineGeneration)
+	}
+	fmt.Fprintf(&b, ": %s", ro.Phase)
+	if ro.Stages > 0 {
+		fmt.Fprintf(&b, ", stage %d of %d", ro.Stage, ro.Stages)
+	}
 	if len(ro.Canaries) > 0 {
 		fmt.Fprintf(&b, ", canaries %s", strings.Join(ro.Canaries, ","))
+	}
+	if len(ro.Flagged) > 0 {
+		fmt.Fprintf(&b, ", not believed %s", strings.Join(ro.Flagged, ","))
 	}
 	if ro.Message != "" {
 		fmt.Fprintf(&b, ": %s", ro.Message)

@@ -34,7 +34,7 @@ func kubeRollout(ctx context.Context, c *Cluster, ns, name string) (*apiwire.Rol
 		return nil, err
 	}
 	if p.Status.Rollout == nil {
-		return nil, fmt.Errorf("policy %s/%s has no staged rollout", ns, name)
+		return &apiwire.RolloutResult{Policy: ns + "/" + name, Generation: p.Generation, Rollout: apiwire.NoRollout(p.Generation), Conditions: p.Status.Conditions}, nil
 	}
 	return &apiwire.RolloutResult{Policy: ns + "/" + name, Generation: p.Generation, Rollout: *p.Status.Rollout, Conditions: p.Status.Conditions}, nil
 }

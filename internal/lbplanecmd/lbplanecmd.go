@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lbplane/lbplane/controlplane/proxystats"
+	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -119,16 +120,18 @@ func newServe() *cobra.Command {
 	f.BoolVar(&kubernetes, "kubernetes", false, "read LoadBalancerPolicies from Kubernetes (on by default inside a cluster)")
 	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig for --kubernetes outside a cluster (env KUBECONFIG)")
 	f.BoolVar(&cfg.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "with --kubernetes: let a policy's backends reference Services in other namespaces")
-	f.StringSliceVar(&cfg.AllowBackendCIDRs, "allow-backend-cidrs", nil, "re-admit backend addresses in these CIDRs of the ranges refused by default (loopback 127.0.0.0/8 and ::1, link-local 169.254.0.0/16 and fe80::/10, unspecified 0.0.0.0/8 and ::), e.g. 127.0.0.0/8 for backends on the Envoy's own host; logged as a warning and shown in lbctl status")
+	f.StringSliceVar(&cfg.AllowBackendCIDRs, "allow-backend-cidrs", nil, "re-admit backend addresses in these CIDRs of the ranges refused by default (loopback 127.0.0.0/8 and ::1, link-local 169.254.0.0/16 and fe80::/10, unspecified 0.0.0.0/8 and ::), e.g. 127.0.0.0/8 for backends on the Envoy's own host, or with :PORT or :FROM-TO on those ports only, e.g. 127.0.0.1:18081-18083 (IPv6: [::1]:8080); logged as a warning and shown in lbctl status")
 	f.StringSliceVar(&cfg.DNSResolvers, "dns-resolver", nil, "DNS servers (host:port) that resolve backends' host names, instead of the servers of /etc/resolv.conf (the hosts file is read first); lbplane checks every address they answer and sends the Envoys the allowed ones as endpoints")
 	f.BoolVar(&cfg.AllowEnvoyDNS, "allow-envoy-dns", false, "allow backends with dns.resolver: Envoy, whose host names each Envoy resolves itself: lbplane never sees those answers, so nothing refuses one that points at the Envoy's host or a metadata address; logged as a warning and shown in lbctl status")
+	f.StringVar(&cfg.TenancyFile, "tenancy-file", "", "YAML file delegating listener ports and host names to namespaces (docs/security.md, \"Host names belong to namespaces\"); without it, the first policy to name a host name on a shared port holds it against other namespaces")
 	f.StringSliceVar(&cfg.AddressBackendsNamespaces, "address-backends-namespaces", nil, "with --kubernetes: namespaces whose policies may name endpoint addresses and host names ('*': every namespace); elsewhere backends are Services only")
 	f.StringSliceVar(&cfg.AddressBackendsCIDRs, "address-backends-cidrs", nil, "with --kubernetes: IP ranges every namespace's policies may name as endpoint addresses")
 	f.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "with --kubernetes: elect one replica (a Lease in this namespace) to write status")
-	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
+	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per token, and per client address for requests without a good token (bursts of twice that); 0 disables")
 	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics (port 0: see <data-dir>/ports.json); empty disables")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.StringVar(&cfg.RolloutDefault, "rollout-default", "immediate", "how a pushed (or, with --kubernetes, applied) change reaches the Envoys when neither the push (lbctl push-config --rollout) nor the policy (spec.rollout) says: immediate, or staged (in stages judged on the Envoys' stats, rolled back on a breach; docs/rollouts.md)")
+	f.DurationVar(&cfg.RolloutCanaryMinAge, "rollout-canary-min-age", rollout.DefaultMinCanaryAge, "how long an Envoy must have been connected, acknowledging its config, before a staged rollout may choose it as a canary (canaries are chosen at random among those; docs/rollouts.md)")
 	f.IntVar(&cfg.ProxyStatsSlice, "proxy-stats-slice", -1, "clusters asked for per read of an Envoy's /clusters (-1: all in one read; measured at 10,000 clusters, slices of 500 tripled a change's median and kept its tail: bench/results/2026-11-27-vm-stats)")
 	f.Float64Var(&cfg.ProxyStatsFullShare, "proxy-stats-full-share", proxystats.DefaultFullReadShare, "share of an Envoy's main thread (which also applies config) that full reads of its stats port may take, going by how long the last one took; in between only the busy clusters are read (1: read everything every --proxy-stats-interval)")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")

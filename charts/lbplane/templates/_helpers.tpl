@@ -28,7 +28,7 @@ seccompProfile: {type: RuntimeDefault}
 {{- end -}}
 
 {{- /* Envoy's heap budget for its overload actions (max_heap_size_bytes): 80 % of the container's memory
-limit, so that Envoy sheds load (shrink heap, no keep-alive at 95 %, refuse requests at 98 %) before the
+limit, so that Envoy sheds load (no new connection from 90 %, shrink heap, no keep-alive at 95 %, refuse requests at 98 %) before the
 kernel kills it for memory; the other 20 % is Envoy's memory outside the heap, and slack. 1 GiB when the limit
 is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- define "lbplane.envoyMaxHeap" -}}
@@ -40,6 +40,12 @@ is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- if and $num (hasKey $units $unit) -}}
 {{- div (mul (atoi $num) (get $units $unit)) 10 | mul 8 -}}
 {{- else -}}1073741824{{- end -}}
+{{- end -}}
+
+{{- /* tcmalloc's soft limit (soft_memory_limit_bytes): 90 % of the heap budget, as lbctl bootstrap renders it:
+above it tcmalloc gives freed memory back to the system at once. */ -}}
+{{- define "lbplane.envoySoftHeap" -}}
+{{- div (mul (atoi (include "lbplane.envoyMaxHeap" .)) 9) 10 -}}
 {{- end -}}
 
 {{- /* The Secret lbplane keeps its CA in, and the one it keeps the Envoys' group certificate in. */ -}}
@@ -135,4 +141,13 @@ done
 {{- $local := dict "socket_address" (dict "address" "127.0.0.1" "port_value" 9) -}}
 {{- $cluster := dict "name" "lbplane_local" "type" "STATIC" "connect_timeout" "1s" "load_assignment" (dict "cluster_name" "lbplane_local" "endpoints" (list (dict "locality" (dict "zone" .) "lb_endpoints" (list (dict "endpoint" (dict "address" $local))))))  -}}
 {{- dict "node" (dict "locality" (dict "zone" .)) "cluster_manager" (dict "local_cluster_name" "lbplane_local") "static_resources" (dict "clusters" (list $cluster)) | toJson -}}
+{{- end }}
+
+{{- /* lbplane serve --tenancy-file's content (tenancy: in values), or nothing when it delegates nothing. */ -}}
+{{- define "lbplane.tenancy" -}}
+{{- with .Values.tenancy }}
+{{- if or .delegations (eq .undelegated "Deny") }}
+{{- dict "undelegated" .undelegated "delegations" .delegations | toYaml }}
+{{- end }}
+{{- end }}
 {{- end }}
