@@ -1169,6 +1169,12 @@ type LoadBalancerPolicyStatus struct {
 	// rollout is where the policy's last staged rollout stands (see spec.rollout).
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// endpointOverrides are the operator's drain and maintenance overrides in force on the policy's
+	// endpoints (lbctl endpoint drain|maintenance|ready), kept by lbplane outside the spec.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	EndpointOverrides []EndpointOverrideStatus `json:"endpointOverrides,omitempty"`
 }
 
 // BackendStatus is one backend as the proxies see it.
@@ -1203,6 +1209,25 @@ type BackendStatus struct {
 	LatencyP99Ms *float64 `json:"latencyP99Ms,omitempty"`
 	// windowSeconds is how many seconds requests, errors and latencyP99Ms cover.
 	WindowSeconds int32 `json:"windowSeconds,omitempty"`
+	// responses counts the responses Envoy sent clients for the backend over windowSeconds, by status
+	// class; unset without responses (a TCP listener, or the router's dynamic stats off).
+	// +optional
+	Responses *ResponseCounts `json:"responses,omitempty"`
+	// clientErrorRate is the share of those responses that were 5xx, what the backend's clients saw (Envoy's
+	// own 503 and 504 included, a request it retried counted once per answer), a fraction from 0 to 1;
+	// unset without responses.
+	// +optional
+	ClientErrorRate *float64 `json:"clientErrorRate,omitempty"`
+	// noHealthyEndpoint counts the requests and connections Envoy had no healthy endpoint for over
+	// windowSeconds (upstream_cx_none_healthy).
+	// +optional
+	NoHealthyEndpoint int64 `json:"noHealthyEndpoint,omitempty"`
+	// connections to the backend's endpoints: open now, opened and failed over windowSeconds.
+	// +optional
+	Connections *ConnectionCounts `json:"connections,omitempty"`
+	// bytes received from and sent to the endpoints over windowSeconds; unset until the stats were read.
+	// +optional
+	Bytes *ByteCounts `json:"bytes,omitempty"`
 	// perEndpoint is the load on each endpoint, summed over the proxies: the busiest ones by requests, plus
 	// every endpoint that is not taking traffic on some proxy (at most 30). (status.backends[].endpoints
 	// already holds the counts.)
@@ -1236,6 +1261,14 @@ type EndpointStatus struct {
 	ActiveRequests int64 `json:"activeRequests"`
 	// errorRate is errors/requests, a fraction from 0 to 1 (0.004 is 0.4 %); unset without requests.
 	ErrorRate *float64 `json:"errorRate,omitempty"`
+	// connectionsActive are open to it at the last reading (cx_active).
+	ConnectionsActive int64 `json:"connectionsActive,omitempty"`
+	// connections were opened to it over the backend's windowSeconds (cx_total).
+	Connections int64 `json:"connections,omitempty"`
+	// connectFailures are connections to it that failed over the backend's windowSeconds (cx_connect_fail).
+	ConnectFailures int64 `json:"connectFailures,omitempty"`
+	// timeouts counts its requests that timed out over windowSeconds (rq_timeout).
+	Timeouts int64 `json:"timeouts,omitempty"`
 	// zone is the endpoint's zone (its locality), priority its priority level (0 is used first) and backup
 	// marks a backup endpoint (a level after every other one).
 	Zone     string `json:"zone,omitempty"`

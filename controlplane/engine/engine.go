@@ -90,6 +90,8 @@ type Engine struct {
 	fileUse fileUse
 	// split holds the staged rollouts (see split.go).
 	split splits
+	// overrides are the operator's endpoint overrides (see overrides.go).
+	overrides translate.Overrides
 }
 
 // New returns an engine publishing to cache.
@@ -276,7 +278,8 @@ func (e *Engine) Commit(p *Planned) *translate.Result {
 
 func (e *Engine) refs() translate.Refs {
 	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
-		NoRouterDynamicStats: e.NoRouterDynamicStats, AccessLog: e.AccessLog, Reach: e.rules(), Tenancy: e.Tenancy, DNS: e.dns.answers}
+		NoRouterDynamicStats: e.NoRouterDynamicStats, AccessLog: e.AccessLog, Reach: e.rules(), Tenancy: e.Tenancy, DNS: e.dns.answers,
+		Overrides: e.overrides}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and

@@ -48,6 +48,7 @@ const MaxListed = 64
 func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
 	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Algorithm: r.Algorithm(), ProxyGroup: r.ProxyGroup, Conditions: r.Conditions(now), Warnings: r.Warnings}
 	st.Endpoints.Total = r.Endpoints
+	st.EndpointOverrides = r.EndpointOverrides()
 	// Until an Envoy reports, only draining endpoints are known not to be healthy.
 	st.Endpoints.Healthy = r.HealthyEndpoints
 	// Backends first, then session clusters (they merge a route's backends, whose endpoints are counted

@@ -105,6 +105,9 @@ type Server struct {
 	// transitions keeps the conditions' real transition times across reads.
 	transitions policystatus.Transitions
 
+	// overrides serialises changes of the endpoint overrides (overrides.go).
+	overrides overrideState
+
 	admitOnce sync.Once
 	admit     *Admission
 	limits    addrlimit.Limiter
@@ -131,7 +134,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}/history", s.authRead(s.history))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/rollout", s.authRead(s.rolloutStatus))
 	mux.Handle("POST /v1/policies/{namespace}/{name}/rollout/{action}", s.auth(s.rolloutAction))
-	s.predictRoutes(mux) // trace, whatif and traffic previews (predict.go)
+	s.predictRoutes(mux)  // trace, whatif and traffic previews (predict.go)
+	s.overrideRoutes(mux) // endpoint drain and maintenance (overrides.go)
 	return s.Metrics.Instrument(mux)
 }
 
@@ -403,6 +407,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Log.Info("policy deleted", "policy", k.String())
+	s.dropOverrides(k)
 	writeJSON(w, http.StatusOK, ApplyResult{Policies: []AppliedPolicy{{Namespace: k.Namespace, Name: k.Name, Outcome: Deleted}}})
 }
 

@@ -588,6 +588,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := api.Load(); err != nil {
 		return fmt.Errorf("loading the store: %w", err)
 	}
+	if cfg.Kubernetes == nil {
+		// Before xDS is served: an endpoint under maintenance never reaches an Envoy after a restart.
+		if err := api.LoadOverrides(); err != nil {
+			return fmt.Errorf("loading the endpoint overrides: %w", err)
+		}
+	}
 	var kube *kubesource.Source
 	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
@@ -686,6 +692,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if history != nil {
 		dash.History = api.PolicyHistory
 	}
+	if cfg.Kubernetes == nil {
+		dash.EndpointState = api.EndpointStateHandler() // overrides are kept by the store (pushapi/overrides.go)
+	}
 	apiMux := http.NewServeMux()
 	apiMux.Handle(dashboard.Prefix, dash.Handler())
 	apiMux.Handle("/", changing.count(api.Handler()))
@@ -744,6 +753,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if ro != nil {
 			g.Go(func() error { followRollouts(ctx, &cfg, shared, ro); return nil })
 		}
+		g.Go(func() error { followOverrides(ctx, &cfg, shared, api); return nil })
 	}
 	var groupCerts *kubepki.GroupCerts
 	if len(cfg.EnvoyCertSecrets) > 0 {

@@ -83,6 +83,9 @@ type Etcd struct {
 	// revisions as this replica last read or wrote them (guarded by mu).
 	rolloutChanges chan struct{}
 	rolloutRevs    map[string]int64
+	// overrideChanges and overrideRevs are the same for the endpoint overrides (etcd_overrides.go).
+	overrideChanges chan struct{}
+	overrideRevs    map[string]int64
 	// feed is what the watch delivered of the policies' changes, for ChangesSince (guarded by mu).
 	feed       policyFeed
 	staleSince atomic.Pointer[time.Time]
@@ -164,7 +167,7 @@ func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	s := &Etcd{Client: client, prefix: prefix, log: log, timeout: timeout, cache: map[string]cachedRecord{},
-		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1), rolloutChanges: make(chan struct{}, 1),
+		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1), rolloutChanges: make(chan struct{}, 1), overrideChanges: make(chan struct{}, 1),
 		feed: policyFeed{from: math.MaxInt64}, auth: auth, secretKey: cfg.SecretKey, refused: refusals{log: log}, insecure: insecure}
 	// The first read must succeed: a replica that never saw the store has no last good state to serve.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -602,6 +605,7 @@ func (s *Etcd) watch(ctx context.Context) {
 		s.signal(s.changes)
 		s.signal(s.revocations)
 		s.signal(s.rolloutChanges)
+		s.signal(s.overrideChanges)
 	loop:
 		for {
 			select {
@@ -643,6 +647,8 @@ func (s *Etcd) dispatch(evs []*clientv3.Event) {
 			s.signal(s.revocations)
 		case strings.HasPrefix(sub, etcdRollouts):
 			s.signal(s.rolloutChanges)
+		case strings.HasPrefix(sub, etcdOverrides):
+			s.signal(s.overrideChanges)
 		}
 		if ev.Type == clientv3.EventTypeDelete {
 			s.refused.forget(key)

@@ -64,6 +64,9 @@ func Copy(from, to Store) (int, error) {
 			return 0, fmt.Errorf("writing the target's revocations: %w", err)
 		}
 	}
+	if err := copyOverrides(from, to); err != nil {
+		return 0, err
+	}
 	return len(recs), nil
 }
 
@@ -151,7 +154,7 @@ func (s *Etcd) lbplaneShaped(key string, v []byte) bool {
 	case sub == etcdRevocations:
 		var rs []apiwire.Revocation
 		return json.Unmarshal(v, &rs) == nil
-	case strings.HasPrefix(sub, etcdRollouts):
+	case strings.HasPrefix(sub, etcdRollouts), strings.HasPrefix(sub, etcdOverrides):
 		return json.Valid(v)
 	case strings.HasPrefix(sub, etcdPolicies):
 		r := &Record{}

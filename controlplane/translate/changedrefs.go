@@ -166,6 +166,10 @@ func (t *Translator) TranslateUpdate(prev, policies []*v1alpha1.LoadBalancerPoli
 			}
 		}
 	}
+	for _, k := range overridesChanged(t.overrides, refs.Overrides) {
+		t.recheck(touched, k, refs)
+	}
+	t.overrides = refs.Overrides
 	t.refs, t.prev = id, policies
 	t.apply(touched, refs)
 	return t.last

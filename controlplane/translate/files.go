@@ -174,6 +174,8 @@ type Refs struct {
 	// endpoints they refuse make the policy invalid, and Service endpoints they refuse leave its references
 	// unresolved.
 	Reach reach.Rules
+	// Overrides are the operator's drain and maintenance overrides of endpoints, by policy (see Overrides).
+	Overrides Overrides
 	// Tenancy is the operator's delegation of ports and host names to namespaces (see package tenancy).
 	Tenancy tenancy.Rules
 }

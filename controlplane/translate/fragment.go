@@ -188,6 +188,7 @@ func (f *fragment) refsHashIn(refs Refs) [32]byte {
 			h.Write(b[:])
 		}
 	}
+	writeOverrides(h, refs.Overrides[f.key])
 	writeInt(h, int64(boolInt(refs.Secrets == nil)))
 	for _, ref := range f.secrets {
 		s, ok := refs.Secrets[ref]
@@ -416,6 +417,8 @@ type Translator struct {
 	runs   atomic.Int64
 	// users is the reverse index of what the fragments reference (see TranslateChanged).
 	users refUsers
+	// overrides are the endpoint overrides of the last call (see overridesChanged).
+	overrides Overrides
 	// refHashes counts the hashes of a fragment's references, for tests (see RefHashes).
 	refHashes atomic.Int64
 	// listLooks counts the policies TranslateUpdate looked at, for tests (see ListLooks).
@@ -547,6 +550,11 @@ func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 			}
 		}
 	}
+	// The policies whose overrides changed read something new, as those whose files did.
+	for _, k := range overridesChanged(t.overrides, refs.Overrides) {
+		t.recheck(changed, k, refs)
+	}
+	t.overrides = refs.Overrides
 	// Kept as given, not copied: the caller does not modify it (see above), and a copy per call would cost
 	// O(policies) for a change of one.
 	t.refs, t.prev = id, policies

@@ -80,6 +80,9 @@ type PolicyResult struct {
 	// merges several backends. A slice beside Clusters, not a map: a map of one entry was 300 bytes per
 	// policy, 5 % of lbplane's heap.
 	Backends []string
+	// overrides are the endpoint overrides in force on the policy (see EndpointOverrides): a pointer, as
+	// almost every policy has none, and a slice would take the result out of its size class.
+	overrides *[]v1alpha1.EndpointOverrideStatus
 }
 
 // Algorithm is the load-balancing algorithm of the policy's first backend with the defaults applied (the

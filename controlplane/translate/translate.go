@@ -26,6 +26,8 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	var missing, forbidden []string
 	hashKeys := map[string][]ir.HashKey{}
 	byName := map[string]*ir.Cluster{}
+	overrides := refs.Overrides[KeyOf(p)]
+	matched := make([]int32, len(overrides))
 	for i := range s.Backends {
 		b := &s.Backends[i]
 		cl := cluster(p, b, refs)
@@ -45,7 +47,12 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		if len(cl.HashKeysFromPolicy) > 0 {
 			hashKeys[cl.Name] = cl.HashKeysFromPolicy
 		}
-		r.Endpoints += int32(len(cl.Endpoints))
+		maintenance := 0
+		if len(overrides) > 0 {
+			cl.Endpoints, maintenance = applyOverrides(b.Name, cl.Endpoints, overrides, matched)
+		}
+		// Endpoints under maintenance are the policy's still, out of rotation.
+		r.Endpoints += int32(len(cl.Endpoints) + maintenance)
 		r.ResolvedByEnvoy = r.ResolvedByEnvoy || cl.DNS != nil
 		for _, e := range cl.Endpoints {
 			if !e.Draining {
@@ -55,6 +62,13 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		r.Clusters = append(r.Clusters, cl.Name)
 		r.Backends = append(r.Backends, b.Name)
 		g.Clusters = append(g.Clusters, cl.Cluster)
+	}
+	if len(overrides) > 0 {
+		st := make([]v1alpha1.EndpointOverrideStatus, len(overrides))
+		for i, o := range overrides {
+			st[i] = v1alpha1.EndpointOverrideStatus{EndpointOverride: o, Endpoints: matched[i]}
+		}
+		r.overrides = &st
 	}
 	switch {
 	case len(forbidden) > 0:

@@ -168,6 +168,7 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	if r := st.Rollout; r != nil {
 		fmt.Fprintf(w, "  Rollout       %s\n", rolloutLine(&apiwire.RolloutResult{Policy: p.Namespace + "/" + p.Name, Rollout: *r}))
 	}
+	printOverrides(w, st.EndpointOverrides)
 	fmt.Fprintln(w)
 	if len(st.Backends) == 0 {
 		fmt.Fprintln(w, noBackendHealth(st))
