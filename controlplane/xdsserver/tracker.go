@@ -386,6 +386,15 @@ func StatsPortOf(n *corev3.Node) int {
 	return int(v)
 }
 
+// userAgent is a node's user agent name and version ("gRPC Go 1.85.0").
+func userAgent(n *corev3.Node) string {
+	v := n.GetUserAgentVersion()
+	if bv := n.GetUserAgentBuildVersion().GetVersion(); v == "" && bv != nil {
+		v = fmt.Sprintf("%d.%d.%d", bv.GetMajorNumber(), bv.GetMinorNumber(), bv.GetPatch())
+	}
+	return strings.TrimSpace(n.GetUserAgentName() + " " + v)
+}
+
 func shortType(u string) string { return u[strings.LastIndex(u, ".")+1:] }
 
 // ShortTypes are the short names ("Cluster") of type URLs, as the xDS metrics label them.
@@ -431,8 +440,9 @@ func (t *Tracker) proxies() []ProxyStatus {
 			continue
 		}
 		g := xdscache.GroupOf(s.node)
-		current := t.cache.TargetFor(g, s.node.GetId())
+		current := t.cache.TargetFor(xdscache.ServedKey(s.node), s.node.GetId())
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
+			Client: xdscache.ClientOf(s.node), UserAgent: userAgent(s.node),
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
 			Address: s.address, StatsPort: StatsPortOf(s.node), Zone: s.node.GetLocality().GetZone(), Authenticated: s.identity != nil,
 			Types: make([]TypeStatus, 0, len(s.types))}
