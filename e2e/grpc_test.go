@@ -136,13 +136,9 @@ func TestProxylessGRPC(t *testing.T) {
 	}
 
 	t.Run("RoundRobinWithin5Percent", func(t *testing.T) {
-		got := map[string]int{}
-		for range 3000 {
-			b, err := call(clients["rr"], "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[b]++
+		got, err := spread(3000, func(int) (string, error) { return call(clients["rr"], "") })
+		if err != nil {
+			t.Fatal(err)
 		}
 		t.Logf("3,000 RPCs: %v", got)
 		for _, b := range bs {
@@ -152,39 +148,41 @@ func TestProxylessGRPC(t *testing.T) {
 	for _, name := range []string{"ring", "maglev"} {
 		// Maglev is served to gRPC clients with ring hash after it, which they take.
 		t.Run("HeaderHashSticky/"+name, func(t *testing.T) {
-			spread := map[string]int{}
-			for i := range 100 {
-				user := fmt.Sprintf("user-%d", i)
-				first, err := call(clients[name], user)
+			var mu sync.Mutex
+			first := map[string]string{}
+			// Each key 5 times; the keys are called side by side.
+			_, err := spread(500, func(i int) (string, error) {
+				user := fmt.Sprintf("user-%d", i%100)
+				b, err := call(clients[name], user)
 				if err != nil {
-					t.Fatal(err)
+					return "", err
 				}
-				spread[first]++
-				for range 4 {
-					again, err := call(clients[name], user)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if again != first {
-						t.Fatalf("%s went to %s, then to %s", user, first, again)
-					}
+				mu.Lock()
+				defer mu.Unlock()
+				if was, ok := first[user]; ok && was != b {
+					return "", fmt.Errorf("%s went to %s, then to %s", user, was, b)
 				}
+				first[user] = b
+				return b, nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			t.Logf("100 keys over the backends: %v", spread)
-			if len(spread) < 2 {
-				t.Fatalf("100 keys all on one backend (%v): the requests are not hashed", spread)
+			keys := map[string]int{}
+			for _, b := range first {
+				keys[b]++
+			}
+			t.Logf("100 keys over the backends: %v", keys)
+			if len(first) != 100 || len(keys) < 2 {
+				t.Fatalf("%d keys, spread %v: the requests are not hashed", len(first), keys)
 			}
 		})
 	}
 	t.Run("LeastRequestAndRandomAccepted", func(t *testing.T) {
 		for _, name := range []string{"lr", "random"} {
-			got := map[string]int{}
-			for range 300 {
-				b, err := call(clients[name], "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				got[b]++
+			got, err := spread(300, func(int) (string, error) { return call(clients[name], "") })
+			if err != nil {
+				t.Fatal(err)
 			}
 			t.Logf("%s: %v", name, got)
 			if len(got) != 3 {
@@ -240,10 +238,10 @@ func TestProxylessGRPC(t *testing.T) {
 			done     = make(chan struct{})
 			ok       int
 		)
-		killAt := 200
+		killAt := 100
 		go func() {
 			defer close(done)
-			for i := range 1000 {
+			for i := range 500 {
 				if i == killAt {
 					bs[2].srv.Stop()
 				}
@@ -270,10 +268,60 @@ func TestProxylessGRPC(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// Every answer of the whole run, not only the last: lbplane counts each NACK it was sent.
+	nacks := 0.0
+	for k, v := range scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", l.metricsPort)) {
+		if strings.HasPrefix(k, "lbplane_xds_nacks_total{") {
+			nacks += v
+		}
+	}
+	if nacks != 0 {
+		t.Errorf("lbplane counted %v NACKs from the gRPC clients, want 0", nacks)
+	}
 	if t.Failed() {
 		b, _ := os.ReadFile(l.log)
 		t.Logf("lbplane log (last 4 KiB): %s", tail(string(b), 4096))
 	}
+}
+
+// spread makes n calls, 8 at a time, and counts who answered each; it stops at the first error.
+func spread(n int, call func(i int) (string, error)) (map[string]int, error) {
+	var (
+		mu    sync.Mutex
+		got   = map[string]int{}
+		first error
+		wg    sync.WaitGroup
+		next  = make(chan int)
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				b, err := call(i)
+				mu.Lock()
+				switch {
+				case err == nil:
+					got[b]++
+				case first == nil:
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return got, first
 }
 
 // grpcProxiesSynced checks that n gRPC clients are connected, said to be gRPC clients, SYNCED, with no

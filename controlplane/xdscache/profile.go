@@ -40,11 +40,14 @@ const grpcSuffix = "#grpc"
 func GRPCKey(group string) string { return group + grpcSuffix }
 
 // ServedKey is the cache key of what a node is served: its group, or its group's gRPC profile.
-func ServedKey(n *corev3.Node) string {
-	if ClientOf(n) == ClientGRPC {
-		return GRPCKey(GroupOf(n))
+func ServedKey(n *corev3.Node) string { return KeyFor(GroupOf(n), ClientOf(n)) }
+
+// KeyFor is the cache key of what a client of the given kind in a group is served.
+func KeyFor(group, client string) string {
+	if client == ClientGRPC {
+		return GRPCKey(group)
 	}
-	return GroupOf(n)
+	return group
 }
 
 // profileGroup returns the group a gRPC profile key belongs to, and whether key is one.

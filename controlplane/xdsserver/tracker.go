@@ -560,10 +560,10 @@ func (t *Tracker) Sending() bool {
 	return t.pending.Load() > 0 && time.Since(time.Unix(0, t.lastSent.Load())) < t.ackTimeout()
 }
 
-// TargetVersion is the version a node of a group is to be served: its group's target, or its side of a
-// split.
-func (t *Tracker) TargetVersion(group, node string) string {
-	return t.cache.TargetFor(group, node).Version
+// TargetVersion is the version a node is to be served under a cache key (xdscache.KeyFor: its group, or its
+// group's gRPC profile): the key's target, or its side of a split.
+func (t *Tracker) TargetVersion(key, node string) string {
+	return t.cache.TargetFor(key, node).Version
 }
 
 // Targets returns the version each proxy group was last asked to serve.
