@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,10 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/xds"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -62,6 +66,9 @@ spec:
         algorithm: {{.Algorithm}}
 {{- if .Hash}}
         hashKeys: [{header: {name: x-user}}]
+{{- end}}
+{{- if .TLS}}
+      tls: {sni: app.internal, insecureSkipVerify: true}
 {{- end}}
       endpoints:
 {{- range .B}}
@@ -109,7 +116,7 @@ func TestProxylessGRPC(t *testing.T) {
 	bs := []*testServiceBackend{startTestServiceBackend(t, "g0"), startTestServiceBackend(t, "g1"), startTestServiceBackend(t, "g2")}
 	type pol struct {
 		Name, Algorithm string
-		Hash            bool
+		Hash, TLS       bool
 		Port            int
 		B               []*testServiceBackend
 	}
@@ -231,6 +238,29 @@ func TestProxylessGRPC(t *testing.T) {
 			return fmt.Errorf("30 RPCs missed %s", bs[2].Name)
 		})
 	})
+	t.Run("RefusedPartsAreNamedInStatus", func(t *testing.T) {
+		// Upstream TLS cannot be served to gRPC clients: the policy says so, field by field, while one is
+		// connected, and nothing is sent that they would NACK (counted below).
+		p := &pol{Name: "tls", Algorithm: "RoundRobin", TLS: true, Port: reservePort(t), B: bs}
+		push(t, l, policy(t, grpcPolicy, p))
+		eventually(t, 30*time.Second, "the policy's status names the refused field", func() error {
+			got, err := l.Client.Get(context.Background(), "default", "tls")
+			if err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(got.Status.Warnings, func(w string) bool { return strings.HasPrefix(w, "grpc-refused: spec.backends[0].tls: ") }) {
+				return fmt.Errorf("warnings %v", got.Status.Warnings)
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgrammed)
+			if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "not served to the gRPC clients") {
+				return fmt.Errorf("programmed: %+v", c)
+			}
+			return nil
+		})
+		if _, err := call(clients["rr"], ""); err != nil {
+			t.Fatalf("the other policies' clients: %v", err)
+		}
+	})
 	t.Run("KilledBackendCostsAtMostOneRPC", func(t *testing.T) {
 		var (
 			mu       sync.Mutex
@@ -260,13 +290,13 @@ func TestProxylessGRPC(t *testing.T) {
 		if len(failures) > 1 {
 			t.Fatalf("%d RPCs failed after a backend was killed, want at most 1: %v", len(failures), failures)
 		}
-		ps, err := l.Client.Proxies(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := grpcProxiesSynced(ps, len(pols)); err != nil {
-			t.Fatal(err)
-		}
+		eventually(t, 30*time.Second, "every gRPC client is SYNCED after the kill", func() error {
+			ps, err := l.Client.Proxies(context.Background())
+			if err != nil {
+				return err
+			}
+			return grpcProxiesSynced(ps, len(pols))
+		})
 	})
 	// Every answer of the whole run, not only the last: lbplane counts each NACK it was sent.
 	nacks := 0.0

@@ -466,7 +466,11 @@ func (t *Tracker) proxies() []ProxyStatus {
 				p.State = Stale
 			}
 		}
-		if (p.State == Synced && latestSent != current.Version) || p.Unresponsive {
+		// An Envoy subscribes to every listener and cluster, so each new version is sent to it; a gRPC client
+		// names the few it uses, and a version that changes none of them is not sent (the cache answers a
+		// publish at once, under its lock): it runs the current config when it answered all it was sent.
+		grpcClient := p.Client == xdscache.ClientGRPC
+		if (p.State == Synced && latestSent != current.Version && !grpcClient) || p.Unresponsive {
 			p.State = Stale
 		}
 		slices.SortFunc(p.Types, func(a, b TypeStatus) int { return strings.Compare(a.TypeURL, b.TypeURL) })
