@@ -112,7 +112,7 @@ func TestStatusShowsEndpointHealth(t *testing.T) {
 	})
 	t.Logf("stopped backend shown as ejected after %s", time.Since(stopped).Round(100*time.Millisecond))
 	text := lbctlOK(t, e.L, "status", "st")
-	for _, want := range []string{"BACKEND", "app", addr(bs[1]), "active health check failed", "Programmed    True"} {
+	for _, want := range []string{"BACKEND", "app", addr(bs[1]), "active health check failed", "Programmed    True", "Ready         True  Ready: every backend has an endpoint that takes traffic"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("lbctl status st lacks %q:\n%s", want, text)
 		}

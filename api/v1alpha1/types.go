@@ -34,6 +34,7 @@ var APIVersion = Group + "/" + Version
 // +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=".status.algorithm"
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=".status.conditions[?(@.type==\"Accepted\")].status"
 // +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=".status.conditions[?(@.type==\"Programmed\")].status"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type LoadBalancerPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -1091,7 +1092,13 @@ type RetryBudget struct {
 const (
 	ConditionAccepted     = "Accepted"
 	ConditionResolvedRefs = "ResolvedRefs"
-	ConditionProgrammed   = "Programmed"
+	// ConditionProgrammed is True when every connected Envoy of the policy's group runs its config, and the
+	// policy is served (accepted, and its certificates and files usable).
+	ConditionProgrammed = "Programmed"
+	// ConditionReady is True when the policy is Programmed and every connected Envoy of its group reports,
+	// for each of its backends, at least one endpoint that takes traffic (passed its health checks, not
+	// ejected, not draining): a request sent now is answered by a backend.
+	ConditionReady = "Ready"
 )
 
 // LoadBalancerPolicyStatus is what lbplane observed.
@@ -1107,7 +1114,9 @@ type LoadBalancerPolicyStatus struct {
 	// proxyGroup is the proxy group serving the policy, defaults applied (spec.proxyGroup, or "default").
 	// +optional
 	ProxyGroup string `json:"proxyGroup,omitempty"`
-	// conditions: Accepted, ResolvedRefs, Programmed.
+	// conditions: Accepted, ResolvedRefs, Programmed (every Envoy of the group runs the policy, which is
+	// served), Ready (and each backend has a healthy endpoint on every Envoy), and RolledBack after a staged
+	// rollout's verdict.
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`

@@ -22,6 +22,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/reach"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
@@ -58,6 +59,9 @@ type Engine struct {
 	CrossNamespace bool
 	// Reach is the server's rules on backend addresses; set before the first source loads.
 	Reach reach.Rules
+	// Tenancy is the operator's delegation of ports and host names to namespaces; set before the first
+	// source loads.
+	Tenancy tenancy.Rules
 	// ReadFile reads a referenced file; tests replace it.
 	ReadFile func(string) ([]byte, error)
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off in every HTTP listener.
@@ -272,7 +276,7 @@ func (e *Engine) Commit(p *Planned) *translate.Result {
 
 func (e *Engine) refs() translate.Refs {
 	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
-		NoRouterDynamicStats: e.NoRouterDynamicStats, Reach: e.rules(), DNS: e.dns.answers}
+		NoRouterDynamicStats: e.NoRouterDynamicStats, Reach: e.rules(), Tenancy: e.Tenancy, DNS: e.dns.answers}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and

@@ -39,6 +39,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	"github.com/lbplane/lbplane/internal/memlimit"
@@ -97,6 +98,8 @@ type Config struct {
 	DNSResolvers []string
 	// AllowEnvoyDNS lets backends have each Envoy resolve their host names (dns.resolver: Envoy), unchecked.
 	AllowEnvoyDNS bool
+	// TenancyFile, when set, delegates listener ports and host names to namespaces (package tenancy).
+	TenancyFile string
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
 	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
@@ -469,6 +472,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	eng.Reach = rules
+	if cfg.TenancyFile != "" {
+		if eng.Tenancy, err = tenancy.Load(cfg.TenancyFile); err != nil {
+			return err
+		}
+	}
+	cfg.Log.Info("host names and ports of namespaces", "rules", eng.Tenancy.Describe())
 	eng.Resolve = resolver(&cfg)
 	if rules.EnvoyDNS {
 		cfg.Log.Warn("backends may have each Envoy resolve their host names (dns.resolver: Envoy): lbplane does not check what those names resolve to, so a name that answers 127.0.0.1 or 169.254.169.254 reaches the Envoy's host or a metadata server",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/reach"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 )
 
 // File is the content of a file a policy references (certificates, CA bundles), read by the caller so that
@@ -169,6 +170,8 @@ type Refs struct {
 	// endpoints they refuse make the policy invalid, and Service endpoints they refuse leave its references
 	// unresolved.
 	Reach reach.Rules
+	// Tenancy is the operator's delegation of ports and host names to namespaces (see package tenancy).
+	Tenancy tenancy.Rules
 }
 
 // ServiceRef is a backend's Service reference with its namespace filled in.

@@ -166,7 +166,7 @@ func clientText(p apiwire.ProxyStatus) string {
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	st := p.Status
 	fmt.Fprintf(w, "Policy %s/%s (generation %d)\n", p.Namespace, p.Name, p.Generation)
-	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed, v1alpha1.ConditionRolledBack} {
+	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed, v1alpha1.ConditionReady, v1alpha1.ConditionRolledBack} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 			fmt.Fprintf(w, "  %-13s %-5s %s: %s\n", t, c.Status, c.Reason, c.Message)
 		}

@@ -142,3 +142,12 @@ done
 {{- $cluster := dict "name" "lbplane_local" "type" "STATIC" "connect_timeout" "1s" "load_assignment" (dict "cluster_name" "lbplane_local" "endpoints" (list (dict "locality" (dict "zone" .) "lb_endpoints" (list (dict "endpoint" (dict "address" $local))))))  -}}
 {{- dict "node" (dict "locality" (dict "zone" .)) "cluster_manager" (dict "local_cluster_name" "lbplane_local") "static_resources" (dict "clusters" (list $cluster)) | toJson -}}
 {{- end }}
+
+{{- /* lbplane serve --tenancy-file's content (tenancy: in values), or nothing when it delegates nothing. */ -}}
+{{- define "lbplane.tenancy" -}}
+{{- with .Values.tenancy }}
+{{- if or .delegations (eq .undelegated "Deny") }}
+{{- dict "undelegated" .undelegated "delegations" .delegations | toYaml }}
+{{- end }}
+{{- end }}
+{{- end }}
