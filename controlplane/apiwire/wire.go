@@ -90,6 +90,11 @@ type ProxyStatus struct {
 	// Zone is the Envoy's zone (node.locality.zone, lbctl bootstrap --zone): predictions of zone-aware
 	// backends are for the Envoys' zones.
 	Zone string `json:"zone,omitempty"`
+	// Client is what kind of xDS client the node is: "envoy", or "grpc" for a proxyless gRPC client (told
+	// apart by its user agent or its lbplane.io/client metadata), which is served the group's gRPC profile;
+	// UserAgent is the node's user agent name and version ("envoy 1.40.0", "gRPC Go 1.85.0").
+	Client    string `json:"client,omitempty"`
+	UserAgent string `json:"userAgent,omitempty"`
 	// Authenticated is true when the stream came over mTLS and its node id and group match its client
 	// certificate. Only authenticated proxies are read by the stats poller and, when mTLS is required,
 	// counted by settle waits.

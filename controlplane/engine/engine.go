@@ -92,6 +92,8 @@ type Engine struct {
 	split splits
 	// overrides are the operator's endpoint overrides (see overrides.go).
 	overrides translate.Overrides
+	// grpc holds the groups whose gRPC profile is published (see grpc.go).
+	grpc grpcProfiles
 }
 
 // New returns an engine publishing to cache.
@@ -343,6 +345,7 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 			continue // published with its baseline below
 		}
 		e.cache.Publish(name, next.State())
+		e.publishGRPC(name, false)
 		e.published[name] = true
 		e.Metrics.Snapshot(name, next.State().Bytes, false)
 	}
@@ -352,6 +355,7 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 			e.cache.Publish(name, st)
 			delete(e.published, name)
 			delete(e.builds, name)
+			e.publishGRPC(name, false)
 			e.Metrics.Snapshot(name, 0, true)
 		}
 	}

@@ -164,6 +164,7 @@ func (e *Engine) publishSplits() {
 			e.cache.Publish(name, e.candidateState(name))
 			delete(sp.published, name)
 			delete(sp.views, name)
+			e.publishGRPC(name, false)
 		}
 	}
 	if len(sp.byGroup) == 0 {

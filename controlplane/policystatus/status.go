@@ -14,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/lint"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -46,7 +48,10 @@ const MaxListed = 64
 
 // Compute returns the status of one policy. health (what the Envoys report of each backend) may be nil.
 func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
-	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Algorithm: r.Algorithm(), ProxyGroup: r.ProxyGroup, Conditions: r.Conditions(now), Warnings: r.Warnings}
+	// The findings for gRPC clients (lint.GRPC) are shown while the group has one.
+	grpcClients := slices.ContainsFunc(proxies, func(p xdsserver.ProxyStatus) bool { return p.Group == r.ProxyGroup && p.Client == xdscache.ClientGRPC })
+	warnings, grpcRefused := lint.ForClients(r.Warnings, grpcClients)
+	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Algorithm: r.Algorithm(), ProxyGroup: r.ProxyGroup, Conditions: r.Conditions(now), Warnings: warnings}
 	st.Endpoints.Total = r.Endpoints
 	st.EndpointOverrides = r.EndpointOverrides()
 	// Until an Envoy reports, only draining endpoints are known not to be healthy.
@@ -120,6 +125,10 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 		prog.Reason, prog.Message = ReasonNoProxies, fmt.Sprintf("no Envoy of proxy group %q is connected", r.ProxyGroup)
 	case len(nacks) > 0:
 		prog.Reason, prog.Message = ReasonRejected, "Envoy rejected the config: "+strings.Join(nacks, "; ")
+	case len(grpcRefused) > 0:
+		// Left out of what the group's gRPC clients are served (xdsbuild.GRPCRefused): they would reject it.
+		prog.Reason = ReasonRejected
+		prog.Message = fmt.Sprintf("not served to the gRPC clients of group %q: %s", r.ProxyGroup, strings.Join(grpcRefused, "; "))
 	case st.Proxies.Synced == st.Proxies.Connected:
 		prog.Status, prog.Reason = metav1.ConditionTrue, ReasonProgrammed
 		prog.Message = fmt.Sprintf("%d of %d proxies of group %q run this config", st.Proxies.Synced, st.Proxies.Connected, r.ProxyGroup)

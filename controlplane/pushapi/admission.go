@@ -24,6 +24,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/lint"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
 	"github.com/lbplane/lbplane/controlplane/rollout"
@@ -406,7 +407,8 @@ func (a *Admission) plan(req *request, dryRun bool) (*plan, int, []string) {
 	for i := range res.Policies {
 		k := translate.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
 		if pr := after.Policies.Of(k); pr != nil {
-			res.Policies[i].Warnings = pr.Warnings
+			// The push does not know the group's clients; status shows the gRPC findings where there are.
+			res.Policies[i].Warnings, _ = lint.ForClients(pr.Warnings, false)
 		}
 	}
 	return &plan{res: res, puts: puts, changes: changes, candidate: candidate, planned: planned, before: before, after: after}, http.StatusOK, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -222,7 +223,7 @@ func (f *fleetProxies) all() []xdsserver.ProxyStatus {
 	for _, p := range f.others {
 		if k := (id{p.NodeID, p.Group}); !here[k] {
 			here[k] = true
-			if p.State == xdsserver.Synced && p.Current != f.tracker.TargetVersion(p.Group, p.NodeID) {
+			if p.State == xdsserver.Synced && p.Current != f.tracker.TargetVersion(xdscache.KeyFor(p.Group, p.Client), p.NodeID) {
 				p.State, p.Message = xdsserver.Stale, "its replica has not yet reported it runs the current config"
 			}
 			out = append(out, p)

@@ -463,6 +463,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
+	// A group's gRPC profile is built once a gRPC client of it connects.
+	cache.OnGRPCClient = eng.ServeGRPC
 	// A NACK's resources are put on policies by the sources of the IR being served.
 	tracker.Owners = func(group, typeURL string, resources []string, msg string) []apiwire.PolicyRef {
 		res, _ := eng.Result()

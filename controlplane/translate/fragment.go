@@ -247,7 +247,13 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 
 	r := &PolicyResult{Key: f.key, Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup,
 		Accepted: true, AcceptedReason: ReasonAccepted, AcceptedMessage: "the policy is valid and has no conflicts", algorithm: f.algorithm}
-	r.Warnings = lint.Strings(lint.Check(c))
+	// The gRPC findings are kept beside the others; status shows them for groups with gRPC clients
+	// (lint.ForClients). Most are the same text in many policies: one copy is kept.
+	grpcFindings := lint.Strings(lint.GRPC(c))
+	for i, w := range grpcFindings {
+		grpcFindings[i] = unique.Make(w).Value()
+	}
+	r.Warnings = append(lint.Strings(lint.Check(c)), grpcFindings...)
 	f.served = r
 	secrets, ferrs := resolveFiles(c, refs)
 	if len(ferrs) > 0 {

@@ -57,7 +57,7 @@ func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 			continue
 		}
 		r.Accepted, r.AcceptedReason, r.AcceptedMessage = true, ReasonAccepted, "the policy is valid and has no conflicts"
-		r.Warnings = lint.Strings(lint.Check(p))
+		r.Warnings = lint.Strings(append(lint.Check(p), lint.GRPC(p)...))
 		secrets, errs := resolveFiles(p, refs)
 		if len(errs) > 0 {
 			r.ResolvedRefs, r.ResolvedRefsReason = false, ReasonInvalidRef

@@ -25,6 +25,8 @@ type bootstrapFlags struct {
 	xdsAddrs []string
 	// embed puts lbplane's certificate and key in the bootstrap instead of files (lbctl bootstrap --embed).
 	embed bool
+	// grpc prints a proxyless gRPC client's xDS bootstrap instead of Envoy's (lbctl bootstrap --grpc).
+	grpc bool
 	// dir is the Envoy's directory: --out-dir, or this user's (defaultEnvoyDir). The admin socket goes
 	// there unless --admin-socket says otherwise.
 	dir string
@@ -81,11 +83,15 @@ must be restarted with a new bootstrap before it expires.`,
   lbctl bootstrap --node-id envoy-1 --xds-insecure                             # lbplane serve --xds-insecure
   lbctl bootstrap --node-id envoy-1 --zone zone-a --out-dir /etc/envoy/lbplane   # zone-aware routing prefers zone-a
   lbctl bootstrap --node-id envoy-1 --dns-resolver 10.0.0.2 --dns-resolver 10.0.0.3:5353
-  lbctl bootstrap --node-id big-1 --cluster-stats used           # 100,000 policies on one Envoy`,
+  lbctl bootstrap --node-id big-1 --cluster-stats used           # 100,000 policies on one Envoy
+  lbctl bootstrap --grpc --node-id orders-7 --out-dir /var/lib/orders/xds > /var/lib/orders/xds/bootstrap.json   # a proxyless gRPC client: GRPC_XDS_BOOTSTRAP=...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := b.resolveDir(); err != nil {
 				return err
+			}
+			if b.grpc {
+				return b.renderGRPC(cmd.Context(), g, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			certDir := b.outDir
 			if b.embed && certDir != "" {
@@ -104,6 +110,7 @@ must be restarted with a new bootstrap before it expires.`,
 	}
 	b.register(cmd)
 	cmd.Flags().StringVar(&b.outDir, "out-dir", "", "write the certificate, key and CA here (mode 0700), point Envoy at them (renewable without restart), and put the admin socket here (default "+envoyDirDoc+")")
+	cmd.Flags().BoolVar(&b.grpc, "grpc", false, "print the xDS bootstrap JSON of a proxyless gRPC client (GRPC_XDS_BOOTSTRAP) instead of Envoy's: the node, and mTLS with the certificate written to --out-dir (gRPC's tls channel credentials and a file_watcher certificate provider, renewed by running this again)")
 	cmd.Flags().BoolVar(&b.embed, "embed", false, "put the certificate and key in the bootstrap instead of files: Envoy must be restarted with a new bootstrap before the certificate expires")
 	cmd.MarkFlagRequired("node-id")
 	return cmd

@@ -148,12 +148,21 @@ func proxyTable(proxies []apiwire.ProxyStatus) *metav1.Table {
 		{Name: "Stats Port", Type: "integer", Priority: 1},
 		{Name: "Authenticated", Type: "boolean", Priority: 1},
 		{Name: "Responses", Type: "integer", Priority: 1},
+		// envoy, or grpc for a proxyless gRPC client (served the group's gRPC profile), with its user agent.
+		{Name: "Client", Type: "string", Priority: 1},
 	}}
 	for _, p := range proxies {
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{p.NodeID, p.Group, p.API, p.State, dash(p.Version), p.Current,
-			age(metav1.NewTime(p.ConnectedAt)), dash(p.Message), dash(p.Address), p.StatsPort, p.Authenticated, p.Responses}})
+			age(metav1.NewTime(p.ConnectedAt)), dash(p.Message), dash(p.Address), p.StatsPort, p.Authenticated, p.Responses, clientText(p)}})
 	}
 	return t
+}
+
+func clientText(p apiwire.ProxyStatus) string {
+	if p.UserAgent == "" {
+		return dash(p.Client)
+	}
+	return fmt.Sprintf("%s (%s)", dash(p.Client), p.UserAgent)
 }
 
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
