@@ -94,9 +94,12 @@ func (c *Controller) hold(changes []Change, why error, now time.Time) {
 		} else if h.ch.Group != ch.Group {
 			defer c.resplit(h.ch.Group)
 		}
+		if h.reason != why.Error() || h.ch.Generation != ch.Generation {
+			// Once per change and reason: the retries every HeldRetry are not logged again.
+			c.log().Error("a staged change is held: no Envoy gets it until its rollout starts", "group", ch.Group, "policy", ch.Key.String(),
+				"generation", ch.Generation, "reason", why.Error())
+		}
 		h.ch, h.reason, h.tried = ch, why.Error(), now
-		c.log().Error("a staged change is held: no Envoy gets it until its rollout starts", "group", ch.Group, "policy", ch.Key.String(),
-			"generation", ch.Generation, "reason", h.reason)
 		c.resplit(ch.Group)
 	}
 }
