@@ -24,15 +24,15 @@ import (
 )
 
 // chartShutdown is how the chart's Envoy pod shuts down, as helm renders it: Envoy's drain arguments, its
-// preStop hook (an HTTP GET to envoy-helper) and its liveness probe, and envoy-helper's arguments.
+// preStop hook (an HTTP GET to envoy-sidecar) and its liveness probe, and envoy-sidecar's arguments.
 type chartShutdown struct {
 	DrainArgs            []string
 	PreStopPath          string
 	PreStopPort          any
 	LivenessPath         string
 	LivenessPort         any
-	HelperCommand        []string
-	HelperArgs           []string
+	SidecarCommand       []string
+	SidecarArgs          []string
 	EnvoyRunsNoCommand   bool // no exec probe or hook in the Envoy container
 	TerminationGraceSecs int
 }
@@ -93,8 +93,8 @@ func chartEnvoyShutdown(t *testing.T, set ...string) chartShutdown {
 					sd.LivenessPath, sd.LivenessPort = h.Path, h.Port
 				}
 				sd.EnvoyRunsNoCommand = c.Lifecycle.PreStop.Exec == nil && c.LivenessProbe.Exec == nil && c.ReadinessProbe.Exec == nil
-			case "envoy-helper":
-				sd.HelperCommand, sd.HelperArgs = c.Command, c.Args
+			case "envoy-sidecar":
+				sd.SidecarCommand, sd.SidecarArgs = c.Command, c.Args
 			}
 		}
 		return sd
@@ -103,29 +103,29 @@ func chartEnvoyShutdown(t *testing.T, set ...string) chartShutdown {
 	return chartShutdown{}
 }
 
-// startChartHelper runs envoy-helper as the chart's Envoy pod runs it (the lbctl of the test's build,
+// startChartSidecar runs envoy-sidecar as the chart's Envoy pod runs it (the lbctl of the test's build,
 // with the chart's arguments), with the socket changed to this host's and the address to 127.0.0.1:0; it
 // returns the process and the URL it serves, read from its log.
-func startChartHelper(t *testing.T, sd chartShutdown, socket string) (*Process, string) {
+func startChartSidecar(t *testing.T, sd chartShutdown, socket string) (*Process, string) {
 	t.Helper()
-	if len(sd.HelperCommand) != 1 || sd.HelperCommand[0] != "/lbctl" {
-		t.Fatalf("envoy-helper's command: %q", sd.HelperCommand)
+	if len(sd.SidecarCommand) != 1 || sd.SidecarCommand[0] != "/lbctl" {
+		t.Fatalf("envoy-sidecar's command: %q", sd.SidecarCommand)
 	}
-	args := slices.Clone(sd.HelperArgs)
+	args := slices.Clone(sd.SidecarArgs)
 	for i := range args {
 		switch {
 		case args[i] == chartAdminSocket:
 			args[i] = socket
 		case i > 0 && args[i-1] == "--listen":
 			if args[i] != fmt.Sprintf(":%v", sd.LivenessPort) {
-				t.Fatalf("envoy-helper listens on %s, the probe asks port %v", args[i], sd.LivenessPort)
+				t.Fatalf("envoy-sidecar listens on %s, the probe asks port %v", args[i], sd.LivenessPort)
 			}
 			args[i] = "127.0.0.1:0"
 		}
 	}
-	p := startProcess(t, "envoy-helper.log", filepath.Join(binDir, "lbctl"), args...)
+	p := startProcess(t, "envoy-sidecar.log", filepath.Join(binDir, "lbctl"), args...)
 	var url string
-	eventually(t, 20*time.Second, "envoy-helper serves", func() error {
+	eventually(t, 20*time.Second, "envoy-sidecar serves", func() error {
 		b, _ := os.ReadFile(p.log)
 		for _, line := range strings.Split(string(b), "\n") {
 			var rec struct{ Msg, Address string }
@@ -222,14 +222,14 @@ next:
 }
 
 // TestEnvoyPreStopDrain shuts an Envoy down as the chart's pod does, with the very arguments, hook and probe
-// helm renders (only the admin socket and the helper's address changed to this host's): envoy-helper (lbctl
+// helm renders (only the admin socket and the sidecar's address changed to this host's): envoy-sidecar (lbctl
 // of this build) beside a real Envoy started with the chart's drain arguments, while keep-alive clients send
-// 200 req/s through a stand-in Service to it and a second Envoy. As the kubelet does, envoy-helper gets its
-// SIGTERM at once and the Envoy's preStop hook, GET /shutdown on envoy-helper, is called at the same time; as
+// 200 req/s through a stand-in Service to it and a second Envoy. As the kubelet does, envoy-sidecar gets its
+// SIGTERM at once and the Envoy's preStop hook, GET /shutdown on envoy-sidecar, is called at the same time; as
 // in a cluster, the endpoint is removed from the Service a while after (the kube-proxy delay), during which
 // the draining Envoy still takes new connections. The hook must answer only once that Envoy has no request or
 // TCP connection left, after which it is killed (the kubelet's SIGTERM, then SIGKILL): not one request fails.
-// Envoy's liveness (GET /envoy/alive on envoy-helper) answers 200 while the Envoy lives, and 503 once it is
+// Envoy's liveness (GET /envoy/alive on envoy-sidecar) answers 200 while the Envoy lives, and 503 once it is
 // gone. Nothing in the Envoy container runs a command: its image needs no shell.
 //
 // Not proven here: that the kubelet calls the hook and waits terminationGracePeriodSeconds (no kubelet on
@@ -264,12 +264,12 @@ spec:
 `, map[string]any{"Name": "drain-" + name, "Group": "group-" + name, "Port": ports[name], "B1": bs[0].Port, "B2": bs[1].Port}))
 		waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", ports[name]), "d1", "d2")
 	}
-	helper, helperURL := startChartHelper(t, sd, envoys["a"].AdminSocket)
-	if code, body := httpStatus(t, helperURL+sd.LivenessPath); code != http.StatusOK {
-		t.Fatalf("Envoy's liveness through envoy-helper: %d %s", code, body)
+	sidecar, sidecarURL := startChartSidecar(t, sd, envoys["a"].AdminSocket)
+	if code, body := httpStatus(t, sidecarURL+sd.LivenessPath); code != http.StatusOK {
+		t.Fatalf("Envoy's liveness through envoy-sidecar: %d %s", code, body)
 	}
 	// Outside a shutdown the hook's path starts nothing: it answers at once and the Envoy keeps serving.
-	if code, body := httpStatus(t, helperURL+sd.PreStopPath); code != http.StatusOK || !strings.Contains(body, "not terminating") {
+	if code, body := httpStatus(t, sidecarURL+sd.PreStopPath); code != http.StatusOK || !strings.Contains(body, "not terminating") {
 		t.Fatalf("GET %s before any SIGTERM: %d %s", sd.PreStopPath, code, body)
 	}
 	if n := envoyStatSum(t, envoys["a"].AdminPort, "http.", ".downstream_cx_drain_close"); n != 0 {
@@ -288,16 +288,16 @@ spec:
 		return nil
 	})
 
-	// The pod is deleted: the kubelet sends envoy-helper SIGTERM and calls Envoy's hook; a second later the
+	// The pod is deleted: the kubelet sends envoy-sidecar SIGTERM and calls Envoy's hook; a second later the
 	// Service stops sending to it.
 	hookDone := make(chan error, 1)
 	started := time.Now()
 	dialsBefore := svc.dials[addrA].Load()
-	if err := helper.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := sidecar.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		code, body := httpStatus(t, helperURL+sd.PreStopPath)
+		code, body := httpStatus(t, sidecarURL+sd.PreStopPath)
 		if code != http.StatusOK || !strings.Contains(body, "drained") {
 			hookDone <- fmt.Errorf("%d %s", code, body)
 			return
@@ -351,16 +351,16 @@ spec:
 	if took < 3*time.Second {
 		t.Errorf("the hook returned after %s, before the drain period (3 s) in which the Service may still send new connections", took)
 	}
-	// envoy-helper ends on its own once it has answered the hook.
+	// envoy-sidecar ends on its own once it has answered the hook.
 	select {
-	case <-helper.done:
+	case <-sidecar.done:
 	case <-time.After(30 * time.Second):
-		t.Error("envoy-helper did not exit within 30 s of the drain")
+		t.Error("envoy-sidecar did not exit within 30 s of the drain")
 	}
 }
 
 // TestEnvoyLivenessWhileWaitingForLbplane: an Envoy whose lbplane is not there yet is not ready (no listener,
-// the stats listener included, accepts before its config is loaded) but is alive, as envoy-helper reports it
+// the stats listener included, accepts before its config is loaded) but is alive, as envoy-sidecar reports it
 // from admin's socket; once the Envoy is gone, it is not.
 func TestEnvoyLivenessWhileWaitingForLbplane(t *testing.T) {
 	t.Parallel()
@@ -370,8 +370,8 @@ func TestEnvoyLivenessWhileWaitingForLbplane(t *testing.T) {
 	creds := envoyTLS(t, l, "envoy-waiting", "default")
 	l.Kill()
 	e2 := startEnvoyWith(t, l, "envoy-waiting", "default", true, creds)
-	_, helperURL := startChartHelper(t, sd, e2.AdminSocket)
-	url := helperURL + sd.LivenessPath
+	_, sidecarURL := startChartSidecar(t, sd, e2.AdminSocket)
+	url := sidecarURL + sd.LivenessPath
 	eventually(t, 30*time.Second, "Envoy's admin answers while it waits for lbplane", func() error {
 		if code, body := httpStatus(t, url); code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, body)

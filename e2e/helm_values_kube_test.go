@@ -143,7 +143,7 @@ func TestHelmInstallEveryValue(t *testing.T) {
 		t.Errorf("lbplane probes: startup %v readiness %q liveness %q", lc.StartupProbe, lc.ReadinessProbe.HTTPGet.Path, lc.LivenessProbe.HTTPGet.Path)
 	}
 	ec := envoy.Spec.Template.Spec.Containers[0]
-	// Nothing runs in Envoy's image: its liveness asks envoy-helper, which asks admin on its socket (admin
+	// Nothing runs in Envoy's image: its liveness asks envoy-sidecar, which asks admin on its socket (admin
 	// answers while Envoy waits for lbplane; no listener does), and its preStop hook waits for the drain there.
 	if ec.ReadinessProbe.HTTPGet.Path != "/ready" || ec.LivenessProbe.HTTPGet.Path != "/envoy/alive" || fmt.Sprint(ec.LivenessProbe.HTTPGet.Port) != "19002" ||
 		ec.LivenessProbe.Exec != nil {
@@ -152,9 +152,9 @@ func TestHelmInstallEveryValue(t *testing.T) {
 	if h := ec.Lifecycle.PreStop.HTTPGet; h == nil || h.Path != "/shutdown" || h.Port != 19002 || ec.Lifecycle.PreStop.Exec != nil {
 		t.Errorf("Envoy preStop: %+v", ec.Lifecycle.PreStop)
 	}
-	if cs := envoy.Spec.Template.Spec.Containers; len(cs) != 2 || cs[1].Name != "envoy-helper" ||
-		!strings.Contains(strings.Join(cs[1].Args, " "), "envoy-helper --admin-socket /run/envoy/admin.sock --listen :19002 --drain-time 10s --wait-time 20s") {
-		t.Errorf("envoy-helper: %+v", cs)
+	if cs := envoy.Spec.Template.Spec.Containers; len(cs) != 2 || cs[1].Name != "envoy-sidecar" ||
+		!strings.Contains(strings.Join(cs[1].Args, " "), "envoy-sidecar --admin-socket /run/envoy/admin.sock --listen :19002 --drain-time 10s --wait-time 20s") {
+		t.Errorf("envoy-sidecar: %+v", cs)
 	}
 	// drain 10 s + wait 20 s + 5 s.
 	if g := envoy.Spec.Template.Spec.TerminationGracePeriod; g == nil || *g != 35 {
@@ -443,7 +443,7 @@ func checkPlatformValues(t *testing.T, c *kubetest.Cluster) {
 		{"deployment/edge-lb", "{.spec.strategy.rollingUpdate.maxSurge}", "1"},
 		{"deployment/edge-lb", "{.spec.strategy.rollingUpdate.maxUnavailable}", "0"},
 		// Envoy's security context: the capability added where asked, the chart's settings kept beside it;
-		// envoy-helper keeps the chart's own.
+		// envoy-sidecar keeps the chart's own.
 		{"daemonset/edge-lb-envoy", "{.spec.template.spec.containers[0].securityContext.capabilities.add}", `["NET_BIND_SERVICE"]`},
 		{"daemonset/edge-lb-envoy", "{.spec.template.spec.containers[0].securityContext.readOnlyRootFilesystem}", "true"},
 		{"daemonset/edge-lb-envoy", "{.spec.template.spec.containers[1].securityContext.capabilities}", `{"drop":["ALL"]}`},

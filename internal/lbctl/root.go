@@ -139,7 +139,7 @@ func NewWith(o Options) *cobra.Command {
 	g.kube = newKubeFlags(pf, o)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.prepare(cmd) }
 	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newRevoke(g), newVersion(g), newEnvoy(g))
-	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g), newEvents(g), newRollout(g), newEnvoyHelper(), newEndpoint(g))
+	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g), newEvents(g), newRollout(g), newEnvoySidecar(), newEndpoint(g))
 	return root
 }
 

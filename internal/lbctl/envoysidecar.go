@@ -11,23 +11,23 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lbplane/lbplane/internal/envoyhelper"
+	"github.com/lbplane/lbplane/internal/envoysidecar"
 )
 
-func newEnvoyHelper() *cobra.Command {
-	h := &envoyhelper.Helper{}
+func newEnvoySidecar() *cobra.Command {
+	h := &envoysidecar.Sidecar{}
 	var listen string
 	var linger time.Duration
 	cmd := &cobra.Command{
-		Use:   "envoy-helper",
+		Use:   "envoy-sidecar",
 		Short: "Serve an Envoy's liveness and drain it at shutdown, beside it in its pod, so that its image needs no shell",
-		Long: `Run beside Envoy in its pod (the chart's envoy-helper container, from lbplane's image), speaking to
+		Long: `Run beside Envoy in its pod (the chart's envoy-sidecar container, from lbplane's image), speaking to
 Envoy's admin on its Unix socket. GET /envoy/alive answers 200 while admin answers (Envoy's liveness probe);
-GET /healthz is the helper's own. At SIGTERM, which the kubelet sends it at once while it runs Envoy's preStop
+GET /healthz is the sidecar's own. At SIGTERM, which the kubelet sends it at once while it runs Envoy's preStop
 hook, it drains Envoy's listeners (admin /drain_listeners?graceful), lets Envoy accept for --drain-time, and
 then waits at most --wait-time for Envoy's requests and TCP connections to end; Envoy's preStop hook is
 GET /shutdown, which answers once that is over. GET /shutdown starts nothing by itself.`,
-		Example: `  lbctl envoy-helper --admin-socket /run/envoy/admin.sock --listen :19002 --drain-time 15s --wait-time 30s`,
+		Example: `  lbctl envoy-sidecar --admin-socket /run/envoy/admin.sock --listen :19002 --drain-time 15s --wait-time 30s`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if h.AdminSocket == "" {

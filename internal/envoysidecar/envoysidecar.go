@@ -1,16 +1,16 @@
-// Package envoyhelper is what the chart runs beside each Envoy, from lbplane's own image (lbctl
-// envoy-helper), so that the Envoy container needs neither a shell nor perl: Envoy's image may be distroless.
+// Package envoysidecar is what the chart runs beside each Envoy, from lbplane's own image (lbctl
+// envoy-sidecar), so that the Envoy container needs neither a shell nor perl: Envoy's image may be distroless.
 // It speaks to Envoy's admin on its Unix socket (admin has no TCP port) and offers the kubelet two HTTP
 // endpoints in its place:
 //
 //   - GET /envoy/alive, Envoy's liveness: 200 while admin answers GET /server_info, which it does from
 //     Envoy's start. No listener of Envoy's can serve it: none accepts before lbplane's config is loaded, and
 //     an Envoy waiting for lbplane must not be restarted.
-//   - GET /shutdown, Envoy's preStop hook: it waits for the drain that the helper's own SIGTERM starts
+//   - GET /shutdown, Envoy's preStop hook: it waits for the drain that the sidecar's own SIGTERM starts
 //     (the kubelet sends it at once to a container without a preStop hook, while it runs Envoy's), and
 //     answers once Envoy has nothing in flight; then the kubelet stops Envoy. The request starts nothing by
 //     itself: anyone who can reach the port can make it wait, but not drain Envoy.
-package envoyhelper
+package envoysidecar
 
 import (
 	"bufio"
@@ -28,15 +28,15 @@ import (
 	"time"
 )
 
-// Helper serves Envoy's liveness and runs its drain at shutdown.
-type Helper struct {
+// Sidecar serves Envoy's liveness and runs its drain at shutdown.
+type Sidecar struct {
 	// AdminSocket is Envoy's admin Unix socket.
 	AdminSocket string
 	// DrainTime is how long Envoy keeps accepting after the drain starts, answering each request with
 	// Connection: close (the Service may still send new connections while it learns that the pod goes);
 	// WaitTime bounds the wait for open requests and TCP connections to end after that.
 	DrainTime, WaitTime time.Duration
-	// TermWait is how long GET /shutdown waits for the helper's SIGTERM before it answers that the pod is
+	// TermWait is how long GET /shutdown waits for the sidecar's SIGTERM before it answers that the pod is
 	// not terminating (2 s when 0).
 	TermWait time.Duration
 	Log      *slog.Logger
@@ -48,7 +48,7 @@ type Helper struct {
 	result      string
 }
 
-func (h *Helper) init() {
+func (h *Sidecar) init() {
 	h.once.Do(func() {
 		h.admin = &http.Client{Timeout: 4 * time.Second, Transport: &http.Transport{
 			Proxy: nil,
@@ -65,7 +65,7 @@ func (h *Helper) init() {
 }
 
 // adminDo calls Envoy's admin.
-func (h *Helper) adminDo(ctx context.Context, method, path string) (string, error) {
+func (h *Sidecar) adminDo(ctx context.Context, method, path string) (string, error) {
 	h.init()
 	req, err := http.NewRequestWithContext(ctx, method, "http://envoy-admin"+path, nil)
 	if err != nil {
@@ -86,8 +86,8 @@ func (h *Helper) adminDo(ctx context.Context, method, path string) (string, erro
 	return string(b), nil
 }
 
-// Handler serves /healthz (the helper), /envoy/alive and /shutdown.
-func (h *Helper) Handler() http.Handler {
+// Handler serves /healthz (the sidecar), /envoy/alive and /shutdown.
+func (h *Sidecar) Handler() http.Handler {
 	h.init()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
@@ -121,7 +121,7 @@ func (h *Helper) Handler() http.Handler {
 }
 
 // Terminate starts the drain (once): the pod is going.
-func (h *Helper) Terminate(ctx context.Context) {
+func (h *Sidecar) Terminate(ctx context.Context) {
 	h.init()
 	select {
 	case <-h.terminating:
@@ -146,7 +146,7 @@ func (h *Helper) Terminate(ctx context.Context) {
 
 // Drain drains Envoy's listeners gracefully, keeps it accepting for DrainTime, and then waits at most
 // WaitTime for its traffic listeners to have nothing in flight. It returns what was still in flight.
-func (h *Helper) Drain(ctx context.Context) (int, error) {
+func (h *Sidecar) Drain(ctx context.Context) (int, error) {
 	if _, err := h.adminDo(ctx, http.MethodPost, "/drain_listeners?graceful"); err != nil {
 		return 0, err
 	}
@@ -211,7 +211,7 @@ func Busy(stats string) int {
 
 // Serve serves Handler on lis until ctx ends; at the first signal on term it starts the drain and keeps
 // serving until the drain is over and GET /shutdown had linger to be answered, or ctx ends.
-func (h *Helper) Serve(ctx context.Context, lis net.Listener, term <-chan struct{}, linger time.Duration) error {
+func (h *Sidecar) Serve(ctx context.Context, lis net.Listener, term <-chan struct{}, linger time.Duration) error {
 	h.init()
 	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -1,4 +1,4 @@
-package envoyhelper
+package envoysidecar
 
 import "testing"
 
