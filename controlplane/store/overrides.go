@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Overrides keeps the operator's endpoint overrides (drain, maintenance: lbctl endpoint) beside the policies,
@@ -25,34 +23,14 @@ var overridesBucket = []byte("endpoint-overrides")
 // EndpointOverrides returns every policy's overrides record.
 func (s *Bolt) EndpointOverrides() (out map[string][]byte, err error) {
 	defer func() { s.Metrics.StoreOp("list", err) }()
-	out = map[string][]byte{}
-	err = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(overridesBucket)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			out[string(k)] = append([]byte(nil), v...)
-			return nil
-		})
-	})
-	return out, err
+	return s.listBucket(overridesBucket)
 }
 
 // PutEndpointOverrides stores a policy's overrides, durably (bbolt syncs before Update returns); nil deletes
 // them.
 func (s *Bolt) PutEndpointOverrides(policy string, v []byte) (err error) {
 	defer func() { s.Metrics.StoreOp("apply", err) }()
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(overridesBucket)
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			return b.Delete([]byte(policy))
-		}
-		return b.Put([]byte(policy), v)
-	})
+	return s.putBucket(overridesBucket, policy, v)
 }
 
 // copyOverrides copies the endpoint overrides, when both stores keep them (both of lbplane's do).
