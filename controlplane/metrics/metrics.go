@@ -34,6 +34,7 @@ type Metrics struct {
 	apiRequests  *prometheus.CounterVec
 	apiDuration  *prometheus.HistogramVec
 	errors       *prometheus.CounterVec
+	closed       *prometheus.CounterVec
 	policies     *policyCollector
 	certs        *certCollector
 	sync         *syncCollector
@@ -52,6 +53,13 @@ const (
 	StatsPoll = "stats_poll"
 	// ConfigDirReload: a reload of --config-dir that failed as a whole, or a file in it that was refused.
 	ConfigDirReload = "config_dir_reload"
+)
+
+// Reasons lbplane closes an xDS connection, counted in lbplane_xds_connections_closed_total.
+const (
+	// ClosedMaxAge: the connection's stream reached its maximum age (lbplane serve --xds-max-connection-age)
+	// and had answered everything it was sent.
+	ClosedMaxAge = "max_age"
 )
 
 // New returns metrics registered in a registry of their own, with the Go runtime and process collectors.
@@ -83,6 +91,9 @@ func New(proxies func() map[string]int) *Metrics {
 	for _, c := range []string{StatusWrite, StatsPoll, ConfigDirReload} {
 		m.errors.WithLabelValues(c) // present at 0, so that rate() and alerts see the series from the start
 	}
+	m.closed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_xds_connections_closed_total",
+		Help: "xDS connections lbplane closed, by reason: max_age (its stream reached --xds-max-connection-age with every response answered; the client reconnects, possibly to another replica)."}, []string{"reason"})
+	m.closed.WithLabelValues(ClosedMaxAge)
 	m.policies = &policyCollector{}
 	m.certs = &certCollector{}
 	m.sync = &syncCollector{}
@@ -99,7 +110,7 @@ func New(proxies func() map[string]int) *Metrics {
 			return 0
 		})
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
-		m.apiDuration, m.errors, m.policies, m.certs, m.sync, m.clusters, build, refused, &proxyCollector{count: proxies})
+		m.apiDuration, m.errors, m.closed, m.policies, m.certs, m.sync, m.clusters, build, refused, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
 	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
 	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
@@ -204,6 +215,13 @@ func (m *Metrics) Answer(group, typ string, nack bool, sent time.Time) {
 	}
 	if !sent.IsZero() {
 		m.pushDuration.WithLabelValues(typ).Observe(time.Since(sent).Seconds())
+	}
+}
+
+// ConnectionClosed records an xDS connection lbplane closed, for reason (ClosedMaxAge).
+func (m *Metrics) ConnectionClosed(reason string) {
+	if m != nil {
+		m.closed.WithLabelValues(reason).Inc()
 	}
 }
 

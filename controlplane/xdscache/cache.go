@@ -41,6 +41,13 @@ type Cache struct {
 	// StepTimeout bounds how long one stream stays on a step of a make-before-break change without
 	// answering it before it is given the next. Zero applies every publish in one step.
 	StepTimeout time.Duration
+	// MaxAge, when positive, retires each stream about this long after its first request (MaxAge ±10 %,
+	// at random, so that streams opened together do not all end together): from then on it is given
+	// nothing new, and once it has answered (ACK or NACK) every response it was sent, OnRetire is called
+	// for it. A stream is never ended in the middle of a change (see maxage.go).
+	MaxAge time.Duration
+	// OnRetire, called on its own goroutine, ends a retired stream (the server closes its connection).
+	OnRetire func(StreamID)
 
 	mu      sync.Mutex
 	nextID  int64
@@ -190,11 +197,14 @@ func (c *Cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 	defer c.mu.Unlock()
 	st := c.stream(req, ch, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce())
 	typ := slices.Index(Types, req.GetTypeUrl())
-	if resp := sotwResponse(st.served(), req, sub, req.GetResponseNonce() == ""); resp != nil {
-		ch <- resp
-		st.sent(typ)
-		c.step(st)
-		return func() {}, nil
+	// Past its age, a stream is started on nothing new (see maxage.go): the watch is parked until it ends.
+	if !st.retiring {
+		if resp := sotwResponse(st.served(), req, sub, req.GetResponseNonce() == ""); resp != nil {
+			ch <- resp
+			st.sent(typ)
+			c.step(st)
+			return func() {}, nil
+		}
 	}
 	if typ < 0 {
 		return func() {}, nil // a type lbplane does not serve never changes
@@ -218,11 +228,13 @@ func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscrip
 	defer c.mu.Unlock()
 	st := c.stream(req, ch, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce())
 	typ := slices.Index(Types, req.GetTypeUrl())
-	if resp := deltaResponse(st.served(), &st.group.links, req, sub); resp != nil {
-		ch <- resp
-		st.sent(typ)
-		c.step(st)
-		return func() {}, nil
+	if !st.retiring { // as in CreateWatch
+		if resp := deltaResponse(st.served(), &st.group.links, req, sub); resp != nil {
+			ch <- resp
+			st.sent(typ)
+			c.step(st)
+			return func() {}, nil
+		}
 	}
 	if typ < 0 {
 		return func() {}, nil

@@ -56,6 +56,10 @@ type streamState struct {
 	// node is the node id of the stream's first request.
 	node   string
 	closed bool
+	// retiring is set once the stream is past its maximum age (Cache.MaxAge): it is given nothing new;
+	// retired once it was handed to Cache.OnRetire. ageTimer sets retiring.
+	retiring, retired bool
+	ageTimer          *time.Timer
 }
 
 // served is the state the stream is given now.
@@ -87,6 +91,7 @@ func (c *Cache) stream(req any, ch any, node *corev3.Node, typeURL, nonce string
 		st = &streamState{key: ch, group: g, plan: []*State{g.targetFor(node.GetId())}, node: node.GetId()}
 		c.streams[ch] = st
 		g.streams[st] = struct{}{}
+		c.startAge(st)
 	case st.group != g:
 		// A node cannot change its group on a stream it authenticated for; without mTLS it may, and then
 		// it starts over in the new group.
@@ -121,6 +126,10 @@ func (c *Cache) replan(g *group, st *streamState) {
 // timer for the one it waits on; c.mu is held.
 func (c *Cache) step(st *streamState) {
 	defer c.touch(st)
+	if st.retiring {
+		c.retire(st)
+		return
+	}
 	for st.at < len(st.plan)-1 && !st.waiting() {
 		st.at++
 		c.serve(st)
@@ -143,7 +152,7 @@ func (c *Cache) step(st *streamState) {
 	st.timer = time.AfterFunc(time.Until(st.since.Add(c.StepTimeout)), func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if st.closed || st.seq != seq || st.at >= len(st.plan)-1 {
+		if st.closed || st.retiring || st.seq != seq || st.at >= len(st.plan)-1 {
 			return
 		}
 		// It has not answered in time: go on without it, as one that is stuck must not keep its own
@@ -159,6 +168,9 @@ func (c *Cache) step(st *streamState) {
 // bench/results/2026-11-23-vm-incremental section 5.6). The server's channels hold one response per type,
 // so sending under the lock never blocks. c.mu is held.
 func (c *Cache) serve(st *streamState) {
+	if st.retiring {
+		return
+	}
 	s := st.served()
 	st.seq++
 	st.since = time.Now()
@@ -220,6 +232,9 @@ func (c *Cache) CloseStream(id StreamID) {
 	st.closed = true
 	if st.timer != nil {
 		st.timer.Stop()
+	}
+	if st.ageTimer != nil {
+		st.ageTimer.Stop()
 	}
 	c.touch(st)
 }

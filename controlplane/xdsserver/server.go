@@ -101,6 +101,8 @@ func NewGRPC(ctx context.Context, cache *xdscache.Cache, tracker *Tracker, extra
 	// routes); the delta server always does.
 	// The cache hears of streams, requests and nonces first: it gives each stream its own make-before-break
 	// steps as it answers them.
+	// A stream the cache retires at its maximum age is ended by closing its connection (see maxage.go).
+	cache.OnRetire = tracker.retire
 	srv := serverv3.NewServer(ctx, cache, cacheCallbacks(cache, tracker), sotwv3.WithOrderedADS())
 	discovery.RegisterAggregatedDiscoveryServiceServer(g, srv)
 	return g

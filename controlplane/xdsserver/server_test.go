@@ -27,6 +27,7 @@ type fixture struct {
 	cache   *xdscache.Cache
 	tracker *xdsserver.Tracker
 	conn    *grpc.ClientConn
+	addr    string
 }
 
 func start(t *testing.T, configure ...func(*xdscache.Cache)) *fixture {
@@ -43,13 +44,13 @@ func start(t *testing.T, configure ...func(*xdscache.Cache)) *fixture {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { xdsserver.Serve(ctx, g, lis); close(done) }()
+	go func() { xdsserver.Serve(ctx, g, tracker.Listener(lis)); close(done) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(); cancel(); <-done })
-	return &fixture{cache: cache, tracker: tracker, conn: conn}
+	return &fixture{cache: cache, tracker: tracker, conn: conn, addr: lis.Addr().String()}
 }
 
 func state(t *testing.T, clusters ...string) *xdscache.State {

@@ -54,8 +54,10 @@ type typeState struct {
 
 type stream struct {
 	// identity, when the stream came over mTLS, is what its client certificate allows.
-	identity    *Identity
+	identity *Identity
+	// address is the client's IP address, peer its address and port (its connection's key).
 	address     string
+	peer        string
 	api         string
 	node        *corev3.Node
 	connectedAt time.Time
@@ -112,6 +114,8 @@ type Tracker struct {
 	// pending counts the responses not yet answered, and lastSent is when the last was sent (unix
 	// nanoseconds), for Sending, read without the lock.
 	pending, lastSent atomic.Int64
+	// conns are the connections Listener accepted, for closing those whose stream reached its maximum age.
+	conns connections
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
@@ -149,7 +153,8 @@ func (t *Tracker) open(ctx context.Context, id streamKey) {
 		s.identity = &ident
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		s.peer = p.Addr.String()
+		if host, _, err := net.SplitHostPort(s.peer); err == nil {
 			s.address = host
 		}
 	}

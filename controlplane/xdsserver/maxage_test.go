@@ -1,0 +1,140 @@
+package xdsserver_test
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/lbplane/lbplane/controlplane/xdscache"
+)
+
+// testMaxAge is short, so that the tests see several ages; the cache spreads it ±10 %.
+const testMaxAge = 400 * time.Millisecond
+
+// latestEnd is when a stream opened at open has certainly passed its age.
+func latestEnd(open time.Time) time.Time { return open.Add(testMaxAge + testMaxAge/10) }
+
+// dialCounting returns a client connection to f that counts the TCP connections it opens.
+func dialCounting(t *testing.T, f *fixture) (*grpc.ClientConn, *atomic.Int32) {
+	t.Helper()
+	var dials atomic.Int32
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, &dials
+}
+
+func withMaxAge(c *xdscache.Cache) { c.MaxAge = testMaxAge }
+
+// A delta stream past its age that has a response unanswered is neither ended nor sent anything new;
+// once it answers, its connection is closed. The client reconnects on a new connection with the versions it
+// acknowledged and is sent only what changed meanwhile.
+func TestDeltaStreamPastItsAgeEndsOnlyOnceItAnsweredEverything(t *testing.T) {
+	f := start(t, withMaxAge)
+	f.cache.Publish("g", state(t, "a", "b"))
+	conn, dials := dialCounting(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opened := time.Now()
+	d := openDelta(t, ctx, conn)
+	d.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"}})
+	r1 := d.recv(5 * time.Second)
+	if r1 == nil || len(r1.Resources) != 2 {
+		t.Fatalf("first response: %v", r1)
+	}
+	acked := map[string]string{}
+	for _, r := range r1.Resources {
+		acked[r.Name] = r.Version
+	}
+	// r1 stays unanswered past the stream's age: the stream must stay open, and a change published
+	// meanwhile must not be sent on it (it would be cut in the middle of that change).
+	if ended(d, time.Until(latestEnd(opened))+time.Second) {
+		t.Fatal("the stream was ended while a response was unanswered")
+	}
+	f.cache.Publish("g", state(t, "a", "b", "c"))
+	if r := d.recv(time.Second); r != nil {
+		t.Fatalf("a stream past its age was sent a new response: %v", r)
+	}
+	d.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r1.Nonce})
+	if !ended(d, 5*time.Second) {
+		t.Fatal("the stream was not ended within 5s of answering its last response past its age")
+	}
+
+	d2 := openDelta(t, ctx, conn)
+	d2.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"},
+		InitialResourceVersions: acked})
+	r2 := d2.recv(5 * time.Second)
+	if r2 == nil {
+		t.Fatal("no response after reconnecting")
+	}
+	var sent []string
+	for _, r := range r2.Resources {
+		sent = append(sent, r.Name)
+	}
+	if !slices.Equal(sent, []string{"c"}) || len(r2.RemovedResources) != 0 {
+		t.Fatalf("after reconnecting: sent %v, removed %v; want only c, the change made meanwhile", sent, r2.RemovedResources)
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("the client opened %d connections; want 2 (the one closed at its age, and a new one)", n)
+	}
+}
+
+// A state-of-the-world stream that has answered everything ends at its age, again and again: every change
+// published between the ages reaches it, each stream on a connection of its own.
+func TestSotwStreamsEndAtTheirAgeAndEveryChangeArrives(t *testing.T) {
+	f := start(t, withMaxAge)
+	conn, dials := dialCounting(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.cache.Publish("g", state(t, "c0"))
+	const streams = 3
+	var got []string
+	for i := range streams {
+		s := openSotw(t, ctx, conn)
+		s.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
+		r := s.recv(5 * time.Second)
+		if r == nil {
+			t.Fatalf("stream %d: no first response", i)
+		}
+		want := []string{"c" + string(rune('0'+i))}
+		if !slices.Equal(names(t, r), want) {
+			t.Fatalf("stream %d: first response %v; want %v (the change made while reconnecting)", i, names(t, r), want)
+		}
+		got = append(got, r.VersionInfo)
+		s.Send(&discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, VersionInfo: r.VersionInfo, ResponseNonce: r.Nonce})
+		for {
+			select {
+			case r, ok := <-s.inbox:
+				if ok {
+					t.Fatalf("stream %d: unexpected response %v", i, names(t, r))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("stream %d: not ended at its age (%s)", i, testMaxAge)
+			}
+			break
+		}
+		// Published while the client is between connections: the next stream gets it.
+		f.cache.Publish("g", state(t, "c"+string(rune('1'+i))))
+	}
+	if n := dials.Load(); n != streams {
+		t.Fatalf("the client opened %d connections; want %d, one per stream", n, streams)
+	}
+	if len(slices.Compact(slices.Clone(got))) != streams {
+		t.Fatalf("versions acknowledged: %v; want a new one per stream", got)
+	}
+}
