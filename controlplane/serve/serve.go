@@ -81,6 +81,10 @@ type Config struct {
 	MaxXDSConnections int
 	// AckTimeout: a proxy that leaves a response unanswered this long stops counting for settle waits.
 	AckTimeout time.Duration
+	// XDSMaxConnectionAge closes each xDS connection about this long after its stream opened (±10 %), once
+	// its client has answered every response, so that clients spread over the replicas again
+	// (xdscache.Cache.MaxAge); 0 keeps connections open.
+	XDSMaxConnectionAge time.Duration
 	// Kubernetes, when set, reads LoadBalancerPolicies, Services, EndpointSlices and TLS Secrets from this
 	// API server; the push API then only reads.
 	Kubernetes *rest.Config
@@ -419,6 +423,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cache := xdscache.New()
 	cache.StepTimeout = cfg.SettleTimeout
+	cache.MaxAge = cfg.XDSMaxConnectionAge
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
 	tracker.AckTimeout = cfg.AckTimeout
 	xdsOpts, issuer, serving, ca, err := xdsSecurity(ctx, &cfg)
@@ -655,7 +660,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if maxConns == 0 {
 		maxConns = xdsserver.DefaultMaxConnections()
 	}
-	xdsLis = xdsserver.LimitConnections(xdsLis, maxConns)
+	xdsLis = tracker.Listener(xdsserver.LimitConnections(xdsLis, maxConns))
 	if guard != nil {
 		xdsLis = guard.Listener(xdsLis)
 	}

@@ -115,6 +115,7 @@ func newServe() *cobra.Command {
 	f.StringSliceVar(&cfg.XDSServerNames, "xds-server-name", nil, "extra DNS name or IP in lbplane's own xDS certificate (repeatable; the bind host, localhost, 127.0.0.1 and ::1 are always in it)")
 	f.DurationVar(&cfg.EnvoyCertValidity, "envoy-cert-validity", 24*time.Hour, "life of the Envoy client certificates lbctl bootstrap obtains, and of the group certificates --envoy-cert-secret keeps")
 	f.IntVar(&cfg.MaxXDSConnections, "xds-max-connections", 0, "xDS connections open at once; further clients wait (0: half the open-file limit, -1: no limit)")
+	f.DurationVar(&cfg.XDSMaxConnectionAge, "xds-max-connection-age", 30*time.Minute, "close each xDS connection about this long after it opened (±10 % at random), once its client has acknowledged everything it was sent, so that clients spread over the replicas again; the client reconnects at once and keeps its config (0: never)")
 	f.DurationVar(&cfg.AckTimeout, "ack-timeout", xdsserver.DefaultAckTimeout, "a proxy that leaves a response unanswered this long is shown STALE and no longer holds back changes for the others")
 	f.StringVar(&xdsTLS.Cert, "xds-tls-cert", "", "bring your own CA: PEM certificate for xDS over mTLS (with --xds-tls-key and --xds-tls-client-ca) instead of lbplane's CA")
 	f.StringVar(&xdsTLS.Key, "xds-tls-key", "", "PEM private key for xDS over mTLS")
