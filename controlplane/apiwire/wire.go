@@ -210,6 +210,11 @@ type StoreStatus struct {
 	// replica serving the same records shows the same versions, so an Envoy moving between them gets nothing
 	// new.
 	Versions map[string]string `json:"versions,omitempty"`
+	// Clients are the xDS clients (ADS streams) connected to each live replica, by replica id, as each last
+	// published its Envoys in the store (every 2 s; a replica's report lapses 10 s after it stops). With a
+	// maximum connection age (lbplane serve --xds-max-connection-age), a replica that restarted or was added
+	// gets its share back within that age.
+	Clients map[string]int `json:"clients,omitempty"`
 	// Refused are the records under lbplane's prefix in the store that lbplane did not write (they do not
 	// carry its authentication): they are not served.
 	Refused []RefusedRecord `json:"refused,omitempty"`

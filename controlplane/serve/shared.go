@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -146,6 +147,7 @@ func storeStatus(cfg *Config, st *store.Etcd, versions func() map[string]string)
 		for _, r := range st.Refused() {
 			out.Refused = append(out.Refused, apiwire.RefusedRecord{Key: r.Key, ModRevision: r.ModRevision, Since: r.Since, Reason: r.Reason})
 		}
+		out.Clients = clientsPerReplica(st)
 		return out
 	}
 }
@@ -216,4 +218,21 @@ func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.
 			}
 		}
 	}
+}
+
+// clientsPerReplica counts the Envoys each live replica last published (fleetProxies.publish), or is nil
+// when the store cannot be read.
+func clientsPerReplica(st *store.Etcd) map[string]int {
+	reports, err := st.Proxies()
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]int, len(reports))
+	for id, b := range reports {
+		var ps []json.RawMessage
+		if json.Unmarshal(b, &ps) == nil {
+			out[id] = len(ps)
+		}
+	}
+	return out
 }

@@ -35,7 +35,8 @@ func newStatus(g *globals) *cobra.Command {
 		Long: `Without NAME: every connected Envoy (one line per xDS stream). STATE is SYNCED when the Envoy
 acknowledged everything it was sent and was sent the current config, STALE while it has not acknowledged
 the current config yet, and NACKED when it rejected the last response of some type (MESSAGE says why; it
-keeps running its previous config).
+keeps running its previous config). With several replicas on etcd, the replica that answered, its role
+and the number of clients of each live replica (as each published them, every 2 s) come first.
 
 With NAME: the policy's conditions and, per backend, what its Envoys report: endpoints total, healthy
 and ejected, the ejected ones with the reason (active health check failed, outlier detection:
@@ -439,6 +440,20 @@ func printStoreStatus(w io.Writer, st *apiwire.StoreStatus) {
 		fmt.Fprintf(w, ", STALE since %s: cut off from %s, serving its last good state and refusing pushes", st.StaleSince.UTC().Format(time.RFC3339), st.Kind)
 	}
 	fmt.Fprintln(w)
+	if len(st.Clients) > 0 {
+		fmt.Fprint(w, "  clients per replica:")
+		for i, id := range slices.Sorted(maps.Keys(st.Clients)) {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(w, "%s %s %d", sep, id, st.Clients[id])
+			if id == st.Replica {
+				fmt.Fprint(w, " (this one)")
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	for _, g := range slices.Sorted(maps.Keys(st.Versions)) {
 		fmt.Fprintf(w, "  group %s: config version %s\n", g, st.Versions[g])
 	}
