@@ -19,13 +19,15 @@ type streamSample struct {
 	version   string // the version it last acknowledged
 }
 
-// TestXDSMaxConnectionAgeLosesNoChange: two replicas on etcd close their xDS connections at a 2 s maximum
-// age; a delta and a state-of-the-world Envoy, each listing both replicas, reconnect again and again while
-// policies are pushed on both replicas one after another. Every change reaches both Envoys, the version each
-// Envoy acknowledges (the replicas' ACK trackers) and the listeners it runs (its config dump) only go
-// forward, no request of a steady client fails, each replica counts the connections it closed for age, and
-// lbctl status counts the clients of each replica.
-func TestXDSMaxConnectionAgeLosesNoChange(t *testing.T) {
+// TestXDSMaxConnectionAgeRebalancesAndLosesNoChange: two replicas on etcd close their xDS connections at a
+// 2 s maximum age; a delta and a state-of-the-world Envoy, each listing both replicas, reconnect again and
+// again while policies are pushed on both replicas one after another. Every change reaches both Envoys, the
+// version each Envoy acknowledges (the replicas' ACK trackers) and the listeners it runs (its config dump)
+// only go forward, each replica counts the connections it closed for age, and lbctl status counts the
+// clients of each replica. Then one replica is killed, its Envoys move to the other, and once it is back
+// it feeds an Envoy again within a few ages (without a maximum age none would leave). No request of a
+// steady client fails throughout.
+func TestXDSMaxConnectionAgeRebalancesAndLosesNoChange(t *testing.T) {
 	t.Parallel()
 	const maxAge = 2 * time.Second
 	ec := etcdtest.Start(t, 1)
@@ -155,8 +157,6 @@ func TestXDSMaxConnectionAgeLosesNoChange(t *testing.T) {
 	}
 	close(stop)
 	<-observed
-	stopLoad()
-	load.RequireNoFailures(t, 100)
 
 	for _, e := range envoys {
 		t.Logf("%s: %d streams seen over %d pushes", e.NodeID, streamsSeen(e.NodeID), len(ports))
@@ -217,4 +217,25 @@ func TestXDSMaxConnectionAgeLosesNoChange(t *testing.T) {
 		t.Logf("lbctl status (reading %d):\n%s", attempts, stderr)
 		return nil
 	})
+
+	// A replica that comes back gets Envoys again within a few ages.
+	replicas[1].Kill()
+	eventually(t, 60*time.Second, "both Envoys on r0 while r1 is down", func() error {
+		if n := len(connectedNodes(t, replicas[0])); n != len(envoys) {
+			return fmt.Errorf("%d Envoys on r0", n)
+		}
+		return nil
+	})
+	replicas[1].Restart(t)
+	back := time.Now()
+	eventually(t, 15*maxAge, "the restarted replica feeds an Envoy again", func() error {
+		if n := len(connectedNodes(t, replicas[1])); n == 0 {
+			return fmt.Errorf("no Envoy on r1 %s after its restart", time.Since(back).Round(time.Second))
+		}
+		return nil
+	})
+	t.Logf("r1 fed an Envoy again %s after its restart", time.Since(back).Round(100*time.Millisecond))
+	waitServing(t, url, "steady")
+	stopLoad()
+	load.RequireNoFailures(t, 100)
 }

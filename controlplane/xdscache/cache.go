@@ -46,8 +46,10 @@ type Cache struct {
 	// nothing new, and once it has answered (ACK or NACK) every response it was sent, OnRetire is called
 	// for it. A stream is never ended in the middle of a change (see maxage.go).
 	MaxAge time.Duration
-	// OnRetire, called on its own goroutine, ends a retired stream (the server closes its connection).
-	OnRetire func(StreamID)
+	// OnRetire, called on its own goroutine, ends a retired stream (the server closes its connection) and
+	// says whether it could; a stream it could not end is served again, and retired again a MaxAge later.
+	// Without it, streams are not retired.
+	OnRetire func(StreamID) bool
 
 	mu      sync.Mutex
 	nextID  int64

@@ -27,7 +27,7 @@ func jittered(d time.Duration) time.Duration {
 
 // startAge arms a new stream's age timer; c.mu is held.
 func (c *Cache) startAge(st *streamState) {
-	if c.MaxAge <= 0 {
+	if c.MaxAge <= 0 || c.OnRetire == nil {
 		return
 	}
 	st.ageTimer = time.AfterFunc(jittered(c.MaxAge), func() {
@@ -53,7 +53,19 @@ func (c *Cache) retire(st *streamState) {
 		st.timer.Stop()
 		st.timer = nil
 	}
-	if c.OnRetire != nil {
-		go c.OnRetire(st.id)
-	}
+	go func() {
+		if c.OnRetire(st.id) {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if st.closed {
+			return
+		}
+		// Not ended: it must not stay without config. It is given what it missed, and a new age.
+		st.retiring, st.retired = false, false
+		c.startAge(st)
+		c.serve(st)
+		c.step(st)
+	}()
 }

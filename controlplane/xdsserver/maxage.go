@@ -71,8 +71,9 @@ func (cs *connections) get(key string) net.Conn {
 	return cs.by[key]
 }
 
-// retire closes the connection of a stream the cache retired at its maximum age.
-func (t *Tracker) retire(id xdscache.StreamID) {
+// retire closes the connection of a stream the cache retired at its maximum age, and says whether the
+// stream is ended (or had ended already).
+func (t *Tracker) retire(id xdscache.StreamID) bool {
 	key := streamKey{apiSotW, id.ID}
 	if id.Delta {
 		key.api = apiDelta
@@ -89,16 +90,17 @@ func (t *Tracker) retire(id xdscache.StreamID) {
 	}
 	t.mu.Unlock()
 	if s == nil {
-		return // it ended meanwhile
+		return true // it ended meanwhile
 	}
 	conn := t.conns.get(peer)
 	if conn == nil {
 		t.log.Warn("an xDS stream reached its maximum age on a connection the server does not track; it is left open",
 			"node", node, "group", group, "api", key.api, "stream", id.ID)
-		return
+		return false
 	}
 	t.log.Info("closing an xDS connection at its maximum age, every response answered; the client reconnects",
 		"node", node, "group", group, "api", key.api, "stream", id.ID, "age", age.Round(time.Second))
 	t.Metrics.ConnectionClosed(metrics.ClosedMaxAge)
 	conn.Close()
+	return true
 }

@@ -2,7 +2,10 @@ package xdsserver_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net"
+	"strconv"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -14,13 +17,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/lbplane/lbplane/controlplane/xdscache"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // testMaxAge is short, so that the tests see several ages; the cache spreads it ±10 %.
 const testMaxAge = 400 * time.Millisecond
 
-// latestEnd is when a stream opened at open has certainly passed its age.
-func latestEnd(open time.Time) time.Time { return open.Add(testMaxAge + testMaxAge/10) }
+// latestEnd is when a stream opened at open has certainly passed its age: its age counts from its first
+// request, which the server reads a little after the stream opens (250 ms is ample on a loaded machine).
+func latestEnd(open time.Time) time.Time { return open.Add(testMaxAge + testMaxAge/10 + 250*time.Millisecond) }
 
 // dialCounting returns a client connection to f that counts the TCP connections it opens.
 func dialCounting(t *testing.T, f *fixture) (*grpc.ClientConn, *atomic.Int32) {
@@ -136,5 +141,49 @@ func TestSotwStreamsEndAtTheirAgeAndEveryChangeArrives(t *testing.T) {
 	}
 	if len(slices.Compact(slices.Clone(got))) != streams {
 		t.Fatalf("versions acknowledged: %v; want a new one per stream", got)
+	}
+}
+
+// A stream whose connection the server cannot close (its listener does not record connections) is not
+// left past its age without config: it is served again, and changes keep reaching it.
+func TestStreamThatCannotBeEndedAtItsAgeKeepsGettingChanges(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cache := xdscache.New()
+	cache.MaxAge = testMaxAge
+	tracker := xdsserver.NewTracker(cache, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g := xdsserver.NewGRPC(ctx, cache, tracker)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { xdsserver.Serve(ctx, g, lis); close(done) }() // not tracker.Listener(lis)
+	defer func() { cancel(); <-done }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cache.Publish("g", state(t, "a"))
+	opened := time.Now()
+	d := openDelta(t, ctx, conn)
+	d.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"}})
+	if r := d.next(5 * time.Second); r == nil || len(r.Resources) != 1 {
+		t.Fatalf("first response: %v", r)
+	}
+	// Past its age, and past a second one: each change still arrives.
+	for i, at := range []time.Time{latestEnd(opened), latestEnd(opened).Add(testMaxAge + testMaxAge/10)} {
+		for time.Now().Before(at) {
+			if r := d.recv(time.Until(at)); r != nil {
+				t.Fatalf("unexpected response: %v", r)
+			}
+		}
+		name := "c" + strconv.Itoa(i)
+		cache.Publish("g", state(t, "a", name))
+		r := d.next(5 * time.Second)
+		if r == nil || len(r.Resources) != 1 || r.Resources[0].Name != name {
+			t.Fatalf("change %d past the age: got %v; want %s", i, r, name)
+		}
 	}
 }
