@@ -5,8 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,7 +25,9 @@ const testMaxAge = 400 * time.Millisecond
 
 // latestEnd is when a stream opened at open has certainly passed its age: its age counts from its first
 // request, which the server reads a little after the stream opens (250 ms is ample on a loaded machine).
-func latestEnd(open time.Time) time.Time { return open.Add(testMaxAge + testMaxAge/10 + 250*time.Millisecond) }
+func latestEnd(open time.Time) time.Time {
+	return open.Add(testMaxAge + testMaxAge/10 + 250*time.Millisecond)
+}
 
 // dialCounting returns a client connection to f that counts the TCP connections it opens.
 func dialCounting(t *testing.T, f *fixture) (*grpc.ClientConn, *atomic.Int32) {
