@@ -2,8 +2,6 @@ package xdsserver_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -149,24 +147,11 @@ func TestSotwStreamsEndAtTheirAgeAndEveryChangeArrives(t *testing.T) {
 // A stream whose connection the server cannot close (its listener does not record connections) is not
 // left past its age without config: it is served again, and changes keep reaching it.
 func TestStreamThatCannotBeEndedAtItsAgeKeepsGettingChanges(t *testing.T) {
+	// The listener as it is, not the tracker's.
+	f := startListening(t, func(_ *xdsserver.Tracker, lis net.Listener) net.Listener { return lis }, withMaxAge)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cache := xdscache.New()
-	cache.MaxAge = testMaxAge
-	tracker := xdsserver.NewTracker(cache, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	g := xdsserver.NewGRPC(ctx, cache, tracker)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { xdsserver.Serve(ctx, g, lis); close(done) }() // not tracker.Listener(lis)
-	defer func() { cancel(); <-done }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	cache, conn := f.cache, f.conn
 	cache.Publish("g", state(t, "a"))
 	opened := time.Now()
 	d := openDelta(t, ctx, conn)

@@ -32,6 +32,12 @@ type fixture struct {
 
 func start(t *testing.T, configure ...func(*xdscache.Cache)) *fixture {
 	t.Helper()
+	return startListening(t, (*xdsserver.Tracker).Listener, configure...)
+}
+
+// startListening is start with the xDS listener made by listen (the tracker's, or another).
+func startListening(t *testing.T, listen func(*xdsserver.Tracker, net.Listener) net.Listener, configure ...func(*xdscache.Cache)) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cache := xdscache.New()
 	for _, f := range configure {
@@ -44,7 +50,7 @@ func start(t *testing.T, configure ...func(*xdscache.Cache)) *fixture {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { xdsserver.Serve(ctx, g, tracker.Listener(lis)); close(done) }()
+	go func() { xdsserver.Serve(ctx, g, listen(tracker, lis)); close(done) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
