@@ -61,4 +61,8 @@ func TestFleetProxiesOthersBehindTheTargetAreStale(t *testing.T) {
 	if got["current"] != xdsserver.Synced || got["behind"] != xdsserver.Stale {
 		t.Errorf("the other replica's Envoys: %v, want current %s and behind %s", got, xdsserver.Synced, xdsserver.Stale)
 	}
+	// lbctl status counts each replica's clients from the same reports.
+	if n := clientsPerReplica(st); len(n) != 1 || n["there"] != 2 {
+		t.Errorf("clients per replica: %v, want there: 2", n)
+	}
 }
