@@ -67,6 +67,19 @@ func newServe() *cobra.Command {
 			if !(cfg.ProxyStatsFullShare > 0 && cfg.ProxyStatsFullShare <= 1) {
 				return fmt.Errorf("--proxy-stats-full-share: %v is not a share of Envoy's main thread; give a number above 0 and at most 1", cfg.ProxyStatsFullShare)
 			}
+			if cfg.XDSMaxConnectionAge < 0 {
+				return fmt.Errorf("--xds-max-connection-age: %s is negative; give a duration, or 0 to keep connections open", cfg.XDSMaxConnectionAge)
+			}
+			// A canary must have been connected for --rollout-canary-min-age (0: the default; negative: any
+			// time); the shortest connection lasts 90 % of the maximum age.
+			canaryAge := cfg.RolloutCanaryMinAge
+			if canaryAge == 0 {
+				canaryAge = rollout.DefaultMinCanaryAge
+			}
+			if age := cfg.XDSMaxConnectionAge; age > 0 && canaryAge > 0 && age*9/10 <= canaryAge {
+				log.Warn("--xds-max-connection-age is not longer than --rollout-canary-min-age: Envoys reconnect before they may be chosen as canaries, so staged rollouts find none",
+					"xdsMaxConnectionAge", age, "rolloutCanaryMinAge", canaryAge)
+			}
 			switch set := xdsTLS.Cert != "" || xdsTLS.Key != "" || xdsTLS.ClientCA != ""; {
 			case set && (xdsTLS.Cert == "" || xdsTLS.Key == "" || xdsTLS.ClientCA == ""):
 				return fmt.Errorf("--xds-tls-cert, --xds-tls-key and --xds-tls-client-ca go together")

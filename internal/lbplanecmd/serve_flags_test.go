@@ -54,3 +54,14 @@ func TestConfigDirHelpNamesTheFilesItLoads(t *testing.T) {
 		}
 	}
 }
+
+// A negative maximum connection age is refused before anything starts, naming the flag.
+func TestXDSMaxConnectionAgeRefusesNegative(t *testing.T) {
+	cmd := newServe()
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"--data-dir", t.TempDir(), "--xds-max-connection-age", "-1m"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--xds-max-connection-age") || !strings.Contains(err.Error(), "negative") {
+		t.Errorf("--xds-max-connection-age -1m: %v", err)
+	}
+}
