@@ -200,7 +200,7 @@ func (c *Cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 	st := c.stream(req, ch, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce())
 	typ := slices.Index(Types, req.GetTypeUrl())
 	// Past its age, a stream is started on nothing new (see maxage.go): the watch is parked until it ends.
-	if !st.retiring {
+	if !st.retiring && !resumes(st.served(), req, sub) {
 		if resp := sotwResponse(st.served(), req, sub, req.GetResponseNonce() == ""); resp != nil {
 			ch <- resp
 			st.sent(typ)
@@ -257,6 +257,17 @@ func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscrip
 // Fetch (REST xDS) is not offered: Envoys use ADS.
 func (c *Cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
 	return nil, errors.New("lbplane serves xDS over ADS only")
+}
+
+// resumes tells whether a state-of-the-world stream's first request of a type says its client already
+// runs exactly what s holds of it, so that nothing need be sent: a client that reconnects (at its maximum
+// age, or to another replica, which builds the same versions) names the version it last accepted. Only
+// for clusters and listeners asked for by wildcard: their version covers every resource of the type. An
+// Envoy's endpoints or routes of that version may lack a name it subscribed to since (the response that
+// added it may not have arrived), so those are sent again.
+func resumes(s *State, req *cachev3.Request, sub cachev3.Subscription) bool {
+	return req.GetResponseNonce() == "" && req.GetVersionInfo() != "" && req.GetVersionInfo() == s.Version &&
+		sub.IsWildcard() && cachev3.ResourceRequiresFullStateInSotw(req.GetTypeUrl())
 }
 
 // sotwResponse returns the response a state-of-the-world stream needs, or nil when it holds everything

@@ -13,8 +13,9 @@ import (
 // age a stream is given nothing new (publishes leave it where it is, its requests are parked), and it is
 // handed to OnRetire only once every response it was sent has been answered. It then holds exactly what
 // it acknowledged, and its reconnection says so: a delta stream resumes from its initial_resource_versions
-// (only what changed since is sent), a state-of-the-world stream is sent each type once (Envoy compares
-// each resource's hash and applies none that it already runs). A client that never answers is never cut
+// (only what changed since is sent); a state-of-the-world stream names the version it runs, and is sent
+// clusters and listeners only if they changed since (see resumes), endpoints and routes once (Envoy
+// compares each resource's hash and applies none that it already runs). A client that never answers is never cut
 // by age (TCP keepalive finds one that vanished).
 
 // ageJitter is the spread of a stream's age: MaxAge ±10 %.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
@@ -172,5 +173,53 @@ func TestStreamThatCannotBeEndedAtItsAgeKeepsGettingChanges(t *testing.T) {
 		if r == nil || len(r.Resources) != 1 || r.Resources[0].Name != name {
 			t.Fatalf("change %d past the age: got %v; want %s", i, r, name)
 		}
+	}
+}
+
+// A state-of-the-world client that reconnects naming the clusters' version it runs is not sent them again
+// while they are unchanged, and is shown running that version; one naming an older version, or endpoints
+// (whose subscription may have changed since), is sent them again.
+func TestSotwReconnectIsNotSentTheClustersItRuns(t *testing.T) {
+	f := start(t)
+	f.cache.Publish("g", state(t, "a", "b"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := openSotw(t, ctx, f.conn)
+	s.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType})
+	r := s.recv(5 * time.Second)
+	if r == nil {
+		t.Fatal("no first response")
+	}
+	running := r.VersionInfo
+
+	s2 := openSotw(t, ctx, f.conn)
+	s2.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: "n2", Cluster: "g"}, TypeUrl: resource.ClusterType, VersionInfo: running})
+	if r := s2.recv(time.Second); r != nil {
+		t.Fatalf("the clusters the client runs were sent again: %v", names(t, r))
+	}
+	ok := f.tracker.Wait(ctx, func(ps []xdsserver.ProxyStatus) bool {
+		for _, p := range ps {
+			if p.NodeID == "n2" {
+				return p.State == xdsserver.Synced && p.Version == running
+			}
+		}
+		return false
+	})
+	if !ok {
+		t.Fatalf("n2 is not shown SYNCED at %s: %+v", running, f.tracker.Proxies())
+	}
+	s2.Send(&discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, VersionInfo: running, ResourceNames: []string{"a"}})
+	if r := s2.recv(5 * time.Second); r == nil || !slices.Equal(names(t, r), []string{"a"}) {
+		t.Fatalf("endpoints named again after reconnecting: %v", r)
+	}
+	f.cache.Publish("g", state(t, "a", "b", "c"))
+	if r := s2.recv(5 * time.Second); r == nil || r.TypeUrl != resource.ClusterType || !slices.Equal(names(t, r), []string{"a", "b", "c"}) {
+		t.Fatalf("after a change: %v; want every cluster", r)
+	}
+
+	s3 := openSotw(t, ctx, f.conn)
+	s3.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: "n3", Cluster: "g"}, TypeUrl: resource.ClusterType, VersionInfo: running})
+	if r := s3.recv(5 * time.Second); r == nil || !slices.Equal(names(t, r), []string{"a", "b", "c"}) {
+		t.Fatalf("a client running an older version: %v; want every cluster", r)
 	}
 }

@@ -380,6 +380,24 @@ func (t *Tracker) response(id streamKey, typeURL, nonce, version string, sent se
 	t.notify(id)
 }
 
+// resumed records the version a state-of-the-world client says, in its first request of a type on a new
+// stream, that it runs (after a reconnection): the cache sends clusters and listeners of that version
+// again only when they changed (xdscache resumes), so this is what the stream holds of the type until then.
+func (t *Tracker) resumed(id streamKey, typeURL, version string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.streams[id]
+	if s == nil || s.types[typeURL] == nil || s.types[typeURL].SentVersion != "" {
+		return
+	}
+	ts := s.types[typeURL]
+	ts.SentVersion, ts.AckedVersion = version, version
+	if s.lastAcked == "" {
+		s.lastAcked = version
+	}
+	t.notify(id)
+}
+
 // StatsPortKey is the node metadata field lbctl bootstrap sets to the Envoy's stats port.
 const StatsPortKey = "lbplane.io/stats-port"
 
@@ -520,7 +538,13 @@ func (t *Tracker) OnStreamOpen(ctx context.Context, id int64, _ string) error {
 }
 func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(streamKey{apiSotW, id}) }
 func (t *Tracker) OnStreamRequest(id int64, r *discovery.DiscoveryRequest) error {
-	return t.request(streamKey{apiSotW, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	if err := t.request(streamKey{apiSotW, id}, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil); err != nil {
+		return err
+	}
+	if r.GetResponseNonce() == "" && r.GetVersionInfo() != "" {
+		t.resumed(streamKey{apiSotW, id}, r.GetTypeUrl(), r.GetVersionInfo())
+	}
+	return nil
 }
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discovery.DiscoveryRequest, r *discovery.DiscoveryResponse) {
 	t.response(streamKey{apiSotW, id}, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo(), sentResources{sotw: r.GetResources()})
