@@ -43,7 +43,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
-	"github.com/lbplane/lbplane/internal/memlimit"
 )
 
 // Config of a standalone lbplane.
@@ -398,7 +397,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := removePorts(cfg.DataDir); err != nil {
 		return err
 	}
-	memlimit.Apply(cfg.Log)
 	st, shared, err := openStore(ctx, &cfg)
 	if err != nil {
 		return err
