@@ -1,10 +1,13 @@
 package controlplane
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,11 +58,9 @@ func checkLayers(pkgs map[string][]string) []string {
 	return out
 }
 
-// TestNoUpwardImports: nothing that ships imports upward. controlplane imports nothing from internal/
-// (which holds the commands and the test helpers), and envoy-bootstrap imports nothing from controlplane,
-// which imports it. Only the non-test imports count: tests of controlplane use internal's real
-// kube-apiserver, etcd and Envoy helpers.
-func TestNoUpwardImports(t *testing.T) {
+// modulePackages lists the module's packages and what each imports (not counting its tests).
+func modulePackages(t *testing.T) map[string][]string {
+	t.Helper()
 	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"/...")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -68,7 +69,7 @@ func TestNoUpwardImports(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
 	pkgs := map[string][]string{}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
+	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p struct {
 			ImportPath string
@@ -86,8 +87,56 @@ func TestNoUpwardImports(t *testing.T) {
 			t.Fatalf("go list listed %d packages, not %s", len(pkgs), want)
 		}
 	}
-	for _, line := range checkLayers(pkgs) {
+	return pkgs
+}
+
+// TestNoUpwardImports: nothing that ships imports upward. controlplane imports nothing from internal/
+// (which holds the commands and the test helpers), and envoy-bootstrap imports nothing from controlplane,
+// which imports it. Only the non-test imports count: tests of controlplane use internal's real
+// kube-apiserver, etcd and Envoy helpers.
+func TestNoUpwardImports(t *testing.T) {
+	for _, line := range checkLayers(modulePackages(t)) {
 		t.Error(line)
+	}
+}
+
+// TestArchitectureListsEveryPackage: docs/architecture.md gives every package of the module a line of its
+// own, and lists no folder that is not there.
+func TestArchitectureListsEveryPackage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## The packages\n")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "## The packages" section`)
+	}
+	_, block, ok := strings.Cut(section, "\n```text\n")
+	if ok {
+		block, _, ok = strings.Cut(block, "\n```\n")
+	}
+	if !ok {
+		t.Fatal("the packages section of docs/architecture.md has no text block listing them")
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(block, "\n") {
+		dir, _, _ := strings.Cut(line, " ")
+		if !strings.HasSuffix(dir, "/") {
+			t.Errorf("docs/architecture.md: %q does not start with a folder", line)
+			continue
+		}
+		if listed[dir] {
+			t.Errorf("docs/architecture.md lists %s twice", dir)
+		}
+		listed[dir] = true
+		if fi, err := os.Stat(filepath.Join("..", dir)); err != nil || !fi.IsDir() {
+			t.Errorf("docs/architecture.md lists %s, which is not a folder of the repository", dir)
+		}
+	}
+	for pkg := range modulePackages(t) {
+		if dir := strings.TrimPrefix(pkg, module+"/") + "/"; !listed[dir] {
+			t.Errorf("docs/architecture.md does not list package %s (a line starting %q)", pkg, dir)
+		}
 	}
 }
 
