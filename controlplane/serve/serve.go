@@ -1,6 +1,7 @@
-// Package serve wires the standalone control plane: store and config-dir sources, the pipeline, the xDS
-// server and the push API. xDS is served only once every source has loaded, so a restarted lbplane never
-// hands an Envoy an empty or partial config.
+// Package serve is lbplane serve's composition root: Run assembles the subsystems (store, xDS, metrics,
+// engine, push API, stats, rollouts, sources, the Kubernetes source, dashboard), each built by its own
+// constructor in the file named for it. xDS is served only once every source has loaded, so a restarted
+// lbplane never hands an Envoy an empty or partial config.
 package serve
 
 import (
