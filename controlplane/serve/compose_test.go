@@ -8,8 +8,7 @@ import (
 )
 
 // TestRunFitsOnAScreen keeps Run a composition root: it assembles subsystems that their own constructors
-// build (store.go, xds.go, metrics.go, engine.go, pushapi.go, stats.go, rollout.go, kube.go, dashboard.go)
-// rather than building them inline.
+// build, each in the file named for it, rather than building them inline.
 func TestRunFitsOnAScreen(t *testing.T) {
 	const most = 120
 	fset := token.NewFileSet()

@@ -385,10 +385,9 @@ func (cfg *Config) prepare() error {
 	return removePorts(cfg.DataDir)
 }
 
-// Run serves until ctx ends. It is the composition root: it builds each subsystem with its constructor
-// (store.go, xds.go, metrics.go, engine.go, pushapi.go, stats.go, rollout.go, sources.go, kube.go,
-// dashboard.go) in the order they depend on one another, loads every source, and only then opens the
-// ports and runs them. Deferred closes run in reverse: the files roots, the metrics server, the store.
+// Run serves until ctx ends. It builds each subsystem with its constructor, in the order they depend on one
+// another, loads every source, and only then opens the ports and runs them all. Deferred closes run in
+// reverse: the files roots, the metrics server, the store.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.prepare(); err != nil {
 		return err
