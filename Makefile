@@ -90,7 +90,7 @@ generate:
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 \
 	  --admin-socket /run/envoy/admin.sock --xds-tls-dir /etc/envoy/tls > charts/lbplane/files/envoy-bootstrap-mtls.yaml
 	# envoy.clusterStats=used: the chart swaps the bootstrap's stats_config section for the one --cluster-stats used renders.
-	for m in all used; do $(GO) run ./cmd/lbctl bootstrap --node-id envoy --xds-insecure --max-connections 100000 --cluster-stats $$m | \
+	for m in all used; do $(GO) run ./cmd/lbctl bootstrap --node-id envoy --xds-insecure --max-connections 100000 --admin-socket /run/envoy/admin.sock --cluster-stats $$m | \
 	  awk '/^stats_config:/ {p = 1; print; next} p && /^[^ ]/ {exit} p' > charts/lbplane/files/envoy-stats-$$m.yaml; done
 
 ## check-generated: fail when the generated files are not what make generate makes from api/

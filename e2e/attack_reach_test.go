@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/internal/dnstest"
 	"github.com/lbplane/lbplane/internal/kubetest"
 )
 
@@ -113,8 +116,9 @@ func TestAttackReachBackendOnTheEnvoyHost(t *testing.T) {
 // TestAttackReachEnvoyAdminIsNotOnTheDataPath: even where loopback backends are allowed (the worst setting
 // an operator can choose), Envoy's admin has no TCP port to route to: it is a Unix socket of mode 0600, and
 // the only TCP ports Envoy listens on are its traffic listeners and the read-only stats listener. A policy
-// that routes and mirrors to that listener sends POST /quitquitquit, POST /drain_listeners and GET
-// /config_dump there: none reaches admin, and Envoy keeps running and serving.
+// that routes and mirrors to that listener is refused (it is an Envoy's own port), and the listener itself
+// answers POST /quitquitquit, POST /drain_listeners and GET /config_dump with 404: none reaches admin, and
+// Envoy keeps running and serving.
 func TestAttackReachEnvoyAdminIsNotOnTheDataPath(t *testing.T) {
 	t.Parallel()
 	bs := startBackends(t, "own")
@@ -145,8 +149,8 @@ spec:
 		t.Fatalf("Envoy listens on TCP ports %v besides its traffic listener; want the stats port %d alone (admin is a socket)", ports, e.StatsPort)
 	}
 
-	attack := reservePort(t)
-	push(t, l, policy(t, `
+	// A policy that routes or mirrors to the stats listener is refused: it is an Envoy's own port.
+	attack := policy(t, `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
 metadata: {name: attack}
@@ -160,43 +164,35 @@ spec:
   backends:
     - {name: stats, endpoints: [{address: 127.0.0.1, port: {{.Stats}}}]}
     - {name: own, endpoints: [{address: 127.0.0.1, port: {{.B}}}]}
-`, map[string]any{"Port": attack, "Stats": e.StatsPort, "B": bs[0].Port}))
-	attackURL := fmt.Sprintf("http://127.0.0.1:%d", attack)
-	eventually(t, 30*time.Second, "the attack policy is served", func() error {
-		_, code, err := doWith(newClient(false), attackURL+"/stats/prometheus", nil)
-		if err == nil && code != 200 {
-			err = fmt.Errorf("status %d", code)
+`, map[string]any{"Port": reservePort(t), "Stats": e.StatsPort, "B": bs[0].Port})
+	eventually(t, 10*time.Second, "a policy naming the stats port is refused", func() error {
+		err := applyErr(l, attack)
+		if err == nil || !strings.Contains(err.Error(), "spec.backends[0].endpoints[0].address: 127.0.0.1 port "+strconv.Itoa(e.StatsPort)+" is an Envoy's stats port") ||
+			!strings.Contains(err.Error(), "mirror target of spec.routes[0].mirrors[0]") {
+			return fmt.Errorf("got %v", err)
 		}
-		return err
+		return nil
 	})
+	// And the stats listener itself, which anything on the host reaches, answers only its three paths.
 	c := newClient(false)
+	statsURL := fmt.Sprintf("http://127.0.0.1:%d", e.StatsPort)
 	for _, r := range []struct{ method, path string }{
 		{http.MethodPost, "/quitquitquit"}, {http.MethodPost, "/drain_listeners?graceful"}, {http.MethodGet, "/config_dump"},
 		{http.MethodPost, "/runtime_modify?overload.premature_reset_total_stream_count=1"}, {http.MethodPost, "/healthcheck/fail"},
 	} {
-		for _, mirrored := range []bool{false, true} {
-			req, _ := http.NewRequest(r.method, attackURL+r.path, nil)
-			if mirrored {
-				req.Header.Set("X-Mirror", "yes")
-			}
-			resp, err := c.HTTP.Do(req)
-			if err != nil {
-				t.Errorf("%s %s (mirrored %v): %v", r.method, r.path, mirrored, err)
-				continue
-			}
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-			// Routed: the stats listener's 404 for anything but its three paths. Mirrored: the own backend's
-			// answer, the copy going to the stats listener.
-			switch {
-			case !mirrored && resp.StatusCode != http.StatusNotFound, strings.Contains(string(body), "configs"):
-				t.Errorf("%s %s reached more than the stats listener: %d %.200s", r.method, r.path, resp.StatusCode, body)
-			case mirrored && (resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "own"):
-				t.Errorf("%s %s mirrored: %d from %q", r.method, r.path, resp.StatusCode, resp.Header.Get("X-Backend"))
-			}
+		req, _ := http.NewRequest(r.method, statsURL+r.path, nil)
+		resp, err := c.HTTP.Do(req)
+		if err != nil {
+			t.Errorf("%s %s: %v", r.method, r.path, err)
+			continue
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "configs") {
+			t.Errorf("%s %s reached more than the stats listener: %d %.200s", r.method, r.path, resp.StatusCode, body)
 		}
 	}
-	// Whatever a mirrored copy met, Envoy is alive, has not drained, and serves.
+	// Envoy is alive, has not drained, and serves.
 	time.Sleep(500 * time.Millisecond)
 	select {
 	case <-e.done:
@@ -422,5 +418,336 @@ func TestAttackReachKubernetes(t *testing.T) {
 	}
 	if _, errOut, err := lbctl(t, l, "", "status"); err != nil || !strings.Contains(errOut, "endpoint addresses and host names allowed in namespaces team-a") {
 		t.Errorf("lbctl status must list the Kubernetes address setting: %v\n%s", err, errOut)
+	}
+}
+
+// applyErr pushes doc and returns the push API's refusal, or nil.
+func applyErr(l *Lbplane, doc []byte) error {
+	_, err := l.Client.Apply(context.Background(), doc, false)
+	return err
+}
+
+// TestAttackReachHostNamesAreJudgedByTheirAnswers: with lbplane's defaults, a backend named by a host name
+// is judged by every address it resolves to when it is pushed: the machine's own host name (in /etc/hosts,
+// or this host's addresses), and names answering loopback in its IPv4-compatible, NAT64 and 6to4 forms,
+// the metadata address or the unspecified address, are refused naming the field, the name and the
+// address; the same forms written as addresses are refused too. A name answering an allowed address
+// serves. The DNS server is the test's, on loopback (--dns-resolver).
+func TestAttackReachHostNamesAreJudgedByTheirAnswers(t *testing.T) {
+	t.Parallel()
+	far := newNetHost(t)
+	far.backend(t, "far", 8080)
+	ns := dnstest.Start(t)
+	ns.Set("good.attack.test", 0, far.IP)
+	answers := map[string][]string{
+		"compat.attack.test": {"::127.0.0.1"}, "nat64.attack.test": {"64:ff9b::7f00:1"}, "sixtofour.attack.test": {"2002:7f00:1::"},
+		"metadata.attack.test": {"169.254.169.254"}, "unspecified.attack.test": {"0.0.0.0"}, "mixed.attack.test": {far.IP, "127.0.0.1"},
+		"teredo.attack.test": {"2001:0:7f00:1::1"},
+	}
+	for name, a := range answers {
+		ns.Set(name, 0, a...)
+	}
+	l := startLbplaneDefaults(t, "--dns-resolver", ns.Addr)
+	startEnvoy(t, l, "envoy-names", true)
+	hostname, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const field = "spec.backends[0].endpoints[0].address: "
+	cases := map[string]string{hostname: fmt.Sprintf("%q resolves to ", hostname)}
+	for name, a := range answers {
+		cases[name] = fmt.Sprintf("%q resolves to %s", name, netip.MustParseAddr(a[len(a)-1]))
+	}
+	for _, literal := range []string{"::127.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::", "::ffff:0:127.0.0.1", "64:ff9b::a9fe:a9fe"} {
+		cases[literal] = "carries "
+	}
+	for address, reason := range cases {
+		family := "All"
+		doc := policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: attack}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+{{- if .Name}}
+      dns: {lookupFamily: {{.Family}}}
+{{- end}}
+      endpoints: [{address: "{{.Address}}", port: 8080}]
+`, map[string]any{"Port": reservePort(t), "Address": address, "Name": net.ParseIP(address) == nil, "Family": family})
+		err := applyErr(l, doc)
+		if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), reason) {
+			t.Errorf("%s: the push API must refuse it naming %q and %q, got %v", address, field, reason, err)
+		}
+	}
+	port := reservePort(t)
+	push(t, l, policy(t, reachPolicy, map[string]any{"Name": "good", "Port": port, "Address": "good.attack.test", "TargetPort": 8080, "GoodIP": far.IP}))
+	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "far")
+	if ps, err := l.Client.List(context.Background()); err != nil || len(ps) != 1 {
+		t.Errorf("the store must hold the good policy alone, got %d (%v)", len(ps), err)
+	}
+}
+
+// TestAttackReachDNSRebinding: a name that answered a real backend and then rebinds to loopback and the
+// metadata address (the attack of issue 41: 25 s of a good answer, then 127.0.0.1) never sends a request
+// there: at the next refresh those addresses are left out, the policy says so (ResolvedRefs False,
+// ForbiddenAddress, naming the field and the addresses), and a server on 127.0.0.1 at the backend's port
+// gets nothing. When the name answers the real backend again, it serves again.
+func TestAttackReachDNSRebinding(t *testing.T) {
+	t.Parallel()
+	// What the attacker is after: a server on this host's loopback, on the backend's port.
+	secret := startBackend(t, "secret", 0)
+	target := secret.Port
+	far := newNetHost(t)
+	far.backend(t, "far", target)
+	const name = "rebind.attack.test"
+	ns := dnstest.Start(t)
+	ns.Set(name, 0, far.IP)
+	l := startLbplaneDefaults(t, "--dns-resolver", ns.Addr)
+	startEnvoy(t, l, "envoy-rebind", true)
+	port := reservePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	push(t, l, policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: rebind}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+      dns: {refreshInterval: 200ms}
+      endpoints: [{address: `+name+`, port: {{.Target}}}]
+`, map[string]any{"Port": port, "Target": target}))
+	waitServing(t, url, "far")
+
+	ns.Set(name, 0, "127.0.0.1", "169.254.169.254")
+	eventually(t, 30*time.Second, "the rebound answer is left out and said so", func() error {
+		out := lbctlOK(t, l, "get", "rebind", "-o", "json")
+		want := `spec.backends[0].endpoints[0].address: \"` + name + `\" resolves to 127.0.0.1, 169.254.169.254, left out`
+		if !strings.Contains(out, "ForbiddenAddress") || !strings.Contains(out, want) {
+			return fmt.Errorf("status does not say it: %.600s", out)
+		}
+		return nil
+	})
+	// Many refreshes (200 ms each) while requests keep coming: none reaches the loopback server.
+	noneReaches(t, url, secret, 40)
+	ns.Set(name, 0, far.IP)
+	waitServing(t, url, "far")
+}
+
+// noneReaches sends n requests to url, 50 ms apart (spread over several DNS refreshes; not
+// synchronisation): none may be answered 200, and secret, the server on loopback a rebound name points at,
+// must get none of them.
+func noneReaches(t *testing.T, url string, secret *Backend, n int) {
+	t.Helper()
+	c := newClient(false)
+	for i := 0; i < n; i++ {
+		if _, code, err := doWith(c, url+"/", nil); err == nil && code == 200 {
+			t.Errorf("request %d was answered 200 after the name rebound to loopback", i)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := secret.Served.Load(); got != 0 {
+		t.Errorf("the server on 127.0.0.1:%d got %d requests", secret.Port, got)
+	}
+}
+
+// TestAttackReachOwnPorts: even with loopback re-admitted (--allow-backend-cidrs 127.0.0.0/8,::1/128), no
+// backend may name lbplane's own ports (xDS, push API and dashboard, metrics: bound on port 0 here) nor an
+// Envoy's stats port, by a loopback address, localhost, the unspecified address, or a name that resolves
+// there; another port on loopback is still allowed.
+func TestAttackReachOwnPorts(t *testing.T) {
+	t.Parallel()
+	ns := dnstest.Start(t)
+	ns.Set("own.attack.test", 0, "127.0.0.1")
+	l := startLbplane(t, "--dns-resolver", ns.Addr)
+	e := startEnvoy(t, l, "envoy-own", true)
+	waitSynced(t, l, 0)
+	portOf := func(hostport string) int {
+		_, p, _ := net.SplitHostPort(strings.TrimPrefix(hostport, "http://"))
+		n, _ := strconv.Atoi(p)
+		return n
+	}
+	targets := map[string]int{"lbplane's xDS port": portOf(l.XDSAddr), "lbplane's push API and dashboard port": portOf(l.APIURL),
+		"lbplane's metrics port": l.metricsPort, "an Envoy's stats port": e.StatsPort}
+	doc := func(address string, port int) []byte {
+		return policy(t, reachPolicy, map[string]any{"Name": "attack", "Port": reservePort(t), "Address": address, "TargetPort": port, "GoodIP": "198.51.100.250"})
+	}
+	for what, port := range targets {
+		for _, address := range []string{"127.0.0.1", "127.0.0.7", "::1", "localhost", "own.attack.test", "::ffff:127.0.0.1"} {
+			// The Envoy's stats port is learned when it connects (within a second).
+			eventually(t, 10*time.Second, fmt.Sprintf("%s:%d is refused", address, port), func() error {
+				err := applyErr(l, doc(address, port))
+				if err == nil || !strings.Contains(err.Error(), "spec.backends[0].endpoints[0].address") || !strings.Contains(err.Error(), what) {
+					return fmt.Errorf("the push API must refuse %s:%d (%s), got %v", address, port, what, err)
+				}
+				return nil
+			})
+		}
+	}
+	bs := startBackends(t, "own")
+	push(t, l, doc("127.0.0.1", bs[0].Port))
+}
+
+// TestAttackReachLoopIntoTheEnvoyItself: a backend on the Envoy host's own non-loopback address (the host
+// side of a network the test creates, 198.51.100.0/24) at its own listener is refused by default. Where the
+// operator re-admits that address, the loop it makes is stopped by the hop limit: the request is answered
+// 508 with a body that says so after 10 hops, not after thousands (on a route that retries 5xx too), and
+// Envoy keeps serving.
+func TestAttackReachLoopIntoTheEnvoyItself(t *testing.T) {
+	t.Parallel()
+	h := newNetHost(t)
+	l := startLbplane(t)
+	e := startEnvoy(t, l, "envoy-loop", true)
+	port := reservePort(t)
+	loop := policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: loop}
+spec:
+  listener: {address: {{.IP}}, port: {{.Port}}, protocol: HTTP}
+  routes:
+    # Retrying 5xx would multiply the loop at every hop; the 508 is never retried.
+    - backends: [{name: self}]
+      retry: {conditions: [5xx], attempts: 1}
+  backends: [{name: self, endpoints: [{address: {{.IP}}, port: {{.Port}}}]}]
+`, map[string]any{"IP": h.hostIP, "Port": port})
+	eventually(t, 10*time.Second, "a backend on the Envoy's own address is refused", func() error {
+		err := applyErr(l, loop)
+		if err == nil || !strings.Contains(err.Error(), h.hostIP+" is an address of the Envoy's or lbplane's own host") {
+			return fmt.Errorf("got %v", err)
+		}
+		return nil
+	})
+
+	l.Kill()
+	l.extraArg = append(l.extraArg, "--allow-backend-cidrs", "127.0.0.0/8,::1/128,"+h.hostIP+"/32")
+	l.Restart(t)
+	push(t, l, loop)
+	url := fmt.Sprintf("http://%s:%d/", h.hostIP, port)
+	before := envoyStatSum(t, e, "http.", ".downstream_rq_total")
+	var body string
+	eventually(t, 30*time.Second, "the looping request is stopped by the hop limit", func() error {
+		resp, err := newClient(false).HTTP.Get(url)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if body = string(b); resp.StatusCode != 508 || !strings.Contains(body, "loop detected") {
+			return fmt.Errorf("%d %.200s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	hops := envoyStatSum(t, e, "http.", ".downstream_rq_total") - before
+	// Each try of the eventually above is one loop of at most 10 hops (1,024 if each hop retried once).
+	if hops > 200 {
+		t.Errorf("the loops took %d requests through Envoy; each must stop after 10 hops", hops)
+	}
+	t.Logf("508 %q after %d requests through Envoy", strings.TrimSpace(body), hops)
+	if s := adminGet(t, e, "/server_info"); !strings.Contains(s, `"state": "LIVE"`) {
+		t.Errorf("Envoy is not LIVE after the loop: %.300s", s)
+	}
+}
+
+// TestAttackReachKubernetesOwnHost: the rules on what addresses resolve to hold in Kubernetes mode. A
+// Service whose EndpointSlice names the Envoy host's own address stays unresolved; in a namespace allowed
+// address backends, a literal in an IPv6 form of loopback and the Envoy host's address are refused in
+// Accepted, and a host name that answers a real backend serves until it rebinds to loopback and the
+// metadata address, which are left out with ResolvedRefs False (ForbiddenAddress), while a server on
+// 127.0.0.1 at the backend's port gets nothing.
+func TestAttackReachKubernetesOwnHost(t *testing.T) {
+	t.Parallel()
+	cluster := kubetest.Start(t)
+	own := newNetHost(t) // its host side is an address of the Envoy's or lbplane's own host
+	secret := startBackend(t, "secret", 0)
+	target := secret.Port
+	far := newNetHost(t)
+	far.backend(t, "far", target)
+	const name = "rebind.kube.test"
+	ns := dnstest.Start(t)
+	ns.Set(name, 0, far.IP)
+	kubeApply(t, cluster.Kubeconfig, `
+apiVersion: v1
+kind: Namespace
+metadata: {name: edge}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: self, namespace: team-a}
+spec:
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: self-1, namespace: team-a, labels: {kubernetes.io/service-name: self}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints: [{addresses: [{{.Own}}], conditions: {ready: true}}]
+`, map[string]any{"Own": own.hostIP})
+	l := startLbplaneDefaults(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--address-backends-namespaces", "edge", "--dns-resolver", ns.Addr)
+	startEnvoy(t, l, "envoy-kube-own", true)
+	ports := map[string]int{}
+	for _, p := range []struct{ name, namespace, address, service string }{
+		{"self-service", "team-a", "", "self"}, {"compat", "edge", "::127.0.0.1", ""}, {"own-host", "edge", own.hostIP, ""},
+		{"rebind", "edge", name, ""},
+	} {
+		ports[p.name] = reservePort(t)
+		kubeApply(t, cluster.Kubeconfig, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: {{.Name}}, namespace: {{.Namespace}}}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends:
+    - name: app
+{{- if .Service}}
+      service: {name: {{.Service}}, port: 80}
+{{- else}}
+{{- if .Named}}
+      dns: {refreshInterval: 200ms}
+{{- end}}
+      endpoints: [{address: "{{.Address}}", port: {{.Target}}}]
+{{- end}}
+`, map[string]any{"Name": p.name, "Namespace": p.namespace, "Port": ports[p.name], "Address": p.address, "Service": p.service, "Target": target,
+			"Named": p.address == name})
+	}
+	condition := func(ns, name, typ string) string {
+		out, _ := kubectl(t, cluster.Kubeconfig, "", "get", "lbp", "-n", ns, name, "-o",
+			`jsonpath={.status.conditions[?(@.type=="`+typ+`")].status} {.status.conditions[?(@.type=="`+typ+`")].reason}: {.status.conditions[?(@.type=="`+typ+`")].message}`)
+		return out
+	}
+	for _, c := range []struct{ ns, name, typ, want string }{
+		{"team-a", "self-service", "ResolvedRefs", "False BackendNotFound: spec.backends[0].service: Service team-a/self: " + own.hostIP + " is an address of the Envoy's or lbplane's own host"},
+		{"edge", "compat", "Accepted", "False Invalid: spec.backends[0].endpoints[0].address: ::7f00:1 carries 127.0.0.1 is a loopback address"},
+		{"edge", "own-host", "Accepted", "False Invalid: spec.backends[0].endpoints[0].address: " + own.hostIP + " is an address of the Envoy's or lbplane's own host"},
+	} {
+		eventually(t, 60*time.Second, c.ns+"/"+c.name+" is refused", func() error {
+			if got := condition(c.ns, c.name, c.typ); !strings.HasPrefix(got, c.want) {
+				return fmt.Errorf("%s %s", c.typ, got)
+			}
+			return nil
+		})
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", ports["rebind"])
+	waitServing(t, url, "far")
+	ns.Set(name, 0, "127.0.0.1", "169.254.169.254")
+	eventually(t, 60*time.Second, "the rebound answer is left out and said so", func() error {
+		want := `False ForbiddenAddress: spec.backends[0].endpoints[0].address: "` + name + `" resolves to 127.0.0.1, 169.254.169.254, left out`
+		if got := condition("edge", "rebind", "ResolvedRefs"); !strings.HasPrefix(got, want) {
+			return fmt.Errorf("ResolvedRefs %s", got)
+		}
+		return nil
+	})
+	noneReaches(t, url, secret, 20)
+	for _, name := range []string{"self-service", "compat", "own-host"} {
+		if _, code, err := doWith(newClient(false), fmt.Sprintf("http://127.0.0.1:%d/", ports[name]), nil); err == nil && code == 200 {
+			t.Errorf("%s: traffic reached a backend", name)
+		}
 	}
 }

@@ -176,10 +176,12 @@ func TestAttackFakeStatsCannotEjectForEveryone(t *testing.T) {
 	if r := rows["intruder"]; r.Endpoints.Ejected != 3 || !r.Mismatch {
 		t.Errorf("the intruder's row: %+v", r)
 	}
-	var st v1alpha1.LoadBalancerPolicyStatus
-	if err := json.Unmarshal([]byte(lbctlOK(t, e.L, "status", "st", "-o", "json")), &st); err != nil {
+	// lbctl status NAME -o json prints the policy, as lbctl get NAME -o json does.
+	var pol v1alpha1.LoadBalancerPolicy
+	if err := json.Unmarshal([]byte(lbctlOK(t, e.L, "status", "st", "-o", "json")), &pol); err != nil {
 		t.Fatal(err)
 	}
+	st := pol.Status
 	if st.Endpoints.Healthy != 3 || st.Endpoints.Mismatched != 3 {
 		t.Errorf("policy counts: %+v", st.Endpoints)
 	}

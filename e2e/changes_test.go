@@ -295,7 +295,17 @@ func stripVolatile(s string) string {
 		case map[string]any:
 			delete(t, "lastTransitionTime")
 			if st, ok := t["status"].(map[string]any); ok {
+				// What the Envoys' stats say, read every few seconds: the backends' health and Ready.
 				delete(st, "backends")
+				if cs, ok := st["conditions"].([]any); ok {
+					kept := cs[:0]
+					for _, c := range cs {
+						if m, ok := c.(map[string]any); !ok || m["type"] != "Ready" {
+							kept = append(kept, c)
+						}
+					}
+					st["conditions"] = kept
+				}
 			}
 			for _, e := range t {
 				strip(e)

@@ -36,8 +36,8 @@ func hasStat(stats, name string) bool {
 }
 
 // TestClusterStatsUsedKeepsWhatLbplaneReads: an Envoy bootstrapped with --cluster-stats used still gives
-// lbplane everything its policy status shows (endpoint health, requests, errors, p99, the outlier detector
-// that ejected an endpoint) and the per-endpoint Prometheus series, and leaves out the cluster stats nothing
+// lbplane everything its policy status shows (endpoint health, requests, errors, p99, responses by class,
+// bytes, the outlier detector that ejected an endpoint) and the per-endpoint Prometheus series, and leaves out the cluster stats nothing
 // reads; an Envoy with the default (all) on the same lbplane has them.
 func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
 	t.Parallel()
@@ -60,7 +60,8 @@ func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if b.Endpoints.Total != 3 || b.Endpoints.Healthy != 3 || b.Requests == 0 || b.LatencyP99Ms == nil || b.Proxies != 1 {
+		if b.Endpoints.Total != 3 || b.Endpoints.Healthy != 3 || b.Requests == 0 || b.LatencyP99Ms == nil || b.Proxies != 1 ||
+			b.Responses == nil || b.Responses.Success == 0 || b.Bytes == nil || b.Bytes.Received == 0 || b.Bytes.Sent == 0 {
 			return fmt.Errorf("%+v", b)
 		}
 		return nil
@@ -82,6 +83,7 @@ func TestClusterStatsUsedKeepsWhatLbplaneReads(t *testing.T) {
 	stats := adminGet(t, used.AdminPort, "/stats")
 	for _, name := range []string{c + "upstream_rq_time", c + "upstream_rq_total", c + "upstream_rq_2xx", c + "upstream_rq_5xx",
 		c + "membership_healthy", c + "membership_total", c + "outlier_detection.ejections_active",
+		c + "upstream_cx_rx_bytes_total", c + "upstream_cx_tx_bytes_total", c + "upstream_cx_none_healthy",
 		c + "outlier_detection.ejections_enforced_consecutive_5xx",
 		// What staged rollouts judge: requests as clients saw them, those that reached no endpoint included.
 		c + "upstream_rq_completed", c + "upstream_rq_pending_failure_eject", c + "upstream_cx_none_healthy",

@@ -28,6 +28,7 @@ spec:
   listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
   backends:
     - name: app
+      loadBalancing: {algorithm: LeastRequest}
       healthCheck:
         passive: {consecutive5xx: 3, interval: 1s, baseEjectionTime: 30s, maxEjectionPercent: 50}
       endpoints:
@@ -98,8 +99,9 @@ const readChart = `Object.fromEntries([...document.querySelectorAll('svg.spread 
   share: g.querySelector('.ep-share').textContent}]))`
 
 // TestDashboardInABrowser logs in to the dashboard in a real headless chromium, against lbplane, a real
-// Envoy and three backends: the spread chart's numbers match what the test's own client sent, a killed
-// backend shows as ejected within 3 s, and a wrong token gets no data.
+// Envoy and three backends: the spread chart's numbers match what the test's own client sent, the chart
+// names what the expected shares leave out (least request under concurrent requests), a killed backend
+// shows as ejected within 3 s, and a wrong token gets no data.
 func TestDashboardInABrowser(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
@@ -189,6 +191,14 @@ func TestDashboardInABrowser(t *testing.T) {
 		return nil
 	})
 	t.Logf("client sent %v; the chart shows %v", sent, chart)
+	// What the expected shares leave out is under the chart, as lbctl trace and status say it.
+	var caveats string
+	run(t, ctx, 20*time.Second, "the chart names what the expected shares leave out",
+		chromedp.WaitVisible(`ul.caveats[data-backend="app"] li.caveat`, chromedp.ByQuery),
+		chromedp.TextContent(`ul.caveats[data-backend="app"]`, &caveats, chromedp.ByQuery))
+	if !strings.Contains(caveats, "not predicted: least request: under concurrent requests Envoy sends more to the endpoints with fewer requests in flight") {
+		t.Errorf("caveats under the chart: %q", caveats)
+	}
 
 	// The Envoy's sync state and the policy's YAML and resources are on the page.
 	var page struct{ Proxy, YAML, Resources string }
@@ -227,7 +237,8 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// lbctl status shows the same per endpoint, summed and per Envoy.
 	out := lbctlOK(t, l, "status", "dash", "--per-proxy")
-	for _, want := range []string{"OBSERVED", addr(dead), "ejected on 1 of 1: outlier detection", "envoy-dash"} {
+	for _, want := range []string{"OBSERVED", addr(dead), "ejected on 1 of 1: outlier detection", "envoy-dash",
+		"(not predicted, backend app: least request: under concurrent requests"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lbctl status dash --per-proxy lacks %q:\n%s", want, out)
 		}

@@ -5,69 +5,31 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/miekg/dns"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/backend"
+	"github.com/lbplane/lbplane/internal/dnstest"
 )
 
-// dnsServer answers A queries for one name with a set of addresses the test changes, on 127.0.0.1, UDP.
+// dnsServer answers A and AAAA queries for one name with a set of addresses the test changes, on
+// 127.0.0.1 (internal/dnstest), with TTL 0: nothing on the way may cache the answer past the refresh.
 type dnsServer struct {
-	Addr    string
-	name    string
-	mu      sync.Mutex
-	answer  []string
-	Queries atomic.Int64
+	*dnstest.Server
+	name string
 }
 
 func startDNSServer(t *testing.T, name string, answer ...string) *dnsServer {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &dnsServer{Addr: pc.LocalAddr().String(), name: dns.Fqdn(name)}
+	s := &dnsServer{Server: dnstest.Start(t), name: name}
 	s.Set(answer...)
-	started := make(chan struct{})
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(s.serve), NotifyStartedFunc: func() { close(started) }}
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { srv.Shutdown() })
 	return s
 }
 
 // Set replaces the addresses the name resolves to.
-func (s *dnsServer) Set(addrs ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.answer = addrs
-}
-
-func (s *dnsServer) serve(w dns.ResponseWriter, req *dns.Msg) {
-	m := new(dns.Msg)
-	m.SetReply(req)
-	m.Authoritative = true
-	if len(req.Question) == 1 && strings.EqualFold(req.Question[0].Name, s.name) {
-		s.Queries.Add(1)
-		if req.Question[0].Qtype == dns.TypeA {
-			s.mu.Lock()
-			for _, a := range s.answer {
-				// TTL 0: nothing on the way may cache the answer past the refresh.
-				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: s.name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 0}, A: net.ParseIP(a)})
-			}
-			s.mu.Unlock()
-		}
-	} else {
-		m.Rcode = dns.RcodeNameError
-	}
-	w.WriteMsg(m)
-}
+func (s *dnsServer) Set(addrs ...string) { s.Server.Set(s.name, 0, addrs...) }
 
 // startBackendAt runs a backend on ip:port: a DNS answer carries no port, so the backends of one name
 // differ by loopback address and share the port.
@@ -89,10 +51,21 @@ func startEnvoyResolving(t *testing.T, l *Lbplane, nodeID, resolver string) *Env
 }
 
 // TestDNSBackendFollowsTheAnswer: a backend named by DNS gets one endpoint per address the name resolves
-// to, with Envoy's resolver pointed at a DNS server the test runs; when the answer changes, the traffic
-// moves to the new addresses, and status shows the resolved endpoints.
+// to, with the resolver pointed at a DNS server the test runs; when the answer changes, the traffic moves to
+// the new addresses, and status shows the resolved endpoints. By default lbplane resolves the name and
+// sends the addresses as endpoints (EDS); with the operator's opt-in (--allow-envoy-dns) and dns.resolver:
+// Envoy, Envoy resolves it with its own resolver (a DNS cluster).
 func TestDNSBackendFollowsTheAnswer(t *testing.T) {
 	t.Parallel()
+	for _, byEnvoy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lbplane", true: "envoy"}[byEnvoy], func(t *testing.T) {
+			t.Parallel()
+			testDNSBackendFollowsTheAnswer(t, byEnvoy)
+		})
+	}
+}
+
+func testDNSBackendFollowsTheAnswer(t *testing.T, byEnvoy bool) {
 	port := reservePort(t)
 	bs := map[string]*Backend{}
 	for i, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
@@ -102,10 +75,18 @@ func TestDNSBackendFollowsTheAnswer(t *testing.T) {
 	const host = "app.lbplane.test"
 	ns := startDNSServer(t, host, "127.0.0.2", "127.0.0.3")
 
-	l := startLbplane(t)
+	var l *Lbplane
+	resolver := "Lbplane"
+	if byEnvoy {
+		l = startLbplane(t, "--allow-envoy-dns")
+		startEnvoyResolving(t, l, "envoy-dns", ns.Addr)
+		resolver = "Envoy"
+	} else {
+		l = startLbplane(t, "--dns-resolver", ns.Addr)
+		startEnvoy(t, l, "envoy-dns", true)
+	}
 	listen := reservePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", listen)
-	startEnvoyResolving(t, l, "envoy-dns", ns.Addr)
 	push(t, l, policy(t, `
 apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -114,7 +95,7 @@ spec:
   listener: {address: 127.0.0.1, port: {{.Listen}}, protocol: HTTP}
   backends:
     - name: app
-      dns: {refreshInterval: 500ms, lookupFamily: V4}
+      dns: {refreshInterval: 500ms, lookupFamily: V4, resolver: `+resolver+`}
       healthCheck:
         active: {type: HTTP, interval: 1s, http: {path: /healthz}}
       endpoints:
@@ -136,7 +117,8 @@ spec:
 	}
 	t.Logf("first answer: %v, %d queries so far", s, ns.Queries.Load())
 
-	// lbplane maps the hosts Envoy resolved (which it never listed) to the backend by cluster name.
+	// lbplane maps the hosts to the backend by cluster name, those Envoy resolved (which it never listed)
+	// too.
 	eventually(t, 20*time.Second, "status shows the two resolved endpoints", func() error {
 		b, err := backendStatus(t, l, "dns", "app")
 		if err != nil {
@@ -146,18 +128,24 @@ spec:
 			return fmt.Errorf("%+v", b.Endpoints)
 		}
 		// The policy lists one name; its endpoints are the two addresses Envoy resolved.
-		var st v1alpha1.LoadBalancerPolicyStatus
-		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "dns", "-o", "json")), &st); err != nil {
+		// lbctl status NAME -o json prints the policy, as lbctl get NAME -o json does.
+		var pol v1alpha1.LoadBalancerPolicy
+		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "dns", "-o", "json")), &pol); err != nil {
 			return err
 		}
+		st := pol.Status
 		if st.Endpoints.Total != 2 || st.Endpoints.Healthy != 2 {
 			return fmt.Errorf("policy endpoints %+v", st.Endpoints)
 		}
 		return nil
 	})
-	// explain shows the DNS cluster, with its endpoint inside it.
-	if out := lbctlOK(t, l, "explain", "dns"); !strings.Contains(out, "envoy.clusters.dns") || !strings.Contains(out, "load_assignment.endpoints") {
+	// explain shows the DNS cluster with its endpoint inside it, or the endpoints lbplane resolved.
+	out := lbctlOK(t, l, "explain", "dns")
+	if byEnvoy && (!strings.Contains(out, "envoy.clusters.dns") || !strings.Contains(out, "load_assignment.endpoints")) {
 		t.Errorf("lbctl explain dns does not show the DNS cluster:\n%s", out)
+	}
+	if !byEnvoy && strings.Contains(out, "envoy.clusters.dns") {
+		t.Errorf("lbctl explain dns shows a DNS cluster Envoy resolves, with lbplane resolving:\n%s", out)
 	}
 
 	ns.Set("127.0.0.4")
@@ -192,6 +180,6 @@ spec:
 		return nil
 	})
 	if n := ns.Queries.Load(); n < 2 {
-		t.Errorf("the DNS server got %d queries; Envoy must have asked again", n)
+		t.Errorf("the DNS server got %d queries; the name must have been asked again", n)
 	}
 }

@@ -31,8 +31,8 @@ func TestEtcdHAOneNameSeveralAnswers(t *testing.T) {
 	}
 	f := &haFleet{t: t, etcd: ec, ids: []string{"r0", "r1", "r2"}, live: []bool{true, true, true}, policies: map[string]bool{}}
 	flags := func(id string) []string {
-		return []string{"--store", "etcd", "--etcd-endpoints", strings.Join(ec.Endpoints(), ","), "--etcd-secret-key-file", keyFile,
-			"--replica-id", id, "--xds-server-name", "lbplane.test"}
+		return append(ec.Flags(), "--store", "etcd", "--etcd-secret-key-file", keyFile,
+			"--replica-id", id, "--xds-server-name", "lbplane.test")
 	}
 	f.replicas = append(f.replicas, startLbplane(t, flags("r0")...))
 	_, xdsPort, err := net.SplitHostPort(f.replicas[0].XDSAddr)

@@ -127,8 +127,8 @@ func TestEtcdHAPartitions(t *testing.T) {
 	}
 	f := &haFleet{t: t, etcd: ec, ids: []string{"r0", "r1", "r2"}, live: []bool{true, true, true}, policies: map[string]bool{}}
 	for i, id := range f.ids {
-		f.replicas = append(f.replicas, startReplicaIn(t, lan, i, "--store", "etcd", "--etcd-endpoints", strings.Join(ec.Endpoints(), ","),
-			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--xds-server-name", "lbplane.test"))
+		f.replicas = append(f.replicas, startReplicaIn(t, lan, i, append(ec.Flags(), "--store", "etcd",
+			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--xds-server-name", "lbplane.test")...))
 	}
 	bs := startBackends(t, "b0", "b1", "b2")
 	port := reservePort(t)

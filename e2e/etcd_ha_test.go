@@ -404,8 +404,8 @@ func TestEtcdHAReplicas(t *testing.T) {
 			// r2 reaches etcd through member m2 only: stopping m2 cuts it off while the cluster keeps its majority.
 			endpoints = eps[2]
 		}
-		f.replicas = append(f.replicas, startReplicaIn(t, lan, i, "--store", "etcd", "--etcd-endpoints", endpoints,
-			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--etcd-prefix", "/ha/", "--xds-server-name", "lbplane.test"))
+		f.replicas = append(f.replicas, startReplicaIn(t, lan, i, append(ec.Flags(endpoints), "--store", "etcd",
+			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--etcd-prefix", "/ha/", "--xds-server-name", "lbplane.test")...))
 	}
 	bs := startBackends(t, "b0", "b1", "b2", "b3")
 	port := reservePort(t)
@@ -670,8 +670,8 @@ func TestEtcdHARevocationHoldsOnEveryReplica(t *testing.T) {
 	}
 	var rs []*Lbplane
 	for _, id := range []string{"r0", "r1"} {
-		rs = append(rs, startLbplane(t, "--store", "etcd", "--etcd-endpoints", ec.Endpoints()[0],
-			"--etcd-secret-key-file", keyFile, "--replica-id", id))
+		rs = append(rs, startLbplane(t, append(ec.Flags(ec.Endpoints()[0]), "--store", "etcd",
+			"--etcd-secret-key-file", keyFile, "--replica-id", id)...))
 	}
 	bs := startBackends(t, "b0")
 	port := reservePort(t)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/backend"
+	"github.com/lbplane/lbplane/internal/dnstest"
 	"github.com/lbplane/lbplane/internal/portreserve"
 	"github.com/lbplane/lbplane/internal/tools"
 )
@@ -35,6 +37,9 @@ import (
 const token = "e2e-test-token"
 
 var binDir string
+
+// plainLbplane is lbplane built without the race detector, for the tests that measure its memory.
+var plainLbplane string
 
 func TestMain(m *testing.M) {
 	// The test binary re-executed as an attacking client (see attackerProcess), not as a test run.
@@ -57,8 +62,28 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// Memory bounds are measured on lbplane as it ships: a race-instrumented process's RSS is mostly the
+	// detector's shadow memory, which it never gives back.
+	plainLbplane = filepath.Join(dir, "lbplane")
+	if raceEnabled {
+		plainLbplane = filepath.Join(dir, "plain", "lbplane")
+		cmd := exec.Command("go", "build", "-o", plainLbplane, "./cmd/lbplane")
+		cmd.Dir = tools.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building lbplane without the race detector: %v\n%s", err, out)
+			os.Exit(1)
+		}
+	}
+	// lbctl envoy and lbctl bootstrap keep an Envoy's files under $XDG_STATE_HOME by default: the tests' own,
+	// not the home of whoever runs them.
+	state, err := os.MkdirTemp("", "lbplane-e2e-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(state)
 	os.Exit(code)
 }
 
@@ -203,11 +228,15 @@ type Lbplane struct {
 	// workDir and dataDirArg, when set, start lbplane in that working directory with --data-dir given as
 	// that (relative) name, as the README's commands do; DataDir is then the absolute path.
 	workDir, dataDirArg string
+	// bin, when set, is the lbplane binary to run (plainLbplane for memory measurements).
+	bin string
 	// ports is what the first start bound; a restart binds the same ones, as Envoys are pointed at them.
 	ports serve.Ports
 	// netns, when set, runs lbplane in that network namespace (a host of the test's switch: newHALAN),
 	// listening on that host's address.
 	netns string
+	// dnsAddr is the loopback DNS server lbplane resolves backend host names with when the test names none.
+	dnsAddr string
 }
 
 // startLbplane starts lbplane with backends on loopback allowed (--allow-backend-cidrs 127.0.0.0/8,::1):
@@ -249,6 +278,14 @@ func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 	if !l.secureDefaults {
 		args = append(args, loopbackBackends...)
 	}
+	if l.netns == "" && !slices.Contains(l.extraArg, "--dns-resolver") {
+		// lbplane resolves backend host names itself: a test that names none of its own DNS servers gets one
+		// on loopback (NXDOMAIN for every name), so no test asks this machine's resolver.
+		if l.dnsAddr == "" {
+			l.dnsAddr = dnstest.Start(t).Addr
+		}
+		args = append(args, "--dns-resolver", l.dnsAddr)
+	}
 	// The file of an earlier run would say "listening" before this one is.
 	if err := os.Remove(filepath.Join(l.DataDir, serve.PortsFile)); err != nil && !os.IsNotExist(err) {
 		return err
@@ -258,7 +295,11 @@ func (l *Lbplane) start(t *testing.T, addrs serve.Ports) error {
 		args = append([]string{"netns", "exec", l.netns, filepath.Join(binDir, "lbplane")}, append(args, "--api-insecure-listen-any")...)
 		l.Process = startProcessIn(t, l.workDir, "lbplane-"+l.netns+".log", "ip", args...)
 	} else {
-		l.Process = startProcessIn(t, l.workDir, "lbplane.log", filepath.Join(binDir, "lbplane"), args...)
+		bin := filepath.Join(binDir, "lbplane")
+		if l.bin != "" {
+			bin = l.bin
+		}
+		l.Process = startProcessIn(t, l.workDir, "lbplane.log", bin, args...)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {

@@ -28,13 +28,19 @@ func helm(t *testing.T, args ...string) (string, error) {
 
 var chartDir = filepath.Join(tools.RepoRoot(), "charts", "lbplane")
 
-// allValues sets every scheduling, disruption, autoscaling, metrics and CRD value of the chart.
-var allValues = filepath.Join(chartDir, "testdata", "all-values.yaml")
+// allValues sets every scheduling, disruption, autoscaling, metrics and CRD value of the chart;
+// platformValues the names, labels, pinned images, DaemonSet on the nodes' network, NetworkPolicies,
+// security contexts, update strategies and Service addresses.
+var (
+	allValues      = filepath.Join(chartDir, "testdata", "all-values.yaml")
+	platformValues = filepath.Join(chartDir, "testdata", "platform-values.yaml")
+)
 
 func TestHelmLintAndSchema(t *testing.T) {
 	t.Parallel()
 	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}, {"--set", "mtls.certManager.issuerRef.name=ca"},
-		{"-f", allValues}, {"-f", allValues, "--set", "envoy.enabled=false"}} {
+		{"-f", allValues}, {"-f", allValues, "--set", "envoy.enabled=false"}, {"-f", platformValues},
+		{"--set", "envoy.kind=DaemonSet", "--set", "envoy.service.managedPorts=false", "--set", "networkPolicy.enabled=true"}} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
 			t.Errorf("helm lint %v: %v\n%s", set, err, out)
 		}
@@ -42,7 +48,11 @@ func TestHelmLintAndSchema(t *testing.T) {
 	// values.schema.json refuses what would render a broken release.
 	for _, bad := range []string{"envoy.service.type=Bogus", "replicas=0", "envoy.proxyGroup=Not_A_Group", "typo=1", "mtls.certManager.issuerRef.kind=Secret", "mtls.certManager.duration=1d",
 		"envoy.drain.seconds=-1", "metrics.serviceMonitor.interval=soon", "envoy.autoscaling.targetCPUUtilizationPercentage=0",
-		"envoy.readinessPort=10080", "imagePullSecrets[0]=regcred"} {
+		"envoy.readinessPort=10080", "imagePullSecrets[0]=regcred", "envoy.kind=StatefulSet", "nameOverride=Bad_Name",
+		"fullnameOverride=" + strings.Repeat("x", 51), "image.digest=latest", "envoy.image.digest=sha256:abc", "envoy.service.ipFamilyPolicy=DualStack",
+		"envoy.service.ipFamilies[0]=IPv5", "envoy.service.ports[0].protocol=HTTP", "envoy.service.ports[0].name=a-port-name-too-long",
+		"updateStrategy.type=OnDelete", "envoy.updateStrategy.type=Sometimes", "networkPolicy.apiFrom=everyone", "commonLabels.team=1",
+		"envoy.accessLog=yes"} {
 		out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", bad)
 		if err == nil || !strings.Contains(out, "schema") {
 			t.Errorf("--set %s was not refused by the schema: %v %s", bad, err, out)
@@ -64,6 +74,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 		"all":          {"-f", allValues},
 		"zone":         {"--set", "apiToken=golden", "--set", "envoy.zone=zone-a"},
 		"clusterstats": {"--set", "apiToken=golden", "--set", "envoy.clusterStats=used"},
+		"platform":     {"--set", "apiToken=golden", "-f", platformValues},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {
@@ -79,8 +90,8 @@ func TestHelmTemplateGolden(t *testing.T) {
 			checkDashboardConfigMap(t, out)
 			continue
 		}
-		if name == "mtls" || name == "all" {
-			continue // the default is mTLS too; all has the default's bootstrap
+		if name == "mtls" || name == "all" || name == "platform" {
+			continue // the default is mTLS too; all and platform have the default's bootstrap
 		}
 		for _, doc := range strings.Split(out, "\n---\n") {
 			var obj struct {
@@ -191,6 +202,12 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 		{[]string{"delete", "configmaps", "-n", "lbplane"}, true},
 		{[]string{"list", "configmaps", "-n", "lbplane"}, true},
 		{[]string{"create", "configmaps", "-n", "shop"}, false},
+		// The Envoy Service's ports that follow the policies (envoy.service.managedPorts): that Service only.
+		{[]string{"patch", "services/demo-lbplane-envoy", "-n", "lbplane"}, true},
+		{[]string{"get", "services/demo-lbplane-envoy", "-n", "lbplane"}, true},
+		{[]string{"patch", "services/demo-lbplane-xds", "-n", "lbplane"}, false},
+		{[]string{"patch", "services", "-n", "shop"}, false},
+		{[]string{"create", "services", "-n", "lbplane"}, false},
 	} {
 		got, _ := kubectl(t, c.Kubeconfig, "", append([]string{"auth", "can-i", "--as", as}, tc.args...)...)
 		allowed := strings.TrimSpace(got) == "yes"
@@ -226,8 +243,38 @@ func writeTestCredentials(t *testing.T, group string) string {
 func TestHelmAlertsWithPromtool(t *testing.T) {
 	t.Parallel()
 	promtool := tools.Require(t, "promtool")
-	out, err := helm(t, "template", "x", chartDir, "--kube-version", "1.37.1", "--set", "metrics.prometheusRule.enabled=true",
-		"--show-only", "templates/prometheusrule.yaml")
+	rules := chartRules(t)
+	dir := t.TempDir()
+	tests, err := os.ReadFile(filepath.Join(chartDir, "testdata", "alerts-test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"rules.yaml": rules, "alerts-test.yaml": tests} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "rules.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	checkAlertsProvenAndDocumented(t, rules, tests)
+	if out, err := exec.Command(promtool, "test", "rules", filepath.Join(dir, "alerts-test.yaml")).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	} else {
+		t.Logf("promtool test rules:\n%s", out)
+	}
+}
+
+// chartRules renders the chart's PrometheusRule (release x, namespace default) with the given --set values
+// and returns its groups as a Prometheus rule file.
+func chartRules(t *testing.T, set ...string) []byte {
+	t.Helper()
+	args := []string{"template", "x", chartDir, "--kube-version", "1.37.1", "--set", "metrics.prometheusRule.enabled=true",
+		"--show-only", "templates/prometheusrule.yaml"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, out)
 	}
@@ -244,22 +291,67 @@ func TestHelmAlertsWithPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	tests, err := os.ReadFile(filepath.Join(chartDir, "testdata", "alerts-test.yaml"))
+	return rules
+}
+
+// checkAlertsProvenAndDocumented fails for an alert that no promtool case expects to fire (its test would
+// pass without it), and for one whose runbook_url is not its own section of docs/operations.md.
+func checkAlertsProvenAndDocumented(t *testing.T, rules, tests []byte) {
+	t.Helper()
+	var rf struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(rules, &rf); err != nil {
+		t.Fatal(err)
+	}
+	var tf struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				AlertName string `json:"alertname"`
+				ExpAlerts []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	if err := yaml.Unmarshal(tests, &tf); err != nil {
+		t.Fatal(err)
+	}
+	fires := map[string]bool{}
+	for _, c := range tf.Tests {
+		for _, a := range c.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.AlertName] = true
+			}
+		}
+	}
+	docs, err := os.ReadFile(filepath.Join(tools.RepoRoot(), "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{"rules.yaml": rules, "alerts-test.yaml": tests} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue // a recording rule
+			}
+			n++
+			if !fires[r.Alert] {
+				t.Errorf("%s: no case of alerts-test.yaml expects it to fire", r.Alert)
+			}
+			want := "https://github.com/lbplane/lbplane/blob/main/docs/operations.md#" + strings.ToLower(r.Alert)
+			if got := r.Annotations["runbook_url"]; got != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, got, want)
+			}
+			if !strings.Contains(string(docs), "\n### "+r.Alert+"\n") {
+				t.Errorf("%s: docs/operations.md has no section \"### %s\" for its runbook_url", r.Alert, r.Alert)
+			}
 		}
 	}
-	if out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "rules.yaml")).CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(promtool, "test", "rules", filepath.Join(dir, "alerts-test.yaml")).CombinedOutput(); err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
-	} else {
-		t.Logf("promtool test rules:\n%s", out)
+	if n < 14 {
+		t.Errorf("only %d alerts in the rules", n)
 	}
 }

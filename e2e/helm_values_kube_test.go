@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,9 +82,15 @@ func TestHelmInstallEveryValue(t *testing.T) {
 			} `json:"labelSelector"`
 		} `json:"topologySpreadConstraints"`
 		Containers []struct {
+			Name      string   `json:"name"`
+			Args      []string `json:"args"`
 			Lifecycle struct {
 				PreStop struct {
-					Exec struct{ Command []string } `json:"exec"`
+					HTTPGet *struct {
+						Path string
+						Port int
+					} `json:"httpGet"`
+					Exec *struct{ Command []string } `json:"exec"`
 				} `json:"preStop"`
 			} `json:"lifecycle"`
 			StartupProbe   map[string]any `json:"startupProbe"`
@@ -91,8 +98,11 @@ func TestHelmInstallEveryValue(t *testing.T) {
 				HTTPGet struct{ Path string } `json:"httpGet"`
 			} `json:"readinessProbe"`
 			LivenessProbe struct {
-				HTTPGet struct{ Path string }      `json:"httpGet"`
-				Exec    struct{ Command []string } `json:"exec"`
+				HTTPGet struct {
+					Path string
+					Port any
+				} `json:"httpGet"`
+				Exec *struct{ Command []string } `json:"exec"`
 			} `json:"livenessProbe"`
 		} `json:"containers"`
 	}
@@ -133,13 +143,18 @@ func TestHelmInstallEveryValue(t *testing.T) {
 		t.Errorf("lbplane probes: startup %v readiness %q liveness %q", lc.StartupProbe, lc.ReadinessProbe.HTTPGet.Path, lc.LivenessProbe.HTTPGet.Path)
 	}
 	ec := envoy.Spec.Template.Spec.Containers[0]
-	// Envoy's liveness asks admin on its socket, which answers while Envoy waits for lbplane (no listener does).
-	if lp := strings.Join(ec.LivenessProbe.Exec.Command, " "); ec.ReadinessProbe.HTTPGet.Path != "/ready" ||
-		ec.LivenessProbe.HTTPGet.Path != "" || !strings.Contains(lp, "/run/envoy/admin.sock") || !strings.Contains(lp, "GET /server_info") {
-		t.Errorf("Envoy probes: readiness %q liveness %q %q", ec.ReadinessProbe.HTTPGet.Path, ec.LivenessProbe.HTTPGet.Path, lp)
+	// Nothing runs in Envoy's image: its liveness asks envoy-sidecar, which asks admin on its socket (admin
+	// answers while Envoy waits for lbplane; no listener does), and its preStop hook waits for the drain there.
+	if ec.ReadinessProbe.HTTPGet.Path != "/ready" || ec.LivenessProbe.HTTPGet.Path != "/envoy/alive" || fmt.Sprint(ec.LivenessProbe.HTTPGet.Port) != "19002" ||
+		ec.LivenessProbe.Exec != nil {
+		t.Errorf("Envoy probes: readiness %q liveness %+v", ec.ReadinessProbe.HTTPGet.Path, ec.LivenessProbe)
 	}
-	if cmd := ec.Lifecycle.PreStop.Exec.Command; len(cmd) != 3 || !strings.Contains(cmd[2], "/drain_listeners?graceful") {
-		t.Errorf("Envoy preStop: %q", cmd)
+	if h := ec.Lifecycle.PreStop.HTTPGet; h == nil || h.Path != "/shutdown" || h.Port != 19002 || ec.Lifecycle.PreStop.Exec != nil {
+		t.Errorf("Envoy preStop: %+v", ec.Lifecycle.PreStop)
+	}
+	if cs := envoy.Spec.Template.Spec.Containers; len(cs) != 2 || cs[1].Name != "envoy-sidecar" ||
+		!strings.Contains(strings.Join(cs[1].Args, " "), "envoy-sidecar --admin-socket /run/envoy/admin.sock --listen :19002 --drain-time 10s --wait-time 20s") {
+		t.Errorf("envoy-sidecar: %+v", cs)
 	}
 	// drain 10 s + wait 20 s + 5 s.
 	if g := envoy.Spec.Template.Spec.TerminationGracePeriod; g == nil || *g != 35 {
@@ -228,8 +243,16 @@ func TestHelmInstallEveryValue(t *testing.T) {
 		} `json:"spec"`
 	}
 	kubectlJSON(t, c.Kubeconfig, &pr, "prometheusrule.monitoring.coreos.com", "-n", "lbplane", "demo-lbplane")
-	if pr.Metadata.Labels["release"] != "kube-prometheus-stack" || len(pr.Spec.Groups) != 1 || len(pr.Spec.Groups[0].Rules) != 6 ||
-		!strings.Contains(pr.Spec.Groups[0].Rules[3].Expr, "> 0.25") {
+	alerts := map[string]string{}
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				alerts[r.Alert] = r.Expr
+			}
+		}
+	}
+	if pr.Metadata.Labels["release"] != "kube-prometheus-stack" || len(pr.Spec.Groups) != 2 || len(alerts) != 14 ||
+		!strings.Contains(alerts["LbplaneEndpointsEjected"], "> 0.25") {
 		t.Errorf("PrometheusRule: %+v", pr)
 	}
 	var pdb struct {
@@ -254,6 +277,8 @@ func TestHelmInstallEveryValue(t *testing.T) {
 		sm.Spec.Endpoints[0].Port != "stats" || sm.Spec.Endpoints[0].Path != "/stats/prometheus" || sm.Spec.Endpoints[0].Interval != "15s" {
 		t.Errorf("Envoy ServiceMonitor: %+v", sm)
 	}
+	checkPlatformValues(t, c)
+
 	// The templated CRD belongs to the release and is kept on uninstall.
 	var crd struct {
 		Metadata struct {
@@ -378,3 +403,71 @@ spec:
 type textErr struct{ s string }
 
 func (e *textErr) Error() string { return e.s }
+
+// jsonpath reads one field of an object as the API server holds it.
+func jsonpath(t *testing.T, kubeconfig, ns, obj, path string) string {
+	t.Helper()
+	out, err := kubectl(t, kubeconfig, "", "get", "-n", ns, obj, "-o", "jsonpath="+path)
+	if err != nil {
+		t.Fatalf("kubectl get %s %s: %v\n%s", obj, path, err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// checkPlatformValues installs a second release with testdata/platform-values.yaml into namespace edge of
+// the same API server, which validates every object, and reads back what each of those values set.
+func checkPlatformValues(t *testing.T, c *kubetest.Cluster) {
+	t.Helper()
+	out, err := helm(t, "install", "demo", chartDir, "-n", "edge", "--create-namespace", "--kubeconfig", c.Kubeconfig,
+		"--skip-crds", "-f", platformValues)
+	if err != nil {
+		t.Fatalf("helm install with %s: %v\n%s", platformValues, err, out)
+	}
+	kc := c.Kubeconfig
+	for _, tc := range []struct{ obj, path, want string }{
+		// fullnameOverride names every object; nameOverride is the name label; part-of stays lbplane (lbctl
+		// finds it by that); commonLabels are on every object and pod.
+		{"daemonset/edge-lb-envoy", "{.metadata.labels['app\\.kubernetes\\.io/name']}", "lb"},
+		{"service/edge-lb-xds", "{.metadata.labels['app\\.kubernetes\\.io/part-of']}", "lbplane"},
+		{"service/edge-lb-xds", "{.metadata.labels.team}", "edge"},
+		{"daemonset/edge-lb-envoy", "{.spec.template.metadata.labels.cost-center}", "42"},
+		{"deployment/edge-lb", "{.spec.template.metadata.labels.team}", "edge"},
+		// Pinned images.
+		{"deployment/edge-lb", "{.spec.template.spec.containers[0].image}", "ghcr.io/lbplane/lbplane:0.1.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+		{"daemonset/edge-lb-envoy", "{.spec.template.spec.containers[0].image}", "envoyproxy/envoy:distroless-v1.40.0@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"},
+		{"daemonset/edge-lb-envoy", "{.spec.template.spec.containers[1].image}", "ghcr.io/lbplane/lbplane:0.1.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+		// A DaemonSet on the nodes' network, and the update strategies.
+		{"daemonset/edge-lb-envoy", "{.spec.template.spec.hostNetwork}", "true"},
+		{"daemonset/edge-lb-envoy", "{.spec.template.spec.dnsPolicy}", "ClusterFirstWithHostNet"},
+		{"daemonset/edge-lb-envoy", "{.spec.updateStrategy.rollingUpdate.maxUnavailable}", "1"},
+		{"deployment/edge-lb", "{.spec.strategy.rollingUpdate.maxSurge}", "1"},
+		{"deployment/edge-lb", "{.spec.strategy.rollingUpdate.maxUnavailable}", "0"},
+		// Envoy's security context: the capability added where asked, the chart's settings kept beside it;
+		// envoy-sidecar keeps the chart's own.
+		{"daemonset/edge-lb-envoy", "{.spec.template.spec.containers[0].securityContext.capabilities.add}", `["NET_BIND_SERVICE"]`},
+		{"daemonset/edge-lb-envoy", "{.spec.template.spec.containers[0].securityContext.readOnlyRootFilesystem}", "true"},
+		{"daemonset/edge-lb-envoy", "{.spec.template.spec.containers[1].securityContext.capabilities}", `{"drop":["ALL"]}`},
+		{"daemonset/edge-lb-envoy", "{.spec.template.spec.securityContext.supplementalGroups}", "[2000]"},
+		// The Envoy Service's addresses and protocols.
+		{"service/edge-lb-envoy", "{.spec.loadBalancerIP}", "198.51.100.10"},
+		{"service/edge-lb-envoy", "{.spec.externalIPs}", `["198.51.100.11"]`},
+		{"service/edge-lb-envoy", "{.spec.ipFamilyPolicy}", "PreferDualStack"},
+		{"service/edge-lb-envoy", "{.spec.ports[*].appProtocol}", "http https"},
+		// NetworkPolicies: the API from ops, metrics from monitoring; the stats port from lbplane and monitoring.
+		{"networkpolicy/edge-lb", "{.spec.ingress[1].from[0].namespaceSelector.matchLabels}", `{"kubernetes.io/metadata.name":"ops"}`},
+		{"networkpolicy/edge-lb-envoy", "{.spec.ingress[1].ports[0].port}", "19001"},
+		// lbplane keeps the Envoy Service's ports.
+		{"deployment/edge-lb", "{.spec.template.spec.containers[0].args}", "--envoy-service=edge-lb-envoy"},
+	} {
+		got := jsonpath(t, kc, "edge", tc.obj, tc.path)
+		if tc.path == "{.spec.template.spec.containers[0].args}" {
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("%s %s: %s, want it to contain %s", tc.obj, tc.path, got, tc.want)
+			}
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%s %s: %s, want %s", tc.obj, tc.path, got, tc.want)
+		}
+	}
+}

@@ -146,6 +146,15 @@ func TestLbctlKubernetesMode(t *testing.T) {
 	if code, out, errs := run("explain", "cart", "-n", "shop"); code != 0 || !strings.Contains(out, "Policy shop/cart, proxy group default (served)") {
 		t.Errorf("explain: exit %d\n%s%s", code, out, errs)
 	}
+	// Predictions are answered by lbplane through the same port-forward, about the one policy asked.
+	if code, out, errs := run("trace", "cart", "-n", "shop"); code != 0 || !strings.Contains(out, "Backend carts") ||
+		!strings.Contains(out, "(not predicted: least request: under concurrent requests") {
+		t.Errorf("trace: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := run("whatif", "cart", "-n", "shop", "--down", "endpoint=127.0.0.1:9002"); code != 0 || !strings.Contains(out, "Policy shop/cart") ||
+		!strings.Contains(out, "down: what-if: endpoint down") {
+		t.Errorf("whatif: exit %d\n%s%s", code, out, errs)
+	}
 	mu.Lock()
 	want := fmt.Sprintf("%s lbplane/%s:18001", c.Config.Host, ready)
 	if len(forwards) == 0 || forwards[0] != want {
@@ -163,6 +172,12 @@ func TestLbctlKubernetesMode(t *testing.T) {
 	os.WriteFile(next, []byte(strings.ReplaceAll(string(policy(t, lbctlKubePolicies, map[string]any{"Port": port, "Port2": port2})), "LeastRequest", "Random")), 0o600)
 	if code, out, errs := run("diff", "-f", next); code != 1 || !strings.Contains(out, "~ Cluster shop/cart/carts") || strings.Contains(out, "default/web") {
 		t.Errorf("diff: exit %d\n%s%s", code, out, errs)
+	}
+	// diff --traffic asks lbplane, which previews the file's policies against the cluster's: each one
+	// endpoint keeps everything, and least request's caveat is gone with cart's change.
+	if code, out, errs := run("diff", "--traffic", "-f", next); code != 0 || !strings.Contains(out, "Policy shop/cart: predicted share") ||
+		!strings.Contains(out, "Policy default/web: predicted share") || strings.Contains(out, "least request") {
+		t.Errorf("diff --traffic: exit %d\n%s%s", code, out, errs)
 	}
 
 	// Completion lists the cluster's names.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/websocket"
+
+	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )
 
 // TestMemoryPerConnection measures what an idle keep-alive HTTP connection and an open WebSocket cost
@@ -102,4 +104,56 @@ spec:
 			}
 		})
 	}
+}
+
+// TestAttackHeaderFloodRSSIsBounded: 15,000 connections from one address each send a header
+// block of nearly 60 KiB (a listener that raised limits.maxRequestHeadersKB to 60) and then nothing, against
+// an Envoy with a heap budget of 512 MiB. Envoy's heap monitor did not count the memory tcmalloc keeps after
+// it is freed, and its actions act on new requests, not on connections it is already reading: the process
+// grew to 1,176 MiB, more than twice its budget. Now the process, as a container counts it (RSS), stays
+// within its budget plus headroomMiB (its memory outside the heap, about 60 MiB, and what the monitor's
+// period lets through before Envoy sheds), settles under its budget once the flood is gone, and serves again.
+func TestAttackHeaderFloodRSSIsBounded(t *testing.T) {
+	t.Parallel()
+	exclusive(t, "flood")
+	const budgetBytes, headroomMiB = 512 << 20, 256
+	e := startEdgeWith(t, "    limits: {maxRequestHeadersKB: 60}", func(p *envoybootstrap.Params) {
+		p.MaxConnections, p.MaxHeapBytes = oneHostMaxConnections, budgetBytes
+	})
+	ensureNoFile(t, e.pid(), oneHostMaxConnections+2000)
+	pinCPU(t, e.pid(), envoyCPU)
+	if err := renice(e.pid(), -10); err != nil {
+		t.Logf("could not raise Envoy's priority (%v)", err)
+	}
+	const conns = 15000
+	budget := float64(budgetBytes) / (1 << 20)
+	limit := budget + headroomMiB
+	size := maxRequestHeadersKB(t, e.envoy)<<10 - 2048
+	if size < 50<<10 {
+		t.Fatalf("the listener takes header blocks of %d bytes only: the policy's limits.maxRequestHeadersKB did not reach Envoy", size)
+	}
+	base := rssMiB(t, e.pid())
+	rss := watchRSS(t, e.pid())
+	f := startFlood(t, e.addr, attackerIP, conns, size, 30*time.Second)
+	res := f.Wait(t)
+	peak := rss.Stop()
+	t.Logf("%d connections of %d bytes each: %d opened, %d failed to connect, %d closed by Envoy at once, %d closed later, %d still open at the end",
+		conns, size, res.Opened, res.DialFailed, res.ClosedAtOnce, res.ClosedLater, res.HeldToEnd)
+	t.Logf("Envoy's RSS %.1f MiB before, peak %.1f MiB; heap budget %.0f MiB, limit %.0f MiB", base, peak, budget, limit)
+	if res.Opened < conns*9/10 {
+		t.Errorf("the attacker opened %d of its %d connections: the flood did not happen as described", res.Opened, conns)
+	}
+	if peak >= limit {
+		t.Errorf("Envoy's RSS peaked at %.1f MiB, over its budget of %.0f MiB plus %d MiB", peak, budget, headroomMiB)
+	}
+	// The flood's connections are gone: what they took is given back, not kept where no monitor counts it.
+	var now float64
+	eventually(t, 30*time.Second, "Envoy's RSS settles under its heap budget", func() error {
+		if now = rssMiB(t, e.pid()); now >= budget {
+			return fmt.Errorf("RSS %.1f MiB, budget %.0f MiB", now, budget)
+		}
+		return nil
+	})
+	t.Logf("Envoy's RSS after the flood: %.1f MiB", now)
+	waitServing(t, e.url, "recorder")
 }

@@ -76,9 +76,12 @@ func TestMetricsMoveWithPushesAndNacks(t *testing.T) {
 	if got := before["lbplane_connected_proxies{group=default}"]; got != 1 {
 		t.Errorf("connected proxies of group default: %v", got)
 	}
+	if got := before["lbplane_proxy_sync{group=default,node=envoy-metrics,state=SYNCED}"]; got != 1 {
+		t.Errorf("lbplane_proxy_sync of a synced Envoy: %v", filterMetrics(before, "lbplane_proxy_sync"))
+	}
 	// Every xDS counter is there at 0 before its first event, so that rate() alerts see it from the start.
 	for _, typ := range []string{"Cluster", "ClusterLoadAssignment", "Listener", "RouteConfiguration", "ScopedRouteConfiguration", "Secret"} {
-		k := "lbplane_xds_nacks_total{type=" + typ + "}"
+		k := "lbplane_xds_nacks_total{group=default,type=" + typ + "}"
 		if v, ok := before[k]; !ok || v != 0 {
 			t.Errorf("%s before any rejection: %v (present %v)", k, v, ok)
 		}
@@ -102,8 +105,12 @@ spec:
 	var after map[string]float64
 	eventually(t, 20*time.Second, "a NACK of the listener counted", func() error {
 		after = scrape(t, metricsURL)
-		if after["lbplane_xds_nacks_total{type=Listener}"] < 1 {
-			return fmt.Errorf("nacks: %v", after["lbplane_xds_nacks_total{type=Listener}"])
+		if after["lbplane_xds_nacks_total{group=default,type=Listener}"] < 1 {
+			return fmt.Errorf("nacks: %v", filterMetrics(after, "lbplane_xds_nacks_total"))
+		}
+		// The Envoy that rejected the listener is NACKED, one series for it alone.
+		if got := filterMetrics(after, "lbplane_proxy_sync{"); len(got) != 1 || got["lbplane_proxy_sync{group=default,node=envoy-metrics,state=NACKED}"] != 1 {
+			return fmt.Errorf("lbplane_proxy_sync: %v", got)
 		}
 		return nil
 	})

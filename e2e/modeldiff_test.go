@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +21,7 @@ import (
 // modelGaps is the Envoy behaviour the traffic model does not follow, and why. The generator below does not
 // draw these; each is said in the model's own output where it applies (trace's caveats and notes).
 var modelGaps = []struct{ behaviour, why string }{
-	{"zone-aware routing (loadBalancing.zoneAware)", "each Envoy keeps its requests in its own zone: the spread depends on the Envoy's zone, which the built config does not carry"},
+	{"zone-aware routing with Envoys in several zones", "each Envoy keeps its requests in its own zone, and how many requests each Envoy sends is not known: predictions average the Envoys, and say so (TestZoneAwareModelMatchesEnvoy holds the model to one Envoy in zone-a)"},
 	{"slow start", "an endpoint's weight ramps up from the moment it joined, which only Envoy knows"},
 	{"BackendUtilization (client-side weighted round robin)", "the weights follow the utilization the endpoints report over ORCA at run time"},
 	{"least request and bounded load under concurrent requests", "Envoy then favours the endpoints with fewer requests in flight; the model gives what requests that do not overlap see (the test sends them one at a time)"},
@@ -45,7 +48,9 @@ type diffCase struct {
 	panicThreshold    int
 	zoneWeights       map[string]int
 	zoneFailover      []string
-	endpoints         []diffEndpoint
+	// zoneAware is loadBalancing.zoneAware.minEndpoints; 0: no zone-aware routing.
+	zoneAware int
+	endpoints []diffEndpoint
 }
 
 var diffZones = []string{"zone-a", "zone-b", "zone-c"}
@@ -123,6 +128,9 @@ func (c diffCase) String() string {
 	if c.zoneFailover != nil {
 		fmt.Fprintf(&b, " zoneFailover=%v", c.zoneFailover)
 	}
+	if c.zoneAware > 0 {
+		fmt.Fprintf(&b, " zoneAware=%d", c.zoneAware)
+	}
 	for _, e := range c.endpoints {
 		fmt.Fprintf(&b, " [b%d w%d %s", e.backend, e.weight, e.zone)
 		if e.backup {
@@ -170,6 +178,9 @@ func (c diffCase) yaml(port int, bs []*Backend) []byte {
 	if c.zoneFailover != nil {
 		lb = append(lb, "zoneFailover: ["+strings.Join(c.zoneFailover, ", ")+"]")
 	}
+	if c.zoneAware > 0 {
+		lb = append(lb, fmt.Sprintf("zoneAware: {minEndpoints: %d}", c.zoneAware))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
@@ -216,21 +227,7 @@ func diffRequest(i int) trafficmodel.Request {
 // does not follow.
 func TestTrafficModelMatchesEnvoy(t *testing.T) {
 	t.Parallel()
-	seed, cases, requests := uint64(30), 10, 2000
-	if s := os.Getenv("LBPLANE_MODEL_DIFF_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("LBPLANE_MODEL_DIFF_SEED: %v", err)
-		}
-		seed = v
-	}
-	if s := os.Getenv("LBPLANE_MODEL_DIFF_CASES"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > 500 {
-			t.Fatalf("LBPLANE_MODEL_DIFF_CASES: want 1 to 500, got %q", s)
-		}
-		cases = v
-	}
+	seed, cases := diffSample(t, "LBPLANE_MODEL_DIFF", 30, 10)
 	for _, g := range modelGaps {
 		t.Logf("known gap, not drawn: %s: %s", g.behaviour, g.why)
 	}
@@ -245,11 +242,13 @@ func TestTrafficModelMatchesEnvoy(t *testing.T) {
 		addrOf[fmt.Sprintf("127.0.0.1:%d", b.Port)] = i
 	}
 	c := newClient(true)
+	// Within 4 standard deviations of a binomial draw, plus 1.5 points.
+	run := diffRun{requests: 2000, workers: 1, tolerance: func(p float64, n int) float64 { return 4*math.Sqrt(p*(1-p)/float64(n)) + 0.015 }}
 	for n := 0; n < cases; n++ {
 		tc := genCase(r, len(bs))
 		ok := t.Run(fmt.Sprintf("case%d", n), func(t *testing.T) {
 			t.Logf("seed %d case %d: %s", seed, n, tc)
-			runDiffCase(t, e, c, tc, requests, addrOf)
+			runDiffCase(t, e, c, tc, run, addrOf)
 		})
 		if !ok {
 			t.Logf("reproduce with LBPLANE_MODEL_DIFF_SEED=%d LBPLANE_MODEL_DIFF_CASES=%d", seed, n+1)
@@ -257,16 +256,52 @@ func TestTrafficModelMatchesEnvoy(t *testing.T) {
 	}
 }
 
-func runDiffCase(t *testing.T, e *env, c *Client, tc diffCase, requests int, addrOf map[string]int) {
+// diffSample is a differential test's seed and number of cases: the defaults, or PREFIX_SEED and
+// PREFIX_CASES from the environment.
+func diffSample(t *testing.T, prefix string, seed uint64, cases int) (uint64, int) {
+	t.Helper()
+	if s := os.Getenv(prefix + "_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s_SEED: %v", prefix, err)
+		}
+		seed = v
+	}
+	if s := os.Getenv(prefix + "_CASES"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > 500 {
+			t.Fatalf("%s_CASES: want 1 to 500, got %q", prefix, s)
+		}
+		cases = v
+	}
+	return seed, cases
+}
+
+// diffRun is how a differential case is measured: how many requests, how many at once (1 for algorithms
+// whose spread concurrency changes, and for hashing, whose owners are checked request by request), the
+// Envoys the model predicts for (the Envoy's bootstrap), and the tolerance on an endpoint's share p.
+type diffRun struct {
+	requests  int
+	workers   int
+	envoys    trafficmodel.Envoys
+	tolerance func(p float64, n int) float64
+}
+
+func runDiffCase(t *testing.T, e *env, c *Client, tc diffCase, run diffRun, addrOf map[string]int) {
+	// A backend the case does not list fails its checks too: Envoy keeps an endpoint that left the
+	// assignment while it passes them (the last case's, when the cluster itself did not change).
 	down := trafficmodel.Down{}
 	for i, b := range e.B {
-		b.SetHealth(200)
+		health := 503
 		for _, ep := range tc.endpoints {
-			if ep.backend == i && ep.down {
-				b.SetHealth(503)
+			switch {
+			case ep.backend == i && ep.down:
 				down[fmt.Sprintf("127.0.0.1:%d", b.Port)] = "health check fails"
+			case ep.backend == i:
+				health = 200
 			}
 		}
+		b.SetHealth(health)
 	}
 	doc := tc.yaml(e.Port, e.B)
 	push(t, e.L, doc)
@@ -302,49 +337,75 @@ func runDiffCase(t *testing.T, e *env, c *Client, tc diffCase, requests int, add
 	if len(m.Routes) != 1 || len(m.Routes[0].Clusters) != 1 {
 		t.Fatalf("model routes %+v", m.Routes)
 	}
+	m.From(run.envoys)
 	cl := m.Clusters[m.Routes[0].Clusters[0].Name]
 	predicted := map[string]float64{}
 	for i, s := range cl.Shares() {
 		predicted[cl.Hosts[i].Address] += s
 	}
+	requests := run.requests
 	observed := map[string]int{}
-	agree, owned := 0, 0
-	for i := 0; i < requests; i++ {
+	var agree, owned atomic.Int64
+	var mu sync.Mutex
+	var failed error
+	// send sends request i and counts where it went; it returns false once a request failed.
+	send := func(i int) bool {
 		rq := diffRequest(i)
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", e.Port, rq.Path), nil)
 		if err != nil {
-			t.Fatal(err)
+			panic(err)
 		}
 		req.Host = rq.Headers["host"][0]
 		req.Header.Set("x-user", rq.Headers["x-user"][0])
 		resp, err := c.HTTP.Do(req)
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
+		var up string
+		if err == nil {
+			resp.Body.Close()
+			up = resp.Header.Get("x-lbplane-upstream")
+			switch _, known := addrOf[up]; {
+			case resp.StatusCode != 200 || up == "":
+				err = fmt.Errorf("request %d: status %d, upstream %q", i, resp.StatusCode, up)
+			case !known:
+				err = fmt.Errorf("request %d went to %s, not a test backend", i, up)
+			}
 		}
-		resp.Body.Close()
-		up := resp.Header.Get("x-lbplane-upstream")
-		if resp.StatusCode != 200 || up == "" {
-			t.Fatalf("request %d: status %d, upstream %q", i, resp.StatusCode, up)
-		}
-		if _, ok := addrOf[up]; !ok {
-			t.Fatalf("request %d went to %s, not a test backend", i, up)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || failed != nil {
+			failed = cmp.Or(failed, err)
+			return false
 		}
 		observed[up]++
 		if cl.Hashing() {
 			tr := m.TraceRequest(rq)
 			if len(tr.Backends) == 1 && tr.Backends[0].Endpoint != "" {
-				owned++
+				owned.Add(1)
 				if tr.Backends[0].Endpoint == up {
-					agree++
+					agree.Add(1)
 				}
 			}
 		}
+		return true
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, run.workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < requests && send(i); i = int(next.Add(1)) - 1 {
+			}
+		}()
+	}
+	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
 	}
 	var rows []string
 	for _, ep := range tc.endpoints {
 		addr := fmt.Sprintf("127.0.0.1:%d", e.B[ep.backend].Port)
 		p, got := predicted[addr], float64(observed[addr])/float64(requests)
-		tol := 4*math.Sqrt(p*(1-p)/float64(requests)) + 0.015
+		tol := run.tolerance(p, requests)
 		row := fmt.Sprintf("%s b%d: model %.3f, Envoy %.3f (tolerance %.3f)", addr, ep.backend, p, got, tol)
 		rows = append(rows, row)
 		if math.Abs(got-p) > tol {
@@ -353,8 +414,8 @@ func runDiffCase(t *testing.T, e *env, c *Client, tc diffCase, requests int, add
 	}
 	t.Logf("levels: %s\n%s", levelsOf(cl), strings.Join(rows, "\n"))
 	if cl.Hashing() {
-		if owned != requests || float64(agree) < 0.99*float64(requests) {
-			t.Errorf("hash owners: the model named %d of %d requests' endpoint, and Envoy agreed on %d", owned, requests, agree)
+		if owned.Load() != int64(requests) || float64(agree.Load()) < 0.99*float64(requests) {
+			t.Errorf("hash owners: the model named %d of %d requests' endpoint, and Envoy agreed on %d", owned.Load(), requests, agree.Load())
 		}
 	}
 }

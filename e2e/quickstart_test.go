@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -194,6 +195,24 @@ func TestLbctlEnvoy(t *testing.T) {
 			t.Errorf("--out-dir: %v", err)
 		}
 	}
+	// Envoy's access log is on lbctl envoy's standard output, as the README's quick start redirects it: each
+	// request's line names the policy and the endpoint that answered.
+	eventually(t, 20*time.Second, "an access log line in lbctl envoy's output", func() error {
+		b, _ := os.ReadFile(p.log)
+		for _, line := range strings.Split(string(b), "\n") {
+			var a accessLine
+			if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &a) != nil || a.Policy != "default/p" {
+				continue
+			}
+			for _, be := range bs {
+				if a.Endpoint == fmt.Sprintf("127.0.0.1:%d", be.Port) && a.Backend == "app" && a.Status == 200 {
+					return nil
+				}
+			}
+			return fmt.Errorf("an access log line with no backend's endpoint: %s", line)
+		}
+		return fmt.Errorf("no access log line of policy default/p in lbctl envoy's output")
+	})
 
 	// SIGTERM to lbctl reaches Envoy; both exit.
 	envoyPid := envoyChild(t, p)

@@ -33,9 +33,9 @@ func TestStagedRolloutEtcdReplicas(t *testing.T) {
 	}
 	f := &haFleet{t: t, etcd: ec, ids: []string{"r0", "r1"}, live: []bool{true, true}, policies: map[string]bool{}}
 	for _, id := range f.ids {
-		f.replicas = append(f.replicas, startLbplane(t, "--store", "etcd", "--etcd-endpoints", ec.Endpoints()[0],
+		f.replicas = append(f.replicas, startLbplane(t, append(ec.Flags(ec.Endpoints()[0]), "--store", "etcd",
 			"--etcd-secret-key-file", keyFile, "--replica-id", id, "--etcd-prefix", "/ro/", "--proxy-stats-interval", "250ms",
-			"--rollout-canary-min-age", canaryMinAge.String()))
+			"--rollout-canary-min-age", canaryMinAge.String())...))
 	}
 	stable := startBackend(t, "stable", 0)
 	broken := startBackend(t, "broken", 0)

@@ -112,7 +112,17 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		eventually(t, 10*time.Second, "only the canaries have the broken backend", func() error {
 			got := holders(t, envoys, "broken")
 			if len(got) > 2 {
-				t.Fatalf("the broken backend reached %v", got)
+				// What the replicas decided, for the reader of a failure.
+				var said []string
+				for i, r := range replicas {
+					b, _ := os.ReadFile(r.log)
+					for _, l := range strings.Split(string(b), "\n") {
+						if strings.Contains(l, "msg=\"rollout") || strings.Contains(l, "is held") {
+							said = append(said, fmt.Sprintf("replica %d: %s", i, l))
+						}
+					}
+				}
+				t.Fatalf("the broken backend reached %v; status.rollout %+v; the replicas said:\n%s", got, kubeRollout(t, kc).Rollout, strings.Join(said, "\n"))
 			}
 			st := kubeRollout(t, kc)
 			if st.Rollout != nil && st.Rollout.CandidateGeneration == 2 && st.Rollout.Phase == v1alpha1.RolloutRolledBack {

@@ -265,10 +265,12 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 		}
 		waitHeldBy(t, envoys, "broken", nil)
 		// The status the API shows says the same.
-		var st v1alpha1.LoadBalancerPolicyStatus
-		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "ro", "-o", "json")), &st); err != nil {
+		// lbctl status NAME -o json prints the policy, as lbctl get NAME -o json does.
+		var pol v1alpha1.LoadBalancerPolicy
+		if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", "ro", "-o", "json")), &pol); err != nil {
 			t.Fatal(err)
 		}
+		st := pol.Status
 		if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutRolledBack || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionRolledBack) {
 			t.Errorf("lbctl status: %+v", st)
 		}
@@ -420,7 +422,14 @@ func TestStagedRolloutUnderLoad(t *testing.T) {
 	t.Run("a restart in the middle resumes the rollout", func(t *testing.T) {
 		// Back to stable alone, held at stage 1 by a canary minimum the load cannot reach soon.
 		push(t, l, doc("", 0, 0, "1s", 1000000))
-		r := rolloutOf(t, l)
+		// Canaries are drawn from Envoys settled on the baseline: the stage may start a moment after the push.
+		var r *apiwire.RolloutResult
+		eventually(t, 30*time.Second, "stage 1 chose its canaries", func() error {
+			if r = rolloutOf(t, l); r.Rollout.Phase != v1alpha1.RolloutProgressing || r.Rollout.Stage != 1 || len(r.Rollout.Canaries) == 0 {
+				return fmt.Errorf("rollout %+v", r.Rollout)
+			}
+			return nil
+		})
 		canary := r.Rollout.Canaries
 		eventually(t, 10*time.Second, "only the canaries lost the fresh backend", func() error {
 			if got := holders(t, envoys, "fresh"); !slices.Equal(got, others(canary)) {

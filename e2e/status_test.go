@@ -55,10 +55,12 @@ func listItems(out string, items any) error {
 }
 
 func backendStatus(t *testing.T, l *Lbplane, policy, backend string) (v1alpha1.BackendStatus, error) {
-	var st v1alpha1.LoadBalancerPolicyStatus
-	if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", policy, "-o", "json")), &st); err != nil {
+	// lbctl status NAME -o json prints the policy, as lbctl get NAME -o json does.
+	var pol v1alpha1.LoadBalancerPolicy
+	if err := json.Unmarshal([]byte(lbctlOK(t, l, "status", policy, "-o", "json")), &pol); err != nil {
 		t.Fatal(err)
 	}
+	st := pol.Status
 	for _, b := range st.Backends {
 		if b.Name == backend {
 			return b, nil
@@ -112,7 +114,7 @@ func TestStatusShowsEndpointHealth(t *testing.T) {
 	})
 	t.Logf("stopped backend shown as ejected after %s", time.Since(stopped).Round(100*time.Millisecond))
 	text := lbctlOK(t, e.L, "status", "st")
-	for _, want := range []string{"BACKEND", "app", addr(bs[1]), "active health check failed", "Programmed    True"} {
+	for _, want := range []string{"BACKEND", "app", addr(bs[1]), "active health check failed", "Programmed    True", "Ready         True  Ready: every backend has an endpoint that takes traffic"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("lbctl status st lacks %q:\n%s", want, text)
 		}

@@ -4,9 +4,9 @@ package envoybootstrap
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -33,7 +33,7 @@ type Params struct {
 	Delta bool
 	// AdminSocket is the Unix socket (mode 0600: Envoy's own user only) Envoy's admin listens on, the
 	// default: admin can stop, drain and reconfigure Envoy, and a socket path is nothing a proxied
-	// connection can be pointed at. DefaultAdminSocket when empty.
+	// connection can be pointed at. Required unless InsecureAdminTCP.
 	AdminSocket string
 	// AdminPort, only with InsecureAdminTCP, puts admin on 127.0.0.1:AdminPort instead: every local process,
 	// and anything that can make a proxy on this host connect to loopback, can then use it.
@@ -105,11 +105,6 @@ func (t *TLS) CASDS() string     { return filepath.Join(t.Dir, CASDSFile) }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 
-// DefaultAdminSocket is the admin socket of a node when Params.AdminSocket is empty.
-func DefaultAdminSocket(nodeID string) string {
-	return filepath.Join(os.TempDir(), "lbplane-envoy-"+nodeID+".admin.sock")
-}
-
 // maxSocketPath is the longest path a Unix socket address holds (sun_path is 108 bytes, NUL included).
 const maxSocketPath = 107
 
@@ -159,7 +154,9 @@ func Render(p Params) ([]byte, error) {
 	}
 	if !p.InsecureAdminTCP {
 		if p.AdminSocket == "" {
-			p.AdminSocket = DefaultAdminSocket(p.NodeID)
+			// No default: a name in a shared directory (the temporary one) can be taken first by another user,
+			// and Envoy then cannot start. lbctl puts it in the Envoy's own 0700 directory.
+			return nil, errors.New("--admin-socket: required, a path in a directory only Envoy's user can write")
 		}
 		if !filepath.IsAbs(p.AdminSocket) || len(p.AdminSocket) > maxSocketPath || strings.ContainsAny(p.AdminSocket, "\x00\n\"") {
 			return nil, fmt.Errorf("--admin-socket: must be an absolute path of at most %d bytes, got %q", maxSocketPath, p.AdminSocket)
@@ -223,7 +220,9 @@ func Render(p Params) ([]byte, error) {
 		"AdminSocket": p.AdminSocket, "InsecureAdminTCP": p.InsecureAdminTCP,
 		"Zone": p.Zone, "LocalCluster": LocalCluster, "ClusterStats": p.ClusterStats,
 		"ScaledIdle": p.ScaledIdleTimeout.String(), "ScaleFrom": scaleFrom, "ScaleFull": scaleFull,
-		"ScaleFromPct": int(scaleFrom * 100), "ScaleFullPct": int(scaleFull * 100)})
+		"ScaleFromPct": int(scaleFrom * 100), "ScaleFullPct": int(scaleFull * 100),
+		"SoftHeapBytes": int64(float64(p.MaxHeapBytes) * scaleFull), "HeapReleasePerSecond": heapReleasePerSecond,
+		"ShedAccept": shedAccept, "ShedDispatch": shedDispatch, "ShedAcceptPct": int(shedAccept * 100), "ShedDispatchPct": int(shedDispatch * 100)})
 	return buf.Bytes(), err
 }
 

@@ -10,7 +10,7 @@ import (
 // TestClusterStats: the default leaves the bootstrap as it was (all stats but update_duration), used swaps in
 // the inclusion list, and anything else is refused before Envoy sees it.
 func TestClusterStats(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, AdminSocket: "/run/envoy/admin.sock"}
 	render := func(mode string) ([]byte, error) {
 		p := base
 		p.ClusterStats = mode
@@ -45,14 +45,15 @@ func TestClusterStats(t *testing.T) {
 }
 
 // TestAdminIsAUnixSocket: admin listens on a Unix socket of mode 0600 by default, which the stats listener's
-// cluster reaches too; a TCP port needs --insecure-admin-tcp, and --admin-port alone is refused.
+// cluster reaches too; a TCP port needs --insecure-admin-tcp, and --admin-port alone is refused. The socket
+// has no default path: one in a shared directory could be taken first by another user.
 func TestAdminIsAUnixSocket(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, StatsPort: 19001}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, StatsPort: 19001, AdminSocket: "/run/envoy/admin.sock"}
 	b, err := Render(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := DefaultAdminSocket("n")
+	sock := base.AdminSocket
 	if !bytes.Contains(b, []byte(`pipe: {path: "`+sock+`", mode: 384}`)) || bytes.Count(b, []byte(`pipe: {path: "`+sock+`"`)) != 2 {
 		t.Errorf("want admin and the stats listener's cluster on %s:\n%s", sock, b)
 	}
@@ -64,7 +65,7 @@ func TestAdminIsAUnixSocket(t *testing.T) {
 	if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--insecure-admin-tcp") {
 		t.Errorf("--admin-port without --insecure-admin-tcp: %v", err)
 	}
-	p.InsecureAdminTCP = true
+	p.AdminSocket, p.InsecureAdminTCP = "", true
 	b, err = Render(p)
 	if err != nil || !bytes.Contains(b, []byte("address: 127.0.0.1\n      port_value: 19000")) || bytes.Contains(b, []byte("pipe:")) {
 		t.Errorf("--insecure-admin-tcp --admin-port 19000: %v\n%s", err, b)
@@ -73,7 +74,7 @@ func TestAdminIsAUnixSocket(t *testing.T) {
 	if _, err := Render(p); err == nil {
 		t.Error("a socket and a TCP port at once must be refused")
 	}
-	for _, bad := range []string{"admin.sock", "/" + strings.Repeat("x", 120)} {
+	for _, bad := range []string{"", "admin.sock", "/" + strings.Repeat("x", 120)} {
 		p := base
 		p.AdminSocket = bad
 		if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "--admin-socket") {
@@ -86,7 +87,7 @@ func TestAdminIsAUnixSocket(t *testing.T) {
 // --scaled-idle-timeout, driven by the connection monitor and, with a heap budget, the heap monitor; values
 // outside 1s-10s are refused.
 func TestScaledTimers(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, AdminSocket: "/run/envoy/admin.sock"}
 	out, err := Render(base)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestScaledTimers(t *testing.T) {
 // TestSeveralXDSAddresses: every replica's address is an endpoint of the xds cluster; addresses on
 // different hosts need the name every replica's certificate carries; a repeated one is refused.
 func TestSeveralXDSAddresses(t *testing.T) {
-	base := Params{NodeID: "n", XDS: "127.0.0.1:18000,127.0.0.1:18010, 127.0.0.1:18020", MaxConnections: 100}
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000,127.0.0.1:18010, 127.0.0.1:18020", MaxConnections: 100, AdminSocket: "/run/envoy/admin.sock"}
 	b, err := Render(base)
 	if err != nil {
 		t.Fatal(err)
@@ -141,5 +142,31 @@ func TestSeveralXDSAddresses(t *testing.T) {
 	p.XDS = "127.0.0.1:18000,127.0.0.1:18000"
 	if _, err := Render(p); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("an address given twice: %v", err)
+	}
+}
+
+// TestHeapBudgetReleasesAndSheds: with a heap budget, tcmalloc's soft limit is 90 % of it and it gives freed
+// memory back in the background, and Envoy sheds new connections from 90 % and reads no more from 95 %;
+// without one, none of it.
+func TestHeapBudgetReleasesAndSheds(t *testing.T) {
+	base := Params{NodeID: "n", XDS: "127.0.0.1:18000", MaxConnections: 100, AdminSocket: "/run/envoy/admin.sock", MaxHeapBytes: 512 << 20}
+	b, err := Render(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"soft_memory_limit_bytes: 483183820\n", "bytes_to_release: 16777216\n",
+		"- name: envoy.load_shed_points.tcp_listener_accept\n      triggers:\n        - name: envoy.resource_monitors.fixed_heap\n          threshold: {value: 0.9}",
+		"- name: envoy.load_shed_points.http1_server_abort_dispatch\n      triggers:\n        - name: envoy.resource_monitors.fixed_heap\n          threshold: {value: 0.95}",
+		"- name: envoy.load_shed_points.http2_server_go_away_and_close_on_dispatch\n      triggers:\n        - name: envoy.resource_monitors.fixed_heap\n          threshold: {value: 0.95}",
+	} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("a 512 MiB budget: the bootstrap lacks %q", want)
+		}
+	}
+	p := base
+	p.MaxHeapBytes = -1
+	if b, err = Render(p); err != nil || bytes.Contains(b, []byte("memory_allocator_manager")) || bytes.Contains(b, []byte("loadshed_points")) {
+		t.Errorf("no budget: %v; the bootstrap still releases or sheds on the heap", err)
 	}
 }

@@ -20,6 +20,18 @@ const (
 	scaleFull = 0.9
 )
 
+// heapReleasePerSecond is how much of the memory Envoy has freed tcmalloc gives back to the system each
+// second, in the background, when there is a heap budget.
+const heapReleasePerSecond = 16 << 20
+
+// Shares of the heap budget where Envoy stops taking work that costs memory: new connections from
+// shedAccept, and from shedDispatch it closes HTTP/1 connections as data arrives on them (HTTP/2 ones with
+// a GOAWAY) instead of reading it.
+const (
+	shedAccept   = 0.9
+	shedDispatch = 0.95
+)
+
 // fallbackMaxConnections applies when the open-file limit cannot be read or is unlimited.
 const fallbackMaxConnections = 50000
 

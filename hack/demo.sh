@@ -60,7 +60,8 @@ PY
 
 start() {
   stop >/dev/null
-  mkdir -p "$RUN"
+  # Its data directory (the CA key, the tokens), Envoy's key and admin socket: this user's only.
+  mkdir -p "$RUN" && chmod 700 "$RUN"
   for p in "${BACKEND_PORTS[@]}" "${XDS#*:}" "${API#*:}" "${METRICS#*:}" "$STATS" "$LISTENER"; do
     port_free "$p" || { echo "port $p on 127.0.0.1 is in use; the demo needs it (make stop, or free it)" >&2; exit 1; }
   done
@@ -69,10 +70,10 @@ start() {
     "$BIN/lbplane-backend" --listen "127.0.0.1:$p" --name "backend-$p" < /dev/null > "$RUN/backend-$p.log" 2>&1 &
     echo $! >> "$RUN/pids"
   done
-  # The sample backends run on this host: the demo allows loopback backends, which lbplane refuses by default
-  # (a policy could otherwise reach anything listening on the Envoy's host).
+  # The sample backends run on this host: the demo re-admits their ports on loopback, which lbplane refuses by
+  # default (a policy could otherwise reach anything listening on the Envoy's host), and nothing else there.
   "$BIN/lbplane" serve --data-dir "$RUN/data" --xds-address "$XDS" --api-address "$API" --metrics-address "$METRICS" \
-    --allow-backend-cidrs 127.0.0.0/8 < /dev/null > "$RUN/lbplane.log" 2>&1 &
+    --allow-backend-cidrs "127.0.0.1:${BACKEND_PORTS[0]}-${BACKEND_PORTS[2]}" < /dev/null > "$RUN/lbplane.log" 2>&1 &
   echo $! >> "$RUN/pids"
   wait_for "lbplane" http_ok "http://$API/healthz"
   export LBPLANE_SERVER="http://$API" LBPLANE_TOKEN_FILE="$RUN/data/token"

@@ -8,7 +8,7 @@ import (
 // DefaultDNSRefreshInterval is Envoy's own default refresh rate.
 const DefaultDNSRefreshInterval = 5 * time.Second
 
-// UsesDNS tells whether Envoy resolves the backend's endpoints: at least one endpoint address is a name.
+// UsesDNS tells whether the backend's endpoints are resolved: at least one endpoint address is a name.
 func (b *Backend) UsesDNS() bool {
 	for _, e := range b.Endpoints {
 		if net.ParseIP(e.Address) == nil {
@@ -29,6 +29,9 @@ func defaultDNS(s *LoadBalancerPolicySpec) {
 		}
 		if b.DNS == nil {
 			b.DNS = &BackendDNS{}
+		}
+		if b.DNS.Resolver == "" {
+			b.DNS.Resolver = DNSResolverLbplane
 		}
 		if b.DNS.Resolution == "" {
 			b.DNS.Resolution = DNSStrict

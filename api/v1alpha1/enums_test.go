@@ -39,6 +39,8 @@ func TestEnumMarkersMatchValidation(t *testing.T) {
 		"ProxyProtocolVersion":   strs(supportedProxyProtocolVersions),
 		"DNSResolution":          strs(supportedDNSResolutions),
 		"DNSLookupFamily":        strs(supportedDNSLookupFamilies),
+		"AccessLogFormat":        strs(supportedAccessLogFormats),
+		"DNSResolver":            strs(supportedDNSResolvers),
 		// Written by lbplane into status, never validated from users: its values are its constants.
 		"EndpointHealth": strs([]EndpointHealth{EndpointHealthy, EndpointEjected, EndpointUnknown}),
 	}

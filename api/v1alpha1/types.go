@@ -34,6 +34,7 @@ var APIVersion = Group + "/" + Version
 // +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=".status.algorithm"
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=".status.conditions[?(@.type==\"Accepted\")].status"
 // +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=".status.conditions[?(@.type==\"Programmed\")].status"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type LoadBalancerPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -140,6 +141,39 @@ type Listener struct {
 	// Envoy: the network filter envoy.filters.network.local_ratelimit before tcp_proxy; connections beyond the
 	// bucket are closed.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// accessLog says what Envoy writes to its standard output for each request (HTTP, HTTPS) or connection
+	// (TCP) of this listener. Unset: lbplane serve --access-log decides (default JSON, every request). Like
+	// limits, the oldest policy on a shared port sets it, and a newer one that sets it differently
+	// conflicts. Envoy: access_log envoy.access_loggers.stdout on the HTTP connection manager or tcp_proxy.
+	AccessLog *AccessLog `json:"accessLog,omitempty"`
+}
+
+// AccessLogFormat is how Envoy writes an access log line.
+// +kubebuilder:validation:Enum=JSON;Text
+type AccessLogFormat string
+
+// Access log formats.
+const (
+	// AccessLogJSON writes one JSON object a line, with the fields docs/operations.md lists.
+	AccessLogJSON AccessLogFormat = "JSON"
+	// AccessLogText writes Envoy's default text line with lbplane's fields (policy, backend, endpoint) after it.
+	AccessLogText AccessLogFormat = "Text"
+)
+
+// AccessLog is a listener's access log.
+type AccessLog struct {
+	// disabled turns the listener's access log off.
+	Disabled bool `json:"disabled,omitempty"`
+	// format is JSON (default) or Text.
+	// +optional
+	Format AccessLogFormat `json:"format,omitempty"`
+	// samplePercent logs this share of the requests (HTTP) or connections (TCP), each picked at random:
+	// above 0, at most 100 (the default), to a millionth. Envoy: an access log runtime_filter.
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	SamplePercent *float64 `json:"samplePercent,omitempty"`
 }
 
 // ListenerLimits bound a listener's connections and what each may buffer.
@@ -527,9 +561,10 @@ type Backend struct {
 	// Cluster.track_cluster_stats.per_endpoint_stats (series with envoy_endpoint_address on the Prometheus
 	// endpoint).
 	PerEndpointStats bool `json:"perEndpointStats,omitempty"`
-	// dns tunes how Envoy resolves the backend's host-name endpoints (an endpoint address that is a DNS name
-	// instead of an IP address). Only allowed when an endpoint address is a name; defaults apply then. Envoy:
-	// cluster_type envoy.clusters.dns (DnsCluster), with the endpoints in Cluster.load_assignment instead of EDS.
+	// dns tunes how the backend's host-name endpoints (an endpoint address that is a DNS name instead of an IP
+	// address) are resolved. Only allowed when an endpoint address is a name; defaults apply then. lbplane
+	// resolves them and sends the addresses it allows as endpoints (EDS); with dns.resolver Envoy: cluster_type
+	// envoy.clusters.dns (DnsCluster), with the endpoints in Cluster.load_assignment instead of EDS.
 	DNS *BackendDNS `json:"dns,omitempty"`
 }
 
@@ -777,12 +812,14 @@ type FailurePercentageEjection struct {
 
 // Endpoint is one static backend address.
 type Endpoint struct {
-	// address is the endpoint's IP address, or a DNS name that Envoy resolves (see the backend's dns): each
-	// address the name resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's
-	// server-template do. Loopback, link-local and unspecified addresses and names of the host itself
-	// (localhost) are refused unless the server allows them; in Kubernetes mode addresses and names are
-	// allowed only where the operator says (backends are Services otherwise). Envoy:
-	// LbEndpoint.endpoint.address; with a name the backend is a DNS cluster. In standalone mode lbplane serve
+	// address is the endpoint's IP address, or a DNS name (see the backend's dns): each address the name
+	// resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's server-template do.
+	// Loopback, link-local and unspecified addresses (in any IPv6 form that carries them), the Envoy host's
+	// own addresses, lbplane's and Envoy's own ports there, and names of the host itself (localhost) are
+	// refused unless the server allows them, and so is every address a name resolves to, at every refresh;
+	// in Kubernetes mode addresses and names are allowed only where the operator says (backends are Services
+	// otherwise). Envoy: LbEndpoint.endpoint.address (a name's addresses, with the name as hostname). In
+	// standalone mode lbplane serve
 	// --allow-backend-cidrs allows more; in Kubernetes mode --address-backends-namespaces and
 	// --address-backends-cidrs (docs/security.md, "What a policy can reach").
 	// +kubebuilder:validation:MaxLength=253
@@ -1088,7 +1125,13 @@ type RetryBudget struct {
 const (
 	ConditionAccepted     = "Accepted"
 	ConditionResolvedRefs = "ResolvedRefs"
-	ConditionProgrammed   = "Programmed"
+	// ConditionProgrammed is True when every connected Envoy of the policy's group runs its config, and the
+	// policy is served (accepted, and its certificates and files usable).
+	ConditionProgrammed = "Programmed"
+	// ConditionReady is True when the policy is Programmed and every connected Envoy of its group reports,
+	// for each of its backends, at least one endpoint that takes traffic (passed its health checks, not
+	// ejected, not draining): a request sent now is answered by a backend.
+	ConditionReady = "Ready"
 )
 
 // LoadBalancerPolicyStatus is what lbplane observed.
@@ -1104,7 +1147,9 @@ type LoadBalancerPolicyStatus struct {
 	// proxyGroup is the proxy group serving the policy, defaults applied (spec.proxyGroup, or "default").
 	// +optional
 	ProxyGroup string `json:"proxyGroup,omitempty"`
-	// conditions: Accepted, ResolvedRefs, Programmed.
+	// conditions: Accepted, ResolvedRefs, Programmed (every Envoy of the group runs the policy, which is
+	// served), Ready (and each backend has a healthy endpoint on every Envoy), and RolledBack after a staged
+	// rollout's verdict.
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
@@ -1124,6 +1169,12 @@ type LoadBalancerPolicyStatus struct {
 	// rollout is where the policy's last staged rollout stands (see spec.rollout).
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// endpointOverrides are the operator's drain and maintenance overrides in force on the policy's
+	// endpoints (lbctl endpoint drain|maintenance|ready), kept by lbplane outside the spec.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	EndpointOverrides []EndpointOverrideStatus `json:"endpointOverrides,omitempty"`
 }
 
 // BackendStatus is one backend as the proxies see it.
@@ -1158,6 +1209,25 @@ type BackendStatus struct {
 	LatencyP99Ms *float64 `json:"latencyP99Ms,omitempty"`
 	// windowSeconds is how many seconds requests, errors and latencyP99Ms cover.
 	WindowSeconds int32 `json:"windowSeconds,omitempty"`
+	// responses counts the responses Envoy sent clients for the backend over windowSeconds, by status
+	// class; unset without responses (a TCP listener, or the router's dynamic stats off).
+	// +optional
+	Responses *ResponseCounts `json:"responses,omitempty"`
+	// clientErrorRate is the share of those responses that were 5xx, what the backend's clients saw (Envoy's
+	// own 503 and 504 included, a request it retried counted once per answer), a fraction from 0 to 1;
+	// unset without responses.
+	// +optional
+	ClientErrorRate *float64 `json:"clientErrorRate,omitempty"`
+	// noHealthyEndpoint counts the requests and connections Envoy had no healthy endpoint for over
+	// windowSeconds (upstream_cx_none_healthy).
+	// +optional
+	NoHealthyEndpoint int64 `json:"noHealthyEndpoint,omitempty"`
+	// connections to the backend's endpoints: open now, opened and failed over windowSeconds.
+	// +optional
+	Connections *ConnectionCounts `json:"connections,omitempty"`
+	// bytes received from and sent to the endpoints over windowSeconds; unset until the stats were read.
+	// +optional
+	Bytes *ByteCounts `json:"bytes,omitempty"`
 	// perEndpoint is the load on each endpoint, summed over the proxies: the busiest ones by requests, plus
 	// every endpoint that is not taking traffic on some proxy (at most 30). (status.backends[].endpoints
 	// already holds the counts.)
@@ -1167,6 +1237,12 @@ type BackendStatus struct {
 	// expected share (0 is a spread exactly as expected), over the healthy endpoints and windowSeconds; unset
 	// without requests. With a hash algorithm a high skew means a few keys carry most of the traffic.
 	Skew *float64 `json:"skew,omitempty"`
+	// expectedCaveats are what the expected shares leave out: Envoy behaviour that turns on what only Envoy
+	// knows at run time (least request and bounded load under concurrent requests, slow start, reported
+	// utilization), and for zone-aware routing whose Envoys the shares are (the zones of the group's
+	// Envoys, each taken to send as many requests). The same text as lbctl trace, whatif and diff --traffic.
+	// +kubebuilder:validation:MaxItems=8
+	ExpectedCaveats []string `json:"expectedCaveats,omitempty"`
 }
 
 // EndpointStatus is one endpoint's load, as the proxies report it. Envoy 1.40 keeps no latency per
@@ -1185,6 +1261,14 @@ type EndpointStatus struct {
 	ActiveRequests int64 `json:"activeRequests"`
 	// errorRate is errors/requests, a fraction from 0 to 1 (0.004 is 0.4 %); unset without requests.
 	ErrorRate *float64 `json:"errorRate,omitempty"`
+	// connectionsActive are open to it at the last reading (cx_active).
+	ConnectionsActive int64 `json:"connectionsActive,omitempty"`
+	// connections were opened to it over the backend's windowSeconds (cx_total).
+	Connections int64 `json:"connections,omitempty"`
+	// connectFailures are connections to it that failed over the backend's windowSeconds (cx_connect_fail).
+	ConnectFailures int64 `json:"connectFailures,omitempty"`
+	// timeouts counts its requests that timed out over windowSeconds (rq_timeout).
+	Timeouts int64 `json:"timeouts,omitempty"`
 	// zone is the endpoint's zone (its locality), priority its priority level (0 is used first) and backup
 	// marks a backup endpoint (a level after every other one).
 	Zone     string `json:"zone,omitempty"`
@@ -1192,7 +1276,8 @@ type EndpointStatus struct {
 	Backup   bool   `json:"backup,omitempty"`
 	// expectedShare is the share of the backend's requests lbplane's traffic model predicts for it from the
 	// config Envoy runs and the endpoints not taking traffic (priority levels, overprovisioning, zone weights,
-	// the algorithm's spread): a fraction from 0 to 1 (0.333 is a third).
+	// zone-aware routing for the zones of the group's Envoys, the algorithm's spread): a fraction from 0 to
+	// 1 (0.333 is a third). The backend's expectedCaveats say what it leaves out.
 	ExpectedShare float64 `json:"expectedShare"`
 	// observedShare is its part of the backend's requests over windowSeconds, a fraction from 0 to 1; unset
 	// while the backend has no requests.
@@ -1446,20 +1531,43 @@ const (
 	DNSAll DNSLookupFamily = "All"
 )
 
-// BackendDNS tunes the resolution of a backend's host-name endpoints. The resolvers themselves are the
-// Envoy's (lbctl bootstrap --dns-resolver, or the host's /etc/resolv.conf): an operator's choice, so that a
-// policy means the same on every proxy group.
+// DNSResolver says who resolves a backend's host names.
+// +kubebuilder:validation:Enum=Lbplane;Envoy
+// +kubebuilder:validation:MaxLength=32
+type DNSResolver string
+
+const (
+	// DNSResolverLbplane: lbplane resolves the names (its /etc/hosts, then lbplane serve --dns-resolver or
+	// its /etc/resolv.conf), checks every address of every answer against the server's backend address
+	// rules, and sends the Envoys the addresses it allowed as endpoints (EDS). A name that later answers a
+	// forbidden address (DNS rebinding) never reaches the Envoys.
+	DNSResolverLbplane DNSResolver = "Lbplane"
+	// DNSResolverEnvoy: each Envoy resolves the names itself (Envoy's DNS cluster), with its own resolver;
+	// lbplane never sees the addresses, so nothing checks them. Allowed only where the operator opts in
+	// (lbplane serve --allow-envoy-dns), for Envoys whose resolver sees other answers than lbplane's.
+	DNSResolverEnvoy DNSResolver = "Envoy"
+)
+
+// BackendDNS tunes the resolution of a backend's host-name endpoints. lbplane resolves them by default
+// (resolver), with the operator's resolvers: an operator's choice, so that a policy means the same on every
+// proxy group.
 type BackendDNS struct {
+	// resolver is Lbplane (the default: lbplane resolves the names, checks every answer against the
+	// server's backend address rules and sends the allowed addresses as endpoints) or Envoy (each Envoy
+	// resolves them with its own resolver and nothing checks the answers; refused unless lbplane serve
+	// --allow-envoy-dns). Envoy: an EDS cluster, or with Envoy a DnsCluster.
+	Resolver DNSResolver `json:"resolver,omitempty"`
 	// resolution is Strict (each address is an endpoint) or Logical (the name is one endpoint; exactly one
 	// endpoint allowed). Defaults to Strict. Envoy: DnsCluster; Logical sets all_addresses_in_single_endpoint.
 	Resolution DNSResolution `json:"resolution,omitempty"`
-	// refreshInterval is how often Envoy resolves the names again; traffic follows a changed answer within
+	// refreshInterval is how often the names are resolved again; traffic follows a changed answer within
 	// it. Defaults to 5s. At least 100ms. Envoy: DnsCluster.dns_refresh_rate.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
 	// respectTTL resolves again when the answer's TTL runs out instead of every refreshInterval (as nginx
-	// does without valid=). Defaults to false. Envoy: DnsCluster.respect_dns_ttl.
+	// does without valid=), no sooner than 5s (or refreshInterval when shorter) and no later than an hour.
+	// Defaults to false. Envoy: DnsCluster.respect_dns_ttl.
 	RespectTTL bool `json:"respectTTL,omitempty"`
 	// lookupFamily is V4Preferred, V4, V6, Auto (IPv6 first) or All. Defaults to V4Preferred: a name with
 	// both records is reached over IPv4, which every host can route. Envoy: DnsCluster.dns_lookup_family

@@ -7,6 +7,7 @@ import (
 
 var (
 	supportedDNSResolutions    = []DNSResolution{DNSStrict, DNSLogical}
+	supportedDNSResolvers      = []DNSResolver{DNSResolverLbplane, DNSResolverEnvoy}
 	supportedDNSLookupFamilies = []DNSLookupFamily{DNSV4Preferred, DNSV4, DNSV6, DNSAuto, DNSAll}
 )
 
@@ -49,6 +50,9 @@ func (v *validator) backendDNS(bp path, b *Backend) {
 	if !b.UsesDNS() {
 		v.add(dp, "only allowed on a backend with an endpoint address that is a host name")
 		return
+	}
+	if d.Resolver != "" && !oneOf(d.Resolver, supportedDNSResolvers) {
+		v.add(dp.child("resolver"), "%s", unsupported(d.Resolver, supportedDNSResolvers))
 	}
 	if !oneOf(d.Resolution, supportedDNSResolutions) {
 		v.add(dp.child("resolution"), "%s", unsupported(d.Resolution, supportedDNSResolutions))

@@ -3,12 +3,26 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 var (
-	supportedUnderscores    = []HeadersWithUnderscores{UnderscoresReject, UnderscoresDrop, UnderscoresAllow}
-	supportedEscapedSlashes = []EscapedSlashes{EscapedSlashesKeep, EscapedSlashesReject, EscapedSlashesUnescapeAndRedirect, EscapedSlashesUnescapeAndForward}
+	supportedAccessLogFormats = []AccessLogFormat{AccessLogJSON, AccessLogText}
+	supportedUnderscores      = []HeadersWithUnderscores{UnderscoresReject, UnderscoresDrop, UnderscoresAllow}
+	supportedEscapedSlashes   = []EscapedSlashes{EscapedSlashesKeep, EscapedSlashesReject, EscapedSlashesUnescapeAndRedirect, EscapedSlashesUnescapeAndForward}
 )
 
-// listenerEdge validates the listener's hardening overrides (limits, timeouts, http2, requests).
+// listenerEdge validates the listener's hardening overrides (limits, timeouts, http2, requests) and its
+// access log.
 func (v *validator) listenerEdge(p path, l *Listener) {
+	if a := l.AccessLog; a != nil {
+		ap := p.child("accessLog")
+		if a.Format != "" && !oneOf(a.Format, supportedAccessLogFormats) {
+			v.add(ap.child("format"), "%s", unsupported(a.Format, supportedAccessLogFormats))
+		}
+		if s := a.SamplePercent; s != nil && (!(*s > 0) || *s > 100) {
+			v.add(ap.child("samplePercent"), "must be above 0 and at most 100 (use disabled: true to log nothing), got %v", *s)
+		}
+		if a.Disabled && (a.Format != "" || a.SamplePercent != nil) {
+			v.add(ap, "format and samplePercent have no effect with disabled: true")
+		}
+	}
 	if lim := l.Limits; lim != nil {
 		lp := p.child("limits")
 		if lim.MaxConnections != nil {

@@ -33,6 +33,25 @@ func TestValidateEdge(t *testing.T) {
 			`spec.listener.http2.initialStreamWindowSize: must be between 65535 and 2147483647, got 1000`,
 			`spec.backends[0].connection.bufferBytes: must be between 1024 and 16777216, got 1`,
 		}},
+		"an access log in text for a sample": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Listener.AccessLog = &v1alpha1.AccessLog{Format: v1alpha1.AccessLogText, SamplePercent: new(0.5)}
+		}, nil},
+		"an access log on a TCP listener": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Listener.Protocol = v1alpha1.ProtocolTCP
+			p.Spec.Listener.AccessLog = &v1alpha1.AccessLog{}
+		}, nil},
+		"a bad access log": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Listener.AccessLog = &v1alpha1.AccessLog{Format: "json", SamplePercent: new(0.0)}
+		}, []string{
+			`spec.listener.accessLog.format: unsupported value "json"; supported: JSON, Text`,
+			`spec.listener.accessLog.samplePercent: must be above 0 and at most 100 (use disabled: true to log nothing), got 0`,
+		}},
+		"an access log turned off with a format": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Listener.AccessLog = &v1alpha1.AccessLog{Disabled: true, SamplePercent: new(150.0)}
+		}, []string{
+			`spec.listener.accessLog.samplePercent: must be above 0 and at most 100 (use disabled: true to log nothing), got 150`,
+			`spec.listener.accessLog: format and samplePercent have no effect with disabled: true`,
+		}},
 		"misspelled enums": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Listener.Requests = &v1alpha1.ListenerRequests{HeadersWithUnderscores: "reject", EscapedSlashes: "Redirect"}
 		}, []string{

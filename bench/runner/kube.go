@@ -157,7 +157,7 @@ func startEtcdStore(dir string) (args []string, stop func(), err error) {
 		if err := os.WriteFile(key, []byte(strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
 			return err
 		}
-		args, stop = []string{"--store", "etcd", "--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--etcd-secret-key-file", key}, t.close
+		args, stop = append(c.Flags(), "--store", "etcd", "--etcd-secret-key-file", key), t.close
 		return nil
 	})
 	return args, stop, err

@@ -162,6 +162,10 @@ func peers(base int) []*peer {
 		// lbplane's default with the edge hardening relaxed to Envoy's own defaults (HTTP listener, its
 		// cluster, no heap monitor in the bootstrap): the A/B of what the hardening costs.
 		{Name: "lbplane-envoy-relaxed", HTTPPort: base + 70, TCPPort: base + 71, start: startLbplane(), vars: map[string]any{"Relaxed": true}, optIn: true},
+		// lbplane's default access log (a JSON line per request on Envoy's stdout, its log file here), which the
+		// other lbplane peers turn off as nginx, HAProxy and Traefik have theirs off: the A/B of what it costs
+		// (-only paired -peers lbplane-envoy,lbplane-envoy-accesslog).
+		{Name: "lbplane-envoy-accesslog", HTTPPort: base + 90, TCPPort: base + 91, start: startLbplane("--access-log=json"), optIn: true},
 		// lbplane's default again, under another name: the paired scenario's A/A control (what two identical
 		// Envoys loaded together differ by on this machine).
 		{Name: "lbplane-envoy-twin", HTTPPort: base + 80, TCPPort: base + 81, start: startLbplane(), optIn: true},
@@ -195,6 +199,9 @@ func startLbplaneWith(e *env, p *peer, extra []string) error {
 	_, err = p.run(e, dir, "lbplane", nil, filepath.Join(e.bin, "lbplane"), append([]string{"serve", "--data-dir", dir,
 		"--xds-address", fmt.Sprintf("127.0.0.1:%d", xds), "--xds-insecure", "--api-address", fmt.Sprintf("127.0.0.1:%d", api),
 		"--metrics-address", "", "--token", "bench", "--api-rate-limit", "0", "--allow-backend-cidrs", "127.0.0.0/8",
+		// No access log, as the other peers have none; lbplane-envoy-accesslog turns lbplane's default on
+		// (a later --access-log wins).
+		"--access-log", "off",
 		// The HTTPS scenario's certificate lives in the work directory; policies may name files there only.
 		"--files-root", filepath.Dir(e.cert.Cert)}, extra...)...)
 	if err != nil {

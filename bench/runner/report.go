@@ -275,6 +275,7 @@ func (r *report) markdown() string {
 	}
 
 	r.hardeningMarkdown(w)
+	r.accessLogMarkdown(w)
 	r.pairedMarkdown(w)
 	r.memoryMarkdown(w)
 	r.httpsMarkdown(w)

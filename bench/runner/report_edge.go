@@ -17,23 +17,39 @@ func (r *report) memoryMarkdown(w func(string, ...any)) {
 // hardeningMarkdown sets lbplane's Envoy with its edge defaults beside the same with them relaxed, when the
 // opt-in relaxed peer ran.
 func (r *report) hardeningMarkdown(w func(string, ...any)) {
+	r.pairMarkdown(w, "lbplane-envoy", "lbplane-envoy-relaxed", "What the edge hardening costs", "`lbplane-envoy` is lbplane's default (32 KiB connection buffers, header and idle timeouts, header count and size limits, underscore rejection, path normalisation and slash merging, the overload manager with its heap monitor and actions); `lbplane-envoy-relaxed` is the same with all of that set back to Envoy's own defaults (1 MiB buffers, a request-headers timeout of 1 h (the API refuses 0, Envoy's \"none\"), no limit of requests per I/O cycle and 500 streams before a connection with many early resets is closed (through admin `runtime_modify`), headers with underscores allowed, no path normalisation, no heap monitor; the global connection limit stays, as in every peer). Same binary, interleaved runs.",
+		"hardened", "relaxed")
+}
+
+// accessLogMarkdown sets lbplane's Envoy without an access log (as every peer runs) beside the same with
+// lbplane's default JSON access log, when the opt-in peer ran.
+func (r *report) accessLogMarkdown(w func(string, ...any)) {
+	r.pairMarkdown(w, "lbplane-envoy-accesslog", "lbplane-envoy", "What the access log costs", "`lbplane-envoy` runs with `lbplane serve --access-log=off`, as nginx, HAProxy and Traefik run without theirs; `lbplane-envoy-accesslog` with lbplane's default, one JSON line per request on Envoy's standard output (a file here), naming the policy, route, backend and endpoint. Same binary, interleaved runs; `-only paired -peers lbplane-envoy,lbplane-envoy-accesslog` loads both at once.",
+		"with", "without")
+}
+
+// pairMarkdown sets peer a beside peer b (throughput and CPU per request at each concurrency, and the CPU
+// ratio a / b) under a section title, when both ran (one of them is an opt-in peer).
+func (r *report) pairMarkdown(w func(string, ...any), a, b, title, intro, nameA, nameB string) {
 	var any bool
 	for _, c := range r.Config.Concurrency {
-		if _, ok := r.find("throughput", "lbplane-envoy-relaxed", c); ok {
+		_, okA := r.find("throughput", a, c)
+		_, okB := r.find("throughput", b, c)
+		if okA && okB {
 			any = true
 		}
 	}
 	if !any {
 		return
 	}
-	w("\n## What the edge hardening costs\n\n`lbplane-envoy` is lbplane's default (32 KiB connection buffers, header and idle timeouts, header count and size limits, underscore rejection, path normalisation and slash merging, the overload manager with its heap monitor and actions); `lbplane-envoy-relaxed` is the same with all of that set back to Envoy's own defaults (1 MiB buffers, a request-headers timeout of 1 h (the API refuses 0, Envoy's \"none\"), no limit of requests per I/O cycle and 500 streams before a connection with many early resets is closed (through admin `runtime_modify`), headers with underscores allowed, no path normalisation, no heap monitor; the global connection limit stays, as in every peer). Same binary, interleaved runs.\n\n")
-	w("| connections | hardened req/s | relaxed req/s | hardened CPU µs/req | relaxed CPU µs/req | CPU ratio hardened / relaxed | runs |\n|---|---|---|---|---|---|---|\n")
+	w("\n## %s\n\n%s\n\n", title, intro)
+	w("| connections | %s req/s | %s req/s | %s CPU µs/req | %s CPU µs/req | CPU ratio %s / %s | runs |\n|---|---|---|---|---|---|---|\n", nameA, nameB, nameA, nameB, nameA, nameB)
 	for _, c := range r.Config.Concurrency {
-		h, ok1 := r.find("throughput", "lbplane-envoy", c)
-		x, ok2 := r.find("throughput", "lbplane-envoy-relaxed", c)
-		if !ok1 || !ok2 || x.CPU.Median == 0 {
+		x, ok1 := r.find("throughput", a, c)
+		y, ok2 := r.find("throughput", b, c)
+		if !ok1 || !ok2 || y.CPU.Median == 0 {
 			continue
 		}
-		w("| %d | %s | %s | %s | %s | %.3f | %d and %d |\n", c, rng(h.RPS, "%.0f"), rng(x.RPS, "%.0f"), rng(h.CPU, "%.1f"), rng(x.CPU, "%.1f"), h.CPU.Median/x.CPU.Median, h.Runs-h.Invalid, x.Runs-x.Invalid)
+		w("| %d | %s | %s | %s | %s | %.3f | %d and %d |\n", c, rng(x.RPS, "%.0f"), rng(y.RPS, "%.0f"), rng(x.CPU, "%.1f"), rng(y.CPU, "%.1f"), x.CPU.Median/y.CPU.Median, x.Runs-x.Invalid, y.Runs-y.Invalid)
 	}
 }

@@ -43,16 +43,45 @@ type LatencyPoint struct {
 	LatencyP99Ms float64   `json:"latencyP99Ms"`
 }
 
-// EndpointSeries is an endpoint's readings over the last hour, oldest first.
+// TrafficPoint is one reading of a backend, summed over the Envoys: responses per second by status class,
+// the share of them that were 5xx (unset without responses), connections open, and bytes per second to
+// and from its endpoints. The rates are over the backend's window (the last minute).
+type TrafficPoint struct {
+	Time            time.Time `json:"time"`
+	Success         float64   `json:"2xx"`
+	Redirection     float64   `json:"3xx"`
+	ClientError     float64   `json:"4xx"`
+	ServerError     float64   `json:"5xx"`
+	ClientErrorRate *float64  `json:"clientErrorRate,omitempty"`
+	// ConnectionsActive are open at the reading; BytesReceived and BytesSent are per second.
+	ConnectionsActive int64   `json:"connectionsActive"`
+	BytesReceived     float64 `json:"bytesReceived"`
+	BytesSent         float64 `json:"bytesSent"`
+}
+
+// Downtime is a span in which an endpoint's counted health was not Healthy (ejected, or unknown after a
+// lapsed passive ejection); To is unset while it lasts.
+type Downtime struct {
+	From   time.Time  `json:"from"`
+	To     *time.Time `json:"to,omitempty"`
+	Health string     `json:"health"`
+}
+
+// EndpointSeries is an endpoint's readings over the last hour, oldest first, its spans of downtime in
+// that hour, and when lbplane last read its health from the Envoys (the outcome of their health checks
+// and outlier detection: Envoy keeps no time of its own checks).
 type EndpointSeries struct {
-	Address string        `json:"address"`
-	Points  []SeriesPoint `json:"points"`
+	Address   string        `json:"address"`
+	Points    []SeriesPoint `json:"points"`
+	Downtime  []Downtime    `json:"downtime"`
+	LastCheck *time.Time    `json:"lastCheck,omitempty"`
 }
 
 // BackendSeries is a backend's readings over the last hour.
 type BackendSeries struct {
 	Name       string           `json:"name"`
 	LatencyP99 []LatencyPoint   `json:"latencyP99"`
+	Traffic    []TrafficPoint   `json:"traffic"`
 	Endpoints  []EndpointSeries `json:"endpoints"`
 }
 

@@ -87,6 +87,14 @@ type ProxyStatus struct {
 	// --stats-port), is where it serves stats and endpoint health there.
 	Address   string `json:"address,omitempty"`
 	StatsPort int    `json:"statsPort,omitempty"`
+	// Zone is the Envoy's zone (node.locality.zone, lbctl bootstrap --zone): predictions of zone-aware
+	// backends are for the Envoys' zones.
+	Zone string `json:"zone,omitempty"`
+	// Client is what kind of xDS client the node is: "envoy", or "grpc" for a proxyless gRPC client (told
+	// apart by its user agent or its lbplane.io/client metadata), which is served the group's gRPC profile;
+	// UserAgent is the node's user agent name and version ("envoy 1.40.0", "gRPC Go 1.85.0").
+	Client    string `json:"client,omitempty"`
+	UserAgent string `json:"userAgent,omitempty"`
 	// Authenticated is true when the stream came over mTLS and its node id and group match its client
 	// certificate. Only authenticated proxies are read by the stats poller and, when mTLS is required,
 	// counted by settle waits.
@@ -202,6 +210,17 @@ type StoreStatus struct {
 	// replica serving the same records shows the same versions, so an Envoy moving between them gets nothing
 	// new.
 	Versions map[string]string `json:"versions,omitempty"`
+	// Refused are the records under lbplane's prefix in the store that lbplane did not write (they do not
+	// carry its authentication): they are not served.
+	Refused []RefusedRecord `json:"refused,omitempty"`
+}
+
+// RefusedRecord is a record in the shared store that lbplane did not write, and so does not serve.
+type RefusedRecord struct {
+	Key         string    `json:"key"`
+	ModRevision int64     `json:"modRevision"`
+	Since       time.Time `json:"since"`
+	Reason      string    `json:"reason"`
 }
 
 // LiveResult answers GET /v1/policies/{namespace}/{name}/live: the policy's backends as every Envoy of its

@@ -10,7 +10,6 @@
 package configdir
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -124,20 +123,20 @@ func (w *Watcher) Load() error {
 		switch {
 		case l.cached:
 			decoded[p] = l.file
-			errs = append(errs, l.file.errs...)
+			errs = errs.add(p, l.file.errs...)
 			if l.file.policies != nil {
 				files[p] = l.file.policies
 			}
 		case l.unread:
 			if l.readErr != "" {
-				errs = append(errs, l.readErr)
+				errs = errs.add(p, l.readErr)
 			}
 			if prev, ok := w.files[p]; ok {
 				files[p] = prev // a file that cannot be read keeps its last good version
 			}
 		default:
 			d := l.file
-			errs = append(errs, d.errs...)
+			errs = errs.add(p, d.errs...)
 			if l.failed {
 				if prev, ok := w.files[p]; ok {
 					files[p] = prev // keep the last good version of the whole file
@@ -164,7 +163,7 @@ func (w *Watcher) Load() error {
 			n++
 			k := translate.KeyOf(pol)
 			if seen[k] {
-				errs = append(errs, fmt.Sprintf("%s: %s is defined twice in %s", p, k, w.Dir))
+				errs = errs.add(p, fmt.Sprintf("%s: %s is defined twice in %s", p, k, w.Dir))
 				continue
 			}
 			seen[k] = true
@@ -175,7 +174,7 @@ func (w *Watcher) Load() error {
 				}
 			}
 			if problems != "" {
-				errs = append(errs, fmt.Sprintf("%s: %s: %s", p, k, problems))
+				errs = errs.add(p, fmt.Sprintf("%s: %s: %s", p, k, problems))
 				if g, ok := w.good[k]; ok {
 					policies = append(policies, g.policy)
 				}
@@ -209,13 +208,10 @@ func (w *Watcher) Load() error {
 			delete(w.good, k)
 		}
 	}
-	w.errors = errs
-	for _, e := range errs {
-		w.Log.Error("config-dir", "error", e)
-		w.Metrics.Error(metrics.ConfigDirReload)
-	}
+	w.errors = errs.lines()
+	errs.log(w.Log, w.Metrics)
 	w.Engine.Set(engine.SourceConfigDir, policies)
-	w.Log.Info("config-dir loaded", "dir", w.Dir, "policies", len(policies), "errors", len(errs))
+	w.Log.Info("config-dir loaded", "dir", w.Dir, "policies", len(policies), "errors", len(w.errors))
 	return nil
 }
 
@@ -244,6 +240,53 @@ func validateAll(paths []string, files map[string][]*v1alpha1.LoadBalancerPolicy
 	}
 	_ = g.Wait()
 	return out
+}
+
+// problems are a load's errors, each with the file it is about, in the order they were found.
+type problems []problem
+
+type problem struct{ file, msg string }
+
+func (ps problems) add(file string, msgs ...string) problems {
+	for _, m := range msgs {
+		ps = append(ps, problem{file, m})
+	}
+	return ps
+}
+
+func (ps problems) lines() []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.msg
+	}
+	return out
+}
+
+// logPerFile is how many of a file's problems its log line quotes; Errors has them all.
+const logPerFile = 3
+
+// log writes one error line per file with problems, however many it has (a file of a million broken
+// documents once wrote half a million lines): their count and the first few. Each such file counts once in
+// lbplane_errors_total.
+func (ps problems) log(log *slog.Logger, m *metrics.Metrics) {
+	var order []string
+	byFile := map[string][]string{}
+	for _, p := range ps {
+		if _, ok := byFile[p.file]; !ok {
+			order = append(order, p.file)
+		}
+		byFile[p.file] = append(byFile[p.file], p.msg)
+	}
+	for _, f := range order {
+		msgs := byFile[f]
+		first := msgs[:min(len(msgs), logPerFile)]
+		attrs := []any{"file", f, "problems", len(msgs), "error", strings.Join(first, "; ")}
+		if more := len(msgs) - len(first); more > 0 {
+			attrs = append(attrs, "more", more)
+		}
+		log.Error("config-dir", attrs...)
+		m.Error(metrics.ConfigDirReload)
+	}
 }
 
 // Run reloads the directory every Interval until ctx ends.
@@ -290,19 +333,19 @@ const notInside = "not a regular file inside the config directory (symlinks must
 // checkouts) and works on every filesystem, and stat-ing costs nothing next to reading and hashing every
 // file every second (a 500 MiB file there once held 2 GB of RSS and 65 % of a core). It returns the files to
 // read and the errors of the others.
-func (w *Watcher) stat(paths []string) (string, map[string]os.FileInfo, []string) {
+func (w *Watcher) stat(paths []string) (string, map[string]os.FileInfo, problems) {
 	h := sha256.New()
 	infos := map[string]os.FileInfo{}
-	var errs []string
+	var errs problems
 	for _, p := range paths {
 		info, err := w.root.Stat(filepath.Base(p)) // follows symlinks, but only inside the directory
 		switch {
 		case err != nil || !info.Mode().IsRegular():
-			errs = append(errs, fmt.Sprintf("%s: %s", p, notInside))
+			errs = errs.add(p, fmt.Sprintf("%s: %s", p, notInside))
 			fmt.Fprintf(h, "%s\x00bad\x00", p)
 			continue
 		case info.Size() > MaxFileBytes:
-			errs = append(errs, fmt.Sprintf("%s: %d bytes, larger than the %d-byte limit for a policy file; skipped", p, info.Size(), MaxFileBytes))
+			errs = errs.add(p, fmt.Sprintf("%s: %d bytes, larger than the %d-byte limit for a policy file; skipped", p, info.Size(), MaxFileBytes))
 		default:
 			infos[p] = info
 		}
@@ -327,7 +370,7 @@ func (w *Watcher) load(p string, info os.FileInfo) fileLoad {
 	if err != nil {
 		return fileLoad{unread: true, readErr: err.Error()}
 	}
-	docs, err := manifest.Decode(p, bytes.NewReader(data))
+	docs, err := manifest.DecodeBytes(p, data)
 	l := fileLoad{file: decodedFile{stamp: stamp(info)}}
 	if err != nil {
 		l.failed = true

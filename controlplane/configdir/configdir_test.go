@@ -283,3 +283,55 @@ func TestConfigDirParallelLoadMatchesSerial(t *testing.T) {
 		t.Errorf("policies differ from a serial load, or are in another order:\n got %q\nwant %q", gotNames, wantNames)
 	}
 }
+
+// A file of a million "---" lines, and one of more documents than manifest.MaxDocuments, are each one error
+// and one log line, and each keeps the file's last good version in service; a file with several broken
+// policies is one log line too, with their count.
+func TestConfigDirDocumentBombs(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("dashes.yaml", strings.Replace(good, "name: good", "name: dashes", 1))
+	write("objects.yaml", strings.Replace(good, "name: good", "name: objects", 1))
+	w, log := newWatcher(t, dir)
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	write("dashes.yaml", strings.Repeat("---\n", (MaxFileBytes/4)-1))
+	write("objects.yaml", strings.Repeat("{}\n---\n", manifest.MaxDocuments+1))
+	write("three.yaml", strings.Repeat("---\nkind: LoadBalancerPolicy\nmetadata: {name: x}\nspec: {}\n", 3))
+	log.Reset()
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	var errLines []string
+	for _, l := range lines {
+		if strings.Contains(l, "level=ERROR") {
+			errLines = append(errLines, l)
+		}
+	}
+	if len(errLines) != 3 {
+		t.Fatalf("%d error lines, want one per file (3):\n%s", len(errLines), log)
+	}
+	for _, want := range []string{"dashes.yaml: more than 10000 documents", "objects.yaml: more than 10000 documents", "problems=3"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, log)
+		}
+	}
+	if got := len(w.Errors()); got < 5 {
+		t.Errorf("Errors lists %d problems, want each of them (5)", got)
+	}
+	var names []string
+	for _, p := range w.Engine.Policies(engine.SourceConfigDir) {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"dashes", "objects"}) {
+		t.Errorf("policies served: %v, want the last good dashes and objects", names)
+	}
+}

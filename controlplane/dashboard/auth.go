@@ -71,11 +71,11 @@ func (ss *sessions) useCode(code string, now time.Time) pushapi.Role {
 
 // postCode mints a one-time login code for a bearer token (lbctl dashboard).
 func (s *Server) postCode(w http.ResponseWriter, r *http.Request) {
-	if !s.limits.Allow(r, s.RateLimit) {
+	role := pushapi.RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
+	if !s.limits.AllowFor(r, role.Credential(), s.RateLimit) {
 		tooMany(w)
 		return
 	}
-	role := pushapi.RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
 	if role == pushapi.RoleNone {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lbplane"`)
 		http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
@@ -184,12 +184,12 @@ func (s *Server) postLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-site request refused", http.StatusForbidden)
 		return
 	}
-	if !s.limits.Allow(r, s.RateLimit) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	role := s.tokenRole(r.PostFormValue("token"))
+	if !s.limits.AllowFor(r, role.Credential(), s.RateLimit) {
 		tooMany(w)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	role := s.tokenRole(r.PostFormValue("token"))
 	if role == pushapi.RoleNone {
 		s.loginPage(w, http.StatusUnauthorized, "wrong token")
 		return

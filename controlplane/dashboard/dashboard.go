@@ -53,10 +53,13 @@ type Server struct {
 	// History answers a policy's health events and series over the last hour (the push API's .../history);
 	// nil when stats are not read.
 	History func(translate.Key) (*pushapi.HistoryResult, error)
+	// EndpointState drains an endpoint or puts it under maintenance (the push API's handler of
+	// .../endpoint-state; nil when overrides are not kept). Only a session of the admin token reaches it.
+	EndpointState http.HandlerFunc
 	// Interval between two server-sent events (a second when 0).
 	Interval time.Duration
-	// RateLimit is token checks per second per client address (the push API's --api-rate-limit); 0 means
-	// no limit.
+	// RateLimit is token checks per second per good token, and per client address for the others (the push
+	// API's --api-rate-limit, see addrlimit); 0 means no limit.
 	RateLimit float64
 	Log       *slog.Logger
 
@@ -83,6 +86,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"api/policies/{namespace}/{name}", s.requireSession(s.policy))
 	mux.HandleFunc("GET "+Prefix+"api/events", s.requireSession(s.events))
 	mux.HandleFunc("GET "+Prefix+"api/history/{namespace}/{name}", s.requireSession(s.history))
+	mux.HandleFunc("POST "+Prefix+"api/policies/{namespace}/{name}/endpoint-state", s.requireAdmin(s.endpointState))
 	return securityHeaders(mux)
 }
 
@@ -105,12 +109,16 @@ func securityHeaders(h http.Handler) http.Handler {
 // form.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("token") || q.Has("code") {
-		if !s.limits.Allow(r, s.RateLimit) {
+		role := pushapi.RoleNone
+		if q.Has("token") {
+			role = s.tokenRole(q.Get("token"))
+		}
+		if !s.limits.AllowFor(r, role.Credential(), s.RateLimit) {
 			tooMany(w)
 			return
 		}
-		role := s.tokenRole(q.Get("token"))
 		if q.Has("code") {
+			// A code is used up when tried: tried only once the address's or token's bucket allows.
 			role = s.sessions.useCode(q.Get("code"), time.Now())
 		}
 		if role == pushapi.RoleNone {
@@ -141,11 +149,13 @@ func (s *Server) loginPage(w http.ResponseWriter, code int, msg string) {
 
 // State is what every event carries: the whole picture, small enough to send each second.
 type State struct {
-	Time     time.Time                    `json:"time"`
-	Policies []PolicySummary              `json:"policies"`
-	Proxies  []xdsserver.ProxyStatus      `json:"proxies"`
-	Live     *pushapi.LiveResult          `json:"live,omitempty"`
-	Policy   *v1alpha1.LoadBalancerPolicy `json:"-"`
+	Time time.Time `json:"time"`
+	// CanChange is true for a session of the admin token: the page offers drain, maintenance and ready.
+	CanChange bool                         `json:"canChange"`
+	Policies  []PolicySummary              `json:"policies"`
+	Proxies   []xdsserver.ProxyStatus      `json:"proxies"`
+	Live      *pushapi.LiveResult          `json:"live,omitempty"`
+	Policy    *v1alpha1.LoadBalancerPolicy `json:"-"`
 }
 
 // PolicySummary is one policy in the list: its conditions and counts, not its backends (the selected
@@ -157,6 +167,51 @@ type PolicySummary struct {
 	Status    v1alpha1.LoadBalancerPolicyStatus `json:"status"`
 	// Algorithms names each backend's algorithm, for the skew hint.
 	Algorithms map[string]v1alpha1.Algorithm `json:"algorithms"`
+	// Traffic sums the policy's backends (nil before the Envoys' stats were read).
+	Traffic *PolicyTraffic `json:"traffic,omitempty"`
+}
+
+// PolicyTraffic is a policy's backends summed over their windows: requests, responses by class and the
+// share of them that were 5xx, connections open, and bytes.
+type PolicyTraffic struct {
+	Requests          int64                   `json:"requests"`
+	WindowSeconds     int32                   `json:"windowSeconds"`
+	Responses         v1alpha1.ResponseCounts `json:"responses"`
+	ClientErrorRate   *float64                `json:"clientErrorRate,omitempty"`
+	ConnectionsActive int64                   `json:"connectionsActive"`
+	BytesReceived     int64                   `json:"bytesReceived"`
+	BytesSent         int64                   `json:"bytesSent"`
+}
+
+// trafficOf sums a policy's backends; nil without any reading.
+func trafficOf(st *v1alpha1.LoadBalancerPolicyStatus) *PolicyTraffic {
+	if len(st.Backends) == 0 {
+		return nil
+	}
+	t := &PolicyTraffic{}
+	for _, b := range st.Backends {
+		t.Requests += b.Requests
+		t.WindowSeconds = max(t.WindowSeconds, b.WindowSeconds)
+		if r := b.Responses; r != nil {
+			t.Responses.Informational += r.Informational
+			t.Responses.Success += r.Success
+			t.Responses.Redirection += r.Redirection
+			t.Responses.ClientError += r.ClientError
+			t.Responses.ServerError += r.ServerError
+		}
+		if c := b.Connections; c != nil {
+			t.ConnectionsActive += c.Active
+		}
+		if by := b.Bytes; by != nil {
+			t.BytesReceived += by.Received
+			t.BytesSent += by.Sent
+		}
+	}
+	if n := t.Responses.Total(); n > 0 {
+		f := float64(t.Responses.ServerError) / float64(n)
+		t.ClientErrorRate = &f
+	}
+	return t
 }
 
 // cacheFor is how long the policies and proxies read for one event serve the next ones: every open page
@@ -188,8 +243,9 @@ func (s *Server) snapshot(ctx context.Context, selected string) State {
 	for _, p := range policies {
 		// The group in effect, defaults applied, is the server's (status.proxyGroup).
 		ps := PolicySummary{Namespace: p.Namespace, Name: p.Name, Group: p.Status.ProxyGroup,
-			Status:     v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies, Rollout: p.Status.Rollout},
-			Algorithms: map[string]v1alpha1.Algorithm{}}
+			Status: v1alpha1.LoadBalancerPolicyStatus{Conditions: p.Status.Conditions, Endpoints: p.Status.Endpoints, Proxies: p.Status.Proxies,
+				Rollout: p.Status.Rollout, EndpointOverrides: p.Status.EndpointOverrides},
+			Algorithms: map[string]v1alpha1.Algorithm{}, Traffic: trafficOf(&p.Status)}
 		for _, b := range p.Spec.Backends {
 			ps.Algorithms[b.Name] = b.LoadBalancing.Algorithm
 		}
@@ -207,7 +263,9 @@ func (s *Server) snapshot(ctx context.Context, selected string) State {
 }
 
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, s.snapshot(r.Context(), r.URL.Query().Get("policy")))
+	st := s.snapshot(r.Context(), r.URL.Query().Get("policy"))
+	st.CanChange = s.role(r) == pushapi.RoleAdmin && s.EndpointState != nil
+	writeJSON(w, st)
 }
 
 // PolicyDetail is a policy's YAML (as stored, without status) and what it became in Envoy.
@@ -270,6 +328,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	lastHealth := ""
 	for {
 		st := s.snapshot(r.Context(), selected)
+		st.CanChange = s.role(r) == pushapi.RoleAdmin && s.EndpointState != nil
 		if h := healthOf(st); h != lastHealth || time.Since(sent) >= interval {
 			lastHealth, sent = h, time.Now()
 			// The API server's write timeout is for calls, not streams: each event gets its own deadline.
@@ -314,6 +373,9 @@ func healthOf(st State) string {
 	for _, p := range st.Policies {
 		for _, c := range p.Status.Conditions {
 			fmt.Fprintf(&b, "%s/%s %s %s %s\n", p.Namespace, p.Name, c.Type, c.Status, c.Reason)
+		}
+		for _, o := range p.Status.EndpointOverrides {
+			fmt.Fprintf(&b, "%s/%s %s %s %s\n", p.Namespace, p.Name, o.Backend, o.Endpoint, o.State)
 		}
 	}
 	for _, px := range st.Proxies {

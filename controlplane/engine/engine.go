@@ -22,6 +22,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/reach"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
@@ -58,12 +59,23 @@ type Engine struct {
 	CrossNamespace bool
 	// Reach is the server's rules on backend addresses; set before the first source loads.
 	Reach reach.Rules
+	// Tenancy is the operator's delegation of ports and host names to namespaces; set before the first
+	// source loads.
+	Tenancy tenancy.Rules
 	// ReadFile reads a referenced file; tests replace it.
 	ReadFile func(string) ([]byte, error)
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off in every HTTP listener.
 	NoRouterDynamicStats bool
+	// AccessLog is what a listener logs when the policy that owns its port sets no spec.listener.accessLog.
+	AccessLog ir.AccessLog
 	// Metrics, when set, times translation and sizes each group's resources.
 	Metrics *metrics.Metrics
+	// Resolve resolves backends' host names (see dns.go); nil leaves them unresolved.
+	Resolve Resolver
+	// dns holds the answers and when each name is due.
+	dns dnsState
+	// host is what the engine knows of the Envoys' hosts and lbplane's own ports (see SetHost).
+	host hostRules
 
 	// translator keeps every policy's translation, so that a change translates only what it touches.
 	translator *translate.Translator
@@ -78,13 +90,18 @@ type Engine struct {
 	fileUse fileUse
 	// split holds the staged rollouts (see split.go).
 	split splits
+	// overrides are the operator's endpoint overrides (see overrides.go).
+	overrides translate.Overrides
+	// grpc holds the groups whose gRPC profile is published (see grpc.go).
+	grpc grpcProfiles
 }
 
 // New returns an engine publishing to cache.
 func New(cache *xdscache.Cache, log *slog.Logger) *Engine {
 	return &Engine{cache: cache, log: log, sources: map[string][]*v1alpha1.LoadBalancerPolicy{},
 		result: translate.Translate(nil, translate.Refs{}), origin: map[translate.Key]string{}, published: map[string]bool{},
-		files: translate.Files{}, ReadFile: os.ReadFile, translator: translate.NewTranslator(), builds: map[string]*xdsbuild.Assembly{}}
+		files: translate.Files{}, ReadFile: os.ReadFile, translator: translate.NewTranslator(), builds: map[string]*xdsbuild.Assembly{},
+		dns: dnsState{due: map[translate.DNSQuery]time.Time{}, busy: map[translate.DNSQuery]bool{}}}
 }
 
 func (e *Engine) read(path string) translate.File {
@@ -225,6 +242,7 @@ type Planned struct {
 // Plan translates what the policies would be if source held policies, without publishing anything.
 func (e *Engine) Plan(source string, policies []*v1alpha1.LoadBalancerPolicy) *Planned {
 	e.prefetch(policies)
+	e.prefetchNames(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := time.Now()
@@ -262,7 +280,8 @@ func (e *Engine) Commit(p *Planned) *translate.Result {
 
 func (e *Engine) refs() translate.Refs {
 	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
-		NoRouterDynamicStats: e.NoRouterDynamicStats, Reach: e.Reach}
+		NoRouterDynamicStats: e.NoRouterDynamicStats, AccessLog: e.AccessLog, Reach: e.rules(), Tenancy: e.Tenancy, DNS: e.dns.answers,
+		Overrides: e.overrides}
 }
 
 // SetKubernetes replaces the Kubernetes source's policies and the Services and Secrets they reference, and
@@ -281,6 +300,7 @@ func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services
 // Set replaces the policies of one source and publishes the result.
 func (e *Engine) Set(source string, policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
 	e.prefetch(policies)
+	e.prefetchNames(policies)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.hold(source, slices.Clone(policies))
@@ -325,6 +345,7 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 			continue // published with its baseline below
 		}
 		e.cache.Publish(name, next.State())
+		e.publishGRPC(name, false)
 		e.published[name] = true
 		e.Metrics.Snapshot(name, next.State().Bytes, false)
 	}
@@ -334,6 +355,7 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 			e.cache.Publish(name, st)
 			delete(e.published, name)
 			delete(e.builds, name)
+			e.publishGRPC(name, false)
 			e.Metrics.Snapshot(name, 0, true)
 		}
 	}

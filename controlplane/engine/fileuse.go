@@ -19,11 +19,15 @@ type fileUse struct {
 	paths map[string]int
 	// looks counts the policies whose files were listed or checked, for tests.
 	looks int64
+	// names are the host names lbplane resolves, and who asks (see dns.go).
+	names dnsNames
 }
 
 type policyFiles struct {
 	files []string
-	held  int
+	// dns are the host names lbplane resolves for the policy.
+	dns  []translate.DNSUse
+	held int
 }
 
 // add notes p as held once more.
@@ -34,16 +38,31 @@ func (u *fileUse) add(p *v1alpha1.LoadBalancerPolicy) {
 	}
 	u.looks++
 	files := translate.PolicyFiles(p)
-	if len(files) == 0 {
+	dns := policyDNS(p)
+	if len(files)+len(dns) == 0 {
 		return
 	}
 	if u.of == nil {
 		u.of, u.paths = map[*v1alpha1.LoadBalancerPolicy]*policyFiles{}, map[string]int{}
 	}
-	u.of[p] = &policyFiles{files: files, held: 1}
+	u.of[p] = &policyFiles{files: files, dns: dns, held: 1}
 	for _, path := range files {
 		u.paths[path]++
 	}
+	for _, d := range dns {
+		u.names.add(d)
+	}
+}
+
+// policyDNS lists the host names lbplane resolves for p, looking at its endpoints first: only a policy
+// with a host name is copied and defaulted.
+func policyDNS(p *v1alpha1.LoadBalancerPolicy) []translate.DNSUse {
+	if !slices.ContainsFunc(p.Spec.Backends, func(b v1alpha1.Backend) bool { return b.UsesDNS() }) {
+		return nil
+	}
+	c := p.DeepCopy()
+	v1alpha1.Default(c)
+	return translate.DNSQueries(c)
 }
 
 // drop notes p as held once less.
@@ -61,9 +80,12 @@ func (u *fileUse) drop(p *v1alpha1.LoadBalancerPolicy) {
 			delete(u.paths, path)
 		}
 	}
+	for _, d := range pf.dns {
+		u.names.drop(d)
+	}
 }
 
-// sorted lists the referenced paths.
+// sorted lists the referenced paths; a policy that references only host names has no path.
 func (u *fileUse) sorted() []string {
 	return slices.Sorted(maps.Keys(u.paths))
 }

@@ -76,6 +76,9 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 	e.sources[SourceKubernetes] = list
 	e.services, e.secrets = services, secrets
 	e.rev++
+	// Names answered for the first time (prefetch) changed the answers too.
+	refs.DNS = append(slices.Clip(refs.DNS), e.dns.added...)
+	e.dns.added = nil
 	start := time.Now()
 	took := func() time.Duration { return time.Since(start) }
 	if !added && len(deleted) == 0 && e.kubeAlone(cur) {

@@ -26,6 +26,9 @@ type PolicySplit struct {
 	Baseline *v1alpha1.LoadBalancerPolicy
 	// Canaries are the node ids that run the candidate.
 	Canaries map[string]bool
+	// Candidate, when set, is what the canaries run instead of the sources' version: a newer version the
+	// sources already hold is kept from every Envoy while this one is rolled out.
+	Candidate *v1alpha1.LoadBalancerPolicy
 }
 
 // splits is the engine's rollout state: guarded by e.mu.
@@ -79,7 +82,7 @@ func (e *Engine) setSplit(group string, s *Split) {
 	} else {
 		c := &Split{Policies: make(map[translate.Key]PolicySplit, len(s.Policies))}
 		for k, p := range s.Policies {
-			c.Policies[k] = PolicySplit{Baseline: p.Baseline, Canaries: maps.Clone(p.Canaries)}
+			c.Policies[k] = PolicySplit{Baseline: p.Baseline, Canaries: maps.Clone(p.Canaries), Candidate: p.Candidate}
 		}
 		e.split.byGroup[group] = c
 	}
@@ -104,11 +107,14 @@ func (e *Engine) BaselineResult(group string) *translate.Result {
 }
 
 // nodeViews names each node's view of s: the policies it is a canary of, sorted and joined. A node that is
-// a canary of every policy runs the candidate, and is named with candidate.
+// a canary of every policy runs the candidate, and is named with candidate; when a policy's canaries run a
+// Candidate of their own, no view is the sources' and candidate names none.
 func (s *Split) nodeViews() (byNode map[string]string, candidate string) {
 	of := map[string][]string{}
 	var all []string
+	own := false
 	for k, p := range s.Policies {
+		own = own || p.Candidate != nil
 		all = append(all, k.String())
 		for n := range p.Canaries {
 			of[n] = append(of[n], k.String())
@@ -116,6 +122,9 @@ func (s *Split) nodeViews() (byNode map[string]string, candidate string) {
 	}
 	slices.Sort(all)
 	candidate = strings.Join(all, "\n")
+	if own {
+		candidate = "\x00" // no policy key has it
+	}
 	byNode = make(map[string]string, len(of))
 	for n, keys := range of {
 		slices.Sort(keys)
@@ -125,7 +134,8 @@ func (s *Split) nodeViews() (byNode map[string]string, candidate string) {
 }
 
 // overrides are the policies a view runs at their baseline instead of the sources' version (a nil value:
-// not at all): those whose canaries the view's nodes are not among.
+// not at all): those whose canaries the view's nodes are not among; and those whose canaries they are
+// among that run a Candidate of their own.
 func (s *Split) overrides(id string) map[translate.Key]*v1alpha1.LoadBalancerPolicy {
 	canaryOf := map[string]bool{}
 	if id != baseView {
@@ -135,8 +145,11 @@ func (s *Split) overrides(id string) map[translate.Key]*v1alpha1.LoadBalancerPol
 	}
 	out := map[translate.Key]*v1alpha1.LoadBalancerPolicy{}
 	for k, p := range s.Policies {
-		if !canaryOf[k.String()] {
+		switch {
+		case !canaryOf[k.String()]:
 			out[k] = p.Baseline
+		case p.Candidate != nil:
+			out[k] = p.Candidate
 		}
 	}
 	return out
@@ -164,6 +177,7 @@ func (e *Engine) publishSplits() {
 			e.cache.Publish(name, e.candidateState(name))
 			delete(sp.published, name)
 			delete(sp.views, name)
+			e.publishGRPC(name, false)
 		}
 	}
 	if len(sp.byGroup) == 0 {

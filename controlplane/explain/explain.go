@@ -161,6 +161,8 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 			f.Note = "chooses the Envoys (node.cluster) that are served this policy"
 		case !e.Accepted:
 			f.Note = "not in Envoy: the policy is not served"
+		case resolvedByLbplane(trees, ru.typ, expand(ru.name, vars), ru.path):
+			f.Note = "lbplane resolves the backend's names with it; Envoy gets the answers as endpoints (EDS)"
 		default:
 			typ, paths := inCluster(trees, ru.typ, expand(ru.name, vars), expand(ru.path, vars))
 			f.Resource = &Resource{Type: typ}
@@ -452,10 +454,12 @@ func resolve(tree any, path string) any {
 	case sel == "*":
 		return collect(list, rest)
 	case strings.HasPrefix(sel, "ep="):
-		// The lb_endpoint whose address is ip:port.
+		// The lb_endpoint whose address is ip:port, or the first one lbplane resolved from the name of name:port.
 		for _, e := range list {
 			sa, _ := resolve(e, "endpoint.address.socket_address").(map[string]any)
-			if sa != nil && fmt.Sprintf("%v:%v", sa["address"], sa["port_value"]) == strings.TrimPrefix(sel, "ep=") {
+			want := strings.TrimPrefix(sel, "ep=")
+			if sa != nil && (fmt.Sprintf("%v:%v", sa["address"], sa["port_value"]) == want ||
+				fmt.Sprintf("%v:%v", resolve(e, "endpoint.hostname"), sa["port_value"]) == want) {
 				return resolve(e, rest)
 			}
 		}

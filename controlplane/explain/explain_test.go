@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,14 @@ func explainDir(t *testing.T, dir string) []*Explanation {
 	}
 	var out []*Explanation
 	for _, d := range docs {
-		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d), Reach: reach.Loopback})
+		// Every host name answers one address, as lbplane's resolver would.
+		dp := d.Policy.DeepCopy()
+		v1alpha1.Default(dp)
+		answers := map[translate.DNSQuery]translate.DNSAnswer{}
+		for _, u := range translate.DNSQueries(dp) {
+			answers[u.Query] = translate.DNSAnswer{Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.20")}}
+		}
+		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d), Reach: reach.Loopback, DNS: answers})
 		k := translate.KeyOf(d.Policy)
 		p, _ := translate.Prepare(d.Policy, reach.Loopback)
 		pr := res.Policies.Of(k)

@@ -2,11 +2,13 @@ package explain
 
 import "strings"
 
-// Rules of DNS backends: their settings are the DnsCluster extension's, and their endpoints travel inside
-// the cluster (see inCluster).
+// Rules of DNS backends that Envoy resolves (dns.resolver: Envoy): their settings are the DnsCluster
+// extension's, and their endpoints travel inside the cluster (see inCluster). Where lbplane resolves them,
+// the settings are lbplane's (resolvedByLbplane) and the endpoints are EDS's.
 func init() {
 	const dc = "cluster_type.typed_config."
 	rules = append(rules,
+		r(B+".dns.resolver", Cluster, cl, "cluster_type.name"),
 		r(B+".dns.resolution", Cluster, cl, dc+"all_addresses_in_single_endpoint|cluster_type.name"),
 		r(B+".dns.refreshInterval", Cluster, cl, dc+"dns_refresh_rate"),
 		opt(B+".dns.respectTTL", Cluster, cl, dc+"respect_dns_ttl"),
@@ -31,4 +33,14 @@ func inCluster(trees map[string]map[string]any, typ, name, paths string) (string
 		alts[i] = "load_assignment." + a
 	}
 	return Cluster, strings.Join(alts, "|")
+}
+
+// resolvedByLbplane tells whether a rule of a DnsCluster setting meets a cluster lbplane resolved the names
+// of: a built cluster without cluster_type.
+func resolvedByLbplane(trees map[string]map[string]any, typ, name, path string) bool {
+	if typ != Cluster || !strings.HasPrefix(path, "cluster_type.") {
+		return false
+	}
+	c, ok := trees[Cluster][name]
+	return ok && resolve(c, "cluster_type") == nil
 }

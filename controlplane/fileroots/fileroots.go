@@ -45,6 +45,9 @@ type Roots struct {
 	// of the directory entry all name the same inode. Each is stat'ed at every read, because a key that is
 	// renewed by rename is a new inode.
 	protected []string
+	// content, when set, refuses a file by what it holds (pki.OwnKeys.Refuses: a key lbplane issued or
+	// holds, wherever it was copied to).
+	content func([]byte) bool
 }
 
 type root struct {
@@ -111,6 +114,10 @@ func (rs *Roots) Protect(paths ...string) error {
 	}
 	return nil
 }
+
+// RefuseContent refuses every file for which refuse says true of its content, as if it were unreadable:
+// lbplane's own keys are recognised by what they are, whatever path, link or copy leads to them.
+func (rs *Roots) RefuseContent(refuse func([]byte) bool) { rs.content = refuse }
 
 // isProtected reports whether the opened file (info from fstat) is one of the protected files.
 func (rs *Roots) isProtected(info os.FileInfo) bool {
@@ -195,6 +202,9 @@ func (rs *Roots) ReadFile(path string) ([]byte, error) {
 	}
 	if len(data) > MaxFileBytes { // it grew since the fstat
 		return nil, ErrTooLarge
+	}
+	if rs.content != nil && rs.content(data) {
+		return nil, ErrNotReadable
 	}
 	return data, nil
 }

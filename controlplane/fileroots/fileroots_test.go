@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lbplane/lbplane/controlplane/pki"
 )
 
 func TestReadFileOnlyUnderRoots(t *testing.T) {
@@ -211,5 +213,56 @@ func TestProtectedByIdentity(t *testing.T) {
 	}
 	if _, err := rs.ReadFile("renewed.pem"); !errors.Is(err, ErrNotReadable) {
 		t.Errorf("a link to the renewed key: %v, want ErrNotReadable", err)
+	}
+}
+
+// A key lbplane issued is refused by what it is: as written, copied, hard-linked, through a symlink and by
+// relative or dotted names, with the same error as a missing file; other files of the root are served.
+func TestIssuedKeyRefusedWhateverThePath(t *testing.T) {
+	base := t.TempDir()
+	ca, _, err := pki.LoadOrCreateCA(filepath.Join(base, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pki.OpenOwnKeys("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.Keys = keys
+	keys.TrustCA(ca)
+	is, err := ca.IssueClient("envoy-1", "default", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(base, "root")
+	if err := os.MkdirAll(filepath.Join(root, "envoy-1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(root, "envoy-1", "tls.key")
+	for p, data := range map[string][]byte{key: is.KeyPEM, filepath.Join(root, "copy.pem"): is.KeyPEM,
+		filepath.Join(root, "envoy-1", "tls.crt"): is.CertPEM, filepath.Join(root, "ca.crt"): ca.CertPEM} {
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(key, filepath.Join(root, "hard.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("envoy-1/tls.key", filepath.Join(root, "sym.pem")); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Open([]string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	rs.RefuseContent(keys.Refuses)
+	for _, p := range []string{"./envoy-1/tls.key", "envoy-1/tls.key", "envoy-1/../envoy-1/tls.key", key, "copy.pem", "hard.pem", "sym.pem", "envoy-1/tls.crt"} {
+		if got, err := rs.ReadFile(p); !errors.Is(err, ErrNotReadable) || got != nil {
+			t.Errorf("ReadFile(%q) = %d bytes, %v; want ErrNotReadable", p, len(got), err)
+		}
+	}
+	if got, err := rs.ReadFile("ca.crt"); err != nil || string(got) != string(ca.CertPEM) {
+		t.Errorf("the CA's certificate (public) is refused: %v", err)
 	}
 }

@@ -66,6 +66,8 @@ type Recorder struct {
 	state   map[endpointKey]*endpointState
 	eps     map[clusterEndpoint]*ring[apiwire.SeriesPoint]
 	lat     map[groupCluster]*ring[apiwire.LatencyPoint]
+	traffic map[groupCluster]*ring[apiwire.TrafficPoint]
+	checks  map[clusterEndpoint]*checkState
 	lastPut time.Time
 	steps   proxystats.Steps
 }
@@ -81,6 +83,16 @@ type endpointKey struct {
 	node string
 	clusterEndpoint
 }
+
+// checkState is an endpoint's counted health over time: when lbplane last read it, and its spans of
+// downtime (oldest first, at most maxDowntimes).
+type checkState struct {
+	last time.Time
+	down []apiwire.Downtime
+}
+
+// maxDowntimes bounds the spans of downtime kept per endpoint; the oldest go first.
+const maxDowntimes = 120
 
 type endpointState struct {
 	ejected bool
@@ -128,6 +140,7 @@ func (r *Recorder) Observe(now time.Time, byProxy map[string]proxystats.Health, 
 	r.mu.Lock()
 	r.steps.Yield = r.Yield
 	events := r.observeHealth(now, byProxy)
+	r.observeChecks(now, total)
 	r.observeSeries(now, total)
 	r.mu.Unlock()
 	for _, e := range events {
@@ -248,6 +261,69 @@ func served(e v1alpha1.EndpointStatus) bool {
 	return e.RequestsPerSecond > 0 && (e.ErrorRate == nil || *e.ErrorRate < 1)
 }
 
+// observeChecks notes when each endpoint's counted health was read and the spans in which it was not
+// Healthy. An endpoint a report leaves out takes traffic (every one that does not is listed), unless the
+// report lists every endpoint: then it is gone, and its open span ends.
+func (r *Recorder) observeChecks(now time.Time, total proxystats.Health) {
+	_, keep, _, maxSeries := r.limits()
+	if r.checks == nil {
+		r.checks = map[clusterEndpoint]*checkState{}
+	}
+	up := func(c *checkState) {
+		if n := len(c.down); n > 0 && c.down[n-1].To == nil {
+			to := now.UTC()
+			c.down[n-1].To = &to
+		}
+	}
+	seen := map[clusterEndpoint]bool{}
+	for group, clusters := range total {
+		for cluster, b := range clusters {
+			r.steps.Step()
+			for _, e := range b.PerEndpoint {
+				ce := clusterEndpoint{groupCluster{group, cluster}, e.Address}
+				seen[ce] = true
+				c := r.checks[ce]
+				if c == nil {
+					if len(r.checks) >= maxSeries {
+						continue
+					}
+					c = &checkState{}
+					r.checks[ce] = c
+				}
+				c.last = now
+				// Drained by the operator or the spec (lbctl endpoint drain): not down.
+				if e.Health == v1alpha1.EndpointHealthy || e.Health == "" || slices.Equal(e.Reasons, []string{"draining"}) {
+					up(c)
+					continue
+				}
+				if n := len(c.down); n == 0 || c.down[n-1].To != nil || c.down[n-1].Health != string(e.Health) {
+					up(c)
+					c.down = append(c.down, apiwire.Downtime{From: now.UTC(), Health: string(e.Health)})
+					if len(c.down) > maxDowntimes {
+						c.down = slices.Delete(c.down, 0, len(c.down)-maxDowntimes)
+					}
+				}
+			}
+		}
+	}
+	for ce, c := range r.checks {
+		if seen[ce] {
+			continue
+		}
+		if b, reported := total[ce.group][ce.cluster]; reported {
+			if !listsEveryEndpoint(b) {
+				c.last = now
+			}
+			up(c)
+		}
+		// Spans that ended before the kept hour go; so does an endpoint not read for that long.
+		c.down = slices.DeleteFunc(c.down, func(d apiwire.Downtime) bool { return d.To != nil && now.Sub(*d.To) > keep })
+		if now.Sub(c.last) > keep {
+			delete(r.checks, ce)
+		}
+	}
+}
+
 func (r *Recorder) observeSeries(now time.Time, total proxystats.Health) {
 	_, keep, step, maxSeries := r.limits()
 	if now.Sub(r.lastPut) < step {
@@ -256,6 +332,7 @@ func (r *Recorder) observeSeries(now time.Time, total proxystats.Health) {
 	r.lastPut = now
 	if r.eps == nil {
 		r.eps, r.lat = map[clusterEndpoint]*ring[apiwire.SeriesPoint]{}, map[groupCluster]*ring[apiwire.LatencyPoint]{}
+		r.traffic = map[groupCluster]*ring[apiwire.TrafficPoint]{}
 	}
 	for group, clusters := range total {
 		for cluster, b := range clusters {
@@ -268,6 +345,14 @@ func (r *Recorder) observeSeries(now time.Time, total proxystats.Health) {
 					r.lat[gc] = l
 				}
 				l.add(now, apiwire.LatencyPoint{Time: now.UTC(), LatencyP99Ms: *b.LatencyP99Ms}, keep)
+			}
+			if p, ok := trafficPoint(now, b); ok {
+				tr := r.traffic[gc]
+				if tr == nil {
+					tr = &ring[apiwire.TrafficPoint]{}
+					r.traffic[gc] = tr
+				}
+				tr.add(now, p, keep)
 			}
 			for _, e := range b.PerEndpoint {
 				ce := clusterEndpoint{gc, e.Address}
@@ -297,6 +382,37 @@ func (r *Recorder) observeSeries(now time.Time, total proxystats.Health) {
 			delete(r.lat, k)
 		}
 	}
+	for k, s := range r.traffic {
+		if now.Sub(s.newest()) > keep {
+			delete(r.traffic, k)
+		}
+	}
+}
+
+// trafficPoint is a backend's responses by class, connections and bytes at a reading, as rates over its
+// window; false before a window of stats was read.
+func trafficPoint(now time.Time, b v1alpha1.BackendStatus) (apiwire.TrafficPoint, bool) {
+	if b.Connections == nil && b.Bytes == nil && b.Responses == nil {
+		return apiwire.TrafficPoint{}, false
+	}
+	p := apiwire.TrafficPoint{Time: now.UTC(), ClientErrorRate: b.ClientErrorRate}
+	w := float64(b.WindowSeconds)
+	per := func(n int64) float64 {
+		if w <= 0 {
+			return 0
+		}
+		return float64(n) / w
+	}
+	if r := b.Responses; r != nil {
+		p.Success, p.Redirection, p.ClientError, p.ServerError = per(r.Success), per(r.Redirection), per(r.ClientError), per(r.ServerError)
+	}
+	if c := b.Connections; c != nil {
+		p.ConnectionsActive = c.Active
+	}
+	if by := b.Bytes; by != nil {
+		p.BytesReceived, p.BytesSent = per(by.Received), per(by.Sent)
+	}
+	return p, true
 }
 
 // EventsSince returns the kept events after seq, oldest first, those of policy only when it is set.
@@ -320,13 +436,32 @@ func (r *Recorder) Series(group string, clusters map[string]string) []apiwire.Ba
 	out := []apiwire.BackendSeries{}
 	for cluster, name := range clusters {
 		gc := groupCluster{group, cluster}
-		b := apiwire.BackendSeries{Name: name, LatencyP99: []apiwire.LatencyPoint{}, Endpoints: []apiwire.EndpointSeries{}}
+		b := apiwire.BackendSeries{Name: name, LatencyP99: []apiwire.LatencyPoint{}, Traffic: []apiwire.TrafficPoint{}, Endpoints: []apiwire.EndpointSeries{}}
 		if l := r.lat[gc]; l != nil {
 			b.LatencyP99 = slices.Clone(l.points)
 		}
+		if tr := r.traffic[gc]; tr != nil {
+			b.Traffic = slices.Clone(tr.points)
+		}
+		series := func(ce clusterEndpoint, s *ring[apiwire.SeriesPoint]) apiwire.EndpointSeries {
+			es := apiwire.EndpointSeries{Address: ce.addr, Points: []apiwire.SeriesPoint{}, Downtime: []apiwire.Downtime{}}
+			if s != nil {
+				es.Points = slices.Clone(s.points)
+			}
+			if c := r.checks[ce]; c != nil {
+				last := c.last.UTC()
+				es.LastCheck, es.Downtime = &last, slices.Clone(c.down)
+			}
+			return es
+		}
 		for ce, s := range r.eps {
 			if ce.groupCluster == gc {
-				b.Endpoints = append(b.Endpoints, apiwire.EndpointSeries{Address: ce.addr, Points: slices.Clone(s.points)})
+				b.Endpoints = append(b.Endpoints, series(ce, s))
+			}
+		}
+		for ce := range r.checks {
+			if _, ok := r.eps[ce]; !ok && ce.groupCluster == gc {
+				b.Endpoints = append(b.Endpoints, series(ce, nil))
 			}
 		}
 		slices.SortFunc(b.Endpoints, func(x, y apiwire.EndpointSeries) int { return strings.Compare(x.Address, y.Address) })

@@ -214,8 +214,56 @@ func TestObserveYieldsAsItGoes(t *testing.T) {
 		many["g"][name] = v1alpha1.BackendStatus{Name: name, PerEndpoint: []v1alpha1.EndpointStatus{{Address: "a:1", Health: v1alpha1.EndpointHealthy}}}
 	}
 	r.Observe(time.Now(), map[string]proxystats.Health{"e1": many}, many)
-	// 2,048 clusters in the Envoy's view and 2,048 in the total: 8 calls.
-	if yields != 8 {
-		t.Errorf("Yield called %d times, want 8", yields)
+	// 2,048 clusters in the Envoy's view and 2,048 in the total, gone through twice (the endpoints' checks,
+	// the series): 12 calls.
+	if yields != 12 {
+		t.Errorf("Yield called %d times, want 12", yields)
 	}
 }
+
+// An endpoint's spans of downtime follow its counted health, each reading sets its last check, and an
+// endpoint a report leaves out takes traffic (its span ends); the backend's traffic series holds the
+// responses by class, connections and bytes as rates over the window.
+func TestDowntimeLastCheckAndTraffic(t *testing.T) {
+	r := recorder(true, nil)
+	t0 := time.Unix(5000, 0).UTC()
+	down := []string{"active health check failing"}
+	withTraffic := func(h proxystats.Health) proxystats.Health {
+		b := h["g"]["ns/p/app"]
+		b.Responses = &v1alpha1.ResponseCounts{Success: 90, ClientError: 5, ServerError: 5}
+		b.ClientErrorRate = ptrTo(0.05)
+		b.Connections = &v1alpha1.ConnectionCounts{Active: 7, Opened: 20}
+		b.Bytes = &v1alpha1.ByteCounts{Received: 10000, Sent: 500}
+		h["g"]["ns/p/app"] = b
+		return h
+	}
+	r.Observe(t0, nil, withTraffic(view(ep{addr: "a:1", rps: 5}, ep{addr: "b:1", rps: 5})))
+	r.Observe(t0.Add(5*time.Second), nil, view(ep{addr: "a:1", rps: 5}, ep{addr: "b:1", reasons: down}))
+	r.Observe(t0.Add(35*time.Second), nil, view(ep{addr: "a:1", rps: 5}, ep{addr: "b:1", reasons: down}))
+	// b is left out of a report of three endpoints (the busiest listed): it takes traffic again.
+	r.Observe(t0.Add(40*time.Second), nil, view(ep{addr: "a:1", rps: 5}))
+	got := r.Series("g", map[string]string{"ns/p/app": "app"})
+	if len(got) != 1 || len(got[0].Endpoints) != 2 {
+		t.Fatalf("series %+v", got)
+	}
+	a, b := got[0].Endpoints[0], got[0].Endpoints[1]
+	if len(a.Downtime) != 0 || a.LastCheck == nil || !a.LastCheck.Equal(t0.Add(40*time.Second)) {
+		t.Errorf("a: downtime %+v, last check %v", a.Downtime, a.LastCheck)
+	}
+	if len(b.Downtime) != 1 || !b.Downtime[0].From.Equal(t0.Add(5*time.Second)) || b.Downtime[0].To == nil ||
+		!b.Downtime[0].To.Equal(t0.Add(40*time.Second)) || b.Downtime[0].Health != string(v1alpha1.EndpointEjected) {
+		t.Errorf("b: downtime %+v", b.Downtime)
+	}
+	tr := got[0].Traffic
+	if len(tr) != 1 || tr[0].Success != 9 || tr[0].ServerError != 0.5 || tr[0].ClientError != 0.5 || tr[0].ConnectionsActive != 7 ||
+		tr[0].BytesReceived != 1000 || tr[0].BytesSent != 50 || tr[0].ClientErrorRate == nil || *tr[0].ClientErrorRate != 0.05 {
+		t.Errorf("traffic %+v", tr)
+	}
+	// An hour later without a reading of b, it is forgotten.
+	r.Observe(t0.Add(2*time.Hour), nil, proxystats.Health{"g": {}})
+	if got := r.Series("g", map[string]string{"ns/p/app": "app"}); len(got[0].Endpoints) != 0 {
+		t.Errorf("after two hours: %+v", got[0].Endpoints)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

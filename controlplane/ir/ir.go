@@ -57,7 +57,28 @@ type Listener struct {
 	NoRouterDynamicStats bool `json:"noRouterDynamicStats,omitempty"`
 	// Edge is the listener's hardening against slow, greedy or malformed clients.
 	Edge Edge `json:"edge,omitempty"`
+	// AccessLog is what Envoy logs of the listener's requests (HTTP) or connections (TCP): the owner's
+	// Edge.AccessLog, or the server's default when the owner sets none. Format "" or AccessLogOff: nothing.
+	AccessLog AccessLog `json:"accessLog,omitzero"`
 }
+
+// Access log formats (AccessLog.Format).
+const (
+	AccessLogJSON = "JSON"
+	AccessLogText = "Text"
+	AccessLogOff  = "Off"
+)
+
+// AccessLog is what Envoy writes to its standard output for each request or connection of a listener.
+type AccessLog struct {
+	// Format is AccessLogJSON, AccessLogText or AccessLogOff.
+	Format string `json:"format,omitempty"`
+	// SamplePerMillion is the share of requests (connections) logged, in millionths; 0 logs every one.
+	SamplePerMillion uint32 `json:"samplePerMillion,omitempty"`
+}
+
+// Logs tells whether a writes anything.
+func (a AccessLog) Logs() bool { return a.Format != "" && a.Format != AccessLogOff }
 
 // Edge is a listener's hardening, every value resolved (defaults applied). The HTTP fields are ignored on
 // TCP listeners.
@@ -94,6 +115,9 @@ type Edge struct {
 	ProxyProtocolTrusted string `json:"proxyProtocolTrusted,omitempty"`
 	// ConnectionRateLimit (TCP) caps new connections; zero is off.
 	ConnectionRateLimit RateLimit `json:"connectionRateLimit,omitzero"`
+	// AccessLog is the policy's spec.listener.accessLog; zero when it sets none (the listener then gets the
+	// server's default, Listener.AccessLog).
+	AccessLog AccessLog `json:"accessLog,omitzero"`
 }
 
 // ListenerTLS terminates TLS.
@@ -237,7 +261,7 @@ const (
 
 // Cluster is one backend of one policy.
 //
-// The 4-byte and 1-byte fields are paired (BufferBytes beside ChoiceCount, PerEndpointStats beside HTTP2)
+// The 4-byte and 1-byte fields are paired (BufferBytes beside ChoiceCount, PerEndpointStats and Resolved beside HTTP2)
 // so that no padding is left: 352 bytes, a size class, against 368 in the 384 class. There is one per
 // backend of every policy.
 type Cluster struct {
@@ -262,6 +286,9 @@ type Cluster struct {
 	ZoneFailover     []string `json:"zoneFailover,omitempty"`
 	HTTP2            bool     `json:"http2,omitempty"`
 	PerEndpointStats bool     `json:"perEndpointStats,omitempty"`
+	// Resolved says the endpoints are the addresses lbplane resolved host names to: one that leaves the
+	// answer leaves the cluster at once, as from Envoy's own DNS cluster.
+	Resolved bool `json:"resolved,omitempty"`
 	// MaxRequestsPerConnection 0 means no limit.
 	MaxRequestsPerConnection uint32         `json:"maxRequestsPerConnection,omitempty"`
 	IdleTimeout              *time.Duration `json:"idleTimeout,omitempty"`

@@ -77,6 +77,13 @@ type Source struct {
 	Rollouts      RolloutHook
 	RolloutKeys   func() []translate.Key
 	RolloutStatus func(translate.Key) *v1alpha1.RolloutStatus
+	// EnvoyService, when its Name is set, is the Service in front of a proxy group's Envoys whose ports the
+	// elected replica keeps in step with the group's listener ports (envoyservice.go).
+	EnvoyService EnvoyService
+	// OwnKeys, when set, says whether a Secret's certificate or key is lbplane's own (pki.OwnKeys.Refuses):
+	// its CA Secret and the group certificate Secrets live in the release namespace, where a policy may
+	// name them.
+	OwnKeys func([]byte) bool
 
 	mgr     manager.Manager
 	id      string
@@ -212,6 +219,11 @@ func (s *Source) Start() error {
 	}
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error { <-ctx.Done(); events.Shutdown(); return nil })); err != nil {
 		return err
+	}
+	if s.EnvoyService.Name != "" {
+		if err := mgr.Add(onLeader(s.keepServicePorts)); err != nil {
+			return err
+		}
 	}
 	return mgr.Add(&statusWriter{s: s})
 }
@@ -520,7 +532,11 @@ func (s *Source) secret(ctx context.Context, ref translate.SecretRef) translate.
 	if err := s.mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, sec, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.TLSSecret{Err: fmt.Sprintf("Secret %s/%s of type kubernetes.io/tls not found", ref.Namespace, ref.Name)}
 	}
-	return translate.TLSSecret{Cert: sec.Data[corev1.TLSCertKey], Key: sec.Data[corev1.TLSPrivateKeyKey]}
+	cert, key := sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey]
+	if s.OwnKeys != nil && (s.OwnKeys(cert) || s.OwnKeys(key)) {
+		return translate.TLSSecret{Err: fmt.Sprintf("Secret %s/%s holds lbplane's own key material (its CA, its serving certificate or an Envoy's identity), which is never served", ref.Namespace, ref.Name)}
+	}
+	return translate.TLSSecret{Cert: cert, Key: key}
 }
 
 func isSecret(o client.Object) bool {

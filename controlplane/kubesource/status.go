@@ -317,8 +317,8 @@ func hasLoad(st *v1alpha1.LoadBalancerPolicyStatus) bool {
 	return len(st.Backends) > 0
 }
 
-// keepLoad puts the written requests, errors and latency back into next, so that only a health change
-// makes a write before the load figures are due again.
+// keepLoad puts the written requests, errors, latency, responses, connections and bytes back into next, so
+// that only a health change makes a write before the load figures are due again.
 func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
 	for i := range next.Backends {
 		b := &next.Backends[i]
@@ -326,6 +326,7 @@ func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
 			if o.Name == b.Name {
 				b.Requests, b.Errors, b.LatencyP99Ms, b.WindowSeconds = o.Requests, o.Errors, o.LatencyP99Ms, o.WindowSeconds
 				b.Skew = o.Skew
+				b.Responses, b.ClientErrorRate, b.NoHealthyEndpoint, b.Connections, b.Bytes = o.Responses, o.ClientErrorRate, o.NoHealthyEndpoint, o.Connections, o.Bytes
 				if sameEndpointHealth(b.PerEndpoint, o.PerEndpoint) {
 					b.PerEndpoint = o.PerEndpoint
 				}

@@ -14,7 +14,9 @@ import (
 
 func backendStatus(requests int64, window int32, healthy int32) v1alpha1.LoadBalancerPolicyStatus {
 	return v1alpha1.LoadBalancerPolicyStatus{Backends: []v1alpha1.BackendStatus{{Name: "app", Requests: requests, WindowSeconds: window,
-		Endpoints: v1alpha1.BackendEndpointCounts{Total: 3, Healthy: healthy, Ejected: 3 - healthy}}}}
+		Endpoints: v1alpha1.BackendEndpointCounts{Total: 3, Healthy: healthy, Ejected: 3 - healthy},
+		Responses: &v1alpha1.ResponseCounts{Success: requests}, Bytes: &v1alpha1.ByteCounts{Received: 10 * requests},
+		Connections: &v1alpha1.ConnectionCounts{Active: requests / 10}}}}
 }
 
 func TestLoadFiguresAreRateLimitedButHealthIsNot(t *testing.T) {
@@ -23,7 +25,8 @@ func TestLoadFiguresAreRateLimitedButHealthIsNot(t *testing.T) {
 
 	// Within the interval: the load figures stay as written, so an unchanged health means no write.
 	next := backendStatus(250, 60, 3)
-	if !limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute) || next.Backends[0].Requests != 100 {
+	if !limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute) || next.Backends[0].Requests != 100 ||
+		next.Backends[0].Responses.Success != 100 || next.Backends[0].Bytes.Received != 1000 || next.Backends[0].Connections.Active != 10 {
 		t.Fatalf("load not kept: %+v", next.Backends[0])
 	}
 	// A health change still shows at once, with the old load figures.

@@ -10,6 +10,12 @@ import (
 
 func check(t *testing.T, doc string) []Finding {
 	t.Helper()
+	return Check(policyOf(t, doc))
+}
+
+// policyOf decodes, defaults and validates a test policy.
+func policyOf(t *testing.T, doc string) *v1alpha1.LoadBalancerPolicy {
+	t.Helper()
 	d, err := manifest.DecodeDocument([]byte("apiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\n" + strings.TrimSpace(doc) + "\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +25,7 @@ func check(t *testing.T, doc string) []Finding {
 	if errs := v1alpha1.Validate(p); len(errs) > 0 {
 		t.Fatalf("the test policy is invalid: %v", errs)
 	}
-	return Check(p)
+	return p
 }
 
 const eps = `endpoints: [{address: 10.0.0.1, port: 80, zone: a}, {address: 10.0.0.2, port: 80, zone: b}]`

@@ -28,6 +28,15 @@ import (
 // MaxDocumentBytes bounds one document: a policy is a few KiB; anything near this is a mistake or an attack.
 const MaxDocumentBytes = 1 << 20
 
+// MaxDocuments bounds the documents of one stream (a push, a diff, a dry run, a config-dir file, lbctl's
+// -f), empty ones included: Decode stops reading at the next one. Without it 2,000,000 empty documents fit in
+// a push's 8 MiB and were each decoded, validated and answered with an error (2.5 GB of RSS for one
+// request, with the read-only token). A manifest of this many policies is split into several pushes or files.
+const MaxDocuments = 10000
+
+// ErrTooManyDocuments is Decode's error for a stream of more than MaxDocuments documents.
+var ErrTooManyDocuments = fmt.Errorf("more than %d documents (empty ones included); split it into several", MaxDocuments)
+
 // Document is one decoded policy and where it came from.
 type Document struct {
 	Source string // "file.yaml#2": file name and document index (from 1)
@@ -49,11 +58,14 @@ type DecodeError struct {
 func (e *DecodeError) Error() string { return e.Source + ": " + e.Err.Error() }
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// Decode reads every document in r. It returns all documents it could decode and every error, joined.
+// Decode reads every document in r. It returns all documents it could decode and every error, joined. A
+// stream of more than MaxDocuments documents stops at the next one, with ErrTooManyDocuments alone (and no
+// documents): the rest is never read.
 func Decode(source string, r io.Reader) ([]Document, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
 	var docs []Document
 	var errs []error
+	read := 0
 	for i := 1; ; i++ {
 		chunk, err := reader.Read()
 		if errors.Is(err, io.EOF) {
@@ -63,6 +75,9 @@ func Decode(source string, r io.Reader) ([]Document, error) {
 		if err != nil {
 			errs = append(errs, &DecodeError{Source: src, Err: err})
 			break
+		}
+		if read++; read > MaxDocuments {
+			return nil, &DecodeError{Source: source, Err: ErrTooManyDocuments, Declared: true}
 		}
 		if len(bytes.TrimSpace(stripComments(chunk))) == 0 {
 			i--
@@ -81,6 +96,27 @@ func Decode(source string, r io.Reader) ([]Document, error) {
 		docs = append(docs, doc)
 	}
 	return docs, errors.Join(errs...)
+}
+
+// DecodeBytes is Decode of data held in memory (a push's body, a config-dir file): the document markers are
+// counted first, without decoding or copying anything, so that a stream over MaxDocuments is refused before
+// any document of it is decoded.
+func DecodeBytes(source string, data []byte) ([]Document, error) {
+	markers := 0
+	for rest := data; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if bytes.HasPrefix(line, []byte("---")) {
+			if markers++; markers > MaxDocuments {
+				return nil, &DecodeError{Source: source, Err: ErrTooManyDocuments, Declared: true}
+			}
+		}
+	}
+	return Decode(source, bytes.NewReader(data))
 }
 
 // DecodeDocument decodes exactly one YAML or JSON document.
@@ -221,14 +257,28 @@ func jsonKind(k string) string {
 	return k
 }
 
+// stripComments drops the lines of a chunk that are comments, blank, or document markers: the reader hands
+// a separator that follows another ("---" lines back to back) over as a chunk of its own, which is an empty
+// document, not a policy with every field missing.
 func stripComments(b []byte) []byte {
 	var out [][]byte
 	for _, line := range bytes.Split(b, []byte("\n")) {
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' && !isMarker(t) {
 			out = append(out, line)
 		}
 	}
 	return bytes.Join(out, []byte("\n"))
+}
+
+// isMarker tells a YAML document marker line ("---" or "...", perhaps followed by a comment).
+func isMarker(line []byte) bool {
+	for _, m := range [][]byte{[]byte("---"), []byte("...")} {
+		if rest, ok := bytes.CutPrefix(line, m); ok {
+			rest = bytes.TrimSpace(rest)
+			return len(rest) == 0 || rest[0] == '#'
+		}
+	}
+	return false
 }
 
 // ReadPath reads a file, every *.yaml, *.yml and *.json file of a directory (not recursive, sorted by
@@ -266,7 +316,19 @@ func ReadPath(path string, stdin io.Reader) ([]Document, error) {
 	return docs, errors.Join(errs...)
 }
 
-// PolicyFiles lists the policy files of a directory, sorted.
+// PolicyFileExtensions are the extensions of the files PolicyFiles lists (any case).
+var PolicyFileExtensions = []string{".yaml", ".yml", ".json"}
+
+// PolicyFilePatterns names them for a help text: "*.yaml, *.yml and *.json".
+func PolicyFilePatterns() string {
+	var p []string
+	for _, e := range PolicyFileExtensions {
+		p = append(p, "*"+e)
+	}
+	return strings.Join(p[:len(p)-1], ", ") + " and " + p[len(p)-1]
+}
+
+// PolicyFiles lists the policy files of a directory (PolicyFileExtensions, not hidden), sorted.
 func PolicyFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -275,7 +337,7 @@ func PolicyFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		ext := strings.ToLower(filepath.Ext(e.Name()))
-		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") && slices.Contains(PolicyFileExtensions, ext) {
 			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}

@@ -1,6 +1,8 @@
 package manifest_test
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -77,5 +79,73 @@ func TestDecodeReportsEveryProblemAtOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Document markers back to back are empty documents, not policies with every field missing.
+func TestDecodeEmptyDocuments(t *testing.T) {
+	for _, in := range []string{"---\n---\n---\n", "--- \n---\t# c\n...\n---\n", "---\n...\n"} {
+		docs, err := manifest.Decode("f.yaml", strings.NewReader(in))
+		if err != nil || len(docs) != 0 {
+			t.Errorf("%q: %d documents, %v; want none and no error", in, len(docs), err)
+		}
+	}
+	in := "---\n---\n" + strings.Replace(doc, "%s", "one", 1) + "---\n---\n"
+	if docs, err := manifest.Decode("f.yaml", strings.NewReader(in)); err != nil || len(docs) != 1 || docs[0].Source != "f.yaml#1" {
+		t.Errorf("one policy among empty documents: %d documents, %v", len(docs), err)
+	}
+}
+
+// A stream of more than MaxDocuments documents, empty ones included, is refused with one error, and the
+// decoder stops reading at the limit: the rest of the stream is never read.
+func TestDecodeStopsAtTheDocumentLimit(t *testing.T) {
+	within := strings.Repeat("---\n", manifest.MaxDocuments)
+	if docs, err := manifest.Decode("f.yaml", strings.NewReader(within)); err != nil || len(docs) != 0 {
+		t.Errorf("%d empty documents: %d documents, %v; want none and no error", manifest.MaxDocuments, len(docs), err)
+	}
+	for name, unit := range map[string]string{"empty": "---\n", "empty objects": "{}\n---\n"} {
+		r := &countingReader{r: strings.NewReader(strings.Repeat(unit, 2*manifest.MaxDocuments+100))}
+		docs, err := manifest.Decode("f.yaml", r)
+		if !errors.Is(err, manifest.ErrTooManyDocuments) || len(docs) != 0 {
+			t.Errorf("%s over the limit: %d documents, %v; want none and ErrTooManyDocuments", name, len(docs), err)
+			continue
+		}
+		if got := strings.Count(err.Error(), "\n") + 1; got != 1 || !strings.HasPrefix(err.Error(), "f.yaml: more than 10000 documents") {
+			t.Errorf("%s over the limit: %d error lines, %q; want one naming the source", name, got, err)
+		}
+		// Read at the limit, plus the reader's buffer: not the rest of the stream.
+		if limit := (manifest.MaxDocuments+1)*len(unit) + 64<<10 + 4096; r.n > limit {
+			t.Errorf("%s over the limit: read %d bytes of %d, want at most %d", name, r.n, 2*manifest.MaxDocuments*len(unit), limit)
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// DecodeBytes refuses data of more than MaxDocuments document markers before decoding any document; within
+// the limit it decodes as Decode does.
+func TestDecodeBytesCountsMarkersFirst(t *testing.T) {
+	bomb := []byte(strings.Repeat("{}\n---\n", 1_100_000))
+	allocs := testing.AllocsPerRun(1, func() {
+		if _, err := manifest.DecodeBytes("f.yaml", bomb); !errors.Is(err, manifest.ErrTooManyDocuments) {
+			t.Errorf("1,100,000 documents: %v, want ErrTooManyDocuments", err)
+		}
+	})
+	if allocs > 10 {
+		t.Errorf("refusing the bomb took %.0f allocations: documents were decoded", allocs)
+	}
+	in := "---\n" + strings.Replace(doc, "%s", "one", 1) + "---\n" + strings.Replace(doc, "%s", "two", 1)
+	docs, err := manifest.DecodeBytes("f.yaml", []byte(in))
+	if err != nil || len(docs) != 2 || docs[1].Source != "f.yaml#2" {
+		t.Errorf("two policies: %d documents, %v", len(docs), err)
 	}
 }

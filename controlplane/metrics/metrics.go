@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/internal/version"
 )
 
@@ -35,6 +36,11 @@ type Metrics struct {
 	errors       *prometheus.CounterVec
 	policies     *policyCollector
 	certs        *certCollector
+	sync         *syncCollector
+	clusters     *clusterCollector
+	refused      atomic.Pointer[func() int]
+	// types are the xDS resource types (KnownTypes) whose NACK series each proxy group gets at 0.
+	types atomic.Pointer[[]string]
 }
 
 // Components whose failures are counted in lbplane_errors_total.
@@ -60,7 +66,7 @@ func New(proxies func() map[string]int) *Metrics {
 	m.acks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_xds_acks_total",
 		Help: "xDS responses Envoys acknowledged, by resource type."}, []string{"type"})
 	m.nacks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_xds_nacks_total",
-		Help: "xDS responses Envoys rejected, by resource type."}, []string{"type"})
+		Help: "xDS responses Envoys rejected, by proxy group and resource type."}, []string{"group", "type"})
 	m.translation = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lbplane_translation_duration_seconds",
 		Help:    "Time to translate every policy and build every proxy group's resources.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14)})
@@ -79,11 +85,21 @@ func New(proxies func() map[string]int) *Metrics {
 	}
 	m.policies = &policyCollector{}
 	m.certs = &certCollector{}
+	m.sync = &syncCollector{}
+	m.clusters = &clusterCollector{}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbplane_build_info",
 		Help: "Always 1; the labels say which build of lbplane this is."}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version.Version, version.Revision(), runtime.Version()).Set(1)
+	refused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lbplane_store_refused_records",
+		Help: "Records under lbplane's etcd prefix that lbplane did not write (they do not carry its authentication): refused, never served."},
+		func() float64 {
+			if f := m.refused.Load(); f != nil {
+				return float64((*f)())
+			}
+			return 0
+		})
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
-		m.apiDuration, m.errors, m.policies, m.certs, build, &proxyCollector{count: proxies})
+		m.apiDuration, m.errors, m.policies, m.certs, m.sync, m.clusters, build, refused, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
 	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
 	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
@@ -120,8 +136,17 @@ func (m *Metrics) Certificates(list func() map[string]time.Time) {
 	}
 }
 
+// RefusedRecords sets the function that counts, at each scrape, the records in the shared store that
+// lbplane refused as not its own (lbplane_store_refused_records).
+func (m *Metrics) RefusedRecords(count func() int) {
+	if m != nil {
+		m.refused.Store(&count)
+	}
+}
+
 // KnownTypes makes the xDS series of each resource type (the short names, "Cluster") present at 0 from the
-// start, so that rate() and alerts on lbplane_xds_nacks_total see them before the first rejection.
+// start, so that rate() and alerts on lbplane_xds_nacks_total see them before the first rejection: the NACK
+// series of a proxy group appear at 0 when the group is first seen (Group).
 func (m *Metrics) KnownTypes(types ...string) {
 	if m == nil {
 		return
@@ -129,8 +154,8 @@ func (m *Metrics) KnownTypes(types ...string) {
 	for _, t := range types {
 		m.pushes.WithLabelValues(t)
 		m.acks.WithLabelValues(t)
-		m.nacks.WithLabelValues(t)
 	}
+	m.types.Store(&types)
 }
 
 // Error counts one failure of a component (StatusWrite, StatsPoll, ConfigDirReload).
@@ -140,17 +165,20 @@ func (m *Metrics) Error(component string) {
 	}
 }
 
-// PolicyConditions are one policy's conditions (Accepted, ResolvedRefs, Programmed), as its status has them.
+// PolicyConditions are one policy's conditions (Accepted, ResolvedRefs, Programmed, and RolledBack once it
+// had a staged rollout), as its status has them, and its rollout (nil when it never had one).
 type PolicyConditions struct {
 	Policy     types.NamespacedName
 	Conditions []metav1.Condition
+	Rollout    *v1alpha1.RolloutStatus
 }
 
 // conditionKey is what lbplane_policies counts by.
 type conditionKey struct{ typ, status, reason string }
 
 // Policies sets the function that lists every policy's conditions at each scrape, for lbplane_policies
-// (counts by condition) and lbplane_policy_condition (one series per policy and condition).
+// (counts by condition), lbplane_policy_condition (one series per policy and condition) and
+// lbplane_policy_rollout_stage and _stages (one series each per policy with a rollout).
 func (m *Metrics) Policies(list func() []PolicyConditions) {
 	if m != nil {
 		m.policies.list.Store(&list)
@@ -164,13 +192,13 @@ func (m *Metrics) Push(typ string) {
 	}
 }
 
-// Answer records an Envoy's ACK or NACK of a response sent at sent.
-func (m *Metrics) Answer(typ string, nack bool, sent time.Time) {
+// Answer records an Envoy's ACK or NACK of a response sent at sent, for an Envoy of proxy group group.
+func (m *Metrics) Answer(group, typ string, nack bool, sent time.Time) {
 	if m == nil {
 		return
 	}
 	if nack {
-		m.nacks.WithLabelValues(typ).Inc()
+		m.nacks.WithLabelValues(group, typ).Inc()
 	} else {
 		m.acks.WithLabelValues(typ).Inc()
 	}
@@ -186,7 +214,8 @@ func (m *Metrics) Translation(d time.Duration) {
 	}
 }
 
-// Snapshot records the size of a group's resources; a removed group is deleted.
+// Snapshot records the size of a group's resources; a removed group is deleted. A group's NACK series are
+// made present at 0 with its first snapshot (see Group).
 func (m *Metrics) Snapshot(group string, bytes int, removed bool) {
 	if m == nil {
 		return
@@ -196,6 +225,22 @@ func (m *Metrics) Snapshot(group string, bytes int, removed bool) {
 		return
 	}
 	m.snapshot.WithLabelValues(group).Set(float64(bytes))
+	m.Group(group)
+}
+
+// Group makes a proxy group's NACK series (one per KnownTypes type) present at 0, so that rate() and alerts
+// see its first NACK: called when the group's config is first built and when an Envoy of it connects,
+// before any Envoy of it can reject anything. The series stay while lbplane runs (a counter that vanished
+// and came back would look reset).
+func (m *Metrics) Group(group string) {
+	if m == nil {
+		return
+	}
+	if types := m.types.Load(); types != nil {
+		for _, t := range *types {
+			m.nacks.WithLabelValues(group, t)
+		}
+	}
 }
 
 // StoreOp records one store operation.
@@ -245,16 +290,24 @@ type policyCollector struct {
 }
 
 var (
-	policiesDesc = prometheus.NewDesc("lbplane_policies", "Policies by condition type (Accepted, ResolvedRefs, Programmed), status and reason.",
+	policiesDesc = prometheus.NewDesc("lbplane_policies", "Policies by condition type (Accepted, ResolvedRefs, Programmed, RolledBack), status and reason.",
 		[]string{"condition", "status", "reason"}, nil)
 	policyConditionDesc = prometheus.NewDesc("lbplane_policy_condition",
-		"Always 1: one series per policy and condition type (Accepted, ResolvedRefs, Programmed), labelled with its status and reason, as kube-state-metrics reports conditions.",
+		"Always 1: one series per policy and condition type (Accepted, ResolvedRefs, Programmed, and RolledBack once the policy had a staged rollout), labelled with its status and reason, as kube-state-metrics reports conditions.",
 		[]string{"namespace", "name", "condition", "status", "reason"}, nil)
+	rolloutStageDesc = prometheus.NewDesc("lbplane_policy_rollout_stage",
+		"The stage a policy's last staged rollout reached (from 1), labelled with its phase: Progressing, Paused, Succeeded, RolledBack or Aborted. Absent for a policy that never had one.",
+		[]string{"namespace", "name", "phase"}, nil)
+	rolloutStagesDesc = prometheus.NewDesc("lbplane_policy_rollout_stages",
+		"How many stages a policy's last staged rollout has. Absent for a policy that never had one.",
+		[]string{"namespace", "name"}, nil)
 )
 
 func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- policiesDesc
 	ch <- policyConditionDesc
+	ch <- rolloutStageDesc
+	ch <- rolloutStagesDesc
 }
 
 func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -267,6 +320,10 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, c := range p.Conditions {
 			counts[conditionKey{c.Type, string(c.Status), c.Reason}]++
 			ch <- prometheus.MustNewConstMetric(policyConditionDesc, prometheus.GaugeValue, 1, p.Policy.Namespace, p.Policy.Name, c.Type, string(c.Status), c.Reason)
+		}
+		if r := p.Rollout; r != nil {
+			ch <- prometheus.MustNewConstMetric(rolloutStageDesc, prometheus.GaugeValue, float64(r.Stage), p.Policy.Namespace, p.Policy.Name, r.Phase)
+			ch <- prometheus.MustNewConstMetric(rolloutStagesDesc, prometheus.GaugeValue, float64(r.Stages), p.Policy.Namespace, p.Policy.Name)
 		}
 	}
 	for k, n := range counts {

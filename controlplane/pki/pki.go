@@ -59,6 +59,9 @@ type CA struct {
 	Cert    *x509.Certificate
 	CertPEM []byte
 	key     crypto.Signer
+	// Keys, when set, records the key of every certificate issued, before it is handed out: such a key is
+	// never served, whatever file it is read from (OwnKeys). Set it before the first issue.
+	Keys *OwnKeys
 }
 
 // LoadOrCreateCA loads the CA from dir, or creates it (directory 0700, key 0600) when neither of its files
@@ -277,6 +280,11 @@ func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (*Issued, er
 	if err != nil {
 		return nil, err
 	}
+	if ca.Keys != nil {
+		if err := ca.Keys.record(key.Public(), cert.NotAfter); err != nil {
+			return nil, err
+		}
+	}
 	return &Issued{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder), CAPEM: ca.CertPEM,
 		NotAfter: cert.NotAfter, Serial: tmpl.SerialNumber.Text(16)}, nil
 }
@@ -305,6 +313,10 @@ func NewServingCert(ca *CA, dir string, names []string) (*ServingCert, error) {
 		if c, err := x509.ParseCertificate(pair.Certificate[0]); err == nil && s.fits(c) {
 			pair.Leaf = c
 			s.cert, s.renewAt = &pair, renewAt(c)
+			if ca.Keys != nil {
+				// Issued before its key was recorded, perhaps: held from now on.
+				ca.Keys.Hold(c.PublicKey)
+			}
 		}
 	}
 	if s.cert == nil {

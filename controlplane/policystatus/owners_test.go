@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -72,9 +74,9 @@ func TestNackMarksOnlyThePoliciesItIsPutOn(t *testing.T) {
 	cfg := sharedPort()
 	now := metav1.Now()
 	programmed := func(policy string, p xdsserver.ProxyStatus) metav1.Condition {
-		r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: policy}, Accepted: true, ResolvedRefs: true, ProxyGroup: "g"}
+		r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: policy}, Accepted: true, ResolvedRefs: true, ProxyGroup: "g", Listener: "http-8080"}
 		st := Compute(r, []xdsserver.ProxyStatus{p}, nil, now)
-		return st.Conditions[len(st.Conditions)-1]
+		return *meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgrammed)
 	}
 	nack := func(typ string, resources []string, msg string) xdsserver.ProxyStatus {
 		return xdsserver.ProxyStatus{NodeID: "e", Group: "g", State: xdsserver.Nacked, Types: []xdsserver.TypeStatus{{TypeURL: typ,

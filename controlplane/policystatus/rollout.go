@@ -44,8 +44,18 @@ func WithRollout(st *v1alpha1.LoadBalancerPolicyStatus, r *v1alpha1.RolloutStatu
 			ObservedGeneration: gen, LastTransitionTime: now, Reason: ReasonRolledBack, Message: "every Envoy runs the previous generation: " + r.Message})
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionRolledBack, Status: metav1.ConditionTrue,
 			ObservedGeneration: gen, LastTransitionTime: now, Reason: r.Phase, Message: limitMessage(r.Message)})
+		notReady(st, now)
 		return
 	}
+	notReady(st, now)
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionRolledBack, Status: metav1.ConditionFalse,
 		ObservedGeneration: gen, LastTransitionTime: now, Reason: r.Phase, Message: limitMessage(r.Message)})
+}
+
+// notReady keeps Ready behind Programmed: a policy a rollout holds back is not Ready either.
+func notReady(st *v1alpha1.LoadBalancerPolicyStatus, now metav1.Time) {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgrammed); c != nil && c.Status != metav1.ConditionTrue {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			ObservedGeneration: st.ObservedGeneration, LastTransitionTime: now, Reason: ReasonNotProgrammed, Message: "the policy is not Programmed: " + c.Reason})
+	}
 }

@@ -14,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/lint"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -23,9 +25,22 @@ import (
 const (
 	ReasonProgrammed  = "Programmed"
 	ReasonNotAccepted = "NotAccepted"
-	ReasonNoProxies   = "NoProxies"
-	ReasonRejected    = "Rejected"
-	ReasonPending     = "Pending"
+	// ReasonNotServed: accepted, but a certificate or file it needs cannot be used, so no Envoy serves it.
+	ReasonNotServed = "NotServed"
+	ReasonNoProxies = "NoProxies"
+	ReasonRejected  = "Rejected"
+	ReasonPending   = "Pending"
+)
+
+// Reasons of the Ready condition.
+const (
+	ReasonReady         = "Ready"
+	ReasonNotProgrammed = "NotProgrammed"
+	// ReasonNotReported: some connected Envoy has not reported a backend's endpoints yet (they are read
+	// every --proxy-stats-interval).
+	ReasonNotReported = "NotReported"
+	// ReasonNoHealthyEndpoints: an Envoy has no endpoint of a backend that takes traffic.
+	ReasonNoHealthyEndpoints = "NoHealthyEndpoints"
 )
 
 // MaxListed bounds status.backends and status.warnings, as the CRD does.
@@ -33,8 +48,12 @@ const MaxListed = 64
 
 // Compute returns the status of one policy. health (what the Envoys report of each backend) may be nil.
 func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) v1alpha1.LoadBalancerPolicyStatus {
-	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Algorithm: r.Algorithm(), ProxyGroup: r.ProxyGroup, Conditions: r.Conditions(now), Warnings: r.Warnings}
+	// The findings for gRPC clients (lint.GRPC) are shown while the group has one.
+	grpcClients := slices.ContainsFunc(proxies, func(p xdsserver.ProxyStatus) bool { return p.Group == r.ProxyGroup && p.Client == xdscache.ClientGRPC })
+	warnings, grpcRefused := lint.ForClients(r.Warnings, grpcClients)
+	st := v1alpha1.LoadBalancerPolicyStatus{ObservedGeneration: r.Generation, Algorithm: r.Algorithm(), ProxyGroup: r.ProxyGroup, Conditions: r.Conditions(now), Warnings: warnings}
 	st.Endpoints.Total = r.Endpoints
+	st.EndpointOverrides = r.EndpointOverrides()
 	// Until an Envoy reports, only draining endpoints are known not to be healthy.
 	st.Endpoints.Healthy = r.HealthyEndpoints
 	// Backends first, then session clusters (they merge a route's backends, whose endpoints are counted
@@ -99,10 +118,17 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 	switch {
 	case !r.Accepted:
 		prog.Reason, prog.Message = ReasonNotAccepted, "the policy is not accepted"
+	case r.Listener == "":
+		// Accepted, but translation left it out: its listener cannot be served (ResolvedRefs says why).
+		prog.Reason, prog.Message = ReasonNotServed, "no Envoy serves the policy: "+r.ResolvedRefsMessage
 	case st.Proxies.Connected == 0:
 		prog.Reason, prog.Message = ReasonNoProxies, fmt.Sprintf("no Envoy of proxy group %q is connected", r.ProxyGroup)
 	case len(nacks) > 0:
 		prog.Reason, prog.Message = ReasonRejected, "Envoy rejected the config: "+strings.Join(nacks, "; ")
+	case len(grpcRefused) > 0:
+		// Left out of what the group's gRPC clients are served (xdsbuild.GRPCRefused): they would reject it.
+		prog.Reason = ReasonRejected
+		prog.Message = fmt.Sprintf("not served to the gRPC clients of group %q: %s", r.ProxyGroup, strings.Join(grpcRefused, "; "))
 	case st.Proxies.Synced == st.Proxies.Connected:
 		prog.Status, prog.Reason = metav1.ConditionTrue, ReasonProgrammed
 		prog.Message = fmt.Sprintf("%d of %d proxies of group %q run this config", st.Proxies.Synced, st.Proxies.Connected, r.ProxyGroup)
@@ -111,11 +137,72 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 		prog.Message = fmt.Sprintf("%d of %d proxies of group %q run this config", st.Proxies.Synced, st.Proxies.Connected, r.ProxyGroup)
 	}
 	meta.SetStatusCondition(&st.Conditions, prog)
+	meta.SetStatusCondition(&st.Conditions, ready(r, prog, proxies, health, now))
 	// The one place messages are cut: every condition written, by the API or to Kubernetes, is made here.
 	for i := range st.Conditions {
 		st.Conditions[i].Message = limitMessage(st.Conditions[i].Message)
 	}
 	return st
+}
+
+// ready decides the Ready condition: Programmed, and on every connected Envoy of the group each backend of
+// the policy has an endpoint that takes traffic, as that Envoy's own stats report it (perProxy). An endpoint
+// waiting for its first active health check takes no traffic, so a policy whose backends are starting is not
+// Ready yet, and a request sent once it is gets an answer from a backend, through any of the Envoys.
+func ready(r *translate.PolicyResult, prog metav1.Condition, proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: r.Generation, LastTransitionTime: now}
+	if prog.Status != metav1.ConditionTrue {
+		c.Reason, c.Message = ReasonNotProgrammed, "the policy is not Programmed"
+		return c
+	}
+	var nodes []string
+	for _, p := range proxies {
+		if p.Group == r.ProxyGroup && !slices.Contains(nodes, p.NodeID) {
+			nodes = append(nodes, p.NodeID)
+		}
+	}
+	slices.Sort(nodes)
+	for _, cl := range r.Clusters {
+		name, isBackend := r.BackendOf(cl)
+		if !isBackend {
+			continue
+		}
+		b, ok := health.Backend(r.ProxyGroup, cl, name)
+		if !ok {
+			c.Reason, c.Message = ReasonNotReported, fmt.Sprintf("no Envoy has reported backend %s yet", name)
+			return c
+		}
+		rows := map[string]v1alpha1.ProxyBackendHealth{}
+		for _, row := range b.PerProxy {
+			rows[row.Node] = row
+		}
+		for i, n := range nodes {
+			row, ok := rows[n]
+			switch {
+			case !ok && len(b.PerProxy) < proxystats.MaxProxiesListed:
+				c.Reason, c.Message = ReasonNotReported, fmt.Sprintf("Envoy %s has not reported backend %s yet", n, name)
+				return c
+			case !ok && i < proxystats.MaxProxiesListed:
+				// More Envoys than perProxy lists: the ones listed are checked, the counted view below for all.
+			case ok && row.Endpoints.Healthy == 0:
+				c.Reason = ReasonNoHealthyEndpoints
+				c.Message = fmt.Sprintf("backend %s has no endpoint that takes traffic on Envoy %s (%d endpoints, %d ejected or not yet healthy)",
+					name, n, row.Endpoints.Total, row.Endpoints.Ejected)
+				return c
+			}
+		}
+		switch {
+		case int(b.Proxies) < len(nodes):
+			c.Reason, c.Message = ReasonNotReported, fmt.Sprintf("%d of %d Envoys have reported backend %s", b.Proxies, len(nodes), name)
+			return c
+		case b.Endpoints.Healthy == 0:
+			c.Reason, c.Message = ReasonNoHealthyEndpoints, fmt.Sprintf("backend %s: every endpoint is ejected or not yet healthy on most Envoys", name)
+			return c
+		}
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, ReasonReady
+	c.Message = fmt.Sprintf("every backend has an endpoint that takes traffic on each of the %d Envoys of group %q", len(nodes), r.ProxyGroup)
+	return c
 }
 
 // MaxConditionMessage is the API server's limit on a condition message, in bytes: a status with a longer

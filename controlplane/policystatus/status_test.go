@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -22,7 +23,7 @@ func TestProgrammed(t *testing.T) {
 	now := metav1.Now()
 	prog := func(ps ...xdsserver.ProxyStatus) metav1.Condition {
 		st := Compute(r, ps, nil, now)
-		return st.Conditions[len(st.Conditions)-1]
+		return *meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgrammed)
 	}
 	if c := prog(); c.Reason != ReasonNoProxies || c.Status != metav1.ConditionFalse {
 		t.Errorf("no proxy: %+v", c)
@@ -58,9 +59,76 @@ func TestProgrammed(t *testing.T) {
 	if c := prog(synced, unknown); c.Reason != ReasonRejected {
 		t.Errorf("a NACK put on no resource counts against every policy: %+v", c)
 	}
+	// Accepted, but a certificate it needs cannot be used: translation leaves it out, and no Envoy serves
+	// it whatever they acknowledge (issue 49: Programmed=True beside ResolvedRefs=False, its port refusing).
+	unserved := *r
+	unserved.Listener, unserved.Clusters = "", nil
+	unserved.ResolvedRefsReason, unserved.ResolvedRefsMessage = translate.ReasonInvalidRef, `Secret "ns/missing" not found (the policy is not served until this is fixed)`
+	if c := *meta.FindStatusCondition(Compute(&unserved, []xdsserver.ProxyStatus{synced}, nil, now).Conditions, v1alpha1.ConditionProgrammed); c.Status != metav1.ConditionFalse ||
+		c.Reason != ReasonNotServed || !strings.Contains(c.Message, `Secret "ns/missing" not found`) {
+		t.Errorf("not served: %+v", c)
+	}
 	r.Accepted = false
 	if c := prog(synced); c.Reason != ReasonNotAccepted {
 		t.Errorf("not accepted: %+v", c)
+	}
+}
+
+// Ready is Programmed and, on every connected Envoy of the group, an endpoint of each backend that takes
+// traffic, as that Envoy reports it (issue 49: kubectl wait for Programmed returned while the backends'
+// first health checks were pending, and the next request got 503 no healthy upstream).
+func TestReady(t *testing.T) {
+	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, Accepted: true, ResolvedRefs: true, ProxyGroup: "g", Listener: "http-80",
+		Clusters: []string{"ns/p/a", "ns/p/b"}, Backends: []string{"a", "b"}}
+	now := metav1.Now()
+	e1 := xdsserver.ProxyStatus{NodeID: "e1", Group: "g", State: xdsserver.Synced}
+	e2 := xdsserver.ProxyStatus{NodeID: "e2", Group: "g", State: xdsserver.Synced}
+	row := func(node string, total, ejected int32) v1alpha1.ProxyBackendHealth {
+		h := v1alpha1.ProxyBackendHealth{Node: node}
+		h.Endpoints.Total, h.Endpoints.Ejected, h.Endpoints.Healthy = total, ejected, total-ejected
+		return h
+	}
+	backend := func(healthy int32, rows ...v1alpha1.ProxyBackendHealth) v1alpha1.BackendStatus {
+		b := v1alpha1.BackendStatus{Proxies: int32(len(rows)), PerProxy: rows}
+		b.Endpoints.Total, b.Endpoints.Healthy = 3, healthy
+		return b
+	}
+	readyOf := func(h proxystats.Health, ps ...xdsserver.ProxyStatus) metav1.Condition {
+		return *meta.FindStatusCondition(Compute(r, ps, h, now).Conditions, v1alpha1.ConditionReady)
+	}
+	for _, c := range []struct {
+		what    string
+		health  proxystats.Health
+		proxies []xdsserver.ProxyStatus
+		reason  string
+		message string
+	}{
+		{"no Envoy", nil, nil, ReasonNotProgrammed, "not Programmed"},
+		{"nothing read yet", nil, []xdsserver.ProxyStatus{e1}, ReasonNotReported, "no Envoy has reported backend a yet"},
+		{"one backend read", proxystats.Health{"g": {"ns/p/a": backend(3, row("e1", 3, 0))}}, []xdsserver.ProxyStatus{e1}, ReasonNotReported, "backend b"},
+		{"one Envoy of two read", proxystats.Health{"g": {"ns/p/a": backend(3, row("e1", 3, 0)), "ns/p/b": backend(3, row("e1", 3, 0))}},
+			[]xdsserver.ProxyStatus{e1, e2}, ReasonNotReported, "Envoy e2 has not reported backend a yet"},
+		{"first health checks pending on one Envoy", proxystats.Health{"g": {"ns/p/a": backend(3, row("e1", 3, 0), row("e2", 3, 3)), "ns/p/b": backend(3, row("e1", 3, 0), row("e2", 3, 0))}},
+			[]xdsserver.ProxyStatus{e1, e2}, ReasonNoHealthyEndpoints, "backend a has no endpoint that takes traffic on Envoy e2 (3 endpoints, 3 ejected or not yet healthy)"},
+		{"one healthy endpoint per backend on each Envoy", proxystats.Health{"g": {"ns/p/a": backend(1, row("e1", 3, 2), row("e2", 3, 2)), "ns/p/b": backend(3, row("e1", 3, 0), row("e2", 3, 0))}},
+			[]xdsserver.ProxyStatus{e1, e2}, ReasonReady, "each of the 2 Envoys"},
+	} {
+		got := readyOf(c.health, c.proxies...)
+		if got.Reason != c.reason || !strings.Contains(got.Message, c.message) || (got.Status == metav1.ConditionTrue) != (c.reason == ReasonReady) {
+			t.Errorf("%s: %+v; want %s with %q", c.what, got, c.reason, c.message)
+		}
+	}
+	// A staged rollout that holds the policy back (Programmed=False) leaves it not Ready either.
+	served := proxystats.Health{"g": {"ns/p/a": backend(3, row("e1", 3, 0)), "ns/p/b": backend(3, row("e1", 3, 0))}}
+	for _, phase := range []string{v1alpha1.RolloutProgressing, v1alpha1.RolloutRolledBack} {
+		st := Compute(r, []xdsserver.ProxyStatus{e1}, served, now)
+		if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
+			t.Fatalf("before the rollout: %+v", c)
+		}
+		WithRollout(&st, &v1alpha1.RolloutStatus{Phase: phase, Message: "stage 1 of 2"}, now)
+		if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonNotProgrammed {
+			t.Errorf("rollout %s: Ready %+v", phase, c)
+		}
 	}
 }
 

@@ -157,7 +157,8 @@ func hotClusters(prev, cur *Sample) []string {
 			busy := h.Active > 0 || len(h.Reasons) > 0
 			if prev != nil {
 				ph := findHost(pc, h.Address)
-				busy = busy || ph == nil || ph.Total != h.Total || ph.Errors != h.Errors
+				// New connections count too: a TCP listener's endpoints take connections, not requests.
+				busy = busy || ph == nil || ph.Total != h.Total || ph.Errors != h.Errors || ph.CxTotal != h.CxTotal
 			}
 			if busy {
 				hot = append(hot, name)
@@ -189,7 +190,8 @@ func keepUnchanged(prev, cur *Sample) {
 func sameCluster(a, b *Cluster) bool {
 	return slices.EqualFunc(a.Hosts, b.Hosts, func(x, y Host) bool {
 		return x.Address == y.Address && slices.Equal(x.Reasons, y.Reasons) && x.Outlier == y.Outlier && x.Total == y.Total &&
-			x.Errors == y.Errors && x.Active == y.Active && x.Weight == y.Weight && x.Priority == y.Priority
+			x.Errors == y.Errors && x.Active == y.Active && x.Weight == y.Weight && x.Priority == y.Priority &&
+			x.CxTotal == y.CxTotal && x.CxConnectFail == y.CxConnectFail && x.Timeouts == y.Timeouts && x.CxActive == y.CxActive
 	}) && slices.Equal(a.Latency, b.Latency) && maps.Equal(a.Ejections, b.Ejections) && a.Counters == b.Counters
 }
 

@@ -37,6 +37,10 @@ type Host struct {
 	Total, Errors uint64
 	// Active is the rq_active gauge: requests in flight to the host now.
 	Active uint64
+	// CxTotal, CxConnectFail and Timeouts are Envoy's cumulative cx_total, cx_connect_fail and rq_timeout
+	// for the host; CxActive is the cx_active gauge (connections open to it now).
+	CxTotal, CxConnectFail, Timeouts uint64
+	CxActive                         uint64
 	// Weight is the load balancing weight Envoy holds for the host (1 when the policy sets none), and
 	// Priority its priority level (0 is used first).
 	Weight   uint32
@@ -56,8 +60,8 @@ type Cluster struct {
 	Latency []Bucket
 	// Ejections counts enforced outlier ejections by detector (consecutive_5xx, success_rate, ...).
 	Ejections map[string]uint64
-	// Counters are the cluster's own request counters, which count what its clients saw, including the
-	// requests that never reached an endpoint.
+	// Counters are the cluster's own counters, which count what its clients saw, including the requests
+	// that never reached an endpoint, and the bytes to and from its endpoints.
 	Counters Counters
 }
 
@@ -69,11 +73,17 @@ type Cluster struct {
 //     Both are the router's dynamic stats (lbplane serve --router-dynamic-stats).
 //   - Errors4xx: HTTP requests answered with a 4xx (upstream_rq_4xx): a backend that wants TLS answers
 //     plain HTTP with 400.
+//   - Informational, Success and Redirection: those answered with a 1xx, 2xx and 3xx (upstream_rq_1xx to
+//     _3xx); with Errors4xx and Errors5xx, the responses clients got by class.
 //   - PendingFailed: requests or, for TCP, connections failed for want of a connection
 //     (upstream_rq_pending_failure_eject: refused, reset or timed out while connecting).
 //   - NoneHealthy: requests and connections that found no healthy endpoint (upstream_cx_none_healthy).
+//   - RxBytes and TxBytes: bytes received from and sent to the endpoints (upstream_cx_rx_bytes_total,
+//     upstream_cx_tx_bytes_total).
 type Counters struct {
 	Completed, Errors5xx, Errors4xx, PendingFailed, NoneHealthy uint64
+	Informational, Success, Redirection                         uint64
+	RxBytes, TxBytes                                            uint64
 }
 
 // Sample is everything read from one Envoy at one time.
@@ -166,6 +176,14 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 					h.Errors = uint64(st.Value)
 				case "rq_active":
 					h.Active = uint64(st.Value)
+				case "rq_timeout":
+					h.Timeouts = uint64(st.Value)
+				case "cx_total":
+					h.CxTotal = uint64(st.Value)
+				case "cx_connect_fail":
+					h.CxConnectFail = uint64(st.Value)
+				case "cx_active":
+					h.CxActive = uint64(st.Value)
 				}
 			}
 			for _, f := range healthFlags {
@@ -189,12 +207,13 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 }
 
 // StatsFilter is the regular expression lbplane asks /stats/prometheus to filter on: the latency histogram,
-// the enforced-ejection counters and the clusters' request counters (Counters), instead of every stat of
-// every cluster.
+// the enforced-ejection counters and the clusters' own counters (Counters), instead of every stat of every
+// cluster. Envoy walks every stat whatever the filter; what the counters add is the answer's lines, a dozen
+// per cluster that took traffic (usedonly).
 const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_|` + countersPattern + `)`
 
 // countersPattern matches the stats of Counters.
-const countersPattern = `upstream_rq_completed|upstream_rq_5xx|upstream_rq_4xx|upstream_rq_pending_failure_eject|upstream_cx_none_healthy`
+const countersPattern = `upstream_rq_completed|upstream_rq_[1-5]xx|upstream_rq_pending_failure_eject|upstream_cx_none_healthy|upstream_cx_[rt]x_bytes_total`
 
 const (
 	latencyFamily   = "envoy_cluster_upstream_rq_time"
@@ -209,6 +228,8 @@ var counterFamilies = map[string]func(*Counters) *uint64{
 	"envoy_cluster_upstream_rq_completed":             func(c *Counters) *uint64 { return &c.Completed },
 	"envoy_cluster_upstream_rq_pending_failure_eject": func(c *Counters) *uint64 { return &c.PendingFailed },
 	"envoy_cluster_upstream_cx_none_healthy":          func(c *Counters) *uint64 { return &c.NoneHealthy },
+	"envoy_cluster_upstream_cx_rx_bytes_total":        func(c *Counters) *uint64 { return &c.RxBytes },
+	"envoy_cluster_upstream_cx_tx_bytes_total":        func(c *Counters) *uint64 { return &c.TxBytes },
 }
 
 // ParseStats reads /stats/prometheus into clusters (adding to those /clusters returned).
@@ -245,11 +266,18 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 				continue
 			}
 			if name == "envoy_cluster_upstream_rq_xx" && m.GetCounter() != nil {
+				c, v := &get(cluster).Counters, uint64(m.GetCounter().GetValue())
 				switch class {
-				case "5":
-					get(cluster).Counters.Errors5xx = uint64(m.GetCounter().GetValue())
+				case "1":
+					c.Informational = v
+				case "2":
+					c.Success = v
+				case "3":
+					c.Redirection = v
 				case "4":
-					get(cluster).Counters.Errors4xx = uint64(m.GetCounter().GetValue())
+					c.Errors4xx = v
+				case "5":
+					c.Errors5xx = v
 				}
 				continue
 			}

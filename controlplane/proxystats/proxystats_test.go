@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,8 +234,8 @@ func TestPerEndpointSharesRatesAndSkew(t *testing.T) {
 }
 
 // TestPerEndpointExpectedFromTheModel: with a prediction for every endpoint, the expected share, zone,
-// level and backup marker are the model's, the endpoints not taking traffic are handed to it as down, and
-// the skew is taken against the model's shares.
+// level and backup marker are the model's, the endpoints not taking traffic are handed to it as down, the
+// skew is taken against the model's shares, and the backend carries what the model leaves out.
 func TestPerEndpointExpectedFromTheModel(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	hosts := func(a, b uint64) []Host {
@@ -248,10 +249,14 @@ func TestPerEndpointExpectedFromTheModel(t *testing.T) {
 			return nil
 		}
 		gotDown = down
-		return map[string]Expected{"10.0.0.1:80": {Share: 0.7, Zone: "a"}, "10.0.0.2:80": {Share: 0.3, Zone: "b"},
-			"10.0.0.9:80": {Priority: 1, Backup: true}}
+		caveats := []string{"least request: under concurrent requests ..."}
+		return map[string]Expected{"10.0.0.1:80": {Share: 0.7, Zone: "a", Caveats: caveats}, "10.0.0.2:80": {Share: 0.3, Zone: "b", Caveats: caveats},
+			"10.0.0.9:80": {Priority: 1, Backup: true, Caveats: caveats}}
 	}
 	b, _ := SummarizeExpected([]History{h}, time.Minute, expect).Backend("g", "ns/p/app", "app")
+	if len(b.ExpectedCaveats) != 1 || !strings.HasPrefix(b.ExpectedCaveats[0], "least request") {
+		t.Errorf("caveats %q", b.ExpectedCaveats)
+	}
 	if len(gotDown) != 1 || gotDown["10.0.0.9:80"] != "active health check failed" {
 		t.Errorf("down handed to the model: %v", gotDown)
 	}
@@ -272,6 +277,9 @@ func TestPerEndpointExpectedFromTheModel(t *testing.T) {
 	b, _ = Summarize([]History{h}, time.Minute).Backend("g", "ns/p/app", "app")
 	if !is(b.Skew, 0.4) {
 		t.Errorf("by weight: skew %v, want 0.4", b.Skew)
+	}
+	if len(b.ExpectedCaveats) != 0 {
+		t.Errorf("no model, caveats %q", b.ExpectedCaveats)
 	}
 }
 

@@ -43,6 +43,10 @@ type acc struct {
 	latency   []Bucket
 	windowSec float64
 	eps       map[string]*endpointAcc
+	// counters are the clusters' counters over the window (Counters), summed over the Envoys; read tells
+	// whether some Envoy's window covered them.
+	counters Counters
+	read     bool
 }
 
 // endpointAcc sums one endpoint over the proxies.
@@ -51,9 +55,11 @@ type endpointAcc struct {
 	priority         uint32
 	requests, errors uint64
 	// rate is requests per second over each proxy's last interval, summed.
-	rate    float64
-	active  uint64
-	reasons []string
+	rate   float64
+	active uint64
+	// cxActive is open connections at the last reading; cx, cxFail and timeouts are over the window.
+	cxActive, cx, cxFail, timeouts uint64
+	reasons                        []string
 	// on are the nodes that have the endpoint, ejectedBy those of them that take no new traffic to it.
 	on, ejectedBy map[string]bool
 }
@@ -81,6 +87,9 @@ type Expected struct {
 	Zone     string
 	Priority int
 	Backup   bool
+	// Caveats are what the prediction of the endpoint's backend leaves out (trafficmodel.Caveats), the
+	// same for each of its endpoints.
+	Caveats []string
 }
 
 // ExpectFunc predicts every endpoint ("address:port") of a group's cluster from what was built, with the
@@ -282,6 +291,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 				ep.on[h.Node] = true
 				ep.weight, ep.priority = max(ep.weight, host.Weight), min(ep.priority, host.Priority)
 				ep.active += host.Active
+				ep.cxActive += host.CxActive
 				if len(host.Reasons) > 0 {
 					ep.ejectedBy[h.Node] = true
 					for _, r := range host.Reasons {
@@ -296,17 +306,22 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 				if base == cur {
 					continue
 				}
-				bt, be := uint64(0), uint64(0)
+				var b0 Host
 				if bh := findHost(bc, host.Address); bh != nil && bh.Total <= host.Total {
-					bt, be = bh.Total, bh.Errors
+					b0 = *bh
 				}
-				a.requests += host.Total - bt
-				a.errors += sub(host.Errors, be)
-				ep.requests += host.Total - bt
-				ep.errors += sub(host.Errors, be)
+				a.requests += host.Total - b0.Total
+				a.errors += sub(host.Errors, b0.Errors)
+				ep.requests += host.Total - b0.Total
+				ep.errors += sub(host.Errors, b0.Errors)
+				ep.cx += sub(host.CxTotal, b0.CxTotal)
+				ep.cxFail += sub(host.CxConnectFail, b0.CxConnectFail)
+				ep.timeouts += sub(host.Timeouts, b0.Timeouts)
 			}
 			if base != cur {
 				a.latency = AddBuckets(a.latency, deltaBuckets(c.Latency, latBase.Clusters[name]))
+				a.counters = a.counters.plus(c.Counters.since(latBase.Clusters[name]))
+				a.read = true
 			}
 		}
 	}
@@ -336,6 +351,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 			b.Mismatches = b.Mismatches[:min(len(b.Mismatches), MaxEjectedListed)]
 			b.PerProxy = perProxy(a)
 			b.LatencyP99Ms = QuantileMs(a.latency, 0.99)
+			traffic(&b, a)
 			var exp map[string]Expected
 			var down map[string]string
 			if expect != nil {
@@ -348,6 +364,10 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 				exp = expect(group, name, down)
 			}
 			b.PerEndpoint, b.Skew = perEndpoint(a, exp)
+			for _, e := range exp {
+				b.ExpectedCaveats = e.Caveats
+				break
+			}
 			out[group][name] = b
 			if cache != nil {
 				e := cache.m[clusterKey{group, name}]
@@ -608,6 +628,7 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, *f
 		}
 		es := v1alpha1.EndpointStatus{Address: addr, Weight: int32(min(ep.weight, math.MaxInt32)), Requests: int64(ep.requests),
 			Errors: int64(ep.errors), ActiveRequests: int64(ep.active), Reasons: ep.reasons,
+			ConnectionsActive: int64(ep.cxActive), Connections: int64(ep.cx), ConnectFailures: int64(ep.cxFail), Timeouts: int64(ep.timeouts),
 			EjectedOn: int32(len(ep.ejectedBy)), ReportedBy: int32(len(ep.on)), Health: v1alpha1.EndpointHealthy,
 			RequestsPerSecond: round(ep.rate, 1), ExpectedShare: fraction(expected(addr)), Priority: int32(min(ep.priority, math.MaxInt32))}
 		if ep.counted() {
@@ -642,4 +663,63 @@ func cv(xs []float64) float64 {
 		sq += (x - mean) * (x - mean)
 	}
 	return math.Sqrt(sq/float64(len(xs))) / mean
+}
+
+// fields are c's counters, each once.
+func (c *Counters) fields() []*uint64 {
+	return []*uint64{&c.Completed, &c.Errors5xx, &c.Errors4xx, &c.PendingFailed, &c.NoneHealthy, &c.Informational, &c.Success,
+		&c.Redirection, &c.RxBytes, &c.TxBytes}
+}
+
+// since is c less what base (the same cluster, earlier) had; a counter that went back means the cluster or
+// the Envoy started again, and then all of c counts.
+func (c Counters) since(base *Cluster) Counters {
+	if base == nil {
+		return c
+	}
+	b := base.Counters
+	cf, bf := c.fields(), b.fields()
+	for i := range cf {
+		if *bf[i] > *cf[i] {
+			return c
+		}
+	}
+	out := c
+	of := out.fields()
+	for i := range of {
+		*of[i] -= *bf[i]
+	}
+	return out
+}
+
+func (c Counters) plus(d Counters) Counters {
+	out := c
+	of, df := out.fields(), d.fields()
+	for i := range of {
+		*of[i] += *df[i]
+	}
+	return out
+}
+
+// traffic sets a backend's responses by class, its client-facing error rate, connections and bytes from a.
+func traffic(b *v1alpha1.BackendStatus, a *acc) {
+	var cx v1alpha1.ConnectionCounts
+	for _, ep := range a.eps {
+		cx.Active += int64(ep.cxActive)
+		cx.Opened += int64(ep.cx)
+		cx.ConnectFailures += int64(ep.cxFail)
+	}
+	b.Connections = &cx
+	if !a.read {
+		return
+	}
+	c := a.counters
+	b.Bytes = &v1alpha1.ByteCounts{Received: int64(c.RxBytes), Sent: int64(c.TxBytes)}
+	b.NoHealthyEndpoint = int64(c.NoneHealthy)
+	r := v1alpha1.ResponseCounts{Informational: int64(c.Informational), Success: int64(c.Success), Redirection: int64(c.Redirection),
+		ClientError: int64(c.Errors4xx), ServerError: int64(c.Errors5xx)}
+	if n := r.Total(); n > 0 {
+		b.Responses = &r
+		b.ClientErrorRate = ptr(fraction(float64(r.ServerError) / float64(n)))
+	}
 }

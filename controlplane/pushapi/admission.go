@@ -24,6 +24,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/lint"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
 	"github.com/lbplane/lbplane/controlplane/rollout"
@@ -97,8 +98,12 @@ func (s *Server) Sync() error { return s.admission().Sync() }
 // Diff answers what pushing body would change in Envoy's resources, changing nothing. It returns the HTTP
 // status and every error when the push would be refused.
 func (a *Admission) Diff(body []byte) (*apiwire.DiffResult, int, []string) {
+	req, code, errs := a.decode(body)
+	if errs != nil {
+		return nil, code, errs
+	}
 	a.mu.Lock()
-	pl, code, errs := a.plan(body, true)
+	pl, code, errs := a.plan(req, true)
 	a.mu.Unlock()
 	if errs != nil {
 		return nil, code, errs
@@ -191,6 +196,10 @@ func (a *Admission) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string
 
 // apply is Apply, also returning the proxy groups whose config the push changed (with Versions set).
 func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, []string, int, []string) {
+	req, code, errs := a.decode(body)
+	if errs != nil {
+		return nil, nil, code, errs
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var pl *plan
@@ -200,7 +209,7 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 	for try := 0; ; try++ {
 		var code int
 		var errs []string
-		pl, code, errs = a.plan(body, dryRun)
+		pl, code, errs = a.plan(req, dryRun)
 		if errs != nil {
 			return nil, nil, code, errs
 		}
@@ -264,9 +273,20 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 	return res, groups, http.StatusOK, nil
 }
 
-// plan validates a push and works out what it would change; the caller holds a.mu.
-func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
-	docs, err := manifest.Decode("request", bytes.NewReader(body))
+// request is a push's documents, decoded and checked each on its own.
+type request struct {
+	pushed map[translate.Key]manifest.Document
+	order  []translate.Key
+}
+
+// decode decodes and validates a push's documents, each on its own: work that needs neither the store nor
+// the engine's state, done before a.mu is taken so that a large request holds no other push up. A request of
+// more than manifest.MaxDocuments documents is refused whole (413) as soon as the decoder reaches the limit.
+func (a *Admission) decode(body []byte) (*request, int, []string) {
+	docs, err := manifest.DecodeBytes("request", body)
+	if errors.Is(err, manifest.ErrTooManyDocuments) {
+		return nil, http.StatusRequestEntityTooLarge, []string{err.Error()}
+	}
 	var errs []string
 	if err != nil {
 		errs = append(errs, splitJoined(err)...)
@@ -293,7 +313,13 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 	if len(errs) > 0 {
 		return nil, http.StatusUnprocessableEntity, errs
 	}
+	return &request{pushed: pushed, order: order}, http.StatusOK, nil
+}
 
+// plan works out what a decoded push would change; the caller holds a.mu.
+func (a *Admission) plan(req *request, dryRun bool) (*plan, int, []string) {
+	pushed, order := req.pushed, req.order
+	var errs []string
 	if err := a.loaded(); err != nil {
 		return nil, storeErrCode(err), []string{"reading the store: " + err.Error()}
 	}
@@ -350,6 +376,10 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 			// A certificate or CA that cannot be used would take the policy out of service; refuse the push
 			// and keep the last good version serving.
 			errs = append(errs, fmt.Sprintf("%s: %s", k, strings.TrimSuffix(pr.ResolvedRefsMessage, " (the policy is not served until this is fixed)")))
+		case !pr.ResolvedRefs && pr.ResolvedRefsReason == translate.ReasonForbiddenAddress:
+			// A host name that resolves where no backend may go is refused at admission; one that turns there
+			// later (rebinding) has those addresses left out, with this message in status.
+			errs = append(errs, fmt.Sprintf("%s: %s", k, pr.ResolvedRefsMessage))
 		}
 	}
 	pushedOut := func(k translate.Key, pr *translate.PolicyResult) {
@@ -377,7 +407,8 @@ func (a *Admission) plan(body []byte, dryRun bool) (*plan, int, []string) {
 	for i := range res.Policies {
 		k := translate.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
 		if pr := after.Policies.Of(k); pr != nil {
-			res.Policies[i].Warnings = pr.Warnings
+			// The push does not know the group's clients; status shows the gRPC findings where there are.
+			res.Policies[i].Warnings, _ = lint.ForClients(pr.Warnings, false)
 		}
 	}
 	return &plan{res: res, puts: puts, changes: changes, candidate: candidate, planned: planned, before: before, after: after}, http.StatusOK, nil

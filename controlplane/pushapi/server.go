@@ -1,10 +1,11 @@
 // Package pushapi is the HTTP API lbctl talks to in standalone mode: push (all or nothing), list, get and
 // delete policies, and see the connected proxies. Every call but the health checks needs a bearer token: the
-// read-only token reads (list, get, status, proxies, explain, diff), the admin token also writes (push,
+// read-only token reads (list, get, status, proxies, explain, diff, predictions), the admin token also writes (push,
 // delete, certificates).
 package pushapi
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -79,8 +80,10 @@ type Server struct {
 	Guard *xdsserver.Guard
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
 	ReadOnly string
-	// RateLimit is how many calls per second one client address may make (burst: twice as many); 0 means
-	// no limit. It applies before the token check, so guessing tokens is throttled too.
+	// RateLimit is how many calls per second each token may make, and each client address without a good
+	// token (burst: twice as many); 0 means no limit. A wrong token draws on its address's bucket, so
+	// guessing is throttled, and never on a good token's: a flood of wrong tokens from the address the
+	// host's own lbctl uses does not starve it.
 	RateLimit float64
 	// PushWait bounds how long a push's reply waits for the Envoys of the groups it changed to acknowledge
 	// it (see xdsserver.Tracker.Lagging); the reply names those that had not. 0 answers at once.
@@ -101,6 +104,9 @@ type Server struct {
 
 	// transitions keeps the conditions' real transition times across reads.
 	transitions policystatus.Transitions
+
+	// overrides serialises changes of the endpoint overrides (overrides.go).
+	overrides overrideState
 
 	admitOnce sync.Once
 	admit     *Admission
@@ -128,6 +134,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}/history", s.authRead(s.history))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/rollout", s.authRead(s.rolloutStatus))
 	mux.Handle("POST /v1/policies/{namespace}/{name}/rollout/{action}", s.auth(s.rolloutAction))
+	s.predictRoutes(mux)  // trace, whatif and traffic previews (predict.go)
+	s.overrideRoutes(mux) // endpoint drain and maintenance (overrides.go)
 	return s.Metrics.Instrument(mux)
 }
 
@@ -158,6 +166,17 @@ func RoleOf(authorization, admin, readOnly string) Role {
 	return RoleNone
 }
 
+// Credential names the token a role was proved with, for its rate limit bucket; "" for none.
+func (r Role) Credential() string {
+	switch r {
+	case RoleAdmin:
+		return "admin token"
+	case RoleReadOnly:
+		return "read-only token"
+	}
+	return ""
+}
+
 // auth lets only the admin token through: pushes, deletes, certificates.
 func (s *Server) auth(h http.HandlerFunc) http.Handler { return s.authRole(RoleAdmin, h) }
 
@@ -166,12 +185,12 @@ func (s *Server) authRead(h http.HandlerFunc) http.Handler { return s.authRole(R
 
 func (s *Server) authRole(need Role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.limits.Allow(r, s.RateLimit) {
+		role := RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
+		if !s.limits.AllowFor(r, role.Credential(), s.RateLimit) {
 			w.Header().Set("Retry-After", "1")
 			writeErr(w, http.StatusTooManyRequests, "too many requests; slow down")
 			return
 		}
-		role := RoleOf(r.Header.Get("Authorization"), s.Token, s.ReadOnlyToken)
 		switch {
 		case role == RoleNone:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="lbplane"`)
@@ -192,17 +211,28 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// maxErrors bounds the errors one answer lists; the rest are counted. (A push is at most
+// manifest.MaxDocuments documents, each with its own errors: tens of thousands of lines nobody reads.)
+const maxErrors = 100
+
 func writeErr(w http.ResponseWriter, code int, errs ...string) {
+	if len(errs) > maxErrors {
+		errs = append(errs[:maxErrors:maxErrors], fmt.Sprintf("... and %d more errors", len(errs)-maxErrors))
+	}
 	writeJSON(w, code, ErrorBody{Errors: errs})
 }
 
 // readPush reads a push's body, refusing it (and answering) when too big or when pushes are not taken here.
 func (s *Server) readPush(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	// Read into one buffer of the announced size, not one that doubles as it fills (twice the garbage).
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), MaxBodyBytes)+bytes.MinRead))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body := buf.Bytes()
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
+			releaseRefused(len(body))
 			return nil, false
 		}
 		writeErr(w, http.StatusBadRequest, "reading the request: "+err.Error())
@@ -230,6 +260,9 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	res, groups, code, errs := s.admission().apply(body, dryRun, mode)
 	if len(errs) > 0 {
 		writeErr(w, code, errs...)
+		if code == http.StatusRequestEntityTooLarge {
+			releaseRefused(len(body))
+		}
 		return
 	}
 	// The reply waits a bounded time for the Envoys to take the change, and names those that had not: a
@@ -253,6 +286,9 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	res, code, errs := s.admission().Diff(body)
 	if errs != nil {
 		writeErr(w, code, errs...)
+		if code == http.StatusRequestEntityTooLarge {
+			releaseRefused(len(body))
+		}
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -371,6 +407,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Log.Info("policy deleted", "policy", k.String())
+	s.dropOverrides(k)
 	writeJSON(w, http.StatusOK, ApplyResult{Policies: []AppliedPolicy{{Namespace: k.Namespace, Name: k.Name, Outcome: Deleted}}})
 }
 

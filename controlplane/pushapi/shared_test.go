@@ -1,6 +1,7 @@
 package pushapi_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -25,7 +26,7 @@ import (
 func TestPushesOnTwoReplicasFollowOneSetOfRules(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	open := func(id string) *pushapi.Client {
-		st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), Prefix: "/rules/", Passive: true, Timeout: 5 * time.Second}, id)
+		st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), CACert: c.TLS().CA, Cert: c.TLS().Cert, Key: c.TLS().Key, SecretKey: bytes.Repeat([]byte{7}, 32), Prefix: "/rules/", Passive: true, Timeout: 5 * time.Second}, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +74,7 @@ func TestPushesOnTwoReplicasFollowOneSetOfRules(t *testing.T) {
 func TestReplicaFollowsTheOtherFromTheWatch(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	open := func(id string) (*pushapi.Server, *pushapi.Client, *store.Etcd, *metrics.Metrics) {
-		st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), Prefix: "/follow/", Timeout: 5 * time.Second, HealthInterval: 200 * time.Millisecond}, id)
+		st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), CACert: c.TLS().CA, Cert: c.TLS().Cert, Key: c.TLS().Key, SecretKey: bytes.Repeat([]byte{7}, 32), Prefix: "/follow/", Timeout: 5 * time.Second, HealthInterval: 200 * time.Millisecond}, id)
 		if err != nil {
 			t.Fatal(err)
 		}

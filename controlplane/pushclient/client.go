@@ -1,5 +1,6 @@
 // Package pushclient calls lbplane's push API (controlplane/pushapi): push, list, get, delete, explain, diff,
-// proxies, certificates and version. It links none of the server: answers decode into apiwire's types.
+// predictions (trace, what-if, traffic previews), proxies, certificates and version. It links none of the
+// server: answers decode into apiwire's types.
 package pushclient
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/explain"
+	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 )
 
 // Client calls the API.
@@ -112,7 +114,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		if json.Unmarshal(data, &eb) == nil && len(eb.Errors) > 0 {
 			e.Errors = eb.Errors
 		} else {
-			e.Errors = []string{strings.TrimSpace(string(data))}
+			e.Errors = []string{c.notTheAPI(ctx, hc, method, path, resp, data)}
 		}
 		return wait, e
 	}
@@ -143,18 +145,18 @@ func (c *Client) List(ctx context.Context) ([]*v1alpha1.LoadBalancerPolicy, erro
 // Get returns one policy with its status.
 func (c *Client) Get(ctx context.Context, namespace, name string) (*v1alpha1.LoadBalancerPolicy, error) {
 	p := &v1alpha1.LoadBalancerPolicy{}
-	return p, c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), nil, p)
+	return p, c.do(ctx, http.MethodGet, policyPath(namespace, name), nil, p)
 }
 
 // Delete removes one policy.
 func (c *Client) Delete(ctx context.Context, namespace, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name), nil, nil)
+	return c.do(ctx, http.MethodDelete, policyPath(namespace, name), nil, nil)
 }
 
 // Live returns each Envoy's own view of one policy's backends, and their sum.
 func (c *Client) Live(ctx context.Context, namespace, name string) (*apiwire.LiveResult, error) {
 	var out apiwire.LiveResult
-	if err := c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name)+"/live", nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, policyPath(namespace, name)+"/live", nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -163,7 +165,7 @@ func (c *Client) Live(ctx context.Context, namespace, name string) (*apiwire.Liv
 // Explain asks how one policy became Envoy config.
 func (c *Client) Explain(ctx context.Context, namespace, name string) (*explain.Explanation, error) {
 	var out explain.Explanation
-	if err := c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(namespace)+"/"+url.PathEscape(name)+"/explain", nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, policyPath(namespace, name)+"/explain", nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -176,6 +178,50 @@ func (c *Client) Diff(ctx context.Context, docs []byte) (*apiwire.DiffResult, er
 		return nil, err
 	}
 	return &out, nil
+}
+
+// TraceAnswer answers a trace: where the request goes, and where it enters Envoy.
+type TraceAnswer struct {
+	Trace  *trafficmodel.Trace `json:"trace"`
+	Target apiwire.TraceTarget `json:"target"`
+}
+
+// Trace asks where one request to a policy goes, on what the server serves.
+func (c *Client) Trace(ctx context.Context, namespace, name string, req apiwire.TraceRequest) (*TraceAnswer, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var out TraceAnswer
+	if err := c.do(ctx, http.MethodPost, policyPath(namespace, name)+"/trace", body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WhatIf asks where a policy's traffic goes with more endpoints down, on what the server serves.
+func (c *Client) WhatIf(ctx context.Context, namespace, name string, req apiwire.WhatIfRequest) ([]*trafficmodel.Preview, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var out []*trafficmodel.Preview
+	return out, c.do(ctx, http.MethodPost, policyPath(namespace, name)+"/whatif", body, &out)
+}
+
+// Traffic asks what pushing docs would do to each of their policies' traffic; zone, when set, predicts for
+// an Envoy in that zone instead of the proxy group's connected Envoys.
+func (c *Client) Traffic(ctx context.Context, docs []byte, zone *string) ([]*trafficmodel.Preview, error) {
+	path := "/v1/traffic"
+	if zone != nil {
+		path += "?zone=" + url.QueryEscape(*zone)
+	}
+	var out []*trafficmodel.Preview
+	return out, c.do(ctx, http.MethodPost, path, docs, &out)
+}
+
+func policyPath(namespace, name string) string {
+	return "/v1/policies/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
 }
 
 // Proxies returns every connected Envoy.
@@ -223,4 +269,40 @@ func (c *Client) Version(ctx context.Context) (*apiwire.Version, error) {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// notTheAPI explains an answer that is not the push API's (lbplane's API answers every error with a JSON
+// body): what answered at BaseURL instead, as far as one more request tells it (lbplane's metrics port, an
+// Envoy, an HTTPS server asked in plain HTTP), beside what it said.
+func (c *Client) notTheAPI(ctx context.Context, hc *http.Client, method, path string, resp *http.Response, body []byte) string {
+	said := strings.TrimSpace(string(body))
+	if len(said) > 200 {
+		said = said[:200] + "..."
+	}
+	answer := fmt.Sprintf("%s %s answered %q (%s)", method, path, said, resp.Status)
+	what := "no lbplane push API is there (is --server the push API's address, port 18001 by default?)"
+	switch {
+	case strings.EqualFold(resp.Header.Get("Server"), "envoy"):
+		what = "that is an Envoy (a listener or its stats port), not lbplane's push API (port 18001 by default)"
+	case strings.Contains(said, "HTTP request to an HTTPS server"):
+		what = "that server speaks HTTPS: use an https:// --server"
+	case resp.StatusCode == http.StatusNotFound:
+		// lbplane's metrics port answers 404 to the API's paths, and serves /metrics.
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/metrics", nil)
+		if err != nil {
+			break
+		}
+		r, err := hc.Do(req)
+		if err != nil {
+			break
+		}
+		m, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body.Close()
+		if r.StatusCode == http.StatusOK && bytes.Contains(m, []byte("lbplane_build_info")) {
+			what = "that is lbplane's metrics port (18002 by default), not its push API (18001 by default)"
+		} else if r.StatusCode == http.StatusOK && bytes.Contains(m, []byte("# TYPE ")) {
+			what = "that serves Prometheus metrics, not lbplane's push API (port 18001 by default)"
+		}
+	}
+	return fmt.Sprintf("%s: %s; %s", c.BaseURL, what, answer)
 }

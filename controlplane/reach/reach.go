@@ -46,6 +46,9 @@ type Rules struct {
 	// Allow re-admits addresses of the forbidden ranges (lbplane serve --allow-backend-cidrs), e.g.
 	// 127.0.0.0/8 for backends on the Envoy's own host.
 	Allow []netip.Prefix
+	// AllowPorts holds those of Allow that are re-admitted on some ports only (127.0.0.1:18081-18083;
+	// ParseAllow, CheckPort).
+	AllowPorts []PortRange
 	// Kubernetes: policies are written by the users of namespaces, so a backend is a Service by default;
 	// endpoint addresses and DNS names are allowed only in AddressNamespaces, or (IP addresses) inside
 	// AddressCIDRs.
@@ -54,6 +57,23 @@ type Rules struct {
 	AddressNamespaces []string
 	// AddressCIDRs are the IP addresses any namespace's endpoints may use.
 	AddressCIDRs []netip.Prefix
+	// Self are the addresses of the Envoys' own hosts, as lbplane sees them (the addresses Envoys connect
+	// from, and this host's when they connect over loopback): a backend there is the Envoy's host, as
+	// loopback is, and loops a listener into itself. Refused unless Allow re-admits them.
+	Self []netip.Addr
+	// OwnPorts are the ports lbplane and the Envoys serve on their own hosts (xDS, push API, metrics,
+	// Envoy's stats): no backend on a host address (loopback, unspecified, Self) may name them, even where
+	// Allow re-admits the address.
+	OwnPorts []OwnPort
+	// EnvoyDNS lets backends have their host names resolved by each Envoy (dns.resolver: Envoy, lbplane
+	// serve --allow-envoy-dns): nothing then checks what the names resolve to.
+	EnvoyDNS bool
+}
+
+// OwnPort is a port of lbplane or of an Envoy on its own host, and what serves there.
+type OwnPort struct {
+	Port uint16
+	What string
 }
 
 // ParseCIDRs parses a flag's CIDRs ("127.0.0.0/8", "::1/128"); a bare address is its own /32 or /128.
@@ -86,8 +106,11 @@ func ParseCIDRs(flag string, in []string) ([]netip.Prefix, error) {
 // Summary describes the rules for the log at start and lbctl status.
 func (r Rules) Summary() string {
 	var parts []string
+	if r.EnvoyDNS {
+		parts = append(parts, "Envoys may resolve backends' host names themselves, unchecked (dns.resolver: Envoy)")
+	}
 	if len(r.Allow) > 0 {
-		parts = append(parts, "forbidden ranges re-admitted: "+prefixes(r.Allow))
+		parts = append(parts, "forbidden ranges re-admitted: "+r.readmitted())
 	} else {
 		parts = append(parts, "loopback, link-local and unspecified backend addresses refused")
 	}
@@ -117,22 +140,151 @@ func prefixes(ps []netip.Prefix) string {
 
 // Key is a stable text of the rules, for cache keys.
 func (r Rules) Key() string {
-	return fmt.Sprintf("%s|%t|%s|%s", prefixes(r.Allow), r.Kubernetes, strings.Join(r.AddressNamespaces, ","), prefixes(r.AddressCIDRs))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%t|%s|%s|", r.readmitted(), r.Kubernetes, strings.Join(r.AddressNamespaces, ","), prefixes(r.AddressCIDRs))
+	for _, a := range r.Self {
+		b.WriteString(a.String() + ",")
+	}
+	fmt.Fprintf(&b, "|%t|", r.EnvoyDNS)
+	for _, p := range r.OwnPorts {
+		fmt.Fprintf(&b, "%d=%s,", p.Port, p.What)
+	}
+	return b.String()
 }
 
-// CheckAddr says why Envoy must not connect to addr, or "" when it may.
-func (r Rules) CheckAddr(addr netip.Addr) string {
-	addr = addr.Unmap()
-	for _, f := range Forbidden {
-		if !f.Prefix.Contains(addr) {
-			continue
-		}
-		for _, a := range r.Allow {
-			if a.Contains(addr) {
-				return ""
+// readmitted lists Allow, each prefix re-admitted on some ports only with its ports.
+func (r Rules) readmitted() string {
+	var s []string
+	for _, p := range r.Allow {
+		ported := false
+		for _, pr := range r.AllowPorts {
+			if pr.Prefix == p {
+				s, ported = append(s, pr.String()), true
 			}
 		}
-		return fmt.Sprintf("%s is %s address, which a backend may not use (lbplane serve --allow-backend-cidrs re-admits a range)", addr, f.What)
+		if !ported {
+			s = append(s, p.String())
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+// Embedded returns the IPv4 address an IPv6 address carries by a standard translation or tunnelling
+// scheme, which a host or a gateway on the way may connect to instead: IPv4-compatible (::a.b.c.d),
+// IPv4-translated (::ffff:0:a.b.c.d), NAT64 (64:ff9b::/96 and the local-use 64:ff9b:1::/48 with a /96
+// prefix), 6to4 (2002:AABB:CCDD::/48) and Teredo (the server at bits 32-63, the client inverted in the last
+// 32 bits: both returned). IPv4-mapped addresses (::ffff:a.b.c.d) are unmapped before any check.
+func Embedded(a netip.Addr) []netip.Addr {
+	if !a.Is6() || a.Is4In6() {
+		return nil
+	}
+	b := a.As16()
+	v4 := func(i int) netip.Addr { return netip.AddrFrom4([4]byte(b[i : i+4])) }
+	zero := func(from, to int) bool {
+		for _, x := range b[from:to] {
+			if x != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case zero(0, 12) && !(zero(12, 15) && b[15] <= 1): // IPv4-compatible (::, ::1 are the unspecified and loopback addresses)
+		return []netip.Addr{v4(12)}
+	case zero(0, 8) && b[8] == 0xff && b[9] == 0xff && zero(10, 12): // IPv4-translated (SIIT)
+		return []netip.Addr{v4(12)}
+	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && (zero(4, 12) || (b[4] == 0 && b[5] == 1)): // NAT64
+		return []netip.Addr{v4(12)}
+	case b[0] == 0x20 && b[1] == 0x02: // 6to4
+		return []netip.Addr{v4(2)}
+	case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0: // Teredo
+		c := v4(12).As4()
+		for i := range c {
+			c[i] ^= 0xff
+		}
+		return []netip.Addr{v4(4), netip.AddrFrom4(c)}
+	}
+	return nil
+}
+
+// CheckAddr says why Envoy must not connect to addr, or "" when it may. An IPv6 address that carries an
+// IPv4 address (Embedded) is judged by that address too.
+func (r Rules) CheckAddr(addr netip.Addr) string {
+	addr = addr.Unmap()
+	if r.allowed(addr) {
+		// Re-admitted by the operator as written.
+		return ""
+	}
+	if msg := r.checkOne(addr); msg != "" {
+		return msg
+	}
+	for _, e := range Embedded(addr) {
+		if msg := r.checkOne(e); msg != "" {
+			return fmt.Sprintf("%s carries %s", addr, msg)
+		}
+	}
+	return ""
+}
+
+func (r Rules) checkOne(addr netip.Addr) string {
+	if r.allowed(addr) {
+		return ""
+	}
+	for _, f := range Forbidden {
+		if f.Prefix.Contains(addr) {
+			return fmt.Sprintf("%s is %s address, which a backend may not use (lbplane serve --allow-backend-cidrs re-admits a range)", addr, f.What)
+		}
+	}
+	if slices.Contains(r.Self, addr) {
+		return fmt.Sprintf("%s is an address of the Envoy's or lbplane's own host, which a backend may not use: it reaches the Envoy itself and its host's services, and can loop a listener into itself (lbplane serve --allow-backend-cidrs re-admits it)", addr)
+	}
+	return ""
+}
+
+func (r Rules) allowed(addr netip.Addr) bool {
+	for _, a := range r.Allow {
+		if a.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// onHost tells whether addr is one of the Envoy's or lbplane's host (loopback, unspecified, Self), in any
+// form.
+func (r Rules) onHost(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	for _, a := range append([]netip.Addr{addr}, Embedded(addr)...) {
+		if a.IsLoopback() || a.IsUnspecified() || a.Is4() && netip.MustParsePrefix("0.0.0.0/8").Contains(a) || slices.Contains(r.Self, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckEndpoint says why Envoy must not connect to addr:port, or "" when it may: CheckAddr, CheckPort for
+// the address and the IPv4 address it carries, and on the host's own addresses none of OwnPorts, whatever
+// Allow re-admits.
+func (r Rules) CheckEndpoint(addr netip.Addr, port uint32) string {
+	if msg := r.CheckAddr(addr); msg != "" {
+		return msg
+	}
+	for _, a := range append([]netip.Addr{addr}, Embedded(addr.Unmap())...) {
+		if msg := r.CheckPort(a, int32(port)); msg != "" {
+			return msg
+		}
+	}
+	if r.onHost(addr) {
+		return r.ownPort(addr.Unmap().String(), port)
+	}
+	return ""
+}
+
+func (r Rules) ownPort(host string, port uint32) string {
+	for _, p := range r.OwnPorts {
+		if uint32(p.Port) == port {
+			return fmt.Sprintf("%s port %d is %s, which no backend may name, even where the address is re-admitted", host, port, p.What)
+		}
 	}
 	return ""
 }
@@ -141,12 +293,18 @@ func (r Rules) CheckAddr(addr netip.Addr) string {
 var localNames = []string{"localhost", "localhost.localdomain", "localhost4", "localhost4.localdomain4",
 	"localhost6", "localhost6.localdomain6", "ip6-localhost", "ip6-loopback"}
 
+// IsLocalName tells whether a host name (lower case, without the final dot) names this host by
+// convention: localhost and its forms.
+func IsLocalName(n string) bool {
+	return slices.Contains(localNames, n) || strings.HasSuffix(n, ".localhost")
+}
+
 // CheckName says why Envoy must not resolve and connect to the host name name, or "" when it may. Only
-// what the name says is checked here; what it resolves to is up to the Envoy's resolver (see
-// docs/security.md).
+// what the name says is checked here; lbplane checks every address it resolves to with CheckEndpoint,
+// at admission and at every refresh (see docs/security.md).
 func (r Rules) CheckName(name string) string {
 	n := strings.TrimSuffix(strings.ToLower(name), ".")
-	if slices.Contains(localNames, n) || strings.HasSuffix(n, ".localhost") {
+	if IsLocalName(n) {
 		lo := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
 		for _, a := range lo {
 			if r.CheckAddr(a) != "" {
@@ -171,6 +329,10 @@ func (r Rules) Check(p *v1alpha1.LoadBalancerPolicy) v1alpha1.FieldErrors {
 	var errs v1alpha1.FieldErrors
 	rawOK := !r.Kubernetes || slices.Contains(r.AddressNamespaces, "*") || slices.Contains(r.AddressNamespaces, p.Namespace)
 	for i, b := range p.Spec.Backends {
+		if b.DNS != nil && b.DNS.Resolver == v1alpha1.DNSResolverEnvoy && !r.EnvoyDNS {
+			errs = append(errs, v1alpha1.FieldError{Path: fmt.Sprintf("spec.backends[%d].dns.resolver", i),
+				Msg: "Envoy resolves the names without lbplane checking the answers, which this server does not allow (lbplane serve --allow-envoy-dns): leave it to lbplane"})
+		}
 		for j, e := range b.Endpoints {
 			path := fmt.Sprintf("spec.backends[%d].endpoints[%d].address", i, j)
 			ip := net.ParseIP(e.Address)
@@ -179,12 +341,17 @@ func (r Rules) Check(p *v1alpha1.LoadBalancerPolicy) v1alpha1.FieldErrors {
 			case ip != nil:
 				a, _ := netip.AddrFromSlice(ip)
 				a = a.Unmap()
-				msg = r.CheckAddr(a)
+				msg = r.CheckEndpoint(a, uint32(e.Port))
 				if msg == "" && !rawOK && !containsAddr(r.AddressCIDRs, a) {
 					msg = r.kubeRefusal(p.Namespace, "endpoint addresses")
 				}
 			default:
 				msg = r.CheckName(e.Address)
+				if n := strings.TrimSuffix(strings.ToLower(e.Address), "."); msg == "" && IsLocalName(n) {
+					if msg = r.CheckPort(netip.MustParseAddr("127.0.0.1"), e.Port); msg == "" {
+						msg = r.ownPort(e.Address, uint32(e.Port))
+					}
+				}
 				if msg == "" && !rawOK {
 					msg = r.kubeRefusal(p.Namespace, "host names")
 				}

@@ -153,6 +153,13 @@ func (c *Controller) place(g *group, p *policy, nodes []string) bool {
 		next = slices.Clone(nodes)
 	} else {
 		want := min(v1alpha1.StageCount(p.Settings.Stages, p.Stage, len(nodes))+p.Extra, len(nodes))
+		if want < len(p.Canaries) && prefixOf(g.Order, nodes, p.Canaries) {
+			// Fewer Envoys are present than the stage was counted on, and the canaries are still the head
+			// of the order: they stay canaries. The fleet looks smaller while Envoys reconnect (after
+			// lbplane restarts, every Envoy does); a canary dropped then would flip back to the baseline
+			// and forward again a moment later.
+			return false
+		}
 		for _, n := range g.Order {
 			if len(next) >= want {
 				break
@@ -168,6 +175,24 @@ func (c *Controller) place(g *group, p *policy, nodes []string) bool {
 	}
 	p.Canaries = next
 	return true
+}
+
+// prefixOf tells whether canaries, every one present, are the first Envoys of order among nodes.
+func prefixOf(order, nodes, canaries []string) bool {
+	i := 0
+	for _, n := range order {
+		if i == len(canaries) {
+			break
+		}
+		if !slices.Contains(nodes, n) {
+			continue
+		}
+		if !slices.Contains(canaries, n) {
+			return false
+		}
+		i++
+	}
+	return i == len(canaries)
 }
 
 // stageLine says where p's stage stands, for its message.

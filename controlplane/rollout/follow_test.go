@@ -201,3 +201,42 @@ func TestStoredStateCarriesTheBaselinesLbctlReads(t *testing.T) {
 		t.Errorf("decoded %+v from %s", bs, mem.vals["default"])
 	}
 }
+
+// A follower keeps its own decision (every Envoy on the baseline) for as long as the leader has not stored
+// the change's rollout, as the leader holds a change it cannot stage: it never falls back to serving the
+// change to every Envoy. A rollout the leader stored before this replica saw the change stands as stored.
+func TestFollowerNeverServesAnUnstoredChangeToEveryEnvoy(t *testing.T) {
+	mem := newMem()
+	leader := false
+	c := newController(mem, &leader)
+	if _, err := c.Begin(change(2)); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.byGroup["default"].localSince = time.Now().Add(-time.Hour)
+	c.mu.Unlock()
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(key); st == nil || st.CandidateGeneration != 2 || len(st.Canaries) != 0 {
+		t.Fatalf("an hour later, with nothing stored: %+v", st)
+	}
+	if got := c.Engine.Splits(); len(got) != 1 {
+		t.Fatalf("an hour later, with nothing stored, the group is not split: %v", got)
+	}
+
+	// The leader stores generation 3's rollout before this replica's source sees generation 3.
+	b, _ := json.Marshal(&group{Group: "default", Version: stateVersion, Order: []string{"envoy-b", "envoy-a"}, Policies: []*policy{{
+		PolicyRef: PolicyRef{Namespace: "default", Name: "shop", CandidateGeneration: 3}, Settings: *v1alpha1.RolloutDefaulted(nil),
+		Phase: v1alpha1.RolloutProgressing, StageStarted: time.Now(), Canaries: []string{"envoy-b"}}}})
+	mem.otherWrites("default", b)
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Begin(change(3)); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(key); st == nil || st.CandidateGeneration != 3 || len(st.Canaries) != 1 || st.Canaries[0] != "envoy-b" {
+		t.Fatalf("the leader's rollout of generation 3, once this replica saw it: %+v", st)
+	}
+}

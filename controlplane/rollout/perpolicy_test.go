@@ -491,3 +491,26 @@ func TestLegacyRecordIsReadPerPolicy(t *testing.T) {
 		t.Errorf("policy a's generations: %+v", g.Policies[0].PolicyRef)
 	}
 }
+
+// While Envoys reconnect (every one does after lbplane restarts) the fleet looks smaller than the stage was
+// counted on: the canaries still at the head of the order stay canaries, none flips back to the baseline.
+func TestCanariesStayWhileTheFleetReconnects(t *testing.T) {
+	f := newFleet(t, "n1", "n2", "n3")
+	f.push("a", 80, nil)
+	f.push("a", 81, nil)
+	f.order("n1", "n2", "n3")
+	if st := f.status("a"); !slices.Equal(st.Canaries, []string{"n1", "n2"}) {
+		t.Fatalf("stage 1 of three Envoys: canaries %v, want [n1 n2]", st.Canaries)
+	}
+	all := f.proxies
+	f.proxies = []xdsserver.ProxyStatus{all[1]} // n2 is back first; n1 and n3 are still reconnecting
+	f.c.step(time.Now())
+	if st := f.status("a"); !slices.Equal(st.Canaries, []string{"n1", "n2"}) {
+		t.Errorf("with n1 and n3 reconnecting: canaries %v, want [n1 n2] kept", st.Canaries)
+	}
+	f.proxies = all
+	f.c.step(time.Now())
+	if st := f.status("a"); !slices.Equal(st.Canaries, []string{"n1", "n2"}) {
+		t.Errorf("every Envoy back: canaries %v, want [n1 n2]", st.Canaries)
+	}
+}

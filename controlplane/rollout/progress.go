@@ -26,6 +26,7 @@ func (c *Controller) step(now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.retryHeld(now)
 	for _, name := range slices.Sorted(maps.Keys(c.byGroup)) {
 		g := c.byGroup[name]
 		store := !g.localSince.IsZero() // decided while this replica followed, and never stored by the leader then

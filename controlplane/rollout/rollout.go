@@ -76,8 +76,7 @@ type Controller struct {
 	Leader func() bool
 	// LeaderWrites: only the leader stores rollouts (Kubernetes mode, where every replica sees each spec
 	// change at once). A follower serves its own decision on a change (the change is staged, with no
-	// canary yet: the leader chooses them) until the leader's stored state covers it, or for at most
-	// LocalHold.
+	// canary yet: the leader chooses them) until the leader's stored state covers it.
 	LeaderWrites bool
 	// MinCanaryAge is how long an Envoy must have been connected, acknowledging its config, before it is
 	// chosen as a canary (DefaultMinCanaryAge when 0; negative: no minimum).
@@ -85,6 +84,9 @@ type Controller struct {
 
 	mu      sync.Mutex
 	byGroup map[string]*group
+	// held are the staged changes the sources already hold whose rollouts could not start (Stage): every
+	// Envoy is kept from them until they start.
+	held map[translate.Key]*held
 	// later: the splits set are published with the engine's next publish (Unstage); c.mu is held.
 	later bool
 }
@@ -154,6 +156,9 @@ type group struct {
 	// missing is when each canary was last seen gone (not stored: a restart gives every canary the grace
 	// again).
 	missing map[string]time.Time
+	// local are the candidate generations this follower decided to stage itself, by policy, until the
+	// leader's stored state covers them (not stored).
+	local map[translate.Key]int64
 }
 
 func (g *group) find(k translate.Key) *policy {
@@ -289,8 +294,9 @@ func (c *Controller) reload(start bool) error {
 		}
 	}
 	for name, old := range prev {
-		if !old.localSince.IsZero() && time.Since(old.localSince) < LocalHold && !covers(c.byGroup[name], old) {
-			// The leader has not stored this change's rollout yet: keep serving this replica's decision.
+		if !old.localSince.IsZero() && !covers(c.byGroup[name], old) {
+			// The leader has not stored this change's rollout yet: keep serving this replica's decision, for
+			// as long as it takes (the leader holds a change it cannot stage; it never serves it unstaged).
 			c.byGroup[name] = old
 			if err := c.split(old); err != nil {
 				return err
@@ -298,24 +304,28 @@ func (c *Controller) reload(start bool) error {
 			continue
 		}
 		if _, ok := c.byGroup[name]; !ok {
-			c.Engine.SetSplit(name, nil)
+			c.setSplit(name, nil)
+		}
+	}
+	// A held change whose rollout the store has (the leader started it) is served as the store says.
+	for k, h := range c.held {
+		if p, _ := c.find(k); p != nil && p.CandidateGeneration >= h.ch.Generation {
+			delete(c.held, k)
+			c.resplit(h.ch.Group)
 		}
 	}
 	return nil
 }
 
-// LocalHold bounds how long a follower serves a rollout the leader has not stored (LeaderWrites): a leader
-// that decided otherwise (it could not stage the change) is followed after it.
-const LocalHold = 15 * time.Second
-
-// covers tells whether stored has every policy of local at its candidate generation or later.
+// covers tells whether stored has every policy this follower decided itself (local.local) at its
+// candidate generation or later.
 func covers(stored, local *group) bool {
-	if stored == nil {
-		return false
-	}
-	for _, lp := range local.Policies {
-		sp := stored.find(lp.key())
-		if sp == nil || sp.CandidateGeneration < lp.CandidateGeneration {
+	for k, gen := range local.local {
+		var sp *policy
+		if stored != nil {
+			sp = stored.find(k)
+		}
+		if sp == nil || sp.CandidateGeneration < gen {
 			return false
 		}
 	}
@@ -353,6 +363,11 @@ func kindOf(r *v1alpha1.Rollout) string {
 func (c *Controller) Check(changes []Change) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.check(changes)
+}
+
+// check is Check with c.mu held.
+func (c *Controller) check(changes []Change) error {
 	for _, ch := range changes {
 		p, _ := c.find(ch.Key)
 		if p == nil || !p.underWay() || p.Kind == kindOf(ch.Rollout) {
@@ -383,10 +398,15 @@ func (c *Controller) Begin(changes []Change) (undo func(), err error) {
 		c.byGroup = map[string]*group{}
 	}
 	var before map[string][]byte
+	var kept map[string]*group
 	err = c.retry(func() error {
-		before = c.snapshot()
+		before, kept = c.snapshot(), c.keep()
 		return c.begin(changes, time.Now())
 	})
+	if err != nil {
+		// Nothing was started: the push is refused.
+		c.putBack(kept)
+	}
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -412,7 +432,7 @@ func (c *Controller) restore(snap map[string][]byte) error {
 	for name := range now {
 		if _, ok := snap[name]; !ok {
 			delete(c.byGroup, name)
-			c.Engine.SetSplit(name, nil)
+			c.setSplit(name, nil)
 			if c.Persist != nil {
 				if err := c.Persist.PutRollout(name, nil); err != nil {
 					return err
@@ -457,14 +477,21 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 		var started []*policy
 		for _, ch := range byGroup[name] {
 			p := g.find(ch.Key)
+			if p != nil && c.follower() && p.Phase != "" && p.CandidateGeneration >= ch.Generation {
+				// The leader stored this generation's rollout before this replica saw it: it stands.
+				continue
+			}
 			if p == nil {
 				p = &policy{PolicyRef: PolicyRef{Namespace: ch.Key.Namespace, Name: ch.Key.Name}}
 				g.Policies = append(g.Policies, p)
 			}
 			superseded := p.Phase != "" && p.Phase != v1alpha1.RolloutSucceeded
-			if !superseded {
-				// The last generation every Envoy ran; a superseded rollout keeps the baseline it had.
-				p.Baseline = ch.Old
+			p.Baseline = baselineOf(p, ch.Old)
+			if c.follower() {
+				if g.local == nil {
+					g.local = map[translate.Key]int64{}
+				}
+				g.local[ch.Key] = ch.Generation
 			}
 			p.CandidateGeneration, p.Candidate = ch.Generation, ch.New
 			p.Settings, p.Kind = *v1alpha1.RolloutDefaulted(ch.Rollout), kindOf(ch.Rollout)
@@ -499,6 +526,9 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 				}
 			}
 		}
+		if len(started) == 0 {
+			continue
+		}
 		for _, p := range started {
 			c.log().Info("rollout started", "group", name, "policy", p.key().String(), "generation", p.CandidateGeneration, "canaries", p.Canaries,
 				"eligible", eligible, "message", p.Message)
@@ -518,6 +548,7 @@ func (c *Controller) Unstage(keys []translate.Key) error {
 	defer c.mu.Unlock()
 	c.later = true
 	defer func() { c.later = false }()
+	c.unhold(keys)
 	return c.retry(func() error {
 		for _, k := range keys {
 			if err := c.dropElsewhere(k, ""); err != nil {
@@ -539,6 +570,7 @@ func (c *Controller) dropElsewhere(k translate.Key, keep string) error {
 			continue
 		}
 		g.Policies = slices.Delete(g.Policies, i, i+1)
+		delete(g.local, k)
 		if err := c.apply(g); err != nil {
 			return err
 		}
@@ -572,7 +604,7 @@ func (c *Controller) apply(g *group) error {
 		}
 		return c.split(g)
 	}
-	g.localSince = time.Time{}
+	g.localSince, g.local = time.Time{}, nil
 	if c.Persist != nil {
 		v, err := json.Marshal(g)
 		if err != nil {
@@ -624,8 +656,10 @@ func (c *Controller) split(g *group) error {
 	return nil
 }
 
-// setSplit hands group's split to the engine, now or with its next publish (later); c.mu is held.
+// setSplit hands group's split, with its held changes (withHeld), to the engine, now or with its next
+// publish (later); c.mu is held.
 func (c *Controller) setSplit(group string, sp *engine.Split) {
+	sp = c.withHeld(group, sp)
 	if c.later {
 		c.Engine.SetSplitLater(group, sp)
 		return
@@ -656,9 +690,22 @@ func (c *Controller) Status(k translate.Key) *v1alpha1.RolloutStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, _ := c.find(k)
+	h := c.held[k]
 	if p == nil {
+		if h != nil {
+			return c.heldStatus(h, nil, nil)
+		}
 		return nil
 	}
+	out := c.status(p)
+	if h != nil {
+		return c.heldStatus(h, p, out)
+	}
+	return out
+}
+
+// status is policy p's rollout status; c.mu is held.
+func (c *Controller) status(p *policy) *v1alpha1.RolloutStatus {
 	out := &v1alpha1.RolloutStatus{Phase: p.Phase, Stage: int32(p.Stage + 1), Stages: int32(len(p.Settings.Stages)),
 		CandidateGeneration: p.CandidateGeneration, Canaries: slices.Clone(p.Canaries), Flagged: slices.Clone(p.Flagged), Message: p.Message}
 	if p.Baseline != nil {
@@ -716,6 +763,11 @@ func (c *Controller) Keys() []translate.Key {
 	for _, g := range c.byGroup {
 		for _, p := range g.Policies {
 			out = append(out, p.key())
+		}
+	}
+	for k := range c.held {
+		if p, _ := c.find(k); p == nil {
+			out = append(out, k)
 		}
 	}
 	return out

@@ -4,9 +4,13 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
@@ -14,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // TestExpectationReadsThePublishedCluster: the expected shares of examples/backup-endpoints.yaml's backend,
@@ -27,7 +32,7 @@ func TestExpectationReadsThePublishedCluster(t *testing.T) {
 	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	eng.Reach = reach.Loopback // the example's backends are on loopback, as the demo allows
 	eng.Set(engine.SourceStore, manifest.Policies(docs))
-	x := newExpectation(eng)
+	x := newExpectation(eng, nil)
 	group, cluster := v1alpha1.DefaultProxyGroup, "default/backup/app"
 	got := x.expect(group, cluster, nil)
 	if len(got) != 3 || got["127.0.0.1:18081"].Share != 0.5 || got["127.0.0.1:18083"].Share != 0 || !got["127.0.0.1:18083"].Backup || got["127.0.0.1:18083"].Priority != 1 {
@@ -63,7 +68,7 @@ func TestExpectationKeepsOnePerCluster(t *testing.T) {
 	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	eng.Reach = reach.Loopback
 	eng.Set(engine.SourceStore, policies)
-	x := newExpectation(eng)
+	x := newExpectation(eng, nil)
 	group, backup, demo := v1alpha1.DefaultProxyGroup, "default/backup/app", "default/demo/app"
 	same := func(a, b map[string]proxystats.Expected) bool {
 		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
@@ -90,5 +95,59 @@ func TestExpectationKeepsOnePerCluster(t *testing.T) {
 	}
 	if x.expect(group, backup, nil) != nil {
 		t.Error("a cluster no longer published got a prediction")
+	}
+}
+
+// TestExpectationFollowsTheEnvoysZones: examples/zone-aware.yaml's expected shares are for the zones of the
+// group's Envoys: with one Envoy in zone-a, zone-a's three endpoints a third each and no caveat; with one
+// more in zone-b (read again after censusEvery), the two Envoys' average, said in a caveat; with none, an
+// Envoy without a zone's half per zone, and a caveat saying so.
+func TestExpectationFollowsTheEnvoysZones(t *testing.T) {
+	docs, err := manifest.ReadPath("../../examples/zone-aware.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	eng.Reach = reach.Loopback
+	eng.Set(engine.SourceStore, manifest.Policies(docs))
+	var mu sync.Mutex
+	var fleet []xdsserver.ProxyStatus
+	x := newExpectation(eng, func() []xdsserver.ProxyStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(fleet)
+	})
+	setFleet := func(ps ...xdsserver.ProxyStatus) {
+		mu.Lock()
+		fleet = ps
+		mu.Unlock()
+		x.mu.Lock()
+		x.zones.at = time.Time{} // as if censusEvery had passed
+		x.mu.Unlock()
+	}
+	group, cluster := v1alpha1.DefaultProxyGroup, "default/zone-aware/app"
+	zoneA := func(got map[string]proxystats.Expected) float64 {
+		s := 0.0
+		for _, e := range got {
+			if e.Zone == "zone-a" {
+				s += e.Share
+			}
+		}
+		return s
+	}
+	setFleet(xdsserver.ProxyStatus{NodeID: "a1", Group: group, Zone: "zone-a"}, xdsserver.ProxyStatus{NodeID: "other", Group: "edge", Zone: "zone-b"})
+	got := x.expect(group, cluster, nil)
+	if a := zoneA(got); math.Abs(a-1) > 1e-9 || math.Abs(got["127.0.0.1:18081"].Share-1.0/3) > 1e-9 || len(got["127.0.0.1:18081"].Caveats) != 0 {
+		t.Errorf("one Envoy in zone-a: zone-a %.3f, %+v", a, got)
+	}
+	setFleet(xdsserver.ProxyStatus{NodeID: "a1", Group: group, Zone: "zone-a"}, xdsserver.ProxyStatus{NodeID: "b1", Group: group, Zone: "zone-b"})
+	got = x.expect(group, cluster, nil)
+	if a := zoneA(got); math.Abs(a-0.5) > 1e-9 || len(got["127.0.0.1:18081"].Caveats) != 1 || !strings.Contains(got["127.0.0.1:18081"].Caveats[0], "average of Envoys in zone-a (1) and zone-b (1)") {
+		t.Errorf("Envoys in zone-a and zone-b: zone-a %.3f, %+v", a, got)
+	}
+	setFleet()
+	got = x.expect(group, cluster, nil)
+	if a := zoneA(got); math.Abs(a-0.5) > 1e-9 || len(got["127.0.0.1:18081"].Caveats) != 1 || !strings.Contains(got["127.0.0.1:18081"].Caveats[0], "an Envoy without a zone") {
+		t.Errorf("no Envoy: zone-a %.3f, %+v", a, got)
 	}
 }

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -23,7 +24,7 @@ import (
 // reports again.
 func TestFleetProxiesOthersBehindTheTargetAreStale(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), Prefix: "/fleet/", Passive: true, Timeout: 5 * time.Second}, "here")
+	st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), CACert: c.TLS().CA, Cert: c.TLS().Cert, Key: c.TLS().Key, SecretKey: bytes.Repeat([]byte{7}, 32), Prefix: "/fleet/", Passive: true, Timeout: 5 * time.Second}, "here")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
+	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -102,7 +103,9 @@ func tokensFromSecret(ctx context.Context, cfg *Config) error {
 
 // policyCounts lists every policy's conditions, Programmed included (from what the connected Envoys
 // acknowledged), for lbplane_policies and lbplane_policy_condition: the same conditions status shows.
-func policyCounts(eng *engine.Engine, tracker *xdsserver.Tracker) func() []metrics.PolicyConditions {
+// ro, when set, runs the staged rollouts: a policy's rollout puts RolledBack on it, and turns Programmed
+// False while it runs and once it rolled back, as in its status.
+func policyCounts(eng *engine.Engine, tracker *xdsserver.Tracker, ro *rollout.Controller) func() []metrics.PolicyConditions {
 	return func() []metrics.PolicyConditions {
 		res, _ := eng.Result()
 		if res == nil {
@@ -113,7 +116,40 @@ func policyCounts(eng *engine.Engine, tracker *xdsserver.Tracker) func() []metri
 		var out []metrics.PolicyConditions
 		for k, p := range res.Policies.All() {
 			st := policystatus.Compute(p, proxies, nil, now)
-			out = append(out, metrics.PolicyConditions{Policy: k, Conditions: st.Conditions})
+			if ro != nil {
+				policystatus.WithRollout(&st, ro.Status(k), now)
+			}
+			out = append(out, metrics.PolicyConditions{Policy: k, Conditions: st.Conditions, Rollout: st.Rollout})
+		}
+		return out
+	}
+}
+
+// proxySync lists this replica's Envoys and their sync state, for lbplane_proxy_sync.
+func proxySync(tracker *xdsserver.Tracker) func() []metrics.ProxySync {
+	return func() []metrics.ProxySync {
+		proxies := tracker.Proxies()
+		out := make([]metrics.ProxySync, len(proxies))
+		for i, p := range proxies {
+			out[i] = metrics.ProxySync{Node: p.NodeID, Group: p.Group, State: p.State}
+		}
+		return out
+	}
+}
+
+// clusterInfo lists the clusters of every proxy group as published, with the policy and backend each was
+// built from (ir.Source), for lbplane_cluster_info.
+func clusterInfo(eng *engine.Engine) func() []metrics.ClusterInfo {
+	return func() []metrics.ClusterInfo {
+		res, _ := eng.Result()
+		if res == nil {
+			return nil
+		}
+		var out []metrics.ClusterInfo
+		for _, g := range res.IR.Groups {
+			for _, c := range g.Clusters {
+				out = append(out, metrics.ClusterInfo{Cluster: c.Name, Namespace: c.Source.Namespace, Name: c.Source.Name, Backend: c.Source.Backend})
+			}
 		}
 		return out
 	}

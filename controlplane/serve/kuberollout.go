@@ -71,7 +71,10 @@ func kubeMode(p *v1alpha1.LoadBalancerPolicy, def string) string {
 
 // PolicyChanges stages the changes that ask for it (spec.rollout, or --rollout-default staged) unless the
 // change is marked immediate for its generation (lbctl rollout undo); the others, and deletions, leave their
-// rollouts. Every replica decides the same from the same change; the leader stores it.
+// rollouts. Every replica decides the same from the same change; the leader stores it. A staged change whose
+// rollout cannot start now (its ConfigMap could not be written, or another kind of rollout of the policy is
+// under way) is held: no Envoy gets it until it starts (rollout.Controller.Stage); it never reaches every
+// Envoy at once.
 func (k *kubeRollouts) PolicyChanges(changes []kubesource.PolicyChange) {
 	var staged []rollout.Change
 	var unstaged []translate.Key
@@ -88,24 +91,14 @@ func (k *kubeRollouts) PolicyChanges(changes []kubesource.PolicyChange) {
 		}
 		staged = append(staged, rollout.Change{Key: key, Group: groupOf(p), Old: recordOf(ch.Old), New: recordOf(p), Generation: p.Generation, Rollout: p.Spec.Rollout})
 	}
-	if len(staged) > 0 {
-		if err := k.ro.Check(staged); err != nil {
-			k.log.Warn("these changes reach every Envoy at once: they cannot be staged now", "reason", err.Error())
-			for _, ch := range staged {
-				unstaged = append(unstaged, ch.Key)
-			}
-			staged = nil
-		}
-	}
 	if len(unstaged) > 0 {
 		if err := k.ro.Unstage(unstaged); err != nil {
 			k.log.Error("ending rollouts", "error", err)
 		}
 	}
 	if len(staged) > 0 {
-		if _, err := k.ro.Begin(staged); err != nil {
-			k.log.Error("starting a rollout", "error", err)
-		}
+		// Held on failure, and logged there.
+		_ = k.ro.Stage(staged)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -170,7 +171,7 @@ func proxiesReport(ps []xdsserver.ProxyStatus, max int) ([]byte, int) {
 	out := append(make([]byte, 0, min(max, 256*len(ps)+2)), '[')
 	for i, p := range ps {
 		slim := xdsserver.ProxyStatus{NodeID: p.NodeID, Group: p.Group, API: p.API, ConnectedAt: p.ConnectedAt, State: p.State,
-			Version: p.Version, Current: p.Current, Address: p.Address, StatsPort: p.StatsPort, Authenticated: p.Authenticated}
+			Version: p.Version, Current: p.Current, Address: p.Address, StatsPort: p.StatsPort, Zone: p.Zone, Authenticated: p.Authenticated}
 		for _, t := range p.Types {
 			if t.Nacked {
 				slim.Types = append(slim.Types, t)
@@ -222,7 +223,7 @@ func (f *fleetProxies) all() []xdsserver.ProxyStatus {
 	for _, p := range f.others {
 		if k := (id{p.NodeID, p.Group}); !here[k] {
 			here[k] = true
-			if p.State == xdsserver.Synced && p.Current != f.tracker.TargetVersion(p.Group, p.NodeID) {
+			if p.State == xdsserver.Synced && p.Current != f.tracker.TargetVersion(xdscache.KeyFor(p.Group, p.Client), p.NodeID) {
 				p.State, p.Message = xdsserver.Stale, "its replica has not yet reported it runs the current config"
 			}
 			out = append(out, p)

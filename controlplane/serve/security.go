@@ -101,6 +101,11 @@ func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, is
 			cfg.Log.Info("created lbplane's CA", "certificate", filepath.Join(dir, pki.CACertFile))
 		}
 	}
+	if cfg.ownKeys != nil {
+		// Every key the CA issues is recorded before it is handed out, and none of its keys is ever served.
+		ca.Keys = cfg.ownKeys
+		cfg.ownKeys.TrustCA(ca)
+	}
 	names := []string{"localhost", "127.0.0.1", "::1"}
 	if host != "" && !net.ParseIP(host).IsUnspecified() {
 		names = append(names, host)

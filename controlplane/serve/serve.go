@@ -30,6 +30,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
 	"github.com/lbplane/lbplane/controlplane/healthhistory"
+	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -39,6 +40,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/store"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 	"github.com/lbplane/lbplane/internal/memlimit"
@@ -59,7 +61,8 @@ type Config struct {
 	// the change; the reply names those that had not (apiwire.ApplyResult.Lagging). 0 answers at once.
 	PushWait time.Duration
 	Log      *slog.Logger
-	// APIRateLimit is calls per second per client address on the push API; 0 disables the limit.
+	// APIRateLimit is calls per second per token on the push API, and per client address for requests
+	// without a good token; 0 disables the limit.
 	APIRateLimit float64
 	// XDSTLS, when set, requires mTLS on xDS with these files (bring your own CA) instead of lbplane's own CA.
 	XDSTLS *xdsserver.TLSFiles
@@ -91,10 +94,20 @@ type Config struct {
 	// IP addresses every namespace's endpoints may use.
 	AddressBackendsNamespaces []string
 	AddressBackendsCIDRs      []string
+	// DNSResolvers (host:port) resolve backends' host names instead of resolv.conf's servers; lbplane
+	// reads its hosts file first.
+	DNSResolvers []string
+	// AllowEnvoyDNS lets backends have each Envoy resolve their host names (dns.resolver: Envoy), unchecked.
+	AllowEnvoyDNS bool
+	// TenancyFile, when set, delegates listener ports and host names to namespaces (package tenancy).
+	TenancyFile string
 	// LeaderElectionNamespace, with Kubernetes, elects one replica to write status.
 	LeaderElectionNamespace string
 	// MetricsAddress serves Prometheus metrics on /metrics; empty turns them off.
 	MetricsAddress string
+	// MetricsMaxProxies bounds lbplane_proxy_sync: at most this many Envoys get a series each
+	// (metrics.DefaultMaxProxySeries when 0).
+	MetricsMaxProxies int
 	// ProxyStatsInterval is how often each Envoy's stats port is read for backend health and load; 0 turns
 	// reading off.
 	ProxyStatsInterval time.Duration
@@ -106,6 +119,9 @@ type Config struct {
 	ProxyStatsFullShare float64
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (no per-backend latency).
 	NoRouterDynamicStats bool
+	// AccessLog is what Envoy's listeners log when their policy sets no spec.listener.accessLog:
+	// AccessLogJSON (or empty), AccessLogText or AccessLogOff.
+	AccessLog string
 	// LoadStatusInterval, with Kubernetes, spaces out status writes of requests, errors and latency.
 	LoadStatusInterval time.Duration
 	// RolloutDefault is how a push that names no mode, of a policy without spec.rollout, reaches the
@@ -142,6 +158,9 @@ type Config struct {
 	EnvoyCertSecrets map[string]string
 	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
 	EnvoyCertCheckInterval time.Duration
+	// EnvoyService, with Kubernetes, is the Service of Namespace in front of proxy group EnvoyServiceGroup's
+	// Envoys, whose ports lbplane keeps in step with the group's listener ports.
+	EnvoyService, EnvoyServiceGroup string
 
 	// RevocationsConfigMap, with Kubernetes, keeps the revoked Envoy identities (lbctl revoke) in this
 	// ConfigMap of Namespace, which every replica reads every RevocationsInterval, instead of the local store.
@@ -165,6 +184,10 @@ type Config struct {
 	ReplicaID string
 	// sharedCA is the CA every replica shares (from etcd), used instead of <data-dir>/pki.
 	sharedCA *pki.CA
+	// etcdInsecure says what is insecure about the etcd accepted under --insecure-etcd.
+	etcdInsecure []string
+	// ownKeys recognises lbplane's own keys and the keys its CA issued: never served (ownkeys.go).
+	ownKeys *pki.OwnKeys
 
 	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics address, only with the admin token
 	// (Authorization: Bearer), on loopback too.
@@ -368,6 +391,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.absPaths(); err != nil {
 		return err
 	}
+	// The first start makes the data directory (and its parents) for the files below, whatever the store.
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
 	if err := removePorts(cfg.DataDir); err != nil {
 		return err
 	}
@@ -387,6 +414,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("push API token: %w", err)
 	}
 
+	if cfg.ownKeys, err = openOwnKeys(&cfg); err != nil {
+		return err
+	}
 	cache := xdscache.New()
 	cache.StepTimeout = cfg.SettleTimeout
 	tracker := xdsserver.NewTracker(cache, cfg.Log)
@@ -428,8 +458,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	tracker.Metrics = m
 	setStoreMetrics(st, m)
+	if shared != nil {
+		m.RefusedRecords(shared.RefusedCount)
+	}
 	eng := engine.New(cache, cfg.Log)
 	eng.Metrics = m
+	// A group's gRPC profile is built once a gRPC client of it connects.
+	cache.OnGRPCClient = eng.ServeGRPC
 	// A NACK's resources are put on policies by the sources of the IR being served.
 	tracker.Owners = func(group, typeURL string, resources []string, msg string) []apiwire.PolicyRef {
 		res, _ := eng.Result()
@@ -438,15 +473,33 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return policystatus.Owners(res.IR, group, typeURL, resources, msg)
 	}
-	m.Policies(policyCounts(eng, tracker))
+	m.ProxiesSync(proxySync(tracker), cfg.MetricsMaxProxies)
+	m.Clusters(clusterInfo(eng))
 	m.KnownTypes(xdsserver.ShortTypes(xdscache.Types)...)
+	if cfg.EnvoyService != "" && cfg.Kubernetes == nil {
+		return errors.New("--envoy-service needs --kubernetes")
+	}
 	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
+	if eng.AccessLog, err = accessLog(cfg.AccessLog); err != nil {
+		return err
+	}
 	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
 	rules, err := reachRules(&cfg)
 	if err != nil {
 		return err
 	}
 	eng.Reach = rules
+	if cfg.TenancyFile != "" {
+		if eng.Tenancy, err = tenancy.Load(cfg.TenancyFile); err != nil {
+			return err
+		}
+	}
+	cfg.Log.Info("host names and ports of namespaces", "rules", eng.Tenancy.Describe())
+	eng.Resolve = resolver(&cfg)
+	if rules.EnvoyDNS {
+		cfg.Log.Warn("backends may have each Envoy resolve their host names (dns.resolver: Envoy): lbplane does not check what those names resolve to, so a name that answers 127.0.0.1 or 169.254.169.254 reaches the Envoy's host or a metadata server",
+			"allow-envoy-dns", true)
+	}
 	if len(rules.Allow) > 0 {
 		cfg.Log.Warn("backend addresses in loopback, link-local or unspecified ranges are allowed: a policy can reach services on the Envoy's own host",
 			"allow-backend-cidrs", strings.Join(cfg.AllowBackendCIDRs, ","))
@@ -460,6 +513,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--files-root: %w", err)
 		}
 		defer roots.Close()
+		roots.RefuseContent(cfg.ownKeys.Refuses)
 		eng.ReadFile = roots.ReadFile
 		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
 	}
@@ -499,7 +553,7 @@ func Run(ctx context.Context, cfg Config) error {
 			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
 			// Expected shares come from the traffic model of what was published, when status is read. The
 			// summaries are kept until the next read or publication.
-			Expect:    newExpectation(eng).expect,
+			Expect:    newExpectation(eng, proxies).expect,
 			ExpectKey: func() any { r, _ := eng.Result(); return r },
 			// Reading stats holds Envoy's main thread, which also applies config: everything is read only as
 			// often as keeps it within a share of that thread, the busy clusters in between, and no read starts
@@ -536,11 +590,25 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := api.Load(); err != nil {
 		return fmt.Errorf("loading the store: %w", err)
 	}
+	if cfg.Kubernetes == nil {
+		// Before xDS is served: an endpoint under maintenance never reaches an Envoy after a restart.
+		if err := api.LoadOverrides(); err != nil {
+			return fmt.Errorf("loading the endpoint overrides: %w", err)
+		}
+	}
 	var kube *kubesource.Source
 	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
 		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
-		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m}
+		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
+			OwnKeys: cfg.ownKeys.Refuses}
+		if cfg.EnvoyService != "" {
+			ns, err := cfg.namespace()
+			if err != nil {
+				return fmt.Errorf("--envoy-service: %w", err)
+			}
+			kube.EnvoyService = kubesource.EnvoyService{Namespace: ns, Name: cfg.EnvoyService, Group: cfg.EnvoyServiceGroup}
+		}
 		if poller != nil {
 			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
 			// them all. So does every other replica: the dashboard and the push API of any replica then show
@@ -574,6 +642,8 @@ func Run(ctx context.Context, cfg Config) error {
 			return g.Wait()
 		}
 	}
+	// The conditions as status has them, the rollout's included (its controller is made by now).
+	m.Policies(policyCounts(eng, tracker, ro))
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
@@ -624,6 +694,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if history != nil {
 		dash.History = api.PolicyHistory
 	}
+	if cfg.Kubernetes == nil {
+		dash.EndpointState = api.EndpointStateHandler() // overrides are kept by the store (pushapi/overrides.go)
+	}
 	apiMux := http.NewServeMux()
 	apiMux.Handle(dashboard.Prefix, dash.Handler())
 	apiMux.Handle("/", changing.count(api.Handler()))
@@ -632,6 +705,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if metricsLis != nil {
 		ports.Metrics = metricsLis.Addr().String()
 	}
+	// No backend may name these ports on a host address; set before xDS is served.
+	own := ownPorts(ports)
+	eng.SetHost(hostView(tracker.Proxies(), own))
 	cfg.Log.Info("serving", "xds", ports.XDS, "api", ports.API)
 	if err := writePorts(cfg.DataDir, ports); err != nil {
 		for _, l := range append(listeners, xdsLis) {
@@ -669,12 +745,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
+	g.Go(func() error { eng.RunDNS(ctx, 100*time.Millisecond); return nil })
+	// This replica's own Envoys: reading every replica's from the store each second would cost more than
+	// the hop limit leaves to gain.
+	g.Go(func() error { followHost(ctx, eng, tracker.Proxies, own); return nil })
 	if shared != nil {
 		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard, ro, &changing); return nil })
 		g.Go(func() error { fleet.publish(ctx); return nil })
 		if ro != nil {
 			g.Go(func() error { followRollouts(ctx, &cfg, shared, ro); return nil })
 		}
+		g.Go(func() error { followOverrides(ctx, &cfg, shared, api); return nil })
 	}
 	var groupCerts *kubepki.GroupCerts
 	if len(cfg.EnvoyCertSecrets) > 0 {
@@ -717,9 +798,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 // reachRules turns the backend address flags into the rules translation applies.
 func reachRules(cfg *Config) (reach.Rules, error) {
-	var r reach.Rules
+	r := reach.Rules{EnvoyDNS: cfg.AllowEnvoyDNS}
 	var err error
-	if r.Allow, err = reach.ParseCIDRs("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
+	if r.Allow, r.AllowPorts, err = reach.ParseAllow("--allow-backend-cidrs", cfg.AllowBackendCIDRs); err != nil {
 		return r, err
 	}
 	if cfg.Kubernetes == nil {
@@ -745,11 +826,17 @@ func settings(cfg *Config, rules reach.Rules) []string {
 	if rules.Kubernetes && len(rules.AddressNamespaces)+len(rules.AddressCIDRs) > 0 {
 		out = append(out, "backend addresses in Kubernetes mode: "+rules.Summary())
 	}
+	if rules.EnvoyDNS {
+		out = append(out, "--allow-envoy-dns: backends may have each Envoy resolve their host names, unchecked")
+	}
 	if cfg.XDSInsecure {
 		out = append(out, "--xds-insecure: xDS in plaintext, without authentication")
 	}
 	if cfg.AllowCrossNamespaceRefs {
 		out = append(out, "--allow-cross-namespace-refs: policies may name Services in any namespace")
+	}
+	if cfg.Etcd.Insecure && cfg.Store == StoreEtcd {
+		out = append(out, "--insecure-etcd: "+strings.Join(cfg.etcdInsecure, "; "))
 	}
 	return out
 }
@@ -770,4 +857,24 @@ func certificateExpiry(ca *pki.CA, serving *pki.ServingCert, groups *kubepki.Gro
 		}
 	}
 	return out
+}
+
+// Values of --access-log.
+const (
+	AccessLogJSON = "json"
+	AccessLogText = "text"
+	AccessLogOff  = "off"
+)
+
+// accessLog is the listeners' default access log for --access-log.
+func accessLog(flag string) (ir.AccessLog, error) {
+	switch flag {
+	case "", AccessLogJSON:
+		return ir.AccessLog{Format: ir.AccessLogJSON}, nil
+	case AccessLogText:
+		return ir.AccessLog{Format: ir.AccessLogText}, nil
+	case AccessLogOff:
+		return ir.AccessLog{Format: ir.AccessLogOff}, nil
+	}
+	return ir.AccessLog{}, fmt.Errorf("--access-log: want %s, %s or %s, got %q", AccessLogJSON, AccessLogText, AccessLogOff, flag)
 }

@@ -50,11 +50,12 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, *store.Etcd, erro
 		cfg.ReplicaID = defaultReplicaID()
 	}
 	ecfg := cfg.Etcd
-	ecfg.Log = cfg.Log
+	ecfg.Log, ecfg.SecretKey = cfg.Log, key
 	st, err := store.OpenEtcd(ecfg, cfg.ReplicaID)
 	if err != nil {
 		return nil, nil, err
 	}
+	cfg.etcdInsecure = st.Insecure()
 	cfg.Log.Info("policies are kept in etcd, shared with the other replicas", "endpoints", ecfg.Endpoints, "prefix", st.Prefix(), "replica", cfg.ReplicaID)
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -141,6 +142,9 @@ func storeStatus(cfg *Config, st *store.Etcd, versions func() map[string]string)
 		}
 		if t := st.StaleSince(); !t.IsZero() {
 			out.Stale, out.StaleSince = true, t
+		}
+		for _, r := range st.Refused() {
+			out.Refused = append(out.Refused, apiwire.RefusedRecord{Key: r.Key, ModRevision: r.ModRevision, Since: r.Since, Reason: r.Reason})
 		}
 		return out
 	}

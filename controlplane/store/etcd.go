@@ -41,6 +41,13 @@ type EtcdConfig struct {
 	Timeout, HealthInterval time.Duration
 	// Passive opens the store for a tool (lbplane store migrate): no election, no watch, no health checks.
 	Passive bool
+	// SecretKey is the 32-byte key of --etcd-secret-key-file: every record lbplane writes is authenticated
+	// with a key derived from it, and a record that is not is refused (etcd_auth.go).
+	SecretKey []byte
+	// Insecure accepts etcd that is reached in plaintext, or without a client certificate, or that answers
+	// clients who present none (--insecure-etcd): anyone who reaches it can then read and delete lbplane's
+	// records. Without it such an etcd is refused.
+	Insecure bool
 }
 
 // DefaultEtcdPrefix is where lbplane's keys live in etcd unless told otherwise.
@@ -76,17 +83,28 @@ type Etcd struct {
 	// revisions as this replica last read or wrote them (guarded by mu).
 	rolloutChanges chan struct{}
 	rolloutRevs    map[string]int64
+	// overrideChanges and overrideRevs are the same for the endpoint overrides (etcd_overrides.go).
+	overrideChanges chan struct{}
+	overrideRevs    map[string]int64
 	// feed is what the watch delivered of the policies' changes, for ChangesSince (guarded by mu).
 	feed       policyFeed
 	staleSince atomic.Pointer[time.Time]
 	leader     atomic.Bool
 	cancel     context.CancelFunc
 	done       sync.WaitGroup
+
+	// auth authenticates every record lbplane writes; refused are the records found that lbplane did not
+	// write; secretKey seals the CA and tokens.
+	auth      recordAuth
+	secretKey []byte
+	refused   refusals
+	// insecure says why this etcd was accepted only under --insecure-etcd (empty when it was not needed).
+	insecure []string
 }
 
 type cachedRecord struct {
 	modRev int64
-	rec    *Record
+	rec    *Record // nil: a record lbplane did not write, refused
 }
 
 // policyFeed is the policy changes the watch delivered: every change after revision from is in events,
@@ -121,7 +139,15 @@ func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
 	if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") {
 		return nil, fmt.Errorf("--etcd-prefix %q: must start and end with a slash", prefix)
 	}
+	auth, err := newRecordAuth(cfg.SecretKey)
+	if err != nil {
+		return nil, err
+	}
 	tlsConfig, err := etcdTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	insecure, err := checkEtcdSecurity(cfg, tlsConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -141,15 +167,35 @@ func OpenEtcd(cfg EtcdConfig, id string) (*Etcd, error) {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	s := &Etcd{Client: client, prefix: prefix, log: log, timeout: timeout, cache: map[string]cachedRecord{},
-		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1), rolloutChanges: make(chan struct{}, 1),
-		feed: policyFeed{from: math.MaxInt64}}
+		changes: make(chan struct{}, 1), revocations: make(chan struct{}, 1), rolloutChanges: make(chan struct{}, 1), overrideChanges: make(chan struct{}, 1),
+		feed: policyFeed{from: math.MaxInt64}, auth: auth, secretKey: cfg.SecretKey, refused: refusals{log: log}, insecure: insecure}
 	// The first read must succeed: a replica that never saw the store has no last good state to serve.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	_, err = client.Get(ctx, prefix+etcdVersion)
+	version, err := client.Get(ctx, prefix+etcdVersion)
 	cancel()
 	if err != nil {
 		client.Close()
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	// Policies written before lbplane authenticated its records would all be refused, and the replica would
+	// serve its Envoys nothing: it does not start on them. The version key tells, as every write rewrites it.
+	if len(version.Kvs) > 0 && !cfg.Passive {
+		if _, err := auth.open(prefix+etcdVersion, version.Kvs[0].Value); err != nil {
+			client.Close()
+			return nil, fmt.Errorf("etcd's %s%s was not written by lbplane with this --etcd-secret-key-file (an lbplane that did not authenticate "+
+				"its records wrote the prefix last, or another client did): every record there would be refused. Stop every replica, "+
+				"check and authenticate the records with lbplane store authenticate --dry-run, then without it (docs/ha.md), and start again",
+				prefix, etcdVersion)
+		}
+	}
+	if cfg.Insecure {
+		for _, why := range insecure {
+			log.Warn("INSECURE (--insecure-etcd): " + why + "; anyone who reaches etcd can read lbplane's policies and delete them (records they write are refused)")
+		}
+	} else if ep, open := openToAnyone(cfg.Endpoints, tlsConfig, prefix, min(timeout, 2*time.Second)); open {
+		client.Close()
+		return nil, fmt.Errorf("etcd %s answers clients that present no certificate: anyone who reaches it can read and delete lbplane's records; "+
+			"start etcd with --client-cert-auth and --trusted-ca-file (or enable its authentication), or accept this with --insecure-etcd", ep)
 	}
 	ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Passive {
@@ -193,6 +239,9 @@ func etcdTLS(cfg EtcdConfig) (*tls.Config, error) {
 	}
 	return c, nil
 }
+
+// Insecure says why this etcd was accepted only under --insecure-etcd (nil when it was accepted without).
+func (s *Etcd) Insecure() []string { return slices.Clone(s.insecure) }
 
 // Close stops watching and campaigning (resigning leadership) and closes the client.
 func (s *Etcd) Close() error {
@@ -260,13 +309,14 @@ func (s *Etcd) List() (out []*Record, rev int64, err error) {
 	}
 	fresh := map[string]cachedRecord{}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		r := &Record{}
-		if err := json.Unmarshal(kv.Value, r); err != nil {
-			return nil, 0, fmt.Errorf("record %s: %w", kv.Key, err)
+		r, err := s.decodePolicy(string(kv.Key), kv.Value)
+		if err != nil && !errors.Is(err, errNotLbplanes) {
+			return nil, 0, err
 		}
 		fresh[string(kv.Key)] = cachedRecord{modRev: kv.ModRevision, rec: r}
 	}
 	cache := make(map[string]cachedRecord, len(s.cache))
+	refused := map[string]RefusedRecord{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		k := string(kv.Key)
 		c, ok := fresh[k]
@@ -278,8 +328,13 @@ func (s *Etcd) List() (out []*Record, rev int64, err error) {
 			}
 		}
 		cache[k] = c
+		if c.rec == nil {
+			refused[k] = RefusedRecord{Key: k, ModRevision: c.modRev, Reason: errNotLbplanes.Error()}
+			continue
+		}
 		out = append(out, c.rec)
 	}
+	s.refused.replace(func(k string) bool { return strings.HasPrefix(k, pol) }, refused)
 	s.cache, s.cacheRev = cache, resp.Header.Revision
 	s.feed.listedRev, s.feed.listedAt = rev, resp.Header.Revision
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
@@ -339,14 +394,22 @@ func (s *Etcd) feedEvents(evs []*clientv3.Event) bool {
 	for _, ev := range evs {
 		e := policyEvent{rev: ev.Kv.ModRevision, key: strings.TrimPrefix(string(ev.Kv.Key), pol)}
 		if ev.Type == clientv3.EventTypePut {
-			r := &Record{}
-			if err := json.Unmarshal(ev.Kv.Value, r); err != nil {
+			r, err := s.decodePolicy(string(ev.Kv.Key), ev.Kv.Value)
+			switch {
+			case errors.Is(err, errNotLbplanes):
+				// Refused: to this replica the policy is gone, as it is to one that lists the store.
+				s.refused.refuse(string(ev.Kv.Key), ev.Kv.ModRevision, err)
+			case err != nil:
 				// The reader lists the store and reports the record there.
 				s.log.Error("a stored policy does not decode", "key", e.key, "error", err)
 				s.restartFeed(ev.Kv.ModRevision)
 				continue
+			default:
+				s.refused.forget(string(ev.Kv.Key))
 			}
 			e.rec = r
+		} else {
+			s.refused.forget(string(ev.Kv.Key))
 		}
 		if len(s.feed.events) >= maxFeedEvents {
 			s.restartFeed(s.feed.events[len(s.feed.events)-1].rev)
@@ -354,6 +417,23 @@ func (s *Etcd) feedEvents(evs []*clientv3.Event) bool {
 		s.feed.events = append(s.feed.events, e)
 	}
 	return len(evs) > 0
+}
+
+// decodePolicy decodes the policy record stored at etcd key at: errNotLbplanes when lbplane did not write
+// it there.
+func (s *Etcd) decodePolicy(at string, stored []byte) (*Record, error) {
+	v, err := s.auth.open(at, stored)
+	if err != nil {
+		return nil, err
+	}
+	r := &Record{}
+	if err := json.Unmarshal(v, r); err != nil {
+		return nil, fmt.Errorf("record %s: %w", at, err)
+	}
+	if s.prefix+etcdPolicies+r.Key() != at {
+		return nil, fmt.Errorf("record %s: holds policy %s", at, r.Key())
+	}
+	return r, nil
 }
 
 // Apply writes puts and deletes in one etcd transaction, all or nothing, if the policies are still at
@@ -370,7 +450,8 @@ func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, e
 		if err != nil {
 			return 0, err
 		}
-		ops = append(ops, clientv3.OpPut(s.prefix+etcdPolicies+r.Key(), string(v)))
+		at := s.prefix + etcdPolicies + r.Key()
+		ops = append(ops, clientv3.OpPut(at, s.auth.seal(at, v)))
 	}
 	for _, k := range deletes {
 		ops = append(ops, clientv3.OpDelete(s.prefix+etcdPolicies+k))
@@ -379,7 +460,7 @@ func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, e
 		// Nothing to write: no transaction, so the other replicas plan on the same revision.
 		return base, nil
 	}
-	ops = append(ops, clientv3.OpPut(s.prefix+etcdVersion, ""))
+	ops = append(ops, clientv3.OpPut(s.prefix+etcdVersion, s.auth.seal(s.prefix+etcdVersion, nil)))
 	// A member lost mid-request (a partition, an etcd election) fails the request without saying whether it
 	// was applied; it is sent again, through another member. That is safe: the compare on the version key
 	// fails if the first one was applied, and the caller then reads what the store holds.
@@ -411,15 +492,23 @@ func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, e
 func (s *Etcd) Revocations() ([]apiwire.Revocation, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
-	resp, err := s.Client.Get(ctx, s.prefix+etcdRevocations)
+	key := s.prefix + etcdRevocations
+	resp, err := s.Client.Get(ctx, key)
 	if err != nil {
 		return nil, s.unavailable(err)
 	}
 	var out []apiwire.Revocation
 	if len(resp.Kvs) > 0 {
-		if err := json.Unmarshal(resp.Kvs[0].Value, &out); err != nil {
+		// Revocations lbplane did not write are refused: as if there were none, as on every replica.
+		v, err := s.openRecord(key, resp.Kvs[0].ModRevision, resp.Kvs[0].Value)
+		if err != nil {
+			return nil, nil
+		}
+		if err := json.Unmarshal(v, &out); err != nil {
 			return nil, fmt.Errorf("revocations: %w", err)
 		}
+	} else {
+		s.refused.forget(key)
 	}
 	return out, nil
 }
@@ -454,17 +543,22 @@ func (s *Etcd) editRevocations(edit func([]apiwire.Revocation) []apiwire.Revocat
 	key := s.prefix + etcdRevocations
 	_, err := concurrency.NewSTM(s.Client, func(stm concurrency.STM) error {
 		var stored []apiwire.Revocation
-		if cur := stm.Get(key); cur != "" {
-			if err := json.Unmarshal([]byte(cur), &stored); err != nil {
-				return fmt.Errorf("revocations: %w", err)
+		var cur []byte
+		if sealed := stm.Get(key); sealed != "" {
+			// Revocations lbplane did not write are overwritten with lbplane's.
+			if v, err := s.auth.open(key, []byte(sealed)); err == nil {
+				cur = v
+				if err := json.Unmarshal(v, &stored); err != nil {
+					return fmt.Errorf("revocations: %w", err)
+				}
 			}
 		}
 		v, err := json.Marshal(edit(stored))
 		if err != nil {
 			return err
 		}
-		if string(v) != stm.Get(key) {
-			stm.Put(key, string(v))
+		if cur == nil || string(v) != string(cur) {
+			stm.Put(key, s.auth.seal(key, v))
 		}
 		return nil
 	}, concurrency.WithAbortContext(ctx))
@@ -502,13 +596,16 @@ func (s *Etcd) watch(ctx context.Context) {
 		s.mu.Lock()
 		s.restartFeed(start.Header.Revision)
 		s.mu.Unlock()
-		wc := s.Client.Watch(wctx, s.prefix+etcdPolicies, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
-		rc := s.Client.Watch(wctx, s.prefix+etcdRevocations)
-		roc := s.Client.Watch(wctx, s.prefix+etcdRollouts, clientv3.WithPrefix())
+		// One watch over the whole prefix: the policies feed ChangesSince, the revocations and rollouts are
+		// announced, and every record written is checked to be lbplane's.
+		wc := s.Client.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(start.Header.Revision+1))
+		// The records outside policies/ are checked as they are at the watch's start (List checks the policies).
+		s.checkOthers(wctx, start.Header.Revision)
 		// Anything written while no watch was open is read now.
 		s.signal(s.changes)
 		s.signal(s.revocations)
 		s.signal(s.rolloutChanges)
+		s.signal(s.overrideChanges)
 	loop:
 		for {
 			select {
@@ -518,19 +615,7 @@ func (s *Etcd) watch(ctx context.Context) {
 				if !ok || r.Err() != nil {
 					break loop
 				}
-				if s.feedEvents(r.Events) {
-					s.signal(s.changes)
-				}
-			case r, ok := <-rc:
-				if !ok || r.Err() != nil {
-					break loop
-				}
-				s.signal(s.revocations)
-			case r, ok := <-roc:
-				if !ok || r.Err() != nil {
-					break loop
-				}
-				s.signal(s.rolloutChanges)
+				s.dispatch(r.Events)
 			}
 		}
 		cancel()
@@ -543,6 +628,64 @@ func (s *Etcd) watch(ctx context.Context) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// dispatch hands a watch response's events on: the policies' to the feed, the revocations' and rollouts'
+// as signals; every other record put is checked to be lbplane's (the policies, revocations and rollouts are
+// checked where they are read).
+func (s *Etcd) dispatch(evs []*clientv3.Event) {
+	pol := s.prefix + etcdPolicies
+	var policies []*clientv3.Event
+	for _, ev := range evs {
+		key := string(ev.Kv.Key)
+		sub := strings.TrimPrefix(key, s.prefix)
+		switch {
+		case strings.HasPrefix(key, pol):
+			policies = append(policies, ev)
+			continue
+		case sub == etcdRevocations:
+			s.signal(s.revocations)
+		case strings.HasPrefix(sub, etcdRollouts):
+			s.signal(s.rolloutChanges)
+		case strings.HasPrefix(sub, etcdOverrides):
+			s.signal(s.overrideChanges)
+		}
+		if ev.Type == clientv3.EventTypeDelete {
+			s.refused.forget(key)
+		} else if err := s.verifyStored(key, ev.Kv.Value); err != nil {
+			s.refused.refuse(key, ev.Kv.ModRevision, err)
+		} else {
+			s.refused.forget(key)
+		}
+	}
+	if len(policies) > 0 && s.feedEvents(policies) {
+		s.signal(s.changes)
+	}
+}
+
+// checkOthers checks every record under the prefix outside policies/ as it was at revision rev, and makes
+// the refusals among them what it found.
+func (s *Etcd) checkOthers(ctx context.Context, rev int64) {
+	pol := s.prefix + etcdPolicies
+	end := clientv3.GetPrefixRangeEnd(s.prefix)
+	// Two ranges: before policies/ and after it ('/' + 1 is '0').
+	ranges := [][2]string{{s.prefix, pol}, {strings.TrimSuffix(pol, "/") + "0", end}}
+	found := map[string]RefusedRecord{}
+	for _, r := range ranges {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.Client.Get(rctx, r[0], clientv3.WithRange(r[1]), clientv3.WithRev(rev))
+		cancel()
+		if err != nil {
+			// The next watch start checks again; a record written meanwhile is checked as it comes.
+			return
+		}
+		for _, kv := range resp.Kvs {
+			if err := s.verifyStored(string(kv.Key), kv.Value); err != nil {
+				found[string(kv.Key)] = RefusedRecord{Key: string(kv.Key), ModRevision: kv.ModRevision, Reason: err.Error()}
+			}
+		}
+	}
+	s.refused.replace(func(k string) bool { return !strings.HasPrefix(k, pol) }, found)
 }
 
 // health reads the version key every interval (a linearizable read: the majority must answer); a failure
@@ -590,7 +733,10 @@ func (s *Etcd) campaign(ctx context.Context, id string) {
 			continue
 		}
 		e := concurrency.NewElection(sess, s.prefix+etcdLeader)
-		if err := e.Campaign(ctx, id); err == nil {
+		// The candidate's key is the election's prefix and its lease (concurrency.Election); its value, the
+		// id, is authenticated like every record.
+		at := fmt.Sprintf("%s%s/%x", s.prefix, etcdLeader, sess.Lease())
+		if err := e.Campaign(ctx, s.auth.seal(at, []byte(id))); err == nil {
 			s.leader.Store(true)
 			s.log.Info("this replica is the leader", "id", id)
 			select {
@@ -618,5 +764,10 @@ func (s *Etcd) LeaderID() (string, error) {
 	if len(resp.Kvs) == 0 {
 		return "", nil
 	}
-	return string(resp.Kvs[0].Value), nil
+	kv := resp.Kvs[0]
+	id, err := s.openRecord(string(kv.Key), kv.ModRevision, kv.Value)
+	if err != nil {
+		return "", fmt.Errorf("the election's first candidate %s: %w", kv.Key, err)
+	}
+	return string(id), nil
 }

@@ -24,38 +24,54 @@ const (
 // Rollouts returns every stored rollout by proxy group, and remembers each key's revision: PutRollout
 // writes only over what this replica last read or wrote.
 func (s *Etcd) Rollouts() (map[string][]byte, error) {
-	ctx, cancel := s.ctx()
-	defer cancel()
-	resp, err := s.Client.Get(ctx, s.prefix+etcdRollouts, clientv3.WithPrefix())
-	if err != nil {
-		return nil, s.unavailable(err)
-	}
-	out := map[string][]byte{}
-	revs := map[string]int64{}
-	for _, kv := range resp.Kvs {
-		g := strings.TrimPrefix(string(kv.Key), s.prefix+etcdRollouts)
-		out[g] = kv.Value
-		revs[g] = kv.ModRevision
-	}
-	s.mu.Lock()
-	s.rolloutRevs = revs
-	s.mu.Unlock()
-	return out, nil
+	return s.listKeyed(etcdRollouts, &s.rolloutRevs)
 }
 
 // PutRollout stores a group's rollout (nil deletes it) if nobody wrote it since this replica last read or
 // wrote it (ErrConflict otherwise: read it again with Rollouts and decide again).
 func (s *Etcd) PutRollout(group string, v []byte) error {
+	return s.putKeyed(etcdRollouts, &s.rolloutRevs, group, v)
+}
+
+// listKeyed returns the records under the key prefix under (one per name: a group, a policy), and
+// remembers each key's revision in *revs: putKeyed writes only over what this replica last read or wrote.
+func (s *Etcd) listKeyed(under string, revs *map[string]int64) (map[string][]byte, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.Client.Get(ctx, s.prefix+under, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.unavailable(err)
+	}
+	out := map[string][]byte{}
+	seen := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		name := strings.TrimPrefix(string(kv.Key), s.prefix+under)
+		// A record lbplane did not write is refused (as if there were none); its revision is kept, so that
+		// lbplane's next write replaces it.
+		seen[name] = kv.ModRevision
+		if v, err := s.openRecord(string(kv.Key), kv.ModRevision, kv.Value); err == nil {
+			out[name] = v
+		}
+	}
+	s.mu.Lock()
+	*revs = seen
+	s.mu.Unlock()
+	return out, nil
+}
+
+// putKeyed stores name's record under the key prefix under (nil deletes it) if nobody wrote it since this
+// replica last read or wrote it (ErrConflict otherwise).
+func (s *Etcd) putKeyed(under string, revs *map[string]int64, name string, v []byte) error {
 	if t := s.StaleSince(); !t.IsZero() {
 		return ErrUnavailable
 	}
-	key := s.prefix + etcdRollouts + group
+	key := s.prefix + under + name
 	s.mu.Lock()
-	known := s.rolloutRevs[group]
+	known := (*revs)[name]
 	s.mu.Unlock()
 	op := clientv3.OpDelete(key)
 	if v != nil {
-		op = clientv3.OpPut(key, string(v))
+		op = clientv3.OpPut(key, s.auth.seal(key, v))
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
@@ -67,13 +83,13 @@ func (s *Etcd) PutRollout(group string, v []byte) error {
 		return ErrConflict
 	}
 	s.mu.Lock()
-	if s.rolloutRevs == nil {
-		s.rolloutRevs = map[string]int64{}
+	if *revs == nil {
+		*revs = map[string]int64{}
 	}
 	if v == nil {
-		delete(s.rolloutRevs, group)
+		delete(*revs, name)
 	} else {
-		s.rolloutRevs[group] = resp.Header.Revision
+		(*revs)[name] = resp.Header.Revision
 	}
 	s.mu.Unlock()
 	return nil
@@ -102,7 +118,7 @@ func (s *Etcd) PublishProxies(ctx context.Context, id string, interval time.Dura
 		for {
 			if v := proxies(); last == nil || string(v) != string(last) {
 				wctx, cancel := s.ctx()
-				_, err := s.Client.Put(wctx, key, string(v), clientv3.WithLease(sess.Lease()))
+				_, err := s.Client.Put(wctx, key, s.auth.seal(key, v), clientv3.WithLease(sess.Lease()))
 				cancel()
 				switch {
 				case err == nil:
@@ -140,7 +156,10 @@ func (s *Etcd) Proxies() (map[string][]byte, error) {
 	}
 	out := map[string][]byte{}
 	for _, kv := range resp.Kvs {
-		out[strings.TrimPrefix(string(kv.Key), s.prefix+etcdProxies)] = kv.Value
+		// A report lbplane did not write is refused: its Envoys are nobody's.
+		if v, err := s.openRecord(string(kv.Key), kv.ModRevision, kv.Value); err == nil {
+			out[strings.TrimPrefix(string(kv.Key), s.prefix+etcdProxies)] = v
+		}
 	}
 	return out, nil
 }

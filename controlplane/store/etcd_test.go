@@ -3,8 +3,10 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +20,28 @@ import (
 
 func openEtcd(t *testing.T, c *etcdtest.Cluster, id string) *store.Etcd {
 	t.Helper()
-	s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), Prefix: "/test/", HealthInterval: 200 * time.Millisecond, Timeout: 2 * time.Second}, id)
+	s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), CACert: c.TLS().CA, Cert: c.TLS().Cert, Key: c.TLS().Key, SecretKey: bytes.Repeat([]byte{7}, 32), Prefix: "/test/", HealthInterval: 200 * time.Millisecond, Timeout: 2 * time.Second}, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// watchedRevision waits for s's watch to start (its first change signal) and returns the revision a List
+// reads then: every change after it comes through the watch.
+func watchedRevision(t *testing.T, s *store.Etcd) int64 {
+	t.Helper()
+	select {
+	case <-s.Changes():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change signal at the watch's start")
+	}
+	_, base, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
 
 func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
@@ -216,16 +234,7 @@ func TestEtcdChangesSinceFromTheWatch(t *testing.T) {
 	if _, _, _, ok := a.ChangesSince(-1); ok {
 		t.Fatal("ChangesSince answers for a revision before its watch started")
 	}
-	// The watch has started once the first change signal came; a List then reads at or after its start.
-	select {
-	case <-a.Changes():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no change signal at the watch's start")
-	}
-	_, base, err := a.List()
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := watchedRevision(t, a)
 	if puts, dels, rev, ok := a.ChangesSince(base); !ok || len(puts)+len(dels) != 0 || rev != base {
 		t.Fatalf("nothing written yet: ok %v, %d puts, %d deletes, rev %d (want %d)", ok, len(puts), len(dels), rev, base)
 	}
@@ -271,4 +280,196 @@ func TestEtcdChangesSinceFromTheWatch(t *testing.T) {
 		_, dels, r, ok := b.ChangesSince(bRev)
 		return ok && r == aRev && len(dels) == 1 && dels[0] == "default/x"
 	})
+}
+
+// Records another etcd client writes under the prefix are refused, never served, and reported: a policy
+// (in the store's list and the watch's changes alike), one lbplane wrote moved to another key, the
+// revocations, a rollout, a replica's Envoys and a key lbplane never writes. What lbplane writes over them
+// is served again, and a refused record deleted is no longer reported.
+func TestEtcdRecordsOfOtherWritersAreRefused(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a := openEtcd(t, c, "a")
+	base := watchedRevision(t, a)
+	good := &store.Record{Namespace: "default", Name: "good", Document: []byte(`{"kind":"LoadBalancerPolicy"}`), Generation: 1}
+	base, err := a.Apply(base, []*store.Record{good}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PutRollout("edge", []byte(`{"phase":"Progressing"}`)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	other := c.Client()
+	sealedGood, err := other.Get(ctx, "/test/policies/default/good")
+	if err != nil || len(sealedGood.Kvs) != 1 {
+		t.Fatalf("reading lbplane's record: %v", err)
+	}
+	evil, _ := json.Marshal(&store.Record{Namespace: "default", Name: "evil", Document: []byte(`{"kind":"LoadBalancerPolicy"}`), Generation: 1})
+	forged := map[string]string{
+		"/test/policies/default/evil":  string(evil),
+		"/test/policies/default/moved": string(sealedGood.Kvs[0].Value), // lbplane's MAC, another key
+		"/test/revocations":            `[]`,
+		"/test/rollouts/edge":          `{"phase":"Progressing","stage":9}`,
+		"/test/proxies/intruder":       `[{"nodeId":"fake","address":"192.0.2.1","statsPort":19001}]`,
+		"/test/elsewhere":              `anything`,
+	}
+	for k, v := range forged {
+		if _, err := other.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every forged record reported", 10*time.Second, func() bool { return len(a.Refused()) == len(forged) })
+	for _, r := range a.Refused() {
+		if _, ok := forged[r.Key]; !ok || r.ModRevision == 0 || r.Reason == "" {
+			t.Errorf("refused %+v, which is not one of the forged records", r)
+		}
+	}
+	// The watch's changes: the forged policies are not puts; their keys read as deleted, as List has them.
+	puts, _, _, ok := a.ChangesSince(base)
+	if !ok {
+		t.Fatal("ChangesSince cannot tell, with a watch running")
+	}
+	for _, p := range puts {
+		t.Errorf("the watch hands on %s, written by another client", p.Key())
+	}
+	recs, _, err := a.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || !recs[0].Equal(good) {
+		t.Errorf("List serves %d records, want lbplane's own only: %+v", len(recs), recs)
+	}
+	if rs, err := a.Revocations(); err != nil || len(rs) != 0 {
+		t.Errorf("revocations: %+v, %v", rs, err)
+	}
+	ros, err := a.Rollouts()
+	if err != nil || len(ros) != 0 {
+		t.Errorf("rollouts served: %q, %v", ros, err)
+	}
+	if ps, err := a.Proxies(); err != nil || len(ps) != 0 {
+		t.Errorf("proxies served: %q, %v", ps, err)
+	}
+	// lbplane writes over the forged rollout (it knows the key's revision), and serves what it wrote.
+	if err := a.PutRollout("edge", []byte(`{"phase":"RolledBack"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if ros, err = a.Rollouts(); err != nil || string(ros["edge"]) != `{"phase":"RolledBack"}` {
+		t.Errorf("rollouts after lbplane wrote again: %q, %v", ros, err)
+	}
+	if _, err := other.Delete(ctx, "/test/elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rewritten and deleted records no longer reported", 10*time.Second, func() bool {
+		for _, r := range a.Refused() {
+			if r.Key == "/test/rollouts/edge" || r.Key == "/test/elsewhere" {
+				return false
+			}
+		}
+		return len(a.Refused()) == len(forged)-2
+	})
+	// A replica that starts now finds the same records refused.
+	b := openEtcd(t, c, "b")
+	if recs, _, err := b.List(); err != nil || len(recs) != 1 {
+		t.Fatalf("a new replica lists %d records, %v", len(recs), err)
+	}
+	waitFor(t, "a new replica reports the same records", 10*time.Second, func() bool { return len(b.Refused()) == len(forged)-2 })
+}
+
+// Records an lbplane wrote without authentication are refused, and a replica does not start on them, until
+// the operator authenticates them; then they are served. Anything that is not a record lbplane writes is
+// left alone.
+func TestEtcdAuthenticateOldRecords(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	old := &store.Record{Namespace: "default", Name: "old", Document: []byte(`{"kind":"LoadBalancerPolicy"}`), Generation: 4, UID: "u"}
+	v, _ := json.Marshal(old)
+	cl := c.Client()
+	for k, v := range map[string]string{"/test/policies/default/old": string(v), "/test/version": "", "/test/revocations": `[{"nodeId":"n1"}]`,
+		"/test/policies/default/wrong": string(v), "/test/stray": "x"} {
+		if _, err := cl.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A replica does not start on them: it would serve its Envoys nothing.
+	if _, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), CACert: c.TLS().CA, Cert: c.TLS().Cert, Key: c.TLS().Key,
+		SecretKey: bytes.Repeat([]byte{7}, 32), Prefix: "/test/"}, "replica"); err == nil || !strings.Contains(err.Error(), "lbplane store authenticate") {
+		t.Fatalf("a replica on records without authentication: %v", err)
+	}
+	s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints(), CACert: c.TLS().CA, Cert: c.TLS().Cert, Key: c.TLS().Key,
+		SecretKey: bytes.Repeat([]byte{7}, 32), Prefix: "/test/", Passive: true}, "tool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if recs, _, err := s.List(); err != nil || len(recs) != 0 {
+		t.Fatalf("before: %d records served, %v", len(recs), err)
+	}
+	sealed, left, err := s.Authenticate(true)
+	if err != nil || len(sealed) != 3 || len(left) != 2 {
+		t.Fatalf("dry run: would seal %v, leave %v, %v", sealed, left, err)
+	}
+	if recs, _, _ := s.List(); len(recs) != 0 {
+		t.Fatal("a dry run wrote")
+	}
+	if sealed, left, err = s.Authenticate(false); err != nil || len(sealed) != 3 || !slices.Equal(left, []string{"/test/policies/default/wrong", "/test/stray"}) {
+		t.Fatalf("sealed %v, left %v, %v", sealed, left, err)
+	}
+	recs, _, err := s.List()
+	if err != nil || len(recs) != 1 || !recs[0].Equal(old) {
+		t.Fatalf("after: %+v, %v", recs, err)
+	}
+	if rs, err := s.Revocations(); err != nil || len(rs) != 1 || rs[0].NodeID != "n1" {
+		t.Fatalf("revocations after: %+v, %v", rs, err)
+	}
+	openEtcd(t, c, "replica") // starts now
+}
+
+// etcd in plaintext, without a client certificate, or taking clients with none is refused with a clear
+// error, unless Insecure says to accept it; then it says why it is insecure.
+func TestEtcdRefusedUnlessAuthenticated(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	plain := etcdtest.StartPlaintext(t, 1)
+	cfg := store.EtcdConfig{Endpoints: plain.Endpoints(), SecretKey: key, Prefix: "/test/", Passive: true}
+	if _, err := store.OpenEtcd(cfg, "x"); err == nil || !strings.Contains(err.Error(), "plaintext") || !strings.Contains(err.Error(), "--insecure-etcd") {
+		t.Fatalf("plaintext etcd: %v", err)
+	}
+	cfg.Insecure = true
+	s, err := store.OpenEtcd(cfg, "x")
+	if err != nil {
+		t.Fatalf("plaintext etcd with Insecure: %v", err)
+	}
+	if why := strings.Join(s.Insecure(), "; "); !strings.Contains(why, "plaintext") || !strings.Contains(why, "no client certificate") {
+		t.Errorf("Insecure says %q", why)
+	}
+	s.Close()
+	open := etcdtest.StartTLSAnyClient(t, 1)
+	cfg = store.EtcdConfig{Endpoints: open.Endpoints(), CACert: open.TLS().CA, SecretKey: key, Prefix: "/test/", Passive: true}
+	if _, err := store.OpenEtcd(cfg, "x"); err == nil || !strings.Contains(err.Error(), "--etcd-cert") {
+		t.Fatalf("TLS without a client certificate: %v", err)
+	}
+	// lbplane presents a certificate, but this etcd takes clients without one.
+	cfg.Cert, cfg.Key = open.TLS().Cert, open.TLS().Key
+	if _, err := store.OpenEtcd(cfg, "x"); err == nil || !strings.Contains(err.Error(), "answers clients that present no certificate") {
+		t.Fatalf("etcd without --client-cert-auth: %v", err)
+	}
+	cfg.Insecure = true
+	if s, err = store.OpenEtcd(cfg, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if why := strings.Join(s.Insecure(), "; "); !strings.Contains(why, "answers clients that present no certificate") {
+		t.Errorf("Insecure says %q", why)
+	}
+	s.Close()
+	// The etcd of docs/ha.md: TLS, client certificates required. Accepted without Insecure.
+	secure := etcdtest.Start(t, 1)
+	cfg = store.EtcdConfig{Endpoints: secure.Endpoints(), CACert: secure.TLS().CA, Cert: secure.TLS().Cert, Key: secure.TLS().Key, SecretKey: key, Prefix: "/test/", Passive: true}
+	if s, err = store.OpenEtcd(cfg, "x"); err != nil {
+		t.Fatalf("etcd with client certificates: %v", err)
+	}
+	if why := s.Insecure(); len(why) != 0 {
+		t.Errorf("a secure etcd is said insecure: %v", why)
+	}
+	s.Close()
 }

@@ -3,12 +3,15 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
 // ParseEtcdURL reads etcd://host:port[,host:port...]/prefix/ (etcds:// for TLS) into endpoints and a
@@ -61,6 +64,9 @@ func Copy(from, to Store) (int, error) {
 			return 0, fmt.Errorf("writing the target's revocations: %w", err)
 		}
 	}
+	if err := copyOverrides(from, to); err != nil {
+		return 0, err
+	}
 	return len(recs), nil
 }
 
@@ -93,4 +99,66 @@ func (s *Etcd) OpenSecrets(key []byte) (*Secrets, error) {
 	}
 	sec, _, err := s.LoadOrCreateSecrets(context.Background(), key, nil)
 	return sec, err
+}
+
+// Authenticate gives lbplane's authentication to the records under the prefix that carry none (written by
+// an lbplane that did not authenticate its records), for an operator who has checked that they are
+// lbplane's: policy records (of the policy their key names), the revocations, the rollouts and the version
+// key. Records that already verify are left as they are, and so are the election's and the replicas'
+// Envoys (their replicas write them again) and anything else, which are listed in left. Each record is
+// rewritten only if it has not changed since it was read; with dryRun nothing is written.
+func (s *Etcd) Authenticate(dryRun bool) (sealed, left []string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*s.timeout)
+	defer cancel()
+	resp, err := s.Client.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, s.unavailable(err)
+	}
+	for _, kv := range resp.Kvs {
+		key := string(kv.Key)
+		if s.verifyStored(key, kv.Value) == nil {
+			continue
+		}
+		if !s.lbplaneShaped(key, kv.Value) {
+			left = append(left, key)
+			continue
+		}
+		sealed = append(sealed, key)
+		if dryRun {
+			continue
+		}
+		tr, err := s.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(key, s.auth.seal(key, kv.Value))).Commit()
+		if err != nil {
+			return sealed, left, s.unavailable(err)
+		}
+		if !tr.Succeeded {
+			return sealed[:len(sealed)-1], left, fmt.Errorf("%s changed while it was being authenticated: stop every lbplane on the prefix and run this again", key)
+		}
+	}
+	if !dryRun && len(sealed) > 0 {
+		// A write of the version key: a replica that planned a push on what it read before plans it again.
+		if _, err := s.Client.Put(ctx, s.prefix+etcdVersion, s.auth.seal(s.prefix+etcdVersion, nil)); err != nil {
+			return sealed, left, s.unavailable(err)
+		}
+	}
+	return sealed, left, nil
+}
+
+// lbplaneShaped says whether v, stored at key without authentication, is what an lbplane writes there.
+func (s *Etcd) lbplaneShaped(key string, v []byte) bool {
+	sub := strings.TrimPrefix(key, s.prefix)
+	switch {
+	case sub == etcdVersion:
+		return true
+	case sub == etcdRevocations:
+		var rs []apiwire.Revocation
+		return json.Unmarshal(v, &rs) == nil
+	case strings.HasPrefix(sub, etcdRollouts), strings.HasPrefix(sub, etcdOverrides):
+		return json.Valid(v)
+	case strings.HasPrefix(sub, etcdPolicies):
+		r := &Record{}
+		return json.Unmarshal(v, r) == nil && s.prefix+etcdPolicies+r.Key() == key && len(r.Document) > 0
+	}
+	return false
 }

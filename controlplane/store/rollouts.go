@@ -8,10 +8,16 @@ import bolt "go.etcd.io/bbolt"
 var rolloutsBucket = []byte("rollouts")
 
 // Rollouts returns every stored rollout by proxy group.
-func (s *Bolt) Rollouts() (map[string][]byte, error) {
+func (s *Bolt) Rollouts() (map[string][]byte, error) { return s.listBucket(rolloutsBucket) }
+
+// PutRollout stores a group's rollout, durably; nil deletes it.
+func (s *Bolt) PutRollout(group string, v []byte) error { return s.putBucket(rolloutsBucket, group, v) }
+
+// listBucket returns every record of bucket by key (none when the bucket was never written).
+func (s *Bolt) listBucket(bucket []byte) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(rolloutsBucket)
+		b := tx.Bucket(bucket)
 		if b == nil {
 			return nil
 		}
@@ -23,16 +29,16 @@ func (s *Bolt) Rollouts() (map[string][]byte, error) {
 	return out, err
 }
 
-// PutRollout stores a group's rollout, durably; nil deletes it.
-func (s *Bolt) PutRollout(group string, v []byte) error {
+// putBucket stores key's record in bucket, durably (bbolt syncs before Update returns); nil deletes it.
+func (s *Bolt) putBucket(bucket []byte, key string, v []byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(rolloutsBucket)
+		b, err := tx.CreateBucketIfNotExists(bucket)
 		if err != nil {
 			return err
 		}
 		if v == nil {
-			return b.Delete([]byte(group))
+			return b.Delete([]byte(key))
 		}
-		return b.Put([]byte(group), v)
+		return b.Put([]byte(key), v)
 	})
 }

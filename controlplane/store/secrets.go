@@ -94,6 +94,7 @@ func (s *Etcd) LoadOrCreateSecrets(ctx context.Context, key []byte, create func(
 		if len(resp.Kvs) > 0 {
 			plain, err := open(key, at, resp.Kvs[0].Value)
 			if err != nil {
+				s.refused.refuse(at, resp.Kvs[0].ModRevision, errors.New("the sealed CA and tokens do not open with --etcd-secret-key-file"))
 				return nil, false, fmt.Errorf("the CA and tokens in etcd (%s) do not open with --etcd-secret-key-file: every replica needs the same key file", at)
 			}
 			sec := &Secrets{}

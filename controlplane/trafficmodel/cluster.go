@@ -89,7 +89,8 @@ type Cluster struct {
 	TotalPanic bool `json:"totalPanic"`
 	// LocalityWeighted: zones are picked by their locality weights (loadBalancing.zoneWeights).
 	LocalityWeighted bool `json:"localityWeighted,omitempty"`
-	// ZoneAware: each Envoy prefers its own zone (not modelled: it depends on the Envoy's zone).
+	// ZoneAware: the cluster sets Envoy's zone-aware routing (zone_aware_lb_config), so each Envoy prefers
+	// its own zone: the shares depend on the Envoys they are for (see From).
 	ZoneAware bool `json:"zoneAware,omitempty"`
 	// HashBalanceFactor bounds a hashing endpoint's load (consistent hashing with bounded loads); 0: none.
 	HashBalanceFactor uint32 `json:"hashBalanceFactor,omitempty"`
@@ -102,6 +103,8 @@ type Cluster struct {
 	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
 	logicalDNS      bool
 	localities      []locality
+	zoneRouting     zoneRouting
+	envoys          Envoys
 	ringMin         uint64
 	ringMax         uint64
 	maglevSize      uint64
@@ -122,7 +125,8 @@ type Backups map[string]bool
 // out of load balancing.
 func NewCluster(c *clusterv3.Cluster, cla *endpointv3.ClusterLoadAssignment, down Down, backups Backups) (*Cluster, error) {
 	m := &Cluster{Name: c.GetName(), PanicThreshold: DefaultPanicThreshold, OverprovisioningFactor: DefaultOverprovisioningFactor,
-		ringMin: DefaultMinRingSize, ringMax: DefaultMaxRingSize, maglevSize: DefaultMaglevTableSize, Outlier: c.GetOutlierDetection() != nil}
+		ringMin: DefaultMinRingSize, ringMax: DefaultMaxRingSize, maglevSize: DefaultMaglevTableSize, Outlier: c.GetOutlierDetection() != nil,
+		zoneRouting: defaultZoneRouting}
 	if ct := c.GetClusterType(); ct != nil {
 		m.ResolvedByEnvoy = true
 		var dc dnsclusterv3.DnsCluster
@@ -190,7 +194,10 @@ func NewCluster(c *clusterv3.Cluster, cla *endpointv3.ClusterLoadAssignment, dow
 func (m *Cluster) readPolicy(c *clusterv3.Cluster) error {
 	pol := c.GetLoadBalancingPolicy().GetPolicies()
 	if len(pol) == 0 {
-		// No policy: the cluster's lb_policy, round robin unless set.
+		// No policy: the cluster's lb_policy, round robin unless set, and its common_lb_config's zones.
+		m.LocalityWeighted = c.GetCommonLbConfig().GetLocalityWeightedLbConfig() != nil
+		m.ZoneAware = c.GetCommonLbConfig().GetZoneAwareLbConfig() != nil
+		m.zoneRouting = legacyZoneRoutingOf(c.GetCommonLbConfig().GetZoneAwareLbConfig())
 		switch c.GetLbPolicy() {
 		case clusterv3.Cluster_LEAST_REQUEST:
 			m.Algorithm = ir.LeastRequest
@@ -243,6 +250,7 @@ func (m *Cluster) readPolicy(c *clusterv3.Cluster) error {
 	if loc != nil {
 		m.LocalityWeighted = loc.GetLocalityWeightedLbConfig() != nil
 		m.ZoneAware = loc.GetZoneAwareLbConfig() != nil
+		m.zoneRouting = zoneRoutingOf(loc.GetZoneAwareLbConfig())
 	}
 	m.SlowStart = slow != nil && slow.GetSlowStartWindow().AsDuration() > 0
 	return nil
@@ -394,15 +402,28 @@ func (m *Cluster) computeLoad() {
 // Hashing reports whether the cluster picks endpoints by a request hash.
 func (m *Cluster) Hashing() bool { return m.Algorithm == ir.RingHash || m.Algorithm == ir.Maglev }
 
-// Shares returns the expected fraction of the cluster's requests per host (index as Hosts). Round robin and
-// least request share a level's load by weight over the hosts it balances over (least request while
-// requests do not overlap: under concurrent load it favours the least busy); random ignores weights, as
-// Envoy's does; hashing algorithms share by the part of the hash space each host owns, which is what
-// uniformly spread keys see. With locality weights, zones are picked first (see zoneSplit).
+// Shares returns the expected fraction of the cluster's requests per host (index as Hosts), for the
+// Envoys the model is for (From; one without a zone unless set): each Envoy's shares, weighed by its part
+// of the requests. Round robin and least request share a level's load by weight over the hosts it
+// balances over (least request while requests do not overlap: under concurrent load it favours the least
+// busy); random ignores weights, as Envoy's does; hashing algorithms share by the part of the hash space
+// each host owns, which is what uniformly spread keys see. With locality weights, zones are picked first
+// (see zoneSplit); in an Envoy with a zone, priority 0 may be routed by zone (see zoneRoute).
 func (m *Cluster) Shares() []float64 {
 	out := make([]float64, len(m.Hosts))
+	for _, p := range m.envoys.parts() {
+		for i, s := range m.sharesFrom(p.local) {
+			out[i] += p.Part * s
+		}
+	}
+	return out
+}
+
+// sharesFrom is Shares as one Envoy, placed as local says (nil: no zone), sees them.
+func (m *Cluster) sharesFrom(local *Local) []float64 {
+	out := make([]float64, len(m.Hosts))
 	for _, l := range m.Levels {
-		if l.Load == 0 || len(l.picked) == 0 {
+		if l.Load == 0 || len(l.picked) == 0 || (l.Panic && m.zoneRouting.failOnPanic) {
 			continue
 		}
 		load := float64(l.Load) / 100
@@ -412,7 +433,11 @@ func (m *Cluster) Shares() []float64 {
 			}
 			continue
 		}
-		if split := m.zoneSplit(l); split != nil {
+		split := m.zoneSplit(l)
+		if split == nil {
+			split = m.zoneRoute(l, local)
+		}
+		if split != nil {
 			for i, s := range split {
 				out[i] += load * s
 			}
@@ -424,6 +449,9 @@ func (m *Cluster) Shares() []float64 {
 	}
 	return out
 }
+
+// From makes the model's shares those of the Envoys e (see Shares).
+func (m *Cluster) From(e Envoys) { m.envoys = e }
 
 // spread is how a non-hashing algorithm shares among hosts: by weight, except random, which is uniform.
 func (m *Cluster) spread(hosts []int) []weighted {
@@ -437,18 +465,17 @@ func (m *Cluster) spread(hosts []int) []weighted {
 	return out
 }
 
-// Unserved is the fraction of requests that find no endpoint (every level empty, panic turned off).
+// Unserved is the fraction of requests that find no endpoint (every level empty, panic turned off or
+// failing traffic, a zone with no healthy endpoint chosen).
 func (m *Cluster) Unserved() float64 {
-	s := 0.0
-	for _, l := range m.Levels {
-		if len(l.picked) == 0 {
-			s += float64(l.Load) / 100
-		}
-	}
 	if len(m.Levels) == 0 {
 		return 1
 	}
-	return s
+	s := 1.0
+	for _, x := range m.Shares() {
+		s -= x
+	}
+	return max(0, math.Round(s*1e9)/1e9)
 }
 
 // Level picks the priority level for a hash as Envoy does: hash % 100 + 1 against the running sum of loads.

@@ -13,6 +13,8 @@ import (
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	cookiesessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/stateful_session/cookie/v3"
 	headersessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/stateful_session/header/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/xdsbuild"
@@ -30,6 +32,45 @@ type Policy struct {
 	Clusters map[string]*Cluster
 	// BackendOf names the spec backend of each cluster (a merged session cluster is named after its route).
 	BackendOf map[string]string
+	// envoys are the Envoys the model is for (From).
+	envoys Envoys
+}
+
+// From makes the model the one of the Envoys e: each cluster's shares are theirs (Cluster.From).
+func (p *Policy) From(e Envoys) *Policy {
+	p.envoys = e
+	for _, c := range p.Clusters {
+		c.From(e)
+	}
+	return p
+}
+
+// envoysNote names the Envoys the model is for when some backend's shares depend on the Envoy's zone;
+// empty otherwise.
+func (p *Policy) envoysNote() string {
+	for _, c := range p.Clusters {
+		if c.ZoneAware {
+			return p.envoys.String()
+		}
+	}
+	return ""
+}
+
+// BackendCaveats are what a prediction of one backend leaves out (Caveats).
+type BackendCaveats struct {
+	Backend string   `json:"backend"`
+	Caveats []string `json:"caveats"`
+}
+
+// caveats are Caveats for each backend that has some, by backend name.
+func (p *Policy) caveats() []BackendCaveats {
+	var out []BackendCaveats
+	for _, name := range sortedKeys(p.Clusters) {
+		if cs := Caveats(p.Clusters[name]); len(cs) > 0 {
+			out = append(out, BackendCaveats{Backend: p.BackendOf[name], Caveats: cs})
+		}
+	}
+	return out
 }
 
 // WeightedCluster is one destination of a route and its weight.
@@ -160,11 +201,23 @@ func routeOf(r *routev3.Route) (*Route, error) {
 // Build gathers what xdsbuild makes of the policy namespace/name in cfg: its routes (found by the virtual
 // host's or cluster's ir.Source), and each cluster with its assignment.
 func Build(cfg *ir.Config, namespace, name string) (*Built, error) {
+	return BuildFrom(cfg, namespace, name, nil)
+}
+
+// Lookup returns one resource of a proxy group as it is served, by type URL and name; nil when there is
+// none. The message is not modified.
+type Lookup func(group, typeURL, name string) proto.Message
+
+// BuildFrom is Build reading the policy's resources as served (the engine's published state) through
+// served, decoded one by one: the IR only says which are the policy's. A nil served builds them from the
+// IR, as xdsbuild does.
+func BuildFrom(cfg *ir.Config, namespace, name string, served Lookup) (*Built, error) {
 	for _, g := range cfg.Groups {
 		b := &Built{Namespace: namespace, Name: name, Group: g.Name, Clusters: map[string]*clusterv3.Cluster{},
 			Assignments: map[string]*endpointv3.ClusterLoadAssignment{}, BackendOf: map[string]string{}, Backups: map[string]Backups{}}
 		mine := func(s ir.Source) bool { return s.Namespace == namespace && s.Name == name }
 		found := false
+		var err error
 		for _, l := range g.Listeners {
 			if l.TCP != nil {
 				if len(l.TCP.Clusters) == 0 {
@@ -174,15 +227,26 @@ func Build(cfg *ir.Config, namespace, name string) (*Built, error) {
 				if !ok || !mine(g.Clusters[i].Source) {
 					continue
 				}
-				b.TCP, b.TCPName, found = tcpProxyOf(xdsbuild.Listener(l)), l.Name, true
+				lis := xdsbuild.Listener
+				if served != nil {
+					lis = func(l *ir.Listener) *listenerv3.Listener {
+						m, _ := served(g.Name, resource.ListenerType, l.Name).(*listenerv3.Listener)
+						return m
+					}
+				}
+				if b.TCP, b.TCPName, found = tcpProxyOf(lis(l)), l.Name, true; b.TCP == nil {
+					return nil, fmt.Errorf("listener %s of %s/%s is not served", l.Name, namespace, name)
+				}
 				continue
 			}
 			for _, vh := range l.VirtualHosts {
 				if !mine(vh.Source) {
 					continue
 				}
-				rc := xdsbuild.RouteConfig(&ir.Listener{Name: l.Name, VirtualHosts: []*ir.VirtualHost{vh}})
-				b.VirtualHost, found = rc.GetVirtualHosts()[0], true
+				if b.VirtualHost, err = virtualHostOf(g, l, vh, served); err != nil {
+					return nil, err
+				}
+				found = true
 			}
 		}
 		if !found {
@@ -192,9 +256,24 @@ func Build(cfg *ir.Config, namespace, name string) (*Built, error) {
 			if !mine(c.Source) {
 				continue
 			}
-			b.Clusters[c.Name] = xdsbuild.Cluster(c)
-			if c.DNS == nil {
-				b.Assignments[c.Name] = xdsbuild.LoadAssignment(c)
+			if served == nil {
+				b.Clusters[c.Name] = xdsbuild.Cluster(c)
+				if c.DNS == nil {
+					b.Assignments[c.Name] = xdsbuild.LoadAssignment(c)
+				}
+			} else {
+				cl, _ := served(g.Name, resource.ClusterType, c.Name).(*clusterv3.Cluster)
+				if cl == nil {
+					return nil, fmt.Errorf("cluster %s of %s/%s is not served", c.Name, namespace, name)
+				}
+				b.Clusters[c.Name] = cl
+				if c.DNS == nil {
+					cla, _ := served(g.Name, resource.EndpointType, c.Name).(*endpointv3.ClusterLoadAssignment)
+					if cla == nil {
+						return nil, fmt.Errorf("endpoints of cluster %s of %s/%s are not served", c.Name, namespace, name)
+					}
+					b.Assignments[c.Name] = cla
+				}
 			}
 			b.BackendOf[c.Name] = c.Source.Backend
 			b.Backups[c.Name] = BackupsOf(c)
@@ -202,6 +281,25 @@ func Build(cfg *ir.Config, namespace, name string) (*Built, error) {
 		return b, nil
 	}
 	return nil, fmt.Errorf("policy %s/%s is not served (not in the translated config: not accepted, or not in the input)", namespace, name)
+}
+
+// virtualHostOf is the virtual host of vh as served (in its port's route table, or its own one on a port
+// served as scoped routes), or as xdsbuild builds it when served is nil.
+func virtualHostOf(g *ir.Group, l *ir.Listener, vh *ir.VirtualHost, served Lookup) (*routev3.VirtualHost, error) {
+	if served == nil {
+		return xdsbuild.RouteConfig(&ir.Listener{Name: l.Name, VirtualHosts: []*ir.VirtualHost{vh}}).GetVirtualHosts()[0], nil
+	}
+	name := l.RouteConfigName()
+	if scoped := g.ScopedPort(); scoped != 0 && l.Port == scoped {
+		name = l.HostRouteConfigName(vh)
+	}
+	rc, _ := served(g.Name, resource.RouteType, name).(*routev3.RouteConfiguration)
+	for _, v := range rc.GetVirtualHosts() {
+		if v.GetName() == vh.Name {
+			return v, nil
+		}
+	}
+	return nil, fmt.Errorf("virtual host %s is not served in route table %s", vh.Name, name)
 }
 
 // BackupsOf names the backup endpoints of an IR cluster.
@@ -238,7 +336,12 @@ func tcpProxyOf(l *listenerv3.Listener) *tcpv3.TcpProxy {
 // ForPolicy builds the model of the policy namespace/name from what xdsbuild makes of cfg, with the
 // endpoints in down out.
 func ForPolicy(cfg *ir.Config, namespace, name string, down Down) (*Policy, error) {
-	b, err := Build(cfg, namespace, name)
+	return ForPolicyServed(cfg, namespace, name, down, nil)
+}
+
+// ForPolicyServed is ForPolicy from the resources as served (BuildFrom).
+func ForPolicyServed(cfg *ir.Config, namespace, name string, down Down, served Lookup) (*Policy, error) {
+	b, err := BuildFrom(cfg, namespace, name, served)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package trafficmodel
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -78,6 +79,11 @@ type Preview struct {
 	Failover []FailoverStep `json:"failover,omitempty"`
 	Added    bool           `json:"added,omitempty"`
 	Removed  bool           `json:"removed,omitempty"`
+	// Envoys names the Envoys the shares are for, when a backend routes by the Envoy's zone.
+	Envoys string `json:"envoys,omitempty"`
+	// Caveats are what the prediction leaves out, per backend (after the change; before, for a policy
+	// removed).
+	Caveats []BackendCaveats `json:"caveats,omitempty"`
 }
 
 type shareKey struct{ route, backend, address string }
@@ -133,6 +139,9 @@ func Compare(before, after *Policy) *Preview {
 			c.State = "removed"
 		}
 	}
+	if last := cmp.Or(after, before); last != nil {
+		pv.Envoys, pv.Caveats = last.envoysNote(), last.caveats()
+	}
 	for _, e := range append(bs, as...) {
 		if c := &pv.Changes[idx[shareKey{e.Route, e.Backend, e.Address}]]; e.ResolvedByEnvoy && c.State == "" {
 			// The share is the name's; Envoy splits it over the addresses the name resolves to.
@@ -142,7 +151,7 @@ func Compare(before, after *Policy) *Preview {
 	if before == nil || after == nil {
 		return pv
 	}
-	hashes := SampleHashes(MovementSamples)
+	var hashes []uint64 // sampled when a hashing backend is compared: 1.6 MB
 	for _, r := range after.Routes {
 		old := before.Route(r.Name)
 		if old == nil {
@@ -157,6 +166,9 @@ func Compare(before, after *Policy) *Preview {
 			}
 			bc := before.Clusters[old.Clusters[i].Name]
 			if ac.Hashing() && bc.Hashing() && len(r.Hash) > 0 {
+				if hashes == nil {
+					hashes = SampleHashes(MovementSamples)
+				}
 				m := Movement{Route: r.Name, Backend: backend, Kind: "hash keys", Moved: MovedKeys(bc, ac, hashes)}
 				if len(r.Clusters) > 1 {
 					m.Note = "the route splits over several backends at random, per request: keys stick within a backend only"

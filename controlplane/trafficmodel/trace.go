@@ -28,6 +28,8 @@ type Trace struct {
 	Hash *HashTrace `json:"hash,omitempty"`
 	// Session is the session persistence override, when the route has one.
 	Session *SessionTrace `json:"session,omitempty"`
+	// Envoys names the Envoys the chances are for, when a backend routes by the Envoy's zone.
+	Envoys string `json:"envoys,omitempty"`
 }
 
 // BackendPick is one destination of the route and where the request lands in it.
@@ -56,7 +58,7 @@ type BackendPick struct {
 	// Unpredictable says why Envoy's pick for this one request cannot be known offline; Candidates then
 	// give the distribution it draws from.
 	Unpredictable string `json:"unpredictable,omitempty"`
-	// Caveats are Envoy behaviours the prediction leaves out (slow start, bounded loads, zone-aware routing).
+	// Caveats are Envoy behaviours the prediction leaves out (see Caveats).
 	Caveats []string `json:"caveats,omitempty"`
 	// ResolvedByEnvoy: the endpoints are host names, whose addresses only Envoy knows.
 	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
@@ -89,7 +91,7 @@ type SessionTrace struct {
 
 // TraceRequest follows a request through the policy's routes and backends.
 func (p *Policy) TraceRequest(r Request) *Trace {
-	t := &Trace{Policy: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}.String()}
+	t := &Trace{Policy: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}.String(), Envoys: p.envoysNote()}
 	var route *Route
 	for _, rt := range p.Routes {
 		if rt.Match == nil { // TCP: every connection
@@ -191,7 +193,7 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 			}
 			bp.Unpredictable = unpredictable(c, len(route.Hash) > 0)
 		}
-		bp.Caveats = caveats(c)
+		bp.Caveats = Caveats(c)
 		bp.ResolvedByEnvoy = c.ResolvedByEnvoy
 		switch {
 		case !c.ResolvedByEnvoy || bp.Note != "":
@@ -234,21 +236,6 @@ func unpredictable(c *Cluster, hashed bool) string {
 		why += "; the priority level is drawn at random by its load"
 	}
 	return why + ": the chances below are the distribution"
-}
-
-// caveats lists what the prediction leaves out for a cluster.
-func caveats(c *Cluster) []string {
-	var out []string
-	if c.SlowStart {
-		out = append(out, "slow start: an endpoint that joined less than the window ago gets less than its share")
-	}
-	if c.HashBalanceFactor > 0 {
-		out = append(out, fmt.Sprintf("bounded load (%d%%): under concurrent load, a key whose endpoint is over the bound goes to the next one on the ring or table", c.HashBalanceFactor))
-	}
-	if c.ZoneAware {
-		out = append(out, "zone-aware routing: each Envoy keeps its requests in its own zone, which depends on the Envoy")
-	}
-	return out
 }
 
 func (p *Policy) findHost(route *Route, addr string) (*Host, bool) {

@@ -7,9 +7,7 @@ package trafficmodel
 // as the algorithm spreads over its healthy ones. A locality without a weight gets nothing. It returns nil
 // when the cluster is not locality-weighted, the level is in panic (Envoy then balances over all of the
 // level's endpoints, zones aside), or no locality has an effective weight (Envoy then balances over the
-// level's healthy endpoints, zones aside).
-// Zone-aware routing is not modelled: it depends on the zone of each Envoy, which the built config does not
-// say.
+// level's healthy endpoints, zones aside, or routes by zone: see zoneRoute).
 func (m *Cluster) zoneSplit(l *Level) map[int]float64 {
 	if !m.LocalityWeighted || l.Panic {
 		return nil

@@ -8,6 +8,8 @@ import "github.com/lbplane/lbplane/api/v1alpha1"
 type ChangedRefs struct {
 	Services []ServiceRef
 	Secrets  []SecretRef
+	// DNS names the host names whose answers changed (the engine's resolver knows them).
+	DNS []DNSQuery
 }
 
 // TranslateChanged returns what Translate(policies, refs) returns. changed must name every Service and
@@ -24,11 +26,14 @@ func (t *Translator) TranslateChanged(policies []*v1alpha1.LoadBalancerPolicy, r
 func (t *Translator) RefHashes() int64 { return t.refHashes.Load() }
 
 // hintCovers tells whether the changed Services and Secrets a caller names are all that changed since the
-// last call: only the Service and Secret maps may have been replaced.
-func (t *Translator) hintCovers(id refsIdentity) bool {
+// last call: only the Service, Secret and DNS maps may have been replaced.
+func (t *Translator) hintCovers(id refsIdentity, hint *ChangedRefs) bool {
 	a, b := id.refsKey, t.refs.refsKey
-	return a.files == b.files && a.nFiles == b.nFiles && a.crossNamespace == b.crossNamespace && a.noStats == b.noStats &&
-		a.servicesNil == b.servicesNil && a.secretsNil == b.secretsNil
+	// A caller that names no host name did not change the answers (the engine translates every change of
+	// them as it takes it).
+	sameDNS := (a.dns == b.dns && a.nDNS == b.nDNS) || len(hint.DNS) > 0
+	return a.files == b.files && a.nFiles == b.nFiles && a.crossNamespace == b.crossNamespace && a.noStats == b.noStats && a.accessLog == b.accessLog &&
+		a.servicesNil == b.servicesNil && a.secretsNil == b.secretsNil && sameDNS
 }
 
 // recheck marks the policy under k changed when what it references changed.
@@ -50,9 +55,21 @@ func (t *Translator) hashRefs(f *fragment, refs Refs) [32]byte {
 type refUsers struct {
 	services map[ServiceRef]map[Key]struct{}
 	secrets  map[SecretRef]map[Key]struct{}
+	dns      map[DNSQuery]map[Key]struct{}
 }
 
 func (u *refUsers) add(f *fragment) {
+	if len(f.dns) > 0 && u.dns == nil {
+		u.dns = map[DNSQuery]map[Key]struct{}{}
+	}
+	for _, q := range f.dns {
+		set := u.dns[q]
+		if set == nil {
+			set = map[Key]struct{}{}
+			u.dns[q] = set
+		}
+		set[f.key] = struct{}{}
+	}
 	if len(f.services) > 0 && u.services == nil {
 		u.services = map[ServiceRef]map[Key]struct{}{}
 	}
@@ -78,6 +95,14 @@ func (u *refUsers) add(f *fragment) {
 }
 
 func (u *refUsers) drop(f *fragment) {
+	for _, q := range f.dns {
+		if set := u.dns[q]; set != nil {
+			delete(set, f.key)
+			if len(set) == 0 {
+				delete(u.dns, q)
+			}
+		}
+	}
 	for _, ref := range f.services {
 		if set := u.services[ref]; set != nil {
 			delete(set, f.key)
@@ -105,7 +130,7 @@ func (u *refUsers) drop(f *fragment) {
 func (t *Translator) TranslateUpdate(prev, policies []*v1alpha1.LoadBalancerPolicy, changedPolicies []*v1alpha1.LoadBalancerPolicy,
 	deleted []Key, refs Refs, changed ChangedRefs) *Result {
 	id := identityOf(refs)
-	if !sameList(prev, t.prev) || !(id.same(t.refs) || t.hintCovers(id)) {
+	if !sameList(prev, t.prev) || !(id.same(t.refs) || t.hintCovers(id, &changed)) {
 		t.listLooks.Add(int64(len(policies)))
 		return t.translate(policies, refs, &changed)
 	}
@@ -135,7 +160,16 @@ func (t *Translator) TranslateUpdate(prev, policies []*v1alpha1.LoadBalancerPoli
 				t.recheck(touched, k, refs)
 			}
 		}
+		for _, q := range changed.DNS {
+			for k := range t.users.dns[q] {
+				t.recheck(touched, k, refs)
+			}
+		}
 	}
+	for _, k := range overridesChanged(t.overrides, refs.Overrides) {
+		t.recheck(touched, k, refs)
+	}
+	t.overrides = refs.Overrides
 	t.refs, t.prev = id, policies
 	t.apply(touched, refs)
 	return t.last

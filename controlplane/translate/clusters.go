@@ -46,9 +46,12 @@ func mergeClusters(name string, wcs []ir.WeightedCluster, byName map[string]*ir.
 type builtCluster struct {
 	*ir.Cluster
 	HashKeysFromPolicy []ir.HashKey
+	// DNSMissing and DNSForbidden say which host names are not resolved, and which of their addresses
+	// were left out (see dnsCluster).
+	DNSMissing, DNSForbidden []string
 }
 
-func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
+func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs Refs) builtCluster {
 	cb := b.CircuitBreakers
 	cl := &ir.Cluster{
 		Name:           clusterName(p, b.Name),
@@ -150,17 +153,17 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend) builtCluster {
 		probed(cl, b, &ep)
 		cl.Endpoints = append(cl.Endpoints, ep)
 	}
+	missing, forbidden := dnsCluster(cl, p, b, refs)
 	if b.HealthCheck == nil || b.HealthCheck.Passive == nil {
 		cl.Outlier.MaxEjectionPercent = defaultEjectionCap(cl.Endpoints)
 	}
 	trafficCluster(cl, b)
-	dnsCluster(cl, b)
 	if cl.Outlier != nil && sameOutlier(cl.Outlier, defaultOutlier) {
 		// Almost every cluster has the default ejection: they share one (the IR is not modified once
 		// built), instead of 80 bytes and three counters each.
 		cl.Outlier = defaultOutlier
 	}
-	return builtCluster{Cluster: cl, HashKeysFromPolicy: keys}
+	return builtCluster{Cluster: cl, HashKeysFromPolicy: keys, DNSMissing: missing, DNSForbidden: forbidden}
 }
 
 // probed gives an endpoint of cl, listed or found through a Service, what its active health checks need:

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"math"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 )
@@ -75,7 +77,28 @@ func listenerEdge(p *v1alpha1.LoadBalancerPolicy) ir.Edge {
 		}
 	}
 	trafficEdge(&e, l)
+	if a := l.AccessLog; a != nil {
+		e.AccessLog = ir.AccessLog{Format: ir.AccessLogJSON}
+		switch {
+		case a.Disabled:
+			e.AccessLog.Format = ir.AccessLogOff
+		case a.Format == v1alpha1.AccessLogText:
+			e.AccessLog.Format = ir.AccessLogText
+		}
+		if s := a.SamplePercent; s != nil && !a.Disabled && *s < 100 {
+			// At least one in a million: validation refuses 0 and below.
+			e.AccessLog.SamplePerMillion = max(uint32(math.Round(*s*10000)), 1)
+		}
+	}
 	return e
+}
+
+// accessLogOf is what a listener whose owner has edge e logs: the owner's setting, or the server's default.
+func accessLogOf(e ir.Edge, def ir.AccessLog) ir.AccessLog {
+	if e.AccessLog != (ir.AccessLog{}) {
+		return e.AccessLog
+	}
+	return def
 }
 
 // clusterBufferBytes is the per-connection buffer limit towards a backend's endpoints.
@@ -102,10 +125,10 @@ func edgeConflict(owner ir.Edge, p *v1alpha1.LoadBalancerPolicy) string {
 	return edgeConflictMessage
 }
 
-const edgeConflictMessage = "spec.listener: sets other limits, timeouts, http2, requests, proxyProtocol or rateLimit"
+const edgeConflictMessage = "spec.listener: sets other limits, timeouts, http2, requests, proxyProtocol, rateLimit or accessLog"
 
 // setsEdge tells whether a policy sets any of its listener's hardening fields.
 func setsEdge(p *v1alpha1.LoadBalancerPolicy) bool {
 	l := &p.Spec.Listener
-	return l.Limits != nil || l.Timeouts != nil || l.HTTP2 != nil || l.Requests != nil || l.ProxyProtocol != nil || l.RateLimit != nil
+	return l.Limits != nil || l.Timeouts != nil || l.HTTP2 != nil || l.Requests != nil || l.ProxyProtocol != nil || l.RateLimit != nil || l.AccessLog != nil
 }

@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/reach"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 )
 
 // File is the content of a file a policy references (certificates, CA bundles), read by the caller so that
@@ -158,14 +160,24 @@ type Refs struct {
 	Services map[ServiceRef]ServiceEndpoints
 	// Secrets is nil outside Kubernetes mode.
 	Secrets map[SecretRef]TLSSecret
+	// DNS holds what lbplane resolved the backends' host names to (see DNSQueries); a name it does not
+	// hold is not resolved yet.
+	DNS map[DNSQuery]DNSAnswer
 	// CrossNamespace allows a backend to reference a Service in another namespace than its policy's.
 	CrossNamespace bool
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (see ir.Listener).
 	NoRouterDynamicStats bool
+	// AccessLog is what listeners whose owner sets no spec.listener.accessLog log (lbplane serve
+	// --access-log); the zero value logs nothing.
+	AccessLog ir.AccessLog
 	// Reach is the server's rules on backend addresses (loopback, link-local, Kubernetes namespaces):
 	// endpoints they refuse make the policy invalid, and Service endpoints they refuse leave its references
 	// unresolved.
 	Reach reach.Rules
+	// Overrides are the operator's drain and maintenance overrides of endpoints, by policy (see Overrides).
+	Overrides Overrides
+	// Tenancy is the operator's delegation of ports and host names to namespaces (see package tenancy).
+	Tenancy tenancy.Rules
 }
 
 // ServiceRef is a backend's Service reference with its namespace filled in.

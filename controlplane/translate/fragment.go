@@ -40,7 +40,8 @@ type fragment struct {
 	// Ordering, from the policy as given (see older): creation time, then namespace and name.
 	created int64 // unix nanoseconds; math.MaxInt64 when not stored yet
 	group   string
-	// invalid is the result of a policy that failed validation; nil when it is valid.
+	// invalid is the result of a policy that failed validation, or that claims a port or host name the
+	// tenancy rules do not let its namespace use; nil otherwise.
 	invalid *PolicyResult
 
 	// The claim the policy makes on its port, for the conflict checks.
@@ -84,10 +85,17 @@ type fragmentExtra struct {
 	files    []string
 	services []ServiceRef
 	secrets  []SecretRef
+	dns      []DNSQuery
 	// defaultChain tells, per chain of listener.TLS, whether its certificate lists no hostnames (and so may
 	// answer clients without SNI).
 	defaultChain []bool
+	// delegated tells, per claim, whether the tenancy rules delegate that name to the policy's namespace
+	// (see portIndex.heldElsewhere); nil when none is.
+	delegated []bool
 }
+
+// delegatedClaim tells whether claim i of the policy is delegated to its namespace.
+func (f *fragment) delegatedClaim(i int) bool { return i < len(f.delegated) && f.delegated[i] }
 
 // noExtra is the extra of every fragment without references or TLS chains. Never modified.
 var noExtra = &fragmentExtra{}
@@ -134,14 +142,14 @@ func writeInt(h hash.Hash, v int64) {
 }
 
 // refsOf lists what a defaulted policy references outside itself.
-func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceRef, secrets []SecretRef) {
+func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceRef, secrets []SecretRef, dns []DNSQuery) {
 	files = PolicyFiles(p)
 	for _, b := range p.Spec.Backends {
 		if b.Service != nil {
 			services = append(services, ServiceRefOf(p.Namespace, b.Service))
 		}
 	}
-	return files, services, SecretRefs(p)
+	return files, services, SecretRefs(p), dnsRefs(p)
 }
 
 // refsHash covers the content of what a fragment references, as refs holds it now.
@@ -170,6 +178,17 @@ func (f *fragment) refsHashIn(refs Refs) [32]byte {
 			writeInt(h, int64(e.Port)<<2|int64(boolInt(e.Ready))<<1|int64(boolInt(e.Terminating)))
 		}
 	}
+	for _, q := range f.dns {
+		a, ok := refs.DNS[q]
+		writeInt(h, int64(boolInt(ok)))
+		writeString(h, a.Err)
+		writeInt(h, int64(len(a.Addrs)))
+		for _, addr := range a.Addrs {
+			b := addr.As16()
+			h.Write(b[:])
+		}
+	}
+	writeOverrides(h, refs.Overrides[f.key])
 	writeInt(h, int64(boolInt(refs.Secrets == nil)))
 	for _, ref := range f.secrets {
 		s, ok := refs.Secrets[ref]
@@ -196,8 +215,8 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 			chains = append(chains, len(cert.Hostnames) == 0)
 		}
 	}
-	if files, services, secrets := refsOf(c); len(files)+len(services)+len(secrets)+len(chains) > 0 {
-		f.fragmentExtra = &fragmentExtra{files: files, services: services, secrets: secrets, defaultChain: chains}
+	if files, services, secrets, dns := refsOf(c); len(files)+len(services)+len(secrets)+len(dns)+len(chains) > 0 {
+		f.fragmentExtra = &fragmentExtra{files: files, services: services, secrets: secrets, dns: dns, defaultChain: chains}
 	}
 	f.refsHash = f.refsHashIn(refs)
 	if len(errs) > 0 {
@@ -219,10 +238,22 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	for _, n := range sniNames(c) {
 		f.claims = append(f.claims, "s\x00"+n)
 	}
+	if refused := f.tenancy(refs.Tenancy); refused != "" {
+		f.invalid = &PolicyResult{Key: f.key, Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup,
+			AcceptedReason: ReasonNotAllowed, AcceptedMessage: refused,
+			ResolvedRefsReason: ReasonNotAllowed, ResolvedRefsMessage: "not checked: the policy is not allowed", algorithm: f.algorithm}
+		return f
+	}
 
 	r := &PolicyResult{Key: f.key, Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup,
 		Accepted: true, AcceptedReason: ReasonAccepted, AcceptedMessage: "the policy is valid and has no conflicts", algorithm: f.algorithm}
-	r.Warnings = lint.Strings(lint.Check(c))
+	// The gRPC findings are kept beside the others; status shows them for groups with gRPC clients
+	// (lint.ForClients). Most are the same text in many policies: one copy is kept.
+	grpcFindings := lint.Strings(lint.GRPC(c))
+	for i, w := range grpcFindings {
+		grpcFindings[i] = unique.Make(w).Value()
+	}
+	r.Warnings = append(lint.Strings(lint.Check(c)), grpcFindings...)
 	f.served = r
 	secrets, ferrs := resolveFiles(c, refs)
 	if len(ferrs) > 0 {
@@ -249,10 +280,10 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	return f
 }
 
-// conflicted is the result of a valid policy that lost its port to an older one.
-func (f *fragment) conflicted(msg string) *PolicyResult {
+// conflicted is the result of a valid policy that lost its port or a name to an older one.
+func (f *fragment) conflicted(reason, msg string) *PolicyResult {
 	return &PolicyResult{Key: f.key, Generation: f.src.Generation, ProxyGroup: f.group,
-		AcceptedReason: ReasonConflicted, AcceptedMessage: msg,
+		AcceptedReason: reason, AcceptedMessage: msg,
 		ResolvedRefsReason: ReasonConflicted, ResolvedRefsMessage: "not checked: the policy conflicts with another", algorithm: f.algorithm}
 }
 
@@ -260,6 +291,7 @@ func (f *fragment) conflicted(msg string) *PolicyResult {
 type member struct {
 	f        *fragment
 	accepted bool
+	reason   string
 	msg      string
 }
 
@@ -270,6 +302,9 @@ type portIndex struct {
 	key       portKey
 	members   []*member // sorted by older
 	claimants map[string][]*member
+	// under holds, per wildcard claim key ("h\x00*.example.com", "h\x00*"), the members with a narrower
+	// claim it covers (see overlapping).
+	under map[string]map[*member]struct{}
 	// vhosts are the served policies' virtual hosts in the listener's order (see sortVirtualHosts).
 	vhosts   []*ir.VirtualHost
 	listener *ir.Listener // assembled; nil when no policy is served on the port
@@ -290,6 +325,7 @@ func (ix *portIndex) insert(m *member) {
 		}
 		ix.claimants[c] = slices.Insert(list, i, m)
 	}
+	ix.addUnder(m)
 }
 
 func (ix *portIndex) remove(f *fragment) *member {
@@ -299,6 +335,7 @@ func (ix *portIndex) remove(f *fragment) *member {
 	}
 	m := ix.members[i]
 	ix.members = slices.Delete(ix.members, i, i+1)
+	ix.removeUnder(m)
 	for _, c := range f.claims {
 		list := ix.claimants[c]
 		if j := slices.Index(list, m); j >= 0 {
@@ -313,23 +350,43 @@ func (ix *portIndex) remove(f *fragment) *member {
 	return m
 }
 
-// decide says whether m wins its port, with the same checks and messages as claim, given that every older
+// newer calls fn for the members newer than f whose decision f can change: those sharing a name with it,
+// and those of other namespaces whose names overlap its own (see heldElsewhere). fn may see one twice.
+func (ix *portIndex) newer(f *fragment, fn func(*member)) {
+	for _, c := range f.claims {
+		for _, other := range ix.claimants[c] {
+			if older(other.f, f) > 0 {
+				fn(other)
+			}
+		}
+	}
+	ix.overlapping(f, func(other *member, _ int) {
+		if older(other.f, f) > 0 {
+			fn(other)
+		}
+	})
+}
+
+// decide says whether m wins its port, and if not why (a reason and a message), given that every older
 // member is decided already.
-func (ix *portIndex) decide(m *member) (bool, string) {
+func (ix *portIndex) decide(m *member) (bool, string, string) {
 	owner := ix.members[0]
 	if owner == m {
-		return true, ""
+		return true, "", ""
 	}
 	o, f := owner.f, m.f
 	switch {
 	case o.protocol() != f.protocol():
-		return false, fmt.Sprintf("spec.listener.port: port %d is already used by policy %s with protocol %s", f.port, o.key, o.protocol())
+		return false, ReasonConflicted, fmt.Sprintf("spec.listener.port: port %d is already used by policy %s with protocol %s", f.port, o.key, o.protocol())
 	case o.protocol() == v1alpha1.ProtocolTCP:
-		return false, fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", f.port, o.key)
+		return false, ReasonConflicted, fmt.Sprintf("spec.listener.port: port %d is already used by TCP policy %s; a TCP port cannot be shared", f.port, o.key)
 	case o.address() != f.address():
-		return false, fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", f.port, o.address(), o.key)
+		return false, ReasonConflicted, fmt.Sprintf("spec.listener.address: port %d is already bound on %s by policy %s", f.port, o.address(), o.key)
 	case f.edgeSet && f.edge != o.edge:
-		return false, edgeConflictMessage + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
+		return false, ReasonConflicted, edgeConflictMessage + fmt.Sprintf(" on port %d than policy %s, which owns the listener", f.port, o.key)
+	}
+	if holder, i, theirs := ix.heldElsewhere(f); holder != nil {
+		return false, ReasonHostnameConflict, heldMessage(f, holder.f, i, theirs)
 	}
 	for _, c := range f.claims {
 		for _, other := range ix.claimants[c] {
@@ -341,12 +398,12 @@ func (ix *portIndex) decide(m *member) (bool, string) {
 			}
 			name := c[2:]
 			if c[0] == 'h' {
-				return false, fmt.Sprintf("spec.listener.hostnames: hostname %q on port %d is already served by policy %s", name, f.port, other.f.key)
+				return false, ReasonConflicted, fmt.Sprintf("spec.listener.hostnames: hostname %q on port %d is already served by policy %s", name, f.port, other.f.key)
 			}
-			return false, fmt.Sprintf("spec.listener.tls: a certificate for %q on port %d is already served by policy %s", name, f.port, other.f.key)
+			return false, ReasonConflicted, fmt.Sprintf("spec.listener.tls: a certificate for %q on port %d is already served by policy %s", name, f.port, other.f.key)
 		}
 	}
-	return true, ""
+	return true, "", ""
 }
 
 // Translator translates policies incrementally: each call diffs its input with the previous one,
@@ -366,6 +423,8 @@ type Translator struct {
 	runs   atomic.Int64
 	// users is the reverse index of what the fragments reference (see TranslateChanged).
 	users refUsers
+	// overrides are the endpoint overrides of the last call (see overridesChanged).
+	overrides Overrides
 	// refHashes counts the hashes of a fragment's references, for tests (see RefHashes).
 	refHashes atomic.Int64
 	// listLooks counts the policies TranslateUpdate looked at, for tests (see ListLooks).
@@ -389,11 +448,14 @@ type refsIdentity struct {
 
 type refsKey struct {
 	files, services, secrets uintptr
+	dns                      uintptr
 	nFiles, nServices        int
-	nSecrets                 int
+	nSecrets, nDNS           int
 	crossNamespace, noStats  bool
+	accessLog                ir.AccessLog
 	servicesNil, secretsNil  bool
 	reach                    string
+	tenancy                  string
 }
 
 func identityOf(r Refs) refsIdentity {
@@ -405,9 +467,9 @@ func identityOf(r Refs) refsIdentity {
 		return v.Pointer()
 	}
 	return refsIdentity{held: &r, refsKey: refsKey{files: ptr(r.Files), services: ptr(r.Services), secrets: ptr(r.Secrets),
-		nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets),
-		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats,
-		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil, reach: r.Reach.Key()}}
+		dns: ptr(r.DNS), nFiles: len(r.Files), nServices: len(r.Services), nSecrets: len(r.Secrets), nDNS: len(r.DNS),
+		crossNamespace: r.CrossNamespace, noStats: r.NoRouterDynamicStats, accessLog: r.AccessLog,
+		servicesNil: r.Services == nil, secretsNil: r.Secrets == nil, reach: r.Reach.Key(), tenancy: r.Tenancy.Key()}}
 }
 
 // NewTranslator returns a translator with nothing cached.
@@ -429,7 +491,8 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs, hint *ChangedRefs) *Result {
 	changed := map[Key]*v1alpha1.LoadBalancerPolicy{} // nil value: removed
 	id := identityOf(refs)
-	if id.noStats != t.refs.noStats || id.crossNamespace != t.refs.crossNamespace || id.reach != t.refs.reach {
+	if id.noStats != t.refs.noStats || id.accessLog != t.refs.accessLog || id.crossNamespace != t.refs.crossNamespace || id.reach != t.refs.reach ||
+		id.tenancy != t.refs.tenancy {
 		// Settings that touch every policy: start over.
 		for k := range t.frags {
 			changed[k] = nil
@@ -465,7 +528,7 @@ func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 	}
 	switch {
 	case id.same(t.refs):
-	case hint != nil && t.hintCovers(id):
+	case hint != nil && t.hintCovers(id, hint):
 		// The caller names the Services and Secrets that changed: check only the policies that read them.
 		for _, ref := range hint.Services {
 			for k := range t.users.services[ref] {
@@ -477,10 +540,15 @@ func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 				t.recheck(changed, k, refs)
 			}
 		}
+		for _, q := range hint.DNS {
+			for k := range t.users.dns[q] {
+				t.recheck(changed, k, refs)
+			}
+		}
 	default:
 		// Some file, Service or Secret may have changed: check the policies that read any.
 		for k, f := range t.frags {
-			if _, ok := changed[k]; ok || len(f.files)+len(f.services)+len(f.secrets) == 0 {
+			if _, ok := changed[k]; ok || len(f.files)+len(f.services)+len(f.secrets)+len(f.dns) == 0 {
 				continue
 			}
 			if t.hashRefs(f, refs) != f.refsHash {
@@ -488,6 +556,11 @@ func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 			}
 		}
 	}
+	// The policies whose overrides changed read something new, as those whose files did.
+	for _, k := range overridesChanged(t.overrides, refs.Overrides) {
+		t.recheck(changed, k, refs)
+	}
+	t.overrides = refs.Overrides
 	// Kept as given, not copied: the caller does not modify it (see above), and a copy per call would cost
 	// O(policies) for a change of one.
 	t.refs, t.prev = id, policies
@@ -530,13 +603,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 		return tp
 	}
 	markNewer := func(ix *portIndex, tp *touched, f *fragment) {
-		for _, c := range f.claims {
-			for _, other := range ix.claimants[c] {
-				if older(other.f, f) > 0 {
-					tp.dirty[other] = true
-				}
-			}
-		}
+		ix.newer(f, func(other *member) { tp.dirty[other] = true })
 	}
 	// What each group and port gains and loses.
 	type change struct{ add, drop []*fragment }
@@ -604,7 +671,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 		pk := portKey{f.group, f.port}
 		ix := t.ports[pk]
 		if ix == nil {
-			ix = &portIndex{key: pk, claimants: map[string][]*member{}}
+			ix = &portIndex{key: pk, claimants: map[string][]*member{}, under: map[string]map[*member]struct{}{}}
 			t.ports[pk] = ix
 		}
 		tp := touch(ix)
@@ -640,7 +707,7 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 			}
 			seen[m] = true
 			before, beforeMsg := m.accepted, m.msg
-			m.accepted, m.msg = ix.decide(m)
+			m.accepted, m.reason, m.msg = ix.decide(m)
 			switch {
 			case fresh[m]:
 				if m.accepted {
@@ -659,21 +726,19 @@ func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Re
 			if m.accepted {
 				res.Policies.set(m.f.served)
 			} else {
-				res.Policies.set(m.f.conflicted(m.msg))
+				res.Policies.set(m.f.conflicted(m.reason, m.msg))
 			}
 			if before != m.accepted || fresh[m] {
-				for _, c := range m.f.claims {
-					for _, other := range ix.claimants[c] {
-						if older(other.f, m.f) > 0 && !seen[other] {
-							heap.Push(q, other)
-						}
+				ix.newer(m.f, func(other *member) {
+					if !seen[other] {
+						heap.Push(q, other)
 					}
-				}
+				})
 			}
 		}
 	}
 	for pk, pc := range byPort {
-		t.assemblePort(pk, pc.add, pc.drop, refs.NoRouterDynamicStats)
+		t.assemblePort(pk, pc.add, pc.drop, refs.NoRouterDynamicStats, refs.AccessLog)
 	}
 	for name, gc := range byGroup {
 		t.assembleGroup(res.IR, name, gc.add, gc.drop)
@@ -705,10 +770,10 @@ func (q *memberQueue) Pop() any {
 }
 
 // assemblePort rebuilds the listener of one port from its served fragments.
-func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats bool) {
+func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats bool, accessLog ir.AccessLog) {
 	ix := t.ports[pk]
 	if ix == nil {
-		ix = &portIndex{key: pk, claimants: map[string][]*member{}}
+		ix = &portIndex{key: pk, claimants: map[string][]*member{}, under: map[string]map[*member]struct{}{}}
 		t.ports[pk] = ix
 	}
 	vhosts := slices.Clone(ix.vhosts)
@@ -755,6 +820,7 @@ func (t *Translator) assemblePort(pk portKey, add, drop []*fragment, noStats boo
 	c := first.listenerCopy()
 	l := &c
 	l.NoRouterDynamicStats, l.TLS, l.VirtualHosts = noStats, nil, nil
+	l.AccessLog = accessLogOf(l.Edge, accessLog)
 	if l.Protocol == ir.HTTP {
 		l.VirtualHosts = vhosts
 	}

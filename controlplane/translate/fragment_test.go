@@ -16,6 +16,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
@@ -56,6 +57,21 @@ func contended(r *rand.Rand, name string, base time.Time) *v1alpha1.LoadBalancer
 	return p
 }
 
+// testTenancy delegates names and a port of contended's pools: namespace a may use every name under
+// example.com on 8000 and 8001, b may use b.example.com on every port and all of port 8002; default, not
+// listed, may use the rest.
+var testTenancy = func() tenancy.Rules {
+	r, err := tenancy.New(tenancy.File{Delegations: []tenancy.Delegation{
+		{Namespace: "a", Ports: []int32{8000, 8001}, Hostnames: []string{"*.example.com"}},
+		{Namespace: "b", Hostnames: []string{"b.example.com"}},
+		{Namespace: "b", Ports: []int32{8002}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
 func testFiles(t *testing.T) Files {
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(tools.RepoRoot(), "examples", "certs", name))
@@ -76,7 +92,7 @@ func TestTranslatorMatchesFullTranslation(t *testing.T) {
 	seen := map[string]int{}
 	defer func() {
 		// The sequences must exercise what they are meant to.
-		for _, what := range []string{ReasonConflicted, ReasonAccepted, ReasonInvalid, ReasonInvalidRef, "tls"} {
+		for _, what := range []string{ReasonConflicted, ReasonHostnameConflict, ReasonNotAllowed, ReasonAccepted, ReasonInvalid, ReasonInvalidRef, "tls"} {
 			if seen[what] == 0 {
 				t.Errorf("no %s result in any sequence", what)
 			}
@@ -90,6 +106,10 @@ func TestTranslatorMatchesFullTranslation(t *testing.T) {
 		for step := range 60 {
 			set = randomEdit(r, set, step, func(name string) *v1alpha1.LoadBalancerPolicy { return contended(r, name, base) })
 			refs := Refs{Files: files}
+			if seed%2 == 1 {
+				// Odd seeds under delegations: names carved out of others' and refused to other namespaces.
+				refs.Tenancy = testTenancy
+			}
 			if step%17 == 16 {
 				// The files change: a policy that read them is translated again.
 				files = cloneFiles(files)

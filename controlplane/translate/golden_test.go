@@ -3,6 +3,7 @@ package translate_test
 import (
 	"encoding/json"
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/reach"
@@ -99,11 +101,34 @@ func translateFile(t *testing.T, path string) *translate.Result {
 			files[p] = translate.File{Err: "cannot read it"}
 		}
 	}
-	res := translate.Translate(policies, translate.Refs{Files: files, Reach: reach.Loopback})
+	res := translate.Translate(policies, translate.Refs{Files: files, Reach: reach.Loopback, DNS: goldenDNS(policies)})
 	if err := res.IR.Validate(); err != nil {
 		t.Fatalf("%s: the IR is invalid: %v", path, err)
 	}
 	return res
+}
+
+// goldenDNS answers every host name of the policies as lbplane's resolver would: two addresses of
+// 198.51.100.0/24, except names under forbidden.test, which answer the forbidden 169.254.169.254, 0.0.0.0
+// and 2002:a9fe:a9fe::1 (6to4 of 169.254.169.254) beside one allowed address, and names under nx.test, which do not resolve.
+func goldenDNS(policies []*v1alpha1.LoadBalancerPolicy) map[translate.DNSQuery]translate.DNSAnswer {
+	out := map[translate.DNSQuery]translate.DNSAnswer{}
+	for _, p := range policies {
+		c := p.DeepCopy()
+		v1alpha1.Default(c)
+		for _, u := range translate.DNSQueries(c) {
+			switch {
+			case strings.HasSuffix(u.Query.Name, ".forbidden.test"):
+				out[u.Query] = translate.DNSAnswer{Addrs: []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("198.51.100.30"),
+					netip.MustParseAddr("0.0.0.0"), netip.MustParseAddr("2002:a9fe:a9fe::1")}}
+			case strings.HasSuffix(u.Query.Name, ".nx.test"):
+				out[u.Query] = translate.DNSAnswer{Err: "no such host"}
+			default:
+				out[u.Query] = translate.DNSAnswer{Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.20"), netip.MustParseAddr("198.51.100.21")}}
+			}
+		}
+	}
+	return out
 }
 
 // renderIR is a translation's IR and policy results as indented JSON, private keys left out.

@@ -38,7 +38,7 @@ func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs 
 		// EndpointSlices are written by whoever may write them, not only by Kubernetes from pod IPs.
 		if a, err := netip.ParseAddr(e.Address); err != nil {
 			return nil, fmt.Sprintf("Service %s/%s: endpoint %q is not an IP address", ref.Namespace, ref.Name, e.Address)
-		} else if msg := refs.Reach.CheckAddr(a); msg != "" {
+		} else if msg := refs.Reach.CheckEndpoint(a, uint32(e.Port)); msg != "" {
 			return nil, fmt.Sprintf("Service %s/%s: %s", ref.Namespace, ref.Name, msg)
 		}
 		out = append(out, ir.Endpoint{Address: e.Address, Port: uint32(e.Port), Weight: 1, Draining: !e.Ready, Zone: e.Zone})

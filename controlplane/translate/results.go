@@ -16,9 +16,15 @@ import (
 
 // Reasons set on conditions.
 const (
-	ReasonAccepted       = "Accepted"
-	ReasonInvalid        = "Invalid"
-	ReasonConflicted     = "Conflicted"
+	ReasonAccepted   = "Accepted"
+	ReasonInvalid    = "Invalid"
+	ReasonConflicted = "Conflicted"
+	// ReasonHostnameConflict: a host or server name overlaps one that a policy of another namespace claimed
+	// first on the same port.
+	ReasonHostnameConflict = "HostnameConflict"
+	// ReasonNotAllowed: the operator's tenancy rules do not let the policy's namespace use its port or a
+	// name it claims (lbplane serve --tenancy-file).
+	ReasonNotAllowed     = "NotAllowed"
 	ReasonResolvedRefs   = "ResolvedRefs"
 	ReasonBackendMissing = "BackendNotFound"
 	ReasonInvalidRef     = "InvalidReference"
@@ -54,7 +60,8 @@ type PolicyResult struct {
 	Endpoints int32
 	// HealthyEndpoints leaves out draining (terminating) endpoints.
 	HealthyEndpoints int32
-	// Accepted is false when the policy is invalid or conflicts with an older one; it is then not served.
+	// Accepted is false when the policy is invalid, not allowed by the tenancy rules, or conflicts with an
+	// older one; it is then not served.
 	Accepted bool
 	// ResolvedRefs is false when a backend references something that does not exist.
 	ResolvedRefs bool
@@ -73,6 +80,9 @@ type PolicyResult struct {
 	// merges several backends. A slice beside Clusters, not a map: a map of one entry was 300 bytes per
 	// policy, 5 % of lbplane's heap.
 	Backends []string
+	// overrides are the endpoint overrides in force on the policy (see EndpointOverrides): a pointer, as
+	// almost every policy has none, and a slice would take the result out of its size class.
+	overrides *[]v1alpha1.EndpointOverrideStatus
 }
 
 // Algorithm is the load-balancing algorithm of the policy's first backend with the defaults applied (the

@@ -60,10 +60,10 @@ func TestDefaultOutlierShared(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if got := cluster(c, &c.Spec.Backends[0]).Outlier; got != defaultOutlier {
+	if got := cluster(c, &c.Spec.Backends[0], Refs{}).Outlier; got != defaultOutlier {
 		t.Errorf("backend a: outlier %+v is not the shared default", got)
 	}
-	if got := cluster(c, &c.Spec.Backends[1]).Outlier; got == defaultOutlier || got.MaxEjectionPercent == defaultOutlier.MaxEjectionPercent {
+	if got := cluster(c, &c.Spec.Backends[1], Refs{}).Outlier; got == defaultOutlier || got.MaxEjectionPercent == defaultOutlier.MaxEjectionPercent {
 		t.Errorf("backend b (3 primaries, a backup: cap 75 percent): outlier %+v, want its own cap", got)
 	}
 }

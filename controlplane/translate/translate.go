@@ -23,12 +23,15 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		g.Secrets = append(g.Secrets, secrets[name])
 	}
 	r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = true, ReasonResolvedRefs, "all backends resolved"
-	var missing []string
+	var missing, forbidden []string
 	hashKeys := map[string][]ir.HashKey{}
 	byName := map[string]*ir.Cluster{}
+	overrides := refs.Overrides[KeyOf(p)]
+	matched := make([]int32, len(overrides))
 	for i := range s.Backends {
 		b := &s.Backends[i]
-		cl := cluster(p, b)
+		cl := cluster(p, b, refs)
+		missing, forbidden = append(missing, cl.DNSMissing...), append(forbidden, cl.DNSForbidden...)
 		cl.Source = ir.Source{Namespace: p.Namespace, Name: p.Name, Backend: b.Name}
 		byName[cl.Name] = cl.Cluster
 		if b.Service != nil {
@@ -44,7 +47,12 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		if len(cl.HashKeysFromPolicy) > 0 {
 			hashKeys[cl.Name] = cl.HashKeysFromPolicy
 		}
-		r.Endpoints += int32(len(cl.Endpoints))
+		maintenance := 0
+		if len(overrides) > 0 {
+			cl.Endpoints, maintenance = applyOverrides(b.Name, cl.Endpoints, overrides, matched)
+		}
+		// Endpoints under maintenance are the policy's still, out of rotation.
+		r.Endpoints += int32(len(cl.Endpoints) + maintenance)
 		r.ResolvedByEnvoy = r.ResolvedByEnvoy || cl.DNS != nil
 		for _, e := range cl.Endpoints {
 			if !e.Draining {
@@ -55,7 +63,18 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		r.Backends = append(r.Backends, b.Name)
 		g.Clusters = append(g.Clusters, cl.Cluster)
 	}
-	if len(missing) > 0 {
+	if len(overrides) > 0 {
+		st := make([]v1alpha1.EndpointOverrideStatus, len(overrides))
+		for i, o := range overrides {
+			st[i] = v1alpha1.EndpointOverrideStatus{EndpointOverride: o, Endpoints: matched[i]}
+		}
+		r.overrides = &st
+	}
+	switch {
+	case len(forbidden) > 0:
+		// Before missing ones: an answer the rules refuse is what the operator must see first.
+		r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = false, ReasonForbiddenAddress, strings.Join(append(forbidden, missing...), "; ")
+	case len(missing) > 0:
 		r.ResolvedRefs, r.ResolvedRefsReason, r.ResolvedRefsMessage = false, ReasonBackendMissing, strings.Join(missing, "; ")
 	}
 	// The backends' cluster names in spec order: r.Clusters holds only them so far (session clusters are
@@ -63,6 +82,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	backendClusters := r.Clusters[len(r.Clusters)-len(s.Backends):]
 	l := listenerFor(g, p)
 	l.NoRouterDynamicStats = refs.NoRouterDynamicStats
+	l.AccessLog = accessLogOf(l.Edge, refs.AccessLog)
 	r.Listener = l.Name
 	if l.Protocol == ir.TCP {
 		l.TCP = &ir.TCPRoute{Clusters: allBackends(backendClusters)}

@@ -203,7 +203,8 @@ func TestDefaultRetryIsConnectFailureOnlyAndCanBeTurnedOff(t *testing.T) {
 
 // TestServiceEndpointsInRefusedRangesDoNotResolve: an EndpointSlice is written by whoever may write one; an
 // address in a refused range (loopback, link-local) leaves the Service reference unresolved with the reason,
-// and none of the Service's endpoints is sent, unless the operator re-admitted the range. A Kubernetes policy naming an
+// and none of the Service's endpoints is sent, unless the operator re-admitted the range; the Envoy host's own
+// address and lbplane's own ports are refused the same way. A Kubernetes policy naming an
 // endpoint address directly is invalid by default, the field named.
 func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
 	p := pol("svc", time.Now())
@@ -227,6 +228,19 @@ func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
 		refs.Reach.Allow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::/0"), netip.MustParsePrefix("169.254.0.0/16")}
 		if r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs).Policies.Of(translate.KeyOf(p)); !r.ResolvedRefs || r.Endpoints != 2 {
 			t.Errorf("%s re-admitted: resolved %v (%s), %d endpoints", addr, r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
+		}
+	}
+	// The Envoy's own host, and lbplane's port on loopback even where loopback is re-admitted.
+	host := reach.Rules{Kubernetes: true, Allow: reach.Loopback.Allow, Self: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
+		OwnPorts: []reach.OwnPort{{Port: 18000, What: "lbplane's xDS port"}}}
+	for ep, want := range map[translate.ServiceEndpoint]string{
+		{Address: "198.51.100.1", Port: 80, Ready: true}: "198.51.100.1 is an address of the Envoy's or lbplane's own host",
+		{Address: "127.0.0.1", Port: 18000, Ready: true}: "127.0.0.1 port 18000 is lbplane's xDS port",
+	} {
+		services := map[translate.ServiceRef]translate.ServiceEndpoints{{Namespace: "shop", Name: "web", Port: 80}: {Endpoints: []translate.ServiceEndpoint{ep}}}
+		r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services, Reach: host}).Policies.Of(translate.KeyOf(p))
+		if r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "Service shop/web: "+want) {
+			t.Errorf("%s:%d: resolved %v (%s)", ep.Address, ep.Port, r.ResolvedRefs, r.ResolvedRefsMessage)
 		}
 	}
 	raw := pol("raw", time.Now())

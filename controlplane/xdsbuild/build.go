@@ -65,9 +65,11 @@ func typed(name string, m proto.Message) *corev3.TypedExtensionConfig {
 	return &corev3.TypedExtensionConfig{Name: name, TypedConfig: mustAny(m)}
 }
 
+// mustAny packs m with its maps in key order (an access log's JSON format is a map): the same config gives
+// the same bytes, hence the same resource version, and no Envoy is pushed a config that did not change.
 func mustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
+	a := &anypb.Any{}
+	if err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true}); err != nil {
 		panic(fmt.Sprintf("marshal %T: %v", m, err))
 	}
 	return a

@@ -51,6 +51,7 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		LoadBalancingPolicy:  loadBalancingPolicy(c),
 		CircuitBreakers:      cb,
 		OutlierDetection:     outlierDetection(c.Outlier),
+		Metadata:             sourceMetadata(c.Source),
 	}
 	if c.BufferBytes > 0 {
 		// Bounds what Envoy buffers from a backend that sends faster than the client reads (1 MiB by default).
@@ -58,6 +59,11 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 	}
 	if hc := healthCheck(c.HealthCheck); hc != nil {
 		out.HealthChecks = []*corev3.HealthCheck{hc}
+		// An endpoint gone from the load assignment (removed from the spec, or put under maintenance: lbctl
+		// endpoint maintenance) leaves at once, as with nginx and HAProxy: by default Envoy keeps a removed
+		// host that passes its active health checks, so it would keep taking traffic (requests under way to it
+		// finish either way). Measured in e2e TestEndpointDrainAndMaintenance.
+		out.IgnoreHealthOnHostRemoval = true
 	}
 	// Envoy hands a health change (an active check failing, an outlier ejection) to its workers at once only
 	// when none was handed over in the last update_merge_window (1 s by default); later ones wait for that

@@ -26,6 +26,11 @@ var lookupFamilies = map[string]commondnsv3.DnsLookupFamily{
 // dnsDiscovery makes out a cluster Envoy resolves itself: its endpoints (names) travel in the cluster, and
 // no EDS resource exists for it. The resolver is the Envoy's (its bootstrap's typed_dns_resolver_config).
 func dnsDiscovery(c *ir.Cluster, out *clusterv3.Cluster) {
+	if c.Resolved {
+		// An address gone from the answer leaves at once (see below), from the EDS resource of the
+		// addresses lbplane resolved.
+		out.IgnoreHealthOnHostRemoval = true
+	}
 	d := c.DNS
 	if d == nil {
 		return

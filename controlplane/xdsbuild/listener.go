@@ -1,6 +1,8 @@
 package xdsbuild
 
 import (
+	"slices"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -95,7 +97,7 @@ func tlsChain(l *ir.Listener, ch ir.TLSChain, filters []*listenerv3.Filter) *lis
 }
 
 func tcpProxy(l *ir.Listener) *tcpv3.TcpProxy {
-	tp := &tcpv3.TcpProxy{StatPrefix: l.Name}
+	tp := &tcpv3.TcpProxy{StatPrefix: l.Name, AccessLog: accessLogs(l)}
 	if len(l.TCP.Clusters) == 1 {
 		tp.ClusterSpecifier = &tcpv3.TcpProxy_Cluster{Cluster: l.TCP.Clusters[0].Name}
 	} else {
@@ -122,7 +124,7 @@ func routerFilter(l *ir.Listener) *routerv3.Router {
 }
 
 func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionManager {
-	var filters []*hcmv3.HttpFilter
+	filters := slices.Clone(hopFilters())
 	if usesSessions(l) {
 		// Off unless a route turns it on (typed_per_filter_config), so routes without persistence pay nothing.
 		filters = append(filters, &hcmv3.HttpFilter{Name: statefulSessionFilter,
@@ -153,6 +155,8 @@ func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionMan
 		// WebSocket upgrades pass through, as nginx and HAProxy users expect.
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
 		HttpFilters:    filters,
+		// A looping request is answered 508 with a body that says so (see loop.go).
+		LocalReplyConfig: loopReply(),
 		// Edge hardening (Envoy's "Configuring Envoy as an edge proxy"): slow clients are cut off, header
 		// blocks are bounded (431 beyond), and paths are normalised before routing so that a route's prefix
 		// cannot be sidestepped with "..", "//" or an escaped slash.
@@ -170,6 +174,7 @@ func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionMan
 		// HTTP/1.1 only unless the listener turns HTTP/2 on: AUTO would accept h2c prior knowledge on plain
 		// HTTP, which the listener did not ask for.
 		CodecType: hcmv3.HttpConnectionManager_HTTP1,
+		AccessLog: accessLogs(l),
 	}
 	if scoped {
 		hcm.RouteSpecifier = scopedRoutes(l)

@@ -27,7 +27,7 @@ func RouteConfig(l *ir.Listener) *routev3.RouteConfiguration {
 		ValidateClusters: wrapperspb.Bool(false),
 	}
 	for _, vh := range l.VirtualHosts {
-		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains}
+		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains, Metadata: sourceMetadata(vh.Source)}
 		if vh.UpstreamHostHeader != "" {
 			// %UPSTREAM_HOST% is the address:port Envoy picked (the last try's, after retries).
 			v.ResponseHeadersToAdd = []*corev3.HeaderValueOption{{

@@ -55,6 +55,11 @@ type Cache struct {
 	waiters map[*waiter]struct{}
 	// targetsGen counts the changes of any group's target, baseline or views (TargetsGeneration).
 	targetsGen atomic.Uint64
+
+	// OnGRPCClient, when set, is called (on its own goroutine) when the first gRPC client of a group
+	// connects and the group's gRPC profile has never been published: profiles are built only for groups
+	// that have gRPC clients.
+	OnGRPCClient func(group string)
 }
 
 type group struct {
@@ -68,6 +73,8 @@ type group struct {
 	plans   map[string][]*State
 	links   lineages // of the typeSets served lately, for delta answers
 	streams map[*streamState]struct{}
+	// published is set once a publish (or, for a gRPC profile, a request for one) was made.
+	published bool
 }
 
 type sotwWatch struct {

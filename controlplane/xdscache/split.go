@@ -16,6 +16,7 @@ func (c *Cache) PublishSplit(groupName string, candidate, baseline *State, views
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.group(groupName)
+	g.published = true
 	if baseline == nil {
 		views = nil
 	}

@@ -74,8 +74,14 @@ func (st *streamState) waiting() bool {
 // stream returns the stream a request came on, made when it is new (it starts at the group's target: it
 // holds nothing of this stream yet), and records what the request answers; c.mu is held.
 func (c *Cache) stream(req any, ch any, node *corev3.Node, typeURL, nonce string) *streamState {
-	g := c.group(GroupOf(node))
+	g := c.group(ServedKey(node))
 	st := c.streams[ch]
+	if st == nil && !g.published && c.OnGRPCClient != nil {
+		if group, ok := profileGroup(g.name); ok {
+			g.published = true // asked for once; the publish that answers sets it again
+			go c.OnGRPCClient(group)
+		}
+	}
 	switch {
 	case st == nil:
 		st = &streamState{key: ch, group: g, plan: []*State{g.targetFor(node.GetId())}, node: node.GetId()}
@@ -226,6 +232,10 @@ func (c *Cache) CloseStream(id StreamID) {
 func (c *Cache) Lagging(ctx context.Context, groups []string, wait, unresponsive time.Duration) []string {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	// A group's gRPC clients are served its gRPC profile, published with it.
+	for _, name := range slices.Clone(groups) {
+		groups = append(groups, GRPCKey(name))
+	}
 	w := &waiter{dirty: map[*streamState]struct{}{}, wake: make(chan struct{}, 1)}
 	behind := map[*streamState]bool{} // true: waited for
 	var next time.Time                // the earliest a waited-for stream turns unresponsive

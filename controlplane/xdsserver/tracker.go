@@ -260,6 +260,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 		}
 		t.byNode[node.GetId()][id] = struct{}{}
 		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id.id)
+		t.Metrics.Group(xdscache.GroupOf(node))
 	}
 	ts := s.types[typeURL]
 	if ts == nil {
@@ -271,7 +272,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	}
 	ts.Pending = false
 	t.pending.Add(-1)
-	t.Metrics.Answer(shortType(typeURL), hasErr, ts.sentAt)
+	t.Metrics.Answer(xdscache.GroupOf(s.node), shortType(typeURL), hasErr, ts.sentAt)
 	if hasErr {
 		if s.api == apiDelta && ts.Nacked && ts.sure && n.sure {
 			// Still rejected from an earlier response (see clearNack), and rejected now.
@@ -386,6 +387,15 @@ func StatsPortOf(n *corev3.Node) int {
 	return int(v)
 }
 
+// userAgent is a node's user agent name and version ("gRPC Go 1.85.0").
+func userAgent(n *corev3.Node) string {
+	v := n.GetUserAgentVersion()
+	if bv := n.GetUserAgentBuildVersion().GetVersion(); v == "" && bv != nil {
+		v = fmt.Sprintf("%d.%d.%d", bv.GetMajorNumber(), bv.GetMinorNumber(), bv.GetPatch())
+	}
+	return strings.TrimSpace(n.GetUserAgentName() + " " + v)
+}
+
 func shortType(u string) string { return u[strings.LastIndex(u, ".")+1:] }
 
 // ShortTypes are the short names ("Cluster") of type URLs, as the xDS metrics label them.
@@ -431,10 +441,11 @@ func (t *Tracker) proxies() []ProxyStatus {
 			continue
 		}
 		g := xdscache.GroupOf(s.node)
-		current := t.cache.TargetFor(g, s.node.GetId())
+		current := t.cache.TargetFor(xdscache.ServedKey(s.node), s.node.GetId())
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
+			Client: xdscache.ClientOf(s.node), UserAgent: userAgent(s.node),
 			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
-			Address: s.address, StatsPort: StatsPortOf(s.node), Authenticated: s.identity != nil,
+			Address: s.address, StatsPort: StatsPortOf(s.node), Zone: s.node.GetLocality().GetZone(), Authenticated: s.identity != nil,
 			Types: make([]TypeStatus, 0, len(s.types))}
 		latestSent := ""
 		for _, ts := range s.types {
@@ -456,7 +467,11 @@ func (t *Tracker) proxies() []ProxyStatus {
 				p.State = Stale
 			}
 		}
-		if (p.State == Synced && latestSent != current.Version) || p.Unresponsive {
+		// An Envoy subscribes to every listener and cluster, so each new version is sent to it; a gRPC client
+		// names the few it uses, and a version that changes none of them is not sent (the cache answers a
+		// publish at once, under its lock): it runs the current config when it answered all it was sent.
+		grpcClient := p.Client == xdscache.ClientGRPC
+		if (p.State == Synced && latestSent != current.Version && !grpcClient) || p.Unresponsive {
 			p.State = Stale
 		}
 		slices.SortFunc(p.Types, func(a, b TypeStatus) int { return strings.Compare(a.TypeURL, b.TypeURL) })
@@ -550,10 +565,10 @@ func (t *Tracker) Sending() bool {
 	return t.pending.Load() > 0 && time.Since(time.Unix(0, t.lastSent.Load())) < t.ackTimeout()
 }
 
-// TargetVersion is the version a node of a group is to be served: its group's target, or its side of a
-// split.
-func (t *Tracker) TargetVersion(group, node string) string {
-	return t.cache.TargetFor(group, node).Version
+// TargetVersion is the version a node is to be served under a cache key (xdscache.KeyFor: its group, or its
+// group's gRPC profile): the key's target, or its side of a split.
+func (t *Tracker) TargetVersion(key, node string) string {
+	return t.cache.TargetFor(key, node).Version
 }
 
 // Targets returns the version each proxy group was last asked to serve.

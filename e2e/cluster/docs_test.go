@@ -21,14 +21,14 @@ import (
 // the prelude, loudly:
 //   - `make cluster`: the cluster is the one make test-cluster started (make cluster's own run); the prelude
 //     checks that it answers and prints the line make cluster prints. `make cluster-down`: make test-cluster
-//     takes it down after the test. `make images` is run. `sudo` runs its command (the test runs as root).
+//     takes it down after the test. `make images` is run. The blocks are typed as root, without sudo, as the
+//     test runs; helm and kubectl come from hack/tools.sh, as the README says.
 //   - `docker build`: there is no Docker on the node; the line after it in the same block, `make images`, is the
 //     documented way without Docker, and stands in for it.
 //   - `ctr` reaches the node's containerd (CONTAINERD_ADDRESS, which ctr reads, names its socket).
 //   - `lbctl diff` exits 1 when something would change, as diff(1): that is not a failure of the block.
 
 const clusterDocsPrelude = `set -eo pipefail
-sudo() { "$@"; }
 make() {
   case "$*" in
     cluster) kubectl --kubeconfig "$DOCS_KUBECONFIG" get --raw /readyz >/dev/null

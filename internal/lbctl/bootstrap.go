@@ -23,6 +23,39 @@ type bootstrapFlags struct {
 	outDir   string
 	insecure bool
 	xdsAddrs []string
+	// embed puts lbplane's certificate and key in the bootstrap instead of files (lbctl bootstrap --embed).
+	embed bool
+	// grpc prints a proxyless gRPC client's xDS bootstrap instead of Envoy's (lbctl bootstrap --grpc).
+	grpc bool
+	// dir is the Envoy's directory: --out-dir, or this user's (defaultEnvoyDir). The admin socket goes
+	// there unless --admin-socket says otherwise.
+	dir string
+}
+
+// resolveDir sets b.dir from --out-dir or, without it, this user's directory for the node.
+func (b *bootstrapFlags) resolveDir() error {
+	dir := b.outDir
+	if dir == "" {
+		if b.p.NodeID == "" {
+			return errors.New("--node-id: required")
+		}
+		d, err := defaultEnvoyDir(b.p.NodeID)
+		if err != nil {
+			return err
+		}
+		dir = d
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("--out-dir: %w", err)
+	}
+	b.dir = abs
+	return nil
+}
+
+// issues tells whether lbplane is asked for the certificate (no credentials of the flags' own).
+func (b *bootstrapFlags) issues() bool {
+	return !b.insecure && b.tls.Cert == "" && b.tls.Key == "" && b.tls.CA == "" && b.tls.Dir == ""
 }
 
 func newBootstrap(g *globals) *cobra.Command {
@@ -33,23 +66,41 @@ func newBootstrap(g *globals) *cobra.Command {
 		Long: `Print an Envoy bootstrap that gets its config from lbplane.
 
 By default it asks lbplane (the push API, admin token) for a client certificate for exactly this node id and
-proxy group, valid 24 hours. With --out-dir the certificate, its key and lbplane's CA are written into that
-directory and the bootstrap points Envoy at them over SDS files it watches: re-running the same command
-(from cron or a systemd timer, say every 12 hours) renews the certificate and Envoy picks it up without a
-restart. Without --out-dir the certificate is embedded and Envoy must be restarted with a new bootstrap
-before it expires.`,
-		Example: `  lbctl bootstrap --node-id envoy-1 --out-dir /etc/envoy/lbplane > envoy.yaml && envoy -c envoy.yaml
-  lbctl bootstrap --node-id envoy-1 --out-dir /etc/envoy/lbplane > /dev/null   # renew, Envoy keeps running
-  lbctl bootstrap --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000 --out-dir ./edge-1
-  lbctl bootstrap --node-id edge-1 --xds-address 192.0.2.11:18000,192.0.2.12:18000,192.0.2.13:18000 --xds-tls-server-name lb.internal --out-dir ./edge-1   # 3 replicas
+proxy group, valid 24 hours. The certificate, its key and lbplane's CA are written into the Envoy's
+directory (--out-dir; by default ` + envoyDirDoc + `, made with mode 0700: never the working directory, which
+may be a files root of lbplane serve or a git checkout) and the bootstrap points Envoy at them over SDS
+files it watches: re-running the same command (from cron or a systemd timer, say every 12 hours) renews the
+certificate and Envoy picks it up without a restart. Envoy's admin socket goes into the same directory
+(--admin-socket to put it elsewhere). With --embed the certificate is in the bootstrap itself, and Envoy
+must be restarted with a new bootstrap before it expires.`,
+		Example: `  lbctl bootstrap --node-id envoy-1 > envoy-1.yaml && envoy -c envoy-1.yaml   # files in ~/.local/state/lbplane/envoy/envoy-1
+  lbctl bootstrap --node-id envoy-1 > /dev/null                  # renew, Envoy keeps running
+  lbctl bootstrap --node-id envoy-1 --out-dir /etc/envoy/lbplane > envoy.yaml && envoy -c envoy.yaml
+  envoy --config-yaml "$(lbctl bootstrap --node-id envoy-1 --embed)"         # certificate in the bootstrap
+  lbctl bootstrap --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000 --out-dir /var/lib/envoy/edge-1
+  lbctl bootstrap --node-id edge-1 --xds-address 192.0.2.11:18000,192.0.2.12:18000,192.0.2.13:18000 --xds-tls-server-name lb.internal   # 3 replicas
   lbctl bootstrap --node-id envoy-1 --xds-tls-cert e.crt --xds-tls-key e.key --xds-tls-ca ca.crt   # your own CA
   lbctl bootstrap --node-id envoy-1 --xds-insecure                             # lbplane serve --xds-insecure
   lbctl bootstrap --node-id envoy-1 --zone zone-a --out-dir /etc/envoy/lbplane   # zone-aware routing prefers zone-a
-  lbctl bootstrap --node-id envoy-1 --out-dir ./envoy-1 --dns-resolver 10.0.0.2 --dns-resolver 10.0.0.3:5353
-  lbctl bootstrap --node-id big-1 --cluster-stats used --out-dir ./big-1           # 100,000 policies on one Envoy`,
+  lbctl bootstrap --node-id envoy-1 --dns-resolver 10.0.0.2 --dns-resolver 10.0.0.3:5353
+  lbctl bootstrap --node-id big-1 --cluster-stats used           # 100,000 policies on one Envoy
+  lbctl bootstrap --grpc --node-id orders-7 --out-dir /var/lib/orders/xds > /var/lib/orders/xds/bootstrap.json   # a proxyless gRPC client: GRPC_XDS_BOOTSTRAP=...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := b.render(cmd.Context(), g, cmd.ErrOrStderr(), b.outDir)
+			if err := b.resolveDir(); err != nil {
+				return err
+			}
+			if b.grpc {
+				return b.renderGRPC(cmd.Context(), g, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			certDir := b.outDir
+			if b.embed && certDir != "" {
+				return errors.New("--embed: the certificate goes into the bootstrap, not --out-dir; give one of them")
+			}
+			if certDir == "" && !b.embed && b.issues() {
+				certDir = b.dir
+			}
+			out, err := b.render(cmd.Context(), g, cmd.ErrOrStderr(), certDir)
 			if err != nil {
 				return err
 			}
@@ -58,7 +109,9 @@ before it expires.`,
 		},
 	}
 	b.register(cmd)
-	cmd.Flags().StringVar(&b.outDir, "out-dir", "", "write the certificate, key and CA here and point Envoy at them (renewable without restart)")
+	cmd.Flags().StringVar(&b.outDir, "out-dir", "", "write the certificate, key and CA here (mode 0700), point Envoy at them (renewable without restart), and put the admin socket here (default "+envoyDirDoc+")")
+	cmd.Flags().BoolVar(&b.grpc, "grpc", false, "print the xDS bootstrap JSON of a proxyless gRPC client (GRPC_XDS_BOOTSTRAP) instead of Envoy's: the node, and mTLS with the certificate written to --out-dir (gRPC's tls channel credentials and a file_watcher certificate provider, renewed by running this again)")
+	cmd.Flags().BoolVar(&b.embed, "embed", false, "put the certificate and key in the bootstrap instead of files: Envoy must be restarted with a new bootstrap before the certificate expires")
 	cmd.MarkFlagRequired("node-id")
 	return cmd
 }
@@ -69,6 +122,16 @@ before it expires.`,
 func (b *bootstrapFlags) render(ctx context.Context, g *globals, stderr io.Writer, certDir string) ([]byte, error) {
 	p, tls := b.p, b.tls
 	p.XDS = strings.Join(b.xdsAddrs, ",")
+	// Admin's socket goes into the Envoy's directory, which only this user can write.
+	sockDir := ""
+	if p.AdminSocket == "" && !p.InsecureAdminTCP {
+		sock, err := adminSocketIn(b.dir)
+		if err != nil {
+			return nil, err
+		}
+		p.AdminSocket = sock
+		sockDir = filepath.Dir(sock)
+	}
 	// Check every flag before asking lbplane for a certificate.
 	if _, err := envoybootstrap.Render(p); err != nil {
 		return nil, err
@@ -105,6 +168,9 @@ func (b *bootstrapFlags) render(ctx context.Context, g *globals, stderr io.Write
 			if err != nil {
 				return nil, fmt.Errorf("--out-dir: %w", err)
 			}
+			if err := privateDir("--out-dir", abs); err != nil {
+				return nil, err
+			}
 			if err := envoybootstrap.WriteCredentials(abs, creds); err != nil {
 				return nil, err
 			}
@@ -113,7 +179,7 @@ func (b *bootstrapFlags) render(ctx context.Context, g *globals, stderr io.Write
 				p.NodeID, group, abs, issued.NotAfter.UTC().Format(time.RFC3339))
 		} else {
 			tls.Inline = &creds
-			fmt.Fprintf(stderr, "certificate for node %s (group %s) embedded, valid until %s; use --out-dir to renew without restarting Envoy\n",
+			fmt.Fprintf(stderr, "certificate for node %s (group %s) embedded, valid until %s; without --embed it is renewed without restarting Envoy\n",
 				p.NodeID, group, issued.NotAfter.UTC().Format(time.RFC3339))
 		}
 		p.TLS = &tls
@@ -121,6 +187,12 @@ func (b *bootstrapFlags) render(ctx context.Context, g *globals, stderr io.Write
 	out, err := envoybootstrap.Render(p)
 	if err != nil {
 		return nil, err
+	}
+	if sockDir != "" {
+		// Made once lbplane has answered: a refused request leaves nothing behind.
+		if err := privateDir("--admin-socket", sockDir); err != nil {
+			return nil, err
+		}
 	}
 	if p.InsecureAdminTCP {
 		fmt.Fprintf(stderr, "WARNING: --insecure-admin-tcp: Envoy's admin listens on 127.0.0.1:%d, where every local process, "+
@@ -137,7 +209,7 @@ func (b *bootstrapFlags) register(cmd *cobra.Command) {
 	f.StringVar(&p.Group, "proxy-group", v1alpha1.DefaultProxyGroup, "proxy group: serves the policies with this spec.proxyGroup (the certificate's OU)")
 	f.StringSliceVar(&b.xdsAddrs, "xds-address", []string{"127.0.0.1:18000"}, "lbplane xDS address, host:port; several (repeated or comma-separated) for several lbplane replicas, or one DNS name that resolves to every replica: Envoy reconnects to another when its replica is gone")
 	f.BoolVar(&p.Delta, "delta", true, "incremental (delta) xDS; --delta=false for state of the world")
-	f.StringVar(&p.AdminSocket, "admin-socket", "", "Unix socket (mode 0600) Envoy's admin listens on (default: lbplane-envoy-<node-id>.admin.sock in the temporary directory); put it in a directory only Envoy's user can write")
+	f.StringVar(&p.AdminSocket, "admin-socket", "", "Unix socket (mode 0600) Envoy's admin listens on (default: admin.sock in the Envoy's directory, --out-dir, which only this user can write); put it in a directory only Envoy's user can write")
 	f.IntVar(&p.AdminPort, "admin-port", 0, "with --insecure-admin-tcp: the 127.0.0.1 port admin listens on instead of the socket")
 	f.BoolVar(&p.InsecureAdminTCP, "insecure-admin-tcp", false, "admin on 127.0.0.1:--admin-port instead of a Unix socket: every local process, and any proxied connection to loopback, can then stop or drain Envoy (a warning is printed)")
 	f.IntVar(&p.StatsPort, "stats-port", 19001, "port serving Prometheus stats and endpoint health read-only (0: none)")

@@ -15,7 +15,7 @@ import (
 )
 
 func newDiff(g *globals) *cobra.Command {
-	var file, from string
+	var file, from, zone string
 	var out *outputFlags
 	var traffic bool
 	cmd := &cobra.Command{
@@ -33,22 +33,26 @@ the same files (standalone mode). With --from OLD it works offline: OLD is what 
 policies replace or join those of OLD.
 
 With --traffic it shows the traffic instead: each endpoint's predicted share of every route before and
-after, the fraction of hash keys (ring hash, Maglev) and sessions that move to another endpoint, and
-where zone-failover backends send traffic as their first zone loses endpoints. It models Envoy's own
-algorithms (see lbctl trace); against the server it uses the health in the policies' status.
+after, the fraction of hash keys (ring hash, Maglev) and sessions that move to another endpoint, where
+zone-failover backends send traffic as their first zone loses endpoints, and what the model cannot
+predict. It models Envoy's own algorithms (see lbctl trace). Without --from the server answers (in
+Kubernetes mode too): before is what it serves, after what the push would serve, with the health its
+Envoys report, for the zones of the proxy group's connected Envoys (--zone: for an Envoy in that zone);
+nothing but the files' policies is sent or modelled. With --from it works offline, every endpoint healthy.
 
 Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 on errors.`,
 		Example: `  lbctl diff -f policy.yaml
   lbctl diff --from policies/ -f policies-next/
   lbctl diff -f policy.yaml -o json
-  lbctl diff --traffic -f policy.yaml`,
+  lbctl diff --traffic -f policy.yaml
+  lbctl diff --traffic -f policy.yaml --zone zone-a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
 				return &exitCode{code: 2, err: err}
 			}
 			if traffic {
-				return trafficDiff(cmd, g, from, file, out)
+				return trafficDiff(cmd, g, from, file, zoneFlag(cmd, zone), out)
 			}
 			var changes []resdiff.Change
 			var err error
@@ -85,6 +89,7 @@ Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 
 	cmd.Flags().StringVar(&from, "from", "", "compare offline against these policies (file or directory) instead of the server")
 	out = addOutputFlags(cmd, "")
 	cmd.Flags().BoolVar(&traffic, "traffic", false, "show each endpoint's predicted share and the hash keys and sessions that move, instead of resource changes")
+	addZoneFlag(cmd, &zone)
 	cmd.MarkFlagRequired("filename")
 	return cmd
 }

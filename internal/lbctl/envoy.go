@@ -31,9 +31,10 @@ func newEnvoy(g *globals) *cobra.Command {
 		Short: "Run an Envoy fed by lbplane: write its bootstrap and certificate, then run Envoy in the foreground",
 		Long: `Run an Envoy fed by lbplane, in the foreground, as its parent.
 
-lbctl envoy does what lbctl bootstrap --out-dir does, with the same flags (the node id defaults to this host's
-name, the directory to ./<node-id>): it asks lbplane for a certificate for the node and writes it and the
-bootstrap (<out-dir>/envoy.yaml, Envoy's admin on <out-dir>/admin.sock) into the directory. Then it runs Envoy
+lbctl envoy does what lbctl bootstrap does, with the same flags (the node id defaults to this host's name):
+it asks lbplane for a certificate for the node and writes it and the bootstrap (<out-dir>/envoy.yaml, Envoy's
+admin on <out-dir>/admin.sock) into the Envoy's directory, --out-dir, by default ` + envoyDirDoc + ` (mode 0700;
+never the working directory, which may be a files root of lbplane serve or a git checkout). Then it runs Envoy
 with that bootstrap and --use-dynamic-base-id, plus any flags given after --. It waits for lbplane first, for
 up to --wait-server (30s by default here), so it can be started together with lbplane serve.
 
@@ -45,11 +46,11 @@ should lbctl be killed outright.
 
 The certificate is valid 24 hours. To renew it while Envoy runs, run lbctl bootstrap with the same --node-id,
 --proxy-group and --out-dir (> /dev/null): Envoy watches the files.`,
-		Example: `  lbctl envoy                                        # node <hostname>, lbplane on 127.0.0.1:18000, files in ./<hostname>
+		Example: `  lbctl envoy                                        # node <hostname>, lbplane on 127.0.0.1:18000, files in ~/.local/state/lbplane/envoy/<hostname>
   lbctl envoy --node-id envoy-1 --stats-port 19002   # a second Envoy on this host
   lbctl envoy --node-id edge-1 --proxy-group edge --xds-address lbplane.internal:18000 --out-dir /var/lib/envoy/edge-1
   lbctl envoy --envoy-path /usr/local/bin/envoy -- --concurrency 2 -l warn
-  lbctl bootstrap --node-id envoy-1 --out-dir ./envoy-1 > /dev/null   # renew the certificate, Envoy keeps running`,
+  lbctl bootstrap --node-id envoy-1 > /dev/null          # renew the certificate, Envoy keeps running`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return fmt.Errorf("unexpected argument %q: Envoy's own flags go after --, as in lbctl envoy -- -l debug", args[0])
@@ -69,8 +70,8 @@ The certificate is valid 24 hours. To renew it while Envoy runs, run lbctl boots
 		b.p.NodeID = host
 		f.Lookup("node-id").DefValue = host
 	}
-	f.Lookup("admin-socket").Usage = "Unix socket (mode 0600) Envoy's admin listens on (default: <out-dir>/admin.sock, or where lbctl bootstrap puts it when that path is too long for a socket)"
-	f.StringVar(&b.outDir, "out-dir", "", "directory for the bootstrap (envoy.yaml) and the certificate, key and CA lbplane issues (default ./<node-id>)")
+	f.Lookup("admin-socket").Usage = "Unix socket (mode 0600) Envoy's admin listens on (default: <out-dir>/admin.sock, or a new 0700 directory under $XDG_RUNTIME_DIR or the temporary directory when that path is too long for a socket)"
+	f.StringVar(&b.outDir, "out-dir", "", "directory (mode 0700) for the bootstrap (envoy.yaml), the certificate, key and CA lbplane issues, and the admin socket (default "+envoyDirDoc+")")
 	f.StringVar(&envoyPath, "envoy-path", "", "the Envoy binary (default: envoy on PATH, else the pinned one hack/tools.sh installs in an lbplane checkout)")
 	return cmd
 }
@@ -83,31 +84,22 @@ func runEnvoy(cmd *cobra.Command, g *globals, b *bootstrapFlags, envoyPath strin
 	if err != nil {
 		return err
 	}
-	dir := b.outDir
-	if dir == "" {
-		dir = b.p.NodeID
+	if err := b.resolveDir(); err != nil {
+		return err
 	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("--out-dir: %w", err)
-	}
+	dir := b.dir
 	// lbplane's certificate goes into the directory; credentials the flags bring are used where they are.
-	certDir := dir
-	if b.insecure || b.tls.Cert != "" || b.tls.Key != "" || b.tls.CA != "" || b.tls.Dir != "" {
-		certDir = ""
-	}
-	// Admin's socket goes beside the bootstrap, in a directory only this user may enter, when its path fits a
-	// socket address (sun_path: 107 bytes); otherwise where lbctl bootstrap puts it.
-	if sock := filepath.Join(dir, "admin.sock"); b.p.AdminSocket == "" && !b.p.InsecureAdminTCP && len(sock) <= 107 {
-		b.p.AdminSocket = sock
+	certDir := ""
+	if b.issues() {
+		certDir = dir
 	}
 	stderr := cmd.ErrOrStderr()
 	bootstrap, err := b.render(cmd.Context(), g, stderr, certDir)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("--out-dir: %w", err)
+	if err := privateDir("--out-dir", dir); err != nil {
+		return err
 	}
 	config := filepath.Join(dir, BootstrapFile)
 	if err := pki.WriteFileAtomic(config, bootstrap, 0o600); err != nil {

@@ -124,8 +124,17 @@ func TestEnvoyFindsEnvoyOrSaysHowToInstallIt(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, "running "+pinned+" (pinned, ") {
 		t.Errorf("exit %d, stderr %q: want the pinned Envoy run", code, errs)
 	}
-	if _, err := os.Stat(filepath.Join(sub, "e1", "envoy.yaml")); err != nil {
-		t.Errorf("the default --out-dir ./<node-id>: %v", err)
+	// The default --out-dir is this user's state directory, made 0700, never the working directory (a files
+	// root of lbplane serve, a checkout).
+	state := filepath.Join(os.Getenv("XDG_STATE_HOME"), "lbplane", "envoy", "e1")
+	if _, err := os.Stat(filepath.Join(state, "envoy.yaml")); err != nil {
+		t.Errorf("the default --out-dir %s: %v", state, err)
+	}
+	if fi, err := os.Stat(state); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the default --out-dir: %v, want mode 0700", err)
+	}
+	if entries, _ := os.ReadDir(sub); len(entries) != 0 {
+		t.Errorf("lbctl envoy wrote into the working directory: %v", entries)
 	}
 }
 

@@ -33,11 +33,12 @@ import (
 )
 
 // What lbctl looks for in a cluster, as charts/lbplane names it: the xds Service (it also serves the push
-// API, on the port named api) is labelled app.kubernetes.io/name=lbplane and named <fullname>-xds; the
+// API, on the port named api) is labelled app.kubernetes.io/part-of=lbplane (whatever the chart's
+// nameOverride makes app.kubernetes.io/name) and named <fullname>-xds; the
 // push API token is in the Secret <fullname>-api-token (key token); the CA that signs the API's certificate
 // is ca.crt of <fullname>-ca (lbplane's own CA) or of <fullname>-xds-tls (cert-manager's issuer).
 const (
-	chartNameLabel   = "app.kubernetes.io/name=lbplane"
+	chartNameLabel   = "app.kubernetes.io/part-of=lbplane"
 	chartServiceTail = "-xds"
 	chartAPIPort     = "api"
 	chartTokenTail   = "-api-token"

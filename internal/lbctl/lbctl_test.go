@@ -143,3 +143,15 @@ current-context: x
 		t.Errorf("no token: exit %d, stderr %q", code, errs)
 	}
 }
+
+// lbctl --version prints lbctl's version as lbctl version --client does, and needs no server.
+func TestVersionFlag(t *testing.T) {
+	code, flagOut, errs := run(t, "", "--version")
+	if code != 0 || errs != "" {
+		t.Fatalf("lbctl --version: exit %d: %s", code, errs)
+	}
+	_, cmdOut, _ := run(t, "", "version", "--client")
+	if !strings.HasPrefix(flagOut, "Client Version: ") || flagOut != cmdOut {
+		t.Errorf("lbctl --version printed %q, lbctl version --client %q", flagOut, cmdOut)
+	}
+}

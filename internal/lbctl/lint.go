@@ -16,7 +16,7 @@ import (
 func newLint() *cobra.Command {
 	var file string
 	var expected int
-	var rules bool
+	var rules, grpc bool
 	var addr *reachFlags
 	cmd := &cobra.Command{
 		Use:   "lint -f FILE|DIR|-",
@@ -25,9 +25,14 @@ func newLint() *cobra.Command {
 checks run on every push (as warnings) and show in each policy's status.warnings. Findings never stop
 a policy; invalid policies are reported as errors, as lbctl validate does.
 
+With --grpc the policies are also checked for proxyless gRPC clients (grpc-go, grpc-java, grpc-c++ reading
+xDS): what they would reject (grpc-refused: left out of what they are served) and what they ignore
+(grpc-ignored). Status shows these for proxy groups that have a gRPC client connected.
+
 Exit status: 0 when nothing was found, 1 when there are findings or errors.`,
 		Example: `  lbctl lint -f policy.yaml
   lbctl lint -f policies/ --expected-concurrency 5000
+  lbctl lint -f policy.yaml --grpc                   # the policy is also served to proxyless gRPC clients
   lbctl lint --rules`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -67,7 +72,11 @@ Exit status: 0 when nothing was found, 1 when there are findings or errors.`,
 					}
 					p.Annotations[lint.ExpectedConcurrencyAnnotation] = strconv.Itoa(expected)
 				}
-				for _, f := range lint.Check(p) {
+				fs := lint.Check(p)
+				if grpc {
+					fs = append(fs, lint.GRPC(p)...)
+				}
+				for _, f := range fs {
 					findings++
 					fmt.Fprintf(w, "%s (%s): %s\n", translate.KeyOf(p), d.Source, f)
 				}
@@ -84,6 +93,7 @@ Exit status: 0 when nothing was found, 1 when there are findings or errors.`,
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "file, directory or - for standard input")
 	cmd.Flags().IntVar(&expected, "expected-concurrency", 0, "concurrent requests each policy must carry; overrides the "+lint.ExpectedConcurrencyAnnotation+" annotation")
 	cmd.Flags().BoolVar(&rules, "rules", false, "list the rules and what each catches")
+	cmd.Flags().BoolVar(&grpc, "grpc", false, "also check what proxyless gRPC clients would reject or ignore (rules grpc-refused, grpc-ignored)")
 	addr = addReachFlags(cmd)
 	return cmd
 }

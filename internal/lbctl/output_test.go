@@ -150,6 +150,14 @@ func TestOutputGolden(t *testing.T) {
 			}
 		})
 	}
+	// status NAME prints the policy as get NAME does, so that a jsonpath copied from one works on the other.
+	for _, f := range []string{"json", "yaml", "jsonpath={.metadata.name} {.status.conditions[*].type}"} {
+		_, get, _ := run(t, "", "--server", url, "--token", "admin", "get", "demo", "-o", f)
+		_, status, _ := run(t, "", "--server", url, "--token", "admin", "status", "demo", "-o", f)
+		if get == "" || get != status {
+			t.Errorf("-o %s: status demo printed\n%s\nget demo\n%s", f, status, get)
+		}
+	}
 }
 
 // An unknown format fails before anything is asked, with the formats there are, for every command.

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lbplane/lbplane/controlplane/pushclient"
+	"github.com/lbplane/lbplane/internal/version"
 )
 
 // globals are the flags every remote command shares.
@@ -125,7 +126,10 @@ func NewWith(o Options) *cobra.Command {
 		Short:         "Push, inspect and check lbplane load-balancing policies",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints lbctl's own, as "lbctl version --client" does.
+		Version: version.String(),
 	}
+	root.SetVersionTemplate("Client Version: {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", envOr("LBPLANE_SERVER", "http://127.0.0.1:18001"), "lbplane push API URL (env LBPLANE_SERVER)")
 	pf.StringVar(&g.token, "token", "", "push API bearer token (env LBPLANE_TOKEN)")
@@ -135,7 +139,7 @@ func NewWith(o Options) *cobra.Command {
 	g.kube = newKubeFlags(pf, o)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { g.prepare(cmd) }
 	root.AddCommand(newApply(g), newPushConfig(g), newGet(g), newDelete(g), newStatus(g), newValidate(), newLint(), newDiff(g), newExplain(g), newTranslate(), newBootstrap(g), newRevoke(g), newVersion(g), newEnvoy(g))
-	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g), newEvents(g), newRollout(g))
+	root.AddCommand(newDashboard(g), newTrace(g), newWhatIf(g), newEvents(g), newRollout(g), newEnvoySidecar(), newEndpoint(g))
 	return root
 }
 

@@ -51,7 +51,8 @@ latency per endpoint, so P99 is per backend. SKEW is the coefficient of variatio
 expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
 --per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
 (lbctl dashboard) shows them too.
--o json|yaml prints the policy's status.
+-o json|yaml prints the policy as lbctl get NAME -o json|yaml does (.status holds what the table shows),
+so a jsonpath or jq filter written for one works on the other.
 
 --watch: with NAME, the screen is redrawn every --interval (the load moves all the time); without NAME,
 and with -o json|yaml|..., the answer is printed again whenever it changes. Both end on Ctrl-C, or after
@@ -85,7 +86,8 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 					if err != nil {
 						return printable{}, err
 					}
-					return printable{Object: p.Status, Names: []string{policyName(p.Name)},
+					// The policy, as lbctl get NAME prints it, so that a jsonpath or jq filter works on both.
+					return printable{Object: p, Names: []string{policyName(p.Name)},
 						Text: func(w io.Writer, _ bool) error { return printStatusOf(ctx, w, c, p, perProxy) }}, nil
 				})
 			}
@@ -146,18 +148,27 @@ func proxyTable(proxies []apiwire.ProxyStatus) *metav1.Table {
 		{Name: "Stats Port", Type: "integer", Priority: 1},
 		{Name: "Authenticated", Type: "boolean", Priority: 1},
 		{Name: "Responses", Type: "integer", Priority: 1},
+		// envoy, or grpc for a proxyless gRPC client (served the group's gRPC profile), with its user agent.
+		{Name: "Client", Type: "string", Priority: 1},
 	}}
 	for _, p := range proxies {
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{p.NodeID, p.Group, p.API, p.State, dash(p.Version), p.Current,
-			age(metav1.NewTime(p.ConnectedAt)), dash(p.Message), dash(p.Address), p.StatsPort, p.Authenticated, p.Responses}})
+			age(metav1.NewTime(p.ConnectedAt)), dash(p.Message), dash(p.Address), p.StatsPort, p.Authenticated, p.Responses, clientText(p)}})
 	}
 	return t
+}
+
+func clientText(p apiwire.ProxyStatus) string {
+	if p.UserAgent == "" {
+		return dash(p.Client)
+	}
+	return fmt.Sprintf("%s (%s)", dash(p.Client), p.UserAgent)
 }
 
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	st := p.Status
 	fmt.Fprintf(w, "Policy %s/%s (generation %d)\n", p.Namespace, p.Name, p.Generation)
-	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed, v1alpha1.ConditionRolledBack} {
+	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed, v1alpha1.ConditionReady, v1alpha1.ConditionRolledBack} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 			fmt.Fprintf(w, "  %-13s %-5s %s: %s\n", t, c.Status, c.Reason, c.Message)
 		}
@@ -166,17 +177,27 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	if r := st.Rollout; r != nil {
 		fmt.Fprintf(w, "  Rollout       %s\n", rolloutLine(&apiwire.RolloutResult{Policy: p.Namespace + "/" + p.Name, Rollout: *r}))
 	}
+	printOverrides(w, st.EndpointOverrides)
 	fmt.Fprintln(w)
 	if len(st.Backends) == 0 {
-		fmt.Fprintln(w, "No backend health reported yet: no Envoy of the group has a stats port (lbctl bootstrap --stats-port), or it was not read yet.")
+		fmt.Fprintln(w, noBackendHealth(st))
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 		fmt.Fprintln(tw, "BACKEND\tPROXIES\tENDPOINTS\tHEALTHY\tEJECTED\tREQUESTS\tERRORS\tP99\tWINDOW")
+		earlier := false
 		for _, b := range st.Backends {
+			p99 := latencyText(b.LatencyP99Ms)
+			if b.Requests == 0 && b.LatencyP99Ms != nil {
+				p99 += " (earlier)"
+				earlier = true
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", b.Name, b.Proxies, b.Endpoints.Total, b.Endpoints.Healthy,
-				b.Endpoints.Ejected, b.Requests, b.Errors, latencyText(b.LatencyP99Ms), time.Duration(b.WindowSeconds)*time.Second)
+				b.Endpoints.Ejected, b.Requests, b.Errors, p99, time.Duration(b.WindowSeconds)*time.Second)
 		}
 		tw.Flush()
+		if earlier {
+			fmt.Fprintln(w, "P99 (earlier): no request in the window; the latency is that of the requests before it, since the Envoys' last full stats read.")
+		}
 		printEndpoints(w, p, st.Backends)
 		var rows []string
 		for _, b := range st.Backends {
@@ -294,6 +315,11 @@ func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1al
 	}
 	tw.Flush()
 	for _, b := range backends {
+		for _, c := range b.ExpectedCaveats {
+			fmt.Fprintf(w, "(not predicted, backend %s: %s)\n", b.Name, c)
+		}
+	}
+	for _, b := range backends {
 		if b.Skew == nil {
 			continue
 		}
@@ -325,6 +351,17 @@ func skewHint(p *v1alpha1.LoadBalancerPolicy, b v1alpha1.BackendStatus) string {
 }
 
 // latencyText prints a latency in milliseconds as a duration ("77ms", "5.5ms", "1.23s"), "-" when unset.
+// noBackendHealth says why a policy's status has no backend figures yet: no Envoy of its group connected, or
+// none read yet (lbplane reads the Envoys' stats ports every --proxy-stats-interval, so right after the first
+// requests), or, only then, Envoys without a stats port.
+func noBackendHealth(st v1alpha1.LoadBalancerPolicyStatus) string {
+	if st.Proxies.Connected == 0 {
+		return fmt.Sprintf("No backend health reported: no Envoy of proxy group %q is connected.", st.ProxyGroup)
+	}
+	return fmt.Sprintf("No backend health reported yet: lbplane reads each of the %d connected Envoys' stats port every --proxy-stats-interval, "+
+		"and shows the backends after the first reads. An Envoy started without a stats port (lbctl bootstrap --stats-port 0) never reports.", st.Proxies.Connected)
+}
+
 func latencyText(ms *float64) string {
 	if ms == nil {
 		return "-"
@@ -404,5 +441,15 @@ func printStoreStatus(w io.Writer, st *apiwire.StoreStatus) {
 	fmt.Fprintln(w)
 	for _, g := range slices.Sorted(maps.Keys(st.Versions)) {
 		fmt.Fprintf(w, "  group %s: config version %s\n", g, st.Versions[g])
+	}
+	if n := len(st.Refused); n > 0 {
+		fmt.Fprintf(w, "  REFUSED: %d record(s) in %s that lbplane did not write, not served (delete them, or push the policy again):\n", n, st.Kind)
+		const shown = 10
+		for _, r := range st.Refused[:min(n, shown)] {
+			fmt.Fprintf(w, "    %s (revision %d, since %s): %s\n", r.Key, r.ModRevision, r.Since.UTC().Format(time.RFC3339), r.Reason)
+		}
+		if n > shown {
+			fmt.Fprintf(w, "    and %d more\n", n-shown)
+		}
 	}
 }

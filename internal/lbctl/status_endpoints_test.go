@@ -81,3 +81,43 @@ func TestWatchRedrawsUntilCancelled(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A backend with no request in the window shows its p99 as the earlier requests', and says so; one with
+// requests shows the window's own.
+func TestStatusP99WithoutRequestsSaysItIsEarlier(t *testing.T) {
+	p := &v1alpha1.LoadBalancerPolicy{}
+	p.Name, p.Namespace = "demo", "default"
+	p.Spec.Backends = []v1alpha1.Backend{{Name: "idle"}, {Name: "busy"}}
+	p.Status.Backends = []v1alpha1.BackendStatus{{Name: "idle", Proxies: 1, Requests: 0, LatencyP99Ms: ptr(25.0), WindowSeconds: 60},
+		{Name: "busy", Proxies: 1, Requests: 40, LatencyP99Ms: ptr(12.0), WindowSeconds: 60}}
+	var out bytes.Buffer
+	if err := printPolicyStatus(&out, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"25ms (earlier)", "P99 (earlier): no request in the window", "40         0        12ms   "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "12ms (earlier)") {
+		t.Errorf("a backend with requests in the window is marked earlier:\n%s", out.String())
+	}
+}
+
+// With no backend figures yet, status gives the likely cause first: no Envoy connected, or not read yet.
+func TestStatusWithoutBackendHealthSaysWhy(t *testing.T) {
+	p := &v1alpha1.LoadBalancerPolicy{}
+	p.Name, p.Namespace = "demo", "default"
+	p.Status.ProxyGroup = "edge"
+	var out bytes.Buffer
+	printPolicyStatus(&out, p)
+	if !strings.Contains(out.String(), `no Envoy of proxy group "edge" is connected`) || strings.Contains(out.String(), "stats port") {
+		t.Errorf("no Envoy connected:\n%s", out.String())
+	}
+	p.Status.Proxies.Connected = 2
+	out.Reset()
+	printPolicyStatus(&out, p)
+	if !strings.Contains(out.String(), "No backend health reported yet: lbplane reads each of the 2 connected Envoys' stats port every --proxy-stats-interval") {
+		t.Errorf("Envoys connected, not read yet:\n%s", out.String())
+	}
+}

@@ -14,51 +14,70 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
-// modelSource is how trace and whatif get a policy's model: from the server (its policies, and the health
-// lbplane's poller reads from every Envoy's /clusters into the policy's status) or offline from files.
-type modelSource struct {
-	file, namespace, name string
+// offlinePolicy reads the policy namespace/name from files and translates them (lbctl trace, whatif -f).
+func offlinePolicy(cmd *cobra.Command, file, namespace, name string) (*translate.Result, *v1alpha1.LoadBalancerPolicy, error) {
+	docs, err := manifest.ReadPath(file, cmd.InOrStdin())
+	if err != nil {
+		return nil, nil, err
+	}
+	ps := manifest.Policies(docs)
+	k := translate.Key{Namespace: namespace, Name: name}
+	for _, p := range ps {
+		if translate.KeyOf(p) == k {
+			return translatePolicies(ps), p, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("policy %s is not in %s", k, file)
 }
 
-func (m modelSource) load(cmd *cobra.Command, g *globals) (*translate.Result, *v1alpha1.LoadBalancerPolicy, trafficmodel.Down, error) {
-	if m.file != "" {
-		docs, err := manifest.ReadPath(m.file, cmd.InOrStdin())
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		ps := manifest.Policies(docs)
-		k := translate.Key{Namespace: m.namespace, Name: m.name}
-		for _, p := range ps {
-			if translate.KeyOf(p) == k {
-				return translatePolicies(ps), p, trafficmodel.Down{}, nil
-			}
-		}
-		return nil, nil, nil, fmt.Errorf("policy %s is not in %s", k, m.file)
-	}
-	c, err := g.client()
+// offlineModel models the policy namespace/name of res with every endpoint healthy but those downs names,
+// for an Envoy in zone (one without a zone when nil).
+func offlineModel(res *translate.Result, namespace, name string, downs []string, zone *string) (*trafficmodel.Policy, error) {
+	down, err := addDowns(res, namespace, name, trafficmodel.Down{}, downs)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	all, err := c.List(cmd.Context())
+	m, err := trafficmodel.ForPolicy(res.IR, namespace, name, down)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	k := translate.Key{Namespace: m.namespace, Name: m.name}
-	for _, p := range all {
-		if translate.KeyOf(p) == k {
-			return translatePolicies(all), p, downFromStatus(p), nil
-		}
+	e, err := zoneEnvoys(zone)
+	if err != nil {
+		return nil, err
 	}
-	return nil, nil, nil, fmt.Errorf("policy %s not found on the server", k)
+	return m.From(e), nil
+}
+
+// zoneEnvoys is an Envoy in zone as lbctl bootstrap --zone makes it; none when zone is nil.
+func zoneEnvoys(zone *string) (trafficmodel.Envoys, error) {
+	if zone == nil {
+		return nil, nil
+	}
+	return trafficmodel.EnvoysIn(*zone)
+}
+
+// zoneFlag is --zone when it is given, "" included (an Envoy without a zone); nil when it is not.
+func zoneFlag(cmd *cobra.Command, value string) *string {
+	if !cmd.Flags().Changed("zone") {
+		return nil
+	}
+	return &value
+}
+
+// addZoneFlag adds --zone to a prediction's flags.
+func addZoneFlag(cmd *cobra.Command, value *string) {
+	cmd.Flags().StringVar(value, "zone", "", `predict for an Envoy in this zone (lbctl bootstrap --zone; "" for one without); default: the proxy group's connected Envoys, or with -f an Envoy without a zone`)
 }
 
 func newTrace(g *globals) *cobra.Command {
-	var namespace, file, path, clientIP, envoyURL string
+	var namespace, file, path, clientIP, envoyURL, zone string
 	var output *outputFlags
 	var headers, cookies, downs []string
 	var live bool
@@ -70,13 +89,15 @@ earlier ones do not, the backends with their weights, the request's hash (each i
 the endpoint that owns it on the ring or in the Maglev table, a session cookie or header that pins it,
 the priority level (zone) the current health picks, panic mode, and the endpoints skipped as down.
 
-It computes Envoy's own algorithms on the resources lbplane builds for the policy (xxHash64 of the hash
+It computes Envoy's own algorithms on the resources lbplane serves for the policy (xxHash64 of the hash
 inputs as the route's hash policy takes them, the ring of "address:port_N" hashes, the Maglev table,
-priority load with the endpoints' overprovisioning factor, backup endpoints, zone weights, the panic
-threshold). Where Envoy's pick for one request cannot be known (round robin's turn, a random pick, least
-request under load) it says so and gives the chances. Health comes
-from the policy's status: what lbplane last read from its Envoys' /clusters. With -f it works offline
-on files, every endpoint healthy unless --down says otherwise.
+priority load with the endpoints' overprovisioning factor, backup endpoints, zone weights, zone-aware
+routing, the panic threshold). Where Envoy's pick for one request cannot be known (round robin's turn, a
+random pick) it says so and gives the chances; what the model cannot predict (least request under
+concurrent load, say) it names. The server answers from what it serves: health is what lbplane last read
+from its Envoys' /clusters, and zone-aware backends are predicted for the zones of the policy's proxy
+group's connected Envoys (--zone: for an Envoy in that zone). With -f it works offline on files, every
+endpoint healthy unless --down says otherwise, for an Envoy without a zone unless --zone names one.
 
 --live also sends the request through Envoy (the policy's listener, or --envoy URL) and reads the
 endpoint Envoy chose from the x-lbplane-upstream response header, which the policy adds with
@@ -86,6 +107,7 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 		Example: `  lbctl trace shop --path /cart --header x-user=alice
   lbctl trace shop --client-ip 10.1.2.3 -f shop.yaml
   lbctl trace shop --cookie sticky=MTI3LjAuMC4xOjgwODE= --live
+  lbctl trace shop --zone zone-a
   lbctl trace shop --header x-user=bob --down zone=zone-a -o json`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeModelNames(g, &file, &namespace),
@@ -97,21 +119,23 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 			if err != nil {
 				return err
 			}
-			res, p, down, err := modelSource{file, namespace, args[0]}.load(cmd, g)
+			ns := g.namespaceFor(cmd, namespace)
+			var ans *pushclient.TraceAnswer
+			if file != "" {
+				ans, err = offlineTrace(cmd, file, ns, args[0], req, downs, zoneFlag(cmd, zone))
+			} else {
+				var c *pushclient.Client
+				if c, err = g.client(); err == nil {
+					ans, err = c.Trace(cmd.Context(), ns, args[0], apiwire.TraceRequest{Path: req.Path, Headers: req.Headers, ClientIP: req.ClientIP,
+						Predict: apiwire.Predict{Down: downs, Zone: zoneFlag(cmd, zone)}})
+				}
+			}
 			if err != nil {
 				return err
 			}
-			down, err = addDowns(res, namespace, args[0], down, downs)
-			if err != nil {
-				return err
-			}
-			model, err := trafficmodel.ForPolicy(res.IR, namespace, args[0], down)
-			if err != nil {
-				return err
-			}
-			out := &traceOutput{Trace: model.TraceRequest(req)}
+			out := &traceOutput{Trace: ans.Trace}
 			if live {
-				out.Live = liveTrace(cmd.Context(), p, envoyURL, req, out.Trace)
+				out.Live = liveTrace(cmd.Context(), ans.Target, envoyURL, req, out.Trace)
 			}
 			err = output.Print(cmd.OutOrStdout(), printable{Object: out, Names: []string{policyName(args[0])},
 				Text: func(w io.Writer, _ bool) error { printTrace(w, out); return nil }})
@@ -120,15 +144,15 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 			}
 			// Exit 1 when Envoy chose otherwise, or could not be asked although the policy lets it say; a
 			// policy without debug headers answers unknown, which is no failure.
-			if out.Live != nil && out.Live.Verdict != verdictAgrees && (out.Live.Verdict == verdictDiffers || p.Spec.DebugHeaders) {
+			if out.Live != nil && out.Live.Verdict != verdictAgrees && (out.Live.Verdict == verdictDiffers || ans.Target.DebugHeaders) {
 				return &exitCode{code: 1}
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
-	f.StringVarP(&file, "filename", "f", "", "trace against these files offline instead of the server's policies")
+	f.StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME (Kubernetes mode: the context's, unless given)")
+	f.StringVarP(&file, "filename", "f", "", "trace against these files offline instead of asking the server")
 	f.StringVar(&path, "path", "/", "request path, with its query string")
 	f.StringArrayVar(&headers, "header", nil, "request header NAME=VALUE (repeatable)")
 	f.StringArrayVar(&cookies, "cookie", nil, "request cookie NAME=VALUE (repeatable)")
@@ -136,8 +160,24 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 	f.StringArrayVar(&downs, "down", nil, "also take endpoints down: zone=NAME or endpoint=ADDRESS[:PORT] (repeatable)")
 	f.BoolVar(&live, "live", false, "also send the request through Envoy and compare the endpoint it chose")
 	f.StringVar(&envoyURL, "envoy", "", "with --live: Envoy's URL for the policy (default: http://LISTENER-ADDRESS:PORT)")
+	addZoneFlag(cmd, &zone)
 	output = addOutputFlags(cmd, "")
 	return cmd
+}
+
+// offlineTrace traces req through the policy namespace/name of files.
+func offlineTrace(cmd *cobra.Command, file, namespace, name string, req trafficmodel.Request, downs []string, zone *string) (*pushclient.TraceAnswer, error) {
+	res, p, err := offlinePolicy(cmd, file, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	m, err := offlineModel(res, namespace, name, downs, zone)
+	if err != nil {
+		return nil, err
+	}
+	l := p.Spec.Listener
+	return &pushclient.TraceAnswer{Trace: m.TraceRequest(req),
+		Target: apiwire.TraceTarget{Address: l.Address, Port: l.Port, Protocol: string(l.Protocol), DebugHeaders: p.Spec.DebugHeaders}}, nil
 }
 
 func addDowns(res *translate.Result, namespace, name string, down trafficmodel.Down, downs []string) (trafficmodel.Down, error) {
@@ -208,21 +248,22 @@ const (
 	verdictUnknown = "Unknown"
 )
 
-// liveTrace sends the request through Envoy and compares its pick with the offline answer: the same
-// endpoint when the answer is certain (a hash owner, a session), one of the candidates otherwise.
-func liveTrace(ctx context.Context, p *v1alpha1.LoadBalancerPolicy, envoyURL string, r trafficmodel.Request, t *trafficmodel.Trace) *liveResult {
+// liveTrace sends the request through Envoy at target (the policy's listener) and compares its pick with
+// the predicted answer: the same endpoint when the answer is certain (a hash owner, a session), one of the
+// candidates otherwise.
+func liveTrace(ctx context.Context, target apiwire.TraceTarget, envoyURL string, r trafficmodel.Request, t *trafficmodel.Trace) *liveResult {
 	if envoyURL == "" {
-		host := p.Spec.Listener.Address
+		host := target.Address
 		if host == "" || host == "0.0.0.0" {
 			host = "127.0.0.1"
 		}
-		envoyURL = "http://" + net.JoinHostPort(host, strconv.Itoa(int(p.Spec.Listener.Port)))
-		if p.Spec.Listener.Protocol == v1alpha1.ProtocolHTTPS {
+		envoyURL = "http://" + net.JoinHostPort(host, strconv.Itoa(int(target.Port)))
+		if target.Protocol == string(v1alpha1.ProtocolHTTPS) {
 			envoyURL = strings.Replace(envoyURL, "http://", "https://", 1)
 		}
 	}
 	lr := &liveResult{URL: strings.TrimSuffix(envoyURL, "/") + r.Path, Verdict: verdictUnknown}
-	if !p.Spec.DebugHeaders {
+	if !target.DebugHeaders {
 		lr.Why = "the policy does not set spec.debugHeaders: true, so Envoy does not say which endpoint it chose; set it to compare"
 		return lr
 	}
@@ -304,6 +345,9 @@ func agreement(t *trafficmodel.Trace, upstream string) (bool, string) {
 func printTrace(w io.Writer, out *traceOutput) {
 	t := out.Trace
 	fmt.Fprintf(w, "Policy %s\n", t.Policy)
+	if t.Envoys != "" {
+		fmt.Fprintf(w, "Predicted for %s (zone-aware routing depends on the Envoy's zone)\n", t.Envoys)
+	}
 	for _, m := range t.Missed {
 		fmt.Fprintf(w, "  route %s\n", m)
 	}

@@ -1,8 +1,6 @@
 package lbctl
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -36,23 +34,12 @@ func translatePolicies(policies []*v1alpha1.LoadBalancerPolicy) *translate.Resul
 	return translate.Translate(policies, translate.Refs{Files: files, Reach: previewRules})
 }
 
-// downFromStatus is the health lbplane's poller last read from the Envoys' /clusters: every endpoint ejected
-// on at least one Envoy is taken as down, with its reasons.
-func downFromStatus(p *v1alpha1.LoadBalancerPolicy) trafficmodel.Down {
-	d := trafficmodel.Down{}
-	for _, b := range p.Status.Backends {
-		for _, e := range b.Ejected {
-			d[e.Address] = fmt.Sprintf("%s (on %d of %d Envoys)", strings.Join(e.Reasons, ", "), e.Proxies, b.Proxies)
-		}
-	}
-	return d
-}
-
-// trafficSides are the policies before and after a change, translated, with the health each policy has.
+// trafficSides are the policies before and after a change, translated offline, every endpoint healthy.
 type trafficSides struct {
 	before, after *translate.Result
 	keys          []translate.Key // the policies the change touches
-	down          map[translate.Key]trafficmodel.Down
+	// envoys are the Envoys the previews are for (an Envoy in --zone, or one without a zone).
+	envoys trafficmodel.Envoys
 }
 
 func replacing(old, next []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
@@ -80,30 +67,11 @@ func offlineSides(from, file string, stdin io.Reader) (*trafficSides, error) {
 		return nil, err
 	}
 	old, next := manifest.Policies(oldDocs), manifest.Policies(newDocs)
-	return sides(old, replacing(old, next), next, nil), nil
+	return sides(old, replacing(old, next), next), nil
 }
 
-// serverSides: the server's policies (and the health in their status) are what runs. A read-only token is
-// enough: nothing is sent but reads.
-func serverSides(ctx context.Context, c *pushclient.Client, file string, stdin io.Reader) (*trafficSides, error) {
-	newDocs, err := manifest.ReadPath(file, stdin)
-	if err != nil {
-		return nil, err
-	}
-	old, err := c.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	down := map[translate.Key]trafficmodel.Down{}
-	for _, p := range old {
-		down[translate.KeyOf(p)] = downFromStatus(p)
-	}
-	next := manifest.Policies(newDocs)
-	return sides(old, replacing(old, next), next, down), nil
-}
-
-func sides(old, all, touched []*v1alpha1.LoadBalancerPolicy, down map[translate.Key]trafficmodel.Down) *trafficSides {
-	s := &trafficSides{before: translatePolicies(old), after: translatePolicies(all), down: down}
+func sides(old, all, touched []*v1alpha1.LoadBalancerPolicy) *trafficSides {
+	s := &trafficSides{before: translatePolicies(old), after: translatePolicies(all)}
 	for _, p := range touched {
 		s.keys = append(s.keys, translate.KeyOf(p))
 	}
@@ -114,8 +82,8 @@ func sides(old, all, touched []*v1alpha1.LoadBalancerPolicy, down map[translate.
 func (s *trafficSides) previews() ([]*trafficmodel.Preview, error) {
 	var out []*trafficmodel.Preview
 	for _, k := range s.keys {
-		before, _ := trafficmodel.ForPolicy(s.before.IR, k.Namespace, k.Name, s.down[k])
-		after, err := trafficmodel.ForPolicy(s.after.IR, k.Namespace, k.Name, s.down[k])
+		before, _ := trafficmodel.ForPolicy(s.before.IR, k.Namespace, k.Name, nil)
+		after, err := trafficmodel.ForPolicy(s.after.IR, k.Namespace, k.Name, nil)
 		if err != nil {
 			if r := s.after.Policies.Of(k); r != nil && !r.Accepted {
 				return nil, fmt.Errorf("%s would not be served: %s", k, r.AcceptedMessage)
@@ -124,6 +92,11 @@ func (s *trafficSides) previews() ([]*trafficmodel.Preview, error) {
 		}
 		if before == nil && after == nil {
 			continue
+		}
+		for _, m := range []*trafficmodel.Policy{before, after} {
+			if m != nil {
+				m.From(s.envoys)
+			}
 		}
 		out = append(out, trafficmodel.Compare(before, after))
 	}
@@ -160,6 +133,14 @@ func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Route, c.Backend, c.Address, dash(c.Zone), levelName(c.Priority, c.Backup), before, after, c.State)
 		}
 		tw.Flush()
+		if pv.Envoys != "" {
+			fmt.Fprintf(w, "  (predicted for %s: zone-aware routing depends on the Envoy's zone)\n", pv.Envoys)
+		}
+		for _, b := range pv.Caveats {
+			for _, c := range b.Caveats {
+				fmt.Fprintf(w, "  (not predicted, backend %s: %s)\n", b.Backend, c)
+			}
+		}
 		for _, m := range pv.Movements {
 			fmt.Fprintf(w, "  %s that move to another endpoint (%s, backend %s): %s\n", m.Kind, m.Route, m.Backend, pct(m.Moved))
 			if m.Note != "" {
@@ -203,22 +184,30 @@ func zoneNames(z []string) string {
 	return strings.Join(out, "+")
 }
 
-// trafficDiff is lbctl diff --traffic.
-func trafficDiff(cmd *cobra.Command, g *globals, from, file string, out *outputFlags) error {
-	var s *trafficSides
+// trafficDiff is lbctl diff --traffic: offline against --from, or else asked of the server, which previews
+// against what it serves.
+func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string, out *outputFlags) error {
+	var pvs []*trafficmodel.Preview
 	var err error
 	if from != "" {
-		s, err = offlineSides(from, file, cmd.InOrStdin())
+		var s *trafficSides
+		if s, err = offlineSides(from, file, cmd.InOrStdin()); err == nil {
+			if s.envoys, err = zoneEnvoys(zone); err == nil {
+				pvs, err = s.previews()
+			}
+		}
 	} else {
 		var c *pushclient.Client
 		if c, err = g.client(); err == nil {
-			s, err = serverSides(cmd.Context(), c, file, cmd.InOrStdin())
+			var body []byte
+			var sources []string
+			if body, sources, err = readBody(file, cmd.InOrStdin()); err == nil {
+				if pvs, err = c.Traffic(cmd.Context(), body, zone); err != nil {
+					err = renameSources(err, sources)
+				}
+			}
 		}
 	}
-	if err != nil {
-		return &exitCode{code: 2, err: err}
-	}
-	pvs, err := s.previews()
 	if err != nil {
 		return &exitCode{code: 2, err: err}
 	}
@@ -252,15 +241,11 @@ func trafficChanges(pvs []*trafficmodel.Preview) bool {
 	return false
 }
 
-// dryRunTraffic prints the traffic preview after a successful dry run. The dry run's verdict is what
-// counts, so a preview that cannot be made is a warning, not a failure.
+// dryRunTraffic prints the traffic preview after a successful dry run, as the server makes it. The dry
+// run's verdict is what counts, so a preview that cannot be made is a warning, not a failure.
 func dryRunTraffic(cmd *cobra.Command, c *pushclient.Client, body []byte) {
 	// The body is what was sent, also when it came from standard input, which is read by now.
-	s, err := serverSides(cmd.Context(), c, "-", bytes.NewReader(body))
-	var pvs []*trafficmodel.Preview
-	if err == nil {
-		pvs, err = s.previews()
-	}
+	pvs, err := c.Traffic(cmd.Context(), body, nil)
 	if err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: no traffic preview: %v\n", err)
 		return

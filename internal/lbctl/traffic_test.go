@@ -107,12 +107,8 @@ func TestBackupEndpointsPredicted(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("whatif %v: exit %d: %s", args, code, errs)
 		}
-		var pvs []trafficmodel.Preview
-		if err := listItems(out, &pvs); err != nil || len(pvs) != 1 {
-			t.Fatalf("%v\n%s", err, out)
-		}
 		m := map[string]float64{}
-		for _, c := range pvs[0].Changes {
+		for _, c := range onePreview(t, out).Changes {
 			m[c.Address] = c.After
 			if c.Address == "127.0.0.1:18083" && !c.Backup {
 				t.Errorf("the backup endpoint is not marked: %+v", c)
@@ -136,14 +132,7 @@ func TestPathAndHostHashPredicted(t *testing.T) {
 	trace := func(name string, args ...string) trafficmodel.Trace {
 		t.Helper()
 		code, out, errs := run(t, "", append([]string{"trace", name, "-f", example, "-o", "json"}, args...)...)
-		if code != 0 {
-			t.Fatalf("trace %v: exit %d: %s", args, code, errs)
-		}
-		var tr trafficmodel.Trace
-		if err := json.Unmarshal([]byte(out), &tr); err != nil || len(tr.Backends) != 1 {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		return tr
+		return oneBackendTrace(t, code, out, errs)
 	}
 	a, b := trace("hash-path", "--path", "/img/a.png?v=2"), trace("hash-path", "--path", "/img/a.png?v=3")
 	if a.Hash == nil || !a.Hash.Present || a.Backends[0].Endpoint == "" || a.Hash.Parts[0].Value != "/img/a.png" {
@@ -175,4 +164,28 @@ func listItems(out string, items any) error {
 		return fmt.Errorf("kind %q, want List", l.Kind)
 	}
 	return json.Unmarshal(l.Items, items)
+}
+
+// onePreview decodes the one preview whatif or diff --traffic printed with -o json.
+func onePreview(t *testing.T, out string) trafficmodel.Preview {
+	t.Helper()
+	var pvs []trafficmodel.Preview
+	if err := listItems(out, &pvs); err != nil || len(pvs) != 1 {
+		t.Fatalf("want one preview: %v\n%s", err, out)
+	}
+	return pvs[0]
+}
+
+// oneBackendTrace decodes what lbctl trace -o json printed (exit code, standard output and error) about a
+// route of one backend.
+func oneBackendTrace(t *testing.T, code int, out, errs string) trafficmodel.Trace {
+	t.Helper()
+	if code != 0 {
+		t.Fatalf("trace: exit %d: %s", code, errs)
+	}
+	var tr trafficmodel.Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil || len(tr.Backends) != 1 {
+		t.Fatalf("want a trace of one backend: %v\n%s", err, out)
+	}
+	return tr
 }

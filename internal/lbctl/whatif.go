@@ -7,11 +7,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 )
 
 func newWhatIf(g *globals) *cobra.Command {
-	var namespace, file string
+	var namespace, file, zone string
 	var out *outputFlags
 	var downs []string
 	cmd := &cobra.Command{
@@ -19,12 +21,15 @@ func newWhatIf(g *globals) *cobra.Command {
 		Short: "Predict where a policy's traffic goes if endpoints or a zone go down",
 		Long: `Take endpoints down in the traffic model and show each endpoint's predicted share before and
 after, the hash keys and sessions that move, and the zones traffic fails over to, with Envoy's
-priority and panic rules (see lbctl trace). Nothing is changed.
+priority, zone and panic rules (see lbctl trace), and what the model cannot predict. Nothing is changed.
 
-"Before" is the current health from the policy's status (what lbplane last read from the Envoys'
-/clusters); with -f the policy comes from files and every endpoint starts healthy.`,
+The server answers from what it serves: "before" is the current health (what lbplane last read from the
+Envoys' /clusters), and zone-aware backends are predicted for the zones of the policy's proxy group's
+connected Envoys (--zone: for an Envoy in that zone). With -f the policy comes from files, every
+endpoint starts healthy, and the Envoy has no zone unless --zone names one.`,
 		Example: `  lbctl whatif shop --down zone=zone-a
   lbctl whatif shop --down endpoint=10.0.0.3:8080 --down endpoint=10.0.0.4
+  lbctl whatif shop --down endpoint=10.0.0.3:8080 --zone zone-b
   lbctl whatif shop -f shop.yaml --down zone=zone-a -o json`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeModelNames(g, &file, &namespace),
@@ -35,31 +40,46 @@ priority and panic rules (see lbctl trace). Nothing is changed.
 			if len(downs) == 0 {
 				return fmt.Errorf("--down: name at least one zone=NAME or endpoint=ADDRESS[:PORT]")
 			}
-			res, _, down, err := modelSource{file, namespace, args[0]}.load(cmd, g)
+			ns := g.namespaceFor(cmd, namespace)
+			var pv []*trafficmodel.Preview
+			var err error
+			if file != "" {
+				pv, err = offlineWhatIf(cmd, file, ns, args[0], downs, zoneFlag(cmd, zone))
+			} else {
+				var c *pushclient.Client
+				if c, err = g.client(); err == nil {
+					pv, err = c.WhatIf(cmd.Context(), ns, args[0], apiwire.WhatIfRequest{Predict: apiwire.Predict{Down: downs, Zone: zoneFlag(cmd, zone)}})
+				}
+			}
 			if err != nil {
 				return err
 			}
-			before, err := trafficmodel.ForPolicy(res.IR, namespace, args[0], down)
-			if err != nil {
-				return err
-			}
-			more, err := addDowns(res, namespace, args[0], down, downs)
-			if err != nil {
-				return err
-			}
-			after, err := trafficmodel.ForPolicy(res.IR, namespace, args[0], more)
-			if err != nil {
-				return err
-			}
-			pv := []*trafficmodel.Preview{trafficmodel.Compare(before, after)}
 			return out.Print(cmd.OutOrStdout(), printable{Object: pv, Names: []string{policyName(args[0])},
 				Text: func(w io.Writer, _ bool) error { printPreviews(w, pv); return nil }})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME")
-	f.StringVarP(&file, "filename", "f", "", "model these files offline instead of the server's policies")
+	f.StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME (Kubernetes mode: the context's, unless given)")
+	f.StringVarP(&file, "filename", "f", "", "model these files offline instead of asking the server")
 	f.StringArrayVar(&downs, "down", nil, "zone=NAME or endpoint=ADDRESS[:PORT] to take down (repeatable)")
+	addZoneFlag(cmd, &zone)
 	out = addOutputFlags(cmd, "")
 	return cmd
+}
+
+// offlineWhatIf compares the policy namespace/name of files with every endpoint healthy and with downs down.
+func offlineWhatIf(cmd *cobra.Command, file, namespace, name string, downs []string, zone *string) ([]*trafficmodel.Preview, error) {
+	res, _, err := offlinePolicy(cmd, file, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	before, err := offlineModel(res, namespace, name, nil, zone)
+	if err != nil {
+		return nil, err
+	}
+	after, err := offlineModel(res, namespace, name, downs, zone)
+	if err != nil {
+		return nil, err
+	}
+	return []*trafficmodel.Preview{trafficmodel.Compare(before, after)}, nil
 }

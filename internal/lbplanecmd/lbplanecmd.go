@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/serve"
@@ -104,7 +106,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.XDSAddress, "xds-address", "0.0.0.0:18000", "address Envoys connect to (ADS over gRPC, mTLS); with --xds-insecure the default becomes 127.0.0.1:18000; port 0 picks a free port, written to <data-dir>/ports.json")
 	f.StringVar(&cfg.APIAddress, "api-address", "127.0.0.1:18001", "address of the push API lbctl uses; port 0 picks a free port (<data-dir>/ports.json)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory of the durable policy store and the generated token (required)")
-	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's *.yaml files")
+	f.StringVar(&cfg.ConfigDir, "config-dir", "", "also load, and watch, the policies in this directory's "+manifest.PolicyFilePatterns()+" files (not its subdirectories or hidden files)")
 	f.StringVar(&cfg.Token, "token", "", "push API admin bearer token (env LBPLANE_TOKEN); generated into <data-dir>/token when unset")
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", 10*time.Second, "how long an Envoy is left on a step of a make-before-break change (clusters, then listeners and routes, then removals) without acknowledging it before it is given the next; each Envoy takes its steps on its own, so a slow one delays only itself")
 	f.DurationVar(&cfg.PushWait, "push-wait", 2*time.Second, "how long a push's reply waits for the Envoys of the groups it changed to acknowledge it; the reply then names those that had not (0: reply at once)")
@@ -120,18 +122,23 @@ func newServe() *cobra.Command {
 	f.BoolVar(&kubernetes, "kubernetes", false, "read LoadBalancerPolicies from Kubernetes (on by default inside a cluster)")
 	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig for --kubernetes outside a cluster (env KUBECONFIG)")
 	f.BoolVar(&cfg.AllowCrossNamespaceRefs, "allow-cross-namespace-refs", false, "with --kubernetes: let a policy's backends reference Services in other namespaces")
-	f.StringSliceVar(&cfg.AllowBackendCIDRs, "allow-backend-cidrs", nil, "re-admit backend addresses in these CIDRs of the ranges refused by default (loopback 127.0.0.0/8 and ::1, link-local 169.254.0.0/16 and fe80::/10, unspecified 0.0.0.0/8 and ::), e.g. 127.0.0.0/8 for backends on the Envoy's own host; logged as a warning and shown in lbctl status")
+	f.StringSliceVar(&cfg.AllowBackendCIDRs, "allow-backend-cidrs", nil, "re-admit backend addresses in these CIDRs of the ranges refused by default (loopback 127.0.0.0/8 and ::1, link-local 169.254.0.0/16 and fe80::/10, unspecified 0.0.0.0/8 and ::), e.g. 127.0.0.0/8 for backends on the Envoy's own host, or with :PORT or :FROM-TO on those ports only, e.g. 127.0.0.1:18081-18083 (IPv6: [::1]:8080); logged as a warning and shown in lbctl status")
+	f.StringSliceVar(&cfg.DNSResolvers, "dns-resolver", nil, "DNS servers (host:port) that resolve backends' host names, instead of the servers of /etc/resolv.conf (the hosts file is read first); lbplane checks every address they answer and sends the Envoys the allowed ones as endpoints")
+	f.BoolVar(&cfg.AllowEnvoyDNS, "allow-envoy-dns", false, "allow backends with dns.resolver: Envoy, whose host names each Envoy resolves itself: lbplane never sees those answers, so nothing refuses one that points at the Envoy's host or a metadata address; logged as a warning and shown in lbctl status")
+	f.StringVar(&cfg.TenancyFile, "tenancy-file", "", "YAML file delegating listener ports and host names to namespaces (docs/security.md, \"Host names belong to namespaces\"); without it, the first policy to name a host name on a shared port holds it against other namespaces")
 	f.StringSliceVar(&cfg.AddressBackendsNamespaces, "address-backends-namespaces", nil, "with --kubernetes: namespaces whose policies may name endpoint addresses and host names ('*': every namespace); elsewhere backends are Services only")
 	f.StringSliceVar(&cfg.AddressBackendsCIDRs, "address-backends-cidrs", nil, "with --kubernetes: IP ranges every namespace's policies may name as endpoint addresses")
 	f.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "with --kubernetes: elect one replica (a Lease in this namespace) to write status")
-	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per client address (bursts of twice that); 0 disables")
+	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", 20, "push API calls per second per token, and per client address for requests without a good token (bursts of twice that); 0 disables")
 	f.StringVar(&cfg.MetricsAddress, "metrics-address", "127.0.0.1:18002", "address serving Prometheus metrics on /metrics (port 0: see <data-dir>/ports.json); empty disables")
+	f.IntVar(&cfg.MetricsMaxProxies, "metrics-max-proxies", metrics.DefaultMaxProxySeries, "at most this many Envoys get a lbplane_proxy_sync series each (those not SYNCED first); lbplane_proxy_sync_omitted counts the others")
 	f.DurationVar(&cfg.ProxyStatsInterval, "proxy-stats-interval", 2*time.Second, "how often to read each Envoy's stats port (lbctl bootstrap --stats-port) for backend health and load; 0 disables")
 	f.StringVar(&cfg.RolloutDefault, "rollout-default", "immediate", "how a pushed (or, with --kubernetes, applied) change reaches the Envoys when neither the push (lbctl push-config --rollout) nor the policy (spec.rollout) says: immediate, or staged (in stages judged on the Envoys' stats, rolled back on a breach; docs/rollouts.md)")
 	f.DurationVar(&cfg.RolloutCanaryMinAge, "rollout-canary-min-age", rollout.DefaultMinCanaryAge, "how long an Envoy must have been connected, acknowledging its config, before a staged rollout may choose it as a canary (canaries are chosen at random among those; docs/rollouts.md)")
 	f.IntVar(&cfg.ProxyStatsSlice, "proxy-stats-slice", -1, "clusters asked for per read of an Envoy's /clusters (-1: all in one read; measured at 10,000 clusters, slices of 500 tripled a change's median and kept its tail: bench/results/2026-11-27-vm-stats)")
 	f.Float64Var(&cfg.ProxyStatsFullShare, "proxy-stats-full-share", proxystats.DefaultFullReadShare, "share of an Envoy's main thread (which also applies config) that full reads of its stats port may take, going by how long the last one took; in between only the busy clusters are read (1: read everything every --proxy-stats-interval)")
 	f.DurationVar(&cfg.LoadStatusInterval, "load-status-interval", time.Minute, "with --kubernetes: least time between two writes of a policy's requests, errors and latency (health changes are written at once)")
+	f.StringVar(&cfg.AccessLog, "access-log", serve.AccessLogJSON, "what every Envoy listener writes to Envoy's standard output per request (per connection on TCP) unless its policy sets spec.listener.accessLog: json (one JSON object a line, naming the policy, route, backend and endpoint: docs/operations.md), text or off")
 	f.BoolVar(&dynamicStats, "router-dynamic-stats", true, "Envoy's per-response upstream stats (upstream_rq_time, per-status counters), where each backend's p99 and error figures come from; false saves about 3 % of Envoy's CPU per request (bench/results)")
 	f.StringArrayVar(&cfg.FilesRoots, "files-root", nil, "directory whose files policies may name in certificateFile, privateKeyFile and caFile (repeatable; relative names resolve against the first); default: --config-dir and <data-dir>/certs")
 	f.StringVar(&cfg.ReadOnlyToken, "token-readonly", "", "push API bearer token that may only read (env LBPLANE_TOKEN_READONLY); generated into <data-dir>/token-readonly when unset")
@@ -140,6 +147,8 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.CASecret, "ca-secret", "", "with --kubernetes: keep lbplane's CA in this Secret of --namespace (created on first start, shared by every replica) instead of <data-dir>/pki")
 	f.StringVar(&cfg.Namespace, "namespace", "", "with --kubernetes: the namespace of lbplane's own Secrets (default: --leader-election-namespace)")
 	f.StringToStringVar(&cfg.EnvoyCertSecrets, "envoy-cert-secret", nil, "with --ca-secret: GROUP=SECRET keeps a client certificate for any Envoy of proxy group GROUP in Secret SECRET of --namespace, renewed at 2/3 of --envoy-cert-validity (repeatable)")
+	f.StringVar(&cfg.EnvoyService, "envoy-service", "", "with --kubernetes: the Service of --namespace in front of --envoy-service-group's Envoys; the elected replica gives it a port for every listener port of the group's policies that none of its other ports targets, and removes it when no policy listens there (server-side apply, field manager lbplane)")
+	f.StringVar(&cfg.EnvoyServiceGroup, "envoy-service-group", "default", "the proxy group whose listener ports --envoy-service follows")
 	f.DurationVar(&cfg.EnvoyCertCheckInterval, "envoy-cert-check-interval", time.Minute, "with --envoy-cert-secret: how often each group certificate Secret is checked (and rewritten when missing, due or from another CA)")
 	f.BoolVar(&cfg.APITLSAuto, "api-tls-auto", false, "serve the push API over HTTPS with a certificate from lbplane's own CA (the --xds-server-name names); for Kubernetes, where probes do not verify and lbctl trusts the CA")
 	f.BoolVar(&cfg.APIInsecureListenAny, "api-insecure-listen-any", false, "allow the push API in plaintext on a non-loopback address (its tokens cross the network readable); logs a warning")
@@ -151,7 +160,8 @@ func newServe() *cobra.Command {
 	f.StringVar(&cfg.Etcd.Cert, "etcd-cert", "", "with --store etcd: PEM client certificate lbplane authenticates to etcd with (with --etcd-key)")
 	f.StringVar(&cfg.Etcd.Key, "etcd-key", "", "with --store etcd: PEM private key of --etcd-cert")
 	f.StringVar(&cfg.Etcd.Prefix, "etcd-prefix", store.DefaultEtcdPrefix, "with --store etcd: the key prefix lbplane's policies, revocations, election and sealed CA and tokens live under")
-	f.StringVar(&cfg.EtcdSecretKeyFile, "etcd-secret-key-file", "", "with --store etcd: file of 64 hex digits (openssl rand -hex 32; mode 600), the same on every replica: the AES-256-GCM key that seals lbplane's CA and push API tokens in etcd")
+	f.StringVar(&cfg.EtcdSecretKeyFile, "etcd-secret-key-file", "", "with --store etcd: file of 64 hex digits (openssl rand -hex 32; mode 600), the same on every replica: the key that seals lbplane's CA and push API tokens in etcd (AES-256-GCM) and authenticates every record lbplane writes there (records it did not write are refused)")
+	f.BoolVar(&cfg.Etcd.Insecure, "insecure-etcd", false, "with --store etcd: accept etcd reached in plaintext, without a client certificate, or that answers clients presenting none (anyone who reaches it can read and delete lbplane's records); logs a warning and lbctl status shows it")
 	f.StringVar(&cfg.ReplicaID, "replica-id", "", "with --store etcd: this replica's name in the leader election and lbctl status (default: hostname, pid and a random suffix)")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on --metrics-address, only to requests with the admin token as a bearer token (loopback included)")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,16 +53,25 @@ func TestStoreMigrateRoundTrip(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(bytes.Repeat([]byte{9}, 32))+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	target := "etcd://" + c.Members()[0].Endpoint()[len("http://"):] + "/migrated/"
-	if code := Main([]string{"store", "migrate", "--from", src, "--to", target, "--etcd-secret-key-file", keyFile}); code != 0 {
+	target := "etcds://" + strings.TrimPrefix(c.Members()[0].Endpoint(), "https://") + "/migrated/"
+	tlsFlags := []string{"--etcd-cacert", c.TLS().CA, "--etcd-cert", c.TLS().Cert, "--etcd-key", c.TLS().Key, "--etcd-secret-key-file", keyFile}
+	if code := Main(append([]string{"store", "migrate", "--from", src, "--to", target}, tlsFlags...)); code != 0 {
 		t.Fatalf("migrate to etcd: exit %d", code)
 	}
 	// A second migration into the same prefix is refused: it would merge two stores.
-	if code := Main([]string{"store", "migrate", "--from", src, "--to", target, "--etcd-secret-key-file", keyFile}); code == 0 {
+	if code := Main(append([]string{"store", "migrate", "--from", src, "--to", target}, tlsFlags...)); code == 0 {
 		t.Fatal("a migration into a prefix that holds policies succeeded")
 	}
+	// Every record it wrote carries lbplane's authentication: none is left to authenticate.
+	var out bytes.Buffer
+	if err := runCommand(&out, append([]string{"store", "authenticate", target, "--dry-run"}, tlsFlags...)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "would authenticate 0 records") {
+		t.Errorf("store authenticate --dry-run after a migration:\n%s", out.String())
+	}
 	back := filepath.Join(t.TempDir(), "back")
-	if code := Main([]string{"store", "migrate", "--from", target, "--to", back, "--etcd-secret-key-file", keyFile}); code != 0 {
+	if code := Main(append([]string{"store", "migrate", "--from", target, "--to", back}, tlsFlags...)); code != 0 {
 		t.Fatalf("migrate back: exit %d", code)
 	}
 	st, err = store.Open(back)
@@ -95,4 +105,13 @@ func TestStoreMigrateRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(sec, want) {
 		t.Error("the CA or tokens changed on the way")
 	}
+}
+
+// runCommand runs lbplane store with args (after "store"), its output into out.
+func runCommand(out *bytes.Buffer, args []string) error {
+	cmd := newStore()
+	cmd.SetArgs(args[1:])
+	cmd.SetOut(out)
+	cmd.SetErr(out)
+	return cmd.Execute()
 }

@@ -1,13 +1,34 @@
+{{- /* The chart's name (nameOverride) and the release's prefix of every object's name (fullnameOverride);
+50 characters at most, so that the longest suffix (-envoy-metrics) keeps names within 63. */ -}}
+{{- define "lbplane.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- define "lbplane.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 50 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" }}{{- end -}}
+{{- $name := include "lbplane.name" . -}}
+{{- if .Values.fullnameOverride -}}{{ .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else if contains $name .Release.Name -}}{{ .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else -}}{{ printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}{{- end -}}
 {{- end -}}
 
+{{- /* Every object's labels. app.kubernetes.io/part-of: lbplane stays whatever nameOverride says: lbctl finds
+lbplane's Service by it. Selectors use only instance and component, which no value changes. */ -}}
 {{- define "lbplane.labels" -}}
-app.kubernetes.io/name: lbplane
+app.kubernetes.io/name: {{ include "lbplane.name" . }}
+app.kubernetes.io/part-of: lbplane
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- /* An image reference: repository, the tag (default: the chart's appVersion for lbplane's image) and, when
+set, the digest, which pins it (repository:tag@sha256:...). */ -}}
+{{- define "lbplane.image" -}}
+{{- $tag := .image.tag | default .default -}}
+{{- .image.repository }}{{ with $tag }}:{{ . }}{{ end }}{{ with .image.digest }}@{{ . }}{{ end }}
 {{- end -}}
 
 {{- define "lbplane.serviceAccountName" -}}
@@ -27,8 +48,15 @@ capabilities: {drop: [ALL]}
 seccompProfile: {type: RuntimeDefault}
 {{- end -}}
 
+{{- /* The Envoy pod's containers' security: the chart's (lbplane.containerSecurity), with the keys
+envoy.securityContext sets in their place (e.g. capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]} for ports
+below 1024). */ -}}
+{{- define "lbplane.envoySecurity" -}}
+{{- toYaml (merge (deepCopy (.Values.envoy.securityContext | default dict)) (include "lbplane.containerSecurity" . | fromYaml)) -}}
+{{- end -}}
+
 {{- /* Envoy's heap budget for its overload actions (max_heap_size_bytes): 80 % of the container's memory
-limit, so that Envoy sheds load (shrink heap, no keep-alive at 95 %, refuse requests at 98 %) before the
+limit, so that Envoy sheds load (no new connection from 90 %, shrink heap, no keep-alive at 95 %, refuse requests at 98 %) before the
 kernel kills it for memory; the other 20 % is Envoy's memory outside the heap, and slack. 1 GiB when the limit
 is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- define "lbplane.envoyMaxHeap" -}}
@@ -40,6 +68,12 @@ is unset or not plain bytes or Ki, Mi, Gi, K, M, G. */ -}}
 {{- if and $num (hasKey $units $unit) -}}
 {{- div (mul (atoi $num) (get $units $unit)) 10 | mul 8 -}}
 {{- else -}}1073741824{{- end -}}
+{{- end -}}
+
+{{- /* tcmalloc's soft limit (soft_memory_limit_bytes): 90 % of the heap budget, as lbctl bootstrap renders it:
+above it tcmalloc gives freed memory back to the system at once. */ -}}
+{{- define "lbplane.envoySoftHeap" -}}
+{{- div (mul (atoi (include "lbplane.envoyMaxHeap" .)) 9) 10 -}}
 {{- end -}}
 
 {{- /* The Secret lbplane keeps its CA in, and the one it keeps the Envoys' group certificate in. */ -}}
@@ -97,34 +131,6 @@ topologySpreadConstraints:
 {{- toJson (dict "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/component" "envoy") -}}
 {{- end -}}
 
-{{- /* The Envoy preStop hook: drain every listener gracefully through the admin API. For drain.seconds
-Envoy keeps accepting (the Service may still send new connections while it learns that the pod is going)
-and answers each request with Connection: close (HTTP/2: GOAWAY); then it closes its listeners, and the
-hook waits, at most drain.waitSeconds, until nothing is in flight on the traffic listeners (admin and the
-stats listener do not count): no HTTP request, and no connection of a TCP listener. Idle HTTP keep-alive
-connections do not hold it: Envoy does not close them on drain, and a client finds them closed before it
-sends on them. busy = listener connections - HTTP connections + HTTP requests in flight (the per-worker
-copies of the listener gauges left out). Admin is a Unix socket, and the Envoy image (Ubuntu) has no curl:
-perl-base, which every Ubuntu image holds, speaks to it (IO::Socket::UNIX). TestEnvoyPreStopDrain (e2e)
-runs this very command against a real Envoy under load. */ -}}
-{{- define "lbplane.envoyPreStop" -}}
-{{- $drain := .Values.envoy.drain -}}
-admin() { perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Peer => "/run/envoy/admin.sock") or exit 1; print $s "$ARGV[0] $ARGV[1] HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"; print while <$s>' "$1" "$2"; }
-admin POST '/drain_listeners?graceful' >/dev/null || exit 0
-sleep {{ $drain.seconds }}
-end=$((SECONDS + {{ $drain.waitSeconds }}))
-while [ "$SECONDS" -lt "$end" ]; do
-  busy=$(admin GET '/stats?filter=active' | awk -F': ' '
-    $1 ~ /^(listener|http)\.(admin|lbplane_stats)\./ || $1 ~ /\.worker_[0-9]+\./ {next}
-    $1 ~ /^listener\..*\.downstream_cx_active$/ {n += $2}
-    $1 ~ /^http\..*\.downstream_cx_active$/ {n -= $2}
-    $1 ~ /^http\..*\.downstream_rq_active$/ {n += $2}
-    END {print n + 0}')
-  [ "$busy" = 0 ] && exit 0
-  sleep 1
-done
-{{- end -}}
-
 {{- /* The Secret of the push API tokens. */ -}}
 {{- define "lbplane.tokenSecret" -}}
 {{ include "lbplane.fullname" . }}-api-token
@@ -135,4 +141,13 @@ done
 {{- $local := dict "socket_address" (dict "address" "127.0.0.1" "port_value" 9) -}}
 {{- $cluster := dict "name" "lbplane_local" "type" "STATIC" "connect_timeout" "1s" "load_assignment" (dict "cluster_name" "lbplane_local" "endpoints" (list (dict "locality" (dict "zone" .) "lb_endpoints" (list (dict "endpoint" (dict "address" $local))))))  -}}
 {{- dict "node" (dict "locality" (dict "zone" .)) "cluster_manager" (dict "local_cluster_name" "lbplane_local") "static_resources" (dict "clusters" (list $cluster)) | toJson -}}
+{{- end }}
+
+{{- /* lbplane serve --tenancy-file's content (tenancy: in values), or nothing when it delegates nothing. */ -}}
+{{- define "lbplane.tenancy" -}}
+{{- with .Values.tenancy }}
+{{- if or .delegations (eq .undelegated "Deny") }}
+{{- dict "undelegated" .undelegated "delegations" .delegations | toYaml }}
+{{- end }}
+{{- end }}
 {{- end }}

@@ -7,6 +7,11 @@ let selected = decodeURIComponent(location.hash.slice(1));
 let source = null;
 let lastHealth = null; // every endpoint's health as text, to fetch the history when it changes
 let lastProxies = null;
+let lastState = null;
+let historyData = [];  // the selected policy's series, from /history
+let rangeSec = 900;    // the charts' time range
+let canChange = false; // a session of the admin token: drain, maintenance and ready
+let listKey = "";      // what the policy list shows, to redraw it only when that changes
 
 function el(tag, attrs, ...children) {
   const e = tag.startsWith("svg:") ? document.createElementNS(SVGNS, tag.slice(4)) : document.createElement(tag);
@@ -41,28 +46,100 @@ function healthOf(ep, proxies) {
   return "healthy on " + (of - ep.ejectedOn) + " of " + of + " (Envoys disagree; ejected on " + ep.ejectedOn + ": " + why + ")";
 }
 
+// stateOf is what the page calls an endpoint: ejected, unknown or disputed from its health, draining when
+// Envoy holds it DRAINING (an operator's drain, or the spec's) and nothing else.
 function stateOf(ep) {
+  if ((ep.reasons || []).length === 1 && ep.reasons[0] === "draining") return "draining";
   if (ep.health === "Ejected") return "ejected";
   if (ep.health === "Unknown") return "unknown";
   return ep.ejectedOn > 0 ? "disputed" : "healthy";
 }
 
+
+// Conditions whose True is bad news; for the others False is.
+const TRUE_IS_BAD = new Set(["RolledBack", "Degraded", "Conflicted", "Stalled"]);
+function condGood(c) { return c.status === "Unknown" ? null : (c.status === "True") !== TRUE_IS_BAD.has(c.type); }
+function condClass(c) { const g = condGood(c); return g === null ? "degraded" : g ? "ok" : "bad"; }
+
+function bytes(n) {
+  if (n == null) return "-";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : String(Math.round(n))) + " " + u[i];
+}
+function num(n) { return n == null ? "-" : n >= 1e6 ? (n / 1e6).toFixed(1) + "M" : n >= 1e4 ? (n / 1e3).toFixed(1) + "k" : String(Math.round(n * 10) / 10); }
+function dur(sec) {
+  sec = Math.round(sec);
+  if (sec < 60) return sec + "s";
+  if (sec < 3600) return Math.floor(sec / 60) + "m " + (sec % 60 ? (sec % 60) + "s" : "");
+  return Math.floor(sec / 3600) + "h " + Math.floor(sec % 3600 / 60) + "m";
+}
+function hhmm(t, secs) {
+  const d = new Date(t), p = x => String(x).padStart(2, "0");
+  return p(d.getHours()) + ":" + p(d.getMinutes()) + (secs ? ":" + p(d.getSeconds()) : "");
+}
+// rateClass colours a 5xx share: none, some (under 5 %), many.
+function rateClass(f) { return f == null ? "muted" : f === 0 ? "ok" : f < 0.05 ? "degraded" : "bad"; }
+
+// policyHealth sums a policy up for the overview: failing (a condition in a bad state), degraded (endpoints
+// not all healthy, or Envoys that disagree), or ok; with the reasons as text.
+function policyHealth(p) {
+  const conds = p.status.conditions || [];
+  const bad = conds.filter(c => condGood(c) === false).map(c => c.status === "True" ? c.type : "not " + c.type);
+  const ep = p.status.endpoints || {};
+  const degraded = [];
+  if (ep.total > 0 && ep.healthy < ep.total) degraded.push(ep.healthy + "/" + ep.total + " healthy");
+  if (ep.mismatched > 0) degraded.push("Envoys disagree on " + ep.mismatched);
+  const r = p.traffic && p.traffic.clientErrorRate;
+  if (r != null && r >= 0.05) degraded.push(pct(r) + " 5xx");
+  if (bad.length) return { state: "failing", text: bad.join(", "), degraded };
+  if (degraded.length) return { state: "degraded", text: "degraded: " + degraded.join(", "), degraded };
+  return { state: "ok", text: "ok", degraded };
+}
+
+const MAX_LISTED = 200; // policies drawn in the list at once: the filter finds the others
+
+// renderPolicies draws the overview (counts by state, which filter on a click) and the filtered list, the
+// failing and degraded first; with many policies it draws MAX_LISTED and says how many more match.
 function renderPolicies(policies) {
-  const ul = document.getElementById("policies");
   if (!selected && policies.length) selected = policies[0].namespace + "/" + policies[0].name;
-  ul.replaceChildren(...policies.map(p => {
-    const key = p.namespace + "/" + p.name;
-    const conds = p.status.conditions || [];
-    const bad = conds.filter(c => c.status !== "True").map(c => c.type);
-    const ep = p.status.endpoints || {};
-    // Degraded: endpoints not healthy (ejected or unknown), or Envoys that disagree on some.
-    const degraded = [];
-    if (ep.total > 0 && ep.healthy < ep.total) degraded.push(ep.healthy + "/" + ep.total + " healthy");
-    if (ep.mismatched > 0) degraded.push("Envoys disagree on " + ep.mismatched);
-    const text = bad.length ? "not " + bad.join(", not ") : degraded.length ? "degraded: " + degraded.join(", ") : "ok";
-    const li = el("li", { "data-policy": key, "data-degraded": degraded.length ? "true" : "false", class: key === selected ? "selected" : "" }, key + " ",
-      el("span", { class: bad.length ? "bad" : degraded.length ? "degraded" : "ok" }, text));
-    li.addEventListener("click", () => select(key));
+  const rows = policies.map(p => Object.assign({ key: p.namespace + "/" + p.name, p }, policyHealth(p)));
+  const counts = { all: rows.length, failing: 0, degraded: 0, ok: 0, overrides: 0 };
+  for (const r of rows) {
+    counts[r.state]++;
+    if ((r.p.status.endpointOverrides || []).length) counts.overrides++;
+  }
+  const ov = document.getElementById("overview");
+  ov.replaceChildren(...[["all", "policies"], ["failing", "failing"], ["degraded", "degraded"], ["ok", "ok"], ["overrides", "with drained endpoints"]].map(([k, label]) =>
+    el("button", { type: "button", class: "count " + k + (document.getElementById("filter-state").value === k ? " active" : ""), "data-count": k, "data-value": counts[k] },
+      el("b", {}, String(counts[k])), " " + label)));
+  ov.querySelectorAll("button").forEach(b => b.addEventListener("click", () => {
+    document.getElementById("filter-state").value = b.getAttribute("data-count");
+    listKey = ""; renderPolicies(lastState.policies);
+  }));
+  const text = document.getElementById("filter").value.trim().toLowerCase();
+  const want = document.getElementById("filter-state").value;
+  const order = { failing: 0, degraded: 1, ok: 2 };
+  const match = rows.filter(r => (!text || r.key.toLowerCase().includes(text) || (r.p.group || "").toLowerCase().includes(text)) &&
+    (want === "all" || (want === "overrides" ? (r.p.status.endpointOverrides || []).length > 0 : r.state === want)));
+  match.sort((a, b) => order[a.state] - order[b.state] || a.key.localeCompare(b.key));
+  const shown = match.slice(0, MAX_LISTED);
+  const key = selected + "\n" + shown.map(r => r.key + " " + r.text + " " + num(r.p.traffic && r.p.traffic.requests) + pct(r.p.traffic && r.p.traffic.clientErrorRate)).join("\n");
+  document.getElementById("policies-more").textContent = match.length > shown.length ?
+    "Showing " + shown.length + " of " + match.length + " matching policies: narrow the filter to see the others." :
+    match.length ? match.length + " of " + rows.length + " policies" : "No policy matches.";
+  if (key === listKey) return;
+  listKey = key;
+  const ul = document.getElementById("policies");
+  ul.replaceChildren(...shown.map(r => {
+    const t = r.p.traffic;
+    const li = el("li", { "data-policy": r.key, "data-state": r.state, "data-degraded": r.degraded.length ? "true" : "false", class: r.key === selected ? "selected" : "" },
+      el("span", { class: "dot " + r.state }), el("span", { class: "name" }, r.key),
+      el("span", { class: "figures muted" }, t ? num(t.requests / Math.max(1, t.windowSeconds)) + " rps · " : ""),
+      t && t.clientErrorRate != null ? el("span", { class: "figures " + rateClass(t.clientErrorRate) }, pct(t.clientErrorRate) + " 5xx") : "",
+      el("div", { class: "why " + (r.state === "failing" ? "bad" : r.state === "degraded" ? "degraded" : "ok") }, r.text));
+    li.addEventListener("click", () => select(r.key));
     return li;
   }));
 }
@@ -78,13 +155,30 @@ function renderProxies(proxies) {
   lastProxies = now;
 }
 
+
 function renderConditions(p) {
   fill(document.querySelector("#conditions tbody"), ((p && p.status.conditions) || []).map(c =>
-    [c.type, el("span", { class: c.status }, c.status), c.reason, c.message]));
+    [c.type, el("span", { class: "cond " + condClass(c), "data-condition": c.type, "data-status": c.status }, c.status), c.reason, c.message]));
 }
 
-// renderRollout shows a staged rollout: its phase and stage, which Envoys of the group run which generation,
-// and the last analysis of the canaries against the other Envoys.
+// renderTotals shows the selected policy's figures over its window: requests, responses by class, the
+// client-facing error rate (the share of 5xx), open connections and bytes.
+function renderTotals(p) {
+  const box = document.getElementById("totals");
+  const t = p && p.traffic;
+  if (!t) { box.replaceChildren(); return; }
+  const r = t.responses, w = Math.max(1, t.windowSeconds);
+  const tile = (label, value, cls, key) => el("div", { class: "tile " + (cls || ""), "data-tile": key }, el("div", { class: "value" }, value), el("div", { class: "label" }, label));
+  box.replaceChildren(
+    tile("requests/s", num(t.requests / w), "", "rps"),
+    tile("2xx", num(r["2xx"]), "c2xx", "2xx"), tile("3xx", num(r["3xx"]), "c3xx", "3xx"),
+    tile("4xx", num(r["4xx"]), "c4xx", "4xx"), tile("5xx", num(r["5xx"]), r["5xx"] ? "bad" : "c5xx", "5xx"),
+    tile("5xx rate (clients)", pct(t.clientErrorRate), rateClass(t.clientErrorRate), "error-rate"),
+    tile("connections open", num(t.connectionsActive), "", "connections"),
+    tile("bytes in / out", bytes(t.bytesReceived) + " / " + bytes(t.bytesSent), "", "bytes"),
+    el("div", { class: "muted window" }, "over the last " + t.windowSeconds + " s, summed over the Envoys"));
+}
+
 function renderRollout(p, proxies) {
   const box = document.getElementById("rollout");
   const r = p && p.status.rollout;
@@ -140,6 +234,11 @@ function chart(b, algorithm) {
       " (per backend: Envoy keeps no latency per endpoint) · " + b.endpoints.healthy + "/" + b.endpoints.total + " healthy" +
       (b.skew != null ? " · skew " + b.skew.toFixed(2) : "")));
   const box = el("div", { class: "backend" }, head, svg);
+  // What the expected shares leave out, as lbctl trace, whatif and diff --traffic say it.
+  if ((b.expectedCaveats || []).length) {
+    box.append(el("ul", { class: "caveats muted", "data-backend": b.name },
+      ...b.expectedCaveats.map(c => el("li", { class: "caveat" }, "not predicted: " + c))));
+  }
   // Each Envoy's own view: its ejections count for everyone only with a majority; a mismatch is flagged.
   if ((b.perProxy || []).length > 1 || (b.mismatches || []).length) {
     const t = el("table", { class: "per-envoy", "data-backend": b.name }, el("thead", {}, el("tr", {},
@@ -158,13 +257,118 @@ function chart(b, algorithm) {
   return box;
 }
 
+
+// overrideOf is the operator's override in force on an endpoint of a backend, if any.
+function overrideOf(p, backend, address) {
+  const host = address.replace(/:\d+$/, "").replace(/^\[|\]$/g, "");
+  return (p.status.endpointOverrides || []).find(o => (!o.backend || o.backend === backend) &&
+    (o.endpoint === address || o.endpoint === host));
+}
+
+function seriesOf(backend, address) {
+  const b = historyData.find(x => x.name === backend);
+  return b && (b.endpoints || []).find(e => e.address === address);
+}
+
+// downIn sums an endpoint's downtime within the chart's range, and says whether it is down now.
+function downIn(spans, now) {
+  const from = now - rangeSec * 1000;
+  let sum = 0, open = null;
+  for (const d of spans || []) {
+    const a = Math.max(from, Date.parse(d.from)), b = d.to ? Date.parse(d.to) : now;
+    if (!d.to) open = d;
+    if (b > a) sum += (b - a) / 1000;
+  }
+  return { sum, open };
+}
+
+// renderEndpoints is the stats table: per endpoint its state, load, connections, errors, the last reading of
+// its health and its downtime in the chart's range, with drain, maintenance and ready for an admin session.
+function renderEndpoints(p, backends, now) {
+  const rows = [];
+  for (const b of backends) {
+    const listed = new Set();
+    for (const e of b.perEndpoint || []) {
+      listed.add(e.address);
+      rows.push({ b, e, o: overrideOf(p, b.name, e.address) });
+    }
+    // Under maintenance: not in Envoy's load assignment, so no Envoy reports it.
+    for (const o of p.status.endpointOverrides || [])
+      if (o.state === "Maintenance" && (!o.backend || o.backend === b.name) && !listed.has(o.endpoint))
+        rows.push({ b, e: { address: o.endpoint, maintenance: true }, o });
+  }
+  const head = ["backend", "endpoint", "state", "req", "rps", "active", "conns", "opened", "connect fail", "timeouts", "errors", "last check", "down (" + dur(rangeSec) + ")"];
+  if (canChange) head.push("action");
+  const t = el("table", { id: "endpoint-table" }, el("thead", {}, el("tr", {}, ...head.map(h => el("th", {}, h)))), el("tbody"));
+  t.querySelector("tbody").replaceChildren(...rows.map(({ b, e, o }) => {
+    let state = e.maintenance ? "maintenance" : stateOf(e);
+    if (o && o.state === "Maintenance") state = "maintenance";
+    else if (o && o.state === "Draining") state = "draining";
+    const s = seriesOf(b.name, e.address);
+    const down = downIn(s && s.downtime, now);
+    const last = s && s.lastCheck ? Math.max(0, (now - Date.parse(s.lastCheck)) / 1000) : null;
+    const stateText = state + (o ? " since " + hhmm(o.since, true) : state === "draining" ? " (spec)" : "") +
+      (state === "ejected" || state === "disputed" ? ": " + (e.reasons || []).join("; ") : "");
+    const cells = [b.name, el("span", { class: "mono" }, e.address), el("span", { class: "ep-state " + state, "data-state": state }, stateText)];
+    if (e.maintenance) cells.push(...Array.from({ length: 9 }, () => el("span", { class: "muted" }, "-")));
+    else cells.push(num(e.requests), (e.requestsPerSecond || 0).toFixed(1), num(e.activeRequests), num(e.connectionsActive || 0), num(e.connections || 0),
+      el("span", { class: e.connectFailures ? "bad" : "" }, num(e.connectFailures || 0)), el("span", { class: e.timeouts ? "bad" : "" }, num(e.timeouts || 0)),
+      el("span", { class: rateClass(e.errorRate) }, num(e.errors) + " (" + pct(e.errorRate) + ")"),
+      last == null ? "-" : dur(last) + " ago");
+    cells.push(el("span", { class: down.sum > 0 ? "bad" : "ok", "data-downtime": Math.round(down.sum) },
+      dur(down.sum) + (down.open ? " (down since " + hhmm(down.open.from, true) + ")" : "")));
+    if (canChange) {
+      const act = el("span", { class: "actions" });
+      const button = (label, st, ep, be) => {
+        const x = el("button", { type: "button", "data-action": st, "data-endpoint": e.address, "data-backend": b.name }, label);
+        x.addEventListener("click", () => setState(ep, be, st));
+        return x;
+      };
+      if (o) act.append(button("Ready", "Ready", o.endpoint, o.backend || ""));
+      if (state !== "draining" && state !== "maintenance") act.append(button("Drain", "Draining", e.address, b.name));
+      if (state !== "maintenance") act.append(button("Maintenance", "Maintenance", e.address, b.name));
+      cells.push(act);
+    }
+    const tr = el("tr", { class: "ep-row " + state, "data-endpoint": e.address, "data-backend": b.name, "data-state": state },
+      ...cells.map(c => el("td", {}, c)));
+    return tr;
+  }));
+  document.getElementById("endpoints").replaceChildren(rows.length ? t : el("p", { class: "muted" }, "No endpoint reported yet."));
+}
+
+// setState asks lbplane to drain an endpoint, put it under maintenance or make it ready again; lbplane
+// stores it and waits for the Envoys before it answers.
+async function setState(endpoint, backend, state) {
+  const msg = document.getElementById("action-result");
+  msg.className = "muted";
+  msg.textContent = state + " " + endpoint + "…";
+  const r = await fetch("/dashboard/api/policies/" + selected.split("/").map(encodeURIComponent).join("/") + "/endpoint-state", {
+    method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ endpoint, backend, state })
+  });
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    msg.className = "bad";
+    msg.textContent = state + " " + endpoint + ": " + ((body.errors || []).join("; ") || r.status);
+    return;
+  }
+  msg.className = "ok";
+  msg.setAttribute("data-done", state + " " + endpoint);
+  msg.textContent = endpoint + ": " + (state === "Ready" ? "ready" : state.toLowerCase()) + (body.changed ? "" : " already") + " on " + body.endpoints + " endpoint(s)" +
+    ((body.specDraining || []).length ? "; the spec still drains " + body.specDraining.join(", ") : "") +
+    (body.laggingTotal ? "; " + body.laggingTotal + " Envoy(s) had not taken it yet" : "");
+}
+
 function renderLive(state) {
   const chartBox = document.getElementById("chart");
   const perProxy = document.getElementById("per-proxy");
   const p = state.policies.find(x => x.namespace + "/" + x.name === selected);
   renderConditions(p);
+  renderTotals(p);
   renderRollout(p, state.proxies);
   const backends = (state.live && state.live.backends) || [];
+  if (p) renderEndpoints(p, backends, Date.parse(state.time));
+  else document.getElementById("endpoints").replaceChildren();
   if (!p || !backends.length) {
     chartBox.replaceChildren(el("p", { class: "muted" }, p ? noReport(p.group, state.proxies) : "No such policy."));
     perProxy.replaceChildren();
@@ -186,7 +390,6 @@ function renderLive(state) {
   lastHealth = now;
 }
 
-// noReport says why a policy has no backend figures, from the group's Envoys as they are connected.
 function noReport(group, proxies) {
   const mine = (proxies || []).filter(x => x.group === group);
   if (!mine.length) return "No Envoy of group " + group + " is connected.";
@@ -216,34 +419,69 @@ function renderEvents(events) {
 }
 
 // line draws one series as an SVG polyline scaled to its own maximum, with the figures as text.
-function line(points, value, cls, attrs, label) {
-  const w = 360, h = 40;
-  const vals = points.map(value), maxV = Math.max(0, ...vals);
-  const t0 = points.length ? Date.parse(points[0].time) : 0, t1 = points.length ? Date.parse(points[points.length - 1].time) : 1;
-  const xy = points.map((p, i) => {
-    const x = t1 > t0 ? (Date.parse(p.time) - t0) / (t1 - t0) * w : 0;
-    const y = maxV > 0 ? h - vals[i] / maxV * (h - 2) : h;
-    return x.toFixed(1) + "," + y.toFixed(1);
-  }).join(" ");
-  const last = vals.length ? vals[vals.length - 1] : 0;
-  const svg = el("svg:svg", Object.assign({ width: w + 260, height: h + 4, class: "series " + cls, "data-points": points.length,
-    "data-max": maxV, "data-last": last }, attrs));
-  svg.append(el("svg:polyline", { points: xy, class: "line" }));
-  svg.append(el("svg:text", { x: w + 8, y: h / 2 + 4 }, label(last, maxV)));
-  return svg;
+
+// plot draws series over the chosen range on a time axis (a tick every few minutes, labelled HH:MM) with
+// the value axis from 0 to the highest value; spans (downtime) are shaded. Each series is
+// {name, cls, value(point)}; the svg carries the first series' figures for tests (data-points, -max, -last).
+function plot(points, series, opts) {
+  const W = 460, H = 90, L = 46, R = 8, T = 8, B = 18, now = opts.now, from = now - rangeSec * 1000;
+  const inRange = points.filter(p => Date.parse(p.time) >= from);
+  const vals = series.map(s => inRange.map(s.value));
+  const maxV = Math.max(0, ...vals.flat().filter(v => v != null));
+  const top = opts.max != null ? Math.max(opts.max, maxV) : maxV > 0 ? maxV * 1.1 : 1;
+  const x = t => L + (t - from) / (now - from) * (W - L - R);
+  const y = v => T + (H - T - B) * (1 - v / top);
+  const first = vals[0] || [];
+  const svg = el("svg:svg", Object.assign({ width: W, height: H, class: "series " + opts.cls, "data-points": inRange.length,
+    "data-max": Math.max(0, ...first), "data-last": first.length ? first[first.length - 1] : 0 }, opts.attrs || {}));
+  svg.append(el("svg:rect", { class: "plot-bg", x: L, y: T, width: W - L - R, height: H - T - B }));
+  for (const d of opts.spans || []) {
+    const a = Math.max(from, Date.parse(d.from)), b = d.to ? Date.parse(d.to) : now;
+    if (b > a) svg.append(el("svg:rect", { class: "down-span", x: x(a), y: T, width: Math.max(1, x(b) - x(a)), height: H - T - B }));
+  }
+  const step = rangeSec <= 300 ? 60 : rangeSec <= 900 ? 180 : 600;
+  for (let t = Math.ceil(from / (step * 1000)) * step * 1000; t <= now; t += step * 1000) {
+    svg.append(el("svg:line", { class: "grid", x1: x(t), x2: x(t), y1: T, y2: H - B }));
+    svg.append(el("svg:text", { class: "axis", x: x(t), y: H - 4, "text-anchor": "middle" }, hhmm(t)));
+  }
+  svg.append(el("svg:line", { class: "grid", x1: L, x2: W - R, y1: y(top / 2), y2: y(top / 2) }));
+  const fmt = opts.fmt || num;
+  svg.append(el("svg:text", { class: "axis", x: L - 4, y: T + 8, "text-anchor": "end" }, fmt(top)));
+  svg.append(el("svg:text", { class: "axis", x: L - 4, y: y(top / 2) + 4, "text-anchor": "end" }, fmt(top / 2)));
+  svg.append(el("svg:text", { class: "axis", x: L - 4, y: H - B, "text-anchor": "end" }, fmt(0)));
+  series.forEach((s, i) => {
+    const xy = inRange.map((p, j) => vals[i][j] == null ? null : x(Date.parse(p.time)).toFixed(1) + "," + y(vals[i][j]).toFixed(1)).filter(Boolean).join(" ");
+    svg.append(el("svg:polyline", { points: xy, class: "line " + s.cls }));
+  });
+  const legend = el("div", { class: "legend" }, el("b", {}, opts.title), " ",
+    ...series.map((s, i) => el("span", { class: "key " + s.cls }, s.name + " " + fmt(vals[i].length ? vals[i][vals[i].length - 1] : null))));
+  return el("div", { class: "plot" }, legend, svg);
 }
 
 function renderSeries(backends) {
   const box = document.getElementById("series");
+  const now = lastState ? Date.parse(lastState.time) : Date.now();
   box.replaceChildren(...backends.map(b => {
     const d = el("div", { class: "backend-series", "data-backend": b.name }, el("h4", {}, b.name));
-    d.append(el("p", { class: "muted" }, "p99 latency (per backend)"),
-      line(b.latencyP99 || [], p => p.latencyP99Ms, "p99", { "data-backend": b.name }, (l, m) => "p99 " + ms(l) + " (max " + ms(m) + ")"));
+    const grid = el("div", { class: "plots" });
+    const tr = b.traffic || [];
+    grid.append(
+      plot(tr, [{ name: "2xx", cls: "c2xx", value: p => p["2xx"] }, { name: "3xx", cls: "c3xx", value: p => p["3xx"] },
+        { name: "4xx", cls: "c4xx", value: p => p["4xx"] }, { name: "5xx", cls: "c5xx", value: p => p["5xx"] }],
+        { now, cls: "classes", title: "responses/s by class", attrs: { "data-backend": b.name } }),
+      plot(tr, [{ name: "5xx", cls: "c5xx", value: p => p.clientErrorRate == null ? null : 100 * p.clientErrorRate }],
+        { now, cls: "error-rate", title: "client-facing error rate (% 5xx)", fmt: v => v == null ? "-" : v.toFixed(1) + "%", attrs: { "data-backend": b.name } }),
+      plot(b.latencyP99 || [], [{ name: "p99", cls: "p99", value: p => p.latencyP99Ms }],
+        { now, cls: "p99", title: "p99 latency (per backend)", fmt: v => ms(v), attrs: { "data-backend": b.name } }),
+      plot(tr, [{ name: "open", cls: "cx", value: p => p.connectionsActive }],
+        { now, cls: "connections", title: "connections open", attrs: { "data-backend": b.name } }),
+      plot(tr, [{ name: "in", cls: "rx", value: p => p.bytesReceived }, { name: "out", cls: "tx", value: p => p.bytesSent }],
+        { now, cls: "bytes", title: "bytes/s from and to the endpoints", fmt: v => v == null ? "-" : bytes(v) + "/s", attrs: { "data-backend": b.name } }));
     for (const e of b.endpoints || []) {
-      d.append(el("p", { class: "muted" }, e.address),
-        line(e.points, p => p.requestsPerSecond, "rps", { "data-endpoint": e.address }, (l, m) => l.toFixed(1) + " rps (max " + m.toFixed(1) + ")"),
-        line(e.points, p => p.errorsPerSecond, "errors", { "data-endpoint": e.address }, (l, m) => l.toFixed(2) + " errors/s (max " + m.toFixed(2) + ")"));
+      grid.append(plot(e.points, [{ name: "rps", cls: "rps", value: p => p.requestsPerSecond }, { name: "errors/s", cls: "errors", value: p => p.errorsPerSecond }],
+        { now, cls: "rps", title: e.address, spans: e.downtime, attrs: { "data-endpoint": e.address } }));
     }
+    d.append(grid);
     return d;
   }));
   if (!backends.length) box.replaceChildren(el("p", { class: "muted" }, "No readings yet."));
@@ -258,15 +496,20 @@ async function loadHistory() {
     if (r.status === 401) { location.reload(); return; }
     if (!r.ok) return;
     const h = await r.json();
+    historyData = h.backends || [];
     renderEvents(h.events || []);
-    renderSeries(h.backends || []);
+    renderSeries(historyData);
   } finally {
     historyBusy = false;
   }
 }
 
 function render(state) {
+  lastState = state;
+  canChange = !!state.canChange;
   document.getElementById("updated").textContent = "updated " + new Date(state.time).toLocaleTimeString();
+  document.getElementById("role").textContent = canChange ? "admin: may drain" : "read-only";
+  document.getElementById("role").className = "role " + (canChange ? "admin" : "readonly");
   renderPolicies(state.policies);
   renderProxies(state.proxies);
   renderLive(state);
@@ -284,6 +527,7 @@ async function loadDetail() {
   document.getElementById("resources").replaceChildren(...(ex.resources || []).map(x => el("li", {}, x.type + " " + x.name)));
   fill(document.querySelector("#fields tbody"), (ex.fields || []).map(f => [f.policy, f.value, f.resource ? f.resource.type + " " + f.resource.name : "", f.envoy ? f.envoy + (f.envoyValue ? " = " + f.envoyValue : "") : (f.note || "")]));
 }
+
 
 function connect() {
   if (source) source.close();
@@ -304,12 +548,26 @@ function connect() {
 
 function select(key) {
   selected = key;
+  listKey = "";
+  historyData = [];
   history.replaceState(null, "", "#" + encodeURIComponent(key));
   document.getElementById("events").replaceChildren();
   document.getElementById("series").replaceChildren();
+  document.getElementById("action-result").textContent = "";
   loadDetail();
   loadHistory();
   connect();
 }
 
-document.addEventListener("DOMContentLoaded", () => { loadDetail(); loadHistory(); connect(); setInterval(loadHistory, 5000); });
+document.addEventListener("DOMContentLoaded", () => {
+  const redraw = () => { listKey = ""; if (lastState) renderPolicies(lastState.policies); };
+  document.getElementById("filter").addEventListener("input", redraw);
+  document.getElementById("filter-state").addEventListener("change", redraw);
+  document.querySelectorAll("#range button").forEach(b => b.addEventListener("click", () => {
+    rangeSec = +b.getAttribute("data-range");
+    document.querySelectorAll("#range button").forEach(x => x.classList.toggle("active", x === b));
+    renderSeries(historyData);
+    if (lastState) renderLive(lastState);
+  }));
+  loadDetail(); loadHistory(); connect(); setInterval(loadHistory, 5000);
+});

@@ -44,6 +44,9 @@ func StartOn(t *testing.T, st store.Store, token string, configure func(*pushapi
 	if err := s.Load(); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.LoadOverrides(); err != nil {
+		t.Fatal(err)
+	}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return s, hs.URL, cache

@@ -1,0 +1,132 @@
+package metrics
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// A rolled-back policy's series say so: RolledBack True and Programmed False, and its rollout's phase and
+// stage; a policy without a rollout has no rollout series.
+func TestPolicySeriesCarryTheRollout(t *testing.T) {
+	m := New(nil)
+	m.Policies(func() []PolicyConditions {
+		return []PolicyConditions{
+			{Policy: types.NamespacedName{Namespace: "shop", Name: "cart"}, Conditions: []metav1.Condition{
+				{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionFalse, Reason: "RolledBack"},
+				{Type: v1alpha1.ConditionRolledBack, Status: metav1.ConditionTrue, Reason: v1alpha1.RolloutRolledBack}},
+				Rollout: &v1alpha1.RolloutStatus{Phase: v1alpha1.RolloutRolledBack, Stage: 1, Stages: 3}},
+			{Policy: types.NamespacedName{Namespace: "shop", Name: "web"}, Conditions: []metav1.Condition{
+				{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionTrue, Reason: "Programmed"}}},
+		}
+	})
+	want := `
+# HELP lbplane_policy_condition Always 1: one series per policy and condition type (Accepted, ResolvedRefs, Programmed, and RolledBack once the policy had a staged rollout), labelled with its status and reason, as kube-state-metrics reports conditions.
+# TYPE lbplane_policy_condition gauge
+lbplane_policy_condition{condition="Programmed",name="cart",namespace="shop",reason="RolledBack",status="False"} 1
+lbplane_policy_condition{condition="Programmed",name="web",namespace="shop",reason="Programmed",status="True"} 1
+lbplane_policy_condition{condition="RolledBack",name="cart",namespace="shop",reason="RolledBack",status="True"} 1
+# HELP lbplane_policy_rollout_stage The stage a policy's last staged rollout reached (from 1), labelled with its phase: Progressing, Paused, Succeeded, RolledBack or Aborted. Absent for a policy that never had one.
+# TYPE lbplane_policy_rollout_stage gauge
+lbplane_policy_rollout_stage{name="cart",namespace="shop",phase="RolledBack"} 1
+# HELP lbplane_policy_rollout_stages How many stages a policy's last staged rollout has. Absent for a policy that never had one.
+# TYPE lbplane_policy_rollout_stages gauge
+lbplane_policy_rollout_stages{name="cart",namespace="shop"} 3
+`
+	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "lbplane_policy_condition", "lbplane_policy_rollout_stage", "lbplane_policy_rollout_stages"); err != nil {
+		t.Error(err)
+	}
+}
+
+// lbplane_proxy_sync has one series per Envoy, its worst stream's state, and at most the bound: the Envoys
+// that are not SYNCED are kept, the rest counted in lbplane_proxy_sync_omitted.
+func TestProxySyncIsBoundedAndKeepsTheUnsynced(t *testing.T) {
+	m := New(nil)
+	list := []ProxySync{{Node: "e1", Group: "g", State: "SYNCED"}, {Node: "e2", Group: "g", State: "SYNCED"},
+		{Node: "e3", Group: "g", State: "STALE"}, {Node: "e4", Group: "h", State: "NACKED"},
+		// e2's second stream (delta beside state of the world) is behind: e2 is STALE.
+		{Node: "e2", Group: "g", State: "STALE"}}
+	m.ProxiesSync(func() []ProxySync { return list }, 3)
+	want := `
+# HELP lbplane_proxy_sync_omitted Envoys connected to this replica left out of lbplane_proxy_sync by its bound (--metrics-max-proxies), by sync state.
+# TYPE lbplane_proxy_sync_omitted gauge
+lbplane_proxy_sync_omitted{state="NACKED"} 0
+lbplane_proxy_sync_omitted{state="STALE"} 0
+lbplane_proxy_sync_omitted{state="SYNCED"} 1
+`
+	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "lbplane_proxy_sync_omitted"); err != nil {
+		t.Error(err)
+	}
+	got := map[string]string{}
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "lbplane_proxy_sync" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range s.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			got[l["node"]] = l["group"] + "/" + l["state"]
+		}
+	}
+	if fmt.Sprint(got) != "map[e2:g/STALE e3:g/STALE e4:h/NACKED]" {
+		t.Errorf("lbplane_proxy_sync: %v", got)
+	}
+	if n := testutil.CollectAndCount(m.sync, "lbplane_proxy_sync"); n != 3 {
+		t.Errorf("%d lbplane_proxy_sync series, want the bound, 3", n)
+	}
+}
+
+// A proxy group's NACK series are there at 0 from its first snapshot, so that rate() sees the first NACK,
+// and a NACK is counted on its group.
+func TestNacksByProxyGroup(t *testing.T) {
+	m := New(nil)
+	m.KnownTypes("Cluster", "Listener")
+	m.Snapshot("edge", 100, false)
+	if v := testutil.ToFloat64(m.nacks.WithLabelValues("edge", "Listener")); v != 0 {
+		t.Errorf("before any NACK: %v", v)
+	}
+	if n := testutil.CollectAndCount(m.nacks); n != 2 {
+		t.Errorf("%d NACK series after group edge's first snapshot, want 2 (one per type)", n)
+	}
+	m.Answer("edge", "Listener", true, time.Now())
+	m.Answer("edge", "Listener", false, time.Now())
+	if v := testutil.ToFloat64(m.nacks.WithLabelValues("edge", "Listener")); v != 1 {
+		t.Errorf("after one NACK: %v", v)
+	}
+	m.Group("other")
+	if n := testutil.CollectAndCount(m.nacks); n != 4 {
+		t.Errorf("%d NACK series after an Envoy of group other connected, want 4", n)
+	}
+}
+
+// lbplane_cluster_info names each cluster's policy and backend once, even when two proxy groups serve it.
+func TestClusterInfo(t *testing.T) {
+	m := New(nil)
+	m.Clusters(func() []ClusterInfo {
+		return []ClusterInfo{{Cluster: "shop/cart/carts", Namespace: "shop", Name: "cart", Backend: "carts"},
+			{Cluster: "shop/cart/carts", Namespace: "shop", Name: "cart", Backend: "carts"},
+			{Cluster: "shop/cart/all/session", Namespace: "shop", Name: "cart"}}
+	})
+	want := `
+# HELP lbplane_cluster_info ` + clusterInfoHelp + `
+# TYPE lbplane_cluster_info gauge
+lbplane_cluster_info{backend="",envoy_cluster_name="shop/cart/all/session",name="cart",namespace="shop"} 1
+lbplane_cluster_info{backend="carts",envoy_cluster_name="shop/cart/carts",name="cart",namespace="shop"} 1
+`
+	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "lbplane_cluster_info"); err != nil {
+		t.Error(err)
+	}
+}
