@@ -199,6 +199,11 @@ type RolloutStatus struct {
 	// stageStarted is when the current stage began.
 	// +optional
 	StageStarted *metav1.Time `json:"stageStarted,omitempty"`
+	// candidateSince is when every canary of the stage ran the candidate (each had acknowledged a config
+	// that carries it): the stage's bake, and the numbers it is judged on, count from then. Unset while a
+	// canary has yet to take it.
+	// +optional
+	CandidateSince *metav1.Time `json:"candidateSince,omitempty"`
 	// message says what the rollout waits for, or why it ended.
 	// +optional
 	Message string `json:"message,omitempty"`
