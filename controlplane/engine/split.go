@@ -116,7 +116,7 @@ func (e *Engine) Serving(group, node string, k translate.Key) (version string, g
 	version = e.cache.TargetFor(group, node).Version
 	res := e.result
 	if s := e.split.byGroup[group]; s != nil && e.split.published[group] {
-		byNode, candidateID := s.nodeViews()
+		byNode, candidateID := s.nodeViews(node)
 		if id := byNode[node]; !runsCandidate(id, candidateID) {
 			v := e.split.views[group][id]
 			if v == nil {
@@ -138,16 +138,23 @@ func (e *Engine) Serving(group, node string, k translate.Key) (version string, g
 // candidate of every policy, rather than a view.
 func runsCandidate(id, candidateID string) bool { return id == candidateID && id != baseView }
 
-// nodeViews names each node's view of s: the policies it is a canary of, sorted and joined. A node that is
+// nodeViews names each node's view of s (only that node's, unless only is empty): the policies it is a
+// canary of, sorted and joined. A node that is
 // a canary of every policy runs the candidate, and is named with candidate; when a policy's canaries run a
 // Candidate of their own, no view is the sources' and candidate names none.
-func (s *Split) nodeViews() (byNode map[string]string, candidate string) {
+func (s *Split) nodeViews(only string) (byNode map[string]string, candidate string) {
 	of := map[string][]string{}
 	var all []string
 	own := false
 	for k, p := range s.Policies {
 		own = own || p.Candidate != nil
 		all = append(all, k.String())
+		if only != "" {
+			if p.Canaries[only] {
+				of[only] = append(of[only], k.String())
+			}
+			continue
+		}
 		for n := range p.Canaries {
 			of[n] = append(of[n], k.String())
 		}
@@ -224,7 +231,7 @@ func (e *Engine) publishSplits() {
 	}
 	refs := e.refs()
 	for name, s := range sp.byGroup {
-		byNode, candidateID := s.nodeViews()
+		byNode, candidateID := s.nodeViews("")
 		ids := map[string]bool{baseView: true}
 		for _, id := range byNode {
 			if id != candidateID {
