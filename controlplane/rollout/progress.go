@@ -134,8 +134,9 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 		p.Message = c.stageLine(p, len(nodes))
 		return false, nil
 	}
-	// The bake counts from when every canary runs the candidate (took.go).
-	waiting, tookChanged := c.took(g, p, proxies, nacked, now)
+	// The bake counts from when every canary runs the candidate (took.go); one not believed earlier in the
+	// rollout is not waited for again (its numbers are left out if it has not taken it).
+	waiting, tookChanged := c.took(g, p, proxies, slices.Concat(nacked, p.Flagged), now)
 	if len(waiting) > 0 && p.CandidateSince.IsZero() {
 		return c.waitForCanaries(g, p, proxies, nodes, waiting, nacked, now) || tookChanged, nil
 	}

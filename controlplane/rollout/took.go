@@ -49,19 +49,22 @@ func (p *policy) bakeFrom() time.Time {
 }
 
 // took notes, for each connected canary of p that runs the candidate and was not known to, when it took
-// it (its last acknowledgement, bounded by the stage's start and now); rejecting are the canaries that
-// rejected the candidate, which never take it. Once every other canary has, p's CandidateSince is the last
-// of those times (and never before the stage's start). It returns the canaries that have not taken it, the
-// rejecting ones left out, and tells whether p changed (to be stored). c.mu is held.
-func (c *Controller) took(g *group, p *policy, proxies []xdsserver.ProxyStatus, rejecting []string, now time.Time) (waiting []string, changed bool) {
+// it (its last acknowledgement, no later than now); the canaries in skip (those that rejected the
+// candidate, and those not believed earlier in the rollout) are noted when they take it, but not waited
+// for. Once every other canary has, p's CandidateSince is the last of those times (and never before the
+// stage's start). It returns the canaries that have not taken it, the skipped ones left out, and tells
+// whether p changed (to be stored). c.mu is held.
+func (c *Controller) took(g *group, p *policy, proxies []xdsserver.ProxyStatus, skip []string, now time.Time) (waiting []string, changed bool) {
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	for _, n := range p.Canaries {
-		if _, ok := p.Took[n]; ok || slices.Contains(rejecting, n) {
+		if _, ok := p.Took[n]; ok {
 			continue
 		}
 		at, ok := c.runsCandidate(g, p, key, n, proxies)
 		if !ok {
-			waiting = append(waiting, n)
+			if !slices.Contains(skip, n) {
+				waiting = append(waiting, n)
+			}
 			continue
 		}
 		if at.IsZero() || at.After(now) {

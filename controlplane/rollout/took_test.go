@@ -173,4 +173,19 @@ func TestOneLateCanaryIsLeftOut(t *testing.T) {
 	if got.Canary == nil || got.Canary.Envoys != 2 || !strings.Contains(got.Message, late+" took the candidate after the other canaries' bake began") {
 		t.Errorf("the late canary is not left out: %+v (canary %+v)", got, got.Canary)
 	}
+	// The next stage does not wait for it again: the bake starts once the others took the candidate.
+	if got.Phase != v1alpha1.RolloutProgressing || got.Stage != 2 {
+		t.Fatalf("after stage 1: %+v", got)
+	}
+	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		if n != late {
+			f.behind[n] = false
+		}
+	}
+	f.ackAt = placed.Add(34 * time.Second)
+	f.c.step(placed.Add(35 * time.Second))
+	got = f.status("shop")
+	if got.CandidateSince == nil || !got.CandidateSince.Time.Equal(f.ackAt) || !strings.Contains(got.Message, "canaries running the candidate since") {
+		t.Errorf("stage 2 waits for the canary left out at stage 1: %+v", got)
+	}
 }
