@@ -324,6 +324,20 @@ func (e *Engine) buildView(group string, views map[string]*view, id string, over
 	return next.State(), nil
 }
 
+// runBuild is what group's Envoys run as far as every one of them runs the same: the baselines' build when
+// the group is split and no policy of it has a canary (every Envoy runs the baselines: a rollout rolled
+// back, or held before its first stage), the sources' build otherwise (during a stage the canaries run the
+// candidate and the others the baseline: the candidate is what the rollout is heading to). Caller holds e.mu.
+func (e *Engine) runBuild(group string) *xdsbuild.Assembly {
+	if s := e.split.byGroup[group]; s != nil {
+		if v := e.split.views[group][baseView]; v != nil && v.build != nil && !slices.ContainsFunc(slices.Collect(maps.Values(s.Policies)),
+			func(p PolicySplit) bool { return len(p.Canaries) > 0 }) {
+			return v.build
+		}
+	}
+	return e.builds[group]
+}
+
 // candidateState is what the sources make of group now; caller holds e.mu.
 func (e *Engine) candidateState(group string) *xdscache.State {
 	if b := e.builds[group]; b != nil {
