@@ -394,7 +394,7 @@ func (t *Tracker) resumed(id streamKey, typeURL, version string) {
 	ts := s.types[typeURL]
 	ts.SentVersion, ts.AckedVersion = version, version
 	if s.lastAcked == "" {
-		s.lastAcked = version
+		s.lastAcked, s.ackedAt = version, time.Now()
 	}
 	t.notify(id)
 }
