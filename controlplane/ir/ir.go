@@ -414,7 +414,7 @@ type Endpoint struct {
 	Backup bool `json:"backup,omitempty"`
 	// Retired endpoints are those of a backend at weight 0 in a cluster merged for sessions across
 	// backends: draining, in a priority level after every other (backups included), so that they keep
-	// their sessions and take no new client, even when the other levels are in panic.
+	// their sessions, take no new client and do not count in the other levels' panic threshold.
 	Retired bool `json:"retired,omitempty"`
 	// HealthCheckPort, when set, is probed instead of Port.
 	HealthCheckPort uint32 `json:"healthCheckPort,omitempty"`

@@ -131,7 +131,8 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 			switch {
 			case e.Retired:
 				// A level of draining endpoints only: its availability is 0, so Envoy gives it no load
-				// whatever the health of the others, and its endpoints count in no other level's panic.
+				// unless every level is in panic (then load follows the number of endpoints per level),
+				// and its endpoints count in no other level's panic threshold.
 				loc.Priority = retiredPriority
 			case e.Backup:
 				loc.Priority = backupPriority
