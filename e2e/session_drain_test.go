@@ -41,6 +41,28 @@ type sessionClient struct {
 	failed []string
 }
 
+// newSessions starts n clients, each with a cookie jar and the session of its first request, and counts
+// them by the backend that answered it.
+func newSessions(t *testing.T, url string, n int) ([]*sessionClient, map[string]int) {
+	t.Helper()
+	out := make([]*sessionClient, n)
+	spread := map[string]int{}
+	for i := range out {
+		sc := &sessionClient{c: jarClient()}
+		for p := range sc.got {
+			sc.got[p] = map[string]int{}
+		}
+		b, err := requestVia(sc.c, url, nil)
+		if err != nil {
+			t.Fatalf("new client %d: %v", i, err)
+		}
+		sc.pinned = b
+		spread[b]++
+		out[i] = sc
+	}
+	return out, spread
+}
+
 // TestSessionsStayOnADrainingEndpoint: 60 cookie clients over 3 endpoints send requests without pause while
 // one endpoint is pushed state: Draining through the push API, then removed. Until it is removed, every
 // request of its clients still reaches it, no new client reaches it, and no request of anyone fails; lbctl
@@ -62,23 +84,7 @@ func TestSessionsStayOnADrainingEndpoint(t *testing.T) {
 	waitSynced(t, e.L, 1)
 
 	const n = 60
-	clients := make([]*sessionClient, n)
-	for i := range clients {
-		sc := &sessionClient{c: jarClient()}
-		for p := range sc.got {
-			sc.got[p] = map[string]int{}
-		}
-		b, err := requestVia(sc.c, e.URL, nil)
-		if err != nil {
-			t.Fatalf("client %d: %v", i, err)
-		}
-		sc.pinned = b
-		clients[i] = sc
-	}
-	first := map[string]int{}
-	for _, sc := range clients {
-		first[sc.pinned]++
-	}
+	clients, first := newSessions(t, e.URL, n)
 	if first["s1"] == 0 || first["s2"] == 0 || first["s3"] == 0 {
 		t.Fatalf("%d new clients were balanced onto %v only", n, first)
 	}
@@ -162,14 +168,7 @@ func TestSessionsStayOnADrainingEndpoint(t *testing.T) {
 	}
 	drainingInEnvoy := func(cl string) bool { return strings.Contains(cl, s2+"::health_flags::/eds_status_draining") }
 	envoyHolds(s2+" draining", drainingInEnvoy)
-	newOnes := map[string]int{}
-	for range n {
-		b, err := requestVia(jarClient(), e.URL, nil)
-		if err != nil {
-			t.Fatalf("a new client: %v", err)
-		}
-		newOnes[b]++
-	}
+	_, newOnes := newSessions(t, e.URL, n)
 	if newOnes["s2"] != 0 || newOnes["s1"] == 0 || newOnes["s3"] == 0 {
 		t.Errorf("%d new clients after the drain went to %v: none should reach s2", n, newOnes)
 	}
@@ -287,19 +286,10 @@ func TestVersionSwitchKeepsSessions(t *testing.T) {
 	isV1 := func(b string) bool { return strings.HasPrefix(b, "v1-") }
 
 	const n = 100
-	clients := make([]*Client, n)
+	clients, spread := newSessions(t, e.URL, n)
 	pinned := make([]string, n)
-	for i := range clients {
-		clients[i] = jarClient()
-		b, err := requestVia(clients[i], e.URL, nil)
-		if err != nil {
-			t.Fatalf("client %d: %v", i, err)
-		}
-		pinned[i] = b
-	}
-	spread := map[string]int{}
-	for _, b := range pinned {
-		spread[b]++
+	for i, c := range clients {
+		pinned[i] = c.pinned
 	}
 	if spread["v1-a"] == 0 || spread["v1-b"] == 0 || spread["v1-a"]+spread["v1-b"] != n {
 		t.Fatalf("with v2 at weight 0, %d new clients went to %v: all should be on v1, over both endpoints", n, spread)
@@ -310,7 +300,7 @@ func TestVersionSwitchKeepsSessions(t *testing.T) {
 	kept, failed := 0, 0
 	for i, c := range clients {
 		for range per {
-			b, err := requestVia(c, e.URL, nil)
+			b, err := requestVia(c.c, e.URL, nil)
 			switch {
 			case err != nil:
 				failed++
@@ -324,14 +314,7 @@ func TestVersionSwitchKeepsSessions(t *testing.T) {
 		t.Errorf("after the switch v1 kept %.1f %% of its sessions' requests (%d of %d), %d failed; want at least 99 %% and no failure",
 			share*100, kept, n*per, failed)
 	}
-	newSpread := map[string]int{}
-	for range n {
-		b, err := requestVia(jarClient(), e.URL, nil)
-		if err != nil {
-			t.Fatalf("a new client: %v", err)
-		}
-		newSpread[b]++
-	}
+	_, newSpread := newSessions(t, e.URL, n)
 	if newSpread["v2-a"]+newSpread["v2-b"] != n || newSpread["v2-a"] == 0 || newSpread["v2-b"] == 0 {
 		t.Errorf("after the switch %d new clients went to %v: all should be on v2, over both endpoints", n, newSpread)
 	}
@@ -340,7 +323,7 @@ func TestVersionSwitchKeepsSessions(t *testing.T) {
 	// v1 leaves: its clients are balanced onto v2.
 	push(t, e.L, doc("-", "-"))
 	for i, c := range clients {
-		b, err := requestVia(c, e.URL, nil)
+		b, err := requestVia(c.c, e.URL, nil)
 		if err != nil || isV1(b) {
 			t.Errorf("client %d after v1 left: %q, %v", i, b, err)
 		}
