@@ -4,6 +4,7 @@
 package policystatus
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -225,15 +226,23 @@ func limitMessage(msg string) string {
 
 // Transitions keeps when each policy's conditions last changed status, for the standalone API, which
 // computes status on every read: without it, lastTransitionTime would be the time of the read. Kubernetes
-// keeps the times in the status it stores. Safe for concurrent use.
+// keeps the times in the status it stores. The policies whose times changed are marked for the store
+// (Changed), so that the times survive a restart (Restore). Safe for concurrent use.
 type Transitions struct {
-	mu   sync.Mutex
-	seen map[translate.Key]map[string]transition
+	mu    sync.Mutex
+	seen  map[translate.Key]map[string]transition
+	dirty map[translate.Key]bool
 }
 
 type transition struct {
 	status metav1.ConditionStatus
 	at     metav1.Time
+}
+
+// storedTransition is a condition's kept status and time as the store holds them, by condition type.
+type storedTransition struct {
+	Status metav1.ConditionStatus `json:"status"`
+	At     metav1.Time            `json:"at"`
 }
 
 // Keep sets each condition's LastTransitionTime to when it first took its current status for key, and
@@ -256,7 +265,71 @@ func (t *Transitions) Keep(key translate.Key, conds []metav1.Condition) {
 			continue
 		}
 		m[c.Type] = transition{status: c.Status, at: c.LastTransitionTime}
+		t.markLocked(key)
 	}
+}
+
+func (t *Transitions) markLocked(key translate.Key) {
+	if t.dirty == nil {
+		t.dirty = map[translate.Key]bool{}
+	}
+	t.dirty[key] = true
+}
+
+// Restore takes back the times the store held for key (a record Changed made); a record that does not
+// decode is left out.
+func (t *Transitions) Restore(key translate.Key, record []byte) error {
+	var stored map[string]storedTransition
+	if err := json.Unmarshal(record, &stored); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen == nil {
+		t.seen = map[translate.Key]map[string]transition{}
+	}
+	m := make(map[string]transition, len(stored))
+	for typ, st := range stored {
+		m[typ] = transition{status: st.Status, at: st.At}
+	}
+	t.seen[key] = m
+	return nil
+}
+
+// Changed returns the records of the policies whose times changed since the last call (nil for a policy
+// forgotten since), and marks them unchanged.
+func (t *Transitions) Changed() map[translate.Key][]byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.dirty) == 0 {
+		return nil
+	}
+	out := make(map[translate.Key][]byte, len(t.dirty))
+	for k := range t.dirty {
+		m, ok := t.seen[k]
+		if !ok {
+			out[k] = nil
+			continue
+		}
+		stored := make(map[string]storedTransition, len(m))
+		for typ, tr := range m {
+			stored[typ] = storedTransition{Status: tr.status, At: tr.at}
+		}
+		b, err := json.Marshal(stored)
+		if err != nil {
+			continue
+		}
+		out[k] = b
+	}
+	t.dirty = nil
+	return out
+}
+
+// Dirty marks key's times changed again, for a write that failed.
+func (t *Transitions) Dirty(key translate.Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markLocked(key)
 }
 
 // Forget drops what is kept for the policies not in live (deleted ones).
@@ -266,6 +339,7 @@ func (t *Transitions) Forget(live func(translate.Key) bool) {
 	for k := range t.seen {
 		if !live(k) {
 			delete(t.seen, k)
+			t.markLocked(k)
 		}
 	}
 }

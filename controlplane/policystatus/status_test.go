@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -165,5 +166,52 @@ func TestLongConditionMessagesAreCut(t *testing.T) {
 	}
 	if m := st.Conditions[0].Message; !strings.HasSuffix(m, "bytes more)") {
 		t.Errorf("a cut message does not say so: ...%s", m[len(m)-40:])
+	}
+}
+
+// A condition keeps the time it took its status across reads and, through the record Changed gives the
+// store, across a restart; a new status is a new time, and a forgotten policy's record is deleted.
+func TestTransitionsSurviveARestart(t *testing.T) {
+	k := translate.Key{Namespace: "default", Name: "web"}
+	t0, t1, t2 := metav1.NewTime(time.Unix(1000, 0).UTC()), metav1.NewTime(time.Unix(2000, 0).UTC()), metav1.NewTime(time.Unix(3000, 0).UTC())
+	conds := func(at metav1.Time, ready metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, LastTransitionTime: at},
+			{Type: "Ready", Status: ready, LastTransitionTime: at}}
+	}
+	var before Transitions
+	before.Keep(k, conds(t0, metav1.ConditionFalse))
+	changed := before.Changed()
+	if len(changed) != 1 || changed[k] == nil {
+		t.Fatalf("first read: changed %q", changed)
+	}
+	if again := before.Changed(); again != nil {
+		t.Fatalf("nothing changed since: %q", again)
+	}
+	var after Transitions // the restarted lbplane
+	if err := after.Restore(k, changed[k]); err != nil {
+		t.Fatal(err)
+	}
+	c := conds(t1, metav1.ConditionFalse)
+	after.Keep(k, c)
+	if !c[0].LastTransitionTime.Equal(&t0) || !c[1].LastTransitionTime.Equal(&t0) {
+		t.Fatalf("after the restart: %+v, want both at %s", c, t0)
+	}
+	if got := after.Changed(); got != nil {
+		t.Fatalf("the same statuses after the restart: changed %q", got)
+	}
+	c = conds(t2, metav1.ConditionTrue)
+	after.Keep(k, c)
+	if !c[0].LastTransitionTime.Equal(&t0) || !c[1].LastTransitionTime.Equal(&t2) {
+		t.Fatalf("Ready turned True: %+v", c)
+	}
+	if got := after.Changed(); len(got) != 1 || got[k] == nil {
+		t.Fatalf("Ready turned True: changed %q", got)
+	}
+	after.Forget(func(translate.Key) bool { return false })
+	if got := after.Changed(); len(got) != 1 || got[k] != nil {
+		t.Fatalf("deleted policy: changed %q, want its record nil", got)
+	}
+	if err := after.Restore(k, []byte("{")); err == nil {
+		t.Fatal("a record that does not decode was taken")
 	}
 }

@@ -93,6 +93,9 @@ type Sample struct {
 	// full read's time for a partial one, which carries them (see pace.go).
 	StatsAt  time.Time
 	Clusters map[string]*Cluster
+	// Started is when the Envoy started, from its uptime (a full read's; zero when unknown): its counters
+	// count from zero since then.
+	Started time.Time
 }
 
 // Dead tells whether c has endpoints and every one failed its last active health checks (one not checked
@@ -213,7 +216,8 @@ const ReasonDraining = "draining"
 // the enforced-ejection counters and the clusters' own counters (Counters), instead of every stat of every
 // cluster. Envoy walks every stat whatever the filter; what the counters add is the answer's lines, a dozen
 // per cluster that took traffic (usedonly).
-const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_|` + countersPattern + `)`
+// Envoy's uptime (server.uptime) tells when its counters started from zero (Stats.Started).
+const StatsFilter = `(upstream_rq_time|outlier_detection\.ejections_enforced_|` + countersPattern + `|^server\.uptime$)`
 
 // countersPattern matches the stats of Counters.
 const countersPattern = `upstream_rq_completed|upstream_rq_[1-5]xx|upstream_rq_pending_failure_eject|upstream_cx_none_healthy|upstream_cx_[rt]x_bytes_total`
@@ -221,6 +225,7 @@ const countersPattern = `upstream_rq_completed|upstream_rq_[1-5]xx|upstream_rq_p
 const (
 	latencyFamily   = "envoy_cluster_upstream_rq_time"
 	ejectionsPrefix = "envoy_cluster_outlier_detection_ejections_enforced_"
+	uptimeFamily    = "envoy_server_uptime"
 	clusterLabel    = "envoy_cluster_name"
 	classLabel      = "envoy_response_code_class"
 )
@@ -235,12 +240,18 @@ var counterFamilies = map[string]func(*Counters) *uint64{
 	"envoy_cluster_upstream_cx_tx_bytes_total":        func(c *Counters) *uint64 { return &c.TxBytes },
 }
 
-// ParseStats reads /stats/prometheus into clusters (adding to those /clusters returned).
-func ParseStats(b []byte, clusters map[string]*Cluster) error {
+// ParseStats reads /stats/prometheus into clusters (adding to those /clusters returned), and returns Envoy's
+// uptime when the answer holds it, -1 otherwise. Envoy updates the gauge when it flushes its stats (every 5 s
+// unless its bootstrap says otherwise): the Envoy has run for uptime and at most one flush interval more.
+func ParseStats(b []byte, clusters map[string]*Cluster) (uptime time.Duration, err error) {
+	uptime = -1
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(b))
 	if err != nil {
-		return fmt.Errorf("/stats/prometheus: %w", err)
+		return 0, fmt.Errorf("/stats/prometheus: %w", err)
+	}
+	if f := families[uptimeFamily]; f != nil && len(f.GetMetric()) == 1 && f.GetMetric()[0].GetGauge() != nil {
+		uptime = time.Duration(f.GetMetric()[0].GetGauge().GetValue()) * time.Second
 	}
 	get := func(name string) *Cluster {
 		c := clusters[name]
@@ -307,7 +318,7 @@ func ParseStats(b []byte, clusters map[string]*Cluster) error {
 			}
 		}
 	}
-	return nil
+	return uptime, nil
 }
 
 // Attribute names the outlier detector behind each ejected host of cur: the one whose enforced-ejection

@@ -245,6 +245,9 @@ func (p *Poller) PollOnce(ctx context.Context) {
 	wg.Wait()
 }
 
+// envoyStatsFlush is Envoy's default stats flush interval, which its uptime gauge lags by at most.
+const envoyStatsFlush = 5 * time.Second
+
 // add records a read; cost is how long it held the Envoy when it was a full read (that succeeded or
 // failed), 0 otherwise.
 func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err error) {
@@ -276,6 +279,12 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 	Attribute(prev, s)
 	px.hot = hotClusters(prev, s)
 	keepUnchanged(prev, s)
+	if prev == nil && !s.Started.IsZero() && s.At.Sub(s.Started)+envoyStatsFlush <= p.Window {
+		// The Envoy started within the window: what its counters hold was counted in it. Its first read
+		// counts from an empty sample at its start, not from itself (requests served before lbplane first
+		// read an Envoy would otherwise never show).
+		px.samples = append(px.samples, &Sample{At: s.Started, StatsAt: s.Started, Clusters: map[string]*Cluster{}})
+	}
 	px.samples = append(px.samples, s)
 	if cost > 0 {
 		px.fullAt, px.fullCost = s.At, cost
@@ -376,17 +385,22 @@ func (p *Poller) read(ctx context.Context, base, group, node string, prev *Sampl
 				return nil, 0, err
 			}
 			counters = map[string]*Cluster{}
-			if err := ParseStats(sb, counters); err != nil {
+			if _, err := ParseStats(sb, counters); err != nil {
 				return nil, 0, err
 			}
 		}
 		p.Log.Debug("read a proxy's busy clusters", "node", node, "clusters", len(hot), "watched", len(watched), "started", at, "took", cost)
 		return carry(prev, at, clusters, counters), 0, nil
 	}
-	if err := ParseStats(sb, clusters); err != nil {
+	uptime, err := ParseStats(sb, clusters)
+	if err != nil {
 		return nil, 0, err
 	}
-	return &Sample{At: at, StatsAt: at, Clusters: clusters}, max(cost, time.Nanosecond), nil
+	s := &Sample{At: at, StatsAt: at, Clusters: clusters}
+	if uptime >= 0 {
+		s.Started = at.Add(-uptime)
+	}
+	return s, max(cost, time.Nanosecond), nil
 }
 
 func (p *Poller) get(ctx context.Context, u string, limit int) ([]byte, error) {

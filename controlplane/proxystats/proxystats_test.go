@@ -27,7 +27,7 @@ func readFixtures(t *testing.T) map[string]*Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ParseStats(sb, clusters); err != nil {
+	if _, err := ParseStats(sb, clusters); err != nil {
 		t.Fatal(err)
 	}
 	return clusters
@@ -60,7 +60,7 @@ func TestParseRejectsGarbage(t *testing.T) {
 	if _, err := ParseClusters([]byte("<html>")); err == nil {
 		t.Error("ParseClusters accepted HTML")
 	}
-	if err := ParseStats([]byte("not a metric line {"), map[string]*Cluster{}); err == nil {
+	if _, err := ParseStats([]byte("not a metric line {"), map[string]*Cluster{}); err == nil {
 		t.Error("ParseStats accepted garbage")
 	}
 }

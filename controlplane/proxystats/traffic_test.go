@@ -1,6 +1,7 @@
 package proxystats
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ envoy_cluster_upstream_cx_none_healthy{envoy_cluster_name="ns/p/app"} 2
 
 func TestParseClassesBytesAndNoneHealthy(t *testing.T) {
 	clusters := map[string]*Cluster{}
-	if err := ParseStats([]byte(classesAndBytes), clusters); err != nil {
+	if _, err := ParseStats([]byte(classesAndBytes), clusters); err != nil {
 		t.Fatal(err)
 	}
 	want := Counters{Success: 90, Errors4xx: 7, Errors5xx: 3, RxBytes: 120000, TxBytes: 8000, NoneHealthy: 2}
@@ -81,5 +82,42 @@ func TestTrafficFiguresOverTheWindow(t *testing.T) {
 	b, _ = Summarize([]History{{Group: "g", Node: "n1", Samples: p1.Samples[:1]}}, time.Minute).Backend("g", "ns/p/app", "app")
 	if b.Responses != nil || b.Bytes != nil || b.Connections == nil || b.Connections.Active != 2 {
 		t.Errorf("one sample: responses %+v bytes %+v connections %+v", b.Responses, b.Bytes, b.Connections)
+	}
+}
+
+// What an Envoy served before lbplane first read it counts in the window when the Envoy started within the
+// window (its counters count from zero since its start), and not when it started before. An uptime of 0 is
+// an Envoy that has not flushed its stats yet: it started a moment ago.
+func TestFirstReadOfAnEnvoyStartedWithinTheWindow(t *testing.T) {
+	uptime := func(s string) time.Duration {
+		d, err := ParseStats([]byte("# TYPE envoy_server_uptime gauge\nenvoy_server_uptime{} "+s+"\n"+classesAndBytes), map[string]*Cluster{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if got := uptime("12"); got != 12*time.Second {
+		t.Fatalf("uptime %s, want 12s", got)
+	}
+	if got, err := ParseStats([]byte(classesAndBytes), map[string]*Cluster{}); got != -1 || err != nil {
+		t.Fatalf("no uptime in the answer: %s, %v; want -1", got, err)
+	}
+	for _, c := range []struct {
+		started time.Duration
+		want    int64
+	}{{0, 120}, {5 * time.Second, 120}, {2 * time.Minute, 0}} {
+		p := &Poller{Interval: time.Second, Window: time.Minute, Log: slog.New(slog.DiscardHandler), proxies: map[string]*proxy{}}
+		now := time.Now()
+		s := &Sample{At: now, StatsAt: now, Started: now.Add(-c.started),
+			Clusters: map[string]*Cluster{"ns/p/app": {Hosts: []Host{{Address: "a:1", Total: 120}}, Counters: Counters{Completed: 120, Success: 120}}}}
+		p.add("n http://x", "g", "n", s, time.Millisecond, nil)
+		b := p.Health()["g"]["ns/p/app"]
+		var success int64
+		if b.Responses != nil {
+			success = b.Responses.Success
+		}
+		if b.Requests != c.want || success != c.want {
+			t.Errorf("an Envoy started %s before its first read: %d requests, %d 2xx, want %d", c.started, b.Requests, success, c.want)
+		}
 	}
 }

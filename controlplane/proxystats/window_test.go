@@ -16,7 +16,7 @@ func TestParsedHistogramMergesWithoutDoubling(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := map[string]*Cluster{}
-	if err := ParseStats(b, cl); err != nil {
+	if _, err := ParseStats(b, cl); err != nil {
 		t.Fatal(err)
 	}
 	lat := cl["default/health/app"].Latency
@@ -87,7 +87,7 @@ func TestSinceCountsWhatClientsSaw(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ParseStats(b, cl); err != nil {
+		if _, err := ParseStats(b, cl); err != nil {
 			t.Fatal(err)
 		}
 		if tc.noDynamic {

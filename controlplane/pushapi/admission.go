@@ -89,8 +89,15 @@ func (s *Server) Apply(body []byte, dryRun bool) (*ApplyResult, int, []string) {
 	return s.admission().Apply(body, dryRun)
 }
 
-// Load reads the store into the engine; serve calls it before xDS is served.
-func (s *Server) Load() error { return s.admission().Load() }
+// Load reads the store into the engine, and the conditions' transition times; serve calls it before xDS is
+// served.
+func (s *Server) Load() error {
+	if err := s.admission().Load(); err != nil {
+		return err
+	}
+	s.loadConditionTimes()
+	return nil
+}
 
 // Sync brings the engine to what the store holds after another replica changed it (Admission.Sync).
 func (s *Server) Sync() error { return s.admission().Sync() }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,8 +103,10 @@ type Server struct {
 	Rollouts       *rollout.Controller
 	RolloutDefault string
 
-	// transitions keeps the conditions' real transition times across reads.
-	transitions policystatus.Transitions
+	// transitions keeps the conditions' real transition times across reads and restarts (conditions.go);
+	// writingTimes is set while they are written to the store.
+	transitions  policystatus.Transitions
+	writingTimes atomic.Bool
 
 	// overrides serialises changes of the endpoint overrides (overrides.go).
 	overrides overrideState
@@ -364,6 +367,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 		}
 	}
 	s.transitions.Forget(func(k translate.Key) bool { return res.Policies.Of(k) != nil })
+	s.storeConditionTimes()
 	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int { return cmpKey(translate.KeyOf(a), translate.KeyOf(b)) })
 	return out
 }

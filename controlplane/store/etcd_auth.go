@@ -202,7 +202,8 @@ func (s *Etcd) verifyStored(key string, v []byte) error {
 		}
 		return nil
 	case sub == etcdVersion, sub == etcdRevocations, strings.HasPrefix(sub, etcdRollouts), strings.HasPrefix(sub, etcdProxies),
-		strings.HasPrefix(sub, etcdLeader+"/"), strings.HasPrefix(sub, etcdPolicies), strings.HasPrefix(sub, etcdOverrides):
+		strings.HasPrefix(sub, etcdLeader+"/"), strings.HasPrefix(sub, etcdPolicies), strings.HasPrefix(sub, etcdOverrides),
+		strings.HasPrefix(sub, etcdConditions):
 		_, err := s.auth.open(key, v)
 		return err
 	default:

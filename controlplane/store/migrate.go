@@ -67,6 +67,9 @@ func Copy(from, to Store) (int, error) {
 	if err := copyOverrides(from, to); err != nil {
 		return 0, err
 	}
+	if err := copyConditionTimes(from, to); err != nil {
+		return 0, err
+	}
 	return len(recs), nil
 }
 
@@ -154,7 +157,7 @@ func (s *Etcd) lbplaneShaped(key string, v []byte) bool {
 	case sub == etcdRevocations:
 		var rs []apiwire.Revocation
 		return json.Unmarshal(v, &rs) == nil
-	case strings.HasPrefix(sub, etcdRollouts), strings.HasPrefix(sub, etcdOverrides):
+	case strings.HasPrefix(sub, etcdRollouts), strings.HasPrefix(sub, etcdOverrides), strings.HasPrefix(sub, etcdConditions):
 		return json.Valid(v)
 	case strings.HasPrefix(sub, etcdPolicies):
 		r := &Record{}
