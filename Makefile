@@ -5,11 +5,11 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 # The release: lbctl version, lbplane_build_info, the chart's appVersion and the image tag all say this one.
-VERSION := $(shell cat internal/version/VERSION)
+VERSION := $(shell cat version/VERSION)
 # The commit the binaries are built from (-dirty with uncommitted changes), stamped explicitly: Go's own VCS
 # stamping is off wherever GOFLAGS has -buildvcs=false, as it has on these machines.
 REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo -dirty)
-LDFLAGS := -X github.com/lbplane/lbplane/internal/version.revision=$(REVISION)
+LDFLAGS := -X github.com/lbplane/lbplane/version.revision=$(REVISION)
 
 .PHONY: run stop test test-go stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster
 

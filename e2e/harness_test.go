@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	// Stamp the commit as make build does (GOFLAGS may turn Go's own VCS stamping off).
-	args := []string{"build", "-o", dir + "/", "-ldflags", "-X github.com/lbplane/lbplane/internal/version.revision=" + tools.Revision()}
+	args := []string{"build", "-o", dir + "/", "-ldflags", "-X github.com/lbplane/lbplane/version.revision=" + tools.Revision()}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

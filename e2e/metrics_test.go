@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/lbplane/lbplane/internal/tools"
-	"github.com/lbplane/lbplane/internal/version"
+	"github.com/lbplane/lbplane/version"
 )
 
 // scrape reads a Prometheus endpoint into "name{k=v,...}" → value, labels sorted by name.
@@ -300,7 +300,7 @@ spec:
 `, map[string]any{"Port": port, "Backend": bs[0].Port}))
 	waitServing(t, fmt.Sprintf("http://127.0.0.1:%d", port), "h1")
 	m := scrape(t, base+"/metrics")
-	// The build is stamped: the release from internal/version/VERSION and the commit the binary was built from.
+	// The build is stamped: the release from version/VERSION and the commit the binary was built from.
 	if rev := revisionLabel(m); rev == "" || rev == "unknown" {
 		t.Errorf("lbplane_build_info has no revision: %v", filterMetrics(m, "lbplane_build_info"))
 	}

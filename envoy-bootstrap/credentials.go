@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/lbplane/lbplane/controlplane/pki"
+	"github.com/lbplane/lbplane/atomicfile"
 )
 
 // Files WriteCredentials writes. The SDS files are what the bootstrap points Envoy at; the PEM files are
@@ -42,7 +42,7 @@ func WriteCredentials(dir string, c Credentials) error {
 		return err
 	}
 	for _, f := range files {
-		if err := pki.WriteFileAtomic(filepath.Join(dir, f.Name), f.Data, f.Perm); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, f.Name), f.Data, f.Perm); err != nil {
 			return fmt.Errorf("--out-dir: %w", err)
 		}
 	}

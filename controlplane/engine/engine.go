@@ -388,7 +388,7 @@ type BuiltCluster struct {
 // kept or computed for it on the publishing path.
 func (e *Engine) Built(group, name string) (*BuiltCluster, bool) {
 	e.mu.Lock()
-	b := e.builds[group]
+	b := e.runBuild(group)
 	e.mu.Unlock()
 	if b == nil {
 		return nil, false
@@ -412,7 +412,7 @@ func (e *Engine) Built(group, name string) (*BuiltCluster, bool) {
 // calls returning the same state mean nothing was built for the group in between.
 func (e *Engine) BuiltState(group string) *xdscache.State {
 	e.mu.Lock()
-	b := e.builds[group]
+	b := e.runBuild(group)
 	e.mu.Unlock()
 	if b == nil {
 		return nil

@@ -17,7 +17,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/internal/version"
+	"github.com/lbplane/lbplane/version"
 )
 
 // Metrics is one registry of lbplane's metrics.

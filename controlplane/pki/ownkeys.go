@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lbplane/lbplane/atomicfile"
 )
 
 // OwnKeys recognises the key material lbplane issued or holds, whatever file or Secret it is read from: its
@@ -137,7 +139,7 @@ func (k *OwnKeys) rewrite() error {
 	for fp, until := range k.issued {
 		fmt.Fprintf(&b, "%x %d\n", fp, until.Unix())
 	}
-	if err := WriteFileAtomic(k.path, b.Bytes(), 0o600); err != nil {
+	if err := atomicfile.Write(k.path, b.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("rewriting the record of issued keys: %w", err)
 	}
 	k.dead = 0

@@ -4,7 +4,6 @@
 package pki
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,7 +14,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/url"
@@ -25,6 +23,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/lbplane/lbplane/atomicfile"
 )
 
 // Files in the PKI directory. It is a directory of its own (<data-dir>/pki), never one of the roots policy
@@ -87,10 +87,10 @@ func LoadOrCreateCA(dir string) (ca *CA, created bool, err error) {
 	}
 	// The key first: a crash in between leaves a key without a certificate, which the next start refuses
 	// instead of silently making a second CA.
-	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyPath, keyPEM, 0o600); err != nil {
 		return nil, false, err
 	}
-	if err := WriteFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(certPath, certPEM, 0o644); err != nil {
 		return nil, false, err
 	}
 	ca, err = loadCA(certPath, keyPath)
@@ -376,10 +376,10 @@ func (s *ServingCert) renew() error {
 		return nil
 	}
 	// On disk for operators to inspect; the in-memory copy is what is served.
-	if err := WriteFileAtomic(filepath.Join(s.dir, ServerKeyFile), is.KeyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(s.dir, ServerKeyFile), is.KeyPEM, 0o600); err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(filepath.Join(s.dir, ServerCertFile), is.CertPEM, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(s.dir, ServerCertFile), is.CertPEM, 0o644); err != nil {
 		return err
 	}
 	s.cert, s.renewAt = &pair, renewAt(leaf)
@@ -442,31 +442,4 @@ func serial() *big.Int {
 
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-}
-
-// WriteFileAtomic writes data to a temporary file in path's directory and renames it over path, so a
-// reader (or Envoy watching the directory) sees the old file or the new one, never half of one.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := io.Copy(f, bytes.NewReader(data)); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -5,7 +5,7 @@ import (
 	"runtime"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
-	"github.com/lbplane/lbplane/internal/version"
+	"github.com/lbplane/lbplane/version"
 )
 
 // version serves GET /v1/version, for lbctl version's server half.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/lbplane/lbplane/atomicfile"
 )
 
 // PortsFile, in the data directory, holds the addresses lbplane actually bound. Every address flag accepts
@@ -27,20 +29,7 @@ func writePorts(dataDir string, p Ports) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dataDir, PortsFile+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dataDir, PortsFile))
+	return atomicfile.Write(filepath.Join(dataDir, PortsFile), append(b, '\n'), 0o600)
 }
 
 func removePorts(dataDir string) error {

@@ -1,6 +1,7 @@
-// Package serve wires the standalone control plane: store and config-dir sources, the pipeline, the xDS
-// server and the push API. xDS is served only once every source has loaded, so a restarted lbplane never
-// hands an Envoy an empty or partial config.
+// Package serve is lbplane serve's composition root: Run assembles the subsystems (store, xDS, metrics,
+// engine, push API, stats, rollouts, sources, the Kubernetes source, dashboard), each built by its own
+// constructor in the file named for it. xDS is served only once every source has loaded, so a restarted
+// lbplane never hands an Envoy an empty or partial config.
 package serve
 
 import (
@@ -12,38 +13,23 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
-	"github.com/lbplane/lbplane/controlplane/apiwire"
-	"github.com/lbplane/lbplane/controlplane/configdir"
-	"github.com/lbplane/lbplane/controlplane/dashboard"
-	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
-	"github.com/lbplane/lbplane/controlplane/healthhistory"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/kubepki"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
-	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/pki"
-	"github.com/lbplane/lbplane/controlplane/policystatus"
-	"github.com/lbplane/lbplane/controlplane/proxystats"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/tenancy"
-	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
-	"github.com/lbplane/lbplane/internal/memlimit"
 )
 
 // Config of a standalone lbplane.
@@ -383,8 +369,9 @@ func checkAPIListener(cfg *Config, lis net.Listener, tlsOn bool) error {
 	return nil
 }
 
-// Run serves until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
+// prepare checks the flags every mode needs, makes the paths absolute and the data directory, and removes the
+// last run's ports file.
+func (cfg *Config) prepare() error {
 	if cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
@@ -395,404 +382,118 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
-	if err := removePorts(cfg.DataDir); err != nil {
+	return removePorts(cfg.DataDir)
+}
+
+// Run serves until ctx ends. It builds each subsystem with its constructor, in the order they depend on one
+// another, loads every source, and only then opens the ports and runs them all. Deferred closes run in
+// reverse: the files roots, the metrics server, the store.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.prepare(); err != nil {
 		return err
 	}
-	memlimit.Apply(cfg.Log)
-	st, shared, err := openStore(ctx, &cfg)
+	st, err := newStorage(ctx, &cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if cfg.TokenSecret != "" {
-		if err := tokensFromSecret(ctx, &cfg); err != nil {
-			return fmt.Errorf("--token-secret: %w", err)
-		}
-	}
-	token, roToken, err := loadTokens(&cfg)
-	if err != nil {
-		return fmt.Errorf("push API token: %w", err)
-	}
-
-	if cfg.ownKeys, err = openOwnKeys(&cfg); err != nil {
-		return err
-	}
-	cache := xdscache.New()
-	cache.StepTimeout = cfg.SettleTimeout
-	tracker := xdsserver.NewTracker(cache, cfg.Log)
-	tracker.AckTimeout = cfg.AckTimeout
-	xdsOpts, issuer, serving, ca, err := xdsSecurity(ctx, &cfg)
+	x, err := newXDS(ctx, &cfg, st.Store)
 	if err != nil {
 		return err
 	}
-	tracker.RequireIdentity = !cfg.XDSInsecure
-	// The guard ends identities: at certificate expiry, and at once on lbctl revoke.
-	var guard *xdsserver.Guard
-	if !cfg.XDSInsecure {
-		if guard, err = newGuard(ctx, &cfg, st); err != nil {
-			return err
-		}
-		xdsOpts = append(xdsOpts, guard.ServerOption())
-	}
-	var m *metrics.Metrics
-	// ready: the sources have loaded and xDS is served (/readyz); until then the metrics port already
-	// answers /healthz, so that a probe can tell a slow first sync from a dead process.
-	var ready atomic.Bool
-	var metricsLis net.Listener
-	var metricsSrv *http.Server
-	if cfg.MetricsAddress != "" {
-		m = metrics.New(tracker.CountByGroup)
-		if metricsLis, err = net.Listen("tcp", cfg.MetricsAddress); err != nil {
-			return fmt.Errorf("metrics address: %w", err)
-		}
-		mux, err := metricsMux(&cfg, m, metricsLis, token, &ready, storeHealth(&cfg, shared))
-		if err != nil {
-			metricsLis.Close()
-			return err
-		}
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
-		go metricsSrv.Serve(metricsLis)
-		// Closed on any return; a clean end shuts it down gracefully first (below).
-		defer metricsSrv.Close()
-		cfg.Log.Info("serving metrics and health", "address", metricsLis.Addr().String(), "pprof", cfg.Pprof)
-	}
-	tracker.Metrics = m
-	setStoreMetrics(st, m)
-	if shared != nil {
-		m.RefusedRecords(shared.RefusedCount)
-	}
-	eng := engine.New(cache, cfg.Log)
-	eng.Metrics = m
-	// A group's gRPC profile is built once a gRPC client of it connects.
-	cache.OnGRPCClient = eng.ServeGRPC
-	// A NACK's resources are put on policies by the sources of the IR being served.
-	tracker.Owners = func(group, typeURL string, resources []string, msg string) []apiwire.PolicyRef {
-		res, _ := eng.Result()
-		if res == nil {
-			return nil
-		}
-		return policystatus.Owners(res.IR, group, typeURL, resources, msg)
-	}
-	m.ProxiesSync(proxySync(tracker), cfg.MetricsMaxProxies)
-	m.Clusters(clusterInfo(eng))
-	m.KnownTypes(xdsserver.ShortTypes(xdscache.Types)...)
-	if cfg.EnvoyService != "" && cfg.Kubernetes == nil {
-		return errors.New("--envoy-service needs --kubernetes")
-	}
-	eng.NoRouterDynamicStats = cfg.NoRouterDynamicStats
-	if eng.AccessLog, err = accessLog(cfg.AccessLog); err != nil {
-		return err
-	}
-	eng.CrossNamespace = cfg.AllowCrossNamespaceRefs
-	rules, err := reachRules(&cfg)
+	ms, err := newMetrics(&cfg, x.tracker, st)
 	if err != nil {
 		return err
 	}
-	eng.Reach = rules
-	if cfg.TenancyFile != "" {
-		if eng.Tenancy, err = tenancy.Load(cfg.TenancyFile); err != nil {
-			return err
-		}
-	}
-	cfg.Log.Info("host names and ports of namespaces", "rules", eng.Tenancy.Describe())
-	eng.Resolve = resolver(&cfg)
-	if rules.EnvoyDNS {
-		cfg.Log.Warn("backends may have each Envoy resolve their host names (dns.resolver: Envoy): lbplane does not check what those names resolve to, so a name that answers 127.0.0.1 or 169.254.169.254 reaches the Envoy's host or a metadata server",
-			"allow-envoy-dns", true)
-	}
-	if len(rules.Allow) > 0 {
-		cfg.Log.Warn("backend addresses in loopback, link-local or unspecified ranges are allowed: a policy can reach services on the Envoy's own host",
-			"allow-backend-cidrs", strings.Join(cfg.AllowBackendCIDRs, ","))
-	}
-	cfg.Log.Info("backend address rules", "rules", rules.Summary())
-	if cfg.Kubernetes != nil {
-		eng.ReadFile = fileroots.Refuse // Secrets are the way in Kubernetes mode
-	} else {
-		roots, err := openFilesRoots(&cfg)
-		if err != nil {
-			return fmt.Errorf("--files-root: %w", err)
-		}
-		defer roots.Close()
-		roots.RefuseContent(cfg.ownKeys.Refuses)
-		eng.ReadFile = roots.ReadFile
-		cfg.Log.Info("policy file references resolve under", "roots", strings.Join(roots.Dirs(), ","))
-	}
-	api := &pushapi.Server{Store: st, Engine: eng, Tracker: tracker, Token: token, ReadOnlyToken: roToken, Log: cfg.Log, RateLimit: cfg.APIRateLimit, Metrics: m}
-	api.Settings = settings(&cfg, rules)
-	api.IssueCert = issuer
-	api.PushWait = cfg.PushWait
-	api.Guard = guard
-	if shared != nil {
-		api.StoreStatus = storeStatus(&cfg, shared, tracker.Targets)
-	}
-	// With the etcd store each replica publishes its Envoys, so that rollouts place canaries and read stats
-	// across the fleet.
-	var fleet *fleetProxies
-	proxies := tracker.Proxies
-	if shared != nil {
-		fleet = &fleetProxies{st: shared, tracker: tracker, id: cfg.ReplicaID, log: cfg.Log}
-		proxies = fleet.all
-		// A policy's status and the dashboard count every replica's Envoys, as in Kubernetes mode: every
-		// replica shows the same.
-		api.AllProxies = fleet.all
-	}
-	var poller *proxystats.Poller
-	var history *healthhistory.Recorder
-	var changing changeRequests
-	// A change is being made: a push API request being answered, or config on its way to an Envoy.
-	beingMade := func() bool { return changing.any() || tracker.Sending() }
-	if cfg.ProxyStatsInterval > 0 {
-		poller = &proxystats.Poller{Interval: cfg.ProxyStatsInterval, Window: time.Minute, Log: cfg.Log,
-			// Every replica's Envoys with the etcd store (as in Kubernetes mode): the leader judges rollouts
-			// on all of them, and a replica that takes over has their history.
-			Proxies: func(context.Context) []xdsserver.ProxyStatus { return proxies() },
-			// Only Envoys that proved who they are over mTLS, unless xDS was explicitly made insecure (and then
-			// only on loopback, by default).
-			TrustUnauthenticated: cfg.XDSInsecure,
-			// Never through an HTTP proxy from the environment: the Envoys are reached directly.
-			Client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}, Metrics: m,
-			// Expected shares come from the traffic model of what was published, when status is read. The
-			// summaries are kept until the next read or publication.
-			Expect:    newExpectation(eng, proxies).expect,
-			ExpectKey: func() any { r, _ := eng.Result(); return r },
-			// Reading stats holds Envoy's main thread, which also applies config: everything is read only as
-			// often as keeps it within a share of that thread, the busy clusters in between, and no read starts
-			// while config is on its way to the Envoy.
-			Clusters:      cache.Target,
-			ClusterChunk:  cfg.ProxyStatsSlice,
-			FullReadShare: cfg.ProxyStatsFullShare,
-			// A change the push API is still answering is on its way too, before it reaches the xDS server.
-			Busy: func(node string, quiet time.Duration) bool { return changing.any() || tracker.Busy(node, quiet) }}
-		// Summing the stats up and keeping their history step aside for a change being made.
-		poller.Yield = stepAside(beingMade)
-		api.HealthByProxy = poller.ByProxy
-		// Status reads the summary with the history's verdicts on it: an endpoint whose passive-only
-		// ejection lapsed is Unknown, not healthy.
-		history = newHistory(eng, cfg.Log)
-		history.Yield = stepAside(beingMade)
-		api.Health = func() proxystats.Health { return history.Annotate(poller.Health()) }
-		api.History = history
-	}
-
-	ro, err := newRollouts(&cfg, eng, tracker, st, shared, proxies, poller, api)
+	defer ms.close()
+	m := ms.m
+	eng, rules, closeRoots, err := newEngine(&cfg, x, m)
 	if err != nil {
 		return err
 	}
-
+	defer closeRoots()
+	api := newPushAPI(&cfg, st, x, eng, m, rules)
+	envoyStats := newStats(&cfg, eng, x, m, api)
+	ro, err := newRollouts(&cfg, eng, x.tracker, st.Store, st.shared, api.proxies, envoyStats.poller, api.Server)
+	if err != nil {
+		return err
+	}
 	// Load every source before opening the xDS port.
-	var watcher *configdir.Watcher
-	if cfg.ConfigDir != "" {
-		watcher = &configdir.Watcher{Dir: cfg.ConfigDir, Engine: eng, Log: cfg.Log, Metrics: m}
-		if err := watcher.Load(); err != nil {
-			return fmt.Errorf("--config-dir: %w", err)
-		}
-	}
-	if err := api.Load(); err != nil {
-		return fmt.Errorf("loading the store: %w", err)
-	}
-	if cfg.Kubernetes == nil {
-		// Before xDS is served: an endpoint under maintenance never reaches an Envoy after a restart.
-		if err := api.LoadOverrides(); err != nil {
-			return fmt.Errorf("loading the endpoint overrides: %w", err)
-		}
+	watcher, err := loadSources(&cfg, eng, m, api)
+	if err != nil {
+		return err
 	}
 	var kube *kubesource.Source
 	var kubeRO *kubeRollouts
 	if cfg.Kubernetes != nil {
-		api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
-		kube = &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
-			OwnKeys: cfg.ownKeys.Refuses}
-		if cfg.EnvoyService != "" {
-			ns, err := cfg.namespace()
-			if err != nil {
-				return fmt.Errorf("--envoy-service: %w", err)
-			}
-			kube.EnvoyService = kubesource.EnvoyService{Namespace: ns, Name: cfg.EnvoyService, Group: cfg.EnvoyServiceGroup}
-		}
-		if poller != nil {
-			// The status writer speaks for every replica's Envoys, so the replica that writes status reads
-			// them all. So does every other replica: the dashboard and the push API of any replica then show
-			// the whole fleet live, without forwarding to the leader (reads of the stats ports are cheap; the
-			// status writes stay the leader's, at their own cadence).
-			poller.Proxies = kube.AllProxies
-			kube.Health, kube.LoadStatusInterval = api.Health, cfg.LoadStatusInterval
-		}
-		if err := kube.Start(); err != nil {
-			return fmt.Errorf("kubernetes: %w", err)
-		}
-		if ro, kubeRO, err = newKubeRollouts(&cfg, eng, kube, poller, api); err != nil {
+		if kube, err = newKube(&cfg, eng, x.tracker, m, api, envoyStats); err != nil {
 			return err
 		}
-		if history != nil {
-			// Ejections and recoveries are Events on the policy too (rate-limited; from the status writer).
-			history.OnEvent = kube.HealthEvent
+		if ro, kubeRO, err = newKubeRollouts(&cfg, eng, kube, envoyStats.poller, api.Server); err != nil {
+			return err
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	// Garbage is collected between changes rather than in the middle of one (idlegc.go).
-	g.Go(func() error { idleGC(ctx, beingMade, cfg.Log); return nil })
-	if kube != nil {
-		g.Go(func() error { return kube.Run(ctx) })
-		// xDS is served only once the caches have synced and the first snapshot is built: an Envoy must never
-		// get a partial config from a replica that is still starting.
-		cfg.Log.Info("waiting for the Kubernetes caches to sync")
-		select {
-		case <-kube.Synced():
-		case <-ctx.Done():
-			return g.Wait()
-		}
+	g.Go(func() error { idleGC(ctx, api.beingMade, cfg.Log); return nil })
+	if kube != nil && !runKube(ctx, g, &cfg, kube) {
+		return g.Wait()
 	}
 	// The conditions as status has them, the rollout's included (its controller is made by now).
-	m.Policies(policyCounts(eng, tracker, ro))
+	m.Policies(policyCounts(eng, x.tracker, ro))
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
-	xdsLis, err := xdsserver.Listen(ctx, cfg.XDSAddress)
+	xdsLis, maxConns, err := x.listen(ctx, &cfg)
 	if err != nil {
-		return fmt.Errorf("xDS address: %w", err)
-	}
-	maxConns := cfg.MaxXDSConnections
-	if maxConns == 0 {
-		maxConns = xdsserver.DefaultMaxConnections()
-	}
-	xdsLis = xdsserver.LimitConnections(xdsLis, maxConns)
-	if guard != nil {
-		xdsLis = guard.Listener(xdsLis)
-	}
-	apiLis, err := net.Listen("tcp", cfg.APIAddress)
-	if err != nil {
-		xdsLis.Close()
-		return fmt.Errorf("API address: %w", err)
-	}
-	apiTLSConfig, err := apiTLS(ctx, &cfg, serving)
-	if err == nil {
-		err = checkAPIListener(&cfg, apiLis, apiTLSConfig != nil)
-	}
-	if err != nil {
-		xdsLis.Close()
-		apiLis.Close()
 		return err
 	}
-	if apiTLSConfig != nil {
-		apiLis = tls.NewListener(apiLis, apiTLSConfig)
-		if cfg.APITLSAuto {
-			cfg.Log.Info("the push API serves HTTPS with lbplane's own certificate", "names", serving.Names())
-		} else {
-			cfg.Log.Info("the push API serves HTTPS", "cert", cfg.APITLSCert)
-		}
+	apiLis, err := listenAPI(ctx, &cfg, x.serving)
+	if err != nil {
+		xdsLis.Close()
+		return err
 	}
-	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String()}
-	dash := &dashboard.Server{Token: token, ReadOnlyToken: roToken, Policies: api.Views, Explain: api.Explain, Live: api.Live, Log: cfg.Log,
-		RateLimit: cfg.APIRateLimit,
-		Proxies:   func(context.Context) []xdsserver.ProxyStatus { return tracker.Proxies() }}
-	switch {
-	case kube != nil:
-		dash.Proxies = kube.AllProxies
-	case fleet != nil:
-		dash.Proxies = func(context.Context) []xdsserver.ProxyStatus { return fleet.all() }
-	}
-	if history != nil {
-		dash.History = api.PolicyHistory
-	}
-	if cfg.Kubernetes == nil {
-		dash.EndpointState = api.EndpointStateHandler() // overrides are kept by the store (pushapi/overrides.go)
-	}
-	apiMux := http.NewServeMux()
-	apiMux.Handle(dashboard.Prefix, dash.Handler())
-	apiMux.Handle("/", changing.count(api.Handler()))
-	servers := []*http.Server{{Handler: apiMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}}
-	listeners := []net.Listener{apiLis}
-	if metricsLis != nil {
-		ports.Metrics = metricsLis.Addr().String()
-	}
+	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String(), Metrics: ms.address()}
 	// No backend may name these ports on a host address; set before xDS is served.
 	own := ownPorts(ports)
-	eng.SetHost(hostView(tracker.Proxies(), own))
+	eng.SetHost(hostView(x.tracker.Proxies(), own))
 	cfg.Log.Info("serving", "xds", ports.XDS, "api", ports.API)
 	if err := writePorts(cfg.DataDir, ports); err != nil {
-		for _, l := range append(listeners, xdsLis) {
-			l.Close()
-		}
+		apiLis.Close()
+		xdsLis.Close()
 		return fmt.Errorf("writing %s: %w", PortsFile, err)
 	}
 
 	cfg.Log.Info("xDS connection limit", "max", maxConns)
-	grpcServer := xdsserver.NewGRPC(ctx, cache, tracker, xdsOpts...)
-	g.Go(func() error { return xdsserver.Serve(ctx, grpcServer, xdsLis) })
-	ready.Store(true)
-	if metricsSrv != nil {
-		g.Go(func() error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return metricsSrv.Shutdown(sctx)
-		})
-	}
-	for i, srv := range servers {
-		g.Go(func() error {
-			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		})
-	}
+	x.serve(ctx, g, xdsLis)
+	ms.ready.Store(true)
+	ms.shutdown(ctx, g)
+	api.serve(ctx, g, apiLis, newDashboard(&cfg, st, api, kube, envoyStats))
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
-	g.Go(func() error { eng.RunDNS(ctx, 100*time.Millisecond); return nil })
 	// This replica's own Envoys: reading every replica's from the store each second would cost more than
 	// the hop limit leaves to gain.
-	g.Go(func() error { followHost(ctx, eng, tracker.Proxies, own); return nil })
-	if shared != nil {
-		g.Go(func() error { followStore(ctx, &cfg, shared, api, guard, ro, &changing); return nil })
-		g.Go(func() error { fleet.publish(ctx); return nil })
-		if ro != nil {
-			g.Go(func() error { followRollouts(ctx, &cfg, shared, ro); return nil })
-		}
-		g.Go(func() error { followOverrides(ctx, &cfg, shared, api); return nil })
+	g.Go(func() error { followHost(ctx, eng, x.tracker.Proxies, own); return nil })
+	st.follow(ctx, g, &cfg, api, x.guard, ro)
+	groupCerts, err := newGroupCerts(&cfg, x.ca)
+	if err != nil {
+		return err
 	}
-	var groupCerts *kubepki.GroupCerts
-	if len(cfg.EnvoyCertSecrets) > 0 {
-		client, err := corev1client.NewForConfig(cfg.Kubernetes)
-		if err != nil {
-			return err
-		}
-		ns, _ := cfg.namespace() // checked with --ca-secret
-		groupCerts = &kubepki.GroupCerts{Client: client, Namespace: ns, CA: ca, Secrets: cfg.EnvoyCertSecrets,
-			Validity: cfg.EnvoyCertValidity, Log: cfg.Log, Interval: cfg.EnvoyCertCheckInterval}
+	if groupCerts != nil {
 		g.Go(func() error { groupCerts.Run(ctx); return nil })
 	}
-	m.Certificates(func() map[string]time.Time { return certificateExpiry(ca, serving, groupCerts) })
+	m.Certificates(func() map[string]time.Time { return certificateExpiry(x.ca, x.serving, groupCerts) })
 	if ro != nil {
 		g.Go(func() error { ro.Run(ctx); return nil })
 	}
 	if kubeRO != nil {
 		g.Go(func() error { kubeRO.steer(ctx); return nil })
 	}
-	if poller != nil {
-		g.Go(func() error { poller.Run(ctx); return nil })
-		g.Go(func() error { recordHistory(ctx, history, poller, cfg.ProxyStatsInterval); return nil })
-	}
-	g.Go(func() error {
-		// Certificates and CA bundles are re-read so that a rotated certificate reaches Envoy (over SDS)
-		// without a push.
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				eng.RefreshFiles()
-			}
-		}
-	})
+	envoyStats.run(ctx, g, cfg.ProxyStatsInterval)
+	// The engine follows DNS names, and re-reads certificates and CA bundles so that a rotated certificate
+	// reaches Envoy (over SDS) without a push.
+	runEngine(ctx, g, eng)
 	return g.Wait()
 }
 

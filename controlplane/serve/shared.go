@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/lbplane/lbplane/atomicfile"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/pki"
@@ -76,7 +77,7 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, *store.Etcd, erro
 	// (LBPLANE_CA_FILE): the data directory holds no pki/ in etcd mode.
 	// Before the tokens: lbctl --wait-server waits for the token file.
 	if cfg.sharedCA != nil {
-		if err := pki.WriteFileAtomic(filepath.Join(cfg.DataDir, SharedCACertFile), sec.CACert, 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(cfg.DataDir, SharedCACertFile), sec.CACert, 0o644); err != nil {
 			st.Close()
 			return nil, nil, err
 		}
@@ -91,7 +92,7 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, *store.Etcd, erro
 			continue
 		}
 		*t.configured = t.value
-		if err := pki.WriteFileAtomic(filepath.Join(cfg.DataDir, t.file), []byte(t.value+"\n"), 0o600); err != nil {
+		if err := atomicfile.Write(filepath.Join(cfg.DataDir, t.file), []byte(t.value+"\n"), 0o600); err != nil {
 			st.Close()
 			return nil, nil, err
 		}

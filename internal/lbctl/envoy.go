@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lbplane/lbplane/controlplane/pki"
+	"github.com/lbplane/lbplane/atomicfile"
 	"github.com/lbplane/lbplane/internal/supervise"
 )
 
@@ -102,7 +102,7 @@ func runEnvoy(cmd *cobra.Command, g *globals, b *bootstrapFlags, envoyPath strin
 		return err
 	}
 	config := filepath.Join(dir, BootstrapFile)
-	if err := pki.WriteFileAtomic(config, bootstrap, 0o600); err != nil {
+	if err := atomicfile.Write(config, bootstrap, 0o600); err != nil {
 		return fmt.Errorf("--out-dir: %w", err)
 	}
 	args := append([]string{"-c", config, "--use-dynamic-base-id"}, envoyArgs...)

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lbplane/lbplane/controlplane/pushclient"
-	"github.com/lbplane/lbplane/internal/version"
+	"github.com/lbplane/lbplane/version"
 )
 
 // globals are the flags every remote command shares.

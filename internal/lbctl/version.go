@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
-	"github.com/lbplane/lbplane/internal/version"
+	"github.com/lbplane/lbplane/version"
 )
 
 // versions is what lbctl version prints, as kubectl version -o json does: the client's and the server's.

@@ -21,7 +21,8 @@ import (
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
-	"github.com/lbplane/lbplane/internal/version"
+	"github.com/lbplane/lbplane/internal/memlimit"
+	"github.com/lbplane/lbplane/version"
 )
 
 // Main runs lbplane and returns the exit code.
@@ -93,6 +94,8 @@ func newServe() *cobra.Command {
 				rc.QPS, rc.Burst = 100, 200
 				cfg.Kubernetes = rc
 			}
+			// The Go runtime's soft memory limit is the process's, set here rather than by the server it runs.
+			memlimit.Apply(cfg.Log)
 			ctx, stop := stopOnSignal(cfg.Log)
 			defer stop()
 			err = serve.Run(ctx, cfg)

@@ -15,7 +15,7 @@ func TestOneVersion(t *testing.T) {
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`).MatchString(Version) {
 		t.Fatalf("VERSION %q is not a semantic version", Version)
 	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "charts", "lbplane", "Chart.yaml"))
+	b, err := os.ReadFile(filepath.Join("..", "charts", "lbplane", "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,12 +28,12 @@ func TestOneVersion(t *testing.T) {
 	if chart.AppVersion != Version {
 		t.Errorf("charts/lbplane/Chart.yaml appVersion %q, VERSION %q: set appVersion to the release", chart.AppVersion, Version)
 	}
-	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`(?m)^VERSION := \$\(shell cat internal/version/VERSION\)$`).Match(mk) {
-		t.Error("the Makefile does not take VERSION from internal/version/VERSION")
+	if !regexp.MustCompile(`(?m)^VERSION := \$\(shell cat version/VERSION\)$`).Match(mk) {
+		t.Error("the Makefile does not take VERSION from version/VERSION")
 	}
 }
 

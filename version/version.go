@@ -16,7 +16,7 @@ var release string
 var Version = strings.TrimSpace(release)
 
 // revision is set by builds that have no .git to read (the image build):
-// -ldflags "-X github.com/lbplane/lbplane/internal/version.revision=<commit>".
+// -ldflags "-X github.com/lbplane/lbplane/version.revision=<commit>".
 var revision string
 
 // Revision is the VCS commit the binary was built from, with "-dirty" when the work tree had changes, or

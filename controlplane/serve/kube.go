@@ -1,0 +1,76 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/kubepki"
+	"github.com/lbplane/lbplane/controlplane/kubesource"
+	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/pki"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// newKube starts the Kubernetes source (--kubernetes): policies, Services, EndpointSlices and Secrets from
+// the API server, and the status writer. The push API then only reads, and with stats read the status
+// writer reads every replica's Envoys, and records ejections and recoveries as Events.
+func newKube(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, m *metrics.Metrics, api *pushAPI, st *stats) (*kubesource.Source, error) {
+	api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
+	kube := &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
+		OwnKeys: cfg.ownKeys.Refuses}
+	if cfg.EnvoyService != "" {
+		ns, err := cfg.namespace()
+		if err != nil {
+			return nil, fmt.Errorf("--envoy-service: %w", err)
+		}
+		kube.EnvoyService = kubesource.EnvoyService{Namespace: ns, Name: cfg.EnvoyService, Group: cfg.EnvoyServiceGroup}
+	}
+	if st.poller != nil {
+		// The status writer speaks for every replica's Envoys, so the replica that writes status reads
+		// them all. So does every other replica: the dashboard and the push API of any replica then show
+		// the whole fleet live, without forwarding to the leader (reads of the stats ports are cheap; the
+		// status writes stay the leader's, at their own cadence).
+		st.poller.Proxies = kube.AllProxies
+		kube.Health, kube.LoadStatusInterval = api.Health, cfg.LoadStatusInterval
+	}
+	if err := kube.Start(); err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	if st.history != nil {
+		// Ejections and recoveries are Events on the policy too (rate-limited; from the status writer).
+		st.history.OnEvent = kube.HealthEvent
+	}
+	return kube, nil
+}
+
+// newGroupCerts keeps the proxy groups' Envoy client certificates in Secrets (--envoy-cert-secret), renewed
+// by ca; nil without any.
+func newGroupCerts(cfg *Config, ca *pki.CA) (*kubepki.GroupCerts, error) {
+	if len(cfg.EnvoyCertSecrets) == 0 {
+		return nil, nil
+	}
+	client, err := corev1client.NewForConfig(cfg.Kubernetes)
+	if err != nil {
+		return nil, err
+	}
+	ns, _ := cfg.namespace() // checked with --ca-secret
+	return &kubepki.GroupCerts{Client: client, Namespace: ns, CA: ca, Secrets: cfg.EnvoyCertSecrets,
+		Validity: cfg.EnvoyCertValidity, Log: cfg.Log, Interval: cfg.EnvoyCertCheckInterval}, nil
+}
+
+// runKube runs the source, and returns once its caches have synced and the first snapshot is built, or
+// ctx ended (false): an Envoy must never get a partial config from a replica that is still starting.
+func runKube(ctx context.Context, g *errgroup.Group, cfg *Config, kube *kubesource.Source) bool {
+	g.Go(func() error { return kube.Run(ctx) })
+	cfg.Log.Info("waiting for the Kubernetes caches to sync")
+	select {
+	case <-kube.Synced():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
