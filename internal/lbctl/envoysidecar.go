@@ -40,7 +40,7 @@ starts with one.`,
 		Example: `  lbctl envoy-sidecar --admin-socket /run/envoy/admin.sock --listen :19002 --drain-time 15s --wait-time 30s
   lbctl envoy-sidecar --identity-once --identity-url https://lbplane-xds.lbplane.svc:18001 \
     --identity-token /var/run/secrets/lbplane/token --identity-ca /etc/lbplane-ca/ca.crt --identity-dir /etc/envoy/tls`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			id.Log = log
