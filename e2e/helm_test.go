@@ -208,11 +208,23 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 		{[]string{"patch", "services/demo-lbplane-xds", "-n", "lbplane"}, false},
 		{[]string{"patch", "services", "-n", "shop"}, false},
 		{[]string{"create", "services", "-n", "lbplane"}, false},
+		// Per-pod Envoy identity: review the pods' tokens, read the Envoy pods of its namespace only.
+		{[]string{"create", "tokenreviews.authentication.k8s.io"}, true},
+		{[]string{"get", "pods", "-n", "lbplane"}, true},
+		{[]string{"get", "pods", "-n", "shop"}, false},
+		{[]string{"list", "pods", "-n", "lbplane"}, false},
 	} {
 		got, _ := kubectl(t, c.Kubeconfig, "", append([]string{"auth", "can-i", "--as", as}, tc.args...)...)
 		allowed := strings.TrimSpace(got) == "yes"
 		if allowed != tc.want {
 			t.Errorf("can-i %v: %q, want allowed=%v", tc.args, strings.TrimSpace(got), tc.want)
+		}
+	}
+	// The Envoy pods' service account proves who a pod is, and may do nothing in the API.
+	for _, args := range [][]string{{"get", "pods", "-n", "lbplane"}, {"get", "secrets", "-n", "lbplane"}, {"create", "tokenreviews.authentication.k8s.io"}, {"get", "configmaps", "-n", "lbplane"}} {
+		got, _ := kubectl(t, c.Kubeconfig, "", append([]string{"auth", "can-i", "--as", "system:serviceaccount:lbplane:demo-lbplane-envoy"}, args...)...)
+		if strings.TrimSpace(got) != "no" {
+			t.Errorf("the Envoy service account: can-i %v: %q, want no", args, strings.TrimSpace(got))
 		}
 	}
 }
