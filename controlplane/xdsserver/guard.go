@@ -355,6 +355,10 @@ func leafOf(ctx context.Context) *x509.Certificate {
 	return ti.State.PeerCertificates[0]
 }
 
+// refusedConnLinger is how long a connection whose certificate was refused stays open, for the refusal's
+// status to reach the client before the connection closes.
+const refusedConnLinger = time.Second
+
 // ServerOption is the gRPC stream interceptor that applies the guard to every stream.
 func (g *Guard) ServerOption() grpc.ServerOption { return grpc.ChainStreamInterceptor(g.intercept) }
 
@@ -363,11 +367,17 @@ func (g *Guard) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInf
 	if cert == nil {
 		return handler(srv, ss) // no mTLS (--xds-insecure): nothing to end
 	}
+	c := g.conn(ss.Context())
 	if err := g.refusal(cert, "", time.Now()); err != nil {
 		g.Log.Warn("refused an xDS stream", "error", err)
+		// The connection goes too, once the refusal has had time to reach the client: a client keeps its
+		// HTTP/2 connection for its next streams, and one that was given a new certificate (its group
+		// revoked) must handshake again to present it.
+		if c != nil {
+			time.AfterFunc(refusedConnLinger, func() { c.cutOff("refused") })
+		}
 		return err
 	}
-	c := g.conn(ss.Context())
 	if c == nil {
 		// A connection the guard's listener did not accept: it could not be closed at expiry.
 		return status.Error(codes.Internal, "xDS connection not tracked")
