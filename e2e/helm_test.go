@@ -75,6 +75,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 		"zone":         {"--set", "apiToken=golden", "--set", "envoy.zone=zone-a"},
 		"clusterstats": {"--set", "apiToken=golden", "--set", "envoy.clusterStats=used"},
 		"platform":     {"--set", "apiToken=golden", "-f", platformValues},
+		"groupcert":    {"--set", "apiToken=golden", "--set", "mtls.envoyIdentity=group"},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {
@@ -90,8 +91,8 @@ func TestHelmTemplateGolden(t *testing.T) {
 			checkDashboardConfigMap(t, out)
 			continue
 		}
-		if name == "mtls" || name == "all" || name == "platform" {
-			continue // the default is mTLS too; all and platform have the default's bootstrap
+		if name == "mtls" || name == "all" || name == "platform" || name == "groupcert" {
+			continue // the default is mTLS too; all, platform and groupcert have the default's bootstrap
 		}
 		for _, doc := range strings.Split(out, "\n---\n") {
 			var obj struct {
