@@ -167,6 +167,9 @@ func (ca *CA) Pool() *x509.CertPool {
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$`)
 
+// ValidName tells whether s can be a node id or proxy group in a certificate lbplane issues.
+func ValidName(s string) bool { return nameRe.MatchString(s) }
+
 // ClientURI is the SPIFFE-style URI SAN of an Envoy's certificate, next to its CN (node id) and OU (group).
 func ClientURI(nodeID, group string) *url.URL {
 	return &url.URL{Scheme: "spiffe", Host: "lbplane", Path: "/group/" + group + "/node/" + nodeID}

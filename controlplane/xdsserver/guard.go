@@ -167,6 +167,9 @@ func (g *Guard) Revoke(r Revocation) (Revocation, int, error) {
 	if named != 1 {
 		return Revocation{}, 0, errors.New("name exactly one of a node id, a certificate serial and a proxy group")
 	}
+	if r.Group != "" && !pki.ValidName(r.Group) {
+		return Revocation{}, 0, fmt.Errorf("group: %q is not a proxy group name (letters, digits, '.', '_', ':' and '-')", r.Group)
+	}
 	if r.Serial != "" {
 		s, err := NormalizeSerial(r.Serial)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -363,6 +364,9 @@ func TestRevokeGroupThenReissue(t *testing.T) {
 	}
 	if _, _, err := f.guard.Revoke(xdsserver.Revocation{Group: "g", NodeID: "a"}); err == nil {
 		t.Error("a revocation naming a node and a group was accepted")
+	}
+	if _, _, err := f.guard.Revoke(xdsserver.Revocation{Group: "g/../x"}); err == nil || !strings.Contains(err.Error(), "group:") {
+		t.Errorf("a revocation of a malformed group: %v", err)
 	}
 	if _, _, err := f.guard.Revoke(xdsserver.Revocation{NodeID: "a"}); err != nil {
 		t.Fatal(err)
