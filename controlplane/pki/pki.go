@@ -226,22 +226,35 @@ type Issued struct {
 // node id and the only OU the group (what the xDS server checks every stream against), plus a URI SAN. It
 // has no DNS or IP name, so it cannot pass as lbplane's server certificate.
 func (ca *CA) IssueClient(nodeID, group string, validity time.Duration) (*Issued, error) {
+	tmpl, err := clientTemplate(nodeID, group)
+	if err != nil {
+		return nil, err
+	}
+	return ca.issue(tmpl, clientValidity(validity))
+}
+
+// clientValidity is v, or ClientValidity when v is not positive.
+func clientValidity(v time.Duration) time.Duration {
+	if v <= 0 {
+		return ClientValidity
+	}
+	return v
+}
+
+// clientTemplate is an Envoy's client certificate for node nodeID of proxy group group.
+func clientTemplate(nodeID, group string) (*x509.Certificate, error) {
 	if !nameRe.MatchString(nodeID) {
 		return nil, fmt.Errorf("nodeId: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", nodeID)
 	}
 	if !nameRe.MatchString(group) {
 		return nil, fmt.Errorf("proxyGroup: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", group)
 	}
-	if validity <= 0 {
-		validity = ClientValidity
-	}
-	tmpl := &x509.Certificate{
+	return &x509.Certificate{
 		Subject:     pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{group}, Organization: []string{"lbplane envoy"}},
 		URIs:        []*url.URL{ClientURI(nodeID, group)},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	return ca.issue(tmpl, validity)
+	}, nil
 }
 
 // IssueServer issues lbplane's xDS serving certificate for the given DNS names and IP addresses.
@@ -274,25 +287,14 @@ func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (*Issued, er
 // start, is the certificate's start: a certificate issued just after a revocation of its group must not be
 // covered by it (see RevokedBefore).
 func (ca *CA) SignClient(pub crypto.PublicKey, nodeID, group string, validity time.Duration, notBefore time.Time) (*Issued, error) {
-	if !nameRe.MatchString(nodeID) {
-		return nil, fmt.Errorf("nodeId: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", nodeID)
-	}
-	if !nameRe.MatchString(group) {
-		return nil, fmt.Errorf("proxyGroup: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", group)
+	tmpl, err := clientTemplate(nodeID, group)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkPublicKey(pub); err != nil {
 		return nil, err
 	}
-	if validity <= 0 {
-		validity = ClientValidity
-	}
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{group}, Organization: []string{"lbplane envoy"}},
-		URIs:        []*url.URL{ClientURI(nodeID, group)},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	return ca.sign(tmpl, pub, nil, validity, notBefore)
+	return ca.sign(tmpl, pub, nil, clientValidity(validity), notBefore)
 }
 
 // checkPublicKey admits the keys lbplane itself makes and their usual peers: ECDSA P-256 or P-384, Ed25519,
