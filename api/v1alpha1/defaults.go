@@ -155,6 +155,9 @@ func Default(p *LoadBalancerPolicy) {
 		}
 		defaultLoadBalancing(&b.LoadBalancing)
 		defaultHealthCheck(b.HealthCheck)
+		if b.DrainingSessions == "" {
+			b.DrainingSessions = DrainingSessionsKeep
+		}
 		if b.LoadBalancing.Algorithm == "" {
 			b.LoadBalancing.Algorithm = AlgorithmRoundRobin
 		}

@@ -29,6 +29,7 @@ func TestEnumMarkersMatchValidation(t *testing.T) {
 		"TLSVersion":             strs(supportedTLSVersions),
 		"RetryOn":                strs(supportedRetryOn),
 		"SessionPersistenceType": strs(supportedSessionTypes),
+		"DrainingSessions":       strs(supportedDrainingSessions),
 		"PathMatchType":          strs(supportedPathTypes),
 		"HeaderMatchType":        strs(supportedHeaderType),
 		"UpstreamProtocol":       strs(supportedUpstreamProtocols),

@@ -19,7 +19,9 @@ type Rollout struct {
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
 	Stages []RolloutStage `json:"stages,omitempty"`
-	// bakeTime is how long each stage runs before it is judged. Defaults to 60s.
+	// bakeTime is how long each stage runs before it is judged, counted from when every canary of the stage
+	// runs the new generation (has acknowledged it); canaries that have not within bakeTime (at least 30s)
+	// roll the change back when they are most of the stage's. Defaults to 60s.
 	// +optional
 	BakeTime *metav1.Duration `json:"bakeTime,omitempty"`
 	// analysis are the thresholds a stage is judged by.
@@ -199,6 +201,11 @@ type RolloutStatus struct {
 	// stageStarted is when the current stage began.
 	// +optional
 	StageStarted *metav1.Time `json:"stageStarted,omitempty"`
+	// candidateSince is when every canary of the stage ran the candidate (each had acknowledged a config
+	// that carries it): the stage's bake, and the numbers it is judged on, count from then. Unset while a
+	// canary has yet to take it.
+	// +optional
+	CandidateSince *metav1.Time `json:"candidateSince,omitempty"`
 	// message says what the rollout waits for, or why it ended.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -566,7 +566,27 @@ type Backend struct {
 	// resolves them and sends the addresses it allows as endpoints (EDS); with dns.resolver Envoy: cluster_type
 	// envoy.clusters.dns (DnsCluster), with the endpoints in Cluster.load_assignment instead of EDS.
 	DNS *BackendDNS `json:"dns,omitempty"`
+	// drainingSessions says where a session (a route's sessionPersistence) pinned to one of the backend's
+	// endpoints goes once that endpoint drains (state: Draining, lbctl endpoint drain, a terminating Pod, or
+	// its backend at weight 0 in a route with sessionPersistence.acrossBackends). Keep (the default) keeps
+	// sending the session to it until it leaves the backend, while new clients go to the others, as
+	// HAProxy's drain state and Istio's persistent sessions do; Move moves the session to another endpoint
+	// at once. An endpoint that fails its health checks loses its sessions either way. Envoy:
+	// Cluster.common_lb_config.override_host_status, which with Keep adds DRAINING to Envoy's default
+	// UNKNOWN, HEALTHY and DEGRADED, on backends that a route with sessionPersistence sends to.
+	// +kubebuilder:default=Keep
+	DrainingSessions DrainingSessions `json:"drainingSessions,omitempty"`
 }
+
+// DrainingSessions says what happens to the sessions of a draining endpoint.
+// +kubebuilder:validation:Enum=Keep;Move
+// +kubebuilder:validation:MaxLength=32
+type DrainingSessions string
+
+const (
+	DrainingSessionsKeep DrainingSessions = "Keep"
+	DrainingSessionsMove DrainingSessions = "Move"
+)
 
 // UpstreamProtocol is the protocol Envoy speaks to endpoints.
 // +kubebuilder:validation:Enum=HTTP1;HTTP2

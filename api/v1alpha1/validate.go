@@ -47,6 +47,7 @@ var (
 	supportedTLSVersions       = []TLSVersion{TLSv12, TLSv13}
 	supportedRetryOn           = []RetryOn{RetryOnConnectFailure, RetryOnReset, RetryOn5xx, RetryOnGatewayError, RetryOnRetriableStatus, RetryOnRefusedStream}
 	supportedSessionTypes      = []SessionPersistenceType{SessionCookie, SessionHeader}
+	supportedDrainingSessions  = []DrainingSessions{DrainingSessionsKeep, DrainingSessionsMove}
 	// The TLS 1.2 suites BoringSSL (Envoy's TLS library) implements, by OpenSSL name.
 	supportedCiphers = []string{
 		"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
@@ -209,6 +210,9 @@ func (v *validator) backends(p path, bs []Backend) map[string]bool {
 			v.service(bp.child("service"), b.Service)
 		}
 		v.loadBalancing(bp.child("loadBalancing"), &b.LoadBalancing)
+		if !oneOf(b.DrainingSessions, supportedDrainingSessions) {
+			v.add(bp.child("drainingSessions"), "%s", unsupported(b.DrainingSessions, supportedDrainingSessions))
+		}
 		v.duration(bp.child("connectTimeout"), b.ConnectTimeout.Duration, false)
 		v.circuitBreakers(bp.child("circuitBreakers"), b.CircuitBreakers)
 	}

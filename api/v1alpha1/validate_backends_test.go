@@ -65,3 +65,14 @@ func TestValidateBackups(t *testing.T) {
 		}, []string{`spec.backends[0].loadBalancing.failoverThreshold: only allowed with backup endpoints or zoneFailover: without them there is no next level to fail over to`}},
 	})
 }
+
+func TestValidateDrainingSessions(t *testing.T) {
+	runCases(t, map[string]validateCase{
+		"Move": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].DrainingSessions = v1alpha1.DrainingSessionsMove
+		}, nil},
+		"HAProxy's word": {func(p *v1alpha1.LoadBalancerPolicy) {
+			p.Spec.Backends[0].DrainingSessions = "redispatch"
+		}, []string{`spec.backends[0].drainingSessions: unsupported value "redispatch"; supported: Keep, Move`}},
+	})
+}

@@ -1863,6 +1863,10 @@ func (in *RolloutStatus) DeepCopyInto(out *RolloutStatus) {
 		in, out := &in.StageStarted, &out.StageStarted
 		*out = (*in).DeepCopy()
 	}
+	if in.CandidateSince != nil {
+		in, out := &in.CandidateSince, &out.CandidateSince
+		*out = (*in).DeepCopy()
+	}
 	if in.Flagged != nil {
 		in, out := &in.Flagged, &out.Flagged
 		*out = make([]string, len(*in))

@@ -81,8 +81,11 @@ type ProxyStatus struct {
 	ConnectedAt time.Time `json:"connectedAt"`
 	State       string    `json:"state"`
 	Version     string    `json:"version"` // the config version it last acknowledged
-	Current     string    `json:"currentVersion"`
-	Message     string    `json:"message,omitempty"`
+	// AckedAt is when it last acknowledged a response (of any type): while Version is a config's and
+	// State not STALE, no later than when it had taken all of that config.
+	AckedAt time.Time `json:"ackedAt,omitzero"`
+	Current string    `json:"currentVersion"`
+	Message string    `json:"message,omitempty"`
 	// Address is the IP the Envoy connects from; StatsPort, from its node metadata (lbctl bootstrap
 	// --stats-port), is where it serves stats and endpoint health there.
 	Address   string `json:"address,omitempty"`

@@ -106,16 +106,55 @@ func (e *Engine) BaselineResult(group string) *translate.Result {
 	return nil
 }
 
-// nodeViews names each node's view of s: the policies it is a canary of, sorted and joined. A node that is
+// Serving tells what node, of a split or unsplit group, is served of policy k: the version of the config
+// the xDS cache serves it (xdscache.Cache.TargetFor) and the generation of k that config was translated
+// from (0: it carries no k). A staged rollout reads it to know which config carries its candidate, and so
+// whether a canary that acknowledged a version runs the candidate.
+func (e *Engine) Serving(group, node string, k translate.Key) (version string, generation int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	version = e.cache.TargetFor(group, node).Version
+	res := e.result
+	if s := e.split.byGroup[group]; s != nil && e.split.published[group] {
+		byNode, candidateID := s.nodeViews(node)
+		if id := byNode[node]; !runsCandidate(id, candidateID) {
+			v := e.split.views[group][id]
+			if v == nil {
+				return version, 0
+			}
+			res = v.result
+		}
+	}
+	if res == nil {
+		return version, 0
+	}
+	if r := res.Policies.Of(k); r != nil && r.ProxyGroup == group {
+		return version, r.Generation
+	}
+	return version, 0
+}
+
+// runsCandidate tells whether the nodes of view id (see nodeViews) are served the group's own build, the
+// candidate of every policy, rather than a view.
+func runsCandidate(id, candidateID string) bool { return id == candidateID && id != baseView }
+
+// nodeViews names each node's view of s (only that node's, unless only is empty): the policies it is a
+// canary of, sorted and joined. A node that is
 // a canary of every policy runs the candidate, and is named with candidate; when a policy's canaries run a
 // Candidate of their own, no view is the sources' and candidate names none.
-func (s *Split) nodeViews() (byNode map[string]string, candidate string) {
+func (s *Split) nodeViews(only string) (byNode map[string]string, candidate string) {
 	of := map[string][]string{}
 	var all []string
 	own := false
 	for k, p := range s.Policies {
 		own = own || p.Candidate != nil
 		all = append(all, k.String())
+		if only != "" {
+			if p.Canaries[only] {
+				of[only] = append(of[only], k.String())
+			}
+			continue
+		}
 		for n := range p.Canaries {
 			of[n] = append(of[n], k.String())
 		}
@@ -192,7 +231,7 @@ func (e *Engine) publishSplits() {
 	}
 	refs := e.refs()
 	for name, s := range sp.byGroup {
-		byNode, candidateID := s.nodeViews()
+		byNode, candidateID := s.nodeViews("")
 		ids := map[string]bool{baseView: true}
 		for _, id := range byNode {
 			if id != candidateID {
@@ -221,12 +260,13 @@ func (e *Engine) publishSplits() {
 		}
 		if failed {
 			e.cache.Publish(name, e.candidateState(name))
+			sp.published[name] = false // served whole: no view is (Serving)
 			continue
 		}
 		candidate := e.candidateState(name)
 		nodes := make(map[string]*xdscache.State, len(byNode))
 		for n, id := range byNode {
-			if id == candidateID && id != baseView {
+			if runsCandidate(id, candidateID) {
 				nodes[n] = candidate
 			} else {
 				nodes[n] = states[id]

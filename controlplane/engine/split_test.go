@@ -128,6 +128,40 @@ func TestSplitServesEachNodeItsView(t *testing.T) {
 	}
 }
 
+// Serving names the config each node is served and the generation of a policy it carries: the candidate's
+// on a canary only once the sources hold it, the baseline's elsewhere, and the group's own after the split.
+func TestServingTellsWhichGenerationEachNodeRuns(t *testing.T) {
+	cache := xdscache.New()
+	e := New(cache, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	old := policy("moving", 8081)
+	old.Generation = 1
+	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{old})
+	k := translate.KeyOf(old)
+	check := func(when, node string, want int64) {
+		t.Helper()
+		v, gen := e.Serving("default", node, k)
+		if gen != want || v != cache.TargetFor("default", node).Version {
+			t.Errorf("%s: %s is served version %s of generation %d; want the cache's %s of generation %d", when, node, v, gen,
+				cache.TargetFor("default", node).Version, want)
+		}
+	}
+	check("unsplit", "canary", 1)
+	// Split before the sources hold the candidate (a push stages, then stores): the canary runs generation 1.
+	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{k: {Baseline: old, Canaries: map[string]bool{"canary": true}}}})
+	check("split, candidate not yet held", "canary", 1)
+	next := policy("moving", 8081)
+	next.Generation = 2
+	next.Spec.Backends[0].Endpoints[0].Port = 90
+	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{next})
+	check("split", "canary", 2)
+	check("split", "other", 1)
+	if _, gen := e.Serving("default", "canary", translate.Key{Namespace: "default", Name: "absent"}); gen != 0 {
+		t.Errorf("a policy the config does not carry has generation %d", gen)
+	}
+	e.SetSplit("default", nil)
+	check("after the split", "other", 2)
+}
+
 // Built is what the Envoys run: the candidate during a stage, the baseline once no Envoy is a canary (a
 // rollout rolled back), and the candidate again when the split ends.
 func TestBuiltIsWhatTheEnvoysRun(t *testing.T) {

@@ -124,6 +124,8 @@ var rules = []rule{
 	r(E+".backup", Endpoints, cl, "endpoints[*].priority"),
 	opt(B+".service.*", Endpoints, cl, "endpoints[*].lb_endpoints[*].endpoint.address.socket_address"),
 	r(B+".connectTimeout", Cluster, cl, "connect_timeout"),
+	// Set only on backends a route with sessionPersistence sends to.
+	opt(B+".drainingSessions", Cluster, cl, "common_lb_config.override_host_status"),
 	r(B+".loadBalancing.algorithm", Cluster, cl, "load_balancing_policy.policies[0].typed_extension_config.name"),
 	r(B+".loadBalancing.leastRequest.choiceCount", Cluster, cl, lbTC+".choice_count"),
 	r(B+".loadBalancing.ringHash.minimumRingSize", Cluster, cl, lbTC+".minimum_ring_size"),

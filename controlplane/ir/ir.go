@@ -289,6 +289,9 @@ type Cluster struct {
 	// Resolved says the endpoints are the addresses lbplane resolved host names to: one that leaves the
 	// answer leaves the cluster at once, as from Envoy's own DNS cluster.
 	Resolved bool `json:"resolved,omitempty"`
+	// KeepDrainingSessions: a route keeps sessions on this cluster and its backend keeps them on draining
+	// (and retired) endpoints: Envoy's override_host_status includes DRAINING.
+	KeepDrainingSessions bool `json:"keepDrainingSessions,omitempty"`
 	// MaxRequestsPerConnection 0 means no limit.
 	MaxRequestsPerConnection uint32         `json:"maxRequestsPerConnection,omitempty"`
 	IdleTimeout              *time.Duration `json:"idleTimeout,omitempty"`
@@ -409,6 +412,10 @@ type Endpoint struct {
 	Draining bool `json:"draining,omitempty"`
 	// Backup endpoints form the priority level after every other one.
 	Backup bool `json:"backup,omitempty"`
+	// Retired endpoints are those of a backend at weight 0 in a cluster merged for sessions across
+	// backends: draining, in a priority level after every other (backups included), so that they keep
+	// their sessions, take no new client and do not count in the other levels' panic threshold.
+	Retired bool `json:"retired,omitempty"`
 	// HealthCheckPort, when set, is probed instead of Port.
 	HealthCheckPort uint32 `json:"healthCheckPort,omitempty"`
 	// HealthCheckHost, when set, is the Host of HTTP probes of this endpoint.

@@ -11,3 +11,6 @@ func OnStatusComputed(f func(translate.Key)) (stop func()) {
 	computedHook.Store(&f)
 	return func() { computedHook.Store(nil) }
 }
+
+// EndpointConditions is endpointConditions, for tests.
+var EndpointConditions = endpointConditions

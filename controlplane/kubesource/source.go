@@ -502,14 +502,13 @@ func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) transl
 			continue
 		}
 		for _, ep := range sl.Endpoints {
-			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			terminating := ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
+			ready, terminating := endpointConditions(ep.Conditions)
 			zone := ""
 			if ep.Zone != nil {
 				zone = *ep.Zone
 			}
 			for _, addr := range ep.Addresses {
-				out.Endpoints = append(out.Endpoints, translate.ServiceEndpoint{Address: addr, Port: target, Ready: ready && !terminating,
+				out.Endpoints = append(out.Endpoints, translate.ServiceEndpoint{Address: addr, Port: target, Ready: ready,
 					Terminating: terminating, Zone: zone})
 			}
 		}
@@ -542,4 +541,18 @@ func (s *Source) secret(ctx context.Context, ref translate.SecretRef) translate.
 func isSecret(o client.Object) bool {
 	_, ok := o.(*corev1.Secret)
 	return ok
+}
+
+// endpointConditions reads an EndpointSlice endpoint: ready (it takes new traffic), or terminating (a Pod
+// on its way out that still serves: it drains, keeping its open connections and the sessions pinned to it).
+// A terminating endpoint that no longer passes its readiness probe (serving: false) is neither: it is left
+// out, so that no session is sent to it. A slice without serving (written before Kubernetes set it) keeps
+// every terminating endpoint.
+func endpointConditions(c discoveryv1.EndpointConditions) (ready, terminating bool) {
+	terminating = c.Terminating != nil && *c.Terminating
+	ready = (c.Ready == nil || *c.Ready) && !terminating
+	if terminating && c.Serving != nil && !*c.Serving {
+		terminating = false
+	}
+	return ready, terminating
 }

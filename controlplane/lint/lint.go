@@ -27,6 +27,7 @@ const (
 	RuleRetryWithoutBudget     = "retry-without-budget"
 	RuleBreakerBelowLoad       = "circuit-breaker-below-expected-concurrency"
 	RuleShadowedRoute          = "route-never-matches"
+	RuleSessionSplit           = "session-split-without-across-backends"
 )
 
 // Rules lists every rule with what it catches, for lbctl lint --rules and the docs.
@@ -38,6 +39,7 @@ var Rules = []struct{ Name, Catches string }{
 	{RuleRetryWithoutBudget, "route retries without a retry budget on the backend: retries multiply load exactly when a backend is failing"},
 	{RuleBreakerBelowLoad, "circuit breakers below the " + ExpectedConcurrencyAnnotation + " annotation: requests past them fail with 503 (x-envoy-overloaded)"},
 	{RuleShadowedRoute, "a route after one that already matches all its requests (a catch-all before \"/api/\"): Envoy takes the first route that matches, so the later route never serves"},
+	{RuleSessionSplit, "sessionPersistence on a route of several backends without acrossBackends: the backend is picked per request before the session is read, so sessions move between backends, and a backend set to weight 0 loses its sessions at once"},
 }
 
 // Finding is one warning.
@@ -81,6 +83,7 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 	}
 	for _, split := range splits(s) {
 		hashSplit(add, s, split, byName)
+		sessionSplit(add, split)
 		retryBudget(add, s, split, byName)
 	}
 	breakers(add, p)
@@ -217,6 +220,23 @@ func hashSplit(add addFunc, s *v1alpha1.LoadBalancerPolicySpec, sp split, byName
 	add(RuleHashWithWeightedSplit, field,
 		"traffic is split over %d backends (%s) and the backend is chosen at random for every request; the hash of %s only picks the endpoint inside it, so a client moves between backends; route to one backend, or set sessionPersistence with acrossBackends: true",
 		len(live), strings.Join(live, ", "), strings.Join(hashed, ", "))
+}
+
+// sessionSplit: a session names an endpoint of the cluster the router picked, and the router picks among a
+// route's backends per request, so without acrossBackends a session holds only while the same backend is
+// drawn; a backend at weight 0 is not drawn at all.
+func sessionSplit(add addFunc, sp split) {
+	r := sp.route
+	if r == nil || r.SessionPersistence == nil || r.SessionPersistence.AcrossBackends || len(r.Backends) < 2 {
+		return
+	}
+	names := make([]string, len(r.Backends))
+	for i, b := range r.Backends {
+		names[i] = b.Name
+	}
+	add(RuleSessionSplit, sp.field+".sessionPersistence",
+		"the route has %d backends (%s) and Envoy picks one per request before it reads the session, so a client's session holds only while the same backend is picked, and a backend set to weight 0 loses its sessions at once; set acrossBackends: true to keep sessions across the backends (and through a switch to weight 0)",
+		len(names), strings.Join(names, ", "))
 }
 
 func retryBudget(add addFunc, s *v1alpha1.LoadBalancerPolicySpec, sp split, byName map[string]int) {

@@ -87,6 +87,27 @@ spec:
   backends:
     - {name: a, ` + eps + `}
     - {name: b, ` + eps + `}`}},
+		{RuleSessionSplit, "spec.routes[0].sessionPersistence",
+			[]string{`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{backends: [{name: a, weight: 0}, {name: b, weight: 1}], sessionPersistence: {name: s}}]
+  backends:
+    - {name: a, ` + eps + `}
+    - {name: b, ` + eps + `}`},
+			[]string{`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{backends: [{name: a, weight: 0}, {name: b, weight: 1}], sessionPersistence: {name: s, acrossBackends: true}}]
+  backends:
+    - {name: a, ` + eps + `}
+    - {name: b, ` + eps + `}`,
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  routes: [{backends: [{name: a}], sessionPersistence: {name: s}}]
+  backends:
+    - {name: a, ` + eps + `}`}},
 		{RuleHashWithWeightedSplit, "spec.backends",
 			[]string{`metadata: {name: p}
 spec:
@@ -260,7 +281,7 @@ func TestEveryRuleIsListed(t *testing.T) {
 	for _, r := range Rules {
 		names[r.Name] = true
 	}
-	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad, RuleHashWithoutBalanceFactor, RuleBackupWithoutHealthCheck, RuleShadowedRoute} {
+	for _, r := range []string{RuleFailoverWithoutOutlier, RuleHashWithWeightedSplit, RulePanicHidesHealth, RuleHealthCheckRouteHost, RuleRetryWithoutBudget, RuleBreakerBelowLoad, RuleHashWithoutBalanceFactor, RuleBackupWithoutHealthCheck, RuleShadowedRoute, RuleSessionSplit} {
 		if !names[r] {
 			t.Errorf("%s is not in Rules", r)
 		}

@@ -198,7 +198,7 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 			switch eds, _ := hs.HealthStatus["eds_health_status"].(string); eds {
 			case "", "HEALTHY", "UNKNOWN":
 			case "DRAINING":
-				h.Reasons = append(h.Reasons, "draining")
+				h.Reasons = append(h.Reasons, ReasonDraining)
 			default:
 				h.Reasons = append(h.Reasons, "control plane says "+strings.ToLower(eds))
 			}
@@ -208,6 +208,9 @@ func ParseClusters(b []byte) (map[string]*Cluster, error) {
 	}
 	return out, nil
 }
+
+// ReasonDraining is the reason of an endpoint Envoy holds DRAINING because the control plane sent it so.
+const ReasonDraining = "draining"
 
 // StatsFilter is the regular expression lbplane asks /stats/prometheus to filter on: the latency histogram,
 // the enforced-ejection counters and the clusters' own counters (Counters), instead of every stat of every

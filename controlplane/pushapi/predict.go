@@ -232,7 +232,13 @@ func (s *Server) downs(cfg *ir.Config, k translate.Key, health proxystats.Health
 			}
 			b := health[g.Name][c.Name]
 			for _, e := range b.Ejected {
-				down[e.Address] = fmt.Sprintf("%s (on %d of %d Envoys)", strings.Join(e.Reasons, ", "), e.Proxies, b.Proxies)
+				// Draining is what the served assignment says, which the model reads (and a session may
+				// keep a draining endpoint): it is not a failure the Envoys found.
+				reasons := slices.DeleteFunc(slices.Clone(e.Reasons), func(r string) bool { return r == proxystats.ReasonDraining })
+				if len(reasons) == 0 {
+					continue
+				}
+				down[e.Address] = fmt.Sprintf("%s (on %d of %d Envoys)", strings.Join(reasons, ", "), e.Proxies, b.Proxies)
 			}
 		}
 	}

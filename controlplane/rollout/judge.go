@@ -59,19 +59,20 @@ type Verdict struct {
 //   - The other Envoys are the reference, with the same rule; when they disagree with no majority, the
 //     canaries are compared with the lowest of them, so that a lying Envoy among them can only make the
 //     verdict stricter.
-//   - Canaries in nacked rejected the config: they are flagged, and their numbers left out.
+//   - Canaries in nacked rejected the config, and those in late did not take it in time (see took.go):
+//     they are flagged, and their numbers left out.
 //
 // A backend whose every endpoint fails its active health checks on most canaries (at least required of
 // them), and not on most other Envoys (when there are others), breaches: with Envoy's panic mode its traffic still flows, but the
 // change broke its health. No canary request at all holds or breaches as analysis.noTraffic says; fewer
 // than minRequests hold. The believed numbers are then compared as Judge compares them.
-func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, earlier *v1alpha1.RolloutNumbers, nacked []string, required int) Verdict {
+func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, earlier *v1alpha1.RolloutNumbers, nacked, late []string, required int) Verdict {
 	var v Verdict
 	var notes []string
 	var judged []NodeNumbers
 	var total int64
 	for _, c := range canaries {
-		if slices.Contains(nacked, c.Node) {
+		if slices.Contains(nacked, c.Node) || slices.Contains(late, c.Node) {
 			continue
 		}
 		judged = append(judged, c)
@@ -80,6 +81,10 @@ func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, ear
 	if len(nacked) > 0 {
 		v.Flagged = append(v.Flagged, nacked...)
 		notes = append(notes, fmt.Sprintf("%s rejected the config the other canaries took: not believed", strings.Join(nacked, ", ")))
+	}
+	if len(late) > 0 {
+		v.Flagged = append(v.Flagged, late...)
+		notes = append(notes, fmt.Sprintf("%s took the candidate after the other canaries' bake began: not believed", strings.Join(late, ", ")))
 	}
 	minReq := *a.MinRequests
 	v.Canary = combine(judged)

@@ -86,7 +86,7 @@ func TestJudgeStage(t *testing.T) {
 		{"one canary's dead backend is judged as numbers", []NodeNumbers{dead(n("c1", 100, 0)), n("c2", 100, 0)}, nil, Pass, 0, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := JudgeStage(a, tc.canaries, others, nil, tc.nacked, 2)
+			v := JudgeStage(a, tc.canaries, others, nil, tc.nacked, nil, 2)
 			t.Log(v.Why)
 			if v.Verdict != tc.want || v.Widen != tc.widen || !slices.Equal(v.Flagged, tc.flagged) || (tc.want == Pass && v.Canary.ErrorRate != tc.rate) {
 				t.Errorf("verdict %d widen %d flagged %v rate %v (%s); want %d, %d, %v, %v", v.Verdict, v.Widen, v.Flagged, v.Canary.ErrorRate, v.Why,
@@ -100,11 +100,11 @@ func TestJudgeStage(t *testing.T) {
 // no traffic.
 func TestJudgeStageWithoutStatsHolds(t *testing.T) {
 	a := v1alpha1.RolloutDefaulted(&v1alpha1.Rollout{Analysis: &v1alpha1.RolloutAnalysis{NoTraffic: v1alpha1.NoTrafficRollBack}}).Analysis
-	if v := JudgeStage(a, nil, nil, nil, nil, 2); v.Verdict != Hold || !strings.Contains(v.Why, "no stats") {
+	if v := JudgeStage(a, nil, nil, nil, nil, nil, 2); v.Verdict != Hold || !strings.Contains(v.Why, "no stats") {
 		t.Errorf("verdict %d: %s", v.Verdict, v.Why)
 	}
 	empty := []NodeNumbers{{Node: "c1", RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1}}, {Node: "c2", RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1}}}
-	if v := JudgeStage(a, empty, nil, nil, nil, 2); v.Verdict != Breach || !strings.Contains(v.Why, "noTraffic: RollBack") {
+	if v := JudgeStage(a, empty, nil, nil, nil, nil, 2); v.Verdict != Breach || !strings.Contains(v.Why, "noTraffic: RollBack") {
 		t.Errorf("no request at all: verdict %d: %s", v.Verdict, v.Why)
 	}
 }

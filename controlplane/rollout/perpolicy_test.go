@@ -35,17 +35,34 @@ type fleet struct {
 	from     time.Time
 	policies map[string]*v1alpha1.LoadBalancerPolicy
 	gen      map[string]int64
+	// behind are the nodes that do not acknowledge what they are served; the others acknowledge it, at
+	// ackAt (zero: when they connected, before any stage began).
+	behind map[string]bool
+	ackAt  time.Time
+}
+
+// acked are f's Envoys, each having acknowledged the config it is served unless it is behind.
+func (f *fleet) acked() []xdsserver.ProxyStatus {
+	for i, p := range f.proxies {
+		if !f.behind[p.NodeID] {
+			f.proxies[i].Version, f.proxies[i].AckedAt = f.cache.TargetFor(p.Group, p.NodeID).Version, p.ConnectedAt
+			if !f.ackAt.IsZero() {
+				f.proxies[i].AckedAt = f.ackAt
+			}
+		}
+	}
+	return f.proxies
 }
 
 func newFleet(t *testing.T, nodes ...string) *fleet {
 	f := &fleet{t: t, cache: xdscache.New(), traffic: map[string]map[string][2]uint64{}, policies: map[string]*v1alpha1.LoadBalancerPolicy{},
-		gen: map[string]int64{}}
+		gen: map[string]int64{}, behind: map[string]bool{}}
 	f.eng = engine.New(f.cache, slog.New(slog.DiscardHandler))
 	for _, n := range nodes {
 		f.proxies = append(f.proxies, proxy(n, "default"))
 	}
 	f.c = &Controller{Engine: f.eng, Persist: newMem(), Log: slog.New(slog.DiscardHandler), MinCanaryAge: time.Minute,
-		Proxies: func() []xdsserver.ProxyStatus { return f.proxies },
+		Proxies: f.acked,
 		Decode: func(r *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
 			p := &v1alpha1.LoadBalancerPolicy{}
 			return p, json.Unmarshal(r.Document, p)

@@ -22,10 +22,16 @@ const KeepEnded = time.Hour
 
 func (c *Controller) step(now time.Time) {
 	if c.Leader != nil && !c.Leader() {
+		c.mu.Lock()
+		c.judging = time.Time{}
+		c.mu.Unlock()
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.judging.IsZero() {
+		c.judging = now
+	}
 	c.retryHeld(now)
 	for _, name := range slices.Sorted(maps.Keys(c.byGroup)) {
 		g := c.byGroup[name]
@@ -119,7 +125,7 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 		return true, nil
 	}
 	if c.place(g, p, nodes) {
-		p.StageStarted = now
+		p.newStage(now)
 		p.Message = c.stageLine(p, len(nodes))
 		return true, nil
 	}
@@ -128,21 +134,29 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 		p.Message = c.stageLine(p, len(nodes))
 		return false, nil
 	}
-	bake := p.Settings.BakeTime.Duration
-	if now.Sub(p.StageStarted) < bake {
-		p.Message = fmt.Sprintf("%s; judged at %s", c.stageLine(p, len(nodes)), p.StageStarted.Add(bake).UTC().Format(time.RFC3339))
-		return false, nil
+	// The bake counts from when every canary runs the candidate (took.go); one not believed earlier in the
+	// rollout is not waited for again (its numbers are left out if it has not taken it).
+	waiting, tookChanged := c.took(g, p, proxies, slices.Concat(nacked, p.Flagged), now)
+	if len(waiting) > 0 && p.CandidateSince.IsZero() {
+		return c.waitForCanaries(g, p, proxies, nodes, waiting, nacked, now) || tookChanged, nil
 	}
-	canaries, others := c.numbers(g, p, p.StageStarted, nodes)
+	since := p.CandidateSince
+	bake := p.Settings.BakeTime.Duration
+	if now.Sub(since) < bake {
+		p.Message = fmt.Sprintf("%s; canaries running the candidate since %s; judged at %s", c.stageLine(p, len(nodes)), since.UTC().Format(time.RFC3339),
+			since.Add(bake).UTC().Format(time.RFC3339))
+		return tookChanged, nil
+	}
+	canaries, others := c.numbers(g, p, since, nodes)
 	where := fmt.Sprintf("stage %d of %d (%d of %d Envoys)", p.Stage+1, nStages, len(p.Canaries), len(nodes))
-	v := JudgeStage(p.Settings.Analysis, canaries, others, p.Earlier, nacked, min(2, want))
+	v := JudgeStage(p.Settings.Analysis, canaries, others, p.Earlier, nacked, p.lateCanaries(nacked), min(2, want))
 	// On a hold, one more canary decides, when the fleet has one: at once when the canaries disagree, after
 	// a second bake when too few served enough.
-	if v.Verdict == Hold && v.Widen != 0 && len(p.Canaries) < len(nodes) && (v.Widen == widenDisagree || now.Sub(p.StageStarted) >= 2*bake) {
+	if v.Verdict == Hold && v.Widen != 0 && len(p.Canaries) < len(nodes) && (v.Widen == widenDisagree || now.Sub(since) >= 2*bake) {
 		c.record(p, v)
 		p.Extra++
 		if c.place(g, p, nodes) {
-			p.StageStarted = now
+			p.newStage(now)
 			p.Message = fmt.Sprintf("%s: %s; one more canary: %s", where, v.Why, c.stageLine(p, len(nodes)))
 			c.log().Info("rollout stage widened", "group", g.Group, "policy", p.key().String(), "canaries", p.Canaries, "flagged", v.Flagged)
 			return true, nil
@@ -150,7 +164,7 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 		p.Extra--
 	}
 	if passed, store := c.settle(g, p, v, where, now); !passed {
-		return store, nil
+		return store || tookChanged, nil
 	}
 	// The next stage that adds an Envoy; every Envoy runs the candidate once none is left.
 	next, skipped := p.Stage+1, 0
@@ -160,13 +174,14 @@ func (c *Controller) progress(g *group, p *policy, proxies []xdsserver.ProxyStat
 	if p.Stage == nStages-1 || (next == nStages-1 && len(p.Canaries) >= len(nodes)) {
 		p.Phase, p.Ended = v1alpha1.RolloutSucceeded, now
 		p.Message = fmt.Sprintf("every stage passed; every Envoy runs the candidate (last: %s)", v.Why)
-		p.Canaries, p.Candidate = nil, nil
+		p.Canaries, p.Candidate, p.Took = nil, nil, nil
 		c.log().Info("rollout succeeded", "group", g.Group, "policy", p.key().String())
 		return true, nil
 	}
 	passed := p.Stage + 1
-	p.Stage, p.Extra, p.StageStarted = next, 0, now
+	p.Stage, p.Extra = next, 0
 	c.place(g, p, nodes)
+	p.newStage(now)
 	skip := ""
 	if skipped > 0 {
 		skip = fmt.Sprintf(" (%d stage(s) skipped: they would add no Envoy)", skipped)

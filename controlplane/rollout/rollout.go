@@ -89,6 +89,10 @@ type Controller struct {
 	held map[translate.Key]*held
 	// later: the splits set are published with the engine's next publish (Unstage); c.mu is held.
 	later bool
+	// judging is since when this replica judges (the first step as the leader): a canary's time to take a
+	// candidate counts from then at the earliest, so that Envoys reconnecting after a restart or a
+	// takeover are not taken for canaries that never answer.
+	judging time.Time
 }
 
 // DefaultMinCanaryAge is how long an Envoy must have been connected and acknowledging its config before it
@@ -118,6 +122,12 @@ type policy struct {
 	Stage        int              `json:"stage"` // from 0
 	Phase        string           `json:"phase"`
 	StageStarted time.Time        `json:"stageStarted"`
+	// Took is when each canary was first seen running the candidate: acknowledging the config the engine
+	// serves it, which carries the candidate (see took).
+	Took map[string]time.Time `json:"took,omitempty"`
+	// CandidateSince is when every canary of the stage ran the candidate: its bake and its numbers count
+	// from then; zero while a canary has yet to take it.
+	CandidateSince time.Time `json:"candidateSince,omitzero"`
 	// Ended is when the rollout succeeded, rolled back or was aborted.
 	Ended    time.Time `json:"ended,omitzero"`
 	Canaries []string  `json:"canaries,omitempty"`
@@ -281,7 +291,7 @@ func (c *Controller) reload(start bool) error {
 			for _, p := range g.Policies {
 				if p.Phase == v1alpha1.RolloutProgressing {
 					p.Message = fmt.Sprintf("resumed after a restart at stage %d of %d; judged at %s at the earliest, on the stats read since the restart",
-						p.Stage+1, len(p.Settings.Stages), p.StageStarted.Add(p.Settings.BakeTime.Duration).UTC().Format(time.RFC3339))
+						p.Stage+1, len(p.Settings.Stages), p.bakeFrom().Add(p.Settings.BakeTime.Duration).UTC().Format(time.RFC3339))
 				}
 			}
 		}
@@ -496,6 +506,7 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 			p.CandidateGeneration, p.Candidate = ch.Generation, ch.New
 			p.Settings, p.Kind = *v1alpha1.RolloutDefaulted(ch.Rollout), kindOf(ch.Rollout)
 			p.Stage, p.Phase, p.StageStarted, p.Ended, p.Canaries, p.Extra, p.Flagged = 0, v1alpha1.RolloutProgressing, now, time.Time{}, nil, 0, nil
+			p.Took, p.CandidateSince = nil, time.Time{}
 			p.Canary, p.BaselineNumbers, p.Earlier = nil, nil, nil
 			p.Message = "starting"
 			started = append(started, p)
@@ -734,6 +745,10 @@ func (c *Controller) status(p *policy) *v1alpha1.RolloutStatus {
 		t := metav1.NewTime(p.StageStarted.UTC())
 		out.StageStarted = &t
 	}
+	if !p.CandidateSince.IsZero() && p.underWay() && p.Kind != KindTraffic {
+		t := metav1.NewTime(p.CandidateSince.UTC())
+		out.CandidateSince = &t
+	}
 	if p.Canary != nil {
 		n := *p.Canary
 		out.Canary = &n
@@ -803,7 +818,7 @@ func (c *Controller) action(k translate.Key, action string, now time.Time) error
 			p.Message = fmt.Sprintf("resumed at stage %d of %d", p.Stage+1, n)
 		case v1alpha1.RolloutRolledBack, v1alpha1.RolloutAborted:
 			// A retry: from the first stage, with the same candidate.
-			p.Stage, p.Canaries, p.Extra, p.Earlier, p.Ended = 0, nil, 0, nil, time.Time{}
+			p.Stage, p.Canaries, p.Extra, p.Earlier, p.Ended, p.Took = 0, nil, 0, nil, time.Time{}, nil
 			p.Message = "retried from stage 1"
 			if p.Kind != KindTraffic && !c.follower() {
 				proxies := c.Proxies()
@@ -814,7 +829,8 @@ func (c *Controller) action(k translate.Key, action string, now time.Time) error
 		default:
 			return fmt.Errorf("the rollout is %s; only a paused, rolled back or aborted rollout can be resumed", p.Phase)
 		}
-		p.Phase, p.StageStarted = v1alpha1.RolloutProgressing, now
+		p.Phase = v1alpha1.RolloutProgressing
+		p.newStage(now)
 	case "abort":
 		if !p.underWay() {
 			return fmt.Errorf("the rollout is %s; only a progressing or paused rollout can be aborted", p.Phase)
@@ -829,6 +845,7 @@ func (c *Controller) action(k translate.Key, action string, now time.Time) error
 // rollBack puts every Envoy back on p's baseline (stored by the caller, with apply).
 func (c *Controller) rollBack(g *group, p *policy, phase, msg string, now time.Time) {
 	p.Phase, p.Message, p.Ended = phase, msg, now
+	p.Took, p.CandidateSince = nil, time.Time{} // the canaries go back to the baseline
 	c.log().Warn("rollout rolled back", "group", g.Group, "policy", p.key().String(), "phase", phase, "reason", msg)
 }
 

@@ -138,7 +138,7 @@ func (c *Controller) progressTraffic(g *group, p *policy, proxies []xdsserver.Pr
 	for _, node := range slices.Sorted(maps.Keys(fromNodes)) {
 		froms = append(froms, fromNodes[node])
 	}
-	v := JudgeStage(p.Settings.Analysis, tos, froms, p.Earlier, nacked, min(2, len(nodes)))
+	v := JudgeStage(p.Settings.Analysis, tos, froms, p.Earlier, nacked, nil, min(2, len(nodes)))
 	rename := strings.NewReplacer("the canaries", "backend "+ts.Backend, "canaries", "Envoys", "canary", ts.Backend, "the other Envoys'", "the other backends'").Replace
 	v.Why = rename(v.Why)
 	if passed, store := c.settle(g, p, v, step, now); !passed {

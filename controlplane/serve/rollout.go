@@ -171,7 +171,7 @@ func proxiesReport(ps []xdsserver.ProxyStatus, max int) ([]byte, int) {
 	out := append(make([]byte, 0, min(max, 256*len(ps)+2)), '[')
 	for i, p := range ps {
 		slim := xdsserver.ProxyStatus{NodeID: p.NodeID, Group: p.Group, API: p.API, ConnectedAt: p.ConnectedAt, State: p.State,
-			Version: p.Version, Current: p.Current, Address: p.Address, StatsPort: p.StatsPort, Zone: p.Zone, Authenticated: p.Authenticated}
+			Version: p.Version, AckedAt: p.AckedAt, Current: p.Current, Address: p.Address, StatsPort: p.StatsPort, Zone: p.Zone, Authenticated: p.Authenticated}
 		for _, t := range p.Types {
 			if t.Nacked {
 				slim.Types = append(slim.Types, t)

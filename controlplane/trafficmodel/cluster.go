@@ -44,6 +44,9 @@ type Host struct {
 	Backup bool `json:"backup,omitempty"`
 	// locality is the index of the host's locality in the assignment.
 	locality int
+	// status is the host's health as Envoy matches it against override_host_status: UNHEALTHY when it is
+	// down (failed checks, ejected, "what-if"), which overrides what EDS says, else EDS's.
+	status corev3.HealthStatus
 }
 
 // Level is one priority level: the endpoints of one or more zones.
@@ -102,12 +105,24 @@ type Cluster struct {
 	// model balances over the names, while Envoy balances over the addresses they resolve to.
 	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
 	logicalDNS      bool
+	// sessionStatuses are the host states a session's endpoint is taken in (override_host_status).
+	sessionStatuses []corev3.HealthStatus
 	localities      []locality
 	zoneRouting     zoneRouting
 	envoys          Envoys
 	ringMin         uint64
 	ringMax         uint64
 	maglevSize      uint64
+}
+
+// defaultSessionStatuses are the states Envoy takes a session's endpoint in when the cluster sets no
+// override_host_status.
+var defaultSessionStatuses = []corev3.HealthStatus{corev3.HealthStatus_UNKNOWN, corev3.HealthStatus_HEALTHY, corev3.HealthStatus_DEGRADED}
+
+// KeepsSession says whether Envoy sends a request whose session names host i to it: only when the host's
+// state is one of the cluster's override_host_status; otherwise load balancing picks.
+func (m *Cluster) KeepsSession(i int) bool {
+	return slices.Contains(m.sessionStatuses, m.Hosts[i].status)
 }
 
 // HostKey is the string Envoy hashes for an endpoint on the ring and in the Maglev table: its address as
@@ -141,6 +156,10 @@ func NewCluster(c *clusterv3.Cluster, cla *endpointv3.ClusterLoadAssignment, dow
 	if t := c.GetCommonLbConfig().GetHealthyPanicThreshold(); t != nil {
 		m.PanicThreshold = uint64(math.Round(t.GetValue()))
 	}
+	m.sessionStatuses = defaultSessionStatuses
+	if set := c.GetCommonLbConfig().GetOverrideHostStatus(); set != nil {
+		m.sessionStatuses = set.GetStatuses()
+	}
 	if f := cla.GetPolicy().GetOverprovisioningFactor(); f != nil {
 		m.OverprovisioningFactor = f.GetValue()
 	}
@@ -164,14 +183,15 @@ func NewCluster(c *clusterv3.Cluster, cla *endpointv3.ClusterLoadAssignment, dow
 			h := Host{Address: HostKey(sa.GetAddress(), sa.GetPortValue()), Zone: l.zone, Weight: max(1, e.GetLoadBalancingWeight().GetValue()),
 				Healthy: true, Priority: l.priority, locality: li}
 			h.Backup = backups[h.Address]
-			switch e.GetHealthStatus() {
+			h.status = e.GetHealthStatus()
+			switch h.status {
 			case corev3.HealthStatus_DRAINING:
 				h.Healthy, h.Reason = false, "draining"
 			case corev3.HealthStatus_UNHEALTHY, corev3.HealthStatus_TIMEOUT:
 				h.Healthy, h.Reason = false, "unhealthy (from the control plane)"
 			}
 			if r, ok := down[h.Address]; ok {
-				h.Healthy, h.Reason = false, r
+				h.Healthy, h.Reason, h.status = false, r, corev3.HealthStatus_UNHEALTHY
 			}
 			lv.Backup = lv.Backup && h.Backup
 			lv.Hosts = append(lv.Hosts, len(m.Hosts))

@@ -370,6 +370,9 @@ type EndpointShare struct {
 	Healthy  bool    `json:"healthy"`
 	Reason   string  `json:"reason,omitempty"`
 	Share    float64 `json:"share"`
+	// KeepsSessions: a session pinned to the endpoint stays there (it is healthy, or draining in a backend
+	// that keeps the sessions of draining endpoints).
+	KeepsSessions bool `json:"keepsSessions,omitempty"`
 	// ResolvedByEnvoy: Address is a host name, whose addresses Envoy resolves at run time and splits the
 	// share over.
 	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
@@ -391,7 +394,7 @@ func (p *Policy) Shares() []EndpointShare {
 				h := c.Hosts[i]
 				out = append(out, EndpointShare{Route: r.Name, Backend: p.BackendOf[c.Name], Cluster: c.Name, Address: h.Address,
 					Zone: h.Zone, Priority: h.Priority, Backup: h.Backup, Weight: h.Weight, Healthy: h.Healthy, Reason: h.Reason, Share: w * s,
-					ResolvedByEnvoy: c.ResolvedByEnvoy})
+					KeepsSessions: c.KeepsSession(i), ResolvedByEnvoy: c.ResolvedByEnvoy})
 			}
 		}
 	}

@@ -188,12 +188,13 @@ func Compare(before, after *Policy) *Preview {
 	return pv
 }
 
-// sessionMovement: an established session stays on its endpoint while that endpoint is there and healthy;
-// the sessions of the endpoints that leave or go down are balanced again.
+// sessionMovement: an established session stays on its endpoint while that endpoint is there and healthy,
+// or draining in a backend that keeps the sessions of draining endpoints; the sessions of the endpoints
+// that leave or go down are balanced again.
 func sessionMovement(route string, before, after *Policy) Movement {
 	alive := map[string]bool{}
 	for _, e := range after.Shares() {
-		if e.Route == route && e.Healthy {
+		if e.Route == route && e.KeepsSessions {
 			alive[e.Address] = true
 		}
 	}
@@ -204,7 +205,7 @@ func sessionMovement(route string, before, after *Policy) Movement {
 		}
 	}
 	return Movement{Route: route, Kind: "sessions", Moved: moved,
-		Note: "sessions pinned to an endpoint that leaves or goes down are balanced again; the others stay"}
+		Note: "sessions pinned to an endpoint that leaves or goes down are balanced again; the others stay (draining endpoints keep theirs unless the backend sets drainingSessions: Move)"}
 }
 
 // FailoverStep says where a backend's traffic goes when the first zone loses Lost of its Of endpoints.

@@ -86,6 +86,8 @@ type SessionTrace struct {
 	Value    string `json:"value,omitempty"`
 	Endpoint string `json:"endpoint,omitempty"`
 	Applies  bool   `json:"applies"`
+	// Draining: the session's endpoint is draining and keeps the session (it takes no new client).
+	Draining bool   `json:"draining,omitempty"`
 	Why      string `json:"why"`
 }
 
@@ -141,12 +143,18 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 				break
 			}
 			st.Endpoint = addr
-			host, healthy := p.findHost(route, addr)
+			c, i := p.findHost(route, addr)
 			switch {
-			case host == nil:
+			case c == nil:
 				st.Why = "its endpoint " + addr + " is not in the backend: load balancing picks"
-			case !healthy:
-				st.Why = "its endpoint " + addr + " is not healthy: load balancing picks"
+			case !c.KeepsSession(i) && c.Hosts[i].Reason == "draining":
+				st.Why = "its endpoint " + addr + " is draining and the backend moves the sessions of draining endpoints (drainingSessions: Move): load balancing picks"
+			case !c.KeepsSession(i):
+				st.Why = "its endpoint " + addr + " is not healthy (" + c.Hosts[i].Reason + "): load balancing picks"
+			case !c.Hosts[i].Healthy:
+				st.Applies, st.Draining = true, true
+				st.Why = "session -> draining endpoint " + addr + ", kept: the session stays on it until it leaves the backend, while new clients go to the others"
+				sessionEndpoint = addr
 			default:
 				st.Applies, st.Why = true, "the session pins the request to "+addr
 				sessionEndpoint = addr
@@ -238,14 +246,15 @@ func unpredictable(c *Cluster, hashed bool) string {
 	return why + ": the chances below are the distribution"
 }
 
-func (p *Policy) findHost(route *Route, addr string) (*Host, bool) {
+// findHost returns the cluster of the route that has the endpoint addr, and its index there (nil if none).
+func (p *Policy) findHost(route *Route, addr string) (*Cluster, int) {
 	for _, wc := range route.Clusters {
 		c := p.Clusters[wc.Name]
 		if i := c.HostIndex(addr); i >= 0 {
-			return &c.Hosts[i], c.Hosts[i].Healthy
+			return c, i
 		}
 	}
-	return nil, false
+	return nil, -1
 }
 
 // DecodeSession reads the endpoint from Envoy's stateful session value: base64 of "ip:port", of a JSON

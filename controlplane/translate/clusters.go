@@ -20,7 +20,9 @@ func clusterName(p *v1alpha1.LoadBalancerPolicy, backend string) string {
 // by its backend's share of the route and its own share of the backend. The stateful session filter can only
 // pin a client to an endpoint of the cluster the router picked, and the router picks weighted clusters at
 // random, so a client pinned across backends needs them to be one cluster; new clients still follow the
-// route's weights through weighted round robin. The first backend's settings apply to the merged cluster.
+// route's weights through weighted round robin. The endpoints of a backend at weight 0 are retired: they
+// keep the sessions they have and get no new client. The first backend's settings apply to the merged
+// cluster.
 func mergeClusters(name string, wcs []ir.WeightedCluster, byName map[string]*ir.Cluster) *ir.Cluster {
 	first := *byName[wcs[0].Name]
 	merged := &first
@@ -32,9 +34,15 @@ func mergeClusters(name string, wcs []ir.WeightedCluster, byName map[string]*ir.
 		for _, e := range c.Endpoints {
 			sum += uint64(e.Weight)
 		}
+		weight := uint64(wc.Weight)
+		if weight == 0 {
+			// A level of their own: the weights only share that level's sessions-only traffic out.
+			weight = 1
+		}
 		for _, e := range c.Endpoints {
+			e.Retired = wc.Weight == 0
 			// Scaled so that the backend's endpoints add up to its route weight (times 1000 for precision).
-			w := max(uint64(wc.Weight)*uint64(e.Weight)*1000/sum, 1)
+			w := max(weight*uint64(e.Weight)*1000/max(sum, 1), 1)
 			e.Weight = uint32(min(w, 1<<31))
 			merged.Endpoints = append(merged.Endpoints, e)
 		}

@@ -26,6 +26,8 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	var missing, forbidden []string
 	hashKeys := map[string][]ir.HashKey{}
 	byName := map[string]*ir.Cluster{}
+	// keepSessions: the backend of each cluster keeps sessions on its draining endpoints (drainingSessions).
+	keepSessions := map[string]bool{}
 	overrides := refs.Overrides[KeyOf(p)]
 	matched := make([]int32, len(overrides))
 	for i := range s.Backends {
@@ -34,6 +36,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		missing, forbidden = append(missing, cl.DNSMissing...), append(forbidden, cl.DNSForbidden...)
 		cl.Source = ir.Source{Namespace: p.Namespace, Name: p.Name, Backend: b.Name}
 		byName[cl.Name] = cl.Cluster
+		keepSessions[cl.Name] = b.DrainingSessions != v1alpha1.DrainingSessionsMove
 		if b.Service != nil {
 			eps, msg := serviceEndpoints(p, b, refs)
 			for i := range eps {
@@ -109,12 +112,23 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	for i, rt := range s.Routes {
 		route := route(p, vh.Name, &rt, hashKeys)
 		route.Source = src.RouteSource(i)
-		if sp := rt.SessionPersistence; sp != nil && sp.AcrossBackends && len(route.Clusters) > 1 {
-			merged := mergeClusters(route.Name+"/session", route.Clusters, byName)
+		sp := rt.SessionPersistence
+		if sp != nil && sp.AcrossBackends && len(rt.Backends) > 1 {
+			// Every backend of the route, those at weight 0 too: their endpoints keep their sessions.
+			all := make([]ir.WeightedCluster, len(rt.Backends))
+			for j, ref := range rt.Backends {
+				all[j] = ir.WeightedCluster{Name: clusterName(p, ref.Name), Weight: uint32(*ref.Weight)}
+			}
+			merged := mergeClusters(route.Name+"/session", all, byName)
 			merged.Source = route.Source
+			merged.KeepDrainingSessions = keepSessions[all[0].Name]
 			g.Clusters = append(g.Clusters, merged)
 			r.Clusters, r.Backends = append(r.Clusters, merged.Name), append(r.Backends, "")
 			route.Clusters = []ir.WeightedCluster{{Name: merged.Name, Weight: 1}}
+		} else if sp != nil {
+			for _, wc := range route.Clusters {
+				byName[wc.Name].KeepDrainingSessions = keepSessions[wc.Name]
+			}
 		}
 		vh.Routes = append(vh.Routes, route)
 	}

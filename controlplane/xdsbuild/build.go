@@ -84,17 +84,26 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 		cla.Policy = &endpointv3.ClusterLoadAssignment_Policy{OverprovisioningFactor: wrapperspb.UInt32(c.OverprovisioningFactor)}
 	}
 	type level struct {
-		zone   string
-		backup bool
+		zone            string
+		backup, retired bool
 	}
 	byZone := map[level]*endpointv3.LocalityLbEndpoints{}
 	priority := zonePriorities(c)
-	// Backups come after every level of the others.
-	var backupPriority uint32
+	// Backups come after every level of the others, and retired endpoints after them.
+	var backupPriority, retiredPriority uint32
+	backups := false
 	for _, e := range c.Endpoints {
-		if !e.Backup {
+		switch {
+		case e.Retired:
+		case e.Backup:
+			backups = true
+		default:
 			backupPriority = max(backupPriority, priority[e.Zone]+1)
 		}
+	}
+	retiredPriority = backupPriority
+	if backups {
+		retiredPriority++
 	}
 	for _, e := range c.Endpoints {
 		ep := &endpointv3.Endpoint{Address: socketAddress(e.Address, e.Port), Hostname: e.Hostname}
@@ -105,11 +114,12 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 			HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: ep},
 			LoadBalancingWeight: wrapperspb.UInt32(e.Weight),
 		}
-		if e.Draining {
-			// Draining takes the host out of load balancing; Envoy keeps its open connections.
+		if e.Draining || e.Retired {
+			// Draining takes the host out of load balancing; Envoy keeps its open connections (and, with
+			// KeepDrainingSessions, its sessions).
 			lb.HealthStatus = corev3.HealthStatus_DRAINING
 		}
-		key := level{e.Zone, e.Backup}
+		key := level{e.Zone, e.Backup, e.Retired}
 		loc, ok := byZone[key]
 		if !ok {
 			loc = &endpointv3.LocalityLbEndpoints{}
@@ -118,7 +128,13 @@ func LoadAssignment(c *ir.Cluster) *endpointv3.ClusterLoadAssignment {
 			}
 			loc.Priority = priority[e.Zone]
 			loc.LoadBalancingWeight = zoneWeight(c, e.Zone)
-			if e.Backup {
+			switch {
+			case e.Retired:
+				// A level of draining endpoints only: its availability is 0, so Envoy gives it no load
+				// unless every level is in panic (then load follows the number of endpoints per level),
+				// and its endpoints count in no other level's panic threshold.
+				loc.Priority = retiredPriority
+			case e.Backup:
 				loc.Priority = backupPriority
 			}
 			byZone[key] = loc
@@ -143,7 +159,7 @@ func zonePriorities(c *ir.Cluster) map[string]uint32 {
 	}
 	present := map[int]bool{}
 	for _, e := range c.Endpoints {
-		if !e.Backup { // backups have their own level, after these
+		if !e.Backup && !e.Retired { // backups and retired endpoints have their own levels, after these
 			present[rank(e.Zone)] = true
 		}
 	}

@@ -50,6 +50,38 @@ func TestZoneFailoverPrioritiesHaveNoGaps(t *testing.T) {
 	}
 }
 
+// Retired endpoints (a backend at weight 0 in a cluster merged for sessions) are DRAINING in a level after
+// every other one, backups included, with no gap, whatever zone they are in.
+func TestRetiredEndpointsComeLastAndDrain(t *testing.T) {
+	cla := xdsbuild.LoadAssignment(&ir.Cluster{Name: "c", ZoneFailover: []string{"zone-a", "zone-b"}, Endpoints: []ir.Endpoint{
+		{Address: "10.0.0.1", Port: 80, Weight: 1, Zone: "zone-a", Retired: true},
+		{Address: "10.0.0.2", Port: 80, Weight: 1, Zone: "zone-a"},
+		{Address: "10.0.0.3", Port: 80, Weight: 1, Zone: "zone-b"},
+		{Address: "10.0.0.4", Port: 80, Weight: 1, Zone: "zone-c", Retired: true},
+		{Address: "10.0.0.5", Port: 80, Weight: 1, Zone: "zone-b", Backup: true},
+	}})
+	got := map[string]uint32{}
+	for _, loc := range cla.Endpoints {
+		for _, e := range loc.LbEndpoints {
+			a := e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
+			got[a] = loc.GetPriority()
+			if draining := e.GetHealthStatus().String() == "DRAINING"; draining != (a == "10.0.0.1" || a == "10.0.0.4") {
+				t.Errorf("%s: health status %s", a, e.GetHealthStatus())
+			}
+		}
+	}
+	want := map[string]uint32{"10.0.0.2": 0, "10.0.0.3": 1, "10.0.0.5": 2, "10.0.0.1": 3, "10.0.0.4": 3}
+	for a, p := range want {
+		if got[a] != p {
+			t.Errorf("priorities %v, want %v", got, want)
+			break
+		}
+	}
+	if err := cla.ValidateAll(); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestRouterDynamicStatsCanBeTurnedOff(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		g := &ir.Group{Name: "g", Listeners: []*ir.Listener{{Name: "http-80", Address: "127.0.0.1", Port: 80, Protocol: ir.HTTP, NoRouterDynamicStats: off,

@@ -78,6 +78,13 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 	if c.PanicThreshold != nil {
 		out.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: *c.PanicThreshold}
 	}
+	if c.KeepDrainingSessions {
+		// A session (the stateful session filter's cookie or header) names its endpoint, which Envoy takes
+		// only in these states; Envoy's default leaves DRAINING out, so a session on a draining endpoint
+		// would move at once. Draining endpoints still get no new client: load balancing skips them. The
+		// filter is not strict, so a session whose endpoint is gone or failing is balanced as usual.
+		out.CommonLbConfig.OverrideHostStatus = &corev3.HealthStatusSet{Statuses: SessionHostStatuses}
+	}
 	if po := protocolOptions(c); po != nil {
 		out.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": mustAny(po)}
 	}
@@ -130,6 +137,11 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 	dnsDiscovery(c, out)
 	return out
 }
+
+// SessionHostStatuses are the endpoint states a session keeps its endpoint in when draining endpoints keep
+// their sessions: Envoy's default set (UNKNOWN, HEALTHY, DEGRADED) and DRAINING, as Istio sets it.
+var SessionHostStatuses = []corev3.HealthStatus{corev3.HealthStatus_UNKNOWN, corev3.HealthStatus_HEALTHY,
+	corev3.HealthStatus_DEGRADED, corev3.HealthStatus_DRAINING}
 
 func protocolOptions(c *ir.Cluster) *httpv3.HttpProtocolOptions {
 	if !c.HTTP2 && c.MaxRequestsPerConnection == 0 && c.IdleTimeout == nil && c.MaxConnectionDuration == nil {

@@ -61,6 +61,7 @@ type stream struct {
 	connectedAt time.Time
 	types       map[string]*typeState
 	lastAcked   string
+	ackedAt     time.Time
 	responses   int64
 	// push is the config version being sent to this Envoy, for one log line once it has answered every type.
 	push struct {
@@ -286,7 +287,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 	} else {
 		t.clearNack(s, ts)
 		ts.AckedVersion = ts.SentVersion
-		s.lastAcked = ts.SentVersion
+		s.lastAcked, s.ackedAt = ts.SentVersion, time.Now()
 		// A delta response's successor carries only what changed after it: nothing to compare with.
 		if s.api == apiSotW {
 			ts.acked = ts.sent
@@ -444,7 +445,7 @@ func (t *Tracker) proxies() []ProxyStatus {
 		current := t.cache.TargetFor(xdscache.ServedKey(s.node), s.node.GetId())
 		p := ProxyStatus{NodeID: s.node.GetId(), Group: g, API: s.api, ConnectedAt: s.connectedAt,
 			Client: xdscache.ClientOf(s.node), UserAgent: userAgent(s.node),
-			Version: s.lastAcked, Current: current.Version, State: Synced, Responses: s.responses,
+			Version: s.lastAcked, AckedAt: s.ackedAt, Current: current.Version, State: Synced, Responses: s.responses,
 			Address: s.address, StatsPort: StatsPortOf(s.node), Zone: s.node.GetLocality().GetZone(), Authenticated: s.identity != nil,
 			Types: make([]TypeStatus, 0, len(s.types))}
 		latestSent := ""
