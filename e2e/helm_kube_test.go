@@ -162,7 +162,7 @@ func TestHelmChartKubernetesMTLS(t *testing.T) {
 	if out, err := kubectl(t, c.Kubeconfig, "", "create", "namespace", "lbplane"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	chartArgs, bootstrap := renderedChart(t, "--set", "envoy.proxyGroup=edge")
+	chartArgs, bootstrap := renderedChart(t, "--set", "envoy.proxyGroup=edge", "--set", "mtls.envoyIdentity=group")
 	args := chartLbplaneArgs(t, chartArgs, c.Kubeconfig)
 	for _, want := range []string{"--api-tls-auto", "--ca-secret=demo-lbplane-ca", "--envoy-cert-secret=edge=demo-lbplane-envoy-tls"} {
 		if !strings.Contains(strings.Join(args, " "), want) {

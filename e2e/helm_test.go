@@ -75,6 +75,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 		"zone":         {"--set", "apiToken=golden", "--set", "envoy.zone=zone-a"},
 		"clusterstats": {"--set", "apiToken=golden", "--set", "envoy.clusterStats=used"},
 		"platform":     {"--set", "apiToken=golden", "-f", platformValues},
+		"groupcert":    {"--set", "apiToken=golden", "--set", "mtls.envoyIdentity=group"},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {
@@ -90,8 +91,8 @@ func TestHelmTemplateGolden(t *testing.T) {
 			checkDashboardConfigMap(t, out)
 			continue
 		}
-		if name == "mtls" || name == "all" || name == "platform" {
-			continue // the default is mTLS too; all and platform have the default's bootstrap
+		if name == "mtls" || name == "all" || name == "platform" || name == "groupcert" {
+			continue // the default is mTLS too; all, platform and groupcert have the default's bootstrap
 		}
 		for _, doc := range strings.Split(out, "\n---\n") {
 			var obj struct {
@@ -208,13 +209,32 @@ func TestHelmInstallAndLeastPrivilege(t *testing.T) {
 		{[]string{"patch", "services/demo-lbplane-xds", "-n", "lbplane"}, false},
 		{[]string{"patch", "services", "-n", "shop"}, false},
 		{[]string{"create", "services", "-n", "lbplane"}, false},
+		// Per-pod Envoy identity: review the pods' tokens, read the Envoy pods of its namespace only.
+		{[]string{"create", "tokenreviews.authentication.k8s.io"}, true},
+		{[]string{"get", "pods", "-n", "lbplane"}, true},
+		{[]string{"get", "pods", "-n", "shop"}, false},
+		{[]string{"list", "pods", "-n", "lbplane"}, false},
 	} {
 		got, _ := kubectl(t, c.Kubeconfig, "", append([]string{"auth", "can-i", "--as", as}, tc.args...)...)
-		allowed := strings.TrimSpace(got) == "yes"
+		allowed := canIAnswer(got) == "yes"
 		if allowed != tc.want {
 			t.Errorf("can-i %v: %q, want allowed=%v", tc.args, strings.TrimSpace(got), tc.want)
 		}
 	}
+	// The Envoy pods' service account proves who a pod is, and may do nothing in the API.
+	for _, args := range [][]string{{"get", "pods", "-n", "lbplane"}, {"get", "secrets", "-n", "lbplane"}, {"create", "tokenreviews.authentication.k8s.io"}, {"get", "configmaps", "-n", "lbplane"}} {
+		got, _ := kubectl(t, c.Kubeconfig, "", append([]string{"auth", "can-i", "--as", "system:serviceaccount:lbplane:demo-lbplane-envoy"}, args...)...)
+		if canIAnswer(got) != "no" {
+			t.Errorf("the Envoy service account: can-i %v: %q, want no", args, strings.TrimSpace(got))
+		}
+	}
+}
+
+// canIAnswer is kubectl auth can-i's answer, the last line of its output (a warning may come first: a
+// cluster-scoped resource asked about with a namespace).
+func canIAnswer(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // writeTestCredentials writes, into a new directory, what lbplane's group certificate Secret holds (a CA of

@@ -157,6 +157,10 @@ type Revocation struct {
 	NodeID string `json:"nodeId,omitempty"`
 	// Serial revokes one certificate, by its serial number in hex (as lbplane's log prints it when issuing).
 	Serial string `json:"serial,omitempty"`
+	// Group revokes every certificate of this proxy group that starts before the second of At: for keys the
+	// group's Envoys may have lost. Envoys that get their certificates from lbplane with a credential of
+	// their own (a Kubernetes pod's service account token, POST /v1/identity) are issued new ones at once.
+	Group string `json:"group,omitempty"`
 	// At is when it was revoked.
 	At time.Time `json:"at"`
 	// Until is when every certificate it covers has expired; it is forgotten then.
@@ -165,11 +169,34 @@ type Revocation struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// RevokeRequest asks for a revocation: exactly one of NodeID and Serial.
+// RevokeRequest asks for a revocation: exactly one of NodeID, Serial and Group.
 type RevokeRequest struct {
 	NodeID string `json:"nodeId,omitempty"`
 	Serial string `json:"serial,omitempty"`
+	Group  string `json:"group,omitempty"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// IdentityRequest is what an Envoy pod's sidecar (lbctl envoy-sidecar --identity-url) sends to POST
+// /v1/identity, with the pod's projected service account token as the bearer token, which says which pod
+// it is: a certificate request (PEM) for a new certificate, or the certificate it holds (PEM), to learn
+// whether it is still good.
+type IdentityRequest struct {
+	CSR         string `json:"csr,omitempty"`
+	Certificate string `json:"certificate,omitempty"`
+}
+
+// IdentityResponse answers an IdentityRequest: a new certificate (with the CA that signs lbplane's), or
+// whether the one held must be replaced (Renew, and why).
+type IdentityResponse struct {
+	NodeID      string    `json:"nodeId"`
+	ProxyGroup  string    `json:"proxyGroup"`
+	Certificate string    `json:"certificate,omitempty"`
+	CA          string    `json:"ca,omitempty"`
+	Serial      string    `json:"serial,omitempty"`
+	NotAfter    time.Time `json:"notAfter,omitempty"`
+	Renew       bool      `json:"renew,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
 }
 
 // RevokeResult answers a revocation: what is now in force, and how many connections it closed on the

@@ -197,3 +197,33 @@ func (g *GroupCerts) sync(ctx context.Context, group, name string) error {
 		"notAfter", is.NotAfter.UTC().Format(time.RFC3339))
 	return nil
 }
+
+// PublishCA writes lbplane's CA certificate (no key) into the ConfigMap namespace/name (key ca.crt), which
+// the Envoy pods mount to verify lbplane when they ask for their certificates. A ConfigMap that already holds
+// it is left alone; replicas racing write the same bytes.
+func PublishCA(ctx context.Context, c corev1client.ConfigMapsGetter, namespace, name string, caPEM []byte) error {
+	cms := c.ConfigMaps(namespace)
+	old, err := cms.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+			Data: map[string]string{CAKey: string(caPEM)}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+	case err == nil && old.Data[CAKey] != string(caPEM):
+		cm := old.DeepCopy()
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[CAKey] = string(caPEM)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ConfigMap %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}

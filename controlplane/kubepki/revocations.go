@@ -99,7 +99,7 @@ func mergeRevocations(a, b []apiwire.Revocation, now time.Time) []apiwire.Revoca
 			continue
 		}
 		if !slices.ContainsFunc(out, func(o apiwire.Revocation) bool {
-			return o.NodeID == r.NodeID && o.Serial == r.Serial && o.At.Equal(r.At)
+			return o.NodeID == r.NodeID && o.Serial == r.Serial && o.Group == r.Group && o.At.Equal(r.At)
 		}) {
 			out = append(out, r)
 		}

@@ -6,8 +6,10 @@ package pki
 import (
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -165,6 +167,9 @@ func (ca *CA) Pool() *x509.CertPool {
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$`)
 
+// ValidName tells whether s can be a node id or proxy group in a certificate lbplane issues.
+func ValidName(s string) bool { return nameRe.MatchString(s) }
+
 // ClientURI is the SPIFFE-style URI SAN of an Envoy's certificate, next to its CN (node id) and OU (group).
 func ClientURI(nodeID, group string) *url.URL {
 	return &url.URL{Scheme: "spiffe", Host: "lbplane", Path: "/group/" + group + "/node/" + nodeID}
@@ -221,22 +226,35 @@ type Issued struct {
 // node id and the only OU the group (what the xDS server checks every stream against), plus a URI SAN. It
 // has no DNS or IP name, so it cannot pass as lbplane's server certificate.
 func (ca *CA) IssueClient(nodeID, group string, validity time.Duration) (*Issued, error) {
+	tmpl, err := clientTemplate(nodeID, group)
+	if err != nil {
+		return nil, err
+	}
+	return ca.issue(tmpl, clientValidity(validity))
+}
+
+// clientValidity is v, or ClientValidity when v is not positive.
+func clientValidity(v time.Duration) time.Duration {
+	if v <= 0 {
+		return ClientValidity
+	}
+	return v
+}
+
+// clientTemplate is an Envoy's client certificate for node nodeID of proxy group group.
+func clientTemplate(nodeID, group string) (*x509.Certificate, error) {
 	if !nameRe.MatchString(nodeID) {
 		return nil, fmt.Errorf("nodeId: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", nodeID)
 	}
 	if !nameRe.MatchString(group) {
 		return nil, fmt.Errorf("proxyGroup: must be letters, digits, '.', '_', ':' and '-' (at most 253), got %q", group)
 	}
-	if validity <= 0 {
-		validity = ClientValidity
-	}
-	tmpl := &x509.Certificate{
+	return &x509.Certificate{
 		Subject:     pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{group}, Organization: []string{"lbplane envoy"}},
 		URIs:        []*url.URL{ClientURI(nodeID, group)},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	return ca.issue(tmpl, validity)
+	}, nil
 }
 
 // IssueServer issues lbplane's xDS serving certificate for the given DNS names and IP addresses.
@@ -261,31 +279,84 @@ func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) (*Issued, er
 	if err != nil {
 		return nil, err
 	}
+	return ca.sign(tmpl, key.Public(), key, validity, time.Time{})
+}
+
+// SignClient signs an Envoy's client certificate, as IssueClient makes it, for a public key whose private
+// key the Envoy made and keeps (a certificate request's). notBefore, when later than the usual back-dated
+// start, is the certificate's start: a certificate issued just after a revocation of its group must not be
+// covered by it (see RevokedBefore).
+func (ca *CA) SignClient(pub crypto.PublicKey, nodeID, group string, validity time.Duration, notBefore time.Time) (*Issued, error) {
+	tmpl, err := clientTemplate(nodeID, group)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPublicKey(pub); err != nil {
+		return nil, err
+	}
+	return ca.sign(tmpl, pub, nil, clientValidity(validity), notBefore)
+}
+
+// checkPublicKey admits the keys lbplane itself makes and their usual peers: ECDSA P-256 or P-384, Ed25519,
+// RSA of 2048 bits or more.
+func checkPublicKey(pub crypto.PublicKey) error {
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve == elliptic.P256() || k.Curve == elliptic.P384() {
+			return nil
+		}
+	case ed25519.PublicKey:
+		return nil
+	case *rsa.PublicKey:
+		if k.N.BitLen() >= 2048 {
+			return nil
+		}
+	}
+	return fmt.Errorf("csr: the public key (%T) is not ECDSA P-256 or P-384, Ed25519 or RSA of 2048 bits or more", pub)
+}
+
+// RevokedBefore is the start a certificate needs so that a revocation made at revokedAt does not cover it:
+// revocations of a group cover the certificates that start before the second it was made in.
+func RevokedBefore(revokedAt time.Time) time.Time { return revokedAt.Truncate(time.Second) }
+
+// RenewAt is when a certificate lbplane issued is due for renewal: two thirds into its life.
+func RenewAt(c *x509.Certificate) time.Time { return renewAt(c) }
+
+// sign signs tmpl for pub; with key (pub's private key, when lbplane made it) the result carries it too.
+func (ca *CA) sign(tmpl *x509.Certificate, pub crypto.PublicKey, key crypto.Signer, validity time.Duration, notBefore time.Time) (*Issued, error) {
 	now := time.Now()
 	tmpl.SerialNumber = serial()
 	tmpl.NotBefore, tmpl.NotAfter = now.Add(-clockSkew), now.Add(validity)
+	if notBefore.After(tmpl.NotBefore) {
+		tmpl.NotBefore = notBefore
+	}
 	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
 		tmpl.NotAfter = ca.Cert.NotAfter
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.key)
 	if err != nil {
 		return nil, err
 	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, err
+	var keyPEM []byte
+	if key != nil {
+		kder, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			return nil, err
+		}
+		keyPEM = pemBlock("PRIVATE KEY", kder)
 	}
 	// The certificate holds whole seconds: report the NotAfter it carries, the moment it stops being valid.
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, err
 	}
+	// Every key a certificate of this CA names is recorded, the Envoys' own too: no policy may serve it.
 	if ca.Keys != nil {
-		if err := ca.Keys.record(key.Public(), cert.NotAfter); err != nil {
+		if err := ca.Keys.record(pub, cert.NotAfter); err != nil {
 			return nil, err
 		}
 	}
-	return &Issued{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder), CAPEM: ca.CertPEM,
+	return &Issued{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: keyPEM, CAPEM: ca.CertPEM,
 		NotAfter: cert.NotAfter, Serial: tmpl.SerialNumber.Text(16)}, nil
 }
 

@@ -24,14 +24,14 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	var req apiwire.RevokeRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, "request body: not a JSON object with nodeId or serial")
+		writeErr(w, http.StatusBadRequest, "request body: not a JSON object with nodeId, serial or group")
 		return
 	}
 	if len(req.Reason) > 1024 {
 		writeErr(w, http.StatusBadRequest, "reason: longer than 1024 bytes")
 		return
 	}
-	rev, closed, err := s.Guard.Revoke(apiwire.Revocation{NodeID: req.NodeID, Serial: req.Serial, Reason: req.Reason})
+	rev, closed, err := s.Guard.Revoke(apiwire.Revocation{NodeID: req.NodeID, Serial: req.Serial, Group: req.Group, Reason: req.Reason})
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, err.Error())
 		return

@@ -77,6 +77,8 @@ type Server struct {
 	History *healthhistory.Recorder
 	// IssueCert, when set, issues Envoys' xDS client certificates (certs.go).
 	IssueCert CertIssuer
+	// Identities, when set, issues Envoys their certificates against a platform credential (identity.go).
+	Identities *Identities
 	// Guard, when set, revokes Envoy identities (revoke.go); nil when xDS runs without client certificates.
 	Guard *xdsserver.Guard
 	// ReadOnly, when set, refuses pushes and deletes with this message (Kubernetes mode).
@@ -133,6 +135,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/policies/{namespace}/{name}/live", s.authRead(s.live))
 	mux.Handle("POST /v1/revocations", s.auth(s.revoke)) // admin token only, as issuing is
 	mux.Handle("GET /v1/revocations", s.authRead(s.revocations))
+	// An Envoy pod's own credential (its service account token), not an lbplane token: identity.go.
+	mux.HandleFunc("POST /v1/identity", s.identity)
 	mux.Handle("GET /v1/events", s.authRead(s.events))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/history", s.authRead(s.history))
 	mux.Handle("GET /v1/policies/{namespace}/{name}/rollout", s.authRead(s.rolloutStatus))

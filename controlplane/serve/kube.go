@@ -1,10 +1,15 @@
 package serve
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
+	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
@@ -12,6 +17,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/pki"
+	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -73,4 +79,53 @@ func runKube(ctx context.Context, g *errgroup.Group, cfg *Config, kube *kubesour
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// podIdentities lets Envoy pods get certificates of their own at POST /v1/identity
+// (--envoy-identity-service-account), and publishes the CA certificate they verify lbplane with
+// (--ca-configmap).
+func podIdentities(ctx context.Context, cfg *Config, x *xds, api *pushAPI) error {
+	if len(cfg.EnvoyIdentityServiceAccounts) == 0 && cfg.CAConfigMap == "" {
+		return nil
+	}
+	if cfg.Kubernetes == nil || x.issuer == nil || x.guard == nil || cfg.CASecret == "" {
+		return errors.New("--envoy-identity-service-account, --ca-configmap: need --kubernetes and lbplane's own CA in a Secret (--ca-secret), without --xds-insecure or --xds-tls-*")
+	}
+	for _, sa := range cfg.EnvoyIdentityServiceAccounts {
+		if ns, name, ok := strings.Cut(sa, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("--envoy-identity-service-account: %q is not NAMESPACE/NAME", sa)
+		}
+	}
+	ns, _ := cfg.namespace() // checked with --ca-secret
+	core, err := corev1client.NewForConfig(cfg.Kubernetes)
+	if err != nil {
+		return err
+	}
+	if cfg.CAConfigMap != "" {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := kubepki.PublishCA(pctx, core, ns, cfg.CAConfigMap, x.ca.CertPEM)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("--ca-configmap: %w", err)
+		}
+	}
+	if len(cfg.EnvoyIdentityServiceAccounts) == 0 {
+		return nil
+	}
+	authn, err := authnv1client.NewForConfig(cfg.Kubernetes)
+	if err != nil {
+		return err
+	}
+	audience := cmp.Or(cfg.EnvoyIdentityAudience, "lbplane")
+	pods := &kubepki.PodIdentity{Reviews: authn, Pods: core, Audience: audience, ServiceAccounts: cfg.EnvoyIdentityServiceAccounts}
+	api.Identities = &pushapi.Identities{CA: x.ca, Validity: cmp.Or(cfg.EnvoyIdentityValidity, time.Hour),
+		Identify: func(ctx context.Context, token string) (string, string, bool, error) {
+			// Bounded: the API server's answer is awaited by a pod that will ask again.
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			pod, err := pods.Identify(ctx, token)
+			return pod.Name, pod.ProxyGroup, kubepki.IsRefusal(err), err
+		}}
+	cfg.Log.Info("Envoy pods get certificates of their own against their service account tokens", "serviceAccounts", cfg.EnvoyIdentityServiceAccounts, "audience", audience)
+	return nil
 }

@@ -146,6 +146,17 @@ type Config struct {
 	// EnvoyCertSecrets maps a proxy group to the Secret in Namespace where lbplane keeps that group's Envoy
 	// client certificate (pki.IssueGroup), renewed at two thirds of EnvoyCertValidity.
 	EnvoyCertSecrets map[string]string
+	// EnvoyIdentityServiceAccounts, with Kubernetes and lbplane's own CA, are the service accounts
+	// (namespace/name) of Envoy pods that get a certificate of their own at POST /v1/identity, against their
+	// projected service account token: node id the pod's name, group the pod's lbplane.io/proxy-group label.
+	EnvoyIdentityServiceAccounts []string
+	// EnvoyIdentityAudience is the audience those tokens must carry ("lbplane" when empty).
+	EnvoyIdentityAudience string
+	// EnvoyIdentityValidity is the life of those certificates (an hour when 0).
+	EnvoyIdentityValidity time.Duration
+	// CAConfigMap, with Kubernetes, is a ConfigMap of Namespace where lbplane publishes its CA certificate
+	// (ca.crt, no key), for Envoy pods to verify lbplane with.
+	CAConfigMap string
 	// EnvoyCertCheckInterval is how often those Secrets are checked (a minute when 0).
 	EnvoyCertCheckInterval time.Duration
 	// EnvoyService, with Kubernetes, is the Service of Namespace in front of proxy group EnvoyServiceGroup's
@@ -448,6 +459,9 @@ func Run(ctx context.Context, cfg Config) error {
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
+	if err := podIdentities(ctx, &cfg, x, api); err != nil {
+		return err
+	}
 	xdsLis, maxConns, err := x.listen(ctx, &cfg)
 	if err != nil {
 		return err

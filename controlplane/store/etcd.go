@@ -566,7 +566,7 @@ func (s *Etcd) editRevocations(edit func([]apiwire.Revocation) []apiwire.Revocat
 }
 
 func sameRevocation(a, b apiwire.Revocation) bool {
-	return a.NodeID == b.NodeID && a.Serial == b.Serial && a.At.Equal(b.At)
+	return a.NodeID == b.NodeID && a.Serial == b.Serial && a.Group == b.Group && a.At.Equal(b.At)
 }
 
 func (s *Etcd) signal(c chan struct{}) {

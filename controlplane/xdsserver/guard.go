@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/pki"
 )
 
 // Revocation cuts off a node or one certificate (see apiwire.Revocation).
@@ -88,8 +89,11 @@ func serialOf(c *x509.Certificate) string { return c.SerialNumber.Text(16) }
 
 // covers tells whether r revokes certificate c used as node nodeID (empty: not known yet).
 func covers(r Revocation, c *x509.Certificate, nodeID string) bool {
-	if r.Serial != "" {
+	switch {
+	case r.Serial != "":
 		return r.Serial == serialOf(c)
+	case r.Group != "":
+		return slices.Contains(c.Subject.OrganizationalUnit, r.Group) && c.NotBefore.Before(pki.RevokedBefore(r.At))
 	}
 	return r.NodeID != "" && r.NodeID == nodeID && c.NotBefore.Before(r.At)
 }
@@ -118,11 +122,53 @@ func (g *Guard) refusal(c *x509.Certificate, nodeID string, now time.Time) error
 	return nil
 }
 
+// Refusal says why c may not be used now (expired, revoked), or is nil: what an Envoy pod's sidecar is told
+// of the certificate it holds.
+func (g *Guard) Refusal(c *x509.Certificate) error { return g.refusal(c, "", time.Now()) }
+
+// NodeRevoked returns the revocation in force of node id node, if any: no certificate is issued for it
+// while it lasts.
+func (g *Guard) NodeRevoked(node string) (Revocation, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	for _, r := range g.revoked {
+		if r.NodeID == node && r.Until.After(now) {
+			return r, true
+		}
+	}
+	return Revocation{}, false
+}
+
+// NotBefore is the start a new certificate of group needs so that no revocation in force covers it (the
+// zero time when none of the group is in force).
+func (g *Guard) NotBefore(group string) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out time.Time
+	now := time.Now()
+	for _, r := range g.revoked {
+		if r.Group == group && r.Until.After(now) && pki.RevokedBefore(r.At).After(out) {
+			out = pki.RevokedBefore(r.At)
+		}
+	}
+	return out
+}
+
 // Revoke puts r in force (At is set to now) and closes every connection it covers. It returns the
 // revocation as stored, with Until filled in, and how many connections it closed.
 func (g *Guard) Revoke(r Revocation) (Revocation, int, error) {
-	if (r.NodeID == "") == (r.Serial == "") {
-		return Revocation{}, 0, errors.New("name exactly one of a node id and a certificate serial")
+	named := 0
+	for _, s := range []string{r.NodeID, r.Serial, r.Group} {
+		if s != "" {
+			named++
+		}
+	}
+	if named != 1 {
+		return Revocation{}, 0, errors.New("name exactly one of a node id, a certificate serial and a proxy group")
+	}
+	if r.Group != "" && !pki.ValidName(r.Group) {
+		return Revocation{}, 0, fmt.Errorf("group: %q is not a proxy group name (letters, digits, '.', '_', ':' and '-')", r.Group)
 	}
 	if r.Serial != "" {
 		s, err := NormalizeSerial(r.Serial)
@@ -159,7 +205,7 @@ func (g *Guard) Revoke(r Revocation) (Revocation, int, error) {
 	for _, c := range cut {
 		c.cutOff("revoked")
 	}
-	g.Log.Warn("revoked an Envoy identity", "node", r.NodeID, "serial", r.Serial, "until", r.Until, "reason", r.Reason, "closedConnections", len(cut))
+	g.Log.Warn("revoked an Envoy identity", "node", r.NodeID, "serial", r.Serial, "group", r.Group, "until", r.Until, "reason", r.Reason, "closedConnections", len(cut))
 	return r, len(cut), nil
 }
 
@@ -312,6 +358,10 @@ func leafOf(ctx context.Context) *x509.Certificate {
 	return ti.State.PeerCertificates[0]
 }
 
+// refusedConnLinger is how long a connection whose certificate was refused stays open, for the refusal's
+// status to reach the client before the connection closes.
+const refusedConnLinger = time.Second
+
 // ServerOption is the gRPC stream interceptor that applies the guard to every stream.
 func (g *Guard) ServerOption() grpc.ServerOption { return grpc.ChainStreamInterceptor(g.intercept) }
 
@@ -320,11 +370,17 @@ func (g *Guard) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInf
 	if cert == nil {
 		return handler(srv, ss) // no mTLS (--xds-insecure): nothing to end
 	}
+	c := g.conn(ss.Context())
 	if err := g.refusal(cert, "", time.Now()); err != nil {
 		g.Log.Warn("refused an xDS stream", "error", err)
+		// The connection goes too, once the refusal has had time to reach the client: a client keeps its
+		// HTTP/2 connection for its next streams, and one that was given a new certificate (its group
+		// revoked) must handshake again to present it.
+		if c != nil {
+			time.AfterFunc(refusedConnLinger, func() { c.cutOff("refused") })
+		}
 		return err
 	}
-	c := g.conn(ss.Context())
 	if c == nil {
 		// A connection the guard's listener did not accept: it could not be closed at expiry.
 		return status.Error(codes.Internal, "xDS connection not tracked")

@@ -2,6 +2,9 @@ package xdsserver_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -10,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -303,5 +307,74 @@ func TestRevokeClosesRefusesAndPersists(t *testing.T) {
 	}
 	if _, _, err := f.guard.Revoke(xdsserver.Revocation{Serial: "zz"}); err == nil {
 		t.Error("a serial that is not hex was accepted")
+	}
+}
+
+// A group revocation cuts off every certificate of the group issued before it, and no other group's; a
+// certificate signed for the group after it (SignClient with the guard's NotBefore, as POST /v1/identity
+// does) is good at once; a revoked node gets no NotBefore help and stays refused (NodeRevoked).
+func TestRevokeGroupThenReissue(t *testing.T) {
+	f := startGuarded(t, filepath.Join(t.TempDir(), "pki"), nil)
+	f.cache.Publish("g", state(t, "c1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sign := func(node, group string) *pki.Issued {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		is, err := f.ca.SignClient(key.Public(), node, group, time.Hour, f.guard.NotBefore(group))
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, _ := x509.MarshalPKCS8PrivateKey(key)
+		is.KeyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+		return is
+	}
+	a, other := sign("a", "g"), sign("x", "h")
+	b := sign("b", "g")
+	da, errA := subscribe(t, ctx, f.client(t, a), "a")
+	db, errB := subscribe(t, ctx, f.client(t, b), "b")
+	if errA != nil || errB != nil {
+		t.Fatalf("streams: %v %v", errA, errB)
+	}
+	if !f.guard.NotBefore("g").IsZero() {
+		t.Fatal("NotBefore of a group without revocations is not zero")
+	}
+	if _, closed, err := f.guard.Revoke(xdsserver.Revocation{Group: "g"}); err != nil || closed != 2 {
+		t.Fatalf("revoke group g: %d closed, %v", closed, err)
+	}
+	if !ended(da, 5*time.Second) || !ended(db, 5*time.Second) {
+		t.Error("the group's streams were not closed within 5s of its revocation")
+	}
+	blk, _ := pem.Decode(other.CertPEM)
+	oc, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.guard.Refusal(oc); err != nil {
+		t.Errorf("another group's certificate: %v", err)
+	}
+	if _, err := subscribe(t, ctx, f.client(t, a), "a"); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a's old certificate reconnecting: %v, want PermissionDenied", err)
+	}
+	renewed := sign("a", "g")
+	if _, err := subscribe(t, ctx, f.client(t, renewed), "a"); err != nil {
+		t.Errorf("a with a certificate signed after the revocation: %v", err)
+	}
+	if _, _, err := f.guard.Revoke(xdsserver.Revocation{Group: "g", NodeID: "a"}); err == nil {
+		t.Error("a revocation naming a node and a group was accepted")
+	}
+	if _, _, err := f.guard.Revoke(xdsserver.Revocation{Group: "g/../x"}); err == nil || !strings.Contains(err.Error(), "group:") {
+		t.Errorf("a revocation of a malformed group: %v", err)
+	}
+	if _, _, err := f.guard.Revoke(xdsserver.Revocation{NodeID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.guard.NodeRevoked("a"); !ok {
+		t.Error("NodeRevoked does not report the revoked node")
+	}
+	if _, ok := f.guard.NodeRevoked("x"); ok {
+		t.Error("NodeRevoked reports a node that is not revoked")
 	}
 }

@@ -85,6 +85,18 @@ above it tcmalloc gives freed memory back to the system at once. */ -}}
 {{- end -}}
 
 {{- /* cert-manager issues the certificates (mtls.certManager.issuerRef.name set) instead of lbplane's CA. */ -}}
+{{- /* Each Envoy pod gets a certificate of its own from lbplane against its service account token
+(mtls.envoyIdentity: pod, lbplane's own CA). */ -}}
+{{- define "lbplane.podIdentity" -}}
+{{- if and .Values.mtls.enabled .Values.envoy.enabled (not (include "lbplane.certManager" .)) (eq .Values.mtls.envoyIdentity "pod") -}}true{{- end -}}
+{{- end -}}
+{{- define "lbplane.envoyServiceAccount" -}}
+{{ include "lbplane.fullname" . }}-envoy
+{{- end -}}
+{{- define "lbplane.caConfigMap" -}}
+{{ include "lbplane.fullname" . }}-ca
+{{- end -}}
+
 {{- define "lbplane.certManager" -}}
 {{- if and .Values.mtls.enabled .Values.mtls.certManager.issuerRef.name -}}true{{- end -}}
 {{- end -}}
