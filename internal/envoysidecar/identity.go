@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -111,6 +112,47 @@ func (a *Identity) Ensure(ctx context.Context) (*x509.Certificate, error) {
 	return a.Obtain(ctx)
 }
 
+// refusedError is lbplane's answer other than 200.
+type refusedError struct {
+	code int
+	msg  string
+}
+
+func (e *refusedError) Error() string { return e.msg }
+
+// lasting tells whether err will be the answer again however long one waits: lbplane refused the request
+// itself (the token, its pod, a revoked node), or a file of this pod's cannot be read. lbplane not running
+// or not reachable yet, busy (429) or failing (5xx) is not.
+func lasting(err error) bool {
+	var r *refusedError
+	if errors.As(err, &r) {
+		return r.code >= 400 && r.code < 500 && r.code != http.StatusTooManyRequests && r.code != http.StatusRequestTimeout
+	}
+	var pe *fs.PathError
+	return errors.As(err, &pe)
+}
+
+// Wait is Ensure for a pod that starts: until lbplane answers (it may be starting too, or down for a while),
+// it tries again with a growing pause of at most maxPause, logging each failure, so that the pod waits,
+// unready, rather than failing and being restarted with the kubelet's growing back-off. A refusal that will
+// not change (see lasting) is returned at once.
+func (a *Identity) Wait(ctx context.Context, maxPause time.Duration) (*x509.Certificate, error) {
+	pause := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		c, err := a.Ensure(ctx)
+		if err == nil || lasting(err) || ctx.Err() != nil {
+			return c, err
+		}
+		a.log().Warn("lbplane does not give this Envoy a certificate yet; waiting", "attempt", attempt, "next", pause, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, maxPause)
+	}
+}
+
 // Run keeps the certificate good until ctx ends: it checks it every Check, and replaces it when it is due
 // or lbplane refuses it. Failures are retried with a growing pause (at most Check).
 func (a *Identity) Run(ctx context.Context) {
@@ -184,9 +226,9 @@ func (a *Identity) call(ctx context.Context, req apiwire.IdentityRequest) (*apiw
 	if resp.StatusCode != http.StatusOK {
 		var e apiwire.ErrorBody
 		if json.Unmarshal(b, &e) == nil && len(e.Errors) > 0 {
-			return nil, fmt.Errorf("lbplane refused: %s: %s", resp.Status, strings.Join(e.Errors, "; "))
+			return nil, &refusedError{code: resp.StatusCode, msg: fmt.Sprintf("lbplane refused: %s: %s", resp.Status, strings.Join(e.Errors, "; "))}
 		}
-		return nil, fmt.Errorf("lbplane refused: %s", resp.Status)
+		return nil, &refusedError{code: resp.StatusCode, msg: fmt.Sprintf("lbplane refused: %s", resp.Status)}
 	}
 	var out apiwire.IdentityResponse
 	if err := json.Unmarshal(b, &out); err != nil {

@@ -35,7 +35,8 @@ the pod, and has lbplane sign it (POST /v1/identity), proving which pod it is wi
 service account token (--identity-token). lbplane names the node (the pod's name) and the proxy group (the
 pod's lbplane.io/proxy-group label). The certificate goes into --identity-dir as the SDS files Envoy
 watches; it is renewed at two thirds of its life, and replaced at once when lbplane refuses it (its group
-revoked). --identity-once gets a good certificate and exits: the chart's init container, so that Envoy
+revoked). --identity-once gets a good certificate and exits, waiting while lbplane cannot be reached (it
+exits at once when lbplane refuses): the chart's init container, so that Envoy
 starts with one.`,
 		Example: `  lbctl envoy-sidecar --admin-socket /run/envoy/admin.sock --listen :19002 --drain-time 15s --wait-time 30s
   lbctl envoy-sidecar --identity-once --identity-url https://lbplane-xds.lbplane.svc:18001 \
@@ -50,7 +51,7 @@ starts with one.`,
 				}
 			}
 			if once {
-				_, err := id.Ensure(cmd.Context())
+				_, err := id.Wait(cmd.Context(), 5*time.Second)
 				return err
 			}
 			if id.URL != "" {
