@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/lbplane/lbplane/atomicfile"
@@ -137,6 +138,7 @@ func setStoreMetrics(st store.Store, m *metrics.Metrics) {
 
 // storeStatus is what GET /v1/version and lbctl status say of the shared store.
 func storeStatus(cfg *Config, st *store.Etcd, versions func() map[string]string) func() *apiwire.StoreStatus {
+	clients := &replicaClients{st: st}
 	return func() *apiwire.StoreStatus {
 		out := &apiwire.StoreStatus{Kind: StoreEtcd, Replica: cfg.ReplicaID, Role: "follower", Versions: versions()}
 		if st.Leader() {
@@ -148,7 +150,7 @@ func storeStatus(cfg *Config, st *store.Etcd, versions func() map[string]string)
 		for _, r := range st.Refused() {
 			out.Refused = append(out.Refused, apiwire.RefusedRecord{Key: r.Key, ModRevision: r.ModRevision, Since: r.Since, Reason: r.Reason})
 		}
-		out.Clients = clientsPerReplica(st)
+		out.Clients = clients.get()
 		return out
 	}
 }
@@ -219,6 +221,34 @@ func followStore(ctx context.Context, cfg *Config, st *store.Etcd, api *pushapi.
 			}
 		}
 	}
+}
+
+// replicaClients keeps clientsPerReplica's last answer for GET /v1/version, read again in the background
+// at most every proxiesInterval: a status request never waits on etcd, which a replica cut off from it would
+// make it do until the store's timeout.
+type replicaClients struct {
+	st         *store.Etcd
+	mu         sync.Mutex
+	at         time.Time
+	counts     map[string]int
+	refreshing bool
+}
+
+// get returns the counts last read (nil before the first read ends, or when the store could not be read),
+// and starts a read when they are older than proxiesInterval and the replica reaches etcd.
+func (r *replicaClients) get() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.refreshing && time.Since(r.at) >= proxiesInterval && r.st.StaleSince().IsZero() {
+		r.refreshing = true
+		go func() {
+			counts := clientsPerReplica(r.st)
+			r.mu.Lock()
+			r.counts, r.at, r.refreshing = counts, time.Now(), false
+			r.mu.Unlock()
+		}()
+	}
+	return r.counts
 }
 
 // clientsPerReplica counts the Envoys each live replica last published (fleetProxies.publish), or is nil
