@@ -329,13 +329,17 @@ func (e *Engine) buildView(group string, views map[string]*view, id string, over
 // back, or held before its first stage), the sources' build otherwise (during a stage the canaries run the
 // candidate and the others the baseline: the candidate is what the rollout is heading to). Caller holds e.mu.
 func (e *Engine) runBuild(group string) *xdsbuild.Assembly {
-	if s := e.split.byGroup[group]; s != nil {
-		if v := e.split.views[group][baseView]; v != nil && v.build != nil && !slices.ContainsFunc(slices.Collect(maps.Values(s.Policies)),
-			func(p PolicySplit) bool { return len(p.Canaries) > 0 }) {
-			return v.build
+	s := e.split.byGroup[group]
+	v := e.split.views[group][baseView]
+	if s == nil || v == nil || v.build == nil {
+		return e.builds[group]
+	}
+	for _, p := range s.Policies {
+		if len(p.Canaries) > 0 {
+			return e.builds[group]
 		}
 	}
-	return e.builds[group]
+	return v.build
 }
 
 // candidateState is what the sources make of group now; caller holds e.mu.

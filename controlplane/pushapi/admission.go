@@ -547,8 +547,7 @@ func (a *Admission) follow(puts []*store.Record, deletes []string, rev int64) er
 		}
 	}
 	for _, key := range deletes {
-		ns, name, _ := strings.Cut(key, "/")
-		k := translate.Key{Namespace: ns, Name: name}
+		k, _ := translate.ParseKey(key)
 		if _, ok := a.recs[k]; ok {
 			changes[k] = nil
 		}

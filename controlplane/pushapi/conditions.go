@@ -1,8 +1,6 @@
 package pushapi
 
 import (
-	"strings"
-
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
@@ -34,11 +32,11 @@ func (s *Server) loadConditionTimes() {
 		return
 	}
 	for key, v := range recs {
-		ns, name, ok := strings.Cut(key, "/")
+		k, ok := translate.ParseKey(key)
 		if !ok {
 			continue
 		}
-		if err := s.transitions.Restore(translate.Key{Namespace: ns, Name: name}, v); err != nil {
+		if err := s.transitions.Restore(k, v); err != nil {
 			s.Log.Error("a condition times record does not decode; it is left out", "policy", key, "error", err)
 		}
 	}

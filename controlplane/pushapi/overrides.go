@@ -62,14 +62,14 @@ func (s *Server) LoadOverrides() error {
 	}
 	next := translate.Overrides{}
 	for key, v := range stored {
-		ns, name, ok := strings.Cut(key, "/")
+		k, ok := translate.ParseKey(key)
 		var ovs []v1alpha1.EndpointOverride
 		if err := json.Unmarshal(v, &ovs); err != nil || !ok {
 			s.Log.Error("an endpoint overrides record does not decode; it is left out", "policy", key, "error", err)
 			continue
 		}
 		if len(ovs) > 0 {
-			next[translate.Key{Namespace: ns, Name: name}] = ovs
+			next[k] = ovs
 		}
 	}
 	if sameOverrides(s.Engine.Overrides(), next) {

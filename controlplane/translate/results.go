@@ -3,6 +3,7 @@ package translate
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -34,6 +35,16 @@ const (
 // IR's sources (ir.Source.Policy), NACK attribution (apiwire.PolicyRef) and status: never a string built
 // from the two and cut apart again.
 type Key = types.NamespacedName
+
+// ParseKey reads a key back from the form Key.String() gives it where bytes leave the process (the
+// store's record keys): "namespace/name", both parts non-empty.
+func ParseKey(s string) (Key, bool) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return Key{}, false
+	}
+	return Key{Namespace: ns, Name: name}, true
+}
 
 // KeyOf returns the key of a policy, with the default namespace applied.
 func KeyOf(p *v1alpha1.LoadBalancerPolicy) Key {
