@@ -1,0 +1,170 @@
+// Routes: matches, weighted backends, timeouts, retries and mirrors.
+
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Route sends matching requests to weighted backends.
+type Route struct {
+	// name identifies the route in status and in the generated Envoy config. Defaults to "route-<index>".
+	// Envoy: Route.name, "<namespace>/<policy>/<name>".
+	Name string `json:"name,omitempty"`
+	// match selects requests. An empty match selects every request.
+	Match RouteMatch `json:"match,omitempty"`
+	// backends are the weighted destinations of matching requests. Envoy: RouteAction.cluster, or
+	// weighted_clusters for more than one.
+	// +kubebuilder:validation:MaxItems=100
+	Backends []BackendRef `json:"backends"`
+	// timeout is the whole-request timeout, from the request's end to the response's end. Defaults to 15s;
+	// "0s" disables it. Envoy: RouteAction.timeout.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// idleTimeout closes a request stream (a long poll, a WebSocket) that sends nothing either way for this
+	// long. Defaults to Envoy's 5m; "0s" disables it. Envoy: RouteAction.idle_timeout.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+	// retry retries failed requests on another endpoint. Without a block every route, the implicit one
+	// included, retries connect-failure and refused-stream twice on other endpoints, with a 1ms to 10ms back-off:
+	// a request that never reached an endpoint is tried on another at once, as nginx's "proxy_next_upstream error"
+	// does, safe for every method. attempts: 0 turns it off (with no routes, write the one route to say so).
+	// Envoy: RetryPolicy.
+	Retry *Retry `json:"retry,omitempty"`
+	// sessionPersistence keeps a client on the endpoint that served it, even when endpoints are added or
+	// removed, as long as that endpoint is there. Envoy: envoy.filters.http.stateful_session with cookie or
+	// header session state, per route.
+	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
+	// rateLimit caps the requests of this route, with a token bucket per Envoy; requests beyond it get 429.
+	// Envoy: envoy.filters.http.local_ratelimit, off in the connection manager and turned on per route
+	// (typed_per_filter_config, token_bucket). One bucket per route per Envoy.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// mirrors copy a share of the route's requests to other backends of the policy; their answers are
+	// dropped, and the client sees only the primary's. A route's own backend cannot be its mirror. Envoy:
+	// RouteAction.request_mirror_policies with runtime_fraction; the copy's Host gets "-shadow".
+	// +kubebuilder:validation:MaxItems=4
+	Mirrors []Mirror `json:"mirrors,omitempty"`
+}
+
+// RetryOn is a condition that makes Envoy retry.
+// +kubebuilder:validation:Enum=connect-failure;reset;5xx;gateway-error;retriable-status-codes;refused-stream
+// +kubebuilder:validation:MaxLength=32
+type RetryOn string
+
+const (
+	RetryOnConnectFailure  RetryOn = "connect-failure"
+	RetryOnReset           RetryOn = "reset"
+	RetryOn5xx             RetryOn = "5xx"
+	RetryOnGatewayError    RetryOn = "gateway-error"
+	RetryOnRetriableStatus RetryOn = "retriable-status-codes"
+	RetryOnRefusedStream   RetryOn = "refused-stream"
+)
+
+// Retry retries failed requests.
+type Retry struct {
+	// conditions that trigger a retry. Defaults to [connect-failure, refused-stream, reset]. (Not "on": YAML
+	// reads that key as the boolean true.) Envoy: RetryPolicy.retry_on.
+	// +kubebuilder:validation:MaxItems=6
+	Conditions []RetryOn `json:"conditions,omitempty"`
+	// statusCodes are retried when conditions has retriable-status-codes. Envoy:
+	// RetryPolicy.retriable_status_codes.
+	// +kubebuilder:validation:MaxItems=50
+	StatusCodes []int32 `json:"statusCodes,omitempty"`
+	// attempts is the number of retries after the first try. Defaults to 2. Envoy: RetryPolicy.num_retries.
+	Attempts *int32 `json:"attempts,omitempty"`
+	// perTryTimeout bounds each try. Defaults to the route timeout. Envoy: RetryPolicy.per_try_timeout.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	PerTryTimeout *metav1.Duration `json:"perTryTimeout,omitempty"`
+	// backoff between retries: exponential from base, capped at max. Defaults to 25ms and 10 times base. Envoy:
+	// RetryPolicy.retry_back_off.
+	Backoff *Backoff `json:"backoff,omitempty"`
+	// avoidPreviousHosts retries on endpoints other than those that already failed. Defaults to true. Envoy:
+	// retry_host_predicate previous_hosts, host_selection_retry_max_attempts 5.
+	AvoidPreviousHosts *bool `json:"avoidPreviousHosts,omitempty"`
+	// avoidPreviousPriorities retries on the next priority level (zoneFailover zone) rather than the one that
+	// failed. Defaults to false. Envoy: RetryPolicy.retry_priority envoy.retry_priorities.previous_priorities
+	// (update_frequency 1).
+	AvoidPreviousPriorities bool `json:"avoidPreviousPriorities,omitempty"`
+}
+
+// Backoff is an exponential back-off.
+type Backoff struct {
+	// base is the first back-off. Defaults to 25ms.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
+	Base *metav1.Duration `json:"base,omitempty"`
+	// max caps the back-off. Defaults to 10 times base.
+	Max *metav1.Duration `json:"max,omitempty"`
+}
+
+// RouteMatch selects requests by path and headers; all given conditions must hold.
+type RouteMatch struct {
+	// path matches the request path.
+	Path *PathMatch `json:"path,omitempty"`
+	// headers must all match.
+	// +kubebuilder:validation:MaxItems=32
+	Headers []HeaderMatch `json:"headers,omitempty"`
+}
+
+// PathMatchType says how a path is compared.
+// +kubebuilder:validation:Enum=Prefix;Exact
+// +kubebuilder:validation:MaxLength=32
+type PathMatchType string
+
+const (
+	PathMatchPrefix PathMatchType = "Prefix"
+	PathMatchExact  PathMatchType = "Exact"
+)
+
+// PathMatch matches the request path.
+type PathMatch struct {
+	// type is Prefix or Exact. Defaults to Prefix. Envoy: RouteMatch.prefix or RouteMatch.path.
+	Type PathMatchType `json:"type,omitempty"`
+	// value is the path or prefix; it starts with "/".
+	Value string `json:"value"`
+}
+
+// HeaderMatchType says how a header is compared.
+// +kubebuilder:validation:Enum=Exact;Prefix;Present;RegularExpression
+// +kubebuilder:validation:MaxLength=32
+type HeaderMatchType string
+
+const (
+	HeaderMatchExact   HeaderMatchType = "Exact"
+	HeaderMatchPrefix  HeaderMatchType = "Prefix"
+	HeaderMatchPresent HeaderMatchType = "Present"
+	HeaderMatchRegex   HeaderMatchType = "RegularExpression"
+)
+
+// HeaderMatch matches one request header.
+type HeaderMatch struct {
+	// name is the header name, case-insensitive.
+	Name string `json:"name"`
+	// type is Exact, Prefix, Present or RegularExpression (RE2). Defaults to Exact. Envoy: HeaderMatcher
+	// string_match exact, prefix or safe_regex, or present_match.
+	Type HeaderMatchType `json:"type,omitempty"`
+	// value is compared with the header; not allowed with Present.
+	Value string `json:"value,omitempty"`
+	// invert selects requests where the header does not match. Envoy: HeaderMatcher.invert_match.
+	Invert bool `json:"invert,omitempty"`
+}
+
+// BackendRef names a backend of the same policy and its share of the route's traffic.
+type BackendRef struct {
+	// name of a backend in spec.backends.
+	Name string `json:"name"`
+	// weight is the relative share of traffic. Defaults to 1; 0 sends it nothing. Envoy: the weighted_clusters
+	// weight.
+	Weight *int32 `json:"weight,omitempty"`
+}
+
+// Mirror copies requests to a backend, fire and forget.
+type Mirror struct {
+	// backend names a backend of the policy. It cannot be the route's own backend.
+	Backend string `json:"backend"`
+	// percent of the route's requests copied. Defaults to 100.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Percent *int32 `json:"percent,omitempty"`
+}
