@@ -151,14 +151,43 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 	}
 	var leaves []leaf
 	walkLeaves("spec", spec, &leaves)
-	for _, l := range leaves {
-		f := Field{Policy: l.path, Value: render(l.value)}
+	type matched struct {
+		ru   rule
+		vars map[string]string
+		ok   bool
+	}
+	matches := make([]matched, len(leaves))
+	// The Envoy fields that fields set to true leave out, with what is under them.
+	type leftOut struct{ typ, name, path, field string }
+	var offs []leftOut
+	for i, l := range leaves {
 		ru, vars, ok := match(l.path, p, e.IR)
+		matches[i] = matched{ru, vars, ok}
+		if ok && ru.off && l.value == true {
+			typ, paths := inCluster(trees, ru.typ, expand(ru.name, vars), expand(ru.path, vars))
+			for _, path := range strings.Split(paths, "|") {
+				offs = append(offs, leftOut{typ, expand(ru.name, vars), path, l.path})
+			}
+		}
+	}
+	offBy := func(typ, name, paths string) string {
+		for _, o := range offs {
+			for _, path := range strings.Split(paths, "|") {
+				if o.typ == typ && o.name == name && (path == o.path || strings.HasPrefix(path, o.path+".")) {
+					return o.field
+				}
+			}
+		}
+		return ""
+	}
+	for i, l := range leaves {
+		f := Field{Policy: l.path, Value: render(l.value)}
+		ru, vars, ok := matches[i].ru, matches[i].vars, matches[i].ok
 		switch {
 		case !ok:
 			f.Note = "no Envoy field of its own"
-		case ru.typ == "":
-			f.Note = "chooses the Envoys (node.cluster) that are served this policy"
+		case ru.none != "":
+			f.Note = ru.none
 		case !e.Accepted:
 			f.Note = "not in Envoy: the policy is not served"
 		case resolvedByLbplane(trees, ru.typ, expand(ru.name, vars), ru.path):
@@ -168,9 +197,15 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 			f.Resource = &Resource{Type: typ}
 			name, path, got := resolveIn(trees[typ], expand(ru.name, vars), paths)
 			f.Resource.Name, f.Envoy = name, path
+			by := ""
+			if got == nil {
+				by = offBy(typ, f.Resource.Name, paths)
+			}
 			switch {
 			case got != nil:
 				f.EnvoyValue = render(got)
+			case by != "":
+				f.EnvoyValue = "(left out: " + by + " is true)"
 			case ru.optional:
 				f.EnvoyValue = "(unset: Envoy's default)"
 			default:
@@ -347,7 +382,7 @@ func fieldKey(path string) (string, map[string]int) {
 // names rebuilt the way translation makes them.
 func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]string, bool) {
 	key, idx := fieldKey(path)
-	i := slices.IndexFunc(rules, func(ru rule) bool { return ru.matches(key) })
+	i := ruleIndex(key)
 	if i < 0 {
 		return rule{}, nil, false
 	}
@@ -379,6 +414,11 @@ func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]
 		}
 	}
 	return rules[i], vars, true
+}
+
+// ruleIndex returns the index of the rule of a field path normalised by fieldKey, or -1.
+func ruleIndex(key string) int {
+	return slices.IndexFunc(rules, func(ru rule) bool { return ru.matches(key) })
 }
 
 func backendNamed(p *v1alpha1.LoadBalancerPolicy, name string) *v1alpha1.Backend {

@@ -13,7 +13,11 @@ const (
 // rule says where a policy field ends up: the resource (by type and a name template) and the Envoy field
 // path in it. Paths use Envoy's field names; "[*]" is every element, "[name=X]" the element named X, "*"
 // every value of a map, and "a|b" tries a, then b. Optional fields are left unset when the policy keeps
-// Envoy's default, so not finding them is no error.
+// Envoy's default, so not finding them is no error. A field with no Envoy field of its own (a setting of
+// lbplane's, or one refused where it is written) says why in none instead.
+//
+// These rules are the one description of "policy field -> Envoy field": lbctl explain resolves them on the
+// built resources, and hack/apiref writes them into the reference's "Envoy:" lines (FieldMapping).
 type rule struct {
 	// field is the policy field, with "[b]", "[e]" and "[r]" for a backend's, an endpoint's and a route's
 	// index and "[]" for any other index; a trailing "*" takes every field under it.
@@ -22,6 +26,9 @@ type rule struct {
 	name     string
 	path     string
 	optional bool
+	// off: the field, when true, leaves the Envoy field out (and every field under it).
+	off  bool
+	none string
 }
 
 // matches tells whether the rule is the one of a field path normalised as fieldKey does.
@@ -66,6 +73,18 @@ func opt(field, typ, name, path string) rule {
 	return x
 }
 
+// off is a boolean field that, when true, leaves the Envoy field at path out.
+func off(field, typ, name, path string) rule {
+	x := opt(field, typ, name, path)
+	x.off = true
+	return x
+}
+
+// none is a field that sets no Envoy field, and why.
+func none(field, why string) rule {
+	return rule{field: field, none: why}
+}
+
 // B, E and R are a backend, one of its endpoints and a route.
 const (
 	B = "spec.backends[b]"
@@ -74,7 +93,8 @@ const (
 )
 
 var rules = []rule{
-	r("spec.proxyGroup", "", "", ""),
+	none("spec.proxyGroup", "chooses the Envoys (node.cluster) that are served this policy"),
+	none("spec.rollout*", "lbplane's: how a change reaches the group's Envoys, in stages"),
 	opt("spec.debugHeaders", Routes, "", "virtual_hosts[name={vhost}].response_headers_to_add[*].header.key"),
 	r("spec.listener.address", Listener, "{listener}", "address.socket_address.address"),
 	r("spec.listener.port", Listener, "{listener}", "address.socket_address.port_value"),
@@ -155,7 +175,7 @@ var rules = []rule{
 	r(B+".healthCheck.active.port", Endpoints, cl, ep+".health_check_config.port_value"),
 	r(B+".healthCheck.active.http.path", Cluster, cl, hc+".http_health_check.path"),
 	r(B+".healthCheck.active.http.method", Cluster, cl, hc+".http_health_check.method"),
-	r(B+".healthCheck.active.http.host", Endpoints, cl, ep+".health_check_config.hostname"),
+	r(B+".healthCheck.active.http.host", Cluster, cl, hc+".http_health_check.host"),
 	r(B+".healthCheck.active.http.expectedStatuses*", Cluster, cl, hc+".http_health_check.expected_statuses"),
 	r(B+".healthCheck.active.http.expectedBody", Cluster, cl, hc+".http_health_check.receive"),
 	r(B+".healthCheck.active.tcp.send", Cluster, cl, hc+".tcp_health_check.send"),
@@ -173,7 +193,7 @@ var rules = []rule{
 	r(B+".healthCheck.passive.interval", Cluster, cl, od+".interval"),
 	r(B+".healthCheck.passive.baseEjectionTime", Cluster, cl, od+".base_ejection_time"),
 	r(B+".healthCheck.passive.maxEjectionPercent", Cluster, cl, od+".max_ejection_percent"),
-	opt(B+".healthCheck.passive.disabled", Cluster, cl, od),
+	off(B+".healthCheck.passive.disabled", Cluster, cl, od),
 	r(B+".loadBalancing.hashBalanceFactor", Cluster, cl, lbTC+".consistent_hashing_lb_config.hash_balance_factor"),
 	r(B+".loadBalancing.failoverThreshold", Endpoints, cl, "policy.overprovisioning_factor"),
 	opt(B+".connection.protocol", Cluster, cl, "typed_extension_protocol_options.*.explicit_http_config"),
@@ -184,5 +204,36 @@ var rules = []rule{
 	// The second path is for a TLS socket inside the upstream PROXY protocol one (backends[].proxyProtocol).
 	r(B+".tls.sni", Cluster, cl, "transport_socket.typed_config.sni|transport_socket.typed_config.transport_socket.typed_config.sni"),
 	r(B+".tls.caFile", Cluster, cl, utls+".validation_context_sds_secret_config.name|transport_socket.typed_config."+utls+".validation_context_sds_secret_config.name"),
-	opt(B+".tls.insecureSkipVerify", Cluster, cl, utls),
+	off(B+".tls.insecureSkipVerify", Cluster, cl, utls),
+}
+
+// Mapping is a policy field's place in Envoy, as its rule says.
+type Mapping struct {
+	// Resource is the Envoy resource's type: Listener, RouteConfiguration, Cluster or
+	// ClusterLoadAssignment; empty with None.
+	Resource string
+	// Paths are the field's paths in the resource, in Envoy's field names, each tried in turn.
+	Paths []string
+	// Optional fields are left unset while the policy keeps Envoy's default.
+	Optional bool
+	// Off: the field, when true, leaves the Envoy field out.
+	Off bool
+	// None says why the field sets no Envoy field.
+	None string
+}
+
+// FieldMapping returns the mapping written for a policy field itself (spec.backends[].connectTimeout,
+// spec.routes[0].match.path), not one it takes from a field above it.
+func FieldMapping(path string) (Mapping, bool) {
+	key, _ := fieldKey(strings.ReplaceAll(path, "[]", "[0]"))
+	for _, ru := range rules {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(ru.field, "*"), "."), "[]")
+		if ru.field == key || base == key {
+			if ru.none != "" {
+				return Mapping{None: ru.none}, true
+			}
+			return Mapping{Resource: ru.typ, Paths: strings.Split(ru.path, "|"), Optional: ru.optional && !ru.off, Off: ru.off}, true
+		}
+	}
+	return Mapping{}, false
 }

@@ -9,13 +9,21 @@ func init() {
 		ctc   = "common_tls_context.tls_certificate_sds_secret_configs[*].name"
 		inner = "transport_socket.typed_config.transport_socket.typed_config."
 	)
+	// accessLog is a field of the listener's access log, on the HTTP connection manager or tcp_proxy.
+	accessLog := func(field string) string {
+		return hcmField("access_log[0]"+field) + "|" + nf("envoy.filters.network.tcp_proxy", "access_log[0]"+field)
+	}
 	rules = append(rules,
-		r("spec.listener.proxyProtocol", Listener, "{listener}", ppl),
 		opt("spec.listener.proxyProtocol.optional", Listener, "{listener}", ppl+".typed_config.allow_requests_without_proxy_protocol"),
 		r("spec.listener.proxyProtocol.trustedSources", Listener, "{listener}", "filter_chains[*].filter_chain_match.direct_source_prefix_ranges"),
 		r("spec.listener.rateLimit.requests", Listener, "{listener}", nf(nrl, "token_bucket.tokens_per_fill")),
 		r("spec.listener.rateLimit.burst", Listener, "{listener}", nf(nrl, "token_bucket.max_tokens")),
 		r("spec.listener.rateLimit.interval", Listener, "{listener}", nf(nrl, "token_bucket.fill_interval")),
+		none("spec.listener.rateLimit.perClient*", "refused on the listener: routes only (routes[].rateLimit.perClient)"),
+		none("spec.listener.rateLimit.headers", "refused on the listener: routes only (routes[].rateLimit.headers)"),
+		off("spec.listener.accessLog.disabled", Listener, "{listener}", accessLog("")),
+		opt("spec.listener.accessLog.format", Listener, "{listener}", accessLog(".typed_config.log_format")),
+		opt("spec.listener.accessLog.samplePercent", Listener, "{listener}", accessLog(".filter.runtime_filter.percent_sampled")),
 		r(R+".rateLimit.*", Routes, "", rt+".typed_per_filter_config"),
 		opt(R+".mirrors*", Routes, "", rt+".route.request_mirror_policies"),
 		opt(R+".retry.avoidPreviousPriorities", Routes, "", rt+".route.retry_policy.retry_priority"),
