@@ -8,25 +8,24 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 //
 // +kubebuilder:validation:XValidation:rule="has(self.endpoints) != has(self.service)",message="set either endpoints or service"
 type Backend struct {
-	// name identifies the backend within the policy. Required. Envoy: the cluster
+	// name identifies the backend within the policy. Required. Its Envoy cluster is
 	// "<namespace>/<policy>/<name>", with its endpoints over EDS (ADS).
 	Name string `json:"name"`
 	// endpoints are static address:port entries. Exactly one of endpoints and service is set.
 	// +kubebuilder:validation:MaxItems=10000
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
-	// service references a Kubernetes Service (Kubernetes mode only). Envoy: the Service's EndpointSlices
-	// become the cluster's endpoints.
+	// service references a Kubernetes Service (Kubernetes mode only). The Service's EndpointSlices become the
+	// cluster's endpoints.
 	Service *ServiceRef `json:"service,omitempty"`
 	// loadBalancing chooses the algorithm. Defaults to RoundRobin.
 	// +kubebuilder:default={}
 	LoadBalancing LoadBalancing `json:"loadBalancing,omitempty"`
-	// connectTimeout bounds the TCP (and TLS) connect to an endpoint. Defaults to 5s. Envoy:
-	// Cluster.connect_timeout.
+	// connectTimeout bounds the TCP (and TLS) connect to an endpoint. Defaults to 5s.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	ConnectTimeout *metav1.Duration `json:"connectTimeout,omitempty"`
 	// circuitBreakers cap concurrent work towards the backend. The defaults are high enough not to throttle
-	// (Envoy's own defaults of 1024 would). Envoy: Cluster.circuit_breakers.
+	// (Envoy's own defaults of 1024 would).
 	CircuitBreakers *CircuitBreakers `json:"circuitBreakers,omitempty"`
 	// healthCheck takes failing endpoints out of rotation: actively (probes) and passively (outlier detection).
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
@@ -35,27 +34,26 @@ type Backend struct {
 	// tls makes Envoy speak TLS to the endpoints.
 	TLS *BackendTLS `json:"tls,omitempty"`
 	// proxyProtocol sends a PROXY protocol header with the client's address at the start of each upstream
-	// connection. Each client connection gets its own upstream connection. Envoy: transport_socket
-	// upstream_proxy_protocol around the raw or TLS socket.
+	// connection. Each client connection gets its own upstream connection. The header comes first on the
+	// connection, before TLS.
 	ProxyProtocol *BackendProxyProtocol `json:"proxyProtocol,omitempty"`
 	// perEndpointStats has Envoy keep request and connection counters per endpoint, so that Prometheus sees
-	// each endpoint (envoy_cluster_endpoint_*). Costs memory per endpoint; off by default. Envoy:
-	// Cluster.track_cluster_stats.per_endpoint_stats (series with envoy_endpoint_address on the Prometheus
-	// endpoint).
+	// each endpoint (envoy_cluster_endpoint_*). Costs memory per endpoint; off by default. The series carry
+	// envoy_endpoint_address on the Prometheus endpoint.
 	PerEndpointStats bool `json:"perEndpointStats,omitempty"`
 	// dns tunes how the backend's host-name endpoints (an endpoint address that is a DNS name instead of an IP
 	// address) are resolved. Only allowed when an endpoint address is a name; defaults apply then. lbplane
-	// resolves them and sends the addresses it allows as endpoints (EDS); with dns.resolver Envoy: cluster_type
-	// envoy.clusters.dns (DnsCluster), with the endpoints in Cluster.load_assignment instead of EDS.
+	// resolves them and sends the addresses it allows as endpoints (EDS); with dns.resolver Envoy, each Envoy
+	// resolves them itself, in a DNS cluster that carries its endpoints instead of EDS.
 	DNS *BackendDNS `json:"dns,omitempty"`
 	// drainingSessions says where a session (a route's sessionPersistence) pinned to one of the backend's
 	// endpoints goes once that endpoint drains (state: Draining, lbctl endpoint drain, a terminating Pod, or
 	// its backend at weight 0 in a route with sessionPersistence.acrossBackends). Keep (the default) keeps
-	// sending the session to it until it leaves the backend, while new clients go to the others, as
-	// HAProxy's drain state and Istio's persistent sessions do; Move moves the session to another endpoint
-	// at once. An endpoint that fails its health checks loses its sessions either way. Envoy:
-	// Cluster.common_lb_config.override_host_status, which with Keep adds DRAINING to Envoy's default
-	// UNKNOWN, HEALTHY and DEGRADED, on backends that a route with sessionPersistence sends to.
+	// sending the session to it until it leaves the backend, while new clients go to the others, as HAProxy's
+	// drain state and Istio's persistent sessions do; Move moves the session to another endpoint at once. An
+	// endpoint that fails its health checks loses its sessions either way. Keep adds DRAINING to the endpoint
+	// states a session may still reach in Envoy (by default UNKNOWN, HEALTHY and DEGRADED), on backends that a
+	// route with sessionPersistence sends to.
 	// +kubebuilder:default=Keep
 	DrainingSessions DrainingSessions `json:"drainingSessions,omitempty"`
 }
@@ -72,28 +70,24 @@ const (
 
 // Connection tunes upstream connections.
 type Connection struct {
-	// protocol is HTTP1 (default) or HTTP2; HTTP2 without tls is h2c, as gRPC backends need. Envoy:
-	// HttpProtocolOptions.explicit_http_config.
+	// protocol is HTTP1 (default) or HTTP2; HTTP2 without tls is h2c, as gRPC backends need.
 	Protocol UpstreamProtocol `json:"protocol,omitempty"`
-	// maxRequestsPerConnection closes a connection after this many requests. Unset means no limit. Envoy:
-	// common_http_protocol_options.max_requests_per_connection.
+	// maxRequestsPerConnection closes a connection after this many requests. Unset means no limit.
 	MaxRequestsPerConnection *int32 `json:"maxRequestsPerConnection,omitempty"`
-	// idleTimeout closes an upstream connection idle this long. Defaults to Envoy's 1h. Envoy:
-	// common_http_protocol_options.idle_timeout.
+	// idleTimeout closes an upstream connection idle this long. Defaults to Envoy's 1h.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
-	// tcpKeepalive turns on TCP keepalive probes on upstream connections. Envoy:
-	// Cluster.upstream_connection_options.tcp_keepalive; unset keeps the kernel's settings.
+	// tcpKeepalive turns on TCP keepalive probes on upstream connections. Unset keeps the kernel's settings.
 	TCPKeepalive *TCPKeepalive `json:"tcpKeepalive,omitempty"`
-	// bufferBytes is how much Envoy buffers per upstream connection (per_connection_buffer_limit_bytes).
-	// Defaults to 32768 (Envoy's own default is 1 MiB).
+	// bufferBytes is how much Envoy buffers per upstream connection. Defaults to 32768 (Envoy's own default is
+	// 1 MiB).
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=16777216
 	BufferBytes *int32 `json:"bufferBytes,omitempty"`
 	// maxConnectionDuration closes an upstream connection this long after it opened (once its requests are
 	// done), so that long-lived HTTP/2 and gRPC connections are rebalanced onto new endpoints. Unset: never.
-	// (HTTP, HTTPS.) Envoy: common_http_protocol_options.max_connection_duration.
+	// (HTTP, HTTPS.)
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	MaxConnectionDuration *metav1.Duration `json:"maxConnectionDuration,omitempty"`
@@ -119,11 +113,10 @@ type Endpoint struct {
 	// resolves to is an endpoint on port, as nginx's "server ... resolve" and HAProxy's server-template do.
 	// Loopback, link-local and unspecified addresses (in any IPv6 form that carries them), the Envoy host's
 	// own addresses, lbplane's and Envoy's own ports there, and names of the host itself (localhost) are
-	// refused unless the server allows them, and so is every address a name resolves to, at every refresh;
-	// in Kubernetes mode addresses and names are allowed only where the operator says (backends are Services
-	// otherwise). Envoy: LbEndpoint.endpoint.address (a name's addresses, with the name as hostname). In
-	// standalone mode lbplane serve
-	// --allow-backend-cidrs allows more; in Kubernetes mode --address-backends-namespaces and
+	// refused unless the server allows them, and so is every address a name resolves to, at every refresh; in
+	// Kubernetes mode addresses and names are allowed only where the operator says (backends are Services
+	// otherwise). Each of a name's addresses carries the name as its hostname. In standalone mode lbplane
+	// serve --allow-backend-cidrs allows more; in Kubernetes mode --address-backends-namespaces and
 	// --address-backends-cidrs (docs/security.md, "What a policy can reach").
 	// +kubebuilder:validation:MaxLength=253
 	Address string `json:"address"`
@@ -131,24 +124,23 @@ type Endpoint struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// weight is the endpoint's relative share for weighted algorithms. Defaults to 1. Envoy:
-	// LbEndpoint.load_balancing_weight.
+	// weight is the endpoint's relative share for weighted algorithms. Defaults to 1.
 	Weight *int32 `json:"weight,omitempty"`
-	// state Draining takes the endpoint out of new traffic while its open connections carry on.
-	// Defaults to Active. Envoy: LbEndpoint.health_status DRAINING.
+	// state Draining takes the endpoint out of new traffic while its open connections carry on. Defaults to
+	// Active.
 	State EndpointState `json:"state,omitempty"`
 	// zone is where the endpoint runs (Envoy's locality zone), for loadBalancing.zoneFailover. Service
-	// endpoints take theirs from the EndpointSlice. Envoy: LocalityLbEndpoints.locality.zone.
+	// endpoints take theirs from the EndpointSlice.
 	// +kubebuilder:validation:MaxLength=63
 	Zone string `json:"zone,omitempty"`
 	// hostname is the endpoint's DNS name: with tls.autoSNI it is the SNI sent to it and the name its
-	// certificate must carry. Envoy: LbEndpoint.endpoint.hostname.
+	// certificate must carry.
 	// +kubebuilder:validation:MaxLength=253
 	Hostname string `json:"hostname,omitempty"`
 	// backup endpoints get no traffic while the others can serve it: they take it as the others fail health
-	// checks (see loadBalancing.failoverThreshold), as nginx's and HAProxy's "backup" servers do. At least
-	// one endpoint of a backend is not a backup. Defaults to false. Envoy: the endpoint's
-	// LocalityLbEndpoints.priority is one past every other level (after zoneFailover's).
+	// checks (see loadBalancing.failoverThreshold), as nginx's and HAProxy's "backup" servers do. At least one
+	// endpoint of a backend is not a backup. Defaults to false. Backups are the priority level after every
+	// other one (after zoneFailover's).
 	Backup bool `json:"backup,omitempty"`
 }
 
@@ -179,19 +171,17 @@ type ServiceRef struct {
 // CircuitBreakers cap concurrent work towards a backend; past a cap Envoy answers 503 at once.
 type CircuitBreakers struct {
 	// maxConnections to all endpoints of the backend. Defaults to 1048576 (Envoy's 1024 would throttle load
-	// tests). Envoy: circuit_breakers.thresholds.max_connections.
+	// tests).
 	MaxConnections *int32 `json:"maxConnections,omitempty"`
-	// maxPendingRequests waiting for a connection. Defaults to 1048576. Envoy: thresholds.max_pending_requests.
+	// maxPendingRequests waiting for a connection. Defaults to 1048576.
 	MaxPendingRequests *int32 `json:"maxPendingRequests,omitempty"`
-	// maxRequests in flight. Defaults to 1048576. Envoy: thresholds.max_requests.
+	// maxRequests in flight. Defaults to 1048576.
 	MaxRequests *int32 `json:"maxRequests,omitempty"`
-	// maxRetries in flight. Defaults to 1024. Envoy: thresholds.max_retries.
+	// maxRetries in flight. Defaults to 1024.
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
-	// maxConnectionsPerEndpoint caps connections to any one endpoint. Unset means no per-endpoint cap. Envoy:
-	// circuit_breakers.per_host_thresholds.max_connections.
+	// maxConnectionsPerEndpoint caps connections to any one endpoint. Unset means no per-endpoint cap.
 	MaxConnectionsPerEndpoint *int32 `json:"maxConnectionsPerEndpoint,omitempty"`
-	// retryBudget caps retries as a share of active requests, instead of maxRetries. Envoy:
-	// thresholds.retry_budget.
+	// retryBudget caps retries as a share of active requests, instead of maxRetries.
 	RetryBudget *RetryBudget `json:"retryBudget,omitempty"`
 }
 

@@ -58,25 +58,24 @@ const (
 // (resolver), with the operator's resolvers: an operator's choice, so that a policy means the same on every
 // proxy group.
 type BackendDNS struct {
-	// resolver is Lbplane (the default: lbplane resolves the names, checks every answer against the
-	// server's backend address rules and sends the allowed addresses as endpoints) or Envoy (each Envoy
-	// resolves them with its own resolver and nothing checks the answers; refused unless lbplane serve
-	// --allow-envoy-dns). Envoy: an EDS cluster, or with Envoy a DnsCluster.
+	// resolver is Lbplane (the default: lbplane resolves the names, checks every answer against the server's
+	// backend address rules and sends the allowed addresses as endpoints) or Envoy (each Envoy resolves them
+	// with its own resolver and nothing checks the answers; refused unless lbplane serve --allow-envoy-dns).
 	Resolver DNSResolver `json:"resolver,omitempty"`
 	// resolution is Strict (each address is an endpoint) or Logical (the name is one endpoint; exactly one
-	// endpoint allowed). Defaults to Strict. Envoy: DnsCluster; Logical sets all_addresses_in_single_endpoint.
+	// endpoint allowed). Defaults to Strict.
 	Resolution DNSResolution `json:"resolution,omitempty"`
-	// refreshInterval is how often the names are resolved again; traffic follows a changed answer within
-	// it. Defaults to 5s. At least 100ms. Envoy: DnsCluster.dns_refresh_rate.
+	// refreshInterval is how often the names are resolved again; traffic follows a changed answer within it.
+	// Defaults to 5s. At least 100ms.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
-	// respectTTL resolves again when the answer's TTL runs out instead of every refreshInterval (as nginx
-	// does without valid=), no sooner than 5s (or refreshInterval when shorter) and no later than an hour.
-	// Defaults to false. Envoy: DnsCluster.respect_dns_ttl.
+	// respectTTL resolves again when the answer's TTL runs out instead of every refreshInterval (as nginx does
+	// without valid=), no sooner than 5s (or refreshInterval when shorter) and no later than an hour. Defaults
+	// to false.
 	RespectTTL bool `json:"respectTTL,omitempty"`
-	// lookupFamily is V4Preferred, V4, V6, Auto (IPv6 first) or All. Defaults to V4Preferred: a name with
-	// both records is reached over IPv4, which every host can route. Envoy: DnsCluster.dns_lookup_family
-	// (V4_PREFERRED, V4_ONLY, V6_ONLY, AUTO, ALL).
+	// lookupFamily is V4Preferred, V4, V6, Auto (IPv6 first) or All. Defaults to V4Preferred: a name with both
+	// records is reached over IPv4, which every host can route. Envoy names them V4_PREFERRED, V4_ONLY,
+	// V6_ONLY, AUTO and ALL.
 	LookupFamily DNSLookupFamily `json:"lookupFamily,omitempty"`
 }

@@ -1,4 +1,4 @@
-// The listener: where Envoy accepts traffic, and the limits, timeouts and protocol settings of its connections.
+// The listener: where Envoy accepts traffic, and the limits, timeouts and protocols of its connections.
 
 package v1alpha1
 
@@ -20,19 +20,18 @@ const (
 // +kubebuilder:validation:XValidation:rule="(self.protocol == 'HTTPS') == has(self.tls)",message="tls is required with protocol HTTPS and only allowed with it",fieldPath=".tls"
 // +kubebuilder:validation:XValidation:rule="self.protocol != 'TCP' || !has(self.hostnames)",message="hostnames are not allowed on a TCP listener",fieldPath=".hostnames"
 type Listener struct {
-	// address is the IP address Envoy binds. Defaults to "0.0.0.0". Envoy: Listener.address.
+	// address is the IP address Envoy binds. Defaults to "0.0.0.0".
 	Address string `json:"address,omitempty"`
-	// port is the TCP port Envoy binds. Envoy: Listener.address.port_value; policies on one port share one
-	// listener.
+	// port is the TCP port Envoy binds. Policies on one port share one listener.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// protocol is HTTP, HTTPS (with tls) or TCP. Envoy: the HTTP connection manager (HTTP, HTTPS) or tcp_proxy
-	// (TCP).
+	// protocol is HTTP, HTTPS (with tls) or TCP. HTTP and HTTPS run Envoy's HTTP connection manager, TCP its
+	// tcp_proxy.
 	Protocol Protocol `json:"protocol"`
 	// hostnames (HTTP, HTTPS) are the Host header values this policy answers on its port. Several policies may
-	// share a port when their hostnames differ. Empty means every host ("*"). Envoy: VirtualHost.domains; Host
-	// is matched without its port (strip_any_host_port).
+	// share a port when their hostnames differ. Empty means every host ("*"). Host is matched without its
+	// port.
 	// +kubebuilder:validation:MaxItems=100
 	Hostnames []string `json:"hostnames,omitempty"`
 	// tls terminates TLS (protocol HTTPS).
@@ -52,13 +51,11 @@ type Listener struct {
 	// Envoy, and the backends after it, see the original client address.
 	ProxyProtocol *ListenerProxyProtocol `json:"proxyProtocol,omitempty"`
 	// rateLimit (TCP) caps the connections accepted, with a token bucket. HTTP listeners limit per route.
-	// Envoy: the network filter envoy.filters.network.local_ratelimit before tcp_proxy; connections beyond the
-	// bucket are closed.
+	// Connections beyond the bucket are closed before anything is proxied.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 	// accessLog says what Envoy writes to its standard output for each request (HTTP, HTTPS) or connection
 	// (TCP) of this listener. Unset: lbplane serve --access-log decides (default JSON, every request). Like
-	// limits, the oldest policy on a shared port sets it, and a newer one that sets it differently
-	// conflicts. Envoy: access_log envoy.access_loggers.stdout on the HTTP connection manager or tcp_proxy.
+	// limits, the oldest policy on a shared port sets it, and a newer one that sets it differently conflicts.
 	AccessLog *AccessLog `json:"accessLog,omitempty"`
 }
 
@@ -81,8 +78,8 @@ type AccessLog struct {
 	// format is JSON (default) or Text.
 	// +optional
 	Format AccessLogFormat `json:"format,omitempty"`
-	// samplePercent logs this share of the requests (HTTP) or connections (TCP), each picked at random:
-	// above 0, at most 100 (the default), to a millionth. Envoy: an access log runtime_filter.
+	// samplePercent logs this share of the requests (HTTP) or connections (TCP), each picked at random: above
+	// 0, at most 100 (the default), to a millionth.
 	// +kubebuilder:validation:ExclusiveMinimum=true
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
@@ -94,24 +91,22 @@ type AccessLog struct {
 type ListenerLimits struct {
 	// maxConnections caps the connections open on this listener at once (each certificate's filter chain
 	// counts its own); connections beyond it are closed as soon as they are accepted. Unset means only the
-	// Envoy-wide limit (lbctl bootstrap --max-connections) applies. Envoy:
-	// envoy.filters.network.connection_limit, first in each filter chain.
+	// Envoy-wide limit (lbctl bootstrap --max-connections) applies.
 	// +kubebuilder:validation:Minimum=1
 	MaxConnections *int32 `json:"maxConnections,omitempty"`
-	// connectionBufferBytes is how much Envoy buffers per downstream connection before it stops reading
-	// (per_connection_buffer_limit_bytes). Defaults to 32768 (Envoy's own default is 1 MiB).
+	// connectionBufferBytes is how much Envoy buffers per downstream connection before it stops reading.
+	// Defaults to 32768 (Envoy's own default is 1 MiB).
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=16777216
 	ConnectionBufferBytes *int32 `json:"connectionBufferBytes,omitempty"`
-	// maxRequestHeadersKB (HTTP, HTTPS) is the largest request header block, in KiB; larger gets 431. Defaults to
-	// 32 (Envoy: 60; nginx 32, HAProxy 16). Envoy: max_request_headers_kb. 15,000 connections each holding an
-	// unterminated 30 KiB header block keep Envoy within the default 1 GiB heap budget (e2e
-	// TestAttackOneHostHeaderFlood; at 60 KiB its memory passed 1 GiB).
+	// maxRequestHeadersKB (HTTP, HTTPS) is the largest request header block, in KiB; larger gets 431. Defaults
+	// to 32 (Envoy's own default: 60; nginx 32, HAProxy 16). 15,000 connections each holding an unterminated
+	// 30 KiB header block keep Envoy within the default 1 GiB heap budget (e2e TestAttackOneHostHeaderFlood; at
+	// 60 KiB its memory passed 1 GiB).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=8192
 	MaxRequestHeadersKB *int32 `json:"maxRequestHeadersKB,omitempty"`
 	// maxHeadersCount (HTTP, HTTPS) is the most request headers accepted; more gets 431. Defaults to 100.
-	// Envoy: common_http_protocol_options.max_headers_count.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	MaxHeadersCount *int32 `json:"maxHeadersCount,omitempty"`
@@ -119,19 +114,18 @@ type ListenerLimits struct {
 
 // ListenerTimeouts close downstream connections and streams that stop making progress.
 type ListenerTimeouts struct {
-	// requestHeaders is how long a client has to send a request's complete headers from its first byte
-	// (request_headers_timeout); then the connection is closed. Against slowloris. Defaults to 10s. (Envoy's
-	// own default: none.) The client gets 408.
+	// requestHeaders is how long a client has to send a request's complete headers from its first byte; then
+	// the connection is closed. Against slowloris. Defaults to 10s. (Envoy's own default: none.) The client
+	// gets 408.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	RequestHeaders *metav1.Duration `json:"requestHeaders,omitempty"`
-	// streamIdle closes a request with no activity in either direction for this long (stream_idle_timeout).
-	// A route's idleTimeout overrides it. Defaults to 5m.
+	// streamIdle closes a request with no activity in either direction for this long. A route's idleTimeout
+	// overrides it. Defaults to 5m.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	StreamIdle *metav1.Duration `json:"streamIdle,omitempty"`
-	// connectionIdle closes a downstream connection with no open request for this long
-	// (common_http_protocol_options.idle_timeout). Defaults to 1h.
+	// connectionIdle closes a downstream connection with no open request for this long. Defaults to 1h.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	ConnectionIdle *metav1.Duration `json:"connectionIdle,omitempty"`
@@ -141,21 +135,19 @@ type ListenerTimeouts struct {
 type ListenerHTTP2 struct {
 	// enabled offers HTTP/2: by ALPN "h2" on HTTPS, as h2c (prior knowledge) on HTTP. Defaults to true on
 	// HTTPS and false on HTTP, where clients that want HTTP/2 without TLS are rare and h2c is easy to abuse.
-	// Envoy: on HTTPS, ALPN "h2,http/1.1" (off: "http/1.1" and codec_type HTTP1); on HTTP, codec_type AUTO (off:
-	// HTTP1).
+	// On HTTPS, ALPN offers "h2,http/1.1" (off: "http/1.1"); on HTTP, the codec takes either (off: HTTP/1
+	// only).
 	Enabled *bool `json:"enabled,omitempty"`
-	// maxConcurrentStreams per connection. Defaults to 100. Envoy:
-	// http2_protocol_options.max_concurrent_streams.
+	// maxConcurrentStreams per connection. Defaults to 100.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=2147483647
 	MaxConcurrentStreams *int32 `json:"maxConcurrentStreams,omitempty"`
-	// initialStreamWindowSize in bytes: what a client may send on one stream before Envoy reads it.
-	// Defaults to 65536. Envoy: http2_protocol_options.initial_stream_window_size.
+	// initialStreamWindowSize in bytes: what a client may send on one stream before Envoy reads it. Defaults
+	// to 65536.
 	// +kubebuilder:validation:Minimum=65535
 	// +kubebuilder:validation:Maximum=2147483647
 	InitialStreamWindowSize *int32 `json:"initialStreamWindowSize,omitempty"`
-	// initialConnectionWindowSize in bytes, over all streams of a connection. Defaults to 1048576. Envoy:
-	// http2_protocol_options.initial_connection_window_size.
+	// initialConnectionWindowSize in bytes, over all streams of a connection. Defaults to 1048576.
 	// +kubebuilder:validation:Minimum=65535
 	// +kubebuilder:validation:Maximum=2147483647
 	InitialConnectionWindowSize *int32 `json:"initialConnectionWindowSize,omitempty"`
@@ -188,18 +180,16 @@ const (
 
 // ListenerRequests says how requests are normalised before routing.
 type ListenerRequests struct {
-	// headersWithUnderscores: Reject (default), Drop or Allow. Envoy: headers_with_underscores_action
-	// (REJECT_REQUEST answers 400, DROP_HEADER, ALLOW).
+	// headersWithUnderscores: Reject (default), Drop or Allow.
 	HeadersWithUnderscores HeadersWithUnderscores `json:"headersWithUnderscores,omitempty"`
-	// normalizePath resolves "." and ".." segments (RFC 3986) before routing, so /public/../admin is routed
-	// as /admin. Defaults to true. The request is also forwarded with the normalised path. Envoy:
-	// normalize_path.
+	// normalizePath resolves "." and ".." segments (RFC 3986) before routing, so /public/../admin is routed as
+	// /admin. Defaults to true. The request is also forwarded with the normalised path.
 	NormalizePath *bool `json:"normalizePath,omitempty"`
-	// mergeSlashes turns "//" into "/" before routing. Defaults to true. Envoy: merge_slashes.
+	// mergeSlashes turns "//" into "/" before routing. Defaults to true.
 	MergeSlashes *bool `json:"mergeSlashes,omitempty"`
 	// escapedSlashes: Keep, Reject, UnescapeAndRedirect (default: the client is redirected to the unescaped
 	// path, so routing and the backend see one and the same path) or UnescapeAndForward. With the default,
-	// /a%2Fb gets a 307 to /a/b. Envoy: path_with_escaped_slashes_action.
+	// /a%2Fb gets a 307 to /a/b.
 	EscapedSlashes EscapedSlashes `json:"escapedSlashes,omitempty"`
 }
 
@@ -207,14 +197,12 @@ type ListenerRequests struct {
 type ListenerProxyProtocol struct {
 	// optional also accepts connections that start without a PROXY header (their peer address is used).
 	// Defaults to false: a connection without one is closed, so that no client can pass as the balancer in
-	// front. Either way only trustedSources may connect. Envoy: the listener filter
-	// envoy.filters.listener.proxy_protocol, first, with allow_requests_without_proxy_protocol.
+	// front. Either way only trustedSources may connect.
 	Optional bool `json:"optional,omitempty"`
 	// trustedSources are the CIDRs of the balancers in front (IPv4 or IPv6, e.g. 198.51.100.0/24): a
 	// connection whose peer (the TCP connection's own source, not what a PROXY header claims) is elsewhere is
 	// closed, and its header is never believed. Empty: loopback only (127.0.0.0/8, ::1/128), and lbctl lint
-	// warns. Envoy: every filter chain matches direct_source_prefix_ranges = trustedSources and there is no
-	// default filter chain. Per port: policies sharing a port must agree.
+	// warns. Per port: policies sharing a port must agree.
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	TrustedSources []string `json:"trustedSources,omitempty"`
@@ -237,13 +225,10 @@ type RateLimit struct {
 	// perClient (routes only) gives each client address a bucket of its own as well: a request takes a token
 	// from its client's bucket and from the route's, and is refused (429) when either is empty, so one client
 	// that drains its own bucket does not starve the others. The client address is the connection's peer (or
-	// what a PROXY protocol header from a trusted source says). Envoy: the same filter's rate_limits (action
-	// remote_address) and a wildcard descriptor {key: remote_address} with its own token_bucket, kept for the
-	// maxClients most recently seen addresses; always_consume_default_token_bucket.
+	// what a PROXY protocol header from a trusted source says).
 	PerClient *ClientRateLimit `json:"perClient,omitempty"`
-	// headers (routes only) adds x-ratelimit-limit, x-ratelimit-remaining and x-ratelimit-reset to the
-	// answers (IETF draft-polli-ratelimit-headers-03), for the bucket closest to empty. Defaults to false.
-	// Envoy: enable_x_ratelimit_headers DRAFT_VERSION_03.
+	// headers (routes only) adds x-ratelimit-limit, x-ratelimit-remaining and x-ratelimit-reset to the answers
+	// (IETF draft-polli-ratelimit-headers-03), for the bucket closest to empty. Defaults to false.
 	Headers bool `json:"headers,omitempty"`
 }
 

@@ -6,42 +6,39 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // Route sends matching requests to weighted backends.
 type Route struct {
-	// name identifies the route in status and in the generated Envoy config. Defaults to "route-<index>".
-	// Envoy: Route.name, "<namespace>/<policy>/<name>".
+	// name identifies the route in status and in the generated Envoy config. Defaults to "route-<index>". Its
+	// Envoy route is "<namespace>/<policy>/<name>".
 	Name string `json:"name,omitempty"`
 	// match selects requests. An empty match selects every request.
 	Match RouteMatch `json:"match,omitempty"`
-	// backends are the weighted destinations of matching requests. Envoy: RouteAction.cluster, or
-	// weighted_clusters for more than one.
+	// backends are the weighted destinations of matching requests.
 	// +kubebuilder:validation:MaxItems=100
 	Backends []BackendRef `json:"backends"`
 	// timeout is the whole-request timeout, from the request's end to the response's end. Defaults to 15s;
-	// "0s" disables it. Envoy: RouteAction.timeout.
+	// "0s" disables it.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// idleTimeout closes a request stream (a long poll, a WebSocket) that sends nothing either way for this
-	// long. Defaults to Envoy's 5m; "0s" disables it. Envoy: RouteAction.idle_timeout.
+	// long. Defaults to Envoy's 5m; "0s" disables it.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 	// retry retries failed requests on another endpoint. Without a block every route, the implicit one
-	// included, retries connect-failure and refused-stream twice on other endpoints, with a 1ms to 10ms back-off:
-	// a request that never reached an endpoint is tried on another at once, as nginx's "proxy_next_upstream error"
-	// does, safe for every method. attempts: 0 turns it off (with no routes, write the one route to say so).
-	// Envoy: RetryPolicy.
+	// included, retries connect-failure and refused-stream twice on other endpoints, with a 1ms to 10ms
+	// back-off: a request that never reached an endpoint is tried on another at once, as nginx's
+	// "proxy_next_upstream error" does, safe for every method. attempts: 0 turns it off (with no routes, write
+	// the one route to say so).
 	Retry *Retry `json:"retry,omitempty"`
 	// sessionPersistence keeps a client on the endpoint that served it, even when endpoints are added or
-	// removed, as long as that endpoint is there. Envoy: envoy.filters.http.stateful_session with cookie or
-	// header session state, per route.
+	// removed, as long as that endpoint is there.
 	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
 	// rateLimit caps the requests of this route, with a token bucket per Envoy; requests beyond it get 429.
-	// Envoy: envoy.filters.http.local_ratelimit, off in the connection manager and turned on per route
-	// (typed_per_filter_config, token_bucket). One bucket per route per Envoy.
+	// One bucket per route per Envoy.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
-	// mirrors copy a share of the route's requests to other backends of the policy; their answers are
-	// dropped, and the client sees only the primary's. A route's own backend cannot be its mirror. Envoy:
-	// RouteAction.request_mirror_policies with runtime_fraction; the copy's Host gets "-shadow".
+	// mirrors copy a share of the route's requests to other backends of the policy; their answers are dropped,
+	// and the client sees only the primary's. A route's own backend cannot be its mirror. The copy's Host gets
+	// "-shadow".
 	// +kubebuilder:validation:MaxItems=4
 	Mirrors []Mirror `json:"mirrors,omitempty"`
 }
@@ -63,28 +60,25 @@ const (
 // Retry retries failed requests.
 type Retry struct {
 	// conditions that trigger a retry. Defaults to [connect-failure, refused-stream, reset]. (Not "on": YAML
-	// reads that key as the boolean true.) Envoy: RetryPolicy.retry_on.
+	// reads that key as the boolean true.)
 	// +kubebuilder:validation:MaxItems=6
 	Conditions []RetryOn `json:"conditions,omitempty"`
-	// statusCodes are retried when conditions has retriable-status-codes. Envoy:
-	// RetryPolicy.retriable_status_codes.
+	// statusCodes are retried when conditions has retriable-status-codes.
 	// +kubebuilder:validation:MaxItems=50
 	StatusCodes []int32 `json:"statusCodes,omitempty"`
-	// attempts is the number of retries after the first try. Defaults to 2. Envoy: RetryPolicy.num_retries.
+	// attempts is the number of retries after the first try. Defaults to 2.
 	Attempts *int32 `json:"attempts,omitempty"`
-	// perTryTimeout bounds each try. Defaults to the route timeout. Envoy: RetryPolicy.per_try_timeout.
+	// perTryTimeout bounds each try. Defaults to the route timeout.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	PerTryTimeout *metav1.Duration `json:"perTryTimeout,omitempty"`
-	// backoff between retries: exponential from base, capped at max. Defaults to 25ms and 10 times base. Envoy:
-	// RetryPolicy.retry_back_off.
+	// backoff between retries: exponential from base, capped at max. Defaults to 25ms and 10 times base.
 	Backoff *Backoff `json:"backoff,omitempty"`
-	// avoidPreviousHosts retries on endpoints other than those that already failed. Defaults to true. Envoy:
-	// retry_host_predicate previous_hosts, host_selection_retry_max_attempts 5.
+	// avoidPreviousHosts retries on endpoints other than those that already failed. Defaults to true. Up to 5
+	// picks are made to find another.
 	AvoidPreviousHosts *bool `json:"avoidPreviousHosts,omitempty"`
 	// avoidPreviousPriorities retries on the next priority level (zoneFailover zone) rather than the one that
-	// failed. Defaults to false. Envoy: RetryPolicy.retry_priority envoy.retry_priorities.previous_priorities
-	// (update_frequency 1).
+	// failed. Defaults to false.
 	AvoidPreviousPriorities bool `json:"avoidPreviousPriorities,omitempty"`
 }
 
@@ -119,7 +113,7 @@ const (
 
 // PathMatch matches the request path.
 type PathMatch struct {
-	// type is Prefix or Exact. Defaults to Prefix. Envoy: RouteMatch.prefix or RouteMatch.path.
+	// type is Prefix or Exact. Defaults to Prefix.
 	Type PathMatchType `json:"type,omitempty"`
 	// value is the path or prefix; it starts with "/".
 	Value string `json:"value"`
@@ -141,12 +135,11 @@ const (
 type HeaderMatch struct {
 	// name is the header name, case-insensitive.
 	Name string `json:"name"`
-	// type is Exact, Prefix, Present or RegularExpression (RE2). Defaults to Exact. Envoy: HeaderMatcher
-	// string_match exact, prefix or safe_regex, or present_match.
+	// type is Exact, Prefix, Present or RegularExpression (RE2). Defaults to Exact.
 	Type HeaderMatchType `json:"type,omitempty"`
 	// value is compared with the header; not allowed with Present.
 	Value string `json:"value,omitempty"`
-	// invert selects requests where the header does not match. Envoy: HeaderMatcher.invert_match.
+	// invert selects requests where the header does not match.
 	Invert bool `json:"invert,omitempty"`
 }
 
@@ -154,8 +147,7 @@ type HeaderMatch struct {
 type BackendRef struct {
 	// name of a backend in spec.backends.
 	Name string `json:"name"`
-	// weight is the relative share of traffic. Defaults to 1; 0 sends it nothing. Envoy: the weighted_clusters
-	// weight.
+	// weight is the relative share of traffic. Defaults to 1; 0 sends it nothing.
 	Weight *int32 `json:"weight,omitempty"`
 }
 

@@ -22,12 +22,12 @@ type SessionPersistence struct {
 	Type SessionPersistenceType `json:"type,omitempty"`
 	// name of the cookie or header. Defaults to "lbplane-session".
 	Name string `json:"name,omitempty"`
-	// ttl of the cookie; unset makes a session cookie. Envoy: Cookie.ttl. Envoy's session states have an
-	// absolute TTL only, no idle timeout (Gateway API's idleTimeout has no equivalent).
+	// ttl of the cookie; unset makes a session cookie. Envoy's session states have an absolute TTL only, no
+	// idle timeout (Gateway API's idleTimeout has no equivalent).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|-?([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$`
 	TTL *metav1.Duration `json:"ttl,omitempty"`
-	// path of the cookie. Defaults to "/". Envoy: Cookie.path.
+	// path of the cookie. Defaults to "/".
 	Path string `json:"path,omitempty"`
 	// acrossBackends also keeps a client on the same backend of a weighted route, while new clients are still
 	// spread by the weights. The route's backends are served as one Envoy cluster (each endpoint weighted by

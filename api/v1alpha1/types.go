@@ -56,7 +56,7 @@ type LoadBalancerPolicyList struct {
 // LoadBalancerPolicySpec is what the user asks for.
 type LoadBalancerPolicySpec struct {
 	// proxyGroup selects the Envoys that serve this policy: those whose bootstrap node cluster equals it.
-	// Defaults to "default". Envoy: node.cluster in the bootstrap (lbctl bootstrap --proxy-group).
+	// Defaults to "default".
 	ProxyGroup string `json:"proxyGroup,omitempty"`
 
 	// listener is the frontend: where Envoy accepts traffic.
@@ -73,10 +73,9 @@ type LoadBalancerPolicySpec struct {
 	Backends []Backend `json:"backends"`
 
 	// debugHeaders (HTTP listeners) adds the x-lbplane-upstream response header, the address:port of the
-	// endpoint that served the request, to every response of the policy's routes. lbctl trace --live reads
-	// it to compare Envoy's pick with its offline answer. Off by default: it tells clients your endpoints'
-	// addresses. HTTP and HTTPS only. Envoy: response_headers_to_add "x-lbplane-upstream: %UPSTREAM_HOST%" on
-	// the policy's virtual host.
+	// endpoint that served the request, to every response of the policy's routes. lbctl trace --live reads it
+	// to compare Envoy's pick with its offline answer. Off by default: it tells clients your endpoints'
+	// addresses. HTTP and HTTPS only.
 	DebugHeaders bool `json:"debugHeaders,omitempty"`
 
 	// rollout makes a change of this policy reach the group's Envoys in stages, each judged on the Envoys'

@@ -1,7 +1,7 @@
 // render.go renders the LoadBalancerPolicy reference (docs/policy-reference.md) from the doc comments of
 // the API types in api/v1alpha1: one section per object, in the order a policy nests them, one table row per
-// field with its type, its description (default, the Envoy field it becomes, why) and the limits its
-// +kubebuilder markers set. Markers never reach the text. The hand-written parts (header.md, footer.md in
+// field with its type, its description (default, why), the Envoy field it becomes (explain's rules, see
+// envoyLine) and the limits its +kubebuilder markers set. Markers never reach the text. The hand-written parts (header.md, footer.md in
 // hack/apiref) are included as they are.
 
 package main
@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/lbplane/lbplane/controlplane/explain"
 )
 
 // APIDir, HeaderFile and FooterFile are relative to the repository root.
@@ -435,6 +437,9 @@ func Generate(root string) ([]byte, error) {
 			for _, f := range s.typ.fields {
 				desc := f.doc
 				desc = strings.ReplaceAll(inline(desc), "\n\n", "<br><br>")
+				if e, ok := envoyLine(s.path + "." + f.json); ok {
+					desc = joinSentence(desc, e)
+				}
 				if e := m.enumOf(f.typ); e != nil {
 					var vals []string
 					for _, v := range e.values {
@@ -505,6 +510,27 @@ func writeExamples(b *bytes.Buffer, root string) error {
 		fmt.Fprintf(b, "| [%s](../examples/%s) | %s |\n", name, name, inline(strings.TrimSuffix(what, ".")))
 	}
 	return nil
+}
+
+// envoyLine is the sentence saying which Envoy field a policy field sets, from the rules lbctl explain
+// resolves on the built resources (explain.FieldMapping): the one description of that mapping.
+func envoyLine(path string) (string, bool) {
+	m, ok := explain.FieldMapping(path)
+	switch {
+	case !ok:
+		return "", false
+	case m.None != "":
+		return "Envoy: no field of its own; " + inline(m.None) + ".", true
+	}
+	paths := codeAll(m.Paths)
+	line := "Envoy: " + m.Resource + " " + strings.Join(paths, " or ")
+	switch {
+	case m.Off:
+		line += ", left out when true"
+	case m.Optional:
+		line += ", unset while Envoy's default applies"
+	}
+	return line + ".", true
 }
 
 func defaultMarker(markers []string) (string, bool) {
