@@ -42,6 +42,7 @@ func (ru rule) matches(key string) bool {
 const (
 	cl   = "{cluster}"
 	rt   = "virtual_hosts[name={vhost}].routes[name={route}]"
+	ss   = rt + ".typed_per_filter_config.*.stateful_session.session_state"
 	lbTC = "load_balancing_policy.policies[0].typed_extension_config.typed_config"
 	hc   = "health_checks[0]"
 	ep   = "endpoints[*].lb_endpoints[*].endpoint"
@@ -133,7 +134,13 @@ var rules = []rule{
 	r(R+".retry.backoff.base", Routes, "", rt+".route.retry_policy.retry_back_off.base_interval"),
 	r(R+".retry.backoff.max", Routes, "", rt+".route.retry_policy.retry_back_off.max_interval"),
 	opt(R+".retry.avoidPreviousHosts", Routes, "", rt+".route.retry_policy.retry_host_predicate"),
-	r(R+".sessionPersistence.*", Routes, "", rt+".typed_per_filter_config"),
+	r(R+".sessionPersistence.type", Routes, "", ss+".name"),
+	r(R+".sessionPersistence.name", Routes, "", ss+".typed_config.cookie.name|"+ss+".typed_config.name"),
+	r(R+".sessionPersistence.ttl", Routes, "", ss+".typed_config.cookie.ttl"),
+	// A header session has no path.
+	opt(R+".sessionPersistence.path", Routes, "", ss+".typed_config.cookie.path"),
+	// The route's backends are served as one cluster.
+	r(R+".sessionPersistence.acrossBackends", Routes, "", rt+".route.cluster"),
 
 	r(B+".name", Cluster, cl, "name"),
 	r(E+".address", Endpoints, cl, lbe+".endpoint.address.socket_address.address"),

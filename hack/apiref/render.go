@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -197,7 +198,8 @@ type section struct {
 	depth int
 }
 
-// walk lists the sections under root, depth first in field order; a type met again is linked, not repeated.
+// walk lists the sections under root, depth first in field order; a type met again is linked, not repeated,
+// and its section and those under it record the other paths they are found at.
 func (m *model) walk(root, path string) []*section {
 	byType := map[string]*section{}
 	var out []*section
@@ -206,11 +208,11 @@ func (m *model) walk(root, path string) []*section {
 		ti := m.types[typ]
 		if s, ok := byType[typ]; ok {
 			s.also = append(s.also, path)
-			return
+		} else {
+			s = &section{path: path, typ: ti, depth: depth}
+			byType[typ] = s
+			out = append(out, s)
 		}
-		s := &section{path: path, typ: ti, depth: depth}
-		byType[typ] = s
-		out = append(out, s)
 		for _, f := range ti.fields {
 			name, list := m.structOf(f.typ)
 			if name == "" {
@@ -437,7 +439,7 @@ func Generate(root string) ([]byte, error) {
 			for _, f := range s.typ.fields {
 				desc := f.doc
 				desc = strings.ReplaceAll(inline(desc), "\n\n", "<br><br>")
-				if e, ok := envoyLine(s.path + "." + f.json); ok {
+				if e := envoyLines(append([]string{s.path}, s.also...), f.json); e != "" {
 					desc = joinSentence(desc, e)
 				}
 				if e := m.enumOf(f.typ); e != nil {
@@ -512,18 +514,18 @@ func writeExamples(b *bytes.Buffer, root string) error {
 	return nil
 }
 
-// envoyLine is the sentence saying which Envoy field a policy field sets, from the rules lbctl explain
-// resolves on the built resources (explain.FieldMapping): the one description of that mapping.
+// envoyLine says which Envoy field a policy field sets, from the rules lbctl explain resolves on the built
+// resources (explain.FieldMapping): the one description of that mapping.
 func envoyLine(path string) (string, bool) {
 	m, ok := explain.FieldMapping(path)
 	switch {
 	case !ok:
 		return "", false
 	case m.None != "":
-		return "Envoy: no field of its own; " + inline(m.None) + ".", true
+		return "no field of its own; " + inline(m.None) + ".", true
 	}
 	paths := codeAll(m.Paths)
-	line := "Envoy: " + m.Resource + " " + strings.Join(paths, " or ")
+	line := m.Resource + " " + strings.Join(paths, " or ")
 	switch {
 	case m.Off:
 		line += ", left out when true"
@@ -531,6 +533,28 @@ func envoyLine(path string) (string, bool) {
 		line += ", unset while Envoy's default applies"
 	}
 	return line + ".", true
+}
+
+// envoyLines is the Envoy sentence of a field of a section found at several paths: one, or one per path
+// where they differ (a route's rate limit is not the listener's).
+func envoyLines(sectionPaths []string, field string) string {
+	var at, lines []string
+	for _, p := range sectionPaths {
+		if l, ok := envoyLine(p + "." + field); ok {
+			at, lines = append(at, p), append(lines, l)
+		}
+	}
+	switch {
+	case len(lines) == 0:
+		return ""
+	case len(lines) == len(sectionPaths) && len(slices.Compact(slices.Clone(lines))) == 1:
+		return "Envoy: " + lines[0]
+	}
+	out := make([]string, len(lines))
+	for i := range lines {
+		out[i] = "Envoy at `" + at[i] + "`: " + lines[i]
+	}
+	return strings.Join(out, " ")
 }
 
 func defaultMarker(markers []string) (string, bool) {

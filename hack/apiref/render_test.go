@@ -182,6 +182,9 @@ func TestReferenceEnvoyLines(t *testing.T) {
 		"Envoy: no field of its own; lbplane's: how a change reaches the group's Envoys, in stages.",
 		"Envoy: Cluster `outlier_detection`, left out when true.",
 		"Envoy: Cluster `health_checks[0].grpc_health_check.service_name`, unset while Envoy's default applies.",
+		// RateLimit is the listener's and the routes' type: each path has its own line.
+		"Envoy at `spec.routes[].rateLimit`: RouteConfiguration `virtual_hosts[name={vhost}].routes[name={route}].typed_per_filter_config.*.token_bucket.max_tokens`.",
+		"Envoy at `spec.listener.rateLimit`: no field of its own; refused on the listener",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("reference lacks %q", want)
