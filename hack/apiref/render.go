@@ -524,7 +524,18 @@ func envoyLine(path string) (string, bool) {
 	case m.None != "":
 		return "no field of its own; " + inline(m.None) + ".", true
 	}
-	paths := codeAll(m.Paths)
+	// A listener's field is in each filter chain, or in the default chain (HTTPS with a certificate for
+	// every name): said once.
+	var paths []string
+	for i := 0; i < len(m.Paths); i++ {
+		p := m.Paths[i]
+		if rest, ok := strings.CutPrefix(p, "filter_chains[*]."); ok && i+1 < len(m.Paths) && m.Paths[i+1] == "default_filter_chain."+rest {
+			paths = append(paths, "`"+p+"` (or `default_filter_chain`)")
+			i++
+			continue
+		}
+		paths = append(paths, "`"+p+"`")
+	}
 	line := m.Resource + " " + strings.Join(paths, " or ")
 	switch {
 	case m.Off:
