@@ -162,6 +162,9 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 	var offs []leftOut
 	for i, l := range leaves {
 		ru, vars, ok := match(l.path, p, e.IR)
+		if ok {
+			ru = present(ru, trees)
+		}
 		matches[i] = matched{ru, vars, ok}
 		if ok && ru.off && l.value == true {
 			typ, paths := inCluster(trees, ru.typ, expand(ru.name, vars), expand(ru.path, vars))
@@ -311,10 +314,19 @@ type leaf struct {
 	value any
 }
 
-// walkLeaves lists scalars and lists of scalars; objects and lists of objects are descended into.
+// walkLeaves lists scalars, lists of scalars and the empty objects a rule maps; objects and lists of objects
+// are descended into.
 func walkLeaves(path string, v any, out *[]leaf) {
 	switch x := v.(type) {
 	case map[string]any:
+		if len(x) == 0 {
+			// An object set for its presence alone (a hash key's sourceIP: {}) is a field too, where a rule
+			// maps it.
+			if k, _ := fieldKey(path); ruleIndex(k) >= 0 {
+				*out = append(*out, leaf{path, v})
+			}
+			return
+		}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			walkLeaves(path+"."+k, x[k], out)
 		}
@@ -414,6 +426,17 @@ func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]
 		}
 	}
 	return rules[i], vars, true
+}
+
+// present returns, of the rules written for ru's field (in order), the first whose resource type the policy
+// has: a TCP listener's hash keys are its tcp_proxy's, not a route's.
+func present(ru rule, trees map[string]map[string]any) rule {
+	for _, alt := range rules {
+		if alt.field == ru.field && alt.typ != "" && len(trees[alt.typ]) > 0 {
+			return alt
+		}
+	}
+	return ru
 }
 
 // ruleIndex returns the index of the rule of a field path normalised by fieldKey, or -1.

@@ -17,7 +17,7 @@ const (
 // lbplane's, or one refused where it is written) says why in none instead.
 //
 // These rules are the one description of "policy field -> Envoy field": lbctl explain resolves them on the
-// built resources, and hack/apiref writes them into the reference's "Envoy:" lines (FieldMapping).
+// built resources, and hack/apiref writes them into the reference's "Envoy:" lines (FieldMappings).
 type rule struct {
 	// field is the policy field, with "[b]", "[e]" and "[r]" for a backend's, an endpoint's and a route's
 	// index and "[]" for any other index; a trailing "*" takes every field under it.
@@ -159,6 +159,8 @@ var rules = []rule{
 	r(B+".loadBalancing.ringHash.maximumRingSize", Cluster, cl, lbTC+".maximum_ring_size"),
 	r(B+".loadBalancing.maglev.tableSize", Cluster, cl, lbTC+".table_size"),
 	r(B+".loadBalancing.hashKeys*", Routes, "", "virtual_hosts[name={vhost}].routes[*].route.hash_policy"),
+	// On a TCP listener, which has no routes.
+	r(B+".loadBalancing.hashKeys*", Listener, "{listener}", nf("envoy.filters.network.tcp_proxy", "hash_policy")),
 	r(B+".loadBalancing.slowStart.window", Cluster, cl, lbTC+".slow_start_config.slow_start_window"),
 	r(B+".loadBalancing.slowStart.aggression", Cluster, cl, lbTC+".slow_start_config.aggression.default_value"),
 	r(B+".loadBalancing.slowStart.minWeightPercent", Cluster, cl, lbTC+".slow_start_config.min_weight_percent.value"),
@@ -229,18 +231,21 @@ type Mapping struct {
 	None string
 }
 
-// FieldMapping returns the mapping written for a policy field itself (spec.backends[].connectTimeout,
-// spec.routes[0].match.path), not one it takes from a field above it.
-func FieldMapping(path string) (Mapping, bool) {
+// FieldMappings returns the mappings written for a policy field itself (spec.backends[].connectTimeout,
+// spec.routes[0].match.path), not those it takes from a field above it: one, or one per resource type the
+// field may end up in (a hash key is a route's, or on a TCP listener its tcp_proxy's), the first first.
+func FieldMappings(path string) []Mapping {
 	key, _ := fieldKey(strings.ReplaceAll(path, "[]", "[0]"))
+	var out []Mapping
 	for _, ru := range rules {
 		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(ru.field, "*"), "."), "[]")
-		if ru.field == key || base == key {
-			if ru.none != "" {
-				return Mapping{None: ru.none}, true
-			}
-			return Mapping{Resource: ru.typ, Paths: strings.Split(ru.path, "|"), Optional: ru.optional && !ru.off, Off: ru.off}, true
+		switch {
+		case ru.field != key && base != key:
+		case ru.none != "":
+			out = append(out, Mapping{None: ru.none})
+		default:
+			out = append(out, Mapping{Resource: ru.typ, Paths: strings.Split(ru.path, "|"), Optional: ru.optional && !ru.off, Off: ru.off})
 		}
 	}
-	return Mapping{}, false
+	return out
 }

@@ -515,14 +515,23 @@ func writeExamples(b *bytes.Buffer, root string) error {
 }
 
 // envoyLine says which Envoy field a policy field sets, from the rules lbctl explain resolves on the built
-// resources (explain.FieldMapping): the one description of that mapping.
+// resources (explain.FieldMappings): the one description of that mapping.
 func envoyLine(path string) (string, bool) {
-	m, ok := explain.FieldMapping(path)
-	switch {
-	case !ok:
+	ms := explain.FieldMappings(path)
+	if len(ms) == 0 {
 		return "", false
-	case m.None != "":
-		return "no field of its own; " + inline(m.None) + ".", true
+	}
+	var lines []string
+	for _, m := range ms {
+		lines = append(lines, mappingText(m))
+	}
+	return strings.Join(lines, "; or ") + ".", true
+}
+
+// mappingText is one mapping in words.
+func mappingText(m explain.Mapping) string {
+	if m.None != "" {
+		return "no field of its own; " + inline(m.None)
 	}
 	// A listener's field is in each filter chain, or in the default chain (HTTPS with a certificate for
 	// every name): said once.
@@ -543,7 +552,7 @@ func envoyLine(path string) (string, bool) {
 	case m.Optional:
 		line += ", unset while Envoy's default applies"
 	}
-	return line + ".", true
+	return line
 }
 
 // envoyLines is the Envoy sentence of a field of a section found at several paths: one, or one per path
