@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/gateway-api/conformance"
 	"sigs.k8s.io/gateway-api/conformance/tests"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
@@ -24,7 +25,7 @@ var reports = flag.String("reports-dir", "reports", "folder for the report, in t
 // flags say otherwise (Defaults), base resources cleaned up afterwards, and the report written in the
 // upstream format. `sudo make conformance` prepares the cluster and runs it (docs/conformance.md).
 func TestGatewayAPIConformance(t *testing.T) {
-	if os.Getenv("KUBECONFIG") == "" && flag.Lookup("kubeconfig").Value.String() == "" {
+	if f := flag.Lookup(config.KubeconfigFlagName); os.Getenv("KUBECONFIG") == "" && (f == nil || f.Value.String() == "") {
 		t.Fatal("KUBECONFIG is not set: this test runs the suite on a cluster with lbplane installed; " +
 			"`sudo make conformance` brings up the one-node cluster (make cluster), installs the Gateway API CRDs and the chart, and runs it")
 	}
