@@ -38,6 +38,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -533,6 +534,7 @@ func main() {
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		log.Fatal(err)
 	}
+	suiteRefs := sync.OnceValues(conformanceRefs)
 	builders := map[string]func() *image{
 		"lbplane": func() *image { return lbplane(tmp) },
 		"envoy":   envoy,
@@ -542,11 +544,11 @@ func main() {
 		"nginx":   func() *image { return debian(NginxImage, "/usr/sbin/nginx") },
 		"haproxy": func() *image { return debian(HAProxyImage, "/usr/sbin/haproxy") },
 		"echo-basic": func() *image {
-			refs, _ := conformanceRefs()
+			refs, _ := suiteRefs()
 			return echoBasic(tmp, refs)
 		},
 		"conformance-coredns": func() *image {
-			_, refs := conformanceRefs()
+			_, refs := suiteRefs()
 			return conformanceCoreDNS(refs[0])
 		},
 	}
