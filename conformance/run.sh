@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 NAMESPACE=lbplane-conformance
-RELEASE=lbplane
+RELEASE=lbplane-conformance
 log() { echo "conformance: $*" >&2; }
 die() { echo "conformance: $*" >&2; exit 1; }
 
