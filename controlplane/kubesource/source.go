@@ -315,6 +315,13 @@ func (s *Source) resyncLoop(ctx context.Context) error {
 
 func (s *Source) resync(ctx context.Context) {
 	ch := s.known.take()
+	// A LoadBalancerPolicy taking the name of a Gateway's policy: the Gateway's is dropped, and with it the
+	// name's exemption from the cross-namespace rule, by reading everything again.
+	for key := range ch.policies {
+		if s.gw != nil && s.gw.policies[key] != nil {
+			ch.all = true
+		}
+	}
 	start := time.Now()
 	if ch.all {
 		s.resyncAll(ctx)
