@@ -43,8 +43,9 @@ func startGWBackend(t *testing.T, name string) *gwBackend {
 }
 
 // listenInNetns opens a TCP listener inside the named network namespace: a socket stays in the namespace it
-// was made in, and is served from any thread. The thread that entered the namespace is never unlocked, so
-// Go ends it with its goroutine instead of reusing it.
+// was made in, and is served from any thread. The thread goes back to its own namespace afterwards, and is
+// never ended: Envoy, started by some thread of this process, gets SIGTERM when that thread ends (it sets
+// PR_SET_PDEATHSIG), so a thread that cannot go back is parked for good instead.
 func listenInNetns(ns, addr string) (net.Listener, error) {
 	type result struct {
 		ln  net.Listener
@@ -53,18 +54,31 @@ func listenInNetns(ns, addr string) (net.Listener, error) {
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
+		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer own.Close()
 		f, err := os.Open("/run/netns/" + ns)
 		if err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{err: err}
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{err: fmt.Errorf("entering network namespace %s: %w", ns, err)}
 			return
 		}
 		ln, err := net.Listen("tcp", addr)
 		ch <- result{ln, err}
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) != nil {
+			select {} // in the test's namespace for good: never reused, never ended
+		}
+		runtime.UnlockOSThread()
 	}()
 	r := <-ch
 	return r.ln, r.err
