@@ -162,6 +162,12 @@ type Config struct {
 	// EnvoyService, with Kubernetes, is the Service of Namespace in front of proxy group EnvoyServiceGroup's
 	// Envoys, whose ports lbplane keeps in step with the group's listener ports.
 	EnvoyService, EnvoyServiceGroup string
+	// GatewayAPI, with Kubernetes, serves Gateway API objects as well (kubesource.GatewayAPI): Gateways of
+	// GatewayAPIGroup, listening on GatewayAPIAddress and ports of GatewayAPIPorts, each with a Service in
+	// Namespace selecting GatewayAPISelector's pods (default: EnvoyService's).
+	GatewayAPI                                          bool
+	GatewayAPIGroup, GatewayAPIAddress, GatewayAPIPorts string
+	GatewayAPISelector                                  map[string]string
 
 	// RevocationsConfigMap, with Kubernetes, keeps the revoked Envoy identities (lbctl revoke) in this
 	// ConfigMap of Namespace, which every replica reads every RevocationsInterval, instead of the local store.
