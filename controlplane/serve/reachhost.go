@@ -10,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/dnsresolve"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -61,8 +62,30 @@ func hostView(proxies []xdsserver.ProxyStatus, own []reach.OwnPort) ([]netip.Add
 	return slices.Compact(self), ports
 }
 
+// hostProxies are the Envoys whose addresses no backend may use: every replica's, as the etcd store or the
+// Kubernetes proxy reports (ConfigMaps) have them, both written every 2 s and read here at most as often,
+// with this replica's own from its tracker at once; this replica's only with neither.
+func hostProxies(ctx context.Context, x *xds, api *pushAPI, kube *kubesource.Source) func() []xdsserver.ProxyStatus {
+	switch {
+	case api.fleet != nil:
+		return api.fleet.all
+	case kube != nil:
+		var others []xdsserver.ProxyStatus
+		var at time.Time
+		return func() []xdsserver.ProxyStatus {
+			if time.Since(at) >= 2*time.Second {
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				others, at = kube.AllProxies(rctx), time.Now()
+				cancel()
+			}
+			return append(x.tracker.Proxies(), others...)
+		}
+	}
+	return x.tracker.Proxies
+}
+
 // followHost keeps the engine's view of the Envoys' hosts current: every second, the addresses and stats
-// ports of the connected Envoys (and this host's addresses, which change as interfaces come and go). A
+// ports of the Envoys (hostProxies), and this host's addresses, which change as interfaces come and go. A
 // change translates every policy again, which happens only when an Envoy connects from a new address,
 // declares a new stats port, or the host's addresses change.
 func followHost(ctx context.Context, eng *engine.Engine, proxies func() []xdsserver.ProxyStatus, own []reach.OwnPort) {

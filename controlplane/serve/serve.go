@@ -490,9 +490,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
-	// This replica's own Envoys: reading every replica's from the store each second would cost more than
-	// the hop limit leaves to gain.
-	g.Go(func() error { followHost(ctx, eng, x.tracker.Proxies, own); return nil })
+	// Every replica's Envoys, not only this replica's: a backend on the address of an Envoy served by another
+	// replica reaches that Envoy's listeners, the other policies' included, which no hop limit sees.
+	g.Go(func() error { followHost(ctx, eng, hostProxies(ctx, x, api, kube), own); return nil })
 	st.follow(ctx, g, &cfg, api, x.guard, ro)
 	groupCerts, err := newGroupCerts(&cfg, x.ca)
 	if err != nil {
