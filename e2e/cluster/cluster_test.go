@@ -323,11 +323,14 @@ func fromHost(t *testing.T, url string, n int) map[string]int {
 // TestCluster: the docs' cluster blocks as typed (README.md's Kubernetes quick start: helm install, the sample
 // backends and policy applied with kubectl, a request through the NodePort; docs/kubernetes.md's look at the
 // pods), every pod Ready and the policy Programmed; traffic through the Envoy Service from a pod (cluster DNS,
-// ClusterIP) and from the host (NodePort); then k6 as a Job in the cluster through Envoy, nginx and HAProxy in
+// ClusterIP) and from the host (NodePort); the Envoy image without a shell (envoy-image); then k6 as a Job in
+// the cluster through Envoy, nginx and HAProxy in
 // front of the same backends; then faults under k6 load (a backend pod deleted, the lbplane leader pod deleted,
 // a helm upgrade that rolls lbplane, a rolling restart of the Envoys with their preStop drain, a node drain that
 // the PodDisruptionBudgets hold), each reporting its failed requests; then an Envoy that starts while lbplane
-// is down waits for it without being restarted; last, docs/kubernetes-reference.md's blocks as typed on a
+// is down waits for it without being restarted; then issue 49's attacks of a namespace tenant (tenants), and
+// a staged rollout rolled back as lbplane's scraped metrics and the chart's alert rules see it
+// (rollback-alert); last, docs/kubernetes-reference.md's blocks as typed on a
 // fresh release (the image built and imported, install, first policy, a request, the CRD handed to the release),
 // then its "In any cluster" block as a reader elsewhere types it (runAnyClusterDocBlocks).
 func TestCluster(t *testing.T) {
@@ -371,6 +374,8 @@ func TestCluster(t *testing.T) {
 	t.Run("k6", func(t *testing.T) { c.k6Comparison(t) })
 	t.Run("faults", func(t *testing.T) { c.faults(t) })
 	t.Run("envoy-waits-for-lbplane", func(t *testing.T) { c.envoyWaitsForLbplane(t) })
+	t.Run("tenants", func(t *testing.T) { c.tenants(t) })
+	t.Run("rollback-alert", func(t *testing.T) { c.rollbackAlert(t) })
 
 	// The reference page is read on its own: its install is the README's, so the release and the sample
 	// backends are removed first, as a reader who starts from that page has neither. The Kubernetes blocks
