@@ -10,7 +10,6 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/dnsresolve"
 	"github.com/lbplane/lbplane/controlplane/engine"
-	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -62,26 +61,10 @@ func hostView(proxies []xdsserver.ProxyStatus, own []reach.OwnPort) ([]netip.Add
 	return slices.Compact(self), ports
 }
 
-// hostProxies are the Envoys whose addresses no backend may use: every replica's, as the etcd store or the
-// Kubernetes proxy reports (ConfigMaps) have them, both written every 2 s and read here at most as often,
-// with this replica's own from its tracker at once; this replica's only with neither.
-func hostProxies(ctx context.Context, x *xds, api *pushAPI, kube *kubesource.Source) func() []xdsserver.ProxyStatus {
-	switch {
-	case api.fleet != nil:
-		return api.fleet.all
-	case kube != nil:
-		var others []xdsserver.ProxyStatus
-		var at time.Time
-		return func() []xdsserver.ProxyStatus {
-			if time.Since(at) >= 2*time.Second {
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				others, at = kube.AllProxies(rctx), time.Now()
-				cancel()
-			}
-			return append(x.tracker.Proxies(), others...)
-		}
-	}
-	return x.tracker.Proxies
+// hostProxies are the Envoys whose addresses no backend may use: every replica's (fleetView), with this
+// replica's own from its tracker at once.
+func hostProxies(x *xds, fleet func() []xdsserver.ProxyStatus) func() []xdsserver.ProxyStatus {
+	return func() []xdsserver.ProxyStatus { return append(x.tracker.Proxies(), fleet()...) }
 }
 
 // followHost keeps the engine's view of the Envoys' hosts current: every second, the addresses and stats
