@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,46 +11,24 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/xds"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
+	"github.com/lbplane/lbplane/internal/grpcfleet"
 )
 
-// testServiceBackend is a gRPC server on loopback that answers UnaryCall with its name.
-type testServiceBackend struct {
-	Name string
-	Port int
-	srv  *grpc.Server
-}
-
-type namedTestServer struct {
-	testgrpc.UnimplementedTestServiceServer
-	name string
-}
-
-func (s *namedTestServer) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	return &testgrpc.SimpleResponse{Hostname: s.name}, nil
-}
-
-func startTestServiceBackend(t *testing.T, name string) *testServiceBackend {
+func startTestServiceBackend(t *testing.T, name string) *grpcfleet.Backend {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	b, err := grpcfleet.StartBackend(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(srv, &namedTestServer{name: name})
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	return &testServiceBackend{Name: name, Port: lis.Addr().(*net.TCPAddr).Port, srv: srv}
+	t.Cleanup(b.Stop)
+	return b
 }
 
 const grpcPolicy = `
@@ -85,27 +62,12 @@ func grpcClient(t *testing.T, l *Lbplane, node, target string) testgrpc.TestServ
 		t.Fatalf("lbctl bootstrap --grpc: %v: %s", err, stderr)
 	}
 	t.Logf("bootstrap of %s:\n%s", node, out)
-	r, err := xds.NewXDSResolverWithConfigForTesting([]byte(out))
-	if err != nil {
-		t.Fatalf("the bootstrap lbctl wrote: %v", err)
-	}
-	cc, err := grpc.NewClient("xds:///"+target, grpc.WithResolvers(r), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpcfleet.NewClient([]byte(out), target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cc.Close() })
-	return testgrpc.NewTestServiceClient(cc)
-}
-
-// call makes one RPC (with x-user: user when user is set) and returns who answered.
-func call(c testgrpc.TestServiceClient, user string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if user != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "x-user", user)
-	}
-	r, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-	return r.GetHostname(), err
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // TestProxylessGRPC runs real grpc-go xDS clients (google.golang.org/grpc/xds, xds:///host:port, each with
@@ -113,12 +75,12 @@ func call(c testgrpc.TestServiceClient, user string) (string, error) {
 func TestProxylessGRPC(t *testing.T) {
 	t.Parallel()
 	l := startLbplane(t)
-	bs := []*testServiceBackend{startTestServiceBackend(t, "g0"), startTestServiceBackend(t, "g1"), startTestServiceBackend(t, "g2")}
+	bs := []*grpcfleet.Backend{startTestServiceBackend(t, "g0"), startTestServiceBackend(t, "g1"), startTestServiceBackend(t, "g2")}
 	type pol struct {
 		Name, Algorithm string
 		Hash, TLS       bool
 		Port            int
-		B               []*testServiceBackend
+		B               []*grpcfleet.Backend
 	}
 	pols := []*pol{
 		{Name: "rr", Algorithm: "RoundRobin"},
@@ -137,13 +99,13 @@ func TestProxylessGRPC(t *testing.T) {
 	}
 	for _, p := range pols {
 		eventually(t, 30*time.Second, p.Name+" answers through xDS", func() error {
-			_, err := call(clients[p.Name], "u")
+			_, err := grpcfleet.Call(clients[p.Name], "u")
 			return err
 		})
 	}
 
 	t.Run("RoundRobinWithin5Percent", func(t *testing.T) {
-		got, err := spread(3000, func(int) (string, error) { return call(clients["rr"], "") })
+		got, err := spread(3000, func(int) (string, error) { return grpcfleet.Call(clients["rr"], "") })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +122,7 @@ func TestProxylessGRPC(t *testing.T) {
 			// Each key 5 times; the keys are called side by side.
 			_, err := spread(500, func(i int) (string, error) {
 				user := fmt.Sprintf("user-%d", i%100)
-				b, err := call(clients[name], user)
+				b, err := grpcfleet.Call(clients[name], user)
 				if err != nil {
 					return "", err
 				}
@@ -187,7 +149,7 @@ func TestProxylessGRPC(t *testing.T) {
 	}
 	t.Run("LeastRequestAndRandomAccepted", func(t *testing.T) {
 		for _, name := range []string{"lr", "random"} {
-			got, err := spread(300, func(int) (string, error) { return call(clients[name], "") })
+			got, err := spread(300, func(int) (string, error) { return grpcfleet.Call(clients[name], "") })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +179,7 @@ func TestProxylessGRPC(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the client still reached %s 10s after the push", bs[2].Name)
 			}
-			b, err := call(clients["rr"], "")
+			b, err := grpcfleet.Call(clients["rr"], "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +193,7 @@ func TestProxylessGRPC(t *testing.T) {
 		push(t, l, policy(t, grpcPolicy, pols[0]))
 		eventually(t, 10*time.Second, "the third backend is back", func() error {
 			for range 30 {
-				if b, _ := call(clients["rr"], ""); b == bs[2].Name {
+				if b, _ := grpcfleet.Call(clients["rr"], ""); b == bs[2].Name {
 					return nil
 				}
 			}
@@ -257,7 +219,7 @@ func TestProxylessGRPC(t *testing.T) {
 			}
 			return nil
 		})
-		if _, err := call(clients["rr"], ""); err != nil {
+		if _, err := grpcfleet.Call(clients["rr"], ""); err != nil {
 			t.Fatalf("the other policies' clients: %v", err)
 		}
 	})
@@ -273,9 +235,9 @@ func TestProxylessGRPC(t *testing.T) {
 			defer close(done)
 			for i := range 500 {
 				if i == killAt {
-					bs[2].srv.Stop()
+					bs[2].Stop()
 				}
-				_, err := call(clients["rr"], "")
+				_, err := grpcfleet.Call(clients["rr"], "")
 				mu.Lock()
 				if err != nil {
 					failures = append(failures, err)

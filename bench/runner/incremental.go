@@ -15,6 +15,8 @@ type incrementalPlan struct {
 	Churn      churnPlan `json:"churn,omitzero"`
 	ColdCounts []int     `json:"coldStartPolicies,omitempty"`
 	Fanout     []int     `json:"fanoutClients,omitempty"`
+	// GRPCFleet: proxyless grpc-go clients of the gRPC fleet row (grpcfleet.go).
+	GRPCFleet []int `json:"grpcFleetClients,omitempty"`
 	// FanoutReplicas: the fan-out across replicas on etcd (-fanout-replicas, fanout_replicas.go).
 	FanoutReplicas fanoutReplicasPlan `json:"fanoutReplicas,omitzero"`
 }
@@ -23,6 +25,7 @@ type churnFlags struct {
 	policies, rate   *int
 	duration         *time.Duration
 	cold, fanoutList *string
+	grpcFleet        *string
 }
 
 func churnFlagSet() churnFlags {
@@ -32,6 +35,7 @@ func churnFlagSet() churnFlags {
 		duration:   flag.Duration("churn-duration", 60*time.Second, "length of the endpoint-churn row"),
 		cold:       flag.String("cold-policies", "10000,50000,100000", "policy counts of the cold-start row (-only coldstart), each a fresh lbplane on a --config-dir"),
 		fanoutList: flag.String("fanout", "1000,10000", "simulated delta clients of the fan-out row (-only fanout), each count a fresh lbplane"),
+		grpcFleet:  flag.String("grpc-fleet", "1000", "grpc-go xDS clients of the gRPC fleet row (-only grpc-fleet), each count a fresh lbplane"),
 	}
 }
 
@@ -46,6 +50,10 @@ func (f churnFlags) apply(cfg *config) {
 		fmt.Fprintln(os.Stderr, "error: -fanout:", err)
 		os.Exit(2)
 	}
+	if cfg.Incremental.GRPCFleet, err = intList(*f.grpcFleet); err != nil {
+		fmt.Fprintln(os.Stderr, "error: -grpc-fleet:", err)
+		os.Exit(2)
+	}
 }
 
 // incrementalOnly tells whether -only names nothing but these rows (which need Envoy and no other peer).
@@ -54,7 +62,7 @@ func incrementalOnly(only string) bool {
 		return false
 	}
 	for _, s := range strings.Split(only, ",") {
-		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "controlplane" {
+		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "grpc-fleet" && s != "controlplane" {
 			return false
 		}
 	}
@@ -79,6 +87,11 @@ func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, 
 			return fmt.Errorf("fan-out: %w", err)
 		}
 	}
+	if named("grpc-fleet") {
+		if err := grpcFleet(ctx, e, cfg.Incremental.GRPCFleet, record); err != nil {
+			return fmt.Errorf("gRPC fleet: %w", err)
+		}
+	}
 	if cfg.Incremental.FanoutReplicas.Replicas > 0 { // opt-in: -fanout-replicas N
 		if err := fanOutReplicas(ctx, e, cfg.Incremental.FanoutReplicas, record); err != nil {
 			return fmt.Errorf("fan-out across replicas: %w", err)
@@ -89,7 +102,7 @@ func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, 
 
 // incrementalMarkdown is the report's part for the endpoint-churn, cold-start and fan-out rows.
 func (r *report) incrementalMarkdown(w func(string, ...any)) {
-	var churn, cold, fan, kube []runRecord
+	var churn, cold, fan, kube, grpcs []runRecord
 	for _, run := range r.Runs {
 		switch run.Scenario {
 		case "propagation":
@@ -104,6 +117,8 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 			}
 		case "fanout":
 			fan = append(fan, run)
+		case "grpc-fleet":
+			grpcs = append(grpcs, run)
 		}
 	}
 	if len(kube) > 0 {
@@ -132,6 +147,13 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 		for _, c := range fan {
 			x := c.Extra
 			w("| %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s → %s | %.1f |\n", c.Conns, x["connectSeconds"], c.P50, c.P99, c.P999, x["got"], c.LbplaneCPUPerChangeMs, mib(x["idleRSS"]), mib(float64(c.LbplaneRSS)), x["rssPerClientKiB"])
+		}
+	}
+	if len(grpcs) > 0 {
+		w("\n## Proxyless gRPC clients\n\nEach count in a fresh lbplane as it ships (mTLS xDS) holding one gRPC policy over three backends; grpc-go xDS clients (`xds:///`, state of the world) in a process of their own, each its own node with a certificate from lbplane; %%d changes of the policy's endpoints, each timed from the push sent to the last client's acknowledgement as lbplane recorded it. RSS per client: (lbplane's RSS with every client SYNCED − its RSS before the first) / clients.\n\n| clients | connect s | every client acknowledged p50 / max ms | lbplane CPU ms per change | lbplane RSS idle → connected MiB | lbplane RSS per client KiB | the clients' RSS per client KiB | valid |\n|---|---|---|---|---|---|---|---|\n", grpcFleetChanges)
+		for _, c := range grpcs {
+			x := c.Extra
+			w("| %d | %.1f | %.1f / %.1f | %.1f | %s → %s | %.1f | %.1f | %v %s |\n", c.Conns, x["connectSeconds"], c.P50, c.P999, c.LbplaneCPUPerChangeMs, mib(x["idleRSS"]), mib(float64(c.LbplaneRSS)), x["rssPerClientKiB"], x["fleetRSSPerClientKiB"], c.Valid, c.Note)
 		}
 	}
 	r.fanoutReplicasMarkdown(w)

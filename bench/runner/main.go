@@ -353,7 +353,7 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 		return fmt.Errorf("the open-file limit (%d) allows %d client connections per peer, fewer than %d (raise ulimit -n, or -concurrency)", e.noFile, e.maxConn, most)
 	}
 	e.bin = filepath.Join(work, "bin")
-	build := exec.Command("go", "build", "-o", e.bin+"/", "./cmd/lbplane", "./cmd/lbplane-backend")
+	build := exec.Command("go", "build", "-o", e.bin+"/", "./cmd/lbplane", "./cmd/lbplane-backend", "./internal/grpcfleet/fleet")
 	build.Dir, build.Stdout, build.Stderr = repoRoot, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building lbplane: %w", err)

@@ -16,6 +16,8 @@ var renderers = map[string]func(spec) (string, error){
 	"coldstart":   coldStartTable,
 	"churn":       churnTable,
 	"fanout":      fanoutTable,
+	// Proxyless grpc-go clients on one lbplane (runner -only grpc-fleet).
+	"grpc-fleet": grpcFleetTable,
 	// The fan-out across lbplane replicas on etcd (runner -fanout-replicas).
 	"fanout-replicas": fanoutReplicasTable,
 	"health":          healthTable,
@@ -251,6 +253,35 @@ func fanoutTable(sp spec) (string, error) {
 		}
 		m.row(r.dir, strconv.Itoa(r.Conns), f1(r.P50)+" / "+f1(r.P99)+" / "+f1(all), f0(r.CPUPerChange),
 			f0(x["lbplaneCPUPerClientUs"]), f2(x["readSyscallsPerClient"])+" / "+f2(x["writeSyscallsPerClient"]), f1(x["rssPerClientKiB"]))
+	}
+	if n == 0 {
+		return "", noRows(sp)
+	}
+	return m.String(), nil
+}
+
+// grpcFleetTable: changes to proxyless grpc-go xDS clients (runs.jsonl, scenario grpc-fleet), one row per
+// client count.
+func grpcFleetTable(sp spec) (string, error) {
+	runs, err := readRuns(sp)
+	if err != nil {
+		return "", err
+	}
+	var m md
+	m.header("run", "clients", "changes", "every client acknowledged p50 / max ms", "lbplane CPU per change ms", "lbplane RSS per client KiB", "clients' RSS per client KiB", "valid")
+	n := 0
+	for _, r := range runs {
+		if r.Scenario != "grpc-fleet" {
+			continue
+		}
+		n++
+		x := r.Extra
+		all := 0.0
+		if len(r.Samples) > 0 {
+			all = slices.Max(r.Samples)
+		}
+		m.row(r.dir, strconv.Itoa(r.Conns), strconv.Itoa(len(r.Samples)), f1(r.P50)+" / "+f1(all), f0(r.CPUPerChange),
+			f1(x["rssPerClientKiB"]), f1(x["fleetRSSPerClientKiB"]), strconv.FormatBool(r.Valid))
 	}
 	if n == 0 {
 		return "", noRows(sp)
