@@ -246,9 +246,17 @@ func (c *cluster) rollbackAlert(t *testing.T) {
 	if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutRolledBack || st.Rollout.CandidateGeneration != 2 {
 		t.Fatalf("the metrics show a rollback, status.rollout says %+v", st.Rollout)
 	}
+	// Each replica says what status says, whichever Envoys are connected to it.
 	for i := 0; i < changed; i++ {
-		if got := conditionSeries(scrapes[i], "default", "ro"); !got["Programmed=True/Programmed"] || got["RolledBack=True/RolledBack"] {
-			t.Fatalf("before the change, scrape %d: %v; want Programmed True and no rollback", i, got)
+		for tg, samples := range scrapes[i] {
+			if got := conditionSeries(map[string][]promseries.Sample{tg: samples}, "default", "ro"); len(got) == 0 || !got["Programmed=True/Programmed"] || got["RolledBack=True/RolledBack"] {
+				t.Fatalf("before the change, scrape %d of %s: %v; want Programmed True and no rollback", i, tg, got)
+			}
+		}
+	}
+	for tg, samples := range scrapes[len(scrapes)-1] {
+		if got := conditionSeries(map[string][]promseries.Sample{tg: samples}, "default", "ro"); !got["Programmed=False/RolledBack"] || !got["RolledBack=True/RolledBack"] {
+			t.Fatalf("after the rollback, %s: %v; want Programmed False and RolledBack True", tg, got)
 		}
 	}
 	t.Logf("scraped every %s: the change at scrape %d, RolledBack True from scrape %d, Programmed False (RolledBack) from scrape %d",
