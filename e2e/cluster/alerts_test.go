@@ -217,6 +217,20 @@ func (c *cluster) rollbackAlert(t *testing.T) {
 		scrapes = append(scrapes, s)
 		return s
 	}
+	// Every replica says what status says, whichever Envoys are connected to it, once the other replicas'
+	// reports (every 2 s) have the Envoys' acknowledgements.
+	eventually(t, 30*time.Second, "every lbplane replica's metrics say default/ro is Programmed", func() error {
+		s, err := scrapeAll(targets)
+		if err != nil {
+			return err
+		}
+		for tg, samples := range s {
+			if got := conditionSeries(map[string][]promseries.Sample{tg: samples}, "default", "ro"); !got["Programmed=True/Programmed"] {
+				return fmt.Errorf("%s: %v", tg, got)
+			}
+		}
+		return nil
+	})
 	tick := time.NewTicker(scrapeEvery)
 	defer tick.Stop()
 	for i := 0; i < 3; i++ {
@@ -246,7 +260,6 @@ func (c *cluster) rollbackAlert(t *testing.T) {
 	if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutRolledBack || st.Rollout.CandidateGeneration != 2 {
 		t.Fatalf("the metrics show a rollback, status.rollout says %+v", st.Rollout)
 	}
-	// Each replica says what status says, whichever Envoys are connected to it.
 	for i := 0; i < changed; i++ {
 		for tg, samples := range scrapes[i] {
 			if got := conditionSeries(map[string][]promseries.Sample{tg: samples}, "default", "ro"); len(got) == 0 || !got["Programmed=True/Programmed"] || got["RolledBack=True/RolledBack"] {
