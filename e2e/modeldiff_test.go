@@ -22,7 +22,7 @@ import (
 // draw these; each is said in the model's own output where it applies (trace's caveats and notes).
 var modelGaps = []struct{ behaviour, why string }{
 	{"zone-aware routing with Envoys in several zones", "each Envoy keeps its requests in its own zone, and how many requests each Envoy sends is not known: predictions average the Envoys, and say so (TestZoneAwareModelMatchesEnvoy holds the model to one Envoy in zone-a)"},
-	{"slow start", "an endpoint's weight ramps up from the moment it joined, which only Envoy knows"},
+	{"slow start", "an endpoint's weight ramps up from the moment it joined, which only Envoy knows: the model ramps the endpoints it is told joined, at the age it is told (whatif --joined --at, held to Envoy by TestSlowStartPredictionMatchesEnvoy)"},
 	{"BackendUtilization (client-side weighted round robin)", "the weights follow the utilization the endpoints report over ORCA at run time"},
 	{"least request and bounded load under concurrent requests", "Envoy then favours the endpoints with fewer requests in flight; the model gives what requests that do not overlap see (the test sends them one at a time)"},
 	{"backends of host names (DNS)", "Envoy balances over the addresses it resolves; the model balances over the names and says so"},

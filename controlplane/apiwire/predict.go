@@ -23,6 +23,11 @@ type Predict struct {
 	// Zone, when set, predicts for an Envoy in this zone ("" for one without a zone); unset, for the Envoys
 	// of the policy's proxy group that are connected, each taken to send as many requests.
 	Zone *string `json:"zone,omitempty"`
+	// Joined names endpoints that joined a slow-starting backend At ago ("zone=NAME" or
+	// "endpoint=ADDRESS[:PORT]"): their shares are those of the ramp (Envoy's slow start) at that age.
+	Joined []string `json:"joined,omitempty"`
+	// At is how long ago the Joined endpoints joined, a duration ("30s"); empty is 0s.
+	At string `json:"at,omitempty"`
 }
 
 // TraceTarget is where a traced request enters Envoy, for sending it there (lbctl trace --live): the

@@ -80,6 +80,7 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 		backendFeatures(add, bp, b)
 		zones(add, bp, b)
 		dnsBackend(add, bp, b)
+		slowStartRamp(add, bp, b)
 	}
 	for _, split := range splits(s) {
 		hashSplit(add, s, split, byName)

@@ -237,6 +237,25 @@ spec:
   routes: [{name: a, match: {path: {value: /API}}, backends: [{name: app}]}, {name: b, match: {path: {value: /api/x}}, backends: [{name: app}]}]
   backends: [{name: app, ` + eps + `}]`,
 			}},
+		{RuleSlowStartStarves, "spec.backends[0].loadBalancing.slowStart.minWeightPercent",
+			[]string{`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, loadBalancing: {slowStart: {window: 60s, minWeightPercent: 0}}, ` + eps + `}]`,
+				// Faster at first, still far below 1 % at the start.
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, loadBalancing: {slowStart: {window: 10m, aggression: "2.0", minWeightPercent: 0}}, ` + eps + `}]`},
+			[]string{`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, loadBalancing: {slowStart: {window: 60s}}, ` + eps + `}]`,
+				`metadata: {name: p}
+spec:
+  listener: {port: 80, protocol: HTTP}
+  backends: [{name: app, loadBalancing: {slowStart: {window: 60s, minWeightPercent: 1}}, ` + eps + `}]`,
+			}},
 	} {
 		t.Run(c.rule, func(t *testing.T) {
 			for i, doc := range c.hit {

@@ -135,6 +135,9 @@ func (s *Server) Trace(k translate.Key, req apiwire.TraceRequest) (*pushclient.T
 	if err != nil {
 		return nil, err
 	}
+	if err := joined(sv, k, m, req.Predict); err != nil {
+		return nil, err
+	}
 	headers := map[string][]string{}
 	for name, vs := range req.Headers {
 		headers[strings.ToLower(name)] = append(headers[strings.ToLower(name)], vs...)
@@ -153,8 +156,8 @@ func (s *Server) Trace(k translate.Key, req apiwire.TraceRequest) (*pushclient.T
 // WhatIf compares the policy k as served with more endpoints down (POST .../whatif): one preview, in a
 // list as diff --traffic's.
 func (s *Server) WhatIf(k translate.Key, req apiwire.WhatIfRequest) ([]*trafficmodel.Preview, error) {
-	if len(req.Down) == 0 {
-		return nil, refused(http.StatusBadRequest, "down: name at least one zone=NAME or endpoint=ADDRESS[:PORT]")
+	if len(req.Down) == 0 && len(req.Joined) == 0 {
+		return nil, refused(http.StatusBadRequest, "down or joined: name at least one zone=NAME or endpoint=ADDRESS[:PORT]")
 	}
 	sv, err := s.served(k, req.Zone)
 	if err != nil {
@@ -168,7 +171,20 @@ func (s *Server) WhatIf(k translate.Key, req apiwire.WhatIfRequest) ([]*trafficm
 	if err != nil {
 		return nil, err
 	}
+	if err := joined(sv, k, after, req.Predict); err != nil {
+		return nil, err
+	}
 	return []*trafficmodel.Preview{trafficmodel.Compare(before, after)}, nil
+}
+
+// joined ramps the endpoints req.Joined names in m up as slow start has them req.At after they joined.
+func joined(sv *served, k translate.Key, m *trafficmodel.Policy, req apiwire.Predict) error {
+	ages, err := trafficmodel.JoinedAges(sv.cfg, k.Namespace, k.Name, req.Joined, req.At)
+	if err != nil {
+		return refused(http.StatusBadRequest, "%v", err)
+	}
+	m.Joined(ages)
+	return nil
 }
 
 // served is the policy k as the server serves it: its translation's IR, its resources as published, and

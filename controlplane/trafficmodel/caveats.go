@@ -21,7 +21,9 @@ func Caveats(c *Cluster) []string {
 		out = append(out, fmt.Sprintf("bounded load (%d%%): under concurrent requests, a key whose endpoint is over the bound goes to the next one on the ring or table; the shares are those of requests that do not overlap", c.HashBalanceFactor))
 	}
 	if c.SlowStart {
-		out = append(out, "slow start: an endpoint that joined less than the window ago gets less than its share")
+		if s := c.slowStartCaveat(); s != "" {
+			out = append(out, s)
+		}
 	}
 	if c.ZoneAware {
 		if z := zoneCaveat(c.envoys.parts()); z != "" {

@@ -42,6 +42,8 @@ type Host struct {
 	Priority int    `json:"priority"`
 	// Backup: a backup endpoint (its level comes after every other one).
 	Backup bool `json:"backup,omitempty"`
+	// Warming is the part of its weight a slow-starting endpoint has (Policy.Joined); 0: its full weight.
+	Warming float64 `json:"warming,omitempty"`
 	// locality is the index of the host's locality in the assignment.
 	locality int
 	// status is the host's health as Envoy matches it against override_host_status: UNHEALTHY when it is
@@ -99,6 +101,7 @@ type Cluster struct {
 	HashBalanceFactor uint32 `json:"hashBalanceFactor,omitempty"`
 	// SlowStart: endpoints that join ramp up their weight over a window.
 	SlowStart bool `json:"slowStart,omitempty"`
+	slow      *Ramp
 	// Outlier: outlier detection ejects endpoints that fail requests.
 	Outlier bool `json:"outlier,omitempty"`
 	// ResolvedByEnvoy says the endpoints are host names Envoy resolves at run time (a DNS backend): the
@@ -272,7 +275,8 @@ func (m *Cluster) readPolicy(c *clusterv3.Cluster) error {
 		m.ZoneAware = loc.GetZoneAwareLbConfig() != nil
 		m.zoneRouting = zoneRoutingOf(loc.GetZoneAwareLbConfig())
 	}
-	m.SlowStart = slow != nil && slow.GetSlowStartWindow().AsDuration() > 0
+	m.slow = rampOf(slow)
+	m.SlowStart = m.slow != nil
 	return nil
 }
 
@@ -336,13 +340,13 @@ func (m *Cluster) hashWeights(l *Level) []weighted {
 }
 
 func (m *Cluster) normalized(hosts []int) []weighted {
-	var sum uint64
+	var sum float64
 	for _, i := range hosts {
-		sum += uint64(m.Hosts[i].Weight)
+		sum += m.effectiveWeight(i)
 	}
 	out := make([]weighted, 0, len(hosts))
 	for _, i := range hosts {
-		out = append(out, weighted{host: i, key: m.Hosts[i].Address, weight: float64(m.Hosts[i].Weight) / float64(sum)})
+		out = append(out, weighted{host: i, key: m.Hosts[i].Address, weight: m.effectiveWeight(i) / sum})
 	}
 	return out
 }

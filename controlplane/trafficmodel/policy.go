@@ -376,6 +376,8 @@ type EndpointShare struct {
 	// ResolvedByEnvoy: Address is a host name, whose addresses Envoy resolves at run time and splits the
 	// share over.
 	ResolvedByEnvoy bool `json:"resolvedByEnvoy,omitempty"`
+	// Warming is the part of its weight a slow-starting endpoint has (Policy.Joined); 0: its full weight.
+	Warming float64 `json:"warming,omitempty"`
 }
 
 // Shares returns, route by route, every endpoint's expected share of the route's requests: the backend's
@@ -394,7 +396,7 @@ func (p *Policy) Shares() []EndpointShare {
 				h := c.Hosts[i]
 				out = append(out, EndpointShare{Route: r.Name, Backend: p.BackendOf[c.Name], Cluster: c.Name, Address: h.Address,
 					Zone: h.Zone, Priority: h.Priority, Backup: h.Backup, Weight: h.Weight, Healthy: h.Healthy, Reason: h.Reason, Share: w * s,
-					KeepsSessions: c.KeepsSession(i), ResolvedByEnvoy: c.ResolvedByEnvoy})
+					KeepsSessions: c.KeepsSession(i), ResolvedByEnvoy: c.ResolvedByEnvoy, Warming: h.Warming})
 			}
 		}
 	}

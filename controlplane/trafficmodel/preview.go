@@ -55,7 +55,7 @@ type Change struct {
 	Backup   bool    `json:"backup,omitempty"`
 	Before   float64 `json:"before"`
 	After    float64 `json:"after"`
-	// State is "added", "removed", "down: reason" or empty.
+	// State is "added", "removed", "down: reason", "warming up: N % of its weight" (slow start) or empty.
 	State string `json:"state,omitempty"`
 }
 
@@ -125,8 +125,11 @@ func Compare(before, after *Policy) *Preview {
 		c.After += e.Share
 		c.Priority, c.Backup = e.Priority, e.Backup
 		inAfter[shareKey{e.Route, e.Backend, e.Address}] = true
-		if !e.Healthy {
+		switch {
+		case !e.Healthy:
 			c.State = "down: " + e.Reason
+		case e.Warming > 0:
+			c.State = fmt.Sprintf("warming up: %.0f %% of its weight", 100*e.Warming)
 		}
 	}
 	for i := range pv.Changes {

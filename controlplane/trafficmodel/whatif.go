@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/lbplane/lbplane/controlplane/ir"
 )
@@ -37,8 +38,29 @@ func WithDown(cfg *ir.Config, namespace, name string, down Down, sels []Selector
 	if out == nil {
 		out = Down{}
 	}
+	err := selected(cfg, namespace, name, sels, func(addr string, s Selector) {
+		if s.Zone != "" {
+			out[addr] = "what-if: zone " + s.Zone + " down"
+		} else {
+			out[addr] = "what-if: endpoint down"
+		}
+	})
+	return out, err
+}
+
+// WithJoined returns the ages (Policy.Joined) of every endpoint of the policy's backends that a selector
+// names: each joined at ago. A selector that names nothing is an error.
+func WithJoined(cfg *ir.Config, namespace, name string, sels []Selector, at time.Duration) (Ages, error) {
+	out := Ages{}
+	err := selected(cfg, namespace, name, sels, func(addr string, _ Selector) { out[addr] = at })
+	return out, err
+}
+
+// selected calls found with each endpoint ("address:port") of the policy's clusters in cfg that a selector
+// names, and fails on the first selector that names none.
+func selected(cfg *ir.Config, namespace, name string, sels []Selector, found func(addr string, s Selector)) error {
 	for _, s := range sels {
-		found := false
+		hit := false
 		for _, g := range cfg.Groups {
 			for _, c := range g.Clusters {
 				if c.Source.Namespace != namespace || c.Source.Name != name {
@@ -46,25 +68,20 @@ func WithDown(cfg *ir.Config, namespace, name string, down Down, sels []Selector
 				}
 				for _, e := range c.Endpoints {
 					addr := HostKey(e.Address, e.Port)
-					switch {
-					case s.Zone != "" && e.Zone == s.Zone:
-						out[addr] = "what-if: zone " + s.Zone + " down"
-					case s.Endpoint != "" && (s.Endpoint == addr || s.Endpoint == e.Address):
-						out[addr] = "what-if: endpoint down"
-					default:
-						continue
+					if (s.Zone != "" && e.Zone == s.Zone) || (s.Endpoint != "" && (s.Endpoint == addr || s.Endpoint == e.Address)) {
+						found(addr, s)
+						hit = true
 					}
-					found = true
 				}
 			}
 		}
-		if !found {
+		if !hit {
 			what := "zone " + s.Zone
 			if s.Endpoint != "" {
 				what = "endpoint " + s.Endpoint
 			}
-			return nil, fmt.Errorf("%s: no endpoint of %s/%s is in it", what, namespace, name)
+			return fmt.Errorf("%s: no endpoint of %s/%s is in it", what, namespace, name)
 		}
 	}
-	return out, nil
+	return nil
 }

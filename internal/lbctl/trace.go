@@ -37,22 +37,33 @@ func offlinePolicy(cmd *cobra.Command, file, namespace, name string) (*translate
 	return nil, nil, fmt.Errorf("policy %s is not in %s", k, file)
 }
 
-// offlineModel models the policy namespace/name of res with every endpoint healthy but those downs names,
-// for an Envoy in zone (one without a zone when nil).
-func offlineModel(res *translate.Result, namespace, name string, downs []string, zone *string) (*trafficmodel.Policy, error) {
-	down, err := addDowns(res, namespace, name, trafficmodel.Down{}, downs)
+// offlineModel models the policy namespace/name of res with every endpoint healthy but those p.Down names,
+// the endpoints p.Joined names warming up p.At after they joined, for an Envoy in p.Zone (one without a
+// zone when nil).
+func offlineModel(res *translate.Result, namespace, name string, p apiwire.Predict) (*trafficmodel.Policy, error) {
+	down, err := addDowns(res, namespace, name, trafficmodel.Down{}, p.Down)
 	if err != nil {
 		return nil, err
+	}
+	ages, err := trafficmodel.JoinedAges(res.IR, namespace, name, p.Joined, p.At)
+	if err != nil {
+		return nil, fmt.Errorf("--%w", err)
 	}
 	m, err := trafficmodel.ForPolicy(res.IR, namespace, name, down)
 	if err != nil {
 		return nil, err
 	}
-	e, err := zoneEnvoys(zone)
+	e, err := zoneEnvoys(p.Zone)
 	if err != nil {
 		return nil, err
 	}
-	return m.From(e), nil
+	return m.From(e).Joined(ages), nil
+}
+
+// addJoinedFlags adds --joined and --at to a prediction's flags.
+func addJoinedFlags(cmd *cobra.Command, joined *[]string, at *string) {
+	cmd.Flags().StringArrayVar(joined, "joined", nil, "endpoints that joined --at ago, warming up as the backend's slowStart ramps them: zone=NAME or endpoint=ADDRESS[:PORT] (repeatable)")
+	cmd.Flags().StringVar(at, "at", "", "with --joined: how long ago they joined, e.g. 30s (default 0s)")
 }
 
 // zoneEnvoys is an Envoy in zone as lbctl bootstrap --zone makes it; none when zone is nil.
@@ -79,7 +90,8 @@ func addZoneFlag(cmd *cobra.Command, value *string) {
 func newTrace(g *globals) *cobra.Command {
 	var namespace, file, path, clientIP, envoyURL, zone string
 	var output *outputFlags
-	var headers, cookies, downs []string
+	var headers, cookies, downs, joined []string
+	var at string
 	var live bool
 	cmd := &cobra.Command{
 		Use:   "trace NAME",
@@ -120,14 +132,15 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 				return err
 			}
 			ns := g.namespaceFor(cmd, namespace)
+			p := apiwire.Predict{Down: downs, Zone: zoneFlag(cmd, zone), Joined: joined, At: at}
 			var ans *pushclient.TraceAnswer
 			if file != "" {
-				ans, err = offlineTrace(cmd, file, ns, args[0], req, downs, zoneFlag(cmd, zone))
+				ans, err = offlineTrace(cmd, file, ns, args[0], req, p)
 			} else {
 				var c *pushclient.Client
 				if c, err = g.client(); err == nil {
 					ans, err = c.Trace(cmd.Context(), ns, args[0], apiwire.TraceRequest{Path: req.Path, Headers: req.Headers, ClientIP: req.ClientIP,
-						Predict: apiwire.Predict{Down: downs, Zone: zoneFlag(cmd, zone)}})
+						Predict: p})
 				}
 			}
 			if err != nil {
@@ -158,6 +171,7 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 	f.StringArrayVar(&cookies, "cookie", nil, "request cookie NAME=VALUE (repeatable)")
 	f.StringVar(&clientIP, "client-ip", "", "the client's address, for source IP hashing")
 	f.StringArrayVar(&downs, "down", nil, "also take endpoints down: zone=NAME or endpoint=ADDRESS[:PORT] (repeatable)")
+	addJoinedFlags(cmd, &joined, &at)
 	f.BoolVar(&live, "live", false, "also send the request through Envoy and compare the endpoint it chose")
 	f.StringVar(&envoyURL, "envoy", "", "with --live: Envoy's URL for the policy (default: http://LISTENER-ADDRESS:PORT)")
 	addZoneFlag(cmd, &zone)
@@ -166,12 +180,12 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 }
 
 // offlineTrace traces req through the policy namespace/name of files.
-func offlineTrace(cmd *cobra.Command, file, namespace, name string, req trafficmodel.Request, downs []string, zone *string) (*pushclient.TraceAnswer, error) {
+func offlineTrace(cmd *cobra.Command, file, namespace, name string, req trafficmodel.Request, pr apiwire.Predict) (*pushclient.TraceAnswer, error) {
 	res, p, err := offlinePolicy(cmd, file, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	m, err := offlineModel(res, namespace, name, downs, zone)
+	m, err := offlineModel(res, namespace, name, pr)
 	if err != nil {
 		return nil, err
 	}
