@@ -11,7 +11,7 @@ VERSION := $(shell cat version/VERSION)
 REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo -dirty)
 LDFLAGS := -X github.com/lbplane/lbplane/version.revision=$(REVISION)
 
-.PHONY: run stop test test-go stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster
+.PHONY: run stop test test-go stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster conformance
 
 # The e2e tests mostly wait on Envoy, backends and timers, so four run at once on two cores (11 minutes instead
 # of 25); the connection floods take turns (e2e exclusive), and the tests on fixed demo ports run alone.
@@ -110,15 +110,32 @@ cluster-down:
 	@hack/cluster/cluster.sh down
 
 ## images: the OCI image tarballs (lbplane from the Dockerfile's description, and the cluster's Envoy, k6, pause,
-## CoreDNS, nginx, HAProxy) into .run/cluster/images, without Docker; `make cluster` imports them
+## CoreDNS, nginx, HAProxy, and the conformance suite's echo-basic and CoreDNS under the names its manifests use)
+## into .run/cluster/images, without Docker; `make cluster` imports them
 images:
 	$(GO) run ./hack/images -out .run/cluster/images
 
-## test-cluster: make cluster, the chart test on it (e2e/cluster), then make cluster-down, whatever the result
+# CLUSTER_CONFORMANCE=1: make test-cluster also runs the Gateway API conformance suite (GATEWAY-HTTP core) on the
+# cluster it built, after the chart test; its failure fails test-cluster.
+CLUSTER_CONFORMANCE ?= 0
+# Flags for the conformance suite (conformance/conformance_test.go), e.g.
+# CONFORMANCE_FLAGS=-supported-features=HTTPRouteQueryParamMatching,HTTPRouteMethodMatching for extended features.
+CONFORMANCE_FLAGS ?=
+
+## test-cluster: make cluster, the chart test on it (e2e/cluster), with CLUSTER_CONFORMANCE=1 the Gateway API
+## conformance suite on the same cluster, then make cluster-down, whatever the result
 test-cluster:
 	@hack/cluster/cluster.sh up; rc=$$?; \
-	  if [ $$rc = 0 ]; then KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) test -tags cluster -race -count=1 -timeout 30m -v ./e2e/cluster; rc=$$?; fi; \
+	  if [ $$rc = 0 ]; then KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) test -tags cluster -race -count=1 -timeout 30m -v ./e2e/cluster; rc=$$?; \
+	    if [ "$(CLUSTER_CONFORMANCE)" = 1 ]; then conformance/run.sh --on-cluster $(CONFORMANCE_FLAGS) || rc=1; \
+	    else echo "test-cluster: the Gateway API conformance suite was not run (CLUSTER_CONFORMANCE=1 runs it here)"; fi; fi; \
 	  hack/cluster/cluster.sh down; exit $$rc
+
+## conformance: the Gateway API conformance suite, GATEWAY-HTTP core (CONFORMANCE_FLAGS adds the suite's flags),
+## on the make cluster cluster (started when not running and stopped after; root): the Gateway API CRDs, the chart
+## with gatewayAPI.enabled=true, the suite, the report into conformance/reports/ (docs/conformance.md)
+conformance:
+	@conformance/run.sh $(CONFORMANCE_FLAGS)
 
 ## golden: regenerate both golden sets, policy → IR and IR → xDS (review the diff)
 golden:

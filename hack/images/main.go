@@ -5,8 +5,13 @@
 // The lbplane image is described once, by the Dockerfile: this builder runs the build stage's `go build` line
 // and copies what the final stage's COPY lines copy, with its USER and ENTRYPOINT, onto a base equivalent to
 // distroless/static:nonroot. Docker users build the same image with `docker build .`. The other images
-// (Envoy, k6, pause, CoreDNS, nginx, HAProxy, the test client) exist for the cluster tests only: a binary and the shared
-// libraries ldd finds for it.
+// (Envoy, k6, pause, CoreDNS, nginx, HAProxy, the test client) exist for the cluster tests only: a binary and
+// the shared libraries ldd finds for it.
+//
+// The Gateway API conformance suite (conformance/) runs its backends and a CoreDNS from images its own
+// manifests name (registry.k8s.io/gateway-api/echo-basic:..., registry.k8s.io/coredns/coredns:...): they
+// are built here from the suite's Go module and the CoreDNS version those manifests name, and written under
+// exactly those names, so the node never pulls them.
 //
 //	go run ./hack/images -out .run/cluster/images [-only lbplane,envoy]
 package main
@@ -17,6 +22,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -32,9 +38,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -58,10 +66,12 @@ type file struct {
 	data    []byte // regular file; nil with dir or link
 	dir     bool
 	symlink string
+	xattrs  map[string]string // extended attributes, as PAX records (security.capability: file capabilities)
 }
 
 type image struct {
 	ref        string
+	moreRefs   []string // further names of the same image, in the same tarball
 	files      map[string]file
 	entrypoint []string
 	user       string
@@ -160,6 +170,12 @@ func (im *image) write(dir string) error {
 	for _, p := range paths {
 		f := all[p]
 		h := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: f.mode, ModTime: epoch, Format: tar.FormatPAX}
+		for k, v := range f.xattrs {
+			if h.PAXRecords == nil {
+				h.PAXRecords = map[string]string{}
+			}
+			h.PAXRecords["SCHILY.xattr."+k] = v
+		}
 		switch {
 		case f.dir:
 			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
@@ -187,6 +203,9 @@ func (im *image) write(dir string) error {
 	sum := sha256.New()
 	sum.Write(layerBytes)
 	fmt.Fprintf(sum, "\x00%s\x00%q\x00%s\x00%q\x00%s", im.ref, im.entrypoint, im.user, im.env, runtime.GOARCH)
+	if len(im.moreRefs) > 0 {
+		fmt.Fprintf(sum, "\x00%q", im.moreRefs)
+	}
 	stamp := hex.EncodeToString(sum.Sum(nil))
 	if old, err := os.ReadFile(out + ".sum"); err == nil && string(old) == stamp {
 		if _, err := os.Stat(out); err == nil {
@@ -214,12 +233,16 @@ func (im *image) write(dir string) error {
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
-	ref, err := name.ParseReference(im.ref)
-	if err != nil {
-		return err
+	refs := map[name.Reference]v1.Image{}
+	for _, r := range append([]string{im.ref}, im.moreRefs...) {
+		ref, err := name.ParseReference(r)
+		if err != nil {
+			return err
+		}
+		refs[ref] = img
 	}
 	os.Remove(out + ".sum")
-	if err := tarball.WriteToFile(out+".tmp", ref, img); err != nil {
+	if err := tarball.MultiRefWriteToFile(out+".tmp", refs); err != nil {
 		return err
 	}
 	if err := os.Rename(out+".tmp", out); err != nil {
@@ -340,9 +363,11 @@ func client() *image {
 	return im
 }
 
-func gobuild(tmp, pkg, bin string) string {
+// gobuild builds a static binary of pkg, in the module of the folder dir ("" for lbplane's).
+func gobuild(dir, tmp, pkg, bin string) string {
 	out := filepath.Join(tmp, bin)
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -353,7 +378,7 @@ func gobuild(tmp, pkg, bin string) string {
 
 func pause(tmp string) *image {
 	im := newImage(PauseImage)
-	im.binary(gobuild(tmp, "./hack/images/pause", "pause"), "/pause")
+	im.binary(gobuild("", tmp, "./hack/images/pause", "pause"), "/pause")
 	im.entrypoint, im.user = []string{"/pause"}, "65535"
 	return im
 }
@@ -385,9 +410,107 @@ func debian(ref, bin string) *image {
 	return im
 }
 
+// The conformance suite's module, as conformance/go.mod pins it.
+const (
+	conformanceDir    = "conformance"
+	conformanceModule = "sigs.k8s.io/gateway-api/conformance"
+	echoBasicPackage  = conformanceModule + "/echo-basic"
+)
+
+var imageLine = regexp.MustCompile(`(?m)^[\s-]*image:\s*["']?([^\s"'#]+)`)
+
+// manifestImages is every image name the Kubernetes manifests in text use, once each, sorted.
+func manifestImages(text []byte) []string {
+	var refs []string
+	for _, m := range imageLine.FindAllSubmatch(text, -1) {
+		refs = append(refs, string(m[1]))
+	}
+	slices.Sort(refs)
+	return slices.Compact(refs)
+}
+
+// conformanceRefs is the names of the images the suite's manifests (base/manifests.yaml, which Setup applies,
+// and tests/*.yaml) run, echo-basic's and CoreDNS's, read from the suite's module (downloaded when missing).
+func conformanceRefs() (echoBasic, coredns []string) {
+	cmd := exec.Command("go", "mod", "download", "-json", conformanceModule)
+	cmd.Dir = conformanceDir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	var mod struct{ Dir, Version string }
+	if err == nil {
+		err = json.Unmarshal(out, &mod)
+	}
+	if err != nil || mod.Dir == "" {
+		log.Fatalf("the conformance suite's module (%s in %s/go.mod): %v", conformanceModule, conformanceDir, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(mod.Dir, "tests", "*.yaml"))
+	for _, f := range append([]string{filepath.Join(mod.Dir, "base", "manifests.yaml")}, files...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, ref := range manifestImages(b) {
+			switch {
+			case strings.Contains(ref, "/echo-basic:"):
+				echoBasic = append(echoBasic, ref)
+			case strings.Contains(ref, "/coredns:"):
+				coredns = append(coredns, ref)
+			}
+		}
+	}
+	slices.Sort(echoBasic)
+	slices.Sort(coredns)
+	echoBasic, coredns = slices.Compact(echoBasic), slices.Compact(coredns)
+	if len(echoBasic) == 0 || len(coredns) != 1 {
+		log.Fatalf("%s@%s: expected echo-basic images and one CoreDNS image in its manifests, found %q and %q", conformanceModule, mod.Version, echoBasic, coredns)
+	}
+	return echoBasic, coredns
+}
+
+// echoBasic is the suite's backend, built from its module as its Dockerfile (docker/Dockerfile.echo-basic)
+// builds it, on distroless/static:nonroot, under every name the manifests use.
+func echoBasic(tmp string, refs []string) *image {
+	im := newImage(refs[0])
+	im.moreRefs = refs[1:]
+	im.users("nonroot:65532")
+	im.copy("/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/certs/ca-certificates.crt", 0o644)
+	im.binary(gobuild(conformanceDir, tmp, echoBasicPackage, "echo-basic"), "/echo-basic")
+	im.entrypoint, im.user = []string{"/echo-basic"}, "65532:65532"
+	return im
+}
+
+// capNetBindService is a security.capability extended attribute (struct vfs_cap_data, revision 2, little
+// endian) granting CAP_NET_BIND_SERVICE, permitted and effective: what `setcap cap_net_bind_service=+ep` writes.
+func capNetBindService() string {
+	const revision2, effective, netBindService = 0x02000000, 0x1, 10
+	b := make([]byte, 20)
+	binary.LittleEndian.PutUint32(b[0:], revision2|effective)
+	binary.LittleEndian.PutUint32(b[4:], 1<<netBindService) // permitted, capabilities 0-31
+	return string(b)
+}
+
+// conformanceCoreDNS is the suite's CoreDNS as its upstream image is: the binary at the manifest's tag, with
+// the capability to bind port 53 as nonroot (upstream's Dockerfile runs setcap), which the suite's pod adds to
+// its bounding set while dropping all others.
+func conformanceCoreDNS(ref string) *image {
+	_, version, ok := strings.Cut(ref[strings.LastIndex(ref, "/"):], ":")
+	if !ok {
+		log.Fatalf("image %s: no tag", ref)
+	}
+	im := newImage(ref)
+	im.users("nonroot:65532")
+	im.copy("/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/certs/ca-certificates.crt", 0o644)
+	im.binary(tool("coredns@"+version), "/coredns")
+	f := im.files["/coredns"]
+	f.xattrs = map[string]string{"security.capability": capNetBindService()}
+	im.files["/coredns"] = f
+	im.entrypoint, im.user = []string{"/coredns"}, "65532:65532"
+	return im
+}
+
 func main() {
 	outDir := flag.String("out", ".run/cluster/images", "folder for the image tarballs")
-	only := flag.String("only", "", "comma-separated images to build (lbplane,envoy,pause,k6,coredns,nginx,haproxy,client); empty: all")
+	only := flag.String("only", "", "comma-separated images to build (lbplane,envoy,pause,k6,coredns,nginx,haproxy,client,echo-basic,conformance-coredns); empty: all")
 	corednsRef := flag.String("coredns-image", "", "the CoreDNS image's name (default lbplane.local/coredns:<hack/tools.sh COREDNS_VERSION>)")
 	flag.Parse()
 	log.SetFlags(0)
@@ -411,6 +534,7 @@ func main() {
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		log.Fatal(err)
 	}
+	suiteRefs := sync.OnceValues(conformanceRefs)
 	builders := map[string]func() *image{
 		"lbplane": func() *image { return lbplane(tmp) },
 		"envoy":   envoy,
@@ -420,8 +544,16 @@ func main() {
 		"nginx":   func() *image { return debian(NginxImage, "/usr/sbin/nginx") },
 		"haproxy": func() *image { return debian(HAProxyImage, "/usr/sbin/haproxy") },
 		"client":  client,
+		"echo-basic": func() *image {
+			refs, _ := suiteRefs()
+			return echoBasic(tmp, refs)
+		},
+		"conformance-coredns": func() *image {
+			_, refs := suiteRefs()
+			return conformanceCoreDNS(refs[0])
+		},
 	}
-	names := []string{"pause", "coredns", "lbplane", "envoy", "k6", "nginx", "haproxy", "client"}
+	names := []string{"pause", "coredns", "lbplane", "envoy", "k6", "nginx", "haproxy", "client", "echo-basic", "conformance-coredns"}
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
