@@ -77,13 +77,18 @@ lint:
 	$(GO) vet ./...
 	$$(hack/tools.sh path-staticcheck) ./...
 
-## generate: deepcopy code, the CRD and docs/policy-reference.md, from api/ (controller-gen, pinned; hack/apiref),
+## generate: deepcopy code, the CRD, the Gateway API CRDs (copied from the pinned module) and docs/policy-reference.md, from api/ (controller-gen, pinned; hack/apiref),
 ## and docs/chart-values.md from the chart's values.yaml (hack/chartvalues);
 ## allowDangerousTypes admits the float64 figures of the status: shares, rates and latency are numbers
 generate:
 	@hack/tools.sh controller-gen
 	$$(hack/tools.sh path-controller-gen) object paths=./api/...
 	$$(hack/tools.sh path-controller-gen) crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=charts/lbplane/crds
+	# The Gateway API CRDs (standard channel) of the module version go.mod pins, under crds/ so that one helm
+	# install brings them with the GatewayClass (docs/gateway-api.md); the admission policy file is no CRD.
+	rm -rf charts/lbplane/crds/gateway-api && mkdir -p charts/lbplane/crds/gateway-api
+	gwdir=$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api) && for f in $$gwdir/config/crd/standard/gateway.networking.k8s.io_*.yaml; do \
+	  case $$f in *_vap_*) ;; *) install -m 0644 $$f charts/lbplane/crds/gateway-api/ ;; esac; done
 	$(GO) run ./hack/apiref
 	$(GO) run ./hack/chartvalues
 	$(GO) run ./cmd/lbctl bootstrap --node-id envoy --proxy-group placeholder-group --xds-address placeholder-xds.invalid:18000 --stats-address 0.0.0.0 --max-connections 100000 --admin-socket /run/envoy/admin.sock --xds-insecure > charts/lbplane/files/envoy-bootstrap.yaml

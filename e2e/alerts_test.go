@@ -8,41 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/internal/promseries"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
-// sample is one scraped series: its name, labels, value and whether it is a counter.
-type sample struct {
-	name    string
-	labels  map[string]string
-	value   float64
-	counter bool
-}
-
-// key is the series' identity: name and sorted labels.
-func (s sample) key() string {
-	var ls []string
-	for k, v := range s.labels {
-		ls = append(ls, k+"="+strconv.Quote(v))
-	}
-	slices.Sort(ls)
-	return s.name + "{" + strings.Join(ls, ",") + "}"
-}
-
 // scrapeSamples reads a Prometheus endpoint's counters and gauges.
-func scrapeSamples(t *testing.T, url string) []sample {
+func scrapeSamples(t *testing.T, url string) []promseries.Sample {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -52,30 +30,9 @@ func scrapeSamples(t *testing.T, url string) []sample {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	out, err := promseries.Parse(resp.Body)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []sample
-	for name, f := range fams {
-		for _, m := range f.GetMetric() {
-			s := sample{name: name, labels: map[string]string{}}
-			for _, l := range m.GetLabel() {
-				s.labels[l.GetName()] = l.GetValue()
-			}
-			switch {
-			case m.GetCounter() != nil:
-				s.value, s.counter = m.GetCounter().GetValue(), true
-			case m.GetGauge() != nil:
-				s.value = m.GetGauge().GetValue()
-			case m.GetUntyped() != nil:
-				s.value = m.GetUntyped().GetValue()
-			default:
-				continue
-			}
-			out = append(out, s)
-		}
 	}
 	return out
 }
@@ -83,7 +40,7 @@ func scrapeSamples(t *testing.T, url string) []sample {
 // target is one scrape target's two readings, a minute apart in the series built from them.
 type target struct {
 	labels        map[string]string // what Prometheus adds: job, namespace, instance
-	before, after []sample
+	before, after []promseries.Sample
 }
 
 // inputSeries turns the targets' readings into promtool input series of steps one-minute samples: a gauge
@@ -96,36 +53,28 @@ func inputSeries(targets []target, names map[string]bool, steps int) []map[strin
 	for _, tg := range targets {
 		before := map[string]float64{}
 		for _, s := range tg.before {
-			before[s.key()] = s.value
+			before[s.Key()] = s.Value
 		}
 		for _, s := range tg.after {
-			if !names[s.name] {
+			if !names[s.Name] {
 				continue
 			}
-			values := fmt.Sprintf("%gx%d", s.value, steps)
-			if s.counter {
-				b := before[s.key()]
-				values = fmt.Sprintf("%g+%gx%d", b, s.value-b, steps)
+			values := fmt.Sprintf("%gx%d", s.Value, steps)
+			if s.Counter {
+				b := before[s.Key()]
+				values = fmt.Sprintf("%g+%gx%d", b, s.Value-b, steps)
 			}
 			labels := map[string]string{}
 			for k, v := range tg.labels {
 				labels[k] = v
 			}
-			for k, v := range s.labels {
+			for k, v := range s.Labels {
 				labels[k] = v
 			}
-			out = append(out, map[string]string{"series": sample{name: s.name, labels: labels}.key(), "values": values})
+			out = append(out, map[string]string{"series": promseries.Sample{Name: s.Name, Labels: labels}.Key(), "values": values})
 		}
 	}
 	return out
-}
-
-// metricNames are the families an expression reads (not recording rules, which have a colon, nor up).
-func metricNames(expr string) []string {
-	// Label names are not metrics: drop "by (...)", "on (...)", "group_left (...)" and {...} selectors first.
-	// Recording rules (level:metric:operations) are not scraped either.
-	expr = regexp.MustCompile(`(by|on|without|group_left|group_right) ?\([^)]*\)|\{[^}]*\}|[a-z_]+:[a-z0-9_:]+`).ReplaceAllString(expr, "")
-	return regexp.MustCompile(`\b(lbplane|envoy)_[a-z0-9_]+\b`).FindAllString(expr, -1)
 }
 
 // TestAlertsOnScrapedSeries holds the chart's alerts to series scraped from a real lbplane and two real
@@ -162,7 +111,7 @@ spec:
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", l.metricsPort)
 	statsURL := func(e *Envoy) string { return fmt.Sprintf("http://127.0.0.1:%d/stats/prometheus", e.StatsPort) }
 	lbBefore := scrapeSamples(t, metricsURL)
-	var envoyBefore [][]sample
+	var envoyBefore [][]promseries.Sample
 	for _, e := range envoys {
 		envoyBefore = append(envoyBefore, scrapeSamples(t, statsURL(e)))
 	}
@@ -185,13 +134,13 @@ spec:
 	push(t, l, policy(t, rolloutPolicy, d))
 	waitPhase(t, l, v1alpha1.RolloutRolledBack, 60*time.Second)
 	waitSynced(t, l, 2)
-	var lbAfter []sample
+	var lbAfter []promseries.Sample
 	eventually(t, 20*time.Second, "the rollback in lbplane's series", func() error {
 		lbAfter = scrapeSamples(t, metricsURL)
 		got := map[string]bool{}
 		for _, s := range lbAfter {
-			if s.name == "lbplane_policy_condition" && s.labels["name"] == "ro" {
-				got[s.labels["condition"]+"="+s.labels["status"]+"/"+s.labels["reason"]] = true
+			if s.Name == "lbplane_policy_condition" && s.Labels["name"] == "ro" {
+				got[s.Labels["condition"]+"="+s.Labels["status"]+"/"+s.Labels["reason"]] = true
 			}
 		}
 		if !got["RolledBack=True/RolledBack"] || !got["Programmed=False/RolledBack"] {
@@ -221,7 +170,7 @@ spec:
 		for _, r := range g.Rules {
 			delete(r, "annotations")
 			expr, _ := r["expr"].(string)
-			for _, n := range metricNames(expr) {
+			for _, n := range promseries.Families(expr) {
 				names[n] = true
 			}
 		}
@@ -229,7 +178,7 @@ spec:
 	scraped := map[string]bool{}
 	for _, tg := range targets {
 		for _, s := range tg.after {
-			scraped[s.name] = true
+			scraped[s.Name] = true
 		}
 	}
 	for n := range names {
@@ -242,11 +191,11 @@ spec:
 	var rejected []map[string]string
 	before := map[string]float64{}
 	for _, s := range lbBefore {
-		before[s.key()] = s.value
+		before[s.Key()] = s.Value
 	}
 	for _, s := range lbAfter {
-		if s.name == "lbplane_xds_nacks_total" && s.value > before[s.key()] {
-			rejected = append(rejected, map[string]string{"severity": "warning", "group": s.labels["group"], "type": s.labels["type"]})
+		if s.Name == "lbplane_xds_nacks_total" && s.Value > before[s.Key()] {
+			rejected = append(rejected, map[string]string{"severity": "warning", "group": s.Labels["group"], "type": s.Labels["type"]})
 		}
 	}
 	if !slices.ContainsFunc(rejected, func(m map[string]string) bool { return m["group"] == "default" && m["type"] == "Listener" }) {

@@ -40,7 +40,8 @@ func TestHelmLintAndSchema(t *testing.T) {
 	t.Parallel()
 	for _, set := range [][]string{nil, {"--set", "mtls.enabled=false"}, {"--set", "envoy.enabled=false"}, {"--set", "mtls.certManager.issuerRef.name=ca"},
 		{"-f", allValues}, {"-f", allValues, "--set", "envoy.enabled=false"}, {"-f", platformValues},
-		{"--set", "envoy.kind=DaemonSet", "--set", "envoy.service.managedPorts=false", "--set", "networkPolicy.enabled=true"}} {
+		{"--set", "envoy.kind=DaemonSet", "--set", "envoy.service.managedPorts=false", "--set", "networkPolicy.enabled=true"},
+		{"--set", "gatewayAPI.enabled=true", "--set", "gatewayAPI.ports=30000-30099"}} {
 		if out, err := helm(t, append([]string{"lint", "--strict", chartDir}, set...)...); err != nil {
 			t.Errorf("helm lint %v: %v\n%s", set, err, out)
 		}
@@ -76,6 +77,7 @@ func TestHelmTemplateGolden(t *testing.T) {
 		"clusterstats": {"--set", "apiToken=golden", "--set", "envoy.clusterStats=used"},
 		"platform":     {"--set", "apiToken=golden", "-f", platformValues},
 		"groupcert":    {"--set", "apiToken=golden", "--set", "mtls.envoyIdentity=group"},
+		"gatewayapi":   {"--set", "apiToken=golden", "--set", "gatewayAPI.enabled=true"},
 	} {
 		out, err := helm(t, append([]string{"template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1"}, set...)...)
 		if err != nil {

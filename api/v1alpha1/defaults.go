@@ -111,6 +111,11 @@ func Default(p *LoadBalancerPolicy) {
 				r.Match.Headers[j].Type = HeaderMatchExact
 			}
 		}
+		for j := range r.Match.QueryParams {
+			if r.Match.QueryParams[j].Type == "" {
+				r.Match.QueryParams[j].Type = QueryParamMatchExact
+			}
+		}
 		for j := range r.Backends {
 			if r.Backends[j].Weight == nil {
 				r.Backends[j].Weight = ptr(int32(DefaultWeight))

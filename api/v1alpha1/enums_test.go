@@ -33,6 +33,8 @@ func TestEnumMarkersMatchValidation(t *testing.T) {
 		"DrainingSessions":       strs(supportedDrainingSessions),
 		"PathMatchType":          strs(supportedPathTypes),
 		"HeaderMatchType":        strs(supportedHeaderType),
+		"QueryParamMatchType":    strs(supportedQueryTypes),
+		"RedirectPathType":       strs(supportedRedirectPath),
 		"UpstreamProtocol":       strs(supportedUpstreamProtocols),
 		"HealthCheckType":        strs(supportedHealthTypes),
 		"EndpointState":          strs(supportedEndpointStates),

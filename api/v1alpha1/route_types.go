@@ -1,4 +1,4 @@
-// Routes: matches, weighted backends, timeouts, retries and mirrors.
+// Routes: matches, backends, timeouts, retries, mirrors, header changes, redirects and direct responses.
 
 package v1alpha1
 
@@ -11,9 +11,10 @@ type Route struct {
 	Name string `json:"name,omitempty"`
 	// match selects requests. An empty match selects every request.
 	Match RouteMatch `json:"match,omitempty"`
-	// backends are the weighted destinations of matching requests.
+	// backends are the weighted destinations of matching requests; empty only with redirect or
+	// directResponse.
 	// +kubebuilder:validation:MaxItems=100
-	Backends []BackendRef `json:"backends"`
+	Backends []BackendRef `json:"backends,omitempty"`
 	// timeout is the whole-request timeout, from the request's end to the response's end. Defaults to 15s;
 	// "0s" disables it.
 	// +kubebuilder:validation:Type=string
@@ -41,6 +42,88 @@ type Route struct {
 	// "-shadow".
 	// +kubebuilder:validation:MaxItems=4
 	Mirrors []Mirror `json:"mirrors,omitempty"`
+	// requestHeaders changes the request's headers before it is sent to a backend.
+	RequestHeaders *HeaderModifier `json:"requestHeaders,omitempty"`
+	// redirect answers matching requests with a redirect instead of sending them to a backend; backends must
+	// then be empty.
+	Redirect *Redirect `json:"redirect,omitempty"`
+	// directResponse answers matching requests with a fixed status (and body) instead of sending them to a
+	// backend; backends must then be empty.
+	DirectResponse *DirectResponse `json:"directResponse,omitempty"`
+	// errorWeight is a share of the route's requests, weighed against the backends' weights, that Envoy
+	// answers with 500 Internal Server Error instead: what Gateway API asks for the share of a backend
+	// reference that does not resolve.
+	// +kubebuilder:validation:Minimum=0
+	ErrorWeight *int32 `json:"errorWeight,omitempty"`
+}
+
+// HeaderModifier sets, adds and removes HTTP headers.
+type HeaderModifier struct {
+	// set replaces the header's value, or adds it when absent.
+	// +kubebuilder:validation:MaxItems=16
+	Set []HeaderValue `json:"set,omitempty"`
+	// add appends a value to the header (a comma-separated list), or adds it when absent.
+	// +kubebuilder:validation:MaxItems=16
+	Add []HeaderValue `json:"add,omitempty"`
+	// remove lists header names to remove, case-insensitive.
+	// +kubebuilder:validation:MaxItems=16
+	Remove []string `json:"remove,omitempty"`
+}
+
+// HeaderValue is one header and its value.
+type HeaderValue struct {
+	// name is the header name, case-insensitive.
+	Name string `json:"name"`
+	// value is the header's value.
+	Value string `json:"value"`
+}
+
+// RedirectPathType says how a redirect rewrites the path.
+// +kubebuilder:validation:Enum=ReplaceFullPath;ReplacePrefixMatch
+// +kubebuilder:validation:MaxLength=32
+type RedirectPathType string
+
+const (
+	RedirectReplaceFullPath    RedirectPathType = "ReplaceFullPath"
+	RedirectReplacePrefixMatch RedirectPathType = "ReplacePrefixMatch"
+)
+
+// Redirect answers a request with a redirect; what it does not set is the request's own.
+type Redirect struct {
+	// scheme is "http" or "https".
+	// +kubebuilder:validation:Enum=http;https
+	Scheme string `json:"scheme,omitempty"`
+	// hostname replaces the request's host name.
+	Hostname string `json:"hostname,omitempty"`
+	// port replaces the port; unset, the Location carries the scheme's well-known port implicitly.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port *int32 `json:"port,omitempty"`
+	// path rewrites the path: ReplaceFullPath replaces it, ReplacePrefixMatch replaces the prefix the
+	// route's path match matched (which must then be a Prefix match).
+	Path *RedirectPath `json:"path,omitempty"`
+	// statusCode is 301, 302 (default), 303, 307 or 308.
+	// +kubebuilder:validation:Enum=301;302;303;307;308
+	StatusCode *int32 `json:"statusCode,omitempty"`
+}
+
+// RedirectPath rewrites the path of a redirect.
+type RedirectPath struct {
+	// type is ReplaceFullPath or ReplacePrefixMatch.
+	Type RedirectPathType `json:"type"`
+	// value is the new path or prefix; it starts with "/".
+	Value string `json:"value"`
+}
+
+// DirectResponse answers a request without a backend.
+type DirectResponse struct {
+	// status is the HTTP status, 200 to 599.
+	// +kubebuilder:validation:Minimum=200
+	// +kubebuilder:validation:Maximum=599
+	Status int32 `json:"status"`
+	// body is the response body; empty: none.
+	// +kubebuilder:validation:MaxLength=4096
+	Body string `json:"body,omitempty"`
 }
 
 // RetryOn is a condition that makes Envoy retry.
@@ -99,21 +182,51 @@ type RouteMatch struct {
 	// headers must all match.
 	// +kubebuilder:validation:MaxItems=32
 	Headers []HeaderMatch `json:"headers,omitempty"`
+	// method matches the request method.
+	// +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;DELETE;CONNECT;OPTIONS;TRACE;PATCH
+	Method string `json:"method,omitempty"`
+	// queryParams must all match.
+	// +kubebuilder:validation:MaxItems=16
+	QueryParams []QueryParamMatch `json:"queryParams,omitempty"`
+}
+
+// QueryParamMatchType says how a query parameter is compared.
+// +kubebuilder:validation:Enum=Exact;RegularExpression
+// +kubebuilder:validation:MaxLength=32
+type QueryParamMatchType string
+
+const (
+	QueryParamMatchExact QueryParamMatchType = "Exact"
+	QueryParamMatchRegex QueryParamMatchType = "RegularExpression"
+)
+
+// QueryParamMatch matches one query parameter.
+type QueryParamMatch struct {
+	// name is the parameter name, case-sensitive.
+	Name string `json:"name"`
+	// type is Exact (default) or RegularExpression (RE2).
+	Type QueryParamMatchType `json:"type,omitempty"`
+	// value is compared with the parameter's value.
+	Value string `json:"value"`
 }
 
 // PathMatchType says how a path is compared.
-// +kubebuilder:validation:Enum=Prefix;Exact
+// +kubebuilder:validation:Enum=Prefix;SegmentPrefix;Exact;RegularExpression
 // +kubebuilder:validation:MaxLength=32
 type PathMatchType string
 
 const (
-	PathMatchPrefix PathMatchType = "Prefix"
-	PathMatchExact  PathMatchType = "Exact"
+	PathMatchPrefix        PathMatchType = "Prefix"
+	PathMatchSegmentPrefix PathMatchType = "SegmentPrefix"
+	PathMatchExact         PathMatchType = "Exact"
+	PathMatchRegex         PathMatchType = "RegularExpression"
 )
 
 // PathMatch matches the request path.
 type PathMatch struct {
-	// type is Prefix or Exact. Defaults to Prefix.
+	// type is Prefix, SegmentPrefix, Exact or RegularExpression (RE2, the whole path). Defaults to Prefix, a
+	// plain string prefix; SegmentPrefix matches whole path segments, as Gateway API's PathPrefix does ("/foo"
+	// matches "/foo" and "/foo/bar", not "/foobar").
 	Type PathMatchType `json:"type,omitempty"`
 	// value is the path or prefix; it starts with "/".
 	Value string `json:"value"`

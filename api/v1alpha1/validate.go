@@ -36,7 +36,7 @@ const (
 var (
 	supportedProtocols  = []Protocol{ProtocolHTTP, ProtocolHTTPS, ProtocolTCP}
 	supportedAlgorithms = []Algorithm{AlgorithmRoundRobin, AlgorithmLeastRequest, AlgorithmRandom, AlgorithmRingHash, AlgorithmMaglev, AlgorithmBackendUtilization}
-	supportedPathTypes  = []PathMatchType{PathMatchPrefix, PathMatchExact}
+	supportedPathTypes  = []PathMatchType{PathMatchPrefix, PathMatchSegmentPrefix, PathMatchExact, PathMatchRegex}
 	supportedHeaderType = []HeaderMatchType{HeaderMatchExact, HeaderMatchPrefix, HeaderMatchPresent, HeaderMatchRegex}
 
 	supportedEndpointStates    = []EndpointState{EndpointActive, EndpointDraining}
@@ -88,6 +88,7 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 		v.add(spec.child("proxyGroup"), "must be lowercase letters, digits, '-' and '.', at most 253 characters, got %q", s.ProxyGroup)
 	}
 	v.listener(spec.child("listener"), &s.Listener)
+	v.answersAll = answersAll(s.Routes)
 	backends := v.backends(spec.child("backends"), s.Backends)
 	v.routes(spec.child("routes"), s, backends)
 	v.debugHeaders(spec.child("debugHeaders"), s)
@@ -97,7 +98,12 @@ func Validate(p *LoadBalancerPolicy) FieldErrors {
 	return fromErrorList(v.errs)
 }
 
-type validator struct{ errs field.ErrorList }
+type validator struct {
+	errs field.ErrorList
+	// answersAll: the policy has routes and every one answers by itself (redirect, directResponse), so it
+	// needs no backend.
+	answersAll bool
+}
 
 // SupportedAlgorithms lists the algorithms a backend may name, in a fixed order.
 func SupportedAlgorithms() []Algorithm { return slices.Clone(supportedAlgorithms) }
@@ -172,7 +178,9 @@ func (v *validator) listener(p path, l *Listener) {
 func (v *validator) backends(p path, bs []Backend) map[string]bool {
 	names := map[string]bool{}
 	if len(bs) == 0 {
-		v.add(p, "at least one backend is required")
+		if !v.answersAll {
+			v.add(p, "at least one backend is required (unless every route has redirect or directResponse)")
+		}
 		return names
 	}
 	if len(bs) > MaxBackends {
@@ -682,7 +690,7 @@ func (v *validator) routes(p path, s *LoadBalancerPolicySpec, backends map[strin
 		}
 		v.retry(rp.child("retry"), r.Retry)
 		v.session(rp.child("sessionPersistence"), r.SessionPersistence)
-		v.routeBackends(rp.child("backends"), r.Backends, backends)
+		v.routeAction(rp, r, backends)
 	}
 }
 
@@ -751,9 +759,17 @@ func (v *validator) match(p path, m *RouteMatch) {
 			v.add(pp.child("value"), "must start with \"/\", got %q", clip(m.Path.Value))
 		case len(m.Path.Value) > maxStringLength:
 			v.add(pp.child("value"), "at most %d characters, got %d", maxStringLength, len(m.Path.Value))
+		case m.Path.Type == PathMatchRegex:
+			if _, err := regexp.Compile(m.Path.Value); err != nil {
+				v.add(pp.child("value"), "invalid regular expression: %v", err)
+			}
 		case strings.ContainsAny(m.Path.Value, "?# \t\r\n"):
 			v.add(pp.child("value"), "must not contain '?', '#' or white space, got %q", clip(m.Path.Value))
 		}
+	}
+	v.queryParams(p.child("queryParams"), m.QueryParams)
+	if m.Method != "" && !oneOf(m.Method, supportedMethods) {
+		v.add(p.child("method"), "%s", unsupported(m.Method, supportedMethods))
 	}
 	if len(m.Headers) > MaxHeaderMatches {
 		v.add(p.child("headers"), "at most %d header matches, got %d", MaxHeaderMatches, len(m.Headers))

@@ -42,7 +42,7 @@ func TestValidate(t *testing.T) {
 			p.Spec.Listener.Hostnames = []string{"a.example.com", "a.example.com", "UPPER.example.com", "*.ok.example.com"}
 		}, []string{`spec.listener.hostnames[1]: duplicate hostname "a.example.com"`,
 			`spec.listener.hostnames[2]: must be a lowercase DNS name, optionally starting with "*.", got "UPPER.example.com"`}},
-		"no backends": {func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Backends = nil }, []string{`spec.backends: at least one backend is required`}},
+		"no backends": {func(p *v1alpha1.LoadBalancerPolicy) { p.Spec.Backends = nil }, []string{`spec.backends: at least one backend is required (unless every route has redirect or directResponse)`}},
 		"endpoint problems": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends[0].Endpoints = []v1alpha1.Endpoint{{Address: "Host_Example", Port: 70000, Weight: i32(0)}, {Address: "10.0.0.1", Port: 80}, {Address: "10.0.0.1", Port: 80}}
 		}, []string{`spec.backends[0].endpoints[0].address: must be an IP address or a lowercase DNS name, got "Host_Example"`,
@@ -73,7 +73,7 @@ func TestValidate(t *testing.T) {
 				{Name: "r", Backends: []v1alpha1.BackendRef{{Name: "a"}, {Name: "a"}}},
 			}
 		}, []string{
-			`spec.routes[0].match.path.type: unsupported value "Regex"; supported: Prefix, Exact`,
+			`spec.routes[0].match.path.type: unsupported value "Regex"; supported: Prefix, SegmentPrefix, Exact, RegularExpression`,
 			`spec.routes[0].match.path.value: must start with "/", got "x"`,
 			`spec.routes[0].match.headers[0].name: must be an HTTP header name (token characters, at most 256), got "bad header"`,
 			"spec.routes[0].match.headers[1].value: invalid regular expression: error parsing regexp: missing closing ): `((`",

@@ -57,6 +57,8 @@ type Engine struct {
 	secrets  map[translate.SecretRef]translate.TLSSecret
 	// CrossNamespace allows Service references into other namespaces.
 	CrossNamespace bool
+	// granted: see SetGatewayPolicies.
+	granted map[translate.Key]bool
 	// Reach is the server's rules on backend addresses; set before the first source loads.
 	Reach reach.Rules
 	// Tenancy is the operator's delegation of ports and host names to namespaces; set before the first
@@ -279,7 +281,7 @@ func (e *Engine) Commit(p *Planned) *translate.Result {
 }
 
 func (e *Engine) refs() translate.Refs {
-	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace,
+	return translate.Refs{Files: e.files, Services: e.services, Secrets: e.secrets, CrossNamespace: e.CrossNamespace, Granted: e.granted,
 		NoRouterDynamicStats: e.NoRouterDynamicStats, AccessLog: e.AccessLog, Reach: e.rules(), Tenancy: e.Tenancy, DNS: e.dns.answers,
 		Overrides: e.overrides}
 }
@@ -295,6 +297,14 @@ func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services
 	e.services, e.secrets = services, secrets
 	e.rev++
 	return e.run()
+}
+
+// SetGatewayPolicies names the policies whose references across namespaces their source checked (the
+// Gateway API's, against ReferenceGrants); it takes effect with the next translation.
+func (e *Engine) SetGatewayPolicies(keys map[translate.Key]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.granted = keys
 }
 
 // Set replaces the policies of one source and publishes the result.

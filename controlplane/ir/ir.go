@@ -151,8 +151,10 @@ type VirtualHost struct {
 
 // PathMatch kinds.
 const (
-	PathPrefix = "Prefix"
-	PathExact  = "Exact"
+	PathPrefix        = "Prefix"
+	PathSegmentPrefix = "SegmentPrefix"
+	PathExact         = "Exact"
+	PathRegex         = "RegularExpression"
 )
 
 // Route is one HTTP route.
@@ -174,6 +176,58 @@ type Route struct {
 	// ClientRateLimit, when set (with RateLimit), caps each client address's requests on the route as well.
 	ClientRateLimit *ClientRateLimit `json:"clientRateLimit,omitempty"`
 	Mirrors         []Mirror         `json:"mirrors,omitempty"`
+	// Method, when set, is the request method the route matches.
+	Method      string            `json:"method,omitempty"`
+	QueryParams []QueryParamMatch `json:"queryParams,omitempty"`
+	// RequestHeaders changes the request's headers before it goes upstream.
+	RequestHeaders *HeaderChanges `json:"requestHeaders,omitempty"`
+	// Redirect or DirectResponse, when set, answer the request instead of Clusters (then empty).
+	Redirect       *Redirect       `json:"redirect,omitempty"`
+	DirectResponse *DirectResponse `json:"directResponse,omitempty"`
+	// ErrorWeight is a share of the requests, against the clusters' weights, answered with 500.
+	ErrorWeight uint32 `json:"errorWeight,omitempty"`
+}
+
+// ErrorCluster is the name a route's ErrorWeight share is sent to: no cluster has it, and Envoy answers a
+// request for a missing cluster with 500 (cluster_not_found_response_code).
+const ErrorCluster = "lbplane.invalid-backend"
+
+// QueryParamMatch matches one query parameter (Type HeaderExact or HeaderRegex).
+type QueryParamMatch struct {
+	Name  string `json:"name,omitempty"`
+	Type  string `json:"type,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// HeaderChanges sets, adds and removes headers.
+type HeaderChanges struct {
+	Set    []HeaderValue `json:"set,omitempty"`
+	Add    []HeaderValue `json:"add,omitempty"`
+	Remove []string      `json:"remove,omitempty"`
+}
+
+// HeaderValue is a header and its value.
+type HeaderValue struct {
+	Name  string `json:"name,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// Redirect answers with a redirect; empty fields keep the request's.
+type Redirect struct {
+	Scheme   string `json:"scheme,omitempty"`
+	Hostname string `json:"hostname,omitempty"`
+	Port     uint32 `json:"port,omitempty"`
+	// FullPath replaces the path; PrefixRewrite replaces the matched prefix (one of the two, or neither).
+	FullPath      string `json:"fullPath,omitempty"`
+	PrefixRewrite string `json:"prefixRewrite,omitempty"`
+	HasPrefix     bool   `json:"hasPrefix,omitempty"`
+	StatusCode    uint32 `json:"statusCode,omitempty"`
+}
+
+// DirectResponse answers with a fixed status and body.
+type DirectResponse struct {
+	Status uint32 `json:"status,omitempty"`
+	Body   string `json:"body,omitempty"`
 }
 
 // Retry is a route's retry policy.
@@ -493,7 +547,9 @@ func (g *Group) validate() error {
 		case HTTP:
 			for _, vh := range l.VirtualHosts {
 				for _, r := range vh.Routes {
-					checkDest("route "+r.Name, r.Clusters)
+					if r.Redirect == nil && r.DirectResponse == nil {
+						checkDest("route "+r.Name, r.Clusters)
+					}
 				}
 			}
 		case TCP:

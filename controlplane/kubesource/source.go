@@ -32,6 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -84,7 +86,10 @@ type Source struct {
 	// its CA Secret and the group certificate Secrets live in the release namespace, where a policy may
 	// name them.
 	OwnKeys func([]byte) bool
+	// GatewayAPI, when set, serves Gateway API objects too (gatewayapi.go).
+	GatewayAPI *GatewayAPI
 
+	gw      *gatewayState
 	mgr     manager.Manager
 	id      string
 	trigger chan struct{}
@@ -117,6 +122,7 @@ func Scheme() *runtime.Scheme {
 	discoveryv1.AddToScheme(s)
 	coordinationv1.AddToScheme(s)
 	v1alpha1.AddToScheme(s)
+	gwv1.Install(s)
 	return s
 }
 
@@ -185,6 +191,7 @@ func (s *Source) Start() error {
 				// What the cache held when it synced is read by the first resync, which reads everything.
 				if !initial {
 					s.known.mark(o)
+					s.serviceForGateways(o)
 					s.poke()
 				}
 			},
@@ -192,13 +199,17 @@ func (s *Source) Start() error {
 				if !statusOnly(old, cur) {
 					s.known.mark(old)
 					s.known.mark(cur)
+					s.serviceForGateways(cur)
 					s.poke()
 				}
 			},
-			DeleteFunc: func(o any) { s.known.mark(o); s.poke() },
+			DeleteFunc: func(o any) { s.known.mark(o); s.serviceForGateways(o); s.poke() },
 		}); err != nil {
 			return err
 		}
+	}
+	if err := s.startGatewayAPI(); err != nil {
+		return err
 	}
 	if err := mgr.Add(everyReplica(s.resyncLoop)); err != nil {
 		return err
@@ -304,6 +315,13 @@ func (s *Source) resyncLoop(ctx context.Context) error {
 
 func (s *Source) resync(ctx context.Context) {
 	ch := s.known.take()
+	// A LoadBalancerPolicy taking the name of a Gateway's policy: the Gateway's is dropped, and with it the
+	// name's exemption from the cross-namespace rule, by reading everything again.
+	for key := range ch.policies {
+		if s.gw != nil && s.gw.policies[key] != nil {
+			ch.all = true
+		}
+	}
 	start := time.Now()
 	if ch.all {
 		s.resyncAll(ctx)
@@ -352,6 +370,15 @@ func (s *Source) resync(ctx context.Context) {
 			}
 		}
 	}
+	for name := range ch.services {
+		for _, p := range s.gatewayServiceUsers(name) {
+			for _, ref := range serviceRefs(p) {
+				if ref.Namespace == name.Namespace && ref.Name == name.Name {
+					rd.readServices[ref] = true
+				}
+			}
+		}
+	}
 	for ref := range rd.readServices {
 		s.known.setService(rd, ref, s.endpoints(ctx, ref))
 	}
@@ -393,6 +420,12 @@ func (s *Source) resyncAll(ctx context.Context) {
 		}
 		next.setPolicy(rd, key, p)
 		policies = append(policies, p)
+	}
+	if s.gw != nil && s.gw.on {
+		for _, p := range s.gatewayPolicies(ctx, next.policies) {
+			next.setPolicy(rd, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, p)
+			policies = append(policies, p)
+		}
 	}
 	for ref := range rd.readServices {
 		next.services[ref] = s.endpoints(ctx, ref)

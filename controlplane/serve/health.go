@@ -101,17 +101,18 @@ func tokensFromSecret(ctx context.Context, cfg *Config) error {
 	return nil
 }
 
-// policyCounts lists every policy's conditions, Programmed included (from what the connected Envoys
-// acknowledged), for lbplane_policies and lbplane_policy_condition: the same conditions status shows.
+// policyCounts lists every policy's conditions, Programmed included (from what the Envoys of proxies
+// acknowledged: the fleet's, as status counts them), for lbplane_policies and lbplane_policy_condition: the
+// same conditions status shows.
 // ro, when set, runs the staged rollouts: a policy's rollout puts RolledBack on it, and turns Programmed
 // False while it runs and once it rolled back, as in its status.
-func policyCounts(eng *engine.Engine, tracker *xdsserver.Tracker, ro *rollout.Controller) func() []metrics.PolicyConditions {
+func policyCounts(eng *engine.Engine, fleet func() []xdsserver.ProxyStatus, ro *rollout.Controller) func() []metrics.PolicyConditions {
 	return func() []metrics.PolicyConditions {
 		res, _ := eng.Result()
 		if res == nil {
 			return nil
 		}
-		proxies := tracker.Proxies()
+		proxies := fleet()
 		now := metav1.Now()
 		var out []metrics.PolicyConditions
 		for k, p := range res.Policies.All() {

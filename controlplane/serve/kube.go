@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,15 @@ func newKube(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, m *met
 			return nil, fmt.Errorf("--envoy-service: %w", err)
 		}
 		kube.EnvoyService = kubesource.EnvoyService{Namespace: ns, Name: cfg.EnvoyService, Group: cfg.EnvoyServiceGroup}
+	}
+	if cfg.GatewayAPI {
+		ports, err := parsePorts(cfg.GatewayAPIPorts)
+		if err != nil {
+			return nil, fmt.Errorf("--gateway-api-ports: %w", err)
+		}
+		ns, _ := cfg.namespace()
+		kube.GatewayAPI = &kubesource.GatewayAPI{ProxyGroup: cfg.GatewayAPIGroup, Address: cfg.GatewayAPIAddress, Ports: ports,
+			ServiceNamespace: ns, ServiceSelector: cfg.GatewayAPISelector}
 	}
 	if st.poller != nil {
 		// The status writer speaks for every replica's Envoys, so the replica that writes status reads
@@ -128,4 +138,30 @@ func podIdentities(ctx context.Context, cfg *Config, x *xds, api *pushAPI) error
 		}}
 	cfg.Log.Info("Envoy pods get certificates of their own against their service account tokens", "serviceAccounts", cfg.EnvoyIdentityServiceAccounts, "audience", audience)
 	return nil
+}
+
+// parsePorts reads FIRST-LAST or a comma-separated list of ports.
+func parsePorts(s string) ([]int32, error) {
+	var out []int32
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 1 || a > 65535 {
+			return nil, fmt.Errorf("%q is not a port", lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b > 65535 {
+				return nil, fmt.Errorf("%q is not a range of ports", part)
+			}
+		}
+		if len(out)+b-a+1 > 65535 {
+			return nil, fmt.Errorf("too many ports")
+		}
+		for p := a; p <= b; p++ {
+			out = append(out, int32(p))
+		}
+	}
+	return out, nil
 }

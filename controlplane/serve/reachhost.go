@@ -61,8 +61,14 @@ func hostView(proxies []xdsserver.ProxyStatus, own []reach.OwnPort) ([]netip.Add
 	return slices.Compact(self), ports
 }
 
+// hostProxies are the Envoys whose addresses no backend may use: every replica's (fleetView), with this
+// replica's own from its tracker at once.
+func hostProxies(x *xds, fleet func() []xdsserver.ProxyStatus) func() []xdsserver.ProxyStatus {
+	return func() []xdsserver.ProxyStatus { return append(x.tracker.Proxies(), fleet()...) }
+}
+
 // followHost keeps the engine's view of the Envoys' hosts current: every second, the addresses and stats
-// ports of the connected Envoys (and this host's addresses, which change as interfaces come and go). A
+// ports of the Envoys (hostProxies), and this host's addresses, which change as interfaces come and go. A
 // change translates every policy again, which happens only when an Envoy connects from a new address,
 // declares a new stats port, or the host's addresses change.
 func followHost(ctx context.Context, eng *engine.Engine, proxies func() []xdsserver.ProxyStatus, own []reach.OwnPort) {

@@ -244,20 +244,7 @@ func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, p
 		cfg.Log.Warn("staged rollouts are off: they need --leader-election-namespace (where their ConfigMaps live); spec.rollout is applied at once")
 		return nil, nil, nil
 	}
-	var mu sync.Mutex
-	var at time.Time
-	var cached []xdsserver.ProxyStatus
-	proxies := func() []xdsserver.ProxyStatus {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Since(at) > time.Second {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			cached, at = kube.AllProxies(ctx), time.Now()
-			cancel()
-		}
-		return cached
-	}
-	ro := &rollout.Controller{Engine: eng, Proxies: proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
+	ro := &rollout.Controller{Engine: eng, Proxies: kubeFleet(kube), Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
 		Leader: kube.Leader, LeaderWrites: true, MinCanaryAge: cfg.RolloutCanaryMinAge}
 	watchRollouts(ro, poller)
 	if err := ro.Load(); err != nil {
@@ -270,4 +257,34 @@ func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, p
 		cfg.Log.Info("every applied change is rolled out in stages unless its policy says otherwise")
 	}
 	return ro, hook, nil
+}
+
+// kubeFleet is every replica's Envoys from the Kubernetes proxy reports (kubesource.AllProxies), read at most
+// once a second.
+func kubeFleet(kube *kubesource.Source) func() []xdsserver.ProxyStatus {
+	var mu sync.Mutex
+	var at time.Time
+	var cached []xdsserver.ProxyStatus
+	return func() []xdsserver.ProxyStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cached, at = kube.AllProxies(ctx), time.Now()
+			cancel()
+		}
+		return cached
+	}
+}
+
+// fleetView is every replica's Envoys, as a policy's status counts them: the Kubernetes proxy reports, or
+// what the replicas published in etcd; this replica's alone with neither.
+func fleetView(x *xds, api *pushAPI, kube *kubesource.Source) func() []xdsserver.ProxyStatus {
+	switch {
+	case kube != nil:
+		return kubeFleet(kube)
+	case api.fleet != nil:
+		return api.fleet.all
+	}
+	return x.tracker.Proxies
 }

@@ -162,6 +162,12 @@ type Config struct {
 	// EnvoyService, with Kubernetes, is the Service of Namespace in front of proxy group EnvoyServiceGroup's
 	// Envoys, whose ports lbplane keeps in step with the group's listener ports.
 	EnvoyService, EnvoyServiceGroup string
+	// GatewayAPI, with Kubernetes, serves Gateway API objects as well (kubesource.GatewayAPI): Gateways of
+	// GatewayAPIGroup, listening on GatewayAPIAddress and ports of GatewayAPIPorts, each with a Service in
+	// Namespace selecting GatewayAPISelector's pods (default: EnvoyService's).
+	GatewayAPI                                          bool
+	GatewayAPIGroup, GatewayAPIAddress, GatewayAPIPorts string
+	GatewayAPISelector                                  map[string]string
 
 	// RevocationsConfigMap, with Kubernetes, keeps the revoked Envoy identities (lbctl revoke) in this
 	// ConfigMap of Namespace, which every replica reads every RevocationsInterval, instead of the local store.
@@ -454,8 +460,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if kube != nil && !runKube(ctx, g, &cfg, kube) {
 		return g.Wait()
 	}
-	// The conditions as status has them, the rollout's included (its controller is made by now).
-	m.Policies(policyCounts(eng, x.tracker, ro))
+	// The conditions as status has them, counting every replica's Envoys as status does, the rollout's
+	// included (its controller is made by now): each replica's series are then the same, and one with no
+	// Envoy of a group connected does not say its policies have none.
+	fleet := fleetView(x, api, kube)
+	m.Policies(policyCounts(eng, fleet, ro))
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))
 
@@ -490,9 +499,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if watcher != nil {
 		g.Go(func() error { watcher.Run(ctx); return nil })
 	}
-	// This replica's own Envoys: reading every replica's from the store each second would cost more than
-	// the hop limit leaves to gain.
-	g.Go(func() error { followHost(ctx, eng, x.tracker.Proxies, own); return nil })
+	// Every replica's Envoys, not only this replica's: a backend on the address of an Envoy served by another
+	// replica reaches that Envoy's listeners, the other policies' included, which no hop limit sees.
+	g.Go(func() error { followHost(ctx, eng, hostProxies(x, fleet), own); return nil })
 	st.follow(ctx, g, &cfg, api, x.guard, ro)
 	groupCerts, err := newGroupCerts(&cfg, x.ca)
 	if err != nil {

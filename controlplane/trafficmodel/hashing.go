@@ -36,6 +36,12 @@ func (r Request) Header(name string) []string {
 			return []string{"/"}
 		}
 		return []string{r.Path}
+	case ":method":
+		// A traced request is a GET unless it says otherwise (a ":method" header).
+		if v := r.Headers[":method"]; len(v) > 0 {
+			return v
+		}
+		return []string{"GET"}
 	case ":authority", "host":
 		if v := r.Headers[":authority"]; len(v) > 0 {
 			return v

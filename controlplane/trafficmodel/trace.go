@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -306,10 +307,11 @@ func EncodeSession(address string) string {
 	return base64.StdEncoding.EncodeToString([]byte(address))
 }
 
-// matchRoute applies Envoy's route match as built: the path (without its query) by prefix or exactly, then
-// every header matcher. It returns the reasons, for the trace.
+// matchRoute applies Envoy's route match as built: the path (without its query) by prefix, by whole
+// segments, by a regular expression or exactly, then every header matcher and query parameter. It returns
+// the reasons, for the trace.
 func matchRoute(m *routev3.RouteMatch, req Request) (bool, []string) {
-	path, _, _ := strings.Cut(req.Path, "?")
+	path, query, _ := strings.Cut(req.Path, "?")
 	if path == "" {
 		path = "/"
 	}
@@ -320,6 +322,18 @@ func matchRoute(m *routev3.RouteMatch, req Request) (bool, []string) {
 			return false, []string{fmt.Sprintf("path %q is not exactly %q", path, m.GetPath())}
 		}
 		why = append(why, fmt.Sprintf("path %q is exactly %q", path, m.GetPath()))
+	case m.GetPathSeparatedPrefix() != "":
+		p := m.GetPathSeparatedPrefix()
+		if path != p && !strings.HasPrefix(path, p+"/") {
+			return false, []string{fmt.Sprintf("path %q is not %q or below it", path, p)}
+		}
+		why = append(why, fmt.Sprintf("path %q is %q or below it", path, p))
+	case m.GetSafeRegex() != nil:
+		re, err := regexp.Compile("^(?:" + m.GetSafeRegex().GetRegex() + ")$")
+		if err != nil || !re.MatchString(path) {
+			return false, []string{fmt.Sprintf("path %q does not match %q", path, m.GetSafeRegex().GetRegex())}
+		}
+		why = append(why, fmt.Sprintf("path %q matches %q", path, m.GetSafeRegex().GetRegex()))
 	default:
 		if !strings.HasPrefix(path, m.GetPrefix()) {
 			return false, []string{fmt.Sprintf("path %q does not start with %q", path, m.GetPrefix())}
@@ -355,6 +369,23 @@ func matchRoute(m *routev3.RouteMatch, req Request) (bool, []string) {
 			return false, append(why, fmt.Sprintf("header %s (%s) fails: %s", h.GetName(), got, desc))
 		}
 		why = append(why, fmt.Sprintf("header %s (%s) %s", h.GetName(), got, desc))
+	}
+	values, _ := url.ParseQuery(query)
+	for _, q := range m.GetQueryParameters() {
+		sm := q.GetStringMatch()
+		ok := false
+		for _, v := range values[q.GetName()] {
+			if re := sm.GetSafeRegex(); re != nil {
+				r, err := regexp.Compile("^(?:" + re.GetRegex() + ")$")
+				ok = ok || (err == nil && r.MatchString(v))
+			} else {
+				ok = ok || v == sm.GetExact()
+			}
+		}
+		if !ok {
+			return false, append(why, fmt.Sprintf("query parameter %s fails: %v", q.GetName(), values[q.GetName()]))
+		}
+		why = append(why, fmt.Sprintf("query parameter %s matches", q.GetName()))
 	}
 	return true, why
 }

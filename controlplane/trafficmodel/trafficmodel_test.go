@@ -288,6 +288,29 @@ func TestMatchRoute(t *testing.T) {
 	}
 }
 
+func TestMatchRouteSegmentsRegexMethodQuery(t *testing.T) {
+	for _, tc := range []struct {
+		route *ir.Route
+		req   Request
+		want  bool
+	}{
+		{&ir.Route{PathType: ir.PathSegmentPrefix, Path: "/api/"}, Request{Path: "/api"}, true},
+		{&ir.Route{PathType: ir.PathSegmentPrefix, Path: "/api"}, Request{Path: "/api/v1?x=1"}, true},
+		{&ir.Route{PathType: ir.PathSegmentPrefix, Path: "/api"}, Request{Path: "/apix"}, false},
+		{&ir.Route{PathType: ir.PathRegex, Path: "/items/[0-9]+"}, Request{Path: "/items/42"}, true},
+		{&ir.Route{PathType: ir.PathRegex, Path: "/items/[0-9]+"}, Request{Path: "/items/42/x"}, false},
+		{&ir.Route{PathType: ir.PathPrefix, Path: "/", Method: "POST"}, Request{Path: "/"}, false},
+		{&ir.Route{PathType: ir.PathPrefix, Path: "/", Method: "POST"}, Request{Path: "/", Headers: map[string][]string{":method": {"POST"}}}, true},
+		{&ir.Route{PathType: ir.PathPrefix, Path: "/", QueryParams: []ir.QueryParamMatch{{Name: "v", Type: ir.HeaderExact, Value: "2"}}}, Request{Path: "/?a=1&v=2"}, true},
+		{&ir.Route{PathType: ir.PathPrefix, Path: "/", QueryParams: []ir.QueryParamMatch{{Name: "v", Type: ir.HeaderExact, Value: "2"}}}, Request{Path: "/?v=3"}, false},
+		{&ir.Route{PathType: ir.PathPrefix, Path: "/", QueryParams: []ir.QueryParamMatch{{Name: "v", Type: ir.HeaderRegex, Value: "[0-9]"}}}, Request{Path: "/?v=7"}, true},
+	} {
+		if got, why := matchRoute(built(tc.route).GetMatch(), tc.req); got != tc.want {
+			t.Errorf("%s %s %q %v: %v, want %v (%v)", tc.route.PathType, tc.route.Path, tc.req.Path, tc.req.Headers, got, tc.want, why)
+		}
+	}
+}
+
 func TestDecodeSession(t *testing.T) {
 	var pb []byte
 	pb = protowire.AppendTag(pb, 1, protowire.BytesType)

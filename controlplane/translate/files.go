@@ -165,6 +165,9 @@ type Refs struct {
 	DNS map[DNSQuery]DNSAnswer
 	// CrossNamespace allows a backend to reference a Service in another namespace than its policy's.
 	CrossNamespace bool
+	// Granted are the policies whose references across namespaces were already checked by their source
+	// (the Gateway API's, against ReferenceGrants): their Services need no annotation.
+	Granted map[Key]bool
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (see ir.Listener).
 	NoRouterDynamicStats bool
 	// AccessLog is what listeners whose owner sets no spec.listener.accessLog log (lbplane serve

@@ -156,6 +156,7 @@ func refsOf(p *v1alpha1.LoadBalancerPolicy) (files []string, services []ServiceR
 func (f *fragment) refsHashIn(refs Refs) [32]byte {
 	h := sha256.New()
 	writeInt(h, int64(boolInt(refs.CrossNamespace)))
+	writeInt(h, int64(boolInt(refs.Granted[f.key])))
 	writeString(h, refs.Reach.Key())
 	for _, path := range f.files {
 		c, ok := refs.Files[path]

@@ -18,7 +18,7 @@ func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs 
 	}
 	ref := ServiceRefOf(p.Namespace, b.Service)
 	se, ok := refs.Services[ref]
-	if ref.Namespace != p.Namespace && !refs.CrossNamespace && !(slices.Contains(se.GrantedTo, p.Namespace) || slices.Contains(se.GrantedTo, "*")) {
+	if ref.Namespace != p.Namespace && !refs.CrossNamespace && !refs.Granted[KeyOf(p)] && !(slices.Contains(se.GrantedTo, p.Namespace) || slices.Contains(se.GrantedTo, "*")) {
 		// A policy must not send traffic into another team's namespace unless that namespace (the Service's
 		// annotation) or the operator allows it. The same words whether the Service exists or not.
 		return nil, fmt.Sprintf("Service %s/%s is in another namespace, which is not allowed without a grant (annotation %s: %s on the Service, or lbplane serve --allow-cross-namespace-refs)",

@@ -28,10 +28,23 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 	for _, h := range rt.Match.Headers {
 		route.Headers = append(route.Headers, ir.HeaderMatch{Name: strings.ToLower(h.Name), Type: string(h.Type), Value: h.Value, Invert: h.Invert})
 	}
+	route.Method = rt.Match.Method
+	for _, q := range rt.Match.QueryParams {
+		route.QueryParams = append(route.QueryParams, ir.QueryParamMatch{Name: q.Name, Type: string(q.Type), Value: q.Value})
+	}
+	route.RequestHeaders = headerChanges(rt.RequestHeaders)
+	if rt.Redirect != nil || rt.DirectResponse != nil {
+		route.Redirect, route.DirectResponse = redirectOf(rt), directOf(rt.DirectResponse)
+		route.Timeout = 0
+		return route
+	}
 	for _, ref := range rt.Backends {
 		if *ref.Weight > 0 {
 			route.Clusters = append(route.Clusters, ir.WeightedCluster{Name: clusterName(p, ref.Name), Weight: uint32(*ref.Weight)})
 		}
+	}
+	if rt.ErrorWeight != nil {
+		route.ErrorWeight = uint32(*rt.ErrorWeight)
 	}
 	route.HashKeys = hashKeysFor(route.Clusters, hashKeys)
 	if rt.IdleTimeout != nil {
@@ -69,4 +82,52 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 	}
 	trafficRoute(p, route, rt)
 	return route
+}
+
+// headerChanges copies a route's request header changes, header names in lower case as Envoy keeps them.
+func headerChanges(hm *v1alpha1.HeaderModifier) *ir.HeaderChanges {
+	if hm == nil {
+		return nil
+	}
+	out := &ir.HeaderChanges{}
+	for _, h := range hm.Set {
+		out.Set = append(out.Set, ir.HeaderValue{Name: strings.ToLower(h.Name), Value: h.Value})
+	}
+	for _, h := range hm.Add {
+		out.Add = append(out.Add, ir.HeaderValue{Name: strings.ToLower(h.Name), Value: h.Value})
+	}
+	for _, name := range hm.Remove {
+		out.Remove = append(out.Remove, strings.ToLower(name))
+	}
+	return out
+}
+
+// redirectOf is a route's redirect, with the status defaulted to 302.
+func redirectOf(rt *v1alpha1.Route) *ir.Redirect {
+	rd := rt.Redirect
+	if rd == nil {
+		return nil
+	}
+	out := &ir.Redirect{Scheme: rd.Scheme, Hostname: rd.Hostname, StatusCode: 302}
+	if rd.Port != nil {
+		out.Port = uint32(*rd.Port)
+	}
+	if rd.StatusCode != nil {
+		out.StatusCode = uint32(*rd.StatusCode)
+	}
+	if pp := rd.Path; pp != nil {
+		if pp.Type == v1alpha1.RedirectReplaceFullPath {
+			out.FullPath = pp.Value
+		} else {
+			out.PrefixRewrite, out.HasPrefix = pp.Value, true
+		}
+	}
+	return out
+}
+
+func directOf(d *v1alpha1.DirectResponse) *ir.DirectResponse {
+	if d == nil {
+		return nil
+	}
+	return &ir.DirectResponse{Status: uint32(d.Status), Body: d.Body}
 }

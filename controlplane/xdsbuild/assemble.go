@@ -359,7 +359,7 @@ func routeTable(g *ir.Group, prev *routeBuild, l *ir.Listener) (*routeBuild, *xd
 			continue
 		}
 		for _, r := range vh.Routes {
-			errs = append(errs, checkDestinations(g, "route "+r.Name, r.Clusters))
+			errs = append(errs, checkRoute(g, r))
 		}
 		b, err := buildVHost(vh)
 		if err != nil {
@@ -439,7 +439,7 @@ func hostRoutes(g *ir.Group, prev *routeBuild, l *ir.Listener, put func(string, 
 			continue
 		}
 		for _, r := range vh.Routes {
-			errs = append(errs, checkDestinations(g, "route "+r.Name, r.Clusters))
+			errs = append(errs, checkRoute(g, r))
 		}
 		put(resource.RouteType, HostRouteConfig(l, vh))
 		for _, sc := range Scopes(l, vh) {
@@ -502,6 +502,14 @@ func buildVHost(vh *ir.VirtualHost) (*builtVHost, error) {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	sum := sha256.Sum256(b)
 	return &builtVHost{bytes: b, short: binary.LittleEndian.Uint64(sum[:]), filters: filtersOf(vh)}, msg.ValidateAll()
+}
+
+// checkRoute checks a route's destinations, unless it answers by itself (a redirect, a direct response).
+func checkRoute(g *ir.Group, r *ir.Route) error {
+	if r.Redirect != nil || r.DirectResponse != nil {
+		return nil
+	}
+	return checkDestinations(g, "route "+r.Name, r.Clusters)
 }
 
 // checkDestinations is ir.Validate's reference check for one destination set, built now: it points at

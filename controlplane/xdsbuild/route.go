@@ -1,6 +1,7 @@
 package xdsbuild
 
 import (
+	"regexp"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -44,29 +45,30 @@ func RouteConfig(l *ir.Listener) *routev3.RouteConfiguration {
 }
 
 func route(r *ir.Route) *routev3.Route {
-	m := &routev3.RouteMatch{}
-	if r.PathType == ir.PathExact {
-		m.PathSpecifier = &routev3.RouteMatch_Path{Path: r.Path}
-	} else {
-		m.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: r.Path}
-	}
-	for _, h := range r.Headers {
-		m.Headers = append(m.Headers, headerMatcher(h))
+	m := routeMatch(r)
+	if r.Redirect != nil || r.DirectResponse != nil {
+		return answeringRoute(r, m)
 	}
 	action := &routev3.RouteAction{Timeout: durationpb.New(r.Timeout), HashPolicy: hashPolicies(r.HashKeys), RetryPolicy: retryPolicy(r.Retry)}
 	if r.IdleTimeout != nil {
 		action.IdleTimeout = durationpb.New(*r.IdleTimeout)
 	}
-	if len(r.Clusters) == 1 {
+	if len(r.Clusters) == 1 && r.ErrorWeight == 0 {
 		action.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: r.Clusters[0].Name}
 	} else {
 		wc := &routev3.WeightedCluster{}
 		for _, c := range r.Clusters {
 			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: c.Name, Weight: wrapperspb.UInt32(c.Weight)})
 		}
+		if r.ErrorWeight > 0 {
+			// A cluster Envoy does not have: its share is answered 500.
+			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: ir.ErrorCluster, Weight: wrapperspb.UInt32(r.ErrorWeight)})
+			action.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
+		}
 		action.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
 	out := &routev3.Route{Name: r.Name, Match: m, Action: &routev3.Route_Route{Route: action}}
+	requestHeaders(out, r.RequestHeaders)
 	if s := r.Session; s != nil {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{statefulSessionFilter: mustAny(&statefulsessionv3.StatefulSessionPerRoute{
 			Override: &statefulsessionv3.StatefulSessionPerRoute_StatefulSession{StatefulSession: &statefulsessionv3.StatefulSession{SessionState: sessionState(s)}},
@@ -160,4 +162,102 @@ func headerMatcher(h ir.HeaderMatch) *routev3.HeaderMatcher {
 		hm.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: h.Value}}}
 	}
 	return hm
+}
+
+// routeMatch builds what a route matches: its path, headers, method and query parameters.
+func routeMatch(r *ir.Route) *routev3.RouteMatch {
+	m := &routev3.RouteMatch{}
+	switch r.PathType {
+	case ir.PathExact:
+		m.PathSpecifier = &routev3.RouteMatch_Path{Path: r.Path}
+	case ir.PathRegex:
+		m.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: r.Path}}
+	case ir.PathSegmentPrefix:
+		// Whole segments: "/foo" matches "/foo" and "/foo/...", not "/foobar". Envoy wants no trailing '/'.
+		if p := strings.TrimRight(r.Path, "/"); p != "" {
+			m.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: p}
+		} else {
+			m.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+		}
+	default:
+		m.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: r.Path}
+	}
+	for _, h := range r.Headers {
+		m.Headers = append(m.Headers, headerMatcher(h))
+	}
+	if r.Method != "" {
+		m.Headers = append(m.Headers, headerMatcher(ir.HeaderMatch{Name: ":method", Type: ir.HeaderExact, Value: r.Method}))
+	}
+	for _, q := range r.QueryParams {
+		sm := &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: q.Value}}
+		if q.Type == ir.HeaderRegex {
+			sm.MatchPattern = &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: q.Value}}
+		}
+		m.QueryParameters = append(m.QueryParameters, &routev3.QueryParameterMatcher{Name: q.Name,
+			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm}})
+	}
+	return m
+}
+
+// answeringRoute is a route Envoy answers itself: a redirect or a direct response.
+func answeringRoute(r *ir.Route, m *routev3.RouteMatch) *routev3.Route {
+	out := &routev3.Route{Name: r.Name, Match: m}
+	if d := r.DirectResponse; d != nil {
+		dr := &routev3.DirectResponseAction{Status: d.Status}
+		if d.Body != "" {
+			dr.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: d.Body}}
+		}
+		out.Action = &routev3.Route_DirectResponse{DirectResponse: dr}
+		return out
+	}
+	rd := r.Redirect
+	ra := &routev3.RedirectAction{HostRedirect: rd.Hostname, PortRedirect: rd.Port}
+	if rd.Scheme != "" {
+		ra.SchemeRewriteSpecifier = &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: rd.Scheme}
+	}
+	switch {
+	case rd.FullPath != "":
+		ra.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: rd.FullPath}
+	case rd.HasPrefix && r.PathType == ir.PathSegmentPrefix && strings.TrimRight(r.Path, "/") != "":
+		// Whole segments are replaced: with "/foo" replaced, "/foo/bar" becomes "/xyz/bar" or "/bar" (not
+		// "//bar"), and "/foo" becomes "/xyz" or "/".
+		matched := regexp.QuoteMeta(strings.TrimRight(r.Path, "/"))
+		rw := &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched + "(/.*)?$"}, Substitution: strings.TrimRight(rd.PrefixRewrite, "/") + `\1`}
+		if strings.TrimRight(rd.PrefixRewrite, "/") == "" {
+			rw = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched + "/*"}, Substitution: "/"}
+		}
+		ra.PathRewriteSpecifier = &routev3.RedirectAction_RegexRewrite{RegexRewrite: rw}
+	case rd.HasPrefix:
+		ra.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: rd.PrefixRewrite}
+	}
+	switch rd.StatusCode {
+	case 301:
+		ra.ResponseCode = routev3.RedirectAction_MOVED_PERMANENTLY
+	case 303:
+		ra.ResponseCode = routev3.RedirectAction_SEE_OTHER
+	case 307:
+		ra.ResponseCode = routev3.RedirectAction_TEMPORARY_REDIRECT
+	case 308:
+		ra.ResponseCode = routev3.RedirectAction_PERMANENT_REDIRECT
+	default:
+		ra.ResponseCode = routev3.RedirectAction_FOUND
+	}
+	out.Action = &routev3.Route_Redirect{Redirect: ra}
+	return out
+}
+
+// requestHeaders adds a route's request header changes.
+func requestHeaders(out *routev3.Route, hc *ir.HeaderChanges) {
+	if hc == nil {
+		return
+	}
+	for _, h := range hc.Set {
+		out.RequestHeadersToAdd = append(out.RequestHeadersToAdd, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: h.Name, Value: h.Value},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD})
+	}
+	for _, h := range hc.Add {
+		out.RequestHeadersToAdd = append(out.RequestHeadersToAdd, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: h.Name, Value: h.Value},
+			AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD})
+	}
+	out.RequestHeadersToRemove = append(out.RequestHeadersToRemove, hc.Remove...)
 }

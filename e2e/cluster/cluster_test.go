@@ -8,10 +8,11 @@
 //	KUBECONFIG=$(hack/cluster/cluster.sh kubeconfig) go test -tags cluster -race -count=1 -v ./e2e/cluster
 //
 // Images are not pulled: the cluster must have them (hack/cluster imports them; run.sh loads them into kind).
-// LBPLANE_CLUSTER_ENVOY_IMAGE and LBPLANE_CLUSTER_K6_IMAGE name the Envoy and k6 images when they differ
-// from this cluster's; LBPLANE_CLUSTER_NODE_ADDRESS is where the host reaches NodePorts (default: the node's
-// InternalIP). The docs' cluster blocks, TestCluster's install, name make cluster's kubeconfig
-// (.run/cluster/kubeconfig of the checkout) and node address: on another cluster the test fails saying so.
+// LBPLANE_CLUSTER_K6_IMAGE and LBPLANE_CLUSTER_CLIENT_IMAGE (bash and cat, the in-cluster HTTP client) name
+// the k6 and client images when they differ from this cluster's; LBPLANE_CLUSTER_NODE_ADDRESS is where the
+// host reaches NodePorts (default: the node's InternalIP). The docs' cluster blocks, TestCluster's install,
+// name make cluster's kubeconfig (.run/cluster/kubeconfig of the checkout) and node address: on another
+// cluster the test fails saying so.
 package cluster
 
 import (
@@ -230,7 +231,7 @@ func checkSpread(t *testing.T, from string, got map[string]int, n int) {
 	t.Logf("%s: %d requests over %v", from, n, got)
 }
 
-// fromPod sends n requests to host:port from a pod of its own (the Envoy image has bash, whose /dev/tcp is
+// fromPod sends n requests to host:port from a pod of its own (the client image's bash, whose /dev/tcp is
 // the client) and returns the backends that answered. The pod runs to completion and its log is read after:
 // `kubectl run -i` attaches only once the container runs, and loses what a short-lived client wrote before.
 func (c *cluster) fromPod(t *testing.T, host string, port, n int) map[string]int {
@@ -241,7 +242,7 @@ func (c *cluster) fromPod(t *testing.T, host string, port, n int) map[string]int
 	// Bash built-ins and cat only (the image has no seq); set -e: a command that fails fails the pod.
 	script := fmt.Sprintf(`set -e; for ((i = 0; i < %d; i++)); do exec 3<>/dev/tcp/%s/%d
 printf 'GET / HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n' >&3; cat <&3; exec 3<&-; echo; done`, n, host, port)
-	image := env("LBPLANE_CLUSTER_ENVOY_IMAGE", "lbplane.local/envoy:v1.40.0")
+	image := env("LBPLANE_CLUSTER_CLIENT_IMAGE", "lbplane.local/client:dev")
 	name := fmt.Sprintf("client-%d", time.Now().UnixNano()%1000000)
 	c.must(t, "", "run", name, "-n", "default", "--restart=Never", "--image", image, "--image-pull-policy=Never",
 		"--command", "--", "bash", "-c", script)
@@ -259,6 +260,39 @@ printf 'GET / HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n' >&3; cat <&3;
 		t.Fatalf("the client pod %s failed (to %s:%d):\n%s", name, host, port, out)
 	}
 	return spread(out)
+}
+
+// envoyPods are the release's Envoy pods that run (name to pod IP).
+func (c *cluster) envoyPods(t *testing.T) map[string]string {
+	t.Helper()
+	out := c.must(t, "", "-n", namespace, "get", "pods", "-l", envoySelector, "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.metadata.deletionTimestamp}{"\n"}{end}`)
+	pods := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			pods[f[0]] = f[1]
+		}
+	}
+	if len(pods) == 0 {
+		t.Fatalf("no Envoy pod runs:\n%s", out)
+	}
+	return pods
+}
+
+// answer sends one request to url with Host host and returns the backend that answered and the status.
+func answer(url, host string) (string, int, error) {
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	req.Host = host
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", 0, err
+	}
+	resp.Body.Close()
+	return resp.Header.Get("X-Backend"), resp.StatusCode, nil
 }
 
 func (c *cluster) nodeAddress(t *testing.T) string {
@@ -289,11 +323,14 @@ func fromHost(t *testing.T, url string, n int) map[string]int {
 // TestCluster: the docs' cluster blocks as typed (README.md's Kubernetes quick start: helm install, the sample
 // backends and policy applied with kubectl, a request through the NodePort; docs/kubernetes.md's look at the
 // pods), every pod Ready and the policy Programmed; traffic through the Envoy Service from a pod (cluster DNS,
-// ClusterIP) and from the host (NodePort); then k6 as a Job in the cluster through Envoy, nginx and HAProxy in
+// ClusterIP) and from the host (NodePort); the Envoy image without a shell (envoy-image); then k6 as a Job in
+// the cluster through Envoy, nginx and HAProxy in
 // front of the same backends; then faults under k6 load (a backend pod deleted, the lbplane leader pod deleted,
 // a helm upgrade that rolls lbplane, a rolling restart of the Envoys with their preStop drain, a node drain that
 // the PodDisruptionBudgets hold), each reporting its failed requests; then an Envoy that starts while lbplane
-// is down waits for it without being restarted; last, docs/kubernetes-reference.md's blocks as typed on a
+// is down waits for it without being restarted; then issue 49's attacks of a namespace tenant (tenants), and
+// a staged rollout rolled back as lbplane's scraped metrics and the chart's alert rules see it
+// (rollback-alert); last, docs/kubernetes-reference.md's blocks as typed on a
 // fresh release (the image built and imported, install, first policy, a request, the CRD handed to the release),
 // then its "In any cluster" block as a reader elsewhere types it (runAnyClusterDocBlocks).
 func TestCluster(t *testing.T) {
@@ -333,9 +370,12 @@ func TestCluster(t *testing.T) {
 		t.Logf("kubectl get pods -A:\n%s", c.must(t, "", "get", "pods", "-A"))
 	})
 
+	t.Run("envoy-image", func(t *testing.T) { c.envoyImageHasNoShell(t) })
 	t.Run("k6", func(t *testing.T) { c.k6Comparison(t) })
 	t.Run("faults", func(t *testing.T) { c.faults(t) })
 	t.Run("envoy-waits-for-lbplane", func(t *testing.T) { c.envoyWaitsForLbplane(t) })
+	t.Run("tenants", func(t *testing.T) { c.tenants(t) })
+	t.Run("rollback-alert", func(t *testing.T) { c.rollbackAlert(t) })
 
 	// The reference page is read on its own: its install is the README's, so the release and the sample
 	// backends are removed first, as a reader who starts from that page has neither. The Kubernetes blocks

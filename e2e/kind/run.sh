@@ -16,7 +16,7 @@ docker build -t ghcr.io/lbplane/lbplane:dev .
 "$KIND" load docker-image ghcr.io/lbplane/lbplane:dev --name lbplane
 images=$(mktemp -d)
 trap 'rm -rf "$images"' EXIT
-go run ./hack/images -out "$images" -only envoy,k6,nginx,haproxy
+go run ./hack/images -out "$images" -only envoy,k6,nginx,haproxy,client
 for f in "$images"/*.tar; do "$KIND" load image-archive "$f" --name lbplane; done
 
 # kind-config.yaml maps the node's port 30080 to 127.0.0.1:30080 on this machine: the Envoy Service's NodePort.

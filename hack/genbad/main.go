@@ -167,7 +167,7 @@ func cases() []badCase {
 		{"protocol-case", "protocol: HTTP", "protocol: http", `spec.listener.protocol: unsupported value "http"`},
 		{"algorithm", "algorithm: RoundRobin}", "algorithm: RoundRobn}", `spec.backends[0].loadBalancing.algorithm: unsupported value "RoundRobn"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev, BackendUtilization`},
 		{"algorithm-nginx", "algorithm: RoundRobin}", "algorithm: least_conn}", `spec.backends[0].loadBalancing.algorithm: unsupported value "least_conn"`},
-		{"path-type", "type: Prefix", "type: Regex", `spec.routes[0].match.path.type: unsupported value "Regex"; supported: Prefix, Exact`},
+		{"path-type", "type: Prefix", "type: Regex", `spec.routes[0].match.path.type: unsupported value "Regex"; supported: Prefix, SegmentPrefix, Exact, RegularExpression`},
 		{"header-type", "type: Exact, value: v", "type: Suffix, value: v", `spec.routes[0].match.headers[0].type: unsupported value "Suffix"`},
 		{"hc-type", "type: HTTP, http", "type: HTTPS, http", `spec.backends[0].healthCheck.active.type: unsupported value "HTTPS"; supported: HTTP, TCP, GRPC`},
 		{"hc-method", "http: {path: /healthz}", "http: {path: /healthz, method: CONNECT}", `spec.backends[0].healthCheck.active.http.method: unsupported value "CONNECT"`},

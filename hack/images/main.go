@@ -5,8 +5,8 @@
 // The lbplane image is described once, by the Dockerfile: this builder runs the build stage's `go build` line
 // and copies what the final stage's COPY lines copy, with its USER and ENTRYPOINT, onto a base equivalent to
 // distroless/static:nonroot. Docker users build the same image with `docker build .`. The other images
-// (Envoy, k6, pause, CoreDNS, nginx, HAProxy) exist for the cluster tests only: a binary and the shared
-// libraries ldd finds for it.
+// (Envoy, k6, pause, CoreDNS, nginx, HAProxy, the test client) exist for the cluster tests only: a binary and
+// the shared libraries ldd finds for it.
 //
 // The Gateway API conformance suite (conformance/) runs its backends and a CoreDNS from images its own
 // manifests name (registry.k8s.io/gateway-api/echo-basic:..., registry.k8s.io/coredns/coredns:...): they
@@ -56,6 +56,7 @@ const (
 	K6Image      = "lbplane.local/k6:dev"
 	NginxImage   = "lbplane.local/nginx:dev"
 	HAProxyImage = "lbplane.local/haproxy:dev"
+	ClientImage  = "lbplane.local/client:dev"
 )
 
 // file is one entry of an image's single layer.
@@ -338,28 +339,27 @@ func lbplane(tmp string) *image {
 	return im
 }
 
-// envoy: the pinned Envoy binary, and what the chart's preStop hook runs (bash, awk, sleep, cat, and perl with
-// its base modules, which speaks HTTP to admin's Unix socket, as in the upstream image), as user envoy (101)
-// like the upstream image.
+// envoy: the pinned Envoy binary and the libraries it links, as user envoy (101) like the upstream image, and
+// nothing else: no shell, coreutils or perl, as in a distroless image. The chart needs none (its probes and
+// preStop hook are HTTP, answered by Envoy and by envoy-sidecar from lbplane's image), and TestCluster checks
+// that a shell cannot be started in the chart's Envoy container.
 func envoy() *image {
 	im := newImage(EnvoyImage)
 	im.users("envoy:101")
 	im.binary(tool("envoy"), "/usr/local/bin/envoy")
-	for _, b := range []string{"/bin/bash", "/usr/bin/awk", "/bin/sleep", "/bin/cat", "/usr/bin/perl"} {
+	im.entrypoint, im.user = []string{"/usr/local/bin/envoy"}, "101"
+	return im
+}
+
+// client: bash and cat, for the cluster tests' in-cluster HTTP clients (bash's /dev/tcp), as nonroot.
+func client() *image {
+	im := newImage(ClientImage)
+	im.users("nonroot:65532")
+	for _, b := range []string{"/bin/bash", "/bin/cat"} {
 		im.binary(b, b)
 	}
-	// perl-base's modules (IO::Socket::UNIX and what it loads), as Debian's package lists them.
-	out, err := exec.Command("dpkg", "-L", "perl-base").Output()
-	if err != nil {
-		log.Fatalf("image %s: listing perl-base (the preStop hook's perl): %v", im.ref, err)
-	}
-	for _, f := range strings.Fields(string(out)) {
-		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() && strings.Contains(f, "/perl") && !strings.HasPrefix(f, "/usr/share/") {
-			im.copy(f, f, int64(st.Mode().Perm()))
-		}
-	}
 	im.files["/bin/sh"] = file{path: "/bin/sh", mode: 0o777, symlink: "bash"}
-	im.entrypoint, im.user = []string{"/usr/local/bin/envoy"}, "101"
+	im.entrypoint, im.user = []string{"/bin/bash"}, "65532"
 	return im
 }
 
@@ -510,7 +510,7 @@ func conformanceCoreDNS(ref string) *image {
 
 func main() {
 	outDir := flag.String("out", ".run/cluster/images", "folder for the image tarballs")
-	only := flag.String("only", "", "comma-separated images to build (lbplane,envoy,pause,k6,coredns,nginx,haproxy,echo-basic,conformance-coredns); empty: all")
+	only := flag.String("only", "", "comma-separated images to build (lbplane,envoy,pause,k6,coredns,nginx,haproxy,client,echo-basic,conformance-coredns); empty: all")
 	corednsRef := flag.String("coredns-image", "", "the CoreDNS image's name (default lbplane.local/coredns:<hack/tools.sh COREDNS_VERSION>)")
 	flag.Parse()
 	log.SetFlags(0)
@@ -543,6 +543,7 @@ func main() {
 		"coredns": func() *image { return coredns(*corednsRef) },
 		"nginx":   func() *image { return debian(NginxImage, "/usr/sbin/nginx") },
 		"haproxy": func() *image { return debian(HAProxyImage, "/usr/sbin/haproxy") },
+		"client":  client,
 		"echo-basic": func() *image {
 			refs, _ := suiteRefs()
 			return echoBasic(tmp, refs)
@@ -552,7 +553,7 @@ func main() {
 			return conformanceCoreDNS(refs[0])
 		},
 	}
-	names := []string{"pause", "coredns", "lbplane", "envoy", "k6", "nginx", "haproxy", "echo-basic", "conformance-coredns"}
+	names := []string{"pause", "coredns", "lbplane", "envoy", "k6", "nginx", "haproxy", "client", "echo-basic", "conformance-coredns"}
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}

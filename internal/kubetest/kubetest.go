@@ -183,9 +183,16 @@ func (c *Cluster) waitReady(t TB, timeout time.Duration) {
 
 func (c *Cluster) installCRDs(t TB) {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), "charts", "lbplane", "crds", "*.yaml"))
+	c.InstallCRDs(t, filepath.Join("charts", "lbplane", "crds"))
+}
+
+// InstallCRDs creates the CRDs of the YAML files in dir (relative to the repository) and waits until they
+// are served: charts/lbplane/crds/gateway-api for a test of the Gateway API.
+func (c *Cluster) InstallCRDs(t TB, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(tools.RepoRoot(), dir, "*.yaml"))
 	if len(files) == 0 {
-		t.Fatal("no CRDs under charts/lbplane/crds: run make generate")
+		t.Fatal("no CRDs under " + dir + ": run make generate")
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)

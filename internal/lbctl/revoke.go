@@ -26,7 +26,9 @@ revocation covers has expired; the revocation survives a restart. A certificate 
 the revocation is good again, except one issued within five minutes of it (certificates are back-dated by
 five minutes for clock skew). --group revokes every certificate of a proxy group issued before it (a lost
 group key): Envoy pods that get certificates of their own against their service account token (the chart's
-default in Kubernetes) are issued new ones at once and reconnect without a restart. Needs the admin token.
+default in Kubernetes) are issued new ones at once and reconnect without a restart. Needs the admin token. In
+Kubernetes mode (--kubeconfig, --context) it goes to an lbplane pod through a port-forward, with the chart's
+token, as status does; every replica reads the revocation from its ConfigMap.
 --list shows the revocations in force.`,
 		Example: `  lbctl revoke --node edge-7 --reason "host lost"
   lbctl revoke --serial 5f3a9c0e12
@@ -36,9 +38,6 @@ default in Kubernetes) are issued new ones at once and reconnect without a resta
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
 				return err
-			}
-			if g.kube.enabled() {
-				return errors.New("in Kubernetes mode, revoke through the push API of an lbplane replica (lbctl --server): the revocation is kept in a ConfigMap every replica watches")
 			}
 			c, err := g.client()
 			if err != nil {

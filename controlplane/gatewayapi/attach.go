@@ -1,0 +1,249 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// attachedRule is one HTTPRoute rule attached to a listener, with the host names it serves there.
+type attachedRule struct {
+	route     types.NamespacedName
+	order     int // the route's place in the specification's order (oldest first, then namespace/name)
+	index     int // the rule's index in the route
+	rule      *gwv1.HTTPRouteRule
+	hostnames []string // "" is every host name
+	backends  []backend
+}
+
+// backend is one backendRef of a rule, resolved: a Service port, or invalid (its share gets 500).
+type backend struct {
+	namespace, name string
+	port            int32
+	weight          int32
+	invalid         bool
+}
+
+// grants indexes ReferenceGrants: "fromNamespace/kind → toNamespace" entries.
+type grants []*gwv1.ReferenceGrant
+
+func newGrants(list []*gwv1.ReferenceGrant) grants { return grants(list) }
+
+// allows tells whether a route in from may reference the Service name in to.
+func (g grants) allows(from, to, name string) bool {
+	for _, rg := range g {
+		if rg.Namespace != to {
+			continue
+		}
+		fromOK := slices.ContainsFunc(rg.Spec.From, func(f gwv1.ReferenceGrantFrom) bool {
+			return string(f.Group) == gwv1.GroupName && f.Kind == "HTTPRoute" && string(f.Namespace) == from
+		})
+		toOK := slices.ContainsFunc(rg.Spec.To, func(t gwv1.ReferenceGrantTo) bool {
+			return t.Group == "" && t.Kind == "Service" && (t.Name == nil || string(*t.Name) == name)
+		})
+		if fromOK && toOK {
+			return true
+		}
+	}
+	return false
+}
+
+// attach attaches the route to each parent of lbplane's, and returns the route's parent statuses.
+func attach(in Input, r *gwv1.HTTPRoute, order int, gateways map[types.NamespacedName]*gateway, grants grants) []gwv1.RouteParentStatus {
+	var out []gwv1.RouteParentStatus
+	gen := r.Generation
+	backends, resolved, reason, msg := resolveBackends(in, r, grants)
+	for _, ref := range r.Spec.ParentRefs {
+		group, kind := gwv1.GroupName, "Gateway"
+		if ref.Group != nil {
+			group = string(*ref.Group)
+		}
+		if ref.Kind != nil {
+			kind = string(*ref.Kind)
+		}
+		if group != gwv1.GroupName || kind != "Gateway" {
+			continue
+		}
+		ns := r.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		gw := gateways[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+		if gw == nil {
+			continue // not lbplane's (or not there): another controller's to answer
+		}
+		ps := gwv1.RouteParentStatus{ParentRef: ref, ControllerName: ControllerName}
+		ok, why, text := gw.attachRoute(in, r, order, ref, backends)
+		if ok {
+			ps.Conditions = append(ps.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "route accepted", gen))
+		} else {
+			ps.Conditions = append(ps.Conditions, condition(string(gwv1.RouteConditionAccepted), false, why, text, gen))
+		}
+		ps.Conditions = append(ps.Conditions, condition(string(gwv1.RouteConditionResolvedRefs), resolved, reason, msg, gen))
+		out = append(out, ps)
+	}
+	return out
+}
+
+// resolveBackends resolves every backendRef of every rule, and says whether all of them resolved.
+func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, bool, string, string) {
+	out := make([][]backend, len(r.Spec.Rules))
+	reason, msg := "", ""
+	fail := func(rs gwv1.RouteConditionReason, m string) {
+		if reason == "" {
+			reason, msg = string(rs), m
+		}
+	}
+	for i, rule := range r.Spec.Rules {
+		for j, ref := range rule.BackendRefs {
+			path := fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j)
+			b := backend{weight: 1, namespace: r.Namespace, name: string(ref.Name)}
+			if ref.Weight != nil {
+				b.weight = *ref.Weight
+			}
+			if ref.Namespace != nil {
+				b.namespace = string(*ref.Namespace)
+			}
+			group, kind := "", "Service"
+			if ref.Group != nil {
+				group = string(*ref.Group)
+			}
+			if ref.Kind != nil {
+				kind = string(*ref.Kind)
+			}
+			switch {
+			case group != "" || kind != "Service":
+				b.invalid = true
+				fail(gwv1.RouteReasonInvalidKind, fmt.Sprintf("%s: kind %s/%s is not supported; lbplane routes to Services", path, group, kind))
+			case b.namespace != r.Namespace && !grants.allows(r.Namespace, b.namespace, b.name):
+				b.invalid = true
+				fail(gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("%s: Service %s/%s is in another namespace and no ReferenceGrant there allows it", path, b.namespace, b.name))
+			case ref.Port == nil:
+				b.invalid = true
+				fail(gwv1.RouteReasonUnsupportedValue, fmt.Sprintf("%s: port is required for a Service", path))
+			default:
+				b.port = int32(*ref.Port)
+				ports, ok := in.Services[types.NamespacedName{Namespace: b.namespace, Name: b.name}]
+				switch {
+				case !ok:
+					b.invalid = true
+					fail(gwv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: Service %s/%s not found", path, b.namespace, b.name))
+				case !slices.Contains(ports, b.port):
+					b.invalid = true
+					fail(gwv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: Service %s/%s has no port %d", path, b.namespace, b.name, b.port))
+				}
+			}
+			out[i] = append(out[i], b)
+		}
+	}
+	if reason == "" {
+		return out, true, string(gwv1.RouteReasonResolvedRefs), "all references resolved"
+	}
+	return out, false, reason, msg
+}
+
+// attachRoute attaches r to the listeners of gw that ref selects and that take it; it says why not when
+// none does.
+func (gw *gateway) attachRoute(in Input, r *gwv1.HTTPRoute, order int, ref gwv1.ParentReference, backends [][]backend) (bool, string, string) {
+	var candidates []*listener
+	for _, l := range gw.listeners {
+		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
+			continue
+		}
+		if ref.Port != nil && l.spec.Port != *ref.Port {
+			continue
+		}
+		candidates = append(candidates, l)
+	}
+	if len(candidates) == 0 {
+		return false, string(gwv1.RouteReasonNoMatchingParent), "no listener of the Gateway matches the parentRef's sectionName and port"
+	}
+	allowed, hostMatch := false, false
+	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
+	for _, l := range candidates {
+		if !l.ok || !slices.Contains(l.kinds, httpRouteKind) || !gw.allows(l, r.Namespace, in.Namespaces) {
+			continue
+		}
+		allowed = true
+		hosts := intersect(l.hostname(), r.Spec.Hostnames)
+		if len(hosts) == 0 {
+			continue
+		}
+		hostMatch = true
+		for i := range r.Spec.Rules {
+			l.rules = append(l.rules, attachedRule{route: key, order: order, index: i, rule: &r.Spec.Rules[i], hostnames: hosts, backends: backends[i]})
+		}
+		if len(r.Spec.Rules) == 0 {
+			l.rules = append(l.rules, attachedRule{route: key, order: order, index: -1, hostnames: hosts})
+		}
+	}
+	switch {
+	case !allowed:
+		return false, string(gwv1.RouteReasonNotAllowedByListeners), "no listener the parentRef selects allows this route (allowedRoutes)"
+	case !hostMatch:
+		return false, string(gwv1.RouteReasonNoMatchingListenerHostname), "no hostname of the route matches a listener's hostname"
+	}
+	return true, "", ""
+}
+
+// intersect returns the host names a route serves on a listener: the route's names that the listener's
+// name matches (a wildcard matches them), or the listener's name where a route's wildcard is wider; nil
+// when none. "" stands for every name.
+func intersect(listener string, route []gwv1.Hostname) []string {
+	if len(route) == 0 {
+		return []string{listener}
+	}
+	var out []string
+	for _, h := range route {
+		rh := string(h)
+		switch {
+		case listener == "":
+			out = append(out, rh)
+		case covers(listener, rh):
+			out = append(out, rh)
+		case covers(rh, listener):
+			out = append(out, listener)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// covers tells whether every name pattern b matches is matched by pattern a ("" matches all; "*.x" matches
+// any name with one or more labels before ".x").
+func covers(a, b string) bool {
+	switch {
+	case a == "":
+		return true
+	case a == b:
+		return true
+	case strings.HasPrefix(a, "*."):
+		suffix := a[1:] // ".x"
+		if strings.HasPrefix(b, "*.") {
+			return strings.HasSuffix(b[1:], suffix) && len(b[1:]) > len(suffix)
+		}
+		return strings.HasSuffix(b, suffix) && len(b) > len(suffix)
+	}
+	return false
+}
+
+// moreSpecific tells whether listener name a is more specific than b: an exact name over a wildcard, a
+// longer wildcard over a shorter one, anything over no name.
+func moreSpecific(a, b string) bool {
+	switch {
+	case a == b:
+		return false
+	case b == "":
+		return true
+	case a == "":
+		return false
+	case !strings.HasPrefix(a, "*.") && strings.HasPrefix(b, "*."):
+		return true
+	case strings.HasPrefix(a, "*.") && strings.HasPrefix(b, "*."):
+		return len(a) > len(b)
+	}
+	return false
+}

@@ -1,0 +1,288 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// gateway is one Gateway of an lbplane class while it is translated.
+type gateway struct {
+	obj       *gwv1.Gateway
+	key       types.NamespacedName
+	result    *Gateway
+	listeners []*listener
+	// envoyPort maps a listener port to the Envoy port serving it (0: none was free).
+	envoyPort map[gwv1.PortNumber]int32
+}
+
+// listener is one Gateway listener and what attached to it.
+type listener struct {
+	spec   *gwv1.Listener
+	status *gwv1.ListenerStatus
+	// ok: the listener is accepted and not in conflict, so routes may attach.
+	ok bool
+	// kinds are the route kinds it takes (only HTTPRoute is served).
+	kinds []gwv1.RouteGroupKind
+	// rules are the route rules attached, with the host names they are served for.
+	rules []attachedRule
+}
+
+func (l *listener) hostname() string {
+	if l.spec.Hostname == nil {
+		return ""
+	}
+	return string(*l.spec.Hostname)
+}
+
+var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: "HTTPRoute"}
+
+func ptr[T any](v T) *T { return &v }
+
+func newGateway(g *gwv1.Gateway) *gateway {
+	gw := &gateway{obj: g, key: types.NamespacedName{Namespace: g.Namespace, Name: g.Name},
+		result: &Gateway{Generation: g.Generation, Policies: map[gwv1.SectionName][]types.NamespacedName{}}, envoyPort: map[gwv1.PortNumber]int32{}}
+	for i := range g.Spec.Listeners {
+		l := &g.Spec.Listeners[i]
+		gw.listeners = append(gw.listeners, &listener{spec: l, status: &gwv1.ListenerStatus{Name: l.Name}})
+	}
+	gw.checkListeners()
+	return gw
+}
+
+// checkListeners decides each listener's Accepted, ResolvedRefs and Conflicted conditions and its kinds.
+func (gw *gateway) checkListeners() {
+	gen := gw.obj.Generation
+	// Listeners on one port must agree on the protocol, and their host names must differ.
+	protocols := map[gwv1.PortNumber]map[gwv1.ProtocolType]bool{}
+	names := map[gwv1.PortNumber]map[string]int{}
+	for _, l := range gw.listeners {
+		p := l.spec.Port
+		if protocols[p] == nil {
+			protocols[p], names[p] = map[gwv1.ProtocolType]bool{}, map[string]int{}
+		}
+		protocols[p][l.spec.Protocol] = true
+		names[p][l.hostname()]++
+	}
+	for _, l := range gw.listeners {
+		st := l.status
+		accepted, acceptedReason, acceptedMsg := true, string(gwv1.ListenerReasonAccepted), "listener accepted"
+		if l.spec.Protocol != gwv1.HTTPProtocolType {
+			accepted, acceptedReason = false, string(gwv1.ListenerReasonUnsupportedProtocol)
+			acceptedMsg = fmt.Sprintf("protocol %s is not supported; lbplane serves HTTP listeners of Gateways", l.spec.Protocol)
+		}
+		conflicted, conflictReason, conflictMsg := false, string(gwv1.ListenerReasonNoConflicts), "no conflicts"
+		switch {
+		case len(protocols[l.spec.Port]) > 1:
+			conflicted, conflictReason = true, string(gwv1.ListenerReasonProtocolConflict)
+			conflictMsg = fmt.Sprintf("another listener on port %d has another protocol", l.spec.Port)
+		case names[l.spec.Port][l.hostname()] > 1:
+			conflicted, conflictReason = true, string(gwv1.ListenerReasonHostnameConflict)
+			conflictMsg = fmt.Sprintf("another listener on port %d has the same hostname %q", l.spec.Port, l.hostname())
+		}
+		resolved, resolvedReason, resolvedMsg := true, string(gwv1.ListenerReasonResolvedRefs), "all references resolved"
+		l.kinds, resolved, resolvedReason, resolvedMsg = routeKinds(l.spec, accepted)
+		if resolvedReason == "" {
+			resolvedReason, resolvedMsg = string(gwv1.ListenerReasonResolvedRefs), "all references resolved"
+		}
+		st.SupportedKinds = slices.Clone(l.kinds)
+		if st.SupportedKinds == nil {
+			st.SupportedKinds = []gwv1.RouteGroupKind{}
+		}
+		st.Conditions = []metav1.Condition{
+			condition(string(gwv1.ListenerConditionAccepted), accepted, acceptedReason, acceptedMsg, gen),
+			condition(string(gwv1.ListenerConditionResolvedRefs), resolved, resolvedReason, resolvedMsg, gen),
+			condition(string(gwv1.ListenerConditionConflicted), conflicted, conflictReason, conflictMsg, gen),
+		}
+		l.ok = accepted && !conflicted
+	}
+}
+
+// routeKinds lists the kinds a listener takes: HTTPRoute unless allowedRoutes.kinds names others; a kind
+// lbplane does not serve makes ResolvedRefs false with InvalidRouteKinds.
+func routeKinds(l *gwv1.Listener, accepted bool) ([]gwv1.RouteGroupKind, bool, string, string) {
+	if !accepted {
+		return nil, true, "", ""
+	}
+	if l.AllowedRoutes == nil || len(l.AllowedRoutes.Kinds) == 0 {
+		return []gwv1.RouteGroupKind{httpRouteKind}, true, "", ""
+	}
+	var kinds []gwv1.RouteGroupKind
+	var bad []string
+	for _, k := range l.AllowedRoutes.Kinds {
+		group := gwv1.GroupName
+		if k.Group != nil {
+			group = string(*k.Group)
+		}
+		if group == gwv1.GroupName && k.Kind == "HTTPRoute" {
+			kinds = append(kinds, httpRouteKind)
+			continue
+		}
+		bad = append(bad, group+"/"+string(k.Kind))
+	}
+	if len(bad) > 0 {
+		return kinds, false, string(gwv1.ListenerReasonInvalidRouteKinds), fmt.Sprintf("route kinds not supported: %v; lbplane serves HTTPRoute", bad)
+	}
+	return kinds, true, "", ""
+}
+
+// assignPorts gives each listener port of the Gateway an Envoy port: the first free one of ports from a
+// place given by a hash of the Gateway and the port, so that a Gateway keeps its ports while others come
+// and go (older Gateways choose first).
+func (gw *gateway) assignPorts(ports []int32, used map[int32]bool) {
+	for _, l := range gw.listeners {
+		p := l.spec.Port
+		if _, done := gw.envoyPort[p]; done || !l.ok || len(ports) == 0 {
+			continue
+		}
+		start := int(hashUint(gw.key.String(), strconv.Itoa(int(p))) % uint32(len(ports)))
+		gw.envoyPort[p] = 0
+		for i := range ports {
+			cand := ports[(start+i)%len(ports)]
+			if !used[cand] {
+				used[cand] = true
+				gw.envoyPort[p] = cand
+				gw.result.Ports = append(gw.result.Ports, PortMapping{Name: fmt.Sprintf("%s-%d", dnsLabel(string(l.spec.Name), 50), p), Port: int32(p), EnvoyPort: cand})
+				break
+			}
+		}
+	}
+	slices.SortFunc(gw.result.Ports, func(a, b PortMapping) int { return int(a.Port - b.Port) })
+	for _, l := range gw.listeners {
+		if l.ok && gw.envoyPort[l.spec.Port] == 0 {
+			l.ok = false
+			meta.SetStatusCondition(&l.status.Conditions, condition(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonPortUnavailable),
+				"no Envoy port is free in lbplane's range for Gateway listeners (lbplane serve --gateway-api-ports)", gw.obj.Generation))
+		}
+	}
+}
+
+func hashUint(parts ...string) uint32 {
+	var v uint32
+	fmt.Sscanf(hash8(parts...), "%08x", &v)
+	return v
+}
+
+// allows tells whether the listener takes a route of that namespace (allowedRoutes.namespaces).
+func (gw *gateway) allows(l *listener, ns string, nsLabels map[string]map[string]string) bool {
+	from := gwv1.NamespacesFromSame
+	var sel *metav1.LabelSelector
+	if ar := l.spec.AllowedRoutes; ar != nil && ar.Namespaces != nil {
+		if ar.Namespaces.From != nil {
+			from = *ar.Namespaces.From
+		}
+		sel = ar.Namespaces.Selector
+	}
+	switch from {
+	case gwv1.NamespacesFromAll:
+		return true
+	case gwv1.NamespacesFromSelector:
+		if sel == nil {
+			return false
+		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return false
+		}
+		return s.Matches(labels.Set(nsLabels[ns]))
+	case gwv1.NamespacesFromSame:
+		return ns == gw.obj.Namespace
+	}
+	return false
+}
+
+// finish completes the Gateway's status but for Programmed: attached routes per listener, Accepted.
+func (gw *gateway) finish() {
+	gen := gw.obj.Generation
+	st := &gw.result.Status
+	accepted := true
+	for _, l := range gw.listeners {
+		l.status.AttachedRoutes = int32(countRoutes(l.rules))
+		st.Listeners = append(st.Listeners, *l.status)
+		if c := meta.FindStatusCondition(l.status.Conditions, string(gwv1.ListenerConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {
+			accepted = false
+		}
+	}
+	switch {
+	case len(gw.obj.Spec.Addresses) > 0:
+		gw.result.accepted = false
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonUnsupportedAddress),
+			"spec.addresses is not supported: lbplane gives each Gateway a Service of its own", gen))
+	case accepted:
+		gw.result.accepted = true
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "Gateway accepted", gen))
+	default:
+		// Valid listeners are served all the same.
+		gw.result.accepted = true
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid),
+			"some listeners are not valid; the others are served", gen))
+	}
+}
+
+// countRoutes counts the distinct routes among attached rules.
+func countRoutes(rules []attachedRule) int {
+	seen := map[types.NamespacedName]bool{}
+	for _, r := range rules {
+		seen[r.route] = true
+	}
+	return len(seen)
+}
+
+// Programmed completes the status with the Programmed conditions, given whether each of the Gateway's
+// policies is programmed (the Envoys of its group acknowledged it) and, when not, why. addresses are the
+// Gateway's Service addresses.
+func (g *Gateway) Programmed(programmed func(types.NamespacedName) (bool, string), addresses []gwv1.GatewayStatusAddress) gwv1.GatewayStatus {
+	st := *g.Status.DeepCopy()
+	st.Addresses = addresses
+	gen := g.Generation
+	all, why := g.accepted, ""
+	if !g.accepted {
+		why = "the Gateway is not accepted"
+	}
+	for i := range st.Listeners {
+		l := &st.Listeners[i]
+		ok, msg := true, "the Envoys acknowledged the listener's configuration"
+		if c := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {
+			ok, msg = false, "the listener is not accepted"
+			meta.SetStatusCondition(&l.Conditions, condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), msg, gen))
+			continue
+		}
+		if c := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionConflicted)); c != nil && c.Status == metav1.ConditionTrue {
+			meta.SetStatusCondition(&l.Conditions, condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is in conflict", gen))
+			continue
+		}
+		for _, key := range g.Policies[l.Name] {
+			if p, m := programmed(key); !p {
+				ok, msg = false, m
+				break
+			}
+		}
+		reason := string(gwv1.ListenerReasonProgrammed)
+		if !ok {
+			reason = string(gwv1.ListenerReasonPending)
+			if all {
+				all, why = false, msg
+			}
+		}
+		meta.SetStatusCondition(&l.Conditions, condition(string(gwv1.ListenerConditionProgrammed), ok, reason, msg, gen))
+	}
+	switch {
+	case all && len(addresses) == 0:
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
+			"the Gateway's Service has no address yet", gen))
+	case all:
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed),
+			"the Envoys acknowledged the Gateway's configuration", gen))
+	case !g.accepted:
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), why, gen))
+	default:
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonPending), why, gen))
+	}
+	return st
+}

@@ -1,0 +1,195 @@
+// Package gatewayapi turns Gateway API objects (GatewayClass, Gateway, HTTPRoute, ReferenceGrant) into the
+// LoadBalancerPolicies the rest of the pipeline already translates, and into the status the Gateway API
+// specification asks for. It is a pure function of its input, as translate is: Kubernetes objects in,
+// policies and status out, nothing read or written on the way.
+//
+// Each Gateway listener port gets an Envoy port of its own from the operator's range (three Gateways may all
+// listen on 80), and each host name served on it becomes one policy: a virtual host whose routes are every
+// attached HTTPRoute rule for that name, in the specification's precedence order. Within a policy, every
+// route naming the same Service port shares one backend, and so one Envoy cluster.
+package gatewayapi
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// ControllerName is the GatewayClass controller name lbplane answers to.
+const ControllerName = "lbplane.io/gateway-controller"
+
+// Annotations on the policies made here: which Gateway, port and host name each one serves.
+const (
+	AnnotationGateway  = "gateway.lbplane.io/gateway"
+	AnnotationPort     = "gateway.lbplane.io/port"
+	AnnotationHostname = "gateway.lbplane.io/hostname"
+)
+
+// Input is what the translator reads: the Gateway API objects, and what it needs to know of the cluster.
+type Input struct {
+	// ProxyGroup is the group of Envoys the Gateways are served by.
+	ProxyGroup string
+	// Address is what the Envoy listeners bind (the Envoys' pod address: 0.0.0.0 in a pod).
+	Address string
+	// Ports are the Envoy ports Gateway listeners are given, one per Gateway and listener port.
+	Ports []int32
+
+	Classes    []*gwv1.GatewayClass
+	Gateways   []*gwv1.Gateway
+	Routes     []*gwv1.HTTPRoute
+	Grants     []*gwv1.ReferenceGrant
+	Namespaces map[string]map[string]string // namespace name → labels
+	// Services lists the ports of every Service by namespace/name.
+	Services map[types.NamespacedName][]int32
+}
+
+// Output is what the Gateway API objects become.
+type Output struct {
+	// Policies are sorted by namespace and name.
+	Policies []*v1alpha1.LoadBalancerPolicy
+	// Classes holds the status of every GatewayClass of lbplane's controller, by name.
+	Classes map[string]gwv1.GatewayClassStatus
+	// Gateways holds every Gateway of an lbplane class.
+	Gateways map[types.NamespacedName]*Gateway
+	// Routes holds, for every HTTPRoute with a parent of lbplane's, the parent statuses lbplane writes.
+	Routes map[types.NamespacedName][]gwv1.RouteParentStatus
+}
+
+// Gateway is what one Gateway becomes.
+type Gateway struct {
+	// Status is the Gateway's status with Programmed still to be decided (see Programmed).
+	Status gwv1.GatewayStatus
+	// Generation is the Gateway's metadata.generation the status was computed from.
+	Generation int64
+	// Ports maps each listener port that is served to the Envoy port serving it.
+	Ports []PortMapping
+	// Policies are the keys (namespace/name) of the policies serving the Gateway, per listener name.
+	Policies map[gwv1.SectionName][]types.NamespacedName
+	accepted bool
+}
+
+// PortMapping is one port of a Gateway's Service: clients connect to Port, the Envoys listen on EnvoyPort.
+type PortMapping struct {
+	Name      string
+	Port      int32
+	EnvoyPort int32
+}
+
+// Translate computes the policies and the status of every Gateway API object of lbplane's controller.
+func Translate(in Input) *Output {
+	out := &Output{Classes: map[string]gwv1.GatewayClassStatus{}, Gateways: map[types.NamespacedName]*Gateway{},
+		Routes: map[types.NamespacedName][]gwv1.RouteParentStatus{}}
+	classes := map[string]*gwv1.GatewayClass{}
+	for _, c := range in.Classes {
+		if c.Spec.ControllerName != ControllerName {
+			continue
+		}
+		classes[c.Name] = c
+		out.Classes[c.Name] = classStatus(c)
+	}
+	gateways := slices.Clone(in.Gateways)
+	slices.SortFunc(gateways, func(a, b *gwv1.Gateway) int { return olderObject(&a.ObjectMeta, &b.ObjectMeta) })
+	var ours []*gateway
+	used := map[int32]bool{}
+	for _, g := range gateways {
+		if _, ok := classes[string(g.Spec.GatewayClassName)]; !ok {
+			continue
+		}
+		gw := newGateway(g)
+		gw.assignPorts(in.Ports, used)
+		ours = append(ours, gw)
+		out.Gateways[gw.key] = gw.result
+	}
+	byKey := map[types.NamespacedName]*gateway{}
+	for _, gw := range ours {
+		byKey[gw.key] = gw
+	}
+	routes := slices.Clone(in.Routes)
+	slices.SortFunc(routes, func(a, b *gwv1.HTTPRoute) int { return olderObject(&a.ObjectMeta, &b.ObjectMeta) })
+	grants := newGrants(in.Grants)
+	for order, r := range routes {
+		parents := attach(in, r, order, byKey, grants)
+		if len(parents) > 0 {
+			out.Routes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = parents
+		}
+	}
+	for _, gw := range ours {
+		out.Policies = append(out.Policies, gw.policies(in)...)
+		gw.finish()
+	}
+	slices.SortFunc(out.Policies, func(a, b *v1alpha1.LoadBalancerPolicy) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// classStatus accepts a class of lbplane's controller: it takes no parameters.
+func classStatus(c *gwv1.GatewayClass) gwv1.GatewayClassStatus {
+	st := gwv1.GatewayClassStatus{}
+	if c.Spec.ParametersRef != nil {
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayClassConditionStatusAccepted), false,
+			string(gwv1.GatewayClassReasonInvalidParameters), "lbplane's GatewayClass takes no parametersRef", c.Generation))
+	} else {
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayClassConditionStatusAccepted), true,
+			string(gwv1.GatewayClassReasonAccepted), "handled by "+ControllerName, c.Generation))
+	}
+	st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayClassConditionStatusSupportedVersion), true,
+		string(gwv1.GatewayClassReasonSupportedVersion), "Gateway API "+BundleVersion+" (standard channel)", c.Generation))
+	return st
+}
+
+// BundleVersion is the Gateway API release whose CRDs lbplane is built and tested against.
+const BundleVersion = "v1.6.3"
+
+// condition builds a condition without a transition time: the writer keeps the old one when nothing moved.
+func condition(typ string, ok bool, reason, msg string, gen int64) metav1.Condition {
+	st := metav1.ConditionFalse
+	if ok {
+		st = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen}
+}
+
+// olderObject orders objects as the specification's tie-breaks do: creation time, then namespace/name.
+func olderObject(a, b *metav1.ObjectMeta) int {
+	return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// hash8 is a short stable hash for names.
+func hash8(parts ...string) string {
+	h := fnv.New32a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+// dnsLabel makes s fit in an RFC 1123 label of at most n characters (lowercase, digits, '-').
+func dnsLabel(s string, n int) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > n {
+		out = strings.TrimRight(out[:n], "-")
+	}
+	if out == "" {
+		out = "x"
+	}
+	return out
+}

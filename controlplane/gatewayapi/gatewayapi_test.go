@@ -1,0 +1,420 @@
+package gatewayapi
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+func class() *gwv1.GatewayClass {
+	return &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "lbplane", Generation: 2}, Spec: gwv1.GatewayClassSpec{ControllerName: ControllerName}}
+}
+
+func gw(ns, name string, listeners ...gwv1.Listener) *gwv1.Gateway {
+	return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 3, CreationTimestamp: metav1.NewTime(t0)},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "lbplane", Listeners: listeners}}
+}
+
+func httpListener(name string, port int32, host string) gwv1.Listener {
+	l := gwv1.Listener{Name: gwv1.SectionName(name), Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}
+	if host != "" {
+		l.Hostname = ptr(gwv1.Hostname(host))
+	}
+	return l
+}
+
+func route(ns, name string, age int, parent string, hosts []string, rules ...gwv1.HTTPRouteRule) *gwv1.HTTPRoute {
+	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 5, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Minute))}}
+	pns, pname, _ := cutSlash(parent)
+	r.Spec.ParentRefs = []gwv1.ParentReference{{Name: gwv1.ObjectName(pname), Namespace: ptr(gwv1.Namespace(pns))}}
+	for _, h := range hosts {
+		r.Spec.Hostnames = append(r.Spec.Hostnames, gwv1.Hostname(h))
+	}
+	r.Spec.Rules = rules
+	return r
+}
+
+func cutSlash(s string) (string, string, bool) {
+	for i := range s {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return "", s, false
+}
+
+func toService(ns, name string, port int32) gwv1.HTTPBackendRef {
+	ref := gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: ptr(gwv1.PortNumber(port))}}}
+	if ns != "" {
+		ref.Namespace = ptr(gwv1.Namespace(ns))
+	}
+	return ref
+}
+
+func prefix(p string) gwv1.HTTPRouteMatch {
+	return gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr(p)}}
+}
+
+func input(gws []*gwv1.Gateway, routes ...*gwv1.HTTPRoute) Input {
+	return Input{ProxyGroup: "default", Address: "0.0.0.0", Ports: []int32{20000, 20001, 20002, 20003},
+		Classes: []*gwv1.GatewayClass{class()}, Gateways: gws, Routes: routes,
+		Namespaces: map[string]map[string]string{"infra": {"team": "infra"}, "apps": {"team": "apps"}, "other": {}},
+		Services:   map[types.NamespacedName][]int32{{Namespace: "apps", Name: "web"}: {80}, {Namespace: "infra", Name: "web"}: {80}, {Namespace: "apps", Name: "api"}: {8080}}}
+}
+
+// valid checks that every policy made passes the policy validation, as the engine will check it.
+func valid(t *testing.T, out *Output) {
+	t.Helper()
+	for _, p := range out.Policies {
+		c := p.DeepCopy()
+		v1alpha1.Default(c)
+		if errs := v1alpha1.Validate(c); len(errs) > 0 {
+			t.Fatalf("policy %s/%s is not valid: %v", p.Namespace, p.Name, errs)
+		}
+	}
+}
+
+func parentCond(t *testing.T, out *Output, route, typ string) metav1.Condition {
+	t.Helper()
+	ns, name, _ := cutSlash(route)
+	ps := out.Routes[types.NamespacedName{Namespace: ns, Name: name}]
+	if len(ps) == 0 {
+		t.Fatalf("route %s has no parent status", route)
+	}
+	c := meta.FindStatusCondition(ps[0].Conditions, typ)
+	if c == nil {
+		t.Fatalf("route %s has no %s condition: %+v", route, typ, ps[0].Conditions)
+	}
+	return *c
+}
+
+func policyFor(t *testing.T, out *Output, host string) *v1alpha1.LoadBalancerPolicy {
+	t.Helper()
+	for _, p := range out.Policies {
+		if p.Annotations[AnnotationHostname] == host {
+			return p
+		}
+	}
+	t.Fatalf("no policy for host name %q among %d", host, len(out.Policies))
+	return nil
+}
+
+func TestIntersect(t *testing.T) {
+	for _, tc := range []struct {
+		listener string
+		route    []string
+		want     []string
+	}{
+		{"", nil, []string{""}},
+		{"", []string{"a.example.com"}, []string{"a.example.com"}},
+		{"a.example.com", nil, []string{"a.example.com"}},
+		{"*.example.com", []string{"a.example.com", "b.other.com"}, []string{"a.example.com"}},
+		{"*.example.com", []string{"example.com"}, nil},
+		{"a.example.com", []string{"*.example.com"}, []string{"a.example.com"}},
+		{"*.example.com", []string{"*.a.example.com"}, []string{"*.a.example.com"}},
+		{"*.a.example.com", []string{"*.example.com"}, []string{"*.a.example.com"}},
+		{"a.example.com", []string{"b.example.com"}, nil},
+		{"*.example.com", []string{"x.y.example.com"}, []string{"x.y.example.com"}},
+	} {
+		var hs []gwv1.Hostname
+		for _, h := range tc.route {
+			hs = append(hs, gwv1.Hostname(h))
+		}
+		if got := intersect(tc.listener, hs); !slices.Equal(got, tc.want) {
+			t.Errorf("intersect(%q, %v) = %q, want %q", tc.listener, tc.route, got, tc.want)
+		}
+	}
+}
+
+func TestPrecedenceAcrossRoutesOfAHostName(t *testing.T) {
+	g := gw("infra", "gw", httpListener("http", 80, ""))
+	g.Spec.Listeners[0].AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptr(gwv1.NamespacesFromAll)}}
+	exact := gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchExact), Value: ptr("/a")}}
+	method := prefix("/a")
+	method.Method = ptr(gwv1.HTTPMethodPost)
+	headers := prefix("/a")
+	headers.Headers = []gwv1.HTTPHeaderMatch{{Name: "x-a", Value: "1"}, {Name: "x-b", Value: "2"}}
+	oneHeader := prefix("/a")
+	oneHeader.Headers = []gwv1.HTTPHeaderMatch{{Name: "x-a", Value: "1"}}
+	query := prefix("/a")
+	query.QueryParams = []gwv1.HTTPQueryParamMatch{{Name: "q", Value: "1"}}
+	be := []gwv1.HTTPBackendRef{toService("", "web", 80)}
+	// The newest route carries the most specific matches; an older one the same prefix with nothing else.
+	newest := route("apps", "newest", 9, "infra/gw", nil, gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{exact, query, oneHeader, headers, method}, BackendRefs: be})
+	older := route("apps", "older", 1, "infra/gw", nil, gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/a")}, BackendRefs: be},
+		gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/a/longer")}, BackendRefs: be})
+	sameAgeB := route("apps", "b", 5, "infra/gw", nil, gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/b")}, BackendRefs: be})
+	sameAgeA := route("apps", "a", 5, "infra/gw", nil, gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/b")}, BackendRefs: be})
+	out := Translate(input([]*gwv1.Gateway{g}, newest, older, sameAgeB, sameAgeA))
+	valid(t, out)
+	p := policyFor(t, out, "")
+	var got []string
+	for _, r := range p.Spec.Routes {
+		m := r.Match
+		got = append(got, fmt.Sprintf("%s %s m=%s h=%d q=%d", m.Path.Type, m.Path.Value, m.Method, len(m.Headers), len(m.QueryParams)))
+	}
+	want := []string{
+		"Exact /a m= h=0 q=0",
+		"SegmentPrefix /a/longer m= h=0 q=0",
+		"SegmentPrefix /a m=POST h=0 q=0",
+		"SegmentPrefix /a m= h=2 q=0",
+		"SegmentPrefix /a m= h=1 q=0",
+		"SegmentPrefix /a m= h=0 q=1",
+		"SegmentPrefix /a m= h=0 q=0", // the older route's
+		"SegmentPrefix /b m= h=0 q=0", // apps/a before apps/b: same age, by name
+		"SegmentPrefix /b m= h=0 q=0",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("routes in order:\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestFiftyRoutesToOneServiceShareOneBackend(t *testing.T) {
+	g := gw("apps", "gw", httpListener("http", 80, "shop.example.com"))
+	var routes []*gwv1.HTTPRoute
+	for i := range 50 {
+		routes = append(routes, route("apps", fmt.Sprintf("r%02d", i), i, "apps/gw", nil,
+			gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix(fmt.Sprintf("/p%d", i))}, BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}))
+	}
+	out := Translate(input([]*gwv1.Gateway{g}, routes...))
+	valid(t, out)
+	p := policyFor(t, out, "shop.example.com")
+	if len(p.Spec.Routes) != 50 || len(p.Spec.Backends) != 1 {
+		t.Fatalf("%d routes over %d backends, want 50 over 1", len(p.Spec.Routes), len(p.Spec.Backends))
+	}
+	if got := out.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw"}].Status.Listeners[0].AttachedRoutes; got != 50 {
+		t.Fatalf("attachedRoutes %d, want 50", got)
+	}
+}
+
+func TestAllowedRoutes(t *testing.T) {
+	same := httpListener("same", 80, "same.example.com")
+	all := httpListener("all", 80, "all.example.com")
+	all.AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptr(gwv1.NamespacesFromAll)}}
+	sel := httpListener("sel", 80, "sel.example.com")
+	sel.AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptr(gwv1.NamespacesFromSelector),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "apps"}}}}
+	kinds := httpListener("kinds", 81, "")
+	kinds.AllowedRoutes = &gwv1.AllowedRoutes{Kinds: []gwv1.RouteGroupKind{{Kind: "TCPRoute"}}}
+	g := gw("infra", "gw", same, all, sel, kinds)
+	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}
+	fromApps := route("apps", "from-apps", 1, "infra/gw", nil, rule)
+	fromOther := route("other", "from-other", 2, "infra/gw", nil, rule)
+	fromOther.Spec.ParentRefs[0].SectionName = ptr(gwv1.SectionName("same"))
+	fromInfra := route("infra", "from-infra", 3, "infra/gw", []string{"same.example.com"}, rule)
+	toKinds := route("infra", "to-kinds", 4, "infra/gw", nil, rule)
+	toKinds.Spec.ParentRefs[0].SectionName = ptr(gwv1.SectionName("kinds"))
+	noSection := route("infra", "no-section", 5, "infra/gw", nil, rule)
+	noSection.Spec.ParentRefs[0].SectionName = ptr(gwv1.SectionName("nope"))
+	noHost := route("infra", "no-host", 6, "infra/gw", []string{"elsewhere.example.org"}, rule)
+	in := input([]*gwv1.Gateway{g}, fromApps, fromOther, fromInfra, toKinds, noSection, noHost)
+	in.Services[types.NamespacedName{Namespace: "other", Name: "web"}] = []int32{80}
+	out := Translate(in)
+	valid(t, out)
+	st := out.Gateways[types.NamespacedName{Namespace: "infra", Name: "gw"}].Status
+	attached := map[gwv1.SectionName]int32{}
+	for _, l := range st.Listeners {
+		attached[l.Name] = l.AttachedRoutes
+	}
+	// from-apps: all and sel (apps has team=apps); from-infra: same (and all's host does not match
+	// same.example.com); from-other: nothing (only the hostname of same, which takes its own namespace).
+	want := map[gwv1.SectionName]int32{"same": 1, "all": 1, "sel": 1, "kinds": 0}
+	for k, v := range want {
+		if attached[k] != v {
+			t.Errorf("listener %s: attachedRoutes %d, want %d (all: %v)", k, attached[k], v, attached)
+		}
+	}
+	if c := parentCond(t, out, "other/from-other", "Accepted"); c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.RouteReasonNotAllowedByListeners) {
+		t.Errorf("from-other: %+v", c)
+	}
+	if c := parentCond(t, out, "apps/from-apps", "Accepted"); c.Status != metav1.ConditionTrue || c.ObservedGeneration != 5 {
+		t.Errorf("from-apps: %+v", c)
+	}
+	if c := parentCond(t, out, "infra/to-kinds", "Accepted"); c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.RouteReasonNotAllowedByListeners) {
+		t.Errorf("to-kinds: %+v", c)
+	}
+	if c := parentCond(t, out, "infra/no-section", "Accepted"); c.Reason != string(gwv1.RouteReasonNoMatchingParent) {
+		t.Errorf("no-section: %+v", c)
+	}
+	if c := parentCond(t, out, "infra/no-host", "Accepted"); c.Reason != string(gwv1.RouteReasonNoMatchingListenerHostname) {
+		t.Errorf("no-host: %+v", c)
+	}
+	for _, l := range st.Listeners {
+		if l.Name != "kinds" {
+			continue
+		}
+		rr := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionResolvedRefs))
+		if rr == nil || rr.Status != metav1.ConditionFalse || rr.Reason != string(gwv1.ListenerReasonInvalidRouteKinds) || len(l.SupportedKinds) != 0 {
+			t.Errorf("listener kinds: %+v, supportedKinds %v", rr, l.SupportedKinds)
+		}
+	}
+}
+
+func TestListenerIsolation(t *testing.T) {
+	g := gw("apps", "gw", httpListener("wild", 80, "*.example.com"), httpListener("foo", 80, "foo.example.com"), httpListener("any", 80, ""))
+	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}
+	wild := route("apps", "wild", 1, "apps/gw", nil, rule)
+	wild.Spec.ParentRefs[0].SectionName = ptr(gwv1.SectionName("wild"))
+	// A route of the wildcard listener names foo.example.com: the foo listener owns that name.
+	wildFoo := route("apps", "wild-foo", 2, "apps/gw", []string{"foo.example.com", "bar.example.com"}, rule)
+	wildFoo.Spec.ParentRefs[0].SectionName = ptr(gwv1.SectionName("wild"))
+	out := Translate(input([]*gwv1.Gateway{g}, wild, wildFoo))
+	valid(t, out)
+	foo := policyFor(t, out, "foo.example.com")
+	if len(foo.Spec.Routes) != 1 || foo.Spec.Routes[0].DirectResponse == nil || foo.Spec.Routes[0].DirectResponse.Status != 404 {
+		t.Fatalf("foo.example.com serves %+v, want only a 404", foo.Spec.Routes)
+	}
+	// bar.example.com is served by both routes of the wildcard listener.
+	if bar := policyFor(t, out, "bar.example.com"); len(bar.Spec.Routes) != 2 || len(bar.Spec.Routes[0].Backends) != 1 {
+		t.Fatalf("bar.example.com serves %+v", bar.Spec.Routes)
+	}
+	if w := policyFor(t, out, "*.example.com"); len(w.Spec.Routes) != 1 || len(w.Spec.Routes[0].Backends) != 1 {
+		t.Fatalf("*.example.com serves %+v", w.Spec.Routes)
+	}
+	policyFor(t, out, "") // the listener without a host name answers too (404)
+}
+
+func TestInvalidBackendsGet500(t *testing.T) {
+	g := gw("apps", "gw", httpListener("http", 80, ""))
+	good := toService("", "web", 80)
+	good.Weight = ptr(int32(3))
+	missing := toService("", "gone", 80)
+	otherNS := toService("infra", "web", 80)
+	kind := toService("", "web", 80)
+	kind.Kind = ptr(gwv1.Kind("Pod"))
+	r := route("apps", "r", 1, "apps/gw", nil,
+		gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/mixed")}, BackendRefs: []gwv1.HTTPBackendRef{good, missing}},
+		gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/none")}, BackendRefs: []gwv1.HTTPBackendRef{otherNS, kind}},
+		gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/empty")}})
+	out := Translate(input([]*gwv1.Gateway{g}, r))
+	valid(t, out)
+	p := policyFor(t, out, "")
+	byPath := map[string]v1alpha1.Route{}
+	for _, rt := range p.Spec.Routes {
+		byPath[rt.Match.Path.Value] = rt
+	}
+	if m := byPath["/mixed"]; m.ErrorWeight == nil || *m.ErrorWeight != 1 || len(m.Backends) != 1 || *m.Backends[0].Weight != 3 {
+		t.Errorf("/mixed: %+v", m)
+	}
+	for _, path := range []string{"/none", "/empty"} {
+		if m := byPath[path]; m.DirectResponse == nil || m.DirectResponse.Status != 500 || len(m.Backends) != 0 {
+			t.Errorf("%s: %+v", path, m)
+		}
+	}
+	if c := parentCond(t, out, "apps/r", "ResolvedRefs"); c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.RouteReasonBackendNotFound) {
+		t.Errorf("ResolvedRefs: %+v", c)
+	}
+	// A ReferenceGrant in infra lets apps' routes name infra/web.
+	in := input([]*gwv1.Gateway{g}, route("apps", "cross", 1, "apps/gw", nil, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{otherNS}}))
+	out = Translate(in)
+	if c := parentCond(t, out, "apps/cross", "ResolvedRefs"); c.Reason != string(gwv1.RouteReasonRefNotPermitted) {
+		t.Errorf("without a grant: %+v", c)
+	}
+	in.Grants = []*gwv1.ReferenceGrant{{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "g"}, Spec: gwv1.ReferenceGrantSpec{
+		From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "apps"}},
+		To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Service"}}}}}
+	out = Translate(in)
+	valid(t, out)
+	if c := parentCond(t, out, "apps/cross", "ResolvedRefs"); c.Status != metav1.ConditionTrue {
+		t.Errorf("with a grant: %+v", c)
+	}
+	if p := policyFor(t, out, ""); len(p.Spec.Backends) != 1 || p.Spec.Backends[0].Service.Namespace != "infra" {
+		t.Errorf("with a grant: backends %+v", p.Spec.Backends)
+	}
+}
+
+func TestFiltersAndStatus(t *testing.T) {
+	g := gw("apps", "gw", httpListener("http", 80, ""), httpListener("dup", 82, "x.example.com"), httpListener("dup2", 82, "x.example.com"), httpListener("tls", 443, ""))
+	g.Spec.Listeners[3].Protocol = gwv1.TLSProtocolType
+	r := route("apps", "r", 1, "apps/gw", nil,
+		gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/old")}, Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestRedirect,
+			RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Scheme: ptr("https"), StatusCode: ptr(301),
+				Path: &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr("/new")}}}}},
+		gwv1.HTTPRouteRule{Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestHeaderModifier,
+			RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Set: []gwv1.HTTPHeader{{Name: "X-Set", Value: "1"}}, Remove: []string{"x-drop"}}}},
+			BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}})
+	in := input([]*gwv1.Gateway{g}, r)
+	in.Services[types.NamespacedName{Namespace: "apps", Name: "web"}] = []int32{80}
+	out := Translate(in)
+	valid(t, out)
+	st := out.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw"}].Status
+	conds := map[gwv1.SectionName]map[string]metav1.Condition{}
+	for _, l := range st.Listeners {
+		conds[l.Name] = map[string]metav1.Condition{}
+		for _, c := range l.Conditions {
+			conds[l.Name][c.Type] = c
+		}
+	}
+	if c := conds["dup"]["Conflicted"]; c.Status != metav1.ConditionTrue || c.Reason != string(gwv1.ListenerReasonHostnameConflict) {
+		t.Errorf("dup: %+v", c)
+	}
+	if c := conds["tls"]["Accepted"]; c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.ListenerReasonUnsupportedProtocol) {
+		t.Errorf("tls: %+v", c)
+	}
+	if c := conds["http"]["Accepted"]; c.Status != metav1.ConditionTrue || c.ObservedGeneration != 3 {
+		t.Errorf("http: %+v", c)
+	}
+	// Programmed waits for the Envoys.
+	g2 := out.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw"}]
+	ip := gwv1.IPAddressType
+	addr := []gwv1.GatewayStatusAddress{{Type: &ip, Value: "198.51.100.7"}}
+	pending := g2.Programmed(func(types.NamespacedName) (bool, string) { return false, "waiting for 1 Envoy" }, addr)
+	if c := meta.FindStatusCondition(pending.Conditions, "Programmed"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.GatewayReasonPending) {
+		t.Errorf("pending: %+v", c)
+	}
+	done := g2.Programmed(func(types.NamespacedName) (bool, string) { return true, "" }, addr)
+	if c := meta.FindStatusCondition(done.Conditions, "Programmed"); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("programmed: %+v", c)
+	}
+	p := policyFor(t, out, "")
+	var redirect, headers *v1alpha1.Route
+	for i := range p.Spec.Routes {
+		if p.Spec.Routes[i].Redirect != nil {
+			redirect = &p.Spec.Routes[i]
+		}
+		if p.Spec.Routes[i].RequestHeaders != nil {
+			headers = &p.Spec.Routes[i]
+		}
+	}
+	if redirect == nil || redirect.Redirect.Scheme != "https" || *redirect.Redirect.StatusCode != 301 || redirect.Redirect.Path.Value != "/new" {
+		t.Errorf("redirect: %+v", redirect)
+	}
+	if headers == nil || headers.RequestHeaders.Set[0].Name != "X-Set" || headers.RequestHeaders.Remove[0] != "x-drop" {
+		t.Errorf("headers: %+v", headers)
+	}
+	if c := out.Classes["lbplane"].Conditions; len(c) != 2 || c[0].Status != metav1.ConditionTrue || c[1].Type != "SupportedVersion" || c[0].ObservedGeneration != 2 {
+		t.Errorf("class: %+v", c)
+	}
+}
+
+func TestEachGatewayGetsItsOwnEnvoyPorts(t *testing.T) {
+	var gws []*gwv1.Gateway
+	for i := range 3 {
+		gws = append(gws, gw("apps", fmt.Sprintf("gw%d", i), httpListener("http", 80, "")))
+	}
+	out := Translate(input(gws))
+	seen := map[int32]bool{}
+	for k, g := range out.Gateways {
+		if len(g.Ports) != 1 || g.Ports[0].Port != 80 || seen[g.Ports[0].EnvoyPort] || g.Ports[0].EnvoyPort == 0 {
+			t.Fatalf("%s ports %+v (taken: %v)", k, g.Ports, seen)
+		}
+		seen[g.Ports[0].EnvoyPort] = true
+	}
+	// The same input gives the same ports.
+	again := Translate(input(gws))
+	for k, g := range out.Gateways {
+		if again.Gateways[k].Ports[0] != g.Ports[0] {
+			t.Fatalf("%s: %+v then %+v", k, g.Ports, again.Gateways[k].Ports)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package gatewayapi
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// entry is one match of one attached rule: one Envoy route.
+type entry struct {
+	rule  *attachedRule
+	match gwv1.HTTPRouteMatch
+	index int // the match's index in the rule
+}
+
+// pathRank orders path matches: exact first, then regular expressions, then prefixes.
+func pathRank(m *gwv1.HTTPPathMatch) (int, int) {
+	if m == nil || m.Type == nil || m.Value == nil {
+		return 2, 1
+	}
+	switch *m.Type {
+	case gwv1.PathMatchExact:
+		return 0, len(*m.Value)
+	case gwv1.PathMatchRegularExpression:
+		return 1, len(*m.Value)
+	}
+	return 2, len(*m.Value)
+}
+
+// precedence orders entries as the specification does across every route of a host name: exact path, the
+// longest prefix, a method match, the most header matches, the most query parameter matches, the oldest
+// route, namespace/name, then the rule's and the match's order in the route.
+func precedence(a, b entry) int {
+	ar, al := pathRank(a.match.Path)
+	br, bl := pathRank(b.match.Path)
+	return cmp.Or(
+		cmp.Compare(ar, br),
+		-cmp.Compare(al, bl),
+		-cmp.Compare(boolInt(a.match.Method != nil), boolInt(b.match.Method != nil)),
+		-cmp.Compare(len(a.match.Headers), len(b.match.Headers)),
+		-cmp.Compare(len(a.match.QueryParams), len(b.match.QueryParams)),
+		cmp.Compare(a.rule.order, b.rule.order),
+		cmp.Compare(a.rule.index, b.rule.index),
+		cmp.Compare(a.index, b.index),
+	)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// vhost is one host name of one Envoy port of a Gateway: one policy.
+type vhost struct {
+	hostname  string
+	listeners map[gwv1.SectionName]bool
+	entries   []entry
+}
+
+// policies makes the Gateway's policies: per listener port, one per host name served there.
+func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
+	var out []*v1alpha1.LoadBalancerPolicy
+	byPort := map[gwv1.PortNumber][]*listener{}
+	var ports []gwv1.PortNumber
+	for _, l := range gw.listeners {
+		if !l.ok {
+			continue
+		}
+		if byPort[l.spec.Port] == nil {
+			ports = append(ports, l.spec.Port)
+		}
+		byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
+	}
+	slices.Sort(ports)
+	for _, port := range ports {
+		listeners := byPort[port]
+		hosts := map[string]*vhost{}
+		host := func(h string) *vhost {
+			if hosts[h] == nil {
+				hosts[h] = &vhost{hostname: h, listeners: map[gwv1.SectionName]bool{}}
+			}
+			return hosts[h]
+		}
+		// Every listener's own name is served, routes or not, so that a request for it never falls through
+		// to a wider listener's routes (listener isolation); so is every name a route narrows it to.
+		for _, l := range listeners {
+			host(l.hostname()).listeners[l.spec.Name] = true
+			for _, ar := range l.rules {
+				for _, h := range ar.hostnames {
+					host(h)
+				}
+			}
+		}
+		// Each name gets the rules of every route whose names cover it, on the listener it belongs to: a
+		// route of "*.example.com" serves "a.example.com" too when another route made a host of it.
+		for h, v := range hosts {
+			for _, l := range listeners {
+				if !covers(l.hostname(), h) || isolatedFrom(l, h, listeners) {
+					continue
+				}
+				for i := range l.rules {
+					ar := &l.rules[i]
+					if !slices.ContainsFunc(ar.hostnames, func(eh string) bool { return covers(eh, h) }) {
+						continue
+					}
+					v.listeners[l.spec.Name] = true
+					if ar.rule == nil {
+						continue
+					}
+					matches := ar.rule.Matches
+					if len(matches) == 0 {
+						matches = []gwv1.HTTPRouteMatch{{}}
+					}
+					for j, m := range matches {
+						v.entries = append(v.entries, entry{rule: ar, match: m, index: j})
+					}
+				}
+			}
+		}
+		for _, h := range slices.Sorted(mapsKeys(hosts)) {
+			v := hosts[h]
+			p := gw.policy(in, port, v)
+			out = append(out, p)
+			key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+			for name := range v.listeners {
+				gw.result.Policies[name] = append(gw.result.Policies[name], key)
+			}
+		}
+	}
+	return out
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// isolatedFrom tells whether requests for host name h belong to another listener of the port, one more
+// specific than l that matches h: l's routes are then not served for h.
+func isolatedFrom(l *listener, h string, listeners []*listener) bool {
+	for _, o := range listeners {
+		if o != l && moreSpecific(o.hostname(), l.hostname()) && covers(o.hostname(), h) {
+			return true
+		}
+	}
+	return false
+}
+
+// policy makes the policy of one host name of one Envoy port.
+func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost) *v1alpha1.LoadBalancerPolicy {
+	slices.SortStableFunc(v.entries, precedence)
+	hostLabel := "any"
+	if v.hostname != "" {
+		hostLabel = hash8(v.hostname)
+	}
+	name := fmt.Sprintf("gateway.%s.%d.%s", gw.obj.Name, port, hostLabel)
+	p := &v1alpha1.LoadBalancerPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: gw.obj.Namespace, Name: name, CreationTimestamp: gw.obj.CreationTimestamp, Generation: 1,
+			UID:         types.UID(string(gw.obj.UID) + "/" + strconv.Itoa(int(port)) + "/" + v.hostname),
+			Annotations: map[string]string{AnnotationGateway: gw.key.String(), AnnotationPort: strconv.Itoa(int(port)), AnnotationHostname: v.hostname}},
+		Spec: v1alpha1.LoadBalancerPolicySpec{
+			ProxyGroup: in.ProxyGroup,
+			Listener:   v1alpha1.Listener{Address: in.Address, Port: gw.envoyPort[port], Protocol: v1alpha1.ProtocolHTTP},
+		},
+	}
+	if v.hostname != "" {
+		p.Spec.Listener.Hostnames = []string{v.hostname}
+	}
+	backends := map[string]int{} // backend name → index in spec.backends
+	for i, e := range v.entries {
+		p.Spec.Routes = append(p.Spec.Routes, routeOf(e, fmt.Sprintf("r%d", i), p, backends))
+	}
+	if len(p.Spec.Routes) == 0 {
+		// Nothing attached: the host name answers 404, as it would with routes that do not match.
+		p.Spec.Routes = []v1alpha1.Route{{Name: "none", DirectResponse: &v1alpha1.DirectResponse{Status: 404}}}
+	}
+	return p
+}
+
+// routeOf turns one match of one rule into a route of the policy, adding the Services it names to
+// spec.backends once per Service port.
+func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[string]int) v1alpha1.Route {
+	rt := v1alpha1.Route{Name: name}
+	m := e.match
+	if pm := m.Path; pm != nil && pm.Value != nil {
+		t := v1alpha1.PathMatchSegmentPrefix
+		if pm.Type != nil {
+			switch *pm.Type {
+			case gwv1.PathMatchExact:
+				t = v1alpha1.PathMatchExact
+			case gwv1.PathMatchRegularExpression:
+				t = v1alpha1.PathMatchRegex
+			}
+		}
+		rt.Match.Path = &v1alpha1.PathMatch{Type: t, Value: *pm.Value}
+	}
+	for _, h := range m.Headers {
+		t := v1alpha1.HeaderMatchExact
+		if h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression {
+			t = v1alpha1.HeaderMatchRegex
+		}
+		rt.Match.Headers = append(rt.Match.Headers, v1alpha1.HeaderMatch{Name: string(h.Name), Type: t, Value: h.Value})
+	}
+	if m.Method != nil {
+		rt.Match.Method = string(*m.Method)
+	}
+	for _, q := range m.QueryParams {
+		t := v1alpha1.QueryParamMatchExact
+		if q.Type != nil && *q.Type == gwv1.QueryParamMatchRegularExpression {
+			t = v1alpha1.QueryParamMatchRegex
+		}
+		rt.Match.QueryParams = append(rt.Match.QueryParams, v1alpha1.QueryParamMatch{Name: string(q.Name), Type: t, Value: q.Value})
+	}
+	rule := e.rule.rule
+	for _, f := range rule.Filters {
+		switch f.Type {
+		case gwv1.HTTPRouteFilterRequestHeaderModifier:
+			if f.RequestHeaderModifier != nil {
+				rt.RequestHeaders = headerModifier(f.RequestHeaderModifier)
+			}
+		case gwv1.HTTPRouteFilterRequestRedirect:
+			if f.RequestRedirect != nil {
+				rt.Redirect = redirect(f.RequestRedirect, m.Path)
+			}
+		}
+	}
+	if rt.Redirect != nil {
+		return rt
+	}
+	var errorWeight int32
+	for _, b := range e.rule.backends {
+		if b.invalid {
+			errorWeight += b.weight
+			continue
+		}
+		bname := fmt.Sprintf("%s-%d-%s", dnsLabel(b.name, 40), b.port, hash8(b.namespace, b.name)[:6])
+		if _, ok := backends[bname]; !ok {
+			backends[bname] = len(p.Spec.Backends)
+			p.Spec.Backends = append(p.Spec.Backends, v1alpha1.Backend{Name: bname,
+				Service: &v1alpha1.ServiceRef{Namespace: b.namespace, Name: b.name, Port: b.port}})
+		}
+		if !slices.ContainsFunc(rt.Backends, func(r v1alpha1.BackendRef) bool { return r.Name == bname }) {
+			rt.Backends = append(rt.Backends, v1alpha1.BackendRef{Name: bname, Weight: ptr(b.weight)})
+		} else {
+			for i := range rt.Backends {
+				if rt.Backends[i].Name == bname {
+					*rt.Backends[i].Weight += b.weight
+				}
+			}
+		}
+	}
+	total := errorWeight
+	for _, r := range rt.Backends {
+		total += *r.Weight
+	}
+	switch {
+	case total == 0 || len(rt.Backends) == 0 || total == errorWeight:
+		// No backend, or none that resolves or takes traffic: every request gets 500, as the specification
+		// asks.
+		rt.Backends = nil
+		rt.DirectResponse = &v1alpha1.DirectResponse{Status: 500}
+	case errorWeight > 0:
+		rt.ErrorWeight = ptr(errorWeight)
+	}
+	return rt
+}
+
+func headerModifier(f *gwv1.HTTPHeaderFilter) *v1alpha1.HeaderModifier {
+	hm := &v1alpha1.HeaderModifier{Remove: slices.Clone(f.Remove)}
+	for _, h := range f.Set {
+		hm.Set = append(hm.Set, v1alpha1.HeaderValue{Name: string(h.Name), Value: h.Value})
+	}
+	for _, h := range f.Add {
+		hm.Add = append(hm.Add, v1alpha1.HeaderValue{Name: string(h.Name), Value: h.Value})
+	}
+	return hm
+}
+
+func redirect(f *gwv1.HTTPRequestRedirectFilter, match *gwv1.HTTPPathMatch) *v1alpha1.Redirect {
+	r := &v1alpha1.Redirect{}
+	if f.Scheme != nil {
+		r.Scheme = strings.ToLower(*f.Scheme)
+	}
+	if f.Hostname != nil {
+		r.Hostname = string(*f.Hostname)
+	}
+	if f.Port != nil {
+		r.Port = ptr(int32(*f.Port))
+	}
+	if f.StatusCode != nil {
+		r.StatusCode = ptr(int32(*f.StatusCode))
+	}
+	if pm := f.Path; pm != nil {
+		switch pm.Type {
+		case gwv1.FullPathHTTPPathModifier:
+			if pm.ReplaceFullPath != nil {
+				r.Path = &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplaceFullPath, Value: *pm.ReplaceFullPath}
+			}
+		case gwv1.PrefixMatchHTTPPathModifier:
+			if pm.ReplacePrefixMatch != nil && match != nil && match.Type != nil && *match.Type == gwv1.PathMatchPathPrefix {
+				r.Path = &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplacePrefixMatch, Value: *pm.ReplacePrefixMatch}
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,496 @@
+package kubesource
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/gatewayapi"
+	"github.com/lbplane/lbplane/controlplane/policystatus"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// GatewayAPI turns on the Gateway API source: Gateways of lbplane's GatewayClasses, their HTTPRoutes and
+// ReferenceGrants become policies of ProxyGroup (see package gatewayapi), next to the LoadBalancerPolicies.
+type GatewayAPI struct {
+	// ProxyGroup serves every Gateway; Address is what its Envoys' Gateway listeners bind.
+	ProxyGroup, Address string
+	// Ports are the Envoy ports Gateway listeners are given.
+	Ports []int32
+	// ServiceNamespace is where each Gateway's Service is made (the Envoys' namespace); ServiceSelector
+	// selects the Envoy pods. Without a selector, the Envoy Service's (EnvoyService) is used.
+	ServiceNamespace string
+	ServiceSelector  map[string]string
+}
+
+// gatewayState is the Gateway API source's part of the resync loop and of the status writer.
+type gatewayState struct {
+	// on: the CRDs are installed and the source runs.
+	on bool
+	mu sync.Mutex
+	// out is the last translation; policies the policies handed to the engine, by key.
+	out      *gatewayapi.Output
+	policies map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy
+	// runs keeps, per policy, which proxies ran it (see runs), for Programmed.
+	runs map[types.NamespacedName]*runs
+}
+
+// gatewayKinds are the Gateway API kinds watched, with the list type of each.
+var gatewayKinds = []struct {
+	obj  client.Object
+	list client.ObjectList
+}{
+	{&gwv1.GatewayClass{}, &gwv1.GatewayClassList{}},
+	{&gwv1.Gateway{}, &gwv1.GatewayList{}},
+	{&gwv1.HTTPRoute{}, &gwv1.HTTPRouteList{}},
+	{&gwv1.ReferenceGrant{}, &gwv1.ReferenceGrantList{}},
+}
+
+// ServiceLabelGateway marks the Services lbplane makes for Gateways, with the Gateway's namespace/name
+// hash, so that those of deleted Gateways are found and removed.
+const (
+	ServiceLabelManaged = "gateway.lbplane.io/managed"
+	ServiceAnnGateway   = "gateway.lbplane.io/gateway"
+)
+
+// startGatewayAPI watches the Gateway API kinds when their CRDs are installed; without them it logs why the
+// source is off and lbplane serves LoadBalancerPolicies alone.
+func (s *Source) startGatewayAPI() error {
+	s.gw = &gatewayState{policies: map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy{}, runs: map[types.NamespacedName]*runs{}}
+	if s.GatewayAPI == nil {
+		return nil
+	}
+	for _, k := range gatewayKinds {
+		gvk, err := s.mgr.GetClient().GroupVersionKindFor(k.obj)
+		if err != nil {
+			return err
+		}
+		if _, err := s.mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version); err != nil {
+			s.Log.Warn("Gateway API is enabled but its CRDs are not installed (charts/lbplane/crds/gateway-api): Gateways are not served",
+				"missing", gvk.String(), "error", err)
+			return nil
+		}
+	}
+	s.gw.on = true
+	for _, obj := range []client.Object{&gwv1.GatewayClass{}, &gwv1.Gateway{}, &gwv1.HTTPRoute{}, &gwv1.ReferenceGrant{}, &corev1.Namespace{}} {
+		inf, err := s.mgr.GetCache().GetInformer(context.Background(), obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(o any, initial bool) {
+				if !initial {
+					s.gatewayChanged()
+				}
+			},
+			UpdateFunc: func(old, cur any) {
+				if specChanged(old, cur) {
+					s.gatewayChanged()
+				}
+			},
+			DeleteFunc: func(any) { s.gatewayChanged() },
+		}); err != nil {
+			return err
+		}
+	}
+	return s.mgr.Add(onLeader(s.writeGatewayStatus))
+}
+
+// specChanged tells a change that can change what is served (generation, labels) from a status write.
+func specChanged(old, cur any) bool {
+	o, ok1 := old.(client.Object)
+	c, ok2 := cur.(client.Object)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if _, ns := cur.(*corev1.Namespace); ns {
+		return !maps.Equal(o.GetLabels(), c.GetLabels())
+	}
+	return o.GetGeneration() != c.GetGeneration() || (o.GetDeletionTimestamp() == nil) != (c.GetDeletionTimestamp() == nil)
+}
+
+// gatewayChanged makes the next resync translate the Gateway API objects again (and read everything).
+func (s *Source) gatewayChanged() {
+	s.known.mu.Lock()
+	s.known.pending.all = true
+	s.known.mu.Unlock()
+	s.poke()
+}
+
+// translateGateways lists the Gateway API objects and translates them; nil when the source is off or a
+// list failed (then the last translation's policies are kept).
+func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
+	if s.gw == nil || !s.gw.on {
+		return nil
+	}
+	c := s.mgr.GetCache()
+	in := gatewayapi.Input{ProxyGroup: s.GatewayAPI.ProxyGroup, Address: s.GatewayAPI.Address, Ports: s.GatewayAPI.Ports,
+		Namespaces: map[string]map[string]string{}, Services: map[types.NamespacedName][]int32{}}
+	var classes gwv1.GatewayClassList
+	var gateways gwv1.GatewayList
+	var routes gwv1.HTTPRouteList
+	var grants gwv1.ReferenceGrantList
+	var namespaces corev1.NamespaceList
+	var services corev1.ServiceList
+	for _, l := range []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services} {
+		if err := c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+			s.Log.Error("listing Gateway API objects", "error", err)
+			return nil
+		}
+	}
+	for i := range classes.Items {
+		in.Classes = append(in.Classes, &classes.Items[i])
+	}
+	for i := range gateways.Items {
+		in.Gateways = append(in.Gateways, &gateways.Items[i])
+	}
+	for i := range routes.Items {
+		in.Routes = append(in.Routes, &routes.Items[i])
+	}
+	for i := range grants.Items {
+		in.Grants = append(in.Grants, &grants.Items[i])
+	}
+	for _, ns := range namespaces.Items {
+		in.Namespaces[ns.Name] = ns.Labels
+	}
+	for _, svc := range services.Items {
+		var ports []int32
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, p.Port)
+		}
+		in.Services[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = ports
+	}
+	return gatewayapi.Translate(in)
+}
+
+// gatewayPolicies returns the policies the Gateways became, keeping the copy handed to the engine before
+// for every policy that did not change (the translator then skips it), and leaving out a name a
+// LoadBalancerPolicy already has.
+func (s *Source) gatewayPolicies(ctx context.Context, taken map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
+	out := s.translateGateways(ctx)
+	if out == nil {
+		return slices.Collect(maps.Values(s.gw.policies))
+	}
+	next := map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy{}
+	var list []*v1alpha1.LoadBalancerPolicy
+	for _, p := range out.Policies {
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		if taken[key] != nil {
+			s.Log.Warn("a LoadBalancerPolicy has the name of a Gateway's policy; the Gateway's is not served", "policy", key.String())
+			continue
+		}
+		if old := s.gw.policies[key]; old != nil && reflect.DeepEqual(old.Spec, p.Spec) && maps.Equal(old.Annotations, p.Annotations) &&
+			old.CreationTimestamp.Equal(&p.CreationTimestamp) {
+			p = old
+		}
+		next[key] = p
+		list = append(list, p)
+	}
+	s.gw.mu.Lock()
+	s.gw.out, s.gw.policies = out, next
+	s.gw.mu.Unlock()
+	trusted := make(map[translate.Key]bool, len(next))
+	for k := range next {
+		trusted[k] = true
+	}
+	// Their references across namespaces were checked against ReferenceGrants by the translation.
+	s.Engine.SetGatewayPolicies(trusted)
+	return list
+}
+
+// gatewayServiceUsers lists the Gateway policies that reference the Service name.
+func (s *Source) gatewayServiceUsers(name types.NamespacedName) []*v1alpha1.LoadBalancerPolicy {
+	if s.gw == nil {
+		return nil
+	}
+	var out []*v1alpha1.LoadBalancerPolicy
+	for _, p := range s.gw.policies {
+		for _, ref := range serviceRefs(p) {
+			if ref.Namespace == name.Namespace && ref.Name == name.Name {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// writeGatewayStatus writes, on the elected replica, the status of lbplane's GatewayClasses, Gateways and
+// HTTPRoutes, and keeps each Gateway's Service.
+func (s *Source) writeGatewayStatus(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.synced:
+	}
+	t := time.NewTicker(s.StatusInterval)
+	defer t.Stop()
+	for {
+		s.gatewayStatusTick(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Source) gatewayStatusTick(ctx context.Context) {
+	s.gw.mu.Lock()
+	out := s.gw.out
+	s.gw.mu.Unlock()
+	if out == nil {
+		return
+	}
+	res, _ := s.Engine.Result()
+	if res == nil {
+		return
+	}
+	proxies := s.AllProxies(ctx)
+	now := metav1.Now()
+	cl := s.mgr.GetClient()
+	c := s.mgr.GetCache()
+	for name, st := range out.Classes {
+		var gc gwv1.GatewayClass
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &gc); err != nil {
+			continue
+		}
+		next := gc.Status
+		next.Conditions = mergeConditions(gc.Status.Conditions, st.Conditions, now)
+		if !equalStatus(gc.Status, next) {
+			gc.Status = next
+			s.statusUpdate(ctx, cl, &gc)
+		}
+	}
+	addresses := s.keepGatewayServices(ctx, out)
+	for key, g := range out.Gateways {
+		var gw gwv1.Gateway
+		if err := c.Get(ctx, key, &gw); err != nil {
+			continue
+		}
+		next := g.Programmed(func(k types.NamespacedName) (bool, string) { return s.programmed(res, k, proxies, now) }, addresses[key])
+		next.Conditions = mergeConditions(gw.Status.Conditions, next.Conditions, now)
+		for i := range next.Listeners {
+			var old []metav1.Condition
+			for _, ol := range gw.Status.Listeners {
+				if ol.Name == next.Listeners[i].Name {
+					old = ol.Conditions
+				}
+			}
+			next.Listeners[i].Conditions = mergeConditions(old, next.Listeners[i].Conditions, now)
+		}
+		if !equalStatus(gw.Status, next) {
+			gw.Status = next
+			s.statusUpdate(ctx, cl, &gw)
+		}
+	}
+	for key, parents := range out.Routes {
+		var r gwv1.HTTPRoute
+		if err := c.Get(ctx, key, &r); err != nil {
+			continue
+		}
+		next := r.Status.DeepCopy()
+		// Other controllers' entries are theirs; lbplane's are replaced.
+		next.Parents = slices.DeleteFunc(next.Parents, func(p gwv1.RouteParentStatus) bool { return p.ControllerName == gatewayapi.ControllerName })
+		for _, p := range parents {
+			for _, old := range r.Status.Parents {
+				if old.ControllerName == gatewayapi.ControllerName && reflect.DeepEqual(old.ParentRef, p.ParentRef) {
+					p.Conditions = mergeConditions(old.Conditions, p.Conditions, now)
+				}
+			}
+			p.Conditions = mergeConditions(nil, p.Conditions, now)
+			next.Parents = append(next.Parents, p)
+		}
+		if !equalStatus(r.Status, *next) {
+			r.Status = *next
+			s.statusUpdate(ctx, cl, &r)
+		}
+	}
+	s.gw.mu.Lock()
+	for k := range s.gw.runs {
+		if s.gw.policies[k] == nil {
+			delete(s.gw.runs, k)
+		}
+	}
+	s.gw.mu.Unlock()
+}
+
+func (s *Source) statusUpdate(ctx context.Context, cl client.Client, obj client.Object) {
+	if err := cl.Status().Update(ctx, obj); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		s.Log.Warn("writing Gateway API status", "kind", fmt.Sprintf("%T", obj), "object", client.ObjectKeyFromObject(obj).String(), "error", err)
+	}
+}
+
+// programmed tells whether the Envoys of the policy's group run its current config, as the policy's own
+// Programmed condition would say.
+func (s *Source) programmed(res *translate.Result, k types.NamespacedName, proxies []xdsserver.ProxyStatus, now metav1.Time) (bool, string) {
+	pr := res.Policies.Of(k)
+	if pr == nil {
+		return false, "not translated yet"
+	}
+	s.gw.mu.Lock()
+	r := s.gw.runs[k]
+	if r == nil {
+		r = &runs{}
+		s.gw.runs[k] = r
+	}
+	s.gw.mu.Unlock()
+	st := policystatus.Compute(pr, r.view(proxies, pr), nil, now)
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgrammed); c != nil && c.Status == metav1.ConditionTrue {
+		return true, c.Message
+	} else if c != nil {
+		return false, c.Message
+	}
+	return false, "not programmed"
+}
+
+// mergeConditions returns next with each condition's transition time kept from old when its status did not
+// change, and now otherwise.
+func mergeConditions(old, next []metav1.Condition, now metav1.Time) []metav1.Condition {
+	out := make([]metav1.Condition, len(next))
+	for i, c := range next {
+		c.LastTransitionTime = now
+		if o := meta.FindStatusCondition(old, c.Type); o != nil && o.Status == c.Status {
+			c.LastTransitionTime = o.LastTransitionTime
+		}
+		out[i] = c
+	}
+	return out
+}
+
+func equalStatus(a, b any) bool { return reflect.DeepEqual(a, b) }
+
+// gatewayServiceName is the name of a Gateway's Service: in the Envoys' namespace, so it carries the
+// Gateway's namespace and name, cut to fit with a hash.
+func gatewayServiceName(key types.NamespacedName) string {
+	base := fmt.Sprintf("gw-%s-%s", key.Namespace, key.Name)
+	if len(base) > 50 {
+		base = base[:50]
+	}
+	h := fmt.Sprintf("%08x", fnv32(key.String()))
+	return trimDash(base) + "-" + h[:6]
+}
+
+func fnv32(s string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+func trimDash(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '-' || s[len(s)-1] == '.') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// keepGatewayServices makes each Gateway's Service what it should be (ports: listener port → Envoy port),
+// removes those of Gateways that are gone, and returns each Gateway's addresses (the Service's cluster IP
+// and load-balancer addresses).
+func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output) map[types.NamespacedName][]gwv1.GatewayStatusAddress {
+	cfg := s.GatewayAPI
+	addrs := map[types.NamespacedName][]gwv1.GatewayStatusAddress{}
+	if cfg.ServiceNamespace == "" {
+		return addrs
+	}
+	selector := cfg.ServiceSelector
+	if len(selector) == 0 && s.EnvoyService.Name != "" {
+		var es corev1.Service
+		if err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: s.EnvoyService.Namespace, Name: s.EnvoyService.Name}, &es); err == nil {
+			selector = es.Spec.Selector
+		}
+	}
+	if len(selector) == 0 {
+		return addrs
+	}
+	cl := s.mgr.GetClient()
+	wanted := map[string]bool{}
+	for key, g := range out.Gateways {
+		name := gatewayServiceName(key)
+		wanted[name] = true
+		want := corev1.ServiceSpec{Selector: selector, Type: corev1.ServiceTypeClusterIP}
+		for _, p := range g.Ports {
+			app := "http"
+			want.Ports = append(want.Ports, corev1.ServicePort{Name: p.Name, Port: p.Port, TargetPort: intstr.FromInt32(p.EnvoyPort),
+				Protocol: corev1.ProtocolTCP, AppProtocol: &app})
+		}
+		if len(want.Ports) == 0 {
+			continue
+		}
+		var svc corev1.Service
+		err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: cfg.ServiceNamespace, Name: name}, &svc)
+		switch {
+		case apierrors.IsNotFound(err):
+			svc = corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.ServiceNamespace, Name: name,
+				Labels: map[string]string{ServiceLabelManaged: "true"}, Annotations: map[string]string{ServiceAnnGateway: key.String()}}, Spec: want}
+			if err := cl.Create(ctx, &svc); err != nil {
+				s.Log.Warn("creating a Gateway's Service", "gateway", key.String(), "error", err)
+				continue
+			}
+		case err != nil:
+			continue
+		case !reflect.DeepEqual(svc.Spec.Selector, want.Selector) || !sameTargets(svc.Spec.Ports, want.Ports):
+			svc.Spec.Selector, svc.Spec.Ports = want.Selector, want.Ports
+			if err := cl.Update(ctx, &svc); err != nil {
+				s.Log.Warn("updating a Gateway's Service", "gateway", key.String(), "error", err)
+				continue
+			}
+		}
+		var list []gwv1.GatewayStatusAddress
+		ipType := gwv1.IPAddressType
+		for _, ip := range svc.Spec.ClusterIPs {
+			if ip != "" && ip != corev1.ClusterIPNone {
+				list = append(list, gwv1.GatewayStatusAddress{Type: &ipType, Value: ip})
+			}
+		}
+		addrs[key] = list
+	}
+	var owned corev1.ServiceList
+	if err := s.mgr.GetAPIReader().List(ctx, &owned, client.InNamespace(cfg.ServiceNamespace), client.MatchingLabels{ServiceLabelManaged: "true"}); err == nil {
+		for i := range owned.Items {
+			if !wanted[owned.Items[i].Name] {
+				if err := cl.Delete(ctx, &owned.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+					s.Log.Warn("removing the Service of a Gateway that is gone", "service", owned.Items[i].Name, "error", err)
+				}
+			}
+		}
+	}
+	return addrs
+}
+
+func sameTargets(a, b []corev1.ServicePort) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.ServicePort) bool {
+		return x.Name == y.Name && x.Port == y.Port && x.TargetPort == y.TargetPort
+	})
+}
+
+// serviceForGateways translates the Gateways again after a Service event: a backendRef resolves only to a
+// Service port that is there.
+func (s *Source) serviceForGateways(o any) {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	if _, ok := o.(*corev1.Service); ok && s.gw != nil && s.gw.on {
+		s.gatewayChanged()
+	}
+}

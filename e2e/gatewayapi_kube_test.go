@@ -1,0 +1,408 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lbplane/lbplane/internal/kubetest"
+)
+
+// gwBackend is an in-test HTTP server behind a Service of its own: it answers with its name (X-Backend) and
+// the request's headers as JSON, so that a test sees what Envoy changed. It listens inside a test network
+// namespace (an EndpointSlice refuses loopback addresses, and lbplane the host's own).
+type gwBackend struct {
+	name, ip string
+	port     int
+}
+
+func startGWBackend(t *testing.T, name string) *gwBackend {
+	t.Helper()
+	h := newNetHost(t)
+	ln, err := listenInNetns(h.name, net.JoinHostPort(h.IP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", name)
+		json.NewEncoder(w).Encode(r.Header)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return &gwBackend{name: name, ip: h.IP, port: ln.Addr().(*net.TCPAddr).Port}
+}
+
+// listenInNetns opens a TCP listener inside the named network namespace: a socket stays in the namespace it
+// was made in, and is served from any thread. The thread goes back to its own namespace afterwards, and is
+// never ended: Envoy, started by some thread of this process, gets SIGTERM when that thread ends (it sets
+// PR_SET_PDEATHSIG), so a thread that cannot go back is parked for good instead.
+func listenInNetns(ns, addr string) (net.Listener, error) {
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer own.Close()
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("entering network namespace %s: %w", ns, err)}
+			return
+		}
+		ln, err := net.Listen("tcp", addr)
+		ch <- result{ln, err}
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) != nil {
+			select {} // in the test's namespace for good: never reused, never ended
+		}
+		runtime.UnlockOSThread()
+	}()
+	r := <-ch
+	return r.ln, r.err
+}
+
+// gwService is a Service (port 80) and its EndpointSlice pointing at a backend.
+const gwService = `
+apiVersion: v1
+kind: Service
+metadata: {name: {{.Name}}, namespace: {{.Namespace}}}
+spec:
+  ports: [{name: http, port: 80, targetPort: {{.Port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {{.Name}}-1
+  namespace: {{.Namespace}}
+  labels: {kubernetes.io/service-name: {{.Name}}}
+addressType: IPv4
+ports: [{name: http, port: {{.Port}}, protocol: TCP}]
+endpoints:
+  - addresses: [{{.IP}}]
+    conditions: {ready: true}
+`
+
+const gwBase = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: lbplane-system}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps, labels: {team: apps}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: other}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: lbplane}
+spec: {controllerName: lbplane.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: apps}
+spec:
+  gatewayClassName: lbplane
+  listeners:
+    - name: http
+      port: 80
+      protocol: HTTP
+      allowedRoutes: {namespaces: {from: Same}}
+`
+
+// gwRoutes: the main route sends everything to web, with a header change; the newer one takes /exact (an
+// exact path beats any prefix, whatever the age); /old redirects; /bad names a Service that is not there;
+// /half is half web and half a missing Service; a route from another namespace is not allowed.
+const gwRoutes = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: main, namespace: apps}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+    - filters:
+        - type: RequestHeaderModifier
+          requestHeaderModifier:
+            set: [{name: X-Set, value: "set-by-gateway"}]
+            add: [{name: X-Added, value: "added"}]
+            remove: [X-Remove-Me]
+      backendRefs: [{name: web, port: 80}]
+    - matches: [{path: {type: PathPrefix, value: /old}}]
+      filters:
+        - type: RequestRedirect
+          requestRedirect: {scheme: https, hostname: new.example.com, statusCode: 301, path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}}
+    - matches: [{path: {type: PathPrefix, value: /bad}}]
+      backendRefs: [{name: missing, port: 80}]
+    - matches: [{path: {type: PathPrefix, value: /half}}]
+      backendRefs: [{name: web, port: 80}, {name: missing, port: 80}]
+    - matches: [{path: {type: PathPrefix, value: /post}, method: POST}]
+      backendRefs: [{name: api, port: 80}]
+    - matches: [{path: {type: PathPrefix, value: /q}, queryParams: [{name: v, value: "2"}]}]
+      backendRefs: [{name: api, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: exact, namespace: apps}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+    - matches: [{path: {type: Exact, value: /exact}}]
+      backendRefs: [{name: api, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: outsider, namespace: other}
+spec:
+  parentRefs: [{name: gw, namespace: apps}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /outsider}}]
+      backendRefs: [{name: web, port: 80}]
+`
+
+// A Gateway and HTTPRoutes through a real API server and a real Envoy: traffic from the routes' backends,
+// the specification's status, precedence, allowedRoutes, a redirect, a header change, 500 for a backend
+// that does not resolve, and one Envoy cluster for 50 routes to one Service.
+func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
+	t.Parallel()
+	cluster := kubetest.Start(t)
+	cluster.InstallCRDs(t, "charts/lbplane/crds/gateway-api")
+	ports := []string{strconv.Itoa(reservePort(t)), strconv.Itoa(reservePort(t))}
+	l := startLbplane(t, "--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--gateway-api", "--gateway-api-address", "127.0.0.1",
+		"--gateway-api-ports", strings.Join(ports, ","), "--namespace", "lbplane-system", "--gateway-api-envoy-selector", "app=envoy")
+	envoy := startEnvoy(t, l, "envoy-gw", true)
+	web, api := startGWBackend(t, "web"), startGWBackend(t, "api")
+	kc := cluster.Kubeconfig
+	kubeApply(t, kc, gwBase, nil)
+	kubeApply(t, kc, gwService, map[string]any{"Name": "web", "Namespace": "apps", "Port": web.port, "IP": web.ip})
+	kubeApply(t, kc, gwService, map[string]any{"Name": "api", "Namespace": "apps", "Port": api.port, "IP": api.ip})
+	kubeApply(t, kc, gwRoutes, nil)
+
+	// The Gateway's Service: port 80 to the Envoy port lbplane gave the listener.
+	var url string
+	eventually(t, 30*time.Second, "lbplane makes the Gateway's Service", func() error {
+		out, err := kubectl(t, kc, "", "get", "svc", "-n", "lbplane-system", "-l", "gateway.lbplane.io/managed=true", "-o",
+			`jsonpath={range .items[*]}{.metadata.annotations.gateway\.lbplane\.io/gateway} {.spec.ports[0].port} {.spec.ports[0].targetPort} {.spec.selector.app}{"\n"}{end}`)
+		if err != nil {
+			return fmt.Errorf("%v %s", err, out)
+		}
+		f := strings.Fields(out)
+		if len(f) != 4 || f[0] != "apps/gw" || f[1] != "80" || (f[2] != ports[0] && f[2] != ports[1]) || f[3] != "envoy" {
+			return fmt.Errorf("%q", out)
+		}
+		url = "http://127.0.0.1:" + f[2]
+		return nil
+	})
+	waitServing(t, url+"/", "web")
+
+	get := func(path string, method string, header map[string]string) (*http.Response, map[string][]string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var echoed map[string][]string
+		json.NewDecoder(resp.Body).Decode(&echoed)
+		return resp, echoed
+	}
+
+	t.Run("precedence", func(t *testing.T) {
+		for path, want := range map[string]string{"/exact": "api", "/exact/more": "web", "/exactly": "web", "/": "web"} {
+			if resp, _ := get(path, "GET", nil); resp.StatusCode != 200 || resp.Header.Get("X-Backend") != want {
+				t.Errorf("%s: %d from %q, want 200 from %s", path, resp.StatusCode, resp.Header.Get("X-Backend"), want)
+			}
+		}
+		if resp, _ := get("/post", "POST", nil); resp.Header.Get("X-Backend") != "api" {
+			t.Errorf("POST /post: from %q, want api", resp.Header.Get("X-Backend"))
+		}
+		if resp, _ := get("/post", "GET", nil); resp.Header.Get("X-Backend") != "web" {
+			t.Errorf("GET /post: from %q, want web (the method does not match)", resp.Header.Get("X-Backend"))
+		}
+		if resp, _ := get("/q?v=2", "GET", nil); resp.Header.Get("X-Backend") != "api" {
+			t.Errorf("/q?v=2: from %q, want api", resp.Header.Get("X-Backend"))
+		}
+		if resp, _ := get("/q?v=3", "GET", nil); resp.Header.Get("X-Backend") != "web" {
+			t.Errorf("/q?v=3: from %q, want web", resp.Header.Get("X-Backend"))
+		}
+	})
+
+	t.Run("header modifier", func(t *testing.T) {
+		resp, echoed := get("/", "GET", map[string]string{"X-Set": "client", "X-Added": "client", "X-Remove-Me": "x"})
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if got := echoed["X-Set"]; len(got) != 1 || got[0] != "set-by-gateway" {
+			t.Errorf("X-Set %q, want set-by-gateway", got)
+		}
+		if got := strings.Join(echoed["X-Added"], ","); got != "client,added" {
+			t.Errorf("X-Added %q, want client,added", got)
+		}
+		if got := echoed["X-Remove-Me"]; len(got) != 0 {
+			t.Errorf("X-Remove-Me %q, want it removed", got)
+		}
+	})
+
+	t.Run("redirect", func(t *testing.T) {
+		resp, _ := get("/old/page?x=1", "GET", nil)
+		if loc := resp.Header.Get("Location"); resp.StatusCode != 301 || loc != "https://new.example.com/new/page?x=1" {
+			t.Errorf("%d Location %q, want 301 https://new.example.com/new/page?x=1", resp.StatusCode, loc)
+		}
+	})
+
+	t.Run("500 for backends that do not resolve", func(t *testing.T) {
+		if resp, _ := get("/bad", "GET", nil); resp.StatusCode != 500 {
+			t.Errorf("/bad: %d, want 500", resp.StatusCode)
+		}
+		counts := map[int]int{}
+		for range 200 {
+			resp, _ := get("/half", "GET", nil)
+			counts[resp.StatusCode]++
+		}
+		// Half of 200 each way; 60 to 140 is far outside chance (p < 1e-8).
+		if counts[200]+counts[500] != 200 || counts[500] < 60 || counts[500] > 140 {
+			t.Errorf("/half answers %v, want about half 500", counts)
+		}
+	})
+
+	t.Run("allowedRoutes", func(t *testing.T) {
+		if resp, _ := get("/outsider", "GET", nil); resp.Header.Get("X-Backend") != "web" {
+			t.Errorf("/outsider: from %q", resp.Header.Get("X-Backend"))
+		}
+		eventually(t, 20*time.Second, "the route from another namespace is not accepted", func() error {
+			out, _ := kubectl(t, kc, "", "get", "httproute", "-n", "other", "outsider", "-o",
+				`jsonpath={.status.parents[0].controllerName} {.status.parents[0].conditions[?(@.type=="Accepted")].status} {.status.parents[0].conditions[?(@.type=="Accepted")].reason}`)
+			if out != "lbplane.io/gateway-controller False NotAllowedByListeners" {
+				return fmt.Errorf("%q", out)
+			}
+			return nil
+		})
+	})
+
+	t.Run("status", func(t *testing.T) {
+		eventually(t, 30*time.Second, "GatewayClass, Gateway and HTTPRoute status as the specification says", func() error {
+			out, _ := kubectl(t, kc, "", "get", "gatewayclass", "lbplane", "-o",
+				`jsonpath={.status.conditions[?(@.type=="Accepted")].status} {.status.conditions[?(@.type=="SupportedVersion")].status} {.status.conditions[0].observedGeneration}={.metadata.generation}`)
+			if f := strings.Fields(out); len(f) != 3 || f[0] != "True" || f[1] != "True" || !sameSides(f[2]) {
+				return fmt.Errorf("GatewayClass: %q", out)
+			}
+			out, _ = kubectl(t, kc, "", "get", "gateway", "-n", "apps", "gw", "-o",
+				`jsonpath={.status.conditions[?(@.type=="Accepted")].status} {.status.conditions[?(@.type=="Programmed")].status} `+
+					`{.status.conditions[?(@.type=="Programmed")].observedGeneration}={.metadata.generation} {.status.addresses[0].type} `+
+					`{.status.listeners[0].attachedRoutes} {.status.listeners[0].supportedKinds[0].kind} `+
+					`{.status.listeners[0].conditions[?(@.type=="Accepted")].status} {.status.listeners[0].conditions[?(@.type=="Programmed")].status} `+
+					`{.status.listeners[0].conditions[?(@.type=="ResolvedRefs")].status} {.status.listeners[0].conditions[?(@.type=="Conflicted")].status}`)
+			// attachedRoutes: main and exact; the outsider is not allowed.
+			if f := strings.Fields(out); len(f) != 10 || f[0] != "True" || f[1] != "True" || !sameSides(f[2]) || f[3] != "IPAddress" || f[4] != "2" ||
+				f[5] != "HTTPRoute" || f[6] != "True" || f[7] != "True" || f[8] != "True" || f[9] != "False" {
+				return fmt.Errorf("Gateway: %q", out)
+			}
+			out, _ = kubectl(t, kc, "", "get", "httproute", "-n", "apps", "main", "-o",
+				`jsonpath={.status.parents[0].controllerName} {.status.parents[0].parentRef.name} {.status.parents[0].conditions[?(@.type=="Accepted")].status} `+
+					`{.status.parents[0].conditions[?(@.type=="ResolvedRefs")].status} {.status.parents[0].conditions[?(@.type=="ResolvedRefs")].reason} `+
+					`{.status.parents[0].conditions[0].observedGeneration}={.metadata.generation}`)
+			if f := strings.Fields(out); len(f) != 6 || f[0] != "lbplane.io/gateway-controller" || f[1] != "gw" || f[2] != "True" || f[3] != "False" ||
+				f[4] != "BackendNotFound" || !sameSides(f[5]) {
+				return fmt.Errorf("HTTPRoute main: %q", out)
+			}
+			return nil
+		})
+	})
+
+	t.Run("other controllers' parents are kept", func(t *testing.T) {
+		patch := `{"status":{"parents":[{"controllerName":"example.com/other","parentRef":{"name":"elsewhere"},"conditions":[` +
+			`{"type":"Accepted","status":"True","reason":"Accepted","message":"theirs","lastTransitionTime":"2026-11-01T00:00:00Z","observedGeneration":1}]}]}}`
+		if out, err := kubectl(t, kc, "", "patch", "httproute", "-n", "apps", "exact", "--subresource=status", "--type=merge", "-p", patch); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		eventually(t, 20*time.Second, "both controllers' entries are in status.parents", func() error {
+			out, _ := kubectl(t, kc, "", "get", "httproute", "-n", "apps", "exact", "-o", `jsonpath={range .status.parents[*]}{.controllerName} {end}`)
+			if f := strings.Fields(out); len(f) != 2 || !slices.Contains(f, "example.com/other") || !slices.Contains(f, "lbplane.io/gateway-controller") {
+				return fmt.Errorf("%q", out)
+			}
+			return nil
+		})
+	})
+
+	t.Run("50 routes to one Service, one cluster", func(t *testing.T) {
+		var b strings.Builder
+		for i := range 50 {
+			fmt.Fprintf(&b, "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: many-%d, namespace: apps}\n"+
+				"spec:\n  parentRefs: [{name: gw}]\n  rules:\n    - matches: [{path: {type: PathPrefix, value: /many/%d}}]\n      backendRefs: [{name: api, port: 80}]\n", i, i)
+		}
+		if out, err := kubectl(t, kc, b.String(), "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		eventually(t, 30*time.Second, "all 50 routes serve", func() error {
+			for _, i := range []int{0, 25, 49} {
+				if resp, _ := get(fmt.Sprintf("/many/%d", i), "GET", nil); resp.Header.Get("X-Backend") != "api" {
+					return fmt.Errorf("/many/%d from %q", i, resp.Header.Get("X-Backend"))
+				}
+			}
+			return nil
+		})
+		var clusters []string
+		for _, c := range dynamicClusterNames(t, envoy) {
+			if strings.Contains(c, "/api-80-") {
+				clusters = append(clusters, c)
+			}
+		}
+		if len(clusters) != 1 {
+			t.Fatalf("Envoy has %d clusters for Service apps/api: %v, want 1", len(clusters), clusters)
+		}
+	})
+}
+
+// sameSides tells whether "a=b" has a == b (an observedGeneration and the generation).
+func sameSides(s string) bool {
+	a, b, ok := strings.Cut(s, "=")
+	return ok && a != "" && a == b
+}
+
+// dynamicClusterNames lists the names of the clusters Envoy got over xDS.
+func dynamicClusterNames(t *testing.T, e *Envoy) []string {
+	t.Helper()
+	var out []string
+	for _, sec := range configDumpOf(t, e) {
+		for _, key := range []string{"dynamic_active_clusters", "dynamic_warming_clusters"} {
+			list, _ := sec[key].([]any)
+			for _, c := range list {
+				m, _ := c.(map[string]any)
+				cl, _ := m["cluster"].(map[string]any)
+				if name, _ := cl["name"].(string); name != "" {
+					out = append(out, name)
+				}
+			}
+		}
+	}
+	return out
+}
