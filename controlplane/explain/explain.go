@@ -200,15 +200,18 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 			f.Resource = &Resource{Type: typ}
 			name, path, got := resolveIn(trees[typ], expand(ru.name, vars), paths)
 			f.Resource.Name, f.Envoy = name, path
-			by := ""
+			by, answer := "", ""
 			if got == nil {
 				by = offBy(typ, f.Resource.Name, paths)
+				answer = answeredBy(trees[typ], f.Resource.Name, paths)
 			}
 			switch {
 			case got != nil:
 				f.EnvoyValue = render(got)
 			case by != "":
 				f.EnvoyValue = "(left out: " + by + " is true)"
+			case answer != "":
+				f.EnvoyValue = "(left out: the route answers with " + answer + ", not a backend)"
 			case ru.optional:
 				f.EnvoyValue = "(unset: Envoy's default)"
 			default:
@@ -426,6 +429,45 @@ func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]
 		}
 	}
 	return rules[i], vars, true
+}
+
+// answeredBy tells, for paths into a built route that were not found, whether that route is one Envoy
+// answers itself ("a redirect", "a direct response"): it has no route action, and what would go there or
+// beside it for the backends (timeouts, retries, sessions, rate limits) is left out. Empty otherwise. The
+// resources are looked in as resolveIn does: the named one, or each when name is empty.
+func answeredBy(byName map[string]any, name, paths string) string {
+	names := []string{name}
+	if name == "" {
+		names = slices.Sorted(maps.Keys(byName))
+	}
+	for _, n := range names {
+		if a := answeredIn(byName[n], paths); a != "" {
+			return a
+		}
+	}
+	return ""
+}
+
+func answeredIn(tree any, paths string) string {
+	for _, p := range strings.Split(paths, "|") {
+		i := strings.Index(p, ".routes[name=")
+		if i < 0 {
+			continue
+		}
+		end := i + strings.IndexByte(p[i:], ']') + 1
+		if rest := strings.TrimPrefix(p[end:], "."); slices.ContainsFunc([]string{"name", "match", "redirect", "direct_response"},
+			func(own string) bool { return rest == own || strings.HasPrefix(rest, own+".") }) {
+			continue
+		}
+		built, _ := resolve(tree, p[:end]).(map[string]any)
+		switch {
+		case built["redirect"] != nil:
+			return "a redirect"
+		case built["direct_response"] != nil:
+			return "a direct response"
+		}
+	}
+	return ""
 }
 
 // present returns, of the rules written for ru's field (in order), the first whose resource type the policy
