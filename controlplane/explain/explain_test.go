@@ -118,3 +118,36 @@ func TestExplainNamesTheValue(t *testing.T) {
 	}
 	t.Fatal("default/health not found")
 }
+
+// A route Envoy answers itself (a redirect, a direct response) has no route action: its defaulted timeout is
+// shown left out, saying why, while its own fields and the other routes' timeouts resolve.
+func TestAnsweringRouteLeavesTheBackendSettingsOut(t *testing.T) {
+	for _, e := range explainDir(t, filepath.Join(tools.RepoRoot(), "controlplane/explain/testdata/fieldmap/routes.yaml")) {
+		if e.Policy != "default/routes" {
+			continue
+		}
+		want := map[string]string{
+			"spec.routes[0].timeout":               "20s",
+			"spec.routes[2].timeout":               "(left out: the route answers with a redirect, not a backend)",
+			"spec.routes[2].redirect.port":         "8443",
+			"spec.routes[2].redirect.statusCode":   "PERMANENT_REDIRECT",
+			"spec.routes[4].timeout":               "(left out: the route answers with a direct response, not a backend)",
+			"spec.routes[4].directResponse.status": "410",
+			"spec.routes[1].errorWeight":           "1",
+			"spec.routes[1].match.method":          "POST",
+		}
+		for _, f := range e.Fields {
+			if w, ok := want[f.Policy]; ok {
+				if f.EnvoyValue != w {
+					t.Errorf("%s = %s: Envoy %s (%s), want %s", f.Policy, f.Value, f.EnvoyValue, f.Envoy, w)
+				}
+				delete(want, f.Policy)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("fields not explained: %v", want)
+		}
+		return
+	}
+	t.Fatal("default/routes not found")
+}

@@ -1,6 +1,10 @@
 package explain
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
 
 // Resource types, as short names.
 const (
@@ -124,6 +128,8 @@ var rules = []rule{
 	r(R+".name", Routes, "", rt+".name"),
 	r(R+".match.path.*", Routes, "", rt+".match.prefix|"+rt+".match.path|"+rt+".match.safe_regex|"+rt+".match.path_separated_prefix"),
 	r(R+".match.headers*", Routes, "", rt+".match.headers"),
+	r(R+".match.method", Routes, "", rt+".match.headers[name=:method].string_match.exact"),
+	r(R+".match.queryParams*", Routes, "", rt+".match.query_parameters"),
 	r(R+".backends*", Routes, "", rt+".route.cluster|"+rt+".route.weighted_clusters"),
 	r(R+".timeout", Routes, "", rt+".route.timeout"),
 	r(R+".idleTimeout", Routes, "", rt+".route.idle_timeout"),
@@ -141,6 +147,21 @@ var rules = []rule{
 	opt(R+".sessionPersistence.path", Routes, "", ss+".typed_config.cookie.path"),
 	// The route's backends are served as one cluster.
 	r(R+".sessionPersistence.acrossBackends", Routes, "", rt+".route.cluster"),
+	r(R+".requestHeaders.set*", Routes, "", rt+".request_headers_to_add"),
+	r(R+".requestHeaders.add*", Routes, "", rt+".request_headers_to_add"),
+	r(R+".requestHeaders.remove", Routes, "", rt+".request_headers_to_remove"),
+	r(R+".redirect.scheme", Routes, "", rt+".redirect.scheme_redirect"),
+	r(R+".redirect.hostname", Routes, "", rt+".redirect.host_redirect"),
+	r(R+".redirect.port", Routes, "", rt+".redirect.port_redirect"),
+	// A prefix replaced by whole segments (the route's SegmentPrefix match) is a regex_rewrite.
+	r(R+".redirect.path*", Routes, "", rt+".redirect.path_redirect|"+rt+".redirect.prefix_rewrite|"+rt+".redirect.regex_rewrite"),
+	// 302 is Envoy's default (FOUND).
+	opt(R+".redirect.statusCode", Routes, "", rt+".redirect.response_code"),
+	r(R+".directResponse.status", Routes, "", rt+".direct_response.status"),
+	r(R+".directResponse.body", Routes, "", rt+".direct_response.body.inline_string"),
+	// A weighted_clusters entry naming no cluster, answered with cluster_not_found_response_code
+	// INTERNAL_SERVER_ERROR; 0 adds none.
+	opt(R+".errorWeight", Routes, "", rt+".route.weighted_clusters.clusters[name="+ir.ErrorCluster+"].weight"),
 
 	r(B+".name", Cluster, cl, "name"),
 	r(E+".address", Endpoints, cl, lbe+".endpoint.address.socket_address.address"),
