@@ -92,20 +92,17 @@ func readFiles(t *testing.T, d manifest.Document) translate.Files {
 	return files
 }
 
-func TestExplainNamesTheValue(t *testing.T) {
-	for _, e := range explainDir(t, filepath.Join(tools.RepoRoot(), "examples", "health-checks.yaml")) {
-		if e.Policy != "default/health" {
+// checkEnvoyValues explains the policies of file and checks, in the one named policy, the Envoy value of
+// each field of want; same, when not nil, checks the policy's value too.
+func checkEnvoyValues(t *testing.T, file, policy string, want map[string]string, same func(f Field, w string) bool) {
+	t.Helper()
+	for _, e := range explainDir(t, filepath.Join(tools.RepoRoot(), file)) {
+		if e.Policy != policy {
 			continue
-		}
-		want := map[string]string{
-			"spec.backends[0].healthCheck.panicThreshold":         "30",
-			"spec.backends[0].healthCheck.passive.consecutive5xx": "5",
-			"spec.listener.port":                                  "10089",
-			"spec.backends[0].healthCheck.active.interval":        "2s",
 		}
 		for _, f := range e.Fields {
 			if w, ok := want[f.Policy]; ok {
-				if f.EnvoyValue != w || !strings.Contains(f.Value, strings.TrimSuffix(w, "s")) {
+				if f.EnvoyValue != w || (same != nil && !same(f, w)) {
 					t.Errorf("%s: policy %s, Envoy %s (%s), want %s", f.Policy, f.Value, f.EnvoyValue, f.Envoy, w)
 				}
 				delete(want, f.Policy)
@@ -116,38 +113,29 @@ func TestExplainNamesTheValue(t *testing.T) {
 		}
 		return
 	}
-	t.Fatal("default/health not found")
+	t.Fatalf("%s not found", policy)
+}
+
+func TestExplainNamesTheValue(t *testing.T) {
+	checkEnvoyValues(t, "examples/health-checks.yaml", "default/health", map[string]string{
+		"spec.backends[0].healthCheck.panicThreshold":         "30",
+		"spec.backends[0].healthCheck.passive.consecutive5xx": "5",
+		"spec.listener.port":                                  "10089",
+		"spec.backends[0].healthCheck.active.interval":        "2s",
+	}, func(f Field, w string) bool { return strings.Contains(f.Value, strings.TrimSuffix(w, "s")) })
 }
 
 // A route Envoy answers itself (a redirect, a direct response) has no route action: its defaulted timeout is
 // shown left out, saying why, while its own fields and the other routes' timeouts resolve.
 func TestAnsweringRouteLeavesTheBackendSettingsOut(t *testing.T) {
-	for _, e := range explainDir(t, filepath.Join(tools.RepoRoot(), "controlplane/explain/testdata/fieldmap/routes.yaml")) {
-		if e.Policy != "default/routes" {
-			continue
-		}
-		want := map[string]string{
-			"spec.routes[0].timeout":               "20s",
-			"spec.routes[2].timeout":               "(left out: the route answers with a redirect, not a backend)",
-			"spec.routes[2].redirect.port":         "8443",
-			"spec.routes[2].redirect.statusCode":   "PERMANENT_REDIRECT",
-			"spec.routes[4].timeout":               "(left out: the route answers with a direct response, not a backend)",
-			"spec.routes[4].directResponse.status": "410",
-			"spec.routes[1].errorWeight":           "1",
-			"spec.routes[1].match.method":          "POST",
-		}
-		for _, f := range e.Fields {
-			if w, ok := want[f.Policy]; ok {
-				if f.EnvoyValue != w {
-					t.Errorf("%s = %s: Envoy %s (%s), want %s", f.Policy, f.Value, f.EnvoyValue, f.Envoy, w)
-				}
-				delete(want, f.Policy)
-			}
-		}
-		if len(want) > 0 {
-			t.Errorf("fields not explained: %v", want)
-		}
-		return
-	}
-	t.Fatal("default/routes not found")
+	checkEnvoyValues(t, "controlplane/explain/testdata/fieldmap/routes.yaml", "default/routes", map[string]string{
+		"spec.routes[0].timeout":               "20s",
+		"spec.routes[2].timeout":               "(left out: the route answers with a redirect, not a backend)",
+		"spec.routes[2].redirect.port":         "8443",
+		"spec.routes[2].redirect.statusCode":   "PERMANENT_REDIRECT",
+		"spec.routes[4].timeout":               "(left out: the route answers with a direct response, not a backend)",
+		"spec.routes[4].directResponse.status": "410",
+		"spec.routes[1].errorWeight":           "1",
+		"spec.routes[1].match.method":          "POST",
+	}, nil)
 }
