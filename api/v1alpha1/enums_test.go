@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func strs[T ~string](xs []T) []string {
 
 // TestEnumMarkersMatchValidation: the values the API server accepts (each type's kubebuilder Enum marker,
 // which becomes the CRD's enum) are exactly the values Validate accepts (its supported* list), in the same
-// order, for every enum type in types.go. A value added to one and not the other fails here, not in a
+// order, for every enum type of the API's files. A value added to one and not the other fails here, not in a
 // cluster where kubectl apply and lbctl push-config would disagree.
 func TestEnumMarkersMatchValidation(t *testing.T) {
 	supported := map[string][]string{
@@ -46,25 +47,36 @@ func TestEnumMarkersMatchValidation(t *testing.T) {
 		"DNSResolver":            strs(supportedDNSResolvers),
 		// Written by lbplane into status, never validated from users: its values are its constants.
 		"EndpointHealth": strs([]EndpointHealth{EndpointHealthy, EndpointEjected, EndpointUnknown}),
+		// EndpointOverride.Validate accepts its constants, in a switch.
+		"EndpointOverrideState": strs([]EndpointOverrideState{OverrideDraining, OverrideMaintenance}),
 	}
-	f, err := parser.ParseFile(token.NewFileSet(), "types.go", nil, parser.ParseComments)
+	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	markers := map[string][]string{}
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.TYPE || g.Doc == nil {
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || strings.HasPrefix(name, "zz_generated") {
 			continue
 		}
-		for _, c := range g.Doc.List {
-			if v, ok := strings.CutPrefix(c.Text, "// +kubebuilder:validation:Enum="); ok {
-				markers[g.Specs[0].(*ast.TypeSpec).Name.Name] = strings.Split(v, ";")
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.TYPE || g.Doc == nil {
+				continue
+			}
+			for _, c := range g.Doc.List {
+				if v, ok := strings.CutPrefix(c.Text, "// +kubebuilder:validation:Enum="); ok {
+					markers[g.Specs[0].(*ast.TypeSpec).Name.Name] = strings.Split(v, ";")
+				}
 			}
 		}
 	}
 	if len(markers) == 0 {
-		t.Fatal("no Enum markers found in types.go")
+		t.Fatal("no Enum markers found in the API's files")
 	}
 	for typ, values := range markers {
 		want, ok := supported[typ]
@@ -78,7 +90,7 @@ func TestEnumMarkersMatchValidation(t *testing.T) {
 	}
 	for typ := range supported {
 		if _, ok := markers[typ]; !ok {
-			t.Errorf("%s has a supported list but no Enum marker in types.go", typ)
+			t.Errorf("%s has a supported list but no Enum marker", typ)
 		}
 	}
 }

@@ -151,14 +151,46 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 	}
 	var leaves []leaf
 	walkLeaves("spec", spec, &leaves)
-	for _, l := range leaves {
-		f := Field{Policy: l.path, Value: render(l.value)}
+	type matched struct {
+		ru   rule
+		vars map[string]string
+		ok   bool
+	}
+	matches := make([]matched, len(leaves))
+	// The Envoy fields that fields set to true leave out, with what is under them.
+	type leftOut struct{ typ, name, path, field string }
+	var offs []leftOut
+	for i, l := range leaves {
 		ru, vars, ok := match(l.path, p, e.IR)
+		if ok {
+			ru = present(ru, trees)
+		}
+		matches[i] = matched{ru, vars, ok}
+		if ok && ru.off && l.value == true {
+			typ, paths := inCluster(trees, ru.typ, expand(ru.name, vars), expand(ru.path, vars))
+			for _, path := range strings.Split(paths, "|") {
+				offs = append(offs, leftOut{typ, expand(ru.name, vars), path, l.path})
+			}
+		}
+	}
+	offBy := func(typ, name, paths string) string {
+		for _, o := range offs {
+			for _, path := range strings.Split(paths, "|") {
+				if o.typ == typ && o.name == name && (path == o.path || strings.HasPrefix(path, o.path+".")) {
+					return o.field
+				}
+			}
+		}
+		return ""
+	}
+	for i, l := range leaves {
+		f := Field{Policy: l.path, Value: render(l.value)}
+		ru, vars, ok := matches[i].ru, matches[i].vars, matches[i].ok
 		switch {
 		case !ok:
 			f.Note = "no Envoy field of its own"
-		case ru.typ == "":
-			f.Note = "chooses the Envoys (node.cluster) that are served this policy"
+		case ru.none != "":
+			f.Note = ru.none
 		case !e.Accepted:
 			f.Note = "not in Envoy: the policy is not served"
 		case resolvedByLbplane(trees, ru.typ, expand(ru.name, vars), ru.path):
@@ -168,9 +200,18 @@ func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Gr
 			f.Resource = &Resource{Type: typ}
 			name, path, got := resolveIn(trees[typ], expand(ru.name, vars), paths)
 			f.Resource.Name, f.Envoy = name, path
+			by, answer := "", ""
+			if got == nil {
+				by = offBy(typ, f.Resource.Name, paths)
+				answer = answeredBy(trees[typ], f.Resource.Name, paths)
+			}
 			switch {
 			case got != nil:
 				f.EnvoyValue = render(got)
+			case by != "":
+				f.EnvoyValue = "(left out: " + by + " is true)"
+			case answer != "":
+				f.EnvoyValue = "(left out: the route answers with " + answer + ", not a backend)"
 			case ru.optional:
 				f.EnvoyValue = "(unset: Envoy's default)"
 			default:
@@ -276,10 +317,19 @@ type leaf struct {
 	value any
 }
 
-// walkLeaves lists scalars and lists of scalars; objects and lists of objects are descended into.
+// walkLeaves lists scalars, lists of scalars and the empty objects a rule maps; objects and lists of objects
+// are descended into.
 func walkLeaves(path string, v any, out *[]leaf) {
 	switch x := v.(type) {
 	case map[string]any:
+		if len(x) == 0 {
+			// An object set for its presence alone (a hash key's sourceIP: {}) is a field too, where a rule
+			// maps it.
+			if k, _ := fieldKey(path); ruleIndex(k) >= 0 {
+				*out = append(*out, leaf{path, v})
+			}
+			return
+		}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			walkLeaves(path+"."+k, x[k], out)
 		}
@@ -347,7 +397,7 @@ func fieldKey(path string) (string, map[string]int) {
 // names rebuilt the way translation makes them.
 func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]string, bool) {
 	key, idx := fieldKey(path)
-	i := slices.IndexFunc(rules, func(ru rule) bool { return ru.matches(key) })
+	i := ruleIndex(key)
 	if i < 0 {
 		return rule{}, nil, false
 	}
@@ -379,6 +429,61 @@ func match(path string, p *v1alpha1.LoadBalancerPolicy, x IR) (rule, map[string]
 		}
 	}
 	return rules[i], vars, true
+}
+
+// answeredBy tells, for paths into a built route that were not found, whether that route is one Envoy
+// answers itself ("a redirect", "a direct response"): it has no route action, and what would go there or
+// beside it for the backends (timeouts, retries, sessions, rate limits) is left out. Empty otherwise. The
+// resources are looked in as resolveIn does: the named one, or each when name is empty.
+func answeredBy(byName map[string]any, name, paths string) string {
+	names := []string{name}
+	if name == "" {
+		names = slices.Sorted(maps.Keys(byName))
+	}
+	for _, n := range names {
+		if a := answeredIn(byName[n], paths); a != "" {
+			return a
+		}
+	}
+	return ""
+}
+
+func answeredIn(tree any, paths string) string {
+	for _, p := range strings.Split(paths, "|") {
+		i := strings.Index(p, ".routes[name=")
+		if i < 0 {
+			continue
+		}
+		end := i + strings.IndexByte(p[i:], ']') + 1
+		if rest := strings.TrimPrefix(p[end:], "."); slices.ContainsFunc([]string{"name", "match", "redirect", "direct_response"},
+			func(own string) bool { return rest == own || strings.HasPrefix(rest, own+".") }) {
+			continue
+		}
+		built, _ := resolve(tree, p[:end]).(map[string]any)
+		switch {
+		case built["redirect"] != nil:
+			return "a redirect"
+		case built["direct_response"] != nil:
+			return "a direct response"
+		}
+	}
+	return ""
+}
+
+// present returns, of the rules written for ru's field (in order), the first whose resource type the policy
+// has: a TCP listener's hash keys are its tcp_proxy's, not a route's.
+func present(ru rule, trees map[string]map[string]any) rule {
+	for _, alt := range rules {
+		if alt.field == ru.field && alt.typ != "" && len(trees[alt.typ]) > 0 {
+			return alt
+		}
+	}
+	return ru
+}
+
+// ruleIndex returns the index of the rule of a field path normalised by fieldKey, or -1.
+func ruleIndex(key string) int {
+	return slices.IndexFunc(rules, func(ru rule) bool { return ru.matches(key) })
 }
 
 func backendNamed(p *v1alpha1.LoadBalancerPolicy, name string) *v1alpha1.Backend {

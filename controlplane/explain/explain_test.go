@@ -34,9 +34,23 @@ func explainDir(t *testing.T, dir string) []*Explanation {
 		for _, u := range translate.DNSQueries(dp) {
 			answers[u.Query] = translate.DNSAnswer{Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.20")}}
 		}
-		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d), Reach: reach.Loopback, DNS: answers})
+		// Every Service has one ready endpoint, as its EndpointSlices would say.
+		services := map[translate.ServiceRef]translate.ServiceEndpoints{}
+		for _, b := range dp.Spec.Backends {
+			if b.Service != nil {
+				port := b.Service.Port
+				if port == 0 {
+					port = 8080
+				}
+				services[translate.ServiceRefOf(dp.Namespace, b.Service)] = translate.ServiceEndpoints{
+					Endpoints: []translate.ServiceEndpoint{{Address: "198.51.100.30", Port: port, Ready: true}}}
+			}
+		}
+		rules := reach.Loopback
+		rules.EnvoyDNS = true // dns.resolver: Envoy, as lbplane serve --allow-envoy-dns allows it
+		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d), Reach: rules, DNS: answers, Services: services})
 		k := translate.KeyOf(d.Policy)
-		p, _ := translate.Prepare(d.Policy, reach.Loopback)
+		p, _ := translate.Prepare(d.Policy, rules)
 		pr := res.Policies.Of(k)
 		g := res.IR.Groups[p.Spec.ProxyGroup]
 		var built Lookup
@@ -78,50 +92,17 @@ func readFiles(t *testing.T, d manifest.Document) translate.Files {
 	return files
 }
 
-// Every field of every example leads to the Envoy field it became, and that field is set (or is one Envoy
-// leaves at its default): the table in fields.go cannot drift from what xdsbuild writes.
-func TestEveryExampleFieldResolves(t *testing.T) {
-	es := explainDir(t, filepath.Join(tools.RepoRoot(), "examples"))
-	es = append(es, explainDir(t, filepath.Join(tools.RepoRoot(), "controlplane", "translate", "testdata", "in", "hashing-and-limits.yaml"))...)
-	if len(es) < 15 {
-		t.Fatalf("only %d example policies", len(es))
-	}
-	fields := 0
-	for _, e := range es {
-		if !e.Accepted {
-			t.Errorf("%s is not accepted: %s", e.Policy, e.Message)
+// checkEnvoyValues explains the policies of file and checks, in the one named policy, the Envoy value of
+// each field of want; same, when not nil, checks the policy's value too.
+func checkEnvoyValues(t *testing.T, file, policy string, want map[string]string, same func(f Field, w string) bool) {
+	t.Helper()
+	for _, e := range explainDir(t, filepath.Join(tools.RepoRoot(), file)) {
+		if e.Policy != policy {
 			continue
-		}
-		if len(e.Resources) < 3 || len(e.IR.Clusters) == 0 || e.IR.Listener == nil {
-			t.Errorf("%s: resources %v, IR %+v", e.Policy, e.Resources, e.IR)
-		}
-		for _, f := range e.Fields {
-			fields++
-			switch {
-			case f.Note == "no Envoy field of its own":
-				t.Errorf("%s: %s has no rule in fields.go", e.Policy, f.Policy)
-			case f.EnvoyValue == "(not found)":
-				t.Errorf("%s: %s → %s %s %s not found", e.Policy, f.Policy, f.Resource.Type, f.Resource.Name, f.Envoy)
-			}
-		}
-	}
-	t.Logf("%d fields of %d policies resolved", fields, len(es))
-}
-
-func TestExplainNamesTheValue(t *testing.T) {
-	for _, e := range explainDir(t, filepath.Join(tools.RepoRoot(), "examples", "health-checks.yaml")) {
-		if e.Policy != "default/health" {
-			continue
-		}
-		want := map[string]string{
-			"spec.backends[0].healthCheck.panicThreshold":         "30",
-			"spec.backends[0].healthCheck.passive.consecutive5xx": "5",
-			"spec.listener.port":                                  "10089",
-			"spec.backends[0].healthCheck.active.interval":        "2s",
 		}
 		for _, f := range e.Fields {
 			if w, ok := want[f.Policy]; ok {
-				if f.EnvoyValue != w || !strings.Contains(f.Value, strings.TrimSuffix(w, "s")) {
+				if f.EnvoyValue != w || (same != nil && !same(f, w)) {
 					t.Errorf("%s: policy %s, Envoy %s (%s), want %s", f.Policy, f.Value, f.EnvoyValue, f.Envoy, w)
 				}
 				delete(want, f.Policy)
@@ -132,5 +113,29 @@ func TestExplainNamesTheValue(t *testing.T) {
 		}
 		return
 	}
-	t.Fatal("default/health not found")
+	t.Fatalf("%s not found", policy)
+}
+
+func TestExplainNamesTheValue(t *testing.T) {
+	checkEnvoyValues(t, "examples/health-checks.yaml", "default/health", map[string]string{
+		"spec.backends[0].healthCheck.panicThreshold":         "30",
+		"spec.backends[0].healthCheck.passive.consecutive5xx": "5",
+		"spec.listener.port":                                  "10089",
+		"spec.backends[0].healthCheck.active.interval":        "2s",
+	}, func(f Field, w string) bool { return strings.Contains(f.Value, strings.TrimSuffix(w, "s")) })
+}
+
+// A route Envoy answers itself (a redirect, a direct response) has no route action: its defaulted timeout is
+// shown left out, saying why, while its own fields and the other routes' timeouts resolve.
+func TestAnsweringRouteLeavesTheBackendSettingsOut(t *testing.T) {
+	checkEnvoyValues(t, "controlplane/explain/testdata/fieldmap/routes.yaml", "default/routes", map[string]string{
+		"spec.routes[0].timeout":               "20s",
+		"spec.routes[2].timeout":               "(left out: the route answers with a redirect, not a backend)",
+		"spec.routes[2].redirect.port":         "8443",
+		"spec.routes[2].redirect.statusCode":   "PERMANENT_REDIRECT",
+		"spec.routes[4].timeout":               "(left out: the route answers with a direct response, not a backend)",
+		"spec.routes[4].directResponse.status": "410",
+		"spec.routes[1].errorWeight":           "1",
+		"spec.routes[1].match.method":          "POST",
+	}, nil)
 }

@@ -1,6 +1,10 @@
 package explain
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/lbplane/lbplane/controlplane/ir"
+)
 
 // Resource types, as short names.
 const (
@@ -13,7 +17,11 @@ const (
 // rule says where a policy field ends up: the resource (by type and a name template) and the Envoy field
 // path in it. Paths use Envoy's field names; "[*]" is every element, "[name=X]" the element named X, "*"
 // every value of a map, and "a|b" tries a, then b. Optional fields are left unset when the policy keeps
-// Envoy's default, so not finding them is no error.
+// Envoy's default, so not finding them is no error. A field with no Envoy field of its own (a setting of
+// lbplane's, or one refused where it is written) says why in none instead.
+//
+// These rules are the one description of "policy field -> Envoy field": lbctl explain resolves them on the
+// built resources, and hack/apiref writes them into the reference's "Envoy:" lines (FieldMappings).
 type rule struct {
 	// field is the policy field, with "[b]", "[e]" and "[r]" for a backend's, an endpoint's and a route's
 	// index and "[]" for any other index; a trailing "*" takes every field under it.
@@ -22,6 +30,9 @@ type rule struct {
 	name     string
 	path     string
 	optional bool
+	// off: the field, when true, leaves the Envoy field out (and every field under it).
+	off  bool
+	none string
 }
 
 // matches tells whether the rule is the one of a field path normalised as fieldKey does.
@@ -35,6 +46,7 @@ func (ru rule) matches(key string) bool {
 const (
 	cl   = "{cluster}"
 	rt   = "virtual_hosts[name={vhost}].routes[name={route}]"
+	ss   = rt + ".typed_per_filter_config.*.stateful_session.session_state"
 	lbTC = "load_balancing_policy.policies[0].typed_extension_config.typed_config"
 	hc   = "health_checks[0]"
 	ep   = "endpoints[*].lb_endpoints[*].endpoint"
@@ -66,6 +78,18 @@ func opt(field, typ, name, path string) rule {
 	return x
 }
 
+// off is a boolean field that, when true, leaves the Envoy field at path out.
+func off(field, typ, name, path string) rule {
+	x := opt(field, typ, name, path)
+	x.off = true
+	return x
+}
+
+// none is a field that sets no Envoy field, and why.
+func none(field, why string) rule {
+	return rule{field: field, none: why}
+}
+
 // B, E and R are a backend, one of its endpoints and a route.
 const (
 	B = "spec.backends[b]"
@@ -74,7 +98,8 @@ const (
 )
 
 var rules = []rule{
-	r("spec.proxyGroup", "", "", ""),
+	none("spec.proxyGroup", "chooses the Envoys (node.cluster) that are served this policy"),
+	none("spec.rollout*", "lbplane's: how a change reaches the group's Envoys, in stages"),
 	opt("spec.debugHeaders", Routes, "", "virtual_hosts[name={vhost}].response_headers_to_add[*].header.key"),
 	r("spec.listener.address", Listener, "{listener}", "address.socket_address.address"),
 	r("spec.listener.port", Listener, "{listener}", "address.socket_address.port_value"),
@@ -103,6 +128,8 @@ var rules = []rule{
 	r(R+".name", Routes, "", rt+".name"),
 	r(R+".match.path.*", Routes, "", rt+".match.prefix|"+rt+".match.path|"+rt+".match.safe_regex|"+rt+".match.path_separated_prefix"),
 	r(R+".match.headers*", Routes, "", rt+".match.headers"),
+	r(R+".match.method", Routes, "", rt+".match.headers[name=:method].string_match.exact"),
+	r(R+".match.queryParams*", Routes, "", rt+".match.query_parameters"),
 	r(R+".backends*", Routes, "", rt+".route.cluster|"+rt+".route.weighted_clusters"),
 	r(R+".timeout", Routes, "", rt+".route.timeout"),
 	r(R+".idleTimeout", Routes, "", rt+".route.idle_timeout"),
@@ -113,7 +140,28 @@ var rules = []rule{
 	r(R+".retry.backoff.base", Routes, "", rt+".route.retry_policy.retry_back_off.base_interval"),
 	r(R+".retry.backoff.max", Routes, "", rt+".route.retry_policy.retry_back_off.max_interval"),
 	opt(R+".retry.avoidPreviousHosts", Routes, "", rt+".route.retry_policy.retry_host_predicate"),
-	r(R+".sessionPersistence.*", Routes, "", rt+".typed_per_filter_config"),
+	r(R+".sessionPersistence.type", Routes, "", ss+".name"),
+	r(R+".sessionPersistence.name", Routes, "", ss+".typed_config.cookie.name|"+ss+".typed_config.name"),
+	r(R+".sessionPersistence.ttl", Routes, "", ss+".typed_config.cookie.ttl"),
+	// A header session has no path.
+	opt(R+".sessionPersistence.path", Routes, "", ss+".typed_config.cookie.path"),
+	// The route's backends are served as one cluster.
+	r(R+".sessionPersistence.acrossBackends", Routes, "", rt+".route.cluster"),
+	r(R+".requestHeaders.set*", Routes, "", rt+".request_headers_to_add"),
+	r(R+".requestHeaders.add*", Routes, "", rt+".request_headers_to_add"),
+	r(R+".requestHeaders.remove", Routes, "", rt+".request_headers_to_remove"),
+	r(R+".redirect.scheme", Routes, "", rt+".redirect.scheme_redirect"),
+	r(R+".redirect.hostname", Routes, "", rt+".redirect.host_redirect"),
+	r(R+".redirect.port", Routes, "", rt+".redirect.port_redirect"),
+	// A prefix replaced by whole segments (the route's SegmentPrefix match) is a regex_rewrite.
+	r(R+".redirect.path*", Routes, "", rt+".redirect.path_redirect|"+rt+".redirect.prefix_rewrite|"+rt+".redirect.regex_rewrite"),
+	// 302 is Envoy's default (FOUND).
+	opt(R+".redirect.statusCode", Routes, "", rt+".redirect.response_code"),
+	r(R+".directResponse.status", Routes, "", rt+".direct_response.status"),
+	r(R+".directResponse.body", Routes, "", rt+".direct_response.body.inline_string"),
+	// A weighted_clusters entry naming no cluster, answered with cluster_not_found_response_code
+	// INTERNAL_SERVER_ERROR; 0 adds none.
+	opt(R+".errorWeight", Routes, "", rt+".route.weighted_clusters.clusters[name="+ir.ErrorCluster+"].weight"),
 
 	r(B+".name", Cluster, cl, "name"),
 	r(E+".address", Endpoints, cl, lbe+".endpoint.address.socket_address.address"),
@@ -132,6 +180,8 @@ var rules = []rule{
 	r(B+".loadBalancing.ringHash.maximumRingSize", Cluster, cl, lbTC+".maximum_ring_size"),
 	r(B+".loadBalancing.maglev.tableSize", Cluster, cl, lbTC+".table_size"),
 	r(B+".loadBalancing.hashKeys*", Routes, "", "virtual_hosts[name={vhost}].routes[*].route.hash_policy"),
+	// On a TCP listener, which has no routes.
+	r(B+".loadBalancing.hashKeys*", Listener, "{listener}", nf("envoy.filters.network.tcp_proxy", "hash_policy")),
 	r(B+".loadBalancing.slowStart.window", Cluster, cl, lbTC+".slow_start_config.slow_start_window"),
 	r(B+".loadBalancing.slowStart.aggression", Cluster, cl, lbTC+".slow_start_config.aggression.default_value"),
 	r(B+".loadBalancing.slowStart.minWeightPercent", Cluster, cl, lbTC+".slow_start_config.min_weight_percent.value"),
@@ -155,7 +205,7 @@ var rules = []rule{
 	r(B+".healthCheck.active.port", Endpoints, cl, ep+".health_check_config.port_value"),
 	r(B+".healthCheck.active.http.path", Cluster, cl, hc+".http_health_check.path"),
 	r(B+".healthCheck.active.http.method", Cluster, cl, hc+".http_health_check.method"),
-	r(B+".healthCheck.active.http.host", Endpoints, cl, ep+".health_check_config.hostname"),
+	r(B+".healthCheck.active.http.host", Cluster, cl, hc+".http_health_check.host"),
 	r(B+".healthCheck.active.http.expectedStatuses*", Cluster, cl, hc+".http_health_check.expected_statuses"),
 	r(B+".healthCheck.active.http.expectedBody", Cluster, cl, hc+".http_health_check.receive"),
 	r(B+".healthCheck.active.tcp.send", Cluster, cl, hc+".tcp_health_check.send"),
@@ -173,7 +223,7 @@ var rules = []rule{
 	r(B+".healthCheck.passive.interval", Cluster, cl, od+".interval"),
 	r(B+".healthCheck.passive.baseEjectionTime", Cluster, cl, od+".base_ejection_time"),
 	r(B+".healthCheck.passive.maxEjectionPercent", Cluster, cl, od+".max_ejection_percent"),
-	opt(B+".healthCheck.passive.disabled", Cluster, cl, od),
+	off(B+".healthCheck.passive.disabled", Cluster, cl, od),
 	r(B+".loadBalancing.hashBalanceFactor", Cluster, cl, lbTC+".consistent_hashing_lb_config.hash_balance_factor"),
 	r(B+".loadBalancing.failoverThreshold", Endpoints, cl, "policy.overprovisioning_factor"),
 	opt(B+".connection.protocol", Cluster, cl, "typed_extension_protocol_options.*.explicit_http_config"),
@@ -184,5 +234,39 @@ var rules = []rule{
 	// The second path is for a TLS socket inside the upstream PROXY protocol one (backends[].proxyProtocol).
 	r(B+".tls.sni", Cluster, cl, "transport_socket.typed_config.sni|transport_socket.typed_config.transport_socket.typed_config.sni"),
 	r(B+".tls.caFile", Cluster, cl, utls+".validation_context_sds_secret_config.name|transport_socket.typed_config."+utls+".validation_context_sds_secret_config.name"),
-	opt(B+".tls.insecureSkipVerify", Cluster, cl, utls),
+	off(B+".tls.insecureSkipVerify", Cluster, cl, utls),
+}
+
+// Mapping is a policy field's place in Envoy, as its rule says.
+type Mapping struct {
+	// Resource is the Envoy resource's type: Listener, RouteConfiguration, Cluster or
+	// ClusterLoadAssignment; empty with None.
+	Resource string
+	// Paths are the field's paths in the resource, in Envoy's field names, each tried in turn.
+	Paths []string
+	// Optional fields are left unset while the policy keeps Envoy's default.
+	Optional bool
+	// Off: the field, when true, leaves the Envoy field out.
+	Off bool
+	// None says why the field sets no Envoy field.
+	None string
+}
+
+// FieldMappings returns the mappings written for a policy field itself (spec.backends[].connectTimeout,
+// spec.routes[0].match.path), not those it takes from a field above it: one, or one per resource type the
+// field may end up in (a hash key is a route's, or on a TCP listener its tcp_proxy's), the first first.
+func FieldMappings(path string) []Mapping {
+	key, _ := fieldKey(strings.ReplaceAll(path, "[]", "[0]"))
+	var out []Mapping
+	for _, ru := range rules {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(ru.field, "*"), "."), "[]")
+		switch {
+		case ru.field != key && base != key:
+		case ru.none != "":
+			out = append(out, Mapping{None: ru.none})
+		default:
+			out = append(out, Mapping{Resource: ru.typ, Paths: strings.Split(ru.path, "|"), Optional: ru.optional && !ru.off, Off: ru.off})
+		}
+	}
+	return out
 }

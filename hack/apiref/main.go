@@ -1,6 +1,7 @@
 // Command apiref writes docs/policy-reference.md from the doc comments of the LoadBalancerPolicy API types
 // (api/v1alpha1), between the hand-written header.md and footer.md beside it. The CRD's descriptions come from
 // the same comments (controller-gen), so the reference and `kubectl explain lbp.spec...` say the same thing.
+// Each field's "Envoy:" line comes from the rules lbctl explain resolves (controlplane/explain).
 //
 //	go run ./hack/apiref            # write docs/policy-reference.md
 //	go run ./hack/apiref -o -       # print it

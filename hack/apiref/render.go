@@ -1,7 +1,7 @@
 // render.go renders the LoadBalancerPolicy reference (docs/policy-reference.md) from the doc comments of
 // the API types in api/v1alpha1: one section per object, in the order a policy nests them, one table row per
-// field with its type, its description (default, the Envoy field it becomes, why) and the limits its
-// +kubebuilder markers set. Markers never reach the text. The hand-written parts (header.md, footer.md in
+// field with its type, its description (default, why), the Envoy field it becomes (explain's rules, see
+// envoyLine) and the limits its +kubebuilder markers set. Markers never reach the text. The hand-written parts (header.md, footer.md in
 // hack/apiref) are included as they are.
 
 package main
@@ -15,9 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/lbplane/lbplane/controlplane/explain"
 )
 
 // APIDir, HeaderFile and FooterFile are relative to the repository root.
@@ -195,7 +198,8 @@ type section struct {
 	depth int
 }
 
-// walk lists the sections under root, depth first in field order; a type met again is linked, not repeated.
+// walk lists the sections under root, depth first in field order; a type met again is linked, not repeated,
+// and its section and those under it record the other paths they are found at.
 func (m *model) walk(root, path string) []*section {
 	byType := map[string]*section{}
 	var out []*section
@@ -204,11 +208,11 @@ func (m *model) walk(root, path string) []*section {
 		ti := m.types[typ]
 		if s, ok := byType[typ]; ok {
 			s.also = append(s.also, path)
-			return
+		} else {
+			s = &section{path: path, typ: ti, depth: depth}
+			byType[typ] = s
+			out = append(out, s)
 		}
-		s := &section{path: path, typ: ti, depth: depth}
-		byType[typ] = s
-		out = append(out, s)
 		for _, f := range ti.fields {
 			name, list := m.structOf(f.typ)
 			if name == "" {
@@ -435,6 +439,9 @@ func Generate(root string) ([]byte, error) {
 			for _, f := range s.typ.fields {
 				desc := f.doc
 				desc = strings.ReplaceAll(inline(desc), "\n\n", "<br><br>")
+				if e := envoyLines(append([]string{s.path}, s.also...), f.json); e != "" {
+					desc = joinSentence(desc, e)
+				}
 				if e := m.enumOf(f.typ); e != nil {
 					var vals []string
 					for _, v := range e.values {
@@ -505,6 +512,69 @@ func writeExamples(b *bytes.Buffer, root string) error {
 		fmt.Fprintf(b, "| [%s](../examples/%s) | %s |\n", name, name, inline(strings.TrimSuffix(what, ".")))
 	}
 	return nil
+}
+
+// envoyLine says which Envoy field a policy field sets, from the rules lbctl explain resolves on the built
+// resources (explain.FieldMappings): the one description of that mapping.
+func envoyLine(path string) (string, bool) {
+	ms := explain.FieldMappings(path)
+	if len(ms) == 0 {
+		return "", false
+	}
+	var lines []string
+	for _, m := range ms {
+		lines = append(lines, mappingText(m))
+	}
+	return strings.Join(lines, "; or ") + ".", true
+}
+
+// mappingText is one mapping in words.
+func mappingText(m explain.Mapping) string {
+	if m.None != "" {
+		return "no field of its own; " + inline(m.None)
+	}
+	// A listener's field is in each filter chain, or in the default chain (HTTPS with a certificate for
+	// every name): said once.
+	var paths []string
+	for i := 0; i < len(m.Paths); i++ {
+		p := m.Paths[i]
+		if rest, ok := strings.CutPrefix(p, "filter_chains[*]."); ok && i+1 < len(m.Paths) && m.Paths[i+1] == "default_filter_chain."+rest {
+			paths = append(paths, "`"+p+"` (or `default_filter_chain`)")
+			i++
+			continue
+		}
+		paths = append(paths, "`"+p+"`")
+	}
+	line := m.Resource + " " + strings.Join(paths, " or ")
+	switch {
+	case m.Off:
+		line += ", left out when true"
+	case m.Optional:
+		line += ", unset while Envoy's default applies"
+	}
+	return line
+}
+
+// envoyLines is the Envoy sentence of a field of a section found at several paths: one, or one per path
+// where they differ (a route's rate limit is not the listener's).
+func envoyLines(sectionPaths []string, field string) string {
+	var at, lines []string
+	for _, p := range sectionPaths {
+		if l, ok := envoyLine(p + "." + field); ok {
+			at, lines = append(at, p), append(lines, l)
+		}
+	}
+	switch {
+	case len(lines) == 0:
+		return ""
+	case len(lines) == len(sectionPaths) && len(slices.Compact(slices.Clone(lines))) == 1:
+		return "Envoy: " + lines[0]
+	}
+	out := make([]string, len(lines))
+	for i := range lines {
+		out[i] = "Envoy at `" + at[i] + "`: " + lines[i]
+	}
+	return strings.Join(out, " ")
 }
 
 func defaultMarker(markers []string) (string, bool) {

@@ -140,3 +140,54 @@ func TestReferenceStable(t *testing.T) {
 		t.Fatal("docs/policy-reference.md is stale: run make generate and commit")
 	}
 }
+
+// TestReferenceEnvoyLines: the "Envoy:" lines come from explain's rules alone. No doc comment of a spec
+// field writes one (the mapping would then be written twice, and nothing would check the copy), and every
+// spec field has a line, on its own row or on the row of the field above it that its rule covers.
+func TestReferenceEnvoyLines(t *testing.T) {
+	root := tools.RepoRoot()
+	m, err := load(filepath.Join(root, APIDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves := 0
+	for _, s := range m.walk("LoadBalancerPolicySpec", "spec") {
+		for _, f := range s.typ.fields {
+			path := s.path + "." + f.json
+			if strings.Contains(f.doc, "Envoy:") {
+				t.Errorf("%s: its doc comment says which Envoy field it sets; that is explain's rule's to say (controlplane/explain/fields*.go)", path)
+			}
+			if name, _ := m.structOf(f.typ); name != "" {
+				continue
+			}
+			leaves++
+			covered := false
+			for p := path; p != "spec" && !covered; p = p[:strings.LastIndexByte(p, '.')] {
+				_, covered = envoyLine(strings.TrimSuffix(p, "[]"))
+			}
+			if !covered {
+				t.Errorf("%s has no Envoy line, nor does a field above it", path)
+			}
+		}
+	}
+	if leaves < 100 {
+		t.Fatalf("only %d fields under spec", leaves)
+	}
+	out, err := Generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| `connectTimeout` | duration (`5s`, `1m30s`) | connectTimeout bounds the TCP (and TLS) connect to an endpoint. Defaults to 5s. Envoy: Cluster `connect_timeout`. |",
+		"Envoy: no field of its own; lbplane's: how a change reaches the group's Envoys, in stages.",
+		"Envoy: Cluster `outlier_detection`, left out when true.",
+		"Envoy: Cluster `health_checks[0].grpc_health_check.service_name`, unset while Envoy's default applies.",
+		// RateLimit is the listener's and the routes' type: each path has its own line.
+		"Envoy at `spec.routes[].rateLimit`: RouteConfiguration `virtual_hosts[name={vhost}].routes[name={route}].typed_per_filter_config.*.token_bucket.max_tokens`.",
+		"Envoy at `spec.listener.rateLimit`: no field of its own; refused on the listener",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("reference lacks %q", want)
+		}
+	}
+}
