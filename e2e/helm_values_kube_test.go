@@ -471,3 +471,26 @@ func checkPlatformValues(t *testing.T, c *kubetest.Cluster) {
 		}
 	}
 }
+
+// TestHelmInstallGatewayAPI installs the chart with gatewayAPI.enabled and its CRDs into a real API server,
+// under a long release name and namespace, which validates the GatewayClass against Gateway API's schema
+// (its description takes at most 64 bytes: a longer one failed helm install on the one-node cluster).
+func TestHelmInstallGatewayAPI(t *testing.T) {
+	t.Parallel()
+	c := kubetest.Start(t)
+	ns, release := "lbplane-gateway-api-conformance", "lbplane-gateway-api-conformance"
+	if out, err := helm(t, "install", release, chartDir, "-n", ns, "--create-namespace", "--kubeconfig", c.Kubeconfig,
+		"--set", "gatewayAPI.enabled=true"); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	var gc struct {
+		Spec struct {
+			ControllerName string `json:"controllerName"`
+			Description    string `json:"description"`
+		} `json:"spec"`
+	}
+	kubectlJSON(t, c.Kubeconfig, &gc, "gatewayclass", "lbplane")
+	if gc.Spec.ControllerName != "lbplane.io/gateway-controller" || gc.Spec.Description == "" || len(gc.Spec.Description) > 64 {
+		t.Errorf("GatewayClass spec %+v", gc.Spec)
+	}
+}
