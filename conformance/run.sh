@@ -57,9 +57,11 @@ release_down() {
 # A release an earlier run left would serve with the image it started with.
 release_down
 log "installing the chart in $NAMESPACE with gatewayAPI.enabled=true"
+# NodePort: nothing on the one-node cluster gives a LoadBalancer Service an address, and helm --wait would wait
+# for one until its timeout (the Gateways' own Services are lbplane's, ClusterIP).
 "$helm" install "$RELEASE" charts/lbplane -n "$NAMESPACE" --create-namespace --wait --timeout 5m \
   --set image.tag=dev --set envoy.image.repository=lbplane.local/envoy --set envoy.image.tag=v1.40.0 \
-  --set gatewayAPI.enabled=true ||
+  --set gatewayAPI.enabled=true --set envoy.service.type=NodePort ||
   { kc get pods -A -o wide >&2 || true; die "helm install of the chart with gatewayAPI.enabled=true failed (above)"; }
 
 log "running the suite (go test -tags conformance in conformance/)"
