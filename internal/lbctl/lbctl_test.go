@@ -52,7 +52,7 @@ spec:
 		`error: <stdin>#2: unknown field "spec.listenr"`,
 		`error: <stdin>#2: spec.listener.port: must be between 1 and 65535, got 0`,
 		`error: <stdin>#2: spec.listener.protocol: required; supported: HTTP, HTTPS, TCP`,
-		`error: <stdin>#2: spec.backends: at least one backend is required`,
+		`error: <stdin>#2: spec.backends: at least one backend is required (unless every route has redirect or directResponse)`,
 		`error: default/bad (<stdin>#1): spec.listener.port: must be between 1 and 65535, got 0`,
 		`error: default/bad (<stdin>#1): spec.backends[0].loadBalancing.algorithm: unsupported value "Fastest"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev, BackendUtilization`,
 	}
