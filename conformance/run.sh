@@ -9,7 +9,6 @@
 # conformance/reports/, removes the release, and exits non-zero when a test fails. Needs root, as make cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 NAMESPACE=lbplane-conformance
 RELEASE=lbplane-conformance
 log() { echo "conformance: $*" >&2; }
@@ -37,16 +36,15 @@ else
   hack/cluster/cluster.sh up >/dev/null
 fi
 
-# The CRDs: the repository's copy (the chart's), else the suite's module's, at the version conformance/go.mod pins.
-crds=$ROOT/charts/lbplane/crds/gateway-api
-if ! ls "$crds"/gateway.networking.k8s.io_*.yaml >/dev/null 2>&1; then
-  crds=$(cd conformance && go mod download -json sigs.k8s.io/gateway-api | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')/config/crd/standard
-fi
-log "installing the Gateway API CRDs from ${crds#"$ROOT"/}"
+# The CRDs: the chart's copy (make generate copies them, without the admission policy file, from the module
+# version go.mod pins), applied so that a cluster with older ones gets these (helm install leaves existing CRDs).
+crds=charts/lbplane/crds/gateway-api
 files=()
 for f in "$crds"/gateway.networking.k8s.io_*.yaml; do
-  case $f in *_vap_*) ;; *) files+=(-f "$f") ;; esac # the _vap_ file is an admission policy, not a CRD
+  [ -f "$f" ] || die "no Gateway API CRDs in $crds (make generate copies them)"
+  files+=(-f "$f")
 done
+log "installing the Gateway API CRDs from $crds"
 kc apply --server-side --force-conflicts "${files[@]}" >/dev/null
 kc wait --for=condition=Established --timeout=60s "${files[@]}" >/dev/null
 
