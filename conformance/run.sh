@@ -2,7 +2,8 @@
 # The Gateway API conformance suite on the one-node cluster of hack/cluster (docs/conformance.md):
 #   conformance/run.sh [suite flags]              # sudo make conformance: starts the cluster when it is not
 #                                                 # running (and stops it afterwards), else uses it
-#   conformance/run.sh --on-cluster [suite flags] # the running cluster only (make test-cluster's step)
+#   conformance/run.sh --on-cluster [suite flags] # the running cluster only, with the images it has
+#                                                 # (make test-cluster's step: make cluster just built them)
 # Installs the Gateway API CRDs (standard channel) and the chart with gatewayAPI.enabled=true, runs
 # TestGatewayAPIConformance (GATEWAY-HTTP core unless the flags say otherwise, e.g.
 # -supported-features=HTTPRouteQueryParamMatching,HTTPRouteMethodMatching), writes the report under
@@ -26,8 +27,12 @@ KUBECONFIG=$(hack/cluster/cluster.sh kubeconfig)
 kc() { "$kubectl" "$@"; }
 
 if [ -f "$KUBECONFIG" ] && kc get --raw /readyz >/dev/null 2>&1; then
-  log "using the running cluster; rebuilding and importing the images (unchanged ones are kept)"
-  hack/cluster/cluster.sh images
+  if [ -n "$on_cluster" ]; then
+    log "using the running cluster and its images"
+  else
+    log "using the running cluster; rebuilding and importing the images (unchanged ones are kept)"
+    hack/cluster/cluster.sh images
+  fi
 elif [ -n "$on_cluster" ]; then
   die "no cluster answers at $KUBECONFIG (make cluster starts one)"
 else
