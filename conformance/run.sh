@@ -2,8 +2,8 @@
 # The Gateway API conformance suite on the one-node cluster of hack/cluster (docs/conformance.md):
 #   conformance/run.sh [suite flags]              # sudo make conformance: starts the cluster when it is not
 #                                                 # running (and stops it afterwards), else uses it
-#   conformance/run.sh --on-cluster [suite flags] # the running cluster only, with the images it has
-#                                                 # (make test-cluster's step: make cluster just built them)
+#   conformance/run.sh --on-cluster [suite flags] # the running cluster only, with the images make cluster
+#                                                 # just built and the suite's (make test-cluster's step)
 # Installs the Gateway API CRDs (standard channel) and the chart with gatewayAPI.enabled=true, runs
 # TestGatewayAPIConformance (GATEWAY-HTTP core unless the flags say otherwise, e.g.
 # -supported-features=HTTPRouteQueryParamMatching,HTTPRouteMethodMatching), writes the report under
@@ -28,10 +28,11 @@ kc() { "$kubectl" "$@"; }
 
 if [ -f "$KUBECONFIG" ] && kc get --raw /readyz >/dev/null 2>&1; then
   if [ -n "$on_cluster" ]; then
-    log "using the running cluster and its images"
+    log "using the running cluster and the images make cluster built; building and importing the suite's"
+    hack/cluster/cluster.sh images -only echo-basic,conformance-coredns
   else
     log "using the running cluster; rebuilding and importing the images (unchanged ones are kept)"
-    hack/cluster/cluster.sh images
+    hack/cluster/cluster.sh images -conformance
   fi
 elif [ -n "$on_cluster" ]; then
   die "no cluster answers at $KUBECONFIG (make cluster starts one)"
@@ -39,6 +40,7 @@ else
   log "no cluster is running: starting one (make cluster), stopped again at the end"
   trap 'hack/cluster/cluster.sh down' EXIT
   hack/cluster/cluster.sh up >/dev/null
+  hack/cluster/cluster.sh images -only echo-basic,conformance-coredns
 fi
 
 # The CRDs: the chart's copy (make generate copies them, without the admission policy file, from the module
