@@ -53,7 +53,7 @@ func ParseAllow(flag string, in []string) ([]netip.Prefix, []PortRange, error) {
 			plain = append(plain, p[0])
 			continue
 		}
-		from, to, err := parsePorts(ports)
+		from, to, err := ParsePortRange(ports)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %q: %v", flag, s, err)
 		}
@@ -88,7 +88,8 @@ func splitPorts(s string) (host, ports string, ok bool) {
 	return host, ports, true
 }
 
-func parsePorts(s string) (uint16, uint16, error) {
+// ParsePortRange reads a port or a range FROM-TO (1-65535, FROM <= TO).
+func ParsePortRange(s string) (uint16, uint16, error) {
 	a, b, isRange := strings.Cut(s, "-")
 	from, err := strconv.ParseUint(a, 10, 16)
 	if err != nil || from == 0 {

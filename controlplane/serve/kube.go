@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -140,27 +140,19 @@ func podIdentities(ctx context.Context, cfg *Config, x *xds, api *pushAPI) error
 	return nil
 }
 
-// parsePorts reads FIRST-LAST or a comma-separated list of ports.
+// parsePorts reads a comma-separated list of ports and ranges FROM-TO (reach.ParsePortRange).
 func parsePorts(s string) ([]int32, error) {
 	var out []int32
 	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 1 || a > 65535 {
-			return nil, fmt.Errorf("%q is not a port", lo)
+		a, b, err := reach.ParsePortRange(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
 		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b > 65535 {
-				return nil, fmt.Errorf("%q is not a range of ports", part)
-			}
-		}
-		if len(out)+b-a+1 > 65535 {
+		if len(out)+int(b)-int(a)+1 > 65535 {
 			return nil, fmt.Errorf("too many ports")
 		}
-		for p := a; p <= b; p++ {
-			out = append(out, int32(p))
+		for p := int32(a); p <= int32(b); p++ {
+			out = append(out, p)
 		}
 	}
 	return out, nil
