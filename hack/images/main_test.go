@@ -53,3 +53,28 @@ func TestCapNetBindService(t *testing.T) {
 		t.Errorf("getcap says %q, want %q", got, f+" cap_net_bind_service=ep")
 	}
 }
+
+// TestConformanceSuiteTestsTheGatewayAPIWeServe: conformance/go.mod pins the suite at the Gateway API version
+// lbplane's go.mod requires (whose CRDs make generate copies into the chart), so the suite checks the API the
+// chart installs.
+func TestConformanceSuiteTestsTheGatewayAPIWeServe(t *testing.T) {
+	version := func(gomod, module string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", gomod))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == module {
+				return f[1]
+			}
+		}
+		t.Fatalf("%s requires no %s", gomod, module)
+		return ""
+	}
+	api := version("go.mod", "sigs.k8s.io/gateway-api")
+	for _, m := range []string{"sigs.k8s.io/gateway-api", "sigs.k8s.io/gateway-api/conformance"} {
+		if got := version("conformance/go.mod", m); got != api {
+			t.Errorf("conformance/go.mod requires %s %s, go.mod sigs.k8s.io/gateway-api %s", m, got, api)
+		}
+	}
+}
