@@ -28,6 +28,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lbplane/lbplane/controlplane/pushclient"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/grpcfleet"
@@ -70,6 +72,9 @@ func answer(v any) {
 func run(c config) error {
 	if c.api == "" || c.xds == "" || c.target == "" || c.dir == "" {
 		return errors.New("-api, -xds, -target and -dir are required")
+	}
+	if c.parallel < 1 {
+		return fmt.Errorf("-parallel: at least 1, got %d", c.parallel)
 	}
 	type backendInfo struct {
 		Name string `json:"name"`
@@ -123,33 +128,12 @@ func (f *fleet) close() {
 
 // each runs do(i) for i in [0, n), f.parallel at a time, and returns the first error.
 func (f *fleet) each(n int, do func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan int)
-	)
-	for range f.parallel {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := do(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(f.parallel)
 	for i := range n {
-		next <- i
+		g.Go(func() error { return do(i) })
 	}
-	close(next)
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 // connect starts every client as `lbctl bootstrap --grpc` would set one up (a certificate from lbplane for
