@@ -202,7 +202,11 @@ func addDowns(res *translate.Result, namespace, name string, down trafficmodel.D
 	if len(sels) == 0 {
 		return down, nil
 	}
-	return trafficmodel.WithDown(res.IR, namespace, name, down, sels)
+	out, err := trafficmodel.WithDown(res.IR, namespace, name, down, sels)
+	if err != nil {
+		return nil, fmt.Errorf("--down: %w", err)
+	}
+	return out, nil
 }
 
 func traceRequest(path string, headers, cookies []string, clientIP string) (trafficmodel.Request, error) {
