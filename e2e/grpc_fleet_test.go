@@ -23,29 +23,17 @@ import (
 // fleetClients is how many proxyless gRPC clients TestThousandProxylessGRPCClients runs.
 const fleetClients = 1000
 
-var (
-	fleetBinOnce sync.Once
-	fleetBin     string
-	fleetBinErr  error
-)
-
-// grpcFleetBinary builds internal/grpcfleet/fleet without the race detector: a thousand grpc-go channels
-// with their xDS clients and subchannels hold more goroutines than the detector allows one process.
-func grpcFleetBinary(t *testing.T) string {
-	t.Helper()
-	fleetBinOnce.Do(func() {
-		fleetBin = filepath.Join(binDir, "grpc-fleet")
-		cmd := exec.Command("go", "build", "-o", fleetBin, "./internal/grpcfleet/fleet")
-		cmd.Dir = tools.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fleetBinErr = fmt.Errorf("building the gRPC fleet: %v\n%s", err, out)
-		}
-	})
-	if fleetBinErr != nil {
-		t.Fatal(fleetBinErr)
+// grpcFleetBinary builds internal/grpcfleet/fleet, once, without the race detector: a thousand grpc-go
+// channels with their xDS clients and subchannels hold more goroutines than the detector allows one process.
+var grpcFleetBinary = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "grpc-fleet")
+	cmd := exec.Command("go", "build", "-o", bin, "./internal/grpcfleet/fleet")
+	cmd.Dir = tools.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the gRPC fleet: %v\n%s", err, out)
 	}
-	return fleetBin
-}
+	return bin, nil
+})
 
 // grpcFleet drives a running internal/grpcfleet/fleet process: a command a line, an answer a JSON line.
 type grpcFleet struct {
@@ -62,7 +50,11 @@ type fleetBackend struct {
 
 func startGRPCFleet(t *testing.T, l *Lbplane, clients int, target string) *grpcFleet {
 	t.Helper()
-	cmd := exec.Command(grpcFleetBinary(t), "-clients", fmt.Sprint(clients), "-api", l.APIURL, "-xds", l.XDSAddr,
+	bin, err := grpcFleetBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-clients", fmt.Sprint(clients), "-api", l.APIURL, "-xds", l.XDSAddr,
 		"-target", target, "-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "LBPLANE_TOKEN="+token)
 	in, err := cmd.StdinPipe()
