@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -17,118 +14,58 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/serve"
+	"github.com/lbplane/lbplane/internal/grpcfleet"
 	"github.com/lbplane/lbplane/internal/tools"
 )
 
 // fleetClients is how many proxyless gRPC clients TestThousandProxylessGRPCClients runs.
 const fleetClients = 1000
 
-var (
-	fleetBinOnce sync.Once
-	fleetBin     string
-	fleetBinErr  error
-)
-
-// grpcFleetBinary builds internal/grpcfleet/fleet without the race detector: a thousand grpc-go channels
-// with their xDS clients and subchannels hold more goroutines than the detector allows one process.
-func grpcFleetBinary(t *testing.T) string {
-	t.Helper()
-	fleetBinOnce.Do(func() {
-		fleetBin = filepath.Join(binDir, "grpc-fleet")
-		cmd := exec.Command("go", "build", "-o", fleetBin, "./internal/grpcfleet/fleet")
-		cmd.Dir = tools.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fleetBinErr = fmt.Errorf("building the gRPC fleet: %v\n%s", err, out)
-		}
-	})
-	if fleetBinErr != nil {
-		t.Fatal(fleetBinErr)
+// grpcFleetBinary builds internal/grpcfleet/fleet, once, without the race detector: a thousand grpc-go
+// channels with their xDS clients and subchannels hold more goroutines than the detector allows one process.
+var grpcFleetBinary = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "grpc-fleet")
+	cmd := exec.Command("go", "build", "-o", bin, "./internal/grpcfleet/fleet")
+	cmd.Dir = tools.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the gRPC fleet: %v\n%s", err, out)
 	}
-	return fleetBin
-}
+	return bin, nil
+})
 
-// grpcFleet drives a running internal/grpcfleet/fleet process: a command a line, an answer a JSON line.
-type grpcFleet struct {
-	in       io.WriteCloser
-	out      *bufio.Scanner
-	backends []fleetBackend
-}
-
-// fleetBackend is one of the fleet's gRPC backends, as the policy template takes it.
-type fleetBackend struct {
-	Name string `json:"name"`
-	Port int    `json:"port"`
-}
+// grpcFleet drives a running internal/grpcfleet/fleet process; an answer that is not the one asked for
+// fails the test.
+type grpcFleet struct{ *grpcfleet.Process }
 
 func startGRPCFleet(t *testing.T, l *Lbplane, clients int, target string) *grpcFleet {
 	t.Helper()
-	cmd := exec.Command(grpcFleetBinary(t), "-clients", fmt.Sprint(clients), "-api", l.APIURL, "-xds", l.XDSAddr,
+	bin, err := grpcFleetBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-clients", fmt.Sprint(clients), "-api", l.APIURL, "-xds", l.XDSAddr,
 		"-target", target, "-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "LBPLANE_TOKEN="+token)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p, err := grpcfleet.Start(cmd)
+	if err != nil {
+		t.Fatalf("%v; its stderr (last 4 KiB): %s", err, tail(stderr.String(), 4096))
 	}
 	t.Cleanup(func() {
-		in.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		p.Close(30 * time.Second)
 		if t.Failed() {
 			t.Logf("gRPC fleet's stderr (last 4 KiB): %s", tail(stderr.String(), 4096))
 		}
 	})
-	f := &grpcFleet{in: in, out: bufio.NewScanner(stdout)}
-	f.out.Buffer(nil, 1<<20)
-	var started struct {
-		Backends []fleetBackend `json:"backends"`
-	}
-	f.answer(t, &started)
-	f.backends = started.Backends
-	return f
-}
-
-// answer reads the fleet's next JSON line into v; a line with "error" fails the test.
-func (f *grpcFleet) answer(t *testing.T, v any) {
-	t.Helper()
-	if !f.out.Scan() {
-		t.Fatalf("the gRPC fleet ended: %v", f.out.Err())
-	}
-	var failed struct{ Error string }
-	if json.Unmarshal(f.out.Bytes(), &failed); failed.Error != "" {
-		t.Fatalf("the gRPC fleet: %s", failed.Error)
-	}
-	if err := json.Unmarshal(f.out.Bytes(), v); err != nil {
-		t.Fatalf("the gRPC fleet said %q: %v", f.out.Text(), err)
-	}
+	return &grpcFleet{p}
 }
 
 func (f *grpcFleet) do(t *testing.T, command string, v any) {
 	t.Helper()
-	if _, err := io.WriteString(f.in, command+"\n"); err != nil {
+	if err := f.Do(command, v); err != nil {
 		t.Fatal(err)
 	}
-	f.answer(t, v)
-}
-
-type fleetCalls struct {
-	Answers    map[string]int `json:"answers"`
-	Errors     int            `json:"errors"`
-	FirstError string         `json:"firstError"`
 }
 
 // TestThousandProxylessGRPCClients runs 1,000 grpc-go xDS clients (state of the world), each its own node with
@@ -148,18 +85,15 @@ func TestThousandProxylessGRPCClients(t *testing.T) {
 		Name, Algorithm string
 		Hash, TLS       bool
 		Port            int
-		B               []fleetBackend
+		B               []grpcfleet.BackendInfo
 	}{Name: "fleet", Algorithm: "RoundRobin", Port: reservePort(t)}
 	f := startGRPCFleet(t, l, fleetClients, fmt.Sprintf("fleet.grpc.test:%d", p.Port))
-	if len(f.backends) != 3 {
-		t.Fatalf("the fleet started %d backends, want 3", len(f.backends))
+	if len(f.Backends) != 3 {
+		t.Fatalf("the fleet started %d backends, want 3", len(f.Backends))
 	}
-	p.B = f.backends
+	p.B = f.Backends
 	push(t, l, policy(t, grpcPolicy, &p))
-	var ready struct {
-		Ready   int     `json:"ready"`
-		Seconds float64 `json:"seconds"`
-	}
+	var ready grpcfleet.Ready
 	f.do(t, "connect", &ready)
 	t.Logf("%d clients answered a first call %.1fs after they started", ready.Ready, ready.Seconds)
 	if ready.Ready != fleetClients {
@@ -177,8 +111,8 @@ func TestThousandProxylessGRPCClients(t *testing.T) {
 		p.B = nil
 		want := map[string]bool{}
 		for _, k := range keep {
-			p.B = append(p.B, f.backends[k])
-			want[f.backends[k].Name] = true
+			p.B = append(p.B, f.Backends[k])
+			want[f.Backends[k].Name] = true
 		}
 		before := l.currentVersion(t)
 		start := time.Now()
@@ -202,7 +136,7 @@ func TestThousandProxylessGRPCClients(t *testing.T) {
 		// grpc-go acknowledges an update before its balancer has taken it: the clients' calls follow within
 		// moments, not necessarily at once.
 		eventually(t, 30*time.Second, fmt.Sprintf("after change %d every client calls only %v", i+1, slices.Sorted(maps.Keys(want))), func() error {
-			var got fleetCalls
+			var got grpcfleet.Calls
 			f.do(t, "call", &got)
 			if got.Errors > 0 {
 				return fmt.Errorf("%d calls failed, the first: %s", got.Errors, got.FirstError)
@@ -220,15 +154,7 @@ func TestThousandProxylessGRPCClients(t *testing.T) {
 			return nil
 		})
 	}
-	nacks := 0.0
-	for k, v := range scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", l.metricsPort)) {
-		if strings.HasPrefix(k, "lbplane_xds_nacks_total{") {
-			nacks += v
-		}
-	}
-	if nacks != 0 {
-		t.Errorf("lbplane counted %v NACKs from the gRPC clients, want 0", nacks)
-	}
+	noNacks(t, l)
 }
 
 // currentVersion is the config version lbplane serves its proxies now (every proxy's currentVersion).

@@ -260,16 +260,7 @@ func TestProxylessGRPC(t *testing.T) {
 			return grpcProxiesSynced(ps, len(pols))
 		})
 	})
-	// Every answer of the whole run, not only the last: lbplane counts each NACK it was sent.
-	nacks := 0.0
-	for k, v := range scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", l.metricsPort)) {
-		if strings.HasPrefix(k, "lbplane_xds_nacks_total{") {
-			nacks += v
-		}
-	}
-	if nacks != 0 {
-		t.Errorf("lbplane counted %v NACKs from the gRPC clients, want 0", nacks)
-	}
+	noNacks(t, l)
 	if t.Failed() {
 		b, _ := os.ReadFile(l.log)
 		t.Logf("lbplane log (last 4 KiB): %s", tail(string(b), 4096))
@@ -314,6 +305,21 @@ func spread(n int, call func(i int) (string, error)) (map[string]int, error) {
 	close(next)
 	wg.Wait()
 	return got, first
+}
+
+// noNacks fails the test unless lbplane's lbplane_xds_nacks_total, of every group and type, is 0: every
+// answer of the run, not only the last, counts.
+func noNacks(t *testing.T, l *Lbplane) {
+	t.Helper()
+	nacks := 0.0
+	for k, v := range scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", l.metricsPort)) {
+		if strings.HasPrefix(k, "lbplane_xds_nacks_total{") {
+			nacks += v
+		}
+	}
+	if nacks != 0 {
+		t.Errorf("lbplane counted %v NACKs from the gRPC clients, want 0", nacks)
+	}
 }
 
 // grpcProxiesSynced checks that n gRPC clients are connected, said to be gRPC clients, SYNCED, with no

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/internal/grpcfleet"
 )
 
 // The gRPC fleet row (-only grpc-fleet): proxyless grpc-go clients, state of the world, on one lbplane.
@@ -62,57 +60,23 @@ func grpcFleetOnce(ctx context.Context, e *env, n int, record func(runRecord)) e
 	defer lb.stop()
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}
 
-	fleet := exec.CommandContext(ctx, filepath.Join(e.bin, "fleet"), "-clients", fmt.Sprint(n), "-api", c.BaseURL, "-xds", xds,
+	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, "fleet"), "-clients", fmt.Sprint(n), "-api", c.BaseURL, "-xds", xds,
 		"-target", fmt.Sprintf("fleet.grpc.test:%d", grpcFleetPort), "-dir", filepath.Join(dir, "clients"), "-ready-timeout", "5m")
-	fleet.Env = append(os.Environ(), "LBPLANE_TOKEN=bench")
+	cmd.Env = append(os.Environ(), "LBPLANE_TOKEN=bench")
 	logf, err := os.Create(filepath.Join(dir, "fleet.log"))
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	fleet.Stderr = logf
-	in, err := fleet.StdinPipe()
+	cmd.Stderr = logf
+	fleet, err := grpcfleet.Start(cmd)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (see %s)", err, logf.Name())
 	}
-	stdout, err := fleet.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := fleet.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		io.WriteString(in, "quit\n")
-		in.Close()
-		fleet.Wait()
-	}()
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(nil, 1<<20)
-	ask := func(command string, v any) error {
-		if command != "" {
-			if _, err := io.WriteString(in, command+"\n"); err != nil {
-				return err
-			}
-		}
-		if !lines.Scan() {
-			return fmt.Errorf("the gRPC fleet ended (see %s)", logf.Name())
-		}
-		var failed struct{ Error string }
-		if json.Unmarshal(lines.Bytes(), &failed); failed.Error != "" {
-			return fmt.Errorf("the gRPC fleet: %s", failed.Error)
-		}
-		return json.Unmarshal(lines.Bytes(), v)
-	}
-	var started struct {
-		Backends []struct{ Port int }
-	}
-	if err := ask("", &started); err != nil {
-		return err
-	}
+	defer fleet.Close(time.Minute)
 	policy := func(keep int) []byte {
 		var eps []string
-		for _, b := range started.Backends[:keep] {
+		for _, b := range fleet.Backends[:keep] {
 			eps = append(eps, fmt.Sprintf("        - {address: 127.0.0.1, port: %d}", b.Port))
 		}
 		return fmt.Appendf(nil, `apiVersion: lbplane.io/v1alpha1
@@ -131,12 +95,9 @@ spec:
 	}
 	time.Sleep(2 * time.Second) // the first publish settles; idle is lbplane with its config and no client
 	idle := treeUsage(lb.cmd.Process.Pid)
-	var ready struct {
-		Ready   int
-		Seconds float64
-	}
-	if err := ask("connect", &ready); err != nil {
-		return err
+	var ready grpcfleet.Ready
+	if err := fleet.Do("connect", &ready); err != nil {
+		return fmt.Errorf("%w (see %s)", err, logf.Name())
 	}
 	version, _, ok := grpcFleetSynced(ctx, c, n, "", 2*time.Minute)
 	if !ok {
@@ -144,7 +105,7 @@ spec:
 	}
 	settleTook, _ := waitSettled([]int{lb.cmd.Process.Pid})
 	connected := treeUsage(lb.cmd.Process.Pid)
-	fleetUsage := treeUsage(fleet.Process.Pid)
+	fleetUsage := treeUsage(fleet.Cmd.Process.Pid)
 	var samples []float64
 	cpu := 0.0
 	note := ""
@@ -162,7 +123,7 @@ spec:
 		version = next
 		samples = append(samples, float64(last.Sub(sent).Microseconds())/1000)
 		cpu += treeUsage(lb.cmd.Process.Pid).CPUSeconds - u0.CPUSeconds
-		if _, settled := waitSettled([]int{lb.cmd.Process.Pid, fleet.Process.Pid}); !settled {
+		if _, settled := waitSettled([]int{lb.cmd.Process.Pid, fleet.Cmd.Process.Pid}); !settled {
 			note = "lbplane or the clients were still busy a minute after a change"
 		}
 	}

@@ -261,15 +261,11 @@ func (s *Server) downs(cfg *ir.Config, k translate.Key, health proxystats.Health
 	if len(selectors) == 0 {
 		return down, nil
 	}
-	var sels []trafficmodel.Selector
-	for _, d := range selectors {
-		sel, err := trafficmodel.ParseSelector(d)
-		if err != nil {
-			return nil, refused(http.StatusBadRequest, "down %v", err)
-		}
-		sels = append(sels, sel)
+	sels, err := trafficmodel.ParseSelectors(selectors)
+	if err != nil {
+		return nil, refused(http.StatusBadRequest, "down %v", err)
 	}
-	down, err := trafficmodel.WithDown(cfg, k.Namespace, k.Name, down, sels)
+	down, err = trafficmodel.WithDown(cfg, k.Namespace, k.Name, down, sels)
 	if err != nil {
 		return nil, refused(http.StatusBadRequest, "down: %v", err)
 	}

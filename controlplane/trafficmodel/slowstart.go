@@ -118,15 +118,11 @@ func JoinedAges(cfg *ir.Config, namespace, name string, joined []string, at stri
 		}
 		return nil, nil
 	}
-	var sels []Selector
-	for _, j := range joined {
-		s, err := ParseSelector(j)
-		if err != nil {
-			return nil, fmt.Errorf("joined %w", err)
-		}
-		sels = append(sels, s)
+	sels, err := ParseSelectors(joined)
+	if err != nil {
+		return nil, fmt.Errorf("joined %w", err)
 	}
-	ages, err := WithJoined(cfg, namespace, name, sels, age)
+	ages, err := withJoined(cfg, namespace, name, sels, age)
 	if err != nil {
 		return nil, fmt.Errorf("joined: %w", err)
 	}

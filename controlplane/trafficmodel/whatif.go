@@ -9,7 +9,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/ir"
 )
 
-// Selector names endpoints to take down in a what-if: "zone=NAME" or "endpoint=ADDRESS[:PORT]".
+// Selector names endpoints of a prediction (taken down, or joined): "zone=NAME" or "endpoint=ADDRESS[:PORT]".
 type Selector struct {
 	Zone     string
 	Endpoint string
@@ -31,6 +31,19 @@ func ParseSelector(s string) (Selector, error) {
 	return Selector{}, fmt.Errorf("%q: want zone=NAME or endpoint=ADDRESS[:PORT]", s)
 }
 
+// ParseSelectors reads each of ss as ParseSelector does; the error is the first one's.
+func ParseSelectors(ss []string) ([]Selector, error) {
+	out := make([]Selector, 0, len(ss))
+	for _, s := range ss {
+		sel, err := ParseSelector(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sel)
+	}
+	return out, nil
+}
+
 // WithDown returns down plus every endpoint of the policy's backends that a selector names; a selector
 // that names nothing is an error, so that a typo does not pass for "no change".
 func WithDown(cfg *ir.Config, namespace, name string, down Down, sels []Selector) (Down, error) {
@@ -48,9 +61,9 @@ func WithDown(cfg *ir.Config, namespace, name string, down Down, sels []Selector
 	return out, err
 }
 
-// WithJoined returns the ages (Policy.Joined) of every endpoint of the policy's backends that a selector
+// withJoined returns the ages (Policy.Joined) of every endpoint of the policy's backends that a selector
 // names: each joined at ago. A selector that names nothing is an error.
-func WithJoined(cfg *ir.Config, namespace, name string, sels []Selector, at time.Duration) (Ages, error) {
+func withJoined(cfg *ir.Config, namespace, name string, sels []Selector, at time.Duration) (Ages, error) {
 	out := Ages{}
 	err := selected(cfg, namespace, name, sels, func(addr string, _ Selector) { out[addr] = at })
 	return out, err

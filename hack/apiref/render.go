@@ -515,17 +515,16 @@ func writeExamples(b *bytes.Buffer, root string) error {
 }
 
 // envoyLine says which Envoy field a policy field sets, from the rules lbctl explain resolves on the built
-// resources (explain.FieldMappings): the one description of that mapping.
-func envoyLine(path string) (string, bool) {
-	ms := explain.FieldMappings(path)
-	if len(ms) == 0 {
-		return "", false
-	}
+// resources (explain.FieldMappings): the one description of that mapping. Empty for a field no rule maps.
+func envoyLine(path string) string {
 	var lines []string
-	for _, m := range ms {
+	for _, m := range explain.FieldMappings(path) {
 		lines = append(lines, mappingText(m))
 	}
-	return strings.Join(lines, "; or ") + ".", true
+	if len(lines) == 0 {
+		return ""
+	}
+	return strings.Join(lines, "; or ") + "."
 }
 
 // mappingText is one mapping in words.
@@ -560,7 +559,7 @@ func mappingText(m explain.Mapping) string {
 func envoyLines(sectionPaths []string, field string) string {
 	var at, lines []string
 	for _, p := range sectionPaths {
-		if l, ok := envoyLine(p + "." + field); ok {
+		if l := envoyLine(p + "." + field); l != "" {
 			at, lines = append(at, p), append(lines, l)
 		}
 	}

@@ -1,6 +1,7 @@
 // Package grpcfleet is what the proxyless gRPC tests and the gRPC fleet benchmark share: gRPC backends that
-// answer with their name, and grpc-go xDS clients (xds:///target) made from the bootstrap
-// `lbctl bootstrap --grpc` writes, each its own xDS node.
+// answer with their name, grpc-go xDS clients (xds:///target) made from the bootstrap
+// `lbctl bootstrap --grpc` writes, each its own xDS node, and the driver of the fleet process
+// (internal/grpcfleet/fleet) with its answers.
 package grpcfleet
 
 import (

@@ -195,18 +195,18 @@ func offlineTrace(cmd *cobra.Command, file, namespace, name string, req trafficm
 }
 
 func addDowns(res *translate.Result, namespace, name string, down trafficmodel.Down, downs []string) (trafficmodel.Down, error) {
-	var sels []trafficmodel.Selector
-	for _, d := range downs {
-		s, err := trafficmodel.ParseSelector(d)
-		if err != nil {
-			return nil, fmt.Errorf("--down %w", err)
-		}
-		sels = append(sels, s)
+	sels, err := trafficmodel.ParseSelectors(downs)
+	if err != nil {
+		return nil, fmt.Errorf("--down %w", err)
 	}
 	if len(sels) == 0 {
 		return down, nil
 	}
-	return trafficmodel.WithDown(res.IR, namespace, name, down, sels)
+	out, err := trafficmodel.WithDown(res.IR, namespace, name, down, sels)
+	if err != nil {
+		return nil, fmt.Errorf("--down: %w", err)
+	}
+	return out, nil
 }
 
 func traceRequest(path string, headers, cookies []string, clientIP string) (trafficmodel.Request, error) {

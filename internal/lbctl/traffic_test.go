@@ -69,7 +69,7 @@ func TestWhatIfAndTraceOffline(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "skipped 10.0.1.5:8080: what-if: zone zone-a down") || !strings.Contains(out, "10.0.2.1:8080: 50.0%") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
-	if code, _, errs := run(t, "", "whatif", "zones", "-f", zones, "--down", "zone=nowhere"); code == 0 || !strings.Contains(errs, "no endpoint") {
+	if code, _, errs := run(t, "", "whatif", "zones", "-f", zones, "--down", "zone=nowhere"); code == 0 || !strings.Contains(errs, "--down: zone nowhere: no endpoint of default/zones") {
 		t.Errorf("an unknown zone: exit %d, %s", code, errs)
 	}
 }

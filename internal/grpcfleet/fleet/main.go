@@ -5,12 +5,13 @@
 // the driver's.
 //
 // It starts -backends backends and prints {"backends":[{"name":..., "port":...}]}; then it answers each
-// command read from stdin with one JSON line on stdout:
+// command read from stdin with one JSON line on stdout (grpcfleet.Process drives it; the lines are
+// grpcfleet.Started, Ready, Calls and Failure):
 //
 //	connect  asks lbplane for -clients certificates, starts a client for each and waits until every one
 //	         answered a call: {"ready": n, "seconds": s}
 //	call     one call from every client: {"answers": {"backend": count}, "errors": n, "firstError": "..."}
-//	quit     closes the clients and exits
+//	quit     closes the clients and exits, as the end of stdin does
 //
 // An error ends the process with {"error": "..."} and exit status 1. The push API token is read from
 // LBPLANE_TOKEN.
@@ -27,6 +28,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lbplane/lbplane/controlplane/pushclient"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
@@ -54,7 +57,7 @@ func main() {
 	flag.DurationVar(&c.ready, "ready-timeout", 2*time.Minute, "how long connect waits for every client's first answer")
 	flag.Parse()
 	if err := run(c); err != nil {
-		answer(map[string]string{"error": err.Error()})
+		answer(grpcfleet.Failure{Error: err.Error()})
 		os.Exit(1)
 	}
 }
@@ -71,20 +74,19 @@ func run(c config) error {
 	if c.api == "" || c.xds == "" || c.target == "" || c.dir == "" {
 		return errors.New("-api, -xds, -target and -dir are required")
 	}
-	type backendInfo struct {
-		Name string `json:"name"`
-		Port int    `json:"port"`
+	if c.parallel < 1 {
+		return fmt.Errorf("-parallel: at least 1, got %d", c.parallel)
 	}
-	var bs []backendInfo
+	var started grpcfleet.Started
 	for i := range c.backends {
 		b, err := grpcfleet.StartBackend(fmt.Sprintf("g%d", i))
 		if err != nil {
 			return err
 		}
 		defer b.Stop()
-		bs = append(bs, backendInfo{b.Name, b.Port})
+		started.Backends = append(started.Backends, grpcfleet.BackendInfo{Name: b.Name, Port: b.Port})
 	}
-	answer(map[string]any{"backends": bs})
+	answer(started)
 	f := &fleet{config: c, api: &pushclient.Client{BaseURL: c.api, Token: os.Getenv("LBPLANE_TOKEN")}}
 	defer f.close()
 	in := bufio.NewScanner(os.Stdin)
@@ -95,7 +97,7 @@ func run(c config) error {
 			if err := f.connect(); err != nil {
 				return err
 			}
-			answer(map[string]any{"ready": len(f.clients), "seconds": time.Since(start).Seconds()})
+			answer(grpcfleet.Ready{Ready: len(f.clients), Seconds: time.Since(start).Seconds()})
 		case "call":
 			answer(f.callAll())
 		case "quit":
@@ -123,33 +125,12 @@ func (f *fleet) close() {
 
 // each runs do(i) for i in [0, n), f.parallel at a time, and returns the first error.
 func (f *fleet) each(n int, do func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan int)
-	)
-	for range f.parallel {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := do(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(f.parallel)
 	for i := range n {
-		next <- i
+		g.Go(func() error { return do(i) })
 	}
-	close(next)
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 // connect starts every client as `lbctl bootstrap --grpc` would set one up (a certificate from lbplane for
@@ -192,16 +173,10 @@ func (f *fleet) connect() error {
 	})
 }
 
-type calls struct {
-	Answers    map[string]int `json:"answers"`
-	Errors     int            `json:"errors"`
-	FirstError string         `json:"firstError,omitempty"`
-}
-
-func (f *fleet) callAll() calls {
+func (f *fleet) callAll() grpcfleet.Calls {
 	var (
 		mu  sync.Mutex
-		got = calls{Answers: map[string]int{}}
+		got = grpcfleet.Calls{Answers: map[string]int{}}
 	)
 	f.each(len(f.clients), func(i int) error {
 		b, err := grpcfleet.Call(f.clients[i], "")
