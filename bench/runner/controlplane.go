@@ -552,8 +552,14 @@ func startEnvoy(e *env, dir string, params envoybootstrap.Params) (*proc, error)
 // without certificates (xDS over mTLS is the default since lbplane runs its own CA). The backends run on
 // loopback, which lbplane refuses unless allowed.
 func serveArgs(dataDir, xds, apiAddr string, extra ...string) []string {
+	return serveArgsMTLS(dataDir, xds, apiAddr, append([]string{"--xds-insecure"}, extra...)...)
+}
+
+// serveArgsMTLS is serveArgs with xDS over mTLS, lbplane's default: for clients that get their certificates
+// from lbplane (the gRPC fleet row).
+func serveArgsMTLS(dataDir, xds, apiAddr string, extra ...string) []string {
 	return append([]string{"serve", "--data-dir", dataDir, "--xds-address", xds, "--api-address", apiAddr,
-		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0", "--xds-insecure",
+		"--token", "bench", "--api-rate-limit", "0", "--proxy-stats-interval", "0",
 		// The push API answers at once, as the rows time from its answer (accepted→200): by default it waits
 		// for the Envoys to acknowledge the change first.
 		"--push-wait", "0",

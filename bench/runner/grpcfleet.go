@@ -46,13 +46,7 @@ func grpcFleetOnce(ctx context.Context, e *env, n int, record func(runRecord)) e
 	}
 	base := grpcFleetBase()
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1)
-	// serveArgs without --xds-insecure: the clients' certificates come from lbplane.
-	var args []string
-	for _, a := range serveArgs(filepath.Join(dir, "data"), xds, apiAddr, "--xds-max-connections", "-1") {
-		if a != "--xds-insecure" {
-			args = append(args, a)
-		}
-	}
+	args := serveArgsMTLS(filepath.Join(dir, "data"), xds, apiAddr, "--xds-max-connections", "-1")
 	lb, err := serveLbplane(e, dir, apiAddr, time.Minute, args)
 	if err != nil {
 		return err
