@@ -21,7 +21,7 @@ type Ramp struct {
 // rampOf reads c as Envoy does; nil without a window.
 func rampOf(c *commonv3.SlowStartConfig) *Ramp {
 	w := c.GetSlowStartWindow().AsDuration()
-	if c == nil || w <= 0 {
+	if w <= 0 { // no config (nil) or no window
 		return nil
 	}
 	s := &Ramp{Window: w, Aggression: 1, MinFraction: 0.1}
