@@ -14,3 +14,6 @@ func OnStatusComputed(f func(translate.Key)) (stop func()) {
 
 // EndpointConditions is endpointConditions, for tests.
 var EndpointConditions = endpointConditions
+
+// RouteParents is routeParents, for tests.
+var RouteParents = routeParents

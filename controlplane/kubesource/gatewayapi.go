@@ -306,20 +306,10 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 		if err := c.Get(ctx, key, &r); err != nil {
 			continue
 		}
-		next := r.Status.DeepCopy()
-		// Other controllers' entries are theirs; lbplane's are replaced.
-		next.Parents = slices.DeleteFunc(next.Parents, func(p gwv1.RouteParentStatus) bool { return p.ControllerName == gatewayapi.ControllerName })
-		for _, p := range parents {
-			for _, old := range r.Status.Parents {
-				if old.ControllerName == gatewayapi.ControllerName && reflect.DeepEqual(old.ParentRef, p.ParentRef) {
-					p.Conditions = mergeConditions(old.Conditions, p.Conditions, now)
-				}
-			}
-			p.Conditions = mergeConditions(nil, p.Conditions, now)
-			next.Parents = append(next.Parents, p)
-		}
-		if !equalStatus(r.Status, *next) {
-			r.Status = *next
+		next := *r.Status.DeepCopy()
+		next.Parents = routeParents(r.Status.Parents, parents, now)
+		if !equalStatus(r.Status, next) {
+			r.Status = next
 			s.statusUpdate(ctx, cl, &r)
 		}
 	}
@@ -359,6 +349,24 @@ func (s *Source) programmed(res *translate.Result, k types.NamespacedName, proxi
 		return false, c.Message
 	}
 	return false, "not programmed"
+}
+
+// routeParents is a route's status.parents with lbplane's entries replaced by ours: other controllers'
+// entries are theirs and stay; each of our conditions keeps its transition time from lbplane's entry for the
+// same parentRef while its status did not change.
+func routeParents(old, ours []gwv1.RouteParentStatus, now metav1.Time) []gwv1.RouteParentStatus {
+	out := slices.DeleteFunc(slices.Clone(old), func(p gwv1.RouteParentStatus) bool { return p.ControllerName == gatewayapi.ControllerName })
+	for _, p := range ours {
+		var prev []metav1.Condition
+		for _, o := range old {
+			if o.ControllerName == gatewayapi.ControllerName && reflect.DeepEqual(o.ParentRef, p.ParentRef) {
+				prev = o.Conditions
+			}
+		}
+		p.Conditions = mergeConditions(prev, p.Conditions, now)
+		out = append(out, p)
+	}
+	return out
 }
 
 // mergeConditions returns next with each condition's transition time kept from old when its status did not
