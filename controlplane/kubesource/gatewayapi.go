@@ -3,9 +3,11 @@ package kubesource
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,19 +54,11 @@ type gatewayState struct {
 	runs map[types.NamespacedName]*runs
 }
 
-// gatewayKinds are the Gateway API kinds watched, with the list type of each.
-var gatewayKinds = []struct {
-	obj  client.Object
-	list client.ObjectList
-}{
-	{&gwv1.GatewayClass{}, &gwv1.GatewayClassList{}},
-	{&gwv1.Gateway{}, &gwv1.GatewayList{}},
-	{&gwv1.HTTPRoute{}, &gwv1.HTTPRouteList{}},
-	{&gwv1.ReferenceGrant{}, &gwv1.ReferenceGrantList{}},
-}
+// gatewayKinds are the Gateway API kinds watched.
+var gatewayKinds = []client.Object{&gwv1.GatewayClass{}, &gwv1.Gateway{}, &gwv1.HTTPRoute{}, &gwv1.ReferenceGrant{}}
 
-// ServiceLabelGateway marks the Services lbplane makes for Gateways, with the Gateway's namespace/name
-// hash, so that those of deleted Gateways are found and removed.
+// ServiceLabelManaged marks the Services lbplane makes for Gateways, so that those of deleted Gateways are
+// found and removed; ServiceAnnGateway names the Gateway (namespace/name) a Service is for.
 const (
 	ServiceLabelManaged = "gateway.lbplane.io/managed"
 	ServiceAnnGateway   = "gateway.lbplane.io/gateway"
@@ -78,7 +72,7 @@ func (s *Source) startGatewayAPI() error {
 		return nil
 	}
 	for _, k := range gatewayKinds {
-		gvk, err := s.mgr.GetClient().GroupVersionKindFor(k.obj)
+		gvk, err := s.mgr.GetClient().GroupVersionKindFor(k)
 		if err != nil {
 			return err
 		}
@@ -89,7 +83,7 @@ func (s *Source) startGatewayAPI() error {
 		}
 	}
 	s.gw.on = true
-	for _, obj := range []client.Object{&gwv1.GatewayClass{}, &gwv1.Gateway{}, &gwv1.HTTPRoute{}, &gwv1.ReferenceGrant{}, &corev1.Namespace{}} {
+	for _, obj := range append(slices.Clone(gatewayKinds), &corev1.Namespace{}) {
 		inf, err := s.mgr.GetCache().GetInformer(context.Background(), obj)
 		if err != nil {
 			return err
@@ -392,29 +386,13 @@ func gatewayServiceName(key types.NamespacedName) string {
 	if len(base) > 50 {
 		base = base[:50]
 	}
-	h := fmt.Sprintf("%08x", fnv32(key.String()))
-	return trimDash(base) + "-" + h[:6]
-}
-
-func fnv32(s string) uint32 {
-	var h uint32 = 2166136261
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
-}
-
-func trimDash(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '-' || s[len(s)-1] == '.') {
-		s = s[:len(s)-1]
-	}
-	return s
+	h := fnv.New32a()
+	h.Write([]byte(key.String()))
+	return strings.TrimRight(base, "-.") + "-" + fmt.Sprintf("%08x", h.Sum32())[:6]
 }
 
 // keepGatewayServices makes each Gateway's Service what it should be (ports: listener port → Envoy port),
-// removes those of Gateways that are gone, and returns each Gateway's addresses (the Service's cluster IP
-// and load-balancer addresses).
+// removes those of Gateways that are gone, and returns each Gateway's addresses (the Service's cluster IPs).
 func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output) map[types.NamespacedName][]gwv1.GatewayStatusAddress {
 	cfg := s.GatewayAPI
 	addrs := map[types.NamespacedName][]gwv1.GatewayStatusAddress{}
