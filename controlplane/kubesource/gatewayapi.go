@@ -216,11 +216,8 @@ func (s *Source) gatewayServiceUsers(name types.NamespacedName) []*v1alpha1.Load
 	}
 	var out []*v1alpha1.LoadBalancerPolicy
 	for _, p := range s.gw.policies {
-		for _, ref := range serviceRefs(p) {
-			if ref.Namespace == name.Namespace && ref.Name == name.Name {
-				out = append(out, p)
-				break
-			}
+		if slices.ContainsFunc(serviceRefs(p), func(ref translate.ServiceRef) bool { return ref.Namespace == name.Namespace && ref.Name == name.Name }) {
+			out = append(out, p)
 		}
 	}
 	return out
