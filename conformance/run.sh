@@ -28,13 +28,14 @@ kc() { "$kubectl" "$@"; }
 
 if [ -f "$KUBECONFIG" ] && kc get --raw /readyz >/dev/null 2>&1; then
   log "using the running cluster; rebuilding and importing the images (unchanged ones are kept)"
-  hack/cluster/cluster.sh images
+  hack/cluster/cluster.sh images -conformance
 elif [ -n "$on_cluster" ]; then
   die "no cluster answers at $KUBECONFIG (make cluster starts one)"
 else
   log "no cluster is running: starting one (make cluster), stopped again at the end"
   trap 'hack/cluster/cluster.sh down' EXIT
   hack/cluster/cluster.sh up >/dev/null
+  hack/cluster/cluster.sh images -only echo-basic,conformance-coredns
 fi
 
 # The CRDs: the repository's copy (the chart's), else the suite's module's, at the version conformance/go.mod pins.

@@ -11,9 +11,10 @@
 // The Gateway API conformance suite (conformance/) runs its backends and a CoreDNS from images its own
 // manifests name (registry.k8s.io/gateway-api/echo-basic:..., registry.k8s.io/coredns/coredns:...): they
 // are built here from the suite's Go module and the CoreDNS version those manifests name, and written under
-// exactly those names, so the node never pulls them.
+// exactly those names, so the node never pulls them. They are built only with -conformance (conformance/run.sh
+// asks for them), since the chart test does not run them and the suite's CoreDNS is a build of its own.
 //
-//	go run ./hack/images -out .run/cluster/images [-only lbplane,envoy]
+//	go run ./hack/images -out .run/cluster/images [-only lbplane,envoy] [-conformance]
 package main
 
 import (
@@ -510,7 +511,8 @@ func conformanceCoreDNS(ref string) *image {
 
 func main() {
 	outDir := flag.String("out", ".run/cluster/images", "folder for the image tarballs")
-	only := flag.String("only", "", "comma-separated images to build (lbplane,envoy,pause,k6,coredns,nginx,haproxy,client,echo-basic,conformance-coredns); empty: all")
+	only := flag.String("only", "", "comma-separated images to build (lbplane,envoy,pause,k6,coredns,nginx,haproxy,client,echo-basic,conformance-coredns); empty: the cluster's, and with -conformance the suite's too")
+	withSuite := flag.Bool("conformance", false, "also build the Gateway API conformance suite's images (echo-basic and its CoreDNS)")
 	corednsRef := flag.String("coredns-image", "", "the CoreDNS image's name (default lbplane.local/coredns:<hack/tools.sh COREDNS_VERSION>)")
 	flag.Parse()
 	log.SetFlags(0)
@@ -553,7 +555,10 @@ func main() {
 			return conformanceCoreDNS(refs[0])
 		},
 	}
-	names := []string{"pause", "coredns", "lbplane", "envoy", "k6", "nginx", "haproxy", "client", "echo-basic", "conformance-coredns"}
+	names := []string{"pause", "coredns", "lbplane", "envoy", "k6", "nginx", "haproxy", "client"}
+	if *withSuite {
+		names = append(names, "echo-basic", "conformance-coredns")
+	}
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
