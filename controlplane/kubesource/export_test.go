@@ -17,3 +17,6 @@ var EndpointConditions = endpointConditions
 
 // RouteParents is routeParents, for tests.
 var RouteParents = routeParents
+
+// ServicePortsMoved is servicePortsMoved, for tests.
+var ServicePortsMoved = servicePortsMoved

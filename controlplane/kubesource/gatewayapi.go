@@ -467,13 +467,27 @@ func sameTargets(a, b []corev1.ServicePort) bool {
 	})
 }
 
-// serviceForGateways translates the Gateways again after a Service event: a backendRef resolves only to a
-// Service port that is there.
-func (s *Source) serviceForGateways(o any) {
-	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
-	}
-	if _, ok := o.(*corev1.Service); ok && s.gw != nil && s.gw.on {
+// serviceForGateways translates the Gateways again after a Service event that can change what they serve:
+// a backendRef resolves only to a Service port that is there. old is nil for an addition or a removal.
+func (s *Source) serviceForGateways(old, cur any) {
+	if s.gw != nil && s.gw.on && servicePortsMoved(old, cur) {
 		s.gatewayChanged()
 	}
+}
+
+// servicePortsMoved tells whether a Service event adds or removes a Service, or changes its ports: the
+// translation reads nothing else of a Service (an update of its labels, annotations or status moves nothing).
+func servicePortsMoved(old, cur any) bool {
+	if t, ok := cur.(toolscache.DeletedFinalStateUnknown); ok {
+		cur = t.Obj
+	}
+	c, ok := cur.(*corev1.Service)
+	if !ok {
+		return false
+	}
+	o, ok := old.(*corev1.Service)
+	if !ok {
+		return true
+	}
+	return !slices.EqualFunc(o.Spec.Ports, c.Spec.Ports, func(a, b corev1.ServicePort) bool { return a.Port == b.Port })
 }

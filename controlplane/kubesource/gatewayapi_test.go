@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
@@ -62,5 +65,36 @@ func TestRouteParentsKeepTransitionTimes(t *testing.T) {
 	}
 	if again := kubesource.RouteParents(got, ours, metav1.NewTime(now.Add(time.Hour))); !reflect.DeepEqual(again, got) {
 		t.Errorf("a second tick with nothing changed moved the status:\n%+v\nwant\n%+v", again, got)
+	}
+}
+
+// The Gateways are translated again when a Service comes, goes or changes its ports, not when anything else
+// of it changes (each translation lists every Gateway API object, Namespace and Service).
+func TestServicePortsMoved(t *testing.T) {
+	svc := func(ports ...int32) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}
+		for _, p := range ports {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Port: p})
+		}
+		return s
+	}
+	relabelled := svc(80)
+	relabelled.Labels = map[string]string{"x": "y"}
+	relabelled.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+	for _, tc := range []struct {
+		name     string
+		old, cur any
+		want     bool
+	}{
+		{"added or removed", nil, svc(80), true},
+		{"removed, final state unknown", nil, toolscache.DeletedFinalStateUnknown{Key: "apps/web", Obj: svc(80)}, true},
+		{"a port added", svc(80), svc(80, 8080), true},
+		{"a port changed", svc(80), svc(81), true},
+		{"labels and status changed", svc(80), relabelled, false},
+		{"not a Service", nil, &discoveryv1.EndpointSlice{}, false},
+	} {
+		if got := kubesource.ServicePortsMoved(tc.old, tc.cur); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

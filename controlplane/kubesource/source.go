@@ -191,7 +191,7 @@ func (s *Source) Start() error {
 				// What the cache held when it synced is read by the first resync, which reads everything.
 				if !initial {
 					s.known.mark(o)
-					s.serviceForGateways(o)
+					s.serviceForGateways(nil, o)
 					s.poke()
 				}
 			},
@@ -199,11 +199,11 @@ func (s *Source) Start() error {
 				if !statusOnly(old, cur) {
 					s.known.mark(old)
 					s.known.mark(cur)
-					s.serviceForGateways(cur)
+					s.serviceForGateways(old, cur)
 					s.poke()
 				}
 			},
-			DeleteFunc: func(o any) { s.known.mark(o); s.serviceForGateways(o); s.poke() },
+			DeleteFunc: func(o any) { s.known.mark(o); s.serviceForGateways(nil, o); s.poke() },
 		}); err != nil {
 			return err
 		}
