@@ -114,9 +114,9 @@ func Translate(in Input) *Output {
 	}
 	routes := slices.Clone(in.Routes)
 	slices.SortFunc(routes, func(a, b *gwv1.HTTPRoute) int { return olderObject(&a.ObjectMeta, &b.ObjectMeta) })
-	grants := newGrants(in.Grants)
+	allowed := grants(in.Grants)
 	for order, r := range routes {
-		parents := attach(in, r, order, byKey, grants)
+		parents := attach(in, r, order, byKey, allowed)
 		if len(parents) > 0 {
 			out.Routes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = parents
 		}
