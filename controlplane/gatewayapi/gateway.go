@@ -134,7 +134,8 @@ func routeKinds(l *gwv1.Listener, accepted bool) ([]gwv1.RouteGroupKind, bool, s
 
 // assignPorts gives each listener port of the Gateway an Envoy port: the first free one of ports from a
 // place given by a hash of the Gateway and the port, so that a Gateway keeps its ports while others come
-// and go (older Gateways choose first).
+// and go, unless it took the next free one because an older Gateway (older Gateways choose first) has its
+// own: it moves back when that one goes away.
 func (gw *gateway) assignPorts(ports []int32, used map[int32]bool) {
 	for _, l := range gw.listeners {
 		p := l.spec.Port
