@@ -396,10 +396,13 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 	if cfg.ServiceNamespace == "" {
 		return addrs
 	}
+	// Services are read from the cache, as every status tick does this: a write the cache has not seen yet
+	// fails as AlreadyExists or Conflict, and the next tick does it again.
+	c := s.mgr.GetCache()
 	selector := cfg.ServiceSelector
 	if len(selector) == 0 && s.EnvoyService.Name != "" {
 		var es corev1.Service
-		if err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: s.EnvoyService.Namespace, Name: s.EnvoyService.Name}, &es); err == nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: s.EnvoyService.Namespace, Name: s.EnvoyService.Name}, &es); err == nil {
 			selector = es.Spec.Selector
 		}
 	}
@@ -421,13 +424,15 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 			continue
 		}
 		var svc corev1.Service
-		err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: cfg.ServiceNamespace, Name: name}, &svc)
+		err := c.Get(ctx, client.ObjectKey{Namespace: cfg.ServiceNamespace, Name: name}, &svc)
 		switch {
 		case apierrors.IsNotFound(err):
 			svc = corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.ServiceNamespace, Name: name,
 				Labels: map[string]string{ServiceLabelManaged: "true"}, Annotations: map[string]string{ServiceAnnGateway: key.String()}}, Spec: want}
 			if err := cl.Create(ctx, &svc); err != nil {
-				s.Log.Warn("creating a Gateway's Service", "gateway", key.String(), "error", err)
+				if !apierrors.IsAlreadyExists(err) {
+					s.Log.Warn("creating a Gateway's Service", "gateway", key.String(), "error", err)
+				}
 				continue
 			}
 		case err != nil:
@@ -435,7 +440,9 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 		case !reflect.DeepEqual(svc.Spec.Selector, want.Selector) || !sameTargets(svc.Spec.Ports, want.Ports):
 			svc.Spec.Selector, svc.Spec.Ports = want.Selector, want.Ports
 			if err := cl.Update(ctx, &svc); err != nil {
-				s.Log.Warn("updating a Gateway's Service", "gateway", key.String(), "error", err)
+				if !apierrors.IsConflict(err) {
+					s.Log.Warn("updating a Gateway's Service", "gateway", key.String(), "error", err)
+				}
 				continue
 			}
 		}
@@ -449,7 +456,7 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 		addrs[key] = list
 	}
 	var owned corev1.ServiceList
-	if err := s.mgr.GetAPIReader().List(ctx, &owned, client.InNamespace(cfg.ServiceNamespace), client.MatchingLabels{ServiceLabelManaged: "true"}); err == nil {
+	if err := c.List(ctx, &owned, client.InNamespace(cfg.ServiceNamespace), client.MatchingLabels{ServiceLabelManaged: "true"}); err == nil {
 		for i := range owned.Items {
 			if !wanted[owned.Items[i].Name] {
 				if err := cl.Delete(ctx, &owned.Items[i]); err != nil && !apierrors.IsNotFound(err) {
