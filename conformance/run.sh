@@ -2,14 +2,14 @@
 # The Gateway API conformance suite on the one-node cluster of hack/cluster (docs/conformance.md):
 #   conformance/run.sh [suite flags]              # sudo make conformance: starts the cluster when it is not
 #                                                 # running (and stops it afterwards), else uses it
-#   conformance/run.sh --on-cluster [suite flags] # the running cluster only (make test-cluster's step)
+#   conformance/run.sh --on-cluster [suite flags] # the running cluster only, with the images make cluster
+#                                                 # just built and the suite's (make test-cluster's step)
 # Installs the Gateway API CRDs (standard channel) and the chart with gatewayAPI.enabled=true, runs
 # TestGatewayAPIConformance (GATEWAY-HTTP core unless the flags say otherwise, e.g.
 # -supported-features=HTTPRouteQueryParamMatching,HTTPRouteMethodMatching), writes the report under
 # conformance/reports/, removes the release, and exits non-zero when a test fails. Needs root, as make cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 NAMESPACE=lbplane-conformance
 RELEASE=lbplane-conformance
 log() { echo "conformance: $*" >&2; }
@@ -27,8 +27,13 @@ KUBECONFIG=$(hack/cluster/cluster.sh kubeconfig)
 kc() { "$kubectl" "$@"; }
 
 if [ -f "$KUBECONFIG" ] && kc get --raw /readyz >/dev/null 2>&1; then
-  log "using the running cluster; rebuilding and importing the images (unchanged ones are kept)"
-  hack/cluster/cluster.sh images -conformance
+  if [ -n "$on_cluster" ]; then
+    log "using the running cluster and the images make cluster built; building and importing the suite's"
+    hack/cluster/cluster.sh images -only echo-basic,conformance-coredns
+  else
+    log "using the running cluster; rebuilding and importing the images (unchanged ones are kept)"
+    hack/cluster/cluster.sh images -conformance
+  fi
 elif [ -n "$on_cluster" ]; then
   die "no cluster answers at $KUBECONFIG (make cluster starts one)"
 else
@@ -38,16 +43,15 @@ else
   hack/cluster/cluster.sh images -only echo-basic,conformance-coredns
 fi
 
-# The CRDs: the repository's copy (the chart's), else the suite's module's, at the version conformance/go.mod pins.
-crds=$ROOT/charts/lbplane/crds/gateway-api
-if ! ls "$crds"/gateway.networking.k8s.io_*.yaml >/dev/null 2>&1; then
-  crds=$(cd conformance && go mod download -json sigs.k8s.io/gateway-api | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')/config/crd/standard
-fi
-log "installing the Gateway API CRDs from ${crds#"$ROOT"/}"
+# The CRDs: the chart's copy (make generate copies them, without the admission policy file, from the module
+# version go.mod pins), applied so that a cluster with older ones gets these (helm install leaves existing CRDs).
+crds=charts/lbplane/crds/gateway-api
 files=()
 for f in "$crds"/gateway.networking.k8s.io_*.yaml; do
-  case $f in *_vap_*) ;; *) files+=(-f "$f") ;; esac # the _vap_ file is an admission policy, not a CRD
+  [ -f "$f" ] || die "no Gateway API CRDs in $crds (make generate copies them)"
+  files+=(-f "$f")
 done
+log "installing the Gateway API CRDs from $crds"
 kc apply --server-side --force-conflicts "${files[@]}" >/dev/null
 kc wait --for=condition=Established --timeout=60s "${files[@]}" >/dev/null
 

@@ -234,8 +234,9 @@ func (f *fleetProxies) all() []xdsserver.ProxyStatus {
 
 // newKubeRollouts makes the staged rollouts' controller in Kubernetes mode: the rollouts are kept in
 // ConfigMaps of the leader election's namespace, every replica serves what they say, and the elected
-// replica stores and judges them (see kuberollout.go). Call it after kube.Start, before xDS is served.
-func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, poller *proxystats.Poller, api *pushapi.Server) (*rollout.Controller, *kubeRollouts, error) {
+// replica stores and judges them (see kuberollout.go), over fleet (fleetView). Call it after kube.Start,
+// before xDS is served.
+func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, fleet func() []xdsserver.ProxyStatus, poller *proxystats.Poller, api *pushapi.Server) (*rollout.Controller, *kubeRollouts, error) {
 	persist := kube.RolloutStore()
 	if persist == nil {
 		if cfg.RolloutDefault == rollout.ModeStaged {
@@ -244,7 +245,7 @@ func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, p
 		cfg.Log.Warn("staged rollouts are off: they need --leader-election-namespace (where their ConfigMaps live); spec.rollout is applied at once")
 		return nil, nil, nil
 	}
-	ro := &rollout.Controller{Engine: eng, Proxies: kubeFleet(kube), Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
+	ro := &rollout.Controller{Engine: eng, Proxies: fleet, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
 		Leader: kube.Leader, LeaderWrites: true, MinCanaryAge: cfg.RolloutCanaryMinAge}
 	watchRollouts(ro, poller)
 	if err := ro.Load(); err != nil {
@@ -277,14 +278,12 @@ func kubeFleet(kube *kubesource.Source) func() []xdsserver.ProxyStatus {
 	}
 }
 
-// fleetView is every replica's Envoys, as a policy's status counts them: the Kubernetes proxy reports, or
-// what the replicas published in etcd; this replica's alone with neither.
-func fleetView(x *xds, api *pushAPI, kube *kubesource.Source) func() []xdsserver.ProxyStatus {
-	switch {
-	case kube != nil:
+// fleetView is every replica's Envoys, as a policy's status counts them, for the rollouts, the metrics and
+// the backend address rules alike: the Kubernetes proxy reports (one reader for them all), or else the push
+// API's (what the replicas published in etcd; this replica's alone without it).
+func fleetView(api *pushAPI, kube *kubesource.Source) func() []xdsserver.ProxyStatus {
+	if kube != nil {
 		return kubeFleet(kube)
-	case api.fleet != nil:
-		return api.fleet.all
 	}
-	return x.tracker.Proxies
+	return api.proxies
 }

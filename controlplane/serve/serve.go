@@ -450,7 +450,10 @@ func Run(ctx context.Context, cfg Config) error {
 		if kube, err = newKube(&cfg, eng, x.tracker, m, api, envoyStats); err != nil {
 			return err
 		}
-		if ro, kubeRO, err = newKubeRollouts(&cfg, eng, kube, envoyStats.poller, api.Server); err != nil {
+	}
+	fleet := fleetView(api, kube)
+	if kube != nil {
+		if ro, kubeRO, err = newKubeRollouts(&cfg, eng, kube, fleet, envoyStats.poller, api.Server); err != nil {
 			return err
 		}
 	}
@@ -463,7 +466,6 @@ func Run(ctx context.Context, cfg Config) error {
 	// The conditions as status has them, counting every replica's Envoys as status does, the rollout's
 	// included (its controller is made by now): each replica's series are then the same, and one with no
 	// Envoy of a group connected does not say its policies have none.
-	fleet := fleetView(x, api, kube)
 	m.Policies(policyCounts(eng, fleet, ro))
 	res, _ := eng.Result()
 	cfg.Log.Info("sources loaded", "policies", res.Policies.Len(), "groups", len(res.IR.Groups))

@@ -69,18 +69,25 @@ func scrapeAll(targets []string) (map[string][]promseries.Sample, error) {
 	return out, nil
 }
 
-// conditionSeries are the lbplane_policy_condition series of policy ns/name with value 1 in one scrape of
-// the targets, as "condition=status/reason".
-func conditionSeries(scrapes map[string][]promseries.Sample, ns, name string) map[string]bool {
+// conditionSeries are the lbplane_policy_condition series of policy ns/name with value 1 in samples, as
+// "condition=status/reason".
+func conditionSeries(samples []promseries.Sample, ns, name string) map[string]bool {
 	got := map[string]bool{}
-	for _, samples := range scrapes {
-		for _, s := range samples {
-			if s.Name == "lbplane_policy_condition" && s.Labels["namespace"] == ns && s.Labels["name"] == name && s.Value == 1 {
-				got[s.Labels["condition"]+"="+s.Labels["status"]+"/"+s.Labels["reason"]] = true
-			}
+	for _, s := range samples {
+		if s.Name == "lbplane_policy_condition" && s.Labels["namespace"] == ns && s.Labels["name"] == name && s.Value == 1 {
+			got[s.Labels["condition"]+"="+s.Labels["status"]+"/"+s.Labels["reason"]] = true
 		}
 	}
 	return got
+}
+
+// anyTarget are the samples of every target of one scrape together.
+func anyTarget(scrape map[string][]promseries.Sample) []promseries.Sample {
+	var out []promseries.Sample
+	for _, samples := range scrape {
+		out = append(out, samples...)
+	}
+	return out
 }
 
 // chartRules are the chart's alert rules as rendered (metrics.prometheusRule.enabled), without their
@@ -225,7 +232,7 @@ func (c *cluster) rollbackAlert(t *testing.T) {
 			return err
 		}
 		for tg, samples := range s {
-			if got := conditionSeries(map[string][]promseries.Sample{tg: samples}, "default", "ro"); !got["Programmed=True/Programmed"] {
+			if got := conditionSeries(samples, "default", "ro"); !got["Programmed=True/Programmed"] {
 				return fmt.Errorf("%s: %v", tg, got)
 			}
 		}
@@ -242,7 +249,7 @@ func (c *cluster) rollbackAlert(t *testing.T) {
 	rolledBack, notProgrammed := -1, -1
 	for i := 0; i < 60 && (rolledBack < 0 || notProgrammed < 0 || len(scrapes) < rolledBack+4); i++ { // at most 3 minutes
 		<-tick.C
-		got := conditionSeries(scrapeOnce(), "default", "ro")
+		got := conditionSeries(anyTarget(scrapeOnce()), "default", "ro")
 		if rolledBack < 0 && got["RolledBack=True/RolledBack"] {
 			rolledBack = len(scrapes) - 1
 		}
@@ -255,20 +262,20 @@ func (c *cluster) rollbackAlert(t *testing.T) {
 	st := c.policyStatus(t, "default", "ro")
 	t.Logf("requests during the rollout by status: %v; status.rollout %+v", codes, st.Rollout)
 	if rolledBack < 0 || notProgrammed < 0 {
-		t.Fatalf("lbplane's metrics never showed the rollback of default/ro in %d scrapes (last: %v)", len(scrapes), conditionSeries(scrapes[len(scrapes)-1], "default", "ro"))
+		t.Fatalf("lbplane's metrics never showed the rollback of default/ro in %d scrapes (last: %v)", len(scrapes), conditionSeries(anyTarget(scrapes[len(scrapes)-1]), "default", "ro"))
 	}
 	if st.Rollout == nil || st.Rollout.Phase != v1alpha1.RolloutRolledBack || st.Rollout.CandidateGeneration != 2 {
 		t.Fatalf("the metrics show a rollback, status.rollout says %+v", st.Rollout)
 	}
 	for i := 0; i < changed; i++ {
 		for tg, samples := range scrapes[i] {
-			if got := conditionSeries(map[string][]promseries.Sample{tg: samples}, "default", "ro"); len(got) == 0 || !got["Programmed=True/Programmed"] || got["RolledBack=True/RolledBack"] {
+			if got := conditionSeries(samples, "default", "ro"); len(got) == 0 || !got["Programmed=True/Programmed"] || got["RolledBack=True/RolledBack"] {
 				t.Fatalf("before the change, scrape %d of %s: %v; want Programmed True and no rollback", i, tg, got)
 			}
 		}
 	}
 	for tg, samples := range scrapes[len(scrapes)-1] {
-		if got := conditionSeries(map[string][]promseries.Sample{tg: samples}, "default", "ro"); !got["Programmed=False/RolledBack"] || !got["RolledBack=True/RolledBack"] {
+		if got := conditionSeries(samples, "default", "ro"); !got["Programmed=False/RolledBack"] || !got["RolledBack=True/RolledBack"] {
 			t.Fatalf("after the rollback, %s: %v; want Programmed False and RolledBack True", tg, got)
 		}
 	}

@@ -552,6 +552,9 @@ func (c *cluster) podIdentity(t *testing.T, shared string) {
 		}
 	}
 	slices.Sort(names)
+	if len(names) < 2 {
+		t.Fatalf("Envoy pods %v: revoking one pod alone needs another that keeps serving (the chart's envoy.replicas is 2)", names)
+	}
 	// With per-pod identity there is no group certificate: lbplane's Role does not let it write its Secret
 	// (read it may, as any Secret a policy could name).
 	lbplaneSA := "system:serviceaccount:" + namespace + ":" + release
