@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -79,7 +80,7 @@ func (v *validator) redirect(p path, r *Route) {
 	if rd.Port != nil && (*rd.Port < 1 || *rd.Port > 65535) {
 		v.add(p.child("port"), "must be between 1 and 65535, got %d", *rd.Port)
 	}
-	if rd.StatusCode != nil && !oneOfInt(*rd.StatusCode, supportedRedirectCode) {
+	if rd.StatusCode != nil && !slices.Contains(supportedRedirectCode, *rd.StatusCode) {
 		v.add(p.child("statusCode"), "must be one of 301, 302, 303, 307, 308, got %d", *rd.StatusCode)
 	}
 	if pp := rd.Path; pp != nil {
@@ -94,15 +95,6 @@ func (v *validator) redirect(p path, r *Route) {
 			v.add(p.child("path").child("type"), "ReplacePrefixMatch needs a Prefix or SegmentPrefix path match")
 		}
 	}
-}
-
-func oneOfInt(v int32, allowed []int32) bool {
-	for _, a := range allowed {
-		if v == a {
-			return true
-		}
-	}
-	return false
 }
 
 func (v *validator) queryParams(p path, qs []QueryParamMatch) {
@@ -138,14 +130,19 @@ func (v *validator) headerModifier(p path, hm *HeaderModifier) {
 		switch {
 		case len(name) > 256 || !headerNameRe.MatchString(name):
 			v.add(hp, "must be an HTTP header name (token characters, at most 256), got %q", clip(name))
-		case l == "host" || strings.HasPrefix(l, ":"):
+		case l == "host": // pseudo-headers (":path") are not tokens: refused above
 			v.add(hp, "the %s header cannot be changed", l)
 		case seen[l]:
 			v.add(hp, "header %q changed twice", l)
 		}
 		seen[l] = true
 	}
-	for name, list := range map[string][]HeaderValue{"set": hm.Set, "add": hm.Add} {
+	// In a fixed order: the same policy always gets the same errors, in the same order.
+	for _, c := range []struct {
+		name string
+		list []HeaderValue
+	}{{"set", hm.Set}, {"add", hm.Add}} {
+		name, list := c.name, c.list
 		if len(list) > MaxHeaderChanges {
 			v.add(p.child(name), "at most %d headers, got %d", MaxHeaderChanges, len(list))
 			continue

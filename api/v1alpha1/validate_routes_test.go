@@ -27,8 +27,9 @@ func TestValidateRouteActions(t *testing.T) {
 		"bad actions and matches": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Routes = []v1alpha1.Route{
 				{Match: v1alpha1.RouteMatch{Method: "FETCH", QueryParams: []v1alpha1.QueryParamMatch{{Name: "a=b", Value: "1"}, {Name: "r", Type: v1alpha1.QueryParamMatchRegex, Value: "("}}},
-					RequestHeaders: &v1alpha1.HeaderModifier{Set: []v1alpha1.HeaderValue{{Name: "Host", Value: "x"}}, Remove: []string{"bad header"}},
-					Backends:       []v1alpha1.BackendRef{{Name: "a"}}, DirectResponse: &v1alpha1.DirectResponse{Status: 200}},
+					RequestHeaders: &v1alpha1.HeaderModifier{Set: []v1alpha1.HeaderValue{{Name: "Host", Value: "x"}}, Add: []v1alpha1.HeaderValue{{Name: ":path", Value: "/"}},
+						Remove: []string{"bad header"}},
+					Backends: []v1alpha1.BackendRef{{Name: "a"}}, DirectResponse: &v1alpha1.DirectResponse{Status: 200}},
 				{Redirect: &v1alpha1.Redirect{Scheme: "ftp", StatusCode: i32(200), Path: &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplacePrefixMatch, Value: "/new"}}},
 				{DirectResponse: &v1alpha1.DirectResponse{Status: 99}, ErrorWeight: i32(1)},
 			}
@@ -38,6 +39,7 @@ func TestValidateRouteActions(t *testing.T) {
 			`spec.routes[0].match.method: unsupported value "FETCH"; supported: GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH`,
 			`spec.routes[0]: set only one of backends, redirect and directResponse`,
 			`spec.routes[0].requestHeaders.set[0].name: the host header cannot be changed`,
+			`spec.routes[0].requestHeaders.add[0].name: must be an HTTP header name (token characters, at most 256), got ":path"`,
 			`spec.routes[0].requestHeaders.remove[0]: must be an HTTP header name (token characters, at most 256), got "bad header"`,
 			`spec.routes[1].redirect.scheme: must be http or https, got "ftp"`,
 			`spec.routes[1].redirect.statusCode: must be one of 301, 302, 303, 307, 308, got 200`,

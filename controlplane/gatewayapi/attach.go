@@ -27,10 +27,8 @@ type backend struct {
 	invalid         bool
 }
 
-// grants indexes ReferenceGrants: "fromNamespace/kind → toNamespace" entries.
+// grants are the ReferenceGrants of the cluster.
 type grants []*gwv1.ReferenceGrant
-
-func newGrants(list []*gwv1.ReferenceGrant) grants { return grants(list) }
 
 // allows tells whether a route in from may reference the Service name in to.
 func (g grants) allows(from, to, name string) bool {

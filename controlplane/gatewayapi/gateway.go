@@ -86,11 +86,9 @@ func (gw *gateway) checkListeners() {
 			conflicted, conflictReason = true, string(gwv1.ListenerReasonHostnameConflict)
 			conflictMsg = fmt.Sprintf("another listener on port %d has the same hostname %q", l.spec.Port, l.hostname())
 		}
-		resolved, resolvedReason, resolvedMsg := true, string(gwv1.ListenerReasonResolvedRefs), "all references resolved"
+		var resolved bool
+		var resolvedReason, resolvedMsg string
 		l.kinds, resolved, resolvedReason, resolvedMsg = routeKinds(l.spec, accepted)
-		if resolvedReason == "" {
-			resolvedReason, resolvedMsg = string(gwv1.ListenerReasonResolvedRefs), "all references resolved"
-		}
 		st.SupportedKinds = slices.Clone(l.kinds)
 		if st.SupportedKinds == nil {
 			st.SupportedKinds = []gwv1.RouteGroupKind{}
@@ -104,14 +102,16 @@ func (gw *gateway) checkListeners() {
 	}
 }
 
-// routeKinds lists the kinds a listener takes: HTTPRoute unless allowedRoutes.kinds names others; a kind
-// lbplane does not serve makes ResolvedRefs false with InvalidRouteKinds.
+// routeKinds lists the kinds a listener takes, with its ResolvedRefs condition: HTTPRoute unless
+// allowedRoutes.kinds names others; a kind lbplane does not serve makes ResolvedRefs false with
+// InvalidRouteKinds.
 func routeKinds(l *gwv1.Listener, accepted bool) ([]gwv1.RouteGroupKind, bool, string, string) {
+	const resolved, resolvedMsg = string(gwv1.ListenerReasonResolvedRefs), "all references resolved"
 	if !accepted {
-		return nil, true, "", ""
+		return nil, true, resolved, resolvedMsg
 	}
 	if l.AllowedRoutes == nil || len(l.AllowedRoutes.Kinds) == 0 {
-		return []gwv1.RouteGroupKind{httpRouteKind}, true, "", ""
+		return []gwv1.RouteGroupKind{httpRouteKind}, true, resolved, resolvedMsg
 	}
 	var kinds []gwv1.RouteGroupKind
 	var bad []string
@@ -129,19 +129,20 @@ func routeKinds(l *gwv1.Listener, accepted bool) ([]gwv1.RouteGroupKind, bool, s
 	if len(bad) > 0 {
 		return kinds, false, string(gwv1.ListenerReasonInvalidRouteKinds), fmt.Sprintf("route kinds not supported: %v; lbplane serves HTTPRoute", bad)
 	}
-	return kinds, true, "", ""
+	return kinds, true, resolved, resolvedMsg
 }
 
 // assignPorts gives each listener port of the Gateway an Envoy port: the first free one of ports from a
 // place given by a hash of the Gateway and the port, so that a Gateway keeps its ports while others come
-// and go (older Gateways choose first).
+// and go, unless it took the next free one because an older Gateway (older Gateways choose first) has its
+// own: it moves back when that one goes away.
 func (gw *gateway) assignPorts(ports []int32, used map[int32]bool) {
 	for _, l := range gw.listeners {
 		p := l.spec.Port
 		if _, done := gw.envoyPort[p]; done || !l.ok || len(ports) == 0 {
 			continue
 		}
-		start := int(hashUint(gw.key.String(), strconv.Itoa(int(p))) % uint32(len(ports)))
+		start := int(hash32(gw.key.String(), strconv.Itoa(int(p))) % uint32(len(ports)))
 		gw.envoyPort[p] = 0
 		for i := range ports {
 			cand := ports[(start+i)%len(ports)]
@@ -161,12 +162,6 @@ func (gw *gateway) assignPorts(ports []int32, used map[int32]bool) {
 				"no Envoy port is free in lbplane's range for Gateway listeners (lbplane serve --gateway-api-ports)", gw.obj.Generation))
 		}
 	}
-}
-
-func hashUint(parts ...string) uint32 {
-	var v uint32
-	fmt.Sscanf(hash8(parts...), "%08x", &v)
-	return v
 }
 
 // allows tells whether the listener takes a route of that namespace (allowedRoutes.namespaces).

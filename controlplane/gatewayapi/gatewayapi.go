@@ -114,9 +114,9 @@ func Translate(in Input) *Output {
 	}
 	routes := slices.Clone(in.Routes)
 	slices.SortFunc(routes, func(a, b *gwv1.HTTPRoute) int { return olderObject(&a.ObjectMeta, &b.ObjectMeta) })
-	grants := newGrants(in.Grants)
+	allowed := grants(in.Grants)
 	for order, r := range routes {
-		parents := attach(in, r, order, byKey, grants)
+		parents := attach(in, r, order, byKey, allowed)
 		if len(parents) > 0 {
 			out.Routes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = parents
 		}
@@ -163,15 +163,18 @@ func olderObject(a, b *metav1.ObjectMeta) int {
 	return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
-// hash8 is a short stable hash for names.
-func hash8(parts ...string) string {
+// hash32 is a stable hash of parts (FNV-1a, each part ended by a NUL).
+func hash32(parts ...string) uint32 {
 	h := fnv.New32a()
 	for _, p := range parts {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
-	return fmt.Sprintf("%08x", h.Sum32())
+	return h.Sum32()
 }
+
+// hash8 is hash32 in eight hex digits, for names.
+func hash8(parts ...string) string { return fmt.Sprintf("%08x", hash32(parts...)) }
 
 // dnsLabel makes s fit in an RFC 1123 label of at most n characters (lowercase, digits, '-').
 func dnsLabel(s string, n int) string {

@@ -3,6 +3,7 @@ package gatewayapi
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,22 +36,13 @@ func httpListener(name string, port int32, host string) gwv1.Listener {
 
 func route(ns, name string, age int, parent string, hosts []string, rules ...gwv1.HTTPRouteRule) *gwv1.HTTPRoute {
 	r := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 5, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Minute))}}
-	pns, pname, _ := cutSlash(parent)
+	pns, pname, _ := strings.Cut(parent, "/")
 	r.Spec.ParentRefs = []gwv1.ParentReference{{Name: gwv1.ObjectName(pname), Namespace: ptr(gwv1.Namespace(pns))}}
 	for _, h := range hosts {
 		r.Spec.Hostnames = append(r.Spec.Hostnames, gwv1.Hostname(h))
 	}
 	r.Spec.Rules = rules
 	return r
-}
-
-func cutSlash(s string) (string, string, bool) {
-	for i := range s {
-		if s[i] == '/' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return "", s, false
 }
 
 func toService(ns, name string, port int32) gwv1.HTTPBackendRef {
@@ -86,7 +78,7 @@ func valid(t *testing.T, out *Output) {
 
 func parentCond(t *testing.T, out *Output, route, typ string) metav1.Condition {
 	t.Helper()
-	ns, name, _ := cutSlash(route)
+	ns, name, _ := strings.Cut(route, "/")
 	ps := out.Routes[types.NamespacedName{Namespace: ns, Name: name}]
 	if len(ps) == 0 {
 		t.Fatalf("route %s has no parent status", route)

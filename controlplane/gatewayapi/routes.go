@@ -3,6 +3,7 @@ package gatewayapi
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,7 +128,7 @@ func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
 				}
 			}
 		}
-		for _, h := range slices.Sorted(mapsKeys(hosts)) {
+		for _, h := range slices.Sorted(maps.Keys(hosts)) {
 			v := hosts[h]
 			p := gw.policy(in, port, v)
 			out = append(out, p)
@@ -138,16 +139,6 @@ func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
 		}
 	}
 	return out
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // isolatedFrom tells whether requests for host name h belong to another listener of the port, one more
@@ -255,22 +246,18 @@ func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[
 			p.Spec.Backends = append(p.Spec.Backends, v1alpha1.Backend{Name: bname,
 				Service: &v1alpha1.ServiceRef{Namespace: b.namespace, Name: b.name, Port: b.port}})
 		}
-		if !slices.ContainsFunc(rt.Backends, func(r v1alpha1.BackendRef) bool { return r.Name == bname }) {
-			rt.Backends = append(rt.Backends, v1alpha1.BackendRef{Name: bname, Weight: ptr(b.weight)})
+		if i := slices.IndexFunc(rt.Backends, func(r v1alpha1.BackendRef) bool { return r.Name == bname }); i >= 0 {
+			*rt.Backends[i].Weight += b.weight
 		} else {
-			for i := range rt.Backends {
-				if rt.Backends[i].Name == bname {
-					*rt.Backends[i].Weight += b.weight
-				}
-			}
+			rt.Backends = append(rt.Backends, v1alpha1.BackendRef{Name: bname, Weight: ptr(b.weight)})
 		}
 	}
-	total := errorWeight
+	var served int32
 	for _, r := range rt.Backends {
-		total += *r.Weight
+		served += *r.Weight
 	}
 	switch {
-	case total == 0 || len(rt.Backends) == 0 || total == errorWeight:
+	case served == 0:
 		// No backend, or none that resolves or takes traffic: every request gets 500, as the specification
 		// asks.
 		rt.Backends = nil

@@ -14,3 +14,9 @@ func OnStatusComputed(f func(translate.Key)) (stop func()) {
 
 // EndpointConditions is endpointConditions, for tests.
 var EndpointConditions = endpointConditions
+
+// RouteParents is routeParents, for tests.
+var RouteParents = routeParents
+
+// ServicePortsMoved is servicePortsMoved, for tests.
+var ServicePortsMoved = servicePortsMoved

@@ -3,9 +3,11 @@ package kubesource
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,19 +54,11 @@ type gatewayState struct {
 	runs map[types.NamespacedName]*runs
 }
 
-// gatewayKinds are the Gateway API kinds watched, with the list type of each.
-var gatewayKinds = []struct {
-	obj  client.Object
-	list client.ObjectList
-}{
-	{&gwv1.GatewayClass{}, &gwv1.GatewayClassList{}},
-	{&gwv1.Gateway{}, &gwv1.GatewayList{}},
-	{&gwv1.HTTPRoute{}, &gwv1.HTTPRouteList{}},
-	{&gwv1.ReferenceGrant{}, &gwv1.ReferenceGrantList{}},
-}
+// gatewayKinds are the Gateway API kinds watched.
+var gatewayKinds = []client.Object{&gwv1.GatewayClass{}, &gwv1.Gateway{}, &gwv1.HTTPRoute{}, &gwv1.ReferenceGrant{}}
 
-// ServiceLabelGateway marks the Services lbplane makes for Gateways, with the Gateway's namespace/name
-// hash, so that those of deleted Gateways are found and removed.
+// ServiceLabelManaged marks the Services lbplane makes for Gateways, so that those of deleted Gateways are
+// found and removed; ServiceAnnGateway names the Gateway (namespace/name) a Service is for.
 const (
 	ServiceLabelManaged = "gateway.lbplane.io/managed"
 	ServiceAnnGateway   = "gateway.lbplane.io/gateway"
@@ -78,7 +72,7 @@ func (s *Source) startGatewayAPI() error {
 		return nil
 	}
 	for _, k := range gatewayKinds {
-		gvk, err := s.mgr.GetClient().GroupVersionKindFor(k.obj)
+		gvk, err := s.mgr.GetClient().GroupVersionKindFor(k)
 		if err != nil {
 			return err
 		}
@@ -89,7 +83,7 @@ func (s *Source) startGatewayAPI() error {
 		}
 	}
 	s.gw.on = true
-	for _, obj := range []client.Object{&gwv1.GatewayClass{}, &gwv1.Gateway{}, &gwv1.HTTPRoute{}, &gwv1.ReferenceGrant{}, &corev1.Namespace{}} {
+	for _, obj := range append(slices.Clone(gatewayKinds), &corev1.Namespace{}) {
 		inf, err := s.mgr.GetCache().GetInformer(context.Background(), obj)
 		if err != nil {
 			return err
@@ -222,11 +216,8 @@ func (s *Source) gatewayServiceUsers(name types.NamespacedName) []*v1alpha1.Load
 	}
 	var out []*v1alpha1.LoadBalancerPolicy
 	for _, p := range s.gw.policies {
-		for _, ref := range serviceRefs(p) {
-			if ref.Namespace == name.Namespace && ref.Name == name.Name {
-				out = append(out, p)
-				break
-			}
+		if slices.ContainsFunc(serviceRefs(p), func(ref translate.ServiceRef) bool { return ref.Namespace == name.Namespace && ref.Name == name.Name }) {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -306,20 +297,10 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 		if err := c.Get(ctx, key, &r); err != nil {
 			continue
 		}
-		next := r.Status.DeepCopy()
-		// Other controllers' entries are theirs; lbplane's are replaced.
-		next.Parents = slices.DeleteFunc(next.Parents, func(p gwv1.RouteParentStatus) bool { return p.ControllerName == gatewayapi.ControllerName })
-		for _, p := range parents {
-			for _, old := range r.Status.Parents {
-				if old.ControllerName == gatewayapi.ControllerName && reflect.DeepEqual(old.ParentRef, p.ParentRef) {
-					p.Conditions = mergeConditions(old.Conditions, p.Conditions, now)
-				}
-			}
-			p.Conditions = mergeConditions(nil, p.Conditions, now)
-			next.Parents = append(next.Parents, p)
-		}
-		if !equalStatus(r.Status, *next) {
-			r.Status = *next
+		next := *r.Status.DeepCopy()
+		next.Parents = routeParents(r.Status.Parents, parents, now)
+		if !equalStatus(r.Status, next) {
+			r.Status = next
 			s.statusUpdate(ctx, cl, &r)
 		}
 	}
@@ -361,6 +342,24 @@ func (s *Source) programmed(res *translate.Result, k types.NamespacedName, proxi
 	return false, "not programmed"
 }
 
+// routeParents is a route's status.parents with lbplane's entries replaced by ours: other controllers'
+// entries are theirs and stay; each of our conditions keeps its transition time from lbplane's entry for the
+// same parentRef while its status did not change.
+func routeParents(old, ours []gwv1.RouteParentStatus, now metav1.Time) []gwv1.RouteParentStatus {
+	out := slices.DeleteFunc(slices.Clone(old), func(p gwv1.RouteParentStatus) bool { return p.ControllerName == gatewayapi.ControllerName })
+	for _, p := range ours {
+		var prev []metav1.Condition
+		for _, o := range old {
+			if o.ControllerName == gatewayapi.ControllerName && reflect.DeepEqual(o.ParentRef, p.ParentRef) {
+				prev = o.Conditions
+			}
+		}
+		p.Conditions = mergeConditions(prev, p.Conditions, now)
+		out = append(out, p)
+	}
+	return out
+}
+
 // mergeConditions returns next with each condition's transition time kept from old when its status did not
 // change, and now otherwise.
 func mergeConditions(old, next []metav1.Condition, now metav1.Time) []metav1.Condition {
@@ -384,39 +383,26 @@ func gatewayServiceName(key types.NamespacedName) string {
 	if len(base) > 50 {
 		base = base[:50]
 	}
-	h := fmt.Sprintf("%08x", fnv32(key.String()))
-	return trimDash(base) + "-" + h[:6]
-}
-
-func fnv32(s string) uint32 {
-	var h uint32 = 2166136261
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
-}
-
-func trimDash(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '-' || s[len(s)-1] == '.') {
-		s = s[:len(s)-1]
-	}
-	return s
+	h := fnv.New32a()
+	h.Write([]byte(key.String()))
+	return strings.TrimRight(base, "-.") + "-" + fmt.Sprintf("%08x", h.Sum32())[:6]
 }
 
 // keepGatewayServices makes each Gateway's Service what it should be (ports: listener port → Envoy port),
-// removes those of Gateways that are gone, and returns each Gateway's addresses (the Service's cluster IP
-// and load-balancer addresses).
+// removes those of Gateways that are gone, and returns each Gateway's addresses (the Service's cluster IPs).
 func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output) map[types.NamespacedName][]gwv1.GatewayStatusAddress {
 	cfg := s.GatewayAPI
 	addrs := map[types.NamespacedName][]gwv1.GatewayStatusAddress{}
 	if cfg.ServiceNamespace == "" {
 		return addrs
 	}
+	// Services are read from the cache, as every status tick does this: a write the cache has not seen yet
+	// fails as AlreadyExists or Conflict, and the next tick does it again.
+	c := s.mgr.GetCache()
 	selector := cfg.ServiceSelector
 	if len(selector) == 0 && s.EnvoyService.Name != "" {
 		var es corev1.Service
-		if err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: s.EnvoyService.Namespace, Name: s.EnvoyService.Name}, &es); err == nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: s.EnvoyService.Namespace, Name: s.EnvoyService.Name}, &es); err == nil {
 			selector = es.Spec.Selector
 		}
 	}
@@ -438,13 +424,15 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 			continue
 		}
 		var svc corev1.Service
-		err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: cfg.ServiceNamespace, Name: name}, &svc)
+		err := c.Get(ctx, client.ObjectKey{Namespace: cfg.ServiceNamespace, Name: name}, &svc)
 		switch {
 		case apierrors.IsNotFound(err):
 			svc = corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.ServiceNamespace, Name: name,
 				Labels: map[string]string{ServiceLabelManaged: "true"}, Annotations: map[string]string{ServiceAnnGateway: key.String()}}, Spec: want}
 			if err := cl.Create(ctx, &svc); err != nil {
-				s.Log.Warn("creating a Gateway's Service", "gateway", key.String(), "error", err)
+				if !apierrors.IsAlreadyExists(err) {
+					s.Log.Warn("creating a Gateway's Service", "gateway", key.String(), "error", err)
+				}
 				continue
 			}
 		case err != nil:
@@ -452,7 +440,9 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 		case !reflect.DeepEqual(svc.Spec.Selector, want.Selector) || !sameTargets(svc.Spec.Ports, want.Ports):
 			svc.Spec.Selector, svc.Spec.Ports = want.Selector, want.Ports
 			if err := cl.Update(ctx, &svc); err != nil {
-				s.Log.Warn("updating a Gateway's Service", "gateway", key.String(), "error", err)
+				if !apierrors.IsConflict(err) {
+					s.Log.Warn("updating a Gateway's Service", "gateway", key.String(), "error", err)
+				}
 				continue
 			}
 		}
@@ -466,7 +456,7 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 		addrs[key] = list
 	}
 	var owned corev1.ServiceList
-	if err := s.mgr.GetAPIReader().List(ctx, &owned, client.InNamespace(cfg.ServiceNamespace), client.MatchingLabels{ServiceLabelManaged: "true"}); err == nil {
+	if err := c.List(ctx, &owned, client.InNamespace(cfg.ServiceNamespace), client.MatchingLabels{ServiceLabelManaged: "true"}); err == nil {
 		for i := range owned.Items {
 			if !wanted[owned.Items[i].Name] {
 				if err := cl.Delete(ctx, &owned.Items[i]); err != nil && !apierrors.IsNotFound(err) {
@@ -484,13 +474,27 @@ func sameTargets(a, b []corev1.ServicePort) bool {
 	})
 }
 
-// serviceForGateways translates the Gateways again after a Service event: a backendRef resolves only to a
-// Service port that is there.
-func (s *Source) serviceForGateways(o any) {
-	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
-	}
-	if _, ok := o.(*corev1.Service); ok && s.gw != nil && s.gw.on {
+// serviceForGateways translates the Gateways again after a Service event that can change what they serve:
+// a backendRef resolves only to a Service port that is there. old is nil for an addition or a removal.
+func (s *Source) serviceForGateways(old, cur any) {
+	if s.gw != nil && s.gw.on && servicePortsMoved(old, cur) {
 		s.gatewayChanged()
 	}
+}
+
+// servicePortsMoved tells whether a Service event adds or removes a Service, or changes its ports: the
+// translation reads nothing else of a Service (an update of its labels, annotations or status moves nothing).
+func servicePortsMoved(old, cur any) bool {
+	if t, ok := cur.(toolscache.DeletedFinalStateUnknown); ok {
+		cur = t.Obj
+	}
+	c, ok := cur.(*corev1.Service)
+	if !ok {
+		return false
+	}
+	o, ok := old.(*corev1.Service)
+	if !ok {
+		return true
+	}
+	return !slices.EqualFunc(o.Spec.Ports, c.Spec.Ports, func(a, b corev1.ServicePort) bool { return a.Port == b.Port })
 }

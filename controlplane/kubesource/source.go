@@ -191,7 +191,7 @@ func (s *Source) Start() error {
 				// What the cache held when it synced is read by the first resync, which reads everything.
 				if !initial {
 					s.known.mark(o)
-					s.serviceForGateways(o)
+					s.serviceForGateways(nil, o)
 					s.poke()
 				}
 			},
@@ -199,11 +199,11 @@ func (s *Source) Start() error {
 				if !statusOnly(old, cur) {
 					s.known.mark(old)
 					s.known.mark(cur)
-					s.serviceForGateways(cur)
+					s.serviceForGateways(old, cur)
 					s.poke()
 				}
 			},
-			DeleteFunc: func(o any) { s.known.mark(o); s.serviceForGateways(o); s.poke() },
+			DeleteFunc: func(o any) { s.known.mark(o); s.serviceForGateways(nil, o); s.poke() },
 		}); err != nil {
 			return err
 		}
@@ -347,14 +347,18 @@ func (s *Source) resync(ctx context.Context) {
 	}
 	// The policies a Service or Secret event touches are found through the index of the cache; what they
 	// reference is taken from the copies the engine has (a policy whose cached copy is newer is marked, and
-	// the next resync takes it).
+	// the next resync takes it). The Gateways' policies are not in the cache: their own list is searched.
 	for name := range ch.services {
+		users := s.gatewayServiceUsers(name)
 		for _, key := range s.referencing(ctx, c, policyServiceIndex, name) {
 			if p := s.known.policies[key]; p != nil {
-				for _, ref := range serviceRefs(p) {
-					if ref.Namespace == name.Namespace && ref.Name == name.Name {
-						rd.readServices[ref] = true
-					}
+				users = append(users, p)
+			}
+		}
+		for _, p := range users {
+			for _, ref := range serviceRefs(p) {
+				if ref.Namespace == name.Namespace && ref.Name == name.Name {
+					rd.readServices[ref] = true
 				}
 			}
 		}
@@ -366,15 +370,6 @@ func (s *Source) resync(ctx context.Context) {
 					if ref == translate.SecretRef(name) {
 						rd.readSecrets[ref] = true
 					}
-				}
-			}
-		}
-	}
-	for name := range ch.services {
-		for _, p := range s.gatewayServiceUsers(name) {
-			for _, ref := range serviceRefs(p) {
-				if ref.Namespace == name.Namespace && ref.Name == name.Name {
-					rd.readServices[ref] = true
 				}
 			}
 		}

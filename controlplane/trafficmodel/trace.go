@@ -372,20 +372,21 @@ func matchRoute(m *routev3.RouteMatch, req Request) (bool, []string) {
 	}
 	values, _ := url.ParseQuery(query)
 	for _, q := range m.GetQueryParameters() {
-		sm := q.GetStringMatch()
-		ok := false
-		for _, v := range values[q.GetName()] {
-			if re := sm.GetSafeRegex(); re != nil {
+		// Envoy looks at the first value of a parameter only ("?v=1&v=2" is v=1).
+		vs := values[q.GetName()]
+		ok := len(vs) > 0
+		if ok {
+			if re := q.GetStringMatch().GetSafeRegex(); re != nil {
 				r, err := regexp.Compile("^(?:" + re.GetRegex() + ")$")
-				ok = ok || (err == nil && r.MatchString(v))
+				ok = err == nil && r.MatchString(vs[0])
 			} else {
-				ok = ok || v == sm.GetExact()
+				ok = vs[0] == q.GetStringMatch().GetExact()
 			}
 		}
 		if !ok {
-			return false, append(why, fmt.Sprintf("query parameter %s fails: %v", q.GetName(), values[q.GetName()]))
+			return false, append(why, fmt.Sprintf("query parameter %s fails: %v", q.GetName(), vs))
 		}
-		why = append(why, fmt.Sprintf("query parameter %s matches", q.GetName()))
+		why = append(why, fmt.Sprintf("query parameter %s (%s) matches", q.GetName(), vs[0]))
 	}
 	return true, why
 }

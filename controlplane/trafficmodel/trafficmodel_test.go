@@ -303,6 +303,8 @@ func TestMatchRouteSegmentsRegexMethodQuery(t *testing.T) {
 		{&ir.Route{PathType: ir.PathPrefix, Path: "/", Method: "POST"}, Request{Path: "/", Headers: map[string][]string{":method": {"POST"}}}, true},
 		{&ir.Route{PathType: ir.PathPrefix, Path: "/", QueryParams: []ir.QueryParamMatch{{Name: "v", Type: ir.HeaderExact, Value: "2"}}}, Request{Path: "/?a=1&v=2"}, true},
 		{&ir.Route{PathType: ir.PathPrefix, Path: "/", QueryParams: []ir.QueryParamMatch{{Name: "v", Type: ir.HeaderExact, Value: "2"}}}, Request{Path: "/?v=3"}, false},
+		{&ir.Route{PathType: ir.PathPrefix, Path: "/", QueryParams: []ir.QueryParamMatch{{Name: "v", Type: ir.HeaderExact, Value: "2"}}}, Request{Path: "/?v=3&v=2"}, false}, // the first value only, as Envoy
+		{&ir.Route{PathType: ir.PathPrefix, Path: "/", QueryParams: []ir.QueryParamMatch{{Name: "v", Type: ir.HeaderExact, Value: "2"}}}, Request{Path: "/?v=2&v=3"}, true},
 		{&ir.Route{PathType: ir.PathPrefix, Path: "/", QueryParams: []ir.QueryParamMatch{{Name: "v", Type: ir.HeaderRegex, Value: "[0-9]"}}}, Request{Path: "/?v=7"}, true},
 	} {
 		if got, why := matchRoute(built(tc.route).GetMatch(), tc.req); got != tc.want {
