@@ -88,6 +88,9 @@ type Route struct {
 	// Hash is the route's hash policy as built; a TCP hash on the client address is given in the same form.
 	Hash    []*routev3.RouteAction_HashPolicy
 	Session *Session
+	// Answer says how Envoy answers a route that forwards nothing (a redirect, a direct response); empty for
+	// a route to backends.
+	Answer string
 }
 
 // Session is the stateful session a route keeps: in a cookie or a header.
@@ -143,7 +146,7 @@ func FromBuilt(b *Built, down Down) (*Policy, error) {
 	}
 	for _, r := range p.Routes {
 		for _, wc := range r.Clusters {
-			if _, ok := p.Clusters[wc.Name]; ok {
+			if _, ok := p.Clusters[wc.Name]; ok || wc.Name == ir.ErrorCluster {
 				continue
 			}
 			c := b.Clusters[wc.Name]
@@ -168,7 +171,16 @@ func FromBuilt(b *Built, down Down) (*Policy, error) {
 func routeOf(r *routev3.Route) (*Route, error) {
 	a := r.GetRoute()
 	if a == nil {
-		return nil, fmt.Errorf("route %s does not forward (a redirect or a direct response)", r.GetName())
+		rt := &Route{Name: r.GetName(), Match: r.GetMatch()}
+		switch {
+		case r.GetRedirect() != nil:
+			rt.Answer = "Envoy answers with a redirect"
+		case r.GetDirectResponse() != nil:
+			rt.Answer = fmt.Sprintf("Envoy answers %d itself", r.GetDirectResponse().GetStatus())
+		default:
+			return nil, fmt.Errorf("route %s neither forwards nor answers", r.GetName())
+		}
+		return rt, nil
 	}
 	rt := &Route{Name: r.GetName(), Match: r.GetMatch(), Hash: a.GetHashPolicy()}
 	if c := a.GetCluster(); c != "" {
@@ -391,6 +403,9 @@ func (p *Policy) Shares() []EndpointShare {
 		}
 		for _, wc := range r.Clusters {
 			c := p.Clusters[wc.Name]
+			if c == nil { // the error share: Envoy answers it 500, no endpoint gets it
+				continue
+			}
 			w := float64(wc.Weight) / float64(sum)
 			for i, s := range c.Shares() {
 				h := c.Hosts[i]

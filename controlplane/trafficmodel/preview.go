@@ -162,12 +162,18 @@ func Compare(before, after *Policy) *Preview {
 		}
 		for _, wc := range r.Clusters {
 			ac := after.Clusters[wc.Name]
+			if ac == nil { // the error share
+				continue
+			}
 			backend := after.BackendOf[wc.Name]
 			i := slices.IndexFunc(old.Clusters, func(o WeightedCluster) bool { return before.BackendOf[o.Name] == backend })
 			if i < 0 {
 				continue
 			}
 			bc := before.Clusters[old.Clusters[i].Name]
+			if bc == nil {
+				continue
+			}
 			if ac.Hashing() && bc.Hashing() && len(r.Hash) > 0 {
 				if hashes == nil {
 					hashes = SampleHashes(MovementSamples)

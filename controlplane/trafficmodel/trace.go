@@ -31,6 +31,8 @@ type Trace struct {
 	Session *SessionTrace `json:"session,omitempty"`
 	// Envoys names the Envoys the chances are for, when a backend routes by the Envoy's zone.
 	Envoys string `json:"envoys,omitempty"`
+	// Answer is how Envoy answers the matched route itself (a redirect, a direct response): no backend.
+	Answer string `json:"answer,omitempty"`
 }
 
 // BackendPick is one destination of the route and where the request lands in it.
@@ -92,6 +94,10 @@ type SessionTrace struct {
 	Why      string `json:"why"`
 }
 
+// ErrorShareNote is what a trace says of a route's error share (backends that do not resolve): Envoy
+// answers those requests 500 itself.
+const ErrorShareNote = "Envoy answers this share 500: a backend of the route does not resolve"
+
 // TraceRequest follows a request through the policy's routes and backends.
 func (p *Policy) TraceRequest(r Request) *Trace {
 	t := &Trace{Policy: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}.String(), Envoys: p.envoysNote()}
@@ -114,6 +120,10 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 		return t
 	}
 	t.Route = route.Name
+	if route.Answer != "" {
+		t.Answer = route.Answer
+		return t
+	}
 	h, present, parts := RequestHash(route.Hash, r)
 	if len(route.Hash) > 0 {
 		t.Hash = &HashTrace{Parts: parts, Value: h, Present: present}
@@ -169,6 +179,11 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 	}
 	for _, wc := range route.Clusters {
 		c := p.Clusters[wc.Name]
+		if c == nil {
+			t.Backends = append(t.Backends, BackendPick{Cluster: wc.Name, Weight: wc.Weight, Probability: float64(wc.Weight) / float64(sum),
+				Note: ErrorShareNote})
+			continue
+		}
 		bp := BackendPick{Backend: p.BackendOf[c.Name], Cluster: c.Name, Weight: wc.Weight,
 			Probability: float64(wc.Weight) / float64(sum), Algorithm: string(c.Algorithm), Levels: c.Levels, TotalPanic: c.TotalPanic}
 		for _, host := range c.Hosts {
@@ -251,6 +266,9 @@ func unpredictable(c *Cluster, hashed bool) string {
 func (p *Policy) findHost(route *Route, addr string) (*Cluster, int) {
 	for _, wc := range route.Clusters {
 		c := p.Clusters[wc.Name]
+		if c == nil {
+			continue
+		}
 		if i := c.HostIndex(addr); i >= 0 {
 			return c, i
 		}

@@ -391,10 +391,17 @@ func printTrace(w io.Writer, out *traceOutput) {
 			}
 		}
 	}
+	if t.Answer != "" {
+		fmt.Fprintf(w, "No backend: %s.\n", t.Answer)
+	}
 	if s := t.Session; s != nil {
 		fmt.Fprintf(w, "Session %s %s: %s\n", s.Kind, s.Name, s.Why)
 	}
 	for _, b := range t.Backends {
+		if b.Backend == "" && b.Algorithm == "" { // the error share: no cluster, no endpoint
+			fmt.Fprintf(w, "Error share: weight %d (%.1f%% of the route): %s\n", b.Weight, 100*b.Probability, b.Note)
+			continue
+		}
 		fmt.Fprintf(w, "Backend %s: weight %d (%.1f%% of the route), %s\n", b.Backend, b.Weight, 100*b.Probability, b.Algorithm)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  LEVEL\tZONES\tHEALTHY\tAVAILABILITY\tLOAD\tPANIC")

@@ -189,3 +189,41 @@ func oneBackendTrace(t *testing.T, code int, out, errs string) trafficmodel.Trac
 	}
 	return tr
 }
+
+// TestRoutesEnvoyAnswersPredicted is examples/route-actions.yaml: trace says that a redirect and a direct
+// response reach no backend, and names the error share of a route whose weights include it, which whatif
+// leaves out of every endpoint's share (Envoy answers it 500).
+func TestRoutesEnvoyAnswersPredicted(t *testing.T) {
+	example := filepath.Join("..", "..", "examples", "route-actions.yaml")
+	trace := func(path string) trafficmodel.Trace {
+		t.Helper()
+		code, out, errs := run(t, "", "trace", "route-actions", "-f", example, "--path", path, "-o", "json")
+		if code != 0 {
+			t.Fatalf("trace %s: exit %d: %s", path, code, errs)
+		}
+		var tr trafficmodel.Trace
+		if err := json.Unmarshal([]byte(out), &tr); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return tr
+	}
+	if tr := trace("/old/x"); tr.Answer != "Envoy answers with a redirect" || len(tr.Backends) != 0 {
+		t.Errorf("/old/x: answer %q, backends %+v", tr.Answer, tr.Backends)
+	}
+	if tr := trace("/maintenance"); tr.Answer != "Envoy answers 503 itself" || len(tr.Backends) != 0 {
+		t.Errorf("/maintenance: answer %q, backends %+v", tr.Answer, tr.Backends)
+	}
+	tr := trace("/beta")
+	if len(tr.Backends) != 2 || tr.Backends[1].Note != trafficmodel.ErrorShareNote || tr.Backends[1].Probability != 0.1 || tr.Backends[0].Probability != 0.9 {
+		t.Errorf("/beta: %+v", tr.Backends)
+	}
+	code, out, errs := run(t, "", "whatif", "route-actions", "-f", example, "--down", "endpoint=127.0.0.1:18082", "-o", "json")
+	if code != 0 {
+		t.Fatalf("whatif: exit %d: %s", code, errs)
+	}
+	for _, c := range onePreview(t, out).Changes {
+		if strings.HasSuffix(c.Route, "/beta") && c.After != 0.9 {
+			t.Errorf("beta's endpoint gets %v of the route, want 0.9 (the rest is the error share)", c.After)
+		}
+	}
+}
