@@ -74,10 +74,10 @@ chromium() {
   [ "$(id -u)" = 0 ] || sudo=sudo
   local version=$CHROMIUM_VERSION
   # A fresh machine may have no package index yet, or an old one.
-  if ! apt-cache madison chromium 2>/dev/null | grep -qF " $version "; then
+  if ! apt-cache madison chromium 2>/dev/null | grep -F " $version " >/dev/null; then
     $sudo apt-get update >&2 || true
   fi
-  if ! apt-cache madison chromium 2>/dev/null | grep -qF " $version "; then
+  if ! apt-cache madison chromium 2>/dev/null | grep -F " $version " >/dev/null; then
     local major=${CHROMIUM_VERSION%%.*} newest
     newest=$(apt-cache madison chromium 2>/dev/null | awk -F' [|] ' -v m="$major." 'index($2, m) == 1 {print $2; exit}')
     if [ -z "$newest" ]; then

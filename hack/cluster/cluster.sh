@@ -152,7 +152,9 @@ network() {
   if ! ip link show "$NODE_DEV" >/dev/null 2>&1; then
     ip link add "$NODE_DEV" type bridge
   fi
-  ip addr show dev "$NODE_DEV" | grep -q "inet $NODE_IP/" || ip addr add "$NODE_IP/32" dev "$NODE_DEV"
+  # replace, not add: the address may be there already (a host left by a run that was cut off), and under
+  # pipefail a check piped into grep -q can fail by SIGPIPE when it matches.
+  ip addr replace "$NODE_IP/32" dev "$NODE_DEV"
   ip link set "$NODE_DEV" up
   mkdir -p "$RUN/cni/net.d" "$RUN/cni/ipam"
   # hairpinMode: a pod reaching itself through its Service; isGateway: pods route through the host (the API
