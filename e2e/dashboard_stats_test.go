@@ -204,18 +204,18 @@ func TestDashboardStatsAndEndpointActions(t *testing.T) {
 	// The range selector: the time axis of 5 minutes has a tick a minute, that of an hour one every 10.
 	var ticks []string
 	run(t, ctx, 10*time.Second, "choosing 5 minutes",
-		chromedp.Click(`#range button[data-range="300"]`, chromedp.ByQuery),
+		clickWhenThere(`#range button[data-range="300"]`),
 		chromedp.Evaluate(`[...document.querySelector('svg.series.classes').querySelectorAll('text.axis')].map(x => x.textContent).filter(x => x.includes(':'))`, &ticks))
 	if len(ticks) < 4 || len(ticks) > 6 {
 		t.Errorf("5 minutes: axis %v", ticks)
 	}
 	run(t, ctx, 10*time.Second, "choosing an hour",
-		chromedp.Click(`#range button[data-range="3600"]`, chromedp.ByQuery),
+		clickWhenThere(`#range button[data-range="3600"]`),
 		chromedp.Evaluate(`[...document.querySelector('svg.series.classes').querySelectorAll('text.axis')].map(x => x.textContent).filter(x => x.includes(':'))`, &ticks))
 	if len(ticks) < 5 || len(ticks) > 7 || !strings.HasSuffix(ticks[0], "0") {
 		t.Errorf("an hour: axis %v", ticks)
 	}
-	run(t, ctx, 10*time.Second, "back to 15 minutes", chromedp.Click(`#range button[data-range="900"]`, chromedp.ByQuery))
+	run(t, ctx, 10*time.Second, "back to 15 minutes", clickWhenThere(`#range button[data-range="900"]`))
 
 	// The admin session drains b from the page.
 	run(t, ctx, 30*time.Second, "logging in with the admin token",
@@ -224,7 +224,7 @@ func TestDashboardStatsAndEndpointActions(t *testing.T) {
 	clickAction := func(endpoint, action string) {
 		t.Helper()
 		run(t, ctx, 30*time.Second, action+" "+endpoint,
-			chromedp.Click(fmt.Sprintf(`#endpoint-table tr[data-endpoint="%s"] button[data-action="%s"]`, endpoint, action), chromedp.ByQuery),
+			clickWhenThere(fmt.Sprintf(`#endpoint-table tr[data-endpoint="%s"] button[data-action="%s"]`, endpoint, action)),
 			chromedp.WaitVisible(fmt.Sprintf(`#action-result[data-done="%s %s"]`, action, endpoint), chromedp.ByQuery))
 	}
 	overrides := func() []v1alpha1.EndpointOverrideStatus {
@@ -378,7 +378,7 @@ spec:
 	}
 	var heading string
 	run(t, ctx, 30*time.Second, "selecting it",
-		chromedp.Click(`#policies li[data-policy="default/p0777"]`, chromedp.ByQuery),
+		clickWhenThere(`#policies li[data-policy="default/p0777"]`),
 		chromedp.WaitVisible(`#policies li.selected[data-policy="default/p0777"]`, chromedp.ByQuery),
 		chromedp.Text(`#policy-name`, &heading, chromedp.ByID))
 	if heading != "default/p0777" {
@@ -387,11 +387,18 @@ spec:
 	// The failing count lists the ten, whatever the text filter.
 	run(t, ctx, 30*time.Second, "showing the failing",
 		chromedp.Evaluate(`{const f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input'))}`, nil),
-		chromedp.Click(`#overview button[data-count="failing"]`, chromedp.ByQuery),
+		clickWhenThere(`#overview button[data-count="failing"]`),
 		chromedp.Evaluate(readList, &v))
 	if len(v.Items) != 10 || strings.Count(strings.Join(v.States, " "), "failing") != 10 {
 		t.Errorf("the failing: %v %v", v.Items, v.States)
 	}
-	run(t, ctx, 10*time.Second, "showing all", chromedp.Click(`#overview button[data-count="all"]`, chromedp.ByQuery))
+	run(t, ctx, 10*time.Second, "showing all", clickWhenThere(`#overview button[data-count="all"]`))
 	screenshot(t, ctx, "dashboard-overview.png")
+}
+
+// clickWhenThere clicks the element the CSS selector finds, once there is one, in one script: the page redraws
+// its tables and lists as stats arrive, so a node found by one call can be gone by the next (chromedp.Click
+// then fails with "Could not find node with given id").
+func clickWhenThere(sel string) chromedp.Action {
+	return chromedp.Poll(fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) { return false; } e.click(); return true; })()`, sel), nil)
 }
