@@ -150,8 +150,6 @@ func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionMan
 		UseRemoteAddress: wrapperspb.Bool(true),
 		// Request IDs cost a UUID per request and are only useful with tracing, which is off.
 		GenerateRequestId: wrapperspb.Bool(false),
-		// Clients send "host:port" on non-default ports; hostnames are matched without it.
-		StripPortMode: &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
 		// WebSocket upgrades pass through, as nginx and HAProxy users expect.
 		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
 		HttpFilters:    filters,

@@ -26,6 +26,9 @@ func RouteConfig(l *ir.Listener) *routev3.RouteConfiguration {
 		// Routes never need a cluster that is not there yet (clusters are sent first), and validating each
 		// cluster on every route update costs time at scale.
 		ValidateClusters: wrapperspb.Bool(false),
+		// Clients send "host:port" on non-default ports; virtual hosts are picked without the port, and the
+		// Host header reaches the backend as the client sent it.
+		IgnorePortInHostMatching: true,
 	}
 	for _, vh := range l.VirtualHosts {
 		v := &routev3.VirtualHost{Name: vh.Name, Domains: vh.Domains, Metadata: sourceMetadata(vh.Source)}

@@ -43,8 +43,8 @@ func Scopes(l *ir.Listener, vh *ir.VirtualHost) []*routev3.ScopedRouteConfigurat
 func scopedRoutes(l *ir.Listener) *hcmv3.HttpConnectionManager_ScopedRoutes {
 	return &hcmv3.HttpConnectionManager_ScopedRoutes{ScopedRoutes: &hcmv3.ScopedRoutes{
 		Name: l.ScopedRoutesName(),
-		// The key is the Host header up to its first ':' ("example.com:8080" is keyed "example.com"), as
-		// strip_any_host_port matches virtual hosts without the port.
+		// The key is the Host header up to its first ':' ("example.com:8080" is keyed "example.com"), as the
+		// route tables match virtual hosts without the port (ignore_port_in_host_matching).
 		ScopeKeyBuilder: &hcmv3.ScopedRoutes_ScopeKeyBuilder{Fragments: []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{{
 			Type: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_{HeaderValueExtractor: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor{
 				Name:             ":authority",
