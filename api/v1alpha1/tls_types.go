@@ -39,6 +39,11 @@ type Certificate struct {
 	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
 	// secretName references a Secret of type kubernetes.io/tls (Kubernetes mode only).
 	SecretName string `json:"secretName,omitempty"`
+	// secretNamespace is the namespace of secretName; defaults to the policy's. Another namespace is served
+	// only to the policies a Gateway becomes (a ReferenceGrant there allows the Gateway) or with lbplane serve
+	// --allow-cross-namespace-refs.
+	// +kubebuilder:validation:MaxLength=63
+	SecretNamespace string `json:"secretNamespace,omitempty"`
 	// hostnames this certificate is served for (SNI). Empty: the listener's hostnames no other certificate
 	// lists, and clients without SNI. A certificate for every name becomes the default_filter_chain, else the
 	// oldest policy's first one.

@@ -606,6 +606,12 @@ func (v *validator) listenerTLS(p path, t *ListenerTLS) {
 		}
 		v.filePath(cp.child("certificateFile"), c.CertificateFile)
 		v.filePath(cp.child("privateKeyFile"), c.PrivateKeyFile)
+		switch {
+		case c.SecretNamespace != "" && c.SecretName == "":
+			v.add(cp.child("secretNamespace"), "goes with secretName")
+		case c.SecretNamespace != "" && !isDNSLabel(c.SecretNamespace):
+			v.add(cp.child("secretNamespace"), "must be a namespace name (DNS label), got %q", clip(c.SecretNamespace))
+		}
 		for j, h := range c.Hostnames {
 			if !isHostname(h) {
 				v.add(cp.child("hostnames").index(j), "must be a lowercase DNS name, optionally starting with \"*.\", got %q", clip(h))

@@ -30,17 +30,18 @@ type backend struct {
 // grants are the ReferenceGrants of the cluster.
 type grants []*gwv1.ReferenceGrant
 
-// allows tells whether a route in from may reference the Service name in to.
-func (g grants) allows(from, to, name string) bool {
+// allows tells whether an object of kind fromKind (of the Gateway API group) in namespace from may
+// reference the core object toKind/name in namespace to: an HTTPRoute a Service, a Gateway a Secret.
+func (g grants) allows(fromKind, from, toKind, to, name string) bool {
 	for _, rg := range g {
 		if rg.Namespace != to {
 			continue
 		}
 		fromOK := slices.ContainsFunc(rg.Spec.From, func(f gwv1.ReferenceGrantFrom) bool {
-			return string(f.Group) == gwv1.GroupName && f.Kind == "HTTPRoute" && string(f.Namespace) == from
+			return string(f.Group) == gwv1.GroupName && string(f.Kind) == fromKind && string(f.Namespace) == from
 		})
 		toOK := slices.ContainsFunc(rg.Spec.To, func(t gwv1.ReferenceGrantTo) bool {
-			return t.Group == "" && t.Kind == "Service" && (t.Name == nil || string(*t.Name) == name)
+			return t.Group == "" && string(t.Kind) == toKind && (t.Name == nil || string(*t.Name) == name)
 		})
 		if fromOK && toOK {
 			return true
@@ -116,7 +117,7 @@ func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, b
 			case group != "" || kind != "Service":
 				b.invalid = true
 				fail(gwv1.RouteReasonInvalidKind, fmt.Sprintf("%s: kind %s/%s is not supported; lbplane routes to Services", path, group, kind))
-			case b.namespace != r.Namespace && !grants.allows(r.Namespace, b.namespace, b.name):
+			case b.namespace != r.Namespace && !grants.allows("HTTPRoute", r.Namespace, "Service", b.namespace, b.name):
 				b.invalid = true
 				fail(gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("%s: Service %s/%s is in another namespace and no ReferenceGrant there allows it", path, b.namespace, b.name))
 			case ref.Port == nil:
@@ -162,7 +163,7 @@ func (gw *gateway) attachRoute(in Input, r *gwv1.HTTPRoute, order int, ref gwv1.
 	allowed, hostMatch := false, false
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 	for _, l := range candidates {
-		if !l.ok || !slices.Contains(l.kinds, httpRouteKind) || !gw.allows(l, r.Namespace, in.Namespaces) {
+		if !l.valid || !slices.Contains(l.kinds, httpRouteKind) || !gw.allows(l, r.Namespace, in.Namespaces) {
 			continue
 		}
 		allowed = true

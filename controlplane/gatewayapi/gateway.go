@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,12 +27,18 @@ type gateway struct {
 type listener struct {
 	spec   *gwv1.Listener
 	status *gwv1.ListenerStatus
-	// ok: the listener is accepted and not in conflict, so routes may attach.
+	// ok: the listener is accepted, not in conflict and has its certificate, so routes may attach.
 	ok bool
+	// valid: the listener is accepted and not in conflict, so routes attach to it (attachedRoutes counts
+	// them) and the Gateway's Service has its port; ok adds that it has what serving needs (an HTTPS
+	// listener without its certificate refuses connections on its port).
+	valid bool
 	// kinds are the route kinds it takes (only HTTPRoute is served).
 	kinds []gwv1.RouteGroupKind
 	// rules are the route rules attached, with the host names they are served for.
 	rules []attachedRule
+	// secret is the Secret an HTTPS listener serves its certificate from (its first certificateRef).
+	secret types.NamespacedName
 }
 
 func (l *listener) hostname() string {
@@ -45,19 +52,19 @@ var httpRouteKind = gwv1.RouteGroupKind{Group: ptr(gwv1.Group(gwv1.GroupName)), 
 
 func ptr[T any](v T) *T { return &v }
 
-func newGateway(g *gwv1.Gateway) *gateway {
+func newGateway(g *gwv1.Gateway, in Input, grants grants, secrets map[types.NamespacedName]bool) *gateway {
 	gw := &gateway{obj: g, key: types.NamespacedName{Namespace: g.Namespace, Name: g.Name},
 		result: &Gateway{Generation: g.Generation, Policies: map[gwv1.SectionName][]types.NamespacedName{}}, envoyPort: map[gwv1.PortNumber]int32{}}
 	for i := range g.Spec.Listeners {
 		l := &g.Spec.Listeners[i]
 		gw.listeners = append(gw.listeners, &listener{spec: l, status: &gwv1.ListenerStatus{Name: l.Name}})
 	}
-	gw.checkListeners()
+	gw.checkListeners(in, grants, secrets)
 	return gw
 }
 
 // checkListeners decides each listener's Accepted, ResolvedRefs and Conflicted conditions and its kinds.
-func (gw *gateway) checkListeners() {
+func (gw *gateway) checkListeners(in Input, grants grants, secrets map[types.NamespacedName]bool) {
 	gen := gw.obj.Generation
 	// Listeners on one port must agree on the protocol, and their host names must differ.
 	protocols := map[gwv1.PortNumber]map[gwv1.ProtocolType]bool{}
@@ -73,9 +80,9 @@ func (gw *gateway) checkListeners() {
 	for _, l := range gw.listeners {
 		st := l.status
 		accepted, acceptedReason, acceptedMsg := true, string(gwv1.ListenerReasonAccepted), "listener accepted"
-		if l.spec.Protocol != gwv1.HTTPProtocolType {
+		if l.spec.Protocol != gwv1.HTTPProtocolType && l.spec.Protocol != gwv1.HTTPSProtocolType {
 			accepted, acceptedReason = false, string(gwv1.ListenerReasonUnsupportedProtocol)
-			acceptedMsg = fmt.Sprintf("protocol %s is not supported; lbplane serves HTTP listeners of Gateways", l.spec.Protocol)
+			acceptedMsg = fmt.Sprintf("protocol %s is not supported; lbplane serves HTTP and HTTPS listeners of Gateways", l.spec.Protocol)
 		}
 		conflicted, conflictReason, conflictMsg := false, string(gwv1.ListenerReasonNoConflicts), "no conflicts"
 		switch {
@@ -89,6 +96,14 @@ func (gw *gateway) checkListeners() {
 		var resolved bool
 		var resolvedReason, resolvedMsg string
 		l.kinds, resolved, resolvedReason, resolvedMsg = routeKinds(l.spec, accepted)
+		certOK := true
+		if accepted && l.spec.Protocol == gwv1.HTTPSProtocolType {
+			var certReason, certMsg string
+			l.secret, certOK, certReason, certMsg = gw.certificate(l.spec, in, grants, secrets)
+			if !certOK && resolved {
+				resolved, resolvedReason, resolvedMsg = false, certReason, certMsg
+			}
+		}
 		st.SupportedKinds = slices.Clone(l.kinds)
 		if st.SupportedKinds == nil {
 			st.SupportedKinds = []gwv1.RouteGroupKind{}
@@ -98,8 +113,52 @@ func (gw *gateway) checkListeners() {
 			condition(string(gwv1.ListenerConditionResolvedRefs), resolved, resolvedReason, resolvedMsg, gen),
 			condition(string(gwv1.ListenerConditionConflicted), conflicted, conflictReason, conflictMsg, gen),
 		}
-		l.ok = accepted && !conflicted
+		// An HTTPS listener without its certificate is not served: it would answer with none.
+		l.ok = accepted && !conflicted && certOK
+		l.valid = accepted && !conflicted
 	}
+}
+
+// certificate resolves an HTTPS listener's certificate: its first certificateRef, a Secret of type
+// kubernetes.io/tls in the Gateway's namespace, or in another one that a ReferenceGrant opens to Gateways of
+// this namespace. It says why not (the listener's ResolvedRefs condition) when the reference is of
+// another kind, not permitted, not found or not a usable certificate and key. Every Secret it looks up is
+// recorded in secrets.
+func (gw *gateway) certificate(l *gwv1.Listener, in Input, grants grants, secrets map[types.NamespacedName]bool) (types.NamespacedName, bool, string, string) {
+	const invalid = string(gwv1.ListenerReasonInvalidCertificateRef)
+	if l.TLS == nil || len(l.TLS.CertificateRefs) == 0 {
+		return types.NamespacedName{}, false, invalid, "an HTTPS listener needs tls.certificateRefs: lbplane terminates TLS (mode Terminate)"
+	}
+	if l.TLS.Mode != nil && *l.TLS.Mode != gwv1.TLSModeTerminate {
+		return types.NamespacedName{}, false, invalid, fmt.Sprintf("tls.mode %s: an HTTPS listener terminates TLS (mode Terminate)", *l.TLS.Mode)
+	}
+	ref := l.TLS.CertificateRefs[0]
+	group, kind := "", "Secret"
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	name := types.NamespacedName{Namespace: gw.obj.Namespace, Name: string(ref.Name)}
+	if ref.Namespace != nil {
+		name.Namespace = string(*ref.Namespace)
+	}
+	switch {
+	case group != "" || kind != "Secret":
+		return name, false, invalid, fmt.Sprintf("tls.certificateRefs[0]: kind %s/%s is not supported; lbplane reads certificates from Secrets", group, kind)
+	case name.Namespace != gw.obj.Namespace && !grants.allows("Gateway", gw.obj.Namespace, "Secret", name.Namespace, name.Name):
+		return name, false, string(gwv1.ListenerReasonRefNotPermitted),
+			fmt.Sprintf("tls.certificateRefs[0]: Secret %s/%s is in another namespace and no ReferenceGrant there allows it", name.Namespace, name.Name)
+	}
+	secrets[name] = true
+	if in.Secret == nil {
+		return name, false, invalid, fmt.Sprintf("tls.certificateRefs[0]: Secret %s/%s not found", name.Namespace, name.Name)
+	}
+	if problem := in.Secret(name); problem != "" {
+		return name, false, invalid, "tls.certificateRefs[0]: " + problem
+	}
+	return name, true, "", ""
 }
 
 // routeKinds lists the kinds a listener takes, with its ResolvedRefs condition: HTTPRoute unless
@@ -139,7 +198,7 @@ func routeKinds(l *gwv1.Listener, accepted bool) ([]gwv1.RouteGroupKind, bool, s
 func (gw *gateway) assignPorts(ports []int32, used map[int32]bool) {
 	for _, l := range gw.listeners {
 		p := l.spec.Port
-		if _, done := gw.envoyPort[p]; done || !l.ok || len(ports) == 0 {
+		if _, done := gw.envoyPort[p]; done || !l.valid || len(ports) == 0 {
 			continue
 		}
 		start := int(hash32(gw.key.String(), strconv.Itoa(int(p))) % uint32(len(ports)))
@@ -149,15 +208,16 @@ func (gw *gateway) assignPorts(ports []int32, used map[int32]bool) {
 			if !used[cand] {
 				used[cand] = true
 				gw.envoyPort[p] = cand
-				gw.result.Ports = append(gw.result.Ports, PortMapping{Name: fmt.Sprintf("%s-%d", dnsLabel(string(l.spec.Name), 50), p), Port: int32(p), EnvoyPort: cand})
+				gw.result.Ports = append(gw.result.Ports, PortMapping{Name: fmt.Sprintf("%s-%d", dnsLabel(string(l.spec.Name), 50), p), Port: int32(p), EnvoyPort: cand,
+					AppProtocol: strings.ToLower(string(l.spec.Protocol))})
 				break
 			}
 		}
 	}
 	slices.SortFunc(gw.result.Ports, func(a, b PortMapping) int { return int(a.Port - b.Port) })
 	for _, l := range gw.listeners {
-		if l.ok && gw.envoyPort[l.spec.Port] == 0 {
-			l.ok = false
+		if l.valid && gw.envoyPort[l.spec.Port] == 0 {
+			l.ok, l.valid = false, false
 			meta.SetStatusCondition(&l.status.Conditions, condition(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonPortUnavailable),
 				"no Envoy port is free in lbplane's range for Gateway listeners (lbplane serve --gateway-api-ports)", gw.obj.Generation))
 		}
@@ -196,12 +256,14 @@ func (gw *gateway) allows(l *listener, ns string, nsLabels map[string]map[string
 func (gw *gateway) finish() {
 	gen := gw.obj.Generation
 	st := &gw.result.Status
-	accepted := true
+	accepted, some := true, false
 	for _, l := range gw.listeners {
 		l.status.AttachedRoutes = int32(countRoutes(l.rules))
 		st.Listeners = append(st.Listeners, *l.status)
 		if c := meta.FindStatusCondition(l.status.Conditions, string(gwv1.ListenerConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {
 			accepted = false
+		} else {
+			some = true
 		}
 	}
 	switch {
@@ -209,6 +271,10 @@ func (gw *gateway) finish() {
 		gw.result.accepted = false
 		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonUnsupportedAddress),
 			"spec.addresses is not supported: lbplane gives each Gateway a Service of its own", gen))
+	case !some:
+		gw.result.accepted = false
+		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid),
+			"no listener is valid", gen))
 	case accepted:
 		gw.result.accepted = true
 		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "Gateway accepted", gen))
@@ -243,6 +309,12 @@ func (g *Gateway) Programmed(programmed func(types.NamespacedName) (bool, string
 	for i := range st.Listeners {
 		l := &st.Listeners[i]
 		ok, msg := true, "the Envoys acknowledged the listener's configuration"
+		if c := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionResolvedRefs)); c != nil && c.Status != metav1.ConditionTrue &&
+			(c.Reason == string(gwv1.ListenerReasonInvalidCertificateRef) || c.Reason == string(gwv1.ListenerReasonRefNotPermitted)) {
+			meta.SetStatusCondition(&l.Conditions, condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
+				"the listener's references do not resolve: "+c.Message, gen))
+			continue
+		}
 		if c := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {
 			ok, msg = false, "the listener is not accepted"
 			meta.SetStatusCondition(&l.Conditions, condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), msg, gen))

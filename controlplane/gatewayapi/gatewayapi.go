@@ -49,6 +49,9 @@ type Input struct {
 	Namespaces map[string]map[string]string // namespace name → labels
 	// Services lists the ports of every Service by namespace/name.
 	Services map[types.NamespacedName][]int32
+	// Secret says what makes a Secret unusable as an HTTPS listener's certificate ("" when it is a Secret of
+	// type kubernetes.io/tls with a certificate chain and its key); nil finds none.
+	Secret func(types.NamespacedName) string
 }
 
 // Output is what the Gateway API objects become.
@@ -61,6 +64,9 @@ type Output struct {
 	Gateways map[types.NamespacedName]*Gateway
 	// Routes holds, for every HTTPRoute with a parent of lbplane's, the parent statuses lbplane writes.
 	Routes map[types.NamespacedName][]gwv1.RouteParentStatus
+	// Secrets are the Secrets the Gateways' listeners name and may read: a change to one of them changes
+	// the translation.
+	Secrets map[types.NamespacedName]bool
 }
 
 // Gateway is what one Gateway becomes.
@@ -81,12 +87,14 @@ type PortMapping struct {
 	Name      string
 	Port      int32
 	EnvoyPort int32
+	// AppProtocol is the listener's protocol as a Service port's appProtocol: http or https.
+	AppProtocol string
 }
 
 // Translate computes the policies and the status of every Gateway API object of lbplane's controller.
 func Translate(in Input) *Output {
 	out := &Output{Classes: map[string]gwv1.GatewayClassStatus{}, Gateways: map[types.NamespacedName]*Gateway{},
-		Routes: map[types.NamespacedName][]gwv1.RouteParentStatus{}}
+		Routes: map[types.NamespacedName][]gwv1.RouteParentStatus{}, Secrets: map[types.NamespacedName]bool{}}
 	classes := map[string]*gwv1.GatewayClass{}
 	for _, c := range in.Classes {
 		if c.Spec.ControllerName != ControllerName {
@@ -99,11 +107,12 @@ func Translate(in Input) *Output {
 	slices.SortFunc(gateways, func(a, b *gwv1.Gateway) int { return olderObject(&a.ObjectMeta, &b.ObjectMeta) })
 	var ours []*gateway
 	used := map[int32]bool{}
+	allowed := grants(in.Grants)
 	for _, g := range gateways {
 		if _, ok := classes[string(g.Spec.GatewayClassName)]; !ok {
 			continue
 		}
-		gw := newGateway(g)
+		gw := newGateway(g, in, allowed, out.Secrets)
 		gw.assignPorts(in.Ports, used)
 		ours = append(ours, gw)
 		out.Gateways[gw.key] = gw.result
@@ -114,7 +123,6 @@ func Translate(in Input) *Output {
 	}
 	routes := slices.Clone(in.Routes)
 	slices.SortFunc(routes, func(a, b *gwv1.HTTPRoute) int { return olderObject(&a.ObjectMeta, &b.ObjectMeta) })
-	allowed := grants(in.Grants)
 	for order, r := range routes {
 		parents := attach(in, r, order, byKey, allowed)
 		if len(parents) > 0 {

@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -407,6 +408,148 @@ func TestEachGatewayGetsItsOwnEnvoyPorts(t *testing.T) {
 	for k, g := range out.Gateways {
 		if again.Gateways[k].Ports[0] != g.Ports[0] {
 			t.Fatalf("%s: %+v then %+v", k, g.Ports, again.Gateways[k].Ports)
+		}
+	}
+}
+
+func httpsListener(name string, port int32, host string, secretNS, secret string, kind string) gwv1.Listener {
+	l := httpListener(name, port, host)
+	l.Protocol = gwv1.HTTPSProtocolType
+	ref := gwv1.SecretObjectReference{Name: gwv1.ObjectName(secret)}
+	if secretNS != "" {
+		ref.Namespace = ptr(gwv1.Namespace(secretNS))
+	}
+	if kind != "" {
+		ref.Kind = ptr(gwv1.Kind(kind))
+	}
+	l.TLS = &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{ref}}
+	return l
+}
+
+func listenerCond(t *testing.T, out *Output, gateway, listener, typ string) metav1.Condition {
+	t.Helper()
+	ns, name, _ := strings.Cut(gateway, "/")
+	g := out.Gateways[types.NamespacedName{Namespace: ns, Name: name}]
+	if g == nil {
+		t.Fatalf("no Gateway %s", gateway)
+	}
+	st := g.Programmed(func(types.NamespacedName) (bool, string) { return true, "" }, []gwv1.GatewayStatusAddress{{Value: "198.51.100.1"}})
+	for _, l := range st.Listeners {
+		if string(l.Name) == listener {
+			if c := meta.FindStatusCondition(l.Conditions, typ); c != nil {
+				return *c
+			}
+			t.Fatalf("listener %s of %s has no %s condition: %+v", listener, gateway, typ, l.Conditions)
+		}
+	}
+	t.Fatalf("Gateway %s has no listener %s", gateway, listener)
+	return metav1.Condition{}
+}
+
+// An HTTPS listener terminates TLS with the certificate of the Secret it names, served for each host name
+// the listener owns on its port (SNI); a reference of another kind, to a missing or broken Secret, or to
+// another namespace without a ReferenceGrant leaves the listener unserved, with the reason in ResolvedRefs.
+func TestHTTPSListeners(t *testing.T) {
+	usable := map[types.NamespacedName]string{{Namespace: "apps", Name: "cert"}: "", {Namespace: "other", Name: "cert"}: "", {Namespace: "apps", Name: "broken"}: "Secret apps/broken: tls: failed to find any PEM data in certificate input"}
+	g := gw("apps", "gw",
+		httpsListener("any", 443, "", "", "cert", ""),
+		httpsListener("foo", 443, "foo.example.com", "", "cert", ""),
+		httpsListener("missing", 8443, "", "", "nope", ""),
+		httpsListener("broken", 8444, "", "", "broken", ""),
+		httpsListener("kind", 8445, "", "", "cert", "ConfigMap"),
+		httpsListener("elsewhere", 8446, "", "infra", "cert", ""),
+		httpsListener("granted", 8447, "", "other", "cert", ""))
+	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}
+	in := input([]*gwv1.Gateway{g}, route("apps", "web", 1, "apps/gw", nil, rule))
+	in.Ports = []int32{20000, 20001, 20002, 20003, 20004, 20005, 20006}
+	in.Grants = []*gwv1.ReferenceGrant{{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "certs"}, Spec: gwv1.ReferenceGrantSpec{
+		From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "Gateway", Namespace: "apps"}},
+		To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Secret", Name: ptr(gwv1.ObjectName("cert"))}}}}}
+	in.Secret = func(n types.NamespacedName) string {
+		if msg, ok := usable[n]; ok {
+			return msg
+		}
+		return fmt.Sprintf("Secret %s/%s of type kubernetes.io/tls not found", n.Namespace, n.Name)
+	}
+	out := Translate(in)
+	valid(t, out)
+	for _, host := range []string{"", "foo.example.com"} {
+		p := policyFor(t, out, host)
+		l := p.Spec.Listener
+		if l.Protocol != v1alpha1.ProtocolHTTPS || l.TLS == nil || len(l.TLS.Certificates) != 1 || l.TLS.Certificates[0].SecretName != "cert" {
+			t.Fatalf("host name %q: listener %+v, want HTTPS with the certificate of Secret cert", host, l)
+		}
+		if len(p.Spec.Routes) != 1 || len(p.Spec.Routes[0].Backends) != 1 {
+			t.Fatalf("host name %q serves %+v, want the route", host, p.Spec.Routes)
+		}
+	}
+	// The listener of port 8447 serves a certificate of another namespace, which a ReferenceGrant there
+	// opens to the Gateways of apps.
+	var granted *v1alpha1.LoadBalancerPolicy
+	for _, p := range out.Policies {
+		if p.Annotations[AnnotationPort] == "8447" {
+			granted = p
+		}
+	}
+	if granted == nil || granted.Spec.Listener.TLS == nil || !reflect.DeepEqual(granted.Spec.Listener.TLS.Certificates, []v1alpha1.Certificate{{SecretName: "cert", SecretNamespace: "other"}}) {
+		t.Fatalf("port 8447 is served by %+v, want the certificate of Secret other/cert", granted)
+	}
+	if len(out.Policies) != 3 {
+		t.Fatalf("%d policies, want 3: listeners whose certificate does not resolve are not served", len(out.Policies))
+	}
+	for _, c := range []struct{ listener, reason, says string }{
+		{"any", string(gwv1.ListenerReasonResolvedRefs), ""},
+		{"missing", string(gwv1.ListenerReasonInvalidCertificateRef), "apps/nope of type kubernetes.io/tls not found"},
+		{"broken", string(gwv1.ListenerReasonInvalidCertificateRef), "PEM data"},
+		{"kind", string(gwv1.ListenerReasonInvalidCertificateRef), "kind /ConfigMap is not supported"},
+		{"elsewhere", string(gwv1.ListenerReasonRefNotPermitted), "no ReferenceGrant"},
+		{"granted", string(gwv1.ListenerReasonResolvedRefs), ""},
+	} {
+		rc := listenerCond(t, out, "apps/gw", c.listener, string(gwv1.ListenerConditionResolvedRefs))
+		pc := listenerCond(t, out, "apps/gw", c.listener, string(gwv1.ListenerConditionProgrammed))
+		if rc.Reason != c.reason || !strings.Contains(rc.Message, c.says) || (c.says == "") != (rc.Status == metav1.ConditionTrue) {
+			t.Errorf("listener %s: ResolvedRefs %s %s %q, want reason %s saying %q", c.listener, rc.Status, rc.Reason, rc.Message, c.reason, c.says)
+		}
+		if (c.says == "") != (pc.Status == metav1.ConditionTrue) {
+			t.Errorf("listener %s: Programmed %s %s, want %v", c.listener, pc.Status, pc.Reason, c.says == "")
+		}
+	}
+	// A route attaches to a listener whose certificate does not resolve (attachedRoutes counts it), and is
+	// not served there.
+	for _, l := range out.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw"}].Status.Listeners {
+		if l.AttachedRoutes != 1 {
+			t.Errorf("listener %s has %d routes attached, want 1", l.Name, l.AttachedRoutes)
+		}
+	}
+	for _, n := range []string{"apps/cert", "apps/nope", "apps/broken"} {
+		ns, name, _ := strings.Cut(n, "/")
+		if !out.Secrets[types.NamespacedName{Namespace: ns, Name: name}] {
+			t.Errorf("Secret %s is not among the Secrets the translation read: %v", n, out.Secrets)
+		}
+	}
+	// Every listener has its port on the Gateway's Service, so that the Gateway has an address: one whose
+	// certificate does not resolve refuses connections there.
+	var ports []int32
+	for _, p := range out.Gateways[types.NamespacedName{Namespace: "apps", Name: "gw"}].Ports {
+		if p.AppProtocol != "https" {
+			t.Errorf("port %d has appProtocol %q, want https", p.Port, p.AppProtocol)
+		}
+		ports = append(ports, p.Port)
+	}
+	if !slices.Equal(ports, []int32{443, 8443, 8444, 8445, 8446, 8447}) {
+		t.Errorf("the Gateway's Service ports are %v, want every listener's", ports)
+	}
+}
+
+// A Gateway with no valid listener is not accepted; one with some is, and says the others are not valid.
+func TestGatewayAcceptedNeedsAValidListener(t *testing.T) {
+	tcp := httpListener("tcp", 9000, "")
+	tcp.Protocol = gwv1.TCPProtocolType
+	out := Translate(input([]*gwv1.Gateway{gw("apps", "none", tcp), gw("apps", "some", tcp, httpListener("http", 80, ""))}))
+	for name, want := range map[string]metav1.ConditionStatus{"none": metav1.ConditionFalse, "some": metav1.ConditionTrue} {
+		c := meta.FindStatusCondition(out.Gateways[types.NamespacedName{Namespace: "apps", Name: name}].Status.Conditions, string(gwv1.GatewayConditionAccepted))
+		if c == nil || c.Status != want || c.Reason != string(gwv1.GatewayReasonListenersNotValid) {
+			t.Errorf("Gateway %s: Accepted %+v, want %s with reason ListenersNotValid", name, c, want)
 		}
 	}
 }

@@ -130,7 +130,7 @@ func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
 		}
 		for _, h := range slices.Sorted(maps.Keys(hosts)) {
 			v := hosts[h]
-			p := gw.policy(in, port, v)
+			p := gw.policy(in, port, v, owner(h, listeners))
 			out = append(out, p)
 			key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 			for name := range v.listeners {
@@ -139,6 +139,17 @@ func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
 		}
 	}
 	return out
+}
+
+// owner is the listener of the port that requests for host name h belong to: the most specific one whose
+// name matches h (for an HTTPS port, its certificate is served for h).
+func owner(h string, listeners []*listener) *listener {
+	for _, l := range listeners {
+		if covers(l.hostname(), h) && !isolatedFrom(l, h, listeners) {
+			return l
+		}
+	}
+	return listeners[0]
 }
 
 // isolatedFrom tells whether requests for host name h belong to another listener of the port, one more
@@ -152,8 +163,8 @@ func isolatedFrom(l *listener, h string, listeners []*listener) bool {
 	return false
 }
 
-// policy makes the policy of one host name of one Envoy port.
-func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost) *v1alpha1.LoadBalancerPolicy {
+// policy makes the policy of one host name of one Envoy port; l is the listener the host name belongs to.
+func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener) *v1alpha1.LoadBalancerPolicy {
 	slices.SortStableFunc(v.entries, precedence)
 	hostLabel := "any"
 	if v.hostname != "" {
@@ -172,6 +183,16 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost) *v1alpha1.Lo
 	}
 	if v.hostname != "" {
 		p.Spec.Listener.Hostnames = []string{v.hostname}
+	}
+	if l.spec.Protocol == gwv1.HTTPSProtocolType {
+		// The certificate is served for the policy's host name (SNI), or for clients without SNI or with a
+		// name no other host name of the port has when the policy serves every name.
+		p.Spec.Listener.Protocol = v1alpha1.ProtocolHTTPS
+		cert := v1alpha1.Certificate{SecretName: l.secret.Name}
+		if l.secret.Namespace != gw.obj.Namespace {
+			cert.SecretNamespace = l.secret.Namespace // a ReferenceGrant there allows it (certificate)
+		}
+		p.Spec.Listener.TLS = &v1alpha1.ListenerTLS{Certificates: []v1alpha1.Certificate{cert}}
 	}
 	backends := map[string]int{} // backend name → index in spec.backends
 	for i, e := range v.entries {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -171,6 +172,13 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 		}
 		in.Services[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = ports
 	}
+	in.Secret = func(name types.NamespacedName) string {
+		sec := s.secret(ctx, translate.SecretRef(name))
+		if sec.Err != "" {
+			return sec.Err
+		}
+		return translate.TLSSecretProblem(name.Namespace, name.Name, sec.Cert, sec.Key)
+	}
 	return gatewayapi.Translate(in)
 }
 
@@ -211,12 +219,28 @@ func (s *Source) gatewayPolicies(ctx context.Context, taken map[types.Namespaced
 
 // gatewayServiceUsers lists the Gateway policies that reference the Service name.
 func (s *Source) gatewayServiceUsers(name types.NamespacedName) []*v1alpha1.LoadBalancerPolicy {
+	return s.gatewayPoliciesWith(func(p *v1alpha1.LoadBalancerPolicy) bool {
+		return slices.ContainsFunc(serviceRefs(p), func(ref translate.ServiceRef) bool { return ref.Namespace == name.Namespace && ref.Name == name.Name })
+	})
+}
+
+// gatewaySecretUsers lists the Gateway policies that reference the Secret name (HTTPS listeners'
+// certificates).
+func (s *Source) gatewaySecretUsers(name types.NamespacedName) []*v1alpha1.LoadBalancerPolicy {
+	return s.gatewayPoliciesWith(func(p *v1alpha1.LoadBalancerPolicy) bool {
+		return slices.Contains(translate.SecretRefs(p), translate.SecretRef(name))
+	})
+}
+
+func (s *Source) gatewayPoliciesWith(match func(*v1alpha1.LoadBalancerPolicy) bool) []*v1alpha1.LoadBalancerPolicy {
 	if s.gw == nil {
 		return nil
 	}
+	s.gw.mu.Lock()
+	defer s.gw.mu.Unlock()
 	var out []*v1alpha1.LoadBalancerPolicy
 	for _, p := range s.gw.policies {
-		if slices.ContainsFunc(serviceRefs(p), func(ref translate.ServiceRef) bool { return ref.Namespace == name.Namespace && ref.Name == name.Name }) {
+		if match(p) {
 			out = append(out, p)
 		}
 	}
@@ -416,9 +440,8 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 		wanted[name] = true
 		want := corev1.ServiceSpec{Selector: selector, Type: corev1.ServiceTypeClusterIP}
 		for _, p := range g.Ports {
-			app := "http"
 			want.Ports = append(want.Ports, corev1.ServicePort{Name: p.Name, Port: p.Port, TargetPort: intstr.FromInt32(p.EnvoyPort),
-				Protocol: corev1.ProtocolTCP, AppProtocol: &app})
+				Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To(p.AppProtocol)})
 		}
 		if len(want.Ports) == 0 {
 			continue
@@ -478,6 +501,24 @@ func sameTargets(a, b []corev1.ServicePort) bool {
 // a backendRef resolves only to a Service port that is there. old is nil for an addition or a removal.
 func (s *Source) serviceForGateways(old, cur any) {
 	if s.gw != nil && s.gw.on && servicePortsMoved(old, cur) {
+		s.gatewayChanged()
+	}
+}
+
+// secretForGateways translates the Gateways again after an event on a Secret an HTTPS listener names: whether
+// it is there and holds a usable certificate decides the listener's ResolvedRefs.
+func (s *Source) secretForGateways(o any) {
+	if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = tomb.Obj
+	}
+	sec, ok := o.(*corev1.Secret)
+	if !ok || s.gw == nil || !s.gw.on {
+		return
+	}
+	s.gw.mu.Lock()
+	named := s.gw.out != nil && s.gw.out.Secrets[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}]
+	s.gw.mu.Unlock()
+	if named {
 		s.gatewayChanged()
 	}
 }

@@ -192,6 +192,7 @@ func (s *Source) Start() error {
 				if !initial {
 					s.known.mark(o)
 					s.serviceForGateways(nil, o)
+					s.secretForGateways(o)
 					s.poke()
 				}
 			},
@@ -200,10 +201,11 @@ func (s *Source) Start() error {
 					s.known.mark(old)
 					s.known.mark(cur)
 					s.serviceForGateways(old, cur)
+					s.secretForGateways(cur)
 					s.poke()
 				}
 			},
-			DeleteFunc: func(o any) { s.known.mark(o); s.serviceForGateways(nil, o); s.poke() },
+			DeleteFunc: func(o any) { s.known.mark(o); s.serviceForGateways(nil, o); s.secretForGateways(o); s.poke() },
 		}); err != nil {
 			return err
 		}
@@ -364,12 +366,16 @@ func (s *Source) resync(ctx context.Context) {
 		}
 	}
 	for name := range ch.secrets {
+		users := s.gatewaySecretUsers(name)
 		for _, key := range s.referencing(ctx, c, policySecretIndex, name) {
 			if p := s.known.policies[key]; p != nil {
-				for _, ref := range translate.SecretRefs(p) {
-					if ref == translate.SecretRef(name) {
-						rd.readSecrets[ref] = true
-					}
+				users = append(users, p)
+			}
+		}
+		for _, p := range users {
+			for _, ref := range translate.SecretRefs(p) {
+				if ref == translate.SecretRef(name) {
+					rd.readSecrets[ref] = true
 				}
 			}
 		}

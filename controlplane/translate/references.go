@@ -59,7 +59,14 @@ func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Sec
 		for i, c := range t.Certificates {
 			name := fmt.Sprintf("%s/%s/certificate-%d", p.Namespace, p.Name, i)
 			if c.SecretName != "" {
-				cert, key, msg := tlsSecret(refs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName", i), p.Namespace, c.SecretName)
+				ref := certificateSecret(p, &c)
+				if ref.Namespace != p.Namespace && !refs.CrossNamespace && !refs.Granted[KeyOf(p)] {
+					// A policy must not serve another team's certificate and key unless the operator allows it.
+					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretNamespace: Secret %s/%s is in another namespace, which is not allowed (lbplane serve --allow-cross-namespace-refs)",
+						i, ref.Namespace, ref.Name))
+					continue
+				}
+				cert, key, msg := tlsSecret(refs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretName", i), ref.Namespace, ref.Name)
 				if msg != "" {
 					errs = append(errs, msg)
 				} else {

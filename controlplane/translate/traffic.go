@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"strconv"
@@ -110,11 +111,16 @@ func SecretRefs(p *v1alpha1.LoadBalancerPolicy) []SecretRef {
 	if t := p.Spec.Listener.TLS; t != nil {
 		for _, c := range t.Certificates {
 			if c.SecretName != "" {
-				out = append(out, SecretRef{Namespace: p.Namespace, Name: c.SecretName})
+				out = append(out, certificateSecret(p, &c))
 			}
 		}
 	}
 	return append(out, backendSecretRefs(p)...)
+}
+
+// certificateSecret is the Secret a listener certificate names.
+func certificateSecret(p *v1alpha1.LoadBalancerPolicy, c *v1alpha1.Certificate) SecretRef {
+	return SecretRef{Namespace: cmp.Or(c.SecretNamespace, p.Namespace), Name: c.SecretName}
 }
 
 // backendFiles lists the files a policy's backends reference beyond their CA (client certificates).
@@ -168,12 +174,21 @@ func tlsSecret(refs Refs, field, namespace, name string) (cert, key []byte, errM
 	case sec.Err != "":
 		return nil, nil, field + ": " + sec.Err
 	}
-	if holdsPrivateKey(sec.Cert) {
-		// As for certificateFile: the chain goes to Envoy as it is, and shows in its /config_dump.
-		return nil, nil, fmt.Sprintf("%s: Secret %s/%s: tls.crt holds a private key; it must hold certificates only", field, namespace, name)
-	}
-	if _, err := tls.X509KeyPair(sec.Cert, sec.Key); err != nil {
-		return nil, nil, fmt.Sprintf("%s: Secret %s/%s: %v", field, namespace, name, err)
+	if msg := TLSSecretProblem(namespace, name, sec.Cert, sec.Key); msg != "" {
+		return nil, nil, field + ": " + msg
 	}
 	return sec.Cert, sec.Key, ""
+}
+
+// TLSSecretProblem says what makes a kubernetes.io/tls Secret's certificate chain and key unusable to serve,
+// "" when nothing does.
+func TLSSecretProblem(namespace, name string, cert, key []byte) string {
+	if holdsPrivateKey(cert) {
+		// As for certificateFile: the chain goes to Envoy as it is, and shows in its /config_dump.
+		return fmt.Sprintf("Secret %s/%s: tls.crt holds a private key; it must hold certificates only", namespace, name)
+	}
+	if _, err := tls.X509KeyPair(cert, key); err != nil {
+		return fmt.Sprintf("Secret %s/%s: %v", namespace, name, err)
+	}
+	return ""
 }

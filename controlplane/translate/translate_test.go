@@ -3,6 +3,9 @@ package translate_test
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/internal/tools"
 )
 
 func pol(name string, created time.Time) *v1alpha1.LoadBalancerPolicy {
@@ -250,5 +254,48 @@ func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
 		Reach: reach.Rules{Kubernetes: true}}).Policies.Of(translate.KeyOf(raw))
 	if r.Accepted || len(r.Errors) != 1 || r.Errors[0].Path != "spec.backends[0].endpoints[0].address" || !strings.Contains(r.Errors[0].Msg, `not allowed in namespace "shop"`) {
 		t.Errorf("a raw address in Kubernetes mode: accepted %v, %v", r.Accepted, r.Errors)
+	}
+}
+
+// A listener certificate from another namespace's Secret is served only with permission: the operator's
+// (--allow-cross-namespace-refs) or, for the policies a Gateway becomes, a ReferenceGrant its source checked.
+func TestCrossNamespaceCertificatesNeedPermission(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(tools.RepoRoot(), "examples", "certs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	p := pol("tls", time.Now())
+	p.Namespace = "shop"
+	p.Spec.Listener.Protocol = v1alpha1.ProtocolHTTPS
+	p.Spec.Listener.TLS = &v1alpha1.ListenerTLS{Certificates: []v1alpha1.Certificate{{SecretName: "cert", SecretNamespace: "billing"}}}
+	secrets := map[translate.SecretRef]translate.TLSSecret{{Namespace: "billing", Name: "cert"}: {Cert: read("app.example.com.crt"), Key: read("app.example.com.key")}}
+	if refs := translate.SecretRefs(p); !slices.Equal(refs, []translate.SecretRef{{Namespace: "billing", Name: "cert"}}) {
+		t.Fatalf("the policy references %v, want billing/cert", refs)
+	}
+	served := func(refs translate.Refs) (bool, string) {
+		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
+		r := res.Policies.Of(translate.KeyOf(p))
+		g := res.IR.Groups["default"]
+		if g == nil {
+			return false, r.ResolvedRefsMessage
+		}
+		for _, s := range g.Secrets {
+			if s.CertificateChain != nil {
+				return r.ResolvedRefs, r.ResolvedRefsMessage
+			}
+		}
+		return false, r.ResolvedRefsMessage
+	}
+	if ok, msg := served(translate.Refs{Secrets: secrets}); ok || !strings.Contains(msg, "spec.listener.tls.certificates[0].secretNamespace: Secret billing/cert is in another namespace, which is not allowed") {
+		t.Errorf("without permission: served %v, %q", ok, msg)
+	}
+	if ok, msg := served(translate.Refs{Secrets: secrets, CrossNamespace: true}); !ok {
+		t.Errorf("with --allow-cross-namespace-refs: not served: %s", msg)
+	}
+	if ok, msg := served(translate.Refs{Secrets: secrets, Granted: map[translate.Key]bool{translate.KeyOf(p): true}}); !ok {
+		t.Errorf("granted: not served: %s", msg)
 	}
 }
