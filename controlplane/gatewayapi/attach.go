@@ -19,12 +19,20 @@ type attachedRule struct {
 	backends  []backend
 }
 
-// backend is one backendRef of a rule, resolved: a Service port, or invalid (its share gets 500).
+// backend is one backendRef of a rule, resolved: a Service port, or invalid (its share gets 500); or the
+// Service a RequestMirror filter copies requests to (mirror, with the share of requests in percent).
 type backend struct {
 	namespace, name string
 	port            int32
 	weight          int32
 	invalid         bool
+	mirror          bool
+	percent         int32
+}
+
+// same tells whether b and o are the same Service port.
+func (b backend) same(o backend) bool {
+	return b.namespace == o.namespace && b.name == o.name && b.port == o.port
 }
 
 // grants are the ReferenceGrants of the cluster.
@@ -97,12 +105,29 @@ func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, b
 		}
 	}
 	for i, rule := range r.Spec.Rules {
+		// The backendRefs, then the Services the rule's RequestMirror filters name, resolved alike.
+		type named struct {
+			ref  gwv1.BackendObjectReference
+			path string
+			b    backend
+		}
+		var refs []named
 		for j, ref := range rule.BackendRefs {
-			path := fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j)
-			b := backend{weight: 1, namespace: r.Namespace, name: string(ref.Name)}
+			b := backend{weight: 1}
 			if ref.Weight != nil {
 				b.weight = *ref.Weight
 			}
+			refs = append(refs, named{ref.BackendObjectReference, fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j), b})
+		}
+		for j, f := range rule.Filters {
+			if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
+				refs = append(refs, named{f.RequestMirror.BackendRef, fmt.Sprintf("spec.rules[%d].filters[%d].requestMirror.backendRef", i, j),
+					backend{mirror: true, percent: mirrorPercent(f.RequestMirror)}})
+			}
+		}
+		for _, n := range refs {
+			ref, path, b := n.ref, n.path, n.b
+			b.namespace, b.name = r.Namespace, string(ref.Name)
 			if ref.Namespace != nil {
 				b.namespace = string(*ref.Namespace)
 			}
@@ -142,6 +167,22 @@ func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, b
 		return out, true, string(gwv1.RouteReasonResolvedRefs), "all references resolved"
 	}
 	return out, false, reason, msg
+}
+
+// mirrorPercent is the share of requests a mirror copies, in whole percent (lbplane's unit): percent, or the
+// fraction rounded to the nearest percent, or all of them.
+func mirrorPercent(m *gwv1.HTTPRequestMirrorFilter) int32 {
+	switch {
+	case m.Percent != nil:
+		return *m.Percent
+	case m.Fraction != nil:
+		den := int32(100)
+		if m.Fraction.Denominator != nil && *m.Fraction.Denominator > 0 {
+			den = *m.Fraction.Denominator
+		}
+		return int32((int64(m.Fraction.Numerator)*100 + int64(den)/2) / int64(den))
+	}
+	return 100
 }
 
 // attachRoute attaches r to the listeners of gw that ref selects and that take it; it says why not when

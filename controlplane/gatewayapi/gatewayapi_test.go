@@ -553,3 +553,81 @@ func TestGatewayAcceptedNeedsAValidListener(t *testing.T) {
 		}
 	}
 }
+
+// A redirect that sets neither scheme nor port sends the client back to the Gateway listener's port (not the
+// Envoy port behind the Gateway's Service); one that sets the scheme leaves the port to the scheme's.
+func TestRedirectKeepsTheListenerPort(t *testing.T) {
+	for _, c := range []struct {
+		scheme *string
+		port   *gwv1.PortNumber
+		want   *int32
+	}{{nil, nil, ptr(int32(8080))}, {ptr("https"), nil, nil}, {nil, ptr(gwv1.PortNumber(8443)), ptr(int32(8443))}} {
+		r := redirect(&gwv1.HTTPRequestRedirectFilter{Scheme: c.scheme, Hostname: ptr(gwv1.PreciseHostname("example.org")), Port: c.port}, nil, 8080)
+		if (r.Port == nil) != (c.want == nil) || (r.Port != nil && *r.Port != *c.want) {
+			t.Errorf("scheme %v, port %v: redirect port %v, want %v", c.scheme, c.port, r.Port, c.want)
+		}
+	}
+}
+
+// A rule's timeouts become the route's: request the whole-request timeout, backendRequest each try's.
+func TestRuleTimeouts(t *testing.T) {
+	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)},
+		Timeouts: &gwv1.HTTPRouteTimeouts{Request: ptr(gwv1.Duration("500ms")), BackendRequest: ptr(gwv1.Duration("250ms"))}}
+	off := gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{prefix("/off")}, BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)},
+		Timeouts: &gwv1.HTTPRouteTimeouts{BackendRequest: ptr(gwv1.Duration("0s"))}}
+	out := Translate(input([]*gwv1.Gateway{gw("apps", "gw", httpListener("http", 80, ""))}, route("apps", "r", 1, "apps/gw", nil, rule, off)))
+	valid(t, out)
+	rt := policyFor(t, out, "").Spec.Routes[1]
+	if rt.Timeout == nil || rt.Timeout.Duration != 500*time.Millisecond {
+		t.Errorf("route timeout %v, want 500ms", rt.Timeout)
+	}
+	if rt.Retry == nil || rt.Retry.PerTryTimeout == nil || rt.Retry.PerTryTimeout.Duration != 250*time.Millisecond {
+		t.Errorf("retry %+v, want a per-try timeout of 250ms", rt.Retry)
+	}
+	if off := policyFor(t, out, "").Spec.Routes[0]; off.Retry != nil || off.Timeout != nil {
+		t.Errorf("backendRequest 0s: timeout %v, retry %+v; want the route's defaults", off.Timeout, off.Retry)
+	}
+}
+
+// RequestMirror filters copy requests to the Services they name, each its share; one that does not resolve
+// copies nothing and makes the route's ResolvedRefs false; a second one of the same Service port, or one of
+// a Service the rule routes to, copies nothing.
+func TestRequestMirrors(t *testing.T) {
+	mirror := func(name string, port int32, m gwv1.HTTPRequestMirrorFilter) gwv1.HTTPRouteFilter {
+		m.BackendRef = gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: ptr(gwv1.PortNumber(port))}
+		return gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestMirror, RequestMirror: &m}
+	}
+	rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}, Filters: []gwv1.HTTPRouteFilter{
+		mirror("api", 8080, gwv1.HTTPRequestMirrorFilter{}),
+		mirror("api", 8080, gwv1.HTTPRequestMirrorFilter{Fraction: &gwv1.Fraction{Numerator: 1, Denominator: ptr(int32(3))}}),
+		mirror("web", 80, gwv1.HTTPRequestMirrorFilter{Percent: ptr(int32(20))}),
+		mirror("missing", 80, gwv1.HTTPRequestMirrorFilter{}),
+	}}
+	out := Translate(input([]*gwv1.Gateway{gw("apps", "gw", httpListener("http", 80, ""))}, route("apps", "r", 1, "apps/gw", nil, rule)))
+	valid(t, out)
+	p := policyFor(t, out, "")
+	rt := p.Spec.Routes[0]
+	var got []string
+	for _, m := range rt.Mirrors {
+		got = append(got, fmt.Sprintf("%s %d", p.Spec.Backends[slices.IndexFunc(p.Spec.Backends, func(b v1alpha1.Backend) bool { return b.Name == m.Backend })].Service.Name, *m.Percent))
+	}
+	if want := []string{"api 100"}; !slices.Equal(got, want) {
+		t.Errorf("mirrors %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		m    gwv1.HTTPRequestMirrorFilter
+		want int32
+	}{{gwv1.HTTPRequestMirrorFilter{}, 100}, {gwv1.HTTPRequestMirrorFilter{Percent: ptr(int32(20))}, 20},
+		{gwv1.HTTPRequestMirrorFilter{Fraction: &gwv1.Fraction{Numerator: 1, Denominator: ptr(int32(3))}}, 33},
+		{gwv1.HTTPRequestMirrorFilter{Fraction: &gwv1.Fraction{Numerator: 1}}, 1}} {
+		if got := mirrorPercent(&c.m); got != c.want {
+			t.Errorf("mirror %+v copies %d %%, want %d", c.m, got, c.want)
+		}
+	}
+	if len(rt.Backends) != 1 || *rt.Backends[0].Weight != 1 || rt.ErrorWeight != nil {
+		t.Errorf("the route's backends are %+v (error weight %v), want web alone: a mirror takes no share", rt.Backends, rt.ErrorWeight)
+	}
+	if c := parentCond(t, out, "apps/r", string(gwv1.RouteConditionResolvedRefs)); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "requestMirror.backendRef: Service apps/missing not found") {
+		t.Errorf("ResolvedRefs %+v", c)
+	}
+}

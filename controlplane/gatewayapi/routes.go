@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -196,7 +197,7 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 	}
 	backends := map[string]int{} // backend name → index in spec.backends
 	for i, e := range v.entries {
-		p.Spec.Routes = append(p.Spec.Routes, routeOf(e, fmt.Sprintf("r%d", i), p, backends))
+		p.Spec.Routes = append(p.Spec.Routes, routeOf(e, fmt.Sprintf("r%d", i), p, backends, int32(port)))
 	}
 	if len(p.Spec.Routes) == 0 {
 		// Nothing attached: the host name answers 404, as it would with routes that do not match.
@@ -207,7 +208,7 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 
 // routeOf turns one match of one rule into a route of the policy, adding the Services it names to
 // spec.backends once per Service port.
-func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[string]int) v1alpha1.Route {
+func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[string]int, port int32) v1alpha1.Route {
 	rt := v1alpha1.Route{Name: name}
 	m := e.match
 	if pm := m.Path; pm != nil && pm.Value != nil {
@@ -248,25 +249,33 @@ func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[
 			}
 		case gwv1.HTTPRouteFilterRequestRedirect:
 			if f.RequestRedirect != nil {
-				rt.Redirect = redirect(f.RequestRedirect, m.Path)
+				rt.Redirect = redirect(f.RequestRedirect, m.Path, port)
 			}
 		}
 	}
 	if rt.Redirect != nil {
 		return rt
 	}
+	timeouts(rule.Timeouts, &rt)
 	var errorWeight int32
 	for _, b := range e.rule.backends {
-		if b.invalid {
+		switch {
+		case b.mirror && !b.invalid && b.percent > 0 && !slices.ContainsFunc(e.rule.backends, func(o backend) bool { return !o.mirror && o.same(b) }):
+			// A mirror that does not resolve copies nothing (the route's ResolvedRefs says why); nor does one
+			// of a Service port the rule routes to, nor a second one of the same (lbplane mirrors to other
+			// backends, each once: the first wins).
+			name := addBackend(p, backends, b)
+			if !slices.ContainsFunc(rt.Mirrors, func(m v1alpha1.Mirror) bool { return m.Backend == name }) {
+				rt.Mirrors = append(rt.Mirrors, v1alpha1.Mirror{Backend: name, Percent: ptr(b.percent)})
+			}
+			continue
+		case b.mirror:
+			continue
+		case b.invalid:
 			errorWeight += b.weight
 			continue
 		}
-		bname := fmt.Sprintf("%s-%d-%s", dnsLabel(b.name, 40), b.port, hash8(b.namespace, b.name)[:6])
-		if _, ok := backends[bname]; !ok {
-			backends[bname] = len(p.Spec.Backends)
-			p.Spec.Backends = append(p.Spec.Backends, v1alpha1.Backend{Name: bname,
-				Service: &v1alpha1.ServiceRef{Namespace: b.namespace, Name: b.name, Port: b.port}})
-		}
+		bname := addBackend(p, backends, b)
 		if i := slices.IndexFunc(rt.Backends, func(r v1alpha1.BackendRef) bool { return r.Name == bname }); i >= 0 {
 			*rt.Backends[i].Weight += b.weight
 		} else {
@@ -281,12 +290,50 @@ func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[
 	case served == 0:
 		// No backend, or none that resolves or takes traffic: every request gets 500, as the specification
 		// asks.
-		rt.Backends = nil
+		rt.Backends, rt.Mirrors = nil, nil
 		rt.DirectResponse = &v1alpha1.DirectResponse{Status: 500}
 	case errorWeight > 0:
 		rt.ErrorWeight = ptr(errorWeight)
 	}
 	return rt
+}
+
+// addBackend adds the Service port b names to the policy's backends, once, and returns its name there.
+func addBackend(p *v1alpha1.LoadBalancerPolicy, backends map[string]int, b backend) string {
+	name := fmt.Sprintf("%s-%d-%s", dnsLabel(b.name, 40), b.port, hash8(b.namespace, b.name)[:6])
+	if _, ok := backends[name]; !ok {
+		backends[name] = len(p.Spec.Backends)
+		p.Spec.Backends = append(p.Spec.Backends, v1alpha1.Backend{Name: name,
+			Service: &v1alpha1.ServiceRef{Namespace: b.namespace, Name: b.name, Port: b.port}})
+	}
+	return name
+}
+
+// timeouts maps a rule's timeouts: request is the route's whole-request timeout ("0s" turns it off in both),
+// backendRequest each try's ("0s": none but the route's), with the retries every route has without a retry
+// block (a request that never reached an endpoint is tried on another at once).
+func timeouts(t *gwv1.HTTPRouteTimeouts, rt *v1alpha1.Route) {
+	if t == nil {
+		return
+	}
+	duration := func(d *gwv1.Duration) *metav1.Duration {
+		if d == nil {
+			return nil
+		}
+		v, err := time.ParseDuration(string(*d))
+		if err != nil {
+			return nil // the CRD's pattern admits only what time.ParseDuration reads
+		}
+		return &metav1.Duration{Duration: v}
+	}
+	rt.Timeout = duration(t.Request)
+	// "0s" turns the per-try timeout off: each try then has the route's.
+	if d := duration(t.BackendRequest); d != nil && d.Duration > 0 {
+		base := v1alpha1.DefaultConnectRetryBackoffBase
+		rt.Retry = &v1alpha1.Retry{Conditions: []v1alpha1.RetryOn{v1alpha1.RetryOnConnectFailure, v1alpha1.RetryOnRefusedStream},
+			Attempts: ptr(int32(v1alpha1.DefaultRetryAttempts)), PerTryTimeout: d,
+			Backoff: &v1alpha1.Backoff{Base: &metav1.Duration{Duration: base}, Max: &metav1.Duration{Duration: 10 * base}}}
+	}
 }
 
 func headerModifier(f *gwv1.HTTPHeaderFilter) *v1alpha1.HeaderModifier {
@@ -300,7 +347,10 @@ func headerModifier(f *gwv1.HTTPHeaderFilter) *v1alpha1.HeaderModifier {
 	return hm
 }
 
-func redirect(f *gwv1.HTTPRequestRedirectFilter, match *gwv1.HTTPPathMatch) *v1alpha1.Redirect {
+// port is the Gateway listener's: a redirect that sets neither scheme nor port keeps the port the client
+// connected to, which is the listener's and not the Envoy port behind the Gateway's Service (the
+// specification; Envoy leaves out 80 for http and 443 for https).
+func redirect(f *gwv1.HTTPRequestRedirectFilter, match *gwv1.HTTPPathMatch, port int32) *v1alpha1.Redirect {
 	r := &v1alpha1.Redirect{}
 	if f.Scheme != nil {
 		r.Scheme = strings.ToLower(*f.Scheme)
@@ -308,8 +358,11 @@ func redirect(f *gwv1.HTTPRequestRedirectFilter, match *gwv1.HTTPPathMatch) *v1a
 	if f.Hostname != nil {
 		r.Hostname = string(*f.Hostname)
 	}
-	if f.Port != nil {
+	switch {
+	case f.Port != nil:
 		r.Port = ptr(int32(*f.Port))
+	case f.Scheme == nil:
+		r.Port = ptr(port)
 	}
 	if f.StatusCode != nil {
 		r.StatusCode = ptr(int32(*f.StatusCode))
