@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	"sigs.k8s.io/gateway-api/pkg/features"
 )
 
 // GatewayClassName is the GatewayClass the chart creates with gatewayAPI.enabled=true.
@@ -31,13 +32,37 @@ var Implementation = confv1.Implementation{
 // Profile is the conformance profile run by default: HTTP on Gateways.
 var Profile = suite.GatewayHTTPConformanceProfile
 
+// Extended are the GATEWAY-HTTP profile's extended features lbplane supports, and the suite tests by
+// default; each of them passes (docs/gateway-api.md says what each maps to).
+var Extended = []features.FeatureName{
+	features.SupportGatewayPort8080,
+	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteDestinationPortMatching,
+	features.SupportHTTPRouteParentRefPort,
+	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRoutePortRedirect,
+	features.SupportHTTPRouteSchemeRedirect,
+	features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRoute303RedirectStatusCode,
+	features.SupportHTTPRoute307RedirectStatusCode,
+	features.SupportHTTPRoute308RedirectStatusCode,
+	features.SupportHTTPRouteRequestTimeout,
+	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+}
+
 // Defaults fills in lbplane's settings for what the command line left alone; explicit is true for the names
 // of the flags given (the suite's own: -gateway-class, -conformance-profiles, -supported-features, ...), which
 // always win.
 //
 // Without -supported-features, -exempt-features, -all-features or -run-test the suite would take the features
-// to test from the GatewayClass's status; the default here is the profile's core features only, the same on
-// every run whatever the controller claims. Extended features are added with -supported-features.
+// to test from the GatewayClass's status; the default here is the profile's core features and Extended, the
+// same on every run whatever the controller claims. -supported-features names others.
 func Defaults(o *suite.ConfigurableOptions, explicit func(flag string) bool, version string) {
 	if !explicit("gateway-class") {
 		o.GatewayClassName = GatewayClassName
@@ -46,7 +71,7 @@ func Defaults(o *suite.ConfigurableOptions, explicit func(flag string) bool, ver
 		o.ConformanceProfiles = []suite.ConformanceProfileName{Profile.Name}
 	}
 	if !explicit("supported-features") && !explicit("exempt-features") && !explicit("all-features") && !explicit("run-test") {
-		o.SupportedFeatures = sets.List(Profile.CoreFeatures)
+		o.SupportedFeatures = sets.List(Profile.CoreFeatures.Clone().Insert(Extended...))
 	}
 	if !explicit("organization") {
 		o.Implementation.Organization = Implementation.Organization

@@ -21,8 +21,8 @@ func TestDefaults(t *testing.T) {
 	if !slices.Equal(o.ConformanceProfiles, []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}) {
 		t.Errorf("profiles %v, want GATEWAY-HTTP", o.ConformanceProfiles)
 	}
-	// Core only: the three core features, so the suite neither infers from the GatewayClass nor runs extended tests.
-	want := []features.FeatureName{features.SupportGateway, features.SupportHTTPRoute, features.SupportReferenceGrant}
+	// The three core features and lbplane's extended ones, so the suite never infers from the GatewayClass.
+	want := append([]features.FeatureName{features.SupportGateway, features.SupportHTTPRoute, features.SupportReferenceGrant}, Extended...)
 	got := slices.Clone(o.SupportedFeatures)
 	slices.Sort(got)
 	slices.Sort(want)
@@ -93,5 +93,17 @@ func TestReportPath(t *testing.T) {
 	r = confv1.ConformanceReport{GatewayAPIVersion: "..", Implementation: confv1.Implementation{Version: "../../x"}}
 	if got, want := ReportPath("reports", r), filepath.Join("reports", "__", "UNDEFINED-.._.._x-default-report.yaml"); got != want {
 		t.Errorf("ReportPath = %q, want %q", got, want)
+	}
+}
+
+// Every feature lbplane claims is one of the profile's extended features, claimed once: the report lists them
+// under the profile, and a feature of another profile would not be tested there.
+func TestExtendedAreTheProfiles(t *testing.T) {
+	seen := map[features.FeatureName]bool{}
+	for _, f := range Extended {
+		if !Profile.ExtendedFeatures.Has(f) || seen[f] {
+			t.Errorf("%s: not an extended feature of %s, or listed twice", f, Profile.Name)
+		}
+		seen[f] = true
 	}
 }
