@@ -39,7 +39,8 @@ test: test-go test-cluster
 ## test-go: gofmt, vet, staticcheck, generated files, every Go test under the race detector (real Envoy and
 ## backends on loopback, kube-apiserver and etcd, headless Chromium), and a short fuzz run
 test-go: tools lint check-generated
-	$(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout 25m ./...
+	$(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout 40m ./...
+	cd conformance && $(GO) test -count=1 .
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=15s -fuzzminimizetime=$(FUZZMINIMIZE) ./controlplane/translate
 
 ## stress: the e2e and kubetest packages three times in a row while a background load keeps every core busy and churns loopback connections; report into bench/results/<date>-<host>-stress/ (about 45 minutes on two cores)
