@@ -331,6 +331,19 @@ const (
 	DefaultConnectRetryBackoffBase = time.Millisecond
 )
 
+// ImplicitRetry is the retry block a route without one behaves as: a request that never reached an endpoint
+// (it refused the connection or the stream) is tried again on another. That is safe for every method, since
+// nothing was sent, and it is what nginx does by default (proxy_next_upstream error). Without it, every
+// request balanced to a dead endpoint failed until health checking took the endpoint out: 599 failed
+// requests in 15 s at 200 requests/s with lbplane's default checks, in the health benchmark, against none
+// through nginx. A retry block with attempts: 0 turns it off. Its back-off is short (see
+// DefaultConnectRetryBackoffBase): with 25 ms, every retried request paid up to 25 ms.
+func ImplicitRetry() *Retry {
+	return &Retry{Conditions: []RetryOn{RetryOnConnectFailure, RetryOnRefusedStream}, Attempts: ptr(int32(DefaultRetryAttempts)),
+		AvoidPreviousHosts: ptr(true), Backoff: &Backoff{Base: &metav1.Duration{Duration: DefaultConnectRetryBackoffBase},
+			Max: &metav1.Duration{Duration: 10 * DefaultConnectRetryBackoffBase}}}
+}
+
 // DefaultPassive is the outlier detection of a backend whose healthCheck.passive is unset (see
 // DefaultLocalOriginFailures).
 func DefaultPassive() *PassiveHealthCheck {

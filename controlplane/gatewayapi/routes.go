@@ -329,10 +329,8 @@ func timeouts(t *gwv1.HTTPRouteTimeouts, rt *v1alpha1.Route) {
 	rt.Timeout = duration(t.Request)
 	// "0s" turns the per-try timeout off: each try then has the route's.
 	if d := duration(t.BackendRequest); d != nil && d.Duration > 0 {
-		base := v1alpha1.DefaultConnectRetryBackoffBase
-		rt.Retry = &v1alpha1.Retry{Conditions: []v1alpha1.RetryOn{v1alpha1.RetryOnConnectFailure, v1alpha1.RetryOnRefusedStream},
-			Attempts: ptr(int32(v1alpha1.DefaultRetryAttempts)), PerTryTimeout: d,
-			Backoff: &v1alpha1.Backoff{Base: &metav1.Duration{Duration: base}, Max: &metav1.Duration{Duration: 10 * base}}}
+		rt.Retry = v1alpha1.ImplicitRetry()
+		rt.Retry.PerTryTimeout = d
 	}
 }
 

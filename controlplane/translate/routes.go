@@ -7,17 +7,23 @@ import (
 	"github.com/lbplane/lbplane/controlplane/ir"
 )
 
-// defaultRetry is what a route without a retry block gets: a request that never reached an endpoint (it
-// refused the connection or the stream) is tried again on another. That is safe for every method, since
-// nothing was sent, and it is what nginx does by default (proxy_next_upstream error). Without it, every
-// request balanced to a dead endpoint failed until health checking took the endpoint out: 599 failed
-// requests in 15 s at 200 requests/s with lbplane's default checks, in the health benchmark, against none
-// through nginx. A retry block with attempts: 0 turns it off. Its back-off is short (see
-// DefaultConnectRetryBackoffBase): with 25 ms, every retried request paid up to 25 ms.
-func defaultRetry() *ir.Retry {
-	return &ir.Retry{On: []string{string(v1alpha1.RetryOnConnectFailure), string(v1alpha1.RetryOnRefusedStream)},
-		Attempts: v1alpha1.DefaultRetryAttempts, BackoffBase: v1alpha1.DefaultConnectRetryBackoffBase, BackoffMax: 10 * v1alpha1.DefaultConnectRetryBackoffBase,
-		AvoidPreviousHosts: true}
+// defaultRetry is what a route without a retry block gets (v1alpha1.ImplicitRetry).
+func defaultRetry() *ir.Retry { return retryOf(v1alpha1.ImplicitRetry()) }
+
+// retryOf is a defaulted retry block in the IR.
+func retryOf(rr *v1alpha1.Retry) *ir.Retry {
+	ret := &ir.Retry{Attempts: uint32(*rr.Attempts), BackoffBase: rr.Backoff.Base.Duration, BackoffMax: rr.Backoff.Max.Duration,
+		AvoidPreviousHosts: *rr.AvoidPreviousHosts}
+	for _, on := range rr.Conditions {
+		ret.On = append(ret.On, string(on))
+	}
+	for _, c := range rr.StatusCodes {
+		ret.StatusCodes = append(ret.StatusCodes, uint32(c))
+	}
+	if rr.PerTryTimeout != nil {
+		ret.PerTryTimeout = rr.PerTryTimeout.Duration
+	}
+	return ret
 }
 
 func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, hashKeys map[string][]ir.HashKey) *ir.Route {
@@ -52,18 +58,7 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 		route.IdleTimeout = &d
 	}
 	if rr := rt.Retry; rr != nil {
-		ret := &ir.Retry{Attempts: uint32(*rr.Attempts), BackoffBase: rr.Backoff.Base.Duration, BackoffMax: rr.Backoff.Max.Duration,
-			AvoidPreviousHosts: *rr.AvoidPreviousHosts}
-		for _, on := range rr.Conditions {
-			ret.On = append(ret.On, string(on))
-		}
-		for _, c := range rr.StatusCodes {
-			ret.StatusCodes = append(ret.StatusCodes, uint32(c))
-		}
-		if rr.PerTryTimeout != nil {
-			ret.PerTryTimeout = rr.PerTryTimeout.Duration
-		}
-		route.Retry = ret
+		route.Retry = retryOf(rr)
 	} else {
 		route.Retry = defaultRetry()
 	}
