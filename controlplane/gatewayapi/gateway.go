@@ -54,7 +54,8 @@ func ptr[T any](v T) *T { return &v }
 
 func newGateway(g *gwv1.Gateway, in Input, grants grants, secrets map[types.NamespacedName]bool) *gateway {
 	gw := &gateway{obj: g, key: types.NamespacedName{Namespace: g.Namespace, Name: g.Name},
-		result: &Gateway{Generation: g.Generation, Policies: map[gwv1.SectionName][]types.NamespacedName{}}, envoyPort: map[gwv1.PortNumber]int32{}}
+		result:    &Gateway{Generation: g.Generation, Policies: map[gwv1.SectionName][]types.NamespacedName{}, unserved: map[gwv1.SectionName]string{}},
+		envoyPort: map[gwv1.PortNumber]int32{}}
 	for i := range g.Spec.Listeners {
 		l := &g.Spec.Listeners[i]
 		gw.listeners = append(gw.listeners, &listener{spec: l, status: &gwv1.ListenerStatus{Name: l.Name}})
@@ -100,8 +101,11 @@ func (gw *gateway) checkListeners(in Input, grants grants, secrets map[types.Nam
 		if accepted && l.spec.Protocol == gwv1.HTTPSProtocolType {
 			var certReason, certMsg string
 			l.secret, certOK, certReason, certMsg = gw.certificate(l.spec, in, grants, secrets)
-			if !certOK && resolved {
-				resolved, resolvedReason, resolvedMsg = false, certReason, certMsg
+			if !certOK {
+				gw.result.unserved[l.spec.Name] = "the listener's certificate does not resolve: " + certMsg
+				if resolved {
+					resolved, resolvedReason, resolvedMsg = false, certReason, certMsg
+				}
 			}
 		}
 		st.SupportedKinds = slices.Clone(l.kinds)
@@ -309,10 +313,8 @@ func (g *Gateway) Programmed(programmed func(types.NamespacedName) (bool, string
 	for i := range st.Listeners {
 		l := &st.Listeners[i]
 		ok, msg := true, "the Envoys acknowledged the listener's configuration"
-		if c := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionResolvedRefs)); c != nil && c.Status != metav1.ConditionTrue &&
-			(c.Reason == string(gwv1.ListenerReasonInvalidCertificateRef) || c.Reason == string(gwv1.ListenerReasonRefNotPermitted)) {
-			meta.SetStatusCondition(&l.Conditions, condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid),
-				"the listener's references do not resolve: "+c.Message, gen))
+		if why, ok := g.unserved[l.Name]; ok {
+			meta.SetStatusCondition(&l.Conditions, condition(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), why, gen))
 			continue
 		}
 		if c := meta.FindStatusCondition(l.Conditions, string(gwv1.ListenerConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {

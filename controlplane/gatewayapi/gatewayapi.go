@@ -80,6 +80,9 @@ type Gateway struct {
 	// Policies are the keys (namespace/name) of the policies serving the Gateway, per listener name.
 	Policies map[gwv1.SectionName][]types.NamespacedName
 	accepted bool
+	// unserved holds the listeners that are valid but not served, each with why (an HTTPS listener whose
+	// certificate does not resolve).
+	unserved map[gwv1.SectionName]string
 }
 
 // PortMapping is one port of a Gateway's Service: clients connect to Port, the Envoys listen on EnvoyPort.
