@@ -20,3 +20,6 @@ var RouteParents = routeParents
 
 // ServicePortsMoved is servicePortsMoved, for tests.
 var ServicePortsMoved = servicePortsMoved
+
+// SameTargets is sameTargets, for tests.
+var SameTargets = sameTargets

@@ -491,9 +491,12 @@ func (s *Source) keepGatewayServices(ctx context.Context, out *gatewayapi.Output
 	return addrs
 }
 
-func sameTargets(a, b []corev1.ServicePort) bool {
-	return slices.EqualFunc(a, b, func(x, y corev1.ServicePort) bool {
-		return x.Name == y.Name && x.Port == y.Port && x.TargetPort == y.TargetPort
+// sameTargets tells whether a Gateway's Service has the ports lbplane wants, the fields it sets (the API
+// server fills in the others, such as nodePort): a listener that turns from HTTP to HTTPS changes only the
+// port's appProtocol.
+func sameTargets(have, want []corev1.ServicePort) bool {
+	return slices.EqualFunc(have, want, func(x, y corev1.ServicePort) bool {
+		return x.Name == y.Name && x.Port == y.Port && x.TargetPort == y.TargetPort && ptr.Equal(x.AppProtocol, y.AppProtocol)
 	})
 }
 

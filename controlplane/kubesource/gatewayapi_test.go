@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -96,5 +97,20 @@ func TestServicePortsMoved(t *testing.T) {
 		if got := kubesource.ServicePortsMoved(tc.old, tc.cur); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A Gateway's Service is updated when a port's target or appProtocol moves (a listener turned from HTTP to
+// HTTPS keeps its name, port and Envoy port), and not for what the API server fills in.
+func TestSameTargets(t *testing.T) {
+	port := func(app string, nodePort int32) corev1.ServicePort {
+		return corev1.ServicePort{Name: "web-443", Port: 443, TargetPort: intstr.FromInt32(20001), Protocol: corev1.ProtocolTCP, AppProtocol: &app, NodePort: nodePort}
+	}
+	want := []corev1.ServicePort{port("https", 0)}
+	if !kubesource.SameTargets([]corev1.ServicePort{port("https", 31000)}, want) {
+		t.Error("a node port the API server gave makes the Service differ")
+	}
+	if kubesource.SameTargets([]corev1.ServicePort{port("http", 0)}, want) {
+		t.Error("appProtocol http is taken for https")
 	}
 }
