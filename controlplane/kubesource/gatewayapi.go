@@ -173,11 +173,7 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 		in.Services[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = ports
 	}
 	in.Secret = func(name types.NamespacedName) string {
-		sec := s.secret(ctx, translate.SecretRef(name))
-		if sec.Err != "" {
-			return sec.Err
-		}
-		return translate.TLSSecretProblem(name.Namespace, name.Name, sec.Cert, sec.Key)
+		return s.secret(ctx, translate.SecretRef(name)).Problem(translate.SecretRef(name))
 	}
 	return gatewayapi.Translate(in)
 }

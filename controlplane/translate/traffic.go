@@ -171,24 +171,25 @@ func tlsSecret(refs Refs, field, namespace, name string) (cert, key []byte, errM
 		return nil, nil, field + ": Secrets need Kubernetes mode (lbplane serve --kubernetes)"
 	case !ok:
 		return nil, nil, fmt.Sprintf("%s: Secret %s/%s not found", field, namespace, name)
-	case sec.Err != "":
-		return nil, nil, field + ": " + sec.Err
 	}
-	if msg := TLSSecretProblem(namespace, name, sec.Cert, sec.Key); msg != "" {
+	if msg := sec.Problem(SecretRef{Namespace: namespace, Name: name}); msg != "" {
 		return nil, nil, field + ": " + msg
 	}
 	return sec.Cert, sec.Key, ""
 }
 
-// TLSSecretProblem says what makes a kubernetes.io/tls Secret's certificate chain and key unusable to serve,
-// "" when nothing does.
-func TLSSecretProblem(namespace, name string, cert, key []byte) string {
-	if holdsPrivateKey(cert) {
+// Problem says what makes the Secret ref unusable to serve its certificate chain and key ("" when nothing
+// does): why it could not be read, or what is wrong with what it holds.
+func (sec TLSSecret) Problem(ref SecretRef) string {
+	switch {
+	case sec.Err != "":
+		return sec.Err
+	case holdsPrivateKey(sec.Cert):
 		// As for certificateFile: the chain goes to Envoy as it is, and shows in its /config_dump.
-		return fmt.Sprintf("Secret %s/%s: tls.crt holds a private key; it must hold certificates only", namespace, name)
+		return fmt.Sprintf("Secret %s/%s: tls.crt holds a private key; it must hold certificates only", ref.Namespace, ref.Name)
 	}
-	if _, err := tls.X509KeyPair(cert, key); err != nil {
-		return fmt.Sprintf("Secret %s/%s: %v", namespace, name, err)
+	if _, err := tls.X509KeyPair(sec.Cert, sec.Key); err != nil {
+		return fmt.Sprintf("Secret %s/%s: %v", ref.Namespace, ref.Name, err)
 	}
 	return ""
 }
