@@ -77,6 +77,7 @@ lint:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$$(hack/tools.sh path-staticcheck) ./...
+	cd conformance && $(GO) vet -tags conformance ./... && $$(cd .. && hack/tools.sh path-staticcheck) -tags conformance ./...
 
 ## generate: deepcopy code, the CRD, the Gateway API CRDs (copied from the pinned module) and docs/policy-reference.md, from api/ (controller-gen, pinned; hack/apiref),
 ## and docs/chart-values.md from the chart's values.yaml (hack/chartvalues);
@@ -121,15 +122,16 @@ cluster-down:
 images:
 	$(GO) run ./hack/images -out .run/cluster/images
 
-# make test-cluster also runs the Gateway API conformance suite (GATEWAY-HTTP core) on the cluster it built,
-# after the chart test; its failure fails test-cluster. CLUSTER_CONFORMANCE=0 leaves it out.
+# make test-cluster also runs the Gateway API conformance suite (GATEWAY-HTTP: core and lbplane's extended
+# features) on the cluster it built, after the chart test; its failure fails test-cluster. CLUSTER_CONFORMANCE=0
+# leaves it out.
 CLUSTER_CONFORMANCE ?= 1
-# Flags for the conformance suite (conformance/conformance_test.go), e.g.
-# CONFORMANCE_FLAGS=-supported-features=HTTPRouteQueryParamMatching,HTTPRouteMethodMatching for extended features.
+# Flags for the conformance suite (conformance/conformance_test.go), e.g. CONFORMANCE_FLAGS=-run-test=HTTPRouteWeight
+# for one test (docs/conformance.md lists more).
 CONFORMANCE_FLAGS ?=
 
 ## test-cluster: make cluster, the chart test on it (e2e/cluster), the Gateway API conformance suite (GATEWAY-HTTP
-## core) on the same cluster, then make cluster-down, whatever the result
+## core and extended) on the same cluster, then make cluster-down, whatever the result
 test-cluster:
 	@hack/cluster/cluster.sh up; rc=$$?; \
 	  if [ $$rc = 0 ]; then KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) test -tags cluster -race -count=1 -timeout 30m -v ./e2e/cluster; rc=$$?; \
@@ -137,7 +139,7 @@ test-cluster:
 	    else echo "test-cluster: the Gateway API conformance suite was not run (CLUSTER_CONFORMANCE=0)"; fi; fi; \
 	  hack/cluster/cluster.sh down; exit $$rc
 
-## conformance: the Gateway API conformance suite, GATEWAY-HTTP core (CONFORMANCE_FLAGS adds the suite's flags),
+## conformance: the Gateway API conformance suite, GATEWAY-HTTP core and extended (CONFORMANCE_FLAGS adds the suite's flags),
 ## on the make cluster cluster (started when not running and stopped after; root): the Gateway API CRDs, the chart
 ## with gatewayAPI.enabled=true, the suite, the report into conformance/reports/ (docs/conformance.md)
 conformance:

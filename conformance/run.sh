@@ -5,8 +5,8 @@
 #   conformance/run.sh --on-cluster [suite flags] # the running cluster only, with the images make cluster
 #                                                 # just built and the suite's (make test-cluster's step)
 # Installs the Gateway API CRDs (standard channel) and the chart with gatewayAPI.enabled=true, runs
-# TestGatewayAPIConformance (GATEWAY-HTTP core unless the flags say otherwise, e.g.
-# -supported-features=HTTPRouteQueryParamMatching,HTTPRouteMethodMatching), writes the report under
+# TestGatewayAPIConformance (GATEWAY-HTTP: core and the extended features lbplane claims, conformance/options.go,
+# unless the flags say otherwise, e.g. -run-test=HTTPRouteSimpleSameNamespace), writes the report under
 # conformance/reports/, removes the release, and exits non-zero when a test fails. Needs root, as make cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
