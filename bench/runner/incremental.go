@@ -88,7 +88,7 @@ func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, 
 		}
 	}
 	if named("grpc-fleet") {
-		if err := grpcFleet(ctx, e, cfg.Incremental.GRPCFleet, record); err != nil {
+		if err := grpcFleet(ctx, e, cfg.Incremental.GRPCFleet, out, record); err != nil {
 			return fmt.Errorf("gRPC fleet: %w", err)
 		}
 	}

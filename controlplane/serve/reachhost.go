@@ -40,7 +40,7 @@ func ownPorts(p Ports) []reach.OwnPort {
 
 // hostView is what lbplane knows of the Envoys' hosts and its own: the addresses the Envoys connect from,
 // this host's addresses, and the stats ports the Envoys declare.
-func hostView(proxies []xdsserver.ProxyStatus, own []reach.OwnPort) ([]netip.Addr, []reach.OwnPort) {
+func hostView(proxies []xdsserver.Host, own []reach.OwnPort) ([]netip.Addr, []reach.OwnPort) {
 	var self []netip.Addr
 	ports := slices.Clone(own)
 	for _, p := range proxies {
@@ -61,17 +61,23 @@ func hostView(proxies []xdsserver.ProxyStatus, own []reach.OwnPort) ([]netip.Add
 	return slices.Compact(self), ports
 }
 
-// hostProxies are the Envoys whose addresses no backend may use: every replica's (fleetView), with this
-// replica's own from its tracker at once.
-func hostProxies(x *xds, fleet func() []xdsserver.ProxyStatus) func() []xdsserver.ProxyStatus {
-	return func() []xdsserver.ProxyStatus { return append(x.tracker.Proxies(), fleet()...) }
+// hostProxies are the hosts of the Envoys whose addresses no backend may use: this replica's own from its
+// tracker at once, and the other replicas' (otherReplicasView).
+func hostProxies(x *xds, others func() []xdsserver.ProxyStatus) func() []xdsserver.Host {
+	return func() []xdsserver.Host {
+		hosts := x.tracker.Hosts()
+		for _, p := range others() {
+			hosts = append(hosts, xdsserver.Host{Address: p.Address, StatsPort: p.StatsPort})
+		}
+		return hosts
+	}
 }
 
 // followHost keeps the engine's view of the Envoys' hosts current: every second, the addresses and stats
 // ports of the Envoys (hostProxies), and this host's addresses, which change as interfaces come and go. A
 // change translates every policy again, which happens only when an Envoy connects from a new address,
 // declares a new stats port, or the host's addresses change.
-func followHost(ctx context.Context, eng *engine.Engine, proxies func() []xdsserver.ProxyStatus, own []reach.OwnPort) {
+func followHost(ctx context.Context, eng *engine.Engine, proxies func() []xdsserver.Host, own []reach.OwnPort) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

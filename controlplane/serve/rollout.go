@@ -196,21 +196,7 @@ func (f *fleetProxies) all() []xdsserver.ProxyStatus {
 	own := f.tracker.Proxies()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if time.Since(f.at) > time.Second {
-		if reports, err := f.st.Proxies(); err == nil {
-			f.others = f.others[:0]
-			for id, b := range reports {
-				if id == f.id {
-					continue
-				}
-				var ps []xdsserver.ProxyStatus
-				if json.Unmarshal(b, &ps) == nil {
-					f.others = append(f.others, ps...)
-				}
-			}
-			f.at = time.Now()
-		}
-	}
+	f.readOthers()
 	if len(f.others) == 0 {
 		return own
 	}
@@ -230,6 +216,37 @@ func (f *fleetProxies) all() []xdsserver.ProxyStatus {
 		}
 	}
 	return out
+}
+
+// otherReplicas returns the other replicas' Envoys, as their last reports say (read at most once a second).
+func (f *fleetProxies) otherReplicas() []xdsserver.ProxyStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readOthers()
+	return slices.Clone(f.others)
+}
+
+// readOthers reads the other replicas' reports again when the last read is more than a second old; f.mu is
+// held.
+func (f *fleetProxies) readOthers() {
+	if time.Since(f.at) <= time.Second {
+		return
+	}
+	reports, err := f.st.Proxies()
+	if err != nil {
+		return
+	}
+	f.others = f.others[:0]
+	for id, b := range reports {
+		if id == f.id {
+			continue
+		}
+		var ps []xdsserver.ProxyStatus
+		if json.Unmarshal(b, &ps) == nil {
+			f.others = append(f.others, ps...)
+		}
+	}
+	f.at = time.Now()
 }
 
 // newKubeRollouts makes the staged rollouts' controller in Kubernetes mode: the rollouts are kept in
@@ -276,6 +293,18 @@ func kubeFleet(kube *kubesource.Source) func() []xdsserver.ProxyStatus {
 		}
 		return cached
 	}
+}
+
+// otherReplicasView is the Envoys of the other replicas, for what needs this replica's own from its tracker
+// apart: the Kubernetes proxy reports (this replica's among them), or the other replicas' in etcd, or none.
+func otherReplicasView(api *pushAPI, kube *kubesource.Source, fleet func() []xdsserver.ProxyStatus) func() []xdsserver.ProxyStatus {
+	switch {
+	case kube != nil:
+		return fleet
+	case api.fleet != nil:
+		return api.fleet.otherReplicas
+	}
+	return func() []xdsserver.ProxyStatus { return nil }
 }
 
 // fleetView is every replica's Envoys, as a policy's status counts them, for the rollouts, the metrics and

@@ -485,7 +485,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ports := Ports{XDS: xdsLis.Addr().String(), API: apiLis.Addr().String(), Metrics: ms.address()}
 	// No backend may name these ports on a host address; set before xDS is served.
 	own := ownPorts(ports)
-	eng.SetHost(hostView(x.tracker.Proxies(), own))
+	eng.SetHost(hostView(x.tracker.Hosts(), own))
 	cfg.Log.Info("serving", "xds", ports.XDS, "api", ports.API)
 	if err := writePorts(cfg.DataDir, ports); err != nil {
 		apiLis.Close()
@@ -503,7 +503,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// Every replica's Envoys, not only this replica's: a backend on the address of an Envoy served by another
 	// replica reaches that Envoy's listeners, the other policies' included, which no hop limit sees.
-	g.Go(func() error { followHost(ctx, eng, hostProxies(x, fleet), own); return nil })
+	hosts := hostProxies(x, otherReplicasView(api, kube, fleet))
+	g.Go(func() error { followHost(ctx, eng, hosts, own); return nil })
 	st.follow(ctx, g, &cfg, api, x.guard, ro)
 	groupCerts, err := newGroupCerts(&cfg, x.ca)
 	if err != nil {

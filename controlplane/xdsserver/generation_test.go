@@ -35,6 +35,10 @@ func TestGenerationMovesWhenProxiesMayChange(t *testing.T) {
 	if len(before) != 1 || before[0].NodeID != node.Id {
 		t.Fatalf("proxies: %+v", before)
 	}
+	// Hosts says what Proxies says of where the proxy runs.
+	if hosts := f.tracker.Hosts(); len(hosts) != 1 || hosts[0].Address != before[0].Address || hosts[0].StatsPort != before[0].StatsPort || hosts[0].Address == "" {
+		t.Fatalf("hosts %+v, proxies %+v", hosts, before)
+	}
 
 	// Nothing happens: the generation and the report stay.
 	time.Sleep(100 * time.Millisecond)

@@ -457,6 +457,27 @@ func (t *Tracker) Proxies() []ProxyStatus {
 	return t.proxies()
 }
 
+// Host is where one connected proxy runs: the address it connects from and the stats port it declares.
+type Host struct {
+	Address   string
+	StatsPort int
+}
+
+// Hosts lists where the connected proxies run. It is what Proxies says of their hosts without working out
+// each one's sync state, under the lock every acknowledgement takes: read every second, with 1,000 clients
+// that work stood in the way of the acknowledgements it delayed.
+func (t *Tracker) Hosts() []Host {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Host, 0, len(t.streams))
+	for _, s := range t.streams {
+		if s.node != nil {
+			out = append(out, Host{Address: s.address, StatsPort: StatsPortOf(s.node)})
+		}
+	}
+	return out
+}
+
 func (t *Tracker) proxies() []ProxyStatus {
 	out := make([]ProxyStatus, 0, len(t.streams))
 	now := time.Now()
