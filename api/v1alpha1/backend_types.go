@@ -17,6 +17,19 @@ type Backend struct {
 	// service references a Kubernetes Service (Kubernetes mode only). The Service's EndpointSlices become the
 	// cluster's endpoints.
 	Service *ServiceRef `json:"service,omitempty"`
+	// dns tunes how the backend's host-name endpoints (an endpoint address that is a DNS name instead of an IP
+	// address) are resolved. Only allowed when an endpoint address is a name; defaults apply then. lbplane
+	// resolves them and sends the addresses it allows as endpoints (EDS); with dns.resolver Envoy, each Envoy
+	// resolves them itself, in a DNS cluster that carries its endpoints instead of EDS.
+	DNS *BackendDNS `json:"dns,omitempty"`
+	// The fields below say how Envoy balances over the endpoints and connects to them. A
+	// BackendLoadBalancerPolicy says the same of a Service that Gateway API routes send to.
+	BackendSettings `json:",inline"`
+}
+
+// BackendSettings are how Envoy balances over a backend's endpoints and connects to them: the part of a
+// LoadBalancerPolicy backend that a BackendLoadBalancerPolicy also carries.
+type BackendSettings struct {
 	// loadBalancing chooses the algorithm. Defaults to RoundRobin.
 	// +kubebuilder:default={}
 	LoadBalancing LoadBalancing `json:"loadBalancing,omitempty"`
@@ -41,11 +54,6 @@ type Backend struct {
 	// each endpoint (envoy_cluster_endpoint_*). Costs memory per endpoint; off by default. The series carry
 	// envoy_endpoint_address on the Prometheus endpoint.
 	PerEndpointStats bool `json:"perEndpointStats,omitempty"`
-	// dns tunes how the backend's host-name endpoints (an endpoint address that is a DNS name instead of an IP
-	// address) are resolved. Only allowed when an endpoint address is a name; defaults apply then. lbplane
-	// resolves them and sends the addresses it allows as endpoints (EDS); with dns.resolver Envoy, each Envoy
-	// resolves them itself, in a DNS cluster that carries its endpoints instead of EDS.
-	DNS *BackendDNS `json:"dns,omitempty"`
 	// drainingSessions says where a session (a route's sessionPersistence) pinned to one of the backend's
 	// endpoints goes once that endpoint drains (state: Draining, lbctl endpoint drain, a terminating Pod, or
 	// its backend at weight 0 in a route with sessionPersistence.acrossBackends). Keep (the default) keeps

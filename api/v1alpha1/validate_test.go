@@ -27,7 +27,7 @@ func TestValidate(t *testing.T) {
 		"valid": {func(*v1alpha1.LoadBalancerPolicy) {}, nil},
 		"misspelled algorithm": {func(p *v1alpha1.LoadBalancerPolicy) {
 			p.Spec.Backends = append(p.Spec.Backends, v1alpha1.Backend{Name: "b", Endpoints: []v1alpha1.Endpoint{{Address: "10.0.0.2", Port: 80}},
-				LoadBalancing: v1alpha1.LoadBalancing{Algorithm: "RoundRobn"}})
+				BackendSettings: v1alpha1.BackendSettings{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: "RoundRobn"}}})
 		}, []string{`spec.backends[1].loadBalancing.algorithm: unsupported value "RoundRobn"; supported: RoundRobin, LeastRequest, Random, RingHash, Maglev, BackendUtilization`}},
 		"wrong apiVersion and kind": {func(p *v1alpha1.LoadBalancerPolicy) { p.APIVersion, p.Kind = "v1", "Service" }, []string{
 			`apiVersion: must be "lbplane.io/v1alpha1", got "v1"`, `kind: must be "LoadBalancerPolicy", got "Service"`}},

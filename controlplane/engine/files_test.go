@@ -16,7 +16,7 @@ func caPolicy(name, ca string) *v1alpha1.LoadBalancerPolicy {
 	p := &v1alpha1.LoadBalancerPolicy{}
 	p.Name = name
 	p.Spec.Listener = v1alpha1.Listener{Port: 10080, Protocol: v1alpha1.ProtocolHTTP}
-	p.Spec.Backends = []v1alpha1.Backend{{Name: "b", TLS: &v1alpha1.BackendTLS{SNI: "b.internal", CAFile: ca},
+	p.Spec.Backends = []v1alpha1.Backend{{Name: "b", BackendSettings: v1alpha1.BackendSettings{TLS: &v1alpha1.BackendTLS{SNI: "b.internal", CAFile: ca}},
 		Endpoints: []v1alpha1.Endpoint{{Address: "127.0.0.1", Port: 1}}}}
 	return p
 }

@@ -59,7 +59,7 @@ func TestFileErrorsNameTheField(t *testing.T) {
 	p.Name = "p"
 	p.Spec.Listener = v1alpha1.Listener{Port: 8443, Protocol: v1alpha1.ProtocolHTTPS, Hostnames: []string{"app.example.com"},
 		TLS: &v1alpha1.ListenerTLS{Certificates: []v1alpha1.Certificate{{CertificateFile: "/etc/shadow", PrivateKeyFile: "k"}}}}
-	p.Spec.Backends = []v1alpha1.Backend{{Name: "b", TLS: &v1alpha1.BackendTLS{SNI: "b.internal", CAFile: "ca"},
+	p.Spec.Backends = []v1alpha1.Backend{{Name: "b", BackendSettings: v1alpha1.BackendSettings{TLS: &v1alpha1.BackendTLS{SNI: "b.internal", CAFile: "ca"}},
 		Endpoints: []v1alpha1.Endpoint{{Address: "127.0.0.1", Port: 1}}}}
 	const refused = "not a readable regular file under the files roots"
 	files := Files{"/etc/shadow": {Err: refused}, "k": {Data: exampleCert(t, "app.example.com.key")}, "ca": {Data: ca}}

@@ -102,7 +102,7 @@ func TestClientCertificateFileIsAReference(t *testing.T) {
 	p := withTraffic(rand.New(rand.NewPCG(1, 1)), contended(rand.New(rand.NewPCG(1, 1)), "p", time.Now()))
 	p.Spec.Listener = v1alpha1.Listener{Port: 8000, Protocol: v1alpha1.ProtocolHTTP}
 	p.Spec.Backends = []v1alpha1.Backend{{Name: "be", Endpoints: []v1alpha1.Endpoint{{Address: "10.0.0.1", Port: 80}},
-		TLS: &v1alpha1.BackendTLS{InsecureSkipVerify: true, ClientCertificate: &v1alpha1.ClientCertificate{CertificateFile: "client.crt", PrivateKeyFile: "client.key"}}}}
+		BackendSettings: v1alpha1.BackendSettings{TLS: &v1alpha1.BackendTLS{InsecureSkipVerify: true, ClientCertificate: &v1alpha1.ClientCertificate{CertificateFile: "client.crt", PrivateKeyFile: "client.key"}}}}}
 	p.Spec.Routes = nil
 	tr := NewTranslator()
 	set := []*v1alpha1.LoadBalancerPolicy{p}

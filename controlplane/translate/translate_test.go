@@ -103,8 +103,8 @@ func TestServiceEndpointsAreProbedWithTheirOwnAddress(t *testing.T) {
 		p := pol("svc", time.Now())
 		p.Namespace = "shop"
 		p.Spec.Backends = []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: "web", Port: 80},
-			HealthCheck: &v1alpha1.HealthCheck{Active: &v1alpha1.ActiveHealthCheck{Type: v1alpha1.HealthCheckHTTP, Port: c.port,
-				HTTP: &v1alpha1.HTTPHealthCheck{Path: "/healthz", Host: c.host}}}}}
+			BackendSettings: v1alpha1.BackendSettings{HealthCheck: &v1alpha1.HealthCheck{Active: &v1alpha1.ActiveHealthCheck{Type: v1alpha1.HealthCheckHTTP, Port: c.port,
+				HTTP: &v1alpha1.HTTPHealthCheck{Path: "/healthz", Host: c.host}}}}}}
 		refs := translate.Refs{Services: map[translate.ServiceRef]translate.ServiceEndpoints{
 			{Namespace: "shop", Name: "web", Port: 80}: {Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 8080, Ready: true}}},
 		}}

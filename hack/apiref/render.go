@@ -36,6 +36,9 @@ type field struct {
 	typ     ast.Expr
 	doc     string
 	markers []string
+	// inlineOf names the struct whose fields this embedded field (json ",inline") stands for, until
+	// expandInline puts them in its place.
+	inlineOf string
 }
 
 type typeInfo struct {
@@ -100,7 +103,12 @@ func load(dir string) (*model, error) {
 								fi.json = jsonName(tag)
 							}
 							if len(f.Names) == 0 {
-								continue // embedded TypeMeta, ObjectMeta, ListMeta
+								// An embedded struct of this package with json ",inline" lends its fields;
+								// embedded TypeMeta, ObjectMeta and ListMeta are left out.
+								if id, ok := f.Type.(*ast.Ident); ok && f.Tag != nil && strings.Contains(f.Tag.Value, `,inline"`) {
+									ti.fields = append(ti.fields, field{inlineOf: id.Name})
+								}
+								continue
 							}
 							for _, name := range f.Names {
 								fi.goName = name.Name
@@ -120,6 +128,9 @@ func load(dir string) (*model, error) {
 				}
 			}
 		}
+	}
+	for _, ti := range m.types {
+		ti.fields = m.expandInline(ti.fields)
 	}
 	// Enum values and their docs, from the typed constants.
 	for _, gd := range consts {
@@ -596,6 +607,22 @@ func codeAll(ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = "`" + s + "`"
+	}
+	return out
+}
+
+// expandInline puts the fields of each inlined struct where it is embedded.
+func (m *model) expandInline(fields []field) []field {
+	if fields == nil {
+		return nil
+	}
+	out := make([]field, 0, len(fields))
+	for _, f := range fields {
+		if f.inlineOf == "" {
+			out = append(out, f)
+		} else if ti := m.types[f.inlineOf]; ti != nil {
+			out = append(out, m.expandInline(ti.fields)...)
+		}
 	}
 	return out
 }

@@ -22,9 +22,18 @@ func fieldPaths(t reflect.Type, path string, out map[string][]string, seen map[r
 		return // a type met again is documented once, at its first path
 	}
 	seen[t] = path
+	inlineFields(t, path, out, seen)
+}
+
+// inlineFields lists t's JSON fields under path, with those of an embedded struct inlined (json ",inline").
+func inlineFields(t reflect.Type, path string, out map[string][]string, seen map[reflect.Type]string) {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" && opts == "inline" && f.Anonymous && f.Type.PkgPath() == reflect.TypeFor[v1alpha1.Listener]().PkgPath() {
+			inlineFields(f.Type, path, out, seen)
+			continue
+		}
 		if name == "" || name == "-" {
 			continue
 		}

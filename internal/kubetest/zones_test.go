@@ -23,7 +23,7 @@ func TestAPIServerAcceptsZoneSettings(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 			Spec: v1alpha1.LoadBalancerPolicySpec{
 				Listener: v1alpha1.Listener{Port: 8080, Protocol: v1alpha1.ProtocolHTTP},
-				Backends: []v1alpha1.Backend{{Name: "a", Endpoints: eps, LoadBalancing: lb}},
+				Backends: []v1alpha1.Backend{{Name: "a", Endpoints: eps, BackendSettings: v1alpha1.BackendSettings{LoadBalancing: lb}}},
 			},
 		}
 		if err := c.Client.Create(context.Background(), p); err != nil {
