@@ -380,6 +380,63 @@ func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 			t.Fatalf("Envoy has %d clusters for Service apps/api: %v, want 1", len(clusters), clusters)
 		}
 	})
+
+	t.Run("a BackendLoadBalancerPolicy on a Service", func(t *testing.T) {
+		// One names the Service's port, one the whole Service: the port's applies, the other is Conflicted.
+		policies := `apiVersion: lbplane.io/v1alpha1
+kind: BackendLoadBalancerPolicy
+metadata: {name: api, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: api, sectionName: http}]
+  backend:
+    loadBalancing: {algorithm: LeastRequest}
+    healthCheck: {active: {type: HTTP, interval: 2s, http: {path: /}}}
+---
+apiVersion: lbplane.io/v1alpha1
+kind: BackendLoadBalancerPolicy
+metadata: {name: api-whole, namespace: apps}
+spec:
+  targetRefs: [{group: "", kind: Service, name: api}]
+  backend: {loadBalancing: {algorithm: Random}}
+`
+		if out, err := kubectl(t, kc, policies, "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		eventually(t, 30*time.Second, "Envoy's one cluster of apps/api balances least-request and checks health", func() error {
+			var found []string
+			for _, sec := range configDumpOf(t, envoy) {
+				list, _ := sec["dynamic_active_clusters"].([]any)
+				for _, c := range list {
+					m, _ := c.(map[string]any)
+					cl, _ := m["cluster"].(map[string]any)
+					if name, _ := cl["name"].(string); strings.Contains(name, "/api-80-") {
+						hcs, _ := cl["health_checks"].([]any)
+						policy, _ := json.Marshal(cl["load_balancing_policy"])
+						found = append(found, fmt.Sprintf("%t %d", strings.Contains(string(policy), "envoy.load_balancing_policies.least_request"), len(hcs)))
+					}
+				}
+			}
+			if len(found) == 0 || slices.ContainsFunc(found, func(f string) bool { return f != "true 1" }) {
+				return fmt.Errorf("clusters of apps/api (least request, health checks): %v", found)
+			}
+			return nil
+		})
+		if resp, _ := get("/exact", "GET", nil); resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "api" {
+			t.Errorf("/exact: %d from %q, want 200 from api", resp.StatusCode, resp.Header.Get("X-Backend"))
+		}
+		eventually(t, 30*time.Second, "each policy's status has the Gateway as its ancestor", func() error {
+			jp := `jsonpath={.status.ancestors[0].ancestorRef.namespace}/{.status.ancestors[0].ancestorRef.name} {.status.ancestors[0].controllerName} ` +
+				`{.status.ancestors[0].conditions[?(@.type=="Accepted")].status} {.status.ancestors[0].conditions[?(@.type=="Accepted")].reason} ` +
+				`{.status.ancestors[0].conditions[0].observedGeneration}={.metadata.generation}`
+			for name, want := range map[string]string{"api": "True Accepted", "api-whole": "False Conflicted"} {
+				out, _ := kubectl(t, kc, "", "get", "backendloadbalancerpolicy", "-n", "apps", name, "-o", jp)
+				if f := strings.Fields(out); len(f) != 5 || f[0] != "apps/gw" || f[1] != "lbplane.io/gateway-controller" || f[2]+" "+f[3] != want || !sameSides(f[4]) {
+					return fmt.Errorf("%s: %q, want apps/gw %s", name, out, want)
+				}
+			}
+			return nil
+		})
+	})
 }
 
 // sameSides tells whether "a=b" has a == b (an observedGeneration and the generation).

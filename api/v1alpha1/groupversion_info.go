@@ -11,7 +11,7 @@ var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 
 // SchemeBuilder registers the API's types.
 var SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &LoadBalancerPolicy{}, &LoadBalancerPolicyList{})
+	s.AddKnownTypes(GroupVersion, &LoadBalancerPolicy{}, &LoadBalancerPolicyList{}, &BackendLoadBalancerPolicy{}, &BackendLoadBalancerPolicyList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 })

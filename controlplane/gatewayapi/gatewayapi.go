@@ -47,8 +47,11 @@ type Input struct {
 	Routes     []*gwv1.HTTPRoute
 	Grants     []*gwv1.ReferenceGrant
 	Namespaces map[string]map[string]string // namespace name → labels
-	// Services lists the ports of every Service by namespace/name.
-	Services map[types.NamespacedName][]int32
+	// Services lists the ports of every Service by namespace/name, and PortNames names its named ports.
+	Services  map[types.NamespacedName][]int32
+	PortNames map[types.NamespacedName]map[int32]string
+	// BackendPolicies are the BackendLoadBalancerPolicies: how to balance over the Services routes send to.
+	BackendPolicies []*v1alpha1.BackendLoadBalancerPolicy
 	// Secret says what makes a Secret unusable as an HTTPS listener's certificate ("" when it is a Secret of
 	// type kubernetes.io/tls with a certificate chain and its key); nil finds none.
 	Secret func(types.NamespacedName) string
@@ -67,6 +70,8 @@ type Output struct {
 	// Secrets are the Secrets the Gateways' listeners name and may read: a change to one of them changes
 	// the translation.
 	Secrets map[types.NamespacedName]bool
+	// BackendPolicies holds the status of every BackendLoadBalancerPolicy, by namespace/name.
+	BackendPolicies map[types.NamespacedName]*BackendPolicy
 }
 
 // Gateway is what one Gateway becomes.
@@ -139,6 +144,7 @@ func Translate(in Input) *Output {
 	slices.SortFunc(out.Policies, func(a, b *v1alpha1.LoadBalancerPolicy) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+	out.BackendPolicies = applyBackendPolicies(in, out.Policies)
 	return out
 }
 

@@ -18,6 +18,9 @@ var EndpointConditions = endpointConditions
 // RouteParents is routeParents, for tests.
 var RouteParents = routeParents
 
+// PolicyAncestors is policyAncestors, for tests.
+var PolicyAncestors = policyAncestors
+
 // ServicePortsMoved is servicePortsMoved, for tests.
 var ServicePortsMoved = servicePortsMoved
 

@@ -45,9 +45,9 @@ type GatewayAPI struct {
 
 // gatewayState is the Gateway API source's part of the resync loop and of the status writer.
 type gatewayState struct {
-	// on: the CRDs are installed and the source runs.
-	on bool
-	mu sync.Mutex
+	// on: the CRDs are installed and the source runs; backendPolicies: the BackendLoadBalancerPolicy CRD too.
+	on, backendPolicies bool
+	mu                  sync.Mutex
 	// out is the last translation; policies the policies handed to the engine, by key.
 	out      *gatewayapi.Output
 	policies map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy
@@ -84,7 +84,14 @@ func (s *Source) startGatewayAPI() error {
 		}
 	}
 	s.gw.on = true
-	for _, obj := range append(slices.Clone(gatewayKinds), &corev1.Namespace{}) {
+	watched := append(slices.Clone(gatewayKinds), &corev1.Namespace{})
+	if _, err := s.mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: v1alpha1.Group, Kind: "BackendLoadBalancerPolicy"}, v1alpha1.Version); err != nil {
+		s.Log.Warn("the BackendLoadBalancerPolicy CRD is not installed (charts/lbplane/crds): the Services of Gateways are balanced with lbplane's defaults", "error", err)
+	} else {
+		s.gw.backendPolicies = true
+		watched = append(watched, &v1alpha1.BackendLoadBalancerPolicy{})
+	}
+	for _, obj := range watched {
 		inf, err := s.mgr.GetCache().GetInformer(context.Background(), obj)
 		if err != nil {
 			return err
@@ -137,14 +144,20 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 	}
 	c := s.mgr.GetCache()
 	in := gatewayapi.Input{ProxyGroup: s.GatewayAPI.ProxyGroup, Address: s.GatewayAPI.Address, Ports: s.GatewayAPI.Ports,
-		Namespaces: map[string]map[string]string{}, Services: map[types.NamespacedName][]int32{}}
+		Namespaces: map[string]map[string]string{}, Services: map[types.NamespacedName][]int32{},
+		PortNames: map[types.NamespacedName]map[int32]string{}}
 	var classes gwv1.GatewayClassList
 	var gateways gwv1.GatewayList
 	var routes gwv1.HTTPRouteList
 	var grants gwv1.ReferenceGrantList
 	var namespaces corev1.NamespaceList
 	var services corev1.ServiceList
-	for _, l := range []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services} {
+	var backendPolicies v1alpha1.BackendLoadBalancerPolicyList
+	lists := []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services}
+	if s.gw.backendPolicies {
+		lists = append(lists, &backendPolicies)
+	}
+	for _, l := range lists {
 		if err := c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			s.Log.Error("listing Gateway API objects", "error", err)
 			return nil
@@ -165,12 +178,22 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 	for _, ns := range namespaces.Items {
 		in.Namespaces[ns.Name] = ns.Labels
 	}
+	for i := range backendPolicies.Items {
+		in.BackendPolicies = append(in.BackendPolicies, &backendPolicies.Items[i])
+	}
 	for _, svc := range services.Items {
 		var ports []int32
+		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 		for _, p := range svc.Spec.Ports {
 			ports = append(ports, p.Port)
+			if p.Name != "" {
+				if in.PortNames[key] == nil {
+					in.PortNames[key] = map[int32]string{}
+				}
+				in.PortNames[key][p.Port] = p.Name
+			}
 		}
-		in.Services[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = ports
+		in.Services[key] = ports
 	}
 	in.Secret = func(name types.NamespacedName) string {
 		return s.secret(ctx, translate.SecretRef(name)).Problem(translate.SecretRef(name))
@@ -324,6 +347,18 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 			s.statusUpdate(ctx, cl, &r)
 		}
 	}
+	for key, st := range out.BackendPolicies {
+		var p v1alpha1.BackendLoadBalancerPolicy
+		if err := c.Get(ctx, key, &p); err != nil {
+			continue
+		}
+		next := *p.Status.DeepCopy()
+		next.Ancestors = policyAncestors(p.Status.Ancestors, st.Ancestors, now)
+		if !equalStatus(p.Status, next) {
+			p.Status = next
+			s.statusUpdate(ctx, cl, &p)
+		}
+	}
 	s.gw.mu.Lock()
 	for k := range s.gw.runs {
 		if s.gw.policies[k] == nil {
@@ -366,16 +401,38 @@ func (s *Source) programmed(res *translate.Result, k types.NamespacedName, proxi
 // entries are theirs and stay; each of our conditions keeps its transition time from lbplane's entry for the
 // same parentRef while its status did not change.
 func routeParents(old, ours []gwv1.RouteParentStatus, now metav1.Time) []gwv1.RouteParentStatus {
-	out := slices.DeleteFunc(slices.Clone(old), func(p gwv1.RouteParentStatus) bool { return p.ControllerName == gatewayapi.ControllerName })
-	for _, p := range ours {
+	return ourEntries(old, ours, now, func(p *gwv1.RouteParentStatus) (gwv1.GatewayController, any, *[]metav1.Condition) {
+		return p.ControllerName, p.ParentRef, &p.Conditions
+	})
+}
+
+// policyAncestors is a policy's status.ancestors with lbplane's entries replaced by ours, as routeParents
+// does for a route's parents.
+func policyAncestors(old, ours []gwv1.PolicyAncestorStatus, now metav1.Time) []gwv1.PolicyAncestorStatus {
+	out := ourEntries(old, ours, now, func(a *gwv1.PolicyAncestorStatus) (gwv1.GatewayController, any, *[]metav1.Condition) {
+		return a.ControllerName, a.AncestorRef, &a.Conditions
+	})
+	if out == nil {
+		out = []gwv1.PolicyAncestorStatus{} // required in the schema
+	}
+	return out
+}
+
+// ourEntries replaces lbplane's entries of a status list (route parents, policy ancestors) by ours, keeping
+// other controllers' entries and, per reference, each condition's transition time while its status stays.
+// parts gives an entry's controller, its reference and its conditions.
+func ourEntries[T any](old, ours []T, now metav1.Time, parts func(*T) (gwv1.GatewayController, any, *[]metav1.Condition)) []T {
+	out := slices.DeleteFunc(slices.Clone(old), func(e T) bool { c, _, _ := parts(&e); return c == gatewayapi.ControllerName })
+	for _, e := range ours {
+		_, ref, conds := parts(&e)
 		var prev []metav1.Condition
 		for _, o := range old {
-			if o.ControllerName == gatewayapi.ControllerName && reflect.DeepEqual(o.ParentRef, p.ParentRef) {
-				prev = o.Conditions
+			if c, oref, oconds := parts(&o); c == gatewayapi.ControllerName && reflect.DeepEqual(oref, ref) {
+				prev = *oconds
 			}
 		}
-		p.Conditions = mergeConditions(prev, p.Conditions, now)
-		out = append(out, p)
+		*conds = mergeConditions(prev, *conds, now)
+		out = append(out, e)
 	}
 	return out
 }
@@ -522,8 +579,9 @@ func (s *Source) secretForGateways(o any) {
 	}
 }
 
-// servicePortsMoved tells whether a Service event adds or removes a Service, or changes its ports: the
-// translation reads nothing else of a Service (an update of its labels, annotations or status moves nothing).
+// servicePortsMoved tells whether a Service event adds or removes a Service, or changes its ports' numbers
+// or names (a BackendLoadBalancerPolicy's sectionName names a port): the translation reads nothing else of a
+// Service (an update of its labels, annotations or status moves nothing).
 func servicePortsMoved(old, cur any) bool {
 	if t, ok := cur.(toolscache.DeletedFinalStateUnknown); ok {
 		cur = t.Obj
@@ -536,5 +594,5 @@ func servicePortsMoved(old, cur any) bool {
 	if !ok {
 		return true
 	}
-	return !slices.EqualFunc(o.Spec.Ports, c.Spec.Ports, func(a, b corev1.ServicePort) bool { return a.Port == b.Port })
+	return !slices.EqualFunc(o.Spec.Ports, c.Spec.Ports, func(a, b corev1.ServicePort) bool { return a.Port == b.Port && a.Name == b.Name })
 }

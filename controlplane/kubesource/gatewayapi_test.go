@@ -69,6 +69,26 @@ func TestRouteParentsKeepTransitionTimes(t *testing.T) {
 	}
 }
 
+// A BackendLoadBalancerPolicy's status.ancestors: lbplane's entries replaced, another controller's kept, an
+// unchanged condition's time kept; and an empty list, which the schema requires, when nothing is left.
+func TestPolicyAncestors(t *testing.T) {
+	then, now := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), metav1.NewTime(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
+	accepted := func(at metav1.Time) []metav1.Condition {
+		return []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: at}}
+	}
+	theirs := gwv1.PolicyAncestorStatus{ControllerName: "example.com/other", AncestorRef: gwv1.ParentReference{Name: "gw"}, Conditions: accepted(then)}
+	old := []gwv1.PolicyAncestorStatus{theirs, {ControllerName: gatewayapi.ControllerName, AncestorRef: gwv1.ParentReference{Name: "gw"}, Conditions: accepted(then)},
+		{ControllerName: gatewayapi.ControllerName, AncestorRef: gwv1.ParentReference{Name: "gone"}, Conditions: accepted(then)}}
+	ours := []gwv1.PolicyAncestorStatus{{ControllerName: gatewayapi.ControllerName, AncestorRef: gwv1.ParentReference{Name: "gw"}, Conditions: accepted(metav1.Time{})}}
+	got := kubesource.PolicyAncestors(old, ours, now)
+	if len(got) != 2 || !reflect.DeepEqual(got[0], theirs) || got[1].AncestorRef.Name != "gw" || !got[1].Conditions[0].LastTransitionTime.Equal(&then) {
+		t.Fatalf("ancestors %+v, want the other controller's entry, then lbplane's for gw with its old time", got)
+	}
+	if got := kubesource.PolicyAncestors(nil, nil, now); got == nil || len(got) != 0 {
+		t.Errorf("no ancestors: %#v, want an empty list", got)
+	}
+}
+
 // The Gateways are translated again when a Service comes, goes or changes its ports, not when anything else
 // of it changes (each translation lists every Gateway API object, Namespace and Service).
 func TestServicePortsMoved(t *testing.T) {
@@ -79,6 +99,8 @@ func TestServicePortsMoved(t *testing.T) {
 		}
 		return s
 	}
+	named := svc(80)
+	named.Spec.Ports[0].Name = "http"
 	relabelled := svc(80)
 	relabelled.Labels = map[string]string{"x": "y"}
 	relabelled.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
@@ -91,6 +113,7 @@ func TestServicePortsMoved(t *testing.T) {
 		{"removed, final state unknown", nil, toolscache.DeletedFinalStateUnknown{Key: "apps/web", Obj: svc(80)}, true},
 		{"a port added", svc(80), svc(80, 8080), true},
 		{"a port changed", svc(80), svc(81), true},
+		{"a port named (a policy's sectionName names it)", svc(80), named, true},
 		{"labels and status changed", svc(80), relabelled, false},
 		{"not a Service", nil, &discoveryv1.EndpointSlice{}, false},
 	} {

@@ -1,0 +1,58 @@
+// BackendLoadBalancerPolicy: lbplane's load balancing for the Services that Gateway API routes send to.
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// BackendLoadBalancerPolicy says how Envoy balances over a Service and connects to its endpoints when a
+// Gateway API route (an HTTPRoute's backendRefs) sends to it: the algorithm and hashing, health checks,
+// outlier detection, slow start, zones, circuit breakers, connections and upstream TLS that a
+// LoadBalancerPolicy backend says. It is a direct policy attached to the Service, as Gateway API's policy
+// attachment (GEP-713) describes: it lives in the Service's namespace and names the Service in targetRefs.
+// Every route of every Gateway that sends to the Service uses it. A LoadBalancerPolicy that names the
+// Service in its own backends is not affected: it says its own.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=blbp
+// +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=".spec.backend.loadBalancing.algorithm"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type BackendLoadBalancerPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec BackendLoadBalancerPolicySpec `json:"spec"`
+	// status has an entry per Gateway whose routes send to a target Service: whether the policy is applied
+	// there (Accepted), as Gateway API's policy status (ancestors) says.
+	Status gwv1.PolicyStatus `json:"status,omitempty"`
+}
+
+// BackendLoadBalancerPolicySpec names the Services and says how to balance over them.
+type BackendLoadBalancerPolicySpec struct {
+	// targetRefs are the Services the policy applies to, in the policy's namespace: group "" and kind
+	// Service. sectionName names one port of the Service (the port's name); without it the policy applies
+	// to every port. When two policies apply to one Service port, one with a sectionName wins over one
+	// without; otherwise the older wins (then the first by name), and the other is Conflicted there.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	TargetRefs []gwv1.LocalPolicyTargetReferenceWithSectionName `json:"targetRefs"`
+	// backend is how Envoy balances over the target Services' endpoints and connects to them: the fields of
+	// a LoadBalancerPolicy backend (spec.backends[]) other than its name, endpoints, service and dns. A
+	// client certificate (tls.clientCertificate) is not supported here: its Secret would be read in the
+	// Gateway's namespace, not the Service's.
+	// +kubebuilder:default={}
+	Backend BackendSettings `json:"backend,omitempty"`
+}
+
+// BackendLoadBalancerPolicyList is a list of BackendLoadBalancerPolicies.
+//
+// +kubebuilder:object:root=true
+type BackendLoadBalancerPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BackendLoadBalancerPolicy `json:"items"`
+}

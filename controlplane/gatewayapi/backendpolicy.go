@@ -1,0 +1,216 @@
+package gatewayapi
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// BackendPolicy is what one BackendLoadBalancerPolicy becomes: its status, an entry per Gateway whose
+// routes send to one of its Services.
+type BackendPolicy struct {
+	Generation int64
+	Ancestors  []gwv1.PolicyAncestorStatus
+}
+
+// maxAncestors is the specification's bound on a policy's status.ancestors.
+const maxAncestors = 16
+
+// servicePort is one port of a Service.
+type servicePort struct {
+	namespace, name string
+	port            int32
+}
+
+// backendPolicies decides which BackendLoadBalancerPolicy applies to each Service port.
+type backendPolicies struct {
+	// invalid holds why a policy applies nowhere, by policy.
+	invalid map[types.NamespacedName]string
+	// in holds every valid policy, winners first: a policy that names the port (sectionName) before one that
+	// names the whole Service, then the older, then the first by name.
+	in []*v1alpha1.BackendLoadBalancerPolicy
+	// portNames names each Service's named ports.
+	portNames map[types.NamespacedName]map[int32]string
+}
+
+func newBackendPolicies(in Input) *backendPolicies {
+	bp := &backendPolicies{invalid: map[types.NamespacedName]string{}, portNames: in.PortNames}
+	for _, p := range in.BackendPolicies {
+		if why := backendPolicyProblem(p); why != "" {
+			bp.invalid[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = why
+			continue
+		}
+		bp.in = append(bp.in, p)
+	}
+	slices.SortFunc(bp.in, func(a, b *v1alpha1.BackendLoadBalancerPolicy) int { return olderObject(&a.ObjectMeta, &b.ObjectMeta) })
+	return bp
+}
+
+// targets tells whether p applies to the Service port sp, and whether it names that port.
+func (bp *backendPolicies) targets(p *v1alpha1.BackendLoadBalancerPolicy, sp servicePort) (applies, section bool) {
+	if p.Namespace != sp.namespace {
+		return false, false
+	}
+	for _, t := range p.Spec.TargetRefs {
+		if string(t.Name) != sp.name {
+			continue
+		}
+		if t.SectionName == nil {
+			applies = true
+			continue
+		}
+		if name := bp.portNames[types.NamespacedName{Namespace: sp.namespace, Name: sp.name}][sp.port]; name != "" && string(*t.SectionName) == name {
+			return true, true
+		}
+	}
+	return applies, false
+}
+
+// forPort returns the policy that applies to the Service port, and the others that target it (conflicted).
+func (bp *backendPolicies) forPort(sp servicePort) (*v1alpha1.BackendLoadBalancerPolicy, []*v1alpha1.BackendLoadBalancerPolicy) {
+	var sectioned, whole []*v1alpha1.BackendLoadBalancerPolicy
+	for _, p := range bp.in {
+		switch applies, section := bp.targets(p, sp); {
+		case section:
+			sectioned = append(sectioned, p)
+		case applies:
+			whole = append(whole, p)
+		}
+	}
+	all := append(sectioned, whole...)
+	if len(all) == 0 {
+		return nil, nil
+	}
+	return all[0], all[1:]
+}
+
+// applyBackendPolicies gives every Service backend of the Gateways' policies the settings of the
+// BackendLoadBalancerPolicy that applies to its Service port, and returns each policy's status: an ancestor
+// per Gateway that sends to one of its Services.
+func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map[types.NamespacedName]*BackendPolicy {
+	out := map[types.NamespacedName]*BackendPolicy{}
+	if len(in.BackendPolicies) == 0 {
+		return out
+	}
+	bp := newBackendPolicies(in)
+	type use struct {
+		gateway types.NamespacedName
+		policy  types.NamespacedName
+	}
+	// conflicts holds, per (Gateway, policy), the policies that won a port over it there.
+	conflicts := map[use][]string{}
+	used := map[use]bool{}
+	invalidUsed := map[use]bool{}
+	for _, lp := range policies {
+		gw, ok := gatewayOf(lp)
+		if !ok {
+			continue
+		}
+		for i := range lp.Spec.Backends {
+			b := &lp.Spec.Backends[i]
+			if b.Service == nil {
+				continue
+			}
+			sp := servicePort{namespace: b.Service.Namespace, name: b.Service.Name, port: b.Service.Port}
+			for _, p := range in.BackendPolicies {
+				key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+				if _, bad := bp.invalid[key]; bad {
+					if applies, _ := bp.targets(p, sp); applies {
+						invalidUsed[use{gw, key}] = true
+					}
+				}
+			}
+			winner, losers := bp.forPort(sp)
+			if winner == nil {
+				continue
+			}
+			b.BackendSettings = *winner.Spec.Backend.DeepCopy()
+			wk := types.NamespacedName{Namespace: winner.Namespace, Name: winner.Name}
+			used[use{gw, wk}] = true
+			for _, l := range losers {
+				u := use{gw, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}}
+				used[u] = true
+				conflicts[u] = append(conflicts[u], fmt.Sprintf("%s port %d: %s applies", sp.name, sp.port, winner.Name))
+			}
+		}
+	}
+	ancestors := map[types.NamespacedName][]types.NamespacedName{}
+	for u := range used {
+		ancestors[u.policy] = append(ancestors[u.policy], u.gateway)
+	}
+	for u := range invalidUsed {
+		ancestors[u.policy] = append(ancestors[u.policy], u.gateway)
+	}
+	for _, p := range in.BackendPolicies {
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		gws := ancestors[key]
+		slices.SortFunc(gws, func(a, b types.NamespacedName) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+		gws = slices.Compact(gws)
+		st := &BackendPolicy{Generation: p.Generation, Ancestors: []gwv1.PolicyAncestorStatus{}}
+		for _, gw := range gws[:min(len(gws), maxAncestors)] {
+			var c metav1.Condition
+			switch why, bad := bp.invalid[key]; {
+			case bad:
+				c = condition(string(gwv1.PolicyConditionAccepted), false, string(gwv1.PolicyReasonInvalid), why, p.Generation)
+			case len(conflicts[use{gw, key}]) > 0:
+				lost := slices.Compact(slices.Sorted(slices.Values(conflicts[use{gw, key}])))
+				c = condition(string(gwv1.PolicyConditionAccepted), false, string(gwv1.PolicyReasonConflicted),
+					"another policy applies to "+strings.Join(lost, "; "), p.Generation)
+			default:
+				c = condition(string(gwv1.PolicyConditionAccepted), true, string(gwv1.PolicyReasonAccepted),
+					"applied to the routes of this Gateway that send to its Services", p.Generation)
+			}
+			group, kind, ns := gwv1.Group(gwv1.GroupName), gwv1.Kind("Gateway"), gwv1.Namespace(gw.Namespace)
+			st.Ancestors = append(st.Ancestors, gwv1.PolicyAncestorStatus{
+				AncestorRef:    gwv1.ParentReference{Group: &group, Kind: &kind, Namespace: &ns, Name: gwv1.ObjectName(gw.Name)},
+				ControllerName: ControllerName, Conditions: []metav1.Condition{c}})
+		}
+		out[key] = st
+	}
+	return out
+}
+
+// gatewayOf returns the Gateway a policy made here serves.
+func gatewayOf(p *v1alpha1.LoadBalancerPolicy) (types.NamespacedName, bool) {
+	ns, name, ok := strings.Cut(p.Annotations[AnnotationGateway], "/")
+	return types.NamespacedName{Namespace: ns, Name: name}, ok
+}
+
+// backendPolicyProblem says what keeps a BackendLoadBalancerPolicy from applying anywhere, or "". Its
+// settings are checked as the backend of a policy made here: the rules of a LoadBalancerPolicy backend, in
+// one place, with the field paths of the BackendLoadBalancerPolicy.
+func backendPolicyProblem(p *v1alpha1.BackendLoadBalancerPolicy) string {
+	var problems []string
+	for i, t := range p.Spec.TargetRefs {
+		if t.Group != "" || t.Kind != "Service" {
+			problems = append(problems, fmt.Sprintf("spec.targetRefs[%d]: must be a Service (group \"\", kind Service), got group %q kind %q", i, t.Group, t.Kind))
+		}
+	}
+	if tls := p.Spec.Backend.TLS; tls != nil && tls.ClientCertificate != nil {
+		problems = append(problems, "spec.backend.tls.clientCertificate: not supported in a BackendLoadBalancerPolicy (its Secret would be read in the Gateway's namespace)")
+	}
+	probe := &v1alpha1.LoadBalancerPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "probe"},
+		Spec: v1alpha1.LoadBalancerPolicySpec{
+			Listener: v1alpha1.Listener{Port: 8080, Protocol: v1alpha1.ProtocolHTTP},
+			Backends: []v1alpha1.Backend{{Name: "service", Service: &v1alpha1.ServiceRef{Name: "service", Port: 80},
+				BackendSettings: *p.Spec.Backend.DeepCopy()}},
+		},
+	}
+	v1alpha1.Default(probe)
+	for _, e := range v1alpha1.Validate(probe) {
+		problems = append(problems, strings.Replace(e.Path, "spec.backends[0]", "spec.backend", 1)+": "+e.Msg)
+	}
+	slices.Sort(problems)
+	return strings.Join(slices.Compact(problems), "; ")
+}

@@ -1,0 +1,132 @@
+package gatewayapi
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+func backendPolicy(ns, name string, age int, settings v1alpha1.BackendSettings, targets ...string) *v1alpha1.BackendLoadBalancerPolicy {
+	p := &v1alpha1.BackendLoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 7,
+		CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Minute))}, Spec: v1alpha1.BackendLoadBalancerPolicySpec{Backend: settings}}
+	for _, t := range targets {
+		svc, section, _ := strings.Cut(t, ":")
+		ref := gwv1.LocalPolicyTargetReferenceWithSectionName{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Group: "", Kind: "Service", Name: gwv1.ObjectName(svc)}}
+		if section != "" {
+			ref.SectionName = ptr(gwv1.SectionName(section))
+		}
+		p.Spec.TargetRefs = append(p.Spec.TargetRefs, ref)
+	}
+	return p
+}
+
+func backendOf(t *testing.T, p *v1alpha1.LoadBalancerPolicy, service string) *v1alpha1.Backend {
+	t.Helper()
+	for i := range p.Spec.Backends {
+		if b := &p.Spec.Backends[i]; b.Service != nil && b.Service.Name == service {
+			return b
+		}
+	}
+	t.Fatalf("policy %s has no backend for Service %s: %+v", p.Name, service, p.Spec.Backends)
+	return nil
+}
+
+func ancestorCond(t *testing.T, out *Output, policy string) (gwv1.PolicyAncestorStatus, metav1.Condition) {
+	t.Helper()
+	ns, name, _ := strings.Cut(policy, "/")
+	st := out.BackendPolicies[types.NamespacedName{Namespace: ns, Name: name}]
+	if st == nil || len(st.Ancestors) != 1 {
+		t.Fatalf("policy %s: want one ancestor, got %+v", policy, st)
+	}
+	c := meta.FindStatusCondition(st.Ancestors[0].Conditions, string(gwv1.PolicyConditionAccepted))
+	if c == nil {
+		t.Fatalf("policy %s has no Accepted condition", policy)
+	}
+	return st.Ancestors[0], *c
+}
+
+// A BackendLoadBalancerPolicy gives a Service's backend its settings in every Gateway policy that sends to
+// it; one that names the port wins over one for the whole Service, and an older over a newer.
+func TestBackendPolicyAppliesToTheServicesRoutesSendTo(t *testing.T) {
+	leastRequest := v1alpha1.BackendSettings{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmLeastRequest}}
+	maglev := v1alpha1.BackendSettings{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev}}
+	random := v1alpha1.BackendSettings{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmRandom}}
+	in := input([]*gwv1.Gateway{gw("infra", "edge", httpListener("http", 80, ""))},
+		route("apps", "web", 0, "infra/edge", []string{"web.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}),
+		route("apps", "api", 1, "infra/edge", []string{"api.example.com"}, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "api", 8080)}}))
+	in.Namespaces["infra"] = map[string]string{}
+	for _, g := range in.Gateways {
+		g.Spec.Listeners[0].AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptr(gwv1.NamespacesFromAll)}}
+	}
+	in.PortNames = map[types.NamespacedName]map[int32]string{{Namespace: "apps", Name: "web"}: {80: "http"}}
+	in.BackendPolicies = []*v1alpha1.BackendLoadBalancerPolicy{
+		backendPolicy("apps", "web-old", 0, random, "web"),
+		backendPolicy("apps", "web-port", 5, leastRequest, "web:http"),
+		backendPolicy("apps", "api", 1, maglev, "api"),
+		backendPolicy("apps", "api-newer", 2, random, "api"),
+		backendPolicy("apps", "nothing-sends-there", 0, random, "db"),
+	}
+	out := Translate(in)
+	valid(t, out)
+	if got := backendOf(t, policyFor(t, out, "web.example.com"), "web").LoadBalancing.Algorithm; got != v1alpha1.AlgorithmLeastRequest {
+		t.Errorf("web: algorithm %q, want the port's policy's LeastRequest", got)
+	}
+	if got := backendOf(t, policyFor(t, out, "api.example.com"), "api").LoadBalancing.Algorithm; got != v1alpha1.AlgorithmMaglev {
+		t.Errorf("api: algorithm %q, want the older policy's Maglev", got)
+	}
+	for policy, want := range map[string]string{"apps/web-port": "Accepted", "apps/api": "Accepted", "apps/web-old": "Conflicted", "apps/api-newer": "Conflicted"} {
+		a, c := ancestorCond(t, out, policy)
+		if c.Reason != want || (c.Status == metav1.ConditionTrue) != (want == "Accepted") || c.ObservedGeneration != 7 {
+			t.Errorf("%s: Accepted %s %s (%s), want reason %s", policy, c.Status, c.Reason, c.Message, want)
+		}
+		if a.AncestorRef.Name != "edge" || *a.AncestorRef.Namespace != "infra" || *a.AncestorRef.Kind != "Gateway" || a.ControllerName != ControllerName {
+			t.Errorf("%s: ancestor %+v", policy, a)
+		}
+	}
+	if _, c := ancestorCond(t, out, "apps/api-newer"); !strings.Contains(c.Message, "api port 8080: api applies") {
+		t.Errorf("the conflict does not name the policy that applies: %q", c.Message)
+	}
+	if st := out.BackendPolicies[types.NamespacedName{Namespace: "apps", Name: "nothing-sends-there"}]; st == nil || len(st.Ancestors) != 0 {
+		t.Errorf("a policy whose Service no route sends to has ancestors: %+v", st)
+	}
+}
+
+// An invalid policy applies nowhere, and says why with the field path of its own spec.
+func TestInvalidBackendPolicy(t *testing.T) {
+	in := input([]*gwv1.Gateway{gw("apps", "edge", httpListener("http", 80, ""))},
+		route("apps", "web", 0, "apps/edge", nil, gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}))
+	bad := v1alpha1.BackendSettings{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: "Fastest"},
+		HealthCheck: &v1alpha1.HealthCheck{Active: &v1alpha1.ActiveHealthCheck{Type: v1alpha1.HealthCheckGRPC}}}
+	in.BackendPolicies = []*v1alpha1.BackendLoadBalancerPolicy{backendPolicy("apps", "bad", 0, bad, "web")}
+	out := Translate(in)
+	valid(t, out)
+	if got := backendOf(t, out.Policies[0], "web").LoadBalancing.Algorithm; got != "" {
+		t.Errorf("an invalid policy applied: algorithm %q", got)
+	}
+	_, c := ancestorCond(t, out, "apps/bad")
+	if c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.PolicyReasonInvalid) {
+		t.Fatalf("Accepted %s %s, want False Invalid", c.Status, c.Reason)
+	}
+	for _, want := range []string{"spec.backend.loadBalancing.algorithm", "spec.backend.healthCheck.active.type"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q does not name %s", c.Message, want)
+		}
+	}
+
+	in.BackendPolicies = []*v1alpha1.BackendLoadBalancerPolicy{backendPolicy("apps", "cert", 0, v1alpha1.BackendSettings{
+		TLS: &v1alpha1.BackendTLS{ClientCertificate: &v1alpha1.ClientCertificate{SecretName: "client"}}}, "web")}
+	in.BackendPolicies[0].Spec.TargetRefs[0].Kind = "Deployment"
+	_, c = ancestorCond(t, Translate(in), "apps/cert")
+	for _, want := range []string{"spec.backend.tls.clientCertificate", "spec.targetRefs[0]: must be a Service"} {
+		if c.Reason != string(gwv1.PolicyReasonInvalid) || !strings.Contains(c.Message, want) {
+			t.Errorf("%s %q does not name %s", c.Reason, c.Message, want)
+		}
+	}
+}
