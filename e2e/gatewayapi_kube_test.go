@@ -353,6 +353,29 @@ func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 		})
 	})
 
+	t.Run("a route that leaves lbplane's Gateways loses lbplane's status entries", func(t *testing.T) {
+		// The outsider (namespace other) has lbplane's entry from the allowedRoutes subtest; it now names a
+		// Gateway that does not exist.
+		eventually(t, 20*time.Second, "the outsider has lbplane's entry", func() error {
+			out, _ := kubectl(t, kc, "", "get", "httproute", "-n", "other", "outsider", "-o", `jsonpath={.status.parents[*].controllerName}`)
+			if out != "lbplane.io/gateway-controller" {
+				return fmt.Errorf("%q", out)
+			}
+			return nil
+		})
+		if out, err := kubectl(t, kc, "", "patch", "httproute", "-n", "other", "outsider", "--type=merge", "-p",
+			`{"spec":{"parentRefs":[{"name":"nowhere","namespace":"apps"}]}}`); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		eventually(t, 20*time.Second, "lbplane's entry leaves status.parents", func() error {
+			out, err := kubectl(t, kc, "", "get", "httproute", "-n", "other", "outsider", "-o", `jsonpath={.status.parents[*].controllerName}|{.metadata.generation}`)
+			if err != nil || out != "|2" {
+				return fmt.Errorf("%q %v", out, err)
+			}
+			return nil
+		})
+	})
+
 	t.Run("50 routes to one Service, one cluster", func(t *testing.T) {
 		var b strings.Builder
 		for i := range 50 {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 )
@@ -148,9 +149,42 @@ func Translate(in Input) *Output {
 	return out
 }
 
-// classStatus accepts a class of lbplane's controller: it takes no parameters.
+// Features are the Gateway API features lbplane supports: the GATEWAY-HTTP profile's core, and the extended
+// features the conformance suite passes. Every GatewayClass of lbplane's lists them in
+// status.supportedFeatures; the suite's run (conformance/) checks that they are the ones it tests.
+var Features = []features.FeatureName{
+	features.SupportGateway,
+	features.SupportReferenceGrant,
+	features.SupportHTTPRoute,
+	features.SupportGatewayPort8080,
+	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteDestinationPortMatching,
+	features.SupportHTTPRouteParentRefPort,
+	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRoutePortRedirect,
+	features.SupportHTTPRouteSchemeRedirect,
+	features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRoute303RedirectStatusCode,
+	features.SupportHTTPRoute307RedirectStatusCode,
+	features.SupportHTTPRoute308RedirectStatusCode,
+	features.SupportHTTPRouteRequestTimeout,
+	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+}
+
+// classStatus accepts a class of lbplane's controller: it takes no parameters. It lists the Features, sorted
+// by name as the specification asks.
 func classStatus(c *gwv1.GatewayClass) gwv1.GatewayClassStatus {
 	st := gwv1.GatewayClassStatus{}
+	for _, f := range Features {
+		st.SupportedFeatures = append(st.SupportedFeatures, gwv1.SupportedFeature{Name: gwv1.FeatureName(f)})
+	}
+	slices.SortFunc(st.SupportedFeatures, func(a, b gwv1.SupportedFeature) int { return cmp.Compare(a.Name, b.Name) })
 	if c.Spec.ParametersRef != nil {
 		st.Conditions = append(st.Conditions, condition(string(gwv1.GatewayClassConditionStatusAccepted), false,
 			string(gwv1.GatewayClassReasonInvalidParameters), "lbplane's GatewayClass takes no parametersRef", c.Generation))

@@ -388,6 +388,12 @@ func TestFiltersAndStatus(t *testing.T) {
 	if c := out.Classes["lbplane"].Conditions; len(c) != 2 || c[0].Status != metav1.ConditionTrue || c[1].Type != "SupportedVersion" || c[0].ObservedGeneration != 2 {
 		t.Errorf("class: %+v", c)
 	}
+	// status.supportedFeatures: every feature, sorted by name, the core ones among them.
+	fs := out.Classes["lbplane"].SupportedFeatures
+	if len(fs) != len(Features) || !slices.IsSortedFunc(fs, func(a, b gwv1.SupportedFeature) int { return strings.Compare(string(a.Name), string(b.Name)) }) ||
+		!slices.Contains(fs, gwv1.SupportedFeature{Name: "HTTPRoute"}) || !slices.Contains(fs, gwv1.SupportedFeature{Name: "HTTPRouteRequestMirror"}) {
+		t.Errorf("supportedFeatures: %v", fs)
+	}
 }
 
 func TestEachGatewayGetsItsOwnEnvoyPorts(t *testing.T) {

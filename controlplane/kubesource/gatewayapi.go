@@ -308,6 +308,7 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 		}
 		next := gc.Status
 		next.Conditions = mergeConditions(gc.Status.Conditions, st.Conditions, now)
+		next.SupportedFeatures = st.SupportedFeatures
 		if !equalStatus(gc.Status, next) {
 			gc.Status = next
 			s.statusUpdate(ctx, cl, &gc)
@@ -347,6 +348,7 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 			s.statusUpdate(ctx, cl, &r)
 		}
 	}
+	s.dropStaleParents(ctx, out, now)
 	for key, st := range out.BackendPolicies {
 		var p v1alpha1.BackendLoadBalancerPolicy
 		if err := c.Get(ctx, key, &p); err != nil {
@@ -366,6 +368,31 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 		}
 	}
 	s.gw.mu.Unlock()
+}
+
+// dropStaleParents removes lbplane's entries from the status of every HTTPRoute that no longer has a parent
+// of lbplane's (its parentRefs changed, or its Gateways are gone or of another class): what was written of a
+// parent it left is not true any more. Other controllers' entries stay.
+func (s *Source) dropStaleParents(ctx context.Context, out *gatewayapi.Output, now metav1.Time) {
+	var all gwv1.HTTPRouteList
+	if err := s.mgr.GetCache().List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return
+	}
+	for i := range all.Items {
+		r := &all.Items[i]
+		key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
+		if _, ours := out.Routes[key]; ours || !slices.ContainsFunc(r.Status.Parents, func(p gwv1.RouteParentStatus) bool {
+			return p.ControllerName == gatewayapi.ControllerName
+		}) {
+			continue
+		}
+		r = r.DeepCopy() // the cache's copy is shared
+		r.Status.Parents = routeParents(r.Status.Parents, nil, now)
+		if r.Status.Parents == nil {
+			r.Status.Parents = []gwv1.RouteParentStatus{} // required in the schema
+		}
+		s.statusUpdate(ctx, s.mgr.GetClient(), r)
+	}
 }
 
 func (s *Source) statusUpdate(ctx context.Context, cl client.Client, obj client.Object) {
