@@ -3,14 +3,18 @@
 package conformance
 
 import (
+	"context"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance"
 	"sigs.k8s.io/gateway-api/conformance/tests"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
@@ -73,8 +77,32 @@ func TestGatewayAPIConformance(t *testing.T) {
 	})
 	cSuite.Setup(t, tests.ConformanceTests)
 	ran = true
+	claimedIsTested(t, opts.Client, opts.GatewayClassName)
 	if err := cSuite.Run(t, tests.ConformanceTests); err != nil {
 		t.Fatalf("the conformance suite: %v", err)
+	}
+}
+
+// claimedIsTested checks that what lbplane's GatewayClass claims in status.supportedFeatures (lbplane's
+// gatewayapi.Features) is what the suite tests by default: the profile's core features and Extended.
+func claimedIsTested(t *testing.T, c client.Client, class string) {
+	t.Helper()
+	var gc gwv1.GatewayClass
+	if err := c.Get(context.Background(), client.ObjectKey{Name: class}, &gc); err != nil {
+		t.Fatalf("reading GatewayClass %s: %v", class, err)
+	}
+	var claimed []string
+	for _, f := range gc.Status.SupportedFeatures {
+		claimed = append(claimed, string(f.Name))
+	}
+	var tested []string
+	for _, f := range Profile.CoreFeatures.Clone().Insert(Extended...).UnsortedList() {
+		tested = append(tested, string(f))
+	}
+	slices.Sort(claimed)
+	slices.Sort(tested)
+	if !slices.Equal(claimed, tested) {
+		t.Errorf("GatewayClass %s claims %v in status.supportedFeatures, the suite tests %v: lbplane's gatewayapi.Features and this module's Extended must say the same", class, claimed, tested)
 	}
 }
 

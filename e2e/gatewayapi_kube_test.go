@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 type gwBackend struct {
 	name, ip string
 	port     int
+	// probes counts Envoy's health-check requests (User-Agent Envoy/HC); a request with ?fail=1 gets 500.
+	probes *atomic.Int64
 }
 
 func startGWBackend(t *testing.T, name string) *gwBackend {
@@ -33,13 +36,20 @@ func startGWBackend(t *testing.T, name string) *gwBackend {
 	if err != nil {
 		t.Fatal(err)
 	}
+	probes := &atomic.Int64{}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.UserAgent() == "Envoy/HC" {
+			probes.Add(1)
+		}
 		w.Header().Set("X-Backend", name)
+		if r.URL.Query().Get("fail") == "1" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
 		json.NewEncoder(w).Encode(r.Header)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return &gwBackend{name: name, ip: h.IP, port: ln.Addr().(*net.TCPAddr).Port}
+	return &gwBackend{name: name, ip: h.IP, port: ln.Addr().(*net.TCPAddr).Port, probes: probes}
 }
 
 // listenInNetns opens a TCP listener inside the named network namespace: a socket stays in the namespace it
@@ -186,7 +196,8 @@ spec:
 
 // A Gateway and HTTPRoutes through a real API server and a real Envoy: traffic from the routes' backends,
 // the specification's status, precedence, allowedRoutes, a redirect, a header change, 500 for a backend
-// that does not resolve, and one Envoy cluster for 50 routes to one Service.
+// that does not resolve, one Envoy cluster for 50 routes to one Service, and a BackendLoadBalancerPolicy on
+// that Service: one health-check probe per interval and one ejection count for all its routes.
 func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 	t.Parallel()
 	cluster := kubetest.Start(t)
@@ -413,7 +424,9 @@ spec:
   targetRefs: [{group: "", kind: Service, name: api, sectionName: http}]
   backend:
     loadBalancing: {algorithm: LeastRequest}
-    healthCheck: {active: {type: HTTP, interval: 2s, http: {path: /}}}
+    healthCheck:
+      active: {type: HTTP, interval: 2s, http: {path: /}}
+      passive: {consecutive5xx: 3, maxEjectionPercent: 100}
 ---
 apiVersion: lbplane.io/v1alpha1
 kind: BackendLoadBalancerPolicy
@@ -456,6 +469,44 @@ spec:
 				if f := strings.Fields(out); len(f) != 5 || f[0] != "apps/gw" || f[1] != "lbplane.io/gateway-controller" || f[2]+" "+f[3] != want || !sameSides(f[4]) {
 					return fmt.Errorf("%s: %q, want apps/gw %s", name, out, want)
 				}
+			}
+			return nil
+		})
+
+		// The 52 routes that send to apps/api (50 of them /many/N) share one cluster, so one set of health
+		// checks: one probe per 2 s interval from the one Envoy, not one per route. Envoy may fire a probe
+		// late on a busy machine, never early.
+		const window, interval = 10 * time.Second, 2 * time.Second
+		before := api.probes.Load()
+		time.Sleep(window) // a rate is counted over a window
+		if n := api.probes.Load() - before; n < 2 || n > int64(window/interval)+1 {
+			t.Errorf("%d health-check probes of apps/api in %s at a %s interval, want at most %d (one set for every route)", n, window, interval, window/interval+1)
+		}
+
+		// Passive checks count the errors of every route together: 3 consecutive 5xx through 3 different
+		// routes eject the endpoint, as 3 through one route would.
+		ejections := func() int {
+			n := 0
+			for _, line := range strings.Split(envoyStats(t, envoy, "outlier_detection.ejections_enforced_consecutive_5xx"), "\n") {
+				if name, v, ok := strings.Cut(line, ": "); ok && strings.Contains(name, "/api-80-") {
+					c, _ := strconv.Atoi(v)
+					n += c
+				}
+			}
+			return n
+		}
+		e0 := ejections()
+		for i, path := range []string{"/many/1?fail=1", "/many/2?fail=1", "/many/3?fail=1"} {
+			if resp, _ := get(path, "GET", nil); resp.StatusCode != 500 || resp.Header.Get("X-Backend") != "api" {
+				t.Fatalf("%s: %d from %q, want 500 from api", path, resp.StatusCode, resp.Header.Get("X-Backend"))
+			}
+			if i == 1 && ejections() != e0 {
+				t.Fatalf("ejected after 2 errors, want 3")
+			}
+		}
+		eventually(t, 10*time.Second, "the third error, on a third route, ejects the endpoint", func() error {
+			if n := ejections(); n != e0+1 {
+				return fmt.Errorf("%d consecutive-5xx ejections of apps/api, want %d", n, e0+1)
 			}
 			return nil
 		})
