@@ -214,14 +214,20 @@ type HeaderValue struct {
 
 // Redirect answers with a redirect; empty fields keep the request's.
 type Redirect struct {
-	Scheme   string `json:"scheme,omitempty"`
-	Hostname string `json:"hostname,omitempty"`
-	Port     uint32 `json:"port,omitempty"`
-	// FullPath replaces the path; PrefixRewrite replaces the matched prefix (one of the two, or neither).
+	Scheme     string `json:"scheme,omitempty"`
+	Hostname   string `json:"hostname,omitempty"`
+	Port       uint32 `json:"port,omitempty"`
+	PathChange        // its fields inline
+	StatusCode uint32 `json:"statusCode,omitempty"`
+}
+
+// PathChange is how a redirect changes the path: FullPath replaces it; PrefixRewrite replaces the prefix the
+// route's path match matched (whole segments with a PathSegmentPrefix match), HasPrefix saying so. One of
+// the two, or neither.
+type PathChange struct {
 	FullPath      string `json:"fullPath,omitempty"`
 	PrefixRewrite string `json:"prefixRewrite,omitempty"`
 	HasPrefix     bool   `json:"hasPrefix,omitempty"`
-	StatusCode    uint32 `json:"statusCode,omitempty"`
 }
 
 // DirectResponse answers with a fixed status and body.

@@ -110,14 +110,19 @@ func redirectOf(rt *v1alpha1.Route) *ir.Redirect {
 	if rd.StatusCode != nil {
 		out.StatusCode = uint32(*rd.StatusCode)
 	}
-	if pp := rd.Path; pp != nil {
-		if pp.Type == v1alpha1.RedirectReplaceFullPath {
-			out.FullPath = pp.Value
-		} else {
-			out.PrefixRewrite, out.HasPrefix = pp.Value, true
-		}
-	}
+	out.PathChange = pathChangeOf(rd.Path)
 	return out
+}
+
+// pathChangeOf is how a redirect changes the path; none when pp is nil.
+func pathChangeOf(pp *v1alpha1.RedirectPath) ir.PathChange {
+	switch {
+	case pp == nil:
+		return ir.PathChange{}
+	case pp.Type == v1alpha1.RedirectReplaceFullPath:
+		return ir.PathChange{FullPath: pp.Value}
+	}
+	return ir.PathChange{PrefixRewrite: pp.Value, HasPrefix: true}
 }
 
 func directOf(d *v1alpha1.DirectResponse) *ir.DirectResponse {

@@ -221,17 +221,13 @@ func answeringRoute(r *ir.Route, m *routev3.RouteMatch) *routev3.Route {
 	switch {
 	case rd.FullPath != "":
 		ra.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: rd.FullPath}
-	case rd.HasPrefix && r.PathType == ir.PathSegmentPrefix && strings.TrimRight(r.Path, "/") != "":
-		// Whole segments are replaced: with "/foo" replaced, "/foo/bar" becomes "/xyz/bar" or "/bar" (not
-		// "//bar"), and "/foo" becomes "/xyz" or "/".
-		matched := regexp.QuoteMeta(strings.TrimRight(r.Path, "/"))
-		rw := &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched + "(/.*)?$"}, Substitution: strings.TrimRight(rd.PrefixRewrite, "/") + `\1`}
-		if strings.TrimRight(rd.PrefixRewrite, "/") == "" {
-			rw = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched + "/*"}, Substitution: "/"}
-		}
-		ra.PathRewriteSpecifier = &routev3.RedirectAction_RegexRewrite{RegexRewrite: rw}
 	case rd.HasPrefix:
-		ra.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: rd.PrefixRewrite}
+		switch prefix, rw := prefixChange(r, rd.PrefixRewrite); {
+		case rw != nil:
+			ra.PathRewriteSpecifier = &routev3.RedirectAction_RegexRewrite{RegexRewrite: rw}
+		case prefix != "":
+			ra.PathRewriteSpecifier = &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: prefix}
+		}
 	}
 	switch rd.StatusCode {
 	case 301:
@@ -264,3 +260,28 @@ func requestHeaders(out *routev3.Route, hc *ir.HeaderChanges) {
 	}
 	out.RequestHeadersToRemove = append(out.RequestHeadersToRemove, hc.Remove...)
 }
+
+// prefixChange is how Envoy replaces, with value, the prefix the route's path match matched. A Prefix match's
+// prefix is replaced as a string (prefix_rewrite). A SegmentPrefix match's is replaced by whole segments, as
+// Gateway API's PathPrefix is, trailing slashes of either ignored: with "/foo" replaced by "/xyz", "/foo/bar"
+// becomes "/xyz/bar", "/foo" "/xyz" and "/foo/" "/xyz/"; by "/", "/foo/bar" becomes "/bar" and "/foo" "/" (not
+// "//bar" and "", which prefix_rewrite would make: a regex_rewrite says it). With the match "/", which is no
+// segment, "/bar" becomes "/xyz/bar" and "/" "/xyz/".
+func prefixChange(r *ir.Route, value string) (string, *matcherv3.RegexMatchAndSubstitute) {
+	if r.PathType != ir.PathSegmentPrefix {
+		return value, nil
+	}
+	matched, with := strings.TrimRight(r.Path, "/"), strings.TrimRight(value, "/")
+	switch {
+	case matched == "":
+		return with + "/", nil // the match is the prefix "/" (routeMatch)
+	case with == "":
+		return "", &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + regexp.QuoteMeta(matched) + "/*"}, Substitution: "/"}
+	}
+	return "", &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + regexp.QuoteMeta(matched) + "(/.*)?$"},
+		Substitution: substitution(with) + `\1`}
+}
+
+// substitution is s as the literal text of a regex_rewrite's substitution, where a backslash starts a
+// capture group's number.
+func substitution(s string) string { return strings.ReplaceAll(s, `\`, `\\`) }
