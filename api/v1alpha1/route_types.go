@@ -44,6 +44,11 @@ type Route struct {
 	Mirrors []Mirror `json:"mirrors,omitempty"`
 	// requestHeaders changes the request's headers before it is sent to a backend.
 	RequestHeaders *HeaderModifier `json:"requestHeaders,omitempty"`
+	// responseHeaders changes the headers of the response sent to the client: the backend's, or the one
+	// Envoy answers with itself (redirect, directResponse). The same names as requestHeaders are refused.
+	ResponseHeaders *HeaderModifier `json:"responseHeaders,omitempty"`
+	// rewrite changes the request's host name and path before it is sent to a backend; only with backends.
+	Rewrite *Rewrite `json:"rewrite,omitempty"`
 	// redirect answers matching requests with a redirect instead of sending them to a backend; backends must
 	// then be empty.
 	Redirect *Redirect `json:"redirect,omitempty"`
@@ -78,7 +83,7 @@ type HeaderValue struct {
 	Value string `json:"value"`
 }
 
-// RedirectPathType says how a redirect rewrites the path.
+// RedirectPathType says how a redirect or a rewrite changes the path.
 // +kubebuilder:validation:Enum=ReplaceFullPath;ReplacePrefixMatch
 // +kubebuilder:validation:MaxLength=32
 type RedirectPathType string
@@ -107,12 +112,24 @@ type Redirect struct {
 	StatusCode *int32 `json:"statusCode,omitempty"`
 }
 
-// RedirectPath rewrites the path of a redirect.
+// RedirectPath changes the path of a redirect or of a rewrite.
 type RedirectPath struct {
 	// type is ReplaceFullPath or ReplacePrefixMatch.
 	Type RedirectPathType `json:"type"`
 	// value is the new path or prefix; it starts with "/".
 	Value string `json:"value"`
+}
+
+// Rewrite changes a request before it is sent to a backend; what it does not set is the request's own.
+type Rewrite struct {
+	// hostname replaces the request's Host header (HTTP/2 :authority).
+	Hostname string `json:"hostname,omitempty"`
+	// path changes the path, the query kept: ReplaceFullPath replaces it, ReplacePrefixMatch replaces the
+	// prefix the route's path match matched (which must then be a Prefix or SegmentPrefix match). A
+	// SegmentPrefix match's prefix is replaced by whole segments, as Gateway API's PathPrefix is: with "/foo"
+	// replaced by "/xyz", "/foo/bar" becomes "/xyz/bar" and "/foo" "/xyz"; replaced by "/", "/foo/bar" becomes
+	// "/bar" and "/foo" "/". A Prefix match's is replaced as a string.
+	Path *RedirectPath `json:"path,omitempty"`
 }
 
 // DirectResponse answers a request without a backend.

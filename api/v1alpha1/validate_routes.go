@@ -67,6 +67,18 @@ func (v *validator) routeAction(rp path, r *Route, backends map[string]bool) {
 		v.add(rp.child("mirrors"), "only allowed with backends")
 	}
 	v.headerModifier(rp.child("requestHeaders"), r.RequestHeaders)
+	v.headerModifier(rp.child("responseHeaders"), r.ResponseHeaders)
+	if rw := r.Rewrite; rw != nil {
+		switch {
+		case r.Redirect != nil:
+			v.add(rp.child("rewrite"), "only allowed with backends: a redirect sends nothing to a backend to rewrite")
+		case r.DirectResponse != nil:
+			v.add(rp.child("rewrite"), "only allowed with backends: a direct response sends nothing to a backend to rewrite")
+		default:
+			v.hostname(rp.child("rewrite").child("hostname"), rw.Hostname)
+			v.pathChange(rp.child("rewrite").child("path"), rw.Path, r.Match)
+		}
+	}
 }
 
 func (v *validator) redirect(p path, r *Route) {
@@ -74,26 +86,37 @@ func (v *validator) redirect(p path, r *Route) {
 	if rd.Scheme != "" && rd.Scheme != "http" && rd.Scheme != "https" {
 		v.add(p.child("scheme"), "must be http or https, got %q", clip(rd.Scheme))
 	}
-	if rd.Hostname != "" && (strings.HasPrefix(rd.Hostname, "*") || !isHostname(rd.Hostname)) {
-		v.add(p.child("hostname"), "must be a host name, got %q", clip(rd.Hostname))
-	}
+	v.hostname(p.child("hostname"), rd.Hostname)
 	if rd.Port != nil && (*rd.Port < 1 || *rd.Port > 65535) {
 		v.add(p.child("port"), "must be between 1 and 65535, got %d", *rd.Port)
 	}
 	if rd.StatusCode != nil && !slices.Contains(supportedRedirectCode, *rd.StatusCode) {
 		v.add(p.child("statusCode"), "must be one of 301, 302, 303, 307, 308, got %d", *rd.StatusCode)
 	}
-	if pp := rd.Path; pp != nil {
-		switch {
-		case !oneOf(pp.Type, supportedRedirectPath):
-			v.add(p.child("path").child("type"), "%s", unsupported(pp.Type, supportedRedirectPath))
-		case !strings.HasPrefix(pp.Value, "/"):
-			v.add(p.child("path").child("value"), "must start with \"/\", got %q", clip(pp.Value))
-		case strings.ContainsAny(pp.Value, "?# \t\r\n"):
-			v.add(p.child("path").child("value"), "must not contain '?', '#' or white space, got %q", clip(pp.Value))
-		case pp.Type == RedirectReplacePrefixMatch && (r.Match.Path == nil || (r.Match.Path.Type != PathMatchPrefix && r.Match.Path.Type != PathMatchSegmentPrefix)):
-			v.add(p.child("path").child("type"), "ReplacePrefixMatch needs a Prefix or SegmentPrefix path match")
-		}
+	v.pathChange(p.child("path"), rd.Path, r.Match)
+}
+
+// hostname validates the host name a redirect or a rewrite sets (empty: none).
+func (v *validator) hostname(p path, h string) {
+	if h != "" && (strings.HasPrefix(h, "*") || !isHostname(h)) {
+		v.add(p, "must be a host name, got %q", clip(h))
+	}
+}
+
+// pathChange validates the path change of a redirect or a rewrite of a route that matches m.
+func (v *validator) pathChange(p path, pp *RedirectPath, m RouteMatch) {
+	if pp == nil {
+		return
+	}
+	switch {
+	case !oneOf(pp.Type, supportedRedirectPath):
+		v.add(p.child("type"), "%s", unsupported(pp.Type, supportedRedirectPath))
+	case !strings.HasPrefix(pp.Value, "/"):
+		v.add(p.child("value"), "must start with \"/\", got %q", clip(pp.Value))
+	case strings.ContainsAny(pp.Value, "?# \t\r\n"):
+		v.add(p.child("value"), "must not contain '?', '#' or white space, got %q", clip(pp.Value))
+	case pp.Type == RedirectReplacePrefixMatch && (m.Path == nil || (m.Path.Type != PathMatchPrefix && m.Path.Type != PathMatchSegmentPrefix)):
+		v.add(p.child("type"), "ReplacePrefixMatch needs a Prefix or SegmentPrefix path match")
 	}
 }
 

@@ -126,16 +126,19 @@ func TestExplainNamesTheValue(t *testing.T) {
 }
 
 // A route Envoy answers itself (a redirect, a direct response) has no route action: its defaulted timeout is
-// shown left out, saying why, while its own fields and the other routes' timeouts resolve.
+// shown left out, saying why, while its own fields (its response headers too) and the other routes' timeouts
+// and rewrites resolve.
 func TestAnsweringRouteLeavesTheBackendSettingsOut(t *testing.T) {
 	checkEnvoyValues(t, "controlplane/explain/testdata/fieldmap/routes.yaml", "default/routes", map[string]string{
-		"spec.routes[0].timeout":               "20s",
-		"spec.routes[2].timeout":               "(left out: the route answers with a redirect, not a backend)",
-		"spec.routes[2].redirect.port":         "8443",
-		"spec.routes[2].redirect.statusCode":   "PERMANENT_REDIRECT",
-		"spec.routes[4].timeout":               "(left out: the route answers with a direct response, not a backend)",
-		"spec.routes[4].directResponse.status": "410",
-		"spec.routes[1].errorWeight":           "1",
-		"spec.routes[1].match.method":          "POST",
+		"spec.routes[0].timeout":                      "20s",
+		"spec.routes[2].timeout":                      "(left out: the route answers with a redirect, not a backend)",
+		"spec.routes[2].redirect.port":                "8443",
+		"spec.routes[2].redirect.statusCode":          "PERMANENT_REDIRECT",
+		"spec.routes[4].timeout":                      "(left out: the route answers with a direct response, not a backend)",
+		"spec.routes[4].directResponse.status":        "410",
+		"spec.routes[4].responseHeaders.set[0].value": `[{"append_action":"OVERWRITE_IF_EXISTS_OR_ADD","header":{"key":"cache-control","value":"max-age=3600"}}]`,
+		"spec.routes[1].rewrite.hostname":             "orders.internal",
+		"spec.routes[1].errorWeight":                  "1",
+		"spec.routes[1].match.method":                 "POST",
 	}, nil)
 }

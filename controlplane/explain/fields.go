@@ -150,6 +150,12 @@ var rules = []rule{
 	r(R+".requestHeaders.set*", Routes, "", rt+".request_headers_to_add"),
 	r(R+".requestHeaders.add*", Routes, "", rt+".request_headers_to_add"),
 	r(R+".requestHeaders.remove", Routes, "", rt+".request_headers_to_remove"),
+	r(R+".responseHeaders.set*", Routes, "", rt+".response_headers_to_add"),
+	r(R+".responseHeaders.add*", Routes, "", rt+".response_headers_to_add"),
+	r(R+".responseHeaders.remove", Routes, "", rt+".response_headers_to_remove"),
+	r(R+".rewrite.hostname", Routes, "", rt+".route.host_rewrite_literal"),
+	// A full path, and a prefix replaced by whole segments (the route's SegmentPrefix match), are a regex_rewrite.
+	r(R+".rewrite.path*", Routes, "", rt+".route.prefix_rewrite|"+rt+".route.regex_rewrite"),
 	r(R+".redirect.scheme", Routes, "", rt+".redirect.scheme_redirect"),
 	r(R+".redirect.hostname", Routes, "", rt+".redirect.host_redirect"),
 	r(R+".redirect.port", Routes, "", rt+".redirect.port_redirect"),

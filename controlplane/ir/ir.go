@@ -181,6 +181,10 @@ type Route struct {
 	QueryParams []QueryParamMatch `json:"queryParams,omitempty"`
 	// RequestHeaders changes the request's headers before it goes upstream.
 	RequestHeaders *HeaderChanges `json:"requestHeaders,omitempty"`
+	// ResponseHeaders changes the response's headers before it goes to the client (Envoy's own answers too).
+	ResponseHeaders *HeaderChanges `json:"responseHeaders,omitempty"`
+	// Rewrite, when set, changes the request's host name and path before it goes upstream (with Clusters).
+	Rewrite *Rewrite `json:"rewrite,omitempty"`
 	// Redirect or DirectResponse, when set, answer the request instead of Clusters (then empty).
 	Redirect       *Redirect       `json:"redirect,omitempty"`
 	DirectResponse *DirectResponse `json:"directResponse,omitempty"`
@@ -221,9 +225,15 @@ type Redirect struct {
 	StatusCode uint32 `json:"statusCode,omitempty"`
 }
 
-// PathChange is how a redirect changes the path: FullPath replaces it; PrefixRewrite replaces the prefix the
-// route's path match matched (whole segments with a PathSegmentPrefix match), HasPrefix saying so. One of
-// the two, or neither.
+// Rewrite changes a request before it goes upstream; empty fields keep the request's.
+type Rewrite struct {
+	Hostname   string `json:"hostname,omitempty"`
+	PathChange        // its fields inline
+}
+
+// PathChange is how a redirect or a rewrite changes the path: FullPath replaces it; PrefixRewrite replaces the
+// prefix the route's path match matched (whole segments with a PathSegmentPrefix match), HasPrefix saying so.
+// One of the two, or neither.
 type PathChange struct {
 	FullPath      string `json:"fullPath,omitempty"`
 	PrefixRewrite string `json:"prefixRewrite,omitempty"`

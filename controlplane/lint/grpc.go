@@ -116,6 +116,12 @@ func GRPC(p *v1alpha1.LoadBalancerPolicy) []Finding {
 				ignored(rp+"."+f.name, "an Envoy filter or setting gRPC clients do not have")
 			}
 		}
+		if r.ResponseHeaders != nil {
+			ignored(rp+".responseHeaders", "gRPC clients do not change the headers of the responses they get")
+		}
+		if r.Rewrite != nil {
+			ignored(rp+".rewrite", "gRPC clients call the method and authority they were given: nothing rewrites them")
+		}
 	}
 	return out
 }

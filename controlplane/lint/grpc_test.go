@@ -28,7 +28,7 @@ spec:
   listener: {port: 80, protocol: HTTP, hostnames: [api.example, "*.example"]}
   routes:
     - {backends: [{name: app}], retry: {conditions: [retriable-status-codes], attempts: 2, statusCodes: [503], perTryTimeout: 1s}, sessionPersistence: {}}
-    - {match: {path: {value: /hash}}, backends: [{name: hash}]}
+    - {match: {path: {value: /hash}}, backends: [{name: hash}], responseHeaders: {set: [{name: x-a, value: "1"}]}, rewrite: {hostname: b.example}}
   backends:
     - {name: app, tls: {sni: app.internal, insecureSkipVerify: true}, proxyProtocol: {version: V2}, loadBalancing: {slowStart: {window: 10s}}, healthCheck: {active: {type: TCP}}, ` + eps + `}
     - {name: hash, loadBalancing: {algorithm: RingHash, hashKeys: [{cookie: {name: sid}}]}, ` + eps + `}`)
@@ -42,6 +42,8 @@ spec:
 		"grpc-ignored spec.routes[0].retry.statusCodes",
 		"grpc-ignored spec.routes[0].retry.perTryTimeout",
 		"grpc-ignored spec.routes[0].sessionPersistence",
+		"grpc-ignored spec.routes[1].responseHeaders",
+		"grpc-ignored spec.routes[1].rewrite",
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("missing %q in %v", want, got)

@@ -91,14 +91,25 @@ func randomPolicy(r *rand.Rand, i int) string {
 	listener += "}"
 	routes := ""
 	if protocol != "TCP" && r.IntN(2) == 0 {
+		// A rewrite of the path as the match allows it, of the host, or none.
+		pathType := pick("Prefix", "SegmentPrefix", "Exact")
+		rewrite := pick("", "{hostname: api.internal}", "{path: {type: ReplaceFullPath, value: /v2/api}}")
+		if pathType != "Exact" && r.IntN(2) == 0 {
+			rewrite = "{hostname: api.internal, path: {type: ReplacePrefixMatch, value: " + pick("/", "/v2", "/v2/") + "}}"
+		}
+		if rewrite != "" {
+			rewrite = "\n      rewrite: " + rewrite
+		}
 		routes = fmt.Sprintf(`
   routes:
     - match: {path: {type: %s, value: /api}, headers: [{name: x-v, type: RegularExpression, value: "v[0-9]+"}]}
       backends: [{name: one, weight: %d}, {name: two, weight: %d}]
       retry: {conditions: [connect-failure, retriable-status-codes], statusCodes: [503], attempts: %d, perTryTimeout: 2s}
       sessionPersistence: {type: %s}
-      idleTimeout: %ds
-    - backends: [{name: two}]`, pick("Prefix", "Exact"), 1+r.IntN(100), r.IntN(100), r.IntN(5), pick("Cookie", "Header"), r.IntN(3600))
+      idleTimeout: %ds%s
+    - backends: [{name: two}]
+      responseHeaders: {set: [{name: cache-control, value: no-store}], add: [{name: vary, value: x-v}], remove: [server]}`,
+			pathType, 1+r.IntN(100), r.IntN(100), r.IntN(5), pick("Cookie", "Header"), r.IntN(3600), rewrite)
 	}
 	backend := func(name string, port int) string {
 		b := fmt.Sprintf("    - name: %s\n      loadBalancing: {%s}\n", name, strings.Join(lb, ", "))

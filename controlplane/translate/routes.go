@@ -39,6 +39,7 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 		route.QueryParams = append(route.QueryParams, ir.QueryParamMatch{Name: q.Name, Type: string(q.Type), Value: q.Value})
 	}
 	route.RequestHeaders = headerChanges(rt.RequestHeaders)
+	route.ResponseHeaders = headerChanges(rt.ResponseHeaders)
 	if rt.Redirect != nil || rt.DirectResponse != nil {
 		route.Redirect, route.DirectResponse = redirectOf(rt), directOf(rt.DirectResponse)
 		route.Timeout = 0
@@ -51,6 +52,9 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 	}
 	if rt.ErrorWeight != nil {
 		route.ErrorWeight = uint32(*rt.ErrorWeight)
+	}
+	if rw := rt.Rewrite; rw != nil {
+		route.Rewrite = &ir.Rewrite{Hostname: rw.Hostname, PathChange: pathChangeOf(rw.Path)}
 	}
 	route.HashKeys = hashKeysFor(route.Clusters, hashKeys)
 	if rt.IdleTimeout != nil {
@@ -79,7 +83,8 @@ func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, has
 	return route
 }
 
-// headerChanges copies a route's request header changes, header names in lower case as Envoy keeps them.
+// headerChanges copies a route's request or response header changes, header names in lower case as Envoy
+// keeps them.
 func headerChanges(hm *v1alpha1.HeaderModifier) *ir.HeaderChanges {
 	if hm == nil {
 		return nil
@@ -114,7 +119,7 @@ func redirectOf(rt *v1alpha1.Route) *ir.Redirect {
 	return out
 }
 
-// pathChangeOf is how a redirect changes the path; none when pp is nil.
+// pathChangeOf is how a redirect or a rewrite changes the path; none when pp is nil.
 func pathChangeOf(pp *v1alpha1.RedirectPath) ir.PathChange {
 	switch {
 	case pp == nil:

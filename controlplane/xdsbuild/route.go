@@ -2,6 +2,7 @@ package xdsbuild
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -70,8 +71,12 @@ func route(r *ir.Route) *routev3.Route {
 		}
 		action.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
+	if r.Rewrite != nil {
+		rewrite(r, action)
+	}
 	out := &routev3.Route{Name: r.Name, Match: m, Action: &routev3.Route_Route{Route: action}}
-	requestHeaders(out, r.RequestHeaders)
+	out.RequestHeadersToAdd, out.RequestHeadersToRemove = headerChanges(r.RequestHeaders)
+	out.ResponseHeadersToAdd, out.ResponseHeadersToRemove = headerChanges(r.ResponseHeaders)
 	if s := r.Session; s != nil {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{statefulSessionFilter: mustAny(&statefulsessionv3.StatefulSessionPerRoute{
 			Override: &statefulsessionv3.StatefulSessionPerRoute_StatefulSession{StatefulSession: &statefulsessionv3.StatefulSession{SessionState: sessionState(s)}},
@@ -205,6 +210,9 @@ func routeMatch(r *ir.Route) *routev3.RouteMatch {
 // answeringRoute is a route Envoy answers itself: a redirect or a direct response.
 func answeringRoute(r *ir.Route, m *routev3.RouteMatch) *routev3.Route {
 	out := &routev3.Route{Name: r.Name, Match: m}
+	// Envoy adds a route's response headers to the answers it makes itself too; request headers have no
+	// request to go to.
+	out.ResponseHeadersToAdd, out.ResponseHeadersToRemove = headerChanges(r.ResponseHeaders)
 	if d := r.DirectResponse; d != nil {
 		dr := &routev3.DirectResponseAction{Status: d.Status}
 		if d.Body != "" {
@@ -245,28 +253,45 @@ func answeringRoute(r *ir.Route, m *routev3.RouteMatch) *routev3.Route {
 	return out
 }
 
-// requestHeaders adds a route's request header changes.
-func requestHeaders(out *routev3.Route, hc *ir.HeaderChanges) {
+// headerChanges is a route's request or response header changes, as the headers to add (set: overwritten)
+// and to remove.
+func headerChanges(hc *ir.HeaderChanges) (add []*corev3.HeaderValueOption, remove []string) {
 	if hc == nil {
-		return
+		return nil, nil
 	}
 	for _, h := range hc.Set {
-		out.RequestHeadersToAdd = append(out.RequestHeadersToAdd, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: h.Name, Value: h.Value},
+		add = append(add, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: h.Name, Value: h.Value},
 			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD})
 	}
 	for _, h := range hc.Add {
-		out.RequestHeadersToAdd = append(out.RequestHeadersToAdd, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: h.Name, Value: h.Value},
+		add = append(add, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: h.Name, Value: h.Value},
 			AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD})
 	}
-	out.RequestHeadersToRemove = append(out.RequestHeadersToRemove, hc.Remove...)
+	return add, slices.Clone(hc.Remove)
 }
 
-// prefixChange is how Envoy replaces, with value, the prefix the route's path match matched. A Prefix match's
-// prefix is replaced as a string (prefix_rewrite). A SegmentPrefix match's is replaced by whole segments, as
-// Gateway API's PathPrefix is, trailing slashes of either ignored: with "/foo" replaced by "/xyz", "/foo/bar"
-// becomes "/xyz/bar", "/foo" "/xyz" and "/foo/" "/xyz/"; by "/", "/foo/bar" becomes "/bar" and "/foo" "/" (not
-// "//bar" and "", which prefix_rewrite would make: a regex_rewrite says it). With the match "/", which is no
-// segment, "/bar" becomes "/xyz/bar" and "/" "/xyz/".
+// rewrite sets how the route changes the request's host name and path before it goes upstream.
+func rewrite(r *ir.Route, action *routev3.RouteAction) {
+	rw := r.Rewrite
+	if rw.Hostname != "" {
+		action.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: rw.Hostname}
+	}
+	switch {
+	case rw.FullPath != "":
+		// The whole path; Envoy matches and rewrites the path without its query, which is kept.
+		action.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^/.*$"}, Substitution: substitution(rw.FullPath)}
+	case rw.HasPrefix:
+		action.PrefixRewrite, action.RegexRewrite = prefixChange(r, rw.PrefixRewrite)
+	}
+}
+
+// prefixChange is how Envoy replaces, with value, the prefix the route's path match matched: the one rule
+// of a redirect's and a rewrite's ReplacePrefixMatch. A Prefix match's prefix is replaced as a string
+// (prefix_rewrite). A SegmentPrefix match's is replaced by whole segments, as Gateway API's PathPrefix is,
+// trailing slashes of either ignored: with "/foo" replaced by "/xyz", "/foo/bar" becomes "/xyz/bar", "/foo"
+// "/xyz" and "/foo/" "/xyz/"; by "/", "/foo/bar" becomes "/bar" and "/foo" "/" (not "//bar" and "", which
+// prefix_rewrite would make: a regex_rewrite says it). With the match "/", which is no segment, "/bar"
+// becomes "/xyz/bar" and "/" "/xyz/".
 func prefixChange(r *ir.Route, value string) (string, *matcherv3.RegexMatchAndSubstitute) {
 	if r.PathType != ir.PathSegmentPrefix {
 		return value, nil

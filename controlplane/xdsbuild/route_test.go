@@ -90,3 +90,65 @@ func TestRedirectReplacesThePrefixMatch(t *testing.T) {
 		}
 	}
 }
+
+// builtRoute builds one route as its route table would hold it, checked against Envoy's proto rules.
+func builtRoute(t *testing.T, r *ir.Route) *routev3.Route {
+	t.Helper()
+	built := xdsbuild.RouteConfig(&ir.Listener{VirtualHosts: []*ir.VirtualHost{{Name: "v", Domains: []string{"*"}, Routes: []*ir.Route{r}}}}).VirtualHosts[0].Routes[0]
+	if err := built.ValidateAll(); err != nil {
+		t.Fatalf("%+v: %v", r, err)
+	}
+	return built
+}
+
+// A rewrite's ReplacePrefixMatch replaces the prefix as a redirect's does; its ReplaceFullPath replaces the
+// whole path (Envoy keeps the query aside); its hostname is the Host sent upstream.
+func TestRewriteChangesThePathAndHost(t *testing.T) {
+	for _, c := range prefixCases {
+		r := &ir.Route{Name: "r", PathType: c.matchType, Path: c.match, Clusters: []ir.WeightedCluster{{Name: "c", Weight: 1}},
+			Rewrite: &ir.Rewrite{PathChange: ir.PathChange{PrefixRewrite: c.replace, HasPrefix: true}}}
+		a := builtRoute(t, r).GetRoute()
+		if got := envoyPathChange(t, builtRoute(t, r).GetMatch(), a.GetPrefixRewrite(), a.GetRegexRewrite(), c.path); got != c.want {
+			t.Errorf("%s %s replaced by %s: %s is sent as %s, want %s", c.matchType, c.match, c.replace, c.path, got, c.want)
+		}
+	}
+	for _, c := range []struct{ full, path string }{{"/one", "/full/one/two"}, {"/", "/full"}, {`/a\1$1`, "/full/x"}} {
+		r := &ir.Route{Name: "r", PathType: ir.PathSegmentPrefix, Path: "/full", Clusters: []ir.WeightedCluster{{Name: "c", Weight: 1}},
+			Rewrite: &ir.Rewrite{Hostname: "backend.internal", PathChange: ir.PathChange{FullPath: c.full}}}
+		built := builtRoute(t, r)
+		a := built.GetRoute()
+		if got := envoyPathChange(t, built.GetMatch(), a.GetPrefixRewrite(), a.GetRegexRewrite(), c.path); got != c.full {
+			t.Errorf("ReplaceFullPath %s: %s is sent as %s", c.full, c.path, got)
+		}
+		if a.GetHostRewriteLiteral() != "backend.internal" {
+			t.Errorf("host rewrite %v, want backend.internal", a.GetHostRewriteSpecifier())
+		}
+	}
+	// Nothing is rewritten where nothing is asked.
+	if a := builtRoute(t, &ir.Route{Name: "r", PathType: ir.PathPrefix, Path: "/", Clusters: []ir.WeightedCluster{{Name: "c", Weight: 1}},
+		Rewrite: &ir.Rewrite{}}).GetRoute(); a.GetPrefixRewrite() != "" || a.GetRegexRewrite() != nil || a.GetHostRewriteSpecifier() != nil {
+		t.Errorf("an empty rewrite builds %v", a)
+	}
+}
+
+// Response header changes are on the route, whether a backend answers or Envoy does: set overwrites, add
+// appends, remove removes.
+func TestResponseHeadersOnEveryKindOfRoute(t *testing.T) {
+	hc := &ir.HeaderChanges{Set: []ir.HeaderValue{{Name: "x-set", Value: "1"}}, Add: []ir.HeaderValue{{Name: "x-add", Value: "2"}}, Remove: []string{"server"}}
+	for _, r := range []*ir.Route{
+		{Name: "backend", PathType: ir.PathPrefix, Path: "/", Clusters: []ir.WeightedCluster{{Name: "c", Weight: 1}}, ResponseHeaders: hc},
+		{Name: "redirect", PathType: ir.PathPrefix, Path: "/", Redirect: &ir.Redirect{Hostname: "example.com", StatusCode: 301}, ResponseHeaders: hc},
+		{Name: "direct", PathType: ir.PathPrefix, Path: "/", DirectResponse: &ir.DirectResponse{Status: 503}, ResponseHeaders: hc},
+	} {
+		built := builtRoute(t, r)
+		add := built.GetResponseHeadersToAdd()
+		if len(add) != 2 || add[0].GetHeader().GetKey() != "x-set" || add[0].GetAppendAction().String() != "OVERWRITE_IF_EXISTS_OR_ADD" ||
+			add[1].GetHeader().GetKey() != "x-add" || add[1].GetAppendAction().String() != "APPEND_IF_EXISTS_OR_ADD" ||
+			len(built.GetResponseHeadersToRemove()) != 1 || built.GetResponseHeadersToRemove()[0] != "server" {
+			t.Errorf("%s: response headers to add %v, to remove %v", r.Name, add, built.GetResponseHeadersToRemove())
+		}
+		if len(built.GetRequestHeadersToAdd()) != 0 {
+			t.Errorf("%s: request headers %v", r.Name, built.GetRequestHeadersToAdd())
+		}
+	}
+}
