@@ -33,7 +33,7 @@ var Implementation = confv1.Implementation{
 var Profile = suite.GatewayHTTPConformanceProfile
 
 // Extended are the GATEWAY-HTTP profile's extended features lbplane supports, and the suite tests by
-// default; each of them passes (docs/gateway-api.md says what each maps to).
+// default (docs/gateway-api.md says what each maps to; docs/conformance.md, which the last report passed).
 var Extended = []features.FeatureName{
 	features.SupportGatewayPort8080,
 	features.SupportGatewayHTTPListenerIsolation,
@@ -54,6 +54,9 @@ var Extended = []features.FeatureName{
 	features.SupportHTTPRouteRequestMirror,
 	features.SupportHTTPRouteRequestPercentageMirror,
 	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteHostRewrite,
+	features.SupportHTTPRoutePathRewrite,
 }
 
 // Defaults fills in lbplane's settings for what the command line left alone; explicit is true for the names

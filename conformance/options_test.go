@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
+	"sigs.k8s.io/gateway-api/conformance/tests"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 	"sigs.k8s.io/gateway-api/pkg/features"
 )
@@ -105,5 +106,21 @@ func TestExtendedAreTheProfiles(t *testing.T) {
 			t.Errorf("%s: not an extended feature of %s, or listed twice", f, Profile.Name)
 		}
 		seen[f] = true
+	}
+}
+
+// Every feature lbplane claims is exercised by at least one of the suite's tests: a claim no test reaches
+// would pass unseen in the report.
+func TestEveryExtendedFeatureIsTested(t *testing.T) {
+	tested := map[features.FeatureName]int{}
+	for _, ct := range tests.ConformanceTests {
+		for _, f := range ct.Features {
+			tested[f]++
+		}
+	}
+	for _, f := range Extended {
+		if tested[f] == 0 {
+			t.Errorf("%s: no test of the suite needs it", f)
+		}
 	}
 }

@@ -42,6 +42,11 @@ func startGWBackend(t *testing.T, name string) *gwBackend {
 			probes.Add(1)
 		}
 		w.Header().Set("X-Backend", name)
+		// What the request looked like here: its Host and path (a rewrite changes them), and a header a
+		// response header change may remove.
+		w.Header().Set("X-Seen-Host", r.Host)
+		w.Header().Set("X-Seen-Uri", r.RequestURI)
+		w.Header().Set("X-Backend-Extra", "extra")
 		if r.URL.Query().Get("fail") == "1" {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
@@ -147,7 +152,8 @@ spec:
 
 // gwRoutes: the main route sends everything to web, with a header change; the newer one takes /exact (an
 // exact path beats any prefix, whatever the age); /old redirects; /bad names a Service that is not there;
-// /half is half web and half a missing Service; a route from another namespace is not allowed.
+// /half is half web and half a missing Service; /rewrite goes to api with another Host and path, and its
+// response headers changed; a route from another namespace is not allowed.
 const gwRoutes = `
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -174,6 +180,16 @@ spec:
       backendRefs: [{name: api, port: 80}]
     - matches: [{path: {type: PathPrefix, value: /q}, queryParams: [{name: v, value: "2"}]}]
       backendRefs: [{name: api, port: 80}]
+    - matches: [{path: {type: PathPrefix, value: /rewrite}}]
+      filters:
+        - type: URLRewrite
+          urlRewrite: {hostname: rewritten.example.com, path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}}
+        - type: ResponseHeaderModifier
+          responseHeaderModifier:
+            set: [{name: X-Backend, value: "set-by-gateway"}]
+            add: [{name: X-Added, value: "added"}]
+            remove: [X-Backend-Extra]
+      backendRefs: [{name: api, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -195,9 +211,10 @@ spec:
 `
 
 // A Gateway and HTTPRoutes through a real API server and a real Envoy: traffic from the routes' backends,
-// the specification's status, precedence, allowedRoutes, a redirect, a header change, 500 for a backend
-// that does not resolve, one Envoy cluster for 50 routes to one Service, and a BackendLoadBalancerPolicy on
-// that Service: one health-check probe per interval and one ejection count for all its routes.
+// the specification's status, precedence, allowedRoutes, a redirect, a header change, a rewrite and a
+// response header change, 500 for a backend that does not resolve, one Envoy cluster for 50 routes to one
+// Service, and a BackendLoadBalancerPolicy on that Service: one health-check probe per interval and one
+// ejection count for all its routes.
 func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 	t.Parallel()
 	cluster := kubetest.Start(t)
@@ -280,6 +297,23 @@ func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 		}
 		if got := echoed["X-Remove-Me"]; len(got) != 0 {
 			t.Errorf("X-Remove-Me %q, want it removed", got)
+		}
+	})
+
+	t.Run("rewrite and response header modifier", func(t *testing.T) {
+		resp, _ := get("/rewrite/page?x=1", "GET", nil)
+		h := resp.Header
+		if resp.StatusCode != 200 || h.Get("X-Seen-Host") != "rewritten.example.com" || h.Get("X-Seen-Uri") != "/new/page?x=1" {
+			t.Errorf("%d: the backend saw Host %q and %q, want rewritten.example.com and /new/page?x=1", resp.StatusCode, h.Get("X-Seen-Host"), h.Get("X-Seen-Uri"))
+		}
+		if got := h.Values("X-Backend"); len(got) != 1 || got[0] != "set-by-gateway" {
+			t.Errorf("X-Backend %q, want set-by-gateway (the backend's api overwritten)", got)
+		}
+		if h.Get("X-Added") != "added" || h.Get("X-Backend-Extra") != "" {
+			t.Errorf("X-Added %q, X-Backend-Extra %q; want added, and the backend's removed", h.Get("X-Added"), h.Get("X-Backend-Extra"))
+		}
+		if resp, _ := get("/rewrite", "GET", nil); resp.Header.Get("X-Seen-Uri") != "/new" {
+			t.Errorf("/rewrite reached the backend as %q, want /new", resp.Header.Get("X-Seen-Uri"))
 		}
 	})
 

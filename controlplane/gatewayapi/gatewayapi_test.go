@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -636,4 +637,103 @@ func TestRequestMirrors(t *testing.T) {
 	if c := parentCond(t, out, "apps/r", string(gwv1.RouteConditionResolvedRefs)); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "requestMirror.backendRef: Service apps/missing not found") {
 		t.Errorf("ResolvedRefs %+v", c)
 	}
+}
+
+// ResponseHeaderModifier and URLRewrite filters become the route's responseHeaders and rewrite: a
+// ReplacePrefixMatch of a PathPrefix match replaces its segments ("" as "/" does), one without a PathPrefix
+// match (which the CRD refuses) changes no path; a rule answered by Envoy (a redirect, which the CRD refuses
+// beside a rewrite, or a 500 for backends that do not resolve) keeps its response headers and has no rewrite.
+func TestResponseHeaderModifierAndURLRewrite(t *testing.T) {
+	exact := gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchExact), Value: ptr("/exact")}}
+	untyped := gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Value: ptr("/untyped")}}
+	rewrite := func(host string, pm *gwv1.HTTPPathModifier) gwv1.HTTPRouteFilter {
+		f := &gwv1.HTTPURLRewriteFilter{Path: pm}
+		if host != "" {
+			f.Hostname = ptr(gwv1.PreciseHostname(host))
+		}
+		return gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterURLRewrite, URLRewrite: f}
+	}
+	prefixTo := func(v string) *gwv1.HTTPPathModifier {
+		return &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr(v)}
+	}
+	fullTo := func(v string) *gwv1.HTTPPathModifier {
+		return &gwv1.HTTPPathModifier{Type: gwv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr(v)}
+	}
+	responseHeaders := gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{
+		Set: []gwv1.HTTPHeader{{Name: "X-Header-Set", Value: "set"}}, Add: []gwv1.HTTPHeader{{Name: "X-Header-Add", Value: "add"}}, Remove: []string{"X-Header-Remove"}}}
+	web := []gwv1.HTTPBackendRef{toService("", "web", 80)}
+	for _, c := range []struct {
+		name    string
+		match   gwv1.HTTPRouteMatch
+		filters []gwv1.HTTPRouteFilter
+		refs    []gwv1.HTTPBackendRef
+		want    v1alpha1.Route // its match, responseHeaders, rewrite, redirect and directResponse
+	}{
+		{"response headers", prefix("/set"), []gwv1.HTTPRouteFilter{responseHeaders}, web, v1alpha1.Route{
+			Match: v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchSegmentPrefix, Value: "/set"}},
+			ResponseHeaders: &v1alpha1.HeaderModifier{Set: []v1alpha1.HeaderValue{{Name: "X-Header-Set", Value: "set"}},
+				Add: []v1alpha1.HeaderValue{{Name: "X-Header-Add", Value: "add"}}, Remove: []string{"X-Header-Remove"}}}},
+		{"host name", prefix("/one"), []gwv1.HTTPRouteFilter{rewrite("one.example.org", nil)}, web, v1alpha1.Route{
+			Match:   v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchSegmentPrefix, Value: "/one"}},
+			Rewrite: &v1alpha1.Rewrite{Hostname: "one.example.org"}}},
+		{"prefix", prefix("/prefix/one"), []gwv1.HTTPRouteFilter{rewrite("", prefixTo("/one"))}, web, v1alpha1.Route{
+			Match:   v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchSegmentPrefix, Value: "/prefix/one"}},
+			Rewrite: &v1alpha1.Rewrite{Path: &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplacePrefixMatch, Value: "/one"}}}},
+		{"prefix stripped", prefix("/strip-prefix"), []gwv1.HTTPRouteFilter{rewrite("", prefixTo(""))}, web, v1alpha1.Route{
+			Match:   v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchSegmentPrefix, Value: "/strip-prefix"}},
+			Rewrite: &v1alpha1.Rewrite{Path: &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplacePrefixMatch, Value: "/"}}}},
+		{"prefix of an untyped match (PathPrefix)", untyped, []gwv1.HTTPRouteFilter{rewrite("", prefixTo("/typed"))}, web, v1alpha1.Route{
+			Match:   v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchSegmentPrefix, Value: "/untyped"}},
+			Rewrite: &v1alpha1.Rewrite{Path: &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplacePrefixMatch, Value: "/typed"}}}},
+		{"no prefix to replace", exact, []gwv1.HTTPRouteFilter{rewrite("a.example.org", prefixTo("/x"))}, web, v1alpha1.Route{
+			Match:   v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchExact, Value: "/exact"}},
+			Rewrite: &v1alpha1.Rewrite{Hostname: "a.example.org"}}},
+		{"full path and host name, with request and response headers", prefix("/full"), []gwv1.HTTPRouteFilter{rewrite("test.example.org", fullTo("/test")), responseHeaders,
+			{Type: gwv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Remove: []string{"X-Drop"}}}}, web, v1alpha1.Route{
+			Match:           v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchSegmentPrefix, Value: "/full"}},
+			RequestHeaders:  &v1alpha1.HeaderModifier{Remove: []string{"X-Drop"}},
+			ResponseHeaders: &v1alpha1.HeaderModifier{Set: []v1alpha1.HeaderValue{{Name: "X-Header-Set", Value: "set"}}, Add: []v1alpha1.HeaderValue{{Name: "X-Header-Add", Value: "add"}}, Remove: []string{"X-Header-Remove"}},
+			Rewrite:         &v1alpha1.Rewrite{Hostname: "test.example.org", Path: &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplaceFullPath, Value: "/test"}}}},
+		{"redirect beside a rewrite", prefix("/moved"), []gwv1.HTTPRouteFilter{rewrite("a.example.org", nil), responseHeaders,
+			{Type: gwv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gwv1.HTTPRequestRedirectFilter{Hostname: ptr(gwv1.PreciseHostname("b.example.org")), Path: prefixTo("")}}}, nil, v1alpha1.Route{
+			Match:           v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchSegmentPrefix, Value: "/moved"}},
+			ResponseHeaders: responseHeadersOf(responseHeaders),
+			Redirect:        &v1alpha1.Redirect{Hostname: "b.example.org", Port: ptr(int32(80)), Path: &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplacePrefixMatch, Value: "/"}}}},
+		{"no backend resolves", prefix("/gone"), []gwv1.HTTPRouteFilter{rewrite("a.example.org", fullTo("/x")), responseHeaders}, []gwv1.HTTPBackendRef{toService("", "missing", 80)}, v1alpha1.Route{
+			Match:           v1alpha1.RouteMatch{Path: &v1alpha1.PathMatch{Type: v1alpha1.PathMatchSegmentPrefix, Value: "/gone"}},
+			ResponseHeaders: responseHeadersOf(responseHeaders),
+			DirectResponse:  &v1alpha1.DirectResponse{Status: 500}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rule := gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{c.match}, Filters: c.filters, BackendRefs: c.refs}
+			out := Translate(input([]*gwv1.Gateway{gw("apps", "gw", httpListener("http", 80, ""))}, route("apps", "r", 1, "apps/gw", nil, rule)))
+			valid(t, out)
+			p := policyFor(t, out, "")
+			if len(p.Spec.Routes) != 1 {
+				t.Fatalf("routes %+v, want one", p.Spec.Routes)
+			}
+			rt := p.Spec.Routes[0]
+			got := v1alpha1.Route{Match: rt.Match, RequestHeaders: rt.RequestHeaders, ResponseHeaders: rt.ResponseHeaders, Rewrite: rt.Rewrite,
+				Redirect: rt.Redirect, DirectResponse: rt.DirectResponse}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("route\n%s\nwant\n%s", toJSON(t, got), toJSON(t, c.want))
+			}
+			if c.want.DirectResponse == nil && c.want.Redirect == nil && len(rt.Backends) != 1 {
+				t.Errorf("backends %+v, want web", rt.Backends)
+			}
+		})
+	}
+}
+
+func responseHeadersOf(f gwv1.HTTPRouteFilter) *v1alpha1.HeaderModifier {
+	return headerModifier(f.ResponseHeaderModifier)
+}
+
+func toJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -247,13 +247,23 @@ func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[
 			if f.RequestHeaderModifier != nil {
 				rt.RequestHeaders = headerModifier(f.RequestHeaderModifier)
 			}
+		case gwv1.HTTPRouteFilterResponseHeaderModifier:
+			if f.ResponseHeaderModifier != nil {
+				rt.ResponseHeaders = headerModifier(f.ResponseHeaderModifier)
+			}
 		case gwv1.HTTPRouteFilterRequestRedirect:
 			if f.RequestRedirect != nil {
 				rt.Redirect = redirect(f.RequestRedirect, m.Path, port)
 			}
+		case gwv1.HTTPRouteFilterURLRewrite:
+			if f.URLRewrite != nil {
+				rt.Rewrite = urlRewrite(f.URLRewrite, m.Path)
+			}
 		}
 	}
 	if rt.Redirect != nil {
+		// The CRD refuses a rule with both; a redirect sends nothing upstream to rewrite.
+		rt.Rewrite = nil
 		return rt
 	}
 	timeouts(rule.Timeouts, &rt)
@@ -290,7 +300,7 @@ func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[
 	case served == 0:
 		// No backend, or none that resolves or takes traffic: every request gets 500, as the specification
 		// asks.
-		rt.Backends, rt.Mirrors = nil, nil
+		rt.Backends, rt.Mirrors, rt.Rewrite = nil, nil, nil
 		rt.DirectResponse = &v1alpha1.DirectResponse{Status: 500}
 	case errorWeight > 0:
 		rt.ErrorWeight = ptr(errorWeight)
@@ -365,17 +375,32 @@ func redirect(f *gwv1.HTTPRequestRedirectFilter, match *gwv1.HTTPPathMatch, port
 	if f.StatusCode != nil {
 		r.StatusCode = ptr(int32(*f.StatusCode))
 	}
-	if pm := f.Path; pm != nil {
-		switch pm.Type {
-		case gwv1.FullPathHTTPPathModifier:
-			if pm.ReplaceFullPath != nil {
-				r.Path = &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplaceFullPath, Value: *pm.ReplaceFullPath}
-			}
-		case gwv1.PrefixMatchHTTPPathModifier:
-			if pm.ReplacePrefixMatch != nil && match != nil && match.Type != nil && *match.Type == gwv1.PathMatchPathPrefix {
-				r.Path = &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplacePrefixMatch, Value: *pm.ReplacePrefixMatch}
-			}
-		}
-	}
+	r.Path = pathModifier(f.Path, match)
 	return r
+}
+
+// urlRewrite is a URLRewrite filter of a rule whose match is match: the host name and path sent upstream.
+func urlRewrite(f *gwv1.HTTPURLRewriteFilter, match *gwv1.HTTPPathMatch) *v1alpha1.Rewrite {
+	rw := &v1alpha1.Rewrite{Path: pathModifier(f.Path, match)}
+	if f.Hostname != nil {
+		rw.Hostname = string(*f.Hostname)
+	}
+	return rw
+}
+
+// pathModifier is the path change of a redirect or a URLRewrite filter of a rule whose match is match. A
+// ReplacePrefixMatch needs a PathPrefix match (the type the specification defaults to), which the CRD
+// requires; without one there is no prefix to replace, and none is. Its empty replacement strips the prefix,
+// as "/" does (the specification's table), and lbplane's paths start with "/".
+func pathModifier(pm *gwv1.HTTPPathModifier, match *gwv1.HTTPPathMatch) *v1alpha1.RedirectPath {
+	switch {
+	case pm == nil:
+		return nil
+	case pm.Type == gwv1.FullPathHTTPPathModifier && pm.ReplaceFullPath != nil:
+		return &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplaceFullPath, Value: *pm.ReplaceFullPath}
+	case pm.Type == gwv1.PrefixMatchHTTPPathModifier && pm.ReplacePrefixMatch != nil &&
+		match != nil && match.Value != nil && (match.Type == nil || *match.Type == gwv1.PathMatchPathPrefix):
+		return &v1alpha1.RedirectPath{Type: v1alpha1.RedirectReplacePrefixMatch, Value: cmp.Or(*pm.ReplacePrefixMatch, "/")}
+	}
+	return nil
 }
