@@ -175,6 +175,9 @@ var Features = []features.FeatureName{
 	features.SupportHTTPRouteRequestMirror,
 	features.SupportHTTPRouteRequestPercentageMirror,
 	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteHostRewrite,
+	features.SupportHTTPRoutePathRewrite,
 }
 
 // classStatus accepts a class of lbplane's controller: it takes no parameters. It lists the Features, sorted
