@@ -19,6 +19,9 @@ import (
 
 const crdName = "loadbalancerpolicies.lbplane.io"
 
+// crdNames are lbplane's CRDs, which the chart installs (crds/) or renders (crds.templated).
+var crdNames = []string{crdName, "backendloadbalancerpolicies.lbplane.io"}
+
 // kubectlJSON runs kubectl get ... -o json and decodes the answer.
 func kubectlJSON(t *testing.T, kubeconfig string, out any, args ...string) {
 	t.Helper()
@@ -31,11 +34,11 @@ func kubectlJSON(t *testing.T, kubeconfig string, out any, args ...string) {
 	}
 }
 
-// deleteCRD removes the CRD kubetest.Start installed, for tests of how the chart installs it.
+// deleteCRD removes the CRDs kubetest.Start installed, for tests of how the chart installs them.
 func deleteCRD(t *testing.T, c *kubetest.Cluster) {
 	t.Helper()
-	if out, err := kubectl(t, c.Kubeconfig, "", "delete", "crd", crdName, "--wait=true", "--timeout=60s"); err != nil {
-		t.Fatalf("deleting the test cluster's CRD: %v\n%s", err, out)
+	if out, err := kubectl(t, c.Kubeconfig, "", append(append([]string{"delete", "crd"}, crdNames...), "--wait=true", "--timeout=60s")...); err != nil {
+		t.Fatalf("deleting the test cluster's CRDs: %v\n%s", err, out)
 	}
 }
 
@@ -309,7 +312,7 @@ func crdHasField(t *testing.T, kubeconfig, field string) bool {
 	return strings.TrimSpace(out) != ""
 }
 
-// TestHelmCRDUpgrade follows README "Upgrading the CRD" against a real API server: a release installed
+// TestHelmCRDUpgrade follows docs/kubernetes-reference.md "Upgrading the CRDs" against a real API server: a release installed
 // from a chart whose CRD lacks a field (crds/, which helm upgrade never touches) is upgraded to this chart
 // with crds.templated=true after the documented adoption, and the API server then serves the new schema: a
 // policy keeps the field instead of having it pruned.
@@ -358,10 +361,11 @@ func TestHelmCRDUpgrade(t *testing.T) {
 		t.Fatal("a plain helm upgrade changed the CRD; the test's premise is wrong")
 	}
 
-	// README "Upgrading the CRD": hand the CRD to the release, then upgrade with crds.templated=true.
+	// docs/kubernetes-reference.md "Upgrading the CRDs": hand the CRDs to the release, then upgrade with
+	// crds.templated=true.
 	for _, args := range [][]string{
-		{"label", "crd", crdName, "app.kubernetes.io/managed-by=Helm", "--overwrite"},
-		{"annotate", "crd", crdName, "meta.helm.sh/release-name=demo", "meta.helm.sh/release-namespace=lbplane", "--overwrite"},
+		append(append([]string{"label", "crd"}, crdNames...), "app.kubernetes.io/managed-by=Helm", "--overwrite"),
+		append(append([]string{"annotate", "crd"}, crdNames...), "meta.helm.sh/release-name=demo", "meta.helm.sh/release-namespace=lbplane", "--overwrite"),
 	} {
 		if out, err := kubectl(t, c.Kubeconfig, "", args...); err != nil {
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
