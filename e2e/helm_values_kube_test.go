@@ -53,9 +53,14 @@ func installServiceMonitorCRD(t *testing.T, c *kubetest.Cluster) {
 	if out, err := kubectl(t, c.Kubeconfig, "", "apply", "--server-side", "-f", dir); err != nil {
 		t.Fatalf("applying the ServiceMonitor CRD: %v\n%s", err, out)
 	}
-	if out, err := kubectl(t, c.Kubeconfig, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	// kubectl wait fails at once, instead of waiting, while the API server has not written the CRDs' first
+	// status (".status.conditions accessor error" on a busy machine): it is asked again until they are served.
+	eventually(t, 60*time.Second, "the ServiceMonitor and PrometheusRule CRDs are established", func() error {
+		if out, err := kubectl(t, c.Kubeconfig, "", "wait", "--for=condition=Established", "--timeout=30s", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 }
 
 // TestHelmInstallEveryValue installs the chart with every scheduling, disruption, autoscaling, metrics and
