@@ -268,7 +268,7 @@ func grpcFleetTable(sp spec) (string, error) {
 		return "", err
 	}
 	var m md
-	m.header("run", "clients", "changes", "every client acknowledged p50 / max ms", "lbplane CPU per change ms", "lbplane RSS per client KiB", "clients' RSS per client KiB", "valid")
+	m.header("run", "clients", "changes", "every client acknowledged p50 / max ms", "lbplane CPU per change ms", "clients' CPU per change ms", "lbplane RSS per client KiB", "clients' RSS per client KiB", "valid")
 	n := 0
 	for _, r := range runs {
 		if r.Scenario != "grpc-fleet" {
@@ -281,7 +281,7 @@ func grpcFleetTable(sp spec) (string, error) {
 			all = slices.Max(r.Samples)
 		}
 		m.row(r.dir, strconv.Itoa(r.Conns), strconv.Itoa(len(r.Samples)), f1(r.P50)+" / "+f1(all), f0(r.CPUPerChange),
-			f1(x["rssPerClientKiB"]), f1(x["fleetRSSPerClientKiB"]), strconv.FormatBool(r.Valid))
+			f0(x["clientsCPUPerChangeMs"]), f1(x["rssPerClientKiB"]), f1(x["fleetRSSPerClientKiB"]), strconv.FormatBool(r.Valid))
 	}
 	if n == 0 {
 		return "", noRows(sp)
