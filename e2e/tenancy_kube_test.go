@@ -80,6 +80,10 @@ func TestHostNamesBelongToNamespacesKube(t *testing.T) {
 	t.Run("the first to claim a name holds it against later namespaces", func(t *testing.T) {
 		apply("team-a", "pre", other, tenant, "new.example.com")
 		waitCondition(t, kc, "team-a", "pre", "Accepted", "True Accepted")
+		// The first claim is the older creationTimestamp, which has whole seconds; within the same second
+		// the namespace/name decides, as Gateway API's tie-break does, and default/later would win it. The
+		// later policy is made in a later second.
+		createdAfter(t, kc, "team-a", "pre")
 		apply("default", "later", other, demo, "new.example.com")
 		waitCondition(t, kc, "default", "later", "Accepted", "False HostnameConflict", "held by namespace team-a: policy team-a/pre claimed it first")
 		servedBy(otherURL, "new.example.com", "tenant")
@@ -109,4 +113,19 @@ func TestHostNamesBelongToNamespacesKube(t *testing.T) {
 		servedBy(sharedURL, "app.example.com", "demo")
 		waitCondition(t, kc, "team-a", "ta", "Accepted", "False HostnameConflict", "policy default/demo")
 	})
+}
+
+// createdAfter returns once the clock is past the second the policy ns/name was created in, so that an object
+// made next is younger by its creationTimestamp (whole seconds).
+func createdAfter(t *testing.T, kubeconfig, ns, name string) {
+	t.Helper()
+	out, err := kubectl(t, kubeconfig, "", "get", "lbp", "-n", ns, name, "-o", "jsonpath={.metadata.creationTimestamp}")
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	created, err := time.Parse(time.RFC3339, strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("creationTimestamp %q: %v", out, err)
+	}
+	time.Sleep(time.Until(created.Add(time.Second))) // at most a second: the policy was just made
 }
