@@ -31,8 +31,9 @@ type servicePort struct {
 
 // backendPolicies decides which BackendLoadBalancerPolicy applies to each Service port.
 type backendPolicies struct {
-	// invalid holds why a policy applies nowhere, by policy.
+	// invalid holds why a policy applies nowhere, by policy; bad lists those policies.
 	invalid map[types.NamespacedName]string
+	bad     []*v1alpha1.BackendLoadBalancerPolicy
 	// in holds every valid policy, winners first: a policy that names the port (sectionName) before one that
 	// names the whole Service, then the older, then the first by name.
 	in []*v1alpha1.BackendLoadBalancerPolicy
@@ -45,6 +46,7 @@ func newBackendPolicies(in Input) *backendPolicies {
 	for _, p := range in.BackendPolicies {
 		if why := backendPolicyProblem(p); why != "" {
 			bp.invalid[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = why
+			bp.bad = append(bp.bad, p)
 			continue
 		}
 		bp.in = append(bp.in, p)
@@ -119,12 +121,9 @@ func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map
 				continue
 			}
 			sp := servicePort{namespace: b.Service.Namespace, name: b.Service.Name, port: b.Service.Port}
-			for _, p := range in.BackendPolicies {
-				key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-				if _, bad := bp.invalid[key]; bad {
-					if applies, _ := bp.targets(p, sp); applies {
-						invalidUsed[use{gw, key}] = true
-					}
+			for _, p := range bp.bad {
+				if applies, _ := bp.targets(p, sp); applies {
+					invalidUsed[use{gw, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}] = true
 				}
 			}
 			winner, losers := bp.forPort(sp)
