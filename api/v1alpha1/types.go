@@ -17,6 +17,11 @@ const (
 	Kind    = "LoadBalancerPolicy"
 )
 
+// AnnotationGateway names the Gateway ("namespace/name") a policy was made from: lbplane's Gateway API
+// translator sets it on the policies it makes. Their Service backends share Envoy clusters: one per Service
+// port and settings in a proxy group, however many routes and host names send to it.
+const AnnotationGateway = "gateway.lbplane.io/gateway"
+
 // APIVersion is the apiVersion every document must carry.
 var APIVersion = Group + "/" + Version
 

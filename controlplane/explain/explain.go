@@ -243,7 +243,7 @@ func irOf(r *translate.PolicyResult, g *ir.Group) IR {
 		}
 	}
 	for _, c := range g.Clusters {
-		if mine(c.Source) {
+		if _, used := g.ClusterSource(c, r.Key.Namespace, r.Key.Name); used {
 			out.Clusters = append(out.Clusters, c)
 		}
 	}

@@ -29,7 +29,7 @@ const ControllerName = "lbplane.io/gateway-controller"
 
 // Annotations on the policies made here: which Gateway, port and host name each one serves.
 const (
-	AnnotationGateway  = "gateway.lbplane.io/gateway"
+	AnnotationGateway  = v1alpha1.AnnotationGateway
 	AnnotationPort     = "gateway.lbplane.io/port"
 	AnnotationHostname = "gateway.lbplane.io/hostname"
 )

@@ -21,6 +21,10 @@ type Group struct {
 	Listeners []*Listener `json:"listeners,omitempty"` // sorted by port
 	Clusters  []*Cluster  `json:"clusters,omitempty"`  // sorted by name
 	Secrets   []*Secret   `json:"secrets,omitempty"`   // sorted by name; delivered over SDS
+	// Shared are the sources of the clusters that policies share, by cluster name: the backend of each
+	// policy that uses it, sorted. Such a cluster's own Source names only the backend, the same in each, so
+	// that nothing Envoy is sent depends on which policies use it (see Cluster.IsShared).
+	Shared map[string][]Source `json:"shared,omitempty"`
 }
 
 // Secret is TLS material Envoy gets over SDS: a certificate with its key, or a CA bundle.
@@ -335,7 +339,8 @@ const (
 // so that no padding is left: 352 bytes, a size class, against 368 in the 384 class. There is one per
 // backend of every policy.
 type Cluster struct {
-	Name        string    `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Source of a cluster policies share names its backend alone (see Group.Shared).
 	Source      Source    `json:"source,omitempty"`
 	Algorithm   Algorithm `json:"algorithm,omitempty"`
 	ChoiceCount uint32    `json:"choiceCount,omitempty"`

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -26,6 +27,44 @@ type Source struct {
 // Policy is the identity of the policy s names.
 func (s Source) Policy() types.NamespacedName {
 	return types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+}
+
+// IsShared tells whether policies share c: its Source then names no policy (see Group.Shared).
+func (c *Cluster) IsShared() bool { return c.Source.Namespace == "" && c.Source.Name == "" }
+
+// ClusterSource returns the source cluster c of g has in the policy namespace/name: its Source, or for a
+// shared cluster the policy's entry of Shared; false when the policy does not use it.
+func (g *Group) ClusterSource(c *Cluster, namespace, name string) (Source, bool) {
+	if !c.IsShared() {
+		return c.Source, c.Source.Namespace == namespace && c.Source.Name == name
+	}
+	for _, s := range g.Shared[c.Name] {
+		if s.Namespace == namespace && s.Name == name {
+			return s, true
+		}
+	}
+	return Source{}, false
+}
+
+// ClusterSources returns the source of cluster c of g in every policy that uses it.
+func (g *Group) ClusterSources(c *Cluster) []Source {
+	if c.IsShared() {
+		return g.Shared[c.Name]
+	}
+	return []Source{c.Source}
+}
+
+// CompareSources orders sources by namespace, name, backend and route.
+func CompareSources(a, b Source) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Backend, b.Backend),
+		cmp.Compare(routeIndex(a.Route), routeIndex(b.Route)))
+}
+
+func routeIndex(r *int) int {
+	if r == nil {
+		return -1
+	}
+	return *r
 }
 
 // RouteSource returns the source of route index i of the policy s names.
@@ -66,7 +105,7 @@ func (g *Group) Owners(kind Kind, name string) []Owner {
 	switch kind {
 	case KindCluster, KindEndpoints:
 		if c := g.cluster(name); c != nil {
-			out = append(out, Owner{Source: c.Source})
+			out = append(out, g.clusterOwners(c)...)
 		}
 	case KindListener, KindRoutes:
 		for _, l := range g.Listeners {
@@ -91,7 +130,7 @@ func (g *Group) Owners(kind Kind, name string) []Owner {
 		}
 		for _, c := range g.Clusters {
 			if t := c.TLS; t != nil && (t.CASecret == name || t.ClientCertSecret == name) {
-				out = append(out, Owner{Source: c.Source})
+				out = append(out, g.clusterOwners(c)...)
 			}
 		}
 	}
@@ -121,7 +160,7 @@ func (g *Group) listenerOwners(l *Listener, serverNames []string) []Owner {
 	if l.TCP != nil {
 		for _, wc := range l.TCP.Clusters {
 			if c := g.cluster(wc.Name); c != nil {
-				out = append(out, Owner{Source: c.Source})
+				out = append(out, g.clusterOwners(c)...)
 			}
 		}
 		return out
@@ -138,6 +177,15 @@ func (g *Group) listenerOwners(l *Listener, serverNames []string) []Owner {
 	}
 	if len(out) == 0 && len(serverNames) > 0 {
 		return g.listenerOwners(l, nil)
+	}
+	return out
+}
+
+// clusterOwners is an owner per policy that uses c.
+func (g *Group) clusterOwners(c *Cluster) []Owner {
+	var out []Owner
+	for _, s := range g.ClusterSources(c) {
+		out = append(out, Owner{Source: s})
 	}
 	return out
 }

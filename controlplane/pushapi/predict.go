@@ -243,7 +243,7 @@ func (s *Server) downs(cfg *ir.Config, k translate.Key, health proxystats.Health
 	down := trafficmodel.Down{}
 	for _, g := range cfg.Groups {
 		for _, c := range g.Clusters {
-			if c.Source.Namespace != k.Namespace || c.Source.Name != k.Name {
+			if _, used := g.ClusterSource(c, k.Namespace, k.Name); !used {
 				continue
 			}
 			b := health[g.Name][c.Name]

@@ -139,7 +139,7 @@ func proxySync(tracker *xdsserver.Tracker) func() []metrics.ProxySync {
 }
 
 // clusterInfo lists the clusters of every proxy group as published, with the policy and backend each was
-// built from (ir.Source), for lbplane_cluster_info.
+// built from (ir.Source; a shared cluster has a row per policy that uses it), for lbplane_cluster_info.
 func clusterInfo(eng *engine.Engine) func() []metrics.ClusterInfo {
 	return func() []metrics.ClusterInfo {
 		res, _ := eng.Result()
@@ -149,7 +149,9 @@ func clusterInfo(eng *engine.Engine) func() []metrics.ClusterInfo {
 		var out []metrics.ClusterInfo
 		for _, g := range res.IR.Groups {
 			for _, c := range g.Clusters {
-				out = append(out, metrics.ClusterInfo{Cluster: c.Name, Namespace: c.Source.Namespace, Name: c.Source.Name, Backend: c.Source.Backend})
+				for _, s := range g.ClusterSources(c) {
+					out = append(out, metrics.ClusterInfo{Cluster: c.Name, Namespace: s.Namespace, Name: s.Name, Backend: s.Backend})
+				}
 			}
 		}
 		return out

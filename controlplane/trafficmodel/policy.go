@@ -236,7 +236,10 @@ func BuildFrom(cfg *ir.Config, namespace, name string, served Lookup) (*Built, e
 					continue
 				}
 				i, ok := slices.BinarySearchFunc(g.Clusters, l.TCP.Clusters[0].Name, func(c *ir.Cluster, n string) int { return strings.Compare(c.Name, n) })
-				if !ok || !mine(g.Clusters[i].Source) {
+				if !ok {
+					continue
+				}
+				if _, used := g.ClusterSource(g.Clusters[i], namespace, name); !used {
 					continue
 				}
 				lis := xdsbuild.Listener
@@ -265,7 +268,8 @@ func BuildFrom(cfg *ir.Config, namespace, name string, served Lookup) (*Built, e
 			continue
 		}
 		for _, c := range g.Clusters {
-			if !mine(c.Source) {
+			src, used := g.ClusterSource(c, namespace, name)
+			if !used {
 				continue
 			}
 			if served == nil {
@@ -287,7 +291,7 @@ func BuildFrom(cfg *ir.Config, namespace, name string, served Lookup) (*Built, e
 					b.Assignments[c.Name] = cla
 				}
 			}
-			b.BackendOf[c.Name] = c.Source.Backend
+			b.BackendOf[c.Name] = src.Backend
 			b.Backups[c.Name] = BackupsOf(c)
 		}
 		return b, nil

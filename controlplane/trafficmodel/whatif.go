@@ -76,7 +76,7 @@ func selected(cfg *ir.Config, namespace, name string, sels []Selector, found fun
 		hit := false
 		for _, g := range cfg.Groups {
 			for _, c := range g.Clusters {
-				if c.Source.Namespace != namespace || c.Source.Name != name {
+				if _, used := g.ClusterSource(c, namespace, name); !used {
 					continue
 				}
 				for _, e := range c.Endpoints {

@@ -269,6 +269,7 @@ func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fra
 	own.NoRouterDynamicStats = false
 	addPolicy(alone, c, r, secrets, own)
 	g := alone.Groups[c.Spec.ProxyGroup]
+	shareClusters(c, g, r, len(refs.Overrides[f.key]) > 0)
 	slices.SortFunc(g.Clusters, func(a, b *ir.Cluster) int { return cmp.Compare(a.Name, b.Name) })
 	f.clusters, f.secretsIR = g.Clusters, g.Secrets
 	f.listener = g.Listeners[0]
@@ -435,6 +436,9 @@ type Translator struct {
 // groupState is the IR of one group as last handed out, and what it is made of.
 type groupState struct {
 	ir *ir.Group
+	// shares are the policies' uses of each shared cluster (see shareClusters), in the order they were
+	// added; the group holds the last one's copy, the newest translation.
+	shares map[string][]share
 	// served counts the policies adding to the group; the group is left out of the IR without any.
 	served int
 }
@@ -854,15 +858,42 @@ func (t *Translator) assembleGroup(c *ir.Config, name string, add, drop []*fragm
 		gs = &groupState{ir: &ir.Group{Name: name}}
 		t.groups[name] = gs
 	}
-	g := &ir.Group{Name: name, Clusters: slices.Clone(gs.ir.Clusters), Secrets: slices.Clone(gs.ir.Secrets)}
+	g := &ir.Group{Name: name, Clusters: slices.Clone(gs.ir.Clusters), Secrets: slices.Clone(gs.ir.Secrets), Shared: gs.ir.Shared}
+	cloned := false
+	// shared records the policies that now use the shared cluster name, in a copy of the last group's map.
+	shared := func(name string) {
+		if !cloned {
+			g.Shared, cloned = maps.Clone(g.Shared), true
+			if g.Shared == nil {
+				g.Shared = map[string][]ir.Source{}
+			}
+		}
+		if s := gs.shares[name]; len(s) > 0 {
+			g.Shared[name] = sources(s)
+		} else {
+			delete(g.Shared, name)
+			delete(gs.shares, name)
+		}
+	}
 	ports := map[uint32]bool{}
 	for _, f := range drop {
 		gs.served--
 		ports[uint32(f.port)] = true
 		for _, cl := range f.clusters {
-			if i, ok := slices.BinarySearchFunc(g.Clusters, cl.Name, func(c *ir.Cluster, n string) int { return cmp.Compare(c.Name, n) }); ok {
-				g.Clusters = slices.Delete(g.Clusters, i, i+1)
+			i, ok := slices.BinarySearchFunc(g.Clusters, cl.Name, compareClusterName)
+			if !ok {
+				continue
 			}
+			if cl.IsShared() {
+				s := slices.DeleteFunc(gs.shares[cl.Name], func(s share) bool { return s.cluster == cl })
+				gs.shares[cl.Name] = s
+				shared(cl.Name)
+				if len(s) > 0 {
+					g.Clusters[i] = s[len(s)-1].cluster
+					continue
+				}
+			}
+			g.Clusters = slices.Delete(g.Clusters, i, i+1)
 		}
 		for _, s := range f.secretsIR {
 			if i, ok := slices.BinarySearchFunc(g.Secrets, s.Name, func(c *ir.Secret, n string) int { return cmp.Compare(c.Name, n) }); ok {
@@ -874,8 +905,21 @@ func (t *Translator) assembleGroup(c *ir.Config, name string, add, drop []*fragm
 		gs.served++
 		ports[uint32(f.port)] = true
 		for _, cl := range f.clusters {
-			i, _ := slices.BinarySearchFunc(g.Clusters, cl.Name, func(c *ir.Cluster, n string) int { return cmp.Compare(c.Name, n) })
-			g.Clusters = slices.Insert(g.Clusters, i, cl)
+			i, found := slices.BinarySearchFunc(g.Clusters, cl.Name, compareClusterName)
+			switch {
+			case !cl.IsShared():
+				g.Clusters = slices.Insert(g.Clusters, i, cl)
+				continue
+			case found:
+				g.Clusters[i] = cl
+			default:
+				g.Clusters = slices.Insert(g.Clusters, i, cl)
+			}
+			if gs.shares == nil {
+				gs.shares = map[string][]share{}
+			}
+			gs.shares[cl.Name] = append(gs.shares[cl.Name], share{cluster: cl, source: ir.Source{Namespace: f.key.Namespace, Name: f.key.Name, Backend: cl.Source.Backend}})
+			shared(cl.Name)
 		}
 		for _, s := range f.secretsIR {
 			i, _ := slices.BinarySearchFunc(g.Secrets, s.Name, func(c *ir.Secret, n string) int { return cmp.Compare(c.Name, n) })
@@ -898,6 +942,9 @@ func (t *Translator) assembleGroup(c *ir.Config, name string, add, drop []*fragm
 	}
 	if len(g.Secrets) == 0 {
 		g.Secrets = nil
+	}
+	if len(g.Shared) == 0 {
+		g.Shared = nil
 	}
 	gs.ir = g
 	if gs.served == 0 {

@@ -17,9 +17,13 @@ import (
 // The access log reads it (%METADATA(VIRTUAL_HOST:lbplane:policy)%, %METADATA(CLUSTER:lbplane:backend)%).
 const MetadataNamespace = "lbplane"
 
-// sourceMetadata is the metadata lbplane puts on what it built from s.
+// sourceMetadata is the metadata lbplane puts on what it built from s. A cluster policies share has no
+// policy (its source names the backend alone): the access log reads the policy from the virtual host.
 func sourceMetadata(s ir.Source) *corev3.Metadata {
-	fields := map[string]*structpb.Value{"policy": structpb.NewStringValue(s.Namespace + "/" + s.Name)}
+	fields := map[string]*structpb.Value{}
+	if s.Name != "" {
+		fields["policy"] = structpb.NewStringValue(s.Namespace + "/" + s.Name)
+	}
 	if s.Backend != "" {
 		fields["backend"] = structpb.NewStringValue(s.Backend)
 	}
