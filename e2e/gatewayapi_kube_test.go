@@ -253,6 +253,9 @@ func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 		for k, v := range header {
 			req.Header.Set(k, v)
 		}
+		if h := header["Host"]; h != "" {
+			req.Host = h
+		}
 		c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		resp, err := c.Do(req)
 		if err != nil {
@@ -265,11 +268,16 @@ func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 	}
 
 	t.Run("precedence", func(t *testing.T) {
-		for path, want := range map[string]string{"/exact": "api", "/exact/more": "web", "/exactly": "web", "/": "web"} {
-			if resp, _ := get(path, "GET", nil); resp.StatusCode != 200 || resp.Header.Get("X-Backend") != want {
-				t.Errorf("%s: %d from %q, want 200 from %s", path, resp.StatusCode, resp.Header.Get("X-Backend"), want)
+		// kubectl creates the routes one by one, and "/" may be served before the newer route is translated: the
+		// answers must settle on the specification's precedence, and stay there.
+		eventually(t, 30*time.Second, "exact paths beat prefixes", func() error {
+			for path, want := range map[string]string{"/exact": "api", "/exact/more": "web", "/exactly": "web", "/": "web"} {
+				if resp, _ := get(path, "GET", nil); resp.StatusCode != 200 || resp.Header.Get("X-Backend") != want {
+					return fmt.Errorf("%s: %d from %q, want 200 from %s", path, resp.StatusCode, resp.Header.Get("X-Backend"), want)
+				}
 			}
-		}
+			return nil
+		})
 		if resp, _ := get("/post", "POST", nil); resp.Header.Get("X-Backend") != "api" {
 			t.Errorf("POST /post: from %q, want api", resp.Header.Get("X-Backend"))
 		}
@@ -422,10 +430,16 @@ func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 	})
 
 	t.Run("50 routes to one Service, one cluster", func(t *testing.T) {
+		// 50 routes of the listener's every name, and two more of host names of their own: lbplane makes a
+		// policy per host name, and they all share the Service port's one cluster.
 		var b strings.Builder
 		for i := range 50 {
 			fmt.Fprintf(&b, "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: many-%d, namespace: apps}\n"+
 				"spec:\n  parentRefs: [{name: gw}]\n  rules:\n    - matches: [{path: {type: PathPrefix, value: /many/%d}}]\n      backendRefs: [{name: api, port: 80}]\n", i, i)
+		}
+		for _, h := range []string{"a", "b"} {
+			fmt.Fprintf(&b, "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: many-host-%s, namespace: apps}\n"+
+				"spec:\n  parentRefs: [{name: gw}]\n  hostnames: [%s.many.test]\n  rules:\n    - matches: [{path: {type: PathPrefix, value: /many-host}}]\n      backendRefs: [{name: api, port: 80}]\n", h, h)
 		}
 		if out, err := kubectl(t, kc, b.String(), "apply", "-f", "-"); err != nil {
 			t.Fatalf("%v %s", err, out)
@@ -436,16 +450,21 @@ func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 					return fmt.Errorf("/many/%d from %q", i, resp.Header.Get("X-Backend"))
 				}
 			}
+			for _, h := range []string{"a.many.test", "b.many.test"} {
+				if resp, _ := get("/many-host", "GET", map[string]string{"Host": h}); resp.Header.Get("X-Backend") != "api" {
+					return fmt.Errorf("%s from %q", h, resp.Header.Get("X-Backend"))
+				}
+			}
 			return nil
 		})
 		var clusters []string
 		for _, c := range dynamicClusterNames(t, envoy) {
-			if strings.Contains(c, "/api-80-") {
+			if strings.HasPrefix(c, "service/apps/api/") {
 				clusters = append(clusters, c)
 			}
 		}
 		if len(clusters) != 1 {
-			t.Fatalf("Envoy has %d clusters for Service apps/api: %v, want 1", len(clusters), clusters)
+			t.Fatalf("Envoy has %d clusters for Service apps/api: %v, want 1 (shared by three host names' policies)", len(clusters), clusters)
 		}
 	})
 
@@ -479,7 +498,7 @@ spec:
 				for _, c := range list {
 					m, _ := c.(map[string]any)
 					cl, _ := m["cluster"].(map[string]any)
-					if name, _ := cl["name"].(string); strings.Contains(name, "/api-80-") {
+					if name, _ := cl["name"].(string); strings.HasPrefix(name, "service/apps/api/") {
 						hcs, _ := cl["health_checks"].([]any)
 						policy, _ := json.Marshal(cl["load_balancing_policy"])
 						found = append(found, fmt.Sprintf("%t %d", strings.Contains(string(policy), "envoy.load_balancing_policies.least_request"), len(hcs)))
@@ -506,6 +525,19 @@ spec:
 			}
 			return nil
 		})
+		// The applied policy's status has what the Envoy reports of the Service port, through the one cluster
+		// every route shares; the conflicted one applies nowhere and has none.
+		eventually(t, 30*time.Second, "the applied policy's status.backends has the Envoy's view of api:80", func() error {
+			jp := `jsonpath={.status.backends[*].name} {.status.backends[0].proxies} {.status.backends[0].endpoints.healthy}/{.status.backends[0].endpoints.total} {.status.backends[0].perEndpoint[0].address}`
+			out, _ := kubectl(t, kc, "", "get", "blbp", "-n", "apps", "api", "-o", jp)
+			if out != fmt.Sprintf("api:80 1 1/1 %s:%d", api.ip, api.port) {
+				return fmt.Errorf("%q, want api:80 reported by 1 Envoy, 1/1 healthy, endpoint %s:%d", out, api.ip, api.port)
+			}
+			if out, _ := kubectl(t, kc, "", "get", "blbp", "-n", "apps", "api-whole", "-o", `jsonpath={.status.backends}`); out != "" {
+				return fmt.Errorf("the conflicted policy's status.backends: %q, want none", out)
+			}
+			return nil
+		})
 
 		// The 52 routes that send to apps/api (50 of them /many/N) share one cluster, so one set of health
 		// checks: one probe per 2 s interval from the one Envoy, not one per route. Envoy may fire a probe
@@ -522,7 +554,7 @@ spec:
 		ejections := func() int {
 			n := 0
 			for _, line := range strings.Split(envoyStats(t, envoy, "outlier_detection.ejections_enforced_consecutive_5xx"), "\n") {
-				if name, v, ok := strings.Cut(line, ": "); ok && strings.Contains(name, "/api-80-") {
+				if name, v, ok := strings.Cut(line, ": "); ok && strings.HasPrefix(name, "cluster.service/apps/api/") {
 					c, _ := strconv.Atoi(v)
 					n += c
 				}

@@ -26,8 +26,24 @@ type BackendLoadBalancerPolicy struct {
 
 	Spec BackendLoadBalancerPolicySpec `json:"spec"`
 	// status has an entry per Gateway whose routes send to a target Service: whether the policy is applied
-	// there (Accepted), as Gateway API's policy status (ancestors) says.
-	Status gwv1.PolicyStatus `json:"status,omitempty"`
+	// there (Accepted), as Gateway API's policy status (ancestors) says; and each target Service port's
+	// endpoints as the Envoys see them (backends).
+	Status BackendLoadBalancerPolicyStatus `json:"status,omitempty"`
+}
+
+// BackendLoadBalancerPolicyStatus is Gateway API's policy status, and what the Envoys report of the Services
+// the policy applies to.
+type BackendLoadBalancerPolicyStatus struct {
+	gwv1.PolicyStatus `json:",inline"`
+	// backends has an entry per target Service port that a Gateway's route sends to, where the policy
+	// applies: named "<service>:<port>", with its endpoints' health and load as the Envoys report them, as
+	// a LoadBalancerPolicy's status.backends says of its backends. Every route of the Gateways' proxy group
+	// that sends to the port shares its one Envoy cluster, so this is every route's view of it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Backends []BackendStatus `json:"backends,omitempty"`
 }
 
 // BackendLoadBalancerPolicySpec names the Services and says how to balance over them.

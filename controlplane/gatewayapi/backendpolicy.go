@@ -3,6 +3,7 @@ package gatewayapi
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -18,6 +19,22 @@ import (
 type BackendPolicy struct {
 	Generation int64
 	Ancestors  []gwv1.PolicyAncestorStatus
+	// Applied lists the Service ports the policy applies to that routes send to, each with the backends of
+	// the policies made here that send to it, so that status can read what the Envoys report of them.
+	Applied []AppliedPort
+}
+
+// AppliedPort is one Service port a BackendLoadBalancerPolicy applies to, named "<service>:<port>", and the
+// backends that send to it: a made policy's key and its backend's name, sorted.
+type AppliedPort struct {
+	Name     string
+	Backends []PolicyBackend
+}
+
+// PolicyBackend names one backend of one policy.
+type PolicyBackend struct {
+	Policy  types.NamespacedName
+	Backend string
 }
 
 // maxAncestors is the specification's bound on a policy's status.ancestors.
@@ -110,6 +127,8 @@ func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map
 	conflicts := map[use][]string{}
 	used := map[use]bool{}
 	invalidUsed := map[use]bool{}
+	// applied holds, per policy, the backends of each Service port ("name:port") it gives its settings to.
+	applied := map[types.NamespacedName]map[string][]PolicyBackend{}
 	for _, lp := range policies {
 		gw, ok := gatewayOf(lp)
 		if !ok {
@@ -133,6 +152,11 @@ func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map
 			b.BackendSettings = *winner.Spec.Backend.DeepCopy()
 			wk := types.NamespacedName{Namespace: winner.Namespace, Name: winner.Name}
 			used[use{gw, wk}] = true
+			if applied[wk] == nil {
+				applied[wk] = map[string][]PolicyBackend{}
+			}
+			port := fmt.Sprintf("%s:%d", sp.name, sp.port)
+			applied[wk][port] = append(applied[wk][port], PolicyBackend{Policy: types.NamespacedName{Namespace: lp.Namespace, Name: lp.Name}, Backend: b.Name})
 			for _, l := range losers {
 				u := use{gw, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}}
 				used[u] = true
@@ -155,6 +179,13 @@ func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map
 		})
 		gws = slices.Compact(gws)
 		st := &BackendPolicy{Generation: p.Generation, Ancestors: []gwv1.PolicyAncestorStatus{}}
+		for _, port := range slices.Sorted(maps.Keys(applied[key])) {
+			backends := applied[key][port]
+			slices.SortFunc(backends, func(a, b PolicyBackend) int {
+				return cmp.Or(cmp.Compare(a.Policy.Namespace, b.Policy.Namespace), cmp.Compare(a.Policy.Name, b.Policy.Name), cmp.Compare(a.Backend, b.Backend))
+			})
+			st.Applied = append(st.Applied, AppliedPort{Name: port, Backends: backends})
+		}
 		for _, gw := range gws[:min(len(gws), maxAncestors)] {
 			var c metav1.Condition
 			switch why, bad := bp.invalid[key]; {

@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,22 @@ func TestBackendPolicyAppliesToTheServicesRoutesSendTo(t *testing.T) {
 	}
 	if st := out.BackendPolicies[types.NamespacedName{Namespace: "apps", Name: "nothing-sends-there"}]; st == nil || len(st.Ancestors) != 0 {
 		t.Errorf("a policy whose Service no route sends to has ancestors: %+v", st)
+	}
+	// Where each policy applies, status reads the Envoys' view of the backends that send to the port.
+	webPolicy := policyFor(t, out, "web.example.com")
+	for policy, want := range map[string]string{
+		"apps/web-port": fmt.Sprintf("web:80 %s/%s/%s", webPolicy.Namespace, webPolicy.Name, backendOf(t, webPolicy, "web").Name),
+		"apps/api":      "api:8080 ", "apps/web-old": "", "apps/api-newer": "", "apps/nothing-sends-there": ""} {
+		ns, name, _ := strings.Cut(policy, "/")
+		var got []string
+		for _, ap := range out.BackendPolicies[types.NamespacedName{Namespace: ns, Name: name}].Applied {
+			for _, b := range ap.Backends {
+				got = append(got, fmt.Sprintf("%s %s/%s", ap.Name, b.Policy, b.Backend))
+			}
+		}
+		if g := strings.Join(got, ","); (want == "" && g != "") || (want != "" && !strings.HasPrefix(g, want)) || strings.Count(g, ",") > 0 {
+			t.Errorf("%s applies to %q, want %q", policy, g, want)
+		}
 	}
 }
 

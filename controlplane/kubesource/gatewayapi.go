@@ -26,6 +26,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -53,6 +54,8 @@ type gatewayState struct {
 	policies map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy
 	// runs keeps, per policy, which proxies ran it (see runs), for Programmed.
 	runs map[types.NamespacedName]*runs
+	// loadWritten is when each BackendLoadBalancerPolicy's status last got fresh load figures (see limitLoad).
+	loadWritten map[types.NamespacedName]time.Time
 }
 
 // gatewayKinds are the Gateway API kinds watched.
@@ -349,6 +352,10 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 		}
 	}
 	s.dropStaleParents(ctx, out, now)
+	var health proxystats.Health
+	if s.Health != nil {
+		health = s.Health()
+	}
 	for key, st := range out.BackendPolicies {
 		var p v1alpha1.BackendLoadBalancerPolicy
 		if err := c.Get(ctx, key, &p); err != nil {
@@ -356,9 +363,22 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 		}
 		next := *p.Status.DeepCopy()
 		next.Ancestors = policyAncestors(p.Status.Ancestors, st.Ancestors, now)
+		next.Backends = appliedHealth(res, health, st.Applied)
+		s.gw.mu.Lock()
+		written := s.gw.loadWritten[key]
+		s.gw.mu.Unlock()
+		fresh := !limitLoad(next.Backends, p.Status.Backends, written, now.Time, s.LoadStatusInterval)
 		if !equalStatus(p.Status, next) {
 			p.Status = next
 			s.statusUpdate(ctx, cl, &p)
+			if fresh {
+				s.gw.mu.Lock()
+				if s.gw.loadWritten == nil {
+					s.gw.loadWritten = map[types.NamespacedName]time.Time{}
+				}
+				s.gw.loadWritten[key] = now.Time
+				s.gw.mu.Unlock()
+			}
 		}
 	}
 	s.gw.mu.Lock()
@@ -367,8 +387,43 @@ func (s *Source) gatewayStatusTick(ctx context.Context) {
 			delete(s.gw.runs, k)
 		}
 	}
+	for k := range s.gw.loadWritten {
+		if out.BackendPolicies[k] == nil {
+			delete(s.gw.loadWritten, k)
+		}
+	}
 	s.gw.mu.Unlock()
 }
+
+// appliedHealth is what the Envoys report of each Service port a BackendLoadBalancerPolicy applies to,
+// named after the port: the health and load of the cluster the Gateways' policies send to it through (one,
+// shared by them all; see translate.shareClusters), read from the first of them that has a report.
+func appliedHealth(res *translate.Result, health proxystats.Health, applied []gatewayapi.AppliedPort) []v1alpha1.BackendStatus {
+	var out []v1alpha1.BackendStatus
+	for _, ap := range applied {
+		for _, pb := range ap.Backends {
+			pr := res.Policies.Of(pb.Policy)
+			if pr == nil {
+				continue
+			}
+			i := slices.IndexFunc(pr.Clusters, func(c string) bool { name, ok := pr.BackendOf(c); return ok && name == pb.Backend })
+			if i < 0 {
+				continue
+			}
+			if b, ok := health.Backend(pr.ProxyGroup, pr.Clusters[i], ap.Name); ok {
+				out = append(out, b)
+				break
+			}
+		}
+		if len(out) == maxBackendStatuses {
+			break
+		}
+	}
+	return out
+}
+
+// maxBackendStatuses is the CRD's bound on status.backends.
+const maxBackendStatuses = 64
 
 // dropStaleParents removes lbplane's entries from the status of every HTTPRoute that no longer has a parent
 // of lbplane's (its parentRefs changed, or its Gateways are gone or of another class): what was written of a

@@ -274,7 +274,7 @@ func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, 
 	} else {
 		st.pendingSince = time.Time{}
 	}
-	fresh := !limitLoad(&next, &p.Status, st.loadWritten, now.Time, w.s.LoadStatusInterval)
+	fresh := !limitLoad(next.Backends, p.Status.Backends, st.loadWritten, now.Time, w.s.LoadStatusInterval)
 	// Onto the written conditions, as apimachinery sets them: a condition whose status did not change
 	// keeps its transition time.
 	conds := slices.Clone(p.Status.Conditions)
@@ -300,7 +300,7 @@ func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, 
 // limitLoad keeps the written requests, errors and latency in next while they are younger than interval,
 // so that only a change of health makes a write in between; it reports whether it kept them. A status
 // written before the Envoys had a window of history carries no load figures and is never kept.
-func limitLoad(next, old *v1alpha1.LoadBalancerPolicyStatus, written, now time.Time, interval time.Duration) bool {
+func limitLoad(next, old []v1alpha1.BackendStatus, written, now time.Time, interval time.Duration) bool {
 	if now.Sub(written) >= interval || !hasLoad(old) {
 		return false
 	}
@@ -308,21 +308,21 @@ func limitLoad(next, old *v1alpha1.LoadBalancerPolicyStatus, written, now time.T
 	return true
 }
 
-func hasLoad(st *v1alpha1.LoadBalancerPolicyStatus) bool {
-	for _, b := range st.Backends {
+func hasLoad(backends []v1alpha1.BackendStatus) bool {
+	for _, b := range backends {
 		if b.WindowSeconds == 0 {
 			return false
 		}
 	}
-	return len(st.Backends) > 0
+	return len(backends) > 0
 }
 
 // keepLoad puts the written requests, errors, latency, responses, connections and bytes back into next, so
 // that only a health change makes a write before the load figures are due again.
-func keepLoad(next, old *v1alpha1.LoadBalancerPolicyStatus) {
-	for i := range next.Backends {
-		b := &next.Backends[i]
-		for _, o := range old.Backends {
+func keepLoad(next, old []v1alpha1.BackendStatus) {
+	for i := range next {
+		b := &next[i]
+		for _, o := range old {
 			if o.Name == b.Name {
 				b.Requests, b.Errors, b.LatencyP99Ms, b.WindowSeconds = o.Requests, o.Errors, o.LatencyP99Ms, o.WindowSeconds
 				b.Skew = o.Skew

@@ -25,25 +25,25 @@ func TestLoadFiguresAreRateLimitedButHealthIsNot(t *testing.T) {
 
 	// Within the interval: the load figures stay as written, so an unchanged health means no write.
 	next := backendStatus(250, 60, 3)
-	if !limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute) || next.Backends[0].Requests != 100 ||
+	if !limitLoad(next.Backends, old.Backends, t0, t0.Add(30*time.Second), time.Minute) || next.Backends[0].Requests != 100 ||
 		next.Backends[0].Responses.Success != 100 || next.Backends[0].Bytes.Received != 1000 || next.Backends[0].Connections.Active != 10 {
 		t.Fatalf("load not kept: %+v", next.Backends[0])
 	}
 	// A health change still shows at once, with the old load figures.
 	next = backendStatus(250, 60, 2)
-	limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute)
+	limitLoad(next.Backends, old.Backends, t0, t0.Add(30*time.Second), time.Minute)
 	if next.Backends[0].Endpoints.Healthy != 2 || next.Backends[0].Requests != 100 {
 		t.Fatalf("health change: %+v", next.Backends[0])
 	}
 	// Past the interval the new figures are written.
 	next = backendStatus(250, 60, 3)
-	if limitLoad(&next, &old, t0, t0.Add(61*time.Second), time.Minute) || next.Backends[0].Requests != 250 {
+	if limitLoad(next.Backends, old.Backends, t0, t0.Add(61*time.Second), time.Minute) || next.Backends[0].Requests != 250 {
 		t.Fatalf("load not refreshed: %+v", next.Backends[0])
 	}
 	// A status written before there was a window has no figures to keep.
 	empty := backendStatus(0, 0, 3)
 	next = backendStatus(250, 4, 3)
-	if limitLoad(&next, &empty, t0, t0.Add(time.Second), time.Minute) || next.Backends[0].Requests != 250 {
+	if limitLoad(next.Backends, empty.Backends, t0, t0.Add(time.Second), time.Minute) || next.Backends[0].Requests != 250 {
 		t.Fatalf("a first write without load kept: %+v", next.Backends[0])
 	}
 }
@@ -84,12 +84,12 @@ func TestPerEndpointLoadIsKeptUntilHealthChanges(t *testing.T) {
 	}
 	old := withEndpoints(10, false)
 	next := withEndpoints(12, false)
-	limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute)
+	limitLoad(next.Backends, old.Backends, t0, t0.Add(30*time.Second), time.Minute)
 	if got := next.Backends[0].PerEndpoint[0].RequestsPerSecond; got != 10 {
 		t.Errorf("per-second figure rewritten within the interval: %v", got)
 	}
 	next = withEndpoints(12, true)
-	limitLoad(&next, &old, t0, t0.Add(30*time.Second), time.Minute)
+	limitLoad(next.Backends, old.Backends, t0, t0.Add(30*time.Second), time.Minute)
 	if e := next.Backends[0].PerEndpoint[0]; e.EjectedOn != 1 {
 		t.Errorf("an ejection must show at once: %+v", e)
 	}
