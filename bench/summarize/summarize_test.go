@@ -170,3 +170,52 @@ func TestFanoutReplicasTable(t *testing.T) {
 		t.Errorf("rendered table lacks the run's row %q:\n%s", want, got)
 	}
 }
+
+// A smoke run of the runner's -only gateway-routes row (100 routes, 200 for memory), cut to what the tables read.
+const gatewayRoutesRuns = `{"scenario":"gateway-routes","variant":"propagation","policies":100,"valid":true,"samplesMs":[25.684,19.635,16.37,32.836,15.386],"pushSamplesMs":[39.156,30.898,26.756,42.628,130.849],"lbplaneRssBytes":73023488,"lbplaneCpuMsPerChange":20,"extra":{"hostnames":30,"samplesWanted":5,"ownHostP50Ms":17.65,"ownHostP99Ms":25.684,"sharedHostP50Ms":15.6,"sharedHostP99Ms":32.836,"statusP50Ms":165.9,"statusP99Ms":1014.2}}
+{"scenario":"gateway-routes","variant":"churn","policies":100,"requests":2399,"errors":0,"rps":199.9,"p50Ms":1.62,"p99Ms":7.53,"valid":true,"extra":{"seconds":10,"non2xx":0,"connectionErrors":0,"wrongRoute":0,"late":0,"added":25,"updated":50,"deleted":25,"apiErrors":0,"maxMs":25.44,"lbplaneCoreShare":0.08}}
+{"scenario":"gateway-routes","variant":"update-under-load","policies":100,"requests":2399,"errors":3,"rps":199.9,"p50Ms":1.61,"p99Ms":12.44,"valid":false,"note":"interrupted","extra":{"seconds":10,"non2xx":3,"updated":100,"maxMs":36.47,"lbplaneCoreShare":0.09}}
+{"scenario":"gateway-routes","variant":"memory","policies":200,"valid":true,"lbplaneRssBytes":79691776,"extra":{"hostnames":60,"createSeconds":1.8,"servedSeconds":1.9,"settledSeconds":5.8,"cpuToServedSeconds":0.3,"cpuToSettledSeconds":0.8,"idleRSS":62914560,"servedRSS":76546048,"rssPerRouteKiB":78,"envoyIdleRSS":68157440,"envoyRSS":80740352,"envoyCPUSeconds":0.4}}
+`
+
+func TestGatewayRoutesTables(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "gw"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gw", "runs.jsonl"), []byte(gatewayRoutesRuns), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := "<!-- summary:begin kind=gateway-routes src=gw/runs.jsonl part=propagation -->\n<!-- summary:end -->\n" +
+		"<!-- summary:begin kind=gateway-routes src=gw/runs.jsonl part=churn -->\n<!-- summary:end -->\n" +
+		"<!-- summary:begin kind=gateway-routes src=gw/runs.jsonl part=memory -->\n<!-- summary:end -->\n"
+	path := filepath.Join(dir, "REPORT.md")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, tables, err := render(path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tables) != 3 {
+		t.Fatalf("%d tables, want 3", len(tables))
+	}
+	for _, want := range []string{
+		"| gw | 100 | 30 | 5 of 5 | 19.6 / 32.8 / 32.8 / 32.8 | yes | 17.6 / 25.7 | 15.6 / 32.8 | 130.8 | 165.9 / 1014.2 | 20.0 | 70 | true |\n",
+		"| gw | 100 | other routes change | 10 | 2399 (200) | 0 | 0 | 0 | 0 | 25 / 50 / 25 (0) | 1.62 / 7.53 / 25.44 | 8 % | yes | true |\n",
+		"| gw | 100 | the loaded routes change | 10 | 2399 (200) | 3 | 0 | 0 | 0 | 0 / 100 / 0 (0) | 1.61 / 12.44 / 36.47 | 9 % | no | false: interrupted |\n",
+		"| gw | 200 | 60 | 1.8 | 1.9 | 5.8 | 0.3 / 0.8 | 60 → 73 → 76 | 78.0 | 65 → 77 | 0.4 | true |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered tables lack %q:\n%s", want, got)
+		}
+	}
+	for name, b := range map[string]string{
+		"no part":      "<!-- summary:begin kind=gateway-routes src=gw/runs.jsonl -->\n<!-- summary:end -->\n",
+		"unknown part": "<!-- summary:begin kind=gateway-routes src=gw/runs.jsonl part=nope -->\n<!-- summary:end -->\n",
+	} {
+		if _, _, err := render(path, b); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/lbplane/lbplane/bench/internal/gatewaybench"
 )
 
 // renderers are the kinds of table a marker can ask for. Each reads the marker's src files and returns the
@@ -26,6 +28,9 @@ var renderers = map[string]func(spec) (string, error){
 	"websocket":       webSocketTable,
 	"paired":          pairedTable,
 	"wsmem":           wsmemTable,
+
+	// Gateway API HTTPRoutes (runner -only gateway-routes): part=propagation, churn or memory.
+	"gateway-routes": gatewayRoutesTable,
 }
 
 type md struct{ strings.Builder }
@@ -287,6 +292,23 @@ func grpcFleetTable(sp spec) (string, error) {
 		return "", noRows(sp)
 	}
 	return m.String(), nil
+}
+
+// gatewayRoutesTable: the Gateway API routes row (runs.jsonl, scenario gateway-routes), one part of it
+// (option part=propagation, churn or memory), rendered as the runner renders it (bench/internal/gatewaybench).
+func gatewayRoutesTable(sp spec) (string, error) {
+	var runs []gatewaybench.Run
+	for _, path := range sp.src {
+		rs, err := readJSONLines[gatewaybench.Run](path)
+		if err != nil {
+			return "", err
+		}
+		for i := range rs {
+			rs[i].Dir = runName(path)
+		}
+		runs = append(runs, rs...)
+	}
+	return gatewaybench.Table(sp.opts["part"], runs)
 }
 
 // fanoutReplicasTable: changes to simulated delta clients spread over lbplane replicas on etcd (runs.jsonl,
