@@ -62,7 +62,7 @@ func incrementalOnly(only string) bool {
 		return false
 	}
 	for _, s := range strings.Split(only, ",") {
-		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "grpc-fleet" && s != "controlplane" {
+		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "grpc-fleet" && s != "controlplane" && s != "gateway-routes" {
 			return false
 		}
 	}

@@ -24,7 +24,7 @@ func TestChurnAddressesAreDistinct(t *testing.T) {
 }
 
 func TestIncrementalRowsNeedOnlyEnvoy(t *testing.T) {
-	for only, want := range map[string]bool{"churn": true, "coldstart,fanout": true, "fanout-replicas": true, "controlplane,churn": true, "": false, "churn,dataplane": false} {
+	for only, want := range map[string]bool{"churn": true, "coldstart,fanout": true, "fanout-replicas": true, "controlplane,churn": true, "gateway-routes": true, "": false, "churn,dataplane": false} {
 		if got := incrementalOnly(only); got != want {
 			t.Errorf("incrementalOnly(%q) = %v, want %v", only, got, want)
 		}

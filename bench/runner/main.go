@@ -132,7 +132,7 @@ func plan(quick bool) config {
 func main() {
 	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
 	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
-	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, paired (two peers loaded at once, CPU per request), memory, hash, hotkey, health, websocket, controlplane (default all); opt-in: stats (does reading Envoy's stats hold back config: -stats-policies, -stats-changes), rollout (a bad change through three Envoys with and without a staged rollout: -rollout-*), and the incremental rows")
+	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, paired (two peers loaded at once, CPU per request), memory, hash, hotkey, health, websocket, controlplane (default all); opt-in: stats (does reading Envoy's stats hold back config: -stats-policies, -stats-changes), gateway-routes (Gateway API HTTPRoutes: a new route's first 200 among -gateway-routes N, requests while routes change, memory at -gateway-routes-memory M), rollout (a bad change through three Envoys with and without a staged rollout: -rollout-*), and the incremental rows")
 	peerList := flag.String("peers", "", "comma-separated peers to run in every scenario (default all), for a focused comparison")
 	reps := flag.Int("reps", 0, "repetitions (default 3)")
 	conc := flag.String("concurrency", "", "comma-separated connection counts for the throughput runs")
@@ -408,6 +408,11 @@ func run(cfg config, out, only string, keep bool, ex experiment) error {
 	}
 	if err := incrementalRows(ctx, e, cfg, out, only, record); err != nil {
 		return err
+	}
+	if gatewayRoutesNamed(only) { // opt-in, as the incremental rows
+		if err := gatewayRoutesRow(ctx, e, out, rep, record); err != nil {
+			return fmt.Errorf("gateway routes: %w", err)
+		}
 	}
 	rep.Finished = time.Now().UTC()
 	return rep.write(out)

@@ -33,6 +33,10 @@ type report struct {
 	Health    []healthResult    `json:"health,omitempty"`
 	WebSocket []wsResult        `json:"webSocket,omitempty"`
 	Rollout   *rolloutRun       `json:"rollout,omitempty"`
+	// GatewayRoutes is the gateway-routes row's plan (gatewayroutes.go), when it ran.
+	GatewayRoutes *gatewayRoutesPlan `json:"gatewayRoutes,omitempty"`
+
+	out string // the results directory, set by write
 }
 
 // stat3 is the median of the repetitions with their min and max.
@@ -125,6 +129,7 @@ func (r *report) find(scenario, peer string, conns int) (summaryRow, bool) {
 }
 
 func (r *report) write(out string) error {
+	r.out = out
 	r.summarize()
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -198,6 +203,9 @@ func rng(s stat3, format string) string {
 func (r *report) markdown() string {
 	if r.rolloutOnly() {
 		return r.rolloutReport()
+	}
+	if r.gatewayRoutesOnly() {
+		return r.gatewayRoutesReport(r.out)
 	}
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -352,6 +360,7 @@ func (r *report) markdown() string {
 	r.wsMarkdown(w)
 	r.incrementalMarkdown(w)
 	r.rolloutMarkdown(w)
+	r.gatewayRoutesMarkdown(w, r.out)
 	if len(r.Memory) > 0 {
 		w("\n## Memory over the whole run\n\n![memory](memory.png)\n")
 	}
