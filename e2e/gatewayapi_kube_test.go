@@ -577,6 +577,100 @@ spec:
 			return nil
 		})
 	})
+
+	t.Run("a BackendLoadBalancerPolicy on an HTTPRoute", func(t *testing.T) {
+		// The route "exact" hashes on a header; every other route to apps/api keeps the Service's policy and its
+		// one shared cluster.
+		policy := `apiVersion: lbplane.io/v1alpha1
+kind: BackendLoadBalancerPolicy
+metadata: {name: exact-route, namespace: apps}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: exact}]
+  backend: {loadBalancing: {algorithm: RingHash, hashKeys: [{header: {name: x-user}}]}}
+`
+		if out, err := kubectl(t, kc, policy, "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		algorithms := func() map[string]string {
+			out := map[string]string{}
+			for _, sec := range configDumpOf(t, envoy) {
+				list, _ := sec["dynamic_active_clusters"].([]any)
+				for _, c := range list {
+					m, _ := c.(map[string]any)
+					cl, _ := m["cluster"].(map[string]any)
+					if name, _ := cl["name"].(string); strings.HasPrefix(name, "service/apps/api/") {
+						policy, _ := json.Marshal(cl["load_balancing_policy"])
+						switch {
+						case strings.Contains(string(policy), "envoy.load_balancing_policies.ring_hash"):
+							out[name] = "ring hash"
+						case strings.Contains(string(policy), "envoy.load_balancing_policies.least_request"):
+							out[name] = "least request"
+						default:
+							out[name] = string(policy)
+						}
+					}
+				}
+			}
+			return out
+		}
+		var ring string
+		eventually(t, 30*time.Second, "Envoy has the route's ring-hash cluster of apps/api beside the Service's least-request one", func() error {
+			got := algorithms()
+			ring = ""
+			kinds := []string{}
+			for name, a := range got {
+				kinds = append(kinds, a)
+				if a == "ring hash" {
+					ring = name
+				}
+			}
+			slices.Sort(kinds)
+			if len(got) != 2 || strings.Join(kinds, ",") != "least request,ring hash" {
+				return fmt.Errorf("clusters of apps/api: %v", got)
+			}
+			return nil
+		})
+		requests := func() map[string]int {
+			out := map[string]int{}
+			for _, line := range strings.Split(envoyStats(t, envoy, "upstream_rq_total"), "\n") {
+				if name, v, ok := strings.Cut(line, ": "); ok && strings.HasPrefix(name, "cluster.service/apps/api/") {
+					n, _ := strconv.Atoi(v)
+					out[strings.TrimSuffix(strings.TrimPrefix(name, "cluster."), ".upstream_rq_total")] = n
+				}
+			}
+			return out
+		}
+		before := requests()
+		for range 5 {
+			if resp, _ := get("/exact", "GET", map[string]string{"X-User": "u1"}); resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "api" {
+				t.Fatalf("/exact: %d from %q, want 200 from api", resp.StatusCode, resp.Header.Get("X-Backend"))
+			}
+		}
+		if resp, _ := get("/many/7", "GET", nil); resp.StatusCode != 200 {
+			t.Fatalf("/many/7: %d", resp.StatusCode)
+		}
+		eventually(t, 10*time.Second, "/exact's requests counted on the ring-hash cluster, /many/7's on the other", func() error {
+			after := requests()
+			for name := range after {
+				want := 1
+				if name == ring {
+					want = 5
+				}
+				if d := after[name] - before[name]; d != want {
+					return fmt.Errorf("cluster %s: %d more requests, want %d (%v -> %v)", name, d, want, before, after)
+				}
+			}
+			return nil
+		})
+		eventually(t, 30*time.Second, "the route's policy is Accepted on the Gateway", func() error {
+			out, _ := kubectl(t, kc, "", "get", "blbp", "-n", "apps", "exact-route", "-o",
+				`jsonpath={.status.ancestors[0].ancestorRef.name} {.status.ancestors[0].conditions[?(@.type=="Accepted")].reason} {.status.backends[*].name}`)
+			if out != "gw Accepted api:80" {
+				return fmt.Errorf("%q, want gw Accepted api:80", out)
+			}
+			return nil
+		})
+	})
 }
 
 // sameSides tells whether "a=b" has a == b (an observedGeneration and the generation).

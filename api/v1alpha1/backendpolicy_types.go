@@ -48,10 +48,14 @@ type BackendLoadBalancerPolicyStatus struct {
 
 // BackendLoadBalancerPolicySpec names the Services and says how to balance over them.
 type BackendLoadBalancerPolicySpec struct {
-	// targetRefs are the Services the policy applies to, in the policy's namespace: group "" and kind
-	// Service. sectionName names one port of the Service (the port's name); without it the policy applies
-	// to every port. When two policies apply to one Service port, one with a sectionName wins over one
-	// without; otherwise the older wins (then the first by name), and the other is Conflicted there.
+	// targetRefs are what the policy applies to, in the policy's namespace: Services (group "", kind
+	// Service), whose sectionName names one port (the port's name; without it, every port); and HTTPRoutes
+	// (group gateway.networking.k8s.io, kind HTTPRoute), whose sectionName names one rule (the rule's name;
+	// without it, every rule). A route's rule sends to its Services with the settings of the policy that
+	// targets the rule, or else its route, whatever policy targets the Services: its backends then have an
+	// Envoy cluster of their own. When two policies target one Service port or one rule, one with a
+	// sectionName wins over one without; otherwise the older wins (then the first by name), and the other is
+	// Conflicted there.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
 )
 
 // attachedRule is one HTTPRoute rule attached to a listener, with the host names it serves there.
@@ -17,6 +19,11 @@ type attachedRule struct {
 	rule      *gwv1.HTTPRouteRule
 	hostnames []string // "" is every host name
 	backends  []backend
+	// policy is the BackendLoadBalancerPolicy that targets the rule (or its whole route), whose settings its
+	// backends get instead of their Services' (see backendPolicies.forRule); conflicted are the others that
+	// target it, invalid those that target it and apply nowhere.
+	policy              *v1alpha1.BackendLoadBalancerPolicy
+	conflicted, invalid []*v1alpha1.BackendLoadBalancerPolicy
 }
 
 // backend is one backendRef of a rule, resolved: a Service port, or invalid (its share gets 500); or the

@@ -78,7 +78,9 @@ func (bp *backendPolicies) targets(p *v1alpha1.BackendLoadBalancerPolicy, sp ser
 		return false, false
 	}
 	for _, t := range p.Spec.TargetRefs {
-		if string(t.Name) != sp.name {
+		// Any kind but HTTPRoute: a policy with a target of another kind is invalid, and says so where the
+		// name is a Service's.
+		if (t.Group == gwv1.GroupName && t.Kind == "HTTPRoute") || string(t.Name) != sp.name {
 			continue
 		}
 		if t.SectionName == nil {
@@ -94,9 +96,15 @@ func (bp *backendPolicies) targets(p *v1alpha1.BackendLoadBalancerPolicy, sp ser
 
 // forPort returns the policy that applies to the Service port, and the others that target it (conflicted).
 func (bp *backendPolicies) forPort(sp servicePort) (*v1alpha1.BackendLoadBalancerPolicy, []*v1alpha1.BackendLoadBalancerPolicy) {
+	return decide(bp.in, func(p *v1alpha1.BackendLoadBalancerPolicy) (bool, bool) { return bp.targets(p, sp) })
+}
+
+// decide returns the first of policies (sorted oldest first) that targets something by section, else the
+// first that targets it whole, and the others that target it.
+func decide(policies []*v1alpha1.BackendLoadBalancerPolicy, targets func(*v1alpha1.BackendLoadBalancerPolicy) (applies, section bool)) (*v1alpha1.BackendLoadBalancerPolicy, []*v1alpha1.BackendLoadBalancerPolicy) {
 	var sectioned, whole []*v1alpha1.BackendLoadBalancerPolicy
-	for _, p := range bp.in {
-		switch applies, section := bp.targets(p, sp); {
+	for _, p := range policies {
+		switch applies, section := targets(p); {
 		case section:
 			sectioned = append(sectioned, p)
 		case applies:
@@ -110,15 +118,67 @@ func (bp *backendPolicies) forPort(sp servicePort) (*v1alpha1.BackendLoadBalance
 	return all[0], all[1:]
 }
 
+// targetsRule tells whether p applies to the rule named name (may be "") of HTTPRoute route, and whether it
+// names the rule (sectionName).
+func targetsRule(p *v1alpha1.BackendLoadBalancerPolicy, route types.NamespacedName, name string) (applies, section bool) {
+	if p.Namespace != route.Namespace {
+		return false, false
+	}
+	for _, t := range p.Spec.TargetRefs {
+		if t.Group != gwv1.GroupName || t.Kind != "HTTPRoute" || string(t.Name) != route.Name {
+			continue
+		}
+		if t.SectionName == nil {
+			applies = true
+			continue
+		}
+		if name != "" && string(*t.SectionName) == name {
+			return true, true
+		}
+	}
+	return applies, false
+}
+
+// decideRules finds, for every rule attached to the Gateway, the policy that targets it: one that names the
+// rule wins over one for the whole HTTPRoute, then the older (then the first by name).
+func (bp *backendPolicies) decideRules(gw *gateway) {
+	for _, l := range gw.listeners {
+		for i := range l.rules {
+			ar := &l.rules[i]
+			if ar.rule == nil {
+				continue
+			}
+			name := ""
+			if ar.rule.Name != nil {
+				name = string(*ar.rule.Name)
+			}
+			ar.policy, ar.conflicted = decide(bp.in, func(p *v1alpha1.BackendLoadBalancerPolicy) (bool, bool) { return targetsRule(p, ar.route, name) })
+			for _, p := range bp.bad {
+				if applies, _ := targetsRule(p, ar.route, name); applies {
+					ar.invalid = append(ar.invalid, p)
+				}
+			}
+		}
+	}
+}
+
+// ruleLabel names a rule in a message: by its name, or its index.
+func ruleLabel(ar *attachedRule) string {
+	if ar.rule != nil && ar.rule.Name != nil {
+		return fmt.Sprintf("HTTPRoute %s rule %s", ar.route.Name, *ar.rule.Name)
+	}
+	return fmt.Sprintf("HTTPRoute %s rule %d", ar.route.Name, ar.index)
+}
+
 // applyBackendPolicies gives every Service backend of the Gateways' policies the settings of the
-// BackendLoadBalancerPolicy that applies to its Service port, and returns each policy's status: an ancestor
-// per Gateway that sends to one of its Services.
-func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map[types.NamespacedName]*BackendPolicy {
+// BackendLoadBalancerPolicy that applies to its rule (see decideRules) or else to its Service port, and
+// returns each policy's status: an ancestor per Gateway that sends to one of its Services or has one of its
+// routes.
+func applyBackendPolicies(in Input, bp *backendPolicies, gateways []*gateway, policies []*v1alpha1.LoadBalancerPolicy) map[types.NamespacedName]*BackendPolicy {
 	out := map[types.NamespacedName]*BackendPolicy{}
 	if len(in.BackendPolicies) == 0 {
 		return out
 	}
-	bp := newBackendPolicies(in)
 	type use struct {
 		gateway types.NamespacedName
 		policy  types.NamespacedName
@@ -129,6 +189,33 @@ func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map
 	invalidUsed := map[use]bool{}
 	// applied holds, per policy, the backends of each Service port ("name:port") it gives its settings to.
 	applied := map[types.NamespacedName]map[string][]PolicyBackend{}
+	keyOf := func(p *v1alpha1.BackendLoadBalancerPolicy) types.NamespacedName {
+		return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	}
+	ruleBackends := map[PolicyBackend]*v1alpha1.BackendLoadBalancerPolicy{}
+	for _, gw := range gateways {
+		maps.Copy(ruleBackends, gw.ruleBackends)
+		for _, l := range gw.listeners {
+			for i := range l.rules {
+				ar := &l.rules[i]
+				if ar.policy == nil {
+					for _, p := range ar.invalid {
+						invalidUsed[use{gw.key, keyOf(p)}] = true
+					}
+					continue
+				}
+				used[use{gw.key, keyOf(ar.policy)}] = true
+				for _, lo := range ar.conflicted {
+					u := use{gw.key, keyOf(lo)}
+					used[u] = true
+					conflicts[u] = append(conflicts[u], fmt.Sprintf("%s: %s applies", ruleLabel(ar), ar.policy.Name))
+				}
+				for _, p := range ar.invalid {
+					invalidUsed[use{gw.key, keyOf(p)}] = true
+				}
+			}
+		}
+	}
 	for _, lp := range policies {
 		gw, ok := gatewayOf(lp)
 		if !ok {
@@ -140,6 +227,18 @@ func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map
 				continue
 			}
 			sp := servicePort{namespace: b.Service.Namespace, name: b.Service.Name, port: b.Service.Port}
+			port := fmt.Sprintf("%s:%d", sp.name, sp.port)
+			lk := types.NamespacedName{Namespace: lp.Namespace, Name: lp.Name}
+			if rp := ruleBackends[PolicyBackend{Policy: lk, Backend: b.Name}]; rp != nil {
+				// A backend of a rule a policy targets: that policy's settings, whatever the Service's.
+				b.BackendSettings = *rp.Spec.Backend.DeepCopy()
+				rk := keyOf(rp)
+				if applied[rk] == nil {
+					applied[rk] = map[string][]PolicyBackend{}
+				}
+				applied[rk][port] = append(applied[rk][port], PolicyBackend{Policy: lk, Backend: b.Name})
+				continue
+			}
 			for _, p := range bp.bad {
 				if applies, _ := bp.targets(p, sp); applies {
 					invalidUsed[use{gw, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}] = true
@@ -155,8 +254,7 @@ func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map
 			if applied[wk] == nil {
 				applied[wk] = map[string][]PolicyBackend{}
 			}
-			port := fmt.Sprintf("%s:%d", sp.name, sp.port)
-			applied[wk][port] = append(applied[wk][port], PolicyBackend{Policy: types.NamespacedName{Namespace: lp.Namespace, Name: lp.Name}, Backend: b.Name})
+			applied[wk][port] = append(applied[wk][port], PolicyBackend{Policy: lk, Backend: b.Name})
 			for _, l := range losers {
 				u := use{gw, types.NamespacedName{Namespace: l.Namespace, Name: l.Name}}
 				used[u] = true
@@ -197,7 +295,7 @@ func applyBackendPolicies(in Input, policies []*v1alpha1.LoadBalancerPolicy) map
 					"another policy applies to "+strings.Join(lost, "; "), p.Generation)
 			default:
 				c = condition(string(gwv1.PolicyConditionAccepted), true, string(gwv1.PolicyReasonAccepted),
-					"applied to the routes of this Gateway that send to its Services", p.Generation)
+					"applied to the routes of this Gateway that it targets or that send to its Services", p.Generation)
 			}
 			group, kind, ns := gwv1.Group(gwv1.GroupName), gwv1.Kind("Gateway"), gwv1.Namespace(gw.Namespace)
 			st.Ancestors = append(st.Ancestors, gwv1.PolicyAncestorStatus{
@@ -221,8 +319,8 @@ func gatewayOf(p *v1alpha1.LoadBalancerPolicy) (types.NamespacedName, bool) {
 func backendPolicyProblem(p *v1alpha1.BackendLoadBalancerPolicy) string {
 	var problems []string
 	for i, t := range p.Spec.TargetRefs {
-		if t.Group != "" || t.Kind != "Service" {
-			problems = append(problems, fmt.Sprintf("spec.targetRefs[%d]: must be a Service (group \"\", kind Service), got group %q kind %q", i, t.Group, t.Kind))
+		if !(t.Group == "" && t.Kind == "Service") && !(t.Group == gwv1.GroupName && t.Kind == "HTTPRoute") {
+			problems = append(problems, fmt.Sprintf("spec.targetRefs[%d]: must be a Service (group \"\", kind Service) or an HTTPRoute (group %s), got group %q kind %q", i, gwv1.GroupName, t.Group, t.Kind))
 		}
 	}
 	if tls := p.Spec.Backend.TLS; tls != nil && tls.ClientCertificate != nil {

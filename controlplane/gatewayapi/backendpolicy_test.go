@@ -147,3 +147,84 @@ func TestInvalidBackendPolicy(t *testing.T) {
 		}
 	}
 }
+
+// routeTarget targets HTTPRoute name, its rule section when given ("name:section").
+func routeTarget(p *v1alpha1.BackendLoadBalancerPolicy, target string) *v1alpha1.BackendLoadBalancerPolicy {
+	name, section, _ := strings.Cut(target, ":")
+	ref := gwv1.LocalPolicyTargetReferenceWithSectionName{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Group: gwv1.GroupName, Kind: "HTTPRoute", Name: gwv1.ObjectName(name)}}
+	if section != "" {
+		ref.SectionName = ptr(gwv1.SectionName(section))
+	}
+	p.Spec.TargetRefs = append(p.Spec.TargetRefs, ref)
+	return p
+}
+
+// A policy that targets an HTTPRoute rule gives that rule's backends its settings, with a backend (so an Envoy
+// cluster) of their own; the route's other rules, and other routes to the same Service, keep the Service's
+// policy. One that names the rule wins over one for the whole route.
+func TestBackendPolicyOnAnHTTPRouteRule(t *testing.T) {
+	maglev := v1alpha1.BackendSettings{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev}}
+	ringHash := v1alpha1.BackendSettings{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmRingHash}}
+	leastRequest := v1alpha1.BackendSettings{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmLeastRequest}}
+	checkout := gwv1.HTTPRouteRule{Name: ptr(gwv1.SectionName("checkout")), Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr("/checkout")}}},
+		BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}
+	rest := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}
+	in := input([]*gwv1.Gateway{gw("apps", "edge", httpListener("http", 80, ""))},
+		route("apps", "shop", 0, "apps/edge", []string{"shop.example"}, checkout, rest))
+	in.BackendPolicies = []*v1alpha1.BackendLoadBalancerPolicy{
+		backendPolicy("apps", "web", 0, leastRequest, "web"),
+		routeTarget(backendPolicy("apps", "checkout", 1, maglev), "shop:checkout"),
+		routeTarget(backendPolicy("apps", "shop-whole", 0, ringHash), "shop"),
+	}
+	out := Translate(in)
+	valid(t, out)
+	p := policyFor(t, out, "shop.example")
+	byRoute := map[string]v1alpha1.Algorithm{}
+	for _, rt := range p.Spec.Routes {
+		for _, ref := range rt.Backends {
+			for _, b := range p.Spec.Backends {
+				if b.Name == ref.Name {
+					path := "/"
+					if rt.Match.Path != nil {
+						path = rt.Match.Path.Value
+					}
+					byRoute[path] = b.LoadBalancing.Algorithm
+				}
+			}
+		}
+	}
+	// /checkout: the rule's own policy (Maglev); the route's other rule: the whole route's (RingHash).
+	if byRoute["/checkout"] != v1alpha1.AlgorithmMaglev || byRoute["/"] != v1alpha1.AlgorithmRingHash || len(p.Spec.Backends) != 2 {
+		t.Errorf("algorithms by route %v with %d backends, want /checkout Maglev and / RingHash, each its own backend", byRoute, len(p.Spec.Backends))
+	}
+	for policy, want := range map[string]string{"apps/checkout": "Accepted", "apps/shop-whole": "Conflicted"} {
+		if _, c := ancestorCond(t, out, policy); c.Reason != want {
+			t.Errorf("%s: %s (%s), want %s", policy, c.Reason, c.Message, want)
+		}
+	}
+	if _, c := ancestorCond(t, out, "apps/shop-whole"); !strings.Contains(c.Message, "HTTPRoute shop rule checkout: checkout applies") {
+		t.Errorf("the conflict does not name the rule and the policy that applies: %q", c.Message)
+	}
+	// The Service's policy applies to no backend here: every rule's policy beats it.
+	if st := out.BackendPolicies[types.NamespacedName{Namespace: "apps", Name: "web"}]; len(st.Applied) != 0 {
+		t.Errorf("the Service's policy applies to %+v, want nothing", st.Applied)
+	}
+	if st := out.BackendPolicies[types.NamespacedName{Namespace: "apps", Name: "checkout"}]; len(st.Applied) != 1 || st.Applied[0].Name != "web:80" {
+		t.Errorf("the rule's policy applies to %+v, want web:80", st.Applied)
+	}
+
+	// Without the route policies, another route to the Service keeps the Service's.
+	in.BackendPolicies = in.BackendPolicies[:2]
+	in.Routes = append(in.Routes, route("apps", "other", 2, "apps/edge", []string{"other.example"}, rest))
+	out = Translate(in)
+	if got := backendOf(t, policyFor(t, out, "other.example"), "web").LoadBalancing.Algorithm; got != v1alpha1.AlgorithmLeastRequest {
+		t.Errorf("another route's backend: %q, want the Service's LeastRequest", got)
+	}
+
+	// A target of another kind is refused, naming both kinds it may be.
+	bad := backendPolicy("apps", "bad", 0, maglev)
+	bad.Spec.TargetRefs = []gwv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Group: gwv1.GroupName, Kind: "GRPCRoute", Name: "shop"}}}
+	if why := backendPolicyProblem(bad); !strings.Contains(why, "spec.targetRefs[0]: must be a Service") || !strings.Contains(why, "or an HTTPRoute") {
+		t.Errorf("a GRPCRoute target: %q", why)
+	}
+}

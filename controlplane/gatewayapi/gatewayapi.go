@@ -138,14 +138,16 @@ func Translate(in Input) *Output {
 			out.Routes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = parents
 		}
 	}
+	bp := newBackendPolicies(in)
 	for _, gw := range ours {
+		bp.decideRules(gw)
 		out.Policies = append(out.Policies, gw.policies(in)...)
 		gw.finish()
 	}
 	slices.SortFunc(out.Policies, func(a, b *v1alpha1.LoadBalancerPolicy) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	out.BackendPolicies = applyBackendPolicies(in, out.Policies)
+	out.BackendPolicies = applyBackendPolicies(in, bp, ours, out.Policies)
 	return out
 }
 

@@ -737,3 +737,30 @@ func toJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// The rule index finds the same rules for a host name as looking at every rule's names with covers.
+func TestRuleIndexFindsWhatCoversFinds(t *testing.T) {
+	names := []string{"", "a.b.c", "*.b.c", "*.c", "b.c", "x.a.b.c", "*.a.b.c", "c", "*.x.b.c", "ab.c"}
+	l := &listener{}
+	for i := range 64 {
+		var hs []string
+		for j, n := range names {
+			if (i>>(j%6))&1 == 1 && (i+j)%3 != 0 {
+				hs = append(hs, n)
+			}
+		}
+		l.rules = append(l.rules, attachedRule{hostnames: hs})
+	}
+	ix := indexRules(l)
+	for _, h := range names {
+		var want []int
+		for i, ar := range l.rules {
+			if slices.ContainsFunc(ar.hostnames, func(eh string) bool { return covers(eh, h) }) {
+				want = append(want, i)
+			}
+		}
+		if got := ix.covering(h); !slices.Equal(got, want) {
+			t.Errorf("rules covering %q: %v, want %v", h, got, want)
+		}
+	}
+}

@@ -105,16 +105,17 @@ func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
 		}
 		// Each name gets the rules of every route whose names cover it, on the listener it belongs to: a
 		// route of "*.example.com" serves "a.example.com" too when another route made a host of it.
+		index := make([]ruleIndex, len(listeners))
+		for i, l := range listeners {
+			index[i] = indexRules(l)
+		}
 		for h, v := range hosts {
-			for _, l := range listeners {
+			for li, l := range listeners {
 				if !covers(l.hostname(), h) || isolatedFrom(l, h, listeners) {
 					continue
 				}
-				for i := range l.rules {
+				for _, i := range index[li].covering(h) {
 					ar := &l.rules[i]
-					if !slices.ContainsFunc(ar.hostnames, func(eh string) bool { return covers(eh, h) }) {
-						continue
-					}
 					v.listeners[l.spec.Name] = true
 					if ar.rule == nil {
 						continue
@@ -140,6 +141,41 @@ func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
 		}
 	}
 	return out
+}
+
+// ruleIndex holds a listener's rules by the host names they serve (indexes into listener.rules), so that
+// the rules of one host name are found without looking at every rule of the listener.
+type ruleIndex map[string][]int
+
+func indexRules(l *listener) ruleIndex {
+	ix := ruleIndex{}
+	for i := range l.rules {
+		for _, h := range l.rules[i].hostnames {
+			if s := ix[h]; len(s) == 0 || s[len(s)-1] != i {
+				ix[h] = append(ix[h], i)
+			}
+		}
+	}
+	return ix
+}
+
+// covering returns, in order, the rules with a host name that covers h (see covers): every name (""), h
+// itself, and each wildcard of a parent domain of h ("*.example.com" for "a.example.com" and
+// "*.a.example.com").
+func (ix ruleIndex) covering(h string) []int {
+	out := slices.Clone(ix[""])
+	if h != "" {
+		out = append(out, ix[h]...)
+		for k := 1; k < len(h); k++ {
+			if h[k] == '.' {
+				if w := "*" + h[k:]; w != h {
+					out = append(out, ix[w]...)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // owner is the listener of the port that requests for host name h belong to: the most specific one whose
@@ -197,7 +233,7 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 	}
 	backends := map[string]int{} // backend name → index in spec.backends
 	for i, e := range v.entries {
-		p.Spec.Routes = append(p.Spec.Routes, routeOf(e, fmt.Sprintf("r%d", i), p, backends, int32(port)))
+		p.Spec.Routes = append(p.Spec.Routes, gw.routeOf(e, fmt.Sprintf("r%d", i), p, backends, int32(port)))
 	}
 	if len(p.Spec.Routes) == 0 {
 		// Nothing attached: the host name answers 404, as it would with routes that do not match.
@@ -208,7 +244,7 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 
 // routeOf turns one match of one rule into a route of the policy, adding the Services it names to
 // spec.backends once per Service port.
-func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[string]int, port int32) v1alpha1.Route {
+func (gw *gateway) routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[string]int, port int32) v1alpha1.Route {
 	rt := v1alpha1.Route{Name: name}
 	m := e.match
 	if pm := m.Path; pm != nil && pm.Value != nil {
@@ -274,7 +310,7 @@ func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[
 			// A mirror that does not resolve copies nothing (the route's ResolvedRefs says why); nor does one
 			// of a Service port the rule routes to, nor a second one of the same (lbplane mirrors to other
 			// backends, each once: the first wins).
-			name := addBackend(p, backends, b)
+			name := gw.addBackend(p, backends, b, e.rule.policy)
 			if !slices.ContainsFunc(rt.Mirrors, func(m v1alpha1.Mirror) bool { return m.Backend == name }) {
 				rt.Mirrors = append(rt.Mirrors, v1alpha1.Mirror{Backend: name, Percent: ptr(b.percent)})
 			}
@@ -285,7 +321,7 @@ func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[
 			errorWeight += b.weight
 			continue
 		}
-		bname := addBackend(p, backends, b)
+		bname := gw.addBackend(p, backends, b, e.rule.policy)
 		if i := slices.IndexFunc(rt.Backends, func(r v1alpha1.BackendRef) bool { return r.Name == bname }); i >= 0 {
 			*rt.Backends[i].Weight += b.weight
 		} else {
@@ -308,9 +344,18 @@ func routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[
 	return rt
 }
 
-// addBackend adds the Service port b names to the policy's backends, once, and returns its name there.
-func addBackend(p *v1alpha1.LoadBalancerPolicy, backends map[string]int, b backend) string {
+// addBackend adds the Service port b names to the policy's backends, once, and returns its name there. A
+// rule that a BackendLoadBalancerPolicy targets (rp) has backends of its own, named after the policy too,
+// which get that policy's settings (applyBackendPolicies).
+func (gw *gateway) addBackend(p *v1alpha1.LoadBalancerPolicy, backends map[string]int, b backend, rp *v1alpha1.BackendLoadBalancerPolicy) string {
 	name := fmt.Sprintf("%s-%d-%s", dnsLabel(b.name, 40), b.port, hash8(b.namespace, b.name)[:6])
+	if rp != nil {
+		name += "-" + hash8(rp.Namespace, rp.Name)[:6]
+		if gw.ruleBackends == nil {
+			gw.ruleBackends = map[PolicyBackend]*v1alpha1.BackendLoadBalancerPolicy{}
+		}
+		gw.ruleBackends[PolicyBackend{Policy: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, Backend: name}] = rp
+	}
 	if _, ok := backends[name]; !ok {
 		backends[name] = len(p.Spec.Backends)
 		p.Spec.Backends = append(p.Spec.Backends, v1alpha1.Backend{Name: name,
