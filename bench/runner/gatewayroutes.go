@@ -530,6 +530,9 @@ func quiet(pid int) {
 	}
 }
 
+// gwProfileSeconds is the length of lbplane's CPU profile over the propagation samples.
+const gwProfileSeconds = 30
+
 // gatewayRoutesRow runs the row and records its runs.
 func gatewayRoutesRow(ctx context.Context, e *env, out string, rep *report, record func(runRecord)) error {
 	plan := gatewayRoutesPlanFromFlags()
@@ -618,7 +621,7 @@ func gatewayRoutesRow(ctx context.Context, e *env, out string, rep *report, reco
 	envoyAt := treeUsage(g.envoy.cmd.Process.Pid)
 	fmt.Fprintf(os.Stderr, "gateway routes: %d HTTPRoutes on %d host names created in %.1f s, all served through Envoy after %.1f s and accepted after %.1f s; lbplane RSS %d MiB, Envoy %d MiB\n",
 		n, gwHostnames(n), created.Seconds(), served.Seconds(), time.Since(begin).Seconds(), at.RSSBytes>>20, envoyAt.RSSBytes>>20)
-	if err := g.propagation(ctx, plan, at, envoyAt, record); err != nil {
+	if err := g.propagation(ctx, plan, at, envoyAt, out, record); err != nil {
 		return err
 	}
 	if plan.Churn > 0 {
@@ -696,8 +699,20 @@ func gwObjects(ctx context.Context, cl client.Client, ip string, ports map[strin
 // the call sent) to the first 200 through Envoy, and to lbplane's Accepted status. Even samples get a host
 // name of their own (a new policy in lbplane), odd ones a path on a shared host name (a policy changed).
 // Before each, lbplane is quiet; after all, the new routes are deleted again.
-func (g *gwBench) propagation(ctx context.Context, plan gatewayRoutesPlan, at, envoyAt usage, record func(runRecord)) error {
+func (g *gwBench) propagation(ctx context.Context, plan gatewayRoutesPlan, at, envoyAt usage, out string, record func(runRecord)) error {
 	pid := g.lb.cmd.Process.Pid
+	// lbplane's CPU profile over the first samples, beside the results: what a new route costs it.
+	profiled := make(chan string, 1)
+	go func() {
+		profiled <- profile(g.metrics, gwProfileSeconds, out, fmt.Sprintf("gateway-routes-%d-cpu", plan.Routes))
+	}()
+	defer func() {
+		select {
+		case top := <-profiled:
+			fmt.Fprintf(os.Stderr, "gateway routes: lbplane's CPU profile over the first new routes:\n%s\n", top)
+		case <-ctx.Done():
+		}
+	}()
 	var samples, pushes, own, shared, statuses []float64
 	var polls, missed, statusMissed, apiErrors int
 	var polled time.Duration // from the create's answer to the 200, over the samples: polled/polls is the poll gap

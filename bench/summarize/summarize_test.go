@@ -34,6 +34,7 @@ func TestReportsMatchRawResults(t *testing.T) {
 		"2026-11-23-vm-edge":           true,
 		"2026-11-27-vm-ha":             true,
 		"2026-11-30-vm-grpc-fleet":     true,
+		"2026-11-30-vm-gateway-routes": true,
 	}
 	for _, path := range reports {
 		old, err := os.ReadFile(path)
