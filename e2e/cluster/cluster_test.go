@@ -376,6 +376,7 @@ func TestCluster(t *testing.T) {
 	t.Run("envoy-waits-for-lbplane", func(t *testing.T) { c.envoyWaitsForLbplane(t) })
 	t.Run("tenants", func(t *testing.T) { c.tenants(t) })
 	t.Run("rollback-alert", func(t *testing.T) { c.rollbackAlert(t) })
+	t.Run("draining-sessions", func(t *testing.T) { c.drainingSessions(t) })
 
 	// The reference page is read on its own: its install is the README's, so the release and the sample
 	// backends are removed first, as a reader who starts from that page has neither. The Kubernetes blocks
