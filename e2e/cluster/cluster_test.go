@@ -330,7 +330,9 @@ func fromHost(t *testing.T, url string, n int) map[string]int {
 // the PodDisruptionBudgets hold), each reporting its failed requests; then an Envoy that starts while lbplane
 // is down waits for it without being restarted; then issue 49's attacks of a namespace tenant (tenants), and
 // a staged rollout rolled back as lbplane's scraped metrics and the chart's alert rules see it
-// (rollback-alert); last, docs/kubernetes-reference.md's blocks as typed on a
+// (rollback-alert); then issue 45's cookie sessions kept on a deleted pod that its preStop hook keeps
+// terminating and serving, its request rate in status falling to 0 once its clients stop
+// (draining-sessions); last, docs/kubernetes-reference.md's blocks as typed on a
 // fresh release (the image built and imported, install, first policy, a request, the CRD handed to the release),
 // then its "In any cluster" block as a reader elsewhere types it (runAnyClusterDocBlocks).
 func TestCluster(t *testing.T) {

@@ -110,7 +110,8 @@ func (c *cluster) drainingSessions(t *testing.T) {
 	start := time.Now()
 	c.removeDrainSetup(t)
 	c.must(t, drainSetup, "apply", "-f", "-")
-	c.cleanup(t, func() { c.removeDrainSetup(t) })
+	// Not waited for: the pods' preStop hook keeps them a minute, and the next run waits for them.
+	c.cleanup(t, func() { c.run(drainSetup, "delete", "-f", "-", "--ignore-not-found", "--wait=false") })
 	c.helmRun(t, "upgrade", release, "charts/lbplane", "-n", namespace, "--reuse-values",
 		"--set-json", `extraArgs=["--load-status-interval=5s"]`, "--wait", "--timeout", "5m")
 	t.Cleanup(func() {
@@ -417,14 +418,13 @@ func (c *cluster) drainingSessions(t *testing.T) {
 		first[victim], victim, victimAnswers, n-first[victim], otherAnswers, len(failed), time.Since(start).Round(time.Second))
 }
 
-// removeDrainSetup removes what drainingSessions applies, and waits until its pods are gone: a terminating
-// pod left by an earlier run would be in the next run's EndpointSlice. The preStop hook would keep each pod
-// 60 s more; the pods are deleted again with a grace period of 1 s, which shortens theirs.
+// removeDrainSetup removes what an earlier drainingSessions left, and waits until its pods are gone: a
+// terminating pod would be in this run's EndpointSlice. Their preStop hook keeps them 60 s (the kubelet
+// runs it to its end even when a pod is deleted again with a shorter grace period).
 func (c *cluster) removeDrainSetup(t *testing.T) {
 	t.Helper()
 	c.run(drainSetup, "delete", "-f", "-", "--ignore-not-found", "--wait=false")
 	eventually(t, 2*time.Minute, "the pods of deployment/drain-backend are gone", func() error {
-		c.run("", "-n", "default", "delete", "pods", "-l", "app=drain-backend", "--grace-period=1", "--ignore-not-found", "--wait=false")
 		out, err := c.run("", "-n", "default", "get", "pods", "-l", "app=drain-backend", "-o", "name")
 		if err != nil || strings.TrimSpace(out) != "" {
 			return fmt.Errorf("%v %s", err, out)
