@@ -493,17 +493,10 @@ spec:
 		}
 		eventually(t, 30*time.Second, "Envoy's one cluster of apps/api balances least-request and checks health", func() error {
 			var found []string
-			for _, sec := range configDumpOf(t, envoy) {
-				list, _ := sec["dynamic_active_clusters"].([]any)
-				for _, c := range list {
-					m, _ := c.(map[string]any)
-					cl, _ := m["cluster"].(map[string]any)
-					if name, _ := cl["name"].(string); strings.HasPrefix(name, "service/apps/api/") {
-						hcs, _ := cl["health_checks"].([]any)
-						policy, _ := json.Marshal(cl["load_balancing_policy"])
-						found = append(found, fmt.Sprintf("%t %d", strings.Contains(string(policy), "envoy.load_balancing_policies.least_request"), len(hcs)))
-					}
-				}
+			for _, cl := range dynamicClusters(t, envoy, "service/apps/api/") {
+				hcs, _ := cl["health_checks"].([]any)
+				policy, _ := json.Marshal(cl["load_balancing_policy"])
+				found = append(found, fmt.Sprintf("%t %d", strings.Contains(string(policy), "envoy.load_balancing_policies.least_request"), len(hcs)))
 			}
 			if len(found) == 0 || slices.ContainsFunc(found, func(f string) bool { return f != "true 1" }) {
 				return fmt.Errorf("clusters of apps/api (least request, health checks): %v", found)
@@ -593,22 +586,15 @@ spec:
 		}
 		algorithms := func() map[string]string {
 			out := map[string]string{}
-			for _, sec := range configDumpOf(t, envoy) {
-				list, _ := sec["dynamic_active_clusters"].([]any)
-				for _, c := range list {
-					m, _ := c.(map[string]any)
-					cl, _ := m["cluster"].(map[string]any)
-					if name, _ := cl["name"].(string); strings.HasPrefix(name, "service/apps/api/") {
-						policy, _ := json.Marshal(cl["load_balancing_policy"])
-						switch {
-						case strings.Contains(string(policy), "envoy.load_balancing_policies.ring_hash"):
-							out[name] = "ring hash"
-						case strings.Contains(string(policy), "envoy.load_balancing_policies.least_request"):
-							out[name] = "least request"
-						default:
-							out[name] = string(policy)
-						}
-					}
+			for name, cl := range dynamicClusters(t, envoy, "service/apps/api/") {
+				policy, _ := json.Marshal(cl["load_balancing_policy"])
+				switch {
+				case strings.Contains(string(policy), "envoy.load_balancing_policies.ring_hash"):
+					out[name] = "ring hash"
+				case strings.Contains(string(policy), "envoy.load_balancing_policies.least_request"):
+					out[name] = "least request"
+				default:
+					out[name] = string(policy)
 				}
 			}
 			return out
@@ -677,6 +663,24 @@ spec:
 func sameSides(s string) bool {
 	a, b, ok := strings.Cut(s, "=")
 	return ok && a != "" && a == b
+}
+
+// dynamicClusters returns the clusters Envoy got over xDS whose names start with prefix, by name, as its config
+// dump shows them.
+func dynamicClusters(t *testing.T, e *Envoy, prefix string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, sec := range configDumpOf(t, e) {
+		list, _ := sec["dynamic_active_clusters"].([]any)
+		for _, c := range list {
+			m, _ := c.(map[string]any)
+			cl, _ := m["cluster"].(map[string]any)
+			if name, _ := cl["name"].(string); strings.HasPrefix(name, prefix) {
+				out[name] = cl
+			}
+		}
+	}
+	return out
 }
 
 // dynamicClusterNames lists the names of the clusters Envoy got over xDS.
