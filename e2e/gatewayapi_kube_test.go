@@ -656,6 +656,22 @@ spec:
 			}
 			return nil
 		})
+
+		// Session persistence is a route's: the policy gives the route a session cookie, and no other route.
+		if out, err := kubectl(t, kc, "", "patch", "blbp", "-n", "apps", "exact-route", "--type=merge", "-p",
+			`{"spec":{"sessionPersistence":{"name":"exact-session"}}}`); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		eventually(t, 30*time.Second, "/exact sets the policy's session cookie", func() error {
+			resp, _ := get("/exact", "GET", nil)
+			if c := resp.Header.Get("Set-Cookie"); resp.StatusCode != 200 || !strings.HasPrefix(c, "exact-session=") {
+				return fmt.Errorf("%d, Set-Cookie %q", resp.StatusCode, c)
+			}
+			return nil
+		})
+		if resp, _ := get("/many/7", "GET", nil); resp.Header.Get("Set-Cookie") != "" {
+			t.Errorf("/many/7 sets a cookie: %q", resp.Header.Get("Set-Cookie"))
+		}
 	})
 }
 

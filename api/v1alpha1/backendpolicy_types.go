@@ -66,6 +66,13 @@ type BackendLoadBalancerPolicySpec struct {
 	// Gateway's namespace, not the Service's.
 	// +kubebuilder:default={}
 	Backend BackendSettings `json:"backend,omitempty"`
+	// sessionPersistence keeps each client on one endpoint (a cookie or header that names it) on the routes
+	// of the HTTPRoutes and rules the policy targets, as a LoadBalancerPolicy route's sessionPersistence
+	// does: a draining endpoint, a terminating pod's included, keeps its sessions and gets no new client
+	// (backend.drainingSessions: Move moves them). A session is a route's, so a policy with it targets
+	// HTTPRoutes only.
+	// +optional
+	SessionPersistence *SessionPersistence `json:"sessionPersistence,omitempty"`
 }
 
 // BackendLoadBalancerPolicyList is a list of BackendLoadBalancerPolicies.

@@ -319,8 +319,12 @@ func gatewayOf(p *v1alpha1.LoadBalancerPolicy) (types.NamespacedName, bool) {
 func backendPolicyProblem(p *v1alpha1.BackendLoadBalancerPolicy) string {
 	var problems []string
 	for i, t := range p.Spec.TargetRefs {
-		if !(t.Group == "" && t.Kind == "Service") && !(t.Group == gwv1.GroupName && t.Kind == "HTTPRoute") {
+		service := t.Group == "" && t.Kind == "Service"
+		if !service && !(t.Group == gwv1.GroupName && t.Kind == "HTTPRoute") {
 			problems = append(problems, fmt.Sprintf("spec.targetRefs[%d]: must be a Service (group \"\", kind Service) or an HTTPRoute (group %s), got group %q kind %q", i, gwv1.GroupName, t.Group, t.Kind))
+		}
+		if service && p.Spec.SessionPersistence != nil {
+			problems = append(problems, fmt.Sprintf("spec.sessionPersistence: a session is a route's: a policy with it targets HTTPRoutes only (spec.targetRefs[%d] is Service %s)", i, t.Name))
 		}
 	}
 	if tls := p.Spec.Backend.TLS; tls != nil && tls.ClientCertificate != nil {
@@ -335,9 +339,14 @@ func backendPolicyProblem(p *v1alpha1.BackendLoadBalancerPolicy) string {
 				BackendSettings: *p.Spec.Backend.DeepCopy()}},
 		},
 	}
+	if sp := p.Spec.SessionPersistence; sp != nil {
+		probe.Spec.Routes = []v1alpha1.Route{{Name: "route", Backends: []v1alpha1.BackendRef{{Name: "service"}}, SessionPersistence: sp.DeepCopy()}}
+	}
 	v1alpha1.Default(probe)
 	for _, e := range v1alpha1.Validate(probe) {
-		problems = append(problems, strings.Replace(e.Path, "spec.backends[0]", "spec.backend", 1)+": "+e.Msg)
+		path := strings.Replace(e.Path, "spec.backends[0]", "spec.backend", 1)
+		path = strings.Replace(path, "spec.routes[0].sessionPersistence", "spec.sessionPersistence", 1)
+		problems = append(problems, path+": "+e.Msg)
 	}
 	slices.Sort(problems)
 	return strings.Join(slices.Compact(problems), "; ")

@@ -221,6 +221,25 @@ func TestBackendPolicyOnAnHTTPRouteRule(t *testing.T) {
 		t.Errorf("another route's backend: %q, want the Service's LeastRequest", got)
 	}
 
+	// Session persistence is a route's: the rule the policy targets gets it, the route's other rule not; on a
+	// Service target it is refused, and its fields are checked with the policy's own paths.
+	in.BackendPolicies[1].Spec.SessionPersistence = &v1alpha1.SessionPersistence{Name: "shop-session"}
+	p = policyFor(t, Translate(in), "shop.example")
+	for _, rt := range p.Spec.Routes {
+		checkoutRoute := rt.Match.Path != nil && rt.Match.Path.Value == "/checkout"
+		if got := rt.SessionPersistence != nil && rt.SessionPersistence.Name == "shop-session"; got != checkoutRoute {
+			t.Errorf("route %+v: session persistence %+v", rt.Match.Path, rt.SessionPersistence)
+		}
+	}
+	onService := backendPolicy("apps", "svc-sessions", 0, maglev, "web")
+	onService.Spec.SessionPersistence = &v1alpha1.SessionPersistence{Type: "Magic"}
+	why := backendPolicyProblem(onService)
+	for _, want := range []string{"spec.sessionPersistence: a session is a route's", "spec.sessionPersistence.type"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("%q does not say %q", why, want)
+		}
+	}
+
 	// A target of another kind is refused, naming both kinds it may be.
 	bad := backendPolicy("apps", "bad", 0, maglev)
 	bad.Spec.TargetRefs = []gwv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Group: gwv1.GroupName, Kind: "GRPCRoute", Name: "shop"}}}

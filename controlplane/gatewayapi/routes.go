@@ -303,6 +303,9 @@ func (gw *gateway) routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy,
 		return rt
 	}
 	timeouts(rule.Timeouts, &rt)
+	if rp := e.rule.policy; rp != nil && rp.Spec.SessionPersistence != nil {
+		rt.SessionPersistence = rp.Spec.SessionPersistence.DeepCopy()
+	}
 	var errorWeight int32
 	for _, b := range e.rule.backends {
 		switch {
