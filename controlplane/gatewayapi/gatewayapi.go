@@ -27,7 +27,8 @@ import (
 // ControllerName is the GatewayClass controller name lbplane answers to.
 const ControllerName = "lbplane.io/gateway-controller"
 
-// Annotations on the policies made here: which Gateway, port and host name each one serves.
+// Annotations on the policies made here: which Gateway, port and host name each one serves (see also
+// AnnotationListeners and AnnotationRules).
 const (
 	AnnotationGateway  = v1alpha1.AnnotationGateway
 	AnnotationPort     = "gateway.lbplane.io/port"
@@ -141,7 +142,9 @@ func Translate(in Input) *Output {
 	bp := newBackendPolicies(in)
 	for _, gw := range ours {
 		bp.decideRules(gw)
-		out.Policies = append(out.Policies, gw.policies(in)...)
+		ps := gw.policies(in)
+		gw.annotate(ps)
+		out.Policies = append(out.Policies, ps...)
 		gw.finish()
 	}
 	slices.SortFunc(out.Policies, func(a, b *v1alpha1.LoadBalancerPolicy) int {

@@ -19,6 +19,9 @@ import (
 
 var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
+// Every translation of the tests checks the HTTPRoute rules it records against the routes it made.
+func init() { checkRules = true }
+
 func class() *gwv1.GatewayClass {
 	return &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "lbplane", Generation: 2}, Spec: gwv1.GatewayClassSpec{ControllerName: ControllerName}}
 }
@@ -75,6 +78,35 @@ func valid(t *testing.T, out *Output) {
 		if errs := v1alpha1.Validate(c); len(errs) > 0 {
 			t.Fatalf("policy %s/%s is not valid: %v", p.Namespace, p.Name, errs)
 		}
+		recordsItsOrigin(t, p)
+	}
+}
+
+// recordsItsOrigin checks that a policy names its listeners and the HTTPRoute rule of every route: a policy
+// where the rules could not be found again would lose them silently (see annotate).
+func recordsItsOrigin(t *testing.T, p *v1alpha1.LoadBalancerPolicy) {
+	t.Helper()
+	s, ok := ServedBy(p)
+	if !ok || len(s.Listeners) == 0 {
+		t.Fatalf("policy %s/%s does not say what it serves: %v", p.Namespace, p.Name, p.Annotations)
+	}
+	rules, err := RulesOf(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Spec.Routes) == 1 && p.Spec.Routes[0].Name == "none" {
+		if rules != nil {
+			t.Fatalf("policy %s/%s with nothing attached names rules %v", p.Namespace, p.Name, rules)
+		}
+		return
+	}
+	for _, r := range p.Spec.Routes {
+		if _, ok := rules[r.Name]; !ok {
+			t.Fatalf("policy %s/%s: route %s has no HTTPRoute rule recorded (%s: %q)", p.Namespace, p.Name, r.Name, AnnotationRules, p.Annotations[AnnotationRules])
+		}
+	}
+	if len(rules) != len(p.Spec.Routes) {
+		t.Fatalf("policy %s/%s: %d rules recorded for %d routes", p.Namespace, p.Name, len(rules), len(p.Spec.Routes))
 	}
 }
 
@@ -170,6 +202,29 @@ func TestPrecedenceAcrossRoutesOfAHostName(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("routes in order:\n%q\nwant\n%q", got, want)
+	}
+	// Each route says which rule and match of which HTTPRoute it was made of.
+	rules, err := RulesOf(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var origins []string
+	for _, r := range p.Spec.Routes {
+		origins = append(origins, rules[r.Name].String())
+	}
+	wantOrigins := []string{
+		"HTTPRoute apps/newest spec.rules[0].matches[0]",
+		"HTTPRoute apps/older spec.rules[1].matches[0]",
+		"HTTPRoute apps/newest spec.rules[0].matches[4]",
+		"HTTPRoute apps/newest spec.rules[0].matches[3]",
+		"HTTPRoute apps/newest spec.rules[0].matches[2]",
+		"HTTPRoute apps/newest spec.rules[0].matches[1]",
+		"HTTPRoute apps/older spec.rules[0].matches[0]",
+		"HTTPRoute apps/a spec.rules[0].matches[0]",
+		"HTTPRoute apps/b spec.rules[0].matches[0]",
+	}
+	if !slices.Equal(origins, wantOrigins) {
+		t.Fatalf("origins:\n%q\nwant\n%q", origins, wantOrigins)
 	}
 }
 
@@ -762,5 +817,64 @@ func TestRuleIndexFindsWhatCoversFinds(t *testing.T) {
 		if got := ix.covering(h); !slices.Equal(got, want) {
 			t.Errorf("rules covering %q: %v, want %v", h, got, want)
 		}
+	}
+}
+
+// What a Gateway's policy says of itself: its Gateway, port, host name and listeners; the rule of a route
+// of a rule without matches, and a rule's name.
+func TestPoliciesSayWhatTheyServe(t *testing.T) {
+	g := gw("apps", "gw", httpListener("wild", 80, "*.example.com"), httpListener("foo", 80, "foo.example.com"), httpListener("other", 8080, ""))
+	rule := gwv1.HTTPRouteRule{Name: ptr(gwv1.SectionName("all")), BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}
+	r := route("apps", "web", 1, "apps/gw", []string{"bar.example.com"}, rule)
+	out := Translate(input([]*gwv1.Gateway{g}, r))
+	valid(t, out)
+	var got []string
+	for _, p := range out.Policies {
+		s, _ := ServedBy(p)
+		got = append(got, fmt.Sprintf("%s %s:%d %q %v", p.Name, s.Gateway, s.Port, s.Hostname, s.Listeners))
+	}
+	want := []string{
+		fmt.Sprintf("gateway.gw.80.%s apps/gw:80 \"*.example.com\" [wild]", hash8("*.example.com")),
+		fmt.Sprintf("gateway.gw.80.%s apps/gw:80 \"bar.example.com\" [wild]", hash8("bar.example.com")),
+		fmt.Sprintf("gateway.gw.80.%s apps/gw:80 \"foo.example.com\" [foo]", hash8("foo.example.com")),
+		// The route has no sectionName: it attaches to the listener of 8080 too.
+		fmt.Sprintf("gateway.gw.8080.%s apps/gw:8080 \"bar.example.com\" [other]", hash8("bar.example.com")),
+		"gateway.gw.8080.any apps/gw:8080 \"\" [other]",
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("policies:\n%q\nwant\n%q", got, want)
+	}
+	rules, err := RulesOf(policyFor(t, out, "bar.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rules["r0"]; got != (RuleRef{Route: "apps/web", Rule: 0, Name: "all", Match: 0}) || got.String() != "HTTPRoute apps/web spec.rules[0] (name all).matches[0]" {
+		t.Fatalf("r0 made of %+v (%s)", got, got)
+	}
+	if _, ok := ServedBy(&v1alpha1.LoadBalancerPolicy{}); ok {
+		t.Fatal("a policy without the annotations is a Gateway's")
+	}
+}
+
+func TestHostFor(t *testing.T) {
+	names := []string{"", "*.example.com", "*.a.example.com", "foo.example.com"}
+	for host, want := range map[string]string{
+		"foo.example.com":    "foo.example.com",
+		"FOO.example.com.":   "foo.example.com",
+		"bar.example.com":    "*.example.com",
+		"x.y.example.com":    "*.example.com",
+		"b.a.example.com":    "*.a.example.com",
+		"a.example.com":      "*.example.com",
+		"example.com":        "",
+		"other.org":          "",
+		"foo.example.com.uk": "",
+	} {
+		if got, ok := HostFor(host, names); !ok || got != want {
+			t.Errorf("HostFor(%q) = %q, %v; want %q", host, got, ok, want)
+		}
+	}
+	if got, ok := HostFor("example.com", []string{"*.example.com", "foo.example.com"}); ok {
+		t.Errorf("example.com served by %q without a policy for every name", got)
 	}
 }

@@ -1,0 +1,202 @@
+package gatewayapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+)
+
+// What a Gateway's policy says of where it came from, beside AnnotationGateway, AnnotationPort and
+// AnnotationHostname: the listeners whose requests it serves, and the HTTPRoute rule each of its routes was
+// made of. lbctl trace, whatif, status and the dashboard read them to speak of Gateways, listeners and
+// HTTPRoutes rather than of generated names.
+const (
+	// AnnotationListeners lists the names of the Gateway's listeners the policy serves, comma-separated and
+	// sorted.
+	AnnotationListeners = "gateway.lbplane.io/listeners"
+	// AnnotationRules maps each route of spec.routes, by name, to the HTTPRoute rule and match it was made
+	// of (a JSON object of RuleRef). A policy with nothing attached (its one route answers 404) has none.
+	AnnotationRules = "gateway.lbplane.io/rules"
+)
+
+// RuleRef names one match of one HTTPRoute rule: what a route of a Gateway's policy was made of.
+type RuleRef struct {
+	// Route is the HTTPRoute, namespace/name.
+	Route string `json:"route"`
+	// Rule is the index of the rule in spec.rules, and Name its name when it has one.
+	Rule int    `json:"rule"`
+	Name string `json:"name,omitempty"`
+	// Match is the index of the match in the rule's matches (0 for a rule without matches, which matches
+	// every request).
+	Match int `json:"match"`
+}
+
+// String names the rule as a user finds it in the HTTPRoute: "HTTPRoute shop/web spec.rules[1] (name
+// api).matches[0]".
+func (r RuleRef) String() string {
+	name := ""
+	if r.Name != "" {
+		name = " (name " + r.Name + ")"
+	}
+	return fmt.Sprintf("HTTPRoute %s spec.rules[%d]%s.matches[%d]", r.Route, r.Rule, name, r.Match)
+}
+
+// Served is what the annotations of a Gateway's policy say it serves.
+type Served struct {
+	// Gateway is the Gateway's namespace/name.
+	Gateway types.NamespacedName
+	// Port is the Gateway listener port (the one clients connect to on the Gateway's address), not the
+	// Envoy port behind it.
+	Port int32
+	// Hostname is the host name the policy serves; "" is every host name no other policy of the port
+	// serves.
+	Hostname string
+	// Listeners are the names of the listeners whose requests for Hostname the policy serves.
+	Listeners []string
+}
+
+// ServedBy reads what p serves from its annotations; false for a policy that is not a Gateway's.
+func ServedBy(p *v1alpha1.LoadBalancerPolicy) (Served, bool) {
+	a := p.Annotations
+	gw, ok := a[AnnotationGateway]
+	if !ok {
+		return Served{}, false
+	}
+	ns, name, ok := strings.Cut(gw, "/")
+	port, err := strconv.ParseInt(a[AnnotationPort], 10, 32)
+	if !ok || err != nil {
+		return Served{}, false
+	}
+	s := Served{Gateway: types.NamespacedName{Namespace: ns, Name: name}, Port: int32(port), Hostname: a[AnnotationHostname]}
+	if l := a[AnnotationListeners]; l != "" {
+		s.Listeners = strings.Split(l, ",")
+	}
+	return s, true
+}
+
+// RulesOf reads AnnotationRules: the HTTPRoute rule of each route of p, by route name. A policy that is
+// not a Gateway's, or has no route made of a rule, has none.
+func RulesOf(p *v1alpha1.LoadBalancerPolicy) (map[string]RuleRef, error) {
+	v, ok := p.Annotations[AnnotationRules]
+	if !ok {
+		return nil, nil
+	}
+	var out map[string]RuleRef
+	if err := json.Unmarshal([]byte(v), &out); err != nil {
+		return nil, fmt.Errorf("annotation %s of %s/%s: %w", AnnotationRules, p.Namespace, p.Name, err)
+	}
+	return out, nil
+}
+
+// HostFor picks, of the host names one port of a Gateway serves (the Hostname of each of its policies),
+// the one a request for host is served by, as the Envoy listener the port's policies share picks its
+// virtual host: the name itself, else the most specific wildcard that covers it, else "" (every other
+// name). host is the request's Host without its port. False when none serves it: Envoy answers 404.
+func HostFor(host string, hostnames []string) (string, bool) {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	best, found := "", false
+	for _, h := range hostnames {
+		if !covers(h, host) {
+			continue
+		}
+		if !found || moreSpecific(h, best) {
+			best, found = h, true
+		}
+	}
+	return best, found
+}
+
+// checkRules makes rulesOf check each rule it finds against the route it made (routeOf again, on a copy
+// of the policy's name): a policy where any differs gets no AnnotationRules. The package's tests turn it on
+// for every translation they make, so that the finding cannot drift from policies; it is off otherwise,
+// since it makes every route a second time.
+var checkRules = false
+
+// annotate records on each policy of gw (as policies made them) the listeners it serves and the HTTPRoute
+// rule of each of its routes. The rules are found again as policies found them: the entries of the
+// policy's host name, in precedence order, as many as the policy has routes (see checkRules).
+func (gw *gateway) annotate(ps []*v1alpha1.LoadBalancerPolicy) {
+	listenersOf := map[types.NamespacedName][]string{}
+	for name, keys := range gw.result.Policies {
+		for _, k := range keys {
+			listenersOf[k] = append(listenersOf[k], string(name))
+		}
+	}
+	byPort := map[gwv1.PortNumber][]*listener{}
+	index := map[*listener]ruleIndex{}
+	for _, l := range gw.listeners {
+		if l.ok {
+			byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
+			index[l] = indexRules(l)
+		}
+	}
+	for _, p := range ps {
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		if ls := listenersOf[key]; len(ls) > 0 {
+			slices.Sort(ls)
+			p.Annotations[AnnotationListeners] = strings.Join(slices.Compact(ls), ",")
+		}
+		port, err := strconv.Atoi(p.Annotations[AnnotationPort])
+		if err != nil {
+			continue
+		}
+		if rules := gw.rulesOf(p, gwv1.PortNumber(port), byPort[gwv1.PortNumber(port)], index, p.Annotations[AnnotationHostname]); rules != nil {
+			b, _ := json.Marshal(rules)
+			p.Annotations[AnnotationRules] = string(b)
+		}
+	}
+}
+
+// rulesOf finds the HTTPRoute rule of each route of p, the policy of host name h on port, whose valid
+// listeners are listeners; nil when it has none, or when what it finds does not make p's routes.
+func (gw *gateway) rulesOf(p *v1alpha1.LoadBalancerPolicy, port gwv1.PortNumber, listeners []*listener, index map[*listener]ruleIndex, h string) map[string]RuleRef {
+	var entries []entry
+	for _, l := range listeners {
+		if !covers(l.hostname(), h) || isolatedFrom(l, h, listeners) {
+			continue
+		}
+		for _, i := range index[l].covering(h) {
+			ar := &l.rules[i]
+			if ar.rule == nil {
+				continue
+			}
+			matches := ar.rule.Matches
+			if len(matches) == 0 {
+				matches = []gwv1.HTTPRouteMatch{{}}
+			}
+			for j, m := range matches {
+				entries = append(entries, entry{rule: ar, match: m, index: j})
+			}
+		}
+	}
+	if len(entries) == 0 || len(entries) != len(p.Spec.Routes) {
+		return nil
+	}
+	slices.SortStableFunc(entries, precedence)
+	// The copy has the policy's name: what routeOf records of a rule's own backends is then what it
+	// recorded when it made the policy.
+	scratch := &v1alpha1.LoadBalancerPolicy{}
+	scratch.Namespace, scratch.Name = p.Namespace, p.Name
+	backends := map[string]int{}
+	out := make(map[string]RuleRef, len(entries))
+	for i, e := range entries {
+		rt := p.Spec.Routes[i]
+		if checkRules && !reflect.DeepEqual(gw.routeOf(e, rt.Name, scratch, backends, int32(port)), rt) {
+			return nil
+		}
+		ref := RuleRef{Route: e.rule.route.String(), Rule: e.rule.index, Match: e.index}
+		if n := e.rule.rule.Name; n != nil {
+			ref.Name = string(*n)
+		}
+		out[rt.Name] = ref
+	}
+	return out
+}
