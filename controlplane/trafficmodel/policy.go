@@ -32,6 +32,8 @@ type Policy struct {
 	Clusters map[string]*Cluster
 	// BackendOf names the spec backend of each cluster (a merged session cluster is named after its route).
 	BackendOf map[string]string
+	// SpecRoutes is the index in the policy's spec.routes of each route, by its name in Envoy (see Built).
+	SpecRoutes map[string]int
 	// envoys are the Envoys the model is for (From).
 	envoys Envoys
 }
@@ -113,11 +115,15 @@ type Built struct {
 	Assignments map[string]*endpointv3.ClusterLoadAssignment
 	BackendOf   map[string]string
 	Backups     map[string]Backups
+	// SpecRoutes is the index in the policy's spec.routes of each route of VirtualHost, by its name in Envoy,
+	// from the IR's sources: a route made of no spec route (a policy without routes) is not in it.
+	SpecRoutes map[string]int
 }
 
 // FromBuilt models a policy from its built resources, with the endpoints in down out.
 func FromBuilt(b *Built, down Down) (*Policy, error) {
-	p := &Policy{Namespace: b.Namespace, Name: b.Name, Group: b.Group, Clusters: map[string]*Cluster{}, BackendOf: map[string]string{}}
+	p := &Policy{Namespace: b.Namespace, Name: b.Name, Group: b.Group, Clusters: map[string]*Cluster{}, BackendOf: map[string]string{},
+		SpecRoutes: b.SpecRoutes}
 	if vh := b.VirtualHost; vh != nil {
 		p.Domains = vh.GetDomains()
 		for _, r := range vh.GetRoutes() {
@@ -260,6 +266,14 @@ func BuildFrom(cfg *ir.Config, namespace, name string, served Lookup) (*Built, e
 				}
 				if b.VirtualHost, err = virtualHostOf(g, l, vh, served); err != nil {
 					return nil, err
+				}
+				for _, r := range vh.Routes {
+					if r.Source.Route != nil {
+						if b.SpecRoutes == nil {
+							b.SpecRoutes = map[string]int{}
+						}
+						b.SpecRoutes[r.Name] = *r.Source.Route
+					}
 				}
 				found = true
 			}

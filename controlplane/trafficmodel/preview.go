@@ -84,6 +84,9 @@ type Preview struct {
 	// Caveats are what the prediction leaves out, per backend (after the change; before, for a policy
 	// removed).
 	Caveats []BackendCaveats `json:"caveats,omitempty"`
+	// SpecRoutes is the index in the policy's spec.routes of each route Changes and Movements name (after
+	// the change; before, for a route removed).
+	SpecRoutes map[string]int `json:"specRoutes,omitempty"`
 }
 
 type shareKey struct{ route, backend, address string }
@@ -144,6 +147,17 @@ func Compare(before, after *Policy) *Preview {
 	}
 	if last := cmp.Or(after, before); last != nil {
 		pv.Envoys, pv.Caveats = last.envoysNote(), last.caveats()
+	}
+	for _, m := range []*Policy{before, after} {
+		if m == nil {
+			continue
+		}
+		for name, i := range m.SpecRoutes {
+			if pv.SpecRoutes == nil {
+				pv.SpecRoutes = map[string]int{}
+			}
+			pv.SpecRoutes[name] = i // after's wins
+		}
 	}
 	for _, e := range append(bs, as...) {
 		if c := &pv.Changes[idx[shareKey{e.Route, e.Backend, e.Address}]]; e.ResolvedByEnvoy && c.State == "" {

@@ -20,6 +20,9 @@ type Trace struct {
 	Policy string `json:"policy"`
 	// Route is the route matched; empty when none matches (Envoy answers 404).
 	Route string `json:"route,omitempty"`
+	// SpecRoute is the index of the route matched in the policy's spec.routes; absent when none matches,
+	// or when the route was made of none (a policy without routes).
+	SpecRoute *int `json:"specRoute,omitempty"`
 	// Why the route matched, and why each earlier one did not.
 	Why    []string `json:"why"`
 	Missed []string `json:"missed,omitempty"`
@@ -120,6 +123,9 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 		return t
 	}
 	t.Route = route.Name
+	if i, ok := p.SpecRoutes[route.Name]; ok {
+		t.SpecRoute = &i
+	}
 	if route.Answer != "" {
 		t.Answer = route.Answer
 		return t
