@@ -23,8 +23,12 @@ func TestTraceNamesTheSpecRoute(t *testing.T) {
 	if tr := p.TraceRequest(Request{Path: "/api/x"}); tr.Route != "ns/p/api" || tr.SpecRoute == nil || *tr.SpecRoute != 1 {
 		t.Errorf("/api/x: route %q, spec route %v; want ns/p/api, 1", tr.Route, tr.SpecRoute)
 	}
-	if tr := p.TraceRequest(Request{Path: "/other"}); tr.Route != "ns/p/default" || tr.SpecRoute != nil {
+	tr := p.TraceRequest(Request{Path: "/other"})
+	if tr.Route != "ns/p/default" || tr.SpecRoute != nil {
 		t.Errorf("/other: route %q, spec route %v; want ns/p/default and none", tr.Route, tr.SpecRoute)
+	}
+	if len(tr.Earlier) != 1 || tr.Earlier[0].Route != "ns/p/api" || tr.Earlier[0].SpecRoute == nil || *tr.Earlier[0].SpecRoute != 1 || len(tr.Earlier[0].Why) == 0 {
+		t.Errorf("/other: earlier routes %+v, want ns/p/api (1) with why", tr.Earlier)
 	}
 	if pv := Compare(p, p); len(pv.SpecRoutes) != 1 || pv.SpecRoutes["ns/p/api"] != 1 {
 		t.Errorf("preview's spec routes %v", pv.SpecRoutes)

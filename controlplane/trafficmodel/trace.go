@@ -26,6 +26,9 @@ type Trace struct {
 	// Why the route matched, and why each earlier one did not.
 	Why    []string `json:"why"`
 	Missed []string `json:"missed,omitempty"`
+	// Earlier are the routes Missed names, in order, as data: each route's name, its index in spec.routes
+	// (see SpecRoute) and why it does not match.
+	Earlier []MissedRoute `json:"earlier,omitempty"`
 	// Backends is the weighted pick: Envoy chooses one per request, at random by weight.
 	Backends []BackendPick `json:"backends,omitempty"`
 	// Hash is the request's hash (hashing backends).
@@ -36,6 +39,13 @@ type Trace struct {
 	Envoys string `json:"envoys,omitempty"`
 	// Answer is how Envoy answers the matched route itself (a redirect, a direct response): no backend.
 	Answer string `json:"answer,omitempty"`
+}
+
+// MissedRoute is a route a request does not match.
+type MissedRoute struct {
+	Route     string   `json:"route"`
+	SpecRoute *int     `json:"specRoute,omitempty"`
+	Why       []string `json:"why"`
 }
 
 // BackendPick is one destination of the route and where the request lands in it.
@@ -118,6 +128,11 @@ func (p *Policy) TraceRequest(r Request) *Trace {
 			break
 		}
 		t.Missed = append(t.Missed, fmt.Sprintf("%s: %s", rt.Name, strings.Join(why, "; ")))
+		mr := MissedRoute{Route: rt.Name, Why: why}
+		if i, ok := p.SpecRoutes[rt.Name]; ok {
+			mr.SpecRoute = &i
+		}
+		t.Earlier = append(t.Earlier, mr)
 	}
 	if route == nil {
 		return t
