@@ -61,7 +61,15 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // Decode reads every document in r. It returns all documents it could decode and every error, joined. A
 // stream of more than MaxDocuments documents stops at the next one, with ErrTooManyDocuments alone (and no
 // documents): the rest is never read.
-func Decode(source string, r io.Reader) ([]Document, error) {
+func Decode(source string, r io.Reader) ([]Document, error) { return decode(source, r, nil) }
+
+// Other takes the documents of other kinds than LoadBalancerPolicy, for a reader of more kinds (lbctl's
+// offline Gateway API objects): it says whether it took the document (by its apiVersion and kind), and what
+// is wrong with it. A document it does not take is decoded as a policy.
+type Other func(source, apiVersion, kind string, doc []byte) (bool, error)
+
+// decode is Decode, handing other (when not nil) the documents it takes.
+func decode(source string, r io.Reader, other Other) ([]Document, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
 	var docs []Document
 	var errs []error
@@ -82,6 +90,14 @@ func Decode(source string, r io.Reader) ([]Document, error) {
 		if len(bytes.TrimSpace(stripComments(chunk))) == 0 {
 			i--
 			continue
+		}
+		if other != nil {
+			if took, err := takeOther(other, src, chunk); took {
+				if err != nil {
+					errs = append(errs, &DecodeError{Source: src, Err: err, Declared: true})
+				}
+				continue
+			}
 		}
 		doc, err := DecodeDocument(chunk)
 		if err != nil {
@@ -281,11 +297,28 @@ func isMarker(line []byte) bool {
 	return false
 }
 
+// takeOther offers a document that declares a kind other than LoadBalancerPolicy to other.
+func takeOther(other Other, source string, chunk []byte) (bool, error) {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if len(chunk) > MaxDocumentBytes || yaml.Unmarshal(chunk, &head) != nil || head.Kind == "" || head.Kind == v1alpha1.Kind {
+		return false, nil
+	}
+	return other(source, head.APIVersion, head.Kind, chunk)
+}
+
 // ReadPath reads a file, every *.yaml, *.yml and *.json file of a directory (not recursive, sorted by
 // name), or standard input for "-".
 func ReadPath(path string, stdin io.Reader) ([]Document, error) {
+	return ReadPathWith(path, stdin, nil)
+}
+
+// ReadPathWith is ReadPath, handing other (when not nil) the documents of other kinds it takes.
+func ReadPathWith(path string, stdin io.Reader, other Other) ([]Document, error) {
 	if path == "-" {
-		return Decode("<stdin>", stdin)
+		return decode("<stdin>", stdin, other)
 	}
 	info, err := os.Stat(path)
 	if err != nil {
@@ -306,7 +339,7 @@ func ReadPath(path string, stdin io.Reader) ([]Document, error) {
 			errs = append(errs, err)
 			continue
 		}
-		d, err := Decode(f, fh)
+		d, err := decode(f, fh, other)
 		fh.Close()
 		docs = append(docs, d...)
 		if err != nil {

@@ -149,3 +149,32 @@ func TestDecodeBytesCountsMarkersFirst(t *testing.T) {
 		t.Errorf("two policies: %d documents, %v", len(docs), err)
 	}
 }
+
+// TestReadPathWithOtherKinds: the documents another reader takes go to it, in order, with their source; the
+// others are policies as ever, and what it finds wrong is an error of that document.
+func TestReadPathWithOtherKinds(t *testing.T) {
+	in := strings.Replace(doc, "%s", "one", 1) + "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: web}\n" +
+		"---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\n---\n" + strings.Replace(doc, "%s", "two", 1) +
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n"
+	var took []string
+	other := func(source, apiVersion, kind string, b []byte) (bool, error) {
+		if kind == "ConfigMap" {
+			return false, nil
+		}
+		took = append(took, source+" "+apiVersion+" "+kind)
+		if kind == "Service" {
+			return true, errors.New("spec: required")
+		}
+		return true, nil
+	}
+	docs, err := manifest.ReadPathWith("-", strings.NewReader(in), other)
+	if len(docs) != 2 || docs[0].Source != "<stdin>#1" || docs[1].Source != "<stdin>#4" {
+		t.Fatalf("policies %+v, %v", docs, err)
+	}
+	if strings.Join(took, ", ") != "<stdin>#2 gateway.networking.k8s.io/v1 Gateway, <stdin>#3 v1 Service" {
+		t.Errorf("the other reader took %q", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "<stdin>#3: spec: required") || !strings.Contains(err.Error(), `<stdin>#5: kind: must be "LoadBalancerPolicy", got "ConfigMap"`) {
+		t.Errorf("errors: %v", err)
+	}
+}
