@@ -26,6 +26,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/explain"
+	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/healthhistory"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
@@ -336,7 +337,10 @@ func (s *Server) Explain(k translate.Key) (*explain.Explanation, error) {
 }
 
 // views returns every policy with its live status.
-func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
+func (s *Server) views() []*v1alpha1.LoadBalancerPolicy { return s.viewsOf(nil) }
+
+// viewsOf is views of the policies keep keeps (every one when nil).
+func (s *Server) viewsOf(keep func(*v1alpha1.LoadBalancerPolicy) bool) []*v1alpha1.LoadBalancerPolicy {
 	res, origin := s.Engine.Result()
 	proxies := s.Tracker.Proxies
 	if s.AllProxies != nil {
@@ -352,7 +356,7 @@ func (s *Server) views() []*v1alpha1.LoadBalancerPolicy {
 	for _, src := range []string{engine.SourceKubernetes, engine.SourceConfigDir, engine.SourceStore} {
 		for _, p := range s.Engine.Policies(src) {
 			k := translate.KeyOf(p)
-			if origin[k] != src {
+			if origin[k] != src || (keep != nil && !keep(p)) {
 				continue
 			}
 			v := *p
@@ -385,8 +389,14 @@ func mergeAnnotation(in map[string]string, k, v string) map[string]string {
 	return out
 }
 
-func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
-	items := s.views()
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	var items []*v1alpha1.LoadBalancerPolicy
+	if gw := r.URL.Query().Get("gateway"); gw != "" {
+		// The policies a Gateway became (namespace/name), without the status of every other.
+		items = s.viewsOf(func(p *v1alpha1.LoadBalancerPolicy) bool { return p.Annotations[gatewayapi.AnnotationGateway] == gw })
+	} else {
+		items = s.views()
+	}
 	if items == nil {
 		items = []*v1alpha1.LoadBalancerPolicy{}
 	}

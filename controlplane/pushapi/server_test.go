@@ -2,6 +2,7 @@ package pushapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/pushapi/pushapitest"
+	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -283,5 +285,38 @@ func TestConditionsKeepTheirTransitionTime(t *testing.T) {
 		if !second[k].Equal(at) {
 			t.Errorf("%s: lastTransitionTime moved from %s to %s between two reads", k, at, second[k])
 		}
+	}
+}
+
+// TestListAGatewaysPolicies: GET /v1/policies?gateway=NAMESPACE/NAME answers only the policies a Gateway
+// became (by their annotation), and an empty list for a Gateway with none.
+func TestListAGatewaysPolicies(t *testing.T) {
+	c, _, _ := newServer(t)
+	ctx := context.Background()
+	gwDoc := strings.Replace(doc("gateway.web.80.any", 81, "a.example.com"), "metadata: {name: gateway.web.80.any}",
+		"metadata: {name: gateway.web.80.any, namespace: shop, annotations: {gateway.lbplane.io/gateway: shop/web, gateway.lbplane.io/port: \"80\"}}", 1)
+	if _, err := c.Apply(ctx, []byte(doc("a", 80, "b.example.com")+"---\n"+gwDoc), false); err != nil {
+		t.Fatal(err)
+	}
+	pc := &pushclient.Client{BaseURL: c.BaseURL, Token: c.Token}
+	ps, err := pc.GatewayPolicies(ctx, "shop", "web")
+	if err != nil || len(ps) != 1 || ps[0].Name != "gateway.web.80.any" || ps[0].Status.Conditions == nil {
+		t.Fatalf("the Gateway's policies: %v, %v", ps, err)
+	}
+	if ps, err := pc.GatewayPolicies(ctx, "shop", "other"); err != nil || len(ps) != 0 {
+		t.Fatalf("another Gateway's policies: %v, %v", ps, err)
+	}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	req, _ := http.NewRequest(http.MethodGet, c.BaseURL+"/v1/policies?gateway=shop/web", nil)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || len(l.Items) != 1 {
+		t.Fatalf("the server answered %d items (%v), want only the Gateway's", len(l.Items), err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/explain"
+	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 )
 
@@ -140,6 +141,27 @@ func (c *Client) List(ctx context.Context) ([]*v1alpha1.LoadBalancerPolicy, erro
 		Items []*v1alpha1.LoadBalancerPolicy `json:"items"`
 	}
 	return l.Items, c.do(ctx, http.MethodGet, "/v1/policies", nil, &l)
+}
+
+// GatewayPolicies returns, with their status, the policies the Gateway namespace/name became (GET
+// /v1/policies?gateway=NAMESPACE/NAME): one per listener port and host name served there, each annotated
+// with what it serves (gatewayapi.ServedBy). A server that does not filter answers every policy; they are
+// filtered here too.
+func (c *Client) GatewayPolicies(ctx context.Context, namespace, name string) ([]*v1alpha1.LoadBalancerPolicy, error) {
+	var l struct {
+		Items []*v1alpha1.LoadBalancerPolicy `json:"items"`
+	}
+	gw := namespace + "/" + name
+	if err := c.do(ctx, http.MethodGet, "/v1/policies?gateway="+url.QueryEscape(gw), nil, &l); err != nil {
+		return nil, err
+	}
+	var out []*v1alpha1.LoadBalancerPolicy
+	for _, p := range l.Items {
+		if p.Annotations[gatewayapi.AnnotationGateway] == gw {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // Get returns one policy with its status.
