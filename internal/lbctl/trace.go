@@ -12,29 +12,21 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
-	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
-// offlinePolicy reads the policy namespace/name from files and translates them (lbctl trace, whatif -f).
-func offlinePolicy(cmd *cobra.Command, file, namespace, name string) (*translate.Result, *v1alpha1.LoadBalancerPolicy, error) {
-	docs, err := manifest.ReadPath(file, cmd.InOrStdin())
-	if err != nil {
-		return nil, nil, err
+// offlinePolicy finds the policy namespace/name in the files' set (lbctl trace, whatif -f).
+func offlinePolicy(set *offlineSet, file, namespace, name string) (*translate.Result, *v1alpha1.LoadBalancerPolicy, error) {
+	if p := set.policy(namespace, name); p != nil {
+		return set.res, p, nil
 	}
-	ps := manifest.Policies(docs)
-	k := translate.Key{Namespace: namespace, Name: name}
-	for _, p := range ps {
-		if translate.KeyOf(p) == k {
-			return translatePolicies(ps), p, nil
-		}
-	}
-	return nil, nil, fmt.Errorf("policy %s is not in %s", k, file)
+	return nil, nil, fmt.Errorf("policy %s is not in %s", translate.Key{Namespace: namespace, Name: name}, file)
 }
 
 // offlineModel models the policy namespace/name of res with every endpoint healthy but those p.Down names,
@@ -94,7 +86,7 @@ func newTrace(g *globals) *cobra.Command {
 	var at string
 	var live bool
 	cmd := &cobra.Command{
-		Use:   "trace NAME",
+		Use:   "trace NAME|gateway/NAME [URL]",
 		Short: "Follow one request through a policy: the route, the backend, the hash key and the endpoint that owns it",
 		Long: `Answer "where does this request go, and why" without sending it: the route it matches and why the
 earlier ones do not, the backends with their weights, the request's hash (each input and its value) and
@@ -111,6 +103,18 @@ from its Envoys' /clusters, and zone-aware backends are predicted for the zones 
 group's connected Envoys (--zone: for an Envoy in that zone). With -f it works offline on files, every
 endpoint healthy unless --down says otherwise, for an Envoy without a zone unless --zone names one.
 
+A Gateway's request is traced with gateway/NAME (in -n's namespace) and its URL, http://HOST[:PORT]/PATH
+(or https://): PORT is the Gateway listener's (80 or 443 unless given; without a URL, the Gateway's
+only port, and the host of --header host=...), HOST the request's host name. lbplane made one policy of
+each listener port and host name of the Gateway; the trace takes the one Envoy picks for HOST (the name
+itself, else the most specific wildcard that covers it, else the one for every other name) and names the
+Gateway, its listener, and the HTTPRoute rule and match each route was made of. Without such a policy it
+says why: no such Gateway, no listener on that port, or the host name is not served (Envoy answers 404).
+With -f the files may hold Gateway API objects (GatewayClass, Gateway, HTTPRoute, ReferenceGrant),
+BackendLoadBalancerPolicies, and the Services, EndpointSlices, Namespaces and TLS Secrets they name: the
+Gateways become policies as lbplane serve --gateway-api makes them (its default flags), a GatewayClass
+the files do not hold is taken to be lbplane's, and a Service's endpoints are its EndpointSlices'.
+
 --live also sends the request through Envoy (the policy's listener, or --envoy URL) and reads the
 endpoint Envoy chose from the x-lbplane-upstream response header, which the policy adds with
 spec.debugHeaders: true. It says whether Envoy agrees, and exits 1 when it does not; without debug
@@ -120,12 +124,21 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
   lbctl trace shop --client-ip 10.1.2.3 -f shop.yaml
   lbctl trace shop --cookie sticky=MTI3LjAuMC4xOjgwODE= --live
   lbctl trace shop --zone zone-a
-  lbctl trace shop --header x-user=bob --down zone=zone-a -o json`,
-		Args:              cobra.ExactArgs(1),
+  lbctl trace shop --header x-user=bob --down zone=zone-a -o json
+  lbctl trace gateway/web -n shop http://shop.example.com/api/cart
+  lbctl trace gateway/web -n shop http://shop.example.com:8080/ -f gateway.yaml`,
+		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: completeModelNames(g, &file, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := output.check(); err != nil {
 				return err
+			}
+			tgt, err := parseTarget(args[0])
+			if err != nil {
+				return err
+			}
+			if len(args) == 2 && tgt.gateway == "" {
+				return fmt.Errorf("a request URL goes with gateway/NAME; a policy's request is --path and --header host=NAME")
 			}
 			req, err := traceRequest(path, headers, cookies, clientIP)
 			if err != nil {
@@ -133,13 +146,27 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 			}
 			ns := g.namespaceFor(cmd, namespace)
 			p := apiwire.Predict{Down: downs, Zone: zoneFlag(cmd, zone), Joined: joined, At: at}
-			var ans *pushclient.TraceAnswer
+			var set *offlineSet
 			if file != "" {
-				ans, err = offlineTrace(cmd, file, ns, args[0], req, p)
+				if set, err = readOffline(file, cmd.InOrStdin(), cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
+			name := tgt.policy
+			var gp *gatewayPolicy
+			if tgt.gateway != "" {
+				if gp, req, err = gatewayTraceTarget(cmd, g, set, file, types.NamespacedName{Namespace: ns, Name: tgt.gateway}, args[1:], req); err != nil {
+					return err
+				}
+				name = gp.policy.Name
+			}
+			var ans *pushclient.TraceAnswer
+			if set != nil {
+				ans, err = offlineTrace(set, file, ns, name, req, p)
 			} else {
 				var c *pushclient.Client
 				if c, err = g.client(); err == nil {
-					ans, err = c.Trace(cmd.Context(), ns, args[0], apiwire.TraceRequest{Path: req.Path, Headers: req.Headers, ClientIP: req.ClientIP,
+					ans, err = c.Trace(cmd.Context(), ns, name, apiwire.TraceRequest{Path: req.Path, Headers: req.Headers, ClientIP: req.ClientIP,
 						Predict: p})
 				}
 			}
@@ -147,10 +174,14 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 				return err
 			}
 			out := &traceOutput{Trace: ans.Trace}
+			if gp != nil {
+				out.Gateway, out.gw = gp.trace(), gp
+				out.Gateway.Rule = gp.ruleAt(ans.Trace.SpecRoute)
+			}
 			if live {
 				out.Live = liveTrace(cmd.Context(), ans.Target, envoyURL, req, out.Trace)
 			}
-			err = output.Print(cmd.OutOrStdout(), printable{Object: out, Names: []string{policyName(args[0])},
+			err = output.Print(cmd.OutOrStdout(), printable{Object: out, Names: []string{policyName(name)},
 				Text: func(w io.Writer, _ bool) error { printTrace(w, out); return nil }})
 			if err != nil {
 				return err
@@ -165,8 +196,8 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 	}
 	f := cmd.Flags()
 	f.StringVarP(&namespace, "namespace", "n", v1alpha1.DefaultNamespace, "namespace of NAME (Kubernetes mode: the context's, unless given)")
-	f.StringVarP(&file, "filename", "f", "", "trace against these files offline instead of asking the server")
-	f.StringVar(&path, "path", "/", "request path, with its query string")
+	f.StringVarP(&file, "filename", "f", "", "trace against these files offline instead of asking the server (policies, or Gateway API objects and the Services they name)")
+	f.StringVar(&path, "path", "/", "request path, with its query string (with gateway/NAME, the URL's)")
 	f.StringArrayVar(&headers, "header", nil, "request header NAME=VALUE (repeatable)")
 	f.StringArrayVar(&cookies, "cookie", nil, "request cookie NAME=VALUE (repeatable)")
 	f.StringVar(&clientIP, "client-ip", "", "the client's address, for source IP hashing")
@@ -179,9 +210,9 @@ with --live must be a local address (any 127.0.0.0/8 address on loopback) to sen
 	return cmd
 }
 
-// offlineTrace traces req through the policy namespace/name of files.
-func offlineTrace(cmd *cobra.Command, file, namespace, name string, req trafficmodel.Request, pr apiwire.Predict) (*pushclient.TraceAnswer, error) {
-	res, p, err := offlinePolicy(cmd, file, namespace, name)
+// offlineTrace traces req through the policy namespace/name of the files' set.
+func offlineTrace(set *offlineSet, file, namespace, name string, req trafficmodel.Request, pr apiwire.Predict) (*pushclient.TraceAnswer, error) {
+	res, p, err := offlinePolicy(set, file, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +271,10 @@ func traceRequest(path string, headers, cookies []string, clientIP string) (traf
 
 type traceOutput struct {
 	*trafficmodel.Trace
-	Live *liveResult `json:"live,omitempty"`
+	// Gateway is the Gateway, listener and HTTPRoute rule of a trace of gateway/NAME.
+	Gateway *gatewayTrace `json:"gateway,omitempty"`
+	Live    *liveResult   `json:"live,omitempty"`
+	gw      *gatewayPolicy
 }
 
 type liveResult struct {
@@ -358,17 +392,33 @@ func agreement(t *trafficmodel.Trace, upstream string) (bool, string) {
 
 func printTrace(w io.Writer, out *traceOutput) {
 	t := out.Trace
+	if out.Gateway != nil {
+		fmt.Fprintln(w, out.Gateway.header())
+	}
 	fmt.Fprintf(w, "Policy %s\n", t.Policy)
 	if t.Envoys != "" {
 		fmt.Fprintf(w, "Predicted for %s (zone-aware routing depends on the Envoy's zone)\n", t.Envoys)
 	}
-	for _, m := range t.Missed {
-		fmt.Fprintf(w, "  route %s\n", m)
+	if out.gw != nil && len(t.Earlier) == len(t.Missed) {
+		for _, m := range t.Earlier {
+			fmt.Fprintf(w, "  route %s%s: %s\n", m.Route, ruleText(out.gw.ruleAt(m.SpecRoute)), strings.Join(m.Why, "; "))
+		}
+	} else {
+		for _, m := range t.Missed {
+			fmt.Fprintf(w, "  route %s\n", m)
+		}
 	}
 	if t.Route == "" {
 		fmt.Fprintln(w, "No route matches: Envoy answers 404.")
 	} else {
 		fmt.Fprintf(w, "Route %s matches: %s\n", t.Route, strings.Join(t.Why, "; "))
+		switch {
+		case out.Gateway == nil:
+		case out.Gateway.Rule != nil:
+			fmt.Fprintf(w, "  made of %s\n", out.Gateway.Rule)
+		default:
+			fmt.Fprintf(w, "  made of no HTTPRoute rule: no HTTPRoute attached to the Gateway serves host name %s on port %d\n", hostLabel(out.Gateway.Hostname), out.Gateway.Port)
+		}
 	}
 	if h := t.Hash; h != nil {
 		switch {

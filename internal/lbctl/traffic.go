@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,15 +22,7 @@ import (
 // that are not accepted simply have no IR: the traffic model says they are not served. A preview of the
 // traffic, it leaves the server's address rules to lbctl validate and lint (previewRules).
 func translatePolicies(policies []*v1alpha1.LoadBalancerPolicy) *translate.Result {
-	files := translate.Files{}
-	for _, path := range translate.ReferencedFiles(policies) {
-		if data, err := os.ReadFile(path); err != nil {
-			files[path] = translate.File{Err: err.Error()}
-		} else {
-			files[path] = translate.File{Data: data}
-		}
-	}
-	return translate.Translate(policies, translate.Refs{Files: files, Reach: previewRules})
+	return translateOffline(policies, translate.Refs{})
 }
 
 // trafficSides are the policies before and after a change, translated offline, every endpoint healthy.
@@ -105,12 +96,43 @@ func (s *trafficSides) previews() ([]*trafficmodel.Preview, error) {
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
+// gatewayPreview is a preview of one of a Gateway's policies, with what the policy serves.
+type gatewayPreview struct {
+	*trafficmodel.Preview
+	Gateway *gatewayTrace `json:"gateway,omitempty"`
+	gw      *gatewayPolicy
+}
+
 // printPreviews writes the traffic preview as tables: per route, each endpoint's share before and after;
 // then the keys or sessions that move, and the failover steps of zone-failover backends.
 func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
+	gpvs := make([]*gatewayPreview, len(pvs))
 	for i, pv := range pvs {
+		gpvs[i] = &gatewayPreview{Preview: pv}
+	}
+	printGatewayPreviews(w, gpvs)
+}
+
+// printGatewayPreviews is printPreviews, with a Gateway's policy under its Gateway, listener and host name,
+// and each route's HTTPRoute rule.
+func printGatewayPreviews(w io.Writer, gpvs []*gatewayPreview) {
+	for i, gpv := range gpvs {
+		pv := gpv.Preview
 		if i > 0 {
 			fmt.Fprintln(w)
+		}
+		if gpv.Gateway != nil {
+			fmt.Fprintln(w, gpv.Gateway.header())
+		}
+		rule := func(route string) string { return "" }
+		if gp := gpv.gw; gp != nil {
+			rule = func(route string) string {
+				i, ok := pv.SpecRoutes[route]
+				if r := gp.ruleAt(&i); ok && r != nil {
+					return strings.TrimPrefix(r.String(), "HTTPRoute ")
+				}
+				return "-"
+			}
 		}
 		state := ""
 		switch {
@@ -121,7 +143,11 @@ func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
 		}
 		fmt.Fprintf(w, "Policy %s%s: predicted share of each route's requests\n", pv.Policy, state)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ROUTE\tBACKEND\tENDPOINT\tZONE\tLEVEL\tBEFORE\tAFTER\t")
+		if gpv.gw != nil {
+			fmt.Fprintln(tw, "  ROUTE\tHTTPROUTE RULE\tBACKEND\tENDPOINT\tZONE\tLEVEL\tBEFORE\tAFTER\t")
+		} else {
+			fmt.Fprintln(tw, "  ROUTE\tBACKEND\tENDPOINT\tZONE\tLEVEL\tBEFORE\tAFTER\t")
+		}
 		for _, c := range pv.Changes {
 			before, after := pct(c.Before), pct(c.After)
 			if c.State == "added" || pv.Added {
@@ -130,7 +156,11 @@ func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
 			if c.State == "removed" || pv.Removed {
 				after = "-"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Route, c.Backend, c.Address, dash(c.Zone), levelName(c.Priority, c.Backup), before, after, c.State)
+			route := c.Route
+			if gpv.gw != nil {
+				route += "\t" + rule(c.Route)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", route, c.Backend, c.Address, dash(c.Zone), levelName(c.Priority, c.Backup), before, after, c.State)
 		}
 		tw.Flush()
 		if pv.Envoys != "" {
@@ -142,7 +172,11 @@ func printPreviews(w io.Writer, pvs []*trafficmodel.Preview) {
 			}
 		}
 		for _, m := range pv.Movements {
-			fmt.Fprintf(w, "  %s that move to another endpoint (%s, backend %s): %s\n", m.Kind, m.Route, m.Backend, pct(m.Moved))
+			route := m.Route
+			if r := rule(m.Route); r != "" && r != "-" {
+				route += ", HTTPRoute " + r
+			}
+			fmt.Fprintf(w, "  %s that move to another endpoint (%s, backend %s): %s\n", m.Kind, route, m.Backend, pct(m.Moved))
 			if m.Note != "" {
 				fmt.Fprintf(w, "    (%s)\n", m.Note)
 			}
