@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/manifest"
 )
 
 // completePolicyNames completes a policy name argument with the names the server (or, in Kubernetes mode,
@@ -45,7 +44,7 @@ func completePolicyNames(g *globals, namespace *string) cobra.CompletionFunc {
 }
 
 // completeModelNames completes the policy names of trace and whatif: from the -f file when one is given (the
-// policies they model offline), else as completePolicyNames does.
+// policies they model offline, and its Gateways as gateway/NAME), else as completePolicyNames does.
 func completeModelNames(g *globals, file, namespace *string) cobra.CompletionFunc {
 	fromServer := completePolicyNames(g, namespace)
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
@@ -55,15 +54,21 @@ func completeModelNames(g *globals, file, namespace *string) cobra.CompletionFun
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		docs, _ := manifest.ReadPath(*file, cmd.InOrStdin())
+		o, _ := readOfflineObjects(*file, cmd.InOrStdin())
 		var names []string
-		for _, d := range docs {
+		for _, d := range o.docs {
 			ns := d.Policy.Namespace
 			if ns == "" {
 				ns = v1alpha1.DefaultNamespace
 			}
 			if ns == *namespace && strings.HasPrefix(d.Policy.Name, toComplete) {
 				names = append(names, d.Policy.Name)
+			}
+		}
+		// The files' Gateways, as gateway/NAME.
+		for _, k := range o.keys {
+			if name := "gateway/" + k.name; k.kind == "Gateway" && k.namespace == *namespace && strings.HasPrefix(name, toComplete) {
+				names = append(names, name)
 			}
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -376,4 +377,74 @@ func hostOnly(h string) string {
 		return host
 	}
 	return h
+}
+
+// servedText says what a Gateway's policy serves: "shop/web, listener http (port 80), host name *".
+func servedText(s gatewayapi.Served) string {
+	listener := "listener"
+	if len(s.Listeners) != 1 {
+		listener = "listeners"
+	}
+	return fmt.Sprintf("%s, %s %s (port %d), host name %s", s.Gateway, listener, strings.Join(s.Listeners, ", "), s.Port, hostLabel(s.Hostname))
+}
+
+// serverGatewayPolicies are the policies of the Gateway gw lbplane serves, or an error that says why it
+// serves none.
+func serverGatewayPolicies(ctx context.Context, g *globals, gw types.NamespacedName) ([]*gatewayPolicy, error) {
+	gps, why, err := gatewayPoliciesFor(ctx, g, nil, "", gw)
+	if err != nil {
+		return nil, err
+	}
+	if len(gps) == 0 {
+		_, err := pickGatewayPolicy(gw, nil, 0, "", why)
+		return nil, err
+	}
+	return gps, nil
+}
+
+// getPolicy reads one policy from src; in Kubernetes mode, a policy that is not an object of the cluster
+// is asked of lbplane, which serves policies of its own: those of Gateways.
+func getPolicy(ctx context.Context, g *globals, src policySource, ns, name string) (*v1alpha1.LoadBalancerPolicy, error) {
+	p, err := src.Get(ctx, ns, name)
+	if err == nil || !g.kube.enabled() || !apierrors.IsNotFound(err) {
+		return p, err
+	}
+	c, cerr := g.client()
+	if cerr != nil {
+		return nil, err
+	}
+	if p, serr := c.Get(ctx, ns, name); serr == nil {
+		return p, nil
+	}
+	return nil, err
+}
+
+// gatewayStatus is lbctl status gateway/NAME: the status of each of the Gateway's policies.
+func gatewayStatus(cmd *cobra.Command, g *globals, w *watchFlags, out *outputFlags, gw types.NamespacedName, perProxy bool) error {
+	return w.run(cmd, out, func(ctx context.Context) (printable, error) {
+		gps, err := serverGatewayPolicies(ctx, g, gw)
+		if err != nil {
+			return printable{}, err
+		}
+		c, err := g.client()
+		if err != nil {
+			return printable{}, err
+		}
+		items := make([]*v1alpha1.LoadBalancerPolicy, len(gps))
+		names := make([]string, len(gps))
+		for i, gp := range gps {
+			items[i], names[i] = gp.policy, policyName(gp.policy.Name)
+		}
+		return printable{Object: policyList(items), Names: names, Text: func(w io.Writer, _ bool) error {
+			for i, gp := range gps {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				if err := printStatusOf(ctx, w, c, gp.policy, perProxy); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, nil
+	})
 }

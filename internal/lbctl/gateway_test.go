@@ -166,17 +166,17 @@ func TestWhatIfGatewayOffline(t *testing.T) {
 	}
 }
 
-// TestTraceGatewayAsksTheServer: without -f, trace and whatif of gateway/NAME ask the server for the
-// Gateway's policies alone (GET /v1/policies?gateway=...), never the whole list, and then for the trace of
-// the one that serves the request; the server says which route of the policy matched, and the answer names
-// its HTTPRoute rule.
-func TestTraceGatewayAsksTheServer(t *testing.T) {
+// gatewayServer is a push API whose store holds the policies the test files' Gateways become, their Services'
+// endpoints written out (a store has no Kubernetes to resolve them). It records the calls made to it, and
+// returns its URL and an endpoint of one of shop/web's policies only.
+func gatewayServer(t *testing.T) (url string, down string, seen func() []string) {
+	t.Helper()
 	s, _, _ := pushapitest.Start(t, "admin", nil)
 	var mu sync.Mutex
-	var seen []string
+	var calls []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		seen = append(seen, r.Method+" "+r.URL.RequestURI())
+		calls = append(calls, r.Method+" "+r.URL.RequestURI())
 		mu.Unlock()
 		s.Handler().ServeHTTP(w, r)
 	}))
@@ -188,7 +188,7 @@ func TestTraceGatewayAsksTheServer(t *testing.T) {
 		t.Fatalf("%d policies, %v", len(ps), err)
 	}
 	var docs []string
-	down := "" // an endpoint of one of shop/web's policies only
+	down = "" // an endpoint of one of shop/web's policies only
 	for i, p := range ps {
 		for j := range p.Spec.Backends {
 			b := &p.Spec.Backends[j]
@@ -208,8 +208,24 @@ func TestTraceGatewayAsksTheServer(t *testing.T) {
 	if _, err := c.Apply(context.Background(), []byte(strings.Join(docs, "---\n")), false); err != nil {
 		t.Fatal(err)
 	}
-	seen = nil
-	code, out, errs := run(t, "", "--server", srv.URL, "--token", "admin", "trace", "gateway/web", "-n", "shop", "http://shop.example.com/", "-o", "json")
+	take := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := calls
+		calls = nil
+		return out
+	}
+	take()
+	return srv.URL, down, take
+}
+
+// TestTraceGatewayAsksTheServer: without -f, trace and whatif of gateway/NAME ask the server for the
+// Gateway's policies alone (GET /v1/policies?gateway=...), never the whole list, and then for the trace of
+// the one that serves the request; the server says which route of the policy matched, and the answer names
+// its HTTPRoute rule.
+func TestTraceGatewayAsksTheServer(t *testing.T) {
+	url, down, seen := gatewayServer(t)
+	code, out, errs := run(t, "", "--server", url, "--token", "admin", "trace", "gateway/web", "-n", "shop", "http://shop.example.com/", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -221,17 +237,56 @@ func TestTraceGatewayAsksTheServer(t *testing.T) {
 		t.Errorf("gateway %+v, rule %+v", tr.Gateway, tr.Gateway.Rule)
 	}
 	want := []string{"GET /v1/policies?gateway=shop%2Fweb", fmt.Sprintf("POST /v1/policies/shop/%s/trace", tr.Gateway.Policy[len("shop/"):])}
-	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
-		t.Errorf("calls:\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	if got := seen(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("calls:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	code, _, errs = run(t, "", "--server", srv.URL, "--token", "admin", "trace", "gateway/nope", "-n", "shop", "http://shop.example.com/")
+	code, _, errs = run(t, "", "--server", url, "--token", "admin", "trace", "gateway/nope", "-n", "shop", "http://shop.example.com/")
 	if code == 0 || !strings.Contains(errs, "error: gateway shop/nope: lbplane serves no listener of it: no such Gateway, not of a GatewayClass with controllerName lbplane.io/gateway-controller") {
 		t.Errorf("unknown Gateway: exit %d, %s", code, errs)
 	}
 	// The endpoint is in one policy of the Gateway: the other is left out, and said so.
-	code, out, errs = run(t, "", "--server", srv.URL, "--token", "admin", "whatif", "gateway/web", "-n", "shop", "--down", down)
+	code, out, errs = run(t, "", "--server", url, "--token", "admin", "whatif", "gateway/web", "-n", "shop", "--down", down)
 	if code != 0 || strings.Count(out, "Gateway shop/web, listener") != 1 || !strings.Contains(out, "shop/web spec.rules[0].matches[0]") ||
 		!strings.Contains(errs, "note: not previewed: gateway.web.80.") {
 		t.Errorf("whatif: exit %d: %s%s", code, out, errs)
+	}
+}
+
+// TestStatusAndGetOfAGateway: status and get take gateway/NAME (the Gateway's policies, asked of the server
+// alone); a Gateway's policy says in its status which Gateway, listener and host name it serves, and get -o
+// wide shows its Gateway and listeners.
+func TestStatusAndGetOfAGateway(t *testing.T) {
+	url, _, seen := gatewayServer(t)
+	code, out, errs := run(t, "", "--server", url, "--token", "admin", "status", "gateway/web", "-n", "shop")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"  Gateway       shop/web, listener http (port 80), host name *.example.com\n",
+		"  Gateway       shop/web, listener shop (port 80), host name shop.example.com\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if got := seen(); len(got) != 1 || got[0] != "GET /v1/policies?gateway=shop%2Fweb" {
+		t.Errorf("calls %q", got)
+	}
+	code, out, errs = run(t, "", "--server", url, "--token", "admin", "get", "gateway/two-ports", "-n", "shop", "-o", "wide")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	tail := func(l string) string { f := strings.Fields(l); return strings.Join(f[len(f)-2:], " ") }
+	if len(lines) != 3 || tail(lines[0]) != "GATEWAY LISTENERS" || tail(lines[1]) != "shop/two-ports http:80" || tail(lines[2]) != "shop/two-ports alt:8080" {
+		t.Errorf("get -o wide:\n%s", out)
+	}
+	code, out, errs = run(t, "", "--server", url, "--token", "admin", "get", "gateway/web", "-n", "shop", "-o", "name")
+	if code != 0 || strings.Count(out, "loadbalancerpolicy.lbplane.io/gateway.web.80.") != 2 {
+		t.Errorf("get -o name: exit %d: %s%s", code, out, errs)
+	}
+	code, _, errs = run(t, "", "--server", url, "--token", "admin", "status", "gateway/nope", "-n", "shop")
+	if code == 0 || !strings.Contains(errs, "error: gateway shop/nope: lbplane serves no listener of it") {
+		t.Errorf("status of an unknown Gateway: exit %d: %s", code, errs)
 	}
 }

@@ -1,6 +1,7 @@
 package lbctl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -9,9 +10,11 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 )
 
 func newGet(g *globals) *cobra.Command {
@@ -20,10 +23,14 @@ func newGet(g *globals) *cobra.Command {
 	var w watchFlags
 	var out *outputFlags
 	cmd := &cobra.Command{
-		Use:   "get [NAME]",
+		Use:   "get [NAME|gateway/NAME]",
 		Short: "List policies, or show one, with their status",
 		Long: `List policies, or show one, with their status. In Kubernetes mode (--kubeconfig or --context) the
 policies are the cluster's LoadBalancerPolicy objects; otherwise lbplane's push API answers.
+
+A Gateway's policies (one per listener port and host name, named gateway.GATEWAY.PORT.HASH) are lbplane's,
+not objects of the cluster: gateway/NAME lists those of the Gateway NAME, asked of lbplane in Kubernetes
+mode too, and -o wide shows the Gateway and listener of each.
 
 --watch prints the list again whenever it changes, until Ctrl-C (or --watch-timeout, --watch-max).`,
 		Example: `  lbctl get
@@ -31,7 +38,8 @@ policies are the cluster's LoadBalancerPolicy objects; otherwise lbplane's push 
   lbctl get -A -o wide
   lbctl get -o jsonpath='{.items[*].metadata.name}'
   lbctl get --watch
-  lbctl --context prod get -n shop`,
+  lbctl --context prod get -n shop
+  lbctl get gateway/web -n shop -o wide`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -46,9 +54,26 @@ policies are the cluster's LoadBalancerPolicy objects; otherwise lbplane's push 
 			if all {
 				ns = ""
 			}
+			var tgt target
+			if len(args) == 1 {
+				if tgt, err = parseTarget(args[0]); err != nil {
+					return err
+				}
+			}
 			fetch := func(ctx context.Context) (printable, error) {
-				if len(args) == 1 {
-					p, err := src.Get(ctx, ns, args[0])
+				switch {
+				case tgt.gateway != "":
+					gps, err := serverGatewayPolicies(ctx, g, types.NamespacedName{Namespace: ns, Name: tgt.gateway})
+					if err != nil {
+						return printable{}, err
+					}
+					items := make([]*v1alpha1.LoadBalancerPolicy, len(gps))
+					for i, gp := range gps {
+						items[i] = gp.policy
+					}
+					return policiesPrintable(items, false, all), nil
+				case tgt.policy != "":
+					p, err := getPolicy(ctx, g, src, ns, tgt.policy)
 					if err != nil {
 						return printable{}, err
 					}
@@ -103,6 +128,9 @@ func policyTable(items []*v1alpha1.LoadBalancerPolicy) *metav1.Table {
 		{Name: "Hostnames", Type: "string", Priority: 1},
 		{Name: "Backends", Type: "string", Priority: 1},
 		{Name: "Healthy", Type: "integer", Priority: 1},
+		// A Gateway's policy: its Gateway, and the listeners (name:port) whose requests it serves.
+		{Name: "Gateway", Type: "string", Priority: 1},
+		{Name: "Listeners", Type: "string", Priority: 1},
 	}}
 	for _, p := range items {
 		// The algorithm and group in effect, defaults applied, are the server's (status), as kubectl's column.
@@ -112,10 +140,16 @@ func policyTable(items []*v1alpha1.LoadBalancerPolicy) *metav1.Table {
 			backends = append(backends, b.Name)
 		}
 		group := p.Status.ProxyGroup
+		gateway, listeners := "-", "-"
+		if sv, ok := gatewayapi.ServedBy(p); ok {
+			gateway = sv.Gateway.String()
+			listeners = strings.Join(mapStrings(sv.Listeners, func(l string) string { return fmt.Sprintf("%s:%d", l, sv.Port) }), ",")
+		}
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{p.Name, string(p.Spec.Listener.Protocol), p.Spec.Listener.Port, algo,
 				condition(p, v1alpha1.ConditionAccepted), condition(p, v1alpha1.ConditionProgrammed), p.Status.Endpoints.Total,
-				age(p.CreationTimestamp), group, dashList(p.Spec.Listener.Hostnames), dashList(backends), p.Status.Endpoints.Healthy},
+				age(p.CreationTimestamp), group, dashList(p.Spec.Listener.Hostnames), dashList(backends), p.Status.Endpoints.Healthy,
+				gateway, cmp.Or(listeners, "-")},
 			Object: runtime.RawExtension{Object: p},
 		})
 	}

@@ -18,9 +18,11 @@ import (
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
@@ -30,7 +32,7 @@ func newStatus(g *globals) *cobra.Command {
 	var out *outputFlags
 	var perProxy bool
 	cmd := &cobra.Command{
-		Use:   "status [NAME]",
+		Use:   "status [NAME|gateway/NAME]",
 		Short: "Show the connected Envoys, or one policy's backends: endpoint health and the last minute's load",
 		Long: `Without NAME: every connected Envoy (one line per xDS stream). STATE is SYNCED when the Envoy
 acknowledged everything it was sent and was sent the current config, STALE while it has not acknowledged
@@ -51,7 +53,9 @@ taking traffic: priority levels and backups, zone weights, the algorithm's sprea
 latency per endpoint, so P99 is per backend. SKEW is the coefficient of variation of observed over
 expected share; with a hash algorithm a high one means a few keys carry most of the traffic.
 --per-proxy adds each Envoy's own figures (GET /v1/policies/NAMESPACE/NAME/live); the dashboard
-(lbctl dashboard) shows them too.
+(lbctl dashboard) shows them too. A Gateway's policy (one per listener port and host name, named
+gateway.GATEWAY.PORT.HASH) says which Gateway, listeners and host name it serves; gateway/NAME shows every
+policy of the Gateway NAME, asked of lbplane (in Kubernetes mode too: they are not objects of the cluster).
 -o json|yaml prints the policy as lbctl get NAME -o json|yaml does (.status holds what the table shows),
 so a jsonpath or jq filter written for one works on the other.
 
@@ -63,7 +67,8 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
   lbctl status demo
   lbctl status demo -n shop -o json
   lbctl status demo --watch
-  lbctl status demo --per-proxy`,
+  lbctl status demo --per-proxy
+  lbctl status gateway/web -n shop`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completePolicyNames(g, &namespace),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -71,11 +76,18 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 				return err
 			}
 			if len(args) == 1 {
-				src, err := g.policies()
+				tgt, err := parseTarget(args[0])
 				if err != nil {
 					return err
 				}
 				ns := g.namespaceFor(cmd, namespace)
+				if tgt.gateway != "" {
+					return gatewayStatus(cmd, g, &w, out, types.NamespacedName{Namespace: ns, Name: tgt.gateway}, perProxy)
+				}
+				src, err := g.policies()
+				if err != nil {
+					return err
+				}
 				var c *pushclient.Client
 				if perProxy {
 					if c, err = g.client(); err != nil {
@@ -83,7 +95,7 @@ and with -o json|yaml|..., the answer is printed again whenever it changes. Both
 					}
 				}
 				return w.run(cmd, out, func(ctx context.Context) (printable, error) {
-					p, err := src.Get(ctx, ns, args[0])
+					p, err := getPolicy(ctx, g, src, ns, tgt.policy)
 					if err != nil {
 						return printable{}, err
 					}
@@ -169,6 +181,9 @@ func clientText(p apiwire.ProxyStatus) string {
 func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	st := p.Status
 	fmt.Fprintf(w, "Policy %s/%s (generation %d)\n", p.Namespace, p.Name, p.Generation)
+	if sv, ok := gatewayapi.ServedBy(p); ok {
+		fmt.Fprintf(w, "  %-13s %s\n", "Gateway", servedText(sv))
+	}
 	for _, t := range []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionResolvedRefs, v1alpha1.ConditionProgrammed, v1alpha1.ConditionReady, v1alpha1.ConditionRolledBack} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 			fmt.Fprintf(w, "  %-13s %-5s %s: %s\n", t, c.Status, c.Reason, c.Message)
