@@ -28,6 +28,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/addrlimit"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/explain"
+	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -169,6 +170,17 @@ type PolicySummary struct {
 	Algorithms map[string]v1alpha1.Algorithm `json:"algorithms"`
 	// Traffic sums the policy's backends (nil before the Envoys' stats were read).
 	Traffic *PolicyTraffic `json:"traffic,omitempty"`
+	// Gateway says what a Gateway's policy serves (nil for a LoadBalancerPolicy).
+	Gateway *GatewaySummary `json:"gateway,omitempty"`
+}
+
+// GatewaySummary is what a Gateway's policy serves: the Gateway (namespace/name), the listener port, the
+// host name ("" for every name no other policy of the port serves) and the listeners.
+type GatewaySummary struct {
+	Gateway   string   `json:"gateway"`
+	Port      int32    `json:"port"`
+	Hostname  string   `json:"hostname"`
+	Listeners []string `json:"listeners,omitempty"`
 }
 
 // PolicyTraffic is a policy's backends summed over their windows: requests, responses by class and the
@@ -248,6 +260,9 @@ func (s *Server) snapshot(ctx context.Context, selected string) State {
 			Algorithms: map[string]v1alpha1.Algorithm{}, Traffic: trafficOf(&p.Status)}
 		for _, b := range p.Spec.Backends {
 			ps.Algorithms[b.Name] = b.LoadBalancing.Algorithm
+		}
+		if sv, ok := gatewayapi.ServedBy(p); ok {
+			ps.Gateway = &GatewaySummary{Gateway: sv.Gateway.String(), Port: sv.Port, Hostname: sv.Hostname, Listeners: sv.Listeners}
 		}
 		st.Policies = append(st.Policies, ps)
 		if p.Namespace+"/"+p.Name == selected {

@@ -98,6 +98,14 @@ function policyHealth(p) {
   return { state: "ok", text: "ok", degraded };
 }
 
+// gatewayText says what a Gateway's policy serves: "gateway shop/web · http:80 · shop.example.com"; "" for a
+// LoadBalancerPolicy.
+function gatewayText(p) {
+  const g = p.gateway;
+  if (!g) return "";
+  return "gateway " + g.gateway + " · " + (g.listeners || []).map(l => l + ":" + g.port).join(", ") + " · " + (g.hostname || "* (any host name)");
+}
+
 const MAX_LISTED = 200; // policies drawn in the list at once: the filter finds the others
 
 // renderPolicies draws the overview (counts by state, which filter on a click) and the filtered list, the
@@ -121,11 +129,12 @@ function renderPolicies(policies) {
   const text = document.getElementById("filter").value.trim().toLowerCase();
   const want = document.getElementById("filter-state").value;
   const order = { failing: 0, degraded: 1, ok: 2 };
-  const match = rows.filter(r => (!text || r.key.toLowerCase().includes(text) || (r.p.group || "").toLowerCase().includes(text)) &&
+  const match = rows.filter(r => (!text || r.key.toLowerCase().includes(text) || (r.p.group || "").toLowerCase().includes(text) ||
+    gatewayText(r.p).toLowerCase().includes(text)) &&
     (want === "all" || (want === "overrides" ? (r.p.status.endpointOverrides || []).length > 0 : r.state === want)));
   match.sort((a, b) => order[a.state] - order[b.state] || a.key.localeCompare(b.key));
   const shown = match.slice(0, MAX_LISTED);
-  const key = selected + "\n" + shown.map(r => r.key + " " + r.text + " " + num(r.p.traffic && r.p.traffic.requests) + pct(r.p.traffic && r.p.traffic.clientErrorRate)).join("\n");
+  const key = selected + "\n" + shown.map(r => r.key + " " + gatewayText(r.p) + " " + r.text + " " + num(r.p.traffic && r.p.traffic.requests) + pct(r.p.traffic && r.p.traffic.clientErrorRate)).join("\n");
   document.getElementById("policies-more").textContent = match.length > shown.length ?
     "Showing " + shown.length + " of " + match.length + " matching policies: narrow the filter to see the others." :
     match.length ? match.length + " of " + rows.length + " policies" : "No policy matches.";
@@ -136,6 +145,7 @@ function renderPolicies(policies) {
     const t = r.p.traffic;
     const li = el("li", { "data-policy": r.key, "data-state": r.state, "data-degraded": r.degraded.length ? "true" : "false", class: r.key === selected ? "selected" : "" },
       el("span", { class: "dot " + r.state }), el("span", { class: "name" }, r.key),
+      r.p.gateway ? el("div", { class: "gateway muted", "data-gateway": r.p.gateway.gateway }, gatewayText(r.p)) : "",
       el("span", { class: "figures muted" }, t ? num(t.requests / Math.max(1, t.windowSeconds)) + " rps · " : ""),
       t && t.clientErrorRate != null ? el("span", { class: "figures " + rateClass(t.clientErrorRate) }, pct(t.clientErrorRate) + " 5xx") : "",
       el("div", { class: "why " + (r.state === "failing" ? "bad" : r.state === "degraded" ? "degraded" : "ok") }, r.text));
@@ -511,6 +521,8 @@ function render(state) {
   document.getElementById("role").textContent = canChange ? "admin: may drain" : "read-only";
   document.getElementById("role").className = "role " + (canChange ? "admin" : "readonly");
   renderPolicies(state.policies);
+  const sel = state.policies.find(p => p.namespace + "/" + p.name === selected);
+  document.getElementById("policy-gateway").textContent = sel ? gatewayText(sel) : "";
   renderProxies(state.proxies);
   renderLive(state);
 }
