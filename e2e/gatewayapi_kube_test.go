@@ -391,6 +391,82 @@ func TestGatewayAPIServesHTTPRoutes(t *testing.T) {
 		})
 	})
 
+	t.Run("lbctl trace, whatif and status of the Gateway", func(t *testing.T) {
+		// lbctl asks lbplane what it would do with a request to the Gateway, by its name and the request's
+		// URL, and names the HTTPRoute rule and the endpoint; Envoy's answer to the same request says which
+		// backend served it.
+		addrOf := map[string]string{"web": net.JoinHostPort(web.ip, strconv.Itoa(web.port)), "api": net.JoinHostPort(api.ip, strconv.Itoa(api.port))}
+		for _, tc := range []struct {
+			path, route string
+			rule        int
+		}{
+			{"/exact", "apps/exact", 0},
+			{"/exact/more", "apps/main", 0},
+			{"/", "apps/main", 0},
+			{"/q?v=2", "apps/main", 5},
+			{"/q?v=3", "apps/main", 0},
+		} {
+			out := lbctlOK(t, l, "trace", "gateway/gw", "-n", "apps", "http://shop.example.com"+tc.path, "-o", "json")
+			var tr struct {
+				Gateway struct {
+					Gateway   string   `json:"gateway"`
+					Port      int      `json:"port"`
+					Listeners []string `json:"listeners"`
+					Rule      struct {
+						Route string `json:"route"`
+						Rule  int    `json:"rule"`
+					} `json:"rule"`
+				} `json:"gateway"`
+				Backends []struct {
+					Candidates []struct {
+						Address string `json:"address"`
+					} `json:"candidates"`
+				} `json:"backends"`
+			}
+			if err := json.Unmarshal([]byte(out), &tr); err != nil {
+				t.Fatalf("%s: %v\n%s", tc.path, err, out)
+			}
+			g := tr.Gateway
+			if g.Gateway != "apps/gw" || g.Port != 80 || strings.Join(g.Listeners, ",") != "http" || g.Rule.Route != tc.route || g.Rule.Rule != tc.rule {
+				t.Errorf("%s: Gateway %+v, want HTTPRoute %s rule %d", tc.path, g, tc.route, tc.rule)
+			}
+			if len(tr.Backends) != 1 || len(tr.Backends[0].Candidates) != 1 {
+				t.Fatalf("%s: backends %+v, want one endpoint", tc.path, tr.Backends)
+			}
+			predicted := tr.Backends[0].Candidates[0].Address
+			resp, _ := get(tc.path, "GET", nil)
+			if served := addrOf[resp.Header.Get("X-Backend")]; resp.StatusCode != 200 || served != predicted {
+				t.Errorf("%s: lbctl trace predicts %s; Envoy answered %d from %q (%s)", tc.path, predicted, resp.StatusCode, resp.Header.Get("X-Backend"), served)
+			}
+		}
+		// A redirect is the rule's answer, Envoy's own.
+		out := lbctlOK(t, l, "trace", "gateway/gw", "-n", "apps", "http://shop.example.com/old/page")
+		if !strings.Contains(out, "made of HTTPRoute apps/main spec.rules[1].matches[0]") || !strings.Contains(out, "redirect") {
+			t.Errorf("trace of /old/page:\n%s", out)
+		}
+		if resp, _ := get("/old/page", "GET", nil); resp.StatusCode != 301 {
+			t.Errorf("/old/page: %d, want 301", resp.StatusCode)
+		}
+		// What cannot be resolved says which part of the request and why.
+		for args, want := range map[string]string{
+			"gateway/gw http://shop.example.com:8080/": "error: port 8080: gateway apps/gw has no listener on port 8080 that lbplane serves (its ports: 80)",
+			"gateway/nope http://shop.example.com/":    "error: gateway apps/nope: lbplane serves no listener of it",
+		} {
+			if code, out := lbctlExit(t, l, append([]string{"trace", "-n", "apps"}, strings.Fields(args)...)...); code != 1 || !strings.Contains(out, want) {
+				t.Errorf("trace %s: exit %d, %q; want %q", args, code, out, want)
+			}
+		}
+		out = lbctlOK(t, l, "whatif", "gateway/gw", "-n", "apps", "--down", "endpoint="+addrOf["web"])
+		if !strings.Contains(out, "Gateway apps/gw, listener http (port 80), host name *") || !strings.Contains(out, "apps/main spec.rules[0].matches[0]") ||
+			!strings.Contains(out, "down: what-if") {
+			t.Errorf("whatif:\n%s", out)
+		}
+		out = lbctlOK(t, l, "status", "gateway/gw", "-n", "apps")
+		if !strings.Contains(out, "  Gateway       apps/gw, listener http (port 80), host name *\n") {
+			t.Errorf("status:\n%s", out)
+		}
+	})
+
 	t.Run("other controllers' parents are kept", func(t *testing.T) {
 		patch := `{"status":{"parents":[{"controllerName":"example.com/other","parentRef":{"name":"elsewhere"},"conditions":[` +
 			`{"type":"Accepted","status":"True","reason":"Accepted","message":"theirs","lastTransitionTime":"2026-11-01T00:00:00Z","observedGeneration":1}]}]}}`
