@@ -1,6 +1,7 @@
 package lbctl
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -40,16 +41,32 @@ Kubernetes mode too): before is what it serves, after what the push would serve,
 Envoys report, for the zones of the proxy group's connected Envoys (--zone: for an Envoy in that zone);
 nothing but the files' policies is sent or modelled. With --from it works offline, every endpoint healthy.
 
+With --from, FILE and OLD may hold Gateway API objects (GatewayClass, Gateway, HTTPRoute, ReferenceGrant),
+BackendLoadBalancerPolicies and the Services, EndpointSlices, Namespaces and TLS Secrets they name, as files
+or as the List kubectl get -o yaml prints: the Gateways become policies as lbplane serve --gateway-api makes
+them (see lbctl trace), and --traffic previews each of a Gateway's policies whose traffic the change moves,
+under its Gateway, listener and host name, with the HTTPRoute rule of each route. Without --from, Gateway
+API objects are refused: lbplane previews policies.
+
 Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 on errors.`,
 		Example: `  lbctl diff -f policy.yaml
   lbctl diff --from policies/ -f policies-next/
   lbctl diff -f policy.yaml -o json
   lbctl diff --traffic -f policy.yaml
-  lbctl diff --traffic -f policy.yaml --zone zone-a`,
+  lbctl diff --traffic -f policy.yaml --zone zone-a
+  lbctl diff --traffic --from running.yaml -f httproute.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
 				return &exitCode{code: 2, err: err}
+			}
+			if from == "" {
+				// The server previews policies; Gateway API objects are previewed here, against --from.
+				stdin, err := refuseGatewayObjects(file, cmd.InOrStdin())
+				if err != nil {
+					return &exitCode{code: 2, err: err}
+				}
+				cmd.SetIn(stdin)
 			}
 			if traffic {
 				return trafficDiff(cmd, g, from, file, zoneFlag(cmd, zone), out)
@@ -58,7 +75,7 @@ Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 
 			var err error
 			switch {
 			case from != "":
-				changes, err = offlineDiff(from, file, cmd.InOrStdin())
+				changes, err = offlineDiff(from, file, cmd.InOrStdin(), cmd.ErrOrStderr())
 			case g.kube.enabled():
 				changes, err = clusterDiff(cmd, g, file)
 			default:
@@ -110,12 +127,45 @@ func serverDiff(cmd *cobra.Command, g *globals, file string) ([]resdiff.Change, 
 	return res.Changes, nil
 }
 
-func offlineDiff(from, file string, stdin io.Reader) ([]resdiff.Change, error) {
-	oldDocs, err := manifest.ReadPath(from, nil)
+// offlineDiff compares from with from and file applied. Gateway API objects (and the Services they name)
+// in either become policies first, as lbplane serve makes them.
+func offlineDiff(from, file string, stdin io.Reader, stderr io.Writer) ([]resdiff.Change, error) {
+	oldObjs, err := readOfflineObjects(from, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	return diffDocs(oldDocs, file, stdin, "--from")
+	newObjs, err := readOfflineObjects(file, stdin)
+	if err != nil {
+		return nil, err
+	}
+	if oldObjs.kube() || newObjs.kube() {
+		oldObjs.warn(stderr)
+		newObjs.warn(stderr)
+		return resdiff.Results(oldObjs.translate().res, oldObjs.replacedBy(newObjs).translate().res)
+	}
+	return diffDocs(oldObjs.docs, newObjs.docs, "--from")
+}
+
+// refuseGatewayObjects says, of a diff asked of lbplane, that Gateway API objects are previewed offline;
+// it returns what reads file's standard input again.
+func refuseGatewayObjects(file string, stdin io.Reader) (io.Reader, error) {
+	var b []byte
+	if file == "-" {
+		var err error
+		if b, err = io.ReadAll(stdin); err != nil {
+			return nil, err
+		}
+		stdin = bytes.NewReader(b)
+	}
+	o, _ := readOfflineObjects(file, stdin)
+	if b != nil {
+		stdin = bytes.NewReader(b)
+	}
+	if o.kube() {
+		return nil, fmt.Errorf("%s holds Kubernetes objects (Gateway API objects, Services...): lbplane previews policies, and lbctl previews these offline: "+
+			"lbctl diff [--traffic] --from RUNNING -f %s, RUNNING the objects that run (kubectl get gatewayclasses,gateways,httproutes,referencegrants,services,endpointslices -A -o yaml > RUNNING)", file, file)
+	}
+	return stdin, nil
 }
 
 // clusterDiff is offlineDiff with the cluster's policies as what runs.
@@ -128,19 +178,19 @@ func clusterDiff(cmd *cobra.Command, g *globals, file string) ([]resdiff.Change,
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster's policies: %w", err)
 	}
+	newDocs, err := manifest.ReadPath(file, cmd.InOrStdin())
+	if err != nil {
+		return nil, err
+	}
 	oldDocs := make([]manifest.Document, 0, len(items))
 	for _, p := range items {
 		p.Status = v1alpha1.LoadBalancerPolicyStatus{}
 		oldDocs = append(oldDocs, manifest.Document{Source: "cluster " + p.Namespace + "/" + p.Name, Policy: p})
 	}
-	return diffDocs(oldDocs, file, cmd.InOrStdin(), "the cluster's policies")
+	return diffDocs(oldDocs, newDocs, "the cluster's policies")
 }
 
-func diffDocs(oldDocs []manifest.Document, file string, stdin io.Reader, oldName string) ([]resdiff.Change, error) {
-	newDocs, err := manifest.ReadPath(file, stdin)
-	if err != nil {
-		return nil, err
-	}
+func diffDocs(oldDocs, newDocs []manifest.Document, oldName string) ([]resdiff.Change, error) {
 	// What a push does: the new documents replace policies of the same name, the others stay.
 	replaced := map[translate.Key]bool{}
 	for _, d := range newDocs {

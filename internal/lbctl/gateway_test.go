@@ -290,3 +290,49 @@ func TestStatusAndGetOfAGateway(t *testing.T) {
 		t.Errorf("status of an unknown Gateway: exit %d: %s", code, errs)
 	}
 }
+
+// TestDiffOfGatewayObjects: diff --traffic --from and diff --from read Gateway API objects and the Services
+// they name: the Gateway's policies whose traffic moves are previewed under their Gateway, listener and host
+// name (the others are not), and the resources that change are listed. Asked of lbplane, Gateway API objects
+// are refused with what to do instead.
+func TestDiffOfGatewayObjects(t *testing.T) {
+	next := filepath.Join("testdata", "gateway", "shop-next.yaml")
+	code, out, errs := run(t, "", "diff", "--traffic", "--from", shopGateway, "-f", next)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (traffic moves): %s%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"Gateway shop/web, listener http (port 80), host name *.example.com: policy shop/gateway.web.80.",
+		"Gateway shop/web, listener shop (port 80), host name shop.example.com: policy shop/gateway.web.80.",
+		"shop/web spec.rules[0].matches[0]",
+		"10.0.1.3:8000",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff --traffic lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "two-ports") {
+		t.Errorf("a Gateway the change does not touch is previewed:\n%s", out)
+	}
+	code, out, errs = run(t, "", "diff", "--from", shopGateway, "-f", next)
+	// The route to /api now sends to the frontend, which has one more endpoint.
+	if code != 1 || !strings.Contains(out, "~ RouteConfiguration ") || !strings.Contains(out, `"10.0.1.3"`) {
+		t.Errorf("diff --from: exit %d: %s%s", code, out, errs)
+	}
+	code, _, errs = run(t, "", "--server", "http://127.0.0.1:1", "--token", "x", "diff", "--traffic", "-f", next)
+	if code != 2 || !strings.Contains(errs, "holds Kubernetes objects") || !strings.Contains(errs, "--from RUNNING") {
+		t.Errorf("asked of lbplane: exit %d: %s", code, errs)
+	}
+}
+
+// TestOfflineReadsAList: a List, as kubectl get -o yaml prints it, is read item by item; what lbplane makes
+// no policy of is left out, and said so.
+func TestOfflineReadsAList(t *testing.T) {
+	code, out, errs := run(t, "", "trace", "gateway/listed", "-n", "shop", "http://any.example.com/", "-f", filepath.Join("testdata", "gateway", "list.yaml"))
+	if code != 0 || !strings.Contains(out, "made of HTTPRoute shop/listed spec.rules[0].matches[0]") || !strings.Contains(out, "10.0.0.9:8080") {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "warning: testdata/gateway/list.yaml#1.items[4]: v1 Pod: left out") {
+		t.Errorf("stderr %q", errs)
+	}
+}

@@ -2,9 +2,12 @@ package lbctl
 
 import (
 	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,12 +67,16 @@ var offlineKinds = map[[2]string]func() any{
 func readOfflineObjects(file string, stdin io.Reader) (*offlineObjects, error) {
 	o := &offlineObjects{objects: map[objKey]any{}}
 	docs, err := manifest.ReadPathWith(file, stdin, o.take)
-	o.docs = docs
+	o.docs = append(docs, o.docs...) // the policies of Lists come after
 	return o, err
 }
 
-// take decodes a document of one of offlineKinds, strictly, and keeps it.
+// take decodes a document of one of offlineKinds, strictly, and keeps it; a List (kubectl get -o yaml)
+// is read item by item.
 func (o *offlineObjects) take(source, apiVersion, kind string, b []byte) (bool, error) {
+	if apiVersion == "v1" && kind == "List" {
+		return true, o.takeList(source, b)
+	}
 	mk := offlineKinds[[2]string{apiVersion, kind}]
 	if mk == nil {
 		if strings.HasPrefix(apiVersion, gwv1.GroupName+"/") {
@@ -95,6 +102,72 @@ func (o *offlineObjects) take(source, apiVersion, kind string, b []byte) (bool, 
 	}
 	o.objects[k] = obj
 	return true, nil
+}
+
+// replacedBy is o with next's documents replacing or joining its own, as applying next would.
+func (o *offlineObjects) replacedBy(next *offlineObjects) *offlineObjects {
+	out := &offlineObjects{objects: map[objKey]any{}, notes: append(slices.Clone(o.notes), next.notes...)}
+	replaced := map[translate.Key]bool{}
+	for _, d := range next.docs {
+		replaced[translate.KeyOf(d.Policy)] = true
+	}
+	out.docs = slices.Clone(next.docs)
+	for _, d := range o.docs {
+		if !replaced[translate.KeyOf(d.Policy)] {
+			out.docs = append(out.docs, d)
+		}
+	}
+	for _, src := range []*offlineObjects{o, next} {
+		for _, k := range src.keys {
+			if _, ok := out.objects[k]; !ok {
+				out.keys = append(out.keys, k)
+			}
+			out.objects[k] = src.objects[k]
+		}
+	}
+	return out
+}
+
+// takeList reads the items of a List: policies, and the kinds take reads.
+func (o *offlineObjects) takeList(source string, b []byte) error {
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := yaml.Unmarshal(b, &l); err != nil {
+		return fmt.Errorf("v1 List: %w", err)
+	}
+	var errs []error
+	for i, item := range l.Items {
+		at := fmt.Sprintf("items[%d]", i)
+		src := source + "." + at
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := json.Unmarshal(item, &head); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", at, err))
+			continue
+		}
+		if head.Kind == v1alpha1.Kind {
+			d, err := manifest.DecodeDocument(item)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", at, err))
+				continue
+			}
+			d.Source = src
+			o.docs = append(o.docs, d)
+			continue
+		}
+		took, err := o.take(src, head.APIVersion, head.Kind, item)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", at, err))
+		case !took:
+			// What kubectl get lists beside them (Pods, Deployments): nothing lbplane makes policies of.
+			o.notes = append(o.notes, fmt.Sprintf("%s: %s %s: left out", src, head.APIVersion, head.Kind))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // kube tells whether the files hold Kubernetes objects: Services then resolve from them, and Gateways

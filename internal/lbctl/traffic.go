@@ -31,6 +31,11 @@ type trafficSides struct {
 	keys          []translate.Key // the policies the change touches
 	// envoys are the Envoys the previews are for (an Envoy in --zone, or one without a zone).
 	envoys trafficmodel.Envoys
+	// ifChanged are keys previewed only when their traffic changes: the Gateways' policies, which a change
+	// of any object they are made of may move.
+	ifChanged map[translate.Key]bool
+	// gateways say what each Gateway's policy serves (after the change; before, for one removed).
+	gateways map[translate.Key]*gatewayPolicy
 }
 
 func replacing(old, next []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
@@ -47,18 +52,46 @@ func replacing(old, next []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalance
 	return out
 }
 
-// offlineSides: from is what runs, file replaces or joins it. No health is known.
-func offlineSides(from, file string, stdin io.Reader) (*trafficSides, error) {
-	oldDocs, err := manifest.ReadPath(from, nil)
+// offlineSides: from is what runs, file replaces or joins it. No health is known. Gateway API objects (and
+// the Services they name) in either become policies: each Gateway's policy whose traffic the change moves
+// is previewed, under its Gateway, listener and host name.
+func offlineSides(from, file string, stdin io.Reader, stderr io.Writer) (*trafficSides, error) {
+	oldObjs, err := readOfflineObjects(from, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	newDocs, err := manifest.ReadPath(file, stdin)
+	newObjs, err := readOfflineObjects(file, stdin)
 	if err != nil {
 		return nil, err
 	}
-	old, next := manifest.Policies(oldDocs), manifest.Policies(newDocs)
-	return sides(old, replacing(old, next), next), nil
+	old, next := manifest.Policies(oldObjs.docs), manifest.Policies(newObjs.docs)
+	if !oldObjs.kube() && !newObjs.kube() {
+		return sides(old, replacing(old, next), next), nil
+	}
+	oldObjs.warn(stderr)
+	newObjs.warn(stderr)
+	before, after := oldObjs.translate(), oldObjs.replacedBy(newObjs).translate()
+	s := &trafficSides{before: before.res, after: after.res, ifChanged: map[translate.Key]bool{}, gateways: map[translate.Key]*gatewayPolicy{}}
+	for _, p := range next {
+		s.keys = append(s.keys, translate.KeyOf(p))
+	}
+	for _, set := range []*offlineSet{after, before} {
+		gps, err := gatewayPoliciesOf(set.policies)
+		if err != nil {
+			return nil, err
+		}
+		for _, gp := range gps {
+			k := translate.KeyOf(gp.policy)
+			if s.gateways[k] == nil {
+				s.gateways[k] = gp
+				if !slices.Contains(s.keys, k) {
+					s.keys = append(s.keys, k)
+					s.ifChanged[k] = true
+				}
+			}
+		}
+	}
+	return s, nil
 }
 
 func sides(old, all, touched []*v1alpha1.LoadBalancerPolicy) *trafficSides {
@@ -89,7 +122,11 @@ func (s *trafficSides) previews() ([]*trafficmodel.Preview, error) {
 				m.From(s.envoys)
 			}
 		}
-		out = append(out, trafficmodel.Compare(before, after))
+		pv := trafficmodel.Compare(before, after)
+		if s.ifChanged[k] && !pv.Added && !pv.Removed && !trafficChanges([]*trafficmodel.Preview{pv}) {
+			continue
+		}
+		out = append(out, pv)
 	}
 	return out, nil
 }
@@ -223,9 +260,11 @@ func zoneNames(z []string) string {
 func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string, out *outputFlags) error {
 	var pvs []*trafficmodel.Preview
 	var err error
+	var gateways map[translate.Key]*gatewayPolicy
 	if from != "" {
 		var s *trafficSides
-		if s, err = offlineSides(from, file, cmd.InOrStdin()); err == nil {
+		if s, err = offlineSides(from, file, cmd.InOrStdin(), cmd.ErrOrStderr()); err == nil {
+			gateways = s.gateways
 			if s.envoys, err = zoneEnvoys(zone); err == nil {
 				pvs, err = s.previews()
 			}
@@ -248,7 +287,20 @@ func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string
 	if pvs == nil {
 		pvs = []*trafficmodel.Preview{}
 	}
-	err = out.Print(cmd.OutOrStdout(), printable{Object: pvs, Text: func(w io.Writer, _ bool) error { printPreviews(w, pvs); return nil }})
+	p := printable{Object: pvs, Text: func(w io.Writer, _ bool) error { printPreviews(w, pvs); return nil }}
+	if len(gateways) > 0 {
+		// A Gateway's policy under its Gateway, listener and host name.
+		gpvs := make([]*gatewayPreview, len(pvs))
+		for i, pv := range pvs {
+			gpvs[i] = &gatewayPreview{Preview: pv}
+			ns, name, _ := strings.Cut(pv.Policy, "/")
+			if gp := gateways[translate.Key{Namespace: ns, Name: name}]; gp != nil {
+				gpvs[i].Gateway, gpvs[i].gw = gp.trace(), gp
+			}
+		}
+		p = printable{Object: gpvs, Text: func(w io.Writer, _ bool) error { printGatewayPreviews(w, gpvs); return nil }}
+	}
+	err = out.Print(cmd.OutOrStdout(), p)
 	if err != nil {
 		return &exitCode{code: 2, err: err}
 	}
