@@ -44,6 +44,39 @@ spec:
       endpoints: [{address: 127.0.0.1, port: 9002}]
 `
 
+// lbctlKubeGateways: a Gateway of lbplane's class with an HTTPRoute to a Service, and a Gateway of another
+// class.
+const lbctlKubeGateways = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: web, namespace: shop}
+spec:
+  gatewayClassName: lbplane
+  listeners: [{name: http, port: 80, protocol: HTTP, hostname: shop.example.com}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: theirs, namespace: shop}
+spec:
+  gatewayClassName: someone-else
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop}
+spec:
+  parentRefs: [{name: web}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /api}}]
+      backendRefs: [{name: api, port: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: shop}
+spec:
+  ports: [{name: http, port: 8080, targetPort: 8080}]
+`
+
 // lbctl in Kubernetes mode against the real API server, with lbplane installed from the chart: the chart's
 // objects are applied as helm template renders them, lbplane runs with the chart's arguments (HTTPS push
 // API with its own CA, kept in the CA Secret it creates), and its pod exists, running and ready, beside one
@@ -60,7 +93,8 @@ func TestLbctlKubernetesMode(t *testing.T) {
 			t.Fatalf("%v %s", err, out)
 		}
 	}
-	rendered, err := helm(t, "template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1", "--set", "apiToken="+token)
+	c.InstallCRDs(t, "charts/lbplane/crds/gateway-api")
+	rendered, err := helm(t, "template", "demo", chartDir, "-n", "lbplane", "--kube-version", "1.37.1", "--set", "apiToken="+token, "--set", "gatewayAPI.enabled=true")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, rendered)
 	}
@@ -68,7 +102,7 @@ func TestLbctlKubernetesMode(t *testing.T) {
 		t.Fatalf("applying the chart's objects: %v\n%s", err, out)
 	}
 	// The policies name endpoint addresses: the chart's backendAddresses.namespaces allows them there.
-	chartArgs, _ := renderedChart(t, "--set", "apiToken="+token, "--set", "backendAddresses.namespaces={default,shop}")
+	chartArgs, _ := renderedChart(t, "--set", "apiToken="+token, "--set", "backendAddresses.namespaces={default,shop}", "--set", "gatewayAPI.enabled=true")
 	l := startLbplane(t, chartLbplaneArgs(t, chartArgs, c.Kubeconfig)...)
 	eventually(t, 30*time.Second, "lbplane has made its CA Secret", func() error {
 		_, err := getSecret(t, c, "demo-lbplane-ca")
@@ -178,6 +212,36 @@ func TestLbctlKubernetesMode(t *testing.T) {
 	if code, out, errs := run("diff", "--traffic", "-f", next); code != 0 || !strings.Contains(out, "Policy shop/cart: predicted share") ||
 		!strings.Contains(out, "Policy default/web: predicted share") || strings.Contains(out, "least request") {
 		t.Errorf("diff --traffic: exit %d\n%s%s", code, out, errs)
+	}
+
+	// A Gateway's policies are lbplane's, not the cluster's: trace, status and get of gateway/NAME ask lbplane
+	// through the port-forward, get of such a policy's name too, and what lbplane serves nothing of is
+	// explained from the Gateway's object in the cluster.
+	kubeApply(t, c.Kubeconfig, lbctlKubeGateways, nil)
+	eventually(t, 30*time.Second, "lbctl trace gateway/web names the HTTPRoute rule", func() error {
+		code, out, errs := run("trace", "gateway/web", "-n", "shop", "http://shop.example.com/api/cart")
+		if code != 0 || !strings.Contains(out, "Gateway shop/web, listener http (port 80), host name shop.example.com: policy shop/gateway.web.80.") ||
+			!strings.Contains(out, "made of HTTPRoute shop/web spec.rules[0].matches[0]") || !strings.Contains(out, "Backend api-8080-") {
+			return fmt.Errorf("exit %d: %s%s", code, out, errs)
+		}
+		return nil
+	})
+	code, out, errs := run("status", "gateway/web", "-n", "shop")
+	if code != 0 || !strings.Contains(out, "  Gateway       shop/web, listener http (port 80), host name shop.example.com\n") {
+		t.Errorf("status gateway/web: exit %d\n%s%s", code, out, errs)
+	}
+	gwPolicy := strings.TrimPrefix(strings.Fields(strings.TrimSpace(out))[1], "shop/")
+	if code, out, errs := run("get", gwPolicy, "-n", "shop", "-o", "wide"); code != 0 || !strings.Contains(out, "shop/web") {
+		t.Errorf("get %s (a Gateway's policy, not a CR): exit %d\n%s%s", gwPolicy, code, out, errs)
+	}
+	for args, want := range map[string]string{
+		"gateway/nope http://shop.example.com/":   "error: gateway shop/nope: lbplane serves no listener of it: the cluster has no Gateway shop/nope",
+		"gateway/theirs http://shop.example.com/": "error: gateway shop/theirs: lbplane serves no listener of it: lbplane wrote no status on it: is its GatewayClass someone-else one with controllerName lbplane.io/gateway-controller?",
+		"gateway/web http://other.example.com/":   `error: host "other.example.com": gateway shop/web does not serve it on port 80 (its host names there: shop.example.com): Envoy answers 404`,
+	} {
+		if code, _, errs := run(append([]string{"trace", "-n", "shop"}, strings.Fields(args)...)...); code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("trace %s: exit %d, %q; want %q", args, code, errs, want)
+		}
 	}
 
 	// Completion lists the cluster's names.
