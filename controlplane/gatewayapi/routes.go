@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -232,8 +233,27 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 		p.Spec.Listener.TLS = &v1alpha1.ListenerTLS{Certificates: []v1alpha1.Certificate{cert}}
 	}
 	backends := map[string]int{} // backend name → index in spec.backends
+	origins := make(map[string]RuleRef, len(v.entries))
 	for i, e := range v.entries {
-		p.Spec.Routes = append(p.Spec.Routes, gw.routeOf(e, fmt.Sprintf("r%d", i), p, backends, int32(port)))
+		rt := gw.routeOf(e, fmt.Sprintf("r%d", i), p, backends, int32(port))
+		p.Spec.Routes = append(p.Spec.Routes, rt)
+		ref := RuleRef{Route: e.rule.route.String(), Rule: e.rule.index, Match: e.index}
+		if n := e.rule.rule.Name; n != nil {
+			ref.Name = string(*n)
+		}
+		origins[rt.Name] = ref
+	}
+	var listeners []string
+	for name := range v.listeners {
+		listeners = append(listeners, string(name))
+	}
+	if len(listeners) > 0 {
+		slices.Sort(listeners)
+		p.Annotations[AnnotationListeners] = strings.Join(listeners, ",")
+	}
+	if len(origins) > 0 {
+		b, _ := json.Marshal(origins)
+		p.Annotations[AnnotationRules] = string(b)
 	}
 	if len(p.Spec.Routes) == 0 {
 		// Nothing attached: the host name answers 404, as it would with routes that do not match.
