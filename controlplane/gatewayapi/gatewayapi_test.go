@@ -81,8 +81,8 @@ func valid(t *testing.T, out *Output) {
 	}
 }
 
-// recordsItsOrigin checks that a policy names its listeners and the HTTPRoute rule of every route: a policy
-// where the rules could not be found again would lose them silently (see annotate).
+// recordsItsOrigin checks that a policy names its listeners and the HTTPRoute rule of every route (see
+// AnnotationRules): lbctl trace and the dashboard read them.
 func recordsItsOrigin(t *testing.T, p *v1alpha1.LoadBalancerPolicy) {
 	t.Helper()
 	s, ok := ServedBy(p)
