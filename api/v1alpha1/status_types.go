@@ -176,6 +176,17 @@ type EndpointStatus struct {
 	Health EndpointHealth `json:"health,omitempty"`
 	// unknownSince is when its health became Unknown.
 	UnknownSince *metav1.Time `json:"unknownSince,omitempty"`
+	// warmingPercent is set while the endpoint is inside its backend's slow-start window
+	// (loadBalancing.slowStart): the percentage of its weight Envoy gives it now, rounded down (40: "warming,
+	// 40 % of full weight"), the lowest over the Envoys that report when they started its ramp. An Envoy
+	// starts it when it adds the endpoint, or, with active health checks, when the endpoint passes a check
+	// after failing or waiting for its first; lbplane takes that time from the Envoy's stats, as the middle
+	// of the two reads between which the endpoint appeared or turned healthy, so to within half the time
+	// between reads (--proxy-stats-interval). Unset once the window has passed, without slow start, and on
+	// an Envoy where lbplane did not see the ramp start (the endpoint was there at its first read of it).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=99
+	WarmingPercent *int32 `json:"warmingPercent,omitempty"`
 }
 
 // EndpointHealth is an endpoint's health as status counts it.

@@ -336,13 +336,18 @@ func keepLoad(next, old []v1alpha1.BackendStatus) {
 }
 
 // sameEndpointHealth reports whether two perEndpoint lists name the same endpoints not taking traffic (or of
-// unknown health), for the same reasons: then the written list, whose per-second figures move all the time, is kept.
+// unknown health), for the same reasons, and the same endpoints warming up: then the written list, whose
+// per-second figures move all the time, is kept. An endpoint that starts or ends its slow-start ramp is a
+// change written at once; its percentage moving within the window is a load figure.
 func sameEndpointHealth(a, b []v1alpha1.EndpointStatus) bool {
 	down := func(l []v1alpha1.EndpointStatus) map[string]string {
 		m := map[string]string{}
 		for _, e := range l {
 			if e.EjectedOn > 0 || e.Health == v1alpha1.EndpointUnknown {
 				m[e.Address] = fmt.Sprint(e.EjectedOn, e.Reasons, e.Health)
+			}
+			if e.WarmingPercent != nil {
+				m[e.Address] += " warming"
 			}
 		}
 		return m

@@ -227,8 +227,9 @@ func namesPattern(names []string) string {
 // carry is a partial read at at: the clusters read, with prev's latency, ejection and request counters,
 // every other cluster of prev as it was, and the request counters read of the watched clusters (counters).
 func carry(prev *Sample, at time.Time, read map[string]*Cluster, counters map[string]*Cluster) *Sample {
-	s := &Sample{At: at, StatsAt: prev.StatsAt, Clusters: maps.Clone(prev.Clusters)}
+	s := &Sample{At: at, StatsAt: prev.StatsAt, Clusters: maps.Clone(prev.Clusters), partial: make(map[string]bool, len(read))}
 	for name, c := range read {
+		s.partial[name] = true
 		if pc := prev.Clusters[name]; pc != nil {
 			c.Latency, c.Ejections, c.Counters = pc.Latency, pc.Ejections, pc.Counters
 		}

@@ -96,6 +96,12 @@ type Sample struct {
 	// Started is when the Envoy started, from its uptime (a full read's; zero when unknown): its counters
 	// count from zero since then.
 	Started time.Time
+	// Joined says, per cluster and endpoint ("address:port"), when this Envoy started the endpoint's
+	// slow-start ramp, as far as its reads show it (see markJoined); an endpoint not in it started its ramp
+	// before lbplane could tell when, or is not healthy. Shared from sample to sample while nothing changes.
+	Joined map[string]map[string]time.Time
+	// partial names the clusters whose hosts a partial read read (nil for a full read: every cluster).
+	partial map[string]bool
 }
 
 // Dead tells whether c has endpoints and every one failed its last active health checks (one not checked

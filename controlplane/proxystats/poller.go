@@ -112,6 +112,10 @@ type proxy struct {
 	// fullAt and fullCost are the start and cost of the last full read that succeeded (see fullQuiet).
 	fullAt   time.Time
 	fullCost time.Duration
+	// lastRead is when each cluster's hosts were last read (see markJoined).
+	lastRead map[string]time.Time
+	// started is when the Envoy started, from its last full read's uptime.
+	started time.Time
 }
 
 // Target is the base URL of a proxy's stats port, or "" when it has none.
@@ -277,6 +281,7 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 		prev = px.samples[n-1]
 	}
 	Attribute(prev, s)
+	p.noteJoins(px, prev, s)
 	px.hot = hotClusters(prev, s)
 	keepUnchanged(prev, s)
 	if prev == nil && !s.Started.IsZero() && s.At.Sub(s.Started)+envoyStatsFlush <= p.Window {
@@ -311,6 +316,27 @@ func (p *Poller) add(key, group, node string, s *Sample, cost time.Duration, err
 		}
 	}
 	px.samples = px.samples[cut:]
+}
+
+// noteJoins sets s.Joined: when the Envoy started each endpoint's slow-start ramp, to within half the time
+// between two reads of its cluster (markJoined). An Envoy that started again since prev (its uptime says so)
+// is read as for the first time: it added every endpoint anew.
+func (p *Poller) noteJoins(px *proxy, prev, s *Sample) {
+	if !s.Started.IsZero() {
+		if prev != nil && !px.started.IsZero() && s.Started.Sub(px.started) > 2*envoyStatsFlush {
+			prev, px.lastRead = nil, nil
+		}
+		px.started = s.Started
+	}
+	listedAt := px.fullAt
+	if prev == nil {
+		listedAt = s.Started // no cluster before the Envoy started
+	}
+	if px.lastRead == nil {
+		px.lastRead = map[string]time.Time{}
+	}
+	// A cluster changed lately is read every interval; one read late waits for the next full read.
+	markJoined(prev, s, px.lastRead, listedAt, 2*p.Interval+envoyStatsFlush)
 }
 
 // read reads one proxy: all of its clusters and the stats status uses when full, otherwise the clusters in

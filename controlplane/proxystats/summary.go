@@ -60,6 +60,9 @@ type endpointAcc struct {
 	// cxActive is open connections at the last reading; cx, cxFail and timeouts are over the window.
 	cxActive, cx, cxFail, timeouts uint64
 	reasons                        []string
+	// joined is the latest time an Envoy started the endpoint's slow-start ramp, as far as the reads show
+	// (Sample.Joined); zero when none is known.
+	joined time.Time
 	// on are the nodes that have the endpoint, ejectedBy those of them that take no new traffic to it.
 	on, ejectedBy map[string]bool
 }
@@ -90,6 +93,9 @@ type Expected struct {
 	// Caveats are what the prediction of the endpoint's backend leaves out (trafficmodel.Caveats), the
 	// same for each of its endpoints.
 	Caveats []string
+	// Warming, set when the backend has slow start, is the part of its weight Envoy gives an endpoint whose
+	// ramp started age ago (the built cluster's trafficmodel.Ramp.Fraction): 1 once the window has passed.
+	Warming func(age time.Duration) float64
 }
 
 // ExpectFunc predicts every endpoint ("address:port") of a group's cluster from what was built, with the
@@ -247,6 +253,13 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 		cache.mark(histories, window, expect)
 	}
 	accs := map[string]map[string]*acc{}
+	// now is the last read's time: how far into its slow-start window an endpoint is, as the reads show it.
+	var now time.Time
+	for _, h := range histories {
+		if n := len(h.Samples); n > 0 && h.Samples[n-1].At.After(now) {
+			now = h.Samples[n-1].At
+		}
+	}
 	for _, h := range histories {
 		if len(h.Samples) == 0 {
 			continue
@@ -289,6 +302,9 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 					a.eps[host.Address] = ep
 				}
 				ep.on[h.Node] = true
+				if t := cur.Joined[name][host.Address]; t.After(ep.joined) {
+					ep.joined = t
+				}
 				ep.weight, ep.priority = max(ep.weight, host.Weight), min(ep.priority, host.Priority)
 				ep.active += host.Active
 				ep.cxActive += host.CxActive
@@ -363,7 +379,7 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 				}
 				exp = expect(group, name, down)
 			}
-			b.PerEndpoint, b.Skew = perEndpoint(a, exp)
+			b.PerEndpoint, b.Skew = perEndpoint(a, exp, now)
 			for _, e := range exp {
 				b.ExpectedCaveats = e.Caveats
 				break
@@ -372,7 +388,8 @@ func SummarizeCached(histories []History, window time.Duration, expect ExpectFun
 			if cache != nil {
 				e := cache.m[clusterKey{group, name}]
 				e.curs, e.next = e.next, e.curs
-				e.valid = e.timeless
+				// A warming endpoint's percentage moves with time alone: its status is computed anew each time.
+				e.valid = e.timeless && !warming(b.PerEndpoint)
 				e.down, e.exp, e.out = nil, exp, b
 				if expect != nil {
 					e.down = down
@@ -546,15 +563,20 @@ func fraction(x float64) float64 { return round(x, 4) }
 
 func ptr[T any](v T) *T { return &v }
 
-// perEndpoint lists a backend's endpoints (the busiest MaxBusiestListed, and those not taking traffic) with
-// their expected and observed shares, and the skew of the spread.
+// perEndpoint lists a backend's endpoints (the busiest MaxBusiestListed, and those not taking traffic or
+// warming up, at most MaxEjectedListed of each) with their expected and observed shares, and the skew of
+// the spread.
+//
+// An endpoint warms up while it is inside its backend's slow-start window at now: its warmingPercent is
+// what exp's Warming (the built cluster's ramp) gives for the time since the latest ramp start an Envoy
+// reported for it (the lowest percentage over the Envoys).
 //
 // The expected share is the traffic model's (exp: what was built, with the endpoints
 // counted as ejected down: priorities, overprovisioning, zone weights, the algorithm's spread). Without it,
 // it is by weight over the endpoints not counted as ejected at the lowest priority that has any. The
 // skew is the coefficient of variation of observed/expected over the endpoints expected to get traffic:
 // with equal shares, that of the per-endpoint share.
-func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, *float64) {
+func perEndpoint(a *acc, exp map[string]Expected, now time.Time) ([]v1alpha1.EndpointStatus, *float64) {
 	prio, found := uint32(math.MaxUint32), false
 	for _, ep := range a.eps {
 		if !ep.counted() {
@@ -597,14 +619,28 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, *f
 		}
 	}
 	addrs := make([]string, 0, len(a.eps))
-	for addr := range a.eps {
+	warm := map[string]int32{}
+	for addr, ep := range a.eps {
 		addrs = append(addrs, addr)
+		if e := exp[addr]; !ep.joined.IsZero() && e.Warming != nil {
+			if f := e.Warming(now.Sub(ep.joined)); f < 1 {
+				warm[addr] = int32(math.Floor(100 * f))
+			}
+		}
 	}
-	// Not taking traffic first, then by requests, then by address, so that the list is stable.
+	// Not taking traffic first, then warming up, then by requests, then by address, so that the list is
+	// stable.
 	slices.SortFunc(addrs, func(x, y string) int {
 		ex, ey := a.eps[x], a.eps[y]
 		if ux, uy := len(ex.ejectedBy) > 0, len(ey.ejectedBy) > 0; ux != uy {
 			if ux {
+				return -1
+			}
+			return 1
+		}
+		_, wx := warm[x]
+		if _, wy := warm[y]; wx != wy {
+			if wx {
 				return -1
 			}
 			return 1
@@ -615,12 +651,15 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, *f
 		return strings.Compare(x, y)
 	})
 	var out []v1alpha1.EndpointStatus
-	unhealthy, busiest := 0, 0
+	unhealthy, warmingUp, busiest := 0, 0, 0
 	for _, addr := range addrs {
 		ep := a.eps[addr]
+		_, warms := warm[addr]
 		switch {
 		case len(ep.ejectedBy) > 0 && unhealthy < MaxEjectedListed:
 			unhealthy++
+		case len(ep.ejectedBy) == 0 && warms && warmingUp < MaxEjectedListed:
+			warmingUp++
 		case len(ep.ejectedBy) == 0 && busiest < MaxBusiestListed:
 			busiest++
 		default:
@@ -634,6 +673,9 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, *f
 		if ep.counted() {
 			es.Health = v1alpha1.EndpointEjected
 		}
+		if pct, ok := warm[addr]; ok && len(ep.ejectedBy) == 0 {
+			es.WarmingPercent = ptr(pct)
+		}
 		if e, ok := exp[addr]; ok && modelled {
 			es.Zone, es.Priority, es.Backup = e.Zone, int32(e.Priority), e.Backup
 		}
@@ -646,6 +688,11 @@ func perEndpoint(a *acc, exp map[string]Expected) ([]v1alpha1.EndpointStatus, *f
 		out = append(out, es)
 	}
 	return out, skew
+}
+
+// warming tells whether an endpoint of l is warming up (warmingPercent).
+func warming(l []v1alpha1.EndpointStatus) bool {
+	return slices.ContainsFunc(l, func(e v1alpha1.EndpointStatus) bool { return e.WarmingPercent != nil })
 }
 
 // cv is the coefficient of variation (population standard deviation over mean).

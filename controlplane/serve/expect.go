@@ -118,11 +118,15 @@ func (x *expectation) expect(group, cluster string, down map[string]string) map[
 		m.From(trafficmodel.EnvoysByZone(count))
 	}
 	caveats := trafficmodel.Caveats(m)
+	var warming func(time.Duration) float64
+	if r := m.Ramp(); r != nil {
+		warming = r.Fraction
+	}
 	out := map[string]proxystats.Expected{}
 	if !m.ResolvedByEnvoy { // Envoy's endpoints are the addresses the names resolve to, unknown here
 		for i, s := range m.Shares() {
 			h := m.Hosts[i]
-			out[h.Address] = proxystats.Expected{Share: s, Zone: h.Zone, Priority: h.Priority, Backup: h.Backup, Caveats: caveats}
+			out[h.Address] = proxystats.Expected{Share: s, Zone: h.Zone, Priority: h.Priority, Backup: h.Backup, Caveats: caveats, Warming: warming}
 		}
 	}
 	entry.out = out

@@ -151,3 +151,35 @@ func TestExpectationFollowsTheEnvoysZones(t *testing.T) {
 		t.Errorf("no Envoy: zone-a %.3f, %+v", a, got)
 	}
 }
+
+// TestExpectationCarriesTheBuiltRamp: with slow start, each endpoint's expectation carries the ramp of the
+// cluster the engine built (examples/slow-start.yaml: 60 s from 10 %), which status reads warmingPercent
+// from; without slow start, none.
+func TestExpectationCarriesTheBuiltRamp(t *testing.T) {
+	docs, err := manifest.ReadPath("../../examples/slow-start.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	eng.Reach = reach.Loopback
+	eng.Set(engine.SourceStore, manifest.Policies(docs))
+	x := newExpectation(eng, nil)
+	got := x.expect(v1alpha1.DefaultProxyGroup, "default/slow-start/app", nil)
+	w := got["127.0.0.1:18082"].Warming
+	if w == nil {
+		t.Fatalf("no ramp: %+v", got)
+	}
+	for age, want := range map[time.Duration]float64{0: 0.1, 3 * time.Second: 0.1, 30 * time.Second: 0.5, 45 * time.Second: 0.75, time.Minute: 1} {
+		if f := w(age); math.Abs(f-want) > 1e-9 {
+			t.Errorf("%s after it joined: %.3f of its weight, want %.3f", age, f, want)
+		}
+	}
+	docs, err = manifest.ReadPath("../../examples/backup-endpoints.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Set(engine.SourceStore, manifest.Policies(docs))
+	if got := x.expect(v1alpha1.DefaultProxyGroup, "default/backup/app", nil); got["127.0.0.1:18081"].Warming != nil {
+		t.Errorf("a backend without slow start has a ramp")
+	}
+}

@@ -128,3 +128,7 @@ func JoinedAges(cfg *ir.Config, namespace, name string, joined []string, at stri
 	}
 	return ages, nil
 }
+
+// Ramp is the cluster's slow start as Envoy runs it; nil without one (or for an algorithm Envoy does not
+// ramp).
+func (m *Cluster) Ramp() *Ramp { return m.slow }
