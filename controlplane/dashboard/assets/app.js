@@ -55,6 +55,11 @@ function stateOf(ep) {
   return ep.ejectedOn > 0 ? "disputed" : "healthy";
 }
 
+// warmingOf says how far an endpoint inside its backend's slow-start window is ("warming, 40 % of full
+// weight"), "" when it is not warming up.
+function warmingOf(ep) {
+  return ep.warmingPercent != null ? "warming, " + ep.warmingPercent + " % of full weight" : "";
+}
 
 // Conditions whose True is bad news; for the others False is.
 const TRUE_IS_BAD = new Set(["RolledBack", "Degraded", "Conflicted", "Stalled"]);
@@ -236,6 +241,7 @@ function chart(b, algorithm) {
       (e.requestsPerSecond || 0).toFixed(1) + " rps · " + e.activeRequests + " active" + (e.errorRate != null ? " · err " + pct(e.errorRate) : "") +
       (where ? " · " : ""), where ? el("svg:tspan", { class: "ep-where" }, where) : "", " · ",
       el("svg:tspan", { class: "ep-state " + state }, state));
+    if (e.warmingPercent != null) t.append(" · ", el("svg:tspan", { class: "ep-warming", "data-warming": e.warmingPercent }, "warming " + e.warmingPercent + " %"));
     g.append(t);
     svg.append(g);
   });
@@ -318,8 +324,10 @@ function renderEndpoints(p, backends, now) {
     const down = downIn(s && s.downtime, now);
     const last = s && s.lastCheck ? Math.max(0, (now - Date.parse(s.lastCheck)) / 1000) : null;
     const stateText = state + (o ? " since " + hhmm(o.since, true) : state === "draining" ? " (spec)" : "") +
-      (state === "ejected" || state === "disputed" ? ": " + (e.reasons || []).join("; ") : "");
-    const cells = [b.name, el("span", { class: "mono" }, e.address), el("span", { class: "ep-state " + state, "data-state": state }, stateText)];
+      (state === "ejected" || state === "disputed" ? ": " + (e.reasons || []).join("; ") : "") +
+      (warmingOf(e) ? ", " + warmingOf(e) : "");
+    const cells = [b.name, el("span", { class: "mono" }, e.address), el("span", { class: "ep-state " + state, "data-state": state,
+      ...(e.warmingPercent != null ? { "data-warming": e.warmingPercent } : {}) }, stateText)];
     if (e.maintenance) cells.push(...Array.from({ length: 9 }, () => el("span", { class: "muted" }, "-")));
     else cells.push(num(e.requests), (e.requestsPerSecond || 0).toFixed(1), num(e.activeRequests), num(e.connectionsActive || 0), num(e.connections || 0),
       el("span", { class: e.connectFailures ? "bad" : "" }, num(e.connectFailures || 0)), el("span", { class: e.timeouts ? "bad" : "" }, num(e.timeouts || 0)),
@@ -390,7 +398,7 @@ function renderLive(state) {
     for (const b of px.backends || [])
       for (const e of b.perEndpoint || [])
         rows.push([px.nodeId, b.name, e.address, e.requests, (e.requestsPerSecond || 0).toFixed(1), e.activeRequests, pct(e.observedShare),
-          el("span", { class: e.ejectedOn > 0 ? "ejected" : "ok" }, healthOf(e, 1))]);
+          el("span", { class: e.ejectedOn > 0 ? "ejected" : "ok" }, healthOf(e, 1) + (warmingOf(e) ? ", " + warmingOf(e) : ""))]);
   const t = el("table", {}, el("thead", {}, el("tr", {}, ...["envoy", "backend", "endpoint", "requests", "rps", "active", "share", "health"].map(h => el("th", {}, h)))), el("tbody"));
   fill(t.querySelector("tbody"), rows);
   perProxy.replaceChildren(t);
