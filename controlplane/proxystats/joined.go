@@ -29,12 +29,44 @@ func markJoined(prev, cur *Sample, lastRead map[string]time.Time, listedAt time.
 	if prev != nil {
 		before = prev.Joined
 	}
-	joined := make(map[string]map[string]time.Time, len(before))
-	for name, c := range cur.Clusters {
-		if cur.partial != nil && !cur.partial[name] {
-			if j := before[name]; j != nil {
-				joined[name] = j // carried: as it was
+	// cur shares prev's map until a cluster's joins differ: a partial read costs the clusters it read.
+	joined, copied := before, false
+	set := func(name string, j map[string]time.Time) {
+		if maps.Equal(j, before[name]) {
+			return
+		}
+		if !copied {
+			joined, copied = maps.Clone(before), true
+			if joined == nil {
+				joined = map[string]map[string]time.Time{}
 			}
+		}
+		if j == nil {
+			delete(joined, name)
+		} else {
+			joined[name] = j
+		}
+	}
+	read := cur.partial
+	if read == nil {
+		read = make(map[string]bool, len(cur.Clusters))
+		for name := range cur.Clusters {
+			read[name] = true
+		}
+		for name := range before {
+			if cur.Clusters[name] == nil {
+				set(name, nil) // gone from the Envoy
+			}
+		}
+		for name := range lastRead {
+			if cur.Clusters[name] == nil {
+				delete(lastRead, name)
+			}
+		}
+	}
+	for name := range read {
+		c := cur.Clusters[name]
+		if c == nil {
 			continue
 		}
 		var pc *Cluster
@@ -69,20 +101,7 @@ func markJoined(prev, cur *Sample, lastRead map[string]time.Time, listedAt time.
 				j[h.Address] = t
 			}
 		}
-		switch {
-		case j == nil:
-		case maps.Equal(j, before[name]):
-			joined[name] = before[name]
-		default:
-			joined[name] = j
-		}
-	}
-	if full := cur.partial == nil; full {
-		for name := range lastRead {
-			if cur.Clusters[name] == nil {
-				delete(lastRead, name)
-			}
-		}
+		set(name, j)
 	}
 	cur.Joined = joined
 }

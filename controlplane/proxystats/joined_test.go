@@ -143,8 +143,8 @@ func TestJoinTimesFollowEnvoysRule(t *testing.T) {
 	}
 }
 
-// A partial read carries the join times of the clusters it does not read, and keeps the map of a cluster
-// whose joins did not change (samples share them).
+// A partial read carries the join times of the clusters it does not read, and keeps the maps when no join
+// changed (samples share them: a read costs the clusters it read); a full read drops the clusters gone.
 func TestJoinTimesCarriedAndShared(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	prev := &Sample{At: t0.Add(-time.Second), Clusters: map[string]*Cluster{
@@ -155,10 +155,17 @@ func TestJoinTimesCarriedAndShared(t *testing.T) {
 	if !maps.EqualFunc(cur.Joined, prev.Joined, func(a, b map[string]time.Time) bool { return maps.Equal(a, b) }) {
 		t.Fatalf("joins %v, want %v", cur.Joined, prev.Joined)
 	}
-	for name := range prev.Joined {
-		if reflect.ValueOf(cur.Joined[name]).UnsafePointer() != reflect.ValueOf(prev.Joined[name]).UnsafePointer() {
-			t.Errorf("%s's joins were copied", name)
-		}
+	if reflect.ValueOf(cur.Joined).UnsafePointer() != reflect.ValueOf(prev.Joined).UnsafePointer() {
+		t.Errorf("the joins were copied")
+	}
+	full := &Sample{At: t0.Add(time.Second), Clusters: map[string]*Cluster{"c": {Hosts: []Host{{Address: "a:1"}}}}}
+	lastRead := map[string]time.Time{"c": t0, "d": t0}
+	markJoined(cur, full, lastRead, t0, 10*time.Second)
+	if len(full.Joined) != 1 || !full.Joined["c"]["a:1"].Equal(t0.Add(-3*time.Second)) || len(lastRead) != 1 {
+		t.Errorf("after d is gone: joins %v, last reads %v", full.Joined, lastRead)
+	}
+	if len(prev.Joined) != 2 {
+		t.Errorf("an earlier sample's joins changed: %v", prev.Joined)
 	}
 }
 
