@@ -325,6 +325,9 @@ func printEndpoints(w io.Writer, p *v1alpha1.LoadBalancerPolicy, backends []v1al
 	for _, b := range backends {
 		for _, e := range b.PerEndpoint {
 			health := endpointHealth(e, b.Proxies)
+			if e.WarmingPercent != nil {
+				health += fmt.Sprintf(", warming: %d %% of full weight", *e.WarmingPercent)
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", b.Name, e.Address, dash(e.Zone), levelName(int(e.Priority), e.Backup), e.Weight, rpsText(e.RequestsPerSecond),
 				e.ActiveRequests, e.Requests, percentText(e.ErrorRate), percentText(&e.ExpectedShare), percentText(e.ObservedShare), health)
 		}

@@ -21,7 +21,7 @@ func TestStatusPrintsEndpointsAndHashSkewHint(t *testing.T) {
 	p.Status.Backends = []v1alpha1.BackendStatus{{Name: "app", Proxies: 2, Skew: ptr(0.8), PerEndpoint: []v1alpha1.EndpointStatus{
 		{Address: "10.0.0.4:80", EjectedOn: 2, ReportedBy: 2, Health: v1alpha1.EndpointEjected, Reasons: []string{"active health check failed"}, ExpectedShare: 0},
 		{Address: "10.0.0.3:80", EjectedOn: 1, ReportedBy: 2, Health: v1alpha1.EndpointHealthy, Reasons: []string{"outlier detection: consecutive 5xx"}, ExpectedShare: 0},
-		{Address: "10.0.0.1:80", Weight: 1, Requests: 90, RequestsPerSecond: 1.5, ExpectedShare: 0.5, ObservedShare: ptr(0.9)},
+		{Address: "10.0.0.1:80", Weight: 1, Requests: 90, RequestsPerSecond: 1.5, ExpectedShare: 0.5, ObservedShare: ptr(0.9), WarmingPercent: ptr(int32(40))},
 		{Address: "10.0.0.9:80", Zone: "zone-b", Priority: 1, Backup: true, Weight: 1, ExpectedShare: 0},
 		{Address: "10.0.0.7:80", Weight: 1, Health: v1alpha1.EndpointUnknown, UnknownSince: &since},
 	},
@@ -36,7 +36,7 @@ func TestStatusPrintsEndpointsAndHashSkewHint(t *testing.T) {
 	for _, want := range []string{"ejected on 2 of 2: active health check failed", "healthy on 1 of 2 (Envoys disagree; ejected on 1: outlier detection: consecutive 5xx)",
 		"app       e1      4           2         2         NO", "app       e2      4           3         1         yes",
 		"10.0.0.3:80   healthy      e1           e2           outlier detection: consecutive 5xx", "10.0.0.7:80  -       0           1       0.0  0       0         -       0.0%      -         unknown since 03:04:05 (passive checks only", "10.0.0.1:80", "90.0%", "app: skew 0.80 (high: a few hash keys",
-		"10.0.0.9:80  zone-b  1 (backup)"} {
+		"10.0.0.9:80  zone-b  1 (backup)", "healthy, warming: 40 % of full weight"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}
