@@ -12,9 +12,6 @@ func OnStatusComputed(f func(translate.Key)) (stop func()) {
 	return func() { computedHook.Store(nil) }
 }
 
-// EndpointConditions is endpointConditions, for tests.
-var EndpointConditions = endpointConditions
-
 // RouteParents is routeParents, for tests.
 var RouteParents = routeParents
 

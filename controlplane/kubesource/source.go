@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -495,68 +493,15 @@ func (s *Source) endpoints(ctx context.Context, ref translate.ServiceRef) transl
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s not found", ref.Namespace, ref.Name)}
 	}
-	grants := translate.Grants(svc.Annotations[translate.GrantAnnotation])
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		// Its name could be anything, localhost included, and is not the namespace's to vouch for: lbplane
-		// sends Envoy no name a Service points at.
-		return translate.ServiceEndpoints{GrantedTo: grants, Err: fmt.Sprintf("Service %s/%s is of type ExternalName, which lbplane does not follow "+
-			"(name the host in endpoints, where the operator allows host names)", ref.Namespace, ref.Name)}
-	}
-	var port *corev1.ServicePort
-	for i := range svc.Spec.Ports {
-		sp := &svc.Spec.Ports[i]
-		if (ref.PortName != "" && sp.Name == ref.PortName) || (ref.PortName == "" && sp.Port == ref.Port) {
-			port = sp
-		}
-	}
-	if port == nil {
-		want := ref.PortName
-		if want == "" {
-			want = strconv.Itoa(int(ref.Port))
-		}
-		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s has no port %s", ref.Namespace, ref.Name, want)}
-	}
-	var slices_ discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &slices_, client.InNamespace(ref.Namespace), client.MatchingFields{serviceNameIndex: ref.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	var list discoveryv1.EndpointSliceList
+	if err := c.List(ctx, &list, client.InNamespace(ref.Namespace), client.MatchingFields{serviceNameIndex: ref.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return translate.ServiceEndpoints{Err: err.Error()}
 	}
-	out := translate.ServiceEndpoints{GrantedTo: grants}
-	for _, sl := range slices_.Items {
-		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
-			continue
-		}
-		var target int32
-		for _, p := range sl.Ports {
-			// A slice port carries the Service port's name and the target (container) port.
-			if p.Name != nil && *p.Name == port.Name && p.Port != nil {
-				target = *p.Port
-			}
-		}
-		if target == 0 {
-			continue
-		}
-		for _, ep := range sl.Endpoints {
-			ready, terminating := endpointConditions(ep.Conditions)
-			zone := ""
-			if ep.Zone != nil {
-				zone = *ep.Zone
-			}
-			for _, addr := range ep.Addresses {
-				out.Endpoints = append(out.Endpoints, translate.ServiceEndpoint{Address: addr, Port: target, Ready: ready,
-					Terminating: terminating, Zone: zone})
-			}
-		}
+	endpointSlices := make([]*discoveryv1.EndpointSlice, len(list.Items))
+	for i := range list.Items {
+		endpointSlices[i] = &list.Items[i]
 	}
-	slices.SortFunc(out.Endpoints, func(a, b translate.ServiceEndpoint) int {
-		if a.Address != b.Address {
-			if a.Address < b.Address {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Port - b.Port)
-	})
-	return out
+	return translate.EndpointsOfService(ref, svc, endpointSlices)
 }
 
 func (s *Source) secret(ctx context.Context, ref translate.SecretRef) translate.TLSSecret {
@@ -577,16 +522,3 @@ func isSecret(o client.Object) bool {
 	return ok
 }
 
-// endpointConditions reads an EndpointSlice endpoint: ready (it takes new traffic), or terminating (a Pod
-// on its way out that still serves: it drains, keeping its open connections and the sessions pinned to it).
-// A terminating endpoint that no longer passes its readiness probe (serving: false) is neither: it is left
-// out, so that no session is sent to it. A slice without serving (written before Kubernetes set it) keeps
-// every terminating endpoint.
-func endpointConditions(c discoveryv1.EndpointConditions) (ready, terminating bool) {
-	terminating = c.Terminating != nil && *c.Terminating
-	ready = (c.Ready == nil || *c.Ready) && !terminating
-	if terminating && c.Serving != nil && !*c.Serving {
-		terminating = false
-	}
-	return ready, terminating
-}

@@ -303,48 +303,13 @@ func (o *offlineObjects) endpoints(ref translate.ServiceRef) translate.ServiceEn
 	if svc == nil {
 		return translate.ServiceEndpoints{Err: fmt.Sprintf("Service %s/%s is not in the files", ref.Namespace, ref.Name)}
 	}
-	grants := translate.Grants(svc.Annotations[translate.GrantAnnotation])
-	var port *corev1.ServicePort
-	for i := range svc.Spec.Ports {
-		sp := &svc.Spec.Ports[i]
-		if (ref.PortName != "" && sp.Name == ref.PortName) || (ref.PortName == "" && sp.Port == ref.Port) {
-			port = sp
-		}
-	}
-	if port == nil {
-		return translate.ServiceEndpoints{GrantedTo: grants, Err: fmt.Sprintf("Service %s/%s has no port %s", ref.Namespace, ref.Name,
-			cmp.Or(ref.PortName, fmt.Sprint(ref.Port)))}
-	}
-	out := translate.ServiceEndpoints{GrantedTo: grants, Endpoints: []translate.ServiceEndpoint{}}
+	var endpointSlices []*discoveryv1.EndpointSlice
 	for _, k := range o.keys {
-		sl, ok := o.objects[k].(*discoveryv1.EndpointSlice)
-		if !ok || sl.Namespace != ref.Namespace || sl.Labels[discoveryv1.LabelServiceName] != ref.Name ||
-			(sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6) {
-			continue
-		}
-		var target int32
-		for _, p := range sl.Ports {
-			if p.Name != nil && *p.Name == port.Name && p.Port != nil {
-				target = *p.Port
-			}
-		}
-		if target == 0 {
-			continue
-		}
-		for _, ep := range sl.Endpoints {
-			c := ep.Conditions
-			// Kubernetes' defaults: an endpoint is ready unless it says otherwise, and not terminating.
-			ready, terminating := c.Ready == nil || *c.Ready, c.Terminating != nil && *c.Terminating
-			zone := ""
-			if ep.Zone != nil {
-				zone = *ep.Zone
-			}
-			for _, a := range ep.Addresses {
-				out.Endpoints = append(out.Endpoints, translate.ServiceEndpoint{Address: a, Port: target, Ready: ready, Terminating: terminating, Zone: zone})
-			}
+		if sl, ok := o.objects[k].(*discoveryv1.EndpointSlice); ok && sl.Namespace == ref.Namespace && sl.Labels[discoveryv1.LabelServiceName] == ref.Name {
+			endpointSlices = append(endpointSlices, sl)
 		}
 	}
-	return out
+	return translate.EndpointsOfService(ref, svc, endpointSlices)
 }
 
 // secret is a TLS Secret of the files.

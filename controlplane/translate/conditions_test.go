@@ -1,11 +1,11 @@
-package kubesource_test
+package translate_test
 
 import (
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/lbplane/lbplane/controlplane/kubesource"
+	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // A terminating endpoint drains while it serves (its sessions stay on it) and is left out once it does not.
@@ -23,7 +23,7 @@ func TestEndpointConditions(t *testing.T) {
 		{"terminating, no longer serving", discoveryv1.EndpointConditions{Ready: &no, Serving: &no, Terminating: &yes}, false, false},
 		{"terminating, serving unknown", discoveryv1.EndpointConditions{Ready: &no, Terminating: &yes}, false, true},
 	} {
-		ready, terminating := kubesource.EndpointConditions(tc.c)
+		ready, terminating := translate.EndpointConditions(tc.c)
 		if ready != tc.ready || terminating != tc.terminating {
 			t.Errorf("%s: ready %v, terminating %v; want %v, %v", tc.name, ready, terminating, tc.ready, tc.terminating)
 		}
