@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,8 +37,8 @@ func hostCounter(t *testing.T, e *Envoy, cluster, host, stat string) int {
 }
 
 // TestDeadBackendEjectedAtOnce: with lbplane's defaults (no health checks written), a backend killed under
-// load is ejected after its first refused connects, and no request fails: the implicit retry sends the
-// few that hit it to another endpoint.
+// load is ejected after its first refused connects, and no request that reaches it after the kill fails:
+// the implicit retry sends the few that hit it to another endpoint.
 func TestDeadBackendEjectedAtOnce(t *testing.T) {
 	t.Parallel()
 	bs := startBackends(t, "d1", "d2", "d3")
@@ -58,7 +59,7 @@ spec:
 	const cluster = "default/p/app"
 	dead := fmt.Sprintf("127.0.0.1:%d", bs[1].Port)
 
-	load := startLoad(e.URL, 200, 4, time.Minute)
+	load := startLoad(e.URL, 200, deadTailWorkers, time.Minute)
 	eventually(t, 10*time.Second, "load reaches every backend", func() error {
 		load.mu.Lock()
 		defer load.mu.Unlock()
@@ -94,5 +95,19 @@ spec:
 	if fails != failsAtEjection {
 		t.Errorf("the ejected endpoint got %d more connects", fails-failsAtEjection)
 	}
-	load.RequireNoFailures(t, 1000)
+	// A request the killed backend was answering fails: the implicit retry retries only what never reached
+	// an endpoint (connect failures, refused streams), as a request cut mid-way may have had effects. At most
+	// one per worker can be in flight then; every other request must succeed.
+	load.mu.Lock()
+	failed := slices.Clone(load.Errors)
+	load.mu.Unlock()
+	if n := load.Failed.Load(); n > int64(deadTailWorkers) || slices.ContainsFunc(failed, func(e string) bool { return !strings.Contains(e, "status 503") }) {
+		t.Errorf("%d of %d requests failed (at most %d, cut in flight by the kill, may): %v", n, n+load.OK.Load(), deadTailWorkers, failed)
+	}
+	if ok := load.OK.Load(); ok < 1000 {
+		t.Errorf("only %d requests succeeded; expected at least 1000", ok)
+	}
 }
+
+// deadTailWorkers is the number of connections TestDeadBackendEjectedAtOnce's load keeps busy.
+const deadTailWorkers = 4
