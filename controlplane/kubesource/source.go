@@ -521,4 +521,3 @@ func isSecret(o client.Object) bool {
 	_, ok := o.(*corev1.Secret)
 	return ok
 }
-
