@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	corev1 "k8s.io/api/core/v1"
 	"slices"
 	"strings"
 
@@ -23,6 +24,23 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 )
+
+// AddService records what the translation reads of a Service: its ports, and the names of the named ones
+// (a BackendLoadBalancerPolicy's sectionName). lbplane serve adds those of its cache, lbctl those of files.
+func (in *Input) AddService(svc *corev1.Service) {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	ports := []int32{}
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, p.Port)
+		if p.Name != "" {
+			if in.PortNames[key] == nil {
+				in.PortNames[key] = map[int32]string{}
+			}
+			in.PortNames[key][p.Port] = p.Name
+		}
+	}
+	in.Services[key] = ports
+}
 
 // ControllerName is the GatewayClass controller name lbplane answers to.
 const ControllerName = "lbplane.io/gateway-controller"

@@ -184,19 +184,8 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 	for i := range backendPolicies.Items {
 		in.BackendPolicies = append(in.BackendPolicies, &backendPolicies.Items[i])
 	}
-	for _, svc := range services.Items {
-		var ports []int32
-		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-		for _, p := range svc.Spec.Ports {
-			ports = append(ports, p.Port)
-			if p.Name != "" {
-				if in.PortNames[key] == nil {
-					in.PortNames[key] = map[int32]string{}
-				}
-				in.PortNames[key][p.Port] = p.Name
-			}
-		}
-		in.Services[key] = ports
+	for i := range services.Items {
+		in.AddService(&services.Items[i])
 	}
 	in.Secret = func(name types.NamespacedName) string {
 		return s.secret(ctx, translate.SecretRef(name)).Problem(translate.SecretRef(name))

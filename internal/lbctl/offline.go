@@ -266,17 +266,7 @@ func (o *offlineObjects) gatewayInput() gatewayapi.Input {
 		case *corev1.Namespace:
 			in.Namespaces[obj.Name] = obj.Labels
 		case *corev1.Service:
-			key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
-			in.Services[key] = []int32{}
-			for _, p := range obj.Spec.Ports {
-				in.Services[key] = append(in.Services[key], p.Port)
-				if p.Name != "" {
-					if in.PortNames[key] == nil {
-						in.PortNames[key] = map[int32]string{}
-					}
-					in.PortNames[key][p.Port] = p.Name
-				}
-			}
+			in.AddService(obj)
 		}
 		if _, ok := in.Namespaces[k.namespace]; !ok && k.namespace != "" {
 			in.Namespaces[k.namespace] = nil
