@@ -173,7 +173,17 @@ network() {
 EOF
 }
 
-containerd_up() {
+containerd_# The node keeps its images, pod logs and etcd under $RUN: fail now, saying so, rather than have pods evicted
+# or left Pending on a full disk half way through a test.
+disk_check() {
+  local free_kib
+  free_kib=$(df -Pk "$RUN" | awk 'NR == 2 {print $4}')
+  [ "$free_kib" -ge $((1536 * 1024)) ] ||
+    die "only $((free_kib / 1024)) MiB free on the filesystem of .run/cluster; the cluster needs 1536 MiB (images, pod logs, etcd): free some space (e.g. go clean -cache) and run again"
+  log "$((free_kib / 1024 / 1024)) GiB free for the node's images, logs and etcd"
+}
+
+up() {
   mkdir -p "$RUN/containerd"
   cat > "$RUN/containerd/config.toml" <<EOF
 version = 2
@@ -267,7 +277,9 @@ cgroupDriver: cgroupfs
 # An image removed by GC cannot be pulled back (there is no registry): never collect images.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+# Absolute thresholds: a percentage of a large, busy disk (1 % of 270 GB is 2.7 GB) evicted the chart's pods on
+# a CI host with 2.6 GB free. The node needs about 1.5 GB (images, pod logs, etcd); up() checks it has that.
+evictionHard: {memory.available: "100Mi", nodefs.available: "256Mi", imagefs.available: "256Mi", nodefs.inodesFree: "1%", imagefs.inodesFree: "1%"}
 containerRuntimeEndpoint: "unix://$CONTAINERD_SOCK"
 podLogsDir: "$RUN/pod-logs"
 volumePluginDir: "$RUN/volume-plugins"
@@ -331,6 +343,7 @@ up() {
   hack/tools.sh cluster
   log "tools ready after $((SECONDS - t0))s"
   mkdir -p "$RUN" "$LOGS" "$PIDS"
+  disk_check
   record_host
   pki
   network
