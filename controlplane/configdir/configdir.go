@@ -10,6 +10,8 @@
 package configdir
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -54,7 +56,7 @@ type Watcher struct {
 	decoded     map[string]decodedFile                    // each file's last decode, by its stat stamp
 	// good is each key's last good policy, and when the key was first seen valid (its creation time when
 	// the file gives none). One map, not two: the two were set and deleted together.
-	good   map[translate.Key]goodPolicy
+	good   map[objkey.Key]goodPolicy
 	errors []string
 }
 
@@ -70,7 +72,7 @@ func (w *Watcher) Load() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.files == nil {
-		w.files, w.good = map[string][]*v1alpha1.LoadBalancerPolicy{}, map[translate.Key]goodPolicy{}
+		w.files, w.good = map[string][]*v1alpha1.LoadBalancerPolicy{}, map[objkey.Key]goodPolicy{}
 	}
 	if w.root != nil && !w.sameDir() {
 		// The directory was replaced (a rename-based deploy): the open root still points at the old one.
@@ -155,13 +157,13 @@ func (w *Watcher) Load() error {
 	w.decoded = decoded
 	var policies []*v1alpha1.LoadBalancerPolicy
 	now := time.Now().UTC().Truncate(time.Second)
-	seen := map[translate.Key]bool{}
+	seen := map[objkey.Key]bool{}
 	invalid := validateAll(paths, files, w.Engine.Reach)
 	n := -1
 	for _, p := range paths {
 		for _, pol := range files[p] {
 			n++
-			k := translate.KeyOf(pol)
+			k := objkey.Of(pol)
 			if seen[k] {
 				errs = errs.add(p, fmt.Sprintf("%s: %s is defined twice in %s", p, k, w.Dir))
 				continue

@@ -1,6 +1,8 @@
 package configdir
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bytes"
 	"fmt"
 	"log/slog"
@@ -247,11 +249,11 @@ func TestConfigDirParallelLoadMatchesSerial(t *testing.T) {
 		}
 		decoded[name] = docs
 	}
-	seen := map[translate.Key]bool{}
+	seen := map[objkey.Key]bool{}
 	for _, name := range names {
 		p := filepath.Join(dir, name)
 		for _, d := range decoded[name] {
-			k := translate.KeyOf(d.Policy)
+			k := objkey.Of(d.Policy)
 			if seen[k] {
 				wantErrs = append(wantErrs, fmt.Sprintf("%s: %s is defined twice in %s", p, k, dir))
 				continue

@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bufio"
 	"context"
 	"io"
@@ -13,7 +15,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -28,10 +29,10 @@ func testServer() *Server {
 	return &Server{Token: admin, ReadOnlyToken: readOnly,
 		Policies: func() []*v1alpha1.LoadBalancerPolicy { return []*v1alpha1.LoadBalancerPolicy{p} },
 		Proxies:  func(context.Context) []xdsserver.ProxyStatus { return nil },
-		Explain: func(translate.Key) (*explain.Explanation, error) {
+		Explain: func(objkey.Key) (*explain.Explanation, error) {
 			return &explain.Explanation{Policy: "default/demo"}, nil
 		},
-		Live: func(translate.Key) (*pushapi.LiveResult, error) {
+		Live: func(objkey.Key) (*pushapi.LiveResult, error) {
 			return &pushapi.LiveResult{Policy: "default/demo"}, nil
 		}}
 }

@@ -9,6 +9,8 @@
 package dashboard
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"embed"
 	"encoding/json"
@@ -30,7 +32,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -49,11 +50,11 @@ type Server struct {
 	// Proxies returns the connected Envoys with their sync state.
 	Proxies func(context.Context) []xdsserver.ProxyStatus
 	// Explain and Live answer for one policy as the push API's .../explain and .../live do.
-	Explain func(translate.Key) (*explain.Explanation, error)
-	Live    func(translate.Key) (*pushapi.LiveResult, error)
+	Explain func(objkey.Key) (*explain.Explanation, error)
+	Live    func(objkey.Key) (*pushapi.LiveResult, error)
 	// History answers a policy's health events and series over the last hour (the push API's .../history);
 	// nil when stats are not read.
-	History func(translate.Key) (*pushapi.HistoryResult, error)
+	History func(objkey.Key) (*pushapi.HistoryResult, error)
 	// EndpointState drains an endpoint or puts it under maintenance (the push API's handler of
 	// .../endpoint-state; nil when overrides are not kept). Only a session of the admin token reaches it.
 	EndpointState http.HandlerFunc
@@ -246,7 +247,10 @@ func (s *Server) read(ctx context.Context) ([]*v1alpha1.LoadBalancerPolicy, []xd
 	return s.cache.policies, s.cache.proxies
 }
 
+// snapshot is the state the page shows; selected is the ?policy= of the request ("namespace/name"), and a
+// value that is not a key selects nothing.
 func (s *Server) snapshot(ctx context.Context, selected string) State {
+	selectedKey, selectable := objkey.Parse(selected)
 	policies, proxies := s.read(ctx)
 	st := State{Time: time.Now().UTC(), Policies: []PolicySummary{}, Proxies: proxies}
 	if st.Proxies == nil {
@@ -265,12 +269,12 @@ func (s *Server) snapshot(ctx context.Context, selected string) State {
 			ps.Gateway = &GatewaySummary{Gateway: sv.Gateway.String(), Port: sv.Port, Hostname: sv.Hostname, Listeners: sv.Listeners}
 		}
 		st.Policies = append(st.Policies, ps)
-		if p.Namespace+"/"+p.Name == selected {
+		if selectable && objkey.Of(p) == selectedKey {
 			st.Policy = p
 		}
 	}
-	if ns, name, ok := strings.Cut(selected, "/"); ok && st.Policy != nil {
-		if l, err := s.Live(translate.Key{Namespace: ns, Name: name}); err == nil {
+	if st.Policy != nil {
+		if l, err := s.Live(selectedKey); err == nil {
 			st.Live = l
 		}
 	}
@@ -291,9 +295,9 @@ type PolicyDetail struct {
 }
 
 func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
-	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	k := objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	for _, p := range s.Policies() {
-		if translate.KeyOf(p) != k {
+		if objkey.Of(p) != k {
 			continue
 		}
 		doc := struct {
@@ -402,7 +406,7 @@ func healthOf(st State) string {
 // history answers a policy's health events and series, kept by the server: a reload, or another browser,
 // shows the same hour.
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
-	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	k := objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	if s.History == nil {
 		writeJSON(w, pushapi.HistoryResult{Policy: k.String(), Events: []pushapi.HealthEvent{}, Backends: []apiwire.BackendSeries{}})
 		return

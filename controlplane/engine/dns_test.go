@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"io"
 	"log/slog"
@@ -89,7 +91,7 @@ func TestDNSBackendIsServedAsCheckedEndpoints(t *testing.T) {
 	if h := cla.GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetHostname(); h != "app.internal" {
 		t.Errorf("the endpoint's host name is %q, want the name it was resolved from", h)
 	}
-	if r := res.Policies.Of(translate.KeyOf(p)); !r.ResolvedRefs || r.ResolvedByEnvoy || r.Endpoints != 1 {
+	if r := res.Policies.Of(objkey.Of(p)); !r.ResolvedRefs || r.ResolvedByEnvoy || r.Endpoints != 1 {
 		t.Errorf("status after the first answer: %+v", r)
 	}
 
@@ -132,7 +134,7 @@ func TestDNSBackendIsServedAsCheckedEndpoints(t *testing.T) {
 		t.Errorf("rebinding to loopback and metadata: endpoints %s, want the allowed one alone", got)
 	}
 	r, _ := e.Result()
-	pr := r.Policies.Of(translate.KeyOf(p))
+	pr := r.Policies.Of(objkey.Of(p))
 	if pr.ResolvedRefs || pr.ResolvedRefsReason != translate.ReasonForbiddenAddress || !strings.Contains(pr.ResolvedRefsMessage, `"app.internal" resolves to 127.0.0.1, 169.254.169.254, left out`) {
 		t.Errorf("status after rebinding: %s %s", pr.ResolvedRefsReason, pr.ResolvedRefsMessage)
 	}

@@ -4,6 +4,8 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bytes"
 	"fmt"
 	"log/slog"
@@ -45,7 +47,7 @@ type Engine struct {
 	mu        sync.Mutex
 	sources   map[string][]*v1alpha1.LoadBalancerPolicy
 	result    *translate.Result
-	origin    map[translate.Key]string
+	origin    map[objkey.Key]string
 	published map[string]bool
 	// rev counts the changes to what translation reads (sources, files, Kubernetes references): a Planned
 	// translation may be published as it is while rev has not moved.
@@ -58,7 +60,7 @@ type Engine struct {
 	// CrossNamespace allows Service references into other namespaces.
 	CrossNamespace bool
 	// granted: see SetGatewayPolicies.
-	granted map[translate.Key]bool
+	granted map[objkey.Key]bool
 	// Reach is the server's rules on backend addresses; set before the first source loads.
 	Reach reach.Rules
 	// Tenancy is the operator's delegation of ports and host names to namespaces; set before the first
@@ -101,7 +103,7 @@ type Engine struct {
 // New returns an engine publishing to cache.
 func New(cache *xdscache.Cache, log *slog.Logger) *Engine {
 	return &Engine{cache: cache, log: log, sources: map[string][]*v1alpha1.LoadBalancerPolicy{},
-		result: translate.Translate(nil, translate.Refs{}), origin: map[translate.Key]string{}, published: map[string]bool{},
+		result: translate.Translate(nil, translate.Refs{}), origin: map[objkey.Key]string{}, published: map[string]bool{},
 		files: translate.Files{}, ReadFile: os.ReadFile, translator: translate.NewTranslator(), builds: map[string]*xdsbuild.Assembly{},
 		dns: dnsState{due: map[translate.DNSQuery]time.Time{}, busy: map[translate.DNSQuery]bool{}}}
 }
@@ -182,7 +184,7 @@ func (e *Engine) RefreshFiles() {
 		if len(translate.FileErrors(p, next)) == 0 || len(translate.FileErrors(p, e.files)) > 0 {
 			continue
 		}
-		e.log.Warn("a referenced file changed into something unusable; keeping the last good one", "policy", translate.KeyOf(p).String(),
+		e.log.Warn("a referenced file changed into something unusable; keeping the last good one", "policy", objkey.Of(p).String(),
 			"error", strings.Join(translate.FileErrors(p, next), "; "))
 		for _, path := range pf.files {
 			next[path] = e.files[path]
@@ -211,13 +213,13 @@ func filesChanged(old, next translate.Files) bool {
 }
 
 // merge returns every policy of every source; a name defined by two sources goes to the first.
-func merge(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadBalancerPolicy, map[translate.Key]string, map[translate.Key]string) {
+func merge(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadBalancerPolicy, map[objkey.Key]string, map[objkey.Key]string) {
 	var all []*v1alpha1.LoadBalancerPolicy
-	origin := map[translate.Key]string{}
-	shadowed := map[translate.Key]string{}
+	origin := map[objkey.Key]string{}
+	shadowed := map[objkey.Key]string{}
 	for _, src := range sourceOrder {
 		for _, p := range sources[src] {
-			k := translate.KeyOf(p)
+			k := objkey.Of(p)
 			if first, dup := origin[k]; dup {
 				shadowed[k] = fmt.Sprintf("%s is defined by both the %s and the %s; the %s wins", k, first, src, first)
 				continue
@@ -235,8 +237,8 @@ type Planned struct {
 	Result   *translate.Result
 	source   string
 	policies []*v1alpha1.LoadBalancerPolicy
-	origin   map[translate.Key]string
-	shadowed map[translate.Key]string
+	origin   map[objkey.Key]string
+	shadowed map[objkey.Key]string
 	rev      uint64
 	took     time.Duration
 }
@@ -301,7 +303,7 @@ func (e *Engine) SetKubernetes(policies []*v1alpha1.LoadBalancerPolicy, services
 
 // SetGatewayPolicies names the policies whose references across namespaces their source checked (the
 // Gateway API's, against ReferenceGrants); it takes effect with the next translation.
-func (e *Engine) SetGatewayPolicies(keys map[translate.Key]bool) {
+func (e *Engine) SetGatewayPolicies(keys map[objkey.Key]bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.granted = keys
@@ -328,7 +330,7 @@ func (e *Engine) run() *translate.Result {
 
 // publish builds and publishes every group of res; took says how long translating and publishing took.
 // Caller holds e.mu.
-func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.Key]string, took func() time.Duration) *translate.Result {
+func (e *Engine) publish(res *translate.Result, origin, shadowed map[objkey.Key]string, took func() time.Duration) *translate.Result {
 	begin := time.Now()
 	for k, msg := range shadowed {
 		e.log.Warn("policy defined twice", "policy", k.String(), "detail", msg)
@@ -378,7 +380,7 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[translate.K
 }
 
 // Result returns the last translation result and which source each policy came from.
-func (e *Engine) Result() (*translate.Result, map[translate.Key]string) {
+func (e *Engine) Result() (*translate.Result, map[objkey.Key]string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.result, e.origin

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"io"
 	"log/slog"
 	"testing"
@@ -9,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -32,7 +33,7 @@ func TestCommitPublishesThePlanOrTranslatesAgainWhenStale(t *testing.T) {
 	if got := e.Commit(planned); got != planned.Result {
 		t.Fatal("nothing changed since the plan, yet Commit translated again")
 	}
-	if res, _ := e.Result(); res.Policies.Of(translate.KeyOf(a)) == nil {
+	if res, _ := e.Result(); res.Policies.Of(objkey.Of(a)) == nil {
 		t.Fatal("the committed policy is not in the engine's result")
 	}
 
@@ -44,7 +45,7 @@ func TestCommitPublishesThePlanOrTranslatesAgainWhenStale(t *testing.T) {
 		t.Fatal("a stale plan was published as it was")
 	}
 	for _, p := range []string{"a", "b", "c"} {
-		if got.Policies.Of(translate.Key{Namespace: "default", Name: p}) == nil {
+		if got.Policies.Of(objkey.Key{Namespace: "default", Name: p}) == nil {
 			t.Errorf("policy %s missing after committing a stale plan", p)
 		}
 	}

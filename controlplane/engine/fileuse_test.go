@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bytes"
 	"io"
 	"log/slog"
@@ -107,7 +109,7 @@ func TestRefreshFilesLooksOnlyAtThePoliciesThatReferenceAFile(t *testing.T) {
 	if d := e.FileLooks() - looks; d > 1 {
 		t.Errorf("a refresh looked at %d policies' files, want at most 1", d)
 	}
-	e.UpdateKubernetes(nil, []translate.Key{{Namespace: "default", Name: "with-ca"}}, services, secrets, translate.ChangedRefs{})
+	e.UpdateKubernetes(nil, []objkey.Key{{Namespace: "default", Name: "with-ca"}}, services, secrets, translate.ChangedRefs{})
 	if got := e.referencedNow(); len(got) != 0 {
 		t.Errorf("files %v still referenced after the only policy that referenced them was deleted", got)
 	}

@@ -1,11 +1,12 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"maps"
 	"slices"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // merged is the last merge of the sources, kept so that an edit in place (another policy under the same
@@ -14,15 +15,15 @@ type merged struct {
 	sources  map[string][]*v1alpha1.LoadBalancerPolicy
 	pos      map[string][]int // where each source's policies are in all; -1 when shadowed
 	all      []*v1alpha1.LoadBalancerPolicy
-	origin   map[translate.Key]string
-	shadowed map[translate.Key]string
+	origin   map[objkey.Key]string
+	shadowed map[objkey.Key]string
 	// direct names the source whose list is all, when all is exactly one source's list.
 	direct string
 }
 
 // mergeSources is merge, patched from the last one when only edits in place happened. The maps it
 // returns are shared with earlier results and must not be modified.
-func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadBalancerPolicy, map[translate.Key]string, map[translate.Key]string) {
+func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy) ([]*v1alpha1.LoadBalancerPolicy, map[objkey.Key]string, map[objkey.Key]string) {
 	if m := e.merged; m != nil && len(m.sources) == len(sources) {
 		var all []*v1alpha1.LoadBalancerPolicy
 		ok := true
@@ -36,7 +37,7 @@ func (e *Engine) mergeSources(sources map[string][]*v1alpha1.LoadBalancerPolicy)
 				if prev[i] == p {
 					continue
 				}
-				if translate.KeyOf(prev[i]) != translate.KeyOf(p) {
+				if objkey.Of(prev[i]) != objkey.Of(p) {
 					ok = false
 					break
 				}

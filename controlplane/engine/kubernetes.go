@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"maps"
 	"slices"
 	"time"
@@ -12,7 +14,7 @@ import (
 // kubeIndex is where each policy of one list of the Kubernetes source is.
 type kubeIndex struct {
 	list []*v1alpha1.LoadBalancerPolicy
-	at   map[translate.Key]int
+	at   map[objkey.Key]int
 }
 
 // UpdateKubernetes applies a change of the Kubernetes source and publishes the result: changed are the
@@ -26,7 +28,7 @@ type kubeIndex struct {
 // Unlike SetKubernetes, a change costs what it touches, not the number of policies: the list is copied
 // (pointers only, so that the list the translator holds stays as it was) and patched in place, and the
 // translator sees every unchanged policy under its old pointer.
-func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, deleted []translate.Key,
+func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, deleted []objkey.Key,
 	services map[translate.ServiceRef]translate.ServiceEndpoints, secrets map[translate.SecretRef]translate.TLSSecret,
 	refs translate.ChangedRefs) *translate.Result {
 	e.prefetch(changed)
@@ -36,15 +38,15 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 	ix := e.kube
 	if ix == nil || len(ix.list) != len(cur) || (len(cur) > 0 && &ix.list[0] != &cur[0]) {
 		// The list was replaced by SetKubernetes: index it once.
-		ix = &kubeIndex{at: make(map[translate.Key]int, len(cur))}
+		ix = &kubeIndex{at: make(map[objkey.Key]int, len(cur))}
 		for i, p := range cur {
-			ix.at[translate.KeyOf(p)] = i
+			ix.at[objkey.Of(p)] = i
 		}
 	}
 	list := slices.Clone(cur)
 	added := false
 	for _, p := range changed {
-		k := translate.KeyOf(p)
+		k := objkey.Of(p)
 		e.fileUse.add(p)
 		if i, ok := ix.at[k]; ok {
 			e.fileUse.drop(list[i])
@@ -65,7 +67,7 @@ func (e *Engine) UpdateKubernetes(changed []*v1alpha1.LoadBalancerPolicy, delete
 		last := len(list) - 1
 		if i != last {
 			list[i] = list[last]
-			ix.at[translate.KeyOf(list[i])] = i
+			ix.at[objkey.Of(list[i])] = i
 		}
 		list[last] = nil
 		list = list[:last]

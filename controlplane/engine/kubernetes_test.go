@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,7 +29,7 @@ func TestUpdateKubernetesIsSetKubernetesOfThePatchedList(t *testing.T) {
 
 	b2, d := policy("b", 8091), policy("d", 8083)
 	translated := e.Translations()
-	res := e.UpdateKubernetes([]*v1alpha1.LoadBalancerPolicy{b2, d}, []translate.Key{translate.KeyOf(a)}, services, secrets, translate.ChangedRefs{})
+	res := e.UpdateKubernetes([]*v1alpha1.LoadBalancerPolicy{b2, d}, []objkey.Key{objkey.Of(a)}, services, secrets, translate.ChangedRefs{})
 	if n := e.Translations() - translated; n != 2 {
 		t.Errorf("an update of two policies translated %d", n)
 	}
@@ -35,11 +37,11 @@ func TestUpdateKubernetesIsSetKubernetesOfThePatchedList(t *testing.T) {
 		t.Error("the list replaced was modified")
 	}
 	for _, k := range []string{"b", "c", "d"} {
-		if res.Policies.Of(translate.Key{Namespace: "default", Name: k}) == nil {
+		if res.Policies.Of(objkey.Key{Namespace: "default", Name: k}) == nil {
 			t.Errorf("policy %s missing after the update", k)
 		}
 	}
-	if res.Policies.Of(translate.KeyOf(a)) != nil {
+	if res.Policies.Of(objkey.Of(a)) != nil {
 		t.Error("the deleted policy is still there")
 	}
 	got := e.Policies(SourceKubernetes)
@@ -72,8 +74,8 @@ func TestUpdateKubernetesIsSetKubernetesOfThePatchedList(t *testing.T) {
 
 	// A list replaced by SetKubernetes is indexed again.
 	e.SetKubernetes([]*v1alpha1.LoadBalancerPolicy{c, a}, services, secrets)
-	res = e.UpdateKubernetes(nil, []translate.Key{translate.KeyOf(c)}, services, secrets, translate.ChangedRefs{})
-	if got := e.Policies(SourceKubernetes); len(got) != 1 || got[0] != a || res.Policies.Of(translate.KeyOf(c)) != nil {
+	res = e.UpdateKubernetes(nil, []objkey.Key{objkey.Of(c)}, services, secrets, translate.ChangedRefs{})
+	if got := e.Policies(SourceKubernetes); len(got) != 1 || got[0] != a || res.Policies.Of(objkey.Of(c)) != nil {
 		t.Errorf("after SetKubernetes(c, a) and deleting c: %d policies held", len(got))
 	}
 }

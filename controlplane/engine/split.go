@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"maps"
 	"slices"
 	"strings"
@@ -17,7 +19,7 @@ import (
 // with the baselines of the policies it is not a canary of. The rollouts choose canaries as prefixes of one
 // order of the group's nodes, so that the distinct views are few (one more than the distinct canary counts).
 type Split struct {
-	Policies map[translate.Key]PolicySplit
+	Policies map[objkey.Key]PolicySplit
 }
 
 // PolicySplit is one policy's side of a Split.
@@ -80,7 +82,7 @@ func (e *Engine) setSplit(group string, s *Split) {
 	if s == nil {
 		delete(e.split.byGroup, group)
 	} else {
-		c := &Split{Policies: make(map[translate.Key]PolicySplit, len(s.Policies))}
+		c := &Split{Policies: make(map[objkey.Key]PolicySplit, len(s.Policies))}
 		for k, p := range s.Policies {
 			c.Policies[k] = PolicySplit{Baseline: p.Baseline, Canaries: maps.Clone(p.Canaries), Candidate: p.Candidate}
 		}
@@ -110,7 +112,7 @@ func (e *Engine) BaselineResult(group string) *translate.Result {
 // the xDS cache serves it (xdscache.Cache.TargetFor) and the generation of k that config was translated
 // from (0: it carries no k). A staged rollout reads it to know which config carries its candidate, and so
 // whether a canary that acknowledged a version runs the candidate.
-func (e *Engine) Serving(group, node string, k translate.Key) (version string, generation int64) {
+func (e *Engine) Serving(group, node string, k objkey.Key) (version string, generation int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	version = e.cache.TargetFor(group, node).Version
@@ -175,14 +177,14 @@ func (s *Split) nodeViews(only string) (byNode map[string]string, candidate stri
 // overrides are the policies a view runs at their baseline instead of the sources' version (a nil value:
 // not at all): those whose canaries the view's nodes are not among; and those whose canaries they are
 // among that run a Candidate of their own.
-func (s *Split) overrides(id string) map[translate.Key]*v1alpha1.LoadBalancerPolicy {
+func (s *Split) overrides(id string) map[objkey.Key]*v1alpha1.LoadBalancerPolicy {
 	canaryOf := map[string]bool{}
 	if id != baseView {
 		for _, k := range strings.Split(id, "\n") {
 			canaryOf[k] = true
 		}
 	}
-	out := map[translate.Key]*v1alpha1.LoadBalancerPolicy{}
+	out := map[objkey.Key]*v1alpha1.LoadBalancerPolicy{}
 	for k, p := range s.Policies {
 		switch {
 		case !canaryOf[k.String()]:
@@ -278,7 +280,7 @@ func (e *Engine) publishSplits() {
 }
 
 // buildView translates and builds one view of a split group (see publishSplits); caller holds e.mu.
-func (e *Engine) buildView(group string, views map[string]*view, id string, overrides map[translate.Key]*v1alpha1.LoadBalancerPolicy,
+func (e *Engine) buildView(group string, views map[string]*view, id string, overrides map[objkey.Key]*v1alpha1.LoadBalancerPolicy,
 	policies []*v1alpha1.LoadBalancerPolicy, refs translate.Refs) (*xdscache.State, error) {
 	v := views[id]
 	if v == nil {
@@ -287,7 +289,7 @@ func (e *Engine) buildView(group string, views map[string]*view, id string, over
 	}
 	in := make([]*v1alpha1.LoadBalancerPolicy, 0, len(policies))
 	for _, p := range policies {
-		if o, ok := overrides[translate.KeyOf(p)]; ok {
+		if o, ok := overrides[objkey.Of(p)]; ok {
 			if o != nil {
 				in = append(in, o)
 			}

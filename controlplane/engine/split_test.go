@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"io"
 	"log/slog"
 	"testing"
@@ -8,7 +10,6 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -23,7 +24,7 @@ func TestSplitServesEachSideItsGeneration(t *testing.T) {
 
 	next := policy("moving", 8081)
 	next.Spec.Backends[0].Endpoints[0].Port = 90
-	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{translate.KeyOf(old): {Baseline: old, Canaries: map[string]bool{"canary": true}}}})
+	e.SetSplit("default", &Split{Policies: map[objkey.Key]PolicySplit{objkey.Of(old): {Baseline: old, Canaries: map[string]bool{"canary": true}}}})
 	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{still, next})
 
 	canary, other := cache.TargetFor("default", "canary"), cache.TargetFor("default", "other")
@@ -52,8 +53,8 @@ func TestSplitServesEachSideItsGeneration(t *testing.T) {
 
 	// A new policy in the baseline is absent (nil): the other nodes do not serve it.
 	fresh := policy("fresh", 8082)
-	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{translate.KeyOf(old): {Baseline: old, Canaries: map[string]bool{"canary": true}},
-		translate.KeyOf(fresh): {Canaries: map[string]bool{"canary": true}}}})
+	e.SetSplit("default", &Split{Policies: map[objkey.Key]PolicySplit{objkey.Of(old): {Baseline: old, Canaries: map[string]bool{"canary": true}},
+		objkey.Of(fresh): {Canaries: map[string]bool{"canary": true}}}})
 	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{still, next, fresh})
 	if _, ok := cache.TargetFor("default", "other").ResourceVersion(resource.ClusterType, "default/fresh/a"); ok {
 		t.Error("a new policy reached a node that is not a canary")
@@ -81,9 +82,9 @@ func TestSplitServesEachNodeItsView(t *testing.T) {
 	newA.Spec.Backends[0].Endpoints[0].Port = 91
 	newB.Spec.Backends[0].Endpoints[0].Port = 92
 	// a: stage 2, canaries n1 and n2; b: stage 1, canary n1.
-	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{
-		translate.KeyOf(oldA): {Baseline: oldA, Canaries: map[string]bool{"n1": true, "n2": true}},
-		translate.KeyOf(oldB): {Baseline: oldB, Canaries: map[string]bool{"n1": true}},
+	e.SetSplit("default", &Split{Policies: map[objkey.Key]PolicySplit{
+		objkey.Of(oldA): {Baseline: oldA, Canaries: map[string]bool{"n1": true, "n2": true}},
+		objkey.Of(oldB): {Baseline: oldB, Canaries: map[string]bool{"n1": true}},
 	}})
 	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{still, newA, newB})
 	endpoints := func(node, name string) string {
@@ -113,12 +114,12 @@ func TestSplitServesEachNodeItsView(t *testing.T) {
 	if endpoints("n3", "default/a/a") == endpoints("n1", "default/a/a") || endpoints("n3", "default/b/a") == endpoints("n1", "default/b/a") {
 		t.Error("a node that is no canary runs a candidate")
 	}
-	if r := e.BaselineResult("default"); r == nil || r.Policies.Of(translate.KeyOf(oldA)) == nil {
+	if r := e.BaselineResult("default"); r == nil || r.Policies.Of(objkey.Of(oldA)) == nil {
 		t.Error("no baseline translation of the split group")
 	}
 	// Policy b's rollout ends (it succeeded): n2 and n3 run its candidate too.
-	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{
-		translate.KeyOf(oldA): {Baseline: oldA, Canaries: map[string]bool{"n1": true, "n2": true}},
+	e.SetSplit("default", &Split{Policies: map[objkey.Key]PolicySplit{
+		objkey.Of(oldA): {Baseline: oldA, Canaries: map[string]bool{"n1": true, "n2": true}},
 	}})
 	if endpoints("n3", "default/b/a") != endpoints("n1", "default/b/a") || endpoints("n2", "default/b/a") != endpoints("n1", "default/b/a") {
 		t.Error("after policy b's rollout ended, not every node runs its candidate")
@@ -136,7 +137,7 @@ func TestServingTellsWhichGenerationEachNodeRuns(t *testing.T) {
 	old := policy("moving", 8081)
 	old.Generation = 1
 	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{old})
-	k := translate.KeyOf(old)
+	k := objkey.Of(old)
 	check := func(when, node string, want int64) {
 		t.Helper()
 		v, gen := e.Serving("default", node, k)
@@ -147,7 +148,7 @@ func TestServingTellsWhichGenerationEachNodeRuns(t *testing.T) {
 	}
 	check("unsplit", "canary", 1)
 	// Split before the sources hold the candidate (a push stages, then stores): the canary runs generation 1.
-	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{k: {Baseline: old, Canaries: map[string]bool{"canary": true}}}})
+	e.SetSplit("default", &Split{Policies: map[objkey.Key]PolicySplit{k: {Baseline: old, Canaries: map[string]bool{"canary": true}}}})
 	check("split, candidate not yet held", "canary", 1)
 	next := policy("moving", 8081)
 	next.Generation = 2
@@ -155,7 +156,7 @@ func TestServingTellsWhichGenerationEachNodeRuns(t *testing.T) {
 	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{next})
 	check("split", "canary", 2)
 	check("split", "other", 1)
-	if _, gen := e.Serving("default", "canary", translate.Key{Namespace: "default", Name: "absent"}); gen != 0 {
+	if _, gen := e.Serving("default", "canary", objkey.Key{Namespace: "default", Name: "absent"}); gen != 0 {
 		t.Errorf("a policy the config does not carry has generation %d", gen)
 	}
 	e.SetSplit("default", nil)
@@ -179,12 +180,12 @@ func TestBuiltIsWhatTheEnvoysRun(t *testing.T) {
 		}
 		return b.Assignment.Endpoints[0].LbEndpoints[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
 	}
-	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{translate.KeyOf(old): {Baseline: old, Canaries: map[string]bool{"canary": true}}}})
+	e.SetSplit("default", &Split{Policies: map[objkey.Key]PolicySplit{objkey.Of(old): {Baseline: old, Canaries: map[string]bool{"canary": true}}}})
 	e.Set(SourceStore, []*v1alpha1.LoadBalancerPolicy{next})
 	if p := port(); p != 90 {
 		t.Errorf("during a stage: port %d, want the candidate's 90", p)
 	}
-	e.SetSplit("default", &Split{Policies: map[translate.Key]PolicySplit{translate.KeyOf(old): {Baseline: old}}})
+	e.SetSplit("default", &Split{Policies: map[objkey.Key]PolicySplit{objkey.Of(old): {Baseline: old}}})
 	if p, want := port(), old.Spec.Backends[0].Endpoints[0].Port; p != uint32(want) {
 		t.Errorf("rolled back: port %d, want the baseline's %d", p, want)
 	}

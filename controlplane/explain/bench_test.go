@@ -1,6 +1,8 @@
 package explain
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkExplain5000(b *testing.B) {
 	e.Set(engine.SourceStore, policies)
 	res, _ := e.Result()
 	p := policies[n/2]
-	pr := res.Policies.Of(translate.KeyOf(p))
+	pr := res.Policies.Of(objkey.Of(p))
 	if pr == nil || !pr.Accepted {
 		b.Fatalf("policy not translated: %+v", pr)
 	}
@@ -71,11 +72,11 @@ func TestExplainReadsThePublishedResources(t *testing.T) {
 	e.Set(engine.SourceStore, policies)
 	res, _ := e.Result()
 	p := policies[7]
-	served, err := Policy(p, res.Policies.Of(translate.KeyOf(p)), res, e.Resource)
+	served, err := Policy(p, res.Policies.Of(objkey.Of(p)), res, e.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}
-	offline, err := Policy(p, res.Policies.Of(translate.KeyOf(p)), res, nil)
+	offline, err := Policy(p, res.Policies.Of(objkey.Of(p)), res, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

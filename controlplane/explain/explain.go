@@ -3,6 +3,8 @@
 package explain
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,7 +125,7 @@ type Field struct {
 // resources built from g, which built looks up (nil: FromIR(g)). Only the policy's own resources are
 // read: its share of the IR (by ir.Source) names them. g is nil when the policy was not accepted.
 func Explain(p *v1alpha1.LoadBalancerPolicy, r *translate.PolicyResult, g *ir.Group, built Lookup) (*Explanation, error) {
-	e := &Explanation{Policy: translate.KeyOf(p).String(), ProxyGroup: p.Spec.ProxyGroup, Accepted: r.Accepted && r.ResolvedRefs}
+	e := &Explanation{Policy: objkey.Of(p).String(), ProxyGroup: p.Spec.ProxyGroup, Accepted: r.Accepted && r.ResolvedRefs}
 	if !r.Accepted {
 		e.Message = r.AcceptedMessage
 	} else if !r.ResolvedRefs {

@@ -1,6 +1,8 @@
 package explain
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -49,7 +51,7 @@ func explainDir(t *testing.T, dir string) []*Explanation {
 		rules := reach.Loopback
 		rules.EnvoyDNS = true // dns.resolver: Envoy, as lbplane serve --allow-envoy-dns allows it
 		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{d.Policy}, translate.Refs{Files: readFiles(t, d), Reach: rules, DNS: answers, Services: services})
-		k := translate.KeyOf(d.Policy)
+		k := objkey.Of(d.Policy)
 		p, _ := translate.Prepare(d.Policy, rules)
 		pr := res.Policies.Of(k)
 		g := res.IR.Groups[p.Spec.ProxyGroup]

@@ -3,6 +3,7 @@ package gatewayapi
 import (
 	"cmp"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"maps"
 	"slices"
 	"strings"
@@ -309,8 +310,7 @@ func applyBackendPolicies(in Input, bp *backendPolicies, gateways []*gateway, po
 
 // gatewayOf returns the Gateway a policy made here serves.
 func gatewayOf(p *v1alpha1.LoadBalancerPolicy) (types.NamespacedName, bool) {
-	ns, name, ok := strings.Cut(p.Annotations[AnnotationGateway], "/")
-	return types.NamespacedName{Namespace: ns, Name: name}, ok
+	return objkey.Parse(p.Annotations[AnnotationGateway])
 }
 
 // backendPolicyProblem says what keeps a BackendLoadBalancerPolicy from applying anywhere, or "". Its

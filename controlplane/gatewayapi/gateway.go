@@ -192,7 +192,7 @@ func routeKinds(l *gwv1.Listener, accepted bool) ([]gwv1.RouteGroupKind, bool, s
 			kinds = append(kinds, httpRouteKind)
 			continue
 		}
-		bad = append(bad, group+"/"+string(k.Kind))
+		bad = append(bad, fmt.Sprintf("%s/%s", group, k.Kind))
 	}
 	if len(bad) > 0 {
 		return kinds, false, string(gwv1.ListenerReasonInvalidRouteKinds), fmt.Sprintf("route kinds not supported: %v; lbplane serves HTTPRoute", bad)

@@ -3,6 +3,7 @@ package gatewayapi
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"strconv"
 	"strings"
 
@@ -67,12 +68,12 @@ func ServedBy(p *v1alpha1.LoadBalancerPolicy) (Served, bool) {
 	if !ok {
 		return Served{}, false
 	}
-	ns, name, ok := strings.Cut(gw, "/")
+	key, ok := objkey.Parse(gw)
 	port, err := strconv.ParseInt(a[AnnotationPort], 10, 32)
 	if !ok || err != nil {
 		return Served{}, false
 	}
-	s := Served{Gateway: types.NamespacedName{Namespace: ns, Name: name}, Port: int32(port), Hostname: a[AnnotationHostname]}
+	s := Served{Gateway: key, Port: int32(port), Hostname: a[AnnotationHostname]}
 	if l := a[AnnotationListeners]; l != "" {
 		s.Listeners = strings.Split(l, ",")
 	}

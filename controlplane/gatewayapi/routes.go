@@ -212,7 +212,7 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 	p := &v1alpha1.LoadBalancerPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: gw.obj.Namespace, Name: name, CreationTimestamp: gw.obj.CreationTimestamp, Generation: 1,
-			UID:         types.UID(string(gw.obj.UID) + "/" + strconv.Itoa(int(port)) + "/" + v.hostname),
+			UID:         types.UID(fmt.Sprintf("%s/%d/%s", gw.obj.UID, port, v.hostname)),
 			Annotations: map[string]string{AnnotationGateway: gw.key.String(), AnnotationPort: strconv.Itoa(int(port)), AnnotationHostname: v.hostname}},
 		Spec: v1alpha1.LoadBalancerPolicySpec{
 			ProxyGroup: in.ProxyGroup,

@@ -9,6 +9,8 @@
 package healthhistory
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"log/slog"
 	"maps"
 	"slices"
@@ -21,7 +23,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // Defaults of a Recorder's bounds.
@@ -35,7 +36,7 @@ const (
 
 // Owner is the policy and backend a group's cluster belongs to.
 type Owner struct {
-	Policy  translate.Key
+	Policy  objkey.Key
 	Backend string
 	// ActiveChecks is true when the backend has active health checks: then the end of an ejection is a
 	// recovery; with passive checks only it shows nothing about the endpoint.
@@ -145,7 +146,7 @@ func (r *Recorder) Observe(now time.Time, byProxy map[string]proxystats.Health, 
 	r.mu.Unlock()
 	for _, e := range events {
 		if r.Log != nil {
-			r.Log.Info("endpoint "+strings.ToLower(e.Type), "policy", e.Namespace+"/"+e.Policy, "backend", e.Backend,
+			r.Log.Info("endpoint "+strings.ToLower(e.Type), "policy", objkey.Key{Namespace: e.Namespace, Name: e.Policy}.String(), "backend", e.Backend,
 				"endpoint", e.Endpoint, "envoy", e.Node, "group", e.Group, "reason", strings.Join(e.Reasons, "; "))
 		}
 		if r.OnEvent != nil {
@@ -416,7 +417,7 @@ func trafficPoint(now time.Time, b v1alpha1.BackendStatus) (apiwire.TrafficPoint
 }
 
 // EventsSince returns the kept events after seq, oldest first, those of policy only when it is set.
-func (r *Recorder) EventsSince(seq uint64, policy *translate.Key) []apiwire.HealthEvent {
+func (r *Recorder) EventsSince(seq uint64, policy *objkey.Key) []apiwire.HealthEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := []apiwire.HealthEvent{}

@@ -1,6 +1,8 @@
 package healthhistory
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bytes"
 	"fmt"
 	"log/slog"
@@ -12,10 +14,9 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
-var key = translate.Key{Namespace: "ns", Name: "p"}
+var key = objkey.Key{Namespace: "ns", Name: "p"}
 
 func recorder(active bool, log *bytes.Buffer) *Recorder {
 	r := &Recorder{Owner: func(group, cluster string) (Owner, bool) {
@@ -83,7 +84,7 @@ func TestEjectionsAndRecoveriesAreEventsPerEnvoy(t *testing.T) {
 	if later := r.EventsSince(1, nil); len(later) != 1 || later[0].Seq != 2 {
 		t.Errorf("since 1: %+v", later)
 	}
-	other := translate.Key{Namespace: "ns", Name: "other"}
+	other := objkey.Key{Namespace: "ns", Name: "other"}
 	if len(r.EventsSince(0, &other)) != 0 || len(r.EventsSince(0, &key)) != 2 {
 		t.Error("events are not filtered by policy")
 	}

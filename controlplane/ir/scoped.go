@@ -1,6 +1,9 @@
 package ir
 
-import "strings"
+import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+	"strings"
+)
 
 // ScopedRoutesAbove is the number of virtual hosts on one HTTP port above which the port's hosts are served
 // as scoped routes (SRDS): one small route table per host, chosen by the request's host, instead of one
@@ -58,8 +61,8 @@ func (g *Group) ScopedPort() uint32 {
 func (l *Listener) ScopedRoutesName() string { return l.Name }
 
 // HostRouteConfigName is the RDS resource of one virtual host of a listener served as scoped routes.
-func (l *Listener) HostRouteConfigName(vh *VirtualHost) string { return l.Name + "/" + vh.Name }
+func (l *Listener) HostRouteConfigName(vh *VirtualHost) string { return objkey.Join(l.Name, vh.Name) }
 
 // ScopeName is the SRDS resource that sends requests for one host name of a listener to its virtual host's
 // route table.
-func (l *Listener) ScopeName(domain string) string { return l.Name + "/" + domain }
+func (l *Listener) ScopeName(domain string) string { return objkey.Join(l.Name, domain) }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"log/slog"
 	"maps"
 	"sync"
@@ -36,7 +37,7 @@ var labels = map[string]string{"app.kubernetes.io/managed-by": "lbplane"}
 // the winner's. created tells whether this call made it.
 func LoadOrCreateCA(ctx context.Context, c corev1client.SecretsGetter, namespace, name string) (*pki.CA, bool, error) {
 	secrets := c.Secrets(namespace)
-	source := "Secret " + namespace + "/" + name
+	source := "Secret " + objkey.Key{Namespace: namespace, Name: name}.String()
 	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		ca, err := pki.ParseCA(source, s.Data[CertKey], s.Data[KeyKey])
@@ -193,7 +194,7 @@ func (g *GroupCerts) sync(ctx context.Context, group, name string) error {
 		return err
 	}
 	g.seen(group, is.NotAfter)
-	g.Log.Info("issued an Envoy group certificate", "group", group, "secret", g.Namespace+"/"+name, "serial", is.Serial,
+	g.Log.Info("issued an Envoy group certificate", "group", group, "secret", objkey.Key{Namespace: g.Namespace, Name: name}.String(), "serial", is.Serial,
 		"notAfter", is.NotAfter.UTC().Format(time.RFC3339))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"slices"
 	"strings"
 
@@ -75,8 +76,8 @@ func (p *PodIdentity) Identify(ctx context.Context, token string) (Pod, error) {
 	if !ok {
 		return Pod{}, refuse("the token is not a service account's (%s)", st.User.Username)
 	}
-	if !slices.Contains(p.ServiceAccounts, ns+"/"+sa) {
-		return Pod{}, refuse("service account %s/%s is not an Envoy service account", ns, sa)
+	if !slices.Contains(p.ServiceAccounts, objkey.Key{Namespace: ns, Name: sa}.String()) {
+		return Pod{}, refuse("service account %s is not an Envoy service account", objkey.Key{Namespace: ns, Name: sa})
 	}
 	name, uid := one(st.User.Extra[extraPodName]), one(st.User.Extra[extraPodUID])
 	if name == "" || uid == "" {

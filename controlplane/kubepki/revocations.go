@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"log/slog"
 	"slices"
 	"time"
@@ -124,7 +125,7 @@ func (r *Revocations) Watch(ctx context.Context, interval time.Duration, log *sl
 			continue
 		}
 		if err != nil {
-			log.Warn("reading the revocations", "configmap", r.Namespace+"/"+r.Name, "error", err)
+			log.Warn("reading the revocations", "configmap", objkey.Key{Namespace: r.Namespace, Name: r.Name}.String(), "error", err)
 			continue
 		}
 		if cm.Data[RevocationsKey] == last {

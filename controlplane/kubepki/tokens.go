@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +27,7 @@ const (
 // GitOps tools, which cannot look anything up and would render a new token on every sync.
 func LoadOrCreateTokens(ctx context.Context, c corev1client.SecretsGetter, namespace, name string) (admin, readOnly string, err error) {
 	secrets := c.Secrets(namespace)
-	source := "Secret " + namespace + "/" + name
+	source := "Secret " + objkey.Key{Namespace: namespace, Name: name}.String()
 	for attempt := 0; attempt < 5; attempt++ {
 		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		switch {

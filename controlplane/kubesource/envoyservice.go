@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"slices"
 	"strings"
 	"time"
@@ -128,7 +129,7 @@ func (s *Source) keepServicePorts(ctx context.Context) error {
 	if resync <= 0 {
 		resync = 5 * time.Minute
 	}
-	log := s.Log.With("service", es.Namespace+"/"+es.Name, "group", es.Group)
+	log := s.Log.With("service", objkey.Key{Namespace: es.Namespace, Name: es.Name}.String(), "group", es.Group)
 	// wanted is every listener port the group had when the ports were last applied (covered by another
 	// manager's port or not: that is what changes), shown the ports the Service got then.
 	var wanted, shown []corev1.ServicePort

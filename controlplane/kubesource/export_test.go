@@ -1,13 +1,15 @@
 package kubesource
 
-import "github.com/lbplane/lbplane/controlplane/translate"
+import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+)
 
 // StatusComputations is how many policy statuses the status writers of this process computed so far.
 func StatusComputations() int64 { return computations.Load() }
 
 // OnStatusComputed calls f with the key of every policy whose status a writer of this process computes,
 // until the returned function is called.
-func OnStatusComputed(f func(translate.Key)) (stop func()) {
+func OnStatusComputed(f func(objkey.Key)) (stop func()) {
 	computedHook.Store(&f)
 	return func() { computedHook.Store(nil) }
 }

@@ -1,6 +1,8 @@
 package kubesource
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -219,7 +221,7 @@ func (s *Source) gatewayPolicies(ctx context.Context, taken map[types.Namespaced
 	s.gw.mu.Lock()
 	s.gw.out, s.gw.policies = out, next
 	s.gw.mu.Unlock()
-	trusted := make(map[translate.Key]bool, len(next))
+	trusted := make(map[objkey.Key]bool, len(next))
 	for k := range next {
 		trusted[k] = true
 	}

@@ -1,6 +1,8 @@
 package kubesource_test
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"fmt"
 	"sync"
@@ -19,7 +21,6 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/internal/kubetest"
 )
@@ -47,7 +48,7 @@ func TestOnePolicyChangeAmongAThousandComputesOneStatus(t *testing.T) {
 		mu       sync.Mutex
 		computed = map[string]int{}
 	)
-	defer kubesource.OnStatusComputed(func(k translate.Key) {
+	defer kubesource.OnStatusComputed(func(k objkey.Key) {
 		mu.Lock()
 		computed[k.Name]++
 		mu.Unlock()

@@ -1,6 +1,8 @@
 package kubesource
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 // the group, but not once the policy's result changed, nor when it is another stream (a reconnect).
 func TestProgrammedPolicyStaysProgrammedWhileItsResultIsUnchanged(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	pr := &translate.PolicyResult{Key: translate.Key{Namespace: "default", Name: "b"}, Generation: 1, ProxyGroup: "default", Listener: "http-8080",
+	pr := &translate.PolicyResult{Key: objkey.Key{Namespace: "default", Name: "b"}, Generation: 1, ProxyGroup: "default", Listener: "http-8080",
 		Accepted: true, AcceptedReason: "Accepted", ResolvedRefs: true, ResolvedRefsReason: "ResolvedRefs"}
 	proxy := func(state string, connected time.Time) []xdsserver.ProxyStatus {
 		return []xdsserver.ProxyStatus{{NodeID: "envoy", Group: "default", API: "delta", ConnectedAt: connected, State: state}}
@@ -57,7 +59,7 @@ func TestProgrammedPolicyStaysProgrammedWhileItsResultIsUnchanged(t *testing.T) 
 // seen; not before.
 func TestBehindProxyRunsAResultOnceItAcknowledgesPastIt(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	pr := &translate.PolicyResult{Key: translate.Key{Namespace: "default", Name: "b"}, Generation: 1, ProxyGroup: "default", Listener: "http-8080",
+	pr := &translate.PolicyResult{Key: objkey.Key{Namespace: "default", Name: "b"}, Generation: 1, ProxyGroup: "default", Listener: "http-8080",
 		Accepted: true, AcceptedReason: "Accepted", ResolvedRefs: true, ResolvedRefsReason: "ResolvedRefs"}
 	const eds, cds = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment", "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	// behind: EDS sent sent and acknowledged acked, in flight; CDS settled at v0; the group is at current.

@@ -1,6 +1,8 @@
 package kubesource_test
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"io"
 	"log/slog"
@@ -103,7 +105,7 @@ func TestChangeReadsWhatItTouches(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the edited policy", func(res *translate.Result) bool {
-		r, ok := res.Policies.Get(translate.Key{Namespace: "default", Name: "p-0700"})
+		r, ok := res.Policies.Get(objkey.Key{Namespace: "default", Name: "p-0700"})
 		return ok && r.Generation == edited.Generation
 	})
 	if p, s, tr := reads(); p != 1 || s != 0 || tr != 1 {
@@ -117,7 +119,7 @@ func TestChangeReadsWhatItTouches(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the deleted policy", func(res *translate.Result) bool {
-		_, ok := res.Policies.Get(translate.Key{Namespace: "default", Name: "p-0300"})
+		_, ok := res.Policies.Get(objkey.Key{Namespace: "default", Name: "p-0300"})
 		return !ok
 	})
 	if p, s, tr := reads(); p != 0 || s != 0 {

@@ -1,6 +1,8 @@
 package kubesource
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"maps"
 	"slices"
 	"sync"
@@ -147,7 +149,7 @@ func (r *resolved) take() changes {
 // round is the work of one incremental resync: what it hands the engine, and what it must read.
 type round struct {
 	changed []*v1alpha1.LoadBalancerPolicy
-	deleted []translate.Key
+	deleted []objkey.Key
 	// Service ports and Secrets to read again.
 	readServices map[translate.ServiceRef]bool
 	readSecrets  map[translate.SecretRef]bool

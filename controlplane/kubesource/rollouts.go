@@ -1,6 +1,8 @@
 package kubesource
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +17,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // Staged rollouts in Kubernetes mode keep their state, the baseline spec included, in one ConfigMap per
@@ -144,7 +145,7 @@ func (r *RolloutStore) PutRollout(group string, v []byte) error {
 // rolloutChanges tells the hook of the spec changes in rd (policies whose generation moved, new ones, and
 // deleted ones), before the engine publishes them; prev are the copies before. Nothing is told before the
 // first snapshot: the policies already there when lbplane starts are not changes.
-func (s *Source) rolloutChanges(prev map[translate.Key]*v1alpha1.LoadBalancerPolicy, rd *round) {
+func (s *Source) rolloutChanges(prev map[objkey.Key]*v1alpha1.LoadBalancerPolicy, rd *round) {
 	if s.Rollouts == nil {
 		return
 	}
@@ -155,7 +156,7 @@ func (s *Source) rolloutChanges(prev map[translate.Key]*v1alpha1.LoadBalancerPol
 	}
 	var out []PolicyChange
 	for _, p := range rd.changed {
-		old := prev[translate.Key{Namespace: p.Namespace, Name: p.Name}]
+		old := prev[objkey.Key{Namespace: p.Namespace, Name: p.Name}]
 		if old == nil || old.Generation != p.Generation || old.UID != p.UID {
 			out = append(out, PolicyChange{Old: old, New: p})
 		}

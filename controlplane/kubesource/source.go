@@ -4,6 +4,8 @@
 package kubesource
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -75,8 +77,8 @@ type Source struct {
 	// RolloutKeys are the policies in a rollout, whose status the writer looks at on every tick (a rollout
 	// moves on without a change of the policy), and RolloutStatus a policy's rollout for its status.
 	Rollouts      RolloutHook
-	RolloutKeys   func() []translate.Key
-	RolloutStatus func(translate.Key) *v1alpha1.RolloutStatus
+	RolloutKeys   func() []objkey.Key
+	RolloutStatus func(objkey.Key) *v1alpha1.RolloutStatus
 	// EnvoyService, when its Name is set, is the Service in front of a proxy group's Envoys whose ports the
 	// elected replica keeps in step with the group's listener ports (envoyservice.go).
 	EnvoyService EnvoyService
@@ -329,7 +331,7 @@ func (s *Source) resync(ctx context.Context) {
 	}
 	rd := newRound()
 	c := s.mgr.GetCache()
-	prev := map[translate.Key]*v1alpha1.LoadBalancerPolicy{}
+	prev := map[objkey.Key]*v1alpha1.LoadBalancerPolicy{}
 	for key := range ch.policies {
 		p, err := s.policy(ctx, key)
 		if err != nil {

@@ -1,6 +1,8 @@
 package kubesource
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"fmt"
 	"maps"
@@ -30,31 +32,31 @@ import (
 type statusWriter struct {
 	s *Source
 	// policies is what the writer knows of each policy it computed.
-	policies map[translate.Key]*policyState
+	policies map[objkey.Key]*policyState
 	events   policyEvents
 	store    toolscache.Store // the policies' informer store; nil reads through the cache (copies)
 	// lastResult is the engine result the last tick looked at, prints its groups' proxies.
 	lastResult *translate.Result
 	prints     map[string]groupPrint
 	// unsettled are the policies to look at whenever their group's proxies change state (see policyState).
-	unsettled map[translate.Key]bool
+	unsettled map[objkey.Key]bool
 	// groups lists the policies of each proxy group; nackSeen, those computed while a proxy of the group
 	// had a NACK (see proxiesChanged).
-	groups   map[string]map[translate.Key]bool
-	nackSeen map[string]map[translate.Key]bool
+	groups   map[string]map[objkey.Key]bool
+	nackSeen map[string]map[objkey.Key]bool
 	// health is the report the last tick saw (healthPtr its map), loadDue when every policy with a report
 	// was last looked at for its load figures; clusterOwner maps a group's cluster to its policy.
 	health       proxystats.Health
 	healthPtr    uintptr
 	loadDue      time.Time
-	clusterOwner map[groupCluster]translate.Key
+	clusterOwner map[groupCluster]objkey.Key
 }
 
 // computations counts the statuses computed by every writer of the process, for tests; computedHook, when
 // a test sets it, is told which policy each one was.
 var (
 	computations atomic.Int64
-	computedHook atomic.Pointer[func(translate.Key)]
+	computedHook atomic.Pointer[func(objkey.Key)]
 )
 
 // pendingGrace is how long a programmed policy whose resources changed (an EndpointSlice behind it, a
@@ -110,15 +112,15 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		health = s.Health()
 	}
 	if w.policies == nil {
-		w.policies = map[translate.Key]*policyState{}
-		w.clusterOwner = map[groupCluster]translate.Key{}
-		w.unsettled = map[translate.Key]bool{}
-		w.groups = map[string]map[translate.Key]bool{}
-		w.nackSeen = map[string]map[translate.Key]bool{}
+		w.policies = map[objkey.Key]*policyState{}
+		w.clusterOwner = map[groupCluster]objkey.Key{}
+		w.unsettled = map[objkey.Key]bool{}
+		w.groups = map[string]map[objkey.Key]bool{}
+		w.nackSeen = map[string]map[objkey.Key]bool{}
 	}
 	todo := w.events.take()
 	if todo == nil {
-		todo = map[translate.Key]bool{}
+		todo = map[objkey.Key]bool{}
 	}
 	// Results that are new, and policies that are gone: the translator tells which keys changed since the
 	// last result looked at (a gone policy's too: the loop below forgets it); without that, every result is
@@ -181,7 +183,7 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		if g.nacked {
 			seen := w.nackSeen[pr.ProxyGroup]
 			if seen == nil {
-				seen = map[translate.Key]bool{}
+				seen = map[objkey.Key]bool{}
 				w.nackSeen[pr.ProxyGroup] = seen
 			}
 			seen[k] = true

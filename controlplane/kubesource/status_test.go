@@ -1,6 +1,8 @@
 package kubesource
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"testing"
 	"time"
 
@@ -9,7 +11,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 func backendStatus(requests int64, window int32, healthy int32) v1alpha1.LoadBalancerPolicyStatus {
@@ -99,37 +100,37 @@ func TestPerEndpointLoadIsKeptUntilHealthChanges(t *testing.T) {
 // whose requests and latency moved, until their load figures are due.
 func TestHealthReportMarksOnlyChangedClusters(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	a, b := translate.Key{Namespace: "default", Name: "a"}, translate.Key{Namespace: "default", Name: "b"}
-	w := &statusWriter{s: &Source{LoadStatusInterval: time.Minute}, clusterOwner: map[groupCluster]translate.Key{
+	a, b := objkey.Key{Namespace: "default", Name: "a"}, objkey.Key{Namespace: "default", Name: "b"}
+	w := &statusWriter{s: &Source{LoadStatusInterval: time.Minute}, clusterOwner: map[groupCluster]objkey.Key{
 		{"default", "default/a/app"}: a, {"default", "default/b/app"}: b}}
 	report := func(aRequests int64, bHealthy int32) proxystats.Health {
 		return proxystats.Health{"default": {
 			"default/a/app": backendStatus(aRequests, 60, 3).Backends[0],
 			"default/b/app": backendStatus(100, 60, bHealthy).Backends[0]}}
 	}
-	todo := map[translate.Key]bool{}
+	todo := map[objkey.Key]bool{}
 	w.healthChanged(report(100, 3), t0, todo)
 	if !todo[a] || !todo[b] {
 		t.Fatalf("first report: %v, want both", todo)
 	}
-	todo = map[translate.Key]bool{}
+	todo = map[objkey.Key]bool{}
 	w.healthChanged(report(250, 2), t0.Add(10*time.Second), todo)
 	if todo[a] || !todo[b] {
 		t.Errorf("a's requests moved, b lost a healthy endpoint: %v, want b only", todo)
 	}
-	todo = map[translate.Key]bool{}
+	todo = map[objkey.Key]bool{}
 	w.healthChanged(report(400, 2), t0.Add(61*time.Second), todo)
 	if !todo[a] || !todo[b] {
 		t.Errorf("load figures due: %v, want both", todo)
 	}
-	todo = map[translate.Key]bool{}
+	todo = map[objkey.Key]bool{}
 	first := report(400, 2)
 	first["default"]["default/a/app"] = backendStatus(0, 0, 3).Backends[0]
 	w.healthChanged(first, t0.Add(62*time.Second), todo)
 	if !todo[a] || todo[b] {
 		t.Errorf("a's report lost its window: %v, want a only", todo)
 	}
-	todo = map[translate.Key]bool{}
+	todo = map[objkey.Key]bool{}
 	w.healthChanged(proxystats.Health{}, t0.Add(70*time.Second), todo)
 	if !todo[a] || !todo[b] {
 		t.Errorf("reports gone: %v, want both", todo)

@@ -1,6 +1,8 @@
 package kubesource
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"hash/maphash"
 	"reflect"
@@ -49,7 +51,7 @@ type policyState struct {
 type groupPrint struct {
 	members, nacks, states uint64
 	nacked, unattributed   bool
-	named                  map[translate.Key]bool
+	named                  map[objkey.Key]bool
 }
 
 var printSeed = maphash.MakeSeed()
@@ -93,9 +95,9 @@ func proxyPrints(proxies []xdsserver.ProxyStatus) map[string]groupPrint {
 				n.WriteString(ref.Name)
 				n.WriteByte(0)
 				if g.named == nil {
-					g.named = map[translate.Key]bool{}
+					g.named = map[objkey.Key]bool{}
 				}
-				g.named[translate.Key(ref)] = true
+				g.named[objkey.Key(ref)] = true
 			}
 			n.WriteByte(1)
 		}
@@ -130,8 +132,8 @@ func proxyPrints(proxies []xdsserver.ProxyStatus) map[string]groupPrint {
 // proxiesChanged puts into todo the policies that a change of the groups' proxies since the last tick
 // (which streams there are, what they rejected) concerns, as groupPrint tells, and the policies not settled
 // whose group's sync states moved.
-func (w *statusWriter) proxiesChanged(prints map[string]groupPrint, todo map[translate.Key]bool) {
-	mark := func(keys map[translate.Key]bool) {
+func (w *statusWriter) proxiesChanged(prints map[string]groupPrint, todo map[objkey.Key]bool) {
+	mark := func(keys map[objkey.Key]bool) {
 		for k := range keys {
 			todo[k] = true
 		}
@@ -179,7 +181,7 @@ func groupNames(a, b map[string]groupPrint) []string {
 // policyEvents collects the keys of policies whose object changed, from the informer's events.
 type policyEvents struct {
 	mu   sync.Mutex
-	keys map[translate.Key]bool
+	keys map[objkey.Key]bool
 }
 
 func (e *policyEvents) add(o any) {
@@ -193,12 +195,12 @@ func (e *policyEvents) add(o any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.keys == nil {
-		e.keys = map[translate.Key]bool{}
+		e.keys = map[objkey.Key]bool{}
 	}
-	e.keys[translate.KeyOf(p)] = true
+	e.keys[objkey.Of(p)] = true
 }
 
-func (e *policyEvents) take() map[translate.Key]bool {
+func (e *policyEvents) take() map[objkey.Key]bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.keys
@@ -228,7 +230,7 @@ func (w *statusWriter) watchPolicies(ctx context.Context) error {
 }
 
 // policy returns the cached object of k, not a copy (nil when there is none).
-func (w *statusWriter) policy(ctx context.Context, k translate.Key) *v1alpha1.LoadBalancerPolicy {
+func (w *statusWriter) policy(ctx context.Context, k objkey.Key) *v1alpha1.LoadBalancerPolicy {
 	if w.store == nil {
 		p := &v1alpha1.LoadBalancerPolicy{}
 		if err := w.s.mgr.GetCache().Get(ctx, k, p); err != nil {
@@ -248,7 +250,7 @@ func (w *statusWriter) policy(ctx context.Context, k translate.Key) *v1alpha1.Lo
 // counts, ejections or endpoints down (see sameHealth). Requests, errors and latency, which move with
 // every report, are written at most every LoadStatusInterval (see limitLoad): every policy with a
 // report is looked at once per interval for them.
-func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo map[translate.Key]bool) {
+func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo map[objkey.Key]bool) {
 	var ptr uintptr
 	if h != nil {
 		ptr = reflect.ValueOf(h).Pointer()
@@ -310,7 +312,7 @@ func (w *statusWriter) own(old, pr *translate.PolicyResult) {
 	if pr != nil {
 		ks := w.groups[pr.ProxyGroup]
 		if ks == nil {
-			ks = map[translate.Key]bool{}
+			ks = map[objkey.Key]bool{}
 			w.groups[pr.ProxyGroup] = ks
 		}
 		ks[pr.Key] = true
@@ -330,7 +332,7 @@ func (w *statusWriter) own(old, pr *translate.PolicyResult) {
 }
 
 // forget drops everything the writer knows of a policy that is gone.
-func (w *statusWriter) forget(k translate.Key) {
+func (w *statusWriter) forget(k objkey.Key) {
 	if st, ok := w.policies[k]; ok {
 		if st.result != nil {
 			delete(w.nackSeen[st.result.ProxyGroup], k)

@@ -1,6 +1,8 @@
 package policystatus
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +15,7 @@ import (
 // TestResolvedEndpointsCountAsEnvoyReportsThem: a host name is one endpoint of the policy but as many as it
 // resolves to in Envoy; once every backend is reported, the policy's counts are Envoy's.
 func TestResolvedEndpointsCountAsEnvoyReportsThem(t *testing.T) {
-	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, ProxyGroup: "g", Accepted: true, ResolvedRefs: true,
+	r := &translate.PolicyResult{Key: objkey.Key{Namespace: "ns", Name: "p"}, ProxyGroup: "g", Accepted: true, ResolvedRefs: true,
 		Endpoints: 2, HealthyEndpoints: 2, ResolvedByEnvoy: true, Clusters: []string{"ns/p/dns", "ns/p/ip"},
 		Backends: []string{"dns", "ip"}}
 	health := proxystats.Health{"g": {

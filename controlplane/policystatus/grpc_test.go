@@ -1,6 +1,8 @@
 package policystatus
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +21,7 @@ func TestGRPCFindingsShowWithGRPCClients(t *testing.T) {
 	envoyOnly := "retry-without-budget: spec.routes[0].retry: x"
 	refused := "grpc-refused: spec.backends[0].tls: gRPC clients take upstream TLS as certificate provider instances"
 	ignored := "grpc-ignored: spec.backends[0].healthCheck.active: gRPC clients do not probe"
-	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, Accepted: true, ProxyGroup: "g", Listener: "http-8080",
+	r := &translate.PolicyResult{Key: objkey.Key{Namespace: "ns", Name: "p"}, Accepted: true, ProxyGroup: "g", Listener: "http-8080",
 		Warnings: []string{envoyOnly, refused, ignored}}
 	envoy := xdsserver.ProxyStatus{NodeID: "e", Group: "g", State: xdsserver.Synced, Client: xdscache.ClientEnvoy}
 	grpcClient := xdsserver.ProxyStatus{NodeID: "c", Group: "g", State: xdsserver.Synced, Client: xdscache.ClientGRPC}

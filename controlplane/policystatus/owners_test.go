@@ -1,6 +1,8 @@
 package policystatus
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"slices"
 	"testing"
 
@@ -74,7 +76,7 @@ func TestNackMarksOnlyThePoliciesItIsPutOn(t *testing.T) {
 	cfg := sharedPort()
 	now := metav1.Now()
 	programmed := func(policy string, p xdsserver.ProxyStatus) metav1.Condition {
-		r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: policy}, Accepted: true, ResolvedRefs: true, ProxyGroup: "g", Listener: "http-8080"}
+		r := &translate.PolicyResult{Key: objkey.Key{Namespace: "ns", Name: policy}, Accepted: true, ResolvedRefs: true, ProxyGroup: "g", Listener: "http-8080"}
 		st := Compute(r, []xdsserver.ProxyStatus{p}, nil, now)
 		return *meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgrammed)
 	}

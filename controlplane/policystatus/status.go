@@ -4,6 +4,8 @@
 package policystatus
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -64,7 +66,7 @@ func Compute(r *translate.PolicyResult, proxies []xdsserver.ProxyStatus, health 
 	for _, c := range r.Clusters {
 		name, isBackend := r.BackendOf(c)
 		if !isBackend {
-			name = strings.TrimPrefix(c, r.Key.Namespace+"/"+r.Key.Name+"/") // "<route>/session"
+			name, _ = r.SessionOf(c)
 		}
 		b, ok := health.Backend(r.ProxyGroup, c, name)
 		switch {
@@ -230,8 +232,8 @@ func limitMessage(msg string) string {
 // (Changed), so that the times survive a restart (Restore). Safe for concurrent use.
 type Transitions struct {
 	mu    sync.Mutex
-	seen  map[translate.Key]map[string]transition
-	dirty map[translate.Key]bool
+	seen  map[objkey.Key]map[string]transition
+	dirty map[objkey.Key]bool
 }
 
 type transition struct {
@@ -247,11 +249,11 @@ type storedTransition struct {
 
 // Keep sets each condition's LastTransitionTime to when it first took its current status for key, and
 // records the ones that changed as of their own time.
-func (t *Transitions) Keep(key translate.Key, conds []metav1.Condition) {
+func (t *Transitions) Keep(key objkey.Key, conds []metav1.Condition) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.seen == nil {
-		t.seen = map[translate.Key]map[string]transition{}
+		t.seen = map[objkey.Key]map[string]transition{}
 	}
 	m := t.seen[key]
 	if m == nil {
@@ -269,16 +271,16 @@ func (t *Transitions) Keep(key translate.Key, conds []metav1.Condition) {
 	}
 }
 
-func (t *Transitions) markLocked(key translate.Key) {
+func (t *Transitions) markLocked(key objkey.Key) {
 	if t.dirty == nil {
-		t.dirty = map[translate.Key]bool{}
+		t.dirty = map[objkey.Key]bool{}
 	}
 	t.dirty[key] = true
 }
 
 // Restore takes back the times the store held for key (a record Changed made); a record that does not
 // decode is left out.
-func (t *Transitions) Restore(key translate.Key, record []byte) error {
+func (t *Transitions) Restore(key objkey.Key, record []byte) error {
 	var stored map[string]storedTransition
 	if err := json.Unmarshal(record, &stored); err != nil {
 		return err
@@ -286,7 +288,7 @@ func (t *Transitions) Restore(key translate.Key, record []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.seen == nil {
-		t.seen = map[translate.Key]map[string]transition{}
+		t.seen = map[objkey.Key]map[string]transition{}
 	}
 	m := make(map[string]transition, len(stored))
 	for typ, st := range stored {
@@ -298,13 +300,13 @@ func (t *Transitions) Restore(key translate.Key, record []byte) error {
 
 // Changed returns the records of the policies whose times changed since the last call (nil for a policy
 // forgotten since), and marks them unchanged.
-func (t *Transitions) Changed() map[translate.Key][]byte {
+func (t *Transitions) Changed() map[objkey.Key][]byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.dirty) == 0 {
 		return nil
 	}
-	out := make(map[translate.Key][]byte, len(t.dirty))
+	out := make(map[objkey.Key][]byte, len(t.dirty))
 	for k := range t.dirty {
 		m, ok := t.seen[k]
 		if !ok {
@@ -326,14 +328,14 @@ func (t *Transitions) Changed() map[translate.Key][]byte {
 }
 
 // Dirty marks key's times changed again, for a write that failed.
-func (t *Transitions) Dirty(key translate.Key) {
+func (t *Transitions) Dirty(key objkey.Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.markLocked(key)
 }
 
 // Forget drops what is kept for the policies not in live (deleted ones).
-func (t *Transitions) Forget(live func(translate.Key) bool) {
+func (t *Transitions) Forget(live func(objkey.Key) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k := range t.seen {

@@ -1,6 +1,8 @@
 package policystatus
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"strings"
 	"testing"
@@ -20,7 +22,7 @@ import (
 )
 
 func TestProgrammed(t *testing.T) {
-	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, Accepted: true, ProxyGroup: "g", Listener: "http-80", Clusters: []string{"ns/p/a"}, Generation: 4}
+	r := &translate.PolicyResult{Key: objkey.Key{Namespace: "ns", Name: "p"}, Accepted: true, ProxyGroup: "g", Listener: "http-80", Clusters: []string{"ns/p/a"}, Generation: 4}
 	now := metav1.Now()
 	prog := func(ps ...xdsserver.ProxyStatus) metav1.Condition {
 		st := Compute(r, ps, nil, now)
@@ -79,7 +81,7 @@ func TestProgrammed(t *testing.T) {
 // traffic, as that Envoy reports it (issue 49: kubectl wait for Programmed returned while the backends'
 // first health checks were pending, and the next request got 503 no healthy upstream).
 func TestReady(t *testing.T) {
-	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, Accepted: true, ResolvedRefs: true, ProxyGroup: "g", Listener: "http-80",
+	r := &translate.PolicyResult{Key: objkey.Key{Namespace: "ns", Name: "p"}, Accepted: true, ResolvedRefs: true, ProxyGroup: "g", Listener: "http-80",
 		Clusters: []string{"ns/p/a", "ns/p/b"}, Backends: []string{"a", "b"}}
 	now := metav1.Now()
 	e1 := xdsserver.ProxyStatus{NodeID: "e1", Group: "g", State: xdsserver.Synced}
@@ -134,7 +136,7 @@ func TestReady(t *testing.T) {
 }
 
 func TestBackendsAndWarningsAreBounded(t *testing.T) {
-	r := &translate.PolicyResult{Key: translate.Key{Namespace: "ns", Name: "p"}, ProxyGroup: "g", Accepted: true, ResolvedRefs: true}
+	r := &translate.PolicyResult{Key: objkey.Key{Namespace: "ns", Name: "p"}, ProxyGroup: "g", Accepted: true, ResolvedRefs: true}
 	health := proxystats.Health{"g": {}}
 	for i := range 70 {
 		c := fmt.Sprintf("ns/p/route-%d/session", i)
@@ -156,7 +158,7 @@ func TestBackendsAndWarningsAreBounded(t *testing.T) {
 
 // A message over the API server's limit is cut, on a character boundary, and says so.
 func TestLongConditionMessagesAreCut(t *testing.T) {
-	r := &translate.PolicyResult{Key: translate.Key{Namespace: "a", Name: "b"}, ProxyGroup: "default",
+	r := &translate.PolicyResult{Key: objkey.Key{Namespace: "a", Name: "b"}, ProxyGroup: "default",
 		AcceptedReason: translate.ReasonInvalid, AcceptedMessage: strings.Repeat("é", 40000)}
 	st := Compute(r, nil, nil, metav1.Now())
 	for _, c := range st.Conditions {
@@ -172,7 +174,7 @@ func TestLongConditionMessagesAreCut(t *testing.T) {
 // A condition keeps the time it took its status across reads and, through the record Changed gives the
 // store, across a restart; a new status is a new time, and a forgotten policy's record is deleted.
 func TestTransitionsSurviveARestart(t *testing.T) {
-	k := translate.Key{Namespace: "default", Name: "web"}
+	k := objkey.Key{Namespace: "default", Name: "web"}
 	t0, t1, t2 := metav1.NewTime(time.Unix(1000, 0).UTC()), metav1.NewTime(time.Unix(2000, 0).UTC()), metav1.NewTime(time.Unix(3000, 0).UTC())
 	conds := func(at metav1.Time, ready metav1.ConditionStatus) []metav1.Condition {
 		return []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, LastTransitionTime: at},
@@ -207,7 +209,7 @@ func TestTransitionsSurviveARestart(t *testing.T) {
 	if got := after.Changed(); len(got) != 1 || got[k] == nil {
 		t.Fatalf("Ready turned True: changed %q", got)
 	}
-	after.Forget(func(translate.Key) bool { return false })
+	after.Forget(func(objkey.Key) bool { return false })
 	if got := after.Changed(); len(got) != 1 || got[k] != nil {
 		t.Fatalf("deleted policy: changed %q, want its record nil", got)
 	}

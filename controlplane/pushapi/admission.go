@@ -1,6 +1,8 @@
 package pushapi
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bytes"
 	"cmp"
 	"crypto/rand"
@@ -50,7 +52,7 @@ type Admission struct {
 	mu sync.Mutex // one write at a time: store and engine change together
 	// recs and sorted are the store's records and their policies in key order (cmpKey), read once (see
 	// loaded) and kept up to date by every write, so that a push decodes only what it pushes. Guarded by mu.
-	recs   map[translate.Key]*store.Record
+	recs   map[objkey.Key]*store.Record
 	sorted []*v1alpha1.LoadBalancerPolicy
 	// rev is the store revision recs were read at, the base of the next write. Guarded by mu.
 	rev int64
@@ -126,7 +128,7 @@ func (a *Admission) Diff(body []byte) (*apiwire.DiffResult, int, []string) {
 }
 
 // Delete removes one stored policy; it returns the HTTP status with the error when it refuses.
-func (a *Admission) Delete(k translate.Key) (int, error) {
+func (a *Admission) Delete(k objkey.Key) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, origin := a.Engine.Result(); origin[k] == engine.SourceConfigDir {
@@ -140,12 +142,12 @@ func (a *Admission) Delete(k translate.Key) (int, error) {
 		if _, ok := a.recs[k]; !ok {
 			return http.StatusNotFound, fmt.Errorf("policy %s not found", k)
 		}
-		changes := map[translate.Key]*store.Record{k: nil}
+		changes := map[objkey.Key]*store.Record{k: nil}
 		candidate, err := a.candidate(changes)
 		if err != nil {
 			return http.StatusInternalServerError, err
 		}
-		rev, err := a.Store.Apply(a.rev, nil, []string{k.String()})
+		rev, err := a.Store.Apply(a.rev, nil, []objkey.Key{k})
 		if retryConflict(err, try, start) {
 			// Read again, and decide again on what the store holds now.
 			if err := a.syncEngine(); err != nil {
@@ -158,7 +160,7 @@ func (a *Admission) Delete(k translate.Key) (int, error) {
 		}
 		a.rev = rev
 		if a.Rollouts != nil {
-			if err := a.Rollouts.Unstage([]translate.Key{k}); err != nil {
+			if err := a.Rollouts.Unstage([]objkey.Key{k}); err != nil {
 				a.Log.Error("ending the rollout of a deleted policy", "policy", k.String(), "error", err)
 			}
 		}
@@ -188,7 +190,7 @@ func storeErrCode(err error) int {
 type plan struct {
 	res           *ApplyResult
 	puts          []*store.Record
-	changes       map[translate.Key]*store.Record
+	changes       map[objkey.Key]*store.Record
 	candidate     []*v1alpha1.LoadBalancerPolicy
 	planned       *engine.Planned
 	before, after *translate.Result
@@ -211,7 +213,7 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 	defer a.mu.Unlock()
 	var pl *plan
 	var staged []rollout.Change
-	var unstaged []translate.Key
+	var unstaged []objkey.Key
 	start := time.Now()
 	for try := 0; ; try++ {
 		var code int
@@ -274,7 +276,7 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 	}
 	for _, p := range res.Policies {
 		if p.Outcome != Unchanged {
-			a.Log.Info("policy "+p.Outcome, "policy", p.Namespace+"/"+p.Name, "generation", p.Generation)
+			a.Log.Info("policy "+p.Outcome, "policy", objkey.Key{Namespace: p.Namespace, Name: p.Name}.String(), "generation", p.Generation)
 		}
 	}
 	return res, groups, http.StatusOK, nil
@@ -282,8 +284,8 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 
 // request is a push's documents, decoded and checked each on its own.
 type request struct {
-	pushed map[translate.Key]manifest.Document
-	order  []translate.Key
+	pushed map[objkey.Key]manifest.Document
+	order  []objkey.Key
 }
 
 // decode decodes and validates a push's documents, each on its own: work that needs neither the store nor
@@ -301,10 +303,10 @@ func (a *Admission) decode(body []byte) (*request, int, []string) {
 	if len(docs) == 0 && err == nil {
 		return nil, http.StatusBadRequest, []string{"the request holds no policy"}
 	}
-	pushed := map[translate.Key]manifest.Document{}
-	var order []translate.Key
+	pushed := map[objkey.Key]manifest.Document{}
+	var order []objkey.Key
 	for _, d := range docs {
-		k := translate.KeyOf(d.Policy)
+		k := objkey.Of(d.Policy)
 		if _, dup := pushed[k]; dup {
 			errs = append(errs, fmt.Sprintf("%s: %s is in the request twice", d.Source, k))
 			continue
@@ -330,7 +332,7 @@ func (a *Admission) plan(req *request, dryRun bool) (*plan, int, []string) {
 	if err := a.loaded(); err != nil {
 		return nil, storeErrCode(err), []string{"reading the store: " + err.Error()}
 	}
-	changes := map[translate.Key]*store.Record{}
+	changes := map[objkey.Key]*store.Record{}
 	_, origin := a.Engine.Result()
 	now := a.now()
 	res := &ApplyResult{DryRun: dryRun}
@@ -389,7 +391,7 @@ func (a *Admission) plan(req *request, dryRun bool) (*plan, int, []string) {
 			errs = append(errs, fmt.Sprintf("%s: %s", k, pr.ResolvedRefsMessage))
 		}
 	}
-	pushedOut := func(k translate.Key, pr *translate.PolicyResult) {
+	pushedOut := func(k objkey.Key, pr *translate.PolicyResult) {
 		if _, ok := pushed[k]; ok || pr == nil || !pr.Accepted {
 			return
 		}
@@ -412,7 +414,7 @@ func (a *Admission) plan(req *request, dryRun bool) (*plan, int, []string) {
 		return nil, http.StatusConflict, errs
 	}
 	for i := range res.Policies {
-		k := translate.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
+		k := objkey.Key{Namespace: res.Policies[i].Namespace, Name: res.Policies[i].Name}
 		if pr := after.Policies.Of(k); pr != nil {
 			// The push does not know the group's clients; status shows the gRPC findings where there are.
 			res.Policies[i].Warnings, _ = lint.ForClients(pr.Warnings, false)
@@ -488,17 +490,17 @@ func (a *Admission) sync() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	had := make(map[translate.Key]*v1alpha1.LoadBalancerPolicy, len(a.sorted))
+	had := make(map[objkey.Key]*v1alpha1.LoadBalancerPolicy, len(a.sorted))
 	if a.recs != nil {
 		for _, p := range a.sorted {
-			had[translate.KeyOf(p)] = p
+			had[objkey.Of(p)] = p
 		}
 	}
 	changed := a.recs == nil || len(records) != len(a.recs)
-	recs := make(map[translate.Key]*store.Record, len(records))
+	recs := make(map[objkey.Key]*store.Record, len(records))
 	sorted := make([]*v1alpha1.LoadBalancerPolicy, 0, len(records))
 	for _, rec := range records { // sorted by namespace/name, as cmpKey orders
-		k := translate.Key{Namespace: rec.Namespace, Name: rec.Name}
+		k := objkey.Key{Namespace: rec.Namespace, Name: rec.Name}
 		p := had[k]
 		if old := a.recs[k]; p == nil || old == nil || !old.Equal(rec) {
 			if p, err = PolicyOf(rec); err != nil {
@@ -516,7 +518,7 @@ func (a *Admission) sync() (bool, error) {
 // changeFeed is a store shared with other writers that tells what they changed since a revision
 // (store.Etcd, from its watch's events).
 type changeFeed interface {
-	ChangesSince(base int64) (puts []*store.Record, deletes []string, rev int64, ok bool)
+	ChangesSince(base int64) (puts []*store.Record, deletes []objkey.Key, rev int64, ok bool)
 }
 
 // Sync brings the engine to what the store holds when another writer (a replica sharing the etcd store)
@@ -538,16 +540,15 @@ func (a *Admission) Sync() error {
 // follow applies what another writer changed (records put, keys deleted) up to revision rev to a.recs
 // and the engine; records this replica holds already (its own writes) change nothing. The caller holds
 // a.mu.
-func (a *Admission) follow(puts []*store.Record, deletes []string, rev int64) error {
-	changes := map[translate.Key]*store.Record{}
+func (a *Admission) follow(puts []*store.Record, deletes []objkey.Key, rev int64) error {
+	changes := map[objkey.Key]*store.Record{}
 	for _, rec := range puts {
-		k := translate.Key{Namespace: rec.Namespace, Name: rec.Name}
+		k := rec.Key()
 		if old := a.recs[k]; old == nil || !old.Equal(rec) {
 			changes[k] = rec
 		}
 	}
-	for _, key := range deletes {
-		k, _ := translate.ParseKey(key)
+	for _, k := range deletes {
 		if _, ok := a.recs[k]; ok {
 			changes[k] = nil
 		}
@@ -579,7 +580,7 @@ func (a *Admission) syncEngine() error {
 // candidate is the stored policies with changes applied (a nil record deletes), in key order. Unchanged
 // policies are the ones decoded before (shared, so nothing may modify them; translation copies what it
 // changes), which also tells the engine they did not change. The caller holds a.mu.
-func (a *Admission) candidate(changes map[translate.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
+func (a *Admission) candidate(changes map[objkey.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
 	out := slices.Clone(a.sorted)
 	for _, k := range slices.SortedFunc(maps.Keys(changes), cmpKey) {
 		i, found := searchKey(out, k)
@@ -604,7 +605,7 @@ func (a *Admission) candidate(changes map[translate.Key]*store.Record) ([]*v1alp
 }
 
 // committed records that the store now holds changes, and candidate is its policies. The caller holds a.mu.
-func (a *Admission) committed(changes map[translate.Key]*store.Record, candidate []*v1alpha1.LoadBalancerPolicy) {
+func (a *Admission) committed(changes map[objkey.Key]*store.Record, candidate []*v1alpha1.LoadBalancerPolicy) {
 	for k, rec := range changes {
 		if rec == nil {
 			delete(a.recs, k)
@@ -617,12 +618,12 @@ func (a *Admission) committed(changes map[translate.Key]*store.Record, candidate
 
 // searchKey finds k in policies sorted by key (cmpKey): its index and whether it is there, or where it
 // would go.
-func searchKey(sorted []*v1alpha1.LoadBalancerPolicy, k translate.Key) (int, bool) {
-	return slices.BinarySearchFunc(sorted, k, func(p *v1alpha1.LoadBalancerPolicy, k translate.Key) int { return cmpKey(translate.KeyOf(p), k) })
+func searchKey(sorted []*v1alpha1.LoadBalancerPolicy, k objkey.Key) (int, bool) {
+	return slices.BinarySearchFunc(sorted, k, func(p *v1alpha1.LoadBalancerPolicy, k objkey.Key) int { return cmpKey(objkey.Of(p), k) })
 }
 
 // cmpKey is the order of the store's keys ("namespace/name"), without building the strings.
-func cmpKey(a, b translate.Key) int {
+func cmpKey(a, b objkey.Key) int {
 	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 		// One namespace is a prefix of the other: "ns/" sorts against the longer one's next byte.
 		switch {

@@ -1,8 +1,9 @@
 package pushapi
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // The conditions' transition times (policystatus.Transitions) live in the store as well, so that a restart
@@ -32,7 +33,7 @@ func (s *Server) loadConditionTimes() {
 		return
 	}
 	for key, v := range recs {
-		k, ok := translate.ParseKey(key)
+		k, ok := objkey.Parse(key)
 		if !ok {
 			continue
 		}

@@ -1,12 +1,13 @@
 package pushapi
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // HistoryResult and HealthEvent are the wire types of GET /v1/events and GET .../history (see apiwire).
@@ -28,9 +29,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		since = n
 	}
-	var policy *translate.Key
+	var policy *objkey.Key
 	if q.Has("name") {
-		policy = &translate.Key{Namespace: q.Get("namespace"), Name: q.Get("name")}
+		policy = &objkey.Key{Namespace: q.Get("namespace"), Name: q.Get("name")}
 	}
 	if s.History == nil {
 		writeJSON(w, http.StatusOK, []HealthEvent{})
@@ -40,7 +41,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 }
 
 // PolicyHistory returns a policy's health events and its backends' series over the last hour.
-func (s *Server) PolicyHistory(k translate.Key) (*HistoryResult, error) {
+func (s *Server) PolicyHistory(k objkey.Key) (*HistoryResult, error) {
 	res, _ := s.Engine.Result()
 	pr := res.Policies.Of(k)
 	if pr == nil {
@@ -62,7 +63,7 @@ func (s *Server) PolicyHistory(k translate.Key) (*HistoryResult, error) {
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
-	h, err := s.PolicyHistory(translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")})
+	h, err := s.PolicyHistory(objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")})
 	if err != nil {
 		writeErr(w, http.StatusNotFound, err.Error())
 		return

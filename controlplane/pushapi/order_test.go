@@ -1,16 +1,16 @@
 package pushapi
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"cmp"
 	"testing"
-
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // cmpKey must order keys as their "namespace/name" strings do: the store lists records in that order, and
 // a push finds its place in the list by binary search.
 func TestCmpKeyIsTheStoreOrder(t *testing.T) {
-	keys := []translate.Key{{Namespace: "a", Name: "x"}, {Namespace: "a-b", Name: "x"}, {Namespace: "a.b", Name: "a"}, {Namespace: "ab", Name: ""}, {Namespace: "a", Name: "b/c"}, {Namespace: "", Name: "z"}, {Namespace: "a0", Name: "x"}, {Namespace: "a", Name: "x"}, {Namespace: "b", Name: "a"}}
+	keys := []objkey.Key{{Namespace: "a", Name: "x"}, {Namespace: "a-b", Name: "x"}, {Namespace: "a.b", Name: "a"}, {Namespace: "ab", Name: ""}, {Namespace: "a", Name: "b/c"}, {Namespace: "", Name: "z"}, {Namespace: "a0", Name: "x"}, {Namespace: "a", Name: "x"}, {Namespace: "b", Name: "a"}}
 	for _, a := range keys {
 		for _, b := range keys {
 			if got, want := cmpKey(a, b), cmp.Compare(a.String(), b.String()); got != want {

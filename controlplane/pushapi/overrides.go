@@ -1,6 +1,8 @@
 package pushapi
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,7 +64,7 @@ func (s *Server) LoadOverrides() error {
 	}
 	next := translate.Overrides{}
 	for key, v := range stored {
-		k, ok := translate.ParseKey(key)
+		k, ok := objkey.Parse(key)
 		var ovs []v1alpha1.EndpointOverride
 		if err := json.Unmarshal(v, &ovs); err != nil || !ok {
 			s.Log.Error("an endpoint overrides record does not decode; it is left out", "policy", key, "error", err)
@@ -120,7 +122,7 @@ func stateError(code int, format string, args ...any) error {
 // removed), writes it to the store and serves it, and waits up to PushWait for the policy's Envoys to take
 // it. The caller has checked the admin token (or the dashboard's admin session). An error is an
 // *EndpointStateError.
-func (s *Server) SetEndpointState(ctx context.Context, k translate.Key, req apiwire.EndpointStateRequest) (*apiwire.EndpointStateResult, error) {
+func (s *Server) SetEndpointState(ctx context.Context, k objkey.Key, req apiwire.EndpointStateRequest) (*apiwire.EndpointStateResult, error) {
 	if s.ReadOnly != "" {
 		return nil, stateError(http.StatusConflict, "%s; an endpoint drains with its spec's state: Draining, or as its Pod terminates", s.ReadOnly)
 	}
@@ -229,7 +231,7 @@ func (s *Server) SetEndpointState(ctx context.Context, k translate.Key, req apiw
 // storeOverrides writes policy k's overrides (none: the record is deleted). The etcd store writes only over
 // what this replica read: after another replica's write the overrides are read again first, and the
 // request is refused if they changed meanwhile (the operator sees the other change and decides again).
-func (s *Server) storeOverrides(st store.Overrides, k translate.Key, ovs []v1alpha1.EndpointOverride) error {
+func (s *Server) storeOverrides(st store.Overrides, k objkey.Key, ovs []v1alpha1.EndpointOverride) error {
 	var v []byte
 	if len(ovs) > 0 {
 		var err error
@@ -279,7 +281,7 @@ func (s *Server) endpointState(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "request body: not a JSON object with endpoint, state and backend")
 		return
 	}
-	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	k := objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	out, err := s.SetEndpointState(r.Context(), k, req)
 	if err != nil {
 		var se *EndpointStateError
@@ -312,7 +314,7 @@ func (s *Server) endpointOverrides(w http.ResponseWriter, _ *http.Request) {
 }
 
 // dropOverrides forgets a deleted policy's overrides: a policy made again under its name starts without.
-func (s *Server) dropOverrides(k translate.Key) {
+func (s *Server) dropOverrides(k objkey.Key) {
 	st := s.overrideStore()
 	if st == nil {
 		return

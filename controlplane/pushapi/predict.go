@@ -1,6 +1,8 @@
 package pushapi
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bytes"
 	"cmp"
 	"encoding/json"
@@ -79,12 +81,12 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-func keyOf(r *http.Request) translate.Key {
-	return translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+func keyOf(r *http.Request) objkey.Key {
+	return objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 }
 
 // answer serves a prediction about one policy: the request's JSON body, answered by f.
-func answer[Req, Out any](f func(translate.Key, Req) (Out, error)) http.HandlerFunc {
+func answer[Req, Out any](f func(objkey.Key, Req) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
 		err := readJSON(w, r, &req)
@@ -120,7 +122,7 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 }
 
 // Trace follows one request through the policy k as it is served (POST .../trace).
-func (s *Server) Trace(k translate.Key, req apiwire.TraceRequest) (*pushclient.TraceAnswer, error) {
+func (s *Server) Trace(k objkey.Key, req apiwire.TraceRequest) (*pushclient.TraceAnswer, error) {
 	if !strings.HasPrefix(req.Path, "/") {
 		return nil, refused(http.StatusBadRequest, "path must start with /, got %q", req.Path)
 	}
@@ -145,7 +147,7 @@ func (s *Server) Trace(k translate.Key, req apiwire.TraceRequest) (*pushclient.T
 	out := &pushclient.TraceAnswer{Trace: m.TraceRequest(trafficmodel.Request{Path: req.Path, Headers: headers, ClientIP: req.ClientIP})}
 	_, origin := s.Engine.Result()
 	for _, p := range s.Engine.Policies(origin[k]) {
-		if translate.KeyOf(p) == k {
+		if objkey.Of(p) == k {
 			l := p.Spec.Listener
 			out.Target = apiwire.TraceTarget{Address: l.Address, Port: l.Port, Protocol: string(l.Protocol), DebugHeaders: p.Spec.DebugHeaders}
 		}
@@ -155,7 +157,7 @@ func (s *Server) Trace(k translate.Key, req apiwire.TraceRequest) (*pushclient.T
 
 // WhatIf compares the policy k as served with more endpoints down (POST .../whatif): one preview, in a
 // list as diff --traffic's.
-func (s *Server) WhatIf(k translate.Key, req apiwire.WhatIfRequest) ([]*trafficmodel.Preview, error) {
+func (s *Server) WhatIf(k objkey.Key, req apiwire.WhatIfRequest) ([]*trafficmodel.Preview, error) {
 	if len(req.Down) == 0 && len(req.Joined) == 0 {
 		return nil, refused(http.StatusBadRequest, "down or joined: name at least one zone=NAME or endpoint=ADDRESS[:PORT]")
 	}
@@ -178,7 +180,7 @@ func (s *Server) WhatIf(k translate.Key, req apiwire.WhatIfRequest) ([]*trafficm
 }
 
 // joined ramps the endpoints req.Joined names in m up as slow start has them req.At after they joined.
-func joined(sv *served, k translate.Key, m *trafficmodel.Policy, req apiwire.Predict) error {
+func joined(sv *served, k objkey.Key, m *trafficmodel.Policy, req apiwire.Predict) error {
 	ages, err := trafficmodel.JoinedAges(sv.cfg, k.Namespace, k.Name, req.Joined, req.At)
 	if err != nil {
 		return refused(http.StatusBadRequest, "%v", err)
@@ -196,7 +198,7 @@ type served struct {
 	health proxystats.Health
 }
 
-func (s *Server) served(k translate.Key, zone *string) (*served, error) {
+func (s *Server) served(k objkey.Key, zone *string) (*served, error) {
 	res, _ := s.Engine.Result()
 	pr := res.Policies.Of(k)
 	if pr == nil {
@@ -218,7 +220,7 @@ func (s *Server) served(k translate.Key, zone *string) (*served, error) {
 
 // model is the traffic model of the served policy with the endpoints its Envoys report ejected and those
 // the selectors take down.
-func (s *Server) model(sv *served, k translate.Key, selectors []string) (*trafficmodel.Policy, error) {
+func (s *Server) model(sv *served, k objkey.Key, selectors []string) (*trafficmodel.Policy, error) {
 	down, err := s.downs(sv.cfg, k, sv.health, selectors)
 	if err != nil {
 		return nil, err
@@ -239,7 +241,7 @@ func (s *Server) health() proxystats.Health {
 
 // downs are the endpoints of k's clusters in cfg that the Envoys report ejected (as the policy's status
 // counts them), and those the selectors name.
-func (s *Server) downs(cfg *ir.Config, k translate.Key, health proxystats.Health, selectors []string) (trafficmodel.Down, error) {
+func (s *Server) downs(cfg *ir.Config, k objkey.Key, health proxystats.Health, selectors []string) (trafficmodel.Down, error) {
 	down := trafficmodel.Down{}
 	for _, g := range cfg.Groups {
 		for _, c := range g.Clusters {
@@ -353,7 +355,7 @@ func (s *Server) Traffic(body []byte, zone *string) ([]*trafficmodel.Preview, er
 // of the body's policies in its order. Policies of the store (or new ones outside Kubernetes mode) are
 // planned as a push is, and refused as it would be; those of the config directory or of Kubernetes replace
 // or join their source's, as editing the file or kubectl apply would.
-func (s *Server) plan(body []byte) (before, after *translate.Result, keys []translate.Key, err error) {
+func (s *Server) plan(body []byte) (before, after *translate.Result, keys []objkey.Key, err error) {
 	docs, derr := manifest.DecodeBytes("request", body)
 	if errors.Is(derr, manifest.ErrTooManyDocuments) {
 		return nil, nil, nil, &predictError{code: http.StatusRequestEntityTooLarge, msgs: []string{derr.Error()}}
@@ -366,7 +368,7 @@ func (s *Server) plan(body []byte) (before, after *translate.Result, keys []tran
 		return nil, nil, nil, refused(http.StatusBadRequest, "the request holds no policy")
 	}
 	for _, d := range docs {
-		k := translate.KeyOf(d.Policy)
+		k := objkey.Of(d.Policy)
 		if slices.Contains(keys, k) {
 			errs = append(errs, fmt.Sprintf("%s: %s is in the request twice", d.Source, k))
 			continue
@@ -410,8 +412,8 @@ func (s *Server) plan(body []byte) (before, after *translate.Result, keys []tran
 	}
 	candidate := slices.Clone(s.Engine.Policies(src))
 	for _, d := range docs {
-		k := translate.KeyOf(d.Policy)
-		if i := slices.IndexFunc(candidate, func(p *v1alpha1.LoadBalancerPolicy) bool { return translate.KeyOf(p) == k }); i >= 0 {
+		k := objkey.Of(d.Policy)
+		if i := slices.IndexFunc(candidate, func(p *v1alpha1.LoadBalancerPolicy) bool { return objkey.Of(p) == k }); i >= 0 {
 			candidate[i] = d.Policy
 		} else {
 			candidate = append(candidate, d.Policy)

@@ -1,6 +1,8 @@
 package pushapi
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,7 +11,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/rollout"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // stage splits a push's spec changes into those to roll out in stages and those that reach every Envoy at
@@ -17,11 +18,11 @@ import (
 // sets spec.rollout or the server's default is staged; ?rollout=immediate never stages. A change of
 // metadata alone (same generation) is never staged. The caller holds a.mu; a.recs is still the store
 // before the push.
-func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unstaged []translate.Key) {
+func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unstaged []objkey.Key) {
 	if a.Rollouts == nil {
 		return nil, nil
 	}
-	for _, k := range slices.SortedFunc(func(yield func(translate.Key) bool) {
+	for _, k := range slices.SortedFunc(func(yield func(objkey.Key) bool) {
 		for k := range pl.changes {
 			if !yield(k) {
 				return
@@ -64,7 +65,7 @@ func (a *Admission) beginRollouts(staged []rollout.Change) (undo func(), err err
 }
 
 // unstageRollouts takes the policies a push changed without stages out of their rollouts.
-func (a *Admission) unstageRollouts(unstaged []translate.Key) error {
+func (a *Admission) unstageRollouts(unstaged []objkey.Key) error {
 	if a.Rollouts == nil || len(unstaged) == 0 {
 		return nil
 	}
@@ -75,9 +76,9 @@ func (a *Admission) unstageRollouts(unstaged []translate.Key) error {
 type RolloutResult = apiwire.RolloutResult
 
 func (s *Server) rolloutStatus(w http.ResponseWriter, r *http.Request) {
-	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	k := objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	for _, v := range s.views() {
-		if translate.KeyOf(v) != k {
+		if objkey.Of(v) != k {
 			continue
 		}
 		if v.Status.Rollout == nil {
@@ -94,7 +95,7 @@ func (s *Server) rolloutStatus(w http.ResponseWriter, r *http.Request) {
 // rolloutAction pauses, resumes or aborts a rollout, or undoes it: undo pushes the baseline back as the
 // policy's spec, to every Envoy at once (a new generation, as kubectl rollout undo makes one).
 func (s *Server) rolloutAction(w http.ResponseWriter, r *http.Request) {
-	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	k := objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	if s.ReadOnly != "" {
 		writeErr(w, http.StatusConflict, s.ReadOnly)
 		return
@@ -124,7 +125,7 @@ func (s *Server) rolloutAction(w http.ResponseWriter, r *http.Request) {
 		res := RolloutResult{Policy: k.String(), Rollout: v1alpha1.RolloutStatus{Phase: "Undone",
 			Message: "the previous generation is the policy's spec again, on every Envoy"}}
 		for _, v := range s.views() {
-			if translate.KeyOf(v) == k {
+			if objkey.Of(v) == k {
 				res.Generation, res.Rollout.CandidateGeneration = v.Generation, v.Generation
 			}
 		}
@@ -134,7 +135,7 @@ func (s *Server) rolloutAction(w http.ResponseWriter, r *http.Request) {
 	s.rolloutStatus(w, r)
 }
 
-func (s *Server) undo(k translate.Key) (int, error) {
+func (s *Server) undo(k objkey.Key) (int, error) {
 	base, err := s.Rollouts.Baseline(k)
 	if err != nil {
 		return http.StatusConflict, err

@@ -5,6 +5,8 @@
 package pushapi
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bytes"
 	"crypto/subtle"
 	"encoding/json"
@@ -33,7 +35,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -304,7 +305,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 
 // explain answers how one policy went through the pipeline, down to the Envoy fields.
 func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
-	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	k := objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	e, err := s.Explain(k)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -320,11 +321,11 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 var ErrNotFound = errors.New("not found")
 
 // Explain explains the policy k, as GET .../explain does.
-func (s *Server) Explain(k translate.Key) (*explain.Explanation, error) {
+func (s *Server) Explain(k objkey.Key) (*explain.Explanation, error) {
 	res, origin := s.Engine.Result()
 	var p *v1alpha1.LoadBalancerPolicy
 	for _, x := range s.Engine.Policies(origin[k]) {
-		if translate.KeyOf(x) == k {
+		if objkey.Of(x) == k {
 			p = x
 		}
 	}
@@ -355,7 +356,7 @@ func (s *Server) viewsOf(keep func(*v1alpha1.LoadBalancerPolicy) bool) []*v1alph
 	var out []*v1alpha1.LoadBalancerPolicy
 	for _, src := range []string{engine.SourceKubernetes, engine.SourceConfigDir, engine.SourceStore} {
 		for _, p := range s.Engine.Policies(src) {
-			k := translate.KeyOf(p)
+			k := objkey.Of(p)
 			if origin[k] != src || (keep != nil && !keep(p)) {
 				continue
 			}
@@ -374,9 +375,9 @@ func (s *Server) viewsOf(keep func(*v1alpha1.LoadBalancerPolicy) bool) []*v1alph
 			out = append(out, &v)
 		}
 	}
-	s.transitions.Forget(func(k translate.Key) bool { return res.Policies.Of(k) != nil })
+	s.transitions.Forget(func(k objkey.Key) bool { return res.Policies.Of(k) != nil })
 	s.storeConditionTimes()
-	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int { return cmpKey(translate.KeyOf(a), translate.KeyOf(b)) })
+	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int { return cmpKey(objkey.Of(a), objkey.Of(b)) })
 	return out
 }
 
@@ -404,9 +405,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	k := objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	for _, v := range s.views() {
-		if translate.KeyOf(v) == k {
+		if objkey.Of(v) == k {
 			writeJSON(w, http.StatusOK, v)
 			return
 		}
@@ -415,7 +416,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	k := translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	k := objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	if s.ReadOnly != "" {
 		writeErr(w, http.StatusConflict, s.ReadOnly)
 		return
@@ -443,7 +444,7 @@ type (
 )
 
 // Live returns the policy k's per-Envoy view; the summed part is its status's backends.
-func (s *Server) Live(k translate.Key) (*LiveResult, error) {
+func (s *Server) Live(k objkey.Key) (*LiveResult, error) {
 	res, _ := s.Engine.Result()
 	pr := res.Policies.Of(k)
 	if pr == nil {
@@ -473,7 +474,7 @@ func orEmpty[T any](s []T) []T {
 }
 
 func (s *Server) live(w http.ResponseWriter, r *http.Request) {
-	l, err := s.Live(translate.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")})
+	l, err := s.Live(objkey.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")})
 	if err != nil {
 		writeErr(w, http.StatusNotFound, err.Error())
 		return

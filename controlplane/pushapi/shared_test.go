@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -191,7 +192,7 @@ type conflicting struct {
 	left int
 }
 
-func (c *conflicting) Apply(base int64, puts []*store.Record, deletes []string) (int64, error) {
+func (c *conflicting) Apply(base int64, puts []*store.Record, deletes []objkey.Key) (int64, error) {
 	if c.left > 0 {
 		c.left--
 		return 0, store.ErrConflict

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"io"
 	"net/http"
 	"net/url"
@@ -151,7 +152,7 @@ func (c *Client) GatewayPolicies(ctx context.Context, namespace, name string) ([
 	var l struct {
 		Items []*v1alpha1.LoadBalancerPolicy `json:"items"`
 	}
-	gw := namespace + "/" + name
+	gw := objkey.Key{Namespace: namespace, Name: name}.String()
 	if err := c.do(ctx, http.MethodGet, "/v1/policies?gateway="+url.QueryEscape(gw), nil, &l); err != nil {
 		return nil, err
 	}
@@ -178,7 +179,7 @@ func (c *Client) Delete(ctx context.Context, namespace, name string) error {
 // Live returns each Envoy's own view of one policy's backends, and their sum.
 func (c *Client) Live(ctx context.Context, namespace, name string) (*apiwire.LiveResult, error) {
 	var out apiwire.LiveResult
-	if err := c.do(ctx, http.MethodGet, policyPath(namespace, name)+"/live", nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, policyPath(namespace, name, "live"), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -187,7 +188,7 @@ func (c *Client) Live(ctx context.Context, namespace, name string) (*apiwire.Liv
 // Explain asks how one policy became Envoy config.
 func (c *Client) Explain(ctx context.Context, namespace, name string) (*explain.Explanation, error) {
 	var out explain.Explanation
-	if err := c.do(ctx, http.MethodGet, policyPath(namespace, name)+"/explain", nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, policyPath(namespace, name, "explain"), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -215,7 +216,7 @@ func (c *Client) Trace(ctx context.Context, namespace, name string, req apiwire.
 		return nil, err
 	}
 	var out TraceAnswer
-	if err := c.do(ctx, http.MethodPost, policyPath(namespace, name)+"/trace", body, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, policyPath(namespace, name, "trace"), body, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -228,7 +229,7 @@ func (c *Client) WhatIf(ctx context.Context, namespace, name string, req apiwire
 		return nil, err
 	}
 	var out []*trafficmodel.Preview
-	return out, c.do(ctx, http.MethodPost, policyPath(namespace, name)+"/whatif", body, &out)
+	return out, c.do(ctx, http.MethodPost, policyPath(namespace, name, "whatif"), body, &out)
 }
 
 // Traffic asks what pushing docs would do to each of their policies' traffic; zone, when set, predicts for
@@ -242,8 +243,13 @@ func (c *Client) Traffic(ctx context.Context, docs []byte, zone *string) ([]*tra
 	return out, c.do(ctx, http.MethodPost, path, docs, &out)
 }
 
-func policyPath(namespace, name string) string {
-	return "/v1/policies/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
+// policyPath is the push API's path of a policy, and of what is under it (more), each segment escaped.
+func policyPath(namespace, name string, more ...string) string {
+	segs := []string{"", "v1", "policies", url.PathEscape(namespace), url.PathEscape(name)}
+	for _, m := range more {
+		segs = append(segs, url.PathEscape(m))
+	}
+	return strings.Join(segs, "/")
 }
 
 // Proxies returns every connected Envoy.

@@ -26,7 +26,7 @@ func (c *Client) Events(ctx context.Context, since uint64, namespace, name strin
 // History asks for a policy's health events and its backends' series over the last hour.
 func (c *Client) History(ctx context.Context, namespace, name string) (*apiwire.HistoryResult, error) {
 	var out apiwire.HistoryResult
-	if err := c.do(ctx, http.MethodGet, policyPath(namespace, name)+"/history", nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, policyPath(namespace, name, "history"), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -15,7 +15,7 @@ func (c *Client) SetEndpointState(ctx context.Context, namespace, name string, r
 		return nil, err
 	}
 	out := &apiwire.EndpointStateResult{}
-	return out, c.do(ctx, http.MethodPost, policyPath(namespace, name)+"/endpoint-state", body, out)
+	return out, c.do(ctx, http.MethodPost, policyPath(namespace, name, "endpoint-state"), body, out)
 }
 
 // EndpointOverrides lists every policy's endpoint overrides in force.

@@ -29,15 +29,11 @@ func (c *Client) ApplyRollout(ctx context.Context, docs []byte, dryRun bool, mod
 // Rollout returns where a policy's staged rollout stands.
 func (c *Client) Rollout(ctx context.Context, namespace, name string) (*apiwire.RolloutResult, error) {
 	out := &apiwire.RolloutResult{}
-	return out, c.do(ctx, http.MethodGet, rolloutPath(namespace, name), nil, out)
+	return out, c.do(ctx, http.MethodGet, policyPath(namespace, name, "rollout"), nil, out)
 }
 
 // RolloutAction pauses, resumes, aborts or undoes a policy's rollout.
 func (c *Client) RolloutAction(ctx context.Context, namespace, name, action string) (*apiwire.RolloutResult, error) {
 	out := &apiwire.RolloutResult{}
-	return out, c.do(ctx, http.MethodPost, rolloutPath(namespace, name)+"/"+url.PathEscape(action), nil, out)
-}
-
-func rolloutPath(namespace, name string) string {
-	return "/v1/policies/" + url.PathEscape(namespace) + "/" + url.PathEscape(name) + "/rollout"
+	return out, c.do(ctx, http.MethodPost, policyPath(namespace, name, "rollout", action), nil, out)
 }

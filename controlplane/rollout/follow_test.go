@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -14,7 +16,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -81,7 +82,7 @@ func proxy(node, group string) xdsserver.ProxyStatus {
 		State: xdsserver.Synced, Authenticated: true}
 }
 
-var key = translate.Key{Namespace: "default", Name: "shop"}
+var key = objkey.Key{Namespace: "default", Name: "shop"}
 
 func change(gen int64) []Change {
 	return []Change{{Key: key, Group: "default", New: &store.Record{Namespace: "default", Name: "shop", Generation: gen}, Generation: gen}}
@@ -188,7 +189,7 @@ func TestStoredStateCarriesTheBaselinesLbctlReads(t *testing.T) {
 	doc := []byte(`{"apiVersion":"lbplane.io/v1alpha1","kind":"LoadBalancerPolicy","metadata":{"name":"shop"}}`)
 	ch := change(7)
 	ch[0].Old = &store.Record{Namespace: "default", Name: "shop", Generation: 6, Document: doc}
-	ch = append(ch, Change{Key: translate.Key{Namespace: "default", Name: "new"}, Group: "default", New: &store.Record{Generation: 1}, Generation: 1})
+	ch = append(ch, Change{Key: objkey.Key{Namespace: "default", Name: "new"}, Group: "default", New: &store.Record{Generation: 1}, Generation: 1})
 	if _, err := c.Begin(ch); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -11,7 +13,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // Staging fails closed. In Kubernetes mode the API server has stored a change before lbplane hears of it,
@@ -84,7 +85,7 @@ func (c *Controller) start(changes []Change, now time.Time) error {
 // hold keeps every Envoy from changes until their rollouts start; c.mu is held.
 func (c *Controller) hold(changes []Change, why error, now time.Time) {
 	if c.held == nil {
-		c.held = map[translate.Key]*held{}
+		c.held = map[objkey.Key]*held{}
 	}
 	for _, ch := range changes {
 		h := c.held[ch.Key]
@@ -107,7 +108,7 @@ func (c *Controller) hold(changes []Change, why error, now time.Time) {
 // retryHeld tries again to start the held changes last tried at least HeldRetry ago, one at a time (one
 // that still cannot start does not hold the others); c.mu is held.
 func (c *Controller) retryHeld(now time.Time) {
-	for _, k := range slices.SortedFunc(maps.Keys(c.held), func(a, b translate.Key) int { return strings.Compare(a.String(), b.String()) }) {
+	for _, k := range slices.SortedFunc(maps.Keys(c.held), func(a, b objkey.Key) int { return strings.Compare(a.String(), b.String()) }) {
 		h := c.held[k]
 		if h == nil || now.Sub(h.tried) < HeldRetry {
 			continue
@@ -120,7 +121,7 @@ func (c *Controller) retryHeld(now time.Time) {
 }
 
 // unhold ends the holds of keys (a change that is not staged, or a deletion); c.mu is held.
-func (c *Controller) unhold(keys []translate.Key) {
+func (c *Controller) unhold(keys []objkey.Key) {
 	for _, k := range keys {
 		if h := c.held[k]; h != nil {
 			delete(c.held, k)
@@ -151,7 +152,7 @@ func (c *Controller) withHeld(group string, sp *engine.Split) *engine.Split {
 			continue
 		}
 		if sp == nil {
-			sp = &engine.Split{Policies: map[translate.Key]engine.PolicySplit{}}
+			sp = &engine.Split{Policies: map[objkey.Key]engine.PolicySplit{}}
 		}
 		var p *policy
 		if g != nil {

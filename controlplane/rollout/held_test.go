@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // A change the sources already hold whose rollout cannot start (a traffic shift while a staged rollout of
@@ -20,7 +21,7 @@ func TestAChangeThatCannotBeStagedIsHeldFromEveryEnvoy(t *testing.T) {
 	f := newFleet(t, "n1", "n2", "n3")
 	f.push("a", 80, nil)
 	f.push("a", 81, nil) // staged: two canaries run generation 2
-	k := translate.Key{Namespace: "default", Name: "a"}
+	k := objkey.Key{Namespace: "default", Name: "a"}
 	st := f.status("a")
 	if len(st.Canaries) != 2 {
 		t.Fatalf("generation 2's rollout: %+v", st)

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -17,7 +19,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -102,7 +103,7 @@ func (f *fleet) push(name string, port int32, edit func(*v1alpha1.LoadBalancerPo
 		edit(next)
 	}
 	if old != nil {
-		if _, err := f.c.Begin([]Change{{Key: translate.KeyOf(next), Group: "default", Old: record(old), New: record(next), Generation: next.Generation, Rollout: next.Spec.Rollout}}); err != nil {
+		if _, err := f.c.Begin([]Change{{Key: objkey.Of(next), Group: "default", Old: record(old), New: record(next), Generation: next.Generation, Rollout: next.Spec.Rollout}}); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -146,7 +147,7 @@ func (f *fleet) judge(name string) *v1alpha1.RolloutStatus {
 
 func (f *fleet) status(name string) *v1alpha1.RolloutStatus {
 	f.t.Helper()
-	st := f.c.Status(translate.Key{Namespace: "default", Name: name})
+	st := f.c.Status(objkey.Key{Namespace: "default", Name: name})
 	if st == nil {
 		f.t.Fatalf("no rollout of %s", name)
 	}
@@ -218,7 +219,7 @@ func TestRolloutsArePerPolicy(t *testing.T) {
 		t.Errorf("b's message: %s", got.Message)
 	}
 	// An operator's abort of b leaves a as it was.
-	if err := f.c.Action(translate.Key{Namespace: "default", Name: "b"}, "abort"); err != nil {
+	if err := f.c.Action(objkey.Key{Namespace: "default", Name: "b"}, "abort"); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.status("a"); got.Phase != v1alpha1.RolloutRolledBack || got.CandidateGeneration != 4 {
@@ -249,7 +250,7 @@ func TestAnImmediatePushAfterARollbackNeverServesTheCandidate(t *testing.T) {
 	f := newFleet(t, "n1", "n2", "n3")
 	f.push("a", 80, nil)
 	f.push("a", 81, nil)
-	k := translate.Key{Namespace: "default", Name: "a"}
+	k := objkey.Key{Namespace: "default", Name: "a"}
 	if err := f.c.Action(k, "abort"); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func TestAnImmediatePushAfterARollbackNeverServesTheCandidate(t *testing.T) {
 		return v
 	}
 	baseline := endpoints("n1")
-	if err := f.c.Unstage([]translate.Key{k}); err != nil {
+	if err := f.c.Unstage([]objkey.Key{k}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"n1", "n2", "n3"} {
@@ -285,7 +286,7 @@ func TestEndedRolloutsAreNotWrittenAgain(t *testing.T) {
 	f := newFleet(t, "n1", "n2", "n3")
 	f.push("a", 80, nil)
 	f.push("a", 81, nil)
-	if err := f.c.Action(translate.Key{Namespace: "default", Name: "a"}, "abort"); err != nil {
+	if err := f.c.Action(objkey.Key{Namespace: "default", Name: "a"}, "abort"); err != nil {
 		t.Fatal(err)
 	}
 	mem := f.c.Persist.(*memPersist)
@@ -342,7 +343,7 @@ func TestCanariesAreDrawnAtRandomAmongSettledEnvoys(t *testing.T) {
 			seen[n]++
 		}
 		// Ended, so that the next push draws the order again.
-		if err := f.c.Action(translate.Key{Namespace: "default", Name: "a"}, "abort"); err != nil {
+		if err := f.c.Action(objkey.Key{Namespace: "default", Name: "a"}, "abort"); err != nil {
 			t.Fatal(err)
 		}
 	}

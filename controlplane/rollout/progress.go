@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -226,7 +228,7 @@ func (c *Controller) record(p *policy, v Verdict) bool {
 
 // clusters are the names of p's clusters on either side (a candidate may move traffic to clusters the
 // baseline lacks, and the other way round), from what the engine translated.
-func (c *Controller) clusters(g *group, k translate.Key) map[string]bool {
+func (c *Controller) clusters(g *group, k objkey.Key) map[string]bool {
 	out := map[string]bool{}
 	res, _ := c.Engine.Result()
 	for _, r := range []*translate.Result{res, c.Engine.BaselineResult(g.Group)} {

@@ -26,6 +26,8 @@
 package rollout
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,7 +44,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -86,7 +87,7 @@ type Controller struct {
 	byGroup map[string]*group
 	// held are the staged changes the sources already hold whose rollouts could not start (Stage): every
 	// Envoy is kept from them until they start.
-	held map[translate.Key]*held
+	held map[objkey.Key]*held
 	// later: the splits set are published with the engine's next publish (Unstage); c.mu is held.
 	later bool
 	// judging is since when this replica judges (the first step as the leader): a canary's time to take a
@@ -111,7 +112,7 @@ type PolicyRef struct {
 	Candidate *store.Record `json:"candidate,omitempty"`
 }
 
-func (p PolicyRef) key() translate.Key { return translate.Key{Namespace: p.Namespace, Name: p.Name} }
+func (p PolicyRef) key() objkey.Key { return objkey.Key{Namespace: p.Namespace, Name: p.Name} }
 
 // policy is one policy's rollout, as stored.
 type policy struct {
@@ -168,10 +169,10 @@ type group struct {
 	missing map[string]time.Time
 	// local are the candidate generations this follower decided to stage itself, by policy, until the
 	// leader's stored state covers them (not stored).
-	local map[translate.Key]int64
+	local map[objkey.Key]int64
 }
 
-func (g *group) find(k translate.Key) *policy {
+func (g *group) find(k objkey.Key) *policy {
 	for _, p := range g.Policies {
 		if p.key() == k {
 			return p
@@ -226,7 +227,7 @@ func decodeGroup(v []byte) (*group, error) {
 
 // Change is one policy a push changed.
 type Change struct {
-	Key   translate.Key
+	Key   objkey.Key
 	Group string
 	// Old is the stored record before the push (nil: a new policy); New the one pushed, of Generation.
 	Old, New   *store.Record
@@ -499,7 +500,7 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 			p.Baseline = baselineOf(p, ch.Old)
 			if c.follower() {
 				if g.local == nil {
-					g.local = map[translate.Key]int64{}
+					g.local = map[objkey.Key]int64{}
 				}
 				g.local[ch.Key] = ch.Generation
 			}
@@ -554,7 +555,7 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 // Unstage takes policies out of their rollouts: a push that is not staged, or a delete. The Envoys are
 // served the change with the engine's next publish, which the caller makes with the policies' new versions
 // (or without them): until then they keep what they run, never the candidate a rollout rolled back.
-func (c *Controller) Unstage(keys []translate.Key) error {
+func (c *Controller) Unstage(keys []objkey.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.later = true
@@ -571,7 +572,7 @@ func (c *Controller) Unstage(keys []translate.Key) error {
 }
 
 // dropElsewhere removes k from the rollouts of any group but keep; c.mu is held.
-func (c *Controller) dropElsewhere(k translate.Key, keep string) error {
+func (c *Controller) dropElsewhere(k objkey.Key, keep string) error {
 	for name, g := range c.byGroup {
 		if name == keep {
 			continue
@@ -631,7 +632,7 @@ func (c *Controller) apply(g *group) error {
 
 // split sets the engine's split for g; c.mu is held.
 func (c *Controller) split(g *group) error {
-	sp := &engine.Split{Policies: map[translate.Key]engine.PolicySplit{}}
+	sp := &engine.Split{Policies: map[objkey.Key]engine.PolicySplit{}}
 	for _, p := range g.Policies {
 		if p.Phase == v1alpha1.RolloutSucceeded {
 			continue
@@ -697,7 +698,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 // Status returns the rollout status of policy k, nil when it has none.
-func (c *Controller) Status(k translate.Key) *v1alpha1.RolloutStatus {
+func (c *Controller) Status(k objkey.Key) *v1alpha1.RolloutStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, _ := c.find(k)
@@ -761,7 +762,7 @@ func (c *Controller) status(p *policy) *v1alpha1.RolloutStatus {
 }
 
 // find returns policy k's rollout and its group; c.mu is held.
-func (c *Controller) find(k translate.Key) (*policy, *group) {
+func (c *Controller) find(k objkey.Key) (*policy, *group) {
 	for _, g := range c.byGroup {
 		if p := g.find(k); p != nil {
 			return p, g
@@ -771,10 +772,10 @@ func (c *Controller) find(k translate.Key) (*policy, *group) {
 }
 
 // Keys are the policies in a rollout (ended ones included, as they are still reported).
-func (c *Controller) Keys() []translate.Key {
+func (c *Controller) Keys() []objkey.Key {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []translate.Key
+	var out []objkey.Key
 	for _, g := range c.byGroup {
 		for _, p := range g.Policies {
 			out = append(out, p.key())
@@ -793,14 +794,14 @@ var ErrNoRollout = fmt.Errorf("the policy has no staged rollout")
 
 // Action is pause, resume or abort of policy k's rollout (undo is a push of the baseline: see Baseline).
 // It acts on that policy's rollout alone.
-func (c *Controller) Action(k translate.Key, action string) error {
+func (c *Controller) Action(k objkey.Key, action string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.retry(func() error { return c.action(k, action, time.Now()) })
 }
 
 // action is Action with c.mu held.
-func (c *Controller) action(k translate.Key, action string, now time.Time) error {
+func (c *Controller) action(k objkey.Key, action string, now time.Time) error {
 	p, g := c.find(k)
 	if p == nil {
 		return ErrNoRollout
@@ -850,7 +851,7 @@ func (c *Controller) rollBack(g *group, p *policy, phase, msg string, now time.T
 }
 
 // Baseline returns the baseline record of policy k's rollout (nil when the policy was new), for undo.
-func (c *Controller) Baseline(k translate.Key) (*store.Record, error) {
+func (c *Controller) Baseline(k objkey.Key) (*store.Record, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, _ := c.find(k)

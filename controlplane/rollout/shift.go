@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"maps"
 	"slices"
 	"strings"
@@ -125,11 +126,12 @@ func (c *Controller) progressTraffic(g *group, p *policy, proxies []xdsserver.Pr
 		}
 	}
 	shiftedTo := Shift(cand, base, ts.Backend, ts.Steps[p.Stage])
+	key := objkey.Key{Namespace: p.Namespace, Name: p.Name}
 	from := map[string]bool{}
 	for _, b := range alongside(shiftedTo, ts.Backend) {
-		from[p.Namespace+"/"+p.Name+"/"+b] = true
+		from[objkey.Cluster(key, b)] = true
 	}
-	to := map[string]bool{p.Namespace + "/" + p.Name + "/" + ts.Backend: true}
+	to := map[string]bool{objkey.Cluster(key, ts.Backend): true}
 	toNodes, fromNodes := c.perNode(g, p.StageStarted, to, nil), c.perNode(g, p.StageStarted, from, nil)
 	var tos, froms []NodeNumbers
 	for _, node := range slices.Sorted(maps.Keys(toNodes)) {

@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"log/slog"
 	"time"
@@ -8,7 +10,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/healthhistory"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // newHistory keeps the health events and series of what poller reads, naming each cluster's policy and
@@ -26,7 +27,7 @@ func newHistory(eng *engine.Engine, log *slog.Logger) *healthhistory.Recorder {
 			}
 			o := healthhistory.Owner{Policy: k, Backend: name}
 			for _, p := range eng.Policies(origin[k]) {
-				if translate.KeyOf(p) != k {
+				if objkey.Of(p) != k {
 					continue
 				}
 				for _, b := range p.Spec.Backends {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"strings"
 	"time"
 
@@ -102,7 +103,7 @@ func podIdentities(ctx context.Context, cfg *Config, x *xds, api *pushAPI) error
 		return errors.New("--envoy-identity-service-account, --ca-configmap: need --kubernetes and lbplane's own CA in a Secret (--ca-secret), without --xds-insecure or --xds-tls-*")
 	}
 	for _, sa := range cfg.EnvoyIdentityServiceAccounts {
-		if ns, name, ok := strings.Cut(sa, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		if _, ok := objkey.Parse(sa); !ok {
 			return fmt.Errorf("--envoy-identity-service-account: %q is not NAMESPACE/NAME", sa)
 		}
 	}

@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -15,7 +17,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 // kubeRollouts starts staged rollouts from the specs users apply in Kubernetes mode (kubesource's hook),
@@ -77,14 +78,14 @@ func kubeMode(p *v1alpha1.LoadBalancerPolicy, def string) string {
 // Envoy at once.
 func (k *kubeRollouts) PolicyChanges(changes []kubesource.PolicyChange) {
 	var staged []rollout.Change
-	var unstaged []translate.Key
+	var unstaged []objkey.Key
 	for _, ch := range changes {
 		if ch.New == nil {
-			unstaged = append(unstaged, translate.KeyOf(ch.Old))
+			unstaged = append(unstaged, objkey.Of(ch.Old))
 			continue
 		}
 		p := ch.New
-		key := translate.KeyOf(p)
+		key := objkey.Of(p)
 		if kubeMode(p, k.mode) != rollout.ModeStaged {
 			unstaged = append(unstaged, key)
 			continue
@@ -119,9 +120,9 @@ func (k *kubeRollouts) steer(ctx context.Context) {
 			}
 			continue
 		}
-		byKey := map[translate.Key]*v1alpha1.LoadBalancerPolicy{}
+		byKey := map[objkey.Key]*v1alpha1.LoadBalancerPolicy{}
 		for _, p := range k.eng.Policies(engine.SourceKubernetes) {
-			byKey[translate.KeyOf(p)] = p
+			byKey[objkey.Of(p)] = p
 		}
 		for _, key := range k.ro.Keys() {
 			p, st := byKey[key], k.ro.Status(key)

@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,7 +28,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/rollout"
-	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -230,7 +231,7 @@ func TestKubeStagedChangeHeldWhenItsRolloutCannotBeStored(t *testing.T) {
 	if got := served(); !maps.Equal(got, baseline) {
 		t.Fatalf("a change whose rollout could not be stored was served: %v, baseline %v", got, baseline)
 	}
-	key := translate.KeyOf(two)
+	key := objkey.Of(two)
 	st := ro.Status(key)
 	if st == nil || st.Phase != v1alpha1.RolloutProgressing || st.CandidateGeneration != 2 || st.BaselineGeneration != 1 || len(st.Canaries) != 0 ||
 		!strings.Contains(st.Message, "held") || !strings.Contains(st.Message, "context deadline exceeded") {

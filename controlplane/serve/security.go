@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"net"
 	"os"
 	"path/filepath"
@@ -89,9 +90,9 @@ func xdsSecurity(ctx context.Context, cfg *Config) (opts []grpc.ServerOption, is
 		}
 		dir = ""
 		if created {
-			cfg.Log.Info("created lbplane's CA", "secret", ns+"/"+cfg.CASecret)
+			cfg.Log.Info("created lbplane's CA", "secret", objkey.Key{Namespace: ns, Name: cfg.CASecret}.String())
 		} else {
-			cfg.Log.Info("loaded lbplane's CA", "secret", ns+"/"+cfg.CASecret)
+			cfg.Log.Info("loaded lbplane's CA", "secret", objkey.Key{Namespace: ns, Name: cfg.CASecret}.String())
 		}
 	} else {
 		if ca, created, err = pki.LoadOrCreateCA(dir); err != nil {
@@ -201,9 +202,9 @@ func newKubeGuard(ctx context.Context, cfg *Config, validity time.Duration) (*xd
 	}
 	go cm.Watch(ctx, interval, cfg.Log, func(rs []xdsserver.Revocation) {
 		if n := g.SetRevocations(rs); n > 0 {
-			cfg.Log.Info("closed revoked Envoy connections", "configmap", ns+"/"+cfg.RevocationsConfigMap, "count", n)
+			cfg.Log.Info("closed revoked Envoy connections", "configmap", objkey.Key{Namespace: ns, Name: cfg.RevocationsConfigMap}.String(), "count", n)
 		}
 	})
-	cfg.Log.Info("revocations are kept in a ConfigMap", "configmap", ns+"/"+cfg.RevocationsConfigMap, "inForce", len(g.Revocations()))
+	cfg.Log.Info("revocations are kept in a ConfigMap", "configmap", objkey.Key{Namespace: ns, Name: cfg.RevocationsConfigMap}.String(), "inForce", len(g.Revocations()))
 	return g, nil
 }

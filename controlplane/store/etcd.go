@@ -8,11 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"log/slog"
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,7 +118,7 @@ type policyFeed struct {
 
 type policyEvent struct {
 	rev int64
-	key string  // namespace/name
+	key objkey.Key
 	rec *Record // nil: deleted
 }
 
@@ -337,7 +337,7 @@ func (s *Etcd) List() (out []*Record, rev int64, err error) {
 	s.refused.replace(func(k string) bool { return strings.HasPrefix(k, pol) }, refused)
 	s.cache, s.cacheRev = cache, resp.Header.Revision
 	s.feed.listedRev, s.feed.listedAt = rev, resp.Header.Revision
-	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	byStoredKey(out)
 	return out, rev, nil
 }
 
@@ -347,7 +347,7 @@ func (s *Etcd) List() (out []*Record, rev int64, err error) {
 // decoded. ok is false when the watch cannot tell (it started after base, or restarted, or the store is
 // passive): the caller lists the store instead. A write planned on the revision returned may still
 // meet ErrConflict when the watch is behind; the caller then lists the store.
-func (s *Etcd) ChangesSince(base int64) (puts []*Record, deletes []string, rev int64, ok bool) {
+func (s *Etcd) ChangesSince(base int64) (puts []*Record, deletes []objkey.Key, rev int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := &s.feed
@@ -357,8 +357,8 @@ func (s *Etcd) ChangesSince(base int64) (puts []*Record, deletes []string, rev i
 		return nil, nil, 0, false
 	}
 	i, _ := slices.BinarySearchFunc(f.events, base+1, func(e policyEvent, r int64) int { return cmp.Compare(e.rev, r) })
-	last := map[string]*Record{}
-	var order []string
+	last := map[objkey.Key]*Record{}
+	var order []objkey.Key
 	rev = base
 	for _, e := range f.events[i:] {
 		if _, seen := last[e.key]; !seen {
@@ -392,7 +392,12 @@ func (s *Etcd) feedEvents(evs []*clientv3.Event) bool {
 	defer s.mu.Unlock()
 	pol := s.prefix + etcdPolicies
 	for _, ev := range evs {
-		e := policyEvent{rev: ev.Kv.ModRevision, key: strings.TrimPrefix(string(ev.Kv.Key), pol)}
+		key, ok := objkey.Parse(strings.TrimPrefix(string(ev.Kv.Key), pol))
+		if !ok {
+			// Not a policy's key: nothing lbplane wrote, and List skips it too.
+			continue
+		}
+		e := policyEvent{rev: ev.Kv.ModRevision, key: key}
 		if ev.Type == clientv3.EventTypePut {
 			r, err := s.decodePolicy(string(ev.Kv.Key), ev.Kv.Value)
 			switch {
@@ -430,7 +435,7 @@ func (s *Etcd) decodePolicy(at string, stored []byte) (*Record, error) {
 	if err := json.Unmarshal(v, r); err != nil {
 		return nil, fmt.Errorf("record %s: %w", at, err)
 	}
-	if s.prefix+etcdPolicies+r.Key() != at {
+	if s.prefix+etcdPolicies+r.Key().String() != at {
 		return nil, fmt.Errorf("record %s: holds policy %s", at, r.Key())
 	}
 	return r, nil
@@ -438,7 +443,7 @@ func (s *Etcd) decodePolicy(at string, stored []byte) (*Record, error) {
 
 // Apply writes puts and deletes in one etcd transaction, all or nothing, if the policies are still at
 // revision base (ErrConflict otherwise).
-func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, err error) {
+func (s *Etcd) Apply(base int64, puts []*Record, deletes []objkey.Key) (rev int64, err error) {
 	defer func() { s.Metrics.StoreOp("apply", err) }()
 	if t := s.StaleSince(); !t.IsZero() {
 		return 0, fmt.Errorf("%w: this replica lost etcd at %s; it serves its last good state and takes no writes until it reaches etcd again",
@@ -450,11 +455,11 @@ func (s *Etcd) Apply(base int64, puts []*Record, deletes []string) (rev int64, e
 		if err != nil {
 			return 0, err
 		}
-		at := s.prefix + etcdPolicies + r.Key()
+		at := s.prefix + etcdPolicies + r.Key().String()
 		ops = append(ops, clientv3.OpPut(at, s.auth.seal(at, v)))
 	}
 	for _, k := range deletes {
-		ops = append(ops, clientv3.OpDelete(s.prefix+etcdPolicies+k))
+		ops = append(ops, clientv3.OpDelete(s.prefix+etcdPolicies+k.String()))
 	}
 	if len(ops) == 0 {
 		// Nothing to write: no transaction, so the other replicas plan on the same revision.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"slices"
 	"strings"
 	"testing"
@@ -86,17 +87,17 @@ func TestEtcdSharedWritesConflictAndNotify(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("replica a was not told of replica b's write")
 	}
-	if _, err := a.Apply(rev, nil, []string{"default/b"}); !errors.Is(err, store.ErrConflict) {
+	if _, err := a.Apply(rev, nil, []objkey.Key{{Namespace: "default", Name: "b"}}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a write planned before another replica's: %v, want ErrConflict", err)
 	}
 	got, rev3, err := a.List()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rev3 != rev2 || len(got) != 2 || !got[0].Equal(rec) || !bytes.Equal(got[0].Document, doc) || got[1].Key() != "default/b" {
+	if rev3 != rev2 || len(got) != 2 || !got[0].Equal(rec) || !bytes.Equal(got[0].Document, doc) || got[1].Key().String() != "default/b" {
 		t.Fatalf("a reads rev %d (want %d): %+v", rev3, rev2, got)
 	}
-	if _, err := a.Apply(rev3, nil, []string{"default/b"}); err != nil {
+	if _, err := a.Apply(rev3, nil, []objkey.Key{{Namespace: "default", Name: "b"}}); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err = b.List()
@@ -247,14 +248,14 @@ func TestEtcdChangesSinceFromTheWatch(t *testing.T) {
 	}
 	for _, w := range []struct {
 		puts []*store.Record
-		dels []string
-	}{{[]*store.Record{x1, y}, nil}, {[]*store.Record{x2}, nil}, {nil, []string{"other/y"}}} {
+		dels []objkey.Key
+	}{{[]*store.Record{x1, y}, nil}, {[]*store.Record{x2}, nil}, {nil, []objkey.Key{y.Key()}}} {
 		if bRev, err = b.Apply(bRev, w.puts, w.dels); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var puts []*store.Record
-	var dels []string
+	var dels []objkey.Key
 	var rev int64
 	waitFor(t, "a's watch delivers b's three writes", 10*time.Second, func() bool {
 		var ok bool
@@ -264,11 +265,11 @@ func TestEtcdChangesSinceFromTheWatch(t *testing.T) {
 		}
 		return rev == bRev
 	})
-	if len(puts) != 1 || !puts[0].Equal(x2) || len(dels) != 1 || dels[0] != "other/y" {
+	if len(puts) != 1 || !puts[0].Equal(x2) || len(dels) != 1 || dels[0] != y.Key() {
 		t.Fatalf("changes since %d: puts %+v, deletes %v; want x at generation 2 and other/y deleted", base, puts, dels)
 	}
 	// a plans on the revision the changes brought it to, and its write is taken.
-	aRev, err := a.Apply(rev, nil, []string{"default/x"})
+	aRev, err := a.Apply(rev, nil, []objkey.Key{{Namespace: "default", Name: "x"}})
 	if err != nil {
 		t.Fatalf("a write on the revision ChangesSince returned: %v", err)
 	}
@@ -278,7 +279,7 @@ func TestEtcdChangesSinceFromTheWatch(t *testing.T) {
 	}
 	waitFor(t, "b's watch delivers a's delete", 10*time.Second, func() bool {
 		_, dels, r, ok := b.ChangesSince(bRev)
-		return ok && r == aRev && len(dels) == 1 && dels[0] == "default/x"
+		return ok && r == aRev && len(dels) == 1 && dels[0].String() == "default/x"
 	})
 }
 

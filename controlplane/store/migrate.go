@@ -161,7 +161,7 @@ func (s *Etcd) lbplaneShaped(key string, v []byte) bool {
 		return json.Valid(v)
 	case strings.HasPrefix(sub, etcdPolicies):
 		r := &Record{}
-		return json.Unmarshal(v, r) == nil && s.prefix+etcdPolicies+r.Key() == key && len(r.Document) > 0
+		return json.Unmarshal(v, r) == nil && s.prefix+etcdPolicies+r.Key().String() == key && len(r.Document) > 0
 	}
 	return false
 }

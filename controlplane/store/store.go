@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,7 +21,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/metrics"
@@ -42,9 +42,14 @@ type Record struct {
 	UID     string    `json:"uid"`
 }
 
-// Key is "namespace/name".
-func (r *Record) Key() string {
-	return types.NamespacedName{Namespace: r.Namespace, Name: r.Name}.String()
+// Key is the policy's key; its string form ("namespace/name") keys the record in the store.
+func (r *Record) Key() objkey.Key {
+	return objkey.Key{Namespace: r.Namespace, Name: r.Name}
+}
+
+// byStoredKey orders records as the store keeps them: by their keys' string form.
+func byStoredKey(out []*Record) {
+	sort.Slice(out, func(i, j int) bool { return out[i].Key().String() < out[j].Key().String() })
 }
 
 // Store is where standalone lbplane keeps the policies it accepted and the Envoy identities it revoked.
@@ -54,7 +59,7 @@ type Store interface {
 	List() ([]*Record, int64, error)
 	// Apply writes puts and deletes in one transaction, all of them or none, only if the store is still at
 	// revision base (ErrConflict otherwise: another writer changed it since); it returns the new revision.
-	Apply(base int64, puts []*Record, deletes []string) (int64, error)
+	Apply(base int64, puts []*Record, deletes []objkey.Key) (int64, error)
 	// Revocations returns the revocations stored (expired ones included; the caller prunes).
 	Revocations() ([]apiwire.Revocation, error)
 	// PutRevocations stores the revocations in force, durably.
@@ -122,13 +127,13 @@ func (s *Bolt) List() (out []*Record, rev int64, err error) {
 			return nil
 		})
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	byStoredKey(out)
 	return out, 0, err
 }
 
 // Apply writes puts and deletes in one transaction: all of them or none. bbolt has one writer, this
 // process, so base is always current.
-func (s *Bolt) Apply(_ int64, puts []*Record, deletes []string) (rev int64, err error) {
+func (s *Bolt) Apply(_ int64, puts []*Record, deletes []objkey.Key) (rev int64, err error) {
 	defer func() { s.Metrics.StoreOp("apply", err) }()
 	return 0, s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucket)
@@ -137,12 +142,12 @@ func (s *Bolt) Apply(_ int64, puts []*Record, deletes []string) (rev int64, err 
 			if err != nil {
 				return err
 			}
-			if err := b.Put([]byte(r.Key()), v); err != nil {
+			if err := b.Put([]byte(r.Key().String()), v); err != nil {
 				return err
 			}
 		}
 		for _, k := range deletes {
-			if err := b.Delete([]byte(k)); err != nil {
+			if err := b.Delete([]byte(k.String())); err != nil {
 				return err
 			}
 		}

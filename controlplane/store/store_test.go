@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestRecordsSurviveReopenByteForByte(t *testing.T) {
 		{Namespace: "default", Name: "b", Document: []byte(`{}`)}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply(0, nil, []string{"default/b"}); err != nil {
+	if _, err := s.Apply(0, nil, []objkey.Key{{Namespace: "default", Name: "b"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Open(dir); err == nil {
@@ -41,7 +42,7 @@ func TestRecordsSurviveReopenByteForByte(t *testing.T) {
 		t.Fatalf("got %d records, want 1", len(recs))
 	}
 	r := recs[0]
-	if !bytes.Equal(r.Document, doc) || r.Generation != 3 || !r.Created.Equal(now) || r.UID != "u" || r.Key() != "default/a" {
+	if !bytes.Equal(r.Document, doc) || r.Generation != 3 || !r.Created.Equal(now) || r.UID != "u" || r.Key().String() != "default/a" {
 		t.Errorf("record changed across reopen: %+v\n%s", r, r.Document)
 	}
 }

@@ -1,6 +1,9 @@
 package translate
 
-import "github.com/lbplane/lbplane/api/v1alpha1"
+import (
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
+)
 
 // ChangedRefs names the Services and Secrets whose entry in Refs was added, modified or removed since the
 // Refs of the translator's previous call. A source that maintains its maps (the Kubernetes source) knows
@@ -37,7 +40,7 @@ func (t *Translator) hintCovers(id refsIdentity, hint *ChangedRefs) bool {
 }
 
 // recheck marks the policy under k changed when what it references changed.
-func (t *Translator) recheck(changed map[Key]*v1alpha1.LoadBalancerPolicy, k Key, refs Refs) {
+func (t *Translator) recheck(changed map[objkey.Key]*v1alpha1.LoadBalancerPolicy, k objkey.Key, refs Refs) {
 	if _, ok := changed[k]; ok {
 		return
 	}
@@ -53,41 +56,41 @@ func (t *Translator) hashRefs(f *fragment, refs Refs) [32]byte {
 
 // refUsers indexes the fragments by the Services and Secrets they reference.
 type refUsers struct {
-	services map[ServiceRef]map[Key]struct{}
-	secrets  map[SecretRef]map[Key]struct{}
-	dns      map[DNSQuery]map[Key]struct{}
+	services map[ServiceRef]map[objkey.Key]struct{}
+	secrets  map[SecretRef]map[objkey.Key]struct{}
+	dns      map[DNSQuery]map[objkey.Key]struct{}
 }
 
 func (u *refUsers) add(f *fragment) {
 	if len(f.dns) > 0 && u.dns == nil {
-		u.dns = map[DNSQuery]map[Key]struct{}{}
+		u.dns = map[DNSQuery]map[objkey.Key]struct{}{}
 	}
 	for _, q := range f.dns {
 		set := u.dns[q]
 		if set == nil {
-			set = map[Key]struct{}{}
+			set = map[objkey.Key]struct{}{}
 			u.dns[q] = set
 		}
 		set[f.key] = struct{}{}
 	}
 	if len(f.services) > 0 && u.services == nil {
-		u.services = map[ServiceRef]map[Key]struct{}{}
+		u.services = map[ServiceRef]map[objkey.Key]struct{}{}
 	}
 	for _, ref := range f.services {
 		set := u.services[ref]
 		if set == nil {
-			set = map[Key]struct{}{}
+			set = map[objkey.Key]struct{}{}
 			u.services[ref] = set
 		}
 		set[f.key] = struct{}{}
 	}
 	if len(f.secrets) > 0 && u.secrets == nil {
-		u.secrets = map[SecretRef]map[Key]struct{}{}
+		u.secrets = map[SecretRef]map[objkey.Key]struct{}{}
 	}
 	for _, ref := range f.secrets {
 		set := u.secrets[ref]
 		if set == nil {
-			set = map[Key]struct{}{}
+			set = map[objkey.Key]struct{}{}
 			u.secrets[ref] = set
 		}
 		set[f.key] = struct{}{}
@@ -128,21 +131,21 @@ func (u *refUsers) drop(f *fragment) {
 // the next call. When prev is not the list of the previous call, or anything but the Service and Secret
 // maps of refs changed, it diffs the whole list as Translate does.
 func (t *Translator) TranslateUpdate(prev, policies []*v1alpha1.LoadBalancerPolicy, changedPolicies []*v1alpha1.LoadBalancerPolicy,
-	deleted []Key, refs Refs, changed ChangedRefs) *Result {
+	deleted []objkey.Key, refs Refs, changed ChangedRefs) *Result {
 	id := identityOf(refs)
 	if !sameList(prev, t.prev) || !(id.same(t.refs) || t.hintCovers(id, &changed)) {
 		t.listLooks.Add(int64(len(policies)))
 		return t.translate(policies, refs, &changed)
 	}
 	t.listLooks.Add(int64(len(changedPolicies) + len(deleted)))
-	touched := make(map[Key]*v1alpha1.LoadBalancerPolicy, len(changedPolicies)+len(deleted)) // nil value: removed
+	touched := make(map[objkey.Key]*v1alpha1.LoadBalancerPolicy, len(changedPolicies)+len(deleted)) // nil value: removed
 	for _, k := range deleted {
 		if t.frags[k] != nil {
 			touched[k] = nil
 		}
 	}
 	for _, p := range changedPolicies {
-		k := KeyOf(p)
+		k := objkey.Of(p)
 		if f := t.frags[k]; f != nil && f.src == p {
 			delete(touched, k)
 			continue

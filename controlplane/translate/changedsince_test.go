@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -42,7 +44,7 @@ func TestChangedSinceAcrossSeveralResults(t *testing.T) {
 			if !ok {
 				t.Fatalf("ChangedSince across %d results: not known", len(results))
 			}
-			listed := map[Key]bool{}
+			listed := map[objkey.Key]bool{}
 			for _, k := range keys {
 				listed[k] = true
 			}

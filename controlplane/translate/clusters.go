@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"math"
 	"net"
 	"reflect"
@@ -13,7 +14,7 @@ import (
 )
 
 func clusterName(p *v1alpha1.LoadBalancerPolicy, backend string) string {
-	return p.Namespace + "/" + p.Name + "/" + backend
+	return objkey.Cluster(objkey.Of(p), backend)
 }
 
 // mergeClusters builds one cluster over the endpoints of a weighted route's backends, each endpoint weighted

@@ -1,6 +1,8 @@
 package translate_test
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -37,7 +39,7 @@ func TestDNSAnswerChangeTranslatesItsUsersAlone(t *testing.T) {
 	refs := translate.Refs{DNS: answer("198.51.100.7")}
 	res := tr.Translate(policies, refs)
 	before := tr.Runs()
-	if r := res.Policies.Of(translate.Key{Namespace: "default", Name: "p0"}); r == nil || !r.ResolvedRefs || r.Endpoints != 1 || r.ResolvedByEnvoy {
+	if r := res.Policies.Of(objkey.Key{Namespace: "default", Name: "p0"}); r == nil || !r.ResolvedRefs || r.Endpoints != 1 || r.ResolvedByEnvoy {
 		t.Fatalf("p0 with its name resolved: %+v", r)
 	}
 	// The name rebinds to loopback beside a new good address.
@@ -50,7 +52,7 @@ func TestDNSAnswerChangeTranslatesItsUsersAlone(t *testing.T) {
 	if !reflect.DeepEqual(res.IR, fresh.IR) {
 		t.Error("the incremental IR differs from a fresh translation")
 	}
-	r := res.Policies.Of(translate.Key{Namespace: "default", Name: "p1"})
+	r := res.Policies.Of(objkey.Key{Namespace: "default", Name: "p1"})
 	if r.ResolvedRefs || r.ResolvedRefsReason != translate.ReasonForbiddenAddress || !strings.Contains(r.ResolvedRefsMessage, `spec.backends[0].endpoints[0].address: "app.example.test" resolves to 127.0.0.1`) || !r.Accepted {
 		t.Errorf("p1 after rebinding: %+v", r)
 	}
@@ -63,7 +65,7 @@ func TestDNSAnswerChangeTranslatesItsUsersAlone(t *testing.T) {
 		}
 	}
 	// With loopback re-admitted, the same answer serves both addresses.
-	lo := translate.Translate(policies, translate.Refs{DNS: refs.DNS, Reach: reach.Loopback}).Policies.Of(translate.Key{Namespace: "default", Name: "p1"})
+	lo := translate.Translate(policies, translate.Refs{DNS: refs.DNS, Reach: reach.Loopback}).Policies.Of(objkey.Key{Namespace: "default", Name: "p1"})
 	if !lo.ResolvedRefs || lo.Endpoints != 2 {
 		t.Errorf("p1 with loopback allowed: %+v", lo)
 	}
@@ -75,7 +77,7 @@ func TestEnvoyResolutionIsTheOperatorsOptIn(t *testing.T) {
 	p := hostedPolicy("p", 80, "h.example.com", 8080)
 	p.Spec.Backends[0].Endpoints[0].Address = "app.example.test"
 	p.Spec.Backends[0].DNS = &v1alpha1.BackendDNS{Resolver: v1alpha1.DNSResolverEnvoy}
-	k := translate.Key{Namespace: "default", Name: "p"}
+	k := objkey.Key{Namespace: "default", Name: "p"}
 	r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{}).Policies.Of(k)
 	if r.Accepted || !strings.Contains(r.AcceptedMessage, "spec.backends[0].dns.resolver:") || !strings.Contains(r.AcceptedMessage, "--allow-envoy-dns") {
 		t.Errorf("Envoy resolution without the server's opt-in: %+v", r)

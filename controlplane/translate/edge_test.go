@@ -1,6 +1,8 @@
 package translate_test
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"strings"
 	"testing"
 	"time"
@@ -39,11 +41,11 @@ func TestSharedPortEdgeSettings(t *testing.T) {
 	other := mk("other", "d.example.com", 3, func(l *v1alpha1.Listener) { l.HTTP2 = &v1alpha1.ListenerHTTP2{Enabled: new(true)} })
 	res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{other, same, plain, owner}, translate.Refs{})
 	for _, p := range []*v1alpha1.LoadBalancerPolicy{owner, plain, same} {
-		if r := res.Policies.Of(translate.KeyOf(p)); !r.Accepted {
+		if r := res.Policies.Of(objkey.Of(p)); !r.Accepted {
 			t.Errorf("%s: not accepted: %s", p.Name, r.AcceptedMessage)
 		}
 	}
-	r := res.Policies.Of(translate.KeyOf(other))
+	r := res.Policies.Of(objkey.Of(other))
 	if r.Accepted || r.AcceptedReason != translate.ReasonConflicted || !strings.Contains(r.AcceptedMessage, "spec.listener: sets other limits, timeouts, http2, requests, proxyProtocol, rateLimit or accessLog on port 8080 than policy default/owner") {
 		t.Errorf("other: accepted %v, %s: %s", r.Accepted, r.AcceptedReason, r.AcceptedMessage)
 	}
@@ -94,10 +96,10 @@ func TestAccessLogOfTheOwnerOrTheDefault(t *testing.T) {
 				t.Errorf("port %d logs %+v, want %+v", port, got[port], w)
 			}
 		}
-		if r := res.Policies.Of(translate.KeyOf(policies[2])); !r.Accepted {
+		if r := res.Policies.Of(objkey.Of(policies[2])); !r.Accepted {
 			t.Errorf("a policy that says nothing of the access log is refused on a port whose log is off: %s", r.AcceptedMessage)
 		}
-		if r := res.Policies.Of(translate.KeyOf(policies[4])); r.Accepted || !strings.Contains(r.AcceptedMessage, "accessLog on port 8081 than policy default/quiet") {
+		if r := res.Policies.Of(objkey.Of(policies[4])); r.Accepted || !strings.Contains(r.AcceptedMessage, "accessLog on port 8081 than policy default/quiet") {
 			t.Errorf("a policy asking for a log on a port whose owner turned it off: accepted %v: %s", r.Accepted, r.AcceptedMessage)
 		}
 	}

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -167,7 +169,7 @@ type Refs struct {
 	CrossNamespace bool
 	// Granted are the policies whose references across namespaces were already checked by their source
 	// (the Gateway API's, against ReferenceGrants): their Services need no annotation.
-	Granted map[Key]bool
+	Granted map[objkey.Key]bool
 	// NoRouterDynamicStats turns Envoy's per-response upstream stats off (see ir.Listener).
 	NoRouterDynamicStats bool
 	// AccessLog is what listeners whose owner sets no spec.listener.accessLog log (lbplane serve

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"cmp"
 	"container/heap"
 	"crypto/sha256"
@@ -28,7 +30,7 @@ import (
 // hands out its IR pointers, and the next translation reuses them as they are.
 type fragment struct {
 	src  *v1alpha1.LoadBalancerPolicy
-	key  Key
+	key  objkey.Key
 	hash [32]byte // of the policy's content (see policyHash)
 	// refsHash covers the content of every file, Service and Secret the policy read (see refsHash).
 	refsHash [32]byte
@@ -208,7 +210,7 @@ func (f *fragment) refsHashIn(refs Refs) [32]byte {
 // translateOne builds the fragment of one policy. It reads nothing but the policy and refs.
 func translateOne(p *v1alpha1.LoadBalancerPolicy, hash [32]byte, refs Refs) *fragment {
 	c, errs := Prepare(p, refs.Reach)
-	f := &fragment{src: p, key: KeyOf(p), hash: hash, created: createdOf(p), group: c.Spec.ProxyGroup, fragmentExtra: noExtra,
+	f := &fragment{src: p, key: objkey.Of(p), hash: hash, created: createdOf(p), group: c.Spec.ProxyGroup, fragmentExtra: noExtra,
 		algorithm: algorithmOf(c)}
 	var chains []bool
 	if t := c.Spec.Listener.TLS; t != nil {
@@ -416,7 +418,7 @@ func (ix *portIndex) decide(m *member) (bool, string, string) {
 // A Translator is not safe for concurrent use. Its output is the same as a fresh Translate of the same
 // input: the cache changes the cost, never the result.
 type Translator struct {
-	frags  map[Key]*fragment
+	frags  map[objkey.Key]*fragment
 	ports  map[portKey]*portIndex
 	groups map[string]*groupState
 	last   *Result
@@ -479,7 +481,7 @@ func identityOf(r Refs) refsIdentity {
 
 // NewTranslator returns a translator with nothing cached.
 func NewTranslator() *Translator {
-	return &Translator{frags: map[Key]*fragment{}, ports: map[portKey]*portIndex{}, groups: map[string]*groupState{}, users: refUsers{},
+	return &Translator{frags: map[objkey.Key]*fragment{}, ports: map[portKey]*portIndex{}, groups: map[string]*groupState{}, users: refUsers{},
 		last: &Result{IR: &ir.Config{Groups: map[string]*ir.Group{}}}, refs: refsIdentity{refsKey: refsKey{files: 1}}}
 }
 
@@ -494,7 +496,7 @@ func (t *Translator) Translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 }
 
 func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Refs, hint *ChangedRefs) *Result {
-	changed := map[Key]*v1alpha1.LoadBalancerPolicy{} // nil value: removed
+	changed := map[objkey.Key]*v1alpha1.LoadBalancerPolicy{} // nil value: removed
 	id := identityOf(refs)
 	if id.noStats != t.refs.noStats || id.accessLog != t.refs.accessLog || id.crossNamespace != t.refs.crossNamespace || id.reach != t.refs.reach ||
 		id.tenancy != t.refs.tenancy {
@@ -511,19 +513,19 @@ func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 		if i < len(t.prev) && t.prev[i] == p {
 			continue
 		}
-		k := KeyOf(p)
+		k := objkey.Of(p)
 		// Another policy under the same name at the same place (an edit) keeps the lists aligned: every
 		// name of the previous list is still there.
-		aligned = aligned && i < len(t.prev) && KeyOf(t.prev[i]) == k
+		aligned = aligned && i < len(t.prev) && objkey.Of(t.prev[i]) == k
 		if f := t.frags[k]; f != nil && f.src == p {
 			continue
 		}
 		changed[k] = p
 	}
 	if !aligned {
-		present := make(map[Key]struct{}, len(policies))
+		present := make(map[objkey.Key]struct{}, len(policies))
 		for _, p := range policies {
-			present[KeyOf(p)] = struct{}{}
+			present[objkey.Of(p)] = struct{}{}
 		}
 		for k := range t.frags {
 			if _, ok := present[k]; !ok {
@@ -574,14 +576,14 @@ func (t *Translator) translate(policies []*v1alpha1.LoadBalancerPolicy, refs Ref
 }
 
 func (t *Translator) dropAll() {
-	t.frags = map[Key]*fragment{}
+	t.frags = map[objkey.Key]*fragment{}
 	t.ports = map[portKey]*portIndex{}
 	t.groups = map[string]*groupState{}
 	t.users = refUsers{}
 }
 
 // apply replaces the fragments of the changed policies and hands out a new Result.
-func (t *Translator) apply(changed map[Key]*v1alpha1.LoadBalancerPolicy, refs Refs) {
+func (t *Translator) apply(changed map[objkey.Key]*v1alpha1.LoadBalancerPolicy, refs Refs) {
 	if len(changed) == 0 {
 		return
 	}

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -155,9 +157,9 @@ func cloneFiles(f Files) Files {
 }
 
 func dedupe(set []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
-	seen := map[Key]bool{}
+	seen := map[objkey.Key]bool{}
 	return slices.DeleteFunc(set, func(p *v1alpha1.LoadBalancerPolicy) bool {
-		k := KeyOf(p)
+		k := objkey.Of(p)
 		if seen[k] {
 			return true
 		}

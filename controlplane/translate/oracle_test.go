@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"cmp"
 	"fmt"
 	"slices"
@@ -24,7 +26,7 @@ func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 	// A policy without a creation time has not been stored yet: it is the newest.
 	ordered := slices.Clone(policies)
 	slices.SortStableFunc(ordered, func(a, b *v1alpha1.LoadBalancerPolicy) int {
-		ka, kb := KeyOf(a), KeyOf(b)
+		ka, kb := objkey.Of(a), objkey.Of(b)
 		return cmp.Or(cmp.Compare(boolInt(a.CreationTimestamp.IsZero()), boolInt(b.CreationTimestamp.IsZero())),
 			a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
 			cmp.Compare(ka.Namespace, kb.Namespace), cmp.Compare(ka.Name, kb.Name))
@@ -32,7 +34,7 @@ func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 	prepared := make([]*v1alpha1.LoadBalancerPolicy, 0, len(policies))
 	for _, p := range ordered {
 		c, errs := Prepare(p, refs.Reach)
-		r := &PolicyResult{Key: KeyOf(p), Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup, algorithm: algorithmOf(c)}
+		r := &PolicyResult{Key: objkey.Of(p), Generation: p.Generation, ProxyGroup: c.Spec.ProxyGroup, algorithm: algorithmOf(c)}
 		res.Policies.set(r)
 		if len(errs) > 0 {
 			r.AcceptedReason, r.AcceptedMessage, r.Errors = ReasonInvalid, errs.Error(), errs
@@ -45,7 +47,7 @@ func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 
 	ports := map[portKey]*portUse{}
 	for _, p := range prepared {
-		r := res.Policies.Of(KeyOf(p))
+		r := res.Policies.Of(objkey.Of(p))
 		if msg := notAllowed(refs.Tenancy, p); msg != "" {
 			r.AcceptedReason, r.AcceptedMessage = ReasonNotAllowed, msg
 			r.ResolvedRefsReason, r.ResolvedRefsMessage = ReasonNotAllowed, "not checked: the policy is not allowed"
@@ -80,16 +82,16 @@ func translateAll(policies []*v1alpha1.LoadBalancerPolicy, refs Refs) *Result {
 type portUse struct {
 	address  string
 	protocol v1alpha1.Protocol
-	owner    Key
-	hosts    map[string]Key
-	sni      map[string]Key
+	owner    objkey.Key
+	hosts    map[string]objkey.Key
+	sni      map[string]objkey.Key
 	edge     ir.Edge // the owner's listener hardening, which the port's listener gets
 	// held are the accepted policies' names, oldest policy first.
 	held []heldName
 }
 
 type heldName struct {
-	key       Key
+	key       objkey.Key
 	kind      byte
 	name      string
 	delegated bool
@@ -103,10 +105,10 @@ func oracleClaims(p *v1alpha1.LoadBalancerPolicy) []heldName {
 		hosts = []string{"*"}
 	}
 	for _, h := range hosts {
-		out = append(out, heldName{key: KeyOf(p), kind: 'h', name: h})
+		out = append(out, heldName{key: objkey.Of(p), kind: 'h', name: h})
 	}
 	for _, n := range sniNames(p) {
-		out = append(out, heldName{key: KeyOf(p), kind: 's', name: n})
+		out = append(out, heldName{key: objkey.Of(p), kind: 's', name: n})
 	}
 	return out
 }
@@ -114,7 +116,7 @@ func oracleClaims(p *v1alpha1.LoadBalancerPolicy) []heldName {
 // notAllowed applies the tenancy rules to every name of the policy.
 func notAllowed(rules tenancy.Rules, p *v1alpha1.LoadBalancerPolicy) string {
 	for i, c := range oracleClaims(p) {
-		if v := rules.Check(KeyOf(p).Namespace, p.Spec.Listener.Port, c.name); !v.Allowed {
+		if v := rules.Check(objkey.Of(p).Namespace, p.Spec.Listener.Port, c.name); !v.Allowed {
 			field := "spec.listener.tls"
 			switch {
 			case c.kind == 's':
@@ -132,7 +134,7 @@ func notAllowed(rules tenancy.Rules, p *v1alpha1.LoadBalancerPolicy) string {
 // heldByOther finds the first name of p that overlaps a name an older policy of another namespace holds,
 // and the oldest such policy, unless the narrower of the two names is delegated to its own namespace.
 func heldByOther(use *portUse, p *v1alpha1.LoadBalancerPolicy, rules tenancy.Rules) (string, bool) {
-	ns := KeyOf(p).Namespace
+	ns := objkey.Of(p).Namespace
 	for _, c := range oracleClaims(p) {
 		mine := rules.Check(ns, p.Spec.Listener.Port, c.name).Delegated
 		for _, h := range use.held {
@@ -171,7 +173,7 @@ func claim(ports map[portKey]*portUse, p *v1alpha1.LoadBalancerPolicy, rules ten
 	l := &p.Spec.Listener
 	use, ok := ports[k]
 	if !ok {
-		use = &portUse{address: l.Address, protocol: l.Protocol, owner: KeyOf(p), hosts: map[string]Key{}, sni: map[string]Key{}, edge: listenerEdge(p)}
+		use = &portUse{address: l.Address, protocol: l.Protocol, owner: objkey.Of(p), hosts: map[string]objkey.Key{}, sni: map[string]objkey.Key{}, edge: listenerEdge(p)}
 		ports[k] = use
 	} else {
 		switch {
@@ -204,13 +206,13 @@ func claim(ports map[portKey]*portUse, p *v1alpha1.LoadBalancerPolicy, rules ten
 		}
 	}
 	for _, h := range hosts {
-		use.hosts[h] = KeyOf(p)
+		use.hosts[h] = objkey.Of(p)
 	}
 	for _, n := range names {
-		use.sni[n] = KeyOf(p)
+		use.sni[n] = objkey.Of(p)
 	}
 	for _, c := range oracleClaims(p) {
-		c.delegated = rules.Check(KeyOf(p).Namespace, l.Port, c.name).Delegated
+		c.delegated = rules.Check(objkey.Of(p).Namespace, l.Port, c.name).Delegated
 		use.held = append(use.held, c)
 	}
 	return "", ""

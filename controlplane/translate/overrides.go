@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"hash"
 	"net"
 	"reflect"
@@ -16,7 +18,7 @@ import (
 // than in their specs. A Draining override sends the endpoint as DRAINING, as the spec's state: Draining
 // does; a Maintenance one leaves it out of the load assignment. The stronger of the spec's state and the
 // overrides applies. A map handed to translation is never modified afterwards: a change is a new map.
-type Overrides map[Key][]v1alpha1.EndpointOverride
+type Overrides map[objkey.Key][]v1alpha1.EndpointOverride
 
 // applyOverrides returns endpoints with the overrides of backend applied (a new slice when one applies:
 // the endpoints may be shared), how many it left out for maintenance, and counts into matched how many
@@ -78,19 +80,19 @@ func overrideMatches(o *v1alpha1.EndpointOverride, backend string, e ir.Endpoint
 // EndpointOverrides returns the overrides in force on the policy, with how many of its endpoints each
 // applies to; nil without any.
 func (r *PolicyResult) EndpointOverrides() []v1alpha1.EndpointOverrideStatus {
-	if r.overrides == nil {
+	if r.rare == nil {
 		return nil
 	}
-	return *r.overrides
+	return r.rare.overrides
 }
 
 // overridesChanged lists the policies whose overrides may differ between two inputs: none when both are
 // the same map, otherwise every policy either names.
-func overridesChanged(prev, next Overrides) []Key {
+func overridesChanged(prev, next Overrides) []objkey.Key {
 	if reflect.ValueOf(prev).UnsafePointer() == reflect.ValueOf(next).UnsafePointer() && len(prev) == len(next) {
 		return nil
 	}
-	var out []Key
+	var out []objkey.Key
 	for k := range prev {
 		out = append(out, k)
 	}
@@ -116,7 +118,7 @@ func writeOverrides(h hash.Hash, ovs []v1alpha1.EndpointOverride) {
 // Matching lists the endpoints ("address:port") of policy k's backends, as res serves them, that o names,
 // and those of them that are draining (the spec's state: Draining, a terminating Service endpoint, or an
 // override). An endpoint under maintenance is not served, and so not listed.
-func Matching(res *Result, k Key, o v1alpha1.EndpointOverride) (all, draining []string) {
+func Matching(res *Result, k objkey.Key, o v1alpha1.EndpointOverride) (all, draining []string) {
 	pr := res.Policies.Of(k)
 	if pr == nil {
 		return nil, nil

@@ -1,6 +1,8 @@
 package translate_test
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"slices"
 	"testing"
@@ -52,7 +54,7 @@ func TestEndpointOverridesReachTheIR(t *testing.T) {
 		{Endpoint: "10.0.0.4", State: v1alpha1.OverrideDraining, Since: since},
 		{Endpoint: "10.0.0.9:80", State: v1alpha1.OverrideMaintenance, Since: since},
 	}
-	k := translate.KeyOf(p)
+	k := objkey.Of(p)
 	res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Overrides: translate.Overrides{k: ovs}})
 	if got, want := endpointsOf(res, "default/ovr/a"), []string{"10.0.0.1:80 draining", "10.0.0.2:80", "10.0.0.4:80 draining", "10.0.0.4:81 draining"}; !slices.Equal(got, want) {
 		t.Errorf("backend a: %v, want %v", got, want)
@@ -85,7 +87,7 @@ func TestEndpointOverridesReachTheIR(t *testing.T) {
 func TestMaintenanceOfEveryEndpointAndOfAHostName(t *testing.T) {
 	p := pol("all", time.Now())
 	p.Spec.Backends[0].Endpoints = []v1alpha1.Endpoint{{Address: "10.0.0.1", Port: 80}}
-	k := translate.KeyOf(p)
+	k := objkey.Of(p)
 	res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Overrides: translate.Overrides{
 		k: {{Endpoint: "10.0.0.1", State: v1alpha1.OverrideMaintenance}}}})
 	if got := endpointsOf(res, "default/all/a"); len(got) != 0 {
@@ -110,7 +112,7 @@ func TestAnOverrideChangeTranslatesItsPolicyAlone(t *testing.T) {
 	tr := translate.NewTranslator()
 	tr.Translate(ps, translate.Refs{})
 	before := tr.Runs()
-	k := translate.KeyOf(ps[7])
+	k := objkey.Of(ps[7])
 	drained := translate.Overrides{k: {{Endpoint: "10.0.0.1:80", State: v1alpha1.OverrideDraining}}}
 	res := tr.Translate(ps, translate.Refs{Overrides: drained})
 	if n := tr.Runs() - before; n != 1 {

@@ -1,7 +1,8 @@
 package translate
 
 import (
-	"cmp"
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"iter"
 
 	"github.com/google/btree"
@@ -15,12 +16,7 @@ type PolicyResults struct {
 	t *btree.BTreeG[*PolicyResult]
 }
 
-func byKey(a, b *PolicyResult) bool { return CompareKeys(a.Key, b.Key) < 0 }
-
-// CompareKeys orders keys by namespace, then name: the order PolicyResults.All lists them in.
-func CompareKeys(a, b Key) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-}
+func byKey(a, b *PolicyResult) bool { return objkey.Compare(a.Key, b.Key) < 0 }
 
 // NewPolicyResults holds the given results (the last one of a key wins).
 func NewPolicyResults(results ...*PolicyResult) PolicyResults {
@@ -32,7 +28,7 @@ func NewPolicyResults(results ...*PolicyResult) PolicyResults {
 }
 
 // Get returns the result of one policy; nil, false when there is none.
-func (p PolicyResults) Get(k Key) (*PolicyResult, bool) {
+func (p PolicyResults) Get(k objkey.Key) (*PolicyResult, bool) {
 	if p.t == nil {
 		return nil, false
 	}
@@ -40,7 +36,7 @@ func (p PolicyResults) Get(k Key) (*PolicyResult, bool) {
 }
 
 // Of returns the result of one policy, or nil.
-func (p PolicyResults) Of(k Key) *PolicyResult {
+func (p PolicyResults) Of(k objkey.Key) *PolicyResult {
 	r, _ := p.Get(k)
 	return r
 }
@@ -53,9 +49,9 @@ func (p PolicyResults) Len() int {
 	return p.t.Len()
 }
 
-// All lists the results ordered by key (see CompareKeys).
-func (p PolicyResults) All() iter.Seq2[Key, *PolicyResult] {
-	return func(yield func(Key, *PolicyResult) bool) {
+// All lists the results ordered by key (see objkey.Compare).
+func (p PolicyResults) All() iter.Seq2[objkey.Key, *PolicyResult] {
+	return func(yield func(objkey.Key, *PolicyResult) bool) {
 		if p.t == nil {
 			return
 		}
@@ -64,8 +60,8 @@ func (p PolicyResults) All() iter.Seq2[Key, *PolicyResult] {
 }
 
 // Map copies the results into a map, for callers that hand them on as one (the push API's wire types).
-func (p PolicyResults) Map() map[Key]*PolicyResult {
-	out := make(map[Key]*PolicyResult, p.Len())
+func (p PolicyResults) Map() map[objkey.Key]*PolicyResult {
+	out := make(map[objkey.Key]*PolicyResult, p.Len())
 	for k, r := range p.All() {
 		out[k] = r
 	}
@@ -88,7 +84,7 @@ func (p *PolicyResults) set(r *PolicyResult) {
 	p.t.ReplaceOrInsert(r)
 }
 
-func (p *PolicyResults) remove(k Key) {
+func (p *PolicyResults) remove(k objkey.Key) {
 	if p.t != nil {
 		p.t.Delete(&PolicyResult{Key: k})
 	}

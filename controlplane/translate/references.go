@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"cmp"
 	"fmt"
 	"net/netip"
@@ -18,7 +20,7 @@ func serviceEndpoints(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs 
 	}
 	ref := ServiceRefOf(p.Namespace, b.Service)
 	se, ok := refs.Services[ref]
-	if ref.Namespace != p.Namespace && !refs.CrossNamespace && !refs.Granted[KeyOf(p)] && !(slices.Contains(se.GrantedTo, p.Namespace) || slices.Contains(se.GrantedTo, "*")) {
+	if ref.Namespace != p.Namespace && !refs.CrossNamespace && !refs.Granted[objkey.Of(p)] && !(slices.Contains(se.GrantedTo, p.Namespace) || slices.Contains(se.GrantedTo, "*")) {
 		// A policy must not send traffic into another team's namespace unless that namespace (the Service's
 		// annotation) or the operator allows it. The same words whether the Service exists or not.
 		return nil, fmt.Sprintf("Service %s/%s is in another namespace, which is not allowed without a grant (annotation %s: %s on the Service, or lbplane serve --allow-cross-namespace-refs)",
@@ -60,7 +62,7 @@ func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Sec
 			name := fmt.Sprintf("%s/%s/certificate-%d", p.Namespace, p.Name, i)
 			if c.SecretName != "" {
 				ref := certificateSecret(p, &c)
-				if ref.Namespace != p.Namespace && !refs.CrossNamespace && !refs.Granted[KeyOf(p)] {
+				if ref.Namespace != p.Namespace && !refs.CrossNamespace && !refs.Granted[objkey.Of(p)] {
 					// A policy must not serve another team's certificate and key unless the operator allows it.
 					errs = append(errs, fmt.Sprintf("spec.listener.tls.certificates[%d].secretNamespace: Secret %s/%s is in another namespace, which is not allowed (lbplane serve --allow-cross-namespace-refs)",
 						i, ref.Namespace, ref.Name))

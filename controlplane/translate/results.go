@@ -1,14 +1,13 @@
 package translate
 
 import (
-	"cmp"
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -31,33 +30,13 @@ const (
 	ReasonInvalidRef     = "InvalidReference"
 )
 
-// Key identifies a policy. It is types.NamespacedName, the one identity from the API's objects through the
-// IR's sources (ir.Source.Policy), NACK attribution (apiwire.PolicyRef) and status: never a string built
-// from the two and cut apart again.
-type Key = types.NamespacedName
-
-// ParseKey reads a key back from the form Key.String() gives it where bytes leave the process (the
-// store's record keys): "namespace/name", both parts non-empty.
-func ParseKey(s string) (Key, bool) {
-	ns, name, ok := strings.Cut(s, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return Key{}, false
-	}
-	return Key{Namespace: ns, Name: name}, true
-}
-
-// KeyOf returns the key of a policy, with the default namespace applied.
-func KeyOf(p *v1alpha1.LoadBalancerPolicy) Key {
-	return Key{Namespace: cmp.Or(p.Namespace, v1alpha1.DefaultNamespace), Name: p.Name}
-}
-
 // PolicyResult is what translation concluded about one policy.
 //
 // The three booleans sit together after the counts: spread between the strings, each took 8 bytes of
 // padding, and the struct was 264 bytes, the 288-byte size class, against 248 (the 256 class) now: 32 bytes
 // per policy.
 type PolicyResult struct {
-	Key        Key
+	Key        objkey.Key
 	Generation int64
 	ProxyGroup string
 	// AcceptedReason and AcceptedMessage explain Accepted (below).
@@ -91,9 +70,25 @@ type PolicyResult struct {
 	// merges several backends. A slice beside Clusters, not a map: a map of one entry was 300 bytes per
 	// policy, 5 % of lbplane's heap.
 	Backends []string
-	// overrides are the endpoint overrides in force on the policy (see EndpointOverrides): a pointer, as
-	// almost every policy has none, and a slice would take the result out of its size class.
-	overrides *[]v1alpha1.EndpointOverrideStatus
+	// rare holds what almost every policy lacks: a pointer, as slices or maps here would take the result
+	// out of its size class.
+	rare *rareResult
+}
+
+// rareResult is what few policies' results have.
+type rareResult struct {
+	// overrides are the endpoint overrides in force on the policy (see EndpointOverrides).
+	overrides []v1alpha1.EndpointOverrideStatus
+	// sessions names, in status, a route's session cluster ("<route>/session"), by its index in Clusters.
+	sessions map[int]string
+}
+
+// rareFields returns r.rare, made when nil.
+func (r *PolicyResult) rareFields() *rareResult {
+	if r.rare == nil {
+		r.rare = &rareResult{}
+	}
+	return r.rare
 }
 
 // Algorithm is the load-balancing algorithm of the policy's first backend with the defaults applied (the
@@ -127,6 +122,25 @@ func (r *PolicyResult) BackendOf(c string) (string, bool) {
 		return r.Backends[i], true
 	}
 	return "", false
+}
+
+// SessionOf returns the name status gives session cluster c ("<route>/session"); false for any other.
+func (r *PolicyResult) SessionOf(c string) (string, bool) {
+	if r.rare == nil {
+		return "", false
+	}
+	name, ok := r.rare.sessions[slices.Index(r.Clusters, c)]
+	return name, ok
+}
+
+// addSession records a route's session cluster.
+func (r *PolicyResult) addSession(cluster, route string) {
+	rare := r.rareFields()
+	if rare.sessions == nil {
+		rare.sessions = map[int]string{}
+	}
+	rare.sessions[len(r.Clusters)] = route + "/session"
+	r.Clusters, r.Backends = append(r.Clusters, cluster), append(r.Backends, "")
 }
 
 // BackendCount counts the clusters that are spec backends (not session clusters).
@@ -163,7 +177,7 @@ type Result struct {
 	// made from, and changed the keys whose result differs from it (see ChangedSince); log links what the
 	// results before it changed.
 	serial, parent uint64
-	changed        []Key
+	changed        []objkey.Key
 	log            *changeLog
 }
 
@@ -173,7 +187,7 @@ var serials atomic.Uint64
 // result, so that holding it costs little. The links are cut every maxChangeLog results.
 type changeLog struct {
 	parent  uint64
-	changed []Key
+	changed []objkey.Key
 	older   *changeLog
 	depth   int
 }
@@ -192,7 +206,7 @@ func (r *Result) logChanges(parent *Result) {
 // by a Translator, directly or through at most a few hundred results in between (ok is then true): a
 // caller comparing two results looks at these instead of at every policy. When ok is false the caller
 // compares every result.
-func (r *Result) ChangedSince(prev *Result) (keys []Key, ok bool) {
+func (r *Result) ChangedSince(prev *Result) (keys []objkey.Key, ok bool) {
 	switch {
 	case r == prev:
 		return nil, true

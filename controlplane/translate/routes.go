@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -26,8 +27,8 @@ func retryOf(rr *v1alpha1.Retry) *ir.Retry {
 	return ret
 }
 
-func route(p *v1alpha1.LoadBalancerPolicy, vhost string, rt *v1alpha1.Route, hashKeys map[string][]ir.HashKey) *ir.Route {
-	route := &ir.Route{Name: vhost + "/" + rt.Name, PathType: ir.PathPrefix, Path: "/", Timeout: rt.Timeout.Duration}
+func route(p *v1alpha1.LoadBalancerPolicy, rt *v1alpha1.Route, hashKeys map[string][]ir.HashKey) *ir.Route {
+	route := &ir.Route{Name: objkey.Name(objkey.Of(p), rt.Name), PathType: ir.PathPrefix, Path: "/", Timeout: rt.Timeout.Duration}
 	if pm := rt.Match.Path; pm != nil {
 		route.PathType, route.Path = string(pm.Type), pm.Value
 	}

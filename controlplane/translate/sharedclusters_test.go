@@ -1,6 +1,8 @@
 package translate_test
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"slices"
 	"strings"
 	"testing"
@@ -61,7 +63,7 @@ func TestGatewayPoliciesShareTheClusterOfAServicePort(t *testing.T) {
 	}
 	shared := strings.Fields(got[1])[0]
 	for _, k := range []string{"a", "b"} {
-		r := res.Policies.Of(translate.Key{Namespace: "gw", Name: k})
+		r := res.Policies.Of(objkey.Key{Namespace: "gw", Name: k})
 		if !r.Accepted || !slices.Contains(r.Clusters, shared) {
 			t.Errorf("policy %s: accepted %v, clusters %v, want %s", k, r.Accepted, r.Clusters, shared)
 		}
@@ -97,7 +99,7 @@ func TestGatewayPoliciesShareTheClusterOfAServicePort(t *testing.T) {
 
 	// The operator's endpoint overrides are the policy's own: b then keeps a cluster of its own.
 	refs := webRefs
-	refs.Overrides = translate.Overrides{translate.Key{Namespace: "gw", Name: "b"}: {{Endpoint: "198.51.100.1:8080", State: v1alpha1.OverrideDraining}}}
+	refs.Overrides = translate.Overrides{objkey.Key{Namespace: "gw", Name: "b"}: {{Endpoint: "198.51.100.1:8080", State: v1alpha1.OverrideDraining}}}
 	got = serviceClusters(translate.Translate([]*v1alpha1.LoadBalancerPolicy{a, b}, refs).IR.Groups["default"])
 	if len(got) != 2 || !strings.HasPrefix(got[0], "gw/b/web-80 gw/b:web-80") || !strings.HasSuffix(got[1], " gw/a:web-80") {
 		t.Errorf("with an override of b's endpoints: %q, want b's own cluster and a's shared one", got)

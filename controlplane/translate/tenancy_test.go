@@ -1,6 +1,8 @@
 package translate_test
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +58,7 @@ func TestAnotherNamespaceCannotTakeOverHostNames(t *testing.T) {
 				return tr.Translate([]*v1alpha1.LoadBalancerPolicy{demo, ta}, translate.Refs{})
 			}(),
 		} {
-			r := res.Policies.Of(translate.KeyOf(ta))
+			r := res.Policies.Of(objkey.Of(ta))
 			if r.Accepted || r.AcceptedReason != translate.ReasonHostnameConflict ||
 				!strings.Contains(r.AcceptedMessage, "held by namespace default: policy default/demo claimed") {
 				t.Errorf("team-a naming %q: accepted %t, %s: %s", hosts, r.Accepted, r.AcceptedReason, r.AcceptedMessage)
@@ -71,19 +73,19 @@ func TestAnotherNamespaceCannotTakeOverHostNames(t *testing.T) {
 	blog := tenant("team-b", "blog", 0, "blog.example.com")
 	for _, late := range []*v1alpha1.LoadBalancerPolicy{tenant("default", "fallback", 1), tenant("default", "wide", 1, "*.example.com")} {
 		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{blog, late}, translate.Refs{})
-		if r := res.Policies.Of(translate.KeyOf(late)); r.Accepted || !strings.Contains(r.AcceptedMessage, `policy team-b/blog claimed "blog.example.com" first`) {
+		if r := res.Policies.Of(objkey.Of(late)); r.Accepted || !strings.Contains(r.AcceptedMessage, `policy team-b/blog claimed "blog.example.com" first`) {
 			t.Errorf("%s after team-b/blog: accepted %t: %s", late.Name, r.Accepted, r.AcceptedMessage)
 		}
 	}
 	own := tenant("team-b", "fallback", 1)
-	if r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{blog, own}, translate.Refs{}).Policies.Of(translate.KeyOf(own)); !r.Accepted {
+	if r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{blog, own}, translate.Refs{}).Policies.Of(objkey.Of(own)); !r.Accepted {
 		t.Errorf("a catch-all of the holder's own namespace: %s", r.AcceptedMessage)
 	}
 	// Created in the same second: namespace, then name, decide, the same on every replica and after a restart.
 	a, b := tenant("team-a", "x", 2, "same.example.com"), tenant("team-b", "x", 2, "same.example.com")
 	for _, order := range [][]*v1alpha1.LoadBalancerPolicy{{a, b}, {b, a}} {
 		res := translate.Translate(order, translate.Refs{})
-		if !res.Policies.Of(translate.KeyOf(a)).Accepted || res.Policies.Of(translate.KeyOf(b)).Accepted {
+		if !res.Policies.Of(objkey.Of(a)).Accepted || res.Policies.Of(objkey.Of(b)).Accepted {
 			t.Errorf("equal creation times: team-a/x should hold the name whatever the order")
 		}
 	}
@@ -119,7 +121,7 @@ delegations:
 		pre:       `spec.listener.hostnames[0]: host name "new.example.com" on port 80 is delegated to namespace default`,
 	}
 	for p, msg := range want {
-		r := res.Policies.Of(translate.KeyOf(p))
+		r := res.Policies.Of(objkey.Of(p))
 		switch {
 		case msg == "" && !r.Accepted:
 			t.Errorf("%s/%s: not accepted: %s", p.Namespace, p.Name, r.AcceptedMessage)
@@ -129,7 +131,7 @@ delegations:
 			t.Errorf("%s/%s: %q\nwant %q", p.Namespace, p.Name, r.AcceptedMessage, msg)
 		}
 	}
-	if r := res.Policies.Of(translate.KeyOf(elsewhere)); !strings.Contains(r.AcceptedMessage, "port 8080 is not delegated to namespace team-a (it may use port 80; undelegated: Deny)") {
+	if r := res.Policies.Of(objkey.Of(elsewhere)); !strings.Contains(r.AcceptedMessage, "port 8080 is not delegated to namespace team-a (it may use port 80; undelegated: Deny)") {
 		t.Errorf("a listed namespace on another port: %s", r.AcceptedMessage)
 	}
 	if got, want := strings.Join(servedDomains(res), " "), "default/later=new.example.com team-a/own=x.team-a.example.com default/demo=*"; got != want {

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -118,11 +120,11 @@ func TestClientCertificateFileIsAReference(t *testing.T) {
 	if tr.Runs() != runs+1 {
 		t.Errorf("a changed client certificate file was not noticed")
 	}
-	pr := res.Policies.Of(KeyOf(p))
+	pr := res.Policies.Of(objkey.Of(p))
 	if pr.ResolvedRefs || pr.ResolvedRefsReason != ReasonInvalidRef {
 		t.Errorf("a missing client certificate: %+v", pr)
 	}
-	if fr := first.Policies.Of(KeyOf(p)); !fr.ResolvedRefs {
+	if fr := first.Policies.Of(objkey.Of(p)); !fr.ResolvedRefs {
 		t.Errorf("with the files: %+v", fr)
 	}
 }

@@ -3,6 +3,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -28,7 +30,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	byName := map[string]*ir.Cluster{}
 	// keepSessions: the backend of each cluster keeps sessions on its draining endpoints (drainingSessions).
 	keepSessions := map[string]bool{}
-	overrides := refs.Overrides[KeyOf(p)]
+	overrides := refs.Overrides[objkey.Of(p)]
 	matched := make([]int32, len(overrides))
 	for i := range s.Backends {
 		b := &s.Backends[i]
@@ -71,7 +73,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 		for i, o := range overrides {
 			st[i] = v1alpha1.EndpointOverrideStatus{EndpointOverride: o, Endpoints: matched[i]}
 		}
-		r.overrides = &st
+		r.rareFields().overrides = st
 	}
 	switch {
 	case len(forbidden) > 0:
@@ -99,7 +101,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 	// The default route's name extends the virtual host's: both are one string ("ns/name/default"), the
 	// host's name a prefix of it, instead of two allocations per policy.
 	const defaultSuffix = "/default"
-	both := p.Namespace + "/" + p.Name + defaultSuffix
+	both := objkey.Name(objkey.Of(p), "default")
 	vh := &ir.VirtualHost{Name: both[:len(both)-len(defaultSuffix)], Source: src, Domains: domains(s.Listener.Hostnames)}
 	if s.DebugHeaders {
 		vh.UpstreamHostHeader = v1alpha1.UpstreamHostHeader
@@ -110,7 +112,7 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			Timeout: v1alpha1.DefaultRouteTimeout, HashKeys: hashKeysFor(all, hashKeys), Retry: defaultRouteRetry}}
 	}
 	for i, rt := range s.Routes {
-		route := route(p, vh.Name, &rt, hashKeys)
+		route := route(p, &rt, hashKeys)
 		route.Source = src.RouteSource(i)
 		sp := rt.SessionPersistence
 		if sp != nil && sp.AcrossBackends && len(rt.Backends) > 1 {
@@ -119,11 +121,11 @@ func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, se
 			for j, ref := range rt.Backends {
 				all[j] = ir.WeightedCluster{Name: clusterName(p, ref.Name), Weight: uint32(*ref.Weight)}
 			}
-			merged := mergeClusters(route.Name+"/session", all, byName)
+			merged := mergeClusters(objkey.Name(objkey.Of(p), rt.Name, "session"), all, byName)
 			merged.Source = route.Source
 			merged.KeepDrainingSessions = keepSessions[all[0].Name]
 			g.Clusters = append(g.Clusters, merged)
-			r.Clusters, r.Backends = append(r.Clusters, merged.Name), append(r.Backends, "")
+			r.addSession(merged.Name, rt.Name)
 			route.Clusters = []ir.WeightedCluster{{Name: merged.Name, Weight: 1}}
 		} else if sp != nil {
 			for _, wc := range route.Clusters {

@@ -1,6 +1,8 @@
 package translate_test
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"net/netip"
 	"os"
@@ -35,7 +37,7 @@ func TestOlderWinsWithinOneSecond(t *testing.T) {
 	older, newer := pol("zz-older", base.Add(100*time.Millisecond)), pol("aa-newer", base.Add(900*time.Millisecond))
 	for _, order := range [][]*v1alpha1.LoadBalancerPolicy{{older, newer}, {newer, older}} {
 		res := translate.Translate(order, translate.Refs{})
-		o, n := res.Policies.Of(translate.KeyOf(older)), res.Policies.Of(translate.KeyOf(newer))
+		o, n := res.Policies.Of(objkey.Of(older)), res.Policies.Of(objkey.Of(newer))
 		if !o.Accepted || n.Accepted || !strings.Contains(n.AcceptedMessage, "already served by policy default/zz-older") {
 			t.Errorf("older accepted=%v, newer accepted=%v (%s)", o.Accepted, n.Accepted, n.AcceptedMessage)
 		}
@@ -66,7 +68,7 @@ func TestServiceBackendsResolveFromEndpointSlices(t *testing.T) {
 		{Namespace: "shop", Name: "gone", PortName: "http"}: {Err: "Service shop/gone not found"},
 	}}
 	res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
-	r := res.Policies.Of(translate.KeyOf(p))
+	r := res.Policies.Of(objkey.Of(p))
 	if !r.Accepted || r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "spec.backends[1].service: Service shop/gone not found") {
 		t.Fatalf("accepted %v resolved %v: %s", r.Accepted, r.ResolvedRefs, r.ResolvedRefsMessage)
 	}
@@ -109,7 +111,7 @@ func TestServiceEndpointsAreProbedWithTheirOwnAddress(t *testing.T) {
 			{Namespace: "shop", Name: "web", Port: 80}: {Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 8080, Ready: true}}},
 		}}
 		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
-		if r := res.Policies.Of(translate.KeyOf(p)); !r.Accepted || !r.ResolvedRefs {
+		if r := res.Policies.Of(objkey.Of(p)); !r.Accepted || !r.ResolvedRefs {
 			t.Fatalf("%s: accepted %v resolved %v: %s %s", c.name, r.Accepted, r.ResolvedRefs, r.AcceptedMessage, r.ResolvedRefsMessage)
 		}
 		var found bool
@@ -139,11 +141,11 @@ func TestCrossNamespaceServicesNeedPermission(t *testing.T) {
 	p.Spec.Backends = []v1alpha1.Backend{{Name: "web", Service: &v1alpha1.ServiceRef{Name: "web", Namespace: "billing", Port: 80}}}
 	services := map[translate.ServiceRef]translate.ServiceEndpoints{{Namespace: "billing", Name: "web", Port: 80}: {
 		Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 80, Ready: true}}}}
-	r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services}).Policies.Of(translate.KeyOf(p))
+	r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services}).Policies.Of(objkey.Of(p))
 	if r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "another namespace, which is not allowed") || r.Endpoints != 0 {
 		t.Errorf("a cross-namespace reference resolved without permission: %v %s", r.ResolvedRefs, r.ResolvedRefsMessage)
 	}
-	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services, CrossNamespace: true}).Policies.Of(translate.KeyOf(p))
+	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services, CrossNamespace: true}).Policies.Of(objkey.Of(p))
 	if !r.ResolvedRefs || r.Endpoints != 1 || r.HealthyEndpoints != 1 {
 		t.Errorf("with permission: %v %s, %d endpoints", r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
 	}
@@ -156,14 +158,14 @@ func TestCrossNamespaceServicesNeedPermission(t *testing.T) {
 		se := services[ref]
 		se.GrantedTo = translate.Grants(c.grant)
 		granted := map[translate.ServiceRef]translate.ServiceEndpoints{ref: se}
-		r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: granted}).Policies.Of(translate.KeyOf(p))
+		r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: granted}).Policies.Of(objkey.Of(p))
 		if r.ResolvedRefs != c.ok || (c.ok && r.Endpoints != 1) {
 			t.Errorf("grant %q: resolved %v (%s), %d endpoints; want resolved %v", c.grant, r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints, c.ok)
 		}
 	}
 	// A missing Service reads the same as one that exists but grants nothing.
 	missing := map[translate.ServiceRef]translate.ServiceEndpoints{ref: {Err: "Service billing/web not found"}}
-	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: missing}).Policies.Of(translate.KeyOf(p))
+	r = translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: missing}).Policies.Of(objkey.Of(p))
 	if !strings.Contains(r.ResolvedRefsMessage, "another namespace, which is not allowed") || strings.Contains(r.ResolvedRefsMessage, "not found") {
 		t.Errorf("a missing Service in another namespace: %s", r.ResolvedRefsMessage)
 	}
@@ -219,7 +221,7 @@ func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
 			Endpoints: []translate.ServiceEndpoint{{Address: "10.0.0.1", Port: 80, Ready: true}, {Address: addr, Port: 80, Ready: true}}}}
 		refs := translate.Refs{Services: services, Reach: reach.Rules{Kubernetes: true}}
 		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
-		r := res.Policies.Of(translate.KeyOf(p))
+		r := res.Policies.Of(objkey.Of(p))
 		var sent int
 		for _, g := range res.IR.Groups {
 			for _, c := range g.Clusters {
@@ -230,7 +232,7 @@ func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
 			t.Errorf("%s: resolved %v (%s), %d endpoints sent", addr, r.ResolvedRefs, r.ResolvedRefsMessage, sent)
 		}
 		refs.Reach.Allow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::/0"), netip.MustParsePrefix("169.254.0.0/16")}
-		if r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs).Policies.Of(translate.KeyOf(p)); !r.ResolvedRefs || r.Endpoints != 2 {
+		if r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs).Policies.Of(objkey.Of(p)); !r.ResolvedRefs || r.Endpoints != 2 {
 			t.Errorf("%s re-admitted: resolved %v (%s), %d endpoints", addr, r.ResolvedRefs, r.ResolvedRefsMessage, r.Endpoints)
 		}
 	}
@@ -242,7 +244,7 @@ func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
 		{Address: "127.0.0.1", Port: 18000, Ready: true}: "127.0.0.1 port 18000 is lbplane's xDS port",
 	} {
 		services := map[translate.ServiceRef]translate.ServiceEndpoints{{Namespace: "shop", Name: "web", Port: 80}: {Endpoints: []translate.ServiceEndpoint{ep}}}
-		r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services, Reach: host}).Policies.Of(translate.KeyOf(p))
+		r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, translate.Refs{Services: services, Reach: host}).Policies.Of(objkey.Of(p))
 		if r.ResolvedRefs || !strings.Contains(r.ResolvedRefsMessage, "Service shop/web: "+want) {
 			t.Errorf("%s:%d: resolved %v (%s)", ep.Address, ep.Port, r.ResolvedRefs, r.ResolvedRefsMessage)
 		}
@@ -251,7 +253,7 @@ func TestServiceEndpointsInRefusedRangesDoNotResolve(t *testing.T) {
 	raw.Namespace = "shop"
 	raw.Spec.Backends = []v1alpha1.Backend{{Name: "web", Endpoints: []v1alpha1.Endpoint{{Address: "198.51.100.7", Port: 80}}}}
 	r := translate.Translate([]*v1alpha1.LoadBalancerPolicy{raw}, translate.Refs{Services: map[translate.ServiceRef]translate.ServiceEndpoints{},
-		Reach: reach.Rules{Kubernetes: true}}).Policies.Of(translate.KeyOf(raw))
+		Reach: reach.Rules{Kubernetes: true}}).Policies.Of(objkey.Of(raw))
 	if r.Accepted || len(r.Errors) != 1 || r.Errors[0].Path != "spec.backends[0].endpoints[0].address" || !strings.Contains(r.Errors[0].Msg, `not allowed in namespace "shop"`) {
 		t.Errorf("a raw address in Kubernetes mode: accepted %v, %v", r.Accepted, r.Errors)
 	}
@@ -277,7 +279,7 @@ func TestCrossNamespaceCertificatesNeedPermission(t *testing.T) {
 	}
 	served := func(refs translate.Refs) (bool, string) {
 		res := translate.Translate([]*v1alpha1.LoadBalancerPolicy{p}, refs)
-		r := res.Policies.Of(translate.KeyOf(p))
+		r := res.Policies.Of(objkey.Of(p))
 		g := res.IR.Groups["default"]
 		if g == nil {
 			return false, r.ResolvedRefsMessage
@@ -295,7 +297,7 @@ func TestCrossNamespaceCertificatesNeedPermission(t *testing.T) {
 	if ok, msg := served(translate.Refs{Secrets: secrets, CrossNamespace: true}); !ok {
 		t.Errorf("with --allow-cross-namespace-refs: not served: %s", msg)
 	}
-	if ok, msg := served(translate.Refs{Secrets: secrets, Granted: map[translate.Key]bool{translate.KeyOf(p): true}}); !ok {
+	if ok, msg := served(translate.Refs{Secrets: secrets, Granted: map[objkey.Key]bool{objkey.Of(p): true}}); !ok {
 		t.Errorf("granted: not served: %s", msg)
 	}
 }

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"reflect"
 	"slices"
@@ -34,7 +36,7 @@ func TestTranslateUpdateLooksAtTheChangedPoliciesOnly(t *testing.T) {
 	next := append(slices.Clone(set[1:]), added) // p00000 deleted
 	next[41] = edited
 	looks, runs := tr.ListLooks(), tr.Runs()
-	res := tr.TranslateUpdate(set, next, []*v1alpha1.LoadBalancerPolicy{edited, added}, []Key{KeyOf(set[0])}, Refs{}, ChangedRefs{})
+	res := tr.TranslateUpdate(set, next, []*v1alpha1.LoadBalancerPolicy{edited, added}, []objkey.Key{objkey.Of(set[0])}, Refs{}, ChangedRefs{})
 	if d := tr.ListLooks() - looks; d != 3 {
 		t.Errorf("an update of 3 policies among %d looked at %d, want 3", n, d)
 	}
@@ -44,15 +46,15 @@ func TestTranslateUpdateLooksAtTheChangedPoliciesOnly(t *testing.T) {
 	if !reflect.DeepEqual(res.IR, translateAll(next, Refs{}).IR) {
 		t.Fatal("IR differs from a translation from scratch")
 	}
-	if res.Policies.Of(KeyOf(set[0])) != nil || res.Policies.Len() != n {
-		t.Fatalf("%d results, the deleted policy's present: %v", res.Policies.Len(), res.Policies.Of(KeyOf(set[0])) != nil)
+	if res.Policies.Of(objkey.Of(set[0])) != nil || res.Policies.Len() != n {
+		t.Fatalf("%d results, the deleted policy's present: %v", res.Policies.Len(), res.Policies.Of(objkey.Of(set[0])) != nil)
 	}
 
 	// Not the previous call's list: the whole list is diffed, with the same result.
 	other := NewTranslator()
 	other.Translate(set, Refs{})
 	looks = other.ListLooks()
-	res = other.TranslateUpdate(slices.Clone(set), next, []*v1alpha1.LoadBalancerPolicy{edited, added}, []Key{KeyOf(set[0])}, Refs{}, ChangedRefs{})
+	res = other.TranslateUpdate(slices.Clone(set), next, []*v1alpha1.LoadBalancerPolicy{edited, added}, []objkey.Key{objkey.Of(set[0])}, Refs{}, ChangedRefs{})
 	if d := other.ListLooks() - looks; d < n {
 		t.Errorf("an update relative to another list looked at %d policies, want the whole list (%d)", d, n)
 	}

@@ -1,6 +1,7 @@
 package xdsbuild
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -22,7 +23,7 @@ const MetadataNamespace = "lbplane"
 func sourceMetadata(s ir.Source) *corev3.Metadata {
 	fields := map[string]*structpb.Value{}
 	if s.Name != "" {
-		fields["policy"] = structpb.NewStringValue(s.Namespace + "/" + s.Name)
+		fields["policy"] = structpb.NewStringValue(objkey.Key{Namespace: s.Namespace, Name: s.Name}.String())
 	}
 	if s.Backend != "" {
 		fields["backend"] = structpb.NewStringValue(s.Backend)

@@ -107,8 +107,7 @@ func NewState(resources map[string][]proto.Message) (*State, error) {
 	// So an assignment's version covers its cluster's version too, and a cluster update re-sends it.
 	for name, e := range byType[resource.EndpointType] {
 		if c, ok := byType[resource.ClusterType][name]; ok {
-			sum := sha256.Sum256([]byte(e.version + "/" + c.version))
-			e.version = hex.EncodeToString(sum[:8])
+			e.version = coveringVersion(e.version, c.version)
 		}
 	}
 	s.sets = map[string]*typeSet{}

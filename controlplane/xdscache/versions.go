@@ -49,9 +49,8 @@ func NewMarshalledResource(typ, name string, m proto.Message, b []byte, version 
 // WithVersionOf returns an endpoint assignment whose version also covers its cluster's: an updated cluster
 // warms until it gets its endpoints again, so a cluster change must re-send them (see NewState).
 func (r *Resource) WithVersionOf(cluster *Resource) *Resource {
-	sum := sha256.Sum256([]byte(r.e.version + "/" + cluster.e.version))
 	e := *r.e
-	e.version = hex.EncodeToString(sum[:8])
+	e.version = coveringVersion(r.e.version, cluster.e.version)
 	e.sum = entrySum(resource.EndpointType, e.name, e.version)
 	return &Resource{e: &e}
 }
@@ -261,4 +260,13 @@ func (e *entry) size() int {
 // derivedFrom tells whether next was derived from old by Derive.
 func derivedFrom(next, old *State) bool {
 	return next.parent != "" && next.parent == old.Version && next.dropped != nil
+}
+
+// coveringVersion is the version of an endpoint assignment that also covers its cluster's version.
+func coveringVersion(endpoints, cluster string) string {
+	h := sha256.New()
+	h.Write([]byte(endpoints))
+	h.Write([]byte{'/'})
+	h.Write([]byte(cluster))
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }

@@ -1,6 +1,8 @@
 package lbctl
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -12,7 +14,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 func newDiff(g *globals) *cobra.Command {
@@ -192,13 +193,13 @@ func clusterDiff(cmd *cobra.Command, g *globals, file string) ([]resdiff.Change,
 
 func diffDocs(oldDocs, newDocs []manifest.Document, oldName string) ([]resdiff.Change, error) {
 	// What a push does: the new documents replace policies of the same name, the others stay.
-	replaced := map[translate.Key]bool{}
+	replaced := map[objkey.Key]bool{}
 	for _, d := range newDocs {
-		replaced[translate.KeyOf(d.Policy)] = true
+		replaced[objkey.Of(d.Policy)] = true
 	}
 	next := newDocs
 	for _, d := range oldDocs {
-		if !replaced[translate.KeyOf(d.Policy)] {
+		if !replaced[objkey.Of(d.Policy)] {
 			next = append(next, d)
 		}
 	}

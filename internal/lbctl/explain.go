@@ -1,6 +1,8 @@
 package lbctl
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +17,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/pushclient"
-	"github.com/lbplane/lbplane/controlplane/translate"
 )
 
 func newExplain(g *globals) *cobra.Command {
@@ -71,9 +72,9 @@ func offlineExplain(file, namespace, name string, stdin io.Reader) (*explain.Exp
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	k := translate.Key{Namespace: namespace, Name: name}
+	k := objkey.Key{Namespace: namespace, Name: name}
 	for _, d := range docs {
-		if translate.KeyOf(d.Policy) == k {
+		if objkey.Of(d.Policy) == k {
 			return explain.Policy(d.Policy, res.Policies.Of(k), res, nil)
 		}
 	}

@@ -1,6 +1,8 @@
 package lbctl
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"errors"
 	"fmt"
 	"strconv"
@@ -62,7 +64,7 @@ Exit status: 0 when nothing was found, 1 when there are findings or errors.`,
 				p, fe := translate.Prepare(d.Policy, addrRules)
 				if len(fe) > 0 {
 					for _, e := range fe {
-						errs = append(errs, fmt.Errorf("%s (%s): %s", translate.KeyOf(d.Policy), d.Source, e.Error()))
+						errs = append(errs, fmt.Errorf("%s (%s): %s", objkey.Of(d.Policy), d.Source, e.Error()))
 					}
 					continue
 				}
@@ -78,7 +80,7 @@ Exit status: 0 when nothing was found, 1 when there are findings or errors.`,
 				}
 				for _, f := range fs {
 					findings++
-					fmt.Fprintf(w, "%s (%s): %s\n", translate.KeyOf(p), d.Source, f)
+					fmt.Fprintf(w, "%s (%s): %s\n", objkey.Of(p), d.Source, f)
 				}
 			}
 			if len(errs) > 0 {

@@ -1,6 +1,8 @@
 package lbctl
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -107,13 +109,13 @@ func (o *offlineObjects) take(source, apiVersion, kind string, b []byte) (bool, 
 // replacedBy is o with next's documents replacing or joining its own, as applying next would.
 func (o *offlineObjects) replacedBy(next *offlineObjects) *offlineObjects {
 	out := &offlineObjects{objects: map[objKey]any{}, notes: append(slices.Clone(o.notes), next.notes...)}
-	replaced := map[translate.Key]bool{}
+	replaced := map[objkey.Key]bool{}
 	for _, d := range next.docs {
-		replaced[translate.KeyOf(d.Policy)] = true
+		replaced[objkey.Of(d.Policy)] = true
 	}
 	out.docs = slices.Clone(next.docs)
 	for _, d := range o.docs {
-		if !replaced[translate.KeyOf(d.Policy)] {
+		if !replaced[objkey.Of(d.Policy)] {
 			out.docs = append(out.docs, d)
 		}
 	}
@@ -210,16 +212,16 @@ func (o *offlineObjects) translate() *offlineSet {
 	}
 	in := o.gatewayInput()
 	refs := translate.Refs{Services: map[translate.ServiceRef]translate.ServiceEndpoints{}, Secrets: map[translate.SecretRef]translate.TLSSecret{},
-		Granted: map[translate.Key]bool{}}
+		Granted: map[objkey.Key]bool{}}
 	if len(in.Gateways) > 0 {
 		s.gateways = gatewayapi.Translate(in)
-		taken := map[translate.Key]bool{}
+		taken := map[objkey.Key]bool{}
 		for _, p := range s.policies {
-			taken[translate.KeyOf(p)] = true
+			taken[objkey.Of(p)] = true
 		}
 		for _, p := range s.gateways.Policies {
 			// A LoadBalancerPolicy of the same name wins, as in lbplane serve.
-			if k := translate.KeyOf(p); !taken[k] {
+			if k := objkey.Of(p); !taken[k] {
 				s.policies = append(s.policies, p)
 				refs.Granted[k] = true
 			}
@@ -316,9 +318,9 @@ func (o *offlineObjects) secret(ref translate.SecretRef) translate.TLSSecret {
 
 // policy is the policy namespace/name of the set, a file's or a Gateway's.
 func (s *offlineSet) policy(namespace, name string) *v1alpha1.LoadBalancerPolicy {
-	k := translate.Key{Namespace: namespace, Name: name}
+	k := objkey.Key{Namespace: namespace, Name: name}
 	for _, p := range s.policies {
-		if translate.KeyOf(p) == k {
+		if objkey.Of(p) == k {
 			return p
 		}
 	}

@@ -1,6 +1,8 @@
 package lbctl
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"context"
 	"fmt"
 	"io"
@@ -26,7 +28,7 @@ func offlinePolicy(set *offlineSet, file, namespace, name string) (*translate.Re
 	if p := set.policy(namespace, name); p != nil {
 		return set.res, p, nil
 	}
-	return nil, nil, fmt.Errorf("policy %s is not in %s", translate.Key{Namespace: namespace, Name: name}, file)
+	return nil, nil, fmt.Errorf("policy %s is not in %s", objkey.Key{Namespace: namespace, Name: name}, file)
 }
 
 // offlineModel models the policy namespace/name of res with every endpoint healthy but those p.Down names,

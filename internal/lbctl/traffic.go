@@ -1,6 +1,8 @@
 package lbctl
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"fmt"
 	"io"
 	"math"
@@ -28,24 +30,24 @@ func translatePolicies(policies []*v1alpha1.LoadBalancerPolicy) *translate.Resul
 // trafficSides are the policies before and after a change, translated offline, every endpoint healthy.
 type trafficSides struct {
 	before, after *translate.Result
-	keys          []translate.Key // the policies the change touches
+	keys          []objkey.Key // the policies the change touches
 	// envoys are the Envoys the previews are for (an Envoy in --zone, or one without a zone).
 	envoys trafficmodel.Envoys
 	// ifChanged are keys previewed only when their traffic changes: the Gateways' policies, which a change
 	// of any object they are made of may move.
-	ifChanged map[translate.Key]bool
+	ifChanged map[objkey.Key]bool
 	// gateways say what each Gateway's policy serves (after the change; before, for one removed).
-	gateways map[translate.Key]*gatewayPolicy
+	gateways map[objkey.Key]*gatewayPolicy
 }
 
 func replacing(old, next []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
-	replaced := map[translate.Key]bool{}
+	replaced := map[objkey.Key]bool{}
 	for _, p := range next {
-		replaced[translate.KeyOf(p)] = true
+		replaced[objkey.Of(p)] = true
 	}
 	out := slices.Clone(next)
 	for _, p := range old {
-		if !replaced[translate.KeyOf(p)] {
+		if !replaced[objkey.Of(p)] {
 			out = append(out, p)
 		}
 	}
@@ -71,9 +73,9 @@ func offlineSides(from, file string, stdin io.Reader, stderr io.Writer) (*traffi
 	oldObjs.warn(stderr)
 	newObjs.warn(stderr)
 	before, after := oldObjs.translate(), oldObjs.replacedBy(newObjs).translate()
-	s := &trafficSides{before: before.res, after: after.res, ifChanged: map[translate.Key]bool{}, gateways: map[translate.Key]*gatewayPolicy{}}
+	s := &trafficSides{before: before.res, after: after.res, ifChanged: map[objkey.Key]bool{}, gateways: map[objkey.Key]*gatewayPolicy{}}
 	for _, p := range next {
-		s.keys = append(s.keys, translate.KeyOf(p))
+		s.keys = append(s.keys, objkey.Of(p))
 	}
 	for _, set := range []*offlineSet{after, before} {
 		gps, err := gatewayPoliciesOf(set.policies)
@@ -81,7 +83,7 @@ func offlineSides(from, file string, stdin io.Reader, stderr io.Writer) (*traffi
 			return nil, err
 		}
 		for _, gp := range gps {
-			k := translate.KeyOf(gp.policy)
+			k := objkey.Of(gp.policy)
 			if s.gateways[k] == nil {
 				s.gateways[k] = gp
 				if !slices.Contains(s.keys, k) {
@@ -97,7 +99,7 @@ func offlineSides(from, file string, stdin io.Reader, stderr io.Writer) (*traffi
 func sides(old, all, touched []*v1alpha1.LoadBalancerPolicy) *trafficSides {
 	s := &trafficSides{before: translatePolicies(old), after: translatePolicies(all)}
 	for _, p := range touched {
-		s.keys = append(s.keys, translate.KeyOf(p))
+		s.keys = append(s.keys, objkey.Of(p))
 	}
 	return s
 }
@@ -260,7 +262,7 @@ func zoneNames(z []string) string {
 func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string, out *outputFlags) error {
 	var pvs []*trafficmodel.Preview
 	var err error
-	var gateways map[translate.Key]*gatewayPolicy
+	var gateways map[objkey.Key]*gatewayPolicy
 	if from != "" {
 		var s *trafficSides
 		if s, err = offlineSides(from, file, cmd.InOrStdin(), cmd.ErrOrStderr()); err == nil {
@@ -294,7 +296,7 @@ func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string
 		for i, pv := range pvs {
 			gpvs[i] = &gatewayPreview{Preview: pv}
 			ns, name, _ := strings.Cut(pv.Policy, "/")
-			if gp := gateways[translate.Key{Namespace: ns, Name: name}]; gp != nil {
+			if gp := gateways[objkey.Key{Namespace: ns, Name: name}]; gp != nil {
 				gpvs[i].Gateway, gpvs[i].gw = gp.trace(), gp
 			}
 		}

@@ -1,6 +1,8 @@
 package lbctl
 
 import (
+	"github.com/lbplane/lbplane/controlplane/objkey"
+
 	"errors"
 	"fmt"
 	"os"
@@ -52,10 +54,10 @@ func newValidate() *cobra.Command {
 // problem, named by source.
 func translateDocs(docs []manifest.Document, rules reach.Rules) (*translate.Result, []error) {
 	var policies []*v1alpha1.LoadBalancerPolicy
-	source := map[translate.Key]string{}
+	source := map[objkey.Key]string{}
 	var errs []error
 	for _, d := range docs {
-		k := translate.KeyOf(d.Policy)
+		k := objkey.Of(d.Policy)
 		if prev, dup := source[k]; dup {
 			errs = append(errs, fmt.Errorf("%s: %s is also defined in %s", d.Source, k, prev))
 			continue
@@ -73,11 +75,11 @@ func translateDocs(docs []manifest.Document, rules reach.Rules) (*translate.Resu
 		}
 	}
 	res := translate.Translate(policies, translate.Refs{Files: files, Reach: rules})
-	keys := make([]translate.Key, 0, res.Policies.Len())
+	keys := make([]objkey.Key, 0, res.Policies.Len())
 	for k := range res.Policies.All() {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b translate.Key) int { return cmpString(source[a], source[b]) })
+	slices.SortFunc(keys, func(a, b objkey.Key) int { return cmpString(source[a], source[b]) })
 	for _, k := range keys {
 		r := res.Policies.Of(k)
 		switch {
