@@ -1,8 +1,6 @@
 package dashboard
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"bufio"
 	"context"
 	"io"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/explain"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )

@@ -9,8 +9,6 @@
 package dashboard
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"context"
 	"embed"
 	"encoding/json"
@@ -31,6 +29,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/explain"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )

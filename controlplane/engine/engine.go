@@ -4,8 +4,6 @@
 package engine
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"bytes"
 	"fmt"
 	"log/slog"
@@ -23,6 +21,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/controlplane/translate"

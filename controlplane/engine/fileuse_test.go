@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"bytes"
 	"io"
 	"log/slog"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/fileroots"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/pki"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"

@@ -1,12 +1,11 @@
 package engine
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"maps"
 	"slices"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // merged is the last merge of the sources, kept so that an edit in place (another policy under the same

@@ -1,13 +1,12 @@
 package engine
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"io"
 	"log/slog"
 	"testing"
@@ -10,6 +8,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 )
 

@@ -3,7 +3,6 @@ package gatewayapi
 import (
 	"cmp"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"maps"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // BackendPolicy is what one BackendLoadBalancerPolicy becomes: its status, an entry per Gateway whose

@@ -3,13 +3,13 @@ package gatewayapi
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // What a Gateway's policy says of where it came from, beside AnnotationGateway, AnnotationPort and

@@ -9,8 +9,6 @@
 package healthhistory
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"log/slog"
 	"maps"
 	"slices"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 )
 

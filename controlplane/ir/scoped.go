@@ -1,8 +1,9 @@
 package ir
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"strings"
+
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // ScopedRoutesAbove is the number of virtual hosts on one HTTP port above which the port's hosts are served

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"log/slog"
 	"maps"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/pki"
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 )

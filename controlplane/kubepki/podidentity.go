@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"slices"
 	"strings"
 
@@ -13,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // The extra fields the API server puts in a TokenReview of a pod-bound service account token: the pod it is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"log/slog"
 	"slices"
 	"time"
@@ -15,6 +14,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // RevocationsKey is the ConfigMap key holding the revocations, as JSON.

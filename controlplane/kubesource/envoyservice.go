@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // ServiceFieldManager is the field manager of the Envoy Service's ports lbplane keeps (server-side apply):

@@ -1,8 +1,6 @@
 package kubesource
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"maps"
 	"slices"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 

@@ -1,8 +1,6 @@
 package kubesource
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"context"
 	"fmt"
 	"maps"
@@ -20,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"

@@ -1,8 +1,6 @@
 package policystatus
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"

@@ -1,8 +1,6 @@
 package policystatus
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"slices"
 	"testing"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )

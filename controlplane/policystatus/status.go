@@ -4,8 +4,6 @@
 package policystatus
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/lint"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/controlplane/xdscache"

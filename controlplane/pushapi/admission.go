@@ -1,8 +1,6 @@
 package pushapi
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"bytes"
 	"cmp"
 	"crypto/rand"
@@ -20,14 +18,12 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/lint"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
@@ -359,6 +355,8 @@ func (a *Admission) plan(req *request, dryRun bool) (*plan, int, []string) {
 			}
 		}
 		if outcome != Unchanged {
+			// The push's policy, decoded once: the engine, rollouts and undo read it from the record.
+			rec.WithPolicy(d.Policy)
 			puts = append(puts, rec)
 			changes[k] = rec
 		}
@@ -455,20 +453,6 @@ func splitJoined(err error) []string {
 	return []string{err.Error()}
 }
 
-// PolicyOf decodes a stored record into a policy with its server-side metadata.
-func PolicyOf(rec *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
-	d, err := manifest.DecodeDocument(rec.Document)
-	if err != nil {
-		return nil, fmt.Errorf("stored policy %s no longer decodes: %w", rec.Key(), err)
-	}
-	p := d.Policy
-	p.Namespace = rec.Namespace
-	p.Generation = rec.Generation
-	p.CreationTimestamp = metav1.NewTime(rec.Created)
-	p.UID = types.UID(rec.UID)
-	return p, nil
-}
-
 // loaded reads the store into a.recs and a.sorted once. Afterwards every write through this admission
 // goes through a.mu and committed, so what it keeps is what the store holds, and a push reads and decodes
 // only the records it changes instead of every one: listing and decoding every record was most of a push's
@@ -503,7 +487,7 @@ func (a *Admission) sync() (bool, error) {
 		k := objkey.Key{Namespace: rec.Namespace, Name: rec.Name}
 		p := had[k]
 		if old := a.recs[k]; p == nil || old == nil || !old.Equal(rec) {
-			if p, err = PolicyOf(rec); err != nil {
+			if p, err = rec.Policy(); err != nil {
 				return false, err
 			}
 			changed = true
@@ -591,7 +575,7 @@ func (a *Admission) candidate(changes map[objkey.Key]*store.Record) ([]*v1alpha1
 			}
 			continue
 		}
-		p, err := PolicyOf(rec)
+		p, err := rec.Policy()
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,6 @@ package pushapi
 
 import (
 	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"github.com/lbplane/lbplane/controlplane/store"
 )
 

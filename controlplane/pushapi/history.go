@@ -1,13 +1,12 @@
 package pushapi
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // HistoryResult and HealthEvent are the wire types of GET /v1/events and GET .../history (see apiwire).

@@ -1,10 +1,10 @@
 package pushapi
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"cmp"
 	"testing"
+
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // cmpKey must order keys as their "namespace/name" strings do: the store lists records in that order, and

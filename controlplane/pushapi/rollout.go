@@ -1,8 +1,6 @@
 package pushapi
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 )
 

@@ -33,7 +33,7 @@ spec:
 func TestPushesStageAsAsked(t *testing.T) {
 	var ro *rollout.Controller
 	s, url, _ := pushapitest.Start(t, "secret", func(s *pushapi.Server) {
-		ro = &rollout.Controller{Engine: s.Engine, Proxies: s.Tracker.Proxies, Persist: s.Store.(rollout.Persist), Decode: pushapi.PolicyOf}
+		ro = &rollout.Controller{Engine: s.Engine, Proxies: s.Tracker.Proxies, Persist: s.Store.(rollout.Persist)}
 		s.Rollouts = ro
 	})
 	c := &pushapi.Client{BaseURL: url, Token: "secret"}

@@ -5,8 +5,6 @@
 package pushapi
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"bytes"
 	"crypto/subtle"
 	"encoding/json"
@@ -31,6 +29,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/healthhistory"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/rollout"

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/pushapi"
 	"github.com/lbplane/lbplane/controlplane/pushapi/pushapitest"
 	"github.com/lbplane/lbplane/controlplane/store"

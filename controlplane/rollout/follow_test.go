@@ -1,10 +1,7 @@
 package rollout
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -15,6 +12,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -67,12 +65,6 @@ func newController(p Persist, leader *bool) *Controller {
 		Proxies: func() []xdsserver.ProxyStatus {
 			return []xdsserver.ProxyStatus{proxy("envoy-b", "default"), proxy("envoy-a", "default")}
 		},
-		Decode: func(r *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
-			if r.Name == "" {
-				return nil, errors.New("a record without a name")
-			}
-			return &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, Generation: r.Generation}}, nil
-		},
 		Leader: func() bool { return *leader }, LeaderWrites: true}
 }
 
@@ -85,7 +77,7 @@ func proxy(node, group string) xdsserver.ProxyStatus {
 var key = objkey.Key{Namespace: "default", Name: "shop"}
 
 func change(gen int64) []Change {
-	return []Change{{Key: key, Group: "default", New: &store.Record{Namespace: "default", Name: "shop", Generation: gen}, Generation: gen}}
+	return []Change{{Key: key, Group: "default", New: (&store.Record{Namespace: "default", Name: "shop", Generation: gen}).WithPolicy(&v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}), Generation: gen}}
 }
 
 // A follower serves its own decision on a change, without storing it, until the leader's stored state

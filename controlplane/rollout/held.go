@@ -1,8 +1,6 @@
 package rollout
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/store"
 )
 
@@ -175,7 +174,7 @@ func (c *Controller) heldSplit(p *policy, h *held, ps engine.PolicySplit) (engin
 	case p != nil && p.underWay() && p.Kind == KindTraffic:
 		return ps, nil
 	case p != nil && p.underWay() && p.Candidate != nil:
-		cand, err := c.Decode(p.Candidate)
+		cand, err := p.Candidate.Policy()
 		if err != nil {
 			return ps, err
 		}
@@ -184,7 +183,7 @@ func (c *Controller) heldSplit(p *policy, h *held, ps engine.PolicySplit) (engin
 	}
 	out := engine.PolicySplit{}
 	if rec := baselineOf(p, h.ch.Old); rec != nil {
-		b, err := c.Decode(rec)
+		b, err := rec.Policy()
 		if err != nil {
 			return out, err
 		}

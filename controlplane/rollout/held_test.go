@@ -1,8 +1,6 @@
 package rollout
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // A change the sources already hold whose rollout cannot start (a traffic shift while a staged rollout of

@@ -1,8 +1,6 @@
 package rollout
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -17,6 +15,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
@@ -63,11 +62,7 @@ func newFleet(t *testing.T, nodes ...string) *fleet {
 		f.proxies = append(f.proxies, proxy(n, "default"))
 	}
 	f.c = &Controller{Engine: f.eng, Persist: newMem(), Log: slog.New(slog.DiscardHandler), MinCanaryAge: time.Minute,
-		Proxies: f.acked,
-		Decode: func(r *store.Record) (*v1alpha1.LoadBalancerPolicy, error) {
-			p := &v1alpha1.LoadBalancerPolicy{}
-			return p, json.Unmarshal(r.Document, p)
-		},
+		Proxies:   f.acked,
 		Histories: f.histories}
 	return f
 }
@@ -90,7 +85,7 @@ func record(p *v1alpha1.LoadBalancerPolicy) *store.Record {
 		return nil
 	}
 	doc, _ := json.Marshal(p)
-	return &store.Record{Namespace: p.Namespace, Name: p.Name, Generation: p.Generation, Document: doc}
+	return (&store.Record{Namespace: p.Namespace, Name: p.Name, Generation: p.Generation, Document: doc}).WithPolicy(p.DeepCopy())
 }
 
 // push stages policy name's next generation (its backend on port) and publishes it.

@@ -1,8 +1,6 @@
 package rollout
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"

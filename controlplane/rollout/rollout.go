@@ -26,8 +26,6 @@
 package rollout
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +40,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -67,9 +66,7 @@ type Controller struct {
 	Proxies   func() []xdsserver.ProxyStatus
 	Histories func() []proxystats.History
 	Persist   Persist
-	// Decode turns a stored record into its policy (pushapi.PolicyOf).
-	Decode func(*store.Record) (*v1alpha1.LoadBalancerPolicy, error)
-	Log    *slog.Logger
+	Log       *slog.Logger
 	// Tick is how often rollouts are looked at (250 ms when 0).
 	Tick time.Duration
 	// Leader, when set, tells whether this replica judges and moves rollouts on (the others only serve
@@ -639,7 +636,7 @@ func (c *Controller) split(g *group) error {
 		}
 		var ps engine.PolicySplit
 		if p.Baseline != nil {
-			b, err := c.Decode(p.Baseline)
+			b, err := p.Baseline.Policy()
 			if err != nil {
 				return err
 			}
@@ -648,7 +645,7 @@ func (c *Controller) split(g *group) error {
 		switch {
 		case p.Kind == KindTraffic && p.underWay() && p.Candidate != nil:
 			// Every Envoy runs the candidate with the step's weights.
-			cand, err := c.Decode(p.Candidate)
+			cand, err := p.Candidate.Policy()
 			if err != nil {
 				return err
 			}

@@ -2,13 +2,13 @@ package rollout
 
 import (
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
@@ -115,13 +115,13 @@ func (c *Controller) progressTraffic(g *group, p *policy, proxies []xdsserver.Pr
 		p.Message = fmt.Sprintf("%s: judged at %s", step, p.StageStarted.Add(bake).UTC().Format(time.RFC3339))
 		return false, nil
 	}
-	cand, err := c.Decode(p.Candidate)
+	cand, err := p.Candidate.Policy()
 	if err != nil {
 		return false, err
 	}
 	var base *v1alpha1.LoadBalancerPolicy
 	if p.Baseline != nil {
-		if base, err = c.Decode(p.Baseline); err != nil {
+		if base, err = p.Baseline.Policy(); err != nil {
 			return false, err
 		}
 	}

@@ -1,14 +1,13 @@
 package serve
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"context"
 	"log/slog"
 	"time"
 
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/healthhistory"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 )
 

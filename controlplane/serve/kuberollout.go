@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
 )
@@ -30,22 +29,27 @@ type kubeRollouts struct {
 }
 
 // recordOf is the record of a policy as the API server holds it: its spec, as the baseline a rollback
-// goes back to (the API keeps only the newest spec).
+// goes back to (the API keeps only the newest spec). The record carries the policy it was made from
+// (store.Record.WithPolicy), so that rollouts read the object Kubernetes sent without decoding the
+// document again; the document is what the rollout's state keeps in the ConfigMap, for undo.
 func recordOf(p *v1alpha1.LoadBalancerPolicy) *store.Record {
 	if p == nil {
 		return nil
 	}
+	spec := &v1alpha1.LoadBalancerPolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}, Spec: *p.Spec.DeepCopy()}
 	doc, err := json.Marshal(struct {
 		APIVersion string                          `json:"apiVersion"`
 		Kind       string                          `json:"kind"`
 		Metadata   metav1.ObjectMeta               `json:"metadata"`
 		Spec       v1alpha1.LoadBalancerPolicySpec `json:"spec"`
-	}{v1alpha1.GroupVersion.String(), "LoadBalancerPolicy", metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}, p.Spec})
+	}{spec.APIVersion, spec.Kind, spec.ObjectMeta, spec.Spec})
 	if err != nil {
 		return nil
 	}
-	return &store.Record{Namespace: p.Namespace, Name: p.Name, Document: doc, Generation: p.Generation,
+	rec := &store.Record{Namespace: p.Namespace, Name: p.Name, Document: doc, Generation: p.Generation,
 		Created: p.CreationTimestamp.Time, UID: string(p.UID)}
+	return rec.WithPolicy(spec)
 }
 
 func groupOf(p *v1alpha1.LoadBalancerPolicy) string {

@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,7 +24,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
-	"github.com/lbplane/lbplane/controlplane/pushapi"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -186,7 +184,7 @@ func TestKubeStagedChangeHeldWhenItsRolloutCannotBeStored(t *testing.T) {
 	eng := engine.New(cache, slog.New(slog.DiscardHandler))
 	persist := &failingRollouts{vals: map[string][]byte{}}
 	nodes := []string{"envoy-a", "envoy-b", "envoy-c"}
-	ro := &rollout.Controller{Engine: eng, Persist: persist, Decode: pushapi.PolicyOf, Log: slog.New(slog.DiscardHandler),
+	ro := &rollout.Controller{Engine: eng, Persist: persist, Log: slog.New(slog.DiscardHandler),
 		Leader: func() bool { return true }, LeaderWrites: true, MinCanaryAge: -1,
 		Proxies: func() []xdsserver.ProxyStatus {
 			var out []xdsserver.ProxyStatus

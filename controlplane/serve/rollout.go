@@ -37,7 +37,7 @@ func newRollouts(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, st
 	if !ok {
 		return nil, fmt.Errorf("the %T store cannot keep rollouts", st)
 	}
-	ro := &rollout.Controller{Engine: eng, Proxies: tracker.Proxies, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
+	ro := &rollout.Controller{Engine: eng, Proxies: tracker.Proxies, Persist: persist, Log: cfg.Log,
 		MinCanaryAge: cfg.RolloutCanaryMinAge}
 	if shared != nil {
 		ro.Proxies, ro.Leader = proxies, shared.Leader
@@ -262,7 +262,7 @@ func newKubeRollouts(cfg *Config, eng *engine.Engine, kube *kubesource.Source, f
 		cfg.Log.Warn("staged rollouts are off: they need --leader-election-namespace (where their ConfigMaps live); spec.rollout is applied at once")
 		return nil, nil, nil
 	}
-	ro := &rollout.Controller{Engine: eng, Proxies: fleet, Persist: persist, Decode: pushapi.PolicyOf, Log: cfg.Log,
+	ro := &rollout.Controller{Engine: eng, Proxies: fleet, Persist: persist, Log: cfg.Log,
 		Leader: kube.Leader, LeaderWrites: true, MinCanaryAge: cfg.RolloutCanaryMinAge}
 	watchRollouts(ro, poller)
 	if err := ro.Load(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"log/slog"
 	"math"
 	"os"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // EtcdConfig says how to reach the etcd cluster several lbplane replicas share.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/internal/etcdtest"
 )

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"os"
 	"path/filepath"
 	"sort"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/metrics"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 var bucket = []byte("policies")
@@ -40,6 +40,8 @@ type Record struct {
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 	UID     string    `json:"uid"`
+	// decoded is Document's policy, once decoded (Policy).
+	decoded decodedPolicy
 }
 
 // Key is the policy's key; its string form ("namespace/name") keys the record in the store.

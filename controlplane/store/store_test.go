@@ -2,10 +2,10 @@ package store_test
 
 import (
 	"bytes"
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"testing"
 	"time"
 
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/store"
 )
 

@@ -1,14 +1,13 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // ChangedSince across several results: every policy whose result differs between an older result and a

@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"math"
 	"net"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 func clusterName(p *v1alpha1.LoadBalancerPolicy, backend string) string {

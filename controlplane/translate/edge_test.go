@@ -1,8 +1,6 @@
 package translate_test
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 

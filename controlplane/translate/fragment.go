@@ -1,8 +1,6 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"cmp"
 	"container/heap"
 	"crypto/sha256"
@@ -20,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/lint"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // fragment is what one policy translates into on its own, before any other policy is looked at: its field

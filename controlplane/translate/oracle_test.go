@@ -1,8 +1,6 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"cmp"
 	"fmt"
 	"slices"
@@ -11,6 +9,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/lint"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/tenancy"
 )
 

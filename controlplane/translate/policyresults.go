@@ -1,11 +1,11 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"iter"
 
 	"github.com/google/btree"
+
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // PolicyResults holds the result of every policy by key. It is persistent: a copy-on-write B-tree, so that

@@ -1,8 +1,6 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"cmp"
 	"fmt"
 	"net/netip"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // serviceEndpoints turns a Service backend into endpoints: ready addresses serve, terminating ones drain,

@@ -1,11 +1,11 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // defaultRetry is what a route without a retry block gets (v1alpha1.ImplicitRetry).

@@ -1,13 +1,12 @@
 package translate_test
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/tenancy"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )

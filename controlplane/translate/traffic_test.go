@@ -1,8 +1,6 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -12,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // withTraffic adds random traffic features to a contended policy: a PROXY protocol listener (per port, so

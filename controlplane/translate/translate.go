@@ -3,8 +3,6 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 func addPolicy(c *ir.Config, p *v1alpha1.LoadBalancerPolicy, r *PolicyResult, secrets map[string]*ir.Secret, refs Refs) {

@@ -1,8 +1,6 @@
 package translate_test
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/internal/tools"

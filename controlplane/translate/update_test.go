@@ -1,8 +1,6 @@
 package translate
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"fmt"
 	"reflect"
 	"slices"
@@ -11,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // TranslateUpdate of one edited, one added and one deleted policy among 10,000 looks at those three, and

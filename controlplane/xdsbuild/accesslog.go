@@ -1,7 +1,6 @@
 package xdsbuild
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // MetadataNamespace is the filter_metadata key under which lbplane names, on each virtual host and cluster,
