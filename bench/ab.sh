@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# CPU per change and memory per policy of the control plane, before and after the change to one assembler,
-# typed identity and per-stream make-before-break steps: the same benchmarks of two commits, interleaved
-# (before, after, before, after, ...) in one run on an otherwise idle machine, compared with benchstat.
+# CPU per change and memory per policy of the control plane, before and after a change: the same benchmarks of
+# two commits, interleaved (before, after, before, after, ...) in one run on an otherwise idle machine,
+# compared with benchstat. The results go to OUT (before.txt, after.txt, benchstat.txt, commits.txt, uptime).
 #
-#   bench/results/2026-11-27-assembler-ab/run.sh BEFORE_COMMIT AFTER_COMMIT
+#   bench/ab.sh OUT BEFORE_COMMIT AFTER_COMMIT
 #
 # Each commit's test binaries are built once (go test -c) in a temporary worktree; the runs then alternate.
 set -euo pipefail
-before=${1:?before commit} after=${2:?after commit}
-out=$(cd "$(dirname "$0")" && pwd)
-repo=$(git -C "$out" rev-parse --show-toplevel)
+out=${1:?output folder} before=${2:?before commit} after=${3:?after commit}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 work=$(mktemp -d)
 trap 'git -C "$repo" worktree remove --force "$work/before" 2>/dev/null; git -C "$repo" worktree remove --force "$work/after" 2>/dev/null; rm -rf "$work"' EXIT
 declare -A bench=(
