@@ -14,6 +14,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 	"github.com/lbplane/lbplane/internal/tools"
@@ -178,5 +179,27 @@ func writeXDSInput(t *testing.T, name string, cfg *ir.Config) {
 		"# go test ./controlplane/translate -run TestGoldenIR -xds-input " + name + "; it is IR, edited as IR, from then on.\n"
 	if err := os.WriteFile(path, append([]byte(header), b...), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Status names a route's session cluster after the route ("switch/session"), from what translation recorded:
+// nothing cuts the cluster's name apart.
+func TestSessionClusterIsNamedAfterItsRoute(t *testing.T) {
+	res := translateFile(t, filepath.Join("testdata", "in", "draining-sessions.yaml"))
+	pr := res.Policies.Of(objkey.Key{Namespace: "default", Name: "draining-sessions"})
+	if pr == nil {
+		t.Fatal("no result for the policy")
+	}
+	var sessions []string
+	for _, c := range pr.Clusters {
+		if name, ok := pr.SessionOf(c); ok {
+			if _, backend := pr.BackendOf(c); backend {
+				t.Errorf("%s is both a backend and a session cluster", c)
+			}
+			sessions = append(sessions, c+" → "+name)
+		}
+	}
+	if want := []string{"default/draining-sessions/switch/session → switch/session"}; strings.Join(sessions, ",") != strings.Join(want, ",") {
+		t.Fatalf("session clusters %q, want %q", sessions, want)
 	}
 }
