@@ -1,8 +1,6 @@
 package lbctl
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"bytes"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
 )
 

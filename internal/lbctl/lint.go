@@ -1,8 +1,6 @@
 package lbctl
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/controlplane/lint"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 

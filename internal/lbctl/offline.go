@@ -1,8 +1,6 @@
 package lbctl
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -22,6 +20,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
 

@@ -1,8 +1,6 @@
 package lbctl
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/controlplane/translate"

@@ -1,8 +1,6 @@
 package lbctl
 
 import (
-	"github.com/lbplane/lbplane/controlplane/objkey"
-
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/translate"
 )
