@@ -16,7 +16,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/ir"
-	"github.com/lbplane/lbplane/controlplane/manifest"
 	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/pushclient"
@@ -355,32 +354,13 @@ func (s *Server) Traffic(body []byte, zone *string) ([]*trafficmodel.Preview, er
 // planned as a push is, and refused as it would be; those of the config directory or of Kubernetes replace
 // or join their source's, as editing the file or kubectl apply would.
 func (s *Server) plan(body []byte) (before, after *translate.Result, keys []objkey.Key, err error) {
-	docs, derr := manifest.DecodeBytes("request", body)
-	if errors.Is(derr, manifest.ErrTooManyDocuments) {
-		return nil, nil, nil, &predictError{code: http.StatusRequestEntityTooLarge, msgs: []string{derr.Error()}}
+	// Decoded and checked once, as a push is: the same request goes on to the admission's plan.
+	a := s.admission()
+	req, code, errs := a.decode(body)
+	if errs != nil {
+		return nil, nil, nil, &predictError{code: code, msgs: errs}
 	}
-	var errs []string
-	if derr != nil {
-		errs = append(errs, splitJoined(derr)...)
-	}
-	if len(docs) == 0 && derr == nil {
-		return nil, nil, nil, refused(http.StatusBadRequest, "the request holds no policy")
-	}
-	for _, d := range docs {
-		k := objkey.Of(d.Policy)
-		if slices.Contains(keys, k) {
-			errs = append(errs, fmt.Sprintf("%s: %s is in the request twice", d.Source, k))
-			continue
-		}
-		keys = append(keys, k)
-		_, fe := translate.Prepare(d.Policy, s.Engine.Reach)
-		for _, e := range fe {
-			errs = append(errs, fmt.Sprintf("%s (%s): %s", k, d.Source, e.Error()))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, nil, nil, &predictError{code: http.StatusUnprocessableEntity, msgs: errs}
-	}
+	keys = req.order
 	// The source the body's policies are held in: their own, or where a new one goes.
 	before, origin := s.Engine.Result()
 	pushTo := engine.SourceStore
@@ -396,11 +376,6 @@ func (s *Server) plan(body []byte) (before, after *translate.Result, keys []objk
 		src = o
 	}
 	if src == engine.SourceStore && s.ReadOnly == "" {
-		a := s.admission()
-		req, code, errs := a.decode(body)
-		if errs != nil {
-			return nil, nil, nil, &predictError{code: code, msgs: errs}
-		}
 		a.mu.Lock()
 		pl, code, errs := a.plan(req, true)
 		a.mu.Unlock()
@@ -410,8 +385,8 @@ func (s *Server) plan(body []byte) (before, after *translate.Result, keys []objk
 		return pl.before, pl.after, keys, nil
 	}
 	candidate := slices.Clone(s.Engine.Policies(src))
-	for _, d := range docs {
-		k := objkey.Of(d.Policy)
+	for _, k := range keys {
+		d := req.pushed[k]
 		if i := slices.IndexFunc(candidate, func(p *v1alpha1.LoadBalancerPolicy) bool { return objkey.Of(p) == k }); i >= 0 {
 			candidate[i] = d.Policy
 		} else {
