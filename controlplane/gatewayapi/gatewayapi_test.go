@@ -848,8 +848,9 @@ func TestPoliciesSayWhatTheyServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rules["r0"]; got != (RuleRef{Route: "apps/web", Rule: 0, Name: "all", Match: 0}) || got.String() != "HTTPRoute apps/web spec.rules[0] (name all).matches[0]" {
-		t.Fatalf("r0 made of %+v (%s)", got, got)
+	first := "web-" + hash8("apps", "web") + "-0-0"
+	if got := rules[first]; got != (RuleRef{Route: "apps/web", Rule: 0, Name: "all", Match: 0}) || got.String() != "HTTPRoute apps/web spec.rules[0] (name all).matches[0]" {
+		t.Fatalf("%s made of %+v (%s); rules %v", first, got, got, rules)
 	}
 	if _, ok := ServedBy(&v1alpha1.LoadBalancerPolicy{}); ok {
 		t.Fatal("a policy without the annotations is a Gateway's")
@@ -875,5 +876,36 @@ func TestHostFor(t *testing.T) {
 	}
 	if got, ok := HostFor("example.com", []string{"*.example.com", "foo.example.com"}); ok {
 		t.Errorf("example.com served by %q without a policy for every name", got)
+	}
+}
+
+// A route's name in the policy comes from the rule and match it is made of, not from its place among the
+// host name's routes: an HTTPRoute attached later with a more specific match, which goes first, renames
+// nothing that was there.
+func TestRouteNamesDoNotMoveWhenARouteGoesBeforeThem(t *testing.T) {
+	g := gw("apps", "gw", httpListener("http", 80, ""))
+	prefix := func(v string) gwv1.HTTPRouteRule {
+		return gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr(gwv1.PathMatchPathPrefix), Value: ptr(v)}}},
+			BackendRefs: []gwv1.HTTPBackendRef{toService("", "web", 80)}}
+	}
+	names := func(routes ...*gwv1.HTTPRoute) []string {
+		out := Translate(input([]*gwv1.Gateway{g}, routes...))
+		valid(t, out)
+		var got []string
+		for _, rt := range policyFor(t, out, "shop.example.com").Spec.Routes {
+			got = append(got, rt.Name+" "+rt.Match.Path.Value)
+		}
+		return got
+	}
+	web := route("apps", "web", 1, "apps/gw", []string{"shop.example.com"}, prefix("/"), prefix("/api"))
+	before := names(web)
+	api := route("apps", "api", 2, "apps/gw", []string{"shop.example.com"}, prefix("/api/v2"))
+	after := names(web, api)
+	w, a := "web-"+hash8("apps", "web"), "api-"+hash8("apps", "api")
+	if want := []string{w + "-1-0 /api", w + "-0-0 /"}; !slices.Equal(before, want) {
+		t.Fatalf("before: %q, want %q", before, want)
+	}
+	if want := []string{a + "-0-0 /api/v2", w + "-1-0 /api", w + "-0-0 /"}; !slices.Equal(after, want) {
+		t.Fatalf("after: %q, want %q", after, want)
 	}
 }

@@ -234,8 +234,9 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 	}
 	backends := map[string]int{} // backend name → index in spec.backends
 	origins := make(map[string]RuleRef, len(v.entries))
-	for i, e := range v.entries {
-		rt := gw.routeOf(e, fmt.Sprintf("r%d", i), p, backends, int32(port))
+	names := make(map[string]bool, len(v.entries))
+	for _, e := range v.entries {
+		rt := gw.routeOf(e, routeName(e, names), p, backends, int32(port))
 		p.Spec.Routes = append(p.Spec.Routes, rt)
 		ref := RuleRef{Route: e.rule.route.String(), Rule: e.rule.index, Match: e.index}
 		if n := e.rule.rule.Name; n != nil {
@@ -260,6 +261,22 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 		p.Spec.Routes = []v1alpha1.Route{{Name: "none", DirectResponse: &v1alpha1.DirectResponse{Status: 404}}}
 	}
 	return p
+}
+
+// routeName names the route one match of one rule becomes after what it is made of, not after its place
+// among the host name's routes: "<HTTPRoute name>-<hash of its namespace/name>-<rule>-<match>", as in
+// web-1f2e3d4c-0-0. A rule added before others, or another HTTPRoute attached to the host name, leaves the
+// names of the other routes as they were, and with them what is named after them (a route's session
+// cluster, diff --traffic's pairs). used holds the names taken in the policy: the same match reached twice
+// (through two listeners of the port) gets a second name.
+func routeName(e entry, used map[string]bool) string {
+	r := e.rule.route
+	name := fmt.Sprintf("%s-%s-%d-%d", dnsLabel(r.Name, 40), hash8(r.Namespace, r.Name), e.rule.index, e.index)
+	for n := 2; used[name]; n++ {
+		name = fmt.Sprintf("%s-%s-%d-%d-%d", dnsLabel(r.Name, 40), hash8(r.Namespace, r.Name), e.rule.index, e.index, n)
+	}
+	used[name] = true
+	return name
 }
 
 // routeOf turns one match of one rule into a route of the policy, adding the Services it names to

@@ -85,7 +85,7 @@ func TestTraceGatewayOffline(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Gateway shop/web, listener http (port 80), host name *.example.com: policy shop/gateway.web.80.",
-		`/r0 (HTTPRoute shop/web spec.rules[0].matches[0]): path "/" is not "/api" or below it`,
+		`/web-5ae11849-0-0 (HTTPRoute shop/web spec.rules[0].matches[0]): path "/" is not "/api" or below it`,
 		"  made of HTTPRoute shop/web spec.rules[1] (name rest).matches[0]",
 		"Error share: weight 1 (10.0% of the route)",
 	} {
