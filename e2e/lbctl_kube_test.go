@@ -75,6 +75,38 @@ kind: Service
 metadata: {name: api, namespace: shop}
 spec:
   ports: [{name: http, port: 8080, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api2, namespace: shop}
+spec:
+  ports: [{name: http, port: 8080, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: api-1, namespace: shop, labels: {kubernetes.io/service-name: api}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints: [{addresses: [198.51.100.11]}, {addresses: [198.51.100.12]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: api2-1, namespace: shop, labels: {kubernetes.io/service-name: api2}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints: [{addresses: [198.51.100.21]}]
+`
+
+// lbctlKubeRouteNext is the HTTPRoute of lbctlKubeGateways with a quarter of its traffic sent to api2.
+const lbctlKubeRouteNext = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop}
+spec:
+  parentRefs: [{name: web}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /api}}]
+      backendRefs: [{name: api, port: 8080, weight: 3}, {name: api2, port: 8080, weight: 1}]
 `
 
 // lbctl in Kubernetes mode against the real API server, with lbplane installed from the chart: the chart's
@@ -241,6 +273,21 @@ func TestLbctlKubernetesMode(t *testing.T) {
 	} {
 		if code, _, errs := run(append([]string{"trace", "-n", "shop"}, strings.Fields(args)...)...); code != 1 || !strings.Contains(errs, want) {
 			t.Errorf("trace %s: exit %d, %q; want %q", args, code, errs, want)
+		}
+	}
+
+	// diff --traffic of a changed HTTPRoute: what runs is read from the cluster (its Gateway API objects, Services
+	// and EndpointSlices) and compared here, as with --from: api's two endpoints go from half to 37.5 % each,
+	// and api2's is added with a quarter.
+	routeNext := filepath.Join(t.TempDir(), "httproute.yaml")
+	os.WriteFile(routeNext, []byte(lbctlKubeRouteNext), 0o600)
+	code, out, errs = run("diff", "--traffic", "-f", routeNext)
+	if code != 1 || !strings.Contains(out, "Gateway shop/web, listener http (port 80), host name shop.example.com: policy shop/gateway.web.80.") {
+		t.Errorf("diff --traffic of an HTTPRoute: exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"198.51.100.11:8080  -     0      50.0%   37.5%", "198.51.100.21:8080  -     0      -       25.0%  added", "shop/web spec.rules[0].matches[0]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff --traffic of an HTTPRoute: output lacks %q:\n%s", want, out)
 		}
 	}
 

@@ -45,8 +45,11 @@ With --from, FILE and OLD may hold Gateway API objects (GatewayClass, Gateway, H
 BackendLoadBalancerPolicies and the Services, EndpointSlices, Namespaces and TLS Secrets they name, as files
 or as the List kubectl get -o yaml prints: the Gateways become policies as lbplane serve --gateway-api makes
 them (see lbctl trace), and --traffic previews each of a Gateway's policies whose traffic the change moves,
-under its Gateway, listener and host name, with the HTTPRoute rule of each route. Without --from, Gateway
-API objects are refused: lbplane previews policies.
+under its Gateway, listener and host name, with the HTTPRoute rule of each route. Without --from, in
+Kubernetes mode, a FILE of Gateway API objects is compared in the same way against what runs, read from
+the cluster (its Gateway API objects, BackendLoadBalancerPolicies, LoadBalancerPolicies, Services,
+EndpointSlices and Namespaces, and the Secrets its Gateways name); outside Kubernetes mode it is refused:
+lbplane previews policies.
 
 Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 on errors.`,
 		Example: `  lbctl diff -f policy.yaml
@@ -54,19 +57,38 @@ Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 
   lbctl diff -f policy.yaml -o json
   lbctl diff --traffic -f policy.yaml
   lbctl diff --traffic -f policy.yaml --zone zone-a
-  lbctl diff --traffic --from running.yaml -f httproute.yaml`,
+  lbctl diff --traffic --from running.yaml -f httproute.yaml
+  lbctl --context prod diff --traffic -f httproute.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
 				return &exitCode{code: 2, err: err}
 			}
 			if from == "" {
-				// The server previews policies; Gateway API objects are previewed here, against --from.
-				stdin, err := refuseGatewayObjects(file, cmd.InOrStdin())
+				// The server previews policies; Gateway API objects are previewed here, against --from or, in
+				// Kubernetes mode, against what runs in the cluster.
+				stdin, kube, err := kubeObjectsIn(file, cmd.InOrStdin())
 				if err != nil {
 					return &exitCode{code: 2, err: err}
 				}
 				cmd.SetIn(stdin)
+				if kube {
+					if !g.kube.enabled() {
+						return &exitCode{code: 2, err: fmt.Errorf("%s holds Kubernetes objects (Gateway API objects, Services...): lbplane previews policies, and lbctl previews these "+
+							"against what runs: in Kubernetes mode (--kubeconfig or --context) it reads that from the cluster, or offline with "+
+							"lbctl diff [--traffic] --from RUNNING -f %s, RUNNING the objects that run (kubectl get gatewayclasses,gateways,httproutes,referencegrants,services,endpointslices -A -o yaml > RUNNING)", file, file)}
+					}
+					c, err := g.kube.connect()
+					if err != nil {
+						return &exitCode{code: 2, err: err}
+					}
+					running, done, err := c.writeRunningGatewayObjects(cmd.Context())
+					if err != nil {
+						return &exitCode{code: 2, err: err}
+					}
+					defer done()
+					from = running
+				}
 			}
 			if traffic {
 				return trafficDiff(cmd, g, from, file, zoneFlag(cmd, zone), out)
@@ -146,14 +168,14 @@ func offlineDiff(from, file string, stdin io.Reader, stderr io.Writer) ([]resdif
 	return diffDocs(oldObjs.docs, newObjs.docs, "--from")
 }
 
-// refuseGatewayObjects says, of a diff asked of lbplane, that Gateway API objects are previewed offline;
-// it returns what reads file's standard input again.
-func refuseGatewayObjects(file string, stdin io.Reader) (io.Reader, error) {
+// kubeObjectsIn reports whether file holds Kubernetes objects besides policies (Gateway API objects,
+// Services...), which lbplane does not preview; it returns what reads file's standard input again.
+func kubeObjectsIn(file string, stdin io.Reader) (io.Reader, bool, error) {
 	var b []byte
 	if file == "-" {
 		var err error
 		if b, err = io.ReadAll(stdin); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		stdin = bytes.NewReader(b)
 	}
@@ -161,11 +183,7 @@ func refuseGatewayObjects(file string, stdin io.Reader) (io.Reader, error) {
 	if b != nil {
 		stdin = bytes.NewReader(b)
 	}
-	if o.kube() {
-		return nil, fmt.Errorf("%s holds Kubernetes objects (Gateway API objects, Services...): lbplane previews policies, and lbctl previews these offline: "+
-			"lbctl diff [--traffic] --from RUNNING -f %s, RUNNING the objects that run (kubectl get gatewayclasses,gateways,httproutes,referencegrants,services,endpointslices -A -o yaml > RUNNING)", file, file)
-	}
-	return stdin, nil
+	return stdin, o.kube(), nil
 }
 
 // clusterDiff is offlineDiff with the cluster's policies as what runs.
