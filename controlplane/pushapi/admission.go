@@ -284,8 +284,9 @@ type request struct {
 	order  []objkey.Key
 }
 
-// decode decodes and validates a push's documents, each on its own: work that needs neither the store nor
-// the engine's state, done before a.mu is taken so that a large request holds no other push up. A request of
+// decode decodes a push's documents and checks that each policy is in it once: work that needs neither the
+// store nor the engine's state, done before a.mu is taken so that a large request holds no other push up.
+// The policies are validated once, by the translation of plan. A request of
 // more than manifest.MaxDocuments documents is refused whole (413) as soon as the decoder reaches the limit.
 func (a *Admission) decode(body []byte) (*request, int, []string) {
 	docs, err := manifest.DecodeBytes("request", body)
@@ -307,11 +308,6 @@ func (a *Admission) decode(body []byte) (*request, int, []string) {
 			errs = append(errs, fmt.Sprintf("%s: %s is in the request twice", d.Source, k))
 			continue
 		}
-		if _, fe := translate.Prepare(d.Policy, a.Engine.Reach); len(fe) > 0 {
-			for _, e := range fe {
-				errs = append(errs, fmt.Sprintf("%s (%s): %s", k, d.Source, e.Error()))
-			}
-		}
 		pushed[k] = d
 		order = append(order, k)
 	}
@@ -319,6 +315,19 @@ func (a *Admission) decode(body []byte) (*request, int, []string) {
 		return nil, http.StatusUnprocessableEntity, errs
 	}
 	return &request{pushed: pushed, order: order}, http.StatusOK, nil
+}
+
+// fieldErrors lists the field errors of the policies keys in res, each with the document it came from.
+func fieldErrors(res *translate.Result, keys []objkey.Key, source func(objkey.Key) string) []string {
+	var errs []string
+	for _, k := range keys {
+		if pr := res.Policies.Of(k); pr != nil && pr.AcceptedReason == translate.ReasonInvalid {
+			for _, e := range pr.Errors {
+				errs = append(errs, fmt.Sprintf("%s (%s): %s", k, source(k), e.Error()))
+			}
+		}
+	}
+	return errs
 }
 
 // plan works out what a decoded push would change; the caller holds a.mu.
@@ -373,6 +382,11 @@ func (a *Admission) plan(req *request, dryRun bool) (*plan, int, []string) {
 	before, _ := a.Engine.Result()
 	planned := a.Engine.Plan(engine.SourceStore, candidate)
 	after := planned.Result
+	// Each pushed policy is defaulted and validated once, by the translation that plans it (translate.Prepare):
+	// its field errors refuse the push.
+	if errs := fieldErrors(after, order, func(k objkey.Key) string { return pushed[k].Source }); len(errs) > 0 {
+		return nil, http.StatusUnprocessableEntity, errs
+	}
 	for _, k := range order {
 		pr := after.Policies.Of(k)
 		switch {

@@ -393,7 +393,11 @@ func (s *Server) plan(body []byte) (before, after *translate.Result, keys []objk
 			candidate = append(candidate, d.Policy)
 		}
 	}
-	return before, s.Engine.Preview(src, candidate), keys, nil
+	after = s.Engine.Preview(src, candidate)
+	if errs := fieldErrors(after, keys, func(k objkey.Key) string { return req.pushed[k].Source }); len(errs) > 0 {
+		return nil, nil, nil, &predictError{code: http.StatusUnprocessableEntity, msgs: errs}
+	}
+	return before, after, keys, nil
 }
 
 // sourceName names a source of policies as people know it.
