@@ -266,6 +266,10 @@ func TestLbctlKubernetesMode(t *testing.T) {
 	if code, out, errs := run("get", gwPolicy, "-n", "shop", "-o", "wide"); code != 0 || !strings.Contains(out, "shop/web") {
 		t.Errorf("get %s (a Gateway's policy, not a CR): exit %d\n%s%s", gwPolicy, code, out, errs)
 	}
+	// The list of a namespace with a Gateway: the cluster's policies and, asked of lbplane, the Gateway's.
+	if code, out, errs := run("get", "-n", "shop"); code != 0 || !strings.Contains(out, "\ncart ") || !strings.Contains(out, "\n"+gwPolicy+" ") {
+		t.Errorf("get -n shop: exit %d, want cart and %s listed\n%s%s", code, gwPolicy, out, errs)
+	}
 	for args, want := range map[string]string{
 		"gateway/nope http://shop.example.com/":   "error: gateway shop/nope: lbplane serves no listener of it: the cluster has no Gateway shop/nope",
 		"gateway/theirs http://shop.example.com/": "error: gateway shop/theirs: lbplane serves no listener of it: lbplane wrote no status on it: is its GatewayClass someone-else one with controllerName lbplane.io/gateway-controller?",

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 func newGet(g *globals) *cobra.Command {
@@ -26,7 +29,8 @@ func newGet(g *globals) *cobra.Command {
 		Use:   "get [NAME|gateway/NAME]",
 		Short: "List policies, or show one, with their status",
 		Long: `List policies, or show one, with their status. In Kubernetes mode (--kubeconfig or --context) the
-policies are the cluster's LoadBalancerPolicy objects; otherwise lbplane's push API answers.
+policies are the cluster's LoadBalancerPolicy objects, and beside them, when the cluster has Gateways, the
+policies lbplane made of those (asked of lbplane); otherwise lbplane's push API answers.
 
 A Gateway's policies (one per listener port and host name, named gateway.GATEWAY.PORT.HASH) are lbplane's,
 not objects of the cluster: gateway/NAME lists those of the Gateway NAME, asked of lbplane in Kubernetes
@@ -83,6 +87,10 @@ mode too, and -o wide shows the Gateway and listener of each.
 				if err != nil {
 					return printable{}, err
 				}
+				if g.kube.enabled() {
+					items = append(items, kubeGatewayPolicies(ctx, g, ns, cmd.ErrOrStderr())...)
+					slices.SortFunc(items, func(a, b *v1alpha1.LoadBalancerPolicy) int { return objkey.Compare(objkey.Of(a), objkey.Of(b)) })
+				}
 				if len(items) == 0 && out.isHuman() && !w.on {
 					where := "namespace " + ns
 					if all {
@@ -100,6 +108,35 @@ mode too, and -o wide shows the Gateway and listener of each.
 	out = addOutputFlags(cmd, "")
 	w.add(cmd)
 	return cmd
+}
+
+// kubeGatewayPolicies are, in Kubernetes mode, the policies lbplane made of the Gateways in ns ("" for every
+// namespace): lbplane's, not objects of the cluster, so they are asked of lbplane, and only when the cluster
+// has a Gateway there. When lbplane cannot be asked, a line on w says so and the list goes on without them.
+func kubeGatewayPolicies(ctx context.Context, g *globals, ns string, w io.Writer) []*v1alpha1.LoadBalancerPolicy {
+	c, err := g.kube.connect()
+	if err != nil {
+		return nil
+	}
+	gws, err := c.Dynamic.Resource(gatewayResource("gateways")).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil || len(gws.Items) == 0 {
+		return nil // no Gateway API in the cluster, or no Gateway: no policy of one
+	}
+	var out []*v1alpha1.LoadBalancerPolicy
+	client, err := g.client()
+	if err == nil {
+		var all []*v1alpha1.LoadBalancerPolicy
+		if all, err = (apiPolicies{client}).List(ctx, ns); err == nil {
+			for _, p := range all {
+				if _, ok := gatewayapi.ServedBy(p); ok {
+					out = append(out, p)
+				}
+			}
+			return out
+		}
+	}
+	fmt.Fprintf(w, "The policies of Gateways are lbplane's, and lbplane could not be asked for them: %v\n", err)
+	return nil
 }
 
 // policiesPrintable is policies in every output form: one policy or a list for json and yaml, and the table
