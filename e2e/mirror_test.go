@@ -63,6 +63,15 @@ func TestMirrorCopiesAShareOfRequests(t *testing.T) {
 	e := setupWith(t, mirrorPolicy, map[string]any{"Percent": percent, "Primary": primary.Port, "Shadow": shadow.Port}, primary, shadow)
 	waitServing(t, e.URL, "primary")
 	waitSynced(t, e.L, 1)
+	// The requests waitServing sent were copied too: the counts are taken once none of those copies is in
+	// flight, or one that Envoy counted already and the mirror had not yet answered would count for the mirror
+	// alone (Envoy 238 copies, the mirror 239).
+	eventually(t, 30*time.Second, "no copy in flight before counting", func() error {
+		if n := envoyStat(t, e.E, "cluster.default/mirror/shadow.upstream_rq_active"); n != 0 {
+			return fmt.Errorf("%d copies in flight", n)
+		}
+		return nil
+	})
 	primaryBefore, shadowBefore := primary.Served.Load(), shadow.Served.Load()
 	mirrorStat := "cluster.default/mirror/shadow.upstream_rq_total"
 	statBefore := envoyStat(t, e.E, mirrorStat)
