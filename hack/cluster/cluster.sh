@@ -173,17 +173,7 @@ network() {
 EOF
 }
 
-containerd_# The node keeps its images, pod logs and etcd under $RUN: fail now, saying so, rather than have pods evicted
-# or left Pending on a full disk half way through a test.
-disk_check() {
-  local free_kib
-  free_kib=$(df -Pk "$RUN" | awk 'NR == 2 {print $4}')
-  [ "$free_kib" -ge $((1536 * 1024)) ] ||
-    die "only $((free_kib / 1024)) MiB free on the filesystem of .run/cluster; the cluster needs 1536 MiB (images, pod logs, etcd): free some space (e.g. go clean -cache) and run again"
-  log "$((free_kib / 1024 / 1024)) GiB free for the node's images, logs and etcd"
-}
-
-up() {
+containerd_up() {
   mkdir -p "$RUN/containerd"
   cat > "$RUN/containerd/config.toml" <<EOF
 version = 2
@@ -334,6 +324,16 @@ coredns_up() {
 
 node_ready() {
   [ "$(kc get node "$NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+# The node keeps its images, pod logs and etcd under $RUN: fail now, saying so, rather than have pods evicted
+# or left Pending on a full disk half way through a test.
+disk_check() {
+  local free_kib
+  free_kib=$(df -Pk "$RUN" | awk 'NR == 2 {print $4}')
+  [ "$free_kib" -ge $((1536 * 1024)) ] ||
+    die "only $((free_kib / 1024)) MiB free on the filesystem of .run/cluster; the cluster needs 1536 MiB (images, pod logs, etcd): free some space (e.g. go clean -cache) and run again"
+  log "$((free_kib / 1024 / 1024)) GiB free for the node's images, logs and etcd"
 }
 
 up() {
