@@ -40,6 +40,7 @@ type Metrics struct {
 	sync         *syncCollector
 	clusters     *clusterCollector
 	refused      atomic.Pointer[func() int]
+	revocations  atomic.Pointer[func() int]
 	// types are the xDS resource types (KnownTypes) whose NACK series each proxy group gets at 0.
 	types atomic.Pointer[[]string]
 }
@@ -109,8 +110,16 @@ func New(proxies func() map[string]int) *Metrics {
 			}
 			return 0
 		})
+	revocations := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lbplane_revocations_in_force",
+		Help: "Envoy identities (nodes, certificate serials, proxy groups) this replica refuses (lbctl revoke): a revocation made through another replica counts once this one has read it."},
+		func() float64 {
+			if f := m.revocations.Load(); f != nil {
+				return float64((*f)())
+			}
+			return 0
+		})
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
-		m.apiDuration, m.errors, m.closed, m.policies, m.certs, m.sync, m.clusters, build, refused, &proxyCollector{count: proxies})
+		m.apiDuration, m.errors, m.closed, m.policies, m.certs, m.sync, m.clusters, build, refused, revocations, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
 	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
 	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
@@ -152,6 +161,14 @@ func (m *Metrics) Certificates(list func() map[string]time.Time) {
 func (m *Metrics) RefusedRecords(count func() int) {
 	if m != nil {
 		m.refused.Store(&count)
+	}
+}
+
+// RevocationsInForce sets the function that counts, at each scrape, the revocations this replica enforces
+// (lbplane_revocations_in_force).
+func (m *Metrics) RevocationsInForce(count func() int) {
+	if m != nil {
+		m.revocations.Store(&count)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lbplane/lbplane/controlplane/metrics"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // metricsServer is the Prometheus subsystem: the metrics, and the server of /metrics, /healthz and /readyz on
@@ -27,7 +26,8 @@ type metricsServer struct {
 
 // newMetrics makes the metrics and starts serving them at once, health included, and has the tracker and the
 // store count into them. Close it on any return; a clean end shuts it down gracefully first (shutdown).
-func newMetrics(cfg *Config, tracker *xdsserver.Tracker, st *storage) (*metricsServer, error) {
+func newMetrics(cfg *Config, x *xds, st *storage) (*metricsServer, error) {
+	tracker := x.tracker
 	s := &metricsServer{}
 	if cfg.MetricsAddress != "" {
 		s.m = metrics.New(tracker.CountByGroup)
@@ -48,6 +48,9 @@ func newMetrics(cfg *Config, tracker *xdsserver.Tracker, st *storage) (*metricsS
 	setStoreMetrics(st.Store, s.m)
 	if st.shared != nil {
 		s.m.RefusedRecords(st.shared.RefusedCount)
+	}
+	if x.guard != nil {
+		s.m.RevocationsInForce(func() int { return len(x.guard.Revocations()) })
 	}
 	return s, nil
 }

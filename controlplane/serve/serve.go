@@ -422,7 +422,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ms, err := newMetrics(&cfg, x.tracker, st)
+	ms, err := newMetrics(&cfg, x, st)
 	if err != nil {
 		return err
 	}

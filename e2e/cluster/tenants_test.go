@@ -26,6 +26,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/internal/envoysidecar"
+	"github.com/lbplane/lbplane/internal/promseries"
 )
 
 // tenantNS is the namespace the tenant may write in; tenantUser is who the tenant is to the API server: a
@@ -646,15 +647,32 @@ spec:
 
 	// One pod revoked: it alone is cut off (it keeps what it has, gets nothing new); the other gets changes.
 	revoked, other := names[0], names[1:]
-	lbctlRun("revoke", "--node", revoked)
-	// Every replica closes its connection (each reads the revocations every 2 s): none reports it connected.
 	targets := c.metricsTargets(t)
-	eventually(t, time.Minute, "no lbplane replica has "+revoked+" connected", func() error {
+	inForce := func(samples []promseries.Sample) float64 {
+		for _, s := range samples {
+			if s.Name == "lbplane_revocations_in_force" {
+				return s.Value
+			}
+		}
+		return -1
+	}
+	before, err := scrapeAll(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbctlRun("revoke", "--node", revoked)
+	// Every replica reads the revocation (each reads them every 2 s; until then one may take the node's
+	// reconnection and serve it what it has) and closes its connection: each counts one more revocation in
+	// force, and none reports the node connected.
+	eventually(t, time.Minute, "every lbplane replica enforces the revocation of "+revoked+" and none has it connected", func() error {
 		scrapes, err := scrapeAll(targets)
 		if err != nil {
 			return err
 		}
 		for tg, samples := range scrapes {
+			if n, was := inForce(samples), inForce(before[tg]); n <= was {
+				return fmt.Errorf("%s has %v revocations in force, %v before", tg, n, was)
+			}
 			for _, s := range samples {
 				if s.Name == "lbplane_proxy_sync" && s.Labels["node"] == revoked && s.Value == 1 {
 					return fmt.Errorf("%s reports it %s", tg, s.Labels["state"])
