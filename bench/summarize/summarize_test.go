@@ -23,7 +23,7 @@ func TestReportsMatchRawResults(t *testing.T) {
 	// Or its whole report is written by the run that made it, from the raw files beside it: the cluster test
 	// (e2e/cluster) from k6's summaries, the A/B script from benchstat's output, the stats row's from its
 	// runs.jsonl (three rows), the rollout row's (-only rollout) from summary.json and rollout/*.json.
-	writtenByRun := map[string]bool{"2026-11-27-cluster": true, "2026-11-27-assembler-ab": true, "2026-11-27-vm-stats": true,
+	writtenByRun := map[string]bool{"2026-11-27-cluster": true, "2026-11-27-assembler-ab": true, "2026-11-30-identity-ab": true, "2026-11-27-vm-stats": true,
 		"2026-11-27-vm-rollout": true}
 	generated := map[string]bool{
 		"2026-11-21-vm":                true,
