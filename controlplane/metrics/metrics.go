@@ -102,22 +102,12 @@ func New(proxies func() map[string]int) *Metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbplane_build_info",
 		Help: "Always 1; the labels say which build of lbplane this is."}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version.Version, version.Revision(), runtime.Version()).Set(1)
-	refused := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lbplane_store_refused_records",
-		Help: "Records under lbplane's etcd prefix that lbplane did not write (they do not carry its authentication): refused, never served."},
-		func() float64 {
-			if f := m.refused.Load(); f != nil {
-				return float64((*f)())
-			}
-			return 0
-		})
-	revocations := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lbplane_revocations_in_force",
-		Help: "Envoy identities (nodes, certificate serials, proxy groups) this replica refuses (lbctl revoke): a revocation made through another replica counts once this one has read it."},
-		func() float64 {
-			if f := m.revocations.Load(); f != nil {
-				return float64((*f)())
-			}
-			return 0
-		})
+	refused := countFunc("lbplane_store_refused_records",
+		"Records under lbplane's etcd prefix that lbplane did not write (they do not carry its authentication): refused, never served.",
+		&m.refused)
+	revocations := countFunc("lbplane_revocations_in_force",
+		"Envoy identities (nodes, certificate serials, proxy groups) this replica refuses (lbctl revoke): a revocation made through another replica counts once this one has read it.",
+		&m.revocations)
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
 		m.apiDuration, m.errors, m.closed, m.policies, m.certs, m.sync, m.clusters, build, refused, revocations, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
@@ -126,6 +116,16 @@ func New(proxies func() map[string]int) *Metrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
+}
+
+// countFunc is a gauge read at each scrape from the function f holds; 0 until one is set.
+func countFunc(name, help string, f *atomic.Pointer[func() int]) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		if count := f.Load(); count != nil {
+			return float64((*count)())
+		}
+		return 0
+	})
 }
 
 func hasMetric(g prometheus.Gatherer, name string) bool {
