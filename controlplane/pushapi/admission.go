@@ -2,7 +2,6 @@ package pushapi
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -46,7 +45,7 @@ type Admission struct {
 	RolloutDefault string
 
 	mu sync.Mutex // one write at a time: store and engine change together
-	// recs and sorted are the store's records and their policies in key order (cmpKey), read once (see
+	// recs and sorted are the store's records and their policies in key order (store.CompareKeys), read once (see
 	// loaded) and kept up to date by every write, so that a push decodes only what it pushes. Guarded by mu.
 	recs   map[objkey.Key]*store.Record
 	sorted []*v1alpha1.LoadBalancerPolicy
@@ -497,8 +496,8 @@ func (a *Admission) sync() (bool, error) {
 	changed := a.recs == nil || len(records) != len(a.recs)
 	recs := make(map[objkey.Key]*store.Record, len(records))
 	sorted := make([]*v1alpha1.LoadBalancerPolicy, 0, len(records))
-	for _, rec := range records { // sorted by namespace/name, as cmpKey orders
-		k := objkey.Key{Namespace: rec.Namespace, Name: rec.Name}
+	for _, rec := range records { // sorted by namespace/name, as store.CompareKeys orders
+		k := rec.Key()
 		p := had[k]
 		if old := a.recs[k]; p == nil || old == nil || !old.Equal(rec) {
 			if p, err = rec.Policy(); err != nil {
@@ -580,7 +579,7 @@ func (a *Admission) syncEngine() error {
 // changes), which also tells the engine they did not change. The caller holds a.mu.
 func (a *Admission) candidate(changes map[objkey.Key]*store.Record) ([]*v1alpha1.LoadBalancerPolicy, error) {
 	out := slices.Clone(a.sorted)
-	for _, k := range slices.SortedFunc(maps.Keys(changes), cmpKey) {
+	for _, k := range slices.SortedFunc(maps.Keys(changes), store.CompareKeys) {
 		i, found := searchKey(out, k)
 		rec := changes[k]
 		if rec == nil {
@@ -614,28 +613,10 @@ func (a *Admission) committed(changes map[objkey.Key]*store.Record, candidate []
 	a.sorted = candidate
 }
 
-// searchKey finds k in policies sorted by key (cmpKey): its index and whether it is there, or where it
+// searchKey finds k in policies sorted by key (store.CompareKeys): its index and whether it is there, or where it
 // would go.
 func searchKey(sorted []*v1alpha1.LoadBalancerPolicy, k objkey.Key) (int, bool) {
-	return slices.BinarySearchFunc(sorted, k, func(p *v1alpha1.LoadBalancerPolicy, k objkey.Key) int { return cmpKey(objkey.Of(p), k) })
-}
-
-// cmpKey is the order of the store's keys ("namespace/name"), without building the strings.
-func cmpKey(a, b objkey.Key) int {
-	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-		// One namespace is a prefix of the other: "ns/" sorts against the longer one's next byte.
-		switch {
-		case strings.HasPrefix(b.Namespace, a.Namespace):
-			c = cmp.Compare(byte('/'), b.Namespace[len(a.Namespace)])
-		case strings.HasPrefix(a.Namespace, b.Namespace):
-			c = cmp.Compare(a.Namespace[len(b.Namespace)], byte('/'))
-		}
-		if c == 0 { // a namespace with a slash in it: never valid, but ordered all the same
-			return strings.Compare(a.String(), b.String())
-		}
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
+	return slices.BinarySearchFunc(sorted, k, func(p *v1alpha1.LoadBalancerPolicy, k objkey.Key) int { return store.CompareKeys(objkey.Of(p), k) })
 }
 
 // Load reads the store into the engine.

@@ -298,7 +298,7 @@ func (s *Server) endpointState(w http.ResponseWriter, r *http.Request) {
 func (s *Server) EndpointOverrides() []apiwire.PolicyOverrides {
 	res, _ := s.Engine.Result()
 	out := []apiwire.PolicyOverrides{}
-	for _, k := range slices.SortedFunc(maps.Keys(s.Engine.Overrides()), cmpKey) {
+	for _, k := range slices.SortedFunc(maps.Keys(s.Engine.Overrides()), store.CompareKeys) {
 		pr := res.Policies.Of(k)
 		if pr == nil {
 			continue

@@ -10,6 +10,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/rollout"
+	"github.com/lbplane/lbplane/controlplane/store"
 )
 
 // stage splits a push's spec changes into those to roll out in stages and those that reach every Envoy at
@@ -27,7 +28,7 @@ func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unsta
 				return
 			}
 		}
-	}, cmpKey) {
+	}, store.CompareKeys) {
 		rec := pl.changes[k]
 		old := a.recs[k]
 		if rec == nil || (old != nil && old.Generation == rec.Generation) {

@@ -376,7 +376,7 @@ func (s *Server) viewsOf(keep func(*v1alpha1.LoadBalancerPolicy) bool) []*v1alph
 	}
 	s.transitions.Forget(func(k objkey.Key) bool { return res.Policies.Of(k) != nil })
 	s.storeConditionTimes()
-	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int { return cmpKey(objkey.Of(a), objkey.Of(b)) })
+	slices.SortFunc(out, func(a, b *v1alpha1.LoadBalancerPolicy) int { return store.CompareKeys(objkey.Of(a), objkey.Of(b)) })
 	return out
 }
 

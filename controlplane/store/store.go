@@ -10,12 +10,14 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -49,9 +51,28 @@ func (r *Record) Key() objkey.Key {
 	return objkey.Key{Namespace: r.Namespace, Name: r.Name}
 }
 
-// byStoredKey orders records as the store keeps them: by their keys' string form.
+// byStoredKey orders records as the store keeps them (CompareKeys).
 func byStoredKey(out []*Record) {
-	sort.Slice(out, func(i, j int) bool { return out[i].Key().String() < out[j].Key().String() })
+	slices.SortFunc(out, func(a, b *Record) int { return CompareKeys(a.Key(), b.Key()) })
+}
+
+// CompareKeys is the order the store lists records in: their keys' string form ("namespace/name"),
+// compared without building the strings.
+func CompareKeys(a, b objkey.Key) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		// One namespace is a prefix of the other: "ns/" sorts against the longer one's next byte.
+		switch {
+		case strings.HasPrefix(b.Namespace, a.Namespace):
+			c = cmp.Compare(byte('/'), b.Namespace[len(a.Namespace)])
+		case strings.HasPrefix(a.Namespace, b.Namespace):
+			c = cmp.Compare(a.Namespace[len(b.Namespace)], byte('/'))
+		}
+		if c == 0 { // a namespace with a slash in it: never valid, but ordered all the same
+			return strings.Compare(a.String(), b.String())
+		}
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // Store is where standalone lbplane keeps the policies it accepted and the Envoy identities it revoked.
