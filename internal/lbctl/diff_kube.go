@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
@@ -22,7 +21,7 @@ import (
 // kind the offline translation reads, but Secrets (read one by one, those a Gateway names).
 var runningGatewayKinds = []schema.GroupVersionResource{
 	gatewayResource("gatewayclasses"),
-	gatewayResource("gateways"),
+	gatewayGVR,
 	gatewayResource("httproutes"),
 	gatewayResource("referencegrants"),
 	v1alpha1.GroupVersion.WithResource("backendloadbalancerpolicies"),
@@ -53,7 +52,7 @@ func (c *Cluster) writeRunningGatewayObjects(ctx context.Context) (string, func(
 			unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
 			unstructured.RemoveNestedField(u.Object, "status")
 			items = append(items, u.Object)
-			if gvr.Resource == "gateways" {
+			if gvr == gatewayGVR {
 				gateways = append(gateways, u)
 			}
 		}
@@ -84,11 +83,6 @@ func (c *Cluster) writeRunningGatewayObjects(ctx context.Context) (string, func(
 		return "", nil, err
 	}
 	return path, done, nil
-}
-
-// gatewayResource is a resource of Gateway API's v1.
-func gatewayResource(resource string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: gwv1.GroupVersion.Group, Version: gwv1.GroupVersion.Version, Resource: resource}
 }
 
 // gatewaySecrets lists the Secrets (namespace, name) the listeners of gateways name as certificates.

@@ -300,7 +300,12 @@ func offlineNotServed(s *offlineSet, file string, gw types.NamespacedName) strin
 }
 
 // gatewayGVR is the resource of Gateways.
-var gatewayGVR = schema.GroupVersionResource{Group: gwv1.GroupName, Version: "v1", Resource: "gateways"}
+var gatewayGVR = gatewayResource("gateways")
+
+// gatewayResource is a resource of Gateway API's v1.
+func gatewayResource(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: gwv1.GroupName, Version: "v1", Resource: resource}
+}
 
 // ruleText is " (HTTPRoute ...)" for a route made of a rule, "" otherwise.
 func ruleText(r *gatewayapi.RuleRef) string {

@@ -118,7 +118,7 @@ func kubeGatewayPolicies(ctx context.Context, g *globals, ns string, w io.Writer
 	if err != nil {
 		return nil
 	}
-	gws, err := c.Dynamic.Resource(gatewayResource("gateways")).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	gws, err := c.Dynamic.Resource(gatewayGVR).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil || len(gws.Items) == 0 {
 		return nil // no Gateway API in the cluster, or no Gateway: no policy of one
 	}
