@@ -41,14 +41,31 @@ func Compare(a, b Key) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
-// Name joins the parts of a name derived from a key ("namespace/name/backend" for a policy's cluster).
+// Name joins the parts of a name derived from a key ("namespace/name/backend" for a policy's cluster), in one
+// allocation: translation names every cluster and route of a policy with it.
 func Name(k Key, parts ...string) string {
-	return Join(append([]string{k.Namespace, k.Name}, parts...)...)
+	n := len(k.Namespace) + 1 + len(k.Name)
+	for _, p := range parts {
+		n += 1 + len(p)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(k.Namespace)
+	b.WriteString(separator)
+	b.WriteString(k.Name)
+	for _, p := range parts {
+		b.WriteString(separator)
+		b.WriteString(p)
+	}
+	return b.String()
 }
 
+// separator is what derived names put between their parts.
+const separator = "/"
+
 // Join joins the parts of a derived name (a name of Envoy resources made of others, such as a listener's
-// route table for one virtual host): the one place the separator of derived names is written.
-func Join(parts ...string) string { return strings.Join(parts, "/") }
+// route table for one virtual host).
+func Join(parts ...string) string { return strings.Join(parts, separator) }
 
 // Cluster is the name of the Envoy cluster of a policy's backend: "namespace/name/backend". Translation names
 // the cluster with it, and a rollout finds the cluster of a backend it shifts traffic to with it.

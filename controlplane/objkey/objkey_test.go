@@ -21,3 +21,17 @@ func TestClusterName(t *testing.T) {
 		t.Fatalf("Cluster = %q, want %q", got, want)
 	}
 }
+
+// A derived name is the key's string form and the parts, each after a slash, made in one allocation.
+func TestNameIsOneAllocation(t *testing.T) {
+	k := Key{Namespace: "shop", Name: "web"}
+	if got, want := Name(k, "cart", "session"), "shop/web/cart/session"; got != want {
+		t.Fatalf("Name = %q, want %q", got, want)
+	}
+	if got := Name(k); got != k.String() {
+		t.Fatalf("Name without parts = %q, want %q", got, k.String())
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Name(k, "cart", "session") }); n != 1 {
+		t.Fatalf("Name made %v allocations, want 1", n)
+	}
+}
