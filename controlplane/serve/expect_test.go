@@ -21,17 +21,35 @@ import (
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
+// examplePolicies reads the policies of examples/NAME for each name.
+func examplePolicies(t *testing.T, names ...string) []*v1alpha1.LoadBalancerPolicy {
+	t.Helper()
+	var out []*v1alpha1.LoadBalancerPolicy
+	for _, name := range names {
+		docs, err := manifest.ReadPath("../../examples/"+name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, manifest.Policies(docs)...)
+	}
+	return out
+}
+
+// exampleEngine is an engine serving the examples names from the store, their loopback backends allowed (as
+// the demo allows them).
+func exampleEngine(t *testing.T, names ...string) *engine.Engine {
+	t.Helper()
+	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	eng.Reach = reach.Loopback
+	eng.Set(engine.SourceStore, examplePolicies(t, names...))
+	return eng
+}
+
 // TestExpectationReadsThePublishedCluster: the expected shares of examples/backup-endpoints.yaml's backend,
 // from the cluster and assignment the engine published: nothing to the backup while the primaries are
 // healthy, everything once both are down; a second call with the same health is the kept answer.
 func TestExpectationReadsThePublishedCluster(t *testing.T) {
-	docs, err := manifest.ReadPath("../../examples/backup-endpoints.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	eng.Reach = reach.Loopback // the example's backends are on loopback, as the demo allows
-	eng.Set(engine.SourceStore, manifest.Policies(docs))
+	eng := exampleEngine(t, "backup-endpoints.yaml")
 	x := newExpectation(eng, nil)
 	group, cluster := v1alpha1.DefaultProxyGroup, "default/backup/app"
 	got := x.expect(group, cluster, nil)
@@ -57,17 +75,7 @@ func TestExpectationReadsThePublishedCluster(t *testing.T) {
 // that forgot everything at a fixed size recomputed every cluster on every read at 10,000 clusters), kept
 // until the cluster's resources change; the clusters no longer built are forgotten.
 func TestExpectationKeepsOnePerCluster(t *testing.T) {
-	var policies []*v1alpha1.LoadBalancerPolicy
-	for _, f := range []string{"../../examples/backup-endpoints.yaml", "../../examples/round-robin.yaml"} {
-		docs, err := manifest.ReadPath(f, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		policies = append(policies, manifest.Policies(docs)...)
-	}
-	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	eng.Reach = reach.Loopback
-	eng.Set(engine.SourceStore, policies)
+	eng := exampleEngine(t, "backup-endpoints.yaml", "round-robin.yaml")
 	x := newExpectation(eng, nil)
 	group, backup, demo := v1alpha1.DefaultProxyGroup, "default/backup/app", "default/demo/app"
 	same := func(a, b map[string]proxystats.Expected) bool {
@@ -84,7 +92,7 @@ func TestExpectationKeepsOnePerCluster(t *testing.T) {
 	}
 	// The demo policy alone, its third endpoint gone: the backup cluster is forgotten, the demo's predicted
 	// anew, over two endpoints.
-	demoPolicy := policies[len(policies)-1].DeepCopy()
+	demoPolicy := examplePolicies(t, "round-robin.yaml")[0]
 	demoPolicy.Spec.Backends[0].Endpoints = demoPolicy.Spec.Backends[0].Endpoints[:2]
 	eng.Set(engine.SourceStore, []*v1alpha1.LoadBalancerPolicy{demoPolicy})
 	if got := x.expect(group, demo, nil); same(got, demoFirst) || len(got) != 2 || got["127.0.0.1:18081"].Share != 0.5 {
@@ -103,13 +111,7 @@ func TestExpectationKeepsOnePerCluster(t *testing.T) {
 // more in zone-b (read again after censusEvery), the two Envoys' average, said in a caveat; with none, an
 // Envoy without a zone's half per zone, and a caveat saying so.
 func TestExpectationFollowsTheEnvoysZones(t *testing.T) {
-	docs, err := manifest.ReadPath("../../examples/zone-aware.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	eng.Reach = reach.Loopback
-	eng.Set(engine.SourceStore, manifest.Policies(docs))
+	eng := exampleEngine(t, "zone-aware.yaml")
 	var mu sync.Mutex
 	var fleet []xdsserver.ProxyStatus
 	x := newExpectation(eng, func() []xdsserver.ProxyStatus {
@@ -156,13 +158,7 @@ func TestExpectationFollowsTheEnvoysZones(t *testing.T) {
 // cluster the engine built (examples/slow-start.yaml: 60 s from 10 %), which status reads warmingPercent
 // from; without slow start, none.
 func TestExpectationCarriesTheBuiltRamp(t *testing.T) {
-	docs, err := manifest.ReadPath("../../examples/slow-start.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := engine.New(xdscache.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	eng.Reach = reach.Loopback
-	eng.Set(engine.SourceStore, manifest.Policies(docs))
+	eng := exampleEngine(t, "slow-start.yaml")
 	x := newExpectation(eng, nil)
 	got := x.expect(v1alpha1.DefaultProxyGroup, "default/slow-start/app", nil)
 	w := got["127.0.0.1:18082"].Warming
@@ -174,11 +170,7 @@ func TestExpectationCarriesTheBuiltRamp(t *testing.T) {
 			t.Errorf("%s after it joined: %.3f of its weight, want %.3f", age, f, want)
 		}
 	}
-	docs, err = manifest.ReadPath("../../examples/backup-endpoints.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng.Set(engine.SourceStore, manifest.Policies(docs))
+	eng.Set(engine.SourceStore, examplePolicies(t, "backup-endpoints.yaml"))
 	if got := x.expect(v1alpha1.DefaultProxyGroup, "default/backup/app", nil); got["127.0.0.1:18081"].Warming != nil {
 		t.Errorf("a backend without slow start has a ramp")
 	}
