@@ -154,7 +154,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs Refs) bui
 	if t := b.TLS; t != nil {
 		cl.TLS = &ir.UpstreamTLS{SNI: t.SNI}
 		if !t.InsecureSkipVerify {
-			cl.TLS.CASecret = cl.Name + "/ca"
+			cl.TLS.CASecret = caSecretName(cl.Name)
 		}
 	}
 	for _, e := range b.Endpoints {

@@ -92,7 +92,7 @@ func resolveFiles(p *v1alpha1.LoadBalancerPolicy, refs Refs) (map[string]*ir.Sec
 			errs = append(errs, err.Error())
 			continue
 		}
-		name := clusterName(p, b.Name) + "/ca"
+		name := caSecretName(clusterName(p, b.Name))
 		secrets[name] = &ir.Secret{Name: name, CA: ca}
 	}
 	errs = append(errs, resolveClientCertificates(p, refs, secrets)...)

@@ -138,7 +138,7 @@ func (r *PolicyResult) addSession(cluster, route string) {
 	if rare.sessions == nil {
 		rare.sessions = map[int]string{}
 	}
-	rare.sessions[len(r.Clusters)] = route + "/session"
+	rare.sessions[len(r.Clusters)] = objkey.Join(route, "session")
 	r.Clusters, r.Backends = append(r.Clusters, cluster), append(r.Backends, "")
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // DefaultProxyProtocolTrusted are the senders a PROXY protocol listener trusts when its policy lists none:
@@ -70,7 +71,10 @@ func trafficCluster(cl *ir.Cluster, b *v1alpha1.Backend) {
 	}
 }
 
-func clientCertSecretName(cluster string) string { return cluster + "/client-certificate" }
+func clientCertSecretName(cluster string) string { return objkey.Join(cluster, "client-certificate") }
+
+// caSecretName names the CA bundle a backend's cluster verifies its upstream's certificate with.
+func caSecretName(cluster string) string { return objkey.Join(cluster, "ca") }
 
 // trafficRoute adds a route's rate limit, mirrors and retry priorities.
 func trafficRoute(p *v1alpha1.LoadBalancerPolicy, route *ir.Route, rt *v1alpha1.Route) {
