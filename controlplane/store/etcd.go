@@ -392,12 +392,7 @@ func (s *Etcd) feedEvents(evs []*clientv3.Event) bool {
 	defer s.mu.Unlock()
 	pol := s.prefix + etcdPolicies
 	for _, ev := range evs {
-		key, ok := objkey.Parse(strings.TrimPrefix(string(ev.Kv.Key), pol))
-		if !ok {
-			// Not a policy's key: nothing lbplane wrote, and List skips it too.
-			continue
-		}
-		e := policyEvent{rev: ev.Kv.ModRevision, key: key}
+		var rec *Record
 		if ev.Type == clientv3.EventTypePut {
 			r, err := s.decodePolicy(string(ev.Kv.Key), ev.Kv.Value)
 			switch {
@@ -406,16 +401,23 @@ func (s *Etcd) feedEvents(evs []*clientv3.Event) bool {
 				s.refused.refuse(string(ev.Kv.Key), ev.Kv.ModRevision, err)
 			case err != nil:
 				// The reader lists the store and reports the record there.
-				s.log.Error("a stored policy does not decode", "key", e.key, "error", err)
+				s.log.Error("a stored policy does not decode", "key", string(ev.Kv.Key), "error", err)
 				s.restartFeed(ev.Kv.ModRevision)
 				continue
 			default:
 				s.refused.forget(string(ev.Kv.Key))
 			}
-			e.rec = r
+			rec = r
 		} else {
 			s.refused.forget(string(ev.Kv.Key))
 		}
+		key, ok := objkey.Parse(strings.TrimPrefix(string(ev.Kv.Key), pol))
+		if !ok {
+			// Not a policy's key "namespace/name": lbplane writes none, so a record there was refused above
+			// (it does not carry lbplane's authentication), and no policy changed.
+			continue
+		}
+		e := policyEvent{rev: ev.Kv.ModRevision, key: key, rec: rec}
 		if len(s.feed.events) >= maxFeedEvents {
 			s.restartFeed(s.feed.events[len(s.feed.events)-1].rev)
 		}
