@@ -201,7 +201,7 @@ func Default(p *LoadBalancerPolicy) {
 			c.Protocol = UpstreamHTTP1
 		}
 	}
-	defaultTraffic(s)
+	defaultOptIns(s)
 	defaultDNS(s)
 }
 

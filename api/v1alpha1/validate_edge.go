@@ -1,6 +1,10 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"net/netip"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 var (
 	supportedAccessLogFormats = []AccessLogFormat{AccessLogJSON, AccessLogText}
@@ -84,6 +88,59 @@ func (v *validator) listenerEdge(p path, l *Listener) {
 		}
 		if r.EscapedSlashes != "" && !oneOf(r.EscapedSlashes, supportedEscapedSlashes) {
 			v.add(rp.child("escapedSlashes"), "%s", unsupported(r.EscapedSlashes, supportedEscapedSlashes))
+		}
+	}
+}
+
+// listenerLimits validates the listener's connection rate limit and PROXY protocol.
+func (v *validator) listenerLimits(spec path, s *LoadBalancerPolicySpec) {
+	lp := spec.child("listener")
+	if rl := s.Listener.RateLimit; rl != nil {
+		if s.Listener.Protocol != ProtocolTCP {
+			v.add(lp.child("rateLimit"), "only allowed on a TCP listener, where it limits connections; HTTP listeners limit per route (routes[].rateLimit)")
+		} else {
+			v.rateLimit(lp.child("rateLimit"), rl)
+			if rl.PerClient != nil {
+				v.add(lp.child("rateLimit").child("perClient"), "only allowed on routes (routes[].rateLimit.perClient): a TCP listener's limit counts connections")
+			}
+			if rl.Headers {
+				v.add(lp.child("rateLimit").child("headers"), "only allowed on routes: a TCP listener has no headers to add")
+			}
+		}
+	}
+	if pp := s.Listener.ProxyProtocol; pp != nil {
+		v.trustedSources(lp.child("proxyProtocol").child("trustedSources"), pp.TrustedSources)
+	}
+}
+
+func (v *validator) rateLimit(p path, rl *RateLimit) {
+	v.intRange(p.child("requests"), int64(rl.Requests), 1, 1<<30)
+	v.intRange(p.child("burst"), int64(*rl.Burst), 1, 1<<30)
+	d := rl.Interval.Duration
+	v.duration(p.child("interval"), d, false)
+	if d > 0 && d < MinRateLimitInterval {
+		v.add(p.child("interval"), "must be at least %s (Envoy's shortest refill), got %s", MinRateLimitInterval, d)
+	}
+	if c := rl.PerClient; c != nil {
+		cp := p.child("perClient")
+		v.rateLimit(cp, &RateLimit{Requests: c.Requests, Interval: c.Interval, Burst: c.Burst})
+		v.intRange(cp.child("maxClients"), int64(*c.MaxClients), 1, 1000000)
+	}
+}
+
+// trustedSources accepts network prefixes with no host bits set.
+func (v *validator) trustedSources(p path, cidrs []string) {
+	if len(cidrs) > 64 {
+		v.add(p, "at most 64 entries, got %d", len(cidrs))
+		return
+	}
+	for i, c := range cidrs {
+		pfx, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			v.add(p.index(i), "must be a CIDR such as 198.51.100.0/24 or 2001:db8::/32, got %q", clip(c))
+		case pfx != pfx.Masked():
+			v.add(p.index(i), "has host bits set: the network is %s, got %q", pfx.Masked(), clip(c))
 		}
 	}
 }

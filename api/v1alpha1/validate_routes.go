@@ -185,3 +185,38 @@ func (v *validator) headerModifier(p path, hm *HeaderModifier) {
 		check(p.child("remove").index(i), name)
 	}
 }
+
+// routeLimitsAndMirrors validates each route's rate limit, mirrors and retry priorities; backends are the
+// names of spec.backends.
+func (v *validator) routeLimitsAndMirrors(spec path, s *LoadBalancerPolicySpec, backends map[string]bool) {
+	for i := range s.Routes {
+		r := &s.Routes[i]
+		rp := spec.child("routes").index(i)
+		if r.RateLimit != nil {
+			v.rateLimit(rp.child("rateLimit"), r.RateLimit)
+		}
+		seen := map[string]int{}
+		for j, m := range r.Mirrors {
+			mp := rp.child("mirrors").index(j)
+			switch {
+			case !backends[m.Backend]:
+				v.add(mp.child("backend"), "must name a backend of spec.backends, got %q", clip(m.Backend))
+			default:
+				if k, dup := seen[m.Backend]; dup {
+					v.add(mp.child("backend"), "duplicate mirror of %q (also at index %d)", m.Backend, k)
+				}
+				seen[m.Backend] = j
+				for _, ref := range r.Backends {
+					if ref.Name == m.Backend && *ref.Weight > 0 {
+						// The backend would get both the request and its copy: side effects happen twice.
+						v.add(mp.child("backend"), "%q already serves this route; a mirror must be another backend", m.Backend)
+					}
+				}
+			}
+			v.intRange(mp.child("percent"), int64(*m.Percent), 0, 100)
+		}
+		if rt := r.Retry; rt != nil && rt.AvoidPreviousPriorities && *rt.Attempts == 0 {
+			v.add(rp.child("retry").child("avoidPreviousPriorities"), "needs attempts greater than 0")
+		}
+	}
+}

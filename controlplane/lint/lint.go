@@ -77,7 +77,7 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 		failover(add, bp, b)
 		panicThreshold(add, bp, b)
 		healthCheckHost(add, bp, b, s.Listener.Hostnames)
-		backendFeatures(add, bp, b)
+		backendFeatures(add, bp, b, s.Listener.Protocol)
 		zones(add, bp, b)
 		dnsBackend(add, bp, b)
 		slowStartRamp(add, bp, b)
@@ -88,7 +88,8 @@ func Check(p *v1alpha1.LoadBalancerPolicy) []Finding {
 		retryBudget(add, s, split, byName)
 	}
 	breakers(add, p)
-	traffic(add, s)
+	proxyProtocolSenders(add, s)
+	retryPriorities(add, s)
 	shadowedRoutes(add, s)
 	return out
 }

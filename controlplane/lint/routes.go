@@ -7,6 +7,37 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 )
 
+// RulePrioritiesWithoutZones: retries told to avoid priorities there are none of.
+const RulePrioritiesWithoutZones = "retry-priorities-without-zones"
+
+func init() {
+	Rules = append(Rules,
+		struct{ Name, Catches string }{RulePrioritiesWithoutZones, "retry.avoidPreviousPriorities on a route none of whose backends has loadBalancing.zoneFailover: there is one priority, so retries stay where they failed"},
+	)
+}
+
+// retryPriorities reports a route whose retries avoid previous priorities while its backends have one
+// priority only.
+func retryPriorities(add addFunc, s *v1alpha1.LoadBalancerPolicySpec) {
+	zoned := map[string]bool{}
+	for _, b := range s.Backends {
+		zoned[b.Name] = len(b.LoadBalancing.ZoneFailover) > 0
+	}
+	for i, r := range s.Routes {
+		if r.Retry == nil || !r.Retry.AvoidPreviousPriorities {
+			continue
+		}
+		any := false
+		for _, ref := range r.Backends {
+			any = any || zoned[ref.Name]
+		}
+		if !any {
+			add(RulePrioritiesWithoutZones, fmt.Sprintf("spec.routes[%d].retry.avoidPreviousPriorities", i),
+				"none of the route's backends has loadBalancing.zoneFailover, so all endpoints are one priority and retries cannot move to another; set zoneFailover or drop the field")
+		}
+	}
+}
+
 // shadowedRoutes reports routes that can never match: Envoy tries a virtual host's routes in order and takes
 // the first that matches, so a route every one of whose requests an earlier route of the same policy already
 // matches is dead (a catch-all before "/api/" sends /api/x to the catch-all's backends and settings).

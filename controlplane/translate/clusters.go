@@ -166,7 +166,7 @@ func cluster(p *v1alpha1.LoadBalancerPolicy, b *v1alpha1.Backend, refs Refs) bui
 	if b.HealthCheck == nil || b.HealthCheck.Passive == nil {
 		cl.Outlier.MaxEjectionPercent = defaultEjectionCap(cl.Endpoints)
 	}
-	trafficCluster(cl, b)
+	clusterOptions(cl, b)
 	if cl.Outlier != nil && sameOutlier(cl.Outlier, defaultOutlier) {
 		// Almost every cluster has the default ejection: they share one (the IR is not modified once
 		// built), instead of 80 bytes and three counters each.
@@ -319,4 +319,39 @@ func hashKeysFor(wcs []ir.WeightedCluster, keys map[string][]ir.HashKey) []ir.Ha
 		}
 	}
 	return nil
+}
+
+// clusterOptions adds a backend's PROXY protocol, per-endpoint stats, connection lifetime, balancing knobs
+// and client certificate to its cluster.
+func clusterOptions(cl *ir.Cluster, b *v1alpha1.Backend) {
+	if pp := b.ProxyProtocol; pp != nil {
+		cl.ProxyProtocol = string(pp.Version)
+	}
+	cl.PerEndpointStats = b.PerEndpointStats
+	if c := b.Connection; c != nil && c.MaxConnectionDuration != nil {
+		d := c.MaxConnectionDuration.Duration
+		cl.MaxConnectionDuration = &d
+	}
+	lb := &b.LoadBalancing
+	if lr := lb.LeastRequest; lr != nil && lr.ActiveRequestBias != "" {
+		f, _ := strconv.ParseFloat(lr.ActiveRequestBias, 64)
+		cl.ActiveRequestBias = &f
+	}
+	if bu := lb.BackendUtilization; bu != nil && lb.Algorithm == v1alpha1.AlgorithmBackendUtilization {
+		pen, _ := strconv.ParseFloat(bu.ErrorUtilizationPenalty, 64)
+		cl.Utilization = &ir.Utilization{BlackoutPeriod: bu.BlackoutPeriod.Duration, WeightUpdatePeriod: bu.WeightUpdatePeriod.Duration,
+			WeightExpirationPeriod: bu.WeightExpirationPeriod.Duration, ErrorUtilizationPenalty: pen}
+	}
+	if hc := b.HealthCheck; hc != nil && hc.Passive != nil && cl.Outlier != nil {
+		if d := hc.Passive.MaxEjectionTime; d != nil {
+			cl.Outlier.MaxEjectionTime = d.Duration
+		}
+		cl.Outlier.AlwaysEjectOne = hc.Passive.AlwaysEjectOneEndpoint
+	}
+	if t := b.TLS; t != nil && t.ClientCertificate != nil && cl.TLS != nil {
+		cl.TLS.ClientCertSecret = clientCertSecretName(cl.Name)
+	}
+	if t := b.TLS; t != nil && cl.TLS != nil {
+		cl.TLS.AutoSNI = t.AutoSNI
+	}
 }

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"math"
+	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
@@ -76,7 +77,7 @@ func listenerEdge(p *v1alpha1.LoadBalancerPolicy) ir.Edge {
 			e.EscapedSlashes = "UNESCAPE_AND_FORWARD"
 		}
 	}
-	trafficEdge(&e, l)
+	edgeProxyProtocolAndRateLimit(&e, l)
 	if a := l.AccessLog; a != nil {
 		e.AccessLog = ir.AccessLog{Format: ir.AccessLogJSON}
 		switch {
@@ -131,4 +132,28 @@ const edgeConflictMessage = "spec.listener: sets other limits, timeouts, http2, 
 func setsEdge(p *v1alpha1.LoadBalancerPolicy) bool {
 	l := &p.Spec.Listener
 	return l.Limits != nil || l.Timeouts != nil || l.HTTP2 != nil || l.Requests != nil || l.ProxyProtocol != nil || l.RateLimit != nil || l.AccessLog != nil
+}
+
+// DefaultProxyProtocolTrusted are the senders a PROXY protocol listener trusts when its policy lists none:
+// loopback only (a balancer on the same host).
+var DefaultProxyProtocolTrusted = []string{"127.0.0.0/8", "::1/128"}
+
+// edgeProxyProtocolAndRateLimit adds the listener's PROXY protocol and connection rate limit to its edge settings: both are
+// per port, so they are owned and compared like the rest of the edge (see edgeConflict).
+func edgeProxyProtocolAndRateLimit(e *ir.Edge, l *v1alpha1.Listener) {
+	if pp := l.ProxyProtocol; pp != nil {
+		e.AcceptProxyProtocol, e.ProxyProtocolOptional = true, pp.Optional
+		trusted := DefaultProxyProtocolTrusted
+		if len(pp.TrustedSources) > 0 {
+			trusted = pp.TrustedSources
+		}
+		e.ProxyProtocolTrusted = strings.Join(trusted, ",")
+	}
+	if rl := l.RateLimit; rl != nil && l.Protocol == v1alpha1.ProtocolTCP {
+		e.ConnectionRateLimit = rateLimit(rl)
+	}
+}
+
+func rateLimit(rl *v1alpha1.RateLimit) ir.RateLimit {
+	return ir.RateLimit{Tokens: uint32(rl.Requests), MaxTokens: uint32(*rl.Burst), Interval: rl.Interval.Duration}
 }

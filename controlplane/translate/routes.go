@@ -80,7 +80,7 @@ func route(p *v1alpha1.LoadBalancerPolicy, rt *v1alpha1.Route, hashKeys map[stri
 		}
 		route.Session = sess
 	}
-	trafficRoute(p, route, rt)
+	routeRateLimitAndMirrors(p, route, rt)
 	return route
 }
 
@@ -136,4 +136,25 @@ func directOf(d *v1alpha1.DirectResponse) *ir.DirectResponse {
 		return nil
 	}
 	return &ir.DirectResponse{Status: uint32(d.Status), Body: d.Body}
+}
+
+// routeRateLimitAndMirrors adds a route's rate limit, mirrors and retry priorities.
+func routeRateLimitAndMirrors(p *v1alpha1.LoadBalancerPolicy, route *ir.Route, rt *v1alpha1.Route) {
+	if rl := rt.RateLimit; rl != nil {
+		r := rateLimit(rl)
+		r.Headers = rl.Headers
+		route.RateLimit = &r
+		if c := rl.PerClient; c != nil {
+			route.ClientRateLimit = &ir.ClientRateLimit{MaxClients: uint32(*c.MaxClients),
+				Bucket: ir.RateLimit{Tokens: uint32(c.Requests), MaxTokens: uint32(*c.Burst), Interval: c.Interval.Duration}}
+		}
+	}
+	for _, m := range rt.Mirrors {
+		if *m.Percent > 0 {
+			route.Mirrors = append(route.Mirrors, ir.Mirror{Cluster: clusterName(p, m.Backend), Percent: uint32(*m.Percent)})
+		}
+	}
+	if rr := rt.Retry; rr != nil && rr.AvoidPreviousPriorities && route.Retry != nil {
+		route.Retry.AvoidPreviousPriorities = true
+	}
 }

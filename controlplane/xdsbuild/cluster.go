@@ -6,6 +6,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	cswrrv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/client_side_weighted_round_robin/v3"
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/common/v3"
 	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
 	maglevv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/maglev/v3"
@@ -133,7 +134,10 @@ func Cluster(c *ir.Cluster) *clusterv3.Cluster {
 		}
 		out.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}}
 	}
-	trafficCluster(c, out)
+	if c.PerEndpointStats {
+		out.TrackClusterStats = &clusterv3.TrackClusterStats{PerEndpointStats: true}
+	}
+	sendProxyProtocol(c, out)
 	dnsDiscovery(c, out)
 	return out
 }
@@ -320,4 +324,17 @@ func consistentHashing(c *ir.Cluster) *commonv3.ConsistentHashingLbConfig {
 		return nil
 	}
 	return &commonv3.ConsistentHashingLbConfig{HashBalanceFactor: wrapperspb.UInt32(c.HashBalanceFactor)}
+}
+
+// utilizationPolicy is client-side weighted round robin on the endpoints' ORCA load reports.
+func utilizationPolicy(c *ir.Cluster) *corev3.TypedExtensionConfig {
+	u := c.Utilization
+	cfg := &cswrrv3.ClientSideWeightedRoundRobin{}
+	if u != nil {
+		cfg.BlackoutPeriod = durationpb.New(u.BlackoutPeriod)
+		cfg.WeightUpdatePeriod = durationpb.New(u.WeightUpdatePeriod)
+		cfg.WeightExpirationPeriod = durationpb.New(u.WeightExpirationPeriod)
+		cfg.ErrorUtilizationPenalty = wrapperspb.Float(float32(u.ErrorUtilizationPenalty))
+	}
+	return typed("envoy.load_balancing_policies.client_side_weighted_round_robin", cfg)
 }

@@ -41,7 +41,7 @@ func listener(l *ir.Listener, scoped bool) *listenerv3.Listener {
 		// Envoy's default is 1 MiB per connection; a client that sends faster than the backend reads (or
 		// headers that never end) would otherwise pin that much each.
 		PerConnectionBufferLimitBytes: setOrDefault(l.Edge.BufferBytes)}
-	defer trafficListener(l, out)
+	defer acceptProxyProtocol(l, out)
 	if l.TLS == nil {
 		out.FilterChains = []*listenerv3.FilterChain{{Filters: filters}}
 		return out

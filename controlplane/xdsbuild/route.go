@@ -11,8 +11,10 @@ import (
 	cookiesessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/stateful_session/cookie/v3"
 	headersessionv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/stateful_session/header/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/type/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -82,7 +84,7 @@ func route(r *ir.Route) *routev3.Route {
 			Override: &statefulsessionv3.StatefulSessionPerRoute_StatefulSession{StatefulSession: &statefulsessionv3.StatefulSession{SessionState: sessionState(s)}},
 		})}
 	}
-	trafficRoute(r, action, out)
+	routeMirrorsAndLimits(r, action, out)
 	return out
 }
 
@@ -310,3 +312,21 @@ func prefixChange(r *ir.Route, value string) (string, *matcherv3.RegexMatchAndSu
 // substitution is s as the literal text of a regex_rewrite's substitution, where a backslash starts a
 // capture group's number.
 func substitution(s string) string { return strings.ReplaceAll(s, `\`, `\\`) }
+
+// routeMirrorsAndLimits adds a route's rate limit, mirrors and retry priority.
+func routeMirrorsAndLimits(r *ir.Route, action *routev3.RouteAction, out *routev3.Route) {
+	for _, m := range r.Mirrors {
+		action.RequestMirrorPolicies = append(action.RequestMirrorPolicies, &routev3.RouteAction_RequestMirrorPolicy{Cluster: m.Cluster,
+			RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{Numerator: m.Percent, Denominator: typev3.FractionalPercent_HUNDRED}}})
+	}
+	if rt := r.Retry; rt != nil && rt.AvoidPreviousPriorities && action.RetryPolicy != nil {
+		action.RetryPolicy.RetryPriority = &routev3.RetryPolicy_RetryPriority{Name: "envoy.retry_priorities.previous_priorities",
+			ConfigType: &routev3.RetryPolicy_RetryPriority_TypedConfig{TypedConfig: mustAny(&previousprioritiesv3.PreviousPrioritiesConfig{UpdateFrequency: 1})}}
+	}
+	if rl := r.RateLimit; rl != nil {
+		if out.TypedPerFilterConfig == nil {
+			out.TypedPerFilterConfig = map[string]*anypb.Any{}
+		}
+		out.TypedPerFilterConfig[localRateLimitFilter] = mustAny(routeRateLimit(rl, r.ClientRateLimit))
+	}
+}

@@ -6,7 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Defaults of the traffic features (rate limits, mirrors, PROXY protocol, utilization-aware balancing).
+// Defaults of the features a policy turns on (rate limits, mirrors, PROXY protocol, utilization-aware
+// balancing).
 const (
 	DefaultRateLimitInterval = time.Second
 	// DefaultRateLimitMaxClients is how many client addresses a route's per-client rate limit tracks.
@@ -23,9 +24,9 @@ const (
 	MinWeightUpdatePeriod = 100 * time.Millisecond
 )
 
-// defaultTraffic fills the defaults of the traffic features. A field left unset never changes the generated
+// defaultOptIns fills the defaults of the features a policy turns on. A field left unset never changes the generated
 // config: only what a policy turns on gets defaults.
-func defaultTraffic(s *LoadBalancerPolicySpec) {
+func defaultOptIns(s *LoadBalancerPolicySpec) {
 	defaultRateLimit(s.Listener.RateLimit)
 	for i := range s.Routes {
 		r := &s.Routes[i]

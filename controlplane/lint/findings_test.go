@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestTrafficRules(t *testing.T) {
+func TestProxyProtocolUtilizationStatsAndPriorityRules(t *testing.T) {
 	checkRuleCases(t, []ruleCase{
 		{RulePrioritiesWithoutZones, "spec.routes[0].retry.avoidPreviousPriorities",
 			`metadata: {name: p}

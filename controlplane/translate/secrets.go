@@ -1,101 +1,22 @@
 package translate
 
+// The Secrets and files a policy's certificates come from, and the SDS secrets they become.
+
 import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
 	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
-// DefaultProxyProtocolTrusted are the senders a PROXY protocol listener trusts when its policy lists none:
-// loopback only (a balancer on the same host).
-var DefaultProxyProtocolTrusted = []string{"127.0.0.0/8", "::1/128"}
-
-// trafficEdge adds the listener's PROXY protocol and connection rate limit to its edge settings: both are
-// per port, so they are owned and compared like the rest of the edge (see edgeConflict).
-func trafficEdge(e *ir.Edge, l *v1alpha1.Listener) {
-	if pp := l.ProxyProtocol; pp != nil {
-		e.AcceptProxyProtocol, e.ProxyProtocolOptional = true, pp.Optional
-		trusted := DefaultProxyProtocolTrusted
-		if len(pp.TrustedSources) > 0 {
-			trusted = pp.TrustedSources
-		}
-		e.ProxyProtocolTrusted = strings.Join(trusted, ",")
-	}
-	if rl := l.RateLimit; rl != nil && l.Protocol == v1alpha1.ProtocolTCP {
-		e.ConnectionRateLimit = rateLimit(rl)
-	}
-}
-
-func rateLimit(rl *v1alpha1.RateLimit) ir.RateLimit {
-	return ir.RateLimit{Tokens: uint32(rl.Requests), MaxTokens: uint32(*rl.Burst), Interval: rl.Interval.Duration}
-}
-
-// trafficCluster adds a backend's PROXY protocol, per-endpoint stats, connection lifetime, balancing knobs
-// and client certificate to its cluster.
-func trafficCluster(cl *ir.Cluster, b *v1alpha1.Backend) {
-	if pp := b.ProxyProtocol; pp != nil {
-		cl.ProxyProtocol = string(pp.Version)
-	}
-	cl.PerEndpointStats = b.PerEndpointStats
-	if c := b.Connection; c != nil && c.MaxConnectionDuration != nil {
-		d := c.MaxConnectionDuration.Duration
-		cl.MaxConnectionDuration = &d
-	}
-	lb := &b.LoadBalancing
-	if lr := lb.LeastRequest; lr != nil && lr.ActiveRequestBias != "" {
-		f, _ := strconv.ParseFloat(lr.ActiveRequestBias, 64)
-		cl.ActiveRequestBias = &f
-	}
-	if bu := lb.BackendUtilization; bu != nil && lb.Algorithm == v1alpha1.AlgorithmBackendUtilization {
-		pen, _ := strconv.ParseFloat(bu.ErrorUtilizationPenalty, 64)
-		cl.Utilization = &ir.Utilization{BlackoutPeriod: bu.BlackoutPeriod.Duration, WeightUpdatePeriod: bu.WeightUpdatePeriod.Duration,
-			WeightExpirationPeriod: bu.WeightExpirationPeriod.Duration, ErrorUtilizationPenalty: pen}
-	}
-	if hc := b.HealthCheck; hc != nil && hc.Passive != nil && cl.Outlier != nil {
-		if d := hc.Passive.MaxEjectionTime; d != nil {
-			cl.Outlier.MaxEjectionTime = d.Duration
-		}
-		cl.Outlier.AlwaysEjectOne = hc.Passive.AlwaysEjectOneEndpoint
-	}
-	if t := b.TLS; t != nil && t.ClientCertificate != nil && cl.TLS != nil {
-		cl.TLS.ClientCertSecret = clientCertSecretName(cl.Name)
-	}
-	if t := b.TLS; t != nil && cl.TLS != nil {
-		cl.TLS.AutoSNI = t.AutoSNI
-	}
-}
-
+// clientCertSecretName names the client certificate a backend's cluster presents to its upstream.
 func clientCertSecretName(cluster string) string { return objkey.Join(cluster, "client-certificate") }
 
 // caSecretName names the CA bundle a backend's cluster verifies its upstream's certificate with.
 func caSecretName(cluster string) string { return objkey.Join(cluster, "ca") }
-
-// trafficRoute adds a route's rate limit, mirrors and retry priorities.
-func trafficRoute(p *v1alpha1.LoadBalancerPolicy, route *ir.Route, rt *v1alpha1.Route) {
-	if rl := rt.RateLimit; rl != nil {
-		r := rateLimit(rl)
-		r.Headers = rl.Headers
-		route.RateLimit = &r
-		if c := rl.PerClient; c != nil {
-			route.ClientRateLimit = &ir.ClientRateLimit{MaxClients: uint32(*c.MaxClients),
-				Bucket: ir.RateLimit{Tokens: uint32(c.Requests), MaxTokens: uint32(*c.Burst), Interval: c.Interval.Duration}}
-		}
-	}
-	for _, m := range rt.Mirrors {
-		if *m.Percent > 0 {
-			route.Mirrors = append(route.Mirrors, ir.Mirror{Cluster: clusterName(p, m.Backend), Percent: uint32(*m.Percent)})
-		}
-	}
-	if rr := rt.Retry; rr != nil && rr.AvoidPreviousPriorities && route.Retry != nil {
-		route.Retry.AvoidPreviousPriorities = true
-	}
-}
 
 // backendSecretRefs lists the Secrets a policy's backends reference (client certificates).
 func backendSecretRefs(p *v1alpha1.LoadBalancerPolicy) []SecretRef {
