@@ -198,6 +198,51 @@ func TestConfigDirReloadDecodesOnlyChangedFiles(t *testing.T) {
 	}
 }
 
+// A reload checks (defaults and validates) only the policies of the files that changed: the others are the
+// same pointers as before, and their check of the last load stands. The test marks b's check to see that it
+// is read, not redone, and that a changed b.yaml is checked afresh.
+func TestConfigDirReloadChecksOnlyChangedFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	named := func(name string) string { return strings.Replace(good, "name: good", "name: "+name, 1) }
+	write("a.yaml", named("a"))
+	write("b.yaml", named("b"))
+	w, _ := newWatcher(t, dir)
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	b := w.files[filepath.Join(dir, "b.yaml")][0]
+	if msg, ok := w.checked[b]; !ok || msg != "" || len(w.checked) != 2 {
+		t.Fatalf("after the first load: checked %v, want both policies, without problems", w.checked)
+	}
+	w.checked[b] = "spec: marked"
+
+	write("a.yaml", strings.Replace(named("a"), "port: 10080", "port: 9090", 1))
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "b.yaml") + ": default/b: spec: marked"}
+	if got := w.Errors(); !slices.Equal(got, want) {
+		t.Errorf("b.yaml did not change, so its check stands: errors %q, want %q", got, want)
+	}
+	if len(w.checked) != 2 {
+		t.Errorf("checked holds %d policies, want the 2 of this load", len(w.checked))
+	}
+
+	write("b.yaml", strings.Replace(named("b"), "port: 10080", "port: 70000", 1))
+	if err := w.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Errors(); len(got) != 1 || !strings.Contains(got[0], "spec.listener.port") || strings.Contains(got[0], "marked") {
+		t.Errorf("b.yaml changed to port 70000: errors %q, want one naming spec.listener.port", got)
+	}
+}
+
 // Files are decoded in parallel; the load must still give the policies and the errors of a serial load, in
 // its order. The reference here decodes, redacts and validates each file one after the other. The first file
 // is the largest, so that it finishes last when the files are decoded side by side.
