@@ -3,6 +3,7 @@ package apiwire
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,10 +59,17 @@ type RolloutBaselinePolicy struct {
 	Baseline  *RolloutBaseline `json:"baseline,omitempty"`
 }
 
-// RolloutBaseline is a policy's document (JSON) as it was, and its generation.
+// RolloutBaseline is a policy as it was: the policy object, of which lbctl reads the generation and the spec.
+// Document and Generation are the form earlier versions of lbplane stored (the document as pushed, and the
+// generation beside it).
 type RolloutBaseline struct {
-	Document   []byte `json:"document"`
-	Generation int64  `json:"generation"`
+	Metadata struct {
+		Generation int64 `json:"generation"`
+	} `json:"metadata"`
+	Spec json.RawMessage `json:"spec,omitempty"`
+
+	Document   []byte `json:"document,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
 }
 
 // NoRollout is the rollout status of a policy with none under way (settled: never staged, undone, or

@@ -1,10 +1,13 @@
 package pushapi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
@@ -50,7 +53,18 @@ func (a *Admission) stage(pl *plan, mode string) (staged []rollout.Change, unsta
 			unstaged = append(unstaged, k)
 			continue
 		}
-		staged = append(staged, rollout.Change{Key: k, Group: pr.ProxyGroup, Old: old, New: rec, Generation: rec.Generation, Rollout: spec})
+		next, err := rec.Policy()
+		if err != nil {
+			// Never: the push decoded it. Without its policy the change cannot be staged.
+			unstaged = append(unstaged, k)
+			continue
+		}
+		var before *v1alpha1.LoadBalancerPolicy
+		if old != nil {
+			// A stored version that no longer decodes is served to no Envoy: the baseline is then none.
+			before, _ = old.Policy()
+		}
+		staged = append(staged, rollout.Change{Key: k, Group: pr.ProxyGroup, Old: before, New: next, Generation: rec.Generation, Rollout: spec})
 	}
 	return staged, unstaged
 }
@@ -143,8 +157,15 @@ func (s *Server) undo(k objkey.Key) (int, error) {
 	if base == nil {
 		return http.StatusConflict, errors.New("the policy was new in this rollout: there is no earlier generation to go back to (delete it instead)")
 	}
-	// The document as it was pushed: it names the same policy.
-	if _, _, code, errs := s.admission().apply(base.Document, false, rollout.ModeImmediate); len(errs) > 0 {
+	// The baseline as it was pushed (its spec, labels and annotations): it names the same policy.
+	doc, err := json.Marshal(&v1alpha1.LoadBalancerPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: base.Namespace, Name: base.Name, Labels: base.Labels, Annotations: base.Annotations},
+		Spec:       base.Spec})
+	if err != nil {
+		return http.StatusInternalServerError, err
+	}
+	if _, _, code, errs := s.admission().apply(doc, false, rollout.ModeImmediate); len(errs) > 0 {
 		return code, errors.New(errs[0])
 	}
 	return http.StatusOK, nil

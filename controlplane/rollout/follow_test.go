@@ -1,8 +1,10 @@
 package rollout
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +79,7 @@ func proxy(node, group string) xdsserver.ProxyStatus {
 var key = objkey.Key{Namespace: "default", Name: "shop"}
 
 func change(gen int64) []Change {
-	return []Change{{Key: key, Group: "default", New: (&store.Record{Namespace: "default", Name: "shop", Generation: gen}).WithPolicy(&v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}), Generation: gen}}
+	return []Change{{Key: key, Group: "default", New: &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "shop", Generation: gen}}, Generation: gen}}
 }
 
 // A follower serves its own decision on a change, without storing it, until the leader's stored state
@@ -173,15 +175,16 @@ func TestWriteOverAnotherReplicasStateIsDecidedAgain(t *testing.T) {
 }
 
 // lbctl rollout undo reads a stored rollout's baselines with apiwire.RolloutBaselines, without linking this
-// package: what is stored decodes into it.
+// package: what is stored decodes into it, as the policy object the baseline was (its generation and spec).
 func TestStoredStateCarriesTheBaselinesLbctlReads(t *testing.T) {
 	mem := newMem()
 	c := newController(mem, new(bool))
 	c.LeaderWrites = false
-	doc := []byte(`{"apiVersion":"lbplane.io/v1alpha1","kind":"LoadBalancerPolicy","metadata":{"name":"shop"}}`)
 	ch := change(7)
-	ch[0].Old = &store.Record{Namespace: "default", Name: "shop", Generation: 6, Document: doc}
-	ch = append(ch, Change{Key: objkey.Key{Namespace: "default", Name: "new"}, Group: "default", New: &store.Record{Generation: 1}, Generation: 1})
+	ch[0].Old = &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "shop", Generation: 6},
+		Spec: v1alpha1.LoadBalancerPolicySpec{ProxyGroup: "edge"}}
+	ch = append(ch, Change{Key: objkey.Key{Namespace: "default", Name: "new"}, Group: "default",
+		New: &v1alpha1.LoadBalancerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "new", Generation: 1}}, Generation: 1})
 	if _, err := c.Begin(ch); err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +192,51 @@ func TestStoredStateCarriesTheBaselinesLbctlReads(t *testing.T) {
 	if err := json.Unmarshal(mem.vals["default"], &bs); err != nil {
 		t.Fatal(err)
 	}
-	if len(bs.Policies) != 2 || bs.Policies[0].Name != "shop" || bs.Policies[0].Baseline == nil || bs.Policies[0].Baseline.Generation != 6 ||
-		string(bs.Policies[0].Baseline.Document) != string(doc) || bs.Policies[1].Name != "new" || bs.Policies[1].Baseline != nil {
-		t.Errorf("decoded %+v from %s", bs, mem.vals["default"])
+	if len(bs.Policies) != 2 || bs.Policies[0].Name != "shop" || bs.Policies[0].Baseline == nil || bs.Policies[0].Baseline.Metadata.Generation != 6 ||
+		bs.Policies[1].Name != "new" || bs.Policies[1].Baseline != nil {
+		t.Fatalf("decoded %+v from %s", bs, mem.vals["default"])
+	}
+	var spec v1alpha1.LoadBalancerPolicySpec
+	if err := json.Unmarshal(bs.Policies[0].Baseline.Spec, &spec); err != nil || spec.ProxyGroup != "edge" {
+		t.Errorf("the baseline's spec %s: %+v, %v", bs.Policies[0].Baseline.Spec, spec, err)
+	}
+}
+
+// A rollout stored by an earlier lbplane kept the store's record of each version (the document as pushed);
+// it is read as the policy that document is, with the record's metadata, and written back as the policy.
+// Its creation time survives to the nanosecond, as it decides conflicts.
+func TestStoredRecordsOfAnEarlierVersionAreRead(t *testing.T) {
+	created := time.Date(2026, 11, 1, 10, 0, 0, 123456789, time.UTC)
+	doc := []byte(`{"apiVersion":"lbplane.io/v1alpha1","kind":"LoadBalancerPolicy","metadata":{"name":"shop","labels":{"team":"a"}},` +
+		`"spec":{"proxyGroup":"edge","listener":{"port":10080,"protocol":"HTTP"},"backends":[{"name":"app","endpoints":[{"address":"127.0.0.1","port":8080}]}]}}`)
+	old, err := json.Marshal(map[string]any{"namespace": "default", "name": "shop", "document": doc, "generation": 6,
+		"created": created, "updated": created, "uid": "u-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v Version
+	if err := json.Unmarshal(old, &v); err != nil {
+		t.Fatal(err)
+	}
+	p := v.Policy()
+	if p.Namespace != "default" || p.Name != "shop" || p.Generation != 6 || string(p.UID) != "u-1" || !p.CreationTimestamp.Time.Equal(created) ||
+		p.Labels["team"] != "a" || p.Spec.ProxyGroup != "edge" || len(p.Spec.Backends) != 1 {
+		t.Fatalf("read %+v", p)
+	}
+	again, err := json.Marshal(&v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Version
+	if err := json.Unmarshal(again, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Policy().Spec, p.Spec) || back.Generation != 6 || !back.CreationTimestamp.Time.Equal(created) ||
+		back.Labels["team"] != "a" || back.APIVersion != v1alpha1.GroupVersion.String() || back.Kind != v1alpha1.Kind {
+		t.Errorf("written as %s, read back as %+v", again, back.Policy())
+	}
+	if bytes.Contains(again, []byte(`"document"`)) {
+		t.Errorf("written in the earlier form: %s", again)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/objkey"
-	"github.com/lbplane/lbplane/controlplane/store"
 )
 
 // Staging fails closed. In Kubernetes mode the API server has stored a change before lbplane hears of it,
@@ -35,11 +34,11 @@ type held struct {
 // baselineOf is what every Envoy runs of a policy before a change whose previous version is old: the
 // baseline of p, its rollout, when that rollout has not succeeded (a rollout under way, rolled back or
 // aborted, superseded by the change), else old.
-func baselineOf(p *policy, old *store.Record) *store.Record {
+func baselineOf(p *policy, old *v1alpha1.LoadBalancerPolicy) *Version {
 	if p != nil && p.Phase != "" && p.Phase != v1alpha1.RolloutSucceeded {
 		return p.Baseline
 	}
-	return old
+	return VersionOf(old)
 }
 
 // Stage starts the rollouts of changes that the sources already hold, or publish next whatever happens
@@ -174,20 +173,12 @@ func (c *Controller) heldSplit(p *policy, h *held, ps engine.PolicySplit) (engin
 	case p != nil && p.underWay() && p.Kind == KindTraffic:
 		return ps, nil
 	case p != nil && p.underWay() && p.Candidate != nil:
-		cand, err := p.Candidate.Policy()
-		if err != nil {
-			return ps, err
-		}
-		ps.Candidate = cand
+		ps.Candidate = p.Candidate.Policy()
 		return ps, nil
 	}
 	out := engine.PolicySplit{}
-	if rec := baselineOf(p, h.ch.Old); rec != nil {
-		b, err := rec.Policy()
-		if err != nil {
-			return out, err
-		}
-		out.Baseline = b
+	if b := baselineOf(p, h.ch.Old); b != nil {
+		out.Baseline = b.Policy()
 	}
 	return out, nil
 }
@@ -202,8 +193,8 @@ func (c *Controller) heldStatus(h *held, p *policy, st *v1alpha1.RolloutStatus) 
 	}
 	out := &v1alpha1.RolloutStatus{Phase: v1alpha1.RolloutProgressing, Stage: 1, Stages: int32(len(v1alpha1.RolloutDefaulted(h.ch.Rollout).Stages)),
 		CandidateGeneration: h.ch.Generation, Message: why}
-	if rec := baselineOf(p, h.ch.Old); rec != nil {
-		out.BaselineGeneration = rec.Generation
+	if b := baselineOf(p, h.ch.Old); b != nil {
+		out.BaselineGeneration = b.Generation
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
-	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
@@ -80,12 +78,12 @@ func spec(name string, gen int64, port int32) *v1alpha1.LoadBalancerPolicy {
 	}
 }
 
-func record(p *v1alpha1.LoadBalancerPolicy) *store.Record {
+// record is p as a source hands it to rollouts: a copy of its own, not modified afterwards.
+func record(p *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
 	if p == nil {
 		return nil
 	}
-	doc, _ := json.Marshal(p)
-	return (&store.Record{Namespace: p.Namespace, Name: p.Name, Generation: p.Generation, Document: doc}).WithPolicy(p.DeepCopy())
+	return p.DeepCopy()
 }
 
 // push stages policy name's next generation (its backend on port) and publishes it.

@@ -100,13 +100,13 @@ const DefaultMinCanaryAge = 30 * time.Second
 // PolicyRef is one policy of a rollout: the baseline every Envoy ran before (nil: the policy is new) and
 // the candidate generation.
 type PolicyRef struct {
-	Namespace           string        `json:"namespace"`
-	Name                string        `json:"name"`
-	Baseline            *store.Record `json:"baseline,omitempty"`
-	CandidateGeneration int64         `json:"candidateGeneration"`
+	Namespace           string   `json:"namespace"`
+	Name                string   `json:"name"`
+	Baseline            *Version `json:"baseline,omitempty"`
+	CandidateGeneration int64    `json:"candidateGeneration"`
 	// Candidate is the generation rolled out (a traffic shift serves it with other weights); dropped once
 	// the rollout succeeded.
-	Candidate *store.Record `json:"candidate,omitempty"`
+	Candidate *Version `json:"candidate,omitempty"`
 }
 
 func (p PolicyRef) key() objkey.Key { return objkey.Key{Namespace: p.Namespace, Name: p.Name} }
@@ -226,8 +226,9 @@ func decodeGroup(v []byte) (*group, error) {
 type Change struct {
 	Key   objkey.Key
 	Group string
-	// Old is the stored record before the push (nil: a new policy); New the one pushed, of Generation.
-	Old, New   *store.Record
+	// Old is the policy before the change (nil: a new policy); New the one changed to, of Generation. Both are
+	// the sources' typed policies, with their metadata, and are not modified.
+	Old, New   *v1alpha1.LoadBalancerPolicy
 	Generation int64
 	// Rollout is the policy's spec.rollout (nil: the defaults).
 	Rollout *v1alpha1.Rollout
@@ -501,7 +502,7 @@ func (c *Controller) begin(changes []Change, now time.Time) error {
 				}
 				g.local[ch.Key] = ch.Generation
 			}
-			p.CandidateGeneration, p.Candidate = ch.Generation, ch.New
+			p.CandidateGeneration, p.Candidate = ch.Generation, VersionOf(ch.New)
 			p.Settings, p.Kind = *v1alpha1.RolloutDefaulted(ch.Rollout), kindOf(ch.Rollout)
 			p.Stage, p.Phase, p.StageStarted, p.Ended, p.Canaries, p.Extra, p.Flagged = 0, v1alpha1.RolloutProgressing, now, time.Time{}, nil, 0, nil
 			p.Took, p.CandidateSince = nil, time.Time{}
@@ -636,20 +637,12 @@ func (c *Controller) split(g *group) error {
 		}
 		var ps engine.PolicySplit
 		if p.Baseline != nil {
-			b, err := p.Baseline.Policy()
-			if err != nil {
-				return err
-			}
-			ps.Baseline = b
+			ps.Baseline = p.Baseline.Policy()
 		}
 		switch {
 		case p.Kind == KindTraffic && p.underWay() && p.Candidate != nil:
 			// Every Envoy runs the candidate with the step's weights.
-			cand, err := p.Candidate.Policy()
-			if err != nil {
-				return err
-			}
-			ps.Baseline = Shift(cand, ps.Baseline, p.Settings.TrafficShift.Backend, p.Settings.TrafficShift.Steps[p.Stage])
+			ps.Baseline = Shift(p.Candidate.Policy(), ps.Baseline, p.Settings.TrafficShift.Backend, p.Settings.TrafficShift.Steps[p.Stage])
 		case p.Kind != KindTraffic && p.underWay():
 			ps.Canaries = map[string]bool{}
 			for _, n := range p.Canaries {
@@ -847,13 +840,16 @@ func (c *Controller) rollBack(g *group, p *policy, phase, msg string, now time.T
 	c.log().Warn("rollout rolled back", "group", g.Group, "policy", p.key().String(), "phase", phase, "reason", msg)
 }
 
-// Baseline returns the baseline record of policy k's rollout (nil when the policy was new), for undo.
-func (c *Controller) Baseline(k objkey.Key) (*store.Record, error) {
+// Baseline returns the baseline of policy k's rollout (nil when the policy was new), for undo.
+func (c *Controller) Baseline(k objkey.Key) (*v1alpha1.LoadBalancerPolicy, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, _ := c.find(k)
 	if p == nil {
 		return nil, ErrNoRollout
 	}
-	return p.Baseline, nil
+	if p.Baseline == nil {
+		return nil, nil
+	}
+	return p.Baseline.Policy(), nil
 }

@@ -115,15 +115,10 @@ func (c *Controller) progressTraffic(g *group, p *policy, proxies []xdsserver.Pr
 		p.Message = fmt.Sprintf("%s: judged at %s", step, p.StageStarted.Add(bake).UTC().Format(time.RFC3339))
 		return false, nil
 	}
-	cand, err := p.Candidate.Policy()
-	if err != nil {
-		return false, err
-	}
+	cand := p.Candidate.Policy()
 	var base *v1alpha1.LoadBalancerPolicy
 	if p.Baseline != nil {
-		if base, err = p.Baseline.Policy(); err != nil {
-			return false, err
-		}
+		base = p.Baseline.Policy()
 	}
 	shiftedTo := Shift(cand, base, ts.Backend, ts.Steps[p.Stage])
 	key := objkey.Key{Namespace: p.Namespace, Name: p.Name}

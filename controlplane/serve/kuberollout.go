@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"strconv"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/rollout"
-	"github.com/lbplane/lbplane/controlplane/store"
 )
 
 // kubeRollouts starts staged rollouts from the specs users apply in Kubernetes mode (kubesource's hook),
@@ -28,28 +26,16 @@ type kubeRollouts struct {
 	leader func() bool
 }
 
-// recordOf is the record of a policy as the API server holds it: its spec, as the baseline a rollback
-// goes back to (the API keeps only the newest spec). The record carries the policy it was made from
-// (store.Record.WithPolicy), so that rollouts read the object Kubernetes sent without decoding the
-// document again; the document is what the rollout's state keeps in the ConfigMap, for undo.
-func recordOf(p *v1alpha1.LoadBalancerPolicy) *store.Record {
+// versionOf is a policy as the API server holds it, as a rollout keeps it: its spec and identity (the API
+// keeps only the newest spec, so this is the baseline a rollback goes back to). It is a copy of its own: the
+// informer's object is not kept.
+func versionOf(p *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
 	if p == nil {
 		return nil
 	}
-	spec := &v1alpha1.LoadBalancerPolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}, Spec: *p.Spec.DeepCopy()}
-	doc, err := json.Marshal(struct {
-		APIVersion string                          `json:"apiVersion"`
-		Kind       string                          `json:"kind"`
-		Metadata   metav1.ObjectMeta               `json:"metadata"`
-		Spec       v1alpha1.LoadBalancerPolicySpec `json:"spec"`
-	}{spec.APIVersion, spec.Kind, spec.ObjectMeta, spec.Spec})
-	if err != nil {
-		return nil
-	}
-	rec := &store.Record{Namespace: p.Namespace, Name: p.Name, Document: doc, Generation: p.Generation,
-		Created: p.CreationTimestamp.Time, UID: string(p.UID)}
-	return rec.WithPolicy(spec)
+	return &v1alpha1.LoadBalancerPolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Generation: p.Generation, CreationTimestamp: p.CreationTimestamp, UID: p.UID},
+		Spec:       *p.Spec.DeepCopy()}
 }
 
 func groupOf(p *v1alpha1.LoadBalancerPolicy) string {
@@ -94,7 +80,7 @@ func (k *kubeRollouts) PolicyChanges(changes []kubesource.PolicyChange) {
 			unstaged = append(unstaged, key)
 			continue
 		}
-		staged = append(staged, rollout.Change{Key: key, Group: groupOf(p), Old: recordOf(ch.Old), New: recordOf(p), Generation: p.Generation, Rollout: p.Spec.Rollout})
+		staged = append(staged, rollout.Change{Key: key, Group: groupOf(p), Old: versionOf(ch.Old), New: versionOf(p), Generation: p.Generation, Rollout: p.Spec.Rollout})
 	}
 	if len(unstaged) > 0 {
 		if err := k.ro.Unstage(unstaged); err != nil {

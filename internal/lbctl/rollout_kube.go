@@ -105,17 +105,24 @@ func kubeUndo(ctx context.Context, c *Cluster, p *v1alpha1.LoadBalancerPolicy) (
 	if base == nil {
 		return "", errors.New("the policy was new in this rollout: there is no earlier generation to go back to (delete it instead)")
 	}
-	d, err := manifest.DecodeDocument(base.Document)
-	if err != nil {
-		return "", fmt.Errorf("the baseline of generation %d: %w", base.Generation, err)
-	}
-	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d.Policy.Spec)
-	if err != nil {
-		return "", err
+	var spec map[string]any
+	if len(base.Spec) > 0 {
+		if err := json.Unmarshal(base.Spec, &spec); err != nil {
+			return "", fmt.Errorf("the baseline of generation %d: %w", base.Metadata.Generation, err)
+		}
+	} else {
+		// A rollout stored by an earlier lbplane: the document as it was pushed.
+		d, err := manifest.DecodeDocument(base.Document)
+		if err != nil {
+			return "", fmt.Errorf("the baseline of generation %d: %w", base.Generation, err)
+		}
+		if spec, err = runtime.DefaultUnstructuredConverter.ToUnstructured(&d.Policy.Spec); err != nil {
+			return "", err
+		}
 	}
 	// Read, change, write; again when lbplane (status) or anyone else wrote the policy in between, as kubectl
 	// does. The new generation (the spec changes) reaches every Envoy at once.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := c.Dynamic.Resource(policiesGVR).Namespace(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
