@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -107,6 +108,60 @@ spec:
   rules:
     - matches: [{path: {type: PathPrefix, value: /api}}]
       backendRefs: [{name: api, port: 8080, weight: 3}, {name: api2, port: 8080, weight: 1}]
+`
+
+// lbctlKubeChecked is a Service of two endpoints in a network namespace the test makes, one serving and one
+// on a port nothing listens on, health-checked by a BackendLoadBalancerPolicy, and a route to it on the
+// Gateway web; lbctlKubeCheckedNext sends half of that route's traffic to api.
+const lbctlKubeChecked = `
+apiVersion: v1
+kind: Service
+metadata: {name: checked, namespace: shop}
+spec:
+  ports: [{name: http, port: 8080, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: checked-live, namespace: shop, labels: {kubernetes.io/service-name: checked}}
+addressType: IPv4
+ports: [{name: http, port: {{.LivePort}}}]
+endpoints: [{addresses: [{{.IP}}]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: checked-dead, namespace: shop, labels: {kubernetes.io/service-name: checked}}
+addressType: IPv4
+ports: [{name: http, port: {{.DeadPort}}}]
+endpoints: [{addresses: [{{.IP}}]}]
+---
+apiVersion: lbplane.io/v1alpha1
+kind: BackendLoadBalancerPolicy
+metadata: {name: checked, namespace: shop}
+spec:
+  targetRefs: [{group: "", kind: Service, name: checked}]
+  backend:
+    healthCheck:
+      active: {type: TCP, interval: 1s, unhealthyThreshold: 1}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: checked, namespace: shop}
+spec:
+  parentRefs: [{name: web}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /checked}}]
+      backendRefs: [{name: checked, port: 8080}]
+`
+
+const lbctlKubeCheckedNext = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: checked, namespace: shop}
+spec:
+  parentRefs: [{name: web}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /checked}}]
+      backendRefs: [{name: checked, port: 8080}, {name: api, port: 8080}]
 `
 
 // lbctl in Kubernetes mode against the real API server, with lbplane installed from the chart: the chart's
@@ -294,6 +349,38 @@ func TestLbctlKubernetesMode(t *testing.T) {
 			t.Errorf("diff --traffic of an HTTPRoute: output lacks %q:\n%s", want, out)
 		}
 	}
+
+	// With an Envoy connected, that preview models what it reports, as lbctl trace does: the endpoint that
+	// fails its health check takes no traffic before or after, so the live one goes from all of the route's
+	// to half (every endpoint counted as healthy: from half to a quarter).
+	ca, err := getSecret(t, c, "demo-lbplane-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpsAPI(t, l, ca.Data["ca.crt"]) // the chart's push API is HTTPS, for the Envoy's certificate
+	startEnvoy(t, l, "envoy-lbctl", true)
+	checked := startGWBackend(t, "checked")
+	kubeApply(t, c.Kubeconfig, lbctlKubeChecked, map[string]any{"IP": checked.ip, "LivePort": checked.port, "DeadPort": 1})
+	checkedNext := filepath.Join(t.TempDir(), "checked.yaml")
+	os.WriteFile(checkedNext, []byte(lbctlKubeCheckedNext), 0o600)
+	live, dead := fmt.Sprintf("%s:%d", checked.ip, checked.port), checked.ip+":1"
+	eventually(t, 60*time.Second, "diff --traffic of the checked route shows the Envoy's failed health check", func() error {
+		code, out, errs := run("diff", "--traffic", "-f", checkedNext)
+		// Each endpoint's row, from its ENDPOINT column on: zone, level, before, after, and what it is.
+		rows := map[string][]string{}
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if i := slices.IndexFunc(f, func(x string) bool { return x == live || x == dead }); i >= 0 {
+				rows[f[i]] = f[i:]
+			}
+		}
+		l, d := rows[live], rows[dead]
+		if code != 1 || len(l) < 5 || len(d) < 6 || l[3] != "100.0%" || l[4] != "50.0%" || d[3] != "0.0%" || d[4] != "0.0%" ||
+			!strings.Contains(strings.Join(d[5:], " "), "down: active health check failed (on 1 of 1 Envoys)") {
+			return fmt.Errorf("exit %d, rows %q and %q\n%s%s", code, l, d, out, errs)
+		}
+		return nil
+	})
 
 	// Completion lists the cluster's names.
 	if code, out, errs := run("__complete", "get", "-n", "shop", ""); code != 0 || !strings.HasPrefix(out, "cart\n") {

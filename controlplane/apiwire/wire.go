@@ -264,6 +264,11 @@ type LiveResult struct {
 	Policy   string                   `json:"policy"`
 	Backends []v1alpha1.BackendStatus `json:"backends"`
 	Proxies  []ProxyLive              `json:"proxies"`
+	// Down are the policy's endpoints ("address:port") its Envoys report down, and why, as lbctl trace,
+	// whatif and diff --traffic model them; EnvoysByZone counts its proxy group's connected Envoys by zone
+	// ("" for those without one), as those predictions weigh them.
+	Down         map[string]string `json:"down,omitempty"`
+	EnvoysByZone map[string]int    `json:"envoysByZone,omitempty"`
 }
 
 // ProxyLive is one Envoy's own view of a policy's backends.

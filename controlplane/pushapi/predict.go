@@ -21,6 +21,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/pushclient"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // Predictions (lbctl trace, whatif and diff --traffic) run here, on what the server serves: a policy's
@@ -283,9 +284,19 @@ func (s *Server) envoys(group string, zone *string) (trafficmodel.Envoys, error)
 		}
 		return e, nil
 	}
-	proxies := s.Tracker.Proxies
-	if s.AllProxies != nil {
+	return trafficmodel.EnvoysByZone(s.envoyZones(group)), nil
+}
+
+// envoyZones counts group's connected Envoys (every replica's) by zone.
+func (s *Server) envoyZones(group string) map[string]int {
+	var proxies func() []xdsserver.ProxyStatus
+	switch {
+	case s.AllProxies != nil:
 		proxies = s.AllProxies
+	case s.Tracker != nil:
+		proxies = s.Tracker.Proxies
+	default:
+		return nil
 	}
 	count, seen := map[string]int{}, map[string]bool{}
 	for _, p := range proxies() {
@@ -294,7 +305,7 @@ func (s *Server) envoys(group string, zone *string) (trafficmodel.Envoys, error)
 			count[p.Zone]++
 		}
 	}
-	return trafficmodel.EnvoysByZone(count), nil
+	return count
 }
 
 // Traffic previews what pushing body would do to the traffic of each policy in it (POST /v1/traffic):

@@ -462,6 +462,16 @@ func (s *Server) Live(k objkey.Key) (*LiveResult, error) {
 		}
 	}
 	slices.SortFunc(out.Proxies, func(a, b ProxyLive) int { return strings.Compare(a.NodeID, b.NodeID) })
+	if pr.Accepted {
+		// What a prediction of this policy reads of the fleet, for one made elsewhere (lbctl diff --traffic of
+		// Gateway API objects, which translates them itself).
+		if down, err := s.downs(res.IR, k, s.health(), nil); err == nil && len(down) > 0 {
+			out.Down = down
+		}
+		if zones := s.envoyZones(pr.ProxyGroup); len(zones) > 0 {
+			out.EnvoysByZone = zones
+		}
+	}
 	return out, nil
 }
 

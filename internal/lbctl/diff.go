@@ -48,8 +48,9 @@ them (see lbctl trace), and --traffic previews each of a Gateway's policies whos
 under its Gateway, listener and host name, with the HTTPRoute rule of each route. Without --from, in
 Kubernetes mode, a FILE of Gateway API objects is compared in the same way against what runs, read from
 the cluster (its Gateway API objects, BackendLoadBalancerPolicies, LoadBalancerPolicies, Services,
-EndpointSlices and Namespaces, and the Secrets its Gateways name); outside Kubernetes mode it is refused:
-lbplane previews policies.
+EndpointSlices and Namespaces, and the Secrets its Gateways name), with what lbplane's Envoys report of each
+Gateway policy that runs (the endpoints they find down, and their zones unless --zone is given); outside
+Kubernetes mode it is refused: lbplane previews policies.
 
 Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 on errors.`,
 		Example: `  lbctl diff -f policy.yaml
@@ -64,6 +65,7 @@ Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 
 			if err := out.check(); err != nil {
 				return &exitCode{code: 2, err: err}
 			}
+			running := false
 			if from == "" {
 				// The server previews policies; Gateway API objects are previewed here, against --from or, in
 				// Kubernetes mode, against what runs in the cluster.
@@ -82,16 +84,16 @@ Exit status, as diff(1): 0 when nothing would change, 1 when something would, 2 
 					if err != nil {
 						return &exitCode{code: 2, err: err}
 					}
-					running, done, err := c.writeRunningGatewayObjects(cmd.Context())
+					path, done, err := c.writeRunningGatewayObjects(cmd.Context())
 					if err != nil {
 						return &exitCode{code: 2, err: err}
 					}
 					defer done()
-					from = running
+					from, running = path, true
 				}
 			}
 			if traffic {
-				return trafficDiff(cmd, g, from, file, zoneFlag(cmd, zone), out)
+				return trafficDiff(cmd, g, from, file, zoneFlag(cmd, zone), out, running)
 			}
 			var changes []resdiff.Change
 			var err error

@@ -1,9 +1,12 @@
 package lbctl
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +40,10 @@ type trafficSides struct {
 	ifChanged map[objkey.Key]bool
 	// gateways say what each Gateway's policy serves (after the change; before, for one removed).
 	gateways map[objkey.Key]*gatewayPolicy
+	// fleet, when set, says what lbplane's Envoys report of a policy that runs (a preview against the
+	// cluster): the endpoints they find down, and the Envoys by zone (nil: s.envoys); ok is false when it
+	// has nothing to say of it.
+	fleet func(k objkey.Key) (down trafficmodel.Down, envoys trafficmodel.Envoys, ok bool)
 }
 
 func replacing(old, next []*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
@@ -103,33 +110,92 @@ func sides(old, all, touched []*v1alpha1.LoadBalancerPolicy) *trafficSides {
 	return s
 }
 
-// previews models each touched policy before and after.
+// previews models each touched policy before and after: with every endpoint healthy, or with what the
+// Envoys report (fleet) for each preview shown.
 func (s *trafficSides) previews() ([]*trafficmodel.Preview, error) {
 	var out []*trafficmodel.Preview
 	for _, k := range s.keys {
-		before, _ := trafficmodel.ForPolicy(s.before.IR, k.Namespace, k.Name, nil)
-		after, err := trafficmodel.ForPolicy(s.after.IR, k.Namespace, k.Name, nil)
-		if err != nil {
-			if r := s.after.Policies.Of(k); r != nil && !r.Accepted {
-				return nil, fmt.Errorf("%s would not be served: %s", k, r.AcceptedMessage)
+		pv, err := s.preview(k, nil, s.envoys)
+		if err != nil || pv == nil {
+			if err != nil {
+				return nil, err
 			}
-			after = nil
-		}
-		if before == nil && after == nil {
 			continue
 		}
-		for _, m := range []*trafficmodel.Policy{before, after} {
-			if m != nil {
-				m.From(s.envoys)
-			}
-		}
-		pv := trafficmodel.Compare(before, after)
 		if s.ifChanged[k] && !pv.Added && !pv.Removed && !trafficChanges([]*trafficmodel.Preview{pv}) {
 			continue
+		}
+		if s.fleet != nil {
+			if down, envoys, ok := s.fleet(k); ok {
+				if envoys == nil {
+					envoys = s.envoys
+				}
+				if pv, err = s.preview(k, down, envoys); err != nil {
+					return nil, err
+				}
+			}
 		}
 		out = append(out, pv)
 	}
 	return out, nil
+}
+
+// preview models policy k before and after with the endpoints down takes down, for envoys (nil when the
+// policy is on neither side).
+func (s *trafficSides) preview(k objkey.Key, down trafficmodel.Down, envoys trafficmodel.Envoys) (*trafficmodel.Preview, error) {
+	before, _ := trafficmodel.ForPolicy(s.before.IR, k.Namespace, k.Name, down)
+	after, err := trafficmodel.ForPolicy(s.after.IR, k.Namespace, k.Name, down)
+	if err != nil {
+		if r := s.after.Policies.Of(k); r != nil && !r.Accepted {
+			return nil, fmt.Errorf("%s would not be served: %s", k, r.AcceptedMessage)
+		}
+		after = nil
+	}
+	if before == nil && after == nil {
+		return nil, nil
+	}
+	for _, m := range []*trafficmodel.Policy{before, after} {
+		if m != nil {
+			m.From(envoys)
+		}
+	}
+	return trafficmodel.Compare(before, after), nil
+}
+
+// readFleet makes the previews read, of each policy that runs, what lbplane's Envoys report (GET
+// .../live): the endpoints they find down and, unless zoned (--zone names the Envoy), the zones they are
+// in, so that a preview of Gateway API objects against the cluster models the fleet as lbctl trace does. A
+// policy lbplane does not serve (a new one) has neither. When lbplane cannot be asked, every endpoint
+// counts as healthy, and stderr says why, once.
+func (s *trafficSides) readFleet(ctx context.Context, g *globals, zoned bool, stderr io.Writer) {
+	c, err := g.client()
+	warn := func(err error) {
+		fmt.Fprintf(stderr, "warning: what lbplane's Envoys report was not read (%v): every endpoint counts as healthy\n", err)
+	}
+	if err != nil {
+		warn(err)
+		return
+	}
+	s.fleet = func(k objkey.Key) (trafficmodel.Down, trafficmodel.Envoys, bool) {
+		if c == nil {
+			return nil, nil, false
+		}
+		l, err := c.Live(ctx, k.Namespace, k.Name)
+		var api *pushclient.APIError
+		switch {
+		case errors.As(err, &api) && api.Status == http.StatusNotFound:
+			return nil, nil, false
+		case err != nil:
+			warn(err)
+			c = nil
+			return nil, nil, false
+		}
+		var envoys trafficmodel.Envoys
+		if !zoned && len(l.EnvoysByZone) > 0 {
+			envoys = trafficmodel.EnvoysByZone(l.EnvoysByZone)
+		}
+		return l.Down, envoys, true
+	}
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
@@ -258,7 +324,10 @@ func zoneNames(z []string) string {
 
 // trafficDiff is lbctl diff --traffic: offline against --from, or else asked of the server, which previews
 // against what it serves.
-func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string, out *outputFlags) error {
+// trafficDiff previews the traffic of file's change: against from (what runs, as a file), or asked of
+// lbplane. running says that from was read from the cluster: the previews then read what lbplane's Envoys
+// report of the policies that run.
+func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string, out *outputFlags, running bool) error {
 	var pvs []*trafficmodel.Preview
 	var err error
 	var gateways map[objkey.Key]*gatewayPolicy
@@ -267,6 +336,9 @@ func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string
 		if s, err = offlineSides(from, file, cmd.InOrStdin(), cmd.ErrOrStderr()); err == nil {
 			gateways = s.gateways
 			if s.envoys, err = zoneEnvoys(zone); err == nil {
+				if running {
+					s.readFleet(cmd.Context(), g, zone != nil, cmd.ErrOrStderr())
+				}
 				pvs, err = s.previews()
 			}
 		}
