@@ -597,17 +597,7 @@ func (v *validator) listenerTLS(p path, t *ListenerTLS) {
 	}
 	for i, c := range t.Certificates {
 		cp := p.child("certificates").index(i)
-		files := c.CertificateFile != "" || c.PrivateKeyFile != ""
-		switch {
-		case files && c.SecretName != "":
-			v.add(cp, "set certificateFile and privateKeyFile, or secretName, not both")
-		case !files && c.SecretName == "":
-			v.add(cp, "set certificateFile and privateKeyFile, or secretName")
-		case files && (c.CertificateFile == "" || c.PrivateKeyFile == ""):
-			v.add(cp, "certificateFile and privateKeyFile go together")
-		}
-		v.filePath(cp.child("certificateFile"), c.CertificateFile)
-		v.filePath(cp.child("privateKeyFile"), c.PrivateKeyFile)
+		v.keyPairSource(cp, c.CertificateFile, c.PrivateKeyFile, c.SecretName)
 		switch {
 		case c.SecretNamespace != "" && c.SecretName == "":
 			v.add(cp.child("secretNamespace"), "goes with secretName")
@@ -854,4 +844,20 @@ func (v *validator) debugHeaders(p path, s *LoadBalancerPolicySpec) {
 	if s.DebugHeaders && s.Listener.Protocol == ProtocolTCP {
 		v.add(p, "only allowed on HTTP and HTTPS listeners")
 	}
+}
+
+// keyPairSource validates where a certificate and its private key come from, at p: both files, or a Secret,
+// not both.
+func (v *validator) keyPairSource(p path, certFile, keyFile, secretName string) {
+	files := certFile != "" || keyFile != ""
+	switch {
+	case files && secretName != "":
+		v.add(p, "set certificateFile and privateKeyFile, or secretName, not both")
+	case !files && secretName == "":
+		v.add(p, "set certificateFile and privateKeyFile, or secretName")
+	case files && (certFile == "" || keyFile == ""):
+		v.add(p, "certificateFile and privateKeyFile go together")
+	}
+	v.filePath(p.child("certificateFile"), certFile)
+	v.filePath(p.child("privateKeyFile"), keyFile)
 }

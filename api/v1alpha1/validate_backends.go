@@ -67,20 +67,10 @@ func (v *validator) backendConnections(spec path, s *LoadBalancerPolicySpec) {
 		if t := b.TLS; t != nil && t.ClientCertificate != nil {
 			c := t.ClientCertificate
 			cp := bp.child("tls").child("clientCertificate")
-			files := c.CertificateFile != "" || c.PrivateKeyFile != ""
-			switch {
-			case files && c.SecretName != "":
-				v.add(cp, "set certificateFile and privateKeyFile, or secretName, not both")
-			case !files && c.SecretName == "":
-				v.add(cp, "set certificateFile and privateKeyFile, or secretName")
-			case files && (c.CertificateFile == "" || c.PrivateKeyFile == ""):
-				v.add(cp, "certificateFile and privateKeyFile go together")
-			}
+			v.keyPairSource(cp, c.CertificateFile, c.PrivateKeyFile, c.SecretName)
 			if c.SecretName != "" && !isDNSSubdomain(c.SecretName) {
 				v.add(cp.child("secretName"), "must be a Secret name (DNS subdomain), got %q", clip(c.SecretName))
 			}
-			v.filePath(cp.child("certificateFile"), c.CertificateFile)
-			v.filePath(cp.child("privateKeyFile"), c.PrivateKeyFile)
 		}
 		v.autoSNI(bp, b)
 		if c := b.Connection; c != nil && c.MaxConnectionDuration != nil {

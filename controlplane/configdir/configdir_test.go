@@ -26,6 +26,19 @@ spec:
   backends: [{name: app, endpoints: [{address: 127.0.0.1, port: 8080}]}]
 `
 
+// named is the good policy under another name.
+func named(name string) string { return strings.Replace(good, "name: good", "name: "+name, 1) }
+
+// writer writes a file of dir.
+func writer(t *testing.T, dir string) func(name, content string) {
+	return func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func newWatcher(t *testing.T, dir string) (*Watcher, *bytes.Buffer) {
 	t.Helper()
 	var log bytes.Buffer
@@ -46,12 +59,7 @@ func TestConfigDirRefusesWhatIsNotItsOwn(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("root:SECRETHASH:19000:0:99999:7:::\nalice:OTHERSECRET:19000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writer(t, dir)
 	write("good.yaml", good)
 	// Inside the directory and broken: the same secret-looking content must not be echoed either.
 	write("junk.yaml", "root: SECRETHASH\nalice: OTHERSECRET\n")
@@ -125,7 +133,7 @@ func TestConfigDirReplacedByRenameIsFollowed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "good.yaml"), []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	renamed := strings.Replace(good, "name: good", "name: renamed", 1)
+	renamed := named("renamed")
 	if err := os.WriteFile(filepath.Join(dir+".new", "good.yaml"), []byte(renamed), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -151,13 +159,7 @@ func TestConfigDirReplacedByRenameIsFollowed(t *testing.T) {
 // A reload decodes only the files that changed; the others keep their decoded policies and their errors.
 func TestConfigDirReloadDecodesOnlyChangedFiles(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	named := func(name string) string { return strings.Replace(good, "name: good", "name: "+name, 1) }
+	write := writer(t, dir)
 	write("a.yaml", named("a"))
 	write("b.yaml", named("b"))
 	write("bad.yaml", strings.Replace(named("bad"), "port: 10080", "port: notanumber", 1))
@@ -203,13 +205,7 @@ func TestConfigDirReloadDecodesOnlyChangedFiles(t *testing.T) {
 // is read, not redone, and that a changed b.yaml is checked afresh.
 func TestConfigDirReloadChecksOnlyChangedFiles(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	named := func(name string) string { return strings.Replace(good, "name: good", "name: "+name, 1) }
+	write := writer(t, dir)
 	write("a.yaml", named("a"))
 	write("b.yaml", named("b"))
 	w, _ := newWatcher(t, dir)
@@ -248,7 +244,7 @@ func TestConfigDirReloadChecksOnlyChangedFiles(t *testing.T) {
 // is the largest, so that it finishes last when the files are decoded side by side.
 func TestConfigDirParallelLoadMatchesSerial(t *testing.T) {
 	dir := t.TempDir()
-	doc := func(name string) string { return strings.Replace(good, "name: good", "name: "+name, 1) }
+	doc := named
 	var names []string
 	content := map[string]string{}
 	for i := range 40 {
@@ -335,14 +331,9 @@ func TestConfigDirParallelLoadMatchesSerial(t *testing.T) {
 // policies is one log line too, with their count.
 func TestConfigDirDocumentBombs(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("dashes.yaml", strings.Replace(good, "name: good", "name: dashes", 1))
-	write("objects.yaml", strings.Replace(good, "name: good", "name: objects", 1))
+	write := writer(t, dir)
+	write("dashes.yaml", named("dashes"))
+	write("objects.yaml", named("objects"))
 	w, log := newWatcher(t, dir)
 	if err := w.Load(); err != nil {
 		t.Fatal(err)
