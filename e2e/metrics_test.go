@@ -133,6 +133,7 @@ spec:
 		"lbplane_xds_acks_total{type=Cluster}", "lbplane_xds_acks_total{type=ClusterLoadAssignment}",
 		"lbplane_xds_push_duration_seconds{type=Listener}", "lbplane_translation_duration_seconds{}",
 		"lbplane_store_operations_total{operation=apply,result=ok}",
+		"lbplane_source_changes_total{kind=LoadBalancerPolicy,source=store}", "lbplane_config_versions_total{group=default}",
 		"lbplane_api_requests_total{code=200,method=post,route=POST /v1/policies}",
 	} {
 		if after[k] <= before[k] {
@@ -152,6 +153,30 @@ spec:
 	resp.Body.Close()
 	if got := scrape(t, metricsURL)["lbplane_api_requests_total{code=401,method=get,route=GET /v1/policies}"]; got != 1 {
 		t.Errorf("401s counted: %v", got)
+	}
+
+	// Changes in, versions out: one push of three policies is three changes the store source received and
+	// one new version of the group's config.
+	c0 := scrape(t, metricsURL)
+	var three []string
+	for i := range 3 {
+		three = append(three, string(policy(t, `
+apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: c{{.I}}}
+spec:
+  listener: {address: 127.0.0.1, port: {{.Port}}, protocol: HTTP}
+  backends: [{name: app, endpoints: [{address: 127.0.0.1, port: {{.Backend}}}]}]
+`, map[string]any{"I": i, "Port": reservePort(t), "Backend": bs[0].Port})))
+	}
+	push(t, l, []byte(strings.Join(three, "---\n")))
+	c1 := scrape(t, metricsURL)
+	const changes, versions = "lbplane_source_changes_total{kind=LoadBalancerPolicy,source=store}", "lbplane_config_versions_total{group=default}"
+	if d := c1[changes] - c0[changes]; d != 3 {
+		t.Errorf("%s moved by %v for a push of three policies, want 3", changes, d)
+	}
+	if d := c1[versions] - c0[versions]; d < 1 || d > 2 {
+		t.Errorf("%s moved by %v for one push, want 1 (a second only if something else changed meanwhile)", versions, d)
 	}
 
 	// Envoy's own stats, in Prometheus format, on the stats port; admin's other pages are not there.

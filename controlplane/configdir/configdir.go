@@ -120,6 +120,18 @@ func (w *Watcher) Load() error {
 		}
 	}
 	_ = g.Wait() // the tasks return no errors: a file's problems are in its slot
+	changed := 0
+	for i := range loads {
+		if !loads[i].cached {
+			changed++
+		}
+	}
+	for p := range w.decoded {
+		if _, ok := infos[p]; !ok {
+			changed++ // removed
+		}
+	}
+	w.Metrics.SourceChange(metrics.SourceConfigDir, "File", changed)
 	files := map[string][]*v1alpha1.LoadBalancerPolicy{}
 	decoded := map[string]decodedFile{}
 	for i, p := range paths {

@@ -359,6 +359,7 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[objkey.Key]
 		e.publishGRPC(name, false)
 		e.published[name] = true
 		e.Metrics.Snapshot(name, next.State().Bytes, false)
+		e.Metrics.ConfigVersion(name)
 	}
 	for name := range e.published {
 		if _, ok := res.IR.Groups[name]; !ok {
@@ -368,6 +369,7 @@ func (e *Engine) publish(res *translate.Result, origin, shadowed map[objkey.Key]
 			delete(e.builds, name)
 			e.publishGRPC(name, false)
 			e.Metrics.Snapshot(name, 0, true)
+			e.Metrics.ConfigVersion(name)
 		}
 	}
 	e.publishSplits()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,10 +186,12 @@ func (s *Source) Start() error {
 		if err != nil {
 			return err
 		}
+		kind := kindOf(obj)
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(o any, initial bool) {
 				// What the cache held when it synced is read by the first resync, which reads everything.
 				if !initial {
+					s.Metrics.SourceChange(metrics.SourceKubernetes, kind, 1)
 					s.known.mark(o)
 					s.serviceForGateways(nil, o)
 					s.secretForGateways(o)
@@ -197,6 +200,7 @@ func (s *Source) Start() error {
 			},
 			UpdateFunc: func(old, cur any) {
 				if !statusOnly(old, cur) {
+					s.Metrics.SourceChange(metrics.SourceKubernetes, kind, 1)
 					s.known.mark(old)
 					s.known.mark(cur)
 					s.serviceForGateways(old, cur)
@@ -204,7 +208,13 @@ func (s *Source) Start() error {
 					s.poke()
 				}
 			},
-			DeleteFunc: func(o any) { s.known.mark(o); s.serviceForGateways(nil, o); s.secretForGateways(o); s.poke() },
+			DeleteFunc: func(o any) {
+				s.Metrics.SourceChange(metrics.SourceKubernetes, kind, 1)
+				s.known.mark(o)
+				s.serviceForGateways(nil, o)
+				s.secretForGateways(o)
+				s.poke()
+			},
 		}); err != nil {
 			return err
 		}
@@ -239,6 +249,9 @@ func (s *Source) Start() error {
 	}
 	return mgr.Add(&statusWriter{s: s})
 }
+
+// kindOf is the kind of a watched object's type, as lbplane_source_changes_total names it.
+func kindOf(obj client.Object) string { return reflect.TypeOf(obj).Elem().Name() }
 
 // Run runs the manager until ctx ends.
 func (s *Source) Run(ctx context.Context) error { return s.mgr.Start(ctx) }

@@ -35,6 +35,8 @@ type Metrics struct {
 	apiDuration  *prometheus.HistogramVec
 	errors       *prometheus.CounterVec
 	closed       *prometheus.CounterVec
+	changes      *prometheus.CounterVec
+	versions     *prometheus.CounterVec
 	policies     *policyCollector
 	certs        *certCollector
 	sync         *syncCollector
@@ -95,6 +97,12 @@ func New(proxies func() map[string]int) *Metrics {
 	m.closed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_xds_connections_closed_total",
 		Help: "xDS connections lbplane closed, by reason: max_age (its stream reached --xds-max-connection-age with every response answered; the client reconnects, possibly to another replica)."}, []string{"reason"})
 	m.closed.WithLabelValues(ClosedMaxAge)
+	m.changes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_source_changes_total",
+		Help: "Changes the sources received, by source (kubernetes, store, config_dir) and kind: objects added, updated or deleted in Kubernetes, policies pushed or deleted, files reloaded. A burst of them becomes fewer config versions (lbplane_config_versions_total)."},
+		[]string{"source", "kind"})
+	m.versions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_config_versions_total",
+		Help: "Versions of each proxy group's config published: translations that changed what the group is served. Each reaches each of its Envoys as one xDS response per type it changes and make-before-break step (lbplane_xds_pushes_total)."},
+		[]string{"group"})
 	m.policies = &policyCollector{}
 	m.certs = &certCollector{}
 	m.sync = &syncCollector{}
@@ -109,7 +117,7 @@ func New(proxies func() map[string]int) *Metrics {
 		"Envoy identities (nodes, certificate serials, proxy groups) this replica refuses (lbctl revoke): a revocation made through another replica counts once this one has read it.",
 		&m.revocations)
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
-		m.apiDuration, m.errors, m.closed, m.policies, m.certs, m.sync, m.clusters, build, refused, revocations, &proxyCollector{count: proxies})
+		m.apiDuration, m.errors, m.closed, m.changes, m.versions, m.policies, m.certs, m.sync, m.clusters, build, refused, revocations, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
 	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
 	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
@@ -217,6 +225,27 @@ func (m *Metrics) Policies(list func() []PolicyConditions) {
 func (m *Metrics) Push(typ string) {
 	if m != nil {
 		m.pushes.WithLabelValues(typ).Inc()
+	}
+}
+
+// Source names of lbplane_source_changes_total.
+const (
+	SourceKubernetes = "kubernetes"
+	SourceStore      = "store"
+	SourceConfigDir  = "config_dir"
+)
+
+// SourceChange counts n changes a source received of objects of kind.
+func (m *Metrics) SourceChange(source, kind string, n int) {
+	if m != nil && n > 0 {
+		m.changes.WithLabelValues(source, kind).Add(float64(n))
+	}
+}
+
+// ConfigVersion counts a version of group's config published.
+func (m *Metrics) ConfigVersion(group string) {
+	if m != nil {
+		m.versions.WithLabelValues(group).Inc()
 	}
 }
 

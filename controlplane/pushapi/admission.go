@@ -22,6 +22,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/engine"
 	"github.com/lbplane/lbplane/controlplane/lint"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/resdiff"
 	"github.com/lbplane/lbplane/controlplane/rollout"
@@ -43,6 +44,8 @@ type Admission struct {
 	Rollouts *rollout.Controller
 	// RolloutDefault is the mode of a push that names none (rollout.ModeStaged or ModeImmediate/empty).
 	RolloutDefault string
+	// Metrics, when set, counts the policies pushes change (lbplane_source_changes_total{source="store"}).
+	Metrics *metrics.Metrics
 
 	mu sync.Mutex // one write at a time: store and engine change together
 	// recs and sorted are the store's records and their policies in key order (store.CompareKeys), read once (see
@@ -73,7 +76,7 @@ func retryConflict(err error, try int, start time.Time) bool {
 // admission returns the server's admission, made from its Store, Engine and Log on first use.
 func (s *Server) admission() *Admission {
 	s.admitOnce.Do(func() {
-		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log, Rollouts: s.Rollouts, RolloutDefault: s.RolloutDefault}
+		s.admit = &Admission{Store: s.Store, Engine: s.Engine, Log: s.Log, Rollouts: s.Rollouts, RolloutDefault: s.RolloutDefault, Metrics: s.Metrics}
 		if s.Tracker != nil {
 			s.admit.Versions = s.Tracker.Targets
 		}
@@ -161,6 +164,7 @@ func (a *Admission) Delete(k objkey.Key) (int, error) {
 		}
 		a.committed(changes, candidate)
 		a.Engine.Set(engine.SourceStore, candidate)
+		a.Metrics.SourceChange(metrics.SourceStore, v1alpha1.Kind, 1)
 		return http.StatusOK, nil
 	}
 }
@@ -272,6 +276,7 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 	for _, p := range res.Policies {
 		if p.Outcome != Unchanged {
 			a.Log.Info("policy "+p.Outcome, "policy", objkey.Key{Namespace: p.Namespace, Name: p.Name}.String(), "generation", p.Generation)
+			a.Metrics.SourceChange(metrics.SourceStore, v1alpha1.Kind, 1)
 		}
 	}
 	return res, groups, http.StatusOK, nil
