@@ -106,16 +106,17 @@ func attach(in Input, r *gwv1.HTTPRoute, order int, gateways map[types.Namespace
 func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, bool, string, string) {
 	out := make([][]backend, len(r.Spec.Rules))
 	reason, msg := "", ""
-	fail := func(rs gwv1.RouteConditionReason, m string) {
+	fail := func(rs gwv1.RouteConditionReason, m func() string) {
 		if reason == "" {
-			reason, msg = string(rs), m
+			reason, msg = string(rs), m()
 		}
 	}
 	for i, rule := range r.Spec.Rules {
-		// The backendRefs, then the Services the rule's RequestMirror filters name, resolved alike.
+		// The backendRefs, then the Services the rule's RequestMirror filters name, resolved alike. A ref's
+		// field path is written out only for a message: most resolve.
 		type named struct {
 			ref  gwv1.BackendObjectReference
-			path string
+			path func() string
 			b    backend
 		}
 		var refs []named
@@ -124,16 +125,16 @@ func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, b
 			if ref.Weight != nil {
 				b.weight = *ref.Weight
 			}
-			refs = append(refs, named{ref.BackendObjectReference, fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j), b})
+			refs = append(refs, named{ref.BackendObjectReference, func() string { return fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j) }, b})
 		}
 		for j, f := range rule.Filters {
 			if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
-				refs = append(refs, named{f.RequestMirror.BackendRef, fmt.Sprintf("spec.rules[%d].filters[%d].requestMirror.backendRef", i, j),
+				refs = append(refs, named{f.RequestMirror.BackendRef, func() string { return fmt.Sprintf("spec.rules[%d].filters[%d].requestMirror.backendRef", i, j) },
 					backend{mirror: true, percent: mirrorPercent(f.RequestMirror)}})
 			}
 		}
 		for _, n := range refs {
-			ref, path, b := n.ref, n.path, n.b
+			ref, b := n.ref, n.b
 			b.namespace, b.name = r.Namespace, string(ref.Name)
 			if ref.Namespace != nil {
 				b.namespace = string(*ref.Namespace)
@@ -148,23 +149,29 @@ func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, b
 			switch {
 			case group != "" || kind != "Service":
 				b.invalid = true
-				fail(gwv1.RouteReasonInvalidKind, fmt.Sprintf("%s: kind %s/%s is not supported; lbplane routes to Services", path, group, kind))
+				fail(gwv1.RouteReasonInvalidKind, func() string {
+					return fmt.Sprintf("%s: kind %s/%s is not supported; lbplane routes to Services", n.path(), group, kind)
+				})
 			case b.namespace != r.Namespace && !grants.allows("HTTPRoute", r.Namespace, "Service", b.namespace, b.name):
 				b.invalid = true
-				fail(gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("%s: Service %s/%s is in another namespace and no ReferenceGrant there allows it", path, b.namespace, b.name))
+				fail(gwv1.RouteReasonRefNotPermitted, func() string {
+					return fmt.Sprintf("%s: Service %s/%s is in another namespace and no ReferenceGrant there allows it", n.path(), b.namespace, b.name)
+				})
 			case ref.Port == nil:
 				b.invalid = true
-				fail(gwv1.RouteReasonUnsupportedValue, fmt.Sprintf("%s: port is required for a Service", path))
+				fail(gwv1.RouteReasonUnsupportedValue, func() string { return fmt.Sprintf("%s: port is required for a Service", n.path()) })
 			default:
 				b.port = int32(*ref.Port)
 				ports, ok := in.Services[types.NamespacedName{Namespace: b.namespace, Name: b.name}]
 				switch {
 				case !ok:
 					b.invalid = true
-					fail(gwv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: Service %s/%s not found", path, b.namespace, b.name))
+					fail(gwv1.RouteReasonBackendNotFound, func() string { return fmt.Sprintf("%s: Service %s/%s not found", n.path(), b.namespace, b.name) })
 				case !slices.Contains(ports, b.port):
 					b.invalid = true
-					fail(gwv1.RouteReasonBackendNotFound, fmt.Sprintf("%s: Service %s/%s has no port %d", path, b.namespace, b.name, b.port))
+					fail(gwv1.RouteReasonBackendNotFound, func() string {
+						return fmt.Sprintf("%s: Service %s/%s has no port %d", n.path(), b.namespace, b.name, b.port)
+					})
 				}
 			}
 			out[i] = append(out[i], b)
