@@ -171,10 +171,10 @@ func ruleLabel(ar *attachedRule) string {
 	return fmt.Sprintf("HTTPRoute %s rule %d", ar.route.Name, ar.index)
 }
 
-// applyBackendPolicies gives every Service backend of the Gateways' policies the settings of the
-// BackendLoadBalancerPolicy that applies to its rule (see decideRules) or else to its Service port, and
-// returns each policy's status: an ancestor per Gateway that sends to one of its Services or has one of its
-// routes.
+// applyBackendPolicies returns the status of each BackendLoadBalancerPolicy: an ancestor per Gateway that
+// sends to one of its Services or has one of its routes, and the backends it gives its settings to (each
+// Service backend of the Gateways' policies has the settings of the policy that applies to its rule, see
+// decideRules, or else to its Service port: see policyBackends.add).
 func applyBackendPolicies(in Input, bp *backendPolicies, gateways []*gateway, policies []*v1alpha1.LoadBalancerPolicy) map[types.NamespacedName]*BackendPolicy {
 	out := map[types.NamespacedName]*BackendPolicy{}
 	if len(in.BackendPolicies) == 0 {
@@ -193,7 +193,7 @@ func applyBackendPolicies(in Input, bp *backendPolicies, gateways []*gateway, po
 	keyOf := func(p *v1alpha1.BackendLoadBalancerPolicy) types.NamespacedName {
 		return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	}
-	ruleBackends := map[PolicyBackend]*v1alpha1.BackendLoadBalancerPolicy{}
+	ruleBackends := map[PolicyBackend]types.NamespacedName{}
 	for _, gw := range gateways {
 		maps.Copy(ruleBackends, gw.ruleBackends)
 		for _, l := range gw.listeners {
@@ -223,17 +223,15 @@ func applyBackendPolicies(in Input, bp *backendPolicies, gateways []*gateway, po
 			continue
 		}
 		for i := range lp.Spec.Backends {
-			b := &lp.Spec.Backends[i]
+			b := &lp.Spec.Backends[i] // read only: a policy is not changed once made
 			if b.Service == nil {
 				continue
 			}
 			sp := servicePort{namespace: b.Service.Namespace, name: b.Service.Name, port: b.Service.Port}
 			port := fmt.Sprintf("%s:%d", sp.name, sp.port)
 			lk := types.NamespacedName{Namespace: lp.Namespace, Name: lp.Name}
-			if rp := ruleBackends[PolicyBackend{Policy: lk, Backend: b.Name}]; rp != nil {
+			if rk, ok := ruleBackends[PolicyBackend{Policy: lk, Backend: b.Name}]; ok {
 				// A backend of a rule a policy targets: that policy's settings, whatever the Service's.
-				b.BackendSettings = *rp.Spec.Backend.DeepCopy()
-				rk := keyOf(rp)
 				if applied[rk] == nil {
 					applied[rk] = map[string][]PolicyBackend{}
 				}
@@ -249,7 +247,6 @@ func applyBackendPolicies(in Input, bp *backendPolicies, gateways []*gateway, po
 			if winner == nil {
 				continue
 			}
-			b.BackendSettings = *winner.Spec.Backend.DeepCopy()
 			wk := types.NamespacedName{Namespace: winner.Namespace, Name: winner.Name}
 			used[use{gw, wk}] = true
 			if applied[wk] == nil {

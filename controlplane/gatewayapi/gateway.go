@@ -11,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"github.com/lbplane/lbplane/api/v1alpha1"
 )
 
 // gateway is one Gateway of an lbplane class while it is translated.
@@ -24,8 +22,8 @@ type gateway struct {
 	// envoyPort maps a listener port to the Envoy port serving it (0: none was free).
 	envoyPort map[gwv1.PortNumber]int32
 	// ruleBackends are the backends of the Gateway's policies made for rules that a BackendLoadBalancerPolicy
-	// targets, with that policy (see addBackend).
-	ruleBackends map[PolicyBackend]*v1alpha1.BackendLoadBalancerPolicy
+	// targets, with that policy (see policyBackends.add).
+	ruleBackends map[PolicyBackend]types.NamespacedName
 }
 
 // listener is one Gateway listener and what attached to it.

@@ -160,7 +160,7 @@ func Translate(in Input) *Output {
 	bp := newBackendPolicies(in)
 	for _, gw := range ours {
 		bp.decideRules(gw)
-		out.Policies = append(out.Policies, gw.policies(in)...)
+		out.Policies = append(out.Policies, gw.policies(in, bp)...)
 		gw.finish()
 	}
 	slices.SortFunc(out.Policies, func(a, b *v1alpha1.LoadBalancerPolicy) int {

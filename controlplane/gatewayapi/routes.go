@@ -71,7 +71,7 @@ type vhost struct {
 }
 
 // policies makes the Gateway's policies: per listener port, one per host name served there.
-func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
+func (gw *gateway) policies(in Input, bp *backendPolicies) []*v1alpha1.LoadBalancerPolicy {
 	var out []*v1alpha1.LoadBalancerPolicy
 	byPort := map[gwv1.PortNumber][]*listener{}
 	var ports []gwv1.PortNumber
@@ -133,9 +133,17 @@ func (gw *gateway) policies(in Input) []*v1alpha1.LoadBalancerPolicy {
 		}
 		for _, h := range slices.Sorted(maps.Keys(hosts)) {
 			v := hosts[h]
-			p := gw.policy(in, port, v, owner(h, listeners))
+			slices.SortStableFunc(v.entries, precedence)
+			l := owner(h, listeners)
+			key := types.NamespacedName{Namespace: gw.obj.Namespace, Name: gw.policyName(port, h)}
+			p, ruleBackends := gw.policy(in, bp, port, v, l)
+			for name, rp := range ruleBackends {
+				if gw.ruleBackends == nil {
+					gw.ruleBackends = map[PolicyBackend]types.NamespacedName{}
+				}
+				gw.ruleBackends[PolicyBackend{Policy: key, Backend: name}] = rp
+			}
 			out = append(out, p)
-			key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 			for name := range v.listeners {
 				gw.result.Policies[name] = append(gw.result.Policies[name], key)
 			}
@@ -201,14 +209,20 @@ func isolatedFrom(l *listener, h string, listeners []*listener) bool {
 	return false
 }
 
-// policy makes the policy of one host name of one Envoy port; l is the listener the host name belongs to.
-func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener) *v1alpha1.LoadBalancerPolicy {
-	slices.SortStableFunc(v.entries, precedence)
+// policyName names the policy of host name h of an Envoy port of the Gateway.
+func (gw *gateway) policyName(port gwv1.PortNumber, h string) string {
 	hostLabel := "any"
-	if v.hostname != "" {
-		hostLabel = hash8(v.hostname)
+	if h != "" {
+		hostLabel = hash8(h)
 	}
-	name := fmt.Sprintf("gateway.%s.%d.%s", gw.obj.Name, port, hostLabel)
+	return fmt.Sprintf("gateway.%s.%d.%s", gw.obj.Name, port, hostLabel)
+}
+
+// policy makes the policy of one host name of one Envoy port, its entries in precedence order; l is the
+// listener the host name belongs to. It returns, with the policy, the backends it made for rules that a
+// BackendLoadBalancerPolicy targets, by name, with that policy.
+func (gw *gateway) policy(in Input, bp *backendPolicies, port gwv1.PortNumber, v *vhost, l *listener) (*v1alpha1.LoadBalancerPolicy, map[string]types.NamespacedName) {
+	name := gw.policyName(port, v.hostname)
 	p := &v1alpha1.LoadBalancerPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: gw.obj.Namespace, Name: name, CreationTimestamp: gw.obj.CreationTimestamp, Generation: 1,
@@ -232,11 +246,11 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 		}
 		p.Spec.Listener.TLS = &v1alpha1.ListenerTLS{Certificates: []v1alpha1.Certificate{cert}}
 	}
-	backends := map[string]int{} // backend name → index in spec.backends
+	pb := &policyBackends{bp: bp, index: map[string]int{}}
 	origins := make(map[string]RuleRef, len(v.entries))
 	names := make(map[string]bool, len(v.entries))
 	for _, e := range v.entries {
-		rt := gw.routeOf(e, routeName(e, names), p, backends, int32(port))
+		rt := pb.routeOf(e, routeName(e, names), p, int32(port))
 		p.Spec.Routes = append(p.Spec.Routes, rt)
 		ref := RuleRef{Route: e.rule.route.String(), Rule: e.rule.index, Match: e.index}
 		if n := e.rule.rule.Name; n != nil {
@@ -260,7 +274,7 @@ func (gw *gateway) policy(in Input, port gwv1.PortNumber, v *vhost, l *listener)
 		// Nothing attached: the host name answers 404, as it would with routes that do not match.
 		p.Spec.Routes = []v1alpha1.Route{{Name: "none", DirectResponse: &v1alpha1.DirectResponse{Status: 404}}}
 	}
-	return p
+	return p, pb.ruleBackends
 }
 
 // routeName names the route one match of one rule becomes after what it is made of, not after its place
@@ -279,9 +293,18 @@ func routeName(e entry, used map[string]bool) string {
 	return name
 }
 
+// policyBackends are the backends of one policy while it is made.
+type policyBackends struct {
+	bp *backendPolicies
+	// index maps a backend's name to its index in spec.backends.
+	index map[string]int
+	// ruleBackends are the backends made for rules that a BackendLoadBalancerPolicy targets, with it.
+	ruleBackends map[string]types.NamespacedName
+}
+
 // routeOf turns one match of one rule into a route of the policy, adding the Services it names to
 // spec.backends once per Service port.
-func (gw *gateway) routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, backends map[string]int, port int32) v1alpha1.Route {
+func (pb *policyBackends) routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy, port int32) v1alpha1.Route {
 	rt := v1alpha1.Route{Name: name}
 	m := e.match
 	if pm := m.Path; pm != nil && pm.Value != nil {
@@ -350,7 +373,7 @@ func (gw *gateway) routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy,
 			// A mirror that does not resolve copies nothing (the route's ResolvedRefs says why); nor does one
 			// of a Service port the rule routes to, nor a second one of the same (lbplane mirrors to other
 			// backends, each once: the first wins).
-			name := gw.addBackend(p, backends, b, e.rule.policy)
+			name := pb.add(p, b, e.rule.policy)
 			if !slices.ContainsFunc(rt.Mirrors, func(m v1alpha1.Mirror) bool { return m.Backend == name }) {
 				rt.Mirrors = append(rt.Mirrors, v1alpha1.Mirror{Backend: name, Percent: ptr(b.percent)})
 			}
@@ -361,7 +384,7 @@ func (gw *gateway) routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy,
 			errorWeight += b.weight
 			continue
 		}
-		bname := gw.addBackend(p, backends, b, e.rule.policy)
+		bname := pb.add(p, b, e.rule.policy)
 		if i := slices.IndexFunc(rt.Backends, func(r v1alpha1.BackendRef) bool { return r.Name == bname }); i >= 0 {
 			*rt.Backends[i].Weight += b.weight
 		} else {
@@ -384,22 +407,35 @@ func (gw *gateway) routeOf(e entry, name string, p *v1alpha1.LoadBalancerPolicy,
 	return rt
 }
 
-// addBackend adds the Service port b names to the policy's backends, once, and returns its name there. A
-// rule that a BackendLoadBalancerPolicy targets (rp) has backends of its own, named after the policy too,
-// which get that policy's settings (applyBackendPolicies).
-func (gw *gateway) addBackend(p *v1alpha1.LoadBalancerPolicy, backends map[string]int, b backend, rp *v1alpha1.BackendLoadBalancerPolicy) string {
+// add adds the Service port b names to the policy's backends, once, and returns its name there, with the
+// settings of the BackendLoadBalancerPolicy that applies to it: rp, the one that targets the rule, whose
+// backends are its own, named after rp too; else the one that applies to the Service port (forPort).
+func (pb *policyBackends) add(p *v1alpha1.LoadBalancerPolicy, b backend, rp *v1alpha1.BackendLoadBalancerPolicy) string {
+	name := backendName(b, rp)
+	if _, ok := pb.index[name]; ok {
+		return name
+	}
+	pb.index[name] = len(p.Spec.Backends)
+	nb := v1alpha1.Backend{Name: name, Service: &v1alpha1.ServiceRef{Namespace: b.namespace, Name: b.name, Port: b.port}}
+	if rp != nil {
+		if pb.ruleBackends == nil {
+			pb.ruleBackends = map[string]types.NamespacedName{}
+		}
+		pb.ruleBackends[name] = types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}
+		nb.BackendSettings = *rp.Spec.Backend.DeepCopy()
+	} else if winner, _ := pb.bp.forPort(servicePort{namespace: b.namespace, name: b.name, port: b.port}); winner != nil {
+		nb.BackendSettings = *winner.Spec.Backend.DeepCopy()
+	}
+	p.Spec.Backends = append(p.Spec.Backends, nb)
+	return name
+}
+
+// backendName names the backend of a policy that sends to the Service port b names, for the rules that rp
+// targets (nil: for the others).
+func backendName(b backend, rp *v1alpha1.BackendLoadBalancerPolicy) string {
 	name := fmt.Sprintf("%s-%d-%s", dnsLabel(b.name, 40), b.port, hash8(b.namespace, b.name)[:6])
 	if rp != nil {
 		name += "-" + hash8(rp.Namespace, rp.Name)[:6]
-		if gw.ruleBackends == nil {
-			gw.ruleBackends = map[PolicyBackend]*v1alpha1.BackendLoadBalancerPolicy{}
-		}
-		gw.ruleBackends[PolicyBackend{Policy: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, Backend: name}] = rp
-	}
-	if _, ok := backends[name]; !ok {
-		backends[name] = len(p.Spec.Backends)
-		p.Spec.Backends = append(p.Spec.Backends, v1alpha1.Backend{Name: name,
-			Service: &v1alpha1.ServiceRef{Namespace: b.namespace, Name: b.name, Port: b.port}})
 	}
 	return name
 }
