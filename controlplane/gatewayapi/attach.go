@@ -13,12 +13,15 @@ import (
 
 // attachedRule is one HTTPRoute rule attached to a listener, with the host names it serves there.
 type attachedRule struct {
-	route     types.NamespacedName
-	order     int // the route's place in the specification's order (oldest first, then namespace/name)
-	index     int // the rule's index in the route
-	rule      *gwv1.HTTPRouteRule
-	hostnames []string // "" is every host name
-	backends  []backend
+	route types.NamespacedName
+	// uid and generation are the HTTPRoute's: which version of its spec the rule is of (see builtKey).
+	uid        types.UID
+	generation int64
+	order      int // the route's place in the specification's order (oldest first, then namespace/name)
+	index      int // the rule's index in the route
+	rule       *gwv1.HTTPRouteRule
+	hostnames  []string // "" is every host name
+	backends   []backend
 	// policy is the BackendLoadBalancerPolicy that targets the rule (or its whole route), whose settings its
 	// backends get instead of their Services' (see backendPolicies.forRule); conflicted are the others that
 	// target it, invalid those that target it and apply nowhere.
@@ -228,10 +231,11 @@ func (gw *gateway) attachRoute(in Input, r *gwv1.HTTPRoute, order int, ref gwv1.
 		}
 		hostMatch = true
 		for i := range r.Spec.Rules {
-			l.rules = append(l.rules, attachedRule{route: key, order: order, index: i, rule: &r.Spec.Rules[i], hostnames: hosts, backends: backends[i]})
+			l.rules = append(l.rules, attachedRule{route: key, uid: r.UID, generation: r.Generation, order: order, index: i, rule: &r.Spec.Rules[i],
+				hostnames: hosts, backends: backends[i]})
 		}
 		if len(r.Spec.Rules) == 0 {
-			l.rules = append(l.rules, attachedRule{route: key, order: order, index: -1, hostnames: hosts})
+			l.rules = append(l.rules, attachedRule{route: key, uid: r.UID, generation: r.Generation, order: order, index: -1, hostnames: hosts})
 		}
 	}
 	switch {

@@ -75,6 +75,10 @@ type Input struct {
 	// Secret says what makes a Secret unusable as an HTTPS listener's certificate ("" when it is a Secret of
 	// type kubernetes.io/tls with a certificate chain and its key); nil finds none.
 	Secret func(types.NamespacedName) string
+	// Previous, when set, is the last translation: each of its policies whose inputs did not change is
+	// handed on again, the same pointer, instead of being made anew (see builtKey). The output is the same
+	// with or without it.
+	Previous *Output
 }
 
 // Output is what the Gateway API objects become.
@@ -92,6 +96,9 @@ type Output struct {
 	Secrets map[types.NamespacedName]bool
 	// BackendPolicies holds the status of every BackendLoadBalancerPolicy, by namespace/name.
 	BackendPolicies map[types.NamespacedName]*BackendPolicy
+	// built holds the policies made, by namespace/name, each with the key of what it was made of (see
+	// builtKey), for the next translation (Input.Previous).
+	built map[types.NamespacedName]builtPolicy
 }
 
 // Gateway is what one Gateway becomes.
@@ -122,7 +129,8 @@ type PortMapping struct {
 // Translate computes the policies and the status of every Gateway API object of lbplane's controller.
 func Translate(in Input) *Output {
 	out := &Output{Classes: map[string]gwv1.GatewayClassStatus{}, Gateways: map[types.NamespacedName]*Gateway{},
-		Routes: map[types.NamespacedName][]gwv1.RouteParentStatus{}, Secrets: map[types.NamespacedName]bool{}}
+		Routes: map[types.NamespacedName][]gwv1.RouteParentStatus{}, Secrets: map[types.NamespacedName]bool{},
+		built: map[types.NamespacedName]builtPolicy{}}
 	classes := map[string]*gwv1.GatewayClass{}
 	for _, c := range in.Classes {
 		if c.Spec.ControllerName != ControllerName {
@@ -160,7 +168,7 @@ func Translate(in Input) *Output {
 	bp := newBackendPolicies(in)
 	for _, gw := range ours {
 		bp.decideRules(gw)
-		out.Policies = append(out.Policies, gw.policies(in, bp)...)
+		out.Policies = append(out.Policies, gw.policies(in, bp, out.built)...)
 		gw.finish()
 	}
 	slices.SortFunc(out.Policies, func(a, b *v1alpha1.LoadBalancerPolicy) int {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -70,8 +71,10 @@ type vhost struct {
 	entries   []entry
 }
 
-// policies makes the Gateway's policies: per listener port, one per host name served there.
-func (gw *gateway) policies(in Input, bp *backendPolicies) []*v1alpha1.LoadBalancerPolicy {
+// policies makes the Gateway's policies: per listener port, one per host name served there. A policy whose
+// inputs (see builtKey) are those of the previous translation's policy of the same name is that policy, not
+// a new one; built records each policy made, with its key, for the next translation.
+func (gw *gateway) policies(in Input, bp *backendPolicies, built map[types.NamespacedName]builtPolicy) []*v1alpha1.LoadBalancerPolicy {
 	var out []*v1alpha1.LoadBalancerPolicy
 	byPort := map[gwv1.PortNumber][]*listener{}
 	var ports []gwv1.PortNumber
@@ -136,14 +139,27 @@ func (gw *gateway) policies(in Input, bp *backendPolicies) []*v1alpha1.LoadBalan
 			slices.SortStableFunc(v.entries, precedence)
 			l := owner(h, listeners)
 			key := types.NamespacedName{Namespace: gw.obj.Namespace, Name: gw.policyName(port, h)}
-			p, ruleBackends := gw.policy(in, bp, port, v, l)
-			for name, rp := range ruleBackends {
+			ik := gw.builtKey(in, bp, port, v, l)
+			var prev builtPolicy
+			if in.Previous != nil {
+				prev = in.Previous.built[key]
+			}
+			b := prev
+			if ik == "" || prev.key != ik {
+				b = builtPolicy{key: ik}
+				b.policy, b.ruleBackends = gw.policy(in, bp, port, v, l)
+				if prev.policy != nil && equality.Semantic.DeepEqual(prev.policy, b.policy) {
+					b.policy = prev.policy // made of other inputs, the same: handed on all the same
+				}
+			}
+			built[key] = b
+			for name, rp := range b.ruleBackends {
 				if gw.ruleBackends == nil {
 					gw.ruleBackends = map[PolicyBackend]types.NamespacedName{}
 				}
 				gw.ruleBackends[PolicyBackend{Policy: key, Backend: name}] = rp
 			}
-			out = append(out, p)
+			out = append(out, b.policy)
 			for name := range v.listeners {
 				gw.result.Policies[name] = append(gw.result.Policies[name], key)
 			}

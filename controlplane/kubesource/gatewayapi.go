@@ -191,12 +191,15 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 	in.Secret = func(name types.NamespacedName) string {
 		return s.secret(ctx, translate.SecretRef(name)).Problem(translate.SecretRef(name))
 	}
+	s.gw.mu.Lock()
+	in.Previous = s.gw.out
+	s.gw.mu.Unlock()
 	return gatewayapi.Translate(in)
 }
 
-// gatewayPolicies returns the policies the Gateways became, keeping the copy handed to the engine before
-// for every policy that did not change (the translator then skips it), and leaving out a name a
-// LoadBalancerPolicy already has.
+// gatewayPolicies returns the policies the Gateways became, leaving out a name a LoadBalancerPolicy already
+// has. Given the last translation, the translation hands on every policy that did not change as the same
+// pointer (the engine's translator then skips it).
 func (s *Source) gatewayPolicies(ctx context.Context, taken map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
 	out := s.translateGateways(ctx)
 	if out == nil {
@@ -209,10 +212,6 @@ func (s *Source) gatewayPolicies(ctx context.Context, taken map[types.Namespaced
 		if taken[key] != nil {
 			s.Log.Warn("a LoadBalancerPolicy has the name of a Gateway's policy; the Gateway's is not served", "policy", key.String())
 			continue
-		}
-		if old := s.gw.policies[key]; old != nil && reflect.DeepEqual(old.Spec, p.Spec) && maps.Equal(old.Annotations, p.Annotations) &&
-			old.CreationTimestamp.Equal(&p.CreationTimestamp) {
-			p = old
 		}
 		next[key] = p
 		list = append(list, p)
