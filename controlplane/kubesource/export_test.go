@@ -10,6 +10,17 @@ func StatusComputations() int64 { return computations.Load() }
 // OnStatusComputed calls f with the key of every policy whose status a writer of this process computes,
 // until the returned function is called.
 func OnStatusComputed(f func(objkey.Key)) (stop func()) {
+	return OnStatusComputedOfKind(func(kind string, k objkey.Key) {
+		if kind == kindPolicy {
+			f(k)
+		}
+	})
+}
+
+// OnStatusComputedOfKind calls f with the kind and the key of every object whose status a writer of this
+// process computes (LoadBalancerPolicy, GatewayClass, Gateway, HTTPRoute, BackendLoadBalancerPolicy), until
+// the returned function is called.
+func OnStatusComputedOfKind(f func(kind string, k objkey.Key)) (stop func()) {
 	computedHook.Store(&f)
 	return func() { computedHook.Store(nil) }
 }
@@ -25,3 +36,16 @@ var ServicePortsMoved = servicePortsMoved
 
 // SameTargets is sameTargets, for tests.
 var SameTargets = sameTargets
+
+// OnStatusTick calls f after every tick of the status writers of this process, until the returned function
+// is called.
+func OnStatusTick(f func()) (stop func()) {
+	tickHook.Store(&f)
+	return func() { tickHook.Store(nil) }
+}
+
+// The kinds OnStatusComputedOfKind names.
+const (
+	KindRoute   = kindRoute
+	KindGateway = kindGateway
+)

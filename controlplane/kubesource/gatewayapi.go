@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,10 +25,8 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/objkey"
-	"github.com/lbplane/lbplane/controlplane/policystatus"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
-	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // GatewayAPI turns on the Gateway API source: Gateways of lbplane's GatewayClasses, their HTTPRoutes and
@@ -50,13 +47,10 @@ type gatewayState struct {
 	// on: the CRDs are installed and the source runs; backendPolicies: the BackendLoadBalancerPolicy CRD too.
 	on, backendPolicies bool
 	mu                  sync.Mutex
-	// out is the last translation; policies the policies handed to the engine, by key.
+	// out is the last translation; policies the policies handed to the engine, by key. Both are replaced
+	// whole by each translation, never modified.
 	out      *gatewayapi.Output
 	policies map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy
-	// runs keeps, per policy, which proxies ran it (see runs), for Programmed.
-	runs map[types.NamespacedName]*runs
-	// loadWritten is when each BackendLoadBalancerPolicy's status last got fresh load figures (see limitLoad).
-	loadWritten map[types.NamespacedName]time.Time
 }
 
 // gatewayKinds are the Gateway API kinds watched.
@@ -72,7 +66,7 @@ const (
 // startGatewayAPI watches the Gateway API kinds when their CRDs are installed; without them it logs why the
 // source is off and lbplane serves LoadBalancerPolicies alone.
 func (s *Source) startGatewayAPI() error {
-	s.gw = &gatewayState{policies: map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy{}, runs: map[types.NamespacedName]*runs{}}
+	s.gw = &gatewayState{policies: map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy{}}
 	if s.GatewayAPI == nil {
 		return nil
 	}
@@ -116,7 +110,7 @@ func (s *Source) startGatewayAPI() error {
 			return err
 		}
 	}
-	return s.mgr.Add(onLeader(s.writeGatewayStatus))
+	return nil
 }
 
 // specChanged tells a change that can change what is served (generation, labels) from a status write.
@@ -258,136 +252,6 @@ func (s *Source) gatewayPoliciesWith(match func(*v1alpha1.LoadBalancerPolicy) bo
 	return out
 }
 
-// writeGatewayStatus writes, on the elected replica, the status of lbplane's GatewayClasses, Gateways and
-// HTTPRoutes, and keeps each Gateway's Service.
-func (s *Source) writeGatewayStatus(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-s.synced:
-	}
-	t := time.NewTicker(s.StatusInterval)
-	defer t.Stop()
-	for {
-		s.gatewayStatusTick(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-func (s *Source) gatewayStatusTick(ctx context.Context) {
-	s.gw.mu.Lock()
-	out := s.gw.out
-	s.gw.mu.Unlock()
-	if out == nil {
-		return
-	}
-	res, _ := s.Engine.Result()
-	if res == nil {
-		return
-	}
-	proxies := s.AllProxies(ctx)
-	now := metav1.Now()
-	cl := s.mgr.GetClient()
-	c := s.mgr.GetCache()
-	for name, st := range out.Classes {
-		var gc gwv1.GatewayClass
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, &gc); err != nil {
-			continue
-		}
-		next := gc.Status
-		next.Conditions = mergeConditions(gc.Status.Conditions, st.Conditions, now)
-		next.SupportedFeatures = st.SupportedFeatures
-		if !equalStatus(gc.Status, next) {
-			gc.Status = next
-			s.statusUpdate(ctx, cl, &gc)
-		}
-	}
-	addresses := s.keepGatewayServices(ctx, out)
-	for key, g := range out.Gateways {
-		var gw gwv1.Gateway
-		if err := c.Get(ctx, key, &gw); err != nil {
-			continue
-		}
-		next := g.Programmed(func(k types.NamespacedName) (bool, string) { return s.programmed(res, k, proxies, now) }, addresses[key])
-		next.Conditions = mergeConditions(gw.Status.Conditions, next.Conditions, now)
-		for i := range next.Listeners {
-			var old []metav1.Condition
-			for _, ol := range gw.Status.Listeners {
-				if ol.Name == next.Listeners[i].Name {
-					old = ol.Conditions
-				}
-			}
-			next.Listeners[i].Conditions = mergeConditions(old, next.Listeners[i].Conditions, now)
-		}
-		if !equalStatus(gw.Status, next) {
-			gw.Status = next
-			s.statusUpdate(ctx, cl, &gw)
-		}
-	}
-	for key, parents := range out.Routes {
-		// Read without a copy: every route is looked at every tick, and a copy of each was most of the tick's
-		// cost at thousands of routes. The cache's object is not modified: routeParents makes a new list, and
-		// only a route whose status changes is copied, for the write.
-		var r gwv1.HTTPRoute
-		if err := c.Get(ctx, key, &r, client.UnsafeDisableDeepCopy); err != nil {
-			continue
-		}
-		next := r.Status
-		next.Parents = routeParents(r.Status.Parents, parents, now)
-		if !equalStatus(r.Status, next) {
-			w := r.DeepCopy()
-			w.Status = *next.DeepCopy()
-			s.statusUpdate(ctx, cl, w)
-		}
-	}
-	s.dropStaleParents(ctx, out, now)
-	var health proxystats.Health
-	if s.Health != nil {
-		health = s.Health()
-	}
-	for key, st := range out.BackendPolicies {
-		var p v1alpha1.BackendLoadBalancerPolicy
-		if err := c.Get(ctx, key, &p); err != nil {
-			continue
-		}
-		next := *p.Status.DeepCopy()
-		next.Ancestors = policyAncestors(p.Status.Ancestors, st.Ancestors, now)
-		next.Backends = appliedHealth(res, health, st.Applied)
-		s.gw.mu.Lock()
-		written := s.gw.loadWritten[key]
-		s.gw.mu.Unlock()
-		fresh := !limitLoad(next.Backends, p.Status.Backends, written, now.Time, s.LoadStatusInterval)
-		if !equalStatus(p.Status, next) {
-			p.Status = next
-			s.statusUpdate(ctx, cl, &p)
-			if fresh {
-				s.gw.mu.Lock()
-				if s.gw.loadWritten == nil {
-					s.gw.loadWritten = map[types.NamespacedName]time.Time{}
-				}
-				s.gw.loadWritten[key] = now.Time
-				s.gw.mu.Unlock()
-			}
-		}
-	}
-	s.gw.mu.Lock()
-	for k := range s.gw.runs {
-		if s.gw.policies[k] == nil {
-			delete(s.gw.runs, k)
-		}
-	}
-	for k := range s.gw.loadWritten {
-		if out.BackendPolicies[k] == nil {
-			delete(s.gw.loadWritten, k)
-		}
-	}
-	s.gw.mu.Unlock()
-}
-
 // appliedHealth is what the Envoys report of each Service port a BackendLoadBalancerPolicy applies to,
 // named after the port: the health and load of the cluster the Gateways' policies send to it through (one,
 // shared by them all; see translate.shareClusters), read from the first of them that has a report.
@@ -417,60 +281,6 @@ func appliedHealth(res *translate.Result, health proxystats.Health, applied []ga
 
 // maxBackendStatuses is the CRD's bound on status.backends.
 const maxBackendStatuses = 64
-
-// dropStaleParents removes lbplane's entries from the status of every HTTPRoute that no longer has a parent
-// of lbplane's (its parentRefs changed, or its Gateways are gone or of another class): what was written of a
-// parent it left is not true any more. Other controllers' entries stay.
-func (s *Source) dropStaleParents(ctx context.Context, out *gatewayapi.Output, now metav1.Time) {
-	var all gwv1.HTTPRouteList
-	if err := s.mgr.GetCache().List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
-		return
-	}
-	for i := range all.Items {
-		r := &all.Items[i]
-		key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
-		if _, ours := out.Routes[key]; ours || !slices.ContainsFunc(r.Status.Parents, func(p gwv1.RouteParentStatus) bool {
-			return p.ControllerName == gatewayapi.ControllerName
-		}) {
-			continue
-		}
-		r = r.DeepCopy() // the cache's copy is shared
-		r.Status.Parents = routeParents(r.Status.Parents, nil, now)
-		if r.Status.Parents == nil {
-			r.Status.Parents = []gwv1.RouteParentStatus{} // required in the schema
-		}
-		s.statusUpdate(ctx, s.mgr.GetClient(), r)
-	}
-}
-
-func (s *Source) statusUpdate(ctx context.Context, cl client.Client, obj client.Object) {
-	if err := cl.Status().Update(ctx, obj); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-		s.Log.Warn("writing Gateway API status", "kind", fmt.Sprintf("%T", obj), "object", client.ObjectKeyFromObject(obj).String(), "error", err)
-	}
-}
-
-// programmed tells whether the Envoys of the policy's group run its current config, as the policy's own
-// Programmed condition would say.
-func (s *Source) programmed(res *translate.Result, k types.NamespacedName, proxies []xdsserver.ProxyStatus, now metav1.Time) (bool, string) {
-	pr := res.Policies.Of(k)
-	if pr == nil {
-		return false, "not translated yet"
-	}
-	s.gw.mu.Lock()
-	r := s.gw.runs[k]
-	if r == nil {
-		r = &runs{}
-		s.gw.runs[k] = r
-	}
-	s.gw.mu.Unlock()
-	st := policystatus.Compute(pr, r.view(proxies, pr), nil, now)
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgrammed); c != nil && c.Status == metav1.ConditionTrue {
-		return true, c.Message
-	} else if c != nil {
-		return false, c.Message
-	}
-	return false, "not programmed"
-}
 
 // routeParents is a route's status.parents with lbplane's entries replaced by ours: other controllers'
 // entries are theirs and stay; each of our conditions keeps its transition time from lbplane's entry for the

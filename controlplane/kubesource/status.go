@@ -49,14 +49,31 @@ type statusWriter struct {
 	healthPtr    uintptr
 	loadDue      time.Time
 	clusterOwner map[groupCluster]objkey.Key
+	// gw is what it knows of the Gateway API objects' status (gatewaystatus.go).
+	gw gatewayStatus
 }
 
-// computations counts the statuses computed by every writer of the process, for tests; computedHook, when
-// a test sets it, is told which policy each one was.
+// computations counts the statuses computed by every writer of the process (of policies, and of the
+// Gateway API objects), for tests; computedHook, when a test sets it, is told the kind and the key of each.
 var (
 	computations atomic.Int64
-	computedHook atomic.Pointer[func(objkey.Key)]
+	computedHook atomic.Pointer[func(kind string, k objkey.Key)]
 )
+
+// tickHook, when a test sets it, is called after every tick of a writer of this process.
+var tickHook atomic.Pointer[func()]
+
+// kindPolicy is the kind of the statuses computed for policies: a LoadBalancerPolicy's, or whether the
+// Envoys run a Gateway's policy.
+const kindPolicy = "LoadBalancerPolicy"
+
+// computed counts one status computation.
+func computed(kind string, k objkey.Key) {
+	computations.Add(1)
+	if f := computedHook.Load(); f != nil {
+		(*f)(kind, k)
+	}
+}
 
 // pendingGrace is how long a programmed policy whose resources changed (an EndpointSlice behind it, a
 // Secret) may show its proxies as pending before that is written: the proxies usually acknowledge within
@@ -87,10 +104,18 @@ func (w *statusWriter) Start(ctx context.Context) error {
 	if err := w.watchPolicies(ctx); err != nil {
 		return err
 	}
+	if s.gw != nil && s.gw.on {
+		if err := w.watchGateways(ctx); err != nil {
+			return err
+		}
+	}
 	t := time.NewTicker(s.StatusInterval)
 	defer t.Stop()
 	for {
 		w.writeAll(ctx)
+		if f := tickHook.Load(); f != nil {
+			(*f)()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -157,18 +182,30 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	}
 	prints := proxyPrints(proxies)
 	w.proxiesChanged(prints, todo)
-	w.healthChanged(health, time.Now(), todo)
+	healthMoved := w.healthChanged(health, time.Now(), todo)
 
+	// The policies the Gateways became are not objects of the cache: whether the Envoys run each is
+	// computed here, alike, for their Gateways' status.
+	var gateways map[objkey.Key]*v1alpha1.LoadBalancerPolicy
+	if s.gw != nil {
+		s.gw.mu.Lock()
+		gateways = s.gw.policies
+		s.gw.mu.Unlock()
+	}
 	now := metav1.Now()
 	var writes []statusWrite
 	for k := range todo {
 		pr := res.Policies.Of(k)
-		p := w.policy(ctx, k)
-		if pr == nil || p == nil {
+		gp := gateways[k]
+		var p *v1alpha1.LoadBalancerPolicy
+		if gp == nil {
+			p = w.policy(ctx, k)
+		}
+		if pr == nil || (p == nil && gp == nil) {
 			w.forget(k)
 			continue
 		}
-		if origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation {
+		if gp == nil && (origin[k] != engine.SourceKubernetes || pr.Generation != p.Generation) {
 			continue // not translated from this generation yet: its result will change
 		}
 		st := w.policies[k]
@@ -187,11 +224,18 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 			}
 			seen[k] = true
 		}
+		if gp != nil {
+			w.gatewayPolicy(gp, st, pr, proxies, now)
+			continue
+		}
 		if u, fresh := w.compute(st, p, pr, proxies, health, now); u != nil {
 			writes = append(writes, statusWrite{st: st, policy: u, fresh: fresh})
 		}
 	}
 	w.send(ctx, writes, now.Time)
+	if s.gw != nil && s.gw.on {
+		w.gatewayTick(ctx, res, health, healthMoved, now)
+	}
 	for k := range todo {
 		if st, ok := w.policies[k]; ok && (st.again || !st.settled) {
 			w.unsettled[k] = true
@@ -251,10 +295,7 @@ func (w *statusWriter) send(ctx context.Context, writes []statusWrite, now time.
 // load figures are the ones computed now. p is the informer's object: it is read, never modified.
 func (w *statusWriter) compute(st *policyState, p *v1alpha1.LoadBalancerPolicy, pr *translate.PolicyResult,
 	proxies []xdsserver.ProxyStatus, health proxystats.Health, now metav1.Time) (*v1alpha1.LoadBalancerPolicy, bool) {
-	computations.Add(1)
-	if f := computedHook.Load(); f != nil {
-		(*f)(pr.Key)
-	}
+	computed(kindPolicy, pr.Key)
 	st.again, st.settled = false, false
 	view := st.runs.view(proxies, pr)
 	next := policystatus.Compute(pr, view, health, now)

@@ -40,6 +40,8 @@ type policyState struct {
 	pendingSince time.Time
 	// loadWritten is when its load figures were last written.
 	loadWritten time.Time
+	// programmed is, for a Gateway's policy, whether the Envoys run it and why not (see gatewayPolicy).
+	programmed *programmedState
 }
 
 // groupPrint sums up a group's proxies: members covers which streams there are (and the types they
@@ -248,14 +250,15 @@ func (w *statusWriter) policy(ctx context.Context, k objkey.Key) *v1alpha1.LoadB
 // healthChanged lists the policies whose clusters' health changed since the last report: their endpoint
 // counts, ejections or endpoints down (see sameHealth). Requests, errors and latency, which move with
 // every report, are written at most every LoadStatusInterval (see limitLoad): every policy with a
-// report is looked at once per interval for them.
-func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo map[objkey.Key]bool) {
+// report is looked at once per interval for them. It reports whether any cluster's report changed (or was
+// due for its load figures).
+func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo map[objkey.Key]bool) (moved bool) {
 	var ptr uintptr
 	if h != nil {
 		ptr = reflect.ValueOf(h).Pointer()
 	}
 	if ptr == w.healthPtr {
-		return
+		return false
 	}
 	w.healthPtr = ptr
 	due := now.Sub(w.loadDue) >= w.s.LoadStatusInterval
@@ -263,6 +266,7 @@ func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo ma
 		w.loadDue = now
 	}
 	mark := func(g, c string) {
+		moved = true
 		if k, ok := w.clusterOwner[groupCluster{g, c}]; ok {
 			todo[k] = true
 		}
@@ -282,6 +286,7 @@ func (w *statusWriter) healthChanged(h proxystats.Health, now time.Time, todo ma
 		}
 	}
 	w.health = h
+	return moved
 }
 
 // sameHealth tells whether two reports of a cluster differ at most in the figures keepLoad keeps. A first

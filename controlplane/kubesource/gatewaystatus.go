@@ -1,0 +1,393 @@
+package kubesource
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/gatewayapi"
+	"github.com/lbplane/lbplane/controlplane/objkey"
+	"github.com/lbplane/lbplane/controlplane/policystatus"
+	"github.com/lbplane/lbplane/controlplane/proxystats"
+	"github.com/lbplane/lbplane/controlplane/translate"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
+)
+
+// The status of lbplane's GatewayClasses, Gateways, HTTPRoutes and BackendLoadBalancerPolicies is written by
+// the status writer, in the same tick as the policies' and by the same rule (see statuswork.go): an object's
+// status is computed only when its inputs changed since the writer last computed it. Those are its entry in
+// the translation (compared with the last translation's when a new one comes), its object (an informer
+// event: a spec change, or a status written by anyone), and for a Gateway the Programmed state of each of
+// its policies (computed as a policy's own: only when its result, its group's proxies or their NACKs
+// changed, or while it is pending) and its Service's addresses. A tick with nothing changed computes no
+// status; it only makes sure each Gateway's Service is there, from the cache.
+
+// The kinds whose status the writer writes besides LoadBalancerPolicy's.
+const (
+	kindClass         = "GatewayClass"
+	kindGateway       = "Gateway"
+	kindRoute         = "HTTPRoute"
+	kindBackendPolicy = "BackendLoadBalancerPolicy"
+)
+
+// gatewayObject names one Gateway API object whose status the writer writes.
+type gatewayObject struct {
+	kind string
+	key  types.NamespacedName
+}
+
+// gatewayStatus is what the status writer knows of the Gateway API objects' status.
+type gatewayStatus struct {
+	// out is the translation the last tick looked at; nil before the first, which computes everything.
+	out *gatewayapi.Output
+	// addresses are the Gateways' addresses the last tick found.
+	addresses map[types.NamespacedName][]gwv1.GatewayStatusAddress
+	events    gatewayEvents
+	// todo holds the objects to compute on this tick; again those whose write was refused, for the next.
+	todo, again map[gatewayObject]bool
+	// loadWritten is when each BackendLoadBalancerPolicy's status last got fresh load figures (see limitLoad).
+	loadWritten map[types.NamespacedName]time.Time
+}
+
+// gatewayEvents collects the Gateway API objects an informer event came for.
+type gatewayEvents struct {
+	mu   sync.Mutex
+	keys map[gatewayObject]bool
+}
+
+func (e *gatewayEvents) add(o any) {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	var kind string
+	switch o.(type) {
+	case *gwv1.GatewayClass:
+		kind = kindClass
+	case *gwv1.Gateway:
+		kind = kindGateway
+	case *gwv1.HTTPRoute:
+		kind = kindRoute
+	case *v1alpha1.BackendLoadBalancerPolicy:
+		kind = kindBackendPolicy
+	default:
+		return
+	}
+	obj := o.(client.Object)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.keys == nil {
+		e.keys = map[gatewayObject]bool{}
+	}
+	e.keys[gatewayObject{kind, client.ObjectKeyFromObject(obj)}] = true
+}
+
+func (e *gatewayEvents) take() map[gatewayObject]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := e.keys
+	e.keys = nil
+	return k
+}
+
+// watchGateways subscribes the writer to the events of the Gateway API kinds whose status it writes.
+func (w *statusWriter) watchGateways(ctx context.Context) error {
+	kinds := []client.Object{&gwv1.GatewayClass{}, &gwv1.Gateway{}, &gwv1.HTTPRoute{}}
+	if w.s.gw.backendPolicies {
+		kinds = append(kinds, &v1alpha1.BackendLoadBalancerPolicy{})
+	}
+	for _, obj := range kinds {
+		inf, err := w.s.mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    w.gw.events.add,
+			UpdateFunc: func(_, cur any) { w.gw.events.add(cur) },
+			DeleteFunc: w.gw.events.add,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mark puts an object on this tick's list.
+func (g *gatewayStatus) mark(kind string, key types.NamespacedName) {
+	if g.todo == nil {
+		g.todo = map[gatewayObject]bool{}
+	}
+	g.todo[gatewayObject{kind, key}] = true
+}
+
+// gatewayPolicy computes whether the Envoys run a Gateway's policy, as the policy's own Programmed
+// condition would say, and puts its Gateway on the tick's list when that changed. gp is the policy handed
+// to the engine, pr its result.
+func (w *statusWriter) gatewayPolicy(gp *v1alpha1.LoadBalancerPolicy, st *policyState, pr *translate.PolicyResult, proxies []xdsserver.ProxyStatus, now metav1.Time) {
+	computed(kindPolicy, pr.Key)
+	st.again, st.settled = false, false
+	next := policystatus.Compute(pr, st.runs.view(proxies, pr), nil, now)
+	ok, why, pending := false, "not programmed", false
+	if c := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionProgrammed); c != nil {
+		ok, why, pending = c.Status == metav1.ConditionTrue, c.Message, c.Reason == policystatus.ReasonPending
+	}
+	// Pending resolves by itself (the proxies acknowledge): look again on the next tick.
+	st.again = pending
+	st.settled = !pending && st.runs.covers(proxies, pr.ProxyGroup)
+	if st.programmed != nil && st.programmed.ok == ok && st.programmed.why == why {
+		return
+	}
+	st.programmed = &programmedState{ok: ok, why: why}
+	if gw, ok := objkey.Parse(gp.Annotations[gatewayapi.AnnotationGateway]); ok {
+		w.gw.mark(kindGateway, gw)
+	}
+}
+
+// programmedState is whether the Envoys run a Gateway's policy, and why not.
+type programmedState struct {
+	ok  bool
+	why string
+}
+
+// gatewayTick writes the status of the Gateway API objects whose inputs changed: the objects on the tick's
+// list (their Gateway's policies changed Programmed state, see gatewayPolicy), those an event came for,
+// those whose entry in the translation changed, those whose write was refused, and the
+// BackendLoadBalancerPolicies when the health of a cluster moved (healthMoved). It keeps each Gateway's
+// Service on every tick.
+func (w *statusWriter) gatewayTick(ctx context.Context, res *translate.Result, health proxystats.Health, healthMoved bool, now metav1.Time) {
+	s := w.s
+	s.gw.mu.Lock()
+	out := s.gw.out
+	s.gw.mu.Unlock()
+	g := &w.gw
+	todo := g.todo
+	g.todo = nil
+	if out == nil {
+		return
+	}
+	if todo == nil {
+		todo = map[gatewayObject]bool{}
+	}
+	for o := range g.events.take() {
+		todo[o] = true
+	}
+	for o := range g.again {
+		todo[o] = true
+	}
+	g.again = nil
+	prev := g.out
+	var gone []types.NamespacedName // routes with a parent of lbplane's before, none now
+	if out != prev {
+		changedEntries(todo, kindClass, prev, out, func(o *gatewayapi.Output) map[string]gwv1.GatewayClassStatus { return o.Classes })
+		changedKeys(todo, kindGateway, prev, out, func(o *gatewayapi.Output) map[types.NamespacedName]*gatewayapi.Gateway { return o.Gateways })
+		changedKeys(todo, kindRoute, prev, out, func(o *gatewayapi.Output) map[types.NamespacedName][]gwv1.RouteParentStatus { return o.Routes })
+		changedKeys(todo, kindBackendPolicy, prev, out, func(o *gatewayapi.Output) map[types.NamespacedName]*gatewayapi.BackendPolicy {
+			return o.BackendPolicies
+		})
+		if prev != nil {
+			for key := range prev.Routes {
+				if _, ok := out.Routes[key]; !ok {
+					gone = append(gone, key)
+				}
+			}
+		}
+		g.out = out
+	}
+	if healthMoved {
+		for key, st := range out.BackendPolicies {
+			if len(st.Applied) > 0 {
+				todo[gatewayObject{kindBackendPolicy, key}] = true
+			}
+		}
+	}
+	addresses := s.keepGatewayServices(ctx, out)
+	for key := range out.Gateways {
+		if prev == nil || !reflect.DeepEqual(addresses[key], g.addresses[key]) {
+			todo[gatewayObject{kindGateway, key}] = true
+		}
+	}
+	g.addresses = addresses
+
+	cl := s.mgr.GetClient()
+	c := s.mgr.GetCache()
+	write := func(kind string, obj client.Object) {
+		if err := cl.Status().Update(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			// A conflict (someone changed the object) is tried again on the next tick.
+			if g.again == nil {
+				g.again = map[gatewayObject]bool{}
+			}
+			g.again[gatewayObject{kind, client.ObjectKeyFromObject(obj)}] = true
+			if !apierrors.IsConflict(err) {
+				s.Log.Warn("writing Gateway API status", "kind", kind, "object", client.ObjectKeyFromObject(obj).String(), "error", err)
+			}
+		}
+	}
+	for o := range todo {
+		switch o.kind {
+		case kindClass:
+			st, ok := out.Classes[o.key.Name]
+			var gc gwv1.GatewayClass
+			if !ok || c.Get(ctx, o.key, &gc) != nil {
+				continue
+			}
+			computed(kindClass, o.key)
+			next := gc.Status
+			next.Conditions = mergeConditions(gc.Status.Conditions, st.Conditions, now)
+			next.SupportedFeatures = st.SupportedFeatures
+			if !equalStatus(gc.Status, next) {
+				gc.Status = next
+				write(kindClass, &gc)
+			}
+		case kindGateway:
+			gst := out.Gateways[o.key]
+			var gw gwv1.Gateway
+			if gst == nil || c.Get(ctx, o.key, &gw) != nil {
+				continue
+			}
+			computed(kindGateway, o.key)
+			next := gst.Programmed(w.gatewayPolicyProgrammed, addresses[o.key])
+			next.Conditions = mergeConditions(gw.Status.Conditions, next.Conditions, now)
+			for i := range next.Listeners {
+				var old []metav1.Condition
+				for _, ol := range gw.Status.Listeners {
+					if ol.Name == next.Listeners[i].Name {
+						old = ol.Conditions
+					}
+				}
+				next.Listeners[i].Conditions = mergeConditions(old, next.Listeners[i].Conditions, now)
+			}
+			if !equalStatus(gw.Status, next) {
+				gw.Status = next
+				write(kindGateway, &gw)
+			}
+		case kindRoute:
+			parents, ours := out.Routes[o.key]
+			// Read without a copy: only a route whose status changes is copied, for the write.
+			var r gwv1.HTTPRoute
+			if c.Get(ctx, o.key, &r, client.UnsafeDisableDeepCopy) != nil {
+				continue
+			}
+			if !ours {
+				w.dropStaleParents(&r, now, write)
+				continue
+			}
+			computed(kindRoute, o.key)
+			next := r.Status
+			next.Parents = routeParents(r.Status.Parents, parents, now)
+			if !equalStatus(r.Status, next) {
+				u := r.DeepCopy()
+				u.Status = *next.DeepCopy()
+				write(kindRoute, u)
+			}
+		case kindBackendPolicy:
+			st := out.BackendPolicies[o.key]
+			var p v1alpha1.BackendLoadBalancerPolicy
+			if st == nil || c.Get(ctx, o.key, &p) != nil {
+				continue
+			}
+			computed(kindBackendPolicy, o.key)
+			next := *p.Status.DeepCopy()
+			next.Ancestors = policyAncestors(p.Status.Ancestors, st.Ancestors, now)
+			next.Backends = appliedHealth(res, health, st.Applied)
+			fresh := !limitLoad(next.Backends, p.Status.Backends, g.loadWritten[o.key], now.Time, s.LoadStatusInterval)
+			if !equalStatus(p.Status, next) {
+				p.Status = next
+				write(kindBackendPolicy, &p)
+				if fresh && !g.again[o] {
+					if g.loadWritten == nil {
+						g.loadWritten = map[types.NamespacedName]time.Time{}
+					}
+					g.loadWritten[o.key] = now.Time
+				}
+			}
+		}
+	}
+	// Routes that left lbplane's Gateways: lbplane's entries go from their status. Before the first tick,
+	// every route is looked at.
+	if prev == nil {
+		var all gwv1.HTTPRouteList
+		if err := c.List(ctx, &all, client.UnsafeDisableDeepCopy); err == nil {
+			for i := range all.Items {
+				if _, ours := out.Routes[client.ObjectKeyFromObject(&all.Items[i])]; !ours {
+					w.dropStaleParents(&all.Items[i], now, write)
+				}
+			}
+		}
+	}
+	for _, key := range gone {
+		var r gwv1.HTTPRoute
+		if _, ours := out.Routes[key]; !ours && !todo[gatewayObject{kindRoute, key}] && c.Get(ctx, key, &r, client.UnsafeDisableDeepCopy) == nil {
+			w.dropStaleParents(&r, now, write)
+		}
+	}
+	for k := range g.loadWritten {
+		if out.BackendPolicies[k] == nil {
+			delete(g.loadWritten, k)
+		}
+	}
+}
+
+// gatewayPolicyProgrammed tells whether the Envoys run the Gateway's policy k, as gatewayPolicy last found.
+func (w *statusWriter) gatewayPolicyProgrammed(k types.NamespacedName) (bool, string) {
+	st := w.policies[k]
+	if st == nil || st.programmed == nil {
+		return false, "not translated yet"
+	}
+	return st.programmed.ok, st.programmed.why
+}
+
+// dropStaleParents removes lbplane's entries from the status of an HTTPRoute that no longer has a parent of
+// lbplane's (its parentRefs changed, or its Gateways are gone or of another class): what was written of a
+// parent it left is not true any more. Other controllers' entries stay. r is the cache's object: it is
+// copied before it is changed.
+func (w *statusWriter) dropStaleParents(r *gwv1.HTTPRoute, now metav1.Time, write func(string, client.Object)) {
+	if !slices.ContainsFunc(r.Status.Parents, func(p gwv1.RouteParentStatus) bool { return p.ControllerName == gatewayapi.ControllerName }) {
+		return
+	}
+	computed(kindRoute, client.ObjectKeyFromObject(r))
+	r = r.DeepCopy()
+	r.Status.Parents = routeParents(r.Status.Parents, nil, now)
+	if r.Status.Parents == nil {
+		r.Status.Parents = []gwv1.RouteParentStatus{} // required in the schema
+	}
+	write(kindRoute, r)
+}
+
+// changedKeys puts into todo the objects of kind whose entry (of the map entries gives) differs between
+// prev and out, or is new; nil prev: every one of out.
+func changedKeys[V any](todo map[gatewayObject]bool, kind string, prev, out *gatewayapi.Output, entries func(*gatewayapi.Output) map[types.NamespacedName]V) {
+	cur := entries(out)
+	var old map[types.NamespacedName]V
+	if prev != nil {
+		old = entries(prev)
+	}
+	for key, v := range cur {
+		if o, ok := old[key]; !ok || !reflect.DeepEqual(o, v) {
+			todo[gatewayObject{kind, key}] = true
+		}
+	}
+}
+
+// changedEntries is changedKeys for the GatewayClasses, which are named without a namespace.
+func changedEntries[V any](todo map[gatewayObject]bool, kind string, prev, out *gatewayapi.Output, entries func(*gatewayapi.Output) map[string]V) {
+	cur := entries(out)
+	var old map[string]V
+	if prev != nil {
+		old = entries(prev)
+	}
+	for name, v := range cur {
+		if o, ok := old[name]; !ok || !reflect.DeepEqual(o, v) {
+			todo[gatewayObject{kind, types.NamespacedName{Name: name}}] = true
+		}
+	}
+}
