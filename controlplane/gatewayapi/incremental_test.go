@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,8 +127,10 @@ func TestOneRouteChangeMakesOnlyItsHostNamesPolicy(t *testing.T) {
 
 // A translation given the previous one must give what a translation from scratch gives, after every change
 // of a random sequence: routes added, changed (their hosts, paths, backends, parents) and deleted, a
-// Gateway's listeners changed, ReferenceGrants added and removed, Services and BackendLoadBalancerPolicies
-// coming and going. Every change makes a new object with its generation moved, as the API server does.
+// Gateway's listeners changed (an HTTPS one among them, its certificate's Secret valid or not), an older
+// Gateway taking its Envoy port, ReferenceGrants added and removed, Services and
+// BackendLoadBalancerPolicies coming and going. Every change makes a new object with its generation
+// moved, as the API server does.
 func TestIncrementalTranslationMatchesFullTranslation(t *testing.T) {
 	r := rand.New(rand.NewPCG(44, 3000))
 	hosts := []string{"a.example", "b.example", "c.example", "x.wild.example", "*.wild.example", "y.wild.example"}
@@ -164,17 +167,37 @@ func TestIncrementalTranslationMatchesFullTranslation(t *testing.T) {
 		if r.IntN(3) == 0 {
 			ls = append(ls, httpListener("other", 8080, "a.example"))
 		}
+		if r.IntN(2) == 0 {
+			ls = append(ls, gwv1.Listener{Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr(gwv1.Hostname("*.example")),
+				TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: gwv1.ObjectName([]string{"cert", "other-cert"}[r.IntN(2)])}}}})
+		}
 		return ls
 	}
+	certOK := true
 	edge := served(allowAll(gw("infra", "edge", listeners()...)), next())
 	edge.UID = "edge-uid"
 	in := input([]*gwv1.Gateway{edge})
+	in.Secret = func(types.NamespacedName) string {
+		if certOK {
+			return ""
+		}
+		return "not a certificate and its key"
+	}
 	grant := served(&gwv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "routes"}, Spec: gwv1.ReferenceGrantSpec{
 		From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "apps"}},
 		To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Service"}}}}, next())
 	settings := []v1alpha1.BackendSettings{
 		{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmMaglev}},
 		{LoadBalancing: v1alpha1.LoadBalancing{Algorithm: v1alpha1.AlgorithmLeastRequest}},
+	}
+	// An older Gateway, when there, takes the Envoy port edge's port 80 would have: edge's moves.
+	var older *gwv1.Gateway
+	for i := 0; older == nil; i++ {
+		name := fmt.Sprintf("older%d", i)
+		if hash32("infra/"+name, "80")%uint32(len(in.Ports)) == hash32("infra/edge", "80")%uint32(len(in.Ports)) {
+			older = served(allowAll(gw("infra", name, httpListener("http", 80, ""))), next())
+			older.CreationTimestamp = metav1.NewTime(edge.CreationTimestamp.Add(-time.Hour))
+		}
 	}
 	var previous *Output
 	reused := 0
@@ -184,7 +207,7 @@ func TestIncrementalTranslationMatchesFullTranslation(t *testing.T) {
 		in.Gateways = slices.Clone(in.Gateways)
 		in.Grants = slices.Clone(in.Grants)
 		in.BackendPolicies = slices.Clone(in.BackendPolicies)
-		what := r.IntN(20)
+		what := r.IntN(22)
 		switch {
 		case what < 12:
 			ns := []string{"apps", "apps", "infra"}[r.IntN(3)]
@@ -219,6 +242,14 @@ func TestIncrementalTranslationMatchesFullTranslation(t *testing.T) {
 				delete(in.Services, key)
 			} else {
 				in.Services[key] = []int32{8080}
+			}
+		case what == 20:
+			certOK = !certOK
+		case what == 21:
+			if len(in.Gateways) == 1 {
+				in.Gateways = append(in.Gateways, older)
+			} else {
+				in.Gateways = in.Gateways[:1]
 			}
 		default:
 			name := fmt.Sprintf("blp%d", r.IntN(3))
