@@ -24,6 +24,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
+	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/translate"
@@ -94,18 +95,23 @@ func (s *Source) startGatewayAPI() error {
 		if err != nil {
 			return err
 		}
+		kind := kindOf(obj)
+		changed := func() {
+			s.Metrics.SourceChange(metrics.SourceKubernetes, kind, 1)
+			s.gatewayChanged()
+		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(o any, initial bool) {
 				if !initial {
-					s.gatewayChanged()
+					changed()
 				}
 			},
 			UpdateFunc: func(old, cur any) {
 				if specChanged(old, cur) {
-					s.gatewayChanged()
+					changed()
 				}
 			},
-			DeleteFunc: func(any) { s.gatewayChanged() },
+			DeleteFunc: func(any) { changed() },
 		}); err != nil {
 			return err
 		}
