@@ -49,3 +49,6 @@ const (
 	KindRoute   = kindRoute
 	KindGateway = kindGateway
 )
+
+// ResyncsOfEverything is how many resyncs of everything the sources of this process made so far.
+func ResyncsOfEverything() int64 { return resyncsOfEverything.Load() }

@@ -132,10 +132,10 @@ func specChanged(old, cur any) bool {
 	return o.GetGeneration() != c.GetGeneration() || (o.GetDeletionTimestamp() == nil) != (c.GetDeletionTimestamp() == nil)
 }
 
-// gatewayChanged makes the next resync translate the Gateway API objects again (and read everything).
+// gatewayChanged makes the next resync translate the Gateway API objects again.
 func (s *Source) gatewayChanged() {
 	s.known.mu.Lock()
-	s.known.pending.all = true
+	s.known.pending.gateways = true
 	s.known.mu.Unlock()
 	s.poke()
 }
@@ -200,7 +200,7 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 // gatewayPolicies returns the policies the Gateways became, leaving out a name a LoadBalancerPolicy already
 // has. Given the last translation, the translation hands on every policy that did not change as the same
 // pointer (the engine's translator then skips it).
-func (s *Source) gatewayPolicies(ctx context.Context, taken map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy) []*v1alpha1.LoadBalancerPolicy {
+func (s *Source) gatewayPolicies(ctx context.Context, taken func(types.NamespacedName) bool) []*v1alpha1.LoadBalancerPolicy {
 	out := s.translateGateways(ctx)
 	if out == nil {
 		return slices.Collect(maps.Values(s.gw.policies))
@@ -209,7 +209,7 @@ func (s *Source) gatewayPolicies(ctx context.Context, taken map[types.Namespaced
 	var list []*v1alpha1.LoadBalancerPolicy
 	for _, p := range out.Policies {
 		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-		if taken[key] != nil {
+		if taken(key) {
 			s.Log.Warn("a LoadBalancerPolicy has the name of a Gateway's policy; the Gateway's is not served", "policy", key.String())
 			continue
 		}
@@ -226,6 +226,32 @@ func (s *Source) gatewayPolicies(ctx context.Context, taken map[types.Namespaced
 	// Their references across namespaces were checked against ReferenceGrants by the translation.
 	s.Engine.SetGatewayPolicies(trusted)
 	return list
+}
+
+// updateGateways translates the Gateway API objects again into rd: the policies that moved (the translation
+// hands on the others as the same pointers), those that are gone, and what they reference that is read anew.
+// prev gets each changed policy's last version.
+func (s *Source) updateGateways(ctx context.Context, rd *round, prev map[objkey.Key]*v1alpha1.LoadBalancerPolicy) {
+	s.gw.mu.Lock()
+	old := s.gw.policies
+	s.gw.mu.Unlock()
+	// A LoadBalancerPolicy's name is not a Gateway's: the known policy under it is not the Gateway's own.
+	s.gatewayPolicies(ctx, func(k types.NamespacedName) bool { p := s.known.policies[k]; return p != nil && p != old[k] })
+	s.gw.mu.Lock()
+	cur := s.gw.policies
+	s.gw.mu.Unlock()
+	for k, p := range cur {
+		if old[k] != p {
+			prev[k] = old[k]
+			s.known.setPolicy(rd, k, p)
+		}
+	}
+	for k, p := range old {
+		if _, ok := cur[k]; !ok {
+			prev[k] = p
+			s.known.setPolicy(rd, k, nil)
+		}
+	}
 }
 
 // gatewayServiceUsers lists the Gateway policies that reference the Service name.

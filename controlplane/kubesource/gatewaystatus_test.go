@@ -31,7 +31,8 @@ import (
 // written, a tick with nothing changed computes no status of any Gateway API object. A change to one
 // HTTPRoute's path computes and writes that route's status (its observedGeneration moved) and no other
 // object's: its Gateway's status did not change. A new route writes its own status and its Gateway's (the
-// listener's attachedRoutes moved), and no other route's.
+// listener's attachedRoutes moved), and no other route's. Neither change reads everything again: the
+// Gateway API objects are translated again and the engine is handed the one policy that moved.
 func TestGatewayStatusComputesOnlyWhatChanged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
@@ -99,7 +100,8 @@ func TestGatewayStatusComputesOnlyWhatChanged(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cache := xdscache.New()
-	src := &kubesource.Source{Config: c.Config, Engine: engine.New(cache, log), Tracker: xdsserver.NewTracker(cache, log), Log: log,
+	eng := engine.New(cache, log)
+	src := &kubesource.Source{Config: c.Config, Engine: eng, Tracker: xdsserver.NewTracker(cache, log), Log: log,
 		StatusInterval: 100 * time.Millisecond, GatewayAPI: &kubesource.GatewayAPI{ProxyGroup: xdscache.DefaultGroup, Address: "127.0.0.1", Ports: []int32{20080}}}
 	if err := src.Start(); err != nil {
 		t.Fatal(err)
@@ -197,6 +199,7 @@ func TestGatewayStatusComputesOnlyWhatChanged(t *testing.T) {
 
 	// One route's path changes.
 	before := versions(n, "the routes before the change")
+	everything, translations := kubesource.ResyncsOfEverything(), eng.Translations()
 	r := &gwv1.HTTPRoute{}
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: "default", Name: "r-07"}, r); err != nil {
 		t.Fatal(err)
@@ -213,6 +216,12 @@ func TestGatewayStatusComputesOnlyWhatChanged(t *testing.T) {
 	}
 	if routes := slices.Compact(slices.Sorted(slices.Values(got[kubesource.KindRoute]))); !slices.Equal(routes, []string{"r-07"}) || len(got[kubesource.KindGateway]) > 0 {
 		t.Errorf("a change of r-07's path computed the status of routes %v and of the Gateway %d times, want r-07 alone", routes, len(got[kubesource.KindGateway]))
+	}
+	if d := kubesource.ResyncsOfEverything() - everything; d != 0 {
+		t.Errorf("a change of r-07's path read everything again %d times, want 0", d)
+	}
+	if d := eng.Translations() - translations; d != 1 {
+		t.Errorf("a change of r-07's path translated %d policies, want 1 (its host name's)", d)
 	}
 
 	// A new route: its status, and its Gateway's (attachedRoutes).

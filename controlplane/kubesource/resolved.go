@@ -78,6 +78,9 @@ func serviceRefs(p *v1alpha1.LoadBalancerPolicy) []translate.ServiceRef {
 // marks its Service) and Secrets, by namespace/name.
 type changes struct {
 	policies, services, secrets map[types.NamespacedName]bool
+	// gateways: a Gateway API object (or a Namespace's labels, a Service's ports) changed; the next resync
+	// translates the Gateway API objects again and hands on only the policies that moved.
+	gateways bool
 	// all is set by an event the sets cannot describe; the next resync reads everything.
 	all bool
 }

@@ -359,6 +359,9 @@ func (s *Source) resync(ctx context.Context) {
 			s.known.setPolicy(rd, key, p)
 		}
 	}
+	if ch.gateways && s.gw != nil && s.gw.on {
+		s.updateGateways(ctx, rd, prev)
+	}
 	// The policies a Service or Secret event touches are found through the index of the cache; what they
 	// reference is taken from the copies the engine has (a policy whose cached copy is newer is marked, and
 	// the next resync takes it). The Gateways' policies are not in the cache: their own list is searched.
@@ -407,9 +410,13 @@ func (s *Source) resync(ctx context.Context) {
 		"secrets read", len(rd.readSecrets), "duration", time.Since(start))
 }
 
+// resyncsOfEverything counts resyncAll's runs in this process, for tests.
+var resyncsOfEverything atomic.Int64
+
 // resyncAll reads every policy and everything they reference: the first resync, and after an event the
 // change sets cannot describe. Policies whose resource version did not move keep their copy.
 func (s *Source) resyncAll(ctx context.Context) {
+	resyncsOfEverything.Add(1)
 	var list v1alpha1.LoadBalancerPolicyList
 	// Read only: what is kept is copied below, and only when it changed.
 	if err := s.mgr.GetCache().List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
@@ -435,7 +442,7 @@ func (s *Source) resyncAll(ctx context.Context) {
 		policies = append(policies, p)
 	}
 	if s.gw != nil && s.gw.on {
-		for _, p := range s.gatewayPolicies(ctx, next.policies) {
+		for _, p := range s.gatewayPolicies(ctx, func(k types.NamespacedName) bool { return next.policies[k] != nil }) {
 			next.setPolicy(rd, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, p)
 			policies = append(policies, p)
 		}
