@@ -84,9 +84,7 @@ func Default(p *LoadBalancerPolicy) {
 		p.Namespace = DefaultNamespace
 	}
 	s := &p.Spec
-	if s.ProxyGroup == "" {
-		s.ProxyGroup = DefaultProxyGroup
-	}
+	s.ProxyGroup = s.ProxyGroupOrDefault()
 	if s.Listener.Address == "" {
 		s.Listener.Address = DefaultListenAddress
 	}
@@ -353,4 +351,13 @@ func DefaultPassive() *PassiveHealthCheck {
 		BaseEjectionTime:               &metav1.Duration{Duration: DefaultBaseEjectionTime},
 		MaxEjectionPercent:             ptr(int32(DefaultLocalOriginMaxEjectionPercent)),
 	}
+}
+
+// ProxyGroupOrDefault is the proxy group the policy is served to: spec.proxyGroup, or DefaultProxyGroup when it
+// names none, as Default sets it.
+func (s *LoadBalancerPolicySpec) ProxyGroupOrDefault() string {
+	if s.ProxyGroup == "" {
+		return DefaultProxyGroup
+	}
+	return s.ProxyGroup
 }

@@ -195,14 +195,6 @@ func (s *Split) overrides(id string) map[objkey.Key]*v1alpha1.LoadBalancerPolicy
 	return out
 }
 
-// groupOf is the proxy group a policy is served to.
-func groupOf(p *v1alpha1.LoadBalancerPolicy) string {
-	if p.Spec.ProxyGroup == "" {
-		return v1alpha1.DefaultProxyGroup
-	}
-	return p.Spec.ProxyGroup
-}
-
 // publishSplits publishes every split group's candidate and views, and ends the splits that were removed.
 // A view is translated from the sources' policies of its group with the baselines in place of the policies
 // its nodes are not canaries of: the policies that did not change translate to the same resources on every
@@ -226,7 +218,7 @@ func (e *Engine) publishSplits() {
 	all, _, _ := merge(e.sources)
 	byGroup := map[string][]*v1alpha1.LoadBalancerPolicy{}
 	for _, p := range all {
-		if g := groupOf(p); sp.byGroup[g] != nil {
+		if g := p.Spec.ProxyGroupOrDefault(); sp.byGroup[g] != nil {
 			byGroup[g] = append(byGroup[g], p)
 		}
 	}

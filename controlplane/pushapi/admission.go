@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	mathrand "math/rand/v2"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +26,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/rollout"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/translate"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // Admission decides whether pushes and deletes are taken, all or nothing, and writes the store and the
@@ -360,7 +359,7 @@ func (a *Admission) plan(req *request, dryRun bool) (*plan, int, []string) {
 			outcome = Unchanged
 			if !bytes.Equal(old.Document, d.Raw) {
 				outcome = Configured
-				if !sameSpec(old.Document, d.Raw) {
+				if !sameSpec(old, d.Policy) {
 					rec.Generation++
 				}
 			} else {
@@ -449,15 +448,12 @@ func newUID() string {
 	return hex.EncodeToString(b)
 }
 
-// sameSpec reports whether two documents have equal specs; metadata changes do not bump the generation.
-func sameSpec(a, b []byte) bool {
-	var pa, pb struct {
-		Spec any `json:"spec"`
-	}
-	if json.Unmarshal(a, &pa) != nil || json.Unmarshal(b, &pb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(pa.Spec, pb.Spec)
+// sameSpec tells whether the stored record old holds the spec p has, as the API server would tell it: by
+// the typed specs (a duration spelled 10s or 10000ms is the same), decoded once each (the record keeps its
+// policy, and p is the push's). A record that no longer decodes has another spec.
+func sameSpec(old *store.Record, p *v1alpha1.LoadBalancerPolicy) bool {
+	o, err := old.Policy()
+	return err == nil && equality.Semantic.DeepEqual(o.Spec, p.Spec)
 }
 
 func splitJoined(err error) []string {

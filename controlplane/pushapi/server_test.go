@@ -102,6 +102,23 @@ func TestApplyIsAllOrNothing(t *testing.T) {
 	if res.Policies[0].Outcome != pushapi.Configured || res.Policies[0].Generation != 2 {
 		t.Errorf("metadata change: %+v", res.Policies[0])
 	}
+	// The spec is compared as the API reads it: a duration spelled another way is the same spec, and a new
+	// value is a new one.
+	timed := func(d string) []byte {
+		return []byte(strings.Replace(doc("a", 80, "a3.example.com"), "backends: [{name: a,", "backends: [{name: a, connectTimeout: "+d+",", 1))
+	}
+	for _, step := range []struct {
+		timeout string
+		gen     int64
+	}{{"2s", 3}, {"2000ms", 3}, {"3s", 4}} {
+		res, err := c.Apply(ctx, timed(step.timeout), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Policies[0].Generation != step.gen {
+			t.Errorf("connectTimeout %s: generation %d, want %d", step.timeout, res.Policies[0].Generation, step.gen)
+		}
+	}
 }
 
 func TestConflictsAreRefused(t *testing.T) {

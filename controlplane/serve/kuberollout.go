@@ -38,13 +38,6 @@ func versionOf(p *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
 		Spec:       *p.Spec.DeepCopy()}
 }
 
-func groupOf(p *v1alpha1.LoadBalancerPolicy) string {
-	if p.Spec.ProxyGroup == "" {
-		return v1alpha1.DefaultProxyGroup
-	}
-	return p.Spec.ProxyGroup
-}
-
 // kubeMode is how an applied generation reaches the Envoys: immediate when its rollout-mode annotation
 // names this generation (lbctl rollout undo), else staged when it has spec.rollout, else the server's
 // default.
@@ -80,7 +73,7 @@ func (k *kubeRollouts) PolicyChanges(changes []kubesource.PolicyChange) {
 			unstaged = append(unstaged, key)
 			continue
 		}
-		staged = append(staged, rollout.Change{Key: key, Group: groupOf(p), Old: versionOf(ch.Old), New: versionOf(p), Generation: p.Generation, Rollout: p.Spec.Rollout})
+		staged = append(staged, rollout.Change{Key: key, Group: p.Spec.ProxyGroupOrDefault(), Old: versionOf(ch.Old), New: versionOf(p), Generation: p.Generation, Rollout: p.Spec.Rollout})
 	}
 	if len(unstaged) > 0 {
 		if err := k.ro.Unstage(unstaged); err != nil {

@@ -205,7 +205,7 @@ func clusterDiff(cmd *cobra.Command, g *globals, file string) ([]resdiff.Change,
 	oldDocs := make([]manifest.Document, 0, len(items))
 	for _, p := range items {
 		p.Status = v1alpha1.LoadBalancerPolicyStatus{}
-		oldDocs = append(oldDocs, manifest.Document{Source: "cluster " + p.Namespace + "/" + p.Name, Policy: p})
+		oldDocs = append(oldDocs, manifest.Document{Source: "cluster " + objkey.Of(p).String(), Policy: p})
 	}
 	return diffDocs(oldDocs, newDocs, "the cluster's policies")
 }

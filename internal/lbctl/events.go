@@ -10,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 func newEvents(g *globals) *cobra.Command {
@@ -126,7 +127,7 @@ func eventTable(evs []apiwire.HealthEvent) *metav1.Table {
 		{Name: "Seq", Type: "integer", Priority: 1},
 	}}
 	for _, e := range evs {
-		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{e.Time.Local().Format(time.TimeOnly), e.Type, e.Namespace + "/" + e.Policy,
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{e.Time.Local().Format(time.TimeOnly), e.Type, objkey.Key{Namespace: e.Namespace, Name: e.Policy}.String(),
 			e.Backend, e.Endpoint, e.Node, dash(strings.Join(e.Reasons, "; ")), e.Group, e.Seq}})
 	}
 	return t

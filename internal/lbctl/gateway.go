@@ -21,6 +21,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/trafficmodel"
 )
 
@@ -202,7 +203,7 @@ type gatewayTrace struct {
 
 func (p *gatewayPolicy) trace() *gatewayTrace {
 	return &gatewayTrace{Gateway: p.served.Gateway.String(), Port: p.served.Port, Hostname: p.served.Hostname, Listeners: p.served.Listeners,
-		Policy: p.policy.Namespace + "/" + p.policy.Name}
+		Policy: objkey.Of(p.policy).String()}
 }
 
 // ruleAt is the HTTPRoute rule of route i of spec.routes; nil for none.

@@ -17,6 +17,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/manifest"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // In Kubernetes mode lbctl rollout works on the policy, as kubectl rollout does on a Deployment: status
@@ -34,9 +35,9 @@ func kubeRollout(ctx context.Context, c *Cluster, ns, name string) (*apiwire.Rol
 		return nil, err
 	}
 	if p.Status.Rollout == nil {
-		return &apiwire.RolloutResult{Policy: ns + "/" + name, Generation: p.Generation, Rollout: apiwire.NoRollout(p.Generation), Conditions: p.Status.Conditions}, nil
+		return &apiwire.RolloutResult{Policy: objkey.Of(p).String(), Generation: p.Generation, Rollout: apiwire.NoRollout(p.Generation), Conditions: p.Status.Conditions}, nil
 	}
-	return &apiwire.RolloutResult{Policy: ns + "/" + name, Generation: p.Generation, Rollout: *p.Status.Rollout, Conditions: p.Status.Conditions}, nil
+	return &apiwire.RolloutResult{Policy: objkey.Of(p).String(), Generation: p.Generation, Rollout: *p.Status.Rollout, Conditions: p.Status.Conditions}, nil
 }
 
 // kubeRolloutAction pauses, resumes, aborts or undoes a policy's rollout; it returns what it did.
@@ -74,10 +75,7 @@ func kubeRolloutAction(ctx context.Context, c *Cluster, ns, name, action string)
 
 // kubeUndo makes the rollout's baseline the policy's spec again.
 func kubeUndo(ctx context.Context, c *Cluster, p *v1alpha1.LoadBalancerPolicy) (string, error) {
-	group := p.Spec.ProxyGroup
-	if group == "" {
-		group = v1alpha1.DefaultProxyGroup
-	}
+	group := p.Spec.ProxyGroupOrDefault()
 	cmName := apiwire.RolloutConfigMapName(group)
 	var cms corev1.ConfigMapList
 	ns := c.opts.lbplaneNamespace

@@ -23,6 +23,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/pushclient"
 )
 
@@ -191,7 +192,7 @@ func printPolicyStatus(w io.Writer, p *v1alpha1.LoadBalancerPolicy) error {
 	}
 	fmt.Fprintf(w, "  Proxies       %d connected, %d synced\n", st.Proxies.Connected, st.Proxies.Synced)
 	if r := st.Rollout; r != nil {
-		fmt.Fprintf(w, "  Rollout       %s\n", rolloutLine(&apiwire.RolloutResult{Policy: p.Namespace + "/" + p.Name, Rollout: *r}))
+		fmt.Fprintf(w, "  Rollout       %s\n", rolloutLine(&apiwire.RolloutResult{Policy: objkey.Of(p).String(), Rollout: *r}))
 	}
 	printOverrides(w, st.EndpointOverrides)
 	fmt.Fprintln(w)

@@ -366,8 +366,8 @@ func trafficDiff(cmd *cobra.Command, g *globals, from, file string, zone *string
 		gpvs := make([]*gatewayPreview, len(pvs))
 		for i, pv := range pvs {
 			gpvs[i] = &gatewayPreview{Preview: pv}
-			ns, name, _ := strings.Cut(pv.Policy, "/")
-			if gp := gateways[objkey.Key{Namespace: ns, Name: name}]; gp != nil {
+			if k, ok := objkey.Parse(pv.Policy); ok && gateways[k] != nil {
+				gp := gateways[k]
 				gpvs[i].Gateway, gpvs[i].gw = gp.trace(), gp
 			}
 		}
