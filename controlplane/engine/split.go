@@ -117,7 +117,7 @@ func (e *Engine) Serving(group, node string, k objkey.Key) (version string, gene
 	version = e.cache.TargetFor(group, node).Version
 	res := e.result
 	if s := e.split.byGroup[group]; s != nil && e.split.published[group] {
-		byNode, candidateID := s.nodeViews(node)
+		byNode, candidateID, _ := s.nodeViews(node)
 		if id := byNode[node]; !runsCandidate(id, candidateID) {
 			v := e.split.views[group][id]
 			if v == nil {
@@ -140,53 +140,63 @@ func (e *Engine) Serving(group, node string, k objkey.Key) (version string, gene
 func runsCandidate(id, candidateID string) bool { return id == candidateID && id != baseView }
 
 // nodeViews names each node's view of s (only that node's, unless only is empty): the policies it is a
-// canary of, sorted and joined. A node that is
-// a canary of every policy runs the candidate, and is named with candidate; when a policy's canaries run a
-// Candidate of their own, no view is the sources' and candidate names none.
-func (s *Split) nodeViews(only string) (byNode map[string]string, candidate string) {
-	of := map[string][]string{}
-	var all []string
+// canary of, sorted and joined, and canaryOf says them by the view's name. A node that is a canary of every
+// policy runs the candidate, and is named with candidate; when a policy's canaries run a Candidate of their
+// own, no view is the sources' and candidate names none.
+func (s *Split) nodeViews(only string) (byNode map[string]string, candidate string, canaryOf map[string]map[objkey.Key]bool) {
+	of := map[string][]objkey.Key{}
+	all := make([]objkey.Key, 0, len(s.Policies))
 	own := false
 	for k, p := range s.Policies {
 		own = own || p.Candidate != nil
-		all = append(all, k.String())
+		all = append(all, k)
 		if only != "" {
 			if p.Canaries[only] {
-				of[only] = append(of[only], k.String())
+				of[only] = append(of[only], k)
 			}
 			continue
 		}
 		for n := range p.Canaries {
-			of[n] = append(of[n], k.String())
+			of[n] = append(of[n], k)
 		}
 	}
-	slices.Sort(all)
-	candidate = strings.Join(all, "\n")
+	candidate = viewName(all)
 	if own {
 		candidate = "\x00" // no policy key has it
 	}
 	byNode = make(map[string]string, len(of))
+	canaryOf = map[string]map[objkey.Key]bool{}
 	for n, keys := range of {
-		slices.Sort(keys)
-		byNode[n] = strings.Join(keys, "\n")
+		id := viewName(keys)
+		byNode[n] = id
+		if canaryOf[id] == nil {
+			canaryOf[id] = make(map[objkey.Key]bool, len(keys))
+			for _, k := range keys {
+				canaryOf[id][k] = true
+			}
+		}
 	}
-	return byNode, candidate
+	return byNode, candidate, canaryOf
+}
+
+// viewName names the view of the nodes that are canaries of keys: their string forms, sorted and joined.
+func viewName(keys []objkey.Key) string {
+	slices.SortFunc(keys, objkey.Compare)
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.String()
+	}
+	return strings.Join(names, "\n")
 }
 
 // overrides are the policies a view runs at their baseline instead of the sources' version (a nil value:
-// not at all): those whose canaries the view's nodes are not among; and those whose canaries they are
-// among that run a Candidate of their own.
-func (s *Split) overrides(id string) map[objkey.Key]*v1alpha1.LoadBalancerPolicy {
-	canaryOf := map[string]bool{}
-	if id != baseView {
-		for _, k := range strings.Split(id, "\n") {
-			canaryOf[k] = true
-		}
-	}
+// not at all): those whose canaries the view's nodes are not among (canaryOf: the policies they are
+// canaries of); and those whose canaries they are among that run a Candidate of their own.
+func (s *Split) overrides(canaryOf map[objkey.Key]bool) map[objkey.Key]*v1alpha1.LoadBalancerPolicy {
 	out := map[objkey.Key]*v1alpha1.LoadBalancerPolicy{}
 	for k, p := range s.Policies {
 		switch {
-		case !canaryOf[k.String()]:
+		case !canaryOf[k]:
 			out[k] = p.Baseline
 		case p.Candidate != nil:
 			out[k] = p.Candidate
@@ -224,7 +234,7 @@ func (e *Engine) publishSplits() {
 	}
 	refs := e.refs()
 	for name, s := range sp.byGroup {
-		byNode, candidateID := s.nodeViews("")
+		byNode, candidateID, canaryOf := s.nodeViews("")
 		ids := map[string]bool{baseView: true}
 		for _, id := range byNode {
 			if id != candidateID {
@@ -243,7 +253,7 @@ func (e *Engine) publishSplits() {
 		states := map[string]*xdscache.State{}
 		failed := false
 		for id := range ids {
-			st, err := e.buildView(name, views, id, s.overrides(id), byGroup[name], refs)
+			st, err := e.buildView(name, views, id, s.overrides(canaryOf[id]), byGroup[name], refs)
 			if err != nil {
 				e.log.Error("building a view of a rollout failed; every node of the group gets the candidate", "group", name, "error", err)
 				failed = true
