@@ -10,6 +10,7 @@ import (
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/ir"
+	"github.com/lbplane/lbplane/controlplane/objkey"
 )
 
 // shareClusters names the Service backends' clusters of a policy the Gateway API translator made
@@ -87,7 +88,7 @@ func sharedClusterName(ref ServiceRef, c *ir.Cluster) string {
 	if ref.PortName != "" {
 		port = ref.PortName
 	}
-	return fmt.Sprintf("service/%s/%s/%s/%08x", ref.Namespace, ref.Name, port, uint32(h.Sum64()))
+	return objkey.Join("service", ref.Namespace, ref.Name, port, fmt.Sprintf("%08x", uint32(h.Sum64())))
 }
 
 // share is one policy's use of a shared cluster: its own copy (the same as every other's once translated
