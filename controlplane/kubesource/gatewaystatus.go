@@ -4,7 +4,6 @@ import (
 	"context"
 	"reflect"
 	"slices"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,10 +60,7 @@ type gatewayStatus struct {
 }
 
 // gatewayEvents collects the Gateway API objects an informer event came for.
-type gatewayEvents struct {
-	mu   sync.Mutex
-	keys map[gatewayObject]bool
-}
+type gatewayEvents struct{ pendingKeys[gatewayObject] }
 
 func (e *gatewayEvents) add(o any) {
 	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
@@ -83,21 +79,7 @@ func (e *gatewayEvents) add(o any) {
 	default:
 		return
 	}
-	obj := o.(client.Object)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.keys == nil {
-		e.keys = map[gatewayObject]bool{}
-	}
-	e.keys[gatewayObject{kind, client.ObjectKeyFromObject(obj)}] = true
-}
-
-func (e *gatewayEvents) take() map[gatewayObject]bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := e.keys
-	e.keys = nil
-	return k
+	e.put(gatewayObject{kind, client.ObjectKeyFromObject(o.(client.Object))})
 }
 
 // watchGateways subscribes the writer to the events of the Gateway API kinds whose status it writes.

@@ -179,34 +179,39 @@ func groupNames(a, b map[string]groupPrint) []string {
 	return out
 }
 
-// policyEvents collects the keys of policies whose object changed, from the informer's events.
-type policyEvents struct {
+// pendingKeys collects the keys of objects whose informer events came since the writer last took them.
+type pendingKeys[K comparable] struct {
 	mu   sync.Mutex
-	keys map[objkey.Key]bool
+	keys map[K]bool
 }
 
-func (e *policyEvents) add(o any) {
-	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
-	}
-	p, ok := o.(*v1alpha1.LoadBalancerPolicy)
-	if !ok {
-		return
-	}
+func (e *pendingKeys[K]) put(k K) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.keys == nil {
-		e.keys = map[objkey.Key]bool{}
+		e.keys = map[K]bool{}
 	}
-	e.keys[objkey.Of(p)] = true
+	e.keys[k] = true
 }
 
-func (e *policyEvents) take() map[objkey.Key]bool {
+func (e *pendingKeys[K]) take() map[K]bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := e.keys
 	e.keys = nil
 	return k
+}
+
+// policyEvents collects the keys of policies whose object changed, from the informer's events.
+type policyEvents struct{ pendingKeys[objkey.Key] }
+
+func (e *policyEvents) add(o any) {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	if p, ok := o.(*v1alpha1.LoadBalancerPolicy); ok {
+		e.put(objkey.Of(p))
+	}
 }
 
 // watchPolicies subscribes the writer to policy events and finds the informer's store, which it reads
