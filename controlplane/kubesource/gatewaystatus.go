@@ -170,12 +170,12 @@ func (w *statusWriter) gatewayTick(ctx context.Context, res *translate.Result, h
 	prev := g.out
 	var gone []types.NamespacedName // routes with a parent of lbplane's before, none now
 	if out != prev {
-		changedEntries(todo, kindClass, prev, out, func(o *gatewayapi.Output) map[string]gwv1.GatewayClassStatus { return o.Classes })
-		changedKeys(todo, kindGateway, prev, out, func(o *gatewayapi.Output) map[types.NamespacedName]*gatewayapi.Gateway { return o.Gateways })
-		changedKeys(todo, kindRoute, prev, out, func(o *gatewayapi.Output) map[types.NamespacedName][]gwv1.RouteParentStatus { return o.Routes })
+		changedKeys(todo, kindClass, prev, out, func(o *gatewayapi.Output) map[string]gwv1.GatewayClassStatus { return o.Classes }, className)
+		changedKeys(todo, kindGateway, prev, out, func(o *gatewayapi.Output) map[types.NamespacedName]*gatewayapi.Gateway { return o.Gateways }, sameKey)
+		changedKeys(todo, kindRoute, prev, out, func(o *gatewayapi.Output) map[types.NamespacedName][]gwv1.RouteParentStatus { return o.Routes }, sameKey)
 		changedKeys(todo, kindBackendPolicy, prev, out, func(o *gatewayapi.Output) map[types.NamespacedName]*gatewayapi.BackendPolicy {
 			return o.BackendPolicies
-		})
+		}, sameKey)
 		if prev != nil {
 			for key := range prev.Routes {
 				if _, ok := out.Routes[key]; !ok {
@@ -345,31 +345,23 @@ func (w *statusWriter) dropStaleParents(r *gwv1.HTTPRoute, now metav1.Time, writ
 	write(kindRoute, r)
 }
 
-// changedKeys puts into todo the objects of kind whose entry (of the map entries gives) differs between
-// prev and out, or is new; nil prev: every one of out.
-func changedKeys[V any](todo map[gatewayObject]bool, kind string, prev, out *gatewayapi.Output, entries func(*gatewayapi.Output) map[types.NamespacedName]V) {
+// changedKeys puts into todo the objects of kind whose entry (of the map entries gives, by a key that name
+// turns into the object's) differs between prev and out, or is new; nil prev: every one of out.
+func changedKeys[K comparable, V any](todo map[gatewayObject]bool, kind string, prev, out *gatewayapi.Output,
+	entries func(*gatewayapi.Output) map[K]V, name func(K) types.NamespacedName) {
 	cur := entries(out)
-	var old map[types.NamespacedName]V
+	var old map[K]V
 	if prev != nil {
 		old = entries(prev)
 	}
 	for key, v := range cur {
 		if o, ok := old[key]; !ok || !reflect.DeepEqual(o, v) {
-			todo[gatewayObject{kind, key}] = true
+			todo[gatewayObject{kind, name(key)}] = true
 		}
 	}
 }
 
-// changedEntries is changedKeys for the GatewayClasses, which are named without a namespace.
-func changedEntries[V any](todo map[gatewayObject]bool, kind string, prev, out *gatewayapi.Output, entries func(*gatewayapi.Output) map[string]V) {
-	cur := entries(out)
-	var old map[string]V
-	if prev != nil {
-		old = entries(prev)
-	}
-	for name, v := range cur {
-		if o, ok := old[name]; !ok || !reflect.DeepEqual(o, v) {
-			todo[gatewayObject{kind, types.NamespacedName{Name: name}}] = true
-		}
-	}
-}
+// sameKey is the key of an object named with a namespace; className the key of a GatewayClass, named
+// without one.
+func sameKey(k types.NamespacedName) types.NamespacedName { return k }
+func className(n string) types.NamespacedName             { return types.NamespacedName{Name: n} }

@@ -125,12 +125,12 @@ func routerFilter(l *ir.Listener) *routerv3.Router {
 
 func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionManager {
 	filters := slices.Clone(hopFilters())
-	if usesSessions(l) {
+	if anyRoute(l, func(r *ir.Route) bool { return r.Session != nil }) {
 		// Off unless a route turns it on (typed_per_filter_config), so routes without persistence pay nothing.
 		filters = append(filters, &hcmv3.HttpFilter{Name: statefulSessionFilter,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&statefulsessionv3.StatefulSession{})}})
 	}
-	if usesRateLimit(l) {
+	if anyRoute(l, func(r *ir.Route) bool { return r.RateLimit != nil }) {
 		filters = append(filters, rateLimitHTTPFilter(l))
 	}
 	filters = append(filters, &hcmv3.HttpFilter{
@@ -190,12 +190,12 @@ func httpConnectionManager(l *ir.Listener, scoped bool) *hcmv3.HttpConnectionMan
 	return hcm
 }
 
-func usesSessions(l *ir.Listener) bool {
+// anyRoute tells whether some route of the listener is one of which has is true: a listener's HTTP filters
+// that routes turn on (sessions, rate limits) are there only if some route does.
+func anyRoute(l *ir.Listener, has func(*ir.Route) bool) bool {
 	for _, vh := range l.VirtualHosts {
-		for _, r := range vh.Routes {
-			if r.Session != nil {
-				return true
-			}
+		if slices.ContainsFunc(vh.Routes, has) {
+			return true
 		}
 	}
 	return false

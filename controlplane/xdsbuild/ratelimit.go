@@ -43,18 +43,6 @@ func connectionRateLimit(l *ir.Listener, filters []*listenerv3.Filter) []*listen
 	return append(out, f, filters[len(filters)-1])
 }
 
-// usesRateLimit tells whether any route of the listener has a rate limit (and so needs the HTTP filter).
-func usesRateLimit(l *ir.Listener) bool {
-	for _, vh := range l.VirtualHosts {
-		for _, r := range vh.Routes {
-			if r.RateLimit != nil {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // rateLimitHTTPFilter is the connection manager's local rate limit filter, off unless a route turns it on:
 // each limited route carries its own bucket (typed_per_filter_config).
 func rateLimitHTTPFilter(l *ir.Listener) *hcmv3.HttpFilter {

@@ -116,10 +116,10 @@ func (s *trafficSides) previews() ([]*trafficmodel.Preview, error) {
 	var out []*trafficmodel.Preview
 	for _, k := range s.keys {
 		pv, err := s.preview(k, nil, s.envoys)
-		if err != nil || pv == nil {
-			if err != nil {
-				return nil, err
-			}
+		if err != nil {
+			return nil, err
+		}
+		if pv == nil {
 			continue
 		}
 		if s.ifChanged[k] && !pv.Added && !pv.Removed && !trafficChanges([]*trafficmodel.Preview{pv}) {
