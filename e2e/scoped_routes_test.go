@@ -35,9 +35,10 @@ func reloadCounters(t *testing.T, e *Envoy) map[string]int {
 }
 
 // More hosts on one port than ir.ScopedRoutesAbove: each host is served from its own scope and route table.
-// Every host answers (with or without the port in Host), an unknown host gets 404, and changing one policy's
-// route makes Envoy reload that host's route table alone (its rds counters), after which the host is routed
-// to its new backend; for delta and state-of-the-world xDS.
+// Every host answers (with or without the port in Host), an unknown host gets 404 (a catch-all host that
+// answers 404 needs no scope of its own), and changing one policy's route makes Envoy reload that host's
+// route table alone (its rds counters), after which the host is routed to its new backend; for delta and
+// state-of-the-world xDS.
 func TestManyHostsOnOnePortServedAsScopedRoutes(t *testing.T) {
 	t.Parallel()
 	for _, delta := range []bool{true, false} {
@@ -57,7 +58,15 @@ spec:
       endpoints: [{address: 127.0.0.1, port: %d}]
 `, i, port, i, backend, bport)
 			}
-			var docs []string
+			// The catch-all host answering 404 (what a Gateway listener without a host name has) needs no
+			// scope: the port is still served as scoped routes, and a host without one still gets 404.
+			docs := []string{fmt.Sprintf(`apiVersion: lbplane.io/v1alpha1
+kind: LoadBalancerPolicy
+metadata: {name: any-host}
+spec:
+  listener: {address: 127.0.0.1, port: %d, protocol: HTTP}
+  routes: [{name: none, directResponse: {status: 404}}]
+`, port)}
 			for i := range hosts {
 				docs = append(docs, doc(i, "old", b[0].Port))
 			}

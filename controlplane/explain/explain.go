@@ -61,7 +61,7 @@ func FromIR(g *ir.Group) Lookup {
 					}
 				default:
 					for _, vh := range l.VirtualHosts {
-						if l.HostRouteConfigName(vh) == name {
+						if l.HostRouteConfigName(vh) == name && !vh.ImpliedByScopes() {
 							return xdsbuild.HostRouteConfig(l, vh)
 						}
 					}

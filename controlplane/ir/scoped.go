@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"reflect"
 	"strings"
 
 	"github.com/lbplane/lbplane/controlplane/objkey"
@@ -32,8 +33,12 @@ func (l *Listener) Scopable() bool {
 	return true
 }
 
-// Scopable says whether every host name of vh can be a scope key (see Listener.Scopable).
+// Scopable says whether every host name of vh can be a scope key (see Listener.Scopable), or vh needs no
+// scope (see ImpliedByScopes).
 func (vh *VirtualHost) Scopable() bool {
+	if vh.ImpliedByScopes() {
+		return true
+	}
 	if len(vh.Domains) == 0 {
 		return false
 	}
@@ -43,6 +48,24 @@ func (vh *VirtualHost) Scopable() bool {
 		}
 	}
 	return true
+}
+
+// ImpliedByScopes says whether vh is the catch-all host ("*") and answers every request with a bare 404, as
+// a Gateway listener with no host name does for names no route serves. On a port served as scoped routes,
+// such a host gets no scope and no route table: a request whose host finds no scope gets Envoy's 404, the
+// same answer. Without this, one such host kept a Gateway of thousands of host names in a single table.
+func (vh *VirtualHost) ImpliedByScopes() bool {
+	if len(vh.Domains) != 1 || vh.Domains[0] != "*" || vh.UpstreamHostHeader != "" || len(vh.Routes) != 1 {
+		return false
+	}
+	r := *vh.Routes[0]
+	if (r.PathType != "" && r.PathType != PathPrefix) || (r.Path != "" && r.Path != "/") {
+		return false
+	}
+	// What shapes only a request sent upstream does nothing to an answer of Envoy's own; anything else
+	// (a header match, a rate limit, response headers) keeps the host a host.
+	r.Name, r.Source, r.PathType, r.Path, r.Timeout, r.IdleTimeout, r.Retry, r.HashKeys = "", Source{}, "", "", 0, nil, nil, nil
+	return reflect.DeepEqual(r, Route{DirectResponse: &DirectResponse{Status: 404}})
 }
 
 // ScopedPort returns the port of the listener of g whose hosts are served as scoped routes, or 0 for none.

@@ -31,6 +31,41 @@ func TestScopedPortThresholdAndWildcards(t *testing.T) {
 	}
 }
 
+// A catch-all host that answers every request with a bare 404 (a Gateway listener without a host name)
+// needs no scope: the port is still served as scoped routes. A catch-all that does anything else keeps the
+// single table.
+func TestCatchAllNotFoundNeedsNoScope(t *testing.T) {
+	notFound := func() *Route {
+		return &Route{Name: "default/any/none", PathType: PathPrefix, Path: "/", Timeout: 15e9, Retry: &Retry{Attempts: 2},
+			DirectResponse: &DirectResponse{Status: 404}}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*VirtualHost)
+		want   bool
+	}{
+		{"bare 404", func(*VirtualHost) {}, true},
+		{"with a body", func(vh *VirtualHost) { vh.Routes[0].DirectResponse.Body = "no such host" }, false},
+		{"another status", func(vh *VirtualHost) { vh.Routes[0].DirectResponse.Status = 503 }, false},
+		{"a header match", func(vh *VirtualHost) { vh.Routes[0].Headers = []HeaderMatch{{Name: "x", Type: HeaderPresent}} }, false},
+		{"a path of its own", func(vh *VirtualHost) { vh.Routes[0].Path = "/x" }, false},
+		{"response headers", func(vh *VirtualHost) { vh.Routes[0].ResponseHeaders = &HeaderChanges{Remove: []string{"server"}} }, false},
+		{"a second route", func(vh *VirtualHost) { vh.Routes = append(vh.Routes, notFound()) }, false},
+		{"a backend", func(vh *VirtualHost) {
+			vh.Routes[0].DirectResponse = nil
+			vh.Routes[0].Clusters = []WeightedCluster{{Name: "c", Weight: 1}}
+		}, false},
+	} {
+		g := scopedGroup(ScopedRoutesAbove+1, false)
+		vh := &VirtualHost{Name: "default/any", Domains: []string{"*"}, Routes: []*Route{notFound()}}
+		c.change(vh)
+		g.Listeners[0].VirtualHosts = append(g.Listeners[0].VirtualHosts, vh)
+		if got := g.Listeners[0].Scopable(); got != c.want {
+			t.Errorf("%s: port 8080 scopable %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // NACK attribution: a host's route table and each of its scopes name the policy they came from.
 func TestOwnersOfPerHostResources(t *testing.T) {
 	g := scopedGroup(ScopedRoutesAbove+1, false)

@@ -314,13 +314,19 @@ func BuildFrom(cfg *ir.Config, namespace, name string, served Lookup) (*Built, e
 }
 
 // virtualHostOf is the virtual host of vh as served (in its port's route table, or its own one on a port
-// served as scoped routes), or as xdsbuild builds it when served is nil.
+// served as scoped routes), or as xdsbuild builds it when served is nil or vh needs no scope.
 func virtualHostOf(g *ir.Group, l *ir.Listener, vh *ir.VirtualHost, served Lookup) (*routev3.VirtualHost, error) {
+	built := func() *routev3.VirtualHost {
+		return xdsbuild.RouteConfig(&ir.Listener{Name: l.Name, VirtualHosts: []*ir.VirtualHost{vh}}).GetVirtualHosts()[0]
+	}
 	if served == nil {
-		return xdsbuild.RouteConfig(&ir.Listener{Name: l.Name, VirtualHosts: []*ir.VirtualHost{vh}}).GetVirtualHosts()[0], nil
+		return built(), nil
 	}
 	name := l.RouteConfigName()
 	if scoped := g.ScopedPort(); scoped != 0 && l.Port == scoped {
+		if vh.ImpliedByScopes() {
+			return built(), nil // served as no scope: Envoy's answer to a host without one is the same bare 404
+		}
 		name = l.HostRouteConfigName(vh)
 	}
 	rc, _ := served(g.Name, resource.RouteType, name).(*routev3.RouteConfiguration)

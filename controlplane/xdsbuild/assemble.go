@@ -441,7 +441,9 @@ func hostRoutes(g *ir.Group, prev *routeBuild, l *ir.Listener, put func(string, 
 		for _, r := range vh.Routes {
 			errs = append(errs, checkRoute(g, r))
 		}
-		put(resource.RouteType, HostRouteConfig(l, vh))
+		if !vh.ImpliedByScopes() {
+			put(resource.RouteType, HostRouteConfig(l, vh))
+		}
 		for _, sc := range Scopes(l, vh) {
 			put(resource.ScopedRouteType, sc)
 		}
@@ -490,6 +492,9 @@ func unscopable(was *ir.Listener, count int, l *ir.Listener) int {
 // removeHosts removes the route tables and scopes of virtual hosts of a port served as scoped routes.
 func removeHosts(remove func(string, string), l *ir.Listener, vhosts []*ir.VirtualHost) {
 	for _, vh := range vhosts {
+		if vh.ImpliedByScopes() {
+			continue // it had neither
+		}
 		remove(resource.RouteType, l.HostRouteConfigName(vh))
 		for _, d := range vh.Domains {
 			remove(resource.ScopedRouteType, l.ScopeName(d))

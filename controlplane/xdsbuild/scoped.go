@@ -26,8 +26,11 @@ func HostRouteConfig(l *ir.Listener, vh *ir.VirtualHost) *routev3.RouteConfigura
 }
 
 // Scopes builds the scopes of one virtual host: one per host name, each sending its requests to the
-// host's route table.
+// host's route table; none for a host that needs none (ir.VirtualHost.ImpliedByScopes).
 func Scopes(l *ir.Listener, vh *ir.VirtualHost) []*routev3.ScopedRouteConfiguration {
+	if vh.ImpliedByScopes() {
+		return nil
+	}
 	out := make([]*routev3.ScopedRouteConfiguration, 0, len(vh.Domains))
 	for _, d := range vh.Domains {
 		out = append(out, &routev3.ScopedRouteConfiguration{
