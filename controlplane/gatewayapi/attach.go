@@ -68,11 +68,13 @@ func (g grants) allows(fromKind, from, toKind, to, name string) bool {
 	return false
 }
 
-// attach attaches the route to each parent of lbplane's, and returns the route's parent statuses.
-func attach(in Input, r *gwv1.HTTPRoute, order int, gateways map[types.NamespacedName]*gateway, grants grants) []gwv1.RouteParentStatus {
+// attach attaches the route to each parent of lbplane's, and returns what it made: the route's parent
+// statuses and the rules it attached, with the Services it read (see attachedRoute).
+func attach(in Input, r *gwv1.HTTPRoute, order int, gateways map[types.NamespacedName]*gateway, grants grants) *attachedRoute {
+	a := &attachedRoute{route: r}
 	var out []gwv1.RouteParentStatus
 	gen := r.Generation
-	backends, resolved, reason, msg := resolveBackends(in, r, grants)
+	backends, resolved, reason, msg := resolveBackends(in, r, grants, a)
 	for _, ref := range r.Spec.ParentRefs {
 		group, kind := gwv1.GroupName, "Gateway"
 		if ref.Group != nil {
@@ -93,7 +95,7 @@ func attach(in Input, r *gwv1.HTTPRoute, order int, gateways map[types.Namespace
 			continue // not lbplane's (or not there): another controller's to answer
 		}
 		ps := gwv1.RouteParentStatus{ParentRef: ref, ControllerName: ControllerName}
-		ok, why, text := gw.attachRoute(in, r, order, ref, backends)
+		ok, why, text := gw.attachRoute(in, r, order, ref, backends, a)
 		if ok {
 			ps.Conditions = append(ps.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "route accepted", gen))
 		} else {
@@ -102,11 +104,13 @@ func attach(in Input, r *gwv1.HTTPRoute, order int, gateways map[types.Namespace
 		ps.Conditions = append(ps.Conditions, condition(string(gwv1.RouteConditionResolvedRefs), resolved, reason, msg, gen))
 		out = append(out, ps)
 	}
-	return out
+	a.parents = out
+	return a
 }
 
-// resolveBackends resolves every backendRef of every rule, and says whether all of them resolved.
-func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, bool, string, string) {
+// resolveBackends resolves every backendRef of every rule, and says whether all of them resolved; a
+// records the Services it looked up.
+func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants, a *attachedRoute) ([][]backend, bool, string, string) {
 	out := make([][]backend, len(r.Spec.Rules))
 	reason, msg := "", ""
 	fail := func(rs gwv1.RouteConditionReason, m func() string) {
@@ -165,7 +169,9 @@ func resolveBackends(in Input, r *gwv1.HTTPRoute, grants grants) ([][]backend, b
 				fail(gwv1.RouteReasonUnsupportedValue, func() string { return fmt.Sprintf("%s: port is required for a Service", n.path()) })
 			default:
 				b.port = int32(*ref.Port)
-				ports, ok := in.Services[types.NamespacedName{Namespace: b.namespace, Name: b.name}]
+				svc := types.NamespacedName{Namespace: b.namespace, Name: b.name}
+				ports, ok := in.Services[svc]
+				a.services = append(a.services, seenService{name: svc, ports: ports, found: ok})
 				switch {
 				case !ok:
 					b.invalid = true
@@ -202,25 +208,26 @@ func mirrorPercent(m *gwv1.HTTPRequestMirrorFilter) int32 {
 	return 100
 }
 
-// attachRoute attaches r to the listeners of gw that ref selects and that take it; it says why not when
-// none does.
-func (gw *gateway) attachRoute(in Input, r *gwv1.HTTPRoute, order int, ref gwv1.ParentReference, backends [][]backend) (bool, string, string) {
-	var candidates []*listener
-	for _, l := range gw.listeners {
+// attachRoute attaches r to the listeners of gw that ref selects and that take it, recording each rule in a;
+// it says why not when none does.
+func (gw *gateway) attachRoute(in Input, r *gwv1.HTTPRoute, order int, ref gwv1.ParentReference, backends [][]backend, a *attachedRoute) (bool, string, string) {
+	var candidates []int
+	for i, l := range gw.listeners {
 		if ref.SectionName != nil && l.spec.Name != *ref.SectionName {
 			continue
 		}
 		if ref.Port != nil && l.spec.Port != *ref.Port {
 			continue
 		}
-		candidates = append(candidates, l)
+		candidates = append(candidates, i)
 	}
 	if len(candidates) == 0 {
 		return false, string(gwv1.RouteReasonNoMatchingParent), "no listener of the Gateway matches the parentRef's sectionName and port"
 	}
 	allowed, hostMatch := false, false
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
-	for _, l := range candidates {
+	for _, li := range candidates {
+		l := gw.listeners[li]
 		if !l.valid || !slices.Contains(l.kinds, httpRouteKind) || !gw.allows(l, r.Namespace, in.Namespaces) {
 			continue
 		}
@@ -230,12 +237,16 @@ func (gw *gateway) attachRoute(in Input, r *gwv1.HTTPRoute, order int, ref gwv1.
 			continue
 		}
 		hostMatch = true
+		place := func(ar attachedRule) {
+			a.placed = append(a.placed, placedRule{gateway: gw.key, listener: li, rule: ar})
+			ar.order = order
+			l.rules = append(l.rules, ar)
+		}
 		for i := range r.Spec.Rules {
-			l.rules = append(l.rules, attachedRule{route: key, uid: r.UID, generation: r.Generation, order: order, index: i, rule: &r.Spec.Rules[i],
-				hostnames: hosts, backends: backends[i]})
+			place(attachedRule{route: key, uid: r.UID, generation: r.Generation, index: i, rule: &r.Spec.Rules[i], hostnames: hosts, backends: backends[i]})
 		}
 		if len(r.Spec.Rules) == 0 {
-			l.rules = append(l.rules, attachedRule{route: key, uid: r.UID, generation: r.Generation, order: order, index: -1, hostnames: hosts})
+			place(attachedRule{route: key, uid: r.UID, generation: r.Generation, index: -1, hostnames: hosts})
 		}
 	}
 	switch {

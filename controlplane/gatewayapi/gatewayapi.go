@@ -99,6 +99,9 @@ type Output struct {
 	// built holds the policies made, by namespace/name, each with the key of what it was made of (see
 	// builtKey), for the next translation (Input.Previous).
 	built map[types.NamespacedName]builtPolicy
+	// attached holds what attaching each HTTPRoute made, by namespace/name, for the next translation (see
+	// attachedRoute).
+	attached map[types.NamespacedName]*attachedRoute
 }
 
 // Gateway is what one Gateway becomes.
@@ -159,10 +162,23 @@ func Translate(in Input) *Output {
 	}
 	routes := slices.Clone(in.Routes)
 	slices.SortFunc(routes, func(a, b *gwv1.HTTPRoute) int { return olderObject(&a.ObjectMeta, &b.ObjectMeta) })
+	world := attachWorld(in, ours, allowed)
+	out.attached = make(map[types.NamespacedName]*attachedRoute, len(routes))
 	for order, r := range routes {
-		parents := attach(in, r, order, byKey, allowed)
-		if len(parents) > 0 {
-			out.Routes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = parents
+		key := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
+		var a *attachedRoute
+		if in.Previous != nil {
+			a = in.Previous.attached[key]
+		}
+		if a.still(r, world, in) {
+			a.replay(order, byKey)
+		} else {
+			a = attach(in, r, order, byKey, allowed)
+			a.world = world
+		}
+		out.attached[key] = a
+		if len(a.parents) > 0 {
+			out.Routes[key] = a.parents
 		}
 	}
 	bp := newBackendPolicies(in)

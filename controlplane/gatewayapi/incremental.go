@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strconv"
@@ -16,6 +17,114 @@ import (
 // other: a translation given the previous one (Input.Previous) still attaches every route and decides
 // every host name's routes in precedence order, but makes anew only the policies whose inputs moved, and
 // hands the others on as they were, the same pointers, so that nothing downstream compares them.
+
+// attachedRoute is what attaching one HTTPRoute made: its parent statuses and the rules it attached to
+// listeners (placed, each without its order among the routes, which replay gives), with the Services its
+// backends were looked up in. A translation given the previous one takes it again for the same route
+// object (an informer hands on an unchanged object as the same pointer) when nothing else attach reads
+// moved (world, see attachWorld, and the Services): resolving every route's backends and matching it to
+// listeners was the largest part of a translation of one change among thousands of routes. Its parent
+// statuses are then the same slice, which the status writer takes as unchanged without comparing it.
+type attachedRoute struct {
+	route    *gwv1.HTTPRoute
+	world    string
+	parents  []gwv1.RouteParentStatus
+	placed   []placedRule
+	services []seenService
+}
+
+// placedRule is one rule attached to listener index listener of a Gateway.
+type placedRule struct {
+	gateway  types.NamespacedName
+	listener int
+	rule     attachedRule
+}
+
+// seenService is a Service a route's backends were looked up in: its ports, or not found.
+type seenService struct {
+	name  types.NamespacedName
+	ports []int32
+	found bool
+}
+
+// still says whether attaching r now would make what a made: the same object, the same world, and every
+// Service it looked up as it was.
+func (a *attachedRoute) still(r *gwv1.HTTPRoute, world string, in Input) bool {
+	if a == nil || a.route != r || world == "" || a.world != world {
+		return false
+	}
+	for _, s := range a.services {
+		ports, ok := in.Services[s.name]
+		if ok != s.found || !slices.Equal(ports, s.ports) {
+			return false
+		}
+	}
+	return true
+}
+
+// replay attaches a's rules again, at the route's place order.
+func (a *attachedRoute) replay(order int, gateways map[types.NamespacedName]*gateway) {
+	for _, p := range a.placed {
+		ar := p.rule
+		ar.order = order
+		l := gateways[p.gateway].listeners[p.listener]
+		l.rules = append(l.rules, ar)
+	}
+}
+
+// attachWorld is the key of what attach reads besides the route and the Services: the Gateways of lbplane's
+// classes (each by UID and generation, which cover allowedRoutes), each listener as attach sees it (name,
+// port, host name, valid, the route kinds it takes), the ReferenceGrants, and the namespaces' labels when a
+// listener selects namespaces by them. Objects without UID and generation (read from files) make no key
+// (""): every route is attached anew.
+func attachWorld(in Input, gateways []*gateway, grants grants) string {
+	k := keyWriter{ok: true}
+	selector := false
+	for _, gw := range gateways {
+		k.object(&gw.obj.ObjectMeta)
+		for _, l := range gw.listeners {
+			k.str(string(l.spec.Name))
+			k.int(int64(l.spec.Port))
+			k.str(l.hostname())
+			k.bool(l.valid)
+			for _, kind := range l.kinds {
+				if kind.Group != nil {
+					k.str(string(*kind.Group))
+				}
+				k.str(string(kind.Kind))
+			}
+			k.sep()
+			if ar := l.spec.AllowedRoutes; ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil && *ar.Namespaces.From == gwv1.NamespacesFromSelector {
+				selector = true
+			}
+		}
+		k.sep()
+	}
+	k.sep()
+	sorted := slices.Clone(grants)
+	slices.SortFunc(sorted, func(a, b *gwv1.ReferenceGrant) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for _, g := range sorted {
+		k.object(&g.ObjectMeta)
+	}
+	k.sep()
+	if selector {
+		for _, ns := range slices.Sorted(maps.Keys(in.Namespaces)) {
+			k.str(ns)
+			labels := in.Namespaces[ns]
+			for _, name := range slices.Sorted(maps.Keys(labels)) {
+				k.str(name)
+				k.str(labels[name])
+			}
+			k.sep()
+		}
+	}
+	if !k.ok {
+		return ""
+	}
+	return string(k.b)
+}
 
 // builtPolicy is one policy made by a translation, with the key of what it was made of and the backends it
 // made for rules that a BackendLoadBalancerPolicy targets (see policyBackends).

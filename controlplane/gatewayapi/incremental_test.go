@@ -200,7 +200,7 @@ func TestIncrementalTranslationMatchesFullTranslation(t *testing.T) {
 		}
 	}
 	var previous *Output
-	reused := 0
+	reused, reattached := 0, 0
 	for step := range 400 {
 		// Each step changes the input as informers do: new slices, new objects, the old ones untouched.
 		in.Routes = slices.Clone(in.Routes)
@@ -273,7 +273,7 @@ func TestIncrementalTranslationMatchesFullTranslation(t *testing.T) {
 		got := Translate(inc)
 		want := Translate(in)
 		if !reflect.DeepEqual(want, got) {
-			diff := cmp.Diff(want, got, cmp.AllowUnexported(Output{}, Gateway{}, builtPolicy{}))
+			diff := cmp.Diff(want, got, cmp.AllowUnexported(Output{}, Gateway{}, builtPolicy{}, attachedRoute{}, placedRule{}, seenService{}, attachedRule{}, backend{}))
 			t.Fatalf("step %d: the translation given the previous one differs from one from scratch (-scratch +incremental):\n%s", step, diff)
 		}
 		valid(t, got)
@@ -283,13 +283,18 @@ func TestIncrementalTranslationMatchesFullTranslation(t *testing.T) {
 					reused++
 				}
 			}
+			for key, a := range got.attached {
+				if previous.attached[key] == a {
+					reattached++
+				}
+			}
 		}
 		previous = got
 	}
-	if reused == 0 {
-		t.Error("no policy was ever handed on from the previous translation")
+	if reused == 0 || reattached == 0 {
+		t.Errorf("handed on from the previous translation: %d policies, %d attached routes; want some of both", reused, reattached)
 	}
-	t.Logf("%d policies handed on over the steps", reused)
+	t.Logf("%d policies and %d attached routes handed on over the steps", reused, reattached)
 }
 
 // One new HTTPRoute among 3,000 attached to one Gateway, on 900 host names (a quarter of the routes with a

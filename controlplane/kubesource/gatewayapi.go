@@ -2,6 +2,7 @@ package kubesource
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -150,43 +152,22 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 	in := gatewayapi.Input{ProxyGroup: s.GatewayAPI.ProxyGroup, Address: s.GatewayAPI.Address, Ports: s.GatewayAPI.Ports,
 		Namespaces: map[string]map[string]string{}, Services: map[types.NamespacedName][]int32{},
 		PortNames: map[types.NamespacedName]map[int32]string{}}
-	var classes gwv1.GatewayClassList
-	var gateways gwv1.GatewayList
-	var routes gwv1.HTTPRouteList
-	var grants gwv1.ReferenceGrantList
-	var namespaces corev1.NamespaceList
-	var services corev1.ServiceList
-	var backendPolicies v1alpha1.BackendLoadBalancerPolicyList
-	lists := []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services}
+	var namespaces []*corev1.Namespace
+	var services []*corev1.Service
+	err := errors.Join(cached(ctx, c, &in.Classes), cached(ctx, c, &in.Gateways), cached(ctx, c, &in.Routes),
+		cached(ctx, c, &in.Grants), cached(ctx, c, &namespaces), cached(ctx, c, &services))
 	if s.gw.backendPolicies {
-		lists = append(lists, &backendPolicies)
+		err = errors.Join(err, cached(ctx, c, &in.BackendPolicies))
 	}
-	for _, l := range lists {
-		if err := c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-			s.Log.Error("listing Gateway API objects", "error", err)
-			return nil
-		}
+	if err != nil {
+		s.Log.Error("listing Gateway API objects", "error", err)
+		return nil
 	}
-	for i := range classes.Items {
-		in.Classes = append(in.Classes, &classes.Items[i])
-	}
-	for i := range gateways.Items {
-		in.Gateways = append(in.Gateways, &gateways.Items[i])
-	}
-	for i := range routes.Items {
-		in.Routes = append(in.Routes, &routes.Items[i])
-	}
-	for i := range grants.Items {
-		in.Grants = append(in.Grants, &grants.Items[i])
-	}
-	for _, ns := range namespaces.Items {
+	for _, ns := range namespaces {
 		in.Namespaces[ns.Name] = ns.Labels
 	}
-	for i := range backendPolicies.Items {
-		in.BackendPolicies = append(in.BackendPolicies, &backendPolicies.Items[i])
-	}
-	for i := range services.Items {
-		in.AddService(&services.Items[i])
+	for _, svc := range services {
+		in.AddService(svc)
 	}
 	in.Secret = func(name types.NamespacedName) string {
 		return s.secret(ctx, translate.SecretRef(name)).Problem(translate.SecretRef(name))
@@ -195,6 +176,31 @@ func (s *Source) translateGateways(ctx context.Context) *gatewayapi.Output {
 	in.Previous = s.gw.out
 	s.gw.mu.Unlock()
 	return gatewayapi.Translate(in)
+}
+
+// cached sets *out to the objects of T's kind in the informer cache, as the cache holds them: shared, not
+// copied, and so never to be modified (the translation only reads). A List copies every object into its
+// result, even without deep copies: 3 MB of HTTPRoutes at 3,000 routes, each time one route changes.
+func cached[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, c cache.Cache, out *[]PT) error {
+	inf, err := c.GetInformer(ctx, PT(new(T)))
+	if err != nil {
+		return err
+	}
+	si, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return fmt.Errorf("the informer of %T keeps no store", new(T))
+	}
+	items := si.GetStore().List()
+	*out = make([]PT, 0, len(items))
+	for _, o := range items {
+		if obj, ok := o.(PT); ok {
+			*out = append(*out, obj)
+		}
+	}
+	return nil
 }
 
 // gatewayPolicies returns the policies the Gateways became, leaving out a name a LoadBalancerPolicy already

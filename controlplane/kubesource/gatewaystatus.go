@@ -355,10 +355,24 @@ func changedKeys[K comparable, V any](todo map[gatewayObject]bool, kind string, 
 		old = entries(prev)
 	}
 	for key, v := range cur {
-		if o, ok := old[key]; !ok || !reflect.DeepEqual(o, v) {
+		if o, ok := old[key]; !ok || !(identical(o, v) || reflect.DeepEqual(o, v)) {
 			todo[gatewayObject{kind, name(key)}] = true
 		}
 	}
+}
+
+// identical says whether a and b are the same pointer or slice (the same backing array and length): an
+// entry the translation handed on from the previous one (a route's parent statuses, see
+// gatewayapi.Translate), which is not compared field by field.
+func identical(a, b any) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	switch va.Kind() {
+	case reflect.Pointer:
+		return va.Pointer() == vb.Pointer()
+	case reflect.Slice:
+		return va.Len() == vb.Len() && (va.Len() == 0 || va.Pointer() == vb.Pointer())
+	}
+	return false
 }
 
 // sameKey is the key of an object named with a namespace; className the key of a GatewayClass, named
