@@ -11,7 +11,7 @@ VERSION := $(shell cat version/VERSION)
 REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo -dirty)
 LDFLAGS := -X github.com/lbplane/lbplane/version.revision=$(REVISION)
 
-.PHONY: run stop test test-go stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster conformance
+.PHONY: run stop test test-go go-tests stress tools build lint golden fuzz generate check-generated clean bench bench-quick cluster cluster-down images test-cluster conformance
 
 # The e2e tests mostly wait on Envoy, backends and timers, so four run at once on two cores (11 minutes instead
 # of 25); the connection floods take turns (e2e exclusive), and the tests on fixed demo ports run alone.
@@ -33,12 +33,19 @@ run: build
 stop:
 	@hack/demo.sh stop
 
-## test: the whole suite: test-go, then test-cluster (the chart on real pods; root). About 30 minutes warm.
-test: test-go test-cluster
+## test: the whole suite: the tools, lint and the generated files first, then test-go's tests and test-cluster
+## (the chart on real pods, and the conformance suite; root) side by side, each line prefixed with its name: both
+## mostly wait, on Envoys and timers or on pods. About 25 minutes warm.
+test: tools lint check-generated
+	@hack/side-by-side.sh go-tests "$(MAKE) --no-print-directory go-tests" test-cluster "$(MAKE) --no-print-directory test-cluster"
 
 ## test-go: gofmt, vet, staticcheck, generated files, every Go test under the race detector (real Envoy and
 ## backends on loopback, kube-apiserver and etcd, headless Chromium), and a short fuzz run
 test-go: tools lint check-generated
+	@$(MAKE) --no-print-directory go-tests
+
+## go-tests: test-go's tests alone (its tools installed, lint and the generated files checked already)
+go-tests:
 	$(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout 40m ./...
 	cd conformance && $(GO) test -count=1 .
 	$(GO) test -run='^$$' -fuzz=FuzzTranslate -fuzztime=15s -fuzzminimizetime=$(FUZZMINIMIZE) ./controlplane/translate
