@@ -575,8 +575,31 @@ type Load struct {
 	mu         sync.Mutex
 	Errors     []string
 	Backends   map[string]int
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	// failures holds every failed request: when it was sent, and what it got.
+	failures []loadFailure
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+type loadFailure struct {
+	sent time.Time
+	what string
+}
+
+// FailedSince returns the failed requests that were sent at or after since (the first 20 described): a
+// request sent before a change and answered after it is the change's before's, not its after's.
+func (l *Load) FailedSince(since time.Time) (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, what := 0, []string(nil)
+	for _, f := range l.failures {
+		if !f.sent.Before(since) {
+			if n++; len(what) < 20 {
+				what = append(what, f.what)
+			}
+		}
+	}
+	return n, what
 }
 
 // startLoad sends about rps requests per second to url over `workers` keep-alive connections. The loop is
@@ -603,13 +626,16 @@ func startLoadWith(c *Client, url string, rps, workers int, maxDuration time.Dur
 				case <-tick.C:
 				}
 				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				sent := time.Now()
 				b, code, err := c.Do(req)
 				l.mu.Lock()
 				if err != nil || code != 200 {
 					l.Failed.Add(1)
+					what := fmt.Sprintf("%s (sent %s): status %d backend %q err %v", time.Now().Format("15:04:05.000"), sent.Format("15:04:05.000"), code, b, err)
 					if len(l.Errors) < 20 {
-						l.Errors = append(l.Errors, fmt.Sprintf("%s: status %d backend %q err %v", time.Now().Format("15:04:05.000"), code, b, err))
+						l.Errors = append(l.Errors, what)
 					}
+					l.failures = append(l.failures, loadFailure{sent: sent, what: what})
 				} else {
 					l.OK.Add(1)
 					l.Backends[b]++

@@ -131,14 +131,15 @@ func waitSettledFor(t *testing.T, l *Lbplane, n int) {
 	})
 }
 
-// noFailuresOver waits for n more requests of load to succeed, and fails the test if any failed meanwhile
-// (what says when, for the message).
+// noFailuresOver waits for n more requests of load to succeed, and fails the test if any sent meanwhile
+// failed (what says when, for the message). A request sent before, on the config that was replaced, and
+// answered meanwhile is that config's.
 func noFailuresOver(t *testing.T, load *Load, n int64, what string) {
 	t.Helper()
-	ok, failed := load.OK.Load(), load.Failed.Load()
-	load.WaitServed(t, ok+n)
-	if f := load.Failed.Load() - failed; f > 0 {
-		t.Errorf("%d %s: %v", f, what, load.Errors)
+	since := time.Now()
+	load.WaitServed(t, load.OK.Load()+n)
+	if f, errs := load.FailedSince(since); f > 0 {
+		t.Errorf("%d %s: %v", f, what, errs)
 	}
 }
 
