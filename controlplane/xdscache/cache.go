@@ -199,8 +199,10 @@ func (c *Cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch c
 	defer c.mu.Unlock()
 	st := c.stream(req, ch, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce())
 	typ := slices.Index(Types, req.GetTypeUrl())
-	// Past its age, a stream is started on nothing new (see maxage.go): the watch is parked until it ends.
-	if !st.retiring && !resumes(st.served(), req, sub) {
+	// Past its age, a stream is answered from the step it is on, never moved on (see maxage.go): what it asks
+	// of what it holds (the endpoints of a cluster it was sent, which Envoy warms before it answers some
+	// responses) is sent; a request it holds everything of is parked until it ends.
+	if !resumes(st.served(), req, sub) {
 		if resp := sotwResponse(st.served(), req, sub, req.GetResponseNonce() == ""); resp != nil {
 			ch <- resp
 			st.sent(typ)
@@ -230,13 +232,12 @@ func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscrip
 	defer c.mu.Unlock()
 	st := c.stream(req, ch, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce())
 	typ := slices.Index(Types, req.GetTypeUrl())
-	if !st.retiring { // as in CreateWatch
-		if resp := deltaResponse(st.served(), &st.group.links, req, sub); resp != nil {
-			ch <- resp
-			st.sent(typ)
-			c.step(st)
-			return func() {}, nil
-		}
+	// As in CreateWatch, past its age too.
+	if resp := deltaResponse(st.served(), &st.group.links, req, sub); resp != nil {
+		ch <- resp
+		st.sent(typ)
+		c.step(st)
+		return func() {}, nil
 	}
 	if typ < 0 {
 		return func() {}, nil

@@ -10,8 +10,10 @@ import (
 // gets back only the clients that happen to reconnect. Istio closes each connection after 30 minutes with
 // gRPC's MaxConnectionAge, which sends GOAWAY on a timer and cuts the stream a grace period later, whatever
 // is in flight. Here the cache decides, since it knows what each stream was sent and has answered: past its
-// age a stream is given nothing new (publishes leave it where it is, its requests are parked), and it is
-// handed to OnRetire only once every response it was sent has been answered. It then holds exactly what
+// age a stream is given nothing new (publishes leave it on the step it is on; a request is answered from that
+// step, as Envoy asks for the endpoints of a cluster it was just sent and holds some answers until that
+// cluster warms, and parked when it holds everything of it), and it is handed to OnRetire only once every
+// response it was sent has been answered. It then holds exactly what
 // it acknowledged, and its reconnection says so: a delta stream resumes from its initial_resource_versions
 // (only what changed since is sent); a state-of-the-world stream names the version it runs, and is sent
 // clusters and listeners only if they changed since (see resumes), endpoints and routes once (Envoy
@@ -66,7 +68,6 @@ func (c *Cache) retire(st *streamState) {
 		// Not ended: it must not stay without config. It is given what it missed, and a new age.
 		st.retiring, st.retired = false, false
 		c.startAge(st)
-		c.serve(st)
-		c.step(st)
+		c.replan(st.group, st)
 	}()
 }

@@ -116,7 +116,11 @@ func (c *Cache) stream(req any, ch any, node *corev3.Node, typeURL, nonce string
 }
 
 // replan gives a stream the steps of its group's newest publish, from the state it is served; c.mu is held.
+// A stream past its age stays on the step it is on (see maxage.go): what it asks is answered from that step.
 func (c *Cache) replan(g *group, st *streamState) {
+	if st.retiring {
+		return
+	}
 	st.plan, st.at = c.planFrom(g, st.served(), g.targetFor(st.node)), 0
 	c.serve(st)
 	c.step(st)

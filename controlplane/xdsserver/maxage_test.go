@@ -223,3 +223,38 @@ func TestSotwReconnectIsNotSentTheClustersItRuns(t *testing.T) {
 		t.Fatalf("a client running an older version: %v; want every cluster", r)
 	}
 }
+
+// Past its age, a delta stream still answers a subscription for what it already holds: Envoy asks for the
+// endpoints of a cluster it was just sent, and holds acknowledgements until that cluster warms. Parking the
+// request made the stream and Envoy wait on each other until the endpoints' initial fetch timeout, after
+// which the cluster came up empty. Nothing published since is sent, and the stream ends once everything is
+// answered.
+func TestDeltaStreamPastItsAgeStillAnswersWhatItHolds(t *testing.T) {
+	f := start(t, withMaxAge)
+	f.cache.Publish("g", state(t, "a", "b"))
+	conn, _ := dialCounting(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opened := time.Now()
+	d := openDelta(t, ctx, conn)
+	d.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"}})
+	r1 := d.recv(5 * time.Second)
+	if r1 == nil || len(r1.Resources) != 2 {
+		t.Fatalf("first response: %v", r1)
+	}
+	time.Sleep(time.Until(latestEnd(opened)))
+	f.cache.Publish("g", state(t, "a", "b", "c"))
+	d.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{"a"}})
+	r2 := d.recv(5 * time.Second)
+	if r2 == nil || r2.TypeUrl != resource.EndpointType || len(r2.Resources) != 1 || r2.Resources[0].Name != "a" {
+		t.Fatalf("the endpoints of cluster a, which the stream holds, were not sent past its age: %v", r2)
+	}
+	d.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResponseNonce: r2.Nonce})
+	if r := d.recv(500 * time.Millisecond); r != nil {
+		t.Fatalf("a stream past its age was sent something new: %v", r)
+	}
+	d.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResponseNonce: r1.Nonce})
+	if !ended(d, 5*time.Second) {
+		t.Fatal("the stream was not ended within 5s of answering everything past its age")
+	}
+}
