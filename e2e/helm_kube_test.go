@@ -297,13 +297,15 @@ func waitEnvoyCertificate(t *testing.T, adminPort int, serial string) {
 
 // chartBootstrap is the chart's Envoy bootstrap as the Envoy pod runs it, made to run here: the TLS files
 // from tlsDir, the xds Service's address replaced by lbplane's, admin's socket (and the stats listener's
-// cluster in front of it) in a directory of the test's, and the stats listener on a reserved port. It
-// returns the admin's handle for adminDo too.
+// cluster in front of it) in a directory of the test's, and the stats listener on a reserved port of
+// 127.0.0.1, where the reservation holds it (on 0.0.0.0 the port could be taken meanwhile as the source port
+// of a connection on another address: the cluster test beside it makes many). It returns the admin's
+// handle for adminDo too.
 func chartBootstrap(t *testing.T, l *Lbplane, bootstrap, tlsDir string) (string, int) {
 	socket, statsPort := adminSocketPath(t), reservePort(t)
 	return strings.NewReplacer("/etc/envoy/tls", tlsDir,
 		`address: "demo-lbplane-xds.lbplane.svc"`, `address: "127.0.0.1"`, "port_value: 18000", "port_value: "+strings.Split(l.XDSAddr, ":")[1],
-		chartAdminSocket, socket,
+		chartAdminSocket, socket, `address: "0.0.0.0"`, `address: "127.0.0.1"`,
 		"port_value: 19001", fmt.Sprintf("port_value: %d", statsPort), "stats-port: 19001", fmt.Sprintf("stats-port: %d", statsPort)).Replace(bootstrap), registerAdmin(socket)
 }
 

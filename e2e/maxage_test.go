@@ -116,8 +116,8 @@ func TestXDSMaxConnectionAgeRebalancesAndLosesNoChange(t *testing.T) {
 	var ports []int
 	started := time.Now()
 	// Until both Envoys were seen on four streams: a stream past its age waits for its client to answer what
-	// it was sent, and on a loaded machine an Envoy took 8 s to, so the pushes go on for up to a minute
-	// (bounded in count too), not a fixed number of them.
+	// it was sent, which takes longer on a loaded machine, so the pushes go on for up to a minute (bounded
+	// in count too), not a fixed number of them.
 	more := func(k int) bool {
 		if k <= 8 || time.Since(started) < 4*maxAge {
 			return true
