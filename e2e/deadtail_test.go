@@ -98,9 +98,7 @@ spec:
 	// A request the killed backend was answering fails: the implicit retry retries only what never reached
 	// an endpoint (connect failures, refused streams), as a request cut mid-way may have had effects. At most
 	// one per worker can be in flight then; every other request must succeed.
-	load.mu.Lock()
-	failed := slices.Clone(load.Errors)
-	load.mu.Unlock()
+	failed := load.Errors()
 	if n := load.Failed.Load(); n > int64(deadTailWorkers) || slices.ContainsFunc(failed, func(e string) bool { return !strings.Contains(e, "status 503") }) {
 		t.Errorf("%d of %d requests failed (at most %d, cut in flight by the kill, may): %v", n, n+load.OK.Load(), deadTailWorkers, failed)
 	}

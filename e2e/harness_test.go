@@ -573,7 +573,6 @@ func (c *Client) Spread(t *testing.T, url string, n int, header map[string]strin
 type Load struct {
 	OK, Failed atomic.Int64
 	mu         sync.Mutex
-	Errors     []string
 	Backends   map[string]int
 	// failures holds every failed request: when it was sent, and what it got.
 	failures []loadFailure
@@ -584,6 +583,12 @@ type Load struct {
 type loadFailure struct {
 	sent time.Time
 	what string
+}
+
+// Errors describes the first 20 failed requests.
+func (l *Load) Errors() []string {
+	_, what := l.FailedSince(time.Time{})
+	return what
 }
 
 // FailedSince returns the failed requests that were sent at or after since (the first 20 described): a
@@ -632,9 +637,6 @@ func startLoadWith(c *Client, url string, rps, workers int, maxDuration time.Dur
 				if err != nil || code != 200 {
 					l.Failed.Add(1)
 					what := fmt.Sprintf("%s (sent %s): status %d backend %q err %v", time.Now().Format("15:04:05.000"), sent.Format("15:04:05.000"), code, b, err)
-					if len(l.Errors) < 20 {
-						l.Errors = append(l.Errors, what)
-					}
 					l.failures = append(l.failures, loadFailure{sent: sent, what: what})
 				} else {
 					l.OK.Add(1)
@@ -669,7 +671,7 @@ func (l *Load) Stop() {
 func (l *Load) RequireNoFailures(t *testing.T, minOK int64) {
 	t.Helper()
 	if f := l.Failed.Load(); f > 0 {
-		t.Errorf("%d of %d requests failed: %v", f, f+l.OK.Load(), l.Errors)
+		t.Errorf("%d of %d requests failed: %v", f, f+l.OK.Load(), l.Errors())
 	}
 	if ok := l.OK.Load(); ok < minOK {
 		t.Errorf("only %d requests succeeded; expected at least %d", ok, minOK)

@@ -235,7 +235,7 @@ func TestStagedRolloutEtcdReplicas(t *testing.T) {
 			return nil
 		})
 		if n := load.Failed.Load() - failedBefore; n > 0 {
-			t.Errorf("%d requests failed across the takeover: %v", n, load.Errors)
+			t.Errorf("%d requests failed across the takeover: %v", n, load.Errors())
 		}
 		if code, out := lbctlExit(t, f.replicas[follower], "rollout", "status", "ro", "--timeout", "10s"); code != 0 || !strings.Contains(out, "Succeeded") {
 			t.Errorf("lbctl rollout status after the takeover: exit %d, %s", code, out)

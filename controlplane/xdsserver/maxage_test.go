@@ -47,6 +47,20 @@ func dialCounting(t *testing.T, f *fixture) (*grpc.ClientConn, *atomic.Int32) {
 
 func withMaxAge(c *xdscache.Cache) { c.MaxAge = testMaxAge }
 
+// clustersOnNewDelta opens a delta stream on conn and subscribes to every cluster; it returns the stream,
+// its first response (the two clusters published) and when it was opened.
+func clustersOnNewDelta(t *testing.T, ctx context.Context, conn *grpc.ClientConn) (*delta, *discovery.DeltaDiscoveryResponse, time.Time) {
+	t.Helper()
+	opened := time.Now()
+	d := openDelta(t, ctx, conn)
+	d.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"}})
+	r1 := d.recv(5 * time.Second)
+	if r1 == nil || len(r1.Resources) != 2 {
+		t.Fatalf("first response: %v", r1)
+	}
+	return d, r1, opened
+}
+
 // A delta stream past its age that has a response unanswered is neither ended nor sent anything new;
 // once it answers, its connection is closed. The client reconnects on a new connection with the versions it
 // acknowledged and is sent only what changed meanwhile.
@@ -56,13 +70,7 @@ func TestDeltaStreamPastItsAgeEndsOnlyOnceItAnsweredEverything(t *testing.T) {
 	conn, dials := dialCounting(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	opened := time.Now()
-	d := openDelta(t, ctx, conn)
-	d.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"}})
-	r1 := d.recv(5 * time.Second)
-	if r1 == nil || len(r1.Resources) != 2 {
-		t.Fatalf("first response: %v", r1)
-	}
+	d, r1, opened := clustersOnNewDelta(t, ctx, conn)
 	acked := map[string]string{}
 	for _, r := range r1.Resources {
 		acked[r.Name] = r.Version
@@ -235,13 +243,7 @@ func TestDeltaStreamPastItsAgeStillAnswersWhatItHolds(t *testing.T) {
 	conn, _ := dialCounting(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	opened := time.Now()
-	d := openDelta(t, ctx, conn)
-	d.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*"}})
-	r1 := d.recv(5 * time.Second)
-	if r1 == nil || len(r1.Resources) != 2 {
-		t.Fatalf("first response: %v", r1)
-	}
+	d, r1, opened := clustersOnNewDelta(t, ctx, conn)
 	time.Sleep(time.Until(latestEnd(opened)))
 	f.cache.Publish("g", state(t, "a", "b", "c"))
 	d.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{"a"}})
