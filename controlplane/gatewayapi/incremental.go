@@ -31,6 +31,10 @@ type attachedRoute struct {
 	parents  []gwv1.RouteParentStatus
 	placed   []placedRule
 	services []seenService
+	// rollout and immediate are what the route's AnnotationRollout asks for (see routeRollout).
+	rollout       *v1alpha1.Rollout
+	immediate     bool
+	paused, abort bool
 }
 
 // placedRule is one rule attached to listener index listener of a Gateway.
@@ -166,6 +170,10 @@ func (gw *gateway) builtKey(in Input, bp *backendPolicies, port gwv1.PortNumber,
 		k.version(ar.uid, ar.generation)
 		k.int(int64(ar.index))
 		k.int(int64(e.index))
+		// The rollout annotations are not the spec: metadata.generation does not move with them.
+		k.str(ar.rolloutValue)
+		k.bool(ar.paused)
+		k.bool(ar.abort)
 		if rp := ar.policy; rp != nil {
 			k.object(&rp.ObjectMeta)
 		} else {

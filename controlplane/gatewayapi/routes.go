@@ -265,7 +265,15 @@ func (gw *gateway) policy(in Input, bp *backendPolicies, port gwv1.PortNumber, v
 	pb := &policyBackends{bp: bp, index: map[string]int{}}
 	origins := make(map[string]RuleRef, len(v.entries))
 	names := make(map[string]bool, len(v.entries))
+	immediate, paused, abort := false, false, false
 	for _, e := range v.entries {
+		// Staged when one of its routes asks for it, with the first one's settings; else immediate when one
+		// asks for that.
+		if ro := e.rule.rollout; ro != nil && p.Spec.Rollout == nil {
+			p.Spec.Rollout = ro.DeepCopy()
+		}
+		immediate = immediate || e.rule.immediate
+		paused, abort = paused || e.rule.paused, abort || e.rule.abort
 		rt := pb.routeOf(e, routeName(e, names), p, int32(port))
 		p.Spec.Routes = append(p.Spec.Routes, rt)
 		ref := RuleRef{Route: e.rule.route.String(), Rule: e.rule.index, Match: e.index}
@@ -273,6 +281,15 @@ func (gw *gateway) policy(in Input, bp *backendPolicies, port gwv1.PortNumber, v
 			ref.Name = string(*n)
 		}
 		origins[rt.Name] = ref
+	}
+	if immediate && p.Spec.Rollout == nil {
+		p.Annotations[AnnotationRollout] = RolloutImmediate
+	}
+	if paused {
+		p.Annotations[AnnotationRolloutPaused] = "true"
+	}
+	if abort {
+		p.Annotations[GatewayRolloutAbort] = "true"
 	}
 	var listeners []string
 	for name := range v.listeners {
