@@ -25,8 +25,10 @@ import (
 type gwBackend struct {
 	name, ip string
 	port     int
-	// probes counts Envoy's health-check requests (User-Agent Envoy/HC); a request with ?fail=1 gets 500.
-	probes *atomic.Int64
+	// probes counts Envoy's health-check requests (User-Agent Envoy/HC); a request with ?fail=1 gets 500, and
+	// every request once failing is set.
+	probes  *atomic.Int64
+	failing *atomic.Bool
 }
 
 func startGWBackend(t *testing.T, name string) *gwBackend {
@@ -36,7 +38,7 @@ func startGWBackend(t *testing.T, name string) *gwBackend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probes := &atomic.Int64{}
+	probes, failing := &atomic.Int64{}, &atomic.Bool{}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.UserAgent() == "Envoy/HC" {
 			probes.Add(1)
@@ -47,14 +49,14 @@ func startGWBackend(t *testing.T, name string) *gwBackend {
 		w.Header().Set("X-Seen-Host", r.Host)
 		w.Header().Set("X-Seen-Uri", r.RequestURI)
 		w.Header().Set("X-Backend-Extra", "extra")
-		if r.URL.Query().Get("fail") == "1" {
+		if r.URL.Query().Get("fail") == "1" || failing.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 		json.NewEncoder(w).Encode(r.Header)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return &gwBackend{name: name, ip: h.IP, port: ln.Addr().(*net.TCPAddr).Port, probes: probes}
+	return &gwBackend{name: name, ip: h.IP, port: ln.Addr().(*net.TCPAddr).Port, probes: probes, failing: failing}
 }
 
 // listenInNetns opens a TCP listener inside the named network namespace: a socket stays in the namespace it

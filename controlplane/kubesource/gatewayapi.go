@@ -54,6 +54,8 @@ type gatewayState struct {
 	// whole by each translation, never modified.
 	out      *gatewayapi.Output
 	policies map[types.NamespacedName]*v1alpha1.LoadBalancerPolicy
+	// gens numbers the policies (gatewaygen.go).
+	gens gatewayGenerations
 }
 
 // gatewayKinds are the Gateway API kinds watched.
@@ -121,7 +123,8 @@ func (s *Source) startGatewayAPI() error {
 	return nil
 }
 
-// specChanged tells a change that can change what is served (generation, labels) from a status write.
+// specChanged tells a change that can change what is served (generation, labels, an HTTPRoute's rollout
+// annotations) from a status write.
 func specChanged(old, cur any) bool {
 	o, ok1 := old.(client.Object)
 	c, ok2 := cur.(client.Object)
@@ -130,6 +133,13 @@ func specChanged(old, cur any) bool {
 	}
 	if _, ns := cur.(*corev1.Namespace); ns {
 		return !maps.Equal(o.GetLabels(), c.GetLabels())
+	}
+	if _, route := cur.(*gwv1.HTTPRoute); route {
+		for _, a := range []string{gatewayapi.AnnotationRollout, gatewayapi.AnnotationRolloutPaused, gatewayapi.AnnotationRolloutAbort} {
+			if o.GetAnnotations()[a] != c.GetAnnotations()[a] {
+				return true
+			}
+		}
 	}
 	return o.GetGeneration() != c.GetGeneration() || (o.GetDeletionTimestamp() == nil) != (c.GetDeletionTimestamp() == nil)
 }
@@ -219,8 +229,14 @@ func (s *Source) gatewayPolicies(ctx context.Context, taken func(types.Namespace
 			s.Log.Warn("a LoadBalancerPolicy has the name of a Gateway's policy; the Gateway's is not served", "policy", key.String())
 			continue
 		}
-		next[key] = p
 		list = append(list, p)
+	}
+	s.gw.mu.Lock()
+	published := s.gw.policies
+	s.gw.mu.Unlock()
+	list = s.numberGateways(ctx, list, published)
+	for _, p := range list {
+		next[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
 	}
 	s.gw.mu.Lock()
 	s.gw.out, s.gw.policies = out, next

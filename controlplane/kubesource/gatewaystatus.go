@@ -1,9 +1,12 @@
 package kubesource
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,6 +60,15 @@ type gatewayStatus struct {
 	todo, again map[gatewayObject]bool
 	// loadWritten is when each BackendLoadBalancerPolicy's status last got fresh load figures (see limitLoad).
 	loadWritten map[types.NamespacedName]time.Time
+	// rollouts are the staged rollouts of the Gateways' policies, by policy, for their routes' status.
+	rollouts map[objkey.Key]*gatewayRollout
+}
+
+// gatewayRollout is the rollout of one Gateway's policy as its HTTPRoutes' status tells it.
+type gatewayRollout struct {
+	status v1alpha1.RolloutStatus
+	served gatewayapi.Served
+	routes []types.NamespacedName
 }
 
 // gatewayEvents collects the Gateway API objects an informer event came for.
@@ -117,6 +129,7 @@ func (g *gatewayStatus) mark(kind string, key types.NamespacedName) {
 // to the engine, pr its result.
 func (w *statusWriter) gatewayPolicy(gp *v1alpha1.LoadBalancerPolicy, st *policyState, pr *translate.PolicyResult, proxies []xdsserver.ProxyStatus, now metav1.Time) {
 	computed(kindPolicy, pr.Key)
+	w.gatewayRollout(gp, pr.Key)
 	st.again, st.settled = false, false
 	next := policystatus.Compute(pr, st.runs.view(proxies, pr), nil, now)
 	ok, why, pending := false, "not programmed", false
@@ -134,6 +147,121 @@ func (w *statusWriter) gatewayPolicy(gp *v1alpha1.LoadBalancerPolicy, st *policy
 		w.gw.mark(kindGateway, gw)
 	}
 }
+
+// gatewayRollout notes the staged rollout of the Gateway's policy gp, and puts the HTTPRoutes it serves on
+// the tick's list when it moved.
+func (w *statusWriter) gatewayRollout(gp *v1alpha1.LoadBalancerPolicy, k objkey.Key) {
+	if w.s.RolloutStatus == nil {
+		return
+	}
+	ro := w.s.RolloutStatus(k)
+	prev := w.gw.rollouts[k]
+	if ro == nil && prev == nil {
+		return
+	}
+	var next *gatewayRollout
+	if ro != nil {
+		served, _ := gatewayapi.ServedBy(gp)
+		next = &gatewayRollout{status: *ro, served: served}
+		rules, _ := gatewayapi.RulesOf(gp)
+		for _, r := range rules {
+			if key, ok := objkey.Parse(r.Route); ok && !slices.Contains(next.routes, key) {
+				next.routes = append(next.routes, key)
+			}
+		}
+		if prev != nil && reflect.DeepEqual(prev, next) {
+			return
+		}
+	}
+	if w.gw.rollouts == nil {
+		w.gw.rollouts = map[objkey.Key]*gatewayRollout{}
+	}
+	for _, g := range []*gatewayRollout{prev, next} {
+		if g != nil {
+			for _, r := range g.routes {
+				w.gw.mark(kindRoute, r)
+			}
+		}
+	}
+	if next == nil {
+		delete(w.gw.rollouts, k)
+		return
+	}
+	w.gw.rollouts[k] = next
+}
+
+// withRollouts adds to each of lbplane's parents of HTTPRoute key the condition RolledOut when a policy of
+// that parent's Gateway that serves the route's rules has a staged rollout (see rolloutCondition). parents
+// are the translation's, which are not modified.
+func (g *gatewayStatus) withRollouts(key types.NamespacedName, generation int64, parents []gwv1.RouteParentStatus) []gwv1.RouteParentStatus {
+	if len(g.rollouts) == 0 {
+		return parents
+	}
+	var out []gwv1.RouteParentStatus
+	for i, ps := range parents {
+		gw := types.NamespacedName{Namespace: key.Namespace, Name: string(ps.ParentRef.Name)}
+		if ps.ParentRef.Namespace != nil {
+			gw.Namespace = string(*ps.ParentRef.Namespace)
+		}
+		var of []*gatewayRollout
+		for _, ro := range g.rollouts {
+			if ro.served.Gateway == gw && slices.Contains(ro.routes, key) {
+				of = append(of, ro)
+			}
+		}
+		if len(of) == 0 {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(parents)
+		}
+		out[i].Conditions = append(slices.Clone(ps.Conditions), rolloutCondition(of, generation))
+	}
+	if out == nil {
+		return parents
+	}
+	return out
+}
+
+// rolloutCondition is an HTTPRoute parent's RolledOut condition: True when the last change of every host
+// name of the Gateway that serves its rules has reached every Envoy through its stages; else False, with the
+// reason of the rollout furthest from that (RolledBack, Aborted, Paused, then Progressing), and each one's
+// message.
+func rolloutCondition(of []*gatewayRollout, generation int64) metav1.Condition {
+	rank := map[string]int{v1alpha1.RolloutSucceeded: 0, v1alpha1.RolloutProgressing: 1, v1alpha1.RolloutPaused: 2, v1alpha1.RolloutAborted: 3,
+		v1alpha1.RolloutRolledBack: 4}
+	slices.SortFunc(of, func(a, b *gatewayRollout) int {
+		return cmp.Or(cmp.Compare(a.served.Port, b.served.Port), cmp.Compare(a.served.Hostname, b.served.Hostname))
+	})
+	reason := v1alpha1.RolloutSucceeded
+	var msgs []string
+	for _, ro := range of {
+		if rank[ro.status.Phase] > rank[reason] {
+			reason = ro.status.Phase
+		}
+		host := ro.served.Hostname
+		if host == "" {
+			host = "every host name"
+		}
+		m := fmt.Sprintf("%s on port %d: %s at stage %d of %d", host, ro.served.Port, ro.status.Phase, ro.status.Stage, ro.status.Stages)
+		if ro.status.Message != "" {
+			m += ": " + ro.status.Message
+		}
+		msgs = append(msgs, m)
+	}
+	st := metav1.ConditionFalse
+	if reason == v1alpha1.RolloutSucceeded {
+		st = metav1.ConditionTrue
+	}
+	msg := strings.Join(msgs, "; ")
+	if len(msg) > maxConditionMessage {
+		msg = msg[:maxConditionMessage-3] + "..."
+	}
+	return metav1.Condition{Type: gatewayapi.RouteConditionRolledOut, Status: st, Reason: reason, Message: msg, ObservedGeneration: generation}
+}
+
+// maxConditionMessage is the longest message a condition may have (metav1.Condition's schema).
+const maxConditionMessage = 32768
 
 // programmedState is whether the Envoys run a Gateway's policy, and why not.
 type programmedState struct {
@@ -265,7 +393,7 @@ func (w *statusWriter) gatewayTick(ctx context.Context, res *translate.Result, h
 			}
 			computed(kindRoute, o.key)
 			next := r.Status
-			next.Parents = routeParents(r.Status.Parents, parents, now)
+			next.Parents = routeParents(r.Status.Parents, g.withRollouts(o.key, r.Generation, parents), now)
 			if !equalStatus(r.Status, next) {
 				u := r.DeepCopy()
 				u.Status = *next.DeepCopy()

@@ -31,9 +31,11 @@ type PolicyChange struct {
 	Old, New *v1alpha1.LoadBalancerPolicy
 }
 
-// RolloutHook hears of spec changes before the engine publishes them (Source.Rollouts).
+// RolloutHook hears of spec changes before the engine publishes them (Source.Rollouts), and tells which
+// changes are staged.
 type RolloutHook interface {
 	PolicyChanges(changes []PolicyChange)
+	Staged(p *v1alpha1.LoadBalancerPolicy) bool
 }
 
 // Leader reports whether this replica is the elected one (always true without an election).

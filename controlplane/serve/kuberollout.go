@@ -11,6 +11,7 @@ import (
 	"github.com/lbplane/lbplane/api/v1alpha1"
 	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/engine"
+	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/objkey"
 	"github.com/lbplane/lbplane/controlplane/rollout"
@@ -28,10 +29,15 @@ type kubeRollouts struct {
 
 // versionOf is a policy as the API server holds it, as a rollout keeps it: its spec and identity (the API
 // keeps only the newest spec, so this is the baseline a rollback goes back to). It is a copy of its own: the
-// informer's object is not kept.
+// informer's object is not kept. A Gateway's policy is kept whole.
 func versionOf(p *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
 	if p == nil {
 		return nil
+	}
+	if _, ok := gatewayapi.ServedBy(p); ok {
+		// A Gateway's policy is no informer's object: made by the translation, never modified, and its
+		// annotations say what it serves (its clusters are shared by them, see translate.shareClusters).
+		return p
 	}
 	return &v1alpha1.LoadBalancerPolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Generation: p.Generation, CreationTimestamp: p.CreationTimestamp, UID: p.UID},
@@ -39,18 +45,25 @@ func versionOf(p *v1alpha1.LoadBalancerPolicy) *v1alpha1.LoadBalancerPolicy {
 }
 
 // kubeMode is how an applied generation reaches the Envoys: immediate when its rollout-mode annotation
-// names this generation (lbctl rollout undo), else staged when it has spec.rollout, else the server's
-// default.
+// names this generation (lbctl rollout undo), else staged when it has spec.rollout, else immediate when it
+// is a Gateway's policy whose HTTPRoutes ask for that, else the server's default.
 func kubeMode(p *v1alpha1.LoadBalancerPolicy, def string) string {
 	switch {
 	case p.Annotations[apiwire.RolloutModeAnnotation] == strconv.FormatInt(p.Generation, 10):
 		return rollout.ModeImmediate
 	case p.Spec.Rollout != nil:
 		return rollout.ModeStaged
+	case p.Annotations[gatewayapi.AnnotationRollout] == gatewayapi.RolloutImmediate:
+		return rollout.ModeImmediate
 	case def == rollout.ModeStaged:
 		return rollout.ModeStaged
 	}
 	return rollout.ModeImmediate
+}
+
+// Staged tells whether a change to p is staged: what PolicyChanges decides for it.
+func (k *kubeRollouts) Staged(p *v1alpha1.LoadBalancerPolicy) bool {
+	return kubeMode(p, k.mode) == rollout.ModeStaged
 }
 
 // PolicyChanges stages the changes that ask for it (spec.rollout, or --rollout-default staged) unless the
@@ -115,7 +128,7 @@ func (k *kubeRollouts) steer(ctx context.Context) {
 			paused := p.Annotations[apiwire.PausedAnnotation] == "true"
 			action := ""
 			switch {
-			case p.Annotations[apiwire.AbortAnnotation] == strconv.FormatInt(p.Generation, 10) &&
+			case (p.Annotations[apiwire.AbortAnnotation] == strconv.FormatInt(p.Generation, 10) || p.Annotations[gatewayapi.GatewayRolloutAbort] == "true") &&
 				(st.Phase == v1alpha1.RolloutProgressing || st.Phase == v1alpha1.RolloutPaused):
 				action = "abort"
 			case paused && st.Phase == v1alpha1.RolloutProgressing:
