@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,7 +98,8 @@ func gwHolders(t *testing.T, envoys []*Envoy, name string) []string {
 // stage's two Envoys and is rolled back, and the route's status says so; the route's annotations pause and
 // abort a rollout; a good change passes every stage with the elected replica killed during its first
 // stage: the other replica, which took the generations of the Gateway's policy from the one that numbered
-// them, finishes it.
+// them, finishes it; restarted during the next rollout, that replica keeps the number it gave the candidate
+// and serves each Envoy the side it was on, and numbers the next change higher.
 func TestStagedRolloutGatewayAPI(t *testing.T) {
 	cluster := kubetest.Start(t)
 	cluster.InstallCRDs(t, "charts/lbplane/crds/gateway-api")
@@ -223,6 +225,7 @@ func TestStagedRolloutGatewayAPI(t *testing.T) {
 		})
 	})
 
+	other := 1 - leader
 	t.Run("the elected replica killed mid-rollout: the other finishes it", func(t *testing.T) {
 		// A new generation of the route (the abort above named the last one, and does not apply to it).
 		route("fresh", 2, "8s")
@@ -238,7 +241,6 @@ func TestStagedRolloutGatewayAPI(t *testing.T) {
 			return nil
 		})
 		replicas[leader].Kill()
-		other := 1 - leader
 		eventually(t, 60*time.Second, "the other replica writes status", func() error {
 			if b, _ := os.ReadFile(replicas[other].log); !strings.Contains(string(b), "this replica writes policy status") {
 				return fmt.Errorf("not yet")
@@ -268,4 +270,90 @@ func TestStagedRolloutGatewayAPI(t *testing.T) {
 			t.Errorf("the surviving replica superseded the rollout it took over")
 		}
 	})
+
+	t.Run("a replica restarted mid-rollout keeps the generations it numbered", func(t *testing.T) {
+		// Two more Envoys on the surviving replica, so that the first stage's two canaries leave Envoys on
+		// the baseline (the killed replica's Envoys are connected to no replica).
+		var live []*Envoy
+		for _, e := range envoys {
+			if (e.NodeID == "envoy-a") == (other == 1) {
+				live = append(live, e)
+			}
+		}
+		live = append(live, startEnvoy(t, replicas[other], "envoy-y", true), startEnvoy(t, replicas[other], "envoy-z", true))
+		waitSynced(t, replicas[other], len(live))
+		before := gwGeneration(t, kc)
+		route("broken", 1, "10m")
+		var canaries []string
+		eventually(t, 30*time.Second, "the first stage's canaries have the failing Service", func() error {
+			c := gwRolledOut(t, kc)
+			if c == nil || c.Reason != v1alpha1.RolloutProgressing {
+				return fmt.Errorf("RolledOut %+v", c)
+			}
+			if canaries = gwHolders(t, live, "broken"); len(canaries) != 2 {
+				return fmt.Errorf("held by %v of %d", canaries, len(live))
+			}
+			return nil
+		})
+		staged := gwGeneration(t, kc)
+		if staged <= before {
+			t.Fatalf("the change was numbered %d, after %d", staged, before)
+		}
+		replicas[other].Kill()
+		replicas[other].Restart(t)
+		waitSynced(t, replicas[other], len(live))
+		if got := gwHolders(t, live, "broken"); !slices.Equal(got, canaries) {
+			t.Errorf("after the restart the failing Service is held by %v, canaries %v", got, canaries)
+		}
+		if after := gwGeneration(t, kc); after != staged {
+			t.Errorf("after the restart the policy is numbered %d, before %d", after, staged)
+		}
+		if c := gwRolledOut(t, kc); c == nil || c.Reason != v1alpha1.RolloutProgressing || !strings.Contains(c.Message, "stage 1 of 2") {
+			t.Errorf("after the restart the route says %+v", c)
+		}
+		gen, err := kubectl(t, kc, "", "get", "httproute", "ro", "-n", "apps", "-o", "jsonpath={.metadata.generation}")
+		if err != nil {
+			t.Fatalf("kubectl get: %v\n%s", err, gen)
+		}
+		if out, err := kubectl(t, kc, "", "annotate", "--overwrite", "httproute", "ro", "-n", "apps", "lbplane.io/rollout-abort="+gen); err != nil {
+			t.Fatalf("kubectl annotate: %v\n%s", err, out)
+		}
+		waitGWRolledOut(t, kc, v1alpha1.RolloutAborted, 60*time.Second)
+		eventually(t, 10*time.Second, "no Envoy holds the failing Service", func() error {
+			if got := gwHolders(t, live, "broken"); len(got) > 0 {
+				return fmt.Errorf("held by %v", got)
+			}
+			return nil
+		})
+		route("fresh", 3, "3s")
+		eventually(t, 30*time.Second, "the next change is numbered", func() error {
+			if next := gwGeneration(t, kc); next <= staged {
+				return fmt.Errorf("numbered %d, after %d", next, staged)
+			}
+			return nil
+		})
+	})
+}
+
+// gwGeneration reads the generation lbplane numbered the policy of Gateway gw's port 80 with, from the
+// ConfigMap the elected replica keeps them in.
+func gwGeneration(t *testing.T, kubeconfig string) int64 {
+	t.Helper()
+	out, err := kubectl(t, kubeconfig, "", "get", "configmap", "lbplane-gateway-generations", "-n", "lbplane-system", "-o", "jsonpath={.data.generations}")
+	if err != nil {
+		t.Fatalf("kubectl get configmap: %v\n%s", err, out)
+	}
+	var st struct {
+		Policies map[string]struct {
+			Generation int64 `json:"generation"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("the generations %q: %v", out, err)
+	}
+	p, ok := st.Policies["apps/gateway.gw.80.any"]
+	if !ok {
+		t.Fatalf("no generation of apps/gateway.gw.80.any in %s", out)
+	}
+	return p.Generation
 }
