@@ -113,6 +113,14 @@ func newResolved() *resolved {
 		serviceUse: map[translate.ServiceRef]int{}, secretUse: map[translate.SecretRef]int{}}
 }
 
+// endpointsOnly tells whether the changes pending are changes of Services and their EndpointSlices alone.
+func (r *resolved) endpointsOnly() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := &r.pending
+	return !p.all && !p.gateways && len(p.policies) == 0 && len(p.secrets) == 0 && len(p.services) > 0
+}
+
 // mark records an event on obj.
 func (r *resolved) mark(obj any) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {

@@ -29,7 +29,7 @@ import (
 func newKube(cfg *Config, eng *engine.Engine, tracker *xdsserver.Tracker, m *metrics.Metrics, api *pushAPI, st *stats) (*kubesource.Source, error) {
 	api.ReadOnly = "policies come from Kubernetes in this mode: use kubectl apply"
 	kube := &kubesource.Source{Config: cfg.Kubernetes, Engine: eng, Tracker: tracker, Log: cfg.Log, LeaderElectionNamespace: cfg.LeaderElectionNamespace, Metrics: m,
-		OwnKeys: cfg.ownKeys.Refuses}
+		OwnKeys: cfg.ownKeys.Refuses, EndpointInterval: cfg.EndpointUpdateInterval}
 	if cfg.EnvoyService != "" {
 		ns, err := cfg.namespace()
 		if err != nil {

@@ -71,6 +71,10 @@ type Config struct {
 	// its client has answered every response, so that clients spread over the replicas again
 	// (xdscache.Cache.MaxAge); 0 keeps connections open.
 	XDSMaxConnectionAge time.Duration
+	// EndpointUpdateInterval is the least time between two versions of a group's config that change only
+	// endpoints, in Kubernetes mode (kubesource.Source.EndpointInterval: its default when 0, none when
+	// negative).
+	EndpointUpdateInterval time.Duration
 	// Kubernetes, when set, reads LoadBalancerPolicies, Services, EndpointSlices and TLS Secrets from this
 	// API server; the push API then only reads.
 	Kubernetes *rest.Config

@@ -18,6 +18,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/proxystats"
 	"github.com/lbplane/lbplane/controlplane/rollout"
+	"github.com/lbplane/lbplane/controlplane/kubesource"
 	"github.com/lbplane/lbplane/controlplane/serve"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdsserver"
@@ -70,6 +71,12 @@ func newServe() *cobra.Command {
 			}
 			if cfg.XDSMaxConnectionAge < 0 {
 				return fmt.Errorf("--xds-max-connection-age: %s is negative; give a duration, or 0 to keep connections open", cfg.XDSMaxConnectionAge)
+			}
+			switch {
+			case cfg.EndpointUpdateInterval < 0:
+				return fmt.Errorf("--endpoint-update-interval: %s is negative; give a duration, or 0 to resync endpoint changes as fast as other changes", cfg.EndpointUpdateInterval)
+			case cfg.EndpointUpdateInterval == 0:
+				cfg.EndpointUpdateInterval = -1 // none (0 is the default in serve.Config)
 			}
 			// A canary must have been connected for --rollout-canary-min-age (0: the default; negative: any
 			// time); the shortest connection lasts 90 % of the maximum age.
@@ -132,6 +139,7 @@ func newServe() *cobra.Command {
 	f.DurationVar(&cfg.EnvoyCertValidity, "envoy-cert-validity", 24*time.Hour, "life of the Envoy client certificates lbctl bootstrap obtains, and of the group certificates --envoy-cert-secret keeps")
 	f.IntVar(&cfg.MaxXDSConnections, "xds-max-connections", 0, "xDS connections open at once; further clients wait (0: half the open-file limit, -1: no limit)")
 	f.DurationVar(&cfg.XDSMaxConnectionAge, "xds-max-connection-age", 30*time.Minute, "close each xDS connection about this long after it opened (±10 % at random), once its client has acknowledged everything it was sent, so that clients spread over the replicas again; the client reconnects at once and keeps its config (0: never)")
+	f.DurationVar(&cfg.EndpointUpdateInterval, "endpoint-update-interval", kubesource.DefaultEndpointInterval, "in Kubernetes mode, the least time between two versions of a proxy group's config that change only endpoints (EndpointSlices): under a storm of endpoint updates each Envoy gets at most one EDS response per interval, while a lone change, or a change of anything else, goes out at once (0: no such wait)")
 	f.DurationVar(&cfg.AckTimeout, "ack-timeout", xdsserver.DefaultAckTimeout, "a proxy that leaves a response unanswered this long is shown STALE and no longer holds back changes for the others")
 	f.StringVar(&xdsTLS.Cert, "xds-tls-cert", "", "bring your own CA: PEM certificate for xDS over mTLS (with --xds-tls-key and --xds-tls-client-ca) instead of lbplane's CA")
 	f.StringVar(&xdsTLS.Key, "xds-tls-key", "", "PEM private key for xDS over mTLS")
