@@ -134,6 +134,7 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	var ackLags, watchLags, afterWatch []float64
 	watchedAt, edsAt := map[string]time.Time{}, map[string]time.Time{} // by address, whichever sees it first
 	seen := map[string]bool{}
+	var edsResponses []time.Time // when each EDS response reached the EDS client
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	conn, err := grpc.NewClient(xds, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
@@ -159,6 +160,11 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 				return
 			}
 			now := time.Now()
+			if r.GetTypeUrl() == resource.EndpointType {
+				mu.Lock()
+				edsResponses = append(edsResponses, now)
+				mu.Unlock()
+			}
 			for _, res := range r.GetResources() {
 				var cla endpointv3.ClusterLoadAssignment
 				if res.GetResource().UnmarshalTo(&cla) != nil {
@@ -381,8 +387,34 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	close(work)
 	wg.Wait()
 	elapsed := time.Since(begin)
-	// The last changes get up to 30 s to arrive.
-	waitFor(30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(waiting) == 0 })
+	stormEnd := time.Now()
+	// The last changes get up to 30 s to arrive: at the EDS client, and at the Envoy (every cluster with the
+	// last address written to it).
+	lastAddr := map[string]string{}
+	for i, sl := range slices {
+		lastAddr[churnClusterName(i)] = sl.Endpoints[0].Addresses[0]
+	}
+	converged := -1.0
+	if waitFor(30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(waiting) == 0 }) {
+		converged = float64(time.Since(stormEnd).Microseconds()) / 1000
+	}
+	envoyConverged := -1.0
+	if waitFor(30*time.Second, func() bool {
+		resp, err := admin.Get(fmt.Sprintf("http://127.0.0.1:%d/config_dump?resource=dynamic_endpoint_configs&include_eds", adminPort))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, a := range lastAddr {
+			if !strings.Contains(string(b), `"`+a+`"`) {
+				return false
+			}
+		}
+		return true
+	}) {
+		envoyConverged = float64(time.Since(stormEnd).Microseconds()) / 1000
+	}
 	after := treeUsage(lb.cmd.Process.Pid)
 	close(stopSampler)
 	<-samplerDone
@@ -393,6 +425,20 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 		return err
 	}
 	mu.Lock()
+	// EDS responses to the EDS client during the storm, in all and in its busiest second.
+	var stormResponses int
+	perSecond := map[int]int{}
+	for _, at := range edsResponses {
+		if at.Before(begin) || at.After(stormEnd) {
+			continue
+		}
+		stormResponses++
+		perSecond[int(at.Sub(begin)/time.Second)]++
+	}
+	busiest := 0
+	for _, n := range perSecond {
+		busiest = max(busiest, n)
+	}
 	missing := len(waiting)
 	eds, envL := edsLags, envoyLags
 	acks, watched, lbShare := ackLags, watchLags, afterWatch
@@ -410,7 +456,9 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 			"clustersPolls": float64(polls), "clustersKiB": float64(len(body) >> 10),
 			"writeAckP50Ms": percentile(acks, 50), "writeAckP99Ms": percentile(acks, 99),
 			"watchP50Ms": percentile(watched, 50), "watchP99Ms": percentile(watched, 99), "watchSamples": float64(len(watched)),
-			"watchToEDSP50Ms": percentile(lbShare, 50), "watchToEDSP99Ms": percentile(lbShare, 99), "watchToEDSSamples": float64(len(lbShare))}}
+			"watchToEDSP50Ms": percentile(lbShare, 50), "watchToEDSP99Ms": percentile(lbShare, 99), "watchToEDSSamples": float64(len(lbShare)),
+			"edsResponses": float64(stormResponses), "edsResponsesPerSecond": float64(stormResponses) / elapsed.Seconds(), "edsResponsesBusiestSecond": float64(busiest),
+			"convergedAfterMs": converged, "envoyConvergedAfterMs": envoyConverged}}
 	if writeErrs > 0 {
 		rec.Note = fmt.Sprintf("%d writes failed, the last: %v", writeErrs, lastErr)
 	}
@@ -418,6 +466,8 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	fmt.Fprintf(os.Stderr, "churn %d policies: %d EndpointSlice writes in %.1f s (%.1f/s of %d/s), %d never seen; EDS client lag p50 %.1f ms p99 %.1f ms max %.1f ms; Envoy /clusters (%d samples) p50 %.1f ms p99 %.1f ms; lbplane %.2f ms CPU/change (%.0f %% of a core), RSS %d MiB; %d status writes\n%s\n",
 		p.Policies, written, elapsed.Seconds(), rec.Extra["achievedRate"], p.Rate, missing, rec.P50, rec.P99, rec.P999, len(envL), rec.Extra["envoyP50Ms"], rec.Extra["envoyP99Ms"],
 		rec.LbplaneCPUPerChangeMs, rec.Extra["lbplaneCoreShare"]*100, after.RSSBytes>>20, writesAfter-writes, profTop)
+	fmt.Fprintf(os.Stderr, "churn storm: the EDS client got %d EDS responses (%.1f/s, %d in the busiest second); after the last write it had every change in %.0f ms, the Envoy every cluster's last address in %.0f ms (-1: not within 30 s)\n",
+		stormResponses, rec.Extra["edsResponsesPerSecond"], busiest, converged, envoyConverged)
 	fmt.Fprintf(os.Stderr, "churn lag breakdown: write acknowledged p50 %.1f ms p99 %.1f ms; a watch beside lbplane sees it (%d samples) p50 %.1f ms p99 %.1f ms; from that watch to the EDS client (%d) p50 %.1f ms p99 %.1f ms; EDS client p50 %.1f ms p99 %.1f ms\n",
 		rec.Extra["writeAckP50Ms"], rec.Extra["writeAckP99Ms"], len(watched), rec.Extra["watchP50Ms"], rec.Extra["watchP99Ms"], len(lbShare), rec.Extra["watchToEDSP50Ms"], rec.Extra["watchToEDSP99Ms"], rec.P50, rec.P99)
 	return nil
