@@ -127,25 +127,8 @@ func TestStagedRolloutGatewayAPI(t *testing.T) {
 	load := startLoadWith(newClient(false), url, 150, 6, 4*time.Minute)
 	defer load.Stop()
 	load.WaitServed(t, 100)
-	eventually(t, 30*time.Second, "every Envoy serves the route", func() error {
-		for _, e := range envoys {
-			if n := envoyStatSum(t, e, "cluster.service/apps/stable/", ".upstream_rq_total"); n < 10 {
-				return fmt.Errorf("%s served %d", e.NodeID, n)
-			}
-		}
-		return nil
-	})
-	leader := -1
-	eventually(t, 30*time.Second, "a replica writes status", func() error {
-		for i, r := range replicas {
-			if b, _ := os.ReadFile(r.log); strings.Contains(string(b), "this replica writes policy status") {
-				leader = i
-				return nil
-			}
-		}
-		return fmt.Errorf("none yet")
-	})
-	t.Logf("replica %d leads", leader)
+	waitEveryEnvoyServesCluster(t, envoys, "cluster.service/apps/stable/")
+	leader := electedReplica(t, replicas)
 	if c := gwRolledOut(t, kc); c != nil {
 		t.Errorf("a RolledOut condition before any change was staged: %+v", c)
 	}
@@ -241,23 +224,13 @@ func TestStagedRolloutGatewayAPI(t *testing.T) {
 			return nil
 		})
 		replicas[leader].Kill()
-		eventually(t, 60*time.Second, "the other replica writes status", func() error {
-			if b, _ := os.ReadFile(replicas[other].log); !strings.Contains(string(b), "this replica writes policy status") {
-				return fmt.Errorf("not yet")
-			}
-			return nil
-		})
+		waitWritesStatus(t, replicas[other])
 		c := waitGWRolledOut(t, kc, v1alpha1.RolloutSucceeded, 90*time.Second)
 		if c.Status != metav1.ConditionTrue {
 			t.Errorf("after the rollout the route says %+v", c)
 		}
 		t.Logf("after the takeover: %s", c.Message)
-		var live []*Envoy
-		for _, e := range envoys {
-			if (e.NodeID == "envoy-a") == (other == 1) {
-				live = append(live, e)
-			}
-		}
+		live := envoysOfReplica(envoys, other)
 		eventually(t, 10*time.Second, "the surviving replica's Envoys have the new Service", func() error {
 			if got := gwHolders(t, live, "fresh"); len(got) != len(live) {
 				return fmt.Errorf("held by %v of %d", got, len(live))
@@ -274,13 +247,7 @@ func TestStagedRolloutGatewayAPI(t *testing.T) {
 	t.Run("a replica restarted mid-rollout keeps the generations it numbered", func(t *testing.T) {
 		// Two more Envoys on the surviving replica, so that the first stage's two canaries leave Envoys on
 		// the baseline (the killed replica's Envoys are connected to no replica).
-		var live []*Envoy
-		for _, e := range envoys {
-			if (e.NodeID == "envoy-a") == (other == 1) {
-				live = append(live, e)
-			}
-		}
-		live = append(live, startEnvoy(t, replicas[other], "envoy-y", true), startEnvoy(t, replicas[other], "envoy-z", true))
+		live := append(envoysOfReplica(envoys, other), startEnvoy(t, replicas[other], "envoy-y", true), startEnvoy(t, replicas[other], "envoy-z", true))
 		waitSynced(t, replicas[other], len(live))
 		before := gwGeneration(t, kc)
 		route("broken", 1, "10m")

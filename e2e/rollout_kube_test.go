@@ -94,17 +94,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 	defer load.Stop()
 	load.WaitServed(t, 100)
 	waitEveryEnvoyServes(t, envoys)
-	leader := -1
-	eventually(t, 30*time.Second, "a replica writes status", func() error {
-		for i, r := range replicas {
-			if b, _ := os.ReadFile(r.log); strings.Contains(string(b), "this replica writes policy status") {
-				leader = i
-				return nil
-			}
-		}
-		return fmt.Errorf("none yet")
-	})
-	t.Logf("replica %d leads", leader)
+	leader := electedReplica(t, replicas)
 
 	t.Run("a bad change reaches the first stage's two Envoys and is rolled back", func(t *testing.T) {
 		okBefore, failedBefore := load.OK.Load(), load.Failed.Load()
@@ -167,12 +157,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		failedBefore := load.Failed.Load()
 		replicas[leader].Kill()
 		other := 1 - leader
-		eventually(t, 60*time.Second, "the other replica writes status", func() error {
-			if b, _ := os.ReadFile(replicas[other].log); !strings.Contains(string(b), "this replica writes policy status") {
-				return fmt.Errorf("not yet")
-			}
-			return nil
-		})
+		waitWritesStatus(t, replicas[other])
 		st = waitKubePhase(t, kc, 3, v1alpha1.RolloutSucceeded, 90*time.Second)
 		t.Logf("after the takeover: %s", st.Rollout.Message)
 		if started == nil {
@@ -180,12 +165,7 @@ func TestStagedRolloutKubernetes(t *testing.T) {
 		}
 		// The Envoys of the killed replica are gone with it (startEnvoy names one replica); the other's
 		// Envoy runs the candidate.
-		var live []*Envoy
-		for _, e := range envoys {
-			if (e.NodeID == "envoy-a") == (other == 1) {
-				live = append(live, e)
-			}
-		}
+		live := envoysOfReplica(envoys, other)
 		eventually(t, 10*time.Second, "the surviving replica's Envoys have the fresh backend", func() error {
 			if got := holders(t, live, "fresh"); len(got) != len(live) {
 				return fmt.Errorf("held by %v of %d", got, len(live))
@@ -377,4 +357,47 @@ func lbctlKubeExit(t *testing.T, kubeconfig string, args ...string) (int, string
 	}
 	t.Fatalf("lbctl %v: %v", args, err)
 	return 0, ""
+}
+
+// writesStatus is what the elected replica logs when it starts writing status.
+const writesStatus = "this replica writes policy status"
+
+// electedReplica waits until one of replicas says it writes status (it was elected), and returns it.
+func electedReplica(t *testing.T, replicas []*Lbplane) int {
+	t.Helper()
+	leader := -1
+	eventually(t, 30*time.Second, "a replica writes status", func() error {
+		for i, r := range replicas {
+			if b, _ := os.ReadFile(r.log); strings.Contains(string(b), writesStatus) {
+				leader = i
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet")
+	})
+	t.Logf("replica %d leads", leader)
+	return leader
+}
+
+// waitWritesStatus waits until replica r says it writes status: it took over from the one killed.
+func waitWritesStatus(t *testing.T, r *Lbplane) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the other replica writes status", func() error {
+		if b, _ := os.ReadFile(r.log); !strings.Contains(string(b), writesStatus) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+}
+
+// envoysOfReplica are the Envoys of the two-replica rollout tests connected to replica i: envoy-a to
+// replica 1, the others to replica 0.
+func envoysOfReplica(envoys []*Envoy, i int) []*Envoy {
+	var out []*Envoy
+	for _, e := range envoys {
+		if (e.NodeID == "envoy-a") == (i == 1) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -578,9 +578,16 @@ func waitEveryEnvoyServes(t *testing.T, envoys []*Envoy) {
 // waitEveryEnvoyServesPolicy waits until each of envoys has sent requests to policy name's stable backend.
 func waitEveryEnvoyServesPolicy(t *testing.T, envoys []*Envoy, name string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "every Envoy serves "+name, func() error {
+	waitEveryEnvoyServesCluster(t, envoys, "cluster.default/"+name+"/stable")
+}
+
+// waitEveryEnvoyServesCluster waits until each of envoys has sent requests to the clusters whose stats
+// start with prefix.
+func waitEveryEnvoyServesCluster(t *testing.T, envoys []*Envoy, prefix string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "every Envoy serves "+prefix, func() error {
 		for _, e := range envoys {
-			if n := envoyStatSum(t, e, "cluster.default/"+name+"/stable", ".upstream_rq_total"); n < 10 {
+			if n := envoyStatSum(t, e, prefix, ".upstream_rq_total"); n < 10 {
 				return fmt.Errorf("%s served %d", e.NodeID, n)
 			}
 		}
