@@ -41,6 +41,8 @@ type churnPlan struct {
 	Policies int           `json:"policies"`
 	Rate     int           `json:"rate"`
 	Duration time.Duration `json:"duration"`
+	// EndpointIntervals are lbplane serve's --endpoint-update-interval of each run (0: none).
+	EndpointIntervals []time.Duration `json:"endpointIntervals,omitempty"`
 }
 
 func churnClusterName(i int) string { return fmt.Sprintf("default/p-%04d/web", i) }
@@ -74,8 +76,8 @@ type pending struct {
 // times every change; a sampler reads the real Envoy's admin (the EDS config dump of one cluster) for the
 // newest change until it shows, then the next newest.
 // lbplane's CPU and RSS from /proc; the status writes from the API server's own request counter.
-func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record func(runRecord)) error {
-	dir := filepath.Join(e.dir, "churn")
+func endpointChurn(ctx context.Context, e *env, p churnPlan, interval time.Duration, out string, record func(runRecord)) error {
+	dir := filepath.Join(e.dir, fmt.Sprintf("churn-%s", interval))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -113,7 +115,7 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", churnBase), fmt.Sprintf("127.0.0.1:%d", churnBase+1)
 	pprofPort, adminPort := churnBase+2, churnBase+3
-	args := append(serveArgs(dir, xds, apiAddr, "--kubernetes", "--kubeconfig", cluster.Kubeconfig), pprofArgs(pprofPort)...)
+	args := append(serveArgs(dir, xds, apiAddr, "--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--endpoint-update-interval", interval.String()), pprofArgs(pprofPort)...)
 	lb, err := serveLbplane(e, dir, apiAddr, 60*time.Second, args)
 	if err != nil {
 		return err
@@ -336,7 +338,7 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 	profDone := make(chan struct{})
 	go func() {
 		defer close(profDone)
-		profTop = profile(pprofPort, int(p.Duration.Seconds()), out, "churn-cpu")
+		profTop = profile(pprofPort, int(p.Duration.Seconds()), out, fmt.Sprintf("churn-cpu-%s", interval))
 	}()
 	// Writers: each change k sets slice k mod N to a new address; a change is sent at its scheduled time or,
 	// when the API server is slower than the rate, as soon as a writer is free (the achieved rate is reported).
@@ -376,10 +378,10 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 		}()
 	}
 	begin := time.Now()
-	interval := time.Second / time.Duration(p.Rate)
+	every := time.Second / time.Duration(p.Rate)
 	k := 0
 	for ; time.Since(begin) < p.Duration && ctx.Err() == nil; k++ {
-		if d := time.Until(begin.Add(time.Duration(k) * interval)); d > 0 {
+		if d := time.Until(begin.Add(time.Duration(k) * every)); d > 0 {
 			time.Sleep(d)
 		}
 		work <- k
@@ -458,7 +460,7 @@ func endpointChurn(ctx context.Context, e *env, p churnPlan, out string, record 
 			"watchP50Ms": percentile(watched, 50), "watchP99Ms": percentile(watched, 99), "watchSamples": float64(len(watched)),
 			"watchToEDSP50Ms": percentile(lbShare, 50), "watchToEDSP99Ms": percentile(lbShare, 99), "watchToEDSSamples": float64(len(lbShare)),
 			"edsResponses": float64(stormResponses), "edsResponsesPerSecond": float64(stormResponses) / elapsed.Seconds(), "edsResponsesBusiestSecond": float64(busiest),
-			"convergedAfterMs": converged, "envoyConvergedAfterMs": envoyConverged}}
+			"convergedAfterMs": converged, "envoyConvergedAfterMs": envoyConverged, "endpointIntervalMs": float64(interval.Milliseconds())}}
 	if writeErrs > 0 {
 		rec.Note = fmt.Sprintf("%d writes failed, the last: %v", writeErrs, lastErr)
 	}

@@ -24,6 +24,7 @@ type incrementalPlan struct {
 type churnFlags struct {
 	policies, rate   *int
 	duration         *time.Duration
+	intervals        *string
 	cold, fanoutList *string
 	grpcFleet        *string
 }
@@ -33,6 +34,7 @@ func churnFlagSet() churnFlags {
 		policies:   flag.Int("churn-policies", 1000, "Service-backed policies of the endpoint-churn row (-only churn)"),
 		rate:       flag.Int("churn-rate", 100, "EndpointSlice writes per second of the endpoint-churn row"),
 		duration:   flag.Duration("churn-duration", 60*time.Second, "length of the endpoint-churn row"),
+		intervals:  flag.String("churn-endpoint-intervals", "50ms", "lbplane serve --endpoint-update-interval of each run of the endpoint-churn row, comma-separated (0: none)"),
 		cold:       flag.String("cold-policies", "10000,50000,100000", "policy counts of the cold-start row (-only coldstart), each a fresh lbplane on a --config-dir"),
 		fanoutList: flag.String("fanout", "1000,10000", "simulated delta clients of the fan-out row (-only fanout), each count a fresh lbplane"),
 		grpcFleet:  flag.String("grpc-fleet", "1000", "grpc-go xDS clients of the gRPC fleet row (-only grpc-fleet), each count a fresh lbplane"),
@@ -41,6 +43,14 @@ func churnFlagSet() churnFlags {
 
 func (f churnFlags) apply(cfg *config) {
 	cfg.Incremental.Churn = churnPlan{Policies: *f.policies, Rate: *f.rate, Duration: *f.duration}
+	for _, v := range strings.Split(*f.intervals, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d < 0 {
+			fmt.Fprintf(os.Stderr, "error: -churn-endpoint-intervals: %q is not a duration of 0 or more\n", v)
+			os.Exit(2)
+		}
+		cfg.Incremental.Churn.EndpointIntervals = append(cfg.Incremental.Churn.EndpointIntervals, d)
+	}
 	var err error
 	if cfg.Incremental.ColdCounts, err = intList(*f.cold); err != nil {
 		fmt.Fprintln(os.Stderr, "error: -cold-policies:", err)
@@ -73,8 +83,10 @@ func incrementalOnly(only string) bool {
 func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, record func(runRecord)) error {
 	named := func(s string) bool { return strings.Contains(","+only+",", ","+s+",") }
 	if named("churn") {
-		if err := endpointChurn(ctx, e, cfg.Incremental.Churn, out, record); err != nil {
-			return fmt.Errorf("endpoint churn: %w", err)
+		for _, interval := range cfg.Incremental.Churn.EndpointIntervals {
+			if err := endpointChurn(ctx, e, cfg.Incremental.Churn, interval, out, record); err != nil {
+				return fmt.Errorf("endpoint churn: %w", err)
+			}
 		}
 	}
 	if named("coldstart") {
@@ -129,11 +141,20 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 	}
 	if len(churn) > 0 {
 		w("\n## Endpoint churn through Kubernetes\n\nService-backed policies on a real kube-apiserver (with etcd); their EndpointSlices are written (an update of one slice, a new address each time) at a fixed rate, round robin. Lag from the write sent to its arrival: at an EDS client in the runner (a delta ADS stream subscribed to every cluster's endpoints: every change) and in the real Envoy (admin `/config_dump?resource=dynamic_endpoint_configs&include_eds&name_regex=^CLUSTER$`, that cluster's endpoints as Envoy holds them: the newest change, read until it shows, pausing as long as each read took, then the next newest: a sample). Status writes counted by the API server (`apiserver_request_total`, status subresource).\n\n")
-		w("| policies | writes/s (target) | writes | EDS lag p50 / p99 / max ms | Envoy lag p50 / p99 ms (samples) | lbplane CPU ms/change | lbplane core share | lbplane RSS MiB | status writes | unseen |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		w("| policies | endpoint interval | writes/s (target) | writes | EDS lag p50 / p99 / max ms | Envoy lag p50 / p99 ms (samples) | lbplane CPU ms/change | lbplane core share | lbplane RSS MiB | status writes | unseen |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range churn {
 			x := c.Extra
-			w("| %d | %.1f (%.0f) | %.0f | %.1f / %.1f / %.1f | %.1f / %.1f (%.0f) | %.2f | %.0f %% | %s | %.0f | %.0f |\n", c.Policies, x["achievedRate"], x["targetRate"], x["writes"],
+			w("| %d | %s | %.1f (%.0f) | %.0f | %.1f / %.1f / %.1f | %.1f / %.1f (%.0f) | %.2f | %.0f %% | %s | %.0f | %.0f |\n", c.Policies, churnInterval(c), x["achievedRate"], x["targetRate"], x["writes"],
 				c.P50, c.P99, c.P999, x["envoyP50Ms"], x["envoyP99Ms"], x["envoySamples"], c.LbplaneCPUPerChangeMs, x["lbplaneCoreShare"]*100, mib(float64(c.LbplaneRSS)), x["statusWrites"], x["missing"])
+		}
+		w("\nThe storm as one client sees it: the EDS responses the runner's EDS client got while the writes went on, per second on average and in its busiest second (lbplane serve `--endpoint-update-interval` bounds them: one resync of endpoint changes alone per interval); and how long after the last write was acknowledged the EDS client had every change, and the Envoy every cluster's last address (its full EDS config dump, read until it does).\n\n| policies | endpoint interval | writes/s | EDS responses | per second | busiest second | EDS client has every change after ms | Envoy has every last address after ms |\n|---|---|---|---|---|---|---|---|\n")
+		for _, c := range churn {
+			x := c.Extra
+			if _, ok := x["edsResponses"]; !ok {
+				continue
+			}
+			w("| %d | %s | %.1f | %.0f | %.1f | %.0f | %.0f | %.0f |\n", c.Policies, churnInterval(c), x["achievedRate"], x["edsResponses"], x["edsResponsesPerSecond"], x["edsResponsesBusiestSecond"],
+				x["convergedAfterMs"], x["envoyConvergedAfterMs"])
 		}
 	}
 	if len(cold) > 0 {
@@ -157,4 +178,16 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 		}
 	}
 	r.fanoutReplicasMarkdown(w)
+}
+
+// churnInterval is the --endpoint-update-interval a churn run's lbplane had.
+func churnInterval(c runRecord) string {
+	ms, ok := c.Extra["endpointIntervalMs"]
+	switch {
+	case !ok:
+		return "?"
+	case ms == 0:
+		return "none"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }

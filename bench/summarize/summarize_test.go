@@ -220,3 +220,27 @@ func TestGatewayRoutesTables(t *testing.T) {
 		}
 	}
 }
+
+// The storm table has a line per endpoint interval, from the runs that carry the storm's figures, and none
+// for an older churn run without them.
+func TestChurnStormTable(t *testing.T) {
+	dir := t.TempDir()
+	runs := churnRun + "\n" +
+		`{"scenario":"churn","peer":"lbplane","policies":100,"p50Ms":188.9,"p99Ms":231.7,"lbplaneCpuMsPerChange":0.5,"extra":{"achievedRate":206.6,"edsResponses":1114,"edsResponsesPerSecond":18.5,"edsResponsesBusiestSecond":20,"convergedAfterMs":28,"envoyConvergedAfterMs":65,"endpointIntervalMs":50}}` + "\n" +
+		`{"scenario":"churn","peer":"lbplane","policies":100,"p50Ms":166.7,"p99Ms":220.2,"lbplaneCpuMsPerChange":0.76,"extra":{"achievedRate":206.6,"edsResponses":5261,"edsResponsesPerSecond":87.4,"edsResponsesBusiestSecond":128,"convergedAfterMs":7,"envoyConvergedAfterMs":26,"endpointIntervalMs":0}}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), []byte(runs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := churnStormTable(spec{kind: "churn-storm", src: []string{filepath.Join(dir, "runs.jsonl")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| 50 ms | 100 | 206.6 | 1114 | 18.5 | 20 | 188.9 / 231.7 | 0.50 | 28 | 65 |", "| none | 100 | 206.6 | 5261 | 87.4 | 128 | 166.7 / 220.2 | 0.76 | 7 | 26 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the storm table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "\n") != 4 {
+		t.Errorf("want a header, its rule and two lines:\n%s", got)
+	}
+}

@@ -17,6 +17,8 @@ var renderers = map[string]func(spec) (string, error){
 	"propagation": propagationTable,
 	"coldstart":   coldStartTable,
 	"churn":       churnTable,
+	// The same row as a storm: EDS responses per client and convergence, per --endpoint-update-interval.
+	"churn-storm": churnStormTable,
 	"fanout":      fanoutTable,
 	// Proxyless grpc-go clients on one lbplane (runner -only grpc-fleet).
 	"grpc-fleet": grpcFleetTable,
@@ -230,6 +232,37 @@ func churnTable(sp spec) (string, error) {
 		m.row(r.dir, strconv.Itoa(r.Policies), f1(x["achievedRate"]), f0(x["writes"]), f1(r.P50)+" / "+f1(r.P99),
 			f1(x["envoyP50Ms"])+" / "+f1(x["envoyP99Ms"]), f1(x["watchP99Ms"]), f1(x["watchToEDSP99Ms"]),
 			f2(r.CPUPerChange), f0(x["lbplaneCoreShare"]*100)+" %", f0(x["statusWrites"]), f0(x["missing"]))
+	}
+	if n == 0 {
+		return "", noRows(sp)
+	}
+	return m.String(), nil
+}
+
+// churnStormTable: the endpoint-churn row as a storm, one line per lbplane serve --endpoint-update-interval
+// (runs.jsonl, scenario churn, with the storm's figures): the EDS responses one client got while the writes
+// went on, and how long after the last write it, and the Envoy, held every change.
+func churnStormTable(sp spec) (string, error) {
+	runs, err := readRuns(sp)
+	if err != nil {
+		return "", err
+	}
+	var m md
+	m.header("endpoint interval", "policies", "writes/s", "EDS responses to one client", "per second", "in its busiest second", "EDS client lag p50 / p99 ms",
+		"lbplane CPU ms per change", "EDS client has every change, ms after the last write", "Envoy has every last address, ms after")
+	n := 0
+	for _, r := range runs {
+		x := r.Extra
+		if _, ok := x["edsResponses"]; r.Scenario != "churn" || !ok {
+			continue
+		}
+		n++
+		interval := "none"
+		if ms := x["endpointIntervalMs"]; ms > 0 {
+			interval = f0(ms) + " ms"
+		}
+		m.row(interval, strconv.Itoa(r.Policies), f1(x["achievedRate"]), f0(x["edsResponses"]), f1(x["edsResponsesPerSecond"]), f0(x["edsResponsesBusiestSecond"]),
+			f1(r.P50)+" / "+f1(r.P99), f2(r.CPUPerChange), f0(x["convergedAfterMs"]), f0(x["envoyConvergedAfterMs"]))
 	}
 	if n == 0 {
 		return "", noRows(sp)
