@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -161,10 +162,11 @@ func (s *Source) numberGateways(ctx context.Context, made []*v1alpha1.LoadBalanc
 		if err := s.writeGenerations(ctx, next); err != nil {
 			s.Log.Warn("storing the generations of the Gateways' policies: their staged changes are held until it succeeds", "error", err)
 			for _, ps := range toStore {
-				out[ps.i] = published[ps.key]
+				out[ps.i] = published[ps.key] // nil for a new policy: not served until its number is stored
 				delete(g.known, ps.key)
 			}
 			held = true
+			out = slices.DeleteFunc(out, func(p *v1alpha1.LoadBalancerPolicy) bool { return p == nil })
 		}
 	}
 	if held && g.retry.CompareAndSwap(false, true) {
