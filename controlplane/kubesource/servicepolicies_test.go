@@ -67,17 +67,14 @@ func createServicePolicies(ctx context.Context, t *testing.T, c *kubetest.Cluste
 }
 
 // startDeltaSource runs a Kubernetes source on c until ctx ends, waits for it to sync, serves its cache over
-// xDS on a loopback port, and opens one delta ADS stream to that server. opts set the source up further.
-func startDeltaSource(ctx context.Context, t *testing.T, c *kubetest.Cluster, opts ...func(*kubesource.Source)) (*engine.Engine, discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient) {
+// xDS on a loopback port, and opens one delta ADS stream to that server.
+func startDeltaSource(ctx context.Context, t *testing.T, c *kubetest.Cluster) (*engine.Engine, discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cache := xdscache.New()
 	eng := engine.New(cache, log)
 	tracker := xdsserver.NewTracker(cache, log)
 	src := &kubesource.Source{Config: c.Config, Engine: eng, Tracker: tracker, Log: log, StatusInterval: 200 * time.Millisecond}
-	for _, o := range opts {
-		o(src)
-	}
 	if err := src.Start(); err != nil {
 		t.Fatal(err)
 	}
