@@ -22,13 +22,8 @@ type attachedRule struct {
 	rule       *gwv1.HTTPRouteRule
 	hostnames  []string // "" is every host name
 	backends   []backend
-	// rollout is how a change of the rule reaches the Envoys, from its route's AnnotationRollout (its value
-	// in rolloutValue): the settings of its stages (nil: the route asks for none), or immediate.
-	rollout      *v1alpha1.Rollout
-	immediate    bool
-	rolloutValue string
-	// paused and abort steer the rollouts of the host names the rule is served on (see routeSteering).
-	paused, abort bool
+	// rollout is what the route's annotations ask of the rollouts of the host names the rule is served on.
+	rollout *rolloutAsk
 	// policy is the BackendLoadBalancerPolicy that targets the rule (or its whole route), whose settings its
 	// backends get instead of their Services' (see backendPolicies.forRule); conflicted are the others that
 	// target it, invalid those that target it and apply nowhere.
@@ -82,9 +77,8 @@ func attach(in Input, r *gwv1.HTTPRoute, order int, gateways map[types.Namespace
 	var out []gwv1.RouteParentStatus
 	gen := r.Generation
 	backends, resolved, reason, msg := resolveBackends(in, r, grants, a)
-	var rolloutProblem string
-	a.rollout, a.immediate, rolloutProblem = routeRollout(r)
-	a.paused, a.abort = routeSteering(r)
+	ask := routeAsk(r)
+	a.rollout = &ask
 	for _, ref := range r.Spec.ParentRefs {
 		group, kind := gwv1.GroupName, "Gateway"
 		if ref.Group != nil {
@@ -108,8 +102,8 @@ func attach(in Input, r *gwv1.HTTPRoute, order int, gateways map[types.Namespace
 		ok, why, text := gw.attachRoute(in, r, order, ref, backends, a)
 		if ok {
 			text := "route accepted"
-			if rolloutProblem != "" {
-				text += "; " + rolloutProblem + "; its changes are staged with the default settings"
+			if ask.problem != "" {
+				text += "; " + ask.problem + "; its changes are staged with the default settings"
 			}
 			ps.Conditions = append(ps.Conditions, condition(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), text, gen))
 		} else {
@@ -258,11 +252,10 @@ func (gw *gateway) attachRoute(in Input, r *gwv1.HTTPRoute, order int, ref gwv1.
 		}
 		for i := range r.Spec.Rules {
 			place(attachedRule{route: key, uid: r.UID, generation: r.Generation, index: i, rule: &r.Spec.Rules[i], hostnames: hosts, backends: backends[i],
-				rollout: a.rollout, immediate: a.immediate, rolloutValue: r.Annotations[AnnotationRollout], paused: a.paused, abort: a.abort})
+				rollout: a.rollout})
 		}
 		if len(r.Spec.Rules) == 0 {
-			place(attachedRule{route: key, uid: r.UID, generation: r.Generation, index: -1, hostnames: hosts, rollout: a.rollout, immediate: a.immediate,
-				rolloutValue: r.Annotations[AnnotationRollout], paused: a.paused, abort: a.abort})
+			place(attachedRule{route: key, uid: r.UID, generation: r.Generation, index: -1, hostnames: hosts, rollout: a.rollout})
 		}
 	}
 	switch {

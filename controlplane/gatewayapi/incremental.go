@@ -31,10 +31,8 @@ type attachedRoute struct {
 	parents  []gwv1.RouteParentStatus
 	placed   []placedRule
 	services []seenService
-	// rollout and immediate are what the route's AnnotationRollout asks for (see routeRollout).
-	rollout       *v1alpha1.Rollout
-	immediate     bool
-	paused, abort bool
+	// rollout is what the route's rollout annotations ask (see routeAsk), shared by the rules it placed.
+	rollout *rolloutAsk
 }
 
 // placedRule is one rule attached to listener index listener of a Gateway.
@@ -170,10 +168,7 @@ func (gw *gateway) builtKey(in Input, bp *backendPolicies, port gwv1.PortNumber,
 		k.version(ar.uid, ar.generation)
 		k.int(int64(ar.index))
 		k.int(int64(e.index))
-		// The rollout annotations are not the spec: metadata.generation does not move with them.
-		k.str(ar.rolloutValue)
-		k.bool(ar.paused)
-		k.bool(ar.abort)
+		k.str(ar.rollout.key)
 		if rp := ar.policy; rp != nil {
 			k.object(&rp.ObjectMeta)
 		} else {

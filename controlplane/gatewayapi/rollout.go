@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
 // AnnotationRollout on an HTTPRoute says how a change of its rules reaches the Envoys:
@@ -36,21 +37,36 @@ const (
 	RolloutImmediate = "immediate"
 )
 
-// Steering the rollouts of the host names an HTTPRoute's rules are served on, as a LoadBalancerPolicy's are
-// steered in Kubernetes mode: AnnotationRolloutPaused "true" on the route pauses them (and removing it
-// resumes them); AnnotationRolloutAbort set to the route's metadata.generation aborts them (every Envoy
-// runs the baseline). A policy made here carries AnnotationRolloutPaused "true" when one of its routes is
-// paused, and GatewayRolloutAbort "true" when one of its routes aborts.
-const (
-	AnnotationRolloutPaused = "lbplane.io/rollout-paused"
-	AnnotationRolloutAbort  = "lbplane.io/rollout-abort"
-	GatewayRolloutAbort     = "gateway.lbplane.io/rollout-abort"
-)
+// Steering the rollouts of the host names an HTTPRoute's rules are served on, with the annotations a
+// LoadBalancerPolicy is steered with in Kubernetes mode: apiwire.PausedAnnotation "true" on the route pauses
+// them (and removing it resumes them); apiwire.AbortAnnotation set to the route's metadata.generation aborts
+// them (every Envoy runs the baseline). A policy made here carries apiwire.PausedAnnotation "true" when one
+// of its routes is paused, and GatewayRolloutAbort "true" when one of its routes aborts (its own generation
+// is numbered after the translation, so the route's is checked here).
+const GatewayRolloutAbort = "gateway.lbplane.io/rollout-abort"
 
-// routeSteering reads the route's steering annotations: paused, and abort (it names the route's
-// generation).
-func routeSteering(r *gwv1.HTTPRoute) (paused, abort bool) {
-	return r.Annotations[AnnotationRolloutPaused] == "true", r.Annotations[AnnotationRolloutAbort] == strconv.FormatInt(r.Generation, 10)
+// rolloutAsk is what an HTTPRoute's rollout annotations ask of the rollouts of the host names its rules are
+// served on.
+type rolloutAsk struct {
+	// settings are those a change is staged with (nil: the route asks for no stages); immediate: it asks for
+	// every Envoy at once; problem is what is wrong with AnnotationRollout's value (see routeRollout).
+	settings  *v1alpha1.Rollout
+	immediate bool
+	problem   string
+	// paused and abort steer the rollouts under way.
+	paused, abort bool
+	// key stands for the annotations in the key a policy is reused by (builtKey): metadata.generation does
+	// not move with them.
+	key string
+}
+
+// routeAsk reads the route's rollout annotations.
+func routeAsk(r *gwv1.HTTPRoute) rolloutAsk {
+	a := rolloutAsk{paused: r.Annotations[apiwire.PausedAnnotation] == "true",
+		abort: r.Annotations[apiwire.AbortAnnotation] == strconv.FormatInt(r.Generation, 10)}
+	a.settings, a.immediate, a.problem = routeRollout(r)
+	a.key = fmt.Sprintf("%s\x00%t\x00%t", r.Annotations[AnnotationRollout], a.paused, a.abort)
+	return a
 }
 
 // routeRollout reads r's AnnotationRollout: the settings a change of its rules is staged with (nil: the

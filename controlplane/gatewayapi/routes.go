@@ -16,6 +16,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 )
 
 // entry is one match of one attached rule: one Envoy route.
@@ -269,11 +270,11 @@ func (gw *gateway) policy(in Input, bp *backendPolicies, port gwv1.PortNumber, v
 	for _, e := range v.entries {
 		// Staged when one of its routes asks for it, with the first one's settings; else immediate when one
 		// asks for that.
-		if ro := e.rule.rollout; ro != nil && p.Spec.Rollout == nil {
-			p.Spec.Rollout = ro.DeepCopy()
+		ask := e.rule.rollout
+		if ask.settings != nil && p.Spec.Rollout == nil {
+			p.Spec.Rollout = ask.settings.DeepCopy()
 		}
-		immediate = immediate || e.rule.immediate
-		paused, abort = paused || e.rule.paused, abort || e.rule.abort
+		immediate, paused, abort = immediate || ask.immediate, paused || ask.paused, abort || ask.abort
 		rt := pb.routeOf(e, routeName(e, names), p, int32(port))
 		p.Spec.Routes = append(p.Spec.Routes, rt)
 		ref := RuleRef{Route: e.rule.route.String(), Rule: e.rule.index, Match: e.index}
@@ -286,7 +287,7 @@ func (gw *gateway) policy(in Input, bp *backendPolicies, port gwv1.PortNumber, v
 		p.Annotations[AnnotationRollout] = RolloutImmediate
 	}
 	if paused {
-		p.Annotations[AnnotationRolloutPaused] = "true"
+		p.Annotations[apiwire.PausedAnnotation] = "true"
 	}
 	if abort {
 		p.Annotations[GatewayRolloutAbort] = "true"

@@ -25,6 +25,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/lbplane/lbplane/api/v1alpha1"
+	"github.com/lbplane/lbplane/controlplane/apiwire"
 	"github.com/lbplane/lbplane/controlplane/gatewayapi"
 	"github.com/lbplane/lbplane/controlplane/metrics"
 	"github.com/lbplane/lbplane/controlplane/objkey"
@@ -135,7 +136,7 @@ func specChanged(old, cur any) bool {
 		return !maps.Equal(o.GetLabels(), c.GetLabels())
 	}
 	if _, route := cur.(*gwv1.HTTPRoute); route {
-		for _, a := range []string{gatewayapi.AnnotationRollout, gatewayapi.AnnotationRolloutPaused, gatewayapi.AnnotationRolloutAbort} {
+		for _, a := range []string{gatewayapi.AnnotationRollout, apiwire.PausedAnnotation, apiwire.AbortAnnotation} {
 			if o.GetAnnotations()[a] != c.GetAnnotations()[a] {
 				return true
 			}
