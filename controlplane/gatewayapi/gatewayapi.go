@@ -13,9 +13,10 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
-	corev1 "k8s.io/api/core/v1"
 	"slices"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
