@@ -48,6 +48,7 @@ func newServe() *cobra.Command {
 	var kubernetes bool
 	var kubeconfig string
 	dynamicStats := true
+	var gcHeadroomMiB int
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve xDS to Envoy and the push API to lbctl",
@@ -114,8 +115,13 @@ func newServe() *cobra.Command {
 				rc.QPS, rc.Burst = 100, 200
 				cfg.Kubernetes = rc
 			}
-			// The Go runtime's soft memory limit is the process's, set here rather than by the server it runs.
+			// The Go runtime's soft memory limit and its collector's pace are the process's, set here rather
+			// than by the server it runs.
+			if gcHeadroomMiB < 0 {
+				return fmt.Errorf("--gc-headroom-mib: %d is negative; give a number of MiB, or 0 for Go's own pace", gcHeadroomMiB)
+			}
 			memlimit.Apply(cfg.Log)
+			memlimit.Pace(uint64(gcHeadroomMiB)<<20, cfg.Log)
 			ctx, stop := stopOnSignal(cfg.Log)
 			defer stop()
 			err = serve.Run(ctx, cfg)
@@ -138,6 +144,7 @@ func newServe() *cobra.Command {
 	f.StringSliceVar(&cfg.XDSServerNames, "xds-server-name", nil, "extra DNS name or IP in lbplane's own xDS certificate (repeatable; the bind host, localhost, 127.0.0.1 and ::1 are always in it)")
 	f.DurationVar(&cfg.EnvoyCertValidity, "envoy-cert-validity", 24*time.Hour, "life of the Envoy client certificates lbctl bootstrap obtains, and of the group certificates --envoy-cert-secret keeps")
 	f.IntVar(&cfg.MaxXDSConnections, "xds-max-connections", 0, "xDS connections open at once; further clients wait (0: half the open-file limit, -1: no limit)")
+	f.IntVar(&gcHeadroomMiB, "gc-headroom-mib", memlimit.DefaultHeadroom>>20, "collect garbage once the heap has grown this many MiB past what was live at the last collection, or a quarter of the live heap when that is more, instead of letting it double (Go's default): with 100,000 policies most of the heap stays live, and doubling it doubles the memory lbplane takes; 0 leaves the pace to Go, and GOGC, when set, overrides")
 	f.DurationVar(&cfg.XDSMaxConnectionAge, "xds-max-connection-age", 30*time.Minute, "close each xDS connection about this long after it opened (±10 % at random), once its client has acknowledged everything it was sent, so that clients spread over the replicas again; the client reconnects at once and keeps its config (0: never)")
 	f.DurationVar(&cfg.EndpointUpdateInterval, "endpoint-update-interval", kubesource.DefaultEndpointInterval, "in Kubernetes mode, the least time between two versions of a proxy group's config that change only endpoints (EndpointSlices): under a storm of endpoint updates each Envoy gets at most one EDS response per interval, while a lone change, or a change of anything else, goes out at once (0: no such wait)")
 	f.DurationVar(&cfg.AckTimeout, "ack-timeout", xdsserver.DefaultAckTimeout, "a proxy that leaves a response unanswered this long is shown STALE and no longer holds back changes for the others")

@@ -1,9 +1,13 @@
 package memlimit
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 func TestContainerLimit(t *testing.T) {
@@ -37,4 +41,57 @@ func TestContainerLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live, headroom uint64
+		want           int
+	}{
+		{0, 256 * mib, 100},           // nothing live yet: Go's default
+		{100 * mib, 256 * mib, 100},   // a small heap doubles, as Go paces it
+		{512 * mib, 256 * mib, 50},    // half of 512 MiB is the headroom
+		{800 * mib, 256 * mib, 32},    // 256 of 800
+		{4096 * mib, 256 * mib, 25},   // a huge heap keeps a quarter
+		{1024 * mib, 1024 * mib, 100}, // headroom as large as the heap
+	} {
+		if got := percent(c.live, c.headroom); got != c.want {
+			t.Errorf("percent(%d MiB live, %d MiB headroom) = %d, want %d", c.live/mib, c.headroom/mib, got, c.want)
+		}
+	}
+}
+
+// Pace sets the runtime's GOGC after each collection: a live heap four times the headroom gets the least
+// percent, and once that heap is garbage the default comes back.
+func TestPaceFollowsTheLiveHeap(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Fatal("GOGC is set in the environment, and Pace leaves the collector alone then: unset it to run this test")
+	}
+	gogc := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	// waitFor collects until the finalizer has set want (bounded: 200 collections).
+	waitFor := func(want uint64) {
+		t.Helper()
+		for range 200 {
+			runtime.GC()
+			if gogc() == want {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("GOGC is %d after 200 collections, want %d", gogc(), want)
+	}
+	Pace(8<<20, slog.New(slog.DiscardHandler))
+	live := make([][]byte, 64)
+	for i := range live {
+		live[i] = make([]byte, 1<<20) // 64 MiB live, 8 times the headroom
+	}
+	waitFor(MinPercent)
+	runtime.KeepAlive(live)
+	live = nil
+	waitFor(100)
 }
