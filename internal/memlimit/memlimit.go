@@ -1,5 +1,6 @@
 // Package memlimit gives the Go runtime a soft memory limit derived from the container's, when the process
-// runs under one.
+// runs under one, and paces its collector so that a large live heap is not doubled before each collection
+// (headroom.go).
 //
 // Without it the heap may grow to twice what is live before a collection (GOGC=100): with 100,000 policies
 // (≈ 0.7 GB live) that is more than a 1 GiB container allows, and the kernel kills lbplane where a
