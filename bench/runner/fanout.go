@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,8 +33,9 @@ func fanoutBase() int { return cpBase + 960 }
 
 var (
 	fanoutPin  = flag.Bool("fanout-pin", true, "fan-out row: run lbplane on the last CPU and the simulated clients on the others (taskset), so that lbplane's time is its own")
-	fanoutGRPC = flag.Bool("fanout-grpc-clients", false, "fan-out row: simulated clients on grpc-go (the row before 2026-11-23 22:00) instead of bare HTTP/2 connections (fanoutClientH2)")
+	fanoutGRPC = flag.Bool("fanout-grpc-clients", false, "fan-out row: simulated clients on grpc-go (the row before 2026-11-23 22:00) instead of bare HTTP/2 connections (h2Client)")
 	fanoutAll  = flag.Bool("fanout-all-types", true, "fan-out row: the simulated clients subscribe to clusters, endpoints, listeners and routes on one ADS stream, as an Envoy does (false: clusters only, the row before 2026-11-23 evening)")
+	fanoutAPI  = flag.String("fanout-api", "delta", "fan-out row: the simulated clients' xDS, delta (DeltaAggregatedResources) or sotw (StreamAggregatedResources: clusters and listeners by wildcard, endpoints and routes by the names those name, as an Envoy asks)")
 )
 
 // fanOut is the fan-out row on its own: for each client count a fresh lbplane with only the probe policy,
@@ -97,9 +100,19 @@ type clientState struct {
 	last   atomic.Int64 // ns since the change of the last response after it
 	count  atomic.Int32 // responses after the change
 	byType [4]atomic.Int32
+	// readyAt: unix ns when it had a response of every type; on: the index in addrs of the server it is
+	// connected to, -1 between connections.
+	readyAt atomic.Int64
+	on      atomic.Int32
+	// cancel ends this client alone.
+	cancel context.CancelFunc
 }
 
 func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runRecord)) error {
+	sotw, err := swarmAPI(*fanoutAPI)
+	if err != nil {
+		return fmt.Errorf("-fanout-api: %w", err)
+	}
 	dir := filepath.Join(e.dir, fmt.Sprintf("fanout-%d", n))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -140,7 +153,7 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 	time.Sleep(2 * time.Second) // the first publish settles; idle is lbplane with its config and no client
 	idle := treeUsage(lb.cmd.Process.Pid)
 
-	sw, err := startFanoutSwarm(ctx, []string{xds}, n)
+	sw, err := startFanoutSwarm(ctx, []string{xds}, n, swarmOptions{sotw: sotw})
 	if err != nil {
 		return err
 	}
@@ -196,7 +209,7 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 		"firstP50": percentile(firsts, 50), "firstAll": percentile(firsts, 100), "pinned": b2f(pin != nil), "grpcClients": b2f(*fanoutGRPC), "types": float64(len(types)),
 		"lbplaneCPUPerClientUs": cpuMs * 1000 / float64(max(len(samples), 1)),
 		"acceptedMs":            acceptedMs,
-		"connectionsLost":       float64(sw.clientErrors.Load()),
+		"connectionsLost":       float64(sw.connectionsLost()),
 		// The simulated clients' own CPU over the change (with the runner's small share): whether they
 		// or lbplane bound the row's wall time.
 		"runnerCPUPerClientUs":   runnerCPU.Seconds() * 1e6 / float64(max(len(samples), 1)),
@@ -218,12 +231,12 @@ func fanOutOnce(ctx context.Context, e *env, n int, out string, record func(runR
 		countsText += fmt.Sprintf(" %d responses: %d clients;", k, counts[k])
 		extra[fmt.Sprintf("clientsWith%dResponses", k)] = float64(counts[k])
 	}
-	rec := runRecord{Scenario: "fanout", Peer: "lbplane", API: "delta", Conns: n, Samples: samples, Valid: note == "", Note: note,
+	rec := runRecord{Scenario: "fanout", Peer: "lbplane", API: apiName(sotw), Conns: n, Samples: samples, Valid: note == "", Note: note,
 		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100), LbplaneRSS: connected.RSSBytes,
 		LbplaneCPUPerChangeMs: cpuMs, Extra: extra}
 	record(rec)
-	fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys (%d types, pinned %v, connected in %.1f s): change complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (push answered after %.1f ms; first response p50 %.1f, all %.1f; %d got it;%s %.2f responses per client); lbplane %.0f ms CPU for the change (%.0f µs, %.2f reads and %.2f writes per client; the clients %.0f µs each); RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
-		n, len(types), pin != nil, connectTook.Seconds(), rec.P50, rec.P99, rec.P999, acceptedMs, extra["firstP50"], extra["firstAll"], len(samples), countsText, extra["responsesPerClient"],
+	fmt.Fprintf(os.Stderr, "fan-out %d simulated %s Envoys (%d types, pinned %v, connected in %.1f s): change complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (push answered after %.1f ms; first response p50 %.1f, all %.1f; %d got it;%s %.2f responses per client); lbplane %.0f ms CPU for the change (%.0f µs, %.2f reads and %.2f writes per client; the clients %.0f µs each); RSS %d MiB idle, %d MiB connected: %.1f KiB per client %s\n%s\n%s\n",
+		n, rec.API, len(types), pin != nil, connectTook.Seconds(), rec.P50, rec.P99, rec.P999, acceptedMs, extra["firstP50"], extra["firstAll"], len(samples), countsText, extra["responsesPerClient"],
 		cpuMs, extra["lbplaneCPUPerClientUs"], extra["readSyscallsPerClient"], extra["writeSyscallsPerClient"], extra["runnerCPUPerClientUs"], idle.RSSBytes>>20, connected.RSSBytes>>20, perClient, note, heapTop, cpuTop)
 	return nil
 }
@@ -320,6 +333,20 @@ func waitSettled(pids []int) (time.Duration, bool) {
 	return time.Since(start), false
 }
 
+// pollFor calls f every interval until it returns true (true) or d has passed (false).
+func pollFor(d, every time.Duration, f func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if f() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(every)
+	}
+}
+
 // syscallCounts reads a process's read and write system calls so far (syscr, syscw of /proc/PID/io: every
 // read- and write-like call, on sockets too); zeros when unreadable.
 func syscallCounts(pid int) [2]int64 {
@@ -359,88 +386,178 @@ func ownCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// fanoutSwarm is n simulated delta clients (fanoutClientH2, or fanoutClient with -fanout-grpc-clients),
-// client i connected to addrs[i % len(addrs)]: one lbplane, or each of several replicas in turn. A
-// connection lost before the change is made again after a pause, as grpc-go's client (and an Envoy) would:
-// on a loaded machine some of 10,000 connects fail. One lost after the change counts (lostAfter).
+// fanoutSwarm is simulated clients (h2Client, or fanoutClient with -fanout-grpc-clients), client i
+// connected to addrs[i % len(addrs)] (one lbplane, or each of several replicas in turn) or, with
+// swarmOptions.random, to one of them at random each time it connects. A connection lost before the first
+// timed change is made again after a pause, as grpc-go's client (and an Envoy) would: on a loaded machine
+// some of 10,000 connects fail; one the server ended (its maximum age) at once. One lost after the change
+// counts (lostAfter) and ends the client, unless swarmOptions.rejoin.
 type fanoutSwarm struct {
-	addrs    []string
-	types    []string
-	states   []clientState
-	changeAt atomic.Int64 // unix ns of the change being timed; 0 before the first
-	ready    chan struct{}
-	started  time.Time
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	conns    []*grpc.ClientConn
-	// clientErrors: connections lost (and made again); lostAfter: lost after a change.
-	clientErrors, lostAfter atomic.Int64
-	readyN                  int
+	addrs []string
+	types []string
+	opt   swarmOptions
+	ctx   context.Context
+
+	mu     sync.Mutex
+	states []*clientState // every client made, in order (clients that left included)
+
+	changeAt   atomic.Int64 // unix ns of the change being timed; 0 before the first
+	readyCount atomic.Int64
+	started    time.Time
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	conns      []*grpc.ClientConn
+	// clientErrors: connections that failed (and were made again); reconnects: connections the server
+	// ended (and were made again); lostAfter: either, after a change (without rejoin).
+	clientErrors, reconnects, lostAfter atomic.Int64
+	readyN                              int
 }
 
-func startFanoutSwarm(ctx context.Context, addrs []string, n int) (*fanoutSwarm, error) {
+// swarmOptions are what a row asks of its simulated clients beyond what the fan-out rows' have.
+type swarmOptions struct {
+	// sotw: state-of-the-world ADS (StreamAggregatedResources) instead of delta.
+	sotw bool
+	// random: each connection goes to one of addrs at random, as a client behind a Kubernetes Service's
+	// address would, instead of always the same one.
+	random bool
+	// rejoin: a client never gives up, before the first timed change or after it: a connection the server
+	// ended is made again at once, one that failed after a pause.
+	rejoin bool
+}
+
+// swarmAPI is the -…-api flags' value as options: delta or sotw.
+func swarmAPI(api string) (bool, error) {
+	switch api {
+	case "delta":
+		return false, nil
+	case "sotw":
+		return true, nil
+	}
+	return false, fmt.Errorf("xDS API %q: want delta or sotw", api)
+}
+
+func apiName(sotw bool) string {
+	if sotw {
+		return "sotw"
+	}
+	return "delta"
+}
+
+func startFanoutSwarm(ctx context.Context, addrs []string, n int, opt swarmOptions) (*fanoutSwarm, error) {
+	if *fanoutGRPC && (opt.sotw || opt.random || opt.rejoin) {
+		return nil, fmt.Errorf("-fanout-grpc-clients: the grpc-go clients are delta clients of the fan-out rows only")
+	}
 	sctx, cancel := context.WithCancel(ctx)
-	s := &fanoutSwarm{addrs: addrs, types: fanoutTypes(), states: make([]clientState, n), ready: make(chan struct{}, n), started: time.Now(), cancel: cancel}
-	types := s.types
-	for i := range n {
-		node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
-		addr := addrs[i%len(addrs)]
-		st := &s.states[i]
-		onResponse := func(typ int) {
-			if at := s.changeAt.Load(); at != 0 {
-				d := time.Now().UnixNano() - at
-				st.first.CompareAndSwap(0, d)
-				st.last.Store(d)
-				st.count.Add(1)
-				st.byType[typ].Add(1)
-				return
-			}
-			if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
-				s.ready <- struct{}{}
-			}
-		}
-		if !*fanoutGRPC {
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
-					err := fanoutClientH2(sctx, addr, node, types, onResponse)
-					if err == nil || sctx.Err() != nil {
-						return
-					}
-					if n := s.clientErrors.Add(1); n <= 3 {
-						fmt.Fprintf(os.Stderr, "fan-out: simulated Envoy %s: %v\n", node.Id, err)
-					}
-					if s.changeAt.Load() != 0 {
-						s.lostAfter.Add(1)
-						return
-					}
-					select {
-					case <-sctx.Done():
-						return
-					case <-time.After(pause):
-					}
-				}
-			}()
-			continue
-		}
-		// Static flow-control windows, as an Envoy has: grpc-go's default BDP estimation would send lbplane a
-		// PING with every response it reads, which lbplane must answer, and no Envoy does that.
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(1<<20))
-		if err != nil {
+	s := &fanoutSwarm{addrs: addrs, types: fanoutTypes(), opt: opt, ctx: sctx, started: time.Now(), cancel: cancel}
+	for range n {
+		if err := s.add(); err != nil {
 			s.stop()
 			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// add starts one more client.
+func (s *fanoutSwarm) add() error {
+	cctx, cancel := context.WithCancel(s.ctx)
+	st := &clientState{cancel: cancel}
+	st.on.Store(-1)
+	s.mu.Lock()
+	i := len(s.states)
+	s.states = append(s.states, st)
+	s.mu.Unlock()
+	node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
+	types := s.types
+	onResponse := func(typ int, version string, changed bool) {
+		if !changed {
+			return
+		}
+		if at := s.changeAt.Load(); at != 0 {
+			d := time.Now().UnixNano() - at
+			st.first.CompareAndSwap(0, d)
+			st.last.Store(d)
+			st.count.Add(1)
+			st.byType[typ].Add(1)
+			return
+		}
+		if seen := st.seen.Or(1<<typ) | 1<<typ; seen == 1<<len(types)-1 && !st.ready.Swap(true) {
+			st.readyAt.Store(time.Now().UnixNano())
+			s.readyCount.Add(1)
+		}
+	}
+	if *fanoutGRPC {
+		// Static flow-control windows, as an Envoy has: grpc-go's default BDP estimation would send lbplane a
+		// PING with every response it reads, which lbplane must answer, and no Envoy does that.
+		conn, err := grpc.NewClient(s.addrs[i%len(s.addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(1<<20))
+		if err != nil {
+			return err
 		}
 		s.conns = append(s.conns, conn)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			fanoutClient(sctx, conn, node, types, onResponse)
+			fanoutClient(cctx, conn, node, types, func(typ int) { onResponse(typ, "", true) })
 		}()
+		return nil
 	}
-	return s, nil
+	c := newH2Client(node, types, s.opt.sotw, onResponse)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for pause := 100 * time.Millisecond; ; {
+			a := s.pick(i)
+			st.on.Store(int32(a))
+			err := c.run(cctx, s.addrs[a])
+			st.on.Store(-1)
+			if cctx.Err() != nil {
+				return
+			}
+			ended := errors.Is(err, errServerEnded)
+			if ended {
+				s.reconnects.Add(1)
+			} else if n := s.clientErrors.Add(1); n <= 3 {
+				fmt.Fprintf(os.Stderr, "fan-out: simulated Envoy %s: %v\n", node.Id, err)
+			}
+			if !s.opt.rejoin && s.changeAt.Load() != 0 {
+				s.lostAfter.Add(1)
+				return
+			}
+			// A stream the server ended after serving it (its maximum age) is made again at once, as an Envoy
+			// does; a connection that failed, or ended before its first response, after a pause.
+			if ended && c.responses > 0 {
+				pause = 100 * time.Millisecond
+				continue
+			}
+			select {
+			case <-cctx.Done():
+				return
+			case <-time.After(pause/2 + rand.N(pause/2)):
+			}
+			pause = min(2*pause, 5*time.Second)
+		}
+	}()
+	return nil
 }
+
+// pick is the index in addrs of client i's next connection.
+func (s *fanoutSwarm) pick(i int) int {
+	if s.opt.random {
+		return rand.IntN(len(s.addrs))
+	}
+	return i % len(s.addrs)
+}
+
+// all is every client made so far.
+func (s *fanoutSwarm) all() []*clientState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.states
+}
+
+// connectionsLost is every connection lost and made again, for whatever reason.
+func (s *fanoutSwarm) connectionsLost() int64 { return s.clientErrors.Load() + s.reconnects.Load() }
 
 func (s *fanoutSwarm) stop() {
 	s.cancel()
@@ -450,27 +567,31 @@ func (s *fanoutSwarm) stop() {
 	}
 }
 
-// waitReady waits until every client has its first config, for at most limit (a run with 10,000 on a
-// loaded machine had some that never got one: they are counted and left out), and returns how many have
-// it and how long since the clients were started.
+// waitReady waits until every client made so far has its first config, for at most limit (a run with
+// 10,000 on a loaded machine had some that never got one: they are counted and left out), and returns how
+// many have it and how long after the clients were started the last of them had it (the limit when some
+// never did).
 func (s *fanoutSwarm) waitReady(limit time.Duration) (int, time.Duration) {
-	by := time.After(limit)
-	for s.readyN < len(s.states) {
-		select {
-		case <-s.ready:
-			s.readyN++
-		case <-by:
-			return s.readyN, time.Since(s.started)
-		}
+	want := int64(len(s.all()))
+	deadline := time.Now().Add(limit)
+	for s.readyCount.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
 	}
-	return s.readyN, time.Since(s.started)
+	s.readyN = int(s.readyCount.Load())
+	if int64(s.readyN) < want {
+		return s.readyN, time.Since(s.started)
+	}
+	var last int64
+	for _, st := range s.all() {
+		last = max(last, st.readyAt.Load())
+	}
+	return s.readyN, time.Unix(0, last).Sub(s.started)
 }
 
 // startChange starts timing a change: what each client receives from now on counts toward it (and no
 // longer toward an earlier one). Call it just before the push.
 func (s *fanoutSwarm) startChange() {
-	for i := range s.states {
-		st := &s.states[i]
+	for _, st := range s.all() {
 		st.first.Store(0)
 		st.last.Store(0)
 		st.count.Store(0)
@@ -490,11 +611,11 @@ func (s *fanoutSwarm) waitChange() {
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 		got, lastAny := 0, int64(0)
-		for i := range s.states {
-			if s.states[i].ready.Load() && s.states[i].count.Load() > 0 {
+		for _, st := range s.all() {
+			if st.ready.Load() && st.count.Load() > 0 {
 				got++
 			}
-			lastAny = max(lastAny, s.states[i].last.Load())
+			lastAny = max(lastAny, st.last.Load())
 		}
 		if got >= s.readyN && time.Since(time.Unix(0, s.changeAt.Load()+lastAny)) >= quiet {
 			return
@@ -514,8 +635,7 @@ type fanoutResult struct {
 // result is the change's result over the clients of address index replica (all when -1).
 func (s *fanoutSwarm) result(replica int) fanoutResult {
 	r := fanoutResult{counts: map[int32]int{}}
-	for i := range s.states {
-		st := &s.states[i]
+	for i, st := range s.all() {
 		if replica >= 0 && i%len(s.addrs) != replica || !st.ready.Load() || st.count.Load() == 0 {
 			continue
 		}

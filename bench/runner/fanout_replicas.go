@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -25,14 +26,16 @@ var (
 	fanoutReplicas       = flag.Int("fanout-replicas", 0, "run the fan-out row across this many lbplane replicas on one etcd (lbplane serve --store etcd; 0: not run; -only fanout-replicas runs it alone)")
 	fanoutReplicaClients = flag.String("fanout-replica-clients", "10000", "comma-separated simulated delta clients of the -fanout-replicas row, spread evenly over the replicas; each count on fresh replicas and a fresh etcd")
 	fanoutReplicaChanges = flag.Int("fanout-replica-changes", 3, "changes timed in each -fanout-replicas run, pushed through each replica in turn")
+	fanoutReplicaAPI     = flag.String("fanout-replica-api", "delta", "the -fanout-replicas row's simulated clients' xDS: delta, or sotw (state of the world, as an Envoy asks: clusters and listeners by wildcard, endpoints and routes by the names those name); recorded as the runs' api")
 	fanoutReplicaProfile = flag.String("fanout-replica-profile-dir", "", "-fanout-replicas: write a CPU profile of each replica over each change (change<c>-r<i>.pprof, from just before the push) to this directory, and run the replicas with GODEBUG=gctrace=1 (in their logs: keep them with -keep)")
 )
 
 // fanoutReplicasPlan is the row's part of the recorded plan.
 type fanoutReplicasPlan struct {
-	Replicas int   `json:"replicas,omitempty"`
-	Clients  []int `json:"clients,omitempty"`
-	Changes  int   `json:"changes,omitempty"`
+	Replicas int    `json:"replicas,omitempty"`
+	Clients  []int  `json:"clients,omitempty"`
+	Changes  int    `json:"changes,omitempty"`
+	API      string `json:"api,omitempty"`
 }
 
 // applyFanoutReplicas puts the -fanout-replicas row into the plan when asked for (the flag, or -only naming it).
@@ -45,12 +48,15 @@ func applyFanoutReplicas(cfg *config, only string) {
 		return
 	}
 	clients, err := intList(*fanoutReplicaClients)
+	if err == nil {
+		_, err = swarmAPI(*fanoutReplicaAPI)
+	}
 	if err != nil || n < 1 || *fanoutReplicaChanges < 1 {
-		fmt.Fprintf(os.Stderr, "error: -fanout-replicas %d, -fanout-replica-clients %q, -fanout-replica-changes %d: want at least one replica, client counts and one change (%v)\n",
-			n, *fanoutReplicaClients, *fanoutReplicaChanges, err)
+		fmt.Fprintf(os.Stderr, "error: -fanout-replicas %d, -fanout-replica-clients %q, -fanout-replica-changes %d, -fanout-replica-api %q: want at least one replica, client counts, one change and delta or sotw (%v)\n",
+			n, *fanoutReplicaClients, *fanoutReplicaChanges, *fanoutReplicaAPI, err)
 		os.Exit(2)
 	}
-	cfg.Incremental.FanoutReplicas = fanoutReplicasPlan{Replicas: n, Clients: clients, Changes: *fanoutReplicaChanges}
+	cfg.Incremental.FanoutReplicas = fanoutReplicasPlan{Replicas: n, Clients: clients, Changes: *fanoutReplicaChanges, API: *fanoutReplicaAPI}
 }
 
 // fanoutReplicasBase is the row's first port: replica r has xDS and API at base+3r and base+3r+1 (moves
@@ -66,8 +72,133 @@ func fanOutReplicas(ctx context.Context, e *env, plan fanoutReplicasPlan, record
 	return nil
 }
 
+// fanoutReplica is one lbplane of the replica rows: its addresses, its process and push API client, and
+// what it was started with, so that it can be started again the same (restart).
+type fanoutReplica struct {
+	id, xds, metrics string
+	dir, bin         string
+	args, env        []string
+	lb               *proc
+	c                *pushapi.Client
+	starts           int
+}
+
+// replicaOptions say how the replica rows start their lbplanes.
+type replicaOptions struct {
+	// etcd: lbplane serve's flags for the shared etcd (startEtcdStore); none: one standalone lbplane with its
+	// own store.
+	etcd []string
+	pin  *pinning
+	// metrics: serve /metrics at each replica's third port (base+3r+2); pprof: and net/http/pprof there.
+	metrics, pprof bool
+	env            []string
+	extra          []string // more lbplane serve flags, for every replica
+}
+
+// startFanoutReplicas starts n replicas under dir (replica r with xDS at fanoutReplicasBase()+3r and its
+// push API at the next port; every replica on lbplane's CPU when pinned: together they have what the
+// one-lbplane rows' lbplane had) and waits for their push APIs (a follower waits for the leader's CA and
+// tokens, up to a minute, before it serves).
+func startFanoutReplicas(e *env, dir string, n int, o replicaOptions) ([]*fanoutReplica, error) {
+	var reps []*fanoutReplica
+	fail := func(err error) ([]*fanoutReplica, error) {
+		for _, r := range reps {
+			r.lb.stop()
+		}
+		return nil, err
+	}
+	for r := range n {
+		base := fanoutReplicasBase() + 3*r
+		rdir := filepath.Join(dir, fmt.Sprintf("r%d", r))
+		if err := os.MkdirAll(rdir, 0o755); err != nil {
+			return fail(err)
+		}
+		id := fmt.Sprintf("r%d", r)
+		xds, apiAddr, metrics := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1), ""
+		args := serveArgs(rdir, xds, apiAddr, "--xds-max-connections", "-1")
+		if len(o.etcd) > 0 {
+			args = append(append(args, "--replica-id", id), o.etcd...)
+		}
+		switch {
+		case o.pprof:
+			args = append(args, pprofArgs(base+2)...)
+			metrics = fmt.Sprintf("127.0.0.1:%d", base+2)
+		case o.metrics:
+			metrics = fmt.Sprintf("127.0.0.1:%d", base+2)
+			args = append(args, "--metrics-address", metrics)
+		default:
+			args = append(args, "--metrics-address", "")
+		}
+		args = append(args, o.extra...)
+		bin := filepath.Join(e.bin, "lbplane")
+		if o.pin != nil {
+			args = append([]string{"-c", o.pin.lbplane, bin}, args...)
+			bin = o.pin.taskset
+		}
+		rep := &fanoutReplica{id: id, xds: xds, metrics: metrics, dir: rdir, bin: bin, args: args, env: o.env,
+			c: &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}}
+		if err := rep.start(); err != nil {
+			return fail(err)
+		}
+		reps = append(reps, rep)
+	}
+	for _, r := range reps {
+		if err := r.waitServing(90 * time.Second); err != nil {
+			return fail(err)
+		}
+	}
+	return reps, nil
+}
+
+// start starts the replica's lbplane (again: the same command, its log beside the first one's).
+func (r *fanoutReplica) start() error {
+	name := "lbplane"
+	if r.starts > 0 {
+		name = fmt.Sprintf("lbplane-%d", r.starts+1)
+	}
+	lb, err := start(r.dir, name, r.env, r.bin, r.args...)
+	if err != nil {
+		return err
+	}
+	r.lb, r.starts = lb, r.starts+1
+	return nil
+}
+
+// waitServing waits for the replica's push API.
+func (r *fanoutReplica) waitServing(within time.Duration) error {
+	if err := waitPort(strings.TrimPrefix(r.c.BaseURL, "http://"), within); err != nil {
+		return fmt.Errorf("replica %s: %w", r.id, err)
+	}
+	return nil
+}
+
+func (r *fanoutReplica) pid() int { return r.lb.cmd.Process.Pid }
+
+func stopReplicas(reps []*fanoutReplica) {
+	for _, r := range reps {
+		r.lb.stop()
+	}
+}
+
+// replicasHaveProbe waits until every replica lists the probe policy (loaded from the store).
+func replicasHaveProbe(ctx context.Context, reps []*fanoutReplica) error {
+	for _, r := range reps {
+		if !waitFor(30*time.Second, func() bool {
+			ps, err := r.c.List(ctx)
+			return err == nil && slices.ContainsFunc(ps, func(p *v1alpha1.LoadBalancerPolicy) bool { return p.Name == "probe" })
+		}) {
+			return fmt.Errorf("replica %s never listed the probe policy pushed through %s", r.id, reps[0].id)
+		}
+	}
+	return nil
+}
+
 func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n int, record func(runRecord)) error {
 	R := plan.Replicas
+	sotw, err := swarmAPI(cmp.Or(plan.API, "delta"))
+	if err != nil {
+		return err
+	}
 	dir := filepath.Join(e.dir, fmt.Sprintf("fanout-replicas-%d-%d", R, n))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -81,65 +212,26 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 	if err != nil {
 		return err
 	}
-	type replica struct {
-		id, xds string
-		lb      *proc
-		c       *pushapi.Client
+	o := replicaOptions{etcd: etcdArgs, pin: pin, pprof: *fanoutReplicaProfile != ""}
+	if o.pprof {
+		o.env = []string{"GODEBUG=gctrace=1"}
 	}
-	var reps []*replica
-	defer func() {
-		for _, r := range reps {
-			r.lb.stop()
-		}
-	}()
-	for r := range R {
-		base := fanoutReplicasBase() + 3*r
-		rdir := filepath.Join(dir, fmt.Sprintf("r%d", r))
-		if err := os.MkdirAll(rdir, 0o755); err != nil {
-			return err
-		}
-		xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1)
-		args := append(serveArgs(rdir, xds, apiAddr, "--xds-max-connections", "-1", "--replica-id", fmt.Sprintf("r%d", r), "--metrics-address", ""), etcdArgs...)
-		var env []string
-		if *fanoutReplicaProfile != "" {
-			args = append(args, pprofArgs(base+2)...)
-			env = []string{"GODEBUG=gctrace=1"}
-		}
-		// Every replica on lbplane's CPU: together they have what the one-replica row's lbplane had.
-		bin := filepath.Join(e.bin, "lbplane")
-		if pin != nil {
-			args = append([]string{"-c", pin.lbplane, bin}, args...)
-			bin = pin.taskset
-		}
-		lb, err := start(rdir, "lbplane", env, bin, args...)
-		if err != nil {
-			return err
-		}
-		reps = append(reps, &replica{id: fmt.Sprintf("r%d", r), xds: xds, lb: lb,
-			c: &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}})
+	reps, err := startFanoutReplicas(e, dir, R, o)
+	if err != nil {
+		return err
 	}
-	// A follower waits for the leader's CA and tokens (up to a minute) before it serves.
-	for _, r := range reps {
-		if err := waitPort(strings.TrimPrefix(r.c.BaseURL, "http://"), 90*time.Second); err != nil {
-			return fmt.Errorf("replica %s: %w", r.id, err)
-		}
-	}
+	defer stopReplicas(reps)
 	if _, err := reps[0].c.Apply(ctx, probe("28091", 1), false); err != nil {
 		return err
 	}
 	// Every replica has loaded it from etcd.
-	for _, r := range reps {
-		if !waitFor(30*time.Second, func() bool {
-			ps, err := r.c.List(ctx)
-			return err == nil && slices.ContainsFunc(ps, func(p *v1alpha1.LoadBalancerPolicy) bool { return p.Name == "probe" })
-		}) {
-			return fmt.Errorf("replica %s never listed the probe policy pushed through %s", r.id, reps[0].id)
-		}
+	if err := replicasHaveProbe(ctx, reps); err != nil {
+		return err
 	}
 	time.Sleep(2 * time.Second) // the first publish settles; idle is each replica with its config and no client
 	idle := make([]usage, R)
 	for i, r := range reps {
-		idle[i] = treeUsage(r.lb.cmd.Process.Pid)
+		idle[i] = treeUsage(r.pid())
 	}
 	if err := pin.self(pinOwn(pin)); err != nil {
 		return err
@@ -152,7 +244,7 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 	for _, r := range reps {
 		addrs = append(addrs, r.xds)
 	}
-	sw, err := startFanoutSwarm(ctx, addrs, n)
+	sw, err := startFanoutSwarm(ctx, addrs, n, swarmOptions{sotw: sotw})
 	if err != nil {
 		return err
 	}
@@ -168,8 +260,8 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 	atReady := make([]usage, R)
 	var pids []int
 	for i, r := range reps {
-		atReady[i] = treeUsage(r.lb.cmd.Process.Pid)
-		pids = append(pids, r.lb.cmd.Process.Pid)
+		atReady[i] = treeUsage(r.pid())
+		pids = append(pids, r.pid())
 	}
 	settleTook, settled := waitSettled(pids)
 	if !settled {
@@ -179,7 +271,7 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 	streams := make([]int, R)
 	var rssAll int64
 	for i, r := range reps {
-		connected[i] = treeUsage(r.lb.cmd.Process.Pid)
+		connected[i] = treeUsage(r.pid())
 		rssAll += connected[i].RSSBytes
 		fmt.Fprintf(os.Stderr, "  %s: %.0f ms CPU from every client ready until settled (%.1f s)\n", r.id, (connected[i].CPUSeconds-atReady[i].CPUSeconds)*1000, settleTook.Seconds())
 		streams[i] = -1
@@ -192,7 +284,7 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		via := c % R
 		before := make([]usage, R)
 		for i, r := range reps {
-			before[i] = treeUsage(r.lb.cmd.Process.Pid)
+			before[i] = treeUsage(r.pid())
 		}
 		lostBefore := sw.lostAfter.Load()
 		var profiles sync.WaitGroup
@@ -206,7 +298,7 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 			time.Sleep(200 * time.Millisecond) // the profiles have started
 		}
 		for i, r := range reps {
-			u := treeUsage(r.lb.cmd.Process.Pid)
+			u := treeUsage(r.pid())
 			fmt.Fprintf(os.Stderr, "  before change %d: %s %.0f ms CPU since connected\n", c+1, r.id, (u.CPUSeconds-connected[i].CPUSeconds)*1000)
 		}
 		runnerBefore, faultsBefore := ownCPU(), ownFaults()
@@ -232,12 +324,12 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		extra := map[string]float64{"replicas": float64(R), "change": float64(c + 1), "via": float64(via), "acceptedMs": acceptedMs,
 			"connectSeconds": connectTook.Seconds(), "settleSeconds": settleTook.Seconds(), "ready": float64(readyN), "got": float64(len(all.samples)),
 			"firstP50": percentile(all.firsts, 50), "firstAll": percentile(all.firsts, 100), "pinned": b2f(pin != nil),
-			"types": float64(len(sw.types)), "connectionsLost": float64(sw.clientErrors.Load())}
+			"types": float64(len(sw.types)), "connectionsLost": float64(sw.connectionsLost())}
 		var cpuMs float64
 		var perReplica []string
 		for i, r := range reps {
 			res := sw.result(i)
-			after := treeUsage(r.lb.cmd.Process.Pid)
+			after := treeUsage(r.pid())
 			rcpu := (after.CPUSeconds - before[i].CPUSeconds) * 1000
 			cpuMs += rcpu
 			perClient := float64(connected[i].RSSBytes-idle[i].RSSBytes) / float64(max(onReplica(i), 1)) / 1024
@@ -255,12 +347,12 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 			perReplica = append(perReplica, fmt.Sprintf("%s (%d clients, %d streams): p50 %.1f, p99 %.1f, all %.1f ms, %.0f ms CPU, RSS %d → %d MiB, %.1f KiB per client",
 				r.id, onReplica(i), streams[i], extra[p+"p50"], extra[p+"p99"], extra[p+"max"], rcpu, idle[i].RSSBytes>>20, connected[i].RSSBytes>>20, perClient))
 		}
-		rec := runRecord{Scenario: "fanout-replicas", Peer: "lbplane", API: "delta", Conns: n, Samples: all.samples, Valid: cnote == "", Note: cnote,
+		rec := runRecord{Scenario: "fanout-replicas", Peer: "lbplane", API: apiName(sotw), Conns: n, Samples: all.samples, Valid: cnote == "", Note: cnote,
 			P50: percentile(all.samples, 50), P99: percentile(all.samples, 99), P999: percentile(all.samples, 100), LbplaneRSS: rssAll,
 			LbplaneCPUPerChangeMs: cpuMs, Extra: extra}
 		record(rec)
-		fmt.Fprintf(os.Stderr, "fan-out %d simulated delta Envoys over %d replicas on etcd, change %d through %s: complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (push answered after %.1f ms; %d of %d got it); lbplane %.0f ms CPU in all %s\n  %s\n",
-			n, R, c+1, reps[via].id, rec.P50, rec.P99, rec.P999, acceptedMs, len(all.samples), readyN, cpuMs, cnote, strings.Join(perReplica, "\n  "))
+		fmt.Fprintf(os.Stderr, "fan-out %d simulated %s Envoys over %d replicas on etcd, change %d through %s: complete p50 %.1f ms, p99 %.1f ms, all %.1f ms (push answered after %.1f ms; %d of %d got it); lbplane %.0f ms CPU in all %s\n  %s\n",
+			n, rec.API, R, c+1, reps[via].id, rec.P50, rec.P99, rec.P999, acceptedMs, len(all.samples), readyN, cpuMs, cnote, strings.Join(perReplica, "\n  "))
 	}
 	return nil
 }
@@ -285,8 +377,8 @@ func (r *report) fanoutReplicasMarkdown(w func(string, ...any)) {
 	if len(runs) == 0 {
 		return
 	}
-	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated delta ADS clients in the runner's process (as in the fan-out row), client i on replica i mod N. The first change is pushed once every client has its first config and every replica's CPU has gone quiet (under 10%% of a core for 1 s). Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
-	w("| clients | replicas | change (through) | connect s | p50 ms | p99 ms | all ms | got it | per replica p50 / p99 / all ms | lbplane CPU ms for the change | RSS per client KiB, per replica | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated ADS clients in the runner's process (as in the fan-out row; delta, or state of the world asking as an Envoy does), client i on replica i mod N. The first change is pushed once every client has its first config and every replica's CPU has gone quiet (under 10%% of a core for 1 s). Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
+	w("| clients | xDS | replicas | change (through) | connect s | p50 ms | p99 ms | all ms | got it | per replica p50 / p99 / all ms | lbplane CPU ms for the change | RSS per client KiB, per replica | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range runs {
 		x := c.Extra
 		var per, rss []string
@@ -295,7 +387,7 @@ func (r *report) fanoutReplicasMarkdown(w func(string, ...any)) {
 			per = append(per, fmt.Sprintf("r%d %.0f / %.0f / %.0f", i, x[p+"p50"], x[p+"p99"], x[p+"max"]))
 			rss = append(rss, fmt.Sprintf("r%d %.1f", i, x[p+"rssPerClientKiB"]))
 		}
-		w("| %d | %.0f | %.0f (r%.0f) | %.1f | %.1f | %.1f | %.1f | %.0f of %.0f | %s | %.0f | %s | %v %s |\n", c.Conns, x["replicas"], x["change"], x["via"], x["connectSeconds"],
+		w("| %d | %s | %.0f | %.0f (r%.0f) | %.1f | %.1f | %.1f | %.1f | %.0f of %.0f | %s | %.0f | %s | %v %s |\n", c.Conns, cmp.Or(c.API, "delta"), x["replicas"], x["change"], x["via"], x["connectSeconds"],
 			c.P50, c.P99, c.P999, x["got"], x["ready"], strings.Join(per, "; "), c.LbplaneCPUPerChangeMs, strings.Join(rss, "; "), c.Valid, c.Note)
 	}
 }

@@ -245,3 +245,39 @@ func TestChurnStormTable(t *testing.T) {
 		t.Errorf("want a header, its rule and two lines:\n%s", got)
 	}
 }
+
+// A smoke run of the runner's -fanout-replicas row with -fanout-replica-api sotw (500 clients on one
+// replica), cut to what the table reads.
+const fanoutSotwRun = `{"scenario":"fanout-replicas","api":"sotw","conns":500,"p50Ms":23.752883,"p99Ms":29.396313,"valid":true,"samplesMs":[28.865,16.867,17.044,29.502],"lbplaneCpuMsPerChange":30,"extra":{"change":1,"r0:max":29.502,"r0:p99":29.396,"r0:rssPerClientKiB":69.376,"replicas":1,"via":0}}
+`
+
+func TestFanoutReplicasTableByAPI(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "fleet"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fleet", "runs.jsonl"), []byte(fanoutSotwRun+fanoutReplicasRun), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "REPORT.md")
+	for _, c := range []struct {
+		marker    string
+		want, not string
+	}{
+		// The state-of-the-world clients' runs are shown when asked for, and only then.
+		{"kind=fanout-replicas api=sotw", "| fleet | 500 | 1 | 1 (r0) | 23.8 / 29.4 / 29.5 | r0 29.4 / 29.5 | 30 | r0 69.4 | true |\n", "| fleet | 300 |"},
+		{"kind=fanout-replicas", "| fleet | 300 | 3 | 1 (r0) |", "| fleet | 500 |"},
+	} {
+		body := "<!-- summary:begin " + c.marker + " src=fleet/runs.jsonl -->\n<!-- summary:end -->\n"
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := render(path, body)
+		if err != nil {
+			t.Fatalf("%s: %v", c.marker, err)
+		}
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
+			t.Errorf("%s: want %q and not %q:\n%s", c.marker, c.want, c.not, got)
+		}
+	}
+}

@@ -22,7 +22,8 @@ var renderers = map[string]func(spec) (string, error){
 	"fanout":      fanoutTable,
 	// Proxyless grpc-go clients on one lbplane (runner -only grpc-fleet).
 	"grpc-fleet": grpcFleetTable,
-	// The fan-out across lbplane replicas on etcd (runner -fanout-replicas).
+	// The fan-out across lbplane replicas on etcd (runner -fanout-replicas); option api=sotw for the
+	// state-of-the-world clients' runs (default delta).
 	"fanout-replicas": fanoutReplicasTable,
 	"health":          healthTable,
 	"hotkey":          hotKeyTable,
@@ -270,17 +271,19 @@ func churnStormTable(sp spec) (string, error) {
 	return m.String(), nil
 }
 
-// fanoutTable: one change to many simulated delta clients (runs.jsonl, scenario fanout).
+// fanoutTable: one change to many simulated clients (runs.jsonl, scenario fanout); option api= (delta
+// unless told).
 func fanoutTable(sp spec) (string, error) {
 	runs, err := readRuns(sp)
 	if err != nil {
 		return "", err
 	}
+	api := apiOpt(sp)
 	var m md
 	m.header("run", "clients", "change complete p50 / p99 / all ms", "lbplane CPU for the change ms", "per client µs", "lbplane reads / writes per client", "lbplane RSS per client KiB")
 	n := 0
 	for _, r := range runs {
-		if r.Scenario != "fanout" {
+		if r.Scenario != "fanout" || apiOf(r) != api {
 			continue
 		}
 		n++
@@ -344,18 +347,20 @@ func gatewayRoutesTable(sp spec) (string, error) {
 	return gatewaybench.Table(sp.opts["part"], runs)
 }
 
-// fanoutReplicasTable: changes to simulated delta clients spread over lbplane replicas on etcd (runs.jsonl,
-// scenario fanout-replicas), one row per change, with each replica's times and RSS per client.
+// fanoutReplicasTable: changes to simulated clients spread over lbplane replicas on etcd (runs.jsonl,
+// scenario fanout-replicas), one row per change, with each replica's times and RSS per client; option api=
+// (delta unless told: sotw for the state-of-the-world clients' runs).
 func fanoutReplicasTable(sp spec) (string, error) {
 	runs, err := readRuns(sp)
 	if err != nil {
 		return "", err
 	}
+	api := apiOpt(sp)
 	var m md
 	m.header("run", "clients", "replicas", "change (through)", "complete p50 / p99 / all ms", "per replica p99 / all ms", "lbplane CPU for the change ms", "RSS per client KiB, per replica", "valid")
 	n := 0
 	for _, r := range runs {
-		if r.Scenario != "fanout-replicas" {
+		if r.Scenario != "fanout-replicas" || apiOf(r) != api {
 			continue
 		}
 		n++
@@ -377,6 +382,22 @@ func fanoutReplicasTable(sp spec) (string, error) {
 		return "", noRows(sp)
 	}
 	return m.String(), nil
+}
+
+// apiOpt is a fan-out table's api= option: the simulated clients' xDS whose runs it shows (delta unless
+// told; the runs before the state-of-the-world clients name none and are delta).
+func apiOpt(sp spec) string {
+	if a := sp.opts["api"]; a != "" {
+		return a
+	}
+	return "delta"
+}
+
+func apiOf(r run) string {
+	if r.API == "" {
+		return "delta"
+	}
+	return r.API
 }
 
 // healthTable: one of five backends killed under load (summary.json, health), default checks first.
