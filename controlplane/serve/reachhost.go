@@ -30,12 +30,20 @@ func ownPorts(p Ports) []reach.OwnPort {
 	var out []reach.OwnPort
 	for _, a := range []struct{ addr, what string }{{p.XDS, "lbplane's xDS port"}, {p.API, "lbplane's push API and dashboard port"}, {p.Metrics, "lbplane's metrics port"}} {
 		if _, port, err := net.SplitHostPort(a.addr); err == nil {
-			if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+			if n, err := strconv.ParseUint(port, 10, 16); err == nil && n > 0 {
 				out = append(out, reach.OwnPort{Port: uint16(n), What: a.what})
 			}
 		}
 	}
 	return out
+}
+
+// portsBeforeSources gives the engine lbplane's ports as configured, before they are bound and before the
+// sources load (a port given as 0 is not known yet): the first translation is then the one served, and
+// binding them changes nothing. Given only once bound, they made lbplane translate every policy twice at
+// every start (36 s, and twice the heap, at 100,000 policies).
+func portsBeforeSources(eng *engine.Engine, cfg *Config, metrics string) {
+	eng.SetHost(hostView(nil, ownPorts(Ports{XDS: cfg.XDSAddress, API: cfg.APIAddress, Metrics: metrics})))
 }
 
 // hostView is what lbplane knows of the Envoys' hosts and its own: the addresses the Envoys connect from,

@@ -443,6 +443,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	portsBeforeSources(eng, &cfg, ms.address())
 	// Load every source before opening the xDS port.
 	watcher, err := loadSources(&cfg, eng, m, api)
 	if err != nil {
