@@ -193,7 +193,7 @@ func DecodeDocument(b []byte) (Document, error) {
 	if p.Kind != "" && p.Kind != v1alpha1.Kind {
 		return Document{}, fmt.Errorf("kind: must be %q, got %q", v1alpha1.Kind, p.Kind)
 	}
-	shareStrings(p)
+	ShareStrings(p)
 	return Document{Policy: p, Raw: j}, nil
 }
 

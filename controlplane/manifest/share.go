@@ -13,7 +13,7 @@ import (
 // that repeats is short, and a long one would cost the table more than it saves.
 const (
 	sharedMax    = 4096
-	sharedMaxLen = 64
+	sharedMaxLen = 128
 )
 
 var shared struct {
@@ -40,9 +40,23 @@ func share(s string) string {
 	return s
 }
 
-// shareStrings replaces the repeated string fields of p with shared copies. The values are equal: nothing
-// reading p can tell, and strings are immutable.
-func shareStrings(p *v1alpha1.LoadBalancerPolicy) {
+// ShareStrings replaces the repeated string fields of p with shared copies: those of its spec, its
+// namespace, and those its status repeats from policy to policy (the kinds, reasons and messages of its
+// conditions, its algorithm, proxy group and backend names). The values are equal: nothing reading p can
+// tell, and strings are immutable. The decoders of the push API and the config directory call it, and the
+// Kubernetes source's cache as it stores a policy.
+func ShareStrings(p *v1alpha1.LoadBalancerPolicy) {
+	p.Namespace = share(p.Namespace)
+	st := &p.Status
+	st.Algorithm = v1alpha1.Algorithm(share(string(st.Algorithm)))
+	st.ProxyGroup = share(st.ProxyGroup)
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.Type, c.Reason, c.Message = share(c.Type), share(c.Reason), share(c.Message)
+	}
+	for i := range st.Backends {
+		st.Backends[i].Name = share(st.Backends[i].Name)
+	}
 	s := &p.Spec
 	s.ProxyGroup = share(s.ProxyGroup)
 	s.Listener.Address = share(s.Listener.Address)

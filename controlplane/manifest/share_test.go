@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbplane/lbplane/api/v1alpha1"
 )
 
 // Two documents with the same address, backend name and protocol hold one copy of each; the values are
@@ -49,5 +53,35 @@ func TestShareBounded(t *testing.T) {
 	shared.Unlock()
 	if n > sharedMax {
 		t.Errorf("the table holds %d values, more than %d", n, sharedMax)
+	}
+}
+
+// ShareStrings shares what a policy's status repeats from policy to policy, and its namespace, as the
+// Kubernetes source's cache stores each policy.
+func TestShareStringsOfStatus(t *testing.T) {
+	// Built at run time: each policy holds its own copy of every value before ShareStrings.
+	own := func(s string) string { return strings.Clone(s) }
+	policy := func() *v1alpha1.LoadBalancerPolicy {
+		p := &v1alpha1.LoadBalancerPolicy{}
+		p.Namespace = own("team-a")
+		p.Status.Algorithm, p.Status.ProxyGroup = v1alpha1.Algorithm(own("RoundRobin")), own("edge")
+		p.Status.Conditions = []metav1.Condition{{Type: own("Accepted"), Reason: own("Accepted"), Message: own("the policy is valid and has no conflicts")}}
+		p.Status.Backends = []v1alpha1.BackendStatus{{Name: own("app")}}
+		ShareStrings(p)
+		return p
+	}
+	a, b := policy(), policy()
+	for what, pair := range map[string][2]string{
+		"namespace":         {a.Namespace, b.Namespace},
+		"algorithm":         {string(a.Status.Algorithm), string(b.Status.Algorithm)},
+		"proxy group":       {a.Status.ProxyGroup, b.Status.ProxyGroup},
+		"condition type":    {a.Status.Conditions[0].Type, b.Status.Conditions[0].Type},
+		"condition reason":  {a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason},
+		"condition message": {a.Status.Conditions[0].Message, b.Status.Conditions[0].Message},
+		"backend name":      {a.Status.Backends[0].Name, b.Status.Backends[0].Name},
+	} {
+		if pair[0] != pair[1] || unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
+			t.Errorf("%s: %q and %q are not one shared copy", what, pair[0], pair[1])
+		}
 	}
 }
