@@ -22,7 +22,7 @@ import (
 
 // With 1,000 Service-backed policies on a real API server, a change reads what it touches and nothing
 // else: moving one EndpointSlice's endpoint resolves that one Service and translates that one policy, and
-// editing one policy copies that one policy (no other is copied or read again).
+// editing one policy hands the engine that one policy anew (no other is taken or read again).
 func TestChangeReadsWhatItTouches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server and creates 3,000 objects")
@@ -49,9 +49,9 @@ func TestChangeReadsWhatItTouches(t *testing.T) {
 	if res, _ := eng.Result(); res.Policies.Len() != n {
 		t.Fatalf("%d policies after the first resync, want %d", res.Policies.Len(), n)
 	}
-	copies, services, _ := src.Reads()
-	if copies != n || services != n {
-		t.Fatalf("the first resync copied %d policies and resolved %d Services, want %d of each", copies, services, n)
+	taken, services, _ := src.Reads()
+	if taken != n || services != n {
+		t.Fatalf("the first resync took %d policies and resolved %d Services, want %d of each", taken, services, n)
 	}
 	// waitFor polls the engine's result: the source reads the cache as events arrive, with no signal of
 	// its own to wait on.
@@ -69,14 +69,14 @@ func TestChangeReadsWhatItTouches(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// reads returns the policies the source copied, the Services it resolved and the policies the engine
+	// reads returns the policies the source took anew, the Services it resolved and the policies the engine
 	// translated since the last call.
 	translated := eng.Translations()
 	reads := func() (int64, int64, int64) {
 		c, s, _ := src.Reads()
 		tr := eng.Translations()
-		dc, ds, dt := c-copies, s-services, tr-translated
-		copies, services, translated = c, s, tr
+		dc, ds, dt := c-taken, s-services, tr-translated
+		taken, services, translated = c, s, tr
 		return dc, ds, dt
 	}
 	reads()
@@ -92,7 +92,7 @@ func TestChangeReadsWhatItTouches(t *testing.T) {
 	}
 	waitFor("the moved endpoint", func(res *translate.Result) bool { return endpointOf(res, "default/p-0500/web") == "10.9.9.9" })
 	if p, s, tr := reads(); p != 0 || s != 1 || tr != 1 {
-		t.Errorf("one EndpointSlice change copied %d policies, resolved %d Services and translated %d policies; want 0, 1 and 1", p, s, tr)
+		t.Errorf("one EndpointSlice change took %d policies, resolved %d Services and translated %d policies; want 0, 1 and 1", p, s, tr)
 	}
 
 	edited := &v1alpha1.LoadBalancerPolicy{}
@@ -108,7 +108,7 @@ func TestChangeReadsWhatItTouches(t *testing.T) {
 		return ok && r.Generation == edited.Generation
 	})
 	if p, s, tr := reads(); p != 1 || s != 0 || tr != 1 {
-		t.Errorf("one policy edit copied %d policies, resolved %d Services and translated %d policies; want 1, 0 and 1", p, s, tr)
+		t.Errorf("one policy edit took %d policies, resolved %d Services and translated %d policies; want 1, 0 and 1", p, s, tr)
 	}
 
 	// A deleted policy's Service is no longer resolved: a change of its EndpointSlice reads nothing.
@@ -122,7 +122,7 @@ func TestChangeReadsWhatItTouches(t *testing.T) {
 		return !ok
 	})
 	if p, s, tr := reads(); p != 0 || s != 0 {
-		t.Errorf("one policy deleted: copied %d policies and resolved %d Services (translated %d), want none", p, s, tr)
+		t.Errorf("one policy deleted: took %d policies and resolved %d Services (translated %d), want none", p, s, tr)
 	}
 	orphan := serviceSlice(300, "10.9.9.8")
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(orphan), current); err != nil {
