@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,16 @@ var (
 	cpBase         = 28400 // xDS, API, Envoy admin and stats
 	cpBackendBase  = 28091
 )
+
+var cpGCHeadroom = flag.String("cp-gc-headroom-mib", "", "comma-separated values of lbplane serve --gc-headroom-mib: each push, etcd and Kubernetes row runs once per value, side by side (0: Go's own pace; empty: lbplane's default only)")
+
+// gcHeadrooms are -cp-gc-headroom-mib's values; -1 is lbplane's default (the flag not given).
+func gcHeadrooms() ([]int, error) {
+	if *cpGCHeadroom == "" {
+		return []int{-1}, nil
+	}
+	return intList(*cpGCHeadroom)
+}
 
 // cpGroups spreads the push and Kubernetes rows' fillers over proxy groups. A fleet of 100,000 policies is
 // served by several Envoys, each holding its group's share; one Envoy holding all of them spends minutes on
@@ -93,20 +104,30 @@ func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record f
 	if len(apis) == 0 {
 		apis = []string{"delta", "sotw"}
 	}
+	headrooms, err := gcHeadrooms()
+	if err != nil {
+		return fmt.Errorf("-cp-gc-headroom-mib: %w", err)
+	}
 	for _, api := range apis {
-		if err := propagation(ctx, e, cfg, api, "push", ports, record); err != nil {
-			return fmt.Errorf("propagation (%s): %w", api, err)
+		for _, h := range headrooms {
+			if err := propagation(ctx, e, cfg, api, "push", h, ports, record); err != nil {
+				return fmt.Errorf("propagation (%s): %w", api, err)
+			}
 		}
 	}
 	if cfg.EtcdPolicyCounts != nil {
-		if err := propagation(ctx, e, cfg, "delta", "etcd", ports, record); err != nil {
-			return fmt.Errorf("propagation (etcd, delta): %w", err)
+		for _, h := range headrooms {
+			if err := propagation(ctx, e, cfg, "delta", "etcd", h, ports, record); err != nil {
+				return fmt.Errorf("propagation (etcd, delta): %w", err)
+			}
 		}
 	}
 	if cfg.KubePolicyCounts != nil {
 		for _, api := range cfg.KubeAPIs {
-			if err := propagation(ctx, e, cfg, api, "kubernetes", ports, record); err != nil {
-				return fmt.Errorf("propagation (kubernetes, %s): %w", api, err)
+			for _, h := range headrooms {
+				if err := propagation(ctx, e, cfg, api, "kubernetes", h, ports, record); err != nil {
+					return fmt.Errorf("propagation (kubernetes, %s): %w", api, err)
+				}
 			}
 		}
 	}
@@ -116,8 +137,15 @@ func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record f
 // applier is how policies reach lbplane: its push API, or the Kubernetes API it watches.
 type applier func(ctx context.Context, docs []byte) error
 
-func propagation(ctx context.Context, e *env, cfg config, api, via string, ports []string, record func(runRecord)) error {
+// propagation is one push, etcd or Kubernetes row; headroom is lbplane's --gc-headroom-mib (-1: its default).
+func propagation(ctx context.Context, e *env, cfg config, api, via string, headroom int, ports []string, record func(runRecord)) error {
 	dir := filepath.Join(e.dir, "controlplane-"+via+"-"+api)
+	variant, suffix := via, ""
+	if headroom >= 0 {
+		suffix = fmt.Sprintf("-gc%d", headroom)
+		variant = fmt.Sprintf("%s, --gc-headroom-mib %d", via, headroom)
+	}
+	dir += suffix
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -126,6 +154,9 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 		// The fan-out row's simulated Envoys and the real one: more than the default cap (half the open-file
 		// limit, 10,000 on these machines).
 		"--xds-max-connections", "-1")
+	if headroom >= 0 {
+		args = append(args, "--gc-headroom-mib", strconv.Itoa(headroom))
+	}
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", cpBase+3)
 	if cfg.ProfileDir != "" {
 		args = append(args, "--metrics-address", pprofAddr, "--pprof")
@@ -141,7 +172,8 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 			return err
 		}
 		defer stopCluster()
-		args = append(args, "--kubernetes", "--kubeconfig", cluster.Kubeconfig)
+		// The fillers name endpoint addresses, which Kubernetes mode allows only where the operator says.
+		args = append(args, "--kubernetes", "--kubeconfig", cluster.Kubeconfig, "--address-backends-namespaces", "default")
 		apply = kubeApplier(cluster)
 		counts = cfg.KubePolicyCounts
 		statusCount = func(atLeast int64) int64 { return settledStatusWrites(ctx, cluster.Config, atLeast) }
@@ -218,7 +250,7 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 			if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
 				return err
 			}
-			go profileCPU(ctx, pprofAddr, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-%d.pprof", via, api, n)))
+			go profileCPU(ctx, pprofAddr, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%s-%d%s.pprof", via, api, n, suffix)))
 		}
 		before := treeUsage(lb.cmd.Process.Pid)
 		var samples, fromPush []float64
@@ -259,21 +291,22 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, ports
 			if cfg.ProfileDir != "" {
 				gcs = gcEnds(ctx, pprofAddr)
 			}
-			if err := writePushTrace(filepath.Join(dir, "lbplane.log"), fmt.Sprintf("%s-%s-%d", via, api, n), traced, gcs); err != nil {
+			if err := writePushTrace(filepath.Join(dir, "lbplane.log"), fmt.Sprintf("%s-%s-%d%s", via, api, n, suffix), traced, gcs); err != nil {
 				return fmt.Errorf("-cp-trace: %w", err)
 			}
 		}
-		rec := runRecord{Scenario: "propagation", Peer: "lbplane", Variant: via, API: api, Policies: n, Samples: samples, Valid: true,
+		rec := runRecord{Scenario: "propagation", Peer: "lbplane", Variant: variant, API: api, Policies: n, Samples: samples, Valid: true,
 			LbplaneRSS: after.RSSBytes, LbplaneCPUPerChangeMs: (after.CPUSeconds - before.CPUSeconds) * 1000 / float64(len(samples))}
 		rec.P50, rec.P99 = percentile(samples, 50), percentile(samples, 99)
 		rec.PushSamples = fromPush
-		rec.Extra = map[string]float64{"groups": float64(max(1, *cpGroups)), "envoyPolicies": float64(lastServed(n)/max(1, *cpGroups) + 1)}
+		rec.Extra = map[string]float64{"groups": float64(max(1, *cpGroups)), "envoyPolicies": float64(lastServed(n)/max(1, *cpGroups) + 1),
+			"peakRSS": float64(peakRSS(lb.cmd.Process.Pid))}
 		if via == "kubernetes" {
 			rec.Extra["statusWritesPerChange"] = float64(statusCount(0)-statusBefore) / float64(len(samples))
 		}
 		record(rec)
-		fmt.Fprintf(os.Stderr, "propagation %-10s %-5s %5d policies (%d groups, the Envoy's %d): accepted→200 p50 %.1f ms p99 %.1f ms; push→200 p50 %.1f ms p99 %.1f ms; lbplane %.1f ms CPU/change, RSS %d MiB\n",
-			via, api, n, max(1, *cpGroups), lastServed(n)/max(1, *cpGroups)+1, rec.P50, rec.P99, percentile(fromPush, 50), percentile(fromPush, 99), rec.LbplaneCPUPerChangeMs, rec.LbplaneRSS>>20)
+		fmt.Fprintf(os.Stderr, "propagation %-10s %-5s %5d policies (%d groups, the Envoy's %d): accepted→200 p50 %.1f ms p99 %.1f ms; push→200 p50 %.1f ms p99 %.1f ms; lbplane %.1f ms CPU/change, RSS %d MiB (peak %d)\n",
+			variant, api, n, max(1, *cpGroups), lastServed(n)/max(1, *cpGroups)+1, rec.P50, rec.P99, percentile(fromPush, 50), percentile(fromPush, 99), rec.LbplaneCPUPerChangeMs, rec.LbplaneRSS>>20, int64(rec.Extra["peakRSS"])>>20)
 	}
 	if via == "push" && cfg.ColdStart && len(counts) > 0 {
 		envoy.stop()

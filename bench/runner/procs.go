@@ -123,6 +123,21 @@ func readStat(pid int) (stat, error) {
 	return stat{ppid: ppid, cpuTicks: utime + stime, rssBytes: rssPages * int64(os.Getpagesize())}, nil
 }
 
+// peakRSS is the most resident memory the process has had (VmHWM), 0 when unknown.
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // usage is CPU seconds and resident memory of a process tree.
 type usage struct {
 	CPUSeconds float64
