@@ -104,7 +104,8 @@ type clientState struct {
 	// connected to, -1 between connections.
 	readyAt atomic.Int64
 	on      atomic.Int32
-	// cancel ends this client alone.
+	// track is what it acknowledged, for a version book (fanout_versions.go); cancel ends this client alone.
+	track  *clientTrack
 	cancel context.CancelFunc
 }
 
@@ -423,6 +424,8 @@ type swarmOptions struct {
 	// rejoin: a client never gives up, before the first timed change or after it: a connection the server
 	// ended is made again at once, one that failed after a pause.
 	rejoin bool
+	// book, when set, is told every version each client acknowledges (fanout_versions.go).
+	book *versionBook
 }
 
 // swarmAPI is the -…-api flags' value as options: delta or sotw.
@@ -444,7 +447,7 @@ func apiName(sotw bool) string {
 }
 
 func startFanoutSwarm(ctx context.Context, addrs []string, n int, opt swarmOptions) (*fanoutSwarm, error) {
-	if *fanoutGRPC && (opt.sotw || opt.random || opt.rejoin) {
+	if *fanoutGRPC && (opt.sotw || opt.random || opt.rejoin || opt.book != nil) {
 		return nil, fmt.Errorf("-fanout-grpc-clients: the grpc-go clients are delta clients of the fan-out rows only")
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -463,6 +466,9 @@ func (s *fanoutSwarm) add() error {
 	cctx, cancel := context.WithCancel(s.ctx)
 	st := &clientState{cancel: cancel}
 	st.on.Store(-1)
+	if s.opt.book != nil {
+		st.track = s.opt.book.newTrack()
+	}
 	s.mu.Lock()
 	i := len(s.states)
 	s.states = append(s.states, st)
@@ -470,6 +476,9 @@ func (s *fanoutSwarm) add() error {
 	node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
 	types := s.types
 	onResponse := func(typ int, version string, changed bool) {
+		if st.track != nil && version != "" {
+			st.track.acked(version)
+		}
 		if !changed {
 			return
 		}
@@ -506,6 +515,9 @@ func (s *fanoutSwarm) add() error {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		if st.track != nil {
+			defer st.track.exited.Store(true)
+		}
 		for pause := 100 * time.Millisecond; ; {
 			a := s.pick(i)
 			st.on.Store(int32(a))
@@ -554,6 +566,17 @@ func (s *fanoutSwarm) all() []*clientState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.states
+}
+
+// connectedOn counts the clients connected to each of addrs now, as the clients see it.
+func (s *fanoutSwarm) connectedOn() []int {
+	out := make([]int, len(s.addrs))
+	for _, st := range s.all() {
+		if a := st.on.Load(); a >= 0 {
+			out[a]++
+		}
+	}
+	return out
 }
 
 // connectionsLost is every connection lost and made again, for whatever reason.

@@ -19,6 +19,9 @@ type incrementalPlan struct {
 	GRPCFleet []int `json:"grpcFleetClients,omitempty"`
 	// FanoutReplicas: the fan-out across replicas on etcd (-fanout-replicas, fanout_replicas.go).
 	FanoutReplicas fanoutReplicasPlan `json:"fanoutReplicas,omitzero"`
+	// FanoutRebalance: a replica restarted among others with a maximum connection age (-fanout-rebalance,
+	// fanout_rebalance.go).
+	FanoutRebalance rebalancePlan `json:"fanoutRebalance,omitzero"`
 }
 
 type churnFlags struct {
@@ -72,7 +75,7 @@ func incrementalOnly(only string) bool {
 		return false
 	}
 	for _, s := range strings.Split(only, ",") {
-		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "grpc-fleet" && s != "controlplane" && s != "gateway-routes" {
+		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "fanout-rebalance" && s != "grpc-fleet" && s != "controlplane" && s != "gateway-routes" {
 			return false
 		}
 	}
@@ -107,6 +110,11 @@ func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, 
 	if cfg.Incremental.FanoutReplicas.Replicas > 0 { // opt-in: -fanout-replicas N
 		if err := fanOutReplicas(ctx, e, cfg.Incremental.FanoutReplicas, record); err != nil {
 			return fmt.Errorf("fan-out across replicas: %w", err)
+		}
+	}
+	if len(cfg.Incremental.FanoutRebalance.Clients) > 0 { // opt-in: -fanout-rebalance N
+		if err := fanOutRebalance(ctx, e, cfg.Incremental.FanoutRebalance, out, record); err != nil {
+			return fmt.Errorf("fan-out rebalancing: %w", err)
 		}
 	}
 	return nil
@@ -178,6 +186,7 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 		}
 	}
 	r.fanoutReplicasMarkdown(w)
+	r.rebalanceMarkdown(w)
 }
 
 // churnInterval is the --endpoint-update-interval a churn run's lbplane had.

@@ -176,6 +176,7 @@ func main() {
 	cfg := plan(*quick)
 	churnFlags.apply(&cfg)
 	applyFanoutReplicas(&cfg, *only)
+	applyRebalance(&cfg, *only)
 	if *reps > 0 {
 		cfg.Reps = *reps
 	}

@@ -281,3 +281,39 @@ func TestFanoutReplicasTableByAPI(t *testing.T) {
 		}
 	}
 }
+
+// A smoke run of the runner's -fanout-rebalance row (900 state-of-the-world clients over three replicas),
+// cut to what the table reads.
+const fanoutRebalanceRun = `{"scenario":"fanout-rebalance","peer":"lbplane","rep":0,"conns":900,"api":"sotw","errors":0,"p50Ms":139.624,"p99Ms":16145.74,"p999Ms":16145.74,"valid":true,"samplesMs":[107.831,99.572,16145.74,16145.74],"extra":{"afterRestartMaxMs":1153.2414,"afterRestartP99Ms":1153.2414,"backwardsClient":0,"backwardsTrackerStreams":0,"changes":43,"changesNotEverywhere":0,"maxAgeSeconds":30,"maxOverMeanAt60":1.1,"movedSeconds":17.0687,"replicas":3,"shareAt60":0.3311,"targetShare":0.28,"toShareSeconds":13.9306}}
+{"scenario":"fanout-rebalance","peer":"lbplane","rep":0,"conns":300,"api":"delta","p50Ms":100,"p99Ms":200,"valid":false,"note":"no reading 60 s after the restart","samplesMs":[100,200],"extra":{"movedSeconds":-1,"toShareSeconds":-1,"shareAt60":-1,"replicas":3,"maxAgeSeconds":30,"backwardsClient":2,"backwardsTrackerStreams":1}}
+`
+
+func TestFanoutRebalanceTable(t *testing.T) {
+	got, err := fanoutRebalanceTable(writeRuns(t, fanoutRebalanceRun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| fleet | 900 | sotw | 3 | 30 | 17.1 | 14 (28 %) | 33.1 % | 1.10 | 43 | 140 / 16146 / 16146 | 1153 / 1153 | 0 / 0 | 0 | true |\n",
+		// Never at the target share, and versions that went back, are said so.
+		"| fleet | 300 | delta | 3 | 30 | never | never (0 %) | - | 0.00 | 0 | 100 / 200 / 200 | 0 / 0 | 2 / 1 | 0 | false |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// writeRuns writes runs as fleet/runs.jsonl in a fresh directory and returns a spec reading it.
+func writeRuns(t *testing.T, runs string) spec {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "fleet")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "runs.jsonl")
+	if err := os.WriteFile(path, []byte(runs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec{src: []string{path}}
+}

@@ -25,12 +25,14 @@ var renderers = map[string]func(spec) (string, error){
 	// The fan-out across lbplane replicas on etcd (runner -fanout-replicas); option api=sotw for the
 	// state-of-the-world clients' runs (default delta).
 	"fanout-replicas": fanoutReplicasTable,
-	"health":          healthTable,
-	"hotkey":          hotKeyTable,
-	"memory":          memoryTable,
-	"websocket":       webSocketTable,
-	"paired":          pairedTable,
-	"wsmem":           wsmemTable,
+	// A replica killed and restarted among others with a maximum connection age (runner -fanout-rebalance).
+	"fanout-rebalance": fanoutRebalanceTable,
+	"health":           healthTable,
+	"hotkey":           hotKeyTable,
+	"memory":           memoryTable,
+	"websocket":        webSocketTable,
+	"paired":           pairedTable,
+	"wsmem":            wsmemTable,
 
 	// Gateway API HTTPRoutes (runner -only gateway-routes): part=propagation, churn or memory.
 	"gateway-routes": gatewayRoutesTable,
@@ -398,6 +400,60 @@ func apiOf(r run) string {
 		return "delta"
 	}
 	return r.API
+}
+
+// maxOf is the largest of xs (0 when none).
+func maxOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return slices.Max(xs)
+}
+
+// seconds is a time in seconds, or "never" for the runner's -1.
+func seconds(x float64) string {
+	if x < 0 {
+		return "never"
+	}
+	return f0(x)
+}
+
+// fanoutRebalanceTable: a replica killed and restarted among others whose connections end at a maximum age
+// (runs.jsonl, scenario fanout-rebalance), one row per run: how soon the restarted replica had its share of
+// the clients back, the spread at 60 s, how long each change took to reach every client, and whether a
+// client ever acknowledged an older change than one it had (as the clients saw it, and as the replicas'
+// ACK trackers did).
+func fanoutRebalanceTable(sp spec) (string, error) {
+	runs, err := readRuns(sp)
+	if err != nil {
+		return "", err
+	}
+	var m md
+	m.header("run", "clients", "xDS", "replicas", "max age s", "others hold every client after s", "restarted replica at the target share after s", "its share at 60 s",
+		"max / mean at 60 s", "changes", "each change everywhere p50 / p99 / all ms", "pushed after the restart p99 / all ms", "went back: clients' / trackers'", "changes not everywhere", "valid")
+	n := 0
+	for _, r := range runs {
+		if r.Scenario != "fanout-rebalance" {
+			continue
+		}
+		n++
+		x := r.Extra
+		moved, share := "never", "-"
+		if x["movedSeconds"] >= 0 {
+			moved = f1(x["movedSeconds"])
+		}
+		if x["shareAt60"] >= 0 {
+			share = f1(x["shareAt60"]*100) + " %"
+		}
+		m.row(r.dir, strconv.Itoa(r.Conns), apiOf(r), f0(x["replicas"]), f0(x["maxAgeSeconds"]), moved,
+			fmt.Sprintf("%s (%s %%)", seconds(x["toShareSeconds"]), f0(x["targetShare"]*100)), share, f2(x["maxOverMeanAt60"]), f0(x["changes"]),
+			f0(r.P50)+" / "+f0(r.P99)+" / "+f0(maxOf(r.Samples)), f0(x["afterRestartP99Ms"])+" / "+f0(x["afterRestartMaxMs"]),
+			f0(x["backwardsClient"])+" / "+f0(x["backwardsTrackerStreams"]), f0(x["changesNotEverywhere"]), strconv.FormatBool(r.Valid))
+	}
+	if n == 0 {
+		return "", noRows(sp)
+	}
+	return m.String(), nil
 }
 
 // healthTable: one of five backends killed under load (summary.json, health), default checks first.
