@@ -568,6 +568,14 @@ func (s *fanoutSwarm) all() []*clientState {
 	return s.states
 }
 
+// leave ends a client, as an Envoy that goes away.
+func (s *fanoutSwarm) leave(st *clientState) {
+	if st.track != nil {
+		st.track.left.Store(true)
+	}
+	st.cancel()
+}
+
 // connectedOn counts the clients connected to each of addrs now, as the clients see it.
 func (s *fanoutSwarm) connectedOn() []int {
 	out := make([]int, len(s.addrs))

@@ -130,6 +130,19 @@ func (b *versionBook) begin(states []*clientState) int {
 	return k
 }
 
+// end closes the book's membership: the clients that left since the last change are members of no later
+// one (what they never had of the earlier ones counts as left without it, not as missing).
+func (b *versionBook) end(states []*clientState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := len(b.changes)
+	for _, st := range states {
+		if t := st.track; t != nil && t.leftMember == 0 && t.left.Load() {
+			t.leftMember = k
+		}
+	}
+}
+
 // made records the version change k made; a version made before means the change changed nothing.
 func (b *versionBook) made(k int, version string) {
 	b.mu.Lock()
@@ -244,6 +257,18 @@ func (b *versionBook) run(ctx context.Context, every time.Duration) {
 			b.collect()
 		}
 	}
+}
+
+// lastMade is the newest change not left out (0: none); call it once no push is under way.
+func (b *versionBook) lastMade() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := len(b.changes) - 1; k > 0; k-- {
+		if !b.changes[k].failed {
+			return k
+		}
+	}
+	return 0
 }
 
 // pushedAt is when change k was pushed.

@@ -74,6 +74,35 @@ func TestVersionBook(t *testing.T) {
 	}
 }
 
+// A client that leaves after the last change was pushed counts against the changes it never had as one
+// that left, not as one they never reached, once the book is closed.
+func TestVersionBookEnd(t *testing.T) {
+	b := newVersionBook()
+	b.grace = -time.Hour
+	b.initial("v0")
+	states := []*clientState{{track: b.newTrack()}, {track: b.newTrack()}}
+	for _, st := range states {
+		st.ready.Store(true)
+		st.track.acked("v0")
+	}
+	b.collect()
+	k := b.begin(states)
+	b.made(k, "v1")
+	states[0].track.acked("v1")
+	states[1].track.left.Store(true)
+	states[1].track.exited.Store(true)
+	if b.collect(); b.complete(k) {
+		t.Fatal("change 1 complete before the book knows client 1 left")
+	}
+	b.end(states)
+	if b.collect(); !b.complete(k) {
+		t.Fatal("change 1 not complete once client 1's leaving is counted")
+	}
+	if r := b.result(); r.incomplete != 0 || r.leftWithout != 1 || b.lastMade() != k {
+		t.Errorf("%+v, last made %d; want every change complete, one client left without it, and change %d the last", r, b.lastMade(), k)
+	}
+}
+
 // The ACK trackers' readings: a stream that acknowledges an older change than one its node had on an
 // earlier stream went back; one that only moves forward, or a node's older stream still listed beside its
 // newer one, did not.

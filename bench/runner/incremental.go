@@ -20,8 +20,10 @@ type incrementalPlan struct {
 	// FanoutReplicas: the fan-out across replicas on etcd (-fanout-replicas, fanout_replicas.go).
 	FanoutReplicas fanoutReplicasPlan `json:"fanoutReplicas,omitzero"`
 	// FanoutRebalance: a replica restarted among others with a maximum connection age (-fanout-rebalance,
-	// fanout_rebalance.go).
+	// fanout_rebalance.go); FanoutChurn: clients coming and going under changes (-fanout-churn,
+	// fanout_churn.go).
 	FanoutRebalance rebalancePlan `json:"fanoutRebalance,omitzero"`
+	FanoutChurn     churnRowPlan  `json:"fanoutChurn,omitzero"`
 }
 
 type churnFlags struct {
@@ -75,7 +77,7 @@ func incrementalOnly(only string) bool {
 		return false
 	}
 	for _, s := range strings.Split(only, ",") {
-		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "fanout-rebalance" && s != "grpc-fleet" && s != "controlplane" && s != "gateway-routes" {
+		if s != "churn" && s != "coldstart" && s != "fanout" && s != "fanout-replicas" && s != "fanout-rebalance" && s != "fanout-churn" && s != "grpc-fleet" && s != "controlplane" && s != "gateway-routes" {
 			return false
 		}
 	}
@@ -115,6 +117,11 @@ func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, 
 	if len(cfg.Incremental.FanoutRebalance.Clients) > 0 { // opt-in: -fanout-rebalance N
 		if err := fanOutRebalance(ctx, e, cfg.Incremental.FanoutRebalance, out, record); err != nil {
 			return fmt.Errorf("fan-out rebalancing: %w", err)
+		}
+	}
+	if len(cfg.Incremental.FanoutChurn.Clients) > 0 { // opt-in: -fanout-churn N
+		if err := fanOutChurn(ctx, e, cfg.Incremental.FanoutChurn, record); err != nil {
+			return fmt.Errorf("fan-out client churn: %w", err)
 		}
 	}
 	return nil
@@ -187,6 +194,7 @@ func (r *report) incrementalMarkdown(w func(string, ...any)) {
 	}
 	r.fanoutReplicasMarkdown(w)
 	r.rebalanceMarkdown(w)
+	r.fanoutChurnMarkdown(w)
 }
 
 // churnInterval is the --endpoint-update-interval a churn run's lbplane had.

@@ -177,6 +177,7 @@ func main() {
 	churnFlags.apply(&cfg)
 	applyFanoutReplicas(&cfg, *only)
 	applyRebalance(&cfg, *only)
+	applyFanoutChurn(&cfg, *only)
 	if *reps > 0 {
 		cfg.Reps = *reps
 	}

@@ -27,12 +27,14 @@ var renderers = map[string]func(spec) (string, error){
 	"fanout-replicas": fanoutReplicasTable,
 	// A replica killed and restarted among others with a maximum connection age (runner -fanout-rebalance).
 	"fanout-rebalance": fanoutRebalanceTable,
-	"health":           healthTable,
-	"hotkey":           hotKeyTable,
-	"memory":           memoryTable,
-	"websocket":        webSocketTable,
-	"paired":           pairedTable,
-	"wsmem":            wsmemTable,
+	// Clients connecting and leaving under a stream of changes (runner -fanout-churn).
+	"fanout-churn": fanoutChurnTable,
+	"health":       healthTable,
+	"hotkey":       hotKeyTable,
+	"memory":       memoryTable,
+	"websocket":    webSocketTable,
+	"paired":       pairedTable,
+	"wsmem":        wsmemTable,
 
 	// Gateway API HTTPRoutes (runner -only gateway-routes): part=propagation, churn or memory.
 	"gateway-routes": gatewayRoutesTable,
@@ -449,6 +451,40 @@ func fanoutRebalanceTable(sp spec) (string, error) {
 			fmt.Sprintf("%s (%s %%)", seconds(x["toShareSeconds"]), f0(x["targetShare"]*100)), share, f2(x["maxOverMeanAt60"]), f0(x["changes"]),
 			f0(r.P50)+" / "+f0(r.P99)+" / "+f0(maxOf(r.Samples)), f0(x["afterRestartP99Ms"])+" / "+f0(x["afterRestartMaxMs"]),
 			f0(x["backwardsClient"])+" / "+f0(x["backwardsTrackerStreams"]), f0(x["changesNotEverywhere"]), strconv.FormatBool(r.Valid))
+	}
+	if n == 0 {
+		return "", noRows(sp)
+	}
+	return m.String(), nil
+}
+
+// fanoutChurnTable: clients connecting and leaving while changes are pushed (runs.jsonl, scenario
+// fanout-churn), one row per run: how long each change took to reach every client connected when it was
+// pushed, lbplane's cores, and whether its heap (after a collection) held within ±10 % from the row's
+// -fanout-churn-heap-from on.
+func fanoutChurnTable(sp spec) (string, error) {
+	runs, err := readRuns(sp)
+	if err != nil {
+		return "", err
+	}
+	var m md
+	m.header("run", "clients", "xDS", "replicas", "joins / leaves a second", "changes a second", "minutes", "each change everywhere p50 / p99 / all ms", "changes not everywhere",
+		"went back", "lbplane cores", "heap after a collection MiB, from minute", "its largest move", "within ±10 %", "RSS at the end MiB", "valid")
+	n := 0
+	for _, r := range runs {
+		if r.Scenario != "fanout-churn" {
+			continue
+		}
+		n++
+		x := r.Extra
+		heap, drift, within := "-", "-", "-"
+		if x["heapDrift"] >= 0 {
+			heap = fmt.Sprintf("%s–%s, from %s", mib(x["heapMinWindow"]), mib(x["heapMaxWindow"]), f1(x["heapFromSeconds"]/60))
+			drift, within = f1(x["heapDrift"]*100)+" %", map[bool]string{true: "yes", false: "no"}[x["heapWithin10"] == 1]
+		}
+		m.row(r.dir, strconv.Itoa(r.Conns), apiOf(r), f0(x["replicas"]), f0(x["joinPerSecond"])+" / "+f0(x["leavePerSecond"]), f1(x["changesPerSecond"]), f1(x["seconds"]/60),
+			f0(r.P50)+" / "+f0(r.P99)+" / "+f0(maxOf(r.Samples)), f0(x["changesNotEverywhere"]), f0(x["backwardsClient"]), f2(x["lbplaneCores"]),
+			heap, drift, within, mib(x["rssEnd"]), strconv.FormatBool(r.Valid))
 	}
 	if n == 0 {
 		return "", noRows(sp)

@@ -1,0 +1,429 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Client churn (-fanout-churn N, opt-in): N simulated clients on -fanout-churn-replicas replicas of lbplane
+// serve --store etcd (client i on replica i mod R), then for -fanout-churn-duration clients connect and
+// leave at a steady rate while the probe policy changes -fanout-churn-changes times a second (through the
+// replicas in turn). For each change, the time until every client connected (with its first config) when
+// it was pushed has it (a later change counts: it holds this one); the replicas' CPU over the churn (cores
+// used), and their Go heap (go_memstats_heap_inuse_bytes of their /metrics) and RSS every
+// -fanout-churn-sample-every, to tell whether memory holds steady from -fanout-churn-heap-from on.
+var (
+	churnClients  = flag.String("fanout-churn", "", "comma-separated base simulated clients of the client-churn row (opt-in: empty, not run; -only fanout-churn runs it with 10000); each count on fresh replicas and a fresh etcd")
+	churnReplicas = flag.Int("fanout-churn-replicas", 1, "replicas of the client-churn row (lbplane serve --store etcd, one etcd)")
+	churnJoin     = flag.Float64("fanout-churn-join", 30, "clients the client-churn row connects a second")
+	churnLeave    = flag.Float64("fanout-churn-leave", 30, "clients the client-churn row ends a second (at random among those with their config)")
+	churnChanges  = flag.Float64("fanout-churn-changes", 10, "changes of the probe policy the client-churn row pushes a second")
+	churnDuration = flag.Duration("fanout-churn-duration", 10*time.Minute, "how long the client-churn row churns")
+	churnSample   = flag.Duration("fanout-churn-sample-every", 10*time.Second, "the client-churn row reads each replica's heap and RSS this often")
+	churnHeapFrom = flag.Duration("fanout-churn-heap-from", 2*time.Minute, "the client-churn row judges the heap from this long into the churn to its end (within ±10 % of its first reading there)")
+	churnAPI      = flag.String("fanout-churn-api", "delta", "the client-churn row's simulated clients' xDS: delta or sotw")
+)
+
+// churnRowPlan is the row's part of the recorded plan.
+type churnRowPlan struct {
+	Clients     []int         `json:"clients,omitempty"`
+	Replicas    int           `json:"replicas,omitempty"`
+	Join        float64       `json:"joinPerSecond,omitempty"`
+	Leave       float64       `json:"leavePerSecond,omitempty"`
+	Changes     float64       `json:"changesPerSecond,omitempty"`
+	Duration    time.Duration `json:"duration,omitempty"`
+	SampleEvery time.Duration `json:"sampleEvery,omitempty"`
+	HeapFrom    time.Duration `json:"heapFrom,omitempty"`
+	API         string        `json:"api,omitempty"`
+}
+
+// applyFanoutChurn puts the row into the plan when asked for (the flag, or -only naming it).
+func applyFanoutChurn(cfg *config, only string) {
+	list := *churnClients
+	if list == "" && strings.Contains(","+only+",", ",fanout-churn,") {
+		list = "10000"
+	}
+	if list == "" {
+		return
+	}
+	clients, err := intList(list)
+	if err == nil {
+		_, err = swarmAPI(*churnAPI)
+	}
+	if err != nil || *churnReplicas < 1 || *churnJoin < 0 || *churnLeave < 0 || *churnChanges <= 0 || *churnDuration <= 0 || *churnSample <= 0 {
+		fmt.Fprintf(os.Stderr, "error: -fanout-churn %q, -fanout-churn-replicas %d, -fanout-churn-join %v, -fanout-churn-leave %v, -fanout-churn-changes %v, -fanout-churn-duration %s, -fanout-churn-sample-every %s, -fanout-churn-api %q: want client counts, a replica, rates of 0 or more (changes above 0), positive durations and delta or sotw (%v)\n",
+			list, *churnReplicas, *churnJoin, *churnLeave, *churnChanges, *churnDuration, *churnSample, *churnAPI, err)
+		os.Exit(2)
+	}
+	cfg.Incremental.FanoutChurn = churnRowPlan{Clients: clients, Replicas: *churnReplicas, Join: *churnJoin, Leave: *churnLeave, Changes: *churnChanges,
+		Duration: *churnDuration, SampleEvery: *churnSample, HeapFrom: *churnHeapFrom, API: *churnAPI}
+}
+
+func fanOutChurn(ctx context.Context, e *env, plan churnRowPlan, record func(runRecord)) error {
+	for _, n := range plan.Clients {
+		if err := fanOutChurnOnce(ctx, e, plan, n, record); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// every calls f at rate a second until ctx ends (none when rate is 0).
+func every(ctx context.Context, rate float64, f func()) {
+	if rate <= 0 {
+		return
+	}
+	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
+// churnSampleRec is one reading of the replicas' memory, seconds into the churn: the Go heap in use right
+// after a collection (HeapInuse of /debug/pprof/heap?gc=1: what stays, without the garbage of the moment),
+// go_memstats_heap_inuse_bytes of /metrics as read before it (with whatever garbage there was), and RSS.
+type churnSampleRec struct {
+	at               float64
+	heap, inuse, rss []float64
+}
+
+func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, record func(runRecord)) error {
+	R := plan.Replicas
+	sotw, err := swarmAPI(plan.API)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(e.dir, fmt.Sprintf("fanout-churn-%d-%d", R, n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	etcdArgs, stopEtcd, err := startEtcdStore(dir)
+	if err != nil {
+		return err
+	}
+	defer stopEtcd()
+	pin, err := pinCPUs()
+	if err != nil {
+		return err
+	}
+	reps, err := startFanoutReplicas(e, dir, R, replicaOptions{etcd: etcdArgs, pin: pin, pprof: true})
+	if err != nil {
+		return err
+	}
+	defer stopReplicas(reps)
+	change := 1
+	if _, err := reps[0].c.Apply(ctx, probe("28091", change), false); err != nil {
+		return err
+	}
+	if err := replicasHaveProbe(ctx, reps); err != nil {
+		return err
+	}
+	book := newVersionBook()
+	v, err := groupVersion(ctx, reps[0])
+	if err != nil {
+		return err
+	}
+	book.initial(v)
+	if err := pin.self(pinOwn(pin)); err != nil {
+		return err
+	}
+	defer pin.self(pinAll(pin))
+	if pin != nil {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() - 1))
+	}
+	var addrs []string
+	var pids []int
+	for _, r := range reps {
+		addrs = append(addrs, r.xds)
+		pids = append(pids, r.pid())
+	}
+	sw, err := startFanoutSwarm(ctx, addrs, n, swarmOptions{sotw: sotw, rejoin: true, book: book})
+	if err != nil {
+		return err
+	}
+	defer sw.stop()
+	readyN, connectTook := sw.waitReady(5 * time.Minute)
+	var notes []string
+	if readyN < n {
+		notes = append(notes, fmt.Sprintf("%d of %d simulated Envoys got a first config within 5 minutes", readyN, n))
+	}
+	if took, ok := waitSettled(pids); !ok {
+		notes = append(notes, fmt.Sprintf("the replicas were still busy %s after the clients connected", took.Round(time.Second)))
+	}
+
+	rctx, stopRow := context.WithCancel(ctx)
+	defer stopRow()
+	var loops sync.WaitGroup
+	loops.Go(func() { book.run(rctx, 250*time.Millisecond) })
+	started := time.Now()
+	cpu0 := make([]float64, R)
+	for i, pid := range pids {
+		cpu0[i] = treeUsage(pid).CPUSeconds
+	}
+	var samples []churnSampleRec
+	sample := func() {
+		s := churnSampleRec{at: time.Since(started).Seconds(), heap: make([]float64, R), inuse: make([]float64, R), rss: make([]float64, R)}
+		for i, r := range reps {
+			s.rss[i] = float64(treeUsage(r.pid()).RSSBytes)
+			s.heap[i], s.inuse[i] = -1, -1
+			c, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if m, err := scrapeMetrics(c, r.metrics); err == nil {
+				if h, ok := m["go_memstats_heap_inuse_bytes"]; ok {
+					s.inuse[i] = h
+				}
+			}
+			if h, err := heapAfterGC(c, r.metrics); err == nil {
+				s.heap[i] = h
+			}
+			cancel()
+		}
+		samples = append(samples, s)
+	}
+	sample()
+	loops.Go(func() { every(rctx, 1/plan.SampleEvery.Seconds(), sample) })
+	pushes, pushErrors := 0, 0
+	loops.Go(func() {
+		every(rctx, plan.Changes, func() {
+			via := reps[pushes%R]
+			k := book.begin(sw.all())
+			change++
+			pushes++
+			c, cancel := context.WithTimeout(rctx, 30*time.Second)
+			defer cancel()
+			if _, err := via.c.Apply(c, probe("28091", change), false); err != nil {
+				if rctx.Err() == nil {
+					if pushErrors++; pushErrors <= 3 {
+						fmt.Fprintf(os.Stderr, "fan-out churn: change %d through %s: %v\n", k, via.id, err)
+					}
+				}
+				book.failed(k)
+				return
+			}
+			v, err := groupVersion(c, via)
+			if err != nil {
+				if rctx.Err() == nil {
+					pushErrors++
+				}
+				book.failed(k)
+				return
+			}
+			book.made(k, v)
+		})
+	})
+	joined, left := 0, 0
+	loops.Go(func() {
+		every(rctx, plan.Join, func() {
+			if sw.add() == nil {
+				joined++
+			}
+		})
+	})
+	loops.Go(func() {
+		every(rctx, plan.Leave, func() {
+			all := sw.all()
+			// At random among the clients with their config that have not left (a few draws: nearly all are).
+			for range 20 {
+				st := all[rand.IntN(len(all))]
+				if st.ready.Load() && !st.track.left.Load() {
+					sw.leave(st)
+					left++
+					return
+				}
+			}
+		})
+	})
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(plan.Duration):
+	}
+	stopRow()
+	loops.Wait()
+	wall := time.Since(started).Seconds()
+	cores := make([]float64, R)
+	coresAll := 0.0
+	for i, pid := range pids {
+		cores[i] = (treeUsage(pid).CPUSeconds - cpu0[i]) / wall
+		coresAll += cores[i]
+	}
+	// The last changes reach their clients (at most 10 s).
+	book.end(sw.all())
+	lastTook := -1.0
+	if last := book.lastMade(); last > 0 {
+		if pollFor(10*time.Second, 100*time.Millisecond, func() bool { book.collect(); return book.complete(last) }) {
+			lastTook = time.Since(book.pushedAt(last)).Seconds()
+		}
+	}
+	book.collect()
+	res := book.result()
+	connectedEnd := 0
+	for _, c := range sw.connectedOn() {
+		connectedEnd += c
+	}
+
+	extra := map[string]float64{"replicas": float64(R), "ready": float64(readyN), "connectSeconds": connectTook.Seconds(), "seconds": wall,
+		"joinPerSecond": plan.Join, "leavePerSecond": plan.Leave, "changesPerSecondTarget": plan.Changes, "changesPerSecond": float64(pushes) / wall,
+		"joined": float64(joined), "left": float64(left), "connectedAtEnd": float64(connectedEnd),
+		"pushes": float64(pushes), "pushErrors": float64(pushErrors), "changes": float64(res.changes), "changesLeftOut": float64(res.failed),
+		"changesNotEverywhere": float64(res.incomplete), "clientChangesMissing": float64(res.missing), "membersPerChange": float64(res.members) / float64(max(res.changes, 1)),
+		"leftWithout": float64(res.leftWithout), "lastChangeSeconds": lastTook,
+		"backwardsClient": float64(res.backwards), "backwardsClients": float64(res.backClients), "stepVersions": float64(res.steps),
+		"reconnects": float64(sw.reconnects.Load()), "connectErrors": float64(sw.clientErrors.Load()),
+		"lbplaneCores": coresAll, "heapFromSeconds": plan.HeapFrom.Seconds(), "sampleSeconds": plan.SampleEvery.Seconds()}
+	for i := range reps {
+		extra[fmt.Sprintf("r%d:cores", i)] = cores[i]
+	}
+	// Memory: every reading, and from HeapFrom on, the heap's span about its first reading there.
+	drift, within := heapDrift(samples, plan.HeapFrom.Seconds(), func(s churnSampleRec) []float64 { return s.heap })
+	extra["heapDrift"], extra["heapWithin10"] = drift, within
+	extra["heapInuseDrift"], _ = heapDrift(samples, plan.HeapFrom.Seconds(), func(s churnSampleRec) []float64 { return s.inuse })
+	var heapLo, heapHi float64 = math.Inf(1), 0
+	for _, s := range samples {
+		sec := int(math.Round(s.at))
+		var heap, rss float64
+		ok := true
+		for i := range reps {
+			extra[fmt.Sprintf("r%d:heap:%d", i, sec)] = s.heap[i]
+			extra[fmt.Sprintf("r%d:heapInuse:%d", i, sec)] = s.inuse[i]
+			extra[fmt.Sprintf("r%d:rss:%d", i, sec)] = s.rss[i]
+			heap += s.heap[i]
+			rss += s.rss[i]
+			ok = ok && s.heap[i] > 0
+		}
+		if s.at >= plan.HeapFrom.Seconds() && ok {
+			heapLo, heapHi = min(heapLo, heap), max(heapHi, heap)
+		}
+		extra["rssEnd"] = rss
+	}
+	if heapHi > 0 {
+		extra["heapMinWindow"], extra["heapMaxWindow"] = heapLo, heapHi
+	}
+	if len(samples) > 0 {
+		var heap float64
+		for _, h := range samples[len(samples)-1].heap {
+			heap += max(h, 0)
+		}
+		extra["heapEnd"] = heap
+	}
+	if pushErrors > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d pushes failed", pushErrors, pushes))
+	}
+	if rate := float64(pushes) / wall; rate < 0.9*plan.Changes {
+		notes = append(notes, fmt.Sprintf("%.1f changes a second pushed of %.1f asked for (each push waits for the one before)", rate, plan.Changes))
+	}
+	note := strings.Join(notes, "; ")
+	var rssEnd int64
+	if len(samples) > 0 {
+		for _, r := range samples[len(samples)-1].rss {
+			rssEnd += int64(r)
+		}
+	}
+	rec := runRecord{Scenario: "fanout-churn", Peer: "lbplane", API: apiName(sotw), Conns: n, Samples: res.latencies, Valid: note == "", Note: note,
+		P50: percentile(res.latencies, 50), P99: percentile(res.latencies, 99), P999: percentile(res.latencies, 100), LbplaneRSS: rssEnd, Extra: extra}
+	record(rec)
+	fmt.Fprintf(os.Stderr, "fan-out churn, %d simulated %s Envoys on %d replica(s), +%.0f/-%.0f a second, %.1f changes a second for %.0f s: each change everywhere p50 %.0f ms, p99 %.0f ms, all %.0f ms (%d changes; %d never everywhere, %d clients short); went back %d; lbplane %.2f cores; heap %s; %d joined, %d left, %d connected at the end %s\n",
+		n, rec.API, R, plan.Join, plan.Leave, float64(pushes)/wall, wall, rec.P50, rec.P99, rec.P999, res.changes, res.incomplete, res.missing, res.backwards, coresAll,
+		heapText(extra), joined, left, connectedEnd, note)
+	return nil
+}
+
+// heapAfterGC reads a replica's Go heap in use right after a collection it asks for (HeapInuse of
+// /debug/pprof/heap?gc=1&debug=1, lbplane serve --pprof).
+func heapAfterGC(ctx context.Context, addr string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer bench")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s heap profile: %s", addr, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapInuse = "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s heap profile: no HeapInuse", addr)
+}
+
+// heapDrift is the largest departure of any replica's heap (of a reading: after a collection, or as it
+// was) from its first reading at or after from seconds, as a share of that reading, and whether it stays
+// within ±10 % (-1 for both with fewer than two readings there).
+func heapDrift(samples []churnSampleRec, from float64, of func(churnSampleRec) []float64) (float64, float64) {
+	if len(samples) == 0 {
+		return -1, -1
+	}
+	drift := 0.0
+	for i := range of(samples[0]) {
+		base, n := -1.0, 0
+		for _, s := range samples {
+			h := of(s)[i]
+			if s.at < from || h <= 0 {
+				continue
+			}
+			if n++; base < 0 {
+				base = h
+				continue
+			}
+			drift = max(drift, math.Abs(h/base-1))
+		}
+		if n < 2 {
+			return -1, -1
+		}
+	}
+	return drift, b2f(drift <= 0.10)
+}
+
+func heapText(x map[string]float64) string {
+	if x["heapDrift"] < 0 {
+		return fmt.Sprintf("%s MiB at the end (fewer than two readings from %.0f s on)", f0MiB(x["heapEnd"]), x["heapFromSeconds"])
+	}
+	return fmt.Sprintf("%s–%s MiB after a collection from %.0f s on, at most %.1f %% from its first reading there (within 10 %%: %v; as read without a collection, %.1f %%)", f0MiB(x["heapMinWindow"]), f0MiB(x["heapMaxWindow"]),
+		x["heapFromSeconds"], x["heapDrift"]*100, x["heapWithin10"] == 1, x["heapInuseDrift"]*100)
+}
+
+func f0MiB(b float64) string { return fmt.Sprintf("%.0f", b/(1<<20)) }
+
+// fanoutChurnMarkdown is the runner's report part for the client-churn row.
+func (r *report) fanoutChurnMarkdown(w func(string, ...any)) {
+	runs := slices.DeleteFunc(slices.Clone(r.Runs), func(run runRecord) bool { return run.Scenario != "fanout-churn" })
+	if len(runs) == 0 {
+		return
+	}
+	w("\n## Client churn\n\nSimulated clients on replicas of `lbplane serve --store etcd`; clients connect and leave at a steady rate while the probe policy changes several times a second. *Each change everywhere*: from its push until every client connected (with its first config) when it was pushed had it or a later change (clients that left before they had it are left out). lbplane's cores: its CPU seconds over the churn / its length. The heap is `go_memstats_heap_inuse_bytes`, read every few seconds; *drift* is its largest departure from its first reading from the given minute on.\n\n")
+	w("| clients | xDS | replicas | joins / leaves a s | changes a s | changes | each change everywhere p50 / p99 / all ms | not everywhere | went back | lbplane cores | heap MiB (drift) | RSS at the end MiB | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range runs {
+		x := c.Extra
+		w("| %d | %s | %.0f | %.0f / %.0f | %.1f | %.0f | %.0f / %.0f / %.0f | %.0f | %.0f | %.2f | %s | %s | %v %s |\n", c.Conns, c.API, x["replicas"], x["joinPerSecond"], x["leavePerSecond"],
+			x["changesPerSecond"], x["changes"], c.P50, c.P99, c.P999, x["changesNotEverywhere"], x["backwardsClient"], x["lbplaneCores"], heapText(x), f0MiB(x["rssEnd"]), c.Valid, c.Note)
+	}
+}
