@@ -174,7 +174,7 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, reco
 	defer stopRow()
 	var loops sync.WaitGroup
 	loops.Go(func() { book.run(rctx, 250*time.Millisecond) })
-	started := time.Now()
+	started, runner0 := time.Now(), ownCPU()
 	cpu0 := make([]float64, R)
 	for i, pid := range pids {
 		cpu0[i] = treeUsage(pid).CPUSeconds
@@ -259,6 +259,7 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, reco
 	stopRow()
 	loops.Wait()
 	wall := time.Since(started).Seconds()
+	runnerCores := (ownCPU() - runner0).Seconds() / wall
 	cores := make([]float64, R)
 	coresAll := 0.0
 	for i, pid := range pids {
@@ -288,7 +289,7 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, reco
 		"leftWithout": float64(res.leftWithout), "lastChangeSeconds": lastTook,
 		"backwardsClient": float64(res.backwards), "backwardsClients": float64(res.backClients), "stepVersions": float64(res.steps),
 		"reconnects": float64(sw.reconnects.Load()), "connectErrors": float64(sw.clientErrors.Load()),
-		"lbplaneCores": coresAll, "heapFromSeconds": plan.HeapFrom.Seconds(), "sampleSeconds": plan.SampleEvery.Seconds()}
+		"lbplaneCores": coresAll, "runnerCores": runnerCores, "runnerCoresAvailable": float64(runtime.GOMAXPROCS(0)), "heapFromSeconds": plan.HeapFrom.Seconds(), "sampleSeconds": plan.SampleEvery.Seconds()}
 	for i := range reps {
 		extra[fmt.Sprintf("r%d:cores", i)] = cores[i]
 	}
@@ -324,6 +325,9 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, reco
 		}
 		extra["heapEnd"] = heap
 	}
+	if note := clientsBound(runnerCores); note != "" {
+		notes = append(notes, note)
+	}
 	if pushErrors > 0 {
 		notes = append(notes, fmt.Sprintf("%d of %d pushes failed", pushErrors, pushes))
 	}
@@ -340,10 +344,20 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, reco
 	rec := runRecord{Scenario: "fanout-churn", Peer: "lbplane", API: apiName(sotw), Conns: n, Samples: res.latencies, Valid: note == "", Note: note,
 		P50: percentile(res.latencies, 50), P99: percentile(res.latencies, 99), P999: percentile(res.latencies, 100), LbplaneRSS: rssEnd, Extra: extra}
 	record(rec)
-	fmt.Fprintf(os.Stderr, "fan-out churn, %d simulated %s Envoys on %d replica(s), +%.0f/-%.0f a second, %.1f changes a second for %.0f s: each change everywhere p50 %.0f ms, p99 %.0f ms, all %.0f ms (%d changes; %d never everywhere, %d clients short); went back %d; lbplane %.2f cores; heap %s; %d joined, %d left, %d connected at the end %s\n",
-		n, rec.API, R, plan.Join, plan.Leave, float64(pushes)/wall, wall, rec.P50, rec.P99, rec.P999, res.changes, res.incomplete, res.missing, res.backwards, coresAll,
+	fmt.Fprintf(os.Stderr, "fan-out churn, %d simulated %s Envoys on %d replica(s), +%.0f/-%.0f a second, %.1f changes a second for %.0f s: each change everywhere p50 %.0f ms, p99 %.0f ms, all %.0f ms (%d changes; %d never everywhere, %d clients short); went back %d; lbplane %.2f cores, the simulated clients %.2f; heap %s; %d joined, %d left, %d connected at the end %s\n",
+		n, rec.API, R, plan.Join, plan.Leave, float64(pushes)/wall, wall, rec.P50, rec.P99, rec.P999, res.changes, res.incomplete, res.missing, res.backwards, coresAll, runnerCores,
 		heapText(extra), joined, left, connectedEnd, note)
 	return nil
+}
+
+// clientsBound says when the simulated clients (with the rest of the runner) used nearly every core the
+// runner has (GOMAXPROCS: with -fanout-pin, every CPU but lbplane's): then they, not lbplane, may have
+// bounded how fast changes reached them.
+func clientsBound(runnerCores float64) string {
+	if have := float64(runtime.GOMAXPROCS(0)); runnerCores >= 0.85*have {
+		return fmt.Sprintf("the simulated clients used %.2f of the runner's %.0f cores: they, not lbplane, may bound the times (fewer clients, or fewer changes a second)", runnerCores, have)
+	}
+	return ""
 }
 
 // heapAfterGC reads a replica's Go heap in use right after a collection it asks for (HeapInuse of

@@ -163,6 +163,7 @@ func fanOutRebalanceOnce(ctx context.Context, e *env, plan rebalancePlan, n int,
 	rctx, stopRow := context.WithCancel(ctx)
 	defer stopRow()
 	go book.run(rctx, 250*time.Millisecond)
+	started, runner0 := time.Now(), ownCPU()
 
 	// Which replicas are up (the killed one is neither read nor pushed through), and when the killed one
 	// was started again (readings are timed from it).
@@ -347,6 +348,10 @@ func fanOutRebalanceOnce(ctx context.Context, e *env, plan rebalancePlan, n int,
 	if pollFor(30*time.Second, 100*time.Millisecond, func() bool { book.collect(); return book.complete(last) }) {
 		lastTook = time.Since(book.pushedAt(last)).Seconds()
 	}
+	runnerCores := (ownCPU() - runner0).Seconds() / time.Since(started).Seconds()
+	if note := clientsBound(runnerCores); note != "" {
+		notes = append(notes, note)
+	}
 	book.collect()
 	res := book.result()
 	trackerStreams, trackerNodes := check.backwards()
@@ -387,7 +392,7 @@ func fanOutRebalanceOnce(ctx context.Context, e *env, plan rebalancePlan, n int,
 		"beforeKillP99Ms": percentile(res.between(time.Time{}, killAt), 99), "outageMaxMs": percentile(res.between(killAt, servingAt), 100),
 		"afterRestartP50Ms": percentile(res.between(servingAt, time.Time{}), 50), "afterRestartP99Ms": percentile(res.between(servingAt, time.Time{}), 99),
 		"afterRestartMaxMs": percentile(res.between(servingAt, time.Time{}), 100), "readMsP50": percentile(readTook, 50), "readMsMax": percentile(readTook, 100),
-		"reconnects": float64(sw.reconnects.Load()), "connectErrors": float64(sw.clientErrors.Load())}
+		"runnerCores": runnerCores, "reconnects": float64(sw.reconnects.Load()), "connectErrors": float64(sw.clientErrors.Load())}
 	if at60 != nil {
 		shareAt60 = share(*at60)
 		sum, most := 0, 0
