@@ -339,3 +339,27 @@ func TestFanoutChurnTable(t *testing.T) {
 		}
 	}
 }
+
+// A propagation row names its headroom in its variant and shows lbplane's peak RSS beside the one at its end.
+func TestPropagationTableShowsPeakRSS(t *testing.T) {
+	dir := t.TempDir()
+	run := `{"scenario":"propagation","peer":"lbplane","variant":"push, --gc-headroom-mib 0","api":"delta","policies":100000,"valid":true,"samplesMs":[3,5],"pushSamplesMs":[4,6],"lbplaneRssBytes":1073741824,"lbplaneCpuMsPerChange":7,"extra":{"envoyPolicies":10000,"groups":10,"peakRSS":1288490188.8}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), []byte(run), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := "<!-- summary:begin kind=propagation src=runs.jsonl -->\n<!-- summary:end -->\n"
+	path := filepath.Join(dir, "REPORT.md")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := render(path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| push, --gc-headroom-mib 0 | 100000 | 10000 | 2 |", "| 7.0 | 1024 (peak 1229) |\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rendered table lacks %q:\n%s", want, got)
+		}
+	}
+}

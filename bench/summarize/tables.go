@@ -175,9 +175,13 @@ func propagationTable(sp spec) (string, error) {
 		if !r.Valid {
 			valid = " (invalid)"
 		}
+		rss := mib(r.LbplaneRSS)
+		if peak, ok := r.Extra["peakRSS"]; ok && peak > 0 {
+			rss += " (peak " + mib(peak) + ")"
+		}
 		m.row(r.dir, r.Variant+valid, strconv.Itoa(r.Policies), onEnvoy, strconv.Itoa(len(r.Samples)),
 			f1(percentile(r.PushSamples, 50))+" / "+f1(percentile(r.PushSamples, 99)),
-			f1(r.P50)+" / "+f1(r.P99), f1(r.CPUPerChange), mib(r.LbplaneRSS))
+			f1(r.P50)+" / "+f1(r.P99), f1(r.CPUPerChange), rss)
 	}
 	if n == 0 {
 		return "", noRows(sp)
