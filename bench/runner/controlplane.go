@@ -35,6 +35,8 @@ var (
 	cpBackendBase  = 28091
 )
 
+var cpLargeChanges = flag.Int("cp-large-changes", 50, "at most this many timed changes in the push, etcd and Kubernetes rows of 10,000 policies and more")
+
 var cpGCHeadroom = flag.String("cp-gc-headroom-mib", "", "comma-separated values of lbplane serve --gc-headroom-mib: each push, etcd and Kubernetes row runs once per value, side by side (0: Go's own pace; empty: lbplane's default only)")
 
 // gcHeadrooms are -cp-gc-headroom-mib's values; -1 is lbplane's default (the flag not given).
@@ -257,7 +259,10 @@ func propagation(ctx context.Context, e *env, cfg config, api, via string, headr
 		var traced []changeTimes
 		changes := cfg.Changes
 		if n >= 10000 && !cfg.Quick {
-			changes = min(changes, 50) // each change rebuilds 10,000 policies' resources; 50 is enough for a p99 of its own
+			// Each change rebuilds 10,000 policies' resources; 50 are enough for a p99 of their own. The CPU
+			// of a change at 100,000 includes its share of a garbage collection of the whole heap, one every
+			// hundred-odd changes: more changes (-cp-large-changes) give that share its due.
+			changes = min(changes, *cpLargeChanges)
 		}
 		for i := range changes {
 			if ctx.Err() != nil {
