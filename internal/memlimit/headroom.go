@@ -16,14 +16,14 @@ import (
 // 1.9 GiB to hold a few megabytes of garbage between collections.
 //
 // Pace bounds that headroom instead: after each collection the next is set for when the heap has grown by
-// headroom bytes, or by MinPercent of the live heap when that is more (a collection costs CPU in proportion
+// headroom bytes, or by MinPercent (a fifth) of the live heap when that is more (a collection costs CPU in proportion
 // to the live heap, so a huge heap keeps a share of it), and never later than Go's default. A heap smaller
 // than headroom is paced as Go paces it.
 const (
 	// MinPercent is the least headroom, as a share of the live heap, that Pace leaves.
-	MinPercent = 25
+	MinPercent = 20
 	// DefaultHeadroom is lbplane serve's --gc-headroom-mib.
-	DefaultHeadroom = 256 << 20
+	DefaultHeadroom = 128 << 20
 )
 
 // percent is the GOGC that gives a live heap of live bytes headroom bytes to grow by.
@@ -45,7 +45,7 @@ func Pace(headroom uint64, log *slog.Logger) {
 		return
 	}
 	pacing.Store(100)
-	log.Info("collector paced: the next collection once the heap has grown by the headroom, or a quarter of the live heap when that is more (GOGC overrides)",
+	log.Info("collector paced: the next collection once the heap has grown by the headroom, or a fifth of the live heap when that is more (GOGC overrides)",
 		"headroom_bytes", headroom)
 	arm(headroom)
 }

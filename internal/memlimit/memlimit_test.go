@@ -49,11 +49,11 @@ func TestPercent(t *testing.T) {
 		live, headroom uint64
 		want           int
 	}{
-		{0, 256 * mib, 100},           // nothing live yet: Go's default
-		{100 * mib, 256 * mib, 100},   // a small heap doubles, as Go paces it
-		{512 * mib, 256 * mib, 50},    // half of 512 MiB is the headroom
-		{800 * mib, 256 * mib, 32},    // 256 of 800
-		{4096 * mib, 256 * mib, 25},   // a huge heap keeps a quarter
+		{0, 128 * mib, 100},           // nothing live yet: Go's default
+		{100 * mib, 128 * mib, 100},   // a small heap doubles, as Go paces it
+		{512 * mib, 128 * mib, 25},    // 128 of 512 MiB
+		{800 * mib, 128 * mib, 20},    // 16 % would be less than a fifth
+		{4096 * mib, 128 * mib, 20},   // a huge heap keeps a fifth
 		{1024 * mib, 1024 * mib, 100}, // headroom as large as the heap
 	} {
 		if got := percent(c.live, c.headroom); got != c.want {
