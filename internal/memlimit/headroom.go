@@ -16,9 +16,11 @@ import (
 // 1.9 GiB to hold a few megabytes of garbage between collections.
 //
 // Pace bounds that headroom instead: after each collection the next is set for when the heap has grown by
-// headroom bytes, or by MinPercent (a fifth) of the live heap when that is more (a collection costs CPU in proportion
-// to the live heap, so a huge heap keeps a share of it), and never later than Go's default. A heap smaller
-// than headroom is paced as Go paces it.
+// headroom bytes, or by MinPercent (a fifth) of the live heap when that is more (a collection costs CPU in
+// proportion to the live heap, so a huge heap keeps a share of it), and never later than Go's default. A
+// heap smaller than headroom is paced as Go paces it. The price is CPU: at 100,000 policies from the push
+// API, 9.0 ms per change against 4.2 at Go's pace, for 878 MiB of RSS against 1,280
+// (bench/results/2026-11-30-vm-fleet).
 const (
 	// MinPercent is the least headroom, as a share of the live heap, that Pace leaves.
 	MinPercent = 20
