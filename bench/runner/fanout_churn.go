@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -108,55 +107,15 @@ type churnSampleRec struct {
 
 func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, record func(runRecord)) error {
 	R := plan.Replicas
-	sotw, err := swarmAPI(plan.API)
+	f, err := startFleet(ctx, e, fleetOptions{row: "fanout-churn", api: plan.API, replicas: R, clients: n,
+		replica: replicaOptions{pprof: true}, book: true})
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(e.dir, fmt.Sprintf("fanout-churn-%d-%d", R, n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	etcdArgs, stopEtcd, err := startEtcdStore(dir)
-	if err != nil {
-		return err
-	}
-	defer stopEtcd()
-	pin, err := pinCPUs()
-	if err != nil {
-		return err
-	}
-	reps, err := startFanoutReplicas(e, dir, R, replicaOptions{etcd: etcdArgs, pin: pin, pprof: true})
-	if err != nil {
-		return err
-	}
-	defer stopReplicas(reps)
+	defer f.close()
+	sotw, reps, book, pids := f.sotw, f.reps, f.book, f.pids
 	change := 1
-	if _, err := reps[0].c.Apply(ctx, probe("28091", change), false); err != nil {
-		return err
-	}
-	if err := replicasHaveProbe(ctx, reps); err != nil {
-		return err
-	}
-	book := newVersionBook()
-	v, err := groupVersion(ctx, reps[0])
-	if err != nil {
-		return err
-	}
-	book.initial(v)
-	if err := pin.self(pinOwn(pin)); err != nil {
-		return err
-	}
-	defer pin.self(pinAll(pin))
-	if pin != nil {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() - 1))
-	}
-	var addrs []string
-	var pids []int
-	for _, r := range reps {
-		addrs = append(addrs, r.xds)
-		pids = append(pids, r.pid())
-	}
-	sw, err := startFanoutSwarm(ctx, addrs, n, swarmOptions{sotw: sotw, rejoin: true, book: book})
+	sw, err := startFanoutSwarm(ctx, f.addrs, n, swarmOptions{sotw: sotw, rejoin: true, book: book})
 	if err != nil {
 		return err
 	}

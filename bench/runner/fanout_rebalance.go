@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,54 +95,15 @@ type rebalanceReading struct {
 
 func fanOutRebalanceOnce(ctx context.Context, e *env, plan rebalancePlan, n int, out string, record func(runRecord)) error {
 	R := plan.Replicas
-	sotw, err := swarmAPI(plan.API)
+	f, err := startFleet(ctx, e, fleetOptions{row: "fanout-rebalance", api: plan.API, replicas: R, clients: n,
+		replica: replicaOptions{metrics: true, extra: []string{"--xds-max-connection-age", plan.MaxAge.String()}}, book: true})
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(e.dir, fmt.Sprintf("fanout-rebalance-%d-%d", R, n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	etcdArgs, stopEtcd, err := startEtcdStore(dir)
-	if err != nil {
-		return err
-	}
-	defer stopEtcd()
-	pin, err := pinCPUs()
-	if err != nil {
-		return err
-	}
-	reps, err := startFanoutReplicas(e, dir, R, replicaOptions{etcd: etcdArgs, pin: pin, metrics: true,
-		extra: []string{"--xds-max-connection-age", plan.MaxAge.String()}})
-	if err != nil {
-		return err
-	}
-	defer stopReplicas(reps)
+	defer f.close()
+	sotw, reps, book := f.sotw, f.reps, f.book
 	change := 1
-	if _, err := reps[0].c.Apply(ctx, probe("28091", change), false); err != nil {
-		return err
-	}
-	if err := replicasHaveProbe(ctx, reps); err != nil {
-		return err
-	}
-	book := newVersionBook()
-	v, err := groupVersion(ctx, reps[0])
-	if err != nil {
-		return err
-	}
-	book.initial(v)
-	if err := pin.self(pinOwn(pin)); err != nil {
-		return err
-	}
-	defer pin.self(pinAll(pin))
-	if pin != nil {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() - 1))
-	}
-	var addrs []string
-	for _, r := range reps {
-		addrs = append(addrs, r.xds)
-	}
-	sw, err := startFanoutSwarm(ctx, addrs, n, swarmOptions{sotw: sotw, random: true, rejoin: true, book: book})
+	sw, err := startFanoutSwarm(ctx, f.addrs, n, swarmOptions{sotw: sotw, random: true, rejoin: true, book: book})
 	if err != nil {
 		return err
 	}
@@ -153,11 +113,7 @@ func fanOutRebalanceOnce(ctx context.Context, e *env, plan rebalancePlan, n int,
 	if readyN < n {
 		notes = append(notes, fmt.Sprintf("%d of %d simulated Envoys got a first config within 5 minutes", readyN, n))
 	}
-	var pids []int
-	for _, r := range reps {
-		pids = append(pids, r.pid())
-	}
-	if took, ok := waitSettled(pids); !ok {
+	if took, ok := waitSettled(f.pids); !ok {
 		notes = append(notes, fmt.Sprintf("the replicas were still busy %s after the clients connected", took.Round(time.Second)))
 	}
 	rctx, stopRow := context.WithCancel(ctx)
@@ -339,7 +295,7 @@ func fanOutRebalanceOnce(ctx context.Context, e *env, plan rebalancePlan, n int,
 	if _, err := lastVia.c.Apply(ctx, probe("28091", change), false); err != nil {
 		return fmt.Errorf("the last change: %w", err)
 	}
-	v, err = groupVersion(ctx, lastVia)
+	v, err := groupVersion(ctx, lastVia)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -195,56 +194,24 @@ func replicasHaveProbe(ctx context.Context, reps []*fanoutReplica) error {
 
 func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n int, record func(runRecord)) error {
 	R := plan.Replicas
-	sotw, err := swarmAPI(cmp.Or(plan.API, "delta"))
-	if err != nil {
-		return err
+	ro := replicaOptions{pprof: *fanoutReplicaProfile != ""}
+	if ro.pprof {
+		ro.env = []string{"GODEBUG=gctrace=1"}
 	}
-	dir := filepath.Join(e.dir, fmt.Sprintf("fanout-replicas-%d-%d", R, n))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	etcdArgs, stopEtcd, err := startEtcdStore(dir)
-	if err != nil {
-		return err
-	}
-	defer stopEtcd()
-	pin, err := pinCPUs()
-	if err != nil {
-		return err
-	}
-	o := replicaOptions{etcd: etcdArgs, pin: pin, pprof: *fanoutReplicaProfile != ""}
-	if o.pprof {
-		o.env = []string{"GODEBUG=gctrace=1"}
-	}
-	reps, err := startFanoutReplicas(e, dir, R, o)
-	if err != nil {
-		return err
-	}
-	defer stopReplicas(reps)
-	if _, err := reps[0].c.Apply(ctx, probe("28091", 1), false); err != nil {
-		return err
-	}
-	// Every replica has loaded it from etcd.
-	if err := replicasHaveProbe(ctx, reps); err != nil {
-		return err
-	}
-	time.Sleep(2 * time.Second) // the first publish settles; idle is each replica with its config and no client
 	idle := make([]usage, R)
-	for i, r := range reps {
-		idle[i] = treeUsage(r.pid())
-	}
-	if err := pin.self(pinOwn(pin)); err != nil {
+	f, err := startFleet(ctx, e, fleetOptions{row: "fanout-replicas", api: cmp.Or(plan.API, "delta"), replicas: R, clients: n, replica: ro,
+		idle: func(reps []*fanoutReplica) {
+			time.Sleep(2 * time.Second) // the first publish settles; idle is each replica with its config and no client
+			for i, r := range reps {
+				idle[i] = treeUsage(r.pid())
+			}
+		}})
+	if err != nil {
 		return err
 	}
-	defer pin.self(pinAll(pin))
-	if pin != nil {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.NumCPU() - 1))
-	}
-	var addrs []string
-	for _, r := range reps {
-		addrs = append(addrs, r.xds)
-	}
-	sw, err := startFanoutSwarm(ctx, addrs, n, swarmOptions{sotw: sotw})
+	defer f.close()
+	sotw, reps, pin := f.sotw, f.reps, f.pin
+	sw, err := startFanoutSwarm(ctx, f.addrs, n, swarmOptions{sotw: sotw})
 	if err != nil {
 		return err
 	}
@@ -258,12 +225,10 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 	// The replicas have finished with the connects (their last responses and their garbage) before the
 	// first change: their CPU has gone quiet.
 	atReady := make([]usage, R)
-	var pids []int
 	for i, r := range reps {
 		atReady[i] = treeUsage(r.pid())
-		pids = append(pids, r.pid())
 	}
-	settleTook, settled := waitSettled(pids)
+	settleTook, settled := waitSettled(f.pids)
 	if !settled {
 		note = strings.TrimPrefix(note+fmt.Sprintf("; the replicas were still busy %s after the clients connected", settleTook.Round(time.Second)), "; ")
 	}
