@@ -36,6 +36,7 @@ func TestReportsMatchRawResults(t *testing.T) {
 		"2026-11-30-vm-grpc-fleet":     true,
 		"2026-11-30-vm-gateway-routes": true,
 		"2026-11-30-vm-endpoint-storm": true,
+		"2026-11-30-vm-fleet":          true,
 	}
 	for _, path := range reports {
 		old, err := os.ReadFile(path)
