@@ -25,7 +25,7 @@ import (
 // used), and their Go heap (go_memstats_heap_inuse_bytes of their /metrics) and RSS every
 // -fanout-churn-sample-every, to tell whether memory holds steady from -fanout-churn-heap-from on.
 var (
-	churnClients  = flag.String("fanout-churn", "", "comma-separated base simulated clients of the client-churn row (opt-in: empty, not run; -only fanout-churn runs it with 10000); each count on fresh replicas and a fresh etcd")
+	churnClients  = flag.String("fanout-churn", "", "comma-separated base simulated clients of the client-churn row (opt-in: empty, not run; -only fanout-churn runs it with 3000, what one runner CPU can drive at 10 changes a second); each count on fresh replicas and a fresh etcd")
 	churnReplicas = flag.Int("fanout-churn-replicas", 1, "replicas of the client-churn row (lbplane serve --store etcd, one etcd)")
 	churnJoin     = flag.Float64("fanout-churn-join", 30, "clients the client-churn row connects a second")
 	churnLeave    = flag.Float64("fanout-churn-leave", 30, "clients the client-churn row ends a second (at random among those with their config)")
@@ -53,7 +53,7 @@ type churnRowPlan struct {
 func applyFanoutChurn(cfg *config, only string) {
 	list := *churnClients
 	if list == "" && strings.Contains(","+only+",", ",fanout-churn,") {
-		list = "10000"
+		list = "3000"
 	}
 	if list == "" {
 		return
