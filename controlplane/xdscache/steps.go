@@ -23,12 +23,12 @@ type StreamID struct {
 	ID    int64
 }
 
-// numTypes is len(Types).
-const numTypes = 6
+// NumTypes is len(Types): arrays indexed by a type's place in Types.
+const NumTypes = 6
 
 func init() {
-	if len(Types) != numTypes {
-		panic("xdscache: numTypes must be len(Types)")
+	if len(Types) != NumTypes {
+		panic("xdscache: NumTypes must be len(Types)")
 	}
 }
 
@@ -46,13 +46,13 @@ type streamState struct {
 	// since is when the step was given; timer gives the next one after StepTimeout.
 	since time.Time
 	timer *time.Timer
-	sotw  [numTypes]*sotwWatch
-	delta [numTypes]*deltaWatch
+	sotw  [NumTypes]*sotwWatch
+	delta [NumTypes]*deltaWatch
 	// outstanding are the types with a response not answered yet; nonces the nonce the server last sent
 	// each type with ("" when the server did not say: then any request of the type answers it).
-	outstanding [numTypes]bool
-	sentAt      [numTypes]time.Time
-	nonces      [numTypes]string
+	outstanding [NumTypes]bool
+	sentAt      [NumTypes]time.Time
+	nonces      [NumTypes]string
 	// node is the node id of the stream's first request.
 	node   string
 	closed bool
@@ -178,7 +178,7 @@ func (c *Cache) serve(st *streamState) {
 	s := st.served()
 	st.seq++
 	st.since = time.Now()
-	for typ := range numTypes {
+	for typ := range NumTypes {
 		if w := st.sotw[typ]; w != nil {
 			if resp := sotwResponse(s, w.req, w.sub, false); resp != nil {
 				w.ch <- resp

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net"
 	"slices"
@@ -52,6 +53,67 @@ type typeState struct {
 	sure bool
 }
 
+// typeStates are what a stream knows of each resource type: known[i] of xdscache.Types[i], other of any
+// other type URL its client asks for (nil until one does). An array, not a map: every response and every
+// ACK of thousands of streams looks its type up, and a map of its own per stream was a cache miss each time
+// (3 % of a replica's CPU with 3,000 delta clients taking 5 changes a second).
+type typeStates struct {
+	known [xdscache.NumTypes]*typeState
+	other map[string]*typeState
+}
+
+// get is the type's state, nil before any response or request of it.
+func (ts *typeStates) get(typeURL string) *typeState {
+	if i := slices.Index(xdscache.Types, typeURL); i >= 0 {
+		return ts.known[i]
+	}
+	return ts.other[typeURL]
+}
+
+// make is the type's state, made when it is new.
+func (ts *typeStates) make(typeURL string) *typeState {
+	if t := ts.get(typeURL); t != nil {
+		return t
+	}
+	t := &typeState{TypeStatus: TypeStatus{TypeURL: typeURL}}
+	if i := slices.Index(xdscache.Types, typeURL); i >= 0 {
+		ts.known[i] = t
+		return t
+	}
+	if ts.other == nil {
+		ts.other = map[string]*typeState{}
+	}
+	ts.other[typeURL] = t
+	return t
+}
+
+// all are the types the stream knows of, those of xdscache.Types first.
+func (ts *typeStates) all() iter.Seq[*typeState] {
+	return func(yield func(*typeState) bool) {
+		for _, t := range ts.known {
+			if t != nil && !yield(t) {
+				return
+			}
+		}
+		for _, t := range ts.other {
+			if !yield(t) {
+				return
+			}
+		}
+	}
+}
+
+// count is how many types the stream knows of.
+func (ts *typeStates) count() int {
+	n := len(ts.other)
+	for _, t := range ts.known {
+		if t != nil {
+			n++
+		}
+	}
+	return n
+}
+
 type stream struct {
 	// identity, when the stream came over mTLS, is what its client certificate allows.
 	identity *Identity
@@ -61,7 +123,7 @@ type stream struct {
 	api         string
 	node        *corev3.Node
 	connectedAt time.Time
-	types       map[string]*typeState
+	types       typeStates
 	lastAcked   string
 	ackedAt     time.Time
 	responses   int64
@@ -149,7 +211,7 @@ func (t *Tracker) notify(id streamKey) {
 func (t *Tracker) open(ctx context.Context, id streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := &stream{api: id.api, connectedAt: time.Now(), types: map[string]*typeState{}}
+	s := &stream{api: id.api, connectedAt: time.Now()}
 	if ident, ok := identityOf(ctx); ok {
 		s.identity = &ident
 	}
@@ -167,7 +229,7 @@ func (t *Tracker) closed(id streamKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.streams[id]; s != nil {
-		for _, ts := range s.types {
+		for ts := range s.types.all() {
 			if ts.Pending {
 				t.pending.Add(-1)
 			}
@@ -211,11 +273,15 @@ type nack struct {
 func (t *Tracker) nackOwners(id streamKey, typeURL, nonce, msg string) nack {
 	t.mu.Lock()
 	s := t.streams[id]
-	if s == nil || s.node == nil || s.types[typeURL] == nil || s.types[typeURL].sentNonce != nonce {
+	var ts *typeState
+	if s != nil {
+		ts = s.types.get(typeURL)
+	}
+	if s == nil || s.node == nil || ts == nil || ts.sentNonce != nonce {
 		t.mu.Unlock()
 		return nack{}
 	}
-	ts, group := s.types[typeURL], xdscache.GroupOf(s.node)
+	group := xdscache.GroupOf(s.node)
 	var n nack
 	n.resources, n.sure = rejected(ts.sent, ts.acked, msg)
 	t.mu.Unlock()
@@ -268,11 +334,7 @@ func (t *Tracker) record(id streamKey, node *corev3.Node, typeURL, nonce string,
 		t.log.Info("proxy connected", "node", node.GetId(), "group", xdscache.GroupOf(node), "api", s.api, "stream", id.id)
 		t.Metrics.Group(xdscache.GroupOf(node))
 	}
-	ts := s.types[typeURL]
-	if ts == nil {
-		ts = &typeState{TypeStatus: TypeStatus{TypeURL: typeURL}}
-		s.types[typeURL] = ts
-	}
+	ts := s.types.make(typeURL)
 	if nonce == "" || nonce != ts.sentNonce || !ts.Pending {
 		return nil
 	}
@@ -342,13 +404,17 @@ func (t *Tracker) logPush(s *stream) {
 		return
 	}
 	nacked := false
-	for _, ts := range s.types {
+	for ts := range s.types.all() {
 		if ts.Pending {
 			return
 		}
 		nacked = nacked || (ts.Nacked && ts.SentVersion == s.push.version)
 	}
 	s.push.logged = true
+	// Its arguments cost more than the check, for every stream and change.
+	if !t.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
 	t.log.Debug("push", "node", s.node.GetId(), "group", xdscache.GroupOf(s.node), "api", s.api, "version", s.push.version,
 		"types", strings.Join(s.push.types, ","), "duration", time.Since(s.push.start), "nacked", nacked)
 }
@@ -360,11 +426,7 @@ func (t *Tracker) response(id streamKey, typeURL, nonce, version string, sent se
 	if s == nil {
 		return
 	}
-	ts := s.types[typeURL]
-	if ts == nil {
-		ts = &typeState{TypeStatus: TypeStatus{TypeURL: typeURL}}
-		s.types[typeURL] = ts
-	}
+	ts := s.types.make(typeURL)
 	if !ts.Pending {
 		t.pending.Add(1)
 	}
@@ -372,7 +434,8 @@ func (t *Tracker) response(id streamKey, typeURL, nonce, version string, sent se
 	t.lastSent.Store(ts.sentAt.UnixNano())
 	s.responses++
 	if s.push.version != version {
-		s.push.version, s.push.start, s.push.types, s.push.logged = version, ts.sentAt, nil, false
+		// The types' list is used again: a new one for each stream and change was garbage.
+		s.push.version, s.push.start, s.push.types, s.push.logged = version, ts.sentAt, s.push.types[:0], false
 	}
 	if short := shortType(typeURL); !slices.Contains(s.push.types, short) {
 		s.push.types = append(s.push.types, short)
@@ -388,10 +451,13 @@ func (t *Tracker) resumed(id streamKey, typeURL, version string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.streams[id]
-	if s == nil || s.types[typeURL] == nil || s.types[typeURL].SentVersion != "" {
+	if s == nil {
 		return
 	}
-	ts := s.types[typeURL]
+	ts := s.types.get(typeURL)
+	if ts == nil || ts.SentVersion != "" {
+		return
+	}
 	ts.SentVersion, ts.AckedVersion = version, version
 	if s.lastAcked == "" {
 		s.lastAcked, s.ackedAt = version, time.Now()
@@ -491,9 +557,9 @@ func (t *Tracker) proxies() []ProxyStatus {
 			Client: xdscache.ClientOf(s.node), UserAgent: userAgent(s.node),
 			Version: s.lastAcked, AckedAt: s.ackedAt, Current: current.Version, State: Synced, Responses: s.responses,
 			Address: s.address, StatsPort: StatsPortOf(s.node), Zone: s.node.GetLocality().GetZone(), Authenticated: s.identity != nil,
-			Types: make([]TypeStatus, 0, len(s.types))}
+			Types: make([]TypeStatus, 0, s.types.count())}
 		latestSent := ""
-		for _, ts := range s.types {
+		for ts := range s.types.all() {
 			if ts.Pending && now.Sub(ts.sentAt) > t.ackTimeout() && !p.Unresponsive {
 				p.Unresponsive = true
 				p.Message = fmt.Sprintf("%s: no answer for %s; left out of settle waits until it answers", shortType(ts.TypeURL), now.Sub(ts.sentAt).Round(time.Second))
@@ -599,7 +665,7 @@ func (t *Tracker) Busy(node string, quiet time.Duration) bool {
 		if s == nil {
 			continue
 		}
-		for _, ts := range s.types {
+		for ts := range s.types.all() {
 			since := now.Sub(ts.sentAt)
 			if since < quiet || (ts.Pending && since < t.ackTimeout()) {
 				return true
