@@ -71,9 +71,9 @@ func applyFanoutChurn(cfg *config, only string) {
 		Duration: *churnDuration, SampleEvery: *churnSample, HeapFrom: *churnHeapFrom, API: *churnAPI}
 }
 
-func fanOutChurn(ctx context.Context, e *env, plan churnRowPlan, record func(runRecord)) error {
+func fanOutChurn(ctx context.Context, e *env, plan churnRowPlan, out string, record func(runRecord)) error {
 	for _, n := range plan.Clients {
-		if err := fanOutChurnOnce(ctx, e, plan, n, record); err != nil {
+		if err := fanOutChurnOnce(ctx, e, plan, n, out, record); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,11 @@ type churnSampleRec struct {
 	heap, inuse, rss []float64
 }
 
-func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, record func(runRecord)) error {
+// churnProfileSeconds is the length of the CPU profile of the first replica that the client-churn row takes
+// from HeapFrom on (fanout-churn-N-cpu beside the results): where a change's fan-out and the joins spend it.
+const churnProfileSeconds = 30
+
+func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, out string, record func(runRecord)) error {
 	R := plan.Replicas
 	f, err := startFleet(ctx, e, fleetOptions{row: "fanout-churn", api: plan.API, replicas: R, clients: n,
 		replica: replicaOptions{pprof: true}, book: true})
@@ -159,6 +163,19 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, reco
 	}
 	sample()
 	loops.Go(func() { every(rctx, 1/plan.SampleEvery.Seconds(), sample) })
+	profiled := make(chan string, 1)
+	if plan.HeapFrom+churnProfileSeconds*time.Second <= plan.Duration {
+		loops.Go(func() {
+			select {
+			case <-rctx.Done():
+				profiled <- ""
+			case <-time.After(plan.HeapFrom):
+				profiled <- profileAt(reps[0].metrics, churnProfileSeconds, out, fmt.Sprintf("fanout-churn-%d-cpu", n))
+			}
+		})
+	} else {
+		profiled <- ""
+	}
 	pushes, pushErrors := 0, 0
 	loops.Go(func() {
 		every(rctx, plan.Changes, func() {
@@ -217,6 +234,9 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, reco
 	}
 	stopRow()
 	loops.Wait()
+	if top := <-profiled; top != "" {
+		fmt.Fprintln(os.Stderr, top)
+	}
 	wall := time.Since(started).Seconds()
 	runnerCores := (ownCPU() - runner0).Seconds() / wall
 	cores := make([]float64, R)

@@ -120,7 +120,7 @@ func incrementalRows(ctx context.Context, e *env, cfg config, out, only string, 
 		}
 	}
 	if len(cfg.Incremental.FanoutChurn.Clients) > 0 { // opt-in: -fanout-churn N
-		if err := fanOutChurn(ctx, e, cfg.Incremental.FanoutChurn, record); err != nil {
+		if err := fanOutChurn(ctx, e, cfg.Incremental.FanoutChurn, out, record); err != nil {
 			return fmt.Errorf("fan-out client churn: %w", err)
 		}
 	}

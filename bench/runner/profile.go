@@ -22,9 +22,14 @@ func pprofArgs(port int) []string {
 // into dir/name.pprof and writes `go tool pprof -top` of it beside it (name.top.txt); it returns the top's
 // first lines for the log. Failures are reported, not fatal: a profile explains a row, it does not make it.
 func profile(port, seconds int, dir, name string) string {
-	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", port)
+	return profileAt(fmt.Sprintf("127.0.0.1:%d", port), seconds, dir, name)
+}
+
+// profileAt is profile of the lbplane whose pprof is at addr (host:port).
+func profileAt(addr string, seconds int, dir, name string) string {
+	url := fmt.Sprintf("http://%s/debug/pprof/heap", addr)
 	if seconds > 0 {
-		url = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port, seconds)
+		url = fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
 	}
 	client := &http.Client{Timeout: time.Duration(seconds+60) * time.Second, Transport: &http.Transport{Proxy: nil}}
 	req, err := http.NewRequest(http.MethodGet, url, nil)
