@@ -91,9 +91,15 @@ func fillersOn(prefix string, port, from, to int, backend string, groupOf func(i
 // probe is the policy every change edits: its endpoint moves between two backends, and its connect
 // timeout changes so that the cluster (not only its endpoints) changes too.
 func probe(backendPort string, timeout int) []byte {
-	return []byte(fmt.Sprintf("apiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: probe}\nspec:\n"+
-		"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [probe.bench.local]}\n"+
-		"  backends: [{name: app, connectTimeout: %ds, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", cpListenerPort, timeout, backendPort))
+	return probeNamed("probe", backendPort, timeout)
+}
+
+// probeNamed is the probe policy under another name, for the host name <name>.bench.local on the same
+// listener: its cluster is default/<name>/app. The client-churn row changes several at once.
+func probeNamed(name, backendPort string, timeout int) []byte {
+	return []byte(fmt.Sprintf("apiVersion: lbplane.io/v1alpha1\nkind: LoadBalancerPolicy\nmetadata: {name: %s}\nspec:\n"+
+		"  listener: {address: 127.0.0.1, port: %d, protocol: HTTP, hostnames: [%s.bench.local]}\n"+
+		"  backends: [{name: app, connectTimeout: %ds, endpoints: [{address: 127.0.0.1, port: %s}]}]\n", name, cpListenerPort, name, timeout, backendPort))
 }
 
 func controlPlane(ctx context.Context, e *env, cfg config, rep *report, record func(runRecord)) error {

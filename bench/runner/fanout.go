@@ -104,8 +104,10 @@ type clientState struct {
 	// connected to, -1 between connections.
 	readyAt atomic.Int64
 	on      atomic.Int32
-	// track is what it acknowledged, for a version book (fanout_versions.go); cancel ends this client alone.
-	track  *clientTrack
+	// tracks are what it acknowledged, one for each version book the swarm tells (swarmOptions.books,
+	// fanout_versions.go); gone: the row ended it; cancel ends this client alone.
+	tracks []*clientTrack
+	gone   atomic.Bool
 	cancel context.CancelFunc
 }
 
@@ -388,7 +390,8 @@ func ownCPU() time.Duration {
 }
 
 // fanoutSwarm is simulated clients (h2Client, or fanoutClient with -fanout-grpc-clients), client i
-// connected to addrs[i % len(addrs)] (one lbplane, or each of several replicas in turn) or, with
+// connected to addrs[i % len(addrs)] (one lbplane, or each of several replicas in turn; i is the row's
+// index, swarmOptions.rows, in a child process's share of the clients) or, with
 // swarmOptions.random, to one of them at random each time it connects. A connection lost before the first
 // timed change is made again after a pause, as grpc-go's client (and an Envoy) would: on a loaded machine
 // some of 10,000 connects fail; one the server ended (its maximum age) at once. One lost after the change
@@ -424,8 +427,13 @@ type swarmOptions struct {
 	// rejoin: a client never gives up, before the first timed change or after it: a connection the server
 	// ended is made again at once, one that failed after a pause.
 	rejoin bool
-	// book, when set, is told every version each client acknowledges (fanout_versions.go).
-	book *versionBook
+	// books, when set, are told every version each client acknowledges (fanout_versions.go): lbplane's
+	// config version, or with clusters, book p the connect timeout of cluster clusters[p] (policyBooks).
+	books    []*versionBook
+	clusters []string
+	// rows, when set, are the row's indexes of the swarm's clients (a child process's share of them,
+	// fanout_procs.go): client i is the row's client rows[i], with that one's node ID and address.
+	rows []int
 }
 
 // swarmAPI is the -…-api flags' value as options: delta or sotw.
@@ -447,7 +455,7 @@ func apiName(sotw bool) string {
 }
 
 func startFanoutSwarm(ctx context.Context, addrs []string, n int, opt swarmOptions) (*fanoutSwarm, error) {
-	if *fanoutGRPC && (opt.sotw || opt.random || opt.rejoin || opt.book != nil) {
+	if *fanoutGRPC && (opt.sotw || opt.random || opt.rejoin || opt.books != nil) {
 		return nil, fmt.Errorf("-fanout-grpc-clients: the grpc-go clients are delta clients of the fan-out rows only")
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -466,18 +474,20 @@ func (s *fanoutSwarm) add() error {
 	cctx, cancel := context.WithCancel(s.ctx)
 	st := &clientState{cancel: cancel}
 	st.on.Store(-1)
-	if s.opt.book != nil {
-		st.track = s.opt.book.newTrack()
+	for _, b := range s.opt.books {
+		st.tracks = append(st.tracks, b.newTrack())
 	}
 	s.mu.Lock()
 	i := len(s.states)
 	s.states = append(s.states, st)
 	s.mu.Unlock()
-	node := &corev3.Node{Id: fmt.Sprintf("sim-%d", i), Cluster: "default"}
+	node := &corev3.Node{Id: fmt.Sprintf("sim-%d", s.row(i)), Cluster: "default"}
 	types := s.types
 	onResponse := func(typ int, version string, changed bool) {
-		if st.track != nil && version != "" {
-			st.track.acked(version)
+		if s.opt.clusters == nil && version != "" {
+			for _, t := range st.tracks {
+				t.acked(version)
+			}
 		}
 		if !changed {
 			return
@@ -498,7 +508,7 @@ func (s *fanoutSwarm) add() error {
 	if *fanoutGRPC {
 		// Static flow-control windows, as an Envoy has: grpc-go's default BDP estimation would send lbplane a
 		// PING with every response it reads, which lbplane must answer, and no Envoy does that.
-		conn, err := grpc.NewClient(s.addrs[i%len(s.addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conn, err := grpc.NewClient(s.addrs[s.row(i)%len(s.addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithStaticStreamWindowSize(1<<20), grpc.WithStaticConnWindowSize(1<<20))
 		if err != nil {
 			return err
@@ -512,12 +522,21 @@ func (s *fanoutSwarm) add() error {
 		return nil
 	}
 	c := newH2Client(node, types, s.opt.sotw, onResponse)
+	if clusters := s.opt.clusters; clusters != nil {
+		c.cluster = func(name string, connectTimeout int64) {
+			if p := slices.Index(clusters, name); p >= 0 && p < len(st.tracks) {
+				st.tracks[p].acked(strconv.FormatInt(connectTimeout, 10))
+			}
+		}
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if st.track != nil {
-			defer st.track.exited.Store(true)
-		}
+		defer func() {
+			for _, t := range st.tracks {
+				t.exited.Store(true)
+			}
+		}()
 		for pause := 100 * time.Millisecond; ; {
 			a := s.pick(i)
 			st.on.Store(int32(a))
@@ -558,7 +577,16 @@ func (s *fanoutSwarm) pick(i int) int {
 	if s.opt.random {
 		return rand.IntN(len(s.addrs))
 	}
-	return i % len(s.addrs)
+	return s.row(i) % len(s.addrs)
+}
+
+// row is the row's index of client i: i itself, unless the swarm is a share of the row's clients
+// (swarmOptions.rows).
+func (s *fanoutSwarm) row(i int) int {
+	if i < len(s.opt.rows) {
+		return s.opt.rows[i]
+	}
+	return i
 }
 
 // all is every client made so far.
@@ -570,8 +598,9 @@ func (s *fanoutSwarm) all() []*clientState {
 
 // leave ends a client, as an Envoy that goes away.
 func (s *fanoutSwarm) leave(st *clientState) {
-	if st.track != nil {
-		st.track.left.Store(true)
+	st.gone.Store(true)
+	for _, t := range st.tracks {
+		t.left.Store(true)
 	}
 	st.cancel()
 }
@@ -667,7 +696,7 @@ type fanoutResult struct {
 func (s *fanoutSwarm) result(replica int) fanoutResult {
 	r := fanoutResult{counts: map[int32]int{}}
 	for i, st := range s.all() {
-		if replica >= 0 && i%len(s.addrs) != replica || !st.ready.Load() || st.count.Load() == 0 {
+		if replica >= 0 && s.row(i)%len(s.addrs) != replica || !st.ready.Load() || st.count.Load() == 0 {
 			continue
 		}
 		r.samples = append(r.samples, float64(st.last.Load())/1e6)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,7 @@ var (
 	churnSample   = flag.Duration("fanout-churn-sample-every", 10*time.Second, "the client-churn row reads each replica's heap and RSS this often")
 	churnHeapFrom = flag.Duration("fanout-churn-heap-from", 2*time.Minute, "the client-churn row judges the heap from this long into the churn to its end (within ±10 % of its first reading there)")
 	churnAPI      = flag.String("fanout-churn-api", "delta", "the client-churn row's simulated clients' xDS: delta or sotw")
+	churnPolicies = flag.String("fanout-churn-policies", "1", "comma-separated numbers of probe policies the client-churn row changes, each at its share of the changes a second (a policy's push waits for its last one; pushes of different policies are made at once); each number a run of its own for each client count")
 )
 
 // churnRowPlan is the row's part of the recorded plan.
@@ -47,6 +49,7 @@ type churnRowPlan struct {
 	SampleEvery time.Duration `json:"sampleEvery,omitempty"`
 	HeapFrom    time.Duration `json:"heapFrom,omitempty"`
 	API         string        `json:"api,omitempty"`
+	Policies    []int         `json:"policies,omitempty"`
 }
 
 // applyFanoutChurn puts the row into the plan when asked for (the flag, or -only naming it).
@@ -62,19 +65,29 @@ func applyFanoutChurn(cfg *config, only string) {
 	if err == nil {
 		_, err = swarmAPI(*churnAPI)
 	}
-	if err != nil || *churnReplicas < 1 || *churnJoin < 0 || *churnLeave < 0 || *churnChanges <= 0 || *churnDuration <= 0 || *churnSample <= 0 {
-		fmt.Fprintf(os.Stderr, "error: -fanout-churn %q, -fanout-churn-replicas %d, -fanout-churn-join %v, -fanout-churn-leave %v, -fanout-churn-changes %v, -fanout-churn-duration %s, -fanout-churn-sample-every %s, -fanout-churn-api %q: want client counts, a replica, rates of 0 or more (changes above 0), positive durations and delta or sotw (%v)\n",
-			list, *churnReplicas, *churnJoin, *churnLeave, *churnChanges, *churnDuration, *churnSample, *churnAPI, err)
+	policies, perr := intList(*churnPolicies)
+	if err == nil {
+		err = perr
+	}
+	if err != nil || slices.Min(policies) < 1 || *churnReplicas < 1 || *churnJoin < 0 || *churnLeave < 0 || *churnChanges <= 0 || *churnDuration <= 0 || *churnSample <= 0 {
+		fmt.Fprintf(os.Stderr, "error: -fanout-churn %q, -fanout-churn-replicas %d, -fanout-churn-join %v, -fanout-churn-leave %v, -fanout-churn-changes %v, -fanout-churn-duration %s, -fanout-churn-sample-every %s, -fanout-churn-api %q, -fanout-churn-policies %q: want client counts, a replica, rates of 0 or more (changes above 0), positive durations, delta or sotw and a policy (%v)\n",
+			list, *churnReplicas, *churnJoin, *churnLeave, *churnChanges, *churnDuration, *churnSample, *churnAPI, *churnPolicies, err)
 		os.Exit(2)
 	}
 	cfg.Incremental.FanoutChurn = churnRowPlan{Clients: clients, Replicas: *churnReplicas, Join: *churnJoin, Leave: *churnLeave, Changes: *churnChanges,
-		Duration: *churnDuration, SampleEvery: *churnSample, HeapFrom: *churnHeapFrom, API: *churnAPI}
+		Duration: *churnDuration, SampleEvery: *churnSample, HeapFrom: *churnHeapFrom, API: *churnAPI, Policies: policies}
 }
 
 func fanOutChurn(ctx context.Context, e *env, plan churnRowPlan, out string, record func(runRecord)) error {
 	for _, n := range plan.Clients {
-		if err := fanOutChurnOnce(ctx, e, plan, n, out, record); err != nil {
-			return err
+		policies := plan.Policies
+		if len(policies) == 0 {
+			policies = []int{1}
+		}
+		for _, p := range policies {
+			if err := fanOutChurnOnce(ctx, e, plan, n, p, out, record); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -109,17 +122,28 @@ type churnSampleRec struct {
 // from HeapFrom on (fanout-churn-N-cpu beside the results): where a change's fan-out and the joins spend it.
 const churnProfileSeconds = 30
 
-func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, out string, record func(runRecord)) error {
+func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n, P int, out string, record func(runRecord)) error {
 	R := plan.Replicas
-	f, err := startFleet(ctx, e, fleetOptions{row: "fanout-churn", api: plan.API, replicas: R, clients: n,
-		replica: replicaOptions{pprof: true}, book: true})
+	f, err := startFleet(ctx, e, fleetOptions{row: fmt.Sprintf("fanout-churn-%dp", P), api: plan.API, replicas: R, clients: n,
+		replica: replicaOptions{pprof: true}})
 	if err != nil {
 		return err
 	}
 	defer f.close()
-	sotw, reps, book, pids := f.sotw, f.reps, f.book, f.pids
-	change := 1
-	sw, err := startFanoutSwarm(ctx, f.addrs, n, swarmOptions{sotw: sotw, rejoin: true, book: book})
+	sotw, reps, pids := f.sotw, f.reps, f.pids
+	// The fleet has the probe policy at change 1; the others start there too, before any client connects.
+	names := []string{"probe"}
+	for p := 1; p < P; p++ {
+		names = append(names, fmt.Sprintf("probe-%d", p))
+		if _, err := reps[0].c.Apply(ctx, probeNamed(names[p], "28091", 1), false); err != nil {
+			return err
+		}
+	}
+	if err := replicasHavePolicies(ctx, reps, names); err != nil {
+		return err
+	}
+	books := newPolicyBooks(names)
+	sw, err := startFanoutSwarm(ctx, f.addrs, n, swarmOptions{sotw: sotw, rejoin: true, books: books.books, clusters: books.clusters})
 	if err != nil {
 		return err
 	}
@@ -136,7 +160,16 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, out 
 	rctx, stopRow := context.WithCancel(ctx)
 	defer stopRow()
 	var loops sync.WaitGroup
-	loops.Go(func() { book.run(rctx, 250*time.Millisecond) })
+	for _, b := range books.books {
+		loops.Go(func() { b.run(rctx, 250*time.Millisecond) })
+	}
+	// The cluster responses the replicas send over the churn, against the clients that were to have each
+	// change: fewer when a client is sent several changes in one response (it had not acknowledged the last
+	// when the next came), and the joins' first configs add some.
+	responses0, err := clusterResponses(ctx, reps)
+	if err != nil {
+		return err
+	}
 	started, runner0 := time.Now(), ownCPU()
 	cpu0 := make([]float64, R)
 	for i, pid := range pids {
@@ -170,41 +203,51 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, out 
 			case <-rctx.Done():
 				profiled <- ""
 			case <-time.After(plan.HeapFrom):
-				profiled <- profileAt(reps[0].metrics, churnProfileSeconds, out, fmt.Sprintf("fanout-churn-%d-cpu", n))
+				profiled <- profileAt(reps[0].metrics, churnProfileSeconds, out, fmt.Sprintf("fanout-churn-%d-%dp-cpu", n, P))
 			}
 		})
 	} else {
 		profiled <- ""
 	}
-	pushes, pushErrors := 0, 0
-	loops.Go(func() {
-		every(rctx, plan.Changes, func() {
-			via := reps[pushes%R]
-			k := book.begin(sw.all())
-			change++
-			pushes++
-			c, cancel := context.WithTimeout(rctx, 30*time.Second)
-			defer cancel()
-			if _, err := via.c.Apply(c, probe("28091", change), false); err != nil {
-				if rctx.Err() == nil {
-					if pushErrors++; pushErrors <= 3 {
-						fmt.Fprintf(os.Stderr, "fan-out churn: change %d through %s: %v\n", k, via.id, err)
+	// Each policy is pushed at its share of the rate, its pushes offset from the others' so that together
+	// they are evenly spaced. A policy's push waits for its last one (a tick that comes meanwhile is
+	// dropped), so its changes reach the store in order; pushes of different policies are made at once.
+	// Change c of a policy sets its connect timeout to c seconds, which is how the clients' clusters show
+	// what they have.
+	var pushes, pushErrors atomic.Int64
+	var pushMu sync.Mutex
+	var pushMs []float64
+	for p := range P {
+		loops.Go(func() {
+			select {
+			case <-rctx.Done():
+				return
+			case <-time.After(time.Duration(float64(p) * float64(time.Second) / plan.Changes)):
+			}
+			b, change := books.books[p], 1
+			every(rctx, plan.Changes/float64(P), func() {
+				via := reps[int(pushes.Add(1))%R]
+				k := b.begin(sw.all())
+				change++
+				b.made(k, strconv.Itoa(change))
+				c, cancel := context.WithTimeout(rctx, 30*time.Second)
+				defer cancel()
+				sent := time.Now()
+				if _, err := via.c.Apply(c, probeNamed(names[p], "28091", change), false); err != nil {
+					if rctx.Err() == nil {
+						if pushErrors.Add(1) <= 3 {
+							fmt.Fprintf(os.Stderr, "fan-out churn: change %d of %s through %s: %v\n", change, names[p], via.id, err)
+						}
 					}
+					b.failed(k)
+					return
 				}
-				book.failed(k)
-				return
-			}
-			v, err := groupVersion(c, via)
-			if err != nil {
-				if rctx.Err() == nil {
-					pushErrors++
-				}
-				book.failed(k)
-				return
-			}
-			book.made(k, v)
+				pushMu.Lock()
+				pushMs = append(pushMs, float64(time.Since(sent).Microseconds())/1000)
+				pushMu.Unlock()
+			})
 		})
-	})
+	}
 	joined, left := 0, 0
 	loops.Go(func() {
 		every(rctx, plan.Join, func() {
@@ -219,7 +262,7 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, out 
 			// At random among the clients with their config that have not left (a few draws: nearly all are).
 			for range 20 {
 				st := all[rand.IntN(len(all))]
-				if st.ready.Load() && !st.track.left.Load() {
+				if st.ready.Load() && !st.gone.Load() {
 					sw.leave(st)
 					left++
 					return
@@ -245,25 +288,25 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, out 
 		cores[i] = (treeUsage(pid).CPUSeconds - cpu0[i]) / wall
 		coresAll += cores[i]
 	}
-	// The last changes reach their clients (at most 10 s).
-	book.end(sw.all())
-	lastTook := -1.0
-	if last := book.lastMade(); last > 0 {
-		if pollFor(10*time.Second, 100*time.Millisecond, func() bool { book.collect(); return book.complete(last) }) {
-			lastTook = time.Since(book.pushedAt(last)).Seconds()
-		}
+	responses, err := clusterResponses(ctx, reps)
+	if err == nil {
+		responses -= responses0
 	}
-	book.collect()
-	res := book.result()
+	// The last changes reach their clients (at most 10 s).
+	lastTook := books.finish(sw.all(), 10*time.Second)
+	res := books.result()
+	pushesN, pushErrorsN := int(pushes.Load()), int(pushErrors.Load())
 	connectedEnd := 0
 	for _, c := range sw.connectedOn() {
 		connectedEnd += c
 	}
 
 	extra := map[string]float64{"replicas": float64(R), "ready": float64(readyN), "connectSeconds": connectTook.Seconds(), "seconds": wall,
-		"joinPerSecond": plan.Join, "leavePerSecond": plan.Leave, "changesPerSecondTarget": plan.Changes, "changesPerSecond": float64(pushes) / wall,
+		"joinPerSecond": plan.Join, "leavePerSecond": plan.Leave, "changesPerSecondTarget": plan.Changes, "changesPerSecond": float64(pushesN) / wall,
 		"joined": float64(joined), "left": float64(left), "connectedAtEnd": float64(connectedEnd),
-		"pushes": float64(pushes), "pushErrors": float64(pushErrors), "changes": float64(res.changes), "changesLeftOut": float64(res.failed),
+		"pushes": float64(pushesN), "pushErrors": float64(pushErrorsN), "policies": float64(P),
+		"pushMsP50": percentile(pushMs, 50), "pushMsP99": percentile(pushMs, 99), "clusterResponses": responses,
+		"clusterResponsesPerMember": responses / float64(max(res.members, 1)), "changes": float64(res.changes), "changesLeftOut": float64(res.failed),
 		"changesNotEverywhere": float64(res.incomplete), "clientChangesMissing": float64(res.missing), "membersPerChange": float64(res.members) / float64(max(res.changes, 1)),
 		"leftWithout": float64(res.leftWithout), "lastChangeSeconds": lastTook,
 		"backwardsClient": float64(res.backwards), "backwardsClients": float64(res.backClients), "stepVersions": float64(res.steps),
@@ -307,11 +350,11 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, out 
 	if note := clientsBound(runnerCores); note != "" {
 		notes = append(notes, note)
 	}
-	if pushErrors > 0 {
-		notes = append(notes, fmt.Sprintf("%d of %d pushes failed", pushErrors, pushes))
+	if pushErrorsN > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d pushes failed", pushErrorsN, pushesN))
 	}
-	if rate := float64(pushes) / wall; rate < 0.9*plan.Changes {
-		notes = append(notes, fmt.Sprintf("%.1f changes a second pushed of %.1f asked for (each push waits for the one before)", rate, plan.Changes))
+	if rate := float64(pushesN) / wall; rate < 0.9*plan.Changes {
+		notes = append(notes, fmt.Sprintf("%.1f changes a second pushed of %.1f asked for (each policy's push waits for its last one)", rate, plan.Changes))
 	}
 	note := strings.Join(notes, "; ")
 	var rssEnd int64
@@ -323,9 +366,9 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n int, out 
 	rec := runRecord{Scenario: "fanout-churn", Peer: "lbplane", API: apiName(sotw), Conns: n, Samples: res.latencies, Valid: note == "", Note: note,
 		P50: percentile(res.latencies, 50), P99: percentile(res.latencies, 99), P999: percentile(res.latencies, 100), LbplaneRSS: rssEnd, Extra: extra}
 	record(rec)
-	fmt.Fprintf(os.Stderr, "fan-out churn, %d simulated %s Envoys on %d replica(s), +%.0f/-%.0f a second, %.1f changes a second for %.0f s: each change everywhere p50 %.0f ms, p99 %.0f ms, all %.0f ms (%d changes; %d never everywhere, %d clients short); went back %d; lbplane %.2f cores, the simulated clients %.2f; heap %s; %d joined, %d left, %d connected at the end %s\n",
-		n, rec.API, R, plan.Join, plan.Leave, float64(pushes)/wall, wall, rec.P50, rec.P99, rec.P999, res.changes, res.incomplete, res.missing, res.backwards, coresAll, runnerCores,
-		heapText(extra), joined, left, connectedEnd, note)
+	fmt.Fprintf(os.Stderr, "fan-out churn, %d simulated %s Envoys on %d replica(s), +%.0f/-%.0f a second, %.1f changes a second of %d policies for %.0f s (a push answered in p50 %.0f ms, p99 %.0f ms): each change everywhere p50 %.0f ms, p99 %.0f ms, all %.0f ms (%d changes; %d never everywhere, %d clients short); %.2f cluster responses per client and change; went back %d; lbplane %.2f cores, the simulated clients %.2f; heap %s; %d joined, %d left, %d connected at the end %s\n",
+		n, rec.API, R, plan.Join, plan.Leave, float64(pushesN)/wall, P, wall, extra["pushMsP50"], extra["pushMsP99"], rec.P50, rec.P99, rec.P999, res.changes, res.incomplete, res.missing,
+		extra["clusterResponsesPerMember"], res.backwards, coresAll, runnerCores, heapText(extra), joined, left, connectedEnd, note)
 	return nil
 }
 
@@ -412,11 +455,28 @@ func (r *report) fanoutChurnMarkdown(w func(string, ...any)) {
 	if len(runs) == 0 {
 		return
 	}
-	w("\n## Client churn\n\nSimulated clients on replicas of `lbplane serve --store etcd`; clients connect and leave at a steady rate while the probe policy changes several times a second. *Each change everywhere*: from its push until every client connected (with its first config) when it was pushed had it or a later change (clients that left before they had it are left out). lbplane's cores: its CPU seconds over the churn / its length. The heap is `go_memstats_heap_inuse_bytes`, read every few seconds; *drift* is its largest departure from its first reading from the given minute on.\n\n")
-	w("| clients | xDS | replicas | joins / leaves a s | changes a s | changes | each change everywhere p50 / p99 / all ms | not everywhere | went back | lbplane cores | heap MiB (drift) | RSS at the end MiB | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("\n## Client churn\n\nSimulated clients on replicas of `lbplane serve --store etcd`; clients connect and leave at a steady rate while probe policies change several times a second (each policy's push waits for its last; several policies are pushed at once). *Each change everywhere*: from its push until every client connected (with its first config) when it was pushed had it or a later change (clients that left before they had it are left out). lbplane's cores: its CPU seconds over the churn / its length. The heap is `go_memstats_heap_inuse_bytes`, read every few seconds; *drift* is its largest departure from its first reading from the given minute on.\n\n")
+	w("| clients | xDS | replicas | joins / leaves a s | policies | changes a s | push answered p50 / p99 ms | changes | each change everywhere p50 / p99 / all ms | not everywhere | cluster responses per client and change | went back | lbplane cores | heap MiB (drift) | RSS at the end MiB | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range runs {
 		x := c.Extra
-		w("| %d | %s | %.0f | %.0f / %.0f | %.1f | %.0f | %.0f / %.0f / %.0f | %.0f | %.0f | %.2f | %s | %s | %v %s |\n", c.Conns, c.API, x["replicas"], x["joinPerSecond"], x["leavePerSecond"],
-			x["changesPerSecond"], x["changes"], c.P50, c.P99, c.P999, x["changesNotEverywhere"], x["backwardsClient"], x["lbplaneCores"], heapText(x), f0MiB(x["rssEnd"]), c.Valid, c.Note)
+		w("| %d | %s | %.0f | %.0f / %.0f | %.0f | %.1f | %.0f / %.0f | %.0f | %.0f / %.0f / %.0f | %.0f | %.2f | %.0f | %.2f | %s | %s | %v %s |\n", c.Conns, c.API, x["replicas"], x["joinPerSecond"], x["leavePerSecond"],
+			max(x["policies"], 1), x["changesPerSecond"], x["pushMsP50"], x["pushMsP99"], x["changes"], c.P50, c.P99, c.P999, x["changesNotEverywhere"], x["clusterResponsesPerMember"], x["backwardsClient"],
+			x["lbplaneCores"], heapText(x), f0MiB(x["rssEnd"]), c.Valid, c.Note)
 	}
+}
+
+// clusterResponses sums the cluster responses every replica has sent (lbplane_xds_pushes_total of type
+// Cluster).
+func clusterResponses(ctx context.Context, reps []*fanoutReplica) (float64, error) {
+	sum := 0.0
+	for _, r := range reps {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		m, err := scrapeMetrics(c, r.metrics)
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+		sum += m[`lbplane_xds_pushes_total{type="Cluster"}`]
+	}
+	return sum, nil
 }

@@ -52,6 +52,10 @@ type h2Client struct {
 	// version_info) and whether it changed anything: a delta response with resources or removals; every
 	// state-of-the-world response.
 	got func(typ int, version string, changed bool)
+	// cluster, when set, is told the name and connect timeout (whole seconds) of every cluster a response
+	// carries, before the response is acknowledged: the client-churn row reads from it which change of each
+	// probe policy a client has (policyBooks).
+	cluster func(name string, connectTimeout int64)
 
 	held    []map[string]string // delta: by type, the resources held and their versions
 	version []string            // state of the world: by type, the version_info last accepted
@@ -265,6 +269,11 @@ func (c *h2Client) response(b []byte, send func(proto.Message) error) error {
 					delete(held, n)
 				}
 			}
+			if c.cluster != nil && resp.GetTypeUrl() == resource.ClusterType {
+				for _, r := range resp.GetResources() {
+					c.tellCluster(r.GetResource())
+				}
+			}
 			c.got(t, resp.GetSystemVersionInfo(), len(resp.GetResources()) > 0 || len(resp.GetRemovedResources()) > 0)
 		}
 		return send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()})
@@ -288,6 +297,11 @@ func (c *h2Client) response(b []byte, send func(proto.Message) error) error {
 	case resource.ListenerType:
 		dep, names = slices.Index(c.types, resource.RouteType), rdsNames(resp.GetResources())
 	}
+	if c.cluster != nil && resp.GetTypeUrl() == resource.ClusterType {
+		for _, a := range resp.GetResources() {
+			c.tellCluster(a)
+		}
+	}
 	c.got(t, resp.GetVersionInfo(), true)
 	if err := send(c.sotwRequest(t)); err != nil {
 		return err
@@ -297,6 +311,14 @@ func (c *h2Client) response(b []byte, send func(proto.Message) error) error {
 		return send(c.sotwRequest(dep))
 	}
 	return nil
+}
+
+// tellCluster decodes a cluster and tells c.cluster its name and connect timeout.
+func (c *h2Client) tellCluster(a *anypb.Any) {
+	var cl clusterv3.Cluster
+	if a.UnmarshalTo(&cl) == nil {
+		c.cluster(cl.GetName(), cl.GetConnectTimeout().GetSeconds())
+	}
 }
 
 // edsNames are the endpoint assignments the clusters of a state-of-the-world response ask for (those with

@@ -103,7 +103,7 @@ func fanOutRebalanceOnce(ctx context.Context, e *env, plan rebalancePlan, n int,
 	defer f.close()
 	sotw, reps, book := f.sotw, f.reps, f.book
 	change := 1
-	sw, err := startFanoutSwarm(ctx, f.addrs, n, swarmOptions{sotw: sotw, random: true, rejoin: true, book: book})
+	sw, err := startFanoutSwarm(ctx, f.addrs, n, swarmOptions{sotw: sotw, random: true, rejoin: true, books: []*versionBook{book}})
 	if err != nil {
 		return err
 	}

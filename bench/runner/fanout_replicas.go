@@ -22,11 +22,12 @@ import (
 // on replica i mod N), and a few changes of the probe policy, each pushed through one replica in turn and
 // timed from the push sent until every client, on every replica, has all of it.
 var (
-	fanoutReplicas       = flag.Int("fanout-replicas", 0, "run the fan-out row across this many lbplane replicas on one etcd (lbplane serve --store etcd; 0: not run; -only fanout-replicas runs it alone)")
-	fanoutReplicaClients = flag.String("fanout-replica-clients", "10000", "comma-separated simulated delta clients of the -fanout-replicas row, spread evenly over the replicas; each count on fresh replicas and a fresh etcd")
-	fanoutReplicaChanges = flag.Int("fanout-replica-changes", 3, "changes timed in each -fanout-replicas run, pushed through each replica in turn")
-	fanoutReplicaAPI     = flag.String("fanout-replica-api", "delta", "the -fanout-replicas row's simulated clients' xDS: delta, or sotw (state of the world, as an Envoy asks: clusters and listeners by wildcard, endpoints and routes by the names those name); recorded as the runs' api")
-	fanoutReplicaProfile = flag.String("fanout-replica-profile-dir", "", "-fanout-replicas: write a CPU profile of each replica over each change (change<c>-r<i>.pprof, from just before the push) to this directory, and run the replicas with GODEBUG=gctrace=1 (in their logs: keep them with -keep)")
+	fanoutReplicas          = flag.Int("fanout-replicas", 0, "run the fan-out row across this many lbplane replicas on one etcd (lbplane serve --store etcd; 0: not run; -only fanout-replicas runs it alone)")
+	fanoutReplicaClients    = flag.String("fanout-replica-clients", "10000", "comma-separated simulated delta clients of the -fanout-replicas row, spread evenly over the replicas; each count on fresh replicas and a fresh etcd")
+	fanoutReplicaChanges    = flag.Int("fanout-replica-changes", 3, "changes timed in each -fanout-replicas run, pushed through each replica in turn")
+	fanoutReplicaAPI        = flag.String("fanout-replica-api", "delta", "the -fanout-replicas row's simulated clients' xDS: delta, or sotw (state of the world, as an Envoy asks: clusters and listeners by wildcard, endpoints and routes by the names those name); recorded as the runs' api")
+	fanoutReplicaSwarmProcs = flag.Int("fanout-replica-swarm-procs", 1, "-fanout-replicas: spread the simulated clients over this many child processes of the runner, about clients/K each (client i still on replica i mod N), so that each holds fewer sockets than the open-file limit allows one process; 1: all in the runner's process")
+	fanoutReplicaProfile    = flag.String("fanout-replica-profile-dir", "", "-fanout-replicas: write a CPU profile of each replica over each change (change<c>-r<i>.pprof, from just before the push) to this directory, and run the replicas with GODEBUG=gctrace=1 (in their logs: keep them with -keep)")
 )
 
 // fanoutReplicasPlan is the row's part of the recorded plan.
@@ -50,9 +51,9 @@ func applyFanoutReplicas(cfg *config, only string) {
 	if err == nil {
 		_, err = swarmAPI(*fanoutReplicaAPI)
 	}
-	if err != nil || n < 1 || *fanoutReplicaChanges < 1 {
-		fmt.Fprintf(os.Stderr, "error: -fanout-replicas %d, -fanout-replica-clients %q, -fanout-replica-changes %d, -fanout-replica-api %q: want at least one replica, client counts, one change and delta or sotw (%v)\n",
-			n, *fanoutReplicaClients, *fanoutReplicaChanges, *fanoutReplicaAPI, err)
+	if err != nil || n < 1 || *fanoutReplicaChanges < 1 || *fanoutReplicaSwarmProcs < 1 {
+		fmt.Fprintf(os.Stderr, "error: -fanout-replicas %d, -fanout-replica-clients %q, -fanout-replica-changes %d, -fanout-replica-api %q, -fanout-replica-swarm-procs %d: want at least one replica, client counts, one change, delta or sotw and at least one process (%v)\n",
+			n, *fanoutReplicaClients, *fanoutReplicaChanges, *fanoutReplicaAPI, *fanoutReplicaSwarmProcs, err)
 		os.Exit(2)
 	}
 	cfg.Incremental.FanoutReplicas = fanoutReplicasPlan{Replicas: n, Clients: clients, Changes: *fanoutReplicaChanges, API: *fanoutReplicaAPI}
@@ -181,12 +182,25 @@ func stopReplicas(reps []*fanoutReplica) {
 
 // replicasHaveProbe waits until every replica lists the probe policy (loaded from the store).
 func replicasHaveProbe(ctx context.Context, reps []*fanoutReplica) error {
+	return replicasHavePolicies(ctx, reps, []string{"probe"})
+}
+
+// replicasHavePolicies waits until every replica lists every policy named (loaded from the store).
+func replicasHavePolicies(ctx context.Context, reps []*fanoutReplica, names []string) error {
 	for _, r := range reps {
 		if !waitFor(30*time.Second, func() bool {
 			ps, err := r.c.List(ctx)
-			return err == nil && slices.ContainsFunc(ps, func(p *v1alpha1.LoadBalancerPolicy) bool { return p.Name == "probe" })
+			if err != nil {
+				return false
+			}
+			for _, name := range names {
+				if !slices.ContainsFunc(ps, func(p *v1alpha1.LoadBalancerPolicy) bool { return p.Name == name }) {
+					return false
+				}
+			}
+			return true
 		}) {
-			return fmt.Errorf("replica %s never listed the probe policy pushed through %s", r.id, reps[0].id)
+			return fmt.Errorf("replica %s never listed every policy of %v pushed through %s", r.id, names, reps[0].id)
 		}
 	}
 	return nil
@@ -211,12 +225,15 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 	}
 	defer f.close()
 	sotw, reps, pin := f.sotw, f.reps, f.pin
-	sw, err := startFanoutSwarm(ctx, f.addrs, n, swarmOptions{sotw: sotw})
+	sw, err := startReplicaSwarm(ctx, f.addrs, n, *fanoutReplicaSwarmProcs, sotw)
 	if err != nil {
 		return err
 	}
 	defer sw.stop()
 	readyN, connectTook := sw.waitReady(5 * time.Minute)
+	if err := sw.failed(); err != nil {
+		return err
+	}
 	note := ""
 	if readyN < n {
 		note = fmt.Sprintf("%d of %d simulated Envoys got a first config within 5 minutes; the changes are timed to those", readyN, n)
@@ -251,7 +268,7 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		for i, r := range reps {
 			before[i] = treeUsage(r.pid())
 		}
-		lostBefore := sw.lostAfter.Load()
+		lostBefore := sw.lostAfterChange()
 		var profiles sync.WaitGroup
 		if *fanoutReplicaProfile != "" {
 			for i := range reps {
@@ -266,20 +283,27 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 			u := treeUsage(r.pid())
 			fmt.Fprintf(os.Stderr, "  before change %d: %s %.0f ms CPU since connected\n", c+1, r.id, (u.CPUSeconds-connected[i].CPUSeconds)*1000)
 		}
-		runnerBefore, faultsBefore := ownCPU(), ownFaults()
+		usedBefore := sw.usage()
 		sw.startChange()
 		// Each change a new connect timeout (1 s is the first config's), so that it is a change.
 		if _, err := reps[via].c.Apply(ctx, probe("28091", 7+c), false); err != nil {
 			return fmt.Errorf("change %d through %s: %w", c+1, reps[via].id, err)
 		}
-		acceptedMs := float64(time.Now().UnixNano()-sw.changeAt.Load()) / 1e6
+		acceptedMs := float64(time.Now().UnixNano()-sw.changeStart()) / 1e6
 		sw.waitChange()
-		fmt.Fprintf(os.Stderr, "  change %d (pushed %s, %.3f s after the runner started): the simulated clients used %.0f ms CPU and %d page faults\n", c+1,
-			time.Unix(0, sw.changeAt.Load()).UTC().Format("15:04:05.000"), time.Since(runnerStart).Seconds()-time.Since(time.Unix(0, sw.changeAt.Load())).Seconds(), (ownCPU()-runnerBefore).Seconds()*1000, ownFaults()-faultsBefore)
+		if err := sw.failed(); err != nil {
+			return fmt.Errorf("change %d: %w", c+1, err)
+		}
+		used, procsText := sw.usage(), ""
+		if sw.procs() > 1 {
+			procsText = fmt.Sprintf(" in %d processes (theirs %d MiB resident)", sw.procs(), used.childRSS>>20)
+		}
+		fmt.Fprintf(os.Stderr, "  change %d (pushed %s, %.3f s after the runner started): the simulated clients used %.0f ms CPU and %d page faults%s\n", c+1,
+			time.Unix(0, sw.changeStart()).UTC().Format("15:04:05.000"), time.Since(runnerStart).Seconds()-time.Since(time.Unix(0, sw.changeStart())).Seconds(), (used.cpu-usedBefore.cpu).Seconds()*1000, used.faults-usedBefore.faults, procsText)
 		profiles.Wait()
 		all := sw.result(-1)
 		cnote := note
-		if lost := sw.lostAfter.Load() - lostBefore; lost > 0 {
+		if lost := sw.lostAfterChange() - lostBefore; lost > 0 {
 			cnote += fmt.Sprintf("; %d simulated Envoys lost their connection during the change", lost)
 		}
 		if len(all.samples) < readyN {
@@ -289,7 +313,7 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 		extra := map[string]float64{"replicas": float64(R), "change": float64(c + 1), "via": float64(via), "acceptedMs": acceptedMs,
 			"connectSeconds": connectTook.Seconds(), "settleSeconds": settleTook.Seconds(), "ready": float64(readyN), "got": float64(len(all.samples)),
 			"firstP50": percentile(all.firsts, 50), "firstAll": percentile(all.firsts, 100), "pinned": b2f(pin != nil),
-			"types": float64(len(sw.types)), "connectionsLost": float64(sw.connectionsLost())}
+			"types": float64(len(fanoutTypes())), "connectionsLost": float64(sw.connectionsLost()), "swarmProcs": float64(sw.procs())}
 		var cpuMs float64
 		var perReplica []string
 		for i, r := range reps {
@@ -342,7 +366,7 @@ func (r *report) fanoutReplicasMarkdown(w func(string, ...any)) {
 	if len(runs) == 0 {
 		return
 	}
-	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated ADS clients in the runner's process (as in the fan-out row; delta, or state of the world asking as an Envoy does), client i on replica i mod N. The first change is pushed once every client has its first config and every replica's CPU has gone quiet (under 10%% of a core for 1 s). Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
+	w("\n## Fan-out across lbplane replicas on etcd\n\nReplicas of `lbplane serve --store etcd` on one one-member etcd (on loopback), each fresh with only the probe policy; simulated ADS clients (as in the fan-out row; delta, or state of the world asking as an Envoy does) in the runner's process, or spread over child processes of it when a run's `swarmProcs` is more than 1 (each holding fewer sockets than the open-file limit), client i on replica i mod N. The first change is pushed once every client has its first config and every replica's CPU has gone quiet (under 10%% of a core for 1 s). Each change of the probe policy is pushed through one replica in turn and timed from the push sent until every client, on every replica, has all of it (the pushing replica writes it to etcd; every replica loads it from its watch of etcd). RSS per client: (a replica's RSS with its clients connected − before the first) / its clients.\n\n")
 	w("| clients | xDS | replicas | change (through) | connect s | p50 ms | p99 ms | all ms | got it | per replica p50 / p99 / all ms | lbplane CPU ms for the change | RSS per client KiB, per replica | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range runs {
 		x := c.Extra

@@ -21,7 +21,13 @@ import (
 // versionBook numbers the versions of a row's changes and reads, every collect, what each client
 // acknowledged since: whether a client ever acknowledged an older change after a newer one (a version that
 // went back), and for each change when every client that was connected when it was pushed had it.
+//
+// A book can also follow one policy's changes as the clients' clusters show them (policyBooks): its
+// "versions" are then the policy's change numbers, read from the cluster each client acknowledged, so that
+// changes of several policies can be pushed at once and each policy's are still in order.
 type versionBook struct {
+	// slot is the book's place in the swarm's books: each client's track for it is its tracks[slot].
+	slot    int
 	mu      sync.Mutex
 	index   map[string]int // a version → the change that made it (0: the config before the first change)
 	changes []changeRecord // [k]: change k; [0] the config the clients first got
@@ -112,7 +118,7 @@ func (b *versionBook) begin(states []*clientState) int {
 	k := len(b.changes)
 	members := 0
 	for _, st := range states {
-		t := st.track
+		t := b.trackOf(st)
 		if t == nil {
 			continue
 		}
@@ -137,10 +143,18 @@ func (b *versionBook) end(states []*clientState) {
 	defer b.mu.Unlock()
 	k := len(b.changes)
 	for _, st := range states {
-		if t := st.track; t != nil && t.leftMember == 0 && t.left.Load() {
+		if t := b.trackOf(st); t != nil && t.leftMember == 0 && t.left.Load() {
 			t.leftMember = k
 		}
 	}
+}
+
+// trackOf is the client's track in this book (nil: it has none).
+func (b *versionBook) trackOf(st *clientState) *clientTrack {
+	if b.slot < len(st.tracks) {
+		return st.tracks[b.slot]
+	}
+	return nil
 }
 
 // made records the version change k made; a version made before means the change changed nothing.
@@ -408,4 +422,76 @@ func (tc *trackerCheck) streams() int {
 		n += len(ss)
 	}
 	return n
+}
+
+// policyBooks follow the changes of several policies pushed at once, one book each (book p: policy p, whose
+// cluster is clusters[p]). Their versions are the policies' change numbers, as the clients' clusters show
+// them (a client's swarm tells its track p the connect timeout, in seconds, of each cluster p it
+// acknowledges: change c of a policy sets it to c). lbplane's config versions cannot number such changes:
+// of two pushes made at once, either may be stored first.
+type policyBooks struct {
+	books    []*versionBook
+	clusters []string
+}
+
+// newPolicyBooks begins a book for each policy named, each at change 1 (connect timeout 1 s).
+func newPolicyBooks(names []string) *policyBooks {
+	pb := &policyBooks{}
+	for p, name := range names {
+		b := newVersionBook()
+		b.slot = p
+		b.initial("1")
+		pb.books = append(pb.books, b)
+		pb.clusters = append(pb.clusters, "default/"+name+"/app")
+	}
+	return pb
+}
+
+// finish closes every book's membership and waits, at most wait, until every book's last change is
+// everywhere; it returns how long after its push the last of them was everywhere (-1: not within wait).
+func (pb *policyBooks) finish(states []*clientState, wait time.Duration) float64 {
+	var pushed time.Time
+	for _, b := range pb.books {
+		b.end(states)
+		if last := b.lastMade(); last > 0 && b.pushedAt(last).After(pushed) {
+			pushed = b.pushedAt(last)
+		}
+	}
+	complete := func() bool {
+		for _, b := range pb.books {
+			b.collect()
+			if last := b.lastMade(); last > 0 && !b.complete(last) {
+				return false
+			}
+		}
+		return true
+	}
+	took := -1.0
+	if pollFor(wait, 100*time.Millisecond, complete) && !pushed.IsZero() {
+		took = time.Since(pushed).Seconds()
+	}
+	for _, b := range pb.books {
+		b.collect()
+	}
+	return took
+}
+
+// result is every book's, together: the changes of all policies, in the order of their books.
+func (pb *policyBooks) result() bookResult {
+	var r bookResult
+	for _, b := range pb.books {
+		x := b.result()
+		r.latencies = append(r.latencies, x.latencies...)
+		r.pushed = append(r.pushed, x.pushed...)
+		r.changes += x.changes
+		r.failed += x.failed
+		r.incomplete += x.incomplete
+		r.missing += x.missing
+		r.members += x.members
+		r.leftWithout += x.leftWithout
+		r.backwards += x.backwards
+		r.backClients += x.backClients
+		r.steps += x.steps
+	}
+	return r
 }

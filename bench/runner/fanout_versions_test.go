@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -17,11 +18,11 @@ func TestVersionBook(t *testing.T) {
 	b.initial("v0")
 	states := make([]*clientState, 3)
 	for i := range states {
-		states[i] = &clientState{track: b.newTrack()}
+		states[i] = &clientState{tracks: []*clientTrack{b.newTrack()}}
 		states[i].ready.Store(true)
 	}
 	for _, st := range states {
-		st.track.acked("v0")
+		st.tracks[0].acked("v0")
 	}
 	b.collect()
 	k1 := b.begin(states)
@@ -29,15 +30,15 @@ func TestVersionBook(t *testing.T) {
 	k2 := b.begin(states)
 	b.made(k2, "v2")
 	at := func(st *clientState, version string, ms int64) {
-		st.track.log = append(st.track.log, ackEntry{version, b.changes[k1].at + ms*1e6})
+		st.tracks[0].log = append(st.tracks[0].log, ackEntry{version, b.changes[k1].at + ms*1e6})
 	}
 	at(states[0], "step", 5)
 	at(states[0], "v1", 10)
 	at(states[0], "v2", 30)
 	at(states[1], "v2", 50) // straight to the newer one: it has both
 	at(states[1], "v1", 60) // and back
-	states[2].track.left.Store(true)
-	states[2].track.exited.Store(true)
+	states[2].tracks[0].left.Store(true)
+	states[2].tracks[0].exited.Store(true)
 	k3 := b.begin(states) // client 2 is not a member of change 3
 	b.made(k3, "v3")
 	for _, st := range states[:2] {
@@ -80,17 +81,17 @@ func TestVersionBookEnd(t *testing.T) {
 	b := newVersionBook()
 	b.grace = -time.Hour
 	b.initial("v0")
-	states := []*clientState{{track: b.newTrack()}, {track: b.newTrack()}}
+	states := []*clientState{{tracks: []*clientTrack{b.newTrack()}}, {tracks: []*clientTrack{b.newTrack()}}}
 	for _, st := range states {
 		st.ready.Store(true)
-		st.track.acked("v0")
+		st.tracks[0].acked("v0")
 	}
 	b.collect()
 	k := b.begin(states)
 	b.made(k, "v1")
-	states[0].track.acked("v1")
-	states[1].track.left.Store(true)
-	states[1].track.exited.Store(true)
+	states[0].tracks[0].acked("v1")
+	states[1].tracks[0].left.Store(true)
+	states[1].tracks[0].exited.Store(true)
 	if b.collect(); b.complete(k) {
 		t.Fatal("change 1 complete before the book knows client 1 left")
 	}
@@ -129,5 +130,61 @@ func TestTrackerCheck(t *testing.T) {
 	}
 	if n := tc.streams(); n != 4 {
 		t.Errorf("%d streams seen; want 4", n)
+	}
+}
+
+// Two policies changed at once: each book follows its policy's change numbers from the clusters the
+// clients acknowledge, whichever policy's change was stored first; a client that has a newer change of one
+// policy and an older of the other went back in neither. A cluster number going down is going back.
+func TestPolicyBooks(t *testing.T) {
+	pb := newPolicyBooks([]string{"probe", "probe-1"})
+	if want := []string{"default/probe/app", "default/probe-1/app"}; !slices.Equal(pb.clusters, want) {
+		t.Fatalf("clusters %v; want %v", pb.clusters, want)
+	}
+	for _, b := range pb.books {
+		b.grace = -time.Hour
+	}
+	states := make([]*clientState, 2)
+	for i := range states {
+		states[i] = &clientState{}
+		for _, b := range pb.books {
+			states[i].tracks = append(states[i].tracks, b.newTrack())
+		}
+		states[i].ready.Store(true)
+		for _, tr := range states[i].tracks {
+			tr.acked("1")
+		}
+	}
+	for _, b := range pb.books {
+		b.collect()
+	}
+	a, b := pb.books[0], pb.books[1]
+	ka := a.begin(states)
+	a.made(ka, "2")
+	kb := b.begin(states)
+	b.made(kb, "2")
+	at := func(st *clientState, p int, n string, ms int64) {
+		st.tracks[p].log = append(st.tracks[p].log, ackEntry{n, pb.books[0].changes[ka].at + ms*1e6})
+	}
+	// Client 0 gets policy 1's change first, client 1 policy 0's: neither goes back.
+	at(states[0], 1, "2", 10)
+	at(states[0], 0, "2", 20)
+	at(states[1], 0, "2", 30)
+	at(states[1], 1, "2", 40)
+	if took := pb.finish(states, time.Second); took < 0 {
+		t.Fatal("the last change never everywhere")
+	}
+	r := pb.result()
+	if r.changes != 2 || r.incomplete != 0 || r.backwards != 0 {
+		t.Fatalf("%+v; want 2 changes, each everywhere, none back", r)
+	}
+	if d := r.latencies[0] - 30; d > 1e-6 || d < -1e-6 {
+		t.Errorf("policy 0's change everywhere after %.3f ms; want 30", r.latencies[0])
+	}
+	// Policy 1's cluster going back to change 1 at a client is going back.
+	at(states[0], 1, "1", 50)
+	b.collect()
+	if r := pb.result(); r.backwards != 1 || r.backClients != 1 {
+		t.Errorf("went back %d times by %d clients; want once by one", r.backwards, r.backClients)
 	}
 }

@@ -130,6 +130,10 @@ func plan(quick bool) config {
 }
 
 func main() {
+	// A child process of the fan-out across replicas' simulated clients (fanout_procs.go) is that alone.
+	if len(os.Args) > 1 && os.Args[1] == swarmChildArg {
+		os.Exit(swarmChild(os.Args[2:]))
+	}
 	quick := flag.Bool("quick", false, "the reduced set (about 5 minutes)")
 	out := flag.String("out", "", "results directory (default bench/results/<date>-<host>[-quick])")
 	only := flag.String("only", "", "comma-separated scenarios to run: dataplane, https, k6, paired (two peers loaded at once, CPU per request), memory, hash, hotkey, health, websocket, controlplane (default all); opt-in: stats (does reading Envoy's stats hold back config: -stats-policies, -stats-changes), gateway-routes (Gateway API HTTPRoutes: a new route's first 200 among -gateway-routes N, requests while routes change, memory at -gateway-routes-memory M), rollout (a bad change through three Envoys with and without a staged rollout: -rollout-*), and the incremental rows")

@@ -463,17 +463,20 @@ func fanoutRebalanceTable(sp spec) (string, error) {
 }
 
 // fanoutChurnTable: clients connecting and leaving while changes are pushed (runs.jsonl, scenario
-// fanout-churn), one row per run: how long each change took to reach every client connected when it was
-// pushed, lbplane's cores, and whether its heap (after a collection) held within ±10 % from the row's
-// -fanout-churn-heap-from on.
+// fanout-churn), one row per run: the probe policies changed (pushed at once, each after its last), how
+// long a push took to be answered, how long each change took to reach every client connected when it was
+// pushed, the cluster responses sent per client and change (below 1 when a response carried several
+// changes), lbplane's cores, and whether its heap (after a collection) held within ±10 % from the row's
+// -fanout-churn-heap-from on. Runs from before the policies were counted changed one policy and say "-"
+// for what they did not record.
 func fanoutChurnTable(sp spec) (string, error) {
 	runs, err := readRuns(sp)
 	if err != nil {
 		return "", err
 	}
 	var m md
-	m.header("run", "clients", "xDS", "replicas", "joins / leaves a second", "changes a second", "minutes", "each change everywhere p50 / p99 / all ms", "changes not everywhere",
-		"went back", "lbplane cores", "heap after a collection MiB, from minute", "its largest move", "within ±10 %", "RSS at the end MiB", "valid")
+	m.header("run", "clients", "xDS", "replicas", "joins / leaves a second", "policies", "changes a second", "push answered p50 / p99 ms", "minutes", "each change everywhere p50 / p99 / all ms", "changes not everywhere",
+		"cluster responses per client and change", "went back", "lbplane cores", "heap after a collection MiB, from minute", "its largest move", "within ±10 %", "RSS at the end MiB", "valid")
 	n := 0
 	for _, r := range runs {
 		if r.Scenario != "fanout-churn" {
@@ -486,8 +489,15 @@ func fanoutChurnTable(sp spec) (string, error) {
 			heap = fmt.Sprintf("%s–%s, from %s", mib(x["heapMinWindow"]), mib(x["heapMaxWindow"]), f1(x["heapFromSeconds"]/60))
 			drift, within = f1(x["heapDrift"]*100)+" %", map[bool]string{true: "yes", false: "no"}[x["heapWithin10"] == 1]
 		}
-		m.row(r.dir, strconv.Itoa(r.Conns), apiOf(r), f0(x["replicas"]), f0(x["joinPerSecond"])+" / "+f0(x["leavePerSecond"]), f1(x["changesPerSecond"]), f1(x["seconds"]/60),
-			f0(r.P50)+" / "+f0(r.P99)+" / "+f0(maxOf(r.Samples)), f0(x["changesNotEverywhere"]), f0(x["backwardsClient"]), f2(x["lbplaneCores"]),
+		push, responses := "-", "-"
+		if _, ok := x["pushMsP99"]; ok {
+			push = f0(x["pushMsP50"]) + " / " + f0(x["pushMsP99"])
+		}
+		if v, ok := x["clusterResponsesPerMember"]; ok {
+			responses = f2(v)
+		}
+		m.row(r.dir, strconv.Itoa(r.Conns), apiOf(r), f0(x["replicas"]), f0(x["joinPerSecond"])+" / "+f0(x["leavePerSecond"]), f0(max(x["policies"], 1)), f1(x["changesPerSecond"]), push, f1(x["seconds"]/60),
+			f0(r.P50)+" / "+f0(r.P99)+" / "+f0(maxOf(r.Samples)), f0(x["changesNotEverywhere"]), responses, f0(x["backwardsClient"]), f2(x["lbplaneCores"]),
 			heap, drift, within, mib(x["rssEnd"]), strconv.FormatBool(r.Valid))
 	}
 	if n == 0 {
