@@ -27,7 +27,7 @@ var (
 	fanoutReplicaChanges    = flag.Int("fanout-replica-changes", 3, "changes timed in each -fanout-replicas run, pushed through each replica in turn")
 	fanoutReplicaAPI        = flag.String("fanout-replica-api", "delta", "the -fanout-replicas row's simulated clients' xDS: delta, or sotw (state of the world, as an Envoy asks: clusters and listeners by wildcard, endpoints and routes by the names those name); recorded as the runs' api")
 	fanoutReplicaSwarmProcs = flag.Int("fanout-replica-swarm-procs", 1, "-fanout-replicas: spread the simulated clients over this many child processes of the runner, about clients/K each (client i still on replica i mod N), so that each holds fewer sockets than the open-file limit allows one process; 1: all in the runner's process")
-	fanoutReplicaProfile    = flag.String("fanout-replica-profile-dir", "", "-fanout-replicas: write a CPU profile of each replica over each change (change<c>-r<i>.pprof, from just before the push) to this directory, and run the replicas with GODEBUG=gctrace=1 (in their logs: keep them with -keep)")
+	fanoutReplicaProfile    = flag.String("fanout-replica-profile-dir", "", "-fanout-replicas: write a CPU profile of each replica over each change (change<c>-r<i>.pprof, from just before the push) and its heap profile once every client is connected (connected-r<i>-heap.pprof; its heap in use, stacks and goroutines from /metrics then go into the record) to this directory, and run the replicas with GODEBUG=gctrace=1 (in their logs: keep them with -keep)")
 )
 
 // fanoutReplicasPlan is the row's part of the recorded plan.
@@ -261,6 +261,22 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 			streams[i] = len(ps)
 		}
 	}
+	// What each replica's heap holds with every client connected, read after the RSS above: the live heap a
+	// client costs, beside the RSS, which keeps the heap's peak.
+	// Beside it, from /metrics: the heap in use, the goroutines' stacks and the goroutines, which RSS holds
+	// too and a heap profile does not show.
+	memory := make([]map[string]float64, R)
+	if *fanoutReplicaProfile != "" {
+		for i := range reps {
+			addr := fmt.Sprintf("127.0.0.1:%d", fanoutReplicasBase()+3*i+2)
+			profileURL(ctx, addr, "heap", filepath.Join(*fanoutReplicaProfile, fmt.Sprintf("connected-r%d-heap.pprof", i)))
+			c, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if m, err := scrapeMetrics(c, addr); err == nil {
+				memory[i] = m
+			}
+			cancel()
+		}
+	}
 	onReplica := func(r int) int { return n/R + b2i(r < n%R) }
 	for c := range plan.Changes {
 		via := c % R
@@ -333,6 +349,9 @@ func fanOutReplicasOnce(ctx context.Context, e *env, plan fanoutReplicasPlan, n 
 			extra[p+"idleRSS"] = float64(idle[i].RSSBytes)
 			extra[p+"connectedRSS"] = float64(connected[i].RSSBytes)
 			extra[p+"rssPerClientKiB"] = perClient
+			if m := memory[i]; m != nil {
+				extra[p+"heapInuse"], extra[p+"stackInuse"], extra[p+"goroutines"] = m["go_memstats_heap_inuse_bytes"], m["go_memstats_stack_inuse_bytes"], m["go_goroutines"]
+			}
 			perReplica = append(perReplica, fmt.Sprintf("%s (%d clients, %d streams): p50 %.1f, p99 %.1f, all %.1f ms, %.0f ms CPU, RSS %d → %d MiB, %.1f KiB per client",
 				r.id, onReplica(i), streams[i], extra[p+"p50"], extra[p+"p99"], extra[p+"max"], rcpu, idle[i].RSSBytes>>20, connected[i].RSSBytes>>20, perClient))
 		}
