@@ -20,17 +20,18 @@ import (
 
 // Client churn (-fanout-churn N, opt-in): N simulated clients on -fanout-churn-replicas replicas of lbplane
 // serve --store etcd (client i on replica i mod R), then for -fanout-churn-duration clients connect and
-// leave at a steady rate while the probe policy changes -fanout-churn-changes times a second (through the
-// replicas in turn). For each change, the time until every client connected (with its first config) when
-// it was pushed has it (a later change counts: it holds this one); the replicas' CPU over the churn (cores
-// used), and their Go heap (go_memstats_heap_inuse_bytes of their /metrics) and RSS every
-// -fanout-churn-sample-every, to tell whether memory holds steady from -fanout-churn-heap-from on.
+// leave at a steady rate while -fanout-churn-changes changes a second go to -fanout-churn-policies probe
+// policies (through the replicas in turn). For each change, the time until every client connected (with its
+// first config) when it was pushed has it (a later change of its policy counts: it holds this one); the
+// replicas' CPU over the churn (cores used), and their Go heap (go_memstats_heap_inuse_bytes of their
+// /metrics) and RSS every -fanout-churn-sample-every, to tell whether memory holds steady from
+// -fanout-churn-heap-from on.
 var (
 	churnClients  = flag.String("fanout-churn", "", "comma-separated base simulated clients of the client-churn row (opt-in: empty, not run; -only fanout-churn runs it with 3000, what one runner CPU can drive at 10 changes a second); each count on fresh replicas and a fresh etcd")
 	churnReplicas = flag.Int("fanout-churn-replicas", 1, "replicas of the client-churn row (lbplane serve --store etcd, one etcd)")
 	churnJoin     = flag.Float64("fanout-churn-join", 30, "clients the client-churn row connects a second")
 	churnLeave    = flag.Float64("fanout-churn-leave", 30, "clients the client-churn row ends a second (at random among those with their config)")
-	churnChanges  = flag.Float64("fanout-churn-changes", 10, "changes of the probe policy the client-churn row pushes a second")
+	churnChanges  = flag.Float64("fanout-churn-changes", 10, "changes the client-churn row pushes a second, over its probe policies")
 	churnDuration = flag.Duration("fanout-churn-duration", 10*time.Minute, "how long the client-churn row churns")
 	churnSample   = flag.Duration("fanout-churn-sample-every", 10*time.Second, "the client-churn row reads each replica's heap and RSS this often")
 	churnHeapFrom = flag.Duration("fanout-churn-heap-from", 2*time.Minute, "the client-churn row judges the heap from this long into the churn to its end (within ±10 % of its first reading there)")
@@ -119,7 +120,8 @@ type churnSampleRec struct {
 }
 
 // churnProfileSeconds is the length of the CPU profile of the first replica that the client-churn row takes
-// from HeapFrom on (fanout-churn-N-cpu beside the results): where a change's fan-out and the joins spend it.
+// from HeapFrom on (fanout-churn-N-Pp-cpu beside the results, for N clients and P policies): where a
+// change's fan-out and the joins spend it.
 const churnProfileSeconds = 30
 
 func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n, P int, out string, record func(runRecord)) error {
