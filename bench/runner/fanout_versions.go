@@ -476,7 +476,8 @@ func (pb *policyBooks) finish(states []*clientState, wait time.Duration) float64
 	return took
 }
 
-// result is every book's, together: the changes of all policies, in the order of their books.
+// result is every book's, together: the changes of all policies, in the order of their books. A client
+// that went back on two policies counts twice in backClients.
 func (pb *policyBooks) result() bookResult {
 	var r bookResult
 	for _, b := range pb.books {
