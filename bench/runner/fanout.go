@@ -693,18 +693,7 @@ type fanoutResult struct {
 }
 
 // result is the change's result over the clients of address index replica (all when -1).
+// It is what a child process of the swarm reports (swarmChanged), read as the parent reads the children's.
 func (s *fanoutSwarm) result(replica int) fanoutResult {
-	r := fanoutResult{counts: map[int32]int{}}
-	for i, st := range s.all() {
-		if replica >= 0 && s.row(i)%len(s.addrs) != replica || !st.ready.Load() || st.count.Load() == 0 {
-			continue
-		}
-		r.samples = append(r.samples, float64(st.last.Load())/1e6)
-		r.firsts = append(r.firsts, float64(st.first.Load())/1e6)
-		r.counts[st.count.Load()]++
-		for t := range r.perType {
-			r.perType[t] += int64(st.byType[t].Load())
-		}
-	}
-	return r
+	return mergeSwarmResults([][]swarmClient{swarmChanged(s)}, s.changeAt.Load(), len(s.addrs), replica)
 }

@@ -138,8 +138,8 @@ type swarmClient struct {
 }
 
 // swarmChanged is what each ready client of sw had of the change being timed (those with a response
-// after it started), in sw's order, as fanoutSwarm.result reads them; times are absolute, so that the
-// parent measures them from its own start of the change.
+// after it started), in sw's order; times are absolute, so that the parent measures them from its own
+// start of the change.
 func swarmChanged(sw *fanoutSwarm) []swarmClient {
 	at := sw.changeAt.Load()
 	var out []swarmClient
@@ -156,8 +156,9 @@ func swarmChanged(sw *fanoutSwarm) []swarmClient {
 	return out
 }
 
-// mergeSwarmResults is fanoutSwarm.result over the children's reports of a change: the clients of replica
-// (all when -1) of replicas, in the order of their row indexes, their times in ms after changeAt (unix ns).
+// mergeSwarmResults is the result of a change over the reports of the processes that hold the clients (one
+// report in one process, fanoutSwarm.result): the clients of replica (all when -1) of replicas, in the
+// order of their row indexes, their times in ms after changeAt (unix ns).
 func mergeSwarmResults(parts [][]swarmClient, changeAt int64, replicas, replica int) fanoutResult {
 	var all []swarmClient
 	for _, p := range parts {
