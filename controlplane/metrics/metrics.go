@@ -31,6 +31,7 @@ type Metrics struct {
 	translation  prometheus.Histogram
 	snapshot     *prometheus.GaugeVec
 	storeOps     *prometheus.CounterVec
+	pushGroups   prometheus.Histogram
 	apiRequests  *prometheus.CounterVec
 	apiDuration  *prometheus.HistogramVec
 	errors       *prometheus.CounterVec
@@ -85,6 +86,9 @@ func New(proxies func() map[string]int) *Metrics {
 		Help: "Serialized size of a proxy group's current resources."}, []string{"group"})
 	m.storeOps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_store_operations_total",
 		Help: "Operations on the durable store, by operation and result (ok, error)."}, []string{"operation", "result"})
+	m.pushGroups = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lbplane_push_group_size",
+		Help:    "Pushes written in one store transaction: pushes of different policies that arrive while another is written are written, and translated, together.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64}})
 	m.apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbplane_api_requests_total",
 		Help: "Push API requests, by method, route and status code."}, []string{"method", "route", "code"})
 	m.apiDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lbplane_api_request_duration_seconds",
@@ -116,7 +120,7 @@ func New(proxies func() map[string]int) *Metrics {
 	revocations := countFunc("lbplane_revocations_in_force",
 		"Envoy identities (nodes, certificate serials, proxy groups) this replica refuses (lbctl revoke): a revocation made through another replica counts once this one has read it.",
 		&m.revocations)
-	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.apiRequests,
+	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.pushGroups, m.apiRequests,
 		m.apiDuration, m.errors, m.closed, m.changes, m.versions, m.policies, m.certs, m.sync, m.clusters, build, refused, revocations, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
 	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
@@ -317,6 +321,13 @@ func (m *Metrics) StoreOp(op string, err error) {
 		result = "error"
 	}
 	m.storeOps.WithLabelValues(op, result).Inc()
+}
+
+// PushGroup records n pushes written in one store transaction.
+func (m *Metrics) PushGroup(n int) {
+	if m != nil {
+		m.pushGroups.Observe(float64(n))
+	}
 }
 
 // Instrument counts the requests h answers by method, matched route pattern and status code, and times

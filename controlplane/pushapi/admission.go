@@ -53,6 +53,10 @@ type Admission struct {
 	sorted []*v1alpha1.LoadBalancerPolicy
 	// rev is the store revision recs were read at, the base of the next write. Guarded by mu.
 	rev int64
+	// queue is the pushes waiting to be written (see pending). Guarded by qmu, which is never held while
+	// waiting for mu.
+	qmu   sync.Mutex
+	queue []*pending
 }
 
 // conflictRetryFor bounds how long a write planned on a store that other replicas keep changing is planned
@@ -207,33 +211,163 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 	if errs != nil {
 		return nil, nil, code, errs
 	}
+	if dryRun {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		pl, code, errs := a.plan(req, true)
+		if errs != nil {
+			return nil, nil, code, errs
+		}
+		return pl.res, nil, http.StatusOK, nil
+	}
+	return a.queued(req, mode).answer()
+}
+
+// A push is written in a group commit: pushes that arrive while another one is being written wait in
+// a.queue, and the next one to take a.mu writes every push queued by then. Pushes of the same rollout mode
+// and of different policies are planned together, written in one store transaction and translated once,
+// so that several writers pay for one write to etcd and one fan-out to the Envoys, not one each, in
+// turn. When such pushes are refused together (one conflicts with the others or with the store, or the
+// write is too large), each is planned and written alone, in the order they came: a push is never
+// refused for another's fault.
+type pending struct {
+	req  *request
+	mode string
+	done bool
+	// The push's answer, once done.
+	res    *ApplyResult
+	groups []string
+	code   int
+	errs   []string
+}
+
+func (p *pending) answer() (*ApplyResult, []string, int, []string) {
+	return p.res, p.groups, p.code, p.errs
+}
+
+// queued writes the push req, with the pushes queued beside it, and returns it answered.
+func (a *Admission) queued(req *request, mode string) *pending {
+	p := &pending{req: req, mode: mode}
+	a.qmu.Lock()
+	a.queue = append(a.queue, p)
+	a.qmu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var pl *plan
+	if p.done {
+		// Written by the push that held a.mu when this one came.
+		return p
+	}
+	a.qmu.Lock()
+	batch := a.queue
+	a.queue = nil
+	a.qmu.Unlock()
+	for len(batch) > 0 {
+		n := together(batch)
+		a.writeGroup(batch[:n])
+		batch = batch[n:]
+	}
+	return p
+}
+
+// together counts the pushes at the head of batch that can be planned as one: the same rollout mode, and
+// no policy in two of them (each push's own outcome would be lost).
+func together(batch []*pending) int {
+	seen := map[objkey.Key]bool{}
+	for i, p := range batch {
+		if p.mode != batch[0].mode {
+			return i
+		}
+		for _, k := range p.req.order {
+			if seen[k] {
+				return i
+			}
+		}
+		for _, k := range p.req.order {
+			seen[k] = true
+		}
+	}
+	return len(batch)
+}
+
+// writeGroup writes pushes planned as one, or each alone when they are refused together. The caller
+// holds a.mu.
+func (a *Admission) writeGroup(group []*pending) {
+	if len(group) > 1 {
+		req := &request{pushed: map[objkey.Key]manifest.Document{}}
+		for _, p := range group {
+			maps.Copy(req.pushed, p.req.pushed)
+			req.order = append(req.order, p.req.order...)
+		}
+		pl, groups, stored, code, errs := a.write(req, group[0].mode)
+		if errs == nil || stored || code >= http.StatusInternalServerError {
+			// Written, or refused for what is not any push's fault (an unreachable store): the answer of each.
+			if stored {
+				a.Metrics.PushGroup(len(group))
+			}
+			from := 0
+			for _, p := range group {
+				p.done, p.code, p.errs = true, code, errs
+				if errs == nil {
+					n := len(p.req.order)
+					p.res = &ApplyResult{Policies: pl.res.Policies[from : from+n]}
+					p.groups = groupsOf(pl, p.req.order, groups)
+					from += n
+				}
+			}
+			return
+		}
+	}
+	for _, p := range group {
+		pl, groups, stored, code, errs := a.write(p.req, p.mode)
+		if stored {
+			a.Metrics.PushGroup(1)
+		}
+		p.done, p.groups, p.code, p.errs = true, groups, code, errs
+		if errs == nil {
+			p.res = pl.res
+		}
+	}
+}
+
+// groupsOf is the proxy groups, among changed, that serve the policies keys before or after the write pl.
+func groupsOf(pl *plan, keys []objkey.Key, changed []string) []string {
+	var out []string
+	for _, g := range changed {
+		for _, k := range keys {
+			if (pl.before.Policies.Of(k) != nil && pl.before.Policies.Of(k).ProxyGroup == g) ||
+				(pl.after.Policies.Of(k) != nil && pl.after.Policies.Of(k).ProxyGroup == g) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// write plans the push req, writes it to the store and publishes it, retrying while other replicas'
+// writes conflict; it returns the plan and the proxy groups whose config changed (with Versions set), or
+// the HTTP status and errors of its refusal, and whether the store holds the push (an error can come
+// after it was written). The caller holds a.mu.
+func (a *Admission) write(req *request, mode string) (pl *plan, groups []string, stored bool, code int, errs []string) {
 	var staged []rollout.Change
 	var unstaged []objkey.Key
 	start := time.Now()
 	for try := 0; ; try++ {
-		var code int
-		var errs []string
-		pl, code, errs = a.plan(req, dryRun)
+		pl, code, errs = a.plan(req, false)
 		if errs != nil {
-			return nil, nil, code, errs
-		}
-		if dryRun {
-			return pl.res, nil, http.StatusOK, nil
+			return nil, nil, false, code, errs
 		}
 		staged, unstaged = a.stage(pl, mode)
 		if a.Rollouts != nil && len(staged) > 0 {
 			if err := a.Rollouts.Check(staged); err != nil {
-				return nil, nil, http.StatusConflict, []string{err.Error()}
+				return nil, nil, false, http.StatusConflict, []string{err.Error()}
 			}
 		}
 		// The rollouts start before the policies are stored: a replica sharing the store that reads the new
 		// generation already serves it to the canaries alone.
 		undo, err := a.beginRollouts(staged)
 		if err != nil {
-			return nil, nil, storeErrCode(err), []string{"starting the rollout: " + err.Error()}
+			return nil, nil, false, storeErrCode(err), []string{"starting the rollout: " + err.Error()}
 		}
 		rev, err := a.Store.Apply(a.rev, pl.puts, nil)
 		if err != nil {
@@ -243,19 +377,19 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 			// Another replica wrote the store since this replica last read it: plan again on what it holds
 			// now, with the same validation and conflict rules.
 			if err := a.syncEngine(); err != nil {
-				return nil, nil, storeErrCode(err), []string{"reading the store: " + err.Error()}
+				return nil, nil, false, storeErrCode(err), []string{"reading the store: " + err.Error()}
 			}
 			continue
 		}
 		if err != nil {
-			return nil, nil, storeErrCode(err), []string{"writing the store: " + err.Error()}
+			return nil, nil, false, storeErrCode(err), []string{"writing the store: " + err.Error()}
 		}
 		a.rev = rev
 		break
 	}
 	res := pl.res
 	if err := a.unstageRollouts(unstaged); err != nil {
-		return nil, nil, storeErrCode(err), []string{"ending the rollout: " + err.Error()}
+		return nil, nil, true, storeErrCode(err), []string{"ending the rollout: " + err.Error()}
 	}
 	a.committed(pl.changes, pl.candidate)
 	var before map[string]string
@@ -263,7 +397,6 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 		before = a.Versions()
 	}
 	a.Engine.Commit(pl.planned)
-	var groups []string
 	if a.Versions != nil {
 		for g, v := range a.Versions() {
 			if before[g] != v {
@@ -278,7 +411,7 @@ func (a *Admission) apply(body []byte, dryRun bool, mode string) (*ApplyResult, 
 			a.Metrics.SourceChange(metrics.SourceStore, v1alpha1.Kind, 1)
 		}
 	}
-	return res, groups, http.StatusOK, nil
+	return pl, groups, true, http.StatusOK, nil
 }
 
 // request is a push's documents, decoded and checked each on its own.
