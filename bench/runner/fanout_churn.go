@@ -168,7 +168,13 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n, P int, o
 	// The cluster responses the replicas send over the churn, against the clients that were to have each
 	// change: fewer when a client is sent several changes in one response (it had not acknowledged the last
 	// when the next came), and the joins' first configs add some.
-	responses0, err := clusterResponses(ctx, reps)
+	// And the store writes the pushes took (lbplane_push_group_size): fewer than the pushes when pushes
+	// made at once were written together.
+	responses0, err := sumMetric(ctx, reps, clusterResponses)
+	if err != nil {
+		return err
+	}
+	writes0, err := sumMetric(ctx, reps, pushWrites)
 	if err != nil {
 		return err
 	}
@@ -290,9 +296,13 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n, P int, o
 		cores[i] = (treeUsage(pid).CPUSeconds - cpu0[i]) / wall
 		coresAll += cores[i]
 	}
-	responses, err := clusterResponses(ctx, reps)
+	responses, err := sumMetric(ctx, reps, clusterResponses)
 	if err == nil {
 		responses -= responses0
+	}
+	writes, err := sumMetric(ctx, reps, pushWrites)
+	if err == nil {
+		writes -= writes0
 	}
 	// The last changes reach their clients (at most 10 s).
 	lastTook := books.finish(sw.all(), 10*time.Second)
@@ -307,7 +317,8 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n, P int, o
 		"joinPerSecond": plan.Join, "leavePerSecond": plan.Leave, "changesPerSecondTarget": plan.Changes, "changesPerSecond": float64(pushesN) / wall,
 		"joined": float64(joined), "left": float64(left), "connectedAtEnd": float64(connectedEnd),
 		"pushes": float64(pushesN), "pushErrors": float64(pushErrorsN), "policies": float64(P),
-		"pushMsP50": percentile(pushMs, 50), "pushMsP99": percentile(pushMs, 99), "clusterResponses": responses,
+		"pushMsP50": percentile(pushMs, 50), "pushMsP99": percentile(pushMs, 99), "clusterResponses": responses, "pushWrites": writes,
+		"pushesPerWrite":            float64(pushesN-pushErrorsN) / max(writes, 1),
 		"clusterResponsesPerMember": responses / float64(max(res.members, 1)), "changes": float64(res.changes), "changesLeftOut": float64(res.failed),
 		"changesNotEverywhere": float64(res.incomplete), "clientChangesMissing": float64(res.missing), "membersPerChange": float64(res.members) / float64(max(res.changes, 1)),
 		"leftWithout": float64(res.leftWithout), "lastChangeSeconds": lastTook,
@@ -368,9 +379,9 @@ func fanOutChurnOnce(ctx context.Context, e *env, plan churnRowPlan, n, P int, o
 	rec := runRecord{Scenario: "fanout-churn", Peer: "lbplane", API: apiName(sotw), Conns: n, Samples: res.latencies, Valid: note == "", Note: note,
 		P50: percentile(res.latencies, 50), P99: percentile(res.latencies, 99), P999: percentile(res.latencies, 100), LbplaneRSS: rssEnd, Extra: extra}
 	record(rec)
-	fmt.Fprintf(os.Stderr, "fan-out churn, %d simulated %s Envoys on %d replica(s), +%.0f/-%.0f a second, %.1f changes a second of %d policies for %.0f s (a push answered in p50 %.0f ms, p99 %.0f ms): each change everywhere p50 %.0f ms, p99 %.0f ms, all %.0f ms (%d changes; %d never everywhere, %d clients short); %.2f cluster responses per client and change; went back %d; lbplane %.2f cores, the simulated clients %.2f; heap %s; %d joined, %d left, %d connected at the end %s\n",
+	fmt.Fprintf(os.Stderr, "fan-out churn, %d simulated %s Envoys on %d replica(s), +%.0f/-%.0f a second, %.1f changes a second of %d policies for %.0f s (a push answered in p50 %.0f ms, p99 %.0f ms): each change everywhere p50 %.0f ms, p99 %.0f ms, all %.0f ms (%d changes; %d never everywhere, %d clients short); %.2f pushes per store write; %.2f cluster responses per client and change; went back %d; lbplane %.2f cores, the simulated clients %.2f; heap %s; %d joined, %d left, %d connected at the end %s\n",
 		n, rec.API, R, plan.Join, plan.Leave, float64(pushesN)/wall, P, wall, extra["pushMsP50"], extra["pushMsP99"], rec.P50, rec.P99, rec.P999, res.changes, res.incomplete, res.missing,
-		extra["clusterResponsesPerMember"], res.backwards, coresAll, runnerCores, heapText(extra), joined, left, connectedEnd, note)
+		extra["pushesPerWrite"], extra["clusterResponsesPerMember"], res.backwards, coresAll, runnerCores, heapText(extra), joined, left, connectedEnd, note)
 	return nil
 }
 
@@ -458,18 +469,24 @@ func (r *report) fanoutChurnMarkdown(w func(string, ...any)) {
 		return
 	}
 	w("\n## Client churn\n\nSimulated clients on replicas of `lbplane serve --store etcd`; clients connect and leave at a steady rate while probe policies change several times a second (each policy's push waits for its last; several policies are pushed at once). *Each change everywhere*: from its push until every client connected (with its first config) when it was pushed had it or a later change (clients that left before they had it are left out). lbplane's cores: its CPU seconds over the churn / its length. The heap is `go_memstats_heap_inuse_bytes`, read every few seconds; *drift* is its largest departure from its first reading from the given minute on.\n\n")
-	w("| clients | xDS | replicas | joins / leaves a s | policies | changes a s | push answered p50 / p99 ms | changes | each change everywhere p50 / p99 / all ms | not everywhere | cluster responses per client and change | went back | lbplane cores | heap MiB (drift) | RSS at the end MiB | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| clients | xDS | replicas | joins / leaves a s | policies | changes a s | push answered p50 / p99 ms | changes | each change everywhere p50 / p99 / all ms | not everywhere | pushes per store write | cluster responses per client and change | went back | lbplane cores | heap MiB (drift) | RSS at the end MiB | valid |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range runs {
 		x := c.Extra
-		w("| %d | %s | %.0f | %.0f / %.0f | %.0f | %.1f | %.0f / %.0f | %.0f | %.0f / %.0f / %.0f | %.0f | %.2f | %.0f | %.2f | %s | %s | %v %s |\n", c.Conns, c.API, x["replicas"], x["joinPerSecond"], x["leavePerSecond"],
-			max(x["policies"], 1), x["changesPerSecond"], x["pushMsP50"], x["pushMsP99"], x["changes"], c.P50, c.P99, c.P999, x["changesNotEverywhere"], x["clusterResponsesPerMember"], x["backwardsClient"],
+		w("| %d | %s | %.0f | %.0f / %.0f | %.0f | %.1f | %.0f / %.0f | %.0f | %.0f / %.0f / %.0f | %.0f | %.2f | %.2f | %.0f | %.2f | %s | %s | %v %s |\n", c.Conns, c.API, x["replicas"], x["joinPerSecond"], x["leavePerSecond"],
+			max(x["policies"], 1), x["changesPerSecond"], x["pushMsP50"], x["pushMsP99"], x["changes"], c.P50, c.P99, c.P999, x["changesNotEverywhere"], x["pushesPerWrite"], x["clusterResponsesPerMember"], x["backwardsClient"],
 			x["lbplaneCores"], heapText(x), f0MiB(x["rssEnd"]), c.Valid, c.Note)
 	}
 }
 
-// clusterResponses sums the cluster responses every replica has sent (lbplane_xds_pushes_total of type
-// Cluster).
-func clusterResponses(ctx context.Context, reps []*fanoutReplica) (float64, error) {
+// The series of /metrics the churn row counts: the cluster responses a replica has sent, and the store
+// writes of its pushes.
+const (
+	clusterResponses = `lbplane_xds_pushes_total{type="Cluster"}`
+	pushWrites       = "lbplane_push_group_size_count"
+)
+
+// sumMetric sums the series name of every replica's /metrics.
+func sumMetric(ctx context.Context, reps []*fanoutReplica, name string) (float64, error) {
 	sum := 0.0
 	for _, r := range reps {
 		c, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -478,7 +495,7 @@ func clusterResponses(ctx context.Context, reps []*fanoutReplica) (float64, erro
 		if err != nil {
 			return 0, err
 		}
-		sum += m[`lbplane_xds_pushes_total{type="Cluster"}`]
+		sum += m[name]
 	}
 	return sum, nil
 }
