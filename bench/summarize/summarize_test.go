@@ -326,8 +326,9 @@ func writeRuns(t *testing.T, runs string) spec {
 
 // A smoke run of the runner's -fanout-churn row (800 delta clients for a minute, four policies, the heap
 // judged from 20 s), cut to what the table reads, and one too short to judge the heap that recorded neither
-// its policies nor its pushes (as the runs before they were).
-const fanoutChurnRuns = `{"scenario":"fanout-churn","peer":"lbplane","rep":0,"conns":800,"api":"delta","errors":0,"p50Ms":40.393,"p99Ms":152.987,"p999Ms":241.906,"valid":true,"samplesMs":[42.56,52.883,37.841,241.906],"lbplaneRssBytes":210612224,"extra":{"backwardsClient":0,"changesNotEverywhere":0,"changesPerSecond":9.9643,"heapDrift":0.0859,"heapFromSeconds":20,"heapMaxWindow":100376576,"heapMinWindow":92438528,"heapWithin10":1,"joinPerSecond":30,"lbplaneCores":0.5363,"leavePerSecond":30,"replicas":1,"rssEnd":210612224,"seconds":60.1144,"policies":4,"pushMsP50":6.2,"pushMsP99":12.4,"clusterResponsesPerMember":0.614}}
+// its policies nor its pushes (as the runs before they were). Its pushes per store write, which that run
+// did not record yet, are the four-policy F3 run's (results/2026-11-30-vm-fleet/f3-churn).
+const fanoutChurnRuns = `{"scenario":"fanout-churn","peer":"lbplane","rep":0,"conns":800,"api":"delta","errors":0,"p50Ms":40.393,"p99Ms":152.987,"p999Ms":241.906,"valid":true,"samplesMs":[42.56,52.883,37.841,241.906],"lbplaneRssBytes":210612224,"extra":{"backwardsClient":0,"changesNotEverywhere":0,"changesPerSecond":9.9643,"heapDrift":0.0859,"heapFromSeconds":20,"heapMaxWindow":100376576,"heapMinWindow":92438528,"heapWithin10":1,"joinPerSecond":30,"lbplaneCores":0.5363,"leavePerSecond":30,"replicas":1,"rssEnd":210612224,"seconds":60.1144,"policies":4,"pushMsP50":6.2,"pushMsP99":12.4,"pushesPerWrite":1.4352,"clusterResponsesPerMember":0.614}}
 {"scenario":"fanout-churn","peer":"lbplane","rep":0,"conns":800,"api":"sotw","errors":0,"p50Ms":40,"p99Ms":150,"valid":false,"note":"too short","samplesMs":[40,150],"extra":{"heapDrift":-1,"heapWithin10":-1,"replicas":1,"seconds":20}}
 `
 
@@ -337,9 +338,9 @@ func TestFanoutChurnTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	tableHas(t, got,
-		"| fleet | 800 | delta | 1 | 30 / 30 | 4 | 10.0 | 6 / 12 | 1.0 | 40 / 153 / 242 | 0 | 0.61 | 0 | 0.54 | 88–96, from 0.3 | 8.6 % | yes | 201 | true |\n",
+		"| fleet | 800 | delta | 1 | 30 / 30 | 4 | 10.0 | 6 / 12 | 1.0 | 40 / 153 / 242 | 0 | 1.44 | 0.61 | 0 | 0.54 | 88–96, from 0.3 | 8.6 % | yes | 201 | true |\n",
 		// Too short to judge the heap: said so, not judged; one policy, and nothing said of its pushes.
-		"| fleet | 800 | sotw | 1 | 0 / 0 | 1 | 0.0 | - | 0.3 | 40 / 150 / 150 | 0 | - | 0 | 0.00 | - | - | - | 0 | false |\n")
+		"| fleet | 800 | sotw | 1 | 0 / 0 | 1 | 0.0 | - | 0.3 | 40 / 150 / 150 | 0 | - | - | 0 | 0.00 | - | - | - | 0 | false |\n")
 }
 
 // A propagation row names its headroom in its variant and shows lbplane's peak RSS beside the one at its end.

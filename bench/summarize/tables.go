@@ -476,7 +476,7 @@ func fanoutChurnTable(sp spec) (string, error) {
 	}
 	var m md
 	m.header("run", "clients", "xDS", "replicas", "joins / leaves a second", "policies", "changes a second", "push answered p50 / p99 ms", "minutes", "each change everywhere p50 / p99 / all ms", "changes not everywhere",
-		"cluster responses per client and change", "went back", "lbplane cores", "heap after a collection MiB, from minute", "its largest move", "within ±10 %", "RSS at the end MiB", "valid")
+		"pushes per store write", "cluster responses per client and change", "went back", "lbplane cores", "heap after a collection MiB, from minute", "its largest move", "within ±10 %", "RSS at the end MiB", "valid")
 	n := 0
 	for _, r := range runs {
 		if r.Scenario != "fanout-churn" {
@@ -489,15 +489,18 @@ func fanoutChurnTable(sp spec) (string, error) {
 			heap = fmt.Sprintf("%s–%s, from %s", mib(x["heapMinWindow"]), mib(x["heapMaxWindow"]), f1(x["heapFromSeconds"]/60))
 			drift, within = f1(x["heapDrift"]*100)+" %", map[bool]string{true: "yes", false: "no"}[x["heapWithin10"] == 1]
 		}
-		push, responses := "-", "-"
+		push, perWrite, responses := "-", "-", "-"
 		if _, ok := x["pushMsP99"]; ok {
 			push = f0(x["pushMsP50"]) + " / " + f0(x["pushMsP99"])
 		}
 		if v, ok := x["clusterResponsesPerMember"]; ok {
 			responses = f2(v)
 		}
+		if v, ok := x["pushesPerWrite"]; ok {
+			perWrite = f2(v)
+		}
 		m.row(r.dir, strconv.Itoa(r.Conns), apiOf(r), f0(x["replicas"]), f0(x["joinPerSecond"])+" / "+f0(x["leavePerSecond"]), f0(max(x["policies"], 1)), f1(x["changesPerSecond"]), push, f1(x["seconds"]/60),
-			f0(r.P50)+" / "+f0(r.P99)+" / "+f0(maxOf(r.Samples)), f0(x["changesNotEverywhere"]), responses, f0(x["backwardsClient"]), f2(x["lbplaneCores"]),
+			f0(r.P50)+" / "+f0(r.P99)+" / "+f0(maxOf(r.Samples)), f0(x["changesNotEverywhere"]), perWrite, responses, f0(x["backwardsClient"]), f2(x["lbplaneCores"]),
 			heap, drift, within, mib(x["rssEnd"]), strconv.FormatBool(r.Valid))
 	}
 	if n == 0 {
