@@ -53,7 +53,9 @@ type Verdict struct {
 //   - An Envoy votes when it served at least minRequests / (2 × canaries), rounded up. A voter whose numbers
 //     disagree with more than half of the other voters of its side (error rates further apart than
 //     maxErrorRateIncrease and than chance allows, or p99s further apart than maxP99Ratio and
-//     RolloutP99Slack) is flagged and not believed; with no majority (two that disagree), none is.
+//     RolloutP99Slack) is flagged and not believed; with no majority (two that disagree), none is, and one
+//     more canary decides, unless at least required of them breach each on its own numbers and together:
+//     then the stage breaches, as it would whichever of them were believed.
 //   - The stage needs required believed canaries (two when it has two or more): with fewer, it holds and
 //     says that one more canary would decide (Widen).
 //   - The other Envoys are the reference, with the same rule; when they disagree with no majority, the
@@ -111,7 +113,18 @@ func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, ear
 		return v.note(notes)
 	}
 	voteMin := max(1, (minReq+int64(2*len(canaries))-1)/int64(2*len(canaries)))
-	believed, flagged, tie := agree(a, voters(judged, voteMin))
+	vs := voters(judged, voteMin)
+	believed, flagged, tie := agree(a, vs)
+	if tie {
+		// Disagreeing canaries that each breach on their own numbers leave nothing for one more canary to
+		// decide: whichever of them is believed, the change breaches, and one more canary would only run it
+		// too. Two of them with a fault of their own (a stall that raised one's p99, say) could not make a
+		// good change breach unless each breached alone.
+		if bv, ok := breachEach(a, vs, others, earlier, required); ok {
+			bv.Flagged = append(bv.Flagged, v.Flagged...)
+			return bv.note(notes)
+		}
+	}
 	for _, f := range flagged {
 		v.Flagged = append(v.Flagged, f.Node)
 	}
@@ -137,6 +150,37 @@ func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, ear
 	}
 	v.Verdict, v.Why = Judge(a, v.Canary, ref, earlier)
 	return v.note(notes)
+}
+
+// breachEach is the verdict of a stage whose canaries disagree with no majority (voters, see agree) when at
+// least required of them breach each on its own numbers, and breach together: those are the canaries
+// judged, and the others flagged. ok is false otherwise.
+func breachEach(a *v1alpha1.RolloutAnalysis, voters, others []NodeNumbers, earlier *v1alpha1.RolloutNumbers, required int) (v Verdict, ok bool) {
+	ref, refNote, refFlagged := reference(a, others, *a.MinRequests)
+	var bad, rest []NodeNumbers
+	for _, x := range voters {
+		if verdict, _ := compare(a, combine([]NodeNumbers{x}), ref, earlier); verdict == Breach {
+			bad = append(bad, x)
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	if len(bad) < max(required, 1) {
+		return v, false
+	}
+	v.Canary, v.Reference = combine(bad), ref
+	if v.Verdict, v.Why = Judge(a, v.Canary, ref, earlier); v.Verdict != Breach {
+		return Verdict{}, false
+	}
+	v.Why += fmt.Sprintf("; the canaries disagree (%s), and each of %d breaches on its own numbers", describe(voters), len(bad))
+	for _, x := range rest {
+		v.Flagged = append(v.Flagged, x.Node)
+	}
+	v.Flagged = append(v.Flagged, refFlagged...)
+	if refNote != "" {
+		v.Why += "; " + refNote
+	}
+	return v, true
 }
 
 func (v Verdict) note(notes []string) Verdict {
@@ -335,6 +379,13 @@ func Judge(a *v1alpha1.RolloutAnalysis, canary, base v1alpha1.RolloutNumbers, ea
 	if canary.Requests < minReq {
 		return Hold, fmt.Sprintf("the canaries served %d requests; %d are needed to judge", canary.Requests, minReq)
 	}
+	return compare(a, canary, base, earlier)
+}
+
+// compare is Judge without the canaries' minimum of requests: one canary's numbers are compared so when
+// the canaries disagree (breachEach), each having served what a voter must.
+func compare(a *v1alpha1.RolloutAnalysis, canary, base v1alpha1.RolloutNumbers, earlier *v1alpha1.RolloutNumbers) (int, string) {
+	minReq := *a.MinRequests
 	ref, refName := base, "the other Envoys'"
 	if base.Requests < minReq {
 		switch {

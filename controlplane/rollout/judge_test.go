@@ -108,3 +108,34 @@ func TestJudgeStageWithoutStatsHolds(t *testing.T) {
 		t.Errorf("no request at all: verdict %d: %s", v.Verdict, v.Why)
 	}
 }
+
+// Canaries whose p99s disagree (a stall on a loaded machine raises one Envoy's alone) but that each breach on
+// their own numbers breach: one more canary would only run the bad change too. Canaries that disagree on
+// whether the change is bad still take one more canary, and so does a good change with one slow canary.
+func TestJudgeStageDisagreeingCanariesThatEachBreach(t *testing.T) {
+	a := v1alpha1.RolloutDefaulted(&v1alpha1.Rollout{Analysis: &v1alpha1.RolloutAnalysis{MinRequests: ptr(int64(20)), MaxP99Ratio: ptr(50.0)}}).Analysis
+	n := func(node string, req, errs int64, p99 float64) NodeNumbers {
+		return NodeNumbers{Node: node, RolloutNumbers: v1alpha1.RolloutNumbers{Envoys: 1, Requests: req, Errors: errs, LatencyP99Ms: ms(p99)}}
+	}
+	others := []NodeNumbers{n("o1", 140, 0, 1)}
+	for _, tc := range []struct {
+		name     string
+		canaries []NodeNumbers
+		want     int
+		widen    int
+		flagged  []string
+	}{
+		{"half failing on both, one slow", []NodeNumbers{n("c1", 140, 70, 0.9), n("c2", 140, 68, 600)}, Breach, 0, nil},
+		{"one fails, the other slow", []NodeNumbers{n("c1", 140, 70, 0.9), n("c2", 140, 0, 600)}, Breach, 0, nil},
+		{"one fails, the other does not", []NodeNumbers{n("c1", 140, 70, 1), n("c2", 140, 0, 1)}, Hold, widenDisagree, []string{"c1", "c2"}},
+		{"a good change, one slow canary", []NodeNumbers{n("c1", 140, 0, 0.9), n("c2", 140, 0, 48)}, Hold, widenDisagree, []string{"c1", "c2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := JudgeStage(a, tc.canaries, others, nil, nil, nil, 2)
+			t.Log(v.Why)
+			if v.Verdict != tc.want || v.Widen != tc.widen || !slices.Equal(v.Flagged, tc.flagged) {
+				t.Errorf("verdict %d widen %d flagged %v (%s); want %d, %d, %v", v.Verdict, v.Widen, v.Flagged, v.Why, tc.want, tc.widen, tc.flagged)
+			}
+		})
+	}
+}
