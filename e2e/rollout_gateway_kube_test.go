@@ -138,7 +138,9 @@ func TestStagedRolloutGatewayAPI(t *testing.T) {
 		route("broken", 1, "3s")
 		eventually(t, 60*time.Second, "the rollout is rolled back", func() error {
 			if got := gwHolders(t, envoys, "broken"); len(got) > 2 {
-				t.Fatalf("the failing Service reached %v: more than the first stage's two Envoys", got)
+				// The route's RolledOut condition says why the stage moved on (passed, widened by one canary, or
+				// superseded).
+				t.Fatalf("the failing Service reached %v: more than the first stage's two Envoys; RolledOut: %+v", got, gwRolledOut(t, kc))
 			}
 			if c := gwRolledOut(t, kc); c == nil || c.Reason != v1alpha1.RolloutRolledBack {
 				return fmt.Errorf("RolledOut %+v", c)
