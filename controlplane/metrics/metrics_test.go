@@ -1,12 +1,21 @@
 package metrics
 
 import (
+	"compress/gzip"
 	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -14,34 +23,97 @@ import (
 )
 
 // A rolled-back policy's series say so: RolledBack True and Programmed False, and its rollout's phase and
-// stage; a policy without a rollout has no rollout series.
+// stage; a policy without a rollout has no rollout series. The series come in the order the policies are
+// listed.
 func TestPolicySeriesCarryTheRollout(t *testing.T) {
 	m := New(nil)
-	m.Policies(func() []PolicyConditions {
-		return []PolicyConditions{
+	m.Policies(func() iter.Seq[PolicyConditions] {
+		return slices.Values([]PolicyConditions{
 			{Policy: types.NamespacedName{Namespace: "shop", Name: "cart"}, Conditions: []metav1.Condition{
 				{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionFalse, Reason: "RolledBack"},
 				{Type: v1alpha1.ConditionRolledBack, Status: metav1.ConditionTrue, Reason: v1alpha1.RolloutRolledBack}},
 				Rollout: &v1alpha1.RolloutStatus{Phase: v1alpha1.RolloutRolledBack, Stage: 1, Stages: 3}},
 			{Policy: types.NamespacedName{Namespace: "shop", Name: "web"}, Conditions: []metav1.Condition{
 				{Type: v1alpha1.ConditionProgrammed, Status: metav1.ConditionTrue, Reason: "Programmed"}}},
-		}
+		})
 	})
 	want := `
 # HELP lbplane_policy_condition Always 1: one series per policy and condition type (Accepted, ResolvedRefs, Programmed, and RolledBack once the policy had a staged rollout), labelled with its status and reason, as kube-state-metrics reports conditions.
 # TYPE lbplane_policy_condition gauge
 lbplane_policy_condition{condition="Programmed",name="cart",namespace="shop",reason="RolledBack",status="False"} 1
-lbplane_policy_condition{condition="Programmed",name="web",namespace="shop",reason="Programmed",status="True"} 1
 lbplane_policy_condition{condition="RolledBack",name="cart",namespace="shop",reason="RolledBack",status="True"} 1
+lbplane_policy_condition{condition="Programmed",name="web",namespace="shop",reason="Programmed",status="True"} 1
 # HELP lbplane_policy_rollout_stage The stage a policy's last staged rollout reached (from 1), labelled with its phase: Progressing, Paused, Succeeded, RolledBack or Aborted. Absent for a policy that never had one.
 # TYPE lbplane_policy_rollout_stage gauge
 lbplane_policy_rollout_stage{name="cart",namespace="shop",phase="RolledBack"} 1
 # HELP lbplane_policy_rollout_stages How many stages a policy's last staged rollout has. Absent for a policy that never had one.
 # TYPE lbplane_policy_rollout_stages gauge
 lbplane_policy_rollout_stages{name="cart",namespace="shop"} 3
+# HELP lbplane_policies Policies by condition type (Accepted, ResolvedRefs, Programmed, RolledBack), status and reason.
+# TYPE lbplane_policies gauge
+lbplane_policies{condition="Programmed",reason="Programmed",status="True"} 1
+lbplane_policies{condition="Programmed",reason="RolledBack",status="False"} 1
+lbplane_policies{condition="RolledBack",reason="RolledBack",status="True"} 1
 `
-	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "lbplane_policy_condition", "lbplane_policy_rollout_stage", "lbplane_policy_rollout_stages"); err != nil {
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if err := testutil.ScrapeAndCompare(srv.URL, strings.NewReader(want), "lbplane_policy_condition", "lbplane_policy_rollout_stage", "lbplane_policy_rollout_stages", "lbplane_policies"); err != nil {
 		t.Error(err)
+	}
+}
+
+// The policies' series follow the registries' in one text exposition, whatever format the scraper offers
+// to take, compressed when it takes gzip, each family once, with label values escaped.
+func TestPolicySeriesInOneExposition(t *testing.T) {
+	m := New(nil)
+	m.Policies(func() iter.Seq[PolicyConditions] {
+		return slices.Values([]PolicyConditions{{Policy: types.NamespacedName{Namespace: "shop", Name: "cart"},
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionFalse, Reason: "a \"quoted\" \\ reason\nsplit"}}}})
+	})
+	m.SourceChange(SourceStore, v1alpha1.Kind, 1)
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	for _, accept := range []string{"", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3"} {
+		for _, gz := range []bool{false, true} {
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			if accept != "" {
+				req.Header.Set("Accept", accept)
+			}
+			if gz {
+				req.Header.Set("Accept-Encoding", "gzip")
+			}
+			// The transport asks for gzip and decompresses itself unless the request says otherwise.
+			resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body io.Reader = resp.Body
+			if got := resp.Header.Get("Content-Encoding"); (got == "gzip") != gz {
+				t.Errorf("accept %q, gzip %v: Content-Encoding %q", accept, gz, got)
+			} else if gz {
+				if body, err = gzip.NewReader(resp.Body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+				t.Errorf("accept %q: Content-Type %q", accept, ct)
+			}
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			fams, err := parser.TextToMetricFamilies(body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("accept %q, gzip %v: %v", accept, gz, err)
+			}
+			cond := fams["lbplane_policy_condition"]
+			if cond == nil || len(cond.Metric) != 1 || fams["lbplane_source_changes_total"] == nil || fams["promhttp_metric_handler_requests_total"] == nil {
+				t.Fatalf("accept %q, gzip %v: families %v", accept, gz, slices.Sorted(maps.Keys(fams)))
+			}
+			for _, l := range cond.Metric[0].Label {
+				if l.GetName() == "reason" && l.GetValue() != "a \"quoted\" \\ reason\nsplit" {
+					t.Errorf("the reason read back as %q", l.GetValue())
+				}
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -106,23 +107,26 @@ func tokensFromSecret(ctx context.Context, cfg *Config) error {
 // same conditions status shows.
 // ro, when set, runs the staged rollouts: a policy's rollout puts RolledBack on it, and turns Programmed
 // False while it runs and once it rolled back, as in its status.
-func policyCounts(eng *engine.Engine, fleet func() []xdsserver.ProxyStatus, ro *rollout.Controller) func() []metrics.PolicyConditions {
-	return func() []metrics.PolicyConditions {
-		res, _ := eng.Result()
-		if res == nil {
-			return nil
-		}
-		proxies := fleet()
-		now := metav1.Now()
-		var out []metrics.PolicyConditions
-		for k, p := range res.Policies.All() {
-			st := policystatus.Compute(p, proxies, nil, now)
-			if ro != nil {
-				policystatus.WithRollout(&st, ro.Status(k), now)
+// Each policy's conditions are computed as the scrape is written, and dropped after.
+func policyCounts(eng *engine.Engine, fleet func() []xdsserver.ProxyStatus, ro *rollout.Controller) func() iter.Seq[metrics.PolicyConditions] {
+	return func() iter.Seq[metrics.PolicyConditions] {
+		return func(yield func(metrics.PolicyConditions) bool) {
+			res, _ := eng.Result()
+			if res == nil {
+				return
 			}
-			out = append(out, metrics.PolicyConditions{Policy: k, Conditions: st.Conditions, Rollout: st.Rollout})
+			proxies := fleet()
+			now := metav1.Now()
+			for k, p := range res.Policies.All() {
+				st := policystatus.Compute(p, proxies, nil, now)
+				if ro != nil {
+					policystatus.WithRollout(&st, ro.Status(k), now)
+				}
+				if !yield(metrics.PolicyConditions{Policy: k, Conditions: st.Conditions, Rollout: st.Rollout}) {
+					return
+				}
+			}
 		}
-		return out
 	}
 }
 
