@@ -17,9 +17,9 @@ func TestReportsMatchRawResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every report is one or the other: its summary tables are generated from its raw files (at least one),
-	// or it keeps no raw results a table could come from (the stress check and the predictions benchmark keep
-	// only go test's lines).
-	noRaw := map[string]bool{"2026-11-23-vm-stress": true, "2026-11-29-vm-predict": true}
+	// or it keeps no raw results a table could come from (the stress check, the predictions benchmark and the
+	// metrics scrape benchmark keep only go test's lines).
+	noRaw := map[string]bool{"2026-11-23-vm-stress": true, "2026-11-29-vm-predict": true, "2026-12-01-metrics-scrape": true}
 	// Or its whole report is written by the run that made it, from the raw files beside it: the cluster test
 	// (e2e/cluster) from k6's summaries, the A/B script from benchstat's output, the stats row's from its
 	// runs.jsonl (three rows), the rollout row's (-only rollout) from summary.json and rollout/*.json.
