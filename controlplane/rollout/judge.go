@@ -115,14 +115,17 @@ func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, ear
 	voteMin := max(1, (minReq+int64(2*len(canaries))-1)/int64(2*len(canaries)))
 	vs := voters(judged, voteMin)
 	believed, flagged, tie := agree(a, vs)
+	ref, refNote, refFlagged := reference(a, others, minReq)
 	if tie {
 		// Disagreeing canaries that each breach on their own numbers leave nothing for one more canary to
 		// decide: whichever of them is believed, the change breaches, and one more canary would only run it
 		// too. Two of them with a fault of their own (a stall that raised one's p99, say) could not make a
-		// good change breach unless each breached alone.
-		if bv, ok := breachEach(a, vs, others, earlier, required); ok {
-			bv.Flagged = append(bv.Flagged, v.Flagged...)
-			return bv.note(notes)
+		// good change breach unless each breached alone. Those are judged as believed; the others flagged.
+		if bad, rest := breachEach(a, vs, ref, earlier); len(bad) >= max(required, 1) {
+			if verdict, _ := Judge(a, combine(bad), ref, earlier); verdict == Breach {
+				notes = append(notes, fmt.Sprintf("the canaries disagree (%s), and each of %d breaches on its own numbers", describe(vs), len(bad)))
+				believed, flagged, tie = bad, rest, false
+			}
 		}
 	}
 	for _, f := range flagged {
@@ -142,7 +145,6 @@ func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, ear
 		return v.note(notes)
 	}
 	v.Canary = combine(believed)
-	ref, refNote, refFlagged := reference(a, others, minReq)
 	v.Reference = ref
 	v.Flagged = append(v.Flagged, refFlagged...)
 	if refNote != "" {
@@ -152,12 +154,8 @@ func JudgeStage(a *v1alpha1.RolloutAnalysis, canaries, others []NodeNumbers, ear
 	return v.note(notes)
 }
 
-// breachEach is the verdict of a stage whose canaries disagree with no majority (voters, see agree) when at
-// least required of them breach each on its own numbers, and breach together: those are the canaries
-// judged, and the others flagged. ok is false otherwise.
-func breachEach(a *v1alpha1.RolloutAnalysis, voters, others []NodeNumbers, earlier *v1alpha1.RolloutNumbers, required int) (v Verdict, ok bool) {
-	ref, refNote, refFlagged := reference(a, others, *a.MinRequests)
-	var bad, rest []NodeNumbers
+// breachEach splits voters into those that breach on their own numbers against ref and the rest.
+func breachEach(a *v1alpha1.RolloutAnalysis, voters []NodeNumbers, ref v1alpha1.RolloutNumbers, earlier *v1alpha1.RolloutNumbers) (bad, rest []NodeNumbers) {
 	for _, x := range voters {
 		if verdict, _ := compare(a, combine([]NodeNumbers{x}), ref, earlier); verdict == Breach {
 			bad = append(bad, x)
@@ -165,22 +163,7 @@ func breachEach(a *v1alpha1.RolloutAnalysis, voters, others []NodeNumbers, earli
 			rest = append(rest, x)
 		}
 	}
-	if len(bad) < max(required, 1) {
-		return v, false
-	}
-	v.Canary, v.Reference = combine(bad), ref
-	if v.Verdict, v.Why = Judge(a, v.Canary, ref, earlier); v.Verdict != Breach {
-		return Verdict{}, false
-	}
-	v.Why += fmt.Sprintf("; the canaries disagree (%s), and each of %d breaches on its own numbers", describe(voters), len(bad))
-	for _, x := range rest {
-		v.Flagged = append(v.Flagged, x.Node)
-	}
-	v.Flagged = append(v.Flagged, refFlagged...)
-	if refNote != "" {
-		v.Why += "; " + refNote
-	}
-	return v, true
+	return bad, rest
 }
 
 func (v Verdict) note(notes []string) Verdict {
