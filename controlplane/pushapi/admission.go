@@ -331,17 +331,15 @@ func (a *Admission) writeGroup(group []*pending) {
 
 // groupsOf is the proxy groups, among changed, that serve the policies keys before or after the write pl.
 func groupsOf(pl *plan, keys []objkey.Key, changed []string) []string {
-	var out []string
-	for _, g := range changed {
-		for _, k := range keys {
-			if (pl.before.Policies.Of(k) != nil && pl.before.Policies.Of(k).ProxyGroup == g) ||
-				(pl.after.Policies.Of(k) != nil && pl.after.Policies.Of(k).ProxyGroup == g) {
-				out = append(out, g)
-				break
+	serve := map[string]bool{}
+	for _, k := range keys {
+		for _, res := range []*translate.Result{pl.before, pl.after} {
+			if pr := res.Policies.Of(k); pr != nil {
+				serve[pr.ProxyGroup] = true
 			}
 		}
 	}
-	return out
+	return slices.DeleteFunc(slices.Clone(changed), func(g string) bool { return !serve[g] })
 }
 
 // write plans the push req, writes it to the store and publishes it, retrying while other replicas'

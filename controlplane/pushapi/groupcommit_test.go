@@ -19,6 +19,7 @@ import (
 	"github.com/lbplane/lbplane/controlplane/reach"
 	"github.com/lbplane/lbplane/controlplane/store"
 	"github.com/lbplane/lbplane/controlplane/xdscache"
+	"github.com/lbplane/lbplane/controlplane/xdsserver"
 )
 
 // gated is a store whose next write waits until the test lets it through, and which lists the policies
@@ -55,19 +56,25 @@ func (g *gated) written() [][]string {
 }
 
 func policyDoc(name string, port int, host string) []byte {
+	return groupDoc(name, port, host, "default")
+}
+
+func groupDoc(name string, port int, host, group string) []byte {
 	return fmt.Appendf(nil, `apiVersion: lbplane.io/v1alpha1
 kind: LoadBalancerPolicy
 metadata: {name: %s}
 spec:
+  proxyGroup: %s
   listener: {port: %d, protocol: HTTP, hostnames: [%s]}
   backends: [{name: a, endpoints: [{address: 127.0.0.1, port: 8080}]}]
-`, name, port, host)
+`, name, group, port, host)
 }
 
 type pushAnswer struct {
-	res  *ApplyResult
-	code int
-	errs []string
+	res    *ApplyResult
+	groups []string
+	code   int
+	errs   []string
 }
 
 // queuedBehind starts pushes one after the other while a first push is held in its store write, each
@@ -80,8 +87,8 @@ func queuedBehind(t *testing.T, a *Admission, g *gated, bodies ...[]byte) []push
 	g.mu.Unlock()
 	first := make(chan pushAnswer)
 	go func() {
-		res, _, code, errs := a.apply(policyDoc("first", 9000+len(g.written()), "first.example.com"), false, "")
-		first <- pushAnswer{res, code, errs}
+		res, groups, code, errs := a.apply(policyDoc("first", 9000+len(g.written()), "first.example.com"), false, "")
+		first <- pushAnswer{res, groups, code, errs}
 	}()
 	<-g.entered
 	answers := make([]pushAnswer, len(bodies))
@@ -90,8 +97,8 @@ func queuedBehind(t *testing.T, a *Admission, g *gated, bodies ...[]byte) []push
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, _, code, errs := a.apply(b, false, "")
-			answers[i] = pushAnswer{res, code, errs}
+			res, groups, code, errs := a.apply(b, false, "")
+			answers[i] = pushAnswer{res, groups, code, errs}
 		}()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -124,9 +131,10 @@ func newGatedAdmission(t *testing.T) (*Admission, *gated) {
 	t.Cleanup(func() { bolt.Close() })
 	g := &gated{Store: bolt}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(xdscache.New(), log)
+	cache := xdscache.New()
+	eng := engine.New(cache, log)
 	eng.Reach = reach.Loopback
-	a := &Admission{Store: g, Engine: eng, Log: log, Metrics: metrics.New(nil)}
+	a := &Admission{Store: g, Engine: eng, Log: log, Metrics: metrics.New(nil), Versions: xdsserver.NewTracker(cache, log).Targets}
 	if err := a.Load(); err != nil {
 		t.Fatal(err)
 	}
@@ -192,5 +200,20 @@ func TestQueuedPushesOfOnePolicyAreWrittenInTurn(t *testing.T) {
 	}
 	if p := a.sorted[slices.IndexFunc(a.sorted, func(p *v1alpha1.LoadBalancerPolicy) bool { return p.Name == "b" })]; p.Spec.Listener.Port != 8002 {
 		t.Errorf("b holds port %d, want the last push's", p.Spec.Listener.Port)
+	}
+}
+
+// Pushes written together are each answered with the proxy groups of their own policies, whose Envoys the
+// answer waits for (--push-wait), not the groups the others changed.
+func TestQueuedPushesNameTheirOwnGroups(t *testing.T) {
+	a, g := newGatedAdmission(t)
+	got := queuedBehind(t, a, g, groupDoc("b", 8001, "b.example.com", "east"), groupDoc("c", 8002, "c.example.com", "west"))
+	if w := g.written(); len(w) != 2 {
+		t.Fatalf("the store's writes: %v, want the queued pushes in one", w)
+	}
+	for i, want := range []string{"east", "west"} {
+		if got[i].errs != nil || !slices.Equal(got[i].groups, []string{want}) {
+			t.Errorf("push %d: groups %v (%v), want [%s]", i, got[i].groups, got[i].errs, want)
+		}
 	}
 }
