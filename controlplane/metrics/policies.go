@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bufio"
+	"cmp"
 	"io"
 	"net/http"
 	"slices"
@@ -35,7 +36,7 @@ func writePolicies(w io.Writer, policies func(yield func(PolicyConditions) bool)
 			counts[conditionKey{c.Type, string(c.Status), c.Reason}]++
 			if !conditions {
 				conditions = true
-				bw.Write(familyHeader(nil, "lbplane_policy_condition", conditionHelp))
+				bw.WriteString(familyHeader("lbplane_policy_condition", conditionHelp))
 			}
 			line = sample(line[:0], "lbplane_policy_condition", 1,
 				"condition", c.Type, "name", p.Policy.Name, "namespace", p.Policy.Namespace, "reason", c.Reason, "status", string(c.Status))
@@ -47,19 +48,19 @@ func writePolicies(w io.Writer, policies func(yield func(PolicyConditions) bool)
 		}
 	}
 	if len(stage) > 0 {
-		bw.Write(familyHeader(nil, "lbplane_policy_rollout_stage", stageHelp))
+		bw.WriteString(familyHeader("lbplane_policy_rollout_stage", stageHelp))
 		bw.Write(stage)
-		bw.Write(familyHeader(nil, "lbplane_policy_rollout_stages", stagesHelp))
+		bw.WriteString(familyHeader("lbplane_policy_rollout_stages", stagesHelp))
 		bw.Write(stages)
 	}
 	if len(counts) > 0 {
-		bw.Write(familyHeader(nil, "lbplane_policies", policiesHelp))
+		bw.WriteString(familyHeader("lbplane_policies", policiesHelp))
 		keys := make([]conditionKey, 0, len(counts))
 		for k := range counts {
 			keys = append(keys, k)
 		}
 		slices.SortFunc(keys, func(a, b conditionKey) int {
-			return strings.Compare(a.typ+"\x00"+a.reason+"\x00"+a.status, b.typ+"\x00"+b.reason+"\x00"+b.status)
+			return cmp.Or(strings.Compare(a.typ, b.typ), strings.Compare(a.reason, b.reason), strings.Compare(a.status, b.status))
 		})
 		for _, k := range keys {
 			line = sample(line[:0], "lbplane_policies", float64(counts[k]), "condition", k.typ, "reason", k.reason, "status", k.status)
@@ -69,11 +70,9 @@ func writePolicies(w io.Writer, policies func(yield func(PolicyConditions) bool)
 	return bw.Flush()
 }
 
-// familyHeader appends a gauge family's HELP and TYPE lines to b.
-func familyHeader(b []byte, name, help string) []byte {
-	b = append(b, "# HELP "+name+" "...)
-	b = append(b, helpEscaper.Replace(help)...)
-	return append(b, "\n# TYPE "+name+" gauge\n"...)
+// familyHeader is a gauge family's HELP and TYPE lines.
+func familyHeader(name, help string) string {
+	return "# HELP " + name + " " + helpEscaper.Replace(help) + "\n# TYPE " + name + " gauge\n"
 }
 
 var (
