@@ -49,6 +49,7 @@ func grpcFleetOnce(ctx context.Context, e *env, n int, out string, record func(r
 	base := grpcFleetBase()
 	xds, apiAddr := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1)
 	pprofPort := base + 2
+	clientsPprof := fmt.Sprintf("127.0.0.1:%d", base+3)
 	args := append(serveArgsMTLS(filepath.Join(dir, "data"), xds, apiAddr, "--xds-max-connections", "-1"), pprofArgs(pprofPort)...)
 	lb, err := serveLbplane(e, dir, apiAddr, time.Minute, args)
 	if err != nil {
@@ -58,7 +59,7 @@ func grpcFleetOnce(ctx context.Context, e *env, n int, out string, record func(r
 	c := &pushapi.Client{BaseURL: "http://" + apiAddr, Token: "bench", HTTP: &http.Client{Timeout: time.Minute}}
 
 	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, "fleet"), "-clients", fmt.Sprint(n), "-api", c.BaseURL, "-xds", xds,
-		"-target", fmt.Sprintf("fleet.grpc.test:%d", grpcFleetPort), "-dir", filepath.Join(dir, "clients"), "-ready-timeout", "5m")
+		"-target", fmt.Sprintf("fleet.grpc.test:%d", grpcFleetPort), "-dir", filepath.Join(dir, "clients"), "-ready-timeout", "5m", "-pprof", clientsPprof)
 	// One process holds every client's heap (~450 KiB each), which each garbage collection marks whole; a
 	// client of its own holds well under 1 MiB. GOGC=400 spares the shared cores most of that marking.
 	cmd.Env = append(os.Environ(), "LBPLANE_TOKEN=bench", "GOGC=400")
@@ -108,11 +109,16 @@ spec:
 	var samples []float64
 	cpu, clientsCPU := 0.0, 0.0
 	note := ""
-	// lbplane's CPU profile over the changes (grpc-fleet-cpu.top.txt beside the results): where a change's
-	// fan-out to n streams spends its time.
+	// lbplane's CPU profile over the changes (grpc-fleet-n-cpu.top.txt beside the results): where a change's
+	// fan-out to n streams spends its time; and the clients' (grpc-fleet-n-clients-cpu.top.txt): where theirs
+	// goes, on the same cores.
 	profiled := make(chan string, 1)
 	go func() {
 		profiled <- profile(pprofPort, grpcFleetProfileSeconds, out, fmt.Sprintf("grpc-fleet-%d-cpu", n))
+	}()
+	clientsProfiled := make(chan string, 1)
+	go func() {
+		clientsProfiled <- profileAt(clientsPprof, grpcFleetProfileSeconds, out, fmt.Sprintf("grpc-fleet-%d-clients-cpu", n))
 	}()
 	for i := range grpcFleetChanges {
 		u0, f0 := treeUsage(lb.cmd.Process.Pid), treeUsage(fleet.Cmd.Process.Pid)
@@ -134,6 +140,7 @@ spec:
 		}
 	}
 	fmt.Fprintln(os.Stderr, <-profiled)
+	fmt.Fprintln(os.Stderr, <-clientsProfiled)
 	perClient := float64(connected.RSSBytes-idle.RSSBytes) / float64(n) / 1024
 	rec := runRecord{Scenario: "grpc-fleet", Peer: "lbplane", API: "sotw", Conns: n, Samples: samples, Valid: note == "", Note: note,
 		P50: percentile(samples, 50), P99: percentile(samples, 99), P999: percentile(samples, 100), LbplaneRSS: connected.RSSBytes,
@@ -149,11 +156,12 @@ spec:
 
 // grpcFleetSynced waits until n gRPC clients are SYNCED on a config other than previous, and returns that
 // config's version and the latest time one of them acknowledged a response. It reads lbplane's proxies once a
-// second: the times are lbplane's own records, so reading them less often does not change them, and each read
-// of 1,000 proxies costs lbplane CPU that a read every 200 ms took from the fan-out it times.
+// second, the first a second after the push: the times are lbplane's own records, so reading them later does
+// not change them, and a read of 1,000 proxies during the fan-out takes CPU from what it times.
 func grpcFleetSynced(ctx context.Context, c *pushapi.Client, n int, previous string, within time.Duration) (string, time.Time, bool) {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Second)
 		ps, err := c.Proxies(ctx)
 		if err == nil && len(ps) == n {
 			var last time.Time
@@ -171,7 +179,6 @@ func grpcFleetSynced(ctx context.Context, c *pushapi.Client, n int, previous str
 				return ps[0].Version, last, true
 			}
 		}
-		time.Sleep(time.Second)
 	}
 	return "", time.Time{}, false
 }

@@ -13,6 +13,7 @@
 //	call     one call from every client: {"answers": {"backend": count}, "errors": n, "firstError": "..."}
 //	quit     closes the clients and exits, as the end of stdin does
 //
+// With -pprof it serves net/http/pprof (the benchmark profiles the clients' CPU over the changes it times).
 // An error ends the process with {"error": "..."} and exit status 1. The push API token is read from
 // LBPLANE_TOKEN.
 package main
@@ -24,6 +25,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -39,6 +43,7 @@ import (
 type config struct {
 	n, backends, parallel int
 	api, xds, target, dir string
+	pprof                 string
 	group, prefix         string
 	ready                 time.Duration
 }
@@ -55,6 +60,7 @@ func main() {
 	flag.StringVar(&c.group, "proxy-group", "default", "the clients' proxy group")
 	flag.StringVar(&c.prefix, "node-prefix", "grpc-fleet-", "node ids are this prefix and a number")
 	flag.DurationVar(&c.ready, "ready-timeout", 2*time.Minute, "how long connect waits for every client's first answer")
+	flag.StringVar(&c.pprof, "pprof", "", "serve net/http/pprof on this address, host:port (loopback: it has no authentication)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		answer(grpcfleet.Failure{Error: err.Error()})
@@ -76,6 +82,16 @@ func run(c config) error {
 	}
 	if c.parallel < 1 {
 		return fmt.Errorf("-parallel: at least 1, got %d", c.parallel)
+	}
+	if c.pprof != "" {
+		if host, _, err := net.SplitHostPort(c.pprof); err != nil || !net.ParseIP(host).IsLoopback() {
+			return fmt.Errorf("-pprof: %q is not a loopback IP address and port", c.pprof)
+		}
+		lis, err := net.Listen("tcp", c.pprof)
+		if err != nil {
+			return fmt.Errorf("-pprof: %w", err)
+		}
+		go http.Serve(lis, nil) // net/http/pprof's handlers, on the default mux
 	}
 	var started grpcfleet.Started
 	for i := range c.backends {
