@@ -33,7 +33,7 @@ func TestReportsMatchRawResults(t *testing.T) {
 		"2026-11-23-vm-balancing":      true,
 		"2026-11-23-vm-edge":           true,
 		"2026-11-27-vm-ha":             true,
-		"2026-11-30-vm-grpc-fleet":     true,
+		"2026-12-01-vm-grpc-fleet":     true,
 		"2026-11-30-vm-gateway-routes": true,
 		"2026-11-30-vm-endpoint-storm": true,
 		"2026-11-30-vm-fleet":          true,
