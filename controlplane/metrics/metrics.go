@@ -43,7 +43,7 @@ type Metrics struct {
 	policies     atomic.Pointer[func() iter.Seq[PolicyConditions]]
 	certs        *certCollector
 	sync         *syncCollector
-	clusters     *clusterCollector
+	clusters     atomic.Pointer[func() iter.Seq[ClusterInfo]]
 	refused      atomic.Pointer[func() int]
 	revocations  atomic.Pointer[func() int]
 	// types are the xDS resource types (KnownTypes) whose NACK series each proxy group gets at 0.
@@ -111,7 +111,6 @@ func New(proxies func() map[string]int) *Metrics {
 		[]string{"group"})
 	m.certs = &certCollector{}
 	m.sync = &syncCollector{}
-	m.clusters = &clusterCollector{}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbplane_build_info",
 		Help: "Always 1; the labels say which build of lbplane this is."}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version.Version, version.Revision(), runtime.Version()).Set(1)
@@ -122,7 +121,7 @@ func New(proxies func() map[string]int) *Metrics {
 		"Envoy identities (nodes, certificate serials, proxy groups) this replica refuses (lbctl revoke): a revocation made through another replica counts once this one has read it.",
 		&m.revocations)
 	m.reg.MustRegister(m.pushes, m.pushDuration, m.acks, m.nacks, m.translation, m.snapshot, m.storeOps, m.pushGroups, m.apiRequests,
-		m.apiDuration, m.errors, m.closed, m.changes, m.versions, m.certs, m.sync, m.clusters, build, refused, revocations, &proxyCollector{count: proxies})
+		m.apiDuration, m.errors, m.closed, m.changes, m.versions, m.certs, m.sync, build, refused, revocations, &proxyCollector{count: proxies})
 	// controller-runtime's registry, served alongside, has the Go and process collectors once its controller
 	// package is linked in (as it is in lbplane); two of each would make every scrape fail as duplicates.
 	if !hasMetric(ctrlmetrics.Registry, "go_goroutines") {
@@ -156,10 +155,10 @@ func hasMetric(g prometheus.Gatherer, name string) bool {
 // (leader_election_master_status), in one exposition. Those live in controller-runtime's global registry
 // because client-go reports to it from package init; gathering both here keeps one scrape target.
 //
-// The policies' families (writePolicies) follow the registries' in the text format, written as they are
-// listed, one policy at a time: through the registry, each of the 400,000 series of 100,000 policies was
-// an object of its own, all held until the scrape was written, 380–387 MiB of heap for the scrape
-// (BenchmarkScrape100000Policies).
+// The policies' families (writePolicies) and lbplane_cluster_info (writeClusters) follow the registries' in
+// the text format, written as they are listed, one policy or cluster at a time: through the registry, each
+// of the 400,000 series of 100,000 policies was an object of its own, all held until the scrape was
+// written, 380–387 MiB of heap for the scrape (BenchmarkScrape100000Policies); so was each cluster's.
 func (m *Metrics) Handler() http.Handler {
 	registries := promhttp.HandlerFor(prometheus.Gatherers{m.reg, ctrlmetrics.Registry},
 		promhttp.HandlerOpts{Registry: m.reg, DisableCompression: true})
@@ -180,9 +179,12 @@ func (m *Metrics) Handler() http.Handler {
 		if out.status != 0 && out.status != http.StatusOK {
 			return
 		}
+		// An error here is the scraper gone; there is no one to tell.
 		if f := m.policies.Load(); f != nil {
-			// An error here is the scraper gone; there is no one to tell.
 			_ = writePolicies(out.body, (*f)())
+		}
+		if f := m.clusters.Load(); f != nil {
+			_ = writeClusters(out.body, (*f)())
 		}
 	}))
 }

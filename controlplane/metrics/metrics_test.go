@@ -184,21 +184,42 @@ func TestNacksByProxyGroup(t *testing.T) {
 	}
 }
 
-// lbplane_cluster_info names each cluster's policy and backend once, even when two proxy groups serve it.
+// lbplane_cluster_info names each cluster's policy and backend once, even when two proxy groups serve it,
+// in the exposition beside the policies' families.
 func TestClusterInfo(t *testing.T) {
 	m := New(nil)
-	m.Clusters(func() []ClusterInfo {
-		return []ClusterInfo{{Cluster: "shop/cart/carts", Namespace: "shop", Name: "cart", Backend: "carts"},
+	m.Clusters(func() iter.Seq[ClusterInfo] {
+		return slices.Values([]ClusterInfo{{Cluster: "shop/cart/carts", Namespace: "shop", Name: "cart", Backend: "carts"},
 			{Cluster: "shop/cart/carts", Namespace: "shop", Name: "cart", Backend: "carts"},
-			{Cluster: "shop/cart/all/session", Namespace: "shop", Name: "cart"}}
+			{Cluster: "shop/cart/all/session", Namespace: "shop", Name: "cart"}})
+	})
+	m.Policies(func() iter.Seq[PolicyConditions] {
+		return slices.Values([]PolicyConditions{{Policy: types.NamespacedName{Namespace: "shop", Name: "cart"},
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: "Accepted"}}}})
 	})
 	want := `
 # HELP lbplane_cluster_info ` + clusterInfoHelp + `
 # TYPE lbplane_cluster_info gauge
 lbplane_cluster_info{backend="",envoy_cluster_name="shop/cart/all/session",name="cart",namespace="shop"} 1
 lbplane_cluster_info{backend="carts",envoy_cluster_name="shop/cart/carts",name="cart",namespace="shop"} 1
+# HELP lbplane_policies Policies by condition type (Accepted, ResolvedRefs, Programmed, RolledBack), status and reason.
+# TYPE lbplane_policies gauge
+lbplane_policies{condition="Accepted",reason="Accepted",status="True"} 1
 `
-	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "lbplane_cluster_info"); err != nil {
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if err := testutil.ScrapeAndCompare(srv.URL, strings.NewReader(want), "lbplane_cluster_info", "lbplane_policies"); err != nil {
 		t.Error(err)
+	}
+	// No cluster (no config published yet): no family, as the registry leaves out one with no series.
+	m.Clusters(func() iter.Seq[ClusterInfo] { return func(func(ClusterInfo) bool) {} })
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(b), "lbplane_cluster_info") {
+		t.Errorf("lbplane_cluster_info with no cluster:\n%s", b)
 	}
 }

@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"bufio"
 	"cmp"
+	"io"
+	"iter"
 	"slices"
 	"sync/atomic"
 
@@ -115,36 +118,33 @@ type ClusterInfo struct {
 	Backend string
 }
 
-// Clusters sets the function that lists the clusters of every proxy group at each scrape, for
-// lbplane_cluster_info.
-func (m *Metrics) Clusters(list func() []ClusterInfo) {
+// Clusters sets the function that lists the clusters of every proxy group at each scrape, one at a time,
+// for lbplane_cluster_info: see writeClusters.
+func (m *Metrics) Clusters(list func() iter.Seq[ClusterInfo]) {
 	if m != nil {
-		m.clusters.list.Store(&list)
+		m.clusters.Store(&list)
 	}
-}
-
-type clusterCollector struct {
-	list atomic.Pointer[func() []ClusterInfo]
 }
 
 const clusterInfoHelp = "Always 1: one series per Envoy cluster lbplane serves, labelled with its name as Envoy's stats carry it (envoy_cluster_name) and the policy (namespace, name) and backend it was built from (backend is empty for a route's session cluster). Join Envoy's envoy_cluster_* series on envoy_cluster_name to add them up by policy."
 
-var clusterInfoDesc = prometheus.NewDesc("lbplane_cluster_info", clusterInfoHelp,
-	[]string{"envoy_cluster_name", "namespace", "name", "backend"}, nil)
-
-func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) { ch <- clusterInfoDesc }
-
-func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
-	f := c.list.Load()
-	if f == nil {
-		return
-	}
-	seen := map[string]bool{}
-	for _, ci := range (*f)() {
-		if seen[ci.Cluster] {
-			continue // the same cluster in two proxy groups
+// writeClusters writes lbplane_cluster_info in the text format as clusters lists them, one series per
+// cluster (the first row of a cluster that two proxy groups serve), each written as it comes: only the
+// names written are kept, to leave out a second row.
+func writeClusters(w io.Writer, clusters iter.Seq[ClusterInfo]) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	seen := map[string]struct{}{}
+	var line []byte
+	for ci := range clusters {
+		if _, dup := seen[ci.Cluster]; dup {
+			continue
 		}
-		seen[ci.Cluster] = true
-		ch <- prometheus.MustNewConstMetric(clusterInfoDesc, prometheus.GaugeValue, 1, ci.Cluster, ci.Namespace, ci.Name, ci.Backend)
+		if len(seen) == 0 {
+			bw.WriteString(familyHeader("lbplane_cluster_info", clusterInfoHelp))
+		}
+		seen[ci.Cluster] = struct{}{}
+		line = sample(line[:0], "lbplane_cluster_info", 1, "backend", ci.Backend, "envoy_cluster_name", ci.Cluster, "name", ci.Name, "namespace", ci.Namespace)
+		bw.Write(line)
 	}
+	return bw.Flush()
 }

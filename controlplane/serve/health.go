@@ -144,20 +144,22 @@ func proxySync(tracker *xdsserver.Tracker) func() []metrics.ProxySync {
 
 // clusterInfo lists the clusters of every proxy group as published, with the policy and backend each was
 // built from (ir.Source; a shared cluster has a row per policy that uses it), for lbplane_cluster_info.
-func clusterInfo(eng *engine.Engine) func() []metrics.ClusterInfo {
-	return func() []metrics.ClusterInfo {
+func clusterInfo(eng *engine.Engine) func() iter.Seq[metrics.ClusterInfo] {
+	return func() iter.Seq[metrics.ClusterInfo] {
 		res, _ := eng.Result()
-		if res == nil {
-			return nil
-		}
-		var out []metrics.ClusterInfo
-		for _, g := range res.IR.Groups {
-			for _, c := range g.Clusters {
-				for _, s := range g.ClusterSources(c) {
-					out = append(out, metrics.ClusterInfo{Cluster: c.Name, Namespace: s.Namespace, Name: s.Name, Backend: s.Backend})
+		return func(yield func(metrics.ClusterInfo) bool) {
+			if res == nil {
+				return
+			}
+			for _, g := range res.IR.Groups {
+				for _, c := range g.Clusters {
+					for _, s := range g.ClusterSources(c) {
+						if !yield(metrics.ClusterInfo{Cluster: c.Name, Namespace: s.Namespace, Name: s.Name, Backend: s.Backend}) {
+							return
+						}
+					}
 				}
 			}
 		}
-		return out
 	}
 }
