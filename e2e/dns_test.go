@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	envoybootstrap "github.com/lbplane/lbplane/envoy-bootstrap"
 	"github.com/lbplane/lbplane/internal/backend"
 	"github.com/lbplane/lbplane/internal/dnstest"
+	"github.com/lbplane/lbplane/internal/portreserve"
 )
 
 // dnsServer answers A and AAAA queries for one name with a set of addresses the test changes, on
@@ -32,10 +32,10 @@ func startDNSServer(t *testing.T, name string, answer ...string) *dnsServer {
 func (s *dnsServer) Set(addrs ...string) { s.Server.Set(s.name, 0, addrs...) }
 
 // startBackendAt runs a backend on ip:port: a DNS answer carries no port, so the backends of one name
-// differ by loopback address and share the port.
+// differ by loopback address and share the port, reserved on each of them (portreserve.ReserveOn).
 func startBackendAt(t *testing.T, name, ip string, port int) *Backend {
 	t.Helper()
-	lis, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
+	lis, err := portreserve.ListenOn(ip, port)
 	if err != nil {
 		t.Fatalf("backend %s on %s:%d: %v", name, ip, port, err)
 	}
@@ -66,9 +66,10 @@ func TestDNSBackendFollowsTheAnswer(t *testing.T) {
 }
 
 func testDNSBackendFollowsTheAnswer(t *testing.T, byEnvoy bool) {
-	port := reservePort(t)
+	ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+	port := portreserve.ReserveOn(t, ips...)
 	bs := map[string]*Backend{}
-	for i, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+	for i, ip := range ips {
 		name := fmt.Sprintf("b%d", i+2)
 		bs[name] = startBackendAt(t, name, ip, port)
 	}

@@ -30,16 +30,57 @@ type TB interface {
 // Reserve returns a port on 127.0.0.1 that stays reserved until the test ends.
 func Reserve(t TB) int {
 	t.Helper()
-	port, closeFn, err := reserve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(closeFn)
-	return port
+	return ReserveOn(t, "127.0.0.1")
 }
 
-// reserve binds a socket to 127.0.0.1:0 without listening on it.
-func reserve() (int, func(), error) {
+// ReserveOn returns one port reserved on each of the loopback addresses ips until the test ends, for
+// servers that share a port on several addresses (the backends of a DNS name, whose answer carries no
+// port). Each address counts: a connection from 127.0.0.2 holds its source port on 127.0.0.2 only.
+func ReserveOn(t TB, ips ...string) int {
+	t.Helper()
+	var addrs [][4]byte
+	for _, ip := range ips {
+		a := net.ParseIP(ip).To4()
+		if a == nil || !a.IsLoopback() {
+			t.Fatal(fmt.Sprintf("reserving a port on %q: not an IPv4 loopback address", ip))
+		}
+		addrs = append(addrs, [4]byte(a))
+	}
+	// The first address's port, taken by the kernel, may be held on another address: try again, a bounded
+	// number of times.
+	var last error
+	for range 50 {
+		port, closeFn, err := reserve(addrs[0], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers := []func(){closeFn}
+		for _, a := range addrs[1:] {
+			_, closeFn, err := reserve(a, port)
+			if err != nil {
+				last = err
+				break
+			}
+			closers = append(closers, closeFn)
+		}
+		if len(closers) == len(addrs) {
+			t.Cleanup(func() {
+				for _, c := range closers {
+					c()
+				}
+			})
+			return port
+		}
+		for _, c := range closers {
+			c()
+		}
+	}
+	t.Fatal(fmt.Sprintf("no port free on every one of %v in 50 tries: %v", ips, last))
+	return 0
+}
+
+// reserve binds a socket to addr:port (port 0: one the kernel picks) without listening on it.
+func reserve(addr [4]byte, port int) (int, func(), error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("reserving a port: %w", err)
@@ -52,7 +93,7 @@ func reserve() (int, func(), error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 		return fail(err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: addr, Port: port}); err != nil {
 		return fail(err)
 	}
 	sa, err := unix.Getsockname(fd)
@@ -77,8 +118,13 @@ var lc = net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 	return serr
 }}
 
-// Listen listens on a reserved port (or, with port 0, on a new one) with SO_REUSEPORT, so that it can share
-// the port with its reservation.
+// Listen listens on a reserved port of 127.0.0.1 (or, with port 0, on a new one) with SO_REUSEPORT, so that
+// it can share the port with its reservation.
 func Listen(port int) (net.Listener, error) {
-	return lc.Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	return ListenOn("127.0.0.1", port)
+}
+
+// ListenOn is Listen on the loopback address ip (a port of ReserveOn).
+func ListenOn(ip string, port int) (net.Listener, error) {
+	return lc.Listen(context.Background(), "tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
 }

@@ -53,3 +53,27 @@ func TestAReservedPortIsTakenOnlyBySharers(t *testing.T) {
 		}
 	}
 }
+
+// A port reserved on several loopback addresses is taken on each of them only by sharers, and a server of
+// each address listens on it.
+func TestAPortReservedOnSeveralAddresses(t *testing.T) {
+	ips := []string{"127.0.0.2", "127.0.0.3"}
+	port := ReserveOn(t, ips...)
+	for _, ip := range ips {
+		addr := net.JoinHostPort(ip, fmt.Sprint(port))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			t.Fatalf("a listener without SO_REUSEPORT bound reserved %s", addr)
+		}
+		lis, err := ListenOn(ip, port)
+		if err != nil {
+			t.Fatalf("listening on the reserved %s: %v", addr, err)
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dialling %s: %v", addr, err)
+		}
+		c.Close()
+		lis.Close()
+	}
+}
