@@ -19,7 +19,7 @@ func TestReportsMatchRawResults(t *testing.T) {
 	// Every report is one or the other: its summary tables are generated from its raw files (at least one),
 	// or it keeps no raw results a table could come from (the stress check, the predictions benchmark and the
 	// metrics scrape benchmark keep only go test's lines).
-	noRaw := map[string]bool{"2026-11-23-vm-stress": true, "2026-11-29-vm-predict": true, "2026-12-01-metrics-scrape": true}
+	noRaw := map[string]bool{"2026-11-23-vm-stress": true, "2026-11-29-vm-predict": true, "2026-12-01-metrics-scrape": true, "2026-12-01-metrics-scrape-clusters": true}
 	// Or its whole report is written by the run that made it, from the raw files beside it: the cluster test
 	// (e2e/cluster) from k6's summaries, the A/B script from benchstat's output, the stats row's from its
 	// runs.jsonl (three rows), the rollout row's (-only rollout) from summary.json and rollout/*.json.
