@@ -143,7 +143,8 @@ func proxySync(tracker *xdsserver.Tracker) func() []metrics.ProxySync {
 }
 
 // clusterInfo lists the clusters of every proxy group as published, with the policy and backend each was
-// built from (ir.Source; a shared cluster has a row per policy that uses it), for lbplane_cluster_info.
+// built from (ir.Source; a shared cluster is listed once per policy that uses it), for lbplane_cluster_info,
+// which keeps the first row of each cluster.
 func clusterInfo(eng *engine.Engine) func() iter.Seq[metrics.ClusterInfo] {
 	return func() iter.Seq[metrics.ClusterInfo] {
 		res, _ := eng.Result()
