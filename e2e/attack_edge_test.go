@@ -799,8 +799,10 @@ func TestAttackConnectionFlood(t *testing.T) {
 	}
 }
 
-// The one-host floods come from attackerIP; the legitimate clients connect from clientIP.
-const attackerIP, clientIP = "127.0.0.2", "127.0.0.3"
+// The one-host floods come from attackerIP; the legitimate clients connect from clientIP. No other test
+// binds these addresses: a flood holds thousands of source ports on attackerIP, and a server that another
+// test starts on the same address would find its port taken.
+const attackerIP, clientIP = "127.0.0.66", "127.0.0.67"
 
 // oneHostMaxConnections is Envoy's global connection limit in the one-host floods: what the bootstrap's
 // default gives with an open-file limit of 20,000, set explicitly so that the flood meets the same limit on a
@@ -1046,8 +1048,8 @@ func sendFrom(src, addr, text string) (*http.Response, error) {
 	return resp, nil
 }
 
-// TestAttackProxyProtocolUntrustedSender: a listener that accepts the PROXY protocol from 127.0.0.2 only
-// (proxyProtocol.trustedSources). A client connecting directly from 127.0.0.3 and claiming to be 6.6.6.6 is
+// TestAttackProxyProtocolUntrustedSender: a listener that accepts the PROXY protocol from attackerIP only
+// (proxyProtocol.trustedSources). A client connecting directly from clientIP and claiming to be 6.6.6.6 is
 // closed unanswered, and nothing reaches the backend; the same header from the trusted sender is believed
 // (the backend sees 6.6.6.6 in X-Forwarded-For).
 func TestAttackProxyProtocolUntrustedSender(t *testing.T) {
@@ -1055,7 +1057,7 @@ func TestAttackProxyProtocolUntrustedSender(t *testing.T) {
 	e := startEdge(t, "")
 	port := reservePort(t)
 	push(t, e.lb, policy(t, edgePolicy, map[string]any{"Name": "pp", "Port": port, "B": e.be.port,
-		"Extra": "    proxyProtocol: {trustedSources: [127.0.0.2/32]}"}))
+		"Extra": "    proxyProtocol: {trustedSources: [" + attackerIP + "/32]}"}))
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	claim := func(path string) string {
 		return fmt.Sprintf("PROXY TCP4 6.6.6.6 127.0.0.1 40000 %d\r\nGET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", port, path)
