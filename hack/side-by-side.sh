@@ -32,9 +32,9 @@ rc=0
 for i in "${!pids[@]}"; do
   wait "${pids[$i]}" || rc=1
 done
-# failures NAME FILE: each "--- FAIL" of go test's output with the last three file:line lines of its own block
-# (the lines indented under it, leaving out the process logs a failed test dumps), each "panic:" and "FAIL <package>" line, and each "*** [target]" of make; at
-# most 40 lines.
+# failures NAME FILE: each "--- FAIL" of go test's output with the last three file:line lines of its own
+# block (the lines indented under it, leaving out the process logs a failed test dumps), each "panic:" and
+# "FAIL <package>" line, and each "*** [target]" of make; at most 40 lines.
 failures() {
   awk -v name="$1" '
     function flush() { if (head != "") { print "[" name "] " head; for (k = 0; k < n; k++) print "[" name "] " tail[k] } head = ""; n = 0 }

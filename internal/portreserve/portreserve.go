@@ -38,6 +38,9 @@ func Reserve(t TB) int {
 // port). Each address counts: a connection from 127.0.0.2 holds its source port on 127.0.0.2 only.
 func ReserveOn(t TB, ips ...string) int {
 	t.Helper()
+	if len(ips) == 0 {
+		t.Fatal("reserving a port: no address")
+	}
 	var addrs [][4]byte
 	for _, ip := range ips {
 		a := net.ParseIP(ip).To4()
